@@ -1,0 +1,258 @@
+//! The control channel between a rank and its launcher.
+//!
+//! A rank connects to the launcher's control socket (named by `KUMI_CONTROL`),
+//! proves it knows the job secret, and then uses the channel for the key-value
+//! exchange of bootstrap, fences, abort and finalize. The launcher never trusts a
+//! connection before the proof: the first frame it sends is a random challenge, and
+//! the only frame it accepts in reply is a [`ToLauncher::Hello`] whose `mac` is the
+//! HMAC-SHA256 of the challenge under the secret. The secret itself never crosses
+//! the socket.
+//!
+//! Framing: a little-endian `u32` body length, then the body in postcard encoding.
+//! [`FrameDecoder`] reassembles frames from any split of the byte stream and refuses
+//! a length above [`MAX_FRAME`] *before* allocating for it.
+
+use hmac::{KeyInit, Mac};
+use serde::{Deserialize, Serialize};
+
+/// Largest control frame body accepted, in bytes.
+pub const MAX_FRAME: usize = 1 << 20;
+/// Length of a challenge nonce and of a MAC, in bytes.
+pub const NONCE_BYTES: usize = 32;
+
+/// Frames a rank sends to the launcher.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ToLauncher {
+    /// The answer to the challenge: who the rank is, and the proof.
+    Hello {
+        /// Job id the rank believes it belongs to.
+        job: String,
+        /// Global rank.
+        rank: u32,
+        /// Process id of the rank.
+        pid: u32,
+        /// HMAC-SHA256(secret, "kumi-control" || nonce || job || rank).
+        mac: Vec<u8>,
+    },
+    /// Publish a key (bootstrap address cards and the like).
+    Put {
+        /// Key.
+        key: String,
+        /// Value.
+        value: Vec<u8>,
+    },
+    /// Wait until every rank of the job has sent `Fence`; then all earlier puts are
+    /// visible to every rank.
+    Fence,
+    /// Read a key published before the last fence.
+    Get {
+        /// Key.
+        key: String,
+    },
+    /// The rank aborts the whole job with this exit code.
+    Abort {
+        /// Exit code for the job.
+        code: i32,
+        /// Why, in the user's words.
+        message: String,
+    },
+    /// The rank has finalized; an exit that follows is a normal end.
+    Finalize,
+}
+
+/// Frames the launcher sends to a rank.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ToRank {
+    /// The first frame on every connection.
+    Challenge {
+        /// Random bytes the rank must MAC.
+        nonce: Vec<u8>,
+    },
+    /// The proof was good; the channel is open.
+    Welcome,
+    /// The connection is refused; the launcher closes it after this frame.
+    Refused {
+        /// Why.
+        reason: String,
+    },
+    /// Every rank has reached the fence.
+    FenceDone,
+    /// Answer to `Get`.
+    Value {
+        /// Key asked for.
+        key: String,
+        /// Its value, or `None` if nobody published it.
+        value: Option<Vec<u8>>,
+    },
+}
+
+/// Why a frame could not be decoded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FrameError {
+    /// The announced body length is above [`MAX_FRAME`].
+    TooLong(usize),
+    /// The body is not a valid message.
+    Malformed(String),
+}
+
+impl std::fmt::Display for FrameError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FrameError::TooLong(n) => write!(f, "control frame of {n} bytes exceeds the limit of {MAX_FRAME}"),
+            FrameError::Malformed(e) => write!(f, "malformed control frame: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for FrameError {}
+
+/// Encodes a message as one frame (length prefix + body).
+pub fn encode<T: Serialize>(msg: &T) -> Vec<u8> {
+    let body = postcard::to_stdvec(msg).expect("control messages always serialize");
+    let mut out = Vec::with_capacity(4 + body.len());
+    out.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    out.extend_from_slice(&body);
+    out
+}
+
+/// Reassembles frames from a byte stream.
+#[derive(Debug, Default)]
+pub struct FrameDecoder {
+    buf: Vec<u8>,
+}
+
+impl FrameDecoder {
+    /// An empty decoder.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Appends bytes read from the stream.
+    pub fn push(&mut self, bytes: &[u8]) {
+        self.buf.extend_from_slice(bytes);
+    }
+
+    /// Bytes held that do not yet form a whole frame.
+    pub fn pending(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// The next whole frame, if one is buffered. An error means the stream is
+    /// corrupt and the connection must be dropped.
+    pub fn next<T: for<'de> Deserialize<'de>>(&mut self) -> Result<Option<T>, FrameError> {
+        if self.buf.len() < 4 {
+            return Ok(None);
+        }
+        let len = u32::from_le_bytes(self.buf[..4].try_into().expect("4 bytes")) as usize;
+        if len > MAX_FRAME {
+            return Err(FrameError::TooLong(len));
+        }
+        if self.buf.len() < 4 + len {
+            return Ok(None);
+        }
+        let msg = postcard::from_bytes(&self.buf[4..4 + len]).map_err(|e| FrameError::Malformed(e.to_string()));
+        self.buf.drain(..4 + len);
+        msg.map(Some)
+    }
+}
+
+type HmacSha256 = hmac::Hmac<sha2::Sha256>;
+
+/// The proof a rank sends for `nonce`: HMAC-SHA256 under the job secret, bound to
+/// the job id and the rank so a proof cannot be replayed for another identity.
+pub fn prove(secret: &[u8], nonce: &[u8], job: &str, rank: u32) -> Vec<u8> {
+    let mut mac = <HmacSha256 as KeyInit>::new_from_slice(secret).expect("HMAC takes any key length");
+    mac.update(b"kumi-control");
+    mac.update(nonce);
+    mac.update(job.as_bytes());
+    mac.update(&rank.to_le_bytes());
+    mac.finalize().into_bytes().to_vec()
+}
+
+/// Checks a proof in constant time.
+pub fn verify(secret: &[u8], nonce: &[u8], job: &str, rank: u32, proof: &[u8]) -> bool {
+    let mut mac = <HmacSha256 as KeyInit>::new_from_slice(secret).expect("HMAC takes any key length");
+    mac.update(b"kumi-control");
+    mac.update(nonce);
+    mac.update(job.as_bytes());
+    mac.update(&rank.to_le_bytes());
+    mac.verify_slice(proof).is_ok()
+}
+
+/// Hex encoding of a secret, for the environment.
+pub fn to_hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Decodes a hex string; `None` if it is not hex.
+pub fn from_hex(s: &str) -> Option<Vec<u8>> {
+    if s.len() % 2 != 0 {
+        return None;
+    }
+    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn frames_survive_any_split() {
+        let msgs = vec![
+            ToLauncher::Put { key: "card/3".into(), value: vec![1, 2, 3] },
+            ToLauncher::Fence,
+            ToLauncher::Abort { code: 3, message: "bad input".into() },
+        ];
+        let bytes: Vec<u8> = msgs.iter().flat_map(encode).collect();
+        for split in 0..bytes.len() {
+            let mut d = FrameDecoder::new();
+            let mut got = Vec::new();
+            d.push(&bytes[..split]);
+            while let Some(m) = d.next::<ToLauncher>().unwrap() {
+                got.push(m);
+            }
+            d.push(&bytes[split..]);
+            while let Some(m) = d.next::<ToLauncher>().unwrap() {
+                got.push(m);
+            }
+            assert_eq!(got, msgs);
+        }
+    }
+
+    #[test]
+    fn refuses_oversized_frame_before_reading_it() {
+        let mut d = FrameDecoder::new();
+        d.push(&((MAX_FRAME as u32) + 1).to_le_bytes());
+        assert_eq!(d.next::<ToRank>(), Err(FrameError::TooLong(MAX_FRAME + 1)));
+    }
+
+    #[test]
+    fn proof_binds_secret_nonce_job_and_rank() {
+        let p = prove(b"secret", b"nonce", "j1", 2);
+        assert!(verify(b"secret", b"nonce", "j1", 2, &p));
+        assert!(!verify(b"secreT", b"nonce", "j1", 2, &p));
+        assert!(!verify(b"secret", b"nonce2", "j1", 2, &p));
+        assert!(!verify(b"secret", b"nonce", "j2", 2, &p));
+        assert!(!verify(b"secret", b"nonce", "j1", 3, &p));
+        assert!(!verify(b"secret", b"nonce", "j1", 2, &p[..31]));
+    }
+
+    #[test]
+    fn hex_round_trip() {
+        assert_eq!(from_hex(&to_hex(&[0, 255, 16])), Some(vec![0, 255, 16]));
+        assert_eq!(from_hex("zz"), None);
+        assert_eq!(from_hex("abc"), None);
+    }
+
+    proptest! {
+        #[test]
+        fn decoder_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
+            let mut d = FrameDecoder::new();
+            d.push(&bytes);
+            for _ in 0..8 {
+                match d.next::<ToLauncher>() { Ok(Some(_)) => {}, _ => break }
+            }
+        }
+    }
+}

@@ -1,0 +1,181 @@
+//! The fixed header of every data-plane frame.
+//!
+//! 40 bytes, little-endian, the same on every transport. Its size is chosen so that
+//! a shared-memory ring record (8-byte stamp + 8-byte length + header) leaves 8 bytes
+//! of inline payload in the first 64-byte cache line: an 8-byte message crosses
+//! between cores as one cache line.
+//!
+//! Field use by kind (`id`, `aux` are opaque numbers chosen by the side named):
+//!
+//! | kind  | ctx/src/tag | len            | id                 | aux                  | payload |
+//! |-------|-------------|----------------|--------------------|----------------------|---------|
+//! | Eager | envelope    | message bytes  | sender request (sync sends) | 0           | message |
+//! | Rts   | envelope    | message bytes  | sender request     | sender buffer address| none    |
+//! | Cts   | 0           | message bytes  | sender request     | receiver request     | none    |
+//! | Data  | 0           | message bytes  | receiver request   | byte offset          | chunk   |
+//! | Fin   | 0           | 0              | sender request     | 0                    | none    |
+//! | Ack   | 0           | 0              | sender request     | 0                    | none    |
+
+/// Encoded size of a header in bytes.
+pub const HEADER_BYTES: usize = 40;
+
+/// What a frame is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Kind {
+    /// A whole message; its payload is the message.
+    Eager = 1,
+    /// Request to send a large message; the receiver pulls it (single copy) or
+    /// answers `Cts` to have it pushed in `Data` chunks.
+    Rts = 2,
+    /// Clear to send: push the message in `Data` chunks to receiver request `aux`.
+    Cts = 3,
+    /// A chunk of a rendezvous message at byte offset `aux`.
+    Data = 4,
+    /// The receiver has pulled the whole message; sender request `id` is complete.
+    Fin = 5,
+    /// A synchronous eager message was matched; sender request `id` is complete.
+    Ack = 6,
+}
+
+/// Flag: the sender waits for an `Ack` when the eager message is matched
+/// (synchronous send).
+pub const FLAG_SYNC: u8 = 1;
+
+/// The header of a data-plane frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Header {
+    /// Frame kind.
+    pub kind: Kind,
+    /// Flags (`FLAG_*`).
+    pub flags: u8,
+    /// Communicator context id (matching context).
+    pub ctx: u32,
+    /// Sender's rank in the communicator of `ctx`.
+    pub src: u32,
+    /// Message tag.
+    pub tag: i32,
+    /// Total message length in bytes.
+    pub len: u64,
+    /// Request id (see the table in the module doc).
+    pub id: u64,
+    /// Auxiliary value (see the table in the module doc).
+    pub aux: u64,
+}
+
+/// Why bytes could not be decoded as a header.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DecodeError {
+    /// Fewer than [`HEADER_BYTES`] bytes.
+    Short(usize),
+    /// The kind byte names no known frame kind.
+    UnknownKind(u8),
+}
+
+impl std::fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DecodeError::Short(n) => write!(f, "frame header truncated: {n} of {HEADER_BYTES} bytes"),
+            DecodeError::UnknownKind(k) => write!(f, "unknown frame kind {k}"),
+        }
+    }
+}
+
+impl std::error::Error for DecodeError {}
+
+impl Kind {
+    fn from_u8(v: u8) -> Result<Kind, DecodeError> {
+        Ok(match v {
+            1 => Kind::Eager,
+            2 => Kind::Rts,
+            3 => Kind::Cts,
+            4 => Kind::Data,
+            5 => Kind::Fin,
+            6 => Kind::Ack,
+            k => return Err(DecodeError::UnknownKind(k)),
+        })
+    }
+}
+
+impl Header {
+    /// A header of `kind` with every other field zero.
+    pub const fn new(kind: Kind) -> Header {
+        Header { kind, flags: 0, ctx: 0, src: 0, tag: 0, len: 0, id: 0, aux: 0 }
+    }
+
+    /// Encodes into exactly [`HEADER_BYTES`] bytes.
+    #[inline]
+    pub fn encode(&self) -> [u8; HEADER_BYTES] {
+        let mut b = [0u8; HEADER_BYTES];
+        b[0] = self.kind as u8;
+        b[1] = self.flags;
+        b[4..8].copy_from_slice(&self.ctx.to_le_bytes());
+        b[8..12].copy_from_slice(&self.src.to_le_bytes());
+        b[12..16].copy_from_slice(&self.tag.to_le_bytes());
+        b[16..24].copy_from_slice(&self.len.to_le_bytes());
+        b[24..32].copy_from_slice(&self.id.to_le_bytes());
+        b[32..40].copy_from_slice(&self.aux.to_le_bytes());
+        b
+    }
+
+    /// Decodes the first [`HEADER_BYTES`] bytes of `b`. Checks only what the header
+    /// alone can check (length, kind); ranks, contexts and lengths are checked by
+    /// the receiver against its own state before use.
+    #[inline]
+    pub fn decode(b: &[u8]) -> Result<Header, DecodeError> {
+        if b.len() < HEADER_BYTES {
+            return Err(DecodeError::Short(b.len()));
+        }
+        let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().expect("4 bytes"));
+        let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
+        Ok(Header {
+            kind: Kind::from_u8(b[0])?,
+            flags: b[1],
+            ctx: u32_at(4),
+            src: u32_at(8),
+            tag: u32_at(12) as i32,
+            len: u64_at(16),
+            id: u64_at(24),
+            aux: u64_at(32),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn kind() -> impl Strategy<Value = Kind> {
+        prop_oneof![
+            Just(Kind::Eager),
+            Just(Kind::Rts),
+            Just(Kind::Cts),
+            Just(Kind::Data),
+            Just(Kind::Fin),
+            Just(Kind::Ack)
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn encode_decode_round_trip(k in kind(), flags: u8, ctx: u32, src: u32, tag: i32,
+                                    len: u64, id: u64, aux: u64) {
+            let h = Header { kind: k, flags, ctx, src, tag, len, id, aux };
+            prop_assert_eq!(Header::decode(&h.encode()), Ok(h));
+        }
+
+        #[test]
+        fn decode_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
+            let _ = Header::decode(&bytes);
+        }
+    }
+
+    #[test]
+    fn rejects_unknown_kind_and_short_input() {
+        let mut b = Header::new(Kind::Eager).encode();
+        b[0] = 77;
+        assert_eq!(Header::decode(&b), Err(DecodeError::UnknownKind(77)));
+        assert_eq!(Header::decode(&b[..10]), Err(DecodeError::Short(10)));
+    }
+}

@@ -1,0 +1,31 @@
+//! kumi-core: the protocol logic of kumi with no I/O.
+//!
+//! Everything here is a pure function or a state machine: no sockets, no threads,
+//! no clocks, no `unsafe`. The layers above feed it bytes and events and act on what
+//! it returns. That is what lets the matching engine be checked against a naive
+//! model with random interleavings, and the wire and control codecs be fuzzed,
+//! without starting a single process.
+//!
+//! May depend on: serialization and hashing crates only. Never on another kumi crate.
+//!
+//! - [`header`]: the fixed 40-byte header every data-plane frame carries.
+//! - [`matching`]: MPI matching (context, source or any, tag or any) with posted
+//!   and unexpected queues, order-preserving per sender.
+//! - [`control`]: messages between a rank and its launcher, their framing, and the
+//!   challenge-response that proves the job secret.
+//! - [`call`]: names of the runtime calls a rank can be blocked in, as reported to
+//!   the launcher.
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod call;
+pub mod control;
+pub mod header;
+pub mod matching;
+
+/// Largest tag a user may pass (inclusive). Tags above it are reserved for kumi.
+pub const TAG_UB: i32 = (1 << 30) - 1;
+/// Wildcard source in receives and probes.
+pub const ANY_SOURCE: i32 = -1;
+/// Wildcard tag in receives and probes.
+pub const ANY_TAG: i32 = -1;

@@ -1,0 +1,246 @@
+//! MPI message matching: posted receives and unexpected messages.
+//!
+//! A receive names a context, a source or any source, and a tag or any tag. An
+//! arriving message matches the *earliest posted* receive whose pattern it fits; a
+//! new receive matches the *earliest arrived* unexpected message that fits. Since
+//! each transport delivers the frames of one sender in send order, these two rules
+//! give MPI's non-overtaking guarantee: two messages from one sender on one
+//! communicator that both fit a receive are received in the order they were sent.
+//!
+//! The engine is generic over what it stores: `R` is whatever the runtime needs to
+//! complete a receive (a request handle), `M` whatever it keeps of an unexpected
+//! message (a copied payload, or a rendezvous descriptor). Both queues are scanned
+//! linearly, as MPICH and Open MPI do; real programs keep them short.
+
+use std::collections::VecDeque;
+
+/// Where a message comes from: its matching envelope.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Envelope {
+    /// Communicator context id.
+    pub ctx: u32,
+    /// Sender's rank in that communicator.
+    pub src: u32,
+    /// Tag.
+    pub tag: i32,
+}
+
+/// What a receive accepts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pattern {
+    /// Communicator context id (never a wildcard).
+    pub ctx: u32,
+    /// A source rank, or `None` for any source.
+    pub src: Option<u32>,
+    /// A tag, or `None` for any tag.
+    pub tag: Option<i32>,
+}
+
+impl Pattern {
+    /// Does a message with envelope `e` fit this pattern?
+    #[inline]
+    pub fn accepts(&self, e: &Envelope) -> bool {
+        self.ctx == e.ctx
+            && self.src.is_none_or(|s| s == e.src)
+            && self.tag.is_none_or(|t| t == e.tag)
+    }
+}
+
+/// The posted-receive and unexpected-message queues of one rank.
+#[derive(Debug)]
+pub struct Matcher<R, M> {
+    posted: VecDeque<(Pattern, R)>,
+    unexpected: VecDeque<(Envelope, M)>,
+}
+
+impl<R, M> Default for Matcher<R, M> {
+    fn default() -> Self {
+        Matcher { posted: VecDeque::new(), unexpected: VecDeque::new() }
+    }
+}
+
+impl<R, M> Matcher<R, M> {
+    /// An empty matcher.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A receive is posted. If an unexpected message fits, it is removed and
+    /// returned together with `r`; otherwise `r` is queued and `None` returned.
+    pub fn post(&mut self, pat: Pattern, r: R) -> Option<(Envelope, M, R)> {
+        match self.take_unexpected(&pat) {
+            Some((e, m)) => Some((e, m, r)),
+            None => {
+                self.posted.push_back((pat, r));
+                None
+            }
+        }
+    }
+
+    /// A message arrives. If a posted receive fits, it is removed and returned
+    /// with the message; otherwise the message is queued as unexpected.
+    pub fn arrive(&mut self, env: Envelope, m: M) -> Option<(R, M)> {
+        match self.posted.iter().position(|(p, _)| p.accepts(&env)) {
+            Some(i) => {
+                let (_, r) = self.posted.remove(i).expect("index from position");
+                Some((r, m))
+            }
+            None => {
+                self.unexpected.push_back((env, m));
+                None
+            }
+        }
+    }
+
+    /// The earliest unexpected message that fits, left in the queue (probe).
+    pub fn peek_unexpected(&self, pat: &Pattern) -> Option<(&Envelope, &M)> {
+        self.unexpected.iter().find(|(e, _)| pat.accepts(e)).map(|(e, m)| (e, m))
+    }
+
+    /// Removes and returns the earliest unexpected message that fits (matched probe).
+    pub fn take_unexpected(&mut self, pat: &Pattern) -> Option<(Envelope, M)> {
+        let i = self.unexpected.iter().position(|(e, _)| pat.accepts(e))?;
+        self.unexpected.remove(i)
+    }
+
+    /// Removes the first posted receive for which `pred` holds (cancel).
+    pub fn cancel_posted(&mut self, mut pred: impl FnMut(&R) -> bool) -> Option<R> {
+        let i = self.posted.iter().position(|(_, r)| pred(r))?;
+        self.posted.remove(i).map(|(_, r)| r)
+    }
+
+    /// Number of posted receives waiting for a message.
+    pub fn posted_len(&self) -> usize {
+        self.posted.len()
+    }
+
+    /// Number of unexpected messages waiting for a receive.
+    pub fn unexpected_len(&self) -> usize {
+        self.unexpected.len()
+    }
+
+    /// Posted receives, in post order (for state reports).
+    pub fn posted(&self) -> impl Iterator<Item = &(Pattern, R)> {
+        self.posted.iter()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// One step of a random schedule: a message arrives, or a receive is posted.
+    #[derive(Clone, Debug)]
+    enum Step {
+        Arrive { src: u32, ctx: u32, tag: i32 },
+        Post { src: Option<u32>, ctx: u32, tag: Option<i32> },
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        prop_oneof![
+            (0u32..4, 0u32..2, 0i32..3).prop_map(|(src, ctx, tag)| Step::Arrive { src, ctx, tag }),
+            (proptest::option::of(0u32..4), 0u32..2, proptest::option::of(0i32..3))
+                .prop_map(|(src, ctx, tag)| Step::Post { src, ctx, tag }),
+        ]
+    }
+
+    /// The naive model: every message and every receive ever seen in one flat list
+    /// each, with a "taken" mark; matching rescans everything from the start.
+    #[derive(Default)]
+    struct Model {
+        msgs: Vec<(Envelope, usize, bool)>,
+        recvs: Vec<(Pattern, usize, bool)>,
+    }
+
+    impl Model {
+        fn arrive(&mut self, e: Envelope, id: usize) -> Option<usize> {
+            for r in self.recvs.iter_mut() {
+                if !r.2 && r.0.accepts(&e) {
+                    r.2 = true;
+                    self.msgs.push((e, id, true));
+                    return Some(r.1);
+                }
+            }
+            self.msgs.push((e, id, false));
+            None
+        }
+        fn post(&mut self, p: Pattern, id: usize) -> Option<usize> {
+            for m in self.msgs.iter_mut() {
+                if !m.2 && p.accepts(&m.0) {
+                    m.2 = true;
+                    self.recvs.push((p, id, true));
+                    return Some(m.1);
+                }
+            }
+            self.recvs.push((p, id, false));
+            None
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        /// The matcher pairs exactly the receives and messages the model pairs, and
+        /// every pairing respects the pattern and per-sender send order.
+        #[test]
+        fn matches_naive_model(steps in proptest::collection::vec(step(), 0..60)) {
+            let mut m: Matcher<usize, usize> = Matcher::new();
+            let mut model = Model::default();
+            // (message id, receive id) pairs, from both sides.
+            let mut got = Vec::new();
+            let mut want = Vec::new();
+            let mut envs = Vec::new();
+            let mut pats = Vec::new();
+            for s in steps {
+                match s {
+                    Step::Arrive { src, ctx, tag } => {
+                        let id = envs.len();
+                        let e = Envelope { ctx, src, tag };
+                        envs.push(e);
+                        if let Some((r, mid)) = m.arrive(e, id) { got.push((mid, r)); }
+                        if let Some(r) = model.arrive(e, id) { want.push((id, r)); }
+                    }
+                    Step::Post { src, ctx, tag } => {
+                        let id = pats.len();
+                        let p = Pattern { ctx, src, tag };
+                        pats.push(p);
+                        if let Some((_, mid, r)) = m.post(p, id) { got.push((mid, r)); }
+                        if let Some(mid) = model.post(p, id) { want.push((mid, id)); }
+                    }
+                }
+            }
+            prop_assert_eq!(&got, &want);
+            for &(mid, rid) in &got {
+                prop_assert!(pats[rid].accepts(&envs[mid]));
+            }
+            // Non-overtaking: for two messages from one sender on one context, if the
+            // later one was received, the earlier one was received too, by a receive
+            // posted no later, whenever that receive could have taken either.
+            for &(m1, r1) in &got {
+                for &(m2, r2) in &got {
+                    let (e1, e2) = (envs[m1], envs[m2]);
+                    if m1 < m2 && e1.src == e2.src && e1.ctx == e2.ctx
+                        && pats[r1].accepts(&e2) && pats[r2].accepts(&e1) {
+                        prop_assert!(r1 < r2, "message {m2} overtook {m1}");
+                    }
+                }
+            }
+            prop_assert_eq!(m.unexpected_len(), model.msgs.iter().filter(|x| !x.2).count());
+            prop_assert_eq!(m.posted_len(), model.recvs.iter().filter(|x| !x.2).count());
+        }
+    }
+
+    #[test]
+    fn probe_leaves_message_and_cancel_removes_receive() {
+        let mut m: Matcher<u32, &str> = Matcher::new();
+        let any = Pattern { ctx: 0, src: None, tag: None };
+        assert!(m.arrive(Envelope { ctx: 0, src: 1, tag: 5 }, "a").is_none());
+        assert_eq!(m.peek_unexpected(&any).map(|(e, _)| e.tag), Some(5));
+        assert_eq!(m.unexpected_len(), 1);
+        assert_eq!(m.post(any, 9).map(|(_, s, r)| (s, r)), Some(("a", 9)));
+        assert!(m.post(Pattern { ctx: 1, src: Some(0), tag: Some(1) }, 7).is_none());
+        assert_eq!(m.cancel_posted(|&r| r == 7), Some(7));
+        assert_eq!(m.posted_len(), 0);
+    }
+}

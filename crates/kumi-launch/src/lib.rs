@@ -1,0 +1,1 @@
+//! kumi launcher (being written).

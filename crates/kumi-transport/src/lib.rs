@@ -1,0 +1,74 @@
+//! kumi-transport: moving frames between ranks.
+//!
+//! May depend on: kumi-core, and system-call crates. Never on the runtime above it.
+//!
+//! # The contract every transport keeps
+//!
+//! A transport moves *frames* — a [`Header`] plus a payload of at most
+//! [`Transport::max_payload`] bytes — between the ranks it serves, named by their
+//! global (job-wide) rank.
+//!
+//! 1. **Order.** Frames from one sender to one receiver are delivered in the order
+//!    they were accepted by [`Transport::try_send`]. Nothing is promised across
+//!    senders. Matching (`ANY_SOURCE`, tags, contexts) sits above the transports and
+//!    relies on this per-pair order alone.
+//! 2. **Acceptance and completion.** `try_send` either copies the whole frame into
+//!    the transport and returns `Ok(true)` — the caller's buffer is free at once —
+//!    or takes nothing and returns `Ok(false)` (no room now: make progress and try
+//!    again). A transport never keeps a pointer to the caller's buffer.
+//! 3. **Delivery.** [`Transport::poll`] hands each arrived frame to a sink exactly
+//!    once. The payload slice is borrowed from the transport and valid only during
+//!    the call; a sink that keeps the data copies it.
+//! 4. **No threads, no blocking.** Every method returns promptly. The runtime's
+//!    progress engine decides when to poll and when to sleep; a transport only
+//!    offers [`Transport::prepare_sleep`] / [`Transport::sleep`] so the engine can
+//!    sleep until a frame may have arrived.
+//! 5. **Errors.** A frame that breaks the protocol (bad kind, impossible length) is
+//!    an error from `poll` naming the peer; the transport never panics on input.
+//!
+//! Single-copy transfers (large messages read straight from the sender's memory)
+//! are a capability of a transport pair, not part of this trait: the runtime asks
+//! the shared-memory module directly.
+//!
+//! [`Header`]: kumi_core::header::Header
+
+#![deny(missing_docs)]
+
+pub mod cma;
+pub mod loopback;
+pub mod shm;
+pub(crate) mod sync;
+
+use kumi_core::header::Header;
+use std::io;
+use std::time::Duration;
+
+/// Receives arrived frames: `(sender global rank, header, payload)`.
+pub type Sink<'a> = dyn FnMut(u32, &Header, &[u8]) + 'a;
+
+/// A way to move frames between ranks. See the module doc for the contract.
+pub trait Transport {
+    /// Short name for logs and statistics ("shm", "tcp", ...).
+    fn name(&self) -> &'static str;
+
+    /// Largest payload one frame may carry.
+    fn max_payload(&self) -> usize;
+
+    /// Offers one frame to `peer`. `Ok(true)`: copied, the caller's buffers are
+    /// free. `Ok(false)`: no room now; nothing was taken.
+    fn try_send(&mut self, peer: u32, header: &Header, payload: &[u8]) -> io::Result<bool>;
+
+    /// Delivers arrived frames to `sink`, in per-sender order, and returns how many.
+    fn poll(&mut self, sink: &mut Sink<'_>) -> io::Result<usize>;
+
+    /// Announces that the caller is about to sleep. Returns `false` if a frame is
+    /// already waiting (do not sleep). After `true`, senders will wake the caller.
+    fn prepare_sleep(&mut self) -> bool;
+
+    /// Sleeps until a frame may have arrived or `timeout` passes; clears the
+    /// announcement made by `prepare_sleep`. Spurious wake-ups are allowed.
+    fn sleep(&mut self, timeout: Duration);
+
+    /// Withdraws an announcement made by `prepare_sleep` without sleeping.
+    fn cancel_sleep(&mut self);
+}

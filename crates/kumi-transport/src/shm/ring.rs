@@ -1,0 +1,1 @@
+//! The single-producer/single-consumer ring (skeleton).

@@ -1,0 +1,1 @@
+//! kumi runtime (being written).
