@@ -1,1 +1,111 @@
-fn main() {}
+//! `kumi`: the command-line front door of the kumi cluster-computing system.
+//!
+//! Each subcommand lives in its own module with its own `Args` struct and a
+//! `main(args) -> i32` that returns the process exit code; this file only parses
+//! and dispatches. Adding a subcommand is one variant of [`Command`] and one arm in
+//! [`main`].
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+mod bench;
+mod clean;
+mod run;
+
+const EXAMPLES: &str = "\
+EXAMPLES:
+    kumi run -n 4 ./my_prog arg            start 4 ranks of ./my_prog
+    kumi run -n 8 --tag-output -- ./prog --flag
+                                           8 ranks, each output line tagged [rank]
+    kumi bench pingpong                    latency between two ranks, 0 B .. 4 MiB
+    kumi clean --dry-run                   list leftovers of dead jobs
+    kumi clean                             remove them";
+
+/// kumi runs parallel programs: it starts N processes ("ranks") of one program,
+/// connects them to each other through shared memory and a control channel, and
+/// supervises them as one job — if one rank dies or aborts, every other rank is
+/// stopped within a second and kumi says which rank died, how, and in which call.
+#[derive(Parser, Debug)]
+#[command(name = "kumi", version, after_help = EXAMPLES, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Start N ranks of a program on this machine and supervise them as one job.
+    Run(run::RunArgs),
+    /// Remove leftovers (shared-memory segments) of kumi jobs whose processes are
+    /// all gone.
+    Clean(clean::CleanArgs),
+    /// Measure this machine: latency, bandwidth, message rate, hardware floor.
+    Bench(bench::BenchArgs),
+    /// (internal) What each rank of a `kumi bench` job runs.
+    #[command(hide = true)]
+    BenchRank(bench::RankArgs),
+    // New subcommands: one variant here, one arm in `main` below.
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let code = match cli.command {
+        Command::Run(args) => run::main(args),
+        Command::Clean(args) => clean::main(args),
+        Command::Bench(args) => bench::main(args),
+        Command::BenchRank(args) => bench::rank_main(args),
+    };
+    ExitCode::from(code.clamp(0, 255) as u8)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn program_flags_go_to_the_program() {
+        let cli = Cli::try_parse_from(["kumi", "run", "-n", "2", "prog", "--prog-flag", "-n", "5"])
+            .unwrap();
+        let Command::Run(a) = cli.command else {
+            panic!("not run")
+        };
+        assert_eq!(a.size, 2);
+        assert_eq!(a.command, ["prog", "--prog-flag", "-n", "5"]);
+        let cli = Cli::try_parse_from([
+            "kumi",
+            "run",
+            "-n",
+            "8",
+            "--tag-output",
+            "--",
+            "./prog",
+            "--flag",
+        ])
+        .unwrap();
+        let Command::Run(a) = cli.command else {
+            panic!("not run")
+        };
+        assert!(a.tag_output);
+        assert_eq!(a.command, ["./prog", "--flag"]);
+    }
+
+    #[test]
+    fn bad_rank_counts_are_usage_errors() {
+        for n in ["0", "-1", "two", ""] {
+            assert!(
+                Cli::try_parse_from(["kumi", "run", "-n", n, "prog"]).is_err(),
+                "-n {n:?}"
+            );
+        }
+        assert!(
+            Cli::try_parse_from(["kumi", "run", "-n", "2"]).is_err(),
+            "no program"
+        );
+    }
+}

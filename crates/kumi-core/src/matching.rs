@@ -80,16 +80,31 @@ impl<R, M> Matcher<R, M> {
     /// A message arrives. If a posted receive fits, it is removed and returned
     /// with the message; otherwise the message is queued as unexpected.
     pub fn arrive(&mut self, env: Envelope, m: M) -> Option<(R, M)> {
-        match self.posted.iter().position(|(p, _)| p.accepts(&env)) {
-            Some(i) => {
-                let (_, r) = self.posted.remove(i).expect("index from position");
-                Some((r, m))
-            }
+        match self.take_posted(&env) {
+            Some(r) => Some((r, m)),
             None => {
-                self.unexpected.push_back((env, m));
+                self.push_unexpected(env, m);
                 None
             }
         }
+    }
+
+    /// The first half of [`Matcher::arrive`], for callers that build the stored
+    /// message only when no receive is waiting (so the expected path copies
+    /// nothing): removes and returns the earliest posted receive that fits.
+    #[inline]
+    pub fn take_posted(&mut self, env: &Envelope) -> Option<R> {
+        if self.posted.is_empty() {
+            return None;
+        }
+        let i = self.posted.iter().position(|(p, _)| p.accepts(env))?;
+        self.posted.remove(i).map(|(_, r)| r)
+    }
+
+    /// The second half of [`Matcher::arrive`]: queues a message no posted receive
+    /// took. Call only right after `take_posted` returned `None` for `env`.
+    pub fn push_unexpected(&mut self, env: Envelope, m: M) {
+        self.unexpected.push_back((env, m));
     }
 
     /// The earliest unexpected message that fits, left in the queue (probe).

@@ -1,1 +1,241 @@
-//! kumi runtime (being written).
+//! kumi: the runtime a rank links.
+//!
+//! A program calls [`init`] once, gets a [`Universe`], and talks to other ranks
+//! through communicators ([`Comm`]) with MPI's point-to-point semantics:
+//! blocking and nonblocking sends and receives, wildcards, probes, statuses,
+//! per-sender order, `dup` and `split`. Started by `kumi run -n N`, the program is
+//! one of N ranks; started by hand, it is a job of size 1.
+//!
+//! ```no_run
+//! let universe = kumi::init()?;
+//! let world = universe.world();
+//! if world.rank() == 0 {
+//!     world.send(&[1.5f64, 2.5], 1, 7)?;
+//! } else if world.rank() == 1 {
+//!     let mut buf = [0f64; 2];
+//!     let status = world.recv(&mut buf, kumi::ANY_SOURCE, 7)?;
+//!     assert_eq!((status.source, status.bytes), (0, 16));
+//! }
+//! # Ok::<(), kumi::Error>(())
+//! ```
+//!
+//! May depend on: kumi-core (protocol logic) and kumi-transport (moving frames).
+//! The launcher and the CLI sit above it and are never linked into a rank.
+//!
+//! Design decisions a newcomer might otherwise undo:
+//! - **Progress happens inside kumi calls**, on the calling thread: no lock and no
+//!   thread hand-off on the small-message path. (An optional progress thread for
+//!   overlap will be added beside the engine, not inside it.)
+//! - **Nonblocking operations borrow through a [`Scope`]**, which waits for them
+//!   before it ends; that is what makes them sound even if a request is leaked.
+//! - **Errors are values.** A receive buffer that is too small is an
+//!   [`Error::Truncated`] naming both sizes, never a silent truncation.
+#![deny(missing_docs)]
+
+mod bootstrap;
+mod comm;
+mod engine;
+mod error;
+mod request;
+
+pub use comm::Comm;
+pub use engine::Counters;
+pub use error::{Error, Result};
+pub use kumi_core::{ANY_SOURCE, ANY_TAG, TAG_UB};
+pub use request::{scope, test_all, test_any, wait_all, wait_any, Request, Scope, Status};
+
+use bootstrap::{Control, Identity};
+use engine::{Engine, EngineSetup};
+use kumi_core::call::Call;
+use kumi_core::control::ToLauncher;
+use kumi_transport::cma;
+use kumi_transport::shm::{Segment, ShmConfig, ShmTransport};
+use std::cell::RefCell;
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+static INITIALIZED: AtomicBool = AtomicBool::new(false);
+
+/// The running job, as seen from this rank. Dropping it finalizes kumi (a
+/// barrier with every other rank, then a word to the launcher).
+pub struct Universe {
+    engine: Rc<RefCell<Engine>>,
+    world: Comm,
+    control: Option<RefCell<Control>>,
+    id: Identity,
+    finalized: bool,
+}
+
+/// Starts kumi in this process. Call once, before any communication.
+pub fn init() -> Result<Universe> {
+    // Relaxed suffices: this only refuses a second init; it orders no other data.
+    if INITIALIZED.swap(true, Ordering::Relaxed) {
+        return Err(Error::Bootstrap("kumi::init was called twice in one process".into()));
+    }
+    let id = Identity::from_env()?;
+    let mut control = match id.control {
+        Some(_) => Some(Control::connect(&id)?),
+        None if id.size > 1 => {
+            return Err(Error::Bootstrap("KUMI_SIZE > 1 but no KUMI_CONTROL: start the job with `kumi run`".into()))
+        }
+        None => None,
+    };
+    cma::allow_peer_access();
+    let me = std::process::id();
+
+    // The ranks of this host, by local rank.
+    let globals: Vec<u32> = if id.local_size == id.size {
+        (0..id.size).collect()
+    } else {
+        return Err(Error::Bootstrap(format!(
+            "this rank shares its host with {} of {} ranks; jobs across hosts need the network transport, \
+             which this build does not have yet",
+            id.local_size, id.size
+        )));
+    };
+
+    let segment = match (id.shm_fd, &mut control) {
+        (Some(fd), _) => {
+            // SAFETY: the launcher opened this descriptor for us and named it in
+            // KUMI_SHM_FD; nothing else in this process owns it.
+            let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+            Some(Segment::from_fd(fd, id.local_size as usize).map_err(|e| Error::Bootstrap(format!("shared segment: {e}")))?)
+        }
+        (None, Some(ctl)) if id.local_size > 1 => Some(named_segment(&id, ctl)?),
+        _ => None,
+    };
+    // The transport attaches this rank to its block (pid, start time); after the
+    // fence every local rank has, so their pids can be read for single copy.
+    let shm = match segment {
+        Some(seg) => Some(ShmTransport::new(seg, id.local_rank as usize, globals.clone())?),
+        None => None,
+    };
+    if let Some(ctl) = &mut control {
+        ctl.put(&format!("card/{}", id.rank), format!("pid={me}").into_bytes())?;
+        ctl.fence()?;
+    }
+    let mut pids = vec![0i32; id.size as usize];
+    if let Some(shm) = &shm {
+        for (l, &g) in globals.iter().enumerate() {
+            pids[g as usize] = shm.segment().rank_block(l).pid() as i32;
+        }
+    }
+    let mut local = vec![false; id.size as usize];
+    for &g in &globals {
+        local[g as usize] = true;
+    }
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let engine = Engine::new(EngineSetup {
+        world_rank: id.rank,
+        world_size: id.size,
+        shm,
+        local,
+        pids,
+        my_local: id.local_rank as usize,
+        oversubscribed: id.local_size as usize > cores,
+    })?;
+    let engine = Rc::new(RefCell::new(engine));
+    let world = Comm::world(engine.clone());
+    Ok(Universe { engine, world, control: control.map(RefCell::new), id, finalized: false })
+}
+
+/// A segment by name, for ranks started by a launcher that passed no descriptor:
+/// local rank 0 creates it, everyone maps it, then it is unlinked at once.
+fn named_segment(id: &Identity, ctl: &mut Control) -> Result<Segment> {
+    let cfg = ShmConfig::from_env().map_err(Error::Bootstrap)?;
+    let n = id.local_size as usize;
+    let seg = if id.local_rank == 0 {
+        let s = Segment::create_named(&id.job, n, &cfg).map_err(|e| Error::Bootstrap(format!("shared segment: {e}")))?;
+        ctl.fence()?;
+        s
+    } else {
+        ctl.fence()?;
+        Segment::open_named(&id.job, n).map_err(|e| Error::Bootstrap(format!("shared segment: {e}")))?
+    };
+    ctl.fence()?;
+    if id.local_rank == 0 {
+        Segment::unlink_named(&id.job).map_err(|e| Error::Bootstrap(format!("unlinking the shared segment: {e}")))?;
+    }
+    Ok(seg)
+}
+
+impl Universe {
+    /// The communicator of every rank of the job.
+    pub fn world(&self) -> Comm {
+        self.world.clone()
+    }
+
+    /// The job id (`KUMI_JOB`).
+    pub fn job(&self) -> &str {
+        &self.id.job
+    }
+
+    /// This rank's index among the ranks of its host.
+    pub fn local_rank(&self) -> usize {
+        self.id.local_rank as usize
+    }
+
+    /// Number of ranks on this host.
+    pub fn local_size(&self) -> usize {
+        self.id.local_size as usize
+    }
+
+    /// Messages and bytes this rank has sent and received so far.
+    pub fn counters(&self) -> Counters {
+        self.engine.borrow().counters.clone()
+    }
+
+    /// Ends the job everywhere: every rank is stopped and `kumi run` exits with
+    /// `code` (0 is turned into 1), printing `message`. Does not return.
+    pub fn abort(&self, code: i32, message: &str) -> ! {
+        abort_with(self.control.as_ref(), self.id.rank, code, message)
+    }
+
+    /// Finalizes explicitly, reporting errors (dropping the universe does the same
+    /// and prints them).
+    pub fn finalize(mut self) -> Result<()> {
+        self.finalize_inner()
+    }
+
+    fn finalize_inner(&mut self) -> Result<()> {
+        if self.finalized {
+            return Ok(());
+        }
+        self.finalized = true;
+        self.engine.borrow().set_call(Call::Finalize);
+        self.world.barrier()?;
+        if let Some(shm) = self.engine.borrow().shm() {
+            shm.segment().rank_block(self.id.local_rank as usize).set_finalized();
+        }
+        self.engine.borrow().set_call(Call::None);
+        if let Some(ctl) = &self.control {
+            ctl.borrow_mut().send(&ToLauncher::Finalize)?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Universe {
+    fn drop(&mut self) {
+        if let Err(e) = self.finalize_inner() {
+            eprintln!("kumi: rank {}: finalize failed: {e}", self.id.rank);
+        }
+    }
+}
+
+fn abort_with(control: Option<&RefCell<Control>>, rank: u32, code: i32, message: &str) -> ! {
+    let code = if code & 0xff == 0 { 1 } else { code & 0xff };
+    match control {
+        Some(c) => {
+            let _ = c.borrow_mut().send(&ToLauncher::Abort { code, message: message.to_string() });
+        }
+        None => eprintln!("kumi: rank {rank} aborted with code {code}: {message}"),
+    }
+    std::process::exit(code & 0xff)
+}
+
+/// The name of the host this rank runs on.
+pub fn hostname() -> String {
+    rustix::system::uname().nodename().to_string_lossy().into_owned()
+}

@@ -1,1 +1,948 @@
-//! The single-producer/single-consumer ring (skeleton).
+//! The single-producer/single-consumer byte ring: S-3000's one-way FIFO path.
+//!
+//! One ring carries the frames of one ordered pair of local ranks. Its memory, in
+//! the segment, is three parts, each starting on its own cache line:
+//!
+//! ```text
+//! line 0   tail: AtomicU64       written by the consumer only
+//! line 1   want_room: AtomicU32  written by the producer only (rest reserved)
+//! data     ring_bytes bytes of records
+//! ```
+//!
+//! A record is `[stamp: u64][payload_len: u32][reserved: u32][header: 40][payload]`,
+//! padded to a multiple of 64 bytes, so an 8-byte message is exactly one cache line.
+//! Records never straddle the end of the buffer: a record that does not fit is
+//! preceded by a *wrap marker* (a record whose `payload_len` is `u32::MAX`) that
+//! sends the consumer to the start of the next lap.
+//!
+//! # Positions and stamps: the head counter is carried in-band
+//!
+//! Producer and consumer count bytes with monotonic `u64` *positions*; the offset
+//! in the buffer is `position % ring_bytes`. DESIGN.md says the producer alone
+//! writes the head counter; here that counter is not a separate word but the
+//! **stamps**: the producer publishes the record at position `p` by storing
+//! `p + 1` into the record's first word (Release), after writing the rest of it.
+//! The consumer polls the stamp at its own position (Acquire) and finds a record
+//! exactly when the stamp equals `position + 1`. A separate head word would cost
+//! the consumer two cache-line transfers per message (the head's line, then the
+//! data's); with the stamp inside the data, an 8-byte message costs one. A stamp
+//! left by an earlier lap belongs to a smaller position, so it never looks valid.
+//!
+//! Stale *payload* bytes from an earlier lap could, though: a payload word that
+//! happens to sit at a 64-byte boundary where a later record will start could hold
+//! any value, including `position + 1`. So before publishing a record the producer
+//! writes a zero *terminator* over the first word of the position that follows it
+//! (Relaxed; the record's Release stamp publishes it). The consumer only ever
+//! polls a position right after the record it just consumed, so it sees that
+//! terminator or something newer, never the stale payload. The terminator is
+//! skipped only when the ring is exactly full: the following word is then the
+//! stamp of the oldest unread record (an older position, so not valid either).
+//! Offset 0 of each lap is always a record start, so nothing else is exposed.
+//!
+//! # The consumer's tail, cached by the producer
+//!
+//! The consumer alone writes `tail` (the position up to which the producer may
+//! overwrite), with Release after it has finished reading the bytes it frees. The
+//! producer keeps a copy of `tail` in its own process memory and re-reads the real
+//! one (Acquire) only when the ring *possibly* looks full with the copy; if it is
+//! *really* full with the fresh value, the push fails (as rtrb does). In the common
+//! case a push therefore touches no line the consumer writes.
+//!
+//! The consumer batches its tail publications: it stores `tail` when it has
+//! consumed at least a quarter of the ring since the last store, or when it finds
+//! the ring empty. Each store moves the tail line to the producer's cache and back,
+//! so batching saves those transfers while streaming; publishing on empty
+//! guarantees that a producer waiting for room eventually sees all of it. (A
+//! quarter is a guess: small enough that a producer rarely stalls on an unpublished
+//! tail, large enough to make the transfers rare. Tune it with data.)
+//!
+//! # What each side owns, and how stale the other's view may be
+//!
+//! | data                       | writer   | reader's view                                    |
+//! |----------------------------|----------|--------------------------------------------------|
+//! | stamps, records            | producer | consumer: exact once its stamp matches (Acquire) |
+//! | `tail`                     | consumer | producer: a cached copy that lags by any amount  |
+//! | `want_room`                | producer | consumer: read after a SeqCst fence (`transport`)|
+//! | `Producer::head`           | producer | nobody (process-private; the stamps publish it)  |
+//! | `Consumer::pos, published` | consumer | nobody (process-private; `tail` publishes it)    |
+//!
+//! No allocation, lock or read-modify-write on the push/pop path. The logic is
+//! generic over [`RingMem`] so that the model checker (loom) runs it over a heap
+//! of atomic words, where every payload byte is copied with Relaxed atomics:
+//! loom then proves that the Release/Acquire pairs on stamps and `tail` really
+//! publish the payload, not just the counters.
+
+// Under loom the transport is compiled out; only the model tests use the ring.
+#![cfg_attr(loom, allow(dead_code))]
+
+use crate::sync::{fence, AtomicU32, AtomicU64, Ordering};
+use kumi_core::header::HEADER_BYTES;
+
+/// Records start on, and are padded to, this many bytes (one cache line).
+pub const RECORD_ALIGN: usize = 64;
+
+/// Bytes of a record before its payload: stamp, length, reserved, header.
+pub const RECORD_OVERHEAD: usize = 16 + HEADER_BYTES;
+
+/// Bytes in front of a ring's data in the segment: the consumer's line (`tail`)
+/// and the producer's line (`want_room`).
+pub const RING_CONTROL_BYTES: usize = 2 * RECORD_ALIGN;
+
+/// Smallest ring the logic accepts (the segment asks for much more; the model
+/// checker uses tiny rings).
+pub const MIN_RING_BYTES: usize = 2 * RECORD_ALIGN;
+
+/// `payload_len` of a wrap marker.
+const WRAP: u32 = u32::MAX;
+
+/// Offset of the `[payload_len][reserved]` word in a record.
+const LEN_AT: usize = 8;
+/// Offset of the header in a record.
+const HEADER_AT: usize = 16;
+/// Offset of the payload in a record.
+const PAYLOAD_AT: usize = RECORD_OVERHEAD;
+
+/// Largest payload one record may carry in a ring of `ring_bytes` bytes: a record
+/// takes at most half the ring, so that a record plus the wrap marker in front of
+/// it always fits in an empty ring. Rounded down to a multiple of 8.
+pub const fn max_payload(ring_bytes: usize) -> usize {
+    (ring_bytes / 2 - RECORD_OVERHEAD) & !7
+}
+
+/// Bytes a record with `len` payload bytes occupies in the ring.
+#[inline]
+const fn record_bytes(len: usize) -> usize {
+    (RECORD_OVERHEAD + len + RECORD_ALIGN - 1) & !(RECORD_ALIGN - 1)
+}
+
+/// The memory of one ring: its data bytes and its two control words.
+///
+/// # Safety
+/// Implementations promise that `stamp(off)` must return the same atomic word for the same 8-aligned `off`
+/// as the one `write`/`read` address at `off`, and every method must accept any
+/// `off`/length inside `0..capacity()`.
+pub(crate) unsafe trait RingMem {
+    /// Bytes of record data (a power of two, at least [`MIN_RING_BYTES`]).
+    fn capacity(&self) -> usize;
+    /// The stamp word of the record starting at data offset `off` (64-aligned).
+    fn stamp(&self, off: usize) -> &AtomicU64;
+    /// The consumer's published position.
+    fn tail(&self) -> &AtomicU64;
+    /// Set by a producer that found the ring full and is going to sleep.
+    fn want_room(&self) -> &AtomicU32;
+    /// Copies `src` to data offset `off`. Only the producer calls it, on bytes the
+    /// consumer has released and not yet been told about.
+    fn write(&self, off: usize, src: &[u8]);
+    /// Copies `dst.len()` bytes from data offset `off`. Only the consumer calls
+    /// it, on bytes of a record whose stamp it has acquired.
+    fn read(&self, off: usize, dst: &mut [u8]);
+}
+
+/// The producer's end of a ring.
+pub(crate) struct Producer<M: RingMem> {
+    mem: M,
+    /// Position of the next record. Process-private; the stamps publish it.
+    head: u64,
+    /// Last value read from the consumer's `tail`. Never ahead of the real tail;
+    /// behind it by whatever the consumer freed since we last looked.
+    cached_tail: u64,
+    /// Bytes the last refused push needed (0: the last push succeeded).
+    blocked_need: u64,
+    cap: u64,
+    max_payload: usize,
+}
+
+impl<M: RingMem> Producer<M> {
+    /// The producer of a fresh ring (all zero, never used). A ring has one
+    /// producer for its whole life: a second one would restart at position 0.
+    pub(crate) fn new(mem: M) -> Self {
+        let cap = mem.capacity();
+        assert!(
+            cap.is_power_of_two() && cap >= MIN_RING_BYTES,
+            "ring of {cap} bytes"
+        );
+        Producer {
+            mem,
+            head: 0,
+            cached_tail: 0,
+            blocked_need: 0,
+            cap: cap as u64,
+            max_payload: max_payload(cap),
+        }
+    }
+
+    /// Appends one record, or returns `false` (writing nothing) if there is no
+    /// room. Panics if `payload` is longer than [`Self::max_payload`]: callers
+    /// check that first (the transport returns an error instead).
+    pub(crate) fn try_push(&mut self, header: &[u8; HEADER_BYTES], payload: &[u8]) -> bool {
+        assert!(
+            payload.len() <= self.max_payload,
+            "payload of {} bytes above ring maximum",
+            payload.len()
+        );
+        let size = record_bytes(payload.len()) as u64;
+        let off = self.head & (self.cap - 1);
+        // A record never straddles the end: pad with a wrap marker if needed.
+        let pad = if off + size > self.cap {
+            self.cap - off
+        } else {
+            0
+        };
+        let need = pad + size;
+        // Possibly full, judging by our stale copy of the tail?
+        if self.head + need > self.cached_tail + self.cap {
+            // Acquire pairs with the consumer's Release store of `tail`: its reads
+            // of the bytes it freed happen before our overwriting them.
+            self.cached_tail = self.mem.tail().load(Ordering::Acquire);
+            // Really full.
+            if self.head + need > self.cached_tail + self.cap {
+                self.blocked_need = need;
+                return false;
+            }
+        }
+        self.blocked_need = 0;
+        let start = self.head + pad;
+        let roff = (start & (self.cap - 1)) as usize;
+        let mut len_word = [0u8; 8];
+        len_word[..4].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+        self.mem.write(roff + LEN_AT, &len_word);
+        self.mem.write(roff + HEADER_AT, header);
+        self.mem.write(roff + PAYLOAD_AT, payload);
+        let next = start + size;
+        self.terminate(next);
+        // Release: the length, header, payload and terminator written above are
+        // visible to a consumer whose Acquire load reads this stamp.
+        self.mem.stamp(roff).store(start + 1, Ordering::Release);
+        if pad > 0 {
+            // The wrap marker goes in after the record it jumps to, so a consumer
+            // that sees the marker (Acquire) also sees the record's stamp.
+            let mut wrap_word = [0u8; 8];
+            wrap_word[..4].copy_from_slice(&WRAP.to_le_bytes());
+            self.mem.write(off as usize + LEN_AT, &wrap_word);
+            // Release: publishes the marker's length word (and the record after it).
+            self.mem
+                .stamp(off as usize)
+                .store(self.head + 1, Ordering::Release);
+        }
+        self.head = next;
+        true
+    }
+
+    /// Writes the zero terminator at position `next` (see the module doc), unless
+    /// the ring is exactly full up to there.
+    fn terminate(&self, next: u64) {
+        if next < self.cached_tail + self.cap {
+            // Relaxed: the consumer reads this word only after acquiring the stamp
+            // of the record that precedes it, which we store with Release after.
+            self.mem
+                .stamp((next & (self.cap - 1)) as usize)
+                .store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether the last refused push would now fit (re-reads the real tail).
+    /// `true` if no push was refused. Once it fits the producer no longer counts
+    /// as blocked, so a caller that gives up on that push can still sleep later.
+    pub(crate) fn room_for_blocked(&mut self) -> bool {
+        if self.blocked_need == 0 {
+            return true;
+        }
+        // Acquire: as in `try_push`.
+        self.cached_tail = self.mem.tail().load(Ordering::Acquire);
+        if self.head + self.blocked_need <= self.cached_tail + self.cap {
+            self.blocked_need = 0;
+            return true;
+        }
+        false
+    }
+
+    /// Whether the last push was refused for want of room.
+    pub(crate) fn is_blocked(&self) -> bool {
+        self.blocked_need != 0
+    }
+
+    /// Announces (or withdraws) that this producer waits for room. Relaxed: the
+    /// caller orders it against its re-read of `tail` with a SeqCst fence, and the
+    /// consumer reads it after its own SeqCst fence (Dekker; see `mod.rs`).
+    pub(crate) fn set_want_room(&self, on: bool) {
+        self.mem.want_room().store(u32::from(on), Ordering::Relaxed);
+    }
+}
+
+/// A record found by [`Consumer::peek`]: where it is and how long its payload is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Record {
+    /// Data offset of the record.
+    pub(crate) off: usize,
+    /// Payload bytes.
+    pub(crate) len: usize,
+}
+
+/// The consumer's end of a ring.
+pub(crate) struct Consumer<M: RingMem> {
+    mem: M,
+    /// Position of the next record to read. Process-private.
+    pos: u64,
+    /// Last value stored to `tail`.
+    published: u64,
+    cap: u64,
+    max_payload: usize,
+}
+
+impl<M: RingMem> Consumer<M> {
+    /// The consumer of a fresh ring (all zero, never used).
+    pub(crate) fn new(mem: M) -> Self {
+        let cap = mem.capacity();
+        assert!(
+            cap.is_power_of_two() && cap >= MIN_RING_BYTES,
+            "ring of {cap} bytes"
+        );
+        Consumer {
+            mem,
+            pos: 0,
+            published: 0,
+            cap: cap as u64,
+            max_payload: max_payload(cap),
+        }
+    }
+
+    /// Whether a record (or a wrap marker, which is always followed by one) is
+    /// ready. No side effects.
+    #[inline]
+    pub(crate) fn ready(&self) -> bool {
+        let off = (self.pos & (self.cap - 1)) as usize;
+        // Acquire (rather than Relaxed) so that a caller that goes on to read
+        // the record on the strength of this answer may.
+        self.mem.stamp(off).load(Ordering::Acquire) == self.pos + 1
+    }
+
+    /// The next record, if one is ready. Steps over a wrap marker. An impossible
+    /// length (the peer wrote garbage into the shared ring) is an error.
+    pub(crate) fn peek(&mut self) -> Result<Option<Record>, String> {
+        for _ in 0..2 {
+            let off = (self.pos & (self.cap - 1)) as usize;
+            // Acquire pairs with the producer's Release store of this stamp: the
+            // record's length, header and payload are visible once it matches.
+            if self.mem.stamp(off).load(Ordering::Acquire) != self.pos + 1 {
+                return Ok(None);
+            }
+            let mut w = [0u8; 8];
+            self.mem.read(off + LEN_AT, &mut w);
+            let len = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+            if len == WRAP {
+                if off == 0 {
+                    return Err(format!(
+                        "wrap marker at the start of the ring (position {})",
+                        self.pos
+                    ));
+                }
+                self.pos += self.cap - off as u64;
+                continue;
+            }
+            let len = len as usize;
+            if len > self.max_payload || off + record_bytes(len) > self.cap as usize {
+                return Err(format!(
+                    "record at position {} claims {len} payload bytes",
+                    self.pos
+                ));
+            }
+            return Ok(Some(Record { off, len }));
+        }
+        Err(format!(
+            "two wrap markers in a row at position {}",
+            self.pos
+        ))
+    }
+
+    /// Copies a peeked record's header and payload out (`payload.len()` must be
+    /// the record's length).
+    #[cfg_attr(not(any(test, loom)), allow(dead_code))]
+    pub(crate) fn read_record(
+        &self,
+        rec: Record,
+        header: &mut [u8; HEADER_BYTES],
+        payload: &mut [u8],
+    ) {
+        debug_assert_eq!(payload.len(), rec.len);
+        self.mem.read(rec.off + HEADER_AT, header);
+        self.mem.read(rec.off + PAYLOAD_AT, payload);
+    }
+
+    /// Consumes the record last returned by [`Self::peek`]. Returns `true` if it
+    /// published the tail (the caller then checks whether the producer waits).
+    #[inline]
+    pub(crate) fn pop(&mut self, rec: Record) -> bool {
+        self.pos += record_bytes(rec.len) as u64;
+        if self.pos - self.published >= self.cap / 4 {
+            self.publish();
+            return true;
+        }
+        false
+    }
+
+    /// Publishes the tail if it lags: called when the ring was found empty, so
+    /// a producer waiting for room always gets all of it. Returns `true` if it
+    /// stored.
+    pub(crate) fn publish_if_behind(&mut self) -> bool {
+        if self.pos != self.published {
+            self.publish();
+            return true;
+        }
+        false
+    }
+
+    fn publish(&mut self) {
+        // Release: every read of the records we are freeing happens before the
+        // producer's Acquire load that sees this value, hence before it overwrites.
+        self.mem.tail().store(self.pos, Ordering::Release);
+        self.published = self.pos;
+    }
+
+    /// After a tail publication: whether the producer announced that it waits
+    /// for room. The SeqCst fence orders our `tail` store before this load, and
+    /// pairs with the fence the producer puts between its `want_room` store and
+    /// its re-read of `tail` (Dekker): either it sees our tail, or we see its flag.
+    pub(crate) fn producer_waiting(&self) -> bool {
+        fence(Ordering::SeqCst);
+        // Relaxed: the fence above does the ordering.
+        self.mem.want_room().load(Ordering::Relaxed) != 0
+    }
+}
+
+/// A ring in mapped memory (production), or in a heap buffer for tests.
+#[cfg(not(loom))]
+pub(crate) struct RawMem {
+    /// Start of the ring's control lines; the data follows at
+    /// [`RING_CONTROL_BYTES`].
+    base: *mut u8,
+    cap: usize,
+}
+
+// SAFETY: `RawMem` is a pointer into a shared mapping that outlives it (the owner
+// of the mapping keeps it alive); the ring protocol, not thread identity, decides
+// who touches which bytes, so moving it to another thread changes nothing.
+#[cfg(not(loom))]
+unsafe impl Send for RawMem {}
+
+#[cfg(not(loom))]
+impl RawMem {
+    /// A ring whose control lines start at `base` and whose `cap` data bytes
+    /// follow them.
+    ///
+    /// # Safety
+    /// `base` must be 64-aligned, valid for reads and writes of
+    /// `RING_CONTROL_BYTES + cap` bytes for as long as the `RawMem` lives, and
+    /// those bytes must be used by this ring's one producer and one consumer only.
+    pub(crate) unsafe fn new(base: *mut u8, cap: usize) -> RawMem {
+        debug_assert_eq!(base as usize % RECORD_ALIGN, 0);
+        RawMem { base, cap }
+    }
+
+    #[inline]
+    fn data(&self) -> *mut u8 {
+        // SAFETY: the data follows the control lines inside the region `new` was
+        // given.
+        unsafe { self.base.add(RING_CONTROL_BYTES) }
+    }
+
+    /// The bytes `off..off + len` of the data, borrowed (zero-copy consume).
+    /// Only for a consumer, on a record whose stamp it has acquired.
+    #[inline]
+    pub(crate) fn bytes(&self, off: usize, len: usize) -> &[u8] {
+        assert!(off + len <= self.cap);
+        // SAFETY: in bounds (checked above); the producer does not write these
+        // bytes until the consumer publishes a tail past them, which it does only
+        // after the borrow ends (pop takes `&mut`).
+        unsafe { std::slice::from_raw_parts(self.data().add(off), len) }
+    }
+}
+
+// SAFETY: stamps are the 8-aligned words of the same data bytes `write` and
+// `read` address; every access is bounds-checked against `cap`.
+#[cfg(not(loom))]
+unsafe impl RingMem for RawMem {
+    #[inline]
+    fn capacity(&self) -> usize {
+        self.cap
+    }
+    #[inline]
+    fn stamp(&self, off: usize) -> &AtomicU64 {
+        assert!(off & 7 == 0 && off + 8 <= self.cap);
+        // SAFETY: in bounds and 8-aligned (base is 64-aligned); every access to a
+        // stamp word is atomic, and the producer's plain copies never cover a word
+        // the consumer may be polling (module doc).
+        unsafe { &*self.data().add(off).cast::<AtomicU64>() }
+    }
+    #[inline]
+    fn tail(&self) -> &AtomicU64 {
+        // SAFETY: first word of the consumer's control line, aligned, only ever
+        // accessed atomically.
+        unsafe { &*self.base.cast::<AtomicU64>() }
+    }
+    #[inline]
+    fn want_room(&self) -> &AtomicU32 {
+        // SAFETY: first word of the producer's control line, aligned, only ever
+        // accessed atomically.
+        unsafe { &*self.base.add(RECORD_ALIGN).cast::<AtomicU32>() }
+    }
+    #[inline]
+    fn write(&self, off: usize, src: &[u8]) {
+        assert!(off + src.len() <= self.cap);
+        // SAFETY: in bounds; the destination is ring space the consumer has
+        // released, so nobody reads it concurrently; `src` cannot overlap the
+        // ring (it is the caller's buffer).
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.data().add(off), src.len()) }
+    }
+    #[inline]
+    fn read(&self, off: usize, dst: &mut [u8]) {
+        dst.copy_from_slice(self.bytes(off, dst.len()));
+    }
+}
+
+#[cfg(not(loom))]
+impl Consumer<RawMem> {
+    /// A peeked record's header bytes and payload, borrowed from the ring
+    /// (zero-copy). Valid until `pop`, which needs `&mut self`.
+    #[inline]
+    pub(crate) fn bytes(&self, rec: Record) -> (&[u8], &[u8]) {
+        (
+            self.mem.bytes(rec.off + HEADER_AT, HEADER_BYTES),
+            self.mem.bytes(rec.off + PAYLOAD_AT, rec.len),
+        )
+    }
+}
+
+/// A ring in a heap of atomic words, for the model checker: every byte moves
+/// through Relaxed atomics, so loom sees (and checks) how each is published.
+#[cfg(loom)]
+#[derive(Clone)]
+pub(crate) struct LoomMem {
+    inner: loom::sync::Arc<LoomInner>,
+}
+
+#[cfg(loom)]
+struct LoomInner {
+    words: Vec<AtomicU64>,
+    tail: AtomicU64,
+    want_room: AtomicU32,
+}
+
+#[cfg(loom)]
+impl LoomMem {
+    /// A zeroed ring of `cap` data bytes.
+    pub(crate) fn new(cap: usize) -> LoomMem {
+        let words = (0..cap / 8).map(|_| AtomicU64::new(0)).collect();
+        LoomMem {
+            inner: loom::sync::Arc::new(LoomInner {
+                words,
+                tail: AtomicU64::new(0),
+                want_room: AtomicU32::new(0),
+            }),
+        }
+    }
+}
+
+// SAFETY: stamps are `words[off / 8]`, the same words `write`/`read` copy through.
+#[cfg(loom)]
+unsafe impl RingMem for LoomMem {
+    fn capacity(&self) -> usize {
+        self.inner.words.len() * 8
+    }
+    fn stamp(&self, off: usize) -> &AtomicU64 {
+        &self.inner.words[off / 8]
+    }
+    fn tail(&self) -> &AtomicU64 {
+        &self.inner.tail
+    }
+    fn want_room(&self) -> &AtomicU32 {
+        &self.inner.want_room
+    }
+    fn write(&self, off: usize, src: &[u8]) {
+        // Word by word, Relaxed: the single producer owns these bytes, so a
+        // read-modify-write of a partly covered word loses nothing.
+        let mut i = 0;
+        while i < src.len() {
+            let at = off + i;
+            let (w, b) = (at / 8, at % 8);
+            let n = (8 - b).min(src.len() - i);
+            let mut bytes = self.inner.words[w].load(Ordering::Relaxed).to_le_bytes();
+            bytes[b..b + n].copy_from_slice(&src[i..i + n]);
+            self.inner.words[w].store(u64::from_le_bytes(bytes), Ordering::Relaxed);
+            i += n;
+        }
+    }
+    fn read(&self, off: usize, dst: &mut [u8]) {
+        let mut i = 0;
+        while i < dst.len() {
+            let at = off + i;
+            let (w, b) = (at / 8, at % 8);
+            let n = (8 - b).min(dst.len() - i);
+            let bytes = self.inner.words[w].load(Ordering::Relaxed).to_le_bytes();
+            dst[i..i + n].copy_from_slice(&bytes[b..b + n]);
+            i += n;
+        }
+    }
+}
+
+/// A heap-allocated ring (control lines + data) for the unit tests.
+#[cfg(all(test, not(loom)))]
+pub(crate) struct HeapRing {
+    lines: Vec<[u64; 8]>,
+    cap: usize,
+}
+
+#[cfg(all(test, not(loom)))]
+impl HeapRing {
+    pub(crate) fn new(cap: usize) -> HeapRing {
+        // `[u64; 8]` is 8-aligned only; over-allocate one line and align by hand.
+        HeapRing {
+            lines: vec![[0u64; 8]; (RING_CONTROL_BYTES + cap) / 64 + 1],
+            cap,
+        }
+    }
+    pub(crate) fn ends(&mut self) -> (Producer<RawMem>, Consumer<RawMem>) {
+        let p = self.lines.as_mut_ptr().cast::<u8>();
+        let base = p.wrapping_add(p.align_offset(RECORD_ALIGN));
+        // SAFETY: `base` is 64-aligned and `RING_CONTROL_BYTES + cap` bytes of the
+        // vector follow it (one spare line covers the alignment); the vector
+        // outlives both ends in every test; one producer and one consumer.
+        let (a, b) = unsafe { (RawMem::new(base, self.cap), RawMem::new(base, self.cap)) };
+        (Producer::new(a), Consumer::new(b))
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::VecDeque;
+
+    fn header_for(seq: u64) -> [u8; HEADER_BYTES] {
+        let mut h = [0u8; HEADER_BYTES];
+        h[..8].copy_from_slice(&seq.to_le_bytes());
+        h[32..40].copy_from_slice(&(!seq).to_le_bytes());
+        h
+    }
+
+    fn payload_for(seq: u64, len: usize) -> Vec<u8> {
+        (0..len)
+            .map(|i| (seq as usize * 31 + i * 7) as u8)
+            .collect()
+    }
+
+    #[test]
+    fn max_payload_of_default_ring() {
+        assert_eq!(max_payload(65536), 32712);
+        assert_eq!(record_bytes(max_payload(65536)), 32768);
+        assert_eq!(record_bytes(8), 64, "an 8-byte message is one cache line");
+        assert_eq!(record_bytes(9), 128);
+    }
+
+    #[test]
+    fn fills_refuses_and_resumes() {
+        let mut ring = HeapRing::new(4096);
+        let (mut p, mut c) = ring.ends();
+        let mut n = 0u64;
+        while p.try_push(&header_for(n), &payload_for(n, 8)) {
+            n += 1;
+        }
+        assert_eq!(n, 64, "64 one-line records fill 4096 bytes");
+        assert!(p.is_blocked() && !p.room_for_blocked());
+        let r = c.peek().unwrap().unwrap();
+        assert!(!c.pop(r), "one line is below the publication batch");
+        assert!(!p.room_for_blocked(), "tail not published yet");
+        assert!(c.publish_if_behind());
+        assert!(p.room_for_blocked());
+        assert!(p.try_push(&header_for(n), &payload_for(n, 8)));
+    }
+
+    /// A payload word equal to a future record's stamp must not be taken for a
+    /// record (the terminator): lap 1's data ends up under lap 2's positions.
+    #[test]
+    fn stale_payload_never_looks_like_a_stamp() {
+        let cap = 4096usize;
+        let mut ring = HeapRing::new(cap);
+        let (mut p, mut c) = ring.ends();
+        // Lap 0: one big record starting at 0, whose payload words at every 64-byte
+        // boundary hold the stamps lap 1's one-line records would carry.
+        let len = max_payload(cap);
+        let mut payload = vec![0u8; len];
+        for k in 1..(len + PAYLOAD_AT) / 64 {
+            let at = k * 64 - PAYLOAD_AT; // payload offset landing on boundary k
+            let forged = (cap + k * 64 + 1) as u64;
+            payload[at..at + 8].copy_from_slice(&forged.to_le_bytes());
+        }
+        assert!(p.try_push(&header_for(0), &payload));
+        let r = c.peek().unwrap().unwrap();
+        c.pop(r);
+        // Fill the rest of lap 0 with one-line records and consume them.
+        while p.head < cap as u64 {
+            assert!(p.try_push(&header_for(1), &[]));
+            let r = c.peek().unwrap().unwrap();
+            c.pop(r);
+        }
+        c.publish_if_behind();
+        // Lap 1, position cap: one record, then the consumer polls cap + 64,
+        // where the old payload holds exactly cap + 64 + 1.
+        assert!(p.try_push(&header_for(2), &[1, 2, 3]));
+        let r = c.peek().unwrap().unwrap();
+        assert_eq!(r.len, 3);
+        c.pop(r);
+        assert_eq!(c.peek().unwrap(), None);
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Push(usize),
+        Pop,
+    }
+
+    fn run_ops(ring_bytes: usize, ops: &[Op]) -> Result<(), TestCaseError> {
+        let mut ring = HeapRing::new(ring_bytes);
+        let (mut p, mut c) = ring.ends();
+        let mut model: VecDeque<(u64, usize)> = VecDeque::new();
+        let mut seq = 0u64;
+        for op in ops {
+            match *op {
+                Op::Push(len) => {
+                    let len = len % (max_payload(ring_bytes) + 1);
+                    if p.try_push(&header_for(seq), &payload_for(seq, len)) {
+                        model.push_back((seq, len));
+                        seq += 1;
+                    } else {
+                        // Refused: a drained ring whose tail is published must not.
+                        prop_assert!(
+                            !(model.is_empty() && c.pos == c.published),
+                            "drained ring refused"
+                        );
+                    }
+                }
+                Op::Pop => match c.peek().map_err(TestCaseError::fail)? {
+                    None => {
+                        prop_assert!(model.is_empty());
+                        c.publish_if_behind();
+                    }
+                    Some(r) => {
+                        let (s, len) = model.pop_front().expect("record the model does not have");
+                        prop_assert_eq!(r.len, len);
+                        let mut h = [0u8; HEADER_BYTES];
+                        let mut pl = vec![0u8; len];
+                        c.read_record(r, &mut h, &mut pl);
+                        prop_assert_eq!(h, header_for(s));
+                        prop_assert_eq!(pl, payload_for(s, len));
+                        c.pop(r);
+                    }
+                },
+            }
+        }
+        Ok(())
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![(0usize..4096).prop_map(Op::Push), Just(Op::Pop)]
+    }
+
+    proptest! {
+        /// Random sizes through a small ring, pushes and pops interleaved: every
+        /// record comes out once, in order, intact; an empty ring never refuses.
+        #[test]
+        fn ring_matches_a_queue(ops in proptest::collection::vec(op(), 1..400),
+                                shift in 0u32..3) {
+            run_ops(4096 << shift, &ops)?;
+        }
+    }
+
+    #[test]
+    fn empty_ring_accepts_the_largest_record_at_any_offset() {
+        for start in (0..4096).step_by(64) {
+            let mut ring = HeapRing::new(4096);
+            let (mut p, mut c) = ring.ends();
+            if start > 0 {
+                // Advance both ends to `start` with small records.
+                for _ in 0..start / 64 {
+                    assert!(p.try_push(&header_for(0), &[]));
+                    let r = c.peek().unwrap().unwrap();
+                    c.pop(r);
+                }
+                c.publish_if_behind();
+            }
+            let big = vec![7u8; max_payload(4096)];
+            assert!(p.try_push(&header_for(1), &big), "start {start}");
+            let r = c.peek().unwrap().unwrap();
+            assert_eq!(r.len, big.len());
+        }
+    }
+
+    /// Two threads, 200,000 records of random sizes (a quarter up to the maximum),
+    /// checked byte by byte and in order.
+    #[test]
+    fn two_thread_stress() {
+        const N: u64 = 200_000;
+        let cap = 8192;
+        let mut ring = HeapRing::new(cap);
+        let (mut p, mut c) = ring.ends();
+        let max = max_payload(cap);
+        std::thread::scope(|s| {
+            s.spawn(move || {
+                let mut x = 0x9e37_79b9_7f4a_7c15u64;
+                let mut buf = vec![0u8; max];
+                for seq in 0..N {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    let len = if x & 3 == 0 {
+                        (x >> 8) as usize % (max + 1)
+                    } else {
+                        (x >> 8) as usize % 64
+                    };
+                    for (i, b) in buf[..len].iter_mut().enumerate() {
+                        *b = (seq as usize).wrapping_mul(131).wrapping_add(i) as u8;
+                    }
+                    while !p.try_push(&header_for(seq), &buf[..len]) {
+                        std::hint::spin_loop();
+                    }
+                }
+            });
+            s.spawn(move || {
+                let mut seq = 0u64;
+                let mut h = [0u8; HEADER_BYTES];
+                let mut buf = vec![0u8; max];
+                while seq < N {
+                    match c.peek().unwrap() {
+                        None => {
+                            c.publish_if_behind();
+                            std::hint::spin_loop();
+                        }
+                        Some(r) => {
+                            c.read_record(r, &mut h, &mut buf[..r.len]);
+                            assert_eq!(h, header_for(seq));
+                            for (i, &b) in buf[..r.len].iter().enumerate() {
+                                assert_eq!(
+                                    b,
+                                    (seq as usize).wrapping_mul(131).wrapping_add(i) as u8
+                                );
+                            }
+                            c.pop(r);
+                            seq += 1;
+                        }
+                    }
+                }
+            });
+        });
+    }
+}
+
+/// Model checks: the protocol on a 256-byte ring (four lines) with records of
+/// one and two lines, so pushes wrap and find the ring full. Run with
+/// `RUSTFLAGS="--cfg loom" cargo test -p kumi-transport --release loom`.
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use super::*;
+    use std::sync::Arc; // created outside the model: not a loom type
+
+    const CAP: usize = 256;
+
+    fn header_for(seq: u8) -> [u8; HEADER_BYTES] {
+        [seq; HEADER_BYTES]
+    }
+
+    fn payload_for(seq: u8, len: usize) -> Vec<u8> {
+        (0..len)
+            .map(|i| seq.wrapping_mul(17).wrapping_add(i as u8))
+            .collect()
+    }
+
+    /// Producer pushes `payloads` (spinning while full), consumer pops them and
+    /// checks header, length and every byte, in order.
+    ///
+    /// What loom can and cannot check here: it explores every interleaving and
+    /// every older value a Relaxed load may return, so a missing Release/Acquire
+    /// on the stamps (payload read before it is written) or a terminator not
+    /// published by the stamp is found. It does not model loads that see
+    /// *later* stores (load buffering), so the Release on `tail` (consumer's
+    /// reads before the producer's overwrites) is argued in comments only.
+    fn check(payloads: Vec<Vec<u8>>) {
+        let payloads = Arc::new(payloads);
+        let mut b = loom::model::Builder::new();
+        // Bounded preemptions keep the run short (4: about 8 s for all three
+        // models, release build); the interleavings that matter (a stamp,
+        // terminator or tail store landing between two reads) need one or two.
+        // LOOM_MAX_PREEMPTIONS in the environment overrides the bound.
+        if std::env::var("LOOM_MAX_PREEMPTIONS").is_err() {
+            b.preemption_bound = Some(4);
+        }
+        b.check(move || {
+            let mem = LoomMem::new(CAP);
+            let mut p = Producer::new(mem.clone());
+            let mut c = Consumer::new(mem);
+            let sent = payloads.clone();
+            let t = loom::thread::spawn(move || {
+                for (seq, pl) in sent.iter().enumerate() {
+                    while !p.try_push(&header_for(seq as u8), pl) {
+                        loom::thread::yield_now();
+                    }
+                }
+            });
+            let mut h = [0u8; HEADER_BYTES];
+            for (seq, want) in payloads.iter().enumerate() {
+                let r = loop {
+                    match c.peek().expect("no corruption") {
+                        Some(r) => break r,
+                        None => {
+                            c.publish_if_behind();
+                            loom::thread::yield_now();
+                        }
+                    }
+                };
+                assert_eq!(r.len, want.len());
+                let mut pl = vec![0u8; r.len];
+                c.read_record(r, &mut h, &mut pl);
+                assert_eq!(h, header_for(seq as u8));
+                assert_eq!(&pl, want);
+                c.pop(r);
+            }
+            t.join().unwrap();
+        });
+    }
+
+    /// 64 + 128 + 128 bytes through 256: the third record finds the ring full
+    /// until the consumer frees room, then wraps (marker at 192).
+    #[test]
+    fn loom_ring_wrap_and_full() {
+        check(vec![
+            payload_for(0, 8),
+            payload_for(1, 70),
+            payload_for(2, 72),
+        ]);
+    }
+
+    /// One-line records, more than a lap's worth: full, tail batching, stale
+    /// stamps of the previous lap.
+    #[test]
+    fn loom_ring_small_records_lap() {
+        check(
+            [0, 8, 3, 8, 1]
+                .iter()
+                .enumerate()
+                .map(|(s, &l)| payload_for(s as u8, l))
+                .collect(),
+        );
+    }
+
+    /// The first record's payload holds, at ring offset 64, the stamp the record
+    /// at position 256 + 64 will carry; the consumer polls that word after the
+    /// lap and must see the terminator (or the real record), never the forgery.
+    #[test]
+    fn loom_ring_stale_payload_is_not_a_record() {
+        let mut first = payload_for(0, 72);
+        // Payload byte k sits at ring offset 56 + k: offset 64 is k = 8.
+        first[8..16].copy_from_slice(&((CAP + 64 + 1) as u64).to_le_bytes());
+        check(vec![
+            first,
+            payload_for(1, 0),
+            payload_for(2, 0),
+            payload_for(3, 5),
+            payload_for(4, 9),
+        ]);
+    }
+}

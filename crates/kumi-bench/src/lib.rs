@@ -1,0 +1,272 @@
+//! kumi-bench: benchmark kernels that run as the ranks of a kumi job, and the
+//! records they print.
+//!
+//! May depend on: the public `kumi` API only — never on kumi's internals, so a
+//! benchmark measures what a user's program would get.
+//!
+//! Every kernel prints its results on rank 0 as one JSON object per line
+//! ([`Record`]): `{"bench", "np", "size", "metric", "value"}`. The `kumi bench`
+//! command starts the job, reads those lines, and prints a table or the JSON.
+//! Timing rule: each figure is the median of several timed repetitions, each
+//! repetition long enough (tens of milliseconds) that the clock's resolution and
+//! one-off hiccups do not dominate. Correctness is checked on the side (the
+//! received bytes are verified once per size); a wrong byte aborts the job.
+#![deny(missing_docs)]
+
+pub mod floor;
+
+use kumi::{scope, Comm, Error};
+use std::time::Instant;
+
+/// One measured figure.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Record {
+    /// Benchmark name (`pingpong`, `bw`, `rate`).
+    pub bench: String,
+    /// Number of ranks in the job.
+    pub np: usize,
+    /// Message size in bytes.
+    pub size: usize,
+    /// `latency_us`, `bandwidth_MBps` or `msg_rate_Mps`.
+    pub metric: String,
+    /// The figure.
+    pub value: f64,
+}
+
+impl Record {
+    /// The record as one JSON object.
+    pub fn to_json(&self) -> String {
+        format!(
+            "{{\"bench\": \"{}\", \"np\": {}, \"size\": {}, \"metric\": \"{}\", \"value\": {:.6}}}",
+            self.bench, self.np, self.size, self.metric, self.value
+        )
+    }
+
+    /// Parses a line printed by [`Record::to_json`]; `None` for any other line.
+    pub fn from_json(line: &str) -> Option<Record> {
+        let body = line.trim().strip_prefix('{')?.strip_suffix('}')?;
+        let mut r = Record { bench: String::new(), np: 0, size: 0, metric: String::new(), value: f64::NAN };
+        for field in body.split(", ") {
+            let (k, v) = field.split_once(": ")?;
+            let s = v.trim_matches('"');
+            match k.trim_matches('"') {
+                "bench" => r.bench = s.to_string(),
+                "np" => r.np = s.parse().ok()?,
+                "size" => r.size = s.parse().ok()?,
+                "metric" => r.metric = s.to_string(),
+                "value" => r.value = s.parse().ok()?,
+                _ => {}
+            }
+        }
+        (!r.bench.is_empty() && r.value.is_finite()).then_some(r)
+    }
+}
+
+/// Options shared by the micro-benchmarks.
+#[derive(Clone, Debug)]
+pub struct MicroOpts {
+    /// Message sizes to measure.
+    pub sizes: Vec<usize>,
+    /// Timed repetitions per size (the median is reported).
+    pub reps: usize,
+    /// Target duration of one repetition, in seconds.
+    pub rep_seconds: f64,
+}
+
+impl MicroOpts {
+    /// 0 B, then powers of two from 1 B to `max` bytes.
+    pub fn powers_of_two(max: usize, reps: usize, rep_seconds: f64) -> MicroOpts {
+        let mut sizes = vec![0];
+        let mut s = 1;
+        while s <= max {
+            sizes.push(s);
+            s *= 2;
+        }
+        MicroOpts { sizes, reps, rep_seconds }
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).expect("no NaN timings"));
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+fn pattern(buf: &mut [u8], seed: u8) {
+    for (i, b) in buf.iter_mut().enumerate() {
+        *b = (i as u8).wrapping_mul(31).wrapping_add(seed);
+    }
+}
+
+fn verify(buf: &[u8], seed: u8, what: &str) -> Result<(), Error> {
+    for (i, &b) in buf.iter().enumerate() {
+        if b != (i as u8).wrapping_mul(31).wrapping_add(seed) {
+            return Err(Error::Protocol(format!("{what}: wrong byte at offset {i} of {}", buf.len())));
+        }
+    }
+    Ok(())
+}
+
+/// Picks an iteration count so one repetition lasts about `seconds`, from a
+/// short calibration run of `f(iters)` (which returns elapsed seconds). Rank 0
+/// decides and tells rank 1, so both loop the same number of times.
+fn calibrate(w: &Comm, seconds: f64, mut f: impl FnMut(usize) -> Result<f64, Error>) -> Result<usize, Error> {
+    let mut iters = 1usize;
+    loop {
+        let t = f(iters)?;
+        let mut decision = [0u64; 2];
+        if w.rank() == 0 {
+            let done = t > seconds / 10.0 || iters >= 1 << 24;
+            let next = if done { ((seconds / t.max(1e-9)) * iters as f64).clamp(1.0, 1e8) as u64 } else { iters as u64 * 4 };
+            decision = [done as u64, next];
+            w.send(&decision, 1, 901)?;
+        } else {
+            w.recv(&mut decision, 0, 901)?;
+        }
+        if decision[0] == 1 {
+            return Ok(decision[1] as usize);
+        }
+        iters = decision[1] as usize;
+    }
+}
+
+/// Half round-trip latency between ranks 0 and 1 (other ranks idle).
+pub fn pingpong(w: &Comm, o: &MicroOpts) -> Result<Vec<Record>, Error> {
+    let me = w.rank();
+    let mut out = Vec::new();
+    for &size in &o.sizes {
+        let mut buf = vec![0u8; size];
+        if me < 2 {
+            // Check correctness once per size.
+            if me == 0 {
+                pattern(&mut buf, 7);
+                w.send(&buf, 1, 1)?;
+                w.recv(&mut buf, 1, 1)?;
+                verify(&buf, 8, "pingpong echo")?;
+            } else {
+                w.recv(&mut buf, 0, 1)?;
+                verify(&buf, 7, "pingpong")?;
+                pattern(&mut buf, 8);
+                w.send(&buf, 0, 1)?;
+            }
+            let mut run = |iters: usize| -> Result<f64, Error> {
+                let t = Instant::now();
+                for _ in 0..iters {
+                    if me == 0 {
+                        w.send(&buf, 1, 2)?;
+                        w.recv(&mut buf, 1, 2)?;
+                    } else {
+                        w.recv(&mut buf, 0, 2)?;
+                        w.send(&buf, 0, 2)?;
+                    }
+                }
+                Ok(t.elapsed().as_secs_f64())
+            };
+            let iters = calibrate(w, o.rep_seconds, &mut run)?;
+            let mut times = Vec::new();
+            for _ in 0..o.reps {
+                times.push(run(iters)? / (2.0 * iters as f64));
+            }
+            if me == 0 {
+                out.push(Record { bench: "pingpong".into(), np: w.size(), size, metric: "latency_us".into(), value: median(times) * 1e6 });
+            }
+        }
+        w.barrier()?;
+    }
+    Ok(out)
+}
+
+/// Streaming bandwidth from rank 0 to rank 1: windows of `window` nonblocking
+/// sends, each window acknowledged by a zero-byte reply (as OSU's bw does).
+pub fn bandwidth(w: &Comm, o: &MicroOpts, window: usize) -> Result<Vec<Record>, Error> {
+    stream(w, o, window, "bw")
+}
+
+/// Small-message rate from rank 0 to rank 1 with `window` messages in flight.
+pub fn rate(w: &Comm, o: &MicroOpts, window: usize) -> Result<Vec<Record>, Error> {
+    stream(w, o, window, "rate")
+}
+
+fn stream(w: &Comm, o: &MicroOpts, window: usize, bench: &str) -> Result<Vec<Record>, Error> {
+    let me = w.rank();
+    let mut out = Vec::new();
+    for &size in &o.sizes {
+        if me < 2 {
+            let mut bufs: Vec<Vec<u8>> = (0..window).map(|_| vec![0u8; size]).collect();
+            if me == 0 {
+                for b in bufs.iter_mut() {
+                    pattern(b, 3);
+                }
+            }
+            let mut run = |iters: usize| -> Result<f64, Error> {
+                let t = Instant::now();
+                for _ in 0..iters {
+                    scope(|s| -> Result<(), Error> {
+                        let mut reqs = Vec::with_capacity(window);
+                        if me == 0 {
+                            for b in bufs.iter() {
+                                reqs.push(w.isend(s, b, 1, 3)?);
+                            }
+                        } else {
+                            for b in bufs.iter_mut() {
+                                reqs.push(w.irecv(s, b, 0, 3)?);
+                            }
+                        }
+                        kumi::wait_all(reqs)?;
+                        Ok(())
+                    })?;
+                    if me == 0 {
+                        w.recv(&mut [0u8; 0], 1, 4)?;
+                    } else {
+                        w.send(&[0u8; 0], 0, 4)?;
+                    }
+                }
+                Ok(t.elapsed().as_secs_f64())
+            };
+            let iters = calibrate(w, o.rep_seconds, &mut run)?;
+            let mut times = Vec::new();
+            for _ in 0..o.reps {
+                times.push(run(iters)?);
+            }
+            if me == 1 {
+                for b in &bufs {
+                    verify(b, 3, bench)?;
+                }
+            }
+            if me == 0 {
+                let t = median(times);
+                let msgs = (iters * window) as f64;
+                let (metric, value) = if bench == "rate" {
+                    ("msg_rate_Mps", msgs / t / 1e6)
+                } else {
+                    ("bandwidth_MBps", msgs * size as f64 / t / 1e6)
+                };
+                out.push(Record { bench: bench.into(), np: w.size(), size, metric: metric.into(), value });
+            }
+        }
+        w.barrier()?;
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn record_json_round_trip() {
+        let r = Record { bench: "pingpong".into(), np: 2, size: 8, metric: "latency_us".into(), value: 0.25 };
+        assert_eq!(Record::from_json(&r.to_json()), Some(r));
+        assert_eq!(Record::from_json("ok: not json"), None);
+    }
+
+    #[test]
+    fn median_of_odd_and_even() {
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(vec![4.0, 1.0, 2.0, 3.0]), 2.5);
+    }
+}

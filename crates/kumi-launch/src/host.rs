@@ -1,0 +1,416 @@
+//! The per-host half of a job: spawn this host's ranks, forward their output,
+//! reap them, stop them.
+//!
+//! Nothing here knows about the control channel or about failure policy; the
+//! job-wide half reads [`Reaped`] records and calls [`LocalHost::stop`]. A remote
+//! agent will run this same code on its host and relay those records.
+//!
+//! Each rank is started with:
+//! * its own process group shared by all ranks of the host (the first rank's pid),
+//!   so the terminal's Ctrl-C goes to the launcher only, and the launcher can signal
+//!   the whole group, grandchildren included;
+//! * `PR_SET_PDEATHSIG(SIGKILL)`, so a SIGKILL of the launcher takes the ranks with
+//!   it. The death signal follows the *thread* that forked, so ranks must be spawned
+//!   from the thread that lives as long as the job (the caller's);
+//! * the segment's memfd inherited (its close-on-exec flag cleared in the child
+//!   only) and named in `KUMI_SHM_FD`;
+//! * stdout and stderr as pipes to the launcher; stdin a pipe fed from the
+//!   launcher's stdin for global rank 0, `/dev/null` for the others.
+
+use crate::output::{format_line, LineSplitter};
+use crate::policy::Termination;
+use kumi_core::call::Call;
+use kumi_transport::shm::{Segment, ShmConfig};
+use rustix::process::{Pid, Signal};
+use std::ffi::OsString;
+use std::fmt;
+use std::fs::File;
+use std::io::{self, ErrorKind, Read};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Time ranks get between SIGTERM and SIGKILL when the job is stopped. Long enough
+/// for a rank to flush its output, short enough that "every rank is gone within a
+/// second" holds with room to spare.
+pub const KILL_GRACE: Duration = Duration::from_millis(300);
+
+/// What this host must start.
+#[derive(Clone, Debug)]
+pub struct HostPlan {
+    /// Job id.
+    pub job: String,
+    /// Index of this host in the job (`KUMI_NODE`).
+    pub node: u32,
+    /// Program to execute.
+    pub program: OsString,
+    /// Its arguments.
+    pub args: Vec<OsString>,
+    /// Global ranks that run here, in local-rank order.
+    pub ranks: Vec<u32>,
+    /// Job-wide environment every rank gets (job, size, control address, secret).
+    pub env: Vec<(String, String)>,
+    /// Prefix output lines with `[<rank>] `.
+    pub tag_output: bool,
+    /// Feed the launcher's stdin to global rank 0 (if it runs here).
+    pub forward_stdin: bool,
+}
+
+/// Why the ranks of a host could not be started. Nothing is left running.
+#[derive(Debug)]
+pub enum HostError {
+    /// The job's resources could not be set up (segment, configuration).
+    Setup(String),
+    /// The program could not be executed.
+    Spawn {
+        /// The program as given.
+        program: OsString,
+        /// The OS error.
+        error: io::Error,
+    },
+}
+
+impl HostError {
+    /// The launcher's exit code: 127 for a program not found, 126 for one that
+    /// cannot be executed, 1 for a setup failure.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            HostError::Setup(_) => 1,
+            HostError::Spawn { error, .. } if error.kind() == ErrorKind::NotFound => 127,
+            HostError::Spawn { .. } => 126,
+        }
+    }
+}
+
+impl fmt::Display for HostError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HostError::Setup(e) => f.write_str(e),
+            HostError::Spawn { program, error } => write!(f, "cannot start {program:?}: {error}"),
+        }
+    }
+}
+
+/// A rank that ended, as the host saw it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reaped {
+    /// Global rank.
+    pub rank: u32,
+    /// Process id.
+    pub pid: u32,
+    /// How it ended.
+    pub how: Termination,
+    /// The kumi call its segment block named at the time.
+    pub call: Call,
+}
+
+struct LocalRank {
+    rank: u32,
+    child: Child,
+    ended: bool,
+}
+
+struct OutPipe {
+    rank: u32,
+    stderr: bool,
+    file: Option<File>,
+    lines: LineSplitter,
+}
+
+/// Identifies an output pipe to the event loop.
+pub type PipeId = usize;
+
+/// The running ranks of this host.
+pub struct LocalHost {
+    ranks: Vec<LocalRank>,
+    pipes: Vec<OutPipe>,
+    pgid: Option<Pid>,
+    segment: Segment,
+    tag_output: bool,
+    kill_at: Option<Instant>,
+}
+
+impl LocalHost {
+    /// Creates the segment and starts every rank of `plan`. On error, ranks already
+    /// started are killed and reaped before returning.
+    pub fn start(plan: &HostPlan) -> Result<LocalHost, HostError> {
+        let cfg = ShmConfig::from_env()
+            .map_err(|e| HostError::Setup(format!("bad shared-memory configuration: {e}")))?;
+        let (segment, shm_fd) = Segment::create_memfd(&plan.job, plan.ranks.len(), &cfg)
+            .map_err(|e| HostError::Setup(format!("cannot create the shared segment: {e}")))?;
+        let mut host = LocalHost {
+            ranks: Vec::with_capacity(plan.ranks.len()),
+            pipes: Vec::with_capacity(2 * plan.ranks.len()),
+            pgid: None,
+            segment,
+            tag_output: plan.tag_output,
+            kill_at: None,
+        };
+        for (local, &rank) in plan.ranks.iter().enumerate() {
+            if let Err(error) = host.spawn_one(plan, local, rank, &shm_fd) {
+                host.kill_all_now();
+                host.wait_all();
+                return Err(HostError::Spawn {
+                    program: plan.program.clone(),
+                    error,
+                });
+            }
+        }
+        Ok(host)
+    }
+
+    fn spawn_one(
+        &mut self,
+        plan: &HostPlan,
+        local: usize,
+        rank: u32,
+        shm_fd: &OwnedFd,
+    ) -> io::Result<()> {
+        let mut cmd = Command::new(&plan.program);
+        cmd.args(&plan.args)
+            .envs(plan.env.iter().map(|(k, v)| (k, v)))
+            .env("KUMI_RANK", rank.to_string())
+            .env("KUMI_LOCAL_RANK", local.to_string())
+            .env("KUMI_LOCAL_SIZE", plan.ranks.len().to_string())
+            .env("KUMI_NODE", plan.node.to_string())
+            .env("KUMI_SHM_FD", shm_fd.as_raw_fd().to_string())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .stdin(if rank == 0 && plan.forward_stdin {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .process_group(self.pgid.map_or(0, |p| p.as_raw_nonzero().get()));
+        let fd: RawFd = shm_fd.as_raw_fd();
+        let parent = rustix::process::getpid().as_raw_nonzero().get();
+        let in_child = move || {
+            // SAFETY: prctl with PR_SET_PDEATHSIG takes a signal number and no
+            // pointers.
+            if unsafe {
+                libc::prctl(
+                    libc::PR_SET_PDEATHSIG,
+                    libc::SIGKILL as libc::c_ulong,
+                    0,
+                    0,
+                    0,
+                )
+            } != 0
+            {
+                return Err(io::Error::last_os_error());
+            }
+            // The launcher may have died between fork and prctl; then the death
+            // signal will never come, so give up now.
+            // SAFETY: getppid has no arguments and cannot fail.
+            if unsafe { libc::getppid() } != parent {
+                return Err(io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            // SAFETY: fcntl on an fd number we own (the memfd, open in the
+            // child as in the parent); F_GETFD/F_SETFD take an int argument.
+            let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+            // SAFETY: as above.
+            if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC) } < 0
+            {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        };
+        // SAFETY: the closure runs in the forked child before exec, where only
+        // async-signal-safe functions may be called. It calls prctl, getppid and
+        // fcntl (all async-signal-safe system calls), allocates nothing, takes no
+        // lock, and builds errors with `from_raw_os_error`/`last_os_error`, which do
+        // not allocate.
+        unsafe {
+            cmd.pre_exec(in_child);
+        }
+        let mut child = cmd.spawn()?;
+        let pid = child.id();
+        if self.pgid.is_none() {
+            self.pgid = Pid::from_raw(pid as i32);
+        }
+        for (stderr, fd) in [
+            (false, child.stdout.take().map(OwnedFd::from)),
+            (true, child.stderr.take().map(OwnedFd::from)),
+        ] {
+            let Some(fd) = fd else { continue };
+            rustix::io::ioctl_fionbio(&fd, true)?;
+            self.pipes.push(OutPipe {
+                rank,
+                stderr,
+                file: Some(File::from(fd)),
+                lines: LineSplitter::new(),
+            });
+        }
+        if let Some(mut stdin) = child.stdin.take() {
+            // The forwarder ends at EOF of our stdin (dropping `stdin` closes rank
+            // 0's) or when rank 0 closes its end (write fails with EPIPE).
+            std::thread::Builder::new()
+                .name("kumi-stdin".into())
+                .spawn(move || {
+                    let _ = io::copy(&mut io::stdin().lock(), &mut stdin);
+                })?;
+        }
+        self.ranks.push(LocalRank {
+            rank,
+            child,
+            ended: false,
+        });
+        Ok(())
+    }
+
+    /// Process ids of the ranks, in local order.
+    pub fn pids(&self) -> Vec<u32> {
+        self.ranks.iter().map(|r| r.child.id()).collect()
+    }
+
+    /// Ranks not yet reaped.
+    pub fn running(&self) -> usize {
+        self.ranks.iter().filter(|r| !r.ended).count()
+    }
+
+    /// Reaps every rank that has ended (never blocks).
+    pub fn reap(&mut self, out: &mut Vec<Reaped>) {
+        for (local, r) in self.ranks.iter_mut().enumerate() {
+            if r.ended {
+                continue;
+            }
+            let status = match r.child.try_wait() {
+                Ok(Some(status)) => status,
+                Ok(None) => continue,
+                // ECHILD: someone else reaped it; we can no longer know how it ended.
+                Err(_) => std::process::ExitStatus::from_raw(0xff00),
+            };
+            r.ended = true;
+            let how = match (status.code(), status.signal()) {
+                (Some(c), _) => Termination::Exited(c),
+                (None, Some(s)) => Termination::Signaled(s),
+                (None, None) => Termination::Exited(255),
+            };
+            let call = self.segment.rank_block(local).call();
+            out.push(Reaped {
+                rank: r.rank,
+                pid: r.child.id(),
+                how,
+                call,
+            });
+        }
+    }
+
+    /// Stops every remaining rank: SIGTERM now, SIGKILL after [`KILL_GRACE`] (see
+    /// [`LocalHost::tick`]).
+    pub fn stop(&mut self, now: Instant) {
+        if self.kill_at.is_some() {
+            return;
+        }
+        self.signal_each(Signal::TERM);
+        self.kill_at = Some(now + KILL_GRACE);
+    }
+
+    /// Kills every remaining rank (and anything left in their process group) now.
+    pub fn kill_all_now(&mut self) {
+        self.signal_each(Signal::KILL);
+        // The group exists as long as one of our children is unreaped (a zombie
+        // keeps its group), so its id cannot have been reused by a stranger.
+        if let Some(pgid) = self.pgid {
+            if self.running() > 0 {
+                let _ = rustix::process::kill_process_group(pgid, Signal::KILL);
+            }
+        }
+        self.kill_at = None;
+    }
+
+    fn signal_each(&self, sig: Signal) {
+        for r in self.ranks.iter().filter(|r| !r.ended) {
+            if let Some(pid) = Pid::from_raw(r.child.id() as i32) {
+                let _ = rustix::process::kill_process(pid, sig);
+            }
+        }
+    }
+
+    /// Escalates a stop to SIGKILL once the grace period has passed.
+    pub fn tick(&mut self, now: Instant) {
+        if matches!(self.kill_at, Some(at) if at <= now) {
+            self.kill_all_now();
+        }
+    }
+
+    /// When [`LocalHost::tick`] must next run.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.kill_at
+    }
+
+    /// Blocks until every rank is reaped (used only after SIGKILL).
+    fn wait_all(&mut self) {
+        for r in self.ranks.iter_mut().filter(|r| !r.ended) {
+            let _ = r.child.wait();
+            r.ended = true;
+        }
+    }
+
+    /// Output pipes still open.
+    pub fn pipe_fds(&self) -> impl Iterator<Item = (PipeId, BorrowedFd<'_>)> {
+        self.pipes
+            .iter()
+            .enumerate()
+            .filter_map(|(i, p)| p.file.as_ref().map(|f| (i, f.as_fd())))
+    }
+
+    /// True when every output pipe has reached end of file.
+    pub fn pipes_closed(&self) -> bool {
+        self.pipes.iter().all(|p| p.file.is_none())
+    }
+
+    /// Reads what a pipe holds and appends whole lines to `stdout` or `stderr`.
+    pub fn read_pipe(&mut self, id: PipeId, stdout: &mut Vec<u8>, stderr: &mut Vec<u8>) {
+        let tag_output = self.tag_output;
+        let Some(p) = self.pipes.get_mut(id) else {
+            return;
+        };
+        let tag = tag_output.then_some(p.rank);
+        let out = if p.stderr { stderr } else { stdout };
+        let mut buf = [0u8; 64 * 1024];
+        // Bounded per call, so a rank that writes without pause cannot starve the
+        // other ranks or the control channel.
+        for _ in 0..4 {
+            let Some(file) = p.file.as_mut() else { return };
+            match file.read(&mut buf) {
+                Ok(0) => {
+                    p.lines.finish(&mut |l| format_line(out, tag, l));
+                    p.file = None;
+                    return;
+                }
+                Ok(n) => p.lines.push(&buf[..n], &mut |l| format_line(out, tag, l)),
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return,
+                Err(_) => {
+                    p.lines.finish(&mut |l| format_line(out, tag, l));
+                    p.file = None;
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Gives up on pipes still open (a grandchild holds them): flushes what is
+    /// buffered and closes them.
+    pub fn close_pipes(&mut self, stdout: &mut Vec<u8>, stderr: &mut Vec<u8>) {
+        for p in self.pipes.iter_mut() {
+            let tag = self.tag_output.then_some(p.rank);
+            let out = if p.stderr { &mut *stderr } else { &mut *stdout };
+            p.lines.finish(&mut |l| format_line(out, tag, l));
+            p.file = None;
+        }
+    }
+}
+
+impl Drop for LocalHost {
+    /// A host dropped with ranks still running (a bug or a panic above) must not
+    /// leave them behind.
+    fn drop(&mut self) {
+        if self.running() > 0 {
+            self.kill_all_now();
+            self.wait_all();
+        }
+    }
+}

@@ -1,0 +1,334 @@
+//! A job on this machine, run to completion by one event loop.
+//!
+//! # The loop
+//!
+//! One thread (the caller's: ranks must be spawned from a thread that outlives
+//! them, see [`crate::host`]) polls, with a timeout of at most [`TICK`]:
+//! the signal pipes, the control listener and connections, and the ranks' output
+//! pipes. Each turn it reaps ended ranks (on SIGCHLD, and every turn as a safety
+//! net against a lost wake-up), feeds what happened to the [`Supervisor`], and
+//! stops the remaining ranks as soon as the supervisor names a cause.
+//!
+//! # Ending
+//!
+//! The job ends when every rank is reaped and every output pipe has reached end of
+//! file, or [`PIPE_GRACE`] after the last rank was reaped if some descendant still
+//! holds a pipe open. Then the outcome is the supervisor's.
+
+use crate::host::{HostPlan, LocalHost, PipeId, Reaped};
+use crate::policy::{Outcome, RankEnd, Supervisor};
+use crate::server::{ConnId, ControlEvent, ControlServer};
+use crate::spec::JobSpec;
+use kumi_core::control::to_hex;
+use rustix::event::{PollFd, PollFlags, Timespec};
+use std::io::{self, Write};
+use std::time::{Duration, Instant};
+
+/// Longest poll timeout: the reaping safety net and the timer granularity.
+pub const TICK: Duration = Duration::from_millis(100);
+/// How long output pipes may stay open after the last rank was reaped.
+pub const PIPE_GRACE: Duration = Duration::from_millis(500);
+
+/// A job's identity: a short random id and a 32-byte random secret.
+#[derive(Clone)]
+pub struct JobIdentity {
+    /// `j` followed by 10 hex digits.
+    pub id: String,
+    /// The secret ranks prove on the control channel.
+    pub secret: [u8; 32],
+}
+
+impl std::fmt::Debug for JobIdentity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JobIdentity")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl JobIdentity {
+    /// A fresh identity from the OS's random source.
+    pub fn random() -> io::Result<JobIdentity> {
+        let mut id = [0u8; 5];
+        let mut secret = [0u8; 32];
+        getrandom::fill(&mut id).map_err(io::Error::other)?;
+        getrandom::fill(&mut secret).map_err(io::Error::other)?;
+        Ok(JobIdentity {
+            id: format!("j{}", to_hex(&id)),
+            secret,
+        })
+    }
+}
+
+/// What the loop reports while it runs (lines without the `kumi run: ` prefix):
+/// refused connections, dropped ranks. The outcome itself is returned, not
+/// reported.
+pub type Notices = Box<dyn FnMut(&str)>;
+
+/// A job ready to run.
+pub struct Job {
+    spec: JobSpec,
+    notices: Notices,
+    forward_stdin: bool,
+}
+
+#[derive(Clone, Copy)]
+enum Source {
+    Signal(i32),
+    Listener,
+    Conn(ConnId),
+    Pipe(PipeId),
+}
+
+impl Job {
+    /// A job that reports notices on stderr and feeds stdin to rank 0.
+    pub fn new(spec: JobSpec) -> Job {
+        Job {
+            spec,
+            notices: Box::new(|line| eprintln!("kumi run: {line}")),
+            forward_stdin: true,
+        }
+    }
+
+    /// Sends notices elsewhere.
+    pub fn with_notices(mut self, notices: Notices) -> Job {
+        self.notices = notices;
+        self
+    }
+
+    /// Whether rank 0 reads the launcher's stdin (else `/dev/null`).
+    pub fn forward_stdin(mut self, on: bool) -> Job {
+        self.forward_stdin = on;
+        self
+    }
+
+    /// Runs the job to its end. Must be called from a thread that lives as long as
+    /// the job (the main thread in `kumi run`).
+    pub fn run(mut self) -> Outcome {
+        let signals = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGCHLD];
+        // Catch signals before the first spawn, so no SIGCHLD and no Ctrl-C is lost.
+        let mut sigs = match crate::signals::SignalPipes::new(&signals) {
+            Ok(s) => s,
+            Err(e) => return Outcome::failed(1, format!("cannot install signal handlers: {e}")),
+        };
+        let ident = match JobIdentity::random() {
+            Ok(i) => i,
+            Err(e) => {
+                return Outcome::failed(1, format!("no randomness for the job id and secret: {e}"))
+            }
+        };
+        let mut server = match ControlServer::bind(&ident.id, &ident.secret, self.spec.size) {
+            Ok(s) => s,
+            Err(e) => {
+                return Outcome::failed(1, format!("cannot listen on the control socket: {e}"))
+            }
+        };
+        let plan = HostPlan {
+            job: ident.id.clone(),
+            node: 0,
+            program: self.spec.program.clone(),
+            args: self.spec.args.clone(),
+            ranks: (0..self.spec.size).collect(),
+            env: vec![
+                ("KUMI_JOB".into(), ident.id.clone()),
+                ("KUMI_SIZE".into(), self.spec.size.to_string()),
+                ("KUMI_CONTROL".into(), server.address().to_string()),
+                ("KUMI_SECRET".into(), to_hex(&ident.secret)),
+            ],
+            tag_output: self.spec.tag_output,
+            forward_stdin: self.forward_stdin,
+        };
+        let mut host = match LocalHost::start(&plan) {
+            Ok(h) => h,
+            Err(e) => return Outcome::failed(e.exit_code(), e.to_string()),
+        };
+        let mut sup = Supervisor::new(self.spec.size);
+        let mut events = Vec::new();
+        let mut reaped = Vec::new();
+        let mut stdout_buf = Vec::new();
+        let mut stderr_buf = Vec::new();
+        let mut all_reaped_at: Option<Instant> = None;
+
+        loop {
+            let now = Instant::now();
+            let deadline = [
+                server.next_deadline(),
+                host.next_deadline(),
+                all_reaped_at.map(|t| t + PIPE_GRACE),
+            ]
+            .into_iter()
+            .flatten()
+            .min();
+            let timeout = deadline.map_or(TICK, |d| d.saturating_duration_since(now).min(TICK));
+
+            // Gather the ready sources (the PollFds borrow the sources, so handle
+            // them after this block).
+            let mut ready: Vec<(Source, PollFlags)> = Vec::new();
+            let mut poll_failed = None;
+            {
+                let mut sources = Vec::new();
+                let mut fds = Vec::new();
+                let sig_fds: Vec<_> = sigs.fds().collect();
+                let conn_fds: Vec<_> = server.conn_fds().collect();
+                let pipe_fds: Vec<_> = host.pipe_fds().collect();
+                let listener = server.listener_fd();
+                for (sig, fd) in &sig_fds {
+                    sources.push(Source::Signal(*sig));
+                    fds.push(PollFd::new(fd, PollFlags::IN));
+                }
+                sources.push(Source::Listener);
+                fds.push(PollFd::new(&listener, PollFlags::IN));
+                for (id, fd, want_write) in &conn_fds {
+                    sources.push(Source::Conn(*id));
+                    let flags = if *want_write {
+                        PollFlags::IN | PollFlags::OUT
+                    } else {
+                        PollFlags::IN
+                    };
+                    fds.push(PollFd::new(fd, flags));
+                }
+                for (id, fd) in &pipe_fds {
+                    sources.push(Source::Pipe(*id));
+                    fds.push(PollFd::new(fd, PollFlags::IN));
+                }
+                let ts = Timespec {
+                    tv_sec: timeout.as_secs() as _,
+                    tv_nsec: timeout.subsec_nanos() as _,
+                };
+                match rustix::event::poll(&mut fds, Some(&ts)) {
+                    Ok(_) | Err(rustix::io::Errno::INTR) => {}
+                    Err(e) => poll_failed = Some(e),
+                }
+                for (src, fd) in sources.iter().zip(&fds) {
+                    let r = fd.revents();
+                    if !r.is_empty() {
+                        ready.push((*src, r));
+                    }
+                }
+            }
+
+            let now = Instant::now();
+            if let Some(e) = poll_failed {
+                // Cannot happen with valid descriptors; never spin or hang on it.
+                (self.notices)(&format!("poll failed: {e}; killing the ranks"));
+                if sup.interrupted(libc::SIGKILL) {
+                    host.kill_all_now();
+                }
+                std::thread::sleep(TICK);
+            }
+            for (src, flags) in ready {
+                let readable = flags.intersects(PollFlags::IN | PollFlags::HUP | PollFlags::ERR);
+                match src {
+                    Source::Signal(sig) => {
+                        if !sigs.take(sig) || sig == libc::SIGCHLD {
+                            continue;
+                        }
+                        if sup.interrupted(sig) {
+                            host.stop(now);
+                        } else {
+                            // A second signal while stopping: do not wait for the grace.
+                            host.kill_all_now();
+                        }
+                    }
+                    Source::Listener => server.accept(now, &mut events),
+                    Source::Conn(id) => {
+                        server.ready(id, readable, flags.contains(PollFlags::OUT), &mut events)
+                    }
+                    Source::Pipe(id) => host.read_pipe(id, &mut stdout_buf, &mut stderr_buf),
+                }
+            }
+            sigs.take(libc::SIGCHLD);
+            server.expire(now, &mut events);
+
+            self.handle_events(&mut events, &mut sup, &mut host, now);
+
+            write_out(&mut stdout_buf, &mut stderr_buf);
+
+            host.reap(&mut reaped);
+            // A rank's last frames (Finalize, Abort) were written before it
+            // exited but may not have been read yet: read them before judging how
+            // it ended.
+            for r in &reaped {
+                server.settle(r.rank, &mut events);
+            }
+            self.handle_events(&mut events, &mut sup, &mut host, now);
+            for Reaped {
+                rank,
+                pid,
+                how,
+                call,
+            } in reaped.drain(..)
+            {
+                let end = RankEnd {
+                    rank,
+                    pid,
+                    how,
+                    call,
+                    connected: server.connected(rank),
+                    finalized: server.finalized(rank),
+                };
+                if sup.rank_ended(&end) {
+                    host.stop(now);
+                }
+            }
+            host.tick(now);
+
+            if host.running() == 0 {
+                let at = *all_reaped_at.get_or_insert(now);
+                if host.pipes_closed() || now >= at + PIPE_GRACE {
+                    host.close_pipes(&mut stdout_buf, &mut stderr_buf);
+                    write_out(&mut stdout_buf, &mut stderr_buf);
+                    break;
+                }
+            }
+        }
+        sup.outcome()
+    }
+}
+
+impl Job {
+    fn handle_events(
+        &mut self,
+        events: &mut Vec<ControlEvent>,
+        sup: &mut Supervisor,
+        host: &mut LocalHost,
+        now: Instant,
+    ) {
+        for ev in events.drain(..) {
+            match ev {
+                ControlEvent::Refused(reason) => {
+                    (self.notices)(&format!("refused a control connection: {reason}"));
+                }
+                ControlEvent::Dropped { rank, reason } => {
+                    (self.notices)(&format!(
+                        "dropped the control connection of rank {rank}: {reason}"
+                    ));
+                }
+                ControlEvent::Abort {
+                    rank,
+                    code,
+                    message,
+                } => {
+                    if sup.aborted(rank, code, &message) {
+                        host.stop(now);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Writes the gathered whole lines. Errors (a closed stdout) are ignored: the job
+/// goes on, and its outcome is still reported on stderr and in the exit code.
+fn write_out(stdout: &mut Vec<u8>, stderr: &mut Vec<u8>) {
+    if !stdout.is_empty() {
+        let mut out = io::stdout().lock();
+        let _ = out.write_all(stdout);
+        let _ = out.flush();
+        stdout.clear();
+    }
+    if !stderr.is_empty() {
+        let _ = io::stderr().lock().write_all(stderr);
+        stderr.clear();
+    }
+}

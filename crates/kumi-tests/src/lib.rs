@@ -1,0 +1,86 @@
+//! Helpers shared by the rank programs in `src/bin` and the tests in `tests/`.
+//!
+//! The rank programs are ordinary kumi programs; the tests start them with the
+//! real `kumi` binary and check what they print and how they end. Nothing of
+//! kumi's own is mocked here.
+#![deny(missing_docs)]
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+/// A small deterministic generator (splitmix64), so a failing run can be
+/// replayed from its seed without extra dependencies.
+#[derive(Clone, Debug)]
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// A number in `0..n` (`n > 0`).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n
+    }
+}
+
+/// Fills `buf` with bytes determined by `(seed, sender, index)`, so the receiver
+/// can check every byte without being sent the expected contents.
+pub fn fill(buf: &mut [u8], sender: usize, index: u64) {
+    let mut r = Rng(((sender as u64) << 48) ^ index ^ 0x5eed);
+    for chunk in buf.chunks_mut(8) {
+        let v = r.next_u64().to_le_bytes();
+        chunk.copy_from_slice(&v[..chunk.len()]);
+    }
+}
+
+/// Checks `buf` against [`fill`]; returns the first differing offset.
+pub fn check(buf: &[u8], sender: usize, index: u64) -> Result<(), usize> {
+    let mut r = Rng(((sender as u64) << 48) ^ index ^ 0x5eed);
+    for (i, chunk) in buf.chunks(8).enumerate() {
+        let v = r.next_u64().to_le_bytes();
+        if chunk != &v[..chunk.len()] {
+            let j = chunk.iter().zip(v.iter()).position(|(a, b)| a != b).unwrap_or(0);
+            return Err(i * 8 + j);
+        }
+    }
+    Ok(())
+}
+
+/// Path of a binary built next to the running test (the `kumi` command or one
+/// of this crate's rank programs).
+pub fn bin(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    // target/<profile>/deps/<test>-<hash> -> target/<profile>/<name>
+    let dir = exe.parent().and_then(|d| d.parent()).expect("target directory");
+    let p = dir.join(name);
+    assert!(p.exists(), "{} is missing: build the workspace first (cargo build --workspace)", p.display());
+    p
+}
+
+/// Runs `kumi run -n <n> <args...>` with extra environment; returns its output.
+pub fn kumi_run(n: usize, env: &[(&str, &str)], args: &[&str]) -> Output {
+    let mut c = Command::new(bin("kumi"));
+    c.arg("run").arg("-n").arg(n.to_string()).args(args);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().expect("start kumi")
+}
+
+/// Entries of /dev/shm that look like kumi's.
+pub fn kumi_shm_files() -> Vec<String> {
+    std::fs::read_dir("/dev/shm")
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with("kumi"))
+                .collect()
+        })
+        .unwrap_or_default()
+}

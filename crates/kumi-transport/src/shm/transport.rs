@@ -1,0 +1,366 @@
+//! [`ShmTransport`]: one rank's end of the shared-memory transport.
+//!
+//! # Sleeping and doorbells
+//!
+//! A rank that has nothing to do may sleep on the futex word `doorbell` of its
+//! [`RankBlock`]. The protocol is Dekker's, with a SeqCst fence on each side:
+//!
+//! ```text
+//! sender                              sleeper (prepare_sleep, then sleep)
+//! store stamp (Release)               seen = doorbell.load
+//! fence(SeqCst)                       sleeping.store(1)
+//! if sleeping.load() == 1:            fence(SeqCst)
+//!     doorbell += 1; FUTEX_WAKE       if any stamp is ready: do not sleep
+//!                                     FUTEX_WAIT(doorbell, seen)
+//! ```
+//!
+//! The two fences are ordered one way or the other in the single SeqCst order:
+//! if the sender's comes first, the sleeper's stamp check sees the record and it
+//! does not sleep; if the sleeper's comes first, the sender sees `sleeping` and
+//! rings. A ring that lands between the sleeper's check and its `FUTEX_WAIT` is
+//! not lost: the kernel compares the word with `seen` and returns at once. The
+//! fence costs the sender a few nanoseconds per frame; the common case (receiver
+//! awake) touches no line the receiver writes.
+//!
+//! The same pattern covers a *producer* sleeping because a ring is full: it sets
+//! the ring's `want_room` flag, fences, and re-reads `tail`; the consumer,
+//! after each tail publication, fences and reads `want_room`, and rings the
+//! producer's doorbell if it is set. Without this a sender blocked on a full ring
+//! could sleep through the consumer draining it.
+//!
+//! The futex is shared (not `FUTEX_PRIVATE_FLAG`): the word lives in a
+//! `MAP_SHARED` mapping of several processes.
+
+use super::ring::{Consumer, Producer, RawMem};
+use super::segment::{owner_alive, process_start_time, RankBlock, Segment, STATE_EMPTY};
+use crate::sync::{fence, Ordering};
+use crate::{Sink, Transport};
+use kumi_core::header::{Header, HEADER_BYTES};
+use rustix::thread::futex;
+use std::io;
+use std::time::Duration;
+
+/// Records taken from one ring per ring visit in `poll`, so that one busy sender
+/// cannot starve the others. A guess; tune it with data.
+const PER_RING: usize = 32;
+
+/// Global rank to local rank.
+enum PeerMap {
+    /// Local rank `i` is global rank `base + i` (the usual block placement).
+    Contiguous(u32),
+    /// (global, local), sorted by global.
+    Sorted(Vec<(u32, usize)>),
+}
+
+/// The shared-memory transport of one rank.
+pub struct ShmTransport {
+    /// Producer ends of rings `[me][j]`, indexed by local rank `j` (including
+    /// `me`: a rank may send to itself).
+    out: Vec<Producer<RawMem>>,
+    /// Consumer ends of rings `[j][me]`, indexed by local rank `j`.
+    inc: Vec<Consumer<RawMem>>,
+    /// Ring to visit first in the next `poll` (the one after the last that
+    /// delivered).
+    next_rr: usize,
+    /// Doorbell value read by `prepare_sleep`, for `FUTEX_WAIT`.
+    bell_seen: u32,
+    me: usize,
+    globals: Vec<u32>,
+    map: PeerMap,
+    max_payload: usize,
+    /// Owns the mapping the rings point into: declared after them, and the
+    /// rings have no destructor, so they never outlive it.
+    segment: Segment,
+}
+
+impl ShmTransport {
+    /// The transport of local rank `me` over `segment`; `globals[i]` is the global
+    /// rank of local rank `i`. Attaches this process to `me`'s block (pid and
+    /// start time, for the launcher and `kumi clean`); a block that is already
+    /// attached is refused, since its rings would restart at position 0.
+    pub fn new(segment: Segment, me: usize, globals: Vec<u32>) -> io::Result<ShmTransport> {
+        let n = segment.local_size();
+        if me >= n || globals.len() != n {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "local rank {me} with {} global ranks for a segment of {n}",
+                    globals.len()
+                ),
+            ));
+        }
+        let block = segment.rank_block(me);
+        if block.state() != STATE_EMPTY {
+            let alive = if owner_alive(block.pid(), block.start_time()) {
+                "running"
+            } else {
+                "gone"
+            };
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!(
+                    "local rank {me} of the segment is already attached by pid {} ({alive})",
+                    block.pid()
+                ),
+            ));
+        }
+        let pid = std::process::id();
+        block.attach(pid, process_start_time(pid).unwrap_or(0));
+        let map = if globals
+            .iter()
+            .enumerate()
+            .all(|(i, &g)| g.checked_sub(globals[0]) == Some(i as u32))
+        {
+            PeerMap::Contiguous(globals[0])
+        } else {
+            let mut v: Vec<(u32, usize)> = globals.iter().copied().zip(0..).collect();
+            v.sort_unstable();
+            if v.windows(2).any(|w| w[0].0 == w[1].0) {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "a global rank appears twice in globals",
+                ));
+            }
+            PeerMap::Sorted(v)
+        };
+        let cap = segment.ring_bytes();
+        let out = (0..n)
+            .map(|j| Producer::new(ring_mem(&segment, me, j)))
+            .collect();
+        let inc = (0..n)
+            .map(|j| Consumer::new(ring_mem(&segment, j, me)))
+            .collect();
+        Ok(ShmTransport {
+            out,
+            inc,
+            next_rr: 0,
+            bell_seen: 0,
+            me,
+            globals,
+            map,
+            max_payload: super::ring::max_payload(cap),
+            segment,
+        })
+    }
+
+    /// The segment, for the rank's own block (call state, counters).
+    pub fn segment(&self) -> &Segment {
+        &self.segment
+    }
+
+    /// This rank's local index.
+    pub fn local_rank(&self) -> usize {
+        self.me
+    }
+
+    /// Local rank of global rank `peer`, if it is on this host.
+    pub fn local_of(&self, peer: u32) -> Option<usize> {
+        match &self.map {
+            PeerMap::Contiguous(base) => peer
+                .checked_sub(*base)
+                .map(|i| i as usize)
+                .filter(|&i| i < self.globals.len()),
+            PeerMap::Sorted(v) => v
+                .binary_search_by_key(&peer, |&(g, _)| g)
+                .ok()
+                .map(|k| v[k].1),
+        }
+    }
+
+    /// Rings local rank `j`'s doorbell, waking it if it sleeps (a spurious
+    /// wake-up as far as it knows). For the runtime's abort path.
+    pub fn wake(&self, j: usize) {
+        Self::ring_doorbell(self.segment.rank_block(j));
+    }
+
+    /// Whether any incoming record is ready. No side effects.
+    pub fn has_pending(&self) -> bool {
+        self.inc.iter().any(|c| c.ready())
+    }
+
+    fn ring_doorbell(block: &RankBlock) {
+        // Release: a sleeper that reads the new value in `prepare_sleep` also
+        // sees what we published before (it then finds the record and stays up).
+        block.doorbell().fetch_add(1, Ordering::Release);
+        // Shared futex: the word is in a MAP_SHARED mapping of other processes.
+        // An error (e.g. EFAULT) cannot happen for a valid mapping; if it did, the
+        // sleeper would still wake at its timeout.
+        let _ = futex::wake(block.doorbell(), futex::Flags::empty(), 1);
+    }
+
+    /// After a tail publication on ring `[j][me]`: wake `j` if it sleeps for room.
+    fn wake_producer_if_waiting(&self, j: usize) {
+        if self.inc[j].producer_waiting() {
+            Self::ring_doorbell(self.segment.rank_block(j));
+        }
+    }
+
+    fn peer_error(&self, j: usize, what: &str) -> io::Error {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "shm: bad frame from rank {} (local {j}): {what}",
+                self.globals[j]
+            ),
+        )
+    }
+
+    fn clear_sleep_flags(&mut self) {
+        // Relaxed: withdrawing an announcement publishes nothing; a sender that
+        // still sees the old 1 merely rings once more (a spurious wake-up).
+        self.segment
+            .rank_block(self.me)
+            .sleeping()
+            .store(0, Ordering::Relaxed);
+        for p in &self.out {
+            if p.is_blocked() {
+                p.set_want_room(false);
+            }
+        }
+    }
+}
+
+/// The memory of ring `[src][dst]` of `segment`, for its one producer (`src`)
+/// or its one consumer (`dst`).
+fn ring_mem(segment: &Segment, src: usize, dst: usize) -> RawMem {
+    // SAFETY: `ring_base` points at a 64-aligned ring of `RING_CONTROL_BYTES +
+    // ring_bytes` bytes inside the mapping `segment` owns, and the transport that
+    // calls this keeps the segment (dropped after the rings, which have no
+    // destructor). One producer and one consumer per ring: local rank `src` alone
+    // produces into row `src` and `dst` alone consumes column `dst`, and
+    // `ShmTransport::new` refuses a rank block that is already attached.
+    unsafe { RawMem::new(segment.ring_base(src, dst), segment.ring_bytes()) }
+}
+
+impl Transport for ShmTransport {
+    fn name(&self) -> &'static str {
+        "shm"
+    }
+
+    fn max_payload(&self) -> usize {
+        self.max_payload
+    }
+
+    fn try_send(&mut self, peer: u32, header: &Header, payload: &[u8]) -> io::Result<bool> {
+        let j = self.local_of(peer).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("shm: rank {peer} is not on this host"),
+            )
+        })?;
+        if payload.len() > self.max_payload {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "shm: payload of {} bytes above the maximum {}",
+                    payload.len(),
+                    self.max_payload
+                ),
+            ));
+        }
+        let hdr: [u8; HEADER_BYTES] = header.encode();
+        if !self.out[j].try_push(&hdr, payload) {
+            return Ok(false);
+        }
+        // Dekker with the receiver's prepare_sleep (module doc): our stamp store
+        // is ordered before the load of `sleeping` by this fence.
+        fence(Ordering::SeqCst);
+        let block = self.segment.rank_block(j);
+        // Relaxed: the fence above does the ordering.
+        if block.sleeping().load(Ordering::Relaxed) != 0 {
+            Self::ring_doorbell(block);
+        }
+        Ok(true)
+    }
+
+    fn poll(&mut self, sink: &mut Sink<'_>) -> io::Result<usize> {
+        let n = self.inc.len();
+        let mut total = 0;
+        let mut last = None;
+        for k in 0..n {
+            let j = (self.next_rr + k) % n;
+            let mut got = 0;
+            while got < PER_RING {
+                let rec = match self.inc[j].peek() {
+                    Ok(Some(rec)) => rec,
+                    Ok(None) => {
+                        // Empty: publish what we consumed, so a producer waiting
+                        // for room gets all of it.
+                        if self.inc[j].publish_if_behind() {
+                            self.wake_producer_if_waiting(j);
+                        }
+                        break;
+                    }
+                    Err(e) => return Err(self.peer_error(j, &e)),
+                };
+                let (h, payload) = self.inc[j].bytes(rec);
+                let header = Header::decode(h).map_err(|e| self.peer_error(j, &e.to_string()))?;
+                sink(self.globals[j], &header, payload);
+                if self.inc[j].pop(rec) {
+                    self.wake_producer_if_waiting(j);
+                }
+                got += 1;
+            }
+            if got > 0 {
+                last = Some(j);
+            }
+            total += got;
+        }
+        if let Some(j) = last {
+            self.next_rr = (j + 1) % n;
+        }
+        Ok(total)
+    }
+
+    fn prepare_sleep(&mut self) -> bool {
+        let block = self.segment.rank_block(self.me);
+        // Acquire: pairs with a sender's Release bump (see `ring_doorbell`).
+        self.bell_seen = block.doorbell().load(Ordering::Acquire);
+        // Relaxed stores: the SeqCst fence below orders them before our checks.
+        block.sleeping().store(1, Ordering::Relaxed);
+        for p in &self.out {
+            if p.is_blocked() {
+                p.set_want_room(true);
+            }
+        }
+        // Dekker with senders (their stamp, fence, load of `sleeping`) and with
+        // consumers of our full rings (their tail, fence, load of `want_room`).
+        fence(Ordering::SeqCst);
+        let mut room = false;
+        for p in self.out.iter_mut().filter(|p| p.is_blocked()) {
+            if p.room_for_blocked() {
+                // No longer blocked: withdraw its flag here, as clear_sleep_flags
+                // only visits producers that are still blocked.
+                p.set_want_room(false);
+                room = true;
+            }
+        }
+        if room || self.has_pending() {
+            self.clear_sleep_flags();
+            return false;
+        }
+        true
+    }
+
+    fn sleep(&mut self, timeout: Duration) {
+        let ts = futex::Timespec {
+            tv_sec: timeout.as_secs().min(i64::MAX as u64) as i64,
+            tv_nsec: i64::from(timeout.subsec_nanos()),
+        };
+        let block = self.segment.rank_block(self.me);
+        // Returns at once if the doorbell moved since `prepare_sleep`; EINTR,
+        // EAGAIN and ETIMEDOUT are all just "wake up" (spurious wake-ups are
+        // allowed by the contract).
+        let _ = futex::wait(
+            block.doorbell(),
+            futex::Flags::empty(),
+            self.bell_seen,
+            Some(&ts),
+        );
+        self.clear_sleep_flags();
+    }
+
+    fn cancel_sleep(&mut self) {
+        self.clear_sleep_flags();
+    }
+}

@@ -1,0 +1,144 @@
+//! How a rank learns who it is and reaches its launcher.
+//!
+//! `kumi run` puts the rank's identity in the environment (`KUMI_RANK`,
+//! `KUMI_SIZE`, `KUMI_LOCAL_RANK`, `KUMI_LOCAL_SIZE`, `KUMI_JOB`), the control
+//! socket's name in `KUMI_CONTROL`, the job secret in `KUMI_SECRET` and the shared
+//! segment's inherited descriptor in `KUMI_SHM_FD`. Without `KUMI_RANK` the program
+//! was started by hand and is a job of size 1 (a singleton).
+
+use crate::error::{Error, Result};
+use kumi_core::control::{self, FrameDecoder, ToLauncher, ToRank};
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+
+/// A rank's identity, read from the environment.
+#[derive(Clone, Debug)]
+pub(crate) struct Identity {
+    pub job: String,
+    pub rank: u32,
+    pub size: u32,
+    pub local_rank: u32,
+    pub local_size: u32,
+    pub control: Option<String>,
+    pub secret: Vec<u8>,
+    pub shm_fd: Option<i32>,
+}
+
+fn var(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+fn number(name: &str) -> Result<u32> {
+    let v = var(name).ok_or_else(|| Error::Bootstrap(format!("{name} is not set although KUMI_RANK is")))?;
+    v.trim()
+        .parse()
+        .map_err(|_| Error::Bootstrap(format!("{name}={v:?} is not a non-negative integer")))
+}
+
+impl Identity {
+    /// Reads the environment; a singleton if `KUMI_RANK` is absent.
+    pub fn from_env() -> Result<Identity> {
+        if var("KUMI_RANK").is_none() {
+            return Ok(Identity {
+                job: format!("singleton-{}", std::process::id()),
+                rank: 0,
+                size: 1,
+                local_rank: 0,
+                local_size: 1,
+                control: None,
+                secret: Vec::new(),
+                shm_fd: None,
+            });
+        }
+        let rank = number("KUMI_RANK")?;
+        let size = number("KUMI_SIZE")?;
+        let local_rank = number("KUMI_LOCAL_RANK")?;
+        let local_size = number("KUMI_LOCAL_SIZE")?;
+        if size == 0 || rank >= size || local_size == 0 || local_rank >= local_size || local_size > size {
+            return Err(Error::Bootstrap(format!(
+                "inconsistent identity: rank {rank} of {size}, local rank {local_rank} of {local_size}"
+            )));
+        }
+        let job = var("KUMI_JOB").ok_or_else(|| Error::Bootstrap("KUMI_JOB is not set".into()))?;
+        let control = var("KUMI_CONTROL");
+        let secret = match var("KUMI_SECRET") {
+            Some(h) => control::from_hex(&h).ok_or_else(|| Error::Bootstrap("KUMI_SECRET is not hex".into()))?,
+            None => Vec::new(),
+        };
+        let shm_fd = match var("KUMI_SHM_FD") {
+            Some(v) => Some(v.parse().map_err(|_| Error::Bootstrap(format!("KUMI_SHM_FD={v:?} is not a descriptor")))?),
+            None => None,
+        };
+        Ok(Identity { job, rank, size, local_rank, local_size, control, secret, shm_fd })
+    }
+}
+
+/// The rank's end of the control channel: blocking request/answer.
+pub(crate) struct Control {
+    stream: UnixStream,
+    decoder: FrameDecoder,
+}
+
+impl Control {
+    /// Connects to the launcher and proves the job secret.
+    pub fn connect(id: &Identity) -> Result<Control> {
+        let name = id.control.as_deref().ok_or_else(|| Error::Bootstrap("KUMI_CONTROL is not set".into()))?;
+        let stream = connect_socket(name)
+            .map_err(|e| Error::Bootstrap(format!("cannot reach the launcher at {name}: {e}")))?;
+        let mut c = Control { stream, decoder: FrameDecoder::new() };
+        let nonce = match c.read()? {
+            ToRank::Challenge { nonce } => nonce,
+            other => return Err(Error::Bootstrap(format!("launcher sent {other:?} instead of a challenge"))),
+        };
+        let mac = control::prove(&id.secret, &nonce, &id.job, id.rank);
+        c.send(&ToLauncher::Hello { job: id.job.clone(), rank: id.rank, pid: std::process::id(), mac })?;
+        match c.read()? {
+            ToRank::Welcome => Ok(c),
+            ToRank::Refused { reason } => Err(Error::Bootstrap(format!("the launcher refused this rank: {reason}"))),
+            other => Err(Error::Bootstrap(format!("unexpected answer to hello: {other:?}"))),
+        }
+    }
+
+    pub fn send(&mut self, msg: &ToLauncher) -> Result<()> {
+        self.stream
+            .write_all(&control::encode(msg))
+            .map_err(|e| Error::Bootstrap(format!("lost the launcher: {e}")))
+    }
+
+    fn read(&mut self) -> Result<ToRank> {
+        let mut buf = [0u8; 4096];
+        loop {
+            if let Some(m) = self.decoder.next().map_err(|e| Error::Bootstrap(e.to_string()))? {
+                return Ok(m);
+            }
+            let n = self.stream.read(&mut buf).map_err(|e| Error::Bootstrap(format!("lost the launcher: {e}")))?;
+            if n == 0 {
+                return Err(Error::Bootstrap("the launcher closed the control channel".into()));
+            }
+            self.decoder.push(&buf[..n]);
+        }
+    }
+
+    pub fn put(&mut self, key: &str, value: Vec<u8>) -> Result<()> {
+        self.send(&ToLauncher::Put { key: key.into(), value })
+    }
+
+    pub fn fence(&mut self) -> Result<()> {
+        self.send(&ToLauncher::Fence)?;
+        match self.read()? {
+            ToRank::FenceDone => Ok(()),
+            other => Err(Error::Bootstrap(format!("unexpected answer to fence: {other:?}"))),
+        }
+    }
+}
+
+fn connect_socket(name: &str) -> std::io::Result<UnixStream> {
+    match name.strip_prefix('@') {
+        Some(abstract_name) => {
+            use std::os::linux::net::SocketAddrExt;
+            let addr = std::os::unix::net::SocketAddr::from_abstract_name(abstract_name.as_bytes())?;
+            UnixStream::connect_addr(&addr)
+        }
+        None => UnixStream::connect(name),
+    }
+}

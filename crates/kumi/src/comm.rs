@@ -1,0 +1,376 @@
+//! Communicators: a group of ranks with its own matching context.
+//!
+//! Each communicator has two context ids, one for point-to-point and one for the
+//! collectives it runs internally, so a user's `recv(ANY_SOURCE, ANY_TAG)` can
+//! never take a message of a barrier. New communicators get context ids everyone
+//! agrees on without a central allocator: each process keeps a counter above every
+//! id it has used, the members exchange their counters, and the new id is the
+//! largest. No member has used it, so no old message can match on it.
+
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::request::{Request, Scope, Status};
+use bytemuck::Pod;
+use kumi_core::call::Call;
+use kumi_core::matching::{Envelope, Pattern};
+use kumi_core::{ANY_SOURCE, ANY_TAG, TAG_UB};
+use std::cell::RefCell;
+use std::rc::Rc;
+
+/// Tags kumi uses internally on a communicator's collective context.
+const TAG_BARRIER: i32 = TAG_UB + 1;
+const TAG_ALLGATHER: i32 = TAG_UB + 2;
+
+/// A communicator. Cloning is cheap and gives the same communicator.
+#[derive(Clone)]
+pub struct Comm {
+    inner: Rc<CommInner>,
+}
+
+struct CommInner {
+    engine: Rc<RefCell<Engine>>,
+    ctx: u32,
+    rank: u32,
+    /// World rank of each member, by communicator rank.
+    members: Vec<u32>,
+}
+
+impl std::fmt::Debug for Comm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Comm")
+            .field("ctx", &self.inner.ctx)
+            .field("rank", &self.inner.rank)
+            .field("size", &self.inner.members.len())
+            .finish()
+    }
+}
+
+fn as_bytes<T: Pod>(buf: &[T]) -> &[u8] {
+    bytemuck::cast_slice(buf)
+}
+
+fn as_bytes_mut<T: Pod>(buf: &mut [T]) -> &mut [u8] {
+    bytemuck::cast_slice_mut(buf)
+}
+
+impl Comm {
+    pub(crate) fn world(engine: Rc<RefCell<Engine>>) -> Comm {
+        let (rank, size) = {
+            let e = engine.borrow();
+            (e.world_rank, e.world_size)
+        };
+        Comm { inner: Rc::new(CommInner { engine, ctx: 0, rank, members: (0..size).collect() }) }
+    }
+
+    /// This process's rank in the communicator.
+    pub fn rank(&self) -> usize {
+        self.inner.rank as usize
+    }
+
+    /// Number of ranks in the communicator.
+    pub fn size(&self) -> usize {
+        self.inner.members.len()
+    }
+
+    /// The job-wide (world) rank of communicator rank `r`.
+    pub fn world_rank(&self, r: usize) -> Option<usize> {
+        self.inner.members.get(r).map(|&w| w as usize)
+    }
+
+    fn engine(&self) -> std::cell::RefMut<'_, Engine> {
+        self.inner.engine.borrow_mut()
+    }
+
+    fn check_dest(&self, dest: i32) -> Result<u32> {
+        if dest < 0 || dest as usize >= self.size() {
+            return Err(Error::InvalidArgument {
+                arg: "dest",
+                value: dest as i64,
+                allowed: format!("a rank from 0 to {} of this communicator", self.size() - 1),
+            });
+        }
+        Ok(self.inner.members[dest as usize])
+    }
+
+    fn check_send_tag(tag: i32) -> Result<()> {
+        if !(0..=TAG_UB).contains(&tag) {
+            return Err(Error::InvalidArgument {
+                arg: "tag",
+                value: tag as i64,
+                allowed: format!("a tag from 0 to {TAG_UB}"),
+            });
+        }
+        Ok(())
+    }
+
+    fn pattern(&self, ctx: u32, source: i32, tag: i32) -> Result<Pattern> {
+        let src = match source {
+            ANY_SOURCE => None,
+            s if s >= 0 && (s as usize) < self.size() => Some(s as u32),
+            s => {
+                return Err(Error::InvalidArgument {
+                    arg: "source",
+                    value: s as i64,
+                    allowed: format!("a rank from 0 to {} or ANY_SOURCE (-1)", self.size() - 1),
+                })
+            }
+        };
+        let tag = match tag {
+            ANY_TAG => None,
+            t if (0..=TAG_UB).contains(&t) || (ctx & 1 == 1 && t > TAG_UB) => Some(t),
+            t => {
+                return Err(Error::InvalidArgument {
+                    arg: "tag",
+                    value: t as i64,
+                    allowed: format!("a tag from 0 to {TAG_UB} or ANY_TAG (-1)"),
+                })
+            }
+        };
+        Ok(Pattern { ctx, src, tag })
+    }
+
+    // ----- blocking point-to-point ------------------------------------------------
+
+    /// Sends `buf` to rank `dest` with `tag`. Returns when `buf` may be reused.
+    pub fn send<T: Pod>(&self, buf: &[T], dest: i32, tag: i32) -> Result<()> {
+        Self::check_send_tag(tag)?;
+        self.send_on(self.inner.ctx, as_bytes(buf), dest, tag, false)
+    }
+
+    /// Synchronous send: returns when the receiver has matched the message.
+    pub fn ssend<T: Pod>(&self, buf: &[T], dest: i32, tag: i32) -> Result<()> {
+        Self::check_send_tag(tag)?;
+        self.send_on(self.inner.ctx, as_bytes(buf), dest, tag, true)
+    }
+
+    fn send_on(&self, ctx: u32, bytes: &[u8], dest: i32, tag: i32, sync: bool) -> Result<()> {
+        let peer = self.check_dest(dest)?;
+        let env = Envelope { ctx, src: self.inner.rank, tag };
+        let mut e = self.engine();
+        match e.start_send(env, peer, bytes.as_ptr(), bytes.len(), sync)? {
+            None => Ok(()),
+            Some(id) => e.wait(kumi_core::call::Call::Send, id).map(|_| ()),
+        }
+    }
+
+    /// Receives into `buf` from `source` (or [`crate::ANY_SOURCE`]) with `tag` (or
+    /// [`crate::ANY_TAG`]). A message larger than `buf` is an error naming both
+    /// sizes; no byte beyond `buf` is written.
+    pub fn recv<T: Pod>(&self, buf: &mut [T], source: i32, tag: i32) -> Result<Status> {
+        self.recv_on(self.inner.ctx, as_bytes_mut(buf), source, tag, Call::Recv)
+    }
+
+    fn recv_on(&self, ctx: u32, bytes: &mut [u8], source: i32, tag: i32, call: Call) -> Result<Status> {
+        let pat = self.pattern(ctx, source, tag)?;
+        let mut e = self.engine();
+        let id = e.post_recv(pat, bytes.as_mut_ptr(), bytes.len())?;
+        e.wait(call, id)
+    }
+
+    /// Receives a message of any size into a new vector. The message size must be
+    /// a whole number of `T`.
+    pub fn recv_vec<T: Pod>(&self, source: i32, tag: i32) -> Result<(Vec<T>, Status)> {
+        let st = self.probe(source, tag)?;
+        let elem = std::mem::size_of::<T>().max(1);
+        if st.bytes % elem != 0 {
+            return Err(Error::InvalidArgument {
+                arg: "T",
+                value: elem as i64,
+                allowed: format!("an element size dividing the message size of {} bytes", st.bytes),
+            });
+        }
+        let mut v = vec![T::zeroed(); st.bytes / elem];
+        // Receive the probed message itself: same source and tag, the earliest.
+        let st = self.recv(&mut v, st.source, st.tag)?;
+        Ok((v, st))
+    }
+
+    /// Sends `send` to `dest` and receives into `recv` from `source` at once
+    /// (no deadlock if both sides call it).
+    pub fn sendrecv<T: Pod, U: Pod>(
+        &self,
+        send: &[T],
+        dest: i32,
+        send_tag: i32,
+        recv: &mut [U],
+        source: i32,
+        recv_tag: i32,
+    ) -> Result<Status> {
+        crate::request::scope(|s| {
+            let r = self.irecv(s, recv, source, recv_tag)?;
+            let w = self.isend(s, send, dest, send_tag)?;
+            w.wait()?;
+            r.wait()
+        })
+    }
+
+    /// Blocks until a message from `source` with `tag` can be received; returns
+    /// its status without receiving it.
+    pub fn probe(&self, source: i32, tag: i32) -> Result<Status> {
+        let pat = self.pattern(self.inner.ctx, source, tag)?;
+        let mut found = None;
+        self.engine().wait_until(Call::Probe, |e| {
+            found = e.iprobe(&pat).ok().flatten();
+            found.is_some()
+        })?;
+        Ok(found.expect("wait_until returns only when found"))
+    }
+
+    /// Like [`Comm::probe`], but returns `None` at once if no message is there.
+    pub fn iprobe(&self, source: i32, tag: i32) -> Result<Option<Status>> {
+        let pat = self.pattern(self.inner.ctx, source, tag)?;
+        self.engine().iprobe(&pat)
+    }
+
+    // ----- nonblocking point-to-point ---------------------------------------------
+
+    /// Starts sending `buf` to `dest`; `buf` stays borrowed until the scope ends.
+    pub fn isend<'a, 's, T: Pod>(&self, scope: &'a Scope<'s>, buf: &'s [T], dest: i32, tag: i32) -> Result<Request<'a>> {
+        Self::check_send_tag(tag)?;
+        self.isend_on(scope, as_bytes(buf), dest, tag, false)
+    }
+
+    /// Starts a synchronous send (completes when the receiver matched it).
+    pub fn issend<'a, 's, T: Pod>(&self, scope: &'a Scope<'s>, buf: &'s [T], dest: i32, tag: i32) -> Result<Request<'a>> {
+        Self::check_send_tag(tag)?;
+        self.isend_on(scope, as_bytes(buf), dest, tag, true)
+    }
+
+    fn isend_on<'a, 's>(&self, scope: &'a Scope<'s>, bytes: &'s [u8], dest: i32, tag: i32, sync: bool) -> Result<Request<'a>> {
+        let peer = self.check_dest(dest)?;
+        let env = Envelope { ctx: self.inner.ctx, src: self.inner.rank, tag };
+        let started = self.engine().start_send(env, peer, bytes.as_ptr(), bytes.len(), sync)?;
+        Ok(match started {
+            None => scope.completed(&self.inner.engine),
+            Some(id) => scope.register(&self.inner.engine, id),
+        })
+    }
+
+    /// Starts a receive into `buf`; `buf` stays borrowed until the scope ends.
+    pub fn irecv<'a, 's, T: Pod>(&self, scope: &'a Scope<'s>, buf: &'s mut [T], source: i32, tag: i32) -> Result<Request<'a>> {
+        let pat = self.pattern(self.inner.ctx, source, tag)?;
+        let bytes = as_bytes_mut(buf);
+        let id = self.engine().post_recv(pat, bytes.as_mut_ptr(), bytes.len())?;
+        Ok(scope.register(&self.inner.engine, id))
+    }
+
+    // ----- collectives used by the runtime itself ----------------------------------
+
+    fn coll_ctx(&self) -> u32 {
+        self.inner.ctx + 1
+    }
+
+    /// Blocks until every rank of the communicator has entered the barrier.
+    /// Dissemination algorithm: ceil(log2 p) rounds of one zero-byte message.
+    pub fn barrier(&self) -> Result<()> {
+        let (p, me) = (self.size(), self.rank());
+        let mut dist = 1;
+        while dist < p {
+            let to = ((me + dist) % p) as i32;
+            let from = ((me + p - dist) % p) as i32;
+            let empty: [u8; 0] = [];
+            self.send_on(self.coll_ctx(), &empty, to, TAG_BARRIER, false)?;
+            self.recv_on(self.coll_ctx(), &mut [], from, TAG_BARRIER, Call::Barrier)?;
+            dist *= 2;
+        }
+        Ok(())
+    }
+
+    /// Every rank's `mine`, in rank order (ring algorithm: p-1 steps).
+    pub(crate) fn allgather_bytes(&self, mine: &[u8]) -> Result<Vec<Vec<u8>>> {
+        let (p, me) = (self.size(), self.rank());
+        let mut all = vec![Vec::new(); p];
+        all[me] = mine.to_vec();
+        let right = ((me + 1) % p) as i32;
+        let left = ((me + p - 1) % p) as i32;
+        for step in 0..p.saturating_sub(1) {
+            let send_idx = (me + p - step) % p;
+            let recv_idx = (me + p - step - 1) % p;
+            let out = all[send_idx].clone();
+            let env = Envelope { ctx: self.coll_ctx(), src: self.inner.rank, tag: TAG_ALLGATHER };
+            let peer = self.inner.members[right as usize];
+            let mut e = self.engine();
+            let send_req = e.start_send(env, peer, out.as_ptr(), out.len(), false)?;
+            let pat = self.pattern(self.coll_ctx(), left, TAG_ALLGATHER)?;
+            // Sizes differ per rank: probe for the size first.
+            let mut st = None;
+            e.wait_until(Call::Collective, |e| {
+                st = e.iprobe(&pat).ok().flatten();
+                st.is_some()
+            })?;
+            let mut buf = vec![0u8; st.expect("probed").bytes];
+            let id = e.post_recv(pat, buf.as_mut_ptr(), buf.len())?;
+            e.wait(Call::Collective, id)?;
+            if let Some(id) = send_req {
+                e.wait(Call::Collective, id)?;
+            }
+            all[recv_idx] = buf;
+        }
+        Ok(all)
+    }
+
+    // ----- new communicators -------------------------------------------------------
+
+    /// A new communicator with the same members and a fresh matching context.
+    /// Collective: every member must call it.
+    pub fn dup(&self) -> Result<Comm> {
+        let ctx = self.agree_ctx(&[])?.0;
+        Ok(Comm {
+            inner: Rc::new(CommInner {
+                engine: self.inner.engine.clone(),
+                ctx,
+                rank: self.inner.rank,
+                members: self.inner.members.clone(),
+            }),
+        })
+    }
+
+    /// Splits the communicator: ranks passing the same `color` form a new
+    /// communicator, ordered by `key` (ties by old rank). `color = None` takes no
+    /// part and gets `None`. Collective: every member must call it.
+    pub fn split(&self, color: Option<u32>, key: i32) -> Result<Option<Comm>> {
+        let mut mine = Vec::with_capacity(9);
+        mine.push(color.is_some() as u8);
+        mine.extend_from_slice(&color.unwrap_or(0).to_le_bytes());
+        mine.extend_from_slice(&key.to_le_bytes());
+        let (ctx, all) = self.agree_ctx(&mine)?;
+        let Some(color) = color else { return Ok(None) };
+        let mut group: Vec<(i32, usize)> = Vec::new();
+        for (r, card) in all.iter().enumerate() {
+            if card.len() != 9 {
+                return Err(Error::Protocol(format!("split card of rank {r} has {} bytes", card.len())));
+            }
+            let has = card[0] == 1;
+            let c = u32::from_le_bytes(card[1..5].try_into().expect("4 bytes"));
+            let k = i32::from_le_bytes(card[5..9].try_into().expect("4 bytes"));
+            if has && c == color {
+                group.push((k, r));
+            }
+        }
+        group.sort();
+        let rank = group.iter().position(|&(_, r)| r == self.rank()).expect("own card is in the group") as u32;
+        let members = group.iter().map(|&(_, r)| self.inner.members[r]).collect();
+        Ok(Some(Comm { inner: Rc::new(CommInner { engine: self.inner.engine.clone(), ctx, rank, members }) }))
+    }
+
+    /// Allgathers `extra` together with each member's context counter; returns
+    /// the agreed new context id and everyone's `extra`.
+    fn agree_ctx(&self, extra: &[u8]) -> Result<(u32, Vec<Vec<u8>>)> {
+        let next = self.engine().next_ctx;
+        let mut mine = next.to_le_bytes().to_vec();
+        mine.extend_from_slice(extra);
+        let all = self.allgather_bytes(&mine)?;
+        let mut ctx = 0u32;
+        let mut extras = Vec::with_capacity(all.len());
+        for (r, card) in all.into_iter().enumerate() {
+            if card.len() < 4 {
+                return Err(Error::Protocol(format!("context card of rank {r} is {} bytes", card.len())));
+            }
+            ctx = ctx.max(u32::from_le_bytes(card[..4].try_into().expect("4 bytes")));
+            extras.push(card[4..].to_vec());
+        }
+        let next = ctx.checked_add(2).ok_or_else(|| Error::Protocol("communicator context ids exhausted".into()))?;
+        self.engine().next_ctx = next;
+        Ok((ctx, extras))
+    }
+}

@@ -1,0 +1,727 @@
+//! The progress engine: one per rank, owning the transports, the matching queues
+//! and every request in flight.
+//!
+//! Nothing here runs on its own thread: progress happens inside kumi calls
+//! (`wait`, `test`, blocking sends and receives). A request is a slot in a slab; a
+//! frame that arrives is handed to [`Engine::on_frame`], which either completes a
+//! posted receive (copying straight from the transport into the user's buffer) or
+//! queues the message as unexpected.
+//!
+//! Protocols, chosen per message:
+//! - **eager** (`len <= eager_limit`): the whole message in one frame. A plain send
+//!   completes when the transport accepts the frame; a synchronous send completes
+//!   when the receiver's `Ack` comes back.
+//! - **rendezvous** (larger): `Rts` carries the sender's buffer address. The
+//!   receiver, once matched, reads the message straight out of the sender's memory
+//!   with `process_vm_readv` (one copy) and answers `Fin`. If the kernel refuses
+//!   that call, the engine says so once and from then on answers `Cts`, and the
+//!   sender pushes the message in `Data` chunks through the ring (pipelined copy).
+//!
+//! Small-message path: no allocation and no lock. A frame that finds its ring full
+//! is copied to a per-peer overflow queue (allocation only then), which keeps the
+//! per-pair order every later frame to that peer must respect.
+
+use crate::error::{Error, Result};
+use crate::request::Status;
+use kumi_core::call::Call;
+use kumi_core::header::{Header, Kind, FLAG_SYNC};
+use kumi_core::matching::{Envelope, Matcher, Pattern};
+use kumi_transport::shm::ShmTransport;
+use kumi_transport::{cma, Transport};
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+/// A request handle: slab index in the low 32 bits, generation in the high 32.
+pub(crate) type ReqId = u64;
+
+/// What a send needs until it completes.
+enum SendPhase {
+    /// Waiting for `Fin` (rendezvous, single copy) or `Ack` (synchronous eager).
+    AwaitReply,
+    /// Pushing `Data` chunks to receiver request `recv_req`; `off` bytes sent.
+    Streaming { recv_req: u64, off: usize },
+}
+
+enum Op {
+    Send { peer: u32, buf: *const u8, len: usize, phase: SendPhase },
+    Recv { buf: *mut u8, cap: usize, data: Option<(usize, usize)> },
+}
+
+struct Req {
+    done: bool,
+    status: Status,
+    error: Option<Error>,
+    /// The user let go of the handle; free the slot on completion.
+    detached: bool,
+    op: Op,
+}
+
+/// An unexpected message, kept until a receive matches it.
+enum Unexpected {
+    Eager { from: u32, data: Vec<u8>, sync_id: Option<u64> },
+    Rts { from: u32, len: usize, sender_req: u64, addr: u64 },
+}
+
+/// A frame the transport had no room for yet.
+struct OutFrame {
+    header: Header,
+    payload: Vec<u8>,
+}
+
+/// How a rank waits when nothing is arriving: poll, then yield, then sleep.
+#[derive(Clone, Debug)]
+pub(crate) struct WaitPolicy {
+    pub spin: Duration,
+    pub yield_for: Duration,
+    pub sleep_timeout: Duration,
+}
+
+impl WaitPolicy {
+    /// Defaults depend on whether this host runs more ranks than it has cores.
+    /// Waking a process that sleeps in the kernel costs ~50 us on an idle virtual
+    /// CPU, so a rank with a core of its own polls for a good while first; an
+    /// oversubscribed rank gives its core away almost at once.
+    pub fn from_env(oversubscribed: bool) -> Result<WaitPolicy> {
+        let (spin, yield_for) = if oversubscribed { (2, 2_000) } else { (200, 2_000) };
+        Ok(WaitPolicy {
+            spin: Duration::from_micros(env_u64("KUMI_SPIN_US", spin)?),
+            yield_for: Duration::from_micros(env_u64("KUMI_YIELD_US", yield_for)?),
+            sleep_timeout: Duration::from_millis(env_u64("KUMI_SLEEP_MS", 100)?.max(1)),
+        })
+    }
+}
+
+pub(crate) fn env_u64(name: &str, default: u64) -> Result<u64> {
+    match std::env::var(name) {
+        Ok(v) => v
+            .trim()
+            .parse()
+            .map_err(|_| Error::Bootstrap(format!("{name}={v:?} is not a non-negative integer"))),
+        Err(_) => Ok(default),
+    }
+}
+
+#[derive(Default)]
+struct Slab {
+    entries: Vec<(u32, Option<Req>)>,
+    free: Vec<u32>,
+}
+
+impl Slab {
+    fn insert(&mut self, r: Req) -> ReqId {
+        match self.free.pop() {
+            Some(i) => {
+                let e = &mut self.entries[i as usize];
+                e.1 = Some(r);
+                ((e.0 as u64) << 32) | i as u64
+            }
+            None => {
+                self.entries.push((1, Some(r)));
+                (1u64 << 32) | (self.entries.len() as u64 - 1)
+            }
+        }
+    }
+
+    fn get(&mut self, id: ReqId) -> Option<&mut Req> {
+        let (gen, i) = ((id >> 32) as u32, id as u32 as usize);
+        match self.entries.get_mut(i) {
+            Some((g, Some(r))) if *g == gen => Some(r),
+            _ => None,
+        }
+    }
+
+    fn remove(&mut self, id: ReqId) -> Option<Req> {
+        let (gen, i) = ((id >> 32) as u32, id as u32 as usize);
+        match self.entries.get_mut(i) {
+            Some((g, slot @ Some(_))) if *g == gen => {
+                *g = g.wrapping_add(1).max(1);
+                self.free.push(i as u32);
+                slot.take()
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Per-rank counters, for statistics and the monitor.
+#[derive(Clone, Debug, Default)]
+pub struct Counters {
+    /// Messages sent (eager and rendezvous), counting sends to self.
+    pub msgs_sent: u64,
+    /// Payload bytes sent.
+    pub bytes_sent: u64,
+    /// Messages received (matched).
+    pub msgs_recv: u64,
+    /// Payload bytes received.
+    pub bytes_recv: u64,
+}
+
+pub(crate) struct Engine {
+    pub world_rank: u32,
+    pub world_size: u32,
+    shm: Option<ShmTransport>,
+    /// `local[r]`: does world rank `r` share this host (reachable through shm)?
+    local: Vec<bool>,
+    /// Process id of each local world rank (for single copy); 0 if unknown.
+    pids: Vec<i32>,
+    my_local: usize,
+    self_frames: VecDeque<(Header, Vec<u8>)>,
+    /// Frames waiting for room, per world peer (allocated on first overflow).
+    outq: Vec<VecDeque<OutFrame>>,
+    outq_len: usize,
+    streaming: Vec<ReqId>,
+    matcher: Matcher<ReqId, Unexpected>,
+    reqs: Slab,
+    pub eager_limit: usize,
+    single_copy: bool,
+    policy: WaitPolicy,
+    pub counters: Counters,
+    /// Next free communicator context id (pairs: p2p, collective).
+    pub next_ctx: u32,
+}
+
+/// How the engine is put together; see `Universe::init`.
+pub(crate) struct EngineSetup {
+    pub world_rank: u32,
+    pub world_size: u32,
+    pub shm: Option<ShmTransport>,
+    pub local: Vec<bool>,
+    pub pids: Vec<i32>,
+    pub my_local: usize,
+    pub oversubscribed: bool,
+}
+
+impl Engine {
+    pub fn new(s: EngineSetup) -> Result<Engine> {
+        let max_payload = s.shm.as_ref().map_or(usize::MAX, |t| t.max_payload());
+        let default_eager = 16 * 1024usize;
+        let eager_limit = env_u64("KUMI_EAGER_LIMIT", default_eager as u64)? as usize;
+        if eager_limit > max_payload {
+            return Err(Error::Bootstrap(format!(
+                "KUMI_EAGER_LIMIT={eager_limit} exceeds the largest frame the ring holds ({max_payload} bytes); \
+                 lower it or raise KUMI_SHM_RING_BYTES"
+            )));
+        }
+        let single_copy = match std::env::var("KUMI_SINGLE_COPY").as_deref() {
+            Ok("0") | Ok("off") => false,
+            Ok("1") | Ok("on") | Err(_) => true,
+            Ok(v) => return Err(Error::Bootstrap(format!("KUMI_SINGLE_COPY={v:?}: use on or off"))),
+        };
+        Ok(Engine {
+            world_rank: s.world_rank,
+            world_size: s.world_size,
+            shm: s.shm,
+            local: s.local,
+            pids: s.pids,
+            my_local: s.my_local,
+            self_frames: VecDeque::new(),
+            outq: Vec::new(),
+            outq_len: 0,
+            streaming: Vec::new(),
+            matcher: Matcher::new(),
+            reqs: Slab::default(),
+            eager_limit,
+            single_copy,
+            policy: WaitPolicy::from_env(s.oversubscribed)?,
+            counters: Counters::default(),
+            next_ctx: 2,
+        })
+    }
+
+    /// Publishes the call this rank is in (read by the launcher on a crash).
+    #[inline]
+    pub fn set_call(&self, c: Call) {
+        if let Some(shm) = &self.shm {
+            shm.segment().rank_block(self.my_local).set_call(c);
+        }
+    }
+
+    pub fn shm(&self) -> Option<&ShmTransport> {
+        self.shm.as_ref()
+    }
+
+    // ----- sending ---------------------------------------------------------------
+
+    /// Starts a send of `len` bytes at `buf` to world rank `peer`.
+    ///
+    /// Returns `None` if the send is already complete (the usual eager case),
+    /// otherwise the request to wait on. The caller guarantees `buf..buf+len`
+    /// stays valid and unmodified until the request completes.
+    pub fn start_send(
+        &mut self,
+        env: Envelope,
+        peer: u32,
+        buf: *const u8,
+        len: usize,
+        sync: bool,
+    ) -> Result<Option<ReqId>> {
+        self.counters.msgs_sent += 1;
+        self.counters.bytes_sent += len as u64;
+        let mut h = Header::new(Kind::Eager);
+        h.ctx = env.ctx;
+        h.src = env.src;
+        h.tag = env.tag;
+        h.len = len as u64;
+        // SAFETY: the caller guarantees `buf` points to `len` readable bytes (it
+        // comes from a slice) for the duration of the send.
+        let payload = unsafe { slice_or_empty(buf, len) };
+        if peer == self.world_rank || len <= self.eager_limit {
+            if !sync {
+                self.push_frame(peer, &h, payload)?;
+                return Ok(None);
+            }
+            let id = self.new_send(peer, buf, len);
+            h.flags = FLAG_SYNC;
+            h.id = id;
+            self.push_frame(peer, &h, payload)?;
+            return Ok(Some(id));
+        }
+        let id = self.new_send(peer, buf, len);
+        h.kind = Kind::Rts;
+        h.id = id;
+        h.aux = buf as u64;
+        self.push_frame(peer, &h, &[])?;
+        Ok(Some(id))
+    }
+
+    fn new_send(&mut self, peer: u32, buf: *const u8, len: usize) -> ReqId {
+        self.reqs.insert(Req {
+            done: false,
+            status: Status::empty(),
+            error: None,
+            detached: false,
+            op: Op::Send { peer, buf, len, phase: SendPhase::AwaitReply },
+        })
+    }
+
+    /// Sends one frame now, or queues a copy behind earlier frames to that peer.
+    #[inline]
+    fn push_frame(&mut self, peer: u32, h: &Header, payload: &[u8]) -> Result<()> {
+        if peer == self.world_rank {
+            self.self_frames.push_back((*h, payload.to_vec()));
+            return Ok(());
+        }
+        if !self.local.get(peer as usize).copied().unwrap_or(false) {
+            return Err(Error::Bootstrap(format!(
+                "rank {peer} is on another host and this build of kumi has no network transport yet"
+            )));
+        }
+        // While a poll is delivering frames the transport is lent out; replies
+        // made then (Ack, Fin, Cts) wait in the queue, which the same progress
+        // pass flushes right after the poll.
+        if self.outq_len == 0 || self.outq.get(peer as usize).is_none_or(|q| q.is_empty()) {
+            if let Some(shm) = self.shm.as_mut() {
+                if shm.try_send(peer, h, payload)? {
+                    return Ok(());
+                }
+            }
+        }
+        if self.outq.len() <= peer as usize {
+            self.outq.resize_with(self.world_size as usize, VecDeque::new);
+        }
+        self.outq[peer as usize].push_back(OutFrame { header: *h, payload: payload.to_vec() });
+        self.outq_len += 1;
+        Ok(())
+    }
+
+    // ----- receiving -------------------------------------------------------------
+
+    /// Posts a receive into `buf` (capacity `cap` bytes). The caller guarantees the
+    /// buffer stays valid and otherwise untouched until the request completes.
+    pub fn post_recv(&mut self, pat: Pattern, buf: *mut u8, cap: usize) -> Result<ReqId> {
+        let id = self.reqs.insert(Req {
+            done: false,
+            status: Status::empty(),
+            error: None,
+            detached: false,
+            op: Op::Recv { buf, cap, data: None },
+        });
+        if let Some((env, m, id)) = self.matcher.post(pat, id) {
+            self.deliver_unexpected(id, env, m)?;
+        }
+        Ok(id)
+    }
+
+    fn deliver_unexpected(&mut self, id: ReqId, env: Envelope, m: Unexpected) -> Result<()> {
+        match m {
+            Unexpected::Eager { from, data, sync_id } => {
+                self.complete_eager(id, from, env, &data, sync_id);
+                Ok(())
+            }
+            Unexpected::Rts { from, len, sender_req, addr } => self.start_pull(id, from, env, len, sender_req, addr),
+        }
+    }
+
+    fn complete_eager(&mut self, id: ReqId, from: u32, env: Envelope, data: &[u8], sync_id: Option<u64>) {
+        if let Some(sid) = sync_id {
+            let mut ack = Header::new(Kind::Ack);
+            ack.id = sid;
+            if let Err(e) = self.push_frame(from, &ack, &[]) {
+                log(self.world_rank, &format!("could not acknowledge a synchronous send to rank {from}: {e}"));
+            }
+        }
+        let Some(r) = self.reqs.get(id) else { return };
+        let Op::Recv { buf, cap, .. } = r.op else { return };
+        r.status = Status { source: env.src as i32, tag: env.tag, bytes: data.len(), cancelled: false };
+        if data.len() > cap {
+            r.error = Some(Error::Truncated {
+                message_bytes: data.len(),
+                buffer_bytes: cap,
+                source: env.src as i32,
+                tag: env.tag,
+            });
+        } else if !data.is_empty() {
+            // SAFETY: the receive's owner guarantees `buf` is valid for `cap` bytes
+            // and untouched until completion; `data.len() <= cap`; the regions
+            // cannot overlap (one is the ring or a private copy, one the user's).
+            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), buf, data.len()) };
+        }
+        self.counters.msgs_recv += 1;
+        self.counters.bytes_recv += data.len() as u64;
+        self.finish(id);
+    }
+
+    /// A rendezvous message matched receive `id`: pull it, or ask for it.
+    fn start_pull(&mut self, id: ReqId, from: u32, env: Envelope, len: usize, sender_req: u64, addr: u64) -> Result<()> {
+        let Some(r) = self.reqs.get(id) else { return Ok(()) };
+        let Op::Recv { buf, cap, .. } = r.op else { return Ok(()) };
+        r.status = Status { source: env.src as i32, tag: env.tag, bytes: len, cancelled: false };
+        let mut fin = Header::new(Kind::Fin);
+        fin.id = sender_req;
+        if len > cap {
+            r.error = Some(Error::Truncated { message_bytes: len, buffer_bytes: cap, source: env.src as i32, tag: env.tag });
+            // The sender's part is done either way: release it.
+            self.push_frame(from, &fin, &[])?;
+            self.finish(id);
+            return Ok(());
+        }
+        if self.single_copy {
+            // SAFETY: as in `complete_eager`: `buf` is valid for `cap >= len` bytes.
+            let dst = unsafe { std::slice::from_raw_parts_mut(buf, len) };
+            let pid = self.pids.get(from as usize).copied().unwrap_or(0);
+            match cma::read_from(pid, addr, dst) {
+                Ok(()) => {
+                    self.push_frame(from, &fin, &[])?;
+                    self.counters.msgs_recv += 1;
+                    self.counters.bytes_recv += len as u64;
+                    self.finish(id);
+                    return Ok(());
+                }
+                Err(e) => {
+                    self.single_copy = false;
+                    log(
+                        self.world_rank,
+                        &format!(
+                            "single copy between processes (process_vm_readv) is not available ({e}); \
+                             large messages use pipelined copies through shared memory from now on"
+                        ),
+                    );
+                }
+            }
+        }
+        if let Some(Req { op: Op::Recv { data, .. }, .. }) = self.reqs.get(id) {
+            *data = Some((len, 0));
+        }
+        let mut cts = Header::new(Kind::Cts);
+        cts.id = sender_req;
+        cts.aux = id;
+        cts.len = len as u64;
+        self.push_frame(from, &cts, &[])
+    }
+
+    // ----- arrivals --------------------------------------------------------------
+
+    /// Handles one arrived frame. A frame that breaks the protocol is dropped with
+    /// a logged reason; it never takes the rank down.
+    fn on_frame(&mut self, from: u32, h: &Header, p: &[u8]) {
+        if let Err(e) = self.on_frame_inner(from, h, p) {
+            log(self.world_rank, &format!("dropped a frame from rank {from}: {e}"));
+        }
+    }
+
+    fn on_frame_inner(&mut self, from: u32, h: &Header, p: &[u8]) -> Result<()> {
+        match h.kind {
+            Kind::Eager => {
+                if h.len != p.len() as u64 {
+                    return Err(Error::Protocol(format!("eager frame announces {} bytes, carries {}", h.len, p.len())));
+                }
+                let env = Envelope { ctx: h.ctx, src: h.src, tag: h.tag };
+                let sync_id = (h.flags & FLAG_SYNC != 0).then_some(h.id);
+                match self.matcher.take_posted(&env) {
+                    Some(id) => self.complete_eager(id, from, env, p, sync_id),
+                    None => self.matcher.push_unexpected(env, Unexpected::Eager { from, data: p.to_vec(), sync_id }),
+                }
+            }
+            Kind::Rts => {
+                let len = usize::try_from(h.len).map_err(|_| Error::Protocol("length overflows".into()))?;
+                let env = Envelope { ctx: h.ctx, src: h.src, tag: h.tag };
+                match self.matcher.take_posted(&env) {
+                    Some(id) => self.start_pull(id, from, env, len, h.id, h.aux)?,
+                    None => self
+                        .matcher
+                        .push_unexpected(env, Unexpected::Rts { from, len, sender_req: h.id, addr: h.aux }),
+                }
+            }
+            Kind::Fin | Kind::Ack => match self.reqs.get(h.id) {
+                Some(Req { op: Op::Send { peer, .. }, done: false, .. }) if *peer == from => self.finish(h.id),
+                _ => return Err(Error::Protocol(format!("{:?} for unknown send request {:#x}", h.kind, h.id))),
+            },
+            Kind::Cts => match self.reqs.get(h.id) {
+                Some(Req { op: Op::Send { peer, phase, len, .. }, done: false, .. })
+                    if *peer == from && *len as u64 == h.len =>
+                {
+                    *phase = SendPhase::Streaming { recv_req: h.aux, off: 0 };
+                    self.streaming.push(h.id);
+                }
+                _ => return Err(Error::Protocol(format!("clear-to-send for unknown send request {:#x}", h.id))),
+            },
+            Kind::Data => {
+                let Some(Req { op: Op::Recv { buf, data: Some((total, got)), .. }, done: false, .. }) = self.reqs.get(h.id)
+                else {
+                    return Err(Error::Protocol(format!("data for unknown receive request {:#x}", h.id)));
+                };
+                let off = usize::try_from(h.aux).unwrap_or(usize::MAX);
+                if off.checked_add(p.len()).is_none_or(|end| end > *total) {
+                    return Err(Error::Protocol(format!(
+                        "data chunk at offset {off} of {} bytes overruns the {total}-byte message",
+                        p.len()
+                    )));
+                }
+                // SAFETY: `buf` holds at least `total` bytes (checked against the
+                // capacity when the rendezvous started) and `off + p.len() <= total`.
+                unsafe { std::ptr::copy_nonoverlapping(p.as_ptr(), buf.add(off), p.len()) };
+                *got += p.len();
+                if *got == *total {
+                    self.counters.msgs_recv += 1;
+                    self.counters.bytes_recv += *total as u64;
+                    self.finish(h.id);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self, id: ReqId) {
+        let detached = match self.reqs.get(id) {
+            Some(r) => {
+                r.done = true;
+                r.detached
+            }
+            None => false,
+        };
+        if detached {
+            if let Some(r) = self.reqs.remove(id) {
+                if let Some(e) = r.error {
+                    log(self.world_rank, &format!("a request nobody waits for failed: {e}"));
+                }
+            }
+        }
+    }
+
+    // ----- progress --------------------------------------------------------------
+
+    /// One pass over everything that can move. Returns how many events happened.
+    pub fn progress(&mut self) -> Result<usize> {
+        let mut n = 0;
+        while let Some((h, p)) = self.self_frames.pop_front() {
+            let me = self.world_rank;
+            self.on_frame(me, &h, &p);
+            n += 1;
+        }
+        if let Some(mut shm) = self.shm.take() {
+            let r = shm.poll(&mut |from, h, p| self.on_frame(from, h, p));
+            self.shm = Some(shm);
+            n += r?;
+        }
+        if self.outq_len > 0 {
+            n += self.flush_outq()?;
+        }
+        if !self.streaming.is_empty() {
+            n += self.stream_data()?;
+        }
+        Ok(n)
+    }
+
+    fn flush_outq(&mut self) -> Result<usize> {
+        let mut n = 0;
+        let Some(shm) = self.shm.as_mut() else { return Ok(0) };
+        for (peer, q) in self.outq.iter_mut().enumerate() {
+            while let Some(f) = q.front() {
+                if !shm.try_send(peer as u32, &f.header, &f.payload)? {
+                    break;
+                }
+                q.pop_front();
+                self.outq_len -= 1;
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
+    fn stream_data(&mut self) -> Result<usize> {
+        let mut n = 0;
+        let mut i = 0;
+        while i < self.streaming.len() {
+            let id = self.streaming[i];
+            let Some(shm) = self.shm.as_mut() else { return Ok(n) };
+            let chunk_max = shm.max_payload();
+            let finished = match self.reqs.get(id) {
+                Some(Req { op: Op::Send { peer, buf, len, phase: SendPhase::Streaming { recv_req, off } }, .. }) => {
+                    let blocked = self.outq.get(*peer as usize).is_some_and(|q| !q.is_empty());
+                    while !blocked && *off < *len {
+                        let chunk = chunk_max.min(*len - *off);
+                        let mut h = Header::new(Kind::Data);
+                        h.id = *recv_req;
+                        h.aux = *off as u64;
+                        h.len = *len as u64;
+                        // SAFETY: the send's owner keeps `buf` valid for `len` bytes
+                        // until completion, and `off + chunk <= len`.
+                        let data = unsafe { std::slice::from_raw_parts(buf.add(*off), chunk) };
+                        if !shm.try_send(*peer, &h, data)? {
+                            break;
+                        }
+                        *off += chunk;
+                        n += 1;
+                    }
+                    *off == *len
+                }
+                _ => true,
+            };
+            if finished {
+                self.streaming.swap_remove(i);
+                self.finish(id);
+            } else {
+                i += 1;
+            }
+        }
+        Ok(n)
+    }
+
+    /// Makes progress until `done` holds, waiting by the [`WaitPolicy`].
+    pub fn wait_until(&mut self, call: Call, mut done: impl FnMut(&mut Engine) -> bool) -> Result<()> {
+        if done(self) {
+            return Ok(());
+        }
+        self.set_call(call);
+        let r = self.wait_loop(&mut done);
+        self.set_call(Call::None);
+        r
+    }
+
+    fn wait_loop(&mut self, done: &mut dyn FnMut(&mut Engine) -> bool) -> Result<()> {
+        let mut idle_polls = 0u32;
+        let mut idle_since: Option<Instant> = None;
+        loop {
+            let n = self.progress()?;
+            if done(self) {
+                return Ok(());
+            }
+            if n > 0 {
+                idle_polls = 0;
+                idle_since = None;
+                continue;
+            }
+            idle_polls += 1;
+            if idle_polls < 128 {
+                std::hint::spin_loop();
+                continue;
+            }
+            let now = Instant::now();
+            let idle = now - *idle_since.get_or_insert(now);
+            if idle < self.policy.spin {
+                std::hint::spin_loop();
+            } else if idle < self.policy.spin + self.policy.yield_for || self.outq_len > 0 || !self.streaming.is_empty() {
+                // Frames waiting for ring room: the consumer does not ring our
+                // bell when it frees room, so keep polling (politely).
+                std::thread::yield_now();
+            } else if let Some(shm) = self.shm.as_mut() {
+                if shm.prepare_sleep() {
+                    shm.sleep(self.policy.sleep_timeout);
+                }
+            } else {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+    }
+
+    // ----- requests --------------------------------------------------------------
+
+    pub fn is_done(&mut self, id: ReqId) -> bool {
+        self.reqs.get(id).is_none_or(|r| r.done)
+    }
+
+    /// Takes the result of a completed request and frees its slot.
+    pub fn take_result(&mut self, id: ReqId) -> Result<Status> {
+        match self.reqs.remove(id) {
+            Some(r) => match r.error {
+                Some(e) => Err(e),
+                None => Ok(r.status),
+            },
+            None => Ok(Status::empty()),
+        }
+    }
+
+    /// Blocks until request `id` completes and returns its result.
+    pub fn wait(&mut self, call: Call, id: ReqId) -> Result<Status> {
+        self.wait_until(call, |e| e.is_done(id))?;
+        self.take_result(id)
+    }
+
+    /// The user dropped the handle of a request that may still be in flight.
+    pub fn detach(&mut self, id: ReqId) {
+        let done = match self.reqs.get(id) {
+            Some(r) => {
+                r.detached = true;
+                r.done
+            }
+            None => return,
+        };
+        if done {
+            self.reqs.remove(id);
+        }
+    }
+
+    /// Probe: the envelope and size of the earliest matching unexpected message.
+    pub fn iprobe(&mut self, pat: &Pattern) -> Result<Option<Status>> {
+        self.progress()?;
+        Ok(self.matcher.peek_unexpected(pat).map(|(e, m)| Status {
+            source: e.src as i32,
+            tag: e.tag,
+            bytes: match m {
+                Unexpected::Eager { data, .. } => data.len(),
+                Unexpected::Rts { len, .. } => *len,
+            },
+            cancelled: false,
+        }))
+    }
+
+    /// Cancels a posted receive that has not matched. Returns whether it was
+    /// cancelled (a receive that already matched completes normally).
+    pub fn cancel_recv(&mut self, id: ReqId) -> bool {
+        if self.matcher.cancel_posted(|&r| r == id).is_some() {
+            if let Some(r) = self.reqs.get(id) {
+                r.status.cancelled = true;
+            }
+            self.finish(id);
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// # Safety
+/// `ptr` must be valid for `len` bytes of reads when `len > 0`.
+#[inline]
+unsafe fn slice_or_empty<'a>(ptr: *const u8, len: usize) -> &'a [u8] {
+    if len == 0 {
+        &[]
+    } else {
+        // SAFETY: the caller's contract.
+        unsafe { std::slice::from_raw_parts(ptr, len) }
+    }
+}
+
+pub(crate) fn log(rank: u32, msg: &str) {
+    eprintln!("kumi: rank {rank}: {msg}");
+}

@@ -1,0 +1,71 @@
+//! Errors are values, with messages a user understands.
+
+use std::fmt;
+
+/// What went wrong in a kumi call.
+#[derive(Debug)]
+pub enum Error {
+    /// A message was larger than the receive buffer. The message is consumed; no
+    /// byte beyond the buffer was written.
+    Truncated {
+        /// Size of the message, in bytes.
+        message_bytes: usize,
+        /// Size of the receive buffer, in bytes.
+        buffer_bytes: usize,
+        /// Sender's rank in the communicator.
+        source: i32,
+        /// The message's tag.
+        tag: i32,
+    },
+    /// An argument is out of its allowed range.
+    InvalidArgument {
+        /// The argument's name, as in the function signature.
+        arg: &'static str,
+        /// Its value.
+        value: i64,
+        /// What was allowed.
+        allowed: String,
+    },
+    /// The job environment could not be set up.
+    Bootstrap(String),
+    /// A peer broke the protocol; the frame was dropped.
+    Protocol(String),
+    /// An operating-system call failed.
+    Io(std::io::Error),
+}
+
+/// kumi's result type.
+pub type Result<T> = std::result::Result<T, Error>;
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Truncated { message_bytes, buffer_bytes, source, tag } => write!(
+                f,
+                "message truncated: a message of {message_bytes} bytes from rank {source} (tag {tag}) \
+                 does not fit the receive buffer of {buffer_bytes} bytes"
+            ),
+            Error::InvalidArgument { arg, value, allowed } => {
+                write!(f, "invalid argument `{arg}` = {value}: {allowed}")
+            }
+            Error::Bootstrap(m) => write!(f, "kumi could not start this rank: {m}"),
+            Error::Protocol(m) => write!(f, "protocol error: {m}"),
+            Error::Io(e) => write!(f, "system error: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<std::io::Error> for Error {
+    fn from(e: std::io::Error) -> Self {
+        Error::Io(e)
+    }
+}

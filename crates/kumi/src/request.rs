@@ -1,0 +1,211 @@
+//! Nonblocking operations: requests, scopes, and the wait/test family.
+//!
+//! A nonblocking receive lets the engine write into the user's buffer later, so
+//! the buffer must outlive the operation even if the user forgets the request
+//! (`std::mem::forget` is safe Rust). kumi guarantees that the way rsmpi does: a
+//! nonblocking call takes a [`Scope`], every buffer is borrowed for the scope's
+//! whole life, and the scope waits for every request still in flight before it
+//! returns. Waiting on a request consumes it; dropping one detaches it (the scope
+//! still waits for it).
+
+use crate::engine::{Engine, ReqId};
+use crate::error::Result;
+use kumi_core::call::Call;
+use std::cell::{Cell, RefCell};
+use std::marker::PhantomData;
+use std::rc::Rc;
+
+/// What a completed receive (or probe) tells about its message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Status {
+    /// Sender's rank in the communicator (`-1` for a send's status).
+    pub source: i32,
+    /// The message's tag (`-1` for a send's status).
+    pub tag: i32,
+    /// Size of the message in bytes.
+    pub bytes: usize,
+    /// The receive was cancelled before it matched.
+    pub cancelled: bool,
+}
+
+impl Status {
+    pub(crate) const fn empty() -> Status {
+        Status { source: -1, tag: -1, bytes: 0, cancelled: false }
+    }
+
+    /// Number of whole elements of `T` in the message.
+    pub fn count<T>(&self) -> usize {
+        self.bytes / std::mem::size_of::<T>().max(1)
+    }
+}
+
+/// The region in which nonblocking operations may borrow buffers. See
+/// [`scope`].
+pub struct Scope<'s> {
+    pending: RefCell<Vec<(Rc<RefCell<Engine>>, ReqId)>>,
+    // Invariant in 's, so that buffers borrowed for 's cannot be shortened.
+    _invariant: PhantomData<Cell<&'s mut ()>>,
+}
+
+/// Runs `f` with a scope for nonblocking operations; before returning, waits for
+/// every request started in the scope that is still in flight.
+///
+/// ```no_run
+/// let universe = kumi::init().unwrap();
+/// let world = universe.world();
+/// let (me, n) = (world.rank(), world.size());
+/// let out = [me as u64; 4];
+/// let mut inbox = [0u64; 4];
+/// kumi::scope(|s| {
+///     let r = world.irecv(s, &mut inbox, ((me + n - 1) % n) as i32, 0).unwrap();
+///     let w = world.isend(s, &out, ((me + 1) % n) as i32, 0).unwrap();
+///     kumi::wait_all(vec![r, w]).unwrap();
+/// });
+/// ```
+pub fn scope<'s, R>(f: impl FnOnce(&Scope<'s>) -> R) -> R {
+    let s = Scope { pending: RefCell::new(Vec::new()), _invariant: PhantomData };
+    f(&s)
+}
+
+impl Drop for Scope<'_> {
+    fn drop(&mut self) {
+        for (engine, id) in self.pending.get_mut().drain(..) {
+            let mut e = engine.borrow_mut();
+            if let Err(err) = e.wait_until(Call::Wait, |e| e.is_done(id)) {
+                eprintln!("kumi: a request left open at the end of its scope failed: {err}");
+            }
+            let _ = e.take_result(id);
+        }
+    }
+}
+
+impl<'s> Scope<'s> {
+    pub(crate) fn register(&self, engine: &Rc<RefCell<Engine>>, id: ReqId) -> Request<'_> {
+        self.pending.borrow_mut().push((engine.clone(), id));
+        Request { engine: engine.clone(), id: Some(id), scope_list: &self.pending }
+    }
+
+    pub(crate) fn completed(&self, engine: &Rc<RefCell<Engine>>) -> Request<'_> {
+        Request { engine: engine.clone(), id: None, scope_list: &self.pending }
+    }
+}
+
+type PendingList = RefCell<Vec<(Rc<RefCell<Engine>>, ReqId)>>;
+
+/// A nonblocking operation in flight. Wait on it with [`Request::wait`], poll it
+/// with [`Request::test`], or use [`wait_all`], [`wait_any`], [`test_all`].
+#[must_use = "a request must be waited on (dropping it leaves the wait to the end of the scope)"]
+pub struct Request<'a> {
+    engine: Rc<RefCell<Engine>>,
+    /// `None`: completed at start (e.g. an eager send the transport took at once).
+    id: Option<ReqId>,
+    scope_list: &'a PendingList,
+}
+
+impl Request<'_> {
+    fn forget_in_scope(&self, id: ReqId) {
+        let mut list = self.scope_list.borrow_mut();
+        if let Some(i) = list.iter().rposition(|(_, r)| *r == id) {
+            list.swap_remove(i);
+        }
+    }
+
+    /// Blocks until the operation completes.
+    pub fn wait(mut self) -> Result<Status> {
+        let Some(id) = self.id.take() else { return Ok(Status::empty()) };
+        self.forget_in_scope(id);
+        let r = self.engine.borrow_mut().wait(Call::Wait, id);
+        r
+    }
+
+    /// Makes progress once; `true` if the operation has completed (then
+    /// [`Request::wait`] returns at once).
+    pub fn test(&mut self) -> Result<bool> {
+        let Some(id) = self.id else { return Ok(true) };
+        let mut e = self.engine.borrow_mut();
+        if e.is_done(id) {
+            return Ok(true);
+        }
+        e.progress()?;
+        Ok(e.is_done(id))
+    }
+
+    /// Cancels a receive that has not matched yet. Returns `true` if it was
+    /// cancelled; its status then says `cancelled`. Sends cannot be cancelled.
+    pub fn cancel(&mut self) -> bool {
+        match self.id {
+            Some(id) => self.engine.borrow_mut().cancel_recv(id),
+            None => false,
+        }
+    }
+}
+
+impl Drop for Request<'_> {
+    fn drop(&mut self) {
+        if let Some(id) = self.id {
+            // The scope still waits for it; the engine frees it when it completes.
+            if let Ok(mut e) = self.engine.try_borrow_mut() {
+                if e.is_done(id) {
+                    let _ = e.take_result(id);
+                    drop(e);
+                    self.forget_in_scope(id);
+                } else {
+                    e.detach(id);
+                }
+            }
+        }
+    }
+}
+
+/// Waits for every request; returns their statuses in order. The first error
+/// is returned after all have completed.
+pub fn wait_all(reqs: Vec<Request<'_>>) -> Result<Vec<Status>> {
+    let mut out = Vec::with_capacity(reqs.len());
+    let mut first_err = None;
+    for r in reqs {
+        match r.wait() {
+            Ok(s) => out.push(s),
+            Err(e) => {
+                out.push(Status::empty());
+                first_err.get_or_insert(e);
+            }
+        }
+    }
+    match first_err {
+        Some(e) => Err(e),
+        None => Ok(out),
+    }
+}
+
+/// Waits until one request completes, removes it from `reqs` and returns its
+/// index (before removal) and status. `reqs` must not be empty.
+pub fn wait_any(reqs: &mut Vec<Request<'_>>) -> Result<(usize, Status)> {
+    assert!(!reqs.is_empty(), "wait_any on an empty list of requests");
+    let engine = reqs[0].engine.clone();
+    let mut found = None;
+    engine.borrow_mut().wait_until(Call::Wait, |e| {
+        found = reqs.iter().position(|r| r.id.is_none_or(|id| e.is_done(id)));
+        found.is_some()
+    })?;
+    let i = found.expect("wait_until returns only when found");
+    let r = reqs.remove(i);
+    r.wait().map(|s| (i, s))
+}
+
+/// Makes progress once; `true` if every request has completed.
+pub fn test_all(reqs: &mut [Request<'_>]) -> Result<bool> {
+    let Some(first) = reqs.first() else { return Ok(true) };
+    let engine = first.engine.clone();
+    let mut e = engine.borrow_mut();
+    e.progress()?;
+    Ok(reqs.iter().all(|r| r.id.is_none_or(|id| e.is_done(id))))
+}
+
+/// Makes progress once; the index of a completed request, if any.
+pub fn test_any(reqs: &mut [Request<'_>]) -> Result<Option<usize>> {
+    let Some(first) = reqs.first() else { return Ok(None) };
+    let engine = first.engine.clone();
+    let mut e = engine.borrow_mut();
+    e.progress()?;
+    Ok(reqs.iter().position(|r| r.id.is_none_or(|id| e.is_done(id))))
+}

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The whole test suite of kumi, as the README and CI run it.
+# Installs what the tests need on a fresh machine (Debian, as root), then checks
+# formatting and lints, runs every test, and model-checks the shared-memory ring.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+if ! command -v cargo >/dev/null; then
+    echo "test.sh: cargo is not installed (https://rustup.rs)" >&2
+    exit 1
+fi
+rustup component add rustfmt clippy >/dev/null 2>&1 || true
+
+echo "== cargo fmt --check"
+cargo fmt --all --check
+
+echo "== cargo clippy -D warnings"
+cargo clippy --workspace --all-targets --release -- -D warnings
+
+echo "== cargo test (release build: the stress tests move gigabytes)"
+cargo test --workspace --release
+
+echo "== loom model check of the shared-memory ring"
+CARGO_TARGET_DIR=target/loom RUSTFLAGS="--cfg loom" \
+    cargo test -p kumi-transport --release --lib loom
+
+left=$(ls /dev/shm 2>/dev/null | grep '^kumi' || true)
+if [ -n "$left" ]; then
+    echo "test.sh: the tests left kumi files in /dev/shm: $left" >&2
+    exit 1
+fi
+echo "== all tests passed"
