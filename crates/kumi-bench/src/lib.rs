@@ -45,7 +45,13 @@ impl Record {
     /// Parses a line printed by [`Record::to_json`]; `None` for any other line.
     pub fn from_json(line: &str) -> Option<Record> {
         let body = line.trim().strip_prefix('{')?.strip_suffix('}')?;
-        let mut r = Record { bench: String::new(), np: 0, size: 0, metric: String::new(), value: f64::NAN };
+        let mut r = Record {
+            bench: String::new(),
+            np: 0,
+            size: 0,
+            metric: String::new(),
+            value: f64::NAN,
+        };
         for field in body.split(", ") {
             let (k, v) = field.split_once(": ")?;
             let s = v.trim_matches('"');
@@ -82,7 +88,11 @@ impl MicroOpts {
             sizes.push(s);
             s *= 2;
         }
-        MicroOpts { sizes, reps, rep_seconds }
+        MicroOpts {
+            sizes,
+            reps,
+            rep_seconds,
+        }
     }
 }
 
@@ -105,7 +115,10 @@ fn pattern(buf: &mut [u8], seed: u8) {
 fn verify(buf: &[u8], seed: u8, what: &str) -> Result<(), Error> {
     for (i, &b) in buf.iter().enumerate() {
         if b != (i as u8).wrapping_mul(31).wrapping_add(seed) {
-            return Err(Error::Protocol(format!("{what}: wrong byte at offset {i} of {}", buf.len())));
+            return Err(Error::Protocol(format!(
+                "{what}: wrong byte at offset {i} of {}",
+                buf.len()
+            )));
         }
     }
     Ok(())
@@ -114,14 +127,22 @@ fn verify(buf: &[u8], seed: u8, what: &str) -> Result<(), Error> {
 /// Picks an iteration count so one repetition lasts about `seconds`, from a
 /// short calibration run of `f(iters)` (which returns elapsed seconds). Rank 0
 /// decides and tells rank 1, so both loop the same number of times.
-fn calibrate(w: &Comm, seconds: f64, mut f: impl FnMut(usize) -> Result<f64, Error>) -> Result<usize, Error> {
+fn calibrate(
+    w: &Comm,
+    seconds: f64,
+    mut f: impl FnMut(usize) -> Result<f64, Error>,
+) -> Result<usize, Error> {
     let mut iters = 1usize;
     loop {
         let t = f(iters)?;
         let mut decision = [0u64; 2];
         if w.rank() == 0 {
             let done = t > seconds / 10.0 || iters >= 1 << 24;
-            let next = if done { ((seconds / t.max(1e-9)) * iters as f64).clamp(1.0, 1e8) as u64 } else { iters as u64 * 4 };
+            let next = if done {
+                ((seconds / t.max(1e-9)) * iters as f64).clamp(1.0, 1e8) as u64
+            } else {
+                iters as u64 * 4
+            };
             decision = [done as u64, next];
             w.send(&decision, 1, 901)?;
         } else {
@@ -172,7 +193,13 @@ pub fn pingpong(w: &Comm, o: &MicroOpts) -> Result<Vec<Record>, Error> {
                 times.push(run(iters)? / (2.0 * iters as f64));
             }
             if me == 0 {
-                out.push(Record { bench: "pingpong".into(), np: w.size(), size, metric: "latency_us".into(), value: median(times) * 1e6 });
+                out.push(Record {
+                    bench: "pingpong".into(),
+                    np: w.size(),
+                    size,
+                    metric: "latency_us".into(),
+                    value: median(times) * 1e6,
+                });
             }
         }
         w.barrier()?;
@@ -245,7 +272,13 @@ fn stream(w: &Comm, o: &MicroOpts, window: usize, bench: &str) -> Result<Vec<Rec
                 } else {
                     ("bandwidth_MBps", msgs * size as f64 / t / 1e6)
                 };
-                out.push(Record { bench: bench.into(), np: w.size(), size, metric: metric.into(), value });
+                out.push(Record {
+                    bench: bench.into(),
+                    np: w.size(),
+                    size,
+                    metric: metric.into(),
+                    value,
+                });
             }
         }
         w.barrier()?;
@@ -259,7 +292,13 @@ mod tests {
 
     #[test]
     fn record_json_round_trip() {
-        let r = Record { bench: "pingpong".into(), np: 2, size: 8, metric: "latency_us".into(), value: 0.25 };
+        let r = Record {
+            bench: "pingpong".into(),
+            np: 2,
+            size: 8,
+            metric: "latency_us".into(),
+            value: 0.25,
+        };
         assert_eq!(Record::from_json(&r.to_json()), Some(r));
         assert_eq!(Record::from_json("ok: not json"), None);
     }

@@ -80,7 +80,11 @@ pub struct RankArgs {
 fn opts(kernel: Kernel, max_size: usize, reps: usize, rep_ms: u64) -> MicroOpts {
     let secs = rep_ms as f64 / 1000.0;
     match kernel {
-        Kernel::Rate => MicroOpts { sizes: vec![8], reps, rep_seconds: secs },
+        Kernel::Rate => MicroOpts {
+            sizes: vec![8],
+            reps,
+            rep_seconds: secs,
+        },
         _ => MicroOpts::powers_of_two(max_size, reps, secs),
     }
 }
@@ -114,7 +118,11 @@ pub fn rank_main(a: RankArgs) -> i32 {
 
 /// `kumi bench ...`
 pub fn main(a: BenchArgs) -> i32 {
-    let (reps, rep_ms, max_size) = if a.quick { (3, 15, a.max_size.min(1 << 20)) } else { (a.reps.max(1), a.rep_ms.max(1), a.max_size) };
+    let (reps, rep_ms, max_size) = if a.quick {
+        (3, 15, a.max_size.min(1 << 20))
+    } else {
+        (a.reps.max(1), a.rep_ms.max(1), a.max_size)
+    };
     let records = match a.kernel {
         Kernel::Floor => floor_records(a.quick),
         k => match run_job(k, a.np, max_size, reps, rep_ms) {
@@ -134,11 +142,27 @@ pub fn main(a: BenchArgs) -> i32 {
 
 fn floor_records(quick: bool) -> Vec<Record> {
     let scale = if quick { 1 } else { 5 };
-    let rec = |size: usize, metric: &str, value: f64| Record { bench: "floor".into(), np: 1, size, metric: metric.into(), value };
-    let lat: Vec<f64> = (0..5).map(|_| floor::cacheline_half_rtt_us(200_000 * scale)).collect();
-    let bw1: Vec<f64> = (0..5).map(|_| floor::memcpy_mbps(1 << 20, 500 * scale as usize)).collect();
-    let bw64: Vec<f64> = (0..5).map(|_| floor::memcpy_mbps(64 << 20, 4 * scale as usize)).collect();
-    vec![rec(64, "latency_us", median(lat)), rec(1 << 20, "bandwidth_MBps", median(bw1)), rec(64 << 20, "bandwidth_MBps", median(bw64))]
+    let rec = |size: usize, metric: &str, value: f64| Record {
+        bench: "floor".into(),
+        np: 1,
+        size,
+        metric: metric.into(),
+        value,
+    };
+    let lat: Vec<f64> = (0..5)
+        .map(|_| floor::cacheline_half_rtt_us(200_000 * scale))
+        .collect();
+    let bw1: Vec<f64> = (0..5)
+        .map(|_| floor::memcpy_mbps(1 << 20, 500 * scale as usize))
+        .collect();
+    let bw64: Vec<f64> = (0..5)
+        .map(|_| floor::memcpy_mbps(64 << 20, 4 * scale as usize))
+        .collect();
+    vec![
+        rec(64, "latency_us", median(lat)),
+        rec(1 << 20, "bandwidth_MBps", median(bw1)),
+        rec(64 << 20, "bandwidth_MBps", median(bw64)),
+    ]
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -146,16 +170,33 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-fn run_job(kernel: Kernel, np: u32, max_size: usize, reps: usize, rep_ms: u64) -> Result<Vec<Record>, i32> {
+fn run_job(
+    kernel: Kernel,
+    np: u32,
+    max_size: usize,
+    reps: usize,
+    rep_ms: u64,
+) -> Result<Vec<Record>, i32> {
     let me = std::env::current_exe().map_err(|e| {
         eprintln!("kumi bench: cannot find the kumi executable: {e}");
         1
     })?;
-    let name = kernel.to_possible_value().expect("named").get_name().to_string();
+    let name = kernel
+        .to_possible_value()
+        .expect("named")
+        .get_name()
+        .to_string();
     let mut child = Command::new(&me)
         .args(["run", "-n", &np.to_string(), "--"])
         .arg(&me)
-        .args(["bench-rank", &name, "--max-size", &max_size.to_string(), "--reps", &reps.to_string()])
+        .args([
+            "bench-rank",
+            &name,
+            "--max-size",
+            &max_size.to_string(),
+            "--reps",
+            &reps.to_string(),
+        ])
         .args(["--rep-ms", &rep_ms.to_string()])
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -197,8 +238,13 @@ fn print_table(records: &[Record]) {
         return;
     };
     println!("{} (np={})", first.bench, first.np);
-    println!("{:>10}  {:>16}  {}", "size", "value", "metric");
+    println!("{:>10}  {:>16}  metric", "size", "value");
     for r in records {
-        println!("{:>10}  {:>16.3}  {}", human_size(r.size), r.value, r.metric);
+        println!(
+            "{:>10}  {:>16.3}  {}",
+            human_size(r.size),
+            r.value,
+            r.metric
+        );
     }
 }

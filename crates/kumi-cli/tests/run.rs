@@ -182,7 +182,7 @@ impl Client {
     /// The next frame, or None at end of stream.
     fn recv(&mut self) -> Option<ToRank> {
         loop {
-            if let Some(m) = self.decoder.next::<ToRank>().unwrap() {
+            if let Some(m) = self.decoder.next_frame::<ToRank>().unwrap() {
                 return Some(m);
             }
             let mut buf = [0u8; 4096];

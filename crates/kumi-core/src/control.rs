@@ -98,7 +98,10 @@ pub enum FrameError {
 impl std::fmt::Display for FrameError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            FrameError::TooLong(n) => write!(f, "control frame of {n} bytes exceeds the limit of {MAX_FRAME}"),
+            FrameError::TooLong(n) => write!(
+                f,
+                "control frame of {n} bytes exceeds the limit of {MAX_FRAME}"
+            ),
             FrameError::Malformed(e) => write!(f, "malformed control frame: {e}"),
         }
     }
@@ -139,7 +142,7 @@ impl FrameDecoder {
 
     /// The next whole frame, if one is buffered. An error means the stream is
     /// corrupt and the connection must be dropped.
-    pub fn next<T: for<'de> Deserialize<'de>>(&mut self) -> Result<Option<T>, FrameError> {
+    pub fn next_frame<T: for<'de> Deserialize<'de>>(&mut self) -> Result<Option<T>, FrameError> {
         if self.buf.len() < 4 {
             return Ok(None);
         }
@@ -150,7 +153,8 @@ impl FrameDecoder {
         if self.buf.len() < 4 + len {
             return Ok(None);
         }
-        let msg = postcard::from_bytes(&self.buf[4..4 + len]).map_err(|e| FrameError::Malformed(e.to_string()));
+        let msg = postcard::from_bytes(&self.buf[4..4 + len])
+            .map_err(|e| FrameError::Malformed(e.to_string()));
         self.buf.drain(..4 + len);
         msg.map(Some)
     }
@@ -161,7 +165,8 @@ type HmacSha256 = hmac::Hmac<sha2::Sha256>;
 /// The proof a rank sends for `nonce`: HMAC-SHA256 under the job secret, bound to
 /// the job id and the rank so a proof cannot be replayed for another identity.
 pub fn prove(secret: &[u8], nonce: &[u8], job: &str, rank: u32) -> Vec<u8> {
-    let mut mac = <HmacSha256 as KeyInit>::new_from_slice(secret).expect("HMAC takes any key length");
+    let mut mac =
+        <HmacSha256 as KeyInit>::new_from_slice(secret).expect("HMAC takes any key length");
     mac.update(b"kumi-control");
     mac.update(nonce);
     mac.update(job.as_bytes());
@@ -171,7 +176,8 @@ pub fn prove(secret: &[u8], nonce: &[u8], job: &str, rank: u32) -> Vec<u8> {
 
 /// Checks a proof in constant time.
 pub fn verify(secret: &[u8], nonce: &[u8], job: &str, rank: u32, proof: &[u8]) -> bool {
-    let mut mac = <HmacSha256 as KeyInit>::new_from_slice(secret).expect("HMAC takes any key length");
+    let mut mac =
+        <HmacSha256 as KeyInit>::new_from_slice(secret).expect("HMAC takes any key length");
     mac.update(b"kumi-control");
     mac.update(nonce);
     mac.update(job.as_bytes());
@@ -186,10 +192,13 @@ pub fn to_hex(bytes: &[u8]) -> String {
 
 /// Decodes a hex string; `None` if it is not hex.
 pub fn from_hex(s: &str) -> Option<Vec<u8>> {
-    if s.len() % 2 != 0 {
+    if !s.len().is_multiple_of(2) {
         return None;
     }
-    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok()).collect()
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect()
 }
 
 #[cfg(test)]
@@ -200,20 +209,26 @@ mod tests {
     #[test]
     fn frames_survive_any_split() {
         let msgs = vec![
-            ToLauncher::Put { key: "card/3".into(), value: vec![1, 2, 3] },
+            ToLauncher::Put {
+                key: "card/3".into(),
+                value: vec![1, 2, 3],
+            },
             ToLauncher::Fence,
-            ToLauncher::Abort { code: 3, message: "bad input".into() },
+            ToLauncher::Abort {
+                code: 3,
+                message: "bad input".into(),
+            },
         ];
         let bytes: Vec<u8> = msgs.iter().flat_map(encode).collect();
         for split in 0..bytes.len() {
             let mut d = FrameDecoder::new();
             let mut got = Vec::new();
             d.push(&bytes[..split]);
-            while let Some(m) = d.next::<ToLauncher>().unwrap() {
+            while let Some(m) = d.next_frame::<ToLauncher>().unwrap() {
                 got.push(m);
             }
             d.push(&bytes[split..]);
-            while let Some(m) = d.next::<ToLauncher>().unwrap() {
+            while let Some(m) = d.next_frame::<ToLauncher>().unwrap() {
                 got.push(m);
             }
             assert_eq!(got, msgs);
@@ -224,7 +239,10 @@ mod tests {
     fn refuses_oversized_frame_before_reading_it() {
         let mut d = FrameDecoder::new();
         d.push(&((MAX_FRAME as u32) + 1).to_le_bytes());
-        assert_eq!(d.next::<ToRank>(), Err(FrameError::TooLong(MAX_FRAME + 1)));
+        assert_eq!(
+            d.next_frame::<ToRank>(),
+            Err(FrameError::TooLong(MAX_FRAME + 1))
+        );
     }
 
     #[test]
@@ -251,7 +269,7 @@ mod tests {
             let mut d = FrameDecoder::new();
             d.push(&bytes);
             for _ in 0..8 {
-                match d.next::<ToLauncher>() { Ok(Some(_)) => {}, _ => break }
+                match d.next_frame::<ToLauncher>() { Ok(Some(_)) => {}, _ => break }
             }
         }
     }

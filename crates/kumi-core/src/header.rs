@@ -75,7 +75,9 @@ pub enum DecodeError {
 impl std::fmt::Display for DecodeError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            DecodeError::Short(n) => write!(f, "frame header truncated: {n} of {HEADER_BYTES} bytes"),
+            DecodeError::Short(n) => {
+                write!(f, "frame header truncated: {n} of {HEADER_BYTES} bytes")
+            }
             DecodeError::UnknownKind(k) => write!(f, "unknown frame kind {k}"),
         }
     }
@@ -100,7 +102,16 @@ impl Kind {
 impl Header {
     /// A header of `kind` with every other field zero.
     pub const fn new(kind: Kind) -> Header {
-        Header { kind, flags: 0, ctx: 0, src: 0, tag: 0, len: 0, id: 0, aux: 0 }
+        Header {
+            kind,
+            flags: 0,
+            ctx: 0,
+            src: 0,
+            tag: 0,
+            len: 0,
+            id: 0,
+            aux: 0,
+        }
     }
 
     /// Encodes into exactly [`HEADER_BYTES`] bytes.

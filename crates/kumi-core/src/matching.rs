@@ -55,7 +55,10 @@ pub struct Matcher<R, M> {
 
 impl<R, M> Default for Matcher<R, M> {
     fn default() -> Self {
-        Matcher { posted: VecDeque::new(), unexpected: VecDeque::new() }
+        Matcher {
+            posted: VecDeque::new(),
+            unexpected: VecDeque::new(),
+        }
     }
 }
 
@@ -109,7 +112,10 @@ impl<R, M> Matcher<R, M> {
 
     /// The earliest unexpected message that fits, left in the queue (probe).
     pub fn peek_unexpected(&self, pat: &Pattern) -> Option<(&Envelope, &M)> {
-        self.unexpected.iter().find(|(e, _)| pat.accepts(e)).map(|(e, m)| (e, m))
+        self.unexpected
+            .iter()
+            .find(|(e, _)| pat.accepts(e))
+            .map(|(e, m)| (e, m))
     }
 
     /// Removes and returns the earliest unexpected message that fits (matched probe).
@@ -148,14 +154,26 @@ mod tests {
     /// One step of a random schedule: a message arrives, or a receive is posted.
     #[derive(Clone, Debug)]
     enum Step {
-        Arrive { src: u32, ctx: u32, tag: i32 },
-        Post { src: Option<u32>, ctx: u32, tag: Option<i32> },
+        Arrive {
+            src: u32,
+            ctx: u32,
+            tag: i32,
+        },
+        Post {
+            src: Option<u32>,
+            ctx: u32,
+            tag: Option<i32>,
+        },
     }
 
     fn step() -> impl Strategy<Value = Step> {
         prop_oneof![
             (0u32..4, 0u32..2, 0i32..3).prop_map(|(src, ctx, tag)| Step::Arrive { src, ctx, tag }),
-            (proptest::option::of(0u32..4), 0u32..2, proptest::option::of(0i32..3))
+            (
+                proptest::option::of(0u32..4),
+                0u32..2,
+                proptest::option::of(0i32..3)
+            )
                 .prop_map(|(src, ctx, tag)| Step::Post { src, ctx, tag }),
         ]
     }
@@ -249,12 +267,34 @@ mod tests {
     #[test]
     fn probe_leaves_message_and_cancel_removes_receive() {
         let mut m: Matcher<u32, &str> = Matcher::new();
-        let any = Pattern { ctx: 0, src: None, tag: None };
-        assert!(m.arrive(Envelope { ctx: 0, src: 1, tag: 5 }, "a").is_none());
+        let any = Pattern {
+            ctx: 0,
+            src: None,
+            tag: None,
+        };
+        assert!(m
+            .arrive(
+                Envelope {
+                    ctx: 0,
+                    src: 1,
+                    tag: 5
+                },
+                "a"
+            )
+            .is_none());
         assert_eq!(m.peek_unexpected(&any).map(|(e, _)| e.tag), Some(5));
         assert_eq!(m.unexpected_len(), 1);
         assert_eq!(m.post(any, 9).map(|(_, s, r)| (s, r)), Some(("a", 9)));
-        assert!(m.post(Pattern { ctx: 1, src: Some(0), tag: Some(1) }, 7).is_none());
+        assert!(m
+            .post(
+                Pattern {
+                    ctx: 1,
+                    src: Some(0),
+                    tag: Some(1)
+                },
+                7
+            )
+            .is_none());
         assert_eq!(m.cancel_posted(|&r| r == 7), Some(7));
         assert_eq!(m.posted_len(), 0);
     }

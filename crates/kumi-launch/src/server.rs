@@ -300,7 +300,7 @@ impl ControlServer {
                         );
                         return false;
                     }
-                    match conn.decoder.next::<ToLauncher>() {
+                    match conn.decoder.next_frame::<ToLauncher>() {
                         Ok(None) => return true,
                         Ok(Some(msg)) => {
                             if !self.handshake(id, msg, events) {
@@ -313,7 +313,7 @@ impl ControlServer {
                         }
                     }
                 }
-                State::Ready { rank } => match conn.decoder.next::<ToLauncher>() {
+                State::Ready { rank } => match conn.decoder.next_frame::<ToLauncher>() {
                     Ok(None) => return true,
                     Ok(Some(msg)) => self.handle(rank, msg, events),
                     Err(e) => {

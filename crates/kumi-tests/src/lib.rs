@@ -45,7 +45,11 @@ pub fn check(buf: &[u8], sender: usize, index: u64) -> Result<(), usize> {
     for (i, chunk) in buf.chunks(8).enumerate() {
         let v = r.next_u64().to_le_bytes();
         if chunk != &v[..chunk.len()] {
-            let j = chunk.iter().zip(v.iter()).position(|(a, b)| a != b).unwrap_or(0);
+            let j = chunk
+                .iter()
+                .zip(v.iter())
+                .position(|(a, b)| a != b)
+                .unwrap_or(0);
             return Err(i * 8 + j);
         }
     }
@@ -57,9 +61,16 @@ pub fn check(buf: &[u8], sender: usize, index: u64) -> Result<(), usize> {
 pub fn bin(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("test executable path");
     // target/<profile>/deps/<test>-<hash> -> target/<profile>/<name>
-    let dir = exe.parent().and_then(|d| d.parent()).expect("target directory");
+    let dir = exe
+        .parent()
+        .and_then(|d| d.parent())
+        .expect("target directory");
     let p = dir.join(name);
-    assert!(p.exists(), "{} is missing: build the workspace first (cargo build --workspace)", p.display());
+    assert!(
+        p.exists(),
+        "{} is missing: build the workspace first (cargo build --workspace)",
+        p.display()
+    );
     p
 }
 
@@ -83,4 +94,19 @@ pub fn kumi_shm_files() -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// Does process `pid` exist and is it not a zombie? (A rank whose parent died is
+/// re-parented; where PID 1 does not reap, it stays a zombie, which is gone for
+/// every purpose that matters here: it runs nothing and holds no memory.)
+pub fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            stat.rsplit(')')
+                .next()
+                .and_then(|s| s.split_whitespace().next())
+                != Some("Z")
+        }
+        Err(_) => false,
+    }
 }

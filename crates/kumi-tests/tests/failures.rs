@@ -1,21 +1,23 @@
 //! How a job of real kumi ranks ends when one of them fails, and that nothing of
 //! it is left behind.
 
-use kumi_tests::{bin, kumi_shm_files};
+use kumi_tests::{alive, bin, kumi_shm_files};
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn alive(pid: i32) -> bool {
-    // SAFETY: kill with signal 0 only checks for existence and permission.
-    unsafe { libc::kill(pid, 0) == 0 }
-}
 
 /// Starts `kumi run -n 4 fail <mode> <victim>`, collects the rank pids it prints,
 /// waits for the end, and returns (exit code, stderr, pids).
 fn run_fail(mode: &str, victim: usize) -> (Option<i32>, String, Vec<i32>, Duration) {
     let mut child = Command::new(bin("kumi"))
-        .args(["run", "-n", "4", bin("fail").to_str().unwrap(), mode, &victim.to_string()])
+        .args([
+            "run",
+            "-n",
+            "4",
+            bin("fail").to_str().unwrap(),
+            mode,
+            &victim.to_string(),
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -30,16 +32,28 @@ fn run_fail(mode: &str, victim: usize) -> (Option<i32>, String, Vec<i32>, Durati
         }
     }
     let o = child.wait_with_output().unwrap();
-    (o.status.code(), String::from_utf8_lossy(&o.stderr).into_owned(), pids, t.elapsed())
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+        pids,
+        t.elapsed(),
+    )
 }
 
 fn assert_all_gone(pids: &[i32]) {
     let t = Instant::now();
     while pids.iter().any(|&p| alive(p)) {
-        assert!(t.elapsed() < Duration::from_secs(1), "ranks still alive after 1 s: {pids:?}");
+        assert!(
+            t.elapsed() < Duration::from_secs(1),
+            "ranks still alive after 1 s: {pids:?}"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
-    assert!(kumi_shm_files().is_empty(), "files left in /dev/shm: {:?}", kumi_shm_files());
+    assert!(
+        kumi_shm_files().is_empty(),
+        "files left in /dev/shm: {:?}",
+        kumi_shm_files()
+    );
 }
 
 #[test]
@@ -72,7 +86,14 @@ fn abort_ends_the_job_with_its_code_and_message() {
 #[test]
 fn rank_killed_while_blocked_is_reported_with_its_kumi_call() {
     let mut child = Command::new(bin("kumi"))
-        .args(["run", "-n", "3", bin("fail").to_str().unwrap(), "hang", "99"])
+        .args([
+            "run",
+            "-n",
+            "3",
+            bin("fail").to_str().unwrap(),
+            "hang",
+            "99",
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -84,25 +105,41 @@ fn rank_killed_while_blocked_is_reported_with_its_kumi_call() {
         line.clear();
         assert!(out.read_line(&mut line).unwrap() > 0, "job ended early");
         if let Some(rest) = line.trim().strip_prefix("pid ") {
-            pids.push(rest.split_whitespace().nth(1).unwrap().parse::<i32>().unwrap());
+            let mut f = rest.split_whitespace().map(|x| x.parse::<i32>().unwrap());
+            pids.push((f.next().unwrap(), f.next().unwrap()));
         }
     }
     // Let every rank reach its receive, then kill rank 1 from outside.
     std::thread::sleep(Duration::from_millis(500));
-    let victim = pids[1];
+    let victim = pids
+        .iter()
+        .find(|(r, _)| *r == 1)
+        .expect("rank 1 printed its pid")
+        .1;
+    let pids: Vec<i32> = pids.iter().map(|&(_, p)| p).collect();
     // SAFETY: sending SIGKILL (9) to a process this test started through kumi.
     unsafe { libc::kill(victim, libc::SIGKILL) };
     let o = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(128 + 9), "{err}");
-    assert!(err.contains("rank 1") && err.contains("SIGKILL") && err.contains("kumi::recv"), "{err}");
+    assert!(
+        err.contains("rank 1") && err.contains("SIGKILL") && err.contains("kumi::recv"),
+        "{err}"
+    );
     assert_all_gone(&pids);
 }
 
 #[test]
 fn sigkill_of_the_launcher_leaves_no_rank_and_no_file() {
     let mut child = Command::new(bin("kumi"))
-        .args(["run", "-n", "4", bin("fail").to_str().unwrap(), "hang", "99"])
+        .args([
+            "run",
+            "-n",
+            "4",
+            bin("fail").to_str().unwrap(),
+            "hang",
+            "99",
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -114,7 +151,13 @@ fn sigkill_of_the_launcher_leaves_no_rank_and_no_file() {
         line.clear();
         assert!(out.read_line(&mut line).unwrap() > 0, "job ended early");
         if let Some(rest) = line.trim().strip_prefix("pid ") {
-            pids.push(rest.split_whitespace().nth(1).unwrap().parse::<i32>().unwrap());
+            pids.push(
+                rest.split_whitespace()
+                    .nth(1)
+                    .unwrap()
+                    .parse::<i32>()
+                    .unwrap(),
+            );
         }
     }
     child.kill().unwrap();

@@ -5,13 +5,22 @@ use kumi_tests::{bin, kumi_run, kumi_shm_files};
 use std::time::{Duration, Instant};
 
 fn text(o: &std::process::Output) -> String {
-    format!("status {:?}\n--- stdout\n{}--- stderr\n{}", o.status, String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+    format!(
+        "status {:?}\n--- stdout\n{}--- stderr\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
 }
 
 fn run_ok(n: usize, env: &[(&str, &str)], args: &[&str]) -> String {
     let o = kumi_run(n, env, args);
     assert!(o.status.success(), "job failed: {}", text(&o));
-    assert!(kumi_shm_files().is_empty(), "job left files in /dev/shm: {:?}", kumi_shm_files());
+    assert!(
+        kumi_shm_files().is_empty(),
+        "job left files in /dev/shm: {:?}",
+        kumi_shm_files()
+    );
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
@@ -20,7 +29,10 @@ fn p2p_suite_on_2_3_and_4_ranks() {
     let p2p = bin("p2p");
     for n in [2, 3, 4] {
         let out = run_ok(n, &[], &[p2p.to_str().unwrap()]);
-        assert!(out.contains(&format!("p2p: all 11 checks passed on {n} ranks")), "{out}");
+        assert!(
+            out.contains(&format!("p2p: all 11 checks passed on {n} ranks")),
+            "{out}"
+        );
     }
 }
 
@@ -28,20 +40,37 @@ fn p2p_suite_on_2_3_and_4_ranks() {
 fn p2p_suite_with_pipelined_fallback_when_single_copy_is_refused() {
     // The kernel call is refused (simulated): kumi must notice once, say so once,
     // and move large messages through the ring instead.
-    let o = kumi_run(3, &[("KUMI_TEST_DENY_CMA", "1")], &[bin("p2p").to_str().unwrap()]);
+    let o = kumi_run(
+        3,
+        &[("KUMI_TEST_DENY_CMA", "1")],
+        &[bin("p2p").to_str().unwrap()],
+    );
     assert!(o.status.success(), "{}", text(&o));
     let err = String::from_utf8_lossy(&o.stderr);
     for rank in 0..3 {
-        let lines = err.lines().filter(|l| l.contains(&format!("rank {rank}:")) && l.contains("process_vm_readv")).count();
-        assert!(lines <= 1, "fallback reported more than once by rank {rank}:\n{err}");
+        let lines = err
+            .lines()
+            .filter(|l| l.contains(&format!("rank {rank}:")) && l.contains("process_vm_readv"))
+            .count();
+        assert!(
+            lines <= 1,
+            "fallback reported more than once by rank {rank}:\n{err}"
+        );
     }
-    assert!(err.contains("process_vm_readv"), "fallback not reported:\n{err}");
+    assert!(
+        err.contains("process_vm_readv"),
+        "fallback not reported:\n{err}"
+    );
 }
 
 #[test]
 fn stress_4_ranks_100k_messages_checksummed() {
     let out = run_ok(4, &[], &[bin("stress").to_str().unwrap(), "100000", "7"]);
-    assert_eq!(out.lines().filter(|l| l.contains("all checked")).count(), 4, "{out}");
+    assert_eq!(
+        out.lines().filter(|l| l.contains("all checked")).count(),
+        4,
+        "{out}"
+    );
 }
 
 #[test]
@@ -52,20 +81,35 @@ fn stress_under_non_default_knobs() {
     let cases: &[&[(&str, &str)]] = &[
         &[("KUMI_EAGER_LIMIT", "256")],
         &[("KUMI_EAGER_LIMIT", "0")],
-        &[("KUMI_SHM_RING_BYTES", "4096"), ("KUMI_EAGER_LIMIT", "1024")],
+        &[
+            ("KUMI_SHM_RING_BYTES", "4096"),
+            ("KUMI_EAGER_LIMIT", "1024"),
+        ],
         &[("KUMI_SINGLE_COPY", "off")],
-        &[("KUMI_SPIN_US", "0"), ("KUMI_YIELD_US", "0"), ("KUMI_SLEEP_MS", "1")],
+        &[
+            ("KUMI_SPIN_US", "0"),
+            ("KUMI_YIELD_US", "0"),
+            ("KUMI_SLEEP_MS", "1"),
+        ],
         &[("KUMI_SPIN_US", "100000")],
     ];
     for env in cases {
         let out = run_ok(3, env, &[stress.to_str().unwrap(), "6000", "11"]);
-        assert_eq!(out.lines().filter(|l| l.contains("all checked")).count(), 3, "{env:?}: {out}");
+        assert_eq!(
+            out.lines().filter(|l| l.contains("all checked")).count(),
+            3,
+            "{env:?}: {out}"
+        );
     }
 }
 
 #[test]
 fn bad_knob_values_are_refused_with_the_variable_named() {
-    let o = kumi_run(2, &[("KUMI_EAGER_LIMIT", "lots")], &[bin("p2p").to_str().unwrap()]);
+    let o = kumi_run(
+        2,
+        &[("KUMI_EAGER_LIMIT", "lots")],
+        &[bin("p2p").to_str().unwrap()],
+    );
     assert!(!o.status.success());
     let all = text(&o);
     assert!(all.contains("KUMI_EAGER_LIMIT"), "{all}");
@@ -83,7 +127,14 @@ fn oversubscribed_16_ranks_ring_1000_laps_in_seconds() {
 
 #[test]
 fn singleton_without_launcher() {
-    let o = std::process::Command::new(bin("examples/ring")).arg("10").output().unwrap();
+    let o = std::process::Command::new(bin("examples/ring"))
+        .arg("10")
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", text(&o));
-    assert!(String::from_utf8_lossy(&o.stdout).contains("ring of 1 ranks"), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("ring of 1 ranks"),
+        "{}",
+        text(&o)
+    );
 }

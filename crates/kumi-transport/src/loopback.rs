@@ -24,9 +24,18 @@ pub struct Loopback {
 impl Loopback {
     /// `n` connected endpoints; each inbox holds at most `capacity` frames.
     pub fn fabric(n: usize, capacity: usize, max_payload: usize) -> Vec<Loopback> {
-        let inboxes = Rc::new((0..n).map(|_| RefCell::new(VecDeque::new())).collect::<Vec<_>>());
+        let inboxes = Rc::new(
+            (0..n)
+                .map(|_| RefCell::new(VecDeque::new()))
+                .collect::<Vec<_>>(),
+        );
         (0..n as u32)
-            .map(|me| Loopback { me, inboxes: inboxes.clone(), capacity, max_payload })
+            .map(|me| Loopback {
+                me,
+                inboxes: inboxes.clone(),
+                capacity,
+                max_payload,
+            })
             .collect()
     }
 }
@@ -41,12 +50,17 @@ impl Transport for Loopback {
     }
 
     fn try_send(&mut self, peer: u32, header: &Header, payload: &[u8]) -> io::Result<bool> {
-        let inbox = self
-            .inboxes
-            .get(peer as usize)
-            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, format!("no loopback peer {peer}")))?;
+        let inbox = self.inboxes.get(peer as usize).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("no loopback peer {peer}"),
+            )
+        })?;
         if payload.len() > self.max_payload {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, "payload above max_payload"));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "payload above max_payload",
+            ));
         }
         let mut q = inbox.borrow_mut();
         if q.len() >= self.capacity {
@@ -94,7 +108,8 @@ mod tests {
         }
         assert!(!f[0].try_send(1, &h, &[9]).unwrap(), "full inbox refuses");
         let mut got = Vec::new();
-        f[1].poll(&mut |from, h, p| got.push((from, h.tag, p.to_vec()))).unwrap();
+        f[1].poll(&mut |from, h, p| got.push((from, h.tag, p.to_vec())))
+            .unwrap();
         assert_eq!(got, vec![(0, 0, vec![0]), (0, 1, vec![1])]);
     }
 }

@@ -5,12 +5,19 @@ use std::time::Instant;
 
 fn main() -> Result<(), kumi::Error> {
     let mut args = std::env::args().skip(1);
-    let bytes: usize = args.next().map_or(8, |a| a.parse().expect("bytes: a number"));
-    let iters: usize = args.next().map_or(10_000, |a| a.parse().expect("iterations: a number"));
+    let bytes: usize = args
+        .next()
+        .map_or(8, |a| a.parse().expect("bytes: a number"));
+    let iters: usize = args
+        .next()
+        .map_or(10_000, |a| a.parse().expect("iterations: a number"));
     let universe = kumi::init()?;
     let world = universe.world();
     if world.size() < 2 {
-        eprintln!("pingpong needs 2 ranks: kumi run -n 2 {}", std::env::args().next().unwrap_or_default());
+        eprintln!(
+            "pingpong needs 2 ranks: kumi run -n 2 {}",
+            std::env::args().next().unwrap_or_default()
+        );
         universe.abort(2, "not enough ranks");
     }
     let mut buf = vec![0u8; bytes];

@@ -4,7 +4,9 @@
 use std::time::Instant;
 
 fn main() -> Result<(), kumi::Error> {
-    let laps: u64 = std::env::args().nth(1).map_or(1000, |a| a.parse().expect("laps: a number"));
+    let laps: u64 = std::env::args()
+        .nth(1)
+        .map_or(1000, |a| a.parse().expect("laps: a number"));
     let universe = kumi::init()?;
     let world = universe.world();
     let (me, n) = (world.rank(), world.size());

@@ -29,7 +29,8 @@ fn var(name: &str) -> Option<String> {
 }
 
 fn number(name: &str) -> Result<u32> {
-    let v = var(name).ok_or_else(|| Error::Bootstrap(format!("{name} is not set although KUMI_RANK is")))?;
+    let v = var(name)
+        .ok_or_else(|| Error::Bootstrap(format!("{name} is not set although KUMI_RANK is")))?;
     v.trim()
         .parse()
         .map_err(|_| Error::Bootstrap(format!("{name}={v:?} is not a non-negative integer")))
@@ -54,7 +55,12 @@ impl Identity {
         let size = number("KUMI_SIZE")?;
         let local_rank = number("KUMI_LOCAL_RANK")?;
         let local_size = number("KUMI_LOCAL_SIZE")?;
-        if size == 0 || rank >= size || local_size == 0 || local_rank >= local_size || local_size > size {
+        if size == 0
+            || rank >= size
+            || local_size == 0
+            || local_rank >= local_size
+            || local_size > size
+        {
             return Err(Error::Bootstrap(format!(
                 "inconsistent identity: rank {rank} of {size}, local rank {local_rank} of {local_size}"
             )));
@@ -62,14 +68,27 @@ impl Identity {
         let job = var("KUMI_JOB").ok_or_else(|| Error::Bootstrap("KUMI_JOB is not set".into()))?;
         let control = var("KUMI_CONTROL");
         let secret = match var("KUMI_SECRET") {
-            Some(h) => control::from_hex(&h).ok_or_else(|| Error::Bootstrap("KUMI_SECRET is not hex".into()))?,
+            Some(h) => control::from_hex(&h)
+                .ok_or_else(|| Error::Bootstrap("KUMI_SECRET is not hex".into()))?,
             None => Vec::new(),
         };
-        let shm_fd = match var("KUMI_SHM_FD") {
-            Some(v) => Some(v.parse().map_err(|_| Error::Bootstrap(format!("KUMI_SHM_FD={v:?} is not a descriptor")))?),
-            None => None,
-        };
-        Ok(Identity { job, rank, size, local_rank, local_size, control, secret, shm_fd })
+        let shm_fd =
+            match var("KUMI_SHM_FD") {
+                Some(v) => Some(v.parse().map_err(|_| {
+                    Error::Bootstrap(format!("KUMI_SHM_FD={v:?} is not a descriptor"))
+                })?),
+                None => None,
+            };
+        Ok(Identity {
+            job,
+            rank,
+            size,
+            local_rank,
+            local_size,
+            control,
+            secret,
+            shm_fd,
+        })
     }
 }
 
@@ -82,20 +101,39 @@ pub(crate) struct Control {
 impl Control {
     /// Connects to the launcher and proves the job secret.
     pub fn connect(id: &Identity) -> Result<Control> {
-        let name = id.control.as_deref().ok_or_else(|| Error::Bootstrap("KUMI_CONTROL is not set".into()))?;
+        let name = id
+            .control
+            .as_deref()
+            .ok_or_else(|| Error::Bootstrap("KUMI_CONTROL is not set".into()))?;
         let stream = connect_socket(name)
             .map_err(|e| Error::Bootstrap(format!("cannot reach the launcher at {name}: {e}")))?;
-        let mut c = Control { stream, decoder: FrameDecoder::new() };
+        let mut c = Control {
+            stream,
+            decoder: FrameDecoder::new(),
+        };
         let nonce = match c.read()? {
             ToRank::Challenge { nonce } => nonce,
-            other => return Err(Error::Bootstrap(format!("launcher sent {other:?} instead of a challenge"))),
+            other => {
+                return Err(Error::Bootstrap(format!(
+                    "launcher sent {other:?} instead of a challenge"
+                )))
+            }
         };
         let mac = control::prove(&id.secret, &nonce, &id.job, id.rank);
-        c.send(&ToLauncher::Hello { job: id.job.clone(), rank: id.rank, pid: std::process::id(), mac })?;
+        c.send(&ToLauncher::Hello {
+            job: id.job.clone(),
+            rank: id.rank,
+            pid: std::process::id(),
+            mac,
+        })?;
         match c.read()? {
             ToRank::Welcome => Ok(c),
-            ToRank::Refused { reason } => Err(Error::Bootstrap(format!("the launcher refused this rank: {reason}"))),
-            other => Err(Error::Bootstrap(format!("unexpected answer to hello: {other:?}"))),
+            ToRank::Refused { reason } => Err(Error::Bootstrap(format!(
+                "the launcher refused this rank: {reason}"
+            ))),
+            other => Err(Error::Bootstrap(format!(
+                "unexpected answer to hello: {other:?}"
+            ))),
         }
     }
 
@@ -108,26 +146,40 @@ impl Control {
     fn read(&mut self) -> Result<ToRank> {
         let mut buf = [0u8; 4096];
         loop {
-            if let Some(m) = self.decoder.next().map_err(|e| Error::Bootstrap(e.to_string()))? {
+            if let Some(m) = self
+                .decoder
+                .next_frame()
+                .map_err(|e| Error::Bootstrap(e.to_string()))?
+            {
                 return Ok(m);
             }
-            let n = self.stream.read(&mut buf).map_err(|e| Error::Bootstrap(format!("lost the launcher: {e}")))?;
+            let n = self
+                .stream
+                .read(&mut buf)
+                .map_err(|e| Error::Bootstrap(format!("lost the launcher: {e}")))?;
             if n == 0 {
-                return Err(Error::Bootstrap("the launcher closed the control channel".into()));
+                return Err(Error::Bootstrap(
+                    "the launcher closed the control channel".into(),
+                ));
             }
             self.decoder.push(&buf[..n]);
         }
     }
 
     pub fn put(&mut self, key: &str, value: Vec<u8>) -> Result<()> {
-        self.send(&ToLauncher::Put { key: key.into(), value })
+        self.send(&ToLauncher::Put {
+            key: key.into(),
+            value,
+        })
     }
 
     pub fn fence(&mut self) -> Result<()> {
         self.send(&ToLauncher::Fence)?;
         match self.read()? {
             ToRank::FenceDone => Ok(()),
-            other => Err(Error::Bootstrap(format!("unexpected answer to fence: {other:?}"))),
+            other => Err(Error::Bootstrap(format!(
+                "unexpected answer to fence: {other:?}"
+            ))),
         }
     }
 }
@@ -136,7 +188,8 @@ fn connect_socket(name: &str) -> std::io::Result<UnixStream> {
     match name.strip_prefix('@') {
         Some(abstract_name) => {
             use std::os::linux::net::SocketAddrExt;
-            let addr = std::os::unix::net::SocketAddr::from_abstract_name(abstract_name.as_bytes())?;
+            let addr =
+                std::os::unix::net::SocketAddr::from_abstract_name(abstract_name.as_bytes())?;
             UnixStream::connect_addr(&addr)
         }
         None => UnixStream::connect(name),

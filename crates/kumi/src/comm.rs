@@ -59,7 +59,14 @@ impl Comm {
             let e = engine.borrow();
             (e.world_rank, e.world_size)
         };
-        Comm { inner: Rc::new(CommInner { engine, ctx: 0, rank, members: (0..size).collect() }) }
+        Comm {
+            inner: Rc::new(CommInner {
+                engine,
+                ctx: 0,
+                rank,
+                members: (0..size).collect(),
+            }),
+        }
     }
 
     /// This process's rank in the communicator.
@@ -145,7 +152,11 @@ impl Comm {
 
     fn send_on(&self, ctx: u32, bytes: &[u8], dest: i32, tag: i32, sync: bool) -> Result<()> {
         let peer = self.check_dest(dest)?;
-        let env = Envelope { ctx, src: self.inner.rank, tag };
+        let env = Envelope {
+            ctx,
+            src: self.inner.rank,
+            tag,
+        };
         let mut e = self.engine();
         match e.start_send(env, peer, bytes.as_ptr(), bytes.len(), sync)? {
             None => Ok(()),
@@ -160,7 +171,14 @@ impl Comm {
         self.recv_on(self.inner.ctx, as_bytes_mut(buf), source, tag, Call::Recv)
     }
 
-    fn recv_on(&self, ctx: u32, bytes: &mut [u8], source: i32, tag: i32, call: Call) -> Result<Status> {
+    fn recv_on(
+        &self,
+        ctx: u32,
+        bytes: &mut [u8],
+        source: i32,
+        tag: i32,
+        call: Call,
+    ) -> Result<Status> {
         let pat = self.pattern(ctx, source, tag)?;
         let mut e = self.engine();
         let id = e.post_recv(pat, bytes.as_mut_ptr(), bytes.len())?;
@@ -176,7 +194,10 @@ impl Comm {
             return Err(Error::InvalidArgument {
                 arg: "T",
                 value: elem as i64,
-                allowed: format!("an element size dividing the message size of {} bytes", st.bytes),
+                allowed: format!(
+                    "an element size dividing the message size of {} bytes",
+                    st.bytes
+                ),
             });
         }
         let mut v = vec![T::zeroed(); st.bytes / elem];
@@ -225,21 +246,46 @@ impl Comm {
     // ----- nonblocking point-to-point ---------------------------------------------
 
     /// Starts sending `buf` to `dest`; `buf` stays borrowed until the scope ends.
-    pub fn isend<'a, 's, T: Pod>(&self, scope: &'a Scope<'s>, buf: &'s [T], dest: i32, tag: i32) -> Result<Request<'a>> {
+    pub fn isend<'a, 's, T: Pod>(
+        &self,
+        scope: &'a Scope<'s>,
+        buf: &'s [T],
+        dest: i32,
+        tag: i32,
+    ) -> Result<Request<'a>> {
         Self::check_send_tag(tag)?;
         self.isend_on(scope, as_bytes(buf), dest, tag, false)
     }
 
     /// Starts a synchronous send (completes when the receiver matched it).
-    pub fn issend<'a, 's, T: Pod>(&self, scope: &'a Scope<'s>, buf: &'s [T], dest: i32, tag: i32) -> Result<Request<'a>> {
+    pub fn issend<'a, 's, T: Pod>(
+        &self,
+        scope: &'a Scope<'s>,
+        buf: &'s [T],
+        dest: i32,
+        tag: i32,
+    ) -> Result<Request<'a>> {
         Self::check_send_tag(tag)?;
         self.isend_on(scope, as_bytes(buf), dest, tag, true)
     }
 
-    fn isend_on<'a, 's>(&self, scope: &'a Scope<'s>, bytes: &'s [u8], dest: i32, tag: i32, sync: bool) -> Result<Request<'a>> {
+    fn isend_on<'a, 's>(
+        &self,
+        scope: &'a Scope<'s>,
+        bytes: &'s [u8],
+        dest: i32,
+        tag: i32,
+        sync: bool,
+    ) -> Result<Request<'a>> {
         let peer = self.check_dest(dest)?;
-        let env = Envelope { ctx: self.inner.ctx, src: self.inner.rank, tag };
-        let started = self.engine().start_send(env, peer, bytes.as_ptr(), bytes.len(), sync)?;
+        let env = Envelope {
+            ctx: self.inner.ctx,
+            src: self.inner.rank,
+            tag,
+        };
+        let started = self
+            .engine()
+            .start_send(env, peer, bytes.as_ptr(), bytes.len(), sync)?;
         Ok(match started {
             None => scope.completed(&self.inner.engine),
             Some(id) => scope.register(&self.inner.engine, id),
@@ -247,10 +293,18 @@ impl Comm {
     }
 
     /// Starts a receive into `buf`; `buf` stays borrowed until the scope ends.
-    pub fn irecv<'a, 's, T: Pod>(&self, scope: &'a Scope<'s>, buf: &'s mut [T], source: i32, tag: i32) -> Result<Request<'a>> {
+    pub fn irecv<'a, 's, T: Pod>(
+        &self,
+        scope: &'a Scope<'s>,
+        buf: &'s mut [T],
+        source: i32,
+        tag: i32,
+    ) -> Result<Request<'a>> {
         let pat = self.pattern(self.inner.ctx, source, tag)?;
         let bytes = as_bytes_mut(buf);
-        let id = self.engine().post_recv(pat, bytes.as_mut_ptr(), bytes.len())?;
+        let id = self
+            .engine()
+            .post_recv(pat, bytes.as_mut_ptr(), bytes.len())?;
         Ok(scope.register(&self.inner.engine, id))
     }
 
@@ -287,7 +341,11 @@ impl Comm {
             let send_idx = (me + p - step) % p;
             let recv_idx = (me + p - step - 1) % p;
             let out = all[send_idx].clone();
-            let env = Envelope { ctx: self.coll_ctx(), src: self.inner.rank, tag: TAG_ALLGATHER };
+            let env = Envelope {
+                ctx: self.coll_ctx(),
+                src: self.inner.rank,
+                tag: TAG_ALLGATHER,
+            };
             let peer = self.inner.members[right as usize];
             let mut e = self.engine();
             let send_req = e.start_send(env, peer, out.as_ptr(), out.len(), false)?;
@@ -338,7 +396,10 @@ impl Comm {
         let mut group: Vec<(i32, usize)> = Vec::new();
         for (r, card) in all.iter().enumerate() {
             if card.len() != 9 {
-                return Err(Error::Protocol(format!("split card of rank {r} has {} bytes", card.len())));
+                return Err(Error::Protocol(format!(
+                    "split card of rank {r} has {} bytes",
+                    card.len()
+                )));
             }
             let has = card[0] == 1;
             let c = u32::from_le_bytes(card[1..5].try_into().expect("4 bytes"));
@@ -348,9 +409,19 @@ impl Comm {
             }
         }
         group.sort();
-        let rank = group.iter().position(|&(_, r)| r == self.rank()).expect("own card is in the group") as u32;
+        let rank = group
+            .iter()
+            .position(|&(_, r)| r == self.rank())
+            .expect("own card is in the group") as u32;
         let members = group.iter().map(|&(_, r)| self.inner.members[r]).collect();
-        Ok(Some(Comm { inner: Rc::new(CommInner { engine: self.inner.engine.clone(), ctx, rank, members }) }))
+        Ok(Some(Comm {
+            inner: Rc::new(CommInner {
+                engine: self.inner.engine.clone(),
+                ctx,
+                rank,
+                members,
+            }),
+        }))
     }
 
     /// Allgathers `extra` together with each member's context counter; returns
@@ -364,12 +435,17 @@ impl Comm {
         let mut extras = Vec::with_capacity(all.len());
         for (r, card) in all.into_iter().enumerate() {
             if card.len() < 4 {
-                return Err(Error::Protocol(format!("context card of rank {r} is {} bytes", card.len())));
+                return Err(Error::Protocol(format!(
+                    "context card of rank {r} is {} bytes",
+                    card.len()
+                )));
             }
             ctx = ctx.max(u32::from_le_bytes(card[..4].try_into().expect("4 bytes")));
             extras.push(card[4..].to_vec());
         }
-        let next = ctx.checked_add(2).ok_or_else(|| Error::Protocol("communicator context ids exhausted".into()))?;
+        let next = ctx
+            .checked_add(2)
+            .ok_or_else(|| Error::Protocol("communicator context ids exhausted".into()))?;
         self.engine().next_ctx = next;
         Ok((ctx, extras))
     }

@@ -43,8 +43,17 @@ enum SendPhase {
 }
 
 enum Op {
-    Send { peer: u32, buf: *const u8, len: usize, phase: SendPhase },
-    Recv { buf: *mut u8, cap: usize, data: Option<(usize, usize)> },
+    Send {
+        peer: u32,
+        buf: *const u8,
+        len: usize,
+        phase: SendPhase,
+    },
+    Recv {
+        buf: *mut u8,
+        cap: usize,
+        data: Option<(usize, usize)>,
+    },
 }
 
 struct Req {
@@ -58,8 +67,17 @@ struct Req {
 
 /// An unexpected message, kept until a receive matches it.
 enum Unexpected {
-    Eager { from: u32, data: Vec<u8>, sync_id: Option<u64> },
-    Rts { from: u32, len: usize, sender_req: u64, addr: u64 },
+    Eager {
+        from: u32,
+        data: Vec<u8>,
+        sync_id: Option<u64>,
+    },
+    Rts {
+        from: u32,
+        len: usize,
+        sender_req: u64,
+        addr: u64,
+    },
 }
 
 /// A frame the transport had no room for yet.
@@ -82,7 +100,11 @@ impl WaitPolicy {
     /// CPU, so a rank with a core of its own polls for a good while first; an
     /// oversubscribed rank gives its core away almost at once.
     pub fn from_env(oversubscribed: bool) -> Result<WaitPolicy> {
-        let (spin, yield_for) = if oversubscribed { (2, 2_000) } else { (200, 2_000) };
+        let (spin, yield_for) = if oversubscribed {
+            (2, 2_000)
+        } else {
+            (200, 2_000)
+        };
         Ok(WaitPolicy {
             spin: Duration::from_micros(env_u64("KUMI_SPIN_US", spin)?),
             yield_for: Duration::from_micros(env_u64("KUMI_YIELD_US", yield_for)?),
@@ -205,7 +227,11 @@ impl Engine {
         let single_copy = match std::env::var("KUMI_SINGLE_COPY").as_deref() {
             Ok("0") | Ok("off") => false,
             Ok("1") | Ok("on") | Err(_) => true,
-            Ok(v) => return Err(Error::Bootstrap(format!("KUMI_SINGLE_COPY={v:?}: use on or off"))),
+            Ok(v) => {
+                return Err(Error::Bootstrap(format!(
+                    "KUMI_SINGLE_COPY={v:?}: use on or off"
+                )))
+            }
         };
         Ok(Engine {
             world_rank: s.world_rank,
@@ -290,7 +316,12 @@ impl Engine {
             status: Status::empty(),
             error: None,
             detached: false,
-            op: Op::Send { peer, buf, len, phase: SendPhase::AwaitReply },
+            op: Op::Send {
+                peer,
+                buf,
+                len,
+                phase: SendPhase::AwaitReply,
+            },
         })
     }
 
@@ -317,9 +348,13 @@ impl Engine {
             }
         }
         if self.outq.len() <= peer as usize {
-            self.outq.resize_with(self.world_size as usize, VecDeque::new);
+            self.outq
+                .resize_with(self.world_size as usize, VecDeque::new);
         }
-        self.outq[peer as usize].push_back(OutFrame { header: *h, payload: payload.to_vec() });
+        self.outq[peer as usize].push_back(OutFrame {
+            header: *h,
+            payload: payload.to_vec(),
+        });
         self.outq_len += 1;
         Ok(())
     }
@@ -334,7 +369,11 @@ impl Engine {
             status: Status::empty(),
             error: None,
             detached: false,
-            op: Op::Recv { buf, cap, data: None },
+            op: Op::Recv {
+                buf,
+                cap,
+                data: None,
+            },
         });
         if let Some((env, m, id)) = self.matcher.post(pat, id) {
             self.deliver_unexpected(id, env, m)?;
@@ -344,25 +383,51 @@ impl Engine {
 
     fn deliver_unexpected(&mut self, id: ReqId, env: Envelope, m: Unexpected) -> Result<()> {
         match m {
-            Unexpected::Eager { from, data, sync_id } => {
+            Unexpected::Eager {
+                from,
+                data,
+                sync_id,
+            } => {
                 self.complete_eager(id, from, env, &data, sync_id);
                 Ok(())
             }
-            Unexpected::Rts { from, len, sender_req, addr } => self.start_pull(id, from, env, len, sender_req, addr),
+            Unexpected::Rts {
+                from,
+                len,
+                sender_req,
+                addr,
+            } => self.start_pull(id, from, env, len, sender_req, addr),
         }
     }
 
-    fn complete_eager(&mut self, id: ReqId, from: u32, env: Envelope, data: &[u8], sync_id: Option<u64>) {
+    fn complete_eager(
+        &mut self,
+        id: ReqId,
+        from: u32,
+        env: Envelope,
+        data: &[u8],
+        sync_id: Option<u64>,
+    ) {
         if let Some(sid) = sync_id {
             let mut ack = Header::new(Kind::Ack);
             ack.id = sid;
             if let Err(e) = self.push_frame(from, &ack, &[]) {
-                log(self.world_rank, &format!("could not acknowledge a synchronous send to rank {from}: {e}"));
+                log(
+                    self.world_rank,
+                    &format!("could not acknowledge a synchronous send to rank {from}: {e}"),
+                );
             }
         }
         let Some(r) = self.reqs.get(id) else { return };
-        let Op::Recv { buf, cap, .. } = r.op else { return };
-        r.status = Status { source: env.src as i32, tag: env.tag, bytes: data.len(), cancelled: false };
+        let Op::Recv { buf, cap, .. } = r.op else {
+            return;
+        };
+        r.status = Status {
+            source: env.src as i32,
+            tag: env.tag,
+            bytes: data.len(),
+            cancelled: false,
+        };
         if data.len() > cap {
             r.error = Some(Error::Truncated {
                 message_bytes: data.len(),
@@ -382,14 +447,36 @@ impl Engine {
     }
 
     /// A rendezvous message matched receive `id`: pull it, or ask for it.
-    fn start_pull(&mut self, id: ReqId, from: u32, env: Envelope, len: usize, sender_req: u64, addr: u64) -> Result<()> {
-        let Some(r) = self.reqs.get(id) else { return Ok(()) };
-        let Op::Recv { buf, cap, .. } = r.op else { return Ok(()) };
-        r.status = Status { source: env.src as i32, tag: env.tag, bytes: len, cancelled: false };
+    fn start_pull(
+        &mut self,
+        id: ReqId,
+        from: u32,
+        env: Envelope,
+        len: usize,
+        sender_req: u64,
+        addr: u64,
+    ) -> Result<()> {
+        let Some(r) = self.reqs.get(id) else {
+            return Ok(());
+        };
+        let Op::Recv { buf, cap, .. } = r.op else {
+            return Ok(());
+        };
+        r.status = Status {
+            source: env.src as i32,
+            tag: env.tag,
+            bytes: len,
+            cancelled: false,
+        };
         let mut fin = Header::new(Kind::Fin);
         fin.id = sender_req;
         if len > cap {
-            r.error = Some(Error::Truncated { message_bytes: len, buffer_bytes: cap, source: env.src as i32, tag: env.tag });
+            r.error = Some(Error::Truncated {
+                message_bytes: len,
+                buffer_bytes: cap,
+                source: env.src as i32,
+                tag: env.tag,
+            });
             // The sender's part is done either way: release it.
             self.push_frame(from, &fin, &[])?;
             self.finish(id);
@@ -419,7 +506,11 @@ impl Engine {
                 }
             }
         }
-        if let Some(Req { op: Op::Recv { data, .. }, .. }) = self.reqs.get(id) {
+        if let Some(Req {
+            op: Op::Recv { data, .. },
+            ..
+        }) = self.reqs.get(id)
+        {
             *data = Some((len, 0));
         }
         let mut cts = Header::new(Kind::Cts);
@@ -435,7 +526,10 @@ impl Engine {
     /// a logged reason; it never takes the rank down.
     fn on_frame(&mut self, from: u32, h: &Header, p: &[u8]) {
         if let Err(e) = self.on_frame_inner(from, h, p) {
-            log(self.world_rank, &format!("dropped a frame from rank {from}: {e}"));
+            log(
+                self.world_rank,
+                &format!("dropped a frame from rank {from}: {e}"),
+            );
         }
     }
 
@@ -443,42 +537,102 @@ impl Engine {
         match h.kind {
             Kind::Eager => {
                 if h.len != p.len() as u64 {
-                    return Err(Error::Protocol(format!("eager frame announces {} bytes, carries {}", h.len, p.len())));
+                    return Err(Error::Protocol(format!(
+                        "eager frame announces {} bytes, carries {}",
+                        h.len,
+                        p.len()
+                    )));
                 }
-                let env = Envelope { ctx: h.ctx, src: h.src, tag: h.tag };
+                let env = Envelope {
+                    ctx: h.ctx,
+                    src: h.src,
+                    tag: h.tag,
+                };
                 let sync_id = (h.flags & FLAG_SYNC != 0).then_some(h.id);
                 match self.matcher.take_posted(&env) {
                     Some(id) => self.complete_eager(id, from, env, p, sync_id),
-                    None => self.matcher.push_unexpected(env, Unexpected::Eager { from, data: p.to_vec(), sync_id }),
+                    None => self.matcher.push_unexpected(
+                        env,
+                        Unexpected::Eager {
+                            from,
+                            data: p.to_vec(),
+                            sync_id,
+                        },
+                    ),
                 }
             }
             Kind::Rts => {
-                let len = usize::try_from(h.len).map_err(|_| Error::Protocol("length overflows".into()))?;
-                let env = Envelope { ctx: h.ctx, src: h.src, tag: h.tag };
+                let len = usize::try_from(h.len)
+                    .map_err(|_| Error::Protocol("length overflows".into()))?;
+                let env = Envelope {
+                    ctx: h.ctx,
+                    src: h.src,
+                    tag: h.tag,
+                };
                 match self.matcher.take_posted(&env) {
                     Some(id) => self.start_pull(id, from, env, len, h.id, h.aux)?,
-                    None => self
-                        .matcher
-                        .push_unexpected(env, Unexpected::Rts { from, len, sender_req: h.id, addr: h.aux }),
+                    None => self.matcher.push_unexpected(
+                        env,
+                        Unexpected::Rts {
+                            from,
+                            len,
+                            sender_req: h.id,
+                            addr: h.aux,
+                        },
+                    ),
                 }
             }
             Kind::Fin | Kind::Ack => match self.reqs.get(h.id) {
-                Some(Req { op: Op::Send { peer, .. }, done: false, .. }) if *peer == from => self.finish(h.id),
-                _ => return Err(Error::Protocol(format!("{:?} for unknown send request {:#x}", h.kind, h.id))),
+                Some(Req {
+                    op: Op::Send { peer, .. },
+                    done: false,
+                    ..
+                }) if *peer == from => self.finish(h.id),
+                _ => {
+                    return Err(Error::Protocol(format!(
+                        "{:?} for unknown send request {:#x}",
+                        h.kind, h.id
+                    )))
+                }
             },
             Kind::Cts => match self.reqs.get(h.id) {
-                Some(Req { op: Op::Send { peer, phase, len, .. }, done: false, .. })
-                    if *peer == from && *len as u64 == h.len =>
-                {
-                    *phase = SendPhase::Streaming { recv_req: h.aux, off: 0 };
+                Some(Req {
+                    op:
+                        Op::Send {
+                            peer, phase, len, ..
+                        },
+                    done: false,
+                    ..
+                }) if *peer == from && *len as u64 == h.len => {
+                    *phase = SendPhase::Streaming {
+                        recv_req: h.aux,
+                        off: 0,
+                    };
                     self.streaming.push(h.id);
                 }
-                _ => return Err(Error::Protocol(format!("clear-to-send for unknown send request {:#x}", h.id))),
+                _ => {
+                    return Err(Error::Protocol(format!(
+                        "clear-to-send for unknown send request {:#x}",
+                        h.id
+                    )))
+                }
             },
             Kind::Data => {
-                let Some(Req { op: Op::Recv { buf, data: Some((total, got)), .. }, done: false, .. }) = self.reqs.get(h.id)
+                let Some(Req {
+                    op:
+                        Op::Recv {
+                            buf,
+                            data: Some((total, got)),
+                            ..
+                        },
+                    done: false,
+                    ..
+                }) = self.reqs.get(h.id)
                 else {
-                    return Err(Error::Protocol(format!("data for unknown receive request {:#x}", h.id)));
+                    return Err(Error::Protocol(format!(
+                        "data for unknown receive request {:#x}",
+                        h.id
+                    )));
                 };
                 let off = usize::try_from(h.aux).unwrap_or(usize::MAX);
                 if off.checked_add(p.len()).is_none_or(|end| end > *total) {
@@ -512,7 +666,10 @@ impl Engine {
         if detached {
             if let Some(r) = self.reqs.remove(id) {
                 if let Some(e) = r.error {
-                    log(self.world_rank, &format!("a request nobody waits for failed: {e}"));
+                    log(
+                        self.world_rank,
+                        &format!("a request nobody waits for failed: {e}"),
+                    );
                 }
             }
         }
@@ -544,7 +701,9 @@ impl Engine {
 
     fn flush_outq(&mut self) -> Result<usize> {
         let mut n = 0;
-        let Some(shm) = self.shm.as_mut() else { return Ok(0) };
+        let Some(shm) = self.shm.as_mut() else {
+            return Ok(0);
+        };
         for (peer, q) in self.outq.iter_mut().enumerate() {
             while let Some(f) = q.front() {
                 if !shm.try_send(peer as u32, &f.header, &f.payload)? {
@@ -563,10 +722,21 @@ impl Engine {
         let mut i = 0;
         while i < self.streaming.len() {
             let id = self.streaming[i];
-            let Some(shm) = self.shm.as_mut() else { return Ok(n) };
+            let Some(shm) = self.shm.as_mut() else {
+                return Ok(n);
+            };
             let chunk_max = shm.max_payload();
             let finished = match self.reqs.get(id) {
-                Some(Req { op: Op::Send { peer, buf, len, phase: SendPhase::Streaming { recv_req, off } }, .. }) => {
+                Some(Req {
+                    op:
+                        Op::Send {
+                            peer,
+                            buf,
+                            len,
+                            phase: SendPhase::Streaming { recv_req, off },
+                        },
+                    ..
+                }) => {
                     let blocked = self.outq.get(*peer as usize).is_some_and(|q| !q.is_empty());
                     while !blocked && *off < *len {
                         let chunk = chunk_max.min(*len - *off);
@@ -598,7 +768,11 @@ impl Engine {
     }
 
     /// Makes progress until `done` holds, waiting by the [`WaitPolicy`].
-    pub fn wait_until(&mut self, call: Call, mut done: impl FnMut(&mut Engine) -> bool) -> Result<()> {
+    pub fn wait_until(
+        &mut self,
+        call: Call,
+        mut done: impl FnMut(&mut Engine) -> bool,
+    ) -> Result<()> {
         if done(self) {
             return Ok(());
         }
@@ -630,7 +804,10 @@ impl Engine {
             let idle = now - *idle_since.get_or_insert(now);
             if idle < self.policy.spin {
                 std::hint::spin_loop();
-            } else if idle < self.policy.spin + self.policy.yield_for || self.outq_len > 0 || !self.streaming.is_empty() {
+            } else if idle < self.policy.spin + self.policy.yield_for
+                || self.outq_len > 0
+                || !self.streaming.is_empty()
+            {
                 // Frames waiting for ring room: the consumer does not ring our
                 // bell when it frees room, so keep polling (politely).
                 std::thread::yield_now();

@@ -71,13 +71,17 @@ pub struct Universe {
 pub fn init() -> Result<Universe> {
     // Relaxed suffices: this only refuses a second init; it orders no other data.
     if INITIALIZED.swap(true, Ordering::Relaxed) {
-        return Err(Error::Bootstrap("kumi::init was called twice in one process".into()));
+        return Err(Error::Bootstrap(
+            "kumi::init was called twice in one process".into(),
+        ));
     }
     let id = Identity::from_env()?;
     let mut control = match id.control {
         Some(_) => Some(Control::connect(&id)?),
         None if id.size > 1 => {
-            return Err(Error::Bootstrap("KUMI_SIZE > 1 but no KUMI_CONTROL: start the job with `kumi run`".into()))
+            return Err(Error::Bootstrap(
+                "KUMI_SIZE > 1 but no KUMI_CONTROL: start the job with `kumi run`".into(),
+            ))
         }
         None => None,
     };
@@ -100,7 +104,10 @@ pub fn init() -> Result<Universe> {
             // SAFETY: the launcher opened this descriptor for us and named it in
             // KUMI_SHM_FD; nothing else in this process owns it.
             let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-            Some(Segment::from_fd(fd, id.local_size as usize).map_err(|e| Error::Bootstrap(format!("shared segment: {e}")))?)
+            Some(
+                Segment::from_fd(fd, id.local_size as usize)
+                    .map_err(|e| Error::Bootstrap(format!("shared segment: {e}")))?,
+            )
         }
         (None, Some(ctl)) if id.local_size > 1 => Some(named_segment(&id, ctl)?),
         _ => None,
@@ -108,11 +115,18 @@ pub fn init() -> Result<Universe> {
     // The transport attaches this rank to its block (pid, start time); after the
     // fence every local rank has, so their pids can be read for single copy.
     let shm = match segment {
-        Some(seg) => Some(ShmTransport::new(seg, id.local_rank as usize, globals.clone())?),
+        Some(seg) => Some(ShmTransport::new(
+            seg,
+            id.local_rank as usize,
+            globals.clone(),
+        )?),
         None => None,
     };
     if let Some(ctl) = &mut control {
-        ctl.put(&format!("card/{}", id.rank), format!("pid={me}").into_bytes())?;
+        ctl.put(
+            &format!("card/{}", id.rank),
+            format!("pid={me}").into_bytes(),
+        )?;
         ctl.fence()?;
     }
     let mut pids = vec![0i32; id.size as usize];
@@ -137,7 +151,13 @@ pub fn init() -> Result<Universe> {
     })?;
     let engine = Rc::new(RefCell::new(engine));
     let world = Comm::world(engine.clone());
-    Ok(Universe { engine, world, control: control.map(RefCell::new), id, finalized: false })
+    Ok(Universe {
+        engine,
+        world,
+        control: control.map(RefCell::new),
+        id,
+        finalized: false,
+    })
 }
 
 /// A segment by name, for ranks started by a launcher that passed no descriptor:
@@ -146,16 +166,19 @@ fn named_segment(id: &Identity, ctl: &mut Control) -> Result<Segment> {
     let cfg = ShmConfig::from_env().map_err(Error::Bootstrap)?;
     let n = id.local_size as usize;
     let seg = if id.local_rank == 0 {
-        let s = Segment::create_named(&id.job, n, &cfg).map_err(|e| Error::Bootstrap(format!("shared segment: {e}")))?;
+        let s = Segment::create_named(&id.job, n, &cfg)
+            .map_err(|e| Error::Bootstrap(format!("shared segment: {e}")))?;
         ctl.fence()?;
         s
     } else {
         ctl.fence()?;
-        Segment::open_named(&id.job, n).map_err(|e| Error::Bootstrap(format!("shared segment: {e}")))?
+        Segment::open_named(&id.job, n)
+            .map_err(|e| Error::Bootstrap(format!("shared segment: {e}")))?
     };
     ctl.fence()?;
     if id.local_rank == 0 {
-        Segment::unlink_named(&id.job).map_err(|e| Error::Bootstrap(format!("unlinking the shared segment: {e}")))?;
+        Segment::unlink_named(&id.job)
+            .map_err(|e| Error::Bootstrap(format!("unlinking the shared segment: {e}")))?;
     }
     Ok(seg)
 }
@@ -206,7 +229,9 @@ impl Universe {
         self.engine.borrow().set_call(Call::Finalize);
         self.world.barrier()?;
         if let Some(shm) = self.engine.borrow().shm() {
-            shm.segment().rank_block(self.id.local_rank as usize).set_finalized();
+            shm.segment()
+                .rank_block(self.id.local_rank as usize)
+                .set_finalized();
         }
         self.engine.borrow().set_call(Call::None);
         if let Some(ctl) = &self.control {
@@ -228,7 +253,10 @@ fn abort_with(control: Option<&RefCell<Control>>, rank: u32, code: i32, message:
     let code = if code & 0xff == 0 { 1 } else { code & 0xff };
     match control {
         Some(c) => {
-            let _ = c.borrow_mut().send(&ToLauncher::Abort { code, message: message.to_string() });
+            let _ = c.borrow_mut().send(&ToLauncher::Abort {
+                code,
+                message: message.to_string(),
+            });
         }
         None => eprintln!("kumi: rank {rank} aborted with code {code}: {message}"),
     }
@@ -237,5 +265,8 @@ fn abort_with(control: Option<&RefCell<Control>>, rank: u32, code: i32, message:
 
 /// The name of the host this rank runs on.
 pub fn hostname() -> String {
-    rustix::system::uname().nodename().to_string_lossy().into_owned()
+    rustix::system::uname()
+        .nodename()
+        .to_string_lossy()
+        .into_owned()
 }

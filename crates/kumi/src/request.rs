@@ -30,7 +30,12 @@ pub struct Status {
 
 impl Status {
     pub(crate) const fn empty() -> Status {
-        Status { source: -1, tag: -1, bytes: 0, cancelled: false }
+        Status {
+            source: -1,
+            tag: -1,
+            bytes: 0,
+            cancelled: false,
+        }
     }
 
     /// Number of whole elements of `T` in the message.
@@ -63,7 +68,10 @@ pub struct Scope<'s> {
 /// });
 /// ```
 pub fn scope<'s, R>(f: impl FnOnce(&Scope<'s>) -> R) -> R {
-    let s = Scope { pending: RefCell::new(Vec::new()), _invariant: PhantomData };
+    let s = Scope {
+        pending: RefCell::new(Vec::new()),
+        _invariant: PhantomData,
+    };
     f(&s)
 }
 
@@ -82,11 +90,19 @@ impl Drop for Scope<'_> {
 impl<'s> Scope<'s> {
     pub(crate) fn register(&self, engine: &Rc<RefCell<Engine>>, id: ReqId) -> Request<'_> {
         self.pending.borrow_mut().push((engine.clone(), id));
-        Request { engine: engine.clone(), id: Some(id), scope_list: &self.pending }
+        Request {
+            engine: engine.clone(),
+            id: Some(id),
+            scope_list: &self.pending,
+        }
     }
 
     pub(crate) fn completed(&self, engine: &Rc<RefCell<Engine>>) -> Request<'_> {
-        Request { engine: engine.clone(), id: None, scope_list: &self.pending }
+        Request {
+            engine: engine.clone(),
+            id: None,
+            scope_list: &self.pending,
+        }
     }
 }
 
@@ -112,7 +128,9 @@ impl Request<'_> {
 
     /// Blocks until the operation completes.
     pub fn wait(mut self) -> Result<Status> {
-        let Some(id) = self.id.take() else { return Ok(Status::empty()) };
+        let Some(id) = self.id.take() else {
+            return Ok(Status::empty());
+        };
         self.forget_in_scope(id);
         let r = self.engine.borrow_mut().wait(Call::Wait, id);
         r
@@ -184,7 +202,9 @@ pub fn wait_any(reqs: &mut Vec<Request<'_>>) -> Result<(usize, Status)> {
     let engine = reqs[0].engine.clone();
     let mut found = None;
     engine.borrow_mut().wait_until(Call::Wait, |e| {
-        found = reqs.iter().position(|r| r.id.is_none_or(|id| e.is_done(id)));
+        found = reqs
+            .iter()
+            .position(|r| r.id.is_none_or(|id| e.is_done(id)));
         found.is_some()
     })?;
     let i = found.expect("wait_until returns only when found");
@@ -194,7 +214,9 @@ pub fn wait_any(reqs: &mut Vec<Request<'_>>) -> Result<(usize, Status)> {
 
 /// Makes progress once; `true` if every request has completed.
 pub fn test_all(reqs: &mut [Request<'_>]) -> Result<bool> {
-    let Some(first) = reqs.first() else { return Ok(true) };
+    let Some(first) = reqs.first() else {
+        return Ok(true);
+    };
     let engine = first.engine.clone();
     let mut e = engine.borrow_mut();
     e.progress()?;
@@ -203,9 +225,13 @@ pub fn test_all(reqs: &mut [Request<'_>]) -> Result<bool> {
 
 /// Makes progress once; the index of a completed request, if any.
 pub fn test_any(reqs: &mut [Request<'_>]) -> Result<Option<usize>> {
-    let Some(first) = reqs.first() else { return Ok(None) };
+    let Some(first) = reqs.first() else {
+        return Ok(None);
+    };
     let engine = first.engine.clone();
     let mut e = engine.borrow_mut();
     e.progress()?;
-    Ok(reqs.iter().position(|r| r.id.is_none_or(|id| e.is_done(id))))
+    Ok(reqs
+        .iter()
+        .position(|r| r.id.is_none_or(|id| e.is_done(id))))
 }

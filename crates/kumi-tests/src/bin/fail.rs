@@ -6,6 +6,7 @@
 //! - `exit3`: exits with code 3;
 //! - `abort`: calls kumi's abort with code 7;
 //! - `hang`: does nothing special (every rank waits; used for signal tests).
+//!
 //! Each rank first prints `pid <rank> <pid>` so tests can check it is gone.
 
 fn main() {

@@ -8,12 +8,13 @@ use kumi::{scope, wait_all, wait_any, Comm, Error, ANY_SOURCE, ANY_TAG};
 use kumi_tests::{check, fill};
 
 type R = Result<(), Error>;
+type Check = (&'static str, fn(&Comm) -> R);
 
 fn main() {
     let universe = kumi::init().expect("init");
     let world = universe.world();
     assert!(world.size() >= 2, "the p2p suite needs at least 2 ranks");
-    let checks: &[(&str, fn(&Comm) -> R)] = &[
+    let checks: &[Check] = &[
         ("blocking send/recv with status", blocking),
         ("zero-length and self messages", zero_and_self),
         ("per-sender order with ANY_SOURCE/ANY_TAG", order),
@@ -37,7 +38,11 @@ fn main() {
     }
     world.barrier().expect("barrier");
     if world.rank() == 0 {
-        println!("p2p: all {} checks passed on {} ranks", checks.len(), world.size());
+        println!(
+            "p2p: all {} checks passed on {} ranks",
+            checks.len(),
+            world.size()
+        );
     }
 }
 
@@ -52,7 +57,10 @@ fn blocking(w: &Comm) -> R {
     if me % 2 == 0 {
         w.send(&out, right, 5)?;
         let st = w.recv(&mut inb, left, 5)?;
-        assert_eq!((st.source, st.tag, st.bytes, st.count::<u32>()), (left, 5, 12, 3));
+        assert_eq!(
+            (st.source, st.tag, st.bytes, st.count::<u32>()),
+            (left, 5, 12, 3)
+        );
     } else {
         let st = w.recv(&mut inb, left, 5)?;
         assert_eq!((st.source, st.tag, st.bytes), (left, 5, 12));
@@ -141,8 +149,12 @@ fn nonblocking(w: &Comm) -> R {
     let k = 8usize;
     let len = |s: usize, r: usize, j: usize| 1 + (s + r + j) % 5;
     let val = |s: usize, r: usize, j: usize| (s * 1000 + r * 10 + j) as u64;
-    let outs: Vec<Vec<u64>> = (0..n * k).map(|i| vec![val(me, i / k, i % k); len(me, i / k, i % k)]).collect();
-    let mut ins: Vec<Vec<u64>> = (0..n * k).map(|i| vec![0u64; len(i / k, me, i % k)]).collect();
+    let outs: Vec<Vec<u64>> = (0..n * k)
+        .map(|i| vec![val(me, i / k, i % k); len(me, i / k, i % k)])
+        .collect();
+    let mut ins: Vec<Vec<u64>> = (0..n * k)
+        .map(|i| vec![0u64; len(i / k, me, i % k)])
+        .collect();
     scope(|s| -> R {
         let mut reqs = Vec::new();
         for (i, buf) in ins.iter_mut().enumerate() {
@@ -176,7 +188,10 @@ fn nonblocking(w: &Comm) -> R {
     for (i, buf) in ins.iter().enumerate() {
         let (peer, j) = (i / k, i % k);
         if peer != me {
-            assert!(buf.iter().all(|&v| v == val(peer, me, j)), "wrong data from {peer} tag {j}: {buf:?}");
+            assert!(
+                buf.iter().all(|&v| v == val(peer, me, j)),
+                "wrong data from {peer} tag {j}: {buf:?}"
+            );
         }
     }
     Ok(())
@@ -205,7 +220,10 @@ fn large(w: &Comm) -> R {
     let (me, n) = (w.rank(), w.size());
     let right = ((me + 1) % n) as i32;
     let left = ((me + n - 1) % n) as i32;
-    for (i, &len) in [16 * 1024 + 1, 100_000, 1 << 20, 3 << 20].iter().enumerate() {
+    for (i, &len) in [16 * 1024 + 1, 100_000, 1 << 20, 3 << 20]
+        .iter()
+        .enumerate()
+    {
         let mut out = vec![0u8; len];
         fill(&mut out, me, i as u64);
         let mut inb = vec![0u8; len];
@@ -226,14 +244,31 @@ fn truncation(w: &Comm) -> R {
         } else if me == 0 {
             let mut small = vec![0u8; 16];
             match w.recv(&mut small, 1, tag) {
-                Err(Error::Truncated { message_bytes, buffer_bytes, source, tag: t }) => {
+                Err(Error::Truncated {
+                    message_bytes,
+                    buffer_bytes,
+                    source,
+                    tag: t,
+                }) => {
                     assert_eq!((message_bytes, buffer_bytes, source, t), (len, 16, 1, tag));
-                    let text = Error::Truncated { message_bytes, buffer_bytes, source, tag: t }.to_string();
-                    assert!(text.contains(&len.to_string()) && text.contains("16"), "message: {text}");
+                    let text = Error::Truncated {
+                        message_bytes,
+                        buffer_bytes,
+                        source,
+                        tag: t,
+                    }
+                    .to_string();
+                    assert!(
+                        text.contains(&len.to_string()) && text.contains("16"),
+                        "message: {text}"
+                    );
                 }
                 other => panic!("expected a truncation error, got {other:?}"),
             }
-            assert!(small.iter().all(|&b| b == 0), "nothing written on truncation");
+            assert!(
+                small.iter().all(|&b| b == 0),
+                "nothing written on truncation"
+            );
         }
     }
     // The job goes on: a normal message still flows after the error.
@@ -260,7 +295,10 @@ fn invalid_args(w: &Comm) -> R {
     expect_arg(w.recv(&mut [0u8], n + 5, 0).map(|_| ()), "source");
     expect_arg(w.recv(&mut [0u8], 0, -7).map(|_| ()), "tag");
     let msg = w.send(&[1u8], n, 0).unwrap_err().to_string();
-    assert!(msg.contains("dest") && msg.contains(&n.to_string()), "message: {msg}");
+    assert!(
+        msg.contains("dest") && msg.contains(&n.to_string()),
+        "message: {msg}"
+    );
     Ok(())
 }
 
@@ -309,7 +347,14 @@ fn comms(w: &Comm) -> R {
     let sn = s.size();
     for _ in 1..sn {
         let mut got = [0u64];
-        s.sendrecv(&carry, ((s.rank() + 1) % sn) as i32, 0, &mut got, ((s.rank() + sn - 1) % sn) as i32, 0)?;
+        s.sendrecv(
+            &carry,
+            ((s.rank() + 1) % sn) as i32,
+            0,
+            &mut got,
+            ((s.rank() + sn - 1) % sn) as i32,
+            0,
+        )?;
         total += got[0];
         carry = got;
     }

@@ -24,8 +24,12 @@ fn size(r: &mut Rng) -> usize {
 
 fn main() -> Result<(), kumi::Error> {
     let mut args = std::env::args().skip(1);
-    let total: u64 = args.next().map_or(100_000, |a| a.parse().expect("total: a number"));
-    let seed: u64 = args.next().map_or(1, |a| a.parse().expect("seed: a number"));
+    let total: u64 = args
+        .next()
+        .map_or(100_000, |a| a.parse().expect("total: a number"));
+    let seed: u64 = args
+        .next()
+        .map_or(1, |a| a.parse().expect("seed: a number"));
     let universe = kumi::init()?;
     let w = universe.world();
     let (me, n) = (w.rank(), w.size());
@@ -61,7 +65,9 @@ fn main() -> Result<(), kumi::Error> {
         let st = w.recv(&mut inbox[..], ANY_SOURCE, 0)?;
         let src = st.source as usize;
         let k = next_from[src];
-        let (idx, len) = *expect_in[src].get(k).unwrap_or_else(|| panic!("unexpected extra message from {src}"));
+        let (idx, len) = *expect_in[src]
+            .get(k)
+            .unwrap_or_else(|| panic!("unexpected extra message from {src}"));
         assert_eq!(st.bytes, len, "message {idx} from {src}: size");
         if let Err(off) = check(&inbox[..len], src, idx) {
             panic!("message {idx} from {src} ({len} bytes) corrupt at byte {off} or out of order");
@@ -108,6 +114,9 @@ fn main() -> Result<(), kumi::Error> {
         assert_eq!(next_from[src], v.len(), "messages from {src}");
     }
     w.barrier()?;
-    println!("stress: rank {me} sent {} and received {received} messages ({bytes} bytes), all checked", mine_out.len());
+    println!(
+        "stress: rank {me} sent {} and received {received} messages ({bytes} bytes), all checked",
+        mine_out.len()
+    );
     Ok(())
 }
