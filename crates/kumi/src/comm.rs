@@ -7,7 +7,7 @@
 //! id it has used, the members exchange their counters, and the new id is the
 //! largest. No member has used it, so no old message can match on it.
 
-use crate::engine::Engine;
+use crate::engine::{Engine, WaitInfo};
 use crate::error::{Error, Result};
 use crate::request::{Request, Scope, Status};
 use bytemuck::Pod;
@@ -15,6 +15,7 @@ use kumi_core::call::Call;
 use kumi_core::matching::{Envelope, Pattern};
 use kumi_core::{ANY_SOURCE, ANY_TAG, TAG_UB};
 use std::cell::RefCell;
+use std::panic::Location;
 use std::rc::Rc;
 
 /// Tags kumi uses internally on a communicator's collective context.
@@ -84,11 +85,11 @@ impl Comm {
         self.inner.members.get(r).map(|&w| w as usize)
     }
 
-    fn engine(&self) -> std::cell::RefMut<'_, Engine> {
+    pub(crate) fn engine(&self) -> std::cell::RefMut<'_, Engine> {
         self.inner.engine.borrow_mut()
     }
 
-    fn check_dest(&self, dest: i32) -> Result<u32> {
+    pub(crate) fn check_dest(&self, dest: i32) -> Result<u32> {
         if dest < 0 || dest as usize >= self.size() {
             return Err(Error::InvalidArgument {
                 arg: "dest",
@@ -110,7 +111,7 @@ impl Comm {
         Ok(())
     }
 
-    fn pattern(&self, ctx: u32, source: i32, tag: i32) -> Result<Pattern> {
+    pub(crate) fn pattern(&self, ctx: u32, source: i32, tag: i32) -> Result<Pattern> {
         let src = match source {
             ANY_SOURCE => None,
             s if s >= 0 && (s as usize) < self.size() => Some(s as u32),
@@ -139,18 +140,59 @@ impl Comm {
     // ----- blocking point-to-point ------------------------------------------------
 
     /// Sends `buf` to rank `dest` with `tag`. Returns when `buf` may be reused.
+    #[track_caller]
     pub fn send<T: Pod>(&self, buf: &[T], dest: i32, tag: i32) -> Result<()> {
         Self::check_send_tag(tag)?;
-        self.send_on(self.inner.ctx, as_bytes(buf), dest, tag, false)
+        self.send_on(
+            self.inner.ctx,
+            as_bytes(buf),
+            dest,
+            tag,
+            false,
+            Location::caller(),
+        )
     }
 
     /// Synchronous send: returns when the receiver has matched the message.
+    #[track_caller]
     pub fn ssend<T: Pod>(&self, buf: &[T], dest: i32, tag: i32) -> Result<()> {
         Self::check_send_tag(tag)?;
-        self.send_on(self.inner.ctx, as_bytes(buf), dest, tag, true)
+        self.send_on(
+            self.inner.ctx,
+            as_bytes(buf),
+            dest,
+            tag,
+            true,
+            Location::caller(),
+        )
     }
 
-    fn send_on(&self, ctx: u32, bytes: &[u8], dest: i32, tag: i32, sync: bool) -> Result<()> {
+    /// The wait description for a call on this communicator.
+    pub(crate) fn info(
+        &self,
+        call: Call,
+        peer: i32,
+        tag: i32,
+        at: &'static Location<'static>,
+    ) -> WaitInfo {
+        WaitInfo {
+            call,
+            ctx: self.inner.ctx,
+            peer,
+            tag,
+            at,
+        }
+    }
+
+    pub(crate) fn send_on(
+        &self,
+        ctx: u32,
+        bytes: &[u8],
+        dest: i32,
+        tag: i32,
+        sync: bool,
+        at: &'static Location<'static>,
+    ) -> Result<()> {
         let peer = self.check_dest(dest)?;
         let env = Envelope {
             ctx,
@@ -160,33 +202,43 @@ impl Comm {
         let mut e = self.engine();
         match e.start_send(env, peer, bytes.as_ptr(), bytes.len(), sync)? {
             None => Ok(()),
-            Some(id) => e.wait(kumi_core::call::Call::Send, id).map(|_| ()),
+            Some(id) => e.wait(self.info(Call::Send, dest, tag, at), id).map(|_| ()),
         }
     }
 
     /// Receives into `buf` from `source` (or [`crate::ANY_SOURCE`]) with `tag` (or
     /// [`crate::ANY_TAG`]). A message larger than `buf` is an error naming both
     /// sizes; no byte beyond `buf` is written.
+    #[track_caller]
     pub fn recv<T: Pod>(&self, buf: &mut [T], source: i32, tag: i32) -> Result<Status> {
-        self.recv_on(self.inner.ctx, as_bytes_mut(buf), source, tag, Call::Recv)
+        self.recv_on(
+            self.inner.ctx,
+            as_bytes_mut(buf),
+            source,
+            tag,
+            Call::Recv,
+            Location::caller(),
+        )
     }
 
-    fn recv_on(
+    pub(crate) fn recv_on(
         &self,
         ctx: u32,
         bytes: &mut [u8],
         source: i32,
         tag: i32,
         call: Call,
+        at: &'static Location<'static>,
     ) -> Result<Status> {
         let pat = self.pattern(ctx, source, tag)?;
         let mut e = self.engine();
         let id = e.post_recv(pat, bytes.as_mut_ptr(), bytes.len())?;
-        e.wait(call, id)
+        e.wait(self.info(call, source, tag, at), id)
     }
 
     /// Receives a message of any size into a new vector. The message size must be
     /// a whole number of `T`.
+    #[track_caller]
     pub fn recv_vec<T: Pod>(&self, source: i32, tag: i32) -> Result<(Vec<T>, Status)> {
         let st = self.probe(source, tag)?;
         let elem = std::mem::size_of::<T>().max(1);
@@ -208,6 +260,7 @@ impl Comm {
 
     /// Sends `send` to `dest` and receives into `recv` from `source` at once
     /// (no deadlock if both sides call it).
+    #[track_caller]
     pub fn sendrecv<T: Pod, U: Pod>(
         &self,
         send: &[T],
@@ -227,10 +280,12 @@ impl Comm {
 
     /// Blocks until a message from `source` with `tag` can be received; returns
     /// its status without receiving it.
+    #[track_caller]
     pub fn probe(&self, source: i32, tag: i32) -> Result<Status> {
         let pat = self.pattern(self.inner.ctx, source, tag)?;
         let mut found = None;
-        self.engine().wait_until(Call::Probe, |e| {
+        let info = self.info(Call::Probe, source, tag, Location::caller());
+        self.engine().wait_until(info, |e| {
             found = e.iprobe(&pat).ok().flatten();
             found.is_some()
         })?;
@@ -310,28 +365,42 @@ impl Comm {
 
     // ----- collectives used by the runtime itself ----------------------------------
 
-    fn coll_ctx(&self) -> u32 {
+    pub(crate) fn coll_ctx(&self) -> u32 {
         self.inner.ctx + 1
     }
 
     /// Blocks until every rank of the communicator has entered the barrier.
     /// Dissemination algorithm: ceil(log2 p) rounds of one zero-byte message.
+    #[track_caller]
     pub fn barrier(&self) -> Result<()> {
+        let at = Location::caller();
         let (p, me) = (self.size(), self.rank());
         let mut dist = 1;
         while dist < p {
             let to = ((me + dist) % p) as i32;
             let from = ((me + p - dist) % p) as i32;
             let empty: [u8; 0] = [];
-            self.send_on(self.coll_ctx(), &empty, to, TAG_BARRIER, false)?;
-            self.recv_on(self.coll_ctx(), &mut [], from, TAG_BARRIER, Call::Barrier)?;
+            self.send_on(self.coll_ctx(), &empty, to, TAG_BARRIER, false, at)?;
+            self.recv_on(
+                self.coll_ctx(),
+                &mut [],
+                from,
+                TAG_BARRIER,
+                Call::Barrier,
+                at,
+            )?;
             dist *= 2;
         }
         Ok(())
     }
 
     /// Every rank's `mine`, in rank order (ring algorithm: p-1 steps).
-    pub(crate) fn allgather_bytes(&self, mine: &[u8]) -> Result<Vec<Vec<u8>>> {
+    pub(crate) fn allgather_bytes(
+        &self,
+        mine: &[u8],
+        call: Call,
+        at: &'static Location<'static>,
+    ) -> Result<Vec<Vec<u8>>> {
         let (p, me) = (self.size(), self.rank());
         let mut all = vec![Vec::new(); p];
         all[me] = mine.to_vec();
@@ -352,15 +421,16 @@ impl Comm {
             let pat = self.pattern(self.coll_ctx(), left, TAG_ALLGATHER)?;
             // Sizes differ per rank: probe for the size first.
             let mut st = None;
-            e.wait_until(Call::Collective, |e| {
+            let info = self.info(call, left, -2, at);
+            e.wait_until(info, |e| {
                 st = e.iprobe(&pat).ok().flatten();
                 st.is_some()
             })?;
             let mut buf = vec![0u8; st.expect("probed").bytes];
             let id = e.post_recv(pat, buf.as_mut_ptr(), buf.len())?;
-            e.wait(Call::Collective, id)?;
+            e.wait(info, id)?;
             if let Some(id) = send_req {
-                e.wait(Call::Collective, id)?;
+                e.wait(self.info(call, right, -2, at), id)?;
             }
             all[recv_idx] = buf;
         }
@@ -371,8 +441,9 @@ impl Comm {
 
     /// A new communicator with the same members and a fresh matching context.
     /// Collective: every member must call it.
+    #[track_caller]
     pub fn dup(&self) -> Result<Comm> {
-        let ctx = self.agree_ctx(&[])?.0;
+        let ctx = self.agree_ctx(&[], Call::Dup, Location::caller())?.0;
         Ok(Comm {
             inner: Rc::new(CommInner {
                 engine: self.inner.engine.clone(),
@@ -386,12 +457,13 @@ impl Comm {
     /// Splits the communicator: ranks passing the same `color` form a new
     /// communicator, ordered by `key` (ties by old rank). `color = None` takes no
     /// part and gets `None`. Collective: every member must call it.
+    #[track_caller]
     pub fn split(&self, color: Option<u32>, key: i32) -> Result<Option<Comm>> {
         let mut mine = Vec::with_capacity(9);
         mine.push(color.is_some() as u8);
         mine.extend_from_slice(&color.unwrap_or(0).to_le_bytes());
         mine.extend_from_slice(&key.to_le_bytes());
-        let (ctx, all) = self.agree_ctx(&mine)?;
+        let (ctx, all) = self.agree_ctx(&mine, Call::Split, Location::caller())?;
         let Some(color) = color else { return Ok(None) };
         let mut group: Vec<(i32, usize)> = Vec::new();
         for (r, card) in all.iter().enumerate() {
@@ -426,11 +498,16 @@ impl Comm {
 
     /// Allgathers `extra` together with each member's context counter; returns
     /// the agreed new context id and everyone's `extra`.
-    fn agree_ctx(&self, extra: &[u8]) -> Result<(u32, Vec<Vec<u8>>)> {
+    fn agree_ctx(
+        &self,
+        extra: &[u8],
+        call: Call,
+        at: &'static Location<'static>,
+    ) -> Result<(u32, Vec<Vec<u8>>)> {
         let next = self.engine().next_ctx;
         let mut mine = next.to_le_bytes().to_vec();
         mine.extend_from_slice(extra);
-        let all = self.allgather_bytes(&mine)?;
+        let all = self.allgather_bytes(&mine, call, at)?;
         let mut ctx = 0u32;
         let mut extras = Vec::with_capacity(all.len());
         for (r, card) in all.into_iter().enumerate() {

@@ -23,13 +23,56 @@
 
 use crate::error::{Error, Result};
 use crate::request::Status;
+use crate::watch::Watch;
 use kumi_core::call::Call;
 use kumi_core::header::{Header, Kind, FLAG_SYNC};
 use kumi_core::matching::{Envelope, Matcher, Pattern};
 use kumi_transport::shm::ShmTransport;
 use kumi_transport::{cma, Transport};
 use std::collections::VecDeque;
+use std::panic::Location;
 use std::time::{Duration, Instant};
+
+/// What a rank is blocked in, for reports: the call, its communicator, peer
+/// and tag, and where in the user's program it was made.
+#[derive(Clone, Copy, Debug)]
+#[allow(dead_code)] // the fields are read by the supervision reports (watch.rs)
+pub(crate) struct WaitInfo {
+    pub call: Call,
+    /// Point-to-point context id of the communicator (`u32::MAX`: none).
+    pub ctx: u32,
+    /// Peer's rank in that communicator, `ANY_SOURCE` (-1), or -2 for none.
+    pub peer: i32,
+    /// Tag, `ANY_TAG` (-1), or -2 for none.
+    pub tag: i32,
+    /// The user's call site (`#[track_caller]`).
+    pub at: &'static Location<'static>,
+}
+
+impl WaitInfo {
+    /// A wait with no communicator, peer or tag (wait on a request, finalize).
+    #[track_caller]
+    pub fn plain(call: Call) -> WaitInfo {
+        WaitInfo {
+            call,
+            ctx: u32::MAX,
+            peer: -2,
+            tag: -2,
+            at: Location::caller(),
+        }
+    }
+}
+
+/// How a world rank is reached.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Route {
+    /// This rank itself: frames go through an in-engine queue.
+    Me,
+    /// A rank of this host: the shared-memory transport.
+    Shm,
+    /// A rank of another host: the network transport.
+    Net,
+}
 
 /// A request handle: slab index in the low 32 bits, generation in the high 32.
 pub(crate) type ReqId = u64;
@@ -182,8 +225,10 @@ pub(crate) struct Engine {
     pub world_rank: u32,
     pub world_size: u32,
     shm: Option<ShmTransport>,
-    /// `local[r]`: does world rank `r` share this host (reachable through shm)?
-    local: Vec<bool>,
+    /// The network transport, for ranks on other hosts.
+    net: Option<Box<dyn Transport>>,
+    /// How each world rank is reached.
+    route: Vec<Route>,
     /// Process id of each local world rank (for single copy); 0 if unknown.
     pids: Vec<i32>,
     my_local: usize,
@@ -200,6 +245,8 @@ pub(crate) struct Engine {
     pub counters: Counters,
     /// Next free communicator context id (pairs: p2p, collective).
     pub next_ctx: u32,
+    /// Supervision: reports long waits to the launcher.
+    pub watch: Watch,
 }
 
 /// How the engine is put together; see `Universe::init`.
@@ -207,15 +254,24 @@ pub(crate) struct EngineSetup {
     pub world_rank: u32,
     pub world_size: u32,
     pub shm: Option<ShmTransport>,
-    pub local: Vec<bool>,
+    pub net: Option<Box<dyn Transport>>,
+    pub route: Vec<Route>,
     pub pids: Vec<i32>,
+    pub watch: Watch,
     pub my_local: usize,
     pub oversubscribed: bool,
 }
 
 impl Engine {
     pub fn new(s: EngineSetup) -> Result<Engine> {
-        let max_payload = s.shm.as_ref().map_or(usize::MAX, |t| t.max_payload());
+        let max_payload = s
+            .shm
+            .as_ref()
+            .map(|t| t.max_payload())
+            .into_iter()
+            .chain(s.net.as_ref().map(|t| t.max_payload()))
+            .min()
+            .unwrap_or(usize::MAX);
         let default_eager = 16 * 1024usize;
         let eager_limit = env_u64("KUMI_EAGER_LIMIT", default_eager as u64)? as usize;
         if eager_limit > max_payload {
@@ -237,7 +293,8 @@ impl Engine {
             world_rank: s.world_rank,
             world_size: s.world_size,
             shm: s.shm,
-            local: s.local,
+            net: s.net,
+            route: s.route,
             pids: s.pids,
             my_local: s.my_local,
             self_frames: VecDeque::new(),
@@ -251,6 +308,7 @@ impl Engine {
             policy: WaitPolicy::from_env(s.oversubscribed)?,
             counters: Counters::default(),
             next_ctx: 2,
+            watch: s.watch,
         })
     }
 
@@ -332,19 +390,24 @@ impl Engine {
             self.self_frames.push_back((*h, payload.to_vec()));
             return Ok(());
         }
-        if !self.local.get(peer as usize).copied().unwrap_or(false) {
-            return Err(Error::Bootstrap(format!(
-                "rank {peer} is on another host and this build of kumi has no network transport yet"
-            )));
-        }
-        // While a poll is delivering frames the transport is lent out; replies
+        // While a poll is delivering frames its transport is lent out; replies
         // made then (Ack, Fin, Cts) wait in the queue, which the same progress
         // pass flushes right after the poll.
         if self.outq_len == 0 || self.outq.get(peer as usize).is_none_or(|q| q.is_empty()) {
-            if let Some(shm) = self.shm.as_mut() {
-                if shm.try_send(peer, h, payload)? {
-                    return Ok(());
-                }
+            let sent = match self.route.get(peer as usize) {
+                Some(Route::Shm) => match self.shm.as_mut() {
+                    Some(t) => t.try_send(peer, h, payload)?,
+                    None => false,
+                },
+                Some(Route::Net) => match self.net.as_mut() {
+                    Some(t) => t.try_send(peer, h, payload)?,
+                    None => false,
+                },
+                Some(Route::Me) => unreachable!("frames to self are queued above"),
+                None => return Err(Error::Protocol(format!("no route to rank {peer}"))),
+            };
+            if sent {
+                return Ok(());
             }
         }
         if self.outq.len() <= peer as usize {
@@ -690,6 +753,11 @@ impl Engine {
             self.shm = Some(shm);
             n += r?;
         }
+        if let Some(mut net) = self.net.take() {
+            let r = net.poll(&mut |from, h, p| self.on_frame(from, h, p));
+            self.net = Some(net);
+            n += r?;
+        }
         if self.outq_len > 0 {
             n += self.flush_outq()?;
         }
@@ -701,12 +769,15 @@ impl Engine {
 
     fn flush_outq(&mut self) -> Result<usize> {
         let mut n = 0;
-        let Some(shm) = self.shm.as_mut() else {
-            return Ok(0);
-        };
         for (peer, q) in self.outq.iter_mut().enumerate() {
+            if q.is_empty() {
+                continue;
+            }
+            let Some(t) = pick(&self.route, &mut self.shm, &mut self.net, peer as u32) else {
+                continue;
+            };
             while let Some(f) = q.front() {
-                if !shm.try_send(peer as u32, &f.header, &f.payload)? {
+                if !t.try_send(peer as u32, &f.header, &f.payload)? {
                     break;
                 }
                 q.pop_front();
@@ -722,10 +793,6 @@ impl Engine {
         let mut i = 0;
         while i < self.streaming.len() {
             let id = self.streaming[i];
-            let Some(shm) = self.shm.as_mut() else {
-                return Ok(n);
-            };
-            let chunk_max = shm.max_payload();
             let finished = match self.reqs.get(id) {
                 Some(Req {
                     op:
@@ -738,20 +805,24 @@ impl Engine {
                     ..
                 }) => {
                     let blocked = self.outq.get(*peer as usize).is_some_and(|q| !q.is_empty());
-                    while !blocked && *off < *len {
-                        let chunk = chunk_max.min(*len - *off);
-                        let mut h = Header::new(Kind::Data);
-                        h.id = *recv_req;
-                        h.aux = *off as u64;
-                        h.len = *len as u64;
-                        // SAFETY: the send's owner keeps `buf` valid for `len` bytes
-                        // until completion, and `off + chunk <= len`.
-                        let data = unsafe { std::slice::from_raw_parts(buf.add(*off), chunk) };
-                        if !shm.try_send(*peer, &h, data)? {
-                            break;
+                    let t = pick(&self.route, &mut self.shm, &mut self.net, *peer);
+                    if let (false, Some(t)) = (blocked, t) {
+                        let chunk_max = t.max_payload();
+                        while *off < *len {
+                            let chunk = chunk_max.min(*len - *off);
+                            let mut h = Header::new(Kind::Data);
+                            h.id = *recv_req;
+                            h.aux = *off as u64;
+                            h.len = *len as u64;
+                            // SAFETY: the send's owner keeps `buf` valid for `len`
+                            // bytes until completion, and `off + chunk <= len`.
+                            let data = unsafe { std::slice::from_raw_parts(buf.add(*off), chunk) };
+                            if !t.try_send(*peer, &h, data)? {
+                                break;
+                            }
+                            *off += chunk;
+                            n += 1;
                         }
-                        *off += chunk;
-                        n += 1;
                     }
                     *off == *len
                 }
@@ -770,21 +841,29 @@ impl Engine {
     /// Makes progress until `done` holds, waiting by the [`WaitPolicy`].
     pub fn wait_until(
         &mut self,
-        call: Call,
+        info: WaitInfo,
         mut done: impl FnMut(&mut Engine) -> bool,
     ) -> Result<()> {
         if done(self) {
             return Ok(());
         }
-        self.set_call(call);
-        let r = self.wait_loop(&mut done);
+        self.set_call(info.call);
+        let r = self.wait_loop(&info, &mut done);
         self.set_call(Call::None);
+        self.watch.wait_ended();
         r
     }
 
-    fn wait_loop(&mut self, done: &mut dyn FnMut(&mut Engine) -> bool) -> Result<()> {
+    fn wait_loop(
+        &mut self,
+        info: &WaitInfo,
+        done: &mut dyn FnMut(&mut Engine) -> bool,
+    ) -> Result<()> {
+        // The clock is read only after 128 empty polls, so a wait that ends
+        // within a microsecond or so costs no system call at all.
         let mut idle_polls = 0u32;
         let mut idle_since: Option<Instant> = None;
+        let mut started: Option<Instant> = None;
         loop {
             let n = self.progress()?;
             if done(self) {
@@ -801,23 +880,44 @@ impl Engine {
                 continue;
             }
             let now = Instant::now();
+            let start = *started.get_or_insert(now);
+            self.watch.waiting(info, start, now, &self.counters);
             let idle = now - *idle_since.get_or_insert(now);
             if idle < self.policy.spin {
                 std::hint::spin_loop();
-            } else if idle < self.policy.spin + self.policy.yield_for
-                || self.outq_len > 0
-                || !self.streaming.is_empty()
-            {
-                // Frames waiting for ring room: the consumer does not ring our
-                // bell when it frees room, so keep polling (politely).
+            } else if idle < self.policy.spin + self.policy.yield_for {
                 std::thread::yield_now();
-            } else if let Some(shm) = self.shm.as_mut() {
-                if shm.prepare_sleep() {
-                    shm.sleep(self.policy.sleep_timeout);
-                }
             } else {
-                std::thread::sleep(Duration::from_millis(1));
+                self.sleep();
             }
+        }
+    }
+
+    /// Sleeps until a frame may have arrived (or the policy's timeout passes).
+    /// A sender blocked on a full ring sleeps too: the shm consumer rings its
+    /// doorbell when it frees room.
+    fn sleep(&mut self) {
+        let timeout = self.policy.sleep_timeout;
+        match (self.shm.as_mut(), self.net.as_mut()) {
+            (Some(shm), None) => {
+                if shm.prepare_sleep() {
+                    shm.sleep(timeout);
+                }
+            }
+            (None, Some(net)) => {
+                if net.prepare_sleep() {
+                    net.sleep(timeout);
+                }
+            }
+            // Two wake-up sources and no common one yet: sleep on the network
+            // briefly and look at the rings in between.
+            (Some(_), Some(net)) => {
+                if net.prepare_sleep() {
+                    net.sleep(timeout.min(Duration::from_millis(1)));
+                }
+            }
+            // Only messages to self could arrive, and none will while we sleep.
+            (None, None) => std::thread::sleep(timeout.min(Duration::from_millis(10))),
         }
     }
 
@@ -839,8 +939,8 @@ impl Engine {
     }
 
     /// Blocks until request `id` completes and returns its result.
-    pub fn wait(&mut self, call: Call, id: ReqId) -> Result<Status> {
-        self.wait_until(call, |e| e.is_done(id))?;
+    pub fn wait(&mut self, info: WaitInfo, id: ReqId) -> Result<Status> {
+        self.wait_until(info, |e| e.is_done(id))?;
         self.take_result(id)
     }
 
@@ -896,6 +996,24 @@ unsafe fn slice_or_empty<'a>(ptr: *const u8, len: usize) -> &'a [u8] {
     } else {
         // SAFETY: the caller's contract.
         unsafe { std::slice::from_raw_parts(ptr, len) }
+    }
+}
+
+/// The transport that reaches `peer` (field-level borrow, so callers can keep
+/// other fields of the engine borrowed).
+fn pick<'a>(
+    route: &[Route],
+    shm: &'a mut Option<ShmTransport>,
+    net: &'a mut Option<Box<dyn Transport>>,
+    peer: u32,
+) -> Option<&'a mut dyn Transport> {
+    match route.get(peer as usize)? {
+        Route::Shm => shm.as_mut().map(|t| t as &mut dyn Transport),
+        Route::Net => match net {
+            Some(t) => Some(&mut **t),
+            None => None,
+        },
+        Route::Me => None,
     }
 }
 

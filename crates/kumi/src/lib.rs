@@ -37,6 +37,7 @@ mod comm;
 mod engine;
 mod error;
 mod request;
+mod watch;
 
 pub use comm::Comm;
 pub use engine::Counters;
@@ -45,7 +46,7 @@ pub use kumi_core::{ANY_SOURCE, ANY_TAG, TAG_UB};
 pub use request::{scope, test_all, test_any, wait_all, wait_any, Request, Scope, Status};
 
 use bootstrap::{Control, Identity};
-use engine::{Engine, EngineSetup};
+use engine::{Engine, EngineSetup, Route};
 use kumi_core::call::Call;
 use kumi_core::control::ToLauncher;
 use kumi_transport::cma;
@@ -135,17 +136,20 @@ pub fn init() -> Result<Universe> {
             pids[g as usize] = shm.segment().rank_block(l).pid() as i32;
         }
     }
-    let mut local = vec![false; id.size as usize];
+    let mut route = vec![Route::Net; id.size as usize];
     for &g in &globals {
-        local[g as usize] = true;
+        route[g as usize] = Route::Shm;
     }
+    route[id.rank as usize] = Route::Me;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let engine = Engine::new(EngineSetup {
         world_rank: id.rank,
         world_size: id.size,
         shm,
-        local,
+        net: None,
+        route,
         pids,
+        watch: watch::Watch::disabled(),
         my_local: id.local_rank as usize,
         oversubscribed: id.local_size as usize > cores,
     })?;

@@ -8,7 +8,7 @@
 //! returns. Waiting on a request consumes it; dropping one detaches it (the scope
 //! still waits for it).
 
-use crate::engine::{Engine, ReqId};
+use crate::engine::{Engine, ReqId, WaitInfo};
 use crate::error::Result;
 use kumi_core::call::Call;
 use std::cell::{Cell, RefCell};
@@ -79,7 +79,7 @@ impl Drop for Scope<'_> {
     fn drop(&mut self) {
         for (engine, id) in self.pending.get_mut().drain(..) {
             let mut e = engine.borrow_mut();
-            if let Err(err) = e.wait_until(Call::Wait, |e| e.is_done(id)) {
+            if let Err(err) = e.wait_until(WaitInfo::plain(Call::Wait), |e| e.is_done(id)) {
                 eprintln!("kumi: a request left open at the end of its scope failed: {err}");
             }
             let _ = e.take_result(id);
@@ -127,12 +127,16 @@ impl Request<'_> {
     }
 
     /// Blocks until the operation completes.
+    #[track_caller]
     pub fn wait(mut self) -> Result<Status> {
         let Some(id) = self.id.take() else {
             return Ok(Status::empty());
         };
         self.forget_in_scope(id);
-        let r = self.engine.borrow_mut().wait(Call::Wait, id);
+        let r = self
+            .engine
+            .borrow_mut()
+            .wait(WaitInfo::plain(Call::Wait), id);
         r
     }
 
@@ -177,6 +181,7 @@ impl Drop for Request<'_> {
 
 /// Waits for every request; returns their statuses in order. The first error
 /// is returned after all have completed.
+#[track_caller]
 pub fn wait_all(reqs: Vec<Request<'_>>) -> Result<Vec<Status>> {
     let mut out = Vec::with_capacity(reqs.len());
     let mut first_err = None;
@@ -197,16 +202,19 @@ pub fn wait_all(reqs: Vec<Request<'_>>) -> Result<Vec<Status>> {
 
 /// Waits until one request completes, removes it from `reqs` and returns its
 /// index (before removal) and status. `reqs` must not be empty.
+#[track_caller]
 pub fn wait_any(reqs: &mut Vec<Request<'_>>) -> Result<(usize, Status)> {
     assert!(!reqs.is_empty(), "wait_any on an empty list of requests");
     let engine = reqs[0].engine.clone();
     let mut found = None;
-    engine.borrow_mut().wait_until(Call::Wait, |e| {
-        found = reqs
-            .iter()
-            .position(|r| r.id.is_none_or(|id| e.is_done(id)));
-        found.is_some()
-    })?;
+    engine
+        .borrow_mut()
+        .wait_until(WaitInfo::plain(Call::Wait), |e| {
+            found = reqs
+                .iter()
+                .position(|r| r.id.is_none_or(|id| e.is_done(id)));
+            found.is_some()
+        })?;
     let i = found.expect("wait_until returns only when found");
     let r = reqs.remove(i);
     r.wait().map(|s| (i, s))
