@@ -126,9 +126,10 @@ fn verify(buf: &[u8], seed: u8, what: &str) -> Result<(), Error> {
 
 /// Picks an iteration count so one repetition lasts about `seconds`, from a
 /// short calibration run of `f(iters)` (which returns elapsed seconds). Rank 0
-/// decides and tells rank 1, so both loop the same number of times.
+/// decides and tells ranks `1..participants`, so all loop the same number of times.
 fn calibrate(
     w: &Comm,
+    participants: usize,
     seconds: f64,
     mut f: impl FnMut(usize) -> Result<f64, Error>,
 ) -> Result<usize, Error> {
@@ -144,7 +145,9 @@ fn calibrate(
                 iters as u64 * 4
             };
             decision = [done as u64, next];
-            w.send(&decision, 1, 901)?;
+            for r in 1..participants {
+                w.send(&decision, r as i32, 901)?;
+            }
         } else {
             w.recv(&mut decision, 0, 901)?;
         }
@@ -187,7 +190,7 @@ pub fn pingpong(w: &Comm, o: &MicroOpts) -> Result<Vec<Record>, Error> {
                 }
                 Ok(t.elapsed().as_secs_f64())
             };
-            let iters = calibrate(w, o.rep_seconds, &mut run)?;
+            let iters = calibrate(w, 2, o.rep_seconds, &mut run)?;
             let mut times = Vec::new();
             for _ in 0..o.reps {
                 times.push(run(iters)? / (2.0 * iters as f64));
@@ -208,7 +211,8 @@ pub fn pingpong(w: &Comm, o: &MicroOpts) -> Result<Vec<Record>, Error> {
 }
 
 /// Streaming bandwidth from rank 0 to rank 1: windows of `window` nonblocking
-/// sends, each window acknowledged by a zero-byte reply (as OSU's bw does).
+/// sends of one buffer, received into one buffer, each window acknowledged by a
+/// zero-byte reply (as OSU's osu_bw does).
 pub fn bandwidth(w: &Comm, o: &MicroOpts, window: usize) -> Result<Vec<Record>, Error> {
     stream(w, o, window, "bw")
 }
@@ -223,46 +227,41 @@ fn stream(w: &Comm, o: &MicroOpts, window: usize, bench: &str) -> Result<Vec<Rec
     let mut out = Vec::new();
     for &size in &o.sizes {
         if me < 2 {
-            let mut bufs: Vec<Vec<u8>> = (0..window).map(|_| vec![0u8; size]).collect();
+            let mut buf = vec![0u8; size];
             if me == 0 {
-                for b in bufs.iter_mut() {
-                    pattern(b, 3);
-                }
+                pattern(&mut buf, 3);
             }
             let mut run = |iters: usize| -> Result<f64, Error> {
                 let t = Instant::now();
                 for _ in 0..iters {
-                    scope(|s| -> Result<(), Error> {
-                        let mut reqs = Vec::with_capacity(window);
-                        if me == 0 {
-                            for b in bufs.iter() {
-                                reqs.push(w.isend(s, b, 1, 3)?);
-                            }
-                        } else {
-                            for b in bufs.iter_mut() {
-                                reqs.push(w.irecv(s, b, 0, 3)?);
-                            }
-                        }
-                        kumi::wait_all(reqs)?;
-                        Ok(())
-                    })?;
                     if me == 0 {
+                        scope(|s| -> Result<(), Error> {
+                            let mut reqs = Vec::with_capacity(window);
+                            for _ in 0..window {
+                                reqs.push(w.isend(s, &buf, 1, 3)?);
+                            }
+                            kumi::wait_all(reqs)?;
+                            Ok(())
+                        })?;
                         w.recv(&mut [0u8; 0], 1, 4)?;
                     } else {
+                        // One buffer for the whole window, as the C twin (and OSU)
+                        // do; Rust's borrows make that a sequence of receives.
+                        for _ in 0..window {
+                            w.recv(&mut buf, 0, 3)?;
+                        }
                         w.send(&[0u8; 0], 0, 4)?;
                     }
                 }
                 Ok(t.elapsed().as_secs_f64())
             };
-            let iters = calibrate(w, o.rep_seconds, &mut run)?;
+            let iters = calibrate(w, 2, o.rep_seconds, &mut run)?;
             let mut times = Vec::new();
             for _ in 0..o.reps {
                 times.push(run(iters)?);
             }
             if me == 1 {
-                for b in &bufs {
-                    verify(b, 3, bench)?;
-                }
+                verify(&buf, 3, bench)?;
             }
             if me == 0 {
                 let t = median(times);
@@ -282,6 +281,52 @@ fn stream(w: &Comm, o: &MicroOpts, window: usize, bench: &str) -> Result<Vec<Rec
             }
         }
         w.barrier()?;
+    }
+    Ok(out)
+}
+
+/// An 8-byte token passed around every rank; the figure is the time per hop.
+/// Oversubscribed (more ranks than cores), it measures how well waiting ranks
+/// give their core to the one that holds the token.
+pub fn ring(w: &Comm, o: &MicroOpts) -> Result<Vec<Record>, Error> {
+    let (me, n) = (w.rank(), w.size());
+    let next = ((me + 1) % n) as i32;
+    let prev = ((me + n - 1) % n) as i32;
+    // Correctness: one lap counting hops.
+    let mut tok = [0u64];
+    if me == 0 {
+        w.send(&tok, next, 6)?;
+        w.recv(&mut tok, prev, 6)?;
+        if tok[0] != n as u64 - 1 {
+            return Err(Error::Protocol(format!("ring token {} after one lap of {n}", tok[0])));
+        }
+    } else {
+        w.recv(&mut tok, prev, 6)?;
+        tok[0] += 1;
+        w.send(&tok, next, 6)?;
+    }
+    let mut buf = [0u8; 8];
+    let mut run = |iters: usize| -> Result<f64, Error> {
+        let t = Instant::now();
+        for _ in 0..iters {
+            if me == 0 {
+                w.send(&buf, next, 5)?;
+                w.recv(&mut buf, prev, 5)?;
+            } else {
+                w.recv(&mut buf, prev, 5)?;
+                w.send(&buf, next, 5)?;
+            }
+        }
+        Ok(t.elapsed().as_secs_f64())
+    };
+    let iters = calibrate(w, n, o.rep_seconds, &mut run)?;
+    let mut times = Vec::new();
+    for _ in 0..o.reps {
+        times.push(run(iters)? / (iters * n) as f64);
+    }
+    let mut out = Vec::new();
+    if me == 0 {
+        out.push(Record { bench: "ring".into(), np: n, size: 8, metric: "latency_us".into(), value: median(times) * 1e6 });
     }
     Ok(out)
 }

@@ -1,9 +1,15 @@
 //! `kumi bench`: measure this machine the way the papers did.
 //!
-//! `kumi bench pingpong|bw|rate` starts a kumi job whose ranks are this same
+//! `kumi bench pingpong|bw|rate|ring` starts a kumi job whose ranks are this same
 //! `kumi` executable in its hidden `bench-rank` role; rank 0 prints one JSON record
 //! per figure, which this command collects and shows as a table (or passes on with
 //! `--json`). `kumi bench floor` measures the hardware's own limits in-process.
+//!
+//! `--vs mpich,openmpi` builds the repository's C twin of the micro-benchmarks
+//! (`crates/kumi-bench/c/micro.c`, embedded in this binary) with each reference's
+//! own compiler wrapper and runs kumi and the references alternately, several
+//! rounds, in one invocation: only same-run ratios mean anything on a shared,
+//! noisy machine.
 
 use clap::{Args, ValueEnum};
 use kumi_bench::{floor, MicroOpts, Record};
@@ -17,12 +23,22 @@ EXAMPLES:
     kumi bench rate                     8-byte message rate, 64 messages in flight
     kumi bench floor                    cache-line round trip and memcpy bandwidth
     kumi bench pingpong --quick         a fast, rougher pass
+    kumi bench ring -n 8                token around 8 ranks (oversubscribed on 2 cores)
+    kumi bench pingpong --vs mpich,openmpi
+                                        kumi beside MPICH and Open MPI, alternating
 
 OUTPUT:
     Each figure is the median of --reps timed repetitions of about --rep-ms
     milliseconds each. latency_us is half of one round trip; bandwidth_MBps is
     10^6 bytes per second; msg_rate_Mps is millions of messages per second.
-    With --json every line is {\"bench\", \"np\", \"size\", \"metric\", \"value\"}.";
+    With --json every line is {\"bench\", \"np\", \"size\", \"metric\", \"value\"}.
+
+    With --vs, every side runs --rounds times, alternating (kumi, refs, kumi, ...),
+    and the table shows the median of the rounds for each side and the ratio
+    kumi/reference of those medians. For latency_us a ratio below 1 means kumi is
+    faster; for bandwidth_MBps and msg_rate_Mps a ratio above 1 means kumi is
+    faster. The references run the C twin built with mpicc.mpich / mpicc.openmpi
+    (apt-get install mpich libmpich-dev openmpi-bin libopenmpi-dev).";
 
 /// Which benchmark to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -33,6 +49,8 @@ pub enum Kernel {
     Bw,
     /// Small-message rate (8 B, 64 in flight).
     Rate,
+    /// An 8-byte token around all ranks: time per hop (try -n 8 on 2 cores).
+    Ring,
     /// The hardware floor: cache-line handoff between two cores, memcpy bandwidth.
     Floor,
 }
@@ -62,6 +80,22 @@ pub struct BenchArgs {
     /// Target length of one repetition, in milliseconds.
     #[arg(long, default_value_t = 60)]
     pub rep_ms: u64,
+    /// Also run the C twin on these reference MPI stacks, alternating with kumi
+    /// (pingpong, bw, rate, ring).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub vs: Vec<Reference>,
+    /// With --vs: how many alternating rounds per side (medians are reported).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub rounds: u32,
+}
+
+/// A reference MPI stack to compare with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Reference {
+    /// Debian's MPICH (mpicc.mpich, mpiexec.mpich).
+    Mpich,
+    /// Debian's Open MPI (mpicc.openmpi, mpiexec.openmpi).
+    Openmpi,
 }
 
 /// Arguments of the hidden `bench-rank` role (what each rank of the job runs).
@@ -99,6 +133,7 @@ pub fn rank_main(a: RankArgs) -> i32 {
             Kernel::Pingpong => kumi_bench::pingpong(&w, &o),
             Kernel::Bw => kumi_bench::bandwidth(&w, &o, 64),
             Kernel::Rate => kumi_bench::rate(&w, &o, 64),
+            Kernel::Ring => kumi_bench::ring(&w, &o),
             Kernel::Floor => Ok(Vec::new()),
         }
     };
@@ -123,6 +158,9 @@ pub fn main(a: BenchArgs) -> i32 {
     } else {
         (a.reps.max(1), a.rep_ms.max(1), a.max_size)
     };
+    if !a.vs.is_empty() {
+        return compare(&a, reps, rep_ms, max_size);
+    }
     let records = match a.kernel {
         Kernel::Floor => floor_records(a.quick),
         k => match run_job(k, a.np, max_size, reps, rep_ms) {
@@ -136,6 +174,179 @@ pub fn main(a: BenchArgs) -> i32 {
         }
     } else {
         print_table(&records);
+    }
+    0
+}
+
+/// The C twin, built with one reference's compiler wrapper in a private
+/// temporary directory that is removed when this value is dropped.
+struct Twin {
+    dir: std::path::PathBuf,
+    exe: std::path::PathBuf,
+    reference: Reference,
+}
+
+impl Drop for Twin {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+const TWIN_SOURCE: &str = include_str!("../../kumi-bench/c/micro.c");
+
+impl Reference {
+    fn name(self) -> &'static str {
+        match self {
+            Reference::Mpich => "mpich",
+            Reference::Openmpi => "openmpi",
+        }
+    }
+
+    fn tools(self) -> (&'static str, &'static str) {
+        match self {
+            Reference::Mpich => ("mpicc.mpich", "mpiexec.mpich"),
+            Reference::Openmpi => ("mpicc.openmpi", "mpiexec.openmpi"),
+        }
+    }
+
+    fn build(self) -> Result<Twin, String> {
+        let (cc, _) = self.tools();
+        let dir = std::env::temp_dir().join(format!("kumi-bench-{}-{}", std::process::id(), self.name()));
+        std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        let twin = Twin { exe: dir.join("micro"), dir, reference: self };
+        let src = twin.dir.join("micro.c");
+        std::fs::write(&src, TWIN_SOURCE).map_err(|e| format!("cannot write {}: {e}", src.display()))?;
+        let out = Command::new(cc)
+            .args(["-O2", "-Wno-stringop-overflow", "-o"])
+            .arg(&twin.exe)
+            .arg(&src)
+            .output()
+            .map_err(|e| {
+                format!("cannot run {cc} ({e}); install the reference: apt-get install mpich libmpich-dev openmpi-bin libopenmpi-dev")
+            })?;
+        if !out.status.success() {
+            return Err(format!("{cc} failed:\n{}", String::from_utf8_lossy(&out.stderr)));
+        }
+        Ok(twin)
+    }
+}
+
+impl Twin {
+    fn run(&self, kernel: &str, np: u32, max_size: usize, reps: usize, rep_ms: u64) -> Result<Vec<Record>, String> {
+        let (_, mpiexec) = self.reference.tools();
+        let mut c = Command::new(mpiexec);
+        if self.reference == Reference::Openmpi {
+            // SAFETY: getuid has no preconditions and cannot fail.
+            if unsafe { libc::getuid() } == 0 {
+                c.arg("--allow-run-as-root");
+            }
+            c.arg("--oversubscribe");
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+            if np as usize > cores {
+                c.args(["--bind-to", "none"]);
+            }
+        }
+        c.args(["-n", &np.to_string()]).arg(&self.exe).arg(kernel);
+        c.args([max_size.to_string(), reps.to_string(), rep_ms.to_string()]);
+        // The reference must not see this process's kumi job variables.
+        for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("KUMI_")) {
+            c.env_remove(k);
+        }
+        let out = c.output().map_err(|e| format!("cannot run {mpiexec}: {e}"))?;
+        if !out.status.success() {
+            return Err(format!("{mpiexec} failed ({}):\n{}", out.status, String::from_utf8_lossy(&out.stderr)));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).lines().filter_map(Record::from_json).collect())
+    }
+}
+
+/// `--vs`: kumi and the references, alternating, `rounds` times each.
+fn compare(a: &BenchArgs, reps: usize, rep_ms: u64, max_size: usize) -> i32 {
+    if !matches!(a.kernel, Kernel::Pingpong | Kernel::Bw | Kernel::Rate | Kernel::Ring) {
+        eprintln!("kumi bench: --vs applies to pingpong, bw, rate and ring");
+        return 2;
+    }
+    let name = a.kernel.to_possible_value().expect("named").get_name().to_string();
+    let mut twins = Vec::new();
+    for &r in &a.vs {
+        match r.build() {
+            Ok(t) => twins.push(t),
+            Err(e) => {
+                eprintln!("kumi bench: cannot build the C twin for {}: {e}", r.name());
+                return 1;
+            }
+        }
+    }
+    // results[side][size] = values over rounds; side 0 is kumi.
+    let sides = 1 + twins.len();
+    let mut results: Vec<std::collections::BTreeMap<usize, Vec<f64>>> = vec![Default::default(); sides];
+    let mut metric = String::new();
+    for round in 0..a.rounds {
+        if !a.json {
+            eprint!("\rkumi bench: round {}/{}", round + 1, a.rounds);
+        }
+        // Alternate who goes first, so drift in the machine's speed is shared.
+        let mut order: Vec<usize> = (0..sides).collect();
+        if round % 2 == 1 {
+            order.reverse();
+        }
+        for side in order {
+            let recs = if side == 0 {
+                run_job(a.kernel, a.np, max_size, reps, rep_ms).map_err(|code| format!("kumi job failed ({code})"))
+            } else {
+                twins[side - 1].run(&name, a.np, max_size, reps, rep_ms)
+            };
+            match recs {
+                Ok(recs) => {
+                    for r in recs {
+                        metric = r.metric.clone();
+                        results[side].entry(r.size).or_default().push(r.value);
+                    }
+                }
+                Err(e) => {
+                    eprintln!("\nkumi bench: {e}");
+                    return 1;
+                }
+            }
+        }
+    }
+    if !a.json {
+        eprintln!();
+    }
+    let labels: Vec<&str> = std::iter::once("kumi").chain(twins.iter().map(|t| t.reference.name())).collect();
+    if a.json {
+        for (side, label) in labels.iter().enumerate() {
+            for (size, vals) in &results[side] {
+                println!(
+                    "{{\"bench\": \"{name}\", \"np\": {}, \"size\": {size}, \"metric\": \"{metric}\", \"value\": {:.6}, \"impl\": \"{label}\", \"rounds\": {}}}",
+                    a.np,
+                    median(vals.clone()),
+                    vals.len()
+                );
+            }
+        }
+        return 0;
+    }
+    let better = if metric == "latency_us" { "lower is better: ratio < 1 means kumi is faster" } else { "higher is better: ratio > 1 means kumi is faster" };
+    println!("{name} (np={}), {metric}, median of {} alternating rounds; {better}", a.np, a.rounds);
+    let mut head = format!("{:>10}  {:>12}", "size", "kumi");
+    for l in &labels[1..] {
+        head += &format!("  {l:>12}  {:>12}", format!("kumi/{l}"));
+    }
+    println!("{head}");
+    for (size, vals) in &results[0] {
+        let k = median(vals.clone());
+        let mut line = format!("{:>10}  {k:>12.3}", human_size(*size));
+        for side in 1..sides {
+            match results[side].get(size) {
+                Some(v) => {
+                    let r = median(v.clone());
+                    line += &format!("  {r:>12.3}  {:>12.3}", k / r);
+                }
+                None => line += &format!("  {:>12}  {:>12}", "-", "-"),
+            }
+        }
+        println!("{line}");
     }
     0
 }

@@ -15,6 +15,12 @@
 //! | Data  | 0           | message bytes  | receiver request   | byte offset          | chunk   |
 //! | Fin   | 0           | 0              | sender request     | 0                    | none    |
 //! | Ack   | 0           | 0              | sender request     | 0                    | none    |
+//! | Split | recv request (ctx: low 32 bits, src: high) | message bytes | sender request | receiver buffer address | none |
+//! | Wrote | 0           | 0              | receiver request   | 0                    | none    |
+//!
+//! `Split` / `Wrote` are the two-sided single copy: the receiver reads the first
+//! half of the message out of the sender while the sender writes the second half
+//! into the receiver, so both cores copy at once (see the runtime's engine).
 
 /// Encoded size of a header in bytes.
 pub const HEADER_BYTES: usize = 40;
@@ -36,6 +42,11 @@ pub enum Kind {
     Fin = 5,
     /// A synchronous eager message was matched; sender request `id` is complete.
     Ack = 6,
+    /// The receiver reads the first half itself: write the second half into the
+    /// receiver's buffer at `aux`, then answer `Wrote`.
+    Split = 7,
+    /// The sender has written its half into receiver request `id`.
+    Wrote = 8,
 }
 
 /// Flag: the sender waits for an `Ack` when the eager message is matched
@@ -94,6 +105,8 @@ impl Kind {
             4 => Kind::Data,
             5 => Kind::Fin,
             6 => Kind::Ack,
+            7 => Kind::Split,
+            8 => Kind::Wrote,
             k => return Err(DecodeError::UnknownKind(k)),
         })
     }
@@ -164,7 +177,9 @@ mod tests {
             Just(Kind::Cts),
             Just(Kind::Data),
             Just(Kind::Fin),
-            Just(Kind::Ack)
+            Just(Kind::Ack),
+            Just(Kind::Split),
+            Just(Kind::Wrote)
         ]
     }
 

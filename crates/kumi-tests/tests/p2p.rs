@@ -86,6 +86,8 @@ fn stress_under_non_default_knobs() {
             ("KUMI_EAGER_LIMIT", "1024"),
         ],
         &[("KUMI_SINGLE_COPY", "off")],
+        &[("KUMI_SPLIT_COPY_MIN", "0")],
+        &[("KUMI_SPLIT_COPY_MIN", "off")],
         &[
             ("KUMI_SPIN_US", "0"),
             ("KUMI_YIELD_US", "0"),

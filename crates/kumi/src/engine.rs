@@ -219,6 +219,10 @@ pub struct Counters {
     pub msgs_recv: u64,
     /// Payload bytes received.
     pub bytes_recv: u64,
+    /// Per world peer: messages and bytes sent to it (counted when the send
+    /// starts) and arrived from it (counted when the first frame of the message
+    /// arrives, matched or not). The deadlock detector compares the two ends.
+    pub peers: Vec<kumi_core::deadlock::PeerCount>,
 }
 
 pub(crate) struct Engine {
@@ -247,6 +251,26 @@ pub(crate) struct Engine {
     pub next_ctx: u32,
     /// Supervision: reports long waits to the launcher.
     pub watch: Watch,
+    /// Messages at least this long use the two-sided single copy.
+    split_min: usize,
+    /// A single-copy read has succeeded once (so the kernel allows it).
+    cma_verified: bool,
+    /// First halves of two-sided copies, read after the `Split` frame is out.
+    pending_reads: Vec<PendingRead>,
+}
+
+/// A receiver's half of a two-sided single copy, waiting to be read.
+struct PendingRead {
+    id: ReqId,
+    from: u32,
+    addr: u64,
+    sender_req: u64,
+}
+
+/// Where a two-sided copy splits a message of `len` bytes: the receiver reads
+/// `[0, split)`, the sender writes `[split, len)`. Cache-line aligned.
+fn split_point(len: usize) -> usize {
+    (len / 2) & !63
 }
 
 /// How the engine is put together; see `Universe::init`.
@@ -306,9 +330,18 @@ impl Engine {
             eager_limit,
             single_copy,
             policy: WaitPolicy::from_env(s.oversubscribed)?,
-            counters: Counters::default(),
+            counters: Counters {
+                peers: vec![Default::default(); s.world_size as usize],
+                ..Counters::default()
+            },
             next_ctx: 2,
             watch: s.watch,
+            split_min: match std::env::var("KUMI_SPLIT_COPY_MIN").as_deref() {
+                Ok("off") => usize::MAX,
+                _ => env_u64("KUMI_SPLIT_COPY_MIN", 256 * 1024)? as usize,
+            },
+            cma_verified: false,
+            pending_reads: Vec::new(),
         })
     }
 
@@ -341,6 +374,10 @@ impl Engine {
     ) -> Result<Option<ReqId>> {
         self.counters.msgs_sent += 1;
         self.counters.bytes_sent += len as u64;
+        if let Some(c) = self.counters.peers.get_mut(peer as usize) {
+            c.msgs_out += 1;
+            c.bytes_out += len as u64;
+        }
         let mut h = Header::new(Kind::Eager);
         h.ctx = env.ctx;
         h.src = env.src;
@@ -545,12 +582,31 @@ impl Engine {
             self.finish(id);
             return Ok(());
         }
-        if self.single_copy {
+        let same_host = self.route.get(from as usize) == Some(&Route::Shm);
+        if self.single_copy && same_host && self.cma_verified && len >= self.split_min {
+            // Two-sided single copy: ask the sender to write the second half
+            // while we read the first. The read waits until the progress pass
+            // has flushed the `Split` frame, so both copies really overlap.
+            if let Some(Req { op: Op::Recv { data, .. }, .. }) = self.reqs.get(id) {
+                *data = Some((len, 0));
+            }
+            let mut sp = Header::new(Kind::Split);
+            sp.id = sender_req;
+            sp.aux = buf as u64;
+            sp.len = len as u64;
+            sp.ctx = id as u32;
+            sp.src = (id >> 32) as u32;
+            self.push_frame(from, &sp, &[])?;
+            self.pending_reads.push(PendingRead { id, from, addr, sender_req });
+            return Ok(());
+        }
+        if self.single_copy && same_host {
             // SAFETY: as in `complete_eager`: `buf` is valid for `cap >= len` bytes.
             let dst = unsafe { std::slice::from_raw_parts_mut(buf, len) };
             let pid = self.pids.get(from as usize).copied().unwrap_or(0);
             match cma::read_from(pid, addr, dst) {
                 Ok(()) => {
+                    self.cma_verified = true;
                     self.push_frame(from, &fin, &[])?;
                     self.counters.msgs_recv += 1;
                     self.counters.bytes_recv += len as u64;
@@ -597,6 +653,12 @@ impl Engine {
     }
 
     fn on_frame_inner(&mut self, from: u32, h: &Header, p: &[u8]) -> Result<()> {
+        if matches!(h.kind, Kind::Eager | Kind::Rts) {
+            if let Some(c) = self.counters.peers.get_mut(from as usize) {
+                c.msgs_in += 1;
+                c.bytes_in += h.len;
+            }
+        }
         match h.kind {
             Kind::Eager => {
                 if h.len != p.len() as u64 {
@@ -680,6 +742,47 @@ impl Engine {
                     )))
                 }
             },
+            Kind::Split => {
+                let recv_req = h.ctx as u64 | ((h.src as u64) << 32);
+                let (buf, len) = match self.reqs.get(h.id) {
+                    Some(Req { op: Op::Send { peer, buf, len, phase: SendPhase::AwaitReply }, done: false, .. })
+                        if *peer == from && *len as u64 == h.len =>
+                    {
+                        (*buf, *len)
+                    }
+                    _ => return Err(Error::Protocol(format!("split copy for unknown send request {:#x}", h.id))),
+                };
+                let split = split_point(len);
+                // SAFETY: the send's owner keeps `buf` valid for `len` bytes until
+                // the request completes, which needs the receiver's `Fin`, and
+                // `split <= len`.
+                let half = unsafe { std::slice::from_raw_parts(buf.add(split), len - split) };
+                let pid = self.pids.get(from as usize).copied().unwrap_or(0);
+                let mut w = Header::new(Kind::Wrote);
+                w.id = recv_req;
+                if let Err(e) = cma::write_to(pid, h.aux + split as u64, half) {
+                    log(self.world_rank, &format!("writing {} bytes into rank {from}: {e}", len - split));
+                    w.flags = 1;
+                }
+                self.push_frame(from, &w, &[])?;
+            }
+            Kind::Wrote => {
+                let Some(Req { op: Op::Recv { data: Some((total, got)), .. }, done: false, error, .. }) =
+                    self.reqs.get(h.id)
+                else {
+                    return Err(Error::Protocol(format!("split copy done for unknown receive {:#x}", h.id)));
+                };
+                if h.flags & 1 != 0 {
+                    *error = Some(Error::Protocol(format!("rank {from} could not write its half of the message")));
+                }
+                *got += *total - split_point(*total);
+                if *got == *total {
+                    let total = *total;
+                    self.counters.msgs_recv += 1;
+                    self.counters.bytes_recv += total as u64;
+                    self.finish(h.id);
+                }
+            }
             Kind::Data => {
                 let Some(Req {
                     op:
@@ -763,6 +866,44 @@ impl Engine {
         }
         if !self.streaming.is_empty() {
             n += self.stream_data()?;
+        }
+        if !self.pending_reads.is_empty() {
+            n += self.read_first_halves()?;
+        }
+        Ok(n)
+    }
+
+    /// The receiver's half of each two-sided copy whose `Split` frame is out.
+    fn read_first_halves(&mut self) -> Result<usize> {
+        let mut n = 0;
+        for pr in std::mem::take(&mut self.pending_reads) {
+            let Some(Req { op: Op::Recv { buf, data: Some((total, got)), .. }, error, .. }) = self.reqs.get(pr.id)
+            else {
+                continue;
+            };
+            let split = split_point(*total);
+            // SAFETY: `buf` holds at least `total` bytes (checked against the
+            // receive's capacity when the rendezvous started) and `split <= total`.
+            let dst = unsafe { std::slice::from_raw_parts_mut(*buf, split) };
+            let pid = self.pids.get(pr.from as usize).copied().unwrap_or(0);
+            if let Err(e) = cma::read_from(pid, pr.addr, dst) {
+                *error = Some(Error::Io(std::io::Error::new(
+                    e.kind(),
+                    format!("reading {split} bytes from rank {}: {e}", pr.from),
+                )));
+            }
+            *got += split;
+            let complete = *got == *total;
+            let total = *total;
+            let mut fin = Header::new(Kind::Fin);
+            fin.id = pr.sender_req;
+            self.push_frame(pr.from, &fin, &[])?;
+            if complete {
+                self.counters.msgs_recv += 1;
+                self.counters.bytes_recv += total as u64;
+                self.finish(pr.id);
+            }
+            n += 1;
         }
         Ok(n)
     }
