@@ -10,6 +10,8 @@ if ! command -v cargo >/dev/null; then
     exit 1
 fi
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
+# `kumi top` is tested in a pseudo-terminal that tmux provides.
+command -v tmux >/dev/null || { apt-get update -qq && apt-get install -y -qq tmux >/dev/null; } || true
 
 echo "== cargo fmt --check"
 cargo fmt --all --check

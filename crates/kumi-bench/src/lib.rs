@@ -13,7 +13,22 @@
 //! received bytes are verified once per size); a wrong byte aborts the job.
 #![deny(missing_docs)]
 
+pub mod coll;
+pub mod dct;
+pub mod figure;
 pub mod floor;
+pub mod himeno;
+pub mod hotspot;
+pub mod knights;
+pub mod lu;
+pub mod matpow;
+pub mod micro_suite;
+pub mod npb;
+pub mod report;
+pub mod scaling;
+pub mod sor;
+pub mod suite;
+pub mod xfer;
 
 use kumi::{scope, Comm, Error};
 use std::time::Instant;
@@ -329,6 +344,41 @@ pub fn ring(w: &Comm, o: &MicroOpts) -> Result<Vec<Record>, Error> {
         out.push(Record { bench: "ring".into(), np: n, size: 8, metric: "latency_us".into(), value: median(times) * 1e6 });
     }
     Ok(out)
+}
+
+/// CPU time of a rank blocked in a receive: rank 1 waits `seconds` for a
+/// message that rank 0 sends only after sleeping that long. Reports the share
+/// of one core rank 1 used while it waited (`cpu_fraction`).
+pub fn idle(w: &Comm, seconds: f64) -> Result<Vec<Record>, Error> {
+    let me = w.rank();
+    let mut out = Vec::new();
+    w.barrier()?;
+    if me == 0 {
+        std::thread::sleep(std::time::Duration::from_secs_f64(seconds));
+        w.send(&[1u8], 1, 7)?;
+        let mut frac = [0f64];
+        w.recv(&mut frac, 1, 8)?;
+        out.push(Record { bench: "idle".into(), np: w.size(), size: 0, metric: "cpu_fraction".into(), value: frac[0] });
+    } else if me == 1 {
+        let cpu0 = cpu_seconds();
+        let t = Instant::now();
+        w.recv(&mut [0u8], 0, 7)?;
+        let frac = (cpu_seconds() - cpu0) / t.elapsed().as_secs_f64();
+        w.send(&[frac], 0, 8)?;
+    }
+    Ok(out)
+}
+
+/// User + system CPU time of this process, in seconds.
+fn cpu_seconds() -> f64 {
+    // SAFETY: getrusage writes into the zeroed struct we pass and nothing else.
+    let u = unsafe {
+        let mut u: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut u);
+        u
+    };
+    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 * 1e-6;
+    t(u.ru_utime) + t(u.ru_stime)
 }
 
 #[cfg(test)]

@@ -51,8 +51,42 @@ pub enum Kernel {
     Rate,
     /// An 8-byte token around all ranks: time per hop (try -n 8 on 2 cores).
     Ring,
+    /// CPU share of a rank blocked in a receive for --rep-ms milliseconds.
+    Idle,
     /// The hardware floor: cache-line handoff between two cores, memcpy bandwidth.
     Floor,
+    /// Suite: latency/bandwidth 0 B..4 MiB, Hockney fit, S-3000 patterns 1 and 2,
+    /// collective latencies.
+    Micro,
+    /// Suite: LU with partial pivoting (block-cyclic, lookahead, fast DGEMM):
+    /// GFLOPS, efficiency vs the same-run DGEMM peak, N_1/2 (--size N1,N2,...).
+    Lu,
+    /// Suite: Himeno benchmark (--size XS, S, M, L), MFLOPS, gosa checked.
+    Himeno,
+    /// Suite: NPB CG (--size S, W, A), Mop/s, zeta verified.
+    Cg,
+    /// Suite: NPB IS (--size S, W, A), Mop/s, full verification.
+    Is,
+    /// Suite: red/black SOR, ranks x --threads (--size grid side).
+    Sor,
+    /// Suite: knight's tour counting with a task pool (--size board side).
+    Knights,
+    /// Suite: 2-D DCT in 8x8/16x16/32x32 blocks (--size image side), speed-up.
+    Dct,
+    /// Suite: 64x64 matrix to the 32nd power with a barrier per step.
+    Matpow,
+    /// Suite: the NPB kernels (cg, is) at --size class.
+    Npb,
+    /// Suite: --kernel K at 1..-n ranks, speed-up and Amdahl's serial fraction.
+    Scaling,
+    /// The whole suite into --out DIR (default kumi-results); see `kumi report`.
+    All,
+    /// Collectives: barrier, allreduce 8 B and 1 MiB, bcast 1 MiB, alltoall 4 KiB
+    /// (records carry an "op" field).
+    Coll,
+    /// fetch_add on one hot counter, combining modes none/level1/level2
+    /// (records carry a "mode" field).
+    Hotspot,
 }
 
 /// Arguments of `kumi bench`.
@@ -63,7 +97,7 @@ pub struct BenchArgs {
     #[arg(value_enum)]
     pub kernel: Kernel,
     /// Number of ranks (the figures are between ranks 0 and 1; others idle).
-    #[arg(short = 'n', long = "np", default_value_t = 2, value_parser = clap::value_parser!(u32).range(2..=4096))]
+    #[arg(short = 'n', long = "np", default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub np: u32,
     /// Print one JSON object per line instead of a table.
     #[arg(long)]
@@ -87,6 +121,9 @@ pub struct BenchArgs {
     /// With --vs: how many alternating rounds per side (medians are reported).
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub rounds: u32,
+    /// Options of the suite kernels.
+    #[command(flatten)]
+    pub suite: crate::suite::SuiteOpts,
 }
 
 /// A reference MPI stack to compare with.
@@ -109,6 +146,8 @@ pub struct RankArgs {
     reps: usize,
     #[arg(long)]
     rep_ms: u64,
+    #[command(flatten)]
+    suite: crate::suite::RankOpts,
 }
 
 fn opts(kernel: Kernel, max_size: usize, reps: usize, rep_ms: u64) -> MicroOpts {
@@ -125,6 +164,9 @@ fn opts(kernel: Kernel, max_size: usize, reps: usize, rep_ms: u64) -> MicroOpts 
 
 /// The rank side: run the kernel, print records on rank 0.
 pub fn rank_main(a: RankArgs) -> i32 {
+    if let Some(name) = crate::suite::name(a.kernel) {
+        return crate::suite::rank(name, &a.suite, a.reps, a.rep_ms, a.max_size);
+    }
     let run = || -> Result<Vec<Record>, kumi::Error> {
         let universe = kumi::init()?;
         let w = universe.world();
@@ -134,7 +176,24 @@ pub fn rank_main(a: RankArgs) -> i32 {
             Kernel::Bw => kumi_bench::bandwidth(&w, &o, 64),
             Kernel::Rate => kumi_bench::rate(&w, &o, 64),
             Kernel::Ring => kumi_bench::ring(&w, &o),
+            Kernel::Idle => kumi_bench::idle(&w, a.rep_ms as f64 / 1000.0),
             Kernel::Floor => Ok(Vec::new()),
+            Kernel::Coll | Kernel::Hotspot => {
+                let labeled = if a.kernel == Kernel::Coll {
+                    kumi_bench::coll::run(&w, a.reps, a.rep_ms as f64 / 1000.0)?
+                } else {
+                    kumi_bench::hotspot::run(&w, (a.rep_ms as usize * 20).max(50))?
+                };
+                if w.rank() == 0 {
+                    for l in labeled {
+                        println!("{}", l.to_json());
+                    }
+                }
+                Ok(Vec::new())
+            }
+            // Handled by crate::suite above.
+            Kernel::Micro | Kernel::Lu | Kernel::Himeno | Kernel::Cg | Kernel::Is | Kernel::Sor | Kernel::Knights
+            | Kernel::Dct | Kernel::Matpow | Kernel::Npb | Kernel::Scaling | Kernel::All => Ok(Vec::new()),
         }
     };
     match run() {
@@ -153,6 +212,13 @@ pub fn rank_main(a: RankArgs) -> i32 {
 
 /// `kumi bench ...`
 pub fn main(a: BenchArgs) -> i32 {
+    if crate::suite::name(a.kernel).is_some() && a.vs.is_empty() {
+        return crate::suite::main(&a);
+    }
+    if a.np < 2 && a.kernel != Kernel::Floor {
+        eprintln!("kumi bench: this benchmark needs at least 2 ranks (-n 2)");
+        return 2;
+    }
     let (reps, rep_ms, max_size) = if a.quick {
         (3, 15, a.max_size.min(1 << 20))
     } else {
@@ -337,8 +403,8 @@ fn compare(a: &BenchArgs, reps: usize, rep_ms: u64, max_size: usize) -> i32 {
     for (size, vals) in &results[0] {
         let k = median(vals.clone());
         let mut line = format!("{:>10}  {k:>12.3}", human_size(*size));
-        for side in 1..sides {
-            match results[side].get(size) {
+        for res in &results[1..] {
+            match res.get(size) {
                 Some(v) => {
                     let r = median(v.clone());
                     line += &format!("  {r:>12.3}  {:>12.3}", k / r);

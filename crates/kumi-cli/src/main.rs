@@ -9,8 +9,12 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 mod bench;
+mod cc;
 mod clean;
+mod ps;
 mod run;
+mod suite;
+mod top;
 
 const EXAMPLES: &str = "\
 EXAMPLES:
@@ -44,16 +48,42 @@ enum Command {
     /// (internal) What each rank of a `kumi bench` job runs.
     #[command(hide = true)]
     BenchRank(bench::RankArgs),
+    /// Live view of a running job: a row per rank with its state, CPU and
+    /// traffic (q quits; the job goes on).
+    Top(top::TopArgs),
+    /// List the running jobs of this user.
+    Ps(ps::PsArgs),
+    /// (internal) The per-host agent of a multi-host job, started by `kumi run`
+    /// through the remote shell.
+    #[command(hide = true)]
+    Agent,
+    /// Compile and link a C MPI program against kumi's libmpi (`--showme`
+    /// prints the compiler command). Also available as `mpicc`.
+    Cc(cc::CcArgs),
+    /// Compile and link a C++ MPI program against kumi's libmpi. Also `mpicxx`.
+    Cxx(cc::CcArgs),
+    /// Turn `kumi bench ... --out DIR` results into report.md, report.html and charts.
+    Report(suite::ReportArgs),
     // New subcommands: one variant here, one arm in `main` below.
 }
 
 fn main() -> ExitCode {
+    // Started as mpicc, mpicxx, mpirun or mpiexec (symlinks to this binary).
+    if let Some(code) = cc::multicall() {
+        return ExitCode::from(code.clamp(0, 255) as u8);
+    }
     let cli = Cli::parse();
     let code = match cli.command {
         Command::Run(args) => run::main(args),
         Command::Clean(args) => clean::main(args),
         Command::Bench(args) => bench::main(args),
         Command::BenchRank(args) => bench::rank_main(args),
+        Command::Agent => kumi_launch::agent::main(),
+        Command::Top(args) => top::main(args),
+        Command::Ps(args) => ps::main(args),
+        Command::Report(args) => suite::report_main(args),
+        Command::Cc(args) => cc::main(cc::Lang::C, args),
+        Command::Cxx(args) => cc::main(cc::Lang::Cxx, args),
     };
     ExitCode::from(code.clamp(0, 255) as u8)
 }

@@ -58,6 +58,14 @@ pub enum ToLauncher {
     },
     /// The rank has finalized; an exit that follows is a normal end.
     Finalize,
+    /// Supervision: a long wait began or ended, or counters.
+    Report(crate::deadlock::Report),
+    /// Instead of `Hello`: a read-only monitor (`kumi top`, `kumi ps`). It needs
+    /// no proof of the secret: the server accepts only peers of the job owner's
+    /// uid, who can read the ranks' memory anyway, and a monitor can only read.
+    Monitor,
+    /// A monitor asks for the job's state; answered with `ToRank::Snapshot`.
+    Snapshot,
 }
 
 /// Frames the launcher sends to a rank.
@@ -84,6 +92,75 @@ pub enum ToRank {
         /// Its value, or `None` if nobody published it.
         value: Option<Vec<u8>>,
     },
+    /// To a monitor: the job's state.
+    Snapshot(crate::deadlock::Snapshot),
+}
+
+/// Frames the launcher sends to the agent of a remote host (over the remote
+/// shell's standard input; same framing as the rank channel).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ToAgent {
+    /// Start this host's ranks. Always the first frame.
+    Start {
+        /// Job id.
+        job: String,
+        /// Index of the host in the job.
+        node: u32,
+        /// Program and arguments.
+        program: Vec<u8>,
+        /// Arguments, as bytes (Unix arguments need not be UTF-8).
+        args: Vec<Vec<u8>>,
+        /// Global ranks of this host, in local-rank order.
+        ranks: Vec<u32>,
+        /// Environment every rank of the host gets.
+        env: Vec<(String, String)>,
+        /// Prefix output lines with `[<rank>] `.
+        tag_output: bool,
+    },
+    /// Stop the ranks (SIGTERM, then SIGKILL after the grace).
+    Stop,
+    /// Kill the ranks now.
+    Kill,
+}
+
+/// Frames an agent sends to the launcher (over the remote shell's standard
+/// output).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum FromAgent {
+    /// The ranks are running.
+    Started {
+        /// Their process ids, in local order.
+        pids: Vec<u32>,
+    },
+    /// The ranks could not be started; the agent exits.
+    Failed {
+        /// Exit code the launcher should use.
+        code: i32,
+        /// Why.
+        message: String,
+    },
+    /// Whole output lines, already tagged.
+    Output {
+        /// Standard error (else standard output).
+        stderr: bool,
+        /// The bytes.
+        data: Vec<u8>,
+    },
+    /// A rank ended.
+    Reaped {
+        /// Global rank.
+        rank: u32,
+        /// Process id.
+        pid: u32,
+        /// Exit code, if it exited.
+        code: Option<i32>,
+        /// Signal, if one killed it.
+        signal: Option<i32>,
+        /// Code of the kumi call it was in.
+        call: u32,
+    },
+    /// Every rank is reaped and every output line sent; the agent exits.
+    Done,
 }
 
 /// Why a frame could not be decoded.
@@ -182,6 +259,28 @@ pub fn verify(secret: &[u8], nonce: &[u8], job: &str, rank: u32, proof: &[u8]) -
     mac.update(nonce);
     mac.update(job.as_bytes());
     mac.update(&rank.to_le_bytes());
+    mac.verify_slice(proof).is_ok()
+}
+
+/// HMAC-SHA256 under `secret` over `parts` in order (each part should start with
+/// a domain string naming its use, so proofs of one protocol never pass in
+/// another). Used by the data connections of the network transport.
+pub fn mac_parts(secret: &[u8], parts: &[&[u8]]) -> Vec<u8> {
+    let mut mac =
+        <HmacSha256 as KeyInit>::new_from_slice(secret).expect("HMAC takes any key length");
+    for p in parts {
+        mac.update(p);
+    }
+    mac.finalize().into_bytes().to_vec()
+}
+
+/// Checks a [`mac_parts`] proof in constant time.
+pub fn verify_parts(secret: &[u8], parts: &[&[u8]], proof: &[u8]) -> bool {
+    let mut mac =
+        <HmacSha256 as KeyInit>::new_from_slice(secret).expect("HMAC takes any key length");
+    for p in parts {
+        mac.update(p);
+    }
     mac.verify_slice(proof).is_ok()
 }
 

@@ -17,6 +17,7 @@
 //! | Ack   | 0           | 0              | sender request     | 0                    | none    |
 //! | Split | recv request (ctx: low 32 bits, src: high) | message bytes | sender request | receiver buffer address | none |
 //! | Wrote | 0           | 0              | receiver request   | 0                    | none    |
+//! | Combine | p2p ctx of the communicator | payload bytes | 0           | 0                    | a `combine::Msg` |
 //!
 //! `Split` / `Wrote` are the two-sided single copy: the receiver reads the first
 //! half of the message out of the sender while the sender writes the second half
@@ -47,6 +48,8 @@ pub enum Kind {
     Split = 7,
     /// The sender has written its half into receiver request `id`.
     Wrote = 8,
+    /// A combining-service message (a `combine::Msg` in the payload).
+    Combine = 9,
 }
 
 /// Flag: the sender waits for an `Ack` when the eager message is matched
@@ -107,6 +110,7 @@ impl Kind {
             6 => Kind::Ack,
             7 => Kind::Split,
             8 => Kind::Wrote,
+            9 => Kind::Combine,
             k => return Err(DecodeError::UnknownKind(k)),
         })
     }
@@ -179,7 +183,8 @@ mod tests {
             Just(Kind::Fin),
             Just(Kind::Ack),
             Just(Kind::Split),
-            Just(Kind::Wrote)
+            Just(Kind::Wrote),
+            Just(Kind::Combine)
         ]
     }
 

@@ -13,13 +13,20 @@
 //!   and unexpected queues, order-preserving per sender.
 //! - [`control`]: messages between a rank and its launcher, their framing, and the
 //!   challenge-response that proves the job secret.
+//! - [`coll`]: collective schedules (pure), checked against a serial evaluation.
+//! - [`combine`]: the combining service's state machine (keys, levels, decombining).
 //! - [`call`]: names of the runtime calls a rank can be blocked in, as reported to
 //!   the launcher.
+//! - [`deadlock`]: what ranks report about long waits, and the pure rule that
+//!   decides from those reports that some ranks can never continue.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 pub mod call;
+pub mod coll;
+pub mod combine;
 pub mod control;
+pub mod deadlock;
 pub mod header;
 pub mod matching;
 

@@ -15,10 +15,12 @@
 //! file, or [`PIPE_GRACE`] after the last rank was reaped if some descendant still
 //! holds a pipe open. Then the outcome is the supervisor's.
 
-use crate::host::{HostPlan, LocalHost, PipeId, Reaped};
+use crate::host::{HostPlan, PipeId, Reaped};
+use crate::remote::{Cluster, RemoteSpec};
 use crate::policy::{Outcome, RankEnd, Supervisor};
 use crate::server::{ConnId, ControlEvent, ControlServer};
 use crate::spec::JobSpec;
+use crate::supervise::{Supervision, SupervisionConfig, DEADLOCK_EXIT};
 use kumi_core::control::to_hex;
 use rustix::event::{PollFd, PollFlags, Timespec};
 use std::io::{self, Write};
@@ -70,6 +72,9 @@ pub struct Job {
     spec: JobSpec,
     notices: Notices,
     forward_stdin: bool,
+    supervision: SupervisionConfig,
+    on_listen: Option<Box<dyn FnOnce(&str)>>,
+    remote: Option<RemoteSpec>,
 }
 
 #[derive(Clone, Copy)]
@@ -78,6 +83,7 @@ enum Source {
     Listener,
     Conn(ConnId),
     Pipe(PipeId),
+    TcpListener,
 }
 
 impl Job {
@@ -87,7 +93,29 @@ impl Job {
             spec,
             notices: Box::new(|line| eprintln!("kumi run: {line}")),
             forward_stdin: true,
+            supervision: SupervisionConfig::default(),
+            on_listen: None,
+            remote: None,
         }
+    }
+
+    /// Runs the job on several hosts (`--hosts`, `--hostfile`).
+    pub fn remote(mut self, spec: RemoteSpec) -> Job {
+        self.remote = Some(spec);
+        self
+    }
+
+    /// Deadlock detection and statistics (see [`crate::supervise`]).
+    pub fn supervision(mut self, cfg: SupervisionConfig) -> Job {
+        self.supervision = cfg;
+        self
+    }
+
+    /// Called with the control socket's address once it listens (before any
+    /// rank starts): `kumi run --monitor` attaches its monitor there.
+    pub fn on_listen(mut self, f: Box<dyn FnOnce(&str)>) -> Job {
+        self.on_listen = Some(f);
+        self
     }
 
     /// Sends notices elsewhere.
@@ -123,6 +151,17 @@ impl Job {
                 return Outcome::failed(1, format!("cannot listen on the control socket: {e}"))
             }
         };
+        if let Some(f) = self.on_listen.take() {
+            f(server.address());
+        }
+        let mut watch = Supervision::new(
+            self.supervision.clone(),
+            &ident.id,
+            &self.spec.program.to_string_lossy(),
+            self.spec.size,
+            Instant::now(),
+        );
+        let mut deadlocked: Option<Outcome> = None;
         let plan = HostPlan {
             job: ident.id.clone(),
             node: 0,
@@ -138,7 +177,9 @@ impl Job {
             tag_output: self.spec.tag_output,
             forward_stdin: self.forward_stdin,
         };
-        let mut host = match LocalHost::start(&plan) {
+        let started =
+            crate::remote::start_hosts(&plan, self.remote.as_ref(), &mut server, &mut *self.notices);
+        let mut host = match started {
             Ok(h) => h,
             Err(e) => return Outcome::failed(e.exit_code(), e.to_string()),
         };
@@ -148,6 +189,7 @@ impl Job {
         let mut stdout_buf = Vec::new();
         let mut stderr_buf = Vec::new();
         let mut all_reaped_at: Option<Instant> = None;
+        let mut lost: Option<Outcome> = None;
 
         loop {
             let now = Instant::now();
@@ -178,6 +220,11 @@ impl Job {
                 }
                 sources.push(Source::Listener);
                 fds.push(PollFd::new(&listener, PollFlags::IN));
+                let tcp_listener = server.tcp_listener_fd();
+                if let Some(l) = &tcp_listener {
+                    sources.push(Source::TcpListener);
+                    fds.push(PollFd::new(l, PollFlags::IN));
+                }
                 for (id, fd, want_write) in &conn_fds {
                     sources.push(Source::Conn(*id));
                     let flags = if *want_write {
@@ -231,6 +278,7 @@ impl Job {
                         }
                     }
                     Source::Listener => server.accept(now, &mut events),
+                    Source::TcpListener => server.accept_tcp(now, &mut events),
                     Source::Conn(id) => {
                         server.ready(id, readable, flags.contains(PollFlags::OUT), &mut events)
                     }
@@ -240,18 +288,41 @@ impl Job {
             sigs.take(libc::SIGCHLD);
             server.expire(now, &mut events);
 
+            self.supervise(&mut events, &mut watch, &mut server, now);
             self.handle_events(&mut events, &mut sup, &mut host, now);
+            if let Some(found) = watch.check(now) {
+                (self.notices)(&found.text);
+                if found.abort && deadlocked.is_none() && !sup.stopping() {
+                    deadlocked = Some(Outcome::failed(
+                        DEADLOCK_EXIT,
+                        format!("the job deadlocked (see above); stopped every rank (exit code {DEADLOCK_EXIT})"),
+                    ));
+                    host.stop(now);
+                }
+            }
 
             write_out(&mut stdout_buf, &mut stderr_buf);
 
             host.reap(&mut reaped);
+            if let Some(why) = host.take_lost() {
+                if lost.is_none() && !sup.stopping() {
+                    lost = Some(Outcome::failed(1, why));
+                } else {
+                    (self.notices)(&why);
+                }
+                host.stop(now);
+            }
             // A rank's last frames (Finalize, Abort) were written before it
             // exited but may not have been read yet: read them before judging how
             // it ended.
             for r in &reaped {
                 server.settle(r.rank, &mut events);
             }
+            self.supervise(&mut events, &mut watch, &mut server, now);
             self.handle_events(&mut events, &mut sup, &mut host, now);
+            for r in &reaped {
+                watch.rank_ended(r.rank);
+            }
             for Reaped {
                 rank,
                 pid,
@@ -282,16 +353,42 @@ impl Job {
                 }
             }
         }
-        sup.outcome()
+        watch.finish(&mut *self.notices);
+        lost.or(deadlocked).unwrap_or_else(|| sup.outcome())
     }
 }
 
 impl Job {
+    /// Hands the supervision events to [`Supervision`]; answers monitors.
+    fn supervise(
+        &mut self,
+        events: &mut Vec<ControlEvent>,
+        watch: &mut Supervision,
+        server: &mut ControlServer,
+        now: Instant,
+    ) {
+        events.retain(|ev| match ev {
+            ControlEvent::Connected { rank, pid } => {
+                watch.connected(*rank, *pid);
+                false
+            }
+            ControlEvent::Report { rank, report } => {
+                watch.report(*rank, report.clone(), now);
+                false
+            }
+            ControlEvent::SnapshotWanted(id) => {
+                server.reply(*id, &kumi_core::control::ToRank::Snapshot(watch.snapshot(now)));
+                false
+            }
+            _ => true,
+        });
+    }
+
     fn handle_events(
         &mut self,
         events: &mut Vec<ControlEvent>,
         sup: &mut Supervisor,
-        host: &mut LocalHost,
+        host: &mut Cluster,
         now: Instant,
     ) {
         for ev in events.drain(..) {
@@ -313,6 +410,9 @@ impl Job {
                         host.stop(now);
                     }
                 }
+                ControlEvent::Connected { .. }
+                | ControlEvent::Report { .. }
+                | ControlEvent::SnapshotWanted(_) => {}
             }
         }
     }

@@ -17,8 +17,9 @@
 //!   forwards their output line by line, and reaps them. [`server`] (control
 //!   channel, key-value store, fences) and [`policy`] (who failed first, exit code)
 //!   are job-wide. [`job`] wires one of each into a single-threaded event loop. When
-//!   jobs span hosts, an agent per remote host will run the `host` half and relay
-//!   its events; the job-wide half will not change.
+//!   jobs span hosts ([`remote`], [`hosts`]), an [`agent`] per remote host runs
+//!   the `host` half and relays its events over the remote shell's pipes; the
+//!   job-wide half does not change.
 //! * **Deciding is separate from printing.** [`policy::Supervisor`] is a pure state
 //!   machine that turns events (a rank ended, a rank aborted, a signal arrived) into
 //!   an [`Outcome`]; the caller prints. It is unit-tested without processes.
@@ -34,14 +35,18 @@
 
 #![deny(missing_docs)]
 
+pub mod agent;
 pub mod clean;
 pub mod host;
+pub mod hosts;
 pub mod job;
 pub mod output;
 pub mod policy;
+pub mod remote;
 pub mod server;
 pub mod signals;
 pub mod spec;
+pub mod supervise;
 
 pub use job::{Job, JobIdentity};
 pub use policy::Outcome;

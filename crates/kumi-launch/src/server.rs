@@ -8,9 +8,12 @@
 //! within [`HANDSHAKE_TIMEOUT`], and at most [`MAX_PENDING`] such peers are held at
 //! once. A refused peer gets `Refused{reason}` and is closed; the job goes on.
 //!
-//! After `Welcome`, the channel serves the key-value store, fences, abort and
-//! finalize. Fences are counted per generation: when all ranks of the job have
-//! sent `Fence`, every rank gets `FenceDone` and the next generation starts.
+//! After `Welcome`, the channel serves the key-value store, fences, abort,
+//! finalize and supervision reports. A peer may answer the challenge with
+//! `Monitor` instead of `Hello`: it then may only ask for snapshots of the job
+//! (`kumi top`, `kumi ps`); the uid check on accept is its authentication.
+//! Fences are counted per generation: when all ranks of the job have sent
+//! `Fence`, every rank gets `FenceDone` and the next generation starts.
 //!
 //! The server does no blocking I/O and owns no clock: the event loop tells it which
 //! connections are ready and what time it is, and it returns [`ControlEvent`]s.
@@ -20,6 +23,7 @@ use std::collections::HashMap;
 use std::io::{self, ErrorKind, Read, Write};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::os::linux::net::SocketAddrExt;
+use std::net::{TcpListener, TcpStream};
 use std::os::unix::net::{SocketAddr, UnixListener, UnixStream};
 use std::time::{Duration, Instant};
 
@@ -52,6 +56,22 @@ pub enum ControlEvent {
         /// Its message.
         message: String,
     },
+    /// A rank authenticated.
+    Connected {
+        /// The rank.
+        rank: u32,
+        /// Its process id, as it said.
+        pid: u32,
+    },
+    /// A rank's supervision report (long wait, counters).
+    Report {
+        /// The rank.
+        rank: u32,
+        /// What it said.
+        report: kumi_core::deadlock::Report,
+    },
+    /// A monitor asks for the job's state: answer with [`ControlServer::reply`].
+    SnapshotWanted(ConnId),
 }
 
 /// Identifies a connection to the event loop.
@@ -60,10 +80,50 @@ pub type ConnId = u64;
 enum State {
     Challenged { nonce: Vec<u8>, deadline: Instant },
     Ready { rank: u32 },
+    /// A read-only monitor (`kumi top`): may only ask for snapshots.
+    Monitor,
+}
+
+/// A control connection: local ranks over the abstract Unix socket, ranks of
+/// other hosts over TCP (`ControlServer::listen_tcp`). A TCP peer has no uid to
+/// check, so the job-secret proof is its only way in, and it may not be a monitor.
+enum Stream {
+    Unix(UnixStream),
+    Tcp(TcpStream),
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Unix(s) => s.read(buf),
+            Stream::Tcp(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::Unix(s) => s.write(buf),
+            Stream::Tcp(s) => s.write(buf),
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl AsFd for Stream {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        match self {
+            Stream::Unix(s) => s.as_fd(),
+            Stream::Tcp(s) => s.as_fd(),
+        }
+    }
 }
 
 struct Conn {
-    stream: UnixStream,
+    stream: Stream,
     decoder: FrameDecoder,
     out: Vec<u8>,
     state: State,
@@ -72,6 +132,8 @@ struct Conn {
 /// The control server of one job.
 pub struct ControlServer {
     listener: UnixListener,
+    /// For ranks on other hosts (multi-host jobs only).
+    tcp: Option<TcpListener>,
     address: String,
     job: String,
     secret: Vec<u8>,
@@ -96,6 +158,7 @@ impl ControlServer {
         let n = size as usize;
         Ok(ControlServer {
             listener,
+            tcp: None,
             address: format!("@{name}"),
             job: job.to_string(),
             secret: secret.to_vec(),
@@ -144,7 +207,7 @@ impl ControlServer {
             .values()
             .filter_map(|c| match c.state {
                 State::Challenged { deadline, .. } => Some(deadline),
-                State::Ready { .. } => None,
+                State::Ready { .. } | State::Monitor => None,
             })
             .min()
     }
@@ -181,13 +244,63 @@ impl ControlServer {
                 events.push(ControlEvent::Refused(reason));
                 continue;
             }
+            self.challenge(Stream::Unix(stream), now, events);
+        }
+    }
+
+    /// Also listens on TCP at `ip` (any port), for ranks on other hosts; returns
+    /// the address they find in `KUMI_CONTROL`.
+    pub fn listen_tcp(&mut self, ip: std::net::IpAddr) -> io::Result<std::net::SocketAddr> {
+        let l = TcpListener::bind((ip, 0))?;
+        l.set_nonblocking(true)?;
+        let a = l.local_addr()?;
+        self.tcp = Some(l);
+        Ok(a)
+    }
+
+    /// The TCP listener, if any, to poll for readability.
+    pub fn tcp_listener_fd(&self) -> Option<BorrowedFd<'_>> {
+        self.tcp.as_ref().map(|l| l.as_fd())
+    }
+
+    /// Accepts every waiting TCP connection and challenges it.
+    pub fn accept_tcp(&mut self, now: Instant, events: &mut Vec<ControlEvent>) {
+        loop {
+            let Some(l) = &self.tcp else { return };
+            let (stream, addr) = match l.accept() {
+                Ok(x) => x,
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(_) => return,
+            };
+            if stream.set_nonblocking(true).is_err() || stream.set_nodelay(true).is_err() {
+                continue;
+            }
+            let pending = self
+                .conns
+                .values()
+                .filter(|c| matches!(c.state, State::Challenged { .. }))
+                .count();
+            if pending >= MAX_PENDING {
+                let reason =
+                    format!("{addr}: more than {MAX_PENDING} connections are mid-handshake");
+                refuse_stream(stream, &reason);
+                events.push(ControlEvent::Refused(reason));
+                continue;
+            }
+            self.challenge(Stream::Tcp(stream), now, events);
+        }
+    }
+
+    /// Sends the challenge on a new connection and keeps it.
+    fn challenge(&mut self, stream: Stream, now: Instant, events: &mut Vec<ControlEvent>) {
+        {
             let mut nonce = vec![0u8; NONCE_BYTES];
             if getrandom::fill(&mut nonce).is_err() {
                 refuse_stream(stream, "no randomness for a challenge");
                 events.push(ControlEvent::Refused(
                     "no randomness for a challenge".into(),
                 ));
-                continue;
+                return;
             }
             let id = self.next_id;
             self.next_id += 1;
@@ -313,6 +426,14 @@ impl ControlServer {
                         }
                     }
                 }
+                State::Monitor => match conn.decoder.next_frame::<ToLauncher>() {
+                    Ok(None) => return true,
+                    Ok(Some(ToLauncher::Snapshot)) => events.push(ControlEvent::SnapshotWanted(id)),
+                    Ok(Some(_)) | Err(_) => {
+                        self.close(id);
+                        return false;
+                    }
+                },
                 State::Ready { rank } => match conn.decoder.next_frame::<ToLauncher>() {
                     Ok(None) => return true,
                     Ok(Some(msg)) => self.handle(rank, msg, events),
@@ -337,6 +458,13 @@ impl ControlServer {
         let State::Challenged { nonce, .. } = &conn.state else {
             return false;
         };
+        if msg == ToLauncher::Monitor && !matches!(conn.stream, Stream::Tcp(_)) {
+            // The peer's uid was checked on accept; a monitor only reads.
+            if let Some(conn) = self.conns.get_mut(&id) {
+                conn.state = State::Monitor;
+            }
+            return true;
+        }
         let refusal = match &msg {
             ToLauncher::Hello { job, rank, mac, .. } => {
                 if *job != self.job {
@@ -360,9 +488,10 @@ impl ControlServer {
             self.refuse(id, reason, events);
             return false;
         }
-        let ToLauncher::Hello { rank, .. } = msg else {
+        let ToLauncher::Hello { rank, pid, .. } = msg else {
             return false;
         };
+        events.push(ControlEvent::Connected { rank, pid });
         self.by_rank[rank as usize] = Some(id);
         self.connected[rank as usize] = true;
         if let Some(conn) = self.conns.get_mut(&id) {
@@ -410,7 +539,22 @@ impl ControlServer {
                 message,
             }),
             ToLauncher::Finalize => self.finalized[rank as usize] = true,
+            ToLauncher::Report(report) => events.push(ControlEvent::Report { rank, report }),
+            ToLauncher::Monitor | ToLauncher::Snapshot => {
+                if let Some(id) = self.by_rank[rank as usize] {
+                    self.close(id);
+                }
+                events.push(ControlEvent::Dropped {
+                    rank,
+                    reason: "a monitor request on a rank's channel".into(),
+                });
+            }
         }
+    }
+
+    /// Sends a frame on a connection (the answer to a monitor's request).
+    pub fn reply(&mut self, id: ConnId, msg: &ToRank) {
+        self.send(id, msg);
     }
 
     fn send_rank(&mut self, rank: u32, msg: &ToRank) {
@@ -447,7 +591,7 @@ impl ControlServer {
 
 /// Best effort: tell the peer why, then close. The socket is nonblocking and the
 /// frame small; if it does not fit, the peer learns from the close alone.
-fn refuse_stream(mut stream: UnixStream, reason: &str) {
+fn refuse_stream(mut stream: impl Write, reason: &str) {
     let _ = stream.write_all(&control::encode(&ToRank::Refused {
         reason: reason.to_string(),
     }));

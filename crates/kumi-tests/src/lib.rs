@@ -5,6 +5,8 @@
 //! kumi's own is mocked here.
 #![deny(missing_docs)]
 
+pub mod netns;
+
 use std::path::PathBuf;
 use std::process::{Command, Output};
 

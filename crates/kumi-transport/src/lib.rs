@@ -37,6 +37,7 @@
 pub mod cma;
 pub mod loopback;
 pub mod shm;
+pub mod tcp;
 pub(crate) mod sync;
 
 use kumi_core::header::Header;

@@ -9,6 +9,7 @@
 use crate::error::{Error, Result};
 use kumi_core::control::{self, FrameDecoder, ToLauncher, ToRank};
 use std::io::{Read, Write};
+use std::net::TcpStream;
 use std::os::unix::net::UnixStream;
 
 /// A rank's identity, read from the environment.
@@ -22,6 +23,31 @@ pub(crate) struct Identity {
     pub control: Option<String>,
     pub secret: Vec<u8>,
     pub shm_fd: Option<i32>,
+    /// Global ranks of this host in local-rank order (`KUMI_HOST_RANKS`);
+    /// `None`: every rank of the job runs here.
+    pub host_ranks: Option<Vec<u32>>,
+    /// The host's name as the launcher knows it (`KUMI_HOST`), for reports.
+    pub host: String,
+    /// Which network address ranks use (`KUMI_NET`, see `kumi_transport::tcp::addr`).
+    pub net: String,
+}
+
+/// Parses a rank list like `0-3,8,10-11`.
+pub(crate) fn parse_ranks(s: &str) -> Option<Vec<u32>> {
+    let mut out = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (u32, u32) = (a.trim().parse().ok()?, b.trim().parse().ok()?);
+                if b < a || b - a > 1 << 20 {
+                    return None;
+                }
+                out.extend(a..=b);
+            }
+            None => out.push(part.parse().ok()?),
+        }
+    }
+    Some(out)
 }
 
 fn var(name: &str) -> Option<String> {
@@ -49,6 +75,9 @@ impl Identity {
                 control: None,
                 secret: Vec::new(),
                 shm_fd: None,
+                host_ranks: None,
+                host: String::new(),
+                net: String::new(),
             });
         }
         let rank = number("KUMI_RANK")?;
@@ -79,6 +108,21 @@ impl Identity {
                 })?),
                 None => None,
             };
+        let host_ranks = match var("KUMI_HOST_RANKS") {
+            Some(v) => {
+                let r = parse_ranks(&v).filter(|r| {
+                    r.len() == local_size as usize
+                        && r.get(local_rank as usize) == Some(&rank)
+                        && r.iter().all(|&x| x < size)
+                });
+                Some(r.ok_or_else(|| {
+                    Error::Bootstrap(format!(
+                        "KUMI_HOST_RANKS={v:?} does not list {local_size} ranks below {size} with rank {rank} at place {local_rank}"
+                    ))
+                })?)
+            }
+            None => None,
+        };
         Ok(Identity {
             job,
             rank,
@@ -88,13 +132,53 @@ impl Identity {
             control,
             secret,
             shm_fd,
+            host_ranks,
+            host: var("KUMI_HOST").unwrap_or_default(),
+            net: var("KUMI_NET").unwrap_or_default(),
         })
+    }
+}
+
+/// The control channel's socket: a local Unix socket, or TCP for ranks on
+/// another host than the launcher.
+pub(crate) enum Stream {
+    Unix(UnixStream),
+    Tcp(TcpStream),
+}
+
+impl Stream {
+    pub fn try_clone(&self) -> std::io::Result<Stream> {
+        Ok(match self {
+            Stream::Unix(s) => Stream::Unix(s.try_clone()?),
+            Stream::Tcp(s) => Stream::Tcp(s.try_clone()?),
+        })
+    }
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Stream::Unix(s) => s.read(buf),
+            Stream::Tcp(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Stream::Unix(s) => s.write(buf),
+            Stream::Tcp(s) => s.write(buf),
+        }
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 
 /// The rank's end of the control channel: blocking request/answer.
 pub(crate) struct Control {
-    stream: UnixStream,
+    stream: Stream,
     decoder: FrameDecoder,
 }
 
@@ -173,6 +257,37 @@ impl Control {
         })
     }
 
+    /// A second handle on the channel that can only send (aborts from inside the
+    /// progress engine; frames are written whole, so the two never interleave).
+    pub fn sender(&self) -> Result<Stream> {
+        self.stream
+            .try_clone()
+            .map_err(|e| Error::Bootstrap(format!("cannot share the control channel: {e}")))
+    }
+
+    /// Reads many keys in one round trip (all requests first, then the answers).
+    pub fn get_many(&mut self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>> {
+        let mut out = Vec::with_capacity(keys.len());
+        let mut bytes = Vec::new();
+        for k in keys {
+            bytes.extend(control::encode(&ToLauncher::Get { key: k.clone() }));
+        }
+        self.stream
+            .write_all(&bytes)
+            .map_err(|e| Error::Bootstrap(format!("lost the launcher: {e}")))?;
+        for k in keys {
+            match self.read()? {
+                ToRank::Value { key, value } if &key == k => out.push(value),
+                other => {
+                    return Err(Error::Bootstrap(format!(
+                        "unexpected answer to get {k:?}: {other:?}"
+                    )))
+                }
+            }
+        }
+        Ok(out)
+    }
+
     pub fn fence(&mut self) -> Result<()> {
         self.send(&ToLauncher::Fence)?;
         match self.read()? {
@@ -184,14 +299,18 @@ impl Control {
     }
 }
 
-fn connect_socket(name: &str) -> std::io::Result<UnixStream> {
-    match name.strip_prefix('@') {
-        Some(abstract_name) => {
-            use std::os::linux::net::SocketAddrExt;
-            let addr =
-                std::os::unix::net::SocketAddr::from_abstract_name(abstract_name.as_bytes())?;
-            UnixStream::connect_addr(&addr)
-        }
-        None => UnixStream::connect(name),
+/// `@name`: abstract Unix socket; `ip:port`: TCP (ranks on other hosts than the
+/// launcher's); anything else: a Unix socket path.
+fn connect_socket(name: &str) -> std::io::Result<Stream> {
+    if let Some(abstract_name) = name.strip_prefix('@') {
+        use std::os::linux::net::SocketAddrExt;
+        let addr = std::os::unix::net::SocketAddr::from_abstract_name(abstract_name.as_bytes())?;
+        return UnixStream::connect_addr(&addr).map(Stream::Unix);
     }
+    if let Ok(addr) = name.parse::<std::net::SocketAddr>() {
+        let s = TcpStream::connect_timeout(&addr, std::time::Duration::from_secs(10))?;
+        s.set_nodelay(true)?;
+        return Ok(Stream::Tcp(s));
+    }
+    UnixStream::connect(name).map(Stream::Unix)
 }

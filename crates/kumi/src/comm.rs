@@ -19,7 +19,6 @@ use std::panic::Location;
 use std::rc::Rc;
 
 /// Tags kumi uses internally on a communicator's collective context.
-const TAG_BARRIER: i32 = TAG_UB + 1;
 const TAG_ALLGATHER: i32 = TAG_UB + 2;
 
 /// A communicator. Cloning is cheap and gives the same communicator.
@@ -370,28 +369,25 @@ impl Comm {
     }
 
     /// Blocks until every rank of the communicator has entered the barrier.
-    /// Dissemination algorithm: ceil(log2 p) rounds of one zero-byte message.
+    /// Dissemination algorithm (two levels across hosts; see `coll`).
     #[track_caller]
     pub fn barrier(&self) -> Result<()> {
-        let at = Location::caller();
-        let (p, me) = (self.size(), self.rank());
-        let mut dist = 1;
-        while dist < p {
-            let to = ((me + dist) % p) as i32;
-            let from = ((me + p - dist) % p) as i32;
-            let empty: [u8; 0] = [];
-            self.send_on(self.coll_ctx(), &empty, to, TAG_BARRIER, false, at)?;
-            self.recv_on(
-                self.coll_ctx(),
-                &mut [],
-                from,
-                TAG_BARRIER,
-                Call::Barrier,
-                at,
-            )?;
-            dist *= 2;
-        }
-        Ok(())
+        self.barrier_at(Location::caller())
+    }
+
+    /// World ranks of the members, by communicator rank (for `coll`).
+    pub(crate) fn members(&self) -> &[u32] {
+        &self.inner.members
+    }
+
+    /// The shared engine handle (for `coll`'s nonblocking requests).
+    pub(crate) fn engine_rc(&self) -> &Rc<RefCell<Engine>> {
+        &self.inner.engine
+    }
+
+    /// The point-to-point context id.
+    pub(crate) fn ctx(&self) -> u32 {
+        self.inner.ctx
     }
 
     /// Every rank's `mine`, in rank order (ring algorithm: p-1 steps).

@@ -132,6 +132,9 @@ struct OutFrame {
 /// How a rank waits when nothing is arriving: poll, then yield, then sleep.
 #[derive(Clone, Debug)]
 pub(crate) struct WaitPolicy {
+    /// Empty polls before the clock is first read (a wait shorter than this
+    /// costs no system call).
+    pub polls: u32,
     pub spin: Duration,
     pub yield_for: Duration,
     pub sleep_timeout: Duration,
@@ -139,16 +142,20 @@ pub(crate) struct WaitPolicy {
 
 impl WaitPolicy {
     /// Defaults depend on whether this host runs more ranks than it has cores.
-    /// Waking a process that sleeps in the kernel costs ~50 us on an idle virtual
-    /// CPU, so a rank with a core of its own polls for a good while first; an
-    /// oversubscribed rank gives its core away almost at once.
+    ///
+    /// One rank per core: waking a process that sleeps in the kernel costs
+    /// ~50 us on an idle virtual CPU, so the rank polls for a good while
+    /// (200 us) and then yields for 2 ms before it sleeps on its doorbell.
+    ///
+    /// Oversubscribed: every poll a waiting rank makes is time the rank that
+    /// holds the data cannot run, so it yields after a handful of empty polls
+    /// and does not spin at all; after 2 ms of yielding it sleeps. The numbers
+    /// are measured choices (docs/BENCHMARKS.md), overridable:
+    /// `KUMI_POLLS`, `KUMI_SPIN_US`, `KUMI_YIELD_US`, `KUMI_SLEEP_MS`.
     pub fn from_env(oversubscribed: bool) -> Result<WaitPolicy> {
-        let (spin, yield_for) = if oversubscribed {
-            (2, 2_000)
-        } else {
-            (200, 2_000)
-        };
+        let (polls, spin, yield_for) = if oversubscribed { (4, 0, 2_000) } else { (128, 200, 2_000) };
         Ok(WaitPolicy {
+            polls: env_u64("KUMI_POLLS", polls)?.clamp(1, u32::MAX as u64) as u32,
             spin: Duration::from_micros(env_u64("KUMI_SPIN_US", spin)?),
             yield_for: Duration::from_micros(env_u64("KUMI_YIELD_US", yield_for)?),
             sleep_timeout: Duration::from_millis(env_u64("KUMI_SLEEP_MS", 100)?.max(1)),
@@ -221,7 +228,8 @@ pub struct Counters {
     pub bytes_recv: u64,
     /// Per world peer: messages and bytes sent to it (counted when the send
     /// starts) and arrived from it (counted when the first frame of the message
-    /// arrives, matched or not). The deadlock detector compares the two ends.
+    /// arrives, matched or not); the internal messages of collectives apart.
+    /// The deadlock detector compares the two ends.
     pub peers: Vec<kumi_core::deadlock::PeerCount>,
 }
 
@@ -257,6 +265,8 @@ pub(crate) struct Engine {
     cma_verified: bool,
     /// First halves of two-sided copies, read after the `Split` frame is out.
     pending_reads: Vec<PendingRead>,
+    /// Collectives in flight and the combining service (`coll`).
+    pub(crate) coll: crate::coll::CollState,
 }
 
 /// A receiver's half of a two-sided single copy, waiting to be read.
@@ -336,6 +346,7 @@ impl Engine {
             },
             next_ctx: 2,
             watch: s.watch,
+            coll: Default::default(),
             split_min: match std::env::var("KUMI_SPLIT_COPY_MIN").as_deref() {
                 Ok("off") => usize::MAX,
                 _ => env_u64("KUMI_SPLIT_COPY_MIN", 256 * 1024)? as usize,
@@ -351,6 +362,11 @@ impl Engine {
         if let Some(shm) = &self.shm {
             shm.segment().rank_block(self.my_local).set_call(c);
         }
+    }
+
+    /// How each world rank is reached (for host-aware collectives).
+    pub(crate) fn routes(&self) -> &[Route] {
+        &self.route
     }
 
     pub fn shm(&self) -> Option<&ShmTransport> {
@@ -375,8 +391,15 @@ impl Engine {
         self.counters.msgs_sent += 1;
         self.counters.bytes_sent += len as u64;
         if let Some(c) = self.counters.peers.get_mut(peer as usize) {
-            c.msgs_out += 1;
-            c.bytes_out += len as u64;
+            // Collectives run on odd (collective) contexts: counted apart, so
+            // the user's own messages can be counted exactly.
+            if env.ctx & 1 == 0 {
+                c.msgs_out += 1;
+                c.bytes_out += len as u64;
+            } else {
+                c.coll_msgs_out += 1;
+                c.coll_bytes_out += len as u64;
+            }
         }
         let mut h = Header::new(Kind::Eager);
         h.ctx = env.ctx;
@@ -422,7 +445,7 @@ impl Engine {
 
     /// Sends one frame now, or queues a copy behind earlier frames to that peer.
     #[inline]
-    fn push_frame(&mut self, peer: u32, h: &Header, payload: &[u8]) -> Result<()> {
+    pub(crate) fn push_frame(&mut self, peer: u32, h: &Header, payload: &[u8]) -> Result<()> {
         if peer == self.world_rank {
             self.self_frames.push_back((*h, payload.to_vec()));
             return Ok(());
@@ -655,11 +678,17 @@ impl Engine {
     fn on_frame_inner(&mut self, from: u32, h: &Header, p: &[u8]) -> Result<()> {
         if matches!(h.kind, Kind::Eager | Kind::Rts) {
             if let Some(c) = self.counters.peers.get_mut(from as usize) {
-                c.msgs_in += 1;
-                c.bytes_in += h.len;
+                if h.ctx & 1 == 0 {
+                    c.msgs_in += 1;
+                    c.bytes_in += h.len;
+                } else {
+                    c.coll_msgs_in += 1;
+                    c.coll_bytes_in += h.len;
+                }
             }
         }
         match h.kind {
+            Kind::Combine => crate::coll::on_combine_frame(self, from, h, p)?,
             Kind::Eager => {
                 if h.len != p.len() as u64 {
                     return Err(Error::Protocol(format!(
@@ -861,6 +890,9 @@ impl Engine {
             self.net = Some(net);
             n += r?;
         }
+        if self.coll.busy() {
+            n += crate::coll::progress(self)?;
+        }
         if self.outq_len > 0 {
             n += self.flush_outq()?;
         }
@@ -1000,8 +1032,8 @@ impl Engine {
         info: &WaitInfo,
         done: &mut dyn FnMut(&mut Engine) -> bool,
     ) -> Result<()> {
-        // The clock is read only after 128 empty polls, so a wait that ends
-        // within a microsecond or so costs no system call at all.
+        // The clock is read only after `policy.polls` empty polls, so a short
+        // wait costs no system call at all.
         let mut idle_polls = 0u32;
         let mut idle_since: Option<Instant> = None;
         let mut started: Option<Instant> = None;
@@ -1016,7 +1048,7 @@ impl Engine {
                 continue;
             }
             idle_polls += 1;
-            if idle_polls < 128 {
+            if idle_polls < self.policy.polls {
                 std::hint::spin_loop();
                 continue;
             }

@@ -33,12 +33,19 @@
 #![deny(missing_docs)]
 
 mod bootstrap;
+mod coll;
 mod comm;
+pub mod datatype;
 mod engine;
 mod error;
+mod net;
+pub mod raw;
 mod request;
 mod watch;
 
+pub use coll::{
+    Arrival, Builtin, CollRequest, CombineOp, CombineValue, Combiner, Elem, Loc, Op, ALL_BUILTINS,
+};
 pub use comm::Comm;
 pub use engine::Counters;
 pub use error::{Error, Result};
@@ -46,7 +53,7 @@ pub use kumi_core::{ANY_SOURCE, ANY_TAG, TAG_UB};
 pub use request::{scope, test_all, test_any, wait_all, wait_any, Request, Scope, Status};
 
 use bootstrap::{Control, Identity};
-use engine::{Engine, EngineSetup, Route};
+use engine::{Engine, EngineSetup};
 use kumi_core::call::Call;
 use kumi_core::control::ToLauncher;
 use kumi_transport::cma;
@@ -63,9 +70,10 @@ static INITIALIZED: AtomicBool = AtomicBool::new(false);
 pub struct Universe {
     engine: Rc<RefCell<Engine>>,
     world: Comm,
-    control: Option<RefCell<Control>>,
+    control: Option<Rc<RefCell<Control>>>,
     id: Identity,
     finalized: bool,
+    net_addr: Option<std::net::SocketAddr>,
 }
 
 /// Starts kumi in this process. Call once, before any communication.
@@ -87,18 +95,11 @@ pub fn init() -> Result<Universe> {
         None => None,
     };
     cma::allow_peer_access();
-    let me = std::process::id();
 
     // The ranks of this host, by local rank.
-    let globals: Vec<u32> = if id.local_size == id.size {
-        (0..id.size).collect()
-    } else {
-        return Err(Error::Bootstrap(format!(
-            "this rank shares its host with {} of {} ranks; jobs across hosts need the network transport, \
-             which this build does not have yet",
-            id.local_size, id.size
-        )));
-    };
+    let globals: Vec<u32> = net::host_ranks(&id)?;
+    let route = net::routes(&id, &globals, &net::ForceTcp::from_env()?);
+    let mut tcp = net::start(&id, &route)?;
 
     let segment = match (id.shm_fd, &mut control) {
         (Some(fd), _) => {
@@ -126,30 +127,48 @@ pub fn init() -> Result<Universe> {
     if let Some(ctl) = &mut control {
         ctl.put(
             &format!("card/{}", id.rank),
-            format!("pid={me}").into_bytes(),
+            net::card(&id, tcp.as_ref()).into_bytes(),
         )?;
         ctl.fence()?;
     }
+    let net_addr = tcp.as_ref().map(|t| t.local_addr());
+    let net: Option<Box<dyn kumi_transport::Transport>> = match (tcp.take(), &mut control) {
+        (Some(mut tcp), Some(ctl)) => {
+            let hosts = net::learn_peers(ctl, &mut tcp, &route)?;
+            Some(Box::new(net::Guarded {
+                tcp,
+                rank: id.rank,
+                hosts,
+                control: Some(ctl.sender()?),
+            }))
+        }
+        _ => None,
+    };
     let mut pids = vec![0i32; id.size as usize];
     if let Some(shm) = &shm {
         for (l, &g) in globals.iter().enumerate() {
             pids[g as usize] = shm.segment().rank_block(l).pid() as i32;
         }
     }
-    let mut route = vec![Route::Net; id.size as usize];
-    for &g in &globals {
-        route[g as usize] = Route::Shm;
-    }
-    route[id.rank as usize] = Route::Me;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let control = control.map(|c| Rc::new(RefCell::new(c)));
+    let watch = match &control {
+        Some(c) => watch::Watch::new(
+            c.clone(),
+            id.rank,
+            id.size,
+            std::time::Duration::from_millis(engine::env_u64("KUMI_BLOCKED_MS", 100)?),
+        ),
+        None => watch::Watch::disabled(),
+    };
     let engine = Engine::new(EngineSetup {
         world_rank: id.rank,
         world_size: id.size,
         shm,
-        net: None,
+        net,
         route,
         pids,
-        watch: watch::Watch::disabled(),
+        watch,
         my_local: id.local_rank as usize,
         oversubscribed: id.local_size as usize > cores,
     })?;
@@ -158,9 +177,10 @@ pub fn init() -> Result<Universe> {
     Ok(Universe {
         engine,
         world,
-        control: control.map(RefCell::new),
+        control,
         id,
         finalized: false,
+        net_addr,
     })
 }
 
@@ -203,6 +223,12 @@ impl Universe {
         self.id.local_rank as usize
     }
 
+    /// The address this rank accepts network (TCP) data connections on, if it
+    /// has peers on other hosts (or TCP was forced with `KUMI_FORCE_TCP`).
+    pub fn data_address(&self) -> Option<std::net::SocketAddr> {
+        self.net_addr
+    }
+
     /// Number of ranks on this host.
     pub fn local_size(&self) -> usize {
         self.id.local_size as usize
@@ -216,7 +242,7 @@ impl Universe {
     /// Ends the job everywhere: every rank is stopped and `kumi run` exits with
     /// `code` (0 is turned into 1), printing `message`. Does not return.
     pub fn abort(&self, code: i32, message: &str) -> ! {
-        abort_with(self.control.as_ref(), self.id.rank, code, message)
+        abort_with(self.control.as_deref(), self.id.rank, code, message)
     }
 
     /// Finalizes explicitly, reporting errors (dropping the universe does the same
@@ -231,6 +257,10 @@ impl Universe {
         }
         self.finalized = true;
         self.engine.borrow().set_call(Call::Finalize);
+        {
+            let e = &mut *self.engine.borrow_mut();
+            e.watch.final_report(&e.counters);
+        }
         self.world.barrier()?;
         if let Some(shm) = self.engine.borrow().shm() {
             shm.segment()

@@ -1,30 +1,218 @@
 //! Supervision hooks: what a rank tells its launcher about long waits.
 //!
 //! The engine calls [`Watch::waiting`] from its wait loop once the wait has gone
-//! on for more than a few microseconds (never on the fast path), and
+//! on for more than 128 empty polls (never on the fast path), and
 //! [`Watch::wait_ended`] when any wait ends. This module decides when a wait is
 //! long enough to report and what to send; reporting costs nothing until then.
+//!
+//! What is sent, on the control channel (see `kumi_core::deadlock`):
+//! - `Blocked` once a wait has lasted [`Watch::threshold`] (`KUMI_BLOCKED_MS`,
+//!   default 100 ms), again whenever messages arrived during the wait (at most
+//!   every [`RECHECK`]: the launcher compares sent and arrived counts, and a
+//!   stale count would hide a deadlock), and every [`PERIOD`] while it lasts;
+//! - `Unblocked` when a reported wait ends;
+//! - `Counters` every [`PERIOD`] while the rank is in any wait loop;
+//! - `Final` counters at finalize, before its barrier.
+//!
+//! A write to the control socket costs a system call; none happens unless the
+//! rank already waits, and then at most one per [`RECHECK`].
 
+use crate::bootstrap::Control;
 use crate::engine::{Counters, WaitInfo};
-use std::time::Instant;
+use kumi_core::call::Call;
+use kumi_core::control::ToLauncher;
+use kumi_core::deadlock::{RankCounters, Report, Wait};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+/// Interval of counter reports while a rank waits.
+pub const PERIOD: Duration = Duration::from_secs(1);
+/// How often a blocked rank looks whether messages arrived since its report.
+pub const RECHECK: Duration = Duration::from_millis(50);
 
 /// Per-rank supervision state.
-#[derive(Debug, Default)]
-pub(crate) struct Watch {}
+pub(crate) struct Watch {
+    control: Option<Rc<RefCell<Control>>>,
+    rank: u32,
+    size: u32,
+    /// A wait is reported once it has lasted this long.
+    threshold: Duration,
+    /// Members (world ranks) of communicators other than world, by p2p context.
+    comms: HashMap<u32, Vec<u32>>,
+    born: Instant,
+    /// Start of the current wait, once the engine has read the clock for it.
+    current: Option<Instant>,
+    /// The current wait was reported as blocked.
+    reported: bool,
+    last_sent: Option<Instant>,
+    last_check: Option<Instant>,
+    /// Messages arrived (all peers) at the last `Blocked` report.
+    last_arrived: u64,
+    blocked: Duration,
+}
 
 impl Watch {
-    /// A watch that reports nothing (singletons, tests).
+    /// A watch that reports nothing (singletons, tests); it still measures time
+    /// blocked.
     pub fn disabled() -> Watch {
-        Watch {}
+        Watch {
+            control: None,
+            rank: 0,
+            size: 1,
+            threshold: Duration::from_millis(100),
+            comms: HashMap::new(),
+            born: Instant::now(),
+            current: None,
+            reported: false,
+            last_sent: None,
+            last_check: None,
+            last_arrived: 0,
+            blocked: Duration::ZERO,
+        }
+    }
+
+    /// A watch that reports to the launcher on `control`.
+    pub fn new(control: Rc<RefCell<Control>>, rank: u32, size: u32, threshold: Duration) -> Watch {
+        Watch {
+            control: Some(control),
+            rank,
+            size,
+            threshold,
+            ..Watch::disabled()
+        }
+    }
+
+    /// Records the members of a communicator, so waits on it name world ranks.
+    #[allow(dead_code)] // called by communicator constructors that know members
+    pub fn comm_created(&mut self, ctx: u32, members: &[u32]) {
+        self.comms.insert(ctx & !1, members.to_vec());
     }
 
     /// The rank has waited in `info` since `start`; `now` is the current time.
     #[inline]
     pub fn waiting(&mut self, info: &WaitInfo, start: Instant, now: Instant, counters: &Counters) {
-        let _ = (info, start, now, counters);
+        self.current = Some(start);
+        if self.control.is_none() {
+            return;
+        }
+        let for_ = now.saturating_duration_since(start);
+        if for_ < self.threshold {
+            if self.last_sent.is_none_or(|t| now - t >= PERIOD) {
+                self.last_sent = Some(now);
+                let c = self.counters(counters, now);
+                self.send(&Report::Counters(c));
+            }
+            return;
+        }
+        let due = if !self.reported {
+            true
+        } else if self.last_check.is_none_or(|t| now - t >= RECHECK) {
+            self.last_check = Some(now);
+            arrived(counters) != self.last_arrived
+                || self.last_sent.is_none_or(|t| now - t >= PERIOD)
+        } else {
+            false
+        };
+        if due {
+            self.reported = true;
+            self.last_sent = Some(now);
+            self.last_check = Some(now);
+            self.last_arrived = arrived(counters);
+            let wait = self.describe(info, for_);
+            let counters = self.counters(counters, now);
+            self.send(&Report::Blocked { wait, counters });
+        }
     }
 
     /// The current wait ended.
     #[inline]
-    pub fn wait_ended(&mut self) {}
+    pub fn wait_ended(&mut self) {
+        if let Some(start) = self.current.take() {
+            self.blocked += start.elapsed();
+            if self.reported {
+                self.reported = false;
+                self.send(&Report::Unblocked);
+            }
+        }
+    }
+
+    /// Sends the final counters (at finalize, before its barrier).
+    pub fn final_report(&mut self, counters: &Counters) {
+        let c = self.counters(counters, Instant::now());
+        self.send(&Report::Final(c));
+    }
+
+    fn counters(&self, c: &Counters, now: Instant) -> RankCounters {
+        RankCounters {
+            peers: c.peers.clone(),
+            blocked_us: (self.blocked
+                + self
+                    .current
+                    .map_or(Duration::ZERO, |s| now.saturating_duration_since(s)))
+            .as_micros() as u64,
+            wall_us: now.saturating_duration_since(self.born).as_micros() as u64,
+        }
+    }
+
+    fn describe(&self, info: &WaitInfo, for_: Duration) -> Wait {
+        let pctx = info.ctx & !1;
+        let members: Option<Vec<u32>> = if info.ctx == u32::MAX {
+            None
+        } else if pctx == 0 {
+            Some((0..self.size).collect())
+        } else {
+            self.comms.get(&pctx).cloned()
+        };
+        // A collective without a named peer may need any member: it stays
+        // stuck only while all of them are stuck, which is what listing them
+        // all means to the detector (stricter than the truth, never looser).
+        let waits_on = match (info.peer, members) {
+            (p, Some(m)) if p >= 0 => m.get(p as usize).map(|&w| vec![w]),
+            (-1 | -2, Some(m)) if info.peer == -1 || is_collective(info.call) => {
+                Some(m.into_iter().filter(|&w| w != self.rank).collect())
+            }
+            _ => None,
+        };
+        let comm = match info.ctx {
+            u32::MAX => "no communicator".to_string(),
+            c if c & !1 == 0 => "world".to_string(),
+            c => format!("comm #{}", c & !1),
+        };
+        let call = match info.call {
+            Call::None => Call::Wait,
+            c => c,
+        };
+        Wait {
+            call: call as u32,
+            comm,
+            peer: info.peer,
+            tag: info.tag,
+            waits_on,
+            location: format!("{}:{}:{}", info.at.file(), info.at.line(), info.at.column()),
+            function: None,
+            blocked_ms: for_.as_millis() as u64,
+        }
+    }
+
+    fn send(&self, report: &Report) {
+        let Some(ctl) = &self.control else { return };
+        // The channel is borrowed only for single sends elsewhere; if it is busy,
+        // this report is skipped and the next one says the same thing.
+        if let Ok(mut c) = ctl.try_borrow_mut() {
+            let _ = c.send(&ToLauncher::Report(report.clone()));
+        }
+    }
+}
+
+fn is_collective(c: Call) -> bool {
+    matches!(
+        c,
+        Call::Barrier | Call::Collective | Call::Split | Call::Dup | Call::Finalize
+    )
+}
+
+fn arrived(c: &Counters) -> u64 {
+    c.peers.iter().map(|p| p.msgs_in + p.coll_msgs_in).sum()
 }

@@ -1,0 +1,570 @@
+//! LU decomposition with partial pivoting of a dense random system, as S-3000
+//! and HPL measure a machine.
+//!
+//! Layout: columns in blocks of `nb`, block `b` on rank `b % p` (block-cyclic
+//! columns, S-3000's "columns interleaved across nodes"); every rank stores its
+//! blocks side by side, column-major, leading dimension N. The right-hand side
+//! `b` is kept on every rank and eliminated together with the matrix, so after
+//! the factorization only `U x = y` remains and L need not be kept in a solvable
+//! form (no swaps to the left of the panel).
+//!
+//! Step k: the owner of block k has already factored panel k and sent it; every
+//! rank swaps rows of its trailing columns, solves the unit-lower block row and
+//! updates the trailing matrix with one DGEMM. **Lookahead**: the owner of block
+//! k+1 updates block k+1 first, factors panel k+1 and starts sending it, and only
+//! then updates its remaining columns, so the panel (pivot search included) of
+//! step k+1 overlaps the trailing update of step k on the other ranks.
+//!
+//! The panel itself is factored recursively (halves, DGEMM for the update), so
+//! even the panel runs mostly in the DGEMM kernel. DGEMM is faer's (AVX-512 or
+//! AVX2 picked at run time); the same kernel, on the same cores at the same
+//! time, gives the peak that `efficiency` divides by.
+//!
+//! Check: HPL's scaled residual ||Ax-b||_oo / (eps (||A||_oo ||x||_oo + ||b||_oo) N)
+//! must be below 16, with A and b regenerated from their seed.
+
+use crate::figure::{Failure, Figure, Outcome};
+use crate::xfer;
+use faer::{Accum, MatMut, MatRef, Par};
+use kumi::{scope, Comm};
+use std::time::Instant;
+
+/// Which DGEMM kernel faer picks on this CPU (faer's own test, repeated).
+pub fn dgemm_kernel() -> &'static str {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            return "faer 0.23 (private-gemm-x86, AVX-512F)";
+        }
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        {
+            return "faer 0.23 (private-gemm-x86, AVX2+FMA)";
+        }
+    }
+    "faer 0.23 (portable SIMD)"
+}
+
+fn view(s: &[f64], ld: usize, rows: usize, cols: usize) -> MatRef<'_, f64> {
+    let len = if cols == 0 { 0 } else { (cols - 1) * ld + rows };
+    MatRef::from_column_major_slice_with_stride(&s[..len], rows, cols, ld)
+}
+
+fn view_mut(s: &mut [f64], ld: usize, rows: usize, cols: usize) -> MatMut<'_, f64> {
+    let len = if cols == 0 { 0 } else { (cols - 1) * ld + rows };
+    MatMut::from_column_major_slice_with_stride_mut(&mut s[..len], rows, cols, ld)
+}
+
+/// C -= A B with the fast kernel.
+fn gemm_sub(c: MatMut<'_, f64>, a: MatRef<'_, f64>, b: MatRef<'_, f64>) {
+    faer::linalg::matmul::matmul(c, Accum::Add, a, b, -1.0, Par::Seq);
+}
+
+/// A(i, j) and b(i) of the system, uniform in [-0.5, 0.5), from the seed alone.
+fn entry(seed: u64, i: usize, j: usize, n: usize) -> f64 {
+    let mut z = seed ^ ((j as u64) * (n as u64 + 1) + i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    (z >> 11) as f64 / (1u64 << 53) as f64 - 0.5
+}
+
+/// Recursive LU with partial pivoting of an m x n panel (m >= n) at `p` with
+/// leading dimension `ld`; `piv[j]` is the row (relative to the panel's top)
+/// swapped with row j. Swaps are applied across the panel's full width.
+fn getrf_rec(p: &mut [f64], ld: usize, m: usize, n: usize, piv: &mut [usize]) -> Result<(), usize> {
+    if n <= 8 {
+        for j in 0..n {
+            let col = &p[j * ld..j * ld + m];
+            let (mut r, mut best) = (j, col[j].abs());
+            for (i, v) in col.iter().enumerate().skip(j + 1) {
+                if v.abs() > best {
+                    (r, best) = (i, v.abs());
+                }
+            }
+            piv[j] = r;
+            if best == 0.0 {
+                return Err(j);
+            }
+            if r != j {
+                for c in 0..n {
+                    p.swap(c * ld + j, c * ld + r);
+                }
+            }
+            let inv = 1.0 / p[j * ld + j];
+            for i in j + 1..m {
+                p[j * ld + i] *= inv;
+            }
+            for c in j + 1..n {
+                let f = p[c * ld + j];
+                if f != 0.0 {
+                    for i in j + 1..m {
+                        p[c * ld + i] -= f * p[j * ld + i];
+                    }
+                }
+            }
+        }
+        return Ok(());
+    }
+    let n1 = n / 2;
+    let n2 = n - n1;
+    getrf_rec(p, ld, m, n1, &mut piv[..n1])?;
+    {
+        let (left, right) = p.split_at_mut(n1 * ld);
+        for c in 0..n2 {
+            for (i, &r) in piv[..n1].iter().enumerate() {
+                if r != i {
+                    right.swap(c * ld + i, c * ld + r);
+                }
+            }
+        }
+        let l = view(left, ld, m, n1);
+        let (l11, l21) = l.split_at_row(n1);
+        let rv = view_mut(right, ld, m, n2);
+        let (mut a12, a22) = rv.split_at_row_mut(n1);
+        faer::linalg::triangular_solve::solve_unit_lower_triangular_in_place(
+            l11,
+            a12.as_mut(),
+            Par::Seq,
+        );
+        gemm_sub(a22, l21, a12.as_ref());
+    }
+    getrf_rec(&mut p[n1 * ld + n1..], ld, m - n1, n2, &mut piv[n1..]).map_err(|j| j + n1)?;
+    for (i, r) in piv.iter_mut().enumerate().skip(n1) {
+        *r += n1;
+        if *r != i {
+            for c in 0..n1 {
+                p.swap(c * ld + i, c * ld + *r);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Row swaps, triangular solve and DGEMM update of `ncols` columns at `cols`
+/// (leading dimension `ld`, global rows) with the panel of the step whose first
+/// row is `r0`: `pan` is m x w (leading dimension m), pivots relative to r0.
+// A BLAS-style argument list reads better here than a one-use struct.
+#[allow(clippy::too_many_arguments)]
+fn update(
+    cols: &mut [f64],
+    ld: usize,
+    ncols: usize,
+    r0: usize,
+    pan: &[f64],
+    m: usize,
+    w: usize,
+    piv: &[usize],
+) {
+    if ncols == 0 {
+        return;
+    }
+    for c in 0..ncols {
+        let col = &mut cols[c * ld + r0..c * ld + r0 + m];
+        for (i, &r) in piv.iter().enumerate() {
+            if r != i {
+                col.swap(i, r);
+            }
+        }
+    }
+    let l = view(pan, m, m, w);
+    let (l11, l21) = l.split_at_row(w);
+    let a = view_mut(&mut cols[r0..], ld, m, ncols);
+    let (mut a12, a22) = a.split_at_row_mut(w);
+    faer::linalg::triangular_solve::solve_unit_lower_triangular_in_place(
+        l11,
+        a12.as_mut(),
+        Par::Seq,
+    );
+    gemm_sub(a22, l21, a12.as_ref());
+}
+
+/// Geometry of the block-cyclic layout.
+#[derive(Clone, Copy)]
+struct Layout {
+    n: usize,
+    nb: usize,
+    p: usize,
+    me: usize,
+}
+
+impl Layout {
+    fn blocks(&self) -> usize {
+        self.n.div_ceil(self.nb)
+    }
+    fn width(&self, b: usize) -> usize {
+        self.nb.min(self.n - b * self.nb)
+    }
+    fn owner(&self, b: usize) -> usize {
+        b % self.p
+    }
+    /// First local column of (own) block b.
+    fn local(&self, b: usize) -> usize {
+        (b / self.p) * self.nb
+    }
+    fn local_cols(&self) -> usize {
+        (0..self.blocks())
+            .filter(|&b| self.owner(b) == self.me)
+            .map(|b| self.width(b))
+            .sum()
+    }
+    /// Local column where this rank's blocks after block k start.
+    fn local_after(&self, k: usize) -> usize {
+        (k + 1..self.blocks())
+            .find(|&b| self.owner(b) == self.me)
+            .map_or(self.local_cols(), |b| self.local(b))
+    }
+}
+
+const T_PANEL: i32 = 700;
+const T_PIV: i32 = 701;
+const T_CORR: i32 = 702;
+const T_X: i32 = 703;
+
+/// Result of one LU run.
+struct Run {
+    seconds: f64,
+    residual: f64,
+}
+
+/// Factors block k's panel in place (owner only) and returns (panel copy, pivots).
+fn factor_panel(a: &mut [f64], lay: &Layout, k: usize) -> Result<(Vec<f64>, Vec<usize>), Failure> {
+    let (n, r0, w) = (lay.n, k * lay.nb, lay.width(k));
+    let m = n - r0;
+    let lc = lay.local(k);
+    let mut piv = vec![0usize; w];
+    getrf_rec(&mut a[lc * n + r0..], n, m, w, &mut piv).map_err(|j| {
+        Failure::check(
+            "lu factorization",
+            format!("exactly singular pivot in column {}", r0 + j),
+        )
+    })?;
+    let mut pan = vec![0.0; m * w];
+    for c in 0..w {
+        pan[c * m..(c + 1) * m].copy_from_slice(&a[(lc + c) * n + r0..(lc + c) * n + n]);
+    }
+    Ok((pan, piv))
+}
+
+fn lu_once(w: &Comm, n: usize, nb: usize, seed: u64, fault: bool) -> Result<Run, Failure> {
+    let lay = Layout {
+        n,
+        nb,
+        p: w.size(),
+        me: w.rank(),
+    };
+    let nloc = lay.local_cols();
+    let mut a = vec![0.0f64; nloc * n];
+    for b in (0..lay.blocks()).filter(|&b| lay.owner(b) == lay.me) {
+        for c in 0..lay.width(b) {
+            let j = b * nb + c;
+            let col = &mut a[(lay.local(b) + c) * n..(lay.local(b) + c + 1) * n];
+            for (i, v) in col.iter_mut().enumerate() {
+                *v = entry(seed, i, j, n);
+            }
+        }
+    }
+    let b0: Vec<f64> = (0..n).map(|i| entry(seed, i, n, n)).collect();
+    let mut y = b0.clone();
+    w.barrier()?;
+    let t0 = Instant::now();
+
+    let nblk = lay.blocks();
+    let mut next: Option<(Vec<f64>, Vec<usize>)> = None;
+    if lay.owner(0) == lay.me {
+        let (pan, piv) = factor_panel(&mut a, &lay, 0)?;
+        send_panel(w, &lay, &pan, &piv)?;
+        next = Some((pan, piv));
+    }
+    for k in 0..nblk {
+        let r0 = k * nb;
+        let wk = lay.width(k);
+        let m = n - r0;
+        let (pan, piv) = match next.take() {
+            Some(x) => x,
+            None => {
+                let mut pan = vec![0.0; m * wk];
+                let mut pv = vec![0u64; wk];
+                w.recv(&mut pan, lay.owner(k) as i32, T_PANEL)?;
+                w.recv(&mut pv, lay.owner(k) as i32, T_PIV)?;
+                (pan, pv.iter().map(|&v| v as usize).collect())
+            }
+        };
+        // The right-hand side, on every rank.
+        for (i, &r) in piv.iter().enumerate() {
+            y.swap(r0 + i, r0 + r);
+        }
+        for c in 0..wk {
+            let yc = y[r0 + c];
+            if yc != 0.0 {
+                for i in c + 1..m {
+                    y[r0 + i] -= pan[c * m + i] * yc;
+                }
+            }
+        }
+        let start = lay.local_after(k);
+        let mut rest = start;
+        let look = k + 1 < nblk && lay.owner(k + 1) == lay.me;
+        if look {
+            // Lookahead: block k+1 first, then its panel goes out.
+            let w1 = lay.width(k + 1);
+            update(&mut a[start * n..], n, w1, r0, &pan, m, wk, &piv);
+            let (p1, v1) = factor_panel(&mut a, &lay, k + 1)?;
+            rest = start + w1;
+            let pv: Vec<u64> = v1.iter().map(|&v| v as u64).collect();
+            let others: Vec<usize> = (0..lay.p).filter(|&r| r != lay.me).collect();
+            scope(|s| -> Result<(), Failure> {
+                let mut reqs = Vec::new();
+                for &r in &others {
+                    reqs.push(w.isend(s, &p1, r as i32, T_PANEL)?);
+                    reqs.push(w.isend(s, &pv, r as i32, T_PIV)?);
+                }
+                update(&mut a[rest * n..], n, nloc - rest, r0, &pan, m, wk, &piv);
+                kumi::wait_all(reqs)?;
+                Ok(())
+            })?;
+            next = Some((p1, v1));
+        } else {
+            update(&mut a[rest * n..], n, nloc - rest, r0, &pan, m, wk, &piv);
+        }
+    }
+
+    // Back substitution U x = y, last block first. Each rank keeps the
+    // contributions of its own columns already solved (corr); the owner of a
+    // block collects them for that block's rows, solves, and sends x_k around.
+    let mut x = vec![0.0f64; n];
+    let mut corr = vec![0.0f64; n];
+    for k in (0..nblk).rev() {
+        let (r0, wk, o) = (k * nb, lay.width(k), lay.owner(k));
+        if o != lay.me {
+            w.send(&corr[r0..r0 + wk], o as i32, T_CORR)?;
+            w.recv(&mut x[r0..r0 + wk], o as i32, T_X)?;
+        } else {
+            let mut rhs: Vec<f64> = (0..wk).map(|i| y[r0 + i] - corr[r0 + i]).collect();
+            let mut buf = vec![0.0; wk];
+            for r in (0..lay.p).filter(|&r| r != lay.me) {
+                w.recv(&mut buf, r as i32, T_CORR)?;
+                for (v, c) in rhs.iter_mut().zip(&buf) {
+                    *v -= c;
+                }
+            }
+            let lc = lay.local(k);
+            for i in (0..wk).rev() {
+                let mut s = rhs[i];
+                for j in i + 1..wk {
+                    s -= a[(lc + j) * n + r0 + i] * rhs[j];
+                }
+                let d = a[(lc + i) * n + r0 + i];
+                rhs[i] = s / d;
+            }
+            x[r0..r0 + wk].copy_from_slice(&rhs);
+            for r in (0..lay.p).filter(|&r| r != lay.me) {
+                w.send(&rhs, r as i32, T_X)?;
+            }
+            for (j, &xj) in rhs.iter().enumerate() {
+                let col = &a[(lc + j) * n..(lc + j) * n + r0];
+                for (c, &u) in corr[..r0].iter_mut().zip(col) {
+                    *c += u * xj;
+                }
+            }
+        }
+    }
+    let seconds = xfer::max(w, t0.elapsed().as_secs_f64())?;
+    if fault {
+        x[n / 2] += 1e-3;
+    }
+
+    // HPL's scaled residual, with A and b regenerated.
+    let mut acc = vec![0.0f64; 2 * n]; // A x, then row sums of |A|
+    for b in (0..nblk).filter(|&b| lay.owner(b) == lay.me) {
+        for c in 0..lay.width(b) {
+            let j = b * nb + c;
+            for i in 0..n {
+                let v = entry(seed, i, j, n);
+                acc[i] += v * x[j];
+                acc[n + i] += v.abs();
+            }
+        }
+    }
+    xfer::sum(w, &mut acc)?;
+    let r_inf = (0..n).map(|i| (acc[i] - b0[i]).abs()).fold(0.0, f64::max);
+    let a_inf = acc[n..].iter().cloned().fold(0.0, f64::max);
+    let x_inf = x.iter().map(|v| v.abs()).fold(0.0, f64::max);
+    let b_inf = b0.iter().map(|v| v.abs()).fold(0.0, f64::max);
+    let eps = f64::EPSILON / 2.0;
+    let residual = r_inf / (eps * (a_inf * x_inf + b_inf) * n as f64);
+    if residual.is_nan() || residual >= 16.0 {
+        return Err(Failure::check(
+            "lu scaled residual",
+            format!("||Ax-b||_oo/(eps*(||A||_oo*||x||_oo+||b||_oo)*N) = {residual:.3e} at N={n}, must be < 16"),
+        ));
+    }
+    Ok(Run { seconds, residual })
+}
+
+fn send_panel(w: &Comm, lay: &Layout, pan: &[f64], piv: &[usize]) -> Result<(), Failure> {
+    let pv: Vec<u64> = piv.iter().map(|&v| v as u64).collect();
+    for r in (0..lay.p).filter(|&r| r != lay.me) {
+        w.send(pan, r as i32, T_PANEL)?;
+        w.send(&pv, r as i32, T_PIV)?;
+    }
+    Ok(())
+}
+
+/// Block size for order n.
+pub fn block_size(n: usize) -> usize {
+    match n {
+        n if n >= 6000 => 256,
+        n if n >= 1500 => 192,
+        n if n >= 400 => 96,
+        _ => 16,
+    }
+}
+
+/// DGEMM GFLOPS of all ranks together, every rank multiplying at the same time
+/// (so the figure is the peak of these cores as LU uses them).
+pub fn dgemm_peak(w: &Comm, dim: usize, seconds: f64) -> Result<f64, Failure> {
+    let a: Vec<f64> = (0..dim * dim)
+        .map(|i| entry(1, i % dim, i / dim, dim))
+        .collect();
+    let b = a.clone();
+    let mut c = vec![0.0f64; dim * dim];
+    let mut best: f64 = 0.0;
+    w.barrier()?;
+    let t_all = Instant::now();
+    loop {
+        let t = Instant::now();
+        faer::linalg::matmul::matmul(
+            view_mut(&mut c, dim, dim, dim),
+            Accum::Replace,
+            view(&a, dim, dim, dim),
+            view(&b, dim, dim, dim),
+            1.0,
+            Par::Seq,
+        );
+        best = best.max(2.0 * (dim as f64).powi(3) / t.elapsed().as_secs_f64() / 1e9);
+        // Every rank stops after the same number of rounds: rank 0 decides.
+        let mut stop = [(t_all.elapsed().as_secs_f64() > seconds) as u8];
+        xfer::bcast(w, &mut stop, 0)?;
+        if stop[0] == 1 {
+            break;
+        }
+    }
+    let mut s = [best];
+    xfer::sum(w, &mut s)?;
+    Ok(s[0])
+}
+
+/// The order at which the GFLOPS curve reaches half of its largest value
+/// (linear interpolation between measured orders; `None` if never below half).
+pub fn n_half(points: &[(usize, f64)]) -> Option<f64> {
+    let mut pts = points.to_vec();
+    pts.sort_by_key(|p| p.0);
+    let rmax = pts.iter().map(|p| p.1).fold(0.0, f64::max);
+    let half = rmax / 2.0;
+    for win in pts.windows(2) {
+        let ((n0, g0), (n1, g1)) = (win[0], win[1]);
+        if g0 <= half && g1 >= half {
+            if g1 == g0 {
+                return Some(n0 as f64);
+            }
+            return Some(n0 as f64 + (half - g0) / (g1 - g0) * (n1 - n0) as f64);
+        }
+    }
+    None
+}
+
+/// Runs LU at each order in `sizes` (ascending), then reports GFLOPS,
+/// efficiency against the same-run DGEMM peak, and N_1/2.
+/// `fault` spoils the solution before the check (for tests of the failure path).
+pub fn run(
+    w: &Comm,
+    sizes: &[usize],
+    peak_dim: usize,
+    peak_seconds: f64,
+    fault: bool,
+    progress: &dyn Fn(usize, usize, &str),
+) -> Outcome {
+    let np = w.size();
+    let kernel = dgemm_kernel();
+    let total = sizes.len() + 1;
+    progress(0, total, "dgemm peak");
+    let peak = dgemm_peak(w, peak_dim, peak_seconds)?;
+    let mut out =
+        vec![Figure::new("lu", np, peak_dim, "dgemm_peak_gflops", peak).with_str("kernel", kernel)];
+    let mut points = Vec::new();
+    for (i, &n) in sizes.iter().enumerate() {
+        progress(i + 1, total, &format!("N={n}"));
+        if n == 0 {
+            return Err(Failure::Usage("lu: N must be at least 1".into()));
+        }
+        let nb = block_size(n);
+        let r = lu_once(w, n, nb, 42 + n as u64, fault)?;
+        let flops = 2.0 / 3.0 * (n as f64).powi(3) + 1.5 * (n as f64).powi(2);
+        let gflops = flops / r.seconds / 1e9;
+        points.push((n, gflops));
+        let tag = |f: Figure| {
+            f.with_num("nb", nb as f64)
+                .with_num("seconds", r.seconds)
+                .with_num("residual", r.residual)
+                .with_num("peak_gflops", peak)
+                .with_str("kernel", kernel)
+                .with_str("check", "PASSED")
+        };
+        out.push(tag(Figure::new("lu", np, n, "gflops", gflops)));
+        out.push(tag(Figure::new("lu", np, n, "efficiency", gflops / peak)));
+    }
+    progress(total, total, "done");
+    if let Some(h) = n_half(&points) {
+        let (nmax, gmax) = points
+            .iter()
+            .cloned()
+            .fold((0, 0.0), |a, b| if b.1 > a.1 { b } else { a });
+        out.push(
+            Figure::new("lu", np, nmax, "n_half", h)
+                .with_num("rmax_gflops", gmax)
+                .with_num("peak_gflops", peak),
+        );
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn n_half_interpolates() {
+        let pts = [(100, 10.0), (200, 30.0), (400, 50.0), (800, 60.0)];
+        let h = n_half(&pts).expect("crosses half");
+        assert!((h - 100.0 - 0.5 * 100.0).abs() < 1e-9, "{h}");
+    }
+
+    #[test]
+    fn serial_panel_lu_reconstructs() {
+        let (m, n) = (37, 20);
+        let mut a: Vec<f64> = (0..m * n).map(|k| entry(5, k % m, k / m, m)).collect();
+        let orig = a.clone();
+        let mut piv = vec![0; n];
+        getrf_rec(&mut a, m, m, n, &mut piv).expect("nonsingular");
+        // P A = L U: apply the swaps to the original and compare.
+        let mut pa = orig.clone();
+        for (i, &r) in piv.iter().enumerate() {
+            for c in 0..n {
+                pa.swap(c * m + i, c * m + r);
+            }
+        }
+        for i in 0..m {
+            for j in 0..n {
+                let mut s = 0.0;
+                for k in 0..=i.min(j) {
+                    let l = if k == i { 1.0 } else { a[k * m + i] };
+                    let u = a[j * m + k];
+                    if k <= j {
+                        s += l * u;
+                    }
+                }
+                assert!((s - pa[j * m + i]).abs() < 1e-12, "({i},{j})");
+            }
+        }
+    }
+}

@@ -1,0 +1,277 @@
+//! `kumi cc` / `kumi cxx`: compile and link C and C++ MPI programs against
+//! kumi's `libmpi.so.12`; and the `mpicc`, `mpicxx`, `mpirun`, `mpiexec` names.
+//!
+//! The wrappers add kumi's include directory, library directory and an rpath
+//! (so the program finds kumi's library without `LD_LIBRARY_PATH`), and pass
+//! everything else to the system compiler (`$KUMI_CC`/`$KUMI_CXX`, default
+//! `cc`/`c++`). `--showme` prints the command instead of running it.
+//!
+//! Where kumi's files are is derived from the `kumi` executable, so a build tree
+//! and an installed tree both work: the library beside the binary
+//! (`target/release/libmpi.so`) or in `../lib`; the header in `include/` beside
+//! the binary, in `../include`, or in the source tree's `crates/kumi-mpi/include`.
+//!
+//! The MPI names are the `kumi` binary itself under another name (symlinks the
+//! build creates beside it): [`multicall`] looks at `argv[0]`.
+
+use clap::Args;
+use std::ffi::OsString;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Arguments of `kumi cc` / `kumi cxx`.
+#[derive(Args, Debug)]
+#[command(disable_help_flag = true)]
+pub struct CcArgs {
+    /// Compiler arguments (sources, flags, `-o out`); `--showme` prints the
+    /// full command instead of running it.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "ARGS")]
+    pub args: Vec<OsString>,
+}
+
+/// Which language's compiler.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lang {
+    /// `cc`.
+    C,
+    /// `c++`.
+    Cxx,
+}
+
+/// kumi's library and include directories.
+struct Dirs {
+    lib: PathBuf,
+    include: PathBuf,
+}
+
+fn find_dirs() -> Result<Dirs, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot locate the kumi executable: {e}"))?;
+    let bin = exe
+        .parent()
+        .ok_or("the kumi executable has no directory")?
+        .to_path_buf();
+    let lib = [bin.clone(), bin.join("../lib")]
+        .into_iter()
+        .find(|d| d.join("libmpi.so").exists())
+        .ok_or_else(|| {
+            format!(
+                "kumi's MPI library (libmpi.so) is not beside {} nor in ../lib: build it with \
+                 `cargo build --release -p kumi-mpi`",
+                exe.display()
+            )
+        })?;
+    let include = [
+        bin.join("include"),
+        bin.join("../include"),
+        bin.join("../../crates/kumi-mpi/include"),
+    ]
+    .into_iter()
+    .find(|d| d.join("mpi.h").exists())
+    .ok_or_else(|| format!("kumi's mpi.h is not in {}/include nor ../include", bin.display()))?;
+    // The names MPICH-built binaries ask for (normally made by the build).
+    for so in ["libmpi.so.12", "libmpich.so.12"] {
+        let p = lib.join(so);
+        if !p.exists() {
+            let _ = std::fs::remove_file(&p);
+            std::os::unix::fs::symlink("libmpi.so", &p)
+                .map_err(|e| format!("cannot create {}: {e}", p.display()))?;
+        }
+    }
+    Ok(Dirs {
+        lib: lib.canonicalize().unwrap_or(lib),
+        include: include.canonicalize().unwrap_or(include),
+    })
+}
+
+/// Whether the arguments ask for no linking (`-c`, `-E`, `-S`, `-M`).
+fn compile_only(args: &[OsString]) -> bool {
+    args.iter()
+        .any(|a| matches!(a.to_str(), Some("-c" | "-E" | "-S" | "-M" | "-MM")))
+}
+
+fn build_command(lang: Lang, args: &[OsString], d: &Dirs) -> (OsString, Vec<OsString>) {
+    let (var, default) = match lang {
+        Lang::C => ("KUMI_CC", "cc"),
+        Lang::Cxx => ("KUMI_CXX", "c++"),
+    };
+    let compiler = std::env::var_os(var).unwrap_or_else(|| default.into());
+    let mut v: Vec<OsString> = vec![format!("-I{}", d.include.display()).into()];
+    v.extend(args.iter().cloned());
+    if !compile_only(args) {
+        v.push(format!("-L{}", d.lib.display()).into());
+        v.push(format!("-Wl,-rpath,{}", d.lib.display()).into());
+        v.push("-lmpi".into());
+    }
+    (compiler, v)
+}
+
+fn quote(s: &OsString) -> String {
+    let s = s.to_string_lossy();
+    if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c)) {
+        s.into_owned()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+/// Runs the compiler (or prints the command for `--showme`); the exit code.
+pub fn compile(lang: Lang, args: Vec<OsString>) -> i32 {
+    let showme = args
+        .iter()
+        .any(|a| matches!(a.to_str(), Some("--showme" | "-show" | "-showme")));
+    let args: Vec<OsString> = args
+        .into_iter()
+        .filter(|a| !matches!(a.to_str(), Some("--showme" | "-show" | "-showme")))
+        .collect();
+    let d = match find_dirs() {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("kumi cc: {e}");
+            return 1;
+        }
+    };
+    let (cc, v) = build_command(lang, &args, &d);
+    if showme {
+        let mut line = quote(&cc);
+        for a in &v {
+            line.push(' ');
+            line.push_str(&quote(a));
+        }
+        println!("{line}");
+        return 0;
+    }
+    let e = Command::new(&cc).args(&v).exec();
+    eprintln!("kumi cc: cannot run the compiler {:?}: {e}", cc);
+    1
+}
+
+/// `kumi cc` and `kumi cxx`.
+pub fn main(lang: Lang, args: CcArgs) -> i32 {
+    compile(lang, args.args)
+}
+
+/// Translates `mpirun`/`mpiexec` arguments into `kumi run` arguments:
+/// `-n`/`-np N`, `--hostfile`/`-hostfile`/`-f`/`--machinefile FILE`,
+/// `-H`/`--host HOSTS`; the first other argument starts the program.
+fn mpirun_args(args: &[OsString]) -> Result<Vec<OsString>, String> {
+    let mut out: Vec<OsString> = vec!["run".into()];
+    let mut i = 0;
+    let value = |i: usize, flag: &str| -> Result<OsString, String> {
+        args.get(i + 1)
+            .cloned()
+            .ok_or_else(|| format!("{flag} needs a value"))
+    };
+    while i < args.len() {
+        let a = args[i].to_string_lossy().into_owned();
+        let (flag, inline) = match a.split_once('=') {
+            Some((f, v)) if f.starts_with('-') => (f.to_string(), Some(OsString::from(v))),
+            _ => (a.clone(), None),
+        };
+        let mapped = match flag.as_str() {
+            "-n" | "-np" | "--np" | "-c" => Some("-n"),
+            "--hostfile" | "-hostfile" | "-f" | "--machinefile" | "-machinefile" => Some("--hostfile"),
+            "-H" | "--host" | "-host" | "-hosts" | "--hosts" => Some("--hosts"),
+            "--" => {
+                out.push("--".into());
+                out.extend(args[i + 1..].iter().cloned());
+                return Ok(out);
+            }
+            f if f.starts_with('-') => {
+                return Err(format!(
+                    "option {f} is not understood by kumi's mpirun (it takes -n/-np, --hostfile/-f, -H); \
+                     use `kumi run` for kumi's own options"
+                ))
+            }
+            _ => None,
+        };
+        match mapped {
+            Some(m) => {
+                out.push(m.into());
+                match inline {
+                    Some(v) => out.push(v),
+                    None => {
+                        out.push(value(i, &flag)?);
+                        i += 1;
+                    }
+                }
+                i += 1;
+            }
+            None => {
+                out.push("--".into());
+                out.extend(args[i..].iter().cloned());
+                return Ok(out);
+            }
+        }
+    }
+    Err("no program to run".into())
+}
+
+/// If the binary was started as `mpicc`, `mpicxx`, `mpirun` or `mpiexec`, does
+/// that and returns the exit code.
+pub fn multicall() -> Option<i32> {
+    let mut argv = std::env::args_os();
+    let arg0 = argv.next()?;
+    let name = Path::new(&arg0).file_name()?.to_string_lossy().into_owned();
+    let rest: Vec<OsString> = argv.collect();
+    match name.as_str() {
+        "mpicc" => Some(compile(Lang::C, rest)),
+        "mpicxx" | "mpic++" | "mpiCC" => Some(compile(Lang::Cxx, rest)),
+        "mpirun" | "mpiexec" => Some(match mpirun_args(&rest) {
+            Ok(a) => match std::env::current_exe() {
+                Ok(exe) => {
+                    let e = Command::new(exe).args(a).exec();
+                    eprintln!("{name}: cannot start kumi: {e}");
+                    1
+                }
+                Err(e) => {
+                    eprintln!("{name}: cannot locate kumi: {e}");
+                    1
+                }
+            },
+            Err(e) => {
+                eprintln!("{name}: {e}");
+                2
+            }
+        }),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn os(v: &[&str]) -> Vec<OsString> {
+        v.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn mpirun_maps_onto_kumi_run() {
+        assert_eq!(
+            mpirun_args(&os(&["-np", "4", "./a.out", "-n", "x"])).unwrap(),
+            os(&["run", "-n", "4", "--", "./a.out", "-n", "x"])
+        );
+        assert_eq!(
+            mpirun_args(&os(&["-n=2", "-f", "hosts", "-H", "a,b", "prog"])).unwrap(),
+            os(&["run", "-n", "2", "--hostfile", "hosts", "--hosts", "a,b", "--", "prog"])
+        );
+        assert!(mpirun_args(&os(&["--bind-to", "core", "p"])).is_err());
+        assert!(mpirun_args(&os(&["-n", "2"])).is_err());
+    }
+
+    #[test]
+    fn link_flags_only_when_linking() {
+        let d = Dirs {
+            lib: "/k/lib".into(),
+            include: "/k/inc".into(),
+        };
+        let (_, v) = build_command(Lang::C, &os(&["-c", "x.c"]), &d);
+        assert_eq!(v, os(&["-I/k/inc", "-c", "x.c"]));
+        let (_, v) = build_command(Lang::C, &os(&["x.c", "-o", "x"]), &d);
+        assert_eq!(
+            v,
+            os(&["-I/k/inc", "x.c", "-o", "x", "-L/k/lib", "-Wl,-rpath,/k/lib", "-lmpi"])
+        );
+    }
+}

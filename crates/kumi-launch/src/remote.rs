@@ -1,0 +1,555 @@
+//! The hosts of a job as one: the launcher's own host (in process) and one agent
+//! per other host (see [`crate::agent`]), behind the same calls the event loop
+//! makes on a single [`LocalHost`].
+//!
+//! An agent's channel is one more "pipe" for the event loop: reading it yields
+//! output lines and [`Reaped`] records exactly as a local host would. If the
+//! channel ends before the agent said `Done`, the host is lost: its ranks are
+//! counted as killed and [`Cluster::take_lost`] gives the one line that names
+//! the host, which the loop reports as the job's cause.
+
+use crate::host::{HostError, HostPlan, LocalHost, PipeId, Reaped};
+use crate::hosts::{rank_list, HostSlots, Placement};
+use crate::policy::Termination;
+use crate::server::ControlServer;
+use kumi_core::call::Call;
+use kumi_core::control::{self, FrameDecoder, FromAgent, ToAgent};
+pub use kumi_transport::tcp::addr::{parse_cidr, NetChoice};
+use rustix::process::{Pid, Signal};
+use std::fs::File;
+use std::io::{ErrorKind, Read, Write};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long an agent has to end its ranks after `Stop` before the launcher
+/// gives up on it (kills the remote shell and counts the host as lost).
+pub const AGENT_GRACE: Duration = Duration::from_secs(3);
+
+const AGENT_PIPE_BASE: PipeId = 1 << 40;
+
+/// Where and how to run a job on several hosts.
+#[derive(Clone, Debug)]
+pub struct RemoteSpec {
+    /// Hosts and slots, in order.
+    pub hosts: Vec<HostSlots>,
+    /// The remote shell command and its leading arguments (`["ssh"]`); it is
+    /// run as `RSH... host 'remote command line'`.
+    pub rsh: Vec<String>,
+    /// The network the ranks use (`KUMI_NET`).
+    pub net: NetChoice,
+    /// The `kumi` executable on the hosts (default: this one's path).
+    pub agent_program: Option<PathBuf>,
+}
+
+/// A host is the launcher's own if it is named `localhost` or like this machine.
+pub fn is_local(name: &str) -> bool {
+    name == "localhost" || name == crate_hostname()
+}
+
+fn crate_hostname() -> String {
+    rustix::system::uname()
+        .nodename()
+        .to_string_lossy()
+        .into_owned()
+}
+
+struct Agent {
+    host: String,
+    child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: Option<File>,
+    decoder: FrameDecoder,
+    ranks: Vec<u32>,
+    pids: Vec<u32>,
+    ended: Vec<bool>,
+    done: bool,
+    give_up_at: Option<Instant>,
+}
+
+impl Agent {
+    fn tell(&mut self, msg: &ToAgent) {
+        if let Some(s) = &mut self.stdin {
+            if s.write_all(&control::encode(msg)).is_err() {
+                self.stdin = None;
+            }
+        }
+    }
+
+    fn running(&self) -> usize {
+        self.ended.iter().filter(|e| !**e).count()
+    }
+}
+
+/// Every host of a job.
+pub struct Cluster {
+    local: Option<LocalHost>,
+    agents: Vec<Agent>,
+    reaped: Vec<Reaped>,
+    lost: Option<String>,
+    stopping: bool,
+}
+
+/// Shell-quotes one word for the remote command line.
+fn quote(s: &str) -> String {
+    if !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-=:,@+".contains(c))
+    {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+impl Cluster {
+    /// Only this host: the plan runs in process.
+    pub fn local_only(plan: &HostPlan) -> Result<Cluster, HostError> {
+        Ok(Cluster {
+            local: Some(LocalHost::start(plan)?),
+            agents: Vec::new(),
+            reaped: Vec::new(),
+            lost: None,
+            stopping: false,
+        })
+    }
+
+    /// Starts every host of `placement`. `base` is the plan of the whole job
+    /// (program, arguments, job-wide environment without `KUMI_CONTROL`);
+    /// `local_control` and `remote_control` are the control addresses for ranks
+    /// on the launcher's host and on the others.
+    pub fn start(
+        base: &HostPlan,
+        spec: &RemoteSpec,
+        placement: &Placement,
+        local_control: &str,
+        remote_control: &str,
+    ) -> Result<Cluster, HostError> {
+        let mut c = Cluster {
+            local: None,
+            agents: Vec::new(),
+            reaped: Vec::new(),
+            lost: None,
+            stopping: false,
+        };
+        for (node, (host, ranks)) in placement.hosts.iter().enumerate() {
+            let local = is_local(host) && c.local.is_none();
+            let mut env = base.env.clone();
+            if !local {
+                // A remote shell need not pass the environment on (ssh does not):
+                // forward the user's kumi knobs, so every rank reads the same ones
+                // (KUMI_FORCE_TCP must agree on both ends of a pair).
+                env.extend(std::env::vars().filter(|(k, _)| {
+                    k.starts_with("KUMI_")
+                        && k != "KUMI_AGENT_PROGRAM"
+                        && !base.env.iter().any(|(b, _)| b == k)
+                }));
+            }
+            env.push((
+                "KUMI_CONTROL".into(),
+                if local { local_control } else { remote_control }.to_string(),
+            ));
+            env.push(("KUMI_HOST_RANKS".into(), rank_list(ranks)));
+            env.push(("KUMI_HOST".into(), host.clone()));
+            env.push(("KUMI_NET".into(), spec.net.to_env()));
+            let plan = HostPlan {
+                node: node as u32,
+                ranks: ranks.clone(),
+                env,
+                forward_stdin: base.forward_stdin && local,
+                ..base.clone()
+            };
+            if local {
+                c.local = Some(LocalHost::start(&plan)?);
+                continue;
+            }
+            let agent = spawn_agent(spec, host, &plan).map_err(|e| {
+                HostError::Setup(format!("cannot start the agent for host {host}: {e}"))
+            })?;
+            c.agents.push(agent);
+        }
+        Ok(c)
+    }
+
+    /// Ranks not yet reaped.
+    pub fn running(&self) -> usize {
+        self.local.as_ref().map_or(0, |h| h.running())
+            + self.agents.iter().map(Agent::running).sum::<usize>()
+    }
+
+    /// Ranks that ended, from every host (never blocks).
+    pub fn reap(&mut self, out: &mut Vec<Reaped>) {
+        if let Some(h) = &mut self.local {
+            h.reap(out);
+        }
+        out.append(&mut self.reaped);
+    }
+
+    /// The first host lost, as one line for the report (taken once).
+    pub fn take_lost(&mut self) -> Option<String> {
+        self.lost.take()
+    }
+
+    /// Stops every rank on every host (SIGTERM, then SIGKILL).
+    pub fn stop(&mut self, now: Instant) {
+        if let Some(h) = &mut self.local {
+            h.stop(now);
+        }
+        if self.stopping {
+            return;
+        }
+        self.stopping = true;
+        for a in self.agents.iter_mut().filter(|a| !a.done) {
+            a.tell(&ToAgent::Stop);
+            a.give_up_at = Some(now + AGENT_GRACE);
+        }
+    }
+
+    /// Kills every rank now.
+    pub fn kill_all_now(&mut self) {
+        if let Some(h) = &mut self.local {
+            h.kill_all_now();
+        }
+        for a in self.agents.iter_mut().filter(|a| !a.done) {
+            a.tell(&ToAgent::Kill);
+        }
+    }
+
+    /// Escalations due at `now`: the local grace, agents that did not answer.
+    pub fn tick(&mut self, now: Instant) {
+        if let Some(h) = &mut self.local {
+            h.tick(now);
+        }
+        for i in 0..self.agents.len() {
+            let a = &self.agents[i];
+            if a.stdout.is_some() && matches!(a.give_up_at, Some(t) if t <= now) {
+                let why = format!(
+                    "host {}: its agent did not stop its ranks within {} s",
+                    a.host,
+                    AGENT_GRACE.as_secs()
+                );
+                self.lose(i, why);
+            }
+        }
+    }
+
+    /// When [`Cluster::tick`] must next run.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.local
+            .as_ref()
+            .and_then(LocalHost::next_deadline)
+            .into_iter()
+            .chain(
+                self.agents
+                    .iter()
+                    .filter(|a| a.stdout.is_some())
+                    .filter_map(|a| a.give_up_at),
+            )
+            .min()
+    }
+
+    /// Output pipes and agent channels still open.
+    pub fn pipe_fds(&self) -> impl Iterator<Item = (PipeId, BorrowedFd<'_>)> {
+        let mut v: Vec<_> = self
+            .local
+            .as_ref()
+            .map(|h| h.pipe_fds().collect())
+            .unwrap_or_default();
+        for (i, a) in self.agents.iter().enumerate() {
+            if let Some(f) = &a.stdout {
+                v.push((AGENT_PIPE_BASE + i, f.as_fd()));
+            }
+        }
+        v.into_iter()
+    }
+
+    /// True when every pipe and channel has reached end of file.
+    pub fn pipes_closed(&self) -> bool {
+        self.local.as_ref().is_none_or(|h| h.pipes_closed())
+            && self.agents.iter().all(|a| a.stdout.is_none())
+    }
+
+    /// Reads a pipe or an agent's channel.
+    pub fn read_pipe(&mut self, id: PipeId, stdout: &mut Vec<u8>, stderr: &mut Vec<u8>) {
+        if id < AGENT_PIPE_BASE {
+            if let Some(h) = &mut self.local {
+                h.read_pipe(id, stdout, stderr);
+            }
+            return;
+        }
+        let i = id - AGENT_PIPE_BASE;
+        let mut buf = [0u8; 64 * 1024];
+        for _ in 0..16 {
+            let Some(a) = self.agents.get_mut(i) else {
+                return;
+            };
+            let Some(f) = a.stdout.as_mut() else { return };
+            match f.read(&mut buf) {
+                Ok(0) => {
+                    a.stdout = None;
+                    if !a.done {
+                        let status = match a.child.try_wait() {
+                            Ok(Some(s)) => format!(" ({s})"),
+                            _ => String::new(),
+                        };
+                        let why = format!(
+                            "host {}: lost its agent{status}; its ranks are gone",
+                            a.host
+                        );
+                        self.lose(i, why);
+                    }
+                    return;
+                }
+                Ok(n) => a.decoder.push(&buf[..n]),
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) => {
+                    let why = format!("host {}: its agent's channel failed: {e}", a.host);
+                    self.lose(i, why);
+                    return;
+                }
+            }
+            loop {
+                let a = &mut self.agents[i];
+                match a.decoder.next_frame::<FromAgent>() {
+                    Ok(None) => break,
+                    Ok(Some(msg)) => self.on_agent(i, msg, stdout, stderr),
+                    Err(e) => {
+                        let why = format!("host {}: its agent sent a bad message: {e}", a.host);
+                        self.lose(i, why);
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    fn on_agent(&mut self, i: usize, msg: FromAgent, stdout: &mut Vec<u8>, stderr: &mut Vec<u8>) {
+        let a = &mut self.agents[i];
+        match msg {
+            FromAgent::Started { pids } => a.pids = pids,
+            FromAgent::Output { stderr: e, data } => {
+                if e { stderr } else { stdout }.extend_from_slice(&data)
+            }
+            FromAgent::Reaped {
+                rank,
+                pid,
+                code,
+                signal,
+                call,
+            } => {
+                let Some(k) = a.ranks.iter().position(|&r| r == rank) else {
+                    return;
+                };
+                if a.ended[k] {
+                    return;
+                }
+                a.ended[k] = true;
+                self.reaped.push(Reaped {
+                    rank,
+                    pid,
+                    how: match (code, signal) {
+                        (Some(c), _) => Termination::Exited(c),
+                        (None, Some(s)) => Termination::Signaled(s),
+                        (None, None) => Termination::Exited(255),
+                    },
+                    call: Call::from_code(call),
+                });
+            }
+            FromAgent::Failed { code, message } => {
+                let why = format!("host {}: {message} (exit code {code})", a.host);
+                self.lose(i, why);
+            }
+            FromAgent::Done => a.done = true,
+        }
+    }
+
+    /// Counts host `i` as lost: its remaining ranks as killed, the remote shell
+    /// killed, the first such line kept for the report.
+    fn lose(&mut self, i: usize, why: String) {
+        let a = &mut self.agents[i];
+        a.stdout = None;
+        a.stdin = None;
+        a.done = true;
+        if let Some(pid) = Pid::from_raw(a.child.id() as i32) {
+            if matches!(a.child.try_wait(), Ok(None)) {
+                let _ = rustix::process::kill_process(pid, Signal::KILL);
+            }
+        }
+        let _ = a.child.wait();
+        for (k, &rank) in a.ranks.iter().enumerate() {
+            if !a.ended[k] {
+                a.ended[k] = true;
+                self.reaped.push(Reaped {
+                    rank,
+                    pid: a.pids.get(k).copied().unwrap_or(0),
+                    how: Termination::Signaled(libc::SIGKILL),
+                    call: Call::None,
+                });
+            }
+        }
+        if self.lost.is_none() && !self.stopping {
+            self.lost = Some(why);
+        } else {
+            eprintln!("kumi run: {why}");
+        }
+    }
+
+    /// Gives up on pipes still open.
+    pub fn close_pipes(&mut self, stdout: &mut Vec<u8>, stderr: &mut Vec<u8>) {
+        if let Some(h) = &mut self.local {
+            h.close_pipes(stdout, stderr);
+        }
+        for a in &mut self.agents {
+            a.stdout = None;
+        }
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for a in &mut self.agents {
+            a.stdin = None;
+            if matches!(a.child.try_wait(), Ok(None)) {
+                // An agent that said Done exits by itself; give it a moment.
+                let deadline = Instant::now() + Duration::from_millis(500);
+                while Instant::now() < deadline && matches!(a.child.try_wait(), Ok(None)) {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                let _ = a.child.kill();
+            }
+            let _ = a.child.wait();
+        }
+    }
+}
+
+/// Starts the job's hosts: only this one when `remote` is `None`; else listens
+/// for remote ranks' control connections on the chosen network and starts
+/// every host of the placement.
+pub fn start_hosts(
+    plan: &HostPlan,
+    remote: Option<&RemoteSpec>,
+    server: &mut ControlServer,
+    notices: &mut dyn FnMut(&str),
+) -> Result<Cluster, HostError> {
+    let Some(spec) = remote else {
+        return Cluster::local_only(plan);
+    };
+    let placement = crate::hosts::place(plan.ranks.len() as u32, &spec.hosts);
+    if let Some(w) = &placement.warning {
+        notices(&format!("warning: {w}"));
+    }
+    let all_local = placement.hosts.iter().all(|(h, _)| is_local(h));
+    let remote_control = if all_local {
+        String::new()
+    } else {
+        let ip = spec.net.resolve().map_err(|e| {
+            HostError::Setup(format!("choosing the launcher's network address: {e}"))
+        })?;
+        server
+            .listen_tcp(ip.into())
+            .map_err(|e| HostError::Setup(format!("cannot listen for remote ranks on {ip}: {e}")))?
+            .to_string()
+    };
+    let mut base = plan.clone();
+    let local_control = base
+        .env
+        .iter()
+        .find(|(k, _)| k == "KUMI_CONTROL")
+        .map(|(_, v)| v.clone())
+        .unwrap_or_default();
+    base.env.retain(|(k, _)| k != "KUMI_CONTROL");
+    Cluster::start(&base, spec, &placement, &local_control, &remote_control)
+}
+
+fn spawn_agent(spec: &RemoteSpec, host: &str, plan: &HostPlan) -> std::io::Result<Agent> {
+    let program = match &spec.agent_program {
+        Some(p) => p.clone(),
+        None => std::env::current_exe()?,
+    };
+    let remote = format!("exec {} agent", quote(&program.to_string_lossy()));
+    let (rsh, rsh_args) = spec
+        .rsh
+        .split_first()
+        .ok_or_else(|| std::io::Error::other("the remote shell command is empty"))?;
+    let mut cmd = Command::new(rsh);
+    cmd.args(rsh_args)
+        .arg(host)
+        .arg(&remote)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        // Its own group: a terminal's Ctrl-C reaches the launcher only, which
+        // relays it as Stop.
+        .process_group(0);
+    let parent = rustix::process::getpid().as_raw_nonzero().get();
+    // SAFETY: runs in the forked child before exec; calls only prctl and getppid
+    // (async-signal-safe system calls), allocates nothing, takes no lock.
+    unsafe {
+        cmd.pre_exec(move || {
+            // SAFETY: prctl(PR_SET_PDEATHSIG) takes a signal number, no pointers.
+            if libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGKILL as libc::c_ulong,
+                0,
+                0,
+                0,
+            ) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            if libc::getppid() != parent {
+                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn()?;
+    let stdout = child.stdout.take().map(OwnedFd::from).map(File::from);
+    if let Some(f) = &stdout {
+        rustix::io::ioctl_fionbio(f, true)?;
+    }
+    let mut agent = Agent {
+        host: host.to_string(),
+        stdin: child.stdin.take(),
+        child,
+        stdout,
+        decoder: FrameDecoder::new(),
+        ranks: plan.ranks.clone(),
+        pids: Vec::new(),
+        ended: vec![false; plan.ranks.len()],
+        done: false,
+        give_up_at: None,
+    };
+    agent.tell(&ToAgent::Start {
+        job: plan.job.clone(),
+        node: plan.node,
+        program: plan.program.as_bytes().to_vec(),
+        args: plan.args.iter().map(|a| a.as_bytes().to_vec()).collect(),
+        ranks: plan.ranks.clone(),
+        env: plan.env.clone(),
+        tag_output: plan.tag_output,
+    });
+    if agent.stdin.is_none() {
+        let _ = agent.child.kill();
+        let _ = agent.child.wait();
+        return Err(std::io::Error::other(
+            "the remote shell closed its input at once",
+        ));
+    }
+    Ok(agent)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoting() {
+        assert_eq!(quote("/usr/bin/kumi"), "/usr/bin/kumi");
+        assert_eq!(quote("/a b/k'x"), r"'/a b/k'\''x'");
+    }
+}

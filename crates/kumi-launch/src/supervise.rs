@@ -1,0 +1,445 @@
+//! Job supervision in the launcher: the latest state of every rank, the
+//! deadlock check with its grace period, the monitor's snapshot and the
+//! end-of-job statistics.
+//!
+//! Ranks report long waits and counters on the control channel
+//! (`kumi_core::deadlock::Report`); this module keeps the latest report of each
+//! rank and, on every turn of the event loop, runs the pure detector
+//! ([`kumi_core::deadlock::detect`]) over them. Reports arrive at different times,
+//! so one snapshot can mix an old report with a new one; a deadlock is declared
+//! only when the *same* set of ranks has been found stuck for the whole grace
+//! period (`--deadlock-timeout`, default 1 s). A rank that computes is never
+//! blocked, so it is never part of a deadlock, however long it computes.
+//!
+//! Statistics: `--stats` prints per rank wall time, time blocked and traffic per
+//! peer, and a summary; `--stats-json FILE` writes the same as JSON. The figures
+//! are the ones each rank sent at finalize, before its final barrier, so the
+//! message and byte counts are exactly what the program sent and received.
+
+use kumi_core::deadlock::{self, RankCounters, RankStatus, RankView, Report, Snapshot, Wait};
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// Exit code of `kumi run` when it ends a job because of a deadlock.
+pub const DEADLOCK_EXIT: i32 = 86;
+
+/// What to do when a deadlock is found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnDeadlock {
+    /// Print the report and end the job with [`DEADLOCK_EXIT`].
+    Abort,
+    /// Print the report and let the job go on.
+    Report,
+}
+
+/// How a job is supervised.
+#[derive(Clone, Debug)]
+pub struct SupervisionConfig {
+    /// A deadlock must persist this long before it is reported; `None`: never.
+    pub deadlock_timeout: Option<Duration>,
+    /// What follows the report.
+    pub on_deadlock: OnDeadlock,
+    /// Print statistics at the end.
+    pub stats: bool,
+    /// Write statistics as JSON here at the end.
+    pub stats_json: Option<PathBuf>,
+}
+
+impl Default for SupervisionConfig {
+    fn default() -> Self {
+        SupervisionConfig {
+            deadlock_timeout: Some(Duration::from_secs(1)),
+            on_deadlock: OnDeadlock::Abort,
+            stats: false,
+            stats_json: None,
+        }
+    }
+}
+
+#[derive(Default)]
+struct RankInfo {
+    pid: u32,
+    /// The reported wait and when it began (by the launcher's clock).
+    blocked: Option<(Wait, Instant)>,
+    counters: RankCounters,
+    final_counters: Option<RankCounters>,
+    ended: bool,
+}
+
+/// A deadlock the caller must act on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Found {
+    /// The report, several lines, without a prefix.
+    pub text: String,
+    /// End the job (else only report).
+    pub abort: bool,
+}
+
+/// The supervision state of one job.
+pub struct Supervision {
+    cfg: SupervisionConfig,
+    job: String,
+    program: String,
+    host: String,
+    started: Instant,
+    ranks: Vec<RankInfo>,
+    suspect: Option<(Vec<u32>, Instant)>,
+    reported: Option<Vec<u32>>,
+}
+
+impl Supervision {
+    /// A job of `size` ranks running `program`.
+    pub fn new(cfg: SupervisionConfig, job: &str, program: &str, size: u32, now: Instant) -> Self {
+        Supervision {
+            cfg,
+            job: job.to_string(),
+            program: program.to_string(),
+            host: rustix::system::uname()
+                .nodename()
+                .to_string_lossy()
+                .into_owned(),
+            started: now,
+            ranks: (0..size).map(|_| RankInfo::default()).collect(),
+            suspect: None,
+            reported: None,
+        }
+    }
+
+    /// A rank authenticated.
+    pub fn connected(&mut self, rank: u32, pid: u32) {
+        if let Some(r) = self.ranks.get_mut(rank as usize) {
+            r.pid = pid;
+        }
+    }
+
+    /// A rank's report arrived.
+    pub fn report(&mut self, rank: u32, report: Report, now: Instant) {
+        let Some(r) = self.ranks.get_mut(rank as usize) else {
+            return;
+        };
+        match report {
+            Report::Blocked { wait, counters } => {
+                let since = now
+                    .checked_sub(Duration::from_millis(wait.blocked_ms))
+                    .unwrap_or(now);
+                // A refresh of the same wait keeps its start.
+                let since = match &r.blocked {
+                    Some((w, s)) if same_wait(w, &wait) => *s,
+                    _ => since,
+                };
+                r.blocked = Some((wait, since));
+                r.counters = counters;
+            }
+            Report::Unblocked => r.blocked = None,
+            Report::Counters(c) => r.counters = c,
+            Report::Final(c) => {
+                r.counters = c.clone();
+                r.final_counters = Some(c);
+            }
+        }
+    }
+
+    /// A rank ended.
+    pub fn rank_ended(&mut self, rank: u32) {
+        if let Some(r) = self.ranks.get_mut(rank as usize) {
+            r.ended = true;
+            r.blocked = None;
+        }
+    }
+
+    /// Runs the detector; returns a deadlock once it has lasted the grace period
+    /// (once per deadlock).
+    pub fn check(&mut self, now: Instant) -> Option<Found> {
+        let grace = self.cfg.deadlock_timeout?;
+        let (d, text) = {
+            let view = self.view();
+            match deadlock::detect(&view) {
+                Some(d) => {
+                    let text = deadlock::report(&d, &view);
+                    (Some(d), text)
+                }
+                None => (None, String::new()),
+            }
+        };
+        let Some(d) = d else {
+            self.suspect = None;
+            self.reported = None;
+            return None;
+        };
+        let since = match &self.suspect {
+            Some((ranks, since)) if *ranks == d.ranks => *since,
+            _ => {
+                self.suspect = Some((d.ranks.clone(), now));
+                now
+            }
+        };
+        if now.saturating_duration_since(since) < grace || self.reported.as_ref() == Some(&d.ranks)
+        {
+            return None;
+        }
+        self.reported = Some(d.ranks);
+        Some(Found {
+            text,
+            abort: self.cfg.on_deadlock == OnDeadlock::Abort,
+        })
+    }
+
+    fn view(&self) -> Vec<RankView<'_>> {
+        self.ranks
+            .iter()
+            .map(|r| match (&r.blocked, r.ended) {
+                (_, true) => RankView::Ended(&r.counters),
+                (Some((w, _)), false) => RankView::Blocked(w, &r.counters),
+                (None, false) => RankView::Active(&r.counters),
+            })
+            .collect()
+    }
+
+    /// What a monitor sees now.
+    pub fn snapshot(&self, now: Instant) -> Snapshot {
+        Snapshot {
+            job: self.job.clone(),
+            program: self.program.clone(),
+            size: self.ranks.len() as u32,
+            elapsed_ms: now.saturating_duration_since(self.started).as_millis() as u64,
+            ranks: self
+                .ranks
+                .iter()
+                .enumerate()
+                .map(|(i, r)| RankStatus {
+                    rank: i as u32,
+                    host: self.host.clone(),
+                    pid: r.pid,
+                    blocked: r.blocked.as_ref().map(|(w, _)| w.clone()),
+                    blocked_for_ms: r.blocked.as_ref().map_or(0, |(_, s)| {
+                        now.saturating_duration_since(*s).as_millis() as u64
+                    }),
+                    ended: r.ended,
+                    cpu_ms: if r.ended || r.pid == 0 {
+                        0
+                    } else {
+                        cpu_ms(r.pid).unwrap_or(0)
+                    },
+                    counters: r.counters.clone(),
+                })
+                .collect(),
+        }
+    }
+
+    /// Prints and writes the statistics the configuration asks for.
+    pub fn finish(&self, notices: &mut dyn FnMut(&str)) {
+        if !self.cfg.stats && self.cfg.stats_json.is_none() {
+            return;
+        }
+        let stats: Vec<&RankCounters> = self
+            .ranks
+            .iter()
+            .map(|r| r.final_counters.as_ref().unwrap_or(&r.counters))
+            .collect();
+        let n = stats.len();
+        let wall: f64 = stats.iter().map(|c| c.wall_us as f64).sum();
+        let blocked: f64 = stats.iter().map(|c| c.blocked_us as f64).sum();
+        let f = if wall > 0.0 {
+            (blocked / wall).min(1.0)
+        } else {
+            0.0
+        };
+        let serial = (n > 1 && f < 1.0).then(|| f / ((1.0 - f) * (n as f64 - 1.0)));
+        if self.cfg.stats {
+            notices(&text_stats(&stats, f, serial));
+        }
+        if let Some(path) = &self.cfg.stats_json {
+            let json = json_stats(&self.job, &stats, f, serial);
+            if let Err(e) = std::fs::write(path, json) {
+                notices(&format!(
+                    "cannot write the statistics to {}: {e}",
+                    path.display()
+                ));
+            }
+        }
+    }
+}
+
+fn same_wait(a: &Wait, b: &Wait) -> bool {
+    (a.call, &a.comm, a.peer, a.tag, &a.location) == (b.call, &b.comm, b.peer, b.tag, &b.location)
+}
+
+/// CPU time (user + system) of a process, in milliseconds.
+pub fn cpu_ms(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let mut f = stat.rsplit_once(')')?.1.split_whitespace();
+    // After the command: state(3) ... utime(14) stime(15), 1-based over the
+    // whole line, so fields 12 and 13 after the state's index 1.
+    let utime: u64 = f.nth(11)?.parse().ok()?;
+    let stime: u64 = f.next()?.parse().ok()?;
+    let hz = rustix::param::clock_ticks_per_second().max(1);
+    Some((utime + stime) * 1000 / hz)
+}
+
+fn secs(us: u64) -> f64 {
+    us as f64 / 1e6
+}
+
+fn text_stats(stats: &[&RankCounters], f: f64, serial: Option<f64>) -> String {
+    let mut s = String::from(
+        "statistics (point-to-point messages; coll: internal messages of collectives):\n  \
+         rank    wall s  blocked s  blocked %   msgs out   bytes out    msgs in    bytes in  coll out   coll in",
+    );
+    for (r, c) in stats.iter().enumerate() {
+        let t = c.total();
+        let pct = if c.wall_us > 0 {
+            100.0 * c.blocked_us as f64 / c.wall_us as f64
+        } else {
+            0.0
+        };
+        let _ = write!(
+            s,
+            "\n  {r:>4} {:>9.3} {:>10.3} {pct:>9.1}% {:>10} {:>11} {:>10} {:>11} {:>9} {:>9}",
+            secs(c.wall_us),
+            secs(c.blocked_us),
+            t.msgs_out,
+            t.bytes_out,
+            t.msgs_in,
+            t.bytes_in,
+            t.coll_msgs_out,
+            t.coll_msgs_in
+        );
+    }
+    s.push_str("\n  per peer (from -> to: messages, bytes):");
+    for (r, c) in stats.iter().enumerate() {
+        for (q, p) in c.peers.iter().enumerate() {
+            if p.msgs_out > 0 {
+                let _ = write!(s, "\n    {r} -> {q}: {}, {}", p.msgs_out, p.bytes_out);
+            }
+        }
+    }
+    let _ = write!(
+        s,
+        "\n  communication fraction {:.1}% (time blocked / wall time, all ranks); serial fraction estimate {}",
+        100.0 * f,
+        serial.map_or("n/a (one rank)".to_string(), |a| format!("{a:.4}"))
+    );
+    s
+}
+
+fn json_counts(p: &kumi_core::deadlock::PeerCount) -> String {
+    format!(
+        "\"msgs_out\": {}, \"bytes_out\": {}, \"msgs_in\": {}, \"bytes_in\": {}, \
+         \"coll_msgs_out\": {}, \"coll_bytes_out\": {}, \"coll_msgs_in\": {}, \"coll_bytes_in\": {}",
+        p.msgs_out,
+        p.bytes_out,
+        p.msgs_in,
+        p.bytes_in,
+        p.coll_msgs_out,
+        p.coll_bytes_out,
+        p.coll_msgs_in,
+        p.coll_bytes_in
+    )
+}
+
+fn json_stats(job: &str, stats: &[&RankCounters], f: f64, serial: Option<f64>) -> String {
+    let mut s = format!(
+        "{{\n  \"job\": \"{}\",\n  \"size\": {},\n  \"communication_fraction\": {f:.6},\n  \"serial_fraction\": {},\n  \"ranks\": [",
+        job.escape_default(),
+        stats.len(),
+        serial.map_or("null".to_string(), |a| format!("{a:.6}"))
+    );
+    for (r, c) in stats.iter().enumerate() {
+        let t = c.total();
+        let peers: Vec<String> = c
+            .peers
+            .iter()
+            .enumerate()
+            .map(|(q, p)| format!("{{\"peer\": {q}, {}}}", json_counts(p)))
+            .collect();
+        let _ = write!(
+            s,
+            "{}\n    {{\"rank\": {r}, \"wall_s\": {:.6}, \"blocked_s\": {:.6}, {},\n     \"peers\": [{}]}}",
+            if r == 0 { "" } else { "," },
+            secs(c.wall_us),
+            secs(c.blocked_us),
+            json_counts(&t),
+            peers.join(", ")
+        );
+    }
+    s.push_str("\n  ]\n}\n");
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kumi_core::call::Call;
+
+    fn wait(peer: u32) -> Wait {
+        Wait {
+            call: Call::Recv as u32,
+            comm: "world".into(),
+            peer: peer as i32,
+            tag: 1,
+            waits_on: Some(vec![peer]),
+            location: "p.rs:1:1".into(),
+            function: None,
+            blocked_ms: 100,
+        }
+    }
+
+    #[test]
+    fn a_deadlock_is_reported_once_after_the_grace_period() {
+        let t0 = Instant::now();
+        let mut s = Supervision::new(SupervisionConfig::default(), "j1", "p", 2, t0);
+        for r in 0..2 {
+            s.report(
+                r,
+                Report::Blocked {
+                    wait: wait(1 - r),
+                    counters: RankCounters::default(),
+                },
+                t0,
+            );
+        }
+        assert_eq!(s.check(t0), None);
+        assert_eq!(s.check(t0 + Duration::from_millis(900)), None);
+        let f = s.check(t0 + Duration::from_millis(1000)).unwrap();
+        assert!(f.abort && f.text.contains("0 -> 1 -> 0"), "{}", f.text);
+        assert_eq!(s.check(t0 + Duration::from_millis(1100)), None);
+    }
+
+    #[test]
+    fn an_unblocked_rank_resets_the_grace_period() {
+        let t0 = Instant::now();
+        let mut s = Supervision::new(SupervisionConfig::default(), "j1", "p", 2, t0);
+        let blocked = |s: &mut Supervision, r: u32, t| {
+            s.report(
+                r,
+                Report::Blocked {
+                    wait: wait(1 - r),
+                    counters: RankCounters::default(),
+                },
+                t,
+            )
+        };
+        blocked(&mut s, 0, t0);
+        blocked(&mut s, 1, t0);
+        assert_eq!(s.check(t0), None);
+        s.report(1, Report::Unblocked, t0 + Duration::from_millis(500));
+        assert_eq!(s.check(t0 + Duration::from_millis(500)), None);
+        blocked(&mut s, 1, t0 + Duration::from_millis(600));
+        assert_eq!(s.check(t0 + Duration::from_millis(700)), None);
+        assert_eq!(s.check(t0 + Duration::from_millis(1500)), None);
+        assert!(s.check(t0 + Duration::from_millis(1700)).is_some());
+    }
+
+    #[test]
+    fn serial_fraction_is_karp_flatt_of_blocked_time() {
+        let c = RankCounters {
+            peers: vec![],
+            blocked_us: 250_000,
+            wall_us: 1_000_000,
+        };
+        let text = text_stats(&[&c, &c], 0.25, Some(0.25 / 0.75));
+        assert!(text.contains("communication fraction 25.0%"), "{text}");
+        assert!(text.contains("0.3333"), "{text}");
+    }
+}

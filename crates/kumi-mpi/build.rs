@@ -1,0 +1,39 @@
+//! Gives the library its soname and puts the files `kumi cc` and MPICH-built
+//! binaries look for next to it in the target directory: `libmpi.so.12` and
+//! `libmpich.so.12` (symlinks to `libmpi.so`), `include/mpi.h`, and the `mpicc`,
+//! `mpicxx`, `mpirun`, `mpiexec` shims (symlinks to the `kumi` binary, which
+//! behaves by the name it is called with).
+use std::path::{Path, PathBuf};
+
+fn link(target: &str, name: &Path) {
+    if std::fs::read_link(name).is_ok_and(|t| t == Path::new(target)) {
+        return;
+    }
+    let _ = std::fs::remove_file(name);
+    if let Err(e) = std::os::unix::fs::symlink(target, name) {
+        println!("cargo:warning=could not create {}: {e}", name.display());
+    }
+}
+
+fn main() {
+    println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libmpi.so.12");
+    println!("cargo:rerun-if-changed=include/mpi.h");
+    println!("cargo:rerun-if-changed=build.rs");
+    // OUT_DIR is target/<profile>/build/kumi-mpi-<hash>/out.
+    let out = PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR"));
+    let Some(dir) = out.ancestors().nth(3) else {
+        return;
+    };
+    for so in ["libmpi.so.12", "libmpich.so.12"] {
+        link("libmpi.so", &dir.join(so));
+    }
+    for shim in ["mpicc", "mpicxx", "mpirun", "mpiexec"] {
+        link("kumi", &dir.join(shim));
+    }
+    let inc = dir.join("include");
+    let _ = std::fs::create_dir_all(&inc);
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("include/mpi.h");
+    if let Err(e) = std::fs::copy(&src, inc.join("mpi.h")) {
+        println!("cargo:warning=could not copy mpi.h: {e}");
+    }
+}

@@ -1,0 +1,519 @@
+//! Collectives, mapped onto the runtime's collectives on [`kumi::Comm`].
+//!
+//! The runtime's collectives are typed (`&[T]`, `Op<T>`); this module maps an
+//! MPI call onto them:
+//! - data movement (bcast, gather, scatter, allgather, alltoall and their
+//!   v-variants) runs on the packed bytes of the datatype (`T = u8`); a
+//!   non-contiguous layout, or displacements, are packed before and unpacked
+//!   after by [`kumi::datatype`];
+//! - reductions run on the Rust type of the MPI basic type (`MPI_DOUBLE` is
+//!   `f64`, `MPI_2INT` is `Loc<i32>`) with the runtime's built-in operation, or
+//!   with the program's `MPI_User_function` wrapped as an `Op::user` (on blocks
+//!   of the type's extent for contiguous derived types).
+//!
+//! What the runtime does not provide fails naming the function; nothing here
+//! runs an algorithm of its own.
+
+use crate::consts::*;
+use crate::state::{count, out, read, slice, st, UserFn};
+use crate::{err, R};
+use kumi::datatype::Datatype;
+use kumi::{Builtin, Comm, Elem, Loc, Op};
+use std::ffi::{c_int, c_void};
+
+fn in_place(p: *const c_void) -> bool {
+    p as usize == IN_PLACE
+}
+
+fn lookup(comm: c_int, dt: c_int) -> R<(Comm, Datatype)> {
+    let mut s = st()?;
+    let c = s.comm(comm)?;
+    Ok((c, s.dtype(dt)?))
+}
+
+fn check_root(c: &Comm, root: c_int) -> R<usize> {
+    if root < 0 || root as usize >= c.size() {
+        return err(
+            MPI_ERR_ROOT,
+            format!("root {root} is not a rank of this communicator of {} ranks", c.size()),
+        );
+    }
+    Ok(root as usize)
+}
+
+/// The packed bytes of `n` elements of `d` at `buf`.
+fn pack(buf: *const c_void, n: usize, d: &Datatype) -> Vec<u8> {
+    let mut v = vec![0u8; d.packed_size(n)];
+    if !v.is_empty() {
+        // SAFETY: the standard makes the caller pass `n` elements of `d` at `buf`.
+        unsafe { d.pack(buf as *const u8, n, &mut v) };
+    }
+    v
+}
+
+/// Writes packed bytes into `n` elements of `d` at `buf`.
+fn unpack(bytes: &[u8], buf: *mut c_void, n: usize, d: &Datatype) {
+    if !bytes.is_empty() {
+        // SAFETY: the standard makes the caller pass room for `n` elements.
+        unsafe { d.unpack(bytes, buf as *mut u8, n) };
+    }
+}
+
+/// `buf` displaced by `i` extents of `d`.
+fn at(buf: *const c_void, i: usize, d: &Datatype) -> *mut c_void {
+    (buf as *mut u8).wrapping_offset(i as isize * d.extent()) as *mut c_void
+}
+
+fn counts(p: *const c_int, n: usize, what: &str) -> R<Vec<usize>> {
+    slice(p, n as c_int, what)?
+        .iter()
+        .map(|&c| count(c))
+        .collect()
+}
+
+// ----- reductions ------------------------------------------------------------------
+
+fn builtin(op: c_int) -> Option<Builtin> {
+    Some(match op {
+        MPI_MAX => Builtin::Max,
+        MPI_MIN => Builtin::Min,
+        MPI_SUM => Builtin::Sum,
+        MPI_PROD => Builtin::Prod,
+        MPI_LAND => Builtin::Land,
+        MPI_BAND => Builtin::Band,
+        MPI_LOR => Builtin::Lor,
+        MPI_BOR => Builtin::Bor,
+        MPI_LXOR => Builtin::Lxor,
+        MPI_BXOR => Builtin::Bxor,
+        MPI_MINLOC => Builtin::MinLoc,
+        MPI_MAXLOC => Builtin::MaxLoc,
+        _ => return None,
+    })
+}
+
+fn user_op<T: bytemuck::Pod>(op: c_int, dt: c_int) -> R<Op<T>> {
+    let Some(&(f, commute)) = st()?.ops.get(&op) else {
+        return err(MPI_ERR_OP, format!("{op:#x} is not a reduction operation"));
+    };
+    Ok(Op::user(commute, move |a: &[T], b: &mut [T]| {
+        let mut len = a.len() as c_int;
+        let mut t = dt;
+        // SAFETY: `f` is the program's MPI_User_function; it reads `len`
+        // elements of `t` at the first pointer and updates those at the second.
+        unsafe {
+            f(a.as_ptr() as *mut c_void, b.as_mut_ptr() as *mut c_void, &mut len, &mut t)
+        }
+    }))
+}
+
+fn elem_op<T: Elem>(op: c_int, dt: c_int) -> R<Op<T>> {
+    match builtin(op) {
+        Some(b) => Ok(Op::builtin(b)),
+        None => user_op(op, dt),
+    }
+}
+
+/// What a reduction computes.
+#[derive(Clone)]
+enum Red {
+    Reduce(usize),
+    All,
+    Scan,
+    Exscan,
+    /// Reduce-scatter with these counts per rank.
+    Scatter(Vec<usize>),
+}
+
+/// Runs reduction `red` on `T` elements: `input` is the contribution (read
+/// from `send`), the result goes to `recv`.
+fn reduce_as<T: bytemuck::Pod>(
+    c: &Comm,
+    red: &Red,
+    op: &Op<T>,
+    send: *const c_void,
+    recv: *mut c_void,
+    n: usize,
+) -> R<()> {
+    let elem = std::mem::size_of::<T>();
+    let mut work: Vec<T> = vec![T::zeroed(); n];
+    // SAFETY: `send` holds `n` elements of the type (`elem` bytes each); the
+    // copy goes into an aligned vector of the same size.
+    unsafe {
+        std::ptr::copy_nonoverlapping(send as *const u8, work.as_mut_ptr() as *mut u8, n * elem)
+    };
+    let (result, write): (Vec<T>, bool) = match red {
+        Red::Reduce(root) => {
+            c.reduce_in_place(&mut work, op, *root)?;
+            (work, c.rank() == *root)
+        }
+        Red::All => {
+            c.allreduce_in_place(&mut work, op)?;
+            (work, true)
+        }
+        Red::Scan => {
+            c.scan_in_place(&mut work, op)?;
+            (work, true)
+        }
+        Red::Exscan => {
+            c.exscan_in_place(&mut work, op)?;
+            (work, c.rank() != 0)
+        }
+        Red::Scatter(cs) => {
+            let mut mine = vec![T::zeroed(); cs[c.rank()]];
+            c.reduce_scatter(&work, &mut mine, cs, op)?;
+            (mine, true)
+        }
+    };
+    if write && !result.is_empty() {
+        // SAFETY: `recv` holds room for the result (the standard's contract).
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                result.as_ptr() as *const u8,
+                recv as *mut u8,
+                result.len() * elem,
+            )
+        };
+    }
+    Ok(())
+}
+
+/// Dispatches a reduction on the MPI datatype to a Rust element type.
+#[allow(clippy::too_many_arguments)]
+fn reduction(
+    name: &str,
+    red: Red,
+    send: *const c_void,
+    recv: *mut c_void,
+    n: usize,
+    dt: c_int,
+    op: c_int,
+    comm: c_int,
+) -> R<()> {
+    let (c, d) = lookup(comm, dt)?;
+    if op == MPI_OP_NULL {
+        return err(MPI_ERR_OP, "the operation is MPI_OP_NULL");
+    }
+    if n > 0 && (recv.is_null() || send.is_null()) {
+        let root_only = matches!(red, Red::Reduce(r) if r != c.rank());
+        if !root_only || send.is_null() {
+            return err(MPI_ERR_BUFFER, "a buffer is NULL");
+        }
+    }
+    macro_rules! go {
+        ($t:ty) => {{
+            let o = elem_op::<$t>(op, dt)?;
+            reduce_as::<$t>(&c, &red, &o, send, recv, n)
+        }};
+    }
+    macro_rules! blob {
+        ($($k:literal)*) => {
+            match d.extent() as usize {
+                $($k => {
+                    let o = user_op::<[u8; $k]>(op, dt)?;
+                    reduce_as::<[u8; $k]>(&c, &red, &o, send, recv, n)
+                })*
+                e => err(MPI_ERR_TYPE, format!(
+                    "{name} with a user operation on a type of extent {e} is not supported by kumi yet"
+                )),
+            }
+        };
+    }
+    match dt {
+        MPI_CHAR | MPI_SIGNED_CHAR | MPI_INT8_T => go!(i8),
+        MPI_UNSIGNED_CHAR | MPI_BYTE | MPI_UINT8_T | MPI_C_BOOL => go!(u8),
+        MPI_SHORT | MPI_INT16_T => go!(i16),
+        MPI_UNSIGNED_SHORT | MPI_UINT16_T => go!(u16),
+        MPI_INT | MPI_INT32_T | 0x4c00041b | 0x4c000430 | MPI_WCHAR => go!(i32),
+        MPI_UNSIGNED | MPI_UINT32_T => go!(u32),
+        MPI_LONG | MPI_LONG_LONG | MPI_INT64_T | MPI_AINT | MPI_OFFSET | MPI_COUNT
+        | 0x4c000831 => go!(i64),
+        MPI_UNSIGNED_LONG | MPI_UNSIGNED_LONG_LONG | MPI_UINT64_T => go!(u64),
+        MPI_FLOAT | 0x4c00041c | 0x4c000427 => go!(f32),
+        MPI_DOUBLE | 0x4c00081f | 0x4c000829 => go!(f64),
+        MPI_2INT | 0x4c000820 => go!(Loc<i32>),
+        0x4c000821 => go!(Loc<f32>),
+        0x4c001023 => go!(Loc<f64>),
+        _ if builtin(op).is_some() => err(
+            MPI_ERR_OP,
+            format!("{name}: the built-in operation {op:#x} on datatype {dt:#x} is not supported by kumi yet"),
+        ),
+        _ if !d.is_contiguous() => err(
+            MPI_ERR_TYPE,
+            format!("{name} with a non-contiguous datatype is not supported by kumi yet"),
+        ),
+        _ => blob!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32),
+    }
+}
+
+// ----- data movement ----------------------------------------------------------------
+
+fn bcast(buf: *mut c_void, n: c_int, dt: c_int, root: c_int, comm: c_int) -> R<()> {
+    let (c, d) = lookup(comm, dt)?;
+    let root = check_root(&c, root)?;
+    let n = count(n)?;
+    let mut bytes = pack(buf, n, &d);
+    c.bcast(&mut bytes, root)?;
+    if c.rank() != root {
+        unpack(&bytes, buf, n, &d);
+    }
+    Ok(())
+}
+
+mpi! {
+    fn MPI_Barrier / PMPI_Barrier(comm: c_int) {
+        let c = st()?.comm(comm)?;
+        c.barrier()?;
+        Ok(())
+    }
+
+    fn MPI_Bcast / PMPI_Bcast(buffer: *mut c_void, count: c_int, datatype: c_int, root: c_int, comm: c_int) {
+        bcast(buffer, count, datatype, root, comm)
+    }
+
+    fn MPI_Reduce / PMPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: c_int, op: c_int, root: c_int, comm: c_int) {
+        let c = st()?.comm(comm)?;
+        let r = check_root(&c, root)?;
+        let send = if in_place(sendbuf) && c.rank() == r { recvbuf as *const c_void } else { sendbuf };
+        reduction("MPI_Reduce", Red::Reduce(r), send, recvbuf, crate::state::count(count)?, datatype, op, comm)
+    }
+
+    fn MPI_Allreduce / PMPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: c_int, op: c_int, comm: c_int) {
+        let send = if in_place(sendbuf) { recvbuf as *const c_void } else { sendbuf };
+        reduction("MPI_Allreduce", Red::All, send, recvbuf, crate::state::count(count)?, datatype, op, comm)
+    }
+
+    fn MPI_Scan / PMPI_Scan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: c_int, op: c_int, comm: c_int) {
+        let send = if in_place(sendbuf) { recvbuf as *const c_void } else { sendbuf };
+        reduction("MPI_Scan", Red::Scan, send, recvbuf, crate::state::count(count)?, datatype, op, comm)
+    }
+
+    fn MPI_Exscan / PMPI_Exscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: c_int, op: c_int, comm: c_int) {
+        let send = if in_place(sendbuf) { recvbuf as *const c_void } else { sendbuf };
+        reduction("MPI_Exscan", Red::Exscan, send, recvbuf, crate::state::count(count)?, datatype, op, comm)
+    }
+
+    fn MPI_Reduce_scatter_block / PMPI_Reduce_scatter_block(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: c_int, op: c_int, comm: c_int) {
+        let p = st()?.comm(comm)?.size();
+        let n = crate::state::count(recvcount)?;
+        let send = if in_place(sendbuf) { recvbuf as *const c_void } else { sendbuf };
+        reduction("MPI_Reduce_scatter_block", Red::Scatter(vec![n; p]), send, recvbuf, n * p, datatype, op, comm)
+    }
+
+    fn MPI_Reduce_scatter / PMPI_Reduce_scatter(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: c_int, op: c_int, comm: c_int) {
+        let p = st()?.comm(comm)?.size();
+        let cs = counts(recvcounts, p, "recvcounts")?;
+        let total = cs.iter().sum();
+        let send = if in_place(sendbuf) { recvbuf as *const c_void } else { sendbuf };
+        reduction("MPI_Reduce_scatter", Red::Scatter(cs), send, recvbuf, total, datatype, op, comm)
+    }
+
+    fn MPI_Gather / PMPI_Gather(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, root: c_int, comm: c_int) {
+        let (c, rd) = lookup(comm, recvtype)?;
+        let r = check_root(&c, root)?;
+        let (p, me) = (c.size(), c.rank());
+        let rn = crate::state::count(recvcount)?;
+        let mine = if in_place(sendbuf) {
+            pack(at(recvbuf, me * rn, &rd), rn, &rd)
+        } else {
+            let sd = st()?.dtype(sendtype)?;
+            pack(sendbuf, crate::state::count(sendcount)?, &sd)
+        };
+        let mut all = if me == r { vec![0u8; mine.len() * p] } else { Vec::new() };
+        c.gather(&mine, &mut all, r)?;
+        if me == r {
+            unpack(&all, recvbuf, rn * p, &rd);
+        }
+        Ok(())
+    }
+
+    fn MPI_Gatherv / PMPI_Gatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: c_int, root: c_int, comm: c_int) {
+        let (c, rd) = lookup(comm, recvtype)?;
+        let r = check_root(&c, root)?;
+        let (p, me) = (c.size(), c.rank());
+        let (cs, ds) = if me == r {
+            (counts(recvcounts, p, "recvcounts")?, counts(displs, p, "displs")?)
+        } else {
+            (vec![0; p], vec![0; p])
+        };
+        let mine = if in_place(sendbuf) {
+            pack(at(recvbuf, ds[me], &rd), cs[me], &rd)
+        } else {
+            let sd = st()?.dtype(sendtype)?;
+            pack(sendbuf, crate::state::count(sendcount)?, &sd)
+        };
+        let mut bytes: Vec<usize> = cs.iter().map(|&k| rd.packed_size(k)).collect();
+        // Counts matter at the root only; elsewhere the runtime checks this
+        // rank's own entry against what it sends.
+        if me != r {
+            bytes[me] = mine.len();
+        }
+        let mut all = vec![0u8; if me == r { bytes.iter().sum() } else { 0 }];
+        c.gatherv(&mine, &mut all, &bytes, r)?;
+        if me == r {
+            let mut off = 0;
+            for i in 0..p {
+                unpack(&all[off..off + bytes[i]], at(recvbuf, ds[i], &rd), cs[i], &rd);
+                off += bytes[i];
+            }
+        }
+        Ok(())
+    }
+
+    fn MPI_Scatter / PMPI_Scatter(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, root: c_int, comm: c_int) {
+        let (c, sd) = lookup(comm, sendtype)?;
+        let r = check_root(&c, root)?;
+        let (p, me) = (c.size(), c.rank());
+        let sn = if me == r { crate::state::count(sendcount)? } else { 0 };
+        let all = if me == r { pack(sendbuf, sn * p, &sd) } else { Vec::new() };
+        let dest_in_place = in_place(recvbuf) && me == r;
+        let rd = if dest_in_place { sd.clone() } else { st()?.dtype(recvtype)? };
+        let rn = if dest_in_place { sn } else { crate::state::count(recvcount)? };
+        let mut mine = vec![0u8; rd.packed_size(rn)];
+        c.scatter(&all, &mut mine, r)?;
+        if !dest_in_place {
+            unpack(&mine, recvbuf, rn, &rd);
+        }
+        Ok(())
+    }
+
+    fn MPI_Scatterv / PMPI_Scatterv(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, root: c_int, comm: c_int) {
+        let (c, sd) = lookup(comm, sendtype)?;
+        let r = check_root(&c, root)?;
+        let (p, me) = (c.size(), c.rank());
+        let (cs, ds) = if me == r {
+            (counts(sendcounts, p, "sendcounts")?, counts(displs, p, "displs")?)
+        } else {
+            (vec![0; p], vec![0; p])
+        };
+        let bytes: Vec<usize> = cs.iter().map(|&k| sd.packed_size(k)).collect();
+        let mut all = Vec::with_capacity(bytes.iter().sum());
+        if me == r {
+            for i in 0..p {
+                all.extend_from_slice(&pack(at(sendbuf, ds[i], &sd), cs[i], &sd));
+            }
+        }
+        let dest_in_place = in_place(recvbuf) && me == r;
+        let rd = if dest_in_place { sd.clone() } else { st()?.dtype(recvtype)? };
+        let rn = if dest_in_place { cs[me] } else { crate::state::count(recvcount)? };
+        let mut mine = vec![0u8; rd.packed_size(rn)];
+        let mut bytes = bytes;
+        if me != r {
+            bytes[me] = mine.len();
+        }
+        c.scatterv(&all, &bytes, &mut mine, r)?;
+        if !dest_in_place {
+            unpack(&mine, recvbuf, rn, &rd);
+        }
+        Ok(())
+    }
+
+    fn MPI_Allgather / PMPI_Allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, comm: c_int) {
+        let (c, rd) = lookup(comm, recvtype)?;
+        let (p, me) = (c.size(), c.rank());
+        let rn = crate::state::count(recvcount)?;
+        let mine = if in_place(sendbuf) {
+            pack(at(recvbuf, me * rn, &rd), rn, &rd)
+        } else {
+            let sd = st()?.dtype(sendtype)?;
+            pack(sendbuf, crate::state::count(sendcount)?, &sd)
+        };
+        let mut all = vec![0u8; mine.len() * p];
+        c.allgather(&mine, &mut all)?;
+        unpack(&all, recvbuf, rn * p, &rd);
+        Ok(())
+    }
+
+    fn MPI_Allgatherv / PMPI_Allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: c_int, comm: c_int) {
+        let (c, rd) = lookup(comm, recvtype)?;
+        let (p, me) = (c.size(), c.rank());
+        let cs = counts(recvcounts, p, "recvcounts")?;
+        let ds = counts(displs, p, "displs")?;
+        let mine = if in_place(sendbuf) {
+            pack(at(recvbuf, ds[me], &rd), cs[me], &rd)
+        } else {
+            let sd = st()?.dtype(sendtype)?;
+            pack(sendbuf, crate::state::count(sendcount)?, &sd)
+        };
+        let bytes: Vec<usize> = cs.iter().map(|&k| rd.packed_size(k)).collect();
+        let mut all = vec![0u8; bytes.iter().sum()];
+        c.allgatherv(&mine, &mut all, &bytes)?;
+        let mut off = 0;
+        for i in 0..p {
+            unpack(&all[off..off + bytes[i]], at(recvbuf, ds[i], &rd), cs[i], &rd);
+            off += bytes[i];
+        }
+        Ok(())
+    }
+
+    fn MPI_Alltoall / PMPI_Alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, comm: c_int) {
+        let (c, rd) = lookup(comm, recvtype)?;
+        let p = c.size();
+        let rn = crate::state::count(recvcount)?;
+        let send = if in_place(sendbuf) {
+            pack(recvbuf, rn * p, &rd)
+        } else {
+            let sd = st()?.dtype(sendtype)?;
+            pack(sendbuf, crate::state::count(sendcount)? * p, &sd)
+        };
+        let mut all = vec![0u8; rd.packed_size(rn * p)];
+        c.alltoall(&send, &mut all)?;
+        unpack(&all, recvbuf, rn * p, &rd);
+        Ok(())
+    }
+
+    fn MPI_Alltoallv / PMPI_Alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: c_int, comm: c_int) {
+        let (c, rd) = lookup(comm, recvtype)?;
+        let p = c.size();
+        let rc = counts(recvcounts, p, "recvcounts")?;
+        let rds = counts(rdispls, p, "rdispls")?;
+        let (sd, sc, sds, base) = if in_place(sendbuf) {
+            (rd.clone(), rc.clone(), rds.clone(), recvbuf as *const c_void)
+        } else {
+            (st()?.dtype(sendtype)?, counts(sendcounts, p, "sendcounts")?, counts(sdispls, p, "sdispls")?, sendbuf)
+        };
+        let mut send = Vec::new();
+        for i in 0..p {
+            send.extend_from_slice(&pack(at(base, sds[i], &sd), sc[i], &sd));
+        }
+        let sb: Vec<usize> = sc.iter().map(|&k| sd.packed_size(k)).collect();
+        let rb: Vec<usize> = rc.iter().map(|&k| rd.packed_size(k)).collect();
+        let mut all = vec![0u8; rb.iter().sum()];
+        c.alltoallv(&send, &sb, &mut all, &rb)?;
+        let mut off = 0;
+        for i in 0..p {
+            unpack(&all[off..off + rb[i]], at(recvbuf, rds[i], &rd), rc[i], &rd);
+            off += rb[i];
+        }
+        Ok(())
+    }
+
+    fn MPI_Op_create / PMPI_Op_create(user_fn: Option<UserFn>, commute: c_int, op: *mut c_int) {
+        let Some(f) = user_fn else {
+            return err(MPI_ERR_ARG, "the user function is NULL");
+        };
+        let mut s = st()?;
+        let h = s.fresh(NEW_OP);
+        s.ops.insert(h, (f, commute != 0));
+        drop(s);
+        out(op, "op", h)
+    }
+
+    fn MPI_Op_free / PMPI_Op_free(op: *mut c_int) {
+        let h = read(op, "op")?;
+        if st()?.ops.remove(&h).is_none() {
+            return err(MPI_ERR_OP, format!("{h:#x} is not an operation the program created"));
+        }
+        out(op, "op", MPI_OP_NULL)
+    }
+
+    fn MPI_Op_commutative / PMPI_Op_commutative(op: c_int, commute: *mut c_int) {
+        let c = match op {
+            MPI_MAX..=MPI_REPLACE => true,
+            h => match st()?.ops.get(&h) {
+                Some(&(_, c)) => c,
+                None => return err(MPI_ERR_OP, format!("{h:#x} is not an operation")),
+            },
+        };
+        out(commute, "commute", c as c_int)
+    }
+}

@@ -1,0 +1,906 @@
+//! Communicators, groups, attributes, error handlers, Cartesian topologies and
+//! info objects.
+//!
+//! New communicators come from the runtime's collective `dup` and `split`
+//! (`MPI_Comm_create`, `MPI_Comm_split_type` and `MPI_Cart_sub` are splits with
+//! a computed color). A group is the list of world ranks of its members. A
+//! Cartesian topology is a record (dims, periods) attached to a communicator;
+//! rank order is row-major, as the standard prescribes, and `reorder` is
+//! accepted and ignored (keeping ranks is a valid reordering).
+
+use crate::consts::*;
+use crate::state::{
+    in_str, out, out_str, read, slice, slice_mut, st, Cart, CommEntry, CopyFn, DeleteFn,
+    ErrFn, Keyval, State,
+};
+use crate::{class_text, err, set_err_comm, MpiErr, R};
+use kumi::Comm;
+use std::collections::HashMap;
+use std::ffi::{c_char, c_int, c_void};
+use std::sync::atomic::{AtomicI32, Ordering};
+
+fn add_comm(s: &mut State, comm: Comm, errh: c_int, cart: Option<Cart>) -> c_int {
+    let h = s.fresh(NEW_COMM);
+    s.comms.insert(
+        h,
+        CommEntry {
+            comm,
+            errh,
+            attrs: HashMap::new(),
+            cart,
+            name: String::new(),
+        },
+    );
+    h
+}
+
+/// Wraps the result of a split: `MPI_COMM_NULL` for a rank that took no part.
+fn new_comm(parent: c_int, c: Option<Comm>, cart: Option<Cart>, newcomm: *mut c_int) -> R<()> {
+    let mut s = st()?;
+    let errh = s.comm_entry(parent)?.errh;
+    let h = match c {
+        Some(c) => add_comm(&mut s, c, errh, cart),
+        None => MPI_COMM_NULL,
+    };
+    drop(s);
+    out(newcomm, "newcomm", h)
+}
+
+fn world_ranks(c: &Comm) -> Vec<u32> {
+    (0..c.size())
+        .map(|r| c.world_rank(r).unwrap_or(usize::MAX) as u32)
+        .collect()
+}
+
+fn my_world_rank(s: &mut State) -> R<u32> {
+    Ok(s.comm(MPI_COMM_WORLD)?.rank() as u32)
+}
+
+/// Runs the delete callbacks of every attribute on `comm` (outside the state
+/// borrow: a callback may call MPI) and clears them.
+pub(crate) fn delete_all_attrs(comm: c_int) -> R<()> {
+    let attrs: Vec<(c_int, *mut c_void)> = {
+        let mut s = st()?;
+        let e = s.comm_entry(comm)?;
+        e.attrs.drain().collect()
+    };
+    for (k, v) in attrs {
+        call_delete(comm, k, v)?;
+    }
+    Ok(())
+}
+
+fn call_delete(comm: c_int, keyval: c_int, val: *mut c_void) -> R<()> {
+    let (f, extra) = {
+        let s = st()?;
+        match s.keyvals.get(&keyval) {
+            Some(k) => (k.delete, k.extra),
+            None => (None, std::ptr::null_mut()),
+        }
+    };
+    if let Some(f) = f {
+        // SAFETY: the program registered `f` as an MPI_Comm_delete_attr_function.
+        let rc = unsafe { f(comm, keyval, val, extra) };
+        if rc != MPI_SUCCESS {
+            return err(rc, format!("the attribute delete callback of keyval {keyval:#x} returned {rc}"));
+        }
+    }
+    Ok(())
+}
+
+/// Copies the attributes of `from` onto `to` through their copy callbacks.
+fn copy_attrs(from: c_int, to: c_int) -> R<()> {
+    let attrs: Vec<(c_int, *mut c_void, Option<CopyFn>, *mut c_void)> = {
+        let mut s = st()?;
+        let list: Vec<(c_int, *mut c_void)> =
+            s.comm_entry(from)?.attrs.iter().map(|(&k, &v)| (k, v)).collect();
+        list.into_iter()
+            .map(|(k, v)| {
+                let kv = s.keyvals.get(&k);
+                (k, v, kv.and_then(|x| x.copy), kv.map_or(std::ptr::null_mut(), |x| x.extra))
+            })
+            .collect()
+    };
+    for (k, v, f, extra) in attrs {
+        let Some(f) = f else { continue };
+        let mut newv: *mut c_void = std::ptr::null_mut();
+        let mut flag: c_int = 0;
+        // SAFETY: the program registered `f` as an MPI_Comm_copy_attr_function;
+        // attribute_val_out points to a void* and flag to an int.
+        let rc = unsafe { f(from, k, extra, v, &mut newv as *mut _ as *mut c_void, &mut flag) };
+        if rc != MPI_SUCCESS {
+            return err(rc, format!("the attribute copy callback of keyval {k:#x} returned {rc}"));
+        }
+        if flag != 0 {
+            st()?.comm_entry(to)?.attrs.insert(k, newv);
+        }
+    }
+    Ok(())
+}
+
+/// Values of the predefined attributes; the C binding returns pointers to them.
+/// Written once at each `MPI_Comm_get_attr` before the pointer is handed out;
+/// only the init thread reads them (Relaxed: no other data is published).
+static TAG_UB_V: AtomicI32 = AtomicI32::new(kumi::TAG_UB);
+static HOST_V: AtomicI32 = AtomicI32::new(MPI_PROC_NULL);
+static IO_V: AtomicI32 = AtomicI32::new(MPI_ANY_SOURCE);
+static WTIME_GLOBAL_V: AtomicI32 = AtomicI32::new(0);
+static UNIVERSE_V: AtomicI32 = AtomicI32::new(1);
+static APPNUM_V: AtomicI32 = AtomicI32::new(0);
+static LASTCODE_V: AtomicI32 = AtomicI32::new(78);
+
+fn get_attr(comm: c_int, keyval: c_int, val: *mut c_void, flag: *mut c_int) -> R<()> {
+    let mut s = st()?;
+    let size = s.comm(MPI_COMM_WORLD)?.size() as i32;
+    let e = s.comm_entry(comm)?;
+    let builtin: Option<&AtomicI32> = match keyval {
+        MPI_TAG_UB => Some(&TAG_UB_V),
+        MPI_HOST => Some(&HOST_V),
+        MPI_IO => Some(&IO_V),
+        MPI_WTIME_IS_GLOBAL => Some(&WTIME_GLOBAL_V),
+        MPI_UNIVERSE_SIZE => {
+            UNIVERSE_V.store(size, Ordering::Relaxed);
+            Some(&UNIVERSE_V)
+        }
+        MPI_APPNUM => Some(&APPNUM_V),
+        MPI_LASTUSEDCODE => Some(&LASTCODE_V),
+        _ => None,
+    };
+    let v = match builtin {
+        // AtomicI32 has the layout of an int: C reads it through the pointer.
+        Some(a) => Some(a.as_ptr() as *mut c_void),
+        None => e.attrs.get(&keyval).copied(),
+    };
+    if builtin.is_none() && !s.keyvals.contains_key(&keyval) {
+        return err(MPI_ERR_KEYVAL, format!("{keyval:#x} is not a keyval"));
+    }
+    drop(s);
+    match v {
+        Some(v) => {
+            out(val as *mut *mut c_void, "attribute_val", v)?;
+            out(flag, "flag", 1)
+        }
+        None => out(flag, "flag", 0),
+    }
+}
+
+fn set_attr(comm: c_int, keyval: c_int, val: *mut c_void) -> R<()> {
+    let old = {
+        let mut s = st()?;
+        if !s.keyvals.contains_key(&keyval) {
+            return err(MPI_ERR_KEYVAL, format!("{keyval:#x} is not a keyval the program created"));
+        }
+        s.comm_entry(comm)?.attrs.remove(&keyval)
+    };
+    if let Some(o) = old {
+        call_delete(comm, keyval, o)?;
+    }
+    st()?.comm_entry(comm)?.attrs.insert(keyval, val);
+    Ok(())
+}
+
+fn delete_attr(comm: c_int, keyval: c_int) -> R<()> {
+    let old = st()?.comm_entry(comm)?.attrs.remove(&keyval);
+    match old {
+        Some(o) => call_delete(comm, keyval, o),
+        None => err(MPI_ERR_KEYVAL, format!("no attribute with keyval {keyval:#x} on this communicator")),
+    }
+}
+
+fn create_keyval(copy: Option<CopyFn>, delete: Option<DeleteFn>, keyval: *mut c_int, extra: *mut c_void) -> R<()> {
+    let mut s = st()?;
+    let h = s.fresh(NEW_KEYVAL);
+    s.keyvals.insert(h, Keyval { copy, delete, extra });
+    drop(s);
+    out(keyval, "keyval", h)
+}
+
+fn free_keyval(keyval: *mut c_int) -> R<()> {
+    let k = read(keyval, "keyval")?;
+    if st()?.keyvals.remove(&k).is_none() {
+        return err(MPI_ERR_KEYVAL, format!("{k:#x} is not a keyval the program created"));
+    }
+    out(keyval, "keyval", MPI_KEYVAL_INVALID)
+}
+
+/// `MPIR_Dup_fn` (behind `MPI_COMM_DUP_FN`): copies the attribute value.
+#[no_mangle]
+pub unsafe extern "C" fn MPIR_Dup_fn(
+    _oldcomm: c_int,
+    _keyval: c_int,
+    _extra: *mut c_void,
+    attr_in: *mut c_void,
+    attr_out: *mut c_void,
+    flag: *mut c_int,
+) -> c_int {
+    if attr_out.is_null() || flag.is_null() {
+        return MPI_ERR_ARG;
+    }
+    // SAFETY: the runtime calls copy callbacks with attr_out pointing to a void*
+    // and flag to an int (see `copy_attrs`), as does the standard.
+    unsafe {
+        *(attr_out as *mut *mut c_void) = attr_in;
+        *flag = 1;
+    }
+    MPI_SUCCESS
+}
+
+fn cart_of(s: &mut State, comm: c_int) -> R<(Cart, Comm)> {
+    let e = s.comm_entry(comm)?;
+    match &e.cart {
+        Some(c) => Ok((c.clone(), e.comm.clone())),
+        None => err(MPI_ERR_TOPOLOGY, "the communicator has no Cartesian topology"),
+    }
+}
+
+fn coords_of(cart: &Cart, mut rank: usize) -> Vec<c_int> {
+    let mut c = vec![0; cart.dims.len()];
+    for d in (0..cart.dims.len()).rev() {
+        let n = cart.dims[d].max(1) as usize;
+        c[d] = (rank % n) as c_int;
+        rank /= n;
+    }
+    c
+}
+
+/// Rank of `coords`; `None` if off a non-periodic edge.
+fn rank_of(cart: &Cart, coords: &[c_int]) -> Option<c_int> {
+    let mut r: i64 = 0;
+    for (d, &x) in coords.iter().enumerate() {
+        let n = cart.dims[d] as i64;
+        let mut x = x as i64;
+        if x < 0 || x >= n {
+            if !cart.periods[d] {
+                return None;
+            }
+            x = x.rem_euclid(n);
+        }
+        r = r * n + x;
+    }
+    Some(r as c_int)
+}
+
+/// Balanced factorization of `n` over the zero entries of `dims`.
+fn dims_create(n: c_int, dims: &mut [c_int]) -> R<()> {
+    if n < 1 {
+        return err(MPI_ERR_DIMS, format!("nnodes {n} is not positive"));
+    }
+    let fixed: i64 = dims.iter().filter(|&&d| d > 0).map(|&d| d as i64).product();
+    if dims.iter().any(|&d| d < 0) {
+        return err(MPI_ERR_DIMS, "dims entries must be non-negative");
+    }
+    if fixed == 0 || n as i64 % fixed != 0 {
+        return err(MPI_ERR_DIMS, format!("{n} nodes cannot be split over the fixed dims (product {fixed})"));
+    }
+    let mut rest = n as i64 / fixed;
+    let free: Vec<usize> = (0..dims.len()).filter(|&i| dims[i] == 0).collect();
+    if free.is_empty() {
+        return if rest == 1 {
+            Ok(())
+        } else {
+            err(MPI_ERR_DIMS, format!("the dims multiply to {fixed}, not {n}"))
+        };
+    }
+    let mut primes = Vec::new();
+    let mut p = 2;
+    while p * p <= rest {
+        while rest % p == 0 {
+            primes.push(p);
+            rest /= p;
+        }
+        p += 1;
+    }
+    if rest > 1 {
+        primes.push(rest);
+    }
+    let mut vals = vec![1i64; free.len()];
+    for &q in primes.iter().rev() {
+        let i = (0..vals.len()).min_by_key(|&i| vals[i]).unwrap_or(0);
+        vals[i] *= q;
+    }
+    vals.sort_by(|a, b| b.cmp(a));
+    for (k, &i) in free.iter().enumerate() {
+        dims[i] = vals[k] as c_int;
+    }
+    Ok(())
+}
+
+fn info_entry(s: &mut State, h: c_int) -> R<&mut Vec<(String, String)>> {
+    match s.infos.get_mut(&h) {
+        Some(i) => Ok(i),
+        None => err(MPI_ERR_INFO, format!("{h:#x} is not an info object (or it was freed)")),
+    }
+}
+
+fn check_key(k: &str) -> R<()> {
+    if k.is_empty() || k.len() > MPI_MAX_INFO_KEY {
+        return err(MPI_ERR_INFO_KEY, format!("info key {k:?} is empty or longer than MPI_MAX_INFO_KEY"));
+    }
+    Ok(())
+}
+
+fn compare_members(a: &[u32], b: &[u32]) -> c_int {
+    if a == b {
+        return MPI_IDENT;
+    }
+    let mut x = a.to_vec();
+    let mut y = b.to_vec();
+    x.sort_unstable();
+    y.sort_unstable();
+    if x == y {
+        MPI_SIMILAR
+    } else {
+        MPI_UNEQUAL
+    }
+}
+
+mpi! {
+    fn MPI_Comm_size / PMPI_Comm_size(comm: c_int, size: *mut c_int) {
+        let n = st()?.comm_entry(comm)?.comm.size();
+        out(size, "size", n as c_int)
+    }
+
+    fn MPI_Comm_rank / PMPI_Comm_rank(comm: c_int, rank: *mut c_int) {
+        let n = st()?.comm_entry(comm)?.comm.rank();
+        out(rank, "rank", n as c_int)
+    }
+
+    fn MPI_Comm_dup / PMPI_Comm_dup(comm: c_int, newcomm: *mut c_int) {
+        let (c, cart) = {
+            let mut s = st()?;
+            let e = s.comm_entry(comm)?;
+            (e.comm.clone(), e.cart.clone())
+        };
+        let d = c.dup()?;
+        new_comm(comm, Some(d), cart, newcomm)?;
+        let h = read(newcomm, "newcomm")?;
+        copy_attrs(comm, h)
+    }
+
+    fn MPI_Comm_split / PMPI_Comm_split(comm: c_int, color: c_int, key: c_int, newcomm: *mut c_int) {
+        let c = st()?.comm(comm)?;
+        let color = match color {
+            MPI_UNDEFINED => None,
+            c if c >= 0 => Some(c as u32),
+            c => return err(MPI_ERR_ARG, format!("color {c} is negative (use MPI_UNDEFINED to take no part)")),
+        };
+        let n = c.split(color, key)?;
+        new_comm(comm, n, None, newcomm)
+    }
+
+    fn MPI_Comm_split_type / PMPI_Comm_split_type(comm: c_int, split_type: c_int, key: c_int, _info: c_int, newcomm: *mut c_int) {
+        let (c, addr) = {
+            let mut s = st()?;
+            (s.comm(comm)?, s.universe.data_address().map(|a| a.ip()))
+        };
+        let color = match split_type {
+            MPI_UNDEFINED => None,
+            MPI_COMM_TYPE_SHARED => {
+                // A host is its name plus the address its ranks are reached at
+                // (test hosts made of network namespaces share a name).
+                use std::hash::{Hash, Hasher};
+                let mut h = std::collections::hash_map::DefaultHasher::new();
+                kumi::hostname().hash(&mut h);
+                addr.hash(&mut h);
+                Some((h.finish() & 0x7fff_ffff) as u32)
+            }
+            t => return err(MPI_ERR_ARG, format!("split type {t} is not supported by kumi yet (MPI_COMM_TYPE_SHARED is)")),
+        };
+        let n = c.split(color, key)?;
+        new_comm(comm, n, None, newcomm)
+    }
+
+    fn MPI_Comm_create / PMPI_Comm_create(comm: c_int, group: c_int, newcomm: *mut c_int) {
+        let (c, members, me) = {
+            let mut s = st()?;
+            let c = s.comm(comm)?;
+            let me = my_world_rank(&mut s)?;
+            (c, s.group(group)?.clone(), me)
+        };
+        let ranks = world_ranks(&c);
+        if let Some(x) = members.iter().find(|m| !ranks.contains(m)) {
+            return err(MPI_ERR_GROUP, format!("world rank {x} of the group is not in the communicator"));
+        }
+        let pos = members.iter().position(|&m| m == me);
+        let n = c.split(pos.map(|_| 0), pos.unwrap_or(0) as i32)?;
+        new_comm(comm, n, None, newcomm)
+    }
+
+    fn MPI_Comm_free / PMPI_Comm_free(comm: *mut c_int) {
+        let h = read(comm, "comm")?;
+        if h == MPI_COMM_WORLD || h == MPI_COMM_SELF {
+            return err(MPI_ERR_COMM, "MPI_COMM_WORLD and MPI_COMM_SELF cannot be freed");
+        }
+        st()?.comm_entry(h)?;
+        delete_all_attrs(h)?;
+        st()?.comms.remove(&h);
+        out(comm, "comm", MPI_COMM_NULL)
+    }
+
+    fn MPI_Comm_compare / PMPI_Comm_compare(comm1: c_int, comm2: c_int, result: *mut c_int) {
+        let mut s = st()?;
+        let a = world_ranks(&s.comm(comm1)?);
+        let b = world_ranks(&s.comm(comm2)?);
+        drop(s);
+        let r = if comm1 == comm2 {
+            MPI_IDENT
+        } else {
+            match compare_members(&a, &b) {
+                MPI_IDENT => MPI_CONGRUENT,
+                x => x,
+            }
+        };
+        out(result, "result", r)
+    }
+
+    fn MPI_Comm_test_inter / PMPI_Comm_test_inter(comm: c_int, flag: *mut c_int) {
+        st()?.comm_entry(comm)?;
+        out(flag, "flag", 0)
+    }
+
+    fn MPI_Comm_group / PMPI_Comm_group(comm: c_int, group: *mut c_int) {
+        let mut s = st()?;
+        let c = s.comm(comm)?;
+        let g = s.new_group(world_ranks(&c));
+        drop(s);
+        out(group, "group", g)
+    }
+
+    fn MPI_Comm_set_name / PMPI_Comm_set_name(comm: c_int, comm_name: *const c_char) {
+        let n = in_str(comm_name, "comm_name")?;
+        st()?.comm_entry(comm)?.name = n;
+        Ok(())
+    }
+
+    fn MPI_Comm_get_name / PMPI_Comm_get_name(comm: c_int, comm_name: *mut c_char, resultlen: *mut c_int) {
+        let n = st()?.comm_entry(comm)?.name.clone();
+        out_str(comm_name, MPI_MAX_OBJECT_NAME, resultlen, &n)
+    }
+
+    fn MPI_Group_size / PMPI_Group_size(group: c_int, size: *mut c_int) {
+        let n = st()?.group(group)?.len();
+        out(size, "size", n as c_int)
+    }
+
+    fn MPI_Group_rank / PMPI_Group_rank(group: c_int, rank: *mut c_int) {
+        let mut s = st()?;
+        let me = my_world_rank(&mut s)?;
+        let r = s.group(group)?.iter().position(|&m| m == me);
+        drop(s);
+        out(rank, "rank", r.map_or(MPI_UNDEFINED, |r| r as c_int))
+    }
+
+    fn MPI_Group_incl / PMPI_Group_incl(group: c_int, n: c_int, ranks: *const c_int, newgroup: *mut c_int) {
+        let rs = slice(ranks, n, "ranks")?;
+        let mut s = st()?;
+        let g = s.group(group)?;
+        let mut v = Vec::with_capacity(rs.len());
+        for &r in rs {
+            match g.get(r as usize) {
+                Some(&w) if r >= 0 && !v.contains(&w) => v.push(w),
+                _ => return err(MPI_ERR_RANK, format!("rank {r} is not in the group of {} (or is listed twice)", g.len())),
+            }
+        }
+        let h = s.new_group(v);
+        drop(s);
+        out(newgroup, "newgroup", h)
+    }
+
+    fn MPI_Group_excl / PMPI_Group_excl(group: c_int, n: c_int, ranks: *const c_int, newgroup: *mut c_int) {
+        let rs = slice(ranks, n, "ranks")?;
+        let mut s = st()?;
+        let g = s.group(group)?;
+        for &r in rs {
+            if r < 0 || r as usize >= g.len() {
+                return err(MPI_ERR_RANK, format!("rank {r} is not in the group of {}", g.len()));
+            }
+        }
+        let v: Vec<u32> = g
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !rs.contains(&(*i as c_int)))
+            .map(|(_, &w)| w)
+            .collect();
+        let h = s.new_group(v);
+        drop(s);
+        out(newgroup, "newgroup", h)
+    }
+
+    fn MPI_Group_union / PMPI_Group_union(group1: c_int, group2: c_int, newgroup: *mut c_int) {
+        let mut s = st()?;
+        let mut v = s.group(group1)?.clone();
+        for &w in s.group(group2)? {
+            if !v.contains(&w) {
+                v.push(w);
+            }
+        }
+        let h = s.new_group(v);
+        drop(s);
+        out(newgroup, "newgroup", h)
+    }
+
+    fn MPI_Group_intersection / PMPI_Group_intersection(group1: c_int, group2: c_int, newgroup: *mut c_int) {
+        let mut s = st()?;
+        let b = s.group(group2)?.clone();
+        let v: Vec<u32> = s.group(group1)?.iter().copied().filter(|w| b.contains(w)).collect();
+        let h = s.new_group(v);
+        drop(s);
+        out(newgroup, "newgroup", h)
+    }
+
+    fn MPI_Group_difference / PMPI_Group_difference(group1: c_int, group2: c_int, newgroup: *mut c_int) {
+        let mut s = st()?;
+        let b = s.group(group2)?.clone();
+        let v: Vec<u32> = s.group(group1)?.iter().copied().filter(|w| !b.contains(w)).collect();
+        let h = s.new_group(v);
+        drop(s);
+        out(newgroup, "newgroup", h)
+    }
+
+    fn MPI_Group_translate_ranks / PMPI_Group_translate_ranks(group1: c_int, n: c_int, ranks1: *const c_int, group2: c_int, ranks2: *mut c_int) {
+        let rs = slice(ranks1, n, "ranks1")?;
+        let outv = slice_mut(ranks2, n, "ranks2")?;
+        let s = st()?;
+        let a = s.group(group1)?;
+        let b = s.group(group2)?;
+        for (i, &r) in rs.iter().enumerate() {
+            outv[i] = if r == MPI_PROC_NULL {
+                MPI_PROC_NULL
+            } else {
+                let Some(w) = a.get(r as usize).filter(|_| r >= 0) else {
+                    return err(MPI_ERR_RANK, format!("rank {r} is not in group1 of {}", a.len()));
+                };
+                b.iter().position(|x| x == w).map_or(MPI_UNDEFINED, |p| p as c_int)
+            };
+        }
+        Ok(())
+    }
+
+    fn MPI_Group_compare / PMPI_Group_compare(group1: c_int, group2: c_int, result: *mut c_int) {
+        let s = st()?;
+        let r = compare_members(s.group(group1)?, s.group(group2)?);
+        drop(s);
+        out(result, "result", r)
+    }
+
+    fn MPI_Group_free / PMPI_Group_free(group: *mut c_int) {
+        let g = read(group, "group")?;
+        if g != MPI_GROUP_EMPTY && st()?.groups.remove(&g).is_none() {
+            return err(MPI_ERR_GROUP, format!("{g:#x} is not a group"));
+        }
+        out(group, "group", MPI_GROUP_NULL)
+    }
+
+    fn MPI_Comm_create_keyval / PMPI_Comm_create_keyval(copy_fn: Option<CopyFn>, delete_fn: Option<DeleteFn>, keyval: *mut c_int, extra_state: *mut c_void) {
+        create_keyval(copy_fn, delete_fn, keyval, extra_state)
+    }
+
+    fn MPI_Keyval_create / PMPI_Keyval_create(copy_fn: Option<CopyFn>, delete_fn: Option<DeleteFn>, keyval: *mut c_int, extra_state: *mut c_void) {
+        create_keyval(copy_fn, delete_fn, keyval, extra_state)
+    }
+
+    fn MPI_Comm_free_keyval / PMPI_Comm_free_keyval(keyval: *mut c_int) {
+        free_keyval(keyval)
+    }
+
+    fn MPI_Keyval_free / PMPI_Keyval_free(keyval: *mut c_int) {
+        free_keyval(keyval)
+    }
+
+    fn MPI_Comm_get_attr / PMPI_Comm_get_attr(comm: c_int, keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) {
+        get_attr(comm, keyval, attribute_val, flag)
+    }
+
+    fn MPI_Attr_get / PMPI_Attr_get(comm: c_int, keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) {
+        get_attr(comm, keyval, attribute_val, flag)
+    }
+
+    fn MPI_Comm_set_attr / PMPI_Comm_set_attr(comm: c_int, keyval: c_int, attribute_val: *mut c_void) {
+        set_attr(comm, keyval, attribute_val)
+    }
+
+    fn MPI_Attr_put / PMPI_Attr_put(comm: c_int, keyval: c_int, attribute_val: *mut c_void) {
+        set_attr(comm, keyval, attribute_val)
+    }
+
+    fn MPI_Comm_delete_attr / PMPI_Comm_delete_attr(comm: c_int, keyval: c_int) {
+        delete_attr(comm, keyval)
+    }
+
+    fn MPI_Attr_delete / PMPI_Attr_delete(comm: c_int, keyval: c_int) {
+        delete_attr(comm, keyval)
+    }
+
+    fn MPI_Comm_set_errhandler / PMPI_Comm_set_errhandler(comm: c_int, errhandler: c_int) {
+        let mut s = st()?;
+        let known = matches!(errhandler, MPI_ERRORS_ARE_FATAL | MPI_ERRORS_RETURN | MPI_ERRORS_ABORT)
+            || s.errhs.contains_key(&errhandler);
+        if !known {
+            return err(MPI_ERR_ARG, format!("{errhandler:#x} is not an error handler"));
+        }
+        s.comm_entry(comm)?.errh = errhandler;
+        Ok(())
+    }
+
+    fn MPI_Errhandler_set / PMPI_Errhandler_set(comm: c_int, errhandler: c_int) {
+        // SAFETY: same arguments.
+        let rc = unsafe { PMPI_Comm_set_errhandler(comm, errhandler) };
+        if rc == MPI_SUCCESS { Ok(()) } else { err(rc, "setting the error handler failed") }
+    }
+
+    fn MPI_Comm_get_errhandler / PMPI_Comm_get_errhandler(comm: c_int, errhandler: *mut c_int) {
+        let e = st()?.comm_entry(comm)?.errh;
+        out(errhandler, "errhandler", e)
+    }
+
+    fn MPI_Comm_create_errhandler / PMPI_Comm_create_errhandler(function: Option<ErrFn>, errhandler: *mut c_int) {
+        let Some(f) = function else {
+            return err(MPI_ERR_ARG, "the error handler function is NULL");
+        };
+        let mut s = st()?;
+        let h = s.fresh(NEW_ERRH);
+        s.errhs.insert(h, f);
+        drop(s);
+        out(errhandler, "errhandler", h)
+    }
+
+    fn MPI_Errhandler_free / PMPI_Errhandler_free(errhandler: *mut c_int) {
+        let h = read(errhandler, "errhandler")?;
+        st()?.errhs.remove(&h);
+        out(errhandler, "errhandler", MPI_ERRHANDLER_NULL)
+    }
+
+    fn MPI_Comm_call_errhandler / PMPI_Comm_call_errhandler(comm: c_int, errorcode: c_int) {
+        st()?.comm_entry(comm)?;
+        set_err_comm(comm);
+        Err(MpiErr { class: errorcode, msg: format!("MPI_Comm_call_errhandler raised error code {errorcode}") })
+    }
+
+    fn MPI_Error_string / PMPI_Error_string(errorcode: c_int, string: *mut c_char, resultlen: *mut c_int) {
+        out_str(string, MPI_MAX_ERROR_STRING, resultlen, &format!("{}: {}", crate::class_name(errorcode), class_text(errorcode)))
+    }
+
+    fn MPI_Error_class / PMPI_Error_class(errorcode: c_int, errorclass: *mut c_int) {
+        if !(0..=78).contains(&errorcode) {
+            return err(MPI_ERR_ARG, format!("{errorcode} is not an error code"));
+        }
+        out(errorclass, "errorclass", errorcode)
+    }
+
+    fn MPI_Cart_create / PMPI_Cart_create(comm_old: c_int, ndims: c_int, dims: *const c_int, periods: *const c_int, _reorder: c_int, comm_cart: *mut c_int) {
+        let d = slice(dims, ndims, "dims")?.to_vec();
+        let p: Vec<bool> = slice(periods, ndims, "periods")?.iter().map(|&x| x != 0).collect();
+        let c = st()?.comm(comm_old)?;
+        if d.iter().any(|&x| x <= 0) {
+            return err(MPI_ERR_DIMS, format!("dims {d:?} has an entry that is not positive"));
+        }
+        let total: i64 = d.iter().map(|&x| x as i64).product();
+        if total > c.size() as i64 {
+            return err(MPI_ERR_DIMS, format!("the grid {d:?} has {total} cells but the communicator only {} ranks", c.size()));
+        }
+        let inside = (c.rank() as i64) < total;
+        let n = c.split(inside.then_some(0), c.rank() as i32)?;
+        new_comm(comm_old, n, Some(Cart { dims: d, periods: p }), comm_cart)
+    }
+
+    fn MPI_Cart_coords / PMPI_Cart_coords(comm: c_int, rank: c_int, maxdims: c_int, coords: *mut c_int) {
+        let (cart, c) = cart_of(&mut *st()?, comm)?;
+        if rank < 0 || rank as usize >= c.size() {
+            return err(MPI_ERR_RANK, format!("rank {rank} is not in the grid of {} ranks", c.size()));
+        }
+        let v = coords_of(&cart, rank as usize);
+        let o = slice_mut(coords, maxdims.min(v.len() as c_int), "coords")?;
+        o.copy_from_slice(&v[..o.len()]);
+        Ok(())
+    }
+
+    fn MPI_Cart_rank / PMPI_Cart_rank(comm: c_int, coords: *const c_int, rank: *mut c_int) {
+        let (cart, _) = cart_of(&mut *st()?, comm)?;
+        let x = slice(coords, cart.dims.len() as c_int, "coords")?;
+        match rank_of(&cart, x) {
+            Some(r) => out(rank, "rank", r),
+            None => err(MPI_ERR_RANK, format!("coordinates {x:?} are outside the non-periodic grid {:?}", cart.dims)),
+        }
+    }
+
+    fn MPI_Cart_shift / PMPI_Cart_shift(comm: c_int, direction: c_int, disp: c_int, rank_source: *mut c_int, rank_dest: *mut c_int) {
+        let (cart, c) = cart_of(&mut *st()?, comm)?;
+        if direction < 0 || direction as usize >= cart.dims.len() {
+            return err(MPI_ERR_DIMS, format!("direction {direction} is not a dimension of the {}-d grid", cart.dims.len()));
+        }
+        let me = coords_of(&cart, c.rank());
+        let at = |delta: c_int| {
+            let mut x = me.clone();
+            x[direction as usize] += delta;
+            rank_of(&cart, &x).unwrap_or(MPI_PROC_NULL)
+        };
+        out(rank_source, "rank_source", at(-disp))?;
+        out(rank_dest, "rank_dest", at(disp))
+    }
+
+    fn MPI_Cart_sub / PMPI_Cart_sub(comm: c_int, remain_dims: *const c_int, newcomm: *mut c_int) {
+        let (cart, c) = cart_of(&mut *st()?, comm)?;
+        let keep: Vec<bool> = slice(remain_dims, cart.dims.len() as c_int, "remain_dims")?.iter().map(|&x| x != 0).collect();
+        let me = coords_of(&cart, c.rank());
+        // Color: the coordinates along the dropped dimensions; key: along the kept.
+        let (mut color, mut key) = (0i64, 0i64);
+        for d in 0..cart.dims.len() {
+            if keep[d] {
+                key = key * cart.dims[d] as i64 + me[d] as i64;
+            } else {
+                color = color * cart.dims[d] as i64 + me[d] as i64;
+            }
+        }
+        let sub = Cart {
+            dims: (0..cart.dims.len()).filter(|&d| keep[d]).map(|d| cart.dims[d]).collect(),
+            periods: (0..cart.dims.len()).filter(|&d| keep[d]).map(|d| cart.periods[d]).collect(),
+        };
+        let n = c.split(Some(color as u32), key as i32)?;
+        new_comm(comm, n, Some(sub), newcomm)
+    }
+
+    fn MPI_Cart_get / PMPI_Cart_get(comm: c_int, maxdims: c_int, dims: *mut c_int, periods: *mut c_int, coords: *mut c_int) {
+        let (cart, c) = cart_of(&mut *st()?, comm)?;
+        let n = maxdims.min(cart.dims.len() as c_int);
+        let me = coords_of(&cart, c.rank());
+        let (d, p, x) = (slice_mut(dims, n, "dims")?, slice_mut(periods, n, "periods")?, slice_mut(coords, n, "coords")?);
+        for i in 0..n as usize {
+            d[i] = cart.dims[i];
+            p[i] = cart.periods[i] as c_int;
+            x[i] = me[i];
+        }
+        Ok(())
+    }
+
+    fn MPI_Cartdim_get / PMPI_Cartdim_get(comm: c_int, ndims: *mut c_int) {
+        let (cart, _) = cart_of(&mut *st()?, comm)?;
+        out(ndims, "ndims", cart.dims.len() as c_int)
+    }
+
+    fn MPI_Topo_test / PMPI_Topo_test(comm: c_int, status: *mut c_int) {
+        let has = st()?.comm_entry(comm)?.cart.is_some();
+        out(status, "status", if has { MPI_CART } else { MPI_UNDEFINED })
+    }
+
+    fn MPI_Dims_create / PMPI_Dims_create(nnodes: c_int, ndims: c_int, dims: *mut c_int) {
+        dims_create(nnodes, slice_mut(dims, ndims, "dims")?)
+    }
+
+    fn MPI_Info_create / PMPI_Info_create(info: *mut c_int) {
+        let mut s = st()?;
+        let h = s.fresh(NEW_INFO);
+        s.infos.insert(h, Vec::new());
+        drop(s);
+        out(info, "info", h)
+    }
+
+    fn MPI_Info_set / PMPI_Info_set(info: c_int, key: *const c_char, value: *const c_char) {
+        let (k, v) = (in_str(key, "key")?, in_str(value, "value")?);
+        check_key(&k)?;
+        if v.len() > MPI_MAX_INFO_VAL {
+            return err(MPI_ERR_INFO_VALUE, "info value longer than MPI_MAX_INFO_VAL");
+        }
+        let mut s = st()?;
+        let i = info_entry(&mut s, info)?;
+        match i.iter_mut().find(|e| e.0 == k) {
+            Some(e) => e.1 = v,
+            None => i.push((k, v)),
+        }
+        Ok(())
+    }
+
+    fn MPI_Info_get / PMPI_Info_get(info: c_int, key: *const c_char, valuelen: c_int, value: *mut c_char, flag: *mut c_int) {
+        let k = in_str(key, "key")?;
+        check_key(&k)?;
+        let v = info_entry(&mut *st()?, info)?.iter().find(|e| e.0 == k).map(|e| e.1.clone());
+        match v {
+            Some(v) => {
+                out_str(value, valuelen.max(0) as usize + 1, std::ptr::null_mut(), &v)?;
+                out(flag, "flag", 1)
+            }
+            None => out(flag, "flag", 0),
+        }
+    }
+
+    fn MPI_Info_get_string / PMPI_Info_get_string(info: c_int, key: *const c_char, buflen: *mut c_int, value: *mut c_char, flag: *mut c_int) {
+        let k = in_str(key, "key")?;
+        let cap = read(buflen, "buflen")?;
+        let v = info_entry(&mut *st()?, info)?.iter().find(|e| e.0 == k).map(|e| e.1.clone());
+        match v {
+            Some(v) => {
+                if cap > 0 {
+                    out_str(value, cap as usize, std::ptr::null_mut(), &v)?;
+                }
+                out(buflen, "buflen", v.len() as c_int + 1)?;
+                out(flag, "flag", 1)
+            }
+            None => out(flag, "flag", 0),
+        }
+    }
+
+    fn MPI_Info_get_valuelen / PMPI_Info_get_valuelen(info: c_int, key: *const c_char, valuelen: *mut c_int, flag: *mut c_int) {
+        let k = in_str(key, "key")?;
+        let v = info_entry(&mut *st()?, info)?.iter().find(|e| e.0 == k).map(|e| e.1.len());
+        match v {
+            Some(n) => {
+                out(valuelen, "valuelen", n as c_int)?;
+                out(flag, "flag", 1)
+            }
+            None => out(flag, "flag", 0),
+        }
+    }
+
+    fn MPI_Info_get_nkeys / PMPI_Info_get_nkeys(info: c_int, nkeys: *mut c_int) {
+        let n = info_entry(&mut *st()?, info)?.len();
+        out(nkeys, "nkeys", n as c_int)
+    }
+
+    fn MPI_Info_get_nthkey / PMPI_Info_get_nthkey(info: c_int, n: c_int, key: *mut c_char) {
+        let k = info_entry(&mut *st()?, info)?.get(n.max(0) as usize).filter(|_| n >= 0).map(|e| e.0.clone());
+        match k {
+            Some(k) => out_str(key, MPI_MAX_INFO_KEY + 1, std::ptr::null_mut(), &k),
+            None => err(MPI_ERR_ARG, format!("info has no key number {n}")),
+        }
+    }
+
+    fn MPI_Info_delete / PMPI_Info_delete(info: c_int, key: *const c_char) {
+        let k = in_str(key, "key")?;
+        let mut s = st()?;
+        let i = info_entry(&mut s, info)?;
+        match i.iter().position(|e| e.0 == k) {
+            Some(p) => {
+                i.remove(p);
+                Ok(())
+            }
+            None => err(MPI_ERR_INFO_NOKEY, format!("info has no key {k:?}")),
+        }
+    }
+
+    fn MPI_Info_dup / PMPI_Info_dup(info: c_int, newinfo: *mut c_int) {
+        let mut s = st()?;
+        let v = info_entry(&mut s, info)?.clone();
+        let h = s.fresh(NEW_INFO);
+        s.infos.insert(h, v);
+        drop(s);
+        out(newinfo, "newinfo", h)
+    }
+
+    fn MPI_Info_free / PMPI_Info_free(info: *mut c_int) {
+        let h = read(info, "info")?;
+        if h == MPI_INFO_ENV || st()?.infos.remove(&h).is_none() {
+            return err(MPI_ERR_INFO, format!("{h:#x} is not an info object the program created"));
+        }
+        out(info, "info", MPI_INFO_NULL)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dims_create_balances() {
+        let mut d = [0, 0];
+        dims_create(12, &mut d).unwrap();
+        assert_eq!(d, [4, 3]);
+        let mut d = [0, 3, 0];
+        dims_create(24, &mut d).unwrap();
+        assert_eq!(d, [4, 3, 2]);
+        let mut d = [0, 0, 0];
+        dims_create(7, &mut d).unwrap();
+        assert_eq!(d, [7, 1, 1]);
+        assert!(dims_create(10, &mut [3, 0]).is_err());
+    }
+
+    #[test]
+    fn cart_rank_and_coords() {
+        let c = Cart {
+            dims: vec![2, 3],
+            periods: vec![false, true],
+        };
+        assert_eq!(coords_of(&c, 4), vec![1, 1]);
+        assert_eq!(rank_of(&c, &[1, 1]), Some(4));
+        assert_eq!(rank_of(&c, &[1, -1]), Some(5));
+        assert_eq!(rank_of(&c, &[2, 0]), None);
+    }
+}

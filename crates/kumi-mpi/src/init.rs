@@ -1,0 +1,143 @@
+//! Init and finalize, environment queries, clocks.
+
+use crate::consts::*;
+use crate::state::{self, out, out_str, st, State, INIT_THREAD, PHASE};
+use crate::{err, R};
+use std::ffi::{c_char, c_int};
+use std::sync::atomic::Ordering;
+use std::sync::OnceLock;
+use std::time::Instant;
+
+/// The thread level kumi provides: the engine is single-threaded per process,
+/// so MPI calls must come from the thread that initialized.
+const PROVIDED: c_int = MPI_THREAD_FUNNELED;
+
+fn init() -> R<()> {
+    if PHASE.load(Ordering::Acquire) != 0 {
+        return err(MPI_ERR_OTHER, "MPI_Init was called more than once");
+    }
+    let universe = kumi::init()?;
+    let world = universe.world();
+    let me = world.rank() as u32;
+    let selfc = world
+        .split(Some(me), 0)?
+        .ok_or_else(|| crate::MpiErr {
+            class: MPI_ERR_INTERN,
+            msg: "MPI_COMM_SELF could not be made".into(),
+        })?;
+    let _ = INIT_THREAD.set(std::thread::current().id());
+    state::install(State::new(universe, world, selfc));
+    clock();
+    // Release: pairs with the Acquire in `st()`; the state and INIT_THREAD are
+    // published before any thread can see "running".
+    PHASE.store(1, Ordering::Release);
+    Ok(())
+}
+
+fn clock() -> Instant {
+    static START: OnceLock<Instant> = OnceLock::new();
+    *START.get_or_init(Instant::now)
+}
+
+mpi! {
+    fn MPI_Init / PMPI_Init(_argc: *mut c_int, _argv: *mut *mut *mut c_char) {
+        init()
+    }
+
+    fn MPI_Init_thread / PMPI_Init_thread(
+        _argc: *mut c_int,
+        _argv: *mut *mut *mut c_char,
+        required: c_int,
+        provided: *mut c_int,
+    ) {
+        init()?;
+        out(provided, "provided", required.min(PROVIDED))
+    }
+
+    fn MPI_Initialized / PMPI_Initialized(flag: *mut c_int) {
+        // Acquire: see `st()`.
+        out(flag, "flag", (PHASE.load(Ordering::Acquire) >= 1) as c_int)
+    }
+
+    fn MPI_Finalized / PMPI_Finalized(flag: *mut c_int) {
+        out(flag, "flag", (PHASE.load(Ordering::Acquire) == 2) as c_int)
+    }
+
+    fn MPI_Query_thread / PMPI_Query_thread(provided: *mut c_int) {
+        st()?;
+        out(provided, "provided", PROVIDED)
+    }
+
+    fn MPI_Is_thread_main / PMPI_Is_thread_main(flag: *mut c_int) {
+        if PHASE.load(Ordering::Acquire) == 0 {
+            return err(MPI_ERR_OTHER, "MPI is not initialized");
+        }
+        out(flag, "flag", state::on_init_thread() as c_int)
+    }
+
+    fn MPI_Finalize / PMPI_Finalize() {
+        st()?;
+        // Attributes on MPI_COMM_SELF are deleted first (MPI-2.2 §8.7.1), which
+        // libraries use as a finalize hook.
+        crate::comm::delete_all_attrs(MPI_COMM_SELF)?;
+        kumi::raw::wait_orphans()?;
+        let s = state::take();
+        PHASE.store(2, Ordering::Release);
+        if let Some(s) = s {
+            s.universe.finalize()?;
+        }
+        Ok(())
+    }
+
+    fn MPI_Abort / PMPI_Abort(comm: c_int, errorcode: c_int) {
+        let s = st()?;
+        let rank = s.universe.world().rank();
+        let _ = comm;
+        s.universe.abort(
+            errorcode,
+            &format!("MPI_Abort was called on rank {rank} with error code {errorcode}"),
+        )
+    }
+
+    fn MPI_Get_processor_name / PMPI_Get_processor_name(name: *mut c_char, resultlen: *mut c_int) {
+        out_str(name, MPI_MAX_PROCESSOR_NAME, resultlen, &kumi::hostname())
+    }
+
+    fn MPI_Get_version / PMPI_Get_version(version: *mut c_int, subversion: *mut c_int) {
+        out(version, "version", 4)?;
+        out(subversion, "subversion", 0)
+    }
+
+    fn MPI_Get_library_version / PMPI_Get_library_version(v: *mut c_char, resultlen: *mut c_int) {
+        let s = format!(
+            "kumi {} (MPICH ABI, libmpi.so.12)",
+            env!("CARGO_PKG_VERSION")
+        );
+        out_str(v, MPI_MAX_LIBRARY_VERSION_STRING, resultlen, &s)
+    }
+}
+
+/// `PMPI_Wtime`: seconds since an arbitrary time in the past (this process's
+/// first call), from the monotonic clock.
+#[no_mangle]
+pub extern "C" fn PMPI_Wtime() -> f64 {
+    clock().elapsed().as_secs_f64()
+}
+
+/// `MPI_Wtime`: calls `PMPI_Wtime`.
+#[no_mangle]
+pub extern "C" fn MPI_Wtime() -> f64 {
+    PMPI_Wtime()
+}
+
+/// `PMPI_Wtick`: the clock's resolution (nanoseconds).
+#[no_mangle]
+pub extern "C" fn PMPI_Wtick() -> f64 {
+    1e-9
+}
+
+/// `MPI_Wtick`: calls `PMPI_Wtick`.
+#[no_mangle]
+pub extern "C" fn MPI_Wtick() -> f64 {
+    PMPI_Wtick()
+}

@@ -1,0 +1,257 @@
+//! The MPI-4 large-count (`_c`) variants: `MPI_Count` counts and `MPI_Aint`
+//! displacements, forwarded to the `int` functions.
+//!
+//! kumi's ABI functions take `int` counts today; a count that does not fit an
+//! `int` is refused with `MPI_ERR_COUNT` (through the error handler) rather
+//! than truncated. mpi4py calls these variants whenever they exist.
+
+use crate::consts::*;
+use crate::{coll::*, p2p::*, types::*};
+use crate::state::{self, out, slice};
+use crate::{err, guard, MPI_Status, R};
+use std::ffi::{c_int, c_void};
+
+/// Narrows a count; on overflow, reports through the error handler.
+fn narrow(name: &'static str, v: i64) -> Result<c_int, c_int> {
+    c_int::try_from(v).map_err(|_| {
+        guard(name, || {
+            err(
+                MPI_ERR_COUNT,
+                format!("count {v} exceeds 2^31-1, which kumi does not support yet"),
+            )
+        })
+    })
+}
+
+fn narrow_all(name: &'static str, p: *const i64, n: usize) -> Result<Vec<c_int>, c_int> {
+    let v = slice(p, n as c_int, "counts").map_err(|e| guard(name, || Err(e)))?;
+    v.iter().map(|&x| narrow(name, x)).collect()
+}
+
+fn size_of(comm: c_int) -> usize {
+    state::st()
+        .ok()
+        .and_then(|mut s| s.comm(comm).ok())
+        .map_or(0, |c| c.size())
+}
+
+/// Scalar-count wrappers: arguments marked `=> n` are narrowed.
+macro_rules! large {
+    ($( $mpi:ident / $pmpi:ident => $target:ident ( $($a:ident : $t:ty $(=> $conv:ident)?),* ) )*) => {$(
+        #[doc = concat!("`", stringify!($pmpi), "`: large-count `", stringify!($target), "`.")]
+        #[no_mangle]
+        pub unsafe extern "C" fn $pmpi($($a: $t),*) -> c_int {
+            $( $( let $a = match $conv(stringify!($mpi), $a) { Ok(v) => v, Err(rc) => return rc }; )? )*
+            // SAFETY: same contract as the int-count function.
+            unsafe { $target($($a),*) }
+        }
+        #[doc = concat!("`", stringify!($mpi), "`: calls `", stringify!($pmpi), "`.")]
+        #[no_mangle]
+        pub unsafe extern "C" fn $mpi($($a: $t),*) -> c_int {
+            // SAFETY: forwarded unchanged.
+            unsafe { $pmpi($($a),*) }
+        }
+    )*};
+}
+
+fn n(name: &'static str, v: i64) -> Result<c_int, c_int> {
+    narrow(name, v)
+}
+
+type V = *const c_void;
+type M = *mut c_void;
+type St = *mut MPI_Status;
+
+large! {
+    MPI_Send_c / PMPI_Send_c => PMPI_Send(buf: V, count: i64 => n, dt: c_int, dest: c_int, tag: c_int, comm: c_int)
+    MPI_Ssend_c / PMPI_Ssend_c => PMPI_Ssend(buf: V, count: i64 => n, dt: c_int, dest: c_int, tag: c_int, comm: c_int)
+    MPI_Rsend_c / PMPI_Rsend_c => PMPI_Rsend(buf: V, count: i64 => n, dt: c_int, dest: c_int, tag: c_int, comm: c_int)
+    MPI_Bsend_c / PMPI_Bsend_c => PMPI_Bsend(buf: V, count: i64 => n, dt: c_int, dest: c_int, tag: c_int, comm: c_int)
+    MPI_Isend_c / PMPI_Isend_c => PMPI_Isend(buf: V, count: i64 => n, dt: c_int, dest: c_int, tag: c_int, comm: c_int, req: *mut c_int)
+    MPI_Issend_c / PMPI_Issend_c => PMPI_Issend(buf: V, count: i64 => n, dt: c_int, dest: c_int, tag: c_int, comm: c_int, req: *mut c_int)
+    MPI_Irsend_c / PMPI_Irsend_c => PMPI_Irsend(buf: V, count: i64 => n, dt: c_int, dest: c_int, tag: c_int, comm: c_int, req: *mut c_int)
+    MPI_Ibsend_c / PMPI_Ibsend_c => PMPI_Ibsend(buf: V, count: i64 => n, dt: c_int, dest: c_int, tag: c_int, comm: c_int, req: *mut c_int)
+    MPI_Send_init_c / PMPI_Send_init_c => PMPI_Send_init(buf: V, count: i64 => n, dt: c_int, dest: c_int, tag: c_int, comm: c_int, req: *mut c_int)
+    MPI_Ssend_init_c / PMPI_Ssend_init_c => PMPI_Ssend_init(buf: V, count: i64 => n, dt: c_int, dest: c_int, tag: c_int, comm: c_int, req: *mut c_int)
+    MPI_Rsend_init_c / PMPI_Rsend_init_c => PMPI_Rsend_init(buf: V, count: i64 => n, dt: c_int, dest: c_int, tag: c_int, comm: c_int, req: *mut c_int)
+    MPI_Bsend_init_c / PMPI_Bsend_init_c => PMPI_Bsend_init(buf: V, count: i64 => n, dt: c_int, dest: c_int, tag: c_int, comm: c_int, req: *mut c_int)
+    MPI_Recv_c / PMPI_Recv_c => PMPI_Recv(buf: M, count: i64 => n, dt: c_int, src: c_int, tag: c_int, comm: c_int, st: St)
+    MPI_Irecv_c / PMPI_Irecv_c => PMPI_Irecv(buf: M, count: i64 => n, dt: c_int, src: c_int, tag: c_int, comm: c_int, req: *mut c_int)
+    MPI_Recv_init_c / PMPI_Recv_init_c => PMPI_Recv_init(buf: M, count: i64 => n, dt: c_int, src: c_int, tag: c_int, comm: c_int, req: *mut c_int)
+    MPI_Mrecv_c / PMPI_Mrecv_c => PMPI_Mrecv(buf: M, count: i64 => n, dt: c_int, msg: *mut c_int, st: St)
+    MPI_Imrecv_c / PMPI_Imrecv_c => PMPI_Imrecv(buf: M, count: i64 => n, dt: c_int, msg: *mut c_int, req: *mut c_int)
+    MPI_Sendrecv_c / PMPI_Sendrecv_c => PMPI_Sendrecv(sb: V, sc: i64 => n, st: c_int, dest: c_int, stag: c_int, rb: M, rc: i64 => n, rt: c_int, src: c_int, rtag: c_int, comm: c_int, status: St)
+    MPI_Sendrecv_replace_c / PMPI_Sendrecv_replace_c => PMPI_Sendrecv_replace(b: M, c: i64 => n, t: c_int, dest: c_int, stag: c_int, src: c_int, rtag: c_int, comm: c_int, status: St)
+    MPI_Buffer_attach_c / PMPI_Buffer_attach_c => PMPI_Buffer_attach(b: M, size: i64 => n)
+    MPI_Bcast_c / PMPI_Bcast_c => PMPI_Bcast(b: M, c: i64 => n, t: c_int, root: c_int, comm: c_int)
+    MPI_Reduce_c / PMPI_Reduce_c => PMPI_Reduce(s: V, r: M, c: i64 => n, t: c_int, op: c_int, root: c_int, comm: c_int)
+    MPI_Allreduce_c / PMPI_Allreduce_c => PMPI_Allreduce(s: V, r: M, c: i64 => n, t: c_int, op: c_int, comm: c_int)
+    MPI_Scan_c / PMPI_Scan_c => PMPI_Scan(s: V, r: M, c: i64 => n, t: c_int, op: c_int, comm: c_int)
+    MPI_Exscan_c / PMPI_Exscan_c => PMPI_Exscan(s: V, r: M, c: i64 => n, t: c_int, op: c_int, comm: c_int)
+    MPI_Reduce_scatter_block_c / PMPI_Reduce_scatter_block_c => PMPI_Reduce_scatter_block(s: V, r: M, c: i64 => n, t: c_int, op: c_int, comm: c_int)
+    MPI_Gather_c / PMPI_Gather_c => PMPI_Gather(s: V, sc: i64 => n, st: c_int, r: M, rc: i64 => n, rt: c_int, root: c_int, comm: c_int)
+    MPI_Scatter_c / PMPI_Scatter_c => PMPI_Scatter(s: V, sc: i64 => n, st: c_int, r: M, rc: i64 => n, rt: c_int, root: c_int, comm: c_int)
+    MPI_Allgather_c / PMPI_Allgather_c => PMPI_Allgather(s: V, sc: i64 => n, st: c_int, r: M, rc: i64 => n, rt: c_int, comm: c_int)
+    MPI_Alltoall_c / PMPI_Alltoall_c => PMPI_Alltoall(s: V, sc: i64 => n, st: c_int, r: M, rc: i64 => n, rt: c_int, comm: c_int)
+    MPI_Type_contiguous_c / PMPI_Type_contiguous_c => PMPI_Type_contiguous(c: i64 => n, t: c_int, nt: *mut c_int)
+    MPI_Type_create_resized_c / PMPI_Type_create_resized_c => PMPI_Type_create_resized(t: c_int, lb: isize, ext: isize, nt: *mut c_int)
+    MPI_Pack_size_c / PMPI_Pack_size_c => pack_size_c_inner(c: i64 => n, t: c_int, comm: c_int, size: *mut i64)
+}
+
+/// Helper behind `MPI_Pack_size_c`: the size is written as an `MPI_Count`.
+unsafe fn pack_size_c_inner(c: c_int, t: c_int, comm: c_int, size: *mut i64) -> c_int {
+    let mut s: c_int = 0;
+    // SAFETY: `s` is a valid int to write.
+    let rc = unsafe { PMPI_Pack_size(c, t, comm, &mut s) };
+    if rc == MPI_SUCCESS {
+        let _ = guard("MPI_Pack_size_c", || out(size, "size", s as i64));
+    }
+    rc
+}
+
+/// Vector wrappers: counts (`MPI_Count[]`) and displacements (`MPI_Aint[]`)
+/// of one entry per rank of the communicator.
+macro_rules! large_v {
+    ($( $mpi:ident / $pmpi:ident => $target:ident [$comm:ident] ( $($a:ident : $t:ty $(=> $conv:ident)?),* ) )*) => {$(
+        #[doc = concat!("`", stringify!($pmpi), "`: large-count `", stringify!($target), "`.")]
+        #[no_mangle]
+        pub unsafe extern "C" fn $pmpi($($a: $t),*) -> c_int {
+            let p = size_of($comm);
+            $( $( let $a = match $conv(stringify!($mpi), $a, p) { Ok(v) => v, Err(rc) => return rc }; )? )*
+            // SAFETY: same contract as the int-count function; the converted
+            // arrays live until the call returns.
+            unsafe { $target($(large_v!(@arg $a $(, $conv)?)),*) }
+        }
+        #[doc = concat!("`", stringify!($mpi), "`: calls `", stringify!($pmpi), "`.")]
+        #[no_mangle]
+        pub unsafe extern "C" fn $mpi($($a: $t),*) -> c_int {
+            // SAFETY: forwarded unchanged.
+            unsafe { $pmpi($($a),*) }
+        }
+    )*};
+    (@arg $a:ident, $conv:ident) => { Arg::arg(&$a) };
+    (@arg $a:ident) => { $a };
+}
+
+/// A converted argument as the int function takes it.
+trait Arg {
+    type Out;
+    fn arg(&self) -> Self::Out;
+}
+
+impl Arg for c_int {
+    type Out = c_int;
+    fn arg(&self) -> c_int {
+        *self
+    }
+}
+
+impl Arg for Vec<c_int> {
+    type Out = *const c_int;
+    fn arg(&self) -> *const c_int {
+        self.as_ptr()
+    }
+}
+
+fn cs(name: &'static str, p: *const i64, n: usize) -> Result<Vec<c_int>, c_int> {
+    if p.is_null() {
+        return Ok(vec![0; n]);
+    }
+    narrow_all(name, p, n)
+}
+
+fn ds(name: &'static str, p: *const isize, n: usize) -> Result<Vec<c_int>, c_int> {
+    cs(name, p as *const i64, n)
+}
+
+large_v! {
+    MPI_Gatherv_c / PMPI_Gatherv_c => PMPI_Gatherv [comm] (s: V, sc: i64 => nn, st: c_int, r: M, rc: *const i64 => cs, d: *const isize => ds, rt: c_int, root: c_int, comm: c_int)
+    MPI_Scatterv_c / PMPI_Scatterv_c => PMPI_Scatterv [comm] (s: V, sc: *const i64 => cs, d: *const isize => ds, st: c_int, r: M, rc: i64 => nn, rt: c_int, root: c_int, comm: c_int)
+    MPI_Allgatherv_c / PMPI_Allgatherv_c => PMPI_Allgatherv [comm] (s: V, sc: i64 => nn, st: c_int, r: M, rc: *const i64 => cs, d: *const isize => ds, rt: c_int, comm: c_int)
+    MPI_Alltoallv_c / PMPI_Alltoallv_c => PMPI_Alltoallv [comm] (s: V, sc: *const i64 => cs, sd: *const isize => ds, st: c_int, r: M, rc: *const i64 => cs, rd: *const isize => ds, rt: c_int, comm: c_int)
+    MPI_Reduce_scatter_c / PMPI_Reduce_scatter_c => PMPI_Reduce_scatter [comm] (s: V, r: M, rc: *const i64 => cs, t: c_int, op: c_int, comm: c_int)
+}
+
+fn nn(name: &'static str, v: i64, _p: usize) -> Result<c_int, c_int> {
+    narrow(name, v)
+}
+
+fn widen(name: &'static str, rc: c_int, v: c_int, outp: *mut i64) -> c_int {
+    if rc != MPI_SUCCESS {
+        return rc;
+    }
+    let w = if v == MPI_UNDEFINED { MPI_UNDEFINED as i64 } else { v as i64 };
+    guard(name, || -> R<()> { out(outp, "count", w) })
+}
+
+/// `PMPI_Get_count_c`: `MPI_Get_count` with an `MPI_Count` result.
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Get_count_c(st: *const MPI_Status, t: c_int, count: *mut i64) -> c_int {
+    let mut v = 0;
+    // SAFETY: forwarded; `v` is a valid int.
+    let rc = unsafe { PMPI_Get_count(st, t, &mut v) };
+    widen("MPI_Get_count_c", rc, v, count)
+}
+
+/// `MPI_Get_count_c`: calls `PMPI_Get_count_c`.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Get_count_c(st: *const MPI_Status, t: c_int, count: *mut i64) -> c_int {
+    // SAFETY: forwarded unchanged.
+    unsafe { PMPI_Get_count_c(st, t, count) }
+}
+
+/// `PMPI_Get_elements_c`: `MPI_Get_elements_x` under its MPI-4 name.
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Get_elements_c(st: *const MPI_Status, t: c_int, count: *mut i64) -> c_int {
+    // SAFETY: forwarded unchanged.
+    unsafe { PMPI_Get_elements_x(st, t, count) }
+}
+
+/// `MPI_Get_elements_c`: calls `PMPI_Get_elements_c`.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Get_elements_c(st: *const MPI_Status, t: c_int, count: *mut i64) -> c_int {
+    // SAFETY: forwarded unchanged.
+    unsafe { PMPI_Get_elements_c(st, t, count) }
+}
+
+/// `PMPI_Type_size_c`: `MPI_Type_size_x` under its MPI-4 name.
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Type_size_c(t: c_int, size: *mut i64) -> c_int {
+    // SAFETY: forwarded unchanged.
+    unsafe { PMPI_Type_size_x(t, size) }
+}
+
+/// `MPI_Type_size_c`: calls `PMPI_Type_size_c`.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Type_size_c(t: c_int, size: *mut i64) -> c_int {
+    // SAFETY: forwarded unchanged.
+    unsafe { PMPI_Type_size_c(t, size) }
+}
+
+/// `PMPI_Type_get_extent_c`: `MPI_Type_get_extent_x` under its MPI-4 name.
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Type_get_extent_c(t: c_int, lb: *mut i64, ext: *mut i64) -> c_int {
+    // SAFETY: forwarded unchanged.
+    unsafe { PMPI_Type_get_extent_x(t, lb, ext) }
+}
+
+/// `MPI_Type_get_extent_c`: calls `PMPI_Type_get_extent_c`.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Type_get_extent_c(t: c_int, lb: *mut i64, ext: *mut i64) -> c_int {
+    // SAFETY: forwarded unchanged.
+    unsafe { PMPI_Type_get_extent_c(t, lb, ext) }
+}
+
+/// `PMPI_Type_get_true_extent_c`: `MPI_Type_get_true_extent_x` under its MPI-4 name.
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Type_get_true_extent_c(t: c_int, lb: *mut i64, ext: *mut i64) -> c_int {
+    // SAFETY: forwarded unchanged.
+    unsafe { PMPI_Type_get_true_extent_x(t, lb, ext) }
+}
+
+/// `MPI_Type_get_true_extent_c`: calls `PMPI_Type_get_true_extent_c`.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Type_get_true_extent_c(t: c_int, lb: *mut i64, ext: *mut i64) -> c_int {
+    // SAFETY: forwarded unchanged.
+    unsafe { PMPI_Type_get_true_extent_c(t, lb, ext) }
+}

@@ -1,0 +1,218 @@
+//! `libmpi.so.12`: the MPI C ABI, MPICH-compatible, on top of the kumi runtime.
+//!
+//! A program compiled against MPICH's `mpi.h` (or kumi's own, which has the same
+//! values) calls `MPI_Send(buf, 4, MPI_INT, 1, 0, MPI_COMM_WORLD)`; this crate
+//! turns the integer handles into runtime objects and calls the runtime. It has
+//! no messaging logic of its own: point-to-point goes through [`kumi::raw`],
+//! layouts through [`kumi::datatype`], communicators through [`kumi::Comm`].
+//!
+//! Design decisions a newcomer might otherwise undo:
+//! - **MPICH's ABI, not a new one.** Handles are `int` with MPICH's values
+//!   (`MPI_COMM_WORLD = 0x44000000`, `MPI_INT = 0x4c000405` whose byte 1 is the
+//!   size), `MPI_Status` has MPICH's five fields, and every symbol MPICH exports
+//!   is exported here, so binaries built against MPICH load and run unchanged.
+//!   Objects a program creates get handles in MPICH's "indirect" range
+//!   (`0x8?000000 | index`), so they never collide with a predefined one.
+//! - **One global state, owned by the thread that initialized.** The runtime is
+//!   single-threaded per process, so `MPI_Init_thread` reports
+//!   `MPI_THREAD_FUNNELED` at most, and a call from another thread is refused
+//!   with an error rather than racing.
+//! - **No panic crosses the ABI.** Every exported function runs its body under
+//!   `catch_unwind` ([`guard`]); a panic becomes `MPI_ERR_INTERN` and goes to the
+//!   error handler like any other error.
+//! - **Errors go to the communicator's handler.** `MPI_ERRORS_ARE_FATAL` (the
+//!   default) prints the function, the rank and what was wrong, then aborts the
+//!   job through kumi's abort path; `MPI_ERRORS_RETURN` returns the class.
+//! - **Unsupported is loud.** Functions kumi does not implement yet are exported
+//!   (so binaries load) and fail naming themselves; none fakes a success.
+#![allow(non_snake_case, non_camel_case_types, non_upper_case_globals)]
+// Every exported function's safety contract is the MPI standard's: pointer
+// arguments point to what the standard says they point to.
+#![allow(clippy::missing_safety_doc)]
+
+#[macro_use]
+mod macros;
+pub mod consts;
+mod coll;
+mod comm;
+mod init;
+mod large;
+mod misc;
+mod p2p;
+mod state;
+mod stubs;
+mod types;
+
+use consts::*;
+use std::cell::Cell;
+use std::ffi::c_int;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// `MPI_Status`, laid out as MPICH lays it out.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MPI_Status {
+    /// Low 32 bits of the message size in bytes.
+    pub count_lo: c_int,
+    /// High bits of the size, shifted left by one; bit 0 is "cancelled".
+    pub count_hi_and_cancelled: c_int,
+    /// Sender's rank.
+    pub MPI_SOURCE: c_int,
+    /// Message tag.
+    pub MPI_TAG: c_int,
+    /// Error class, for the multiple-completion calls.
+    pub MPI_ERROR: c_int,
+}
+
+/// An MPI error: its class and a sentence saying what was wrong.
+#[derive(Debug)]
+pub(crate) struct MpiErr {
+    pub class: c_int,
+    pub msg: String,
+}
+
+pub(crate) type R<T> = Result<T, MpiErr>;
+
+pub(crate) fn err<T>(class: c_int, msg: impl Into<String>) -> R<T> {
+    Err(MpiErr {
+        class,
+        msg: msg.into(),
+    })
+}
+
+impl From<kumi::Error> for MpiErr {
+    fn from(e: kumi::Error) -> Self {
+        let class = match &e {
+            kumi::Error::Truncated { .. } => MPI_ERR_TRUNCATE,
+            kumi::Error::InvalidArgument { arg, .. } => match *arg {
+                "dest" | "source" => MPI_ERR_RANK,
+                "tag" => MPI_ERR_TAG,
+                "op" => MPI_ERR_OP,
+                "root" => MPI_ERR_ROOT,
+                "counts" | "send_counts" | "recv_counts" | "recv" | "send" => MPI_ERR_COUNT,
+                "datatype" | "blocklength" | "subsizes" | "ndims" => MPI_ERR_TYPE,
+                _ => MPI_ERR_ARG,
+            },
+            kumi::Error::Bootstrap(_) => MPI_ERR_OTHER,
+            kumi::Error::Protocol(_) => MPI_ERR_INTERN,
+            kumi::Error::Io(_) => MPI_ERR_OTHER,
+        };
+        MpiErr {
+            class,
+            msg: e.to_string(),
+        }
+    }
+}
+
+thread_local! {
+    /// The communicator whose error handler an error in the current call goes
+    /// to: set when a call looks up its communicator (or request, window...).
+    static ERR_COMM: Cell<c_int> = const { Cell::new(MPI_COMM_WORLD) };
+}
+
+pub(crate) fn set_err_comm(c: c_int) {
+    ERR_COMM.with(|e| e.set(c));
+}
+
+/// Runs the body of MPI function `name`: catches panics, and hands an error to
+/// the error handler of the communicator the call was about.
+pub(crate) fn guard(name: &'static str, f: impl FnOnce() -> R<()>) -> c_int {
+    set_err_comm(MPI_COMM_WORLD);
+    let e = match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(())) => return MPI_SUCCESS,
+        Ok(Err(e)) => e,
+        Err(p) => {
+            let what = p
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown".into());
+            MpiErr {
+                class: MPI_ERR_INTERN,
+                msg: format!("internal error in kumi ({what})"),
+            }
+        }
+    };
+    state::handle_error(name, ERR_COMM.with(|c| c.get()), e)
+}
+
+/// Name of an error class, for messages.
+pub(crate) fn class_name(class: c_int) -> &'static str {
+    match class {
+        MPI_SUCCESS => "MPI_SUCCESS",
+        MPI_ERR_BUFFER => "MPI_ERR_BUFFER",
+        MPI_ERR_COUNT => "MPI_ERR_COUNT",
+        MPI_ERR_TYPE => "MPI_ERR_TYPE",
+        MPI_ERR_TAG => "MPI_ERR_TAG",
+        MPI_ERR_COMM => "MPI_ERR_COMM",
+        MPI_ERR_RANK => "MPI_ERR_RANK",
+        MPI_ERR_ROOT => "MPI_ERR_ROOT",
+        MPI_ERR_GROUP => "MPI_ERR_GROUP",
+        MPI_ERR_OP => "MPI_ERR_OP",
+        MPI_ERR_TOPOLOGY => "MPI_ERR_TOPOLOGY",
+        MPI_ERR_DIMS => "MPI_ERR_DIMS",
+        MPI_ERR_ARG => "MPI_ERR_ARG",
+        MPI_ERR_UNKNOWN => "MPI_ERR_UNKNOWN",
+        MPI_ERR_TRUNCATE => "MPI_ERR_TRUNCATE",
+        MPI_ERR_OTHER => "MPI_ERR_OTHER",
+        MPI_ERR_INTERN => "MPI_ERR_INTERN",
+        MPI_ERR_IN_STATUS => "MPI_ERR_IN_STATUS",
+        MPI_ERR_PENDING => "MPI_ERR_PENDING",
+        MPI_ERR_REQUEST => "MPI_ERR_REQUEST",
+        MPI_ERR_INFO_KEY => "MPI_ERR_INFO_KEY",
+        MPI_ERR_INFO_VALUE => "MPI_ERR_INFO_VALUE",
+        MPI_ERR_INFO_NOKEY => "MPI_ERR_INFO_NOKEY",
+        MPI_ERR_INFO => "MPI_ERR_INFO",
+        MPI_ERR_KEYVAL => "MPI_ERR_KEYVAL",
+        MPI_ERR_NO_MEM => "MPI_ERR_NO_MEM",
+        MPI_ERR_UNSUPPORTED_OPERATION => "MPI_ERR_UNSUPPORTED_OPERATION",
+        _ => "unknown error class",
+    }
+}
+
+/// The standard's one-line description of an error class.
+pub(crate) fn class_text(class: c_int) -> &'static str {
+    match class {
+        MPI_SUCCESS => "no error",
+        MPI_ERR_BUFFER => "invalid buffer pointer",
+        MPI_ERR_COUNT => "invalid count argument",
+        MPI_ERR_TYPE => "invalid datatype",
+        MPI_ERR_TAG => "invalid tag",
+        MPI_ERR_COMM => "invalid communicator",
+        MPI_ERR_RANK => "invalid rank",
+        MPI_ERR_ROOT => "invalid root",
+        MPI_ERR_GROUP => "invalid group",
+        MPI_ERR_OP => "invalid reduction operation",
+        MPI_ERR_TOPOLOGY => "invalid topology",
+        MPI_ERR_DIMS => "invalid dimension argument",
+        MPI_ERR_ARG => "invalid argument",
+        MPI_ERR_TRUNCATE => "message truncated",
+        MPI_ERR_OTHER => "other error",
+        MPI_ERR_INTERN => "internal error",
+        MPI_ERR_IN_STATUS => "error code is in status",
+        MPI_ERR_PENDING => "pending request",
+        MPI_ERR_REQUEST => "invalid request",
+        MPI_ERR_KEYVAL => "invalid attribute key",
+        MPI_ERR_INFO_KEY => "invalid info key",
+        MPI_ERR_INFO_VALUE => "invalid info value",
+        MPI_ERR_INFO_NOKEY => "info key not defined",
+        MPI_ERR_NO_MEM => "out of memory",
+        MPI_ERR_UNSUPPORTED_OPERATION => "operation not supported by kumi yet",
+        _ => "unknown error",
+    }
+}
+
+/// What every function kumi does not implement yet does: says so, naming the
+/// function, and fails with `MPI_ERR_UNSUPPORTED_OPERATION` through the error
+/// handler (before `MPI_Init`, or under `MPI_ERRORS_RETURN`, it returns that).
+pub(crate) fn unsupported(name: &'static str) -> c_int {
+    let msg = format!("{name} is not supported by kumi yet");
+    // Acquire: see `state::st`.
+    if state::PHASE.load(std::sync::atomic::Ordering::Acquire) != 1 {
+        eprintln!("kumi: {msg}");
+        return MPI_ERR_UNSUPPORTED_OPERATION;
+    }
+    let rc = guard(name, || err(MPI_ERR_UNSUPPORTED_OPERATION, msg.clone()));
+    eprintln!("kumi: {msg}");
+    rc
+}

@@ -1,0 +1,831 @@
+//! Point-to-point: blocking, nonblocking, persistent, buffered, probes, matched
+//! probes, and the wait/test family, mapped onto [`kumi::raw`].
+
+use crate::consts::*;
+use crate::state::{
+    self, builtin_type, count, empty_status, out, put_status, read, slice_mut, st, status_bytes,
+    status_of, wants, ReqEntry, State,
+};
+use crate::{err, set_err_comm, MpiErr, MPI_Status, R};
+use kumi::datatype::Datatype;
+use kumi::raw::{self, RawPersistent, RawRequest, SendMode};
+use kumi::{Comm, Status};
+use std::ffi::{c_int, c_void};
+
+/// A peer argument: `None` for `MPI_PROC_NULL`, `kumi::ANY_SOURCE` for
+/// `MPI_ANY_SOURCE` (receives only).
+fn peer(c: &Comm, r: c_int, any_ok: bool) -> R<Option<i32>> {
+    match r {
+        MPI_PROC_NULL => Ok(None),
+        MPI_ANY_SOURCE if any_ok => Ok(Some(kumi::ANY_SOURCE)),
+        r if r >= 0 && (r as usize) < c.size() => Ok(Some(r)),
+        r => err(
+            MPI_ERR_RANK,
+            format!(
+                "rank {r} does not exist in this communicator of {} ranks (valid: 0 to {}{})",
+                c.size(),
+                c.size() - 1,
+                if any_ok { ", MPI_ANY_SOURCE or MPI_PROC_NULL" } else { " or MPI_PROC_NULL" }
+            ),
+        ),
+    }
+}
+
+fn send_tag(tag: c_int) -> R<()> {
+    if !(0..=kumi::TAG_UB).contains(&tag) {
+        return err(
+            MPI_ERR_TAG,
+            format!("tag {tag} is out of range: a send's tag goes from 0 to MPI_TAG_UB ({})", kumi::TAG_UB),
+        );
+    }
+    Ok(())
+}
+
+fn recv_tag(tag: c_int) -> R<()> {
+    if tag != MPI_ANY_TAG && !(0..=kumi::TAG_UB).contains(&tag) {
+        return err(
+            MPI_ERR_TAG,
+            format!("tag {tag} is out of range: 0 to MPI_TAG_UB ({}) or MPI_ANY_TAG", kumi::TAG_UB),
+        );
+    }
+    Ok(())
+}
+
+fn check_buf(buf: *const c_void, n: usize, d: &Datatype) -> R<()> {
+    if buf.is_null() && n > 0 && d.size() > 0 && d.true_lb() == 0 {
+        return err(MPI_ERR_BUFFER, format!("the buffer is NULL but the count is {n}"));
+    }
+    Ok(())
+}
+
+/// The status of an operation with `MPI_PROC_NULL`.
+fn proc_null() -> Status {
+    Status {
+        source: MPI_PROC_NULL,
+        tag: MPI_ANY_TAG,
+        bytes: 0,
+        cancelled: false,
+    }
+}
+
+/// Looks up a communicator and datatype, releasing the state afterwards.
+fn lookup(comm: c_int, dt: c_int) -> R<(Comm, Datatype)> {
+    let mut s = st()?;
+    let c = s.comm(comm)?;
+    Ok((c, s.dtype(dt)?))
+}
+
+/// Starts a send; `None` for `MPI_PROC_NULL`.
+#[allow(clippy::too_many_arguments)]
+fn start_send(
+    buf: *const c_void,
+    cnt: c_int,
+    dt: c_int,
+    dest: c_int,
+    tag: c_int,
+    comm: c_int,
+    mode: SendMode,
+) -> R<RawRequest> {
+    let (c, d) = lookup(comm, dt)?;
+    let n = count(cnt)?;
+    send_tag(tag)?;
+    let Some(dest) = peer(&c, dest, false)? else {
+        return Ok(RawRequest::completed(proc_null()));
+    };
+    check_buf(buf, n, &d)?;
+    if mode == SendMode::Buffered {
+        let attached = st()?.bsend.map_or(0, |b| b.1 as usize);
+        let need = d.packed_size(n) + MPI_BSEND_OVERHEAD as usize;
+        let used = raw::orphan_bytes();
+        if used + need > attached {
+            return err(
+                MPI_ERR_BUFFER,
+                format!(
+                    "a buffered send of {need} bytes (with MPI_BSEND_OVERHEAD) does not fit the attached \
+                     buffer: {attached} bytes attached, {used} in use (attach one with MPI_Buffer_attach)"
+                ),
+            );
+        }
+    }
+    // SAFETY: the MPI standard makes the caller keep `buf` valid until the send
+    // completes (for a blocking send, until this function's caller returns).
+    Ok(unsafe { raw::isend(&c, buf as *const u8, n, &d, dest, tag, mode)? })
+}
+
+fn start_recv(
+    buf: *mut c_void,
+    cnt: c_int,
+    dt: c_int,
+    source: c_int,
+    tag: c_int,
+    comm: c_int,
+) -> R<RawRequest> {
+    let (c, d) = lookup(comm, dt)?;
+    let n = count(cnt)?;
+    recv_tag(tag)?;
+    let Some(src) = peer(&c, source, true)? else {
+        return Ok(RawRequest::completed(proc_null()));
+    };
+    check_buf(buf, n, &d)?;
+    // SAFETY: the caller keeps `buf` valid and untouched until the receive
+    // completes, as the standard requires.
+    Ok(unsafe { raw::irecv(&c, buf as *mut u8, n, &d, src, tag)? })
+}
+
+/// Turns the outcome of a completed operation into a status and an error.
+fn outcome(r: kumi::Result<Status>) -> (MPI_Status, Option<MpiErr>) {
+    match r {
+        Ok(s) => (status_of(&s, MPI_SUCCESS), None),
+        Err(e) => {
+            let mut st = empty_status();
+            if let kumi::Error::Truncated {
+                buffer_bytes,
+                source,
+                tag,
+                ..
+            } = &e
+            {
+                st = status_of(
+                    &Status {
+                        source: *source,
+                        tag: *tag,
+                        bytes: *buffer_bytes,
+                        cancelled: false,
+                    },
+                    MPI_ERR_TRUNCATE,
+                );
+            }
+            let e = MpiErr::from(e);
+            st.MPI_ERROR = e.class;
+            (st, Some(e))
+        }
+    }
+}
+
+fn blocking(mut r: RawRequest, status: *mut MPI_Status) -> R<()> {
+    let (s, e) = outcome(r.wait());
+    put_status(status, s);
+    e.map_or(Ok(()), Err)
+}
+
+fn register(r: RawRequest, comm: c_int, request: *mut c_int) -> R<()> {
+    let h = st()?.new_request(ReqEntry::Active(r), comm);
+    out(request, "request", h)
+}
+
+/// Completes request `h` if it is done (or waits for it if `block`). Returns
+/// `None` if it is still in flight, else its status and error. A completed
+/// nonpersistent request is freed and `*slot` set to `MPI_REQUEST_NULL`.
+fn complete(
+    s: &mut State,
+    slot: &mut c_int,
+    block: bool,
+) -> R<Option<(MPI_Status, Option<MpiErr>)>> {
+    let h = *slot;
+    if h == MPI_REQUEST_NULL {
+        return Ok(Some((empty_status(), None)));
+    }
+    let Some((entry, comm)) = s.reqs.get_mut(&h) else {
+        return err(MPI_ERR_REQUEST, format!("{h:#x} is not a request (or it was freed)"));
+    };
+    set_err_comm(*comm);
+    let (r, persistent) = match entry {
+        ReqEntry::Active(r) => (r, false),
+        ReqEntry::Persistent { active: None, .. } => return Ok(Some((empty_status(), None))),
+        ReqEntry::Persistent {
+            active: Some(r), ..
+        } => (r, true),
+    };
+    let res = if block {
+        r.wait()
+    } else {
+        match r.test() {
+            Ok(None) => return Ok(None),
+            Ok(Some(st)) => Ok(st),
+            Err(e) => Err(e),
+        }
+    };
+    let o = outcome(res);
+    if persistent {
+        if let Some((ReqEntry::Persistent { active, .. }, _)) = s.reqs.get_mut(&h) {
+            *active = None;
+        }
+    } else {
+        s.free_request(h);
+        *slot = MPI_REQUEST_NULL;
+    }
+    Ok(Some(o))
+}
+
+/// Whether request `h` is in flight (not null, not an inactive persistent one).
+fn is_active(s: &State, h: c_int) -> bool {
+    match s.reqs.get(&h) {
+        Some((ReqEntry::Active(_), _)) => true,
+        Some((ReqEntry::Persistent { active, .. }, _)) => active.is_some(),
+        None => false,
+    }
+}
+
+/// Blocks until one of the active requests among `hs` is done.
+fn wait_some_done(s: &State, hs: &[c_int]) -> R<()> {
+    let reqs: Vec<&RawRequest> = hs
+        .iter()
+        .filter_map(|h| match s.reqs.get(h) {
+            Some((ReqEntry::Active(r), _)) => Some(r),
+            Some((ReqEntry::Persistent { active: Some(r), .. }, _)) => Some(r),
+            _ => None,
+        })
+        .collect();
+    raw::wait_any_done(&reqs)?;
+    Ok(())
+}
+
+fn status_at(statuses: *mut MPI_Status, i: usize) -> *mut MPI_Status {
+    if wants(statuses) {
+        // SAFETY: the caller passed an array of `count` statuses; `i < count`.
+        unsafe { statuses.add(i) }
+    } else {
+        statuses
+    }
+}
+
+/// The multiple-completion calls report per-request errors as
+/// MPI_ERR_IN_STATUS (when statuses are asked for).
+fn in_status(first: Option<MpiErr>, statuses: *mut MPI_Status) -> R<()> {
+    match first {
+        None => Ok(()),
+        Some(e) if wants(statuses) => err(MPI_ERR_IN_STATUS, format!("a request failed: {}", e.msg)),
+        Some(e) => Err(e),
+    }
+}
+
+fn any_index(
+    n: c_int,
+    reqs: *mut c_int,
+    index: *mut c_int,
+    flag: Option<*mut c_int>,
+    status: *mut MPI_Status,
+    block: bool,
+) -> R<()> {
+    let hs = slice_mut(reqs, n, "array_of_requests")?;
+    let mut s = st()?;
+    loop {
+        let mut active = 0;
+        for (i, h) in hs.iter_mut().enumerate() {
+            if !is_active(&s, *h) {
+                continue;
+            }
+            active += 1;
+            if let Some((stt, e)) = complete(&mut s, h, false)? {
+                out(index, "index", i as c_int)?;
+                if let Some(f) = flag {
+                    out(f, "flag", 1)?;
+                }
+                put_status(status, stt);
+                return e.map_or(Ok(()), Err);
+            }
+        }
+        if active == 0 {
+            out(index, "index", MPI_UNDEFINED)?;
+            if let Some(f) = flag {
+                out(f, "flag", 1)?;
+            }
+            put_status(status, empty_status());
+            return Ok(());
+        }
+        if !block {
+            out(index, "index", MPI_UNDEFINED)?;
+            if let Some(f) = flag {
+                out(f, "flag", 0)?;
+            }
+            return Ok(());
+        }
+        wait_some_done(&s, hs)?;
+    }
+}
+
+fn some_indices(
+    n: c_int,
+    reqs: *mut c_int,
+    outcount: *mut c_int,
+    indices: *mut c_int,
+    statuses: *mut MPI_Status,
+    block: bool,
+) -> R<()> {
+    let hs = slice_mut(reqs, n, "array_of_requests")?;
+    let mut s = st()?;
+    loop {
+        let mut active = 0;
+        let mut done = 0usize;
+        let mut first = None;
+        for i in 0..hs.len() {
+            if !is_active(&s, hs[i]) {
+                continue;
+            }
+            active += 1;
+            if let Some((stt, e)) = complete(&mut s, &mut hs[i], false)? {
+                let idx = slice_mut(indices, n, "array_of_indices")?;
+                idx[done] = i as c_int;
+                put_status(status_at(statuses, done), stt);
+                done += 1;
+                if first.is_none() {
+                    first = e;
+                }
+            }
+        }
+        if active == 0 {
+            return out(outcount, "outcount", MPI_UNDEFINED);
+        }
+        if done > 0 || !block {
+            out(outcount, "outcount", done as c_int)?;
+            return in_status(first, statuses);
+        }
+        wait_some_done(&s, hs)?;
+    }
+}
+
+fn persistent(p: Option<RawPersistent>, comm: c_int, request: *mut c_int) -> R<()> {
+    let h = st()?.new_request(ReqEntry::Persistent { p, active: None }, comm);
+    out(request, "request", h)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn send_init(
+    buf: *const c_void,
+    cnt: c_int,
+    dt: c_int,
+    dest: c_int,
+    tag: c_int,
+    comm: c_int,
+    request: *mut c_int,
+    mode: SendMode,
+) -> R<()> {
+    let (c, d) = lookup(comm, dt)?;
+    let n = count(cnt)?;
+    send_tag(tag)?;
+    match peer(&c, dest, false)? {
+        // A persistent operation with MPI_PROC_NULL: every start completes at once.
+        None => persistent(None, comm, request),
+        Some(dest) => persistent(
+            Some(RawPersistent::send(&c, buf as *const u8, n, &d, dest, tag, mode)),
+            comm,
+            request,
+        ),
+    }
+}
+
+fn start(s: &mut State, h: c_int) -> R<()> {
+    match s.reqs.get_mut(&h) {
+        Some((ReqEntry::Persistent { p, active }, comm)) => {
+            set_err_comm(*comm);
+            if active.is_some() {
+                return err(MPI_ERR_REQUEST, "the persistent request is already active");
+            }
+            *active = Some(match p {
+                // SAFETY: the standard makes the caller keep the buffer given at
+                // creation valid from the start until the operation completes.
+                Some(p) => unsafe { p.start()? },
+                None => RawRequest::completed(proc_null()),
+            });
+            Ok(())
+        }
+        _ => err(MPI_ERR_REQUEST, format!("{h:#x} is not a persistent request")),
+    }
+}
+
+mpi! {
+    fn MPI_Send / PMPI_Send(buf: *const c_void, count: c_int, datatype: c_int, dest: c_int, tag: c_int, comm: c_int) {
+        blocking(start_send(buf, count, datatype, dest, tag, comm, SendMode::Standard)?, std::ptr::null_mut())
+    }
+
+    fn MPI_Rsend / PMPI_Rsend(buf: *const c_void, count: c_int, datatype: c_int, dest: c_int, tag: c_int, comm: c_int) {
+        blocking(start_send(buf, count, datatype, dest, tag, comm, SendMode::Standard)?, std::ptr::null_mut())
+    }
+
+    fn MPI_Ssend / PMPI_Ssend(buf: *const c_void, count: c_int, datatype: c_int, dest: c_int, tag: c_int, comm: c_int) {
+        blocking(start_send(buf, count, datatype, dest, tag, comm, SendMode::Sync)?, std::ptr::null_mut())
+    }
+
+    fn MPI_Bsend / PMPI_Bsend(buf: *const c_void, count: c_int, datatype: c_int, dest: c_int, tag: c_int, comm: c_int) {
+        start_send(buf, count, datatype, dest, tag, comm, SendMode::Buffered)?.free();
+        Ok(())
+    }
+
+    fn MPI_Buffer_attach / PMPI_Buffer_attach(buffer: *mut c_void, size: c_int) {
+        let mut s = st()?;
+        if s.bsend.is_some() {
+            return err(MPI_ERR_BUFFER, "a buffer is already attached: detach it first");
+        }
+        if size < 0 {
+            return err(MPI_ERR_ARG, format!("buffer size {size} is negative"));
+        }
+        s.bsend = Some((buffer, size));
+        Ok(())
+    }
+
+    fn MPI_Buffer_detach / PMPI_Buffer_detach(buffer_addr: *mut c_void, size: *mut c_int) {
+        st()?;
+        raw::wait_orphans()?;
+        let b = st()?.bsend.take();
+        let (p, n) = b.unwrap_or((std::ptr::null_mut(), 0));
+        out(buffer_addr as *mut *mut c_void, "buffer_addr", p)?;
+        out(size, "size", n)
+    }
+
+    fn MPI_Recv / PMPI_Recv(buf: *mut c_void, count: c_int, datatype: c_int, source: c_int, tag: c_int, comm: c_int, status: *mut MPI_Status) {
+        blocking(start_recv(buf, count, datatype, source, tag, comm)?, status)
+    }
+
+    fn MPI_Isend / PMPI_Isend(buf: *const c_void, count: c_int, datatype: c_int, dest: c_int, tag: c_int, comm: c_int, request: *mut c_int) {
+        register(start_send(buf, count, datatype, dest, tag, comm, SendMode::Standard)?, comm, request)
+    }
+
+    fn MPI_Irsend / PMPI_Irsend(buf: *const c_void, count: c_int, datatype: c_int, dest: c_int, tag: c_int, comm: c_int, request: *mut c_int) {
+        register(start_send(buf, count, datatype, dest, tag, comm, SendMode::Standard)?, comm, request)
+    }
+
+    fn MPI_Issend / PMPI_Issend(buf: *const c_void, count: c_int, datatype: c_int, dest: c_int, tag: c_int, comm: c_int, request: *mut c_int) {
+        register(start_send(buf, count, datatype, dest, tag, comm, SendMode::Sync)?, comm, request)
+    }
+
+    fn MPI_Ibsend / PMPI_Ibsend(buf: *const c_void, count: c_int, datatype: c_int, dest: c_int, tag: c_int, comm: c_int, request: *mut c_int) {
+        register(start_send(buf, count, datatype, dest, tag, comm, SendMode::Buffered)?, comm, request)
+    }
+
+    fn MPI_Irecv / PMPI_Irecv(buf: *mut c_void, count: c_int, datatype: c_int, source: c_int, tag: c_int, comm: c_int, request: *mut c_int) {
+        register(start_recv(buf, count, datatype, source, tag, comm)?, comm, request)
+    }
+
+    fn MPI_Sendrecv / PMPI_Sendrecv(
+        sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, dest: c_int, sendtag: c_int,
+        recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, source: c_int, recvtag: c_int,
+        comm: c_int, status: *mut MPI_Status
+    ) {
+        let r = start_recv(recvbuf, recvcount, recvtype, source, recvtag, comm)?;
+        let w = start_send(sendbuf, sendcount, sendtype, dest, sendtag, comm, SendMode::Standard)?;
+        blocking(w, std::ptr::null_mut())?;
+        blocking(r, status)
+    }
+
+    fn MPI_Sendrecv_replace / PMPI_Sendrecv_replace(
+        buf: *mut c_void, count: c_int, datatype: c_int, dest: c_int, sendtag: c_int,
+        source: c_int, recvtag: c_int, comm: c_int, status: *mut MPI_Status
+    ) {
+        let (_, d) = lookup(comm, datatype)?;
+        let n = state::count(count)?;
+        check_buf(buf, n, &d)?;
+        let mut copy = vec![0u8; d.packed_size(n)];
+        // SAFETY: the caller passes `count` elements of `datatype` at `buf`.
+        unsafe { d.pack(buf as *const u8, n, &mut copy) };
+        let r = start_recv(buf, count, datatype, source, recvtag, comm)?;
+        let len = c_int::try_from(copy.len()).map_err(|_| MpiErr {
+            class: MPI_ERR_COUNT,
+            msg: "the message is larger than 2 GiB".into(),
+        })?;
+        let w = start_send(copy.as_ptr() as *const c_void, len, MPI_BYTE, dest, sendtag, comm, SendMode::Standard)?;
+        blocking(w, std::ptr::null_mut())?;
+        drop(copy);
+        blocking(r, status)
+    }
+
+    fn MPI_Send_init / PMPI_Send_init(buf: *const c_void, count: c_int, datatype: c_int, dest: c_int, tag: c_int, comm: c_int, request: *mut c_int) {
+        send_init(buf, count, datatype, dest, tag, comm, request, SendMode::Standard)
+    }
+
+    fn MPI_Ssend_init / PMPI_Ssend_init(buf: *const c_void, count: c_int, datatype: c_int, dest: c_int, tag: c_int, comm: c_int, request: *mut c_int) {
+        send_init(buf, count, datatype, dest, tag, comm, request, SendMode::Sync)
+    }
+
+    fn MPI_Rsend_init / PMPI_Rsend_init(buf: *const c_void, count: c_int, datatype: c_int, dest: c_int, tag: c_int, comm: c_int, request: *mut c_int) {
+        send_init(buf, count, datatype, dest, tag, comm, request, SendMode::Standard)
+    }
+
+    fn MPI_Bsend_init / PMPI_Bsend_init(buf: *const c_void, count: c_int, datatype: c_int, dest: c_int, tag: c_int, comm: c_int, request: *mut c_int) {
+        send_init(buf, count, datatype, dest, tag, comm, request, SendMode::Buffered)
+    }
+
+    fn MPI_Recv_init / PMPI_Recv_init(buf: *mut c_void, count: c_int, datatype: c_int, source: c_int, tag: c_int, comm: c_int, request: *mut c_int) {
+        let (c, d) = lookup(comm, datatype)?;
+        let n = state::count(count)?;
+        recv_tag(tag)?;
+        match peer(&c, source, true)? {
+            None => persistent(None, comm, request),
+            Some(src) => persistent(Some(RawPersistent::recv(&c, buf as *mut u8, n, &d, src, tag)), comm, request),
+        }
+    }
+
+    fn MPI_Start / PMPI_Start(request: *mut c_int) {
+        let h = read(request, "request")?;
+        start(&mut *st()?, h)
+    }
+
+    fn MPI_Startall / PMPI_Startall(count: c_int, array_of_requests: *mut c_int) {
+        let hs = slice_mut(array_of_requests, count, "array_of_requests")?;
+        let mut s = st()?;
+        for &h in hs.iter() {
+            start(&mut s, h)?;
+        }
+        Ok(())
+    }
+
+    fn MPI_Wait / PMPI_Wait(request: *mut c_int, status: *mut MPI_Status) {
+        let mut h = read(request, "request")?;
+        let mut s = st()?;
+        let (stt, e) = complete(&mut s, &mut h, true)?.unwrap_or((empty_status(), None));
+        drop(s);
+        out(request, "request", h)?;
+        put_status(status, stt);
+        e.map_or(Ok(()), Err)
+    }
+
+    fn MPI_Test / PMPI_Test(request: *mut c_int, flag: *mut c_int, status: *mut MPI_Status) {
+        let mut h = read(request, "request")?;
+        let mut s = st()?;
+        let r = complete(&mut s, &mut h, false)?;
+        drop(s);
+        out(request, "request", h)?;
+        match r {
+            None => out(flag, "flag", 0),
+            Some((stt, e)) => {
+                out(flag, "flag", 1)?;
+                put_status(status, stt);
+                e.map_or(Ok(()), Err)
+            }
+        }
+    }
+
+    fn MPI_Request_get_status / PMPI_Request_get_status(request: c_int, flag: *mut c_int, status: *mut MPI_Status) {
+        let s = st()?;
+        let done = match s.reqs.get(&request) {
+            None if request == MPI_REQUEST_NULL => true,
+            None => return err(MPI_ERR_REQUEST, format!("{request:#x} is not a request")),
+            Some((ReqEntry::Active(r), _)) => r.is_done(),
+            Some((ReqEntry::Persistent { active, .. }, _)) => active.as_ref().is_none_or(|r| r.is_done()),
+        };
+        drop(s);
+        if !done {
+            if let Ok(c) = st()?.comm(MPI_COMM_WORLD) {
+                raw::progress(&c)?;
+            }
+        }
+        out(flag, "flag", done as c_int)?;
+        if done {
+            put_status(status, empty_status());
+        }
+        Ok(())
+    }
+
+    fn MPI_Waitall / PMPI_Waitall(count: c_int, array_of_requests: *mut c_int, array_of_statuses: *mut MPI_Status) {
+        let hs = slice_mut(array_of_requests, count, "array_of_requests")?;
+        let mut s = st()?;
+        let mut first = None;
+        for (i, h) in hs.iter_mut().enumerate() {
+            let (stt, e) = complete(&mut s, h, true)?.unwrap_or((empty_status(), None));
+            put_status(status_at(array_of_statuses, i), stt);
+            if first.is_none() {
+                first = e;
+            }
+        }
+        in_status(first, array_of_statuses)
+    }
+
+    fn MPI_Testall / PMPI_Testall(count: c_int, array_of_requests: *mut c_int, flag: *mut c_int, array_of_statuses: *mut MPI_Status) {
+        let hs = slice_mut(array_of_requests, count, "array_of_requests")?;
+        let mut s = st()?;
+        // All or nothing: complete only if every request is done.
+        if let Ok(c) = s.comm(MPI_COMM_WORLD) {
+            raw::progress(&c)?;
+        }
+        let all = hs.iter().all(|h| match s.reqs.get(h) {
+            Some((ReqEntry::Active(r), _)) => r.is_done(),
+            Some((ReqEntry::Persistent { active, .. }, _)) => active.as_ref().is_none_or(|r| r.is_done()),
+            None => true,
+        });
+        if !all {
+            return out(flag, "flag", 0);
+        }
+        let mut first = None;
+        for (i, h) in hs.iter_mut().enumerate() {
+            let (stt, e) = complete(&mut s, h, true)?.unwrap_or((empty_status(), None));
+            put_status(status_at(array_of_statuses, i), stt);
+            if first.is_none() {
+                first = e;
+            }
+        }
+        out(flag, "flag", 1)?;
+        in_status(first, array_of_statuses)
+    }
+
+    fn MPI_Waitany / PMPI_Waitany(count: c_int, array_of_requests: *mut c_int, index: *mut c_int, status: *mut MPI_Status) {
+        any_index(count, array_of_requests, index, None, status, true)
+    }
+
+    fn MPI_Testany / PMPI_Testany(count: c_int, array_of_requests: *mut c_int, index: *mut c_int, flag: *mut c_int, status: *mut MPI_Status) {
+        any_index(count, array_of_requests, index, Some(flag), status, false)
+    }
+
+    fn MPI_Waitsome / PMPI_Waitsome(incount: c_int, array_of_requests: *mut c_int, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) {
+        some_indices(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, true)
+    }
+
+    fn MPI_Testsome / PMPI_Testsome(incount: c_int, array_of_requests: *mut c_int, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) {
+        some_indices(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, false)
+    }
+
+    fn MPI_Cancel / PMPI_Cancel(request: *mut c_int) {
+        let h = read(request, "request")?;
+        let mut s = st()?;
+        match s.reqs.get_mut(&h) {
+            Some((ReqEntry::Active(r), _)) | Some((ReqEntry::Persistent { active: Some(r), .. }, _)) => {
+                // A send cannot be cancelled in kumi; the standard allows a cancel
+                // that does not succeed (MPI_Test_cancelled then says false).
+                r.cancel();
+                Ok(())
+            }
+            Some(_) => Ok(()),
+            None => err(MPI_ERR_REQUEST, format!("{h:#x} is not a request")),
+        }
+    }
+
+    fn MPI_Test_cancelled / PMPI_Test_cancelled(status: *const MPI_Status, flag: *mut c_int) {
+        let s = read(status, "status")?;
+        out(flag, "flag", s.count_hi_and_cancelled & 1)
+    }
+
+    fn MPI_Request_free / PMPI_Request_free(request: *mut c_int) {
+        let h = read(request, "request")?;
+        let mut s = st()?;
+        match s.reqs.remove(&h) {
+            Some((ReqEntry::Active(r), _)) | Some((ReqEntry::Persistent { active: Some(r), .. }, _)) => r.free(),
+            Some(_) => {}
+            None => return err(MPI_ERR_REQUEST, format!("{h:#x} is not a request")),
+        }
+        drop(s);
+        out(request, "request", MPI_REQUEST_NULL)
+    }
+
+    fn MPI_Probe / PMPI_Probe(source: c_int, tag: c_int, comm: c_int, status: *mut MPI_Status) {
+        let c = st()?.comm(comm)?;
+        recv_tag(tag)?;
+        let Some(src) = peer(&c, source, true)? else {
+            put_status(status, status_of(&proc_null(), 0));
+            return Ok(());
+        };
+        let found = raw::probe(&c, src, tag)?;
+        put_status(status, status_of(&found, 0));
+        Ok(())
+    }
+
+    fn MPI_Iprobe / PMPI_Iprobe(source: c_int, tag: c_int, comm: c_int, flag: *mut c_int, status: *mut MPI_Status) {
+        let c = st()?.comm(comm)?;
+        recv_tag(tag)?;
+        let Some(src) = peer(&c, source, true)? else {
+            out(flag, "flag", 1)?;
+            put_status(status, status_of(&proc_null(), 0));
+            return Ok(());
+        };
+        match raw::iprobe(&c, src, tag)? {
+            Some(found) => {
+                out(flag, "flag", 1)?;
+                put_status(status, status_of(&found, 0));
+                Ok(())
+            }
+            None => out(flag, "flag", 0),
+        }
+    }
+
+    fn MPI_Mprobe / PMPI_Mprobe(source: c_int, tag: c_int, comm: c_int, message: *mut c_int, status: *mut MPI_Status) {
+        let c = st()?.comm(comm)?;
+        recv_tag(tag)?;
+        let Some(src) = peer(&c, source, true)? else {
+            out(message, "message", MPI_MESSAGE_NO_PROC)?;
+            put_status(status, status_of(&proc_null(), 0));
+            return Ok(());
+        };
+        let m = raw::mprobe(&c, src, tag)?;
+        put_status(status, status_of(&m.status(), 0));
+        let mut s = st()?;
+        let h = s.fresh(NEW_REQUEST);
+        s.msgs.insert(h, m);
+        drop(s);
+        out(message, "message", h)
+    }
+
+    fn MPI_Improbe / PMPI_Improbe(source: c_int, tag: c_int, comm: c_int, flag: *mut c_int, message: *mut c_int, status: *mut MPI_Status) {
+        let c = st()?.comm(comm)?;
+        recv_tag(tag)?;
+        let Some(src) = peer(&c, source, true)? else {
+            out(flag, "flag", 1)?;
+            out(message, "message", MPI_MESSAGE_NO_PROC)?;
+            put_status(status, status_of(&proc_null(), 0));
+            return Ok(());
+        };
+        match raw::improbe(&c, src, tag)? {
+            None => out(flag, "flag", 0),
+            Some(m) => {
+                put_status(status, status_of(&m.status(), 0));
+                let mut s = st()?;
+                let h = s.fresh(NEW_REQUEST);
+                s.msgs.insert(h, m);
+                drop(s);
+                out(flag, "flag", 1)?;
+                out(message, "message", h)
+            }
+        }
+    }
+
+    fn MPI_Mrecv / PMPI_Mrecv(buf: *mut c_void, count: c_int, datatype: c_int, message: *mut c_int, status: *mut MPI_Status) {
+        let h = read(message, "message")?;
+        if h == MPI_MESSAGE_NO_PROC {
+            put_status(status, status_of(&proc_null(), 0));
+            return out(message, "message", MPI_MESSAGE_NULL);
+        }
+        let (m, d) = {
+            let mut s = st()?;
+            let d = s.dtype(datatype)?;
+            let Some(m) = s.msgs.remove(&h) else {
+                return err(MPI_ERR_REQUEST, format!("{h:#x} is not a message from MPI_Mprobe"));
+            };
+            (m, d)
+        };
+        let n = state::count(count)?;
+        out(message, "message", MPI_MESSAGE_NULL)?;
+        // SAFETY: the caller passes a buffer of `count` elements of `datatype`.
+        let r = unsafe { m.irecv(buf as *mut u8, n, &d) };
+        blocking(r, status)
+    }
+
+    fn MPI_Imrecv / PMPI_Imrecv(buf: *mut c_void, count: c_int, datatype: c_int, message: *mut c_int, request: *mut c_int) {
+        let h = read(message, "message")?;
+        if h == MPI_MESSAGE_NO_PROC {
+            out(message, "message", MPI_MESSAGE_NULL)?;
+            let h = st()?.new_request(ReqEntry::Active(RawRequest::completed(proc_null())), MPI_COMM_WORLD);
+            return out(request, "request", h);
+        }
+        let mut s = st()?;
+        let d = s.dtype(datatype)?;
+        let Some(m) = s.msgs.remove(&h) else {
+            return err(MPI_ERR_REQUEST, format!("{h:#x} is not a message from MPI_Mprobe"));
+        };
+        let n = state::count(count)?;
+        // SAFETY: the caller keeps `buf` valid until the request completes.
+        let r = unsafe { m.irecv(buf as *mut u8, n, &d) };
+        let rh = s.new_request(ReqEntry::Active(r), MPI_COMM_WORLD);
+        drop(s);
+        out(message, "message", MPI_MESSAGE_NULL)?;
+        out(request, "request", rh)
+    }
+
+    fn MPI_Get_count / PMPI_Get_count(status: *const MPI_Status, datatype: c_int, count: *mut c_int) {
+        let s = read(status, "status")?;
+        let d = dtype_any(datatype)?;
+        let bytes = status_bytes(&s);
+        let n = if d.size() == 0 {
+            0
+        } else if bytes % d.size() as u64 != 0 {
+            MPI_UNDEFINED
+        } else {
+            c_int::try_from(bytes / d.size() as u64).unwrap_or(MPI_UNDEFINED)
+        };
+        out(count, "count", n)
+    }
+
+    fn MPI_Get_elements / PMPI_Get_elements(status: *const MPI_Status, datatype: c_int, count: *mut c_int) {
+        let s = read(status, "status")?;
+        let d = dtype_any(datatype)?;
+        let n = d.elements_in(status_bytes(&s) as usize).and_then(|n| c_int::try_from(n).ok());
+        out(count, "count", n.unwrap_or(MPI_UNDEFINED))
+    }
+
+    fn MPI_Get_elements_x / PMPI_Get_elements_x(status: *const MPI_Status, datatype: c_int, count: *mut i64) {
+        let s = read(status, "status")?;
+        let d = dtype_any(datatype)?;
+        let n = d.elements_in(status_bytes(&s) as usize).map(|n| n as i64);
+        out(count, "count", n.unwrap_or(MPI_UNDEFINED as i64))
+    }
+
+    fn MPI_Status_set_elements / PMPI_Status_set_elements(status: *mut MPI_Status, datatype: c_int, count: c_int) {
+        let d = dtype_any(datatype)?;
+        let n = state::count(count)?;
+        let mut s = read(status as *const MPI_Status, "status")?;
+        let bytes = (n * d.size()) as u64;
+        s.count_lo = bytes as u32 as c_int;
+        s.count_hi_and_cancelled = (((bytes >> 32) as c_int) << 1) | (s.count_hi_and_cancelled & 1);
+        out(status, "status", s)
+    }
+
+    fn MPI_Status_set_cancelled / PMPI_Status_set_cancelled(status: *mut MPI_Status, flag: c_int) {
+        let mut s = read(status as *const MPI_Status, "status")?;
+        s.count_hi_and_cancelled = (s.count_hi_and_cancelled & !1) | (flag != 0) as c_int;
+        out(status, "status", s)
+    }
+}
+
+/// A datatype, looked up without requiring the state for built-in ones (status
+/// queries may come after finalize in some programs).
+fn dtype_any(h: c_int) -> R<Datatype> {
+    match builtin_type(h) {
+        Some(d) => Ok(d),
+        None => st()?.dtype(h),
+    }
+}

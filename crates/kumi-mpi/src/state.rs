@@ -1,0 +1,434 @@
+//! The library's state between `MPI_Init` and `MPI_Finalize`: the universe, and
+//! the tables that map integer handles onto runtime objects.
+
+use crate::consts::*;
+use crate::{class_name, err, set_err_comm, MpiErr, MPI_Status, R};
+use kumi::datatype::Datatype;
+use kumi::raw::{RawMessage, RawPersistent, RawRequest};
+use kumi::{Comm, Status, Universe};
+use std::cell::{RefCell, RefMut};
+use std::collections::HashMap;
+use std::ffi::{c_int, c_void};
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::OnceLock;
+use std::thread::ThreadId;
+
+/// `MPI_Comm_errhandler_function`.
+pub(crate) type ErrFn = unsafe extern "C" fn(*mut c_int, *mut c_int);
+/// `MPI_Comm_copy_attr_function`.
+pub(crate) type CopyFn = unsafe extern "C" fn(
+    c_int,
+    c_int,
+    *mut c_void,
+    *mut c_void,
+    *mut c_void,
+    *mut c_int,
+) -> c_int;
+/// `MPI_Comm_delete_attr_function`.
+pub(crate) type DeleteFn = unsafe extern "C" fn(c_int, c_int, *mut c_void, *mut c_void) -> c_int;
+/// `MPI_User_function`.
+pub(crate) type UserFn = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_int, *mut c_int);
+
+/// A Cartesian topology attached to a communicator.
+#[derive(Clone, Debug)]
+pub(crate) struct Cart {
+    pub dims: Vec<c_int>,
+    pub periods: Vec<bool>,
+}
+
+pub(crate) struct CommEntry {
+    pub comm: Comm,
+    pub errh: c_int,
+    pub attrs: HashMap<c_int, *mut c_void>,
+    pub cart: Option<Cart>,
+    pub name: String,
+}
+
+pub(crate) struct Keyval {
+    pub copy: Option<CopyFn>,
+    pub delete: Option<DeleteFn>,
+    pub extra: *mut c_void,
+}
+
+pub(crate) enum ReqEntry {
+    Active(RawRequest),
+    /// `p` is `None` for a persistent operation with `MPI_PROC_NULL`.
+    Persistent {
+        p: Option<RawPersistent>,
+        active: Option<RawRequest>,
+    },
+}
+
+pub(crate) struct State {
+    pub universe: Universe,
+    pub comms: HashMap<c_int, CommEntry>,
+    pub groups: HashMap<c_int, Vec<u32>>,
+    pub types: HashMap<c_int, (Datatype, String)>,
+    pub reqs: HashMap<c_int, (ReqEntry, c_int)>,
+    pub msgs: HashMap<c_int, RawMessage>,
+    pub ops: HashMap<c_int, (UserFn, bool)>,
+    pub infos: HashMap<c_int, Vec<(String, String)>>,
+    pub keyvals: HashMap<c_int, Keyval>,
+    pub errhs: HashMap<c_int, ErrFn>,
+    pub bsend: Option<(*mut c_void, c_int)>,
+    next: c_int,
+    free_reqs: Vec<c_int>,
+}
+
+/// Phases of the library: 0 before init, 1 running, 2 finalized.
+pub(crate) static PHASE: AtomicU8 = AtomicU8::new(0);
+pub(crate) static INIT_THREAD: OnceLock<ThreadId> = OnceLock::new();
+
+struct Global(RefCell<Option<State>>);
+// SAFETY: the state is only ever touched by the thread that initialized MPI:
+// `st()` checks the calling thread against INIT_THREAD before borrowing, and
+// `install`/`take` are called from MPI_Init/MPI_Finalize on that thread.
+unsafe impl Sync for Global {}
+static STATE: Global = Global(RefCell::new(None));
+
+pub(crate) fn on_init_thread() -> bool {
+    INIT_THREAD.get() == Some(&std::thread::current().id())
+}
+
+pub(crate) fn install(s: State) {
+    *STATE.0.borrow_mut() = Some(s);
+}
+
+pub(crate) fn take() -> Option<State> {
+    STATE.0.borrow_mut().take()
+}
+
+/// The state, for a call made between init and finalize on the init thread.
+pub(crate) fn st() -> R<RefMut<'static, State>> {
+    // Acquire pairs with the Release store at the end of MPI_Init: a thread that
+    // sees "running" also sees INIT_THREAD set.
+    match PHASE.load(Ordering::Acquire) {
+        0 => return err(MPI_ERR_OTHER, "MPI is not initialized: call MPI_Init first"),
+        2 => return err(MPI_ERR_OTHER, "MPI has been finalized"),
+        _ => {}
+    }
+    if !on_init_thread() {
+        return err(
+            MPI_ERR_OTHER,
+            "called from a thread other than the one that initialized MPI; kumi provides \
+             MPI_THREAD_FUNNELED: only the main thread may make MPI calls",
+        );
+    }
+    let b = STATE.0.try_borrow_mut().map_err(|_| MpiErr {
+        class: MPI_ERR_INTERN,
+        msg: "MPI called from inside a callback of another MPI call".into(),
+    })?;
+    RefMut::filter_map(b, |s| s.as_mut()).map_err(|_| MpiErr {
+        class: MPI_ERR_OTHER,
+        msg: "MPI is not initialized".into(),
+    })
+}
+
+impl State {
+    pub fn new(universe: Universe, world: Comm, selfc: Comm) -> State {
+        let mut comms = HashMap::new();
+        for (h, c, n) in [
+            (MPI_COMM_WORLD, world, "MPI_COMM_WORLD"),
+            (MPI_COMM_SELF, selfc, "MPI_COMM_SELF"),
+        ] {
+            comms.insert(
+                h,
+                CommEntry {
+                    comm: c,
+                    errh: MPI_ERRORS_ARE_FATAL,
+                    attrs: HashMap::new(),
+                    cart: None,
+                    name: n.into(),
+                },
+            );
+        }
+        let mut groups = HashMap::new();
+        groups.insert(MPI_GROUP_EMPTY, Vec::new());
+        let mut infos = HashMap::new();
+        infos.insert(MPI_INFO_ENV, Vec::new());
+        State {
+            universe,
+            comms,
+            groups,
+            types: HashMap::new(),
+            reqs: HashMap::new(),
+            msgs: HashMap::new(),
+            ops: HashMap::new(),
+            infos,
+            keyvals: HashMap::new(),
+            errhs: HashMap::new(),
+            bsend: None,
+            next: 0,
+            free_reqs: Vec::new(),
+        }
+    }
+
+    /// A fresh index for a program-created handle.
+    pub fn fresh(&mut self, base: c_int) -> c_int {
+        self.next += 1;
+        base | (self.next & 0x03ff_ffff)
+    }
+
+    pub fn new_request(&mut self, e: ReqEntry, comm: c_int) -> c_int {
+        let h = match self.free_reqs.pop() {
+            Some(h) => h,
+            None => self.fresh(NEW_REQUEST),
+        };
+        self.reqs.insert(h, (e, comm));
+        h
+    }
+
+    pub fn free_request(&mut self, h: c_int) {
+        if self.reqs.remove(&h).is_some() {
+            self.free_reqs.push(h);
+        }
+    }
+
+    pub fn comm_entry(&mut self, h: c_int) -> R<&mut CommEntry> {
+        set_err_comm(if self.comms.contains_key(&h) { h } else { MPI_COMM_WORLD });
+        match self.comms.get_mut(&h) {
+            Some(c) => Ok(c),
+            None if h == MPI_COMM_NULL => err(MPI_ERR_COMM, "the communicator is MPI_COMM_NULL"),
+            None => err(
+                MPI_ERR_COMM,
+                format!("{h:#x} is not a communicator (or it was freed)"),
+            ),
+        }
+    }
+
+    pub fn comm(&mut self, h: c_int) -> R<Comm> {
+        Ok(self.comm_entry(h)?.comm.clone())
+    }
+
+    pub fn group(&self, h: c_int) -> R<&Vec<u32>> {
+        match self.groups.get(&h) {
+            Some(g) => Ok(g),
+            None => err(MPI_ERR_GROUP, format!("{h:#x} is not a group (or it was freed)")),
+        }
+    }
+
+    pub fn new_group(&mut self, members: Vec<u32>) -> c_int {
+        if members.is_empty() {
+            return MPI_GROUP_EMPTY;
+        }
+        let h = self.fresh(NEW_GROUP);
+        self.groups.insert(h, members);
+        h
+    }
+
+    /// The datatype behind a handle.
+    pub fn dtype(&self, h: c_int) -> R<Datatype> {
+        if let Some(d) = builtin_type(h) {
+            return Ok(d);
+        }
+        match self.types.get(&h) {
+            Some((d, _)) => Ok(d.clone()),
+            None if h == MPI_DATATYPE_NULL => err(MPI_ERR_TYPE, "the datatype is MPI_DATATYPE_NULL"),
+            None => err(MPI_ERR_TYPE, format!("{h:#x} is not a datatype (or it was freed)")),
+        }
+    }
+}
+
+thread_local! {
+    /// Built-in types, made once each (the hot path looks them up per call).
+    static BUILTIN: RefCell<HashMap<c_int, Datatype>> = RefCell::new(HashMap::new());
+}
+
+/// A predefined datatype: MPICH encodes the size of a basic type in bits 8-15;
+/// the five pair types for MINLOC/MAXLOC are laid out as C structs.
+pub(crate) fn builtin_type(h: c_int) -> Option<Datatype> {
+    let make = || -> Option<Datatype> {
+        let u = h as u32;
+        if u & 0xff00_0000 == 0x4c00_0000 {
+            let size = ((u >> 8) & 0xff) as usize;
+            return Some(match h {
+                MPI_2INT => Datatype::basic_runs(&[(0, 4), (4, 4)], 8),
+                _ => Datatype::basic(size, u),
+            });
+        }
+        Some(match h {
+            MPI_FLOAT_INT => Datatype::basic_runs(&[(0, 4), (4, 4)], 8),
+            MPI_DOUBLE_INT => Datatype::basic_runs(&[(0, 8), (8, 4)], 16),
+            MPI_LONG_INT => Datatype::basic_runs(&[(0, 8), (8, 4)], 16),
+            MPI_SHORT_INT => Datatype::basic_runs(&[(0, 2), (4, 4)], 8),
+            MPI_LONG_DOUBLE_INT => Datatype::basic_runs(&[(0, 16), (16, 4)], 32),
+            _ => return None,
+        })
+    };
+    BUILTIN.with(|b| {
+        if let Some(d) = b.borrow().get(&h) {
+            return Some(d.clone());
+        }
+        let d = make()?;
+        b.borrow_mut().insert(h, d.clone());
+        Some(d)
+    })
+}
+
+/// Hands an error to the error handler of communicator `comm`; returns the
+/// class if the handler returns.
+pub(crate) fn handle_error(name: &str, comm: c_int, e: MpiErr) -> c_int {
+    let (errh, user, rank) = match st() {
+        Ok(mut s) => {
+            let errh = s.comms.get(&comm).map_or(MPI_ERRORS_ARE_FATAL, |c| c.errh);
+            let user = s.errhs.get(&errh).copied();
+            let rank = s.comm(MPI_COMM_WORLD).map_or(0, |c| c.rank());
+            (errh, user, Some(rank))
+        }
+        Err(_) => (MPI_ERRORS_ARE_FATAL, None, None),
+    };
+    if errh == MPI_ERRORS_RETURN {
+        return e.class;
+    }
+    if let Some(f) = user {
+        let mut c = comm;
+        let mut code = e.class;
+        // SAFETY: the program registered `f` as an MPI_Comm_errhandler_function,
+        // which takes pointers to the communicator and the error code.
+        unsafe { f(&mut c, &mut code) };
+        return e.class;
+    }
+    let who = match (rank, PHASE.load(Ordering::Acquire)) {
+        (Some(r), _) => format!("on rank {r}"),
+        (None, 0) => "before MPI_Init completed".to_string(),
+        (None, _) => "during or after MPI_Finalize".to_string(),
+    };
+    let msg = format!("{name} {who}: {} ({})", e.msg, class_name(e.class));
+    match st() {
+        Ok(s) => s.universe.abort(e.class.max(1), &msg),
+        Err(_) => {
+            eprintln!("kumi: {msg}");
+            std::process::exit(e.class.clamp(1, 255));
+        }
+    }
+}
+
+// ----- pointer helpers ------------------------------------------------------------
+
+/// Writes `v` to the output argument `p`.
+pub(crate) fn out<T>(p: *mut T, what: &str, v: T) -> R<()> {
+    if p.is_null() {
+        return err(MPI_ERR_ARG, format!("the output argument `{what}` is NULL"));
+    }
+    // SAFETY: not null; the MPI standard makes the caller pass a pointer to a
+    // writable object of this type.
+    unsafe { p.write(v) };
+    Ok(())
+}
+
+/// Reads the input argument `p`.
+pub(crate) fn read<T: Copy>(p: *const T, what: &str) -> R<T> {
+    if p.is_null() {
+        return err(MPI_ERR_ARG, format!("the argument `{what}` is NULL"));
+    }
+    // SAFETY: not null; the caller passes a pointer to a readable object.
+    Ok(unsafe { p.read() })
+}
+
+/// An input array of `n` elements.
+pub(crate) fn slice<'a, T>(p: *const T, n: c_int, what: &str) -> R<&'a [T]> {
+    if n < 0 {
+        return err(MPI_ERR_COUNT, format!("the length of `{what}` is negative ({n})"));
+    }
+    if n == 0 {
+        return Ok(&[]);
+    }
+    if p.is_null() {
+        return err(MPI_ERR_ARG, format!("the array `{what}` is NULL"));
+    }
+    // SAFETY: the standard makes the caller pass an array of `n` elements.
+    Ok(unsafe { std::slice::from_raw_parts(p, n as usize) })
+}
+
+/// An output array of `n` elements.
+pub(crate) fn slice_mut<'a, T>(p: *mut T, n: c_int, what: &str) -> R<&'a mut [T]> {
+    if n < 0 {
+        return err(MPI_ERR_COUNT, format!("the length of `{what}` is negative ({n})"));
+    }
+    if n == 0 {
+        return Ok(&mut []);
+    }
+    if p.is_null() {
+        return err(MPI_ERR_ARG, format!("the array `{what}` is NULL"));
+    }
+    // SAFETY: the standard makes the caller pass an array of `n` writable elements.
+    Ok(unsafe { std::slice::from_raw_parts_mut(p, n as usize) })
+}
+
+/// Copies `s` into the C string buffer `p` of `cap` bytes (NUL-terminated);
+/// writes its length to `len`.
+pub(crate) fn out_str(p: *mut std::ffi::c_char, cap: usize, len: *mut c_int, s: &str) -> R<()> {
+    if p.is_null() {
+        return err(MPI_ERR_ARG, "the string buffer is NULL");
+    }
+    let n = s.len().min(cap.saturating_sub(1));
+    // SAFETY: the standard makes the caller pass a buffer of at least `cap`
+    // bytes; we write `n + 1 <= cap`.
+    unsafe {
+        std::ptr::copy_nonoverlapping(s.as_ptr(), p as *mut u8, n);
+        *p.add(n) = 0;
+    }
+    if !len.is_null() {
+        out(len, "resultlen", n as c_int)?;
+    }
+    Ok(())
+}
+
+/// Reads a C string argument.
+pub(crate) fn in_str(p: *const std::ffi::c_char, what: &str) -> R<String> {
+    if p.is_null() {
+        return err(MPI_ERR_ARG, format!("the string `{what}` is NULL"));
+    }
+    // SAFETY: the standard makes the caller pass a NUL-terminated string.
+    Ok(unsafe { std::ffi::CStr::from_ptr(p) }
+        .to_string_lossy()
+        .into_owned())
+}
+
+/// Whether a status pointer asks for the status (not NULL or MPI_STATUS_IGNORE).
+pub(crate) fn wants(p: *mut MPI_Status) -> bool {
+    !p.is_null() && p as usize != STATUS_IGNORE
+}
+
+pub(crate) fn status_of(s: &Status, error: c_int) -> MPI_Status {
+    let bytes = s.bytes as u64;
+    MPI_Status {
+        count_lo: bytes as u32 as c_int,
+        count_hi_and_cancelled: (((bytes >> 32) as c_int) << 1) | s.cancelled as c_int,
+        MPI_SOURCE: s.source,
+        MPI_TAG: s.tag,
+        MPI_ERROR: error,
+    }
+}
+
+/// The status of a completed operation with no message (a send, `MPI_PROC_NULL`,
+/// a null request): source `MPI_ANY_SOURCE`, tag `MPI_ANY_TAG`, count 0.
+pub(crate) fn empty_status() -> MPI_Status {
+    MPI_Status {
+        count_lo: 0,
+        count_hi_and_cancelled: 0,
+        MPI_SOURCE: MPI_ANY_SOURCE,
+        MPI_TAG: MPI_ANY_TAG,
+        MPI_ERROR: MPI_SUCCESS,
+    }
+}
+
+pub(crate) fn put_status(p: *mut MPI_Status, s: MPI_Status) {
+    if wants(p) {
+        // SAFETY: not null or MPI_STATUS_IGNORE: the caller passed a status.
+        unsafe { p.write(s) };
+    }
+}
+
+/// Size in bytes recorded in a status.
+pub(crate) fn status_bytes(s: &MPI_Status) -> u64 {
+    (s.count_lo as u32 as u64) | (((s.count_hi_and_cancelled as u32 as u64) >> 1) << 32)
+}
+
+/// Checks a count argument.
+pub(crate) fn count(n: c_int) -> R<usize> {
+    if n < 0 {
+        return err(MPI_ERR_COUNT, format!("count {n} is negative"));
+    }
+    Ok(n as usize)
+}

@@ -1,0 +1,271 @@
+//! Datatypes: handles onto [`kumi::datatype::Datatype`], plus pack/unpack and
+//! the address helpers.
+
+use crate::consts::*;
+use crate::state::{self, in_str, out, out_str, read, slice, st};
+use crate::{err, R};
+use kumi::datatype::Datatype;
+use std::ffi::{c_char, c_int, c_void};
+
+fn new_type(d: Datatype, newtype: *mut c_int) -> R<()> {
+    let mut s = st()?;
+    let h = s.fresh(NEW_TYPE);
+    s.types.insert(h, (d, String::new()));
+    drop(s);
+    out(newtype, "newtype", h)
+}
+
+fn old(h: c_int) -> R<Datatype> {
+    st()?.dtype(h)
+}
+
+fn ints(p: *const c_int, n: c_int, what: &str) -> R<Vec<i64>> {
+    Ok(slice(p, n, what)?.iter().map(|&x| x as i64).collect())
+}
+
+fn aints(p: *const isize, n: c_int, what: &str) -> R<Vec<i64>> {
+    Ok(slice(p, n, what)?.iter().map(|&x| x as i64).collect())
+}
+
+fn is_builtin(h: c_int) -> bool {
+    state::builtin_type(h).is_some()
+}
+
+mpi! {
+    fn MPI_Type_contiguous / PMPI_Type_contiguous(count: c_int, oldtype: c_int, newtype: *mut c_int) {
+        new_type(old(oldtype)?.contiguous(state::count(count)?)?, newtype)
+    }
+
+    fn MPI_Type_vector / PMPI_Type_vector(count: c_int, blocklength: c_int, stride: c_int, oldtype: c_int, newtype: *mut c_int) {
+        let d = old(oldtype)?.vector(state::count(count)?, state::count(blocklength)?, stride as isize)?;
+        new_type(d, newtype)
+    }
+
+    fn MPI_Type_create_hvector / PMPI_Type_create_hvector(count: c_int, blocklength: c_int, stride: isize, oldtype: c_int, newtype: *mut c_int) {
+        let d = old(oldtype)?.hvector(state::count(count)?, state::count(blocklength)?, stride)?;
+        new_type(d, newtype)
+    }
+
+    fn MPI_Type_hvector / PMPI_Type_hvector(count: c_int, blocklength: c_int, stride: isize, oldtype: c_int, newtype: *mut c_int) {
+        let d = old(oldtype)?.hvector(state::count(count)?, state::count(blocklength)?, stride)?;
+        new_type(d, newtype)
+    }
+
+    fn MPI_Type_indexed / PMPI_Type_indexed(count: c_int, blocklens: *const c_int, displs: *const c_int, oldtype: c_int, newtype: *mut c_int) {
+        let d = old(oldtype)?.indexed(&ints(blocklens, count, "array_of_blocklengths")?, &ints(displs, count, "array_of_displacements")?)?;
+        new_type(d, newtype)
+    }
+
+    fn MPI_Type_create_indexed_block / PMPI_Type_create_indexed_block(count: c_int, blocklength: c_int, displs: *const c_int, oldtype: c_int, newtype: *mut c_int) {
+        let b = vec![blocklength as i64; state::count(count)?];
+        let d = old(oldtype)?.indexed(&b, &ints(displs, count, "array_of_displacements")?)?;
+        new_type(d, newtype)
+    }
+
+    fn MPI_Type_create_hindexed / PMPI_Type_create_hindexed(count: c_int, blocklens: *const c_int, displs: *const isize, oldtype: c_int, newtype: *mut c_int) {
+        let d = old(oldtype)?.hindexed(&ints(blocklens, count, "array_of_blocklengths")?, &aints(displs, count, "array_of_displacements")?)?;
+        new_type(d, newtype)
+    }
+
+    fn MPI_Type_hindexed / PMPI_Type_hindexed(count: c_int, blocklens: *const c_int, displs: *const isize, oldtype: c_int, newtype: *mut c_int) {
+        let d = old(oldtype)?.hindexed(&ints(blocklens, count, "array_of_blocklengths")?, &aints(displs, count, "array_of_displacements")?)?;
+        new_type(d, newtype)
+    }
+
+    fn MPI_Type_create_hindexed_block / PMPI_Type_create_hindexed_block(count: c_int, blocklength: c_int, displs: *const isize, oldtype: c_int, newtype: *mut c_int) {
+        let b = vec![blocklength as i64; state::count(count)?];
+        let d = old(oldtype)?.hindexed(&b, &aints(displs, count, "array_of_displacements")?)?;
+        new_type(d, newtype)
+    }
+
+    fn MPI_Type_create_struct / PMPI_Type_create_struct(count: c_int, blocklens: *const c_int, displs: *const isize, types: *const c_int, newtype: *mut c_int) {
+        let ts = slice(types, count, "array_of_types")?;
+        let mut v = Vec::with_capacity(ts.len());
+        {
+            let s = st()?;
+            for &t in ts {
+                v.push(s.dtype(t)?);
+            }
+        }
+        let d = Datatype::create_struct(&ints(blocklens, count, "array_of_blocklengths")?, &aints(displs, count, "array_of_displacements")?, &v)?;
+        new_type(d, newtype)
+    }
+
+    fn MPI_Type_struct / PMPI_Type_struct(count: c_int, blocklens: *const c_int, displs: *const isize, types: *const c_int, newtype: *mut c_int) {
+        // SAFETY: same arguments as MPI_Type_create_struct.
+        let rc = unsafe { PMPI_Type_create_struct(count, blocklens, displs, types, newtype) };
+        if rc == MPI_SUCCESS { Ok(()) } else { err(rc, "MPI_Type_create_struct failed") }
+    }
+
+    fn MPI_Type_create_resized / PMPI_Type_create_resized(oldtype: c_int, lb: isize, extent: isize, newtype: *mut c_int) {
+        new_type(old(oldtype)?.resized(lb, extent), newtype)
+    }
+
+    fn MPI_Type_create_subarray / PMPI_Type_create_subarray(ndims: c_int, sizes: *const c_int, subsizes: *const c_int, starts: *const c_int, order: c_int, oldtype: c_int, newtype: *mut c_int) {
+        let c_order = match order {
+            MPI_ORDER_C => true,
+            MPI_ORDER_FORTRAN => false,
+            o => return err(MPI_ERR_ARG, format!("order {o} is neither MPI_ORDER_C nor MPI_ORDER_FORTRAN")),
+        };
+        let d = old(oldtype)?.subarray(&ints(sizes, ndims, "sizes")?, &ints(subsizes, ndims, "subsizes")?, &ints(starts, ndims, "starts")?, c_order)?;
+        new_type(d, newtype)
+    }
+
+    fn MPI_Type_dup / PMPI_Type_dup(oldtype: c_int, newtype: *mut c_int) {
+        new_type(old(oldtype)?, newtype)
+    }
+
+    fn MPI_Type_commit / PMPI_Type_commit(datatype: *mut c_int) {
+        let h = read(datatype, "datatype")?;
+        old(h)?;
+        Ok(())
+    }
+
+    fn MPI_Type_free / PMPI_Type_free(datatype: *mut c_int) {
+        let h = read(datatype, "datatype")?;
+        if is_builtin(h) {
+            return err(MPI_ERR_TYPE, "a predefined datatype cannot be freed");
+        }
+        if st()?.types.remove(&h).is_none() {
+            return err(MPI_ERR_TYPE, format!("{h:#x} is not a datatype the program created"));
+        }
+        out(datatype, "datatype", MPI_DATATYPE_NULL)
+    }
+
+    fn MPI_Type_size / PMPI_Type_size(datatype: c_int, size: *mut c_int) {
+        let n = old(datatype)?.size();
+        out(size, "size", c_int::try_from(n).unwrap_or(MPI_UNDEFINED))
+    }
+
+    fn MPI_Type_size_x / PMPI_Type_size_x(datatype: c_int, size: *mut i64) {
+        out(size, "size", old(datatype)?.size() as i64)
+    }
+
+    fn MPI_Type_get_extent / PMPI_Type_get_extent(datatype: c_int, lb: *mut isize, extent: *mut isize) {
+        let d = old(datatype)?;
+        out(lb, "lb", d.lb())?;
+        out(extent, "extent", d.extent())
+    }
+
+    fn MPI_Type_get_extent_x / PMPI_Type_get_extent_x(datatype: c_int, lb: *mut i64, extent: *mut i64) {
+        let d = old(datatype)?;
+        out(lb, "lb", d.lb() as i64)?;
+        out(extent, "extent", d.extent() as i64)
+    }
+
+    fn MPI_Type_extent / PMPI_Type_extent(datatype: c_int, extent: *mut isize) {
+        out(extent, "extent", old(datatype)?.extent())
+    }
+
+    fn MPI_Type_get_true_extent / PMPI_Type_get_true_extent(datatype: c_int, true_lb: *mut isize, true_extent: *mut isize) {
+        let d = old(datatype)?;
+        out(true_lb, "true_lb", d.true_lb())?;
+        out(true_extent, "true_extent", d.true_extent())
+    }
+
+    fn MPI_Type_get_true_extent_x / PMPI_Type_get_true_extent_x(datatype: c_int, true_lb: *mut i64, true_extent: *mut i64) {
+        let d = old(datatype)?;
+        out(true_lb, "true_lb", d.true_lb() as i64)?;
+        out(true_extent, "true_extent", d.true_extent() as i64)
+    }
+
+    fn MPI_Type_set_name / PMPI_Type_set_name(datatype: c_int, type_name: *const c_char) {
+        let n = in_str(type_name, "type_name")?;
+        if let Some(e) = st()?.types.get_mut(&datatype) {
+            e.1 = n;
+        }
+        Ok(())
+    }
+
+    fn MPI_Type_get_name / PMPI_Type_get_name(datatype: c_int, type_name: *mut c_char, resultlen: *mut c_int) {
+        let n = st()?.types.get(&datatype).map(|e| e.1.clone()).unwrap_or_default();
+        out_str(type_name, MPI_MAX_OBJECT_NAME, resultlen, &n)
+    }
+
+    fn MPI_Pack_size / PMPI_Pack_size(incount: c_int, datatype: c_int, comm: c_int, size: *mut c_int) {
+        let n = state::count(incount)?;
+        st()?.comm_entry(comm)?;
+        let b = old(datatype)?.packed_size(n);
+        out(size, "size", c_int::try_from(b).unwrap_or(MPI_UNDEFINED))
+    }
+
+    fn MPI_Pack / PMPI_Pack(inbuf: *const c_void, incount: c_int, datatype: c_int, outbuf: *mut c_void, outsize: c_int, position: *mut c_int, comm: c_int) {
+        st()?.comm_entry(comm)?;
+        let d = old(datatype)?;
+        let n = state::count(incount)?;
+        let pos = read(position, "position")?;
+        let need = d.packed_size(n);
+        if pos < 0 || pos as usize + need > outsize.max(0) as usize {
+            return err(MPI_ERR_TRUNCATE, format!("packing {need} bytes at position {pos} overruns the output buffer of {outsize} bytes"));
+        }
+        let o = state::slice_mut(outbuf as *mut u8, outsize, "outbuf")?;
+        // SAFETY: the caller passes `incount` elements of `datatype` at `inbuf`.
+        unsafe { d.pack(inbuf as *const u8, n, &mut o[pos as usize..pos as usize + need]) };
+        out(position, "position", pos + need as c_int)
+    }
+
+    fn MPI_Unpack / PMPI_Unpack(inbuf: *const c_void, insize: c_int, position: *mut c_int, outbuf: *mut c_void, outcount: c_int, datatype: c_int, comm: c_int) {
+        st()?.comm_entry(comm)?;
+        let d = old(datatype)?;
+        let n = state::count(outcount)?;
+        let pos = read(position, "position")?;
+        let need = d.packed_size(n);
+        if pos < 0 || pos as usize + need > insize.max(0) as usize {
+            return err(MPI_ERR_TRUNCATE, format!("unpacking {need} bytes at position {pos} reads past the input of {insize} bytes"));
+        }
+        let i = slice(inbuf as *const u8, insize, "inbuf")?;
+        // SAFETY: the caller passes room for `outcount` elements of `datatype`.
+        unsafe { d.unpack(&i[pos as usize..pos as usize + need], outbuf as *mut u8, n) };
+        out(position, "position", pos + need as c_int)
+    }
+
+    fn MPI_Get_address / PMPI_Get_address(location: *const c_void, address: *mut isize) {
+        out(address, "address", location as isize)
+    }
+
+    fn MPI_Address / PMPI_Address(location: *const c_void, address: *mut isize) {
+        out(address, "address", location as isize)
+    }
+
+    fn MPI_Alloc_mem / PMPI_Alloc_mem(size: isize, _info: c_int, baseptr: *mut c_void) {
+        if size < 0 {
+            return err(MPI_ERR_ARG, format!("size {size} is negative"));
+        }
+        // SAFETY: plain allocation; freed by MPI_Free_mem.
+        let p = unsafe { libc::malloc(size.max(1) as usize) };
+        if p.is_null() {
+            return err(MPI_ERR_NO_MEM, format!("could not allocate {size} bytes"));
+        }
+        out(baseptr as *mut *mut c_void, "baseptr", p)
+    }
+
+    fn MPI_Free_mem / PMPI_Free_mem(base: *mut c_void) {
+        // SAFETY: `base` came from MPI_Alloc_mem (malloc), as the standard requires.
+        unsafe { libc::free(base) };
+        Ok(())
+    }
+}
+
+/// `PMPI_Aint_add`: `base + disp`.
+#[no_mangle]
+pub extern "C" fn PMPI_Aint_add(base: isize, disp: isize) -> isize {
+    base.wrapping_add(disp)
+}
+
+/// `MPI_Aint_add`: calls `PMPI_Aint_add`.
+#[no_mangle]
+pub extern "C" fn MPI_Aint_add(base: isize, disp: isize) -> isize {
+    PMPI_Aint_add(base, disp)
+}
+
+/// `PMPI_Aint_diff`: `addr1 - addr2`.
+#[no_mangle]
+pub extern "C" fn PMPI_Aint_diff(addr1: isize, addr2: isize) -> isize {
+    addr1.wrapping_sub(addr2)
+}
+
+/// `MPI_Aint_diff`: calls `PMPI_Aint_diff`.
+#[no_mangle]
+pub extern "C" fn MPI_Aint_diff(addr1: isize, addr2: isize) -> isize {
+    PMPI_Aint_diff(addr1, addr2)
+}

@@ -1,0 +1,180 @@
+/* Concern: collectives, including MPI_IN_PLACE, v-variants, derived types and
+ * user-defined operations. */
+#include "kt.h"
+
+static void absmax(void *in, void *inout, int *len, MPI_Datatype *t) {
+    (void)t;
+    int *a = in, *b = inout;
+    for (int i = 0; i < *len; i++) {
+        int x = abs(a[i]) > abs(b[i]) ? a[i] : b[i];
+        b[i] = x;
+    }
+}
+
+/* Non-commutative: keeps the left operand's first element, sums the second. */
+struct pair { int first; int sum; };
+static void leftsum(void *in, void *inout, int *len, MPI_Datatype *t) {
+    (void)t;
+    struct pair *a = in, *b = inout;
+    for (int i = 0; i < *len; i++) { b[i].first = a[i].first; b[i].sum += a[i].sum; }
+}
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    int r = kt_rank(), n = kt_size();
+    OK(MPI_Barrier(MPI_COMM_WORLD));
+
+    /* Bcast, from the last rank, of ints and of a vector type. */
+    int b[4] = {r, r, r, r};
+    if (r == n - 1) for (int i = 0; i < 4; i++) b[i] = 40 + i;
+    OK(MPI_Bcast(b, 4, MPI_INT, n - 1, MPI_COMM_WORLD));
+    CHECK(b[0] == 40 && b[3] == 43);
+    int m[3][2] = {{r, -1}, {r, -1}, {r, -1}};
+    if (r == 0) for (int i = 0; i < 3; i++) m[i][0] = 7 * i;
+    MPI_Datatype col;
+    OK(MPI_Type_vector(3, 1, 2, MPI_INT, &col));
+    OK(MPI_Type_commit(&col));
+    OK(MPI_Bcast(m, 1, col, 0, MPI_COMM_WORLD));
+    CHECK(m[2][0] == 14 && m[2][1] == -1);
+
+    /* Reduce / Allreduce on several types, in place too. */
+    double d = r + 0.5, dsum = 0;
+    OK(MPI_Reduce(&d, &dsum, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD));
+    if (r == 0) CHECK(dsum == n * (n - 1) / 2.0 + 0.5 * n);
+    long lmax;
+    long lv = 100 - r;
+    OK(MPI_Allreduce(&lv, &lmax, 1, MPI_LONG, MPI_MIN, MPI_COMM_WORLD));
+    CHECK(lmax == 100 - (n - 1));
+    int v[3] = {r, 1, 1 << r};
+    OK(MPI_Allreduce(MPI_IN_PLACE, v, 3, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+    CHECK(v[0] == n * (n - 1) / 2 && v[1] == n && v[2] == (1 << n) - 1);
+    unsigned bits = 1u << r, bor;
+    OK(MPI_Allreduce(&bits, &bor, 1, MPI_UNSIGNED, MPI_BOR, MPI_COMM_WORLD));
+    CHECK(bor == (1u << n) - 1);
+    float f = (float)r, fmax;
+    OK(MPI_Allreduce(&f, &fmax, 1, MPI_FLOAT, MPI_MAX, MPI_COMM_WORLD));
+    CHECK(fmax == n - 1);
+    int red = r + 1;
+    OK(MPI_Reduce(r == 0 ? MPI_IN_PLACE : &red, r == 0 ? &red : NULL, 1, MPI_INT, MPI_PROD, 0,
+                  MPI_COMM_WORLD));
+    if (r == 0) {
+        int fact = 1;
+        for (int i = 1; i <= n; i++) fact *= i;
+        CHECK(red == fact);
+    }
+    /* MAXLOC on MPI_2INT. */
+    int pr[2] = {(r * 7) % 5, r}, best[2];
+    OK(MPI_Allreduce(pr, best, 1, MPI_2INT, MPI_MAXLOC, MPI_COMM_WORLD));
+    int want = -1, wi = -1;
+    for (int i = 0; i < n; i++) if ((i * 7) % 5 > want) { want = (i * 7) % 5; wi = i; }
+    CHECK(best[0] == want && best[1] == wi);
+
+    /* User operations: commutative on ints, non-commutative on a struct type. */
+    MPI_Op op, op2;
+    OK(MPI_Op_create(absmax, 1, &op));
+    int sv = (r % 2 ? -1 : 1) * r, am;
+    OK(MPI_Allreduce(&sv, &am, 1, MPI_INT, op, MPI_COMM_WORLD));
+    CHECK(abs(am) == n - 1);
+    int commute;
+    OK(MPI_Op_commutative(op, &commute));
+    CHECK(commute == 1);
+    MPI_Datatype pt;
+    OK(MPI_Type_contiguous(2, MPI_INT, &pt));
+    OK(MPI_Type_commit(&pt));
+    OK(MPI_Op_create(leftsum, 0, &op2));
+    struct pair pv = {r + 10, r}, pres;
+    OK(MPI_Allreduce(&pv, &pres, 1, pt, op2, MPI_COMM_WORLD));
+    CHECK(pres.first == 10 && pres.sum == n * (n - 1) / 2);
+    OK(MPI_Op_free(&op));
+    OK(MPI_Op_free(&op2));
+    CHECK(op == MPI_OP_NULL);
+
+    /* Scan / Exscan. */
+    int s = r + 1, sc, ex = -7;
+    OK(MPI_Scan(&s, &sc, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+    CHECK(sc == (r + 1) * (r + 2) / 2);
+    OK(MPI_Exscan(&s, &ex, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+    if (r > 0) CHECK(ex == r * (r + 1) / 2);
+
+    /* Gather / Scatter (and in place at the root). */
+    int *all = malloc(n * 2 * sizeof(int));
+    int two[2] = {r, -r};
+    OK(MPI_Gather(two, 2, MPI_INT, all, 2, MPI_INT, 0, MPI_COMM_WORLD));
+    if (r == 0) for (int i = 0; i < n; i++) CHECK(all[2 * i] == i && all[2 * i + 1] == -i);
+    if (r == 0) for (int i = 0; i < 2 * n; i++) all[i] = 3 * i;
+    int got[2];
+    OK(MPI_Scatter(all, 2, MPI_INT, got, 2, MPI_INT, 0, MPI_COMM_WORLD));
+    CHECK(got[0] == 6 * r && got[1] == 6 * r + 3);
+    OK(MPI_Scatter(all, 2, MPI_INT, r == 0 ? MPI_IN_PLACE : got, 2, MPI_INT, 0, MPI_COMM_WORLD));
+    if (r == 0) {
+        all[0] = 99; all[1] = 98;
+    }
+    OK(MPI_Gather(r == 0 ? MPI_IN_PLACE : two, 2, MPI_INT, all, 2, MPI_INT, 0, MPI_COMM_WORLD));
+    if (r == 0) CHECK(all[0] == 99 && (n < 2 || all[2] == 1));
+
+    /* Gatherv / Scatterv with displacements (reversed blocks, gaps). */
+    int *cnt = malloc(n * sizeof(int)), *dsp = malloc(n * sizeof(int));
+    int tot = 0;
+    for (int i = 0; i < n; i++) cnt[i] = i + 1;
+    for (int i = n - 1; i >= 0; i--) { dsp[i] = tot; tot += cnt[i] + 1; }
+    int *vbuf = calloc(tot, sizeof(int));
+    int *mine = malloc((r + 1) * sizeof(int));
+    for (int i = 0; i <= r; i++) mine[i] = 100 * r + i;
+    OK(MPI_Gatherv(mine, r + 1, MPI_INT, vbuf, cnt, dsp, MPI_INT, n - 1, MPI_COMM_WORLD));
+    if (r == n - 1)
+        for (int i = 0; i < n; i++) CHECK(vbuf[dsp[i]] == 100 * i && vbuf[dsp[i] + i] == 100 * i + i);
+    int *back = malloc((r + 1) * sizeof(int));
+    OK(MPI_Scatterv(vbuf, cnt, dsp, MPI_INT, back, r + 1, MPI_INT, n - 1, MPI_COMM_WORLD));
+    CHECK(back[r] == 100 * r + r);
+
+    /* Allgather (in place too) and Allgatherv. */
+    int *ag = malloc(n * sizeof(int));
+    int me = r * r;
+    OK(MPI_Allgather(&me, 1, MPI_INT, ag, 1, MPI_INT, MPI_COMM_WORLD));
+    for (int i = 0; i < n; i++) CHECK(ag[i] == i * i);
+    for (int i = 0; i < n; i++) ag[i] = (i == r) ? -r : 0;
+    OK(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, ag, 1, MPI_INT, MPI_COMM_WORLD));
+    for (int i = 0; i < n; i++) CHECK(ag[i] == -i);
+    memset(vbuf, 0, tot * sizeof(int));
+    OK(MPI_Allgatherv(mine, r + 1, MPI_INT, vbuf, cnt, dsp, MPI_INT, MPI_COMM_WORLD));
+    for (int i = 0; i < n; i++) CHECK(vbuf[dsp[i] + i] == 100 * i + i);
+
+    /* Alltoall / Alltoallv. */
+    int *sa = malloc(n * sizeof(int)), *ra = malloc(n * sizeof(int));
+    for (int i = 0; i < n; i++) sa[i] = 1000 * r + i;
+    OK(MPI_Alltoall(sa, 1, MPI_INT, ra, 1, MPI_INT, MPI_COMM_WORLD));
+    for (int i = 0; i < n; i++) CHECK(ra[i] == 1000 * i + r);
+    int *sc2 = malloc(n * sizeof(int)), *sd2 = malloc(n * sizeof(int));
+    int *rc2 = malloc(n * sizeof(int)), *rd2 = malloc(n * sizeof(int));
+    for (int i = 0; i < n; i++) { sc2[i] = 1; sd2[i] = n - 1 - i; rc2[i] = 1; rd2[i] = i; }
+    OK(MPI_Alltoallv(sa, sc2, sd2, MPI_INT, ra, rc2, rd2, MPI_INT, MPI_COMM_WORLD));
+    for (int i = 0; i < n; i++) CHECK(ra[i] == 1000 * i + (n - 1 - r));
+
+    /* Reduce_scatter_block / Reduce_scatter. */
+    int *rs = malloc(2 * n * sizeof(int)), rsb[2];
+    for (int i = 0; i < 2 * n; i++) rs[i] = i;
+    OK(MPI_Reduce_scatter_block(rs, rsb, 2, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+    CHECK(rsb[0] == 2 * r * n && rsb[1] == (2 * r + 1) * n);
+    int *rcs = malloc(n * sizeof(int)), base = 0;
+    for (int i = 0; i < n; i++) rcs[i] = i == 0 ? 2 * n - (n - 1) : 1;
+    for (int i = 0; i < r; i++) base += rcs[i];
+    int rout[2 * 8];
+    OK(MPI_Reduce_scatter(rs, rout, rcs, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+    CHECK(rout[0] == base * n);
+
+    /* On a split communicator. */
+    MPI_Comm half;
+    OK(MPI_Comm_split(MPI_COMM_WORLD, r % 2, r, &half));
+    int hs, one = 1;
+    OK(MPI_Allreduce(&one, &hs, 1, MPI_INT, MPI_SUM, half));
+    CHECK(hs == (n + 1 - r % 2) / 2);
+    OK(MPI_Comm_free(&half));
+
+    MPI_Type_free(&col);
+    MPI_Type_free(&pt);
+    free(all); free(cnt); free(dsp); free(vbuf); free(mine); free(back); free(ag);
+    free(sa); free(ra); free(sc2); free(sd2); free(rc2); free(rd2); free(rs); free(rcs);
+    kt_pass("coll");
+    MPI_Finalize();
+    return 0;
+}

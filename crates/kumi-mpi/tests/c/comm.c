@@ -1,0 +1,189 @@
+/* Concern: communicators and groups: dup, split, split_type, create, free,
+ * compare, groups, names, predefined attributes and user keyvals. */
+#include "kt.h"
+
+static int deleted = 0, copied = 0;
+static int copy_fn(MPI_Comm c, int k, void *extra, void *in, void *out, int *flag) {
+    (void)c; (void)k; (void)extra;
+    copied++;
+    *(void **)out = in;
+    *flag = 1;
+    return MPI_SUCCESS;
+}
+static int delete_fn(MPI_Comm c, int k, void *v, void *extra) {
+    (void)c; (void)k; (void)extra;
+    deleted += *(int *)v;
+    return MPI_SUCCESS;
+}
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    int r = kt_rank(), n = kt_size(), x, res;
+
+    /* dup: same ranks, separate matching context. */
+    MPI_Comm d;
+    OK(MPI_Comm_dup(MPI_COMM_WORLD, &d));
+    OK(MPI_Comm_rank(d, &x));
+    CHECK(x == r);
+    OK(MPI_Comm_compare(MPI_COMM_WORLD, d, &res));
+    CHECK(res == MPI_CONGRUENT);
+    OK(MPI_Comm_compare(d, d, &res));
+    CHECK(res == MPI_IDENT);
+    if (n > 1) {
+        int a = 1, b = 2, got;
+        MPI_Request q;
+        if (r == 0) {
+            OK(MPI_Send(&a, 1, MPI_INT, 1, 0, MPI_COMM_WORLD));
+            OK(MPI_Send(&b, 1, MPI_INT, 1, 0, d));
+        } else if (r == 1) {
+            /* The message on d cannot match a receive on the world. */
+            OK(MPI_Irecv(&got, 1, MPI_INT, 0, 0, d, &q));
+            OK(MPI_Wait(&q, MPI_STATUS_IGNORE));
+            CHECK(got == 2);
+            OK(MPI_Recv(&got, 1, MPI_INT, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+            CHECK(got == 1);
+        }
+    }
+
+    /* split into even and odd, ordered by descending rank. */
+    MPI_Comm half;
+    OK(MPI_Comm_split(MPI_COMM_WORLD, r % 2, -r, &half));
+    int hs, hr;
+    OK(MPI_Comm_size(half, &hs));
+    OK(MPI_Comm_rank(half, &hr));
+    CHECK(hs == (n + 1 - r % 2) / 2);
+    CHECK(hr == (hs - 1) - r / 2);
+    OK(MPI_Comm_compare(MPI_COMM_WORLD, half, &res));
+    CHECK(res == (n == 1 ? MPI_CONGRUENT : MPI_UNEQUAL));
+    /* MPI_UNDEFINED takes no part. */
+    MPI_Comm none;
+    OK(MPI_Comm_split(MPI_COMM_WORLD, r == 0 ? MPI_UNDEFINED : 1, 0, &none));
+    CHECK((r == 0) == (none == MPI_COMM_NULL));
+    if (none != MPI_COMM_NULL) OK(MPI_Comm_free(&none));
+
+    /* split_type SHARED: every rank of this host. */
+    MPI_Comm node;
+    OK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, r, MPI_INFO_NULL, &node));
+    OK(MPI_Comm_size(node, &x));
+    CHECK(x >= 1 && x <= n);
+    if (getenv("KT_ONE_HOST")) CHECK(x == n);
+    int ones = 1, sum;
+    OK(MPI_Allreduce(&ones, &sum, 1, MPI_INT, MPI_SUM, node));
+    CHECK(sum == x);
+
+    /* Groups. */
+    MPI_Group wg, g1, g2, gu, gi, gd;
+    OK(MPI_Comm_group(MPI_COMM_WORLD, &wg));
+    OK(MPI_Group_size(wg, &x));
+    CHECK(x == n);
+    OK(MPI_Group_rank(wg, &x));
+    CHECK(x == r);
+    int evens[8], ne = 0;
+    for (int i = 0; i < n; i += 2) evens[ne++] = i;
+    OK(MPI_Group_incl(wg, ne, evens, &g1));
+    OK(MPI_Group_excl(wg, ne, evens, &g2));
+    OK(MPI_Group_size(g1, &x));
+    CHECK(x == ne);
+    OK(MPI_Group_size(g2, &x));
+    CHECK(x == n - ne);
+    OK(MPI_Group_union(g1, g2, &gu));
+    OK(MPI_Group_size(gu, &x));
+    CHECK(x == n);
+    OK(MPI_Group_compare(gu, wg, &res));
+    CHECK(res == (n <= 2 ? MPI_IDENT : MPI_SIMILAR));
+    OK(MPI_Group_intersection(g1, wg, &gi));
+    OK(MPI_Group_compare(gi, g1, &res));
+    CHECK(res == MPI_IDENT);
+    OK(MPI_Group_difference(wg, g1, &gd));
+    OK(MPI_Group_compare(gd, g2, &res));
+    CHECK(res == MPI_IDENT);
+    OK(MPI_Group_rank(g1, &x));
+    CHECK(x == (r % 2 == 0 ? r / 2 : MPI_UNDEFINED));
+    int in[2] = {0, n - 1}, outr[2];
+    OK(MPI_Group_translate_ranks(wg, 2, in, g1, outr));
+    CHECK(outr[0] == 0);
+    CHECK(outr[1] == ((n - 1) % 2 == 0 ? (n - 1) / 2 : MPI_UNDEFINED));
+
+    /* Comm_create from the even group. */
+    MPI_Comm ec;
+    OK(MPI_Comm_create(MPI_COMM_WORLD, g1, &ec));
+    CHECK((r % 2 == 0) == (ec != MPI_COMM_NULL));
+    if (ec != MPI_COMM_NULL) {
+        OK(MPI_Comm_rank(ec, &x));
+        CHECK(x == r / 2);
+        OK(MPI_Comm_free(&ec));
+        CHECK(ec == MPI_COMM_NULL);
+    }
+    MPI_Group gs[6] = {wg, g1, g2, gu, gi, gd};
+    for (int i = 0; i < 6; i++) OK(MPI_Group_free(&gs[i]));
+
+    /* Names. */
+    char name[MPI_MAX_OBJECT_NAME];
+    int len;
+    OK(MPI_Comm_get_name(MPI_COMM_WORLD, name, &len));
+    CHECK(strcmp(name, "MPI_COMM_WORLD") == 0);
+    OK(MPI_Comm_set_name(d, "mine"));
+    OK(MPI_Comm_get_name(d, name, &len));
+    CHECK(strcmp(name, "mine") == 0 && len == 4);
+
+    /* Predefined attributes. */
+    int *v, flag;
+    OK(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &v, &flag));
+    CHECK(flag && *v >= 32767);
+    OK(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_UNIVERSE_SIZE, &v, &flag));
+    CHECK(flag && *v == n);
+    OK(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_HOST, &v, &flag));
+    CHECK(flag && *v == MPI_PROC_NULL);
+    OK(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_IO, &v, &flag));
+    CHECK(flag && *v == MPI_ANY_SOURCE);
+    OK(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_WTIME_IS_GLOBAL, &v, &flag));
+    CHECK(flag && (*v == 0 || *v == 1));
+
+    /* User keyvals: copied on dup, deleted on free and on replacement. */
+    int key, val1 = 1, val2 = 10;
+    OK(MPI_Comm_create_keyval(copy_fn, delete_fn, &key, NULL));
+    OK(MPI_Comm_set_attr(d, key, &val1));
+    OK(MPI_Comm_get_attr(d, key, &v, &flag));
+    CHECK(flag && v == &val1);
+    MPI_Comm d2;
+    OK(MPI_Comm_dup(d, &d2));
+    CHECK(copied == 1);
+    OK(MPI_Comm_get_attr(d2, key, &v, &flag));
+    CHECK(flag && v == &val1);
+    OK(MPI_Comm_set_attr(d2, key, &val2));   /* deletes val1's copy: +1 */
+    CHECK(deleted == 1);
+    OK(MPI_Comm_free(&d2));                  /* deletes val2: +10 */
+    CHECK(deleted == 11);
+    OK(MPI_Comm_delete_attr(d, key));        /* +1 */
+    CHECK(deleted == 12);
+    OK(MPI_Comm_get_attr(d, key, &v, &flag));
+    CHECK(flag == 0);
+    /* A null-copy keyval is not copied by dup. */
+    int key2;
+    OK(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, MPI_COMM_NULL_DELETE_FN, &key2, NULL));
+    OK(MPI_Comm_set_attr(d, key2, &val1));
+    OK(MPI_Comm_dup(d, &d2));
+    OK(MPI_Comm_get_attr(d2, key2, &v, &flag));
+    CHECK(flag == 0);
+    OK(MPI_Comm_free(&d2));
+    OK(MPI_Comm_free_keyval(&key));
+    OK(MPI_Comm_free_keyval(&key2));
+    CHECK(key == MPI_KEYVAL_INVALID);
+
+    int inter;
+    OK(MPI_Comm_test_inter(d, &inter));
+    CHECK(inter == 0);
+    OK(MPI_Comm_free(&d));
+    OK(MPI_Comm_free(&half));
+    OK(MPI_Comm_free(&node));
+    MPI_Comm self;
+    OK(MPI_Comm_size(MPI_COMM_SELF, &x));
+    CHECK(x == 1);
+    OK(MPI_Comm_dup(MPI_COMM_SELF, &self));
+    OK(MPI_Comm_rank(self, &x));
+    CHECK(x == 0);
+    OK(MPI_Comm_free(&self));
+    kt_pass("comm");
+    MPI_Finalize();
+    return 0;
+}

@@ -1,0 +1,145 @@
+/* Concern: datatypes: basic sizes, constructors, extents, derived types in
+ * point-to-point, pack/unpack. */
+#include "kt.h"
+#include <stdint.h>
+
+static int size_of(MPI_Datatype t) { int s; OK(MPI_Type_size(t, &s)); return s; }
+
+struct particle { double pos[3]; int id; char tag; };
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    int r = kt_rank(), n = kt_size();
+    int right = (r + 1) % n, left = (r + n - 1) % n;
+    MPI_Aint lb, ext;
+
+    CHECK(size_of(MPI_CHAR) == 1 && size_of(MPI_SHORT) == 2 && size_of(MPI_INT) == 4);
+    CHECK(size_of(MPI_LONG) == sizeof(long) && size_of(MPI_LONG_LONG) == 8);
+    CHECK(size_of(MPI_FLOAT) == 4 && size_of(MPI_DOUBLE) == 8);
+    CHECK(size_of(MPI_LONG_DOUBLE) == sizeof(long double));
+    CHECK(size_of(MPI_UNSIGNED_CHAR) == 1 && size_of(MPI_UNSIGNED) == 4);
+    CHECK(size_of(MPI_INT8_T) == 1 && size_of(MPI_UINT16_T) == 2 && size_of(MPI_INT64_T) == 8);
+    CHECK(size_of(MPI_C_BOOL) == 1 && size_of(MPI_AINT) == 8 && size_of(MPI_BYTE) == 1);
+    CHECK(size_of(MPI_C_DOUBLE_COMPLEX) == 16 && size_of(MPI_2INT) == 8);
+    CHECK(size_of(MPI_INTEGER) == 4 && size_of(MPI_DOUBLE_PRECISION) == 8 && size_of(MPI_REAL) == 4);
+    CHECK(size_of(MPI_DOUBLE_INT) == 12);
+    OK(MPI_Type_get_extent(MPI_DOUBLE_INT, &lb, &ext));
+    CHECK(lb == 0 && ext == 16);
+
+    /* vector: a column of a 4x5 int matrix. */
+    MPI_Datatype col, cont, hv, idx, hidx, st, rs, sub, dup, blk;
+    OK(MPI_Type_vector(4, 1, 5, MPI_INT, &col));
+    OK(MPI_Type_commit(&col));
+    CHECK(size_of(col) == 16);
+    OK(MPI_Type_get_extent(col, &lb, &ext));
+    CHECK(lb == 0 && ext == (3 * 5 + 1) * 4);
+    int m[4][5], colv[4];
+    for (int i = 0; i < 4; i++) for (int j = 0; j < 5; j++) m[i][j] = 10 * i + j + 100 * r;
+    /* Send column 2 as a vector, receive it contiguous. */
+    OK(MPI_Sendrecv(&m[0][2], 1, col, right, 0, colv, 4, MPI_INT, left, 0, MPI_COMM_WORLD,
+                    MPI_STATUS_IGNORE));
+    for (int i = 0; i < 4; i++) CHECK(colv[i] == 10 * i + 2 + 100 * left);
+    /* Send contiguous, receive into column 4 (unpack on arrival). */
+    int row[4] = {1 + r, 2 + r, 3 + r, 4 + r};
+    MPI_Request q;
+    OK(MPI_Irecv(&m[0][4], 1, col, left, 1, MPI_COMM_WORLD, &q));
+    OK(MPI_Send(row, 4, MPI_INT, right, 1, MPI_COMM_WORLD));
+    MPI_Status status;
+    OK(MPI_Wait(&q, &status));
+    for (int i = 0; i < 4; i++) CHECK(m[i][4] == i + 1 + left && m[i][3] == 10 * i + 3 + 100 * r);
+    int cnt;
+    OK(MPI_Get_count(&status, col, &cnt));
+    CHECK(cnt == 1);
+    OK(MPI_Get_elements(&status, col, &cnt));
+    CHECK(cnt == 4);
+
+    OK(MPI_Type_contiguous(3, MPI_DOUBLE, &cont));
+    CHECK(size_of(cont) == 24);
+    OK(MPI_Type_create_hvector(2, 1, 40, cont, &hv));
+    OK(MPI_Type_get_extent(hv, &lb, &ext));
+    CHECK(size_of(hv) == 48 && ext == 64);
+    int bl[3] = {2, 1, 3}, di[3] = {0, 4, 8};
+    OK(MPI_Type_indexed(3, bl, di, MPI_INT, &idx));
+    CHECK(size_of(idx) == 24);
+    OK(MPI_Type_get_extent(idx, &lb, &ext));
+    CHECK(ext == 44);
+    MPI_Aint hd[3] = {0, 16, 32};
+    OK(MPI_Type_create_hindexed(3, bl, hd, MPI_INT, &hidx));
+    OK(MPI_Type_get_true_extent(hidx, &lb, &ext));
+    CHECK(lb == 0 && ext == 44);
+    OK(MPI_Type_create_indexed_block(3, 2, di, MPI_INT, &blk));
+    CHECK(size_of(blk) == 24);
+
+    /* struct, with a resized extent matching the C struct. */
+    struct particle p[3], q3[3];
+    int sbl[3] = {3, 1, 1};
+    MPI_Aint sd[3], base;
+    MPI_Datatype sty[3] = {MPI_DOUBLE, MPI_INT, MPI_CHAR};
+    MPI_Get_address(&p[0], &base);
+    MPI_Get_address(&p[0].pos, &sd[0]);
+    MPI_Get_address(&p[0].id, &sd[1]);
+    MPI_Get_address(&p[0].tag, &sd[2]);
+    for (int i = 0; i < 3; i++) sd[i] = MPI_Aint_diff(sd[i], base);
+    OK(MPI_Type_create_struct(3, sbl, sd, sty, &st));
+    CHECK(size_of(st) == 29);
+    OK(MPI_Type_create_resized(st, 0, sizeof(struct particle), &rs));
+    OK(MPI_Type_commit(&rs));
+    OK(MPI_Type_get_extent(rs, &lb, &ext));
+    CHECK(ext == sizeof(struct particle));
+    for (int i = 0; i < 3; i++) {
+        p[i].pos[0] = r; p[i].pos[1] = i; p[i].pos[2] = -1.5;
+        p[i].id = 1000 * r + i; p[i].tag = 'a' + i;
+    }
+    memset(q3, 0, sizeof q3);
+    OK(MPI_Sendrecv(p, 3, rs, right, 2, q3, 3, rs, left, 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+    for (int i = 0; i < 3; i++)
+        CHECK(q3[i].pos[0] == left && q3[i].pos[1] == i && q3[i].id == 1000 * left + i &&
+              q3[i].tag == 'a' + i);
+
+    /* subarray: the 2x3 interior block of a 4x5 array. */
+    int sizes[2] = {4, 5}, subs[2] = {2, 3}, starts[2] = {1, 1};
+    OK(MPI_Type_create_subarray(2, sizes, subs, starts, MPI_ORDER_C, MPI_INT, &sub));
+    OK(MPI_Type_commit(&sub));
+    CHECK(size_of(sub) == 24);
+    OK(MPI_Type_get_extent(sub, &lb, &ext));
+    CHECK(ext == 80);
+    int blockv[6];
+    OK(MPI_Sendrecv(m, 1, sub, right, 3, blockv, 6, MPI_INT, left, 3, MPI_COMM_WORLD,
+                    MPI_STATUS_IGNORE));
+    CHECK(blockv[0] == 11 + 100 * left && blockv[5] == 23 + 100 * left);
+
+    OK(MPI_Type_dup(col, &dup));
+    CHECK(size_of(dup) == 16);
+
+    /* Pack / Unpack. */
+    char packbuf[256];
+    int pos = 0, psize;
+    OK(MPI_Pack_size(1, col, MPI_COMM_WORLD, &psize));
+    CHECK(psize >= 16);
+    OK(MPI_Pack(&m[0][1], 1, col, packbuf, sizeof packbuf, &pos, MPI_COMM_WORLD));
+    double dd = 2.5;
+    OK(MPI_Pack(&dd, 1, MPI_DOUBLE, packbuf, sizeof packbuf, &pos, MPI_COMM_WORLD));
+    CHECK(pos == 24);
+    int outv[4];
+    double od;
+    pos = 0;
+    OK(MPI_Unpack(packbuf, 24, &pos, outv, 4, MPI_INT, MPI_COMM_WORLD));
+    OK(MPI_Unpack(packbuf, 24, &pos, &od, 1, MPI_DOUBLE, MPI_COMM_WORLD));
+    CHECK(outv[0] == 1 + 100 * r && outv[3] == 31 + 100 * r && od == 2.5);
+    /* Packed data travels as MPI_PACKED. */
+    char rpack[256];
+    MPI_Status ps;
+    OK(MPI_Sendrecv(packbuf, 24, MPI_PACKED, right, 4, rpack, 256, MPI_PACKED, left, 4,
+                    MPI_COMM_WORLD, &ps));
+    OK(MPI_Get_count(&ps, MPI_PACKED, &cnt));
+    CHECK(cnt == 24);
+
+    MPI_Datatype all[11] = {col, cont, hv, idx, hidx, st, rs, sub, dup, blk, MPI_DATATYPE_NULL};
+    for (int i = 0; i < 10; i++) {
+        OK(MPI_Type_free(&all[i]));
+        CHECK(all[i] == MPI_DATATYPE_NULL);
+    }
+    kt_pass("datatype");
+    MPI_Finalize();
+    return 0;
+}

@@ -1,0 +1,79 @@
+/* Concern: error classes under MPI_ERRORS_RETURN, error strings, and
+ * user-defined error handlers. */
+#include "kt.h"
+
+static int called = 0, last_code = 0;
+static void handler(MPI_Comm *c, int *code, ...) {
+    (void)c;
+    called++;
+    last_code = *code;
+}
+
+static int cls(int rc) { int c; MPI_Error_class(rc, &c); return c; }
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    int r = kt_rank(), n = kt_size(), x = 0;
+    MPI_Errhandler eh;
+    OK(MPI_Comm_get_errhandler(MPI_COMM_WORLD, &eh));
+    CHECK(eh == MPI_ERRORS_ARE_FATAL);
+    OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+
+    CHECK(cls(MPI_Send(&x, 1, MPI_INT, n, 0, MPI_COMM_WORLD)) == MPI_ERR_RANK);
+    CHECK(cls(MPI_Send(&x, 1, MPI_INT, -5, 0, MPI_COMM_WORLD)) == MPI_ERR_RANK);
+    CHECK(cls(MPI_Recv(&x, 1, MPI_INT, n + 3, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE)) == MPI_ERR_RANK);
+    CHECK(cls(MPI_Send(&x, 1, MPI_INT, 0, -3, MPI_COMM_WORLD)) == MPI_ERR_TAG);
+    CHECK(cls(MPI_Send(&x, 1, MPI_INT, 0, MPI_ANY_TAG, MPI_COMM_WORLD)) == MPI_ERR_TAG);
+    CHECK(cls(MPI_Send(&x, -1, MPI_INT, 0, 0, MPI_COMM_WORLD)) == MPI_ERR_COUNT);
+    CHECK(cls(MPI_Send(&x, 1, MPI_DATATYPE_NULL, 0, 0, MPI_COMM_WORLD)) == MPI_ERR_TYPE);
+    CHECK(cls(MPI_Send(NULL, 4, MPI_INT, 0, 0, MPI_COMM_WORLD)) == MPI_ERR_BUFFER);
+    CHECK(cls(MPI_Send(&x, 1, MPI_INT, 0, 0, MPI_COMM_NULL)) == MPI_ERR_COMM);
+    MPI_Request bad = 12345;
+    CHECK(cls(MPI_Wait(&bad, MPI_STATUS_IGNORE)) == MPI_ERR_REQUEST);
+    MPI_Group g;
+    CHECK(cls(MPI_Group_size(MPI_GROUP_NULL, &x)) == MPI_ERR_GROUP);
+    CHECK(cls(MPI_Cart_shift(MPI_COMM_WORLD, 0, 1, &x, &x)) == MPI_ERR_TOPOLOGY);
+    int dims[2] = {0, 0};
+    CHECK(cls(MPI_Dims_create(-1, 2, dims)) == MPI_ERR_DIMS);
+    (void)g;
+
+    /* Truncation: the message is consumed, the status tells. */
+    int big[8] = {0}, small[2];
+    MPI_Status st;
+    OK(MPI_Sendrecv(big, 8, MPI_INT, r, 5, NULL, 0, MPI_INT, MPI_PROC_NULL, 0, MPI_COMM_WORLD,
+                    MPI_STATUS_IGNORE) == MPI_SUCCESS ? MPI_SUCCESS : MPI_SUCCESS);
+    int rc = MPI_Recv(small, 2, MPI_INT, r, 5, MPI_COMM_WORLD, &st);
+    CHECK(cls(rc) == MPI_ERR_TRUNCATE);
+    CHECK(st.MPI_ERROR == MPI_ERR_TRUNCATE);
+    /* Multiple completion reports MPI_ERR_IN_STATUS. */
+    MPI_Request q[2];
+    MPI_Status sts[2];
+    OK(MPI_Isend(big, 8, MPI_INT, r, 6, MPI_COMM_WORLD, &q[0]));
+    OK(MPI_Irecv(small, 2, MPI_INT, r, 6, MPI_COMM_WORLD, &q[1]));
+    rc = MPI_Waitall(2, q, sts);
+    CHECK(rc == MPI_ERR_IN_STATUS && sts[1].MPI_ERROR == MPI_ERR_TRUNCATE && sts[0].MPI_ERROR == MPI_SUCCESS);
+
+    /* Error strings. */
+    char s[MPI_MAX_ERROR_STRING];
+    int len;
+    OK(MPI_Error_string(MPI_ERR_RANK, s, &len));
+    CHECK(len > 0 && strstr(s, "rank") != NULL);
+    OK(MPI_Error_class(MPI_ERR_TRUNCATE, &x));
+    CHECK(x == MPI_ERR_TRUNCATE);
+
+    /* A user-defined handler is called with the code, then the call returns. */
+    MPI_Comm d;
+    OK(MPI_Comm_dup(MPI_COMM_WORLD, &d));
+    OK(MPI_Comm_create_errhandler(handler, &eh));
+    OK(MPI_Comm_set_errhandler(d, eh));
+    rc = MPI_Send(&x, 1, MPI_INT, n + 1, 0, d);
+    CHECK(called == 1 && last_code == rc && cls(rc) == MPI_ERR_RANK);
+    MPI_Comm_call_errhandler(d, MPI_ERR_OTHER);
+    CHECK(called == 2 && last_code == MPI_ERR_OTHER);
+    OK(MPI_Errhandler_free(&eh));
+    CHECK(eh == MPI_ERRHANDLER_NULL);
+    OK(MPI_Comm_free(&d));
+    kt_pass("errors");
+    MPI_Finalize();
+    return 0;
+}

@@ -1,0 +1,98 @@
+/* Concern: nonblocking operations and the wait/test family, cancel, free. */
+#include "kt.h"
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    int r = kt_rank(), n = kt_size();
+    int right = (r + 1) % n, left = (r + n - 1) % n;
+    MPI_Request q[8];
+    MPI_Status st[8];
+    int in[4] = {-1, -1, -1, -1}, out[4] = {r, r + 1, r + 2, r + 3};
+
+    /* Waitall over Irecv/Isend/Issend/Irsend. */
+    OK(MPI_Irecv(&in[0], 1, MPI_INT, left, 0, MPI_COMM_WORLD, &q[0]));
+    OK(MPI_Irecv(&in[1], 1, MPI_INT, left, 1, MPI_COMM_WORLD, &q[1]));
+    OK(MPI_Irecv(&in[2], 1, MPI_INT, left, 2, MPI_COMM_WORLD, &q[2]));
+    OK(MPI_Isend(&out[0], 1, MPI_INT, right, 0, MPI_COMM_WORLD, &q[3]));
+    OK(MPI_Issend(&out[1], 1, MPI_INT, right, 1, MPI_COMM_WORLD, &q[4]));
+    OK(MPI_Irsend(&out[2], 1, MPI_INT, right, 2, MPI_COMM_WORLD, &q[5]));
+    OK(MPI_Waitall(6, q, st));
+    for (int i = 0; i < 6; i++) CHECK(q[i] == MPI_REQUEST_NULL);
+    CHECK(in[0] == left && in[1] == left + 1 && in[2] == left + 2);
+    CHECK(st[1].MPI_SOURCE == left && st[1].MPI_TAG == 1);
+
+    /* Wait, Test until done. */
+    int flag = 0;
+    OK(MPI_Irecv(&in[3], 1, MPI_INT, left, 3, MPI_COMM_WORLD, &q[0]));
+    OK(MPI_Isend(&out[3], 1, MPI_INT, right, 3, MPI_COMM_WORLD, &q[1]));
+    while (!flag) OK(MPI_Test(&q[0], &flag, &st[0]));
+    CHECK(q[0] == MPI_REQUEST_NULL && in[3] == left + 3 && st[0].MPI_TAG == 3);
+    OK(MPI_Wait(&q[1], MPI_STATUS_IGNORE));
+    /* Wait and Test on a null request return at once. */
+    OK(MPI_Wait(&q[1], &st[0]));
+    OK(MPI_Test(&q[1], &flag, MPI_STATUS_IGNORE));
+    CHECK(flag == 1);
+
+    /* Waitany / Testany / Waitsome / Testsome. */
+    int vals[3];
+    for (int i = 0; i < 3; i++) OK(MPI_Irecv(&vals[i], 1, MPI_INT, left, 10 + i, MPI_COMM_WORLD, &q[i]));
+    for (int i = 0; i < 3; i++) OK(MPI_Send(&out[i], 1, MPI_INT, right, 10 + i, MPI_COMM_WORLD));
+    int idx, done = 0, count, ids[3];
+    OK(MPI_Waitany(3, q, &idx, &st[0]));
+    CHECK(idx >= 0 && idx < 3 && q[idx] == MPI_REQUEST_NULL && st[0].MPI_TAG == 10 + idx);
+    done = 1;
+    while (done < 3) {
+        OK(MPI_Testany(3, q, &idx, &flag, MPI_STATUS_IGNORE));
+        if (flag && idx != MPI_UNDEFINED) done++;
+    }
+    OK(MPI_Waitany(3, q, &idx, MPI_STATUS_IGNORE));
+    CHECK(idx == MPI_UNDEFINED);
+    for (int i = 0; i < 3; i++) CHECK(vals[i] == left + i);
+
+    for (int i = 0; i < 3; i++) OK(MPI_Irecv(&vals[i], 1, MPI_INT, left, 20 + i, MPI_COMM_WORLD, &q[i]));
+    for (int i = 0; i < 3; i++) OK(MPI_Send(&out[i], 1, MPI_INT, right, 20 + i, MPI_COMM_WORLD));
+    done = 0;
+    while (done < 3) {
+        OK(MPI_Waitsome(3, q, &count, ids, st));
+        CHECK(count >= 1 || count == MPI_UNDEFINED);
+        if (count != MPI_UNDEFINED) done += count;
+    }
+    OK(MPI_Testsome(3, q, &count, ids, st));
+    CHECK(count == MPI_UNDEFINED);
+    for (int i = 0; i < 3; i++) CHECK(vals[i] == left + i);
+
+    /* Testall: all or nothing. */
+    OK(MPI_Irecv(&vals[0], 1, MPI_INT, left, 30, MPI_COMM_WORLD, &q[0]));
+    OK(MPI_Isend(&out[0], 1, MPI_INT, right, 30, MPI_COMM_WORLD, &q[1]));
+    flag = 0;
+    while (!flag) OK(MPI_Testall(2, q, &flag, MPI_STATUSES_IGNORE));
+    CHECK(q[0] == MPI_REQUEST_NULL && vals[0] == left);
+
+    /* Request_get_status does not free. */
+    OK(MPI_Irecv(&vals[0], 1, MPI_INT, left, 31, MPI_COMM_WORLD, &q[0]));
+    OK(MPI_Send(&out[1], 1, MPI_INT, right, 31, MPI_COMM_WORLD));
+    flag = 0;
+    while (!flag) OK(MPI_Request_get_status(q[0], &flag, MPI_STATUS_IGNORE));
+    CHECK(q[0] != MPI_REQUEST_NULL);
+    OK(MPI_Wait(&q[0], MPI_STATUS_IGNORE));
+    CHECK(vals[0] == left + 1);
+
+    /* Cancel a receive nobody will match. */
+    OK(MPI_Irecv(&vals[0], 1, MPI_INT, left, 999, MPI_COMM_WORLD, &q[0]));
+    OK(MPI_Cancel(&q[0]));
+    OK(MPI_Wait(&q[0], &st[0]));
+    OK(MPI_Test_cancelled(&st[0], &flag));
+    CHECK(flag == 1);
+
+    /* Request_free on a send in flight: it still arrives. */
+    OK(MPI_Isend(&out[2], 1, MPI_INT, right, 40, MPI_COMM_WORLD, &q[0]));
+    OK(MPI_Request_free(&q[0]));
+    CHECK(q[0] == MPI_REQUEST_NULL);
+    OK(MPI_Recv(&vals[0], 1, MPI_INT, left, 40, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+    CHECK(vals[0] == left + 2);
+
+    MPI_Barrier(MPI_COMM_WORLD);
+    kt_pass("nonblocking");
+    MPI_Finalize();
+    return 0;
+}

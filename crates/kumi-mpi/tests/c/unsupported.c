@@ -1,0 +1,25 @@
+/* Concern: a function kumi does not implement fails, naming itself. */
+#include "kt.h"
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    MPI_Win win;
+    int buf[4];
+    if (kt_rank() == 0) {
+        /* Under MPI_ERRORS_RETURN the call returns an error (and says why)... */
+        MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
+        MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+        int rc = MPI_Win_create(buf, sizeof buf, 4, MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+        CHECK(rc != MPI_SUCCESS);
+        printf("RETURNED %d\n", rc);
+        fflush(stdout);
+        /* ...and under the default handler it ends the job. */
+        MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+        MPI_File fh;
+        MPI_File_open(MPI_COMM_WORLD, "x", 0, MPI_INFO_NULL, &fh);
+        printf("NOT REACHED\n");
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Finalize();
+    return 0;
+}

@@ -1,0 +1,61 @@
+"""mpi4py (the PyPI wheel, MPICH-ABI flavour) running on kumi's libmpi.so.12.
+
+Run under `kumi run -n N python3 mpi4py_check.py` with MPI4PY_MPIABI=mpich and
+MPI4PY_LIBMPI (or LD_LIBRARY_PATH) pointing at kumi's library. Prints
+"PASS mpi4py" on rank 0 when every check holds; any failure raises, which
+ends the job with a traceback.
+"""
+import numpy as np
+from mpi4py import MPI
+
+comm = MPI.COMM_WORLD
+rank, size = comm.Get_rank(), comm.Get_size()
+assert "kumi" in MPI.Get_library_version(), MPI.Get_library_version()
+right, left = (rank + 1) % size, (rank - 1) % size
+
+# Pickled objects: send/recv and sendrecv around the ring.
+got = comm.sendrecv({"from": rank, "data": [rank] * 3}, dest=right, source=left)
+assert got == {"from": left, "data": [left] * 3}, got
+if rank == 0:
+    for _ in range(size - 1):
+        st = MPI.Status()
+        msg = comm.recv(source=MPI.ANY_SOURCE, tag=5, status=st)
+        assert msg == ("hello", st.Get_source()), msg
+else:
+    comm.send(("hello", rank), dest=0, tag=5)
+
+# numpy buffers: Send/Recv, Isend/Irecv, with dtype mapping.
+a = np.arange(1000, dtype=np.float64) + rank
+b = np.empty_like(a)
+req = comm.Irecv(b, source=left, tag=1)
+comm.Send(a, dest=right, tag=1)
+req.Wait()
+assert np.array_equal(b, np.arange(1000, dtype=np.float64) + left)
+
+# Collectives: bcast (pickled and buffer), allreduce, Allreduce on numpy.
+obj = comm.bcast({"root": "says hi"} if rank == 0 else None, root=0)
+assert obj == {"root": "says hi"}
+buf = np.full(4, rank, dtype=np.int32)
+comm.Bcast(buf, root=size - 1)
+assert (buf == size - 1).all()
+assert comm.allreduce(rank, op=MPI.SUM) == size * (size - 1) // 2
+x = np.array([rank, 1.0, -rank], dtype=np.float64)
+y = np.zeros(3)
+comm.Allreduce(x, y, op=MPI.MAX)
+assert np.array_equal(y, [size - 1, 1.0, 0.0]), y
+comm.Allreduce(MPI.IN_PLACE, x, op=MPI.SUM)
+assert x[1] == size
+allg = comm.allgather(rank * 10)
+assert allg == [10 * i for i in range(size)]
+
+# Communicator split.
+sub = comm.Split(color=rank % 2, key=-rank)
+assert sub.Get_size() == (size + 1 - rank % 2) // 2
+assert sub.allreduce(1) == sub.Get_size()
+members = sub.allgather(rank)
+assert members == sorted(members, reverse=True), members
+sub.Free()
+
+comm.Barrier()
+if rank == 0:
+    print("PASS mpi4py", flush=True)

@@ -1,0 +1,297 @@
+//! The collectives suite: every collective, every built-in operation on every
+//! primitive type, in-place variants, nonblocking ones and a non-commutative
+//! user operation, each checked against a serial evaluation. Runs at any size;
+//! rank 0 prints `coll: all checks passed on <n> ranks`.
+//!
+//! `kumi run -n 5 target/release/coll`
+
+use kumi::{Builtin, Comm, Elem, Error, Loc, Op, ALL_BUILTINS};
+use std::fmt::Debug;
+
+type R = Result<(), Error>;
+
+trait Gen: Elem + PartialEq + Debug {
+    fn from_u(x: u64) -> Self;
+}
+
+macro_rules! gen {
+    ($($t:ty),*) => {$(impl Gen for $t { fn from_u(x: u64) -> Self { x as $t } })*};
+}
+gen!(i8, i16, i32, i64, i128, isize, u8, u16, u32, u64, u128, usize, f32, f64);
+
+impl<T: Gen + PartialOrd> Gen for Loc<T> {
+    fn from_u(x: u64) -> Self {
+        Loc {
+            value: T::from_u(x % 5),
+            index: T::from_u(x / 5),
+        }
+    }
+}
+
+fn fail(what: String) -> Error {
+    Error::Protocol(what)
+}
+
+fn eq<T: PartialEq + Debug>(got: &[T], want: &[T], what: &str, me: usize) -> R {
+    if got != want {
+        return Err(fail(format!("{what} on rank {me}: got {got:?}, want {want:?}")));
+    }
+    Ok(())
+}
+
+/// Rank r's contribution, element i (small values: exact in every type).
+fn val<T: Gen>(op: Builtin, r: usize, i: usize) -> T {
+    match op {
+        Builtin::Prod => T::from_u(((r + i) % 2 + 1) as u64),
+        Builtin::MinLoc | Builtin::MaxLoc => T::from_u(((r * 7 + i * 3) % 5 + 5 * r) as u64),
+        _ => T::from_u(((r * 7 + i * 3) % 11) as u64),
+    }
+}
+
+fn vals<T: Gen>(op: Builtin, r: usize, n: usize) -> Vec<T> {
+    (0..n).map(|i| val(op, r, i)).collect()
+}
+
+/// Serial fold in rank order over ranks `0..upto`.
+fn serial<T: Gen>(o: &Op<T>, op: Builtin, upto: usize, n: usize) -> Vec<T> {
+    let mut acc = vals::<T>(op, 0, n);
+    for r in 1..upto {
+        let mut next = vals::<T>(op, r, n);
+        o.apply(&acc, &mut next).expect("valid op");
+        acc = next;
+    }
+    acc
+}
+
+fn reductions<T: Gen>(w: &Comm) -> R {
+    let (p, me) = (w.size(), w.rank());
+    for op in ALL_BUILTINS {
+        let o = Op::<T>::builtin(op);
+        let n = 3;
+        let mine = vals::<T>(op, me, n);
+        let mut out = vec![T::from_u(0); n];
+        if !T::supports(op) {
+            match w.allreduce(&mine, &mut out, &o) {
+                Err(Error::InvalidArgument { .. }) => continue,
+                other => return Err(fail(format!("{op:?} on {}: {other:?}", T::NAME))),
+            }
+        }
+        let what = |c: &str| format!("{c} {op:?} on {}", T::NAME);
+        let all = serial(&o, op, p, n);
+        w.allreduce(&mine, &mut out, &o)?;
+        eq(&out, &all, &what("allreduce"), me)?;
+        let mut buf = mine.clone();
+        w.allreduce_in_place(&mut buf, &o)?;
+        eq(&buf, &all, &what("allreduce_in_place"), me)?;
+        let root = p - 1;
+        let mut out = vec![T::from_u(0); n];
+        w.reduce(&mine, &mut out, &o, root)?;
+        if me == root {
+            eq(&out, &all, &what("reduce"), me)?;
+        }
+        let mut buf = mine.clone();
+        w.reduce_in_place(&mut buf, &o, 0)?;
+        eq(&buf, if me == 0 { &all } else { &mine }, &what("reduce_in_place"), me)?;
+        w.scan(&mine, &mut out, &o)?;
+        eq(&out, &serial(&o, op, me + 1, n), &what("scan"), me)?;
+        let mut buf = mine.clone();
+        w.scan_in_place(&mut buf, &o)?;
+        eq(&buf, &serial(&o, op, me + 1, n), &what("scan_in_place"), me)?;
+        let mut buf = mine.clone();
+        w.exscan_in_place(&mut buf, &o)?;
+        if me > 0 {
+            eq(&buf, &serial(&o, op, me, n), &what("exscan"), me)?;
+        } else {
+            eq(&buf, &mine, &what("exscan rank 0"), me)?;
+        }
+        // reduce_scatter_block: p blocks of 2.
+        let mine = vals::<T>(op, me, 2 * p);
+        let all = serial(&o, op, p, 2 * p);
+        let mut out = vec![T::from_u(0); 2];
+        w.reduce_scatter_block(&mine, &mut out, &o)?;
+        eq(&out, &all[2 * me..2 * me + 2], &what("reduce_scatter_block"), me)?;
+        let iv = w.iallreduce(vals::<T>(op, me, n), &o)?.wait()?;
+        eq(&iv, &serial(&o, op, p, n), &what("iallreduce"), me)?;
+    }
+    Ok(())
+}
+
+fn movement<T: Gen + Copy>(w: &Comm, n: usize) -> R {
+    let (p, me) = (w.size(), w.rank());
+    let v = |r: usize, i: usize| T::from_u(((r * 31 + i) % 97) as u64);
+    let block = |r: usize, n: usize| (0..n).map(|i| v(r, i)).collect::<Vec<T>>();
+    for root in [0, p / 2, p - 1] {
+        let mut buf = if me == root { block(root, n) } else { vec![T::from_u(0); n] };
+        w.bcast(&mut buf, root)?;
+        eq(&buf, &block(root, n), "bcast", me)?;
+        let mut all = vec![T::from_u(0); p * n];
+        w.gather(&block(me, n), &mut all, root)?;
+        let want: Vec<T> = (0..p).flat_map(|r| block(r, n)).collect();
+        if me == root {
+            eq(&all, &want, "gather", me)?;
+        }
+        let mut mine = vec![T::from_u(0); n];
+        w.scatter(&want, &mut mine, root)?;
+        eq(&mine, &block(me, n), "scatter", me)?;
+        let counts: Vec<usize> = (0..p).map(|r| r % 3 + 1).collect();
+        let wantv: Vec<T> = (0..p).flat_map(|r| block(r, counts[r])).collect();
+        let mut allv = vec![T::from_u(0); wantv.len()];
+        w.gatherv(&block(me, counts[me]), &mut allv, &counts, root)?;
+        if me == root {
+            eq(&allv, &wantv, "gatherv", me)?;
+        }
+        let mut minev = vec![T::from_u(0); counts[me]];
+        w.scatterv(&wantv, &counts, &mut minev, root)?;
+        eq(&minev, &block(me, counts[me]), "scatterv", me)?;
+    }
+    let want: Vec<T> = (0..p).flat_map(|r| block(r, n)).collect();
+    let mut all = vec![T::from_u(0); p * n];
+    w.allgather(&block(me, n), &mut all)?;
+    eq(&all, &want, "allgather", me)?;
+    let mut all2 = vec![T::from_u(0); p * n];
+    all2[me * n..(me + 1) * n].copy_from_slice(&block(me, n));
+    w.allgather_in_place(&mut all2)?;
+    eq(&all2, &want, "allgather_in_place", me)?;
+    let counts: Vec<usize> = (0..p).map(|r| (r + 1) % 3).collect();
+    let wantv: Vec<T> = (0..p).flat_map(|r| block(r, counts[r])).collect();
+    let mut allv = vec![T::from_u(0); wantv.len()];
+    w.allgatherv(&block(me, counts[me]), &mut allv, &counts)?;
+    eq(&allv, &wantv, "allgatherv", me)?;
+    // alltoall: element (from r to s, i) = v(r * p + s, i).
+    let send: Vec<T> = (0..p).flat_map(|s| block(me * p + s, n)).collect();
+    let want: Vec<T> = (0..p).flat_map(|r| block(r * p + me, n)).collect();
+    let mut recv = vec![T::from_u(0); p * n];
+    w.alltoall(&send, &mut recv)?;
+    eq(&recv, &want, "alltoall", me)?;
+    // alltoallv: (r -> s) carries (r + s) % 3 elements.
+    let c = |r: usize, s: usize| (r + s) % 3;
+    let sc: Vec<usize> = (0..p).map(|s| c(me, s)).collect();
+    let rc: Vec<usize> = (0..p).map(|r| c(r, me)).collect();
+    let send: Vec<T> = (0..p).flat_map(|s| block(me * p + s, c(me, s))).collect();
+    let want: Vec<T> = (0..p).flat_map(|r| block(r * p + me, c(r, me))).collect();
+    let mut recv = vec![T::from_u(0); want.len()];
+    w.alltoallv(&send, &sc, &mut recv, &rc)?;
+    eq(&recv, &want, "alltoallv", me)?;
+    Ok(())
+}
+
+/// 2x2 integer matrices, row-major; M_r does not commute with M_s.
+fn matmul() -> Op<[i64; 4]> {
+    Op::user(false, |a: &[[i64; 4]], b: &mut [[i64; 4]]| {
+        for (x, y) in a.iter().zip(b.iter_mut()) {
+            *y = [
+                x[0].wrapping_mul(y[0]).wrapping_add(x[1].wrapping_mul(y[2])),
+                x[0].wrapping_mul(y[1]).wrapping_add(x[1].wrapping_mul(y[3])),
+                x[2].wrapping_mul(y[0]).wrapping_add(x[3].wrapping_mul(y[2])),
+                x[2].wrapping_mul(y[1]).wrapping_add(x[3].wrapping_mul(y[3])),
+            ];
+        }
+    })
+}
+
+fn non_commutative(w: &Comm) -> R {
+    let (p, me) = (w.size(), w.rank());
+    let m = |r: usize| [(r % 3 + 1) as i64, 1, 1, 0];
+    let o = matmul();
+    let mut want = m(0);
+    for r in 1..p {
+        let mut next = [m(r)];
+        o.apply(&[want], &mut next)?;
+        want = next[0];
+    }
+    let mut out = [[0i64; 4]];
+    w.allreduce(&[m(me)], &mut out, &o)?;
+    eq(&out, &[want], "matrix allreduce (rank order)", me)?;
+    w.reduce(&[m(me)], &mut out, &o, p - 1)?;
+    if me == p - 1 {
+        eq(&out, &[want], "matrix reduce", me)?;
+    }
+    // Long enough for Rabenseifner: 1024 matrices.
+    let mine = vec![m(me); 1024];
+    let mut out = vec![[0i64; 4]; 1024];
+    w.allreduce(&mine, &mut out, &o)?;
+    eq(&out[..1], &[want], "matrix allreduce, long", me)?;
+    eq(&out[1000..1001], &[want], "matrix allreduce, long", me)?;
+    Ok(())
+}
+
+fn long_messages(w: &Comm) -> R {
+    let (p, me) = (w.size(), w.rank());
+    let n = 40_000; // 320 KB of f64: Rabenseifner or ring allreduce, long bcast
+    let mine: Vec<f64> = (0..n).map(|i| ((me * 3 + i) % 7) as f64).collect();
+    let want: Vec<f64> = (0..n)
+        .map(|i| (0..p).map(|r| ((r * 3 + i) % 7) as f64).sum())
+        .collect();
+    let mut out = vec![0.0; n];
+    w.allreduce(&mine, &mut out, &Op::sum())?;
+    if out != want {
+        return Err(fail(format!("long allreduce wrong on rank {me}")));
+    }
+    let mut buf: Vec<u32> = if me == 1 % p { (0..n as u32).collect() } else { vec![0; n] };
+    w.bcast(&mut buf, 1 % p)?;
+    if buf != (0..n as u32).collect::<Vec<_>>() {
+        return Err(fail(format!("long bcast wrong on rank {me}")));
+    }
+    let mut all = vec![0u8; p * 20_000];
+    w.allgather(&vec![me as u8; 20_000], &mut all)?;
+    if (0..p).any(|r| all[r * 20_000..(r + 1) * 20_000].iter().any(|&b| b != r as u8)) {
+        return Err(fail(format!("long allgather wrong on rank {me}")));
+    }
+    Ok(())
+}
+
+fn nonblocking(w: &Comm) -> R {
+    let me = w.rank();
+    let mut b = w.ibarrier()?;
+    let r = w.iallreduce(vec![me as u64 + 1; 4], &Op::sum())?;
+    // Other kumi calls progress both.
+    let mut x = [me as i32];
+    w.allreduce_in_place(&mut x, &Op::max())?;
+    while !b.test()? {}
+    b.wait()?;
+    let v = r.wait()?;
+    let p = w.size() as u64;
+    eq(&v, &[p * (p + 1) / 2; 4], "iallreduce", me)
+}
+
+fn main() {
+    let universe = kumi::init().expect("init");
+    let w = universe.world();
+    let (p, me) = (w.size(), w.rank());
+    let run = || -> R {
+        w.barrier()?;
+        reductions::<i8>(&w)?;
+        reductions::<i16>(&w)?;
+        reductions::<i32>(&w)?;
+        reductions::<i64>(&w)?;
+        reductions::<i128>(&w)?;
+        reductions::<isize>(&w)?;
+        reductions::<u8>(&w)?;
+        reductions::<u16>(&w)?;
+        reductions::<u32>(&w)?;
+        reductions::<u64>(&w)?;
+        reductions::<u128>(&w)?;
+        reductions::<usize>(&w)?;
+        reductions::<f32>(&w)?;
+        reductions::<f64>(&w)?;
+        reductions::<Loc<i32>>(&w)?;
+        reductions::<Loc<f64>>(&w)?;
+        movement::<u8>(&w, 3)?;
+        movement::<u128>(&w, 2)?;
+        movement::<f64>(&w, 5)?;
+        non_commutative(&w)?;
+        long_messages(&w)?;
+        nonblocking(&w)?;
+        // A split communicator runs collectives of its own.
+        let half = w.split(Some((me % 2) as u32), 0)?.expect("member");
+        reductions::<u16>(&half)?;
+        movement::<i32>(&half, 2)?;
+        w.barrier()
+    };
+    if let Err(e) = run() {
+        panic!("rank {me}: {e}");
+    }
+    if me == 0 {
+        println!("coll: all checks passed on {p} ranks");
+    }
+}

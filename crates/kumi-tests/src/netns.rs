@@ -1,0 +1,254 @@
+//! Test hosts made of Linux network namespaces.
+//!
+//! [`Cluster::create`]`(k)` makes k namespaces `kumi-t<pid>-<n>-<i>` (the
+//! "hosts") and one more `...-sw` holding a bridge (the "switch"). Each host has
+//! its loopback up and one veth `kt0` with address `10.251.0.<i+1>/24`, whose
+//! other end is a port of the bridge. Nothing is created in the namespace the
+//! tests run in, and the addresses exist only inside these namespaces. The
+//! [`Drop`] of the cluster kills whatever still runs inside the namespaces and
+//! deletes them (which deletes the veths), also when a test panics.
+//!
+//! Jobs run as on a real cluster: the launcher is started inside the first host
+//! (`ip netns exec`), and reaches the hosts through [`Cluster::rsh`], a small
+//! script that does `ip netns exec <host> sh -c '<command>'` — the `--rsh`
+//! contract of `kumi run`.
+//!
+//! Creating namespaces needs root. [`available`] says whether this process can;
+//! tests that need it print a loud message and return when it cannot (CI runs
+//! as root, so they run there).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+static NEXT: AtomicU32 = AtomicU32::new(0);
+
+/// The network used inside the test namespaces.
+pub const SUBNET: &str = "10.251.0.0/24";
+/// The interface name every test host has.
+pub const IFACE: &str = "kt0";
+
+/// Whether this process can create network namespaces (root and `ip` present).
+pub fn available() -> bool {
+    // SAFETY: geteuid has no arguments and cannot fail.
+    let root = unsafe { libc_geteuid() } == 0;
+    root && Command::new("ip")
+        .arg("-V")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+extern "C" {
+    #[link_name = "geteuid"]
+    fn libc_geteuid() -> u32;
+}
+
+/// Prints the loud skip message; returns true if the test must skip.
+pub fn skip_unless_root(test: &str) -> bool {
+    if available() {
+        return false;
+    }
+    eprintln!(
+        "\n!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n\
+         !!! SKIPPED {test}: multi-host tests need root to create network\n\
+         !!! namespaces (ip netns). Run them as root (CI does).\n\
+         !!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n"
+    );
+    true
+}
+
+fn ip(args: &[&str]) -> Result<(), String> {
+    let o = Command::new("ip")
+        .args(args)
+        .output()
+        .map_err(|e| format!("ip {}: {e}", args.join(" ")))?;
+    if o.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "ip {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&o.stderr).trim()
+        ))
+    }
+}
+
+/// K test hosts; everything is removed on drop.
+pub struct Cluster {
+    /// Host (namespace) names, in order.
+    pub hosts: Vec<String>,
+    /// Each host's address on [`SUBNET`].
+    pub addrs: Vec<String>,
+    switch: String,
+    dir: PathBuf,
+    rsh: PathBuf,
+}
+
+impl Cluster {
+    /// Creates `k` hosts on one bridge.
+    pub fn create(k: usize) -> Result<Cluster, String> {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed); // Relaxed: only a unique number.
+        let base = format!("kumi-t{}-{n}", std::process::id());
+        let dir = std::env::temp_dir().join(&base);
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let rsh = dir.join("rsh");
+        std::fs::write(
+            &rsh,
+            "#!/bin/sh\n# kumi's --rsh for test hosts: rsh HOST COMMAND...\nhost=\"$1\"; shift\nexec ip netns exec \"$host\" sh -c \"$*\"\n",
+        )
+        .map_err(|e| format!("{}: {e}", rsh.display()))?;
+        std::fs::set_permissions(&rsh, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .map_err(|e| e.to_string())?;
+        let mut c = Cluster {
+            hosts: Vec::new(),
+            addrs: Vec::new(),
+            switch: format!("{base}-sw"),
+            dir,
+            rsh,
+        };
+        // From here on, Drop cleans up whatever was made.
+        ip(&["netns", "add", &c.switch])?;
+        ip(&["-n", &c.switch, "link", "set", "lo", "up"])?;
+        ip(&["-n", &c.switch, "link", "add", "br0", "type", "bridge"])?;
+        ip(&["-n", &c.switch, "link", "set", "br0", "up"])?;
+        for i in 0..k {
+            let h = format!("{base}-{i}");
+            ip(&["netns", "add", &h])?;
+            c.hosts.push(h.clone());
+            let port = format!("p{i}");
+            let addr = format!("10.251.0.{}", i + 1);
+            ip(&["-n", &h, "link", "set", "lo", "up"])?;
+            ip(&[
+                "-n", &h, "link", "add", IFACE, "type", "veth", "peer", "name", &port, "netns",
+                &c.switch,
+            ])?;
+            ip(&["-n", &c.switch, "link", "set", &port, "master", "br0"])?;
+            ip(&["-n", &c.switch, "link", "set", &port, "up"])?;
+            ip(&["-n", &h, "addr", "add", &format!("{addr}/24"), "dev", IFACE])?;
+            ip(&["-n", &h, "link", "set", IFACE, "up"])?;
+            c.addrs.push(addr);
+        }
+        Ok(c)
+    }
+
+    /// The `--rsh` command for these hosts.
+    pub fn rsh(&self) -> &Path {
+        &self.rsh
+    }
+
+    /// A command that runs `program args` inside host `i`.
+    pub fn command_on(&self, i: usize, program: &Path) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.hosts[i]]).arg(program);
+        c
+    }
+
+    /// `kumi run` inside host 0, across `hosts` (`host:slots` pairs by index),
+    /// with the given extra `kumi run` options, the rank program and its args.
+    pub fn kumi_command(
+        &self,
+        n: usize,
+        slots: &[(usize, usize)],
+        opts: &[&str],
+        prog: &[&str],
+    ) -> Command {
+        let list: Vec<String> = slots
+            .iter()
+            .map(|(h, s)| format!("{}:{s}", self.hosts[*h]))
+            .collect();
+        let mut c = self.command_on(0, &crate::bin("kumi"));
+        c.arg("run")
+            .arg("-n")
+            .arg(n.to_string())
+            .arg("--hosts")
+            .arg(list.join(","))
+            .arg("--rsh")
+            .arg(&self.rsh)
+            .arg("--iface")
+            .arg(IFACE)
+            .args(opts)
+            .args(prog);
+        c
+    }
+
+    /// Runs [`Cluster::kumi_command`] to its end.
+    pub fn kumi_run(
+        &self,
+        n: usize,
+        slots: &[(usize, usize)],
+        env: &[(&str, &str)],
+        prog: &[&str],
+    ) -> Output {
+        let mut c = self.kumi_command(n, slots, &[], prog);
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        c.stdin(Stdio::null())
+            .output()
+            .expect("start kumi in the test host")
+    }
+
+    /// Process ids running inside host `i`.
+    pub fn pids(&self, i: usize) -> Vec<i32> {
+        ns_pids(&self.hosts[i])
+    }
+
+    /// Process ids running inside any host.
+    pub fn all_pids(&self) -> Vec<i32> {
+        (0..self.hosts.len()).flat_map(|i| self.pids(i)).collect()
+    }
+
+    /// Names of namespaces of this cluster that exist.
+    pub fn existing(&self) -> Vec<String> {
+        list_namespaces()
+            .into_iter()
+            .filter(|n| *n == self.switch || self.hosts.contains(n))
+            .collect()
+    }
+}
+
+fn ns_pids(ns: &str) -> Vec<i32> {
+    Command::new("ip")
+        .args(["netns", "pids", ns])
+        .output()
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .filter(|&p| crate::alive(p))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Names of every network namespace that `ip netns` knows.
+pub fn list_namespaces() -> Vec<String> {
+    Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .filter_map(|l| l.split_whitespace().next().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let all: Vec<String> = self.hosts.iter().chain([&self.switch]).cloned().collect();
+        for ns in &all {
+            for pid in ns_pids(ns) {
+                // Only processes inside our own namespaces: the test's own.
+                let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+            }
+        }
+        for ns in &all {
+            let _ = Command::new("ip").args(["netns", "del", ns]).status();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

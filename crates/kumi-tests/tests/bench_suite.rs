@@ -1,0 +1,251 @@
+//! The evaluation suite through the real `kumi` binary: every kernel's own result
+//! check at a tiny size on 1, 2 and 4 ranks (4 is oversubscribed on 2 cores),
+//! then `kumi bench all --quick` into a directory and `kumi report` over it, with
+//! every chart the HTML page references opened and checked to be an image.
+
+use kumi_tests::bin;
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn kumi(args: &[&str]) -> Output {
+    Command::new(bin("kumi"))
+        .args(args)
+        .output()
+        .expect("start kumi")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "stdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// Runs `kumi bench <kernel> -n <np> --size tiny --json` and returns its lines.
+fn tiny(kernel: &str, np: usize, extra: &[&str]) -> Vec<String> {
+    let n = np.to_string();
+    let mut args = vec!["bench", kernel, "-n", &n, "--size", "tiny", "--json"];
+    args.extend_from_slice(extra);
+    let o = kumi(&args);
+    assert!(
+        o.status.success(),
+        "kumi bench {kernel} -n {np} failed\n{}",
+        text(&o)
+    );
+    let lines: Vec<String> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(String::from)
+        .collect();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with('{') && l.contains(&format!("\"np\": {np}"))),
+        "{kernel} -n {np}: no JSON figure\n{}",
+        text(&o)
+    );
+    lines
+}
+
+#[test]
+fn every_kernel_checks_its_own_result_at_np_1_2_and_4() {
+    for np in [1, 2, 4] {
+        for k in [
+            "lu", "himeno", "cg", "is", "sor", "knights", "dct", "matpow",
+        ] {
+            let lines = tiny(k, np, &[]);
+            let checked = lines
+                .iter()
+                .filter(|l| {
+                    l.contains("\"check\": \"PASSED\"") || l.contains("\"check\": \"VERIFIED\"")
+                })
+                .count();
+            assert!(checked > 0, "{k} -n {np}: no checked figure in {lines:?}");
+        }
+    }
+}
+
+#[test]
+fn lu_reports_gflops_efficiency_n_half_and_its_dgemm_kernel() {
+    let lines = tiny("lu", 2, &[]);
+    for m in [
+        "\"metric\": \"gflops\"",
+        "\"metric\": \"efficiency\"",
+        "\"metric\": \"n_half\"",
+        "\"kernel\": \"faer",
+    ] {
+        assert!(
+            lines.iter().any(|l| l.contains(m)),
+            "missing {m} in {lines:?}"
+        );
+    }
+    // The human table names the kernel and prints S-3000's Table 1 columns.
+    let o = kumi(&["bench", "lu", "-n", "2", "--size", "tiny"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success() && out.contains("DGEMM kernel: faer") && out.contains("N_1/2"),
+        "{}",
+        text(&o)
+    );
+}
+
+#[test]
+fn micro_and_two_level_sor() {
+    for np in [2, 4] {
+        let lines = tiny("micro", np, &[]);
+        for m in [
+            "\"bench\": \"hockney\"",
+            "\"bench\": \"pattern2\"",
+            "\"op\": \"allreduce\"",
+            "\"op\": \"barrier\"",
+        ] {
+            assert!(lines.iter().any(|l| l.contains(m)), "np {np}: missing {m}");
+        }
+    }
+    tiny("sor", 2, &["--threads", "2"]);
+    tiny("sor", 1, &["--threads", "3"]);
+}
+
+#[test]
+fn bad_sizes_are_errors_that_name_the_choices() {
+    let o = kumi(&["bench", "himeno", "-n", "1", "--size", "XXL"]);
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("XS, S, M or L"),
+        "{}",
+        text(&o)
+    );
+    let o = kumi(&["bench", "cg", "-n", "1", "--size", "Q"]);
+    assert!(
+        !o.status.success() && String::from_utf8_lossy(&o.stderr).contains("S, W or A"),
+        "{}",
+        text(&o)
+    );
+    let o = kumi(&["bench", "pingpong", "-n", "1"]);
+    assert!(!o.status.success(), "pingpong needs two ranks");
+}
+
+/// Width and height of a PNG, from its IHDR chunk.
+fn png_size(b: &[u8]) -> Option<(u32, u32)> {
+    if b.len() < 24 || &b[..8] != b"\x89PNG\r\n\x1a\n" || &b[12..16] != b"IHDR" {
+        return None;
+    }
+    let w = u32::from_be_bytes(b[16..20].try_into().ok()?);
+    let h = u32::from_be_bytes(b[20..24].try_into().ok()?);
+    (w > 0 && h > 0).then_some((w, h))
+}
+
+/// Width and height attributes of an SVG document's root element.
+fn svg_size(s: &str) -> Option<(f64, f64)> {
+    let body = s.trim_start();
+    let body = if body.starts_with("<?xml") {
+        &body[body.find("?>")? + 2..]
+    } else {
+        body
+    }
+    .trim_start();
+    let root = body.strip_prefix("<svg")?;
+    let tag = &root[..root.find('>')?];
+    let attr = |name: &str| -> Option<f64> {
+        let at = tag.find(&format!(" {name}=\""))? + name.len() + 3;
+        tag[at..at + tag[at..].find('"')?].parse().ok()
+    };
+    if !s.trim_end().ends_with("</svg>") {
+        return None;
+    }
+    Some((attr("width")?, attr("height")?))
+}
+
+fn check_html(dir: &Path) {
+    let html = std::fs::read_to_string(dir.join("report.html")).expect("report.html");
+    let mut charts = 0;
+    let mut rest = html.as_str();
+    while let Some(i) = rest.find("src=\"") {
+        let after = &rest[i + 5..];
+        let end = after.find('"').expect("closing quote");
+        let rel = &after[..end];
+        let p = dir.join(rel);
+        let bytes = std::fs::read(&p)
+            .unwrap_or_else(|e| panic!("{} referenced by report.html: {e}", p.display()));
+        if rel.ends_with(".png") {
+            let (w, h) = png_size(&bytes).unwrap_or_else(|| panic!("{rel} is not a PNG"));
+            assert!(w >= 100 && h >= 100, "{rel}: {w}x{h}");
+        } else {
+            assert!(rel.ends_with(".svg"), "{rel}: unexpected image type");
+            let (w, h) = svg_size(&String::from_utf8_lossy(&bytes))
+                .unwrap_or_else(|| panic!("{rel} is not an SVG document"));
+            assert!(w >= 100.0 && h >= 100.0, "{rel}: {w}x{h}");
+        }
+        charts += 1;
+        rest = &after[end..];
+    }
+    assert!(charts >= 4, "report.html references only {charts} charts");
+    assert!(html.contains("LU decomposition") && html.contains("N_1/2"));
+}
+
+#[test]
+fn bench_all_quick_writes_json_and_report_makes_pages_with_valid_charts() {
+    let dir = std::env::temp_dir().join(format!("kumi-suite-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let d = dir.to_str().expect("utf-8 temp dir");
+    let o = kumi(&["bench", "all", "--quick", "--out", d, "--json"]);
+    assert!(o.status.success(), "bench all --quick failed\n{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    for b in [
+        "pingpong", "lu", "himeno", "cg", "is", "sor", "knights", "dct", "matpow", "scaling",
+    ] {
+        assert!(
+            out.contains(&format!("\"bench\": \"{b}\"")),
+            "no {b} figure in the JSON output"
+        );
+    }
+    let files = std::fs::read_dir(&dir).expect("out dir").count();
+    assert!(files >= 10, "only {files} result files in {d}");
+
+    let o = kumi(&["report", d]);
+    assert!(o.status.success(), "kumi report failed\n{}", text(&o));
+    let md = std::fs::read_to_string(dir.join("report.md")).expect("report.md");
+    assert!(
+        md.contains("| configuration | GFLOPS | N | N_1/2 | peak GFLOPS | efficiency |"),
+        "{md}"
+    );
+    assert!(
+        md.contains("Amdahl") || md.contains("serial fraction") || md.contains("Scaling of"),
+        "{md}"
+    );
+    check_html(&dir);
+    let _ = std::fs::remove_dir_all(&dir);
+
+    // An empty directory is an error with a message, not an empty report.
+    let empty = std::env::temp_dir().join(format!("kumi-suite-empty-{}", std::process::id()));
+    std::fs::create_dir_all(&empty).expect("mkdir");
+    let o = kumi(&["report", empty.to_str().expect("utf-8")]);
+    assert!(
+        !o.status.success() && String::from_utf8_lossy(&o.stderr).contains("no results"),
+        "{}",
+        text(&o)
+    );
+    let _ = std::fs::remove_dir_all(&empty);
+}
+
+#[test]
+fn a_failed_check_ends_the_job_non_zero_and_names_the_check() {
+    for (k, check) in [("lu", "lu scaled residual"), ("cg", "npb cg zeta")] {
+        let o = Command::new(bin("kumi"))
+            .args(["bench", k, "-n", "2", "--size", "tiny", "--json"])
+            .env("KUMI_BENCH_FAULT", k)
+            .output()
+            .expect("start kumi");
+        assert!(
+            !o.status.success(),
+            "{k} with a spoiled result succeeded\n{}",
+            text(&o)
+        );
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains(&format!("VERIFICATION FAILED: {check}")),
+            "{k}: {}",
+            text(&o)
+        );
+    }
+}

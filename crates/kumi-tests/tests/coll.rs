@@ -1,0 +1,105 @@
+//! Collectives and the combining service, run as real jobs through `kumi run`:
+//! every collective, operation and type against a serial evaluation at every
+//! process count 1..17, the two-level paths (ranks spread over pretend hosts,
+//! uneven), and fetch_add serialized at every arrival level.
+
+use kumi_tests::{bin, kumi_run};
+
+fn text(o: &std::process::Output) -> String {
+    format!(
+        "status {:?}\n--- stdout\n{}--- stderr\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn expect(n: usize, env: &[(&str, &str)], args: &[&str], line: &str) {
+    let o = kumi_run(n, env, args);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success() && out.contains(line),
+        "np={n} env={env:?}: {}",
+        text(&o)
+    );
+}
+
+#[test]
+fn every_collective_op_and_type_on_1_to_17_ranks() {
+    let coll = bin("coll");
+    for n in 1..=17 {
+        // Every third size forces the long-message algorithms (ring allreduce,
+        // scatter-allgather bcast) with small thresholds.
+        let env: &[(&str, &str)] = if n % 3 == 1 {
+            &[
+                ("KUMI_COLL_ALLREDUCE_RING", "4096"),
+                ("KUMI_COLL_ALLREDUCE_LONG", "512"),
+                ("KUMI_COLL_BCAST_LONG", "1024"),
+                ("KUMI_COLL_ALLGATHER_LONG", "64"),
+            ]
+        } else {
+            &[]
+        };
+        expect(
+            n,
+            env,
+            &[coll.to_str().unwrap()],
+            &format!("coll: all checks passed on {n} ranks"),
+        );
+    }
+}
+
+#[test]
+fn two_level_collectives_over_uneven_pretend_hosts() {
+    let coll = bin("coll");
+    for (n, hosts) in [(5, "2"), (7, "3"), (10, "3"), (13, "4")] {
+        expect(
+            n,
+            &[("KUMI_COLL_HOSTS", hosts)],
+            &[coll.to_str().unwrap()],
+            &format!("coll: all checks passed on {n} ranks"),
+        );
+    }
+    // Single-level algorithms stay available.
+    expect(
+        6,
+        &[("KUMI_COLL_HOSTS", "2"), ("KUMI_COLL_HIERARCHICAL", "0")],
+        &[coll.to_str().unwrap()],
+        "coll: all checks passed on 6 ranks",
+    );
+}
+
+#[test]
+fn fetch_add_is_serialized_at_every_arrival_level() {
+    let prog = bin("coll_combine");
+    let p = prog.to_str().unwrap();
+    for n in [1, 2, 3, 6, 9] {
+        expect(
+            n,
+            &[],
+            &[p, "15"],
+            &format!("coll_combine: all checks passed on {n} ranks"),
+        );
+    }
+    // Random delays between calls, ranks over pretend hosts.
+    expect(
+        7,
+        &[("KUMI_COLL_HOSTS", "3")],
+        &[p, "8", "delays"],
+        "coll_combine: all checks passed on 7 ranks",
+    );
+}
+
+#[test]
+fn combining_store_overflow_degrades_to_forwarding() {
+    // A store of 0 or 1 entries: requests go up uncombined, nothing is lost.
+    let prog = bin("coll_combine");
+    for store in ["0", "1"] {
+        expect(
+            8,
+            &[("KUMI_COMBINE_STORE", store)],
+            &[prog.to_str().unwrap(), "10"],
+            "coll_combine: all checks passed on 8 ranks",
+        );
+    }
+}

@@ -1,0 +1,308 @@
+//! The MPI C ABI (`crates/kumi-mpi`): real C programs, real jobs.
+//!
+//! Every program of `crates/kumi-mpi/tests/c` (one concern each) is compiled
+//! once with `kumi cc` and run with `kumi run` at several sizes; the same
+//! sources compiled by Debian's MPICH (`mpicc.mpich`, against MPICH's own
+//! `mpi.h`) run unmodified on kumi's `libmpi.so.12` through `LD_LIBRARY_PATH`;
+//! the failure programs (fatal error, `MPI_Abort`, an unsupported function)
+//! must end the job the way the standard says; mpi4py's PyPI wheel runs a
+//! Python test on kumi's library; and a few programs run across two test hosts
+//! made of network namespaces (root only).
+//!
+//! Needs the workspace built (`kumi`, `libmpi.so`), Debian's `libmpich-dev`,
+//! and a venv with mpi4py and numpy in `target/py` — `test.sh` sets both up.
+
+use kumi_tests::{bin, netns};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+const PROGRAMS: &[&str] = &[
+    "init",
+    "p2p",
+    "nonblocking",
+    "persistent",
+    "probe",
+    "bsend",
+    "comm",
+    "datatype",
+    "coll",
+    "errors",
+    "cart",
+    "info",
+    "fatal",
+    "abort",
+    "unsupported",
+];
+
+fn src_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../kumi-mpi/tests/c")
+}
+
+fn lib_dir() -> PathBuf {
+    let kumi = bin("kumi");
+    let dir = kumi.parent().expect("target dir").to_path_buf();
+    assert!(
+        dir.join("libmpi.so").exists(),
+        "kumi's libmpi.so is missing: cargo build --release -p kumi-mpi"
+    );
+    dir
+}
+
+/// Compiles every program with `compiler` (a command line) into `out`.
+fn compile_all(compiler: &[String], out: &Path) {
+    std::fs::create_dir_all(out).expect("output dir");
+    for p in PROGRAMS {
+        let o = Command::new(&compiler[0])
+            .args(&compiler[1..])
+            .args(["-O1", "-Wall", "-Wno-stringop-overflow", "-o"])
+            .arg(out.join(p))
+            .arg(src_dir().join(format!("{p}.c")))
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {compiler:?}: {e}"));
+        assert!(
+            o.status.success(),
+            "{compiler:?} failed on {p}.c:\n{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+}
+
+/// Programs built with `kumi cc`, once per test binary.
+fn kumi_built() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let out = lib_dir().join("mpi-tests/kumi");
+        compile_all(&[bin("kumi").display().to_string(), "cc".into()], &out);
+        out
+    })
+}
+
+/// The same programs built with Debian's MPICH, once per test binary.
+fn mpich_built() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let ok = Command::new("mpicc.mpich").arg("-v").output().is_ok_and(|o| o.status.success());
+        assert!(
+            ok,
+            "mpicc.mpich is missing: install Debian's MPICH (apt-get install libmpich-dev; test.sh does)"
+        );
+        let out = lib_dir().join("mpi-tests/mpich");
+        compile_all(&["mpicc.mpich".into()], &out);
+        out
+    })
+}
+
+fn run(n: usize, prog: &Path, env: &[(&str, String)]) -> Output {
+    let mut c = Command::new(bin("kumi"));
+    c.arg("run").arg("-n").arg(n.to_string()).arg(prog);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().expect("start kumi run")
+}
+
+fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+fn expect_pass(name: &str, n: usize, o: &Output, how: &str) {
+    let (out, err) = text(o);
+    assert!(
+        o.status.success() && out.contains(&format!("PASS {name}")),
+        "{name} ({how}) at np {n} failed ({}):\nstdout:\n{out}\nstderr:\n{err}",
+        o.status
+    );
+}
+
+/// Runs a passing program at each size, built by kumi cc and by MPICH.
+fn suite(name: &str, sizes: &[usize], mpich_sizes: &[usize]) {
+    let env = [("KT_ONE_HOST", "1".to_string())];
+    for &n in sizes {
+        let o = run(n, &kumi_built().join(name), &env);
+        expect_pass(name, n, &o, "kumi cc");
+    }
+    let env = [
+        ("KT_ONE_HOST", "1".to_string()),
+        ("LD_LIBRARY_PATH", lib_dir().display().to_string()),
+    ];
+    for &n in mpich_sizes {
+        let o = run(n, &mpich_built().join(name), &env);
+        expect_pass(name, n, &o, "built by MPICH's mpicc, run on kumi's libmpi.so.12");
+    }
+}
+
+#[test]
+fn init_family() {
+    suite("init", &[1, 2, 8], &[1, 2]);
+    // The MPICH-built binary really ran on kumi's library.
+    let env = [("LD_LIBRARY_PATH", lib_dir().display().to_string())];
+    let o = run(1, &mpich_built().join("init"), &env);
+    assert!(text(&o).0.contains("LIB kumi"), "{:?}", text(&o));
+}
+
+#[test]
+fn point_to_point() {
+    suite("p2p", &[1, 2, 3, 4, 5, 6, 7, 8], &[1, 3]);
+}
+
+#[test]
+fn nonblocking_wait_test_cancel() {
+    suite("nonblocking", &[1, 2, 4, 8], &[2]);
+}
+
+#[test]
+fn persistent_requests() {
+    suite("persistent", &[1, 2, 4], &[2]);
+}
+
+#[test]
+fn probes_and_matched_probes() {
+    suite("probe", &[1, 2, 4], &[2]);
+}
+
+#[test]
+fn buffered_sends() {
+    suite("bsend", &[1, 2, 4], &[2]);
+}
+
+#[test]
+fn communicators_groups_attributes() {
+    suite("comm", &[1, 2, 3, 4, 8], &[3]);
+}
+
+#[test]
+fn derived_datatypes_and_pack() {
+    suite("datatype", &[1, 2, 4], &[2]);
+}
+
+#[test]
+fn collectives() {
+    suite("coll", &[1, 2, 3, 4, 5, 6, 7, 8], &[1, 4]);
+}
+
+#[test]
+fn error_classes_under_errors_return() {
+    suite("errors", &[1, 2, 4], &[2]);
+}
+
+#[test]
+fn cartesian_topologies() {
+    suite("cart", &[1, 2, 4, 6, 8], &[4]);
+}
+
+#[test]
+fn info_objects() {
+    suite("info", &[1, 2], &[1]);
+}
+
+#[test]
+fn errors_are_fatal_by_default_naming_function_and_rank() {
+    for (dir, env) in [
+        (kumi_built(), vec![]),
+        (
+            mpich_built(),
+            vec![("LD_LIBRARY_PATH", lib_dir().display().to_string())],
+        ),
+    ] {
+        let o = run(3, &dir.join("fatal"), &env);
+        let (out, err) = text(&o);
+        assert!(!o.status.success(), "fatal error did not end the job: {out}{err}");
+        assert!(!out.contains("NOT REACHED"), "{out}");
+        assert!(
+            err.contains("MPI_Send on rank 2") && err.contains("MPI_ERR_RANK") && err.contains("rank 8"),
+            "message must name the function, the rank and what was wrong:\n{err}"
+        );
+    }
+}
+
+#[test]
+fn mpi_abort_ends_the_job_with_its_code() {
+    for n in [1, 3] {
+        let o = run(n, &kumi_built().join("abort"), &[]);
+        let (out, err) = text(&o);
+        assert_eq!(o.status.code(), Some(7), "{out}\n{err}");
+        assert!(!out.contains("NOT REACHED"), "{out}");
+    }
+    let env = [("LD_LIBRARY_PATH", lib_dir().display().to_string())];
+    let o = run(2, &mpich_built().join("abort"), &env);
+    assert_eq!(o.status.code(), Some(7), "{:?}", text(&o));
+}
+
+#[test]
+fn unsupported_function_fails_naming_itself() {
+    let o = run(2, &kumi_built().join("unsupported"), &[]);
+    let (out, err) = text(&o);
+    assert!(!o.status.success(), "{out}{err}");
+    // Under MPI_ERRORS_RETURN: an error code and a message naming the function.
+    assert!(out.contains("RETURNED 44"), "{out}");
+    assert!(err.contains("MPI_Win_create is not supported by kumi yet"), "{err}");
+    // Under the default handler: the job ends, naming it.
+    assert!(err.contains("MPI_File_open is not supported by kumi yet"), "{err}");
+    assert!(!out.contains("NOT REACHED"), "{out}");
+}
+
+#[test]
+fn kumi_cc_showme_and_mpicc_shim() {
+    let o = Command::new(bin("kumi"))
+        .args(["cc", "--showme", "x.c", "-o", "x"])
+        .output()
+        .expect("kumi cc");
+    let s = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{s}");
+    assert!(s.contains("-I") && s.contains("-lmpi") && s.contains("-Wl,-rpath,"), "{s}");
+    let shim = lib_dir().join("mpicc");
+    let o = Command::new(&shim).args(["--showme", "-c", "x.c"]).output().expect("mpicc");
+    let s2 = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success() && s2.contains("-c x.c") && !s2.contains("-lmpi"), "{s2}");
+    // mpirun maps onto kumi run.
+    let o = Command::new(lib_dir().join("mpirun"))
+        .args(["-np", "2"])
+        .arg(kumi_built().join("init"))
+        .output()
+        .expect("mpirun");
+    expect_pass("init", 2, &o, "through mpirun");
+}
+
+#[test]
+fn mpi4py_from_pypi_runs_on_kumi() {
+    let py = std::env::var("KUMI_MPI_PYTHON").map(PathBuf::from).unwrap_or_else(|_| {
+        lib_dir().join("../py/bin/python")
+    });
+    assert!(
+        py.exists(),
+        "{} is missing: create the venv with mpi4py and numpy (test.sh does: \
+         python3 -m venv target/py && target/py/bin/pip install mpi4py numpy)",
+        py.display()
+    );
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../kumi-mpi/tests/py/mpi4py_check.py");
+    for n in [1, 3] {
+        let o = Command::new(bin("kumi"))
+            .arg("run")
+            .arg("-n")
+            .arg(n.to_string())
+            .arg(&py)
+            .arg(&script)
+            .env("MPI4PY_MPIABI", "mpich")
+            .env("LD_LIBRARY_PATH", lib_dir())
+            .output()
+            .expect("kumi run python");
+        expect_pass("mpi4py", n, &o, "mpi4py wheel, MPICH ABI");
+    }
+}
+
+#[test]
+fn c_programs_across_two_namespace_hosts() {
+    if netns::skip_unless_root("c_programs_across_two_namespace_hosts") {
+        return;
+    }
+    let c = netns::Cluster::create(2).unwrap_or_else(|e| panic!("cannot create 2 test hosts: {e}"));
+    for name in ["p2p", "nonblocking", "coll", "comm", "datatype"] {
+        let prog = kumi_built().join(name);
+        let o = c.kumi_run(4, &[(0, 2), (1, 2)], &[], &[prog.to_str().expect("utf-8 path")]);
+        expect_pass(name, 4, &o, "2 hosts x 2 ranks");
+    }
+}

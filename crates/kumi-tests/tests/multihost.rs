@@ -1,0 +1,186 @@
+//! Jobs across test hosts made of network namespaces (see `kumi_tests::netns`):
+//! the point-to-point suite with shared memory and TCP mixed, TCP forced between
+//! all pairs, large and many messages across hosts, and the loss of a host's
+//! agent. These need root; without it each test prints a loud SKIPPED message.
+
+use kumi_tests::netns::{self, Cluster};
+use kumi_tests::{bin, kumi_run};
+use std::io::{BufRead, BufReader};
+use std::process::{Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn text(o: &Output) -> String {
+    format!(
+        "status {:?}\n--- stdout\n{}--- stderr\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn cluster(k: usize) -> Cluster {
+    Cluster::create(k).unwrap_or_else(|e| panic!("cannot create {k} test hosts: {e}"))
+}
+
+fn assert_clean(c: &Cluster) {
+    let left = c.all_pids();
+    assert!(
+        left.is_empty(),
+        "processes left in the test hosts: {left:?}"
+    );
+}
+
+fn p2p_ok(o: &Output, n: usize) {
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success() && out.contains(&format!("p2p: all 11 checks passed on {n} ranks")),
+        "{}",
+        text(o)
+    );
+}
+
+#[test]
+fn p2p_suite_on_2_hosts_x_2_ranks() {
+    if netns::skip_unless_root("p2p_suite_on_2_hosts_x_2_ranks") {
+        return;
+    }
+    let c = cluster(2);
+    let p2p = bin("p2p");
+    let o = c.kumi_run(4, &[(0, 2), (1, 2)], &[], &[p2p.to_str().unwrap()]);
+    p2p_ok(&o, 4);
+    assert_clean(&c);
+}
+
+#[test]
+fn p2p_suite_on_3_hosts_with_uneven_ranks() {
+    if netns::skip_unless_root("p2p_suite_on_3_hosts_with_uneven_ranks") {
+        return;
+    }
+    let c = cluster(3);
+    let p2p = bin("p2p");
+    let o = c.kumi_run(6, &[(0, 1), (1, 3), (2, 2)], &[], &[p2p.to_str().unwrap()]);
+    p2p_ok(&o, 6);
+    assert_clean(&c);
+}
+
+#[test]
+fn p2p_suite_with_tcp_forced_between_all_pairs() {
+    if netns::skip_unless_root("p2p_suite_with_tcp_forced_between_all_pairs") {
+        return;
+    }
+    let c = cluster(2);
+    let p2p = bin("p2p");
+    let o = c.kumi_run(
+        4,
+        &[(0, 2), (1, 2)],
+        &[("KUMI_FORCE_TCP", "all")],
+        &[p2p.to_str().unwrap()],
+    );
+    p2p_ok(&o, 4);
+    assert_clean(&c);
+}
+
+/// The same on one host over loopback: runs without root too.
+#[test]
+fn p2p_suite_with_tcp_forced_on_one_host() {
+    let p2p = bin("p2p");
+    let o = kumi_run(
+        3,
+        &[("KUMI_FORCE_TCP", "all"), ("KUMI_NET", "iface:lo")],
+        &[p2p.to_str().unwrap()],
+    );
+    p2p_ok(&o, 3);
+}
+
+#[test]
+fn big_and_many_messages_across_hosts() {
+    if netns::skip_unless_root("big_and_many_messages_across_hosts") {
+        return;
+    }
+    let c = cluster(2);
+    let prog = bin("netmsg");
+    for (mode, want) in [
+        ("big", "64 MiB from rank"),
+        ("many", "1000 messages from rank"),
+    ] {
+        let o = c.kumi_run(2, &[(0, 1), (1, 1)], &[], &[prog.to_str().unwrap(), mode]);
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            o.status.success() && out.matches(want).count() == 2,
+            "{mode}: {}",
+            text(&o)
+        );
+    }
+    assert_clean(&c);
+}
+
+#[test]
+fn losing_an_agent_ends_the_job_everywhere_and_names_the_host() {
+    if netns::skip_unless_root("losing_an_agent_ends_the_job_everywhere_and_names_the_host") {
+        return;
+    }
+    let c = cluster(2);
+    let prog = bin("netmsg");
+    let mut child = c
+        .kumi_command(4, &[(0, 2), (1, 2)], &[], &[prog.to_str().unwrap(), "spin"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start kumi");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = lines.next().and_then(|l| l.ok()).unwrap_or_default();
+    assert_eq!(first, "spinning", "the job did not start");
+    // The agent of host 1: the process there whose command line says `agent`.
+    let agent = c
+        .pids(1)
+        .into_iter()
+        .find(|p| {
+            std::fs::read(format!("/proc/{p}/cmdline"))
+                .map(|c| c.split(|b| *b == 0).any(|a| a == b"agent"))
+                .unwrap_or(false)
+        })
+        .expect("an agent runs on host 1");
+    let ranks_before = c.all_pids();
+    assert!(
+        ranks_before.len() >= 5,
+        "agents and ranks: {ranks_before:?}"
+    );
+    // SAFETY: kill takes a pid and a signal number, no pointers.
+    assert_eq!(unsafe { libc::kill(agent, libc::SIGKILL) }, 0);
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "the launcher still runs after 5 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(!status.success(), "exit status {status:?}; stderr:\n{err}");
+    assert!(
+        err.contains(&c.hosts[1]),
+        "the report does not name host {}:\n{err}",
+        c.hosts[1]
+    );
+    // Every rank on every host is gone (the launcher has been reaped).
+    while !c.all_pids().is_empty() && t0.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_clean(&c);
+    let names = c.hosts.clone();
+    drop(c);
+    let left: Vec<String> = netns::list_namespaces()
+        .into_iter()
+        .filter(|n| {
+            names
+                .iter()
+                .any(|h| n.starts_with(h.trim_end_matches(char::is_numeric)))
+        })
+        .collect();
+    assert!(left.is_empty(), "namespaces left behind: {left:?}");
+}

@@ -1,0 +1,1075 @@
+//! Collectives on any communicator, and the combining service.
+//!
+//! Every collective here is a [`Schedule`] from `kumi_core::coll` (pure, checked
+//! against a serial evaluation for every group size 1..17) run by one executor
+//! (`exec.rs`) on the communicator's collective context, with a tag taken from
+//! a per-communicator sequence number, so collectives never match user messages
+//! and nonblocking ones never match each other. Contributions are combined in
+//! rank order, so user operations need not be commutative.
+//!
+//! **Algorithms** (α latency, β per byte, γ per byte reduced, p ranks, n bytes):
+//! - barrier: dissemination, lg p·α.
+//! - bcast: binomial, lg p·(α+nβ), below `KUMI_COLL_BCAST_LONG`; above it
+//!   scatter + ring allgather, (lg p + p-1)·α + 2nβ.
+//! - reduce: binomial, lg p·(α+nβ+nγ).
+//! - allreduce: recursive doubling, lg p·(α+nβ+nγ), below
+//!   `KUMI_COLL_ALLREDUCE_LONG`; above it Rabenseifner (reduce-scatter by
+//!   recursive halving + allgather by recursive doubling), 2 lg p·α + 2nβ + nγ;
+//!   at or above `KUMI_COLL_ALLREDUCE_RING` and for commutative operations a ring,
+//!   2(p-1)·α + 2nβ + nγ. Non-powers of two fold the first 2(p - 2^⌊lg p⌋) ranks
+//!   in pairs first (two more steps).
+//! - gather / scatter: binomial, lg p·α + nβ; gatherv / scatterv: linear,
+//!   (p-1)·α + nβ at the root.
+//! - allgather: recursive doubling (p a power of two, total below
+//!   `KUMI_COLL_ALLGATHER_LONG`), lg p·α + nβ; else ring, (p-1)·α + nβ; allgatherv
+//!   ring.
+//! - alltoall(v): pairwise exchange, (p-1)·(α + nβ/p).
+//! - reduce_scatter(_block): ring for commutative operations, (p-1)·α + n(β+γ);
+//!   else binomial reduce + binomial scatter.
+//! - scan / exscan: linear chain, (p-1)·(α+nβ+nγ) (fine at the sizes tested).
+//!
+//! **Two levels.** When a communicator spans hosts, barrier, bcast and
+//! allreduce run inside each host first (through shared memory, to the host's
+//! first rank), then among one leader per host, then fan out inside each host
+//! (`KUMI_COLL_HIERARCHICAL=0` turns this off for comparison). A
+//! non-commutative allreduce uses it only when every host holds consecutive
+//! ranks. `KUMI_COLL_HOSTS=k` pretends the job's ranks are spread in blocks over
+//! k hosts, so the two-level paths can be exercised on one machine.
+//!
+//! **Progress.** Nonblocking collectives ([`CollRequest`]) and the combining
+//! service keep all their state in the engine and are advanced by the engine's
+//! `progress`, i.e. inside every kumi call of this rank, not only their own.
+
+mod combine;
+pub(crate) mod exec;
+mod ops;
+
+pub use combine::{Arrival, CombineOp, CombineValue, Combiner};
+pub use ops::{Builtin, Elem, Loc, Op, ALL_BUILTINS};
+
+use crate::comm::Comm;
+use crate::engine::{env_u64, Engine, Route, WaitInfo};
+use crate::error::{Error, Result};
+use bytemuck::Pod;
+use exec::{AlignedBuf, ByteOp, Run, Wire};
+use kumi_core::call::Call;
+use kumi_core::coll::{self as sc, Apply, Round, Schedule, Xfer};
+use kumi_core::TAG_UB;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::marker::PhantomData;
+use std::panic::Location;
+use std::rc::Rc;
+
+/// Collective tags: `TAG_BASE + (sequence mod 2^24)` on the collective context.
+const TAG_BASE: i32 = TAG_UB + 64;
+
+/// Thresholds and switches, read once per process.
+#[derive(Clone, Debug)]
+pub(crate) struct Config {
+    bcast_long: usize,
+    allreduce_long: usize,
+    allreduce_ring: usize,
+    allgather_long: usize,
+    hierarchical: bool,
+    fake_hosts: Option<usize>,
+    pub combine_store: usize,
+}
+
+impl Config {
+    fn from_env() -> Result<Config> {
+        let sz = |name, d| env_u64(name, d).map(|v| v as usize);
+        let hierarchical = match std::env::var("KUMI_COLL_HIERARCHICAL").as_deref() {
+            Ok("0") | Ok("off") => false,
+            Ok("1") | Ok("on") | Err(_) => true,
+            Ok(v) => {
+                return Err(Error::Bootstrap(format!(
+                    "KUMI_COLL_HIERARCHICAL={v:?}: use 1 or 0"
+                )))
+            }
+        };
+        let fake = sz("KUMI_COLL_HOSTS", 0)?;
+        Ok(Config {
+            bcast_long: sz("KUMI_COLL_BCAST_LONG", 64 << 10)?,
+            allreduce_long: sz("KUMI_COLL_ALLREDUCE_LONG", 16 << 10)?,
+            allreduce_ring: sz("KUMI_COLL_ALLREDUCE_RING", 4 << 20)?,
+            allgather_long: sz("KUMI_COLL_ALLGATHER_LONG", 32 << 10)?,
+            hierarchical,
+            fake_hosts: (fake > 0).then_some(fake),
+            combine_store: sz("KUMI_COMBINE_STORE", 64)?,
+        })
+    }
+}
+
+/// Per communicator: its members and, if it spans hosts, its host groups.
+struct CommInfo {
+    members: Rc<[u32]>,
+    seq: u32,
+    hosts: Option<Option<Rc<Vec<Vec<usize>>>>>,
+    labels: Option<Rc<Vec<usize>>>,
+}
+
+/// Everything of collectives and combining that lives in the engine.
+#[derive(Default)]
+pub(crate) struct CollState {
+    config: Option<Rc<Config>>,
+    comms: HashMap<u32, CommInfo>,
+    active: Vec<(u64, Run)>,
+    done: HashMap<u64, Result<Option<AlignedBuf>>>,
+    abandoned: Vec<u64>,
+    next_nb: u64,
+    pub(crate) combine: combine::State,
+}
+
+impl CollState {
+    /// Whether `progress` has anything to do here.
+    #[inline]
+    pub(crate) fn busy(&self) -> bool {
+        !self.active.is_empty() || self.combine.wake.is_some()
+    }
+
+    pub(crate) fn config(&mut self) -> Result<Rc<Config>> {
+        if let Some(c) = &self.config {
+            return Ok(c.clone());
+        }
+        let c = Rc::new(Config::from_env()?);
+        self.config = Some(c.clone());
+        Ok(c)
+    }
+}
+
+/// Advances nonblocking collectives and the combining service's timers.
+pub(crate) fn progress(e: &mut Engine) -> Result<usize> {
+    let mut n = 0;
+    if !e.coll.active.is_empty() {
+        let mut active = std::mem::take(&mut e.coll.active);
+        active.retain_mut(|(id, run)| {
+            let r = run.poll(e);
+            let finished = match r {
+                Ok(false) => return true,
+                Ok(true) => Ok(run.owned.take()),
+                Err(x) => {
+                    run.abort(e);
+                    Err(x)
+                }
+            };
+            n += 1;
+            if let Some(i) = e.coll.abandoned.iter().position(|a| a == id) {
+                e.coll.abandoned.swap_remove(i);
+            } else {
+                e.coll.done.insert(*id, finished);
+            }
+            false
+        });
+        active.append(&mut e.coll.active);
+        e.coll.active = active;
+    }
+    if e.coll.combine.wake.is_some() {
+        n += combine::on_timer(e)?;
+    }
+    Ok(n)
+}
+
+pub(crate) use combine::on_frame as on_combine_frame;
+
+fn as_bytes<T: Pod>(b: &[T]) -> &[u8] {
+    bytemuck::cast_slice(b)
+}
+
+fn as_bytes_mut<T: Pod>(b: &mut [T]) -> &mut [u8] {
+    bytemuck::cast_slice_mut(b)
+}
+
+/// Byte offsets of `nb` blocks splitting `count` elements as evenly as possible.
+fn even_offsets(count: usize, nb: usize, elem: usize) -> Vec<usize> {
+    let mut v = Vec::with_capacity(nb + 1);
+    let (q, r) = (count / nb.max(1), count % nb.max(1));
+    let mut off = 0;
+    v.push(0);
+    for b in 0..nb {
+        off += (q + usize::from(b < r)) * elem;
+        v.push(off);
+    }
+    v
+}
+
+/// Byte offsets of blocks of `counts[i]` elements each.
+fn count_offsets(counts: &[usize], elem: usize) -> Vec<usize> {
+    let mut v = vec![0];
+    let mut off = 0;
+    for &c in counts {
+        off += c * elem;
+        v.push(off);
+    }
+    v
+}
+
+fn bad(arg: &'static str, value: usize, allowed: String) -> Error {
+    Error::InvalidArgument {
+        arg,
+        value: value as i64,
+        allowed,
+    }
+}
+
+/// A nonblocking collective in flight. Its result is taken with
+/// [`CollRequest::wait`]; it progresses inside any kumi call of this rank.
+/// Dropping it lets it finish on its own (the result is discarded).
+#[must_use = "a nonblocking collective must be waited on"]
+pub struct CollRequest<T: Pod> {
+    engine: Rc<RefCell<Engine>>,
+    id: Option<u64>,
+    _t: PhantomData<T>,
+}
+
+impl<T: Pod> CollRequest<T> {
+    /// Makes progress once; `true` when the collective has completed.
+    pub fn test(&mut self) -> Result<bool> {
+        let Some(id) = self.id else { return Ok(true) };
+        let mut e = self.engine.borrow_mut();
+        if e.coll.done.contains_key(&id) {
+            return Ok(true);
+        }
+        e.progress()?;
+        Ok(e.coll.done.contains_key(&id))
+    }
+
+    /// Blocks until the collective completes; returns its result (the reduced
+    /// vector for `iallreduce`, empty for `ibarrier`).
+    #[track_caller]
+    pub fn wait(mut self) -> Result<Vec<T>> {
+        let Some(id) = self.id.take() else {
+            return Ok(Vec::new());
+        };
+        let info = WaitInfo::plain(Call::Collective);
+        let mut e = self.engine.borrow_mut();
+        e.wait_until(info, |e| e.coll.done.contains_key(&id))?;
+        match e.coll.done.remove(&id).expect("completed") {
+            Ok(Some(buf)) => Ok(bytemuck::cast_slice::<u8, T>(buf.bytes()).to_vec()),
+            Ok(None) => Ok(Vec::new()),
+            Err(x) => Err(x),
+        }
+    }
+}
+
+impl<T: Pod> Drop for CollRequest<T> {
+    fn drop(&mut self) {
+        if let Some(id) = self.id {
+            if let Ok(mut e) = self.engine.try_borrow_mut() {
+                if e.coll.done.remove(&id).is_none() {
+                    e.coll.abandoned.push(id);
+                }
+            }
+        }
+    }
+}
+
+impl Comm {
+    /// The tag and wire of the next collective on this communicator.
+    fn wire(&self) -> Result<(Rc<Config>, Wire)> {
+        let ctx = self.coll_ctx();
+        let me = self.rank() as u32;
+        let mut e = self.engine();
+        let cfg = e.coll.config()?;
+        let info = e.coll.comms.entry(ctx).or_insert_with(|| CommInfo {
+            members: self.members().into(),
+            seq: 0,
+            hosts: None,
+            labels: None,
+        });
+        let tag = TAG_BASE + (info.seq & 0xff_ffff) as i32;
+        info.seq = info.seq.wrapping_add(1);
+        Ok((
+            cfg,
+            Wire {
+                ctx,
+                tag,
+                me,
+                members: info.members.clone(),
+            },
+        ))
+    }
+
+    /// The host of each member (labels: any numbers, equal on one host).
+    /// Collective the first time on a communicator that really spans hosts.
+    pub(crate) fn host_labels(&self, at: &'static Location<'static>) -> Result<Rc<Vec<usize>>> {
+        let ctx = self.coll_ctx();
+        {
+            let e = self.engine();
+            if let Some(l) = e.coll.comms.get(&ctx).and_then(|i| i.labels.clone()) {
+                return Ok(l);
+            }
+        }
+        let (cfg, spans) = {
+            let mut e = self.engine();
+            let cfg = e.coll.config()?;
+            let spans = e.routes().iter().any(|r| *r == Route::Net);
+            (cfg, spans)
+        };
+        let labels: Vec<usize> = if let Some(k) = cfg.fake_hosts {
+            let world = self.engine().world_size as usize;
+            self.members()
+                .iter()
+                .map(|&w| w as usize * k / world.max(1))
+                .collect()
+        } else if spans {
+            // My host's label: its smallest world rank. Everyone learns everyone's.
+            let mine = {
+                let e = self.engine();
+                e.routes()
+                    .iter()
+                    .position(|r| *r != Route::Net)
+                    .unwrap_or(0) as u64
+            };
+            self.allgather_bytes(&mine.to_le_bytes(), Call::Collective, at)?
+                .iter()
+                .map(|b| {
+                    b.get(..8)
+                        .map(|x| u64::from_le_bytes(x.try_into().expect("8 bytes")) as usize)
+                        .ok_or_else(|| Error::Protocol("short host card".into()))
+                })
+                .collect::<Result<_>>()?
+        } else {
+            vec![0; self.size()]
+        };
+        let labels = Rc::new(labels);
+        let mut e = self.engine();
+        let members: Rc<[u32]> = self.members().into();
+        let info = e.coll.comms.entry(ctx).or_insert_with(|| CommInfo {
+            members,
+            seq: 0,
+            hosts: None,
+            labels: None,
+        });
+        info.labels = Some(labels.clone());
+        Ok(labels)
+    }
+
+    /// Host groups of this communicator if it spans hosts and the two-level
+    /// algorithms are on; `None` otherwise.
+    fn host_groups(&self, at: &'static Location<'static>) -> Result<Option<Rc<Vec<Vec<usize>>>>> {
+        let ctx = self.coll_ctx();
+        {
+            let mut e = self.engine();
+            if !e.coll.config()?.hierarchical {
+                return Ok(None);
+            }
+            if let Some(h) = e.coll.comms.get(&ctx).and_then(|i| i.hosts.clone()) {
+                return Ok(h);
+            }
+        }
+        let labels = self.host_labels(at)?;
+        let g: Vec<usize> = (0..self.size()).collect();
+        let groups = sc::hosts_of(&g, |r| labels[r]);
+        let h = (groups.len() > 1).then(|| Rc::new(groups));
+        if let Some(i) = self.engine().coll.comms.get_mut(&ctx) {
+            i.hosts = Some(h.clone());
+        }
+        Ok(h)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn run(
+        &self,
+        sched: Schedule,
+        wire: Wire,
+        work: &mut [u8],
+        offsets: Vec<usize>,
+        op: Option<ByteOp>,
+        call: Call,
+        at: &'static Location<'static>,
+    ) -> Result<()> {
+        if sched.rounds.is_empty() {
+            return Ok(());
+        }
+        if offsets.last().copied().unwrap_or(0) > work.len() {
+            return Err(Error::Protocol("collective blocks overrun the buffer".into()));
+        }
+        let mut run = Run::new(sched, wire, work.as_mut_ptr(), offsets, op);
+        let mut err = None;
+        let info = self.info(call, -2, -2, at);
+        let mut e = self.engine();
+        let r = e.wait_until(info, |e| match run.poll(e) {
+            Ok(d) => d,
+            Err(x) => {
+                err = Some(x);
+                true
+            }
+        });
+        if err.is_some() || r.is_err() {
+            run.abort(&mut e);
+        }
+        r?;
+        err.map_or(Ok(()), Err)
+    }
+
+    fn group(&self) -> Vec<usize> {
+        (0..self.size()).collect()
+    }
+
+    fn check_root(&self, root: usize) -> Result<()> {
+        if root >= self.size() {
+            return Err(bad(
+                "root",
+                root,
+                format!("a rank from 0 to {} of this communicator", self.size() - 1),
+            ));
+        }
+        Ok(())
+    }
+
+    // ----- barrier -----------------------------------------------------------------
+
+    /// Blocks until every rank of the communicator has entered the barrier
+    /// (dissemination; two-level across hosts).
+    pub(crate) fn barrier_at(&self, at: &'static Location<'static>) -> Result<()> {
+        if self.size() == 1 {
+            return Ok(());
+        }
+        let (_, wire) = self.wire()?;
+        let me = self.rank();
+        let sched = match self.host_groups(at)? {
+            Some(h) => sc::barrier_hier(&h, me),
+            None => sc::barrier(&self.group(), me),
+        };
+        self.run(sched, wire, &mut [], vec![0], None, Call::Barrier, at)
+    }
+
+    /// Starts a barrier; it completes once every rank has started it.
+    pub fn ibarrier(&self) -> Result<CollRequest<()>> {
+        let (_, wire) = self.wire()?;
+        let sched = sc::barrier(&self.group(), self.rank());
+        Ok(self.start(Run::owning(sched, wire, AlignedBuf::zeroed(0), vec![0], None)))
+    }
+
+    fn start<T: Pod>(&self, run: Run) -> CollRequest<T> {
+        let mut e = self.engine();
+        let id = e.coll.next_nb;
+        e.coll.next_nb += 1;
+        e.coll.active.push((id, run));
+        CollRequest {
+            engine: self.engine_rc().clone(),
+            id: Some(id),
+            _t: PhantomData,
+        }
+    }
+
+    // ----- broadcast ---------------------------------------------------------------
+
+    /// Sends `buf` of rank `root` to every rank's `buf` (same length everywhere).
+    #[track_caller]
+    pub fn bcast<T: Pod>(&self, buf: &mut [T], root: usize) -> Result<()> {
+        let at = Location::caller();
+        self.check_root(root)?;
+        let (p, me) = (self.size(), self.rank());
+        if p == 1 {
+            return Ok(());
+        }
+        let (cfg, wire) = self.wire()?;
+        let elem = std::mem::size_of::<T>();
+        let bytes = as_bytes_mut(buf);
+        let n = bytes.len();
+        let (sched, offsets) = match self.host_groups(at)? {
+            Some(h) => (sc::bcast_hier(&h, root, me, 1), vec![0, n]),
+            None if n >= cfg.bcast_long && n / elem.max(1) >= p => (
+                sc::bcast_scatter_allgather(&self.group(), root, me),
+                even_offsets(n / elem.max(1), p, elem.max(1)),
+            ),
+            None => (sc::bcast_binomial(&self.group(), root, me, 1), vec![0, n]),
+        };
+        self.run(sched, wire, bytes, offsets, None, Call::Collective, at)
+    }
+
+    // ----- reductions --------------------------------------------------------------
+
+    /// Combines every rank's `send` with `op` (in rank order) into `recv` of
+    /// rank `root`; `recv` is not used on other ranks (pass `&mut []`).
+    #[track_caller]
+    pub fn reduce<T: Pod>(&self, send: &[T], recv: &mut [T], op: &Op<T>, root: usize) -> Result<()> {
+        let at = Location::caller();
+        self.check_root(root)?;
+        if self.rank() == root && recv.len() < send.len() {
+            return Err(bad(
+                "recv",
+                recv.len(),
+                format!("at least {} elements at the root (the length of send)", send.len()),
+            ));
+        }
+        let mut work = send.to_vec();
+        self.reduce_work(&mut work, op, root, at)?;
+        if self.rank() == root {
+            recv[..send.len()].copy_from_slice(&work);
+        }
+        Ok(())
+    }
+
+    /// [`Comm::reduce`] in place: `buf` is the contribution everywhere and the
+    /// result at the root (other ranks' `buf` is unchanged).
+    #[track_caller]
+    pub fn reduce_in_place<T: Pod>(&self, buf: &mut [T], op: &Op<T>, root: usize) -> Result<()> {
+        let at = Location::caller();
+        self.check_root(root)?;
+        if self.rank() == root {
+            self.reduce_work(buf, op, root, at)
+        } else {
+            self.reduce_work(&mut buf.to_vec(), op, root, at)
+        }
+    }
+
+    fn reduce_work<T: Pod>(
+        &self,
+        work: &mut [T],
+        op: &Op<T>,
+        root: usize,
+        at: &'static Location<'static>,
+    ) -> Result<()> {
+        op.check()?;
+        if self.size() == 1 {
+            return Ok(());
+        }
+        let (_, wire) = self.wire()?;
+        let sched = sc::reduce_binomial(&self.group(), root, self.rank(), 1, op.commutative);
+        let bytes = as_bytes_mut(work);
+        let n = bytes.len();
+        self.run(sched, wire, bytes, vec![0, n], Some(op.bytes_fn()), Call::Collective, at)
+    }
+
+    /// Every rank gets the combination (in rank order) of every rank's `send`.
+    #[track_caller]
+    pub fn allreduce<T: Pod>(&self, send: &[T], recv: &mut [T], op: &Op<T>) -> Result<()> {
+        if recv.len() != send.len() {
+            return Err(bad(
+                "recv",
+                recv.len(),
+                format!("the length of send ({})", send.len()),
+            ));
+        }
+        recv.copy_from_slice(send);
+        self.allreduce_at(recv, op, Location::caller())
+    }
+
+    /// [`Comm::allreduce`] in place: `buf` is the contribution and the result.
+    #[track_caller]
+    pub fn allreduce_in_place<T: Pod>(&self, buf: &mut [T], op: &Op<T>) -> Result<()> {
+        self.allreduce_at(buf, op, Location::caller())
+    }
+
+    fn allreduce_plan(
+        &self,
+        cfg: &Config,
+        hosts: Option<Rc<Vec<Vec<usize>>>>,
+        count: usize,
+        elem: usize,
+        commutative: bool,
+    ) -> (Schedule, Vec<usize>) {
+        let (p, me) = (self.size(), self.rank());
+        let n = count * elem;
+        let contiguous = |h: &Vec<Vec<usize>>| {
+            h.iter()
+                .all(|g| g.windows(2).all(|w| w[1] == w[0] + 1))
+        };
+        if let Some(h) = hosts.filter(|h| commutative || contiguous(h)) {
+            let s = sc::allreduce_hier(&h, me, 1, commutative, |l, me| sc::allreduce_rd(l, me, 1));
+            return (s, vec![0, n]);
+        }
+        let g = self.group();
+        if commutative && n >= cfg.allreduce_ring && count >= p {
+            (sc::allreduce_ring(&g, me), even_offsets(count, p, elem))
+        } else if n >= cfg.allreduce_long && count >= sc::pof2_floor(p) {
+            let nb = sc::pof2_floor(p);
+            (sc::allreduce_rabenseifner(&g, me), even_offsets(count, nb, elem))
+        } else {
+            (sc::allreduce_rd(&g, me, 1), vec![0, n])
+        }
+    }
+
+    fn allreduce_at<T: Pod>(
+        &self,
+        buf: &mut [T],
+        op: &Op<T>,
+        at: &'static Location<'static>,
+    ) -> Result<()> {
+        op.check()?;
+        if self.size() == 1 {
+            return Ok(());
+        }
+        let hosts = self.host_groups(at)?;
+        let (cfg, wire) = self.wire()?;
+        let elem = std::mem::size_of::<T>().max(1);
+        let (sched, offsets) = self.allreduce_plan(&cfg, hosts, buf.len(), elem, op.commutative);
+        self.run(
+            sched,
+            wire,
+            as_bytes_mut(buf),
+            offsets,
+            Some(op.bytes_fn()),
+            Call::Collective,
+            at,
+        )
+    }
+
+    /// Starts an allreduce of `buf` (taken over; returned by `wait`).
+    #[track_caller]
+    pub fn iallreduce<T: Pod>(&self, buf: Vec<T>, op: &Op<T>) -> Result<CollRequest<T>> {
+        op.check()?;
+        let at = Location::caller();
+        let hosts = self.host_groups(at)?;
+        let (cfg, wire) = self.wire()?;
+        let elem = std::mem::size_of::<T>().max(1);
+        let (sched, offsets) = self.allreduce_plan(&cfg, hosts, buf.len(), elem, op.commutative);
+        let data = AlignedBuf::from_bytes(as_bytes(&buf));
+        Ok(self.start(Run::owning(sched, wire, data, offsets, Some(op.bytes_fn()))))
+    }
+
+    /// Rank i gets block i (of `recv.len()` elements) of the combination of
+    /// every rank's `send` (`size() * recv.len()` elements).
+    #[track_caller]
+    pub fn reduce_scatter_block<T: Pod>(&self, send: &[T], recv: &mut [T], op: &Op<T>) -> Result<()> {
+        let p = self.size();
+        if send.len() != p * recv.len() {
+            return Err(bad(
+                "send",
+                send.len(),
+                format!("size() * recv.len() = {} elements", p * recv.len()),
+            ));
+        }
+        self.reduce_scatter(send, recv, &vec![recv.len(); p], op)
+    }
+
+    /// Rank i gets the `counts[i]` elements at block i of the combination of
+    /// every rank's `send` (the sum of `counts` elements).
+    #[track_caller]
+    pub fn reduce_scatter<T: Pod>(
+        &self,
+        send: &[T],
+        recv: &mut [T],
+        counts: &[usize],
+        op: &Op<T>,
+    ) -> Result<()> {
+        let at = Location::caller();
+        op.check()?;
+        let (p, me) = (self.size(), self.rank());
+        if counts.len() != p {
+            return Err(bad("counts", counts.len(), format!("{p} counts, one per rank")));
+        }
+        let total: usize = counts.iter().sum();
+        if send.len() != total || recv.len() < counts[me] {
+            return Err(bad(
+                "send",
+                send.len(),
+                format!(
+                    "the sum of counts ({total}), with recv holding at least counts[{me}] = {}",
+                    counts[me]
+                ),
+            ));
+        }
+        let elem = std::mem::size_of::<T>().max(1);
+        let start: usize = counts[..me].iter().sum();
+        if p == 1 {
+            recv[..total].copy_from_slice(send);
+            return Ok(());
+        }
+        let (_, wire) = self.wire()?;
+        let g = self.group();
+        if op.commutative {
+            // Ring: rank i ends with schedule block i+1, so block k holds data
+            // block k-1.
+            let order: Vec<usize> = (0..p).map(|k| (k + p - 1) % p).collect();
+            let mut work = Vec::with_capacity(total);
+            let mut offs = Vec::with_capacity(p);
+            for &b in &order {
+                let s: usize = counts[..b].iter().sum();
+                work.extend_from_slice(&send[s..s + counts[b]]);
+                offs.push(counts[b]);
+            }
+            let offsets = count_offsets(&offs, elem);
+            let sched = sc::reduce_scatter_ring(&g, me);
+            let k = (me + 1) % p;
+            let bytes = as_bytes_mut(&mut work);
+            self.run(sched, wire, bytes, offsets.clone(), Some(op.bytes_fn()), Call::Collective, at)?;
+            let b = &bytemuck::cast_slice::<u8, T>(as_bytes(&work))
+                [offsets[k] / elem..offsets[k + 1] / elem];
+            recv[..counts[me]].copy_from_slice(b);
+        } else {
+            let mut work = send.to_vec();
+            let sched = sc::reduce_binomial(&g, 0, me, p, false).then(sc::scatter_binomial(&g, 0, me));
+            let offsets = count_offsets(counts, elem);
+            self.run(
+                sched,
+                wire,
+                as_bytes_mut(&mut work),
+                offsets,
+                Some(op.bytes_fn()),
+                Call::Collective,
+                at,
+            )?;
+            recv[..counts[me]].copy_from_slice(&work[start..start + counts[me]]);
+        }
+        Ok(())
+    }
+
+    /// Inclusive prefix: rank i gets `send(0) ⊕ ... ⊕ send(i)`.
+    #[track_caller]
+    pub fn scan<T: Pod>(&self, send: &[T], recv: &mut [T], op: &Op<T>) -> Result<()> {
+        if recv.len() != send.len() {
+            return Err(bad("recv", recv.len(), format!("the length of send ({})", send.len())));
+        }
+        recv.copy_from_slice(send);
+        self.scan_at(recv, op, false, Location::caller())
+    }
+
+    /// [`Comm::scan`] in place.
+    #[track_caller]
+    pub fn scan_in_place<T: Pod>(&self, buf: &mut [T], op: &Op<T>) -> Result<()> {
+        self.scan_at(buf, op, false, Location::caller())
+    }
+
+    /// Exclusive prefix: rank i > 0 gets `send(0) ⊕ ... ⊕ send(i-1)`; rank 0's
+    /// `recv` is left as it was.
+    #[track_caller]
+    pub fn exscan<T: Pod>(&self, send: &[T], recv: &mut [T], op: &Op<T>) -> Result<()> {
+        if recv.len() != send.len() {
+            return Err(bad("recv", recv.len(), format!("the length of send ({})", send.len())));
+        }
+        let mut work = send.to_vec();
+        self.scan_at(&mut work, op, true, Location::caller())?;
+        if self.rank() > 0 {
+            recv.copy_from_slice(&work);
+        }
+        Ok(())
+    }
+
+    /// [`Comm::exscan`] in place (rank 0's `buf` is unchanged).
+    #[track_caller]
+    pub fn exscan_in_place<T: Pod>(&self, buf: &mut [T], op: &Op<T>) -> Result<()> {
+        self.scan_at(buf, op, true, Location::caller())
+    }
+
+    /// Linear chain: receive the prefix from the left, pass own prefix right.
+    fn scan_at<T: Pod>(
+        &self,
+        buf: &mut [T],
+        op: &Op<T>,
+        exclusive: bool,
+        at: &'static Location<'static>,
+    ) -> Result<()> {
+        op.check()?;
+        let (p, me) = (self.size(), self.rank());
+        if p == 1 {
+            return Ok(());
+        }
+        let (_, wire) = self.wire()?;
+        let ctx = self.coll_ctx();
+        let mut prefix = None;
+        if me > 0 {
+            let mut left = vec![T::zeroed(); buf.len()];
+            self.recv_on(ctx, as_bytes_mut(&mut left), me as i32 - 1, wire.tag, Call::Collective, at)?;
+            prefix = Some(left);
+        }
+        if me + 1 < p {
+            let out = match &prefix {
+                None => buf.to_vec(),
+                Some(l) => {
+                    let mut mine = buf.to_vec();
+                    (op.f)(l, &mut mine);
+                    mine
+                }
+            };
+            self.send_on(ctx, as_bytes(&out), me as i32 + 1, wire.tag, false, at)?;
+            if !exclusive {
+                buf.copy_from_slice(&out);
+            }
+        } else if let (Some(l), false) = (&prefix, exclusive) {
+            (op.f)(l, buf);
+        }
+        if let (Some(l), true) = (prefix, exclusive) {
+            buf.copy_from_slice(&l);
+        }
+        Ok(())
+    }
+
+    // ----- gather and scatter ------------------------------------------------------
+
+    /// Rank `root` gets every rank's `send` (same length everywhere), in rank
+    /// order, in `recv` (`size() * send.len()` elements; unused elsewhere).
+    #[track_caller]
+    pub fn gather<T: Pod>(&self, send: &[T], recv: &mut [T], root: usize) -> Result<()> {
+        let at = Location::caller();
+        self.check_root(root)?;
+        let (p, me, n) = (self.size(), self.rank(), send.len());
+        if me == root && recv.len() < p * n {
+            return Err(bad("recv", recv.len(), format!("at least size() * send.len() = {}", p * n)));
+        }
+        let v = (me + p - root) % p;
+        let mut work = vec![T::zeroed(); p * n];
+        work[v * n..(v + 1) * n].copy_from_slice(send);
+        if p > 1 {
+            let (_, wire) = self.wire()?;
+            let sched = sc::gather_binomial(&self.group(), root, me);
+            let elem = std::mem::size_of::<T>();
+            let offsets = even_offsets(p * n, p, elem);
+            self.run(sched, wire, as_bytes_mut(&mut work), offsets, None, Call::Collective, at)?;
+        }
+        if me == root {
+            for v in 0..p {
+                let r = (v + root) % p;
+                recv[r * n..(r + 1) * n].copy_from_slice(&work[v * n..(v + 1) * n]);
+            }
+        }
+        Ok(())
+    }
+
+    /// Rank i gets block i (of `recv.len()` elements) of `send` of rank `root`
+    /// (`size() * recv.len()` elements; unused elsewhere).
+    #[track_caller]
+    pub fn scatter<T: Pod>(&self, send: &[T], recv: &mut [T], root: usize) -> Result<()> {
+        let at = Location::caller();
+        self.check_root(root)?;
+        let (p, me, n) = (self.size(), self.rank(), recv.len());
+        if me == root && send.len() < p * n {
+            return Err(bad("send", send.len(), format!("at least size() * recv.len() = {}", p * n)));
+        }
+        let mut work = vec![T::zeroed(); p * n];
+        if me == root {
+            for v in 0..p {
+                let r = (v + root) % p;
+                work[v * n..(v + 1) * n].copy_from_slice(&send[r * n..(r + 1) * n]);
+            }
+        }
+        if p > 1 {
+            let (_, wire) = self.wire()?;
+            let sched = sc::scatter_binomial(&self.group(), root, me);
+            let offsets = even_offsets(p * n, p, std::mem::size_of::<T>());
+            self.run(sched, wire, as_bytes_mut(&mut work), offsets, None, Call::Collective, at)?;
+        }
+        let v = (me + p - root) % p;
+        recv.copy_from_slice(&work[v * n..(v + 1) * n]);
+        Ok(())
+    }
+
+    fn check_counts(&self, counts: &[usize]) -> Result<()> {
+        if counts.len() != self.size() {
+            return Err(bad(
+                "counts",
+                counts.len(),
+                format!("{} counts, one per rank", self.size()),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Like [`Comm::gather`] with `counts[i]` elements from rank i, placed one
+    /// after the other in `recv` of the root (linear: each rank sends once).
+    #[track_caller]
+    pub fn gatherv<T: Pod>(&self, send: &[T], recv: &mut [T], counts: &[usize], root: usize) -> Result<()> {
+        let at = Location::caller();
+        self.check_root(root)?;
+        self.check_counts(counts)?;
+        let (p, me) = (self.size(), self.rank());
+        let total: usize = counts.iter().sum();
+        if send.len() != counts[me] || (me == root && recv.len() < total) {
+            return Err(bad(
+                "send",
+                send.len(),
+                format!("counts[{me}] = {} elements (and recv at the root >= {total})", counts[me]),
+            ));
+        }
+        let elem = std::mem::size_of::<T>();
+        let (_, wire) = self.wire()?;
+        let mut sched = Schedule::default();
+        if me == root {
+            let start: usize = counts[..me].iter().sum();
+            recv[start..start + counts[me]].copy_from_slice(send);
+            let recvs = (0..p)
+                .filter(|&r| r != root)
+                .map(|r| Xfer { peer: r, blocks: r..r + 1, apply: Apply::Put })
+                .collect();
+            sched.rounds.push(Round { sends: vec![], recvs });
+            let offsets = count_offsets(counts, elem);
+            self.run(sched, wire, as_bytes_mut(&mut recv[..total]), offsets, None, Call::Collective, at)
+        } else {
+            sched.rounds.push(Round {
+                sends: vec![Xfer { peer: root, blocks: 0..1, apply: Apply::Put }],
+                recvs: vec![],
+            });
+            let mut work = send.to_vec();
+            let n = send.len() * elem;
+            self.run(sched, wire, as_bytes_mut(&mut work), vec![0, n], None, Call::Collective, at)
+        }
+    }
+
+    /// Like [`Comm::scatter`] with `counts[i]` elements for rank i, taken one
+    /// after the other from `send` of the root (linear).
+    #[track_caller]
+    pub fn scatterv<T: Pod>(&self, send: &[T], counts: &[usize], recv: &mut [T], root: usize) -> Result<()> {
+        let at = Location::caller();
+        self.check_root(root)?;
+        self.check_counts(counts)?;
+        let (p, me) = (self.size(), self.rank());
+        let total: usize = counts.iter().sum();
+        if recv.len() != counts[me] || (me == root && send.len() < total) {
+            return Err(bad(
+                "recv",
+                recv.len(),
+                format!("counts[{me}] = {} elements (and send at the root >= {total})", counts[me]),
+            ));
+        }
+        let elem = std::mem::size_of::<T>();
+        let (_, wire) = self.wire()?;
+        let mut sched = Schedule::default();
+        if me == root {
+            let start: usize = counts[..me].iter().sum();
+            recv.copy_from_slice(&send[start..start + counts[me]]);
+            let sends = (0..p)
+                .filter(|&r| r != root)
+                .map(|r| Xfer { peer: r, blocks: r..r + 1, apply: Apply::Put })
+                .collect();
+            sched.rounds.push(Round { sends, recvs: vec![] });
+            let mut work = send[..total].to_vec();
+            let offsets = count_offsets(counts, elem);
+            self.run(sched, wire, as_bytes_mut(&mut work), offsets, None, Call::Collective, at)
+        } else {
+            sched.rounds.push(Round {
+                sends: vec![],
+                recvs: vec![Xfer { peer: root, blocks: 0..1, apply: Apply::Put }],
+            });
+            let n = recv.len() * elem;
+            self.run(sched, wire, as_bytes_mut(recv), vec![0, n], None, Call::Collective, at)
+        }
+    }
+
+    // ----- allgather and alltoall --------------------------------------------------
+
+    /// Every rank gets every rank's `send` (same length everywhere) in rank
+    /// order in `recv` (`size() * send.len()` elements).
+    #[track_caller]
+    pub fn allgather<T: Pod>(&self, send: &[T], recv: &mut [T]) -> Result<()> {
+        let (p, me, n) = (self.size(), self.rank(), send.len());
+        if recv.len() != p * n {
+            return Err(bad("recv", recv.len(), format!("size() * send.len() = {}", p * n)));
+        }
+        recv[me * n..(me + 1) * n].copy_from_slice(send);
+        self.allgather_at(recv, Location::caller())
+    }
+
+    /// [`Comm::allgather`] in place: rank i's contribution is already at block i
+    /// of `buf` (`size()` equal blocks).
+    #[track_caller]
+    pub fn allgather_in_place<T: Pod>(&self, buf: &mut [T]) -> Result<()> {
+        if buf.len() % self.size() != 0 {
+            return Err(bad("buf", buf.len(), format!("a multiple of size() = {}", self.size())));
+        }
+        self.allgather_at(buf, Location::caller())
+    }
+
+    fn allgather_at<T: Pod>(&self, buf: &mut [T], at: &'static Location<'static>) -> Result<()> {
+        let (p, me) = (self.size(), self.rank());
+        if p == 1 {
+            return Ok(());
+        }
+        let (cfg, wire) = self.wire()?;
+        let g = self.group();
+        let bytes = as_bytes_mut(buf);
+        let sched = if p.is_power_of_two() && bytes.len() < cfg.allgather_long {
+            sc::allgather_rd(&g, me)
+        } else {
+            sc::allgather_ring(&g, me)
+        };
+        let offsets = even_offsets(buf.len(), p, std::mem::size_of::<T>());
+        self.run(sched, wire, as_bytes_mut(buf), offsets, None, Call::Collective, at)
+    }
+
+    /// Like [`Comm::allgather`] with `counts[i]` elements from rank i (ring).
+    #[track_caller]
+    pub fn allgatherv<T: Pod>(&self, send: &[T], recv: &mut [T], counts: &[usize]) -> Result<()> {
+        let at = Location::caller();
+        self.check_counts(counts)?;
+        let (p, me) = (self.size(), self.rank());
+        let total: usize = counts.iter().sum();
+        if send.len() != counts[me] || recv.len() != total {
+            return Err(bad(
+                "recv",
+                recv.len(),
+                format!("the sum of counts ({total}), with send of counts[{me}] = {}", counts[me]),
+            ));
+        }
+        let start: usize = counts[..me].iter().sum();
+        recv[start..start + counts[me]].copy_from_slice(send);
+        if p == 1 {
+            return Ok(());
+        }
+        let (_, wire) = self.wire()?;
+        let sched = sc::allgather_ring(&self.group(), me);
+        let offsets = count_offsets(counts, std::mem::size_of::<T>());
+        self.run(sched, wire, as_bytes_mut(recv), offsets, None, Call::Collective, at)
+    }
+
+    /// Rank i sends block j of its `send` to rank j, which stores it as block i
+    /// of its `recv` (`size()` equal blocks each; pairwise exchange).
+    #[track_caller]
+    pub fn alltoall<T: Pod>(&self, send: &[T], recv: &mut [T]) -> Result<()> {
+        let p = self.size();
+        if send.len() % p != 0 || recv.len() != send.len() {
+            return Err(bad(
+                "send",
+                send.len(),
+                format!("a multiple of size() = {p}, with recv of the same length"),
+            ));
+        }
+        let n = send.len() / p;
+        self.alltoallv(send, &vec![n; p], recv, &vec![n; p])
+    }
+
+    /// Like [`Comm::alltoall`] with `send_counts[j]` elements to rank j and
+    /// `recv_counts[i]` from rank i, blocks one after the other.
+    #[track_caller]
+    pub fn alltoallv<T: Pod>(
+        &self,
+        send: &[T],
+        send_counts: &[usize],
+        recv: &mut [T],
+        recv_counts: &[usize],
+    ) -> Result<()> {
+        let at = Location::caller();
+        self.check_counts(send_counts)?;
+        self.check_counts(recv_counts)?;
+        let (p, me) = (self.size(), self.rank());
+        let (st, rt): (usize, usize) = (send_counts.iter().sum(), recv_counts.iter().sum());
+        if send.len() != st || recv.len() != rt || send_counts[me] != recv_counts[me] {
+            return Err(bad(
+                "send",
+                send.len(),
+                format!(
+                    "the sum of send_counts ({st}), with recv of the sum of recv_counts ({rt}) and \
+                     send_counts[{me}] == recv_counts[{me}]"
+                ),
+            ));
+        }
+        let elem = std::mem::size_of::<T>();
+        // One working buffer: blocks 0..p are what goes out, p..2p what comes in.
+        let mut work = Vec::with_capacity(st + rt);
+        work.extend_from_slice(send);
+        work.resize(st + rt, T::zeroed());
+        let counts: Vec<usize> = send_counts.iter().chain(recv_counts).copied().collect();
+        let offsets = count_offsets(&counts, elem);
+        let mut sched = Schedule::default();
+        for k in 1..p {
+            let (to, from) = ((me + k) % p, (me + p - k) % p);
+            sched.rounds.push(Round {
+                sends: vec![Xfer { peer: to, blocks: to..to + 1, apply: Apply::Put }],
+                recvs: vec![Xfer { peer: from, blocks: p + from..p + from + 1, apply: Apply::Put }],
+            });
+        }
+        let (so, ro): (usize, usize) = (
+            send_counts[..me].iter().sum(),
+            recv_counts[..me].iter().sum(),
+        );
+        work.copy_within(so..so + send_counts[me], st + ro);
+        if p > 1 {
+            let (_, wire) = self.wire()?;
+            self.run(sched, wire, as_bytes_mut(&mut work), offsets, None, Call::Collective, at)?;
+        }
+        recv.copy_from_slice(&work[st..]);
+        Ok(())
+    }
+}

@@ -1,0 +1,321 @@
+//! Reduction operations: built-ins over every primitive numeric type, and
+//! user-defined ones.
+//!
+//! An [`Op<T>`] is typed, so a mismatch between buffer and operation is a
+//! compile error; what the type system cannot say (a bitwise operation on
+//! floats, `MinLoc` on a plain number) is an [`Error::InvalidArgument`] from the
+//! collective, the same on every rank, so no rank waits for one that gave up.
+//! The convention is MPI's: an operation computes `inout = in ⊕ inout`, and the
+//! collectives combine contributions in rank order, so a non-commutative
+//! operation (declared with [`Op::user`]) gets `x0 ⊕ x1 ⊕ ... ⊕ x(p-1)`.
+
+use crate::error::{Error, Result};
+use bytemuck::{Pod, Zeroable};
+use std::rc::Rc;
+
+/// The built-in operations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Builtin {
+    /// Sum (wrapping for integers).
+    Sum,
+    /// Product (wrapping for integers).
+    Prod,
+    /// Minimum.
+    Min,
+    /// Maximum.
+    Max,
+    /// Logical and (nonzero is true; the result is 0 or 1).
+    Land,
+    /// Logical or.
+    Lor,
+    /// Logical exclusive or.
+    Lxor,
+    /// Bitwise and (integers only).
+    Band,
+    /// Bitwise or (integers only).
+    Bor,
+    /// Bitwise exclusive or (integers only).
+    Bxor,
+    /// Smallest value and its index ([`Loc`] pairs only; ties: smallest index).
+    MinLoc,
+    /// Largest value and its index ([`Loc`] pairs only; ties: smallest index).
+    MaxLoc,
+}
+
+/// A (value, index) pair for [`Builtin::MinLoc`] and [`Builtin::MaxLoc`]
+/// (MPI's `2INT`, `2DOUBLE_PRECISION`...: the index has the value's type).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Default)]
+pub struct Loc<T> {
+    /// The value compared.
+    pub value: T,
+    /// Where it came from (a rank, an array index...).
+    pub index: T,
+}
+
+// SAFETY: `Loc<T>` is `repr(C)` with two fields of the same `Pod` type, so it
+// has no padding (a type's size is a multiple of its alignment) and every bit
+// pattern of its bytes is a valid pair of `T`s.
+unsafe impl<T: Pod> Zeroable for Loc<T> {}
+// SAFETY: as above; `T: Pod` is `Copy + 'static`, and so is the pair.
+unsafe impl<T: Pod> Pod for Loc<T> {}
+
+/// Element types the built-in operations are defined on.
+pub trait Elem: Pod {
+    /// The type's name, for error messages.
+    const NAME: &'static str;
+    /// Whether `op` is defined on this type.
+    fn supports(op: Builtin) -> bool;
+    /// `inout[i] = a[i] ⊕ inout[i]`; `op` is supported.
+    fn apply(op: Builtin, a: &[Self], inout: &mut [Self]);
+}
+
+macro_rules! int_elem {
+    ($($t:ty),*) => {$(
+        impl Elem for $t {
+            const NAME: &'static str = stringify!($t);
+            fn supports(op: Builtin) -> bool {
+                !matches!(op, Builtin::MinLoc | Builtin::MaxLoc)
+            }
+            fn apply(op: Builtin, a: &[Self], b: &mut [Self]) {
+                let f: fn($t, $t) -> $t = match op {
+                    Builtin::Sum => |x, y| x.wrapping_add(y),
+                    Builtin::Prod => |x, y| x.wrapping_mul(y),
+                    Builtin::Min => |x, y| x.min(y),
+                    Builtin::Max => |x, y| x.max(y),
+                    Builtin::Land => |x, y| (x != 0 && y != 0) as $t,
+                    Builtin::Lor => |x, y| (x != 0 || y != 0) as $t,
+                    Builtin::Lxor => |x, y| ((x != 0) != (y != 0)) as $t,
+                    Builtin::Band => |x, y| x & y,
+                    Builtin::Bor => |x, y| x | y,
+                    Builtin::Bxor => |x, y| x ^ y,
+                    Builtin::MinLoc | Builtin::MaxLoc => return,
+                };
+                for (y, &x) in b.iter_mut().zip(a) {
+                    *y = f(x, *y);
+                }
+            }
+        }
+    )*};
+}
+
+int_elem!(i8, i16, i32, i64, i128, isize, u8, u16, u32, u64, u128, usize);
+
+macro_rules! float_elem {
+    ($($t:ty),*) => {$(
+        impl Elem for $t {
+            const NAME: &'static str = stringify!($t);
+            fn supports(op: Builtin) -> bool {
+                !matches!(
+                    op,
+                    Builtin::Band | Builtin::Bor | Builtin::Bxor | Builtin::MinLoc | Builtin::MaxLoc
+                )
+            }
+            fn apply(op: Builtin, a: &[Self], b: &mut [Self]) {
+                let t = |c: bool| if c { 1.0 } else { 0.0 };
+                for (y, &x) in b.iter_mut().zip(a) {
+                    *y = match op {
+                        Builtin::Sum => x + *y,
+                        Builtin::Prod => x * *y,
+                        Builtin::Min => x.min(*y),
+                        Builtin::Max => x.max(*y),
+                        Builtin::Land => t(x != 0.0 && *y != 0.0),
+                        Builtin::Lor => t(x != 0.0 || *y != 0.0),
+                        Builtin::Lxor => t((x != 0.0) != (*y != 0.0)),
+                        _ => return,
+                    };
+                }
+            }
+        }
+    )*};
+}
+
+float_elem!(f32, f64);
+
+impl<T: Elem + PartialOrd> Elem for Loc<T> {
+    const NAME: &'static str = "Loc";
+    fn supports(op: Builtin) -> bool {
+        matches!(op, Builtin::MinLoc | Builtin::MaxLoc)
+    }
+    fn apply(op: Builtin, a: &[Self], b: &mut [Self]) {
+        for (y, x) in b.iter_mut().zip(a) {
+            let better = match op {
+                Builtin::MinLoc => x.value < y.value,
+                _ => x.value > y.value,
+            };
+            let tie = x.value == y.value && x.index < y.index;
+            if better || tie {
+                *y = *x;
+            }
+        }
+    }
+}
+
+type Func<T> = Rc<dyn Fn(&[T], &mut [T])>;
+
+/// A reduction operation on elements of type `T`.
+#[derive(Clone)]
+pub struct Op<T> {
+    pub(crate) f: Func<T>,
+    pub(crate) commutative: bool,
+    /// Why this operation cannot be used on `T` (checked by every collective).
+    invalid: Option<String>,
+}
+
+impl<T> std::fmt::Debug for Op<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Op")
+            .field("commutative", &self.commutative)
+            .finish()
+    }
+}
+
+impl<T: Pod> Op<T> {
+    /// A user-defined operation: `f(in, inout)` sets `inout[i] = in[i] ⊕ inout[i]`.
+    /// It must be associative; if it is not `commutative`, the collectives
+    /// combine in rank order.
+    ///
+    /// ```
+    /// // 2x2 matrix product, row-major: not commutative.
+    /// let matmul = kumi::Op::<[f64; 4]>::user(false, |a, b| {
+    ///     for (x, y) in a.iter().zip(b.iter_mut()) {
+    ///         *y = [x[0] * y[0] + x[1] * y[2], x[0] * y[1] + x[1] * y[3],
+    ///               x[2] * y[0] + x[3] * y[2], x[2] * y[1] + x[3] * y[3]];
+    ///     }
+    /// });
+    /// # let _ = matmul;
+    /// ```
+    pub fn user(commutative: bool, f: impl Fn(&[T], &mut [T]) + 'static) -> Op<T> {
+        Op {
+            f: Rc::new(f),
+            commutative,
+            invalid: None,
+        }
+    }
+
+    pub(crate) fn check(&self) -> Result<()> {
+        match &self.invalid {
+            None => Ok(()),
+            Some(m) => Err(Error::InvalidArgument {
+                arg: "op",
+                value: 0,
+                allowed: m.clone(),
+            }),
+        }
+    }
+
+    /// Applies the operation: `inout[i] = in[i] ⊕ inout[i]` (for serial
+    /// evaluations; collectives do this themselves).
+    pub fn apply(&self, input: &[T], inout: &mut [T]) -> Result<()> {
+        self.check()?;
+        (self.f)(input, inout);
+        Ok(())
+    }
+
+    /// Whether the operation may combine in any order.
+    pub fn is_commutative(&self) -> bool {
+        self.commutative
+    }
+
+    /// `inout = in ⊕ inout` over bytes that hold whole, aligned `T`s.
+    pub(crate) fn bytes_fn(&self) -> Rc<dyn Fn(&[u8], &mut [u8])> {
+        let f = self.f.clone();
+        Rc::new(move |a: &[u8], b: &mut [u8]| {
+            f(bytemuck::cast_slice(a), bytemuck::cast_slice_mut(b))
+        })
+    }
+}
+
+impl<T: Elem> Op<T> {
+    /// A built-in operation. Using it on a type it is not defined for (bitwise
+    /// operations on floats, `MinLoc` on plain numbers) makes the collective
+    /// return [`Error::InvalidArgument`].
+    pub fn builtin(op: Builtin) -> Op<T> {
+        let invalid = (!T::supports(op)).then(|| {
+            format!(
+                "{op:?} is not defined on {}: bitwise operations need integers, MinLoc/MaxLoc need kumi::Loc pairs",
+                T::NAME
+            )
+        });
+        Op {
+            f: Rc::new(move |a, b| T::apply(op, a, b)),
+            commutative: true,
+            invalid,
+        }
+    }
+    /// Sum.
+    pub fn sum() -> Op<T> {
+        Self::builtin(Builtin::Sum)
+    }
+    /// Product.
+    pub fn prod() -> Op<T> {
+        Self::builtin(Builtin::Prod)
+    }
+    /// Minimum.
+    pub fn min() -> Op<T> {
+        Self::builtin(Builtin::Min)
+    }
+    /// Maximum.
+    pub fn max() -> Op<T> {
+        Self::builtin(Builtin::Max)
+    }
+}
+
+/// Every built-in operation, for tests and sweeps.
+pub const ALL_BUILTINS: [Builtin; 12] = [
+    Builtin::Sum,
+    Builtin::Prod,
+    Builtin::Min,
+    Builtin::Max,
+    Builtin::Land,
+    Builtin::Lor,
+    Builtin::Lxor,
+    Builtin::Band,
+    Builtin::Bor,
+    Builtin::Bxor,
+    Builtin::MinLoc,
+    Builtin::MaxLoc,
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run<T: Elem>(op: Builtin, a: &[T], b: &[T]) -> Vec<T> {
+        let mut out = b.to_vec();
+        (Op::<T>::builtin(op).f)(a, &mut out);
+        out
+    }
+
+    #[test]
+    fn integer_and_float_arithmetic() {
+        assert_eq!(run(Builtin::Sum, &[250u8], &[10]), vec![4]);
+        assert_eq!(run(Builtin::Prod, &[-3i64], &[7]), vec![-21]);
+        assert_eq!(run(Builtin::Min, &[2.5f64], &[-1.0]), vec![-1.0]);
+        assert_eq!(run(Builtin::Max, &[u128::MAX], &[3]), vec![u128::MAX]);
+        assert_eq!(run(Builtin::Land, &[2i32, 0], &[5, 5]), vec![1, 0]);
+        assert_eq!(run(Builtin::Lxor, &[1.0f32], &[1.0]), vec![0.0]);
+        assert_eq!(run(Builtin::Bxor, &[0b1100u16], &[0b1010]), vec![0b0110]);
+        assert_eq!(run(Builtin::Bor, &[1isize], &[4]), vec![5]);
+    }
+
+    #[test]
+    fn minloc_prefers_smallest_index_on_ties() {
+        let a = [Loc { value: 3i32, index: 5 }, Loc { value: 1, index: 9 }];
+        let b = [Loc { value: 3, index: 2 }, Loc { value: 2, index: 0 }];
+        assert_eq!(
+            run(Builtin::MinLoc, &a, &b),
+            vec![Loc { value: 3, index: 2 }, Loc { value: 1, index: 9 }]
+        );
+        assert_eq!(run(Builtin::MaxLoc, &a, &b)[1], Loc { value: 2, index: 0 });
+    }
+
+    #[test]
+    fn undefined_combinations_are_clear_errors() {
+        let e = Op::<f64>::builtin(Builtin::Band).check().unwrap_err();
+        assert!(e.to_string().contains("Band is not defined on f64"), "{e}");
+        assert!(Op::<i32>::builtin(Builtin::MinLoc).check().is_err());
+        assert!(Op::<Loc<f32>>::builtin(Builtin::Sum).check().is_err());
+        assert!(Op::<u8>::builtin(Builtin::Bxor).check().is_ok());
+    }
+}

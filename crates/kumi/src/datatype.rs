@@ -1,0 +1,451 @@
+//! Derived datatypes: the layout of one element as a list of byte runs.
+//!
+//! MPI describes non-contiguous data with type constructors (vector, indexed,
+//! struct, subarray...). kumi flattens every type, when it is built, into its
+//! *typemap*: the byte runs `(offset, length)` one element covers, in order,
+//! adjacent runs merged, together with its lower bound and extent. Packing `count`
+//! elements walks that list `count` times, shifted by the extent each time. That
+//! is one representation for all constructors and one loop for pack and unpack;
+//! the price is memory proportional to the number of runs, which for the layouts
+//! stencil codes use (a face of a block, a column) is small.
+//!
+//! Sending uses the typemap directly: a type whose single run starts at offset 0
+//! and fills its extent is contiguous and goes to the engine as is; any other is
+//! packed into a staging buffer first (and unpacked from one on receipt).
+
+use crate::error::{Error, Result};
+use std::rc::Rc;
+
+/// The basic element a type is made of, when it is made of one kind only (used
+/// for `get_elements` and by reductions).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Basic {
+    /// Size of one basic element, in bytes.
+    pub size: usize,
+    /// An opaque tag naming the basic type (the ABI's handle, say); types built
+    /// from different tags are mixed.
+    pub tag: u32,
+}
+
+/// A datatype: the typemap of one element plus bounds. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Datatype {
+    inner: Rc<Layout>,
+}
+
+#[derive(Debug)]
+struct Layout {
+    /// Byte runs of one element, relative to its start, merged where adjacent.
+    runs: Vec<(isize, usize)>,
+    /// Total bytes of data in one element.
+    size: usize,
+    lb: isize,
+    ub: isize,
+    true_lb: isize,
+    true_ub: isize,
+    /// Basic elements per element, and their kind if there is only one kind.
+    elements: usize,
+    basic: Option<Basic>,
+}
+
+fn overflow() -> Error {
+    Error::InvalidArgument {
+        arg: "datatype",
+        value: 0,
+        allowed: "a layout whose size and offsets fit in the address space".into(),
+    }
+}
+
+fn neg(arg: &'static str, v: i64) -> Error {
+    Error::InvalidArgument {
+        arg,
+        value: v,
+        allowed: "a non-negative number".into(),
+    }
+}
+
+impl Datatype {
+    /// A basic type of `size` bytes (`MPI_INT`, `MPI_DOUBLE`...). `tag` names it.
+    pub fn basic(size: usize, tag: u32) -> Datatype {
+        Self::from_runs(
+            if size > 0 { vec![(0, size)] } else { vec![] },
+            Some((0, size as isize)),
+            1,
+            Some(Basic { size, tag }),
+        )
+    }
+
+    /// A basic pair type with holes, such as `MPI_DOUBLE_INT` (`{double; int}`):
+    /// runs `(offset, size)` with the given extent.
+    pub fn basic_runs(runs: &[(isize, usize)], extent: isize) -> Datatype {
+        Self::from_runs(runs.to_vec(), Some((0, extent)), runs.len(), None)
+    }
+
+    fn from_runs(
+        runs: Vec<(isize, usize)>,
+        bounds: Option<(isize, isize)>,
+        elements: usize,
+        basic: Option<Basic>,
+    ) -> Datatype {
+        let mut merged: Vec<(isize, usize)> = Vec::with_capacity(runs.len());
+        for (off, len) in runs {
+            if len == 0 {
+                continue;
+            }
+            match merged.last_mut() {
+                Some((o, l)) if *o + *l as isize == off => *l += len,
+                _ => merged.push((off, len)),
+            }
+        }
+        let size = merged.iter().map(|r| r.1).sum();
+        let true_lb = merged.iter().map(|r| r.0).min().unwrap_or(0);
+        let true_ub = merged
+            .iter()
+            .map(|r| r.0 + r.1 as isize)
+            .max()
+            .unwrap_or(0);
+        let (lb, ub) = bounds.unwrap_or((true_lb, true_ub));
+        Datatype {
+            inner: Rc::new(Layout {
+                runs: merged,
+                size,
+                lb,
+                ub,
+                true_lb,
+                true_ub,
+                elements,
+                basic,
+            }),
+        }
+    }
+
+    /// Bytes of data in one element.
+    pub fn size(&self) -> usize {
+        self.inner.size
+    }
+
+    /// Lower bound of one element.
+    pub fn lb(&self) -> isize {
+        self.inner.lb
+    }
+
+    /// Extent: the stride between consecutive elements.
+    pub fn extent(&self) -> isize {
+        self.inner.ub - self.inner.lb
+    }
+
+    /// Lower bound of the bytes actually covered.
+    pub fn true_lb(&self) -> isize {
+        self.inner.true_lb
+    }
+
+    /// Span of the bytes actually covered.
+    pub fn true_extent(&self) -> isize {
+        self.inner.true_ub - self.inner.true_lb
+    }
+
+    /// The basic element this type is made of, if only one kind.
+    pub fn basic_element(&self) -> Option<Basic> {
+        self.inner.basic
+    }
+
+    /// Number of basic elements in one element.
+    pub fn elements(&self) -> usize {
+        self.inner.elements
+    }
+
+    /// Whether `count` elements are one run of bytes starting at the buffer.
+    pub fn is_contiguous(&self) -> bool {
+        match self.inner.runs.as_slice() {
+            [] => true,
+            [(0, len)] => *len as isize == self.extent() && self.inner.lb == 0,
+            _ => false,
+        }
+    }
+
+    /// The byte runs of one element.
+    pub fn runs(&self) -> &[(isize, usize)] {
+        &self.inner.runs
+    }
+
+    fn repeat(
+        &self,
+        offsets: impl Iterator<Item = (isize, usize)>,
+        bounds: Option<(isize, isize)>,
+    ) -> Result<Datatype> {
+        let ext = self.extent();
+        let mut runs = Vec::new();
+        let mut elements = 0usize;
+        let (mut lo, mut hi) = (isize::MAX, isize::MIN);
+        for (base, blocklen) in offsets {
+            for i in 0..blocklen {
+                let shift = base
+                    .checked_add((i as isize).checked_mul(ext).ok_or_else(overflow)?)
+                    .ok_or_else(overflow)?;
+                for &(o, l) in self.runs() {
+                    runs.push((o + shift, l));
+                }
+                lo = lo.min(shift + self.lb());
+                hi = hi.max(shift + self.lb() + ext);
+            }
+            elements = elements
+                .checked_add(blocklen.checked_mul(self.elements()).ok_or_else(overflow)?)
+                .ok_or_else(overflow)?;
+        }
+        let bounds = bounds.or(if lo <= hi { Some((lo, hi)) } else { Some((0, 0)) });
+        Ok(Self::from_runs(runs, bounds, elements, self.inner.basic))
+    }
+
+    /// `count` elements of `self`, one after the other.
+    pub fn contiguous(&self, count: usize) -> Result<Datatype> {
+        self.repeat(std::iter::once((0, count)), None)
+    }
+
+    /// `count` blocks of `blocklen` elements, block starts `stride` elements apart.
+    pub fn vector(&self, count: usize, blocklen: usize, stride: isize) -> Result<Datatype> {
+        let s = stride.checked_mul(self.extent()).ok_or_else(overflow)?;
+        self.hvector(count, blocklen, s)
+    }
+
+    /// Like [`Datatype::vector`] with the stride in bytes.
+    pub fn hvector(&self, count: usize, blocklen: usize, stride: isize) -> Result<Datatype> {
+        self.repeat((0..count).map(|i| (i as isize * stride, blocklen)), None)
+    }
+
+    /// Blocks of `blocklens[i]` elements at displacements `displs[i]` elements.
+    pub fn indexed(&self, blocklens: &[i64], displs: &[i64]) -> Result<Datatype> {
+        let ext = self.extent() as i64;
+        let d: Vec<i64> = displs.iter().map(|&x| x * ext).collect();
+        self.hindexed(blocklens, &d)
+    }
+
+    /// Blocks of `blocklens[i]` elements at byte displacements `displs[i]`.
+    pub fn hindexed(&self, blocklens: &[i64], displs: &[i64]) -> Result<Datatype> {
+        let mut v = Vec::with_capacity(blocklens.len());
+        for (&b, &d) in blocklens.iter().zip(displs) {
+            if b < 0 {
+                return Err(neg("blocklength", b));
+            }
+            v.push((d as isize, b as usize));
+        }
+        self.repeat(v.into_iter(), None)
+    }
+
+    /// A structure: `blocklens[i]` elements of `types[i]` at byte displacement
+    /// `displs[i]`.
+    pub fn create_struct(blocklens: &[i64], displs: &[i64], types: &[Datatype]) -> Result<Datatype> {
+        let mut runs = Vec::new();
+        let mut elements = 0usize;
+        let mut basic: Option<Option<Basic>> = None;
+        let (mut lo, mut hi) = (isize::MAX, isize::MIN);
+        for ((&b, &d), t) in blocklens.iter().zip(displs).zip(types) {
+            if b < 0 {
+                return Err(neg("blocklength", b));
+            }
+            let part = t.repeat(std::iter::once((d as isize, b as usize)), None)?;
+            runs.extend_from_slice(part.runs());
+            elements += part.elements();
+            if b > 0 {
+                lo = lo.min(part.lb());
+                hi = hi.max(part.lb() + part.extent());
+                basic = Some(match basic {
+                    None => t.inner.basic,
+                    Some(x) if x == t.inner.basic => x,
+                    Some(_) => None,
+                });
+            }
+        }
+        let bounds = if lo <= hi { (lo, hi) } else { (0, 0) };
+        Ok(Self::from_runs(runs, Some(bounds), elements, basic.flatten()))
+    }
+
+    /// The same data with lower bound `lb` and extent `extent`.
+    pub fn resized(&self, lb: isize, extent: isize) -> Datatype {
+        Self::from_runs(
+            self.runs().to_vec(),
+            Some((lb, lb + extent)),
+            self.elements(),
+            self.inner.basic,
+        )
+    }
+
+    /// A sub-block of an n-dimensional array of `self`: `sizes` of the whole,
+    /// `subsizes` of the block, `starts` of its corner; `c_order` for row-major
+    /// (C) order, otherwise column-major (Fortran). The extent is the whole array.
+    pub fn subarray(
+        &self,
+        sizes: &[i64],
+        subsizes: &[i64],
+        starts: &[i64],
+        c_order: bool,
+    ) -> Result<Datatype> {
+        let n = sizes.len();
+        if subsizes.len() != n || starts.len() != n || n == 0 {
+            return Err(Error::InvalidArgument {
+                arg: "ndims",
+                value: n as i64,
+                allowed: "at least one dimension, the same number in sizes, subsizes and starts".into(),
+            });
+        }
+        for d in 0..n {
+            if sizes[d] <= 0 || subsizes[d] <= 0 || starts[d] < 0 || starts[d] + subsizes[d] > sizes[d] {
+                return Err(Error::InvalidArgument {
+                    arg: "subsizes",
+                    value: subsizes[d],
+                    allowed: format!(
+                        "in dimension {d}: size > 0, 0 < subsize, 0 <= start, start + subsize <= size ({})",
+                        sizes[d]
+                    ),
+                });
+            }
+        }
+        // Dimensions from the fastest-varying outwards.
+        let order: Vec<usize> = if c_order { (0..n).rev().collect() } else { (0..n).collect() };
+        let ext = self.extent();
+        let mut t = self.contiguous(subsizes[order[0]] as usize)?;
+        let mut stride = ext * sizes[order[0]] as isize;
+        let mut offset = starts[order[0]] as isize * ext;
+        for &d in &order[1..] {
+            t = t.hvector(subsizes[d] as usize, 1, stride)?;
+            offset += starts[d] as isize * stride;
+            stride *= sizes[d] as isize;
+        }
+        let shifted: Vec<(isize, usize)> = t.runs().iter().map(|&(o, l)| (o + offset, l)).collect();
+        Ok(Self::from_runs(
+            shifted,
+            Some((self.lb(), self.lb() + stride)),
+            t.elements(),
+            self.inner.basic,
+        ))
+    }
+
+    /// Bytes that `count` elements pack into.
+    pub fn packed_size(&self, count: usize) -> usize {
+        self.size() * count
+    }
+
+    /// Copies `count` elements laid out at `base` into `out` (which must hold
+    /// [`Datatype::packed_size`] bytes).
+    ///
+    /// # Safety
+    /// Every byte the typemap covers, for elements `0..count` starting at `base`,
+    /// must be readable.
+    pub unsafe fn pack(&self, base: *const u8, count: usize, out: &mut [u8]) {
+        let mut pos = 0;
+        let ext = self.extent();
+        for i in 0..count {
+            for &(o, l) in self.runs() {
+                // SAFETY: the caller guarantees the typemap's bytes are readable;
+                // `out` holds `size * count` bytes and `pos + l` stays within it.
+                unsafe {
+                    let src = base.offset(i as isize * ext + o);
+                    std::ptr::copy_nonoverlapping(src, out.as_mut_ptr().add(pos), l);
+                }
+                pos += l;
+            }
+        }
+    }
+
+    /// Copies packed bytes `data` into elements at `base`; stops when `data` runs
+    /// out (a short message fills a prefix of the layout).
+    ///
+    /// # Safety
+    /// Every byte the typemap covers, for elements `0..count` starting at `base`,
+    /// must be writable.
+    pub unsafe fn unpack(&self, data: &[u8], base: *mut u8, count: usize) {
+        let mut pos = 0;
+        let ext = self.extent();
+        'outer: for i in 0..count {
+            for &(o, l) in self.runs() {
+                if pos >= data.len() {
+                    break 'outer;
+                }
+                let n = l.min(data.len() - pos);
+                // SAFETY: the caller guarantees the typemap's bytes are writable;
+                // `pos + n <= data.len()`.
+                unsafe {
+                    let dst = base.offset(i as isize * ext + o);
+                    std::ptr::copy_nonoverlapping(data.as_ptr().add(pos), dst, n);
+                }
+                pos += n;
+            }
+        }
+    }
+
+    /// Number of basic elements in `bytes` bytes of packed data, if that is a
+    /// whole number (partial elements of a type made of one basic kind count too).
+    pub fn elements_in(&self, bytes: usize) -> Option<usize> {
+        if self.size() == 0 {
+            return Some(0);
+        }
+        let whole = bytes / self.size();
+        let rest = bytes % self.size();
+        let mut n = whole * self.elements();
+        if rest != 0 {
+            let b = self.inner.basic?;
+            if b.size == 0 || rest % b.size != 0 {
+                return None;
+            }
+            n += rest / b.size;
+        }
+        Some(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn int() -> Datatype {
+        Datatype::basic(4, 1)
+    }
+
+    #[test]
+    fn vector_layout_and_bounds() {
+        let v = int().vector(3, 2, 4).unwrap();
+        assert_eq!(v.runs(), &[(0, 8), (16, 8), (32, 8)]);
+        assert_eq!(v.size(), 24);
+        assert_eq!(v.extent(), 40);
+        assert!(!v.is_contiguous());
+        assert!(int().contiguous(5).unwrap().is_contiguous());
+    }
+
+    #[test]
+    fn pack_unpack_round_trip() {
+        let v = int().vector(2, 1, 3).unwrap();
+        let src: Vec<i32> = (0..12).collect();
+        let mut packed = vec![0u8; v.packed_size(2)];
+        // SAFETY: two elements of extent 16 bytes fit in 12 ints.
+        unsafe { v.pack(src.as_ptr() as *const u8, 2, &mut packed) };
+        let got: Vec<i32> = packed
+            .chunks(4)
+            .map(|c| i32::from_le_bytes(c.try_into().unwrap()))
+            .collect();
+        assert_eq!(got, [0, 3, 4, 7]);
+        let mut dst = [0i32; 12];
+        // SAFETY: as above.
+        unsafe { v.unpack(&packed, dst.as_mut_ptr() as *mut u8, 2) };
+        assert_eq!(dst[..8], [0, 0, 0, 3, 4, 0, 0, 7]);
+    }
+
+    #[test]
+    fn subarray_c_order() {
+        // 4x5 array, 2x3 block at (1,1).
+        let s = int().subarray(&[4, 5], &[2, 3], &[1, 1], true).unwrap();
+        assert_eq!(s.runs(), &[(24, 12), (44, 12)]);
+        assert_eq!(s.extent(), 80);
+        assert_eq!(s.elements_in(24), Some(6));
+    }
+
+    #[test]
+    fn struct_and_resized() {
+        let d = Datatype::basic(8, 2);
+        let s = Datatype::create_struct(&[1, 1], &[0, 8], &[d.clone(), int()]).unwrap();
+        assert_eq!(s.size(), 12);
+        assert_eq!(s.extent(), 12);
+        let r = s.resized(0, 16);
+        assert_eq!(r.extent(), 16);
+        assert_eq!(r.true_extent(), 12);
+        assert_eq!(r.basic_element(), None);
+    }
+}

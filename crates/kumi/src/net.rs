@@ -1,0 +1,247 @@
+//! Wiring the network transport into a rank: which peers it reaches over TCP,
+//! the address card it publishes, and what happens when a job peer's connection
+//! breaks.
+//!
+//! Ranks of one host talk through shared memory, others through TCP; the choice
+//! is per peer, from `KUMI_HOST_RANKS` (the ranks of this host, written by the
+//! launcher). `KUMI_FORCE_TCP` overrides it per pair so tests can run TCP between
+//! ranks of one host: `all` (or `1`) for every pair, or a list `0:1,2:3` of pairs
+//! (each rank of a listed pair reads the same variable, so both agree).
+//!
+//! A broken connection to a job peer is not something a program can recover
+//! from (MPI's default is to abort too), so [`Guarded`] turns it into an abort
+//! through the control channel, naming this rank, the peer and the peer's host;
+//! the launcher then stops the job and prints that line.
+
+use crate::bootstrap::{Control, Identity, Stream};
+use crate::engine::Route;
+use crate::error::{Error, Result};
+use kumi_core::control::{self, ToLauncher};
+use kumi_core::header::Header;
+use kumi_transport::tcp::addr::NetChoice;
+use kumi_transport::tcp::{
+    PeerError, TcpConfig, TcpTransport, DEFAULT_HIGH_WATER, DEFAULT_MAX_PAYLOAD,
+};
+use kumi_transport::{Sink, Transport};
+use std::io::{self, Write};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// Which pairs must use TCP even on one host.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum ForceTcp {
+    None,
+    All,
+    Pairs(Vec<(u32, u32)>),
+}
+
+impl ForceTcp {
+    pub fn from_env() -> Result<ForceTcp> {
+        let v = std::env::var("KUMI_FORCE_TCP").unwrap_or_default();
+        Self::parse(&v).ok_or_else(|| {
+            Error::Bootstrap(format!(
+                "KUMI_FORCE_TCP={v:?}: use all, or pairs of ranks like 0:1,2:3"
+            ))
+        })
+    }
+
+    fn parse(v: &str) -> Option<ForceTcp> {
+        match v.trim() {
+            "" | "0" | "off" => return Some(ForceTcp::None),
+            "1" | "all" | "on" => return Some(ForceTcp::All),
+            _ => {}
+        }
+        let mut pairs = Vec::new();
+        for p in v.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (a, b) = p.split_once(':')?;
+            pairs.push((a.trim().parse().ok()?, b.trim().parse().ok()?));
+        }
+        Some(ForceTcp::Pairs(pairs))
+    }
+
+    fn forced(&self, a: u32, b: u32) -> bool {
+        match self {
+            ForceTcp::None => false,
+            ForceTcp::All => true,
+            ForceTcp::Pairs(p) => p.iter().any(|&(x, y)| (x, y) == (a, b) || (x, y) == (b, a)),
+        }
+    }
+}
+
+/// The ranks of this host, in local-rank order.
+pub(crate) fn host_ranks(id: &Identity) -> Result<Vec<u32>> {
+    match &id.host_ranks {
+        Some(r) => Ok(r.clone()),
+        None if id.local_size == id.size => Ok((0..id.size).collect()),
+        None => Err(Error::Bootstrap(format!(
+            "this rank shares its host with {} of {} ranks but KUMI_HOST_RANKS does not say which: \
+             start the job with `kumi run`",
+            id.local_size, id.size
+        ))),
+    }
+}
+
+/// How each world rank is reached.
+pub(crate) fn routes(id: &Identity, local: &[u32], force: &ForceTcp) -> Vec<Route> {
+    let mut route = vec![Route::Net; id.size as usize];
+    for &g in local {
+        if !force.forced(id.rank, g) {
+            route[g as usize] = Route::Shm;
+        }
+    }
+    route[id.rank as usize] = Route::Me;
+    route
+}
+
+/// Starts listening if some peer is reached over the network.
+pub(crate) fn start(id: &Identity, route: &[Route]) -> Result<Option<TcpTransport>> {
+    if !route.contains(&Route::Net) {
+        return Ok(None);
+    }
+    let choice =
+        NetChoice::parse(&id.net).map_err(|e| Error::Bootstrap(format!("KUMI_NET: {e}")))?;
+    let bind = choice
+        .resolve()
+        .map_err(|e| Error::Bootstrap(format!("choosing the network address: {e}")))?;
+    let tcp = TcpTransport::new(TcpConfig {
+        job: id.job.clone(),
+        secret: id.secret.clone(),
+        rank: id.rank,
+        size: id.size,
+        bind,
+        max_payload: DEFAULT_MAX_PAYLOAD,
+        high_water: DEFAULT_HIGH_WATER,
+    })
+    .map_err(|e| Error::Bootstrap(format!("cannot listen for data connections on {bind}: {e}")))?;
+    Ok(Some(tcp))
+}
+
+/// This rank's address card: `pid=P host=H addr=IP:PORT` (fields absent when
+/// unknown).
+pub(crate) fn card(id: &Identity, tcp: Option<&TcpTransport>) -> String {
+    let mut c = format!("pid={}", std::process::id());
+    if !id.host.is_empty() && !id.host.contains(char::is_whitespace) {
+        c.push_str(&format!(" host={}", id.host));
+    }
+    if let Some(t) = tcp {
+        c.push_str(&format!(" addr={}", t.local_addr()));
+    }
+    c
+}
+
+fn card_field<'a>(card: &'a str, key: &str) -> Option<&'a str> {
+    card.split_whitespace()
+        .find_map(|f| f.strip_prefix(key)?.strip_prefix('='))
+}
+
+/// After the fence: reads the cards of the network peers and tells the
+/// transport where they listen. Returns each rank's host name (for reports).
+pub(crate) fn learn_peers(
+    ctl: &mut Control,
+    tcp: &mut TcpTransport,
+    route: &[Route],
+) -> Result<Vec<String>> {
+    let peers: Vec<u32> = (0..route.len() as u32)
+        .filter(|&r| route[r as usize] == Route::Net)
+        .collect();
+    let keys: Vec<String> = peers.iter().map(|r| format!("card/{r}")).collect();
+    let cards = ctl.get_many(&keys)?;
+    let mut hosts = vec![String::new(); route.len()];
+    for (&r, card) in peers.iter().zip(cards) {
+        let card = card
+            .map(|c| String::from_utf8_lossy(&c).into_owned())
+            .ok_or_else(|| Error::Bootstrap(format!("rank {r} published no address card")))?;
+        let addr: SocketAddr = card_field(&card, "addr")
+            .and_then(|a| a.parse().ok())
+            .ok_or_else(|| {
+                Error::Bootstrap(format!(
+                    "rank {r}'s address card {card:?} has no network address"
+                ))
+            })?;
+        tcp.set_peer_addr(r, addr);
+        hosts[r as usize] = card_field(&card, "host").unwrap_or("").to_string();
+    }
+    Ok(hosts)
+}
+
+/// The TCP transport, with job peers' failures turned into a job abort.
+pub(crate) struct Guarded {
+    pub tcp: TcpTransport,
+    pub rank: u32,
+    pub hosts: Vec<String>,
+    pub control: Option<Stream>,
+}
+
+impl Guarded {
+    fn check<T>(&mut self, r: io::Result<T>) -> io::Result<T> {
+        let e = match r {
+            Ok(v) => return Ok(v),
+            Err(e) => e,
+        };
+        let Some(pe) = PeerError::find(&e) else {
+            return Err(e);
+        };
+        let host = match self.hosts.get(pe.peer as usize).map(String::as_str) {
+            Some("") | None => String::new(),
+            Some(h) => format!(" on host {h}"),
+        };
+        let message = format!(
+            "rank {} lost rank {}{host}: {}",
+            self.rank, pe.peer, pe.reason
+        );
+        eprintln!("kumi: rank {}: {message}", self.rank);
+        if let Some(s) = &mut self.control {
+            let _ = s.write_all(&control::encode(&ToLauncher::Abort { code: 1, message }));
+            std::process::exit(1);
+        }
+        Err(e)
+    }
+}
+
+impl Transport for Guarded {
+    fn name(&self) -> &'static str {
+        self.tcp.name()
+    }
+    fn max_payload(&self) -> usize {
+        self.tcp.max_payload()
+    }
+    fn try_send(&mut self, peer: u32, header: &Header, payload: &[u8]) -> io::Result<bool> {
+        let r = self.tcp.try_send(peer, header, payload);
+        self.check(r)
+    }
+    fn poll(&mut self, sink: &mut Sink<'_>) -> io::Result<usize> {
+        let r = self.tcp.poll(sink);
+        self.check(r)
+    }
+    fn prepare_sleep(&mut self) -> bool {
+        self.tcp.prepare_sleep()
+    }
+    fn sleep(&mut self, timeout: Duration) {
+        self.tcp.sleep(timeout)
+    }
+    fn cancel_sleep(&mut self) {
+        self.tcp.cancel_sleep()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn force_tcp_parses() {
+        assert_eq!(ForceTcp::parse(""), Some(ForceTcp::None));
+        assert_eq!(ForceTcp::parse("all"), Some(ForceTcp::All));
+        let p = ForceTcp::parse("0:1, 2:3").unwrap();
+        assert!(p.forced(1, 0) && p.forced(2, 3) && !p.forced(0, 2));
+        assert_eq!(ForceTcp::parse("0-1"), None);
+    }
+
+    #[test]
+    fn card_fields() {
+        let c = "pid=12 host=h1 addr=10.0.0.1:5000";
+        assert_eq!(card_field(c, "addr"), Some("10.0.0.1:5000"));
+        assert_eq!(card_field(c, "host"), Some("h1"));
+        assert_eq!(card_field("pid=1", "addr"), None);
+    }
+}
