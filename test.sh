@@ -12,6 +12,10 @@ fi
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
 # `kumi top` is tested in a pseudo-terminal that tmux provides.
 command -v tmux >/dev/null || { apt-get update -qq && apt-get install -y -qq tmux >/dev/null; } || true
+# The MPI ABI tests (crates/kumi-tests/tests/mpi_abi.rs) compare with Debian's
+# MPICH and run mpi4py's PyPI wheel (MPICH-ABI flavour) on kumi's libmpi.so.12.
+command -v mpicc.mpich >/dev/null || { apt-get update -qq && apt-get install -y -qq libmpich-dev mpich python3-venv >/dev/null; }
+target/py/bin/python -c 'import mpi4py, numpy' 2>/dev/null || { python3 -m venv target/py && target/py/bin/pip install -q mpi4py numpy; }
 
 echo "== cargo fmt --check"
 cargo fmt --all --check

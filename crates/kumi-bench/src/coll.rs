@@ -55,11 +55,23 @@ pub fn run(w: &Comm, reps: usize, rep_seconds: f64) -> Result<Vec<Labeled>, Erro
     let mut bc = vec![7u8; 1 << 20];
     let send = vec![3u8; 4096 * p];
     let mut recv = vec![0u8; 4096 * p];
-    type Case<'a> = (&'static str, usize, Box<dyn FnMut() -> Result<(), Error> + 'a>);
+    type Case<'a> = (
+        &'static str,
+        usize,
+        Box<dyn FnMut() -> Result<(), Error> + 'a>,
+    );
     let cases: Vec<Case> = vec![
         ("barrier", 0, Box::new(|| w.barrier())),
-        ("allreduce", 8, Box::new(|| w.allreduce_in_place(&mut a8, &Op::sum()))),
-        ("allreduce", 1 << 20, Box::new(|| w.allreduce_in_place(&mut big, &Op::sum()))),
+        (
+            "allreduce",
+            8,
+            Box::new(|| w.allreduce_in_place(&mut a8, &Op::sum())),
+        ),
+        (
+            "allreduce",
+            1 << 20,
+            Box::new(|| w.allreduce_in_place(&mut big, &Op::sum())),
+        ),
         ("bcast", 1 << 20, Box::new(|| w.bcast(&mut bc, 0))),
         ("alltoall", 4096, Box::new(|| w.alltoall(&send, &mut recv))),
     ];

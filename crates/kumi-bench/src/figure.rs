@@ -56,12 +56,16 @@ impl Figure {
         self
     }
 
-    /// The string value of extra field `key` (unquoted), if present.
+    /// The value of extra field `key` as text (a JSON string unquoted and
+    /// unescaped), if present.
     pub fn get(&self, key: &str) -> Option<String> {
-        self.extra
-            .iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.trim_matches('"').to_string())
+        let v = &self.extra.iter().find(|(k, _)| k == key)?.1;
+        if v.len() >= 2 && v.starts_with('"') {
+            return parse_flat_object(&format!("{{\"v\": {v}}}"))
+                .and_then(|mut f| f.pop())
+                .map(|(_, s)| unescape(&s[1..s.len() - 1]));
+        }
+        Some(v.clone())
     }
 
     /// The numeric value of extra field `key`, if present and a number.
@@ -125,6 +129,31 @@ impl From<Record> for Figure {
     fn from(r: Record) -> Figure {
         Figure::new(&r.bench, r.np, r.size, &r.metric, r.value)
     }
+}
+
+/// The inverse of [`quote`] on its inner text.
+fn unescape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut it = s.chars();
+    while let Some(c) = it.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match it.next() {
+            Some('n') => out.push('\n'),
+            Some('t') => out.push('\t'),
+            Some('u') => {
+                let hex: String = it.by_ref().take(4).collect();
+                if let Some(ch) = u32::from_str_radix(&hex, 16).ok().and_then(char::from_u32) {
+                    out.push(ch);
+                }
+            }
+            Some(c) => out.push(c),
+            None => {}
+        }
+    }
+    out
 }
 
 fn quote(s: &str) -> String {
@@ -277,7 +306,8 @@ mod tests {
             .with_num("efficiency", 0.875);
         let g = Figure::from_json(&f.to_json()).expect("parses");
         assert_eq!(g.bench, "lu");
-        assert_eq!(g.get("kernel").as_deref(), Some("faer avx512 \\\"x\\\""));
+        assert_eq!(g.get("kernel").as_deref(), Some("faer avx512 \"x\""));
+        assert_eq!(g.get("efficiency").as_deref(), Some("0.875"));
         assert_eq!(g.num("efficiency"), Some(0.875));
         assert_eq!(g.value, 12.5);
     }

@@ -536,7 +536,10 @@ mod tests {
     fn n_half_interpolates() {
         let pts = [(100, 10.0), (200, 30.0), (400, 50.0), (800, 60.0)];
         let h = n_half(&pts).expect("crosses half");
-        assert!((h - 100.0 - 0.5 * 100.0).abs() < 1e-9, "{h}");
+        // Half of 60 is 30, reached exactly at N=200.
+        assert!((h - 200.0).abs() < 1e-9, "{h}");
+        let pts = [(100, 10.0), (200, 20.0), (400, 60.0)];
+        assert!((n_half(&pts).expect("crosses") - 250.0).abs() < 1e-9);
     }
 
     #[test]

@@ -90,19 +90,18 @@ pub fn run(name: &str, w: &Comm, o: &Params) -> Outcome {
     match name {
         "micro" => {
             let max = if o.tiny() {
-                4096
+                65536
             } else if o.quick {
                 o.max_size.min(1 << 20)
             } else {
                 o.max_size
             };
-            micro_suite::run(
-                w,
-                max,
-                if o.tiny() { 1 } else { reps },
-                o.rep_seconds,
-                &prog,
-            )
+            let (reps, secs) = if o.tiny() {
+                (1, o.rep_seconds.min(0.005))
+            } else {
+                (reps, o.rep_seconds)
+            };
+            micro_suite::run(w, max, reps, secs, &prog)
         }
         "lu" => {
             let s = o.pick("40,150", "500,1000,2000", "1000,2000,4000,8000,12000");

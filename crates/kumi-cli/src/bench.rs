@@ -12,6 +12,7 @@
 //! noisy machine.
 
 use clap::{Args, ValueEnum};
+use kumi_bench::figure::Figure;
 use kumi_bench::{floor, MicroOpts, Record};
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -118,6 +119,13 @@ pub struct BenchArgs {
     /// (pingpong, bw, rate, ring).
     #[arg(long, value_enum, value_delimiter = ',')]
     pub vs: Vec<Reference>,
+    /// Run the job across these hosts (as `kumi run --hosts`, e.g. h1:1,h2:1);
+    /// with --vs the references get the same hosts.
+    #[arg(long)]
+    pub hosts: Option<String>,
+    /// Remote shell for --hosts (as `kumi run --rsh`; references use it too).
+    #[arg(long)]
+    pub rsh: Option<String>,
     /// With --vs: how many alternating rounds per side (medians are reported).
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub rounds: u32,
@@ -210,8 +218,22 @@ pub fn rank_main(a: RankArgs) -> i32 {
     }
 }
 
+/// Where benchmark jobs run (`--hosts`, `--rsh`), for kumi and the references.
+#[derive(Debug, Default)]
+struct Placement {
+    hosts: Option<String>,
+    rsh: Option<String>,
+}
+
+static PLACEMENT: std::sync::OnceLock<Placement> = std::sync::OnceLock::new();
+
+fn placement() -> &'static Placement {
+    PLACEMENT.get_or_init(Placement::default)
+}
+
 /// `kumi bench ...`
 pub fn main(a: BenchArgs) -> i32 {
+    let _ = PLACEMENT.set(Placement { hosts: a.hosts.clone(), rsh: a.rsh.clone() });
     if crate::suite::name(a.kernel).is_some() && a.vs.is_empty() {
         return crate::suite::main(&a);
     }
@@ -308,8 +330,33 @@ impl Twin {
             }
             c.arg("--oversubscribe");
             let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-            if np as usize > cores {
+            // Oversubscribed, or "hosts" that are namespaces sharing this
+            // machine's cores (Open MPI would bind every one to core 0, see
+            // ANCHORS.md): do not bind.
+            if np as usize > cores || placement().hosts.is_some() {
                 c.args(["--bind-to", "none"]);
+            }
+        }
+        if let Some(hosts) = &placement().hosts {
+            // The "hosts" may be namespaces of one machine, which still share
+            // /dev/shm: left alone, MPICH's UCX finds out and talks through
+            // shared memory (0.9 us "across hosts"). Pin both references to
+            // TCP, which is what kumi is compared with here.
+            match self.reference {
+                Reference::Mpich => {
+                    c.args(["-genv", "UCX_TLS", "tcp,self"]);
+                    c.args(["-hosts", hosts]);
+                    if let Some(rsh) = &placement().rsh {
+                        c.args(["-launcher", "ssh", "-launcher-exec", rsh]);
+                    }
+                }
+                Reference::Openmpi => {
+                    c.args(["--mca", "pml", "ob1", "--mca", "btl", "tcp,self"]);
+                    c.args(["--host", hosts]);
+                    if let Some(rsh) = &placement().rsh {
+                        c.args(["--mca", "plm_rsh_agent", rsh]);
+                    }
+                }
             }
         }
         c.args(["-n", &np.to_string()]).arg(&self.exe).arg(kernel);
@@ -358,7 +405,13 @@ fn compare(a: &BenchArgs, reps: usize, rep_ms: u64, max_size: usize) -> i32 {
         }
         for side in order {
             let recs = if side == 0 {
-                run_job(a.kernel, a.np, max_size, reps, rep_ms).map_err(|code| format!("kumi job failed ({code})"))
+                run_job(a.kernel, a.np, max_size, reps, rep_ms)
+                    .map(|figs| {
+                        figs.into_iter()
+                            .map(|f| Record { bench: f.bench, np: f.np, size: f.size, metric: f.metric, value: f.value })
+                            .collect::<Vec<_>>()
+                    })
+                    .map_err(|code| format!("kumi job failed ({code})"))
             } else {
                 twins[side - 1].run(&name, a.np, max_size, reps, rep_ms)
             };
@@ -417,9 +470,10 @@ fn compare(a: &BenchArgs, reps: usize, rep_ms: u64, max_size: usize) -> i32 {
     0
 }
 
-fn floor_records(quick: bool) -> Vec<Record> {
+fn floor_records(quick: bool) -> Vec<Figure> {
     let scale = if quick { 1 } else { 5 };
-    let rec = |size: usize, metric: &str, value: f64| Record {
+    let rec = |size: usize, metric: &str, value: f64| Figure {
+        extra: Vec::new(),
         bench: "floor".into(),
         np: 1,
         size,
@@ -453,7 +507,7 @@ fn run_job(
     max_size: usize,
     reps: usize,
     rep_ms: u64,
-) -> Result<Vec<Record>, i32> {
+) -> Result<Vec<Figure>, i32> {
     let me = std::env::current_exe().map_err(|e| {
         eprintln!("kumi bench: cannot find the kumi executable: {e}");
         1
@@ -463,8 +517,16 @@ fn run_job(
         .expect("named")
         .get_name()
         .to_string();
-    let mut child = Command::new(&me)
-        .args(["run", "-n", &np.to_string(), "--"])
+    let mut run = Command::new(&me);
+    run.args(["run", "-n", &np.to_string()]);
+    if let Some(h) = &placement().hosts {
+        run.args(["--hosts", h]);
+    }
+    if let Some(r) = &placement().rsh {
+        run.args(["--rsh", r]);
+    }
+    let mut child = run
+        .arg("--")
         .arg(&me)
         .args([
             "bench-rank",
@@ -485,7 +547,8 @@ fn run_job(
     let mut records = Vec::new();
     let out = BufReader::new(child.stdout.take().expect("piped"));
     for line in out.lines().map_while(Result::ok) {
-        match Record::from_json(&line) {
+        // Figures keep the kernel's own fields (e.g. "op", "mode").
+        match Figure::from_json(&line) {
             Some(r) => records.push(r),
             None => println!("{line}"),
         }
@@ -509,7 +572,7 @@ fn human_size(b: usize) -> String {
     }
 }
 
-fn print_table(records: &[Record]) {
+fn print_table(records: &[Figure]) {
     let Some(first) = records.first() else {
         println!("(no results)");
         return;
@@ -517,11 +580,13 @@ fn print_table(records: &[Record]) {
     println!("{} (np={})", first.bench, first.np);
     println!("{:>10}  {:>16}  metric", "size", "value");
     for r in records {
+        let extra: Vec<String> = r.extra.iter().map(|(k, v)| format!("{k}={}", v.trim_matches('"'))).collect();
         println!(
-            "{:>10}  {:>16.3}  {}",
+            "{:>10}  {:>16.3}  {}  {}",
             human_size(r.size),
             r.value,
-            r.metric
+            r.metric,
+            extra.join(" ")
         );
     }
 }

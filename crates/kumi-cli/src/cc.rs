@@ -26,7 +26,11 @@ use std::process::Command;
 pub struct CcArgs {
     /// Compiler arguments (sources, flags, `-o out`); `--showme` prints the
     /// full command instead of running it.
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "ARGS")]
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "ARGS"
+    )]
     pub args: Vec<OsString>,
 }
 
@@ -46,7 +50,8 @@ struct Dirs {
 }
 
 fn find_dirs() -> Result<Dirs, String> {
-    let exe = std::env::current_exe().map_err(|e| format!("cannot locate the kumi executable: {e}"))?;
+    let exe =
+        std::env::current_exe().map_err(|e| format!("cannot locate the kumi executable: {e}"))?;
     let bin = exe
         .parent()
         .ok_or("the kumi executable has no directory")?
@@ -68,7 +73,12 @@ fn find_dirs() -> Result<Dirs, String> {
     ]
     .into_iter()
     .find(|d| d.join("mpi.h").exists())
-    .ok_or_else(|| format!("kumi's mpi.h is not in {}/include nor ../include", bin.display()))?;
+    .ok_or_else(|| {
+        format!(
+            "kumi's mpi.h is not in {}/include nor ../include",
+            bin.display()
+        )
+    })?;
     // The names MPICH-built binaries ask for (normally made by the build).
     for so in ["libmpi.so.12", "libmpich.so.12"] {
         let p = lib.join(so);
@@ -108,7 +118,10 @@ fn build_command(lang: Lang, args: &[OsString], d: &Dirs) -> (OsString, Vec<OsSt
 
 fn quote(s: &OsString) -> String {
     let s = s.to_string_lossy();
-    if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c)) {
+    if !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c))
+    {
         s.into_owned()
     } else {
         format!("'{}'", s.replace('\'', "'\\''"))
@@ -254,7 +267,17 @@ mod tests {
         );
         assert_eq!(
             mpirun_args(&os(&["-n=2", "-f", "hosts", "-H", "a,b", "prog"])).unwrap(),
-            os(&["run", "-n", "2", "--hostfile", "hosts", "--hosts", "a,b", "--", "prog"])
+            os(&[
+                "run",
+                "-n",
+                "2",
+                "--hostfile",
+                "hosts",
+                "--hosts",
+                "a,b",
+                "--",
+                "prog"
+            ])
         );
         assert!(mpirun_args(&os(&["--bind-to", "core", "p"])).is_err());
         assert!(mpirun_args(&os(&["-n", "2"])).is_err());
@@ -271,7 +294,15 @@ mod tests {
         let (_, v) = build_command(Lang::C, &os(&["x.c", "-o", "x"]), &d);
         assert_eq!(
             v,
-            os(&["-I/k/inc", "x.c", "-o", "x", "-L/k/lib", "-Wl,-rpath,/k/lib", "-lmpi"])
+            os(&[
+                "-I/k/inc",
+                "x.c",
+                "-o",
+                "x",
+                "-L/k/lib",
+                "-Wl,-rpath,/k/lib",
+                "-lmpi"
+            ])
         );
     }
 }

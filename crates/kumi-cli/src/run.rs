@@ -65,12 +65,12 @@ SUPERVISION:
 
     --stats prints, per rank, the wall time, the time blocked in kumi calls and
     the messages and bytes sent to and arrived from each peer (counted up to
-    finalize), then two estimates:
-      communication fraction f = total time blocked / total wall time (all ranks)
-      serial fraction s = f / ((1 - f) (N - 1)): the Amdahl serial fraction that
-        explains a speedup of N (1 - f) on N ranks (the Karp-Flatt metric, the
-        way the GAMMA papers report it); an estimate, since blocked time is
-        not exactly time lost.
+    finalize; the internal messages of collectives are counted apart), then:
+      communication fraction = total time blocked / total wall time, all ranks
+      serial fraction a = time blocked / wall time, averaged over the ranks: the
+        Amdahl-style serial fraction the GAMMA papers report, with the speedup
+        Amdahl's law gives for it on N ranks, 1 / (a + (1 - a) / N). Both are
+        estimates: time blocked is taken as time not spent in parallel work.
 
 MULTIPLE HOSTS:
     kumi run -n 4 --hosts node1:2,node2:2 ./prog

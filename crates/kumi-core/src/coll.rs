@@ -165,7 +165,11 @@ pub fn scatter_binomial(group: &[usize], root: usize, me: usize) -> Schedule {
     mask >>= 1;
     while mask > 0 {
         if v + mask < p {
-            sends.push(x(real(v + mask), v + mask..(v + 2 * mask).min(p), Apply::Put));
+            sends.push(x(
+                real(v + mask),
+                v + mask..(v + 2 * mask).min(p),
+                Apply::Put,
+            ));
         }
         mask >>= 1;
     }
@@ -187,13 +191,20 @@ pub fn gather_binomial(group: &[usize], root: usize, me: usize) -> Schedule {
             break;
         }
         if v + mask < p {
-            recvs.push(x(real(v + mask), v + mask..(v + 2 * mask).min(p), Apply::Put));
+            recvs.push(x(
+                real(v + mask),
+                v + mask..(v + 2 * mask).min(p),
+                Apply::Put,
+            ));
         }
         mask <<= 1;
     }
     s.round(vec![], recvs);
     if v != 0 {
-        s.round(vec![x(real(v - mask), v..(v + mask).min(p), Apply::Put)], vec![]);
+        s.round(
+            vec![x(real(v - mask), v..(v + mask).min(p), Apply::Put)],
+            vec![],
+        );
     }
     s
 }
@@ -293,7 +304,11 @@ fn fold(p: usize, i: usize) -> (usize, Option<usize>, impl Fn(usize) -> usize) {
     } else {
         Some(i - rem)
     };
-    (pof2, nr, move |n: usize| if n < rem { 2 * n + 1 } else { n + rem })
+    (
+        pof2,
+        nr,
+        move |n: usize| if n < rem { 2 * n + 1 } else { n + rem },
+    )
 }
 
 /// Recursive-doubling allreduce of blocks `0..nb`, any p (non-powers of two
@@ -587,7 +602,10 @@ pub fn simulate(scheds: &[Schedule], init: SimBlocks) -> Result<SimBlocks, Strin
     }
 }
 
+// Tests index ranks by number on purpose (rank r's state), and tables of
+// algorithms are clearer spelled out than behind type aliases.
 #[cfg(test)]
+#[allow(clippy::needless_range_loop, clippy::type_complexity)]
 mod tests {
     use super::*;
 
@@ -645,7 +663,9 @@ mod tests {
             let g = world(n);
             for root in 0..n {
                 for comm in [false, true] {
-                    let sc: Vec<_> = (0..n).map(|r| reduce_binomial(&g, root, r, 2, comm)).collect();
+                    let sc: Vec<_> = (0..n)
+                        .map(|r| reduce_binomial(&g, root, r, 2, comm))
+                        .collect();
                     let init = (0..n).map(|r| vec![vec![r]; 2]).collect();
                     let out = simulate(&sc, init).unwrap();
                     let mut got = out[root][0].clone();
@@ -681,7 +701,9 @@ mod tests {
                 let init = (0..n)
                     .map(|r| {
                         let v = (r + n - root) % n;
-                        (0..n).map(|b| if b == v { vec![r] } else { vec![] }).collect()
+                        (0..n)
+                            .map(|b| if b == v { vec![r] } else { vec![] })
+                            .collect()
                     })
                     .collect();
                 let out = simulate(&sc, init).unwrap();
@@ -710,7 +732,11 @@ mod tests {
             for f in algos {
                 let sc: Vec<_> = (0..n).map(f).collect();
                 let init = (0..n)
-                    .map(|r| (0..n).map(|b| if b == r { vec![r] } else { vec![] }).collect())
+                    .map(|r| {
+                        (0..n)
+                            .map(|b| if b == r { vec![r] } else { vec![] })
+                            .collect()
+                    })
                     .collect();
                 for blocks in simulate(&sc, init).unwrap() {
                     for (b, v) in blocks.iter().enumerate() {

@@ -134,7 +134,7 @@ pub fn builtin(id: u32, a: &[u8], b: &[u8]) -> Result<Vec<u8>, String> {
         op::KEEP => return Ok(a.to_vec()),
         _ => {}
     }
-    if a.len() != b.len() || a.len() % 8 != 0 {
+    if a.len() != b.len() || !a.len().is_multiple_of(8) {
         return Err(format!(
             "operation {id} combines values of {} and {} bytes; both must be the same whole number of 8-byte lanes",
             a.len(),
@@ -260,7 +260,10 @@ impl Msg {
     pub fn decode(b: &[u8]) -> Result<Msg, String> {
         let need = |n: usize| {
             if b.len() < n {
-                Err(format!("combining message of {} bytes is truncated", b.len()))
+                Err(format!(
+                    "combining message of {} bytes is truncated",
+                    b.len()
+                ))
             } else {
                 Ok(())
             }
@@ -353,7 +356,10 @@ impl Tree {
                 }
             }
             let oh = host[owner as usize];
-            let oi = hosts.iter().position(|(h, _)| *h == oh).expect("owner's host");
+            let oi = hosts
+                .iter()
+                .position(|(h, _)| *h == oh)
+                .expect("owner's host");
             hosts.rotate_left(oi);
             let mut parent = vec![None; n];
             let binomial = |order: &[u32], parent: &mut Vec<Option<u32>>| {
@@ -601,7 +607,7 @@ impl Node {
         let e = &self.entries[&id];
         let full = e.weight >= self.tree.subtree(self.me, owner);
         let go = match req.level {
-            Level::Attach => !self.outstanding.get(&mk).is_some_and(|v| !v.is_empty()) || full,
+            Level::Attach => self.outstanding.get(&mk).is_none_or(|v| v.is_empty()) || full,
             Level::Wait => full || e.deadline.is_some_and(|d| d <= now),
             Level::All => full || e.deadline.is_some_and(|d| d <= now),
             Level::Never => true,
@@ -772,7 +778,10 @@ impl Node {
     }
 }
 
+// Tests index ranks by number on purpose (rank r's state), and tables of
+// algorithms are clearer spelled out than behind type aliases.
 #[cfg(test)]
+#[allow(clippy::needless_range_loop, clippy::type_complexity)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
@@ -806,7 +815,9 @@ mod tests {
             let n = hosts.len();
             let tree = Tree::new(hosts);
             Net {
-                nodes: (0..n as u32).map(|r| Node::new(r, tree.clone(), cap)).collect(),
+                nodes: (0..n as u32)
+                    .map(|r| Node::new(r, tree.clone(), cap))
+                    .collect(),
                 inflight: Vec::new(),
                 delivered: vec![Vec::new(); n],
                 now: 0,
@@ -831,7 +842,9 @@ mod tests {
 
         /// One random step: deliver a message, or advance the clock and poll.
         fn step(&mut self, rng: &mut u64) -> bool {
-            *rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            *rng = rng
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             let pick = (*rng >> 33) as usize;
             if !self.inflight.is_empty() && pick % 4 != 0 {
                 let (from, to, msg) = self.inflight.swap_remove(pick % self.inflight.len());
@@ -887,7 +900,12 @@ mod tests {
                 break;
             }
             guard += 1;
-            assert!(more || guard < 100_000, "stalled with {} of {} replies", got.len(), n * m);
+            assert!(
+                more || guard < 100_000,
+                "stalled with {} of {} replies",
+                got.len(),
+                n * m
+            );
             assert!(guard < 1_000_000, "no end");
         }
         let owner = Tree::new(vec![0; n]).owner(key) as usize;
@@ -1029,7 +1047,10 @@ mod tests {
         r3.reply_to = 3;
         n.on_msg(1, 3, Msg::Request(r3), &Builtins);
         let a = n.take_actions();
-        assert!(matches!(&a[..], [Action::Send { to: 0, .. }]), "overflowed: {a:?}");
+        assert!(
+            matches!(&a[..], [Action::Send { to: 0, .. }]),
+            "overflowed: {a:?}"
+        );
         n.poll(1_000_000); // the other key goes up; its reply frees the slot
         let id = match &n.take_actions()[..] {
             [Action::Send {
@@ -1046,12 +1067,18 @@ mod tests {
         n.take_actions();
         assert_eq!(n.stored(), 0);
         n.submit(1_000_002, 1, fa(0, Level::All, 100, 4), &Builtins);
-        assert!(n.take_actions().is_empty(), "waits for rank 3, which went ahead");
+        assert!(
+            n.take_actions().is_empty(),
+            "waits for rank 3, which went ahead"
+        );
         n.poll(1_000_101);
         assert!(n.take_actions().is_empty());
         n.poll(1_000_102);
         let a = n.take_actions();
-        assert!(matches!(&a[..], [Action::Send { to: 0, msg: Msg::Request(r) }] if r.weight == 1), "{a:?}");
+        assert!(
+            matches!(&a[..], [Action::Send { to: 0, msg: Msg::Request(r) }] if r.weight == 1),
+            "{a:?}"
+        );
     }
 
     #[test]

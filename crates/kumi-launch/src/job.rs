@@ -67,13 +67,16 @@ impl JobIdentity {
 /// reported.
 pub type Notices = Box<dyn FnMut(&str)>;
 
+/// Called once with the control socket's address (see [`Job::on_listen`]).
+pub type OnListen = Box<dyn FnOnce(&str)>;
+
 /// A job ready to run.
 pub struct Job {
     spec: JobSpec,
     notices: Notices,
     forward_stdin: bool,
     supervision: SupervisionConfig,
-    on_listen: Option<Box<dyn FnOnce(&str)>>,
+    on_listen: Option<OnListen>,
     remote: Option<RemoteSpec>,
 }
 
@@ -113,7 +116,7 @@ impl Job {
 
     /// Called with the control socket's address once it listens (before any
     /// rank starts): `kumi run --monitor` attaches its monitor there.
-    pub fn on_listen(mut self, f: Box<dyn FnOnce(&str)>) -> Job {
+    pub fn on_listen(mut self, f: OnListen) -> Job {
         self.on_listen = Some(f);
         self
     }

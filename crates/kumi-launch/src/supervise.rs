@@ -237,7 +237,6 @@ impl Supervision {
             .iter()
             .map(|r| r.final_counters.as_ref().unwrap_or(&r.counters))
             .collect();
-        let n = stats.len();
         let wall: f64 = stats.iter().map(|c| c.wall_us as f64).sum();
         let blocked: f64 = stats.iter().map(|c| c.blocked_us as f64).sum();
         let f = if wall > 0.0 {
@@ -245,7 +244,7 @@ impl Supervision {
         } else {
             0.0
         };
-        let serial = (n > 1 && f < 1.0).then(|| f / ((1.0 - f) * (n as f64 - 1.0)));
+        let serial = serial_fraction(&stats);
         if self.cfg.stats {
             notices(&text_stats(&stats, f, serial));
         }
@@ -259,6 +258,30 @@ impl Supervision {
             }
         }
     }
+}
+
+/// The Amdahl serial fraction estimate `a`: the share of its wall time a rank
+/// spends blocked, averaged over ranks (time a rank waits is taken as time the
+/// program does not run in parallel), and the speedup Amdahl's law gives for
+/// it. `None` for a job of one rank.
+fn serial_fraction(stats: &[&RankCounters]) -> Option<(f64, f64)> {
+    let n = stats.len();
+    if n < 2 {
+        return None;
+    }
+    let a = stats
+        .iter()
+        .map(|c| {
+            if c.wall_us > 0 {
+                (c.blocked_us as f64 / c.wall_us as f64).min(1.0)
+            } else {
+                0.0
+            }
+        })
+        .sum::<f64>()
+        / n as f64;
+    let speedup = 1.0 / (a + (1.0 - a) / n as f64);
+    Some((a, speedup))
 }
 
 fn same_wait(a: &Wait, b: &Wait) -> bool {
@@ -281,7 +304,7 @@ fn secs(us: u64) -> f64 {
     us as f64 / 1e6
 }
 
-fn text_stats(stats: &[&RankCounters], f: f64, serial: Option<f64>) -> String {
+fn text_stats(stats: &[&RankCounters], f: f64, serial: Option<(f64, f64)>) -> String {
     let mut s = String::from(
         "statistics (point-to-point messages; coll: internal messages of collectives):\n  \
          rank    wall s  blocked s  blocked %   msgs out   bytes out    msgs in    bytes in  coll out   coll in",
@@ -316,9 +339,14 @@ fn text_stats(stats: &[&RankCounters], f: f64, serial: Option<f64>) -> String {
     }
     let _ = write!(
         s,
-        "\n  communication fraction {:.1}% (time blocked / wall time, all ranks); serial fraction estimate {}",
+        "\n  communication fraction {:.1}% (time blocked / wall time, all ranks); {}",
         100.0 * f,
-        serial.map_or("n/a (one rank)".to_string(), |a| format!("{a:.4}"))
+        serial.map_or("serial fraction: n/a (one rank)".to_string(), |(a, sp)| {
+            format!(
+                "serial fraction estimate a = {a:.3} (Amdahl: speedup {sp:.2} on {} ranks)",
+                stats.len()
+            )
+        })
     );
     s
 }
@@ -338,12 +366,12 @@ fn json_counts(p: &kumi_core::deadlock::PeerCount) -> String {
     )
 }
 
-fn json_stats(job: &str, stats: &[&RankCounters], f: f64, serial: Option<f64>) -> String {
+fn json_stats(job: &str, stats: &[&RankCounters], f: f64, serial: Option<(f64, f64)>) -> String {
     let mut s = format!(
         "{{\n  \"job\": \"{}\",\n  \"size\": {},\n  \"communication_fraction\": {f:.6},\n  \"serial_fraction\": {},\n  \"ranks\": [",
         job.escape_default(),
         stats.len(),
-        serial.map_or("null".to_string(), |a| format!("{a:.6}"))
+        serial.map_or("null".to_string(), |(a, _)| format!("{a:.6}"))
     );
     for (r, c) in stats.iter().enumerate() {
         let t = c.total();
@@ -432,14 +460,22 @@ mod tests {
     }
 
     #[test]
-    fn serial_fraction_is_karp_flatt_of_blocked_time() {
-        let c = RankCounters {
+    fn serial_fraction_is_the_mean_blocked_share() {
+        let c = |b| RankCounters {
             peers: vec![],
-            blocked_us: 250_000,
+            blocked_us: b,
             wall_us: 1_000_000,
         };
-        let text = text_stats(&[&c, &c], 0.25, Some(0.25 / 0.75));
-        assert!(text.contains("communication fraction 25.0%"), "{text}");
-        assert!(text.contains("0.3333"), "{text}");
+        let (a, b) = (c(100_000), c(300_000));
+        let (s, speedup) = serial_fraction(&[&a, &b]).unwrap();
+        assert!((s - 0.2).abs() < 1e-9);
+        assert!((speedup - 1.0 / (0.2 + 0.8 / 2.0)).abs() < 1e-9);
+        assert_eq!(serial_fraction(&[&a]), None);
+        let text = text_stats(&[&a, &b], 0.2, Some((s, speedup)));
+        assert!(text.contains("communication fraction 20.0%"), "{text}");
+        assert!(
+            text.contains("a = 0.200 (Amdahl: speedup 1.67 on 2 ranks)"),
+            "{text}"
+        );
     }
 }

@@ -35,7 +35,10 @@ fn check_root(c: &Comm, root: c_int) -> R<usize> {
     if root < 0 || root as usize >= c.size() {
         return err(
             MPI_ERR_ROOT,
-            format!("root {root} is not a rank of this communicator of {} ranks", c.size()),
+            format!(
+                "root {root} is not a rank of this communicator of {} ranks",
+                c.size()
+            ),
         );
     }
     Ok(root as usize)
@@ -101,7 +104,12 @@ fn user_op<T: bytemuck::Pod>(op: c_int, dt: c_int) -> R<Op<T>> {
         // SAFETY: `f` is the program's MPI_User_function; it reads `len`
         // elements of `t` at the first pointer and updates those at the second.
         unsafe {
-            f(a.as_ptr() as *mut c_void, b.as_mut_ptr() as *mut c_void, &mut len, &mut t)
+            f(
+                a.as_ptr() as *mut c_void,
+                b.as_mut_ptr() as *mut c_void,
+                &mut len,
+                &mut t,
+            )
         }
     }))
 }

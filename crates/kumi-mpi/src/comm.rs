@@ -10,8 +10,8 @@
 
 use crate::consts::*;
 use crate::state::{
-    in_str, out, out_str, read, slice, slice_mut, st, Cart, CommEntry, CopyFn, DeleteFn,
-    ErrFn, Keyval, State,
+    in_str, out, out_str, read, slice, slice_mut, st, Cart, CommEntry, CopyFn, DeleteFn, ErrFn,
+    Keyval, State,
 };
 use crate::{class_text, err, set_err_comm, MpiErr, R};
 use kumi::Comm;
@@ -82,7 +82,10 @@ fn call_delete(comm: c_int, keyval: c_int, val: *mut c_void) -> R<()> {
         // SAFETY: the program registered `f` as an MPI_Comm_delete_attr_function.
         let rc = unsafe { f(comm, keyval, val, extra) };
         if rc != MPI_SUCCESS {
-            return err(rc, format!("the attribute delete callback of keyval {keyval:#x} returned {rc}"));
+            return err(
+                rc,
+                format!("the attribute delete callback of keyval {keyval:#x} returned {rc}"),
+            );
         }
     }
     Ok(())
@@ -92,12 +95,21 @@ fn call_delete(comm: c_int, keyval: c_int, val: *mut c_void) -> R<()> {
 fn copy_attrs(from: c_int, to: c_int) -> R<()> {
     let attrs: Vec<(c_int, *mut c_void, Option<CopyFn>, *mut c_void)> = {
         let mut s = st()?;
-        let list: Vec<(c_int, *mut c_void)> =
-            s.comm_entry(from)?.attrs.iter().map(|(&k, &v)| (k, v)).collect();
+        let list: Vec<(c_int, *mut c_void)> = s
+            .comm_entry(from)?
+            .attrs
+            .iter()
+            .map(|(&k, &v)| (k, v))
+            .collect();
         list.into_iter()
             .map(|(k, v)| {
                 let kv = s.keyvals.get(&k);
-                (k, v, kv.and_then(|x| x.copy), kv.map_or(std::ptr::null_mut(), |x| x.extra))
+                (
+                    k,
+                    v,
+                    kv.and_then(|x| x.copy),
+                    kv.map_or(std::ptr::null_mut(), |x| x.extra),
+                )
             })
             .collect()
     };
@@ -107,9 +119,21 @@ fn copy_attrs(from: c_int, to: c_int) -> R<()> {
         let mut flag: c_int = 0;
         // SAFETY: the program registered `f` as an MPI_Comm_copy_attr_function;
         // attribute_val_out points to a void* and flag to an int.
-        let rc = unsafe { f(from, k, extra, v, &mut newv as *mut _ as *mut c_void, &mut flag) };
+        let rc = unsafe {
+            f(
+                from,
+                k,
+                extra,
+                v,
+                &mut newv as *mut _ as *mut c_void,
+                &mut flag,
+            )
+        };
         if rc != MPI_SUCCESS {
-            return err(rc, format!("the attribute copy callback of keyval {k:#x} returned {rc}"));
+            return err(
+                rc,
+                format!("the attribute copy callback of keyval {k:#x} returned {rc}"),
+            );
         }
         if flag != 0 {
             st()?.comm_entry(to)?.attrs.insert(k, newv);
@@ -168,7 +192,10 @@ fn set_attr(comm: c_int, keyval: c_int, val: *mut c_void) -> R<()> {
     let old = {
         let mut s = st()?;
         if !s.keyvals.contains_key(&keyval) {
-            return err(MPI_ERR_KEYVAL, format!("{keyval:#x} is not a keyval the program created"));
+            return err(
+                MPI_ERR_KEYVAL,
+                format!("{keyval:#x} is not a keyval the program created"),
+            );
         }
         s.comm_entry(comm)?.attrs.remove(&keyval)
     };
@@ -183,14 +210,29 @@ fn delete_attr(comm: c_int, keyval: c_int) -> R<()> {
     let old = st()?.comm_entry(comm)?.attrs.remove(&keyval);
     match old {
         Some(o) => call_delete(comm, keyval, o),
-        None => err(MPI_ERR_KEYVAL, format!("no attribute with keyval {keyval:#x} on this communicator")),
+        None => err(
+            MPI_ERR_KEYVAL,
+            format!("no attribute with keyval {keyval:#x} on this communicator"),
+        ),
     }
 }
 
-fn create_keyval(copy: Option<CopyFn>, delete: Option<DeleteFn>, keyval: *mut c_int, extra: *mut c_void) -> R<()> {
+fn create_keyval(
+    copy: Option<CopyFn>,
+    delete: Option<DeleteFn>,
+    keyval: *mut c_int,
+    extra: *mut c_void,
+) -> R<()> {
     let mut s = st()?;
     let h = s.fresh(NEW_KEYVAL);
-    s.keyvals.insert(h, Keyval { copy, delete, extra });
+    s.keyvals.insert(
+        h,
+        Keyval {
+            copy,
+            delete,
+            extra,
+        },
+    );
     drop(s);
     out(keyval, "keyval", h)
 }
@@ -198,7 +240,10 @@ fn create_keyval(copy: Option<CopyFn>, delete: Option<DeleteFn>, keyval: *mut c_
 fn free_keyval(keyval: *mut c_int) -> R<()> {
     let k = read(keyval, "keyval")?;
     if st()?.keyvals.remove(&k).is_none() {
-        return err(MPI_ERR_KEYVAL, format!("{k:#x} is not a keyval the program created"));
+        return err(
+            MPI_ERR_KEYVAL,
+            format!("{k:#x} is not a keyval the program created"),
+        );
     }
     out(keyval, "keyval", MPI_KEYVAL_INVALID)
 }
@@ -229,7 +274,10 @@ fn cart_of(s: &mut State, comm: c_int) -> R<(Cart, Comm)> {
     let e = s.comm_entry(comm)?;
     match &e.cart {
         Some(c) => Ok((c.clone(), e.comm.clone())),
-        None => err(MPI_ERR_TOPOLOGY, "the communicator has no Cartesian topology"),
+        None => err(
+            MPI_ERR_TOPOLOGY,
+            "the communicator has no Cartesian topology",
+        ),
     }
 }
 
@@ -270,7 +318,10 @@ fn dims_create(n: c_int, dims: &mut [c_int]) -> R<()> {
         return err(MPI_ERR_DIMS, "dims entries must be non-negative");
     }
     if fixed == 0 || n as i64 % fixed != 0 {
-        return err(MPI_ERR_DIMS, format!("{n} nodes cannot be split over the fixed dims (product {fixed})"));
+        return err(
+            MPI_ERR_DIMS,
+            format!("{n} nodes cannot be split over the fixed dims (product {fixed})"),
+        );
     }
     let mut rest = n as i64 / fixed;
     let free: Vec<usize> = (0..dims.len()).filter(|&i| dims[i] == 0).collect();
@@ -278,7 +329,10 @@ fn dims_create(n: c_int, dims: &mut [c_int]) -> R<()> {
         return if rest == 1 {
             Ok(())
         } else {
-            err(MPI_ERR_DIMS, format!("the dims multiply to {fixed}, not {n}"))
+            err(
+                MPI_ERR_DIMS,
+                format!("the dims multiply to {fixed}, not {n}"),
+            )
         };
     }
     let mut primes = Vec::new();
@@ -308,13 +362,19 @@ fn dims_create(n: c_int, dims: &mut [c_int]) -> R<()> {
 fn info_entry(s: &mut State, h: c_int) -> R<&mut Vec<(String, String)>> {
     match s.infos.get_mut(&h) {
         Some(i) => Ok(i),
-        None => err(MPI_ERR_INFO, format!("{h:#x} is not an info object (or it was freed)")),
+        None => err(
+            MPI_ERR_INFO,
+            format!("{h:#x} is not an info object (or it was freed)"),
+        ),
     }
 }
 
 fn check_key(k: &str) -> R<()> {
     if k.is_empty() || k.len() > MPI_MAX_INFO_KEY {
-        return err(MPI_ERR_INFO_KEY, format!("info key {k:?} is empty or longer than MPI_MAX_INFO_KEY"));
+        return err(
+            MPI_ERR_INFO_KEY,
+            format!("info key {k:?} is empty or longer than MPI_MAX_INFO_KEY"),
+        );
     }
     Ok(())
 }

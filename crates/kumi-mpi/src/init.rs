@@ -19,12 +19,10 @@ fn init() -> R<()> {
     let universe = kumi::init()?;
     let world = universe.world();
     let me = world.rank() as u32;
-    let selfc = world
-        .split(Some(me), 0)?
-        .ok_or_else(|| crate::MpiErr {
-            class: MPI_ERR_INTERN,
-            msg: "MPI_COMM_SELF could not be made".into(),
-        })?;
+    let selfc = world.split(Some(me), 0)?.ok_or_else(|| crate::MpiErr {
+        class: MPI_ERR_INTERN,
+        msg: "MPI_COMM_SELF could not be made".into(),
+    })?;
     let _ = INIT_THREAD.set(std::thread::current().id());
     state::install(State::new(universe, world, selfc));
     clock();

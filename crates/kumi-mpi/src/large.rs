@@ -6,8 +6,8 @@
 //! than truncated. mpi4py calls these variants whenever they exist.
 
 use crate::consts::*;
-use crate::{coll::*, p2p::*, types::*};
 use crate::state::{self, out, slice};
+use crate::{coll::*, p2p::*, types::*};
 use crate::{err, guard, MPI_Status, R};
 use std::ffi::{c_int, c_void};
 
@@ -180,13 +180,21 @@ fn widen(name: &'static str, rc: c_int, v: c_int, outp: *mut i64) -> c_int {
     if rc != MPI_SUCCESS {
         return rc;
     }
-    let w = if v == MPI_UNDEFINED { MPI_UNDEFINED as i64 } else { v as i64 };
+    let w = if v == MPI_UNDEFINED {
+        MPI_UNDEFINED as i64
+    } else {
+        v as i64
+    };
     guard(name, || -> R<()> { out(outp, "count", w) })
 }
 
 /// `PMPI_Get_count_c`: `MPI_Get_count` with an `MPI_Count` result.
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Get_count_c(st: *const MPI_Status, t: c_int, count: *mut i64) -> c_int {
+pub unsafe extern "C" fn PMPI_Get_count_c(
+    st: *const MPI_Status,
+    t: c_int,
+    count: *mut i64,
+) -> c_int {
     let mut v = 0;
     // SAFETY: forwarded; `v` is a valid int.
     let rc = unsafe { PMPI_Get_count(st, t, &mut v) };
@@ -195,21 +203,33 @@ pub unsafe extern "C" fn PMPI_Get_count_c(st: *const MPI_Status, t: c_int, count
 
 /// `MPI_Get_count_c`: calls `PMPI_Get_count_c`.
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Get_count_c(st: *const MPI_Status, t: c_int, count: *mut i64) -> c_int {
+pub unsafe extern "C" fn MPI_Get_count_c(
+    st: *const MPI_Status,
+    t: c_int,
+    count: *mut i64,
+) -> c_int {
     // SAFETY: forwarded unchanged.
     unsafe { PMPI_Get_count_c(st, t, count) }
 }
 
 /// `PMPI_Get_elements_c`: `MPI_Get_elements_x` under its MPI-4 name.
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Get_elements_c(st: *const MPI_Status, t: c_int, count: *mut i64) -> c_int {
+pub unsafe extern "C" fn PMPI_Get_elements_c(
+    st: *const MPI_Status,
+    t: c_int,
+    count: *mut i64,
+) -> c_int {
     // SAFETY: forwarded unchanged.
     unsafe { PMPI_Get_elements_x(st, t, count) }
 }
 
 /// `MPI_Get_elements_c`: calls `PMPI_Get_elements_c`.
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Get_elements_c(st: *const MPI_Status, t: c_int, count: *mut i64) -> c_int {
+pub unsafe extern "C" fn MPI_Get_elements_c(
+    st: *const MPI_Status,
+    t: c_int,
+    count: *mut i64,
+) -> c_int {
     // SAFETY: forwarded unchanged.
     unsafe { PMPI_Get_elements_c(st, t, count) }
 }
@@ -244,14 +264,22 @@ pub unsafe extern "C" fn MPI_Type_get_extent_c(t: c_int, lb: *mut i64, ext: *mut
 
 /// `PMPI_Type_get_true_extent_c`: `MPI_Type_get_true_extent_x` under its MPI-4 name.
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Type_get_true_extent_c(t: c_int, lb: *mut i64, ext: *mut i64) -> c_int {
+pub unsafe extern "C" fn PMPI_Type_get_true_extent_c(
+    t: c_int,
+    lb: *mut i64,
+    ext: *mut i64,
+) -> c_int {
     // SAFETY: forwarded unchanged.
     unsafe { PMPI_Type_get_true_extent_x(t, lb, ext) }
 }
 
 /// `MPI_Type_get_true_extent_c`: calls `PMPI_Type_get_true_extent_c`.
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Type_get_true_extent_c(t: c_int, lb: *mut i64, ext: *mut i64) -> c_int {
+pub unsafe extern "C" fn MPI_Type_get_true_extent_c(
+    t: c_int,
+    lb: *mut i64,
+    ext: *mut i64,
+) -> c_int {
     // SAFETY: forwarded unchanged.
     unsafe { PMPI_Type_get_true_extent_c(t, lb, ext) }
 }

@@ -32,9 +32,9 @@
 
 #[macro_use]
 mod macros;
-pub mod consts;
 mod coll;
 mod comm;
+pub mod consts;
 mod init;
 mod large;
 mod misc;

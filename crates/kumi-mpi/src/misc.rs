@@ -28,7 +28,8 @@ pub static MPI_WEIGHTS_EMPTY: Ptr = Ptr(&WEIGHTS_EMPTY_SENTINEL as *const c_int 
 pub static MPIR_C_MPI_UNWEIGHTED: Ptr = Ptr(&UNWEIGHTED_SENTINEL as *const c_int as *const c_void);
 /// MPICH's internal name of the same sentinel.
 #[no_mangle]
-pub static MPIR_C_MPI_WEIGHTS_EMPTY: Ptr = Ptr(&WEIGHTS_EMPTY_SENTINEL as *const c_int as *const c_void);
+pub static MPIR_C_MPI_WEIGHTS_EMPTY: Ptr =
+    Ptr(&WEIGHTS_EMPTY_SENTINEL as *const c_int as *const c_void);
 /// Fortran status-ignore sentinels (kumi has no Fortran binding; exported so
 /// binaries that reference them load).
 #[no_mangle]

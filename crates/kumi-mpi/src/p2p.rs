@@ -6,7 +6,7 @@ use crate::state::{
     self, builtin_type, count, empty_status, out, put_status, read, slice_mut, st, status_bytes,
     status_of, wants, ReqEntry, State,
 };
-use crate::{err, set_err_comm, MpiErr, MPI_Status, R};
+use crate::{err, set_err_comm, MPI_Status, MpiErr, R};
 use kumi::datatype::Datatype;
 use kumi::raw::{self, RawPersistent, RawRequest, SendMode};
 use kumi::{Comm, Status};
@@ -25,7 +25,11 @@ fn peer(c: &Comm, r: c_int, any_ok: bool) -> R<Option<i32>> {
                 "rank {r} does not exist in this communicator of {} ranks (valid: 0 to {}{})",
                 c.size(),
                 c.size() - 1,
-                if any_ok { ", MPI_ANY_SOURCE or MPI_PROC_NULL" } else { " or MPI_PROC_NULL" }
+                if any_ok {
+                    ", MPI_ANY_SOURCE or MPI_PROC_NULL"
+                } else {
+                    " or MPI_PROC_NULL"
+                }
             ),
         ),
     }
@@ -35,7 +39,10 @@ fn send_tag(tag: c_int) -> R<()> {
     if !(0..=kumi::TAG_UB).contains(&tag) {
         return err(
             MPI_ERR_TAG,
-            format!("tag {tag} is out of range: a send's tag goes from 0 to MPI_TAG_UB ({})", kumi::TAG_UB),
+            format!(
+                "tag {tag} is out of range: a send's tag goes from 0 to MPI_TAG_UB ({})",
+                kumi::TAG_UB
+            ),
         );
     }
     Ok(())
@@ -45,7 +52,10 @@ fn recv_tag(tag: c_int) -> R<()> {
     if tag != MPI_ANY_TAG && !(0..=kumi::TAG_UB).contains(&tag) {
         return err(
             MPI_ERR_TAG,
-            format!("tag {tag} is out of range: 0 to MPI_TAG_UB ({}) or MPI_ANY_TAG", kumi::TAG_UB),
+            format!(
+                "tag {tag} is out of range: 0 to MPI_TAG_UB ({}) or MPI_ANY_TAG",
+                kumi::TAG_UB
+            ),
         );
     }
     Ok(())
@@ -53,7 +63,10 @@ fn recv_tag(tag: c_int) -> R<()> {
 
 fn check_buf(buf: *const c_void, n: usize, d: &Datatype) -> R<()> {
     if buf.is_null() && n > 0 && d.size() > 0 && d.true_lb() == 0 {
-        return err(MPI_ERR_BUFFER, format!("the buffer is NULL but the count is {n}"));
+        return err(
+            MPI_ERR_BUFFER,
+            format!("the buffer is NULL but the count is {n}"),
+        );
     }
     Ok(())
 }
@@ -186,7 +199,10 @@ fn complete(
         return Ok(Some((empty_status(), None)));
     }
     let Some((entry, comm)) = s.reqs.get_mut(&h) else {
-        return err(MPI_ERR_REQUEST, format!("{h:#x} is not a request (or it was freed)"));
+        return err(
+            MPI_ERR_REQUEST,
+            format!("{h:#x} is not a request (or it was freed)"),
+        );
     };
     set_err_comm(*comm);
     let (r, persistent) = match entry {
@@ -232,7 +248,12 @@ fn wait_some_done(s: &State, hs: &[c_int]) -> R<()> {
         .iter()
         .filter_map(|h| match s.reqs.get(h) {
             Some((ReqEntry::Active(r), _)) => Some(r),
-            Some((ReqEntry::Persistent { active: Some(r), .. }, _)) => Some(r),
+            Some((
+                ReqEntry::Persistent {
+                    active: Some(r), ..
+                },
+                _,
+            )) => Some(r),
             _ => None,
         })
         .collect();
@@ -254,7 +275,9 @@ fn status_at(statuses: *mut MPI_Status, i: usize) -> *mut MPI_Status {
 fn in_status(first: Option<MpiErr>, statuses: *mut MPI_Status) -> R<()> {
     match first {
         None => Ok(()),
-        Some(e) if wants(statuses) => err(MPI_ERR_IN_STATUS, format!("a request failed: {}", e.msg)),
+        Some(e) if wants(statuses) => {
+            err(MPI_ERR_IN_STATUS, format!("a request failed: {}", e.msg))
+        }
         Some(e) => Err(e),
     }
 }
@@ -318,12 +341,12 @@ fn some_indices(
         let mut active = 0;
         let mut done = 0usize;
         let mut first = None;
-        for i in 0..hs.len() {
-            if !is_active(&s, hs[i]) {
+        for (i, h) in hs.iter_mut().enumerate() {
+            if !is_active(&s, *h) {
                 continue;
             }
             active += 1;
-            if let Some((stt, e)) = complete(&mut s, &mut hs[i], false)? {
+            if let Some((stt, e)) = complete(&mut s, h, false)? {
                 let idx = slice_mut(indices, n, "array_of_indices")?;
                 idx[done] = i as c_int;
                 put_status(status_at(statuses, done), stt);
@@ -367,7 +390,15 @@ fn send_init(
         // A persistent operation with MPI_PROC_NULL: every start completes at once.
         None => persistent(None, comm, request),
         Some(dest) => persistent(
-            Some(RawPersistent::send(&c, buf as *const u8, n, &d, dest, tag, mode)),
+            Some(RawPersistent::send(
+                &c,
+                buf as *const u8,
+                n,
+                &d,
+                dest,
+                tag,
+                mode,
+            )),
             comm,
             request,
         ),
@@ -389,7 +420,10 @@ fn start(s: &mut State, h: c_int) -> R<()> {
             });
             Ok(())
         }
-        _ => err(MPI_ERR_REQUEST, format!("{h:#x} is not a persistent request")),
+        _ => err(
+            MPI_ERR_REQUEST,
+            format!("{h:#x} is not a persistent request"),
+        ),
     }
 }
 
@@ -782,7 +816,7 @@ mpi! {
         let bytes = status_bytes(&s);
         let n = if d.size() == 0 {
             0
-        } else if bytes % d.size() as u64 != 0 {
+        } else if !bytes.is_multiple_of(d.size() as u64) {
             MPI_UNDEFINED
         } else {
             c_int::try_from(bytes / d.size() as u64).unwrap_or(MPI_UNDEFINED)

@@ -2,7 +2,7 @@
 //! the tables that map integer handles onto runtime objects.
 
 use crate::consts::*;
-use crate::{class_name, err, set_err_comm, MpiErr, MPI_Status, R};
+use crate::{class_name, err, set_err_comm, MPI_Status, MpiErr, R};
 use kumi::datatype::Datatype;
 use kumi::raw::{RawMessage, RawPersistent, RawRequest};
 use kumi::{Comm, Status, Universe};
@@ -16,14 +16,8 @@ use std::thread::ThreadId;
 /// `MPI_Comm_errhandler_function`.
 pub(crate) type ErrFn = unsafe extern "C" fn(*mut c_int, *mut c_int);
 /// `MPI_Comm_copy_attr_function`.
-pub(crate) type CopyFn = unsafe extern "C" fn(
-    c_int,
-    c_int,
-    *mut c_void,
-    *mut c_void,
-    *mut c_void,
-    *mut c_int,
-) -> c_int;
+pub(crate) type CopyFn =
+    unsafe extern "C" fn(c_int, c_int, *mut c_void, *mut c_void, *mut c_void, *mut c_int) -> c_int;
 /// `MPI_Comm_delete_attr_function`.
 pub(crate) type DeleteFn = unsafe extern "C" fn(c_int, c_int, *mut c_void, *mut c_void) -> c_int;
 /// `MPI_User_function`.
@@ -185,7 +179,11 @@ impl State {
     }
 
     pub fn comm_entry(&mut self, h: c_int) -> R<&mut CommEntry> {
-        set_err_comm(if self.comms.contains_key(&h) { h } else { MPI_COMM_WORLD });
+        set_err_comm(if self.comms.contains_key(&h) {
+            h
+        } else {
+            MPI_COMM_WORLD
+        });
         match self.comms.get_mut(&h) {
             Some(c) => Ok(c),
             None if h == MPI_COMM_NULL => err(MPI_ERR_COMM, "the communicator is MPI_COMM_NULL"),
@@ -203,7 +201,10 @@ impl State {
     pub fn group(&self, h: c_int) -> R<&Vec<u32>> {
         match self.groups.get(&h) {
             Some(g) => Ok(g),
-            None => err(MPI_ERR_GROUP, format!("{h:#x} is not a group (or it was freed)")),
+            None => err(
+                MPI_ERR_GROUP,
+                format!("{h:#x} is not a group (or it was freed)"),
+            ),
         }
     }
 
@@ -223,8 +224,13 @@ impl State {
         }
         match self.types.get(&h) {
             Some((d, _)) => Ok(d.clone()),
-            None if h == MPI_DATATYPE_NULL => err(MPI_ERR_TYPE, "the datatype is MPI_DATATYPE_NULL"),
-            None => err(MPI_ERR_TYPE, format!("{h:#x} is not a datatype (or it was freed)")),
+            None if h == MPI_DATATYPE_NULL => {
+                err(MPI_ERR_TYPE, "the datatype is MPI_DATATYPE_NULL")
+            }
+            None => err(
+                MPI_ERR_TYPE,
+                format!("{h:#x} is not a datatype (or it was freed)"),
+            ),
         }
     }
 }
@@ -328,7 +334,10 @@ pub(crate) fn read<T: Copy>(p: *const T, what: &str) -> R<T> {
 /// An input array of `n` elements.
 pub(crate) fn slice<'a, T>(p: *const T, n: c_int, what: &str) -> R<&'a [T]> {
     if n < 0 {
-        return err(MPI_ERR_COUNT, format!("the length of `{what}` is negative ({n})"));
+        return err(
+            MPI_ERR_COUNT,
+            format!("the length of `{what}` is negative ({n})"),
+        );
     }
     if n == 0 {
         return Ok(&[]);
@@ -343,7 +352,10 @@ pub(crate) fn slice<'a, T>(p: *const T, n: c_int, what: &str) -> R<&'a [T]> {
 /// An output array of `n` elements.
 pub(crate) fn slice_mut<'a, T>(p: *mut T, n: c_int, what: &str) -> R<&'a mut [T]> {
     if n < 0 {
-        return err(MPI_ERR_COUNT, format!("the length of `{what}` is negative ({n})"));
+        return err(
+            MPI_ERR_COUNT,
+            format!("the length of `{what}` is negative ({n})"),
+        );
     }
     if n == 0 {
         return Ok(&mut []);

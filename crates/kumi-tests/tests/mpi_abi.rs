@@ -30,6 +30,7 @@ const PROGRAMS: &[&str] = &[
     "errors",
     "cart",
     "info",
+    "misc",
     "fatal",
     "abort",
     "unsupported",
@@ -131,7 +132,12 @@ fn suite(name: &str, sizes: &[usize], mpich_sizes: &[usize]) {
     ];
     for &n in mpich_sizes {
         let o = run(n, &mpich_built().join(name), &env);
-        expect_pass(name, n, &o, "built by MPICH's mpicc, run on kumi's libmpi.so.12");
+        expect_pass(
+            name,
+            n,
+            &o,
+            "built by MPICH's mpicc, run on kumi's libmpi.so.12",
+        );
     }
 }
 
@@ -200,6 +206,11 @@ fn info_objects() {
 }
 
 #[test]
+fn memory_status_setters_deprecated_names_large_counts() {
+    suite("misc", &[1, 3], &[2]);
+}
+
+#[test]
 fn errors_are_fatal_by_default_naming_function_and_rank() {
     for (dir, env) in [
         (kumi_built(), vec![]),
@@ -210,10 +221,15 @@ fn errors_are_fatal_by_default_naming_function_and_rank() {
     ] {
         let o = run(3, &dir.join("fatal"), &env);
         let (out, err) = text(&o);
-        assert!(!o.status.success(), "fatal error did not end the job: {out}{err}");
+        assert!(
+            !o.status.success(),
+            "fatal error did not end the job: {out}{err}"
+        );
         assert!(!out.contains("NOT REACHED"), "{out}");
         assert!(
-            err.contains("MPI_Send on rank 2") && err.contains("MPI_ERR_RANK") && err.contains("rank 8"),
+            err.contains("MPI_Send on rank 2")
+                && err.contains("MPI_ERR_RANK")
+                && err.contains("rank 8"),
             "message must name the function, the rank and what was wrong:\n{err}"
         );
     }
@@ -239,9 +255,15 @@ fn unsupported_function_fails_naming_itself() {
     assert!(!o.status.success(), "{out}{err}");
     // Under MPI_ERRORS_RETURN: an error code and a message naming the function.
     assert!(out.contains("RETURNED 44"), "{out}");
-    assert!(err.contains("MPI_Win_create is not supported by kumi yet"), "{err}");
+    assert!(
+        err.contains("MPI_Win_create is not supported by kumi yet"),
+        "{err}"
+    );
     // Under the default handler: the job ends, naming it.
-    assert!(err.contains("MPI_File_open is not supported by kumi yet"), "{err}");
+    assert!(
+        err.contains("MPI_File_open is not supported by kumi yet"),
+        "{err}"
+    );
     assert!(!out.contains("NOT REACHED"), "{out}");
 }
 
@@ -253,11 +275,20 @@ fn kumi_cc_showme_and_mpicc_shim() {
         .expect("kumi cc");
     let s = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{s}");
-    assert!(s.contains("-I") && s.contains("-lmpi") && s.contains("-Wl,-rpath,"), "{s}");
+    assert!(
+        s.contains("-I") && s.contains("-lmpi") && s.contains("-Wl,-rpath,"),
+        "{s}"
+    );
     let shim = lib_dir().join("mpicc");
-    let o = Command::new(&shim).args(["--showme", "-c", "x.c"]).output().expect("mpicc");
+    let o = Command::new(&shim)
+        .args(["--showme", "-c", "x.c"])
+        .output()
+        .expect("mpicc");
     let s2 = String::from_utf8_lossy(&o.stdout);
-    assert!(o.status.success() && s2.contains("-c x.c") && !s2.contains("-lmpi"), "{s2}");
+    assert!(
+        o.status.success() && s2.contains("-c x.c") && !s2.contains("-lmpi"),
+        "{s2}"
+    );
     // mpirun maps onto kumi run.
     let o = Command::new(lib_dir().join("mpirun"))
         .args(["-np", "2"])
@@ -269,9 +300,9 @@ fn kumi_cc_showme_and_mpicc_shim() {
 
 #[test]
 fn mpi4py_from_pypi_runs_on_kumi() {
-    let py = std::env::var("KUMI_MPI_PYTHON").map(PathBuf::from).unwrap_or_else(|_| {
-        lib_dir().join("../py/bin/python")
-    });
+    let py = std::env::var("KUMI_MPI_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| lib_dir().join("../py/bin/python"));
     assert!(
         py.exists(),
         "{} is missing: create the venv with mpi4py and numpy (test.sh does: \
@@ -302,7 +333,12 @@ fn c_programs_across_two_namespace_hosts() {
     let c = netns::Cluster::create(2).unwrap_or_else(|e| panic!("cannot create 2 test hosts: {e}"));
     for name in ["p2p", "nonblocking", "coll", "comm", "datatype"] {
         let prog = kumi_built().join(name);
-        let o = c.kumi_run(4, &[(0, 2), (1, 2)], &[], &[prog.to_str().expect("utf-8 path")]);
+        let o = c.kumi_run(
+            4,
+            &[(0, 2), (1, 2)],
+            &[],
+            &[prog.to_str().expect("utf-8 path")],
+        );
         expect_pass(name, 4, &o, "2 hosts x 2 ranks");
     }
 }

@@ -437,3 +437,16 @@ fn top_shows_every_rank_and_quits_without_touching_the_job() {
     let _ = std::fs::remove_file(&go);
     assert_eq!(status.code(), Some(0));
 }
+
+/// The benchmark suite at its quick size runs with deadlock detection on (the
+/// default) and is never reported.
+#[test]
+fn no_false_alarm_in_the_quick_benchmark_suite() {
+    let o = Command::new(bin("kumi"))
+        .args(["bench", "all", "--quick"])
+        .output()
+        .expect("start kumi bench");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!err.contains("deadlock"), "{err}");
+    assert_eq!(o.status.code(), Some(0), "{err}");
+}

@@ -99,11 +99,7 @@ impl Datatype {
         }
         let size = merged.iter().map(|r| r.1).sum();
         let true_lb = merged.iter().map(|r| r.0).min().unwrap_or(0);
-        let true_ub = merged
-            .iter()
-            .map(|r| r.0 + r.1 as isize)
-            .max()
-            .unwrap_or(0);
+        let true_ub = merged.iter().map(|r| r.0 + r.1 as isize).max().unwrap_or(0);
         let (lb, ub) = bounds.unwrap_or((true_lb, true_ub));
         Datatype {
             inner: Rc::new(Layout {
@@ -192,7 +188,11 @@ impl Datatype {
                 .checked_add(blocklen.checked_mul(self.elements()).ok_or_else(overflow)?)
                 .ok_or_else(overflow)?;
         }
-        let bounds = bounds.or(if lo <= hi { Some((lo, hi)) } else { Some((0, 0)) });
+        let bounds = bounds.or(if lo <= hi {
+            Some((lo, hi))
+        } else {
+            Some((0, 0))
+        });
         Ok(Self::from_runs(runs, bounds, elements, self.inner.basic))
     }
 
@@ -233,7 +233,11 @@ impl Datatype {
 
     /// A structure: `blocklens[i]` elements of `types[i]` at byte displacement
     /// `displs[i]`.
-    pub fn create_struct(blocklens: &[i64], displs: &[i64], types: &[Datatype]) -> Result<Datatype> {
+    pub fn create_struct(
+        blocklens: &[i64],
+        displs: &[i64],
+        types: &[Datatype],
+    ) -> Result<Datatype> {
         let mut runs = Vec::new();
         let mut elements = 0usize;
         let mut basic: Option<Option<Basic>> = None;
@@ -256,7 +260,12 @@ impl Datatype {
             }
         }
         let bounds = if lo <= hi { (lo, hi) } else { (0, 0) };
-        Ok(Self::from_runs(runs, Some(bounds), elements, basic.flatten()))
+        Ok(Self::from_runs(
+            runs,
+            Some(bounds),
+            elements,
+            basic.flatten(),
+        ))
     }
 
     /// The same data with lower bound `lb` and extent `extent`.
@@ -284,11 +293,16 @@ impl Datatype {
             return Err(Error::InvalidArgument {
                 arg: "ndims",
                 value: n as i64,
-                allowed: "at least one dimension, the same number in sizes, subsizes and starts".into(),
+                allowed: "at least one dimension, the same number in sizes, subsizes and starts"
+                    .into(),
             });
         }
         for d in 0..n {
-            if sizes[d] <= 0 || subsizes[d] <= 0 || starts[d] < 0 || starts[d] + subsizes[d] > sizes[d] {
+            if sizes[d] <= 0
+                || subsizes[d] <= 0
+                || starts[d] < 0
+                || starts[d] + subsizes[d] > sizes[d]
+            {
                 return Err(Error::InvalidArgument {
                     arg: "subsizes",
                     value: subsizes[d],
@@ -300,7 +314,11 @@ impl Datatype {
             }
         }
         // Dimensions from the fastest-varying outwards.
-        let order: Vec<usize> = if c_order { (0..n).rev().collect() } else { (0..n).collect() };
+        let order: Vec<usize> = if c_order {
+            (0..n).rev().collect()
+        } else {
+            (0..n).collect()
+        };
         let ext = self.extent();
         let mut t = self.contiguous(subsizes[order[0]] as usize)?;
         let mut stride = ext * sizes[order[0]] as isize;
@@ -383,7 +401,7 @@ impl Datatype {
         let mut n = whole * self.elements();
         if rest != 0 {
             let b = self.inner.basic?;
-            if b.size == 0 || rest % b.size != 0 {
+            if b.size == 0 || !rest.is_multiple_of(b.size) {
                 return None;
             }
             n += rest / b.size;

@@ -36,7 +36,6 @@ use std::time::{Duration, Instant};
 /// What a rank is blocked in, for reports: the call, its communicator, peer
 /// and tag, and where in the user's program it was made.
 #[derive(Clone, Copy, Debug)]
-#[allow(dead_code)] // the fields are read by the supervision reports (watch.rs)
 pub(crate) struct WaitInfo {
     pub call: Call,
     /// Point-to-point context id of the communicator (`u32::MAX`: none).
@@ -1037,6 +1036,10 @@ impl Engine {
         let mut idle_polls = 0u32;
         let mut idle_since: Option<Instant> = None;
         let mut started: Option<Instant> = None;
+        // Empty passes between yields when the network is in play (see below):
+        // every pass when only the network can deliver; with shared memory too,
+        // one in 8, so a shared-memory wait keeps its spinning fast path.
+        let net_yield_passes: u32 = if self.shm.is_some() { 8 } else { 1 };
         loop {
             let n = self.progress()?;
             if done(self) {
@@ -1048,6 +1051,26 @@ impl Engine {
                 continue;
             }
             idle_polls += 1;
+            // With a network in the job, give the core away every few empty
+            // passes. Ranks that exchange TCP frames on one machine (forced TCP,
+            // or "hosts" that are namespaces of it) end up sharing ONE core: a
+            // rank asleep in epoll is woken by the peer's send, and the kernel
+            // treats a socket wake-up as synchronous (the waker is expected to
+            // sleep next) and moves the wakee onto the waker's core, where it
+            // stays (seen with perf: both ranks on CPU 0 for a whole run while
+            // CPU 1 ran a compiler). A rank that then spins without yielding
+            // keeps the peer it waits for off the core until its spin budget
+            // ends or the scheduler tick (4 ms) preempts it: that was the
+            // 235 us (spin 200 us) / 4 ms latency over TCP. `sched_yield` costs
+            // one cheap system call when nothing else wants the core (the pass
+            // already made one, `epoll_wait`) and hands the core to the peer
+            // at once when it shares it, which makes a shared core as fast as
+            // two (the references busy-poll and never sleep, so they are never
+            // moved together). Shared memory alone keeps pure spinning: its
+            // wake-ups (futex) do not pull ranks together.
+            if self.net.is_some() && idle_polls.is_multiple_of(net_yield_passes) {
+                std::thread::yield_now();
+            }
             if idle_polls < self.policy.polls {
                 std::hint::spin_loop();
                 continue;

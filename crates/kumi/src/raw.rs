@@ -336,9 +336,9 @@ pub fn wait_any_done(reqs: &[&RawRequest]) -> Result<()> {
         return Ok(());
     }
     let ids: Vec<ReqId> = reqs.iter().filter_map(|r| r.id).collect();
-    let r = comm
-        .engine()
-        .wait_until(WaitInfo::plain(Call::Wait), |e| ids.iter().any(|&id| e.is_done(id)));
+    let r = comm.engine().wait_until(WaitInfo::plain(Call::Wait), |e| {
+        ids.iter().any(|&id| e.is_done(id))
+    });
     reap();
     r
 }
@@ -504,7 +504,9 @@ impl RawPersistent {
                 Some(mode) => isend(
                     &self.comm, self.buf, self.count, &self.dt, self.peer, self.tag, mode,
                 ),
-                None => irecv(&self.comm, self.buf, self.count, &self.dt, self.peer, self.tag),
+                None => irecv(
+                    &self.comm, self.buf, self.count, &self.dt, self.peer, self.tag,
+                ),
             }
         }
     }

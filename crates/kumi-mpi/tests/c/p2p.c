@@ -49,6 +49,9 @@ int main(int argc, char **argv) {
         OK(MPI_Send(d, 3, MPI_DOUBLE, 0, 7 + r, MPI_COMM_WORLD));
     }
 
+    /* Nothing else may be in flight while rank 0 receives with wildcards. */
+    OK(MPI_Barrier(MPI_COMM_WORLD));
+
     /* MPI_PROC_NULL: completes at once with the standard's status. */
     OK(MPI_Send(&x, 1, MPI_INT, MPI_PROC_NULL, 0, MPI_COMM_WORLD));
     OK(MPI_Recv(&x, 1, MPI_INT, MPI_PROC_NULL, 0, MPI_COMM_WORLD, &st));

@@ -34,7 +34,9 @@ fn fail(what: String) -> Error {
 
 fn eq<T: PartialEq + Debug>(got: &[T], want: &[T], what: &str, me: usize) -> R {
     if got != want {
-        return Err(fail(format!("{what} on rank {me}: got {got:?}, want {want:?}")));
+        return Err(fail(format!(
+            "{what} on rank {me}: got {got:?}, want {want:?}"
+        )));
     }
     Ok(())
 }
@@ -91,7 +93,12 @@ fn reductions<T: Gen>(w: &Comm) -> R {
         }
         let mut buf = mine.clone();
         w.reduce_in_place(&mut buf, &o, 0)?;
-        eq(&buf, if me == 0 { &all } else { &mine }, &what("reduce_in_place"), me)?;
+        eq(
+            &buf,
+            if me == 0 { &all } else { &mine },
+            &what("reduce_in_place"),
+            me,
+        )?;
         w.scan(&mine, &mut out, &o)?;
         eq(&out, &serial(&o, op, me + 1, n), &what("scan"), me)?;
         let mut buf = mine.clone();
@@ -109,7 +116,12 @@ fn reductions<T: Gen>(w: &Comm) -> R {
         let all = serial(&o, op, p, 2 * p);
         let mut out = vec![T::from_u(0); 2];
         w.reduce_scatter_block(&mine, &mut out, &o)?;
-        eq(&out, &all[2 * me..2 * me + 2], &what("reduce_scatter_block"), me)?;
+        eq(
+            &out,
+            &all[2 * me..2 * me + 2],
+            &what("reduce_scatter_block"),
+            me,
+        )?;
         let iv = w.iallreduce(vals::<T>(op, me, n), &o)?.wait()?;
         eq(&iv, &serial(&o, op, p, n), &what("iallreduce"), me)?;
     }
@@ -121,7 +133,11 @@ fn movement<T: Gen + Copy>(w: &Comm, n: usize) -> R {
     let v = |r: usize, i: usize| T::from_u(((r * 31 + i) % 97) as u64);
     let block = |r: usize, n: usize| (0..n).map(|i| v(r, i)).collect::<Vec<T>>();
     for root in [0, p / 2, p - 1] {
-        let mut buf = if me == root { block(root, n) } else { vec![T::from_u(0); n] };
+        let mut buf = if me == root {
+            block(root, n)
+        } else {
+            vec![T::from_u(0); n]
+        };
         w.bcast(&mut buf, root)?;
         eq(&buf, &block(root, n), "bcast", me)?;
         let mut all = vec![T::from_u(0); p * n];
@@ -180,10 +196,14 @@ fn matmul() -> Op<[i64; 4]> {
     Op::user(false, |a: &[[i64; 4]], b: &mut [[i64; 4]]| {
         for (x, y) in a.iter().zip(b.iter_mut()) {
             *y = [
-                x[0].wrapping_mul(y[0]).wrapping_add(x[1].wrapping_mul(y[2])),
-                x[0].wrapping_mul(y[1]).wrapping_add(x[1].wrapping_mul(y[3])),
-                x[2].wrapping_mul(y[0]).wrapping_add(x[3].wrapping_mul(y[2])),
-                x[2].wrapping_mul(y[1]).wrapping_add(x[3].wrapping_mul(y[3])),
+                x[0].wrapping_mul(y[0])
+                    .wrapping_add(x[1].wrapping_mul(y[2])),
+                x[0].wrapping_mul(y[1])
+                    .wrapping_add(x[1].wrapping_mul(y[3])),
+                x[2].wrapping_mul(y[0])
+                    .wrapping_add(x[3].wrapping_mul(y[2])),
+                x[2].wrapping_mul(y[1])
+                    .wrapping_add(x[3].wrapping_mul(y[3])),
             ];
         }
     })
@@ -227,14 +247,22 @@ fn long_messages(w: &Comm) -> R {
     if out != want {
         return Err(fail(format!("long allreduce wrong on rank {me}")));
     }
-    let mut buf: Vec<u32> = if me == 1 % p { (0..n as u32).collect() } else { vec![0; n] };
+    let mut buf: Vec<u32> = if me == 1 % p {
+        (0..n as u32).collect()
+    } else {
+        vec![0; n]
+    };
     w.bcast(&mut buf, 1 % p)?;
     if buf != (0..n as u32).collect::<Vec<_>>() {
         return Err(fail(format!("long bcast wrong on rank {me}")));
     }
     let mut all = vec![0u8; p * 20_000];
     w.allgather(&vec![me as u8; 20_000], &mut all)?;
-    if (0..p).any(|r| all[r * 20_000..(r + 1) * 20_000].iter().any(|&b| b != r as u8)) {
+    if (0..p).any(|r| {
+        all[r * 20_000..(r + 1) * 20_000]
+            .iter()
+            .any(|&b| b != r as u8)
+    }) {
         return Err(fail(format!("long allgather wrong on rank {me}")));
     }
     Ok(())

@@ -43,7 +43,10 @@ fn fetch_add_levels(w: &Comm, m: usize, delays: bool) -> R {
         if me == 0 {
             all.sort();
             if all != (0..(p * m) as i64).collect::<Vec<_>>() {
-                return Err(fail(format!("{name}: previous values are not 0..{}: {all:?}", p * m)));
+                return Err(fail(format!(
+                    "{name}: previous values are not 0..{}: {all:?}",
+                    p * m
+                )));
             }
             println!("ok: fetch_add at {name} ({p} x {m})");
         }
@@ -61,7 +64,9 @@ fn lock_and_reductions(w: &Comm) -> R {
         }
         let inside = c.fetch_add("inside", 1, Arrival::Never)?;
         if inside != 0 {
-            return Err(fail(format!("rank {me} entered the lock with {inside} others inside")));
+            return Err(fail(format!(
+                "rank {me} entered the lock with {inside} others inside"
+            )));
         }
         c.fetch_add("inside", -1, Arrival::Never)?;
         c.reset("lock")?;
@@ -77,7 +82,9 @@ fn lock_and_reductions(w: &Comm) -> R {
         return Err(fail(format!("keyed max {mx:?}")));
     }
     // A user operation (registered everywhere first): lane-wise max as bytes.
-    c.register_op(2000, |a, b| a.iter().zip(b).map(|(x, y)| *x.max(y)).collect())?;
+    c.register_op(2000, |a, b| {
+        a.iter().zip(b).map(|(x, y)| *x.max(y)).collect()
+    })?;
     c.barrier()?;
     let v = c.reduce("user", &[me as u64], CombineOp::User(2000))?;
     if v != [(p - 1) as u64] {

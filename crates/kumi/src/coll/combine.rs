@@ -121,7 +121,9 @@ fn handle(e: &mut Engine, ctx: u32, src: u32, payload: &[u8]) -> Result<()> {
         return Ok(());
     };
     if src as usize >= s.members.len() {
-        return Err(Error::Protocol(format!("combining frame from rank {src} of a smaller communicator")));
+        return Err(Error::Protocol(format!(
+            "combining frame from rank {src} of a smaller communicator"
+        )));
     }
     s.node.on_msg(now, src, msg, &OpsRef(&st.user_ops));
     flush(e, ctx)
@@ -294,19 +296,17 @@ impl Comm {
         let labels = self.host_labels(at)?;
         let mut e = self.engine();
         let cfg: Rc<Config> = e.coll.config()?;
-        if !e.coll.combine.services.contains_key(&ctx) {
+        if let std::collections::hash_map::Entry::Vacant(slot) = e.coll.combine.services.entry(ctx)
+        {
             let tree = Tree::new(labels.to_vec());
             let me = self.rank() as u32;
-            e.coll.combine.services.insert(
-                ctx,
-                Service {
-                    node: Node::new(me, tree, cfg.combine_store),
-                    members: self.members().into(),
-                    me,
-                    next_client: 0,
-                    results: HashMap::new(),
-                },
-            );
+            slot.insert(Service {
+                node: Node::new(me, tree, cfg.combine_store),
+                members: self.members().into(),
+                me,
+                next_client: 0,
+                results: HashMap::new(),
+            });
             let early = std::mem::take(&mut e.coll.combine.early);
             for (c, b) in early {
                 if c != ctx {
@@ -359,7 +359,10 @@ impl Combiner {
         }
         let now = e.coll.combine.now();
         let st = &mut e.coll.combine;
-        let s = st.services.get_mut(&ctx).expect("created with the combiner");
+        let s = st
+            .services
+            .get_mut(&ctx)
+            .expect("created with the combiner");
         let client = s.next_client;
         s.next_client += 1;
         let req = cc::Request {
@@ -398,7 +401,11 @@ impl Combiner {
     /// Registers user operation `id` (from 1024): `f(a, b) = a ⊕ b` over value
     /// bytes, associative (and commutative for [`Combiner::reduce`]). Every
     /// rank must register it before any uses it: interior ranks apply it.
-    pub fn register_op(&self, id: u32, f: impl Fn(&[u8], &[u8]) -> Vec<u8> + 'static) -> Result<()> {
+    pub fn register_op(
+        &self,
+        id: u32,
+        f: impl Fn(&[u8], &[u8]) -> Vec<u8> + 'static,
+    ) -> Result<()> {
         if id < cc::OP_USER_FIRST {
             return Err(Error::InvalidArgument {
                 arg: "id",
@@ -406,7 +413,12 @@ impl Combiner {
                 allowed: format!("an id from {} (lower ids are built in)", cc::OP_USER_FIRST),
             });
         }
-        self.comm.engine().coll.combine.user_ops.insert(id, Rc::new(f));
+        self.comm
+            .engine()
+            .coll
+            .combine
+            .user_ops
+            .insert(id, Rc::new(f));
         Ok(())
     }
 
@@ -421,10 +433,23 @@ impl Combiner {
     /// `counter = counter ⊕ value`, returning the previous value (serialized as
     /// [`Combiner::fetch_add`]).
     #[track_caller]
-    pub fn fetch_op<T: CombineValue>(&self, name: &str, op: CombineOp, value: T, arrival: Arrival) -> Result<T> {
+    pub fn fetch_op<T: CombineValue>(
+        &self,
+        name: &str,
+        op: CombineOp,
+        value: T,
+        arrival: Arrival,
+    ) -> Result<T> {
         let at = Location::caller();
         let id = T::op_id(op)?;
-        let v = self.call(key_of(name), id, Mode::Fetch, arrival, bytemuck::bytes_of(&value).to_vec(), at)?;
+        let v = self.call(
+            key_of(name),
+            id,
+            Mode::Fetch,
+            arrival,
+            bytemuck::bytes_of(&value).to_vec(),
+            at,
+        )?;
         bytemuck::try_pod_read_unaligned(&v)
             .map_err(|_| Error::Protocol(format!("counter {name:?} holds {} bytes", v.len())))
     }
@@ -433,7 +458,14 @@ impl Combiner {
     /// together share one trip to its owner).
     #[track_caller]
     pub fn read(&self, name: &str) -> Result<i64> {
-        let v = self.call(key_of(name), op::KEEP, Mode::Fetch, Arrival::Attach, vec![0; 8], Location::caller())?;
+        let v = self.call(
+            key_of(name),
+            op::KEEP,
+            Mode::Fetch,
+            Arrival::Attach,
+            vec![0; 8],
+            Location::caller(),
+        )?;
         bytemuck::try_pod_read_unaligned(&v)
             .map_err(|_| Error::Protocol(format!("counter {name:?} holds {} bytes", v.len())))
     }
@@ -450,7 +482,8 @@ impl Combiner {
     /// Clears flag (or counter) `name`.
     #[track_caller]
     pub fn reset(&self, name: &str) -> Result<()> {
-        self.fetch_op(name, CombineOp::Band, 0u64, Arrival::Never).map(|_| ())
+        self.fetch_op(name, CombineOp::Band, 0u64, Arrival::Never)
+            .map(|_| ())
     }
 
     /// Keyed reduction: every rank of the communicator contributes `value`
@@ -484,8 +517,15 @@ impl Combiner {
         let g = self.barriers.get();
         self.barriers.set(g + 1);
         let key = key_of("kumi.barrier") ^ g.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        self.call(key, op::NONE, Mode::Reduce, Arrival::All, Vec::new(), Location::caller())
-            .map(|_| ())
+        self.call(
+            key,
+            op::NONE,
+            Mode::Reduce,
+            Arrival::All,
+            Vec::new(),
+            Location::caller(),
+        )
+        .map(|_| ())
     }
 
     /// Combining messages this rank has received so far (requests and replies).
@@ -503,6 +543,8 @@ impl Combiner {
 
 impl std::fmt::Debug for Combiner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Combiner").field("comm", &self.comm).finish()
+        f.debug_struct("Combiner")
+            .field("comm", &self.comm)
+            .finish()
     }
 }

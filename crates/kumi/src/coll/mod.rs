@@ -303,7 +303,7 @@ impl Comm {
         let (cfg, spans) = {
             let mut e = self.engine();
             let cfg = e.coll.config()?;
-            let spans = e.routes().iter().any(|r| *r == Route::Net);
+            let spans = e.routes().contains(&Route::Net);
             (cfg, spans)
         };
         let labels: Vec<usize> = if let Some(k) = cfg.fake_hosts {
@@ -383,7 +383,9 @@ impl Comm {
             return Ok(());
         }
         if offsets.last().copied().unwrap_or(0) > work.len() {
-            return Err(Error::Protocol("collective blocks overrun the buffer".into()));
+            return Err(Error::Protocol(
+                "collective blocks overrun the buffer".into(),
+            ));
         }
         let mut run = Run::new(sched, wire, work.as_mut_ptr(), offsets, op);
         let mut err = None;
@@ -439,7 +441,13 @@ impl Comm {
     pub fn ibarrier(&self) -> Result<CollRequest<()>> {
         let (_, wire) = self.wire()?;
         let sched = sc::barrier(&self.group(), self.rank());
-        Ok(self.start(Run::owning(sched, wire, AlignedBuf::zeroed(0), vec![0], None)))
+        Ok(self.start(Run::owning(
+            sched,
+            wire,
+            AlignedBuf::zeroed(0),
+            vec![0],
+            None,
+        )))
     }
 
     fn start<T: Pod>(&self, run: Run) -> CollRequest<T> {
@@ -485,14 +493,23 @@ impl Comm {
     /// Combines every rank's `send` with `op` (in rank order) into `recv` of
     /// rank `root`; `recv` is not used on other ranks (pass `&mut []`).
     #[track_caller]
-    pub fn reduce<T: Pod>(&self, send: &[T], recv: &mut [T], op: &Op<T>, root: usize) -> Result<()> {
+    pub fn reduce<T: Pod>(
+        &self,
+        send: &[T],
+        recv: &mut [T],
+        op: &Op<T>,
+        root: usize,
+    ) -> Result<()> {
         let at = Location::caller();
         self.check_root(root)?;
         if self.rank() == root && recv.len() < send.len() {
             return Err(bad(
                 "recv",
                 recv.len(),
-                format!("at least {} elements at the root (the length of send)", send.len()),
+                format!(
+                    "at least {} elements at the root (the length of send)",
+                    send.len()
+                ),
             ));
         }
         let mut work = send.to_vec();
@@ -531,7 +548,15 @@ impl Comm {
         let sched = sc::reduce_binomial(&self.group(), root, self.rank(), 1, op.commutative);
         let bytes = as_bytes_mut(work);
         let n = bytes.len();
-        self.run(sched, wire, bytes, vec![0, n], Some(op.bytes_fn()), Call::Collective, at)
+        self.run(
+            sched,
+            wire,
+            bytes,
+            vec![0, n],
+            Some(op.bytes_fn()),
+            Call::Collective,
+            at,
+        )
     }
 
     /// Every rank gets the combination (in rank order) of every rank's `send`.
@@ -564,10 +589,8 @@ impl Comm {
     ) -> (Schedule, Vec<usize>) {
         let (p, me) = (self.size(), self.rank());
         let n = count * elem;
-        let contiguous = |h: &Vec<Vec<usize>>| {
-            h.iter()
-                .all(|g| g.windows(2).all(|w| w[1] == w[0] + 1))
-        };
+        let contiguous =
+            |h: &Vec<Vec<usize>>| h.iter().all(|g| g.windows(2).all(|w| w[1] == w[0] + 1));
         if let Some(h) = hosts.filter(|h| commutative || contiguous(h)) {
             let s = sc::allreduce_hier(&h, me, 1, commutative, |l, me| sc::allreduce_rd(l, me, 1));
             return (s, vec![0, n]);
@@ -577,7 +600,10 @@ impl Comm {
             (sc::allreduce_ring(&g, me), even_offsets(count, p, elem))
         } else if n >= cfg.allreduce_long && count >= sc::pof2_floor(p) {
             let nb = sc::pof2_floor(p);
-            (sc::allreduce_rabenseifner(&g, me), even_offsets(count, nb, elem))
+            (
+                sc::allreduce_rabenseifner(&g, me),
+                even_offsets(count, nb, elem),
+            )
         } else {
             (sc::allreduce_rd(&g, me, 1), vec![0, n])
         }
@@ -624,7 +650,12 @@ impl Comm {
     /// Rank i gets block i (of `recv.len()` elements) of the combination of
     /// every rank's `send` (`size() * recv.len()` elements).
     #[track_caller]
-    pub fn reduce_scatter_block<T: Pod>(&self, send: &[T], recv: &mut [T], op: &Op<T>) -> Result<()> {
+    pub fn reduce_scatter_block<T: Pod>(
+        &self,
+        send: &[T],
+        recv: &mut [T],
+        op: &Op<T>,
+    ) -> Result<()> {
         let p = self.size();
         if send.len() != p * recv.len() {
             return Err(bad(
@@ -650,7 +681,11 @@ impl Comm {
         op.check()?;
         let (p, me) = (self.size(), self.rank());
         if counts.len() != p {
-            return Err(bad("counts", counts.len(), format!("{p} counts, one per rank")));
+            return Err(bad(
+                "counts",
+                counts.len(),
+                format!("{p} counts, one per rank"),
+            ));
         }
         let total: usize = counts.iter().sum();
         if send.len() != total || recv.len() < counts[me] {
@@ -686,13 +721,22 @@ impl Comm {
             let sched = sc::reduce_scatter_ring(&g, me);
             let k = (me + 1) % p;
             let bytes = as_bytes_mut(&mut work);
-            self.run(sched, wire, bytes, offsets.clone(), Some(op.bytes_fn()), Call::Collective, at)?;
+            self.run(
+                sched,
+                wire,
+                bytes,
+                offsets.clone(),
+                Some(op.bytes_fn()),
+                Call::Collective,
+                at,
+            )?;
             let b = &bytemuck::cast_slice::<u8, T>(as_bytes(&work))
                 [offsets[k] / elem..offsets[k + 1] / elem];
             recv[..counts[me]].copy_from_slice(b);
         } else {
             let mut work = send.to_vec();
-            let sched = sc::reduce_binomial(&g, 0, me, p, false).then(sc::scatter_binomial(&g, 0, me));
+            let sched =
+                sc::reduce_binomial(&g, 0, me, p, false).then(sc::scatter_binomial(&g, 0, me));
             let offsets = count_offsets(counts, elem);
             self.run(
                 sched,
@@ -712,7 +756,11 @@ impl Comm {
     #[track_caller]
     pub fn scan<T: Pod>(&self, send: &[T], recv: &mut [T], op: &Op<T>) -> Result<()> {
         if recv.len() != send.len() {
-            return Err(bad("recv", recv.len(), format!("the length of send ({})", send.len())));
+            return Err(bad(
+                "recv",
+                recv.len(),
+                format!("the length of send ({})", send.len()),
+            ));
         }
         recv.copy_from_slice(send);
         self.scan_at(recv, op, false, Location::caller())
@@ -729,7 +777,11 @@ impl Comm {
     #[track_caller]
     pub fn exscan<T: Pod>(&self, send: &[T], recv: &mut [T], op: &Op<T>) -> Result<()> {
         if recv.len() != send.len() {
-            return Err(bad("recv", recv.len(), format!("the length of send ({})", send.len())));
+            return Err(bad(
+                "recv",
+                recv.len(),
+                format!("the length of send ({})", send.len()),
+            ));
         }
         let mut work = send.to_vec();
         self.scan_at(&mut work, op, true, Location::caller())?;
@@ -763,7 +815,14 @@ impl Comm {
         let mut prefix = None;
         if me > 0 {
             let mut left = vec![T::zeroed(); buf.len()];
-            self.recv_on(ctx, as_bytes_mut(&mut left), me as i32 - 1, wire.tag, Call::Collective, at)?;
+            self.recv_on(
+                ctx,
+                as_bytes_mut(&mut left),
+                me as i32 - 1,
+                wire.tag,
+                Call::Collective,
+                at,
+            )?;
             prefix = Some(left);
         }
         if me + 1 < p {
@@ -798,7 +857,11 @@ impl Comm {
         self.check_root(root)?;
         let (p, me, n) = (self.size(), self.rank(), send.len());
         if me == root && recv.len() < p * n {
-            return Err(bad("recv", recv.len(), format!("at least size() * send.len() = {}", p * n)));
+            return Err(bad(
+                "recv",
+                recv.len(),
+                format!("at least size() * send.len() = {}", p * n),
+            ));
         }
         let v = (me + p - root) % p;
         let mut work = vec![T::zeroed(); p * n];
@@ -808,7 +871,15 @@ impl Comm {
             let sched = sc::gather_binomial(&self.group(), root, me);
             let elem = std::mem::size_of::<T>();
             let offsets = even_offsets(p * n, p, elem);
-            self.run(sched, wire, as_bytes_mut(&mut work), offsets, None, Call::Collective, at)?;
+            self.run(
+                sched,
+                wire,
+                as_bytes_mut(&mut work),
+                offsets,
+                None,
+                Call::Collective,
+                at,
+            )?;
         }
         if me == root {
             for v in 0..p {
@@ -827,7 +898,11 @@ impl Comm {
         self.check_root(root)?;
         let (p, me, n) = (self.size(), self.rank(), recv.len());
         if me == root && send.len() < p * n {
-            return Err(bad("send", send.len(), format!("at least size() * recv.len() = {}", p * n)));
+            return Err(bad(
+                "send",
+                send.len(),
+                format!("at least size() * recv.len() = {}", p * n),
+            ));
         }
         let mut work = vec![T::zeroed(); p * n];
         if me == root {
@@ -840,7 +915,15 @@ impl Comm {
             let (_, wire) = self.wire()?;
             let sched = sc::scatter_binomial(&self.group(), root, me);
             let offsets = even_offsets(p * n, p, std::mem::size_of::<T>());
-            self.run(sched, wire, as_bytes_mut(&mut work), offsets, None, Call::Collective, at)?;
+            self.run(
+                sched,
+                wire,
+                as_bytes_mut(&mut work),
+                offsets,
+                None,
+                Call::Collective,
+                at,
+            )?;
         }
         let v = (me + p - root) % p;
         recv.copy_from_slice(&work[v * n..(v + 1) * n]);
@@ -861,7 +944,13 @@ impl Comm {
     /// Like [`Comm::gather`] with `counts[i]` elements from rank i, placed one
     /// after the other in `recv` of the root (linear: each rank sends once).
     #[track_caller]
-    pub fn gatherv<T: Pod>(&self, send: &[T], recv: &mut [T], counts: &[usize], root: usize) -> Result<()> {
+    pub fn gatherv<T: Pod>(
+        &self,
+        send: &[T],
+        recv: &mut [T],
+        counts: &[usize],
+        root: usize,
+    ) -> Result<()> {
         let at = Location::caller();
         self.check_root(root)?;
         self.check_counts(counts)?;
@@ -871,7 +960,10 @@ impl Comm {
             return Err(bad(
                 "send",
                 send.len(),
-                format!("counts[{me}] = {} elements (and recv at the root >= {total})", counts[me]),
+                format!(
+                    "counts[{me}] = {} elements (and recv at the root >= {total})",
+                    counts[me]
+                ),
             ));
         }
         let elem = std::mem::size_of::<T>();
@@ -882,26 +974,59 @@ impl Comm {
             recv[start..start + counts[me]].copy_from_slice(send);
             let recvs = (0..p)
                 .filter(|&r| r != root)
-                .map(|r| Xfer { peer: r, blocks: r..r + 1, apply: Apply::Put })
+                .map(|r| Xfer {
+                    peer: r,
+                    blocks: r..r + 1,
+                    apply: Apply::Put,
+                })
                 .collect();
-            sched.rounds.push(Round { sends: vec![], recvs });
+            sched.rounds.push(Round {
+                sends: vec![],
+                recvs,
+            });
             let offsets = count_offsets(counts, elem);
-            self.run(sched, wire, as_bytes_mut(&mut recv[..total]), offsets, None, Call::Collective, at)
+            self.run(
+                sched,
+                wire,
+                as_bytes_mut(&mut recv[..total]),
+                offsets,
+                None,
+                Call::Collective,
+                at,
+            )
         } else {
             sched.rounds.push(Round {
-                sends: vec![Xfer { peer: root, blocks: 0..1, apply: Apply::Put }],
+                sends: vec![Xfer {
+                    peer: root,
+                    blocks: 0..1,
+                    apply: Apply::Put,
+                }],
                 recvs: vec![],
             });
             let mut work = send.to_vec();
-            let n = send.len() * elem;
-            self.run(sched, wire, as_bytes_mut(&mut work), vec![0, n], None, Call::Collective, at)
+            let n = std::mem::size_of_val(send);
+            self.run(
+                sched,
+                wire,
+                as_bytes_mut(&mut work),
+                vec![0, n],
+                None,
+                Call::Collective,
+                at,
+            )
         }
     }
 
     /// Like [`Comm::scatter`] with `counts[i]` elements for rank i, taken one
     /// after the other from `send` of the root (linear).
     #[track_caller]
-    pub fn scatterv<T: Pod>(&self, send: &[T], counts: &[usize], recv: &mut [T], root: usize) -> Result<()> {
+    pub fn scatterv<T: Pod>(
+        &self,
+        send: &[T],
+        counts: &[usize],
+        recv: &mut [T],
+        root: usize,
+    ) -> Result<()> {
         let at = Location::caller();
         self.check_root(root)?;
         self.check_counts(counts)?;
@@ -911,7 +1036,10 @@ impl Comm {
             return Err(bad(
                 "recv",
                 recv.len(),
-                format!("counts[{me}] = {} elements (and send at the root >= {total})", counts[me]),
+                format!(
+                    "counts[{me}] = {} elements (and send at the root >= {total})",
+                    counts[me]
+                ),
             ));
         }
         let elem = std::mem::size_of::<T>();
@@ -922,19 +1050,46 @@ impl Comm {
             recv.copy_from_slice(&send[start..start + counts[me]]);
             let sends = (0..p)
                 .filter(|&r| r != root)
-                .map(|r| Xfer { peer: r, blocks: r..r + 1, apply: Apply::Put })
+                .map(|r| Xfer {
+                    peer: r,
+                    blocks: r..r + 1,
+                    apply: Apply::Put,
+                })
                 .collect();
-            sched.rounds.push(Round { sends, recvs: vec![] });
+            sched.rounds.push(Round {
+                sends,
+                recvs: vec![],
+            });
             let mut work = send[..total].to_vec();
             let offsets = count_offsets(counts, elem);
-            self.run(sched, wire, as_bytes_mut(&mut work), offsets, None, Call::Collective, at)
+            self.run(
+                sched,
+                wire,
+                as_bytes_mut(&mut work),
+                offsets,
+                None,
+                Call::Collective,
+                at,
+            )
         } else {
             sched.rounds.push(Round {
                 sends: vec![],
-                recvs: vec![Xfer { peer: root, blocks: 0..1, apply: Apply::Put }],
+                recvs: vec![Xfer {
+                    peer: root,
+                    blocks: 0..1,
+                    apply: Apply::Put,
+                }],
             });
-            let n = recv.len() * elem;
-            self.run(sched, wire, as_bytes_mut(recv), vec![0, n], None, Call::Collective, at)
+            let n = std::mem::size_of_val(recv);
+            self.run(
+                sched,
+                wire,
+                as_bytes_mut(recv),
+                vec![0, n],
+                None,
+                Call::Collective,
+                at,
+            )
         }
     }
 
@@ -946,7 +1101,11 @@ impl Comm {
     pub fn allgather<T: Pod>(&self, send: &[T], recv: &mut [T]) -> Result<()> {
         let (p, me, n) = (self.size(), self.rank(), send.len());
         if recv.len() != p * n {
-            return Err(bad("recv", recv.len(), format!("size() * send.len() = {}", p * n)));
+            return Err(bad(
+                "recv",
+                recv.len(),
+                format!("size() * send.len() = {}", p * n),
+            ));
         }
         recv[me * n..(me + 1) * n].copy_from_slice(send);
         self.allgather_at(recv, Location::caller())
@@ -956,8 +1115,12 @@ impl Comm {
     /// of `buf` (`size()` equal blocks).
     #[track_caller]
     pub fn allgather_in_place<T: Pod>(&self, buf: &mut [T]) -> Result<()> {
-        if buf.len() % self.size() != 0 {
-            return Err(bad("buf", buf.len(), format!("a multiple of size() = {}", self.size())));
+        if !buf.len().is_multiple_of(self.size()) {
+            return Err(bad(
+                "buf",
+                buf.len(),
+                format!("a multiple of size() = {}", self.size()),
+            ));
         }
         self.allgather_at(buf, Location::caller())
     }
@@ -976,7 +1139,15 @@ impl Comm {
             sc::allgather_ring(&g, me)
         };
         let offsets = even_offsets(buf.len(), p, std::mem::size_of::<T>());
-        self.run(sched, wire, as_bytes_mut(buf), offsets, None, Call::Collective, at)
+        self.run(
+            sched,
+            wire,
+            as_bytes_mut(buf),
+            offsets,
+            None,
+            Call::Collective,
+            at,
+        )
     }
 
     /// Like [`Comm::allgather`] with `counts[i]` elements from rank i (ring).
@@ -990,7 +1161,10 @@ impl Comm {
             return Err(bad(
                 "recv",
                 recv.len(),
-                format!("the sum of counts ({total}), with send of counts[{me}] = {}", counts[me]),
+                format!(
+                    "the sum of counts ({total}), with send of counts[{me}] = {}",
+                    counts[me]
+                ),
             ));
         }
         let start: usize = counts[..me].iter().sum();
@@ -1001,7 +1175,15 @@ impl Comm {
         let (_, wire) = self.wire()?;
         let sched = sc::allgather_ring(&self.group(), me);
         let offsets = count_offsets(counts, std::mem::size_of::<T>());
-        self.run(sched, wire, as_bytes_mut(recv), offsets, None, Call::Collective, at)
+        self.run(
+            sched,
+            wire,
+            as_bytes_mut(recv),
+            offsets,
+            None,
+            Call::Collective,
+            at,
+        )
     }
 
     /// Rank i sends block j of its `send` to rank j, which stores it as block i
@@ -1009,7 +1191,7 @@ impl Comm {
     #[track_caller]
     pub fn alltoall<T: Pod>(&self, send: &[T], recv: &mut [T]) -> Result<()> {
         let p = self.size();
-        if send.len() % p != 0 || recv.len() != send.len() {
+        if !send.len().is_multiple_of(p) || recv.len() != send.len() {
             return Err(bad(
                 "send",
                 send.len(),
@@ -1056,8 +1238,16 @@ impl Comm {
         for k in 1..p {
             let (to, from) = ((me + k) % p, (me + p - k) % p);
             sched.rounds.push(Round {
-                sends: vec![Xfer { peer: to, blocks: to..to + 1, apply: Apply::Put }],
-                recvs: vec![Xfer { peer: from, blocks: p + from..p + from + 1, apply: Apply::Put }],
+                sends: vec![Xfer {
+                    peer: to,
+                    blocks: to..to + 1,
+                    apply: Apply::Put,
+                }],
+                recvs: vec![Xfer {
+                    peer: from,
+                    blocks: p + from..p + from + 1,
+                    apply: Apply::Put,
+                }],
             });
         }
         let (so, ro): (usize, usize) = (
@@ -1067,7 +1257,15 @@ impl Comm {
         work.copy_within(so..so + send_counts[me], st + ro);
         if p > 1 {
             let (_, wire) = self.wire()?;
-            self.run(sched, wire, as_bytes_mut(&mut work), offsets, None, Call::Collective, at)?;
+            self.run(
+                sched,
+                wire,
+                as_bytes_mut(&mut work),
+                offsets,
+                None,
+                Call::Collective,
+                at,
+            )?;
         }
         recv.copy_from_slice(&work[st..]);
         Ok(())

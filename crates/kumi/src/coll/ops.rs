@@ -218,7 +218,7 @@ impl<T: Pod> Op<T> {
     }
 
     /// `inout = in ⊕ inout` over bytes that hold whole, aligned `T`s.
-    pub(crate) fn bytes_fn(&self) -> Rc<dyn Fn(&[u8], &mut [u8])> {
+    pub(crate) fn bytes_fn(&self) -> super::exec::ByteOp {
         let f = self.f.clone();
         Rc::new(move |a: &[u8], b: &mut [u8]| {
             f(bytemuck::cast_slice(a), bytemuck::cast_slice_mut(b))
@@ -301,7 +301,13 @@ mod tests {
 
     #[test]
     fn minloc_prefers_smallest_index_on_ties() {
-        let a = [Loc { value: 3i32, index: 5 }, Loc { value: 1, index: 9 }];
+        let a = [
+            Loc {
+                value: 3i32,
+                index: 5,
+            },
+            Loc { value: 1, index: 9 },
+        ];
         let b = [Loc { value: 3, index: 2 }, Loc { value: 2, index: 0 }];
         assert_eq!(
             run(Builtin::MinLoc, &a, &b),
