@@ -141,6 +141,10 @@ pub enum Reference {
     Mpich,
     /// Debian's Open MPI (mpicc.openmpi, mpiexec.openmpi).
     Openmpi,
+    /// The same C twin on kumi itself, through kumi's libmpi.so.12 (`kumi cc`,
+    /// `kumi run`); added automatically to every --vs run when the library is
+    /// installed beside this kumi.
+    KumiC,
 }
 
 /// Arguments of the hidden `bench-rank` role (what each rank of the job runs).
@@ -287,6 +291,18 @@ impl Reference {
         match self {
             Reference::Mpich => "mpich",
             Reference::Openmpi => "openmpi",
+            Reference::KumiC => "kumi-c",
+        }
+    }
+
+    /// The compiler command (program and leading arguments).
+    fn compiler(self) -> Vec<std::ffi::OsString> {
+        match self {
+            Reference::KumiC => {
+                let me = std::env::current_exe().unwrap_or_else(|_| "kumi".into());
+                vec![me.into_os_string(), "cc".into()]
+            }
+            r => vec![r.tools().0.into()],
         }
     }
 
@@ -294,17 +310,20 @@ impl Reference {
         match self {
             Reference::Mpich => ("mpicc.mpich", "mpiexec.mpich"),
             Reference::Openmpi => ("mpicc.openmpi", "mpiexec.openmpi"),
+            Reference::KumiC => ("kumi cc", "kumi run"),
         }
     }
 
     fn build(self) -> Result<Twin, String> {
-        let (cc, _) = self.tools();
+        let cc_cmd = self.compiler();
+        let cc = self.tools().0;
         let dir = std::env::temp_dir().join(format!("kumi-bench-{}-{}", std::process::id(), self.name()));
         std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
         let twin = Twin { exe: dir.join("micro"), dir, reference: self };
         let src = twin.dir.join("micro.c");
         std::fs::write(&src, TWIN_SOURCE).map_err(|e| format!("cannot write {}: {e}", src.display()))?;
-        let out = Command::new(cc)
+        let out = Command::new(&cc_cmd[0])
+            .args(&cc_cmd[1..])
             .args(["-O2", "-Wno-stringop-overflow", "-o"])
             .arg(&twin.exe)
             .arg(&src)
@@ -322,7 +341,20 @@ impl Reference {
 impl Twin {
     fn run(&self, kernel: &str, np: u32, max_size: usize, reps: usize, rep_ms: u64) -> Result<Vec<Record>, String> {
         let (_, mpiexec) = self.reference.tools();
-        let mut c = Command::new(mpiexec);
+        let mut c = match self.reference {
+            Reference::KumiC => {
+                let mut c = Command::new(std::env::current_exe().map_err(|e| format!("cannot find kumi: {e}"))?);
+                c.arg("run");
+                if let Some(h) = &placement().hosts {
+                    c.args(["--hosts", h]);
+                }
+                if let Some(r) = &placement().rsh {
+                    c.args(["--rsh", r]);
+                }
+                c
+            }
+            _ => Command::new(mpiexec),
+        };
         if self.reference == Reference::Openmpi {
             // SAFETY: getuid has no preconditions and cannot fail.
             if unsafe { libc::getuid() } == 0 {
@@ -350,6 +382,7 @@ impl Twin {
                         c.args(["-launcher", "ssh", "-launcher-exec", rsh]);
                     }
                 }
+                Reference::KumiC => {}
                 Reference::Openmpi => {
                     c.args(["--mca", "pml", "ob1", "--mca", "btl", "tcp,self"]);
                     c.args(["--host", hosts]);
@@ -361,9 +394,12 @@ impl Twin {
         }
         c.args(["-n", &np.to_string()]).arg(&self.exe).arg(kernel);
         c.args([max_size.to_string(), reps.to_string(), rep_ms.to_string()]);
-        // The reference must not see this process's kumi job variables.
-        for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("KUMI_")) {
-            c.env_remove(k);
+        // A reference must not see this process's kumi variables (kumi-c keeps
+        // them, as kumi's Rust side does).
+        if self.reference != Reference::KumiC {
+            for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("KUMI_")) {
+                c.env_remove(k);
+            }
         }
         let out = c.output().map_err(|e| format!("cannot run {mpiexec}: {e}"))?;
         if !out.status.success() {
@@ -381,7 +417,12 @@ fn compare(a: &BenchArgs, reps: usize, rep_ms: u64, max_size: usize) -> i32 {
     }
     let name = a.kernel.to_possible_value().expect("named").get_name().to_string();
     let mut twins = Vec::new();
-    for &r in &a.vs {
+    let mut refs = a.vs.clone();
+    let lib = std::env::current_exe().ok().and_then(|e| e.parent().map(|d| d.join("libmpi.so.12")));
+    if !refs.contains(&Reference::KumiC) && lib.is_some_and(|l| l.exists()) {
+        refs.push(Reference::KumiC);
+    }
+    for &r in &refs {
         match r.build() {
             Ok(t) => twins.push(t),
             Err(e) => {

@@ -380,7 +380,8 @@ impl Job {
                 false
             }
             ControlEvent::SnapshotWanted(id) => {
-                server.reply(*id, &kumi_core::control::ToRank::Snapshot(watch.snapshot(now)));
+                let snapshot = kumi_core::control::ToRank::Snapshot(watch.snapshot(now));
+                server.reply(*id, &snapshot);
                 false
             }
             _ => true,

@@ -80,8 +80,7 @@ pub type ConnId = u64;
 enum State {
     Challenged { nonce: Vec<u8>, deadline: Instant },
     Ready { rank: u32 },
-    /// A read-only monitor (`kumi top`): may only ask for snapshots.
-    Monitor,
+    Monitor, // a read-only monitor (`kumi top`): may only ask for snapshots
 }
 
 /// A control connection: local ranks over the abstract Unix socket, ranks of

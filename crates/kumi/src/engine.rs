@@ -1036,9 +1036,26 @@ impl Engine {
         let mut idle_polls = 0u32;
         let mut idle_since: Option<Instant> = None;
         let mut started: Option<Instant> = None;
-        // Empty passes between yields when the network is in play (see below):
-        // every pass when only the network can deliver; with shared memory too,
-        // one in 8, so a shared-memory wait keeps its spinning fast path.
+        // Why a waiting rank yields: two ranks that wait on each other often
+        // end up on ONE core, even with a core free for each. Seen with perf on
+        // this 2-core VM: both ranks on one CPU for a whole run while the other
+        // ran a compiler or a stress test; over TCP it happens on an idle
+        // machine too, because a rank asleep in epoll is woken by its peer's
+        // send and the kernel treats a socket wake-up as synchronous (the waker
+        // is expected to sleep next), so it moves the wakee onto the waker's
+        // core. A rank that then only spins keeps the peer it waits for off the
+        // core until its spin budget ends (200 us) or the scheduler preempts it
+        // at a tick (4 ms): the 235 us / 4 ms TCP latencies, and 210 us on
+        // shared memory under load. `sched_yield` hands the core over at once
+        // when the peer shares it and costs one cheap system call (~0.3 us)
+        // when nothing else wants the core. So:
+        // - with the network in play, every empty pass already makes a system
+        //   call (`epoll_wait`), and the frame can only come from a peer that
+        //   must run: yield on every empty pass, or on one in 8 when shared
+        //   memory is polled too (its passes cost nanoseconds);
+        // - shared memory alone spins without system calls for `policy.polls`
+        //   passes (the fast path: a reply within a few microseconds), then
+        //   yields on every pass.
         let net_yield_passes: u32 = if self.shm.is_some() { 8 } else { 1 };
         loop {
             let n = self.progress()?;
@@ -1051,37 +1068,22 @@ impl Engine {
                 continue;
             }
             idle_polls += 1;
-            // With a network in the job, give the core away every few empty
-            // passes. Ranks that exchange TCP frames on one machine (forced TCP,
-            // or "hosts" that are namespaces of it) end up sharing ONE core: a
-            // rank asleep in epoll is woken by the peer's send, and the kernel
-            // treats a socket wake-up as synchronous (the waker is expected to
-            // sleep next) and moves the wakee onto the waker's core, where it
-            // stays (seen with perf: both ranks on CPU 0 for a whole run while
-            // CPU 1 ran a compiler). A rank that then spins without yielding
-            // keeps the peer it waits for off the core until its spin budget
-            // ends or the scheduler tick (4 ms) preempts it: that was the
-            // 235 us (spin 200 us) / 4 ms latency over TCP. `sched_yield` costs
-            // one cheap system call when nothing else wants the core (the pass
-            // already made one, `epoll_wait`) and hands the core to the peer
-            // at once when it shares it, which makes a shared core as fast as
-            // two (the references busy-poll and never sleep, so they are never
-            // moved together). Shared memory alone keeps pure spinning: its
-            // wake-ups (futex) do not pull ranks together.
-            if self.net.is_some() && idle_polls.is_multiple_of(net_yield_passes) {
-                std::thread::yield_now();
-            }
             if idle_polls < self.policy.polls {
-                std::hint::spin_loop();
+                if self.net.is_some() && idle_polls.is_multiple_of(net_yield_passes) {
+                    std::thread::yield_now();
+                } else {
+                    std::hint::spin_loop();
+                }
                 continue;
             }
             let now = Instant::now();
             let start = *started.get_or_insert(now);
             self.watch.waiting(info, start, now, &self.counters);
             let idle = now - *idle_since.get_or_insert(now);
-            if idle < self.policy.spin {
-                std::hint::spin_loop();
-            } else if idle < self.policy.spin + self.policy.yield_for {
+            // `spin` then `yield_for`: both poll and yield (see above); only
+            // their sum, the time before sleeping, differs from the policy's
+            // first design (pure spinning, then yielding).
+            if idle < self.policy.spin + self.policy.yield_for {
                 std::thread::yield_now();
             } else {
                 self.sleep();
