@@ -61,6 +61,7 @@ RSH
 chmod +x "$work/rsh"
 
 cmd=("$@")
-# A bare `kumi` means the one built in this checkout.
-if [ "${cmd[0]}" = kumi ]; then cmd[0]="$here/../target/release/kumi"; fi
+# A bare `kumi` means the one built in this checkout, or $KUMI_BIN (a copy that
+# a concurrent `cargo build` cannot replace in the middle of a run).
+if [ "${cmd[0]}" = kumi ]; then cmd[0]="${KUMI_BIN:-$here/../target/release/kumi}"; fi
 ip netns exec "kb-$h1" "${cmd[@]}" --hosts "$h1:1,$h2:1" --rsh "$work/rsh"

@@ -14,7 +14,7 @@ use std::io::Write;
 
 /// Kernels [`run`] knows, in the order `kumi bench all` runs them.
 pub const KERNELS: &[&str] = &[
-    "micro", "lu", "himeno", "cg", "is", "sor", "knights", "dct", "matpow",
+    "micro", "lu", "himeno", "cg", "is", "mg", "sor", "knights", "dct", "matpow",
 ];
 
 /// Options of one run.
@@ -39,7 +39,7 @@ pub struct Params {
 }
 
 /// Environment variable naming a kernel whose result is deliberately spoiled
-/// before its check (lu, cg), so tests can see a failed check end the
+/// before its check (lu, cg, mg), so tests can see a failed check end the
 /// job loudly. Never set in normal use.
 pub const FAULT_ENV: &str = "KUMI_BENCH_FAULT";
 
@@ -130,6 +130,7 @@ pub fn run(name: &str, w: &Comm, o: &Params) -> Outcome {
             })?;
             match name {
                 "cg" => npb::cg::run(w, c, fault("cg"), &prog),
+                "mg" => npb::mg::run(w, c, fault("mg"), &prog),
                 _ => npb::is::run(w, c, &prog),
             }
         }

@@ -314,10 +314,12 @@ impl View {
             let (b_t, b_cpu) = before.map_or((now_t, r.cpu_ms), |(_, b)| {
                 (all_traffic(&b.counters), b.cpu_ms)
             });
-            let cpu = if secs > 0.0 {
-                100.0 * r.cpu_ms.saturating_sub(b_cpu) as f64 / 1000.0 / secs
-            } else {
-                0.0
+            let cpu = match (r.cpu_ms, b_cpu) {
+                (Some(c), Some(b)) if secs > 0.0 => {
+                    format!("{:.0}", 100.0 * c.saturating_sub(b) as f64 / 1000.0 / secs)
+                }
+                (Some(_), _) => "0".into(),
+                _ => "-".into(),
             };
             let blocked_pct = if r.counters.wall_us > 0 {
                 100.0 * r.counters.blocked_us as f64 / r.counters.wall_us as f64
@@ -333,7 +335,7 @@ impl View {
                 r.rank.to_string(),
                 r.host.clone(),
                 r.pid.to_string(),
-                format!("{cpu:.0}"),
+                cpu,
                 human(rate(now_t[0], b_t[0], secs)),
                 human(rate(now_t[1], b_t[1], secs)),
                 human(rate(now_t[2], b_t[2], secs)),

@@ -168,6 +168,11 @@ pub enum Report {
     /// The counters of the rank's own work, sent at finalize before its last
     /// barrier (so they hold exactly what the program sent): for statistics.
     Final(RankCounters),
+    /// Sent once at start: the host the rank runs on.
+    Started {
+        /// Host name.
+        host: String,
+    },
 }
 
 /// One rank as the detector sees it.
@@ -408,8 +413,9 @@ pub struct RankStatus {
     pub blocked_for_ms: u64,
     /// It has ended.
     pub ended: bool,
-    /// CPU time used (user + system), in milliseconds, as the launcher read it.
-    pub cpu_ms: u64,
+    /// CPU time used (user + system), in milliseconds, as the launcher read it
+    /// (`None`: not on the launcher's host, or unreadable).
+    pub cpu_ms: Option<u64>,
     /// Latest counters the rank reported.
     pub counters: RankCounters,
 }

@@ -293,12 +293,19 @@ impl Job {
 
             self.supervise(&mut events, &mut watch, &mut server, now);
             self.handle_events(&mut events, &mut sup, &mut host, now);
-            if let Some(found) = watch.check(now) {
+            // Once the job is being stopped for another cause, ranks waiting on
+            // the failed one are no news.
+            let found = (!sup.stopping() && deadlocked.is_none())
+                .then(|| watch.check(now))
+                .flatten();
+            if let Some(found) = found {
                 (self.notices)(&found.text);
-                if found.abort && deadlocked.is_none() && !sup.stopping() {
+                if found.abort {
                     deadlocked = Some(Outcome::failed(
                         DEADLOCK_EXIT,
-                        format!("the job deadlocked (see above); stopped every rank (exit code {DEADLOCK_EXIT})"),
+                        format!(
+                            "the job deadlocked (see above); stopped every rank (exit code {DEADLOCK_EXIT})"
+                        ),
                     ));
                     host.stop(now);
                 }

@@ -23,6 +23,9 @@
 //! * **Deciding is separate from printing.** [`policy::Supervisor`] is a pure state
 //!   machine that turns events (a rank ended, a rank aborted, a signal arrived) into
 //!   an [`Outcome`]; the caller prints. It is unit-tested without processes.
+//!   Likewise [`supervise`] keeps the ranks' wait reports and runs the pure
+//!   deadlock rule of `kumi_core::deadlock` with a grace period; a read-only
+//!   monitor (`kumi top`) may connect without the secret, being of our uid.
 //! * **Nothing to leave behind.** The control socket is a Linux *abstract* Unix
 //!   socket and the shared segment a memfd: neither has a name in any file system,
 //!   so no crash of the launcher or of a rank can leak a file. The abstract socket is

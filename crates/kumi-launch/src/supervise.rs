@@ -60,6 +60,11 @@ impl Default for SupervisionConfig {
 #[derive(Default)]
 struct RankInfo {
     pid: u32,
+    /// Host the rank said it runs on.
+    host: Option<String>,
+    /// Its pid is a process of this host that belongs to this job and rank
+    /// (checked once in its environment); `None`: not checked yet.
+    local: Option<bool>,
     /// The reported wait and when it began (by the launcher's clock).
     blocked: Option<(Wait, Instant)>,
     counters: RankCounters,
@@ -137,6 +142,7 @@ impl Supervision {
                 r.counters = c.clone();
                 r.final_counters = Some(c);
             }
+            Report::Started { host } => r.host = Some(host),
         }
     }
 
@@ -197,7 +203,12 @@ impl Supervision {
     }
 
     /// What a monitor sees now.
-    pub fn snapshot(&self, now: Instant) -> Snapshot {
+    pub fn snapshot(&mut self, now: Instant) -> Snapshot {
+        for (i, r) in self.ranks.iter_mut().enumerate() {
+            if r.local.is_none() && r.pid != 0 {
+                r.local = Some(is_our_rank(r.pid, &self.job, i));
+            }
+        }
         Snapshot {
             job: self.job.clone(),
             program: self.program.clone(),
@@ -209,17 +220,16 @@ impl Supervision {
                 .enumerate()
                 .map(|(i, r)| RankStatus {
                     rank: i as u32,
-                    host: self.host.clone(),
+                    host: r.host.clone().unwrap_or_else(|| self.host.clone()),
                     pid: r.pid,
                     blocked: r.blocked.as_ref().map(|(w, _)| w.clone()),
                     blocked_for_ms: r.blocked.as_ref().map_or(0, |(_, s)| {
                         now.saturating_duration_since(*s).as_millis() as u64
                     }),
                     ended: r.ended,
-                    cpu_ms: if r.ended || r.pid == 0 {
-                        0
-                    } else {
-                        cpu_ms(r.pid).unwrap_or(0)
+                    cpu_ms: match (r.ended, r.local) {
+                        (false, Some(true)) => cpu_ms(r.pid),
+                        _ => None,
                     },
                     counters: r.counters.clone(),
                 })
@@ -286,6 +296,23 @@ fn serial_fraction(stats: &[&RankCounters]) -> Option<(f64, f64)> {
 
 fn same_wait(a: &Wait, b: &Wait) -> bool {
     (a.call, &a.comm, a.peer, a.tag, &a.location) == (b.call, &b.comm, b.peer, b.tag, &b.location)
+}
+
+/// Whether process `pid` of this host is rank `rank` of `job` (a rank on
+/// another host has a pid that means nothing here).
+fn is_our_rank(pid: u32, job: &str, rank: usize) -> bool {
+    let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
+        return false;
+    };
+    let want_job = format!("KUMI_JOB={job}");
+    let want_rank = format!("KUMI_RANK={rank}");
+    let mut job_ok = false;
+    let mut rank_ok = false;
+    for var in env.split(|&b| b == 0) {
+        job_ok |= var == want_job.as_bytes();
+        rank_ok |= var == want_rank.as_bytes();
+    }
+    job_ok && rank_ok
 }
 
 /// CPU time (user + system) of a process, in milliseconds.

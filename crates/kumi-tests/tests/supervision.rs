@@ -450,3 +450,40 @@ fn no_false_alarm_in_the_quick_benchmark_suite() {
     assert!(!err.contains("deadlock"), "{err}");
     assert_eq!(o.status.code(), Some(0), "{err}");
 }
+
+/// A receive-receive cycle between ranks on two test hosts (network
+/// namespaces, see `kumi_tests::netns`): the reports travel over the network
+/// control channel. Needs root; without it the test says SKIPPED loudly.
+#[test]
+fn deadlock_across_two_namespace_hosts() {
+    use kumi_tests::netns::{self, Cluster};
+    if netns::skip_unless_root("deadlock_across_two_namespace_hosts") {
+        return;
+    }
+    let c = Cluster::create(2).unwrap_or_else(|e| panic!("cannot create 2 test hosts: {e}"));
+    let prog = bin("deadlock");
+    let t = Instant::now();
+    let o = c.kumi_run(
+        2,
+        &[(0, 1), (1, 1)],
+        &[],
+        &[prog.to_str().unwrap(), "recv2"],
+    );
+    let took = t.elapsed();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(DEADLOCK_EXIT), "{err}");
+    for e in [
+        "rank 0 waits in kumi::recv on world from rank 1, tag 7",
+        "rank 1 waits in kumi::recv on world from rank 0, tag 7",
+        "cycle 0 -> 1 -> 0",
+    ] {
+        assert!(err.contains(e), "no {e:?} in\n{err}");
+    }
+    // Detection within 3 s, plus starting and stopping two hosts.
+    assert!(took < Duration::from_secs(8), "took {took:?}\n{err}");
+    assert!(
+        c.all_pids().is_empty(),
+        "processes left: {:?}",
+        c.all_pids()
+    );
+}

@@ -440,14 +440,14 @@ impl Comm {
     #[track_caller]
     pub fn dup(&self) -> Result<Comm> {
         let ctx = self.agree_ctx(&[], Call::Dup, Location::caller())?.0;
-        Ok(Comm {
-            inner: Rc::new(CommInner {
-                engine: self.inner.engine.clone(),
-                ctx,
-                rank: self.inner.rank,
-                members: self.inner.members.clone(),
-            }),
-        })
+        Ok(self.derived(ctx, self.inner.rank, self.inner.members.clone()))
+    }
+
+    /// A communicator made from this one (same engine), made known to the
+    /// supervision reports so waits on it can name world ranks.
+    fn derived(&self, ctx: u32, rank: u32, members: Vec<u32>) -> Comm {
+        self.engine().watch.comm_created(ctx, &members);
+        Comm { inner: Rc::new(CommInner { engine: self.inner.engine.clone(), ctx, rank, members }) }
     }
 
     /// Splits the communicator: ranks passing the same `color` form a new
@@ -482,14 +482,7 @@ impl Comm {
             .position(|&(_, r)| r == self.rank())
             .expect("own card is in the group") as u32;
         let members = group.iter().map(|&(_, r)| self.inner.members[r]).collect();
-        Ok(Some(Comm {
-            inner: Rc::new(CommInner {
-                engine: self.inner.engine.clone(),
-                ctx,
-                rank,
-                members,
-            }),
-        }))
+        Ok(Some(self.derived(ctx, rank, members)))
     }
 
     /// Allgathers `extra` together with each member's context counter; returns

@@ -1049,14 +1049,19 @@ impl Engine {
         // shared memory under load. `sched_yield` hands the core over at once
         // when the peer shares it and costs one cheap system call (~0.3 us)
         // when nothing else wants the core. So:
-        // - with the network in play, every empty pass already makes a system
-        //   call (`epoll_wait`), and the frame can only come from a peer that
-        //   must run: yield on every empty pass, or on one in 8 when shared
-        //   memory is polled too (its passes cost nanoseconds);
-        // - shared memory alone spins without system calls for `policy.polls`
-        //   passes (the fast path: a reply within a few microseconds), then
-        //   yields on every pass.
-        let net_yield_passes: u32 = if self.shm.is_some() { 8 } else { 1 };
+        // - network only: every empty pass makes a system call anyway
+        //   (`epoll_wait`, ~0.5 us); yield on each;
+        // - network and shared memory: yield on one empty pass in 8;
+        // - shared memory only: passes cost tens of nanoseconds and a reply
+        //   usually comes within a few of them (0.4 us), so yield on one empty
+        //   pass in 32 (~1.5 us of spinning), which keeps that fast path free
+        //   of system calls and bounds what a shared core costs;
+        // and once the clock is read (`policy.polls` empty passes), on each.
+        let yield_every: u32 = match (self.shm.is_some(), self.net.is_some()) {
+            (_, false) => 32,
+            (true, true) => 8,
+            (false, true) => 1,
+        };
         loop {
             let n = self.progress()?;
             if done(self) {
@@ -1069,7 +1074,7 @@ impl Engine {
             }
             idle_polls += 1;
             if idle_polls < self.policy.polls {
-                if self.net.is_some() && idle_polls.is_multiple_of(net_yield_passes) {
+                if idle_polls.is_multiple_of(yield_every) {
                     std::thread::yield_now();
                 } else {
                     std::hint::spin_loop();
@@ -1080,9 +1085,8 @@ impl Engine {
             let start = *started.get_or_insert(now);
             self.watch.waiting(info, start, now, &self.counters);
             let idle = now - *idle_since.get_or_insert(now);
-            // `spin` then `yield_for`: both poll and yield (see above); only
-            // their sum, the time before sleeping, differs from the policy's
-            // first design (pure spinning, then yielding).
+            // The `spin` and `yield_for` phases now both poll and yield (see
+            // above); their sum is how long the rank waits before sleeping.
             if idle < self.policy.spin + self.policy.yield_for {
                 std::thread::yield_now();
             } else {

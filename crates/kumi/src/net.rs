@@ -109,11 +109,10 @@ pub(crate) fn start(id: &Identity, route: &[Route]) -> Result<Option<TcpTranspor
         rank: id.rank,
         size: id.size,
         bind,
-        max_payload: crate::engine::env_u64("KUMI_TCP_CHUNK", DEFAULT_MAX_PAYLOAD as u64)? as usize,
-        high_water: crate::engine::env_u64("KUMI_TCP_HW", DEFAULT_HIGH_WATER as u64)? as usize,
+        max_payload: DEFAULT_MAX_PAYLOAD,
+        high_water: DEFAULT_HIGH_WATER,
         // Shared-memory peers too: see `TcpConfig::poll_every`.
         poll_every: if route.contains(&Route::Shm) { 4 } else { 1 },
-        sock_buf: crate::engine::env_u64("KUMI_TCP_BUF", 0)? as usize,
     })
     .map_err(|e| Error::Bootstrap(format!("cannot listen for data connections on {bind}: {e}")))?;
     Ok(Some(tcp))

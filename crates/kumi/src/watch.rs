@@ -75,17 +75,20 @@ impl Watch {
 
     /// A watch that reports to the launcher on `control`.
     pub fn new(control: Rc<RefCell<Control>>, rank: u32, size: u32, threshold: Duration) -> Watch {
-        Watch {
+        let w = Watch {
             control: Some(control),
             rank,
             size,
             threshold,
             ..Watch::disabled()
-        }
+        };
+        w.send(&Report::Started {
+            host: crate::hostname(),
+        });
+        w
     }
 
     /// Records the members of a communicator, so waits on it name world ranks.
-    #[allow(dead_code)] // called by communicator constructors that know members
     pub fn comm_created(&mut self, ctx: u32, members: &[u32]) {
         self.comms.insert(ctx & !1, members.to_vec());
     }

@@ -6,6 +6,7 @@
 
 pub mod cg;
 pub mod is;
+pub mod mg;
 
 /// NPB's generator: x_{k+1} = 5^13 x_k mod 2^46, returning x_{k+1} / 2^46.
 /// Integer arithmetic gives exactly the values of NPB's double-precision
