@@ -76,7 +76,7 @@ pub enum Kernel {
     Dct,
     /// Suite: 64x64 matrix to the 32nd power with a barrier per step.
     Matpow,
-    /// Suite: the NPB kernels (cg, is) at --size class.
+    /// Suite: the NPB kernels (cg, is, mg) at --size class.
     Npb,
     /// Suite: --kernel K at 1..-n ranks, speed-up and Amdahl's serial fraction.
     Scaling,
@@ -88,6 +88,8 @@ pub enum Kernel {
     /// fetch_add on one hot counter, combining modes none/level1/level2
     /// (records carry a "mode" field).
     Hotspot,
+    /// Suite: NPB MG (--size S, W, A), Mop/s, residual norm verified.
+    Mg,
 }
 
 /// Arguments of `kumi bench`.
@@ -205,7 +207,7 @@ pub fn rank_main(a: RankArgs) -> i32 {
             }
             // Handled by crate::suite above.
             Kernel::Micro | Kernel::Lu | Kernel::Himeno | Kernel::Cg | Kernel::Is | Kernel::Sor | Kernel::Knights
-            | Kernel::Dct | Kernel::Matpow | Kernel::Npb | Kernel::Scaling | Kernel::All => Ok(Vec::new()),
+            | Kernel::Dct | Kernel::Matpow | Kernel::Npb | Kernel::Scaling | Kernel::All | Kernel::Mg => Ok(Vec::new()),
         }
     };
     match run() {
@@ -339,7 +341,7 @@ impl Reference {
 }
 
 impl Twin {
-    fn run(&self, kernel: &str, np: u32, max_size: usize, reps: usize, rep_ms: u64) -> Result<Vec<Record>, String> {
+    fn run(&self, kernel: &str, np: u32, max_size: usize, reps: usize, rep_ms: u64) -> Result<Vec<Figure>, String> {
         let (_, mpiexec) = self.reference.tools();
         let mut c = match self.reference {
             Reference::KumiC => {
@@ -405,14 +407,15 @@ impl Twin {
         if !out.status.success() {
             return Err(format!("{mpiexec} failed ({}):\n{}", out.status, String::from_utf8_lossy(&out.stderr)));
         }
-        Ok(String::from_utf8_lossy(&out.stdout).lines().filter_map(Record::from_json).collect())
+        // Figures keep the twin's own fields ("op" for coll).
+        Ok(String::from_utf8_lossy(&out.stdout).lines().filter_map(Figure::from_json).collect())
     }
 }
 
 /// `--vs`: kumi and the references, alternating, `rounds` times each.
 fn compare(a: &BenchArgs, reps: usize, rep_ms: u64, max_size: usize) -> i32 {
-    if !matches!(a.kernel, Kernel::Pingpong | Kernel::Bw | Kernel::Rate | Kernel::Ring) {
-        eprintln!("kumi bench: --vs applies to pingpong, bw, rate and ring");
+    if !matches!(a.kernel, Kernel::Pingpong | Kernel::Bw | Kernel::Rate | Kernel::Ring | Kernel::Coll) {
+        eprintln!("kumi bench: --vs applies to pingpong, bw, rate, ring and coll");
         return 2;
     }
     let name = a.kernel.to_possible_value().expect("named").get_name().to_string();
@@ -431,9 +434,12 @@ fn compare(a: &BenchArgs, reps: usize, rep_ms: u64, max_size: usize) -> i32 {
             }
         }
     }
-    // results[side][size] = values over rounds; side 0 is kumi.
+    // results[side][(op, size)] = values over rounds; side 0 is kumi. The op is
+    // coll's "op" field ("" for the point-to-point kernels); `keys` keeps the
+    // order in which the kernels print them.
     let sides = 1 + twins.len();
-    let mut results: Vec<std::collections::BTreeMap<usize, Vec<f64>>> = vec![Default::default(); sides];
+    let mut results: Vec<std::collections::BTreeMap<(String, usize), Vec<f64>>> = vec![Default::default(); sides];
+    let mut keys: Vec<(String, usize)> = Vec::new();
     let mut metric = String::new();
     for round in 0..a.rounds {
         if !a.json {
@@ -446,13 +452,7 @@ fn compare(a: &BenchArgs, reps: usize, rep_ms: u64, max_size: usize) -> i32 {
         }
         for side in order {
             let recs = if side == 0 {
-                run_job(a.kernel, a.np, max_size, reps, rep_ms)
-                    .map(|figs| {
-                        figs.into_iter()
-                            .map(|f| Record { bench: f.bench, np: f.np, size: f.size, metric: f.metric, value: f.value })
-                            .collect::<Vec<_>>()
-                    })
-                    .map_err(|code| format!("kumi job failed ({code})"))
+                run_job(a.kernel, a.np, max_size, reps, rep_ms).map_err(|code| format!("kumi job failed ({code})"))
             } else {
                 twins[side - 1].run(&name, a.np, max_size, reps, rep_ms)
             };
@@ -460,7 +460,11 @@ fn compare(a: &BenchArgs, reps: usize, rep_ms: u64, max_size: usize) -> i32 {
                 Ok(recs) => {
                     for r in recs {
                         metric = r.metric.clone();
-                        results[side].entry(r.size).or_default().push(r.value);
+                        let key = (r.get("op").unwrap_or_default(), r.size);
+                        if !keys.contains(&key) {
+                            keys.push(key.clone());
+                        }
+                        results[side].entry(key).or_default().push(r.value);
                     }
                 }
                 Err(e) => {
@@ -476,9 +480,12 @@ fn compare(a: &BenchArgs, reps: usize, rep_ms: u64, max_size: usize) -> i32 {
     let labels: Vec<&str> = std::iter::once("kumi").chain(twins.iter().map(|t| t.reference.name())).collect();
     if a.json {
         for (side, label) in labels.iter().enumerate() {
-            for (size, vals) in &results[side] {
+            for key in &keys {
+                let Some(vals) = results[side].get(key) else { continue };
+                let (op, size) = (&key.0, key.1);
+                let op = if op.is_empty() { String::new() } else { format!(", \"op\": \"{op}\"") };
                 println!(
-                    "{{\"bench\": \"{name}\", \"np\": {}, \"size\": {size}, \"metric\": \"{metric}\", \"value\": {:.6}, \"impl\": \"{label}\", \"rounds\": {}}}",
+                    "{{\"bench\": \"{name}\", \"np\": {}, \"size\": {size}, \"metric\": \"{metric}\", \"value\": {:.6}, \"impl\": \"{label}\", \"rounds\": {}{op}}}",
                     a.np,
                     median(vals.clone()),
                     vals.len()
@@ -489,16 +496,19 @@ fn compare(a: &BenchArgs, reps: usize, rep_ms: u64, max_size: usize) -> i32 {
     }
     let better = if metric == "latency_us" { "lower is better: ratio < 1 means kumi is faster" } else { "higher is better: ratio > 1 means kumi is faster" };
     println!("{name} (np={}), {metric}, median of {} alternating rounds; {better}", a.np, a.rounds);
-    let mut head = format!("{:>10}  {:>12}", "size", "kumi");
+    let with_op = keys.iter().any(|(op, _)| !op.is_empty());
+    let op_col = |op: &str| if with_op { format!("{op:>10}  ") } else { String::new() };
+    let mut head = format!("{}{:>10}  {:>12}", op_col("op"), "size", "kumi");
     for l in &labels[1..] {
         head += &format!("  {l:>12}  {:>12}", format!("kumi/{l}"));
     }
     println!("{head}");
-    for (size, vals) in &results[0] {
-        let k = median(vals.clone());
-        let mut line = format!("{:>10}  {k:>12.3}", human_size(*size));
+    for key in &keys {
+        let (op, size) = (&key.0, key.1);
+        let k = results[0].get(key).map_or(f64::NAN, |v| median(v.clone()));
+        let mut line = format!("{}{:>10}  {k:>12.3}", op_col(op), human_size(size));
         for res in &results[1..] {
-            match res.get(size) {
+            match res.get(key) {
                 Some(v) => {
                     let r = median(v.clone());
                     line += &format!("  {r:>12.3}  {:>12.3}", k / r);

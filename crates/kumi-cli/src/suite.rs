@@ -21,8 +21,9 @@ use std::time::Instant;
 #[derive(Args, Debug, Default, Clone)]
 pub struct SuiteOpts {
     /// Problem size: lu orders (e.g. 2000,4000), himeno XS/S/M/L, npb class
-    /// S/W/A, sor/dct grid side, knights board side; `tiny` for a smoke test.
-    #[arg(long)]
+    /// S/W/A (also as --class), sor/dct grid side, knights board side; `tiny`
+    /// for a smoke test.
+    #[arg(long, alias = "class")]
     pub size: Option<String>,
     /// Threads per rank (sor's two-level mode).
     #[arg(long, default_value_t = 1)]
@@ -39,7 +40,7 @@ pub struct SuiteOpts {
     /// Hosts for the job (passed to `kumi run --hosts`).
     #[arg(long)]
     pub hosts: Option<String>,
-    /// The kernel `scaling` measures (himeno, lu, cg, is, sor, knights).
+    /// The kernel `scaling` measures (himeno, lu, cg, is, mg, sor, knights).
     #[arg(long = "kernel", value_name = "NAME", default_value = "himeno")]
     pub scale_kernel: String,
 }
@@ -67,6 +68,7 @@ pub fn name(k: Kernel) -> Option<&'static str> {
         Kernel::Himeno => "himeno",
         Kernel::Cg => "cg",
         Kernel::Is => "is",
+        Kernel::Mg => "mg",
         Kernel::Sor => "sor",
         Kernel::Knights => "knights",
         Kernel::Dct => "dct",
@@ -340,7 +342,7 @@ fn rate(kernel: &str, figs: &[Figure]) -> Option<f64> {
     let want = match kernel {
         "lu" => "gflops",
         "himeno" | "sor" => "mflops",
-        "cg" | "is" => "mops",
+        "cg" | "is" | "mg" => "mops",
         "knights" => "seconds",
         _ => return None,
     };
@@ -355,7 +357,7 @@ fn rate(kernel: &str, figs: &[Figure]) -> Option<f64> {
 fn scaling(a: &BenchArgs, max_np: u32, quick: bool, progress: bool) -> Result<Vec<Figure>, i32> {
     let k = a.suite.scale_kernel.as_str();
     if rate(k, &[]).is_none() {
-        eprintln!("kumi bench scaling: --kernel must be one of himeno, lu, cg, is, sor, knights (not {k:?})");
+        eprintln!("kumi bench scaling: --kernel must be one of himeno, lu, cg, is, mg, sor, knights (not {k:?})");
         return Err(2);
     }
     let mut base = f64::NAN;
@@ -410,7 +412,7 @@ pub fn main(a: &BenchArgs) -> i32 {
             let np = if a.np < 2 { 2 } else { a.np };
             let mut all = Vec::new();
             let mut plan: Vec<(&str, u32)> = vec![("micro", 2), ("lu", 1), ("lu", np)];
-            plan.extend(["himeno", "cg", "is", "sor", "knights"].map(|k| (k, np)));
+            plan.extend(["himeno", "cg", "is", "mg", "sor", "knights"].map(|k| (k, np)));
             plan.extend([("dct", 1), ("dct", np), ("matpow", np)]);
             for (k, p) in plan {
                 match run(
@@ -447,7 +449,7 @@ pub fn main(a: &BenchArgs) -> i32 {
         }
         "npb" => {
             let mut all = Vec::new();
-            for k in ["cg", "is"] {
+            for k in ["cg", "is", "mg"] {
                 match run(
                     &format!("{k}-np{}.jsonl", a.np),
                     job(k, a.np, a, quick, progress, a.suite.threads),

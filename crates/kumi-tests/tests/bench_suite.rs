@@ -51,7 +51,7 @@ fn tiny(kernel: &str, np: usize, extra: &[&str]) -> Vec<String> {
 fn every_kernel_checks_its_own_result_at_np_1_2_and_4() {
     for np in [1, 2, 4] {
         for k in [
-            "lu", "himeno", "cg", "is", "sor", "knights", "dct", "matpow",
+            "lu", "himeno", "cg", "is", "mg", "sor", "knights", "dct", "matpow",
         ] {
             let lines = tiny(k, np, &[]);
             let checked = lines
@@ -195,7 +195,7 @@ fn bench_all_quick_writes_json_and_report_makes_pages_with_valid_charts() {
     assert!(o.status.success(), "bench all --quick failed\n{}", text(&o));
     let out = String::from_utf8_lossy(&o.stdout);
     for b in [
-        "pingpong", "lu", "himeno", "cg", "is", "sor", "knights", "dct", "matpow", "scaling",
+        "pingpong", "lu", "himeno", "cg", "is", "mg", "sor", "knights", "dct", "matpow", "scaling",
     ] {
         assert!(
             out.contains(&format!("\"bench\": \"{b}\"")),
@@ -233,7 +233,11 @@ fn bench_all_quick_writes_json_and_report_makes_pages_with_valid_charts() {
 
 #[test]
 fn a_failed_check_ends_the_job_non_zero_and_names_the_check() {
-    for (k, check) in [("lu", "lu scaled residual"), ("cg", "npb cg zeta")] {
+    for (k, check) in [
+        ("lu", "lu scaled residual"),
+        ("cg", "npb cg zeta"),
+        ("mg", "npb mg residual norm"),
+    ] {
         let o = Command::new(bin("kumi"))
             .args(["bench", k, "-n", "2", "--size", "tiny", "--json"])
             .env("KUMI_BENCH_FAULT", k)

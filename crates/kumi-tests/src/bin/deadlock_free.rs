@@ -2,7 +2,7 @@
 //! tests check that kumi never reports them.
 //!
 //! `deadlock_free <mode>`:
-//! - `compute`: rank 0 computes (a busy loop, no kumi call) for 5 s between
+//! - `compute`: rank 0 computes (a busy loop, no kumi call) for 10 s between
 //!   two messages to rank 1, which waits in a receive all that time; the other
 //!   ranks wait in the final barrier;
 //! - `sleep`: the last rank sleeps 5 s before sending to every other rank,
@@ -31,7 +31,8 @@ fn main() {
         "compute" => {
             for round in 0..2u64 {
                 if me == 0 {
-                    let x = compute(Duration::from_millis(2500 * (round + 1)));
+                    // 1 s, then 10 s: the long computation the issue asks about.
+                    let x = compute(Duration::from_millis(if round == 0 { 1000 } else { 10_000 }));
                     w.send(&[x], 1, 1).expect("send");
                 } else if me == 1 {
                     w.recv(&mut b, 0, 1).expect("recv");
