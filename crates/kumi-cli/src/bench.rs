@@ -402,6 +402,22 @@ impl Twin {
             for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("KUMI_")) {
                 c.env_remove(k);
             }
+            // Nor kumi's own libmpi.so.12/libmpich.so.12 (same sonames as
+            // MPICH's) through LD_LIBRARY_PATH, as under `cargo test`, which
+            // puts kumi's build directory there: the MPICH twin would load
+            // kumi's library and run as singletons.
+            if let (Some(lp), Some(home)) = (
+                std::env::var_os("LD_LIBRARY_PATH"),
+                std::env::current_exe().ok().and_then(|e| e.parent().and_then(|d| d.canonicalize().ok())),
+            ) {
+                let keep: Vec<_> = std::env::split_paths(&lp)
+                    .filter(|d| !d.canonicalize().is_ok_and(|d| d.starts_with(&home)))
+                    .collect();
+                match std::env::join_paths(keep) {
+                    Ok(v) if !v.is_empty() => c.env("LD_LIBRARY_PATH", v),
+                    _ => c.env_remove("LD_LIBRARY_PATH"),
+                };
+            }
         }
         let out = c.output().map_err(|e| format!("cannot run {mpiexec}: {e}"))?;
         if !out.status.success() {

@@ -191,7 +191,13 @@ pub fn main(args: RunArgs) -> i32 {
     };
     debug_assert_eq!(DEADLOCK_EXIT, 86, "documented in RUN_HELP");
     let mut job = Job::new(spec).supervision(supervision);
-    match remote_spec(&args.hosts, &args.hostfile, &args.rsh, &args.iface, &args.bind) {
+    match remote_spec(
+        &args.hosts,
+        &args.hostfile,
+        &args.rsh,
+        &args.iface,
+        &args.bind,
+    ) {
         Ok(Some(r)) => job = job.remote(r),
         Ok(None) => {}
         Err(e) => {
@@ -200,11 +206,20 @@ pub fn main(args: RunArgs) -> i32 {
         }
     }
     if args.monitor {
-        job = job.on_listen(Box::new(|address: &str| crate::top::spawn_monitor(address)));
+        // The view holds the terminal: output and notices wait in the top
+        // module's log and are printed, in order, when the view closes.
+        crate::top::hold_output();
+        job = job
+            .on_listen(Box::new(|address: &str| crate::top::spawn_monitor(address)))
+            .with_output(Box::new(crate::top::output))
+            .with_notices(Box::new(|line: &str| {
+                crate::top::output(true, format!("kumi run: {line}\n").as_bytes())
+            }));
     }
     let outcome = job.run();
     if args.monitor {
         crate::top::stop_monitor();
+        crate::top::release_output();
     }
     if let Some(cause) = &outcome.cause {
         eprintln!("kumi run: {cause}");

@@ -10,6 +10,18 @@
 //! Rates (messages and bytes per second) are differences between two snapshots
 //! of the counters ranks report while they wait (about every second), so they
 //! move in steps; CPU % comes from the launcher reading /proc.
+//!
+//! Under `kumi run --monitor` the view holds the terminal (alternate screen)
+//! while the ranks still print: their lines, and kumi's own notices, go to an
+//! [`OutputLog`] instead. The view shows the latest of them in a pane under the
+//! table; when it closes (`q`, or the job ended) the terminal is restored and
+//! every line held is written to the real stdout and stderr, in the order the
+//! launcher read them; later lines go straight through. The log keeps at most
+//! [`MEM_LIMIT`] bytes in memory and moves the rest to an unnamed temporary
+//! file (created and unlinked at once, so it vanishes with the process), so a
+//! chatty job costs disk, not memory, and loses nothing. Only if that file
+//! cannot be written either are lines dropped past [`HARD_LIMIT`], and then
+//! kumi says how many.
 
 use clap::Args;
 use kumi_core::control::{self, FrameDecoder, ToLauncher, ToRank};
@@ -18,7 +30,9 @@ use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers
 use ratatui::layout::{Constraint, Layout};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::widgets::{Block, Paragraph, Row, Table};
-use std::io::{Read, Write};
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io::{Read, Seek, Write};
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixStream};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -158,7 +172,7 @@ pub fn main(args: TopArgs) -> i32 {
             return 1;
         }
     };
-    match run_tui(&address, &AtomicBool::new(false)) {
+    match run_tui(&address, &AtomicBool::new(false), false) {
         Ok(()) => 0,
         Err(e) => {
             eprintln!("kumi top: {e}");
@@ -178,7 +192,10 @@ pub fn spawn_monitor(address: &str) {
     let handle = std::thread::spawn(move || {
         // The launcher answers only after this thread connected and the event
         // loop runs, which starts right after this function returns.
-        if let Err(e) = run_tui(&address, &flag) {
+        let r = run_tui(&address, &flag, true);
+        // The terminal is restored (or was never taken): give back the output.
+        release_output();
+        if let Err(e) = r {
             eprintln!("kumi top: {e}");
         }
     });
@@ -197,7 +214,203 @@ pub fn stop_monitor() {
     }
 }
 
-fn run_tui(address: &str, stop: &AtomicBool) -> Result<(), String> {
+/// Bytes of held output kept in memory; the rest goes to a temporary file.
+pub const MEM_LIMIT: usize = 4 << 20;
+/// Bytes kept in memory at most when the temporary file cannot be written.
+pub const HARD_LIMIT: usize = 256 << 20;
+/// Lines the output pane remembers.
+const TAIL: usize = 200;
+
+/// The ranks' output while the monitor holds the terminal (see the module doc).
+#[derive(Default)]
+pub struct OutputLog {
+    holding: bool,
+    /// Held chunks (`true`: stderr) not yet moved to `spill`.
+    mem: Vec<(bool, Vec<u8>)>,
+    mem_bytes: usize,
+    /// Older held chunks: records of a stream byte, a length (u32 LE), bytes.
+    spill: Option<File>,
+    spill_failed: bool,
+    dropped_lines: u64,
+    tail: VecDeque<(bool, String)>,
+    lines: u64,
+}
+
+impl OutputLog {
+    /// A log that passes everything through until [`OutputLog::hold`].
+    pub const fn new() -> OutputLog {
+        OutputLog {
+            holding: false,
+            mem: Vec::new(),
+            mem_bytes: 0,
+            spill: None,
+            spill_failed: false,
+            dropped_lines: 0,
+            tail: VecDeque::new(),
+            lines: 0,
+        }
+    }
+
+    /// From now on, keep what is written.
+    pub fn hold(&mut self) {
+        self.holding = true;
+    }
+
+    /// Whole lines from the ranks (`err`: for stderr).
+    pub fn write(&mut self, err: bool, bytes: &[u8], out: &mut dyn Write, errw: &mut dyn Write) {
+        if !self.holding {
+            put(err, bytes, out, errw);
+            return;
+        }
+        for l in bytes.split(|&b| b == b'\n') {
+            self.lines += 1;
+            if self.tail.len() == TAIL {
+                self.tail.pop_front();
+            }
+            self.tail
+                .push_back((err, String::from_utf8_lossy(l).into_owned()));
+        }
+        // The split above counted the empty piece after the last newline.
+        self.lines -= 1;
+        self.tail.pop_back();
+        if self.mem_bytes + bytes.len() > MEM_LIMIT && !self.spill_failed {
+            if let Err(e) = self.spill_mem() {
+                self.spill_failed = true;
+                let note = format!("kumi run: cannot hold output in a temporary file ({e}); keeping it in memory\n");
+                self.mem.push((true, note.into_bytes()));
+            }
+        }
+        if self.mem_bytes + bytes.len() > HARD_LIMIT {
+            self.dropped_lines += bytes.iter().filter(|&&b| b == b'\n').count() as u64;
+            return;
+        }
+        self.mem_bytes += bytes.len();
+        self.mem.push((err, bytes.to_vec()));
+    }
+
+    fn spill_mem(&mut self) -> std::io::Result<()> {
+        if self.spill.is_none() {
+            self.spill = Some(unnamed_temp_file()?);
+        }
+        let f = self.spill.as_mut().expect("just created");
+        let mut buf = Vec::with_capacity(self.mem_bytes + 5 * self.mem.len());
+        for (err, chunk) in &self.mem {
+            buf.push(u8::from(*err));
+            buf.extend_from_slice(&(chunk.len() as u32).to_le_bytes());
+            buf.extend_from_slice(chunk);
+        }
+        f.write_all(&buf)?;
+        self.mem.clear();
+        self.mem_bytes = 0;
+        Ok(())
+    }
+
+    /// Writes everything held, in order, and passes later output through.
+    pub fn release(&mut self, out: &mut dyn Write, errw: &mut dyn Write) {
+        if !self.holding {
+            return;
+        }
+        self.holding = false;
+        if let Some(mut f) = self.spill.take() {
+            let mut all = Vec::new();
+            if let Err(e) = f.rewind().and_then(|_| f.read_to_end(&mut all)) {
+                let _ = writeln!(
+                    errw,
+                    "kumi run: lost the output held in a temporary file: {e}"
+                );
+            }
+            let mut rest = &all[..];
+            while rest.len() >= 5 {
+                let n = u32::from_le_bytes([rest[1], rest[2], rest[3], rest[4]]) as usize;
+                let Some(chunk) = rest.get(5..5 + n) else {
+                    break;
+                };
+                put(rest[0] == 1, chunk, out, errw);
+                rest = &rest[5 + n..];
+            }
+        }
+        for (err, chunk) in self.mem.drain(..) {
+            put(err, &chunk, out, errw);
+        }
+        self.mem_bytes = 0;
+        if self.dropped_lines > 0 {
+            let _ = writeln!(
+                errw,
+                "kumi run: {} lines of output were dropped while the monitor was open",
+                self.dropped_lines
+            );
+        }
+        let _ = out.flush();
+        let _ = errw.flush();
+    }
+}
+
+/// Writes `bytes` to `errw` or `out` (errors ignored, as the launcher's own
+/// output does: a closed stdout does not stop the job).
+fn put(err: bool, bytes: &[u8], out: &mut dyn Write, errw: &mut dyn Write) {
+    if err {
+        let _ = errw.write_all(bytes);
+        let _ = errw.flush();
+    } else {
+        let _ = out.write_all(bytes);
+        let _ = out.flush();
+    }
+}
+
+/// A file in the temporary directory that has no name any more: it is removed
+/// when closed, however the process ends.
+fn unnamed_temp_file() -> std::io::Result<File> {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let path = std::env::temp_dir().join(format!("kumi-monitor-{}-{nanos}", std::process::id()));
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(&path)?;
+    std::fs::remove_file(&path)?;
+    Ok(f)
+}
+
+static OUTPUT: Mutex<OutputLog> = Mutex::new(OutputLog::new());
+
+/// `kumi run --monitor`: hold the ranks' output from now on (see [`output`]).
+pub fn hold_output() {
+    if let Ok(mut l) = OUTPUT.lock() {
+        l.hold();
+    }
+}
+
+/// The job's output sink under `kumi run --monitor`.
+pub fn output(err: bool, bytes: &[u8]) {
+    match OUTPUT.lock() {
+        Ok(mut l) => l.write(err, bytes, &mut std::io::stdout(), &mut std::io::stderr()),
+        Err(_) => {
+            let _ = if err {
+                std::io::stderr().write_all(bytes)
+            } else {
+                std::io::stdout().write_all(bytes)
+            };
+        }
+    }
+}
+
+/// Writes the held output out and stops holding (idempotent).
+pub fn release_output() {
+    if let Ok(mut l) = OUTPUT.lock() {
+        l.release(&mut std::io::stdout(), &mut std::io::stderr());
+    }
+}
+
+fn output_tail() -> (Vec<(bool, String)>, u64) {
+    OUTPUT
+        .lock()
+        .map(|l| (l.tail.iter().cloned().collect(), l.lines))
+        .unwrap_or_default()
+}
+
+fn run_tui(address: &str, stop: &AtomicBool, show_output: bool) -> Result<(), String> {
     let mut monitor = Monitor::connect(address)?;
     let mut prev: Option<(Instant, Snapshot)> = None;
     let mut snap = monitor.snapshot()?;
@@ -206,7 +419,10 @@ fn run_tui(address: &str, stop: &AtomicBool) -> Result<(), String> {
     let result = (|| -> Result<(), String> {
         let mut ended = None;
         loop {
-            let view = View::new(&snap, taken, prev.as_ref(), ended.as_deref());
+            let mut view = View::new(&snap, taken, prev.as_ref(), ended.as_deref());
+            if show_output {
+                view.output = Some(output_tail());
+            }
             terminal
                 .draw(|f| view.draw(f))
                 .map_err(|e| format!("cannot draw: {e}"))?;
@@ -253,6 +469,8 @@ struct View {
     rows: Vec<[String; 9]>,
     states: Vec<Style>,
     footer: String,
+    /// The ranks' latest lines (`true`: stderr), under `kumi run --monitor`.
+    output: Option<(Vec<(bool, String)>, u64)>,
 }
 
 fn rate(now: u64, before: u64, secs: f64) -> f64 {
@@ -353,6 +571,7 @@ impl View {
             ),
             rows,
             states,
+            output: None,
             footer: match ended {
                 Some(e) => format!("{e}.  q: quit"),
                 None => "q: quit (the job goes on)".into(),
@@ -361,8 +580,23 @@ impl View {
     }
 
     fn draw(&self, f: &mut ratatui::Frame<'_>) {
-        let [main, foot] =
-            Layout::vertical([Constraint::Min(3), Constraint::Length(1)]).areas(f.area());
+        let (main, pane, foot) = match &self.output {
+            Some(_) => {
+                let table = (self.rows.len() as u16 + 3).min(f.area().height.saturating_sub(6));
+                let [m, p, fo] = Layout::vertical([
+                    Constraint::Length(table.max(3)),
+                    Constraint::Min(3),
+                    Constraint::Length(1),
+                ])
+                .areas(f.area());
+                (m, Some(p), fo)
+            }
+            None => {
+                let [m, fo] =
+                    Layout::vertical([Constraint::Min(3), Constraint::Length(1)]).areas(f.area());
+                (m, None, fo)
+            }
+        };
         let header = Row::new([
             "RANK",
             "HOST",
@@ -397,6 +631,63 @@ impl View {
         .header(header)
         .block(Block::bordered().title(self.title.as_str()));
         f.render_widget(table, main);
+        if let (Some(area), Some((lines, total))) = (pane, &self.output) {
+            let room = area.height.saturating_sub(2) as usize;
+            let shown: Vec<ratatui::text::Line<'_>> = lines[lines.len().saturating_sub(room)..]
+                .iter()
+                .map(|(err, l)| {
+                    let style = if *err {
+                        Style::default().fg(Color::Red)
+                    } else {
+                        Style::default()
+                    };
+                    ratatui::text::Line::styled(l.as_str(), style)
+                })
+                .collect();
+            let title =
+                format!(" output ({total} lines; all of it is printed when this view closes) ");
+            f.render_widget(
+                Paragraph::new(shown).block(Block::bordered().title(title)),
+                area,
+            );
+        }
         f.render_widget(Paragraph::new(self.footer.as_str()), foot);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn held_output_comes_out_in_order_through_the_temporary_file() {
+        let mut log = OutputLog::new();
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        log.write(false, b"before\n", &mut out, &mut err);
+        log.hold();
+        let (mut want_out, mut want_err) = (b"before\n".to_vec(), Vec::new());
+        let n = 200_000;
+        for i in 0..n {
+            let line = format!("line {i} {}\n", "x".repeat(40));
+            let e = i % 7 == 0;
+            log.write(e, line.as_bytes(), &mut out, &mut err);
+            if e { &mut want_err } else { &mut want_out }.extend_from_slice(line.as_bytes());
+        }
+        assert_eq!(out, b"before\n", "nothing goes through while held");
+        assert!(err.is_empty());
+        assert!(log.spill.is_some(), "more than MEM_LIMIT went to the file");
+        assert!(log.mem_bytes <= MEM_LIMIT);
+        assert_eq!(log.lines, n);
+        assert_eq!(log.tail.len(), TAIL);
+        assert_eq!(
+            log.tail.back().map(|(_, l)| l.as_str()),
+            Some(format!("line {} {}", n - 1, "x".repeat(40)).as_str())
+        );
+        log.release(&mut out, &mut err);
+        log.write(false, b"after\n", &mut out, &mut err);
+        want_out.extend_from_slice(b"after\n");
+        assert!(out == want_out, "stdout differs");
+        assert!(err == want_err, "stderr differs");
+        assert_eq!(log.dropped_lines, 0);
     }
 }

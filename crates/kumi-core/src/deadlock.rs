@@ -126,7 +126,7 @@ impl Wait {
     /// Internal peers and tags of collectives are left out.
     pub fn describe(&self) -> String {
         let call = self.call();
-        let mut s = format!("{} on {}", call.name(), self.comm);
+        let mut s = format!("{} on {}", crate::call::name_of(self.call), self.comm);
         if matches!(call, Call::Send | Call::Recv | Call::Probe) {
             match (call, self.peer) {
                 (Call::Send, p) if p >= 0 => {

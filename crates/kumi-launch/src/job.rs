@@ -70,6 +70,10 @@ pub type Notices = Box<dyn FnMut(&str)>;
 /// Called once with the control socket's address (see [`Job::on_listen`]).
 pub type OnListen = Box<dyn FnOnce(&str)>;
 
+/// Takes the ranks' output instead of stdout and stderr (see
+/// [`Job::with_output`]): whole lines, and `true` for stderr.
+pub type OnOutput = Box<dyn FnMut(bool, &[u8])>;
+
 /// A job ready to run.
 pub struct Job {
     spec: JobSpec,
@@ -78,6 +82,7 @@ pub struct Job {
     supervision: SupervisionConfig,
     on_listen: Option<OnListen>,
     remote: Option<RemoteSpec>,
+    output: Option<OnOutput>,
 }
 
 #[derive(Clone, Copy)]
@@ -99,6 +104,7 @@ impl Job {
             supervision: SupervisionConfig::default(),
             on_listen: None,
             remote: None,
+            output: None,
         }
     }
 
@@ -118,6 +124,13 @@ impl Job {
     /// rank starts): `kumi run --monitor` attaches its monitor there.
     pub fn on_listen(mut self, f: OnListen) -> Job {
         self.on_listen = Some(f);
+        self
+    }
+
+    /// Sends the ranks' output (whole lines, in the order they were read)
+    /// elsewhere: `kumi run --monitor` keeps it while its view holds the terminal.
+    pub fn with_output(mut self, output: OnOutput) -> Job {
+        self.output = Some(output);
         self
     }
 
@@ -311,7 +324,7 @@ impl Job {
                 }
             }
 
-            write_out(&mut stdout_buf, &mut stderr_buf);
+            write_out(&mut self.output, &mut stdout_buf, &mut stderr_buf);
 
             host.reap(&mut reaped);
             if let Some(why) = host.take_lost() {
@@ -358,7 +371,7 @@ impl Job {
                 let at = *all_reaped_at.get_or_insert(now);
                 if host.pipes_closed() || now >= at + PIPE_GRACE {
                     host.close_pipes(&mut stdout_buf, &mut stderr_buf);
-                    write_out(&mut stdout_buf, &mut stderr_buf);
+                    write_out(&mut self.output, &mut stdout_buf, &mut stderr_buf);
                     break;
                 }
             }
@@ -431,7 +444,16 @@ impl Job {
 
 /// Writes the gathered whole lines. Errors (a closed stdout) are ignored: the job
 /// goes on, and its outcome is still reported on stderr and in the exit code.
-fn write_out(stdout: &mut Vec<u8>, stderr: &mut Vec<u8>) {
+fn write_out(sink: &mut Option<OnOutput>, stdout: &mut Vec<u8>, stderr: &mut Vec<u8>) {
+    if let Some(f) = sink {
+        for (err, buf) in [(false, &mut *stdout), (true, &mut *stderr)] {
+            if !buf.is_empty() {
+                f(err, buf);
+                buf.clear();
+            }
+        }
+        return;
+    }
     if !stdout.is_empty() {
         let mut out = io::stdout().lock();
         let _ = out.write_all(stdout);

@@ -11,14 +11,22 @@
 //!   with the program's `MPI_User_function` wrapped as an `Op::user` (on blocks
 //!   of the type's extent for contiguous derived types).
 //!
+//! Nonblocking collectives (`MPI_Ibarrier`, `MPI_Iallreduce`) go through the
+//! same dispatch: the runtime's `CollRequest` is stored in the request table
+//! behind [`CollPending`] (as an opaque value) together with the receive
+//! buffer, and the reduced vector is copied there when a wait or test
+//! completes the request. The contribution is copied when the call starts,
+//! which the standard allows (the buffer must not change until completion).
+//!
 //! What the runtime does not provide fails naming the function; nothing here
 //! runs an algorithm of its own.
 
 use crate::consts::*;
-use crate::state::{count, out, read, slice, st, UserFn};
+use crate::state::{count, out, read, slice, st, CollPending, ReqEntry, UserFn};
 use crate::{err, R};
+use bytemuck::Pod;
 use kumi::datatype::Datatype;
-use kumi::{Builtin, Comm, Elem, Loc, Op};
+use kumi::{Builtin, CollRequest, Comm, Elem, Loc, Op};
 use std::ffi::{c_int, c_void};
 
 fn in_place(p: *const c_void) -> bool {
@@ -65,6 +73,15 @@ fn unpack(bytes: &[u8], buf: *mut c_void, n: usize, d: &Datatype) {
 /// `buf` displaced by `i` extents of `d`.
 fn at(buf: *const c_void, i: usize, d: &Datatype) -> *mut c_void {
     (buf as *mut u8).wrapping_offset(i as isize * d.extent()) as *mut c_void
+}
+
+/// Checks the request argument before a nonblocking collective starts (once
+/// started, it could not be handed back).
+fn need_request(p: *mut c_int) -> R<()> {
+    if p.is_null() {
+        return err(MPI_ERR_ARG, "the output argument `request` is NULL");
+    }
+    Ok(())
 }
 
 fn counts(p: *const c_int, n: usize, what: &str) -> R<Vec<usize>> {
@@ -126,22 +143,79 @@ fn elem_op<T: Elem>(op: c_int, dt: c_int) -> R<Op<T>> {
 enum Red {
     Reduce(usize),
     All,
+    /// Nonblocking allreduce: started, completed later by a wait or test.
+    IAll,
     Scan,
     Exscan,
     /// Reduce-scatter with these counts per rank.
     Scatter(Vec<usize>),
 }
 
+/// A nonblocking allreduce in flight: the result goes to `recv` (`n`
+/// elements) when it completes.
+struct NbReduce<T: Pod> {
+    req: CollRequest<T>,
+    recv: *mut c_void,
+    n: usize,
+}
+
+impl<T: Pod> CollPending for NbReduce<T> {
+    fn test(&mut self) -> kumi::Result<bool> {
+        self.req.test()
+    }
+
+    fn finish(self: Box<Self>) -> R<()> {
+        let NbReduce { req, recv, n } = *self;
+        let result = req.wait()?;
+        if result.len() != n {
+            return err(
+                MPI_ERR_INTERN,
+                format!(
+                    "the allreduce returned {} elements instead of {n}",
+                    result.len()
+                ),
+            );
+        }
+        if n > 0 {
+            // SAFETY: `recv` is the receive buffer of `n` elements the program
+            // passed to MPI_Iallreduce, which it keeps valid until completion.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    result.as_ptr() as *const u8,
+                    recv as *mut u8,
+                    n * std::mem::size_of::<T>(),
+                )
+            };
+        }
+        Ok(())
+    }
+}
+
+/// A nonblocking barrier in flight.
+struct NbBarrier(CollRequest<()>);
+
+impl CollPending for NbBarrier {
+    fn test(&mut self) -> kumi::Result<bool> {
+        self.0.test()
+    }
+
+    fn finish(self: Box<Self>) -> R<()> {
+        self.0.wait()?;
+        Ok(())
+    }
+}
+
 /// Runs reduction `red` on `T` elements: `input` is the contribution (read
-/// from `send`), the result goes to `recv`.
-fn reduce_as<T: bytemuck::Pod>(
+/// from `send`), the result goes to `recv` — now, or for a nonblocking one
+/// (returned) when it completes.
+fn reduce_as<T: Pod>(
     c: &Comm,
     red: &Red,
     op: &Op<T>,
     send: *const c_void,
     recv: *mut c_void,
     n: usize,
-) -> R<()> {
+) -> R<Option<Box<dyn CollPending>>> {
     let elem = std::mem::size_of::<T>();
     let mut work: Vec<T> = vec![T::zeroed(); n];
     // SAFETY: `send` holds `n` elements of the type (`elem` bytes each); the
@@ -157,6 +231,10 @@ fn reduce_as<T: bytemuck::Pod>(
         Red::All => {
             c.allreduce_in_place(&mut work, op)?;
             (work, true)
+        }
+        Red::IAll => {
+            let req = c.iallreduce(work, op)?;
+            return Ok(Some(Box::new(NbReduce { req, recv, n })));
         }
         Red::Scan => {
             c.scan_in_place(&mut work, op)?;
@@ -182,10 +260,10 @@ fn reduce_as<T: bytemuck::Pod>(
             )
         };
     }
-    Ok(())
+    Ok(None)
 }
 
-/// Dispatches a reduction on the MPI datatype to a Rust element type.
+/// A blocking reduction.
 #[allow(clippy::too_many_arguments)]
 fn reduction(
     name: &str,
@@ -197,6 +275,22 @@ fn reduction(
     op: c_int,
     comm: c_int,
 ) -> R<()> {
+    reduction_any(name, red, send, recv, n, dt, op, comm).map(|_| ())
+}
+
+/// Dispatches a reduction on the MPI datatype to a Rust element type; a
+/// nonblocking one returns its pending request.
+#[allow(clippy::too_many_arguments)]
+fn reduction_any(
+    name: &str,
+    red: Red,
+    send: *const c_void,
+    recv: *mut c_void,
+    n: usize,
+    dt: c_int,
+    op: c_int,
+    comm: c_int,
+) -> R<Option<Box<dyn CollPending>>> {
     let (c, d) = lookup(comm, dt)?;
     if op == MPI_OP_NULL {
         return err(MPI_ERR_OP, "the operation is MPI_OP_NULL");
@@ -272,6 +366,24 @@ mpi! {
         let c = st()?.comm(comm)?;
         c.barrier()?;
         Ok(())
+    }
+
+    fn MPI_Ibarrier / PMPI_Ibarrier(comm: c_int, request: *mut c_int) {
+        let c = st()?.comm(comm)?;
+        need_request(request)?;
+        let r = c.ibarrier()?;
+        let h = st()?.new_request(ReqEntry::Coll(Box::new(NbBarrier(r))), comm);
+        out(request, "request", h)
+    }
+
+    fn MPI_Iallreduce / PMPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: c_int, op: c_int, comm: c_int, request: *mut c_int) {
+        need_request(request)?;
+        let send = if in_place(sendbuf) { recvbuf as *const c_void } else { sendbuf };
+        let Some(p) = reduction_any("MPI_Iallreduce", Red::IAll, send, recvbuf, crate::state::count(count)?, datatype, op, comm)? else {
+            return err(MPI_ERR_INTERN, "the nonblocking allreduce did not start");
+        };
+        let h = st()?.new_request(ReqEntry::Coll(p), comm);
+        out(request, "request", h)
     }
 
     fn MPI_Bcast / PMPI_Bcast(buffer: *mut c_void, count: c_int, datatype: c_int, root: c_int, comm: c_int) {

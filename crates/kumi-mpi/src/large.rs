@@ -86,6 +86,7 @@ large! {
     MPI_Bcast_c / PMPI_Bcast_c => PMPI_Bcast(b: M, c: i64 => n, t: c_int, root: c_int, comm: c_int)
     MPI_Reduce_c / PMPI_Reduce_c => PMPI_Reduce(s: V, r: M, c: i64 => n, t: c_int, op: c_int, root: c_int, comm: c_int)
     MPI_Allreduce_c / PMPI_Allreduce_c => PMPI_Allreduce(s: V, r: M, c: i64 => n, t: c_int, op: c_int, comm: c_int)
+    MPI_Iallreduce_c / PMPI_Iallreduce_c => PMPI_Iallreduce(s: V, r: M, c: i64 => n, t: c_int, op: c_int, comm: c_int, req: *mut c_int)
     MPI_Scan_c / PMPI_Scan_c => PMPI_Scan(s: V, r: M, c: i64 => n, t: c_int, op: c_int, comm: c_int)
     MPI_Exscan_c / PMPI_Exscan_c => PMPI_Exscan(s: V, r: M, c: i64 => n, t: c_int, op: c_int, comm: c_int)
     MPI_Reduce_scatter_block_c / PMPI_Reduce_scatter_block_c => PMPI_Reduce_scatter_block(s: V, r: M, c: i64 => n, t: c_int, op: c_int, comm: c_int)

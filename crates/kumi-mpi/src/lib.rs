@@ -116,7 +116,9 @@ pub(crate) fn set_err_comm(c: c_int) {
 
 /// Runs the body of MPI function `name`: catches panics, and hands an error to
 /// the error handler of the communicator the call was about.
+/// The call is labelled with `name` for the deadlock reports ([`kumi::AbiCall`]).
 pub(crate) fn guard(name: &'static str, f: impl FnOnce() -> R<()>) -> c_int {
+    let _label = kumi::AbiCall::enter(name);
     set_err_comm(MPI_COMM_WORLD);
     let e = match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(())) => return MPI_SUCCESS,

@@ -1,5 +1,11 @@
 //! Point-to-point: blocking, nonblocking, persistent, buffered, probes, matched
 //! probes, and the wait/test family, mapped onto [`kumi::raw`].
+//!
+//! The wait/test family also completes nonblocking collectives
+//! ([`ReqEntry::Coll`]): a single wait blocks in the runtime's own wait; a
+//! wait for any/some of a set that holds a collective polls (each test makes
+//! progress), since the runtime's wait-for-any only knows point-to-point
+//! requests.
 
 use crate::consts::*;
 use crate::state::{
@@ -206,6 +212,24 @@ fn complete(
     };
     set_err_comm(*comm);
     let (r, persistent) = match entry {
+        ReqEntry::Coll(c) => {
+            // A failed test is reported by the wait in `finish`.
+            if !block && matches!(c.test(), Ok(false)) {
+                return Ok(None);
+            }
+            let Some((ReqEntry::Coll(c), _)) = s.take_request(h) else {
+                return err(MPI_ERR_INTERN, "a collective request vanished");
+            };
+            *slot = MPI_REQUEST_NULL;
+            let mut st = empty_status();
+            return Ok(Some(match c.finish() {
+                Ok(()) => (st, None),
+                Err(e) => {
+                    st.MPI_ERROR = e.class;
+                    (st, Some(e))
+                }
+            }));
+        }
         ReqEntry::Active(r) => (r, false),
         ReqEntry::Persistent { active: None, .. } => return Ok(Some((empty_status(), None))),
         ReqEntry::Persistent {
@@ -236,14 +260,22 @@ fn complete(
 /// Whether request `h` is in flight (not null, not an inactive persistent one).
 fn is_active(s: &State, h: c_int) -> bool {
     match s.reqs.get(&h) {
-        Some((ReqEntry::Active(_), _)) => true,
+        Some((ReqEntry::Active(_), _)) | Some((ReqEntry::Coll(_), _)) => true,
         Some((ReqEntry::Persistent { active, .. }, _)) => active.is_some(),
         None => false,
     }
 }
 
-/// Blocks until one of the active requests among `hs` is done.
+/// Blocks until one of the active requests among `hs` is done — or, when a
+/// collective is among them, yields once (the caller's tests make progress).
 fn wait_some_done(s: &State, hs: &[c_int]) -> R<()> {
+    if hs
+        .iter()
+        .any(|h| matches!(s.reqs.get(h), Some((ReqEntry::Coll(_), _))))
+    {
+        std::thread::yield_now();
+        return Ok(());
+    }
     let reqs: Vec<&RawRequest> = hs
         .iter()
         .filter_map(|h| match s.reqs.get(h) {
@@ -589,10 +621,11 @@ mpi! {
     }
 
     fn MPI_Request_get_status / PMPI_Request_get_status(request: c_int, flag: *mut c_int, status: *mut MPI_Status) {
-        let s = st()?;
-        let done = match s.reqs.get(&request) {
+        let mut s = st()?;
+        let done = match s.reqs.get_mut(&request) {
             None if request == MPI_REQUEST_NULL => true,
             None => return err(MPI_ERR_REQUEST, format!("{request:#x} is not a request")),
+            Some((ReqEntry::Coll(c), _)) => c.test()?,
             Some((ReqEntry::Active(r), _)) => r.is_done(),
             Some((ReqEntry::Persistent { active, .. }, _)) => active.as_ref().is_none_or(|r| r.is_done()),
         };
@@ -630,11 +663,15 @@ mpi! {
         if let Ok(c) = s.comm(MPI_COMM_WORLD) {
             raw::progress(&c)?;
         }
-        let all = hs.iter().all(|h| match s.reqs.get(h) {
-            Some((ReqEntry::Active(r), _)) => r.is_done(),
-            Some((ReqEntry::Persistent { active, .. }, _)) => active.as_ref().is_none_or(|r| r.is_done()),
-            None => true,
-        });
+        let mut all = true;
+        for h in hs.iter() {
+            all &= match s.reqs.get_mut(h) {
+                Some((ReqEntry::Coll(c), _)) => c.test()?,
+                Some((ReqEntry::Active(r), _)) => r.is_done(),
+                Some((ReqEntry::Persistent { active, .. }, _)) => active.as_ref().is_none_or(|r| r.is_done()),
+                None => true,
+            };
+        }
         if !all {
             return out(flag, "flag", 0);
         }
@@ -676,6 +713,10 @@ mpi! {
                 r.cancel();
                 Ok(())
             }
+            Some((ReqEntry::Coll(_), comm)) => {
+                set_err_comm(*comm);
+                err(MPI_ERR_REQUEST, "a nonblocking collective cannot be cancelled (the standard makes MPI_Cancel on it erroneous); complete it with MPI_Wait or MPI_Test")
+            }
             Some(_) => Ok(()),
             None => err(MPI_ERR_REQUEST, format!("{h:#x} is not a request")),
         }
@@ -691,6 +732,9 @@ mpi! {
         let mut s = st()?;
         match s.reqs.remove(&h) {
             Some((ReqEntry::Active(r), _)) | Some((ReqEntry::Persistent { active: Some(r), .. }, _)) => r.free(),
+            // The collective still completes on its own (other ranks are not
+            // left waiting); its result is discarded, as nothing can wait for it.
+            Some((ReqEntry::Coll(c), _)) => drop(c),
             Some(_) => {}
             None => return err(MPI_ERR_REQUEST, format!("{h:#x} is not a request")),
         }

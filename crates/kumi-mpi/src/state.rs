@@ -51,6 +51,17 @@ pub(crate) enum ReqEntry {
         p: Option<RawPersistent>,
         active: Option<RawRequest>,
     },
+    /// A nonblocking collective (`MPI_Ibarrier`, `MPI_Iallreduce`).
+    Coll(Box<dyn CollPending>),
+}
+
+/// A nonblocking collective behind an MPI request: the runtime's
+/// `CollRequest`, held as an opaque value, plus where its result goes.
+pub(crate) trait CollPending {
+    /// Makes progress once; `true` when the collective has completed.
+    fn test(&mut self) -> kumi::Result<bool>;
+    /// Waits for completion and writes the result to the program's buffer.
+    fn finish(self: Box<Self>) -> R<()>;
 }
 
 pub(crate) struct State {
@@ -173,9 +184,16 @@ impl State {
     }
 
     pub fn free_request(&mut self, h: c_int) {
-        if self.reqs.remove(&h).is_some() {
+        self.take_request(h);
+    }
+
+    /// Removes request `h` from the table (its handle is reused later).
+    pub fn take_request(&mut self, h: c_int) -> Option<(ReqEntry, c_int)> {
+        let e = self.reqs.remove(&h);
+        if e.is_some() {
             self.free_reqs.push(h);
         }
+        e
     }
 
     pub fn comm_entry(&mut self, h: c_int) -> R<&mut CommEntry> {

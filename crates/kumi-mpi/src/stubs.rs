@@ -775,14 +775,6 @@ pub extern "C" fn MPI_Iallgatherv_c() -> c_int {
     crate::unsupported("MPI_Iallgatherv_c")
 }
 #[no_mangle]
-pub extern "C" fn MPI_Iallreduce() -> c_int {
-    crate::unsupported("MPI_Iallreduce")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Iallreduce_c() -> c_int {
-    crate::unsupported("MPI_Iallreduce_c")
-}
-#[no_mangle]
 pub extern "C" fn MPI_Ialltoall() -> c_int {
     crate::unsupported("MPI_Ialltoall")
 }
@@ -805,10 +797,6 @@ pub extern "C" fn MPI_Ialltoallw() -> c_int {
 #[no_mangle]
 pub extern "C" fn MPI_Ialltoallw_c() -> c_int {
     crate::unsupported("MPI_Ialltoallw_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Ibarrier() -> c_int {
-    crate::unsupported("MPI_Ibarrier")
 }
 #[no_mangle]
 pub extern "C" fn MPI_Ibcast() -> c_int {
@@ -2459,14 +2447,6 @@ pub extern "C" fn PMPI_Iallgatherv_c() -> c_int {
     crate::unsupported("MPI_Iallgatherv_c")
 }
 #[no_mangle]
-pub extern "C" fn PMPI_Iallreduce() -> c_int {
-    crate::unsupported("MPI_Iallreduce")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Iallreduce_c() -> c_int {
-    crate::unsupported("MPI_Iallreduce_c")
-}
-#[no_mangle]
 pub extern "C" fn PMPI_Ialltoall() -> c_int {
     crate::unsupported("MPI_Ialltoall")
 }
@@ -2489,10 +2469,6 @@ pub extern "C" fn PMPI_Ialltoallw() -> c_int {
 #[no_mangle]
 pub extern "C" fn PMPI_Ialltoallw_c() -> c_int {
     crate::unsupported("MPI_Ialltoallw_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Ibarrier() -> c_int {
-    crate::unsupported("MPI_Ibarrier")
 }
 #[no_mangle]
 pub extern "C" fn PMPI_Ibcast() -> c_int {

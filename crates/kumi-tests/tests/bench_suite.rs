@@ -256,3 +256,55 @@ fn a_failed_check_ends_the_job_non_zero_and_names_the_check() {
         );
     }
 }
+
+#[test]
+fn coll_vs_mpich_reports_every_op_and_size_for_every_side() {
+    let found = std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("mpicc.mpich").exists()));
+    if !found {
+        eprintln!(
+            "SKIPPED coll_vs_mpich_reports_every_op_and_size_for_every_side: \
+             mpicc.mpich is not installed (apt-get install mpich libmpich-dev)"
+        );
+        return;
+    }
+    let o = kumi(&[
+        "bench", "coll", "--vs", "mpich", "-n", "2", "--rounds", "1", "--reps", "1", "--rep-ms",
+        "5", "--json",
+    ]);
+    assert!(
+        o.status.success(),
+        "bench coll --vs mpich failed\n{}",
+        text(&o)
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    let lines: Vec<&str> = out.lines().filter(|l| l.starts_with('{')).collect();
+    for (op, size) in [
+        ("barrier", 0),
+        ("allreduce", 8),
+        ("allreduce", 1 << 20),
+        ("bcast", 1 << 20),
+        ("alltoall", 4096),
+    ] {
+        for side in ["kumi", "mpich"] {
+            let hit = lines.iter().any(|l| {
+                l.contains(&format!("\"op\": \"{op}\""))
+                    && l.contains(&format!("\"size\": {size},"))
+                    && l.contains(&format!("\"impl\": \"{side}\""))
+                    && l.contains("\"np\": 2,")
+            });
+            assert!(hit, "no {side} figure for {op} {size} B\n{}", text(&o));
+        }
+    }
+    // The table names the op of every row.
+    let o = kumi(&[
+        "bench", "coll", "--vs", "mpich", "-n", "2", "--rounds", "1", "--reps", "1", "--rep-ms",
+        "5",
+    ]);
+    let table = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success() && table.contains("kumi/mpich") && table.contains("alltoall"),
+        "{}",
+        text(&o)
+    );
+}

@@ -27,6 +27,7 @@ const PROGRAMS: &[&str] = &[
     "comm",
     "datatype",
     "coll",
+    "nbcoll",
     "errors",
     "cart",
     "info",
@@ -191,6 +192,11 @@ fn collectives() {
 }
 
 #[test]
+fn nonblocking_collectives_with_every_wait_and_test() {
+    suite("nbcoll", &[1, 2, 3, 4], &[1, 2, 3, 4]);
+}
+
+#[test]
 fn error_classes_under_errors_return() {
     suite("errors", &[1, 2, 4], &[2]);
 }
@@ -331,7 +337,7 @@ fn c_programs_across_two_namespace_hosts() {
         return;
     }
     let c = netns::Cluster::create(2).unwrap_or_else(|e| panic!("cannot create 2 test hosts: {e}"));
-    for name in ["p2p", "nonblocking", "coll", "comm", "datatype"] {
+    for name in ["p2p", "nonblocking", "coll", "nbcoll", "comm", "datatype"] {
         let prog = kumi_built().join(name);
         let o = c.kumi_run(
             4,

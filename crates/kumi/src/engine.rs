@@ -143,8 +143,11 @@ impl WaitPolicy {
     /// Defaults depend on whether this host runs more ranks than it has cores.
     ///
     /// One rank per core: waking a process that sleeps in the kernel costs
-    /// ~50 us on an idle virtual CPU, so the rank polls for a good while
-    /// (200 us) and then yields for 2 ms before it sleeps on its doorbell.
+    /// ~50 us on an idle virtual CPU, so the rank keeps polling for a good
+    /// while (`spin` 200 us, then `yield_for` 2 ms) before it sleeps on its
+    /// doorbell. Both phases poll *and* yield now and then (see `wait_loop`):
+    /// the scheduler may have put both ranks of a pair on one core, and a rank
+    /// that only spins would keep its peer off that core until the next tick.
     ///
     /// Oversubscribed: every poll a waiting rank makes is time the rank that
     /// holds the data cannot run, so it yields after a handful of empty polls

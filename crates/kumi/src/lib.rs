@@ -51,6 +51,7 @@ pub use engine::Counters;
 pub use error::{Error, Result};
 pub use kumi_core::{ANY_SOURCE, ANY_TAG, TAG_UB};
 pub use request::{scope, test_all, test_any, wait_all, wait_any, Request, Scope, Status};
+pub use watch::AbiCall;
 
 use bootstrap::{Control, Identity};
 use engine::{Engine, EngineSetup};

@@ -110,7 +110,7 @@ pub(crate) fn start(id: &Identity, route: &[Route]) -> Result<Option<TcpTranspor
         size: id.size,
         bind,
         max_payload: DEFAULT_MAX_PAYLOAD,
-        high_water: crate::engine::env_u64("KUMI_TCP_HW", DEFAULT_HIGH_WATER as u64)? as usize,
+        high_water: DEFAULT_HIGH_WATER,
         // Shared-memory peers too: see `TcpConfig::poll_every`.
         poll_every: if route.contains(&Route::Shm) { 4 } else { 1 },
     })

@@ -16,13 +16,23 @@
 //!
 //! A write to the control socket costs a system call; none happens unless the
 //! rank already waits, and then at most one per [`RECHECK`].
+//!
+//! Waits of C programs: kumi's MPI library labels each of its calls with the
+//! MPI function's name ([`AbiCall`]: one thread-local store on entry and one
+//! on return), so the report says "MPI_Recv on MPI_COMM_WORLD". Where the
+//! program called it is found only when a wait is first reported: the current
+//! stack is walked (the `backtrace` crate), the frames of the object that holds
+//! kumi (libmpi.so) are skipped, and the first frame outside it, the user's
+//! call site, is symbolized from the program's debug information ("in main at
+//! ring.c:17"), or named by object and offset when there is none. The walk
+//! costs milliseconds, once per reported wait, never on the fast path.
 
 use crate::bootstrap::Control;
 use crate::engine::{Counters, WaitInfo};
 use kumi_core::call::Call;
 use kumi_core::control::ToLauncher;
 use kumi_core::deadlock::{RankCounters, Report, Wait};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -51,6 +61,38 @@ pub(crate) struct Watch {
     /// Messages arrived (all peers) at the last `Blocked` report.
     last_arrived: u64,
     blocked: Duration,
+    /// The C caller of the current wait, once found: (location, function).
+    site: Option<(String, Option<String>)>,
+}
+
+thread_local! {
+    /// The MPI function the thread is in ("": none, or not a C program).
+    static ABI_CALL: Cell<&'static str> = const { Cell::new("") };
+}
+
+/// Labels the waits of the current thread with the MPI function it is in,
+/// until dropped (kumi's MPI library sets it on entry to every function).
+/// Costs one thread-local store now and one when dropped.
+pub struct AbiCall {
+    prev: &'static str,
+}
+
+impl AbiCall {
+    /// The thread is in MPI function `name` (e.g. "MPI_Recv") until the
+    /// returned label is dropped.
+    #[inline]
+    pub fn enter(name: &'static str) -> AbiCall {
+        AbiCall {
+            prev: ABI_CALL.with(|c| c.replace(name)),
+        }
+    }
+}
+
+impl Drop for AbiCall {
+    #[inline]
+    fn drop(&mut self) {
+        ABI_CALL.with(|c| c.set(self.prev));
+    }
 }
 
 impl Watch {
@@ -70,6 +112,7 @@ impl Watch {
             last_check: None,
             last_arrived: 0,
             blocked: Duration::ZERO,
+            site: None,
         }
     }
 
@@ -123,7 +166,7 @@ impl Watch {
             self.last_sent = Some(now);
             self.last_check = Some(now);
             self.last_arrived = arrived(counters);
-            let wait = self.describe(info, for_);
+            let wait = self.describe(info, for_, ABI_CALL.with(Cell::get));
             let counters = self.counters(counters, now);
             self.send(&Report::Blocked { wait, counters });
         }
@@ -134,6 +177,7 @@ impl Watch {
     pub fn wait_ended(&mut self) {
         if let Some(start) = self.current.take() {
             self.blocked += start.elapsed();
+            self.site = None;
             if self.reported {
                 self.reported = false;
                 self.send(&Report::Unblocked);
@@ -159,7 +203,7 @@ impl Watch {
         }
     }
 
-    fn describe(&self, info: &WaitInfo, for_: Duration) -> Wait {
+    fn describe(&mut self, info: &WaitInfo, for_: Duration, abi: &'static str) -> Wait {
         let pctx = info.ctx & !1;
         let members: Option<Vec<u32>> = if info.ctx == u32::MAX {
             None
@@ -178,8 +222,10 @@ impl Watch {
             }
             _ => None,
         };
+        let c_program = !abi.is_empty();
         let comm = match info.ctx {
             u32::MAX => "no communicator".to_string(),
+            c if c & !1 == 0 && c_program => "MPI_COMM_WORLD".to_string(),
             c if c & !1 == 0 => "world".to_string(),
             c => format!("comm #{}", c & !1),
         };
@@ -187,14 +233,22 @@ impl Watch {
             Call::None => Call::Wait,
             c => c,
         };
+        let (location, function) = if c_program {
+            self.site.get_or_insert_with(c_caller).clone()
+        } else {
+            (
+                format!("{}:{}:{}", info.at.file(), info.at.line(), info.at.column()),
+                None,
+            )
+        };
         Wait {
-            call: call as u32,
+            call: kumi_core::call::with_mpi(call, abi),
             comm,
             peer: info.peer,
             tag: info.tag,
             waits_on,
-            location: format!("{}:{}:{}", info.at.file(), info.at.line(), info.at.column()),
-            function: None,
+            location,
+            function,
             blocked_ms: for_.as_millis() as u64,
         }
     }
@@ -207,6 +261,82 @@ impl Watch {
             let _ = c.send(&ToLauncher::Report(report.clone()));
         }
     }
+}
+
+/// Start address of the loaded object (program or shared library) that holds
+/// `addr`, and its path; `None` if no object holds it.
+fn object_of(addr: *const std::ffi::c_void) -> Option<(usize, String)> {
+    let mut info = std::mem::MaybeUninit::<libc::Dl_info>::zeroed();
+    // SAFETY: dladdr only reads the loader's tables and writes `info`, which is
+    // valid for writes; a zeroed Dl_info is a valid value to start from.
+    let found = unsafe { libc::dladdr(addr, info.as_mut_ptr()) };
+    if found == 0 {
+        return None;
+    }
+    // SAFETY: dladdr returned non-zero, so it filled `info` (and it was zeroed
+    // before, so every field is initialized either way).
+    let info = unsafe { info.assume_init() };
+    let path = if info.dli_fname.is_null() {
+        String::new()
+    } else {
+        // SAFETY: a non-null dli_fname is a NUL-terminated string owned by the
+        // loader, valid while the object stays loaded (it holds `addr`).
+        unsafe { std::ffi::CStr::from_ptr(info.dli_fname) }
+            .to_string_lossy()
+            .into_owned()
+    };
+    Some((info.dli_fbase as usize, path))
+}
+
+/// Where the C program called into kumi's MPI library: the first frame of the
+/// current stack outside the object holding kumi, as (file:line, function)
+/// from its debug information, or ("PROGRAM+0xOFFSET", symbol) without it.
+fn c_caller() -> (String, Option<String>) {
+    let Some((ours, _)) = object_of(c_caller as *const std::ffi::c_void) else {
+        return ("unknown (no loaded object holds kumi)".into(), None);
+    };
+    let mut seen_ours = false;
+    let mut caller: Option<(usize, usize, String)> = None;
+    backtrace::trace(|frame| {
+        let ip = frame.ip();
+        match object_of(ip) {
+            Some((base, _)) if base == ours => {
+                seen_ours = true;
+                true
+            }
+            Some((base, path)) if seen_ours => {
+                caller = Some((ip as usize, base, path));
+                false
+            }
+            _ => true,
+        }
+    });
+    let Some((ip, base, path)) = caller else {
+        return ("unknown (caller not found on the stack)".into(), None);
+    };
+    let mut function = None;
+    let mut location = None;
+    // `resolve` looks up the byte before the return address: the call itself.
+    backtrace::resolve(ip as *mut std::ffi::c_void, |sym| {
+        if function.is_none() {
+            function = sym.name().map(|n| n.to_string());
+        }
+        if location.is_none() {
+            if let (Some(file), Some(line)) = (sym.filename(), sym.lineno()) {
+                location = Some(format!("{}:{line}", file.display()));
+            }
+        }
+    });
+    let program = std::path::Path::new(&path)
+        .file_name()
+        .map_or(path.clone(), |f| f.to_string_lossy().into_owned());
+    let location = location.unwrap_or_else(|| {
+        format!(
+            "{program}+{:#x} (no debug information)",
+            ip.wrapping_sub(base + 1)
+        )
+    });
+    (location, function)
 }
 
 fn is_collective(c: Call) -> bool {
