@@ -846,7 +846,7 @@ mod tests {
                 .wrapping_mul(6364136223846793005)
                 .wrapping_add(1442695040888963407);
             let pick = (*rng >> 33) as usize;
-            if !self.inflight.is_empty() && pick % 4 != 0 {
+            if !self.inflight.is_empty() && !pick.is_multiple_of(4) {
                 let (from, to, msg) = self.inflight.swap_remove(pick % self.inflight.len());
                 self.nodes[to as usize].on_msg(self.now, from, msg, &Builtins);
                 self.collect(to as usize);
