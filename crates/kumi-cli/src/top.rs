@@ -262,7 +262,9 @@ impl OutputLog {
             put(err, bytes, out, errw);
             return;
         }
-        for l in bytes.split(|&b| b == b'\n') {
+        // Whole lines: the chunk ends with a newline.
+        let text = bytes.strip_suffix(b"\n").unwrap_or(bytes);
+        for l in text.split(|&b| b == b'\n') {
             self.lines += 1;
             if self.tail.len() == TAIL {
                 self.tail.pop_front();
@@ -270,9 +272,6 @@ impl OutputLog {
             self.tail
                 .push_back((err, String::from_utf8_lossy(l).into_owned()));
         }
-        // The split above counted the empty piece after the last newline.
-        self.lines -= 1;
-        self.tail.pop_back();
         if self.mem_bytes + bytes.len() > MEM_LIMIT && !self.spill_failed {
             if let Err(e) = self.spill_mem() {
                 self.spill_failed = true;

@@ -439,6 +439,69 @@ fn top_shows_every_rank_and_quits_without_touching_the_job() {
     assert_eq!(status.code(), Some(0));
 }
 
+/// `kumi run --monitor`: what ranks print while the view holds the terminal is
+/// shown in its output pane and printed, all of it, when the view closes.
+#[test]
+fn monitor_keeps_rank_output_and_prints_it_when_the_view_closes() {
+    if Command::new("tmux").arg("-V").output().is_err() {
+        panic!("tmux is not installed: test.sh installs it (apt-get install -y tmux)");
+    }
+    let go = std::env::temp_dir().join(format!("kumi-monitor-go-{}", std::process::id()));
+    let _ = std::fs::remove_file(&go);
+    let tmux = Tmux(format!("kumi-monitor-{}", std::process::id()));
+    let cmd = format!(
+        "{} run --monitor -n 4 {} {}; echo EXIT=$?; sleep 60",
+        bin("kumi").display(),
+        bin("stats_top").display(),
+        go.display()
+    );
+    let o = tmux.cmd(&[
+        "new-session",
+        "-d",
+        "-s",
+        "top",
+        "-x",
+        "160",
+        "-y",
+        "40",
+        "sh",
+        "-c",
+        &cmd,
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // While the view is open, rank 0's "job ..." line and the early "rank N
+    // done" lines of ranks 1 and 2 show in its output pane.
+    let t = Instant::now();
+    let mut screen = tmux.capture();
+    while !(screen.contains("output (")
+        && screen.contains("job j")
+        && screen.contains("rank 1 done"))
+    {
+        assert!(t.elapsed() < Duration::from_secs(10), "screen:\n{screen}");
+        std::thread::sleep(Duration::from_millis(200));
+        screen = tmux.capture();
+    }
+    assert!(screen.contains("RANK"), "the view is open:\n{screen}");
+    std::fs::write(&go, b"").unwrap();
+    // The job ends, the view closes, and every line reaches the terminal.
+    let t = Instant::now();
+    while !screen.contains("EXIT=") {
+        assert!(t.elapsed() < Duration::from_secs(15), "screen:\n{screen}");
+        std::thread::sleep(Duration::from_millis(200));
+        screen = tmux.capture();
+    }
+    let _ = std::fs::remove_file(&go);
+    assert!(screen.contains("EXIT=0"), "{screen}");
+    assert!(!screen.contains("RANK"), "the view closed:\n{screen}");
+    assert!(screen.contains("job j"), "{screen}");
+    for r in 0..4 {
+        assert!(
+            screen.contains(&format!("rank {r} done")),
+            "rank {r}:\n{screen}"
+        );
+    }
+}
+
 /// The benchmark suite at its quick size runs with deadlock detection on (the
 /// default) and is never reported.
 #[test]
