@@ -313,7 +313,10 @@ pub fn ring(w: &Comm, o: &MicroOpts) -> Result<Vec<Record>, Error> {
         w.send(&tok, next, 6)?;
         w.recv(&mut tok, prev, 6)?;
         if tok[0] != n as u64 - 1 {
-            return Err(Error::Protocol(format!("ring token {} after one lap of {n}", tok[0])));
+            return Err(Error::Protocol(format!(
+                "ring token {} after one lap of {n}",
+                tok[0]
+            )));
         }
     } else {
         w.recv(&mut tok, prev, 6)?;
@@ -341,7 +344,13 @@ pub fn ring(w: &Comm, o: &MicroOpts) -> Result<Vec<Record>, Error> {
     }
     let mut out = Vec::new();
     if me == 0 {
-        out.push(Record { bench: "ring".into(), np: n, size: 8, metric: "latency_us".into(), value: median(times) * 1e6 });
+        out.push(Record {
+            bench: "ring".into(),
+            np: n,
+            size: 8,
+            metric: "latency_us".into(),
+            value: median(times) * 1e6,
+        });
     }
     Ok(out)
 }
@@ -358,7 +367,13 @@ pub fn idle(w: &Comm, seconds: f64) -> Result<Vec<Record>, Error> {
         w.send(&[1u8], 1, 7)?;
         let mut frac = [0f64];
         w.recv(&mut frac, 1, 8)?;
-        out.push(Record { bench: "idle".into(), np: w.size(), size: 0, metric: "cpu_fraction".into(), value: frac[0] });
+        out.push(Record {
+            bench: "idle".into(),
+            np: w.size(),
+            size: 0,
+            metric: "cpu_fraction".into(),
+            value: frac[0],
+        });
     } else if me == 1 {
         let cpu0 = cpu_seconds();
         let t = Instant::now();

@@ -206,8 +206,19 @@ pub fn rank_main(a: RankArgs) -> i32 {
                 Ok(Vec::new())
             }
             // Handled by crate::suite above.
-            Kernel::Micro | Kernel::Lu | Kernel::Himeno | Kernel::Cg | Kernel::Is | Kernel::Sor | Kernel::Knights
-            | Kernel::Dct | Kernel::Matpow | Kernel::Npb | Kernel::Scaling | Kernel::All | Kernel::Mg => Ok(Vec::new()),
+            Kernel::Micro
+            | Kernel::Lu
+            | Kernel::Himeno
+            | Kernel::Cg
+            | Kernel::Is
+            | Kernel::Sor
+            | Kernel::Knights
+            | Kernel::Dct
+            | Kernel::Matpow
+            | Kernel::Npb
+            | Kernel::Scaling
+            | Kernel::All
+            | Kernel::Mg => Ok(Vec::new()),
         }
     };
     match run() {
@@ -239,7 +250,10 @@ fn placement() -> &'static Placement {
 
 /// `kumi bench ...`
 pub fn main(a: BenchArgs) -> i32 {
-    let _ = PLACEMENT.set(Placement { hosts: a.hosts.clone(), rsh: a.rsh.clone() });
+    let _ = PLACEMENT.set(Placement {
+        hosts: a.hosts.clone(),
+        rsh: a.rsh.clone(),
+    });
     if crate::suite::name(a.kernel).is_some() && a.vs.is_empty() {
         return crate::suite::main(&a);
     }
@@ -319,11 +333,18 @@ impl Reference {
     fn build(self) -> Result<Twin, String> {
         let cc_cmd = self.compiler();
         let cc = self.tools().0;
-        let dir = std::env::temp_dir().join(format!("kumi-bench-{}-{}", std::process::id(), self.name()));
-        std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-        let twin = Twin { exe: dir.join("micro"), dir, reference: self };
+        let dir =
+            std::env::temp_dir().join(format!("kumi-bench-{}-{}", std::process::id(), self.name()));
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        let twin = Twin {
+            exe: dir.join("micro"),
+            dir,
+            reference: self,
+        };
         let src = twin.dir.join("micro.c");
-        std::fs::write(&src, TWIN_SOURCE).map_err(|e| format!("cannot write {}: {e}", src.display()))?;
+        std::fs::write(&src, TWIN_SOURCE)
+            .map_err(|e| format!("cannot write {}: {e}", src.display()))?;
         let out = Command::new(&cc_cmd[0])
             .args(&cc_cmd[1..])
             .args(["-O2", "-Wno-stringop-overflow", "-o"])
@@ -334,18 +355,30 @@ impl Reference {
                 format!("cannot run {cc} ({e}); install the reference: apt-get install mpich libmpich-dev openmpi-bin libopenmpi-dev")
             })?;
         if !out.status.success() {
-            return Err(format!("{cc} failed:\n{}", String::from_utf8_lossy(&out.stderr)));
+            return Err(format!(
+                "{cc} failed:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
         }
         Ok(twin)
     }
 }
 
 impl Twin {
-    fn run(&self, kernel: &str, np: u32, max_size: usize, reps: usize, rep_ms: u64) -> Result<Vec<Figure>, String> {
+    fn run(
+        &self,
+        kernel: &str,
+        np: u32,
+        max_size: usize,
+        reps: usize,
+        rep_ms: u64,
+    ) -> Result<Vec<Figure>, String> {
         let (_, mpiexec) = self.reference.tools();
         let mut c = match self.reference {
             Reference::KumiC => {
-                let mut c = Command::new(std::env::current_exe().map_err(|e| format!("cannot find kumi: {e}"))?);
+                let mut c = Command::new(
+                    std::env::current_exe().map_err(|e| format!("cannot find kumi: {e}"))?,
+                );
                 c.arg("run");
                 if let Some(h) = &placement().hosts {
                     c.args(["--hosts", h]);
@@ -408,7 +441,9 @@ impl Twin {
             // kumi's library and run as singletons.
             if let (Some(lp), Some(home)) = (
                 std::env::var_os("LD_LIBRARY_PATH"),
-                std::env::current_exe().ok().and_then(|e| e.parent().and_then(|d| d.canonicalize().ok())),
+                std::env::current_exe()
+                    .ok()
+                    .and_then(|e| e.parent().and_then(|d| d.canonicalize().ok())),
             ) {
                 let keep: Vec<_> = std::env::split_paths(&lp)
                     .filter(|d| !d.canonicalize().is_ok_and(|d| d.starts_with(&home)))
@@ -419,25 +454,44 @@ impl Twin {
                 };
             }
         }
-        let out = c.output().map_err(|e| format!("cannot run {mpiexec}: {e}"))?;
+        let out = c
+            .output()
+            .map_err(|e| format!("cannot run {mpiexec}: {e}"))?;
         if !out.status.success() {
-            return Err(format!("{mpiexec} failed ({}):\n{}", out.status, String::from_utf8_lossy(&out.stderr)));
+            return Err(format!(
+                "{mpiexec} failed ({}):\n{}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            ));
         }
         // Figures keep the twin's own fields ("op" for coll).
-        Ok(String::from_utf8_lossy(&out.stdout).lines().filter_map(Figure::from_json).collect())
+        Ok(String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(Figure::from_json)
+            .collect())
     }
 }
 
 /// `--vs`: kumi and the references, alternating, `rounds` times each.
 fn compare(a: &BenchArgs, reps: usize, rep_ms: u64, max_size: usize) -> i32 {
-    if !matches!(a.kernel, Kernel::Pingpong | Kernel::Bw | Kernel::Rate | Kernel::Ring | Kernel::Coll) {
+    if !matches!(
+        a.kernel,
+        Kernel::Pingpong | Kernel::Bw | Kernel::Rate | Kernel::Ring | Kernel::Coll
+    ) {
         eprintln!("kumi bench: --vs applies to pingpong, bw, rate, ring and coll");
         return 2;
     }
-    let name = a.kernel.to_possible_value().expect("named").get_name().to_string();
+    let name = a
+        .kernel
+        .to_possible_value()
+        .expect("named")
+        .get_name()
+        .to_string();
     let mut twins = Vec::new();
     let mut refs = a.vs.clone();
-    let lib = std::env::current_exe().ok().and_then(|e| e.parent().map(|d| d.join("libmpi.so.12")));
+    let lib = std::env::current_exe()
+        .ok()
+        .and_then(|e| e.parent().map(|d| d.join("libmpi.so.12")));
     if !refs.contains(&Reference::KumiC) && lib.is_some_and(|l| l.exists()) {
         refs.push(Reference::KumiC);
     }
@@ -454,7 +508,8 @@ fn compare(a: &BenchArgs, reps: usize, rep_ms: u64, max_size: usize) -> i32 {
     // coll's "op" field ("" for the point-to-point kernels); `keys` keeps the
     // order in which the kernels print them.
     let sides = 1 + twins.len();
-    let mut results: Vec<std::collections::BTreeMap<(String, usize), Vec<f64>>> = vec![Default::default(); sides];
+    let mut results: Vec<std::collections::BTreeMap<(String, usize), Vec<f64>>> =
+        vec![Default::default(); sides];
     let mut keys: Vec<(String, usize)> = Vec::new();
     let mut metric = String::new();
     for round in 0..a.rounds {
@@ -468,7 +523,8 @@ fn compare(a: &BenchArgs, reps: usize, rep_ms: u64, max_size: usize) -> i32 {
         }
         for side in order {
             let recs = if side == 0 {
-                run_job(a.kernel, a.np, max_size, reps, rep_ms).map_err(|code| format!("kumi job failed ({code})"))
+                run_job(a.kernel, a.np, max_size, reps, rep_ms)
+                    .map_err(|code| format!("kumi job failed ({code})"))
             } else {
                 twins[side - 1].run(&name, a.np, max_size, reps, rep_ms)
             };
@@ -493,13 +549,21 @@ fn compare(a: &BenchArgs, reps: usize, rep_ms: u64, max_size: usize) -> i32 {
     if !a.json {
         eprintln!();
     }
-    let labels: Vec<&str> = std::iter::once("kumi").chain(twins.iter().map(|t| t.reference.name())).collect();
+    let labels: Vec<&str> = std::iter::once("kumi")
+        .chain(twins.iter().map(|t| t.reference.name()))
+        .collect();
     if a.json {
         for (side, label) in labels.iter().enumerate() {
             for key in &keys {
-                let Some(vals) = results[side].get(key) else { continue };
+                let Some(vals) = results[side].get(key) else {
+                    continue;
+                };
                 let (op, size) = (&key.0, key.1);
-                let op = if op.is_empty() { String::new() } else { format!(", \"op\": \"{op}\"") };
+                let op = if op.is_empty() {
+                    String::new()
+                } else {
+                    format!(", \"op\": \"{op}\"")
+                };
                 println!(
                     "{{\"bench\": \"{name}\", \"np\": {}, \"size\": {size}, \"metric\": \"{metric}\", \"value\": {:.6}, \"impl\": \"{label}\", \"rounds\": {}{op}}}",
                     a.np,
@@ -510,10 +574,23 @@ fn compare(a: &BenchArgs, reps: usize, rep_ms: u64, max_size: usize) -> i32 {
         }
         return 0;
     }
-    let better = if metric == "latency_us" { "lower is better: ratio < 1 means kumi is faster" } else { "higher is better: ratio > 1 means kumi is faster" };
-    println!("{name} (np={}), {metric}, median of {} alternating rounds; {better}", a.np, a.rounds);
+    let better = if metric == "latency_us" {
+        "lower is better: ratio < 1 means kumi is faster"
+    } else {
+        "higher is better: ratio > 1 means kumi is faster"
+    };
+    println!(
+        "{name} (np={}), {metric}, median of {} alternating rounds; {better}",
+        a.np, a.rounds
+    );
     let with_op = keys.iter().any(|(op, _)| !op.is_empty());
-    let op_col = |op: &str| if with_op { format!("{op:>10}  ") } else { String::new() };
+    let op_col = |op: &str| {
+        if with_op {
+            format!("{op:>10}  ")
+        } else {
+            String::new()
+        }
+    };
     let mut head = format!("{}{:>10}  {:>12}", op_col("op"), "size", "kumi");
     for l in &labels[1..] {
         head += &format!("  {l:>12}  {:>12}", format!("kumi/{l}"));
@@ -647,7 +724,11 @@ fn print_table(records: &[Figure]) {
     println!("{} (np={})", first.bench, first.np);
     println!("{:>10}  {:>16}  metric", "size", "value");
     for r in records {
-        let extra: Vec<String> = r.extra.iter().map(|(k, v)| format!("{k}={}", v.trim_matches('"'))).collect();
+        let extra: Vec<String> = r
+            .extra
+            .iter()
+            .map(|(k, v)| format!("{k}={}", v.trim_matches('"')))
+            .collect();
         println!(
             "{:>10}  {:>16.3}  {}  {}",
             human_size(r.size),

@@ -16,8 +16,8 @@
 //! holds a pipe open. Then the outcome is the supervisor's.
 
 use crate::host::{HostPlan, PipeId, Reaped};
-use crate::remote::{Cluster, RemoteSpec};
 use crate::policy::{Outcome, RankEnd, Supervisor};
+use crate::remote::{Cluster, RemoteSpec};
 use crate::server::{ConnId, ControlEvent, ControlServer};
 use crate::spec::JobSpec;
 use crate::supervise::{Supervision, SupervisionConfig, DEADLOCK_EXIT};
@@ -193,8 +193,12 @@ impl Job {
             tag_output: self.spec.tag_output,
             forward_stdin: self.forward_stdin,
         };
-        let started =
-            crate::remote::start_hosts(&plan, self.remote.as_ref(), &mut server, &mut *self.notices);
+        let started = crate::remote::start_hosts(
+            &plan,
+            self.remote.as_ref(),
+            &mut server,
+            &mut *self.notices,
+        );
         let mut host = match started {
             Ok(h) => h,
             Err(e) => return Outcome::failed(e.exit_code(), e.to_string()),

@@ -21,9 +21,9 @@
 use kumi_core::control::{self, FrameDecoder, ToLauncher, ToRank, NONCE_BYTES};
 use std::collections::HashMap;
 use std::io::{self, ErrorKind, Read, Write};
+use std::net::{TcpListener, TcpStream};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::os::linux::net::SocketAddrExt;
-use std::net::{TcpListener, TcpStream};
 use std::os::unix::net::{SocketAddr, UnixListener, UnixStream};
 use std::time::{Duration, Instant};
 

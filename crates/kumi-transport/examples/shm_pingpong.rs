@@ -10,7 +10,9 @@ use kumi_transport::Transport;
 use std::time::Instant;
 
 fn main() {
-    let iters: u64 = std::env::args().nth(1).map_or(1_000_000, |a| a.parse().expect("iters"));
+    let iters: u64 = std::env::args()
+        .nth(1)
+        .map_or(1_000_000, |a| a.parse().expect("iters"));
     let (seg, fd) = Segment::create_memfd("diag", 2, &ShmConfig::default()).expect("segment");
     drop(seg);
     // SAFETY: fork in a single-threaded process; the child only uses its own
@@ -41,7 +43,10 @@ fn main() {
     }
     if me == 0 {
         let el = start.elapsed().as_secs_f64();
-        println!("bare shm transport: {:.3} us half round trip (8 B)", el * 1e6 / (2.0 * iters as f64));
+        println!(
+            "bare shm transport: {:.3} us half round trip (8 B)",
+            el * 1e6 / (2.0 * iters as f64)
+        );
         // SAFETY: waiting for our own child.
         unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
     } else {

@@ -37,8 +37,8 @@
 pub mod cma;
 pub mod loopback;
 pub mod shm;
-pub mod tcp;
 pub(crate) mod sync;
+pub mod tcp;
 
 use kumi_core::header::Header;
 use std::io;

@@ -447,7 +447,14 @@ impl Comm {
     /// supervision reports so waits on it can name world ranks.
     fn derived(&self, ctx: u32, rank: u32, members: Vec<u32>) -> Comm {
         self.engine().watch.comm_created(ctx, &members);
-        Comm { inner: Rc::new(CommInner { engine: self.inner.engine.clone(), ctx, rank, members }) }
+        Comm {
+            inner: Rc::new(CommInner {
+                engine: self.inner.engine.clone(),
+                ctx,
+                rank,
+                members,
+            }),
+        }
     }
 
     /// Splits the communicator: ranks passing the same `color` form a new

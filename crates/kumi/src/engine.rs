@@ -155,7 +155,11 @@ impl WaitPolicy {
     /// are measured choices (docs/BENCHMARKS.md), overridable:
     /// `KUMI_POLLS`, `KUMI_SPIN_US`, `KUMI_YIELD_US`, `KUMI_SLEEP_MS`.
     pub fn from_env(oversubscribed: bool) -> Result<WaitPolicy> {
-        let (polls, spin, yield_for) = if oversubscribed { (4, 0, 2_000) } else { (128, 200, 2_000) };
+        let (polls, spin, yield_for) = if oversubscribed {
+            (4, 0, 2_000)
+        } else {
+            (128, 200, 2_000)
+        };
         Ok(WaitPolicy {
             polls: env_u64("KUMI_POLLS", polls)?.clamp(1, u32::MAX as u64) as u32,
             spin: Duration::from_micros(env_u64("KUMI_SPIN_US", spin)?),
@@ -612,7 +616,11 @@ impl Engine {
             // Two-sided single copy: ask the sender to write the second half
             // while we read the first. The read waits until the progress pass
             // has flushed the `Split` frame, so both copies really overlap.
-            if let Some(Req { op: Op::Recv { data, .. }, .. }) = self.reqs.get(id) {
+            if let Some(Req {
+                op: Op::Recv { data, .. },
+                ..
+            }) = self.reqs.get(id)
+            {
                 *data = Some((len, 0));
             }
             let mut sp = Header::new(Kind::Split);
@@ -622,7 +630,12 @@ impl Engine {
             sp.ctx = id as u32;
             sp.src = (id >> 32) as u32;
             self.push_frame(from, &sp, &[])?;
-            self.pending_reads.push(PendingRead { id, from, addr, sender_req });
+            self.pending_reads.push(PendingRead {
+                id,
+                from,
+                addr,
+                sender_req,
+            });
             return Ok(());
         }
         if self.single_copy && same_host {
@@ -776,12 +789,23 @@ impl Engine {
             Kind::Split => {
                 let recv_req = h.ctx as u64 | ((h.src as u64) << 32);
                 let (buf, len) = match self.reqs.get(h.id) {
-                    Some(Req { op: Op::Send { peer, buf, len, phase: SendPhase::AwaitReply }, done: false, .. })
-                        if *peer == from && *len as u64 == h.len =>
-                    {
-                        (*buf, *len)
+                    Some(Req {
+                        op:
+                            Op::Send {
+                                peer,
+                                buf,
+                                len,
+                                phase: SendPhase::AwaitReply,
+                            },
+                        done: false,
+                        ..
+                    }) if *peer == from && *len as u64 == h.len => (*buf, *len),
+                    _ => {
+                        return Err(Error::Protocol(format!(
+                            "split copy for unknown send request {:#x}",
+                            h.id
+                        )))
                     }
-                    _ => return Err(Error::Protocol(format!("split copy for unknown send request {:#x}", h.id))),
                 };
                 let split = split_point(len);
                 // SAFETY: the send's owner keeps `buf` valid for `len` bytes until
@@ -792,19 +816,35 @@ impl Engine {
                 let mut w = Header::new(Kind::Wrote);
                 w.id = recv_req;
                 if let Err(e) = cma::write_to(pid, h.aux + split as u64, half) {
-                    log(self.world_rank, &format!("writing {} bytes into rank {from}: {e}", len - split));
+                    log(
+                        self.world_rank,
+                        &format!("writing {} bytes into rank {from}: {e}", len - split),
+                    );
                     w.flags = 1;
                 }
                 self.push_frame(from, &w, &[])?;
             }
             Kind::Wrote => {
-                let Some(Req { op: Op::Recv { data: Some((total, got)), .. }, done: false, error, .. }) =
-                    self.reqs.get(h.id)
+                let Some(Req {
+                    op:
+                        Op::Recv {
+                            data: Some((total, got)),
+                            ..
+                        },
+                    done: false,
+                    error,
+                    ..
+                }) = self.reqs.get(h.id)
                 else {
-                    return Err(Error::Protocol(format!("split copy done for unknown receive {:#x}", h.id)));
+                    return Err(Error::Protocol(format!(
+                        "split copy done for unknown receive {:#x}",
+                        h.id
+                    )));
                 };
                 if h.flags & 1 != 0 {
-                    *error = Some(Error::Protocol(format!("rank {from} could not write its half of the message")));
+                    *error = Some(Error::Protocol(format!(
+                        "rank {from} could not write its half of the message"
+                    )));
                 }
                 *got += *total - split_point(*total);
                 if *got == *total {
@@ -911,7 +951,16 @@ impl Engine {
     fn read_first_halves(&mut self) -> Result<usize> {
         let mut n = 0;
         for pr in std::mem::take(&mut self.pending_reads) {
-            let Some(Req { op: Op::Recv { buf, data: Some((total, got)), .. }, error, .. }) = self.reqs.get(pr.id)
+            let Some(Req {
+                op:
+                    Op::Recv {
+                        buf,
+                        data: Some((total, got)),
+                        ..
+                    },
+                error,
+                ..
+            }) = self.reqs.get(pr.id)
             else {
                 continue;
             };

@@ -32,7 +32,11 @@ fn main() {
             for round in 0..2u64 {
                 if me == 0 {
                     // 1 s, then 10 s: the long computation the issue asks about.
-                    let x = compute(Duration::from_millis(if round == 0 { 1000 } else { 10_000 }));
+                    let x = compute(Duration::from_millis(if round == 0 {
+                        1000
+                    } else {
+                        10_000
+                    }));
                     w.send(&[x], 1, 1).expect("send");
                 } else if me == 1 {
                     w.recv(&mut b, 0, 1).expect("recv");
