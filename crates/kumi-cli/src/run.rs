@@ -91,7 +91,10 @@ MULTIPLE HOSTS:
 MONITORING:
     kumi top [JOB]    live view of a running job (q quits, the job goes on)
     kumi ps           running jobs of this user
-    kumi run --monitor ...   runs the job with `kumi top` in this terminal";
+    kumi run --monitor ...   runs the job with `kumi top` in this terminal;
+                             the ranks' output shows in a pane of the view
+                             and is printed, all of it and in order, when the
+                             view closes (q, or the job ended)";
 
 /// Options of `kumi run`.
 #[derive(Args, Debug)]

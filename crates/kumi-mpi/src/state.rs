@@ -6,9 +6,10 @@ use crate::{class_name, err, set_err_comm, MPI_Status, MpiErr, R};
 use kumi::datatype::Datatype;
 use kumi::raw::{RawMessage, RawPersistent, RawRequest};
 use kumi::{Comm, Status, Universe};
-use std::cell::{RefCell, RefMut};
+use std::cell::{Cell, RefCell, RefMut};
 use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::OnceLock;
 use std::thread::ThreadId;
@@ -64,12 +65,46 @@ pub(crate) trait CollPending {
     fn finish(self: Box<Self>) -> R<()>;
 }
 
+/// Hashes an integer handle with one multiplication: the handle tables are
+/// looked up several times per MPI call, and SipHash (the default, which
+/// resists chosen keys) cost a tenth of a small message's time in the ABI.
+/// Handles are chosen by this library and MPICH's constants, not by an
+/// adversary.
+#[derive(Default, Clone, Copy)]
+pub(crate) struct HandleHasher(u64);
+
+impl Hasher for HandleHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u32(b as u32 ^ (self.0 as u32).rotate_left(8));
+        }
+    }
+
+    fn write_u32(&mut self, i: u32) {
+        // Fibonacci hashing; the fold brings the high bits (where MPICH puts
+        // the handle kind) down to the low ones the table indexes with.
+        let x = (i as u64 ^ self.0).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        self.0 = x ^ (x >> 29);
+    }
+
+    fn write_i32(&mut self, i: i32) {
+        self.write_u32(i as u32);
+    }
+}
+
+/// A table keyed by handles.
+pub(crate) type HandleMap<V> = HashMap<c_int, V, BuildHasherDefault<HandleHasher>>;
+
 pub(crate) struct State {
     pub universe: Universe,
-    pub comms: HashMap<c_int, CommEntry>,
+    pub comms: HandleMap<CommEntry>,
     pub groups: HashMap<c_int, Vec<u32>>,
-    pub types: HashMap<c_int, (Datatype, String)>,
-    pub reqs: HashMap<c_int, (ReqEntry, c_int)>,
+    pub types: HandleMap<(Datatype, String)>,
+    pub reqs: HandleMap<(ReqEntry, c_int)>,
     pub msgs: HashMap<c_int, RawMessage>,
     pub ops: HashMap<c_int, (UserFn, bool)>,
     pub infos: HashMap<c_int, Vec<(String, String)>>,
@@ -91,8 +126,24 @@ struct Global(RefCell<Option<State>>);
 unsafe impl Sync for Global {}
 static STATE: Global = Global(RefCell::new(None));
 
+thread_local! {
+    /// Whether this thread initialized MPI, once known (`std::thread::current`
+    /// costs two atomic operations, on every call otherwise).
+    static ON_INIT: Cell<Option<bool>> = const { Cell::new(None) };
+}
+
 pub(crate) fn on_init_thread() -> bool {
-    INIT_THREAD.get() == Some(&std::thread::current().id())
+    if let Some(b) = ON_INIT.with(|c| c.get()) {
+        return b;
+    }
+    // INIT_THREAD is set once and never changes: the answer can be kept once
+    // it is set.
+    let Some(t) = INIT_THREAD.get() else {
+        return false;
+    };
+    let b = *t == std::thread::current().id();
+    ON_INIT.with(|c| c.set(Some(b)));
+    b
 }
 
 pub(crate) fn install(s: State) {
@@ -131,7 +182,7 @@ pub(crate) fn st() -> R<RefMut<'static, State>> {
 
 impl State {
     pub fn new(universe: Universe, world: Comm, selfc: Comm) -> State {
-        let mut comms = HashMap::new();
+        let mut comms = HandleMap::default();
         for (h, c, n) in [
             (MPI_COMM_WORLD, world, "MPI_COMM_WORLD"),
             (MPI_COMM_SELF, selfc, "MPI_COMM_SELF"),
@@ -155,8 +206,8 @@ impl State {
             universe,
             comms,
             groups,
-            types: HashMap::new(),
-            reqs: HashMap::new(),
+            types: HandleMap::default(),
+            reqs: HandleMap::default(),
             msgs: HashMap::new(),
             ops: HashMap::new(),
             infos,
@@ -197,15 +248,22 @@ impl State {
     }
 
     pub fn comm_entry(&mut self, h: c_int) -> R<&mut CommEntry> {
-        set_err_comm(if self.comms.contains_key(&h) {
-            h
-        } else {
-            MPI_COMM_WORLD
-        });
         match self.comms.get_mut(&h) {
-            Some(c) => Ok(c),
-            None if h == MPI_COMM_NULL => err(MPI_ERR_COMM, "the communicator is MPI_COMM_NULL"),
-            None => err(
+            Some(c) => {
+                set_err_comm(h);
+                Ok(c)
+            }
+            None => {
+                set_err_comm(MPI_COMM_WORLD);
+                Self::no_comm(h)
+            }
+        }
+    }
+
+    fn no_comm<T>(h: c_int) -> R<T> {
+        match h {
+            MPI_COMM_NULL => err(MPI_ERR_COMM, "the communicator is MPI_COMM_NULL"),
+            _ => err(
                 MPI_ERR_COMM,
                 format!("{h:#x} is not a communicator (or it was freed)"),
             ),
@@ -255,7 +313,7 @@ impl State {
 
 thread_local! {
     /// Built-in types, made once each (the hot path looks them up per call).
-    static BUILTIN: RefCell<HashMap<c_int, Datatype>> = RefCell::new(HashMap::new());
+    static BUILTIN: RefCell<HandleMap<Datatype>> = RefCell::new(HandleMap::default());
 }
 
 /// A predefined datatype: MPICH encodes the size of a basic type in bits 8-15;
