@@ -187,6 +187,55 @@ fn blocking(mut r: RawRequest, status: *mut MPI_Status) -> R<()> {
     e.map_or(Ok(()), Err)
 }
 
+/// The handle of every nonblocking send that completed when it started (an
+/// eager send, the common case for small messages): such a request needs no
+/// table entry, so `MPI_Isend` + `MPI_Wait` cost no insertion and removal.
+/// It lies in MPICH's built-in request range, where no created request goes.
+pub(crate) const DONE_SEND: c_int = MPI_REQUEST_NULL | 1;
+
+/// The status a [`DONE_SEND`] request reports (that of any completed send).
+fn done_send_status() -> MPI_Status {
+    status_of(&SEND_DONE, MPI_SUCCESS)
+}
+
+const SEND_DONE: Status = Status {
+    source: -1,
+    tag: -1,
+    bytes: 0,
+    cancelled: false,
+};
+
+/// Registers a nonblocking send; one already complete becomes [`DONE_SEND`].
+fn register_send(mut r: RawRequest, comm: c_int, request: *mut c_int) -> R<()> {
+    if r.is_done() {
+        let (stt, e) = outcome(r.wait());
+        if let Some(e) = e {
+            return Err(e);
+        }
+        let d = done_send_status();
+        if (
+            stt.MPI_SOURCE,
+            stt.MPI_TAG,
+            stt.count_lo,
+            stt.count_hi_and_cancelled,
+        ) == (
+            d.MPI_SOURCE,
+            d.MPI_TAG,
+            d.count_lo,
+            d.count_hi_and_cancelled,
+        ) {
+            return out(request, "request", DONE_SEND);
+        }
+        r = RawRequest::completed(Status {
+            source: stt.MPI_SOURCE,
+            tag: stt.MPI_TAG,
+            bytes: 0,
+            cancelled: false,
+        });
+    }
+    register(r, comm, request)
+}
+
 fn register(r: RawRequest, comm: c_int, request: *mut c_int) -> R<()> {
     let h = st()?.new_request(ReqEntry::Active(r), comm);
     out(request, "request", h)
@@ -203,6 +252,10 @@ fn complete(
     let h = *slot;
     if h == MPI_REQUEST_NULL {
         return Ok(Some((empty_status(), None)));
+    }
+    if h == DONE_SEND {
+        *slot = MPI_REQUEST_NULL;
+        return Ok(Some((done_send_status(), None)));
     }
     let Some((entry, comm)) = s.reqs.get_mut(&h) else {
         return err(
@@ -259,6 +312,9 @@ fn complete(
 
 /// Whether request `h` is in flight (not null, not an inactive persistent one).
 fn is_active(s: &State, h: c_int) -> bool {
+    if h == DONE_SEND {
+        return true;
+    }
     match s.reqs.get(&h) {
         Some((ReqEntry::Active(_), _)) | Some((ReqEntry::Coll(_), _)) => true,
         Some((ReqEntry::Persistent { active, .. }, _)) => active.is_some(),
@@ -400,7 +456,13 @@ fn some_indices(
 }
 
 fn persistent(p: Option<RawPersistent>, comm: c_int, request: *mut c_int) -> R<()> {
-    let h = st()?.new_request(ReqEntry::Persistent { p, active: None }, comm);
+    let h = st()?.new_request(
+        ReqEntry::Persistent {
+            p: p.map(Box::new),
+            active: None,
+        },
+        comm,
+    );
     out(request, "request", h)
 }
 
@@ -503,19 +565,19 @@ mpi! {
     }
 
     fn MPI_Isend / PMPI_Isend(buf: *const c_void, count: c_int, datatype: c_int, dest: c_int, tag: c_int, comm: c_int, request: *mut c_int) {
-        register(start_send(buf, count, datatype, dest, tag, comm, SendMode::Standard)?, comm, request)
+        register_send(start_send(buf, count, datatype, dest, tag, comm, SendMode::Standard)?, comm, request)
     }
 
     fn MPI_Irsend / PMPI_Irsend(buf: *const c_void, count: c_int, datatype: c_int, dest: c_int, tag: c_int, comm: c_int, request: *mut c_int) {
-        register(start_send(buf, count, datatype, dest, tag, comm, SendMode::Standard)?, comm, request)
+        register_send(start_send(buf, count, datatype, dest, tag, comm, SendMode::Standard)?, comm, request)
     }
 
     fn MPI_Issend / PMPI_Issend(buf: *const c_void, count: c_int, datatype: c_int, dest: c_int, tag: c_int, comm: c_int, request: *mut c_int) {
-        register(start_send(buf, count, datatype, dest, tag, comm, SendMode::Sync)?, comm, request)
+        register_send(start_send(buf, count, datatype, dest, tag, comm, SendMode::Sync)?, comm, request)
     }
 
     fn MPI_Ibsend / PMPI_Ibsend(buf: *const c_void, count: c_int, datatype: c_int, dest: c_int, tag: c_int, comm: c_int, request: *mut c_int) {
-        register(start_send(buf, count, datatype, dest, tag, comm, SendMode::Buffered)?, comm, request)
+        register_send(start_send(buf, count, datatype, dest, tag, comm, SendMode::Buffered)?, comm, request)
     }
 
     fn MPI_Irecv / PMPI_Irecv(buf: *mut c_void, count: c_int, datatype: c_int, source: c_int, tag: c_int, comm: c_int, request: *mut c_int) {
@@ -623,7 +685,7 @@ mpi! {
     fn MPI_Request_get_status / PMPI_Request_get_status(request: c_int, flag: *mut c_int, status: *mut MPI_Status) {
         let mut s = st()?;
         let done = match s.reqs.get_mut(&request) {
-            None if request == MPI_REQUEST_NULL => true,
+            None if request == MPI_REQUEST_NULL || request == DONE_SEND => true,
             None => return err(MPI_ERR_REQUEST, format!("{request:#x} is not a request")),
             Some((ReqEntry::Coll(c), _)) => c.test()?,
             Some((ReqEntry::Active(r), _)) => r.is_done(),
@@ -705,6 +767,10 @@ mpi! {
 
     fn MPI_Cancel / PMPI_Cancel(request: *mut c_int) {
         let h = read(request, "request")?;
+        if h == DONE_SEND {
+            // A completed send: the cancel does not succeed.
+            return Ok(());
+        }
         let mut s = st()?;
         match s.reqs.get_mut(&h) {
             Some((ReqEntry::Active(r), _)) | Some((ReqEntry::Persistent { active: Some(r), .. }, _)) => {
@@ -729,6 +795,9 @@ mpi! {
 
     fn MPI_Request_free / PMPI_Request_free(request: *mut c_int) {
         let h = read(request, "request")?;
+        if h == DONE_SEND {
+            return out(request, "request", MPI_REQUEST_NULL);
+        }
         let mut s = st()?;
         match s.reqs.remove(&h) {
             Some((ReqEntry::Active(r), _)) | Some((ReqEntry::Persistent { active: Some(r), .. }, _)) => r.free(),

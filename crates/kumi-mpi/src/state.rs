@@ -47,9 +47,10 @@ pub(crate) struct Keyval {
 
 pub(crate) enum ReqEntry {
     Active(RawRequest),
-    /// `p` is `None` for a persistent operation with `MPI_PROC_NULL`.
+    /// `p` is `None` for a persistent operation with `MPI_PROC_NULL`; boxed
+    /// to keep entries small (they move in and out of the table per request).
     Persistent {
-        p: Option<RawPersistent>,
+        p: Option<Box<RawPersistent>>,
         active: Option<RawRequest>,
     },
     /// A nonblocking collective (`MPI_Ibarrier`, `MPI_Iallreduce`).
