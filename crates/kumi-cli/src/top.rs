@@ -26,7 +26,6 @@
 use clap::Args;
 use kumi_core::control::{self, FrameDecoder, ToLauncher, ToRank};
 use kumi_core::deadlock::{RankStatus, Snapshot};
-use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
 use ratatui::layout::{Constraint, Layout};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::widgets::{Block, Paragraph, Row, Table};
@@ -435,15 +434,14 @@ fn run_tui(address: &str, stop: &AtomicBool, show_output: bool) -> Result<(), St
                 if left.is_zero() {
                     break;
                 }
-                if event::poll(left.min(Duration::from_millis(100))).map_err(|e| e.to_string())? {
-                    if let Event::Key(k) = event::read().map_err(|e| e.to_string())? {
-                        let quit = k.kind == KeyEventKind::Press
-                            && (matches!(k.code, KeyCode::Char('q') | KeyCode::Esc)
-                                || (k.code == KeyCode::Char('c')
-                                    && k.modifiers.contains(KeyModifiers::CONTROL)));
-                        if quit {
-                            return Ok(());
-                        }
+                match read_key(left.min(Duration::from_millis(100))) {
+                    // q, Esc or Ctrl-C (the terminal is in raw mode).
+                    Key::Byte(b'q' | 0x1b | 0x03) => return Ok(()),
+                    Key::Byte(_) | Key::None => {}
+                    Key::Gone => {
+                        return Err(
+                            "the terminal went away; the job goes on without the view".into()
+                        )
                     }
                 }
             }
@@ -460,6 +458,41 @@ fn run_tui(address: &str, stop: &AtomicBool, show_output: bool) -> Result<(), St
     })();
     ratatui::restore();
     result
+}
+
+/// One key press, read straight from the terminal (standard input, in raw
+/// mode). Not crossterm's reader: when the terminal hangs up (its window
+/// closed, its ssh session died) a read returns end-of-file forever, and
+/// crossterm's reader retries without end; here that ends the view.
+enum Key {
+    Byte(u8),
+    None,
+    Gone,
+}
+
+fn read_key(timeout: Duration) -> Key {
+    let mut p = libc::pollfd {
+        fd: 0,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, on standard input, with a bounded timeout.
+    let n = unsafe { libc::poll(&mut p, 1, timeout.as_millis().min(i32::MAX as u128) as i32) };
+    if n <= 0 {
+        return Key::None;
+    }
+    if p.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0
+        && p.revents & libc::POLLIN == 0
+    {
+        return Key::Gone;
+    }
+    let mut b = [0u8; 1];
+    // SAFETY: reads at most one byte into a one-byte buffer we own.
+    match unsafe { libc::read(0, b.as_mut_ptr().cast(), 1) } {
+        1 => Key::Byte(b[0]),
+        0 => Key::Gone,
+        _ => Key::None,
+    }
 }
 
 /// What one refresh shows.
