@@ -85,9 +85,10 @@ fn c_recv_cycle_of_two() {
         2,
         "recv2",
         &[
-            "ranks 0, 1 wait in MPI_Recv",
-            "(at ",
+            "rank 0 waits in MPI_Recv on MPI_COMM_WORLD from rank 1, tag 7 (at ",
+            "rank 1 waits in MPI_Recv on MPI_COMM_WORLD from rank 0, tag 7 (at ",
             "deadlock.c:29 in main)",
+            "cycle 0 -> 1 -> 0",
         ],
     );
 }
@@ -100,7 +101,7 @@ fn c_all_in_barrier_but_one_in_recv() {
         &[
             "ranks 0-2 wait in MPI_Barrier on MPI_COMM_WORLD (at ",
             "deadlock.c:34 in main)",
-            "rank 3 waits in MPI_Recv",
+            "rank 3 waits in MPI_Recv on MPI_COMM_WORLD from rank 0, tag 7",
             "deadlock.c:32 in main)",
         ],
     );
@@ -126,7 +127,7 @@ fn c_wildcard_recv_that_nothing_matches() {
         3,
         "wildcard",
         &[
-            "rank 0 waits in MPI_Recv",
+            "rank 0 waits in MPI_Recv on MPI_COMM_WORLD from any source, tag 5",
             "deadlock.c:43 in main)",
             "ranks 1, 2 wait in MPI_Barrier on MPI_COMM_WORLD",
             "deadlock.c:46 in main)",
@@ -139,6 +140,11 @@ fn c_send_send_cycle_of_one_mib_messages() {
     deadlock(
         2,
         "sendsend",
-        &["ranks 0, 1 wait in MPI_Send", "deadlock.c:50 in main)"],
+        &[
+            "rank 0 waits in MPI_Send on MPI_COMM_WORLD to rank 1, tag 7",
+            "rank 1 waits in MPI_Send on MPI_COMM_WORLD to rank 0, tag 7",
+            "deadlock.c:50 in main)",
+            "cycle 0 -> 1 -> 0",
+        ],
     );
 }

@@ -53,6 +53,9 @@ pub struct RawRequest {
     /// Set for a matched-probe message: the receive buffer's capacity in bytes,
     /// checked against the message when it is unpacked.
     cap: Option<usize>,
+    /// What a wait on this request is blocked in, for supervision reports:
+    /// (call, peer, tag) with the communicator's ranks.
+    what: (Call, i32, i32),
 }
 
 impl std::fmt::Debug for RawRequest {
@@ -96,6 +99,21 @@ impl RawRequest {
             staging: None,
             unpack: None,
             cap: None,
+            what: (Call::Wait, -2, -2),
+        }
+    }
+
+    /// The wait description of this request (its call, communicator, peer and
+    /// tag), so a report can say "MPI_Recv from rank 1, tag 7".
+    #[track_caller]
+    fn wait_info(&self, comm: &Comm) -> WaitInfo {
+        let (call, peer, tag) = self.what;
+        WaitInfo {
+            call,
+            ctx: ctx(comm),
+            peer,
+            tag,
+            at: std::panic::Location::caller(),
         }
     }
 
@@ -158,7 +176,8 @@ impl RawRequest {
         let (Some(id), Some(comm)) = (self.id, self.comm.clone()) else {
             return Ok(self.done.unwrap_or(Status::empty()));
         };
-        let r = comm.engine().wait(WaitInfo::plain(Call::Wait), id);
+        let info = self.wait_info(&comm);
+        let r = comm.engine().wait(info, id);
         self.id = None;
         self.finish(r)
     }
@@ -270,6 +289,7 @@ pub unsafe fn isend(
         staging: if id.is_some() { staging } else { None },
         unpack: None,
         cap: None,
+        what: (Call::Send, dest, tag),
     })
 }
 
@@ -315,6 +335,7 @@ pub unsafe fn irecv(
         staging,
         unpack,
         cap: None,
+        what: (Call::Recv, source, tag),
     })
 }
 
@@ -336,9 +357,14 @@ pub fn wait_any_done(reqs: &[&RawRequest]) -> Result<()> {
         return Ok(());
     }
     let ids: Vec<ReqId> = reqs.iter().filter_map(|r| r.id).collect();
-    let r = comm.engine().wait_until(WaitInfo::plain(Call::Wait), |e| {
-        ids.iter().any(|&id| e.is_done(id))
-    });
+    // One request pending: the report can name its peer and tag.
+    let info = match reqs.iter().filter(|r| r.id.is_some()).collect::<Vec<_>>()[..] {
+        [one] => one.wait_info(&comm),
+        _ => WaitInfo::plain(Call::Wait),
+    };
+    let r = comm
+        .engine()
+        .wait_until(info, |e| ids.iter().any(|&id| e.is_done(id)));
     reap();
     r
 }
@@ -417,6 +443,7 @@ pub fn improbe(comm: &Comm, source: i32, tag: i32) -> Result<Option<RawMessage>>
         staging: Some(staging),
         unpack: None,
         cap: None,
+        what: (Call::Recv, st.source, st.tag),
     };
     // Keep the result for `irecv` if it completed at once.
     if req.is_done() {
