@@ -150,6 +150,16 @@ impl Datatype {
         self.inner.elements
     }
 
+    /// Where the data starts if consecutive elements abut (the layout is one
+    /// run exactly as long as the extent), so `count` elements are one block:
+    /// pack and unpack then copy once instead of once per element.
+    fn dense_offset(&self) -> Option<isize> {
+        match self.runs() {
+            [(o, l)] if *l as isize == self.extent() => Some(*o),
+            _ => None,
+        }
+    }
+
     /// Whether `count` elements are one run of bytes starting at the buffer.
     pub fn is_contiguous(&self) -> bool {
         match self.inner.runs.as_slice() {
@@ -349,8 +359,16 @@ impl Datatype {
     /// Every byte the typemap covers, for elements `0..count` starting at `base`,
     /// must be readable.
     pub unsafe fn pack(&self, base: *const u8, count: usize, out: &mut [u8]) {
-        let mut pos = 0;
         let ext = self.extent();
+        if let Some(o) = self.dense_offset() {
+            let n = (self.size() * count).min(out.len());
+            // SAFETY: the elements abut (one run as long as the extent), so the
+            // typemap of `count` elements is the `size * count` bytes from
+            // `base + o`, readable by the caller's contract; `n <= out.len()`.
+            unsafe { std::ptr::copy_nonoverlapping(base.offset(o), out.as_mut_ptr(), n) };
+            return;
+        }
+        let mut pos = 0;
         for i in 0..count {
             for &(o, l) in self.runs() {
                 // SAFETY: the caller guarantees the typemap's bytes are readable;
@@ -371,8 +389,15 @@ impl Datatype {
     /// Every byte the typemap covers, for elements `0..count` starting at `base`,
     /// must be writable.
     pub unsafe fn unpack(&self, data: &[u8], base: *mut u8, count: usize) {
-        let mut pos = 0;
         let ext = self.extent();
+        if let Some(o) = self.dense_offset() {
+            let n = (self.size() * count).min(data.len());
+            // SAFETY: as in `pack`: the `size * count` bytes from `base + o` are
+            // the typemap, writable by the caller's contract; `n <= data.len()`.
+            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), base.offset(o), n) };
+            return;
+        }
+        let mut pos = 0;
         'outer: for i in 0..count {
             for &(o, l) in self.runs() {
                 if pos >= data.len() {
