@@ -94,6 +94,8 @@ fn stress_under_non_default_knobs() {
             ("KUMI_SLEEP_MS", "1"),
         ],
         &[("KUMI_SPIN_US", "100000")],
+        &[("KUMI_POLLS", "1"), ("KUMI_YIELD_EVERY", "1")],
+        &[("KUMI_YIELD_EVERY", "100000")],
     ];
     for env in cases {
         let out = run_ok(3, env, &[stress.to_str().unwrap(), "6000", "11"]);

@@ -137,6 +137,9 @@ pub(crate) struct WaitPolicy {
     pub spin: Duration,
     pub yield_for: Duration,
     pub sleep_timeout: Duration,
+    /// Empty passes per `sched_yield` before the clock is read
+    /// (`KUMI_YIELD_EVERY`; default by transport, see `wait_loop`).
+    pub yield_every: Option<u32>,
 }
 
 impl WaitPolicy {
@@ -165,6 +168,10 @@ impl WaitPolicy {
             spin: Duration::from_micros(env_u64("KUMI_SPIN_US", spin)?),
             yield_for: Duration::from_micros(env_u64("KUMI_YIELD_US", yield_for)?),
             sleep_timeout: Duration::from_millis(env_u64("KUMI_SLEEP_MS", 100)?.max(1)),
+            yield_every: match std::env::var("KUMI_YIELD_EVERY") {
+                Ok(_) => Some(env_u64("KUMI_YIELD_EVERY", 1)?.clamp(1, u32::MAX as u64) as u32),
+                Err(_) => None,
+            },
         })
     }
 }
@@ -1114,6 +1121,7 @@ impl Engine {
             (true, true) => 8,
             (false, true) => 1,
         };
+        let yield_every = self.policy.yield_every.unwrap_or(yield_every);
         loop {
             let n = self.progress()?;
             if done(self) {
