@@ -83,25 +83,27 @@ fn abort_ends_the_job_with_its_code_and_message() {
     assert_all_gone(&pids);
 }
 
-#[test]
-fn rank_killed_while_blocked_is_reported_with_its_kumi_call() {
+/// Starts `kumi run -n <n> fail hang 99` (every rank waits forever) and reads
+/// the `pid <rank> <pid>` line of every rank: returns the launcher and the
+/// (rank, pid) pairs.
+fn start_hanging_job(n: usize, stderr: Stdio) -> (std::process::Child, Vec<(i32, i32)>) {
     let mut child = Command::new(bin("kumi"))
         .args([
             "run",
             "-n",
-            "3",
+            &n.to_string(),
             bin("fail").to_str().unwrap(),
             "hang",
             "99",
         ])
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stderr(stderr)
         .spawn()
         .unwrap();
     let mut out = BufReader::new(child.stdout.take().unwrap());
     let mut pids = Vec::new();
     let mut line = String::new();
-    while pids.len() < 3 {
+    while pids.len() < n {
         line.clear();
         assert!(out.read_line(&mut line).unwrap() > 0, "job ended early");
         if let Some(rest) = line.trim().strip_prefix("pid ") {
@@ -109,6 +111,12 @@ fn rank_killed_while_blocked_is_reported_with_its_kumi_call() {
             pids.push((f.next().unwrap(), f.next().unwrap()));
         }
     }
+    (child, pids)
+}
+
+#[test]
+fn rank_killed_while_blocked_is_reported_with_its_kumi_call() {
+    let (child, pids) = start_hanging_job(3, Stdio::piped());
     // Let every rank reach its receive, then kill rank 1 from outside.
     std::thread::sleep(Duration::from_millis(500));
     let victim = pids
@@ -117,7 +125,7 @@ fn rank_killed_while_blocked_is_reported_with_its_kumi_call() {
         .expect("rank 1 printed its pid")
         .1;
     let pids: Vec<i32> = pids.iter().map(|&(_, p)| p).collect();
-    // SAFETY: sending SIGKILL (9) to a process this test started through kumi.
+    // SAFETY: sending SIGKILL to a process this test started through kumi.
     unsafe { libc::kill(victim, libc::SIGKILL) };
     let o = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
@@ -131,36 +139,9 @@ fn rank_killed_while_blocked_is_reported_with_its_kumi_call() {
 
 #[test]
 fn sigkill_of_the_launcher_leaves_no_rank_and_no_file() {
-    let mut child = Command::new(bin("kumi"))
-        .args([
-            "run",
-            "-n",
-            "4",
-            bin("fail").to_str().unwrap(),
-            "hang",
-            "99",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut pids = Vec::new();
-    let mut line = String::new();
-    while pids.len() < 4 {
-        line.clear();
-        assert!(out.read_line(&mut line).unwrap() > 0, "job ended early");
-        if let Some(rest) = line.trim().strip_prefix("pid ") {
-            pids.push(
-                rest.split_whitespace()
-                    .nth(1)
-                    .unwrap()
-                    .parse::<i32>()
-                    .unwrap(),
-            );
-        }
-    }
+    let (mut child, pids) = start_hanging_job(4, Stdio::null());
     child.kill().unwrap();
     child.wait().unwrap();
+    let pids: Vec<i32> = pids.iter().map(|&(_, p)| p).collect();
     assert_all_gone(&pids);
 }
