@@ -112,3 +112,16 @@ pub fn alive(pid: i32) -> bool {
         Err(_) => false,
     }
 }
+
+/// Computes (a busy loop, no kumi call) for `d`; returns a value the optimizer
+/// cannot drop. Rank programs use it to stand for a long computation.
+pub fn compute(d: std::time::Duration) -> u64 {
+    let t = std::time::Instant::now();
+    let mut x = 0u64;
+    while t.elapsed() < d {
+        for i in 0..10_000u64 {
+            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(i));
+        }
+    }
+    x
+}

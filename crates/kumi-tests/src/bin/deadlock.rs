@@ -21,17 +21,8 @@
 //!   the other on their communicator, ranks 2 and 3 compute for 2 s and then do
 //!   the same on theirs.
 
-use std::time::{Duration, Instant};
-
-fn spin(d: Duration) {
-    let t = Instant::now();
-    let mut x = 0u64;
-    while t.elapsed() < d {
-        for i in 0..10_000u64 {
-            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(i));
-        }
-    }
-}
+use kumi_tests::compute;
+use std::time::Duration;
 
 fn main() {
     let mode = std::env::args().nth(1).expect("mode");
@@ -100,7 +91,7 @@ fn main() {
                 .expect("split")
                 .expect("member");
             if me >= 2 {
-                spin(Duration::from_secs(2));
+                compute(Duration::from_secs(2));
             }
             c.recv(&mut b, 1 - c.rank() as i32, 7).expect("recv");
         }

@@ -8,18 +8,8 @@
 //! - `sleep`: the last rank sleeps 5 s before sending to every other rank,
 //!   which all wait in a receive from it.
 
-use std::time::{Duration, Instant};
-
-fn compute(d: Duration) -> u64 {
-    let t = Instant::now();
-    let mut x = 0u64;
-    while t.elapsed() < d {
-        for i in 0..10_000u64 {
-            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(i));
-        }
-    }
-    x
-}
+use kumi_tests::compute;
+use std::time::Duration;
 
 fn main() {
     let mode = std::env::args().nth(1).expect("mode");
