@@ -23,6 +23,11 @@ cargo fmt --all --check
 echo "== cargo clippy -D warnings"
 cargo clippy --workspace --all-targets --release -- -D warnings
 
+echo "== cargo build (the kumi binary, libmpi.so and its links, which tests run)"
+# `cargo test` alone does not produce the cdylib `libmpi.so` in target/release:
+# the MPI tests load it, so build every artifact first.
+cargo build --workspace --release
+
 echo "== cargo test (release build: the stress tests move gigabytes)"
 cargo test --workspace --release
 
