@@ -319,7 +319,11 @@ impl Engine {
             .chain(s.net.as_ref().map(|t| t.max_payload()))
             .min()
             .unwrap_or(usize::MAX);
-        let default_eager = 16 * 1024usize;
+        // Measured (docs/BENCHMARKS.md): at 16 KiB, eager messages that arrive
+        // before their receive are copied twice and fill the 64 KiB ring after
+        // three records, so streaming ran at 0.34x the references; as rendezvous
+        // (single copy) 16 KiB streams ~5x faster, for +0.8 us of latency.
+        let default_eager = 8 * 1024usize;
         let eager_limit = env_u64("KUMI_EAGER_LIMIT", default_eager as u64)? as usize;
         if eager_limit > max_payload {
             return Err(Error::Bootstrap(format!(
