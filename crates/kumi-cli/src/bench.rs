@@ -697,15 +697,21 @@ fn run_job(
             None => println!("{line}"),
         }
     }
+    finish_job(&mut child, "benchmark")?;
+    Ok(records)
+}
+
+/// Waits for a benchmark job; a failed job becomes its exit code (at least 1).
+pub(crate) fn finish_job(child: &mut std::process::Child, what: &str) -> Result<(), i32> {
     let status = child.wait().map_err(|e| {
         eprintln!("kumi bench: {e}");
         1
     })?;
     if !status.success() {
-        eprintln!("kumi bench: the benchmark job failed ({status})");
+        eprintln!("kumi bench: the {what} job failed ({status})");
         return Err(status.code().unwrap_or(1).max(1));
     }
-    Ok(records)
+    Ok(())
 }
 
 fn human_size(b: usize) -> String {

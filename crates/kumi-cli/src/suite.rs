@@ -236,14 +236,7 @@ fn job(
         }
     }
     bar.end();
-    let status = child.wait().map_err(|e| {
-        eprintln!("kumi bench: {e}");
-        1
-    })?;
-    if !status.success() {
-        eprintln!("kumi bench: the {name} job failed ({status})");
-        return Err(status.code().unwrap_or(1).max(1));
-    }
+    crate::bench::finish_job(&mut child, name)?;
     Ok(figs)
 }
 
