@@ -103,3 +103,41 @@ fn combining_store_overflow_degrades_to_forwarding() {
         );
     }
 }
+
+#[test]
+fn collectives_and_combining_across_namespace_hosts_with_uneven_ranks() {
+    use kumi_tests::netns::{self, Cluster};
+    if netns::skip_unless_root("collectives_and_combining_across_namespace_hosts_with_uneven_ranks")
+    {
+        return;
+    }
+    let coll = bin("coll");
+    let combine = bin("coll_combine");
+    for (k, slots) in [(2, vec![(0, 2), (1, 3)]), (3, vec![(0, 1), (1, 2), (2, 3)])] {
+        let c = Cluster::create(k).unwrap_or_else(|e| panic!("cannot create {k} test hosts: {e}"));
+        let n: usize = slots.iter().map(|s| s.1).sum();
+        for (prog, args, line) in [
+            (
+                &coll,
+                vec![],
+                format!("coll: all checks passed on {n} ranks"),
+            ),
+            (
+                &combine,
+                vec!["6"],
+                format!("coll_combine: all checks passed on {n} ranks"),
+            ),
+        ] {
+            let mut argv = vec![prog.to_str().unwrap()];
+            argv.extend(args);
+            let o = c.kumi_run(n, &slots, &[], &argv);
+            let out = String::from_utf8_lossy(&o.stdout);
+            assert!(
+                o.status.success() && out.contains(&line),
+                "{k} hosts {slots:?}: {}",
+                text(&o)
+            );
+        }
+        assert!(c.all_pids().is_empty(), "processes left in the test hosts");
+    }
+}

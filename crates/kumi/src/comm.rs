@@ -7,14 +7,14 @@
 //! id it has used, the members exchange their counters, and the new id is the
 //! largest. No member has used it, so no old message can match on it.
 
-use crate::engine::{Engine, WaitInfo};
+use crate::engine::WaitInfo;
 use crate::error::{Error, Result};
+use crate::progress::{EngineRef, Guard};
 use crate::request::{Request, Scope, Status};
 use bytemuck::Pod;
 use kumi_core::call::Call;
 use kumi_core::matching::{Envelope, Pattern};
 use kumi_core::{ANY_SOURCE, ANY_TAG, TAG_UB};
-use std::cell::RefCell;
 use std::panic::Location;
 use std::rc::Rc;
 
@@ -28,7 +28,7 @@ pub struct Comm {
 }
 
 struct CommInner {
-    engine: Rc<RefCell<Engine>>,
+    engine: EngineRef,
     ctx: u32,
     rank: u32,
     /// World rank of each member, by communicator rank.
@@ -54,7 +54,7 @@ fn as_bytes_mut<T: Pod>(buf: &mut [T]) -> &mut [u8] {
 }
 
 impl Comm {
-    pub(crate) fn world(engine: Rc<RefCell<Engine>>) -> Comm {
+    pub(crate) fn world(engine: EngineRef) -> Comm {
         let (rank, size) = {
             let e = engine.borrow();
             (e.world_rank, e.world_size)
@@ -84,7 +84,7 @@ impl Comm {
         self.inner.members.get(r).map(|&w| w as usize)
     }
 
-    pub(crate) fn engine(&self) -> std::cell::RefMut<'_, Engine> {
+    pub(crate) fn engine(&self) -> Guard<'_> {
         self.inner.engine.borrow_mut()
     }
 
@@ -381,7 +381,7 @@ impl Comm {
     }
 
     /// The shared engine handle (for `coll`'s nonblocking requests).
-    pub(crate) fn engine_rc(&self) -> &Rc<RefCell<Engine>> {
+    pub(crate) fn engine_rc(&self) -> &EngineRef {
         &self.inner.engine
     }
 

@@ -190,10 +190,13 @@ pub(crate) fn env_u64(name: &str, default: u64) -> Result<u64> {
 struct Slab {
     entries: Vec<(u32, Option<Req>)>,
     free: Vec<u32>,
+    /// Requests not completed yet (for the progress thread).
+    open: usize,
 }
 
 impl Slab {
     fn insert(&mut self, r: Req) -> ReqId {
+        self.open += usize::from(!r.done);
         match self.free.pop() {
             Some(i) => {
                 let e = &mut self.entries[i as usize];
@@ -221,7 +224,9 @@ impl Slab {
             Some((g, slot @ Some(_))) if *g == gen => {
                 *g = g.wrapping_add(1).max(1);
                 self.free.push(i as u32);
-                slot.take()
+                let r = slot.take();
+                self.open -= usize::from(r.as_ref().is_some_and(|r| !r.done));
+                r
             }
             _ => None,
         }
@@ -239,6 +244,9 @@ pub struct Counters {
     pub msgs_recv: u64,
     /// Payload bytes received.
     pub bytes_recv: u64,
+    /// Progress passes that moved something on the progress thread, while
+    /// the application computed.
+    pub async_passes: u64,
     /// Per world peer: messages and bytes sent to it (counted when the send
     /// starts) and arrived from it (counted when the first frame of the message
     /// arrives, matched or not); the internal messages of collectives apart.
@@ -251,7 +259,7 @@ pub(crate) struct Engine {
     pub world_size: u32,
     shm: Option<ShmTransport>,
     /// The network transport, for ranks on other hosts.
-    net: Option<Box<dyn Transport>>,
+    net: Option<Box<dyn Transport + Send>>,
     /// How each world rank is reached.
     route: Vec<Route>,
     /// Process id of each local world rank (for single copy); 0 if unknown.
@@ -280,7 +288,19 @@ pub(crate) struct Engine {
     pending_reads: Vec<PendingRead>,
     /// Collectives in flight and the combining service (`coll`).
     pub(crate) coll: crate::coll::CollState,
+    /// An error met by the progress thread, returned by the next call.
+    async_error: Option<Error>,
 }
+
+// SAFETY: what keeps `Engine` from being `Send` automatically are raw pointers:
+// the buffers of requests in flight (lent by the caller until the request
+// completes; the Rust API borrows them for the request's scope, the C ABI has
+// MPI's rule that they are untouched until completion) and the collectives'
+// buffers of the same kind. These are addresses in this process, valid from any
+// of its threads. The engine is only reached through `progress::Shared`, whose
+// mutex makes sure one thread at a time uses it, so the application thread and
+// the progress thread never touch a buffer, or the engine, at once.
+unsafe impl Send for Engine {}
 
 /// A receiver's half of a two-sided single copy, waiting to be read.
 struct PendingRead {
@@ -301,7 +321,7 @@ pub(crate) struct EngineSetup {
     pub world_rank: u32,
     pub world_size: u32,
     pub shm: Option<ShmTransport>,
-    pub net: Option<Box<dyn Transport>>,
+    pub net: Option<Box<dyn Transport + Send>>,
     pub route: Vec<Route>,
     pub pids: Vec<i32>,
     pub watch: Watch,
@@ -370,6 +390,7 @@ impl Engine {
             },
             cma_verified: false,
             pending_reads: Vec::new(),
+            async_error: None,
         })
     }
 
@@ -906,8 +927,11 @@ impl Engine {
     fn finish(&mut self, id: ReqId) {
         let detached = match self.reqs.get(id) {
             Some(r) => {
+                let was_open = !r.done;
                 r.done = true;
-                r.detached
+                let detached = r.detached;
+                self.reqs.open -= usize::from(was_open);
+                detached
             }
             None => false,
         };
@@ -927,6 +951,9 @@ impl Engine {
 
     /// One pass over everything that can move. Returns how many events happened.
     pub fn progress(&mut self) -> Result<usize> {
+        if let Some(e) = self.async_error.take() {
+            return Err(e);
+        }
         let mut n = 0;
         while let Some((h, p)) = self.self_frames.pop_front() {
             let me = self.world_rank;
@@ -956,6 +983,44 @@ impl Engine {
             n += self.read_first_halves()?;
         }
         Ok(n)
+    }
+
+    /// Whether anything is outstanding that other ranks may wait on while the
+    /// application computes (see `progress.rs`): then the progress thread looks
+    /// at the engine.
+    #[inline]
+    pub fn needs_async(&self) -> bool {
+        self.reqs.open > 0
+            || self.outq_len > 0
+            || !self.streaming.is_empty()
+            || !self.pending_reads.is_empty()
+            || self.coll.busy()
+            || self.coll.combine.serving()
+    }
+
+    /// The progress thread's turn: progress until nothing moves (bounded, so
+    /// the application is never kept out for long). An error is kept for the
+    /// application's next call.
+    /// Returns whether anything moved.
+    pub fn async_pass(&mut self) -> bool {
+        if self.async_error.is_some() {
+            return false;
+        }
+        let mut moved = false;
+        for _ in 0..64 {
+            match self.progress() {
+                Ok(0) => break,
+                Ok(_) => {
+                    self.counters.async_passes += 1;
+                    moved = true;
+                }
+                Err(e) => {
+                    self.async_error = Some(e);
+                    break;
+                }
+            }
+        }
+        moved
     }
 
     /// The receiver's half of each two-sided copy whose `Split` frame is out.
@@ -1270,7 +1335,7 @@ unsafe fn slice_or_empty<'a>(ptr: *const u8, len: usize) -> &'a [u8] {
 fn pick<'a>(
     route: &[Route],
     shm: &'a mut Option<ShmTransport>,
-    net: &'a mut Option<Box<dyn Transport>>,
+    net: &'a mut Option<Box<dyn Transport + Send>>,
     peer: u32,
 ) -> Option<&'a mut dyn Transport> {
     match route.get(peer as usize)? {

@@ -23,9 +23,11 @@
 //! The launcher and the CLI sit above it and are never linked into a rank.
 //!
 //! Design decisions a newcomer might otherwise undo:
-//! - **Progress happens inside kumi calls**, on the calling thread: no lock and no
-//!   thread hand-off on the small-message path. (An optional progress thread for
-//!   overlap will be added beside the engine, not inside it.)
+//! - **Progress happens inside kumi calls**, on the calling thread: no thread
+//!   hand-off on the small-message path, one uncontended lock per call. A
+//!   progress thread beside the engine (`progress.rs`) steps in only while the
+//!   application stays out of kumi with work outstanding, so a computing rank
+//!   still forwards and combines for others (`KUMI_PROGRESS`).
 //! - **Nonblocking operations borrow through a [`Scope`]**, which waits for them
 //!   before it ends; that is what makes them sound even if a request is leaked.
 //! - **Errors are values.** A receive buffer that is too small is an
@@ -39,6 +41,7 @@ pub mod datatype;
 mod engine;
 mod error;
 mod net;
+mod progress;
 pub mod raw;
 mod request;
 mod watch;
@@ -59,19 +62,19 @@ use kumi_core::call::Call;
 use kumi_core::control::ToLauncher;
 use kumi_transport::cma;
 use kumi_transport::shm::{Segment, ShmConfig, ShmTransport};
-use std::cell::RefCell;
+use progress::{EngineRef, Shared};
 use std::os::fd::{FromRawFd, OwnedFd};
-use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 static INITIALIZED: AtomicBool = AtomicBool::new(false);
 
 /// The running job, as seen from this rank. Dropping it finalizes kumi (a
 /// barrier with every other rank, then a word to the launcher).
 pub struct Universe {
-    engine: Rc<RefCell<Engine>>,
+    engine: EngineRef,
     world: Comm,
-    control: Option<Rc<RefCell<Control>>>,
+    control: Option<Arc<Mutex<Control>>>,
     id: Identity,
     finalized: bool,
     net_addr: Option<std::net::SocketAddr>,
@@ -133,7 +136,7 @@ pub fn init() -> Result<Universe> {
         ctl.fence()?;
     }
     let net_addr = tcp.as_ref().map(|t| t.local_addr());
-    let net: Option<Box<dyn kumi_transport::Transport>> = match (tcp.take(), &mut control) {
+    let net: Option<Box<dyn kumi_transport::Transport + Send>> = match (tcp.take(), &mut control) {
         (Some(mut tcp), Some(ctl)) => {
             let hosts = net::learn_peers(ctl, &mut tcp, &route)?;
             Some(Box::new(net::Guarded {
@@ -152,7 +155,7 @@ pub fn init() -> Result<Universe> {
         }
     }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let control = control.map(|c| Rc::new(RefCell::new(c)));
+    let control = control.map(|c| Arc::new(Mutex::new(c)));
     let watch = match &control {
         Some(c) => watch::Watch::new(
             c.clone(),
@@ -173,7 +176,10 @@ pub fn init() -> Result<Universe> {
         my_local: id.local_rank as usize,
         oversubscribed: id.local_size as usize > cores,
     })?;
-    let engine = Rc::new(RefCell::new(engine));
+    let engine = Shared::new(engine)?;
+    if id.size > 1 {
+        engine.start_thread()?;
+    }
     let world = Comm::world(engine.clone());
     Ok(Universe {
         engine,
@@ -269,8 +275,11 @@ impl Universe {
                 .set_finalized();
         }
         self.engine.borrow().set_call(Call::None);
+        self.engine.stop_thread();
         if let Some(ctl) = &self.control {
-            ctl.borrow_mut().send(&ToLauncher::Finalize)?;
+            ctl.lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .send(&ToLauncher::Finalize)?;
         }
         Ok(())
     }
@@ -284,14 +293,17 @@ impl Drop for Universe {
     }
 }
 
-fn abort_with(control: Option<&RefCell<Control>>, rank: u32, code: i32, message: &str) -> ! {
+fn abort_with(control: Option<&Mutex<Control>>, rank: u32, code: i32, message: &str) -> ! {
     let code = if code & 0xff == 0 { 1 } else { code & 0xff };
     match control {
         Some(c) => {
-            let _ = c.borrow_mut().send(&ToLauncher::Abort {
-                code,
-                message: message.to_string(),
-            });
+            let _ = c
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .send(&ToLauncher::Abort {
+                    code,
+                    message: message.to_string(),
+                });
         }
         None => eprintln!("kumi: rank {rank} aborted with code {code}: {message}"),
     }

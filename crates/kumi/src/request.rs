@@ -8,12 +8,12 @@
 //! returns. Waiting on a request consumes it; dropping one detaches it (the scope
 //! still waits for it).
 
-use crate::engine::{Engine, ReqId, WaitInfo};
+use crate::engine::{ReqId, WaitInfo};
 use crate::error::Result;
+use crate::progress::EngineRef;
 use kumi_core::call::Call;
 use std::cell::{Cell, RefCell};
 use std::marker::PhantomData;
-use std::rc::Rc;
 
 /// What a completed receive (or probe) tells about its message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,7 +47,7 @@ impl Status {
 /// The region in which nonblocking operations may borrow buffers. See
 /// [`scope`].
 pub struct Scope<'s> {
-    pending: RefCell<Vec<(Rc<RefCell<Engine>>, ReqId)>>,
+    pending: RefCell<Vec<(EngineRef, ReqId)>>,
     // Invariant in 's, so that buffers borrowed for 's cannot be shortened.
     _invariant: PhantomData<Cell<&'s mut ()>>,
 }
@@ -88,7 +88,7 @@ impl Drop for Scope<'_> {
 }
 
 impl<'s> Scope<'s> {
-    pub(crate) fn register(&self, engine: &Rc<RefCell<Engine>>, id: ReqId) -> Request<'_> {
+    pub(crate) fn register(&self, engine: &EngineRef, id: ReqId) -> Request<'_> {
         self.pending.borrow_mut().push((engine.clone(), id));
         Request {
             engine: engine.clone(),
@@ -97,7 +97,7 @@ impl<'s> Scope<'s> {
         }
     }
 
-    pub(crate) fn completed(&self, engine: &Rc<RefCell<Engine>>) -> Request<'_> {
+    pub(crate) fn completed(&self, engine: &EngineRef) -> Request<'_> {
         Request {
             engine: engine.clone(),
             id: None,
@@ -106,13 +106,13 @@ impl<'s> Scope<'s> {
     }
 }
 
-type PendingList = RefCell<Vec<(Rc<RefCell<Engine>>, ReqId)>>;
+type PendingList = RefCell<Vec<(EngineRef, ReqId)>>;
 
 /// A nonblocking operation in flight. Wait on it with [`Request::wait`], poll it
 /// with [`Request::test`], or use [`wait_all`], [`wait_any`], [`test_all`].
 #[must_use = "a request must be waited on (dropping it leaves the wait to the end of the scope)"]
 pub struct Request<'a> {
-    engine: Rc<RefCell<Engine>>,
+    engine: EngineRef,
     /// `None`: completed at start (e.g. an eager send the transport took at once).
     id: Option<ReqId>,
     scope_list: &'a PendingList,
@@ -166,7 +166,7 @@ impl Drop for Request<'_> {
     fn drop(&mut self) {
         if let Some(id) = self.id {
             // The scope still waits for it; the engine frees it when it completes.
-            if let Ok(mut e) = self.engine.try_borrow_mut() {
+            if let Some(mut e) = self.engine.try_borrow_mut() {
                 if e.is_done(id) {
                     let _ = e.take_result(id);
                     drop(e);

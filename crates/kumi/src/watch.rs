@@ -32,9 +32,9 @@ use crate::engine::{Counters, WaitInfo};
 use kumi_core::call::Call;
 use kumi_core::control::ToLauncher;
 use kumi_core::deadlock::{RankCounters, Report, Wait};
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::collections::HashMap;
-use std::rc::Rc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Interval of counter reports while a rank waits.
@@ -44,7 +44,7 @@ pub const RECHECK: Duration = Duration::from_millis(50);
 
 /// Per-rank supervision state.
 pub(crate) struct Watch {
-    control: Option<Rc<RefCell<Control>>>,
+    control: Option<Arc<Mutex<Control>>>,
     rank: u32,
     size: u32,
     /// A wait is reported once it has lasted this long.
@@ -117,7 +117,7 @@ impl Watch {
     }
 
     /// A watch that reports to the launcher on `control`.
-    pub fn new(control: Rc<RefCell<Control>>, rank: u32, size: u32, threshold: Duration) -> Watch {
+    pub fn new(control: Arc<Mutex<Control>>, rank: u32, size: u32, threshold: Duration) -> Watch {
         let w = Watch {
             control: Some(control),
             rank,
@@ -257,7 +257,7 @@ impl Watch {
         let Some(ctl) = &self.control else { return };
         // The channel is borrowed only for single sends elsewhere; if it is busy,
         // this report is skipped and the next one says the same thing.
-        if let Ok(mut c) = ctl.try_borrow_mut() {
+        if let Ok(mut c) = ctl.try_lock() {
             let _ = c.send(&ToLauncher::Report(report.clone()));
         }
     }

@@ -219,6 +219,14 @@ pub struct TcpTransport {
     busy: bool,
 }
 
+// SAFETY: the only field that is not `Send` by itself is `events`: rustix's
+// epoll event records carry their user data in a union with a pointer, but
+// kumi stores only integer tokens there (a connection index or LISTENER) and
+// never dereferences them. Everything else is owned sockets and plain data, so
+// moving the transport to another thread (the rank's progress thread, under
+// the engine's lock) is sound.
+unsafe impl Send for TcpTransport {}
+
 fn random_nonce() -> io::Result<[u8; NONCE]> {
     let mut b = [0u8; NONCE];
     let mut got = 0;

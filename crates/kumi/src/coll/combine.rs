@@ -19,11 +19,11 @@ use kumi_core::header::{Header, Kind};
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::panic::Location;
-use std::rc::Rc;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A user combining operation: `(a, b) -> a ⊕ b` over value bytes.
-type UserOp = Rc<dyn Fn(&[u8], &[u8]) -> Vec<u8>>;
+type UserOp = Arc<dyn Fn(&[u8], &[u8]) -> Vec<u8> + Send + Sync>;
 
 /// A level-3 entry at an interior rank still incomplete after this long goes
 /// up as it is (part of its subtree may have gone ahead uncombined after a
@@ -35,7 +35,7 @@ const EARLY_MAX: usize = 1 << 16;
 
 struct Service {
     node: Node,
-    members: Rc<[u32]>,
+    members: Arc<[u32]>,
     me: u32,
     next_client: u64,
     results: HashMap<u64, std::result::Result<Vec<u8>, String>>,
@@ -69,6 +69,12 @@ impl Ops for OpsRef<'_> {
 }
 
 impl State {
+    /// A combining service exists, so other ranks' requests may pass here.
+    #[inline]
+    pub(crate) fn serving(&self) -> bool {
+        !self.services.is_empty()
+    }
+
     fn now(&mut self) -> u64 {
         let epoch = *self.epoch.get_or_insert_with(Instant::now);
         epoch.elapsed().as_nanos() as u64
@@ -295,7 +301,7 @@ impl Comm {
         let ctx = self.ctx();
         let labels = self.host_labels(at)?;
         let mut e = self.engine();
-        let cfg: Rc<Config> = e.coll.config()?;
+        let cfg: Arc<Config> = e.coll.config()?;
         if let std::collections::hash_map::Entry::Vacant(slot) = e.coll.combine.services.entry(ctx)
         {
             let tree = Tree::new(labels.to_vec());
@@ -404,7 +410,7 @@ impl Combiner {
     pub fn register_op(
         &self,
         id: u32,
-        f: impl Fn(&[u8], &[u8]) -> Vec<u8> + 'static,
+        f: impl Fn(&[u8], &[u8]) -> Vec<u8> + Send + Sync + 'static,
     ) -> Result<()> {
         if id < cc::OP_USER_FIRST {
             return Err(Error::InvalidArgument {
@@ -418,7 +424,7 @@ impl Combiner {
             .coll
             .combine
             .user_ops
-            .insert(id, Rc::new(f));
+            .insert(id, Arc::new(f));
         Ok(())
     }
 

@@ -11,7 +11,7 @@ use crate::engine::{Engine, ReqId};
 use crate::error::{Error, Result};
 use kumi_core::coll::{Apply, Schedule};
 use kumi_core::matching::{Envelope, Pattern};
-use std::rc::Rc;
+use std::sync::Arc;
 
 /// Bytes with the alignment of any primitive (16), for temporaries and the
 /// buffers nonblocking collectives own.
@@ -45,7 +45,7 @@ impl AlignedBuf {
 }
 
 /// `inout = in ⊕ inout` over aligned bytes of whole elements.
-pub(crate) type ByteOp = Rc<dyn Fn(&[u8], &mut [u8])>;
+pub(crate) type ByteOp = Arc<dyn Fn(&[u8], &mut [u8]) + Send + Sync>;
 
 /// Where the run's messages go: the communicator's collective context, this
 /// collective's tag, and the world rank of each communicator rank.
@@ -53,7 +53,7 @@ pub(crate) struct Wire {
     pub ctx: u32,
     pub tag: i32,
     pub me: u32,
-    pub members: Rc<[u32]>,
+    pub members: Arc<[u32]>,
 }
 
 pub(crate) struct Run {

@@ -50,16 +50,16 @@ pub use ops::{Builtin, Elem, Loc, Op, ALL_BUILTINS};
 use crate::comm::Comm;
 use crate::engine::{env_u64, Engine, Route, WaitInfo};
 use crate::error::{Error, Result};
+use crate::progress::EngineRef;
 use bytemuck::Pod;
 use exec::{AlignedBuf, ByteOp, Run, Wire};
 use kumi_core::call::Call;
 use kumi_core::coll::{self as sc, Apply, Round, Schedule, Xfer};
 use kumi_core::TAG_UB;
-use std::cell::RefCell;
 use std::collections::HashMap;
 use std::marker::PhantomData;
 use std::panic::Location;
-use std::rc::Rc;
+use std::sync::Arc;
 
 /// Collective tags: `TAG_BASE + (sequence mod 2^24)` on the collective context.
 const TAG_BASE: i32 = TAG_UB + 64;
@@ -103,16 +103,16 @@ impl Config {
 
 /// Per communicator: its members and, if it spans hosts, its host groups.
 struct CommInfo {
-    members: Rc<[u32]>,
+    members: Arc<[u32]>,
     seq: u32,
-    hosts: Option<Option<Rc<Vec<Vec<usize>>>>>,
-    labels: Option<Rc<Vec<usize>>>,
+    hosts: Option<Option<Arc<Vec<Vec<usize>>>>>,
+    labels: Option<Arc<Vec<usize>>>,
 }
 
 /// Everything of collectives and combining that lives in the engine.
 #[derive(Default)]
 pub(crate) struct CollState {
-    config: Option<Rc<Config>>,
+    config: Option<Arc<Config>>,
     comms: HashMap<u32, CommInfo>,
     active: Vec<(u64, Run)>,
     done: HashMap<u64, Result<Option<AlignedBuf>>>,
@@ -128,11 +128,11 @@ impl CollState {
         !self.active.is_empty() || self.combine.wake.is_some()
     }
 
-    pub(crate) fn config(&mut self) -> Result<Rc<Config>> {
+    pub(crate) fn config(&mut self) -> Result<Arc<Config>> {
         if let Some(c) = &self.config {
             return Ok(c.clone());
         }
-        let c = Rc::new(Config::from_env()?);
+        let c = Arc::new(Config::from_env()?);
         self.config = Some(c.clone());
         Ok(c)
     }
@@ -217,7 +217,7 @@ fn bad(arg: &'static str, value: usize, allowed: String) -> Error {
 /// Dropping it lets it finish on its own (the result is discarded).
 #[must_use = "a nonblocking collective must be waited on"]
 pub struct CollRequest<T: Pod> {
-    engine: Rc<RefCell<Engine>>,
+    engine: EngineRef,
     id: Option<u64>,
     _t: PhantomData<T>,
 }
@@ -255,7 +255,7 @@ impl<T: Pod> CollRequest<T> {
 impl<T: Pod> Drop for CollRequest<T> {
     fn drop(&mut self) {
         if let Some(id) = self.id {
-            if let Ok(mut e) = self.engine.try_borrow_mut() {
+            if let Some(mut e) = self.engine.try_borrow_mut() {
                 if e.coll.done.remove(&id).is_none() {
                     e.coll.abandoned.push(id);
                 }
@@ -266,7 +266,7 @@ impl<T: Pod> Drop for CollRequest<T> {
 
 impl Comm {
     /// The tag and wire of the next collective on this communicator.
-    fn wire(&self) -> Result<(Rc<Config>, Wire)> {
+    fn wire(&self) -> Result<(Arc<Config>, Wire)> {
         let ctx = self.coll_ctx();
         let me = self.rank() as u32;
         let mut e = self.engine();
@@ -292,7 +292,7 @@ impl Comm {
 
     /// The host of each member (labels: any numbers, equal on one host).
     /// Collective the first time on a communicator that really spans hosts.
-    pub(crate) fn host_labels(&self, at: &'static Location<'static>) -> Result<Rc<Vec<usize>>> {
+    pub(crate) fn host_labels(&self, at: &'static Location<'static>) -> Result<Arc<Vec<usize>>> {
         let ctx = self.coll_ctx();
         {
             let e = self.engine();
@@ -332,9 +332,9 @@ impl Comm {
         } else {
             vec![0; self.size()]
         };
-        let labels = Rc::new(labels);
+        let labels = Arc::new(labels);
         let mut e = self.engine();
-        let members: Rc<[u32]> = self.members().into();
+        let members: Arc<[u32]> = self.members().into();
         let info = e.coll.comms.entry(ctx).or_insert_with(|| CommInfo {
             members,
             seq: 0,
@@ -347,7 +347,7 @@ impl Comm {
 
     /// Host groups of this communicator if it spans hosts and the two-level
     /// algorithms are on; `None` otherwise.
-    fn host_groups(&self, at: &'static Location<'static>) -> Result<Option<Rc<Vec<Vec<usize>>>>> {
+    fn host_groups(&self, at: &'static Location<'static>) -> Result<Option<Arc<Vec<Vec<usize>>>>> {
         let ctx = self.coll_ctx();
         {
             let mut e = self.engine();
@@ -361,7 +361,7 @@ impl Comm {
         let labels = self.host_labels(at)?;
         let g: Vec<usize> = (0..self.size()).collect();
         let groups = sc::hosts_of(&g, |r| labels[r]);
-        let h = (groups.len() > 1).then(|| Rc::new(groups));
+        let h = (groups.len() > 1).then(|| Arc::new(groups));
         if let Some(i) = self.engine().coll.comms.get_mut(&ctx) {
             i.hosts = Some(h.clone());
         }
@@ -582,7 +582,7 @@ impl Comm {
     fn allreduce_plan(
         &self,
         cfg: &Config,
-        hosts: Option<Rc<Vec<Vec<usize>>>>,
+        hosts: Option<Arc<Vec<Vec<usize>>>>,
         count: usize,
         elem: usize,
         commutative: bool,

@@ -11,7 +11,7 @@
 
 use crate::error::{Error, Result};
 use bytemuck::{Pod, Zeroable};
-use std::rc::Rc;
+use std::sync::Arc;
 
 /// The built-in operations.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -151,7 +151,7 @@ impl<T: Elem + PartialOrd> Elem for Loc<T> {
     }
 }
 
-type Func<T> = Rc<dyn Fn(&[T], &mut [T])>;
+type Func<T> = Arc<dyn Fn(&[T], &mut [T]) + Send + Sync>;
 
 /// A reduction operation on elements of type `T`.
 #[derive(Clone)]
@@ -185,9 +185,9 @@ impl<T: Pod> Op<T> {
     /// });
     /// # let _ = matmul;
     /// ```
-    pub fn user(commutative: bool, f: impl Fn(&[T], &mut [T]) + 'static) -> Op<T> {
+    pub fn user(commutative: bool, f: impl Fn(&[T], &mut [T]) + Send + Sync + 'static) -> Op<T> {
         Op {
-            f: Rc::new(f),
+            f: Arc::new(f),
             commutative,
             invalid: None,
         }
@@ -220,7 +220,7 @@ impl<T: Pod> Op<T> {
     /// `inout = in ⊕ inout` over bytes that hold whole, aligned `T`s.
     pub(crate) fn bytes_fn(&self) -> super::exec::ByteOp {
         let f = self.f.clone();
-        Rc::new(move |a: &[u8], b: &mut [u8]| {
+        Arc::new(move |a: &[u8], b: &mut [u8]| {
             f(bytemuck::cast_slice(a), bytemuck::cast_slice_mut(b))
         })
     }
@@ -238,7 +238,7 @@ impl<T: Elem> Op<T> {
             )
         });
         Op {
-            f: Rc::new(move |a, b| T::apply(op, a, b)),
+            f: Arc::new(move |a, b| T::apply(op, a, b)),
             commutative: true,
             invalid,
         }

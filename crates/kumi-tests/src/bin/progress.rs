@@ -1,0 +1,186 @@
+//! Asynchronous progress: one rank computes for 2 s without calling kumi while
+//! the others need it, and they must not wait for it to finish.
+//!
+//! - `combine`: every other rank calls `fetch_add` on 16 counters (owned by
+//!   every rank in turn, so the computing rank owns some and forwards for
+//!   others), at arrival levels 0 and 1;
+//! - `coll`: the computing rank starts `iallreduce` and `ibarrier`, then
+//!   computes; the others call blocking `allreduce` and `barrier`;
+//! - `rendezvous`: the computing rank posts a 4 MiB receive, then computes;
+//!   rank 0 sends it (a rendezvous: the receiver must answer clear-to-send).
+//!
+//! Rank 0 prints `progress: <mode> others done in <ms> ms while rank 1
+//! computed 2000 ms` and fails unless that is under half the computation,
+//! or, given `stall` (to show the test can fail: `KUMI_PROGRESS=off`), over it.
+//!
+//! `kumi run -n 3 target/release/progress combine|coll|rendezvous [stall]`
+
+use kumi::{Arrival, Comm, Error, Op};
+use kumi_tests::compute;
+use std::time::{Duration, Instant};
+
+const SLEEPER: usize = 1;
+const COMPUTE: Duration = Duration::from_millis(2000);
+const COUNTERS: usize = 16;
+const ROUNDS: usize = 10;
+
+fn fail(m: String) -> Error {
+    Error::Protocol(m)
+}
+
+/// Runs `others` on every rank but the sleeper, which computes instead (after
+/// `before`, and then runs `after`). Returns the slowest other rank's time.
+fn run(
+    w: &Comm,
+    others: impl FnOnce() -> Result<(), Error>,
+    sleeper: impl FnOnce(&dyn Fn()) -> Result<(), Error>,
+) -> Result<Duration, Error> {
+    w.barrier()?;
+    let t = Instant::now();
+    if w.rank() == SLEEPER {
+        sleeper(&|| {
+            compute(COMPUTE);
+        })?;
+    } else {
+        others()?;
+    }
+    let mine = t.elapsed();
+    let mut all = vec![0u64; w.size()];
+    w.allgather(&[mine.as_micros() as u64], &mut all)?;
+    let slowest = all
+        .iter()
+        .enumerate()
+        .filter(|&(r, _)| r != SLEEPER)
+        .map(|(_, &us)| us)
+        .max()
+        .unwrap_or(0);
+    Ok(Duration::from_micros(slowest))
+}
+
+fn combine(w: &Comm) -> Result<Duration, Error> {
+    let c = w.combiner()?;
+    let names: Vec<String> = (0..COUNTERS).map(|i| format!("counter{i}")).collect();
+    let took = run(
+        w,
+        || {
+            for round in 0..ROUNDS {
+                let arrival = if round % 2 == 0 {
+                    Arrival::Never
+                } else {
+                    Arrival::Attach
+                };
+                for n in &names {
+                    c.fetch_add(n, 1, arrival)?;
+                }
+            }
+            Ok(())
+        },
+        |work| {
+            work();
+            Ok(())
+        },
+    )?;
+    c.barrier()?;
+    let want = ((w.size() - 1) * ROUNDS) as i64;
+    for n in &names {
+        let v = c.read(n)?;
+        if v != want {
+            return Err(fail(format!("{n}: final value {v}, want {want}")));
+        }
+    }
+    Ok(took)
+}
+
+fn coll(w: &Comm) -> Result<Duration, Error> {
+    let me = w.rank() as i64;
+    let p = w.size() as i64;
+    let want = p * (p - 1) / 2;
+    let sum = Op::sum();
+    let took = run(
+        w,
+        || {
+            let mut v = [me];
+            w.allreduce_in_place(&mut v, &sum)?;
+            if v[0] != want {
+                return Err(fail(format!("allreduce gave {}, want {want}", v[0])));
+            }
+            w.barrier()
+        },
+        |work| {
+            let r = w.iallreduce(vec![me], &sum)?;
+            let b = w.ibarrier()?;
+            work();
+            let v = r.wait()?;
+            b.wait()?;
+            if v != [want] {
+                return Err(fail(format!("iallreduce gave {v:?}, want {want}")));
+            }
+            Ok(())
+        },
+    )?;
+    Ok(took)
+}
+
+fn rendezvous(w: &Comm) -> Result<Duration, Error> {
+    const LEN: usize = 4 << 20;
+    let took = run(
+        w,
+        || {
+            if w.rank() == 0 {
+                let buf: Vec<u8> = (0..LEN).map(|i| (i % 251) as u8).collect();
+                w.send(&buf, SLEEPER as i32, 5)?;
+            }
+            Ok(())
+        },
+        |work| {
+            let mut buf = vec![0u8; LEN];
+            kumi::scope(|s| {
+                let r = w.irecv(s, &mut buf, 0, 5)?;
+                work();
+                r.wait().map(|_| ())
+            })?;
+            if let Some(i) = (0..LEN).find(|&i| buf[i] != (i % 251) as u8) {
+                return Err(fail(format!("byte {i} of the 4 MiB message is wrong")));
+            }
+            Ok(())
+        },
+    )?;
+    Ok(took)
+}
+
+fn main() -> Result<(), Error> {
+    let args: Vec<String> = std::env::args().collect();
+    let mode = args.get(1).map(String::as_str).unwrap_or("combine");
+    let stall = args.get(2).map(String::as_str) == Some("stall");
+    let u = kumi::init()?;
+    let w = u.world();
+    if w.size() <= SLEEPER {
+        return Err(fail("progress needs at least 2 ranks".into()));
+    }
+    let took = match mode {
+        "combine" => combine(&w)?,
+        "coll" => coll(&w)?,
+        "rendezvous" => rendezvous(&w)?,
+        m => return Err(fail(format!("unknown mode {m:?}"))),
+    };
+    if w.rank() == 0 {
+        let ms = took.as_millis();
+        println!(
+            "progress: {mode} others done in {ms} ms while rank {SLEEPER} computed {} ms",
+            COMPUTE.as_millis()
+        );
+        let half = COMPUTE / 2;
+        if stall && took < half {
+            return Err(fail(format!(
+                "expected the others to stall for the computation, they took {ms} ms"
+            )));
+        }
+        if !stall && took >= half {
+            return Err(fail(format!(
+                "the others waited {ms} ms for a computing rank (more than half its 2 s)"
+            )));
+        }
+        println!("progress: {mode} passed");
+    }
+    u.finalize()
+}

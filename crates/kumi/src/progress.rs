@@ -1,0 +1,261 @@
+//! Asynchronous progress: the engine is shared by the application thread and a
+//! progress thread that moves messages while the application computes.
+//!
+//! Why: a rank that computes for seconds without calling kumi would otherwise
+//! hold up everyone who needs it to forward something: the interior ranks of a
+//! combining tree, the rounds of a nonblocking collective it started, a
+//! rendezvous whose clear-to-send it owes. The progress thread takes the engine
+//! only when the application has stayed out of kumi for a whole interval, so it
+//! never competes with a rank that communicates.
+//!
+//! The mode, documented for users in the README ("Asynchronous progress"):
+//! - `KUMI_PROGRESS=on` (default for jobs of more than one rank): the thread
+//!   exists but sleeps (parked, no timer) until the application leaves kumi
+//!   with something outstanding that others may wait on ([`Engine::needs_async`]:
+//!   a nonblocking operation or collective in flight, a combining service,
+//!   frames queued for a full ring). Then it looks every `KUMI_PROGRESS_US`
+//!   microseconds (default 500): if the application has not entered kumi since
+//!   its last look and the engine is free, it runs the engine until nothing
+//!   moves. A computing rank therefore delays the others by at most one
+//!   interval plus a wake-up (~50 us here) per step of theirs that needs it;
+//!   after a pass that moved something it looks again within 50 us, so a
+//!   stream of requests through a computing rank is served at that pace.
+//!   Cost: about one wake-up per interval (each a few microseconds: ~0.5 % of
+//!   a core) while work is outstanding and the application computes; nothing
+//!   when nothing is outstanding; backing off to 50 ms while the application
+//!   itself waits in kumi (it progresses then).
+//! - `KUMI_PROGRESS=off`: no thread; progress happens only inside kumi calls.
+//!
+//! The application thread pays one uncontended lock per kumi call (and one
+//! relaxed store); the progress thread never spins on the lock.
+
+use crate::engine::{env_u64, Engine};
+use crate::error::{Error, Result};
+use std::ops::{Deref, DerefMut};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, TryLockError};
+use std::thread::Thread;
+use std::time::Duration;
+
+/// The engine as every handle of this rank holds it.
+pub(crate) type EngineRef = Arc<Shared>;
+
+/// The engine and what the progress thread needs to decide when to step in.
+pub(crate) struct Shared {
+    engine: Mutex<Engine>,
+    /// Bumped each time the application thread takes the engine. Written only
+    /// by the application thread (a `Comm` is not `Send`, so there is one),
+    /// hence a relaxed load and store instead of an atomic add; the progress
+    /// thread only compares two of its values, and needs no ordering with
+    /// the engine's data, which the mutex orders.
+    entries: AtomicU64,
+    /// The application thread holds the engine (so a nested attempt from the
+    /// same thread, e.g. a drop during unwinding, must not block). Written by
+    /// the application thread only, under the mutex; read by it only.
+    app_holds: AtomicBool,
+    /// The progress thread is parked without a timer and must be unparked
+    /// when work appears. Relaxed: a lost race costs one extra unpark or one
+    /// interval of delay (the thread re-checks the engine under the mutex
+    /// before parking, and `unpark` before `park` makes `park` return).
+    parked: AtomicBool,
+    stop: AtomicBool,
+    thread: OnceLock<Thread>,
+    interval: Duration,
+}
+
+/// Exclusive access to the engine for the application thread.
+pub(crate) struct Guard<'a> {
+    guard: MutexGuard<'a, Engine>,
+    shared: &'a Shared,
+}
+
+impl Deref for Guard<'_> {
+    type Target = Engine;
+    #[inline]
+    fn deref(&self) -> &Engine {
+        &self.guard
+    }
+}
+
+impl DerefMut for Guard<'_> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut Engine {
+        &mut self.guard
+    }
+}
+
+impl Drop for Guard<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        // Relaxed: see the field docs.
+        self.shared.app_holds.store(false, Ordering::Relaxed);
+        if self.shared.parked.load(Ordering::Relaxed) && self.guard.needs_async() {
+            self.shared.parked.store(false, Ordering::Relaxed);
+            if let Some(t) = self.shared.thread.get() {
+                t.unpark();
+            }
+        }
+    }
+}
+
+impl Shared {
+    pub(crate) fn new(engine: Engine) -> Result<EngineRef> {
+        let interval = Duration::from_micros(env_u64("KUMI_PROGRESS_US", 500)?.max(1));
+        Ok(Arc::new(Shared {
+            engine: Mutex::new(engine),
+            entries: AtomicU64::new(0),
+            app_holds: AtomicBool::new(false),
+            parked: AtomicBool::new(true),
+            stop: AtomicBool::new(false),
+            thread: OnceLock::new(),
+            interval,
+        }))
+    }
+
+    /// The engine, for the application thread (blocks while the progress
+    /// thread runs a pass, a few microseconds at most).
+    #[inline]
+    pub(crate) fn borrow_mut(&self) -> Guard<'_> {
+        // A poisoned engine means a pass panicked on the progress thread, which
+        // aborts the process first (see `run`); so this only continues after a
+        // panic of the application thread that was caught by its own code.
+        let guard = self.engine.lock().unwrap_or_else(PoisonError::into_inner);
+        self.enter();
+        Guard {
+            guard,
+            shared: self,
+        }
+    }
+
+    /// Same as [`Shared::borrow_mut`] (the engine has no shared borrows).
+    #[inline]
+    pub(crate) fn borrow(&self) -> Guard<'_> {
+        self.borrow_mut()
+    }
+
+    /// The engine unless this thread already holds it (drops of requests
+    /// during unwinding).
+    pub(crate) fn try_borrow_mut(&self) -> Option<Guard<'_>> {
+        let guard = match self.engine.try_lock() {
+            Ok(g) => g,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(TryLockError::WouldBlock) => {
+                if self.app_holds.load(Ordering::Relaxed) {
+                    return None;
+                }
+                self.engine.lock().unwrap_or_else(PoisonError::into_inner)
+            }
+        };
+        self.enter();
+        Some(Guard {
+            guard,
+            shared: self,
+        })
+    }
+
+    #[inline]
+    fn enter(&self) {
+        // Relaxed load and store: single writer (see the field docs).
+        let n = self.entries.load(Ordering::Relaxed);
+        self.entries.store(n.wrapping_add(1), Ordering::Relaxed);
+        self.app_holds.store(true, Ordering::Relaxed);
+    }
+
+    /// Starts the progress thread if `KUMI_PROGRESS` allows it.
+    pub(crate) fn start_thread(self: &Arc<Self>) -> Result<()> {
+        let on = match std::env::var("KUMI_PROGRESS").as_deref() {
+            Ok("on") | Ok("1") | Err(_) => true,
+            Ok("off") | Ok("0") => false,
+            Ok(v) => {
+                return Err(Error::Bootstrap(format!(
+                    "KUMI_PROGRESS={v:?}: use on or off"
+                )))
+            }
+        };
+        if !on {
+            return Ok(());
+        }
+        // The thread holds only a weak reference, so the engine is dropped
+        // (and its transports closed) when the application lets it go.
+        let weak = Arc::downgrade(self);
+        let handle = std::thread::Builder::new()
+            .name("kumi-progress".into())
+            .stack_size(256 << 10)
+            .spawn(move || run(weak))
+            .map_err(|e| Error::Bootstrap(format!("cannot start the progress thread: {e}")))?;
+        let _ = self.thread.set(handle.thread().clone());
+        Ok(())
+    }
+
+    /// Stops the progress thread (at finalize); it exits at its next look.
+    pub(crate) fn stop_thread(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.get() {
+            t.unpark();
+        }
+    }
+}
+
+/// How soon the thread looks again after a pass that moved something.
+const QUICK_LOOK: Duration = Duration::from_micros(50);
+
+/// Longest back-off while the application itself is inside kumi.
+const MAX_BACKOFF: Duration = Duration::from_millis(50);
+
+fn run(weak: std::sync::Weak<Shared>) {
+    let body = std::panic::AssertUnwindSafe(|| loop {
+        let Some(shared) = weak.upgrade() else { return };
+        if shared.stop.load(Ordering::Relaxed) {
+            return;
+        }
+        let parked = shared.parked.load(Ordering::Relaxed);
+        let interval = shared.interval;
+        drop(shared);
+        if parked {
+            std::thread::park();
+            continue;
+        }
+        let mut wait = interval;
+        loop {
+            let Some(shared) = weak.upgrade() else { return };
+            let seen = shared.entries.load(Ordering::Relaxed);
+            drop(shared);
+            std::thread::park_timeout(wait);
+            let Some(shared) = weak.upgrade() else { return };
+            if shared.stop.load(Ordering::Relaxed) {
+                return;
+            }
+            if shared.entries.load(Ordering::Relaxed) != seen {
+                // The application was in kumi during the interval.
+                wait = interval;
+                continue;
+            }
+            let mut e = match shared.engine.try_lock() {
+                Ok(e) => e,
+                Err(TryLockError::Poisoned(_)) => return,
+                Err(TryLockError::WouldBlock) => {
+                    // The application waits inside kumi and progresses itself.
+                    wait = (wait * 2).min(MAX_BACKOFF);
+                    continue;
+                }
+            };
+            // Traffic tends to come in streams (a client's next request right
+            // after its reply): after a pass that moved something, look again
+            // soon, then back off to the interval.
+            wait = if e.async_pass() {
+                QUICK_LOOK.min(interval)
+            } else {
+                (wait * 2).min(interval)
+            };
+            if !e.needs_async() {
+                shared.parked.store(true, Ordering::Relaxed);
+                break;
+            }
+        }
+    });
+    if std::panic::catch_unwind(body).is_err() {
+        // The engine may be half-updated; nothing sound can continue.
+        eprintln!("kumi: the progress thread panicked; aborting this rank");
+        std::process::abort();
+    }
+}
