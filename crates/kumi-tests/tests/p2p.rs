@@ -96,6 +96,17 @@ fn stress_under_non_default_knobs() {
         &[("KUMI_SPIN_US", "100000")],
         &[("KUMI_POLLS", "1"), ("KUMI_YIELD_EVERY", "1")],
         &[("KUMI_YIELD_EVERY", "100000")],
+        // Symmetric fences, with ranks that sleep at once (the doorbell path).
+        &[
+            ("KUMI_SHM_MEMBARRIER", "off"),
+            ("KUMI_SPIN_US", "0"),
+            ("KUMI_YIELD_US", "0"),
+            ("KUMI_SLEEP_MS", "1"),
+        ],
+        &[("KUMI_PROGRESS", "off")],
+        // A progress thread that looks all the time races the application
+        // for the engine as much as it can.
+        &[("KUMI_PROGRESS_US", "1")],
     ];
     for env in cases {
         let out = run_ok(3, env, &[stress.to_str().unwrap(), "6000", "11"]);

@@ -402,8 +402,15 @@ impl<M: RingMem> Consumer<M> {
     /// for room. The SeqCst fence orders our `tail` store before this load, and
     /// pairs with the fence the producer puts between its `want_room` store and
     /// its re-read of `tail` (Dekker): either it sees our tail, or we see its flag.
-    pub(crate) fn producer_waiting(&self) -> bool {
-        fence(Ordering::SeqCst);
+    /// With `full_fence` false the producer's side issues a `membarrier` that
+    /// does the work of both fences (see `transport.rs`), and a compiler fence
+    /// suffices here.
+    pub(crate) fn producer_waiting(&self, full_fence: bool) -> bool {
+        if full_fence {
+            fence(Ordering::SeqCst);
+        } else {
+            std::sync::atomic::compiler_fence(Ordering::SeqCst);
+        }
         // Relaxed: the fence above does the ordering.
         self.mem.want_room().load(Ordering::Relaxed) != 0
     }

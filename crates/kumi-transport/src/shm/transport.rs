@@ -30,14 +30,36 @@
 //!
 //! The futex is shared (not `FUTEX_PRIVATE_FLAG`): the word lives in a
 //! `MAP_SHARED` mapping of several processes.
+//!
+//! # The fast side's fence is asymmetric
+//!
+//! A SeqCst fence right after the stamp store makes the sender wait until that
+//! store has left its store buffer, i.e. for the whole cache-line transfer to
+//! the receiver (tens of nanoseconds on every message), and the consumer pays
+//! the same after each tail publication. But only the *sleeping* side is
+//! rare and slow. So, where the kernel offers it, each rank registers for
+//! `membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED)` at start, the fast sides put
+//! only a compiler fence between their store and their load, and the side that
+//! is about to sleep calls `membarrier`, which makes every running thread of
+//! every registered process execute a full barrier before it returns (an IPI;
+//! a few microseconds, on a path that is about to sleep anyway). The argument
+//! is the usual one for asymmetric fences: the sleeper's own call begins with
+//! a full barrier, so its `sleeping` store is visible before any sender's
+//! forced barrier; a sender whose `sleeping` load ran before that barrier had
+//! its stamp store drained by it, so the sleeper's check after `membarrier`
+//! returns sees the record; a sender whose load ran after it sees `sleeping`.
+//! A thread that was not running at the time went through a context switch,
+//! which is a full barrier. `KUMI_SHM_MEMBARRIER=off` (job-wide, like every
+//! knob) goes back to the symmetric fences; so does a kernel without it.
 
 use super::ring::{Consumer, Producer, RawMem};
 use super::segment::{owner_alive, process_start_time, RankBlock, Segment, STATE_EMPTY};
 use crate::sync::{fence, Ordering};
 use crate::{Sink, Transport};
 use kumi_core::header::{Header, HEADER_BYTES};
-use rustix::thread::futex;
+use rustix::thread::{futex, membarrier, MembarrierCommand};
 use std::io;
+use std::sync::atomic::compiler_fence;
 use std::time::Duration;
 
 /// Records taken from one ring per ring visit in `poll`, so that one busy sender
@@ -68,6 +90,9 @@ pub struct ShmTransport {
     globals: Vec<u32>,
     map: PeerMap,
     max_payload: usize,
+    /// Senders and consumers use compiler fences; sleepers use `membarrier`
+    /// (module doc).
+    asym: bool,
     /// Owns the mapping the rings point into: declared after them, and the
     /// rings have no destructor, so they never outlive it.
     segment: Segment,
@@ -139,6 +164,7 @@ impl ShmTransport {
             globals,
             map,
             max_payload: super::ring::max_payload(cap),
+            asym: asymmetric_fences()?,
             segment,
         })
     }
@@ -190,7 +216,7 @@ impl ShmTransport {
 
     /// After a tail publication on ring `[j][me]`: wake `j` if it sleeps for room.
     fn wake_producer_if_waiting(&self, j: usize) {
-        if self.inc[j].producer_waiting() {
+        if self.inc[j].producer_waiting(!self.asym) {
             Self::ring_doorbell(self.segment.rank_block(j));
         }
     }
@@ -218,6 +244,26 @@ impl ShmTransport {
             }
         }
     }
+}
+
+/// Whether this rank uses asymmetric fences: `KUMI_SHM_MEMBARRIER` allows it
+/// (default on) and the kernel registers the process for global expedited
+/// membarriers (then issuing one works, which is checked once here).
+fn asymmetric_fences() -> io::Result<bool> {
+    match std::env::var("KUMI_SHM_MEMBARRIER").as_deref() {
+        Ok("off") | Ok("0") => return Ok(false),
+        Ok("on") | Ok("1") | Err(_) => {}
+        Ok(v) => {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("KUMI_SHM_MEMBARRIER={v:?}: use on or off"),
+            ))
+        }
+    }
+    Ok(
+        membarrier(MembarrierCommand::RegisterGlobalExpedited).is_ok()
+            && membarrier(MembarrierCommand::GlobalExpedited).is_ok(),
+    )
 }
 
 /// The memory of ring `[src][dst]` of `segment`, for its one producer (`src`)
@@ -263,8 +309,14 @@ impl Transport for ShmTransport {
             return Ok(false);
         }
         // Dekker with the receiver's prepare_sleep (module doc): our stamp store
-        // is ordered before the load of `sleeping` by this fence.
-        fence(Ordering::SeqCst);
+        // is ordered before the load of `sleeping` by this fence, or, with
+        // asymmetric fences, by the sleeper's `membarrier` (the compiler fence
+        // keeps the compiler from moving the load above the store).
+        if self.asym {
+            compiler_fence(Ordering::SeqCst);
+        } else {
+            fence(Ordering::SeqCst);
+        }
         let block = self.segment.rank_block(j);
         // Relaxed: the fence above does the ordering.
         if block.sleeping().load(Ordering::Relaxed) != 0 {
@@ -325,6 +377,13 @@ impl Transport for ShmTransport {
         }
         // Dekker with senders (their stamp, fence, load of `sleeping`) and with
         // consumers of our full rings (their tail, fence, load of `want_room`).
+        // With asymmetric fences their side has only a compiler fence and this
+        // membarrier does the work of both (module doc); it cannot fail after
+        // the registration succeeded (same kernel, same process), and the fence
+        // after it is what the symmetric protocol needs.
+        if self.asym {
+            let _ = membarrier(MembarrierCommand::GlobalExpedited);
+        }
         fence(Ordering::SeqCst);
         let mut room = false;
         for p in self.out.iter_mut().filter(|p| p.is_blocked()) {
