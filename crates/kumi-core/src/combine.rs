@@ -40,10 +40,13 @@
 //! uncombined, and nothing is lost or waits forever. (The owner's own table of
 //! values and level-3 collections is not bounded: it cannot hand them on.)
 //!
-//! **Tree.** For a key owned by rank o, ranks of one host form a binomial tree
-//! under the host's leader (o on its own host, else the host's first rank), and
-//! the leaders a binomial tree under o: one message per host crosses the network
-//! per merged request.
+//! **Tree.** For a key owned by rank o, ranks of one host form a binary tree
+//! (heap order) under the host's leader (o on its own host, else the host's
+//! first rank), and the leaders a binary tree under o: one message per host
+//! crosses the network per merged request. Binary rather than binomial: both
+//! are ceil(log2(p+1)) levels deep, but a binomial root takes log2(p) requests
+//! per combined round where a binary node takes at most two (plus its own
+//! reply), and the fan-in of the busiest rank is what limits a hot spot.
 
 use std::collections::HashMap;
 
@@ -362,19 +365,19 @@ impl Tree {
                 .expect("owner's host");
             hosts.rotate_left(oi);
             let mut parent = vec![None; n];
-            let binomial = |order: &[u32], parent: &mut Vec<Option<u32>>| {
+            let binary = |order: &[u32], parent: &mut Vec<Option<u32>>| {
                 for v in 1..order.len() {
-                    parent[order[v] as usize] = Some(order[v & (v - 1)]);
+                    parent[order[v] as usize] = Some(order[(v - 1) / 2]);
                 }
             };
             let mut leaders = Vec::new();
             for (_, members) in &mut hosts {
                 let li = members.iter().position(|&r| r == owner).unwrap_or(0);
                 members.rotate_left(li);
-                binomial(members, &mut parent);
+                binary(members, &mut parent);
                 leaders.push(members[0]);
             }
-            binomial(&leaders, &mut parent);
+            binary(&leaders, &mut parent);
             let mut size = vec![1u32; n];
             // Add each rank to all its ancestors.
             for r in 0..n {
@@ -975,9 +978,9 @@ mod tests {
 
     #[test]
     fn level2_waits_exactly_until_its_deadline() {
-        // Ranks 0..4 on one host; key owned by 0; rank 2's parent... rank 3 has
-        // subtree {3}; rank 2 has {2, 3}.
-        let mut n = Node::new(2, Tree::new(vec![0; 4]), 8);
+        // Ranks 0..4 on one host; key owned by 0; binary tree: rank 1's
+        // subtree is {1, 3}, its parent 0.
+        let mut n = Node::new(1, Tree::new(vec![0; 4]), 8);
         n.submit(100, 1, fa(0, Level::Wait, 50, 4), &Builtins);
         assert!(n.take_actions().is_empty(), "waits for a partner");
         assert_eq!(n.next_deadline(), Some(150));
@@ -990,7 +993,7 @@ mod tests {
             "{a:?}"
         );
         // A partner arriving before the deadline makes it go up at once, merged.
-        let mut n = Node::new(2, Tree::new(vec![0; 4]), 8);
+        let mut n = Node::new(1, Tree::new(vec![0; 4]), 8);
         n.submit(0, 1, fa(0, Level::Wait, 50, 4), &Builtins);
         let mut r = fa(0, Level::Wait, 50, 4);
         r.reply_to = 3;
@@ -1038,8 +1041,8 @@ mod tests {
     /// waited for a weight it could never reach. The fallback bound ends it.
     #[test]
     fn level3_entry_after_overflow_goes_up_at_its_fallback() {
-        // Rank 2's subtree is {2, 3}; key 0 is owned by rank 0.
-        let mut n = Node::new(2, Tree::new(vec![0; 4]), 1);
+        // Rank 1's subtree is {1, 3}; key 0 is owned by rank 0.
+        let mut n = Node::new(1, Tree::new(vec![0; 4]), 1);
         let mut other = fa(4, Level::Wait, 1_000_000, 4); // holds the only slot
         other.reply_to = 3;
         n.on_msg(0, 3, Msg::Request(other), &Builtins);
@@ -1108,7 +1111,7 @@ mod tests {
             reply_id: 5,
             value: 1u64.to_le_bytes().to_vec(),
         };
-        let mut n = Node::new(2, Tree::new(vec![0; 4]), 8);
+        let mut n = Node::new(1, Tree::new(vec![0; 4]), 8);
         n.submit(0, 1, tas(2), &Builtins);
         let a = n.take_actions();
         let id = match &a[..] {
@@ -1154,6 +1157,34 @@ mod tests {
         assert_eq!(t.parent(2, 4), Some(0));
         assert_eq!(t.subtree(4, 4), 6);
         assert_eq!(t.subtree(0, 4), 3);
+    }
+
+    #[test]
+    fn one_host_tree_is_binary_and_shallow() {
+        for n in 1..=64usize {
+            let mut t = Tree::new(vec![0; n]);
+            for owner in [0, n as u32 / 2, n as u32 - 1] {
+                let mut children = vec![0u32; n];
+                let mut deepest = 0;
+                for r in 0..n as u32 {
+                    if let Some(p) = t.parent(r, owner) {
+                        children[p as usize] += 1;
+                    }
+                    let mut depth = 0;
+                    let mut a = r;
+                    while let Some(p) = t.parent(a, owner) {
+                        a = p;
+                        depth += 1;
+                    }
+                    assert_eq!(a, owner, "n={n}: rank {r} does not reach the owner");
+                    deepest = deepest.max(depth);
+                }
+                assert!(children.iter().all(|&c| c <= 2), "n={n}: {children:?}");
+                // A complete binary tree of n nodes has floor(log2 n) levels below its root.
+                assert_eq!(deepest, (n as f64).log2().floor() as u32, "n={n}");
+                assert_eq!(t.subtree(owner, owner), n as u32);
+            }
+        }
     }
 
     proptest! {
