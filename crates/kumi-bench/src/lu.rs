@@ -226,23 +226,32 @@ struct Run {
     residual: f64,
 }
 
-/// Factors block k's panel in place (owner only) and returns (panel copy, pivots).
-fn factor_panel(a: &mut [f64], lay: &Layout, k: usize) -> Result<(Vec<f64>, Vec<usize>), Failure> {
+/// Factors block k's panel in place (owner only), copies it (m x w, leading
+/// dimension m) to the front of `pan` and its pivots to `piv`.
+fn factor_panel(
+    a: &mut [f64],
+    lay: &Layout,
+    k: usize,
+    pan: &mut [f64],
+    piv: &mut [u64],
+) -> Result<(), Failure> {
     let (n, r0, w) = (lay.n, k * lay.nb, lay.width(k));
     let m = n - r0;
     let lc = lay.local(k);
-    let mut piv = vec![0usize; w];
-    getrf_rec(&mut a[lc * n + r0..], n, m, w, &mut piv).map_err(|j| {
+    let mut pv = vec![0usize; w];
+    getrf_rec(&mut a[lc * n + r0..], n, m, w, &mut pv).map_err(|j| {
         Failure::check(
             "lu factorization",
             format!("exactly singular pivot in column {}", r0 + j),
         )
     })?;
-    let mut pan = vec![0.0; m * w];
+    for (d, &v) in piv.iter_mut().zip(&pv) {
+        *d = v as u64;
+    }
     for c in 0..w {
         pan[c * m..(c + 1) * m].copy_from_slice(&a[(lc + c) * n + r0..(lc + c) * n + n]);
     }
-    Ok((pan, piv))
+    Ok(())
 }
 
 fn lu_once(w: &Comm, n: usize, nb: usize, seed: u64, fault: bool) -> Result<Run, Failure> {
@@ -269,26 +278,29 @@ fn lu_once(w: &Comm, n: usize, nb: usize, seed: u64, fault: bool) -> Result<Run,
     let t0 = Instant::now();
 
     let nblk = lay.blocks();
-    let mut next: Option<(Vec<f64>, Vec<usize>)> = None;
+    // Two panel buffers, reused every step (a fresh one per step would cost
+    // page faults and zeroing on the critical path): `cur` holds panel k,
+    // `nxt` receives or factors panel k+1.
+    let mut cur = (vec![0.0f64; n * nb.min(n)], vec![0u64; nb]);
+    let mut nxt = (vec![0.0f64; n * nb.min(n)], vec![0u64; nb]);
+    let mut have_next = false;
     if lay.owner(0) == lay.me {
-        let (pan, piv) = factor_panel(&mut a, &lay, 0)?;
-        send_panel(w, &lay, &pan, &piv)?;
-        next = Some((pan, piv));
+        factor_panel(&mut a, &lay, 0, &mut nxt.0, &mut nxt.1)?;
+        send_panel(w, &lay, &nxt.0[..n * lay.width(0)], &nxt.1[..lay.width(0)])?;
+        have_next = true;
     }
     for k in 0..nblk {
         let r0 = k * nb;
         let wk = lay.width(k);
         let m = n - r0;
-        let (pan, piv) = match next.take() {
-            Some(x) => x,
-            None => {
-                let mut pan = vec![0.0; m * wk];
-                let mut pv = vec![0u64; wk];
-                w.recv(&mut pan, lay.owner(k) as i32, T_PANEL)?;
-                w.recv(&mut pv, lay.owner(k) as i32, T_PIV)?;
-                (pan, pv.iter().map(|&v| v as usize).collect())
-            }
-        };
+        std::mem::swap(&mut cur, &mut nxt);
+        if !have_next {
+            w.recv(&mut cur.0[..m * wk], lay.owner(k) as i32, T_PANEL)?;
+            w.recv(&mut cur.1[..wk], lay.owner(k) as i32, T_PIV)?;
+        }
+        have_next = false;
+        let pan = &cur.0[..m * wk];
+        let piv: Vec<usize> = cur.1[..wk].iter().map(|&v| v as usize).collect();
         // The right-hand side, on every rank.
         for (i, &r) in piv.iter().enumerate() {
             y.swap(r0 + i, r0 + r);
@@ -302,29 +314,30 @@ fn lu_once(w: &Comm, n: usize, nb: usize, seed: u64, fault: bool) -> Result<Run,
             }
         }
         let start = lay.local_after(k);
-        let mut rest = start;
         let look = k + 1 < nblk && lay.owner(k + 1) == lay.me;
         if look {
-            // Lookahead: block k+1 first, then its panel goes out.
+            // Lookahead: block k+1 first, then its panel goes out while the
+            // rest of this rank's columns are updated.
             let w1 = lay.width(k + 1);
-            update(&mut a[start * n..], n, w1, r0, &pan, m, wk, &piv);
-            let (p1, v1) = factor_panel(&mut a, &lay, k + 1)?;
-            rest = start + w1;
-            let pv: Vec<u64> = v1.iter().map(|&v| v as u64).collect();
+            update(&mut a[start * n..], n, w1, r0, pan, m, wk, &piv);
+            factor_panel(&mut a, &lay, k + 1, &mut nxt.0, &mut nxt.1)?;
+            let m1 = n - (k + 1) * nb;
+            let rest = start + w1;
+            let (p1, v1) = (&nxt.0[..m1 * w1], &nxt.1[..w1]);
             let others: Vec<usize> = (0..lay.p).filter(|&r| r != lay.me).collect();
             scope(|s| -> Result<(), Failure> {
                 let mut reqs = Vec::new();
                 for &r in &others {
-                    reqs.push(w.isend(s, &p1, r as i32, T_PANEL)?);
-                    reqs.push(w.isend(s, &pv, r as i32, T_PIV)?);
+                    reqs.push(w.isend(s, p1, r as i32, T_PANEL)?);
+                    reqs.push(w.isend(s, v1, r as i32, T_PIV)?);
                 }
-                update(&mut a[rest * n..], n, nloc - rest, r0, &pan, m, wk, &piv);
+                update(&mut a[rest * n..], n, nloc - rest, r0, pan, m, wk, &piv);
                 kumi::wait_all(reqs)?;
                 Ok(())
             })?;
-            next = Some((p1, v1));
+            have_next = true;
         } else {
-            update(&mut a[rest * n..], n, nloc - rest, r0, &pan, m, wk, &piv);
+            update(&mut a[start * n..], n, nloc - start, r0, pan, m, wk, &piv);
         }
     }
 
@@ -401,11 +414,10 @@ fn lu_once(w: &Comm, n: usize, nb: usize, seed: u64, fault: bool) -> Result<Run,
     Ok(Run { seconds, residual })
 }
 
-fn send_panel(w: &Comm, lay: &Layout, pan: &[f64], piv: &[usize]) -> Result<(), Failure> {
-    let pv: Vec<u64> = piv.iter().map(|&v| v as u64).collect();
+fn send_panel(w: &Comm, lay: &Layout, pan: &[f64], piv: &[u64]) -> Result<(), Failure> {
     for r in (0..lay.p).filter(|&r| r != lay.me) {
         w.send(pan, r as i32, T_PANEL)?;
-        w.send(&pv, r as i32, T_PIV)?;
+        w.send(piv, r as i32, T_PIV)?;
     }
     Ok(())
 }

@@ -172,69 +172,196 @@ pub fn makea(n: usize, nonzer: usize, shift: f64) -> Csr {
     }
 }
 
+/// A column index as stored: 16 bits when the order allows (every NPB class
+/// up to A), else 32.
+trait Col: Copy {
+    fn from_usize(c: usize) -> Option<Self>;
+    fn get(self) -> usize;
+}
+
+impl Col for u16 {
+    fn from_usize(c: usize) -> Option<u16> {
+        u16::try_from(c).ok()
+    }
+    #[inline(always)]
+    fn get(self) -> usize {
+        self as usize
+    }
+}
+
+impl Col for u32 {
+    fn from_usize(c: usize) -> Option<u32> {
+        u32::try_from(c).ok()
+    }
+    #[inline(always)]
+    fn get(self) -> usize {
+        self as usize
+    }
+}
+
+/// One rank's rows of the matrix, re-based to start at 0, with narrow column
+/// indices (10 bytes per nonzero with u16 instead of 16: the sparse product
+/// streams the matrix, so its size is the product's time).
+struct Local<C> {
+    rowstr: Vec<usize>,
+    colidx: Vec<C>,
+    a: Vec<f64>,
+    /// Columns of the full vector (every colidx is below it).
+    ncols: usize,
+}
+
+impl<C: Col> Local<C> {
+    /// This rank's rows lo..hi of `m`, or `None` if a column does not fit in C.
+    fn new(m: &Csr, lo: usize, hi: usize, ncols: usize) -> Option<Local<C>> {
+        let (k0, k1) = (m.rowstr[lo], m.rowstr[hi]);
+        let colidx = m.colidx[k0..k1]
+            .iter()
+            .map(|&c| {
+                assert!(c < ncols, "NPB makea: column {c} outside 0..{ncols}");
+                C::from_usize(c)
+            })
+            .collect::<Option<Vec<C>>>()?;
+        Some(Local {
+            rowstr: m.rowstr[lo..=hi].iter().map(|&k| k - k0).collect(),
+            colidx,
+            a: m.a[k0..k1].to_vec(),
+            ncols,
+        })
+    }
+
+    /// y = A x (this rank's rows; `x` is the full vector).
+    fn matvec(&self, x: &[f64], y: &mut [f64]) {
+        assert_eq!(x.len(), self.ncols);
+        assert_eq!(y.len() + 1, self.rowstr.len());
+        const L: usize = 4;
+        let (col, a) = (&self.colidx[..], &self.a[..]);
+        for (yr, rs) in y.iter_mut().zip(self.rowstr.windows(2)) {
+            let (cs, vs) = (&col[rs[0]..rs[1]], &a[rs[0]..rs[1]]);
+            // Four partial sums: four independent chains of dependent adds.
+            let mut s = [0.0f64; L];
+            let mut cl = cs.chunks_exact(L);
+            let mut vl = vs.chunks_exact(L);
+            for (c, v) in (&mut cl).zip(&mut vl) {
+                for l in 0..L {
+                    // SAFETY: Local::new checked every column index < ncols, and
+                    // matvec asserted x.len() == ncols.
+                    s[l] += v[l] * unsafe { *x.get_unchecked(c[l].get()) };
+                }
+            }
+            let mut t = (s[0] + s[1]) + (s[2] + s[3]);
+            for (&c, &v) in cl.remainder().iter().zip(vl.remainder()) {
+                // SAFETY: as above, c < ncols == x.len().
+                t += v * unsafe { *x.get_unchecked(c.get()) };
+            }
+            *yr = t;
+        }
+    }
+}
+
+/// The local matrix with the narrowest column index that holds its order.
+enum Matrix {
+    Narrow(Local<u16>),
+    Wide(Local<u32>),
+}
+
+impl Matrix {
+    fn new(m: &Csr, lo: usize, hi: usize, ncols: usize) -> Matrix {
+        match Local::new(m, lo, hi, ncols) {
+            Some(l) => Matrix::Narrow(l),
+            None => Matrix::Wide(
+                Local::new(m, lo, hi, ncols).expect("NPB orders fit in 32-bit indices"),
+            ),
+        }
+    }
+
+    fn matvec(&self, x: &[f64], y: &mut [f64]) {
+        match self {
+            Matrix::Narrow(l) => l.matvec(x, y),
+            Matrix::Wide(l) => l.matvec(x, y),
+        }
+    }
+}
+
+fn dot(x: &[f64], y: &[f64]) -> f64 {
+    let mut s = [0.0f64; 4];
+    let (x4, y4) = (x.chunks_exact(4), y.chunks_exact(4));
+    let tail = x4
+        .remainder()
+        .iter()
+        .zip(y4.remainder())
+        .map(|(a, b)| a * b)
+        .sum::<f64>();
+    for (a, b) in x4.zip(y4) {
+        for l in 0..4 {
+            s[l] += a[l] * b[l];
+        }
+    }
+    (s[0] + s[1]) + (s[2] + s[3]) + tail
+}
+
 struct Dist<'a> {
     w: &'a Comm,
-    /// First and one-past-last row of this rank.
-    lo: usize,
-    hi: usize,
-    m: &'a Csr,
+    m: Matrix,
+    /// Rows of every rank (for the allgather).
+    counts: Vec<usize>,
+    /// The full vector the product reads (allgathered into, never reallocated).
+    full: Vec<f64>,
+    q: Vec<f64>,
+    r: Vec<f64>,
+    p: Vec<f64>,
 }
 
 impl Dist<'_> {
-    fn dot(&self, x: &[f64], y: &[f64]) -> Result<f64, Failure> {
-        let mut s = [x.iter().zip(y).map(|(a, b)| a * b).sum::<f64>()];
+    fn sum(&self, v: f64) -> Result<f64, Failure> {
+        let mut s = [v];
         xfer::sum(self.w, &mut s)?;
         Ok(s[0])
     }
 
-    /// y (local rows) = A x_full.
-    fn matvec(&self, xfull: &[f64], y: &mut [f64]) {
-        for (r, yr) in (self.lo..self.hi).zip(y.iter_mut()) {
-            let mut s = 0.0;
-            for k in self.m.rowstr[r]..self.m.rowstr[r + 1] {
-                s += self.m.a[k] * xfull[self.m.colidx[k]];
-            }
-            *yr = s;
-        }
+    fn dot(&self, x: &[f64], y: &[f64]) -> Result<f64, Failure> {
+        self.sum(dot(x, y))
     }
 
-    fn full(&self, local: &[f64]) -> Result<Vec<f64>, Failure> {
-        Ok(xfer::allgatherv(self.w, local)?.concat())
+    /// `full` = every rank's `local`, in rank order.
+    fn gather(w: &Comm, local: &[f64], full: &mut [f64], counts: &[usize]) -> Result<(), Failure> {
+        w.allgatherv(local, full, counts)?;
+        Ok(())
     }
 
     /// NPB's conj_grad: 25 CG iterations on A z = x; returns ||x - A z||.
-    fn conj_grad(&self, x: &[f64], z: &mut [f64]) -> Result<f64, Failure> {
+    fn conj_grad(&mut self, x: &[f64], z: &mut [f64]) -> Result<f64, Failure> {
         let nl = x.len();
-        let mut q = vec![0.0; nl];
         z.fill(0.0);
-        let mut r = x.to_vec();
-        let mut p = r.clone();
-        let mut rho = self.dot(&r, &r)?;
+        self.r.copy_from_slice(x);
+        self.p.copy_from_slice(x);
+        let mut rho = self.dot(&self.r, &self.r)?;
         for _ in 0..25 {
-            let pf = self.full(&p)?;
-            self.matvec(&pf, &mut q);
-            let d = self.dot(&p, &q)?;
+            Self::gather(self.w, &self.p, &mut self.full, &self.counts)?;
+            self.m.matvec(&self.full, &mut self.q);
+            let d = self.dot(&self.p, &self.q)?;
             let alpha = rho / d;
             let rho0 = rho;
+            let (p, q, r) = (&self.p[..nl], &self.q[..nl], &mut self.r[..nl]);
+            let z = &mut z[..nl];
             for j in 0..nl {
                 z[j] += alpha * p[j];
                 r[j] -= alpha * q[j];
             }
-            rho = self.dot(&r, &r)?;
+            rho = self.dot(&self.r, &self.r)?;
             let beta = rho / rho0;
+            let (p, r) = (&mut self.p[..nl], &self.r[..nl]);
             for j in 0..nl {
                 p[j] = r[j] + beta * p[j];
             }
         }
-        let zf = self.full(z)?;
-        self.matvec(&zf, &mut r);
-        let mut s = [x
+        Self::gather(self.w, z, &mut self.full, &self.counts)?;
+        self.m.matvec(&self.full, &mut self.r);
+        let s = x
             .iter()
-            .zip(&r)
+            .zip(&self.r)
             .map(|(a, b)| (a - b) * (a - b))
-            .sum::<f64>()];
-        xfer::sum(self.w, &mut s)?;
-        Ok(s[0].sqrt())
+            .sum::<f64>();
+        Ok(self.sum(s)?.sqrt())
     }
 }
 
@@ -252,8 +379,18 @@ pub fn run(w: &Comm, class: char, fault: bool, progress: &dyn Fn(usize, usize, &
     progress(0, niter + 1, "makea");
     let m = makea(na, nonzer, shift);
     let (lo, hi) = (na * me / p, na * (me + 1) / p);
-    let d = Dist { w, lo, hi, m: &m };
     let nl = hi - lo;
+    let counts: Vec<usize> = (0..p).map(|r| na * (r + 1) / p - na * r / p).collect();
+    let mut d = Dist {
+        w,
+        m: Matrix::new(&m, lo, hi, na),
+        counts,
+        full: vec![0.0; na],
+        q: vec![0.0; nl],
+        r: vec![0.0; nl],
+        p: vec![0.0; nl],
+    };
+    drop(m);
     let mut x = vec![1.0; nl];
     let mut z = vec![0.0; nl];
     // One untimed iteration, as NPB does (warms caches and code paths).
