@@ -7,9 +7,12 @@
  *   {"bench": "...", "np": N, "size": BYTES, "metric": "...", "value": X}
  * Method (identical to kumi-bench's Rust kernels): each figure is the median of
  * `reps` timed repetitions, each about `rep_ms` long after a calibration run; the
- * payload of each size is verified once. bw/rate: windows of 64 nonblocking
- * sends from one buffer, received into one buffer, each window acknowledged by a
- * zero-byte message (as OSU's osu_bw does). ring: an 8-byte token passed around
+ * payload of each size is verified once. bw/rate: windows of 64 MPI_Isend from
+ * one buffer and one MPI_Waitall on the sender, 64 MPI_Irecv posted before one
+ * MPI_Waitall on the receiver, each window acknowledged by a zero-byte message
+ * (as OSU's osu_bw and osu_mbw_mr do). The receives share one buffer here, as
+ * in OSU; the Rust kernel, whose borrows forbid that, gives each its own slot
+ * (and for messages over 1 MiB waits for them in groups that fit 64 MiB). ring: an 8-byte token passed around
  * all ranks; the figure is the time per hop.
  * coll: the collectives of kumi-bench's coll.rs on all ranks -- barrier,
  * allreduce (sum, in place) of 8 B and 1 MiB of doubles, bcast of 1 MiB from

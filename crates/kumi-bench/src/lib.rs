@@ -226,26 +226,44 @@ pub fn pingpong(w: &Comm, o: &MicroOpts) -> Result<Vec<Record>, Error> {
 }
 
 /// Streaming bandwidth from rank 0 to rank 1: windows of `window` nonblocking
-/// sends of one buffer, received into one buffer, each window acknowledged by a
-/// zero-byte reply (as OSU's osu_bw does).
+/// sends of one buffer, received by as many nonblocking receives posted before
+/// any is waited for, each window acknowledged by a zero-byte reply (as OSU's
+/// osu_bw does).
 pub fn bandwidth(w: &Comm, o: &MicroOpts, window: usize) -> Result<Vec<Record>, Error> {
     stream(w, o, window, "bw")
 }
 
-/// Small-message rate from rank 0 to rank 1 with `window` messages in flight.
+/// Small-message rate from rank 0 to rank 1 with `window` messages in flight:
+/// `window` nonblocking sends then a wait for all on one side, `window`
+/// nonblocking receives then a wait for all on the other (as OSU's
+/// osu_mbw_mr does), each window acknowledged by a zero-byte reply.
 pub fn rate(w: &Comm, o: &MicroOpts, window: usize) -> Result<Vec<Record>, Error> {
     stream(w, o, window, "rate")
 }
+
+/// Most bytes the receiver of [`stream`] lands one window in: 64 slots of up to
+/// 1 MiB; larger messages are received in groups of fewer slots.
+const STREAM_AREA: usize = 64 << 20;
 
 fn stream(w: &Comm, o: &MicroOpts, window: usize, bench: &str) -> Result<Vec<Record>, Error> {
     let me = w.rank();
     let mut out = Vec::new();
     for &size in &o.sizes {
         if me < 2 {
-            let mut buf = vec![0u8; size];
+            let mut buf = vec![0u8; if me == 0 { size } else { 0 }];
             if me == 0 {
                 pattern(&mut buf, 3);
             }
+            // The receiver posts a window of receives and then waits for all
+            // of them, as the sender does with its sends (and as the C twin and
+            // OSU's osu_bw / osu_mbw_mr do). Rust's borrows give each receive
+            // its own slot (the C twin receives them all into one buffer); a
+            // slot is at least 1 byte apart so that 0-byte slots exist too.
+            // Messages larger than STREAM_AREA / window are received in groups
+            // of as many slots as fit there, each group posted then waited for.
+            let stride = size.max(1);
+            let group = (STREAM_AREA / stride).clamp(1, window);
+            let mut slots = vec![0u8; if me == 1 { stride * group } else { 0 }];
             let mut run = |iters: usize| -> Result<f64, Error> {
                 let t = Instant::now();
                 for _ in 0..iters {
@@ -260,10 +278,18 @@ fn stream(w: &Comm, o: &MicroOpts, window: usize, bench: &str) -> Result<Vec<Rec
                         })?;
                         w.recv(&mut [0u8; 0], 1, 4)?;
                     } else {
-                        // One buffer for the whole window, as the C twin (and OSU)
-                        // do; Rust's borrows make that a sequence of receives.
-                        for _ in 0..window {
-                            w.recv(&mut buf, 0, 3)?;
+                        let mut left = window;
+                        while left > 0 {
+                            let n = left.min(group);
+                            scope(|s| -> Result<(), Error> {
+                                let mut reqs = Vec::with_capacity(n);
+                                for slot in slots.chunks_mut(stride).take(n) {
+                                    reqs.push(w.irecv(s, &mut slot[..size], 0, 3)?);
+                                }
+                                kumi::wait_all(reqs)?;
+                                Ok(())
+                            })?;
+                            left -= n;
                         }
                         w.send(&[0u8; 0], 0, 4)?;
                     }
@@ -276,7 +302,9 @@ fn stream(w: &Comm, o: &MicroOpts, window: usize, bench: &str) -> Result<Vec<Rec
                 times.push(run(iters)?);
             }
             if me == 1 {
-                verify(&buf, 3, bench)?;
+                for slot in slots.chunks(stride) {
+                    verify(&slot[..size], 3, bench)?;
+                }
             }
             if me == 0 {
                 let t = median(times);

@@ -20,18 +20,13 @@ use std::ffi::{c_char, c_int, c_void};
 use std::sync::atomic::{AtomicI32, Ordering};
 
 fn add_comm(s: &mut State, comm: Comm, errh: c_int, cart: Option<Cart>) -> c_int {
-    let h = s.fresh(NEW_COMM);
-    s.comms.insert(
-        h,
-        CommEntry {
-            comm,
-            errh,
-            attrs: HashMap::new(),
-            cart,
-            name: String::new(),
-        },
-    );
-    h
+    s.comms.add(CommEntry {
+        comm,
+        errh,
+        attrs: HashMap::new(),
+        cart,
+        name: String::new(),
+    })
 }
 
 /// Wraps the result of a split: `MPI_COMM_NULL` for a rank that took no part.

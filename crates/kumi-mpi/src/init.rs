@@ -1,7 +1,7 @@
 //! Init and finalize, environment queries, clocks.
 
 use crate::consts::*;
-use crate::state::{self, out, out_str, st, State, INIT_THREAD, PHASE};
+use crate::state::{self, out, out_str, st, State, PHASE};
 use crate::{err, R};
 use std::ffi::{c_char, c_int};
 use std::sync::atomic::Ordering;
@@ -23,7 +23,7 @@ fn init() -> R<()> {
         class: MPI_ERR_INTERN,
         msg: "MPI_COMM_SELF could not be made".into(),
     })?;
-    let _ = INIT_THREAD.set(std::thread::current().id());
+    state::set_init_thread();
     state::install(State::new(universe, world, selfc));
     clock();
     // Release: pairs with the Acquire in `st()`; the state and INIT_THREAD are

@@ -44,9 +44,9 @@ mod stubs;
 mod types;
 
 use consts::*;
-use std::cell::Cell;
 use std::ffi::c_int;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicI32, Ordering};
 
 /// `MPI_Status`, laid out as MPICH lays it out.
 #[repr(C)]
@@ -104,14 +104,19 @@ impl From<kumi::Error> for MpiErr {
     }
 }
 
-thread_local! {
-    /// The communicator whose error handler an error in the current call goes
-    /// to: set when a call looks up its communicator (or request, window...).
-    static ERR_COMM: Cell<c_int> = const { Cell::new(MPI_COMM_WORLD) };
-}
+/// The communicator whose error handler an error in the current call goes
+/// to: set when a call looks up its communicator (or request, window...).
+/// Process-wide rather than thread-local (a thread-local costs a call into the
+/// dynamic linker per access in a shared library): only the thread that
+/// initialized MPI may make calls (`state::st` refuses others, and the error
+/// of a refused call aborts the job, see `state::handle_error`), so only it
+/// sets this in a running program. Relaxed: written and read by that thread.
+static ERR_COMM: AtomicI32 = AtomicI32::new(MPI_COMM_WORLD);
 
+#[inline]
 pub(crate) fn set_err_comm(c: c_int) {
-    ERR_COMM.with(|e| e.set(c));
+    // Relaxed: see ERR_COMM.
+    ERR_COMM.store(c, Ordering::Relaxed);
 }
 
 /// Runs the body of MPI function `name`: catches panics, and hands an error to
@@ -135,7 +140,20 @@ pub(crate) fn guard(name: &'static str, f: impl FnOnce() -> R<()>) -> c_int {
             }
         }
     };
-    state::handle_error(name, ERR_COMM.with(|c| c.get()), e)
+    state::handle_error(name, ERR_COMM.load(Ordering::Relaxed), e)
+}
+
+/// [`guard`] for a call that never blocks (`MPI_Isend`, `MPI_Irecv`,
+/// `MPI_Test`...): without the [`kumi::AbiCall`] label, which only names the
+/// call in reports of long waits, and costs two thread-local accesses.
+pub(crate) fn guard_nb(name: &'static str, f: impl FnOnce() -> R<()>) -> c_int {
+    set_err_comm(MPI_COMM_WORLD);
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(())) => MPI_SUCCESS,
+        Ok(Err(e)) => state::handle_error(name, ERR_COMM.load(Ordering::Relaxed), e),
+        // Rare: the labelled path reports it.
+        Err(p) => guard(name, move || std::panic::resume_unwind(p)),
+    }
 }
 
 /// Name of an error class, for messages.

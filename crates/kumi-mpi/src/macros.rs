@@ -19,3 +19,21 @@ macro_rules! mpi {
         }
     )*};
 }
+
+/// `mpi_nb!` is [`mpi!`] for calls that never block: their bodies run under
+/// [`crate::guard_nb`], without the label that names a call in wait reports.
+macro_rules! mpi_nb {
+    ($( fn $mpi:ident / $pmpi:ident ( $($a:ident : $t:ty),* $(,)? ) $body:block )*) => {$(
+        #[doc = concat!("`", stringify!($pmpi), "`: see the MPI standard for `", stringify!($mpi), "`.")]
+        #[no_mangle]
+        pub unsafe extern "C" fn $pmpi($($a: $t),*) -> std::ffi::c_int {
+            crate::guard_nb(stringify!($mpi), move || -> crate::R<()> { $body })
+        }
+        #[doc = concat!("`", stringify!($mpi), "`: calls `", stringify!($pmpi), "`.")]
+        #[no_mangle]
+        pub unsafe extern "C" fn $mpi($($a: $t),*) -> std::ffi::c_int {
+            // SAFETY: the same contract, forwarded unchanged.
+            unsafe { $pmpi($($a),*) }
+        }
+    )*};
+}

@@ -94,9 +94,37 @@ fn lookup(comm: c_int, dt: c_int) -> R<(Comm, Datatype)> {
     Ok((c, s.dtype(dt)?))
 }
 
-/// Starts a send; `None` for `MPI_PROC_NULL`.
+/// The bytes of `n` elements of `dt` if it is a predefined type: its layout is
+/// contiguous and MPICH's handle says its size (`0x4c00SSII`, size in bits
+/// 8-15; see `state::builtin_type`, which builds the same layout), so the
+/// buffer goes to the runtime as bytes, without a datatype object. `None` for
+/// any other type (checked through its datatype).
+#[inline]
+fn contig_bytes(buf: *const c_void, n: usize, dt: c_int) -> R<Option<usize>> {
+    let u = dt as u32;
+    if u & 0xff00_0000 != 0x4c00_0000 {
+        return Ok(None);
+    }
+    let size = ((u >> 8) & 0xff) as usize;
+    let Some(len) = n.checked_mul(size) else {
+        return err(
+            MPI_ERR_COUNT,
+            format!("{n} elements of {size} bytes do not fit in memory"),
+        );
+    };
+    if buf.is_null() && len > 0 {
+        return err(
+            MPI_ERR_BUFFER,
+            format!("the buffer is NULL but the count is {n}"),
+        );
+    }
+    Ok(Some(len))
+}
+
+/// Starts a send; a completed request for `MPI_PROC_NULL`.
 #[allow(clippy::too_many_arguments)]
 fn start_send(
+    s: &State,
     buf: *const c_void,
     cnt: c_int,
     dt: c_int,
@@ -105,15 +133,23 @@ fn start_send(
     comm: c_int,
     mode: SendMode,
 ) -> R<RawRequest> {
-    let (c, d) = lookup(comm, dt)?;
+    let c = s.comm_ref(comm)?;
     let n = count(cnt)?;
     send_tag(tag)?;
-    let Some(dest) = peer(&c, dest, false)? else {
+    let Some(dest) = peer(c, dest, false)? else {
         return Ok(RawRequest::completed(proc_null()));
     };
+    if mode != SendMode::Buffered {
+        if let Some(len) = contig_bytes(buf, n, dt)? {
+            // SAFETY: the MPI standard makes the caller keep `buf` valid until
+            // the send completes (for a blocking send, until its caller returns).
+            return Ok(unsafe { raw::isend_contig(c, buf as *const u8, len, dest, tag, mode)? });
+        }
+    }
+    let d = s.dtype(dt)?;
     check_buf(buf, n, &d)?;
     if mode == SendMode::Buffered {
-        let attached = st()?.bsend.map_or(0, |b| b.1 as usize);
+        let attached = s.bsend.map_or(0, |b| b.1 as usize);
         let need = d.packed_size(n) + MPI_BSEND_OVERHEAD as usize;
         let used = raw::orphan_bytes();
         if used + need > attached {
@@ -126,12 +162,12 @@ fn start_send(
             );
         }
     }
-    // SAFETY: the MPI standard makes the caller keep `buf` valid until the send
-    // completes (for a blocking send, until this function's caller returns).
-    Ok(unsafe { raw::isend(&c, buf as *const u8, n, &d, dest, tag, mode)? })
+    // SAFETY: as above.
+    Ok(unsafe { raw::isend(c, buf as *const u8, n, &d, dest, tag, mode)? })
 }
 
 fn start_recv(
+    s: &State,
     buf: *mut c_void,
     cnt: c_int,
     dt: c_int,
@@ -139,16 +175,84 @@ fn start_recv(
     tag: c_int,
     comm: c_int,
 ) -> R<RawRequest> {
-    let (c, d) = lookup(comm, dt)?;
+    let c = s.comm_ref(comm)?;
     let n = count(cnt)?;
     recv_tag(tag)?;
-    let Some(src) = peer(&c, source, true)? else {
+    let Some(src) = peer(c, source, true)? else {
         return Ok(RawRequest::completed(proc_null()));
     };
+    if let Some(cap) = contig_bytes(buf, n, dt)? {
+        // SAFETY: the caller keeps `buf` valid and untouched until the receive
+        // completes, as the standard requires.
+        return Ok(unsafe { raw::irecv_contig(c, buf as *mut u8, cap, src, tag)? });
+    }
+    let d = s.dtype(dt)?;
     check_buf(buf, n, &d)?;
-    // SAFETY: the caller keeps `buf` valid and untouched until the receive
-    // completes, as the standard requires.
-    Ok(unsafe { raw::irecv(&c, buf as *mut u8, n, &d, src, tag)? })
+    // SAFETY: as above.
+    Ok(unsafe { raw::irecv(c, buf as *mut u8, n, &d, src, tag)? })
+}
+
+/// `MPI_Send` and its modes: a predefined type goes to the runtime's blocking
+/// send directly; the state is released before the call can block.
+#[allow(clippy::too_many_arguments)]
+fn send_blocking(
+    buf: *const c_void,
+    cnt: c_int,
+    dt: c_int,
+    dest: c_int,
+    tag: c_int,
+    comm: c_int,
+    mode: SendMode,
+) -> R<()> {
+    let s = st()?;
+    let c = s.comm_ref(comm)?;
+    let n = count(cnt)?;
+    send_tag(tag)?;
+    let Some(to) = peer(c, dest, false)? else {
+        return Ok(());
+    };
+    if let Some(len) = contig_bytes(buf, n, dt)? {
+        let c = c.clone();
+        drop(s);
+        // SAFETY: the caller keeps `buf` valid until this call returns.
+        unsafe { raw::send_contig(&c, buf as *const u8, len, to, tag, mode == SendMode::Sync)? };
+        return Ok(());
+    }
+    let r = start_send(&s, buf, cnt, dt, dest, tag, comm, mode)?;
+    drop(s);
+    blocking(r, std::ptr::null_mut())
+}
+
+/// `MPI_Recv`: a predefined type goes to the runtime's blocking receive
+/// directly; the state is released before the call blocks.
+fn recv_blocking(
+    buf: *mut c_void,
+    cnt: c_int,
+    dt: c_int,
+    source: c_int,
+    tag: c_int,
+    comm: c_int,
+    status: *mut MPI_Status,
+) -> R<()> {
+    let s = st()?;
+    let c = s.comm_ref(comm)?;
+    let n = count(cnt)?;
+    recv_tag(tag)?;
+    let Some(src) = peer(c, source, true)? else {
+        put_status(status, status_of(&proc_null(), MPI_SUCCESS));
+        return Ok(());
+    };
+    if let Some(cap) = contig_bytes(buf, n, dt)? {
+        let c = c.clone();
+        drop(s);
+        // SAFETY: the caller keeps `buf` valid until this call returns.
+        let (stt, e) = outcome(unsafe { raw::recv_contig(&c, buf as *mut u8, cap, src, tag) });
+        put_status(status, stt);
+        return e.map_or(Ok(()), Err);
+    }
+    let r = start_recv(&s, buf, cnt, dt, source, tag, comm)?;
+    drop(s);
+    blocking(r, status)
 }
 
 /// Turns the outcome of a completed operation into a status and an error.
@@ -205,40 +309,46 @@ const SEND_DONE: Status = Status {
     cancelled: false,
 };
 
-/// Registers a nonblocking send; one already complete becomes [`DONE_SEND`].
-fn register_send(mut r: RawRequest, comm: c_int, request: *mut c_int) -> R<()> {
-    if r.is_done() {
-        let (stt, e) = outcome(r.wait());
-        if let Some(e) = e {
-            return Err(e);
-        }
-        let d = done_send_status();
-        if (
-            stt.MPI_SOURCE,
-            stt.MPI_TAG,
-            stt.count_lo,
-            stt.count_hi_and_cancelled,
-        ) == (
-            d.MPI_SOURCE,
-            d.MPI_TAG,
-            d.count_lo,
-            d.count_hi_and_cancelled,
-        ) {
-            return out(request, "request", DONE_SEND);
-        }
-        r = RawRequest::completed(Status {
-            source: stt.MPI_SOURCE,
-            tag: stt.MPI_TAG,
-            bytes: 0,
-            cancelled: false,
-        });
+/// Registers a nonblocking send; one complete at start with a send's status
+/// (not `MPI_PROC_NULL`'s) becomes [`DONE_SEND`], with no table entry.
+fn register_send(s: &mut State, r: RawRequest, comm: c_int, request: *mut c_int) -> R<()> {
+    if r.completed_at_start() && r.done_status() == Some(SEND_DONE) {
+        return out(request, "request", DONE_SEND);
     }
-    register(r, comm, request)
+    register(s, r, comm, request)
 }
 
-fn register(r: RawRequest, comm: c_int, request: *mut c_int) -> R<()> {
-    let h = st()?.new_request(ReqEntry::Active(r), comm);
+fn register(s: &mut State, r: RawRequest, comm: c_int, request: *mut c_int) -> R<()> {
+    if request.is_null() {
+        return err(MPI_ERR_ARG, "the output argument `request` is NULL");
+    }
+    let h = s.new_request(ReqEntry::Active(r), comm);
     out(request, "request", h)
+}
+
+/// Completes every point-to-point request among `hs` with one wait in the
+/// runtime (one hold of the engine for all, instead of one per request); the
+/// per-request completion that follows then finds them done. Left to that
+/// per-request completion when a nonblocking collective is among them, which
+/// completes by its own path, in array order.
+fn wait_all_p2p(s: &mut State, hs: &[c_int]) -> R<()> {
+    if hs.iter().all(|&h| s.reqs.index(h).is_none()) {
+        return Ok(());
+    }
+    let mut entries = s.reqs.get_many_mut(hs);
+    if entries.iter().any(|(e, _)| matches!(e, ReqEntry::Coll(_))) {
+        return Ok(());
+    }
+    let mut raws: Vec<&mut RawRequest> = Vec::with_capacity(entries.len());
+    raws.extend(entries.iter_mut().filter_map(|(e, _)| match e {
+        ReqEntry::Active(r) => Some(r),
+        ReqEntry::Persistent {
+            active: Some(r), ..
+        } => Some(r),
+        _ => None,
+    }));
+    raw::wait_all(&mut raws)?;
+    Ok(())
 }
 
 /// Completes request `h` if it is done (or waits for it if `block`). Returns
@@ -523,19 +633,20 @@ fn start(s: &mut State, h: c_int) -> R<()> {
 
 mpi! {
     fn MPI_Send / PMPI_Send(buf: *const c_void, count: c_int, datatype: c_int, dest: c_int, tag: c_int, comm: c_int) {
-        blocking(start_send(buf, count, datatype, dest, tag, comm, SendMode::Standard)?, std::ptr::null_mut())
+        send_blocking(buf, count, datatype, dest, tag, comm, SendMode::Standard)
     }
 
     fn MPI_Rsend / PMPI_Rsend(buf: *const c_void, count: c_int, datatype: c_int, dest: c_int, tag: c_int, comm: c_int) {
-        blocking(start_send(buf, count, datatype, dest, tag, comm, SendMode::Standard)?, std::ptr::null_mut())
+        send_blocking(buf, count, datatype, dest, tag, comm, SendMode::Standard)
     }
 
     fn MPI_Ssend / PMPI_Ssend(buf: *const c_void, count: c_int, datatype: c_int, dest: c_int, tag: c_int, comm: c_int) {
-        blocking(start_send(buf, count, datatype, dest, tag, comm, SendMode::Sync)?, std::ptr::null_mut())
+        send_blocking(buf, count, datatype, dest, tag, comm, SendMode::Sync)
     }
 
     fn MPI_Bsend / PMPI_Bsend(buf: *const c_void, count: c_int, datatype: c_int, dest: c_int, tag: c_int, comm: c_int) {
-        start_send(buf, count, datatype, dest, tag, comm, SendMode::Buffered)?.free();
+        let r = start_send(&*st()?, buf, count, datatype, dest, tag, comm, SendMode::Buffered)?;
+        r.free();
         Ok(())
     }
 
@@ -561,36 +672,54 @@ mpi! {
     }
 
     fn MPI_Recv / PMPI_Recv(buf: *mut c_void, count: c_int, datatype: c_int, source: c_int, tag: c_int, comm: c_int, status: *mut MPI_Status) {
-        blocking(start_recv(buf, count, datatype, source, tag, comm)?, status)
+        recv_blocking(buf, count, datatype, source, tag, comm, status)
     }
+}
 
+mpi_nb! {
     fn MPI_Isend / PMPI_Isend(buf: *const c_void, count: c_int, datatype: c_int, dest: c_int, tag: c_int, comm: c_int, request: *mut c_int) {
-        register_send(start_send(buf, count, datatype, dest, tag, comm, SendMode::Standard)?, comm, request)
+        let mut s = st()?;
+        let r = start_send(&s, buf, count, datatype, dest, tag, comm, SendMode::Standard)?;
+        register_send(&mut s, r, comm, request)
     }
 
     fn MPI_Irsend / PMPI_Irsend(buf: *const c_void, count: c_int, datatype: c_int, dest: c_int, tag: c_int, comm: c_int, request: *mut c_int) {
-        register_send(start_send(buf, count, datatype, dest, tag, comm, SendMode::Standard)?, comm, request)
+        let mut s = st()?;
+        let r = start_send(&s, buf, count, datatype, dest, tag, comm, SendMode::Standard)?;
+        register_send(&mut s, r, comm, request)
     }
 
     fn MPI_Issend / PMPI_Issend(buf: *const c_void, count: c_int, datatype: c_int, dest: c_int, tag: c_int, comm: c_int, request: *mut c_int) {
-        register_send(start_send(buf, count, datatype, dest, tag, comm, SendMode::Sync)?, comm, request)
+        let mut s = st()?;
+        let r = start_send(&s, buf, count, datatype, dest, tag, comm, SendMode::Sync)?;
+        register_send(&mut s, r, comm, request)
     }
 
     fn MPI_Ibsend / PMPI_Ibsend(buf: *const c_void, count: c_int, datatype: c_int, dest: c_int, tag: c_int, comm: c_int, request: *mut c_int) {
-        register_send(start_send(buf, count, datatype, dest, tag, comm, SendMode::Buffered)?, comm, request)
+        let mut s = st()?;
+        let r = start_send(&s, buf, count, datatype, dest, tag, comm, SendMode::Buffered)?;
+        register_send(&mut s, r, comm, request)
     }
 
     fn MPI_Irecv / PMPI_Irecv(buf: *mut c_void, count: c_int, datatype: c_int, source: c_int, tag: c_int, comm: c_int, request: *mut c_int) {
-        register(start_recv(buf, count, datatype, source, tag, comm)?, comm, request)
+        let mut s = st()?;
+        let r = start_recv(&s, buf, count, datatype, source, tag, comm)?;
+        register(&mut s, r, comm, request)
     }
+}
+
+mpi! {
 
     fn MPI_Sendrecv / PMPI_Sendrecv(
         sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, dest: c_int, sendtag: c_int,
         recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, source: c_int, recvtag: c_int,
         comm: c_int, status: *mut MPI_Status
     ) {
-        let r = start_recv(recvbuf, recvcount, recvtype, source, recvtag, comm)?;
-        let w = start_send(sendbuf, sendcount, sendtype, dest, sendtag, comm, SendMode::Standard)?;
+        let (r, w) = {
+            let s = st()?;
+            let r = start_recv(&s, recvbuf, recvcount, recvtype, source, recvtag, comm)?;
+            (r, start_send(&s, sendbuf, sendcount, sendtype, dest, sendtag, comm, SendMode::Standard)?)
+        };
         blocking(w, std::ptr::null_mut())?;
         blocking(r, status)
     }
@@ -605,12 +734,15 @@ mpi! {
         let mut copy = vec![0u8; d.packed_size(n)];
         // SAFETY: the caller passes `count` elements of `datatype` at `buf`.
         unsafe { d.pack(buf as *const u8, n, &mut copy) };
-        let r = start_recv(buf, count, datatype, source, recvtag, comm)?;
         let len = c_int::try_from(copy.len()).map_err(|_| MpiErr {
             class: MPI_ERR_COUNT,
             msg: "the message is larger than 2 GiB".into(),
         })?;
-        let w = start_send(copy.as_ptr() as *const c_void, len, MPI_BYTE, dest, sendtag, comm, SendMode::Standard)?;
+        let (r, w) = {
+            let s = st()?;
+            let r = start_recv(&s, buf, count, datatype, source, recvtag, comm)?;
+            (r, start_send(&s, copy.as_ptr() as *const c_void, len, MPI_BYTE, dest, sendtag, comm, SendMode::Standard)?)
+        };
         blocking(w, std::ptr::null_mut())?;
         drop(copy);
         blocking(r, status)
@@ -707,6 +839,7 @@ mpi! {
     fn MPI_Waitall / PMPI_Waitall(count: c_int, array_of_requests: *mut c_int, array_of_statuses: *mut MPI_Status) {
         let hs = slice_mut(array_of_requests, count, "array_of_requests")?;
         let mut s = st()?;
+        wait_all_p2p(&mut s, hs)?;
         let mut first = None;
         for (i, h) in hs.iter_mut().enumerate() {
             let (stt, e) = complete(&mut s, h, true)?.unwrap_or((empty_status(), None));

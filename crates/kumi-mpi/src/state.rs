@@ -6,11 +6,11 @@ use crate::{class_name, err, set_err_comm, MPI_Status, MpiErr, R};
 use kumi::datatype::Datatype;
 use kumi::raw::{RawMessage, RawPersistent, RawRequest};
 use kumi::{Comm, Status, Universe};
-use std::cell::{Cell, RefCell, RefMut};
+use std::cell::{RefCell, RefMut};
 use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 use std::thread::ThreadId;
 
@@ -100,12 +100,109 @@ impl Hasher for HandleHasher {
 /// A table keyed by handles.
 pub(crate) type HandleMap<V> = HashMap<c_int, V, BuildHasherDefault<HandleHasher>>;
 
+/// Bits of a created handle that carry its index (the rest say its kind, as
+/// in MPICH's encoding: `NEW_COMM | index`, `NEW_REQUEST | index`).
+const INDEX_BITS: c_int = 0x03ff_ffff;
+
+/// Objects reached by handle on every call (communicators, requests), in a
+/// vector indexed by the handle's index bits: a lookup is a mask, a compare and
+/// a load. Freed indices are reused, lowest-recently-freed first, so the table
+/// stays as large as the most objects alive at once. `first` indices are
+/// reserved for predefined handles, which [`Slab::index`] maps.
+pub(crate) struct Slab<V> {
+    slots: Vec<Option<V>>,
+    free: Vec<c_int>,
+    /// The kind bits of this table's created handles.
+    base: c_int,
+    /// Predefined handles and their indices.
+    fixed: &'static [(c_int, usize)],
+}
+
+impl<V> Slab<V> {
+    fn new(base: c_int, fixed: &'static [(c_int, usize)]) -> Self {
+        let mut slots = Vec::new();
+        slots.resize_with(fixed.len(), || None);
+        Slab {
+            slots,
+            free: Vec::new(),
+            base,
+            fixed,
+        }
+    }
+
+    #[inline]
+    pub fn index(&self, h: c_int) -> Option<usize> {
+        if h & !INDEX_BITS == self.base {
+            return Some((h & INDEX_BITS) as usize);
+        }
+        self.fixed.iter().find(|f| f.0 == h).map(|f| f.1)
+    }
+
+    #[inline]
+    pub fn get(&self, h: &c_int) -> Option<&V> {
+        self.slots.get(self.index(*h)?)?.as_ref()
+    }
+
+    #[inline]
+    pub fn get_mut(&mut self, h: &c_int) -> Option<&mut V> {
+        let i = self.index(*h)?;
+        self.slots.get_mut(i)?.as_mut()
+    }
+
+    /// Stores `v` under a new handle.
+    pub fn add(&mut self, v: V) -> c_int {
+        let i = match self.free.pop() {
+            Some(i) => i,
+            None => {
+                self.slots.push(None);
+                (self.slots.len() - 1) as c_int
+            }
+        };
+        self.slots[i as usize] = Some(v);
+        self.base | i
+    }
+
+    /// Stores `v` under the predefined handle `h`.
+    fn set_fixed(&mut self, h: c_int, v: V) {
+        if let Some(i) = self.fixed.iter().find(|f| f.0 == h).map(|f| f.1) {
+            self.slots[i] = Some(v);
+        }
+    }
+
+    pub fn remove(&mut self, h: &c_int) -> Option<V> {
+        let i = self.index(*h)?;
+        let v = self.slots.get_mut(i)?.take();
+        if v.is_some() && i >= self.fixed.len() {
+            self.free.push(i as c_int);
+        }
+        v
+    }
+
+    /// Mutable access to the objects whose handles are among `hs`, each once.
+    pub fn get_many_mut(&mut self, hs: &[c_int]) -> Vec<&mut V> {
+        let mut want = vec![false; self.slots.len()];
+        for &h in hs {
+            if let Some(i) = self.index(h).filter(|&i| i < want.len()) {
+                want[i] = true;
+            }
+        }
+        let mut out = Vec::with_capacity(hs.len());
+        out.extend(
+            self.slots
+                .iter_mut()
+                .zip(want)
+                .filter_map(|(v, w)| if w { v.as_mut() } else { None }),
+        );
+        out
+    }
+}
+
 pub(crate) struct State {
     pub universe: Universe,
-    pub comms: HandleMap<CommEntry>,
+    pub comms: Slab<CommEntry>,
     pub groups: HashMap<c_int, Vec<u32>>,
     pub types: HandleMap<(Datatype, String)>,
-    pub reqs: HandleMap<(ReqEntry, c_int)>,
+    pub reqs: Slab<(ReqEntry, c_int)>,
     pub msgs: HashMap<c_int, RawMessage>,
     pub ops: HashMap<c_int, (UserFn, bool)>,
     pub infos: HashMap<c_int, Vec<(String, String)>>,
@@ -113,12 +210,31 @@ pub(crate) struct State {
     pub errhs: HashMap<c_int, ErrFn>,
     pub bsend: Option<(*mut c_void, c_int)>,
     next: c_int,
-    free_reqs: Vec<c_int>,
 }
+
+/// The predefined communicators' places in the communicator table.
+const FIXED_COMMS: &[(c_int, usize)] = &[(MPI_COMM_WORLD, 0), (MPI_COMM_SELF, 1)];
 
 /// Phases of the library: 0 before init, 1 running, 2 finalized.
 pub(crate) static PHASE: AtomicU8 = AtomicU8::new(0);
 pub(crate) static INIT_THREAD: OnceLock<ThreadId> = OnceLock::new();
+/// `pthread_self()` of the thread that initialized MPI (0 before): comparing it
+/// with the caller's costs a load from the thread's control block, where a
+/// thread-local flag costs a call into the dynamic linker (`__tls_get_addr`)
+/// in a shared library. The initializing thread lives as long as MPI is in use
+/// (its identity can only be reused after it exits). Relaxed: written before
+/// the Release store of PHASE that makes MPI "running", and read after the
+/// Acquire load of it (`st`).
+static INIT_PTHREAD: AtomicUsize = AtomicUsize::new(0);
+
+/// Records the calling thread as the one that initialized MPI.
+pub(crate) fn set_init_thread() {
+    let _ = INIT_THREAD.set(std::thread::current().id());
+    // SAFETY: pthread_self has no preconditions and cannot fail.
+    let me = unsafe { libc::pthread_self() } as usize;
+    // Relaxed: see INIT_PTHREAD.
+    INIT_PTHREAD.store(me, Ordering::Relaxed);
+}
 
 struct Global(RefCell<Option<State>>);
 // SAFETY: the state is only ever touched by the thread that initialized MPI:
@@ -127,24 +243,11 @@ struct Global(RefCell<Option<State>>);
 unsafe impl Sync for Global {}
 static STATE: Global = Global(RefCell::new(None));
 
-thread_local! {
-    /// Whether this thread initialized MPI, once known (`std::thread::current`
-    /// costs two atomic operations, on every call otherwise).
-    static ON_INIT: Cell<Option<bool>> = const { Cell::new(None) };
-}
-
 pub(crate) fn on_init_thread() -> bool {
-    if let Some(b) = ON_INIT.with(|c| c.get()) {
-        return b;
-    }
-    // INIT_THREAD is set once and never changes: the answer can be kept once
-    // it is set.
-    let Some(t) = INIT_THREAD.get() else {
-        return false;
-    };
-    let b = *t == std::thread::current().id();
-    ON_INIT.with(|c| c.set(Some(b)));
-    b
+    // Relaxed: see INIT_PTHREAD.
+    let t = INIT_PTHREAD.load(Ordering::Relaxed);
+    // SAFETY: pthread_self has no preconditions and cannot fail.
+    t != 0 && t == unsafe { libc::pthread_self() } as usize
 }
 
 pub(crate) fn install(s: State) {
@@ -183,12 +286,12 @@ pub(crate) fn st() -> R<RefMut<'static, State>> {
 
 impl State {
     pub fn new(universe: Universe, world: Comm, selfc: Comm) -> State {
-        let mut comms = HandleMap::default();
+        let mut comms = Slab::new(NEW_COMM, FIXED_COMMS);
         for (h, c, n) in [
             (MPI_COMM_WORLD, world, "MPI_COMM_WORLD"),
             (MPI_COMM_SELF, selfc, "MPI_COMM_SELF"),
         ] {
-            comms.insert(
+            comms.set_fixed(
                 h,
                 CommEntry {
                     comm: c,
@@ -208,7 +311,7 @@ impl State {
             comms,
             groups,
             types: HandleMap::default(),
-            reqs: HandleMap::default(),
+            reqs: Slab::new(NEW_REQUEST, &[]),
             msgs: HashMap::new(),
             ops: HashMap::new(),
             infos,
@@ -216,7 +319,6 @@ impl State {
             errhs: HashMap::new(),
             bsend: None,
             next: 0,
-            free_reqs: Vec::new(),
         }
     }
 
@@ -227,12 +329,7 @@ impl State {
     }
 
     pub fn new_request(&mut self, e: ReqEntry, comm: c_int) -> c_int {
-        let h = match self.free_reqs.pop() {
-            Some(h) => h,
-            None => self.fresh(NEW_REQUEST),
-        };
-        self.reqs.insert(h, (e, comm));
-        h
+        self.reqs.add((e, comm))
     }
 
     pub fn free_request(&mut self, h: c_int) {
@@ -241,11 +338,7 @@ impl State {
 
     /// Removes request `h` from the table (its handle is reused later).
     pub fn take_request(&mut self, h: c_int) -> Option<(ReqEntry, c_int)> {
-        let e = self.reqs.remove(&h);
-        if e.is_some() {
-            self.free_reqs.push(h);
-        }
-        e
+        self.reqs.remove(&h)
     }
 
     pub fn comm_entry(&mut self, h: c_int) -> R<&mut CommEntry> {
@@ -272,7 +365,23 @@ impl State {
     }
 
     pub fn comm(&mut self, h: c_int) -> R<Comm> {
-        Ok(self.comm_entry(h)?.comm.clone())
+        Ok(self.comm_ref(h)?.clone())
+    }
+
+    /// The communicator behind a handle, borrowed (errors of the call go to
+    /// its handler from now on).
+    #[inline]
+    pub fn comm_ref(&self, h: c_int) -> R<&Comm> {
+        match self.comms.get(&h) {
+            Some(c) => {
+                set_err_comm(h);
+                Ok(&c.comm)
+            }
+            None => {
+                set_err_comm(MPI_COMM_WORLD);
+                Self::no_comm(h)
+            }
+        }
     }
 
     pub fn group(&self, h: c_int) -> R<&Vec<u32>> {

@@ -21,6 +21,8 @@ use kumi_core::call::Call;
 use kumi_core::matching::Envelope;
 use kumi_core::TAG_UB;
 use std::cell::RefCell;
+use std::panic::Location;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// How a send completes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,6 +48,18 @@ pub struct RawRequest {
     /// `None`: complete (the status is in `done`).
     id: Option<ReqId>,
     done: Option<Status>,
+    /// What a wait on this request is blocked in, for supervision reports:
+    /// (call, peer, tag) with the communicator's ranks.
+    what: (Call, i32, i32),
+    /// What only some requests need, boxed: a request of a contiguous send or
+    /// receive stays small (a quarter of the size with these inline), and it
+    /// is moved several times on its way into the ABI's request table, which
+    /// showed as memcpy in profiles of small-message rates.
+    x: Option<Box<Extra>>,
+}
+
+#[derive(Default)]
+struct Extra {
     /// Packed data of a non-contiguous (or buffered) send, or the landing area of
     /// a non-contiguous receive. Owned here so it lives as long as the operation.
     staging: Option<Vec<u8>>,
@@ -53,9 +67,20 @@ pub struct RawRequest {
     /// Set for a matched-probe message: the receive buffer's capacity in bytes,
     /// checked against the message when it is unpacked.
     cap: Option<usize>,
-    /// What a wait on this request is blocked in, for supervision reports:
-    /// (call, peer, tag) with the communicator's ranks.
-    what: (Call, i32, i32),
+    /// The error of an operation completed by [`wait_all`], returned by the
+    /// next [`RawRequest::wait`] or [`RawRequest::test`].
+    failed: Option<Error>,
+}
+
+/// The boxed part of a request, if any of it is set.
+fn extra(staging: Option<Vec<u8>>, unpack: Option<Unpack>) -> Option<Box<Extra>> {
+    (staging.is_some() || unpack.is_some()).then(|| {
+        Box::new(Extra {
+            staging,
+            unpack,
+            ..Extra::default()
+        })
+    })
 }
 
 impl std::fmt::Debug for RawRequest {
@@ -72,6 +97,13 @@ thread_local! {
     /// every later raw call.
     static ORPHANS: RefCell<Vec<RawRequest>> = const { RefCell::new(Vec::new()) };
 }
+
+/// How many requests wait in `ORPHANS`, over all threads: lets [`reap`], which
+/// every raw call makes, skip the thread-local access (a function call in a
+/// shared library) when there are none, the usual case. Relaxed: a thread
+/// reads its own increments in program order, and a stale count from another
+/// thread only costs (or saves) one look at this thread's own empty list.
+static ORPHAN_COUNT: AtomicUsize = AtomicUsize::new(0);
 
 fn ctx(comm: &Comm) -> u32 {
     // The point-to-point context is the one below the collective context.
@@ -96,10 +128,8 @@ impl RawRequest {
             comm: None,
             id: None,
             done: Some(status),
-            staging: None,
-            unpack: None,
-            cap: None,
             what: (Call::Wait, -2, -2),
+            x: None,
         }
     }
 
@@ -119,8 +149,12 @@ impl RawRequest {
 
     fn finish(&mut self, st: Result<Status>) -> Result<Status> {
         let st = st?;
-        if let (Some(u), Some(data)) = (self.unpack.take(), self.staging.as_ref()) {
-            if let Some(cap) = self.cap {
+        let Some(x) = self.x.as_mut() else {
+            self.done = Some(st);
+            return Ok(st);
+        };
+        if let (Some(u), Some(data)) = (x.unpack.take(), x.staging.as_ref()) {
+            if let Some(cap) = x.cap {
                 if st.bytes > cap {
                     return Err(Error::Truncated {
                         message_bytes: st.bytes,
@@ -136,7 +170,7 @@ impl RawRequest {
             // which is now.
             unsafe { u.dt.unpack(&data[..n], u.base, u.count) };
         }
-        self.staging = None;
+        x.staging = None;
         self.done = Some(st);
         Ok(st)
     }
@@ -153,6 +187,9 @@ impl RawRequest {
     /// request is then spent).
     pub fn test(&mut self) -> Result<Option<Status>> {
         reap();
+        if let Some(e) = self.x.as_mut().and_then(|x| x.failed.take()) {
+            return Err(e);
+        }
         let (Some(id), Some(comm)) = (self.id, self.comm.clone()) else {
             return Ok(self.done);
         };
@@ -173,6 +210,9 @@ impl RawRequest {
     /// Blocks until the operation completes; returns its status.
     #[track_caller]
     pub fn wait(&mut self) -> Result<Status> {
+        if let Some(e) = self.x.as_mut().and_then(|x| x.failed.take()) {
+            return Err(e);
+        }
         let (Some(id), Some(comm)) = (self.id, self.comm.clone()) else {
             return Ok(self.done.unwrap_or(Status::empty()));
         };
@@ -195,18 +235,44 @@ impl RawRequest {
     pub fn free(self) {
         if self.id.is_some() {
             ORPHANS.with(|o| o.borrow_mut().push(self));
+            // Relaxed: see ORPHAN_COUNT.
+            ORPHAN_COUNT.fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    /// Whether the operation completed when it started, with nothing to wait
+    /// for and no error (an eager send): the request can then be dropped.
+    pub fn completed_at_start(&self) -> bool {
+        self.id.is_none() && self.x.as_ref().is_none_or(|x| x.failed.is_none())
+    }
+
+    /// The status of a completed request, if it has one (see
+    /// [`RawRequest::completed_at_start`]).
+    pub fn done_status(&self) -> Option<Status> {
+        self.done
     }
 }
 
 /// Completes the freed requests that have finished.
+#[inline]
 fn reap() {
+    // Relaxed: see ORPHAN_COUNT.
+    if ORPHAN_COUNT.load(Ordering::Relaxed) == 0 {
+        return;
+    }
+    reap_slow();
+}
+
+#[cold]
+fn reap_slow() {
     let done: Vec<RawRequest> = ORPHANS.with(|o| {
         let Ok(mut o) = o.try_borrow_mut() else {
             return Vec::new();
         };
         let (done, pending): (Vec<_>, Vec<_>) = o.drain(..).partition(|r| r.is_done());
         *o = pending;
+        // Relaxed: see ORPHAN_COUNT.
+        ORPHAN_COUNT.fetch_sub(done.len(), Ordering::Relaxed);
         done
     });
     for mut r in done {
@@ -220,6 +286,8 @@ fn reap() {
 #[track_caller]
 pub fn wait_orphans() -> Result<()> {
     let all: Vec<RawRequest> = ORPHANS.with(|o| o.borrow_mut().drain(..).collect());
+    // Relaxed: see ORPHAN_COUNT.
+    ORPHAN_COUNT.fetch_sub(all.len(), Ordering::Relaxed);
     let mut first = Ok(());
     for mut r in all {
         if let Err(e) = r.wait() {
@@ -237,7 +305,11 @@ pub fn orphan_bytes() -> usize {
     ORPHANS.with(|o| {
         o.borrow()
             .iter()
-            .map(|r| r.staging.as_ref().map_or(0, |s| s.len()))
+            .map(|r| {
+                r.x.as_ref()
+                    .and_then(|x| x.staging.as_ref())
+                    .map_or(0, |s| s.len())
+            })
             .sum()
     })
 }
@@ -257,23 +329,53 @@ pub unsafe fn isend(
     tag: i32,
     mode: SendMode,
 ) -> Result<RawRequest> {
-    reap();
-    check_tag(tag)?;
-    let peer = comm.check_dest(dest)?;
     let len = dt.packed_size(count);
-    let staging = if mode == SendMode::Buffered || !dt.is_contiguous() {
+    if mode == SendMode::Buffered || !dt.is_contiguous() {
         let mut v = vec![0u8; len];
         // SAFETY: the caller's contract covers the layout's bytes.
         unsafe { dt.pack(buf, count, &mut v) };
-        Some(v)
-    } else {
-        None
-    };
-    let ptr = match &staging {
-        Some(v) => v.as_ptr(),
-        // SAFETY: contiguous: the data starts at the element's lower bound.
-        None => unsafe { buf.offset(dt.lb()) },
-    };
+        return start_send(comm, v.as_ptr(), len, Some(v), dest, tag, mode);
+    }
+    // SAFETY: contiguous: the data starts at the element's lower bound; the
+    // caller's contract covers these `len` bytes until completion.
+    unsafe { isend_contig(comm, buf.offset(dt.lb()), len, dest, tag, mode) }
+}
+
+/// Starts sending the `len` bytes at `buf` to `dest` with `tag`: [`isend`] for
+/// a contiguous layout, without a datatype.
+///
+/// # Safety
+/// `buf..buf + len` must be readable and stay unmodified until the request
+/// completes (for [`SendMode::Buffered`], only until this call returns).
+pub unsafe fn isend_contig(
+    comm: &Comm,
+    buf: *const u8,
+    len: usize,
+    dest: i32,
+    tag: i32,
+    mode: SendMode,
+) -> Result<RawRequest> {
+    if mode == SendMode::Buffered {
+        // SAFETY: the caller's contract: `len` readable bytes at `buf`.
+        let v = unsafe { slice_or_empty(buf, len) }.to_vec();
+        return start_send(comm, v.as_ptr(), len, Some(v), dest, tag, mode);
+    }
+    start_send(comm, buf, len, None, dest, tag, mode)
+}
+
+/// Starts a send of `len` bytes at `ptr` (which `staging` owns if it is set).
+fn start_send(
+    comm: &Comm,
+    ptr: *const u8,
+    len: usize,
+    staging: Option<Vec<u8>>,
+    dest: i32,
+    tag: i32,
+    mode: SendMode,
+) -> Result<RawRequest> {
+    reap();
+    check_tag(tag)?;
+    let peer = comm.check_dest(dest)?;
     let env = Envelope {
         ctx: ctx(comm),
         src: comm.rank() as u32,
@@ -283,14 +385,71 @@ pub unsafe fn isend(
         .engine()
         .start_send(env, peer, ptr, len, mode == SendMode::Sync)?;
     Ok(RawRequest {
-        comm: Some(comm.clone()),
+        // A send complete at start (eager) needs no communicator to wait on.
+        comm: id.map(|_| comm.clone()),
         id,
         done: id.is_none().then_some(Status::empty()),
-        staging: if id.is_some() { staging } else { None },
-        unpack: None,
-        cap: None,
         what: (Call::Send, dest, tag),
+        x: if id.is_some() {
+            extra(staging, None)
+        } else {
+            None
+        },
     })
+}
+
+/// Sends the `len` bytes at `buf` to `dest` with `tag` and returns when the
+/// buffer may be reused: [`isend_contig`] and a wait, with one hold of the
+/// engine (no request object).
+///
+/// # Safety
+/// `buf..buf + len` must be readable for the duration of the call.
+#[track_caller]
+pub unsafe fn send_contig(
+    comm: &Comm,
+    buf: *const u8,
+    len: usize,
+    dest: i32,
+    tag: i32,
+    sync: bool,
+) -> Result<()> {
+    reap();
+    check_tag(tag)?;
+    // SAFETY: the caller's contract.
+    let bytes = unsafe { slice_or_empty(buf, len) };
+    comm.send_on(ctx(comm), bytes, dest, tag, sync, Location::caller())
+}
+
+/// Receives into the `cap` bytes at `buf` from `source` with `tag` (as
+/// [`irecv`]) and returns when the message is there: a receive and a wait
+/// with one hold of the engine (no request object).
+///
+/// # Safety
+/// `buf..buf + cap` must be writable, and not otherwise accessed, for the
+/// duration of the call.
+#[track_caller]
+pub unsafe fn recv_contig(
+    comm: &Comm,
+    buf: *mut u8,
+    cap: usize,
+    source: i32,
+    tag: i32,
+) -> Result<Status> {
+    reap();
+    let bytes: &mut [u8] = if cap == 0 {
+        &mut []
+    } else {
+        // SAFETY: the caller's contract: `cap` writable bytes at `buf`.
+        unsafe { std::slice::from_raw_parts_mut(buf, cap) }
+    };
+    comm.recv_on(
+        ctx(comm),
+        bytes,
+        source,
+        tag,
+        Call::Recv,
+        Location::caller(),
+    )
 }
 
 /// Starts receiving up to `count` elements of `dt` into `buf` from `source`
@@ -307,36 +466,107 @@ pub unsafe fn irecv(
     source: i32,
     tag: i32,
 ) -> Result<RawRequest> {
+    let cap = dt.packed_size(count);
+    if dt.is_contiguous() {
+        // SAFETY: contiguous: the data starts at the element's lower bound; the
+        // caller's contract covers these `cap` bytes until completion.
+        return unsafe { irecv_contig(comm, buf.offset(dt.lb()), cap, source, tag) };
+    }
+    let mut staging = vec![0u8; cap];
+    let ptr = staging.as_mut_ptr();
+    let unpack = Unpack {
+        base: buf,
+        count,
+        dt: dt.clone(),
+    };
+    start_recv(comm, ptr, cap, Some(staging), Some(unpack), source, tag)
+}
+
+/// Starts receiving into the `cap` bytes at `buf`: [`irecv`] for a contiguous
+/// layout, without a datatype.
+///
+/// # Safety
+/// `buf..buf + cap` must be writable, and otherwise untouched, until the
+/// request completes.
+pub unsafe fn irecv_contig(
+    comm: &Comm,
+    buf: *mut u8,
+    cap: usize,
+    source: i32,
+    tag: i32,
+) -> Result<RawRequest> {
+    start_recv(comm, buf, cap, None, None, source, tag)
+}
+
+fn start_recv(
+    comm: &Comm,
+    ptr: *mut u8,
+    cap: usize,
+    staging: Option<Vec<u8>>,
+    unpack: Option<Unpack>,
+    source: i32,
+    tag: i32,
+) -> Result<RawRequest> {
     reap();
     let pat = comm.pattern(ctx(comm), source, tag)?;
-    let cap = dt.packed_size(count);
-    let (mut staging, unpack) = if dt.is_contiguous() {
-        (None, None)
-    } else {
-        (
-            Some(vec![0u8; cap]),
-            Some(Unpack {
-                base: buf,
-                count,
-                dt: dt.clone(),
-            }),
-        )
-    };
-    let ptr = match &mut staging {
-        Some(v) => v.as_mut_ptr(),
-        // SAFETY: contiguous: the data starts at the element's lower bound.
-        None => unsafe { buf.offset(dt.lb()) },
-    };
     let id = comm.engine().post_recv(pat, ptr, cap)?;
     Ok(RawRequest {
         comm: Some(comm.clone()),
         id: Some(id),
         done: None,
-        staging,
-        unpack,
-        cap: None,
         what: (Call::Recv, source, tag),
+        x: extra(staging, unpack),
     })
+}
+
+/// Blocks until every request of `reqs` has completed, holding the engine
+/// once for all of them; each then answers [`RawRequest::wait`] at once with
+/// its own status or error. Requests of one rank share its engine.
+#[track_caller]
+pub fn wait_all(reqs: &mut [&mut RawRequest]) -> Result<()> {
+    reap();
+    let Some(comm) = reqs.iter().find_map(|r| r.id.and(r.comm.clone())) else {
+        return Ok(());
+    };
+    let mut pending = reqs.iter().filter(|r| r.id.is_some());
+    // One request pending: the report can name its peer and tag.
+    let info = match (pending.next(), pending.next()) {
+        (Some(one), None) => one.wait_info(&comm),
+        _ => WaitInfo::plain(Call::Wait),
+    };
+    let mut e = comm.engine();
+    // Requests before `next` are known to be done (a done request stays done).
+    let mut next = 0;
+    e.wait_until(info, |e| {
+        while let Some(r) = reqs.get(next) {
+            if r.id.is_some_and(|id| !e.is_done(id)) {
+                return false;
+            }
+            next += 1;
+        }
+        true
+    })?;
+    for r in reqs.iter_mut() {
+        if let Some(id) = r.id.take() {
+            let res = e.take_result(id);
+            if let Err(err) = r.finish(res) {
+                r.x.get_or_insert_with(Box::default).failed = Some(err);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// # Safety
+/// `ptr` must be valid for `len` bytes of reads when `len > 0`.
+#[inline]
+unsafe fn slice_or_empty<'a>(ptr: *const u8, len: usize) -> &'a [u8] {
+    if len == 0 {
+        &[]
+    } else {
+        // SAFETY: the caller's contract.
+        unsafe { std::slice::from_raw_parts(ptr, len) }
+    }
 }
 
 /// Makes progress once on `comm`'s engine (and completes freed requests).
@@ -409,12 +639,13 @@ impl RawMessage {
     /// # Safety
     /// As for [`irecv`].
     pub unsafe fn irecv(mut self, buf: *mut u8, count: usize, dt: &Datatype) -> RawRequest {
-        self.req.unpack = Some(Unpack {
+        let x = self.req.x.get_or_insert_with(Box::default);
+        x.unpack = Some(Unpack {
             base: buf,
             count,
             dt: dt.clone(),
         });
-        self.req.cap = Some(dt.packed_size(count));
+        x.cap = Some(dt.packed_size(count));
         if let Some(st) = self.req.done.take() {
             // Already complete (e.g. matched and pulled at probe time): unpack now.
             let _ = self.req.finish(Ok(st));
@@ -440,10 +671,8 @@ pub fn improbe(comm: &Comm, source: i32, tag: i32) -> Result<Option<RawMessage>>
         comm: Some(comm.clone()),
         id: Some(id),
         done: None,
-        staging: Some(staging),
-        unpack: None,
-        cap: None,
         what: (Call::Recv, st.source, st.tag),
+        x: extra(Some(staging), None),
     };
     // Keep the result for `irecv` if it completed at once.
     if req.is_done() {
