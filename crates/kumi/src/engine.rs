@@ -257,7 +257,10 @@ pub struct Counters {
 pub(crate) struct Engine {
     pub world_rank: u32,
     pub world_size: u32,
-    shm: Option<ShmTransport>,
+    /// Boxed: `progress` takes it out and puts it back on every pass (the
+    /// frames' sink needs the engine), which should move a pointer, not the
+    /// whole transport.
+    shm: Option<Box<ShmTransport>>,
     /// The network transport, for ranks on other hosts.
     net: Option<Box<dyn Transport + Send>>,
     /// How each world rank is reached.
@@ -363,7 +366,7 @@ impl Engine {
         Ok(Engine {
             world_rank: s.world_rank,
             world_size: s.world_size,
-            shm: s.shm,
+            shm: s.shm.map(Box::new),
             net: s.net,
             route: s.route,
             pids: s.pids,
@@ -408,7 +411,7 @@ impl Engine {
     }
 
     pub fn shm(&self) -> Option<&ShmTransport> {
-        self.shm.as_ref()
+        self.shm.as_deref()
     }
 
     // ----- sending ---------------------------------------------------------------
@@ -1334,12 +1337,12 @@ unsafe fn slice_or_empty<'a>(ptr: *const u8, len: usize) -> &'a [u8] {
 /// other fields of the engine borrowed).
 fn pick<'a>(
     route: &[Route],
-    shm: &'a mut Option<ShmTransport>,
+    shm: &'a mut Option<Box<ShmTransport>>,
     net: &'a mut Option<Box<dyn Transport + Send>>,
     peer: u32,
 ) -> Option<&'a mut dyn Transport> {
     match route.get(peer as usize)? {
-        Route::Shm => shm.as_mut().map(|t| t as &mut dyn Transport),
+        Route::Shm => shm.as_mut().map(|t| &mut **t as &mut dyn Transport),
         Route::Net => match net {
             Some(t) => Some(&mut **t),
             None => None,
