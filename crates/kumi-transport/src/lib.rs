@@ -35,6 +35,7 @@
 #![deny(missing_docs)]
 
 pub mod cma;
+pub mod lock;
 pub mod loopback;
 pub mod shm;
 pub(crate) mod sync;

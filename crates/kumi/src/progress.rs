@@ -26,14 +26,16 @@
 //!   itself waits in kumi (it progresses then).
 //! - `KUMI_PROGRESS=off`: no thread; progress happens only inside kumi calls.
 //!
-//! The application thread pays one uncontended lock per kumi call (and one
-//! relaxed store); the progress thread never spins on the lock.
+//! The application thread pays one compare-exchange per kumi call (and a few
+//! plain stores); the progress thread never waits for the lock, and the
+//! application waits only for the rest of a bounded pass.
 
 use crate::engine::{env_u64, Engine};
 use crate::error::{Error, Result};
+use kumi_transport::lock::{VisitGuard, VisitLock};
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, TryLockError};
+use std::sync::{Arc, OnceLock};
 use std::thread::Thread;
 use std::time::Duration;
 
@@ -42,7 +44,9 @@ pub(crate) type EngineRef = Arc<Shared>;
 
 /// The engine and what the progress thread needs to decide when to step in.
 pub(crate) struct Shared {
-    engine: Mutex<Engine>,
+    /// One compare-exchange per application call; the progress thread only
+    /// ever tries it (see `kumi_transport::lock`).
+    engine: VisitLock<Engine>,
     /// Bumped each time the application thread takes the engine. Written only
     /// by the application thread (a `Comm` is not `Send`, so there is one),
     /// hence a relaxed load and store instead of an atomic add; the progress
@@ -65,7 +69,7 @@ pub(crate) struct Shared {
 
 /// Exclusive access to the engine for the application thread.
 pub(crate) struct Guard<'a> {
-    guard: MutexGuard<'a, Engine>,
+    guard: VisitGuard<'a, Engine>,
     shared: &'a Shared,
 }
 
@@ -102,7 +106,7 @@ impl Shared {
     pub(crate) fn new(engine: Engine) -> Result<EngineRef> {
         let interval = Duration::from_micros(env_u64("KUMI_PROGRESS_US", 500)?.max(1));
         Ok(Arc::new(Shared {
-            engine: Mutex::new(engine),
+            engine: VisitLock::new(engine),
             entries: AtomicU64::new(0),
             app_holds: AtomicBool::new(false),
             parked: AtomicBool::new(true),
@@ -116,10 +120,7 @@ impl Shared {
     /// thread runs a pass, a few microseconds at most).
     #[inline]
     pub(crate) fn borrow_mut(&self) -> Guard<'_> {
-        // A poisoned engine means a pass panicked on the progress thread, which
-        // aborts the process first (see `run`); so this only continues after a
-        // panic of the application thread that was caught by its own code.
-        let guard = self.engine.lock().unwrap_or_else(PoisonError::into_inner);
+        let guard = self.engine.lock();
         self.enter();
         Guard {
             guard,
@@ -137,13 +138,12 @@ impl Shared {
     /// during unwinding).
     pub(crate) fn try_borrow_mut(&self) -> Option<Guard<'_>> {
         let guard = match self.engine.try_lock() {
-            Ok(g) => g,
-            Err(TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(TryLockError::WouldBlock) => {
+            Some(g) => g,
+            None => {
                 if self.app_holds.load(Ordering::Relaxed) {
                     return None;
                 }
-                self.engine.lock().unwrap_or_else(PoisonError::into_inner)
+                self.engine.lock()
             }
         };
         self.enter();
@@ -231,9 +231,8 @@ fn run(weak: std::sync::Weak<Shared>) {
                 continue;
             }
             let mut e = match shared.engine.try_lock() {
-                Ok(e) => e,
-                Err(TryLockError::Poisoned(_)) => return,
-                Err(TryLockError::WouldBlock) => {
+                Some(e) => e,
+                None => {
                     // The application waits inside kumi and progresses itself.
                     wait = (wait * 2).min(MAX_BACKOFF);
                     continue;

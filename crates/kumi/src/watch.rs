@@ -32,8 +32,8 @@ use crate::engine::{Counters, WaitInfo};
 use kumi_core::call::Call;
 use kumi_core::control::ToLauncher;
 use kumi_core::deadlock::{RankCounters, Report, Wait};
-use std::cell::Cell;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -65,16 +65,56 @@ pub(crate) struct Watch {
     site: Option<(String, Option<String>)>,
 }
 
-thread_local! {
-    /// The MPI function the thread is in ("": none, or not a C program).
-    static ABI_CALL: Cell<&'static str> = const { Cell::new("") };
+// The MPI function the application thread is in: the parts of a
+// `&'static str` ("" when none, or not a C program). Process-wide statics, not
+// a thread-local: a thread-local in a shared library (libmpi.so) costs a call
+// into the dynamic linker on every access, twice per MPI call. They are
+// written and read only on the thread that called `kumi::init` (checked with
+// `pthread_self`, a register read), which is the only thread that may call
+// MPI, so no access is ever concurrent with another: Relaxed suffices.
+static LABEL_PTR: AtomicPtr<u8> = AtomicPtr::new(std::ptr::null_mut());
+static LABEL_LEN: AtomicUsize = AtomicUsize::new(0);
+static LABEL_THREAD: AtomicUsize = AtomicUsize::new(0);
+
+/// Makes the calling thread the one whose MPI calls are labelled (at init).
+pub(crate) fn set_label_thread() {
+    // SAFETY: pthread_self has no preconditions.
+    let me = unsafe { libc::pthread_self() } as usize;
+    LABEL_THREAD.store(me, Ordering::Relaxed);
+}
+
+#[inline]
+fn on_label_thread() -> bool {
+    let t = LABEL_THREAD.load(Ordering::Relaxed);
+    // SAFETY: pthread_self has no preconditions.
+    t != 0 && t == unsafe { libc::pthread_self() } as usize
+}
+
+/// The current label (see `LABEL_PTR`).
+fn abi_call() -> &'static str {
+    if !on_label_thread() {
+        return "";
+    }
+    let (p, n) = (
+        LABEL_PTR.load(Ordering::Relaxed),
+        LABEL_LEN.load(Ordering::Relaxed),
+    );
+    if p.is_null() {
+        return "";
+    }
+    // SAFETY: the two words were stored together, on this thread (checked
+    // above; nothing else writes them), from one `&'static str` in
+    // `AbiCall::enter` or its drop, so they describe valid UTF-8 that lives
+    // for the whole program.
+    unsafe { std::str::from_utf8_unchecked(std::slice::from_raw_parts(p, n)) }
 }
 
 /// Labels the waits of the current thread with the MPI function it is in,
 /// until dropped (kumi's MPI library sets it on entry to every function).
-/// Costs one thread-local store now and one when dropped.
+/// Costs a few plain loads and stores; only the thread that initialized kumi
+/// is labelled.
 pub struct AbiCall {
-    prev: &'static str,
+    prev: Option<(*mut u8, usize)>,
 }
 
 impl AbiCall {
@@ -82,16 +122,47 @@ impl AbiCall {
     /// returned label is dropped.
     #[inline]
     pub fn enter(name: &'static str) -> AbiCall {
-        AbiCall {
-            prev: ABI_CALL.with(|c| c.replace(name)),
+        if !on_label_thread() {
+            return AbiCall { prev: None };
         }
+        let prev = (
+            LABEL_PTR.swap_plain(name.as_ptr() as *mut u8),
+            LABEL_LEN.swap_plain(name.len()),
+        );
+        AbiCall { prev: Some(prev) }
     }
 }
 
 impl Drop for AbiCall {
     #[inline]
     fn drop(&mut self) {
-        ABI_CALL.with(|c| c.set(self.prev));
+        if let Some((p, n)) = self.prev {
+            LABEL_PTR.store(p, Ordering::Relaxed);
+            LABEL_LEN.store(n, Ordering::Relaxed);
+        }
+    }
+}
+
+/// A load and a store instead of an atomic swap: one thread writes (above).
+trait SwapPlain<T> {
+    fn swap_plain(&self, v: T) -> T;
+}
+
+impl SwapPlain<*mut u8> for AtomicPtr<u8> {
+    #[inline]
+    fn swap_plain(&self, v: *mut u8) -> *mut u8 {
+        let old = self.load(Ordering::Relaxed);
+        self.store(v, Ordering::Relaxed);
+        old
+    }
+}
+
+impl SwapPlain<usize> for AtomicUsize {
+    #[inline]
+    fn swap_plain(&self, v: usize) -> usize {
+        let old = self.load(Ordering::Relaxed);
+        self.store(v, Ordering::Relaxed);
+        old
     }
 }
 
@@ -166,7 +237,7 @@ impl Watch {
             self.last_sent = Some(now);
             self.last_check = Some(now);
             self.last_arrived = arrived(counters);
-            let wait = self.describe(info, for_, ABI_CALL.with(Cell::get));
+            let wait = self.describe(info, for_, abi_call());
             let counters = self.counters(counters, now);
             self.send(&Report::Blocked { wait, counters });
         }
