@@ -1,7 +1,8 @@
 //! Collectives and the combining service, run as real jobs through `kumi run`:
 //! every collective, operation and type against a serial evaluation at every
 //! process count 1..17, the two-level paths (ranks spread over pretend hosts,
-//! uneven), and fetch_add serialized at every arrival level.
+//! uneven), the shared-memory areas under stress and switched off, and
+//! fetch_add serialized at every arrival level.
 
 use kumi_tests::{bin, kumi_run};
 
@@ -67,6 +68,47 @@ fn two_level_collectives_over_uneven_pretend_hosts() {
         &[coll.to_str().unwrap()],
         "coll: all checks passed on 6 ranks",
     );
+}
+
+#[test]
+fn collectives_without_the_shared_memory_areas() {
+    // KUMI_COLL_SHM=off: every collective runs through messages again, on one
+    // level and on two.
+    let coll = bin("coll");
+    for (n, hosts) in [(2, "0"), (5, "0"), (8, "0"), (7, "3")] {
+        expect(
+            n,
+            &[("KUMI_COLL_SHM", "off"), ("KUMI_COLL_HOSTS", hosts)],
+            &[coll.to_str().unwrap()],
+            &format!("coll: all checks passed on {n} ranks"),
+        );
+    }
+}
+
+#[test]
+fn shared_memory_collectives_back_to_back_with_random_delays() {
+    // Barriers, (non-commutative) reductions, chunked broadcasts and
+    // alltoalls through the areas on world, a dup and reversed halves, with
+    // delays long enough for waiting ranks to sleep; oversubscribed up to 16
+    // ranks on the machine's cores. Then the two-level path (areas inside
+    // pretend hosts) and the message path for comparison.
+    let prog = bin("coll_stress");
+    let p = prog.to_str().unwrap();
+    for (n, iters, env) in [
+        (2, "3000", vec![]),
+        (3, "2000", vec![]),
+        (8, "1500", vec![]),
+        (16, "600", vec![]),
+        (9, "1000", vec![("KUMI_COLL_HOSTS", "3")]),
+        (6, "1000", vec![("KUMI_COLL_SHM", "off")]),
+    ] {
+        expect(
+            n,
+            &env,
+            &[p, iters, "delays"],
+            &format!("coll_stress: all checks passed on {n} ranks"),
+        );
+    }
 }
 
 #[test]

@@ -137,7 +137,13 @@ impl<T> VisitLock<T> {
     /// The value if nobody holds it.
     #[inline]
     pub fn try_lock(&self) -> Option<VisitGuard<'_, T>> {
-        self.raw.try_acquire().then_some(VisitGuard { lock: self })
+        // Build the guard only on success: a guard built for a failed attempt
+        // (as `bool::then_some` would) releases the holder's lock when dropped.
+        if self.raw.try_acquire() {
+            Some(VisitGuard { lock: self })
+        } else {
+            None
+        }
     }
 }
 
@@ -183,28 +189,36 @@ mod tests {
 
     #[test]
     fn owner_and_visitor_never_overlap() {
-        // The owner increments under `lock`, the visitor under `try_lock`; a
-        // non-atomic read-modify-write pair would lose updates if they overlapped.
-        let l = Arc::new(VisitLock::new((0u64, 0u64)));
+        // Both increment one counter, the owner under `lock`, the visitor under
+        // `try_lock` (failing often: it must then leave the owner's lock
+        // alone); a non-atomic read-modify-write would lose updates if they
+        // ever overlapped. A yield inside widens the window.
+        let l = Arc::new(VisitLock::new(0u64));
         let v = l.clone();
         let visitor = std::thread::spawn(move || {
-            let mut got = 0u64;
-            while got < 200_000 {
-                if let Some(mut g) = v.try_lock() {
-                    let x = std::hint::black_box(g.1);
-                    g.1 = x + 1;
-                    got += 1;
+            let (mut got, mut failed) = (0u64, 0u64);
+            while got < 100_000 {
+                match v.try_lock() {
+                    Some(mut g) => {
+                        let x = std::hint::black_box(*g);
+                        *g = x + 1;
+                        got += 1;
+                    }
+                    None => failed += 1,
                 }
             }
+            failed
         });
-        for _ in 0..200_000 {
+        for i in 0..100_000u64 {
             let mut g = l.lock();
-            let x = std::hint::black_box(g.0);
-            g.0 = x + 1;
+            let x = std::hint::black_box(*g);
+            if i % 64 == 0 {
+                std::thread::yield_now();
+            }
+            *g = x + 1;
         }
-        visitor.join().unwrap();
-        let g = l.lock();
-        assert_eq!(*g, (200_000, 200_000));
+        let failed = visitor.join().unwrap();
+        assert_eq!(*l.lock(), 200_000, "updates lost ({failed} failed tries)");
     }
 
     #[test]

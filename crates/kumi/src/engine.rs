@@ -1222,7 +1222,7 @@ impl Engine {
             if idle < self.policy.spin + self.policy.yield_for {
                 std::thread::yield_now();
             } else {
-                self.sleep();
+                self.sleep(done);
             }
         }
     }
@@ -1230,14 +1230,33 @@ impl Engine {
     /// Sleeps until a frame may have arrived (or the policy's timeout passes).
     /// A sender blocked on a full ring sleeps too: the shm consumer rings its
     /// doorbell when it frees room.
-    fn sleep(&mut self) {
+    ///
+    /// `done` is asked once more after the sleep is announced: a condition
+    /// that is not a frame (a collective area's sequence word, see
+    /// `coll/shm.rs`) may have come true between the last look and the
+    /// announcement, and its publisher, having seen no sleeper, rang nobody.
+    /// (Dekker: our announcement and fence in `prepare_sleep`, then this
+    /// look; the publisher's store, fence, then its look at our flag.)
+    fn sleep(&mut self, done: &mut dyn FnMut(&mut Engine) -> bool) {
         let timeout = self.policy.sleep_timeout;
-        match (self.shm.as_mut(), self.net.as_mut()) {
-            (Some(shm), None) => {
-                if shm.prepare_sleep() {
-                    shm.sleep(timeout);
-                }
+        if self.shm.is_some() && self.net.is_none() {
+            let ready = self.shm.as_mut().is_some_and(|s| s.prepare_sleep());
+            if !ready {
+                return;
             }
+            if done(self) {
+                if let Some(shm) = self.shm.as_mut() {
+                    shm.cancel_sleep();
+                }
+                return;
+            }
+            if let Some(shm) = self.shm.as_mut() {
+                shm.sleep(timeout);
+            }
+            return;
+        }
+        match (self.shm.as_mut(), self.net.as_mut()) {
+            (Some(_), None) => unreachable!("handled above"),
             (None, Some(net)) => {
                 if net.prepare_sleep() {
                     net.sleep(timeout);

@@ -6,13 +6,18 @@
 //!   one ring per ordered pair of local ranks.
 //! - `ring`: the single-producer/single-consumer byte ring; its module doc argues
 //!   for in-band stamps, the cached tail and batched tail publication.
+//! - [`coll_area`]: the collective areas of the segment, where the ranks of one
+//!   host combine barriers, reductions and broadcasts through shared memory.
 //! - [`ShmTransport`]: the [`Transport`](crate::Transport) of one rank: it
 //!   produces into rings `[me][j]` and consumes rings `[j][me]`, and sleeps on
 //!   its doorbell when the runtime asks it to.
 //!
-//! Under `--cfg loom` only the ring (over a heap of atomics) is compiled: mapped
+//! Under `--cfg loom` only the ring and the area protocol (over heaps of
+//! atomics) are compiled: mapped
 //! memory and futexes are not something the model checker can run.
 
+#[cfg_attr(loom, allow(dead_code))]
+pub mod coll_area;
 mod ring;
 #[cfg(not(loom))]
 mod segment;

@@ -7,6 +7,8 @@
 //! 4096              local_size x RankBlock (128 bytes each, 64-aligned)
 //! rings             local_size x local_size rings, [src][dst] row-major, each
 //!                   RING_CONTROL_BYTES (tail line, producer line) + ring_bytes
+//! areas             coll_area::AREAS collective areas, each an owner line and
+//!                   local_size slots (see `coll_area`)
 //! ```
 //!
 //! [`Segment::total_bytes`] computes the size; opening a segment checks magic,
@@ -27,6 +29,7 @@
 //! Everything in the header is written once by the creator before the magic is
 //! published (Release); openers read the magic with Acquire and only then the rest.
 
+use crate::shm::coll_area::{self, CollArea};
 use crate::shm::ring::{RECORD_ALIGN, RING_CONTROL_BYTES};
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
 use kumi_core::call::Call;
@@ -39,8 +42,8 @@ use std::time::{Duration, Instant};
 
 /// First bytes of every segment.
 pub const MAGIC: [u8; 8] = *b"KUMISHM1";
-/// Layout version; bumped on any change of the layout.
-pub const VERSION: u32 = 1;
+/// Layout version; bumped on any change of the layout (2: collective areas).
+pub const VERSION: u32 = 2;
 /// Bytes of the header page.
 pub const HEADER_PAGE: usize = 4096;
 /// Longest job id a segment records.
@@ -219,6 +222,12 @@ impl Segment {
     /// Bytes of a segment for `local_size` ranks and rings of `ring_bytes`, or
     /// `None` if that overflows.
     pub fn total_bytes(local_size: usize, ring_bytes: usize) -> Option<usize> {
+        Self::areas_offset(local_size, ring_bytes)?.checked_add(coll_area::total_bytes(local_size)?)
+    }
+
+    /// Where the collective areas start: after the rings (64-aligned, as ring
+    /// sizes are multiples of 64).
+    fn areas_offset(local_size: usize, ring_bytes: usize) -> Option<usize> {
         let rings = local_size
             .checked_mul(local_size)?
             .checked_mul(ring_bytes.checked_add(RING_CONTROL_BYTES)?)?;
@@ -514,6 +523,25 @@ impl Segment {
     }
 }
 
+impl Segment {
+    /// Collective area `k` (`k < coll_area::AREAS`). Panics if out of range.
+    pub fn coll_area(&self, k: usize) -> CollArea<'_> {
+        assert!(k < coll_area::AREAS, "collective area {k}");
+        let area = coll_area::area_bytes(self.local_size).expect("validated at open");
+        let off = Self::areas_offset(self.local_size, self.ring_bytes).expect("validated at open")
+            + k * area;
+        debug_assert!(off.is_multiple_of(64) && off + area <= self.len);
+        CollArea {
+            seg: self,
+            // SAFETY: in bounds of the mapping, whose size `total_bytes` (areas
+            // included) was checked at creation or open.
+            base: unsafe { NonNull::new_unchecked(self.base.as_ptr().add(off)) },
+            local_size: self.local_size,
+            payload: coll_area::payload_bytes(self.local_size),
+        }
+    }
+}
+
 impl Drop for Segment {
     fn drop(&mut self) {
         // SAFETY: `base`/`len` is the mapping this value created and owns; the
@@ -671,9 +699,10 @@ mod tests {
 
     #[test]
     fn layout_sizes() {
+        let areas = 8 * (64 + 2 * (64 + 2 * 65536));
         assert_eq!(
             Segment::total_bytes(2, 4096),
-            Some(4096 + 256 + 4 * (128 + 4096))
+            Some(4096 + 256 + 4 * (128 + 4096) + areas)
         );
         assert_eq!(Segment::total_bytes(usize::MAX / 2, 4096), None);
     }
@@ -693,5 +722,34 @@ mod tests {
         assert!(e.to_string().contains("3 local ranks"), "{e}");
         assert!(Segment::create_memfd(&"j".repeat(65), 2, &cfg).is_err());
         assert!(Segment::create_memfd("a/b", 2, &cfg).is_err());
+    }
+
+    /// The areas are shared between mappings, distinct from each other and
+    /// from the rings, and a claimed area keeps its owner.
+    #[test]
+    fn collective_areas_are_shared_and_claimed_once() {
+        use crate::shm::coll_area::{claim, group_key, publish, reached, AreaMem, AREAS};
+        let cfg = ShmConfig { ring_bytes: 4096 };
+        let (seg, fd) = Segment::create_memfd("job-a", 3, &cfg).unwrap();
+        let other = Segment::from_fd(fd, 3).unwrap();
+        for k in 0..AREAS {
+            let (a, b) = (seg.coll_area(k), other.coll_area(k));
+            assert!(claim(&a, group_key(k as u32, 1)));
+            assert!(claim(&b, group_key(k as u32, 1)));
+            assert!(!claim(&b, group_key(k as u32, 2)));
+            let data = [k as u8 + 1; 100];
+            a.write(2, 1, 100, 0, &data);
+            publish(&a, &[0, 1, 2], 2, 7, 0, |_| panic!("nobody sleeps"));
+            assert!(reached(&b, 2, 7) && !reached(&b, 2, 8) && !reached(&b, 1, 1));
+            assert_eq!(b.bytes(2, 1, 100, 0, 100), &data[..]);
+            a.write(1, 0, 8, 0, &[9; 8]);
+            assert_eq!(b.bytes(1, 0, 8, 0, 8), &[9; 8]);
+        }
+        // Nothing spilled into another area's slots.
+        assert!(!reached(&other.coll_area(0), 0, 1));
+        other.rank_block(1).sleeping().store(1, Ordering::Relaxed);
+        let mut rung = vec![];
+        publish(&seg.coll_area(0), &[0, 1, 2], 0, 1, 0, |j| rung.push(j));
+        assert_eq!(rung, [1]);
     }
 }

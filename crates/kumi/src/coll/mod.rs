@@ -28,10 +28,26 @@
 //!   else binomial reduce + binomial scatter.
 //! - scan / exscan: linear chain, (p-1)·(α+nβ+nγ) (fine at the sizes tested).
 //!
+//! **Inside a host** (`shm.rs`): when all members of a communicator are on one
+//! host, barrier, bcast, reduce, allreduce and alltoall run through the
+//! segment's collective areas, each rank once per collective, and long bcasts
+//! and allreduces by single copy between the ranks' buffers;
+//! `KUMI_COLL_SHM=off` runs them as messages (the algorithms above) instead.
+//! `KUMI_COLL_SHM_BCAST_MAX` caps the broadcasts that go through the area in
+//! chunks (when single copy is off). `ibarrier` and `iallreduce` (up to one
+//! payload half) go through the area too, so they match blocking ones as
+//! before; a longer blocking allreduce (single copy) does not match an
+//! `iallreduce` (MPI does not ask blocking and nonblocking collectives to
+//! match).
+//!
 //! **Two levels.** When a communicator spans hosts, barrier, bcast and
-//! allreduce run inside each host first (through shared memory, to the host's
-//! first rank), then among one leader per host, then fan out inside each host
-//! (`KUMI_COLL_HIERARCHICAL=0` turns this off for comparison). A
+//! allreduce run inside each host first (to the host's first rank), then among
+//! one leader per host, then fan out inside each host. Bcast's fan-out goes
+//! through the host's collective area; barrier and allreduce stay messages
+//! through the rings here, because their nonblocking twins (`ibarrier`,
+//! `iallreduce`, which kumi lets match the blocking ones) run the same
+//! schedules, and a two-level nonblocking run through the area is not built
+//! yet (`KUMI_COLL_HIERARCHICAL=0` turns two levels off for comparison). A
 //! non-commutative allreduce uses it only when every host holds consecutive
 //! ranks. `KUMI_COLL_HOSTS=k` pretends the job's ranks are spread in blocks over
 //! k hosts, so the two-level paths can be exercised on one machine.
@@ -43,6 +59,7 @@
 mod combine;
 pub(crate) mod exec;
 mod ops;
+mod shm;
 
 pub use combine::{Arrival, CombineOp, CombineValue, Combiner};
 pub use ops::{Builtin, Elem, Loc, Op, ALL_BUILTINS};
@@ -74,6 +91,10 @@ pub(crate) struct Config {
     hierarchical: bool,
     fake_hosts: Option<usize>,
     pub combine_store: usize,
+    /// Collectives inside a host through the segment's areas (`shm.rs`).
+    shm: bool,
+    /// Longest bcast through the areas (longer: the message algorithms).
+    shm_bcast_max: usize,
 }
 
 impl Config {
@@ -89,6 +110,15 @@ impl Config {
             }
         };
         let fake = sz("KUMI_COLL_HOSTS", 0)?;
+        let shm = match std::env::var("KUMI_COLL_SHM").as_deref() {
+            Ok("0") | Ok("off") => false,
+            Ok("1") | Ok("on") | Err(_) => true,
+            Ok(v) => {
+                return Err(Error::Bootstrap(format!(
+                    "KUMI_COLL_SHM={v:?}: use on or off"
+                )))
+            }
+        };
         Ok(Config {
             bcast_long: sz("KUMI_COLL_BCAST_LONG", 64 << 10)?,
             allreduce_long: sz("KUMI_COLL_ALLREDUCE_LONG", 16 << 10)?,
@@ -97,6 +127,8 @@ impl Config {
             hierarchical,
             fake_hosts: (fake > 0).then_some(fake),
             combine_store: sz("KUMI_COMBINE_STORE", 64)?,
+            shm,
+            shm_bcast_max: sz("KUMI_COLL_SHM_BCAST_MAX", usize::MAX as u64)?,
         })
     }
 }
@@ -107,6 +139,16 @@ struct CommInfo {
     seq: u32,
     hosts: Option<Option<Arc<Vec<Vec<usize>>>>>,
     labels: Option<Arc<Vec<usize>>>,
+    /// The local group's area, once looked for (`None` inside: none; the
+    /// group is also taken out while a collective uses it).
+    shm: Option<Option<shm::Group>>,
+}
+
+/// A nonblocking collective in flight: a schedule of messages, or one
+/// through the local group's area.
+pub(crate) enum Active {
+    Sched(Run),
+    Shm(shm::Pending),
 }
 
 /// Everything of collectives and combining that lives in the engine.
@@ -114,7 +156,7 @@ struct CommInfo {
 pub(crate) struct CollState {
     config: Option<Arc<Config>>,
     comms: HashMap<u32, CommInfo>,
-    active: Vec<(u64, Run)>,
+    active: Vec<(u64, Active)>,
     done: HashMap<u64, Result<Option<AlignedBuf>>>,
     abandoned: Vec<u64>,
     next_nb: u64,
@@ -143,15 +185,22 @@ pub(crate) fn progress(e: &mut Engine) -> Result<usize> {
     let mut n = 0;
     if !e.coll.active.is_empty() {
         let mut active = std::mem::take(&mut e.coll.active);
-        active.retain_mut(|(id, run)| {
-            let r = run.poll(e);
-            let finished = match r {
-                Ok(false) => return true,
-                Ok(true) => Ok(run.owned.take()),
-                Err(x) => {
-                    run.abort(e);
-                    Err(x)
+        active.retain_mut(|(id, act)| {
+            let finished = match act {
+                Active::Shm(p) => {
+                    if !p.poll(e) {
+                        return true;
+                    }
+                    Ok(p.data.take().map(|(buf, _)| buf))
                 }
+                Active::Sched(run) => match run.poll(e) {
+                    Ok(false) => return true,
+                    Ok(true) => Ok(run.owned.take()),
+                    Err(x) => {
+                        run.abort(e);
+                        Err(x)
+                    }
+                },
             };
             n += 1;
             if let Some(i) = e.coll.abandoned.iter().position(|a| a == id) {
@@ -276,6 +325,7 @@ impl Comm {
             seq: 0,
             hosts: None,
             labels: None,
+            shm: None,
         });
         let tag = TAG_BASE + (info.seq & 0xff_ffff) as i32;
         info.seq = info.seq.wrapping_add(1);
@@ -340,6 +390,7 @@ impl Comm {
             seq: 0,
             hosts: None,
             labels: None,
+            shm: None,
         });
         info.labels = Some(labels.clone());
         Ok(labels)
@@ -366,6 +417,142 @@ impl Comm {
             i.hosts = Some(h.clone());
         }
         Ok(h)
+    }
+
+    /// This rank's local group (its communicator's members on its host) if
+    /// it has a collective area: `(whole, my index, group size)`, `whole`
+    /// meaning the group is the entire communicator. Looked up once per
+    /// communicator; every member of a group gets the same answer.
+    fn shm_view(&self, at: &'static Location<'static>) -> Result<Option<(bool, usize, usize)>> {
+        self.shm_resolve(Some(at))
+    }
+
+    /// `shm_view`; with `at` = `None` it finds the group only if that needs
+    /// no communication (the communicator is all on this host, or it is
+    /// already known), for the nonblocking collectives, which must not wait
+    /// for others to start.
+    fn shm_resolve(
+        &self,
+        at: Option<&'static Location<'static>>,
+    ) -> Result<Option<(bool, usize, usize)>> {
+        let ctx = self.coll_ctx();
+        let view = |g: &shm::Group| (g.slots.len() == self.size(), g.me, g.slots.len());
+        let local = {
+            let mut e = self.engine();
+            let cfg = e.coll.config()?;
+            let Some(t) = e.shm().filter(|_| cfg.shm && self.size() > 1) else {
+                return Ok(None);
+            };
+            if let Some(found) = e.coll.comms.get(&ctx).and_then(|i| i.shm.as_ref()) {
+                return Ok(found.as_ref().map(view));
+            }
+            // All on this host (and on one pretend host): the group is the
+            // whole communicator, whatever the labels would say, so no need
+            // to exchange them.
+            let world = e.world_size as usize;
+            let fake = |w: u32| cfg.fake_hosts.map(|k| w as usize * k / world.max(1));
+            let m = self.members();
+            m.iter()
+                .all(|&w| t.local_of(w).is_some() && fake(w) == fake(m[0]))
+        };
+        let me = self.rank();
+        let (ranks, whole, hier) = if local {
+            ((0..self.size()).collect::<Vec<_>>(), true, false)
+        } else {
+            let Some(at) = at else { return Ok(None) };
+            let labels = self.host_labels(at)?;
+            let hier = self.host_groups(at)?.is_some();
+            let ranks: Vec<usize> = (0..self.size())
+                .filter(|&r| labels[r] == labels[me])
+                .collect();
+            let whole = ranks.len() == self.size();
+            (ranks, whole, hier)
+        };
+        let mut e = self.engine();
+        let group = if ranks.len() < 2 || !(whole || hier) {
+            None
+        } else {
+            let worlds: Vec<u32> = ranks.iter().map(|&r| self.members()[r]).collect();
+            let idx = ranks.iter().position(|&r| r == me).expect("own host");
+            // The world's context is 0 (collectives on 1).
+            shm::Group::find(&e, ctx, &worlds, idx, whole && self.ctx() == 0)
+        };
+        let out = group.as_ref().map(view);
+        let members: Arc<[u32]> = self.members().into();
+        let info = e.coll.comms.entry(ctx).or_insert_with(|| CommInfo {
+            members,
+            seq: 0,
+            hosts: None,
+            labels: None,
+            shm: None,
+        });
+        info.shm = Some(group);
+        Ok(out)
+    }
+
+    /// Whether `n` bytes fit one payload half of the local group's area.
+    fn shm_fits(&self, n: usize) -> bool {
+        let e = self.engine();
+        e.coll
+            .comms
+            .get(&self.coll_ctx())
+            .and_then(|i| i.shm.as_ref())
+            .and_then(|g| g.as_ref())
+            .is_some_and(|g| n <= g.payload)
+    }
+
+    /// The fast path of a collective inside one host: if the communicator's
+    /// local group is all of it and has an area, runs `f` on it (one engine
+    /// lock) unless `f` declines with `None`. Finds the group the first time
+    /// (for a `nonblocking` collective only if that needs no communication).
+    fn shm_whole<R>(
+        &self,
+        at: &'static Location<'static>,
+        nonblocking: bool,
+        f: impl FnOnce(&mut Engine, &mut shm::Group) -> Option<Result<R>>,
+    ) -> Result<Option<R>> {
+        if self.size() == 1 {
+            return Ok(None);
+        }
+        let ctx = self.coll_ctx();
+        let mut e = self.engine();
+        let found = e.coll.comms.get_mut(&ctx).and_then(|i| i.shm.as_mut());
+        let mut g = match found {
+            Some(Some(g)) if g.slots.len() == self.size() => {
+                found.and_then(Option::take).expect("group")
+            }
+            Some(_) => return Ok(None),
+            None => {
+                drop(e);
+                return match self.shm_resolve((!nonblocking).then_some(at))? {
+                    Some((true, _, _)) => self.shm_op(|e, g| f(e, g).transpose()),
+                    _ => Ok(None),
+                };
+            }
+        };
+        let r = f(&mut e, &mut g);
+        if let Some(i) = e.coll.comms.get_mut(&ctx) {
+            i.shm = Some(Some(g));
+        }
+        r.transpose()
+    }
+
+    /// Runs `f` on the local group's area (found by `shm_view`).
+    fn shm_op<R>(&self, f: impl FnOnce(&mut Engine, &mut shm::Group) -> Result<R>) -> Result<R> {
+        let ctx = self.coll_ctx();
+        let mut e = self.engine();
+        let mut g = e
+            .coll
+            .comms
+            .get_mut(&ctx)
+            .and_then(|i| i.shm.as_mut())
+            .and_then(Option::take)
+            .expect("shm_view found the group");
+        let r = f(&mut e, &mut g);
+        if let Some(i) = e.coll.comms.get_mut(&ctx) {
+            i.shm = Some(Some(g));
+        }
+        r
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -428,9 +615,14 @@ impl Comm {
         if self.size() == 1 {
             return Ok(());
         }
+        let info = self.info(Call::Barrier, -2, -2, at);
+        if let Some(()) = self.shm_whole(at, false, |e, g| Some(shm::barrier(e, g, info)))? {
+            return Ok(());
+        }
+        let hosts = self.host_groups(at)?;
         let (_, wire) = self.wire()?;
         let me = self.rank();
-        let sched = match self.host_groups(at)? {
+        let sched = match hosts {
             Some(h) => sc::barrier_hier(&h, me),
             None => sc::barrier(&self.group(), me),
         };
@@ -439,18 +631,23 @@ impl Comm {
 
     /// Starts a barrier; it completes once every rank has started it.
     pub fn ibarrier(&self) -> Result<CollRequest<()>> {
+        let at = Location::caller();
+        let p = self.shm_whole(at, true, |e, g| Some(Ok(shm::Pending::start(e, g, None))))?;
+        if let Some(p) = p {
+            return Ok(self.start(Active::Shm(p)));
+        }
         let (_, wire) = self.wire()?;
         let sched = sc::barrier(&self.group(), self.rank());
-        Ok(self.start(Run::owning(
+        Ok(self.start(Active::Sched(Run::owning(
             sched,
             wire,
             AlignedBuf::zeroed(0),
             vec![0],
             None,
-        )))
+        ))))
     }
 
-    fn start<T: Pod>(&self, run: Run) -> CollRequest<T> {
+    fn start<T: Pod>(&self, run: Active) -> CollRequest<T> {
         let mut e = self.engine();
         let id = e.coll.next_nb;
         e.coll.next_nb += 1;
@@ -473,11 +670,38 @@ impl Comm {
         if p == 1 {
             return Ok(());
         }
-        let (cfg, wire) = self.wire()?;
-        let elem = std::mem::size_of::<T>();
+        let info = self.info(Call::Collective, -2, -2, at);
         let bytes = as_bytes_mut(buf);
         let n = bytes.len();
-        let (sched, offsets) = match self.host_groups(at)? {
+        let view = self.shm_view(at)?;
+        let shm_max = self.engine().coll.config()?.shm_bcast_max;
+        if let Some((true, _, _)) = view {
+            if !self.shm_fits(n) && shm::single_copy_allowed() {
+                return self.shm_op(|e, g| shm::bcast_single_copy(e, g, bytes, root, info));
+            }
+            if n <= shm_max {
+                return self.shm_op(|e, g| shm::bcast(e, g, bytes, root, info));
+            }
+        }
+        let hosts = self.host_groups(at)?;
+        let (cfg, wire) = self.wire()?;
+        let elem = std::mem::size_of::<T>();
+        if let (Some((false, _, _)), Some(h), true) = (view, &hosts, n <= shm_max) {
+            // The root stands in for its host's leader; leaders first, then
+            // each host through its area from its leader.
+            let leader_of = |l: &Vec<usize>| if l.contains(&root) { root } else { l[0] };
+            let local = h.iter().find(|l| l.contains(&me)).expect("own host");
+            let my_leader = leader_of(local);
+            if me == my_leader {
+                let leaders: Vec<usize> = h.iter().map(leader_of).collect();
+                let ri = leaders.iter().position(|&l| l == root).expect("root leads");
+                let sched = sc::bcast_binomial(&leaders, ri, me, 1);
+                self.run(sched, wire, bytes, vec![0, n], None, Call::Collective, at)?;
+            }
+            let li = local.iter().position(|&r| r == my_leader).expect("leader");
+            return self.shm_op(|e, g| shm::bcast(e, g, bytes, li, info));
+        }
+        let (sched, offsets) = match hosts {
             Some(h) => (sc::bcast_hier(&h, root, me, 1), vec![0, n]),
             None if n >= cfg.bcast_long && n / elem.max(1) >= p => (
                 sc::bcast_scatter_allgather(&self.group(), root, me),
@@ -544,10 +768,17 @@ impl Comm {
         if self.size() == 1 {
             return Ok(());
         }
-        let (_, wire) = self.wire()?;
-        let sched = sc::reduce_binomial(&self.group(), root, self.rank(), 1, op.commutative);
         let bytes = as_bytes_mut(work);
         let n = bytes.len();
+        if let Some((true, _, _)) = self.shm_view(at)? {
+            if self.shm_fits(n) {
+                let info = self.info(Call::Collective, -2, -2, at);
+                let f = op.bytes_fn();
+                return self.shm_op(|e, g| shm::reduce(e, g, bytes, Some(&*f), root, info));
+            }
+        }
+        let (_, wire) = self.wire()?;
+        let sched = sc::reduce_binomial(&self.group(), root, self.rank(), 1, op.commutative);
         self.run(
             sched,
             wire,
@@ -619,6 +850,25 @@ impl Comm {
         if self.size() == 1 {
             return Ok(());
         }
+        let n = std::mem::size_of_val(buf);
+        let info = self.info(Call::Collective, -2, -2, at);
+        let elem = std::mem::size_of::<T>().max(1);
+        let bytes = as_bytes_mut(buf);
+        let done = self.shm_whole(at, false, |e, g| {
+            let f = |a: &[u8], b: &mut [u8]| {
+                (op.f)(bytemuck::cast_slice(a), bytemuck::cast_slice_mut(b))
+            };
+            if n <= g.payload {
+                Some(shm::allreduce(e, g, bytes, &f, info))
+            } else if shm::single_copy_allowed() {
+                Some(shm::allreduce_single_copy(e, g, bytes, elem, &f, info))
+            } else {
+                None
+            }
+        })?;
+        if done.is_some() {
+            return Ok(());
+        }
         let hosts = self.host_groups(at)?;
         let (cfg, wire) = self.wire()?;
         let elem = std::mem::size_of::<T>().max(1);
@@ -639,12 +889,28 @@ impl Comm {
     pub fn iallreduce<T: Pod>(&self, buf: Vec<T>, op: &Op<T>) -> Result<CollRequest<T>> {
         op.check()?;
         let at = Location::caller();
+        let n = std::mem::size_of_val(buf.as_slice());
+        let p = self.shm_whole(at, true, |e, g| {
+            (n <= g.payload).then(|| {
+                let data = AlignedBuf::from_bytes(as_bytes(&buf));
+                Ok(shm::Pending::start(e, g, Some((data, op.bytes_fn()))))
+            })
+        })?;
+        if let Some(p) = p {
+            return Ok(self.start(Active::Shm(p)));
+        }
         let hosts = self.host_groups(at)?;
         let (cfg, wire) = self.wire()?;
         let elem = std::mem::size_of::<T>().max(1);
         let (sched, offsets) = self.allreduce_plan(&cfg, hosts, buf.len(), elem, op.commutative);
         let data = AlignedBuf::from_bytes(as_bytes(&buf));
-        Ok(self.start(Run::owning(sched, wire, data, offsets, Some(op.bytes_fn()))))
+        Ok(self.start(Active::Sched(Run::owning(
+            sched,
+            wire,
+            data,
+            offsets,
+            Some(op.bytes_fn()),
+        ))))
     }
 
     /// Rank i gets block i (of `recv.len()` elements) of the combination of
@@ -1199,6 +1465,17 @@ impl Comm {
             ));
         }
         let n = send.len() / p;
+        let at = Location::caller();
+        if p > 1 {
+            let view = self.shm_view(at)?;
+            if let (Some((true, _, _)), true) = (view, self.shm_fits(std::mem::size_of_val(send))) {
+                let info = self.info(Call::Collective, -2, -2, at);
+                let block = std::mem::size_of_val(send) / p;
+                return self.shm_op(|e, g| {
+                    shm::alltoall(e, g, as_bytes(send), as_bytes_mut(recv), block, info)
+                });
+            }
+        }
         self.alltoallv(send, &vec![n; p], recv, &vec![n; p])
     }
 

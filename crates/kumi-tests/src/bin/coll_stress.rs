@@ -1,0 +1,236 @@
+//! Back-to-back collectives with random delays, every result checked: the
+//! stress test of the shared-memory collective areas (and of the message
+//! algorithms, with `KUMI_COLL_SHM=off`). Every rank draws the same sequence
+//! of operations, communicators, roots and sizes (a common seed) and its own
+//! delays; sizes straddle the inline limit, the payload half and the chunked
+//! broadcast; nonblocking collectives stay in flight while blocking ones
+//! start. A barrier is checked by a message sent just before it: after
+//! the barrier the receiver must find it with `iprobe` (the barrier orders it).
+//! Rank 0 prints `coll_stress: all checks passed on <n> ranks`.
+//!
+//! `kumi run -n 8 target/release/coll_stress [iterations] [delays]`
+
+use kumi::{Comm, Error, Op};
+use kumi_tests::Rng;
+use std::time::{Duration, Instant};
+
+type R = Result<(), Error>;
+
+fn fail(m: String) -> Error {
+    Error::Protocol(m)
+}
+
+/// 2x2 integer matrices: not commutative, so rank order shows.
+fn matmul() -> Op<[i64; 4]> {
+    Op::user(false, |a: &[[i64; 4]], b: &mut [[i64; 4]]| {
+        for (x, y) in a.iter().zip(b.iter_mut()) {
+            *y = [
+                x[0].wrapping_mul(y[0])
+                    .wrapping_add(x[1].wrapping_mul(y[2])),
+                x[0].wrapping_mul(y[1])
+                    .wrapping_add(x[1].wrapping_mul(y[3])),
+                x[2].wrapping_mul(y[0])
+                    .wrapping_add(x[3].wrapping_mul(y[2])),
+                x[2].wrapping_mul(y[1])
+                    .wrapping_add(x[3].wrapping_mul(y[3])),
+            ];
+        }
+    })
+}
+
+fn mat(r: usize, it: u64) -> [i64; 4] {
+    [(r as i64 % 3) + 1, 1, (it % 2) as i64, 1]
+}
+
+fn val(r: usize, it: u64, i: usize) -> u64 {
+    (r as u64 + 1) * 1_000_003 + it * 7919 + i as u64
+}
+
+fn delay(rng: &mut Rng, on: bool) {
+    if !on {
+        return;
+    }
+    match rng.below(64) {
+        // Long enough for waiting ranks to go to sleep (after ~2 ms).
+        0 => std::thread::sleep(Duration::from_millis(3)),
+        1..=8 => std::thread::sleep(Duration::from_micros(rng.below(300))),
+        _ => {
+            let t = Instant::now();
+            let d = Duration::from_micros(rng.below(20));
+            while t.elapsed() < d {
+                std::hint::spin_loop();
+            }
+        }
+    }
+}
+
+fn one(c: &Comm, it: u64, common: &mut Rng, mine: &mut Rng, delays: bool) -> R {
+    let (p, me) = (c.size(), c.rank());
+    let root = common.below(p as u64) as usize;
+    let op = common.below(7);
+    let sizes = [0usize, 1, 2, 3, 17, 600, 8191, 9000];
+    let n = sizes[common.below(sizes.len() as u64) as usize];
+    delay(mine, delays);
+    match op {
+        0 => {
+            // A message to the next rank, then the barrier: afterwards the
+            // next rank must see it without waiting.
+            let next = ((me + 1) % p) as i32;
+            let prev = ((me + p - 1) % p) as i32;
+            c.send(&[it], next, 5)?;
+            c.barrier()?;
+            if c.iprobe(prev, 5)?.is_none() {
+                return Err(fail(format!(
+                    "iteration {it}: rank {me} left the barrier before rank {prev}'s message sent before it arrived"
+                )));
+            }
+            let mut got = [0u64];
+            c.recv(&mut got, prev, 5)?;
+            if got[0] != it {
+                return Err(fail(format!(
+                    "iteration {it}: stale barrier message {got:?}"
+                )));
+            }
+        }
+        1 => {
+            let mut buf: Vec<u64> = (0..n).map(|i| val(me, it, i)).collect();
+            c.allreduce_in_place(&mut buf, &Op::sum())?;
+            for (i, &v) in buf.iter().enumerate() {
+                let want: u64 = (0..p).map(|r| val(r, it, i)).sum();
+                if v != want {
+                    return Err(fail(format!(
+                        "iteration {it}: allreduce of {n} on rank {me}: element {i} is {v}, want {want}"
+                    )));
+                }
+            }
+        }
+        2 => {
+            let m = n % 300 + 1;
+            let o = matmul();
+            let mut want = [mat(0, it)];
+            for r in 1..p {
+                let mut next = [mat(r, it)];
+                o.apply(&want, &mut next)?;
+                want = next;
+            }
+            let mut out = vec![[0i64; 4]; m];
+            c.allreduce(&vec![mat(me, it); m], &mut out, &o)?;
+            if out.iter().any(|x| *x != want[0]) {
+                return Err(fail(format!(
+                    "iteration {it}: matrix allreduce on rank {me}: {:?}, want {want:?}",
+                    out[0]
+                )));
+            }
+            let mut out = vec![[0i64; 4]; m];
+            c.reduce(&vec![mat(me, it); m], &mut out, &o, root)?;
+            if me == root && out.iter().any(|x| *x != want[0]) {
+                return Err(fail(format!(
+                    "iteration {it}: matrix reduce at {root}: {:?}, want {want:?}",
+                    out[0]
+                )));
+            }
+        }
+        3 => {
+            let len = [0usize, 5, 16, 17, 4096, 70_000, 200_003][n % 7];
+            let mut buf = vec![0u8; len];
+            if me == root {
+                kumi_tests::fill(&mut buf, root, it);
+            }
+            c.bcast(&mut buf, root)?;
+            let mut want = vec![0u8; len];
+            kumi_tests::fill(&mut want, root, it);
+            if buf != want {
+                let at = buf.iter().zip(&want).position(|(a, b)| a != b);
+                return Err(fail(format!(
+                    "iteration {it}: bcast of {len} from {root} wrong on rank {me} at byte {at:?}"
+                )));
+            }
+        }
+        4 => {
+            let block = [1usize, 8, 512, 3000][n % 4];
+            let send: Vec<u32> = (0..p * block)
+                .map(|i| (me * 1_000_000 + (i / block) * 1000 + i % block) as u32 ^ it as u32)
+                .collect();
+            let mut recv = vec![0u32; p * block];
+            c.alltoall(&send, &mut recv)?;
+            for r in 0..p {
+                for i in 0..block {
+                    let want = (r * 1_000_000 + me * 1000 + i) as u32 ^ it as u32;
+                    if recv[r * block + i] != want {
+                        return Err(fail(format!(
+                            "iteration {it}: alltoall block {block} on rank {me} from {r}, element {i}: {} want {want}",
+                            recv[r * block + i]
+                        )));
+                    }
+                }
+            }
+        }
+        6 => {
+            // Nonblocking ones in flight while blocking ones start; waited
+            // for in a drawn order.
+            let m = n % 40 + 1;
+            let a = c.iallreduce((0..m).map(|i| val(me, it, i)).collect(), &Op::sum())?;
+            let b = c.ibarrier()?;
+            let mut x = [me as u64];
+            c.allreduce_in_place(&mut x, &Op::sum())?;
+            let (v, _) = if root.is_multiple_of(2) {
+                let v = a.wait()?;
+                (v, b.wait()?)
+            } else {
+                let w = b.wait()?;
+                (a.wait()?, w)
+            };
+            let want: Vec<u64> = (0..m)
+                .map(|i| (0..p).map(|r| val(r, it, i)).sum())
+                .collect();
+            if v != want || x[0] != (p * (p - 1) / 2) as u64 {
+                return Err(fail(format!(
+                    "iteration {it}: iallreduce/allreduce on rank {me}: {v:?} {x:?}"
+                )));
+            }
+        }
+        _ => {
+            let mut buf: Vec<u64> = (0..n).map(|i| val(me, it, i)).collect();
+            c.reduce_in_place(&mut buf, &Op::max(), root)?;
+            if me == root {
+                for (i, &v) in buf.iter().enumerate() {
+                    if v != val(p - 1, it, i) {
+                        return Err(fail(format!(
+                            "iteration {it}: reduce max at {root}: element {i} is {v}"
+                        )));
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn main() {
+    let universe = kumi::init().expect("init");
+    let w = universe.world();
+    let (p, me) = (w.size(), w.rank());
+    let args: Vec<String> = std::env::args().collect();
+    let iters: u64 = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(2000);
+    let delays = args.iter().any(|a| a == "delays");
+    let run = || -> R {
+        let dup = w.dup()?;
+        let half = w
+            .split(Some((me % 2) as u32), -(me as i32))?
+            .expect("member");
+        let comms = [&w, &dup, &half];
+        let mut common = Rng(0x5EED_C011);
+        let mut mine = Rng(0xDE1A7 ^ (me as u64) << 20);
+        for it in 0..iters {
+            let c = comms[common.below(comms.len() as u64) as usize];
+            one(c, it, &mut common, &mut mine, delays)?;
+        }
+        w.barrier()
+    };
+    if let Err(e) = run() {
+        panic!("rank {me}: {e}");
+    }
+    if me == 0 {
+        println!("coll_stress: all checks passed on {p} ranks");
+    }
+}

@@ -1,0 +1,615 @@
+//! Collectives inside one host through the segment's collective areas
+//! (`kumi_transport::shm::coll_area`): each rank runs once per collective and
+//! touches one cache line (or one payload half) per member, instead of lg p
+//! rounds of messages through the rings and the matching engine.
+//!
+//! A communicator's *local group* is its members on this host (on a pretend
+//! host with `KUMI_COLL_HOSTS`). Every member finds the same area for it, or
+//! every member finds none (see the area's module doc), and the choice of path
+//! depends only on what all members share (sizes, configuration), so the
+//! members always agree whether a collective runs here or through messages.
+//!
+//! - barrier: publish, wait until every member has: one line read per member.
+//! - allreduce of at most one payload half: write, publish, wait for all, fold
+//!   every half in rank order (right to left, `d0 ⊕ (d1 ⊕ (...))`), the same
+//!   on every member, so the results are bitwise identical and user operations
+//!   need not be commutative.
+//! - reduce: the same, only the root waits and folds.
+//! - bcast: the root writes the data, the others copy it out; longer messages
+//!   go in chunks of one payload half, two chunks in flight.
+//! - alltoall with `size() * block` at most one payload half: every rank
+//!   writes its send buffer, then copies its block out of every slot.
+//! - longer bcast and allreduce, where the kernel allows single copy
+//!   (`process_vm_readv`): the area carries only buffer addresses, and the
+//!   data moves once, straight between the ranks' own buffers. Bcast: every
+//!   rank reads the root's buffer (with two ranks, the root writes the second
+//!   half into the reader's buffer meanwhile, so both cores copy). Allreduce:
+//!   member i reduces block i of every member's buffer, in rank order, into
+//!   its own buffer, then everyone reads the finished blocks (a
+//!   reduce-scatter and an allgather, each rank reading (p-1)/p of the data
+//!   twice; nothing goes through the rings).
+//!
+//! Waiting goes through `Engine::wait_until`, so the rank keeps draining its
+//! rings (a peer blocked on a full ring never deadlocks with it), the
+//! supervision sees the call, and the waiting policy (poll, yield, sleep on
+//! the doorbell) applies; publishing wakes members that sleep. One gap, in
+//! the engine: between its last `done` check and `prepare_sleep` a member
+//! may miss a publication (the engine re-checks only its rings after
+//! announcing sleep), and then sleeps until the doorbell's timeout
+//! (`KUMI_SLEEP_MS`, 100 ms). It can only happen after a wait already longer
+//! than the spin and yield phases (2 ms); the fix is for the engine to call
+//! `done` once more after `prepare_sleep` returns true.
+//!
+//! `ibarrier` and `iallreduce` (up to one payload half) run through the area
+//! too ([`Pending`]): they publish when started (if every earlier collective
+//! of the group has completed here) and complete in the engine's progress.
+//!
+//! `KUMI_COLL_SHM=off` turns all of this off (every collective then runs
+//! through messages, as before); `KUMI_SINGLE_COPY=off` (or a kernel that
+//! refuses, simulated by `KUMI_TEST_DENY_CMA=1`) leaves the long messages to
+//! the chunked area (bcast) and the message algorithms (allreduce). The
+//! choice must be the same on every rank, so it follows the environment, not
+//! a trial: a rank whose kernel refuses a copy mid-collective returns an
+//! error naming `KUMI_SINGLE_COPY` rather than disagree with its peers
+//! (which wait for it until the program ends or the deadlock detector
+//! reports them).
+
+use super::exec::AlignedBuf;
+use crate::engine::{Engine, WaitInfo};
+use crate::error::{Error, Result};
+use kumi_transport::cma;
+use kumi_transport::shm::coll_area::{
+    self, all_reached_as, claim, group_key, publish, reached_as, writable, AreaMem, CollArea, AREAS,
+};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// `inout = in ⊕ inout` over bytes of whole, aligned elements (borrowed: a
+/// collective needs no `Arc` of its operation).
+pub(crate) type Combine<'a> = dyn Fn(&[u8], &mut [u8]) + 'a;
+
+/// This rank's view of its communicator's local group and area.
+#[derive(Clone, Debug)]
+pub(crate) struct Group {
+    area: usize,
+    /// Local rank (slot) of each member, in communicator rank order.
+    pub slots: Arc<[usize]>,
+    /// My index in `slots`.
+    pub me: usize,
+    /// Bytes of a payload half.
+    pub payload: usize,
+    /// Last collective number used.
+    seq: u64,
+    /// Every collective of this group up to this number is complete here
+    /// (shared with the nonblocking ones in flight). Relaxed: only the thread
+    /// holding the engine touches it, and the engine's mutex orders that.
+    completed: Arc<AtomicU64>,
+    /// What the collective in progress is (`kind`), published with each of
+    /// its sequence numbers; members wait only for the same kind.
+    kind: u64,
+}
+
+/// Kinds of collective, for `kind`.
+const K_BARRIER: u64 = 1;
+const K_ALLREDUCE: u64 = 2;
+const K_REDUCE: u64 = 3;
+const K_BCAST: u64 = 4;
+const K_ALLTOALL: u64 = 5;
+const K_BCAST_COPY: u64 = 6;
+const K_ALLREDUCE_COPY: u64 = 7;
+
+/// The kind word of a collective: operation, root and size. Two members see
+/// the same word exactly when they are in the same call (as MPI requires of a
+/// correct program); see the area's module doc for why it is published.
+fn kind(op: u64, root: usize, len: usize) -> u64 {
+    (op << 56) | ((root as u64 & 0xffff) << 40) | (len as u64 & ((1 << 40) - 1))
+}
+
+impl Group {
+    /// Finds (claiming if needed) the area of the local group whose members
+    /// are world ranks `worlds` (in communicator rank order), with `me` the
+    /// caller's index. `whole_world`: the group is the world communicator and
+    /// holds every local rank (it then owns area 0). `None` if some member is
+    /// not on this host's segment or every area is taken.
+    pub fn find(
+        e: &Engine,
+        coll_ctx: u32,
+        worlds: &[u32],
+        me: usize,
+        whole_world: bool,
+    ) -> Option<Group> {
+        let shm = e.shm()?;
+        let slots: Option<Vec<usize>> = worlds.iter().map(|&w| shm.local_of(w)).collect();
+        let slots = slots?;
+        let seg = shm.segment();
+        let key = group_key(coll_ctx, *worlds.iter().min()?);
+        let candidates = if whole_world && slots.len() == seg.local_size() {
+            0..1
+        } else {
+            1..AREAS
+        };
+        let area = candidates
+            .into_iter()
+            .find(|&k| claim(&seg.coll_area(k), key))?;
+        Some(Group {
+            area,
+            slots: slots.into(),
+            me,
+            payload: coll_area::payload_bytes(seg.local_size()),
+            seq: 0,
+            completed: Arc::new(AtomicU64::new(0)),
+            kind: 0,
+        })
+    }
+
+    /// The next `k` collective numbers; returns the first.
+    fn take(&mut self, k: u64) -> u64 {
+        let s = self.seq + 1;
+        self.seq += k;
+        s
+    }
+
+    /// Marks every collective up to `s` complete.
+    fn finish(&self, s: u64) {
+        self.completed.store(s, Ordering::Relaxed);
+    }
+
+    fn my_slot(&self) -> usize {
+        self.slots[self.me]
+    }
+}
+
+fn area(e: &Engine, k: usize) -> CollArea<'_> {
+    e.shm()
+        .expect("a rank with a collective area has shared memory")
+        .segment()
+        .coll_area(k)
+}
+
+fn publish_at(e: &Engine, g: &Group, s: u64) {
+    let shm = e.shm().expect("shared memory");
+    let a = shm.segment().coll_area(g.area);
+    publish(&a, &g.slots, g.my_slot(), s, g.kind, |j| shm.wake(j));
+}
+
+/// Waits until `cond` holds on the area, through the engine's wait loop.
+fn wait(
+    e: &mut Engine,
+    info: WaitInfo,
+    k: usize,
+    cond: impl Fn(&CollArea<'_>) -> bool,
+) -> Result<()> {
+    e.wait_until(info, |e| cond(&area(e, k)))
+}
+
+/// Takes the next `k` collective numbers for a blocking collective, after
+/// the group's nonblocking ones before it have completed: publishing `s`
+/// tells the others this rank is done with everything up to `s - 1` (so
+/// they may overwrite the half `s - 1` used, at `s + 1`), which a
+/// nonblocking collective still reading would break. They complete once every member has started them, which every
+/// member does before this collective, so the wait ends.
+fn begin(e: &mut Engine, g: &mut Group, k: u64, info: WaitInfo) -> Result<u64> {
+    let s = g.take(k);
+    if g.completed.load(Ordering::Relaxed) + 1 < s {
+        let c = g.completed.clone();
+        e.wait_until(info, |_| c.load(Ordering::Relaxed) + 1 >= s)?;
+    }
+    Ok(s)
+}
+
+/// Barrier of the group.
+pub(crate) fn barrier(e: &mut Engine, g: &mut Group, info: WaitInfo) -> Result<()> {
+    let s = begin(e, g, 1, info)?;
+    g.kind = kind(K_BARRIER, 0, 0);
+    publish_at(e, g, s);
+    wait(e, info, g.area, |a| all_reached_as(a, &g.slots, s, g.kind))?;
+    g.finish(s);
+    Ok(())
+}
+
+/// Writes my contribution of collective `s` (waiting until the half is free).
+fn contribute(e: &mut Engine, g: &Group, s: u64, data: &[u8], info: WaitInfo) -> Result<()> {
+    wait(e, info, g.area, |a| writable(a, &g.slots, s))?;
+    area(e, g.area).write(g.my_slot(), (s & 1) as usize, data.len(), 0, data);
+    publish_at(e, g, s);
+    Ok(())
+}
+
+/// `buf = d0 ⊕ (d1 ⊕ (... ⊕ d_last))` over every member's half of `s`.
+fn fold(a: &CollArea<'_>, g: &Group, s: u64, buf: &mut [u8], op: &Combine<'_>) {
+    let (n, half) = (buf.len(), (s & 1) as usize);
+    let last = g.slots.len() - 1;
+    buf.copy_from_slice(a.bytes(g.slots[last], half, n, 0, n));
+    for k in (0..last).rev() {
+        op(a.bytes(g.slots[k], half, n, 0, n), buf);
+    }
+}
+
+/// Allreduce of `buf` (at most one payload half) inside the group.
+pub(crate) fn allreduce(
+    e: &mut Engine,
+    g: &mut Group,
+    buf: &mut [u8],
+    op: &Combine<'_>,
+    info: WaitInfo,
+) -> Result<()> {
+    let s = begin(e, g, 1, info)?;
+    g.kind = kind(K_ALLREDUCE, 0, buf.len());
+    contribute(e, g, s, buf, info)?;
+    wait(e, info, g.area, |a| all_reached_as(a, &g.slots, s, g.kind))?;
+    fold(&area(e, g.area), g, s, buf, op);
+    g.finish(s);
+    Ok(())
+}
+
+/// Reduce of `buf` (at most one payload half) to member `root` (an index
+/// into the group); only the root waits. Without `op` it is the arrival half
+/// of a two-level barrier: the root only waits for everyone.
+pub(crate) fn reduce(
+    e: &mut Engine,
+    g: &mut Group,
+    buf: &mut [u8],
+    op: Option<&Combine<'_>>,
+    root: usize,
+    info: WaitInfo,
+) -> Result<()> {
+    let s = begin(e, g, 1, info)?;
+    g.kind = kind(K_REDUCE, root, buf.len());
+    contribute(e, g, s, buf, info)?;
+    if g.me == root {
+        wait(e, info, g.area, |a| all_reached_as(a, &g.slots, s, g.kind))?;
+        if let Some(op) = op {
+            fold(&area(e, g.area), g, s, buf, op);
+        }
+    }
+    g.finish(s);
+    Ok(())
+}
+
+/// Broadcast of `buf` from member `root` (an index into the group), in chunks
+/// of one payload half with two in flight.
+pub(crate) fn bcast(
+    e: &mut Engine,
+    g: &mut Group,
+    buf: &mut [u8],
+    root: usize,
+    info: WaitInfo,
+) -> Result<()> {
+    let n = buf.len();
+    let chunk = if n <= coll_area::INLINE {
+        n.max(1)
+    } else {
+        g.payload
+    };
+    let chunks = n.div_ceil(chunk).max(1);
+    let s0 = begin(e, g, chunks as u64, info)?;
+    g.kind = kind(K_BCAST, root, n);
+    let (k, me, root_slot) = (g.area, g.my_slot(), g.slots[root]);
+    // A chunk of at most INLINE bytes (a short message, or a long one's
+    // tail) travels in the control line; both sides place it by its length.
+    let range = |c: usize| c * chunk..(c * chunk + chunk).min(n);
+    if g.me == root {
+        for c in 0..chunks {
+            let s = s0 + c as u64;
+            wait(e, info, k, |a| writable(a, &g.slots, s))?;
+            let r = range(c);
+            area(e, k).write(me, (s & 1) as usize, r.len(), 0, &buf[r]);
+            publish_at(e, g, s);
+        }
+        g.finish(s0 + chunks as u64 - 1);
+        return Ok(());
+    }
+    for c in 0..chunks {
+        let s = s0 + c as u64;
+        // Entering chunk c tells the root we are done with chunk c - 1.
+        publish_at(e, g, s);
+        wait(e, info, k, |a| reached_as(a, root_slot, s, g.kind))?;
+        let r = range(c);
+        area(e, k).read(root_slot, (s & 1) as usize, r.len(), 0, &mut buf[r]);
+    }
+    g.finish(s0 + chunks as u64 - 1);
+    Ok(())
+}
+
+/// Alltoall inside the group: `send` holds one block of `block` bytes per
+/// member, in group order (at most one payload half in all); block j of
+/// `recv` receives member j's block for me.
+pub(crate) fn alltoall(
+    e: &mut Engine,
+    g: &mut Group,
+    send: &[u8],
+    recv: &mut [u8],
+    block: usize,
+    info: WaitInfo,
+) -> Result<()> {
+    let s = begin(e, g, 1, info)?;
+    let total = send.len();
+    g.kind = kind(K_ALLTOALL, 0, total);
+    contribute(e, g, s, send, info)?;
+    wait(e, info, g.area, |a| all_reached_as(a, &g.slots, s, g.kind))?;
+    let a = area(e, g.area);
+    let half = (s & 1) as usize;
+    for (j, &slot) in g.slots.iter().enumerate() {
+        recv[j * block..(j + 1) * block].copy_from_slice(a.bytes(
+            slot,
+            half,
+            total,
+            g.me * block,
+            block,
+        ));
+    }
+    g.finish(s);
+    Ok(())
+}
+
+/// Whether the long-message paths may use single copy (the same on every
+/// rank: it follows the job's environment).
+pub(crate) fn single_copy_allowed() -> bool {
+    !matches!(
+        std::env::var("KUMI_SINGLE_COPY").as_deref(),
+        Ok("0") | Ok("off")
+    ) && std::env::var("KUMI_TEST_DENY_CMA").as_deref() != Ok("1")
+}
+
+/// Publishes my buffer's address and length for collective `s`.
+fn publish_addr(
+    e: &mut Engine,
+    g: &Group,
+    s: u64,
+    addr: usize,
+    len: usize,
+    info: WaitInfo,
+) -> Result<()> {
+    let mut card = [0u8; coll_area::INLINE];
+    card[..8].copy_from_slice(&(addr as u64).to_le_bytes());
+    card[8..].copy_from_slice(&(len as u64).to_le_bytes());
+    contribute(e, g, s, &card, info)
+}
+
+/// (pid, buffer address, length) member `k` published for collective `s`.
+fn peer_buf(a: &CollArea<'_>, e: &Engine, g: &Group, k: usize, s: u64) -> (i32, u64, usize) {
+    let slot = g.slots[k];
+    let mut card = [0u8; coll_area::INLINE];
+    a.read(slot, (s & 1) as usize, card.len(), 0, &mut card);
+    let pid = e
+        .shm()
+        .expect("shared memory")
+        .segment()
+        .rank_block(slot)
+        .pid() as i32;
+    (
+        pid,
+        u64::from_le_bytes(card[..8].try_into().expect("8 bytes")),
+        u64::from_le_bytes(card[8..].try_into().expect("8 bytes")) as usize,
+    )
+}
+
+fn copy_error(what: &str, n: usize, peer: usize, err: std::io::Error) -> Error {
+    Error::Io(std::io::Error::new(
+        err.kind(),
+        format!(
+            "collective single copy ({what} {n} bytes, local rank {peer}): {err}; \
+             set KUMI_SINGLE_COPY=off if the kernel refuses process_vm_readv"
+        ),
+    ))
+}
+
+/// Broadcast of `buf` from member `root` by single copy out of the root's
+/// buffer (see the module doc).
+pub(crate) fn bcast_single_copy(
+    e: &mut Engine,
+    g: &mut Group,
+    buf: &mut [u8],
+    root: usize,
+    info: WaitInfo,
+) -> Result<()> {
+    let n = buf.len();
+    let s = begin(e, g, 2, info)?;
+    g.kind = kind(K_BCAST_COPY, root, n);
+    let (k, m) = (g.area, g.slots.len());
+    publish_addr(e, g, s, buf.as_ptr() as usize, n, info)?;
+    // With two ranks the root writes the second half while the reader reads
+    // the first (cache-line aligned split).
+    let split = if m == 2 { (n / 2) & !63 } else { n };
+    if g.me == root {
+        if m == 2 {
+            let other = 1 - root;
+            wait(e, info, k, |a| reached_as(a, g.slots[other], s, g.kind))?;
+            let (pid, addr, len) = peer_buf(&area(e, k), e, g, other, s);
+            if len != n {
+                return Err(Error::Protocol(format!(
+                    "bcast of {n} bytes met one of {len}"
+                )));
+            }
+            cma::write_to(pid, addr + split as u64, &buf[split..])
+                .map_err(|x| copy_error("writing", n - split, g.slots[other], x))?;
+        }
+        publish_at(e, g, s + 1);
+        // Our buffer must stay as it is until every reader is done.
+        wait(e, info, k, |a| all_reached_as(a, &g.slots, s + 1, g.kind))?;
+        g.finish(s + 1);
+        return Ok(());
+    }
+    wait(e, info, k, |a| reached_as(a, g.slots[root], s, g.kind))?;
+    let (pid, addr, len) = peer_buf(&area(e, k), e, g, root, s);
+    if len != n {
+        return Err(Error::Protocol(format!(
+            "bcast of {n} bytes met one of {len}"
+        )));
+    }
+    cma::read_from(pid, addr, &mut buf[..split])
+        .map_err(|x| copy_error("reading", split, g.slots[root], x))?;
+    publish_at(e, g, s + 1);
+    if m == 2 {
+        // The root writes the rest of our buffer; done when it publishes.
+        wait(e, info, k, |a| reached_as(a, g.slots[root], s + 1, g.kind))?;
+    }
+    g.finish(s + 1);
+    Ok(())
+}
+
+/// Allreduce of `buf` (`elem`-byte elements) by single copy between the
+/// members' buffers: reduce-scatter, then allgather (see the module doc).
+pub(crate) fn allreduce_single_copy(
+    e: &mut Engine,
+    g: &mut Group,
+    buf: &mut [u8],
+    elem: usize,
+    op: &Combine<'_>,
+    info: WaitInfo,
+) -> Result<()> {
+    let n = buf.len();
+    let s = begin(e, g, 3, info)?;
+    g.kind = kind(K_ALLREDUCE_COPY, 0, n);
+    let (k, m, me) = (g.area, g.slots.len(), g.me);
+    publish_addr(e, g, s, buf.as_ptr() as usize, n, info)?;
+    wait(e, info, k, |a| all_reached_as(a, &g.slots, s, g.kind))?;
+    let peers: Vec<(i32, u64, usize)> = {
+        let a = area(e, k);
+        (0..m).map(|j| peer_buf(&a, e, g, j, s)).collect()
+    };
+    if let Some(j) = peers.iter().position(|p| p.2 != n) {
+        return Err(Error::Protocol(format!(
+            "allreduce of {n} bytes met one of {} (member {j})",
+            peers[j].2
+        )));
+    }
+    // Block j (whole elements, as even as possible) is member j's to reduce.
+    let count = n / elem;
+    let block = |j: usize| {
+        let (q, r) = (count / m, count % m);
+        let start = (j * q + j.min(r)) * elem;
+        start..start + (q + usize::from(j < r)) * elem
+    };
+    // Reduce my block in pieces that stay in cache: r = d0 ⊕ (d1 ⊕ (...)).
+    let piece = (64 << 10) / elem * elem;
+    let mine = block(me);
+    let mut r = AlignedBuf::zeroed(piece.min(mine.len()));
+    let mut t = AlignedBuf::zeroed(piece.min(mine.len()));
+    let mut off = mine.start;
+    while off < mine.end {
+        let len = piece.min(mine.end - off);
+        let (r, t) = (&mut r.bytes_mut()[..len], &mut t.bytes_mut()[..len]);
+        for j in (0..m).rev() {
+            let (pid, addr, _) = peers[j];
+            if j == m - 1 {
+                if j == me {
+                    r.copy_from_slice(&buf[off..off + len]);
+                } else {
+                    cma::read_from(pid, addr + off as u64, r)
+                        .map_err(|x| copy_error("reading", len, g.slots[j], x))?;
+                }
+            } else if j == me {
+                op(&buf[off..off + len], r);
+            } else {
+                cma::read_from(pid, addr + off as u64, t)
+                    .map_err(|x| copy_error("reading", len, g.slots[j], x))?;
+                op(t, r);
+            }
+        }
+        buf[off..off + len].copy_from_slice(r);
+        off += len;
+    }
+    publish_at(e, g, s + 1);
+    wait(e, info, k, |a| all_reached_as(a, &g.slots, s + 1, g.kind))?;
+    for (j, &(pid, addr, _)) in peers.iter().enumerate() {
+        let b = block(j);
+        if j != me && !b.is_empty() {
+            let len = b.len();
+            cma::read_from(pid, addr + b.start as u64, &mut buf[b])
+                .map_err(|x| copy_error("reading", len, g.slots[j], x))?;
+        }
+    }
+    publish_at(e, g, s + 2);
+    // Others may still read my block until they publish.
+    wait(e, info, k, |a| all_reached_as(a, &g.slots, s + 2, g.kind))?;
+    g.finish(s + 2);
+    Ok(())
+}
+
+/// A nonblocking barrier or allreduce through the area, advanced by the
+/// engine's `progress` (so the progress thread serves it while the
+/// application computes). It publishes only once every earlier collective
+/// of the group has completed here (see `begin`), then completes when every
+/// member has published.
+pub(crate) struct Pending {
+    area: usize,
+    slots: Arc<[usize]>,
+    me: usize,
+    s: u64,
+    completed: Arc<AtomicU64>,
+    published: bool,
+    done: bool,
+    /// The collective's kind (the same as its blocking twin's).
+    kind: u64,
+    /// Allreduce: the contribution, then the result, and the operation.
+    pub data: Option<(AlignedBuf, super::exec::ByteOp)>,
+}
+
+impl Pending {
+    /// Starts the next collective of `g`: a barrier, or with `data` an
+    /// allreduce (at most one payload half).
+    pub fn start(
+        e: &mut Engine,
+        g: &mut Group,
+        data: Option<(AlignedBuf, super::exec::ByteOp)>,
+    ) -> Pending {
+        let mut p = Pending {
+            area: g.area,
+            slots: g.slots.clone(),
+            me: g.me,
+            s: g.take(1),
+            completed: g.completed.clone(),
+            published: false,
+            done: false,
+            kind: match &data {
+                Some((buf, _)) => kind(K_ALLREDUCE, 0, buf.bytes().len()),
+                None => kind(K_BARRIER, 0, 0),
+            },
+            data,
+        };
+        // Publish at once if possible: the others may be waiting for it.
+        p.poll(e);
+        p
+    }
+
+    /// Advances; `true` once complete.
+    pub fn poll(&mut self, e: &mut Engine) -> bool {
+        if self.done {
+            return true;
+        }
+        let s = self.s;
+        let shm = e.shm().expect("shared memory");
+        let a = shm.segment().coll_area(self.area);
+        let mine = self.slots[self.me];
+        if !self.published {
+            if self.completed.load(Ordering::Relaxed) + 1 < s {
+                return false;
+            }
+            if let Some((buf, _)) = &self.data {
+                if !writable(&a, &self.slots, s) {
+                    return false;
+                }
+                let b = buf.bytes();
+                a.write(mine, (s & 1) as usize, b.len(), 0, b);
+            }
+            publish(&a, &self.slots, mine, s, self.kind, |j| shm.wake(j));
+            self.published = true;
+        }
+        if !all_reached_as(&a, &self.slots, s, self.kind) {
+            return false;
+        }
+        if let Some((buf, op)) = &mut self.data {
+            let b = buf.bytes_mut();
+            let (n, half) = (b.len(), (s & 1) as usize);
+            let last = self.slots.len() - 1;
+            b.copy_from_slice(a.bytes(self.slots[last], half, n, 0, n));
+            for k in (0..last).rev() {
+                op(a.bytes(self.slots[k], half, n, 0, n), b);
+            }
+        }
+        self.completed.store(s, Ordering::Relaxed);
+        self.done = true;
+        true
+    }
+}
