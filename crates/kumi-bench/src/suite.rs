@@ -104,7 +104,12 @@ pub fn run(name: &str, w: &Comm, o: &Params) -> Outcome {
             micro_suite::run(w, max, reps, secs, &prog)
         }
         "lu" => {
-            let s = o.pick("40,150", "500,1000,2000", "1000,2000,4000,8000,12000");
+            // Small orders too, so the curve crosses half its peak and N_1/2 exists.
+            let s = o.pick(
+                "40,150",
+                "250,500,1000,2000",
+                "250,500,1000,2000,4000,8000,12000",
+            );
             let sizes = s
                 .split(',')
                 .map(|x| num(x, "lu"))
