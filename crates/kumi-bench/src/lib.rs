@@ -30,7 +30,7 @@ pub mod sor;
 pub mod suite;
 pub mod xfer;
 
-use kumi::{scope, Comm, Error};
+use kumi::{raw, scope, Comm, Error};
 use std::time::Instant;
 
 /// One measured figure.
@@ -241,10 +241,6 @@ pub fn rate(w: &Comm, o: &MicroOpts, window: usize) -> Result<Vec<Record>, Error
     stream(w, o, window, "rate")
 }
 
-/// Most bytes the receiver of [`stream`] lands one window in: 64 slots of up to
-/// 1 MiB; larger messages are received in groups of fewer slots.
-const STREAM_AREA: usize = 64 << 20;
-
 fn stream(w: &Comm, o: &MicroOpts, window: usize, bench: &str) -> Result<Vec<Record>, Error> {
     let me = w.rank();
     let mut out = Vec::new();
@@ -254,16 +250,22 @@ fn stream(w: &Comm, o: &MicroOpts, window: usize, bench: &str) -> Result<Vec<Rec
             if me == 0 {
                 pattern(&mut buf, 3);
             }
-            // The receiver posts a window of receives and then waits for all
-            // of them, as the sender does with its sends (and as the C twin and
-            // OSU's osu_bw / osu_mbw_mr do). Rust's borrows give each receive
-            // its own slot (the C twin receives them all into one buffer); a
-            // slot is at least 1 byte apart so that 0-byte slots exist too.
-            // Messages larger than STREAM_AREA / window are received in groups
-            // of as many slots as fit there, each group posted then waited for.
-            let stride = size.max(1);
-            let group = (STREAM_AREA / stride).clamp(1, window);
-            let mut slots = vec![0u8; if me == 1 { stride * group } else { 0 }];
+            // Correctness once per size: the timed windows below all land in
+            // one buffer, so their contents are not checked there.
+            if me == 0 {
+                w.send(&buf, 1, 7)?;
+            } else {
+                let mut chk = vec![0u8; size];
+                w.recv(&mut chk, 0, 7)?;
+                verify(&chk, 3, bench)?;
+            }
+            // The receiver posts a window of receives, all into one buffer,
+            // and then waits for all of them, as the sender does with its sends
+            // (exactly what the C twin and OSU's osu_bw / osu_mbw_mr do, so the
+            // figures compare like for like: one buffer stays in cache). Rust's
+            // borrows cannot express several receives into one buffer, hence
+            // the raw API here.
+            let mut rbuf = vec![0u8; if me == 1 { size } else { 0 }];
             let mut run = |iters: usize| -> Result<f64, Error> {
                 let t = Instant::now();
                 for _ in 0..iters {
@@ -278,18 +280,22 @@ fn stream(w: &Comm, o: &MicroOpts, window: usize, bench: &str) -> Result<Vec<Rec
                         })?;
                         w.recv(&mut [0u8; 0], 1, 4)?;
                     } else {
-                        let mut left = window;
-                        while left > 0 {
-                            let n = left.min(group);
-                            scope(|s| -> Result<(), Error> {
-                                let mut reqs = Vec::with_capacity(n);
-                                for slot in slots.chunks_mut(stride).take(n) {
-                                    reqs.push(w.irecv(s, &mut slot[..size], 0, 3)?);
-                                }
-                                kumi::wait_all(reqs)?;
-                                Ok(())
-                            })?;
-                            left -= n;
+                        let ptr = rbuf.as_mut_ptr();
+                        let mut reqs = Vec::with_capacity(window);
+                        for _ in 0..window {
+                            // SAFETY: `rbuf` outlives the requests, which all
+                            // complete (wait_all, then wait) before it is
+                            // touched again; no Rust reference to it exists
+                            // meanwhile. Several messages may write its bytes
+                            // at once: the contents are never read (as in OSU).
+                            reqs.push(unsafe { raw::irecv_contig(w, ptr, size, 0, 3)? });
+                        }
+                        {
+                            let mut all: Vec<&mut raw::RawRequest> = reqs.iter_mut().collect();
+                            raw::wait_all(&mut all)?;
+                        }
+                        for mut r in reqs {
+                            r.wait()?;
                         }
                         w.send(&[0u8; 0], 0, 4)?;
                     }
@@ -300,11 +306,6 @@ fn stream(w: &Comm, o: &MicroOpts, window: usize, bench: &str) -> Result<Vec<Rec
             let mut times = Vec::new();
             for _ in 0..o.reps {
                 times.push(run(iters)?);
-            }
-            if me == 1 {
-                for slot in slots.chunks(stride) {
-                    verify(&slot[..size], 3, bench)?;
-                }
             }
             if me == 0 {
                 let t = median(times);
