@@ -369,6 +369,21 @@ fn bcast(buf: *mut c_void, n: c_int, dt: c_int, root: c_int, comm: c_int) -> R<(
     let (c, d) = lookup(comm, dt)?;
     let root = check_root(&c, root)?;
     let n = count(n)?;
+    // A predefined type: the user's buffer itself, no packed copy (the
+    // runtime's shared-memory broadcast then copies straight between the
+    // ranks' buffers).
+    if let Some(len) = crate::p2p::contig_bytes(buf, n, dt)? {
+        let bytes: &mut [u8] = if len == 0 {
+            &mut []
+        } else {
+            // SAFETY: the standard makes the caller pass `n` elements of the
+            // predefined type `dt` (`len` bytes) at `buf`, writable (received
+            // into on every rank but the root) and untouched during the call.
+            unsafe { std::slice::from_raw_parts_mut(buf as *mut u8, len) }
+        };
+        c.bcast(bytes, root)?;
+        return Ok(());
+    }
     let mut bytes = pack(buf, n, &d);
     c.bcast(&mut bytes, root)?;
     if c.rank() != root {

@@ -100,7 +100,7 @@ fn lookup(comm: c_int, dt: c_int) -> R<(Comm, Datatype)> {
 /// buffer goes to the runtime as bytes, without a datatype object. `None` for
 /// any other type (checked through its datatype).
 #[inline]
-fn contig_bytes(buf: *const c_void, n: usize, dt: c_int) -> R<Option<usize>> {
+pub(crate) fn contig_bytes(buf: *const c_void, n: usize, dt: c_int) -> R<Option<usize>> {
     let u = dt as u32;
     if u & 0xff00_0000 != 0x4c00_0000 {
         return Ok(None);
