@@ -62,6 +62,45 @@ fn pack(buf: *const c_void, n: usize, d: &Datatype) -> Vec<u8> {
     v
 }
 
+/// The user's send and receive buffers themselves, as bytes, when both types
+/// are predefined (so the bytes are the elements) and the buffers do not
+/// overlap (MPI forbids that outside `MPI_IN_PLACE`; a program that does it
+/// anyway takes the packing path, which copies first). `None`: pack.
+///
+/// # Safety
+/// The caller passes what MPI requires: `sn` elements of `st` readable at
+/// `sendbuf` and `rn` of `rt` writable at `recvbuf`, untouched by the program
+/// during the call.
+unsafe fn direct_pair<'a>(
+    sendbuf: *const c_void,
+    sn: usize,
+    st: c_int,
+    recvbuf: *mut c_void,
+    rn: usize,
+    rt: c_int,
+) -> R<Option<(&'a [u8], &'a mut [u8])>> {
+    let (Some(sl), Some(rl)) = (
+        crate::p2p::contig_bytes(sendbuf, sn, st)?,
+        crate::p2p::contig_bytes(recvbuf, rn, rt)?,
+    ) else {
+        return Ok(None);
+    };
+    if sl == 0 || rl == 0 {
+        return Ok(None);
+    }
+    let (s0, r0) = (sendbuf as usize, recvbuf as usize);
+    if s0 < r0 + rl && r0 < s0 + sl {
+        return Ok(None);
+    }
+    // SAFETY: the caller's contract; the two ranges are disjoint (checked).
+    Ok(Some(unsafe {
+        (
+            std::slice::from_raw_parts(sendbuf as *const u8, sl),
+            std::slice::from_raw_parts_mut(recvbuf as *mut u8, rl),
+        )
+    }))
+}
+
 /// Writes packed bytes into `n` elements of `d` at `buf`.
 fn unpack(bytes: &[u8], buf: *mut c_void, n: usize, d: &Datatype) {
     if !bytes.is_empty() {
@@ -562,6 +601,14 @@ mpi! {
         let (c, rd) = lookup(comm, recvtype)?;
         let (p, me) = (c.size(), c.rank());
         let rn = crate::state::count(recvcount)?;
+        if !in_place(sendbuf) {
+            let sn = crate::state::count(sendcount)?;
+            // SAFETY: MPI's contract for MPI_Allgather's buffers.
+            if let Some((send, recv)) = unsafe { direct_pair(sendbuf, sn, sendtype, recvbuf, rn * p, recvtype)? } {
+                c.allgather(send, recv)?;
+                return Ok(());
+            }
+        }
         let mine = if in_place(sendbuf) {
             pack(at(recvbuf, me * rn, &rd), rn, &rd)
         } else {
@@ -600,6 +647,14 @@ mpi! {
         let (c, rd) = lookup(comm, recvtype)?;
         let p = c.size();
         let rn = crate::state::count(recvcount)?;
+        if !in_place(sendbuf) {
+            let sn = crate::state::count(sendcount)? * p;
+            // SAFETY: MPI's contract for MPI_Alltoall's buffers.
+            if let Some((send, recv)) = unsafe { direct_pair(sendbuf, sn, sendtype, recvbuf, rn * p, recvtype)? } {
+                c.alltoall(send, recv)?;
+                return Ok(());
+            }
+        }
         let send = if in_place(sendbuf) {
             pack(recvbuf, rn * p, &rd)
         } else {
