@@ -856,7 +856,7 @@ impl Comm {
         let bytes = as_bytes_mut(buf);
         let done = self.shm_whole(at, false, |e, g| {
             let f = |a: &[u8], b: &mut [u8]| {
-                (op.f)(bytemuck::cast_slice(a), bytemuck::cast_slice_mut(b))
+                op.f.call(bytemuck::cast_slice(a), bytemuck::cast_slice_mut(b))
             };
             if n <= g.payload {
                 Some(shm::allreduce(e, g, bytes, &f, info))
@@ -1096,7 +1096,7 @@ impl Comm {
                 None => buf.to_vec(),
                 Some(l) => {
                     let mut mine = buf.to_vec();
-                    (op.f)(l, &mut mine);
+                    op.f.call(l, &mut mine);
                     mine
                 }
             };
@@ -1105,7 +1105,7 @@ impl Comm {
                 buf.copy_from_slice(&out);
             }
         } else if let (Some(l), false) = (&prefix, exclusive) {
-            (op.f)(l, buf);
+            op.f.call(l, buf);
         }
         if let (Some(l), true) = (prefix, exclusive) {
             buf.copy_from_slice(&l);

@@ -151,7 +151,48 @@ impl<T: Elem + PartialOrd> Elem for Loc<T> {
     }
 }
 
-type Func<T> = Arc<dyn Fn(&[T], &mut [T]) + Send + Sync>;
+/// How an [`Op`] combines: a built-in one is a plain function (making an
+/// `Op` then allocates nothing, which the C ABI does on every reduction); a
+/// user's is a shared closure.
+pub(crate) enum Func<T> {
+    Builtin(fn(&[T], &mut [T])),
+    User(UserFn<T>),
+}
+
+/// A user's operation (see [`Op::user`]).
+type UserFn<T> = Arc<dyn Fn(&[T], &mut [T]) + Send + Sync>;
+
+impl<T> Clone for Func<T> {
+    fn clone(&self) -> Self {
+        match self {
+            Func::Builtin(f) => Func::Builtin(*f),
+            Func::User(f) => Func::User(f.clone()),
+        }
+    }
+}
+
+impl<T> Func<T> {
+    /// `inout = in ⊕ inout`.
+    #[inline]
+    pub(crate) fn call(&self, input: &[T], inout: &mut [T]) {
+        match self {
+            Func::Builtin(f) => f(input, inout),
+            Func::User(f) => f(input, inout),
+        }
+    }
+}
+
+/// The plain function of built-in `op` on `T`.
+fn builtin_fn<T: Elem>(op: Builtin) -> fn(&[T], &mut [T]) {
+    macro_rules! each {
+        ($($v:ident),*) => {
+            match op {
+                $(Builtin::$v => |a: &[T], b: &mut [T]| T::apply(Builtin::$v, a, b),)*
+            }
+        };
+    }
+    each!(Sum, Prod, Min, Max, Land, Lor, Lxor, Band, Bor, Bxor, MinLoc, MaxLoc)
+}
 
 /// A reduction operation on elements of type `T`.
 #[derive(Clone)]
@@ -187,7 +228,7 @@ impl<T: Pod> Op<T> {
     /// ```
     pub fn user(commutative: bool, f: impl Fn(&[T], &mut [T]) + Send + Sync + 'static) -> Op<T> {
         Op {
-            f: Arc::new(f),
+            f: Func::User(Arc::new(f)),
             commutative,
             invalid: None,
         }
@@ -208,7 +249,7 @@ impl<T: Pod> Op<T> {
     /// evaluations; collectives do this themselves).
     pub fn apply(&self, input: &[T], inout: &mut [T]) -> Result<()> {
         self.check()?;
-        (self.f)(input, inout);
+        self.f.call(input, inout);
         Ok(())
     }
 
@@ -221,7 +262,7 @@ impl<T: Pod> Op<T> {
     pub(crate) fn bytes_fn(&self) -> super::exec::ByteOp {
         let f = self.f.clone();
         Arc::new(move |a: &[u8], b: &mut [u8]| {
-            f(bytemuck::cast_slice(a), bytemuck::cast_slice_mut(b))
+            f.call(bytemuck::cast_slice(a), bytemuck::cast_slice_mut(b))
         })
     }
 }
@@ -238,7 +279,7 @@ impl<T: Elem> Op<T> {
             )
         });
         Op {
-            f: Arc::new(move |a, b| T::apply(op, a, b)),
+            f: Func::Builtin(builtin_fn::<T>(op)),
             commutative: true,
             invalid,
         }
@@ -283,7 +324,7 @@ mod tests {
 
     fn run<T: Elem>(op: Builtin, a: &[T], b: &[T]) -> Vec<T> {
         let mut out = b.to_vec();
-        (Op::<T>::builtin(op).f)(a, &mut out);
+        Op::<T>::builtin(op).f.call(a, &mut out);
         out
     }
 
