@@ -125,3 +125,23 @@ pub fn compute(d: std::time::Duration) -> u64 {
     }
     x
 }
+
+/// 2x2 integer matrices, row-major, multiplied (wrapping): a user operation
+/// that does not commute, so a result shows whether ranks were combined in
+/// rank order.
+pub fn matmul() -> kumi::Op<[i64; 4]> {
+    kumi::Op::user(false, |a: &[[i64; 4]], b: &mut [[i64; 4]]| {
+        for (x, y) in a.iter().zip(b.iter_mut()) {
+            *y = [
+                x[0].wrapping_mul(y[0])
+                    .wrapping_add(x[1].wrapping_mul(y[2])),
+                x[0].wrapping_mul(y[1])
+                    .wrapping_add(x[1].wrapping_mul(y[3])),
+                x[2].wrapping_mul(y[0])
+                    .wrapping_add(x[3].wrapping_mul(y[2])),
+                x[2].wrapping_mul(y[1])
+                    .wrapping_add(x[3].wrapping_mul(y[3])),
+            ];
+        }
+    })
+}

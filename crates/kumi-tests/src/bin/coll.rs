@@ -191,28 +191,10 @@ fn movement<T: Gen + Copy>(w: &Comm, n: usize) -> R {
     Ok(())
 }
 
-/// 2x2 integer matrices, row-major; M_r does not commute with M_s.
-fn matmul() -> Op<[i64; 4]> {
-    Op::user(false, |a: &[[i64; 4]], b: &mut [[i64; 4]]| {
-        for (x, y) in a.iter().zip(b.iter_mut()) {
-            *y = [
-                x[0].wrapping_mul(y[0])
-                    .wrapping_add(x[1].wrapping_mul(y[2])),
-                x[0].wrapping_mul(y[1])
-                    .wrapping_add(x[1].wrapping_mul(y[3])),
-                x[2].wrapping_mul(y[0])
-                    .wrapping_add(x[3].wrapping_mul(y[2])),
-                x[2].wrapping_mul(y[1])
-                    .wrapping_add(x[3].wrapping_mul(y[3])),
-            ];
-        }
-    })
-}
-
 fn non_commutative(w: &Comm) -> R {
     let (p, me) = (w.size(), w.rank());
     let m = |r: usize| [(r % 3 + 1) as i64, 1, 1, 0];
-    let o = matmul();
+    let o = kumi_tests::matmul();
     let mut want = m(0);
     for r in 1..p {
         let mut next = [m(r)];

@@ -20,24 +20,6 @@ fn fail(m: String) -> Error {
     Error::Protocol(m)
 }
 
-/// 2x2 integer matrices: not commutative, so rank order shows.
-fn matmul() -> Op<[i64; 4]> {
-    Op::user(false, |a: &[[i64; 4]], b: &mut [[i64; 4]]| {
-        for (x, y) in a.iter().zip(b.iter_mut()) {
-            *y = [
-                x[0].wrapping_mul(y[0])
-                    .wrapping_add(x[1].wrapping_mul(y[2])),
-                x[0].wrapping_mul(y[1])
-                    .wrapping_add(x[1].wrapping_mul(y[3])),
-                x[2].wrapping_mul(y[0])
-                    .wrapping_add(x[3].wrapping_mul(y[2])),
-                x[2].wrapping_mul(y[1])
-                    .wrapping_add(x[3].wrapping_mul(y[3])),
-            ];
-        }
-    })
-}
-
 fn mat(r: usize, it: u64) -> [i64; 4] {
     [(r as i64 % 3) + 1, 1, (it % 2) as i64, 1]
 }
@@ -106,7 +88,7 @@ fn one(c: &Comm, it: u64, common: &mut Rng, mine: &mut Rng, delays: bool) -> R {
         }
         2 => {
             let m = n % 300 + 1;
-            let o = matmul();
+            let o = kumi_tests::matmul();
             let mut want = [mat(0, it)];
             for r in 1..p {
                 let mut next = [mat(r, it)];
