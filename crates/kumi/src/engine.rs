@@ -305,6 +305,13 @@ pub(crate) struct Engine {
 // the progress thread never touch a buffer, or the engine, at once.
 unsafe impl Send for Engine {}
 
+/// Which transport a waiting rank sleeps on.
+#[derive(Clone, Copy)]
+enum Bed {
+    Shm,
+    Net,
+}
+
 /// A receiver's half of a two-sided single copy, waiting to be read.
 struct PendingRead {
     id: ReqId,
@@ -1239,38 +1246,33 @@ impl Engine {
     /// look; the publisher's store, fence, then its look at our flag.)
     fn sleep(&mut self, done: &mut dyn FnMut(&mut Engine) -> bool) {
         let timeout = self.policy.sleep_timeout;
-        if self.shm.is_some() && self.net.is_none() {
-            let ready = self.shm.as_mut().is_some_and(|s| s.prepare_sleep());
-            if !ready {
-                return;
-            }
-            if done(self) {
-                if let Some(shm) = self.shm.as_mut() {
-                    shm.cancel_sleep();
-                }
-                return;
-            }
-            if let Some(shm) = self.shm.as_mut() {
-                shm.sleep(timeout);
-            }
-            return;
-        }
-        match (self.shm.as_mut(), self.net.as_mut()) {
-            (Some(_), None) => unreachable!("handled above"),
-            (None, Some(net)) => {
-                if net.prepare_sleep() {
-                    net.sleep(timeout);
-                }
-            }
+        let (bed, timeout) = match (self.shm.is_some(), self.net.is_some()) {
+            (true, false) => (Bed::Shm, timeout),
+            (false, true) => (Bed::Net, timeout),
             // Two wake-up sources and no common one yet: sleep on the network
             // briefly and look at the rings in between.
-            (Some(_), Some(net)) => {
-                if net.prepare_sleep() {
-                    net.sleep(timeout.min(Duration::from_millis(1)));
-                }
-            }
+            (true, true) => (Bed::Net, timeout.min(Duration::from_millis(1))),
             // Only messages to self could arrive, and none will while we sleep.
-            (None, None) => std::thread::sleep(timeout.min(Duration::from_millis(10))),
+            (false, false) => {
+                std::thread::sleep(timeout.min(Duration::from_millis(10)));
+                return;
+            }
+        };
+        if !self.bed(bed).prepare_sleep() {
+            return;
+        }
+        if done(self) {
+            self.bed(bed).cancel_sleep();
+            return;
+        }
+        self.bed(bed).sleep(timeout);
+    }
+
+    /// The transport a rank sleeps on (see `sleep`).
+    fn bed(&mut self, bed: Bed) -> &mut dyn Transport {
+        match bed {
+            Bed::Shm => &mut **self.shm.as_mut().expect("sleeping on shared memory"),
+            Bed::Net => &mut **self.net.as_mut().expect("sleeping on the network"),
         }
     }
 

@@ -313,6 +313,20 @@ impl<T: Pod> Drop for CollRequest<T> {
     }
 }
 
+impl CollState {
+    /// The collective state of communicator `ctx` (collective context), made
+    /// on first use with its `members`.
+    fn comm_info(&mut self, ctx: u32, members: impl FnOnce() -> Arc<[u32]>) -> &mut CommInfo {
+        self.comms.entry(ctx).or_insert_with(|| CommInfo {
+            members: members(),
+            seq: 0,
+            hosts: None,
+            labels: None,
+            shm: None,
+        })
+    }
+}
+
 impl Comm {
     /// The tag and wire of the next collective on this communicator.
     fn wire(&self) -> Result<(Arc<Config>, Wire)> {
@@ -320,13 +334,7 @@ impl Comm {
         let me = self.rank() as u32;
         let mut e = self.engine();
         let cfg = e.coll.config()?;
-        let info = e.coll.comms.entry(ctx).or_insert_with(|| CommInfo {
-            members: self.members().into(),
-            seq: 0,
-            hosts: None,
-            labels: None,
-            shm: None,
-        });
+        let info = e.coll.comm_info(ctx, || self.members().into());
         let tag = TAG_BASE + (info.seq & 0xff_ffff) as i32;
         info.seq = info.seq.wrapping_add(1);
         Ok((
@@ -384,14 +392,7 @@ impl Comm {
         };
         let labels = Arc::new(labels);
         let mut e = self.engine();
-        let members: Arc<[u32]> = self.members().into();
-        let info = e.coll.comms.entry(ctx).or_insert_with(|| CommInfo {
-            members,
-            seq: 0,
-            hosts: None,
-            labels: None,
-            shm: None,
-        });
+        let info = e.coll.comm_info(ctx, || self.members().into());
         info.labels = Some(labels.clone());
         Ok(labels)
     }
@@ -478,14 +479,7 @@ impl Comm {
             shm::Group::find(&e, ctx, &worlds, idx, whole && self.ctx() == 0)
         };
         let out = group.as_ref().map(view);
-        let members: Arc<[u32]> = self.members().into();
-        let info = e.coll.comms.entry(ctx).or_insert_with(|| CommInfo {
-            members,
-            seq: 0,
-            hosts: None,
-            labels: None,
-            shm: None,
-        });
+        let info = e.coll.comm_info(ctx, || self.members().into());
         info.shm = Some(group);
         Ok(out)
     }
