@@ -145,3 +145,13 @@ pub fn matmul() -> kumi::Op<[i64; 4]> {
         }
     })
 }
+
+/// A job's exit status and both of its outputs, for assertion messages.
+pub fn text(o: &Output) -> String {
+    format!(
+        "status {:?}\n--- stdout\n{}--- stderr\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}

@@ -3,7 +3,7 @@
 //! then `kumi bench all --quick` into a directory and `kumi report` over it, with
 //! every chart the HTML page references opened and checked to be an image.
 
-use kumi_tests::bin;
+use kumi_tests::{bin, text};
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -12,14 +12,6 @@ fn kumi(args: &[&str]) -> Output {
         .args(args)
         .output()
         .expect("start kumi")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "stdout:\n{}\nstderr:\n{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 /// Runs `kumi bench <kernel> -n <np> --size tiny --json` and returns its lines.

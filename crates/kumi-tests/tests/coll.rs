@@ -4,16 +4,7 @@
 //! uneven), the shared-memory areas under stress and switched off, and
 //! fetch_add serialized at every arrival level.
 
-use kumi_tests::{bin, kumi_run};
-
-fn text(o: &std::process::Output) -> String {
-    format!(
-        "status {:?}\n--- stdout\n{}--- stderr\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
+use kumi_tests::{bin, kumi_run, text};
 
 fn expect(n: usize, env: &[(&str, &str)], args: &[&str], line: &str) {
     let o = kumi_run(n, env, args);

@@ -4,19 +4,10 @@
 //! agent. These need root; without it each test prints a loud SKIPPED message.
 
 use kumi_tests::netns::{self, Cluster};
-use kumi_tests::{bin, kumi_run};
+use kumi_tests::{bin, kumi_run, text};
 use std::io::{BufRead, BufReader};
 use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
-
-fn text(o: &Output) -> String {
-    format!(
-        "status {:?}\n--- stdout\n{}--- stderr\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
 fn cluster(k: usize) -> Cluster {
     Cluster::create(k).unwrap_or_else(|e| panic!("cannot create {k} test hosts: {e}"))

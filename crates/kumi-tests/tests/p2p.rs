@@ -1,17 +1,8 @@
 //! The point-to-point suite, the cross-process stress and oversubscription, run
 //! as real jobs through `kumi run`.
 
-use kumi_tests::{bin, kumi_run, kumi_shm_files};
+use kumi_tests::{bin, kumi_run, kumi_shm_files, text};
 use std::time::{Duration, Instant};
-
-fn text(o: &std::process::Output) -> String {
-    format!(
-        "status {:?}\n--- stdout\n{}--- stderr\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
 fn run_ok(n: usize, env: &[(&str, &str)], args: &[&str]) -> String {
     let o = kumi_run(n, env, args);

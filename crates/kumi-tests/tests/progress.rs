@@ -7,17 +7,8 @@
 //! so they are no negative control.)
 
 use kumi_tests::netns::{self, Cluster};
-use kumi_tests::{bin, kumi_run};
+use kumi_tests::{bin, kumi_run, text};
 use std::process::Output;
-
-fn text(o: &Output) -> String {
-    format!(
-        "status {:?}\n--- stdout\n{}--- stderr\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
 fn passed(o: &Output, mode: &str) {
     let out = String::from_utf8_lossy(&o.stdout);
