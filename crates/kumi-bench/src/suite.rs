@@ -119,7 +119,7 @@ pub fn run(name: &str, w: &Comm, o: &Params) -> Outcome {
             } else if o.quick {
                 (512, 0.3)
             } else {
-                (1024, 1.0)
+                (1024, 2.0)
             };
             lu::run(w, &sizes, dim, secs, fault("lu"), &prog)
         }

@@ -83,6 +83,9 @@ pub fn name(k: Kernel) -> Option<&'static str> {
 /// Rank side: runs the kernel, prints figures on rank 0; a failed check prints
 /// the check's name and exits non-zero (the launcher then ends the job).
 pub fn rank(name: &str, o: &RankOpts, reps: usize, rep_ms: u64, max_size: usize) -> i32 {
+    // Before kumi::init starts the progress thread: the environment may only
+    // change while this process has one thread.
+    kumi_bench::blas::prepare_env();
     let universe = match kumi::init() {
         Ok(u) => u,
         Err(e) => {
