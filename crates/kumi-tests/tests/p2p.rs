@@ -98,6 +98,9 @@ fn stress_under_non_default_knobs() {
         // A progress thread that looks all the time races the application
         // for the engine as much as it can.
         &[("KUMI_PROGRESS_US", "1")],
+        // 3 ranks on 2 cores are bound by default; unbound, and bound always.
+        &[("KUMI_BIND", "none")],
+        &[("KUMI_BIND", "core")],
     ];
     for env in cases {
         let out = run_ok(3, env, &[stress.to_str().unwrap(), "6000", "11"]);
@@ -119,6 +122,77 @@ fn bad_knob_values_are_refused_with_the_variable_named() {
     assert!(!o.status.success());
     let all = text(&o);
     assert!(all.contains("KUMI_EAGER_LIMIT"), "{all}");
+}
+
+/// The cores in a `Cpus_allowed_list` value such as `0-1` or `0,2-3`.
+fn cpu_list(v: &str) -> Vec<usize> {
+    v.split(',')
+        .flat_map(|part| {
+            let (a, b) = part.split_once('-').unwrap_or((part, part));
+            let (a, b): (usize, usize) = (a.trim().parse().unwrap(), b.trim().parse().unwrap());
+            a..=b
+        })
+        .collect()
+}
+
+/// `kumi run -n n affinity` under `env`: each rank's (main, progress) cores.
+fn affinity(n: usize, env: &[(&str, &str)]) -> Vec<(Vec<usize>, Vec<usize>)> {
+    let out = run_ok(n, env, &[bin("affinity").to_str().unwrap()]);
+    let ranks: Vec<_> = out
+        .lines()
+        .filter_map(|l| l.split_once(": main "))
+        .map(|(_, rest)| {
+            let (main, progress) = rest.split_once("; progress ").expect("two lists");
+            // A job of one rank has no progress thread.
+            let progress = if progress == "none" {
+                Vec::new()
+            } else {
+                cpu_list(progress)
+            };
+            (cpu_list(main), progress)
+        })
+        .collect();
+    assert_eq!(ranks.len(), n, "{out}");
+    ranks
+}
+
+#[test]
+fn ranks_are_bound_to_cores_only_when_oversubscribed() {
+    let cores = std::thread::available_parallelism().unwrap().get();
+    // Oversubscribed: each rank and its progress thread on one core, the
+    // ranks spread over every core.
+    let bound = affinity(2 * cores, &[]);
+    let mut used: Vec<usize> = bound
+        .iter()
+        .map(|(main, progress)| {
+            assert_eq!(main.len(), 1, "{bound:?}");
+            assert_eq!(main, progress, "{bound:?}");
+            main[0]
+        })
+        .collect();
+    used.sort();
+    used.dedup();
+    assert_eq!(used.len(), cores, "{bound:?}");
+    // Not oversubscribed, or told not to: free.
+    for (n, env) in [(1, &[][..]), (2 * cores, &[("KUMI_BIND", "none")][..])] {
+        for (main, _) in affinity(n, env) {
+            assert_eq!(main.len(), cores, "n={n} {env:?}");
+        }
+    }
+    // Told to bind always: bound even one rank per core.
+    for (main, _) in affinity(cores, &[("KUMI_BIND", "core")]) {
+        assert_eq!(main.len(), 1);
+    }
+    let o = kumi_run(
+        2,
+        &[("KUMI_BIND", "sometimes")],
+        &[bin("affinity").to_str().unwrap()],
+    );
+    assert!(
+        !o.status.success() && text(&o).contains("KUMI_BIND=sometimes"),
+        "{}",
+        text(&o)
+    );
 }
 
 #[test]

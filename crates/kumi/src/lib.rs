@@ -34,6 +34,7 @@
 //!   [`Error::Truncated`] naming both sizes, never a silent truncation.
 #![deny(missing_docs)]
 
+mod bind;
 mod bootstrap;
 mod coll;
 mod comm;
@@ -177,6 +178,8 @@ pub fn init() -> Result<Universe> {
         my_local: id.local_rank as usize,
         oversubscribed: id.local_size as usize > cores,
     })?;
+    // Before the progress thread starts, so that it is bound with its rank.
+    bind::apply(id.local_rank as usize, id.local_size as usize)?;
     let engine = Shared::new(engine)?;
     if id.size > 1 {
         engine.start_thread()?;

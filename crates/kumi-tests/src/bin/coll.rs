@@ -208,12 +208,17 @@ fn non_commutative(w: &Comm) -> R {
     if me == p - 1 {
         eq(&out, &[want], "matrix reduce", me)?;
     }
-    // Long enough for Rabenseifner: 1024 matrices.
-    let mine = vec![m(me); 1024];
-    let mut out = vec![[0i64; 4]; 1024];
-    w.allreduce(&mine, &mut out, &o)?;
-    eq(&out[..1], &[want], "matrix allreduce, long", me)?;
-    eq(&out[1000..1001], &[want], "matrix allreduce, long", me)?;
+    // Long enough for Rabenseifner (1024 matrices), and beyond a collective
+    // area's payload half so that ranks of one host reduce by single copy
+    // (4096 matrices, 128 KiB).
+    for count in [1024, 4096] {
+        let mine = vec![m(me); count];
+        let mut out = vec![[0i64; 4]; count];
+        w.allreduce(&mine, &mut out, &o)?;
+        for i in [0, count / 2, count - 1] {
+            eq(&out[i..i + 1], &[want], "matrix allreduce, long", me)?;
+        }
+    }
     Ok(())
 }
 

@@ -128,6 +128,9 @@ pub struct Segment {
     local_size: usize,
     ring_bytes: usize,
     job: String,
+    /// (offset of the first collective area, bytes of one area, payload half)
+    /// worked out on first use: collectives ask for their area on every poll.
+    areas: std::sync::OnceLock<(usize, usize, usize)>,
 }
 
 // SAFETY: a `Segment` is a mapping owned by this value; everything shared through
@@ -356,6 +359,7 @@ impl Segment {
             local_size,
             ring_bytes,
             job: job.to_string(),
+            areas: std::sync::OnceLock::new(),
         };
         let pid = rustix::process::getpid().as_raw_nonzero().get() as u32;
         let mut job_bytes = [0u8; JOB_MAX];
@@ -405,6 +409,7 @@ impl Segment {
             local_size: 0,
             ring_bytes: 0,
             job: String::new(),
+            areas: std::sync::OnceLock::new(),
         };
         let h = seg.header();
         // Acquire: pairs with the creator's Release store of the magic.
@@ -527,9 +532,14 @@ impl Segment {
     /// Collective area `k` (`k < coll_area::AREAS`). Panics if out of range.
     pub fn coll_area(&self, k: usize) -> CollArea<'_> {
         assert!(k < coll_area::AREAS, "collective area {k}");
-        let area = coll_area::area_bytes(self.local_size).expect("validated at open");
-        let off = Self::areas_offset(self.local_size, self.ring_bytes).expect("validated at open")
-            + k * area;
+        let &(first, area, payload) = self.areas.get_or_init(|| {
+            (
+                Self::areas_offset(self.local_size, self.ring_bytes).expect("validated at open"),
+                coll_area::area_bytes(self.local_size).expect("validated at open"),
+                coll_area::payload_bytes(self.local_size),
+            )
+        });
+        let off = first + k * area;
         debug_assert!(off.is_multiple_of(64) && off + area <= self.len);
         CollArea {
             seg: self,
@@ -537,7 +547,7 @@ impl Segment {
             // included) was checked at creation or open.
             base: unsafe { NonNull::new_unchecked(self.base.as_ptr().add(off)) },
             local_size: self.local_size,
-            payload: coll_area::payload_bytes(self.local_size),
+            payload,
         }
     }
 }

@@ -855,7 +855,15 @@ impl Comm {
             if n <= g.payload {
                 Some(shm::allreduce(e, g, bytes, &f, info))
             } else if shm::single_copy_allowed() {
-                Some(shm::allreduce_single_copy(e, g, bytes, elem, &f, info))
+                Some(shm::allreduce_single_copy(
+                    e,
+                    g,
+                    bytes,
+                    elem,
+                    &f,
+                    op.commutative,
+                    info,
+                ))
             } else {
                 None
             }

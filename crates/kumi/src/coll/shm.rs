@@ -24,8 +24,9 @@
 //!   data moves once, straight between the ranks' own buffers. Bcast: every
 //!   rank reads the root's buffer (with two ranks, the root writes the second
 //!   half into the reader's buffer meanwhile, so both cores copy). Allreduce:
-//!   member i reduces block i of every member's buffer, in rank order, into
-//!   its own buffer, then everyone reads the finished blocks (a
+//!   member i reduces block i of every member's buffer, in rank order (for a
+//!   commutative operation in any order, folding each piece read straight
+//!   into its own buffer), then everyone reads the finished blocks (a
 //!   reduce-scatter and an allgather, each rank reading (p-1)/p of the data
 //!   twice; nothing goes through the rings).
 //!
@@ -87,6 +88,11 @@ pub(crate) struct Group {
     /// What the collective in progress is (`kind`), published with each of
     /// its sequence numbers; members wait only for the same kind.
     kind: u64,
+}
+
+thread_local! {
+    /// Two pieces of scratch for `allreduce_single_copy`, kept between calls.
+    static SCRATCH: std::cell::RefCell<[AlignedBuf; 2]> = Default::default();
 }
 
 /// Kinds of collective, for `kind`.
@@ -450,12 +456,15 @@ pub(crate) fn bcast_single_copy(
 
 /// Allreduce of `buf` (`elem`-byte elements) by single copy between the
 /// members' buffers: reduce-scatter, then allgather (see the module doc).
+// The collective's arguments, as the other entry points take them.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn allreduce_single_copy(
     e: &mut Engine,
     g: &mut Group,
     buf: &mut [u8],
     elem: usize,
     op: &Combine<'_>,
+    commutative: bool,
     info: WaitInfo,
 ) -> Result<()> {
     let n = buf.len();
@@ -481,35 +490,56 @@ pub(crate) fn allreduce_single_copy(
         let start = (j * q + j.min(r)) * elem;
         start..start + (q + usize::from(j < r)) * elem
     };
-    // Reduce my block in pieces that stay in cache: r = d0 ⊕ (d1 ⊕ (...)).
+    // Reduce my block in pieces that stay in cache, reading the others'
+    // pieces into scratch buffers kept from call to call (a fresh pair would
+    // cost zeroing and page faults every time).
     let piece = (64 << 10) / elem * elem;
     let mine = block(me);
-    let mut r = AlignedBuf::zeroed(piece.min(mine.len()));
-    let mut t = AlignedBuf::zeroed(piece.min(mine.len()));
-    let mut off = mine.start;
-    while off < mine.end {
-        let len = piece.min(mine.end - off);
-        let (r, t) = (&mut r.bytes_mut()[..len], &mut t.bytes_mut()[..len]);
-        for j in (0..m).rev() {
-            let (pid, addr, _) = peers[j];
-            if j == m - 1 {
-                if j == me {
-                    r.copy_from_slice(&buf[off..off + len]);
-                } else {
-                    cma::read_from(pid, addr + off as u64, r)
-                        .map_err(|x| copy_error("reading", len, g.slots[j], x))?;
-                }
-            } else if j == me {
-                op(&buf[off..off + len], r);
-            } else {
-                cma::read_from(pid, addr + off as u64, t)
-                    .map_err(|x| copy_error("reading", len, g.slots[j], x))?;
-                op(t, r);
+    SCRATCH.with_borrow_mut(|[r, t]| -> Result<()> {
+        for b in [&mut *r, &mut *t] {
+            if b.bytes().len() < piece.min(mine.len()) {
+                *b = AlignedBuf::zeroed(piece);
             }
         }
-        buf[off..off + len].copy_from_slice(r);
-        off += len;
-    }
+        let mut off = mine.start;
+        while off < mine.end {
+            let len = piece.min(mine.end - off);
+            let t = &mut t.bytes_mut()[..len];
+            if commutative {
+                // Any order will do: fold every other member's piece straight
+                // into mine, with no copy of it.
+                for (j, &(pid, addr, _)) in peers.iter().enumerate().filter(|&(j, _)| j != me) {
+                    cma::read_from(pid, addr + off as u64, t)
+                        .map_err(|x| copy_error("reading", len, g.slots[j], x))?;
+                    op(t, &mut buf[off..off + len]);
+                }
+                off += len;
+                continue;
+            }
+            // Rank order: r = d0 ⊕ (d1 ⊕ (...)), right to left.
+            let r = &mut r.bytes_mut()[..len];
+            for j in (0..m).rev() {
+                let (pid, addr, _) = peers[j];
+                if j == m - 1 {
+                    if j == me {
+                        r.copy_from_slice(&buf[off..off + len]);
+                    } else {
+                        cma::read_from(pid, addr + off as u64, r)
+                            .map_err(|x| copy_error("reading", len, g.slots[j], x))?;
+                    }
+                } else if j == me {
+                    op(&buf[off..off + len], r);
+                } else {
+                    cma::read_from(pid, addr + off as u64, t)
+                        .map_err(|x| copy_error("reading", len, g.slots[j], x))?;
+                    op(t, r);
+                }
+            }
+            buf[off..off + len].copy_from_slice(r);
+            off += len;
+        }
+        Ok(())
+    })?;
     publish_at(e, g, s + 1);
     wait(e, info, k, |a| all_reached_as(a, &g.slots, s + 1, g.kind))?;
     for (j, &(pid, addr, _)) in peers.iter().enumerate() {

@@ -1,0 +1,73 @@
+//! Binding ranks to cores when a host runs more ranks than it has cores.
+//!
+//! With one rank per core the scheduler places ranks well enough and binding
+//! would only keep a rank on a core that some other program wants, so ranks
+//! stay free. Oversubscribed, the waiting ranks yield (see the engine's wait
+//! policy), and what a collective costs is how fast the cores go round their
+//! ranks. Free ranks migrate between the cores at every turn, which makes
+//! each turn about 2.6x dearer on this 2-core machine: 8 processes that only
+//! `sched_yield` take 12.2 us per process per round unbound, against 4.7 us
+//! with 4 of them bound to each core (docs/BENCHMARKS.md). So, oversubscribed,
+//! local rank i is bound to the i-th allowed core modulo their number, which
+//! spreads the ranks evenly and keeps each where its caches are.
+//!
+//! `KUMI_BIND`: `auto` (the default: bind only when oversubscribed), `core`
+//! (always bind), `none` (never).
+
+use crate::error::{Error, Result};
+use rustix::thread::{sched_getaffinity, sched_setaffinity, CpuSet};
+
+/// When to bind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Auto,
+    Core,
+    None,
+}
+
+fn mode() -> Result<Mode> {
+    match std::env::var("KUMI_BIND").as_deref() {
+        Err(_) | Ok("") | Ok("auto") => Ok(Mode::Auto),
+        Ok("core") => Ok(Mode::Core),
+        Ok("none") => Ok(Mode::None),
+        Ok(other) => Err(Error::Bootstrap(format!(
+            "KUMI_BIND={other}: expected auto, core or none"
+        ))),
+    }
+}
+
+/// The cores this process may run on, in order.
+fn allowed() -> Vec<usize> {
+    match sched_getaffinity(None) {
+        Ok(set) => (0..CpuSet::MAX_CPU).filter(|&c| set.is_set(c)).collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// Binds the calling thread (and so every thread it starts afterwards) as
+/// the mode says, for local rank `local_rank` of `local_size`. Returns the
+/// core it bound to, if any. Call it before the progress thread starts.
+pub(crate) fn apply(local_rank: usize, local_size: usize) -> Result<Option<usize>> {
+    let mode = mode()?;
+    let cores = allowed();
+    let bind = match mode {
+        Mode::None => false,
+        Mode::Core => true,
+        Mode::Auto => local_size > cores.len(),
+    };
+    if !bind || cores.is_empty() {
+        return Ok(None);
+    }
+    let core = cores[local_rank % cores.len()];
+    let mut set = CpuSet::new();
+    set.set(core);
+    match sched_setaffinity(None, &set) {
+        Ok(()) => Ok(Some(core)),
+        // A cpuset that changed under us, or a kernel that refuses: running
+        // unbound is slower, not wrong, so say so and go on.
+        Err(e) => {
+            eprintln!("kumi: could not bind local rank {local_rank} to core {core}: {e}");
+            Ok(None)
+        }
+    }
+}
