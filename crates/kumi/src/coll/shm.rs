@@ -22,8 +22,9 @@
 //! - longer bcast and allreduce, where the kernel allows single copy
 //!   (`process_vm_readv`): the area carries only buffer addresses, and the
 //!   data moves once, straight between the ranks' own buffers. Bcast: every
-//!   rank reads the root's buffer (with two ranks, the root writes the second
-//!   half into the reader's buffer meanwhile, so both cores copy). Allreduce:
+//!   rank reads the root's buffer but one m-th block of it, which the root
+//!   writes into the reader's buffer meanwhile, so all members copy alike.
+//!   Allreduce:
 //!   member i reduces block i of every member's buffer, in rank order (for a
 //!   commutative operation in any order, folding each piece read straight
 //!   into its own buffer), then everyone reads the finished blocks (a
@@ -402,6 +403,14 @@ fn copy_error(what: &str, n: usize, peer: usize, err: std::io::Error) -> Error {
 
 /// Broadcast of `buf` from member `root` by single copy out of the root's
 /// buffer (see the module doc).
+///
+/// The copying is shared evenly: of m members, each reader copies all but
+/// one m-th block of the message out of the root's buffer, and the root
+/// writes that block into each reader's buffer meanwhile, so every member
+/// copies (m-1)/m of the message. (With every reader copying it all, the
+/// root idled and the readers sharing a core with another reader took twice
+/// as long: oversubscribed, the cores go round the members, and the busiest
+/// core sets the time.)
 pub(crate) fn bcast_single_copy(
     e: &mut Engine,
     g: &mut Group,
@@ -414,21 +423,40 @@ pub(crate) fn bcast_single_copy(
     g.kind = kind(K_BCAST_COPY, root, n);
     let (k, m) = (g.area, g.slots.len());
     publish_addr(e, g, s, buf.as_ptr() as usize, n, info)?;
-    // With two ranks the root writes the second half while the reader reads
-    // the first (cache-line aligned split).
-    let split = if m == 2 { (n / 2) & !63 } else { n };
+    // The block of reader j that the root writes: the j-th of m, cache-line
+    // aligned (the last one takes the rest).
+    let block = |j: usize| {
+        let b = (n / m) & !63;
+        let start = (j * b).min(n);
+        start..if j + 1 == m { n } else { (start + b).min(n) }
+    };
     if g.me == root {
-        if m == 2 {
-            let other = 1 - root;
-            wait(e, info, k, |a| reached_as(a, g.slots[other], s, g.kind))?;
-            let (pid, addr, len) = peer_buf(&area(e, k), e, g, other, s);
-            if len != n {
-                return Err(Error::Protocol(format!(
-                    "bcast of {n} bytes met one of {len}"
-                )));
+        // Write each reader's block as soon as its buffer is known.
+        let mut left: Vec<usize> = (0..m).filter(|&j| j != root).collect();
+        while !left.is_empty() {
+            wait(e, info, k, |a| {
+                left.iter().any(|&j| reached_as(a, g.slots[j], s, g.kind))
+            })?;
+            let a = area(e, k);
+            let ready: Vec<usize> = left
+                .iter()
+                .copied()
+                .filter(|&j| reached_as(&a, g.slots[j], s, g.kind))
+                .collect();
+            let peers: Vec<_> = ready.iter().map(|&j| peer_buf(&a, e, g, j, s)).collect();
+            for (&j, (pid, addr, len)) in ready.iter().zip(peers) {
+                if len != n {
+                    return Err(Error::Protocol(format!(
+                        "bcast of {n} bytes met one of {len}"
+                    )));
+                }
+                let b = block(j);
+                if !b.is_empty() {
+                    cma::write_to(pid, addr + b.start as u64, &buf[b.clone()])
+                        .map_err(|x| copy_error("writing", b.len(), g.slots[j], x))?;
+                }
             }
-            cma::write_to(pid, addr + split as u64, &buf[split..])
-                .map_err(|x| copy_error("writing", n - split, g.slots[other], x))?;
+            left.retain(|j| !ready.contains(j));
         }
         publish_at(e, g, s + 1);
         // Our buffer must stay as it is until every reader is done.
@@ -443,13 +471,18 @@ pub(crate) fn bcast_single_copy(
             "bcast of {n} bytes met one of {len}"
         )));
     }
-    cma::read_from(pid, addr, &mut buf[..split])
-        .map_err(|x| copy_error("reading", split, g.slots[root], x))?;
-    publish_at(e, g, s + 1);
-    if m == 2 {
-        // The root writes the rest of our buffer; done when it publishes.
-        wait(e, info, k, |a| reached_as(a, g.slots[root], s + 1, g.kind))?;
+    // Everything but my block (which the root writes): before it, then after.
+    let mine = block(g.me);
+    for part in [0..mine.start, mine.end..n] {
+        if !part.is_empty() {
+            let len = part.len();
+            cma::read_from(pid, addr + part.start as u64, &mut buf[part])
+                .map_err(|x| copy_error("reading", len, g.slots[root], x))?;
+        }
     }
+    publish_at(e, g, s + 1);
+    // The root writes my block; done when it publishes.
+    wait(e, info, k, |a| reached_as(a, g.slots[root], s + 1, g.kind))?;
     g.finish(s + 1);
     Ok(())
 }
