@@ -140,6 +140,8 @@ pub(crate) struct WaitPolicy {
     /// Empty passes per `sched_yield` before the clock is read
     /// (`KUMI_YIELD_EVERY`; default by transport, see `wait_loop`).
     pub yield_every: Option<u32>,
+    /// More ranks on this host than cores.
+    pub oversubscribed: bool,
 }
 
 impl WaitPolicy {
@@ -168,6 +170,7 @@ impl WaitPolicy {
             spin: Duration::from_micros(env_u64("KUMI_SPIN_US", spin)?),
             yield_for: Duration::from_micros(env_u64("KUMI_YIELD_US", yield_for)?),
             sleep_timeout: Duration::from_millis(env_u64("KUMI_SLEEP_MS", 100)?.max(1)),
+            oversubscribed,
             yield_every: match std::env::var("KUMI_YIELD_EVERY") {
                 Ok(_) => Some(env_u64("KUMI_YIELD_EVERY", 1)?.clamp(1, u32::MAX as u64) as u32),
                 Err(_) => None,
@@ -1201,6 +1204,21 @@ impl Engine {
             (false, true) => 1,
         };
         let yield_every = self.policy.yield_every.unwrap_or(yield_every);
+        // With shared memory only and a core per rank, the scheduler still
+        // sometimes puts two ranks on one core (see above); then, and only
+        // then, yielding helps. So such a rank yields only while another
+        // awake local rank last ran on its CPU (`ShmTransport::shares_core`),
+        // and otherwise polls on without a system call: a yield costs ~0.5 us,
+        // more than a whole 8-byte message. `KUMI_YIELD_EVERY` (set) restores
+        // unconditional yields.
+        let ask_core =
+            self.net.is_none() && !self.policy.oversubscribed && self.policy.yield_every.is_none();
+        let may_yield = |e: &mut Engine| -> bool {
+            if !ask_core {
+                return true;
+            }
+            e.shm.as_mut().is_none_or(|s| s.shares_core())
+        };
         loop {
             let n = self.progress()?;
             if done(self) {
@@ -1213,7 +1231,7 @@ impl Engine {
             }
             idle_polls += 1;
             if idle_polls < self.policy.polls {
-                if idle_polls.is_multiple_of(yield_every) {
+                if idle_polls.is_multiple_of(yield_every) && may_yield(self) {
                     std::thread::yield_now();
                 } else {
                     std::hint::spin_loop();
@@ -1226,7 +1244,11 @@ impl Engine {
             let idle = now - *idle_since.get_or_insert(now);
             // The `spin` and `yield_for` phases now both poll and yield (see
             // above); their sum is how long the rank waits before sleeping.
-            if idle < self.policy.spin + self.policy.yield_for {
+            if idle < self.policy.spin {
+                if may_yield(self) {
+                    std::thread::yield_now();
+                }
+            } else if idle < self.policy.spin + self.policy.yield_for {
                 std::thread::yield_now();
             } else {
                 self.sleep(done);

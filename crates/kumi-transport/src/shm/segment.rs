@@ -43,7 +43,7 @@ use std::time::{Duration, Instant};
 /// First bytes of every segment.
 pub const MAGIC: [u8; 8] = *b"KUMISHM1";
 /// Layout version; bumped on any change of the layout (2: collective areas).
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 /// Bytes of the header page.
 pub const HEADER_PAGE: usize = 4096;
 /// Longest job id a segment records.
@@ -178,7 +178,9 @@ pub struct RankBlock {
     start_time: AtomicU64,
     /// 0 empty, 1 attached, 2 finalized.
     state: AtomicU32,
-    _line1: [u8; 44],
+    /// The CPU the owner last ran on while waiting (`u32::MAX`: not known yet).
+    cpu: AtomicU32,
+    _line1: [u8; 40],
 }
 
 const _: () = assert!(std::mem::size_of::<RankBlock>() == RANK_BLOCK_BYTES);
@@ -598,9 +600,22 @@ impl RankBlock {
         self.call.store(c as u32, Ordering::Relaxed);
     }
 
+    /// The CPU the owner last published (`u32::MAX` if none).
+    pub fn cpu(&self) -> u32 {
+        self.cpu.load(Ordering::Relaxed)
+    }
+
+    /// Publishes the CPU the owner runs on. Relaxed suffices: the value is
+    /// advisory (it only decides whether a waiting neighbour yields), and a
+    /// stale one costs time, never correctness.
+    pub fn set_cpu(&self, cpu: u32) {
+        self.cpu.store(cpu, Ordering::Relaxed);
+    }
+
     /// Records the owner and marks the block attached. Release: a reader that
     /// sees `state` (Acquire) sees the pid and start time.
     pub fn attach(&self, pid: u32, start_time: u64) {
+        self.cpu.store(u32::MAX, Ordering::Relaxed);
         self.pid.store(pid, Ordering::Relaxed);
         self.start_time.store(start_time, Ordering::Relaxed);
         self.state.store(STATE_ATTACHED, Ordering::Release);

@@ -179,6 +179,33 @@ impl ShmTransport {
         self.me
     }
 
+    /// Whether another local rank that is awake last ran on the CPU this
+    /// rank runs on now: then a rank that waits for messages should yield,
+    /// as that neighbour (often the very peer it waits for) cannot run while
+    /// it polls. Otherwise polling on without a system call is fastest.
+    /// Publishes this rank's CPU for the others as a side effect.
+    ///
+    /// Costs a `sched_getcpu` (glibc reads it from the rseq area: a load) and
+    /// one load per local rank, of lines their owners write only when they
+    /// move to another CPU.
+    pub fn shares_core(&mut self) -> bool {
+        // SAFETY: sched_getcpu has no preconditions; -1 means unknown.
+        let cpu = unsafe { libc::sched_getcpu() };
+        let Ok(cpu) = u32::try_from(cpu) else {
+            return true;
+        };
+        let mine = self.segment.rank_block(self.me);
+        if mine.cpu() != cpu {
+            mine.set_cpu(cpu);
+        }
+        (0..self.globals.len()).filter(|&j| j != self.me).any(|j| {
+            let b = self.segment.rank_block(j);
+            // Relaxed: advisory, like the CPU itself (a stale flag costs one
+            // yield too many or too few, never a lost message).
+            b.cpu() == cpu && b.sleeping().load(Ordering::Relaxed) == 0
+        })
+    }
+
     /// Local rank of global rank `peer`, if it is on this host.
     pub fn local_of(&self, peer: u32) -> Option<usize> {
         match &self.map {
