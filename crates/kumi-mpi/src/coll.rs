@@ -28,6 +28,7 @@ use bytemuck::Pod;
 use kumi::datatype::Datatype;
 use kumi::{Builtin, CollRequest, Comm, Elem, Loc, Op};
 use std::ffi::{c_int, c_void};
+use std::sync::OnceLock;
 
 fn in_place(p: *const c_void) -> bool {
     p as usize == IN_PLACE
@@ -132,24 +133,7 @@ fn counts(p: *const c_int, n: usize, what: &str) -> R<Vec<usize>> {
 
 // ----- reductions ------------------------------------------------------------------
 
-fn builtin(op: c_int) -> Option<Builtin> {
-    Some(match op {
-        MPI_MAX => Builtin::Max,
-        MPI_MIN => Builtin::Min,
-        MPI_SUM => Builtin::Sum,
-        MPI_PROD => Builtin::Prod,
-        MPI_LAND => Builtin::Land,
-        MPI_BAND => Builtin::Band,
-        MPI_LOR => Builtin::Lor,
-        MPI_BOR => Builtin::Bor,
-        MPI_LXOR => Builtin::Lxor,
-        MPI_BXOR => Builtin::Bxor,
-        MPI_MINLOC => Builtin::MinLoc,
-        MPI_MAXLOC => Builtin::MaxLoc,
-        _ => return None,
-    })
-}
-
+#[inline(never)]
 fn user_op<T: bytemuck::Pod>(op: c_int, dt: c_int) -> R<Op<T>> {
     let Some(&(f, commute)) = st()?.ops.get(&op) else {
         return err(MPI_ERR_OP, format!("{op:#x} is not a reduction operation"));
@@ -170,10 +154,85 @@ fn user_op<T: bytemuck::Pod>(op: c_int, dt: c_int) -> R<Op<T>> {
     }))
 }
 
-fn elem_op<T: Elem>(op: c_int, dt: c_int) -> R<Op<T>> {
-    match builtin(op) {
-        Some(b) => Ok(Op::builtin(b)),
-        None => user_op(op, dt),
+/// The built-in operations in the order of their MPICH handles
+/// (`MPI_MAX = 0x58000001` to `MPI_MAXLOC = 0x5800000c`).
+const BUILTINS: [Builtin; 12] = [
+    Builtin::Max,
+    Builtin::Min,
+    Builtin::Sum,
+    Builtin::Prod,
+    Builtin::Land,
+    Builtin::Band,
+    Builtin::Lor,
+    Builtin::Bor,
+    Builtin::Lxor,
+    Builtin::Bxor,
+    Builtin::MinLoc,
+    Builtin::MaxLoc,
+];
+
+/// The index of a built-in operation in [`BUILTINS`].
+fn builtin_index(op: c_int) -> Option<usize> {
+    let i = op.wrapping_sub(MPI_MAX) as u32 as usize;
+    (i < BUILTINS.len()).then_some(i)
+}
+
+fn builtin(op: c_int) -> Option<Builtin> {
+    builtin_index(op).map(|i| BUILTINS[i])
+}
+
+/// The built-in operations on one element type, made once per process: a
+/// reduction borrows its operation from here instead of making one per call
+/// (made out of line, the value came back through memory and was loaded
+/// back in wider words than it was stored in, which stalls the processor;
+/// with the calls around it, half of the ABI's cost of an `MPI_Allreduce`
+/// of 8 bytes).
+trait BuiltinOps: Elem {
+    fn ops() -> &'static [Op<Self>; 12];
+}
+
+macro_rules! builtin_ops {
+    ($($t:ty),*) => {$(
+        impl BuiltinOps for $t {
+            fn ops() -> &'static [Op<$t>; 12] {
+                static OPS: OnceLock<[Op<$t>; 12]> = OnceLock::new();
+                OPS.get_or_init(|| BUILTINS.map(Op::builtin))
+            }
+        }
+    )*};
+}
+builtin_ops!(
+    i8,
+    u8,
+    i16,
+    u16,
+    i32,
+    u32,
+    i64,
+    u64,
+    f32,
+    f64,
+    Loc<i32>,
+    Loc<f32>,
+    Loc<f64>
+);
+
+/// Runs reduction `red` with operation `op` on elements of type `T`: a
+/// built-in operation from [`BuiltinOps`], else the program's.
+#[allow(clippy::too_many_arguments)]
+#[inline(never)]
+fn reduce_elem<T: BuiltinOps>(
+    c: &Comm,
+    red: &Red,
+    op: c_int,
+    dt: c_int,
+    send: *const c_void,
+    recv: *mut c_void,
+    n: usize,
+) -> R<Option<Box<dyn CollPending>>> {
+    match builtin_index(op) {
+        Some(i) => reduce_as(c, red, &T::ops()[i], send, recv, n),
+        None => reduce_as(c, red, &user_op::<T>(op, dt)?, send, recv, n),
     }
 }
 
@@ -261,10 +320,13 @@ fn reduce_as<T: Pod>(
         // The result goes to `recv` on every rank: reduce there, with no
         // work vector (an allocation and a copy, a tenth of an 8-byte
         // allreduce).
-        // SAFETY: `send` holds `n` elements and `recv` room for `n` (the
-        // standard's contract); the standard forbids them to overlap unless
-        // they are the same (MPI_IN_PLACE), hence a move, not a copy.
-        unsafe { std::ptr::copy(send as *const u8, recv as *mut u8, n * elem) };
+        // In place (MPI_IN_PLACE), the contribution is already there.
+        if !std::ptr::eq(send, recv) {
+            // SAFETY: `send` holds `n` elements and `recv` room for `n` (the
+            // standard's contract); the standard forbids them to overlap
+            // unless they are the same, hence a move, not a copy.
+            unsafe { std::ptr::copy(send as *const u8, recv as *mut u8, n * elem) };
+        }
         // SAFETY: `recv` is aligned for `T`, not null (checked by the caller
         // for n > 0), and holds `n` elements, which any bytes make valid (Pod);
         // nothing else refers to it during the call.
@@ -346,7 +408,18 @@ fn reduction_any(
     op: c_int,
     comm: c_int,
 ) -> R<Option<Box<dyn CollPending>>> {
-    let (c, d) = lookup(comm, dt)?;
+    // A predefined type needs no datatype object here (the match below maps
+    // its handle to a Rust type); any other is looked up now, so an invalid
+    // one is reported before the other arguments are checked.
+    let (c, d) = {
+        let s = st()?;
+        let d = if is_predefined(dt) {
+            None
+        } else {
+            Some(s.dtype(dt)?)
+        };
+        (s.comm_ref(comm)?.clone(), d)
+    };
     if op == MPI_OP_NULL {
         return err(MPI_ERR_OP, "the operation is MPI_OP_NULL");
     }
@@ -357,22 +430,8 @@ fn reduction_any(
         }
     }
     macro_rules! go {
-        ($t:ty) => {{
-            let o = elem_op::<$t>(op, dt)?;
-            reduce_as::<$t>(&c, &red, &o, send, recv, n)
-        }};
-    }
-    macro_rules! blob {
-        ($($k:literal)*) => {
-            match d.extent() as usize {
-                $($k => {
-                    let o = user_op::<[u8; $k]>(op, dt)?;
-                    reduce_as::<[u8; $k]>(&c, &red, &o, send, recv, n)
-                })*
-                e => err(MPI_ERR_TYPE, format!(
-                    "{name} with a user operation on a type of extent {e} is not supported by kumi yet"
-                )),
-            }
+        ($t:ty) => {
+            reduce_elem::<$t>(&c, &red, op, dt, send, recv, n)
         };
     }
     match dt {
@@ -394,12 +453,39 @@ fn reduction_any(
             MPI_ERR_OP,
             format!("{name}: the built-in operation {op:#x} on datatype {dt:#x} is not supported by kumi yet"),
         ),
-        _ if !d.is_contiguous() => err(
-            MPI_ERR_TYPE,
-            format!("{name} with a non-contiguous datatype is not supported by kumi yet"),
-        ),
-        _ => blob!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32),
+        _ => {
+            let d = match d {
+                Some(d) => d,
+                None => st()?.dtype(dt)?,
+            };
+            if !d.is_contiguous() {
+                return err(
+                    MPI_ERR_TYPE,
+                    format!("{name} with a non-contiguous datatype is not supported by kumi yet"),
+                );
+            }
+            macro_rules! blob {
+                ($($k:literal)*) => {
+                    match d.extent() as usize {
+                        $($k => {
+                            let o = user_op::<[u8; $k]>(op, dt)?;
+                            reduce_as::<[u8; $k]>(&c, &red, &o, send, recv, n)
+                        })*
+                        e => err(MPI_ERR_TYPE, format!(
+                            "{name} with a user operation on a type of extent {e} is not supported by kumi yet"
+                        )),
+                    }
+                };
+            }
+            blob!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32)
+        }
     }
+}
+
+/// Whether `dt` is one of MPICH's predefined basic types (`0x4c00SSII`),
+/// whose handle alone says its layout.
+fn is_predefined(dt: c_int) -> bool {
+    dt as u32 & 0xff00_0000 == 0x4c00_0000
 }
 
 // ----- data movement ----------------------------------------------------------------

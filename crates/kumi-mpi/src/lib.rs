@@ -122,38 +122,61 @@ pub(crate) fn set_err_comm(c: c_int) {
 /// Runs the body of MPI function `name`: catches panics, and hands an error to
 /// the error handler of the communicator the call was about.
 /// The call is labelled with `name` for the deadlock reports ([`kumi::AbiCall`]).
+///
+/// Inlined into each exported function, with the body: passed to a function
+/// of its own, the body's captured arguments went through memory, stored as
+/// 4-byte integers and loaded as 8-byte words, which the processor cannot
+/// forward from the stores and makes wait for them (a tenth of an
+/// `MPI_Allreduce` of 8 bytes). The error paths stay out of line.
+#[inline(always)]
 pub(crate) fn guard(name: &'static str, f: impl FnOnce() -> R<()>) -> c_int {
     let _label = kumi::AbiCall::enter(name);
     set_err_comm(MPI_COMM_WORLD);
-    let e = match catch_unwind(AssertUnwindSafe(f)) {
-        Ok(Ok(())) => return MPI_SUCCESS,
-        Ok(Err(e)) => e,
-        Err(p) => {
-            let what = p
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| p.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown".into());
-            MpiErr {
-                class: MPI_ERR_INTERN,
-                msg: format!("internal error in kumi ({what})"),
-            }
-        }
-    };
-    state::handle_error(name, ERR_COMM.load(Ordering::Relaxed), e)
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(())) => MPI_SUCCESS,
+        Ok(Err(e)) => failed(name, e),
+        Err(p) => panicked(name, p),
+    }
 }
 
 /// [`guard`] for a call that never blocks (`MPI_Isend`, `MPI_Irecv`,
 /// `MPI_Test`...): without the [`kumi::AbiCall`] label, which only names the
-/// call in reports of long waits, and costs two thread-local accesses.
+/// call in reports of long waits.
+#[inline(always)]
 pub(crate) fn guard_nb(name: &'static str, f: impl FnOnce() -> R<()>) -> c_int {
     set_err_comm(MPI_COMM_WORLD);
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(())) => MPI_SUCCESS,
-        Ok(Err(e)) => state::handle_error(name, ERR_COMM.load(Ordering::Relaxed), e),
+        Ok(Err(e)) => failed(name, e),
         // Rare: the labelled path reports it.
-        Err(p) => guard(name, move || std::panic::resume_unwind(p)),
+        Err(p) => {
+            let _label = kumi::AbiCall::enter(name);
+            panicked(name, p)
+        }
     }
+}
+
+/// Hands the error of call `name` to the error handler (see [`guard`]).
+#[cold]
+#[inline(never)]
+fn failed(name: &'static str, e: MpiErr) -> c_int {
+    state::handle_error(name, ERR_COMM.load(Ordering::Relaxed), e)
+}
+
+/// A panic in call `name` becomes `MPI_ERR_INTERN` (see [`guard`]).
+#[cold]
+#[inline(never)]
+fn panicked(name: &'static str, p: Box<dyn std::any::Any + Send>) -> c_int {
+    let what = p
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown".into());
+    let e = MpiErr {
+        class: MPI_ERR_INTERN,
+        msg: format!("internal error in kumi ({what})"),
+    };
+    failed(name, e)
 }
 
 /// Name of an error class, for messages.

@@ -20,51 +20,73 @@ use std::ffi::{c_int, c_void};
 
 /// A peer argument: `None` for `MPI_PROC_NULL`, `kumi::ANY_SOURCE` for
 /// `MPI_ANY_SOURCE` (receives only).
+///
+/// This and the other checks every call makes are inlined, with their
+/// errors out of line (see `state::st` for why).
+#[inline(always)]
 fn peer(c: &Comm, r: c_int, any_ok: bool) -> R<Option<i32>> {
     match r {
         MPI_PROC_NULL => Ok(None),
         MPI_ANY_SOURCE if any_ok => Ok(Some(kumi::ANY_SOURCE)),
         r if r >= 0 && (r as usize) < c.size() => Ok(Some(r)),
-        r => err(
-            MPI_ERR_RANK,
-            format!(
-                "rank {r} does not exist in this communicator of {} ranks (valid: 0 to {}{})",
-                c.size(),
-                c.size() - 1,
-                if any_ok {
-                    ", MPI_ANY_SOURCE or MPI_PROC_NULL"
-                } else {
-                    " or MPI_PROC_NULL"
-                }
-            ),
-        ),
+        r => no_peer(c, r, any_ok),
     }
 }
 
+#[cold]
+#[inline(never)]
+fn no_peer(c: &Comm, r: c_int, any_ok: bool) -> R<Option<i32>> {
+    err(
+        MPI_ERR_RANK,
+        format!(
+            "rank {r} does not exist in this communicator of {} ranks (valid: 0 to {}{})",
+            c.size(),
+            c.size() - 1,
+            if any_ok {
+                ", MPI_ANY_SOURCE or MPI_PROC_NULL"
+            } else {
+                " or MPI_PROC_NULL"
+            }
+        ),
+    )
+}
+
+#[inline(always)]
 fn send_tag(tag: c_int) -> R<()> {
     if !(0..=kumi::TAG_UB).contains(&tag) {
-        return err(
-            MPI_ERR_TAG,
-            format!(
-                "tag {tag} is out of range: a send's tag goes from 0 to MPI_TAG_UB ({})",
-                kumi::TAG_UB
-            ),
-        );
+        return bad_tag(tag, false);
     }
     Ok(())
 }
 
+#[inline(always)]
 fn recv_tag(tag: c_int) -> R<()> {
     if tag != MPI_ANY_TAG && !(0..=kumi::TAG_UB).contains(&tag) {
-        return err(
+        return bad_tag(tag, true);
+    }
+    Ok(())
+}
+
+#[cold]
+#[inline(never)]
+fn bad_tag(tag: c_int, recv: bool) -> R<()> {
+    if recv {
+        err(
             MPI_ERR_TAG,
             format!(
                 "tag {tag} is out of range: 0 to MPI_TAG_UB ({}) or MPI_ANY_TAG",
                 kumi::TAG_UB
             ),
-        );
+        )
+    } else {
+        err(
+            MPI_ERR_TAG,
+            format!(
+                "tag {tag} is out of range: a send's tag goes from 0 to MPI_TAG_UB ({})",
+                kumi::TAG_UB
+            ),
+        )
     }
-    Ok(())
 }
 
 fn check_buf(buf: *const c_void, n: usize, d: &Datatype) -> R<()> {
@@ -99,30 +121,37 @@ fn lookup(comm: c_int, dt: c_int) -> R<(Comm, Datatype)> {
 /// 8-15; see `state::builtin_type`, which builds the same layout), so the
 /// buffer goes to the runtime as bytes, without a datatype object. `None` for
 /// any other type (checked through its datatype).
-#[inline]
+#[inline(always)]
 pub(crate) fn contig_bytes(buf: *const c_void, n: usize, dt: c_int) -> R<Option<usize>> {
     let u = dt as u32;
     if u & 0xff00_0000 != 0x4c00_0000 {
         return Ok(None);
     }
     let size = ((u >> 8) & 0xff) as usize;
-    let Some(len) = n.checked_mul(size) else {
+    match n.checked_mul(size) {
+        Some(len) if !buf.is_null() || len == 0 => Ok(Some(len)),
+        _ => bad_contig(n, size),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn bad_contig(n: usize, size: usize) -> R<Option<usize>> {
+    if n.checked_mul(size).is_none() {
         return err(
             MPI_ERR_COUNT,
             format!("{n} elements of {size} bytes do not fit in memory"),
         );
-    };
-    if buf.is_null() && len > 0 {
-        return err(
-            MPI_ERR_BUFFER,
-            format!("the buffer is NULL but the count is {n}"),
-        );
     }
-    Ok(Some(len))
+    err(
+        MPI_ERR_BUFFER,
+        format!("the buffer is NULL but the count is {n}"),
+    )
 }
 
 /// Starts a send; a completed request for `MPI_PROC_NULL`.
 #[allow(clippy::too_many_arguments)]
+#[inline(always)]
 fn start_send(
     s: &State,
     buf: *const c_void,
@@ -166,6 +195,7 @@ fn start_send(
     Ok(unsafe { raw::isend(c, buf as *const u8, n, &d, dest, tag, mode)? })
 }
 
+#[inline(always)]
 fn start_recv(
     s: &State,
     buf: *mut c_void,
@@ -190,6 +220,52 @@ fn start_recv(
     check_buf(buf, n, &d)?;
     // SAFETY: as above.
     Ok(unsafe { raw::irecv(c, buf as *mut u8, n, &d, src, tag)? })
+}
+
+/// `MPI_Irecv` of a predefined type from a rank (the usual case): the
+/// receive is posted straight into a new slot of the request table
+/// ([`raw::irecv_contig_in`]), not made and then moved there. `None` for
+/// any other receive (`false`), left to [`start_recv`], which also reports
+/// errors.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn irecv_in_table(
+    s: &mut State,
+    buf: *mut c_void,
+    cnt: c_int,
+    dt: c_int,
+    source: c_int,
+    tag: c_int,
+    comm: c_int,
+    request: *mut c_int,
+) -> R<bool> {
+    if request.is_null() || cnt < 0 || recv_tag(tag).is_err() {
+        return Ok(false);
+    }
+    let Some(c) = s.comms.get(&comm).map(|e| &e.comm) else {
+        return Ok(false);
+    };
+    let Ok(Some(src)) = peer(c, source, true) else {
+        return Ok(false);
+    };
+    let Ok(Some(cap)) = contig_bytes(buf, cnt as usize, dt) else {
+        return Ok(false);
+    };
+    set_err_comm(comm);
+    let h = s
+        .reqs
+        .add((ReqEntry::Active(RawRequest::completed(SEND_DONE)), comm));
+    let Some((ReqEntry::Active(r), _)) = s.reqs.get_mut(&h) else {
+        return err(MPI_ERR_INTERN, "a new request vanished from the table");
+    };
+    // SAFETY: the caller keeps `buf` valid and untouched until the receive
+    // completes, as the standard requires.
+    if let Err(e) = unsafe { raw::irecv_contig_in(r, c, buf as *mut u8, cap, src, tag) } {
+        s.free_request(h);
+        return Err(e.into());
+    }
+    out(request, "request", h)?;
+    Ok(true)
 }
 
 /// `MPI_Send` and its modes: a predefined type goes to the runtime's blocking
@@ -256,6 +332,7 @@ fn recv_blocking(
 }
 
 /// Turns the outcome of a completed operation into a status and an error.
+#[inline(always)]
 fn outcome(r: kumi::Result<Status>) -> (MPI_Status, Option<MpiErr>) {
     match r {
         Ok(s) => (status_of(&s, MPI_SUCCESS), None),
@@ -311,6 +388,7 @@ const SEND_DONE: Status = Status {
 
 /// Registers a nonblocking send; one complete at start with a send's status
 /// (not `MPI_PROC_NULL`'s) becomes [`DONE_SEND`], with no table entry.
+#[inline(always)]
 fn register_send(s: &mut State, r: RawRequest, comm: c_int, request: *mut c_int) -> R<()> {
     if r.completed_at_start() && r.done_status() == Some(SEND_DONE) {
         return out(request, "request", DONE_SEND);
@@ -318,6 +396,7 @@ fn register_send(s: &mut State, r: RawRequest, comm: c_int, request: *mut c_int)
     register(s, r, comm, request)
 }
 
+#[inline(always)]
 fn register(s: &mut State, r: RawRequest, comm: c_int, request: *mut c_int) -> R<()> {
     if request.is_null() {
         return err(MPI_ERR_ARG, "the output argument `request` is NULL");
@@ -332,21 +411,27 @@ fn register(s: &mut State, r: RawRequest, comm: c_int, request: *mut c_int) -> R
 /// per-request completion when a nonblocking collective is among them, which
 /// completes by its own path, in array order.
 fn wait_all_p2p(s: &mut State, hs: &[c_int]) -> R<()> {
-    if hs.iter().all(|&h| s.reqs.index(h).is_none()) {
+    let mut any = false;
+    for h in hs {
+        match s.reqs.get(h) {
+            Some((ReqEntry::Coll(_), _)) => return Ok(()),
+            Some(_) => any = true,
+            None => {}
+        }
+    }
+    if !any {
         return Ok(());
     }
-    let mut entries = s.reqs.get_many_mut(hs);
-    if entries.iter().any(|(e, _)| matches!(e, ReqEntry::Coll(_))) {
-        return Ok(());
+    fn in_flight(e: &mut (ReqEntry, c_int)) -> Option<&mut RawRequest> {
+        match &mut e.0 {
+            ReqEntry::Active(r) => Some(r),
+            ReqEntry::Persistent {
+                active: Some(r), ..
+            } => Some(r),
+            _ => None,
+        }
     }
-    let mut raws: Vec<&mut RawRequest> = Vec::with_capacity(entries.len());
-    raws.extend(entries.iter_mut().filter_map(|(e, _)| match e {
-        ReqEntry::Active(r) => Some(r),
-        ReqEntry::Persistent {
-            active: Some(r), ..
-        } => Some(r),
-        _ => None,
-    }));
+    let mut raws = s.reqs.pick_many_mut(hs, in_flight);
     raw::wait_all(&mut raws)?;
     Ok(())
 }
@@ -354,6 +439,7 @@ fn wait_all_p2p(s: &mut State, hs: &[c_int]) -> R<()> {
 /// Completes request `h` if it is done (or waits for it if `block`). Returns
 /// `None` if it is still in flight, else its status and error. A completed
 /// nonpersistent request is freed and `*slot` set to `MPI_REQUEST_NULL`.
+#[inline(always)]
 fn complete(
     s: &mut State,
     slot: &mut c_int,
@@ -703,6 +789,9 @@ mpi_nb! {
 
     fn MPI_Irecv / PMPI_Irecv(buf: *mut c_void, count: c_int, datatype: c_int, source: c_int, tag: c_int, comm: c_int, request: *mut c_int) {
         let mut s = st()?;
+        if irecv_in_table(&mut s, buf, count, datatype, source, tag, comm, request)? {
+            return Ok(());
+        }
         let r = start_recv(&s, buf, count, datatype, source, tag, comm)?;
         register(&mut s, r, comm, request)
     }

@@ -116,6 +116,8 @@ pub(crate) struct Slab<V> {
     base: c_int,
     /// Predefined handles and their indices.
     fixed: &'static [(c_int, usize)],
+    /// Scratch bitset of [`Slab::pick_many_mut`].
+    marks: Vec<u64>,
 }
 
 impl<V> Slab<V> {
@@ -127,10 +129,11 @@ impl<V> Slab<V> {
             free: Vec::new(),
             base,
             fixed,
+            marks: Vec::new(),
         }
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn index(&self, h: c_int) -> Option<usize> {
         if h & !INDEX_BITS == self.base {
             return Some((h & INDEX_BITS) as usize);
@@ -138,18 +141,19 @@ impl<V> Slab<V> {
         self.fixed.iter().find(|f| f.0 == h).map(|f| f.1)
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn get(&self, h: &c_int) -> Option<&V> {
         self.slots.get(self.index(*h)?)?.as_ref()
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn get_mut(&mut self, h: &c_int) -> Option<&mut V> {
         let i = self.index(*h)?;
         self.slots.get_mut(i)?.as_mut()
     }
 
     /// Stores `v` under a new handle.
+    #[inline(always)]
     pub fn add(&mut self, v: V) -> c_int {
         let i = match self.free.pop() {
             Some(i) => i,
@@ -169,6 +173,25 @@ impl<V> Slab<V> {
         }
     }
 
+    /// Drops the object of handle `h` where it lies (no move out of the
+    /// table, as [`Slab::remove`] makes); `false` if there is none.
+    #[inline]
+    pub fn discard(&mut self, h: c_int) -> bool {
+        let Some(i) = self.index(h) else {
+            return false;
+        };
+        match self.slots.get_mut(i) {
+            Some(slot @ Some(_)) => {
+                *slot = None;
+                if i >= self.fixed.len() {
+                    self.free.push(i as c_int);
+                }
+                true
+            }
+            _ => false,
+        }
+    }
+
     pub fn remove(&mut self, h: &c_int) -> Option<V> {
         let i = self.index(*h)?;
         let v = self.slots.get_mut(i)?.take();
@@ -178,20 +201,31 @@ impl<V> Slab<V> {
         v
     }
 
-    /// Mutable access to the objects whose handles are among `hs`, each once.
-    pub fn get_many_mut(&mut self, hs: &[c_int]) -> Vec<&mut V> {
-        let mut want = vec![false; self.slots.len()];
+    /// Mutable access to what `pick` chooses in the objects whose handles
+    /// are among `hs`, each object once (in table order).
+    pub fn pick_many_mut<T: ?Sized>(
+        &mut self,
+        hs: &[c_int],
+        pick: fn(&mut V) -> Option<&mut T>,
+    ) -> Vec<&mut T> {
+        // One bit per slot, in a bitset kept between calls (no allocation
+        // per call once it is as large as the table).
+        let n = self.slots.len();
+        self.marks.clear();
+        self.marks.resize(n.div_ceil(64), 0);
         for &h in hs {
-            if let Some(i) = self.index(h).filter(|&i| i < want.len()) {
-                want[i] = true;
+            if let Some(i) = self.index(h).filter(|&i| i < n) {
+                self.marks[i / 64] |= 1 << (i % 64);
             }
         }
+        let marks = &self.marks;
         let mut out = Vec::with_capacity(hs.len());
         out.extend(
             self.slots
                 .iter_mut()
-                .zip(want)
-                .filter_map(|(v, w)| if w { v.as_mut() } else { None }),
+                .enumerate()
+                .filter(|(i, _)| marks[i / 64] >> (i % 64) & 1 == 1)
+                .filter_map(|(_, v)| v.as_mut().and_then(pick)),
         );
         out
     }
@@ -202,6 +236,9 @@ pub(crate) struct State {
     pub comms: Slab<CommEntry>,
     pub groups: HashMap<c_int, Vec<u32>>,
     pub types: HandleMap<(Datatype, String)>,
+    /// Predefined datatypes, made on first use (a lookup here is a hash of
+    /// the handle; their handles are constants, never freed).
+    builtins: RefCell<HandleMap<Datatype>>,
     pub reqs: Slab<(ReqEntry, c_int)>,
     pub msgs: HashMap<c_int, RawMessage>,
     pub ops: HashMap<c_int, (UserFn, bool)>,
@@ -218,22 +255,60 @@ const FIXED_COMMS: &[(c_int, usize)] = &[(MPI_COMM_WORLD, 0), (MPI_COMM_SELF, 1)
 /// Phases of the library: 0 before init, 1 running, 2 finalized.
 pub(crate) static PHASE: AtomicU8 = AtomicU8::new(0);
 pub(crate) static INIT_THREAD: OnceLock<ThreadId> = OnceLock::new();
-/// `pthread_self()` of the thread that initialized MPI (0 before): comparing it
-/// with the caller's costs a load from the thread's control block, where a
-/// thread-local flag costs a call into the dynamic linker (`__tls_get_addr`)
-/// in a shared library. The initializing thread lives as long as MPI is in use
-/// (its identity can only be reused after it exits). Relaxed: written before
-/// the Release store of PHASE that makes MPI "running", and read after the
-/// Acquire load of it (`st`).
+/// [`thread_ptr`] of the thread that initialized MPI (0 before): comparing it
+/// with the caller's costs one load, where a thread-local flag costs a call
+/// into the dynamic linker (`__tls_get_addr`) in a shared library. The
+/// initializing thread lives as long as MPI is in use (its identity can only
+/// be reused after it exits). Relaxed: written before the Release store of
+/// PHASE that makes MPI "running", and read after the Acquire load of it
+/// (`st`).
 static INIT_PTHREAD: AtomicUsize = AtomicUsize::new(0);
+
+/// An identity of the calling thread, unique among live threads and never 0.
+/// On x86-64 and AArch64 Linux it is the thread pointer, which the ELF TLS
+/// ABI makes unique per thread: one register read (x86-64: the first word of
+/// the thread control block holds the thread pointer itself), where
+/// `pthread_self` is a call into libc on every MPI call. Elsewhere,
+/// `pthread_self`.
+#[inline]
+fn thread_ptr() -> usize {
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    {
+        let tp: usize;
+        // SAFETY: on x86-64 Linux %fs is the thread pointer, and the word at
+        // %fs:0 is the thread pointer itself (TLS ABI, variant II); reading
+        // it has no side effects.
+        unsafe {
+            std::arch::asm!("mov {}, qword ptr fs:[0]", out(reg) tp,
+                options(nostack, readonly, preserves_flags, pure))
+        };
+        tp
+    }
+    #[cfg(all(target_arch = "aarch64", target_os = "linux"))]
+    {
+        let tp: usize;
+        // SAFETY: reads the thread pointer register; no side effects.
+        unsafe {
+            std::arch::asm!("mrs {}, tpidr_el0", out(reg) tp,
+                options(nostack, nomem, preserves_flags, pure))
+        };
+        tp
+    }
+    #[cfg(not(all(
+        any(target_arch = "x86_64", target_arch = "aarch64"),
+        target_os = "linux"
+    )))]
+    {
+        // SAFETY: pthread_self has no preconditions and cannot fail.
+        unsafe { libc::pthread_self() as usize }
+    }
+}
 
 /// Records the calling thread as the one that initialized MPI.
 pub(crate) fn set_init_thread() {
     let _ = INIT_THREAD.set(std::thread::current().id());
-    // SAFETY: pthread_self has no preconditions and cannot fail.
-    let me = unsafe { libc::pthread_self() } as usize;
     // Relaxed: see INIT_PTHREAD.
-    INIT_PTHREAD.store(me, Ordering::Relaxed);
+    INIT_PTHREAD.store(thread_ptr(), Ordering::Relaxed);
 }
 
 struct Global(RefCell<Option<State>>);
@@ -246,8 +321,7 @@ static STATE: Global = Global(RefCell::new(None));
 pub(crate) fn on_init_thread() -> bool {
     // Relaxed: see INIT_PTHREAD.
     let t = INIT_PTHREAD.load(Ordering::Relaxed);
-    // SAFETY: pthread_self has no preconditions and cannot fail.
-    t != 0 && t == unsafe { libc::pthread_self() } as usize
+    t != 0 && t == thread_ptr()
 }
 
 pub(crate) fn install(s: State) {
@@ -259,29 +333,54 @@ pub(crate) fn take() -> Option<State> {
 }
 
 /// The state, for a call made between init and finalize on the init thread.
+///
+/// Inlined into every call, with the refusals out of line: returned from a
+/// function of its own, the borrow came back through memory and was loaded
+/// in wider words than it was stored in, which the processor cannot forward
+/// and waits for (the same holds for the other helpers every call makes:
+/// see `crate::guard`).
+#[inline(always)]
 pub(crate) fn st() -> R<RefMut<'static, State>> {
     // Acquire pairs with the Release store at the end of MPI_Init: a thread that
     // sees "running" also sees INIT_THREAD set.
-    match PHASE.load(Ordering::Acquire) {
-        0 => return err(MPI_ERR_OTHER, "MPI is not initialized: call MPI_Init first"),
-        2 => return err(MPI_ERR_OTHER, "MPI has been finalized"),
-        _ => {}
+    if PHASE.load(Ordering::Acquire) != 1 || !on_init_thread() {
+        return refused();
     }
-    if !on_init_thread() {
-        return err(
+    match STATE.0.try_borrow_mut() {
+        Ok(b) => RefMut::filter_map(b, |s| s.as_mut()).or_else(|_| not_initialized()),
+        Err(_) => reentered(),
+    }
+}
+
+/// Why [`st`] refuses a call: MPI is not running, or this is not its thread.
+#[cold]
+#[inline(never)]
+fn refused<T>() -> R<T> {
+    // Acquire: see `st`.
+    match PHASE.load(Ordering::Acquire) {
+        0 => err(MPI_ERR_OTHER, "MPI is not initialized: call MPI_Init first"),
+        2 => err(MPI_ERR_OTHER, "MPI has been finalized"),
+        _ => err(
             MPI_ERR_OTHER,
             "called from a thread other than the one that initialized MPI; kumi provides \
              MPI_THREAD_FUNNELED: only the main thread may make MPI calls",
-        );
+        ),
     }
-    let b = STATE.0.try_borrow_mut().map_err(|_| MpiErr {
-        class: MPI_ERR_INTERN,
-        msg: "MPI called from inside a callback of another MPI call".into(),
-    })?;
-    RefMut::filter_map(b, |s| s.as_mut()).map_err(|_| MpiErr {
-        class: MPI_ERR_OTHER,
-        msg: "MPI is not initialized".into(),
-    })
+}
+
+#[cold]
+#[inline(never)]
+fn reentered<T>() -> R<T> {
+    err(
+        MPI_ERR_INTERN,
+        "MPI called from inside a callback of another MPI call",
+    )
+}
+
+#[cold]
+#[inline(never)]
+fn not_initialized<T>() -> R<T> {
+    err(MPI_ERR_OTHER, "MPI is not initialized")
 }
 
 impl State {
@@ -311,6 +410,7 @@ impl State {
             comms,
             groups,
             types: HandleMap::default(),
+            builtins: RefCell::default(),
             reqs: Slab::new(NEW_REQUEST, &[]),
             msgs: HashMap::new(),
             ops: HashMap::new(),
@@ -328,12 +428,14 @@ impl State {
         base | (self.next & 0x03ff_ffff)
     }
 
+    #[inline(always)]
     pub fn new_request(&mut self, e: ReqEntry, comm: c_int) -> c_int {
         self.reqs.add((e, comm))
     }
 
+    #[inline]
     pub fn free_request(&mut self, h: c_int) {
-        self.take_request(h);
+        self.reqs.discard(h);
     }
 
     /// Removes request `h` from the table (its handle is reused later).
@@ -354,6 +456,8 @@ impl State {
         }
     }
 
+    #[cold]
+    #[inline(never)]
     fn no_comm<T>(h: c_int) -> R<T> {
         match h {
             MPI_COMM_NULL => err(MPI_ERR_COMM, "the communicator is MPI_COMM_NULL"),
@@ -370,7 +474,7 @@ impl State {
 
     /// The communicator behind a handle, borrowed (errors of the call go to
     /// its handler from now on).
-    #[inline]
+    #[inline(always)]
     pub fn comm_ref(&self, h: c_int) -> R<&Comm> {
         match self.comms.get(&h) {
             Some(c) => {
@@ -405,7 +509,11 @@ impl State {
 
     /// The datatype behind a handle.
     pub fn dtype(&self, h: c_int) -> R<Datatype> {
-        if let Some(d) = builtin_type(h) {
+        if let Some(d) = self.builtins.borrow().get(&h) {
+            return Ok(d.clone());
+        }
+        if let Some(d) = make_builtin(h) {
+            self.builtins.borrow_mut().insert(h, d.clone());
             return Ok(d);
         }
         match self.types.get(&h) {
@@ -422,36 +530,42 @@ impl State {
 }
 
 thread_local! {
-    /// Built-in types, made once each (the hot path looks them up per call).
+    /// Built-in types for lookups without the state (status queries after
+    /// finalize): a thread-local costs a call into the dynamic linker per
+    /// access in a shared library, so calls with the state use its cache.
     static BUILTIN: RefCell<HandleMap<Datatype>> = RefCell::new(HandleMap::default());
 }
 
-/// A predefined datatype: MPICH encodes the size of a basic type in bits 8-15;
-/// the five pair types for MINLOC/MAXLOC are laid out as C structs.
+/// Builds the layout of a predefined datatype: MPICH encodes the size of a
+/// basic type in bits 8-15; the five pair types for MINLOC/MAXLOC are laid
+/// out as C structs.
+fn make_builtin(h: c_int) -> Option<Datatype> {
+    let u = h as u32;
+    if u & 0xff00_0000 == 0x4c00_0000 {
+        let size = ((u >> 8) & 0xff) as usize;
+        return Some(match h {
+            MPI_2INT => Datatype::basic_runs(&[(0, 4), (4, 4)], 8),
+            _ => Datatype::basic(size, u),
+        });
+    }
+    Some(match h {
+        MPI_FLOAT_INT => Datatype::basic_runs(&[(0, 4), (4, 4)], 8),
+        MPI_DOUBLE_INT => Datatype::basic_runs(&[(0, 8), (8, 4)], 16),
+        MPI_LONG_INT => Datatype::basic_runs(&[(0, 8), (8, 4)], 16),
+        MPI_SHORT_INT => Datatype::basic_runs(&[(0, 2), (4, 4)], 8),
+        MPI_LONG_DOUBLE_INT => Datatype::basic_runs(&[(0, 16), (16, 4)], 32),
+        _ => return None,
+    })
+}
+
+/// A predefined datatype, made once per thread (see [`State::dtype`] for the
+/// lookup calls between init and finalize make).
 pub(crate) fn builtin_type(h: c_int) -> Option<Datatype> {
-    let make = || -> Option<Datatype> {
-        let u = h as u32;
-        if u & 0xff00_0000 == 0x4c00_0000 {
-            let size = ((u >> 8) & 0xff) as usize;
-            return Some(match h {
-                MPI_2INT => Datatype::basic_runs(&[(0, 4), (4, 4)], 8),
-                _ => Datatype::basic(size, u),
-            });
-        }
-        Some(match h {
-            MPI_FLOAT_INT => Datatype::basic_runs(&[(0, 4), (4, 4)], 8),
-            MPI_DOUBLE_INT => Datatype::basic_runs(&[(0, 8), (8, 4)], 16),
-            MPI_LONG_INT => Datatype::basic_runs(&[(0, 8), (8, 4)], 16),
-            MPI_SHORT_INT => Datatype::basic_runs(&[(0, 2), (4, 4)], 8),
-            MPI_LONG_DOUBLE_INT => Datatype::basic_runs(&[(0, 16), (16, 4)], 32),
-            _ => return None,
-        })
-    };
     BUILTIN.with(|b| {
         if let Some(d) = b.borrow().get(&h) {
             return Some(d.clone());
         }
-        let d = make()?;
+        let d = make_builtin(h)?;
         b.borrow_mut().insert(h, d.clone());
         Some(d)
     })
@@ -498,9 +612,10 @@ pub(crate) fn handle_error(name: &str, comm: c_int, e: MpiErr) -> c_int {
 // ----- pointer helpers ------------------------------------------------------------
 
 /// Writes `v` to the output argument `p`.
+#[inline(always)]
 pub(crate) fn out<T>(p: *mut T, what: &str, v: T) -> R<()> {
     if p.is_null() {
-        return err(MPI_ERR_ARG, format!("the output argument `{what}` is NULL"));
+        return null_out(what);
     }
     // SAFETY: not null; the MPI standard makes the caller pass a pointer to a
     // writable object of this type.
@@ -508,7 +623,14 @@ pub(crate) fn out<T>(p: *mut T, what: &str, v: T) -> R<()> {
     Ok(())
 }
 
+#[cold]
+#[inline(never)]
+fn null_out(what: &str) -> R<()> {
+    err(MPI_ERR_ARG, format!("the output argument `{what}` is NULL"))
+}
+
 /// Reads the input argument `p`.
+#[inline(always)]
 pub(crate) fn read<T: Copy>(p: *const T, what: &str) -> R<T> {
     if p.is_null() {
         return err(MPI_ERR_ARG, format!("the argument `{what}` is NULL"));
@@ -584,10 +706,12 @@ pub(crate) fn in_str(p: *const std::ffi::c_char, what: &str) -> R<String> {
 }
 
 /// Whether a status pointer asks for the status (not NULL or MPI_STATUS_IGNORE).
+#[inline(always)]
 pub(crate) fn wants(p: *mut MPI_Status) -> bool {
     !p.is_null() && p as usize != STATUS_IGNORE
 }
 
+#[inline(always)]
 pub(crate) fn status_of(s: &Status, error: c_int) -> MPI_Status {
     let bytes = s.bytes as u64;
     MPI_Status {
@@ -601,6 +725,7 @@ pub(crate) fn status_of(s: &Status, error: c_int) -> MPI_Status {
 
 /// The status of a completed operation with no message (a send, `MPI_PROC_NULL`,
 /// a null request): source `MPI_ANY_SOURCE`, tag `MPI_ANY_TAG`, count 0.
+#[inline(always)]
 pub(crate) fn empty_status() -> MPI_Status {
     MPI_Status {
         count_lo: 0,
@@ -611,6 +736,7 @@ pub(crate) fn empty_status() -> MPI_Status {
     }
 }
 
+#[inline(always)]
 pub(crate) fn put_status(p: *mut MPI_Status, s: MPI_Status) {
     if wants(p) {
         // SAFETY: not null or MPI_STATUS_IGNORE: the caller passed a status.
@@ -624,9 +750,16 @@ pub(crate) fn status_bytes(s: &MPI_Status) -> u64 {
 }
 
 /// Checks a count argument.
+#[inline(always)]
 pub(crate) fn count(n: c_int) -> R<usize> {
     if n < 0 {
-        return err(MPI_ERR_COUNT, format!("count {n} is negative"));
+        return negative_count(n);
     }
     Ok(n as usize)
+}
+
+#[cold]
+#[inline(never)]
+fn negative_count(n: c_int) -> R<usize> {
+    err(MPI_ERR_COUNT, format!("count {n} is negative"))
 }

@@ -18,8 +18,8 @@ use crate::engine::{ReqId, WaitInfo};
 use crate::error::{Error, Result};
 use crate::request::Status;
 use kumi_core::call::Call;
-use kumi_core::matching::Envelope;
-use kumi_core::TAG_UB;
+use kumi_core::matching::{Envelope, Pattern};
+use kumi_core::{ANY_SOURCE, ANY_TAG, TAG_UB};
 use std::cell::RefCell;
 use std::panic::Location;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -73,6 +73,7 @@ struct Extra {
 }
 
 /// The boxed part of a request, if any of it is set.
+#[inline(always)]
 fn extra(staging: Option<Vec<u8>>, unpack: Option<Unpack>) -> Option<Box<Extra>> {
     (staging.is_some() || unpack.is_some()).then(|| {
         Box::new(Extra {
@@ -110,19 +111,48 @@ fn ctx(comm: &Comm) -> u32 {
     comm.coll_ctx() - 1
 }
 
+/// Inlined, with the error out of line: see [`start_send`].
+#[inline(always)]
 fn check_tag(tag: i32) -> Result<()> {
     if !(0..=TAG_UB).contains(&tag) {
-        return Err(Error::InvalidArgument {
-            arg: "tag",
-            value: tag as i64,
-            allowed: format!("a tag from 0 to {TAG_UB}"),
-        });
+        return bad_tag(tag);
     }
     Ok(())
 }
 
+#[cold]
+#[inline(never)]
+fn bad_tag(tag: i32) -> Result<()> {
+    Err(Error::InvalidArgument {
+        arg: "tag",
+        value: tag as i64,
+        allowed: format!("a tag from 0 to {TAG_UB}"),
+    })
+}
+
+/// The matching pattern of a receive: [`Comm::pattern`] for the
+/// point-to-point context, with the checks of the usual arguments inlined
+/// into the callers this module's receives are inlined into (see
+/// [`start_recv`]); anything else, errors included, goes to `Comm::pattern`.
+#[inline(always)]
+fn recv_pattern(comm: &Comm, source: i32, tag: i32) -> Result<Pattern> {
+    let ctx = ctx(comm);
+    let src = match source {
+        ANY_SOURCE => None,
+        s if s >= 0 && (s as usize) < comm.size() => Some(s as u32),
+        _ => return comm.pattern(ctx, source, tag),
+    };
+    let tag = match tag {
+        ANY_TAG => None,
+        t if (0..=TAG_UB).contains(&t) => Some(t),
+        _ => return comm.pattern(ctx, source, tag),
+    };
+    Ok(Pattern { ctx, src, tag })
+}
+
 impl RawRequest {
     /// A request that is already complete with `status` (e.g. to `MPI_PROC_NULL`).
+    #[inline]
     pub fn completed(status: Status) -> RawRequest {
         RawRequest {
             comm: None,
@@ -209,7 +239,29 @@ impl RawRequest {
 
     /// Blocks until the operation completes; returns its status.
     #[track_caller]
+    #[inline]
     pub fn wait(&mut self) -> Result<Status> {
+        // Complete, with nothing unpacked or failed (an eager send, or a
+        // request `wait_all` completed): answered inline, in the caller.
+        if self.id.is_none() && self.x.is_none() {
+            // Field by field: a copy of the whole `Option<Status>` moved its
+            // flag and padding bytes in overlapping pieces, which the
+            // processor could not forward to the loads that followed.
+            return Ok(match &self.done {
+                Some(s) => Status {
+                    source: s.source,
+                    tag: s.tag,
+                    bytes: s.bytes,
+                    cancelled: s.cancelled,
+                },
+                None => Status::empty(),
+            });
+        }
+        self.wait_slow()
+    }
+
+    #[track_caller]
+    fn wait_slow(&mut self) -> Result<Status> {
         if let Some(e) = self.x.as_mut().and_then(|x| x.failed.take()) {
             return Err(e);
         }
@@ -242,12 +294,14 @@ impl RawRequest {
 
     /// Whether the operation completed when it started, with nothing to wait
     /// for and no error (an eager send): the request can then be dropped.
+    #[inline]
     pub fn completed_at_start(&self) -> bool {
         self.id.is_none() && self.x.as_ref().is_none_or(|x| x.failed.is_none())
     }
 
     /// The status of a completed request, if it has one (see
     /// [`RawRequest::completed_at_start`]).
+    #[inline]
     pub fn done_status(&self) -> Option<Status> {
         self.done
     }
@@ -347,6 +401,7 @@ pub unsafe fn isend(
 /// # Safety
 /// `buf..buf + len` must be readable and stay unmodified until the request
 /// completes (for [`SendMode::Buffered`], only until this call returns).
+#[inline(always)]
 pub unsafe fn isend_contig(
     comm: &Comm,
     buf: *const u8,
@@ -364,6 +419,14 @@ pub unsafe fn isend_contig(
 }
 
 /// Starts a send of `len` bytes at `ptr` (which `staging` owns if it is set).
+///
+/// Inlined (with [`isend_contig`]) into its callers in other crates: the
+/// request it makes is written field by field, and a caller that copied it
+/// out of the returned value at once read it in wider words than it was
+/// written in, which the processor cannot forward from its stores and waits
+/// for (a fifth of the C ABI's `MPI_Isend`). Inlined, the request is built
+/// where it goes.
+#[inline(always)]
 fn start_send(
     comm: &Comm,
     ptr: *const u8,
@@ -482,12 +545,42 @@ pub unsafe fn irecv(
     start_recv(comm, ptr, cap, Some(staging), Some(unpack), source, tag)
 }
 
+/// [`irecv_contig`] into `req`, a request object that already lies where
+/// the caller keeps it (a slot of the C ABI's request table), which it
+/// replaces. Built in place, the request is not copied there afterwards: a
+/// copy right after the request was written, in wider words than its fields
+/// were written in, waited for the writes to reach the cache (see
+/// [`start_send`]). On error `req` is left as it was.
+///
+/// # Safety
+/// As for [`irecv_contig`].
+#[inline(always)]
+pub unsafe fn irecv_contig_in(
+    req: &mut RawRequest,
+    comm: &Comm,
+    buf: *mut u8,
+    cap: usize,
+    source: i32,
+    tag: i32,
+) -> Result<()> {
+    reap();
+    let pat = recv_pattern(comm, source, tag)?;
+    let id = comm.engine().post_recv(pat, buf, cap)?;
+    req.comm = Some(comm.clone());
+    req.id = Some(id);
+    req.done = None;
+    req.what = (Call::Recv, source, tag);
+    req.x = None;
+    Ok(())
+}
+
 /// Starts receiving into the `cap` bytes at `buf`: [`irecv`] for a contiguous
 /// layout, without a datatype.
 ///
 /// # Safety
 /// `buf..buf + cap` must be writable, and otherwise untouched, until the
 /// request completes.
+#[inline(always)]
 pub unsafe fn irecv_contig(
     comm: &Comm,
     buf: *mut u8,
@@ -498,6 +591,10 @@ pub unsafe fn irecv_contig(
     start_recv(comm, buf, cap, None, None, source, tag)
 }
 
+/// Posts a receive into the `cap` bytes at `ptr` (which `staging` owns if it
+/// is set). Inlined into callers in other crates, for the reason
+/// [`start_send`] is.
+#[inline(always)]
 fn start_recv(
     comm: &Comm,
     ptr: *mut u8,
@@ -508,7 +605,7 @@ fn start_recv(
     tag: i32,
 ) -> Result<RawRequest> {
     reap();
-    let pat = comm.pattern(ctx(comm), source, tag)?;
+    let pat = recv_pattern(comm, source, tag)?;
     let id = comm.engine().post_recv(pat, ptr, cap)?;
     Ok(RawRequest {
         comm: Some(comm.clone()),
