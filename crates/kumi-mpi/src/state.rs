@@ -255,7 +255,7 @@ const FIXED_COMMS: &[(c_int, usize)] = &[(MPI_COMM_WORLD, 0), (MPI_COMM_SELF, 1)
 /// Phases of the library: 0 before init, 1 running, 2 finalized.
 pub(crate) static PHASE: AtomicU8 = AtomicU8::new(0);
 pub(crate) static INIT_THREAD: OnceLock<ThreadId> = OnceLock::new();
-/// [`thread_ptr`] of the thread that initialized MPI (0 before): comparing it
+/// [`kumi::raw::thread_id`] of the thread that initialized MPI (0 before): comparing it
 /// with the caller's costs one load, where a thread-local flag costs a call
 /// into the dynamic linker (`__tls_get_addr`) in a shared library. The
 /// initializing thread lives as long as MPI is in use (its identity can only
@@ -264,51 +264,11 @@ pub(crate) static INIT_THREAD: OnceLock<ThreadId> = OnceLock::new();
 /// (`st`).
 static INIT_PTHREAD: AtomicUsize = AtomicUsize::new(0);
 
-/// An identity of the calling thread, unique among live threads and never 0.
-/// On x86-64 and AArch64 Linux it is the thread pointer, which the ELF TLS
-/// ABI makes unique per thread: one register read (x86-64: the first word of
-/// the thread control block holds the thread pointer itself), where
-/// `pthread_self` is a call into libc on every MPI call. Elsewhere,
-/// `pthread_self`.
-#[inline]
-fn thread_ptr() -> usize {
-    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-    {
-        let tp: usize;
-        // SAFETY: on x86-64 Linux %fs is the thread pointer, and the word at
-        // %fs:0 is the thread pointer itself (TLS ABI, variant II); reading
-        // it has no side effects.
-        unsafe {
-            std::arch::asm!("mov {}, qword ptr fs:[0]", out(reg) tp,
-                options(nostack, readonly, preserves_flags, pure))
-        };
-        tp
-    }
-    #[cfg(all(target_arch = "aarch64", target_os = "linux"))]
-    {
-        let tp: usize;
-        // SAFETY: reads the thread pointer register; no side effects.
-        unsafe {
-            std::arch::asm!("mrs {}, tpidr_el0", out(reg) tp,
-                options(nostack, nomem, preserves_flags, pure))
-        };
-        tp
-    }
-    #[cfg(not(all(
-        any(target_arch = "x86_64", target_arch = "aarch64"),
-        target_os = "linux"
-    )))]
-    {
-        // SAFETY: pthread_self has no preconditions and cannot fail.
-        unsafe { libc::pthread_self() as usize }
-    }
-}
-
 /// Records the calling thread as the one that initialized MPI.
 pub(crate) fn set_init_thread() {
     let _ = INIT_THREAD.set(std::thread::current().id());
     // Relaxed: see INIT_PTHREAD.
-    INIT_PTHREAD.store(thread_ptr(), Ordering::Relaxed);
+    INIT_PTHREAD.store(kumi::raw::thread_id(), Ordering::Relaxed);
 }
 
 struct Global(RefCell<Option<State>>);
@@ -321,7 +281,7 @@ static STATE: Global = Global(RefCell::new(None));
 pub(crate) fn on_init_thread() -> bool {
     // Relaxed: see INIT_PTHREAD.
     let t = INIT_PTHREAD.load(Ordering::Relaxed);
-    t != 0 && t == thread_ptr()
+    t != 0 && t == kumi::raw::thread_id()
 }
 
 pub(crate) fn install(s: State) {

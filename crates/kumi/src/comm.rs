@@ -84,10 +84,12 @@ impl Comm {
         self.inner.members.get(r).map(|&w| w as usize)
     }
 
+    #[inline]
     pub(crate) fn engine(&self) -> Guard<'_> {
         self.inner.engine.borrow_mut()
     }
 
+    #[inline]
     pub(crate) fn check_dest(&self, dest: i32) -> Result<u32> {
         if dest < 0 || dest as usize >= self.size() {
             return Err(Error::InvalidArgument {
@@ -110,6 +112,7 @@ impl Comm {
         Ok(())
     }
 
+    #[inline]
     pub(crate) fn pattern(&self, ctx: u32, source: i32, tag: i32) -> Result<Pattern> {
         let src = match source {
             ANY_SOURCE => None,

@@ -864,3 +864,41 @@ impl RawPersistent {
         }
     }
 }
+
+/// An id of the calling thread, unique among the live threads of the
+/// process: the thread pointer, read from its register (what `pthread_self`
+/// returns, without the call). Used to tell the thread that initialized kumi
+/// from others on every call.
+#[inline]
+pub fn thread_id() -> usize {
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    {
+        let tp: usize;
+        // SAFETY: on x86-64 Linux %fs is the thread pointer, and the word at
+        // %fs:0 is the thread pointer itself (TLS ABI, variant II); reading
+        // it has no side effects.
+        unsafe {
+            std::arch::asm!("mov {}, qword ptr fs:[0]", out(reg) tp,
+                options(nostack, readonly, preserves_flags, pure))
+        };
+        tp
+    }
+    #[cfg(all(target_arch = "aarch64", target_os = "linux"))]
+    {
+        let tp: usize;
+        // SAFETY: reads the thread pointer register; no side effects.
+        unsafe {
+            std::arch::asm!("mrs {}, tpidr_el0", out(reg) tp,
+                options(nostack, nomem, preserves_flags, pure))
+        };
+        tp
+    }
+    #[cfg(not(all(
+        any(target_arch = "x86_64", target_arch = "aarch64"),
+        target_os = "linux"
+    )))]
+    {
+        // SAFETY: pthread_self has no preconditions and cannot fail.
+        unsafe { libc::pthread_self() as usize }
+    }
+}

@@ -70,7 +70,7 @@ pub(crate) struct Watch {
 // a thread-local: a thread-local in a shared library (libmpi.so) costs a call
 // into the dynamic linker on every access, twice per MPI call. They are
 // written and read only on the thread that called `kumi::init` (checked with
-// `pthread_self`, a register read), which is the only thread that may call
+// `raw::thread_id`, a register read), which is the only thread that may call
 // MPI, so no access is ever concurrent with another: Relaxed suffices.
 static LABEL_PTR: AtomicPtr<u8> = AtomicPtr::new(std::ptr::null_mut());
 static LABEL_LEN: AtomicUsize = AtomicUsize::new(0);
@@ -78,16 +78,14 @@ static LABEL_THREAD: AtomicUsize = AtomicUsize::new(0);
 
 /// Makes the calling thread the one whose MPI calls are labelled (at init).
 pub(crate) fn set_label_thread() {
-    // SAFETY: pthread_self has no preconditions.
-    let me = unsafe { libc::pthread_self() } as usize;
+    let me = crate::raw::thread_id();
     LABEL_THREAD.store(me, Ordering::Relaxed);
 }
 
 #[inline]
 fn on_label_thread() -> bool {
     let t = LABEL_THREAD.load(Ordering::Relaxed);
-    // SAFETY: pthread_self has no preconditions.
-    t != 0 && t == unsafe { libc::pthread_self() } as usize
+    t != 0 && t == crate::raw::thread_id()
 }
 
 /// The current label (see `LABEL_PTR`).

@@ -183,6 +183,7 @@ impl<T> Func<T> {
 }
 
 /// The plain function of built-in `op` on `T`.
+#[inline]
 fn builtin_fn<T: Elem>(op: Builtin) -> fn(&[T], &mut [T]) {
     macro_rules! each {
         ($($v:ident),*) => {
@@ -271,6 +272,7 @@ impl<T: Elem> Op<T> {
     /// A built-in operation. Using it on a type it is not defined for (bitwise
     /// operations on floats, `MinLoc` on plain numbers) makes the collective
     /// return [`Error::InvalidArgument`].
+    #[inline]
     pub fn builtin(op: Builtin) -> Op<T> {
         let invalid = (!T::supports(op)).then(|| {
             format!(
