@@ -344,7 +344,7 @@ impl Comm {
             .engine()
             .start_send(env, peer, bytes.as_ptr(), bytes.len(), sync)?;
         Ok(match started {
-            None => scope.completed(&self.inner.engine),
+            None => scope.completed(),
             Some(id) => scope.register(&self.inner.engine, id),
         })
     }

@@ -91,15 +91,17 @@ impl<'s> Scope<'s> {
     pub(crate) fn register(&self, engine: &EngineRef, id: ReqId) -> Request<'_> {
         self.pending.borrow_mut().push((engine.clone(), id));
         Request {
-            engine: engine.clone(),
+            engine: Some(engine.clone()),
             id: Some(id),
             scope_list: &self.pending,
         }
     }
 
-    pub(crate) fn completed(&self, engine: &EngineRef) -> Request<'_> {
+    /// A request that completed when it started (no engine handle kept: an
+    /// eager send costs no reference count).
+    pub(crate) fn completed(&self) -> Request<'_> {
         Request {
-            engine: engine.clone(),
+            engine: None,
             id: None,
             scope_list: &self.pending,
         }
@@ -112,7 +114,8 @@ type PendingList = RefCell<Vec<(EngineRef, ReqId)>>;
 /// with [`Request::test`], or use [`wait_all`], [`wait_any`], [`test_all`].
 #[must_use = "a request must be waited on (dropping it leaves the wait to the end of the scope)"]
 pub struct Request<'a> {
-    engine: EngineRef,
+    /// `None` exactly when `id` was `None` from the start.
+    engine: Option<EngineRef>,
     /// `None`: completed at start (e.g. an eager send the transport took at once).
     id: Option<ReqId>,
     scope_list: &'a PendingList,
@@ -134,17 +137,24 @@ impl Request<'_> {
         };
         self.forget_in_scope(id);
         let r = self
-            .engine
+            .engine()
             .borrow_mut()
             .wait(WaitInfo::plain(Call::Wait), id);
         r
+    }
+
+    /// The engine of a request that was registered (has had an id).
+    fn engine(&self) -> &EngineRef {
+        self.engine
+            .as_ref()
+            .expect("a registered request keeps its engine")
     }
 
     /// Makes progress once; `true` if the operation has completed (then
     /// [`Request::wait`] returns at once).
     pub fn test(&mut self) -> Result<bool> {
         let Some(id) = self.id else { return Ok(true) };
-        let mut e = self.engine.borrow_mut();
+        let mut e = self.engine().borrow_mut();
         if e.is_done(id) {
             return Ok(true);
         }
@@ -156,7 +166,7 @@ impl Request<'_> {
     /// cancelled; its status then says `cancelled`. Sends cannot be cancelled.
     pub fn cancel(&mut self) -> bool {
         match self.id {
-            Some(id) => self.engine.borrow_mut().cancel_recv(id),
+            Some(id) => self.engine().borrow_mut().cancel_recv(id),
             None => false,
         }
     }
@@ -166,7 +176,7 @@ impl Drop for Request<'_> {
     fn drop(&mut self) {
         if let Some(id) = self.id {
             // The scope still waits for it; the engine frees it when it completes.
-            if let Some(mut e) = self.engine.try_borrow_mut() {
+            if let Some(mut e) = self.engine().try_borrow_mut() {
                 if e.is_done(id) {
                     let _ = e.take_result(id);
                     drop(e);
@@ -205,7 +215,11 @@ pub fn wait_all(reqs: Vec<Request<'_>>) -> Result<Vec<Status>> {
 #[track_caller]
 pub fn wait_any(reqs: &mut Vec<Request<'_>>) -> Result<(usize, Status)> {
     assert!(!reqs.is_empty(), "wait_any on an empty list of requests");
-    let engine = reqs[0].engine.clone();
+    let Some(engine) = reqs.iter().find_map(|r| r.engine.clone()) else {
+        // Every one completed when it started.
+        let r = reqs.remove(0);
+        return r.wait().map(|s| (0, s));
+    };
     let mut found = None;
     engine
         .borrow_mut()
@@ -222,10 +236,9 @@ pub fn wait_any(reqs: &mut Vec<Request<'_>>) -> Result<(usize, Status)> {
 
 /// Makes progress once; `true` if every request has completed.
 pub fn test_all(reqs: &mut [Request<'_>]) -> Result<bool> {
-    let Some(first) = reqs.first() else {
+    let Some(engine) = reqs.iter().find_map(|r| r.engine.clone()) else {
         return Ok(true);
     };
-    let engine = first.engine.clone();
     let mut e = engine.borrow_mut();
     e.progress()?;
     Ok(reqs.iter().all(|r| r.id.is_none_or(|id| e.is_done(id))))
@@ -233,10 +246,12 @@ pub fn test_all(reqs: &mut [Request<'_>]) -> Result<bool> {
 
 /// Makes progress once; the index of a completed request, if any.
 pub fn test_any(reqs: &mut [Request<'_>]) -> Result<Option<usize>> {
-    let Some(first) = reqs.first() else {
+    if reqs.is_empty() {
         return Ok(None);
+    }
+    let Some(engine) = reqs.iter().find_map(|r| r.engine.clone()) else {
+        return Ok(Some(0));
     };
-    let engine = first.engine.clone();
     let mut e = engine.borrow_mut();
     e.progress()?;
     Ok(reqs
