@@ -29,6 +29,7 @@ pub mod control;
 pub mod deadlock;
 pub mod header;
 pub mod matching;
+pub mod rudp;
 
 /// Largest tag a user may pass (inclusive). Tags above it are reserved for kumi.
 pub const TAG_UB: i32 = (1 << 30) - 1;

@@ -40,6 +40,7 @@ pub mod loopback;
 pub mod shm;
 pub(crate) mod sync;
 pub mod tcp;
+pub mod udp;
 
 use kumi_core::header::Header;
 use std::io;

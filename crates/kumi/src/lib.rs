@@ -105,7 +105,7 @@ pub fn init() -> Result<Universe> {
     // The ranks of this host, by local rank.
     let globals: Vec<u32> = net::host_ranks(&id)?;
     let route = net::routes(&id, &globals, &net::ForceTcp::from_env()?);
-    let mut tcp = net::start(&id, &route)?;
+    let mut link = net::start(&id, &route)?;
 
     let segment = match (id.shm_fd, &mut control) {
         (Some(fd), _) => {
@@ -133,16 +133,16 @@ pub fn init() -> Result<Universe> {
     if let Some(ctl) = &mut control {
         ctl.put(
             &format!("card/{}", id.rank),
-            net::card(&id, tcp.as_ref()).into_bytes(),
+            net::card(&id, link.as_ref()).into_bytes(),
         )?;
         ctl.fence()?;
     }
-    let net_addr = tcp.as_ref().map(|t| t.local_addr());
-    let net: Option<Box<dyn kumi_transport::Transport + Send>> = match (tcp.take(), &mut control) {
-        (Some(mut tcp), Some(ctl)) => {
-            let hosts = net::learn_peers(ctl, &mut tcp, &route)?;
+    let net_addr = link.as_ref().map(|t| t.local_addr());
+    let net: Option<Box<dyn kumi_transport::Transport + Send>> = match (link.take(), &mut control) {
+        (Some(mut link), Some(ctl)) => {
+            let hosts = net::learn_peers(ctl, &mut link, &route)?;
             Some(Box::new(net::Guarded {
-                tcp,
+                link,
                 rank: id.rank,
                 hosts,
                 control: Some(ctl.sender()?),

@@ -1,6 +1,13 @@
-//! Wiring the network transport into a rank: which peers it reaches over TCP,
-//! the address card it publishes, and what happens when a job peer's connection
-//! breaks.
+//! Wiring the network transport into a rank: which peers it reaches over the
+//! network, the address card it publishes, and what happens when a job peer's
+//! connection breaks.
+//!
+//! The network transport is TCP or reliable UDP, chosen by
+//! `KUMI_NET_TRANSPORT=tcp|udp` (default `tcp`); every rank of a job reads the
+//! same variable, so a pair always agrees. The UDP transport also reads
+//! `KUMI_UDP_SEGMENT` (bytes per datagram on the wire), `KUMI_UDP_WINDOW` (most
+//! datagrams in flight per peer) and `KUMI_UDP_FAULTS` (seeded
+//! fault injection for tests, see `kumi_transport::udp::faults`).
 //!
 //! Ranks of one host talk through shared memory, others through TCP; the choice
 //! is per peer, from `KUMI_HOST_RANKS` (the ranks of this host, written by the
@@ -22,6 +29,8 @@ use kumi_transport::tcp::addr::NetChoice;
 use kumi_transport::tcp::{
     PeerError, TcpConfig, TcpTransport, DEFAULT_HIGH_WATER, DEFAULT_MAX_PAYLOAD,
 };
+use kumi_transport::udp::faults::FaultSpec;
+use kumi_transport::udp::{UdpConfig, UdpTransport};
 use kumi_transport::{Sink, Transport};
 use std::io::{self, Write};
 use std::net::SocketAddr;
@@ -93,8 +102,99 @@ pub(crate) fn routes(id: &Identity, local: &[u32], force: &ForceTcp) -> Vec<Rout
     route
 }
 
+/// The network transport of a rank.
+pub(crate) enum Link {
+    Tcp(Box<TcpTransport>),
+    Udp(Box<UdpTransport>),
+}
+
+impl Link {
+    fn transport(&mut self) -> &mut dyn Transport {
+        match self {
+            Link::Tcp(t) => &mut **t,
+            Link::Udp(u) => &mut **u,
+        }
+    }
+
+    fn transport_ref(&self) -> &dyn Transport {
+        match self {
+            Link::Tcp(t) => &**t,
+            Link::Udp(u) => &**u,
+        }
+    }
+
+    /// The address peers reach this rank at (its address card).
+    pub fn local_addr(&self) -> SocketAddr {
+        match self {
+            Link::Tcp(t) => t.local_addr(),
+            Link::Udp(u) => u.local_addr(),
+        }
+    }
+
+    fn set_peer_addr(&mut self, peer: u32, addr: SocketAddr) {
+        match self {
+            Link::Tcp(t) => t.set_peer_addr(peer, addr),
+            Link::Udp(u) => u.set_peer_addr(peer, addr),
+        }
+    }
+}
+
+/// `KUMI_NET_TRANSPORT`: `true` for UDP.
+fn wants_udp() -> Result<bool> {
+    match std::env::var("KUMI_NET_TRANSPORT")
+        .unwrap_or_default()
+        .trim()
+    {
+        "" | "tcp" => Ok(false),
+        "udp" => Ok(true),
+        v => Err(Error::Bootstrap(format!(
+            "KUMI_NET_TRANSPORT={v:?}: use tcp or udp"
+        ))),
+    }
+}
+
+fn udp_config(id: &Identity, route: &[Route], bind: std::net::Ipv4Addr) -> Result<UdpConfig> {
+    let segment = match std::env::var("KUMI_UDP_SEGMENT") {
+        Ok(v) => v.trim().parse().map_err(|_| {
+            Error::Bootstrap(format!(
+                "KUMI_UDP_SEGMENT={v:?}: expected a number of bytes"
+            ))
+        })?,
+        Err(_) => kumi_transport::udp::DEFAULT_SEGMENT,
+    };
+    let max_window = match std::env::var("KUMI_UDP_WINDOW") {
+        Ok(v) => v.trim().parse().map_err(|_| {
+            Error::Bootstrap(format!(
+                "KUMI_UDP_WINDOW={v:?}: expected a number of datagrams"
+            ))
+        })?,
+        Err(_) => kumi_transport::udp::DEFAULT_WINDOW,
+    };
+    let faults = match std::env::var("KUMI_UDP_FAULTS") {
+        Ok(v) if !v.trim().is_empty() => Some(
+            FaultSpec::parse(&v)
+                .map_err(|e| Error::Bootstrap(format!("KUMI_UDP_FAULTS={v:?}: {e}")))?,
+        ),
+        _ => None,
+    };
+    Ok(UdpConfig {
+        job: id.job.clone(),
+        secret: id.secret.clone(),
+        rank: id.rank,
+        size: id.size,
+        bind,
+        max_payload: kumi_transport::udp::DEFAULT_MAX_PAYLOAD,
+        segment,
+        max_window,
+        net_peers: route.iter().filter(|&&r| r == Route::Net).count() as u32,
+        poll_every: if route.contains(&Route::Shm) { 4 } else { 1 },
+        dead_after: Duration::from_secs(60),
+        faults,
+    })
+}
+
 /// Starts listening if some peer is reached over the network.
-pub(crate) fn start(id: &Identity, route: &[Route]) -> Result<Option<TcpTransport>> {
+pub(crate) fn start(id: &Identity, route: &[Route]) -> Result<Option<Link>> {
     if !route.contains(&Route::Net) {
         return Ok(None);
     }
@@ -103,6 +203,12 @@ pub(crate) fn start(id: &Identity, route: &[Route]) -> Result<Option<TcpTranspor
     let bind = choice
         .resolve()
         .map_err(|e| Error::Bootstrap(format!("choosing the network address: {e}")))?;
+    if wants_udp()? {
+        let udp = UdpTransport::new(udp_config(id, route, bind)?).map_err(|e| {
+            Error::Bootstrap(format!("cannot bind a datagram socket on {bind}: {e}"))
+        })?;
+        return Ok(Some(Link::Udp(Box::new(udp))));
+    }
     let tcp = TcpTransport::new(TcpConfig {
         job: id.job.clone(),
         secret: id.secret.clone(),
@@ -115,17 +221,17 @@ pub(crate) fn start(id: &Identity, route: &[Route]) -> Result<Option<TcpTranspor
         poll_every: if route.contains(&Route::Shm) { 4 } else { 1 },
     })
     .map_err(|e| Error::Bootstrap(format!("cannot listen for data connections on {bind}: {e}")))?;
-    Ok(Some(tcp))
+    Ok(Some(Link::Tcp(Box::new(tcp))))
 }
 
 /// This rank's address card: `pid=P host=H addr=IP:PORT` (fields absent when
 /// unknown).
-pub(crate) fn card(id: &Identity, tcp: Option<&TcpTransport>) -> String {
+pub(crate) fn card(id: &Identity, link: Option<&Link>) -> String {
     let mut c = format!("pid={}", std::process::id());
     if !id.host.is_empty() && !id.host.contains(char::is_whitespace) {
         c.push_str(&format!(" host={}", id.host));
     }
-    if let Some(t) = tcp {
+    if let Some(t) = link {
         c.push_str(&format!(" addr={}", t.local_addr()));
     }
     c
@@ -140,7 +246,7 @@ fn card_field<'a>(card: &'a str, key: &str) -> Option<&'a str> {
 /// transport where they listen. Returns each rank's host name (for reports).
 pub(crate) fn learn_peers(
     ctl: &mut Control,
-    tcp: &mut TcpTransport,
+    link: &mut Link,
     route: &[Route],
 ) -> Result<Vec<String>> {
     let peers: Vec<u32> = (0..route.len() as u32)
@@ -160,15 +266,15 @@ pub(crate) fn learn_peers(
                     "rank {r}'s address card {card:?} has no network address"
                 ))
             })?;
-        tcp.set_peer_addr(r, addr);
+        link.set_peer_addr(r, addr);
         hosts[r as usize] = card_field(&card, "host").unwrap_or("").to_string();
     }
     Ok(hosts)
 }
 
-/// The TCP transport, with job peers' failures turned into a job abort.
+/// The network transport, with job peers' failures turned into a job abort.
 pub(crate) struct Guarded {
-    pub tcp: TcpTransport,
+    pub link: Link,
     pub rank: u32,
     pub hosts: Vec<String>,
     pub control: Option<Stream>,
@@ -202,27 +308,27 @@ impl Guarded {
 
 impl Transport for Guarded {
     fn name(&self) -> &'static str {
-        self.tcp.name()
+        self.link.transport_ref().name()
     }
     fn max_payload(&self) -> usize {
-        self.tcp.max_payload()
+        self.link.transport_ref().max_payload()
     }
     fn try_send(&mut self, peer: u32, header: &Header, payload: &[u8]) -> io::Result<bool> {
-        let r = self.tcp.try_send(peer, header, payload);
+        let r = self.link.transport().try_send(peer, header, payload);
         self.check(r)
     }
     fn poll(&mut self, sink: &mut Sink<'_>) -> io::Result<usize> {
-        let r = self.tcp.poll(sink);
+        let r = self.link.transport().poll(sink);
         self.check(r)
     }
     fn prepare_sleep(&mut self) -> bool {
-        self.tcp.prepare_sleep()
+        self.link.transport().prepare_sleep()
     }
     fn sleep(&mut self, timeout: Duration) {
-        self.tcp.sleep(timeout)
+        self.link.transport().sleep(timeout)
     }
     fn cancel_sleep(&mut self) {
-        self.tcp.cancel_sleep()
+        self.link.transport().cancel_sleep()
     }
 }
 
