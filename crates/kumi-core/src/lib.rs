@@ -19,6 +19,8 @@
 //!   the launcher.
 //! - [`deadlock`]: what ranks report about long waits, and the pure rule that
 //!   decides from those reports that some ranks can never continue.
+//! - [`rudp`]: reliable delivery over datagrams (sequence numbers, selective
+//!   acknowledgements, retransmission, credits), with `now` passed in.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 

@@ -250,6 +250,9 @@ pub struct Counters {
     /// Progress passes that moved something on the progress thread, while
     /// the application computed.
     pub async_passes: u64,
+    /// Frames of any kind that arrived (data chunks and replies included):
+    /// a wait during which they keep coming is moving, not stuck.
+    pub frames_in: u64,
     /// Per world peer: messages and bytes sent to it (counted when the send
     /// starts) and arrived from it (counted when the first frame of the message
     /// arrives, matched or not); the internal messages of collectives apart.
@@ -727,6 +730,7 @@ impl Engine {
     /// Handles one arrived frame. A frame that breaks the protocol is dropped with
     /// a logged reason; it never takes the rank down.
     fn on_frame(&mut self, from: u32, h: &Header, p: &[u8]) {
+        self.counters.frames_in += 1;
         if let Err(e) = self.on_frame_inner(from, h, p) {
             log(
                 self.world_rank,

@@ -234,8 +234,9 @@ impl Universe {
         self.id.local_rank as usize
     }
 
-    /// The address this rank accepts network (TCP) data connections on, if it
-    /// has peers on other hosts (or TCP was forced with `KUMI_FORCE_TCP`).
+    /// The address this rank takes network data on (TCP connections, or UDP
+    /// datagrams with `KUMI_NET_TRANSPORT=udp`), if it has peers on other hosts
+    /// (or the network transport was forced with `KUMI_FORCE_TCP`).
     pub fn data_address(&self) -> Option<std::net::SocketAddr> {
         self.net_addr
     }

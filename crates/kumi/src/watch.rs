@@ -60,6 +60,8 @@ pub(crate) struct Watch {
     last_check: Option<Instant>,
     /// Messages arrived (all peers) at the last `Blocked` report.
     last_arrived: u64,
+    /// `Counters::frames_in` when last looked at.
+    last_frames: u64,
     blocked: Duration,
     /// The C caller of the current wait, once found: (location, function).
     site: Option<(String, Option<String>)>,
@@ -180,6 +182,7 @@ impl Watch {
             last_sent: None,
             last_check: None,
             last_arrived: 0,
+            last_frames: 0,
             blocked: Duration::ZERO,
             site: None,
         }
@@ -218,6 +221,19 @@ impl Watch {
                 self.last_sent = Some(now);
                 let c = self.counters(counters, now);
                 self.send(&Report::Counters(c));
+            }
+            return;
+        }
+        // Frames still arriving (the chunks of a long transfer, its replies):
+        // the wait is moving, whatever the message counters say, so it is
+        // not reported as blocked (a report already made is withdrawn). A
+        // rendezvous of 64 MiB over a slow or lossy network otherwise looked
+        // like two ranks waiting on each other with nothing in flight.
+        if counters.frames_in != self.last_frames {
+            self.last_frames = counters.frames_in;
+            if self.reported {
+                self.reported = false;
+                self.send(&Report::Unblocked);
             }
             return;
         }
