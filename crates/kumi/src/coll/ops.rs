@@ -70,6 +70,14 @@ pub trait Elem: Pod {
     fn apply(op: Builtin, a: &[Self], inout: &mut [Self]);
 }
 
+/// `b[i] = f(a[i], b[i])`, with `f` inlined into the loop.
+#[inline(always)]
+fn lanes<T: Copy>(a: &[T], b: &mut [T], f: impl Fn(T, T) -> T) {
+    for (y, &x) in b.iter_mut().zip(a) {
+        *y = f(x, *y);
+    }
+}
+
 macro_rules! int_elem {
     ($($t:ty),*) => {$(
         impl Elem for $t {
@@ -77,22 +85,23 @@ macro_rules! int_elem {
             fn supports(op: Builtin) -> bool {
                 !matches!(op, Builtin::MinLoc | Builtin::MaxLoc)
             }
+            #[inline]
             fn apply(op: Builtin, a: &[Self], b: &mut [Self]) {
-                let f: fn($t, $t) -> $t = match op {
-                    Builtin::Sum => |x, y| x.wrapping_add(y),
-                    Builtin::Prod => |x, y| x.wrapping_mul(y),
-                    Builtin::Min => |x, y| x.min(y),
-                    Builtin::Max => |x, y| x.max(y),
-                    Builtin::Land => |x, y| (x != 0 && y != 0) as $t,
-                    Builtin::Lor => |x, y| (x != 0 || y != 0) as $t,
-                    Builtin::Lxor => |x, y| ((x != 0) != (y != 0)) as $t,
-                    Builtin::Band => |x, y| x & y,
-                    Builtin::Bor => |x, y| x | y,
-                    Builtin::Bxor => |x, y| x ^ y,
-                    Builtin::MinLoc | Builtin::MaxLoc => return,
-                };
-                for (y, &x) in b.iter_mut().zip(a) {
-                    *y = f(x, *y);
+                // One loop per operation, each with its operation inlined, so
+                // the compiler vectorizes it (a function pointer or a match per
+                // element ran a 512 KiB fold 5-10x slower).
+                match op {
+                    Builtin::Sum => lanes(a, b, |x: $t, y: $t| x.wrapping_add(y)),
+                    Builtin::Prod => lanes(a, b, |x: $t, y: $t| x.wrapping_mul(y)),
+                    Builtin::Min => lanes(a, b, |x: $t, y: $t| x.min(y)),
+                    Builtin::Max => lanes(a, b, |x: $t, y: $t| x.max(y)),
+                    Builtin::Land => lanes(a, b, |x: $t, y: $t| (x != 0 && y != 0) as $t),
+                    Builtin::Lor => lanes(a, b, |x: $t, y: $t| (x != 0 || y != 0) as $t),
+                    Builtin::Lxor => lanes(a, b, |x: $t, y: $t| ((x != 0) != (y != 0)) as $t),
+                    Builtin::Band => lanes(a, b, |x: $t, y: $t| x & y),
+                    Builtin::Bor => lanes(a, b, |x: $t, y: $t| x | y),
+                    Builtin::Bxor => lanes(a, b, |x: $t, y: $t| x ^ y),
+                    Builtin::MinLoc | Builtin::MaxLoc => {}
                 }
             }
         }
@@ -111,19 +120,19 @@ macro_rules! float_elem {
                     Builtin::Band | Builtin::Bor | Builtin::Bxor | Builtin::MinLoc | Builtin::MaxLoc
                 )
             }
+            #[inline]
             fn apply(op: Builtin, a: &[Self], b: &mut [Self]) {
+                // One vectorizable loop per operation (see the integers').
                 let t = |c: bool| if c { 1.0 } else { 0.0 };
-                for (y, &x) in b.iter_mut().zip(a) {
-                    *y = match op {
-                        Builtin::Sum => x + *y,
-                        Builtin::Prod => x * *y,
-                        Builtin::Min => x.min(*y),
-                        Builtin::Max => x.max(*y),
-                        Builtin::Land => t(x != 0.0 && *y != 0.0),
-                        Builtin::Lor => t(x != 0.0 || *y != 0.0),
-                        Builtin::Lxor => t((x != 0.0) != (*y != 0.0)),
-                        _ => return,
-                    };
+                match op {
+                    Builtin::Sum => lanes(a, b, |x: $t, y: $t| x + y),
+                    Builtin::Prod => lanes(a, b, |x: $t, y: $t| x * y),
+                    Builtin::Min => lanes(a, b, |x: $t, y: $t| x.min(y)),
+                    Builtin::Max => lanes(a, b, |x: $t, y: $t| x.max(y)),
+                    Builtin::Land => lanes(a, b, |x: $t, y: $t| t(x != 0.0 && y != 0.0)),
+                    Builtin::Lor => lanes(a, b, |x: $t, y: $t| t(x != 0.0 || y != 0.0)),
+                    Builtin::Lxor => lanes(a, b, |x: $t, y: $t| t((x != 0.0) != (y != 0.0))),
+                    _ => {}
                 }
             }
         }
