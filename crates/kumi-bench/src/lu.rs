@@ -187,6 +187,14 @@ fn update(
     prof.lap(t, Phase::Gemm);
 }
 
+/// Waits for the panel traffic `reqs`, counting the time as waiting.
+fn wait_timed(prof: &mut Prof, reqs: Vec<kumi::Request<'_>>) -> Result<(), Failure> {
+    let t = Instant::now();
+    kumi::wait_all(reqs)?;
+    prof.lap(t, Phase::Wait);
+    Ok(())
+}
+
 /// Where one rank's LU time went (seconds per phase), reported with the
 /// figures so a low efficiency can be traced to its cause.
 #[derive(Default)]
@@ -358,11 +366,15 @@ fn lu_once(w: &Comm, n: usize, nb: usize, seed: u64, fault: bool) -> Result<Run,
         }
         let start = lay.local_after(k);
         let look = k + 1 < nblk && lay.owner(k + 1) == lay.me;
+        // This step's update of `ncols` columns at `cols`.
+        let upd = |prof: &mut Prof, cols: &mut [f64], ncols: usize| {
+            update(prof, cols, n, ncols, r0, pan, m, wk, &piv)
+        };
         if look {
             // Lookahead: block k+1 first, then its panel goes out while the
             // rest of this rank's columns are updated.
             let w1 = lay.width(k + 1);
-            update(&mut prof, &mut a[start * n..], n, w1, r0, pan, m, wk, &piv);
+            upd(&mut prof, &mut a[start * n..], w1);
             let t = Instant::now();
             factor_panel(&mut a, &lay, k + 1, &mut nxt.0, &mut nxt.1)?;
             prof.lap(t, Phase::Panel);
@@ -376,21 +388,8 @@ fn lu_once(w: &Comm, n: usize, nb: usize, seed: u64, fault: bool) -> Result<Run,
                     reqs.push(w.isend(s, p1, r as i32, T_PANEL)?);
                     reqs.push(w.isend(s, v1, r as i32, T_PIV)?);
                 }
-                update(
-                    &mut prof,
-                    &mut a[rest * n..],
-                    n,
-                    nloc - rest,
-                    r0,
-                    pan,
-                    m,
-                    wk,
-                    &piv,
-                );
-                let t = Instant::now();
-                kumi::wait_all(reqs)?;
-                prof.lap(t, Phase::Wait);
-                Ok(())
+                upd(&mut prof, &mut a[rest * n..], nloc - rest);
+                wait_timed(&mut prof, reqs)
             })?;
             have_next = true;
         } else if k + 1 < nblk {
@@ -402,35 +401,12 @@ fn lu_once(w: &Comm, n: usize, nb: usize, seed: u64, fault: bool) -> Result<Run,
             let (p1, v1) = (&mut nxt.0[..m1 * w1], &mut nxt.1[..w1]);
             scope(|s| -> Result<(), Failure> {
                 let reqs = vec![w.irecv(s, p1, o1, T_PANEL)?, w.irecv(s, v1, o1, T_PIV)?];
-                update(
-                    &mut prof,
-                    &mut a[start * n..],
-                    n,
-                    nloc - start,
-                    r0,
-                    pan,
-                    m,
-                    wk,
-                    &piv,
-                );
-                let t = Instant::now();
-                kumi::wait_all(reqs)?;
-                prof.lap(t, Phase::Wait);
-                Ok(())
+                upd(&mut prof, &mut a[start * n..], nloc - start);
+                wait_timed(&mut prof, reqs)
             })?;
             have_next = true;
         } else {
-            update(
-                &mut prof,
-                &mut a[start * n..],
-                n,
-                nloc - start,
-                r0,
-                pan,
-                m,
-                wk,
-                &piv,
-            );
+            upd(&mut prof, &mut a[start * n..], nloc - start);
         }
     }
     let t_solve = Instant::now();

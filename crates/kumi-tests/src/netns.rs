@@ -86,6 +86,30 @@ pub struct Cluster {
     rsh: PathBuf,
 }
 
+/// `k` test hosts, or a panic saying why they could not be made.
+pub fn cluster(k: usize) -> Cluster {
+    Cluster::create(k).unwrap_or_else(|e| panic!("cannot create {k} test hosts: {e}"))
+}
+
+/// Fails the test if any process is left in the test hosts.
+pub fn assert_clean(c: &Cluster) {
+    let left = c.all_pids();
+    assert!(
+        left.is_empty(),
+        "processes left in the test hosts: {left:?}"
+    );
+}
+
+/// The `p2p` test program passed all its checks on `n` ranks.
+pub fn p2p_ok(o: &std::process::Output, n: usize) {
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success() && out.contains(&format!("p2p: all 11 checks passed on {n} ranks")),
+        "{}",
+        crate::text(o)
+    );
+}
+
 impl Cluster {
     /// Creates `k` hosts on one bridge.
     pub fn create(k: usize) -> Result<Cluster, String> {

@@ -3,32 +3,11 @@
 //! all pairs, large and many messages across hosts, and the loss of a host's
 //! agent. These need root; without it each test prints a loud SKIPPED message.
 
-use kumi_tests::netns::{self, Cluster};
+use kumi_tests::netns::{self, assert_clean, cluster, p2p_ok};
 use kumi_tests::{bin, kumi_run, text};
 use std::io::{BufRead, BufReader};
-use std::process::{Output, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
-
-fn cluster(k: usize) -> Cluster {
-    Cluster::create(k).unwrap_or_else(|e| panic!("cannot create {k} test hosts: {e}"))
-}
-
-fn assert_clean(c: &Cluster) {
-    let left = c.all_pids();
-    assert!(
-        left.is_empty(),
-        "processes left in the test hosts: {left:?}"
-    );
-}
-
-fn p2p_ok(o: &Output, n: usize) {
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success() && out.contains(&format!("p2p: all 11 checks passed on {n} ranks")),
-        "{}",
-        text(o)
-    );
-}
 
 #[test]
 fn p2p_suite_on_2_hosts_x_2_ranks() {

@@ -6,7 +6,7 @@
 //! to a rank's port. Tests across hosts need root; without it each prints a
 //! loud SKIPPED message. The one-host tests run over loopback without root.
 
-use kumi_tests::netns::{self, Cluster};
+use kumi_tests::netns::{self, assert_clean, cluster};
 use kumi_tests::{bin, kumi_run, text};
 use std::io::{BufRead, BufReader, Read};
 use std::net::UdpSocket;
@@ -18,18 +18,6 @@ const FAULTS: (&str, &str) = (
     "KUMI_UDP_FAULTS",
     "drop=0.05,dup=0.02,reorder=0.05,delay=400,seed=7",
 );
-
-fn cluster(k: usize) -> Cluster {
-    Cluster::create(k).unwrap_or_else(|e| panic!("cannot create {k} test hosts: {e}"))
-}
-
-fn assert_clean(c: &Cluster) {
-    let left = c.all_pids();
-    assert!(
-        left.is_empty(),
-        "processes left in the test hosts: {left:?}"
-    );
-}
 
 /// The job ran with faults injected: every rank says how many datagrams it
 /// dropped, and some rank dropped (and so sent again) some.
@@ -55,12 +43,7 @@ fn faults_were_injected(o: &Output, n: usize) {
 }
 
 fn p2p_ok(o: &Output, n: usize) {
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success() && out.contains(&format!("p2p: all 11 checks passed on {n} ranks")),
-        "{}",
-        text(o)
-    );
+    netns::p2p_ok(o, n);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!err.contains("refused"), "a job peer was refused:\n{err}");
 }

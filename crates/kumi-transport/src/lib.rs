@@ -75,3 +75,28 @@ pub trait Transport {
     /// Withdraws an announcement made by `prepare_sleep` without sleeping.
     fn cancel_sleep(&mut self);
 }
+
+/// What a network transport checks of a frame offered to `peer` before
+/// taking it: a peer of the job other than `rank`, and a payload within
+/// `max_payload` bytes.
+pub(crate) fn check_net_frame(
+    rank: u32,
+    size: u32,
+    peer: u32,
+    len: usize,
+    max_payload: usize,
+) -> io::Result<()> {
+    if peer >= size || peer == rank {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("rank {peer} is not a network peer of rank {rank}"),
+        ));
+    }
+    if len > max_payload {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("a frame of {len} bytes exceeds the limit of {max_payload}"),
+        ));
+    }
+    Ok(())
+}

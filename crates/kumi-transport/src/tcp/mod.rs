@@ -989,25 +989,13 @@ impl Transport for TcpTransport {
     }
 
     fn try_send(&mut self, peer: u32, header: &Header, payload: &[u8]) -> io::Result<bool> {
-        if peer >= self.cfg.size || peer == self.cfg.rank {
-            return Err(io::Error::new(
-                ErrorKind::InvalidInput,
-                format!(
-                    "rank {peer} is not a network peer of rank {}",
-                    self.cfg.rank
-                ),
-            ));
-        }
-        if payload.len() > self.cfg.max_payload {
-            return Err(io::Error::new(
-                ErrorKind::InvalidInput,
-                format!(
-                    "a frame of {} bytes exceeds the limit of {}",
-                    payload.len(),
-                    self.cfg.max_payload
-                ),
-            ));
-        }
+        crate::check_net_frame(
+            self.cfg.rank,
+            self.cfg.size,
+            peer,
+            payload.len(),
+            self.cfg.max_payload,
+        )?;
         let p = &mut self.peers[peer as usize];
         if p.closed {
             return Err(io::Error::other(PeerError {

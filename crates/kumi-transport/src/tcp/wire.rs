@@ -156,6 +156,19 @@ impl Binding<'_> {
             self.nonce_a,
         ]
     }
+
+    /// The proof of this binding in `domain` (each handshake message and
+    /// each transport has its own domain, so no proof is valid for another).
+    pub fn mac_in(&self, domain: &[u8]) -> [u8; NONCE] {
+        let (f, t) = (self.from.to_le_bytes(), self.to.to_le_bytes());
+        to_array(mac_parts(self.secret, &self.parts(domain, &f, &t)))
+    }
+
+    /// Checks a proof made by [`Binding::mac_in`] in `domain`, in constant time.
+    pub fn verify_in(&self, domain: &[u8], mac: &[u8]) -> bool {
+        let (f, t) = (self.from.to_le_bytes(), self.to.to_le_bytes());
+        verify_parts(self.secret, &self.parts(domain, &f, &t), mac)
+    }
 }
 
 fn to_array(v: Vec<u8>) -> [u8; NONCE] {
@@ -167,26 +180,22 @@ fn to_array(v: Vec<u8>) -> [u8; NONCE] {
 
 /// The acceptor's proof.
 pub fn accept_mac(b: &Binding<'_>) -> [u8; NONCE] {
-    let (f, t) = (b.from.to_le_bytes(), b.to.to_le_bytes());
-    to_array(mac_parts(b.secret, &b.parts(ACCEPT_DOMAIN, &f, &t)))
+    b.mac_in(ACCEPT_DOMAIN)
 }
 
 /// The connector's proof.
 pub fn connect_mac(b: &Binding<'_>) -> [u8; NONCE] {
-    let (f, t) = (b.from.to_le_bytes(), b.to.to_le_bytes());
-    to_array(mac_parts(b.secret, &b.parts(CONNECT_DOMAIN, &f, &t)))
+    b.mac_in(CONNECT_DOMAIN)
 }
 
 /// Checks the acceptor's proof in constant time.
 pub fn verify_accept(b: &Binding<'_>, mac: &[u8]) -> bool {
-    let (f, t) = (b.from.to_le_bytes(), b.to.to_le_bytes());
-    verify_parts(b.secret, &b.parts(ACCEPT_DOMAIN, &f, &t), mac)
+    b.verify_in(ACCEPT_DOMAIN, mac)
 }
 
 /// Checks the connector's proof in constant time.
 pub fn verify_connect(b: &Binding<'_>, mac: &[u8]) -> bool {
-    let (f, t) = (b.from.to_le_bytes(), b.to.to_le_bytes());
-    verify_parts(b.secret, &b.parts(CONNECT_DOMAIN, &f, &t), mac)
+    b.verify_in(CONNECT_DOMAIN, mac)
 }
 
 /// Writes a frame's prefix (payload length and header).

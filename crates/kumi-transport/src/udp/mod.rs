@@ -718,7 +718,7 @@ impl UdpTransport {
                         };
                         let mac = self
                             .binding(self.cfg.rank, peer, &nonce_c, &nonce_a)
-                            .connect_mac();
+                            .udp_connect_mac();
                         let h = Handshake {
                             nonce_c,
                             nonce_a,
@@ -831,7 +831,7 @@ impl UdpTransport {
             _ => random_nonce()?,
         };
         let b = self.binding(peer, me, &h.nonce_c, &nonce_a);
-        let (mac, token) = (b.accept_mac(), b.token());
+        let (mac, token) = (b.udp_accept_mac(), b.udp_token());
         self.peers[peer as usize].hs = Hs::Accepting {
             nonce_c: h.nonce_c,
             nonce_a,
@@ -871,14 +871,14 @@ impl UdpTransport {
             }
         }
         let b = self.binding(me, peer, &h.nonce_c, &h.nonce_a);
-        if !b.verify_accept(&h.mac) {
+        if !b.udp_verify_accept(&h.mac) {
             self.refuse(
                 from,
                 &format!("an answer without proof of the job secret (claimed rank {peer})"),
             );
             return Ok(());
         }
-        let (mac, token) = (b.connect_mac(), b.token());
+        let (mac, token) = (b.udp_connect_mac(), b.udp_token());
         let next = now + HANDSHAKE_RETRY;
         let since = match self.peers[peer as usize].hs {
             Hs::Dialing { since, .. } => since,
@@ -931,14 +931,14 @@ impl UdpTransport {
             }
         }
         let b = self.binding(peer, me, &h.nonce_c, &h.nonce_a);
-        if !b.verify_connect(&h.mac) {
+        if !b.udp_verify_connect(&h.mac) {
             self.refuse(
                 from,
                 &format!("wrong proof of the job secret (claimed rank {peer})"),
             );
             return Ok(());
         }
-        self.open(peer, h.nonce_c, b.token(), now)
+        self.open(peer, h.nonce_c, b.udp_token(), now)
     }
 
     /// The peer has proven the secret to us as acceptor.
@@ -1089,25 +1089,13 @@ impl Transport for UdpTransport {
     }
 
     fn try_send(&mut self, peer: u32, header: &Header, payload: &[u8]) -> io::Result<bool> {
-        if peer >= self.cfg.size || peer == self.cfg.rank {
-            return Err(io::Error::new(
-                ErrorKind::InvalidInput,
-                format!(
-                    "rank {peer} is not a network peer of rank {}",
-                    self.cfg.rank
-                ),
-            ));
-        }
-        if payload.len() > self.cfg.max_payload {
-            return Err(io::Error::new(
-                ErrorKind::InvalidInput,
-                format!(
-                    "a frame of {} bytes exceeds the limit of {}",
-                    payload.len(),
-                    self.cfg.max_payload
-                ),
-            ));
-        }
+        crate::check_net_frame(
+            self.cfg.rank,
+            self.cfg.size,
+            peer,
+            payload.len(),
+            self.cfg.max_payload,
+        )?;
         if let Some(e) = self.failed.take() {
             return Err(io::Error::other(e));
         }

@@ -24,8 +24,6 @@
 //! size of the CHALLENGE it provokes, so a forged source address gains no
 //! amplification.
 
-use kumi_core::control::{mac_parts, verify_parts};
-
 /// Magic that opens every datagram.
 pub const MAGIC: &[u8; 4] = b"KUD1";
 /// Bytes of the common prefix.
@@ -132,91 +130,42 @@ impl Handshake {
     }
 }
 
-/// Everything a proof is bound to.
-#[derive(Clone, Copy, Debug)]
-pub struct Binding<'a> {
-    /// The job secret.
-    pub secret: &'a [u8],
-    /// The job id.
-    pub job: &'a str,
-    /// The dialing rank.
-    pub from: u32,
-    /// The accepting rank.
-    pub to: u32,
-    /// The dialer's nonce.
-    pub nonce_c: &'a [u8; NONCE],
-    /// The acceptor's nonce.
-    pub nonce_a: &'a [u8; NONCE],
-}
+/// Everything a proof is bound to: the same as TCP's handshake, with the
+/// UDP handshake's own domains below.
+pub use crate::tcp::wire::Binding;
 
 const ACCEPT_DOMAIN: &[u8] = b"kumi-udp-accept";
 const CONNECT_DOMAIN: &[u8] = b"kumi-udp-connect";
 const TOKEN_DOMAIN: &[u8] = b"kumi-udp-token";
 
 impl Binding<'_> {
-    fn mac(&self, domain: &[u8]) -> Vec<u8> {
-        mac_parts(
-            self.secret,
-            &[
-                domain,
-                self.job.as_bytes(),
-                &self.from.to_le_bytes(),
-                &self.to.to_le_bytes(),
-                self.nonce_c,
-                self.nonce_a,
-            ],
-        )
+    /// The acceptor's proof in the UDP handshake.
+    pub fn udp_accept_mac(&self) -> [u8; NONCE] {
+        self.mac_in(ACCEPT_DOMAIN)
     }
 
-    fn verify(&self, domain: &[u8], mac: &[u8]) -> bool {
-        verify_parts(
-            self.secret,
-            &[
-                domain,
-                self.job.as_bytes(),
-                &self.from.to_le_bytes(),
-                &self.to.to_le_bytes(),
-                self.nonce_c,
-                self.nonce_a,
-            ],
-            mac,
-        )
+    /// The dialer's proof in the UDP handshake.
+    pub fn udp_connect_mac(&self) -> [u8; NONCE] {
+        self.mac_in(CONNECT_DOMAIN)
     }
 
-    /// The acceptor's proof.
-    pub fn accept_mac(&self) -> [u8; NONCE] {
-        to_array(self.mac(ACCEPT_DOMAIN))
+    /// Checks the acceptor's UDP proof (constant time).
+    pub fn udp_verify_accept(&self, mac: &[u8]) -> bool {
+        self.verify_in(ACCEPT_DOMAIN, mac)
     }
 
-    /// The dialer's proof.
-    pub fn connect_mac(&self) -> [u8; NONCE] {
-        to_array(self.mac(CONNECT_DOMAIN))
-    }
-
-    /// Checks the acceptor's proof (constant time).
-    pub fn verify_accept(&self, mac: &[u8]) -> bool {
-        self.verify(ACCEPT_DOMAIN, mac)
-    }
-
-    /// Checks the dialer's proof (constant time).
-    pub fn verify_connect(&self, mac: &[u8]) -> bool {
-        self.verify(CONNECT_DOMAIN, mac)
+    /// Checks the dialer's UDP proof (constant time).
+    pub fn udp_verify_connect(&self, mac: &[u8]) -> bool {
+        self.verify_in(CONNECT_DOMAIN, mac)
     }
 
     /// The session token both ends put in every data datagram.
-    pub fn token(&self) -> u64 {
-        let m = self.mac(TOKEN_DOMAIN);
+    pub fn udp_token(&self) -> u64 {
+        let m = self.mac_in(TOKEN_DOMAIN);
         let mut b = [0u8; 8];
         b.copy_from_slice(&m[..8]);
         u64::from_le_bytes(b)
     }
-}
-
-fn to_array(v: Vec<u8>) -> [u8; NONCE] {
-    let mut a = [0u8; NONCE];
-    let n = v.len().min(NONCE);
-    a[..n].copy_from_slice(&v[..n]);
-    a
 }
 
 #[cfg(test)]
@@ -250,13 +199,13 @@ mod tests {
             nonce_c: &n1,
             nonce_a: &n2,
         };
-        assert!(b.verify_accept(&b.accept_mac()));
-        assert!(!b.verify_accept(&b.connect_mac()));
+        assert!(b.udp_verify_accept(&b.udp_accept_mac()));
+        assert!(!b.udp_verify_accept(&b.udp_connect_mac()));
         let other = Binding { to: 2, ..b };
-        assert!(!other.verify_connect(&b.connect_mac()));
-        assert_ne!(b.token(), other.token());
+        assert!(!other.udp_verify_connect(&b.udp_connect_mac()));
+        assert_ne!(b.udp_token(), other.udp_token());
         let wrong = Binding { secret: b"t", ..b };
-        assert!(!wrong.verify_connect(&b.connect_mac()));
+        assert!(!wrong.udp_verify_connect(&b.udp_connect_mac()));
     }
 
     proptest! {
