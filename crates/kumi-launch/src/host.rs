@@ -135,7 +135,7 @@ impl LocalHost {
     /// Creates the segment and starts every rank of `plan`. On error, ranks already
     /// started are killed and reaped before returning.
     pub fn start(plan: &HostPlan) -> Result<LocalHost, HostError> {
-        let cfg = ShmConfig::from_env()
+        let cfg = ShmConfig::from_env_for(plan.ranks.len())
             .map_err(|e| HostError::Setup(format!("bad shared-memory configuration: {e}")))?;
         let (segment, shm_fd) = Segment::create_memfd(&plan.job, plan.ranks.len(), &cfg)
             .map_err(|e| HostError::Setup(format!("cannot create the shared segment: {e}")))?;

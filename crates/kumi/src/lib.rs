@@ -198,8 +198,8 @@ pub fn init() -> Result<Universe> {
 /// A segment by name, for ranks started by a launcher that passed no descriptor:
 /// local rank 0 creates it, everyone maps it, then it is unlinked at once.
 fn named_segment(id: &Identity, ctl: &mut Control) -> Result<Segment> {
-    let cfg = ShmConfig::from_env().map_err(Error::Bootstrap)?;
     let n = id.local_size as usize;
+    let cfg = ShmConfig::from_env_for(n).map_err(Error::Bootstrap)?;
     let seg = if id.local_rank == 0 {
         let s = Segment::create_named(&id.job, n, &cfg)
             .map_err(|e| Error::Bootstrap(format!("shared segment: {e}")))?;

@@ -56,8 +56,13 @@ pub const MAX_LOCAL_SIZE: usize = 4096;
 pub const MIN_RING: usize = 4096;
 /// Largest `KUMI_SHM_RING_BYTES`.
 pub const MAX_RING: usize = 64 << 20;
-/// Default `KUMI_SHM_RING_BYTES`.
+/// Smallest default ring (and the default of [`ShmConfig::default`]).
 pub const DEFAULT_RING: usize = 65536;
+/// Largest default ring.
+pub const DEFAULT_RING_MAX: usize = 1 << 20;
+/// What the default rings of one host may take together (sparse: a page
+/// costs memory only once a message has passed through it).
+pub const DEFAULT_RINGS_BUDGET: usize = 32 << 20;
 
 /// Sizes of the shared-memory transport, read from the environment.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -75,6 +80,33 @@ impl Default for ShmConfig {
 }
 
 impl ShmConfig {
+    /// The default for `local_size` ranks: [`DEFAULT_RINGS_BUDGET`] over
+    /// the `local_size`^2 rings, as a power of two from [`DEFAULT_RING`] to
+    /// [`DEFAULT_RING_MAX`]. Two ranks get 1 MiB rings: with 64 KiB, eager
+    /// 8 KiB messages filled a ring after a handful and streamed at half
+    /// the rate (docs/BENCHMARKS.md); 16 ranks get 128 KiB.
+    pub fn default_for(local_size: usize) -> ShmConfig {
+        let n = local_size.max(1);
+        let share = DEFAULT_RINGS_BUDGET / n.saturating_mul(n);
+        let pow2 = if share == 0 {
+            0
+        } else {
+            1usize << (usize::BITS - 1 - share.leading_zeros())
+        };
+        ShmConfig {
+            ring_bytes: pow2.clamp(DEFAULT_RING, DEFAULT_RING_MAX),
+        }
+    }
+
+    /// Reads `KUMI_SHM_RING_BYTES` (default: [`ShmConfig::default_for`]
+    /// `local_size`); an invalid value is an error naming it.
+    pub fn from_env_for(local_size: usize) -> Result<ShmConfig, String> {
+        match std::env::var("KUMI_SHM_RING_BYTES") {
+            Err(std::env::VarError::NotPresent) => Ok(ShmConfig::default_for(local_size)),
+            _ => Self::from_env(),
+        }
+    }
+
     /// Reads `KUMI_SHM_RING_BYTES`; an invalid value is an error naming it.
     pub fn from_env() -> Result<ShmConfig, String> {
         match std::env::var("KUMI_SHM_RING_BYTES") {
@@ -694,6 +726,26 @@ pub fn named_path_prefix() -> String {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn default_rings_shrink_with_the_number_of_ranks() {
+        let ring = |n| ShmConfig::default_for(n).ring_bytes;
+        assert_eq!(ring(1), 1 << 20);
+        assert_eq!(ring(2), 1 << 20);
+        assert_eq!(ring(4), 1 << 20);
+        assert_eq!(ring(6), 512 << 10);
+        assert_eq!(ring(8), 512 << 10);
+        assert_eq!(ring(16), 128 << 10);
+        assert_eq!(ring(64), DEFAULT_RING);
+        assert_eq!(ring(MAX_LOCAL_SIZE), DEFAULT_RING);
+        for n in 1..=MAX_LOCAL_SIZE {
+            assert!(
+                ring(n).is_power_of_two()
+                    && ring(n) * n * n <= DEFAULT_RINGS_BUDGET.max(DEFAULT_RING * n * n)
+            );
+        }
+    }
+
     use super::*;
 
     #[test]
