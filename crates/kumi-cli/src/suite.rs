@@ -256,6 +256,18 @@ fn save(dir: &Path, file: &str, figs: &[Figure]) -> Result<(), i32> {
     })
 }
 
+/// A detail value for the table: numbers with a fraction to 4 significant
+/// digits (the JSON keeps them whole), anything else as it is.
+fn short_num(v: &str) -> String {
+    match v.parse::<f64>() {
+        Ok(x) if x.is_finite() && x.fract() != 0.0 => {
+            let digits = 3 - (x.abs().log10().floor() as i32).clamp(-6, 3);
+            format!("{x:.*}", digits.max(0) as usize)
+        }
+        _ => v.to_string(),
+    }
+}
+
 fn print_table(figs: &[Figure]) {
     if figs.is_empty() {
         println!("(no results)");
@@ -275,7 +287,9 @@ fn print_table(figs: &[Figure]) {
         let details: Vec<String> = f
             .extra
             .iter()
-            .map(|(k, v)| format!("{k}={}", v.trim_matches('"')))
+            // The kernel is named once, above the table.
+            .filter(|(k, _)| !(f.bench == "lu" && k.as_str() == "kernel"))
+            .map(|(k, v)| format!("{k}={}", short_num(v.trim_matches('"'))))
             .collect();
         println!(
             "{:>10} {:>4} {:>10} {:>20} {:>14.4}  {}",
