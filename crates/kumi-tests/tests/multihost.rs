@@ -1,13 +1,18 @@
 //! Jobs across test hosts made of network namespaces (see `kumi_tests::netns`):
-//! the point-to-point suite with shared memory and TCP mixed, TCP forced between
-//! all pairs, large and many messages across hosts, and the loss of a host's
-//! agent. These need root; without it each test prints a loud SKIPPED message.
+//! the point-to-point suite with shared memory and the network mixed, and with
+//! the network forced between all pairs, each over TCP and over UDP (the
+//! default); large and many messages across hosts over TCP (`udp.rs` has
+//! them over UDP); and the loss of a host's agent. These need root; without it each test prints a loud SKIPPED message.
 
 use kumi_tests::netns::{self, assert_clean, cluster, p2p_ok};
 use kumi_tests::{bin, kumi_run, text};
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
+
+/// The network transports, each named explicitly (UDP is the default).
+const TCP: (&str, &str) = ("KUMI_NET_TRANSPORT", "tcp");
+const NETS: [(&str, &str); 2] = [TCP, ("KUMI_NET_TRANSPORT", "udp")];
 
 #[test]
 fn p2p_suite_on_2_hosts_x_2_ranks() {
@@ -16,8 +21,10 @@ fn p2p_suite_on_2_hosts_x_2_ranks() {
     }
     let c = cluster(2);
     let p2p = bin("p2p");
-    let o = c.kumi_run(4, &[(0, 2), (1, 2)], &[], &[p2p.to_str().unwrap()]);
-    p2p_ok(&o, 4);
+    for net in NETS {
+        let o = c.kumi_run(4, &[(0, 2), (1, 2)], &[net], &[p2p.to_str().unwrap()]);
+        p2p_ok(&o, 4);
+    }
     assert_clean(&c);
 }
 
@@ -28,8 +35,15 @@ fn p2p_suite_on_3_hosts_with_uneven_ranks() {
     }
     let c = cluster(3);
     let p2p = bin("p2p");
-    let o = c.kumi_run(6, &[(0, 1), (1, 3), (2, 2)], &[], &[p2p.to_str().unwrap()]);
-    p2p_ok(&o, 6);
+    for net in NETS {
+        let o = c.kumi_run(
+            6,
+            &[(0, 1), (1, 3), (2, 2)],
+            &[net],
+            &[p2p.to_str().unwrap()],
+        );
+        p2p_ok(&o, 6);
+    }
     assert_clean(&c);
 }
 
@@ -40,13 +54,15 @@ fn p2p_suite_with_tcp_forced_between_all_pairs() {
     }
     let c = cluster(2);
     let p2p = bin("p2p");
-    let o = c.kumi_run(
-        4,
-        &[(0, 2), (1, 2)],
-        &[("KUMI_FORCE_TCP", "all")],
-        &[p2p.to_str().unwrap()],
-    );
-    p2p_ok(&o, 4);
+    for net in NETS {
+        let o = c.kumi_run(
+            4,
+            &[(0, 2), (1, 2)],
+            &[("KUMI_FORCE_TCP", "all"), net],
+            &[p2p.to_str().unwrap()],
+        );
+        p2p_ok(&o, 4);
+    }
     assert_clean(&c);
 }
 
@@ -54,12 +70,14 @@ fn p2p_suite_with_tcp_forced_between_all_pairs() {
 #[test]
 fn p2p_suite_with_tcp_forced_on_one_host() {
     let p2p = bin("p2p");
-    let o = kumi_run(
-        3,
-        &[("KUMI_FORCE_TCP", "all"), ("KUMI_NET", "iface:lo")],
-        &[p2p.to_str().unwrap()],
-    );
-    p2p_ok(&o, 3);
+    for net in NETS {
+        let o = kumi_run(
+            3,
+            &[("KUMI_FORCE_TCP", "all"), ("KUMI_NET", "iface:lo"), net],
+            &[p2p.to_str().unwrap()],
+        );
+        p2p_ok(&o, 3);
+    }
 }
 
 #[test]
@@ -73,7 +91,13 @@ fn big_and_many_messages_across_hosts() {
         ("big", "64 MiB from rank"),
         ("many", "1000 messages from rank"),
     ] {
-        let o = c.kumi_run(2, &[(0, 1), (1, 1)], &[], &[prog.to_str().unwrap(), mode]);
+        // Over TCP here; tests/udp.rs runs the same over UDP (the default).
+        let o = c.kumi_run(
+            2,
+            &[(0, 1), (1, 1)],
+            &[TCP],
+            &[prog.to_str().unwrap(), mode],
+        );
         let out = String::from_utf8_lossy(&o.stdout);
         assert!(
             o.status.success() && out.matches(want).count() == 2,

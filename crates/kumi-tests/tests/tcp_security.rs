@@ -44,6 +44,7 @@ fn strangers_on_the_data_port_are_refused_and_the_job_finishes() {
         .arg("sec")
         .arg(&flag)
         .env("KUMI_FORCE_TCP", "all")
+        .env("KUMI_NET_TRANSPORT", "tcp")
         .env("KUMI_NET", "iface:lo")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

@@ -2,9 +2,11 @@
 //! network, the address card it publishes, and what happens when a job peer's
 //! connection breaks.
 //!
-//! The network transport is TCP or reliable UDP, chosen by
-//! `KUMI_NET_TRANSPORT=tcp|udp` (default `tcp`); every rank of a job reads the
-//! same variable, so a pair always agrees. The UDP transport also reads
+//! The network transport is reliable UDP or TCP, chosen by
+//! `KUMI_NET_TRANSPORT=udp|tcp` (default `udp`: its kernel path is lighter,
+//! 0.78x the references' 8-byte latency between namespace hosts where TCP
+//! gives 0.97x, at the same or better bandwidth; docs/BENCHMARKS.md); every
+//! rank of a job reads the same variable, so a pair always agrees. The UDP transport also reads
 //! `KUMI_UDP_SEGMENT` (bytes per datagram on the wire), `KUMI_UDP_WINDOW` (most
 //! datagrams in flight per peer) and `KUMI_UDP_FAULTS` (seeded
 //! fault injection for tests, see `kumi_transport::udp::faults`).
@@ -145,8 +147,8 @@ fn wants_udp() -> Result<bool> {
         .unwrap_or_default()
         .trim()
     {
-        "" | "tcp" => Ok(false),
-        "udp" => Ok(true),
+        "" | "udp" => Ok(true),
+        "tcp" => Ok(false),
         v => Err(Error::Bootstrap(format!(
             "KUMI_NET_TRANSPORT={v:?}: use tcp or udp"
         ))),
