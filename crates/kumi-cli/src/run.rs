@@ -31,8 +31,10 @@ ENVIRONMENT OF EACH RANK:
     KUMI_HOST         (multi-host jobs) this host's name as given to --hosts
     KUMI_NET          network the ranks use: iface:NAME, net:A.B.C.D/P or auto
 
-    Read by the ranks: KUMI_FORCE_TCP=all (or pairs like 0:1,2:3) makes those
-    pairs of ranks talk over TCP even on one host (for tests).
+    Read by the ranks: KUMI_NET_TRANSPORT=udp|tcp picks the network transport
+    between hosts (default udp, kumi's reliable UDP); KUMI_FORCE_TCP=all (or
+    pairs like 0:1,2:3) makes those pairs of ranks talk over the network
+    transport even on one host (for tests).
 
 INPUT AND OUTPUT:
     Rank 0 reads kumi's standard input; the other ranks read /dev/null. Output of
@@ -84,8 +86,8 @@ MULTIPLE HOSTS:
     --rsh says otherwise; the same kumi path must exist on every host) and talks
     to it over the remote shell's input and output. A host named `localhost` (or
     like this machine) runs its ranks directly. Ranks of one host talk through
-    shared memory, ranks of different hosts over TCP (authenticated with the job
-    secret). If an agent or host is lost, the job ends everywhere and kumi names
+    shared memory, ranks of different hosts over reliable UDP or TCP
+    (KUMI_NET_TRANSPORT; both authenticated with the job secret). If an agent or host is lost, the job ends everywhere and kumi names
     the host. Rank 0's standard input is /dev/null unless it runs here.
 
 MONITORING:
