@@ -88,7 +88,8 @@ MULTIPLE HOSTS:
     like this machine) runs its ranks directly. Ranks of one host talk through
     shared memory, ranks of different hosts over reliable UDP or TCP
     (KUMI_NET_TRANSPORT; both authenticated with the job secret). If an agent
-    or host is lost, the job ends everywhere and kumi names the host. Rank 0's standard input is /dev/null unless it runs here.
+    or host is lost, the job ends everywhere and kumi names the host. Rank 0's
+    standard input is /dev/null unless it runs here.
 
 MONITORING:
     kumi top [JOB]    live view of a running job (q quits, the job goes on)
