@@ -155,3 +155,76 @@ pub fn text(o: &Output) -> String {
         String::from_utf8_lossy(&o.stderr)
     )
 }
+
+/// A 3-rank `netmsg sec` job on one host whose rank 0 keeps round trips
+/// going while a test attacks its data port (`transport`: `tcp` or `udp`),
+/// until [`AttackedJob::finish`] ends it.
+pub struct AttackedJob {
+    child: std::process::Child,
+    out: std::io::BufReader<std::process::ChildStdout>,
+    dir: PathBuf,
+    /// Rank 0's data address, as it printed it.
+    pub addr: String,
+}
+
+impl AttackedJob {
+    /// Starts the job, network transport forced between all pairs on loopback.
+    pub fn start(transport: &str) -> AttackedJob {
+        use std::io::BufRead;
+        use std::process::Stdio;
+        let dir = std::env::temp_dir().join(format!("kumi-sec-{transport}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut child = Command::new(bin("kumi"))
+            .args(["run", "-n", "3"])
+            .arg(bin("netmsg"))
+            .arg("sec")
+            .arg(dir.join("go"))
+            .env("KUMI_FORCE_TCP", "all")
+            .env("KUMI_NET_TRANSPORT", transport)
+            .env("KUMI_NET", "iface:lo")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start kumi");
+        let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        let addr = line
+            .strip_prefix("addr ")
+            .map(str::trim)
+            .unwrap_or_else(|| panic!("expected rank 0's address, got {line:?}"))
+            .to_string();
+        AttackedJob {
+            child,
+            out,
+            dir,
+            addr,
+        }
+    }
+
+    /// Lets the refusals be logged, ends the job, checks that it finished
+    /// correctly through the attacks, and returns its standard error.
+    pub fn finish(mut self) -> String {
+        use std::io::Read;
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        std::fs::write(self.dir.join("go"), b"").unwrap();
+        let mut rest = String::new();
+        self.out.read_to_string(&mut rest).unwrap();
+        let mut err = String::new();
+        self.child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        let status = self.child.wait().unwrap();
+        let _ = std::fs::remove_dir_all(&self.dir);
+        assert!(
+            status.success(),
+            "status {status:?}\nstdout:\n{rest}\nstderr:\n{err}"
+        );
+        assert!(rest.contains("round trips during the attacks"), "{rest}");
+        err
+    }
+}

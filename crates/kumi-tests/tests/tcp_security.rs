@@ -3,10 +3,9 @@
 //! a wrong proof. Each is refused with one logged line, and the job finishes
 //! correctly. Runs on one host over loopback (no root needed).
 
-use kumi_tests::bin;
-use std::io::{BufRead, BufReader, Read, Write};
+use kumi_tests::AttackedJob;
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 /// A data-connection greeting claiming to be `from`, for rank `to` (the wire
@@ -35,30 +34,8 @@ fn expect_closed(mut s: TcpStream, what: &str) {
 
 #[test]
 fn strangers_on_the_data_port_are_refused_and_the_job_finishes() {
-    let dir = std::env::temp_dir().join(format!("kumi-sec-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let flag = dir.join("go");
-    let mut child = Command::new(bin("kumi"))
-        .args(["run", "-n", "3"])
-        .arg(bin("netmsg"))
-        .arg("sec")
-        .arg(&flag)
-        .env("KUMI_FORCE_TCP", "all")
-        .env("KUMI_NET_TRANSPORT", "tcp")
-        .env("KUMI_NET", "iface:lo")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start kumi");
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    let addr = line
-        .strip_prefix("addr ")
-        .map(str::trim)
-        .unwrap_or_else(|| panic!("expected rank 0's address, got {line:?}"))
-        .to_string();
+    let job = AttackedJob::start("tcp");
+    let addr = job.addr.clone();
 
     // 1. Random bytes.
     let mut s = TcpStream::connect(&addr).unwrap();
@@ -86,25 +63,7 @@ fn strangers_on_the_data_port_are_refused_and_the_job_finishes() {
     let _ = s.write_all(&[1u8; 200]);
     expect_closed(s, "wrong proof");
 
-    // Let the refusals be logged before the job ends.
-    std::thread::sleep(Duration::from_millis(300));
-    std::fs::write(&flag, b"").unwrap();
-    let mut rest = String::new();
-    out.read_to_string(&mut rest).unwrap();
-    let mut err = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
-    let status = child.wait().unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
-    assert!(
-        status.success(),
-        "status {status:?}\nstdout:\n{rest}\nstderr:\n{err}"
-    );
-    assert!(rest.contains("round trips during the attacks"), "{rest}");
+    let err = job.finish();
     let refusals: Vec<&str> = err
         .lines()
         .filter(|l| l.contains("refused a data connection from 127.0.0.1"))

@@ -7,10 +7,10 @@
 //! loud SKIPPED message. The one-host tests run over loopback without root.
 
 use kumi_tests::netns::{self, assert_clean, cluster};
-use kumi_tests::{bin, kumi_run, text};
-use std::io::{BufRead, BufReader, Read};
+use kumi_tests::{bin, kumi_run, text, AttackedJob};
+use std::io::{BufRead, BufReader};
 use std::net::UdpSocket;
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
 const UDP: (&str, &str) = ("KUMI_NET_TRANSPORT", "udp");
@@ -195,30 +195,8 @@ fn prefix(ty: u8, from: u32, to: u32) -> Vec<u8> {
 
 #[test]
 fn strangers_datagrams_are_refused_and_the_udp_job_finishes() {
-    let dir = std::env::temp_dir().join(format!("kumi-udpsec-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let flag = dir.join("go");
-    let mut child = Command::new(bin("kumi"))
-        .args(["run", "-n", "3"])
-        .arg(bin("netmsg"))
-        .arg("sec")
-        .arg(&flag)
-        .env("KUMI_FORCE_TCP", "all")
-        .env("KUMI_NET", "iface:lo")
-        .env(UDP.0, UDP.1)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start kumi");
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    let addr = line
-        .strip_prefix("addr ")
-        .map(str::trim)
-        .unwrap_or_else(|| panic!("expected rank 0's address, got {line:?}"))
-        .to_string();
+    let job = AttackedJob::start("udp");
+    let addr = job.addr.clone();
 
     let s = UdpSocket::bind("127.0.0.1:0").unwrap();
     // 1. Random bytes.
@@ -239,25 +217,7 @@ fn strangers_datagrams_are_refused_and_the_udp_job_finishes() {
     // 5. A datagram addressed to another rank.
     s.send_to(&prefix(4, 1, 5), &addr).unwrap();
 
-    // Let the refusals be logged before the job ends.
-    std::thread::sleep(Duration::from_millis(300));
-    std::fs::write(&flag, b"").unwrap();
-    let mut rest = String::new();
-    out.read_to_string(&mut rest).unwrap();
-    let mut err = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
-    let status = child.wait().unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
-    assert!(
-        status.success(),
-        "status {status:?}\nstdout:\n{rest}\nstderr:\n{err}"
-    );
-    assert!(rest.contains("round trips during the attacks"), "{rest}");
+    let err = job.finish();
     let me = s.local_addr().unwrap().to_string();
     let refusals: Vec<&str> = err
         .lines()
