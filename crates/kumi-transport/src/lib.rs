@@ -100,3 +100,22 @@ pub(crate) fn check_net_frame(
     }
     Ok(())
 }
+
+/// `N` bytes from the kernel's random source (nonces of the handshakes).
+pub(crate) fn random_bytes<const N: usize>() -> io::Result<[u8; N]> {
+    let mut b = [0u8; N];
+    let mut got = 0;
+    while got < N {
+        // SAFETY: the pointer and length describe the unfilled part of `b`.
+        let r = unsafe { libc::getrandom(b[got..].as_mut_ptr().cast(), N - got, 0) };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        got += r as usize;
+    }
+    Ok(b)
+}

@@ -236,24 +236,6 @@ pub struct TcpTransport {
 // the engine's lock) is sound.
 unsafe impl Send for TcpTransport {}
 
-fn random_nonce() -> io::Result<[u8; NONCE]> {
-    let mut b = [0u8; NONCE];
-    let mut got = 0;
-    while got < NONCE {
-        // SAFETY: the pointer and length describe the unfilled part of `b`.
-        let r = unsafe { libc::getrandom(b[got..].as_mut_ptr().cast(), NONCE - got, 0) };
-        if r < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
-        }
-        got += r as usize;
-    }
-    Ok(b)
-}
-
 impl TcpTransport {
     /// Listens on `cfg.bind` (any port). Peers' addresses come later through
     /// [`TcpTransport::set_peer_addr`], before the first send to them.
@@ -410,7 +392,7 @@ impl TcpTransport {
                 }))
             }
         }
-        let nonce = random_nonce()?;
+        let nonce = crate::random_bytes::<NONCE>()?;
         let hello = Hello {
             from: self.cfg.rank,
             to: peer,
@@ -848,7 +830,7 @@ impl TcpTransport {
             let _ = self.flush(idx);
             return Verdict::Close;
         }
-        let nonce_a = match random_nonce() {
+        let nonce_a = match crate::random_bytes::<NONCE>() {
             Ok(n) => n,
             Err(e) => return Verdict::Refuse(format!("no randomness for a challenge: {e}")),
         };

@@ -53,7 +53,7 @@ use kumi_core::header::{Header, HEADER_BYTES};
 use kumi_core::rudp::{self, Session};
 use rustix::event::epoll;
 use std::fmt;
-use std::io::{self, ErrorKind, IoSlice};
+use std::io::{self, IoSlice};
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 use std::os::fd::OwnedFd;
 use std::time::{Duration, Instant};
@@ -202,24 +202,6 @@ pub struct UdpTransport {
 // SAFETY: as for `TcpTransport`: the epoll event records carry only integer
 // tokens, never dereferenced; everything else is owned sockets and plain data.
 unsafe impl Send for UdpTransport {}
-
-fn random_nonce() -> io::Result<[u8; NONCE]> {
-    let mut b = [0u8; NONCE];
-    let mut got = 0;
-    while got < NONCE {
-        // SAFETY: the pointer and length describe the unfilled part of `b`.
-        let r = unsafe { libc::getrandom(b[got..].as_mut_ptr().cast(), NONCE - got, 0) };
-        if r < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
-        }
-        got += r as usize;
-    }
-    Ok(b)
-}
 
 fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
     match (a, b) {
@@ -507,7 +489,7 @@ impl UdpTransport {
                 reason: "its address is unknown (no address card)".into(),
             }));
         }
-        let nonce_c = random_nonce()?;
+        let nonce_c = crate::random_bytes::<NONCE>()?;
         self.peers[peer as usize].hs = Hs::Dialing {
             nonce_c,
             since: now,
@@ -828,7 +810,7 @@ impl UdpTransport {
             // dial that lost the race: it comes from the peer's address, and
             // the session already runs.
             Hs::Open { .. } | Hs::Confirming { .. } => return Ok(()),
-            _ => random_nonce()?,
+            _ => crate::random_bytes::<NONCE>()?,
         };
         let b = self.binding(peer, me, &h.nonce_c, &nonce_a);
         let (mac, token) = (b.udp_accept_mac(), b.udp_token());
