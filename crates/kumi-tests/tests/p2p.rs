@@ -77,6 +77,13 @@ fn stress_under_non_default_knobs() {
             ("KUMI_EAGER_LIMIT", "1024"),
         ],
         &[("KUMI_SINGLE_COPY", "off")],
+        // No look-ahead, and the largest (half the 4 KiB ring: the line
+        // being written next lap).
+        &[("KUMI_SHM_PREFETCH", "0")],
+        &[
+            ("KUMI_SHM_RING_BYTES", "4096"),
+            ("KUMI_SHM_PREFETCH", "1000000"),
+        ],
         &[("KUMI_SPLIT_COPY_MIN", "0")],
         &[("KUMI_SPLIT_COPY_MIN", "off")],
         &[
@@ -122,6 +129,20 @@ fn bad_knob_values_are_refused_with_the_variable_named() {
     assert!(!o.status.success());
     let all = text(&o);
     assert!(all.contains("KUMI_EAGER_LIMIT"), "{all}");
+    for env in [
+        &[("KUMI_SHM_PREFETCH", "-4")][..],
+        // A limit the ring cannot hold, asked for explicitly (unset, the
+        // limit follows the ring down).
+        &[
+            ("KUMI_SHM_RING_BYTES", "4096"),
+            ("KUMI_EAGER_LIMIT", "8192"),
+        ][..],
+    ] {
+        let o = kumi_run(2, env, &[bin("p2p").to_str().unwrap()]);
+        assert!(!o.status.success(), "{env:?}");
+        let all = text(&o);
+        assert!(all.contains(env[env.len() - 1].0), "{env:?}: {all}");
+    }
 }
 
 /// The cores in a `Cpus_allowed_list` value such as `0-1` or `0,2-3`.

@@ -359,7 +359,10 @@ impl Engine {
         // before their receive are copied twice and fill the 64 KiB ring after
         // three records, so streaming ran at 0.34x the references; as rendezvous
         // (single copy) 16 KiB streams ~5x faster, for +0.8 us of latency.
-        let default_eager = 8 * 1024usize;
+        // A ring too small for that (`KUMI_SHM_RING_BYTES` set low) lowers
+        // the default to what it holds; only an explicit limit above that is
+        // an error.
+        let default_eager = (8 * 1024usize).min(max_payload);
         let eager_limit = env_u64("KUMI_EAGER_LIMIT", default_eager as u64)? as usize;
         if eager_limit > max_payload {
             return Err(Error::Bootstrap(format!(
@@ -1179,6 +1182,9 @@ impl Engine {
         // The clock is read only after `policy.polls` empty polls, so a short
         // wait costs no system call at all.
         let mut idle_polls = 0u32;
+        // Counts down to the next yield (a `%` per pass would be a division
+        // in the loop that decides how soon a waiting rank sees a frame).
+        let mut until_yield = 0u32;
         let mut idle_since: Option<Instant> = None;
         let mut started: Option<Instant> = None;
         // Why a waiting rank yields: two ranks that wait on each other often
@@ -1230,16 +1236,21 @@ impl Engine {
             }
             if n > 0 {
                 idle_polls = 0;
+                until_yield = 0;
                 idle_since = None;
                 continue;
             }
             idle_polls += 1;
             if idle_polls < self.policy.polls {
-                if idle_polls.is_multiple_of(yield_every) && may_yield(self) {
-                    std::thread::yield_now();
-                } else {
-                    std::hint::spin_loop();
+                until_yield += 1;
+                if until_yield == yield_every {
+                    until_yield = 0;
+                    if may_yield(self) {
+                        std::thread::yield_now();
+                        continue;
+                    }
                 }
+                std::hint::spin_loop();
                 continue;
             }
             let now = Instant::now();

@@ -123,11 +123,13 @@ pub fn init() -> Result<Universe> {
     // The transport attaches this rank to its block (pid, start time); after the
     // fence every local rank has, so their pids can be read for single copy.
     let shm = match segment {
-        Some(seg) => Some(ShmTransport::new(
-            seg,
-            id.local_rank as usize,
-            globals.clone(),
-        )?),
+        Some(seg) => {
+            let mut t = ShmTransport::new(seg, id.local_rank as usize, globals.clone())?;
+            // How far ahead a consumer asks for ring lines (see
+            // `Consumer::set_prefetch`): 4 lines by measurement, 0 turns it off.
+            t.set_prefetch(engine::env_u64("KUMI_SHM_PREFETCH", 256)?);
+            Some(t)
+        }
         None => None,
     };
     if let Some(ctl) = &mut control {

@@ -169,6 +169,14 @@ impl ShmTransport {
         })
     }
 
+    /// Makes every incoming ring ask for the line `bytes` ahead of the
+    /// record it consumes (see `Consumer::set_prefetch`; 0 turns it off).
+    pub fn set_prefetch(&mut self, bytes: u64) {
+        for c in &mut self.inc {
+            c.set_prefetch(bytes);
+        }
+    }
+
     /// The segment, for the rank's own block (call state, counters).
     pub fn segment(&self) -> &Segment {
         &self.segment
@@ -356,8 +364,13 @@ impl Transport for ShmTransport {
         let n = self.inc.len();
         let mut total = 0;
         let mut last = None;
-        for k in 0..n {
-            let j = (self.next_rr + k) % n;
+        // Round robin without `%`: a division per pass is a good part of a
+        // waiting rank's poll, which is what bounds how soon it sees a frame.
+        let mut j = if self.next_rr < n { self.next_rr } else { 0 };
+        for _ in 0..n {
+            let here = j;
+            j = if j + 1 == n { 0 } else { j + 1 };
+            let j = here;
             let mut got = 0;
             while got < PER_RING {
                 let rec = match self.inc[j].peek() {
@@ -386,7 +399,7 @@ impl Transport for ShmTransport {
             total += got;
         }
         if let Some(j) = last {
-            self.next_rr = (j + 1) % n;
+            self.next_rr = if j + 1 == n { 0 } else { j + 1 };
         }
         Ok(total)
     }
