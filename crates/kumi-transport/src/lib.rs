@@ -119,3 +119,15 @@ pub(crate) fn random_bytes<const N: usize>() -> io::Result<[u8; N]> {
     }
     Ok(b)
 }
+
+/// Whether `KUMI_SHM_MEMBARRIER` (default on) lets this rank use asymmetric
+/// fences, with `membarrier` on the rare side: the shared-memory rings'
+/// sleepers and the engine lock's progress thread. An invalid value is an
+/// error naming the variable.
+pub fn membarrier_allowed() -> Result<bool, String> {
+    match std::env::var("KUMI_SHM_MEMBARRIER").as_deref() {
+        Ok("off") | Ok("0") => Ok(false),
+        Ok("on") | Ok("1") | Err(_) => Ok(true),
+        Ok(v) => Err(format!("KUMI_SHM_MEMBARRIER={v:?}: use on or off")),
+    }
+}

@@ -26,9 +26,11 @@
 //!   itself waits in kumi (it progresses then).
 //! - `KUMI_PROGRESS=off`: no thread; progress happens only inside kumi calls.
 //!
-//! The application thread pays one compare-exchange per kumi call (and a few
-//! plain stores); the progress thread never waits for the lock, and the
-//! application waits only for the rest of a bounded pass.
+//! The application thread pays a few plain stores and loads per kumi call (no
+//! atomic read-modify-write: the progress thread's side of the engine lock is
+//! a `membarrier`, see `kumi_transport::lock`); the progress thread never
+//! waits for the lock, and the application waits only for the rest of a
+//! bounded pass.
 
 use crate::engine::{env_u64, Engine};
 use crate::error::{Error, Result};
@@ -44,8 +46,8 @@ pub(crate) type EngineRef = Arc<Shared>;
 
 /// The engine and what the progress thread needs to decide when to step in.
 pub(crate) struct Shared {
-    /// One compare-exchange per application call; the progress thread only
-    /// ever tries it (see `kumi_transport::lock`).
+    /// Entered by the application thread on every call, tried by the
+    /// progress thread (see `kumi_transport::lock`).
     engine: VisitLock<Engine>,
     /// Bumped each time the application thread takes the engine. Written only
     /// by the application thread (a `Comm` is not `Send`, so there is one),
@@ -53,10 +55,6 @@ pub(crate) struct Shared {
     /// thread only compares two of its values, and needs no ordering with
     /// the engine's data, which the mutex orders.
     entries: AtomicU64,
-    /// The application thread holds the engine (so a nested attempt from the
-    /// same thread, e.g. a drop during unwinding, must not block). Written by
-    /// the application thread only, under the mutex; read by it only.
-    app_holds: AtomicBool,
     /// The progress thread is parked without a timer and must be unparked
     /// when work appears. Relaxed: a lost race costs one extra unpark or one
     /// interval of delay (the thread re-checks the engine under the mutex
@@ -92,7 +90,6 @@ impl Drop for Guard<'_> {
     #[inline]
     fn drop(&mut self) {
         // Relaxed: see the field docs.
-        self.shared.app_holds.store(false, Ordering::Relaxed);
         if self.shared.parked.load(Ordering::Relaxed) && self.guard.needs_async() {
             self.shared.parked.store(false, Ordering::Relaxed);
             if let Some(t) = self.shared.thread.get() {
@@ -105,10 +102,14 @@ impl Drop for Guard<'_> {
 impl Shared {
     pub(crate) fn new(engine: Engine) -> Result<EngineRef> {
         let interval = Duration::from_micros(env_u64("KUMI_PROGRESS_US", 500)?.max(1));
+        // The application's side of the engine lock costs no atomic
+        // read-modify-write when the progress thread's may be a membarrier
+        // (`kumi_transport::lock`); `KUMI_SHM_MEMBARRIER=off` forbids it.
+        let asym = kumi_transport::membarrier_allowed().map_err(Error::Bootstrap)?
+            && kumi_transport::lock::register_membarrier();
         Ok(Arc::new(Shared {
-            engine: VisitLock::new(engine),
+            engine: VisitLock::new(engine, asym),
             entries: AtomicU64::new(0),
-            app_holds: AtomicBool::new(false),
             parked: AtomicBool::new(true),
             stop: AtomicBool::new(false),
             thread: OnceLock::new(),
@@ -137,15 +138,10 @@ impl Shared {
     /// The engine unless this thread already holds it (drops of requests
     /// during unwinding).
     pub(crate) fn try_borrow_mut(&self) -> Option<Guard<'_>> {
-        let guard = match self.engine.try_lock() {
-            Some(g) => g,
-            None => {
-                if self.app_holds.load(Ordering::Relaxed) {
-                    return None;
-                }
-                self.engine.lock()
-            }
-        };
+        if self.engine.owner_inside() {
+            return None;
+        }
+        let guard = self.engine.lock();
         self.enter();
         Some(Guard {
             guard,
@@ -158,7 +154,6 @@ impl Shared {
         // Relaxed load and store: single writer (see the field docs).
         let n = self.entries.load(Ordering::Relaxed);
         self.entries.store(n.wrapping_add(1), Ordering::Relaxed);
-        self.app_holds.store(true, Ordering::Relaxed);
     }
 
     /// Starts the progress thread if `KUMI_PROGRESS` allows it.
@@ -230,7 +225,7 @@ fn run(weak: std::sync::Weak<Shared>) {
                 wait = interval;
                 continue;
             }
-            let mut e = match shared.engine.try_lock() {
+            let mut e = match shared.engine.try_visit() {
                 Some(e) => e,
                 None => {
                     // The application waits inside kumi and progresses itself.

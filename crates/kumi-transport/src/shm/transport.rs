@@ -285,15 +285,8 @@ impl ShmTransport {
 /// (default on) and the kernel registers the process for global expedited
 /// membarriers (then issuing one works, which is checked once here).
 fn asymmetric_fences() -> io::Result<bool> {
-    match std::env::var("KUMI_SHM_MEMBARRIER").as_deref() {
-        Ok("off") | Ok("0") => return Ok(false),
-        Ok("on") | Ok("1") | Err(_) => {}
-        Ok(v) => {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("KUMI_SHM_MEMBARRIER={v:?}: use on or off"),
-            ))
-        }
+    if !crate::membarrier_allowed().map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))? {
+        return Ok(false);
     }
     Ok(
         membarrier(MembarrierCommand::RegisterGlobalExpedited).is_ok()
