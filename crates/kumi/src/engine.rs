@@ -405,7 +405,11 @@ impl Engine {
             coll: Default::default(),
             split_min: match std::env::var("KUMI_SPLIT_COPY_MIN").as_deref() {
                 Ok("off") => usize::MAX,
-                _ => env_u64("KUMI_SPLIT_COPY_MIN", 256 * 1024)? as usize,
+                // Measured (docs/BENCHMARKS.md, session 4): splitting pays
+                // from 16 KiB on (bandwidth +20 % at 16 KiB, +33 % at 64 KiB,
+                // +53 % at 128 KiB; half round trip -15 % to -33 %); below
+                // that each half is smaller than an eager message.
+                _ => env_u64("KUMI_SPLIT_COPY_MIN", 16 * 1024)? as usize,
             },
             cma_verified: false,
             pending_reads: Vec::new(),
