@@ -73,6 +73,18 @@ fn main() -> ExitCode {
         return ExitCode::from(code.clamp(0, 255) as u8);
     }
     let cli = Cli::parse();
+    if matches!(
+        cli.command,
+        Command::Bench(_) | Command::Ps(_) | Command::Report(_)
+    ) {
+        // Commands that only print results end quietly when their reader
+        // goes away (`kumi bench floor --json | head -1`), as `ls` would,
+        // instead of panicking on the failed print. (Not `run`: the
+        // launcher must outlive a closed stdout to stop its ranks.)
+        // SAFETY: restoring the default disposition of one signal, before
+        // any thread exists; no handler is installed.
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    }
     let code = match cli.command {
         Command::Run(args) => run::main(args),
         Command::Clean(args) => clean::main(args),

@@ -327,3 +327,27 @@ fn coll_vs_mpich_reports_every_op_and_size_for_every_side() {
         text(&o)
     );
 }
+
+#[test]
+fn a_reader_that_goes_away_ends_bench_quietly() {
+    // `kumi bench floor --json | head -1`: the output has nowhere to go (here
+    // the reader is gone before the first line). The command must end, as
+    // `ls` does, by SIGPIPE, not panic on the failed print.
+    let mut child = Command::new(bin("kumi"))
+        .args(["bench", "floor", "--quick", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start kumi");
+    drop(child.stdout.take());
+    let o = child.wait_with_output().expect("wait");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(
+        o.status.signal(),
+        Some(libc::SIGPIPE),
+        "{:?}: {err}",
+        o.status
+    );
+}
