@@ -28,6 +28,9 @@ fn every_collective_op_and_type_on_1_to_17_ranks() {
                 ("KUMI_COLL_ALLREDUCE_LONG", "512"),
                 ("KUMI_COLL_BCAST_LONG", "1024"),
                 ("KUMI_COLL_ALLGATHER_LONG", "64"),
+                // Single-copy allreduce in odd-sized pieces (rounded down
+                // to whole elements), many per block.
+                ("KUMI_COLL_PIECE", "4000"),
             ]
         } else {
             &[]

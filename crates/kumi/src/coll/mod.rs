@@ -95,6 +95,8 @@ pub(crate) struct Config {
     shm: bool,
     /// Longest bcast through the areas (longer: the message algorithms).
     shm_bcast_max: usize,
+    /// Bytes the single-copy allreduce reads, folds and writes at a time.
+    pub allreduce_piece: usize,
 }
 
 impl Config {
@@ -129,6 +131,11 @@ impl Config {
             combine_store: sz("KUMI_COMBINE_STORE", 64)?,
             shm,
             shm_bcast_max: sz("KUMI_COLL_SHM_BCAST_MAX", usize::MAX as u64)?,
+            // Measured (docs/BENCHMARKS.md, session 4), 1 MiB allreduce
+            // against 64 KiB pieces: 128 KiB is 12 % faster at np=2, 8 % at
+            // np=4, 7-30 % at np=8; 256 KiB is 20 % slower at np=2 (the
+            // piece, its scratch copy and the result no longer stay in L2).
+            allreduce_piece: sz("KUMI_COLL_PIECE", 128 << 10)?.max(1),
         })
     }
 }

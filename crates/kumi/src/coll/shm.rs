@@ -28,7 +28,8 @@
 //!   member i reduces block i of every member's buffer, in rank order, then
 //!   everyone reads the finished blocks (a reduce-scatter and an allgather,
 //!   each rank reading (p-1)/p of the data twice; nothing goes through the
-//!   rings). For a commutative operation member i folds each 64 KiB piece
+//!   rings). For a commutative operation member i folds each piece (128 KiB,
+//!   `KUMI_COLL_PIECE`)
 //!   it reads straight into its own buffer, in any order, and writes the
 //!   finished piece into every other member's buffer at once, while it is
 //!   still in its cache (`process_vm_writev`): one round of publishing
@@ -533,10 +534,10 @@ pub(crate) fn allreduce_single_copy(
         let start = (j * q + j.min(r)) * elem;
         start..start + (q + usize::from(j < r)) * elem
     };
-    // Reduce my block in pieces that stay in cache, reading the others'
-    // pieces into scratch buffers kept from call to call (a fresh pair would
-    // cost zeroing and page faults every time).
-    let piece = (64 << 10) / elem * elem;
+    // Reduce my block in pieces that stay in cache (`KUMI_COLL_PIECE`),
+    // reading the others' pieces into scratch buffers kept from call to call
+    // (a fresh pair would cost zeroing and page faults every time).
+    let piece = (e.coll.config()?.allreduce_piece / elem).max(1) * elem;
     let mine = block(me);
     SCRATCH.with_borrow_mut(|[r, t]| -> Result<()> {
         for b in [&mut *r, &mut *t] {
