@@ -120,6 +120,12 @@ impl RawLock {
 
     /// The visitor enters if the owner is not inside (never waits).
     pub fn try_visit(&self) -> bool {
+        // The owner visibly inside (it waits in kumi, often for long): go
+        // away without the membarrier, which would interrupt its core for
+        // nothing. Relaxed: a stale `false` only means trying for real.
+        if self.owner.load(Ordering::Relaxed) {
+            return false;
+        }
         // Relaxed store: the fence orders it before the load below.
         self.visitor.store(true, Ordering::Relaxed);
         if self.asym {
