@@ -329,8 +329,14 @@ mod tests {
             }
             *g = x + 1;
             drop(g);
-            for _ in 0..(i % 200) {
+            // Outside for a few microseconds, as an application between
+            // calls; every 64th time long enough for a descheduled visitor
+            // to come back (the tests run in parallel on few cores).
+            for _ in 0..(300 + i % 300) {
                 std::hint::spin_loop();
+            }
+            if i % 64 == 32 {
+                std::thread::yield_now();
             }
         }
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -341,7 +347,7 @@ mod tests {
 
     #[test]
     fn owner_and_visitor_never_overlap_with_fences() {
-        never_overlap(false, 200_000);
+        never_overlap(false, 50_000);
     }
 
     #[test]
@@ -349,7 +355,7 @@ mod tests {
         // The protocol loom cannot model (the visitor's fence is a system
         // call), stressed instead.
         assert!(register_membarrier(), "this kernel has no membarrier");
-        never_overlap(true, 200_000);
+        never_overlap(true, 50_000);
     }
 
     #[test]
