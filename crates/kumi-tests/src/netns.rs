@@ -214,6 +214,42 @@ impl Cluster {
             .expect("start kumi in the test host")
     }
 
+    /// `netmsg spin` on 2 hosts x 2 ranks under `env`, started and seen
+    /// running (its first line is `spinning`): for tests that kill a part
+    /// of a live job. Stdout and stderr are piped; stdout's first line is
+    /// consumed.
+    pub fn start_spinning_job(&self, env: &[(&str, &str)]) -> std::process::Child {
+        use std::io::BufRead;
+        let prog = crate::bin("netmsg");
+        let mut c = self.kumi_command(4, &[(0, 2), (1, 2)], &[], &[prog.to_str().unwrap(), "spin"]);
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        let mut child = c
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start kumi");
+        let mut first = String::new();
+        let mut out = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+        let _ = out.read_line(&mut first);
+        assert_eq!(first.trim_end(), "spinning", "the job did not start");
+        // Keep the pipe open (a rank writing to a closed stdout would fail).
+        std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+        child
+    }
+
+    /// A process inside host `i` one of whose command-line arguments
+    /// satisfies `arg`.
+    pub fn find_process(&self, i: usize, arg: impl Fn(&[u8]) -> bool) -> Option<i32> {
+        self.pids(i).into_iter().find(|p| {
+            std::fs::read(format!("/proc/{p}/cmdline"))
+                .map(|c| c.split(|b| *b == 0).any(&arg))
+                .unwrap_or(false)
+        })
+    }
+
     /// Process ids running inside host `i`.
     pub fn pids(&self, i: usize) -> Vec<i32> {
         ns_pids(&self.hosts[i])
@@ -274,5 +310,29 @@ impl Drop for Cluster {
             let _ = Command::new("ip").args(["netns", "del", ns]).status();
         }
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Waits for `child` to end, failing the test if it still runs after `limit`.
+pub fn wait_at_most(
+    child: &mut std::process::Child,
+    limit: std::time::Duration,
+    what: &str,
+) -> std::process::ExitStatus {
+    let t0 = std::time::Instant::now();
+    loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            return s;
+        }
+        assert!(t0.elapsed() < limit, "{what} still runs after {limit:?}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// Waits (up to `limit`) until no process runs inside any host of `c`.
+pub fn wait_all_gone(c: &Cluster, limit: std::time::Duration) {
+    let t0 = std::time::Instant::now();
+    while !c.all_pids().is_empty() && t0.elapsed() < limit {
+        std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }

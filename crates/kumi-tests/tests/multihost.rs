@@ -6,9 +6,7 @@
 
 use kumi_tests::netns::{self, assert_clean, cluster, p2p_ok};
 use kumi_tests::{bin, kumi_run, text};
-use std::io::{BufRead, BufReader};
-use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The network transports, each named explicitly (UDP is the default).
 const TCP: (&str, &str) = ("KUMI_NET_TRANSPORT", "tcp");
@@ -114,26 +112,10 @@ fn losing_an_agent_ends_the_job_everywhere_and_names_the_host() {
         return;
     }
     let c = cluster(2);
-    let prog = bin("netmsg");
-    let mut child = c
-        .kumi_command(4, &[(0, 2), (1, 2)], &[], &[prog.to_str().unwrap(), "spin"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start kumi");
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let first = lines.next().and_then(|l| l.ok()).unwrap_or_default();
-    assert_eq!(first, "spinning", "the job did not start");
+    let mut child = c.start_spinning_job(&[]);
     // The agent of host 1: the process there whose command line says `agent`.
     let agent = c
-        .pids(1)
-        .into_iter()
-        .find(|p| {
-            std::fs::read(format!("/proc/{p}/cmdline"))
-                .map(|c| c.split(|b| *b == 0).any(|a| a == b"agent"))
-                .unwrap_or(false)
-        })
+        .find_process(1, |a| a == b"agent")
         .expect("an agent runs on host 1");
     let ranks_before = c.all_pids();
     assert!(
@@ -142,17 +124,7 @@ fn losing_an_agent_ends_the_job_everywhere_and_names_the_host() {
     );
     // SAFETY: kill takes a pid and a signal number, no pointers.
     assert_eq!(unsafe { libc::kill(agent, libc::SIGKILL) }, 0);
-    let t0 = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(5),
-            "the launcher still runs after 5 s"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = netns::wait_at_most(&mut child, Duration::from_secs(5), "the launcher");
     let mut err = String::new();
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
     assert!(!status.success(), "exit status {status:?}; stderr:\n{err}");
@@ -162,9 +134,7 @@ fn losing_an_agent_ends_the_job_everywhere_and_names_the_host() {
         c.hosts[1]
     );
     // Every rank on every host is gone (the launcher has been reaped).
-    while !c.all_pids().is_empty() && t0.elapsed() < Duration::from_secs(5) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    netns::wait_all_gone(&c, Duration::from_secs(5));
     assert_clean(&c);
     let names = c.hosts.clone();
     drop(c);

@@ -8,9 +8,8 @@
 
 use kumi_tests::netns::{self, assert_clean, cluster};
 use kumi_tests::{bin, kumi_run, text, AttackedJob};
-use std::io::{BufRead, BufReader};
 use std::net::UdpSocket;
-use std::process::{Output, Stdio};
+use std::process::Output;
 use std::time::{Duration, Instant};
 
 const UDP: (&str, &str) = ("KUMI_NET_TRANSPORT", "udp");
@@ -141,45 +140,20 @@ fn a_killed_rank_ends_a_udp_job_everywhere() {
         return;
     }
     let c = cluster(2);
-    let prog = bin("netmsg");
-    let mut child = c
-        .kumi_command(4, &[(0, 2), (1, 2)], &[], &[prog.to_str().unwrap(), "spin"])
-        .env(UDP.0, UDP.1)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start kumi");
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let first = lines.next().and_then(|l| l.ok()).unwrap_or_default();
-    assert_eq!(first, "spinning", "the job did not start");
+    let mut child = c.start_spinning_job(&[UDP]);
     std::thread::sleep(Duration::from_millis(200));
     let rank = c
-        .pids(1)
-        .into_iter()
-        .find(|p| {
-            std::fs::read(format!("/proc/{p}/cmdline"))
-                .map(|c| c.split(|b| *b == 0).any(|a| a.ends_with(b"netmsg")))
-                .unwrap_or(false)
-        })
+        .find_process(1, |a| a.ends_with(b"netmsg"))
         .expect("a rank runs on host 1");
     // SAFETY: kill takes a pid and a signal number, no pointers.
     assert_eq!(unsafe { libc::kill(rank, libc::SIGKILL) }, 0);
-    let t0 = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(10),
-            "the launcher still runs 10 s after a rank was killed"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = netns::wait_at_most(
+        &mut child,
+        Duration::from_secs(10),
+        "the launcher, after a rank was killed,",
+    );
     assert!(!status.success(), "exit status {status:?}");
-    while !c.all_pids().is_empty() && t0.elapsed() < Duration::from_secs(10) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    netns::wait_all_gone(&c, Duration::from_secs(10));
     assert_clean(&c);
 }
 
