@@ -76,29 +76,57 @@ pub trait Transport {
     fn cancel_sleep(&mut self);
 }
 
-/// What a network transport checks of a frame offered to `peer` before
-/// taking it: a peer of the job other than `rank`, and a payload within
-/// `max_payload` bytes.
-pub(crate) fn check_net_frame(
-    rank: u32,
-    size: u32,
-    peer: u32,
-    len: usize,
-    max_payload: usize,
-) -> io::Result<()> {
-    if peer >= size || peer == rank {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("rank {peer} is not a network peer of rank {rank}"),
-        ));
+/// What every network transport knows of its rank and job (the part of
+/// [`tcp::TcpConfig`] and [`udp::UdpConfig`] they share).
+#[derive(Clone)]
+pub struct NetIdentity {
+    /// Job id (bound into every proof).
+    pub job: String,
+    /// Job secret.
+    pub secret: Vec<u8>,
+    /// This rank.
+    pub rank: u32,
+    /// Job size.
+    pub size: u32,
+    /// Address to bind or listen on (port chosen by the system).
+    pub bind: std::net::Ipv4Addr,
+    /// Largest payload of one frame.
+    pub max_payload: usize,
+}
+
+impl std::fmt::Debug for NetIdentity {
+    /// Everything but the secret.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NetIdentity")
+            .field("job", &self.job)
+            .field("rank", &self.rank)
+            .field("size", &self.size)
+            .field("bind", &self.bind)
+            .field("max_payload", &self.max_payload)
+            .finish_non_exhaustive()
     }
-    if len > max_payload {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("a frame of {len} bytes exceeds the limit of {max_payload}"),
-        ));
+}
+
+impl NetIdentity {
+    /// What a network transport checks of a frame offered to `peer` before
+    /// taking it: a peer of the job other than this rank, and a payload
+    /// within `max_payload` bytes.
+    pub(crate) fn check_frame(&self, peer: u32, len: usize) -> io::Result<()> {
+        let (rank, max) = (self.rank, self.max_payload);
+        if peer >= self.size || peer == rank {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("rank {peer} is not a network peer of rank {rank}"),
+            ));
+        }
+        if len > max {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("a frame of {len} bytes exceeds the limit of {max}"),
+            ));
+        }
+        Ok(())
     }
-    Ok(())
 }
 
 /// `N` bytes from the kernel's random source (nonces of the handshakes).

@@ -33,6 +33,7 @@ use kumi_transport::tcp::{
 };
 use kumi_transport::udp::faults::FaultSpec;
 use kumi_transport::udp::{UdpConfig, UdpTransport};
+use kumi_transport::NetIdentity;
 use kumi_transport::{Sink, Transport};
 use std::io::{self, Write};
 use std::net::SocketAddr;
@@ -155,23 +156,13 @@ fn wants_udp() -> Result<bool> {
     }
 }
 
-fn udp_config(id: &Identity, route: &[Route], bind: std::net::Ipv4Addr) -> Result<UdpConfig> {
-    let segment = match std::env::var("KUMI_UDP_SEGMENT") {
-        Ok(v) => v.trim().parse().map_err(|_| {
-            Error::Bootstrap(format!(
-                "KUMI_UDP_SEGMENT={v:?}: expected a number of bytes"
-            ))
-        })?,
-        Err(_) => kumi_transport::udp::DEFAULT_SEGMENT,
-    };
-    let max_window = match std::env::var("KUMI_UDP_WINDOW") {
-        Ok(v) => v.trim().parse().map_err(|_| {
-            Error::Bootstrap(format!(
-                "KUMI_UDP_WINDOW={v:?}: expected a number of datagrams"
-            ))
-        })?,
-        Err(_) => kumi_transport::udp::DEFAULT_WINDOW,
-    };
+fn udp_config(id: NetIdentity, route: &[Route]) -> Result<UdpConfig> {
+    let segment = crate::engine::env_u64(
+        "KUMI_UDP_SEGMENT",
+        kumi_transport::udp::DEFAULT_SEGMENT as u64,
+    )? as usize;
+    let max_window =
+        crate::engine::env_u64("KUMI_UDP_WINDOW", kumi_transport::udp::DEFAULT_WINDOW)?;
     let faults = match std::env::var("KUMI_UDP_FAULTS") {
         Ok(v) if !v.trim().is_empty() => Some(
             FaultSpec::parse(&v)
@@ -180,19 +171,25 @@ fn udp_config(id: &Identity, route: &[Route], bind: std::net::Ipv4Addr) -> Resul
         _ => None,
     };
     Ok(UdpConfig {
-        job: id.job.clone(),
-        secret: id.secret.clone(),
-        rank: id.rank,
-        size: id.size,
-        bind,
-        max_payload: kumi_transport::udp::DEFAULT_MAX_PAYLOAD,
+        id,
         segment,
         max_window,
         net_peers: route.iter().filter(|&&r| r == Route::Net).count() as u32,
-        poll_every: if route.contains(&Route::Shm) { 4 } else { 1 },
+        poll_every: poll_every(route),
         dead_after: Duration::from_secs(60),
         faults,
     })
+}
+
+/// How often a network transport looks at its sockets while idle: less
+/// often when the rank also has shared-memory peers (see
+/// `TcpConfig::poll_every`).
+fn poll_every(route: &[Route]) -> u32 {
+    if route.contains(&Route::Shm) {
+        4
+    } else {
+        1
+    }
 }
 
 /// Starts listening if some peer is reached over the network.
@@ -205,22 +202,24 @@ pub(crate) fn start(id: &Identity, route: &[Route]) -> Result<Option<Link>> {
     let bind = choice
         .resolve()
         .map_err(|e| Error::Bootstrap(format!("choosing the network address: {e}")))?;
-    if wants_udp()? {
-        let udp = UdpTransport::new(udp_config(id, route, bind)?).map_err(|e| {
-            Error::Bootstrap(format!("cannot bind a datagram socket on {bind}: {e}"))
-        })?;
-        return Ok(Some(Link::Udp(Box::new(udp))));
-    }
-    let tcp = TcpTransport::new(TcpConfig {
+    let net_id = NetIdentity {
         job: id.job.clone(),
         secret: id.secret.clone(),
         rank: id.rank,
         size: id.size,
         bind,
         max_payload: DEFAULT_MAX_PAYLOAD,
+    };
+    if wants_udp()? {
+        let udp = UdpTransport::new(udp_config(net_id, route)?).map_err(|e| {
+            Error::Bootstrap(format!("cannot bind a datagram socket on {bind}: {e}"))
+        })?;
+        return Ok(Some(Link::Udp(Box::new(udp))));
+    }
+    let tcp = TcpTransport::new(TcpConfig {
+        id: net_id,
         high_water: DEFAULT_HIGH_WATER,
-        // Shared-memory peers too: see `TcpConfig::poll_every`.
-        poll_every: if route.contains(&Route::Shm) { 4 } else { 1 },
+        poll_every: poll_every(route),
     })
     .map_err(|e| Error::Bootstrap(format!("cannot listen for data connections on {bind}: {e}")))?;
     Ok(Some(Link::Tcp(Box::new(tcp))))

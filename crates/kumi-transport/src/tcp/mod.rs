@@ -41,7 +41,7 @@ use kumi_core::header::Header;
 use rustix::event::epoll;
 use std::fmt;
 use std::io::{self, ErrorKind, IoSlice, Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::OwnedFd;
 use std::time::{Duration, Instant};
 use wire::{Answer, Binding, FrameReader, Hello, ANSWER_BYTES, HELLO_BYTES, NONCE, PROOF_BYTES};
@@ -68,18 +68,8 @@ pub const MAX_PENDING: usize = 64;
 /// How a TCP transport is set up.
 #[derive(Clone)]
 pub struct TcpConfig {
-    /// Job id (bound into every proof).
-    pub job: String,
-    /// Job secret.
-    pub secret: Vec<u8>,
-    /// This rank.
-    pub rank: u32,
-    /// Job size.
-    pub size: u32,
-    /// Address to listen on (port chosen by the system).
-    pub bind: Ipv4Addr,
-    /// Largest payload of one frame.
-    pub max_payload: usize,
+    /// Rank, job, address and frame limit.
+    pub id: crate::NetIdentity,
     /// Queued bytes per peer above which `try_send` refuses.
     pub high_water: usize,
     /// Look at the sockets on one [`Transport::poll`] in this many while no
@@ -92,10 +82,7 @@ pub struct TcpConfig {
 impl fmt::Debug for TcpConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TcpConfig")
-            .field("job", &self.job)
-            .field("rank", &self.rank)
-            .field("size", &self.size)
-            .field("bind", &self.bind)
+            .field("id", &self.id)
             .finish_non_exhaustive()
     }
 }
@@ -237,10 +224,10 @@ pub struct TcpTransport {
 unsafe impl Send for TcpTransport {}
 
 impl TcpTransport {
-    /// Listens on `cfg.bind` (any port). Peers' addresses come later through
+    /// Listens on `cfg.id.bind` (any port). Peers' addresses come later through
     /// [`TcpTransport::set_peer_addr`], before the first send to them.
     pub fn new(cfg: TcpConfig) -> io::Result<TcpTransport> {
-        let listener = TcpListener::bind((cfg.bind, 0))?;
+        let listener = TcpListener::bind((cfg.id.bind, 0))?;
         listener.set_nonblocking(true)?;
         let local = listener.local_addr()?;
         let ep = epoll::create(epoll::CreateFlags::CLOEXEC)?;
@@ -250,7 +237,7 @@ impl TcpTransport {
             epoll::EventData::new_u64(LISTENER),
             epoll::EventFlags::IN,
         )?;
-        let n = cfg.size as usize;
+        let n = cfg.id.size as usize;
         Ok(TcpTransport {
             cfg,
             listener,
@@ -289,7 +276,7 @@ impl TcpTransport {
     }
 
     fn log(&self, msg: &str) {
-        eprintln!("kumi: rank {}: {msg}", self.cfg.rank);
+        eprintln!("kumi: rank {}: {msg}", self.cfg.id.rank);
     }
 
     fn fail(&mut self, peer: u32, reason: String) {
@@ -394,7 +381,7 @@ impl TcpTransport {
         }
         let nonce = crate::random_bytes::<NONCE>()?;
         let hello = Hello {
-            from: self.cfg.rank,
+            from: self.cfg.id.rank,
             to: peer,
             nonce,
         };
@@ -556,7 +543,7 @@ impl TcpTransport {
         // in the stream (frames) is consumed early. Each step may lead to the
         // next, hence the loop.
         for _ in 0..8 {
-            let me = self.cfg.rank;
+            let me = self.cfg.id.rank;
             let Some(c) = self.conns.get_mut(idx).and_then(Option::as_mut) else {
                 return (Verdict::Keep, delivered);
             };
@@ -605,8 +592,8 @@ impl TcpTransport {
                             continue;
                         }
                         let b = Binding {
-                            secret: &self.cfg.secret,
-                            job: &self.cfg.job,
+                            secret: &self.cfg.id.secret,
+                            job: &self.cfg.id.job,
                             from: *peer,
                             to: me,
                             nonce_c,
@@ -623,7 +610,7 @@ impl TcpTransport {
                         let peer = *peer;
                         *state = State::Open {
                             peer,
-                            reader: FrameReader::new(self.cfg.max_payload),
+                            reader: FrameReader::new(self.cfg.id.max_payload),
                         };
                         self.pending_in -= 1;
                         let p = &mut self.peers[peer as usize];
@@ -671,8 +658,8 @@ impl TcpTransport {
                                 mac,
                             }) => {
                                 let b = Binding {
-                                    secret: &self.cfg.secret,
-                                    job: &self.cfg.job,
+                                    secret: &self.cfg.id.secret,
+                                    job: &self.cfg.id.job,
                                     from: me,
                                     to: peer,
                                     nonce_c: &nonce,
@@ -695,7 +682,7 @@ impl TcpTransport {
                                 c.hs_out.extend_from_slice(&proof);
                                 c.state = State::Open {
                                     peer,
-                                    reader: FrameReader::new(self.cfg.max_payload),
+                                    reader: FrameReader::new(self.cfg.id.max_payload),
                                 };
                                 let p = &mut self.peers[peer as usize];
                                 p.dial = None;
@@ -803,17 +790,17 @@ impl TcpTransport {
 
     /// A complete HELLO arrived on incoming connection `idx`.
     fn on_hello(&mut self, idx: usize, got: &[u8; HELLO_BYTES]) -> Verdict {
-        let me = self.cfg.rank;
+        let me = self.cfg.id.rank;
         let Some(h) = Hello::decode(got) else {
             return Verdict::Refuse("not a kumi data connection (bad greeting)".into());
         };
         if h.to != me {
             return Verdict::Refuse(format!("it asked for rank {}, this is rank {me}", h.to));
         }
-        if h.from >= self.cfg.size || h.from == me {
+        if h.from >= self.cfg.id.size || h.from == me {
             return Verdict::Refuse(format!(
                 "it claims to be rank {}, not a peer in this job of {} ranks",
-                h.from, self.cfg.size
+                h.from, self.cfg.id.size
             ));
         }
         let from = h.from;
@@ -835,8 +822,8 @@ impl TcpTransport {
             Err(e) => return Verdict::Refuse(format!("no randomness for a challenge: {e}")),
         };
         let b = Binding {
-            secret: &self.cfg.secret,
-            job: &self.cfg.job,
+            secret: &self.cfg.id.secret,
+            job: &self.cfg.id.job,
             from,
             to: me,
             nonce_c: &h.nonce,
@@ -967,17 +954,11 @@ impl Transport for TcpTransport {
     }
 
     fn max_payload(&self) -> usize {
-        self.cfg.max_payload
+        self.cfg.id.max_payload
     }
 
     fn try_send(&mut self, peer: u32, header: &Header, payload: &[u8]) -> io::Result<bool> {
-        crate::check_net_frame(
-            self.cfg.rank,
-            self.cfg.size,
-            peer,
-            payload.len(),
-            self.cfg.max_payload,
-        )?;
+        self.cfg.id.check_frame(peer, payload.len())?;
         let p = &mut self.peers[peer as usize];
         if p.closed {
             return Err(io::Error::other(PeerError {
@@ -1145,12 +1126,14 @@ mod tests {
 
     fn pair_cfg(rank: u32, secret: &[u8]) -> TcpConfig {
         TcpConfig {
-            job: "jtest".into(),
-            secret: secret.to_vec(),
-            rank,
-            size: 2,
-            bind: Ipv4Addr::LOCALHOST,
-            max_payload: 1024,
+            id: crate::NetIdentity {
+                job: "jtest".into(),
+                secret: secret.to_vec(),
+                rank,
+                size: 2,
+                bind: std::net::Ipv4Addr::LOCALHOST,
+                max_payload: 1024,
+            },
             high_water: 8192,
             poll_every: 1,
         }

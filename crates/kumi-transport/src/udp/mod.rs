@@ -54,14 +54,14 @@ use kumi_core::rudp::{self, Session};
 use rustix::event::epoll;
 use std::fmt;
 use std::io::{self, IoSlice};
-use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
+use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::OwnedFd;
 use std::time::{Duration, Instant};
 use wire::{Binding, Handshake, Prefix, Type, DATA_PREFIX, HANDSHAKE_BYTES, NONCE, PREFIX};
 
-/// Default largest payload of one frame (as TCP's, so the engine's rendezvous
-/// chunks are the same size on both).
-pub const DEFAULT_MAX_PAYLOAD: usize = 256 * 1024;
+/// Default largest payload of one frame: TCP's, so the engine's rendezvous
+/// chunks are the same size on both.
+pub const DEFAULT_MAX_PAYLOAD: usize = crate::tcp::DEFAULT_MAX_PAYLOAD;
 /// Default bytes per datagram on the wire (`KUMI_UDP_SEGMENT`): what fits an
 /// Ethernet MTU of 1500 without IP fragmentation. See [`gso`] for why MTU-sized
 /// datagrams sent 44 per system call beat larger, fragmented ones.
@@ -85,18 +85,8 @@ pub const MAX_REFUSAL_LINES: u64 = 64;
 /// How a UDP transport is set up.
 #[derive(Clone)]
 pub struct UdpConfig {
-    /// Job id (bound into every proof).
-    pub job: String,
-    /// Job secret.
-    pub secret: Vec<u8>,
-    /// This rank.
-    pub rank: u32,
-    /// Job size.
-    pub size: u32,
-    /// Address to bind (port chosen by the system).
-    pub bind: Ipv4Addr,
-    /// Largest payload of one frame.
-    pub max_payload: usize,
+    /// Rank, job, address and frame limit.
+    pub id: crate::NetIdentity,
     /// Most datagrams in flight to one peer (less if the socket's receive
     /// buffer holds less).
     pub max_window: u64,
@@ -118,10 +108,7 @@ pub struct UdpConfig {
 impl fmt::Debug for UdpConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("UdpConfig")
-            .field("job", &self.job)
-            .field("rank", &self.rank)
-            .field("size", &self.size)
-            .field("bind", &self.bind)
+            .field("id", &self.id)
             .field("segment", &self.segment)
             .field("faults", &self.faults)
             .finish_non_exhaustive()
@@ -301,10 +288,10 @@ fn send_batch(
 }
 
 impl UdpTransport {
-    /// Binds `cfg.bind` (any port). Peers' addresses come later through
+    /// Binds `cfg.id.bind` (any port). Peers' addresses come later through
     /// [`UdpTransport::set_peer_addr`], before the first send to them.
     pub fn new(cfg: UdpConfig) -> io::Result<UdpTransport> {
-        let sock = UdpSocket::bind((cfg.bind, 0))?;
+        let sock = UdpSocket::bind((cfg.id.bind, 0))?;
         sock.set_nonblocking(true)?;
         {
             use rustix::net::sockopt as so;
@@ -330,8 +317,8 @@ impl UdpTransport {
         let rcfg = rudp::Config {
             max_datagram: datagram,
             window,
-            max_frame: cfg.max_payload + HEADER_BYTES,
-            send_buffer: (window as usize * datagram).max(2 * (cfg.max_payload + HEADER_BYTES)),
+            max_frame: cfg.id.max_payload + HEADER_BYTES,
+            send_buffer: (window as usize * datagram).max(2 * (cfg.id.max_payload + HEADER_BYTES)),
             dead_after: cfg.dead_after,
             ack_every: (window / 4).clamp(1, 32) as u32,
             ..rudp::Config::default()
@@ -344,8 +331,8 @@ impl UdpTransport {
             epoll::EventData::new_u64(0),
             epoll::EventFlags::IN,
         )?;
-        let n = cfg.size as usize;
-        let faults = cfg.faults.clone().map(|f| Faults::new(f, cfg.rank));
+        let n = cfg.id.size as usize;
+        let faults = cfg.faults.clone().map(|f| Faults::new(f, cfg.id.rank));
         let gso = gso::enable_gro(&sock) && segment < MAX_UDP / 2;
         let mut cfg = cfg;
         cfg.segment = segment;
@@ -415,12 +402,12 @@ impl UdpTransport {
         if self.refusals <= MAX_REFUSAL_LINES {
             eprintln!(
                 "kumi: rank {}: refused a datagram from {from}: {reason}",
-                self.cfg.rank
+                self.cfg.id.rank
             );
         } else if self.refusals == MAX_REFUSAL_LINES + 1 {
             eprintln!(
                 "kumi: rank {}: more than {MAX_REFUSAL_LINES} datagrams refused; no longer logging each",
-                self.cfg.rank
+                self.cfg.id.rank
             );
         }
     }
@@ -447,8 +434,8 @@ impl UdpTransport {
         na: &'a [u8; NONCE],
     ) -> Binding<'a> {
         Binding {
-            secret: &self.cfg.secret,
-            job: &self.cfg.job,
+            secret: &self.cfg.id.secret,
+            job: &self.cfg.id.job,
             from,
             to,
             nonce_c: nc,
@@ -468,7 +455,7 @@ impl UdpTransport {
         };
         let d = h.encode(Prefix {
             ty,
-            from: self.cfg.rank,
+            from: self.cfg.id.rank,
             to: peer,
         });
         send_datagram(
@@ -518,7 +505,7 @@ impl UdpTransport {
         if self.stalled.is_some() && !self.unstall()? {
             return Ok(());
         }
-        let me = self.cfg.rank;
+        let me = self.cfg.id.rank;
         let p = &mut self.peers[peer as usize];
         let token = match p.hs {
             Hs::Open { token, .. } | Hs::Confirming { token, .. } => token,
@@ -699,7 +686,7 @@ impl UdpTransport {
                             since,
                         };
                         let mac = self
-                            .binding(self.cfg.rank, peer, &nonce_c, &nonce_a)
+                            .binding(self.cfg.id.rank, peer, &nonce_c, &nonce_a)
                             .udp_connect_mac();
                         let h = Handshake {
                             nonce_c,
@@ -740,7 +727,7 @@ impl UdpTransport {
         now: Instant,
         sink: &mut Sink<'_>,
     ) -> io::Result<usize> {
-        let me = self.cfg.rank;
+        let me = self.cfg.id.rank;
         if len > MAX_UDP {
             self.refuse(from, "a datagram larger than UDP allows");
             return Ok(0);
@@ -757,12 +744,12 @@ impl UdpTransport {
             return Ok(0);
         }
         let peer = pre.from;
-        if peer >= self.cfg.size || peer == me {
+        if peer >= self.cfg.id.size || peer == me {
             self.refuse(
                 from,
                 &format!(
                     "it claims to be rank {peer}, not a peer in this job of {} ranks",
-                    self.cfg.size
+                    self.cfg.id.size
                 ),
             );
             return Ok(0);
@@ -798,7 +785,7 @@ impl UdpTransport {
     }
 
     fn on_hello(&mut self, peer: u32, h: &Handshake, now: Instant) -> io::Result<()> {
-        let me = self.cfg.rank;
+        let me = self.cfg.id.rank;
         let nonce_a = match self.peers[peer as usize].hs {
             // Our own dial wins; it will answer that.
             Hs::Dialing { .. } if me < peer => return Ok(()),
@@ -835,7 +822,7 @@ impl UdpTransport {
         h: &Handshake,
         now: Instant,
     ) -> io::Result<()> {
-        let me = self.cfg.rank;
+        let me = self.cfg.id.rank;
         match self.peers[peer as usize].hs {
             Hs::Dialing { nonce_c, .. } if nonce_c == h.nonce_c => {}
             // A duplicate of the answer we acted on: the timer resends the proof.
@@ -892,7 +879,7 @@ impl UdpTransport {
         h: &Handshake,
         now: Instant,
     ) -> io::Result<()> {
-        let me = self.cfg.rank;
+        let me = self.cfg.id.rank;
         match self.peers[peer as usize].hs {
             Hs::Accepting {
                 nonce_c, nonce_a, ..
@@ -1067,17 +1054,11 @@ impl Transport for UdpTransport {
     }
 
     fn max_payload(&self) -> usize {
-        self.cfg.max_payload
+        self.cfg.id.max_payload
     }
 
     fn try_send(&mut self, peer: u32, header: &Header, payload: &[u8]) -> io::Result<bool> {
-        crate::check_net_frame(
-            self.cfg.rank,
-            self.cfg.size,
-            peer,
-            payload.len(),
-            self.cfg.max_payload,
-        )?;
+        self.cfg.id.check_frame(peer, payload.len())?;
         if let Some(e) = self.failed.take() {
             return Err(io::Error::other(e));
         }
@@ -1164,13 +1145,13 @@ impl Drop for UdpTransport {
             }
             eprintln!(
                 "kumi: rank {}: udp: {} datagrams sent, {} sent again, {} bare acks, {} duplicates received, {} frames delivered, window {}",
-                self.cfg.rank, t.sent, t.retransmits, t.acks, t.duplicates, t.delivered, self.rcfg.window
+                self.cfg.id.rank, t.sent, t.retransmits, t.acks, t.duplicates, t.delivered, self.rcfg.window
             );
         }
         if let Some(f) = &self.faults {
             eprintln!(
                 "kumi: rank {}: udp faults injected: {} datagrams dropped; {} sent again",
-                self.cfg.rank,
+                self.cfg.id.rank,
                 f.dropped,
                 self.retransmits()
             );

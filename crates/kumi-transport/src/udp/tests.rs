@@ -4,15 +4,18 @@
 
 use super::*;
 use kumi_core::header::Kind;
+use std::net::Ipv4Addr;
 
 fn cfg(rank: u32, secret: &[u8], faults: Option<&str>) -> UdpConfig {
     UdpConfig {
-        job: "test-job".into(),
-        secret: secret.to_vec(),
-        rank,
-        size: 2,
-        bind: Ipv4Addr::LOCALHOST,
-        max_payload: DEFAULT_MAX_PAYLOAD,
+        id: crate::NetIdentity {
+            job: "test-job".into(),
+            secret: secret.to_vec(),
+            rank,
+            size: 2,
+            bind: Ipv4Addr::LOCALHOST,
+            max_payload: DEFAULT_MAX_PAYLOAD,
+        },
         segment: DEFAULT_SEGMENT,
         max_window: DEFAULT_WINDOW,
         net_peers: 1,
