@@ -359,11 +359,9 @@ impl Transport for ShmTransport {
         let mut last = None;
         // Round robin without `%`: a division per pass is a good part of a
         // waiting rank's poll, which is what bounds how soon it sees a frame.
+        let after = |j: usize| if j + 1 == n { 0 } else { j + 1 };
         let mut j = if self.next_rr < n { self.next_rr } else { 0 };
         for _ in 0..n {
-            let here = j;
-            j = if j + 1 == n { 0 } else { j + 1 };
-            let j = here;
             let mut got = 0;
             while got < PER_RING {
                 let rec = match self.inc[j].peek() {
@@ -390,9 +388,10 @@ impl Transport for ShmTransport {
                 last = Some(j);
             }
             total += got;
+            j = after(j);
         }
         if let Some(j) = last {
-            self.next_rr = if j + 1 == n { 0 } else { j + 1 };
+            self.next_rr = after(j);
         }
         Ok(total)
     }
