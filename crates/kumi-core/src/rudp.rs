@@ -576,12 +576,7 @@ impl Session {
                 if seq < self.una {
                     continue;
                 }
-                let s = &mut self.segs[(seq - self.una) as usize];
-                if !s.sacked {
-                    s.sacked = true;
-                    self.queued -= s.data.len();
-                    s.data = Vec::new();
-                }
+                self.mark_sacked(seq);
             }
             // Loss detection: a datagram with three selectively acknowledged
             // ones above it is lost; send it again at once, unless it was sent
@@ -613,6 +608,16 @@ impl Session {
 
     /// The body of a bare acknowledgement: what the peer has above `ack`
     /// and what it lacks.
+    /// Datagram `seq` (in the window) has arrived: its bytes need no resend.
+    fn mark_sacked(&mut self, seq: u64) {
+        let s = &mut self.segs[(seq - self.una) as usize];
+        if !s.sacked {
+            s.sacked = true;
+            self.queued -= s.data.len();
+            s.data = Vec::new();
+        }
+    }
+
     fn on_holes(&mut self, now: Instant, ack: u64, body: &[u8]) -> Result<(), Error> {
         let top = u64::from_le_bytes(le(body, 0));
         if top < ack || top > self.next_new {
@@ -642,12 +647,7 @@ impl Session {
                     h += 1;
                     continue;
                 }
-                let s = &mut self.segs[(seq - self.una) as usize];
-                if !s.sacked {
-                    s.sacked = true;
-                    self.queued -= s.data.len();
-                    s.data = Vec::new();
-                }
+                self.mark_sacked(seq);
             }
         }
         let srtt = self.srtt.unwrap_or(self.rto);
