@@ -1,0 +1,63 @@
+/* Fixed-count kernels through the MPI C ABI: the twin of
+ * crates/kumi/examples/probe.rs (same loops, same tags), for
+ * scripts/count-instructions.sh and for A/B timing.
+ *
+ *   kumi cc -O2 probe.c -o probe && kumi run -n 2 ./probe pingpong|rate|barrier [count] */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    int me, np;
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    MPI_Comm_size(MPI_COMM_WORLD, &np);
+    const char *kernel = argc > 1 ? argv[1] : "pingpong";
+    long count = argc > 2 ? atol(argv[2]) : 20000;
+    if (np < 2 && strcmp(kernel, "barrier") != 0) {
+        fprintf(stderr, "probe pingpong|rate needs 2 ranks\n");
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    char buf[8] = {0};
+    MPI_Request q[64];
+    long per;
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t = MPI_Wtime();
+    if (!strcmp(kernel, "pingpong")) {
+        for (long i = 0; i < count; i++) {
+            if (me == 0) {
+                MPI_Send(buf, 8, MPI_BYTE, 1, 2, MPI_COMM_WORLD);
+                MPI_Recv(buf, 8, MPI_BYTE, 1, 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            } else if (me == 1) {
+                MPI_Recv(buf, 8, MPI_BYTE, 0, 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                MPI_Send(buf, 8, MPI_BYTE, 0, 2, MPI_COMM_WORLD);
+            }
+        }
+        per = 2 * count;
+    } else if (!strcmp(kernel, "rate")) {
+        for (long i = 0; i < count; i++) {
+            if (me == 0) {
+                for (int k = 0; k < 64; k++) MPI_Isend(buf, 8, MPI_BYTE, 1, 3, MPI_COMM_WORLD, &q[k]);
+                MPI_Waitall(64, q, MPI_STATUSES_IGNORE);
+                MPI_Recv(buf, 0, MPI_BYTE, 1, 4, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            } else if (me == 1) {
+                for (int k = 0; k < 64; k++) MPI_Irecv(buf, 8, MPI_BYTE, 0, 3, MPI_COMM_WORLD, &q[k]);
+                MPI_Waitall(64, q, MPI_STATUSES_IGNORE);
+                MPI_Send(buf, 0, MPI_BYTE, 0, 4, MPI_COMM_WORLD);
+            }
+        }
+        per = 64 * count;
+    } else if (!strcmp(kernel, "barrier")) {
+        for (long i = 0; i < count; i++) MPI_Barrier(MPI_COMM_WORLD);
+        per = count;
+    } else {
+        fprintf(stderr, "probe: unknown kernel \"%s\": pingpong, rate or barrier\n", kernel);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+        return 2;
+    }
+    if (me == 0)
+        printf("c %s: %.3f us per message (or barrier)\n", kernel, (MPI_Wtime() - t) * 1e6 / (double)per);
+    MPI_Finalize();
+    return 0;
+}

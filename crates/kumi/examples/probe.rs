@@ -1,0 +1,93 @@
+//! Fixed-count kernels for counting instructions (`scripts/count-instructions.sh`)
+//! and for A/B timing outside `kumi bench`: the same loops as
+//! `crates/kumi-bench/c/probe.c` does through the MPI C ABI, so the two show
+//! what the ABI adds to each message.
+//!
+//! `kumi run -n 2 target/release/examples/probe pingpong|rate|barrier [count]`
+//!
+//! - pingpong: `count` round trips of 8 bytes between ranks 0 and 1;
+//! - rate: `count` windows of 64 nonblocking 8-byte sends (rank 0) and
+//!   receives into one buffer (rank 1), each window acknowledged;
+//! - barrier: `count` barriers on all ranks.
+//!
+//! It makes `MPI_COMM_SELF`'s split as `MPI_Init` does, so one rank of a job
+//! may run this and another the C twin (a mixed job matches calls alike).
+use kumi::raw;
+use std::time::Instant;
+
+fn main() -> Result<(), kumi::Error> {
+    let mut args = std::env::args().skip(1);
+    let kernel = args.next().unwrap_or_else(|| "pingpong".into());
+    let count: usize = args
+        .next()
+        .map_or(20_000, |a| a.parse().expect("count: a number"));
+    let universe = kumi::init()?;
+    let w = universe.world();
+    let me = w.rank();
+    let _self_comm = w.split(Some(me as u32), 0)?;
+    if w.size() < 2 && kernel != "barrier" {
+        universe.abort(2, "probe pingpong|rate needs 2 ranks");
+    }
+    let mut buf = [0u8; 8];
+    w.barrier()?;
+    let t = Instant::now();
+    let per = match kernel.as_str() {
+        "pingpong" => {
+            for _ in 0..count {
+                if me == 0 {
+                    w.send(&buf, 1, 2)?;
+                    w.recv(&mut buf, 1, 2)?;
+                } else if me == 1 {
+                    w.recv(&mut buf, 0, 2)?;
+                    w.send(&buf, 0, 2)?;
+                }
+            }
+            2 * count
+        }
+        "rate" => {
+            for _ in 0..count {
+                if me == 0 {
+                    kumi::scope(|s| -> Result<(), kumi::Error> {
+                        let mut reqs = Vec::with_capacity(64);
+                        for _ in 0..64 {
+                            reqs.push(w.isend(s, &buf, 1, 3)?);
+                        }
+                        kumi::wait_all(reqs).map(drop)
+                    })?;
+                    w.recv(&mut [0u8; 0], 1, 4)?;
+                } else if me == 1 {
+                    let ptr = buf.as_mut_ptr();
+                    let mut reqs = Vec::with_capacity(64);
+                    for _ in 0..64 {
+                        // SAFETY: `buf` outlives the requests, which all
+                        // complete below before it is touched again; the
+                        // receives may overwrite each other (never read).
+                        reqs.push(unsafe { raw::irecv_contig(&w, ptr, 8, 0, 3)? });
+                    }
+                    let mut all: Vec<&mut raw::RawRequest> = reqs.iter_mut().collect();
+                    raw::wait_all(&mut all)?;
+                    for mut r in reqs {
+                        r.wait()?;
+                    }
+                    w.send(&[0u8; 0], 0, 4)?;
+                }
+            }
+            64 * count
+        }
+        "barrier" => {
+            for _ in 0..count {
+                w.barrier()?;
+            }
+            count
+        }
+        other => {
+            eprintln!("probe: unknown kernel {other:?}: pingpong, rate or barrier");
+            universe.abort(2, "unknown kernel");
+        }
+    };
+    if me == 0 {
+        let us = t.elapsed().as_secs_f64() * 1e6 / per as f64;
+        println!("rust {kernel}: {us:.3} us per message (or barrier)");
+    }
+    Ok(())
+}
