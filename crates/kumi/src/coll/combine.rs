@@ -17,7 +17,9 @@ use kumi_core::call::Call;
 use kumi_core::combine::{self as cc, op, Action, Level, Mode, Msg, Node, Ops, Tree};
 use kumi_core::header::{Header, Kind};
 use std::cell::Cell;
-use std::collections::HashMap;
+// foldhash, not SipHash: these maps are consulted for every combining
+// request, keyed by kumi's own ids (see `coll/mod.rs`).
+use foldhash::HashMap;
 use std::panic::Location;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -311,7 +313,7 @@ impl Comm {
                 members: self.members().into(),
                 me,
                 next_client: 0,
-                results: HashMap::new(),
+                results: HashMap::default(),
             });
             let early = std::mem::take(&mut e.coll.combine.early);
             for (c, b) in early {

@@ -73,7 +73,11 @@ use exec::{AlignedBuf, ByteOp, Run, Wire};
 use kumi_core::call::Call;
 use kumi_core::coll::{self as sc, Apply, Round, Schedule, Xfer};
 use kumi_core::TAG_UB;
-use std::collections::HashMap;
+// foldhash, not SipHash: `comms` is looked up on every collective call, and
+// SipHash of the context id was a quarter of a shared-memory barrier's
+// instructions (scripts/count-instructions.sh). The keys are kumi's own
+// context ids, so flooding resistance buys nothing here.
+use foldhash::HashMap;
 use std::marker::PhantomData;
 use std::panic::Location;
 use std::sync::Arc;
