@@ -48,7 +48,10 @@
 //! per combined round where a binary node takes at most two (plus its own
 //! reply), and the fan-in of the busiest rank is what limits a hot spot.
 
-use std::collections::HashMap;
+// foldhash, not SipHash: every combining request looks these up (several
+// times on an interior node); the keys come from authenticated members of
+// the job, so flooding resistance buys nothing.
+use foldhash::HashMap;
 
 /// Reply ids with this bit set name a local client; without it, a merged entry.
 pub const CLIENT_BIT: u64 = 1 << 63;
@@ -333,7 +336,7 @@ impl Tree {
     pub fn new(host: Vec<usize>) -> Tree {
         Tree {
             host,
-            cache: HashMap::new(),
+            cache: HashMap::default(),
         }
     }
 
@@ -456,11 +459,11 @@ impl Node {
             me,
             tree,
             cap,
-            entries: HashMap::new(),
-            waiting: HashMap::new(),
-            outstanding: HashMap::new(),
-            values: HashMap::new(),
-            collecting: HashMap::new(),
+            entries: HashMap::default(),
+            waiting: HashMap::default(),
+            outstanding: HashMap::default(),
+            values: HashMap::default(),
+            collecting: HashMap::default(),
             next_id: 1,
             out: Vec::new(),
             handled: 0,
