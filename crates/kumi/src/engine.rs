@@ -101,7 +101,9 @@ enum Op {
 struct Req {
     done: bool,
     status: Status,
-    error: Option<Error>,
+    /// Boxed: a request moves into and out of the slab once per message,
+    /// and an inline error would make it half again as large (128 bytes).
+    error: Option<Box<Error>>,
     /// The user let go of the handle; free the slot on completion.
     detached: bool,
     op: Op,
@@ -613,17 +615,17 @@ impl Engine {
             cancelled: false,
         };
         if data.len() > cap {
-            r.error = Some(Error::Truncated {
+            r.error = Some(Box::new(Error::Truncated {
                 message_bytes: data.len(),
                 buffer_bytes: cap,
                 source: env.src as i32,
                 tag: env.tag,
-            });
+            }));
         } else if !data.is_empty() {
             // SAFETY: the receive's owner guarantees `buf` is valid for `cap` bytes
             // and untouched until completion; `data.len() <= cap`; the regions
             // cannot overlap (one is the ring or a private copy, one the user's).
-            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), buf, data.len()) };
+            unsafe { kumi_transport::copy_bytes(data.as_ptr(), buf, data.len()) };
         }
         self.counters.msgs_recv += 1;
         self.counters.bytes_recv += data.len() as u64;
@@ -655,12 +657,12 @@ impl Engine {
         let mut fin = Header::new(Kind::Fin);
         fin.id = sender_req;
         if len > cap {
-            r.error = Some(Error::Truncated {
+            r.error = Some(Box::new(Error::Truncated {
                 message_bytes: len,
                 buffer_bytes: cap,
                 source: env.src as i32,
                 tag: env.tag,
-            });
+            }));
             // The sender's part is done either way: release it.
             self.push_frame(from, &fin, &[])?;
             self.finish(id);
@@ -898,9 +900,9 @@ impl Engine {
                     )));
                 };
                 if h.flags & 1 != 0 {
-                    *error = Some(Error::Protocol(format!(
+                    *error = Some(Box::new(Error::Protocol(format!(
                         "rank {from} could not write its half of the message"
-                    )));
+                    ))));
                 }
                 *got += *total - split_point(*total);
                 if *got == *total {
@@ -975,8 +977,12 @@ impl Engine {
 
     /// One pass over everything that can move. Returns how many events happened.
     pub fn progress(&mut self) -> Result<usize> {
-        if let Some(e) = self.async_error.take() {
-            return Err(e);
+        // Looks before it takes: this runs on every pass of a waiting rank,
+        // and `take` moves the whole (empty) value out and back.
+        if self.async_error.is_some() {
+            if let Some(e) = self.async_error.take() {
+                return Err(e);
+            }
         }
         let mut n = 0;
         while let Some((h, p)) = self.self_frames.pop_front() {
@@ -1070,10 +1076,10 @@ impl Engine {
             let dst = unsafe { std::slice::from_raw_parts_mut(*buf, split) };
             let pid = self.pids.get(pr.from as usize).copied().unwrap_or(0);
             if let Err(e) = cma::read_from(pid, pr.addr, dst) {
-                *error = Some(Error::Io(std::io::Error::new(
+                *error = Some(Box::new(Error::Io(std::io::Error::new(
                     e.kind(),
                     format!("reading {split} bytes from rank {}: {e}", pr.from),
-                )));
+                ))));
             }
             *got += split;
             let complete = *got == *total;
@@ -1327,7 +1333,7 @@ impl Engine {
     pub fn take_result(&mut self, id: ReqId) -> Result<Status> {
         match self.reqs.remove(id) {
             Some(r) => match r.error {
-                Some(e) => Err(e),
+                Some(e) => Err(*e),
                 None => Ok(r.status),
             },
             None => Ok(Status::empty()),

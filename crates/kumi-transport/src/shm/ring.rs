@@ -534,7 +534,7 @@ unsafe impl RingMem for RawMem {
         // SAFETY: in bounds; the destination is ring space the consumer has
         // released, so nobody reads it concurrently; `src` cannot overlap the
         // ring (it is the caller's buffer).
-        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.data().add(off), src.len()) }
+        unsafe { crate::copy_bytes(src.as_ptr(), self.data().add(off), src.len()) }
     }
     #[inline]
     fn read(&self, off: usize, dst: &mut [u8]) {

@@ -362,6 +362,12 @@ impl Transport for ShmTransport {
         let after = |j: usize| if j + 1 == n { 0 } else { j + 1 };
         let mut j = if self.next_rr < n { self.next_rr } else { 0 };
         for _ in 0..n {
+            // Our own ring carries nothing (frames to self stay in the
+            // engine): a waiting rank's every pass would look at it.
+            if j == self.me {
+                j = after(j);
+                continue;
+            }
             let mut got = 0;
             while got < PER_RING {
                 let rec = match self.inc[j].peek() {
