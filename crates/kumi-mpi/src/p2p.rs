@@ -271,6 +271,7 @@ fn irecv_in_table(
 /// `MPI_Send` and its modes: a predefined type goes to the runtime's blocking
 /// send directly; the state is released before the call can block.
 #[allow(clippy::too_many_arguments)]
+#[inline(always)]
 fn send_blocking(
     buf: *const c_void,
     cnt: c_int,
@@ -301,6 +302,7 @@ fn send_blocking(
 
 /// `MPI_Recv`: a predefined type goes to the runtime's blocking receive
 /// directly; the state is released before the call blocks.
+#[inline(always)]
 fn recv_blocking(
     buf: *mut c_void,
     cnt: c_int,

@@ -138,7 +138,12 @@ impl<V> Slab<V> {
         if h & !INDEX_BITS == self.base {
             return Some((h & INDEX_BITS) as usize);
         }
-        self.fixed.iter().find(|f| f.0 == h).map(|f| f.1)
+        // `MPI_COMM_WORLD` is named on nearly every call: the predefined
+        // handles' first entry is checked before the search.
+        match self.fixed.first() {
+            Some(&(f, i)) if f == h => Some(i),
+            _ => self.fixed.iter().find(|f| f.0 == h).map(|f| f.1),
+        }
     }
 
     #[inline(always)]

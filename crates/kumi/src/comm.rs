@@ -186,6 +186,9 @@ impl Comm {
         }
     }
 
+    // Inlined into the API's blocking calls and the C ABI's: one call frame
+    // less per message.
+    #[inline]
     pub(crate) fn send_on(
         &self,
         ctx: u32,
@@ -223,6 +226,7 @@ impl Comm {
         )
     }
 
+    #[inline]
     pub(crate) fn recv_on(
         &self,
         ctx: u32,
