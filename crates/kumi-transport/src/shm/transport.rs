@@ -87,6 +87,9 @@ pub struct ShmTransport {
     /// Doorbell value read by `prepare_sleep`, for `FUTEX_WAIT`.
     bell_seen: u32,
     me: usize,
+    /// A frame was ever sent to ourselves (ring `[me][me]`); until then a
+    /// poll skips that ring (the engine keeps frames to self to itself).
+    self_used: bool,
     globals: Vec<u32>,
     map: PeerMap,
     max_payload: usize,
@@ -161,6 +164,7 @@ impl ShmTransport {
             next_rr: 0,
             bell_seen: 0,
             me,
+            self_used: false,
             globals,
             map,
             max_payload: super::ring::max_payload(cap),
@@ -332,6 +336,7 @@ impl Transport for ShmTransport {
                 ),
             ));
         }
+        self.self_used |= j == self.me;
         let hdr: [u8; HEADER_BYTES] = header.encode();
         if !self.out[j].try_push(&hdr, payload) {
             return Ok(false);
@@ -362,9 +367,10 @@ impl Transport for ShmTransport {
         let after = |j: usize| if j + 1 == n { 0 } else { j + 1 };
         let mut j = if self.next_rr < n { self.next_rr } else { 0 };
         for _ in 0..n {
-            // Our own ring carries nothing (frames to self stay in the
-            // engine): a waiting rank's every pass would look at it.
-            if j == self.me {
+            // Our own ring carries nothing unless we sent to ourselves
+            // (the engine keeps frames to self to itself): a waiting rank's
+            // every pass would look at it.
+            if j == self.me && !self.self_used {
                 j = after(j);
                 continue;
             }
