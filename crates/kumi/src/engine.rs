@@ -223,6 +223,16 @@ impl Slab {
         }
     }
 
+    /// [`Slab::get`], with the count of open requests beside it (for
+    /// [`Engine::mark_done`] while the request is borrowed).
+    fn get_with_open(&mut self, id: ReqId) -> Option<(&mut Req, &mut usize)> {
+        let (gen, i) = ((id >> 32) as u32, id as u32 as usize);
+        match self.entries.get_mut(i) {
+            Some((g, Some(r))) if *g == gen => Some((r, &mut self.open)),
+            _ => None,
+        }
+    }
+
     fn remove(&mut self, id: ReqId) -> Option<Req> {
         let (gen, i) = ((id >> 32) as u32, id as u32 as usize);
         match self.entries.get_mut(i) {
@@ -604,7 +614,9 @@ impl Engine {
                 );
             }
         }
-        let Some(r) = self.reqs.get(id) else { return };
+        let Some((r, open)) = self.reqs.get_with_open(id) else {
+            return;
+        };
         let Op::Recv { buf, cap, .. } = r.op else {
             return;
         };
@@ -629,7 +641,10 @@ impl Engine {
         }
         self.counters.msgs_recv += 1;
         self.counters.bytes_recv += data.len() as u64;
-        self.finish(id);
+        // `r` is at hand: no second lookup through `finish`.
+        if Self::mark_done(open, r) {
+            self.drop_detached(id);
+        }
     }
 
     /// A rendezvous message matched receive `id`: pull it, or ask for it.
@@ -951,24 +966,34 @@ impl Engine {
     }
 
     fn finish(&mut self, id: ReqId) {
-        let detached = match self.reqs.get(id) {
-            Some(r) => {
-                let was_open = !r.done;
-                r.done = true;
-                let detached = r.detached;
-                self.reqs.open -= usize::from(was_open);
-                detached
-            }
+        let detached = match self.reqs.get_with_open(id) {
+            Some((r, open)) => Self::mark_done(open, r),
             None => false,
         };
         if detached {
-            if let Some(r) = self.reqs.remove(id) {
-                if let Some(e) = r.error {
-                    log(
-                        self.world_rank,
-                        &format!("a request nobody waits for failed: {e}"),
-                    );
-                }
+            self.drop_detached(id);
+        }
+    }
+
+    /// Marks `r` complete (counted out of `open`, the slab's count of open
+    /// requests); returns whether nobody waits for it any more. For callers
+    /// that hold `r` already (`complete_eager`), so it is not looked up twice.
+    #[inline(always)]
+    fn mark_done(open: &mut usize, r: &mut Req) -> bool {
+        *open -= usize::from(!r.done);
+        r.done = true;
+        r.detached
+    }
+
+    /// Frees a completed request nobody waits for, logging its error if any.
+    #[cold]
+    fn drop_detached(&mut self, id: ReqId) {
+        if let Some(r) = self.reqs.remove(id) {
+            if let Some(e) = r.error {
+                log(
+                    self.world_rank,
+                    &format!("a request nobody waits for failed: {e}"),
+                );
             }
         }
     }
