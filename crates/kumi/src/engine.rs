@@ -216,11 +216,7 @@ impl Slab {
     }
 
     fn get(&mut self, id: ReqId) -> Option<&mut Req> {
-        let (gen, i) = ((id >> 32) as u32, id as u32 as usize);
-        match self.entries.get_mut(i) {
-            Some((g, Some(r))) if *g == gen => Some(r),
-            _ => None,
-        }
+        self.get_with_open(id).map(|(r, _)| r)
     }
 
     /// [`Slab::get`], with the count of open requests beside it (for
