@@ -348,3 +348,59 @@ fn c_programs_across_two_namespace_hosts() {
         expect_pass(name, 4, &o, "2 hosts x 2 ranks");
     }
 }
+
+/// The probe kernels (`crates/kumi-bench/c/probe.c` and
+/// `crates/kumi/examples/probe.rs`, which `scripts/count-instructions.sh`
+/// counts) run through `kumi run`, and one job may mix them: rank 0 the C
+/// program on `libmpi.so`, rank 1 the Rust one, passing the same messages
+/// (the C ABI's `MPI_COMM_WORLD` is the Rust API's world communicator).
+#[test]
+fn probe_kernels_run_and_c_and_rust_ranks_mix_in_one_job() {
+    let dir = lib_dir().join("mpi-tests/probe-kernels");
+    std::fs::create_dir_all(&dir).expect("output dir");
+    let c = dir.join("probe_c");
+    let o = Command::new(bin("kumi"))
+        .args(["cc", "-O2", "-Wall", "-o"])
+        .arg(&c)
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../kumi-bench/c/probe.c"))
+        .output()
+        .expect("run kumi cc");
+    assert!(o.status.success(), "kumi cc probe.c: {:?}", text(&o));
+    let rust = bin("examples/probe");
+    let mixed = dir.join("mixed.sh");
+    std::fs::write(
+        &mixed,
+        format!(
+            "#!/bin/sh\nif [ \"$KUMI_RANK\" = 0 ]; then exec {} \"$@\"; fi\nexec {} \"$@\"\n",
+            c.display(),
+            rust.display()
+        ),
+    )
+    .expect("write mixed.sh");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&mixed, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    for (prog, lang) in [(&c, "c"), (&rust, "rust"), (&mixed, "c")] {
+        for (kernel, count) in [("pingpong", "2000"), ("rate", "20"), ("barrier", "2000")] {
+            let o = Command::new(bin("kumi"))
+                .args(["run", "-n", "2"])
+                .arg(prog)
+                .args([kernel, count])
+                .env("KT_ONE_HOST", "1")
+                .output()
+                .expect("start kumi run");
+            let (out, err) = text(&o);
+            let head = format!("{lang} {kernel}: ");
+            let us: Option<f64> = out
+                .lines()
+                .find_map(|l| l.strip_prefix(&head))
+                .and_then(|r| r.split_whitespace().next())
+                .and_then(|v| v.parse().ok());
+            assert!(
+                o.status.success() && us.is_some_and(|v| v > 0.0 && v.is_finite()),
+                "{} {kernel}: {}\nstdout:\n{out}\nstderr:\n{err}",
+                prog.display(),
+                o.status
+            );
+        }
+    }
+}
