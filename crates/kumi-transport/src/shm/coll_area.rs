@@ -317,8 +317,9 @@ unsafe impl AreaMem for CollArea<'_> {
         let (p, cap) = self.half(i, half, total);
         assert!(off + src.len() <= cap);
         // SAFETY: in bounds (asserted); only slot `i`'s owner writes it, and by
-        // the protocol (`writable`) nobody reads this half now.
-        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), p.add(off), src.len()) }
+        // the protocol (`writable`) nobody reads this half now. (The same
+        // small-copy path as the rings: an 8-byte allreduce writes 8 bytes.)
+        unsafe { crate::copy_bytes(src.as_ptr(), p.add(off), src.len()) }
     }
     fn read(&self, i: usize, half: usize, total: usize, off: usize, dst: &mut [u8]) {
         dst.copy_from_slice(self.bytes(i, half, total, off, dst.len()));
