@@ -545,10 +545,7 @@ unsafe impl RingMem for RawMem {
         #[cfg(target_arch = "x86_64")]
         {
             use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            // No `% cap`: callers pass an offset already masked into the
-            // ring, and a hint at any address is harmless (a division here
-            // was on every `pop`).
-            let p = self.data().wrapping_add(off);
+            let p = self.data().wrapping_add(off % self.cap);
             // SAFETY: `prefetch` needs SSE, which every x86_64 has; it reads
             // nothing and never faults, whatever the address.
             unsafe { _mm_prefetch::<_MM_HINT_T0>(p.cast::<i8>().cast_const()) };
