@@ -70,7 +70,13 @@ impl<R, M> Matcher<R, M> {
 
     /// A receive is posted. If an unexpected message fits, it is removed and
     /// returned together with `r`; otherwise `r` is queued and `None` returned.
+    #[inline(always)]
     pub fn post(&mut self, pat: Pattern, r: R) -> Option<(Envelope, M, R)> {
+        // Usually nothing waits (checked here, inline, before the search).
+        if self.unexpected.is_empty() {
+            self.posted.push_back((pat, r));
+            return None;
+        }
         match self.take_unexpected(&pat) {
             Some((e, m)) => Some((e, m, r)),
             None => {
@@ -95,7 +101,7 @@ impl<R, M> Matcher<R, M> {
     /// The first half of [`Matcher::arrive`], for callers that build the stored
     /// message only when no receive is waiting (so the expected path copies
     /// nothing): removes and returns the earliest posted receive that fits.
-    #[inline]
+    #[inline(always)]
     pub fn take_posted(&mut self, env: &Envelope) -> Option<R> {
         if self.posted.is_empty() {
             return None;

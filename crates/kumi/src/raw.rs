@@ -177,8 +177,21 @@ impl RawRequest {
         }
     }
 
+    /// Records the outcome of the completed operation; unpacks a
+    /// non-contiguous receive. Inline for the common request without extras
+    /// (a contiguous send or receive), out of line otherwise.
+    #[inline(always)]
     fn finish(&mut self, st: Result<Status>) -> Result<Status> {
         let st = st?;
+        if self.x.is_none() {
+            self.done = Some(st);
+            return Ok(st);
+        }
+        self.finish_extra(st)
+    }
+
+    #[inline(never)]
+    fn finish_extra(&mut self, st: Status) -> Result<Status> {
         let Some(x) = self.x.as_mut() else {
             self.done = Some(st);
             return Ok(st);
