@@ -23,6 +23,9 @@ ENVIRONMENT OF EACH RANK:
     KUMI_SIZE         N
     KUMI_LOCAL_RANK   rank among the ranks on this machine
     KUMI_LOCAL_SIZE   number of ranks on this machine
+    KUMI_LOCAL_CORES  cores the launcher may use on this machine (more ranks
+                      than this: oversubscribed, which changes how ranks wait,
+                      bind and broadcast)
     KUMI_NODE         index of this machine in the job (0)
     KUMI_CONTROL      control socket of the launcher (@name: abstract Unix socket)
     KUMI_SECRET       job secret (hex) to authenticate on the control socket

@@ -118,6 +118,18 @@ struct OutPipe {
     lines: LineSplitter,
 }
 
+/// `KUMI_LOCAL_CORES` for the ranks: the user's value if set, else the cores
+/// this launcher may run on. Every rank of the host gets the same value, so
+/// they agree on whether the host is oversubscribed (choices of collective
+/// algorithms depend on it) even if some are started with a narrower affinity.
+fn local_cores() -> String {
+    std::env::var("KUMI_LOCAL_CORES").unwrap_or_else(|_| {
+        std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .to_string()
+    })
+}
+
 /// Identifies an output pipe to the event loop.
 pub type PipeId = usize;
 
@@ -173,6 +185,7 @@ impl LocalHost {
             .env("KUMI_RANK", rank.to_string())
             .env("KUMI_LOCAL_RANK", local.to_string())
             .env("KUMI_LOCAL_SIZE", plan.ranks.len().to_string())
+            .env("KUMI_LOCAL_CORES", local_cores())
             .env("KUMI_NODE", plan.node.to_string())
             .env("KUMI_SHM_FD", shm_fd.as_raw_fd().to_string())
             .stdout(Stdio::piped())

@@ -32,6 +32,14 @@ fn every_collective_op_and_type_on_1_to_17_ranks() {
                 // to whole elements), many per block.
                 ("KUMI_COLL_PIECE", "4000"),
             ]
+        } else if n % 3 == 2 {
+            // The long bcast the other way round from the default (single
+            // copy on a core per rank, the area when oversubscribed).
+            if n <= 2 {
+                &[("KUMI_COLL_BCAST_COPY", "area")]
+            } else {
+                &[("KUMI_COLL_BCAST_COPY", "single")]
+            }
         } else {
             &[]
         };

@@ -30,6 +30,10 @@ pub(crate) struct Identity {
     pub host: String,
     /// Which network address ranks use (`KUMI_NET`, see `kumi_transport::tcp::addr`).
     pub net: String,
+    /// Cores of this host as its launcher saw them (`KUMI_LOCAL_CORES`), so
+    /// every local rank takes the same view of oversubscription even if some
+    /// were started with a narrower CPU affinity; `None`: ask the system.
+    pub local_cores: Option<usize>,
 }
 
 /// Parses a rank list like `0-3,8,10-11`.
@@ -78,6 +82,7 @@ impl Identity {
                 host_ranks: None,
                 host: String::new(),
                 net: String::new(),
+                local_cores: None,
             });
         }
         let rank = number("KUMI_RANK")?;
@@ -123,6 +128,12 @@ impl Identity {
             }
             None => None,
         };
+        let local_cores = match var("KUMI_LOCAL_CORES") {
+            Some(v) => Some(v.parse().ok().filter(|&c: &usize| c > 0).ok_or_else(|| {
+                Error::Bootstrap(format!("KUMI_LOCAL_CORES={v:?} is not a positive number"))
+            })?),
+            None => None,
+        };
         Ok(Identity {
             job,
             rank,
@@ -135,6 +146,7 @@ impl Identity {
             host_ranks,
             host: var("KUMI_HOST").unwrap_or_default(),
             net: var("KUMI_NET").unwrap_or_default(),
+            local_cores,
         })
     }
 }

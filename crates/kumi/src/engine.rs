@@ -1078,6 +1078,12 @@ impl Engine {
     /// application computes (see `progress.rs`): then the progress thread looks
     /// at the engine.
     #[inline]
+    /// Whether this host runs more ranks than it has cores (the waiting
+    /// policy and some collective algorithms differ then).
+    pub(crate) fn oversubscribed(&self) -> bool {
+        self.policy.oversubscribed
+    }
+
     pub fn needs_async(&self) -> bool {
         self.reqs.open > 0
             || self.outq_len > 0

@@ -158,7 +158,9 @@ pub fn init() -> Result<Universe> {
             pids[g as usize] = shm.segment().rank_block(l).pid() as i32;
         }
     }
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cores = id
+        .local_cores
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let control = control.map(|c| Arc::new(Mutex::new(c)));
     let watch = match &control {
         Some(c) => watch::Watch::new(

@@ -31,7 +31,9 @@
 //! **Inside a host** (`shm.rs`): when all members of a communicator are on one
 //! host, barrier, bcast, reduce, allreduce and alltoall run through the
 //! segment's collective areas, each rank once per collective, and long bcasts
-//! and allreduces by single copy between the ranks' buffers;
+//! and allreduces by single copy between the ranks' buffers (a long bcast on
+//! an oversubscribed host goes through the area in chunks instead,
+//! `KUMI_COLL_BCAST_COPY`);
 //! `KUMI_COLL_SHM=off` runs them as messages (the algorithms above) instead.
 //! `KUMI_COLL_SHM_BCAST_MAX` caps the broadcasts that go through the area in
 //! chunks (when single copy is off). `ibarrier` and `iallreduce` (up to one
@@ -99,6 +101,8 @@ pub(crate) struct Config {
     shm: bool,
     /// Longest bcast through the areas (longer: the message algorithms).
     shm_bcast_max: usize,
+    /// How a bcast too long for one payload half goes inside a host.
+    bcast_copy: BcastCopy,
     /// Bytes the single-copy allreduce reads, folds and writes at a time.
     pub allreduce_piece: usize,
 }
@@ -125,7 +129,18 @@ impl Config {
                 )))
             }
         };
+        let bcast_copy = match std::env::var("KUMI_COLL_BCAST_COPY").as_deref() {
+            Ok("auto") | Ok("") | Err(_) => BcastCopy::Auto,
+            Ok("single") => BcastCopy::Single,
+            Ok("area") => BcastCopy::Area,
+            Ok(v) => {
+                return Err(Error::Bootstrap(format!(
+                    "KUMI_COLL_BCAST_COPY={v:?}: use auto, single or area"
+                )))
+            }
+        };
         Ok(Config {
+            bcast_copy,
             bcast_long: sz("KUMI_COLL_BCAST_LONG", 64 << 10)?,
             allreduce_long: sz("KUMI_COLL_ALLREDUCE_LONG", 16 << 10)?,
             allreduce_ring: sz("KUMI_COLL_ALLREDUCE_RING", 4 << 20)?,
@@ -142,6 +157,23 @@ impl Config {
             allreduce_piece: sz("KUMI_COLL_PIECE", 128 << 10)?.max(1),
         })
     }
+}
+
+/// How a broadcast longer than one payload half of the area goes inside a
+/// host (`KUMI_COLL_BCAST_COPY`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BcastCopy {
+    /// `Area` when the host runs more ranks than cores, `Single` otherwise.
+    /// Measured (docs/BENCHMARKS.md, session 6), 1 MiB: at np=2 single copy
+    /// takes 0.36x the time of the area; with 8 ranks on 2 cores the area
+    /// takes 0.74x the time of single copy (4 ranks: 0.96x). Oversubscribed,
+    /// the area's chunks stay in the cache the ranks of a core share, while
+    /// each single-copy reader pins and copies the root's pages on its own.
+    Auto,
+    /// Every reader copies from the root's buffer (`process_vm_readv`).
+    Single,
+    /// Pipelined through the root's area slot, one payload half at a time.
+    Area,
 }
 
 /// Per communicator: its members and, if it spans hosts, its host groups.
@@ -679,9 +711,18 @@ impl Comm {
         let bytes = as_bytes_mut(buf);
         let n = bytes.len();
         let view = self.shm_view(at)?;
-        let shm_max = self.engine().coll.config()?.shm_bcast_max;
+        let (shm_max, single) = {
+            let mut e = self.engine();
+            let cfg = e.coll.config()?;
+            let single = match cfg.bcast_copy {
+                BcastCopy::Auto => !e.oversubscribed(),
+                BcastCopy::Single => true,
+                BcastCopy::Area => false,
+            };
+            (cfg.shm_bcast_max, single)
+        };
         if let Some((true, _, _)) = view {
-            if !self.shm_fits(n) && shm::single_copy_allowed() {
+            if !self.shm_fits(n) && (single || n > shm_max) && shm::single_copy_allowed() {
                 return self.shm_op(|e, g| shm::bcast_single_copy(e, g, bytes, root, info));
             }
             if n <= shm_max {
