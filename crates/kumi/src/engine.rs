@@ -158,12 +158,20 @@ impl WaitPolicy {
     ///
     /// Oversubscribed: every poll a waiting rank makes is time the rank that
     /// holds the data cannot run, so it yields after a handful of empty polls
-    /// and does not spin at all; after 2 ms of yielding it sleeps. The numbers
-    /// are measured choices (docs/BENCHMARKS.md), overridable:
-    /// `KUMI_POLLS`, `KUMI_SPIN_US`, `KUMI_YIELD_US`, `KUMI_SLEEP_MS`.
+    /// and does not spin at all; after 50 ms of yielding it sleeps. Not
+    /// sooner: a yield costs the core's other ranks almost nothing, while a
+    /// rank asleep costs whoever needs it a wake-up of 50 us to milliseconds
+    /// (the scheduler places a woken task by its lag). When a stall of the
+    /// machine (another tenant, a busy host) made waits pass a 2 ms bound,
+    /// ranks fell asleep one after another and each one's wake-up lengthened
+    /// the others' waits past the bound again: collectives at np=8 took
+    /// milliseconds instead of microseconds until the stalls ended
+    /// (docs/BENCHMARKS.md, session 6). The numbers are measured choices,
+    /// overridable: `KUMI_POLLS`, `KUMI_SPIN_US`, `KUMI_YIELD_US`,
+    /// `KUMI_SLEEP_MS`.
     pub fn from_env(oversubscribed: bool) -> Result<WaitPolicy> {
         let (polls, spin, yield_for) = if oversubscribed {
-            (4, 0, 2_000)
+            (4, 0, 50_000)
         } else {
             (128, 200, 2_000)
         };
