@@ -3,7 +3,7 @@
 # and through the Rust API: the same fixed-count loops (probe.c and
 # examples/probe.rs) run under valgrind's callgrind, two ranks on this host.
 #
-#   scripts/count-instructions.sh [pingpong|rate ...]     (default: both)
+#   scripts/count-instructions.sh [pingpong|rate|barrier|allreduce ...]   (default: pingpong rate)
 #
 # Counts are exact and repeatable, unlike times on a noisy machine, so they
 # show what a change to the hot path costs or saves before any timing: a
@@ -26,7 +26,8 @@ for k in "${kernels[@]}"; do
     case $k in
         pingpong) count=20000; msgs=$count; unit="round trip (a send and a receive on each rank)" ;;
         rate) count=300; msgs=$((64 * count)); unit="message" ;;
-        *) echo "count-instructions: unknown kernel $k (pingpong, rate)" >&2; exit 2 ;;
+        barrier|allreduce) count=20000; msgs=$count; unit="call (one double summed, for allreduce)" ;;
+        *) echo "count-instructions: unknown kernel $k (pingpong, rate, barrier, allreduce)" >&2; exit 2 ;;
     esac
     for side in c rust; do
         prog=$out/probe_c
@@ -43,7 +44,7 @@ for k in "${kernels[@]}"; do
             callgrind_annotate --inclusive=yes "$f" 2>/dev/null | python3 -c '
 import re, sys
 n = int(sys.argv[1])
-want = re.compile(r"(^P?MPI_[A-Za-z]+$|Comm::(send_on|recv_on|isend_on)$|raw::(wait_all|irecv_contig|recv_contig|send_contig)$|Engine::(wait|wait_until|start_send|post_recv|on_frame|complete_eager|progress)$|Transport>::(poll|try_send)$)")
+want = re.compile(r"(^P?MPI_[A-Za-z]+$|Comm::(send_on|recv_on|isend_on)$|raw::(wait_all|irecv_contig|recv_contig|send_contig)$|Engine::(wait|wait_until|start_send|post_recv|on_frame|complete_eager|progress)$|Comm>::(allreduce_at|barrier)$|coll::shm::(allreduce|barrier)$|Transport>::(poll|try_send)$)")
 seen = set()
 for line in sys.stdin:
     m = re.match(r"^\s*([0-9,]+) \([ 0-9.]+%\)\s+\S*?:(.+?) \[", line)

@@ -2,7 +2,7 @@
  * crates/kumi/examples/probe.rs (same loops, same tags), for
  * scripts/count-instructions.sh and for A/B timing.
  *
- *   kumi cc -O2 probe.c -o probe && kumi run -n 2 ./probe pingpong|rate|barrier [count] */
+ *   kumi cc -O2 probe.c -o probe && kumi run -n 2 ./probe pingpong|rate|barrier|allreduce [count] */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,7 +15,7 @@ int main(int argc, char **argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &np);
     const char *kernel = argc > 1 ? argv[1] : "pingpong";
     long count = argc > 2 ? atol(argv[2]) : 20000;
-    if (np < 2 && strcmp(kernel, "barrier") != 0) {
+    if (np < 2 && strcmp(kernel, "barrier") != 0 && strcmp(kernel, "allreduce") != 0) {
         fprintf(stderr, "probe pingpong|rate needs 2 ranks\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
@@ -51,8 +51,16 @@ int main(int argc, char **argv) {
     } else if (!strcmp(kernel, "barrier")) {
         for (long i = 0; i < count; i++) MPI_Barrier(MPI_COMM_WORLD);
         per = count;
+    } else if (!strcmp(kernel, "allreduce")) {
+        double x = me, y = 0;
+        for (long i = 0; i < count; i++) MPI_Allreduce(&x, &y, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+        if (y != (double)np * (np - 1) / 2) {
+            fprintf(stderr, "probe: allreduce gave %g\n", y);
+            MPI_Abort(MPI_COMM_WORLD, 3);
+        }
+        per = count;
     } else {
-        fprintf(stderr, "probe: unknown kernel \"%s\": pingpong, rate or barrier\n", kernel);
+        fprintf(stderr, "probe: unknown kernel \"%s\": pingpong, rate, barrier or allreduce\n", kernel);
         MPI_Abort(MPI_COMM_WORLD, 2);
         return 2;
     }

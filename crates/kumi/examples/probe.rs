@@ -3,12 +3,13 @@
 //! `crates/kumi-bench/c/probe.c` does through the MPI C ABI, so the two show
 //! what the ABI adds to each message.
 //!
-//! `kumi run -n 2 target/release/examples/probe pingpong|rate|barrier [count]`
+//! `kumi run -n 2 target/release/examples/probe pingpong|rate|barrier|allreduce [count]`
 //!
 //! - pingpong: `count` round trips of 8 bytes between ranks 0 and 1;
 //! - rate: `count` windows of 64 nonblocking 8-byte sends (rank 0) and
 //!   receives into one buffer (rank 1), each window acknowledged;
-//! - barrier: `count` barriers on all ranks.
+//! - barrier: `count` barriers on all ranks;
+//! - allreduce: `count` sums of one double on all ranks (checked).
 //!
 //! It makes `MPI_COMM_SELF`'s split as `MPI_Init` does, so one rank of a job
 //! may run this and another the C twin (a mixed job matches calls alike).
@@ -25,7 +26,7 @@ fn main() -> Result<(), kumi::Error> {
     let w = universe.world();
     let me = w.rank();
     let _self_comm = w.split(Some(me as u32), 0)?;
-    if w.size() < 2 && kernel != "barrier" {
+    if w.size() < 2 && kernel != "barrier" && kernel != "allreduce" {
         universe.abort(2, "probe pingpong|rate needs 2 ranks");
     }
     let mut buf = [0u8; 8];
@@ -80,8 +81,20 @@ fn main() -> Result<(), kumi::Error> {
             }
             count
         }
+        "allreduce" => {
+            let (x, mut y) = ([me as f64], [0f64]);
+            let sum = kumi::Op::<f64>::sum();
+            for _ in 0..count {
+                w.allreduce(&x, &mut y, &sum)?;
+            }
+            let n = w.size() as f64;
+            if y[0] != n * (n - 1.0) / 2.0 {
+                universe.abort(3, &format!("allreduce gave {}", y[0]));
+            }
+            count
+        }
         other => {
-            eprintln!("probe: unknown kernel {other:?}: pingpong, rate or barrier");
+            eprintln!("probe: unknown kernel {other:?}: pingpong, rate, barrier or allreduce");
             universe.abort(2, "unknown kernel");
         }
     };
