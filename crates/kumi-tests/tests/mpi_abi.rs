@@ -380,7 +380,12 @@ fn probe_kernels_run_and_c_and_rust_ranks_mix_in_one_job() {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&mixed, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     for (prog, lang) in [(&c, "c"), (&rust, "rust"), (&mixed, "c")] {
-        for (kernel, count) in [("pingpong", "2000"), ("rate", "20"), ("barrier", "2000")] {
+        for (kernel, count) in [
+            ("pingpong", "2000"),
+            ("rate", "20"),
+            ("barrier", "2000"),
+            ("allreduce", "2000"),
+        ] {
             let o = Command::new(bin("kumi"))
                 .args(["run", "-n", "2"])
                 .arg(prog)
