@@ -101,6 +101,7 @@ impl Comm {
         Ok(self.inner.members[dest as usize])
     }
 
+    #[inline]
     fn check_send_tag(tag: i32) -> Result<()> {
         if !(0..=TAG_UB).contains(&tag) {
             return Err(Error::InvalidArgument {
