@@ -776,7 +776,8 @@ mod tests {
 
     #[test]
     fn layout_sizes() {
-        let areas = 8 * (64 + 2 * (64 + 2 * 65536));
+        // Two ranks: payload halves of 128 KiB (the cap).
+        let areas = 8 * (64 + 2 * (64 + 2 * 131072));
         assert_eq!(
             Segment::total_bytes(2, 4096),
             Some(4096 + 256 + 4 * (128 + 4096) + areas)
