@@ -204,6 +204,21 @@ fn ranks_are_bound_to_cores_only_when_oversubscribed() {
     for (main, _) in affinity(cores, &[("KUMI_BIND", "core")]) {
         assert_eq!(main.len(), 1);
     }
+    // The host's core count as the launcher passes it (here: pretended)
+    // decides, for every rank alike.
+    for (main, _) in affinity(2, &[("KUMI_LOCAL_CORES", "1")]) {
+        assert_eq!(main.len(), 1);
+    }
+    let o = kumi_run(
+        2,
+        &[("KUMI_LOCAL_CORES", "some")],
+        &[bin("affinity").to_str().unwrap()],
+    );
+    assert!(
+        !o.status.success() && text(&o).contains("is not a positive number"),
+        "{}",
+        text(&o)
+    );
     let o = kumi_run(
         2,
         &[("KUMI_BIND", "sometimes")],

@@ -45,15 +45,17 @@ fn allowed() -> Vec<usize> {
 }
 
 /// Binds the calling thread (and so every thread it starts afterwards) as
-/// the mode says, for local rank `local_rank` of `local_size`. Returns the
-/// core it bound to, if any. Call it before the progress thread starts.
-pub(crate) fn apply(local_rank: usize, local_size: usize) -> Result<Option<usize>> {
+/// the mode says, for local rank `local_rank` on a host that is
+/// `oversubscribed` or not (as the whole host sees it: `KUMI_LOCAL_CORES`).
+/// Returns the core it bound to, if any. Call it before the progress thread
+/// starts.
+pub(crate) fn apply(local_rank: usize, oversubscribed: bool) -> Result<Option<usize>> {
     let mode = mode()?;
     let cores = allowed();
     let bind = match mode {
         Mode::None => false,
         Mode::Core => true,
-        Mode::Auto => local_size > cores.len(),
+        Mode::Auto => oversubscribed,
     };
     if !bind || cores.is_empty() {
         return Ok(None);

@@ -161,6 +161,7 @@ pub fn init() -> Result<Universe> {
     let cores = id
         .local_cores
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let oversubscribed = id.local_size as usize > cores;
     let control = control.map(|c| Arc::new(Mutex::new(c)));
     let watch = match &control {
         Some(c) => watch::Watch::new(
@@ -180,10 +181,10 @@ pub fn init() -> Result<Universe> {
         pids,
         watch,
         my_local: id.local_rank as usize,
-        oversubscribed: id.local_size as usize > cores,
+        oversubscribed,
     })?;
     // Before the progress thread starts, so that it is bound with its rank.
-    bind::apply(id.local_rank as usize, id.local_size as usize)?;
+    bind::apply(id.local_rank as usize, oversubscribed)?;
     let engine = Shared::new(engine)?;
     if id.size > 1 {
         engine.start_thread()?;
