@@ -1,7 +1,7 @@
 //! Init and finalize, environment queries, clocks.
 
 use crate::consts::*;
-use crate::state::{self, out, out_str, st, State, PHASE};
+use crate::state::{self, out, out_str, phase, st, State};
 use crate::{err, R};
 use std::ffi::{c_char, c_int};
 use std::sync::atomic::Ordering;
@@ -13,7 +13,7 @@ use std::time::Instant;
 const PROVIDED: c_int = MPI_THREAD_FUNNELED;
 
 fn init() -> R<()> {
-    if PHASE.load(Ordering::Acquire) != 0 {
+    if phase().load(Ordering::Acquire) != 0 {
         return err(MPI_ERR_OTHER, "MPI_Init was called more than once");
     }
     let universe = kumi::init()?;
@@ -28,7 +28,7 @@ fn init() -> R<()> {
     clock();
     // Release: pairs with the Acquire in `st()`; the state and INIT_THREAD are
     // published before any thread can see "running".
-    PHASE.store(1, Ordering::Release);
+    phase().store(1, Ordering::Release);
     Ok(())
 }
 
@@ -54,11 +54,11 @@ mpi! {
 
     fn MPI_Initialized / PMPI_Initialized(flag: *mut c_int) {
         // Acquire: see `st()`.
-        out(flag, "flag", (PHASE.load(Ordering::Acquire) >= 1) as c_int)
+        out(flag, "flag", (phase().load(Ordering::Acquire) >= 1) as c_int)
     }
 
     fn MPI_Finalized / PMPI_Finalized(flag: *mut c_int) {
-        out(flag, "flag", (PHASE.load(Ordering::Acquire) == 2) as c_int)
+        out(flag, "flag", (phase().load(Ordering::Acquire) == 2) as c_int)
     }
 
     fn MPI_Query_thread / PMPI_Query_thread(provided: *mut c_int) {
@@ -67,7 +67,7 @@ mpi! {
     }
 
     fn MPI_Is_thread_main / PMPI_Is_thread_main(flag: *mut c_int) {
-        if PHASE.load(Ordering::Acquire) == 0 {
+        if phase().load(Ordering::Acquire) == 0 {
             return err(MPI_ERR_OTHER, "MPI is not initialized");
         }
         out(flag, "flag", state::on_init_thread() as c_int)
@@ -80,7 +80,7 @@ mpi! {
         crate::comm::delete_all_attrs(MPI_COMM_SELF)?;
         kumi::raw::wait_orphans()?;
         let s = state::take();
-        PHASE.store(2, Ordering::Release);
+        phase().store(2, Ordering::Release);
         if let Some(s) = s {
             s.universe.finalize()?;
         }

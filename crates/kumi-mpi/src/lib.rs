@@ -46,7 +46,7 @@ mod types;
 use consts::*;
 use std::ffi::c_int;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::Ordering;
 
 /// `MPI_Status`, laid out as MPICH lays it out.
 #[repr(C)]
@@ -111,12 +111,10 @@ impl From<kumi::Error> for MpiErr {
 /// initialized MPI may make calls (`state::st` refuses others, and the error
 /// of a refused call aborts the job, see `state::handle_error`), so only it
 /// sets this in a running program. Relaxed: written and read by that thread.
-static ERR_COMM: AtomicI32 = AtomicI32::new(MPI_COMM_WORLD);
-
 #[inline]
 pub(crate) fn set_err_comm(c: c_int) {
-    // Relaxed: see ERR_COMM.
-    ERR_COMM.store(c, Ordering::Relaxed);
+    // Relaxed: see above.
+    state::err_comm().store(c, Ordering::Relaxed);
 }
 
 /// Runs the body of MPI function `name`: catches panics, and hands an error to
@@ -160,7 +158,7 @@ pub(crate) fn guard_nb(name: &'static str, f: impl FnOnce() -> R<()>) -> c_int {
 #[cold]
 #[inline(never)]
 fn failed(name: &'static str, e: MpiErr) -> c_int {
-    state::handle_error(name, ERR_COMM.load(Ordering::Relaxed), e)
+    state::handle_error(name, state::err_comm().load(Ordering::Relaxed), e)
 }
 
 /// A panic in call `name` becomes `MPI_ERR_INTERN` (see [`guard`]).
@@ -251,7 +249,7 @@ pub(crate) fn class_text(class: c_int) -> &'static str {
 pub(crate) fn unsupported(name: &'static str) -> c_int {
     let msg = format!("{name} is not supported by kumi yet");
     // Acquire: see `state::st`.
-    if state::PHASE.load(std::sync::atomic::Ordering::Acquire) != 1 {
+    if state::phase().load(std::sync::atomic::Ordering::Acquire) != 1 {
         eprintln!("kumi: {msg}");
         return MPI_ERR_UNSUPPORTED_OPERATION;
     }

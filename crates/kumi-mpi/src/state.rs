@@ -10,7 +10,7 @@ use std::cell::{RefCell, RefMut};
 use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU8, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 use std::thread::ThreadId;
 
@@ -116,6 +116,9 @@ pub(crate) struct Slab<V> {
     base: c_int,
     /// Predefined handles and their indices.
     fixed: &'static [(c_int, usize)],
+    /// `fixed[0]`, kept here: the most named handle (`MPI_COMM_WORLD`) is
+    /// then found without touching another cache line (see `index`).
+    first: Option<(c_int, usize)>,
     /// Scratch bitset of [`Slab::pick_many_mut`].
     marks: Vec<u64>,
 }
@@ -129,6 +132,7 @@ impl<V> Slab<V> {
             free: Vec::new(),
             base,
             fixed,
+            first: fixed.first().copied(),
             marks: Vec::new(),
         }
     }
@@ -140,8 +144,8 @@ impl<V> Slab<V> {
         }
         // `MPI_COMM_WORLD` is named on nearly every call: the predefined
         // handles' first entry is checked before the search.
-        match self.fixed.first() {
-            Some(&(f, i)) if f == h => Some(i),
+        match self.first {
+            Some((f, i)) if f == h => Some(i),
             _ => self.fixed.iter().find(|f| f.0 == h).map(|f| f.1),
         }
     }
@@ -236,9 +240,17 @@ impl<V> Slab<V> {
     }
 }
 
+/// `repr(C)`, communicators first: every call looks one up, and in this
+/// order the table's header shares a cache line with the `RefCell` flag
+/// that `st()` takes. A call after the rank has been descheduled (ranks
+/// taking turns on a core) finds the library's state out of the cache, and
+/// each line costs a miss: with the application's own data between calls,
+/// `MPI_Comm_rank` touched 11 lines the Rust API does not (valgrind's cache
+/// simulation; docs/BENCHMARKS.md, session 6).
+#[repr(C)]
 pub(crate) struct State {
-    pub universe: Universe,
     pub comms: Slab<CommEntry>,
+    pub universe: Universe,
     pub groups: HashMap<c_int, Vec<u32>>,
     pub types: HandleMap<(Datatype, String)>,
     /// Predefined datatypes, made on first use (a lookup here is a hash of
@@ -257,8 +269,20 @@ pub(crate) struct State {
 /// The predefined communicators' places in the communicator table.
 const FIXED_COMMS: &[(c_int, usize)] = &[(MPI_COMM_WORLD, 0), (MPI_COMM_SELF, 1)];
 
-/// Phases of the library: 0 before init, 1 running, 2 finalized.
-pub(crate) static PHASE: AtomicU8 = AtomicU8::new(0);
+/// Phases of the library: 0 before init, 1 running, 2 finalized (in
+/// [`STATE`]).
+#[inline(always)]
+pub(crate) fn phase() -> &'static AtomicU8 {
+    &STATE.phase
+}
+
+/// The communicator whose error handler handles the error of the current
+/// call (in [`STATE`]; see `crate::set_err_comm`).
+#[inline(always)]
+pub(crate) fn err_comm() -> &'static AtomicI32 {
+    &STATE.err_comm
+}
+
 pub(crate) static INIT_THREAD: OnceLock<ThreadId> = OnceLock::new();
 /// [`kumi::raw::thread_id`] of the thread that initialized MPI (0 before): comparing it
 /// with the caller's costs one load, where a thread-local flag costs a call
@@ -267,34 +291,58 @@ pub(crate) static INIT_THREAD: OnceLock<ThreadId> = OnceLock::new();
 /// be reused after it exits). Relaxed: written before the Release store of
 /// PHASE that makes MPI "running", and read after the Acquire load of it
 /// (`st`).
-static INIT_PTHREAD: AtomicUsize = AtomicUsize::new(0);
-
 /// Records the calling thread as the one that initialized MPI.
 pub(crate) fn set_init_thread() {
     let _ = INIT_THREAD.set(std::thread::current().id());
     // Relaxed: see INIT_PTHREAD.
-    INIT_PTHREAD.store(kumi::raw::thread_id(), Ordering::Relaxed);
+    STATE
+        .init_pthread
+        .store(kumi::raw::thread_id(), Ordering::Relaxed);
 }
 
-struct Global(RefCell<Option<State>>);
+/// What every call reads before its work, on one cache line: the phase, the
+/// initializing thread, the error communicator, the state's `RefCell` flag
+/// and (`State` is `repr(C)`, communicators first) the communicator table's
+/// header. See `State` for why lines matter.
+#[repr(C, align(64))]
+struct Global {
+    phase: AtomicU8,
+    err_comm: AtomicI32,
+    /// [`kumi::raw::thread_id`] of the thread that initialized MPI (0 before): comparing it
+    /// with the caller's costs one load, where a thread-local flag costs a call
+    /// into the dynamic linker (`__tls_get_addr`) in a shared library. The
+    /// initializing thread lives as long as MPI is in use (its identity can only
+    /// be reused after it exits). Relaxed: written before the Release store of
+    /// `phase` that makes MPI "running", and read after the Acquire load of it
+    /// (`st`).
+    init_pthread: AtomicUsize,
+    state: RefCell<Option<State>>,
+}
 // SAFETY: the state is only ever touched by the thread that initialized MPI:
 // `st()` checks the calling thread against INIT_THREAD before borrowing, and
-// `install`/`take` are called from MPI_Init/MPI_Finalize on that thread.
+// `install`/`take` are called from MPI_Init/MPI_Finalize on that thread. The
+// other fields are atomics.
 unsafe impl Sync for Global {}
-static STATE: Global = Global(RefCell::new(None));
+/// The library's state and the words every call reads first .
+static STATE: Global = Global {
+    phase: AtomicU8::new(0),
+    err_comm: AtomicI32::new(MPI_COMM_WORLD),
+    init_pthread: AtomicUsize::new(0),
+    state: RefCell::new(None),
+};
 
 pub(crate) fn on_init_thread() -> bool {
-    // Relaxed: see INIT_PTHREAD.
-    let t = INIT_PTHREAD.load(Ordering::Relaxed);
+    // Relaxed: see `Global::init_pthread`.
+    let t = STATE.init_pthread.load(Ordering::Relaxed);
     t != 0 && t == kumi::raw::thread_id()
 }
 
 pub(crate) fn install(s: State) {
-    *STATE.0.borrow_mut() = Some(s);
+    *STATE.state.borrow_mut() = Some(s);
 }
 
 pub(crate) fn take() -> Option<State> {
-    STATE.0.borrow_mut().take()
+    STATE.state.borrow_mut().take()
 }
 
 /// The state, for a call made between init and finalize on the init thread.
@@ -308,10 +356,10 @@ pub(crate) fn take() -> Option<State> {
 pub(crate) fn st() -> R<RefMut<'static, State>> {
     // Acquire pairs with the Release store at the end of MPI_Init: a thread that
     // sees "running" also sees INIT_THREAD set.
-    if PHASE.load(Ordering::Acquire) != 1 || !on_init_thread() {
+    if phase().load(Ordering::Acquire) != 1 || !on_init_thread() {
         return refused();
     }
-    match STATE.0.try_borrow_mut() {
+    match STATE.state.try_borrow_mut() {
         Ok(b) => RefMut::filter_map(b, |s| s.as_mut()).or_else(|_| not_initialized()),
         Err(_) => reentered(),
     }
@@ -322,7 +370,7 @@ pub(crate) fn st() -> R<RefMut<'static, State>> {
 #[inline(never)]
 fn refused<T>() -> R<T> {
     // Acquire: see `st`.
-    match PHASE.load(Ordering::Acquire) {
+    match phase().load(Ordering::Acquire) {
         0 => err(MPI_ERR_OTHER, "MPI is not initialized: call MPI_Init first"),
         2 => err(MPI_ERR_OTHER, "MPI has been finalized"),
         _ => err(
@@ -559,7 +607,7 @@ pub(crate) fn handle_error(name: &str, comm: c_int, e: MpiErr) -> c_int {
         unsafe { f(&mut c, &mut code) };
         return e.class;
     }
-    let who = match (rank, PHASE.load(Ordering::Acquire)) {
+    let who = match (rank, phase().load(Ordering::Acquire)) {
         (Some(r), _) => format!("on rank {r}"),
         (None, 0) => "before MPI_Init completed".to_string(),
         (None, _) => "during or after MPI_Finalize".to_string(),
