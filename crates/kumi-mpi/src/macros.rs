@@ -1,21 +1,39 @@
 //! `mpi!` defines an exported MPI function under both of its names.
 //!
-//! `PMPI_X` holds the body (run under [`crate::guard`]); `MPI_X` calls it, so a
-//! profiling library that defines `MPI_X` and calls `PMPI_X` works as with
-//! MPICH, where the `MPI_` names are weak aliases.
+//! The body lives once, in a private function (in a module named after the
+//! MPI function, `MPI_X::body`), and `MPI_X` and `PMPI_X` both jump to it.
+//! So a profiling library that defines `MPI_X` and calls `PMPI_X` works as
+//! with MPICH, where the `MPI_` names are weak aliases of the `PMPI_` ones;
+//! and, as there, a call to `MPI_X` does not go through `PMPI_X`'s entry in
+//! the global offset table: an exported function called by name inside a
+//! shared library is reached through that table, one more cache line (and an
+//! indirect jump) on every call, which a call after the application evicted
+//! the cache pays as a miss (docs/BENCHMARKS.md, session 6).
 
 macro_rules! mpi {
     ($( fn $mpi:ident / $pmpi:ident ( $($a:ident : $t:ty),* $(,)? ) $body:block )*) => {$(
+        #[allow(non_snake_case)]
+        mod $mpi {
+            #[allow(unused_imports)]
+            use super::*;
+            /// The body of the MPI function this module is named after.
+            #[inline(never)]
+            #[allow(clippy::too_many_arguments)]
+            pub(super) unsafe fn body($($a: $t),*) -> std::ffi::c_int {
+                crate::guard(stringify!($mpi), move || -> crate::R<()> { $body })
+            }
+        }
         #[doc = concat!("`", stringify!($pmpi), "`: see the MPI standard for `", stringify!($mpi), "`.")]
         #[no_mangle]
         pub unsafe extern "C" fn $pmpi($($a: $t),*) -> std::ffi::c_int {
-            crate::guard(stringify!($mpi), move || -> crate::R<()> { $body })
+            // SAFETY: the same contract, forwarded unchanged.
+            unsafe { $mpi::body($($a),*) }
         }
-        #[doc = concat!("`", stringify!($mpi), "`: calls `", stringify!($pmpi), "`.")]
+        #[doc = concat!("`", stringify!($mpi), "`: the same function as `", stringify!($pmpi), "`.")]
         #[no_mangle]
         pub unsafe extern "C" fn $mpi($($a: $t),*) -> std::ffi::c_int {
             // SAFETY: the same contract, forwarded unchanged.
-            unsafe { $pmpi($($a),*) }
+            unsafe { $mpi::body($($a),*) }
         }
     )*};
 }
@@ -24,16 +42,28 @@ macro_rules! mpi {
 /// [`crate::guard_nb`], without the label that names a call in wait reports.
 macro_rules! mpi_nb {
     ($( fn $mpi:ident / $pmpi:ident ( $($a:ident : $t:ty),* $(,)? ) $body:block )*) => {$(
+        #[allow(non_snake_case)]
+        mod $mpi {
+            #[allow(unused_imports)]
+            use super::*;
+            /// The body of the MPI function this module is named after.
+            #[inline(never)]
+            #[allow(clippy::too_many_arguments)]
+            pub(super) unsafe fn body($($a: $t),*) -> std::ffi::c_int {
+                crate::guard_nb(stringify!($mpi), move || -> crate::R<()> { $body })
+            }
+        }
         #[doc = concat!("`", stringify!($pmpi), "`: see the MPI standard for `", stringify!($mpi), "`.")]
         #[no_mangle]
         pub unsafe extern "C" fn $pmpi($($a: $t),*) -> std::ffi::c_int {
-            crate::guard_nb(stringify!($mpi), move || -> crate::R<()> { $body })
+            // SAFETY: the same contract, forwarded unchanged.
+            unsafe { $mpi::body($($a),*) }
         }
-        #[doc = concat!("`", stringify!($mpi), "`: calls `", stringify!($pmpi), "`.")]
+        #[doc = concat!("`", stringify!($mpi), "`: the same function as `", stringify!($pmpi), "`.")]
         #[no_mangle]
         pub unsafe extern "C" fn $mpi($($a: $t),*) -> std::ffi::c_int {
             // SAFETY: the same contract, forwarded unchanged.
-            unsafe { $pmpi($($a),*) }
+            unsafe { $mpi::body($($a),*) }
         }
     )*};
 }
