@@ -11,37 +11,18 @@
 //! the cache pays as a miss (docs/BENCHMARKS.md, session 6).
 
 macro_rules! mpi {
-    ($( fn $mpi:ident / $pmpi:ident ( $($a:ident : $t:ty),* $(,)? ) $body:block )*) => {$(
-        #[allow(non_snake_case)]
-        mod $mpi {
-            #[allow(unused_imports)]
-            use super::*;
-            /// The body of the MPI function this module is named after.
-            #[inline(never)]
-            #[allow(clippy::too_many_arguments)]
-            pub(super) unsafe fn body($($a: $t),*) -> std::ffi::c_int {
-                crate::guard(stringify!($mpi), move || -> crate::R<()> { $body })
-            }
-        }
-        #[doc = concat!("`", stringify!($pmpi), "`: see the MPI standard for `", stringify!($mpi), "`.")]
-        #[no_mangle]
-        pub unsafe extern "C" fn $pmpi($($a: $t),*) -> std::ffi::c_int {
-            // SAFETY: the same contract, forwarded unchanged.
-            unsafe { $mpi::body($($a),*) }
-        }
-        #[doc = concat!("`", stringify!($mpi), "`: the same function as `", stringify!($pmpi), "`.")]
-        #[no_mangle]
-        pub unsafe extern "C" fn $mpi($($a: $t),*) -> std::ffi::c_int {
-            // SAFETY: the same contract, forwarded unchanged.
-            unsafe { $mpi::body($($a),*) }
-        }
-    )*};
+    ($($fns:tt)*) => { mpi_fns!(crate::guard; $($fns)*); };
 }
 
 /// `mpi_nb!` is [`mpi!`] for calls that never block: their bodies run under
 /// [`crate::guard_nb`], without the label that names a call in wait reports.
 macro_rules! mpi_nb {
-    ($( fn $mpi:ident / $pmpi:ident ( $($a:ident : $t:ty),* $(,)? ) $body:block )*) => {$(
+    ($($fns:tt)*) => { mpi_fns!(crate::guard_nb; $($fns)*); };
+}
+
+/// What [`mpi!`] and [`mpi_nb!`] expand to, with the guard that runs the body.
+macro_rules! mpi_fns {
+    ($guard:path; $( fn $mpi:ident / $pmpi:ident ( $($a:ident : $t:ty),* $(,)? ) $body:block )*) => {$(
         #[allow(non_snake_case)]
         mod $mpi {
             #[allow(unused_imports)]
@@ -50,7 +31,7 @@ macro_rules! mpi_nb {
             #[inline(never)]
             #[allow(clippy::too_many_arguments)]
             pub(super) unsafe fn body($($a: $t),*) -> std::ffi::c_int {
-                crate::guard_nb(stringify!($mpi), move || -> crate::R<()> { $body })
+                $guard(stringify!($mpi), move || -> crate::R<()> { $body })
             }
         }
         #[doc = concat!("`", stringify!($pmpi), "`: see the MPI standard for `", stringify!($mpi), "`.")]
