@@ -284,17 +284,11 @@ pub(crate) fn err_comm() -> &'static AtomicI32 {
 }
 
 pub(crate) static INIT_THREAD: OnceLock<ThreadId> = OnceLock::new();
-/// [`kumi::raw::thread_id`] of the thread that initialized MPI (0 before): comparing it
-/// with the caller's costs one load, where a thread-local flag costs a call
-/// into the dynamic linker (`__tls_get_addr`) in a shared library. The
-/// initializing thread lives as long as MPI is in use (its identity can only
-/// be reused after it exits). Relaxed: written before the Release store of
-/// PHASE that makes MPI "running", and read after the Acquire load of it
-/// (`st`).
+
 /// Records the calling thread as the one that initialized MPI.
 pub(crate) fn set_init_thread() {
     let _ = INIT_THREAD.set(std::thread::current().id());
-    // Relaxed: see INIT_PTHREAD.
+    // Relaxed: see `Global::init_pthread`.
     STATE
         .init_pthread
         .store(kumi::raw::thread_id(), Ordering::Relaxed);
@@ -323,7 +317,7 @@ struct Global {
 // `install`/`take` are called from MPI_Init/MPI_Finalize on that thread. The
 // other fields are atomics.
 unsafe impl Sync for Global {}
-/// The library's state and the words every call reads first .
+/// The library's state and the words every call reads first.
 static STATE: Global = Global {
     phase: AtomicU8::new(0),
     err_comm: AtomicI32::new(MPI_COMM_WORLD),

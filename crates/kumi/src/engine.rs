@@ -1082,16 +1082,16 @@ impl Engine {
         Ok(n)
     }
 
-    /// Whether anything is outstanding that other ranks may wait on while the
-    /// application computes (see `progress.rs`): then the progress thread looks
-    /// at the engine.
-    #[inline]
     /// Whether this host runs more ranks than it has cores (the waiting
     /// policy and some collective algorithms differ then).
     pub(crate) fn oversubscribed(&self) -> bool {
         self.policy.oversubscribed
     }
 
+    /// Whether anything is outstanding that other ranks may wait on while the
+    /// application computes (see `progress.rs`): then the progress thread looks
+    /// at the engine.
+    #[inline]
     pub fn needs_async(&self) -> bool {
         self.reqs.open > 0
             || self.outq_len > 0
