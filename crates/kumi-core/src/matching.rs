@@ -73,17 +73,13 @@ impl<R, M> Matcher<R, M> {
     #[inline(always)]
     pub fn post(&mut self, pat: Pattern, r: R) -> Option<(Envelope, M, R)> {
         // Usually nothing waits (checked here, inline, before the search).
-        if self.unexpected.is_empty() {
-            self.posted.push_back((pat, r));
-            return None;
-        }
-        match self.take_unexpected(&pat) {
-            Some((e, m)) => Some((e, m, r)),
-            None => {
-                self.posted.push_back((pat, r));
-                None
+        if !self.unexpected.is_empty() {
+            if let Some((e, m)) = self.take_unexpected(&pat) {
+                return Some((e, m, r));
             }
         }
+        self.posted.push_back((pat, r));
+        None
     }
 
     /// A message arrives. If a posted receive fits, it is removed and returned

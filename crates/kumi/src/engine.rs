@@ -778,6 +778,7 @@ impl Engine {
         }
     }
 
+    /// Every frame but a well-formed eager one (see `on_frame`).
     #[inline(never)]
     fn on_other_frame(&mut self, from: u32, h: &Header, p: &[u8]) {
         if let Err(e) = self.on_frame_inner(from, h, p) {
@@ -834,15 +835,13 @@ impl Engine {
     fn on_frame_inner(&mut self, from: u32, h: &Header, p: &[u8]) -> Result<()> {
         match h.kind {
             Kind::Combine => crate::coll::on_combine_frame(self, from, h, p)?,
+            // `on_frame` handles every eager frame whose length matches.
             Kind::Eager => {
-                if h.len != p.len() as u64 {
-                    return Err(Error::Protocol(format!(
-                        "eager frame announces {} bytes, carries {}",
-                        h.len,
-                        p.len()
-                    )));
-                }
-                self.on_eager(from, h, p);
+                return Err(Error::Protocol(format!(
+                    "eager frame announces {} bytes, carries {}",
+                    h.len,
+                    p.len()
+                )))
             }
             Kind::Rts => {
                 self.count_in(from, h);
