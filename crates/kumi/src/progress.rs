@@ -37,8 +37,8 @@ use crate::error::{Error, Result};
 use kumi_transport::lock::{VisitGuard, VisitLock};
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
-use std::thread::Thread;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::thread::{JoinHandle, Thread};
 use std::time::Duration;
 
 /// The engine as every handle of this rank holds it.
@@ -60,8 +60,13 @@ pub(crate) struct Shared {
     /// interval of delay (the thread re-checks the engine under the mutex
     /// before parking, and `unpark` before `park` makes `park` return).
     parked: AtomicBool,
+    /// Set once, at finalize. Relaxed: it is stored before the unpark that
+    /// wakes the thread (an unpark synchronizes with the park it ends), and a
+    /// thread that is not parked sees it at its next look at the latest.
     stop: AtomicBool,
     thread: OnceLock<Thread>,
+    /// Joined at finalize (see [`Shared::stop_thread`]).
+    handle: Mutex<Option<JoinHandle<()>>>,
     interval: Duration,
 }
 
@@ -113,6 +118,7 @@ impl Shared {
             parked: AtomicBool::new(true),
             stop: AtomicBool::new(false),
             thread: OnceLock::new(),
+            handle: Mutex::new(None),
             interval,
         }))
     }
@@ -179,15 +185,31 @@ impl Shared {
             .spawn(move || run(weak))
             .map_err(|e| Error::Bootstrap(format!("cannot start the progress thread: {e}")))?;
         let _ = self.thread.set(handle.thread().clone());
+        *self.handle.lock().unwrap_or_else(PoisonError::into_inner) = Some(handle);
         Ok(())
     }
 
-    /// Stops the progress thread (at finalize); it exits at its next look.
+    /// Stops the progress thread (at finalize) and waits for it: at most the
+    /// rest of a pass, as it exits at its next look.
+    ///
+    /// Waiting matters: the thread holds a strong reference for a moment at
+    /// each look. Were the application to drop its last one then, the engine
+    /// would be dropped on the progress thread (its transports' linger and
+    /// last words included) while the process exits under it, and the last
+    /// frames of the job could be lost.
     pub(crate) fn stop_thread(&self) {
         self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.get() {
-            t.unpark();
-        }
+        let Some(handle) = self
+            .handle
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        else {
+            return;
+        };
+        handle.thread().unpark();
+        // The thread catches its own panics (it aborts the process instead).
+        let _ = handle.join();
     }
 }
 
