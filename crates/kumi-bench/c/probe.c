@@ -2,7 +2,7 @@
  * crates/kumi/examples/probe.rs (same loops, same tags), for
  * scripts/count-instructions.sh and for A/B timing.
  *
- *   kumi cc -O2 probe.c -o probe && kumi run -n 2 ./probe pingpong|rate|barrier|allreduce [count] */
+ *   kumi cc -O2 probe.c -o probe && kumi run -n 2 ./probe pingpong|rate|barrier|allreduce|allreduce1m [count] */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,7 +15,8 @@ int main(int argc, char **argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &np);
     const char *kernel = argc > 1 ? argv[1] : "pingpong";
     long count = argc > 2 ? atol(argv[2]) : 20000;
-    if (np < 2 && strcmp(kernel, "barrier") != 0 && strcmp(kernel, "allreduce") != 0) {
+    if (np < 2 && strcmp(kernel, "barrier") != 0 && strcmp(kernel, "allreduce") != 0 &&
+        strcmp(kernel, "allreduce1m") != 0) {
         fprintf(stderr, "probe pingpong|rate needs 2 ranks\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
@@ -59,8 +60,16 @@ int main(int argc, char **argv) {
             MPI_Abort(MPI_COMM_WORLD, 3);
         }
         per = count;
+    } else if (!strcmp(kernel, "allreduce1m")) {
+        /* In place, 1 MiB of doubles, as kumi bench coll does. */
+        size_t n = 1 << 17;
+        double *big = malloc(n * sizeof *big);
+        for (size_t i = 0; i < n; i++) big[i] = 1.0;
+        for (long i = 0; i < count; i++) MPI_Allreduce(MPI_IN_PLACE, big, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+        free(big);
+        per = count;
     } else {
-        fprintf(stderr, "probe: unknown kernel \"%s\": pingpong, rate, barrier or allreduce\n", kernel);
+        fprintf(stderr, "probe: unknown kernel \"%s\": pingpong, rate, barrier, allreduce or allreduce1m\n", kernel);
         MPI_Abort(MPI_COMM_WORLD, 2);
         return 2;
     }

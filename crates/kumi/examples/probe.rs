@@ -9,7 +9,9 @@
 //! - rate: `count` windows of 64 nonblocking 8-byte sends (rank 0) and
 //!   receives into one buffer (rank 1), each window acknowledged;
 //! - barrier: `count` barriers on all ranks;
-//! - allreduce: `count` sums of one double on all ranks (checked).
+//! - allreduce: `count` sums of one double on all ranks (checked);
+//! - allreduce1m: `count` in-place sums of 1 MiB of doubles (as `kumi bench
+//!   coll` does).
 //!
 //! It makes `MPI_COMM_SELF`'s split as `MPI_Init` does, so one rank of a job
 //! may run this and another the C twin (a mixed job matches calls alike).
@@ -26,7 +28,7 @@ fn main() -> Result<(), kumi::Error> {
     let w = universe.world();
     let me = w.rank();
     let _self_comm = w.split(Some(me as u32), 0)?;
-    if w.size() < 2 && kernel != "barrier" && kernel != "allreduce" {
+    if w.size() < 2 && !matches!(kernel.as_str(), "barrier" | "allreduce" | "allreduce1m") {
         universe.abort(2, "probe pingpong|rate needs 2 ranks");
     }
     let mut buf = [0u8; 8];
@@ -93,8 +95,18 @@ fn main() -> Result<(), kumi::Error> {
             }
             count
         }
+        "allreduce1m" => {
+            let mut big = vec![1.0f64; 1 << 17];
+            let sum = kumi::Op::<f64>::sum();
+            for _ in 0..count {
+                w.allreduce_in_place(&mut big, &sum)?;
+            }
+            count
+        }
         other => {
-            eprintln!("probe: unknown kernel {other:?}: pingpong, rate, barrier or allreduce");
+            eprintln!(
+                "probe: unknown kernel {other:?}: pingpong, rate, barrier, allreduce or allreduce1m"
+            );
             universe.abort(2, "unknown kernel");
         }
     };

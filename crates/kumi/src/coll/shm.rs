@@ -539,6 +539,7 @@ pub(crate) fn allreduce_single_copy(
     // (a fresh pair would cost zeroing and page faults every time).
     let piece = (e.coll.config()?.allreduce_piece / elem).max(1) * elem;
     let mine = block(me);
+    let others = || (1..m).map(|k| (me + k) % m).map(|j| (j, &peers[j]));
     SCRATCH.with_borrow_mut(|[r, t]| -> Result<()> {
         for b in [&mut *r, &mut *t] {
             if b.bytes().len() < piece.min(mine.len()) {
@@ -551,8 +552,13 @@ pub(crate) fn allreduce_single_copy(
             let t = &mut t.bytes_mut()[..len];
             if commutative {
                 // Any order will do: fold every other member's piece straight
-                // into mine, with no copy of it.
-                for (j, &(pid, addr, _)) in peers.iter().enumerate().filter(|&(j, _)| j != me) {
+                // into mine, with no copy of it. Each member starts after
+                // itself: the kernel locks a process's page table for every
+                // page it copies, and members that all began with member 0
+                // queued on that lock (at np=8, 2.2 % of the time in the
+                // lock's slow path, 1.4 % staggered; no change in time that
+                // the noise lets show, docs/BENCHMARKS.md, session 7).
+                for (j, &(pid, addr, _)) in others() {
                     cma::read_from(pid, addr + off as u64, t)
                         .map_err(|x| copy_error("reading", len, g.slots[j], x))?;
                     op(t, &mut buf[off..off + len]);
@@ -560,7 +566,7 @@ pub(crate) fn allreduce_single_copy(
                 if write_through {
                     // The reduced piece is in this core's cache now: write it
                     // into every other member's buffer at once.
-                    for (j, &(pid, addr, _)) in peers.iter().enumerate().filter(|&(j, _)| j != me) {
+                    for (j, &(pid, addr, _)) in others() {
                         cma::write_to(pid, addr + off as u64, &buf[off..off + len])
                             .map_err(|x| copy_error("writing", len, g.slots[j], x))?;
                     }
