@@ -147,6 +147,9 @@ pub enum Reference {
     /// `kumi run`); added automatically to every --vs run when the library is
     /// installed beside this kumi.
     KumiC,
+    /// The same on kumi with its library linked into the program (`kumi cc
+    /// -static-mpi`); added automatically when `libmpi.a` is beside this kumi.
+    KumiCStatic,
 }
 
 /// Arguments of the hidden `bench-rank` role (what each rank of the job runs).
@@ -308,15 +311,20 @@ impl Reference {
             Reference::Mpich => "mpich",
             Reference::Openmpi => "openmpi",
             Reference::KumiC => "kumi-c",
+            Reference::KumiCStatic => "kumi-c-static",
         }
     }
 
     /// The compiler command (program and leading arguments).
     fn compiler(self) -> Vec<std::ffi::OsString> {
         match self {
-            Reference::KumiC => {
+            Reference::KumiC | Reference::KumiCStatic => {
                 let me = std::env::current_exe().unwrap_or_else(|_| "kumi".into());
-                vec![me.into_os_string(), "cc".into()]
+                let mut v = vec![me.into_os_string(), "cc".into()];
+                if self == Reference::KumiCStatic {
+                    v.push("-static-mpi".into());
+                }
+                v
             }
             r => vec![r.tools().0.into()],
         }
@@ -327,6 +335,7 @@ impl Reference {
             Reference::Mpich => ("mpicc.mpich", "mpiexec.mpich"),
             Reference::Openmpi => ("mpicc.openmpi", "mpiexec.openmpi"),
             Reference::KumiC => ("kumi cc", "kumi run"),
+            Reference::KumiCStatic => ("kumi cc -static-mpi", "kumi run"),
         }
     }
 
@@ -375,7 +384,7 @@ impl Twin {
     ) -> Result<Vec<Figure>, String> {
         let (_, mpiexec) = self.reference.tools();
         let mut c = match self.reference {
-            Reference::KumiC => {
+            Reference::KumiC | Reference::KumiCStatic => {
                 let mut c = Command::new(
                     std::env::current_exe().map_err(|e| format!("cannot find kumi: {e}"))?,
                 );
@@ -417,7 +426,7 @@ impl Twin {
                         c.args(["-launcher", "ssh", "-launcher-exec", rsh]);
                     }
                 }
-                Reference::KumiC => {}
+                Reference::KumiC | Reference::KumiCStatic => {}
                 Reference::Openmpi => {
                     c.args(["--mca", "pml", "ob1", "--mca", "btl", "tcp,self"]);
                     c.args(["--host", hosts]);
@@ -431,7 +440,7 @@ impl Twin {
         c.args([max_size.to_string(), reps.to_string(), rep_ms.to_string()]);
         // A reference must not see this process's kumi variables (kumi-c keeps
         // them, as kumi's Rust side does).
-        if self.reference != Reference::KumiC {
+        if !matches!(self.reference, Reference::KumiC | Reference::KumiCStatic) {
             for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("KUMI_")) {
                 c.env_remove(k);
             }
@@ -489,11 +498,19 @@ fn compare(a: &BenchArgs, reps: usize, rep_ms: u64, max_size: usize) -> i32 {
         .to_string();
     let mut twins = Vec::new();
     let mut refs = a.vs.clone();
-    let lib = std::env::current_exe()
-        .ok()
-        .and_then(|e| e.parent().map(|d| d.join("libmpi.so.12")));
-    if !refs.contains(&Reference::KumiC) && lib.is_some_and(|l| l.exists()) {
-        refs.push(Reference::KumiC);
+    let beside = |f: &str| {
+        std::env::current_exe()
+            .ok()
+            .and_then(|e| e.parent().map(|d| d.join(f)))
+            .is_some_and(|l| l.exists())
+    };
+    for (r, lib) in [
+        (Reference::KumiC, "libmpi.so.12"),
+        (Reference::KumiCStatic, "libmpi.a"),
+    ] {
+        if !refs.contains(&r) && beside(lib) {
+            refs.push(r);
+        }
     }
     for &r in &refs {
         match r.build() {

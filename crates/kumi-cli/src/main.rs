@@ -58,7 +58,8 @@ enum Command {
     #[command(hide = true)]
     Agent,
     /// Compile and link a C MPI program against kumi's libmpi (`--showme`
-    /// prints the compiler command). Also available as `mpicc`.
+    /// prints the compiler command; `-static-mpi` links the library into the
+    /// program). Also available as `mpicc`.
     Cc(cc::CcArgs),
     /// Compile and link a C++ MPI program against kumi's libmpi. Also `mpicxx`.
     Cxx(cc::CcArgs),

@@ -305,7 +305,9 @@ fn coll_vs_mpich_reports_every_op_and_size_for_every_side() {
         ("bcast", 1 << 20),
         ("alltoall", 4096),
     ] {
-        for side in ["kumi", "mpich"] {
+        // kumi-c and kumi-c-static: the twin on kumi's shared and static
+        // libraries, which the build puts beside kumi.
+        for side in ["kumi", "mpich", "kumi-c", "kumi-c-static"] {
             let hit = lines.iter().any(|l| {
                 l.contains(&format!("\"op\": \"{op}\""))
                     && l.contains(&format!("\"size\": {size},"))

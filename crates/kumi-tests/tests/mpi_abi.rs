@@ -304,6 +304,71 @@ fn kumi_cc_showme_and_mpicc_shim() {
     expect_pass("init", 2, &o, "through mpirun");
 }
 
+/// `kumi cc -static-mpi` (and `KUMI_CC_LINK=static`) link kumi's library
+/// into the program: no `libmpi.so.12` among what it loads, and programs of
+/// the suite pass as they do on the shared library; an error path (the
+/// fatal handler naming the function) works in a static program too.
+#[test]
+fn static_mpi_links_kumi_into_the_program() {
+    let dir = lib_dir().join("mpi-tests/static");
+    std::fs::create_dir_all(&dir).expect("output dir");
+    for (i, p) in ["p2p", "coll", "datatype", "fatal"].into_iter().enumerate() {
+        let exe = dir.join(p);
+        let mut c = Command::new(bin("kumi"));
+        c.arg("cc");
+        // Half through the flag, half through the environment.
+        if i % 2 == 0 {
+            c.arg("-static-mpi");
+        } else {
+            c.env("KUMI_CC_LINK", "static");
+        }
+        let o = c
+            .args(["-O1", "-Wall", "-Wno-stringop-overflow", "-o"])
+            .arg(&exe)
+            .arg(src_dir().join(format!("{p}.c")))
+            .output()
+            .expect("run kumi cc");
+        assert!(
+            o.status.success(),
+            "kumi cc -static-mpi {p}.c: {:?}",
+            text(&o)
+        );
+        let d = Command::new("readelf")
+            .arg("-d")
+            .arg(&exe)
+            .output()
+            .expect("readelf");
+        let needed = String::from_utf8_lossy(&d.stdout);
+        assert!(
+            d.status.success() && needed.contains("libc.so") && !needed.contains("libmpi"),
+            "{p} still loads kumi's shared library:\n{needed}"
+        );
+    }
+    let env = [("KT_ONE_HOST", "1".to_string())];
+    for (p, n) in [("p2p", 3), ("coll", 4), ("datatype", 2)] {
+        let o = run(n, &dir.join(p), &env);
+        expect_pass(p, n, &o, "kumi cc -static-mpi");
+    }
+    let o = run(2, &dir.join("fatal"), &env);
+    let (_, err) = text(&o);
+    assert!(
+        !o.status.success() && err.contains("MPI_Send on rank 1") && err.contains("MPI_ERR_RANK"),
+        "the fatal handler in a static program: {}\n{err}",
+        o.status
+    );
+    // A bad mode is refused before anything runs.
+    let o = Command::new(bin("kumi"))
+        .args(["cc", "x.c"])
+        .env("KUMI_CC_LINK", "maybe")
+        .output()
+        .expect("kumi cc");
+    assert!(
+        o.status.code() == Some(2) && text(&o).1.contains("KUMI_CC_LINK"),
+        "{:?}",
+        text(&o)
+    );
+}
+
 #[test]
 fn mpi4py_from_pypi_runs_on_kumi() {
     let py = std::env::var("KUMI_MPI_PYTHON")
