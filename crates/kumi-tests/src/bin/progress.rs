@@ -12,6 +12,8 @@
 //! Rank 0 prints `progress: <mode> others done in <ms> ms while rank 1
 //! computed 2000 ms` and fails unless that is under half the computation,
 //! or, given `stall` (to show the test can fail: `KUMI_PROGRESS=off`), over it.
+//! After finalize, every rank checks that its progress thread has ended
+//! (without the join in finalize this fails: the thread is still winding down).
 //!
 //! `kumi run -n 3 target/release/progress combine|coll|rendezvous [stall]`
 
@@ -182,5 +184,19 @@ fn main() -> Result<(), Error> {
         }
         println!("progress: {mode} passed");
     }
-    u.finalize()
+    u.finalize()?;
+    // Finalize waits for the progress thread to end: the engine, and with it
+    // the transports' last words, must end on this thread, not be dropped by
+    // that one while this one leaves `main`.
+    let progress_threads = std::fs::read_dir("/proc/self/task")
+        .map_err(Error::Io)?
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .filter(|name| name.trim() == "kumi-progress")
+        .count();
+    if progress_threads > 0 {
+        return Err(fail(format!(
+            "{progress_threads} progress thread(s) still running after finalize"
+        )));
+    }
+    Ok(())
 }
