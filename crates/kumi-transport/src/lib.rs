@@ -161,10 +161,18 @@ pub fn membarrier_allowed() -> Result<bool, String> {
 }
 
 /// Copies `len` bytes from `src` to `dst`, as `ptr::copy_nonoverlapping`,
-/// but without a call into the C library's `memcpy` for 16 bytes or fewer:
+/// but without a call into the C library's `memcpy` for 8 bytes or fewer:
 /// small messages are copied twice on their way (into the ring, out to the
 /// receiver's buffer), and for them the call cost more than the copy
 /// (`scripts/count-instructions.sh`).
+///
+/// Not for 9 to 16 bytes, which it used to do with two 8-byte moves: such a
+/// payload straddles the end of the record's first cache line in the ring,
+/// and a ping-pong of 12 or 16 bytes took 0.43-0.44 us where 24 bytes
+/// (through `memcpy`) took 0.34; with `memcpy` for them too, 0.31-0.35
+/// (docs/BENCHMARKS.md, session 7). Both copies, into the ring and out of
+/// it, contributed; why two 8-byte moves cost more there than `memcpy`'s
+/// one 16-byte move is not known.
 ///
 /// # Safety
 /// As for `ptr::copy_nonoverlapping`: `src` readable and `dst` writable for
@@ -172,19 +180,15 @@ pub fn membarrier_allowed() -> Result<bool, String> {
 #[inline(always)]
 pub unsafe fn copy_bytes(src: *const u8, dst: *mut u8, len: usize) {
     use std::ptr::{read_unaligned, write_unaligned};
-    // Two overlapping moves cover every byte exactly as one copy would.
-    if (8..=16).contains(&len) {
-        // SAFETY: the caller's contract covers `len` bytes at both ends, and
-        // both moves lie within them (`len - 8 >= 0`); unaligned accesses
-        // need no alignment.
-        unsafe {
-            let a = read_unaligned(src.cast::<u64>());
-            let b = read_unaligned(src.add(len - 8).cast::<u64>());
-            write_unaligned(dst.cast::<u64>(), a);
-            write_unaligned(dst.add(len - 8).cast::<u64>(), b);
-        }
+    if len == 8 {
+        // SAFETY: the caller's contract covers 8 bytes at both; unaligned
+        // accesses need no alignment.
+        unsafe { write_unaligned(dst.cast::<u64>(), read_unaligned(src.cast::<u64>())) };
     } else if (4..8).contains(&len) {
-        // SAFETY: as above, with 4-byte moves (`len - 4 >= 0`).
+        // Two overlapping moves cover every byte exactly as one copy would.
+        // SAFETY: the caller's contract covers `len` bytes at both ends, and
+        // both moves lie within them (`len - 4 >= 0`); unaligned accesses
+        // need no alignment.
         unsafe {
             let a = read_unaligned(src.cast::<u32>());
             let b = read_unaligned(src.add(len - 4).cast::<u32>());
