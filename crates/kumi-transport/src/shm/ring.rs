@@ -9,8 +9,13 @@
 //! data     ring_bytes bytes of records
 //! ```
 //!
-//! A record is `[stamp: u64][payload_len: u32][reserved: u32][header: 40][payload]`,
-//! padded to a multiple of 64 bytes, so an 8-byte message is exactly one cache line.
+//! A record is `[stamp: u64][payload_len: u32][header_len: u32][header][payload]`,
+//! padded to a multiple of 64 bytes. The header is 40 bytes, or 24 in its compact
+//! form (`id` and `aux` zero: every non-synchronous eager message), which the
+//! transport uses for payloads of 9-24 bytes: a message of up to 24 bytes is
+//! then exactly one cache line. (With the full header only 8 bytes fit: a
+//! ping-pong of 16 bytes took 0.308 us against 0.205 for 8, two line transfers
+//! instead of one; in the compact form 0.202; docs/BENCHMARKS.md, session 7.)
 //! Records never straddle the end of the buffer: a record that does not fit is
 //! preceded by a *wrap marker* (a record whose `payload_len` is `u32::MAX`) that
 //! sends the consumer to the start of the next lap.
@@ -83,12 +88,13 @@
 #![cfg_attr(loom, allow(dead_code))]
 
 use crate::sync::{fence, AtomicU32, AtomicU64, Ordering};
-use kumi_core::header::HEADER_BYTES;
+use kumi_core::header::{Header, COMPACT_HEADER_BYTES, HEADER_BYTES};
 
 /// Records start on, and are padded to, this many bytes (one cache line).
 pub const RECORD_ALIGN: usize = 64;
 
-/// Bytes of a record before its payload: stamp, length, reserved, header.
+/// Bytes of a record before its payload, with the full header: stamp, lengths,
+/// header. (A compact header takes 16 bytes less.)
 pub const RECORD_OVERHEAD: usize = 16 + HEADER_BYTES;
 
 /// Bytes in front of a ring's data in the segment: the consumer's line (`tail`)
@@ -102,12 +108,10 @@ pub const MIN_RING_BYTES: usize = 2 * RECORD_ALIGN;
 /// `payload_len` of a wrap marker.
 const WRAP: u32 = u32::MAX;
 
-/// Offset of the `[payload_len][reserved]` word in a record.
+/// Offset of the `[payload_len][header_len]` word in a record.
 const LEN_AT: usize = 8;
-/// Offset of the header in a record.
+/// Offset of the header in a record; the payload follows it.
 const HEADER_AT: usize = 16;
-/// Offset of the payload in a record.
-const PAYLOAD_AT: usize = RECORD_OVERHEAD;
 
 /// Largest payload one record may carry in a ring of `ring_bytes` bytes: a record
 /// takes at most half the ring, so that a record plus the wrap marker in front of
@@ -116,10 +120,11 @@ pub const fn max_payload(ring_bytes: usize) -> usize {
     (ring_bytes / 2 - RECORD_OVERHEAD) & !7
 }
 
-/// Bytes a record with `len` payload bytes occupies in the ring.
+/// Bytes a record with a `hdr`-byte header and `len` payload bytes occupies
+/// in the ring.
 #[inline]
-const fn record_bytes(len: usize) -> usize {
-    (RECORD_OVERHEAD + len + RECORD_ALIGN - 1) & !(RECORD_ALIGN - 1)
+const fn record_bytes(hdr: usize, len: usize) -> usize {
+    (HEADER_AT + hdr + len + RECORD_ALIGN - 1) & !(RECORD_ALIGN - 1)
 }
 
 /// The memory of one ring: its data bytes and its two control words.
@@ -184,16 +189,62 @@ impl<M: RingMem> Producer<M> {
         }
     }
 
-    /// Appends one record, or returns `false` (writing nothing) if there is no
-    /// room. Panics if `payload` is longer than [`Self::max_payload`]: callers
-    /// check that first (the transport returns an error instead).
+    /// Appends one record with the full header, or returns `false` (writing
+    /// nothing) if there is no room. Panics if `payload` is longer than
+    /// [`Self::max_payload`]: callers check that first (the transport returns
+    /// an error instead).
+    #[inline]
     pub(crate) fn try_push(&mut self, header: &[u8; HEADER_BYTES], payload: &[u8]) -> bool {
         assert!(
             payload.len() <= self.max_payload,
             "payload of {} bytes above ring maximum",
             payload.len()
         );
-        let size = record_bytes(payload.len()) as u64;
+        self.push::<HEADER_BYTES>(header, payload)
+    }
+
+    /// Whether [`Self::try_push_compact`] takes this message: a payload of
+    /// 9-24 bytes, which the compact header fits in one cache line instead of
+    /// two, and a header whose `id` and `aux` are zero. Not for 8 bytes or
+    /// fewer (one line either way): an 8-byte message in the compact form
+    /// (48 of the line's 64 bytes written) streamed at 0.75x the rate of the
+    /// full form, which fills the line (docs/BENCHMARKS.md, session 7).
+    #[inline]
+    pub(crate) fn compact_fits(header: &Header, payload: &[u8]) -> bool {
+        payload.len().wrapping_sub(9) < 16 && header.id == 0 && header.aux == 0
+    }
+
+    /// [`Self::try_push`] with the header in its compact form (only when
+    /// [`Self::compact_fits`]). Out of line, and chosen by the caller: with
+    /// the choice inside `try_push`, the 8-byte messages, which never take
+    /// it, streamed 8-20 % slower (the same instructions on their path;
+    /// docs/BENCHMARKS.md, session 7).
+    #[inline(never)]
+    pub(crate) fn try_push_compact(&mut self, header: &[u8; HEADER_BYTES], payload: &[u8]) -> bool {
+        assert!(
+            Header::compactable(header)
+                && payload.len() <= RECORD_ALIGN - HEADER_AT - COMPACT_HEADER_BYTES,
+            "a compact record of {} payload bytes",
+            payload.len()
+        );
+        self.push::<COMPACT_HEADER_BYTES>(&header[..COMPACT_HEADER_BYTES], payload)
+    }
+
+    /// For the tests and models: the form the transport would choose (the
+    /// compact one when it fits), from the encoded header.
+    #[cfg(any(test, loom))]
+    pub(crate) fn push_either(&mut self, header: &[u8; HEADER_BYTES], payload: &[u8]) -> bool {
+        if payload.len().wrapping_sub(9) < 16 && Header::compactable(header) {
+            self.try_push_compact(header, payload)
+        } else {
+            self.try_push(header, payload)
+        }
+    }
+
+    /// [`Self::try_push`] with a header of `H` bytes (`header.len() == H`).
+    #[inline(always)]
+    fn push<const H: usize>(&mut self, header: &[u8], payload: &[u8]) -> bool {
+        let size = record_bytes(H, payload.len()) as u64;
         let off = self.head & (self.cap - 1);
         // A record never straddles the end: pad with a wrap marker if needed.
         let pad = if off + size > self.cap {
@@ -218,9 +269,10 @@ impl<M: RingMem> Producer<M> {
         let roff = (start & (self.cap - 1)) as usize;
         let mut len_word = [0u8; 8];
         len_word[..4].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+        len_word[4..].copy_from_slice(&(H as u32).to_le_bytes());
         self.mem.write(roff + LEN_AT, &len_word);
         self.mem.write(roff + HEADER_AT, header);
-        self.mem.write(roff + PAYLOAD_AT, payload);
+        self.mem.write(roff + HEADER_AT + H, payload);
         let next = start + size;
         self.terminate(next);
         // Release: the length, header, payload and terminator written above are
@@ -293,6 +345,8 @@ pub(crate) struct Record {
     pub(crate) off: usize,
     /// Payload bytes.
     pub(crate) len: usize,
+    /// Header bytes ([`HEADER_BYTES`] or [`COMPACT_HEADER_BYTES`]).
+    pub(crate) hdr: usize,
 }
 
 /// The consumer's end of a ring.
@@ -372,13 +426,20 @@ impl<M: RingMem> Consumer<M> {
                 continue;
             }
             let len = len as usize;
-            if len > self.max_payload || off + record_bytes(len) > self.cap as usize {
+            let hdr = u32::from_le_bytes([w[4], w[5], w[6], w[7]]) as usize;
+            if hdr != HEADER_BYTES && hdr != COMPACT_HEADER_BYTES {
+                return Err(format!(
+                    "record at position {} claims a header of {hdr} bytes",
+                    self.pos
+                ));
+            }
+            if len > self.max_payload || off + record_bytes(hdr, len) > self.cap as usize {
                 return Err(format!(
                     "record at position {} claims {len} payload bytes",
                     self.pos
                 ));
             }
-            return Ok(Some(Record { off, len }));
+            return Ok(Some(Record { off, len, hdr }));
         }
         Err(format!(
             "two wrap markers in a row at position {}",
@@ -386,8 +447,9 @@ impl<M: RingMem> Consumer<M> {
         ))
     }
 
-    /// Copies a peeked record's header and payload out (`payload.len()` must be
-    /// the record's length).
+    /// Copies a peeked record's header (its full form: a compact one gets its
+    /// zero `id` and `aux` back) and payload out (`payload.len()` must be the
+    /// record's length).
     #[cfg_attr(not(any(test, loom)), allow(dead_code))]
     pub(crate) fn read_record(
         &self,
@@ -396,15 +458,16 @@ impl<M: RingMem> Consumer<M> {
         payload: &mut [u8],
     ) {
         debug_assert_eq!(payload.len(), rec.len);
-        self.mem.read(rec.off + HEADER_AT, header);
-        self.mem.read(rec.off + PAYLOAD_AT, payload);
+        header.fill(0);
+        self.mem.read(rec.off + HEADER_AT, &mut header[..rec.hdr]);
+        self.mem.read(rec.off + HEADER_AT + rec.hdr, payload);
     }
 
     /// Consumes the record last returned by [`Self::peek`]. Returns `true` if it
     /// published the tail (the caller then checks whether the producer waits).
     #[inline]
     pub(crate) fn pop(&mut self, rec: Record) -> bool {
-        self.pos += record_bytes(rec.len) as u64;
+        self.pos += record_bytes(rec.hdr, rec.len) as u64;
         if self.prefetch != 0 {
             self.mem
                 .prefetch(((self.pos + self.prefetch) & (self.cap - 1)) as usize);
@@ -557,13 +620,14 @@ unsafe impl RingMem for RawMem {
 
 #[cfg(not(loom))]
 impl Consumer<RawMem> {
-    /// A peeked record's header bytes and payload, borrowed from the ring
-    /// (zero-copy). Valid until `pop`, which needs `&mut self`.
+    /// A peeked record's header bytes ([`HEADER_BYTES`], or
+    /// [`COMPACT_HEADER_BYTES`] of a compact header) and payload, borrowed from
+    /// the ring (zero-copy). Valid until `pop`, which needs `&mut self`.
     #[inline]
     pub(crate) fn bytes(&self, rec: Record) -> (&[u8], &[u8]) {
         (
-            self.mem.bytes(rec.off + HEADER_AT, HEADER_BYTES),
-            self.mem.bytes(rec.off + PAYLOAD_AT, rec.len),
+            self.mem.bytes(rec.off + HEADER_AT, rec.hdr),
+            self.mem.bytes(rec.off + HEADER_AT + rec.hdr, rec.len),
         )
     }
 }
@@ -673,10 +737,13 @@ mod tests {
     use proptest::prelude::*;
     use std::collections::VecDeque;
 
+    /// A header that is compact (zero from byte 24 on) for every other `seq`.
     fn header_for(seq: u64) -> [u8; HEADER_BYTES] {
         let mut h = [0u8; HEADER_BYTES];
         h[..8].copy_from_slice(&seq.to_le_bytes());
-        h[32..40].copy_from_slice(&(!seq).to_le_bytes());
+        if seq % 2 == 1 {
+            h[32..40].copy_from_slice(&(!seq).to_le_bytes());
+        }
         h
     }
 
@@ -689,9 +756,19 @@ mod tests {
     #[test]
     fn max_payload_of_default_ring() {
         assert_eq!(max_payload(65536), 32712);
-        assert_eq!(record_bytes(max_payload(65536)), 32768);
-        assert_eq!(record_bytes(8), 64, "an 8-byte message is one cache line");
-        assert_eq!(record_bytes(9), 128);
+        assert_eq!(record_bytes(HEADER_BYTES, max_payload(65536)), 32768);
+        assert_eq!(
+            record_bytes(HEADER_BYTES, 8),
+            64,
+            "full header: 8 bytes in one line"
+        );
+        assert_eq!(record_bytes(HEADER_BYTES, 9), 128);
+        assert_eq!(
+            record_bytes(COMPACT_HEADER_BYTES, 24),
+            64,
+            "compact: 24 bytes"
+        );
+        assert_eq!(record_bytes(COMPACT_HEADER_BYTES, 25), 128);
     }
 
     #[test]
@@ -721,6 +798,8 @@ mod tests {
         let (mut p, mut c) = ring.ends();
         // Lap 0: one big record starting at 0, whose payload words at every 64-byte
         // boundary hold the stamps lap 1's one-line records would carry.
+        // (A full header: odd `header_for` numbers.)
+        const PAYLOAD_AT: usize = HEADER_AT + HEADER_BYTES;
         let len = max_payload(cap);
         let mut payload = vec![0u8; len];
         for k in 1..(len + PAYLOAD_AT) / 64 {
@@ -728,7 +807,7 @@ mod tests {
             let forged = (cap + k * 64 + 1) as u64;
             payload[at..at + 8].copy_from_slice(&forged.to_le_bytes());
         }
-        assert!(p.try_push(&header_for(0), &payload));
+        assert!(p.try_push(&header_for(3), &payload));
         let r = c.peek().unwrap().unwrap();
         c.pop(r);
         // Fill the rest of lap 0 with one-line records and consume them.
@@ -762,7 +841,7 @@ mod tests {
             match *op {
                 Op::Push(len) => {
                     let len = len % (max_payload(ring_bytes) + 1);
-                    if p.try_push(&header_for(seq), &payload_for(seq, len)) {
+                    if p.push_either(&header_for(seq), &payload_for(seq, len)) {
                         model.push_back((seq, len));
                         seq += 1;
                     } else {
@@ -854,7 +933,7 @@ mod tests {
                     for (i, b) in buf[..len].iter_mut().enumerate() {
                         *b = (seq as usize).wrapping_mul(131).wrapping_add(i) as u8;
                     }
-                    while !p.try_push(&header_for(seq), &buf[..len]) {
+                    while !p.push_either(&header_for(seq), &buf[..len]) {
                         std::hint::spin_loop();
                     }
                 }
@@ -898,8 +977,13 @@ mod loom_tests {
 
     const CAP: usize = 256;
 
+    /// Compact (zero from byte 24 on) for even `seq`, full for odd.
     fn header_for(seq: u8) -> [u8; HEADER_BYTES] {
-        [seq; HEADER_BYTES]
+        let mut h = [seq; HEADER_BYTES];
+        if seq % 2 == 0 {
+            h[COMPACT_HEADER_BYTES..].fill(0);
+        }
+        h
     }
 
     fn payload_for(seq: u8, len: usize) -> Vec<u8> {
@@ -934,7 +1018,7 @@ mod loom_tests {
             let sent = payloads.clone();
             let t = loom::thread::spawn(move || {
                 for (seq, pl) in sent.iter().enumerate() {
-                    while !p.try_push(&header_for(seq as u8), pl) {
+                    while !p.push_either(&header_for(seq as u8), pl) {
                         loom::thread::yield_now();
                     }
                 }
@@ -973,11 +1057,11 @@ mod loom_tests {
     }
 
     /// One-line records, more than a lap's worth: full, tail batching, stale
-    /// stamps of the previous lap.
+    /// stamps of the previous lap; the 16-byte one in the compact form.
     #[test]
     fn loom_ring_small_records_lap() {
         check(
-            [0, 8, 3, 8, 1]
+            [0, 8, 16, 8, 1]
                 .iter()
                 .enumerate()
                 .map(|(s, &l)| payload_for(s as u8, l))

@@ -338,7 +338,12 @@ impl Transport for ShmTransport {
         }
         self.self_used |= j == self.me;
         let hdr: [u8; HEADER_BYTES] = header.encode();
-        if !self.out[j].try_push(&hdr, payload) {
+        let pushed = if Producer::<RawMem>::compact_fits(header, payload) {
+            self.out[j].try_push_compact(&hdr, payload)
+        } else {
+            self.out[j].try_push(&hdr, payload)
+        };
+        if !pushed {
             return Ok(false);
         }
         // Dekker with the receiver's prepare_sleep (module doc): our stamp store
@@ -389,7 +394,13 @@ impl Transport for ShmTransport {
                     Err(e) => return Err(self.peer_error(j, &e)),
                 };
                 let (h, payload) = self.inc[j].bytes(rec);
-                let header = Header::decode(h).map_err(|e| self.peer_error(j, &e.to_string()))?;
+                // The ring hands a compact header as its 24 bytes (see ring.rs).
+                let header = if h.len() == HEADER_BYTES {
+                    Header::decode(h)
+                } else {
+                    Header::decode_compact(h)
+                }
+                .map_err(|e| self.peer_error(j, &e.to_string()))?;
                 sink(self.globals[j], &header, payload);
                 if self.inc[j].pop(rec) {
                     self.wake_producer_if_waiting(j);
