@@ -162,17 +162,24 @@ impl Header {
         if b.len() < HEADER_BYTES {
             return Err(DecodeError::Short(b.len()));
         }
-        let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().expect("4 bytes"));
         let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
+        Header::with_prefix(b, u64_at(24), u64_at(32))
+    }
+
+    /// The header whose first [`COMPACT_HEADER_BYTES`] bytes are `b`'s (at
+    /// least that many), with `id` and `aux` as given.
+    #[inline]
+    fn with_prefix(b: &[u8], id: u64, aux: u64) -> Result<Header, DecodeError> {
+        let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().expect("4 bytes"));
         Ok(Header {
             kind: Kind::from_u8(b[0])?,
             flags: b[1],
             ctx: u32_at(4),
             src: u32_at(8),
             tag: u32_at(12) as i32,
-            len: u64_at(16),
-            id: u64_at(24),
-            aux: u64_at(32),
+            len: u64::from_le_bytes(b[16..24].try_into().expect("8 bytes")),
+            id,
+            aux,
         })
     }
 
@@ -180,7 +187,7 @@ impl Header {
     /// [`COMPACT_HEADER_BYTES`] bytes): its `id` and `aux` are zero.
     #[inline]
     pub fn compactable(encoded: &[u8; HEADER_BYTES]) -> bool {
-        // Two word loads, not a loop over 16 bytes (this is on every send).
+        // Two word loads, not a loop over 16 bytes.
         let word = |i: usize| u64::from_ne_bytes(encoded[i..i + 8].try_into().expect("8 bytes"));
         word(24) | word(32) == 0
     }
@@ -192,17 +199,7 @@ impl Header {
         if b.len() < COMPACT_HEADER_BYTES {
             return Err(DecodeError::Short(b.len()));
         }
-        let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().expect("4 bytes"));
-        Ok(Header {
-            kind: Kind::from_u8(b[0])?,
-            flags: b[1],
-            ctx: u32_at(4),
-            src: u32_at(8),
-            tag: u32_at(12) as i32,
-            len: u64::from_le_bytes(b[16..24].try_into().expect("8 bytes")),
-            id: 0,
-            aux: 0,
-        })
+        Header::with_prefix(b, 0, 0)
     }
 }
 

@@ -127,6 +127,13 @@ const fn record_bytes(hdr: usize, len: usize) -> usize {
     (HEADER_AT + hdr + len + RECORD_ALIGN - 1) & !(RECORD_ALIGN - 1)
 }
 
+/// Whether a payload of `len` bytes goes in the compact form: 9-24 bytes,
+/// which it fits in one line instead of two (see `Producer::compact_fits`).
+#[inline]
+const fn compact_len(len: usize) -> bool {
+    len.wrapping_sub(9) < 16
+}
+
 /// The memory of one ring: its data bytes and its two control words.
 ///
 /// # Safety
@@ -211,14 +218,14 @@ impl<M: RingMem> Producer<M> {
     /// full form, which fills the line (docs/BENCHMARKS.md, session 7).
     #[inline]
     pub(crate) fn compact_fits(header: &Header, payload: &[u8]) -> bool {
-        payload.len().wrapping_sub(9) < 16 && header.id == 0 && header.aux == 0
+        compact_len(payload.len()) && header.id == 0 && header.aux == 0
     }
 
     /// [`Self::try_push`] with the header in its compact form (only when
     /// [`Self::compact_fits`]). Out of line, and chosen by the caller: with
-    /// the choice inside `try_push`, the 8-byte messages, which never take
-    /// it, streamed 8-20 % slower (the same instructions on their path;
-    /// docs/BENCHMARKS.md, session 7).
+    /// the choice inside `try_push` and the sizes in variables, the push of
+    /// an 8-byte message, which never takes it, ran 20 instructions more;
+    /// so it runs the same as before (docs/BENCHMARKS.md, session 7).
     #[inline(never)]
     pub(crate) fn try_push_compact(&mut self, header: &[u8; HEADER_BYTES], payload: &[u8]) -> bool {
         assert!(
@@ -234,7 +241,7 @@ impl<M: RingMem> Producer<M> {
     /// compact one when it fits), from the encoded header.
     #[cfg(any(test, loom))]
     pub(crate) fn push_either(&mut self, header: &[u8; HEADER_BYTES], payload: &[u8]) -> bool {
-        if payload.len().wrapping_sub(9) < 16 && Header::compactable(header) {
+        if compact_len(payload.len()) && Header::compactable(header) {
             self.try_push_compact(header, payload)
         } else {
             self.try_push(header, payload)
