@@ -12,8 +12,8 @@
 //! A record is `[stamp: u64][payload_len: u32][header_len: u32][header][payload]`,
 //! padded to a multiple of 64 bytes. The header is 40 bytes, or 24 in its compact
 //! form (`id` and `aux` zero: every non-synchronous eager message), which the
-//! transport uses for payloads of 9-24 bytes: a message of up to 24 bytes is
-//! then exactly one cache line. (With the full header only 8 bytes fit: a
+//! transport uses where it saves a cache line (payloads of 9-24 bytes, 73-88,
+//! ...): a message of up to 24 bytes is then exactly one line. (With the full header only 8 bytes fit: a
 //! ping-pong of 16 bytes took 0.308 us against 0.205 for 8, two line transfers
 //! instead of one; in the compact form 0.202; docs/BENCHMARKS.md, session 7.)
 //! Records never straddle the end of the buffer: a record that does not fit is
@@ -127,11 +127,13 @@ const fn record_bytes(hdr: usize, len: usize) -> usize {
     (HEADER_AT + hdr + len + RECORD_ALIGN - 1) & !(RECORD_ALIGN - 1)
 }
 
-/// Whether a payload of `len` bytes goes in the compact form: 9-24 bytes,
-/// which it fits in one line instead of two (see `Producer::compact_fits`).
+/// Whether a payload of `len` bytes goes in the compact form: exactly when
+/// the form saves a cache line, i.e. the full form would spill 1-16 bytes
+/// into one more line (9-24 bytes, 73-88, 137-152, ...; see
+/// `Producer::compact_fits`).
 #[inline]
 const fn compact_len(len: usize) -> bool {
-    len.wrapping_sub(9) < 16
+    (len + HEADER_AT + HEADER_BYTES - 1) % RECORD_ALIGN < HEADER_BYTES - COMPACT_HEADER_BYTES
 }
 
 /// The memory of one ring: its data bytes and its two control words.
@@ -210,10 +212,10 @@ impl<M: RingMem> Producer<M> {
         self.push::<HEADER_BYTES>(header, payload)
     }
 
-    /// Whether [`Self::try_push_compact`] takes this message: a payload of
-    /// 9-24 bytes, which the compact header fits in one cache line instead of
-    /// two, and a header whose `id` and `aux` are zero. Not for 8 bytes or
-    /// fewer (one line either way): an 8-byte message in the compact form
+    /// Whether [`Self::try_push_compact`] takes this message: a payload the
+    /// compact header fits in one cache line less (9-24 bytes: one line
+    /// instead of two; 73-88: two instead of three...), and a header whose
+    /// `id` and `aux` are zero. Not otherwise: an 8-byte message in the compact form
     /// (48 of the line's 64 bytes written) streamed at 0.75x the rate of the
     /// full form, which fills the line (docs/BENCHMARKS.md, session 7).
     #[inline]
@@ -229,8 +231,7 @@ impl<M: RingMem> Producer<M> {
     #[inline(never)]
     pub(crate) fn try_push_compact(&mut self, header: &[u8; HEADER_BYTES], payload: &[u8]) -> bool {
         assert!(
-            Header::compactable(header)
-                && payload.len() <= RECORD_ALIGN - HEADER_AT - COMPACT_HEADER_BYTES,
+            Header::compactable(header) && payload.len() <= self.max_payload,
             "a compact record of {} payload bytes",
             payload.len()
         );
@@ -758,6 +759,18 @@ mod tests {
         (0..len)
             .map(|i| (seq as usize * 31 + i * 7) as u8)
             .collect()
+    }
+
+    #[test]
+    fn the_compact_form_exactly_where_it_saves_a_line() {
+        for len in 0..=max_payload(65536) {
+            assert_eq!(
+                compact_len(len),
+                record_bytes(COMPACT_HEADER_BYTES, len) < record_bytes(HEADER_BYTES, len),
+                "{len} bytes"
+            );
+        }
+        assert!(!compact_len(8) && compact_len(9) && compact_len(24) && !compact_len(25));
     }
 
     #[test]
