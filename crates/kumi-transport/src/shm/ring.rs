@@ -231,9 +231,14 @@ impl<M: RingMem> Producer<M> {
     #[inline(never)]
     pub(crate) fn try_push_compact(&mut self, header: &[u8; HEADER_BYTES], payload: &[u8]) -> bool {
         assert!(
-            Header::compactable(header) && payload.len() <= self.max_payload,
-            "a compact record of {} payload bytes",
+            payload.len() <= self.max_payload,
+            "payload of {} bytes above ring maximum",
             payload.len()
+        );
+        // The caller has checked (`compact_fits`, on the header before encoding).
+        debug_assert!(
+            Header::compactable(header),
+            "id or aux set in a compact record"
         );
         self.push::<COMPACT_HEADER_BYTES>(&header[..COMPACT_HEADER_BYTES], payload)
     }
