@@ -1,5 +1,6 @@
-//! Gives the library its soname and puts the files `kumi cc` and MPICH-built
-//! binaries look for next to it in the target directory: `libmpi.so.12` and
+//! Gives the library its soname and its segment alignment, and puts the files
+//! `kumi cc` and MPICH-built binaries look for next to it in the target
+//! directory: `libmpi.so.12` and
 //! `libmpich.so.12` (symlinks to `libmpi.so`), `include/mpi.h`, and the `mpicc`,
 //! `mpicxx`, `mpirun`, `mpiexec` shims (symlinks to the `kumi` binary, which
 //! behaves by the name it is called with).
@@ -17,6 +18,15 @@ fn link(target: &str, name: &Path) {
 
 fn main() {
     println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libmpi.so.12");
+    // The library is over 2 MiB, and the kernel maps a file that large on a
+    // 2 MiB boundary (for huge pages; ext4 does): every rank would have its
+    // code at the same address modulo 2 MiB under a random one above, and
+    // ranks sharing a core then slow each other down (most likely through
+    // the branch predictors: small collectives at 8 ranks on 2 cores 15-25 %,
+    // docs/BENCHMARKS.md, session 8). Segments aligned to more than a page
+    // make glibc (2.35 and later) reserve the span itself and place the
+    // library at a random 8 KiB boundary instead.
+    println!("cargo:rustc-cdylib-link-arg=-Wl,-z,max-page-size=0x2000");
     println!("cargo:rerun-if-changed=include/mpi.h");
     println!("cargo:rerun-if-changed=build.rs");
     // OUT_DIR is target/<profile>/build/kumi-mpi-<hash>/out.

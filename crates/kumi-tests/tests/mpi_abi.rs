@@ -304,6 +304,51 @@ fn kumi_cc_showme_and_mpicc_shim() {
     expect_pass("init", 2, &o, "through mpirun");
 }
 
+/// `libmpi.so` is larger than 2 MiB, and the kernel places a file mapping
+/// that large on a 2 MiB boundary (for huge pages), so without care the
+/// library's code sits at the same address modulo 2 MiB in every rank and a
+/// random one above: ranks sharing a core then run 15-25 % slower in small
+/// collectives (`docs/BENCHMARKS.md`, session 8). Its segments are aligned to
+/// 8 KiB, which makes the loader place it itself at a random 8 KiB boundary:
+/// eight loads must not all land on 2 MiB boundaries (by chance: 1 in 2^64).
+#[test]
+fn shared_library_is_not_placed_on_2_mib_boundaries() {
+    let dir = lib_dir().join("mpi-tests/placement");
+    std::fs::create_dir_all(&dir).expect("output dir");
+    let src = dir.join("base.c");
+    std::fs::write(
+        &src,
+        "#define _GNU_SOURCE\n#include <dlfcn.h>\n#include <mpi.h>\n#include <stdio.h>\n\
+         int main(void) {\n    Dl_info i;\n    if (!dladdr((void *)&MPI_Init, &i)) return 1;\n\
+         printf(\"%lx\\n\", (unsigned long)i.dli_fbase);\n    return 0;\n}\n",
+    )
+    .expect("write base.c");
+    let exe = dir.join("base");
+    let o = Command::new(bin("kumi"))
+        .args(["cc", "-O1", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .output()
+        .expect("run kumi cc");
+    assert!(o.status.success(), "kumi cc base.c: {:?}", text(&o));
+    let bases: Vec<u64> = (0..8)
+        .map(|_| {
+            let o = Command::new(&exe).output().expect("run base");
+            let (out, err) = text(&o);
+            assert!(o.status.success(), "base: {out}{err}");
+            u64::from_str_radix(out.trim(), 16).expect("a hexadecimal address")
+        })
+        .collect();
+    assert!(
+        bases.iter().all(|b| b % 0x2000 == 0),
+        "libmpi.so not at 8 KiB boundaries: {bases:x?}"
+    );
+    assert!(
+        bases.iter().any(|b| b % 0x20_0000 != 0),
+        "libmpi.so was placed on a 2 MiB boundary in every run: {bases:x?}"
+    );
+}
+
 /// `kumi cc -static-mpi` (and `KUMI_CC_LINK=static`) link kumi's library
 /// into the program: no `libmpi.so.12` among what it loads, and programs of
 /// the suite pass as they do on the shared library; an error path (the
