@@ -7,16 +7,16 @@
 //! `cc`/`c++`). `--showme` prints the command instead of running it.
 //!
 //! `-static-mpi` (or `KUMI_CC_LINK=static`) links kumi's MPI library into the
-//! program (`libmpi.a`) instead of loading `libmpi.so.12` at run time. The
-//! same code runs faster linked in: with 8 ranks on 2 cores, `MPI_Barrier`
-//! took 9.3 us against 11.3 through the shared library (the Rust API: 9.2),
-//! and the 8-byte message rate was 4 % below the Rust API's against 12 %
-//! (docs/BENCHMARKS.md, session 7: the shared library, 3 MB, is mapped on a
-//! 2 MiB boundary at a random address in each rank, and ranks sharing a core
-//! then most likely evict each other's branch-predictor entries). The price:
-//! a program linked so has to be relinked to use another kumi, and profilers
-//! that interpose on `MPI_` functions through `LD_PRELOAD` do not see its
-//! calls (link them in before kumi's library instead).
+//! program (`libmpi.a`) instead of loading `libmpi.so.12` at run time, for a
+//! program that must run where kumi's library is not at hand. It is not
+//! faster: the shared library cost ranks sharing a core 15-25 % in small
+//! collectives while the kernel mapped it on a 2 MiB boundary (the same
+//! address modulo 2 MiB in every rank); its segments are now aligned so that
+//! glibc places it at a random 8 KiB boundary instead (kumi-mpi's `build.rs`,
+//! docs/BENCHMARKS.md, sessions 7 and 8). The price: a program linked so has
+//! to be relinked to use another kumi, and profilers that interpose on `MPI_`
+//! functions through `LD_PRELOAD` do not see its calls (link them in before
+//! kumi's library instead).
 //!
 //! Where kumi's files are is derived from the `kumi` executable, so a build tree
 //! and an installed tree both work: the library beside the binary
