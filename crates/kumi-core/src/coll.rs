@@ -226,6 +226,24 @@ pub fn allgather_ring(group: &[usize], me: usize) -> Schedule {
     s
 }
 
+/// Pairwise all-to-all over blocks `0..2p`: blocks `0..p` are this rank's
+/// outgoing ones (block j for `group[j]`), blocks `p..2p` the incoming ones
+/// (block `p + j` from `group[j]`); the caller copies its own block `i` to
+/// `p + i`. Round k sends to `i + k` and receives from `i - k`, so each
+/// round is one exchange per rank. Cost (p-1)·(α + nβ/p).
+pub fn alltoall_pairwise(group: &[usize], me: usize) -> Schedule {
+    let (p, i) = (group.len(), index_of(group, me));
+    let mut s = Schedule::default();
+    for k in 1..p {
+        let (to, from) = ((i + k) % p, (i + p - k) % p);
+        s.round(
+            vec![x(group[to], to..to + 1, Apply::Put)],
+            vec![x(group[from], p + from..p + from + 1, Apply::Put)],
+        );
+    }
+    s
+}
+
 /// Recursive-doubling allgather of blocks `0..p` (block b from `group[b]`);
 /// p must be a power of two. Cost lg·α + (p-1)/p·nβ.
 pub fn allgather_rd(group: &[usize], me: usize) -> Schedule {
@@ -688,6 +706,34 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    #[test]
+    fn alltoall_pairwise_delivers_every_block() {
+        for n in 1..=17 {
+            let g = world(n);
+            let sc: Vec<_> = (0..n).map(|r| alltoall_pairwise(&g, r)).collect();
+            // Rank r's outgoing block j holds [r, j] (from r, for j); its own
+            // block is copied in by the caller, as kumi does.
+            let init = (0..n)
+                .map(|r| {
+                    (0..2 * n)
+                        .map(|b| match b {
+                            b if b < n => vec![r, b],
+                            b if b - n == r => vec![r, r],
+                            _ => vec![],
+                        })
+                        .collect()
+                })
+                .collect();
+            let out = simulate(&sc, init).unwrap();
+            for (r, blocks) in out.iter().enumerate() {
+                for j in 0..n {
+                    assert_eq!(blocks[n + j], vec![j, r], "alltoall p={n}: {r} from {j}");
+                }
+            }
+            assert!(sc.iter().all(|s| s.rounds.len() == n - 1));
         }
     }
 

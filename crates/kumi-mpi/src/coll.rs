@@ -243,6 +243,8 @@ enum Red {
     All,
     /// Nonblocking allreduce: started, completed later by a wait or test.
     IAll,
+    /// Nonblocking reduce to this root.
+    IReduce(usize),
     Scan,
     Exscan,
     /// Reduce-scatter with these counts per rank.
@@ -287,6 +289,46 @@ impl<T: Pod> CollPending for NbReduce<T> {
         }
         Ok(())
     }
+}
+
+/// A nonblocking collective on packed bytes in flight: on completion its
+/// result is unpacked into `out` (buffer, element count, datatype), if this
+/// rank receives anything.
+struct NbBytes {
+    req: CollRequest<u8>,
+    out: Option<(*mut c_void, usize, Datatype)>,
+}
+
+impl CollPending for NbBytes {
+    fn test(&mut self) -> kumi::Result<bool> {
+        self.req.test()
+    }
+
+    fn finish(self: Box<Self>) -> R<()> {
+        let NbBytes { req, out } = *self;
+        let result = req.wait()?;
+        if let Some((buf, n, d)) = out {
+            let want = d.packed_size(n);
+            if result.len() != want {
+                return err(
+                    MPI_ERR_TRUNCATE,
+                    format!(
+                        "{} bytes arrived for a receive buffer of {want} (count and type \
+                         signatures differ between ranks)",
+                        result.len()
+                    ),
+                );
+            }
+            unpack(&result, buf, n, &d);
+        }
+        Ok(())
+    }
+}
+
+/// Registers a started nonblocking collective as request `request`.
+fn nb_request(p: Box<dyn CollPending>, comm: c_int, request: *mut c_int) -> R<()> {
+    let h = st()?.new_request(ReqEntry::Coll(p), comm);
+    out(request, "request", h)
 }
 
 /// A nonblocking barrier in flight.
@@ -351,6 +393,12 @@ fn reduce_as<T: Pod>(
         }
         Red::IAll => {
             let req = c.iallreduce(work, op)?;
+            return Ok(Some(Box::new(NbReduce { req, recv, n })));
+        }
+        Red::IReduce(root) => {
+            // The result (at the root only) goes to `recv` on completion.
+            let n = if c.rank() == *root { n } else { 0 };
+            let req = c.ireduce(work, op, *root)?;
             return Ok(Some(Box::new(NbReduce { req, recv, n })));
         }
         Red::Scan => {
@@ -424,7 +472,7 @@ fn reduction_any(
         return err(MPI_ERR_OP, "the operation is MPI_OP_NULL");
     }
     if n > 0 && (recv.is_null() || send.is_null()) {
-        let root_only = matches!(red, Red::Reduce(r) if r != c.rank());
+        let root_only = matches!(red, Red::Reduce(r) | Red::IReduce(r) if r != c.rank());
         if !root_only || send.is_null() {
             return err(MPI_ERR_BUFFER, "a buffer is NULL");
         }
@@ -540,6 +588,112 @@ mpi! {
         };
         let h = st()?.new_request(ReqEntry::Coll(p), comm);
         out(request, "request", h)
+    }
+
+    fn MPI_Ibcast / PMPI_Ibcast(buffer: *mut c_void, count: c_int, datatype: c_int, root: c_int, comm: c_int, request: *mut c_int) {
+        let (c, d) = lookup(comm, datatype)?;
+        need_request(request)?;
+        let r = check_root(&c, root)?;
+        let n = crate::state::count(count)?;
+        let root_here = c.rank() == r;
+        let data = if root_here { pack(buffer, n, &d) } else { vec![0u8; d.packed_size(n)] };
+        let req = c.ibcast(data, r)?;
+        let out = (!root_here).then_some((buffer, n, d));
+        nb_request(Box::new(NbBytes { req, out }), comm, request)
+    }
+
+    fn MPI_Ireduce / PMPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: c_int, op: c_int, root: c_int, comm: c_int, request: *mut c_int) {
+        need_request(request)?;
+        let c = st()?.comm(comm)?;
+        let r = check_root(&c, root)?;
+        let send = if in_place(sendbuf) && c.rank() == r { recvbuf as *const c_void } else { sendbuf };
+        let Some(p) = reduction_any("MPI_Ireduce", Red::IReduce(r), send, recvbuf, crate::state::count(count)?, datatype, op, comm)? else {
+            return err(MPI_ERR_INTERN, "the nonblocking reduce did not start");
+        };
+        nb_request(p, comm, request)
+    }
+
+    fn MPI_Iallgather / PMPI_Iallgather(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, comm: c_int, request: *mut c_int) {
+        let (c, rd) = lookup(comm, recvtype)?;
+        need_request(request)?;
+        let (p, me) = (c.size(), c.rank());
+        let rn = crate::state::count(recvcount)?;
+        let mine = if in_place(sendbuf) {
+            pack(at(recvbuf, me * rn, &rd), rn, &rd)
+        } else {
+            let sd = st()?.dtype(sendtype)?;
+            pack(sendbuf, crate::state::count(sendcount)?, &sd)
+        };
+        let req = c.iallgather(mine)?;
+        nb_request(Box::new(NbBytes { req, out: Some((recvbuf, rn * p, rd)) }), comm, request)
+    }
+
+    fn MPI_Igather / PMPI_Igather(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, root: c_int, comm: c_int, request: *mut c_int) {
+        let c = st()?.comm(comm)?;
+        need_request(request)?;
+        let r = check_root(&c, root)?;
+        let (p, me) = (c.size(), c.rank());
+        // The receive arguments matter at the root only.
+        let rd = if me == r { Some(st()?.dtype(recvtype)?) } else { None };
+        let rn = if me == r { crate::state::count(recvcount)? } else { 0 };
+        let mine = match &rd {
+            Some(rd) if in_place(sendbuf) => pack(at(recvbuf, me * rn, rd), rn, rd),
+            _ => {
+                let sd = st()?.dtype(sendtype)?;
+                pack(sendbuf, crate::state::count(sendcount)?, &sd)
+            }
+        };
+        let req = c.igather(mine, r)?;
+        let out = rd.map(|rd| (recvbuf, rn * p, rd));
+        nb_request(Box::new(NbBytes { req, out }), comm, request)
+    }
+
+    fn MPI_Iscatter / PMPI_Iscatter(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, root: c_int, comm: c_int, request: *mut c_int) {
+        let c = st()?.comm(comm)?;
+        need_request(request)?;
+        let r = check_root(&c, root)?;
+        let (p, me) = (c.size(), c.rank());
+        // The send arguments matter at the root only.
+        let (all, sd, sn) = if me == r {
+            let sd = st()?.dtype(sendtype)?;
+            let sn = crate::state::count(sendcount)?;
+            (pack(sendbuf, sn * p, &sd), Some(sd), sn)
+        } else {
+            (Vec::new(), None, 0)
+        };
+        let dest_in_place = in_place(recvbuf) && me == r;
+        let (rd, rn) = match sd {
+            Some(sd) if dest_in_place => (sd, sn),
+            _ => (st()?.dtype(recvtype)?, crate::state::count(recvcount)?),
+        };
+        let block = rd.packed_size(rn);
+        if me == r && all.len() != block * p {
+            return err(
+                MPI_ERR_TRUNCATE,
+                format!(
+                    "the root sends {} bytes to each rank but receives {block} itself",
+                    all.len() / p.max(1)
+                ),
+            );
+        }
+        let req = c.iscatter(all, block, r)?;
+        let out = (!dest_in_place).then_some((recvbuf, rn, rd));
+        nb_request(Box::new(NbBytes { req, out }), comm, request)
+    }
+
+    fn MPI_Ialltoall / PMPI_Ialltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, comm: c_int, request: *mut c_int) {
+        let (c, rd) = lookup(comm, recvtype)?;
+        need_request(request)?;
+        let p = c.size();
+        let rn = crate::state::count(recvcount)?;
+        let mine = if in_place(sendbuf) {
+            pack(recvbuf, rn * p, &rd)
+        } else {
+            let sd = st()?.dtype(sendtype)?;
+            pack(sendbuf, crate::state::count(sendcount)? * p, &sd)
+        };
+        let req = c.ialltoall(mine)?;
+        nb_request(Box::new(NbBytes { req, out: Some((recvbuf, rn * p, rd)) }), comm, request)
     }
 
     fn MPI_Bcast / PMPI_Bcast(buffer: *mut c_void, count: c_int, datatype: c_int, root: c_int, comm: c_int) {

@@ -759,10 +759,6 @@ pub extern "C" fn MPI_Group_range_incl() -> c_int {
     crate::unsupported("MPI_Group_range_incl")
 }
 #[no_mangle]
-pub extern "C" fn MPI_Iallgather() -> c_int {
-    crate::unsupported("MPI_Iallgather")
-}
-#[no_mangle]
 pub extern "C" fn MPI_Iallgather_c() -> c_int {
     crate::unsupported("MPI_Iallgather_c")
 }
@@ -773,10 +769,6 @@ pub extern "C" fn MPI_Iallgatherv() -> c_int {
 #[no_mangle]
 pub extern "C" fn MPI_Iallgatherv_c() -> c_int {
     crate::unsupported("MPI_Iallgatherv_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Ialltoall() -> c_int {
-    crate::unsupported("MPI_Ialltoall")
 }
 #[no_mangle]
 pub extern "C" fn MPI_Ialltoall_c() -> c_int {
@@ -799,10 +791,6 @@ pub extern "C" fn MPI_Ialltoallw_c() -> c_int {
     crate::unsupported("MPI_Ialltoallw_c")
 }
 #[no_mangle]
-pub extern "C" fn MPI_Ibcast() -> c_int {
-    crate::unsupported("MPI_Ibcast")
-}
-#[no_mangle]
 pub extern "C" fn MPI_Ibcast_c() -> c_int {
     crate::unsupported("MPI_Ibcast_c")
 }
@@ -813,10 +801,6 @@ pub extern "C" fn MPI_Iexscan() -> c_int {
 #[no_mangle]
 pub extern "C" fn MPI_Iexscan_c() -> c_int {
     crate::unsupported("MPI_Iexscan_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Igather() -> c_int {
-    crate::unsupported("MPI_Igather")
 }
 #[no_mangle]
 pub extern "C" fn MPI_Igather_c() -> c_int {
@@ -887,10 +871,6 @@ pub extern "C" fn MPI_Intercomm_merge() -> c_int {
     crate::unsupported("MPI_Intercomm_merge")
 }
 #[no_mangle]
-pub extern "C" fn MPI_Ireduce() -> c_int {
-    crate::unsupported("MPI_Ireduce")
-}
-#[no_mangle]
 pub extern "C" fn MPI_Ireduce_c() -> c_int {
     crate::unsupported("MPI_Ireduce_c")
 }
@@ -917,10 +897,6 @@ pub extern "C" fn MPI_Iscan() -> c_int {
 #[no_mangle]
 pub extern "C" fn MPI_Iscan_c() -> c_int {
     crate::unsupported("MPI_Iscan_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Iscatter() -> c_int {
-    crate::unsupported("MPI_Iscatter")
 }
 #[no_mangle]
 pub extern "C" fn MPI_Iscatter_c() -> c_int {
@@ -2431,10 +2407,6 @@ pub extern "C" fn PMPI_Group_range_incl() -> c_int {
     crate::unsupported("MPI_Group_range_incl")
 }
 #[no_mangle]
-pub extern "C" fn PMPI_Iallgather() -> c_int {
-    crate::unsupported("MPI_Iallgather")
-}
-#[no_mangle]
 pub extern "C" fn PMPI_Iallgather_c() -> c_int {
     crate::unsupported("MPI_Iallgather_c")
 }
@@ -2445,10 +2417,6 @@ pub extern "C" fn PMPI_Iallgatherv() -> c_int {
 #[no_mangle]
 pub extern "C" fn PMPI_Iallgatherv_c() -> c_int {
     crate::unsupported("MPI_Iallgatherv_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Ialltoall() -> c_int {
-    crate::unsupported("MPI_Ialltoall")
 }
 #[no_mangle]
 pub extern "C" fn PMPI_Ialltoall_c() -> c_int {
@@ -2471,10 +2439,6 @@ pub extern "C" fn PMPI_Ialltoallw_c() -> c_int {
     crate::unsupported("MPI_Ialltoallw_c")
 }
 #[no_mangle]
-pub extern "C" fn PMPI_Ibcast() -> c_int {
-    crate::unsupported("MPI_Ibcast")
-}
-#[no_mangle]
 pub extern "C" fn PMPI_Ibcast_c() -> c_int {
     crate::unsupported("MPI_Ibcast_c")
 }
@@ -2485,10 +2449,6 @@ pub extern "C" fn PMPI_Iexscan() -> c_int {
 #[no_mangle]
 pub extern "C" fn PMPI_Iexscan_c() -> c_int {
     crate::unsupported("MPI_Iexscan_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Igather() -> c_int {
-    crate::unsupported("MPI_Igather")
 }
 #[no_mangle]
 pub extern "C" fn PMPI_Igather_c() -> c_int {
@@ -2559,10 +2519,6 @@ pub extern "C" fn PMPI_Intercomm_merge() -> c_int {
     crate::unsupported("MPI_Intercomm_merge")
 }
 #[no_mangle]
-pub extern "C" fn PMPI_Ireduce() -> c_int {
-    crate::unsupported("MPI_Ireduce")
-}
-#[no_mangle]
 pub extern "C" fn PMPI_Ireduce_c() -> c_int {
     crate::unsupported("MPI_Ireduce_c")
 }
@@ -2589,10 +2545,6 @@ pub extern "C" fn PMPI_Iscan() -> c_int {
 #[no_mangle]
 pub extern "C" fn PMPI_Iscan_c() -> c_int {
     crate::unsupported("MPI_Iscan_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Iscatter() -> c_int {
-    crate::unsupported("MPI_Iscatter")
 }
 #[no_mangle]
 pub extern "C" fn PMPI_Iscatter_c() -> c_int {

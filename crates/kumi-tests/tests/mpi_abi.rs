@@ -28,6 +28,7 @@ const PROGRAMS: &[&str] = &[
     "datatype",
     "coll",
     "nbcoll",
+    "nbmove",
     "errors",
     "cart",
     "info",
@@ -194,6 +195,11 @@ fn collectives() {
 #[test]
 fn nonblocking_collectives_with_every_wait_and_test() {
     suite("nbcoll", &[1, 2, 3, 4], &[1, 2, 3, 4]);
+}
+
+#[test]
+fn nonblocking_reduce_and_data_movement() {
+    suite("nbmove", &[1, 2, 3, 4, 5, 8], &[1, 3]);
 }
 
 #[test]
@@ -447,7 +453,15 @@ fn c_programs_across_two_namespace_hosts() {
         return;
     }
     let c = netns::Cluster::create(2).unwrap_or_else(|e| panic!("cannot create 2 test hosts: {e}"));
-    for name in ["p2p", "nonblocking", "coll", "nbcoll", "comm", "datatype"] {
+    for name in [
+        "p2p",
+        "nonblocking",
+        "coll",
+        "nbcoll",
+        "nbmove",
+        "comm",
+        "datatype",
+    ] {
         let prog = kumi_built().join(name);
         let o = c.kumi_run(
             4,

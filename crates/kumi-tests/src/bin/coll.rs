@@ -266,7 +266,90 @@ fn nonblocking(w: &Comm) -> R {
     b.wait()?;
     let v = r.wait()?;
     let p = w.size() as u64;
-    eq(&v, &[p * (p + 1) / 2; 4], "iallreduce", me)
+    eq(&v, &[p * (p + 1) / 2; 4], "iallreduce", me)?;
+    nonblocking_movement(w)
+}
+
+/// Every nonblocking reduce and data-movement collective, several in flight at
+/// once on one communicator, waited for in the reverse order of their starts.
+fn nonblocking_movement(w: &Comm) -> R {
+    let (p, me) = (w.size(), w.rank());
+    let val = |r: usize, i: usize| (r * 1000 + i) as u64;
+    for root in [0, p / 2, p - 1] {
+        let n = 3;
+        let bc = w.ibcast(
+            if me == root {
+                (0..n).map(|i| val(root, i)).collect()
+            } else {
+                vec![0; n]
+            },
+            root,
+        )?;
+        let rd = w.ireduce((0..n).map(|i| val(me, i)).collect(), &Op::sum(), root)?;
+        let ag = w.iallgather((0..n).map(|i| val(me, i)).collect())?;
+        let ga = w.igather((0..n).map(|i| val(me, i)).collect(), root)?;
+        let sc = w.iscatter(
+            if me == root {
+                (0..p * n).map(|i| val(i / n, i % n) + 7).collect()
+            } else {
+                Vec::new()
+            },
+            n,
+            root,
+        )?;
+        let aa = w.ialltoall((0..p * n).map(|i| val(me, i)).collect())?;
+        // An ordinary collective meanwhile progresses them too.
+        w.barrier()?;
+        let what = |s: &str| format!("{s} p={p} root={root}");
+        let blocks = |f: &dyn Fn(usize, usize) -> u64| -> Vec<u64> {
+            (0..p * n).map(|i| f(i / n, i % n)).collect()
+        };
+        eq(
+            &aa.wait()?,
+            &blocks(&|r, i| val(r, me * n + i)),
+            &what("ialltoall"),
+            me,
+        )?;
+        eq(
+            &sc.wait()?,
+            &(0..n).map(|i| val(me, i) + 7).collect::<Vec<_>>(),
+            &what("iscatter"),
+            me,
+        )?;
+        let g = ga.wait()?;
+        if me == root {
+            eq(&g, &blocks(&val), &what("igather"), me)?;
+        } else {
+            eq(&g, &[], &what("igather off the root"), me)?;
+        }
+        eq(&ag.wait()?, &blocks(&val), &what("iallgather"), me)?;
+        let r = rd.wait()?;
+        if me == root {
+            let sum: Vec<u64> = (0..n).map(|i| (0..p).map(|q| val(q, i)).sum()).collect();
+            eq(&r, &sum, &what("ireduce"), me)?;
+        } else {
+            eq(&r, &[], &what("ireduce off the root"), me)?;
+        }
+        eq(
+            &bc.wait()?,
+            &(0..n).map(|i| val(root, i)).collect::<Vec<_>>(),
+            &what("ibcast"),
+            me,
+        )?;
+    }
+    // A request dropped unwaited does not disturb the next collectives.
+    drop(w.ibcast(vec![me as u8; 5], 0)?);
+    let mut x = [1u32];
+    w.allreduce_in_place(&mut x, &Op::sum())?;
+    eq(&x, &[p as u32], "allreduce after a dropped ibcast", me)?;
+    // Wrong lengths are refused before anything starts.
+    if w.ialltoall(vec![0u8; p + 1]).is_ok() && p > 1 {
+        return Err(fail(format!(
+            "ialltoall of {} elements on {p} ranks accepted",
+            p + 1
+        )));
+    }
+    Ok(())
 }
 
 fn main() {

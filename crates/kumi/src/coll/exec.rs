@@ -44,6 +44,10 @@ impl AlignedBuf {
     }
 }
 
+/// What a nonblocking collective makes of its owned buffer once complete
+/// (takes the rank's share of it, puts blocks in rank order...).
+pub(crate) type Finish = Box<dyn FnOnce(AlignedBuf) -> AlignedBuf + Send>;
+
 /// `inout = in ⊕ inout` over aligned bytes of whole elements.
 pub(crate) type ByteOp = Arc<dyn Fn(&[u8], &mut [u8]) + Send + Sync>;
 
@@ -70,6 +74,8 @@ pub(crate) struct Run {
     op: Option<ByteOp>,
     /// Storage the run owns (nonblocking collectives); `work` points into it.
     pub owned: Option<AlignedBuf>,
+    /// Applied to `owned` at completion, before `wait` returns it.
+    pub finish: Option<Finish>,
 }
 
 impl Run {
@@ -93,6 +99,7 @@ impl Run {
             offsets,
             op,
             owned: None,
+            finish: None,
         }
     }
 
@@ -109,6 +116,15 @@ impl Run {
         let mut r = Run::new(sched, wire, work, offsets, op);
         r.owned = Some(buf);
         r
+    }
+
+    /// The owned buffer at completion, after `finish`.
+    pub fn result(&mut self) -> Option<AlignedBuf> {
+        let b = self.owned.take()?;
+        Some(match self.finish.take() {
+            Some(f) => f(b),
+            None => b,
+        })
     }
 
     fn range(&self, blocks: &std::ops::Range<usize>) -> Result<(usize, usize)> {

@@ -40,7 +40,9 @@
 //! payload half) go through the area too, so they match blocking ones as
 //! before; a longer blocking allreduce (single copy) does not match an
 //! `iallreduce` (MPI does not ask blocking and nonblocking collectives to
-//! match).
+//! match). `ireduce`, `ibcast`, `iallgather`, `igather`, `iscatter` and
+//! `ialltoall` always run their message schedules (binomial trees, ring,
+//! pairwise exchange) on a buffer the request owns.
 //!
 //! **Two levels.** When a communicator spans hosts, barrier, bcast and
 //! allreduce run inside each host first (to the host's first rank), then among
@@ -71,7 +73,7 @@ use crate::engine::{env_u64, Engine, Route, WaitInfo};
 use crate::error::{Error, Result};
 use crate::progress::EngineRef;
 use bytemuck::Pod;
-use exec::{AlignedBuf, ByteOp, Run, Wire};
+use exec::{AlignedBuf, ByteOp, Finish, Run, Wire};
 use kumi_core::call::Call;
 use kumi_core::coll::{self as sc, Apply, Round, Schedule, Xfer};
 use kumi_core::TAG_UB;
@@ -238,7 +240,7 @@ pub(crate) fn progress(e: &mut Engine) -> Result<usize> {
                 }
                 Active::Sched(run) => match run.poll(e) {
                     Ok(false) => return true,
-                    Ok(true) => Ok(run.owned.take()),
+                    Ok(true) => Ok(run.result()),
                     Err(x) => {
                         run.abort(e);
                         Err(x)
@@ -965,6 +967,172 @@ impl Comm {
             offsets,
             Some(op.bytes_fn()),
         ))))
+    }
+
+    // ----- nonblocking reduce and data movement ---------------------------------
+    //
+    // Each starts the same schedule its blocking twin runs over messages
+    // (binomial trees, ring or recursive doubling, pairwise exchange), on a
+    // buffer the request owns; the progress engine advances it whenever any
+    // kumi call, or the progress thread, polls. `wait` returns this rank's
+    // result. Like MPI, every rank starts the collectives of a communicator
+    // in the same order.
+
+    /// Starts a [`Comm::reduce`] of `buf` to `root`; `wait` returns the
+    /// combination at the root and an empty vector elsewhere.
+    #[track_caller]
+    pub fn ireduce<T: Pod>(&self, buf: Vec<T>, op: &Op<T>, root: usize) -> Result<CollRequest<T>> {
+        op.check()?;
+        self.check_root(root)?;
+        let (p, me) = (self.size(), self.rank());
+        let n = std::mem::size_of_val(buf.as_slice());
+        let sched = sc::reduce_binomial(&self.group(), root, me, 1, op.commutative);
+        let finish: Option<Finish> =
+            (me != root && p > 1).then(|| -> Finish { Box::new(|_| AlignedBuf::zeroed(0)) });
+        self.start_sched(
+            sched,
+            AlignedBuf::from_bytes(as_bytes(&buf)),
+            vec![0, n],
+            Some(op.bytes_fn()),
+            finish,
+        )
+    }
+
+    /// Starts a [`Comm::bcast`]: every rank passes a buffer of the same
+    /// length (only the root's contents are sent); `wait` returns the root's
+    /// data on every rank.
+    #[track_caller]
+    pub fn ibcast<T: Pod>(&self, buf: Vec<T>, root: usize) -> Result<CollRequest<T>> {
+        self.check_root(root)?;
+        let n = std::mem::size_of_val(buf.as_slice());
+        let sched = sc::bcast_binomial(&self.group(), root, self.rank(), 1);
+        self.start_sched(
+            sched,
+            AlignedBuf::from_bytes(as_bytes(&buf)),
+            vec![0, n],
+            None,
+            None,
+        )
+    }
+
+    /// Starts a [`Comm::allgather`] of `send` (the same length everywhere);
+    /// `wait` returns every rank's contribution in rank order.
+    #[track_caller]
+    pub fn iallgather<T: Pod>(&self, send: Vec<T>) -> Result<CollRequest<T>> {
+        let (p, me, n) = (self.size(), self.rank(), send.len());
+        let elem = std::mem::size_of::<T>();
+        let mut work = AlignedBuf::zeroed(p * n * elem);
+        work.bytes_mut()[me * n * elem..(me + 1) * n * elem].copy_from_slice(as_bytes(&send));
+        let sched = sc::allgather_ring(&self.group(), me);
+        self.start_sched(sched, work, even_offsets(p * n, p, elem), None, None)
+    }
+
+    /// Starts a [`Comm::gather`] to `root` of `send` (the same length
+    /// everywhere); `wait` returns every rank's contribution in rank order at
+    /// the root and an empty vector elsewhere.
+    #[track_caller]
+    pub fn igather<T: Pod>(&self, send: Vec<T>, root: usize) -> Result<CollRequest<T>> {
+        self.check_root(root)?;
+        let (p, me) = (self.size(), self.rank());
+        let b = std::mem::size_of_val(send.as_slice());
+        // Blocks by virtual rank (root first), put in rank order at the end.
+        let v = (me + p - root) % p;
+        let mut work = AlignedBuf::zeroed(p * b);
+        work.bytes_mut()[v * b..(v + 1) * b].copy_from_slice(as_bytes(&send));
+        let sched = sc::gather_binomial(&self.group(), root, me);
+        let finish: Finish = if me == root {
+            Box::new(move |w| {
+                let mut out = AlignedBuf::zeroed(p * b);
+                for v in 0..p {
+                    let r = (v + root) % p;
+                    out.bytes_mut()[r * b..(r + 1) * b]
+                        .copy_from_slice(&w.bytes()[v * b..(v + 1) * b]);
+                }
+                out
+            })
+        } else {
+            Box::new(|_| AlignedBuf::zeroed(0))
+        };
+        self.start_sched(sched, work, even_offsets(p * b, p, 1), None, Some(finish))
+    }
+
+    /// Starts a [`Comm::scatter`] of `count` elements to each rank from the
+    /// root's `send` (`size() * count` elements; other ranks' `send` is not
+    /// used); `wait` returns this rank's block.
+    #[track_caller]
+    pub fn iscatter<T: Pod>(
+        &self,
+        send: Vec<T>,
+        count: usize,
+        root: usize,
+    ) -> Result<CollRequest<T>> {
+        self.check_root(root)?;
+        let (p, me) = (self.size(), self.rank());
+        if me == root && send.len() != p * count {
+            return Err(bad(
+                "send",
+                send.len(),
+                format!("size() * count = {} elements at the root", p * count),
+            ));
+        }
+        let b = count * std::mem::size_of::<T>();
+        let mut work = AlignedBuf::zeroed(p * b);
+        if me == root {
+            let src = as_bytes(&send);
+            for v in 0..p {
+                let r = (v + root) % p;
+                work.bytes_mut()[v * b..(v + 1) * b].copy_from_slice(&src[r * b..(r + 1) * b]);
+            }
+        }
+        let v = (me + p - root) % p;
+        let sched = sc::scatter_binomial(&self.group(), root, me);
+        let finish: Finish =
+            Box::new(move |w| AlignedBuf::from_bytes(&w.bytes()[v * b..(v + 1) * b]));
+        self.start_sched(sched, work, even_offsets(p * b, p, 1), None, Some(finish))
+    }
+
+    /// Starts a [`Comm::alltoall`] of `send` (`size()` equal blocks, block j
+    /// for rank j); `wait` returns the blocks received, block i from rank i.
+    #[track_caller]
+    pub fn ialltoall<T: Pod>(&self, send: Vec<T>) -> Result<CollRequest<T>> {
+        let (p, me) = (self.size(), self.rank());
+        if !send.len().is_multiple_of(p) {
+            return Err(bad(
+                "send",
+                send.len(),
+                format!("a multiple of size() = {p}"),
+            ));
+        }
+        let b = std::mem::size_of_val(send.as_slice()) / p;
+        // Outgoing blocks, then incoming ones; this rank's own goes across now.
+        let mut work = AlignedBuf::zeroed(2 * p * b);
+        let w = work.bytes_mut();
+        w[..p * b].copy_from_slice(as_bytes(&send));
+        w.copy_within(me * b..(me + 1) * b, (p + me) * b);
+        let sched = sc::alltoall_pairwise(&self.group(), me);
+        let finish: Finish = Box::new(move |w| AlignedBuf::from_bytes(&w.bytes()[p * b..]));
+        self.start_sched(
+            sched,
+            work,
+            even_offsets(2 * p * b, 2 * p, 1),
+            None,
+            Some(finish),
+        )
+    }
+
+    /// Starts `sched` on a buffer the request owns.
+    fn start_sched<T: Pod>(
+        &self,
+        sched: Schedule,
+        work: AlignedBuf,
+        offsets: Vec<usize>,
+        op: Option<ByteOp>,
+        finish: Option<Finish>,
+    ) -> Result<CollRequest<T>> {
+        let (_, wire) = self.wire()?;
+        let mut run = Run::owning(sched, wire, work, offsets, op);
+        run.finish = finish;
+        Ok(self.start(Active::Sched(run)))
     }
 
     /// Rank i gets block i (of `recv.len()` elements) of the combination of
