@@ -226,6 +226,64 @@ pub fn allgather_ring(group: &[usize], me: usize) -> Schedule {
     s
 }
 
+/// Linear gather: each rank but the root sends block 0 of its own buffer
+/// (its contribution alone) to the root, which receives rank r's into its
+/// block r (the root's own is already in place). For uneven counts (gatherv).
+/// Cost (p-1)·α + nβ at the root.
+pub fn gather_linear(group: &[usize], root: usize, me: usize) -> Schedule {
+    let (p, i) = (group.len(), index_of(group, me));
+    let mut s = Schedule::default();
+    if i == root {
+        let recvs = (0..p)
+            .filter(|&r| r != root)
+            .map(|r| x(group[r], r..r + 1, Apply::Put))
+            .collect();
+        s.round(vec![], recvs);
+    } else {
+        s.round(vec![x(group[root], 0..1, Apply::Put)], vec![]);
+    }
+    s
+}
+
+/// Linear scatter, the reverse of [`gather_linear`]: the root sends its block
+/// r to rank r, which receives it as block 0 of its own buffer.
+pub fn scatter_linear(group: &[usize], root: usize, me: usize) -> Schedule {
+    let (p, i) = (group.len(), index_of(group, me));
+    let mut s = Schedule::default();
+    if i == root {
+        let sends = (0..p)
+            .filter(|&r| r != root)
+            .map(|r| x(group[r], r..r + 1, Apply::Put))
+            .collect();
+        s.round(sends, vec![]);
+    } else {
+        s.round(vec![], vec![x(group[root], 0..1, Apply::Put)]);
+    }
+    s
+}
+
+/// Inclusive prefix reduction along the ranks, in rank order: rank i
+/// combines what rank i-1 passes on (`received ⊕ block 0`) and passes the
+/// result to rank i+1. With `exclusive`, block 1 also receives rank i-1's
+/// prefix alone (sent twice), which is rank i's exclusive result. Cost
+/// (p-1)·(α + nβ) along the chain.
+pub fn scan_linear(group: &[usize], me: usize, exclusive: bool) -> Schedule {
+    let (p, i) = (group.len(), index_of(group, me));
+    let mut s = Schedule::default();
+    if i > 0 {
+        let mut recvs = vec![x(group[i - 1], 0..1, Apply::ReduceLeft)];
+        if exclusive {
+            recvs.push(x(group[i - 1], 1..2, Apply::Put));
+        }
+        s.round(vec![], recvs);
+    }
+    if i + 1 < p {
+        let copies = if exclusive { 2 } else { 1 };
+        s.round(vec![x(group[i + 1], 0..1, Apply::Put); copies], vec![]);
+    }
+    s
+}
+
 /// Pairwise all-to-all over blocks `0..2p`: blocks `0..p` are this rank's
 /// outgoing ones (block j for `group[j]`), blocks `p..2p` the incoming ones
 /// (block `p + j` from `group[j]`); the caller copies its own block `i` to
@@ -703,6 +761,59 @@ mod tests {
                     let out = simulate(&sc, init).unwrap();
                     for blocks in out {
                         assert!(blocks.iter().all(|b| b == &vec![100]), "bcast p={n}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn linear_gather_scatter_and_scans() {
+        for n in 1..=17 {
+            let g = world(n);
+            for root in [0, n / 2, n - 1] {
+                let sc: Vec<_> = (0..n).map(|r| gather_linear(&g, root, r)).collect();
+                // The root's buffer has n blocks (its own at `root`); the
+                // others' have one, their contribution.
+                let init = (0..n)
+                    .map(|r| {
+                        if r == root {
+                            (0..n)
+                                .map(|b| if b == r { vec![r] } else { vec![] })
+                                .collect()
+                        } else {
+                            vec![vec![r]]
+                        }
+                    })
+                    .collect();
+                let out = simulate(&sc, init).unwrap();
+                for b in 0..n {
+                    assert_eq!(out[root][b], vec![b], "gather_linear p={n}");
+                }
+                let sc: Vec<_> = (0..n).map(|r| scatter_linear(&g, root, r)).collect();
+                let init = (0..n)
+                    .map(|r| {
+                        if r == root {
+                            (0..n).map(|b| vec![b]).collect()
+                        } else {
+                            vec![vec![]]
+                        }
+                    })
+                    .collect();
+                let out = simulate(&sc, init).unwrap();
+                for (r, blocks) in out.iter().enumerate() {
+                    let b = if r == root { r } else { 0 };
+                    assert_eq!(blocks[b], vec![r], "scatter_linear p={n}");
+                }
+            }
+            for exclusive in [false, true] {
+                let sc: Vec<_> = (0..n).map(|r| scan_linear(&g, r, exclusive)).collect();
+                let init = (0..n).map(|r| vec![vec![r], vec![]]).collect();
+                let out = simulate(&sc, init).unwrap();
+                for (r, blocks) in out.iter().enumerate() {
+                    assert_eq!(blocks[0], (0..=r).collect::<Vec<_>>(), "scan p={n}");
+                    if exclusive && r > 0 {
+                        assert_eq!(blocks[1], (0..r).collect::<Vec<_>>(), "exscan p={n}");
                     }
                 }
             }

@@ -245,14 +245,18 @@ enum Red {
     IAll,
     /// Nonblocking reduce to this root.
     IReduce(usize),
+    /// Nonblocking scan, exclusive scan, reduce-scatter.
+    IScan,
+    IExscan,
+    IScatter(Vec<usize>),
     Scan,
     Exscan,
     /// Reduce-scatter with these counts per rank.
     Scatter(Vec<usize>),
 }
 
-/// A nonblocking allreduce in flight: the result goes to `recv` (`n`
-/// elements) when it completes.
+/// A nonblocking reduction in flight: the result goes to `recv` (`n`
+/// elements; none when `n` is 0) when it completes.
 struct NbReduce<T: Pod> {
     req: CollRequest<T>,
     recv: *mut c_void,
@@ -267,6 +271,11 @@ impl<T: Pod> CollPending for NbReduce<T> {
     fn finish(self: Box<Self>) -> R<()> {
         let NbReduce { req, recv, n } = *self;
         let result = req.wait()?;
+        if n == 0 {
+            // Nothing for this rank to write (not the root of a reduce; rank
+            // 0 of an exclusive scan).
+            return Ok(());
+        }
         if result.len() != n {
             return err(
                 MPI_ERR_INTERN,
@@ -292,11 +301,32 @@ impl<T: Pod> CollPending for NbReduce<T> {
 }
 
 /// A nonblocking collective on packed bytes in flight: on completion its
-/// result is unpacked into `out` (buffer, element count, datatype), if this
-/// rank receives anything.
+/// result is unpacked, in order, into the segments of `out` (buffer, element
+/// count), all of datatype `dt`; nothing when `out` is empty.
 struct NbBytes {
     req: CollRequest<u8>,
-    out: Option<(*mut c_void, usize, Datatype)>,
+    dt: Option<Datatype>,
+    out: Vec<(*mut c_void, usize)>,
+}
+
+impl NbBytes {
+    /// The result goes to `n` elements of `d` at `buf`.
+    fn one(req: CollRequest<u8>, buf: *mut c_void, n: usize, d: Datatype) -> NbBytes {
+        NbBytes {
+            req,
+            dt: Some(d),
+            out: vec![(buf, n)],
+        }
+    }
+
+    /// This rank receives nothing.
+    fn none(req: CollRequest<u8>) -> NbBytes {
+        NbBytes {
+            req,
+            dt: None,
+            out: Vec::new(),
+        }
+    }
 }
 
 impl CollPending for NbBytes {
@@ -305,24 +335,57 @@ impl CollPending for NbBytes {
     }
 
     fn finish(self: Box<Self>) -> R<()> {
-        let NbBytes { req, out } = *self;
+        let NbBytes { req, dt, out } = *self;
         let result = req.wait()?;
-        if let Some((buf, n, d)) = out {
-            let want = d.packed_size(n);
-            if result.len() != want {
-                return err(
-                    MPI_ERR_TRUNCATE,
-                    format!(
-                        "{} bytes arrived for a receive buffer of {want} (count and type \
-                         signatures differ between ranks)",
-                        result.len()
-                    ),
-                );
-            }
-            unpack(&result, buf, n, &d);
+        let Some(d) = dt else { return Ok(()) };
+        let want: usize = out.iter().map(|&(_, n)| d.packed_size(n)).sum();
+        if result.len() != want {
+            return err(
+                MPI_ERR_TRUNCATE,
+                format!(
+                    "{} bytes arrived for receive buffers of {want} (count and type \
+                     signatures differ between ranks)",
+                    result.len()
+                ),
+            );
         }
+        unpack_segments(&result, &out, &d);
         Ok(())
     }
+}
+
+/// The packed bytes of the segments (buffer, element count) of `d`, one after
+/// the other.
+fn pack_segments(segs: &[(*mut c_void, usize)], d: &Datatype) -> Vec<u8> {
+    let mut v = Vec::with_capacity(segs.iter().map(|&(_, n)| d.packed_size(n)).sum());
+    for &(buf, n) in segs {
+        v.extend_from_slice(&pack(buf, n, d));
+    }
+    v
+}
+
+/// Writes `bytes` (segments packed one after the other) into the segments.
+fn unpack_segments(bytes: &[u8], segs: &[(*mut c_void, usize)], d: &Datatype) {
+    let mut off = 0;
+    for &(buf, n) in segs {
+        let len = d.packed_size(n);
+        unpack(&bytes[off..off + len], buf, n, d);
+        off += len;
+    }
+}
+
+/// The segments (`buf` displaced by `displs[i]` extents, `counts[i]` elements).
+fn segments(
+    buf: *const c_void,
+    counts: &[usize],
+    displs: &[usize],
+    d: &Datatype,
+) -> Vec<(*mut c_void, usize)> {
+    counts
+        .iter()
+        .zip(displs)
+        .map(|(&n, &i)| (at(buf, i, d), n))
+        .collect()
 }
 
 /// Registers a started nonblocking collective as request `request`.
@@ -399,6 +462,22 @@ fn reduce_as<T: Pod>(
             // The result (at the root only) goes to `recv` on completion.
             let n = if c.rank() == *root { n } else { 0 };
             let req = c.ireduce(work, op, *root)?;
+            return Ok(Some(Box::new(NbReduce { req, recv, n })));
+        }
+        Red::IScan => {
+            let req = c.iscan(work, op)?;
+            return Ok(Some(Box::new(NbReduce { req, recv, n })));
+        }
+        Red::IExscan => {
+            // Rank 0's result is undefined (MPI): its buffer is left alone, as
+            // by MPI_Exscan.
+            let n = if c.rank() == 0 { 0 } else { n };
+            let req = c.iexscan(work, op)?;
+            return Ok(Some(Box::new(NbReduce { req, recv, n })));
+        }
+        Red::IScatter(cs) => {
+            let req = c.ireduce_scatter(work, cs, op)?;
+            let n = cs[c.rank()];
             return Ok(Some(Box::new(NbReduce { req, recv, n })));
         }
         Red::Scan => {
@@ -598,8 +677,8 @@ mpi! {
         let root_here = c.rank() == r;
         let data = if root_here { pack(buffer, n, &d) } else { vec![0u8; d.packed_size(n)] };
         let req = c.ibcast(data, r)?;
-        let out = (!root_here).then_some((buffer, n, d));
-        nb_request(Box::new(NbBytes { req, out }), comm, request)
+        let nb = if root_here { NbBytes::none(req) } else { NbBytes::one(req, buffer, n, d) };
+        nb_request(Box::new(nb), comm, request)
     }
 
     fn MPI_Ireduce / PMPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: c_int, op: c_int, root: c_int, comm: c_int, request: *mut c_int) {
@@ -625,7 +704,7 @@ mpi! {
             pack(sendbuf, crate::state::count(sendcount)?, &sd)
         };
         let req = c.iallgather(mine)?;
-        nb_request(Box::new(NbBytes { req, out: Some((recvbuf, rn * p, rd)) }), comm, request)
+        nb_request(Box::new(NbBytes::one(req, recvbuf, rn * p, rd)), comm, request)
     }
 
     fn MPI_Igather / PMPI_Igather(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, root: c_int, comm: c_int, request: *mut c_int) {
@@ -644,8 +723,11 @@ mpi! {
             }
         };
         let req = c.igather(mine, r)?;
-        let out = rd.map(|rd| (recvbuf, rn * p, rd));
-        nb_request(Box::new(NbBytes { req, out }), comm, request)
+        let nb = match rd {
+            Some(rd) => NbBytes::one(req, recvbuf, rn * p, rd),
+            None => NbBytes::none(req),
+        };
+        nb_request(Box::new(nb), comm, request)
     }
 
     fn MPI_Iscatter / PMPI_Iscatter(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, root: c_int, comm: c_int, request: *mut c_int) {
@@ -677,8 +759,8 @@ mpi! {
             );
         }
         let req = c.iscatter(all, block, r)?;
-        let out = (!dest_in_place).then_some((recvbuf, rn, rd));
-        nb_request(Box::new(NbBytes { req, out }), comm, request)
+        let nb = if dest_in_place { NbBytes::none(req) } else { NbBytes::one(req, recvbuf, rn, rd) };
+        nb_request(Box::new(nb), comm, request)
     }
 
     fn MPI_Ialltoall / PMPI_Ialltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, comm: c_int, request: *mut c_int) {
@@ -693,7 +775,151 @@ mpi! {
             pack(sendbuf, crate::state::count(sendcount)? * p, &sd)
         };
         let req = c.ialltoall(mine)?;
-        nb_request(Box::new(NbBytes { req, out: Some((recvbuf, rn * p, rd)) }), comm, request)
+        nb_request(Box::new(NbBytes::one(req, recvbuf, rn * p, rd)), comm, request)
+    }
+
+    fn MPI_Igatherv / PMPI_Igatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: c_int, root: c_int, comm: c_int, request: *mut c_int) {
+        let c = st()?.comm(comm)?;
+        need_request(request)?;
+        let r = check_root(&c, root)?;
+        let (p, me) = (c.size(), c.rank());
+        // The receive arguments matter at the root only.
+        let recv = if me == r {
+            let rd = st()?.dtype(recvtype)?;
+            let segs = segments(recvbuf, &counts(recvcounts, p, "recvcounts")?, &counts(displs, p, "displs")?, &rd);
+            Some((rd, segs))
+        } else {
+            None
+        };
+        let mine = match &recv {
+            Some((rd, segs)) if in_place(sendbuf) => pack_segments(&segs[me..me + 1], rd),
+            _ => {
+                let sd = st()?.dtype(sendtype)?;
+                pack(sendbuf, crate::state::count(sendcount)?, &sd)
+            }
+        };
+        let mut bytes = vec![0; p];
+        if let Some((rd, segs)) = &recv {
+            for (b, &(_, n)) in bytes.iter_mut().zip(segs) {
+                *b = rd.packed_size(n);
+            }
+        }
+        bytes[me] = mine.len();
+        let req = c.igatherv(mine, &bytes, r)?;
+        let nb = match recv {
+            Some((rd, segs)) => NbBytes { req, dt: Some(rd), out: segs },
+            None => NbBytes::none(req),
+        };
+        nb_request(Box::new(nb), comm, request)
+    }
+
+    fn MPI_Iscatterv / PMPI_Iscatterv(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, root: c_int, comm: c_int, request: *mut c_int) {
+        let c = st()?.comm(comm)?;
+        need_request(request)?;
+        let r = check_root(&c, root)?;
+        let (p, me) = (c.size(), c.rank());
+        let mut bytes = vec![0; p];
+        let (all, sd, own) = if me == r {
+            let sd = st()?.dtype(sendtype)?;
+            let segs = segments(sendbuf, &counts(sendcounts, p, "sendcounts")?, &counts(displs, p, "displs")?, &sd);
+            for (b, &(_, n)) in bytes.iter_mut().zip(&segs) {
+                *b = sd.packed_size(n);
+            }
+            (pack_segments(&segs, &sd), Some(sd), segs[me].1)
+        } else {
+            (Vec::new(), None, 0)
+        };
+        let dest_in_place = in_place(recvbuf) && me == r;
+        let (rd, rn) = match sd {
+            Some(sd) if dest_in_place => (sd, own),
+            _ => (st()?.dtype(recvtype)?, crate::state::count(recvcount)?),
+        };
+        if me != r {
+            bytes[me] = rd.packed_size(rn);
+        } else if bytes[me] != rd.packed_size(rn) {
+            return err(
+                MPI_ERR_TRUNCATE,
+                format!("the root sends itself {} bytes but receives {}", bytes[me], rd.packed_size(rn)),
+            );
+        }
+        let req = c.iscatterv(all, &bytes, r)?;
+        let nb = if dest_in_place { NbBytes::none(req) } else { NbBytes::one(req, recvbuf, rn, rd) };
+        nb_request(Box::new(nb), comm, request)
+    }
+
+    fn MPI_Iallgatherv / PMPI_Iallgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: c_int, comm: c_int, request: *mut c_int) {
+        let (c, rd) = lookup(comm, recvtype)?;
+        need_request(request)?;
+        let (p, me) = (c.size(), c.rank());
+        let segs = segments(recvbuf, &counts(recvcounts, p, "recvcounts")?, &counts(displs, p, "displs")?, &rd);
+        let mine = if in_place(sendbuf) {
+            pack_segments(&segs[me..me + 1], &rd)
+        } else {
+            let sd = st()?.dtype(sendtype)?;
+            pack(sendbuf, crate::state::count(sendcount)?, &sd)
+        };
+        let bytes: Vec<usize> = segs.iter().map(|&(_, n)| rd.packed_size(n)).collect();
+        let req = c.iallgatherv(mine, &bytes)?;
+        nb_request(Box::new(NbBytes { req, dt: Some(rd), out: segs }), comm, request)
+    }
+
+    fn MPI_Ialltoallv / PMPI_Ialltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: c_int, comm: c_int, request: *mut c_int) {
+        let (c, rd) = lookup(comm, recvtype)?;
+        need_request(request)?;
+        let p = c.size();
+        let rsegs = segments(recvbuf, &counts(recvcounts, p, "recvcounts")?, &counts(rdispls, p, "rdispls")?, &rd);
+        let (sd, ssegs) = if in_place(sendbuf) {
+            (rd.clone(), rsegs.clone())
+        } else {
+            let sd = st()?.dtype(sendtype)?;
+            let segs = segments(sendbuf, &counts(sendcounts, p, "sendcounts")?, &counts(sdispls, p, "sdispls")?, &sd);
+            (sd, segs)
+        };
+        let sb: Vec<usize> = ssegs.iter().map(|&(_, n)| sd.packed_size(n)).collect();
+        let rb: Vec<usize> = rsegs.iter().map(|&(_, n)| rd.packed_size(n)).collect();
+        let req = c.ialltoallv(pack_segments(&ssegs, &sd), &sb, &rb)?;
+        nb_request(Box::new(NbBytes { req, dt: Some(rd), out: rsegs }), comm, request)
+    }
+
+    fn MPI_Iscan / PMPI_Iscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: c_int, op: c_int, comm: c_int, request: *mut c_int) {
+        need_request(request)?;
+        let send = if in_place(sendbuf) { recvbuf as *const c_void } else { sendbuf };
+        let Some(p) = reduction_any("MPI_Iscan", Red::IScan, send, recvbuf, crate::state::count(count)?, datatype, op, comm)? else {
+            return err(MPI_ERR_INTERN, "the nonblocking scan did not start");
+        };
+        nb_request(p, comm, request)
+    }
+
+    fn MPI_Iexscan / PMPI_Iexscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: c_int, op: c_int, comm: c_int, request: *mut c_int) {
+        need_request(request)?;
+        let send = if in_place(sendbuf) { recvbuf as *const c_void } else { sendbuf };
+        let Some(p) = reduction_any("MPI_Iexscan", Red::IExscan, send, recvbuf, crate::state::count(count)?, datatype, op, comm)? else {
+            return err(MPI_ERR_INTERN, "the nonblocking exclusive scan did not start");
+        };
+        nb_request(p, comm, request)
+    }
+
+    fn MPI_Ireduce_scatter_block / PMPI_Ireduce_scatter_block(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: c_int, op: c_int, comm: c_int, request: *mut c_int) {
+        need_request(request)?;
+        let p = st()?.comm(comm)?.size();
+        let n = crate::state::count(recvcount)?;
+        let send = if in_place(sendbuf) { recvbuf as *const c_void } else { sendbuf };
+        let Some(q) = reduction_any("MPI_Ireduce_scatter_block", Red::IScatter(vec![n; p]), send, recvbuf, n * p, datatype, op, comm)? else {
+            return err(MPI_ERR_INTERN, "the nonblocking reduce-scatter did not start");
+        };
+        nb_request(q, comm, request)
+    }
+
+    fn MPI_Ireduce_scatter / PMPI_Ireduce_scatter(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: c_int, op: c_int, comm: c_int, request: *mut c_int) {
+        need_request(request)?;
+        let p = st()?.comm(comm)?.size();
+        let cs = counts(recvcounts, p, "recvcounts")?;
+        let total = cs.iter().sum();
+        let send = if in_place(sendbuf) { recvbuf as *const c_void } else { sendbuf };
+        let Some(q) = reduction_any("MPI_Ireduce_scatter", Red::IScatter(cs), send, recvbuf, total, datatype, op, comm)? else {
+            return err(MPI_ERR_INTERN, "the nonblocking reduce-scatter did not start");
+        };
+        nb_request(q, comm, request)
     }
 
     fn MPI_Bcast / PMPI_Bcast(buffer: *mut c_void, count: c_int, datatype: c_int, root: c_int, comm: c_int) {
@@ -780,11 +1006,7 @@ mpi! {
         let mut all = vec![0u8; if me == r { bytes.iter().sum() } else { 0 }];
         c.gatherv(&mine, &mut all, &bytes, r)?;
         if me == r {
-            let mut off = 0;
-            for i in 0..p {
-                unpack(&all[off..off + bytes[i]], at(recvbuf, ds[i], &rd), cs[i], &rd);
-                off += bytes[i];
-            }
+            unpack_segments(&all, &segments(recvbuf, &cs, &ds, &rd), &rd);
         }
         Ok(())
     }
@@ -816,12 +1038,11 @@ mpi! {
             (vec![0; p], vec![0; p])
         };
         let bytes: Vec<usize> = cs.iter().map(|&k| sd.packed_size(k)).collect();
-        let mut all = Vec::with_capacity(bytes.iter().sum());
-        if me == r {
-            for i in 0..p {
-                all.extend_from_slice(&pack(at(sendbuf, ds[i], &sd), cs[i], &sd));
-            }
-        }
+        let all = if me == r {
+            pack_segments(&segments(sendbuf, &cs, &ds, &sd), &sd)
+        } else {
+            Vec::new()
+        };
         let dest_in_place = in_place(recvbuf) && me == r;
         let rd = if dest_in_place { sd.clone() } else { st()?.dtype(recvtype)? };
         let rn = if dest_in_place { cs[me] } else { crate::state::count(recvcount)? };
@@ -875,11 +1096,7 @@ mpi! {
         let bytes: Vec<usize> = cs.iter().map(|&k| rd.packed_size(k)).collect();
         let mut all = vec![0u8; bytes.iter().sum()];
         c.allgatherv(&mine, &mut all, &bytes)?;
-        let mut off = 0;
-        for i in 0..p {
-            unpack(&all[off..off + bytes[i]], at(recvbuf, ds[i], &rd), cs[i], &rd);
-            off += bytes[i];
-        }
+        unpack_segments(&all, &segments(recvbuf, &cs, &ds, &rd), &rd);
         Ok(())
     }
 
@@ -917,19 +1134,12 @@ mpi! {
         } else {
             (st()?.dtype(sendtype)?, counts(sendcounts, p, "sendcounts")?, counts(sdispls, p, "sdispls")?, sendbuf)
         };
-        let mut send = Vec::new();
-        for i in 0..p {
-            send.extend_from_slice(&pack(at(base, sds[i], &sd), sc[i], &sd));
-        }
+        let send = pack_segments(&segments(base, &sc, &sds, &sd), &sd);
         let sb: Vec<usize> = sc.iter().map(|&k| sd.packed_size(k)).collect();
         let rb: Vec<usize> = rc.iter().map(|&k| rd.packed_size(k)).collect();
         let mut all = vec![0u8; rb.iter().sum()];
         c.alltoallv(&send, &sb, &mut all, &rb)?;
-        let mut off = 0;
-        for i in 0..p {
-            unpack(&all[off..off + rb[i]], at(recvbuf, rds[i], &rd), rc[i], &rd);
-            off += rb[i];
-        }
+        unpack_segments(&all, &segments(recvbuf, &rc, &rds, &rd), &rd);
         Ok(())
     }
 

@@ -87,6 +87,15 @@ large! {
     MPI_Reduce_c / PMPI_Reduce_c => PMPI_Reduce(s: V, r: M, c: i64 => n, t: c_int, op: c_int, root: c_int, comm: c_int)
     MPI_Allreduce_c / PMPI_Allreduce_c => PMPI_Allreduce(s: V, r: M, c: i64 => n, t: c_int, op: c_int, comm: c_int)
     MPI_Iallreduce_c / PMPI_Iallreduce_c => PMPI_Iallreduce(s: V, r: M, c: i64 => n, t: c_int, op: c_int, comm: c_int, req: *mut c_int)
+    MPI_Ibcast_c / PMPI_Ibcast_c => PMPI_Ibcast(b: M, c: i64 => n, t: c_int, root: c_int, comm: c_int, req: *mut c_int)
+    MPI_Ireduce_c / PMPI_Ireduce_c => PMPI_Ireduce(s: V, r: M, c: i64 => n, t: c_int, op: c_int, root: c_int, comm: c_int, req: *mut c_int)
+    MPI_Iscan_c / PMPI_Iscan_c => PMPI_Iscan(s: V, r: M, c: i64 => n, t: c_int, op: c_int, comm: c_int, req: *mut c_int)
+    MPI_Iexscan_c / PMPI_Iexscan_c => PMPI_Iexscan(s: V, r: M, c: i64 => n, t: c_int, op: c_int, comm: c_int, req: *mut c_int)
+    MPI_Ireduce_scatter_block_c / PMPI_Ireduce_scatter_block_c => PMPI_Ireduce_scatter_block(s: V, r: M, c: i64 => n, t: c_int, op: c_int, comm: c_int, req: *mut c_int)
+    MPI_Igather_c / PMPI_Igather_c => PMPI_Igather(s: V, sc: i64 => n, st: c_int, r: M, rc: i64 => n, rt: c_int, root: c_int, comm: c_int, req: *mut c_int)
+    MPI_Iscatter_c / PMPI_Iscatter_c => PMPI_Iscatter(s: V, sc: i64 => n, st: c_int, r: M, rc: i64 => n, rt: c_int, root: c_int, comm: c_int, req: *mut c_int)
+    MPI_Iallgather_c / PMPI_Iallgather_c => PMPI_Iallgather(s: V, sc: i64 => n, st: c_int, r: M, rc: i64 => n, rt: c_int, comm: c_int, req: *mut c_int)
+    MPI_Ialltoall_c / PMPI_Ialltoall_c => PMPI_Ialltoall(s: V, sc: i64 => n, st: c_int, r: M, rc: i64 => n, rt: c_int, comm: c_int, req: *mut c_int)
     MPI_Scan_c / PMPI_Scan_c => PMPI_Scan(s: V, r: M, c: i64 => n, t: c_int, op: c_int, comm: c_int)
     MPI_Exscan_c / PMPI_Exscan_c => PMPI_Exscan(s: V, r: M, c: i64 => n, t: c_int, op: c_int, comm: c_int)
     MPI_Reduce_scatter_block_c / PMPI_Reduce_scatter_block_c => PMPI_Reduce_scatter_block(s: V, r: M, c: i64 => n, t: c_int, op: c_int, comm: c_int)
@@ -171,6 +180,11 @@ large_v! {
     MPI_Allgatherv_c / PMPI_Allgatherv_c => PMPI_Allgatherv [comm] (s: V, sc: i64 => nn, st: c_int, r: M, rc: *const i64 => cs, d: *const isize => ds, rt: c_int, comm: c_int)
     MPI_Alltoallv_c / PMPI_Alltoallv_c => PMPI_Alltoallv [comm] (s: V, sc: *const i64 => cs, sd: *const isize => ds, st: c_int, r: M, rc: *const i64 => cs, rd: *const isize => ds, rt: c_int, comm: c_int)
     MPI_Reduce_scatter_c / PMPI_Reduce_scatter_c => PMPI_Reduce_scatter [comm] (s: V, r: M, rc: *const i64 => cs, t: c_int, op: c_int, comm: c_int)
+    MPI_Igatherv_c / PMPI_Igatherv_c => PMPI_Igatherv [comm] (s: V, sc: i64 => nn, st: c_int, r: M, rc: *const i64 => cs, d: *const isize => ds, rt: c_int, root: c_int, comm: c_int, req: *mut c_int)
+    MPI_Iscatterv_c / PMPI_Iscatterv_c => PMPI_Iscatterv [comm] (s: V, sc: *const i64 => cs, d: *const isize => ds, st: c_int, r: M, rc: i64 => nn, rt: c_int, root: c_int, comm: c_int, req: *mut c_int)
+    MPI_Iallgatherv_c / PMPI_Iallgatherv_c => PMPI_Iallgatherv [comm] (s: V, sc: i64 => nn, st: c_int, r: M, rc: *const i64 => cs, d: *const isize => ds, rt: c_int, comm: c_int, req: *mut c_int)
+    MPI_Ialltoallv_c / PMPI_Ialltoallv_c => PMPI_Ialltoallv [comm] (s: V, sc: *const i64 => cs, sd: *const isize => ds, st: c_int, r: M, rc: *const i64 => cs, rd: *const isize => ds, rt: c_int, comm: c_int, req: *mut c_int)
+    MPI_Ireduce_scatter_c / PMPI_Ireduce_scatter_c => PMPI_Ireduce_scatter [comm] (s: V, r: M, rc: *const i64 => cs, t: c_int, op: c_int, comm: c_int, req: *mut c_int)
 }
 
 fn nn(name: &'static str, v: i64, _p: usize) -> Result<c_int, c_int> {

@@ -759,60 +759,12 @@ pub extern "C" fn MPI_Group_range_incl() -> c_int {
     crate::unsupported("MPI_Group_range_incl")
 }
 #[no_mangle]
-pub extern "C" fn MPI_Iallgather_c() -> c_int {
-    crate::unsupported("MPI_Iallgather_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Iallgatherv() -> c_int {
-    crate::unsupported("MPI_Iallgatherv")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Iallgatherv_c() -> c_int {
-    crate::unsupported("MPI_Iallgatherv_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Ialltoall_c() -> c_int {
-    crate::unsupported("MPI_Ialltoall_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Ialltoallv() -> c_int {
-    crate::unsupported("MPI_Ialltoallv")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Ialltoallv_c() -> c_int {
-    crate::unsupported("MPI_Ialltoallv_c")
-}
-#[no_mangle]
 pub extern "C" fn MPI_Ialltoallw() -> c_int {
     crate::unsupported("MPI_Ialltoallw")
 }
 #[no_mangle]
 pub extern "C" fn MPI_Ialltoallw_c() -> c_int {
     crate::unsupported("MPI_Ialltoallw_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Ibcast_c() -> c_int {
-    crate::unsupported("MPI_Ibcast_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Iexscan() -> c_int {
-    crate::unsupported("MPI_Iexscan")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Iexscan_c() -> c_int {
-    crate::unsupported("MPI_Iexscan_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Igather_c() -> c_int {
-    crate::unsupported("MPI_Igather_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Igatherv() -> c_int {
-    crate::unsupported("MPI_Igatherv")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Igatherv_c() -> c_int {
-    crate::unsupported("MPI_Igatherv_c")
 }
 #[no_mangle]
 pub extern "C" fn MPI_Ineighbor_allgather() -> c_int {
@@ -869,46 +821,6 @@ pub extern "C" fn MPI_Intercomm_create_from_groups() -> c_int {
 #[no_mangle]
 pub extern "C" fn MPI_Intercomm_merge() -> c_int {
     crate::unsupported("MPI_Intercomm_merge")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Ireduce_c() -> c_int {
-    crate::unsupported("MPI_Ireduce_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Ireduce_scatter() -> c_int {
-    crate::unsupported("MPI_Ireduce_scatter")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Ireduce_scatter_block() -> c_int {
-    crate::unsupported("MPI_Ireduce_scatter_block")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Ireduce_scatter_block_c() -> c_int {
-    crate::unsupported("MPI_Ireduce_scatter_block_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Ireduce_scatter_c() -> c_int {
-    crate::unsupported("MPI_Ireduce_scatter_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Iscan() -> c_int {
-    crate::unsupported("MPI_Iscan")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Iscan_c() -> c_int {
-    crate::unsupported("MPI_Iscan_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Iscatter_c() -> c_int {
-    crate::unsupported("MPI_Iscatter_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Iscatterv() -> c_int {
-    crate::unsupported("MPI_Iscatterv")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Iscatterv_c() -> c_int {
-    crate::unsupported("MPI_Iscatterv_c")
 }
 #[no_mangle]
 pub extern "C" fn MPI_Isendrecv() -> c_int {
@@ -2407,60 +2319,12 @@ pub extern "C" fn PMPI_Group_range_incl() -> c_int {
     crate::unsupported("MPI_Group_range_incl")
 }
 #[no_mangle]
-pub extern "C" fn PMPI_Iallgather_c() -> c_int {
-    crate::unsupported("MPI_Iallgather_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Iallgatherv() -> c_int {
-    crate::unsupported("MPI_Iallgatherv")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Iallgatherv_c() -> c_int {
-    crate::unsupported("MPI_Iallgatherv_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Ialltoall_c() -> c_int {
-    crate::unsupported("MPI_Ialltoall_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Ialltoallv() -> c_int {
-    crate::unsupported("MPI_Ialltoallv")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Ialltoallv_c() -> c_int {
-    crate::unsupported("MPI_Ialltoallv_c")
-}
-#[no_mangle]
 pub extern "C" fn PMPI_Ialltoallw() -> c_int {
     crate::unsupported("MPI_Ialltoallw")
 }
 #[no_mangle]
 pub extern "C" fn PMPI_Ialltoallw_c() -> c_int {
     crate::unsupported("MPI_Ialltoallw_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Ibcast_c() -> c_int {
-    crate::unsupported("MPI_Ibcast_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Iexscan() -> c_int {
-    crate::unsupported("MPI_Iexscan")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Iexscan_c() -> c_int {
-    crate::unsupported("MPI_Iexscan_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Igather_c() -> c_int {
-    crate::unsupported("MPI_Igather_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Igatherv() -> c_int {
-    crate::unsupported("MPI_Igatherv")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Igatherv_c() -> c_int {
-    crate::unsupported("MPI_Igatherv_c")
 }
 #[no_mangle]
 pub extern "C" fn PMPI_Ineighbor_allgather() -> c_int {
@@ -2517,46 +2381,6 @@ pub extern "C" fn PMPI_Intercomm_create_from_groups() -> c_int {
 #[no_mangle]
 pub extern "C" fn PMPI_Intercomm_merge() -> c_int {
     crate::unsupported("MPI_Intercomm_merge")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Ireduce_c() -> c_int {
-    crate::unsupported("MPI_Ireduce_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Ireduce_scatter() -> c_int {
-    crate::unsupported("MPI_Ireduce_scatter")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Ireduce_scatter_block() -> c_int {
-    crate::unsupported("MPI_Ireduce_scatter_block")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Ireduce_scatter_block_c() -> c_int {
-    crate::unsupported("MPI_Ireduce_scatter_block_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Ireduce_scatter_c() -> c_int {
-    crate::unsupported("MPI_Ireduce_scatter_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Iscan() -> c_int {
-    crate::unsupported("MPI_Iscan")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Iscan_c() -> c_int {
-    crate::unsupported("MPI_Iscan_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Iscatter_c() -> c_int {
-    crate::unsupported("MPI_Iscatter_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Iscatterv() -> c_int {
-    crate::unsupported("MPI_Iscatterv")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Iscatterv_c() -> c_int {
-    crate::unsupported("MPI_Iscatterv_c")
 }
 #[no_mangle]
 pub extern "C" fn PMPI_Isendrecv() -> c_int {

@@ -1,5 +1,6 @@
 /* Concern: nonblocking reduce and data movement (MPI_Ibcast, MPI_Ireduce,
- * MPI_Iallgather, MPI_Igather, MPI_Iscatter, MPI_Ialltoall): correct results at
+ * MPI_Iallgather, MPI_Igather, MPI_Iscatter, MPI_Ialltoall, their v-variants,
+ * MPI_Iscan, MPI_Iexscan, MPI_Ireduce_scatter(_block)): correct results at
  * every root, several in flight at once and completed in another order than
  * started, MPI_IN_PLACE, a derived datatype, and overlap with point-to-point. */
 #include "kt.h"
@@ -116,6 +117,75 @@ int main(int argc, char **argv) {
     OK(MPI_Wait(&q, MPI_STATUS_IGNORE));
     for (int i = 0; i < N * n; i++) CHECK(a2a[i] == val(i / N, r * N + i % N));
 
+    /* The v-variants with uneven counts (rank i: i % 3 ints, some zero) placed
+     * at displacements with a gap of one int between ranks, plus scans and
+     * reduce-scatters, all in flight at once. */
+    {
+        int *cnt = malloc(sizeof(int) * n), *dsp = malloc(sizeof(int) * n);
+        int *scnt = malloc(sizeof(int) * n), *sdsp = malloc(sizeof(int) * n);
+        int *rcnt = malloc(sizeof(int) * n), *rdsp = malloc(sizeof(int) * n);
+        CHECK(cnt && dsp && scnt && sdsp && rcnt && rdsp);
+        int span = 0;
+        for (int i = 0; i < n; i++) {
+            cnt[i] = i % 3;
+            dsp[i] = span;
+            span += cnt[i] + 1;
+        }
+        int stot = 0, rtot = 0;
+        for (int j = 0; j < n; j++) {
+            scnt[j] = (r + j) % 3; /* to rank j */
+            sdsp[j] = stot;
+            stot += scnt[j];
+            rcnt[j] = (j + r) % 3; /* from rank j */
+            rdsp[j] = rtot;
+            rtot += rcnt[j];
+        }
+        int root = n / 2, gv[3 * 17 + 17], agv[3 * 17 + 17], sv[3] = {-1, -1, -1};
+        int svsrc[3 * 17 + 17], a2s[3 * 17], a2r[3 * 17];
+        CHECK(n <= 17);
+        for (int i = 0; i < span; i++) gv[i] = agv[i] = -1;
+        for (int i = 0; i < n; i++)
+            for (int k = 0; k < cnt[i]; k++) svsrc[dsp[i] + k] = r == root ? val(i, k) + 3 : -5;
+        for (int j = 0; j < n; j++)
+            for (int k = 0; k < scnt[j]; k++) a2s[sdsp[j] + k] = val(r, j * 10 + k);
+        for (int i = 0; i < rtot; i++) a2r[i] = -1;
+        int mine_v[2] = {val(r, 0), val(r, 1)};
+        int sc1[2] = {r + 1, 2}, sc1o[2] = {-1, -1}, ex1o[2] = {-1, -1};
+        int rsb_in[2 * 17], rsb_out[2] = {-1, -1}, rs_in[3 * 17], rs_out[3] = {-1, -1, -1};
+        for (int i = 0; i < 2 * n; i++) rsb_in[i] = r + i;
+        int rs_tot = 0;
+        for (int i = 0; i < n; i++) rs_tot += cnt[i];
+        for (int i = 0; i < rs_tot; i++) rs_in[i] = r * i;
+        MPI_Request q[8];
+        OK(MPI_Igatherv(mine_v, cnt[r], MPI_INT, gv, cnt, dsp, MPI_INT, root, MPI_COMM_WORLD, &q[0]));
+        OK(MPI_Iscatterv(svsrc, cnt, dsp, MPI_INT, sv, cnt[r], MPI_INT, root, MPI_COMM_WORLD, &q[1]));
+        OK(MPI_Iallgatherv(mine_v, cnt[r], MPI_INT, agv, cnt, dsp, MPI_INT, MPI_COMM_WORLD, &q[2]));
+        OK(MPI_Ialltoallv(a2s, scnt, sdsp, MPI_INT, a2r, rcnt, rdsp, MPI_INT, MPI_COMM_WORLD, &q[3]));
+        OK(MPI_Iscan(sc1, sc1o, 2, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &q[4]));
+        OK(MPI_Iexscan(sc1, ex1o, 2, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &q[5]));
+        OK(MPI_Ireduce_scatter_block(rsb_in, rsb_out, 2, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &q[6]));
+        OK(MPI_Ireduce_scatter(rs_in, rs_out, cnt, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &q[7]));
+        OK(MPI_Waitall(8, q, MPI_STATUSES_IGNORE));
+        for (int i = 0; i < n; i++) {
+            for (int k = 0; k < cnt[i]; k++) {
+                CHECK(agv[dsp[i] + k] == val(i, k));
+                CHECK(gv[dsp[i] + k] == (r == root ? val(i, k) : -1));
+            }
+            CHECK(agv[dsp[i] + cnt[i]] == -1); /* the gaps stay */
+        }
+        for (int k = 0; k < 3; k++) CHECK(sv[k] == (k < cnt[r] ? val(r, k) + 3 : -1));
+        for (int j = 0; j < n; j++)
+            for (int k = 0; k < rcnt[j]; k++) CHECK(a2r[rdsp[j] + k] == val(j, r * 10 + k));
+        CHECK(sc1o[0] == (r + 1) * (r + 2) / 2 && sc1o[1] == 2 * (r + 1));
+        if (r > 0) CHECK(ex1o[0] == r * (r + 1) / 2 && ex1o[1] == 2 * r);
+        else CHECK(ex1o[0] == -1 && ex1o[1] == -1); /* rank 0: left alone */
+        for (int k = 0; k < 2; k++) CHECK(rsb_out[k] == n * (n - 1) / 2 + n * (2 * r + k));
+        int off = 0;
+        for (int i = 0; i < r; i++) off += cnt[i];
+        for (int k = 0; k < 3; k++) CHECK(rs_out[k] == (k < cnt[r] ? (n - 1) * (off + k) : -1));
+        free(cnt); free(dsp); free(scnt); free(sdsp); free(rcnt); free(rdsp);
+    }
+
     /* A derived type: every other int of 2N, broadcast from rank 0, completed
      * by MPI_Test. */
     MPI_Datatype every2;
@@ -128,6 +198,26 @@ int main(int argc, char **argv) {
     while (!flag) OK(MPI_Test(&q, &flag, MPI_STATUS_IGNORE));
     for (int i = 0; i < 2 * N; i++) CHECK(v[i] == (i % 2 == 0 || r == 0 ? 100 + i : -1));
     OK(MPI_Type_free(&every2));
+
+    /* Large-count forms (MPI 4), which take MPI_Count and MPI_Aint arrays. */
+    {
+        MPI_Count cc[17], one = 1;
+        MPI_Aint dd[17];
+        int got[17], x = r * 3;
+        CHECK(n <= 17);
+        for (int i = 0; i < n; i++) {
+            cc[i] = 1;
+            dd[i] = n - 1 - i; /* reversed placement */
+            got[i] = -1;
+        }
+        OK(MPI_Iallgatherv_c(&x, one, MPI_INT, got, cc, dd, MPI_INT, MPI_COMM_WORLD, &q));
+        OK(MPI_Wait(&q, MPI_STATUS_IGNORE));
+        for (int i = 0; i < n; i++) CHECK(got[n - 1 - i] == i * 3);
+        int b = r == n - 1 ? 42 : 0;
+        OK(MPI_Ibcast_c(&b, one, MPI_INT, n - 1, MPI_COMM_WORLD, &q));
+        OK(MPI_Wait(&q, MPI_STATUS_IGNORE));
+        CHECK(b == 42);
+    }
 
     /* Errors under MPI_ERRORS_RETURN: a bad root, a NULL request. */
     OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));

@@ -337,6 +337,97 @@ fn nonblocking_movement(w: &Comm) -> R {
             me,
         )?;
     }
+    // The v-variants with uneven counts (some zero), scans and reduce-scatter,
+    // again all in flight at once.
+    let counts: Vec<usize> = (0..p).map(|r| r % 3).collect();
+    let total: usize = counts.iter().sum();
+    let start = |r: usize| counts[..r].iter().sum::<usize>();
+    let concat: Vec<u64> = (0..p)
+        .flat_map(|r| (0..counts[r]).map(move |i| val(r, i)))
+        .collect();
+    let root = p / 2;
+    let gv = w.igatherv((0..counts[me]).map(|i| val(me, i)).collect(), &counts, root)?;
+    let sv = w.iscatterv(
+        if me == root {
+            concat.clone()
+        } else {
+            Vec::new()
+        },
+        &counts,
+        root,
+    )?;
+    let agv = w.iallgatherv((0..counts[me]).map(|i| val(me, i)).collect(), &counts)?;
+    // Rank me sends (me + j) % 3 elements to rank j, so it receives (i + me) % 3 from rank i.
+    let sc: Vec<usize> = (0..p).map(|j| (me + j) % 3).collect();
+    let rc: Vec<usize> = (0..p).map(|i| (i + me) % 3).collect();
+    let a2v_send: Vec<u64> = (0..p)
+        .flat_map(|j| (0..sc[j]).map(move |i| val(me, j * 10 + i)))
+        .collect();
+    let a2v = w.ialltoallv(a2v_send, &sc, &rc)?;
+    let isc = w.iscan(vec![me as u64 + 1, 2], &Op::sum())?;
+    let iex = w.iexscan(vec![me as u64 + 1, 2], &Op::sum())?;
+    // "Keep the left operand": not commutative, so rank order shows.
+    let left = Op::user(false, |a: &[u64], b: &mut [u64]| b.copy_from_slice(a));
+    let iscl = w.iscan(vec![me as u64 + 5], &left)?;
+    let rs = w.ireduce_scatter(
+        (0..total).map(|i| (me + i) as u64).collect(),
+        &counts,
+        &Op::sum(),
+    )?;
+    let rsl = w.ireduce_scatter(
+        (0..total).map(|i| (me * 100 + i) as u64).collect(),
+        &counts,
+        &left,
+    )?;
+
+    let what = |s: &str| format!("{s} p={p}");
+    let mut rsl_want = Vec::new();
+    for i in start(me)..start(me) + counts[me] {
+        rsl_want.push(i as u64); // rank 0's element
+    }
+    eq(
+        &rsl.wait()?,
+        &rsl_want,
+        &what("ireduce_scatter, non-commutative"),
+        me,
+    )?;
+    let rs_want: Vec<u64> = (start(me)..start(me) + counts[me])
+        .map(|i| (0..p).map(|r| (r + i) as u64).sum())
+        .collect();
+    eq(&rs.wait()?, &rs_want, &what("ireduce_scatter"), me)?;
+    eq(&iscl.wait()?, &[5], &what("iscan, non-commutative"), me)?;
+    let pre = |k: usize| (k * (k + 1) / 2) as u64;
+    let ex = iex.wait()?;
+    if me > 0 {
+        eq(&ex, &[pre(me), 2 * me as u64], &what("iexscan"), me)?;
+    } else {
+        eq(&ex, &[1, 2], &what("iexscan on rank 0"), me)?;
+    }
+    eq(
+        &isc.wait()?,
+        &[pre(me + 1), 2 * (me as u64 + 1)],
+        &what("iscan"),
+        me,
+    )?;
+    let a2v_want: Vec<u64> = (0..p)
+        .flat_map(|i| (0..rc[i]).map(move |k| val(i, me * 10 + k)))
+        .collect();
+    eq(&a2v.wait()?, &a2v_want, &what("ialltoallv"), me)?;
+    eq(&agv.wait()?, &concat, &what("iallgatherv"), me)?;
+    eq(
+        &sv.wait()?,
+        &concat[start(me)..start(me) + counts[me]],
+        &what("iscatterv"),
+        me,
+    )?;
+    let g = gv.wait()?;
+    eq(
+        &g,
+        if me == root { &concat[..] } else { &[] },
+        &what("igatherv"),
+        me,
+    )?;
+
     // A request dropped unwaited does not disturb the next collectives.
     drop(w.ibcast(vec![me as u8; 5], 0)?);
     let mut x = [1u32];

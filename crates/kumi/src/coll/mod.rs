@@ -40,9 +40,10 @@
 //! payload half) go through the area too, so they match blocking ones as
 //! before; a longer blocking allreduce (single copy) does not match an
 //! `iallreduce` (MPI does not ask blocking and nonblocking collectives to
-//! match). `ireduce`, `ibcast`, `iallgather`, `igather`, `iscatter` and
-//! `ialltoall` always run their message schedules (binomial trees, ring,
-//! pairwise exchange) on a buffer the request owns.
+//! match). `ireduce`, `ibcast`, `iallgather(v)`, `igather(v)`, `iscatter(v)`,
+//! `ialltoall(v)`, `iscan`, `iexscan` and `ireduce_scatter` always run message
+//! schedules (binomial trees, ring, linear, pairwise exchange, a chain for the
+//! scans) on a buffer the request owns.
 //!
 //! **Two levels.** When a communicator spans hosts, barrier, bcast and
 //! allreduce run inside each host first (to the host's first rank), then among
@@ -75,7 +76,7 @@ use crate::progress::EngineRef;
 use bytemuck::Pod;
 use exec::{AlignedBuf, ByteOp, Finish, Run, Wire};
 use kumi_core::call::Call;
-use kumi_core::coll::{self as sc, Apply, Round, Schedule, Xfer};
+use kumi_core::coll::{self as sc, Schedule};
 use kumi_core::TAG_UB;
 // foldhash, not SipHash: `comms` is looked up on every collective call, and
 // SipHash of the context id was a quarter of a shared-memory barrier's
@@ -1120,6 +1121,203 @@ impl Comm {
         )
     }
 
+    /// Starts a [`Comm::gatherv`] (linear): `wait` returns, at the root, the
+    /// `counts[i]` elements of each rank i one after the other, and an empty
+    /// vector elsewhere.
+    #[track_caller]
+    pub fn igatherv<T: Pod>(
+        &self,
+        send: Vec<T>,
+        counts: &[usize],
+        root: usize,
+    ) -> Result<CollRequest<T>> {
+        self.check_root(root)?;
+        self.check_counts(counts)?;
+        let me = self.rank();
+        if send.len() != counts[me] {
+            return Err(bad(
+                "send",
+                send.len(),
+                format!("counts[{me}] = {}", counts[me]),
+            ));
+        }
+        let elem = std::mem::size_of::<T>();
+        let sched = sc::gather_linear(&self.group(), root, me);
+        if me != root {
+            let n = send.len() * elem;
+            let finish: Finish = Box::new(|_| AlignedBuf::zeroed(0));
+            return self.start_sched(
+                sched,
+                AlignedBuf::from_bytes(as_bytes(&send)),
+                vec![0, n],
+                None,
+                Some(finish),
+            );
+        }
+        let offsets = count_offsets(counts, elem);
+        let mut work = AlignedBuf::zeroed(offsets[counts.len()]);
+        work.bytes_mut()[offsets[me]..offsets[me + 1]].copy_from_slice(as_bytes(&send));
+        self.start_sched(sched, work, offsets, None, None)
+    }
+
+    /// Starts a [`Comm::scatterv`] (linear) of the root's `send` (the sum of
+    /// `counts` elements; other ranks' `send` is not used): `wait` returns
+    /// this rank's `counts[rank]` elements.
+    #[track_caller]
+    pub fn iscatterv<T: Pod>(
+        &self,
+        send: Vec<T>,
+        counts: &[usize],
+        root: usize,
+    ) -> Result<CollRequest<T>> {
+        self.check_root(root)?;
+        self.check_counts(counts)?;
+        let me = self.rank();
+        let total: usize = counts.iter().sum();
+        if me == root && send.len() != total {
+            return Err(bad(
+                "send",
+                send.len(),
+                format!("the sum of counts ({total}) at the root"),
+            ));
+        }
+        let elem = std::mem::size_of::<T>();
+        let sched = sc::scatter_linear(&self.group(), root, me);
+        if me != root {
+            let n = counts[me] * elem;
+            return self.start_sched(sched, AlignedBuf::zeroed(n), vec![0, n], None, None);
+        }
+        let offsets = count_offsets(counts, elem);
+        let (a, b) = (offsets[me], offsets[me + 1]);
+        let finish: Finish = Box::new(move |w| AlignedBuf::from_bytes(&w.bytes()[a..b]));
+        self.start_sched(
+            sched,
+            AlignedBuf::from_bytes(as_bytes(&send)),
+            offsets,
+            None,
+            Some(finish),
+        )
+    }
+
+    /// Starts a [`Comm::allgatherv`] (ring): `wait` returns the `counts[i]`
+    /// elements of each rank i one after the other.
+    #[track_caller]
+    pub fn iallgatherv<T: Pod>(&self, send: Vec<T>, counts: &[usize]) -> Result<CollRequest<T>> {
+        self.check_counts(counts)?;
+        let me = self.rank();
+        if send.len() != counts[me] {
+            return Err(bad(
+                "send",
+                send.len(),
+                format!("counts[{me}] = {}", counts[me]),
+            ));
+        }
+        let offsets = count_offsets(counts, std::mem::size_of::<T>());
+        let mut work = AlignedBuf::zeroed(offsets[counts.len()]);
+        work.bytes_mut()[offsets[me]..offsets[me + 1]].copy_from_slice(as_bytes(&send));
+        let sched = sc::allgather_ring(&self.group(), me);
+        self.start_sched(sched, work, offsets, None, None)
+    }
+
+    /// Starts a [`Comm::alltoallv`]: `send` holds `send_counts[j]` elements for
+    /// each rank j one after the other; `wait` returns the `recv_counts[i]`
+    /// elements from each rank i one after the other.
+    #[track_caller]
+    pub fn ialltoallv<T: Pod>(
+        &self,
+        send: Vec<T>,
+        send_counts: &[usize],
+        recv_counts: &[usize],
+    ) -> Result<CollRequest<T>> {
+        self.check_counts(send_counts)?;
+        self.check_counts(recv_counts)?;
+        let (p, me) = (self.size(), self.rank());
+        let st: usize = send_counts.iter().sum();
+        if send.len() != st || send_counts[me] != recv_counts[me] {
+            return Err(bad(
+                "send",
+                send.len(),
+                format!(
+                    "the sum of send_counts ({st}), with send_counts[{me}] == recv_counts[{me}]"
+                ),
+            ));
+        }
+        let counts: Vec<usize> = send_counts.iter().chain(recv_counts).copied().collect();
+        let offsets = count_offsets(&counts, std::mem::size_of::<T>());
+        let mut work = AlignedBuf::zeroed(offsets[2 * p]);
+        let w = work.bytes_mut();
+        w[..offsets[p]].copy_from_slice(as_bytes(&send));
+        w.copy_within(offsets[me]..offsets[me + 1], offsets[p + me]);
+        let start = offsets[p];
+        let sched = sc::alltoall_pairwise(&self.group(), me);
+        let finish: Finish = Box::new(move |w| AlignedBuf::from_bytes(&w.bytes()[start..]));
+        self.start_sched(sched, work, offsets, None, Some(finish))
+    }
+
+    /// Starts a [`Comm::scan`] (inclusive, in rank order, along the ranks):
+    /// `wait` returns the combination of ranks 0..=rank.
+    #[track_caller]
+    pub fn iscan<T: Pod>(&self, buf: Vec<T>, op: &Op<T>) -> Result<CollRequest<T>> {
+        op.check()?;
+        let n = std::mem::size_of_val(buf.as_slice());
+        let sched = sc::scan_linear(&self.group(), self.rank(), false);
+        let work = AlignedBuf::from_bytes(as_bytes(&buf));
+        self.start_sched(sched, work, vec![0, n], Some(op.bytes_fn()), None)
+    }
+
+    /// Starts an exclusive scan: `wait` returns the combination of ranks
+    /// 0..rank, and on rank 0 its own `buf` (as [`Comm::exscan_in_place`]
+    /// leaves it).
+    #[track_caller]
+    pub fn iexscan<T: Pod>(&self, buf: Vec<T>, op: &Op<T>) -> Result<CollRequest<T>> {
+        op.check()?;
+        let me = self.rank();
+        let n = std::mem::size_of_val(buf.as_slice());
+        let mut work = AlignedBuf::zeroed(2 * n);
+        work.bytes_mut()[..n].copy_from_slice(as_bytes(&buf));
+        let sched = sc::scan_linear(&self.group(), me, true);
+        let keep = if me == 0 { 0..n } else { n..2 * n };
+        let finish: Finish = Box::new(move |w| AlignedBuf::from_bytes(&w.bytes()[keep]));
+        self.start_sched(
+            sched,
+            work,
+            vec![0, n, 2 * n],
+            Some(op.bytes_fn()),
+            Some(finish),
+        )
+    }
+
+    /// Starts a [`Comm::reduce_scatter`] (a binomial reduce of all blocks to
+    /// rank 0, then a binomial scatter): `wait` returns this rank's
+    /// `counts[rank]` elements of the combination.
+    #[track_caller]
+    pub fn ireduce_scatter<T: Pod>(
+        &self,
+        send: Vec<T>,
+        counts: &[usize],
+        op: &Op<T>,
+    ) -> Result<CollRequest<T>> {
+        op.check()?;
+        self.check_counts(counts)?;
+        let (p, me) = (self.size(), self.rank());
+        let total: usize = counts.iter().sum();
+        if send.len() != total {
+            return Err(bad(
+                "send",
+                send.len(),
+                format!("the sum of counts ({total})"),
+            ));
+        }
+        let g = self.group();
+        let sched =
+            sc::reduce_binomial(&g, 0, me, p, op.commutative).then(sc::scatter_binomial(&g, 0, me));
+        let offsets = count_offsets(counts, std::mem::size_of::<T>());
+        let (a, b) = (offsets[me], offsets[me + 1]);
+        let finish: Finish = Box::new(move |w| AlignedBuf::from_bytes(&w.bytes()[a..b]));
+        let work = AlignedBuf::from_bytes(as_bytes(&send));
+        self.start_sched(sched, work, offsets, Some(op.bytes_fn()), Some(finish))
+    }
+
     /// Starts `sched` on a buffer the request owns.
     fn start_sched<T: Pod>(
         &self,
@@ -1442,7 +1640,7 @@ impl Comm {
         let at = Location::caller();
         self.check_root(root)?;
         self.check_counts(counts)?;
-        let (p, me) = (self.size(), self.rank());
+        let me = self.rank();
         let total: usize = counts.iter().sum();
         if send.len() != counts[me] || (me == root && recv.len() < total) {
             return Err(bad(
@@ -1456,22 +1654,10 @@ impl Comm {
         }
         let elem = std::mem::size_of::<T>();
         let (_, wire) = self.wire()?;
-        let mut sched = Schedule::default();
+        let sched = sc::gather_linear(&self.group(), root, me);
         if me == root {
             let start: usize = counts[..me].iter().sum();
             recv[start..start + counts[me]].copy_from_slice(send);
-            let recvs = (0..p)
-                .filter(|&r| r != root)
-                .map(|r| Xfer {
-                    peer: r,
-                    blocks: r..r + 1,
-                    apply: Apply::Put,
-                })
-                .collect();
-            sched.rounds.push(Round {
-                sends: vec![],
-                recvs,
-            });
             let offsets = count_offsets(counts, elem);
             self.run(
                 sched,
@@ -1483,14 +1669,6 @@ impl Comm {
                 at,
             )
         } else {
-            sched.rounds.push(Round {
-                sends: vec![Xfer {
-                    peer: root,
-                    blocks: 0..1,
-                    apply: Apply::Put,
-                }],
-                recvs: vec![],
-            });
             let mut work = send.to_vec();
             let n = std::mem::size_of_val(send);
             self.run(
@@ -1518,7 +1696,7 @@ impl Comm {
         let at = Location::caller();
         self.check_root(root)?;
         self.check_counts(counts)?;
-        let (p, me) = (self.size(), self.rank());
+        let me = self.rank();
         let total: usize = counts.iter().sum();
         if recv.len() != counts[me] || (me == root && send.len() < total) {
             return Err(bad(
@@ -1532,22 +1710,10 @@ impl Comm {
         }
         let elem = std::mem::size_of::<T>();
         let (_, wire) = self.wire()?;
-        let mut sched = Schedule::default();
+        let sched = sc::scatter_linear(&self.group(), root, me);
         if me == root {
             let start: usize = counts[..me].iter().sum();
             recv.copy_from_slice(&send[start..start + counts[me]]);
-            let sends = (0..p)
-                .filter(|&r| r != root)
-                .map(|r| Xfer {
-                    peer: r,
-                    blocks: r..r + 1,
-                    apply: Apply::Put,
-                })
-                .collect();
-            sched.rounds.push(Round {
-                sends,
-                recvs: vec![],
-            });
             let mut work = send[..total].to_vec();
             let offsets = count_offsets(counts, elem);
             self.run(
@@ -1560,14 +1726,6 @@ impl Comm {
                 at,
             )
         } else {
-            sched.rounds.push(Round {
-                sends: vec![],
-                recvs: vec![Xfer {
-                    peer: root,
-                    blocks: 0..1,
-                    apply: Apply::Put,
-                }],
-            });
             let n = std::mem::size_of_val(recv);
             self.run(
                 sched,
@@ -1733,22 +1891,7 @@ impl Comm {
         work.resize(st + rt, T::zeroed());
         let counts: Vec<usize> = send_counts.iter().chain(recv_counts).copied().collect();
         let offsets = count_offsets(&counts, elem);
-        let mut sched = Schedule::default();
-        for k in 1..p {
-            let (to, from) = ((me + k) % p, (me + p - k) % p);
-            sched.rounds.push(Round {
-                sends: vec![Xfer {
-                    peer: to,
-                    blocks: to..to + 1,
-                    apply: Apply::Put,
-                }],
-                recvs: vec![Xfer {
-                    peer: from,
-                    blocks: p + from..p + from + 1,
-                    apply: Apply::Put,
-                }],
-            });
-        }
+        let sched = sc::alltoall_pairwise(&self.group(), me);
         let (so, ro): (usize, usize) = (
             send_counts[..me].iter().sum(),
             recv_counts[..me].iter().sum(),
