@@ -253,6 +253,8 @@ enum Red {
     Exscan,
     /// Reduce-scatter with these counts per rank.
     Scatter(Vec<usize>),
+    /// `MPI_Reduce_local`: `recv = send ⊕ recv` on this rank alone.
+    Local,
 }
 
 /// A nonblocking reduction in flight: the result goes to `recv` (`n`
@@ -479,6 +481,20 @@ fn reduce_as<T: Pod>(
             let req = c.ireduce_scatter(work, cs, op)?;
             let n = cs[c.rank()];
             return Ok(Some(Box::new(NbReduce { req, recv, n })));
+        }
+        Red::Local => {
+            let mut acc = vec![T::zeroed(); n];
+            // SAFETY: `recv` holds `n` elements (the standard's contract); the
+            // copy goes into an aligned vector of the same size.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    recv as *const u8,
+                    acc.as_mut_ptr() as *mut u8,
+                    n * elem,
+                )
+            };
+            op.apply(&work, &mut acc)?;
+            (acc, true)
         }
         Red::Scan => {
             c.scan_in_place(&mut work, op)?;
@@ -936,6 +952,12 @@ mpi! {
     fn MPI_Allreduce / PMPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: c_int, op: c_int, comm: c_int) {
         let send = if in_place(sendbuf) { recvbuf as *const c_void } else { sendbuf };
         reduction("MPI_Allreduce", Red::All, send, recvbuf, crate::state::count(count)?, datatype, op, comm)
+    }
+
+    fn MPI_Reduce_local / PMPI_Reduce_local(inbuf: *const c_void, inoutbuf: *mut c_void, count: c_int, datatype: c_int, op: c_int) {
+        // No communication: MPI_COMM_SELF stands in for the communicator the
+        // dispatch wants.
+        reduction("MPI_Reduce_local", Red::Local, inbuf, inoutbuf, crate::state::count(count)?, datatype, op, MPI_COMM_SELF)
     }
 
     fn MPI_Scan / PMPI_Scan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: c_int, op: c_int, comm: c_int) {

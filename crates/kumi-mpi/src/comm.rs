@@ -354,6 +354,101 @@ fn dims_create(n: c_int, dims: &mut [c_int]) -> R<()> {
     Ok(())
 }
 
+/// `MPI_Group_incl`: the members at `rs` of `group`, in that order.
+fn group_incl(group: c_int, rs: &[c_int], newgroup: *mut c_int) -> R<()> {
+    let mut s = st()?;
+    let g = s.group(group)?;
+    let mut v = Vec::with_capacity(rs.len());
+    for &r in rs {
+        match g.get(r as usize) {
+            Some(&w) if r >= 0 && !v.contains(&w) => v.push(w),
+            _ => {
+                return err(
+                    MPI_ERR_RANK,
+                    format!(
+                        "rank {r} is not in the group of {} (or is listed twice)",
+                        g.len()
+                    ),
+                )
+            }
+        }
+    }
+    let h = s.new_group(v);
+    drop(s);
+    out(newgroup, "newgroup", h)
+}
+
+/// `MPI_Group_excl`: the members of `group` but those at `rs`, in order.
+fn group_excl(group: c_int, rs: &[c_int], newgroup: *mut c_int) -> R<()> {
+    let mut s = st()?;
+    let g = s.group(group)?;
+    for &r in rs {
+        if r < 0 || r as usize >= g.len() {
+            return err(
+                MPI_ERR_RANK,
+                format!("rank {r} is not in the group of {}", g.len()),
+            );
+        }
+    }
+    let v: Vec<u32> = g
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !rs.contains(&(*i as c_int)))
+        .map(|(_, &w)| w)
+        .collect();
+    let h = s.new_group(v);
+    drop(s);
+    out(newgroup, "newgroup", h)
+}
+
+/// The ranks of `n` (first, last, stride) triplets, in order. A stride of 0,
+/// or one that walks away from `last`, is refused (the range would be
+/// endless or meaningless); so is a list longer than any group can be.
+fn expand_ranges(ranges: *const [c_int; 3], n: c_int) -> R<Vec<c_int>> {
+    let mut v = Vec::new();
+    for &[first, last, stride] in slice(ranges, n, "ranges")? {
+        if stride == 0
+            || (i64::from(last) - i64::from(first)).signum() * i64::from(stride.signum()) < 0
+        {
+            return err(
+                MPI_ERR_ARG,
+                format!("range ({first}, {last}, {stride}): the stride must be nonzero and lead from first to last"),
+            );
+        }
+        let mut r = first as i64;
+        while (stride > 0 && r <= last as i64) || (stride < 0 && r >= last as i64) {
+            if v.len() >= 1 << 24 {
+                return err(MPI_ERR_ARG, "the ranges name more than 2^24 ranks");
+            }
+            v.push(r as c_int);
+            r += stride as i64;
+        }
+    }
+    Ok(v)
+}
+
+/// `MPI_Comm_dup`: a new communicator of the same group, topology, error
+/// handler and (copied) attributes.
+fn comm_dup(comm: c_int, newcomm: *mut c_int) -> R<()> {
+    let (c, cart) = {
+        let mut s = st()?;
+        let e = s.comm_entry(comm)?;
+        (e.comm.clone(), e.cart.clone())
+    };
+    let d = c.dup()?;
+    new_comm(comm, Some(d), cart, newcomm)?;
+    let h = read(newcomm, "newcomm")?;
+    copy_attrs(comm, h)
+}
+
+/// An info argument: `MPI_INFO_NULL` or a live info object.
+fn check_info(s: &mut State, h: c_int) -> R<()> {
+    if h != MPI_INFO_NULL {
+        info_entry(s, h)?;
+    }
+    Ok(())
+}
+
 fn info_entry(s: &mut State, h: c_int) -> R<&mut Vec<(String, String)>> {
     match s.infos.get_mut(&h) {
         Some(i) => Ok(i),
@@ -401,15 +496,30 @@ mpi! {
     }
 
     fn MPI_Comm_dup / PMPI_Comm_dup(comm: c_int, newcomm: *mut c_int) {
-        let (c, cart) = {
-            let mut s = st()?;
-            let e = s.comm_entry(comm)?;
-            (e.comm.clone(), e.cart.clone())
-        };
-        let d = c.dup()?;
-        new_comm(comm, Some(d), cart, newcomm)?;
-        let h = read(newcomm, "newcomm")?;
-        copy_attrs(comm, h)
+        comm_dup(comm, newcomm)
+    }
+
+    // kumi acts on no communicator hints: they are checked and ignored, and
+    // MPI_Comm_get_info returns an empty info object (the standard asks for
+    // the hints the implementation did not ignore).
+    fn MPI_Comm_dup_with_info / PMPI_Comm_dup_with_info(comm: c_int, info: c_int, newcomm: *mut c_int) {
+        check_info(&mut *st()?, info)?;
+        comm_dup(comm, newcomm)
+    }
+
+    fn MPI_Comm_set_info / PMPI_Comm_set_info(comm: c_int, info: c_int) {
+        let mut s = st()?;
+        s.comm_entry(comm)?;
+        check_info(&mut s, info)
+    }
+
+    fn MPI_Comm_get_info / PMPI_Comm_get_info(comm: c_int, info_used: *mut c_int) {
+        let mut s = st()?;
+        s.comm_entry(comm)?;
+        let h = s.fresh(NEW_INFO);
+        s.infos.insert(h, Vec::new());
+        drop(s);
+        out(info_used, "info_used", h)
     }
 
     fn MPI_Comm_split / PMPI_Comm_split(comm: c_int, color: c_int, key: c_int, newcomm: *mut c_int) {
@@ -525,40 +635,22 @@ mpi! {
         out(rank, "rank", r.map_or(MPI_UNDEFINED, |r| r as c_int))
     }
 
+    fn MPI_Group_range_incl / PMPI_Group_range_incl(group: c_int, n: c_int, ranges: *const [c_int; 3], newgroup: *mut c_int) {
+        let rs = expand_ranges(ranges, n)?;
+        group_incl(group, &rs, newgroup)
+    }
+
+    fn MPI_Group_range_excl / PMPI_Group_range_excl(group: c_int, n: c_int, ranges: *const [c_int; 3], newgroup: *mut c_int) {
+        let rs = expand_ranges(ranges, n)?;
+        group_excl(group, &rs, newgroup)
+    }
+
     fn MPI_Group_incl / PMPI_Group_incl(group: c_int, n: c_int, ranks: *const c_int, newgroup: *mut c_int) {
-        let rs = slice(ranks, n, "ranks")?;
-        let mut s = st()?;
-        let g = s.group(group)?;
-        let mut v = Vec::with_capacity(rs.len());
-        for &r in rs {
-            match g.get(r as usize) {
-                Some(&w) if r >= 0 && !v.contains(&w) => v.push(w),
-                _ => return err(MPI_ERR_RANK, format!("rank {r} is not in the group of {} (or is listed twice)", g.len())),
-            }
-        }
-        let h = s.new_group(v);
-        drop(s);
-        out(newgroup, "newgroup", h)
+        group_incl(group, slice(ranks, n, "ranks")?, newgroup)
     }
 
     fn MPI_Group_excl / PMPI_Group_excl(group: c_int, n: c_int, ranks: *const c_int, newgroup: *mut c_int) {
-        let rs = slice(ranks, n, "ranks")?;
-        let mut s = st()?;
-        let g = s.group(group)?;
-        for &r in rs {
-            if r < 0 || r as usize >= g.len() {
-                return err(MPI_ERR_RANK, format!("rank {r} is not in the group of {}", g.len()));
-            }
-        }
-        let v: Vec<u32> = g
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| !rs.contains(&(*i as c_int)))
-            .map(|(_, &w)| w)
-            .collect();
-        let h = s.new_group(v);
-        drop(s);
-        out(newgroup, "newgroup", h)
+        group_excl(group, slice(ranks, n, "ranks")?, newgroup)
     }
 
     fn MPI_Group_union / PMPI_Group_union(group1: c_int, group2: c_int, newgroup: *mut c_int) {

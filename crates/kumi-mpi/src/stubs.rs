@@ -239,14 +239,6 @@ pub extern "C" fn MPI_Comm_disconnect() -> c_int {
     crate::unsupported("MPI_Comm_disconnect")
 }
 #[no_mangle]
-pub extern "C" fn MPI_Comm_dup_with_info() -> c_int {
-    crate::unsupported("MPI_Comm_dup_with_info")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Comm_get_info() -> c_int {
-    crate::unsupported("MPI_Comm_get_info")
-}
-#[no_mangle]
 pub extern "C" fn MPI_Comm_get_parent() -> c_int {
     crate::unsupported("MPI_Comm_get_parent")
 }
@@ -269,10 +261,6 @@ pub extern "C" fn MPI_Comm_remote_group() -> c_int {
 #[no_mangle]
 pub extern "C" fn MPI_Comm_remote_size() -> c_int {
     crate::unsupported("MPI_Comm_remote_size")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Comm_set_info() -> c_int {
-    crate::unsupported("MPI_Comm_set_info")
 }
 #[no_mangle]
 pub extern "C" fn MPI_Comm_spawn() -> c_int {
@@ -751,14 +739,6 @@ pub extern "C" fn MPI_Group_from_session_pset() -> c_int {
     crate::unsupported("MPI_Group_from_session_pset")
 }
 #[no_mangle]
-pub extern "C" fn MPI_Group_range_excl() -> c_int {
-    crate::unsupported("MPI_Group_range_excl")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Group_range_incl() -> c_int {
-    crate::unsupported("MPI_Group_range_incl")
-}
-#[no_mangle]
 pub extern "C" fn MPI_Ialltoallw() -> c_int {
     crate::unsupported("MPI_Ialltoallw")
 }
@@ -1001,10 +981,6 @@ pub extern "C" fn MPI_Reduce_init() -> c_int {
 #[no_mangle]
 pub extern "C" fn MPI_Reduce_init_c() -> c_int {
     crate::unsupported("MPI_Reduce_init_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Reduce_local() -> c_int {
-    crate::unsupported("MPI_Reduce_local")
 }
 #[no_mangle]
 pub extern "C" fn MPI_Reduce_local_c() -> c_int {
@@ -1799,14 +1775,6 @@ pub extern "C" fn PMPI_Comm_disconnect() -> c_int {
     crate::unsupported("MPI_Comm_disconnect")
 }
 #[no_mangle]
-pub extern "C" fn PMPI_Comm_dup_with_info() -> c_int {
-    crate::unsupported("MPI_Comm_dup_with_info")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Comm_get_info() -> c_int {
-    crate::unsupported("MPI_Comm_get_info")
-}
-#[no_mangle]
 pub extern "C" fn PMPI_Comm_get_parent() -> c_int {
     crate::unsupported("MPI_Comm_get_parent")
 }
@@ -1829,10 +1797,6 @@ pub extern "C" fn PMPI_Comm_remote_group() -> c_int {
 #[no_mangle]
 pub extern "C" fn PMPI_Comm_remote_size() -> c_int {
     crate::unsupported("MPI_Comm_remote_size")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Comm_set_info() -> c_int {
-    crate::unsupported("MPI_Comm_set_info")
 }
 #[no_mangle]
 pub extern "C" fn PMPI_Comm_spawn() -> c_int {
@@ -2311,14 +2275,6 @@ pub extern "C" fn PMPI_Group_from_session_pset() -> c_int {
     crate::unsupported("MPI_Group_from_session_pset")
 }
 #[no_mangle]
-pub extern "C" fn PMPI_Group_range_excl() -> c_int {
-    crate::unsupported("MPI_Group_range_excl")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Group_range_incl() -> c_int {
-    crate::unsupported("MPI_Group_range_incl")
-}
-#[no_mangle]
 pub extern "C" fn PMPI_Ialltoallw() -> c_int {
     crate::unsupported("MPI_Ialltoallw")
 }
@@ -2561,10 +2517,6 @@ pub extern "C" fn PMPI_Reduce_init() -> c_int {
 #[no_mangle]
 pub extern "C" fn PMPI_Reduce_init_c() -> c_int {
     crate::unsupported("MPI_Reduce_init_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Reduce_local() -> c_int {
-    crate::unsupported("MPI_Reduce_local")
 }
 #[no_mangle]
 pub extern "C" fn PMPI_Reduce_local_c() -> c_int {

@@ -533,3 +533,63 @@ fn probe_kernels_run_and_c_and_rust_ranks_mix_in_one_job() {
         }
     }
 }
+
+/// The coverage table in `crates/kumi-mpi/README.md` agrees with the code: no
+/// function marked implemented is a stub, every function the "Not supported"
+/// list names is one, and every stub of an `MPI_` function is in that list.
+#[test]
+fn coverage_table_matches_the_stubs() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../kumi-mpi");
+    let readme = std::fs::read_to_string(root.join("README.md")).expect("kumi-mpi README");
+    let stubs_rs = std::fs::read_to_string(root.join("src/stubs.rs")).expect("stubs.rs");
+    let stubs: std::collections::BTreeSet<&str> = stubs_rs
+        .split("crate::unsupported(\"")
+        .skip(1)
+        .filter_map(|t| t.split('"').next())
+        .collect();
+    let names = |text: &str| -> Vec<String> {
+        text.split('`')
+            .skip(1)
+            .step_by(2)
+            .filter(|w| {
+                w.starts_with("MPI") && w.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            })
+            .map(str::to_string)
+            .collect()
+    };
+    let cut = readme
+        .find("### Not supported")
+        .expect("a \"Not supported\" section in the README");
+    let implemented: Vec<String> = readme[..cut]
+        .lines()
+        .filter(|l| l.starts_with("| `") && l.contains("| implemented"))
+        .flat_map(|l| names(l).into_iter().take(1))
+        .collect();
+    assert!(
+        implemented.len() > 200,
+        "only {} implemented rows found",
+        implemented.len()
+    );
+    let wrong: Vec<&String> = implemented
+        .iter()
+        .filter(|f| stubs.contains(f.as_str()))
+        .collect();
+    assert!(wrong.is_empty(), "marked implemented but stubs: {wrong:?}");
+    let listed = names(&readme[cut..]);
+    let not_stub: Vec<&String> = listed
+        .iter()
+        .filter(|f| !stubs.contains(f.as_str()))
+        .collect();
+    assert!(
+        not_stub.is_empty(),
+        "listed as not supported but implemented: {not_stub:?}"
+    );
+    let unlisted: Vec<&&str> = stubs
+        .iter()
+        .filter(|f| f.starts_with("MPI") && !listed.iter().any(|l| l == *f))
+        .collect();
+    assert!(
+        unlisted.is_empty(),
+        "stubs missing from the not-supported list: {unlisted:?}"
+    );
+}

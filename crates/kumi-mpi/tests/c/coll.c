@@ -170,6 +170,20 @@ int main(int argc, char **argv) {
     CHECK(hs == (n + 1 - r % 2) / 2);
     OK(MPI_Comm_free(&half));
 
+    /* MPI_Reduce_local: inout = in op inout, no communication; with a
+     * built-in and a non-commutative user operation (in is the left operand). */
+    int lin[3] = {1, -7, 3}, linout[3] = {10, 20, -30};
+    OK(MPI_Reduce_local(lin, linout, 3, MPI_INT, MPI_SUM));
+    CHECK(linout[0] == 11 && linout[1] == 13 && linout[2] == -27);
+    OK(MPI_Reduce_local(lin, linout, 3, MPI_INT, MPI_MIN));
+    CHECK(linout[0] == 1 && linout[1] == -7 && linout[2] == -27);
+    MPI_Op lsop;
+    OK(MPI_Op_create(leftsum, 0, &lsop));
+    struct pair pin = {5, 1}, pio = {9, 2};
+    OK(MPI_Reduce_local(&pin, &pio, 1, pt, lsop));
+    CHECK(pio.first == 5 && pio.sum == 3);
+    OK(MPI_Op_free(&lsop));
+
     MPI_Type_free(&col);
     MPI_Type_free(&pt);
     free(all); free(cnt); free(dsp); free(vbuf); free(mine); free(back); free(ag);

@@ -176,6 +176,39 @@ int main(int argc, char **argv) {
     OK(MPI_Comm_free(&d));
     OK(MPI_Comm_free(&half));
     OK(MPI_Comm_free(&node));
+    /* Rank ranges: (first, last, stride) triplets, strides either way. */
+    {
+    MPI_Group wg, ev, rest;
+    OK(MPI_Comm_group(MPI_COMM_WORLD, &wg));
+    /* Evens upward, then odds downward from the largest odd rank. */
+    int last_odd = (n - 1) % 2 ? n - 1 : n - 2;
+    int rg[2][3] = {{0, n - 1, 2}, {last_odd, 1, -2}};
+    int nr = n > 1 ? 2 : 1, gs, gr;
+    OK(MPI_Group_range_incl(wg, nr, rg, &ev));
+    OK(MPI_Group_size(ev, &gs));
+    CHECK(gs == n);
+    OK(MPI_Group_rank(ev, &gr));
+    CHECK(gr == (r % 2 == 0 ? r / 2 : (n + 1) / 2 + (last_odd - r) / 2));
+    OK(MPI_Group_range_excl(wg, 1, rg, &rest));
+    OK(MPI_Group_size(rest, &gs));
+    CHECK(gs == n / 2);
+    OK(MPI_Group_rank(rest, &gr));
+    CHECK(gr == (r % 2 ? r / 2 : MPI_UNDEFINED));
+    OK(MPI_Group_free(&ev));
+    OK(MPI_Group_free(&rest));
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    int bad[1][3] = {{0, n - 1, 0}}, cls;
+    int brc = MPI_Group_range_incl(wg, 1, bad, &ev);
+    MPI_Error_class(brc, &cls);
+    CHECK(cls == MPI_ERR_ARG);
+    int out_of[1][3] = {{0, n, 1}};
+    brc = MPI_Group_range_incl(wg, 1, out_of, &ev);
+    MPI_Error_class(brc, &cls);
+    CHECK(cls == MPI_ERR_RANK);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+    OK(MPI_Group_free(&wg));
+    }
+
     MPI_Comm self;
     OK(MPI_Comm_size(MPI_COMM_SELF, &x));
     CHECK(x == 1);

@@ -35,6 +35,22 @@ int main(int argc, char **argv) {
     int rc = MPI_Info_delete(info, "alpha"), c;
     MPI_Error_class(rc, &c);
     CHECK(c == MPI_ERR_INFO_NOKEY);
+    /* Communicator hints: accepted, ignored, so none is reported as used. */
+    MPI_Comm hinted;
+    OK(MPI_Comm_dup_with_info(MPI_COMM_WORLD, info, &hinted));
+    int hs, one = 1;
+    OK(MPI_Allreduce(&one, &hs, 1, MPI_INT, MPI_SUM, hinted));
+    CHECK(hs == kt_size());
+    OK(MPI_Comm_set_info(hinted, dup));
+    MPI_Info used;
+    OK(MPI_Comm_get_info(hinted, &used));
+    OK(MPI_Info_get_nkeys(used, &n));
+    CHECK(n == 0);
+    OK(MPI_Info_free(&used));
+    OK(MPI_Comm_free(&hinted));
+    rc = MPI_Comm_set_info(MPI_COMM_WORLD, 12345);
+    MPI_Error_class(rc, &c);
+    CHECK(c == MPI_ERR_INFO);
     OK(MPI_Info_free(&info));
     OK(MPI_Info_free(&dup));
     CHECK(info == MPI_INFO_NULL);
