@@ -284,6 +284,25 @@ pub fn scan_linear(group: &[usize], me: usize, exclusive: bool) -> Schedule {
     s
 }
 
+/// One round of explicit transfers: block `b` to `peer` for each `(peer, b)`
+/// of `sends` and from `peer` for each of `recvs`, posted in the order given
+/// (which pairs up repeated messages between two ranks). For neighbourhood
+/// collectives. Cost: one α per neighbour, overlapped, plus nβ.
+pub fn exchange(sends: &[(usize, usize)], recvs: &[(usize, usize)]) -> Schedule {
+    let mut s = Schedule::default();
+    s.round(
+        sends
+            .iter()
+            .map(|&(peer, b)| x(peer, b..b + 1, Apply::Put))
+            .collect(),
+        recvs
+            .iter()
+            .map(|&(peer, b)| x(peer, b..b + 1, Apply::Put))
+            .collect(),
+    );
+    s
+}
+
 /// Pairwise all-to-all over blocks `0..2p`: blocks `0..p` are this rank's
 /// outgoing ones (block j for `group[j]`), blocks `p..2p` the incoming ones
 /// (block `p + j` from `group[j]`); the caller copies its own block `i` to
@@ -816,6 +835,37 @@ mod tests {
                         assert_eq!(blocks[1], (0..r).collect::<Vec<_>>(), "exscan p={n}");
                     }
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn exchange_pairs_repeated_neighbours_in_order() {
+        // A periodic ring (a 1-d Cartesian grid) of n ranks, n = 1 and 2
+        // making a rank its own or its only neighbour on both sides. Block 0
+        // goes to the source side, block 1 to the dest side; slot 2 receives
+        // from the source, slot 3 from the dest. Sends list the dest side
+        // first, receives the source side first, so that the k-th message
+        // between two ranks is the k-th each expects.
+        for n in 1..=6 {
+            let sc: Vec<_> = (0..n)
+                .map(|i| {
+                    let (src, dst) = ((i + n - 1) % n, (i + 1) % n);
+                    exchange(&[(dst, 1), (src, 0)], &[(src, 2), (dst, 3)])
+                })
+                .collect();
+            let init = (0..n)
+                .map(|r| vec![vec![r * 10], vec![r * 10 + 1], vec![], vec![]])
+                .collect();
+            let out = simulate(&sc, init).unwrap();
+            for (i, blocks) in out.iter().enumerate() {
+                let (src, dst) = ((i + n - 1) % n, (i + 1) % n);
+                assert_eq!(
+                    blocks[2],
+                    vec![src * 10 + 1],
+                    "n={n}: rank {i} from its source"
+                );
+                assert_eq!(blocks[3], vec![dst * 10], "n={n}: rank {i} from its dest");
             }
         }
     }

@@ -390,6 +390,162 @@ fn segments(
         .collect()
 }
 
+/// The communicator, neighbours and datatypes of a neighbourhood collective.
+fn neighbor_args(
+    comm: c_int,
+    sendtype: c_int,
+    recvtype: c_int,
+) -> R<(Comm, Vec<Option<usize>>, Datatype, Datatype)> {
+    let mut s = st()?;
+    let (c, nb) = crate::comm::cart_neighbors(&mut s, comm)?;
+    Ok((c, nb, s.dtype(sendtype)?, s.dtype(recvtype)?))
+}
+
+/// `MPI_(I)neighbor_allgather`, started.
+fn neighbor_allgather(
+    sendbuf: *const c_void,
+    sendcount: c_int,
+    sendtype: c_int,
+    recvbuf: *mut c_void,
+    recvcount: c_int,
+    recvtype: c_int,
+    comm: c_int,
+) -> R<NbBytes> {
+    let (c, nb, sd, rd) = neighbor_args(comm, sendtype, recvtype)?;
+    let send = [(sendbuf as *mut c_void, count(sendcount)?)];
+    let recv = even_segments(recvbuf, nb.len(), count(recvcount)?, &rd);
+    neighbor_start(&c, &nb, &send, &sd, true, recv, rd)
+}
+
+/// `MPI_(I)neighbor_allgatherv`, started.
+#[allow(clippy::too_many_arguments)]
+fn neighbor_allgatherv(
+    sendbuf: *const c_void,
+    sendcount: c_int,
+    sendtype: c_int,
+    recvbuf: *mut c_void,
+    recvcounts: *const c_int,
+    displs: *const c_int,
+    recvtype: c_int,
+    comm: c_int,
+) -> R<NbBytes> {
+    let (c, nb, sd, rd) = neighbor_args(comm, sendtype, recvtype)?;
+    let k = nb.len();
+    let send = [(sendbuf as *mut c_void, count(sendcount)?)];
+    let recv = segments(
+        recvbuf,
+        &counts(recvcounts, k, "recvcounts")?,
+        &counts(displs, k, "displs")?,
+        &rd,
+    );
+    neighbor_start(&c, &nb, &send, &sd, true, recv, rd)
+}
+
+/// `MPI_(I)neighbor_alltoall`, started.
+fn neighbor_alltoall(
+    sendbuf: *const c_void,
+    sendcount: c_int,
+    sendtype: c_int,
+    recvbuf: *mut c_void,
+    recvcount: c_int,
+    recvtype: c_int,
+    comm: c_int,
+) -> R<NbBytes> {
+    let (c, nb, sd, rd) = neighbor_args(comm, sendtype, recvtype)?;
+    let k = nb.len();
+    let send = even_segments(sendbuf, k, count(sendcount)?, &sd);
+    let recv = even_segments(recvbuf, k, count(recvcount)?, &rd);
+    neighbor_start(&c, &nb, &send, &sd, false, recv, rd)
+}
+
+/// `MPI_(I)neighbor_alltoallv`, started.
+#[allow(clippy::too_many_arguments)]
+fn neighbor_alltoallv(
+    sendbuf: *const c_void,
+    sendcounts: *const c_int,
+    sdispls: *const c_int,
+    sendtype: c_int,
+    recvbuf: *mut c_void,
+    recvcounts: *const c_int,
+    rdispls: *const c_int,
+    recvtype: c_int,
+    comm: c_int,
+) -> R<NbBytes> {
+    let (c, nb, sd, rd) = neighbor_args(comm, sendtype, recvtype)?;
+    let k = nb.len();
+    let send = segments(
+        sendbuf,
+        &counts(sendcounts, k, "sendcounts")?,
+        &counts(sdispls, k, "sdispls")?,
+        &sd,
+    );
+    let recv = segments(
+        recvbuf,
+        &counts(recvcounts, k, "recvcounts")?,
+        &counts(rdispls, k, "rdispls")?,
+        &rd,
+    );
+    neighbor_start(&c, &nb, &send, &sd, false, recv, rd)
+}
+
+/// Starts a neighbourhood collective on a Cartesian topology whose
+/// neighbours are `nb` (see `comm::cart_neighbors`): `send` holds one segment
+/// sent to every neighbour (`shared`, the allgathers) or one per neighbour
+/// (the all-to-alls); `recv` one segment per neighbour. Nothing is sent to or
+/// received from an `MPI_PROC_NULL` neighbour, and its receive segment is left
+/// alone.
+fn neighbor_start(
+    c: &Comm,
+    nb: &[Option<usize>],
+    send: &[(*mut c_void, usize)],
+    sd: &Datatype,
+    shared: bool,
+    mut recv: Vec<(*mut c_void, usize)>,
+    rd: Datatype,
+) -> R<NbBytes> {
+    let k = nb.len();
+    let data = pack_segments(send, sd);
+    let send_bytes: Vec<usize> = send.iter().map(|&(_, n)| sd.packed_size(n)).collect();
+    for (seg, n) in recv.iter_mut().zip(nb) {
+        if n.is_none() {
+            seg.1 = 0;
+        }
+    }
+    let recv_bytes: Vec<usize> = recv.iter().map(|&(_, n)| rd.packed_size(n)).collect();
+    let (mut sends, mut recvs) = (Vec::with_capacity(k), Vec::with_capacity(k));
+    for d in 0..k / 2 {
+        let (src, dst) = (nb[2 * d], nb[2 * d + 1]);
+        let block = |j: usize| if shared { 0 } else { j };
+        // What goes to the dest side arrives at that rank's source side,
+        // which it receives first: list it first, so that a rank that is
+        // both neighbours (a periodic dimension of 2, or of 1) pairs them
+        // right (kumi_core::coll::exchange pairs messages in order): block
+        // s of the sender lands in block s^1 of the receiver in every
+        // dimension, as MPI-4.1 section 8.6 requires.
+        sends.extend(dst.map(|t| (t, block(2 * d + 1))));
+        sends.extend(src.map(|t| (t, block(2 * d))));
+        recvs.extend(src.map(|f| (f, 2 * d)));
+        recvs.extend(dst.map(|f| (f, 2 * d + 1)));
+    }
+    let req = c.ineighbor_exchange(data, &send_bytes, &sends, &recv_bytes, &recvs)?;
+    Ok(NbBytes {
+        req,
+        dt: Some(rd),
+        out: recv,
+    })
+}
+
+/// The segments of a neighbourhood allgather or all-to-all with one count
+/// per block: block `i` at `i * count` extents of `d`.
+fn even_segments(
+    buf: *const c_void,
+    k: usize,
+    count: usize,
+    d: &Datatype,
+) -> Vec<(*mut c_void, usize)> {
+    (0..k).map(|i| (at(buf, i * count, d), count)).collect()
+}
+
 /// Registers a started nonblocking collective as request `request`.
 fn nb_request(p: Box<dyn CollPending>, comm: c_int, request: *mut c_int) -> R<()> {
     let h = st()?.new_request(ReqEntry::Coll(p), comm);
@@ -936,6 +1092,50 @@ mpi! {
             return err(MPI_ERR_INTERN, "the nonblocking reduce-scatter did not start");
         };
         nb_request(q, comm, request)
+    }
+
+    fn MPI_Neighbor_allgather / PMPI_Neighbor_allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, comm: c_int) {
+        let nb = neighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)?;
+        Box::new(nb).finish()
+    }
+
+    fn MPI_Ineighbor_allgather / PMPI_Ineighbor_allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, comm: c_int, request: *mut c_int) {
+        need_request(request)?;
+        let nb = neighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)?;
+        nb_request(Box::new(nb), comm, request)
+    }
+
+    fn MPI_Neighbor_allgatherv / PMPI_Neighbor_allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: c_int, comm: c_int) {
+        let nb = neighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm)?;
+        Box::new(nb).finish()
+    }
+
+    fn MPI_Ineighbor_allgatherv / PMPI_Ineighbor_allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: c_int, comm: c_int, request: *mut c_int) {
+        need_request(request)?;
+        let nb = neighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm)?;
+        nb_request(Box::new(nb), comm, request)
+    }
+
+    fn MPI_Neighbor_alltoall / PMPI_Neighbor_alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, comm: c_int) {
+        let nb = neighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)?;
+        Box::new(nb).finish()
+    }
+
+    fn MPI_Ineighbor_alltoall / PMPI_Ineighbor_alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, comm: c_int, request: *mut c_int) {
+        need_request(request)?;
+        let nb = neighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)?;
+        nb_request(Box::new(nb), comm, request)
+    }
+
+    fn MPI_Neighbor_alltoallv / PMPI_Neighbor_alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: c_int, comm: c_int) {
+        let nb = neighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm)?;
+        Box::new(nb).finish()
+    }
+
+    fn MPI_Ineighbor_alltoallv / PMPI_Ineighbor_alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: c_int, comm: c_int, request: *mut c_int) {
+        need_request(request)?;
+        let nb = neighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm)?;
+        nb_request(Box::new(nb), comm, request)
     }
 
     fn MPI_Bcast / PMPI_Bcast(buffer: *mut c_void, count: c_int, datatype: c_int, root: c_int, comm: c_int) {

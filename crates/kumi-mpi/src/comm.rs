@@ -276,6 +276,33 @@ fn cart_of(s: &mut State, comm: c_int) -> R<(Cart, Comm)> {
     }
 }
 
+/// The neighbours of this rank on `comm`'s Cartesian topology, in MPI's
+/// order for neighbourhood collectives: for each dimension the source side
+/// (coordinate - 1), then the destination side (+ 1); `None` off a
+/// non-periodic edge (`MPI_PROC_NULL`).
+pub(crate) fn cart_neighbors(s: &mut State, comm: c_int) -> R<(Comm, Vec<Option<usize>>)> {
+    let (cart, c) = match cart_of(s, comm) {
+        Ok(x) => x,
+        Err(_) => {
+            return err(
+                MPI_ERR_TOPOLOGY,
+                "neighbourhood collectives need a communicator with a Cartesian topology \
+                 (graph topologies are not supported by kumi yet)",
+            )
+        }
+    };
+    let me = coords_of(&cart, c.rank());
+    let mut nb = Vec::with_capacity(2 * me.len());
+    for d in 0..me.len() {
+        for delta in [-1, 1] {
+            let mut x = me.clone();
+            x[d] += delta;
+            nb.push(rank_of(&cart, &x).map(|r| r as usize));
+        }
+    }
+    Ok((c, nb))
+}
+
 fn coords_of(cart: &Cart, mut rank: usize) -> Vec<c_int> {
     let mut c = vec![0; cart.dims.len()];
     for d in (0..cart.dims.len()).rev() {

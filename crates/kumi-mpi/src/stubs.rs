@@ -747,32 +747,16 @@ pub extern "C" fn MPI_Ialltoallw_c() -> c_int {
     crate::unsupported("MPI_Ialltoallw_c")
 }
 #[no_mangle]
-pub extern "C" fn MPI_Ineighbor_allgather() -> c_int {
-    crate::unsupported("MPI_Ineighbor_allgather")
-}
-#[no_mangle]
 pub extern "C" fn MPI_Ineighbor_allgather_c() -> c_int {
     crate::unsupported("MPI_Ineighbor_allgather_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Ineighbor_allgatherv() -> c_int {
-    crate::unsupported("MPI_Ineighbor_allgatherv")
 }
 #[no_mangle]
 pub extern "C" fn MPI_Ineighbor_allgatherv_c() -> c_int {
     crate::unsupported("MPI_Ineighbor_allgatherv_c")
 }
 #[no_mangle]
-pub extern "C" fn MPI_Ineighbor_alltoall() -> c_int {
-    crate::unsupported("MPI_Ineighbor_alltoall")
-}
-#[no_mangle]
 pub extern "C" fn MPI_Ineighbor_alltoall_c() -> c_int {
     crate::unsupported("MPI_Ineighbor_alltoall_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Ineighbor_alltoallv() -> c_int {
-    crate::unsupported("MPI_Ineighbor_alltoallv")
 }
 #[no_mangle]
 pub extern "C" fn MPI_Ineighbor_alltoallv_c() -> c_int {
@@ -823,10 +807,6 @@ pub extern "C" fn MPI_Lookup_name() -> c_int {
     crate::unsupported("MPI_Lookup_name")
 }
 #[no_mangle]
-pub extern "C" fn MPI_Neighbor_allgather() -> c_int {
-    crate::unsupported("MPI_Neighbor_allgather")
-}
-#[no_mangle]
 pub extern "C" fn MPI_Neighbor_allgather_c() -> c_int {
     crate::unsupported("MPI_Neighbor_allgather_c")
 }
@@ -837,10 +817,6 @@ pub extern "C" fn MPI_Neighbor_allgather_init() -> c_int {
 #[no_mangle]
 pub extern "C" fn MPI_Neighbor_allgather_init_c() -> c_int {
     crate::unsupported("MPI_Neighbor_allgather_init_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Neighbor_allgatherv() -> c_int {
-    crate::unsupported("MPI_Neighbor_allgatherv")
 }
 #[no_mangle]
 pub extern "C" fn MPI_Neighbor_allgatherv_c() -> c_int {
@@ -855,10 +831,6 @@ pub extern "C" fn MPI_Neighbor_allgatherv_init_c() -> c_int {
     crate::unsupported("MPI_Neighbor_allgatherv_init_c")
 }
 #[no_mangle]
-pub extern "C" fn MPI_Neighbor_alltoall() -> c_int {
-    crate::unsupported("MPI_Neighbor_alltoall")
-}
-#[no_mangle]
 pub extern "C" fn MPI_Neighbor_alltoall_c() -> c_int {
     crate::unsupported("MPI_Neighbor_alltoall_c")
 }
@@ -869,10 +841,6 @@ pub extern "C" fn MPI_Neighbor_alltoall_init() -> c_int {
 #[no_mangle]
 pub extern "C" fn MPI_Neighbor_alltoall_init_c() -> c_int {
     crate::unsupported("MPI_Neighbor_alltoall_init_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Neighbor_alltoallv() -> c_int {
-    crate::unsupported("MPI_Neighbor_alltoallv")
 }
 #[no_mangle]
 pub extern "C" fn MPI_Neighbor_alltoallv_c() -> c_int {
@@ -2283,32 +2251,16 @@ pub extern "C" fn PMPI_Ialltoallw_c() -> c_int {
     crate::unsupported("MPI_Ialltoallw_c")
 }
 #[no_mangle]
-pub extern "C" fn PMPI_Ineighbor_allgather() -> c_int {
-    crate::unsupported("MPI_Ineighbor_allgather")
-}
-#[no_mangle]
 pub extern "C" fn PMPI_Ineighbor_allgather_c() -> c_int {
     crate::unsupported("MPI_Ineighbor_allgather_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Ineighbor_allgatherv() -> c_int {
-    crate::unsupported("MPI_Ineighbor_allgatherv")
 }
 #[no_mangle]
 pub extern "C" fn PMPI_Ineighbor_allgatherv_c() -> c_int {
     crate::unsupported("MPI_Ineighbor_allgatherv_c")
 }
 #[no_mangle]
-pub extern "C" fn PMPI_Ineighbor_alltoall() -> c_int {
-    crate::unsupported("MPI_Ineighbor_alltoall")
-}
-#[no_mangle]
 pub extern "C" fn PMPI_Ineighbor_alltoall_c() -> c_int {
     crate::unsupported("MPI_Ineighbor_alltoall_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Ineighbor_alltoallv() -> c_int {
-    crate::unsupported("MPI_Ineighbor_alltoallv")
 }
 #[no_mangle]
 pub extern "C" fn PMPI_Ineighbor_alltoallv_c() -> c_int {
@@ -2359,10 +2311,6 @@ pub extern "C" fn PMPI_Lookup_name() -> c_int {
     crate::unsupported("MPI_Lookup_name")
 }
 #[no_mangle]
-pub extern "C" fn PMPI_Neighbor_allgather() -> c_int {
-    crate::unsupported("MPI_Neighbor_allgather")
-}
-#[no_mangle]
 pub extern "C" fn PMPI_Neighbor_allgather_c() -> c_int {
     crate::unsupported("MPI_Neighbor_allgather_c")
 }
@@ -2373,10 +2321,6 @@ pub extern "C" fn PMPI_Neighbor_allgather_init() -> c_int {
 #[no_mangle]
 pub extern "C" fn PMPI_Neighbor_allgather_init_c() -> c_int {
     crate::unsupported("MPI_Neighbor_allgather_init_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Neighbor_allgatherv() -> c_int {
-    crate::unsupported("MPI_Neighbor_allgatherv")
 }
 #[no_mangle]
 pub extern "C" fn PMPI_Neighbor_allgatherv_c() -> c_int {
@@ -2391,10 +2335,6 @@ pub extern "C" fn PMPI_Neighbor_allgatherv_init_c() -> c_int {
     crate::unsupported("MPI_Neighbor_allgatherv_init_c")
 }
 #[no_mangle]
-pub extern "C" fn PMPI_Neighbor_alltoall() -> c_int {
-    crate::unsupported("MPI_Neighbor_alltoall")
-}
-#[no_mangle]
 pub extern "C" fn PMPI_Neighbor_alltoall_c() -> c_int {
     crate::unsupported("MPI_Neighbor_alltoall_c")
 }
@@ -2405,10 +2345,6 @@ pub extern "C" fn PMPI_Neighbor_alltoall_init() -> c_int {
 #[no_mangle]
 pub extern "C" fn PMPI_Neighbor_alltoall_init_c() -> c_int {
     crate::unsupported("MPI_Neighbor_alltoall_init_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Neighbor_alltoallv() -> c_int {
-    crate::unsupported("MPI_Neighbor_alltoallv")
 }
 #[no_mangle]
 pub extern "C" fn PMPI_Neighbor_alltoallv_c() -> c_int {

@@ -29,6 +29,7 @@ const PROGRAMS: &[&str] = &[
     "coll",
     "nbcoll",
     "nbmove",
+    "neighbor",
     "errors",
     "cart",
     "info",
@@ -195,6 +196,11 @@ fn collectives() {
 #[test]
 fn nonblocking_collectives_with_every_wait_and_test() {
     suite("nbcoll", &[1, 2, 3, 4], &[1, 2, 3, 4]);
+}
+
+#[test]
+fn neighbourhood_collectives_on_cartesian_grids() {
+    suite("neighbor", &[1, 2, 3, 4, 6, 8], &[2, 4]);
 }
 
 #[test]

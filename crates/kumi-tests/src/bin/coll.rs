@@ -428,6 +428,46 @@ fn nonblocking_movement(w: &Comm) -> R {
         me,
     )?;
 
+    // A neighbourhood exchange around a ring: block 0 to the left, block 1
+    // to the right; slot 0 from the left, slot 1 from the right (with 1 or 2
+    // ranks the same rank is both neighbours: the listing order pairs them).
+    let (l, r) = ((me + p - 1) % p, (me + 1) % p);
+    let sends = [(r, 1), (l, 0)];
+    let recvs = [(l, 0), (r, 1)];
+    let got = w
+        .ineighbor_exchange(
+            vec![me as u64 * 10, me as u64 * 10 + 1],
+            &[1, 1],
+            &sends,
+            &[1, 1],
+            &recvs,
+        )?
+        .wait()?;
+    eq(
+        &got,
+        &[l as u64 * 10 + 1, r as u64 * 10],
+        &what("ineighbor_exchange"),
+        me,
+    )?;
+    // Only from the right now: slot 0 keeps what it held.
+    let mut slots = [7u64, 7];
+    w.neighbor_exchange(
+        &[me as u64],
+        &[1],
+        &[(l, 0)],
+        &mut slots,
+        &[1, 1],
+        &[(r, 1)],
+    )?;
+    eq(&slots, &[7, r as u64], &what("neighbor_exchange"), me)?;
+    if w.ineighbor_exchange(vec![0u8], &[1], &[(p, 0)], &[], &[])
+        .is_ok()
+    {
+        return Err(fail(format!(
+            "a neighbour exchange to rank {p} of {p} accepted"
+        )));
+    }
+
     // A request dropped unwaited does not disturb the next collectives.
     drop(w.ibcast(vec![me as u8; 5], 0)?);
     let mut x = [1u32];

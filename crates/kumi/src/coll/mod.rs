@@ -1318,6 +1318,87 @@ impl Comm {
         self.start_sched(sched, work, offsets, Some(op.bytes_fn()), Some(finish))
     }
 
+    /// Starts a neighbourhood exchange (MPI's neighbourhood collectives on a
+    /// topology): `send` is split into blocks of `send_counts` elements, and
+    /// block `b` goes to `peer` for each `(peer, b)` of `sends`, in that
+    /// order; the result, in blocks of `recv_counts`, gets block `b` from
+    /// `peer` for each `(peer, b)` of `recvs`, in that order. Between two
+    /// ranks the k-th block one sends is the k-th the other receives (list
+    /// them so; a rank may be its own neighbour). Blocks no receive names are
+    /// zero in what `wait` returns. One round: (number of neighbours)·α + nβ.
+    #[track_caller]
+    pub fn ineighbor_exchange<T: Pod>(
+        &self,
+        send: Vec<T>,
+        send_counts: &[usize],
+        sends: &[(usize, usize)],
+        recv_counts: &[usize],
+        recvs: &[(usize, usize)],
+    ) -> Result<CollRequest<T>> {
+        let p = self.size();
+        let (ns, nr) = (send_counts.len(), recv_counts.len());
+        let st: usize = send_counts.iter().sum();
+        if send.len() != st {
+            return Err(bad(
+                "send",
+                send.len(),
+                format!("the sum of send_counts ({st})"),
+            ));
+        }
+        for (what, list, nb) in [("sends", sends, ns), ("recvs", recvs, nr)] {
+            if let Some(&(peer, b)) = list.iter().find(|&&(peer, b)| peer >= p || b >= nb) {
+                return Err(bad(
+                    what,
+                    if peer >= p { peer } else { b },
+                    format!("(peer, block) pairs with peer < {p} and block < {nb}"),
+                ));
+            }
+        }
+        let counts: Vec<usize> = send_counts.iter().chain(recv_counts).copied().collect();
+        let offsets = count_offsets(&counts, std::mem::size_of::<T>());
+        let mut work = AlignedBuf::zeroed(offsets[ns + nr]);
+        work.bytes_mut()[..offsets[ns]].copy_from_slice(as_bytes(&send));
+        let g = self.group();
+        let sends: Vec<(usize, usize)> = sends.iter().map(|&(peer, b)| (g[peer], b)).collect();
+        let recvs: Vec<(usize, usize)> = recvs.iter().map(|&(peer, b)| (g[peer], ns + b)).collect();
+        let sched = sc::exchange(&sends, &recvs);
+        let start = offsets[ns];
+        let finish: Finish = Box::new(move |w| AlignedBuf::from_bytes(&w.bytes()[start..]));
+        self.start_sched(sched, work, offsets, None, Some(finish))
+    }
+
+    /// [`Comm::ineighbor_exchange`], waited for: the blocks received are
+    /// written to `recv` (the sum of `recv_counts` elements); blocks no
+    /// receive names are left as they were.
+    #[track_caller]
+    pub fn neighbor_exchange<T: Pod>(
+        &self,
+        send: &[T],
+        send_counts: &[usize],
+        sends: &[(usize, usize)],
+        recv: &mut [T],
+        recv_counts: &[usize],
+        recvs: &[(usize, usize)],
+    ) -> Result<()> {
+        let rt: usize = recv_counts.iter().sum();
+        if recv.len() != rt {
+            return Err(bad(
+                "recv",
+                recv.len(),
+                format!("the sum of recv_counts ({rt})"),
+            ));
+        }
+        let got = self
+            .ineighbor_exchange(send.to_vec(), send_counts, sends, recv_counts, recvs)?
+            .wait()?;
+        let offsets = count_offsets(recv_counts, 1);
+        for &(_, b) in recvs {
+            let r = offsets[b]..offsets[b + 1];
+            recv[r.clone()].copy_from_slice(&got[r]);
+        }
+        Ok(())
+    }
+
     /// Starts `sched` on a buffer the request owns.
     fn start_sched<T: Pod>(
         &self,
