@@ -186,6 +186,11 @@ typedef struct MPI_Status {
 #define MPI_CART       2
 #define MPI_DIST_GRAPH 3
 
+/* Sentinel addresses for the weights of distributed graphs (exported data, as
+ * in MPICH, so that binaries built against either header agree). */
+extern int *const MPI_UNWEIGHTED;
+extern int *const MPI_WEIGHTS_EMPTY;
+
 #define MPI_THREAD_SINGLE     0
 #define MPI_THREAD_FUNNELED   1
 #define MPI_THREAD_SERIALIZED 2
@@ -611,6 +616,13 @@ int MPI_Cart_sub(MPI_Comm comm, const int remain_dims[], MPI_Comm *newcomm);
 int MPI_Cart_get(MPI_Comm comm, int maxdims, int dims[], int periods[], int coords[]);
 int MPI_Cartdim_get(MPI_Comm comm, int *ndims);
 int MPI_Topo_test(MPI_Comm comm, int *status);
+int MPI_Dist_graph_create_adjacent(MPI_Comm comm_old, int indegree, const int sources[],
+                                   const int sourceweights[], int outdegree,
+                                   const int destinations[], const int destweights[],
+                                   MPI_Info info, int reorder, MPI_Comm *comm_dist_graph);
+int MPI_Dist_graph_neighbors_count(MPI_Comm comm, int *indegree, int *outdegree, int *weighted);
+int MPI_Dist_graph_neighbors(MPI_Comm comm, int maxindegree, int sources[], int sourceweights[],
+                             int maxoutdegree, int destinations[], int destweights[]);
 int MPI_Dims_create(int nnodes, int ndims, int dims[]);
 
 /* ---- info objects -------------------------------------------------------------------- */

@@ -21,6 +21,7 @@
 //! What the runtime does not provide fails naming the function; nothing here
 //! runs an algorithm of its own.
 
+use crate::comm::Neighbors;
 use crate::consts::*;
 use crate::state::{count, out, read, slice, st, CollPending, ReqEntry, UserFn};
 use crate::{err, R};
@@ -395,9 +396,9 @@ fn neighbor_args(
     comm: c_int,
     sendtype: c_int,
     recvtype: c_int,
-) -> R<(Comm, Vec<Option<usize>>, Datatype, Datatype)> {
+) -> R<(Comm, Neighbors, Datatype, Datatype)> {
     let mut s = st()?;
-    let (c, nb) = crate::comm::cart_neighbors(&mut s, comm)?;
+    let (c, nb) = crate::comm::neighbors(&mut s, comm)?;
     Ok((c, nb, s.dtype(sendtype)?, s.dtype(recvtype)?))
 }
 
@@ -413,7 +414,7 @@ fn neighbor_allgather(
 ) -> R<NbBytes> {
     let (c, nb, sd, rd) = neighbor_args(comm, sendtype, recvtype)?;
     let send = [(sendbuf as *mut c_void, count(sendcount)?)];
-    let recv = even_segments(recvbuf, nb.len(), count(recvcount)?, &rd);
+    let recv = even_segments(recvbuf, nb.indegree(), count(recvcount)?, &rd);
     neighbor_start(&c, &nb, &send, &sd, true, recv, rd)
 }
 
@@ -430,7 +431,7 @@ fn neighbor_allgatherv(
     comm: c_int,
 ) -> R<NbBytes> {
     let (c, nb, sd, rd) = neighbor_args(comm, sendtype, recvtype)?;
-    let k = nb.len();
+    let k = nb.indegree();
     let send = [(sendbuf as *mut c_void, count(sendcount)?)];
     let recv = segments(
         recvbuf,
@@ -452,9 +453,8 @@ fn neighbor_alltoall(
     comm: c_int,
 ) -> R<NbBytes> {
     let (c, nb, sd, rd) = neighbor_args(comm, sendtype, recvtype)?;
-    let k = nb.len();
-    let send = even_segments(sendbuf, k, count(sendcount)?, &sd);
-    let recv = even_segments(recvbuf, k, count(recvcount)?, &rd);
+    let send = even_segments(sendbuf, nb.outdegree(), count(sendcount)?, &sd);
+    let recv = even_segments(recvbuf, nb.indegree(), count(recvcount)?, &rd);
     neighbor_start(&c, &nb, &send, &sd, false, recv, rd)
 }
 
@@ -472,61 +472,71 @@ fn neighbor_alltoallv(
     comm: c_int,
 ) -> R<NbBytes> {
     let (c, nb, sd, rd) = neighbor_args(comm, sendtype, recvtype)?;
-    let k = nb.len();
+    let (ki, ko) = (nb.indegree(), nb.outdegree());
     let send = segments(
         sendbuf,
-        &counts(sendcounts, k, "sendcounts")?,
-        &counts(sdispls, k, "sdispls")?,
+        &counts(sendcounts, ko, "sendcounts")?,
+        &counts(sdispls, ko, "sdispls")?,
         &sd,
     );
     let recv = segments(
         recvbuf,
-        &counts(recvcounts, k, "recvcounts")?,
-        &counts(rdispls, k, "rdispls")?,
+        &counts(recvcounts, ki, "recvcounts")?,
+        &counts(rdispls, ki, "rdispls")?,
         &rd,
     );
     neighbor_start(&c, &nb, &send, &sd, false, recv, rd)
 }
 
-/// Starts a neighbourhood collective on a Cartesian topology whose
-/// neighbours are `nb` (see `comm::cart_neighbors`): `send` holds one segment
-/// sent to every neighbour (`shared`, the allgathers) or one per neighbour
-/// (the all-to-alls); `recv` one segment per neighbour. Nothing is sent to or
-/// received from an `MPI_PROC_NULL` neighbour, and its receive segment is left
-/// alone.
+/// Starts a neighbourhood collective with neighbours `nb`: `send` holds one
+/// segment sent to every out-neighbour (`shared`, the allgathers) or one
+/// per out-neighbour (the all-to-alls); `recv` one segment per in-neighbour.
+/// Nothing is sent to or received from an `MPI_PROC_NULL` neighbour of a
+/// Cartesian grid, and its receive segment is left alone.
 fn neighbor_start(
     c: &Comm,
-    nb: &[Option<usize>],
+    nb: &Neighbors,
     send: &[(*mut c_void, usize)],
     sd: &Datatype,
     shared: bool,
     mut recv: Vec<(*mut c_void, usize)>,
     rd: Datatype,
 ) -> R<NbBytes> {
-    let k = nb.len();
     let data = pack_segments(send, sd);
     let send_bytes: Vec<usize> = send.iter().map(|&(_, n)| sd.packed_size(n)).collect();
-    for (seg, n) in recv.iter_mut().zip(nb) {
-        if n.is_none() {
-            seg.1 = 0;
+    let block = |j: usize| if shared { 0 } else { j };
+    let (mut sends, mut recvs) = (Vec::new(), Vec::new());
+    match nb {
+        Neighbors::Cart(nb) => {
+            for (seg, n) in recv.iter_mut().zip(nb) {
+                if n.is_none() {
+                    seg.1 = 0;
+                }
+            }
+            for d in 0..nb.len() / 2 {
+                let (src, dst) = (nb[2 * d], nb[2 * d + 1]);
+                // What goes to the dest side arrives at that rank's source
+                // side, which it receives first: list it first, so that a
+                // rank that is both neighbours (a periodic dimension of 2, or
+                // of 1) pairs them right (kumi_core::coll::exchange pairs
+                // messages in order): block s of the sender lands in block
+                // s^1 of the receiver in every dimension, as MPI-4.1 section
+                // 8.6 requires.
+                sends.extend(dst.map(|t| (t, block(2 * d + 1))));
+                sends.extend(src.map(|t| (t, block(2 * d))));
+                recvs.extend(src.map(|f| (f, 2 * d)));
+                recvs.extend(dst.map(|f| (f, 2 * d + 1)));
+            }
+        }
+        Neighbors::Graph { sources, dests } => {
+            // The k-th edge from a rank to another pairs with the k-th edge
+            // into the other from it (MPI-4.1 section 8.6): both lists in
+            // their order.
+            sends.extend(dests.iter().enumerate().map(|(j, &t)| (t, block(j))));
+            recvs.extend(sources.iter().enumerate().map(|(i, &f)| (f, i)));
         }
     }
     let recv_bytes: Vec<usize> = recv.iter().map(|&(_, n)| rd.packed_size(n)).collect();
-    let (mut sends, mut recvs) = (Vec::with_capacity(k), Vec::with_capacity(k));
-    for d in 0..k / 2 {
-        let (src, dst) = (nb[2 * d], nb[2 * d + 1]);
-        let block = |j: usize| if shared { 0 } else { j };
-        // What goes to the dest side arrives at that rank's source side,
-        // which it receives first: list it first, so that a rank that is
-        // both neighbours (a periodic dimension of 2, or of 1) pairs them
-        // right (kumi_core::coll::exchange pairs messages in order): block
-        // s of the sender lands in block s^1 of the receiver in every
-        // dimension, as MPI-4.1 section 8.6 requires.
-        sends.extend(dst.map(|t| (t, block(2 * d + 1))));
-        sends.extend(src.map(|t| (t, block(2 * d))));
-        recvs.extend(src.map(|f| (f, 2 * d)));
-        recvs.extend(dst.map(|f| (f, 2 * d + 1)));
-    }
     let req = c.ineighbor_exchange(data, &send_bytes, &sends, &recv_bytes, &recvs)?;
     Ok(NbBytes {
         req,

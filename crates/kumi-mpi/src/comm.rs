@@ -10,8 +10,8 @@
 
 use crate::consts::*;
 use crate::state::{
-    in_str, out, out_str, read, slice, slice_mut, st, Cart, CommEntry, CopyFn, DeleteFn, ErrFn,
-    Keyval, State,
+    in_str, out, out_str, read, slice, slice_mut, st, Cart, CommEntry, CopyFn, DeleteFn, DistGraph,
+    ErrFn, Keyval, State,
 };
 use crate::{class_text, err, set_err_comm, MpiErr, R};
 use kumi::Comm;
@@ -25,6 +25,7 @@ fn add_comm(s: &mut State, comm: Comm, errh: c_int, cart: Option<Cart>) -> c_int
         errh,
         attrs: HashMap::new(),
         cart,
+        graph: None,
         name: String::new(),
     })
 }
@@ -276,20 +277,62 @@ fn cart_of(s: &mut State, comm: c_int) -> R<(Cart, Comm)> {
     }
 }
 
-/// The neighbours of this rank on `comm`'s Cartesian topology, in MPI's
-/// order for neighbourhood collectives: for each dimension the source side
-/// (coordinate - 1), then the destination side (+ 1); `None` off a
-/// non-periodic edge (`MPI_PROC_NULL`).
-pub(crate) fn cart_neighbors(s: &mut State, comm: c_int) -> R<(Comm, Vec<Option<usize>>)> {
-    let (cart, c) = match cart_of(s, comm) {
-        Ok(x) => x,
-        Err(_) => {
-            return err(
-                MPI_ERR_TOPOLOGY,
-                "neighbourhood collectives need a communicator with a Cartesian topology \
-                 (graph topologies are not supported by kumi yet)",
-            )
+fn graph_of(s: &mut State, comm: c_int) -> R<DistGraph> {
+    match &s.comm_entry(comm)?.graph {
+        Some(g) => Ok(g.clone()),
+        None => err(
+            MPI_ERR_TOPOLOGY,
+            "the communicator has no distributed graph topology",
+        ),
+    }
+}
+
+/// A rank's neighbours for the neighbourhood collectives.
+pub(crate) enum Neighbors {
+    /// Cartesian, in MPI's order: for each dimension the source side
+    /// (coordinate - 1), then the destination side (+ 1); `None` off a
+    /// non-periodic edge (`MPI_PROC_NULL`).
+    Cart(Vec<Option<usize>>),
+    /// A distributed graph: in-neighbours, out-neighbours, in their order.
+    Graph {
+        sources: Vec<usize>,
+        dests: Vec<usize>,
+    },
+}
+
+impl Neighbors {
+    pub(crate) fn indegree(&self) -> usize {
+        match self {
+            Neighbors::Cart(nb) => nb.len(),
+            Neighbors::Graph { sources, .. } => sources.len(),
         }
+    }
+
+    pub(crate) fn outdegree(&self) -> usize {
+        match self {
+            Neighbors::Cart(nb) => nb.len(),
+            Neighbors::Graph { dests, .. } => dests.len(),
+        }
+    }
+}
+
+/// The communicator and this rank's neighbours on its topology.
+pub(crate) fn neighbors(s: &mut State, comm: c_int) -> R<(Comm, Neighbors)> {
+    let e = s.comm_entry(comm)?;
+    let c = e.comm.clone();
+    if let Some(g) = &e.graph {
+        let nb = Neighbors::Graph {
+            sources: g.sources.clone(),
+            dests: g.dests.clone(),
+        };
+        return Ok((c, nb));
+    }
+    let Some(cart) = e.cart.clone() else {
+        return err(
+            MPI_ERR_TOPOLOGY,
+            "neighbourhood collectives need a communicator with a Cartesian or distributed graph \
+             topology",
+        );
     };
     let me = coords_of(&cart, c.rank());
     let mut nb = Vec::with_capacity(2 * me.len());
@@ -300,7 +343,7 @@ pub(crate) fn cart_neighbors(s: &mut State, comm: c_int) -> R<(Comm, Vec<Option<
             nb.push(rank_of(&cart, &x).map(|r| r as usize));
         }
     }
-    Ok((c, nb))
+    Ok((c, Neighbors::Cart(nb)))
 }
 
 fn coords_of(cart: &Cart, mut rank: usize) -> Vec<c_int> {
@@ -457,15 +500,56 @@ fn expand_ranges(ranges: *const [c_int; 3], n: c_int) -> R<Vec<c_int>> {
 /// `MPI_Comm_dup`: a new communicator of the same group, topology, error
 /// handler and (copied) attributes.
 fn comm_dup(comm: c_int, newcomm: *mut c_int) -> R<()> {
-    let (c, cart) = {
+    let (c, cart, graph) = {
         let mut s = st()?;
         let e = s.comm_entry(comm)?;
-        (e.comm.clone(), e.cart.clone())
+        (e.comm.clone(), e.cart.clone(), e.graph.clone())
     };
     let d = c.dup()?;
     new_comm(comm, Some(d), cart, newcomm)?;
     let h = read(newcomm, "newcomm")?;
+    st()?.comm_entry(h)?.graph = graph;
     copy_attrs(comm, h)
+}
+
+/// The weights argument of a distributed graph constructor: `None` for
+/// `MPI_UNWEIGHTED`; `MPI_WEIGHTS_EMPTY` only with no edges.
+fn weights(p: *const c_int, n: usize, what: &str) -> R<Option<Vec<c_int>>> {
+    let unweighted = crate::misc::MPI_UNWEIGHTED.0 as *const c_int;
+    let empty = crate::misc::MPI_WEIGHTS_EMPTY.0 as *const c_int;
+    if p == unweighted {
+        return Ok(None);
+    }
+    if p == empty {
+        if n > 0 {
+            return err(
+                MPI_ERR_ARG,
+                format!("{what} is MPI_WEIGHTS_EMPTY but there are {n} edges"),
+            );
+        }
+        return Ok(Some(Vec::new()));
+    }
+    Ok(Some(slice(p, n as c_int, what)?.to_vec()))
+}
+
+/// The ranks of a neighbour list, checked against the communicator's size.
+fn neighbor_ranks(p: *const c_int, n: c_int, size: usize, what: &str) -> R<Vec<usize>> {
+    if n < 0 {
+        return err(MPI_ERR_ARG, format!("{what}: a negative degree ({n})"));
+    }
+    slice(p, n, what)?
+        .iter()
+        .map(|&r| {
+            if r >= 0 && (r as usize) < size {
+                Ok(r as usize)
+            } else {
+                err(
+                    MPI_ERR_RANK,
+                    format!("{what}: {r} is not a rank of this communicator of {size}"),
+                )
+            }
+        })
+        .collect()
 }
 
 /// An info argument: `MPI_INFO_NULL` or a live info object.
@@ -932,8 +1016,65 @@ mpi! {
     }
 
     fn MPI_Topo_test / PMPI_Topo_test(comm: c_int, status: *mut c_int) {
-        let has = st()?.comm_entry(comm)?.cart.is_some();
-        out(status, "status", if has { MPI_CART } else { MPI_UNDEFINED })
+        let t = {
+            let mut s = st()?;
+            let e = s.comm_entry(comm)?;
+            if e.cart.is_some() {
+                MPI_CART
+            } else if e.graph.is_some() {
+                MPI_DIST_GRAPH
+            } else {
+                MPI_UNDEFINED
+            }
+        };
+        out(status, "status", t)
+    }
+
+    fn MPI_Dist_graph_create_adjacent / PMPI_Dist_graph_create_adjacent(comm_old: c_int, indegree: c_int, sources: *const c_int, sourceweights: *const c_int, outdegree: c_int, destinations: *const c_int, destweights: *const c_int, info: c_int, _reorder: c_int, comm_dist_graph: *mut c_int) {
+        let c = st()?.comm(comm_old)?;
+        let p = c.size();
+        let sources = neighbor_ranks(sources, indegree, p, "sources")?;
+        let dests = neighbor_ranks(destinations, outdegree, p, "destinations")?;
+        let graph = DistGraph {
+            source_weights: weights(sourceweights, sources.len(), "sourceweights")?,
+            dest_weights: weights(destweights, dests.len(), "destweights")?,
+            sources,
+            dests,
+        };
+        check_info(&mut *st()?, info)?;
+        // Ranks keep their order (kumi does not reorder).
+        let d = c.dup()?;
+        new_comm(comm_old, Some(d), None, comm_dist_graph)?;
+        let h = read(comm_dist_graph, "comm_dist_graph")?;
+        st()?.comm_entry(h)?.graph = Some(graph);
+        Ok(())
+    }
+
+    fn MPI_Dist_graph_neighbors_count / PMPI_Dist_graph_neighbors_count(comm: c_int, indegree: *mut c_int, outdegree: *mut c_int, weighted: *mut c_int) {
+        let g = graph_of(&mut *st()?, comm)?;
+        out(indegree, "indegree", g.sources.len() as c_int)?;
+        out(outdegree, "outdegree", g.dests.len() as c_int)?;
+        out(weighted, "weighted", c_int::from(g.source_weights.is_some() || g.dest_weights.is_some()))
+    }
+
+    fn MPI_Dist_graph_neighbors / PMPI_Dist_graph_neighbors(comm: c_int, maxindegree: c_int, sources: *mut c_int, sourceweights: *mut c_int, maxoutdegree: c_int, destinations: *mut c_int, destweights: *mut c_int) {
+        let g = graph_of(&mut *st()?, comm)?;
+        let unweighted = crate::misc::MPI_UNWEIGHTED.0 as *mut c_int;
+        for (max, ranks, w, rp, wp, what) in [
+            (maxindegree, &g.sources, &g.source_weights, sources, sourceweights, "sources"),
+            (maxoutdegree, &g.dests, &g.dest_weights, destinations, destweights, "destinations"),
+        ] {
+            let n = ranks.len().min(max.max(0) as usize);
+            let out_r = slice_mut(rp, n as c_int, what)?;
+            for (o, &r) in out_r.iter_mut().zip(ranks) {
+                *o = r as c_int;
+            }
+            if let (Some(w), false) = (w, wp == unweighted) {
+                let out_w = slice_mut(wp, n as c_int, "weights")?;
+                out_w.copy_from_slice(&w[..n]);
+            }
+        }
+        Ok(())
     }
 
     fn MPI_Dims_create / PMPI_Dims_create(nnodes: c_int, ndims: c_int, dims: *mut c_int) {

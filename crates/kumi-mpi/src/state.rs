@@ -31,11 +31,23 @@ pub(crate) struct Cart {
     pub periods: Vec<bool>,
 }
 
+/// A distributed graph topology attached to a communicator: this rank's
+/// in- and out-neighbours (communicator ranks, repeats allowed) and their
+/// weights (`None`: `MPI_UNWEIGHTED`).
+#[derive(Clone, Debug)]
+pub(crate) struct DistGraph {
+    pub sources: Vec<usize>,
+    pub source_weights: Option<Vec<c_int>>,
+    pub dests: Vec<usize>,
+    pub dest_weights: Option<Vec<c_int>>,
+}
+
 pub(crate) struct CommEntry {
     pub comm: Comm,
     pub errh: c_int,
     pub attrs: HashMap<c_int, *mut c_void>,
     pub cart: Option<Cart>,
+    pub graph: Option<DistGraph>,
     pub name: String,
 }
 
@@ -404,6 +416,7 @@ impl State {
                     errh: MPI_ERRORS_ARE_FATAL,
                     attrs: HashMap::new(),
                     cart: None,
+                    graph: None,
                     name: n.into(),
                 },
             );

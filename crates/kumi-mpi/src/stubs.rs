@@ -279,18 +279,6 @@ pub extern "C" fn MPI_Dist_graph_create() -> c_int {
     crate::unsupported("MPI_Dist_graph_create")
 }
 #[no_mangle]
-pub extern "C" fn MPI_Dist_graph_create_adjacent() -> c_int {
-    crate::unsupported("MPI_Dist_graph_create_adjacent")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Dist_graph_neighbors() -> c_int {
-    crate::unsupported("MPI_Dist_graph_neighbors")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Dist_graph_neighbors_count() -> c_int {
-    crate::unsupported("MPI_Dist_graph_neighbors_count")
-}
-#[no_mangle]
 pub extern "C" fn MPI_Errhandler_create() -> c_int {
     crate::unsupported("MPI_Errhandler_create")
 }
@@ -1781,18 +1769,6 @@ pub extern "C" fn PMPI_Compare_and_swap() -> c_int {
 #[no_mangle]
 pub extern "C" fn PMPI_Dist_graph_create() -> c_int {
     crate::unsupported("MPI_Dist_graph_create")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Dist_graph_create_adjacent() -> c_int {
-    crate::unsupported("MPI_Dist_graph_create_adjacent")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Dist_graph_neighbors() -> c_int {
-    crate::unsupported("MPI_Dist_graph_neighbors")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Dist_graph_neighbors_count() -> c_int {
-    crate::unsupported("MPI_Dist_graph_neighbors_count")
 }
 #[no_mangle]
 pub extern "C" fn PMPI_Errhandler_create() -> c_int {

@@ -199,7 +199,7 @@ fn nonblocking_collectives_with_every_wait_and_test() {
 }
 
 #[test]
-fn neighbourhood_collectives_on_cartesian_grids() {
+fn neighbourhood_collectives_on_cartesian_grids_and_graphs() {
     suite("neighbor", &[1, 2, 3, 4, 6, 8], &[2, 4]);
 }
 

@@ -1,12 +1,14 @@
 /* Concern: neighbourhood collectives (MPI_Neighbor_allgather(v),
- * MPI_Neighbor_alltoall(v) and their nonblocking forms) on Cartesian
- * topologies: the neighbour order (per dimension, source side then dest
+ * MPI_Neighbor_alltoall(v) and their nonblocking forms) on distributed graph
+ * topologies (MPI_Dist_graph_create_adjacent and its queries, repeated edges
+ * paired in order) and on Cartesian topologies: the neighbour order (per dimension, source side then dest
  * side), MPI_PROC_NULL edges left untouched, and periodic dimensions of 1 or 2
  * where one rank is a neighbour on both sides (np 1, 2 and 4). There MPI-4.1
  * (section 8.6, example 8.10; an erratum to MPI-3.1) wants block s of the
  * sender in block s^1 of the receiver, in every dimension; Debian's MPICH 4.0
  * gets the nonblocking v-variant wrong in that case (MPICH pull request 5777
- * fixed it later), so this program fails there at np 1, 2 and 4. */
+ * fixed it later), and it pairs repeated graph edges in reverse (fixed by
+ * MPICH pull request 7945), so this program fails on MPICH 4.0 itself. */
 #include "kt.h"
 
 #define MAXK 4 /* 2 dimensions: 4 neighbours */
@@ -113,6 +115,65 @@ int main(int argc, char **argv) {
     OK(MPI_Neighbor_alltoall(rout, 1, MPI_INT, rin, 1, MPI_INT, ring));
     CHECK(rin[0] == rsrc * 10 + 1 && rin[1] == rdst * 10);
     OK(MPI_Comm_free(&ring));
+
+    /* A distributed graph: rank r sends to r+1 and, twice, to r+2 (mod n),
+     * weighted; it receives from r-1 once and from r-2 twice, in that order.
+     * The k-th edge from a rank to another pairs with the k-th edge into the
+     * other from it. */
+    {
+        int wr = kt_rank();
+        int src[3] = {(wr + n - 1) % n, (wr + n - 2) % n, (wr + n - 2) % n};
+        int dst[3] = {(wr + 1) % n, (wr + 2) % n, (wr + 2) % n};
+        int sw[3] = {1, 2, 3}, dw[3] = {4, 5, 6};
+        MPI_Comm g;
+        OK(MPI_Dist_graph_create_adjacent(MPI_COMM_WORLD, 3, src, sw, 3, dst, dw, MPI_INFO_NULL, 0, &g));
+        int st, indeg, outdeg, weighted;
+        OK(MPI_Topo_test(g, &st));
+        CHECK(st == MPI_DIST_GRAPH);
+        OK(MPI_Dist_graph_neighbors_count(g, &indeg, &outdeg, &weighted));
+        CHECK(indeg == 3 && outdeg == 3 && weighted);
+        int qs[3], qsw[3], qd[3], qdw[3];
+        OK(MPI_Dist_graph_neighbors(g, 3, qs, qsw, 3, qd, qdw));
+        for (int i = 0; i < 3; i++) CHECK(qs[i] == src[i] && qsw[i] == sw[i] && qd[i] == dst[i] && qdw[i] == dw[i]);
+        /* Block j to destination j; the two edges to r+2 carry blocks 1 and 2,
+         * which arrive in receive slots 1 and 2 (from r-2) in that order. */
+        int go[3] = {wr * 10, wr * 10 + 1, wr * 10 + 2}, gi[3] = {-1, -1, -1};
+        OK(MPI_Neighbor_alltoall(go, 1, MPI_INT, gi, 1, MPI_INT, g));
+        CHECK(gi[0] == src[0] * 10 && gi[1] == src[1] * 10 + 1 && gi[2] == src[2] * 10 + 2);
+        int ga[3] = {-1, -1, -1};
+        MPI_Request gq;
+        OK(MPI_Ineighbor_allgather(&wr, 1, MPI_INT, ga, 1, MPI_INT, g, &gq));
+        OK(MPI_Wait(&gq, MPI_STATUS_IGNORE));
+        for (int i = 0; i < 3; i++) CHECK(ga[i] == src[i]);
+        /* A duplicate keeps the topology. */
+        MPI_Comm g2;
+        OK(MPI_Comm_dup(g, &g2));
+        OK(MPI_Dist_graph_neighbors_count(g2, &indeg, &outdeg, &weighted));
+        CHECK(indeg == 3 && outdeg == 3);
+        OK(MPI_Comm_free(&g2));
+        OK(MPI_Comm_free(&g));
+        /* Unweighted, and a rank with no edges at all (every rank but 0 here):
+         * MPI_WEIGHTS_EMPTY is allowed there. */
+        int none_in = wr == 0 ? 0 : 1, none_out = wr == 0 ? 0 : 1;
+        int s1[1] = {wr}, d1[1] = {wr};
+        OK(MPI_Dist_graph_create_adjacent(MPI_COMM_WORLD, none_in, s1, wr == 0 ? MPI_WEIGHTS_EMPTY : MPI_UNWEIGHTED,
+                                          none_out, d1, wr == 0 ? MPI_WEIGHTS_EMPTY : MPI_UNWEIGHTED,
+                                          MPI_INFO_NULL, 0, &g));
+        OK(MPI_Dist_graph_neighbors_count(g, &indeg, &outdeg, &weighted));
+        CHECK(indeg == none_in && outdeg == none_out);
+        int self_in = -1, self_out = wr + 500;
+        OK(MPI_Neighbor_allgather(&self_out, 1, MPI_INT, &self_in, 1, MPI_INT, g));
+        CHECK(self_in == (wr == 0 ? -1 : wr + 500));
+        OK(MPI_Comm_free(&g));
+        /* A neighbour outside the communicator. */
+        OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+        int badn[1] = {n}, cls;
+        int brc = MPI_Dist_graph_create_adjacent(MPI_COMM_WORLD, 1, badn, MPI_UNWEIGHTED, 0, badn,
+                                                 MPI_UNWEIGHTED, MPI_INFO_NULL, 0, &g);
+        MPI_Error_class(brc, &cls);
+        CHECK(cls == MPI_ERR_RANK);
+        OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL));
+    }
 
     /* No topology: an error of class MPI_ERR_TOPOLOGY. */
     OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
