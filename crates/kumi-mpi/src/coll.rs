@@ -305,11 +305,10 @@ impl<T: Pod> CollPending for NbReduce<T> {
 
 /// A nonblocking collective on packed bytes in flight: on completion its
 /// result is unpacked, in order, into the segments of `out` (buffer, element
-/// count), all of datatype `dt`; nothing when `out` is empty.
+/// count, datatype); nothing when `out` is empty.
 struct NbBytes {
     req: CollRequest<u8>,
-    dt: Option<Datatype>,
-    out: Vec<(*mut c_void, usize)>,
+    out: Vec<(*mut c_void, usize, Datatype)>,
 }
 
 impl NbBytes {
@@ -317,8 +316,15 @@ impl NbBytes {
     fn one(req: CollRequest<u8>, buf: *mut c_void, n: usize, d: Datatype) -> NbBytes {
         NbBytes {
             req,
-            dt: Some(d),
-            out: vec![(buf, n)],
+            out: vec![(buf, n, d)],
+        }
+    }
+
+    /// The result goes to the segments (buffer, element count), all of `d`.
+    fn typed(req: CollRequest<u8>, segs: Vec<(*mut c_void, usize)>, d: &Datatype) -> NbBytes {
+        NbBytes {
+            req,
+            out: of_type(segs, d),
         }
     }
 
@@ -326,7 +332,6 @@ impl NbBytes {
     fn none(req: CollRequest<u8>) -> NbBytes {
         NbBytes {
             req,
-            dt: None,
             out: Vec::new(),
         }
     }
@@ -338,10 +343,12 @@ impl CollPending for NbBytes {
     }
 
     fn finish(self: Box<Self>) -> R<()> {
-        let NbBytes { req, dt, out } = *self;
+        let NbBytes { req, out } = *self;
         let result = req.wait()?;
-        let Some(d) = dt else { return Ok(()) };
-        let want: usize = out.iter().map(|&(_, n)| d.packed_size(n)).sum();
+        if out.is_empty() {
+            return Ok(());
+        }
+        let want: usize = out.iter().map(|(_, n, d)| d.packed_size(*n)).sum();
         if result.len() != want {
             return err(
                 MPI_ERR_TRUNCATE,
@@ -352,9 +359,130 @@ impl CollPending for NbBytes {
                 ),
             );
         }
-        unpack_segments(&result, &out, &d);
+        let mut off = 0;
+        for (buf, n, d) in &out {
+            let len = d.packed_size(*n);
+            unpack(&result[off..off + len], *buf, *n, d);
+            off += len;
+        }
         Ok(())
     }
+}
+
+/// A segment of a program's buffer: where, how many elements, of which type.
+type Seg = (*mut c_void, usize, Datatype);
+
+/// The segments (buffer, element count), all of type `d`.
+fn of_type(segs: Vec<(*mut c_void, usize)>, d: &Datatype) -> Vec<Seg> {
+    segs.into_iter().map(|(b, n)| (b, n, d.clone())).collect()
+}
+
+/// The packed bytes of typed segments, one after the other.
+fn pack_typed(segs: &[Seg]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(segs.iter().map(|(_, n, d)| d.packed_size(*n)).sum());
+    for (buf, n, d) in segs {
+        v.extend_from_slice(&pack(*buf, *n, d));
+    }
+    v
+}
+
+/// The segments of an `...w` collective: `counts[i]` elements of `types[i]`
+/// at byte displacement `displs[i]` of `buf`.
+fn w_segments(
+    buf: *const c_void,
+    counts: &[usize],
+    displs: &[isize],
+    types: *const c_int,
+    what: &str,
+) -> R<Vec<Seg>> {
+    let ts = slice(types, counts.len() as c_int, what)?;
+    let s = st()?;
+    let mut out = Vec::with_capacity(counts.len());
+    for ((&n, &disp), &t) in counts.iter().zip(displs).zip(ts) {
+        out.push((
+            (buf as *mut u8).wrapping_offset(disp) as *mut c_void,
+            n,
+            s.dtype(t)?,
+        ));
+    }
+    Ok(out)
+}
+
+/// `MPI_(I)alltoallw`, started (displacements in bytes, a type per rank).
+#[allow(clippy::too_many_arguments)]
+fn alltoallw(
+    sendbuf: *const c_void,
+    sendcounts: *const c_int,
+    sdispls: *const c_int,
+    sendtypes: *const c_int,
+    recvbuf: *mut c_void,
+    recvcounts: *const c_int,
+    rdispls: *const c_int,
+    recvtypes: *const c_int,
+    comm: c_int,
+) -> R<NbBytes> {
+    let c = st()?.comm(comm)?;
+    let p = c.size();
+    let byte_displs = |d: *const c_int, what: &str| -> R<Vec<isize>> {
+        Ok(slice(d, p as c_int, what)?
+            .iter()
+            .map(|&x| x as isize)
+            .collect())
+    };
+    let rsegs = w_segments(
+        recvbuf,
+        &counts(recvcounts, p, "recvcounts")?,
+        &byte_displs(rdispls, "rdispls")?,
+        recvtypes,
+        "recvtypes",
+    )?;
+    let ssegs = if in_place(sendbuf) {
+        rsegs.clone()
+    } else {
+        w_segments(
+            sendbuf,
+            &counts(sendcounts, p, "sendcounts")?,
+            &byte_displs(sdispls, "sdispls")?,
+            sendtypes,
+            "sendtypes",
+        )?
+    };
+    let sb: Vec<usize> = ssegs.iter().map(|(_, n, d)| d.packed_size(*n)).collect();
+    let rb: Vec<usize> = rsegs.iter().map(|(_, n, d)| d.packed_size(*n)).collect();
+    let req = c.ialltoallv(pack_typed(&ssegs), &sb, &rb)?;
+    Ok(NbBytes { req, out: rsegs })
+}
+
+/// `MPI_(I)neighbor_alltoallw`, started (`MPI_Aint` byte displacements).
+#[allow(clippy::too_many_arguments)]
+fn neighbor_alltoallw(
+    sendbuf: *const c_void,
+    sendcounts: *const c_int,
+    sdispls: *const isize,
+    sendtypes: *const c_int,
+    recvbuf: *mut c_void,
+    recvcounts: *const c_int,
+    rdispls: *const isize,
+    recvtypes: *const c_int,
+    comm: c_int,
+) -> R<NbBytes> {
+    let (c, nb) = crate::comm::neighbors(&mut *st()?, comm)?;
+    let (ki, ko) = (nb.indegree(), nb.outdegree());
+    let send = w_segments(
+        sendbuf,
+        &counts(sendcounts, ko, "sendcounts")?,
+        slice(sdispls, ko as c_int, "sdispls")?,
+        sendtypes,
+        "sendtypes",
+    )?;
+    let recv = w_segments(
+        recvbuf,
+        &counts(recvcounts, ki, "recvcounts")?,
+        slice(rdispls, ki as c_int, "rdispls")?,
+        recvtypes,
+        "recvtypes",
+    )?;
+    neighbor_start(&c, &nb, &send, false, recv)
 }
 
 /// The packed bytes of the segments (buffer, element count) of `d`, one after
@@ -413,9 +541,12 @@ fn neighbor_allgather(
     comm: c_int,
 ) -> R<NbBytes> {
     let (c, nb, sd, rd) = neighbor_args(comm, sendtype, recvtype)?;
-    let send = [(sendbuf as *mut c_void, count(sendcount)?)];
-    let recv = even_segments(recvbuf, nb.indegree(), count(recvcount)?, &rd);
-    neighbor_start(&c, &nb, &send, &sd, true, recv, rd)
+    let send = [(sendbuf as *mut c_void, count(sendcount)?, sd)];
+    let recv = of_type(
+        even_segments(recvbuf, nb.indegree(), count(recvcount)?, &rd),
+        &rd,
+    );
+    neighbor_start(&c, &nb, &send, true, recv)
 }
 
 /// `MPI_(I)neighbor_allgatherv`, started.
@@ -432,14 +563,14 @@ fn neighbor_allgatherv(
 ) -> R<NbBytes> {
     let (c, nb, sd, rd) = neighbor_args(comm, sendtype, recvtype)?;
     let k = nb.indegree();
-    let send = [(sendbuf as *mut c_void, count(sendcount)?)];
+    let send = [(sendbuf as *mut c_void, count(sendcount)?, sd)];
     let recv = segments(
         recvbuf,
         &counts(recvcounts, k, "recvcounts")?,
         &counts(displs, k, "displs")?,
         &rd,
     );
-    neighbor_start(&c, &nb, &send, &sd, true, recv, rd)
+    neighbor_start(&c, &nb, &send, true, of_type(recv, &rd))
 }
 
 /// `MPI_(I)neighbor_alltoall`, started.
@@ -455,7 +586,7 @@ fn neighbor_alltoall(
     let (c, nb, sd, rd) = neighbor_args(comm, sendtype, recvtype)?;
     let send = even_segments(sendbuf, nb.outdegree(), count(sendcount)?, &sd);
     let recv = even_segments(recvbuf, nb.indegree(), count(recvcount)?, &rd);
-    neighbor_start(&c, &nb, &send, &sd, false, recv, rd)
+    neighbor_start(&c, &nb, &of_type(send, &sd), false, of_type(recv, &rd))
 }
 
 /// `MPI_(I)neighbor_alltoallv`, started.
@@ -485,7 +616,7 @@ fn neighbor_alltoallv(
         &counts(rdispls, ki, "rdispls")?,
         &rd,
     );
-    neighbor_start(&c, &nb, &send, &sd, false, recv, rd)
+    neighbor_start(&c, &nb, &of_type(send, &sd), false, of_type(recv, &rd))
 }
 
 /// Starts a neighbourhood collective with neighbours `nb`: `send` holds one
@@ -496,14 +627,12 @@ fn neighbor_alltoallv(
 fn neighbor_start(
     c: &Comm,
     nb: &Neighbors,
-    send: &[(*mut c_void, usize)],
-    sd: &Datatype,
+    send: &[Seg],
     shared: bool,
-    mut recv: Vec<(*mut c_void, usize)>,
-    rd: Datatype,
+    mut recv: Vec<Seg>,
 ) -> R<NbBytes> {
-    let data = pack_segments(send, sd);
-    let send_bytes: Vec<usize> = send.iter().map(|&(_, n)| sd.packed_size(n)).collect();
+    let data = pack_typed(send);
+    let send_bytes: Vec<usize> = send.iter().map(|(_, n, d)| d.packed_size(*n)).collect();
     let block = |j: usize| if shared { 0 } else { j };
     let (mut sends, mut recvs) = (Vec::new(), Vec::new());
     match nb {
@@ -536,13 +665,9 @@ fn neighbor_start(
             recvs.extend(sources.iter().enumerate().map(|(i, &f)| (f, i)));
         }
     }
-    let recv_bytes: Vec<usize> = recv.iter().map(|&(_, n)| rd.packed_size(n)).collect();
+    let recv_bytes: Vec<usize> = recv.iter().map(|(_, n, d)| d.packed_size(*n)).collect();
     let req = c.ineighbor_exchange(data, &send_bytes, &sends, &recv_bytes, &recvs)?;
-    Ok(NbBytes {
-        req,
-        dt: Some(rd),
-        out: recv,
-    })
+    Ok(NbBytes { req, out: recv })
 }
 
 /// The segments of a neighbourhood allgather or all-to-all with one count
@@ -989,7 +1114,7 @@ mpi! {
         bytes[me] = mine.len();
         let req = c.igatherv(mine, &bytes, r)?;
         let nb = match recv {
-            Some((rd, segs)) => NbBytes { req, dt: Some(rd), out: segs },
+            Some((rd, segs)) => NbBytes::typed(req, segs, &rd),
             None => NbBytes::none(req),
         };
         nb_request(Box::new(nb), comm, request)
@@ -1042,7 +1167,7 @@ mpi! {
         };
         let bytes: Vec<usize> = segs.iter().map(|&(_, n)| rd.packed_size(n)).collect();
         let req = c.iallgatherv(mine, &bytes)?;
-        nb_request(Box::new(NbBytes { req, dt: Some(rd), out: segs }), comm, request)
+        nb_request(Box::new(NbBytes::typed(req, segs, &rd)), comm, request)
     }
 
     fn MPI_Ialltoallv / PMPI_Ialltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: c_int, comm: c_int, request: *mut c_int) {
@@ -1060,7 +1185,7 @@ mpi! {
         let sb: Vec<usize> = ssegs.iter().map(|&(_, n)| sd.packed_size(n)).collect();
         let rb: Vec<usize> = rsegs.iter().map(|&(_, n)| rd.packed_size(n)).collect();
         let req = c.ialltoallv(pack_segments(&ssegs, &sd), &sb, &rb)?;
-        nb_request(Box::new(NbBytes { req, dt: Some(rd), out: rsegs }), comm, request)
+        nb_request(Box::new(NbBytes::typed(req, rsegs, &rd)), comm, request)
     }
 
     fn MPI_Iscan / PMPI_Iscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: c_int, op: c_int, comm: c_int, request: *mut c_int) {
@@ -1145,6 +1270,28 @@ mpi! {
     fn MPI_Ineighbor_alltoallv / PMPI_Ineighbor_alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: c_int, comm: c_int, request: *mut c_int) {
         need_request(request)?;
         let nb = neighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm)?;
+        nb_request(Box::new(nb), comm, request)
+    }
+
+    fn MPI_Alltoallw / PMPI_Alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const c_int, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const c_int, comm: c_int) {
+        let nb = alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm)?;
+        Box::new(nb).finish()
+    }
+
+    fn MPI_Ialltoallw / PMPI_Ialltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const c_int, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const c_int, comm: c_int, request: *mut c_int) {
+        need_request(request)?;
+        let nb = alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm)?;
+        nb_request(Box::new(nb), comm, request)
+    }
+
+    fn MPI_Neighbor_alltoallw / PMPI_Neighbor_alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const isize, sendtypes: *const c_int, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const isize, recvtypes: *const c_int, comm: c_int) {
+        let nb = neighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm)?;
+        Box::new(nb).finish()
+    }
+
+    fn MPI_Ineighbor_alltoallw / PMPI_Ineighbor_alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const isize, sendtypes: *const c_int, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const isize, recvtypes: *const c_int, comm: c_int, request: *mut c_int) {
+        need_request(request)?;
+        let nb = neighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm)?;
         nb_request(Box::new(nb), comm, request)
     }
 

@@ -179,10 +179,6 @@ pub extern "C" fn MPI_Alltoallv_init_c() -> c_int {
     crate::unsupported("MPI_Alltoallv_init_c")
 }
 #[no_mangle]
-pub extern "C" fn MPI_Alltoallw() -> c_int {
-    crate::unsupported("MPI_Alltoallw")
-}
-#[no_mangle]
 pub extern "C" fn MPI_Alltoallw_c() -> c_int {
     crate::unsupported("MPI_Alltoallw_c")
 }
@@ -727,10 +723,6 @@ pub extern "C" fn MPI_Group_from_session_pset() -> c_int {
     crate::unsupported("MPI_Group_from_session_pset")
 }
 #[no_mangle]
-pub extern "C" fn MPI_Ialltoallw() -> c_int {
-    crate::unsupported("MPI_Ialltoallw")
-}
-#[no_mangle]
 pub extern "C" fn MPI_Ialltoallw_c() -> c_int {
     crate::unsupported("MPI_Ialltoallw_c")
 }
@@ -749,10 +741,6 @@ pub extern "C" fn MPI_Ineighbor_alltoall_c() -> c_int {
 #[no_mangle]
 pub extern "C" fn MPI_Ineighbor_alltoallv_c() -> c_int {
     crate::unsupported("MPI_Ineighbor_alltoallv_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Ineighbor_alltoallw() -> c_int {
-    crate::unsupported("MPI_Ineighbor_alltoallw")
 }
 #[no_mangle]
 pub extern "C" fn MPI_Ineighbor_alltoallw_c() -> c_int {
@@ -841,10 +829,6 @@ pub extern "C" fn MPI_Neighbor_alltoallv_init() -> c_int {
 #[no_mangle]
 pub extern "C" fn MPI_Neighbor_alltoallv_init_c() -> c_int {
     crate::unsupported("MPI_Neighbor_alltoallv_init_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Neighbor_alltoallw() -> c_int {
-    crate::unsupported("MPI_Neighbor_alltoallw")
 }
 #[no_mangle]
 pub extern "C" fn MPI_Neighbor_alltoallw_c() -> c_int {
@@ -1671,10 +1655,6 @@ pub extern "C" fn PMPI_Alltoallv_init_c() -> c_int {
     crate::unsupported("MPI_Alltoallv_init_c")
 }
 #[no_mangle]
-pub extern "C" fn PMPI_Alltoallw() -> c_int {
-    crate::unsupported("MPI_Alltoallw")
-}
-#[no_mangle]
 pub extern "C" fn PMPI_Alltoallw_c() -> c_int {
     crate::unsupported("MPI_Alltoallw_c")
 }
@@ -2219,10 +2199,6 @@ pub extern "C" fn PMPI_Group_from_session_pset() -> c_int {
     crate::unsupported("MPI_Group_from_session_pset")
 }
 #[no_mangle]
-pub extern "C" fn PMPI_Ialltoallw() -> c_int {
-    crate::unsupported("MPI_Ialltoallw")
-}
-#[no_mangle]
 pub extern "C" fn PMPI_Ialltoallw_c() -> c_int {
     crate::unsupported("MPI_Ialltoallw_c")
 }
@@ -2241,10 +2217,6 @@ pub extern "C" fn PMPI_Ineighbor_alltoall_c() -> c_int {
 #[no_mangle]
 pub extern "C" fn PMPI_Ineighbor_alltoallv_c() -> c_int {
     crate::unsupported("MPI_Ineighbor_alltoallv_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Ineighbor_alltoallw() -> c_int {
-    crate::unsupported("MPI_Ineighbor_alltoallw")
 }
 #[no_mangle]
 pub extern "C" fn PMPI_Ineighbor_alltoallw_c() -> c_int {
@@ -2333,10 +2305,6 @@ pub extern "C" fn PMPI_Neighbor_alltoallv_init() -> c_int {
 #[no_mangle]
 pub extern "C" fn PMPI_Neighbor_alltoallv_init_c() -> c_int {
     crate::unsupported("MPI_Neighbor_alltoallv_init_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Neighbor_alltoallw() -> c_int {
-    crate::unsupported("MPI_Neighbor_alltoallw")
 }
 #[no_mangle]
 pub extern "C" fn PMPI_Neighbor_alltoallw_c() -> c_int {

@@ -170,6 +170,38 @@ int main(int argc, char **argv) {
     CHECK(hs == (n + 1 - r % 2) / 2);
     OK(MPI_Comm_free(&half));
 
+    /* MPI_Alltoallw: a type per peer, byte displacements. To rank j: two
+     * ints as 2 x MPI_INT when j is even, as 1 x "pair" when odd; from rank i
+     * the other way round (the signatures match: two ints either way). */
+    {
+        MPI_Datatype two;
+        OK(MPI_Type_contiguous(2, MPI_INT, &two));
+        OK(MPI_Type_commit(&two));
+        int *wsc = malloc(sizeof(int) * n), *wsd = malloc(sizeof(int) * n), *wrc = malloc(sizeof(int) * n);
+        int *wrd = malloc(sizeof(int) * n);
+        MPI_Datatype *wst = malloc(sizeof(MPI_Datatype) * n), *wrt = malloc(sizeof(MPI_Datatype) * n);
+        int *wout = malloc(sizeof(int) * 4 * n), *win = malloc(sizeof(int) * 4 * n);
+        CHECK(wsc && wsd && wrc && wrd && wst && wrt && wout && win);
+        for (int j = 0; j < n; j++) {
+            wsc[j] = j % 2 ? 1 : 2;
+            wst[j] = j % 2 ? two : MPI_INT;
+            wsd[j] = 16 * j; /* bytes: 4 ints per peer, 2 used */
+            wrc[j] = j % 2 ? 2 : 1;
+            wrt[j] = j % 2 ? MPI_INT : two;
+            wrd[j] = 16 * (n - 1 - j); /* reversed placement */
+            wout[4 * j] = r * 100 + j;
+            wout[4 * j + 1] = -r;
+        }
+        for (int i = 0; i < 4 * n; i++) win[i] = -7;
+        OK(MPI_Alltoallw(wout, wsc, wsd, wst, win, wrc, wrd, wrt, MPI_COMM_WORLD));
+        for (int i = 0; i < n; i++) {
+            int *b = win + 4 * (n - 1 - i);
+            CHECK(b[0] == i * 100 + r && b[1] == -i && b[2] == -7);
+        }
+        free(wsc); free(wsd); free(wrc); free(wrd); free(wst); free(wrt); free(wout); free(win);
+        OK(MPI_Type_free(&two));
+    }
+
     /* MPI_Reduce_local: inout = in op inout, no communication; with a
      * built-in and a non-commutative user operation (in is the left operand). */
     int lin[3] = {1, -7, 3}, linout[3] = {10, 20, -30};

@@ -199,6 +199,24 @@ int main(int argc, char **argv) {
     for (int i = 0; i < 2 * N; i++) CHECK(v[i] == (i % 2 == 0 || r == 0 ? 100 + i : -1));
     OK(MPI_Type_free(&every2));
 
+    /* MPI_Ialltoallw, in place: one int per peer, types per peer all
+     * MPI_INT, byte displacements. */
+    {
+        int *ic = malloc(sizeof(int) * n), *id = malloc(sizeof(int) * n), *buf = malloc(sizeof(int) * n);
+        MPI_Datatype *it = malloc(sizeof(MPI_Datatype) * n);
+        CHECK(ic && id && buf && it);
+        for (int j = 0; j < n; j++) {
+            ic[j] = 1;
+            id[j] = (int)sizeof(int) * j;
+            it[j] = MPI_INT;
+            buf[j] = r * 1000 + j; /* for rank j */
+        }
+        OK(MPI_Ialltoallw(MPI_IN_PLACE, NULL, NULL, NULL, buf, ic, id, it, MPI_COMM_WORLD, &q));
+        OK(MPI_Wait(&q, MPI_STATUS_IGNORE));
+        for (int i = 0; i < n; i++) CHECK(buf[i] == i * 1000 + r);
+        free(ic); free(id); free(buf); free(it);
+    }
+
     /* Large-count forms (MPI 4), which take MPI_Count and MPI_Aint arrays. */
     {
         MPI_Count cc[17], one = 1;

@@ -102,6 +102,42 @@ int main(int argc, char **argv) {
     }
     OK(MPI_Type_free(&pair));
 
+    /* MPI_Neighbor_alltoallw and its nonblocking form: int blocks as in the
+     * alltoall above, with MPI_Aint byte displacements and a type per
+     * neighbour (two ints, as 2 x MPI_INT or 1 x pair). */
+    {
+        MPI_Datatype two;
+        OK(MPI_Type_contiguous(2, MPI_INT, &two));
+        OK(MPI_Type_commit(&two));
+        int wc[MAXK], wrc[MAXK];
+        MPI_Aint wd[MAXK], wrd[MAXK];
+        MPI_Datatype wt[MAXK], wrt[MAXK];
+        for (int i = 0; i < MAXK; i++) {
+            wc[i] = i % 2 ? 1 : 2;
+            wt[i] = i % 2 ? two : MPI_INT;
+            wd[i] = (MPI_Aint)(2 * i * sizeof(int));
+            wrc[i] = 1;
+            wrt[i] = two;
+            wrd[i] = (MPI_Aint)(2 * i * sizeof(int));
+        }
+        for (int round = 0; round < 2; round++) {
+            for (int j = 0; j < MAXK * 2; j++) in[j] = -1;
+            if (round == 0) {
+                OK(MPI_Neighbor_alltoallw(out, wc, wd, wt, in, wrc, wrd, wrt, grid));
+            } else {
+                MPI_Request wq;
+                OK(MPI_Ineighbor_alltoallw(out, wc, wd, wt, in, wrc, wrd, wrt, grid, &wq));
+                OK(MPI_Wait(&wq, MPI_STATUS_IGNORE));
+            }
+            for (int i = 0; i < MAXK; i++) {
+                int from_block = i % 2 == 0 ? i + 1 : i - 1;
+                for (int k = 0; k < 2; k++)
+                    CHECK(in[2 * i + k] == (nb[i] == MPI_PROC_NULL ? -1 : nb[i] * 100 + 2 * from_block + k));
+            }
+        }
+        OK(MPI_Type_free(&two));
+    }
+
     /* A 1-d periodic ring of every rank: with 1 or 2 ranks the same rank is
      * both neighbours, and the blocks still go to the right side. */
     MPI_Comm ring;
