@@ -1339,10 +1339,6 @@ pub extern "C" fn MPI_Type_lb() -> c_int {
     crate::unsupported("MPI_Type_lb")
 }
 #[no_mangle]
-pub extern "C" fn MPI_Type_match_size() -> c_int {
-    crate::unsupported("MPI_Type_match_size")
-}
-#[no_mangle]
 pub extern "C" fn MPI_Type_set_attr() -> c_int {
     crate::unsupported("MPI_Type_set_attr")
 }
@@ -2813,10 +2809,6 @@ pub extern "C" fn PMPI_Type_indexed_c() -> c_int {
 #[no_mangle]
 pub extern "C" fn PMPI_Type_lb() -> c_int {
     crate::unsupported("MPI_Type_lb")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Type_match_size() -> c_int {
-    crate::unsupported("MPI_Type_match_size")
 }
 #[no_mangle]
 pub extern "C" fn PMPI_Type_set_attr() -> c_int {

@@ -137,6 +137,33 @@ mpi! {
         out(size, "size", c_int::try_from(n).unwrap_or(MPI_UNDEFINED))
     }
 
+    fn MPI_Type_match_size / PMPI_Type_match_size(typeclass: c_int, size: c_int, datatype: *mut c_int) {
+        // The Fortran-named sized types (MPICH's handles carry the size in
+        // bits 8-15): REAL4/8/16, INTEGER1/2/4/8, COMPLEX8/16/32.
+        let candidates: &[c_int] = match typeclass {
+            1 => &[0x4c000427, 0x4c000829, 0x4c00102b],
+            2 => &[0x4c00012d, 0x4c00022f, 0x4c000430, 0x4c000831],
+            3 => &[0x4c000828, 0x4c00102a, 0x4c00202c],
+            t => {
+                return err(
+                    MPI_ERR_ARG,
+                    format!("typeclass {t} is not MPI_TYPECLASS_REAL, _INTEGER or _COMPLEX"),
+                )
+            }
+        };
+        let found = candidates
+            .iter()
+            .copied()
+            .find(|&h| size >= 0 && old(h).is_ok_and(|d| d.size() == size as usize));
+        match found {
+            Some(h) => out(datatype, "datatype", h),
+            None => err(
+                MPI_ERR_ARG,
+                format!("no predefined type of typeclass {typeclass} has {size} bytes"),
+            ),
+        }
+    }
+
     fn MPI_Type_size_x / PMPI_Type_size_x(datatype: c_int, size: *mut i64) {
         out(size, "size", old(datatype)?.size() as i64)
     }

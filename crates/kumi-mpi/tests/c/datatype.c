@@ -139,6 +139,26 @@ int main(int argc, char **argv) {
         OK(MPI_Type_free(&all[i]));
         CHECK(all[i] == MPI_DATATYPE_NULL);
     }
+    /* MPI_Type_match_size: the sized Fortran-named types. */
+    {
+        MPI_Datatype m;
+        int sz;
+        OK(MPI_Type_match_size(MPI_TYPECLASS_REAL, 8, &m));
+        CHECK(m == MPI_REAL8);
+        OK(MPI_Type_size(m, &sz));
+        CHECK(sz == 8);
+        OK(MPI_Type_match_size(MPI_TYPECLASS_INTEGER, 4, &m));
+        CHECK(m == MPI_INTEGER4);
+        OK(MPI_Type_match_size(MPI_TYPECLASS_COMPLEX, 16, &m));
+        OK(MPI_Type_size(m, &sz));
+        CHECK(sz == 16 && m == MPI_COMPLEX16);
+        MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+        int cls, mrc = MPI_Type_match_size(MPI_TYPECLASS_INTEGER, 3, &m);
+        MPI_Error_class(mrc, &cls);
+        CHECK(cls == MPI_ERR_ARG);
+        MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+    }
+
     kt_pass("datatype");
     MPI_Finalize();
     return 0;
