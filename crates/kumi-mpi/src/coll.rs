@@ -681,6 +681,29 @@ fn even_segments(
     (0..k).map(|i| (at(buf, i * count, d), count)).collect()
 }
 
+/// Starts nonblocking reduction `red` (see [`reduction_any`]) and registers
+/// it as request `request`.
+#[allow(clippy::too_many_arguments)]
+fn nb_reduction(
+    name: &str,
+    red: Red,
+    send: *const c_void,
+    recv: *mut c_void,
+    n: usize,
+    dt: c_int,
+    op: c_int,
+    comm: c_int,
+    request: *mut c_int,
+) -> R<()> {
+    match reduction_any(name, red, send, recv, n, dt, op, comm)? {
+        Some(p) => nb_request(p, comm, request),
+        None => err(
+            MPI_ERR_INTERN,
+            format!("{name}: the reduction did not start"),
+        ),
+    }
+}
+
 /// Registers a started nonblocking collective as request `request`.
 fn nb_request(p: Box<dyn CollPending>, comm: c_int, request: *mut c_int) -> R<()> {
     let h = st()?.new_request(ReqEntry::Coll(p), comm);
@@ -951,6 +974,23 @@ fn bcast(buf: *mut c_void, n: c_int, dt: c_int, root: c_int, comm: c_int) -> R<(
     Ok(())
 }
 
+// Each pair: the blocking function waits for what the starter begins; the
+// nonblocking one hands it to the program as a request.
+mpi_coll_pair! {
+    MPI_Neighbor_allgather / PMPI_Neighbor_allgather,
+    MPI_Ineighbor_allgather / PMPI_Ineighbor_allgather => neighbor_allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, comm: c_int) on comm
+    MPI_Neighbor_allgatherv / PMPI_Neighbor_allgatherv,
+    MPI_Ineighbor_allgatherv / PMPI_Ineighbor_allgatherv => neighbor_allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: c_int, comm: c_int) on comm
+    MPI_Neighbor_alltoall / PMPI_Neighbor_alltoall,
+    MPI_Ineighbor_alltoall / PMPI_Ineighbor_alltoall => neighbor_alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, comm: c_int) on comm
+    MPI_Neighbor_alltoallv / PMPI_Neighbor_alltoallv,
+    MPI_Ineighbor_alltoallv / PMPI_Ineighbor_alltoallv => neighbor_alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: c_int, comm: c_int) on comm
+    MPI_Alltoallw / PMPI_Alltoallw,
+    MPI_Ialltoallw / PMPI_Ialltoallw => alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const c_int, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const c_int, comm: c_int) on comm
+    MPI_Neighbor_alltoallw / PMPI_Neighbor_alltoallw,
+    MPI_Ineighbor_alltoallw / PMPI_Ineighbor_alltoallw => neighbor_alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const isize, sendtypes: *const c_int, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const isize, recvtypes: *const c_int, comm: c_int) on comm
+}
+
 mpi! {
     fn MPI_Barrier / PMPI_Barrier(comm: c_int) {
         let c = st()?.comm(comm)?;
@@ -969,11 +1009,7 @@ mpi! {
     fn MPI_Iallreduce / PMPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: c_int, op: c_int, comm: c_int, request: *mut c_int) {
         need_request(request)?;
         let send = if in_place(sendbuf) { recvbuf as *const c_void } else { sendbuf };
-        let Some(p) = reduction_any("MPI_Iallreduce", Red::IAll, send, recvbuf, crate::state::count(count)?, datatype, op, comm)? else {
-            return err(MPI_ERR_INTERN, "the nonblocking allreduce did not start");
-        };
-        let h = st()?.new_request(ReqEntry::Coll(p), comm);
-        out(request, "request", h)
+        nb_reduction("MPI_Iallreduce", Red::IAll, send, recvbuf, crate::state::count(count)?, datatype, op, comm, request)
     }
 
     fn MPI_Ibcast / PMPI_Ibcast(buffer: *mut c_void, count: c_int, datatype: c_int, root: c_int, comm: c_int, request: *mut c_int) {
@@ -993,10 +1029,7 @@ mpi! {
         let c = st()?.comm(comm)?;
         let r = check_root(&c, root)?;
         let send = if in_place(sendbuf) && c.rank() == r { recvbuf as *const c_void } else { sendbuf };
-        let Some(p) = reduction_any("MPI_Ireduce", Red::IReduce(r), send, recvbuf, crate::state::count(count)?, datatype, op, comm)? else {
-            return err(MPI_ERR_INTERN, "the nonblocking reduce did not start");
-        };
-        nb_request(p, comm, request)
+        nb_reduction("MPI_Ireduce", Red::IReduce(r), send, recvbuf, crate::state::count(count)?, datatype, op, comm, request)
     }
 
     fn MPI_Iallgather / PMPI_Iallgather(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, comm: c_int, request: *mut c_int) {
@@ -1191,19 +1224,13 @@ mpi! {
     fn MPI_Iscan / PMPI_Iscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: c_int, op: c_int, comm: c_int, request: *mut c_int) {
         need_request(request)?;
         let send = if in_place(sendbuf) { recvbuf as *const c_void } else { sendbuf };
-        let Some(p) = reduction_any("MPI_Iscan", Red::IScan, send, recvbuf, crate::state::count(count)?, datatype, op, comm)? else {
-            return err(MPI_ERR_INTERN, "the nonblocking scan did not start");
-        };
-        nb_request(p, comm, request)
+        nb_reduction("MPI_Iscan", Red::IScan, send, recvbuf, crate::state::count(count)?, datatype, op, comm, request)
     }
 
     fn MPI_Iexscan / PMPI_Iexscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: c_int, op: c_int, comm: c_int, request: *mut c_int) {
         need_request(request)?;
         let send = if in_place(sendbuf) { recvbuf as *const c_void } else { sendbuf };
-        let Some(p) = reduction_any("MPI_Iexscan", Red::IExscan, send, recvbuf, crate::state::count(count)?, datatype, op, comm)? else {
-            return err(MPI_ERR_INTERN, "the nonblocking exclusive scan did not start");
-        };
-        nb_request(p, comm, request)
+        nb_reduction("MPI_Iexscan", Red::IExscan, send, recvbuf, crate::state::count(count)?, datatype, op, comm, request)
     }
 
     fn MPI_Ireduce_scatter_block / PMPI_Ireduce_scatter_block(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: c_int, op: c_int, comm: c_int, request: *mut c_int) {
@@ -1211,10 +1238,7 @@ mpi! {
         let p = st()?.comm(comm)?.size();
         let n = crate::state::count(recvcount)?;
         let send = if in_place(sendbuf) { recvbuf as *const c_void } else { sendbuf };
-        let Some(q) = reduction_any("MPI_Ireduce_scatter_block", Red::IScatter(vec![n; p]), send, recvbuf, n * p, datatype, op, comm)? else {
-            return err(MPI_ERR_INTERN, "the nonblocking reduce-scatter did not start");
-        };
-        nb_request(q, comm, request)
+        nb_reduction("MPI_Ireduce_scatter_block", Red::IScatter(vec![n; p]), send, recvbuf, n * p, datatype, op, comm, request)
     }
 
     fn MPI_Ireduce_scatter / PMPI_Ireduce_scatter(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: c_int, op: c_int, comm: c_int, request: *mut c_int) {
@@ -1223,76 +1247,7 @@ mpi! {
         let cs = counts(recvcounts, p, "recvcounts")?;
         let total = cs.iter().sum();
         let send = if in_place(sendbuf) { recvbuf as *const c_void } else { sendbuf };
-        let Some(q) = reduction_any("MPI_Ireduce_scatter", Red::IScatter(cs), send, recvbuf, total, datatype, op, comm)? else {
-            return err(MPI_ERR_INTERN, "the nonblocking reduce-scatter did not start");
-        };
-        nb_request(q, comm, request)
-    }
-
-    fn MPI_Neighbor_allgather / PMPI_Neighbor_allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, comm: c_int) {
-        let nb = neighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)?;
-        Box::new(nb).finish()
-    }
-
-    fn MPI_Ineighbor_allgather / PMPI_Ineighbor_allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, comm: c_int, request: *mut c_int) {
-        need_request(request)?;
-        let nb = neighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)?;
-        nb_request(Box::new(nb), comm, request)
-    }
-
-    fn MPI_Neighbor_allgatherv / PMPI_Neighbor_allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: c_int, comm: c_int) {
-        let nb = neighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm)?;
-        Box::new(nb).finish()
-    }
-
-    fn MPI_Ineighbor_allgatherv / PMPI_Ineighbor_allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: c_int, comm: c_int, request: *mut c_int) {
-        need_request(request)?;
-        let nb = neighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm)?;
-        nb_request(Box::new(nb), comm, request)
-    }
-
-    fn MPI_Neighbor_alltoall / PMPI_Neighbor_alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, comm: c_int) {
-        let nb = neighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)?;
-        Box::new(nb).finish()
-    }
-
-    fn MPI_Ineighbor_alltoall / PMPI_Ineighbor_alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, comm: c_int, request: *mut c_int) {
-        need_request(request)?;
-        let nb = neighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)?;
-        nb_request(Box::new(nb), comm, request)
-    }
-
-    fn MPI_Neighbor_alltoallv / PMPI_Neighbor_alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: c_int, comm: c_int) {
-        let nb = neighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm)?;
-        Box::new(nb).finish()
-    }
-
-    fn MPI_Ineighbor_alltoallv / PMPI_Ineighbor_alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: c_int, comm: c_int, request: *mut c_int) {
-        need_request(request)?;
-        let nb = neighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm)?;
-        nb_request(Box::new(nb), comm, request)
-    }
-
-    fn MPI_Alltoallw / PMPI_Alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const c_int, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const c_int, comm: c_int) {
-        let nb = alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm)?;
-        Box::new(nb).finish()
-    }
-
-    fn MPI_Ialltoallw / PMPI_Ialltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const c_int, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const c_int, comm: c_int, request: *mut c_int) {
-        need_request(request)?;
-        let nb = alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm)?;
-        nb_request(Box::new(nb), comm, request)
-    }
-
-    fn MPI_Neighbor_alltoallw / PMPI_Neighbor_alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const isize, sendtypes: *const c_int, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const isize, recvtypes: *const c_int, comm: c_int) {
-        let nb = neighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm)?;
-        Box::new(nb).finish()
-    }
-
-    fn MPI_Ineighbor_alltoallw / PMPI_Ineighbor_alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const isize, sendtypes: *const c_int, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const isize, recvtypes: *const c_int, comm: c_int, request: *mut c_int) {
-        need_request(request)?;
-        let nb = neighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm)?;
-        nb_request(Box::new(nb), comm, request)
+        nb_reduction("MPI_Ireduce_scatter", Red::IScatter(cs), send, recvbuf, total, datatype, op, comm, request)
     }
 
     fn MPI_Bcast / PMPI_Bcast(buffer: *mut c_void, count: c_int, datatype: c_int, root: c_int, comm: c_int) {

@@ -48,3 +48,25 @@ macro_rules! mpi_fns {
         }
     )*};
 }
+
+/// A blocking MPI collective and its nonblocking twin, from one function
+/// that starts it and returns the pending operation (a
+/// [`crate::state::CollPending`]): the blocking one waits for it at once, the
+/// nonblocking one (the same arguments and `request`) registers it as a
+/// request on communicator `$comm`.
+macro_rules! mpi_coll_pair {
+    ($( $mpi:ident / $pmpi:ident, $impi:ident / $ipmpi:ident => $start:ident ( $($a:ident : $t:ty),* $(,)? ) on $comm:ident )*) => {
+        mpi! {$(
+            fn $mpi / $pmpi ($($a: $t),*) {
+                let nb = $start($($a),*)?;
+                crate::state::CollPending::finish(Box::new(nb))
+            }
+
+            fn $impi / $ipmpi ($($a: $t,)* request: *mut c_int) {
+                need_request(request)?;
+                let nb = $start($($a),*)?;
+                nb_request(Box::new(nb), $comm, request)
+            }
+        )*}
+    };
+}
