@@ -704,6 +704,46 @@ fn nb_reduction(
     }
 }
 
+/// A persistent collective: the communicator and `info` are checked now;
+/// each `MPI_Start` then calls `begin`, which starts the nonblocking twin
+/// through its own entry point (so argument errors are reported at the start,
+/// by that function's name), and takes the run it registered.
+fn persistent_coll(
+    comm: c_int,
+    info: c_int,
+    request: *mut c_int,
+    begin: impl Fn(*mut c_int) -> c_int + 'static,
+) -> R<()> {
+    need_request(request)?;
+    {
+        let mut s = st()?;
+        s.comm(comm)?;
+        crate::comm::check_info(&mut s, info)?;
+    }
+    let start = std::rc::Rc::new(move || -> R<Box<dyn CollPending>> {
+        let mut h = MPI_REQUEST_NULL;
+        let rc = begin(&mut h);
+        if rc != MPI_SUCCESS {
+            return err(
+                rc,
+                "the persistent collective could not start (its own error is reported above, or returned)",
+            );
+        }
+        match st()?.take_request(h) {
+            Some((ReqEntry::Coll(c), _)) => Ok(c),
+            _ => err(MPI_ERR_INTERN, "the started collective left no request"),
+        }
+    });
+    let h = st()?.new_request(
+        ReqEntry::PersistentColl {
+            start,
+            active: None,
+        },
+        comm,
+    );
+    out(request, "request", h)
+}
+
 /// Registers a started nonblocking collective as request `request`.
 fn nb_request(p: Box<dyn CollPending>, comm: c_int, request: *mut c_int) -> R<()> {
     let h = st()?.new_request(ReqEntry::Coll(p), comm);
@@ -972,6 +1012,32 @@ fn bcast(buf: *mut c_void, n: c_int, dt: c_int, root: c_int, comm: c_int) -> R<(
         unpack(&bytes, buf, n, &d);
     }
     Ok(())
+}
+
+// Persistent collectives (MPI 4): each start runs the nonblocking twin.
+mpi_persistent_colls! {
+    MPI_Barrier_init / PMPI_Barrier_init => PMPI_Ibarrier(comm: c_int) on comm
+    MPI_Bcast_init / PMPI_Bcast_init => PMPI_Ibcast(buffer: *mut c_void, count: c_int, datatype: c_int, root: c_int, comm: c_int) on comm
+    MPI_Reduce_init / PMPI_Reduce_init => PMPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: c_int, op: c_int, root: c_int, comm: c_int) on comm
+    MPI_Allreduce_init / PMPI_Allreduce_init => PMPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: c_int, op: c_int, comm: c_int) on comm
+    MPI_Gather_init / PMPI_Gather_init => PMPI_Igather(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, root: c_int, comm: c_int) on comm
+    MPI_Gatherv_init / PMPI_Gatherv_init => PMPI_Igatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: c_int, root: c_int, comm: c_int) on comm
+    MPI_Scatter_init / PMPI_Scatter_init => PMPI_Iscatter(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, root: c_int, comm: c_int) on comm
+    MPI_Scatterv_init / PMPI_Scatterv_init => PMPI_Iscatterv(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, root: c_int, comm: c_int) on comm
+    MPI_Allgather_init / PMPI_Allgather_init => PMPI_Iallgather(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, comm: c_int) on comm
+    MPI_Allgatherv_init / PMPI_Allgatherv_init => PMPI_Iallgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: c_int, comm: c_int) on comm
+    MPI_Alltoall_init / PMPI_Alltoall_init => PMPI_Ialltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, comm: c_int) on comm
+    MPI_Alltoallv_init / PMPI_Alltoallv_init => PMPI_Ialltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: c_int, comm: c_int) on comm
+    MPI_Alltoallw_init / PMPI_Alltoallw_init => PMPI_Ialltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const c_int, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const c_int, comm: c_int) on comm
+    MPI_Reduce_scatter_block_init / PMPI_Reduce_scatter_block_init => PMPI_Ireduce_scatter_block(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: c_int, op: c_int, comm: c_int) on comm
+    MPI_Reduce_scatter_init / PMPI_Reduce_scatter_init => PMPI_Ireduce_scatter(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: c_int, op: c_int, comm: c_int) on comm
+    MPI_Scan_init / PMPI_Scan_init => PMPI_Iscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: c_int, op: c_int, comm: c_int) on comm
+    MPI_Exscan_init / PMPI_Exscan_init => PMPI_Iexscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: c_int, op: c_int, comm: c_int) on comm
+    MPI_Neighbor_allgather_init / PMPI_Neighbor_allgather_init => PMPI_Ineighbor_allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, comm: c_int) on comm
+    MPI_Neighbor_allgatherv_init / PMPI_Neighbor_allgatherv_init => PMPI_Ineighbor_allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: c_int, comm: c_int) on comm
+    MPI_Neighbor_alltoall_init / PMPI_Neighbor_alltoall_init => PMPI_Ineighbor_alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, comm: c_int) on comm
+    MPI_Neighbor_alltoallv_init / PMPI_Neighbor_alltoallv_init => PMPI_Ineighbor_alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: c_int, comm: c_int) on comm
+    MPI_Neighbor_alltoallw_init / PMPI_Neighbor_alltoallw_init => PMPI_Ineighbor_alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const isize, sendtypes: *const c_int, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const isize, recvtypes: *const c_int, comm: c_int) on comm
 }
 
 // Each pair: the blocking function waits for what the starter begins; the

@@ -553,7 +553,7 @@ fn neighbor_ranks(p: *const c_int, n: c_int, size: usize, what: &str) -> R<Vec<u
 }
 
 /// An info argument: `MPI_INFO_NULL` or a live info object.
-fn check_info(s: &mut State, h: c_int) -> R<()> {
+pub(crate) fn check_info(s: &mut State, h: c_int) -> R<()> {
     if h != MPI_INFO_NULL {
         info_entry(s, h)?;
     }

@@ -70,3 +70,22 @@ macro_rules! mpi_coll_pair {
         )*}
     };
 }
+
+/// Persistent collectives (`MPI_Bcast_init`...): each takes the arguments of
+/// its nonblocking twin plus `info` and `request`, and every `MPI_Start` of
+/// the request calls that twin (`$start`, its `PMPI_` entry point) with the
+/// arguments given at creation. `$comm` names the communicator argument.
+macro_rules! mpi_persistent_colls {
+    ($( $mpi:ident / $pmpi:ident => $start:ident ( $($a:ident : $t:ty),* $(,)? ) on $comm:ident )*) => {
+        mpi! {$(
+            fn $mpi / $pmpi ($($a: $t,)* info: c_int, request: *mut c_int) {
+                persistent_coll($comm, info, request, move |r| {
+                    // SAFETY: the arguments given at creation, which the
+                    // standard makes the program keep valid (and unchanged)
+                    // until it frees the request.
+                    unsafe { $start($($a,)* r) }
+                })
+            }
+        )*}
+    };
+}

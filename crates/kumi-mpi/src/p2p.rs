@@ -416,7 +416,14 @@ fn wait_all_p2p(s: &mut State, hs: &[c_int]) -> R<()> {
     let mut any = false;
     for h in hs {
         match s.reqs.get(h) {
-            Some((ReqEntry::Coll(_), _)) => return Ok(()),
+            Some((ReqEntry::Coll(_), _))
+            | Some((
+                ReqEntry::PersistentColl {
+                    active: Some(_), ..
+                },
+                _,
+            )) => return Ok(()),
+            Some((ReqEntry::PersistentColl { active: None, .. }, _)) => {}
             Some(_) => any = true,
             None => {}
         }
@@ -481,6 +488,24 @@ fn complete(
                 }
             }));
         }
+        ReqEntry::PersistentColl { active, .. } => {
+            let Some(c) = active else {
+                return Ok(Some((empty_status(), None)));
+            };
+            if !block && matches!(c.test(), Ok(false)) {
+                return Ok(None);
+            }
+            // Completed, the request stays, inactive, for the next start.
+            let c = active.take().expect("active");
+            let mut st = empty_status();
+            return Ok(Some(match c.finish() {
+                Ok(()) => (st, None),
+                Err(e) => {
+                    st.MPI_ERROR = e.class;
+                    (st, Some(e))
+                }
+            }));
+        }
         ReqEntry::Active(r) => (r, false),
         ReqEntry::Persistent { active: None, .. } => return Ok(Some((empty_status(), None))),
         ReqEntry::Persistent {
@@ -516,6 +541,7 @@ fn is_active(s: &State, h: c_int) -> bool {
     match s.reqs.get(&h) {
         Some((ReqEntry::Active(_), _)) | Some((ReqEntry::Coll(_), _)) => true,
         Some((ReqEntry::Persistent { active, .. }, _)) => active.is_some(),
+        Some((ReqEntry::PersistentColl { active, .. }, _)) => active.is_some(),
         None => false,
     }
 }
@@ -523,10 +549,19 @@ fn is_active(s: &State, h: c_int) -> bool {
 /// Blocks until one of the active requests among `hs` is done — or, when a
 /// collective is among them, yields once (the caller's tests make progress).
 fn wait_some_done(s: &State, hs: &[c_int]) -> R<()> {
-    if hs
-        .iter()
-        .any(|h| matches!(s.reqs.get(h), Some((ReqEntry::Coll(_), _))))
-    {
+    if hs.iter().any(|h| {
+        matches!(
+            s.reqs.get(h),
+            Some((ReqEntry::Coll(_), _))
+                | Some((
+                    ReqEntry::PersistentColl {
+                        active: Some(_),
+                        ..
+                    },
+                    _
+                ))
+        )
+    }) {
         std::thread::yield_now();
         return Ok(());
     }
@@ -697,24 +732,51 @@ fn send_init(
     }
 }
 
-fn start(s: &mut State, h: c_int) -> R<()> {
-    match s.reqs.get_mut(&h) {
-        Some((ReqEntry::Persistent { p, active }, comm)) => {
-            set_err_comm(*comm);
-            if active.is_some() {
-                return err(MPI_ERR_REQUEST, "the persistent request is already active");
+fn start(h: c_int) -> R<()> {
+    let starter = {
+        let mut s = st()?;
+        match s.reqs.get_mut(&h) {
+            Some((ReqEntry::Persistent { p, active }, comm)) => {
+                set_err_comm(*comm);
+                if active.is_some() {
+                    return err(MPI_ERR_REQUEST, "the persistent request is already active");
+                }
+                *active = Some(match p {
+                    // SAFETY: the standard makes the caller keep the buffer given at
+                    // creation valid from the start until the operation completes.
+                    Some(p) => unsafe { p.start()? },
+                    None => RawRequest::completed(proc_null()),
+                });
+                return Ok(());
             }
-            *active = Some(match p {
-                // SAFETY: the standard makes the caller keep the buffer given at
-                // creation valid from the start until the operation completes.
-                Some(p) => unsafe { p.start()? },
-                None => RawRequest::completed(proc_null()),
-            });
+            Some((ReqEntry::PersistentColl { start, active }, comm)) => {
+                set_err_comm(*comm);
+                if active.is_some() {
+                    return err(
+                        MPI_ERR_REQUEST,
+                        "the persistent collective is already active",
+                    );
+                }
+                start.clone()
+            }
+            _ => {
+                return err(
+                    MPI_ERR_REQUEST,
+                    format!("{h:#x} is not a persistent request"),
+                )
+            }
+        }
+    };
+    // The starter makes MPI calls of its own: not under this borrow.
+    let run = starter()?;
+    match st()?.reqs.get_mut(&h) {
+        Some((ReqEntry::PersistentColl { active, .. }, _)) => {
+            *active = Some(run);
             Ok(())
         }
         _ => err(
-            MPI_ERR_REQUEST,
-            format!("{h:#x} is not a persistent request"),
+            MPI_ERR_INTERN,
+            "a persistent collective request vanished while starting",
         ),
     }
 }
@@ -867,14 +929,13 @@ mpi! {
 
     fn MPI_Start / PMPI_Start(request: *mut c_int) {
         let h = read(request, "request")?;
-        start(&mut *st()?, h)
+        start(h)
     }
 
     fn MPI_Startall / PMPI_Startall(count: c_int, array_of_requests: *mut c_int) {
         let hs = slice_mut(array_of_requests, count, "array_of_requests")?;
-        let mut s = st()?;
         for &h in hs.iter() {
-            start(&mut s, h)?;
+            start(h)?;
         }
         Ok(())
     }
@@ -910,7 +971,14 @@ mpi! {
         let done = match s.reqs.get_mut(&request) {
             None if request == MPI_REQUEST_NULL || request == DONE_SEND => true,
             None => return err(MPI_ERR_REQUEST, format!("{request:#x} is not a request")),
-            Some((ReqEntry::Coll(c), _)) => c.test()?,
+            Some((ReqEntry::Coll(c), _))
+            | Some((
+                ReqEntry::PersistentColl {
+                    active: Some(c), ..
+                },
+                _,
+            )) => c.test()?,
+            Some((ReqEntry::PersistentColl { active: None, .. }, _)) => true,
             Some((ReqEntry::Active(r), _)) => r.is_done(),
             Some((ReqEntry::Persistent { active, .. }, _)) => active.as_ref().is_none_or(|r| r.is_done()),
         };
@@ -952,7 +1020,9 @@ mpi! {
         let mut all = true;
         for h in hs.iter() {
             all &= match s.reqs.get_mut(h) {
-                Some((ReqEntry::Coll(c), _)) => c.test()?,
+                Some((ReqEntry::Coll(c), _))
+                | Some((ReqEntry::PersistentColl { active: Some(c), .. }, _)) => c.test()?,
+                Some((ReqEntry::PersistentColl { active: None, .. }, _)) => true,
                 Some((ReqEntry::Active(r), _)) => r.is_done(),
                 Some((ReqEntry::Persistent { active, .. }, _)) => active.as_ref().is_none_or(|r| r.is_done()),
                 None => true,
@@ -1003,7 +1073,7 @@ mpi! {
                 r.cancel();
                 Ok(())
             }
-            Some((ReqEntry::Coll(_), comm)) => {
+            Some((ReqEntry::Coll(_), comm)) | Some((ReqEntry::PersistentColl { active: Some(_), .. }, comm)) => {
                 set_err_comm(*comm);
                 err(MPI_ERR_REQUEST, "a nonblocking collective cannot be cancelled (the standard makes MPI_Cancel on it erroneous); complete it with MPI_Wait or MPI_Test")
             }
@@ -1028,6 +1098,7 @@ mpi! {
             // The collective still completes on its own (other ranks are not
             // left waiting); its result is discarded, as nothing can wait for it.
             Some((ReqEntry::Coll(c), _)) => drop(c),
+            Some((ReqEntry::PersistentColl { active, .. }, _)) => drop(active),
             Some(_) => {}
             None => return err(MPI_ERR_REQUEST, format!("{h:#x} is not a request")),
         }

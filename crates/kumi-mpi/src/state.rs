@@ -10,6 +10,7 @@ use std::cell::{RefCell, RefMut};
 use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
 use std::hash::{BuildHasherDefault, Hasher};
+use std::rc::Rc;
 use std::sync::atomic::{AtomicI32, AtomicU8, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 use std::thread::ThreadId;
@@ -65,8 +66,15 @@ pub(crate) enum ReqEntry {
         p: Option<Box<RawPersistent>>,
         active: Option<RawRequest>,
     },
-    /// A nonblocking collective (`MPI_Ibarrier`, `MPI_Iallreduce`).
+    /// A nonblocking collective (`MPI_Ibarrier`, `MPI_Iallreduce`...).
     Coll(Box<dyn CollPending>),
+    /// A persistent collective (`MPI_Bcast_init`...): `start` begins one
+    /// run (the nonblocking collective with the arguments given at
+    /// creation); `active` is the run in flight.
+    PersistentColl {
+        start: Rc<dyn Fn() -> R<Box<dyn CollPending>>>,
+        active: Option<Box<dyn CollPending>>,
+    },
 }
 
 /// A nonblocking collective behind an MPI request: the runtime's

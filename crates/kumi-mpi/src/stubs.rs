@@ -139,40 +139,20 @@ pub extern "C" fn MPI_Add_error_string() -> c_int {
     crate::unsupported("MPI_Add_error_string")
 }
 #[no_mangle]
-pub extern "C" fn MPI_Allgather_init() -> c_int {
-    crate::unsupported("MPI_Allgather_init")
-}
-#[no_mangle]
 pub extern "C" fn MPI_Allgather_init_c() -> c_int {
     crate::unsupported("MPI_Allgather_init_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Allgatherv_init() -> c_int {
-    crate::unsupported("MPI_Allgatherv_init")
 }
 #[no_mangle]
 pub extern "C" fn MPI_Allgatherv_init_c() -> c_int {
     crate::unsupported("MPI_Allgatherv_init_c")
 }
 #[no_mangle]
-pub extern "C" fn MPI_Allreduce_init() -> c_int {
-    crate::unsupported("MPI_Allreduce_init")
-}
-#[no_mangle]
 pub extern "C" fn MPI_Allreduce_init_c() -> c_int {
     crate::unsupported("MPI_Allreduce_init_c")
 }
 #[no_mangle]
-pub extern "C" fn MPI_Alltoall_init() -> c_int {
-    crate::unsupported("MPI_Alltoall_init")
-}
-#[no_mangle]
 pub extern "C" fn MPI_Alltoall_init_c() -> c_int {
     crate::unsupported("MPI_Alltoall_init_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Alltoallv_init() -> c_int {
-    crate::unsupported("MPI_Alltoallv_init")
 }
 #[no_mangle]
 pub extern "C" fn MPI_Alltoallv_init_c() -> c_int {
@@ -183,20 +163,8 @@ pub extern "C" fn MPI_Alltoallw_c() -> c_int {
     crate::unsupported("MPI_Alltoallw_c")
 }
 #[no_mangle]
-pub extern "C" fn MPI_Alltoallw_init() -> c_int {
-    crate::unsupported("MPI_Alltoallw_init")
-}
-#[no_mangle]
 pub extern "C" fn MPI_Alltoallw_init_c() -> c_int {
     crate::unsupported("MPI_Alltoallw_init_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Barrier_init() -> c_int {
-    crate::unsupported("MPI_Barrier_init")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Bcast_init() -> c_int {
-    crate::unsupported("MPI_Bcast_init")
 }
 #[no_mangle]
 pub extern "C" fn MPI_Bcast_init_c() -> c_int {
@@ -281,10 +249,6 @@ pub extern "C" fn MPI_Errhandler_create() -> c_int {
 #[no_mangle]
 pub extern "C" fn MPI_Errhandler_get() -> c_int {
     crate::unsupported("MPI_Errhandler_get")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Exscan_init() -> c_int {
-    crate::unsupported("MPI_Exscan_init")
 }
 #[no_mangle]
 pub extern "C" fn MPI_Exscan_init_c() -> c_int {
@@ -655,16 +619,8 @@ pub extern "C" fn MPI_File_write_shared_c() -> c_int {
     crate::unsupported("MPI_File_write_shared_c")
 }
 #[no_mangle]
-pub extern "C" fn MPI_Gather_init() -> c_int {
-    crate::unsupported("MPI_Gather_init")
-}
-#[no_mangle]
 pub extern "C" fn MPI_Gather_init_c() -> c_int {
     crate::unsupported("MPI_Gather_init_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Gatherv_init() -> c_int {
-    crate::unsupported("MPI_Gatherv_init")
 }
 #[no_mangle]
 pub extern "C" fn MPI_Gatherv_init_c() -> c_int {
@@ -787,20 +743,12 @@ pub extern "C" fn MPI_Neighbor_allgather_c() -> c_int {
     crate::unsupported("MPI_Neighbor_allgather_c")
 }
 #[no_mangle]
-pub extern "C" fn MPI_Neighbor_allgather_init() -> c_int {
-    crate::unsupported("MPI_Neighbor_allgather_init")
-}
-#[no_mangle]
 pub extern "C" fn MPI_Neighbor_allgather_init_c() -> c_int {
     crate::unsupported("MPI_Neighbor_allgather_init_c")
 }
 #[no_mangle]
 pub extern "C" fn MPI_Neighbor_allgatherv_c() -> c_int {
     crate::unsupported("MPI_Neighbor_allgatherv_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Neighbor_allgatherv_init() -> c_int {
-    crate::unsupported("MPI_Neighbor_allgatherv_init")
 }
 #[no_mangle]
 pub extern "C" fn MPI_Neighbor_allgatherv_init_c() -> c_int {
@@ -811,10 +759,6 @@ pub extern "C" fn MPI_Neighbor_alltoall_c() -> c_int {
     crate::unsupported("MPI_Neighbor_alltoall_c")
 }
 #[no_mangle]
-pub extern "C" fn MPI_Neighbor_alltoall_init() -> c_int {
-    crate::unsupported("MPI_Neighbor_alltoall_init")
-}
-#[no_mangle]
 pub extern "C" fn MPI_Neighbor_alltoall_init_c() -> c_int {
     crate::unsupported("MPI_Neighbor_alltoall_init_c")
 }
@@ -823,20 +767,12 @@ pub extern "C" fn MPI_Neighbor_alltoallv_c() -> c_int {
     crate::unsupported("MPI_Neighbor_alltoallv_c")
 }
 #[no_mangle]
-pub extern "C" fn MPI_Neighbor_alltoallv_init() -> c_int {
-    crate::unsupported("MPI_Neighbor_alltoallv_init")
-}
-#[no_mangle]
 pub extern "C" fn MPI_Neighbor_alltoallv_init_c() -> c_int {
     crate::unsupported("MPI_Neighbor_alltoallv_init_c")
 }
 #[no_mangle]
 pub extern "C" fn MPI_Neighbor_alltoallw_c() -> c_int {
     crate::unsupported("MPI_Neighbor_alltoallw_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Neighbor_alltoallw_init() -> c_int {
-    crate::unsupported("MPI_Neighbor_alltoallw_init")
 }
 #[no_mangle]
 pub extern "C" fn MPI_Neighbor_alltoallw_init_c() -> c_int {
@@ -915,10 +851,6 @@ pub extern "C" fn MPI_Raccumulate_c() -> c_int {
     crate::unsupported("MPI_Raccumulate_c")
 }
 #[no_mangle]
-pub extern "C" fn MPI_Reduce_init() -> c_int {
-    crate::unsupported("MPI_Reduce_init")
-}
-#[no_mangle]
 pub extern "C" fn MPI_Reduce_init_c() -> c_int {
     crate::unsupported("MPI_Reduce_init_c")
 }
@@ -927,16 +859,8 @@ pub extern "C" fn MPI_Reduce_local_c() -> c_int {
     crate::unsupported("MPI_Reduce_local_c")
 }
 #[no_mangle]
-pub extern "C" fn MPI_Reduce_scatter_block_init() -> c_int {
-    crate::unsupported("MPI_Reduce_scatter_block_init")
-}
-#[no_mangle]
 pub extern "C" fn MPI_Reduce_scatter_block_init_c() -> c_int {
     crate::unsupported("MPI_Reduce_scatter_block_init_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Reduce_scatter_init() -> c_int {
-    crate::unsupported("MPI_Reduce_scatter_init")
 }
 #[no_mangle]
 pub extern "C" fn MPI_Reduce_scatter_init_c() -> c_int {
@@ -975,24 +899,12 @@ pub extern "C" fn MPI_Rput_c() -> c_int {
     crate::unsupported("MPI_Rput_c")
 }
 #[no_mangle]
-pub extern "C" fn MPI_Scan_init() -> c_int {
-    crate::unsupported("MPI_Scan_init")
-}
-#[no_mangle]
 pub extern "C" fn MPI_Scan_init_c() -> c_int {
     crate::unsupported("MPI_Scan_init_c")
 }
 #[no_mangle]
-pub extern "C" fn MPI_Scatter_init() -> c_int {
-    crate::unsupported("MPI_Scatter_init")
-}
-#[no_mangle]
 pub extern "C" fn MPI_Scatter_init_c() -> c_int {
     crate::unsupported("MPI_Scatter_init_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Scatterv_init() -> c_int {
-    crate::unsupported("MPI_Scatterv_init")
 }
 #[no_mangle]
 pub extern "C" fn MPI_Scatterv_init_c() -> c_int {
@@ -1611,40 +1523,20 @@ pub extern "C" fn PMPI_Add_error_string() -> c_int {
     crate::unsupported("MPI_Add_error_string")
 }
 #[no_mangle]
-pub extern "C" fn PMPI_Allgather_init() -> c_int {
-    crate::unsupported("MPI_Allgather_init")
-}
-#[no_mangle]
 pub extern "C" fn PMPI_Allgather_init_c() -> c_int {
     crate::unsupported("MPI_Allgather_init_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Allgatherv_init() -> c_int {
-    crate::unsupported("MPI_Allgatherv_init")
 }
 #[no_mangle]
 pub extern "C" fn PMPI_Allgatherv_init_c() -> c_int {
     crate::unsupported("MPI_Allgatherv_init_c")
 }
 #[no_mangle]
-pub extern "C" fn PMPI_Allreduce_init() -> c_int {
-    crate::unsupported("MPI_Allreduce_init")
-}
-#[no_mangle]
 pub extern "C" fn PMPI_Allreduce_init_c() -> c_int {
     crate::unsupported("MPI_Allreduce_init_c")
 }
 #[no_mangle]
-pub extern "C" fn PMPI_Alltoall_init() -> c_int {
-    crate::unsupported("MPI_Alltoall_init")
-}
-#[no_mangle]
 pub extern "C" fn PMPI_Alltoall_init_c() -> c_int {
     crate::unsupported("MPI_Alltoall_init_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Alltoallv_init() -> c_int {
-    crate::unsupported("MPI_Alltoallv_init")
 }
 #[no_mangle]
 pub extern "C" fn PMPI_Alltoallv_init_c() -> c_int {
@@ -1655,20 +1547,8 @@ pub extern "C" fn PMPI_Alltoallw_c() -> c_int {
     crate::unsupported("MPI_Alltoallw_c")
 }
 #[no_mangle]
-pub extern "C" fn PMPI_Alltoallw_init() -> c_int {
-    crate::unsupported("MPI_Alltoallw_init")
-}
-#[no_mangle]
 pub extern "C" fn PMPI_Alltoallw_init_c() -> c_int {
     crate::unsupported("MPI_Alltoallw_init_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Barrier_init() -> c_int {
-    crate::unsupported("MPI_Barrier_init")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Bcast_init() -> c_int {
-    crate::unsupported("MPI_Bcast_init")
 }
 #[no_mangle]
 pub extern "C" fn PMPI_Bcast_init_c() -> c_int {
@@ -1753,10 +1633,6 @@ pub extern "C" fn PMPI_Errhandler_create() -> c_int {
 #[no_mangle]
 pub extern "C" fn PMPI_Errhandler_get() -> c_int {
     crate::unsupported("MPI_Errhandler_get")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Exscan_init() -> c_int {
-    crate::unsupported("MPI_Exscan_init")
 }
 #[no_mangle]
 pub extern "C" fn PMPI_Exscan_init_c() -> c_int {
@@ -2127,16 +2003,8 @@ pub extern "C" fn PMPI_File_write_shared_c() -> c_int {
     crate::unsupported("MPI_File_write_shared_c")
 }
 #[no_mangle]
-pub extern "C" fn PMPI_Gather_init() -> c_int {
-    crate::unsupported("MPI_Gather_init")
-}
-#[no_mangle]
 pub extern "C" fn PMPI_Gather_init_c() -> c_int {
     crate::unsupported("MPI_Gather_init_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Gatherv_init() -> c_int {
-    crate::unsupported("MPI_Gatherv_init")
 }
 #[no_mangle]
 pub extern "C" fn PMPI_Gatherv_init_c() -> c_int {
@@ -2259,20 +2127,12 @@ pub extern "C" fn PMPI_Neighbor_allgather_c() -> c_int {
     crate::unsupported("MPI_Neighbor_allgather_c")
 }
 #[no_mangle]
-pub extern "C" fn PMPI_Neighbor_allgather_init() -> c_int {
-    crate::unsupported("MPI_Neighbor_allgather_init")
-}
-#[no_mangle]
 pub extern "C" fn PMPI_Neighbor_allgather_init_c() -> c_int {
     crate::unsupported("MPI_Neighbor_allgather_init_c")
 }
 #[no_mangle]
 pub extern "C" fn PMPI_Neighbor_allgatherv_c() -> c_int {
     crate::unsupported("MPI_Neighbor_allgatherv_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Neighbor_allgatherv_init() -> c_int {
-    crate::unsupported("MPI_Neighbor_allgatherv_init")
 }
 #[no_mangle]
 pub extern "C" fn PMPI_Neighbor_allgatherv_init_c() -> c_int {
@@ -2283,10 +2143,6 @@ pub extern "C" fn PMPI_Neighbor_alltoall_c() -> c_int {
     crate::unsupported("MPI_Neighbor_alltoall_c")
 }
 #[no_mangle]
-pub extern "C" fn PMPI_Neighbor_alltoall_init() -> c_int {
-    crate::unsupported("MPI_Neighbor_alltoall_init")
-}
-#[no_mangle]
 pub extern "C" fn PMPI_Neighbor_alltoall_init_c() -> c_int {
     crate::unsupported("MPI_Neighbor_alltoall_init_c")
 }
@@ -2295,20 +2151,12 @@ pub extern "C" fn PMPI_Neighbor_alltoallv_c() -> c_int {
     crate::unsupported("MPI_Neighbor_alltoallv_c")
 }
 #[no_mangle]
-pub extern "C" fn PMPI_Neighbor_alltoallv_init() -> c_int {
-    crate::unsupported("MPI_Neighbor_alltoallv_init")
-}
-#[no_mangle]
 pub extern "C" fn PMPI_Neighbor_alltoallv_init_c() -> c_int {
     crate::unsupported("MPI_Neighbor_alltoallv_init_c")
 }
 #[no_mangle]
 pub extern "C" fn PMPI_Neighbor_alltoallw_c() -> c_int {
     crate::unsupported("MPI_Neighbor_alltoallw_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Neighbor_alltoallw_init() -> c_int {
-    crate::unsupported("MPI_Neighbor_alltoallw_init")
 }
 #[no_mangle]
 pub extern "C" fn PMPI_Neighbor_alltoallw_init_c() -> c_int {
@@ -2387,10 +2235,6 @@ pub extern "C" fn PMPI_Raccumulate_c() -> c_int {
     crate::unsupported("MPI_Raccumulate_c")
 }
 #[no_mangle]
-pub extern "C" fn PMPI_Reduce_init() -> c_int {
-    crate::unsupported("MPI_Reduce_init")
-}
-#[no_mangle]
 pub extern "C" fn PMPI_Reduce_init_c() -> c_int {
     crate::unsupported("MPI_Reduce_init_c")
 }
@@ -2399,16 +2243,8 @@ pub extern "C" fn PMPI_Reduce_local_c() -> c_int {
     crate::unsupported("MPI_Reduce_local_c")
 }
 #[no_mangle]
-pub extern "C" fn PMPI_Reduce_scatter_block_init() -> c_int {
-    crate::unsupported("MPI_Reduce_scatter_block_init")
-}
-#[no_mangle]
 pub extern "C" fn PMPI_Reduce_scatter_block_init_c() -> c_int {
     crate::unsupported("MPI_Reduce_scatter_block_init_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Reduce_scatter_init() -> c_int {
-    crate::unsupported("MPI_Reduce_scatter_init")
 }
 #[no_mangle]
 pub extern "C" fn PMPI_Reduce_scatter_init_c() -> c_int {
@@ -2447,24 +2283,12 @@ pub extern "C" fn PMPI_Rput_c() -> c_int {
     crate::unsupported("MPI_Rput_c")
 }
 #[no_mangle]
-pub extern "C" fn PMPI_Scan_init() -> c_int {
-    crate::unsupported("MPI_Scan_init")
-}
-#[no_mangle]
 pub extern "C" fn PMPI_Scan_init_c() -> c_int {
     crate::unsupported("MPI_Scan_init_c")
 }
 #[no_mangle]
-pub extern "C" fn PMPI_Scatter_init() -> c_int {
-    crate::unsupported("MPI_Scatter_init")
-}
-#[no_mangle]
 pub extern "C" fn PMPI_Scatter_init_c() -> c_int {
     crate::unsupported("MPI_Scatter_init_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Scatterv_init() -> c_int {
-    crate::unsupported("MPI_Scatterv_init")
 }
 #[no_mangle]
 pub extern "C" fn PMPI_Scatterv_init_c() -> c_int {

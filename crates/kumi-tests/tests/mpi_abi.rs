@@ -30,6 +30,7 @@ const PROGRAMS: &[&str] = &[
     "nbcoll",
     "nbmove",
     "neighbor",
+    "pcoll",
     "errors",
     "cart",
     "info",
@@ -201,6 +202,11 @@ fn nonblocking_collectives_with_every_wait_and_test() {
 #[test]
 fn neighbourhood_collectives_on_cartesian_grids_and_graphs() {
     suite("neighbor", &[1, 2, 3, 4, 6, 8], &[2, 4]);
+}
+
+#[test]
+fn persistent_collectives() {
+    suite("pcoll", &[1, 2, 3, 4, 8], &[2, 3]);
 }
 
 #[test]
