@@ -471,6 +471,8 @@ fn c_programs_across_two_namespace_hosts() {
         "coll",
         "nbcoll",
         "nbmove",
+        "neighbor",
+        "pcoll",
         "comm",
         "datatype",
     ] {
