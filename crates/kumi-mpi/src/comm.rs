@@ -147,7 +147,32 @@ static IO_V: AtomicI32 = AtomicI32::new(MPI_ANY_SOURCE);
 static WTIME_GLOBAL_V: AtomicI32 = AtomicI32::new(0);
 static UNIVERSE_V: AtomicI32 = AtomicI32::new(1);
 static APPNUM_V: AtomicI32 = AtomicI32::new(0);
-static LASTCODE_V: AtomicI32 = AtomicI32::new(78);
+static LASTCODE_V: AtomicI32 = AtomicI32::new(LAST_PREDEFINED_CLASS);
+
+/// The last of MPICH's predefined error classes (0 is `MPI_SUCCESS`).
+const LAST_PREDEFINED_CLASS: c_int = 78;
+
+/// Adds an error class (`of` is `None`) or a code of class `of`; returns its
+/// number, the next after every code in use, which `MPI_LASTUSEDCODE` then
+/// reports.
+fn add_error(of: Option<c_int>) -> R<c_int> {
+    let mut s = st()?;
+    if let Some(class) = of {
+        let user_class = s.user_errors.get(&class).is_some_and(|e| e.0 == class);
+        if !(0..=LAST_PREDEFINED_CLASS).contains(&class) && !user_class {
+            return err(MPI_ERR_ARG, format!("{class} is not an error class"));
+        }
+    }
+    // Relaxed: the value is only read back through this state's thread (the
+    // attribute query), which the state's borrow already orders.
+    let n = LASTCODE_V.load(Ordering::Relaxed) + 1;
+    if n >= MPI_ERR_LASTCODE {
+        return err(MPI_ERR_OTHER, "no error codes are left");
+    }
+    s.user_errors.insert(n, (of.unwrap_or(n), String::new()));
+    LASTCODE_V.store(n, Ordering::Relaxed);
+    Ok(n)
+}
 
 fn get_attr(comm: c_int, keyval: c_int, val: *mut c_void, flag: *mut c_int) -> R<()> {
     let mut s = st()?;
@@ -915,14 +940,51 @@ mpi! {
     }
 
     fn MPI_Error_string / PMPI_Error_string(errorcode: c_int, string: *mut c_char, resultlen: *mut c_int) {
-        out_str(string, MPI_MAX_ERROR_STRING, resultlen, &format!("{}: {}", crate::class_name(errorcode), class_text(errorcode)))
+        if (0..=LAST_PREDEFINED_CLASS).contains(&errorcode) {
+            return out_str(string, MPI_MAX_ERROR_STRING, resultlen, &format!("{}: {}", crate::class_name(errorcode), class_text(errorcode)));
+        }
+        // An added code: its string (empty until MPI_Add_error_string).
+        let text = match st()?.user_errors.get(&errorcode) {
+            Some((_, t)) => t.clone(),
+            None => return err(MPI_ERR_ARG, format!("{errorcode} is not an error code")),
+        };
+        out_str(string, MPI_MAX_ERROR_STRING, resultlen, &text)
     }
 
     fn MPI_Error_class / PMPI_Error_class(errorcode: c_int, errorclass: *mut c_int) {
-        if !(0..=78).contains(&errorcode) {
-            return err(MPI_ERR_ARG, format!("{errorcode} is not an error code"));
+        if (0..=LAST_PREDEFINED_CLASS).contains(&errorcode) {
+            return out(errorclass, "errorclass", errorcode);
         }
-        out(errorclass, "errorclass", errorcode)
+        // Works before MPI_Init too (for the predefined codes above).
+        let class = st().ok().and_then(|s| s.user_errors.get(&errorcode).map(|e| e.0));
+        match class {
+            Some(c) => out(errorclass, "errorclass", c),
+            None => err(MPI_ERR_ARG, format!("{errorcode} is not an error code")),
+        }
+    }
+
+    fn MPI_Add_error_class / PMPI_Add_error_class(errorclass: *mut c_int) {
+        let c = add_error(None)?;
+        out(errorclass, "errorclass", c)
+    }
+
+    fn MPI_Add_error_code / PMPI_Add_error_code(errorclass: c_int, errorcode: *mut c_int) {
+        let c = add_error(Some(errorclass))?;
+        out(errorcode, "errorcode", c)
+    }
+
+    fn MPI_Add_error_string / PMPI_Add_error_string(errorcode: c_int, string: *const c_char) {
+        let text = in_str(string, "string")?;
+        if text.len() >= MPI_MAX_ERROR_STRING {
+            return err(MPI_ERR_ARG, format!("the string has {} characters; MPI_MAX_ERROR_STRING is {MPI_MAX_ERROR_STRING}", text.len()));
+        }
+        match st()?.user_errors.get_mut(&errorcode) {
+            Some(e) => {
+                e.1 = text;
+                Ok(())
+            }
+            None => err(MPI_ERR_ARG, format!("{errorcode} is not an error class or code the program added (predefined ones keep their strings)")),
+        }
     }
 
     fn MPI_Cart_create / PMPI_Cart_create(comm_old: c_int, ndims: c_int, dims: *const c_int, periods: *const c_int, _reorder: c_int, comm_cart: *mut c_int) {

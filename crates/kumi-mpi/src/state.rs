@@ -273,6 +273,10 @@ pub(crate) struct State {
     pub universe: Universe,
     pub groups: HashMap<c_int, Vec<u32>>,
     pub types: HandleMap<(Datatype, String)>,
+    /// Error classes and codes the program added (`MPI_Add_error_class`,
+    /// `MPI_Add_error_code`): code -> (its class, its string). A class is its
+    /// own code. Numbered from 79, after MPICH's predefined classes.
+    pub user_errors: HashMap<c_int, (c_int, String)>,
     /// Predefined datatypes, made on first use (a lookup here is a hash of
     /// the handle; their handles are constants, never freed).
     builtins: RefCell<HandleMap<Datatype>>,
@@ -438,6 +442,7 @@ impl State {
             comms,
             groups,
             types: HandleMap::default(),
+            user_errors: HashMap::new(),
             builtins: RefCell::default(),
             reqs: Slab::new(NEW_REQUEST, &[]),
             msgs: HashMap::new(),

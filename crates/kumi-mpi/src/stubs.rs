@@ -127,18 +127,6 @@ pub extern "C" fn MPI_Accumulate_c() -> c_int {
     crate::unsupported("MPI_Accumulate_c")
 }
 #[no_mangle]
-pub extern "C" fn MPI_Add_error_class() -> c_int {
-    crate::unsupported("MPI_Add_error_class")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Add_error_code() -> c_int {
-    crate::unsupported("MPI_Add_error_code")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Add_error_string() -> c_int {
-    crate::unsupported("MPI_Add_error_string")
-}
-#[no_mangle]
 pub extern "C" fn MPI_Allgather_init_c() -> c_int {
     crate::unsupported("MPI_Allgather_init_c")
 }
@@ -1509,18 +1497,6 @@ pub extern "C" fn PMPI_Accumulate() -> c_int {
 #[no_mangle]
 pub extern "C" fn PMPI_Accumulate_c() -> c_int {
     crate::unsupported("MPI_Accumulate_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Add_error_class() -> c_int {
-    crate::unsupported("MPI_Add_error_class")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Add_error_code() -> c_int {
-    crate::unsupported("MPI_Add_error_code")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Add_error_string() -> c_int {
-    crate::unsupported("MPI_Add_error_string")
 }
 #[no_mangle]
 pub extern "C" fn PMPI_Allgather_init_c() -> c_int {

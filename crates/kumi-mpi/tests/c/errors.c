@@ -1,5 +1,6 @@
-/* Concern: error classes under MPI_ERRORS_RETURN, error strings, and
- * user-defined error handlers. */
+/* Concern: error classes under MPI_ERRORS_RETURN, error strings,
+ * user-defined error handlers, and error classes and codes added by the
+ * program. */
 #include "kt.h"
 
 static int called = 0, last_code = 0;
@@ -70,6 +71,32 @@ int main(int argc, char **argv) {
     CHECK(called == 1 && last_code == rc && cls(rc) == MPI_ERR_RANK);
     MPI_Comm_call_errhandler(d, MPI_ERR_OTHER);
     CHECK(called == 2 && last_code == MPI_ERR_OTHER);
+    /* Error classes and codes of the program's own, passed to a handler. */
+    int myclass, mycode, mycode2, *lastused, flag;
+    OK(MPI_Add_error_class(&myclass));
+    OK(MPI_Add_error_code(myclass, &mycode));
+    OK(MPI_Add_error_code(MPI_ERR_IO, &mycode2));
+    CHECK(mycode != myclass && mycode2 != mycode);
+    OK(MPI_Add_error_string(mycode, "the flux capacitor is out of flux"));
+    OK(MPI_Error_class(mycode, &x));
+    CHECK(x == myclass);
+    OK(MPI_Error_class(mycode2, &x));
+    CHECK(x == MPI_ERR_IO);
+    OK(MPI_Error_class(myclass, &x));
+    CHECK(x == myclass);
+    OK(MPI_Error_string(mycode, s, &len));
+    CHECK(strcmp(s, "the flux capacitor is out of flux") == 0 && len == (int)strlen(s));
+    OK(MPI_Error_string(mycode2, s, &len));
+    CHECK(len == 0); /* no string set: empty */
+    OK(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_LASTUSEDCODE, &lastused, &flag));
+    CHECK(flag && *lastused >= mycode2 && *lastused >= mycode);
+    MPI_Comm_call_errhandler(d, mycode);
+    CHECK(called == 3 && last_code == mycode);
+    rc = MPI_Add_error_string(MPI_ERR_RANK, "mine now");
+    CHECK(cls(rc) == MPI_ERR_ARG);
+    rc = MPI_Add_error_code(123456, &x);
+    CHECK(cls(rc) == MPI_ERR_ARG);
+
     OK(MPI_Errhandler_free(&eh));
     CHECK(eh == MPI_ERRHANDLER_NULL);
     OK(MPI_Comm_free(&d));
