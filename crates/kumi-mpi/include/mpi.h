@@ -182,6 +182,27 @@ typedef struct MPI_Status {
 #define MPI_SIMILAR   2
 #define MPI_UNEQUAL   3
 
+/* Datatype combiners (MPI_Type_get_envelope). */
+#define MPI_COMBINER_NAMED            1
+#define MPI_COMBINER_DUP              2
+#define MPI_COMBINER_CONTIGUOUS       3
+#define MPI_COMBINER_VECTOR           4
+#define MPI_COMBINER_HVECTOR_INTEGER  5
+#define MPI_COMBINER_HVECTOR          6
+#define MPI_COMBINER_INDEXED          7
+#define MPI_COMBINER_HINDEXED_INTEGER 8
+#define MPI_COMBINER_HINDEXED         9
+#define MPI_COMBINER_INDEXED_BLOCK    10
+#define MPI_COMBINER_STRUCT_INTEGER   11
+#define MPI_COMBINER_STRUCT           12
+#define MPI_COMBINER_SUBARRAY         13
+#define MPI_COMBINER_DARRAY           14
+#define MPI_COMBINER_F90_REAL         15
+#define MPI_COMBINER_F90_COMPLEX      16
+#define MPI_COMBINER_F90_INTEGER      17
+#define MPI_COMBINER_RESIZED          18
+#define MPI_COMBINER_HINDEXED_BLOCK   19
+
 #define MPI_TYPECLASS_REAL    1
 #define MPI_TYPECLASS_INTEGER 2
 #define MPI_TYPECLASS_COMPLEX 3
@@ -440,6 +461,11 @@ int MPI_Type_create_subarray(int ndims, const int array_of_sizes[], const int ar
 int MPI_Type_dup(MPI_Datatype oldtype, MPI_Datatype *newtype);
 int MPI_Type_commit(MPI_Datatype *datatype);
 int MPI_Type_free(MPI_Datatype *datatype);
+int MPI_Type_get_envelope(MPI_Datatype datatype, int *num_integers, int *num_addresses,
+                          int *num_datatypes, int *combiner);
+int MPI_Type_get_contents(MPI_Datatype datatype, int max_integers, int max_addresses,
+                          int max_datatypes, int array_of_integers[],
+                          MPI_Aint array_of_addresses[], MPI_Datatype array_of_datatypes[]);
 int MPI_Type_match_size(int typeclass, int size, MPI_Datatype *datatype);
 int MPI_Type_size(MPI_Datatype datatype, int *size);
 int MPI_Type_size_x(MPI_Datatype datatype, MPI_Count *size);

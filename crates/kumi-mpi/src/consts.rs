@@ -149,3 +149,17 @@ pub const MPI_LONG_DOUBLE_INT: c_int = 0x8c000004u32 as c_int;
 pub const STATUS_IGNORE: usize = 1;
 /// `MPI_IN_PLACE` is the address -1.
 pub const IN_PLACE: usize = usize::MAX;
+
+/// Datatype combiners (`MPI_Type_get_envelope`), MPICH's values.
+pub const MPI_COMBINER_NAMED: c_int = 1;
+pub const MPI_COMBINER_DUP: c_int = 2;
+pub const MPI_COMBINER_CONTIGUOUS: c_int = 3;
+pub const MPI_COMBINER_VECTOR: c_int = 4;
+pub const MPI_COMBINER_HVECTOR: c_int = 6;
+pub const MPI_COMBINER_INDEXED: c_int = 7;
+pub const MPI_COMBINER_HINDEXED: c_int = 9;
+pub const MPI_COMBINER_INDEXED_BLOCK: c_int = 10;
+pub const MPI_COMBINER_STRUCT: c_int = 12;
+pub const MPI_COMBINER_SUBARRAY: c_int = 13;
+pub const MPI_COMBINER_RESIZED: c_int = 18;
+pub const MPI_COMBINER_HINDEXED_BLOCK: c_int = 19;

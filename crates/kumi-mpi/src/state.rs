@@ -32,6 +32,26 @@ pub(crate) struct Cart {
     pub periods: Vec<bool>,
 }
 
+/// The constructor call that made a derived datatype: its combiner
+/// (`MPI_COMBINER_...`) and the integer, address and datatype arguments in
+/// the order `MPI_Type_get_contents` returns them.
+#[derive(Debug)]
+pub(crate) struct TypeCtor {
+    pub combiner: c_int,
+    pub ints: Vec<c_int>,
+    pub aints: Vec<isize>,
+    pub types: Vec<TypeArg>,
+}
+
+/// A datatype argument of a constructor: a predefined handle, or a derived
+/// type (its layout and how it was made), which `MPI_Type_get_contents`
+/// returns as a new handle.
+#[derive(Debug)]
+pub(crate) enum TypeArg {
+    Named(c_int),
+    Derived(Datatype, Option<Rc<TypeCtor>>),
+}
+
 /// A distributed graph topology attached to a communicator: this rank's
 /// in- and out-neighbours (communicator ranks, repeats allowed) and their
 /// weights (`None`: `MPI_UNWEIGHTED`).
@@ -273,6 +293,9 @@ pub(crate) struct State {
     pub universe: Universe,
     pub groups: HashMap<c_int, Vec<u32>>,
     pub types: HandleMap<(Datatype, String)>,
+    /// How each derived datatype was made, for `MPI_Type_get_envelope` and
+    /// `MPI_Type_get_contents`.
+    pub type_ctors: HashMap<c_int, Rc<TypeCtor>>,
     /// Error classes and codes the program added (`MPI_Add_error_class`,
     /// `MPI_Add_error_code`): code -> (its class, its string). A class is its
     /// own code. Numbered from 79, after MPICH's predefined classes.
@@ -442,6 +465,7 @@ impl State {
             comms,
             groups,
             types: HandleMap::default(),
+            type_ctors: HashMap::new(),
             user_errors: HashMap::new(),
             builtins: RefCell::default(),
             reqs: Slab::new(NEW_REQUEST, &[]),

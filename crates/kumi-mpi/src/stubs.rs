@@ -1215,16 +1215,8 @@ pub extern "C" fn MPI_Type_get_attr() -> c_int {
     crate::unsupported("MPI_Type_get_attr")
 }
 #[no_mangle]
-pub extern "C" fn MPI_Type_get_contents() -> c_int {
-    crate::unsupported("MPI_Type_get_contents")
-}
-#[no_mangle]
 pub extern "C" fn MPI_Type_get_contents_c() -> c_int {
     crate::unsupported("MPI_Type_get_contents_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Type_get_envelope() -> c_int {
-    crate::unsupported("MPI_Type_get_envelope")
 }
 #[no_mangle]
 pub extern "C" fn MPI_Type_get_envelope_c() -> c_int {
@@ -2587,16 +2579,8 @@ pub extern "C" fn PMPI_Type_get_attr() -> c_int {
     crate::unsupported("MPI_Type_get_attr")
 }
 #[no_mangle]
-pub extern "C" fn PMPI_Type_get_contents() -> c_int {
-    crate::unsupported("MPI_Type_get_contents")
-}
-#[no_mangle]
 pub extern "C" fn PMPI_Type_get_contents_c() -> c_int {
     crate::unsupported("MPI_Type_get_contents_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Type_get_envelope() -> c_int {
-    crate::unsupported("MPI_Type_get_envelope")
 }
 #[no_mangle]
 pub extern "C" fn PMPI_Type_get_envelope_c() -> c_int {

@@ -2,17 +2,62 @@
 //! the address helpers.
 
 use crate::consts::*;
-use crate::state::{self, in_str, out, out_str, read, slice, st};
+use crate::state::{self, in_str, out, out_str, read, slice, slice_mut, st, TypeArg, TypeCtor};
 use crate::{err, R};
 use kumi::datatype::Datatype;
 use std::ffi::{c_char, c_int, c_void};
+use std::rc::Rc;
 
-fn new_type(d: Datatype, newtype: *mut c_int) -> R<()> {
+/// Registers derived datatype `d`, made by `combiner` from these arguments
+/// (kept for `MPI_Type_get_contents`), as `*newtype`.
+fn new_type(
+    d: Datatype,
+    combiner: c_int,
+    ints: Vec<c_int>,
+    aints: Vec<isize>,
+    olds: &[c_int],
+    newtype: *mut c_int,
+) -> R<()> {
     let mut s = st()?;
+    let mut types = Vec::with_capacity(olds.len());
+    for &o in olds {
+        types.push(if is_builtin(o) {
+            TypeArg::Named(o)
+        } else {
+            TypeArg::Derived(s.dtype(o)?, s.type_ctors.get(&o).cloned())
+        });
+    }
     let h = s.fresh(NEW_TYPE);
     s.types.insert(h, (d, String::new()));
+    s.type_ctors.insert(
+        h,
+        Rc::new(TypeCtor {
+            combiner,
+            ints,
+            aints,
+            types,
+        }),
+    );
     drop(s);
     out(newtype, "newtype", h)
+}
+
+/// The `int` arguments of a constructor, as given.
+fn given(p: *const c_int, n: c_int, what: &str) -> R<Vec<c_int>> {
+    Ok(slice(p, n, what)?.to_vec())
+}
+
+/// How derived datatype `h` was made.
+fn ctor_of(h: c_int) -> R<Rc<TypeCtor>> {
+    let s = st()?;
+    s.dtype(h)?;
+    match s.type_ctors.get(&h) {
+        Some(c) => Ok(c.clone()),
+        None => err(
+            MPI_ERR_INTERN,
+            format!("no record of how datatype {h:#x} was made"),
+        ),
+    }
 }
 
 fn old(h: c_int) -> R<Datatype> {
@@ -33,49 +78,62 @@ fn is_builtin(h: c_int) -> bool {
 
 mpi! {
     fn MPI_Type_contiguous / PMPI_Type_contiguous(count: c_int, oldtype: c_int, newtype: *mut c_int) {
-        new_type(old(oldtype)?.contiguous(state::count(count)?)?, newtype)
+        let d = old(oldtype)?.contiguous(state::count(count)?)?;
+        new_type(d, MPI_COMBINER_CONTIGUOUS, vec![count], vec![], &[oldtype], newtype)
     }
 
     fn MPI_Type_vector / PMPI_Type_vector(count: c_int, blocklength: c_int, stride: c_int, oldtype: c_int, newtype: *mut c_int) {
         let d = old(oldtype)?.vector(state::count(count)?, state::count(blocklength)?, stride as isize)?;
-        new_type(d, newtype)
+        new_type(d, MPI_COMBINER_VECTOR, vec![count, blocklength, stride], vec![], &[oldtype], newtype)
     }
 
     fn MPI_Type_create_hvector / PMPI_Type_create_hvector(count: c_int, blocklength: c_int, stride: isize, oldtype: c_int, newtype: *mut c_int) {
         let d = old(oldtype)?.hvector(state::count(count)?, state::count(blocklength)?, stride)?;
-        new_type(d, newtype)
+        new_type(d, MPI_COMBINER_HVECTOR, vec![count, blocklength], vec![stride], &[oldtype], newtype)
     }
 
     fn MPI_Type_hvector / PMPI_Type_hvector(count: c_int, blocklength: c_int, stride: isize, oldtype: c_int, newtype: *mut c_int) {
         let d = old(oldtype)?.hvector(state::count(count)?, state::count(blocklength)?, stride)?;
-        new_type(d, newtype)
+        new_type(d, MPI_COMBINER_HVECTOR, vec![count, blocklength], vec![stride], &[oldtype], newtype)
     }
 
     fn MPI_Type_indexed / PMPI_Type_indexed(count: c_int, blocklens: *const c_int, displs: *const c_int, oldtype: c_int, newtype: *mut c_int) {
         let d = old(oldtype)?.indexed(&ints(blocklens, count, "array_of_blocklengths")?, &ints(displs, count, "array_of_displacements")?)?;
-        new_type(d, newtype)
+        let mut args = vec![count];
+        args.extend(given(blocklens, count, "array_of_blocklengths")?);
+        args.extend(given(displs, count, "array_of_displacements")?);
+        new_type(d, MPI_COMBINER_INDEXED, args, vec![], &[oldtype], newtype)
     }
 
     fn MPI_Type_create_indexed_block / PMPI_Type_create_indexed_block(count: c_int, blocklength: c_int, displs: *const c_int, oldtype: c_int, newtype: *mut c_int) {
         let b = vec![blocklength as i64; state::count(count)?];
         let d = old(oldtype)?.indexed(&b, &ints(displs, count, "array_of_displacements")?)?;
-        new_type(d, newtype)
+        let mut args = vec![count, blocklength];
+        args.extend(given(displs, count, "array_of_displacements")?);
+        new_type(d, MPI_COMBINER_INDEXED_BLOCK, args, vec![], &[oldtype], newtype)
     }
 
     fn MPI_Type_create_hindexed / PMPI_Type_create_hindexed(count: c_int, blocklens: *const c_int, displs: *const isize, oldtype: c_int, newtype: *mut c_int) {
         let d = old(oldtype)?.hindexed(&ints(blocklens, count, "array_of_blocklengths")?, &aints(displs, count, "array_of_displacements")?)?;
-        new_type(d, newtype)
+        let mut args = vec![count];
+        args.extend(given(blocklens, count, "array_of_blocklengths")?);
+        let addrs = slice(displs, count, "array_of_displacements")?.to_vec();
+        new_type(d, MPI_COMBINER_HINDEXED, args, addrs, &[oldtype], newtype)
     }
 
     fn MPI_Type_hindexed / PMPI_Type_hindexed(count: c_int, blocklens: *const c_int, displs: *const isize, oldtype: c_int, newtype: *mut c_int) {
         let d = old(oldtype)?.hindexed(&ints(blocklens, count, "array_of_blocklengths")?, &aints(displs, count, "array_of_displacements")?)?;
-        new_type(d, newtype)
+        let mut args = vec![count];
+        args.extend(given(blocklens, count, "array_of_blocklengths")?);
+        let addrs = slice(displs, count, "array_of_displacements")?.to_vec();
+        new_type(d, MPI_COMBINER_HINDEXED, args, addrs, &[oldtype], newtype)
     }
 
     fn MPI_Type_create_hindexed_block / PMPI_Type_create_hindexed_block(count: c_int, blocklength: c_int, displs: *const isize, oldtype: c_int, newtype: *mut c_int) {
         let b = vec![blocklength as i64; state::count(count)?];
         let d = old(oldtype)?.hindexed(&b, &aints(displs, count, "array_of_displacements")?)?;
-        new_type(d, newtype)
+        let addrs = slice(displs, count, "array_of_displacements")?.to_vec();
+        new_type(d, MPI_COMBINER_HINDEXED_BLOCK, vec![count, blocklength], addrs, &[oldtype], newtype)
     }
 
     fn MPI_Type_create_struct / PMPI_Type_create_struct(count: c_int, blocklens: *const c_int, displs: *const isize, types: *const c_int, newtype: *mut c_int) {
@@ -88,7 +146,10 @@ mpi! {
             }
         }
         let d = Datatype::create_struct(&ints(blocklens, count, "array_of_blocklengths")?, &aints(displs, count, "array_of_displacements")?, &v)?;
-        new_type(d, newtype)
+        let mut args = vec![count];
+        args.extend(given(blocklens, count, "array_of_blocklengths")?);
+        let addrs = slice(displs, count, "array_of_displacements")?.to_vec();
+        new_type(d, MPI_COMBINER_STRUCT, args, addrs, ts, newtype)
     }
 
     fn MPI_Type_struct / PMPI_Type_struct(count: c_int, blocklens: *const c_int, displs: *const isize, types: *const c_int, newtype: *mut c_int) {
@@ -98,7 +159,8 @@ mpi! {
     }
 
     fn MPI_Type_create_resized / PMPI_Type_create_resized(oldtype: c_int, lb: isize, extent: isize, newtype: *mut c_int) {
-        new_type(old(oldtype)?.resized(lb, extent), newtype)
+        let d = old(oldtype)?.resized(lb, extent);
+        new_type(d, MPI_COMBINER_RESIZED, vec![], vec![lb, extent], &[oldtype], newtype)
     }
 
     fn MPI_Type_create_subarray / PMPI_Type_create_subarray(ndims: c_int, sizes: *const c_int, subsizes: *const c_int, starts: *const c_int, order: c_int, oldtype: c_int, newtype: *mut c_int) {
@@ -108,11 +170,60 @@ mpi! {
             o => return err(MPI_ERR_ARG, format!("order {o} is neither MPI_ORDER_C nor MPI_ORDER_FORTRAN")),
         };
         let d = old(oldtype)?.subarray(&ints(sizes, ndims, "sizes")?, &ints(subsizes, ndims, "subsizes")?, &ints(starts, ndims, "starts")?, c_order)?;
-        new_type(d, newtype)
+        let mut args = vec![ndims];
+        args.extend(given(sizes, ndims, "sizes")?);
+        args.extend(given(subsizes, ndims, "subsizes")?);
+        args.extend(given(starts, ndims, "starts")?);
+        args.push(order);
+        new_type(d, MPI_COMBINER_SUBARRAY, args, vec![], &[oldtype], newtype)
     }
 
     fn MPI_Type_dup / PMPI_Type_dup(oldtype: c_int, newtype: *mut c_int) {
-        new_type(old(oldtype)?, newtype)
+        let d = old(oldtype)?;
+        new_type(d, MPI_COMBINER_DUP, vec![], vec![], &[oldtype], newtype)
+    }
+
+    fn MPI_Type_get_envelope / PMPI_Type_get_envelope(datatype: c_int, num_integers: *mut c_int, num_addresses: *mut c_int, num_datatypes: *mut c_int, combiner: *mut c_int) {
+        let (ni, na, nd, comb) = if is_builtin(datatype) {
+            (0, 0, 0, MPI_COMBINER_NAMED)
+        } else {
+            let c = ctor_of(datatype)?;
+            (c.ints.len(), c.aints.len(), c.types.len(), c.combiner)
+        };
+        out(num_integers, "num_integers", ni as c_int)?;
+        out(num_addresses, "num_addresses", na as c_int)?;
+        out(num_datatypes, "num_datatypes", nd as c_int)?;
+        out(combiner, "combiner", comb)
+    }
+
+    fn MPI_Type_get_contents / PMPI_Type_get_contents(datatype: c_int, max_integers: c_int, max_addresses: c_int, max_datatypes: c_int, array_of_integers: *mut c_int, array_of_addresses: *mut isize, array_of_datatypes: *mut c_int) {
+        if is_builtin(datatype) {
+            return err(MPI_ERR_TYPE, "a predefined datatype has no contents (its combiner is MPI_COMBINER_NAMED)");
+        }
+        let c = ctor_of(datatype)?;
+        let (ni, na, nd) = (c.ints.len(), c.aints.len(), c.types.len());
+        if (max_integers as i64) < ni as i64 || (max_addresses as i64) < na as i64 || (max_datatypes as i64) < nd as i64 {
+            return err(MPI_ERR_ARG, format!("the arrays hold {max_integers}, {max_addresses} and {max_datatypes} entries; the datatype has {ni} integers, {na} addresses and {nd} datatypes (see MPI_Type_get_envelope)"));
+        }
+        slice_mut(array_of_integers, ni as c_int, "array_of_integers")?.copy_from_slice(&c.ints);
+        slice_mut(array_of_addresses, na as c_int, "array_of_addresses")?.copy_from_slice(&c.aints);
+        let out_types = slice_mut(array_of_datatypes, nd as c_int, "array_of_datatypes")?;
+        let mut s = st()?;
+        for (o, t) in out_types.iter_mut().zip(&c.types) {
+            *o = match t {
+                TypeArg::Named(h) => *h,
+                // A derived one comes back as a new handle (the program frees it).
+                TypeArg::Derived(d, ctor) => {
+                    let h = s.fresh(NEW_TYPE);
+                    s.types.insert(h, (d.clone(), String::new()));
+                    if let Some(ctor) = ctor {
+                        s.type_ctors.insert(h, ctor.clone());
+                    }
+                    h
+                }
+            };
+        }
+        Ok(())
     }
 
     fn MPI_Type_commit / PMPI_Type_commit(datatype: *mut c_int) {
@@ -126,7 +237,9 @@ mpi! {
         if is_builtin(h) {
             return err(MPI_ERR_TYPE, "a predefined datatype cannot be freed");
         }
-        if st()?.types.remove(&h).is_none() {
+        let mut s = st()?;
+        s.type_ctors.remove(&h);
+        if s.types.remove(&h).is_none() {
             return err(MPI_ERR_TYPE, format!("{h:#x} is not a datatype the program created"));
         }
         out(datatype, "datatype", MPI_DATATYPE_NULL)

@@ -139,6 +139,57 @@ int main(int argc, char **argv) {
         OK(MPI_Type_free(&all[i]));
         CHECK(all[i] == MPI_DATATYPE_NULL);
     }
+    /* Decoding: MPI_Type_get_envelope / MPI_Type_get_contents give back the
+     * constructor and its arguments; a derived argument comes back as a new
+     * handle that the program frees. */
+    {
+        int ni, na, nd, comb;
+        OK(MPI_Type_get_envelope(MPI_DOUBLE, &ni, &na, &nd, &comb));
+        CHECK(comb == MPI_COMBINER_NAMED && ni == 0 && na == 0 && nd == 0);
+        MPI_Datatype vec, st, rs;
+        OK(MPI_Type_vector(3, 2, 5, MPI_INT, &vec));
+        OK(MPI_Type_get_envelope(vec, &ni, &na, &nd, &comb));
+        CHECK(comb == MPI_COMBINER_VECTOR && ni == 3 && na == 0 && nd == 1);
+        int iv[8];
+        MPI_Aint av[4];
+        MPI_Datatype tv[4];
+        OK(MPI_Type_get_contents(vec, 8, 4, 4, iv, av, tv));
+        CHECK(iv[0] == 3 && iv[1] == 2 && iv[2] == 5 && tv[0] == MPI_INT);
+        int bl[2] = {1, 2};
+        MPI_Aint dp[2] = {0, 16};
+        MPI_Datatype ty[2] = {MPI_CHAR, vec};
+        OK(MPI_Type_create_struct(2, bl, dp, ty, &st));
+        OK(MPI_Type_get_envelope(st, &ni, &na, &nd, &comb));
+        CHECK(comb == MPI_COMBINER_STRUCT && ni == 3 && na == 2 && nd == 2);
+        OK(MPI_Type_get_contents(st, 8, 4, 4, iv, av, tv));
+        CHECK(iv[0] == 2 && iv[1] == 1 && iv[2] == 2 && av[0] == 0 && av[1] == 16);
+        CHECK(tv[0] == MPI_CHAR); /* tv[1]: a vector like vec, to be freed */
+        int sz1, sz2;
+        OK(MPI_Type_size(tv[1], &sz1));
+        OK(MPI_Type_size(vec, &sz2));
+        CHECK(sz1 == sz2);
+        OK(MPI_Type_get_envelope(tv[1], &ni, &na, &nd, &comb)); /* decodes further */
+        CHECK(comb == MPI_COMBINER_VECTOR && ni == 3);
+        OK(MPI_Type_free(&tv[1]));
+        OK(MPI_Type_create_resized(st, -4, 64, &rs));
+        OK(MPI_Type_get_envelope(rs, &ni, &na, &nd, &comb));
+        CHECK(comb == MPI_COMBINER_RESIZED && ni == 0 && na == 2 && nd == 1);
+        OK(MPI_Type_get_contents(rs, 0, 2, 1, NULL, av, tv));
+        CHECK(av[0] == -4 && av[1] == 64);
+        OK(MPI_Type_free(&tv[0]));
+        MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+        int cls, crc = MPI_Type_get_contents(st, 1, 1, 1, iv, av, tv); /* arrays too short */
+        MPI_Error_class(crc, &cls);
+        CHECK(cls == MPI_ERR_ARG);
+        crc = MPI_Type_get_contents(MPI_INT, 0, 0, 0, iv, av, tv);
+        MPI_Error_class(crc, &cls);
+        CHECK(cls == MPI_ERR_TYPE);
+        MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+        OK(MPI_Type_free(&rs));
+        OK(MPI_Type_free(&st));
+        OK(MPI_Type_free(&vec));
+    }
+
     /* MPI_Type_match_size: the sized Fortran-named types. */
     {
         MPI_Datatype m;
