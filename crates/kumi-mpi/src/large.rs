@@ -82,6 +82,8 @@ large! {
     MPI_Imrecv_c / PMPI_Imrecv_c => PMPI_Imrecv(buf: M, count: i64 => n, dt: c_int, msg: *mut c_int, req: *mut c_int)
     MPI_Sendrecv_c / PMPI_Sendrecv_c => PMPI_Sendrecv(sb: V, sc: i64 => n, st: c_int, dest: c_int, stag: c_int, rb: M, rc: i64 => n, rt: c_int, src: c_int, rtag: c_int, comm: c_int, status: St)
     MPI_Sendrecv_replace_c / PMPI_Sendrecv_replace_c => PMPI_Sendrecv_replace(b: M, c: i64 => n, t: c_int, dest: c_int, stag: c_int, src: c_int, rtag: c_int, comm: c_int, status: St)
+    MPI_Isendrecv_c / PMPI_Isendrecv_c => PMPI_Isendrecv(sb: V, sc: i64 => n, st: c_int, dest: c_int, stag: c_int, rb: M, rc: i64 => n, rt: c_int, src: c_int, rtag: c_int, comm: c_int, req: *mut c_int)
+    MPI_Isendrecv_replace_c / PMPI_Isendrecv_replace_c => PMPI_Isendrecv_replace(b: M, c: i64 => n, t: c_int, dest: c_int, stag: c_int, src: c_int, rtag: c_int, comm: c_int, req: *mut c_int)
     MPI_Buffer_attach_c / PMPI_Buffer_attach_c => PMPI_Buffer_attach(b: M, size: i64 => n)
     MPI_Bcast_c / PMPI_Bcast_c => PMPI_Bcast(b: M, c: i64 => n, t: c_int, root: c_int, comm: c_int)
     MPI_Reduce_c / PMPI_Reduce_c => PMPI_Reduce(s: V, r: M, c: i64 => n, t: c_int, op: c_int, root: c_int, comm: c_int)

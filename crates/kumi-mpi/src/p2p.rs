@@ -10,7 +10,7 @@
 use crate::consts::*;
 use crate::state::{
     self, builtin_type, count, empty_status, out, put_status, read, slice_mut, st, status_bytes,
-    status_of, wants, ReqEntry, State,
+    status_of, wants, CollPending, ReqEntry, State,
 };
 use crate::{err, set_err_comm, MPI_Status, MpiErr, R};
 use kumi::datatype::Datatype;
@@ -479,14 +479,7 @@ fn complete(
                 return err(MPI_ERR_INTERN, "a collective request vanished");
             };
             *slot = MPI_REQUEST_NULL;
-            let mut st = empty_status();
-            return Ok(Some(match c.finish() {
-                Ok(()) => (st, None),
-                Err(e) => {
-                    st.MPI_ERROR = e.class;
-                    (st, Some(e))
-                }
-            }));
+            return Ok(Some(c.complete()));
         }
         ReqEntry::PersistentColl { active, .. } => {
             let Some(c) = active else {
@@ -497,14 +490,7 @@ fn complete(
             }
             // Completed, the request stays, inactive, for the next start.
             let c = active.take().expect("active");
-            let mut st = empty_status();
-            return Ok(Some(match c.finish() {
-                Ok(()) => (st, None),
-                Err(e) => {
-                    st.MPI_ERROR = e.class;
-                    (st, Some(e))
-                }
-            }));
+            return Ok(Some(c.complete()));
         }
         ReqEntry::Active(r) => (r, false),
         ReqEntry::Persistent { active: None, .. } => return Ok(Some((empty_status(), None))),
@@ -861,6 +847,32 @@ mpi_nb! {
     }
 }
 
+/// A nonblocking sendrecv in flight (`MPI_Isendrecv`): done when both halves
+/// are; its status is the receive's. `_copy` holds what
+/// `MPI_Isendrecv_replace` sends, packed, until the send completes.
+struct NbSendrecv {
+    send: RawRequest,
+    recv: RawRequest,
+    _copy: Option<Vec<u8>>,
+}
+
+impl CollPending for NbSendrecv {
+    fn test(&mut self) -> kumi::Result<bool> {
+        // `test` answers again with the status once an operation is done.
+        Ok(self.send.test()?.is_some() & self.recv.test()?.is_some())
+    }
+
+    fn finish(self: Box<Self>) -> R<()> {
+        self.complete().1.map_or(Ok(()), Err)
+    }
+
+    fn complete(mut self: Box<Self>) -> (MPI_Status, Option<MpiErr>) {
+        let (_, send_err) = outcome(self.send.wait());
+        let (st, recv_err) = outcome(self.recv.wait());
+        (st, recv_err.or(send_err))
+    }
+}
+
 mpi! {
 
     fn MPI_Sendrecv / PMPI_Sendrecv(
@@ -899,6 +911,48 @@ mpi! {
         blocking(w, std::ptr::null_mut())?;
         drop(copy);
         blocking(r, status)
+    }
+
+    fn MPI_Isendrecv / PMPI_Isendrecv(
+        sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, dest: c_int, sendtag: c_int,
+        recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, source: c_int, recvtag: c_int,
+        comm: c_int, request: *mut c_int
+    ) {
+        if request.is_null() {
+            return err(MPI_ERR_ARG, "the output argument `request` is NULL");
+        }
+        let mut s = st()?;
+        let recv = start_recv(&s, recvbuf, recvcount, recvtype, source, recvtag, comm)?;
+        let send = start_send(&s, sendbuf, sendcount, sendtype, dest, sendtag, comm, SendMode::Standard)?;
+        let h = s.new_request(ReqEntry::Coll(Box::new(NbSendrecv { send, recv, _copy: None })), comm);
+        drop(s);
+        out(request, "request", h)
+    }
+
+    fn MPI_Isendrecv_replace / PMPI_Isendrecv_replace(
+        buf: *mut c_void, count: c_int, datatype: c_int, dest: c_int, sendtag: c_int,
+        source: c_int, recvtag: c_int, comm: c_int, request: *mut c_int
+    ) {
+        if request.is_null() {
+            return err(MPI_ERR_ARG, "the output argument `request` is NULL");
+        }
+        let (_, d) = lookup(comm, datatype)?;
+        let n = state::count(count)?;
+        check_buf(buf, n, &d)?;
+        let mut copy = vec![0u8; d.packed_size(n)];
+        // SAFETY: the caller passes `count` elements of `datatype` at `buf`.
+        unsafe { d.pack(buf as *const u8, n, &mut copy) };
+        let len = c_int::try_from(copy.len()).map_err(|_| MpiErr {
+            class: MPI_ERR_COUNT,
+            msg: "the message is larger than 2 GiB".into(),
+        })?;
+        let mut s = st()?;
+        let recv = start_recv(&s, buf, count, datatype, source, recvtag, comm)?;
+        // The copy's heap block stays put when the Vec moves into the request.
+        let send = start_send(&s, copy.as_ptr() as *const c_void, len, MPI_BYTE, dest, sendtag, comm, SendMode::Standard)?;
+        let h = s.new_request(ReqEntry::Coll(Box::new(NbSendrecv { send, recv, _copy: Some(copy) })), comm);
+        drop(s);
+        out(request, "request", h)
     }
 
     fn MPI_Send_init / PMPI_Send_init(buf: *const c_void, count: c_int, datatype: c_int, dest: c_int, tag: c_int, comm: c_int, request: *mut c_int) {

@@ -104,6 +104,19 @@ pub(crate) trait CollPending {
     fn test(&mut self) -> kumi::Result<bool>;
     /// Waits for completion and writes the result to the program's buffer.
     fn finish(self: Box<Self>) -> R<()>;
+    /// [`CollPending::finish`] with the status a wait reports: empty for a
+    /// collective (its error in `MPI_ERROR`); a nonblocking sendrecv's is its
+    /// receive's.
+    fn complete(self: Box<Self>) -> (MPI_Status, Option<MpiErr>) {
+        let mut st = empty_status();
+        match self.finish() {
+            Ok(()) => (st, None),
+            Err(e) => {
+                st.MPI_ERROR = e.class;
+                (st, Some(e))
+            }
+        }
+    }
 }
 
 /// Hashes an integer handle with one multiplication: the handle tables are

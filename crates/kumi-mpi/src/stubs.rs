@@ -707,22 +707,6 @@ pub extern "C" fn MPI_Intercomm_merge() -> c_int {
     crate::unsupported("MPI_Intercomm_merge")
 }
 #[no_mangle]
-pub extern "C" fn MPI_Isendrecv() -> c_int {
-    crate::unsupported("MPI_Isendrecv")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Isendrecv_c() -> c_int {
-    crate::unsupported("MPI_Isendrecv_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Isendrecv_replace() -> c_int {
-    crate::unsupported("MPI_Isendrecv_replace")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Isendrecv_replace_c() -> c_int {
-    crate::unsupported("MPI_Isendrecv_replace_c")
-}
-#[no_mangle]
 pub extern "C" fn MPI_Lookup_name() -> c_int {
     crate::unsupported("MPI_Lookup_name")
 }
@@ -2069,22 +2053,6 @@ pub extern "C" fn PMPI_Intercomm_create_from_groups() -> c_int {
 #[no_mangle]
 pub extern "C" fn PMPI_Intercomm_merge() -> c_int {
     crate::unsupported("MPI_Intercomm_merge")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Isendrecv() -> c_int {
-    crate::unsupported("MPI_Isendrecv")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Isendrecv_c() -> c_int {
-    crate::unsupported("MPI_Isendrecv_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Isendrecv_replace() -> c_int {
-    crate::unsupported("MPI_Isendrecv_replace")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Isendrecv_replace_c() -> c_int {
-    crate::unsupported("MPI_Isendrecv_replace_c")
 }
 #[no_mangle]
 pub extern "C" fn PMPI_Lookup_name() -> c_int {

@@ -92,6 +92,39 @@ int main(int argc, char **argv) {
     CHECK(vals[0] == left + 2);
 
     MPI_Barrier(MPI_COMM_WORLD);
+    /* MPI_Isendrecv (MPI 4): done when both halves are; the status is the
+     * receive's. Around a ring, each rank sends right and receives from the
+     * left, with a large message too (past the eager limit). */
+    {
+        int me = kt_rank(), np = kt_size(), right = (me + 1) % np, left = (me + np - 1) % np;
+        int out1 = me * 7, in1 = -1;
+        MPI_Request sr;
+        MPI_Status sst;
+        OK(MPI_Isendrecv(&out1, 1, MPI_INT, right, 31, &in1, 1, MPI_INT, left, 31, MPI_COMM_WORLD, &sr));
+        OK(MPI_Wait(&sr, &sst));
+        CHECK(sr == MPI_REQUEST_NULL && in1 == left * 7);
+        CHECK(sst.MPI_SOURCE == left && sst.MPI_TAG == 31);
+        int cnt;
+        OK(MPI_Get_count(&sst, MPI_INT, &cnt));
+        CHECK(cnt == 1);
+        enum { BIG = 1 << 18 };
+        int *bo = malloc(sizeof(int) * BIG), *bi = malloc(sizeof(int) * BIG);
+        CHECK(bo && bi);
+        for (int i = 0; i < BIG; i++) bo[i] = me * 3 + i;
+        OK(MPI_Isendrecv(bo, BIG, MPI_INT, right, 32, bi, BIG, MPI_INT, left, 32, MPI_COMM_WORLD, &sr));
+        int flag = 0;
+        while (!flag) OK(MPI_Test(&sr, &flag, MPI_STATUS_IGNORE));
+        for (int i = 0; i < BIG; i += 4099) CHECK(bi[i] == left * 3 + i);
+        /* Replace: the buffer goes right and is overwritten from the left. */
+        for (int i = 0; i < BIG; i++) bo[i] = me * 5 + i;
+        OK(MPI_Isendrecv_replace(bo, BIG, MPI_INT, right, 33, left, 33, MPI_COMM_WORLD, &sr));
+        OK(MPI_Wait(&sr, &sst));
+        for (int i = 0; i < BIG; i += 4099) CHECK(bo[i] == left * 5 + i);
+        CHECK(sst.MPI_SOURCE == left);
+        free(bo);
+        free(bi);
+    }
+
     kt_pass("nonblocking");
     MPI_Finalize();
     return 0;
