@@ -522,6 +522,16 @@ fn expand_ranges(ranges: *const [c_int; 3], n: c_int) -> R<Vec<c_int>> {
     Ok(v)
 }
 
+/// The result of calling another MPI function from inside one: its error
+/// (already reported by that call's handler) as this call's.
+fn ok_or_class(rc: c_int) -> R<()> {
+    if rc == MPI_SUCCESS {
+        Ok(())
+    } else {
+        err(rc, "the call it stands for failed")
+    }
+}
+
 /// `MPI_Comm_dup`: a new communicator of the same group, topology, error
 /// handler and (copied) attributes.
 fn comm_dup(comm: c_int, newcomm: *mut c_int) -> R<()> {
@@ -914,6 +924,34 @@ mpi! {
     fn MPI_Comm_get_errhandler / PMPI_Comm_get_errhandler(comm: c_int, errhandler: *mut c_int) {
         let e = st()?.comm_entry(comm)?.errh;
         out(errhandler, "errhandler", e)
+    }
+
+    // The MPI-1 names, deprecated (MPI-2) and removed (MPI-3), which old
+    // binaries still call.
+    fn MPI_Errhandler_create / PMPI_Errhandler_create(function: Option<ErrFn>, errhandler: *mut c_int) {
+        // SAFETY: the same contract as MPI_Comm_create_errhandler.
+        ok_or_class(unsafe { PMPI_Comm_create_errhandler(function, errhandler) })
+    }
+
+    fn MPI_Errhandler_get / PMPI_Errhandler_get(comm: c_int, errhandler: *mut c_int) {
+        // SAFETY: the same contract as MPI_Comm_get_errhandler.
+        ok_or_class(unsafe { PMPI_Comm_get_errhandler(comm, errhandler) })
+    }
+
+    fn MPI_Cart_map / PMPI_Cart_map(comm: c_int, ndims: c_int, dims: *const c_int, _periods: *const c_int, newrank: *mut c_int) {
+        // kumi keeps ranks in place (no reordering): the first prod(dims)
+        // ranks map onto themselves.
+        let d = slice(dims, ndims, "dims")?;
+        if d.iter().any(|&x| x <= 0) {
+            return err(MPI_ERR_DIMS, format!("dims {d:?} has an entry that is not positive"));
+        }
+        let c = st()?.comm(comm)?;
+        let total: i64 = d.iter().map(|&x| x as i64).product();
+        if total > c.size() as i64 {
+            return err(MPI_ERR_DIMS, format!("the grid {d:?} has {total} cells but the communicator only {} ranks", c.size()));
+        }
+        let r = c.rank() as i64;
+        out(newrank, "newrank", if r < total { r as c_int } else { MPI_UNDEFINED })
     }
 
     fn MPI_Comm_create_errhandler / PMPI_Comm_create_errhandler(function: Option<ErrFn>, errhandler: *mut c_int) {

@@ -847,6 +847,25 @@ mpi_nb! {
     }
 }
 
+/// `MPI_Status_set_elements(_x)`: `count` elements of `datatype` received.
+fn set_elements(status: *mut MPI_Status, datatype: c_int, count: i64) -> R<()> {
+    let d = dtype_any(datatype)?;
+    if count < 0 {
+        return err(MPI_ERR_COUNT, format!("count {count} is negative"));
+    }
+    let bytes = (count as u64)
+        .checked_mul(d.size() as u64)
+        .filter(|&b| b < 1 << 62)
+        .ok_or_else(|| MpiErr {
+            class: MPI_ERR_COUNT,
+            msg: format!("{count} elements of {} bytes do not fit a status", d.size()),
+        })?;
+    let mut s = read(status as *const MPI_Status, "status")?;
+    s.count_lo = bytes as u32 as c_int;
+    s.count_hi_and_cancelled = (((bytes >> 32) as c_int) << 1) | (s.count_hi_and_cancelled & 1);
+    out(status, "status", s)
+}
+
 /// A nonblocking sendrecv in flight (`MPI_Isendrecv`): done when both halves
 /// are; its status is the receive's. `_copy` holds what
 /// `MPI_Isendrecv_replace` sends, packed, until the send completes.
@@ -1301,13 +1320,11 @@ mpi! {
     }
 
     fn MPI_Status_set_elements / PMPI_Status_set_elements(status: *mut MPI_Status, datatype: c_int, count: c_int) {
-        let d = dtype_any(datatype)?;
-        let n = state::count(count)?;
-        let mut s = read(status as *const MPI_Status, "status")?;
-        let bytes = (n * d.size()) as u64;
-        s.count_lo = bytes as u32 as c_int;
-        s.count_hi_and_cancelled = (((bytes >> 32) as c_int) << 1) | (s.count_hi_and_cancelled & 1);
-        out(status, "status", s)
+        set_elements(status, datatype, i64::from(count))
+    }
+
+    fn MPI_Status_set_elements_x / PMPI_Status_set_elements_x(status: *mut MPI_Status, datatype: c_int, count: i64) {
+        set_elements(status, datatype, count)
     }
 
     fn MPI_Status_set_cancelled / PMPI_Status_set_cancelled(status: *mut MPI_Status, flag: c_int) {

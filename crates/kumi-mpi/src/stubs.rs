@@ -163,10 +163,6 @@ pub extern "C" fn MPI_Buffer_detach_c() -> c_int {
     crate::unsupported("MPI_Buffer_detach_c")
 }
 #[no_mangle]
-pub extern "C" fn MPI_Cart_map() -> c_int {
-    crate::unsupported("MPI_Cart_map")
-}
-#[no_mangle]
 pub extern "C" fn MPI_Close_port() -> c_int {
     crate::unsupported("MPI_Close_port")
 }
@@ -229,14 +225,6 @@ pub extern "C" fn MPI_Compare_and_swap() -> c_int {
 #[no_mangle]
 pub extern "C" fn MPI_Dist_graph_create() -> c_int {
     crate::unsupported("MPI_Dist_graph_create")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Errhandler_create() -> c_int {
-    crate::unsupported("MPI_Errhandler_create")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Errhandler_get() -> c_int {
-    crate::unsupported("MPI_Errhandler_get")
 }
 #[no_mangle]
 pub extern "C" fn MPI_Exscan_init_c() -> c_int {
@@ -931,10 +919,6 @@ pub extern "C" fn MPI_Status_f2c() -> c_int {
     crate::unsupported("MPI_Status_f2c")
 }
 #[no_mangle]
-pub extern "C" fn MPI_Status_set_elements_x() -> c_int {
-    crate::unsupported("MPI_Status_set_elements_x")
-}
-#[no_mangle]
 pub extern "C" fn MPI_T_category_changed() -> c_int {
     crate::unsupported("MPI_T_category_changed")
 }
@@ -1511,10 +1495,6 @@ pub extern "C" fn PMPI_Buffer_detach_c() -> c_int {
     crate::unsupported("MPI_Buffer_detach_c")
 }
 #[no_mangle]
-pub extern "C" fn PMPI_Cart_map() -> c_int {
-    crate::unsupported("MPI_Cart_map")
-}
-#[no_mangle]
 pub extern "C" fn PMPI_Close_port() -> c_int {
     crate::unsupported("MPI_Close_port")
 }
@@ -1577,14 +1557,6 @@ pub extern "C" fn PMPI_Compare_and_swap() -> c_int {
 #[no_mangle]
 pub extern "C" fn PMPI_Dist_graph_create() -> c_int {
     crate::unsupported("MPI_Dist_graph_create")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Errhandler_create() -> c_int {
-    crate::unsupported("MPI_Errhandler_create")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Errhandler_get() -> c_int {
-    crate::unsupported("MPI_Errhandler_get")
 }
 #[no_mangle]
 pub extern "C" fn PMPI_Exscan_init_c() -> c_int {
@@ -2277,10 +2249,6 @@ pub extern "C" fn PMPI_Status_c2f() -> c_int {
 #[no_mangle]
 pub extern "C" fn PMPI_Status_f2c() -> c_int {
     crate::unsupported("MPI_Status_f2c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Status_set_elements_x() -> c_int {
-    crate::unsupported("MPI_Status_set_elements_x")
 }
 #[no_mangle]
 pub extern "C" fn PMPI_T_category_changed() -> c_int {

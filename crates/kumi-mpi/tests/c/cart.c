@@ -61,6 +61,15 @@ int main(int argc, char **argv) {
     OK(MPI_Comm_free(&rowc));
     OK(MPI_Comm_free(&cart));
     (void)r;
+    /* MPI_Cart_map: no reordering, so the first prod(dims) ranks keep theirs. */
+    {
+        int md[2] = {1, 1}, mp[2] = {0, 0}, nr, me = kt_rank();
+        OK(MPI_Cart_map(MPI_COMM_WORLD, 2, md, mp, &nr));
+        CHECK(nr == (me == 0 ? 0 : MPI_UNDEFINED));
+        md[0] = kt_size();
+        OK(MPI_Cart_map(MPI_COMM_WORLD, 2, md, mp, &nr));
+        CHECK(nr == me);
+    }
     kt_pass("cart");
     MPI_Finalize();
     return 0;

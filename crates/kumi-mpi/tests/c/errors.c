@@ -97,6 +97,15 @@ int main(int argc, char **argv) {
     rc = MPI_Add_error_code(123456, &x);
     CHECK(cls(rc) == MPI_ERR_ARG);
 
+    /* The MPI-1 names of the same calls. */
+    MPI_Errhandler eh1, got;
+    OK(MPI_Errhandler_create(handler, &eh1));
+    OK(MPI_Comm_set_errhandler(d, eh1));
+    OK(MPI_Errhandler_get(d, &got));
+    CHECK(got == eh1);
+    OK(MPI_Comm_set_errhandler(d, eh));
+    OK(MPI_Errhandler_free(&eh1));
+
     OK(MPI_Errhandler_free(&eh));
     CHECK(eh == MPI_ERRHANDLER_NULL);
     OK(MPI_Comm_free(&d));

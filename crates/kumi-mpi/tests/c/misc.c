@@ -96,6 +96,14 @@ int main(int argc, char **argv) {
     MPI_Error_class(rc, &cls);
     CHECK(cls == MPI_ERR_COUNT);
     free(cnts); free(dsp); free(all);
+    /* MPI_Status_set_elements_x: a count past 2^31 elements. */
+    {
+        MPI_Status sx;
+        MPI_Count cx;
+        OK(MPI_Status_set_elements_x(&sx, MPI_CHAR, (MPI_Count)3 << 31));
+        OK(MPI_Get_elements_x(&sx, MPI_CHAR, &cx));
+        CHECK(cx == (MPI_Count)3 << 31);
+    }
     kt_pass("misc");
     MPI_Finalize();
     return 0;
