@@ -549,7 +549,7 @@ fn comm_dup(comm: c_int, newcomm: *mut c_int) -> R<()> {
 
 /// The weights argument of a distributed graph constructor: `None` for
 /// `MPI_UNWEIGHTED`; `MPI_WEIGHTS_EMPTY` only with no edges.
-fn weights(p: *const c_int, n: usize, what: &str) -> R<Option<Vec<c_int>>> {
+fn weights_arg(p: *const c_int, n: usize, what: &str) -> R<Option<Vec<c_int>>> {
     let unweighted = crate::misc::MPI_UNWEIGHTED.0 as *const c_int;
     let empty = crate::misc::MPI_WEIGHTS_EMPTY.0 as *const c_int;
     if p == unweighted {
@@ -1136,13 +1136,76 @@ mpi! {
         let sources = neighbor_ranks(sources, indegree, p, "sources")?;
         let dests = neighbor_ranks(destinations, outdegree, p, "destinations")?;
         let graph = DistGraph {
-            source_weights: weights(sourceweights, sources.len(), "sourceweights")?,
-            dest_weights: weights(destweights, dests.len(), "destweights")?,
+            source_weights: weights_arg(sourceweights, sources.len(), "sourceweights")?,
+            dest_weights: weights_arg(destweights, dests.len(), "destweights")?,
             sources,
             dests,
         };
         check_info(&mut *st()?, info)?;
         // Ranks keep their order (kumi does not reorder).
+        let d = c.dup()?;
+        new_comm(comm_old, Some(d), None, comm_dist_graph)?;
+        let h = read(comm_dist_graph, "comm_dist_graph")?;
+        st()?.comm_entry(h)?.graph = Some(graph);
+        Ok(())
+    }
+
+    fn MPI_Dist_graph_create / PMPI_Dist_graph_create(comm_old: c_int, n: c_int, sources: *const c_int, degrees: *const c_int, destinations: *const c_int, weights: *const c_int, info: c_int, _reorder: c_int, comm_dist_graph: *mut c_int) {
+        let c = st()?.comm(comm_old)?;
+        let p = c.size();
+        // This rank's edges: source -> destination (weight), in the order given.
+        let srcs = neighbor_ranks(sources, n, p, "sources")?;
+        let degs = slice(degrees, n, "degrees")?;
+        if let Some(d) = degs.iter().find(|&&d| d < 0) {
+            return err(MPI_ERR_ARG, format!("degrees: a negative degree ({d})"));
+        }
+        let total: i64 = degs.iter().map(|&d| d as i64).sum();
+        let total = c_int::try_from(total).map_err(|_| MpiErr { class: MPI_ERR_ARG, msg: format!("{total} edges are too many") })?;
+        let dsts = neighbor_ranks(destinations, total, p, "destinations")?;
+        let w = weights_arg(weights, dsts.len(), "weights")?;
+        check_info(&mut *st()?, info)?;
+        // Each edge goes to both ends as (0 = out-edge of the receiver, 1 =
+        // in-edge; the other end; weight), 12 bytes, in the order given.
+        let mut to: Vec<Vec<u8>> = vec![Vec::new(); p];
+        let mut k = 0;
+        for (&s, &deg) in srcs.iter().zip(degs) {
+            for _ in 0..deg {
+                let (d, wt) = (dsts[k], w.as_ref().map_or(1, |w| w[k]));
+                for (end, kind, other) in [(s, 0u32, d), (d, 1u32, s)] {
+                    to[end].extend_from_slice(&kind.to_le_bytes());
+                    to[end].extend_from_slice(&(other as u32).to_le_bytes());
+                    to[end].extend_from_slice(&wt.to_le_bytes());
+                }
+                k += 1;
+            }
+        }
+        let send_counts: Vec<usize> = to.iter().map(Vec::len).collect();
+        let mut recv_counts = vec![0usize; p];
+        c.alltoall(&send_counts, &mut recv_counts)?;
+        let send: Vec<u8> = to.concat();
+        let mut recv = vec![0u8; recv_counts.iter().sum()];
+        c.alltoallv(&send, &send_counts, &mut recv, &recv_counts)?;
+        let mut graph = DistGraph { sources: Vec::new(), source_weights: None, dests: Vec::new(), dest_weights: None };
+        let (mut sw, mut dw) = (Vec::new(), Vec::new());
+        for rec in recv.chunks_exact(12) {
+            let word = |i: usize| u32::from_le_bytes(rec[4 * i..4 * i + 4].try_into().expect("4 bytes"));
+            let (kind, other, wt) = (word(0), word(1) as usize, word(2) as c_int);
+            if other >= p || kind > 1 {
+                return err(MPI_ERR_INTERN, "a malformed edge record arrived");
+            }
+            if kind == 0 {
+                graph.dests.push(other);
+                dw.push(wt);
+            } else {
+                graph.sources.push(other);
+                sw.push(wt);
+            }
+        }
+        // MPI makes every rank pass MPI_UNWEIGHTED or none do.
+        if w.is_some() {
+            graph.source_weights = Some(sw);
+            graph.dest_weights = Some(dw);
+        }
         let d = c.dup()?;
         new_comm(comm_old, Some(d), None, comm_dist_graph)?;
         let h = read(comm_dist_graph, "comm_dist_graph")?;

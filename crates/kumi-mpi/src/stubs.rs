@@ -223,10 +223,6 @@ pub extern "C" fn MPI_Compare_and_swap() -> c_int {
     crate::unsupported("MPI_Compare_and_swap")
 }
 #[no_mangle]
-pub extern "C" fn MPI_Dist_graph_create() -> c_int {
-    crate::unsupported("MPI_Dist_graph_create")
-}
-#[no_mangle]
 pub extern "C" fn MPI_Exscan_init_c() -> c_int {
     crate::unsupported("MPI_Exscan_init_c")
 }
@@ -1553,10 +1549,6 @@ pub extern "C" fn PMPI_Comm_spawn_multiple() -> c_int {
 #[no_mangle]
 pub extern "C" fn PMPI_Compare_and_swap() -> c_int {
     crate::unsupported("MPI_Compare_and_swap")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Dist_graph_create() -> c_int {
-    crate::unsupported("MPI_Dist_graph_create")
 }
 #[no_mangle]
 pub extern "C" fn PMPI_Exscan_init_c() -> c_int {

@@ -201,6 +201,24 @@ int main(int argc, char **argv) {
         OK(MPI_Neighbor_allgather(&self_out, 1, MPI_INT, &self_in, 1, MPI_INT, g));
         CHECK(self_in == (wr == 0 ? -1 : wr + 500));
         OK(MPI_Comm_free(&g));
+        /* MPI_Dist_graph_create: each rank names an edge of another, here
+         * (r + 1) -> r with weight r; rank q then has the out-edge q -> q - 1
+         * (weight q - 1, given by rank q - 1) and the in-edge q + 1 -> q
+         * (weight q, given by itself). */
+        {
+            int es[1] = {(wr + 1) % n}, ed[1] = {wr}, edeg[1] = {1}, ew[1] = {wr};
+            MPI_Comm gg;
+            OK(MPI_Dist_graph_create(MPI_COMM_WORLD, 1, es, edeg, ed, ew, MPI_INFO_NULL, 0, &gg));
+            OK(MPI_Dist_graph_neighbors_count(gg, &indeg, &outdeg, &weighted));
+            CHECK(indeg == 1 && outdeg == 1 && weighted);
+            int gs1, gsw1, gd1, gdw1;
+            OK(MPI_Dist_graph_neighbors(gg, 1, &gs1, &gsw1, 1, &gd1, &gdw1));
+            CHECK(gs1 == (wr + 1) % n && gsw1 == wr && gd1 == (wr + n - 1) % n && gdw1 == (wr + n - 1) % n);
+            int from = -1, mine2 = wr * 3;
+            OK(MPI_Neighbor_allgather(&mine2, 1, MPI_INT, &from, 1, MPI_INT, gg));
+            CHECK(from == ((wr + 1) % n) * 3);
+            OK(MPI_Comm_free(&gg));
+        }
         /* A neighbour outside the communicator. */
         OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
         int badn[1] = {n}, cls;
