@@ -866,6 +866,45 @@ fn set_elements(status: *mut MPI_Status, datatype: c_int, count: i64) -> R<()> {
     out(status, "status", s)
 }
 
+/// Starts the halves of `MPI_(I)sendrecv_replace`: the buffer is packed into
+/// a copy, which is sent, and the receive goes into the buffer. Returns the
+/// send, the receive and the copy, which must outlive the send.
+#[allow(clippy::too_many_arguments)]
+fn start_replace(
+    buf: *mut c_void,
+    count: c_int,
+    datatype: c_int,
+    dest: c_int,
+    sendtag: c_int,
+    source: c_int,
+    recvtag: c_int,
+    comm: c_int,
+) -> R<(RawRequest, RawRequest, Vec<u8>)> {
+    let (_, d) = lookup(comm, datatype)?;
+    let n = state::count(count)?;
+    check_buf(buf, n, &d)?;
+    let mut copy = vec![0u8; d.packed_size(n)];
+    // SAFETY: the caller passes `count` elements of `datatype` at `buf`.
+    unsafe { d.pack(buf as *const u8, n, &mut copy) };
+    let len = c_int::try_from(copy.len()).map_err(|_| MpiErr {
+        class: MPI_ERR_COUNT,
+        msg: "the message is larger than 2 GiB".into(),
+    })?;
+    let s = st()?;
+    let recv = start_recv(&s, buf, count, datatype, source, recvtag, comm)?;
+    let send = start_send(
+        &s,
+        copy.as_ptr() as *const c_void,
+        len,
+        MPI_BYTE,
+        dest,
+        sendtag,
+        comm,
+        SendMode::Standard,
+    )?;
+    Ok((send, recv, copy))
+}
+
 /// A nonblocking sendrecv in flight (`MPI_Isendrecv`): done when both halves
 /// are; its status is the receive's. `_copy` holds what
 /// `MPI_Isendrecv_replace` sends, packed, until the send completes.
@@ -912,21 +951,7 @@ mpi! {
         buf: *mut c_void, count: c_int, datatype: c_int, dest: c_int, sendtag: c_int,
         source: c_int, recvtag: c_int, comm: c_int, status: *mut MPI_Status
     ) {
-        let (_, d) = lookup(comm, datatype)?;
-        let n = state::count(count)?;
-        check_buf(buf, n, &d)?;
-        let mut copy = vec![0u8; d.packed_size(n)];
-        // SAFETY: the caller passes `count` elements of `datatype` at `buf`.
-        unsafe { d.pack(buf as *const u8, n, &mut copy) };
-        let len = c_int::try_from(copy.len()).map_err(|_| MpiErr {
-            class: MPI_ERR_COUNT,
-            msg: "the message is larger than 2 GiB".into(),
-        })?;
-        let (r, w) = {
-            let s = st()?;
-            let r = start_recv(&s, buf, count, datatype, source, recvtag, comm)?;
-            (r, start_send(&s, copy.as_ptr() as *const c_void, len, MPI_BYTE, dest, sendtag, comm, SendMode::Standard)?)
-        };
+        let (w, r, copy) = start_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm)?;
         blocking(w, std::ptr::null_mut())?;
         drop(copy);
         blocking(r, status)
@@ -955,22 +980,9 @@ mpi! {
         if request.is_null() {
             return err(MPI_ERR_ARG, "the output argument `request` is NULL");
         }
-        let (_, d) = lookup(comm, datatype)?;
-        let n = state::count(count)?;
-        check_buf(buf, n, &d)?;
-        let mut copy = vec![0u8; d.packed_size(n)];
-        // SAFETY: the caller passes `count` elements of `datatype` at `buf`.
-        unsafe { d.pack(buf as *const u8, n, &mut copy) };
-        let len = c_int::try_from(copy.len()).map_err(|_| MpiErr {
-            class: MPI_ERR_COUNT,
-            msg: "the message is larger than 2 GiB".into(),
-        })?;
-        let mut s = st()?;
-        let recv = start_recv(&s, buf, count, datatype, source, recvtag, comm)?;
+        let (send, recv, copy) = start_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm)?;
         // The copy's heap block stays put when the Vec moves into the request.
-        let send = start_send(&s, copy.as_ptr() as *const c_void, len, MPI_BYTE, dest, sendtag, comm, SendMode::Standard)?;
-        let h = s.new_request(ReqEntry::Coll(Box::new(NbSendrecv { send, recv, _copy: Some(copy) })), comm);
-        drop(s);
+        let h = st()?.new_request(ReqEntry::Coll(Box::new(NbSendrecv { send, recv, _copy: Some(copy) })), comm);
         out(request, "request", h)
     }
 

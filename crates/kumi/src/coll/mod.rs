@@ -1132,15 +1132,7 @@ impl Comm {
         root: usize,
     ) -> Result<CollRequest<T>> {
         self.check_root(root)?;
-        self.check_counts(counts)?;
-        let me = self.rank();
-        if send.len() != counts[me] {
-            return Err(bad(
-                "send",
-                send.len(),
-                format!("counts[{me}] = {}", counts[me]),
-            ));
-        }
+        let me = self.check_own_count(counts, send.len())?;
         let elem = std::mem::size_of::<T>();
         let sched = sc::gather_linear(&self.group(), root, me);
         if me != root {
@@ -1203,15 +1195,7 @@ impl Comm {
     /// elements of each rank i one after the other.
     #[track_caller]
     pub fn iallgatherv<T: Pod>(&self, send: Vec<T>, counts: &[usize]) -> Result<CollRequest<T>> {
-        self.check_counts(counts)?;
-        let me = self.rank();
-        if send.len() != counts[me] {
-            return Err(bad(
-                "send",
-                send.len(),
-                format!("counts[{me}] = {}", counts[me]),
-            ));
-        }
+        let me = self.check_own_count(counts, send.len())?;
         let offsets = count_offsets(counts, std::mem::size_of::<T>());
         let mut work = AlignedBuf::zeroed(offsets[counts.len()]);
         work.bytes_mut()[offsets[me]..offsets[me + 1]].copy_from_slice(as_bytes(&send));
@@ -1695,6 +1679,17 @@ impl Comm {
         let v = (me + p - root) % p;
         recv.copy_from_slice(&work[v * n..(v + 1) * n]);
         Ok(())
+    }
+
+    /// [`Comm::check_counts`], and that this rank's own `len` is its count;
+    /// returns this rank.
+    fn check_own_count(&self, counts: &[usize], len: usize) -> Result<usize> {
+        self.check_counts(counts)?;
+        let me = self.rank();
+        if len != counts[me] {
+            return Err(bad("send", len, format!("counts[{me}] = {}", counts[me])));
+        }
+        Ok(me)
     }
 
     fn check_counts(&self, counts: &[usize]) -> Result<()> {
