@@ -866,9 +866,9 @@ fn set_elements(status: *mut MPI_Status, datatype: c_int, count: i64) -> R<()> {
     out(status, "status", s)
 }
 
-/// Starts the halves of `MPI_(I)sendrecv_replace`: the buffer is packed into
-/// a copy, which is sent, and the receive goes into the buffer. Returns the
-/// send, the receive and the copy, which must outlive the send.
+/// Starts the halves of `MPI_(I)sendrecv_replace`: the send first, as a
+/// buffered one (the data is copied into storage the request owns before the
+/// receive may overwrite the buffer), then the receive into the buffer.
 #[allow(clippy::too_many_arguments)]
 fn start_replace(
     buf: *mut c_void,
@@ -879,39 +879,48 @@ fn start_replace(
     source: c_int,
     recvtag: c_int,
     comm: c_int,
-) -> R<(RawRequest, RawRequest, Vec<u8>)> {
-    let (_, d) = lookup(comm, datatype)?;
+) -> R<(RawRequest, RawRequest)> {
+    let s = st()?;
+    let c = s.comm_ref(comm)?;
+    let d = s.dtype(datatype)?;
     let n = state::count(count)?;
     check_buf(buf, n, &d)?;
-    let mut copy = vec![0u8; d.packed_size(n)];
-    // SAFETY: the caller passes `count` elements of `datatype` at `buf`.
-    unsafe { d.pack(buf as *const u8, n, &mut copy) };
-    let len = c_int::try_from(copy.len()).map_err(|_| MpiErr {
-        class: MPI_ERR_COUNT,
-        msg: "the message is larger than 2 GiB".into(),
-    })?;
-    let s = st()?;
+    send_tag(sendtag)?;
+    let send = match peer(c, dest, false)? {
+        None => RawRequest::completed(proc_null()),
+        // SAFETY: the caller passes `count` elements of `datatype` at `buf`;
+        // a buffered send copies them before it returns.
+        Some(dest) => unsafe {
+            raw::isend(
+                c,
+                buf as *const u8,
+                n,
+                &d,
+                dest,
+                sendtag,
+                SendMode::Buffered,
+            )?
+        },
+    };
     let recv = start_recv(&s, buf, count, datatype, source, recvtag, comm)?;
-    let send = start_send(
-        &s,
-        copy.as_ptr() as *const c_void,
-        len,
-        MPI_BYTE,
-        dest,
-        sendtag,
-        comm,
-        SendMode::Standard,
-    )?;
-    Ok((send, recv, copy))
+    Ok((send, recv))
 }
 
 /// A nonblocking sendrecv in flight (`MPI_Isendrecv`): done when both halves
-/// are; its status is the receive's. `_copy` holds what
-/// `MPI_Isendrecv_replace` sends, packed, until the send completes.
+/// are; its status is the receive's.
 struct NbSendrecv {
     send: RawRequest,
     recv: RawRequest,
-    _copy: Option<Vec<u8>>,
+}
+
+impl Drop for NbSendrecv {
+    /// Freed before completion (`MPI_Request_free`): both halves finish in
+    /// the background, keeping what they use (a dropped request would not).
+    fn drop(&mut self) {
+        for r in [&mut self.send, &mut self.recv] {
+            std::mem::replace(r, RawRequest::completed(proc_null())).free();
+        }
+    }
 }
 
 impl CollPending for NbSendrecv {
@@ -951,9 +960,8 @@ mpi! {
         buf: *mut c_void, count: c_int, datatype: c_int, dest: c_int, sendtag: c_int,
         source: c_int, recvtag: c_int, comm: c_int, status: *mut MPI_Status
     ) {
-        let (w, r, copy) = start_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm)?;
+        let (w, r) = start_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm)?;
         blocking(w, std::ptr::null_mut())?;
-        drop(copy);
         blocking(r, status)
     }
 
@@ -968,7 +976,7 @@ mpi! {
         let mut s = st()?;
         let recv = start_recv(&s, recvbuf, recvcount, recvtype, source, recvtag, comm)?;
         let send = start_send(&s, sendbuf, sendcount, sendtype, dest, sendtag, comm, SendMode::Standard)?;
-        let h = s.new_request(ReqEntry::Coll(Box::new(NbSendrecv { send, recv, _copy: None })), comm);
+        let h = s.new_request(ReqEntry::Coll(Box::new(NbSendrecv { send, recv })), comm);
         drop(s);
         out(request, "request", h)
     }
@@ -980,9 +988,8 @@ mpi! {
         if request.is_null() {
             return err(MPI_ERR_ARG, "the output argument `request` is NULL");
         }
-        let (send, recv, copy) = start_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm)?;
-        // The copy's heap block stays put when the Vec moves into the request.
-        let h = st()?.new_request(ReqEntry::Coll(Box::new(NbSendrecv { send, recv, _copy: Some(copy) })), comm);
+        let (send, recv) = start_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm)?;
+        let h = st()?.new_request(ReqEntry::Coll(Box::new(NbSendrecv { send, recv })), comm);
         out(request, "request", h)
     }
 
