@@ -1167,7 +1167,7 @@ mpi! {
             }
             Some((ReqEntry::Coll(_), comm)) | Some((ReqEntry::PersistentColl { active: Some(_), .. }, comm)) => {
                 set_err_comm(*comm);
-                err(MPI_ERR_REQUEST, "a nonblocking collective cannot be cancelled (the standard makes MPI_Cancel on it erroneous); complete it with MPI_Wait or MPI_Test")
+                err(MPI_ERR_REQUEST, "a nonblocking collective (or MPI_Isendrecv) cannot be cancelled in kumi (the standard makes MPI_Cancel on a collective erroneous); complete it with MPI_Wait or MPI_Test")
             }
             Some(_) => Ok(()),
             None => err(MPI_ERR_REQUEST, format!("{h:#x} is not a request")),
