@@ -717,6 +717,30 @@ mpi! {
         new_comm(comm, n, None, newcomm)
     }
 
+    fn MPI_Comm_create_group / PMPI_Comm_create_group(comm: c_int, group: c_int, tag: c_int, newcomm: *mut c_int) {
+        let (c, members, me) = {
+            let mut s = st()?;
+            let c = s.comm(comm)?;
+            let me = my_world_rank(&mut s)?;
+            (c, s.group(group)?.clone(), me)
+        };
+        // The group names world ranks; the runtime wants this communicator's.
+        let ranks = world_ranks(&c);
+        let mut local = Vec::with_capacity(members.len());
+        for m in &members {
+            match ranks.iter().position(|r| r == m) {
+                Some(i) => local.push(i),
+                None => return err(MPI_ERR_GROUP, format!("world rank {m} of the group is not in the communicator")),
+            }
+        }
+        if !members.contains(&me) {
+            // Only members call it (the standard); a rank outside gets nothing.
+            return out(newcomm, "newcomm", MPI_COMM_NULL);
+        }
+        let n = c.create_group(&local, tag)?;
+        new_comm(comm, n, None, newcomm)
+    }
+
     fn MPI_Comm_free / PMPI_Comm_free(comm: *mut c_int) {
         let h = read(comm, "comm")?;
         if h == MPI_COMM_WORLD || h == MPI_COMM_SELF {

@@ -179,10 +179,6 @@ pub extern "C" fn MPI_Comm_create_from_group() -> c_int {
     crate::unsupported("MPI_Comm_create_from_group")
 }
 #[no_mangle]
-pub extern "C" fn MPI_Comm_create_group() -> c_int {
-    crate::unsupported("MPI_Comm_create_group")
-}
-#[no_mangle]
 pub extern "C" fn MPI_Comm_disconnect() -> c_int {
     crate::unsupported("MPI_Comm_disconnect")
 }
@@ -1505,10 +1501,6 @@ pub extern "C" fn PMPI_Comm_connect() -> c_int {
 #[no_mangle]
 pub extern "C" fn PMPI_Comm_create_from_group() -> c_int {
     crate::unsupported("MPI_Comm_create_from_group")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Comm_create_group() -> c_int {
-    crate::unsupported("MPI_Comm_create_group")
 }
 #[no_mangle]
 pub extern "C" fn PMPI_Comm_disconnect() -> c_int {

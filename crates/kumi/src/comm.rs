@@ -451,6 +451,54 @@ impl Comm {
         Ok(self.derived(ctx, self.inner.rank, self.inner.members.clone()))
     }
 
+    /// A communicator of `members` (ranks of this one, in the new order) that
+    /// only those members create (MPI's `MPI_Comm_create_group`): they agree
+    /// on its context through the first member, with point-to-point messages
+    /// on this communicator under `tag`, which nothing else of theirs may use
+    /// meanwhile. Every member passes the same list; a rank not in it gets
+    /// `None` without communicating. Cost: 2(k-1) messages at the first of k
+    /// members.
+    #[track_caller]
+    pub fn create_group(&self, members: &[usize], tag: i32) -> Result<Option<Comm>> {
+        let p = self.size();
+        for (i, &m) in members.iter().enumerate() {
+            if m >= p || members[..i].contains(&m) {
+                return Err(Error::InvalidArgument {
+                    arg: "members",
+                    value: m as i64,
+                    allowed: format!("distinct ranks below {p}"),
+                });
+            }
+        }
+        let Some(me) = members.iter().position(|&m| m == self.rank()) else {
+            return Ok(None);
+        };
+        let mine = self.engine().next_ctx;
+        let ctx = if me == 0 {
+            let mut ctx = mine;
+            for &m in &members[1..] {
+                let mut v = [0u32];
+                self.recv(&mut v, m as i32, tag)?;
+                ctx = ctx.max(v[0]);
+            }
+            for &m in &members[1..] {
+                self.send(&[ctx], m as i32, tag)?;
+            }
+            ctx
+        } else {
+            self.send(&[mine], members[0] as i32, tag)?;
+            let mut v = [0u32];
+            self.recv(&mut v, members[0] as i32, tag)?;
+            v[0]
+        };
+        let next = ctx
+            .checked_add(2)
+            .ok_or_else(|| Error::Protocol("communicator context ids exhausted".into()))?;
+        self.engine().next_ctx = next;
+        let world: Vec<u32> = members.iter().map(|&m| self.inner.members[m]).collect();
+        Ok(Some(self.derived(ctx, me as u32, world)))
+    }
+
     /// A communicator made from this one (same engine), made known to the
     /// supervision reports so waits on it can name world ranks.
     fn derived(&self, ctx: u32, rank: u32, members: Vec<u32>) -> Comm {

@@ -209,6 +209,37 @@ int main(int argc, char **argv) {
     OK(MPI_Group_free(&wg));
     }
 
+    /* MPI_Comm_create_group: only the even ranks take part, listed in
+     * reverse order, while the odd ones exchange messages among themselves
+     * under the same tag. */
+    {
+        int ne = (n + 1) / 2, *ev = malloc(sizeof(int) * ne);
+        CHECK(ev);
+        for (int i = 0; i < ne; i++) ev[i] = 2 * (ne - 1 - i);
+        MPI_Group wg, eg;
+        OK(MPI_Comm_group(MPI_COMM_WORLD, &wg));
+        OK(MPI_Group_incl(wg, ne, ev, &eg));
+        if (r % 2 == 0) {
+            MPI_Comm cg;
+            OK(MPI_Comm_create_group(MPI_COMM_WORLD, eg, 77, &cg));
+            int cs, cr, sum;
+            OK(MPI_Comm_size(cg, &cs));
+            OK(MPI_Comm_rank(cg, &cr));
+            CHECK(cs == ne && cr == ne - 1 - r / 2);
+            OK(MPI_Allreduce(&r, &sum, 1, MPI_INT, MPI_SUM, cg));
+            CHECK(sum == ne * (ne - 1)); /* 0 + 2 + ... + 2(ne-1) */
+            OK(MPI_Comm_free(&cg));
+        } else {
+            int no = n / 2, k = r / 2, tok = r, got = -1;
+            OK(MPI_Sendrecv(&tok, 1, MPI_INT, 2 * ((k + 1) % no) + 1, 77, &got, 1, MPI_INT,
+                            2 * ((k + no - 1) % no) + 1, 77, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+            CHECK(got == 2 * ((k + no - 1) % no) + 1);
+        }
+        OK(MPI_Group_free(&eg));
+        OK(MPI_Group_free(&wg));
+        free(ev);
+    }
+
     MPI_Comm self;
     OK(MPI_Comm_size(MPI_COMM_SELF, &x));
     CHECK(x == 1);
