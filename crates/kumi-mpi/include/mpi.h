@@ -811,6 +811,42 @@ int MPI_Graph_create(MPI_Comm comm_old, int nnodes, const int index[], const int
 int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info, MPI_File *fh);
 int MPI_File_close(MPI_File *fh);
 
+/* ---- tools information interface (MPI_T): kumi exposes no variables yet ----------- */
+typedef struct kumi_T_enum_s *MPI_T_enum;
+typedef struct kumi_T_cvar_handle_s *MPI_T_cvar_handle;
+typedef struct kumi_T_pvar_handle_s *MPI_T_pvar_handle;
+typedef struct kumi_T_pvar_session_s *MPI_T_pvar_session;
+extern MPI_T_pvar_handle const MPI_T_PVAR_ALL_HANDLES;
+#define MPI_T_ENUM_NULL          ((MPI_T_enum)0)
+#define MPI_T_CVAR_HANDLE_NULL   ((MPI_T_cvar_handle)0)
+#define MPI_T_PVAR_HANDLE_NULL   ((MPI_T_pvar_handle)0)
+#define MPI_T_PVAR_SESSION_NULL  ((MPI_T_pvar_session)0)
+#define MPI_T_ERR_NOT_INITIALIZED 60
+#define MPI_T_ERR_INVALID_INDEX   62
+#define MPI_T_ERR_INVALID_HANDLE  64
+#define MPI_T_ERR_INVALID_SESSION 67
+#define MPI_T_ERR_INVALID_NAME    73
+#define MPI_T_ERR_INVALID         74
+int MPI_T_init_thread(int required, int *provided);
+int MPI_T_finalize(void);
+int MPI_T_cvar_get_num(int *num_cvar);
+int MPI_T_pvar_get_num(int *num_pvar);
+int MPI_T_category_get_num(int *num_cat);
+int MPI_T_source_get_num(int *num_sources);
+int MPI_T_event_get_num(int *num_event);
+int MPI_T_category_changed(int *update_number);
+int MPI_T_cvar_get_index(const char *name, int *cvar_index);
+int MPI_T_cvar_get_info(int cvar_index, char *name, int *name_len, int *verbosity,
+                        MPI_Datatype *datatype, MPI_T_enum *enumtype, char *desc, int *desc_len,
+                        int *bind, int *scope);
+int MPI_T_pvar_session_create(MPI_T_pvar_session *session);
+int MPI_T_pvar_session_free(MPI_T_pvar_session *session);
+int MPI_T_pvar_handle_alloc(MPI_T_pvar_session session, int pvar_index, void *obj_handle,
+                            MPI_T_pvar_handle *handle, int *count);
+int MPI_T_pvar_start(MPI_T_pvar_session session, MPI_T_pvar_handle handle);
+int MPI_T_pvar_stop(MPI_T_pvar_session session, MPI_T_pvar_handle handle);
+int MPI_T_pvar_reset(MPI_T_pvar_session session, MPI_T_pvar_handle handle);
+
 /* ---- profiling interface: every function above also exists as PMPI_ ---------------- */
 int PMPI_Init(int *argc, char ***argv);
 int PMPI_Finalize(void);

@@ -41,6 +41,7 @@ mod misc;
 mod p2p;
 mod state;
 mod stubs;
+mod tools;
 mod types;
 
 use consts::*;

@@ -43,9 +43,11 @@ pub static MPI_F08_STATUS_IGNORE: Ptr = Ptr(std::ptr::null());
 /// See [`MPI_F_STATUS_IGNORE`].
 #[no_mangle]
 pub static MPI_F08_STATUSES_IGNORE: Ptr = Ptr(std::ptr::null());
-/// The tools interface's "all handles" sentinel (MPI_T is not supported).
+static ALL_HANDLES_SENTINEL: u8 = 0;
+/// The tools interface's "all handles" sentinel for `MPI_T_pvar_start` and
+/// the like: an address of its own, distinct from `MPI_T_PVAR_HANDLE_NULL`.
 #[no_mangle]
-pub static MPI_T_PVAR_ALL_HANDLES: Ptr = Ptr(std::ptr::null());
+pub static MPI_T_PVAR_ALL_HANDLES: Ptr = Ptr(&ALL_HANDLES_SENTINEL as *const u8 as *const c_void);
 /// Fortran 2008 sentinels, exported with MPICH's sizes.
 #[no_mangle]
 pub static MPIR_F08_MPI_BOTTOM: Area<4> = Area([0; 4]);

@@ -31,6 +31,7 @@ const PROGRAMS: &[&str] = &[
     "nbmove",
     "neighbor",
     "pcoll",
+    "tools",
     "errors",
     "cart",
     "info",
@@ -202,6 +203,11 @@ fn nonblocking_collectives_with_every_wait_and_test() {
 #[test]
 fn neighbourhood_collectives_on_cartesian_grids_and_graphs() {
     suite("neighbor", &[1, 2, 3, 4, 6, 8], &[2, 4]);
+}
+
+#[test]
+fn tools_interface_before_during_after_mpi() {
+    suite("tools", &[1, 2], &[1, 2]);
 }
 
 #[test]
