@@ -532,6 +532,33 @@ fn ok_or_class(rc: c_int) -> R<()> {
     }
 }
 
+/// A group (of world ranks) as ranks of communicator `comm`: the
+/// communicator, each member's rank in it, and this rank's place in the
+/// group (`None` outside it). A member outside the communicator is an error.
+fn group_in(comm: c_int, group: c_int) -> R<(Comm, Vec<usize>, Option<usize>)> {
+    let (c, members, me) = {
+        let mut s = st()?;
+        let c = s.comm(comm)?;
+        let me = my_world_rank(&mut s)?;
+        (c, s.group(group)?.clone(), me)
+    };
+    let ranks = world_ranks(&c);
+    let mut local = Vec::with_capacity(members.len());
+    for m in &members {
+        match ranks.iter().position(|r| r == m) {
+            Some(i) => local.push(i),
+            None => {
+                return err(
+                    MPI_ERR_GROUP,
+                    format!("world rank {m} of the group is not in the communicator"),
+                )
+            }
+        }
+    }
+    let pos = members.iter().position(|&m| m == me);
+    Ok((c, local, pos))
+}
+
 /// `MPI_Comm_dup`: a new communicator of the same group, topology, error
 /// handler and (copied) attributes.
 fn comm_dup(comm: c_int, newcomm: *mut c_int) -> R<()> {
@@ -702,38 +729,14 @@ mpi! {
     }
 
     fn MPI_Comm_create / PMPI_Comm_create(comm: c_int, group: c_int, newcomm: *mut c_int) {
-        let (c, members, me) = {
-            let mut s = st()?;
-            let c = s.comm(comm)?;
-            let me = my_world_rank(&mut s)?;
-            (c, s.group(group)?.clone(), me)
-        };
-        let ranks = world_ranks(&c);
-        if let Some(x) = members.iter().find(|m| !ranks.contains(m)) {
-            return err(MPI_ERR_GROUP, format!("world rank {x} of the group is not in the communicator"));
-        }
-        let pos = members.iter().position(|&m| m == me);
+        let (c, _, pos) = group_in(comm, group)?;
         let n = c.split(pos.map(|_| 0), pos.unwrap_or(0) as i32)?;
         new_comm(comm, n, None, newcomm)
     }
 
     fn MPI_Comm_create_group / PMPI_Comm_create_group(comm: c_int, group: c_int, tag: c_int, newcomm: *mut c_int) {
-        let (c, members, me) = {
-            let mut s = st()?;
-            let c = s.comm(comm)?;
-            let me = my_world_rank(&mut s)?;
-            (c, s.group(group)?.clone(), me)
-        };
-        // The group names world ranks; the runtime wants this communicator's.
-        let ranks = world_ranks(&c);
-        let mut local = Vec::with_capacity(members.len());
-        for m in &members {
-            match ranks.iter().position(|r| r == m) {
-                Some(i) => local.push(i),
-                None => return err(MPI_ERR_GROUP, format!("world rank {m} of the group is not in the communicator")),
-            }
-        }
-        if !members.contains(&me) {
+        let (c, local, pos) = group_in(comm, group)?;
+        if pos.is_none() {
             // Only members call it (the standard); a rank outside gets nothing.
             return out(newcomm, "newcomm", MPI_COMM_NULL);
         }

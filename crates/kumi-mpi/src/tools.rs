@@ -50,6 +50,16 @@ fn put<T>(p: *mut T, v: T) -> c_int {
     MPI_SUCCESS
 }
 
+/// `code` for a live session (nothing in it matches), else
+/// `MPI_T_ERR_INVALID_SESSION`.
+fn in_session(session: *mut c_void, code: c_int) -> c_int {
+    if session_known(session) {
+        code
+    } else {
+        MPI_T_ERR_INVALID_SESSION
+    }
+}
+
 fn session_known(h: *mut c_void) -> bool {
     let s = SESSIONS.lock().unwrap_or_else(|e| e.into_inner());
     s.as_ref().is_some_and(|set| set.contains(&(h as usize)))
@@ -170,11 +180,11 @@ mpi_t! {
     }
 
     fn MPI_T_pvar_handle_alloc / PMPI_T_pvar_handle_alloc(session: *mut c_void, index: c_int) {
-        run(|| if session_known(session) { MPI_T_ERR_INVALID_INDEX } else { MPI_T_ERR_INVALID_SESSION })
+        run(|| in_session(session, MPI_T_ERR_INVALID_INDEX))
     }
 
     fn MPI_T_pvar_handle_free / PMPI_T_pvar_handle_free(session: *mut c_void, handle: *mut c_void) {
-        run(|| if session_known(session) { MPI_T_ERR_INVALID_HANDLE } else { MPI_T_ERR_INVALID_SESSION })
+        run(|| in_session(session, MPI_T_ERR_INVALID_HANDLE))
     }
 
     // On MPI_T_PVAR_ALL_HANDLES of a live session these act on no variable:
@@ -184,13 +194,13 @@ mpi_t! {
     fn MPI_T_pvar_reset / PMPI_T_pvar_reset(session: *mut c_void, handle: *mut c_void) { run(|| all_handles(session, handle)) }
 
     fn MPI_T_pvar_read / PMPI_T_pvar_read(session: *mut c_void, handle: *mut c_void) {
-        run(|| if session_known(session) { MPI_T_ERR_INVALID_HANDLE } else { MPI_T_ERR_INVALID_SESSION })
+        run(|| in_session(session, MPI_T_ERR_INVALID_HANDLE))
     }
     fn MPI_T_pvar_write / PMPI_T_pvar_write(session: *mut c_void, handle: *mut c_void) {
-        run(|| if session_known(session) { MPI_T_ERR_INVALID_HANDLE } else { MPI_T_ERR_INVALID_SESSION })
+        run(|| in_session(session, MPI_T_ERR_INVALID_HANDLE))
     }
     fn MPI_T_pvar_readreset / PMPI_T_pvar_readreset(session: *mut c_void, handle: *mut c_void) {
-        run(|| if session_known(session) { MPI_T_ERR_INVALID_HANDLE } else { MPI_T_ERR_INVALID_SESSION })
+        run(|| in_session(session, MPI_T_ERR_INVALID_HANDLE))
     }
 }
 
