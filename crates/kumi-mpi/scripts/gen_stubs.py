@@ -26,7 +26,7 @@ for f in os.listdir(os.path.join(crate, "src")):
     if not f.endswith(".rs") or f == "stubs.rs":
         continue
     text = open(os.path.join(crate, "src", f)).read()
-    for pair in re.findall(r"(?:fn |^\s*)(MPI\w*_\w+) / (PMPI\w*_\w+)", text, re.M):
+    for pair in re.findall(r"(?:fn |^\s*|, )(MPI\w*_\w+) / (PMPI\w*_\w+)", text, re.M):
         implemented |= set(pair)
     implemented |= set(re.findall(r'extern "C" fn (\w+)', text))
     implemented |= set(re.findall(r"pub static (\w+)", text))

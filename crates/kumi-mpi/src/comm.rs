@@ -13,7 +13,7 @@ use crate::state::{
     in_str, out, out_str, read, slice, slice_mut, st, Cart, CommEntry, CopyFn, DeleteFn, DistGraph,
     ErrFn, Keyval, State,
 };
-use crate::{class_text, err, set_err_comm, MpiErr, R};
+use crate::{class_text, err, MpiErr, R};
 use kumi::Comm;
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void};
@@ -42,7 +42,7 @@ fn new_comm(parent: c_int, c: Option<Comm>, cart: Option<Cart>, newcomm: *mut c_
     out(newcomm, "newcomm", h)
 }
 
-fn world_ranks(c: &Comm) -> Vec<u32> {
+pub(crate) fn world_ranks(c: &Comm) -> Vec<u32> {
     (0..c.size())
         .map(|r| c.world_rank(r).unwrap_or(usize::MAX) as u32)
         .collect()
@@ -994,14 +994,20 @@ mpi! {
 
     fn MPI_Errhandler_free / PMPI_Errhandler_free(errhandler: *mut c_int) {
         let h = read(errhandler, "errhandler")?;
-        st()?.errhs.remove(&h);
+        let mut s = st()?;
+        s.errhs.remove(&h);
+        s.file_errhs.remove(&h);
+        drop(s);
         out(errhandler, "errhandler", MPI_ERRHANDLER_NULL)
     }
 
+    // The standard: the handler is called with the code, and the call
+    // returns MPI_SUCCESS once it returns (unless it ended the job).
     fn MPI_Comm_call_errhandler / PMPI_Comm_call_errhandler(comm: c_int, errorcode: c_int) {
         st()?.comm_entry(comm)?;
-        set_err_comm(comm);
-        Err(MpiErr { class: errorcode, msg: format!("MPI_Comm_call_errhandler raised error code {errorcode}") })
+        let e = MpiErr { class: errorcode, msg: format!("MPI_Comm_call_errhandler raised error code {errorcode}") };
+        crate::state::handle_error("MPI_Comm_call_errhandler", comm, e);
+        Ok(())
     }
 
     fn MPI_Error_string / PMPI_Error_string(errorcode: c_int, string: *mut c_char, resultlen: *mut c_int) {

@@ -35,6 +35,7 @@ mod macros;
 mod coll;
 mod comm;
 pub mod consts;
+mod file;
 mod init;
 mod large;
 mod misc;
@@ -97,6 +98,7 @@ impl From<kumi::Error> for MpiErr {
             kumi::Error::Bootstrap(_) => MPI_ERR_OTHER,
             kumi::Error::Protocol(_) => MPI_ERR_INTERN,
             kumi::Error::Io(_) => MPI_ERR_OTHER,
+            kumi::Error::File { fault, .. } => file::class_of(*fault),
         };
         MpiErr {
             class,

@@ -17,6 +17,8 @@ use std::thread::ThreadId;
 
 /// `MPI_Comm_errhandler_function`.
 pub(crate) type ErrFn = unsafe extern "C" fn(*mut c_int, *mut c_int);
+/// `MPI_File_errhandler_function` (its first argument is an `MPI_File *`).
+pub(crate) type FileErrFn = unsafe extern "C" fn(*mut *mut c_void, *mut c_int);
 /// `MPI_Comm_copy_attr_function`.
 pub(crate) type CopyFn =
     unsafe extern "C" fn(c_int, c_int, *mut c_void, *mut c_void, *mut c_void, *mut c_int) -> c_int;
@@ -46,7 +48,7 @@ pub(crate) struct TypeCtor {
 /// A datatype argument of a constructor: a predefined handle, or a derived
 /// type (its layout and how it was made), which `MPI_Type_get_contents`
 /// returns as a new handle.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) enum TypeArg {
     Named(c_int),
     Derived(Datatype, Option<Rc<TypeCtor>>),
@@ -322,6 +324,16 @@ pub(crate) struct State {
     pub infos: HashMap<c_int, Vec<(String, String)>>,
     pub keyvals: HashMap<c_int, Keyval>,
     pub errhs: HashMap<c_int, ErrFn>,
+    /// Error handlers made by `MPI_File_create_errhandler`.
+    pub file_errhs: HashMap<c_int, FileErrFn>,
+    /// Open files by index (their `MPI_File` handles encode it; see
+    /// `crate::file`).
+    pub files: HashMap<usize, crate::file::FileEntry>,
+    pub next_file: usize,
+    /// The error handler of `MPI_FILE_NULL`: what `MPI_File_open` and
+    /// `MPI_File_delete` report through, and what new files start with
+    /// (`MPI_ERRORS_RETURN` by the standard).
+    pub file_null_errh: c_int,
     pub bsend: Option<(*mut c_void, c_int)>,
     next: c_int,
 }
@@ -487,6 +499,10 @@ impl State {
             infos,
             keyvals: HashMap::new(),
             errhs: HashMap::new(),
+            file_errhs: HashMap::new(),
+            files: HashMap::new(),
+            next_file: 0,
+            file_null_errh: MPI_ERRORS_RETURN,
             bsend: None,
             next: 0,
         }
@@ -644,16 +660,30 @@ pub(crate) fn builtin_type(h: c_int) -> Option<Datatype> {
 /// Hands an error to the error handler of communicator `comm`; returns the
 /// class if the handler returns.
 pub(crate) fn handle_error(name: &str, comm: c_int, e: MpiErr) -> c_int {
-    let (errh, user, rank) = match st() {
+    // Errors of file calls go to the file's handler (see `crate::file`).
+    let file = crate::file::err_target(comm);
+    let (errh, user, file_user, rank) = match st() {
         Ok(mut s) => {
-            let errh = s.comms.get(&comm).map_or(MPI_ERRORS_ARE_FATAL, |c| c.errh);
+            let errh = match file {
+                Some(i) => s.files.get(&i).map_or(s.file_null_errh, |f| f.errh),
+                None => s.comms.get(&comm).map_or(MPI_ERRORS_ARE_FATAL, |c| c.errh),
+            };
             let user = s.errhs.get(&errh).copied();
+            let file_user = s.file_errhs.get(&errh).copied();
             let rank = s.comm(MPI_COMM_WORLD).map_or(0, |c| c.rank());
-            (errh, user, Some(rank))
+            (errh, user, file_user, Some(rank))
         }
-        Err(_) => (MPI_ERRORS_ARE_FATAL, None, None),
+        Err(_) => (MPI_ERRORS_ARE_FATAL, None, None, None),
     };
     if errh == MPI_ERRORS_RETURN {
+        return e.class;
+    }
+    if let (Some(f), Some(i)) = (file_user, file) {
+        let mut fh = crate::file::handle(i);
+        let mut code = e.class;
+        // SAFETY: the program registered `f` as an MPI_File_errhandler_function,
+        // which takes pointers to the file handle and the error code.
+        unsafe { f(&mut fh, &mut code) };
         return e.class;
     }
     if let Some(f) = user {

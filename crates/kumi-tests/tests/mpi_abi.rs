@@ -32,6 +32,7 @@ const PROGRAMS: &[&str] = &[
     "neighbor",
     "pcoll",
     "tools",
+    "io",
     "errors",
     "cart",
     "info",
@@ -221,6 +222,11 @@ fn nonblocking_reduce_and_data_movement() {
 }
 
 #[test]
+fn parallel_files() {
+    suite("io", &[1, 2, 3, 4, 8], &[1, 3]);
+}
+
+#[test]
 fn error_classes_under_errors_return() {
     suite("errors", &[1, 2, 4], &[2]);
 }
@@ -291,7 +297,7 @@ fn unsupported_function_fails_naming_itself() {
     );
     // Under the default handler: the job ends, naming it.
     assert!(
-        err.contains("MPI_File_open is not supported by kumi yet"),
+        err.contains("MPI_Comm_spawn is not supported by kumi yet"),
         "{err}"
     );
     assert!(!out.contains("NOT REACHED"), "{out}");
@@ -481,6 +487,7 @@ fn c_programs_across_two_namespace_hosts() {
         "pcoll",
         "comm",
         "datatype",
+        "io",
     ] {
         let prog = kumi_built().join(name);
         let o = c.kumi_run(

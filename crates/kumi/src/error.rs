@@ -32,6 +32,16 @@ pub enum Error {
     Protocol(String),
     /// An operating-system call failed.
     Io(std::io::Error),
+    /// A parallel file operation failed (see [`crate::file`]): what went
+    /// wrong, on which file, and why.
+    File {
+        /// The kind of failure (MPI-IO's error classes map onto these).
+        fault: crate::file::Fault,
+        /// The file's path as the program gave it.
+        path: String,
+        /// A sentence on what was wrong.
+        detail: String,
+    },
 }
 
 /// kumi's result type.
@@ -51,6 +61,7 @@ impl fmt::Display for Error {
             Error::Bootstrap(m) => write!(f, "kumi could not start this rank: {m}"),
             Error::Protocol(m) => write!(f, "protocol error: {m}"),
             Error::Io(e) => write!(f, "system error: {e}"),
+            Error::File { path, detail, .. } => write!(f, "file {path:?}: {detail}"),
         }
     }
 }

@@ -41,6 +41,7 @@ mod comm;
 pub mod datatype;
 mod engine;
 mod error;
+pub mod file;
 mod net;
 mod progress;
 pub mod raw;
