@@ -23,7 +23,8 @@
 
 use crate::comm::Neighbors;
 use crate::consts::*;
-use crate::state::{count, out, read, slice, st, CollPending, ReqEntry, UserFn};
+use crate::large::*;
+use crate::state::{count, out, read, slice, st, CollPending, ReqEntry, UserFn, UserFnC, UserOp};
 use crate::{err, R};
 use bytemuck::Pod;
 use kumi::datatype::Datatype;
@@ -134,23 +135,32 @@ fn counts(p: *const c_int, n: usize, what: &str) -> R<Vec<usize>> {
 
 // ----- reductions ------------------------------------------------------------------
 
+fn op_create(f: Option<UserOp>, commute: c_int, op: *mut c_int) -> R<()> {
+    let Some(f) = f else {
+        return err(MPI_ERR_ARG, "the user function is NULL");
+    };
+    let mut s = st()?;
+    let h = s.fresh(NEW_OP);
+    s.ops.insert(h, (f, commute != 0));
+    drop(s);
+    out(op, "op", h)
+}
+
 #[inline(never)]
 fn user_op<T: bytemuck::Pod>(op: c_int, dt: c_int) -> R<Op<T>> {
     let Some(&(f, commute)) = st()?.ops.get(&op) else {
         return err(MPI_ERR_OP, format!("{op:#x} is not a reduction operation"));
     };
     Ok(Op::user(commute, move |a: &[T], b: &mut [T]| {
-        let mut len = a.len() as c_int;
         let mut t = dt;
-        // SAFETY: `f` is the program's MPI_User_function; it reads `len`
-        // elements of `t` at the first pointer and updates those at the second.
-        unsafe {
-            f(
-                a.as_ptr() as *mut c_void,
-                b.as_mut_ptr() as *mut c_void,
-                &mut len,
-                &mut t,
-            )
+        let (x, y) = (a.as_ptr() as *mut c_void, b.as_mut_ptr() as *mut c_void);
+        match f {
+            // SAFETY: `f` is the program's MPI_User_function; it reads `len`
+            // elements of `t` at the first pointer and updates those at the
+            // second.
+            UserOp::Int(f) => unsafe { f(x, y, &mut (a.len() as c_int), &mut t) },
+            // SAFETY: the same, for an MPI_User_function_c.
+            UserOp::Big(f) => unsafe { f(x, y, &mut (a.len() as i64), &mut t) },
         }
     }))
 }
@@ -1040,6 +1050,33 @@ mpi_persistent_colls! {
     MPI_Neighbor_alltoallw_init / PMPI_Neighbor_alltoallw_init => PMPI_Ineighbor_alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const isize, sendtypes: *const c_int, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const isize, recvtypes: *const c_int, comm: c_int) on comm
 }
 
+// The large-count persistent collectives: each start runs the nonblocking
+// large-count twin (which converts the counts afresh: the program keeps its
+// arrays unchanged until it frees the request, as for the int forms).
+mpi_persistent_colls! {
+    MPI_Bcast_init_c / PMPI_Bcast_init_c => PMPI_Ibcast_c(buffer: *mut c_void, count: i64, datatype: c_int, root: c_int, comm: c_int) on comm
+    MPI_Reduce_init_c / PMPI_Reduce_init_c => PMPI_Ireduce_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: i64, datatype: c_int, op: c_int, root: c_int, comm: c_int) on comm
+    MPI_Allreduce_init_c / PMPI_Allreduce_init_c => PMPI_Iallreduce_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: i64, datatype: c_int, op: c_int, comm: c_int) on comm
+    MPI_Gather_init_c / PMPI_Gather_init_c => PMPI_Igather_c(sendbuf: *const c_void, sendcount: i64, sendtype: c_int, recvbuf: *mut c_void, recvcount: i64, recvtype: c_int, root: c_int, comm: c_int) on comm
+    MPI_Gatherv_init_c / PMPI_Gatherv_init_c => PMPI_Igatherv_c(sendbuf: *const c_void, sendcount: i64, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const i64, displs: *const isize, recvtype: c_int, root: c_int, comm: c_int) on comm
+    MPI_Scatter_init_c / PMPI_Scatter_init_c => PMPI_Iscatter_c(sendbuf: *const c_void, sendcount: i64, sendtype: c_int, recvbuf: *mut c_void, recvcount: i64, recvtype: c_int, root: c_int, comm: c_int) on comm
+    MPI_Scatterv_init_c / PMPI_Scatterv_init_c => PMPI_Iscatterv_c(sendbuf: *const c_void, sendcounts: *const i64, displs: *const isize, sendtype: c_int, recvbuf: *mut c_void, recvcount: i64, recvtype: c_int, root: c_int, comm: c_int) on comm
+    MPI_Allgather_init_c / PMPI_Allgather_init_c => PMPI_Iallgather_c(sendbuf: *const c_void, sendcount: i64, sendtype: c_int, recvbuf: *mut c_void, recvcount: i64, recvtype: c_int, comm: c_int) on comm
+    MPI_Allgatherv_init_c / PMPI_Allgatherv_init_c => PMPI_Iallgatherv_c(sendbuf: *const c_void, sendcount: i64, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const i64, displs: *const isize, recvtype: c_int, comm: c_int) on comm
+    MPI_Alltoall_init_c / PMPI_Alltoall_init_c => PMPI_Ialltoall_c(sendbuf: *const c_void, sendcount: i64, sendtype: c_int, recvbuf: *mut c_void, recvcount: i64, recvtype: c_int, comm: c_int) on comm
+    MPI_Alltoallv_init_c / PMPI_Alltoallv_init_c => PMPI_Ialltoallv_c(sendbuf: *const c_void, sendcounts: *const i64, sdispls: *const isize, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const i64, rdispls: *const isize, recvtype: c_int, comm: c_int) on comm
+    MPI_Alltoallw_init_c / PMPI_Alltoallw_init_c => PMPI_Ialltoallw_c(sendbuf: *const c_void, sendcounts: *const i64, sdispls: *const isize, sendtypes: *const c_int, recvbuf: *mut c_void, recvcounts: *const i64, rdispls: *const isize, recvtypes: *const c_int, comm: c_int) on comm
+    MPI_Reduce_scatter_block_init_c / PMPI_Reduce_scatter_block_init_c => PMPI_Ireduce_scatter_block_c(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: i64, datatype: c_int, op: c_int, comm: c_int) on comm
+    MPI_Reduce_scatter_init_c / PMPI_Reduce_scatter_init_c => PMPI_Ireduce_scatter_c(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const i64, datatype: c_int, op: c_int, comm: c_int) on comm
+    MPI_Scan_init_c / PMPI_Scan_init_c => PMPI_Iscan_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: i64, datatype: c_int, op: c_int, comm: c_int) on comm
+    MPI_Exscan_init_c / PMPI_Exscan_init_c => PMPI_Iexscan_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: i64, datatype: c_int, op: c_int, comm: c_int) on comm
+    MPI_Neighbor_allgather_init_c / PMPI_Neighbor_allgather_init_c => PMPI_Ineighbor_allgather_c(sendbuf: *const c_void, sendcount: i64, sendtype: c_int, recvbuf: *mut c_void, recvcount: i64, recvtype: c_int, comm: c_int) on comm
+    MPI_Neighbor_allgatherv_init_c / PMPI_Neighbor_allgatherv_init_c => PMPI_Ineighbor_allgatherv_c(sendbuf: *const c_void, sendcount: i64, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const i64, displs: *const isize, recvtype: c_int, comm: c_int) on comm
+    MPI_Neighbor_alltoall_init_c / PMPI_Neighbor_alltoall_init_c => PMPI_Ineighbor_alltoall_c(sendbuf: *const c_void, sendcount: i64, sendtype: c_int, recvbuf: *mut c_void, recvcount: i64, recvtype: c_int, comm: c_int) on comm
+    MPI_Neighbor_alltoallv_init_c / PMPI_Neighbor_alltoallv_init_c => PMPI_Ineighbor_alltoallv_c(sendbuf: *const c_void, sendcounts: *const i64, sdispls: *const isize, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const i64, rdispls: *const isize, recvtype: c_int, comm: c_int) on comm
+    MPI_Neighbor_alltoallw_init_c / PMPI_Neighbor_alltoallw_init_c => PMPI_Ineighbor_alltoallw_c(sendbuf: *const c_void, sendcounts: *const i64, sdispls: *const isize, sendtypes: *const c_int, recvbuf: *mut c_void, recvcounts: *const i64, rdispls: *const isize, recvtypes: *const c_int, comm: c_int) on comm
+}
+
 // Each pair: the blocking function waits for what the starter begins; the
 // nonblocking one hands it to the program as a request.
 mpi_coll_pair! {
@@ -1544,14 +1581,11 @@ mpi! {
     }
 
     fn MPI_Op_create / PMPI_Op_create(user_fn: Option<UserFn>, commute: c_int, op: *mut c_int) {
-        let Some(f) = user_fn else {
-            return err(MPI_ERR_ARG, "the user function is NULL");
-        };
-        let mut s = st()?;
-        let h = s.fresh(NEW_OP);
-        s.ops.insert(h, (f, commute != 0));
-        drop(s);
-        out(op, "op", h)
+        op_create(user_fn.map(UserOp::Int), commute, op)
+    }
+
+    fn MPI_Op_create_c / PMPI_Op_create_c(user_fn: Option<UserFnC>, commute: c_int, op: *mut c_int) {
+        op_create(user_fn.map(UserOp::Big), commute, op)
     }
 
     fn MPI_Op_free / PMPI_Op_free(op: *mut c_int) {

@@ -17,6 +17,7 @@ use crate::{class_text, err, MpiErr, R};
 use kumi::Comm;
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void};
+use std::rc::Rc;
 use std::sync::atomic::{AtomicI32, Ordering};
 
 fn add_comm(s: &mut State, comm: Comm, errh: c_int, cart: Option<Cart>) -> c_int {
@@ -66,7 +67,7 @@ pub(crate) fn delete_all_attrs(comm: c_int) -> R<()> {
     Ok(())
 }
 
-fn call_delete(comm: c_int, keyval: c_int, val: *mut c_void) -> R<()> {
+pub(crate) fn call_delete(comm: c_int, keyval: c_int, val: *mut c_void) -> R<()> {
     let (f, extra) = {
         let s = st()?;
         match s.keyvals.get(&keyval) {
@@ -89,15 +90,29 @@ fn call_delete(comm: c_int, keyval: c_int, val: *mut c_void) -> R<()> {
 
 /// Copies the attributes of `from` onto `to` through their copy callbacks.
 fn copy_attrs(from: c_int, to: c_int) -> R<()> {
+    let list: Vec<(c_int, *mut c_void)> = st()?
+        .comm_entry(from)?
+        .attrs
+        .iter()
+        .map(|(&k, &v)| (k, v))
+        .collect();
+    for (k, v) in copied_attrs(from, list)? {
+        st()?.comm_entry(to)?.attrs.insert(k, v);
+    }
+    Ok(())
+}
+
+/// What the copy callbacks of `attrs` (attributes of object `from`, a
+/// communicator or a datatype: the callbacks have the same shape) give the
+/// object's copy; callbacks run outside the state borrow (they may call MPI).
+pub(crate) fn copied_attrs(
+    from: c_int,
+    attrs: Vec<(c_int, *mut c_void)>,
+) -> R<Vec<(c_int, *mut c_void)>> {
     let attrs: Vec<(c_int, *mut c_void, Option<CopyFn>, *mut c_void)> = {
-        let mut s = st()?;
-        let list: Vec<(c_int, *mut c_void)> = s
-            .comm_entry(from)?
-            .attrs
-            .iter()
-            .map(|(&k, &v)| (k, v))
-            .collect();
-        list.into_iter()
+        let s = st()?;
+        attrs
+            .into_iter()
             .map(|(k, v)| {
                 let kv = s.keyvals.get(&k);
                 (
@@ -109,12 +124,14 @@ fn copy_attrs(from: c_int, to: c_int) -> R<()> {
             })
             .collect()
     };
+    let mut out = Vec::new();
     for (k, v, f, extra) in attrs {
         let Some(f) = f else { continue };
         let mut newv: *mut c_void = std::ptr::null_mut();
         let mut flag: c_int = 0;
-        // SAFETY: the program registered `f` as an MPI_Comm_copy_attr_function;
-        // attribute_val_out points to a void* and flag to an int.
+        // SAFETY: the program registered `f` as an MPI_Comm_copy_attr_function
+        // (or the datatype one, of the same shape); attribute_val_out points
+        // to a void* and flag to an int.
         let rc = unsafe {
             f(
                 from,
@@ -132,10 +149,10 @@ fn copy_attrs(from: c_int, to: c_int) -> R<()> {
             );
         }
         if flag != 0 {
-            st()?.comm_entry(to)?.attrs.insert(k, newv);
+            out.push((k, newv));
         }
     }
-    Ok(())
+    Ok(out)
 }
 
 /// Values of the predefined attributes; the C binding returns pointers to them.
@@ -238,7 +255,7 @@ fn delete_attr(comm: c_int, keyval: c_int) -> R<()> {
     }
 }
 
-fn create_keyval(
+pub(crate) fn create_keyval(
     copy: Option<CopyFn>,
     delete: Option<DeleteFn>,
     keyval: *mut c_int,
@@ -258,7 +275,7 @@ fn create_keyval(
     out(keyval, "keyval", h)
 }
 
-fn free_keyval(keyval: *mut c_int) -> R<()> {
+pub(crate) fn free_keyval(keyval: *mut c_int) -> R<()> {
     let k = read(keyval, "keyval")?;
     if st()?.keyvals.remove(&k).is_none() {
         return err(
@@ -595,6 +612,42 @@ fn weights_arg(p: *const c_int, n: usize, what: &str) -> R<Option<Vec<c_int>>> {
 }
 
 /// The ranks of a neighbour list, checked against the communicator's size.
+/// The MPI-1 graph of a communicator (`MPI_Graph_create`).
+fn graph1(comm: c_int) -> R<Rc<(Vec<c_int>, Vec<c_int>)>> {
+    let mut s = st()?;
+    match s
+        .comm_entry(comm)?
+        .graph
+        .as_ref()
+        .and_then(|g| g.mpi1.clone())
+    {
+        Some(g) => Ok(g),
+        None => err(
+            MPI_ERR_TOPOLOGY,
+            "the communicator has no graph topology (MPI_Graph_create)",
+        ),
+    }
+}
+
+fn graph_rank(g: &(Vec<c_int>, Vec<c_int>), rank: c_int) -> R<usize> {
+    match usize::try_from(rank) {
+        Ok(r) if r < g.0.len() => Ok(r),
+        _ => err(
+            MPI_ERR_RANK,
+            format!("rank {rank} is not a node of this graph of {}", g.0.len()),
+        ),
+    }
+}
+
+/// Node `r`'s neighbours: its edges, in the order given.
+fn graph_neighbors(index: &[c_int], edges: &[c_int], r: usize) -> Vec<usize> {
+    let lo = if r == 0 { 0 } else { index[r - 1] as usize };
+    edges[lo..index[r] as usize]
+        .iter()
+        .map(|&e| e as usize)
+        .collect()
+}
+
 fn neighbor_ranks(p: *const c_int, n: c_int, size: usize, what: &str) -> R<Vec<usize>> {
     if n < 0 {
         return err(MPI_ERR_ARG, format!("{what}: a negative degree ({n})"));
@@ -1154,6 +1207,8 @@ mpi! {
             let e = s.comm_entry(comm)?;
             if e.cart.is_some() {
                 MPI_CART
+            } else if e.graph.as_ref().is_some_and(|g| g.mpi1.is_some()) {
+                MPI_GRAPH
             } else if e.graph.is_some() {
                 MPI_DIST_GRAPH
             } else {
@@ -1163,12 +1218,89 @@ mpi! {
         out(status, "status", t)
     }
 
+    fn MPI_Graph_create / PMPI_Graph_create(comm_old: c_int, nnodes: c_int, index: *const c_int, edges: *const c_int, _reorder: c_int, comm_graph: *mut c_int) {
+        let c = st()?.comm(comm_old)?;
+        let p = c.size();
+        if nnodes < 0 || nnodes as usize > p {
+            return err(MPI_ERR_ARG, format!("nnodes {nnodes} is not between 0 and the communicator's {p} ranks"));
+        }
+        let idx = slice(index, nnodes, "index")?.to_vec();
+        if let Some(i) = (0..idx.len()).find(|&i| idx[i] < if i == 0 { 0 } else { idx[i - 1] }) {
+            return err(MPI_ERR_ARG, format!("index[{i}] = {} is smaller than the entry before it (or negative)", idx[i]));
+        }
+        let nedges = idx.last().copied().unwrap_or(0);
+        let edg = slice(edges, nedges, "edges")?.to_vec();
+        if let Some(e) = edg.iter().find(|&&e| e < 0 || e >= nnodes) {
+            return err(MPI_ERR_RANK, format!("edges: {e} is not a node of this graph of {nnodes}"));
+        }
+        // Nodes keep their ranks (kumi does not reorder); ranks beyond the
+        // graph get MPI_COMM_NULL.
+        let me = c.rank();
+        let color = (me < nnodes as usize).then_some(0);
+        let d = c.split(color, me as i32)?;
+        new_comm(comm_old, d, None, comm_graph)?;
+        if me < nnodes as usize {
+            let nb = graph_neighbors(&idx, &edg, me);
+            let h = read(comm_graph, "comm_graph")?;
+            st()?.comm_entry(h)?.graph = Some(DistGraph {
+                sources: nb.clone(),
+                source_weights: None,
+                dests: nb,
+                dest_weights: None,
+                mpi1: Some(Rc::new((idx, edg))),
+            });
+        }
+        Ok(())
+    }
+
+    fn MPI_Graphdims_get / PMPI_Graphdims_get(comm: c_int, nnodes: *mut c_int, nedges: *mut c_int) {
+        let g = graph1(comm)?;
+        out(nnodes, "nnodes", g.0.len() as c_int)?;
+        out(nedges, "nedges", g.1.len() as c_int)
+    }
+
+    fn MPI_Graph_get / PMPI_Graph_get(comm: c_int, maxindex: c_int, maxedges: c_int, index: *mut c_int, edges: *mut c_int) {
+        let g = graph1(comm)?;
+        let (ni, ne) = (g.0.len().min(maxindex.max(0) as usize), g.1.len().min(maxedges.max(0) as usize));
+        slice_mut(index, ni as c_int, "index")?.copy_from_slice(&g.0[..ni]);
+        slice_mut(edges, ne as c_int, "edges")?.copy_from_slice(&g.1[..ne]);
+        Ok(())
+    }
+
+    fn MPI_Graph_neighbors_count / PMPI_Graph_neighbors_count(comm: c_int, rank: c_int, nneighbors: *mut c_int) {
+        let g = graph1(comm)?;
+        let r = graph_rank(&g, rank)?;
+        out(nneighbors, "nneighbors", graph_neighbors(&g.0, &g.1, r).len() as c_int)
+    }
+
+    fn MPI_Graph_neighbors / PMPI_Graph_neighbors(comm: c_int, rank: c_int, maxneighbors: c_int, neighbors: *mut c_int) {
+        let g = graph1(comm)?;
+        let r = graph_rank(&g, rank)?;
+        let nb = graph_neighbors(&g.0, &g.1, r);
+        let n = nb.len().min(maxneighbors.max(0) as usize);
+        for (o, &x) in slice_mut(neighbors, n as c_int, "neighbors")?.iter_mut().zip(&nb) {
+            *o = x as c_int;
+        }
+        Ok(())
+    }
+
+    fn MPI_Graph_map / PMPI_Graph_map(comm: c_int, nnodes: c_int, _index: *const c_int, _edges: *const c_int, newrank: *mut c_int) {
+        // kumi keeps ranks in place: the first nnodes ranks are the nodes.
+        let c = st()?.comm(comm)?;
+        if nnodes <= 0 || nnodes as usize > c.size() {
+            return err(MPI_ERR_ARG, format!("nnodes {nnodes} is not between 1 and the communicator's {} ranks", c.size()));
+        }
+        let r = c.rank();
+        out(newrank, "newrank", if r < nnodes as usize { r as c_int } else { MPI_UNDEFINED })
+    }
+
     fn MPI_Dist_graph_create_adjacent / PMPI_Dist_graph_create_adjacent(comm_old: c_int, indegree: c_int, sources: *const c_int, sourceweights: *const c_int, outdegree: c_int, destinations: *const c_int, destweights: *const c_int, info: c_int, _reorder: c_int, comm_dist_graph: *mut c_int) {
         let c = st()?.comm(comm_old)?;
         let p = c.size();
         let sources = neighbor_ranks(sources, indegree, p, "sources")?;
         let dests = neighbor_ranks(destinations, outdegree, p, "destinations")?;
         let graph = DistGraph {
+            mpi1: None,
             source_weights: weights_arg(sourceweights, sources.len(), "sourceweights")?,
             dest_weights: weights_arg(destweights, dests.len(), "destweights")?,
             sources,
@@ -1218,7 +1350,7 @@ mpi! {
         let send: Vec<u8> = to.concat();
         let mut recv = vec![0u8; recv_counts.iter().sum()];
         c.alltoallv(&send, &send_counts, &mut recv, &recv_counts)?;
-        let mut graph = DistGraph { sources: Vec::new(), source_weights: None, dests: Vec::new(), dest_weights: None };
+        let mut graph = DistGraph { sources: Vec::new(), source_weights: None, dests: Vec::new(), dest_weights: None, mpi1: None };
         let (mut sw, mut dw) = (Vec::new(), Vec::new());
         for rec in recv.chunks_exact(12) {
             let word = |i: usize| u32::from_le_bytes(rec[4 * i..4 * i + 4].try_into().expect("4 bytes"));

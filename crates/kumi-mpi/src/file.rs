@@ -828,6 +828,7 @@ fn returned_type(s: &mut State, h: c_int, arg: Option<TypeArg>) -> c_int {
             combiner: MPI_COMBINER_DUP,
             ints: vec![],
             aints: vec![],
+            large: vec![],
             types: vec![TypeArg::Derived(d, ctor)],
         }),
     );

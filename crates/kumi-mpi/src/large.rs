@@ -105,8 +105,6 @@ large! {
     MPI_Scatter_c / PMPI_Scatter_c => PMPI_Scatter(s: V, sc: i64 => n, st: c_int, r: M, rc: i64 => n, rt: c_int, root: c_int, comm: c_int)
     MPI_Allgather_c / PMPI_Allgather_c => PMPI_Allgather(s: V, sc: i64 => n, st: c_int, r: M, rc: i64 => n, rt: c_int, comm: c_int)
     MPI_Alltoall_c / PMPI_Alltoall_c => PMPI_Alltoall(s: V, sc: i64 => n, st: c_int, r: M, rc: i64 => n, rt: c_int, comm: c_int)
-    MPI_Type_contiguous_c / PMPI_Type_contiguous_c => PMPI_Type_contiguous(c: i64 => n, t: c_int, nt: *mut c_int)
-    MPI_Type_create_resized_c / PMPI_Type_create_resized_c => PMPI_Type_create_resized(t: c_int, lb: isize, ext: isize, nt: *mut c_int)
     MPI_Pack_size_c / PMPI_Pack_size_c => pack_size_c_inner(c: i64 => n, t: c_int, comm: c_int, size: *mut i64)
 }
 
@@ -299,4 +297,235 @@ pub unsafe extern "C" fn MPI_Type_get_true_extent_c(
 ) -> c_int {
     // SAFETY: forwarded unchanged.
     unsafe { PMPI_Type_get_true_extent_c(t, lb, ext) }
+}
+
+/// Wrappers whose arrays are as long as other arguments say (a type
+/// constructor's `count`, a neighbourhood's degrees): `let`s computed from the
+/// arguments first, then each converted argument with its length.
+macro_rules! large_n {
+    ($( $mpi:ident / $pmpi:ident => $target:ident [ $(let $l:pat = $le:expr;)* ] ( $($a:ident : $t:ty $(=> $conv:ident ( $len:expr ))?),* ) )*) => {$(
+        #[doc = concat!("`", stringify!($pmpi), "`: large-count `", stringify!($target), "`.")]
+        #[no_mangle]
+        pub unsafe extern "C" fn $pmpi($($a: $t),*) -> c_int {
+            $( let $l = $le; )*
+            $( $( let $a = match $conv(stringify!($mpi), $a, $len) { Ok(v) => v, Err(rc) => return rc }; )? )*
+            // SAFETY: same contract as the int-count function; the converted
+            // arrays live until the call returns.
+            unsafe { $target($(large_v!(@arg $a $(, $conv)?)),*) }
+        }
+        #[doc = concat!("`", stringify!($mpi), "`: calls `", stringify!($pmpi), "`.")]
+        #[no_mangle]
+        pub unsafe extern "C" fn $mpi($($a: $t),*) -> c_int {
+            // SAFETY: forwarded unchanged.
+            unsafe { $pmpi($($a),*) }
+        }
+    )*};
+}
+
+/// A length argument as an array length (a negative one is refused by the
+/// int function it is passed on to).
+fn len(v: i64) -> usize {
+    usize::try_from(v).unwrap_or(0)
+}
+
+/// Counts of a constructor: an array the standard requires (NULL is an
+/// error, unlike the unused arrays of collectives that `cs` lets through).
+fn cx(name: &'static str, p: *const i64, n: usize) -> Result<Vec<c_int>, c_int> {
+    if n > 0 && p.is_null() {
+        return Err(guard(name, || {
+            err(MPI_ERR_ARG, "an array argument is NULL")
+        }));
+    }
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    narrow_all(name, p, n)
+}
+
+/// The in- and out-degree of a communicator's topology ((0, 0) without one:
+/// the int function then reports that).
+fn degrees(comm: c_int) -> (usize, usize) {
+    state::st()
+        .ok()
+        .and_then(|mut s| crate::comm::neighbors(&mut s, comm).ok())
+        .map_or((0, 0), |(_, nb)| (nb.indegree(), nb.outdegree()))
+}
+
+fn nl(name: &'static str, v: i64, _n: usize) -> Result<c_int, c_int> {
+    narrow(name, v)
+}
+
+large! {
+    MPI_Reduce_local_c / PMPI_Reduce_local_c => PMPI_Reduce_local(i: V, io: M, c: i64 => n, t: c_int, op: c_int)
+    MPI_Neighbor_allgather_c / PMPI_Neighbor_allgather_c => PMPI_Neighbor_allgather(s: V, sc: i64 => n, st: c_int, r: M, rc: i64 => n, rt: c_int, comm: c_int)
+    MPI_Ineighbor_allgather_c / PMPI_Ineighbor_allgather_c => PMPI_Ineighbor_allgather(s: V, sc: i64 => n, st: c_int, r: M, rc: i64 => n, rt: c_int, comm: c_int, req: *mut c_int)
+    MPI_Neighbor_alltoall_c / PMPI_Neighbor_alltoall_c => PMPI_Neighbor_alltoall(s: V, sc: i64 => n, st: c_int, r: M, rc: i64 => n, rt: c_int, comm: c_int)
+    MPI_Ineighbor_alltoall_c / PMPI_Ineighbor_alltoall_c => PMPI_Ineighbor_alltoall(s: V, sc: i64 => n, st: c_int, r: M, rc: i64 => n, rt: c_int, comm: c_int, req: *mut c_int)
+}
+
+large_n! {
+    MPI_Neighbor_allgatherv_c / PMPI_Neighbor_allgatherv_c => PMPI_Neighbor_allgatherv [let ind = degrees(comm).0;] (s: V, sc: i64 => nl(0), st: c_int, r: M, rc: *const i64 => cs(ind), d: *const isize => ds(ind), rt: c_int, comm: c_int)
+    MPI_Ineighbor_allgatherv_c / PMPI_Ineighbor_allgatherv_c => PMPI_Ineighbor_allgatherv [let ind = degrees(comm).0;] (s: V, sc: i64 => nl(0), st: c_int, r: M, rc: *const i64 => cs(ind), d: *const isize => ds(ind), rt: c_int, comm: c_int, req: *mut c_int)
+    MPI_Neighbor_alltoallv_c / PMPI_Neighbor_alltoallv_c => PMPI_Neighbor_alltoallv [let (ind, outd) = degrees(comm);] (s: V, sc: *const i64 => cs(outd), sd: *const isize => ds(outd), st: c_int, r: M, rc: *const i64 => cs(ind), rd: *const isize => ds(ind), rt: c_int, comm: c_int)
+    MPI_Ineighbor_alltoallv_c / PMPI_Ineighbor_alltoallv_c => PMPI_Ineighbor_alltoallv [let (ind, outd) = degrees(comm);] (s: V, sc: *const i64 => cs(outd), sd: *const isize => ds(outd), st: c_int, r: M, rc: *const i64 => cs(ind), rd: *const isize => ds(ind), rt: c_int, comm: c_int, req: *mut c_int)
+    MPI_Neighbor_alltoallw_c / PMPI_Neighbor_alltoallw_c => PMPI_Neighbor_alltoallw [let (ind, outd) = degrees(comm);] (s: V, sc: *const i64 => cs(outd), sd: *const isize, st: *const c_int, r: M, rc: *const i64 => cs(ind), rd: *const isize, rt: *const c_int, comm: c_int)
+    MPI_Ineighbor_alltoallw_c / PMPI_Ineighbor_alltoallw_c => PMPI_Ineighbor_alltoallw [let (ind, outd) = degrees(comm);] (s: V, sc: *const i64 => cs(outd), sd: *const isize, st: *const c_int, r: M, rc: *const i64 => cs(ind), rd: *const isize, rt: *const c_int, comm: c_int, req: *mut c_int)
+}
+
+large_v! {
+    MPI_Alltoallw_c / PMPI_Alltoallw_c => PMPI_Alltoallw [comm] (s: V, sc: *const i64 => cs, sd: *const isize => ds, st: *const c_int, r: M, rc: *const i64 => cs, rd: *const isize => ds, rt: *const c_int, comm: c_int)
+    MPI_Ialltoallw_c / PMPI_Ialltoallw_c => PMPI_Ialltoallw [comm] (s: V, sc: *const i64 => cs, sd: *const isize => ds, st: *const c_int, r: M, rc: *const i64 => cs, rd: *const isize => ds, rt: *const c_int, comm: c_int, req: *mut c_int)
+}
+
+/// Runs an int-position pack or unpack with an `MPI_Count` position.
+fn with_position(
+    name: &'static str,
+    position: *mut i64,
+    f: impl FnOnce(*mut c_int) -> c_int,
+) -> c_int {
+    let pos = match guard(name, || state::read(position, "position").map(|_| ())) {
+        MPI_SUCCESS => {
+            // SAFETY: checked non-null just above; the caller passes an MPI_Count.
+            unsafe { position.read() }
+        }
+        rc => return rc,
+    };
+    let mut p = match narrow(name, pos) {
+        Ok(p) => p,
+        Err(rc) => return rc,
+    };
+    let rc = f(&mut p);
+    if rc == MPI_SUCCESS {
+        // SAFETY: as above.
+        unsafe { position.write(p as i64) };
+    }
+    rc
+}
+
+/// `PMPI_Pack_c`: `MPI_Pack` with `MPI_Count` sizes and position.
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Pack_c(
+    inbuf: V,
+    incount: i64,
+    t: c_int,
+    outbuf: M,
+    outsize: i64,
+    position: *mut i64,
+    comm: c_int,
+) -> c_int {
+    let (c, o) = match (narrow("MPI_Pack_c", incount), narrow("MPI_Pack_c", outsize)) {
+        (Ok(c), Ok(o)) => (c, o),
+        (Err(rc), _) | (_, Err(rc)) => return rc,
+    };
+    // SAFETY: forwarded; `p` is a valid int.
+    with_position("MPI_Pack_c", position, |p| unsafe {
+        PMPI_Pack(inbuf, c, t, outbuf, o, p, comm)
+    })
+}
+
+/// `MPI_Pack_c`: calls `PMPI_Pack_c`.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Pack_c(
+    inbuf: V,
+    incount: i64,
+    t: c_int,
+    outbuf: M,
+    outsize: i64,
+    position: *mut i64,
+    comm: c_int,
+) -> c_int {
+    // SAFETY: forwarded unchanged.
+    unsafe { PMPI_Pack_c(inbuf, incount, t, outbuf, outsize, position, comm) }
+}
+
+/// `PMPI_Unpack_c`: `MPI_Unpack` with `MPI_Count` sizes and position.
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Unpack_c(
+    inbuf: V,
+    insize: i64,
+    position: *mut i64,
+    outbuf: M,
+    outcount: i64,
+    t: c_int,
+    comm: c_int,
+) -> c_int {
+    let (i, c) = match (
+        narrow("MPI_Unpack_c", insize),
+        narrow("MPI_Unpack_c", outcount),
+    ) {
+        (Ok(i), Ok(c)) => (i, c),
+        (Err(rc), _) | (_, Err(rc)) => return rc,
+    };
+    // SAFETY: forwarded; `p` is a valid int.
+    with_position("MPI_Unpack_c", position, |p| unsafe {
+        PMPI_Unpack(inbuf, i, p, outbuf, c, t, comm)
+    })
+}
+
+/// `MPI_Unpack_c`: calls `PMPI_Unpack_c`.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Unpack_c(
+    inbuf: V,
+    insize: i64,
+    position: *mut i64,
+    outbuf: M,
+    outcount: i64,
+    t: c_int,
+    comm: c_int,
+) -> c_int {
+    // SAFETY: forwarded unchanged.
+    unsafe { PMPI_Unpack_c(inbuf, insize, position, outbuf, outcount, t, comm) }
+}
+
+/// `PMPI_Buffer_detach_c`: `MPI_Buffer_detach` with an `MPI_Count` size.
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Buffer_detach_c(buffer_addr: M, size: *mut i64) -> c_int {
+    let mut s: c_int = 0;
+    // SAFETY: forwarded; `s` is a valid int.
+    let rc = unsafe { PMPI_Buffer_detach(buffer_addr, &mut s) };
+    widen("MPI_Buffer_detach_c", rc, s, size)
+}
+
+/// `MPI_Buffer_detach_c`: calls `PMPI_Buffer_detach_c`.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Buffer_detach_c(buffer_addr: M, size: *mut i64) -> c_int {
+    // SAFETY: forwarded unchanged.
+    unsafe { PMPI_Buffer_detach_c(buffer_addr, size) }
+}
+
+/// The large-count datatype constructors: made through their int twins, then
+/// their counts recorded as MPI-4 wants them (`MPI_Type_get_contents_c`
+/// returns them as large counts; see `crate::types::relarge`).
+macro_rules! large_ctor {
+    ($( $mpi:ident / $pmpi:ident => $target:ident as $shape:ident [ $(let $l:pat = $le:expr;)* ] ( $($a:ident : $t:ty $(=> $conv:ident ( $len:expr ))?),* ) -> $nt:ident )*) => {$(
+        #[doc = concat!("`", stringify!($pmpi), "`: large-count `", stringify!($target), "`.")]
+        #[no_mangle]
+        pub unsafe extern "C" fn $pmpi($($a: $t),*) -> c_int {
+            $( let $l = $le; )*
+            $( $( let $a = match $conv(stringify!($mpi), $a, $len) { Ok(v) => v, Err(rc) => return rc }; )? )*
+            // SAFETY: same contract as the int-count function; the converted
+            // arrays live until the call returns.
+            let rc = unsafe { $target($(large_v!(@arg $a $(, $conv)?)),*) };
+            crate::types::relarge(rc, $nt, crate::types::Large::$shape)
+        }
+        #[doc = concat!("`", stringify!($mpi), "`: calls `", stringify!($pmpi), "`.")]
+        #[no_mangle]
+        pub unsafe extern "C" fn $mpi($($a: $t),*) -> c_int {
+            // SAFETY: forwarded unchanged.
+            unsafe { $pmpi($($a),*) }
+        }
+    )*};
+}
+
+large_ctor! {
+    MPI_Type_contiguous_c / PMPI_Type_contiguous_c => PMPI_Type_contiguous as All [] (c: i64 => nl(0), t: c_int, nt: *mut c_int) -> nt
+    MPI_Type_create_resized_c / PMPI_Type_create_resized_c => PMPI_Type_create_resized as All [] (t: c_int, lb: isize, ext: isize, nt: *mut c_int) -> nt
+    MPI_Type_vector_c / PMPI_Type_vector_c => PMPI_Type_vector as All [] (c: i64 => nl(0), bl: i64 => nl(0), stride: i64 => nl(0), t: c_int, nt: *mut c_int) -> nt
+    MPI_Type_create_hvector_c / PMPI_Type_create_hvector_c => PMPI_Type_create_hvector as All [] (c: i64 => nl(0), bl: i64 => nl(0), stride: isize, t: c_int, nt: *mut c_int) -> nt
+    MPI_Type_create_hindexed_block_c / PMPI_Type_create_hindexed_block_c => PMPI_Type_create_hindexed_block as All [] (c: i64 => nl(0), bl: i64 => nl(0), d: *const isize, t: c_int, nt: *mut c_int) -> nt
+    MPI_Type_indexed_c / PMPI_Type_indexed_c => PMPI_Type_indexed as All [let k = len(c);] (c: i64 => nl(0), bl: *const i64 => cx(k), d: *const i64 => cx(k), t: c_int, nt: *mut c_int) -> nt
+    MPI_Type_create_hindexed_c / PMPI_Type_create_hindexed_c => PMPI_Type_create_hindexed as All [let k = len(c);] (c: i64 => nl(0), bl: *const i64 => cx(k), d: *const isize, t: c_int, nt: *mut c_int) -> nt
+    MPI_Type_create_indexed_block_c / PMPI_Type_create_indexed_block_c => PMPI_Type_create_indexed_block as All [let k = len(c);] (c: i64 => nl(0), bl: i64 => nl(0), d: *const i64 => cx(k), t: c_int, nt: *mut c_int) -> nt
+    MPI_Type_create_struct_c / PMPI_Type_create_struct_c => PMPI_Type_create_struct as All [let k = len(c);] (c: i64 => nl(0), bl: *const i64 => cx(k), d: *const isize, ts: *const c_int, nt: *mut c_int) -> nt
+    MPI_Type_create_subarray_c / PMPI_Type_create_subarray_c => PMPI_Type_create_subarray as Subarray [let k = len(nd as i64);] (nd: c_int, sizes: *const i64 => cx(k), subs: *const i64 => cx(k), starts: *const i64 => cx(k), order: c_int, t: c_int, nt: *mut c_int) -> nt
 }

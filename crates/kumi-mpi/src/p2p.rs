@@ -1346,6 +1346,19 @@ mpi! {
         set_elements(status, datatype, count)
     }
 
+    // A Fortran status is the C one's five ints, in order (MPICH's layout).
+    fn MPI_Status_c2f / PMPI_Status_c2f(c_status: *const MPI_Status, f_status: *mut c_int) {
+        let st = read(c_status, "c_status")?;
+        let f = crate::state::slice_mut(f_status, 5, "f_status")?;
+        f.copy_from_slice(&[st.count_lo, st.count_hi_and_cancelled, st.MPI_SOURCE, st.MPI_TAG, st.MPI_ERROR]);
+        Ok(())
+    }
+
+    fn MPI_Status_f2c / PMPI_Status_f2c(f_status: *const c_int, c_status: *mut MPI_Status) {
+        let f = crate::state::slice(f_status, 5, "f_status")?;
+        out(c_status, "c_status", MPI_Status { count_lo: f[0], count_hi_and_cancelled: f[1], MPI_SOURCE: f[2], MPI_TAG: f[3], MPI_ERROR: f[4] })
+    }
+
     fn MPI_Status_set_cancelled / PMPI_Status_set_cancelled(status: *mut MPI_Status, flag: c_int) {
         let mut s = read(status as *const MPI_Status, "status")?;
         s.count_hi_and_cancelled = (s.count_hi_and_cancelled & !1) | (flag != 0) as c_int;

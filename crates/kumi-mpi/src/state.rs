@@ -26,6 +26,15 @@ pub(crate) type CopyFn =
 pub(crate) type DeleteFn = unsafe extern "C" fn(c_int, c_int, *mut c_void, *mut c_void) -> c_int;
 /// `MPI_User_function`.
 pub(crate) type UserFn = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_int, *mut c_int);
+/// `MPI_User_function_c`: the same with an `MPI_Count` length.
+pub(crate) type UserFnC = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut i64, *mut c_int);
+
+/// A program's reduction function, made by `MPI_Op_create` or `MPI_Op_create_c`.
+#[derive(Clone, Copy)]
+pub(crate) enum UserOp {
+    Int(UserFn),
+    Big(UserFnC),
+}
 
 /// A Cartesian topology attached to a communicator.
 #[derive(Clone, Debug)]
@@ -42,6 +51,9 @@ pub(crate) struct TypeCtor {
     pub combiner: c_int,
     pub ints: Vec<c_int>,
     pub aints: Vec<isize>,
+    /// The counts of a large-count (`_c`) constructor, which MPI-4 returns
+    /// apart (only `MPI_Type_get_envelope_c` and `_contents_c` see them).
+    pub large: Vec<i64>,
     pub types: Vec<TypeArg>,
 }
 
@@ -63,6 +75,10 @@ pub(crate) struct DistGraph {
     pub source_weights: Option<Vec<c_int>>,
     pub dests: Vec<usize>,
     pub dest_weights: Option<Vec<c_int>>,
+    /// For an MPI-1 graph (`MPI_Graph_create`): the whole graph as given,
+    /// `index` and `edges` (every rank knows it; its neighbours are both
+    /// the sources and the destinations above).
+    pub mpi1: Option<Rc<(Vec<c_int>, Vec<c_int>)>>,
 }
 
 pub(crate) struct CommEntry {
@@ -320,9 +336,11 @@ pub(crate) struct State {
     builtins: RefCell<HandleMap<Datatype>>,
     pub reqs: Slab<(ReqEntry, c_int)>,
     pub msgs: HashMap<c_int, RawMessage>,
-    pub ops: HashMap<c_int, (UserFn, bool)>,
+    pub ops: HashMap<c_int, (UserOp, bool)>,
     pub infos: HashMap<c_int, Vec<(String, String)>>,
     pub keyvals: HashMap<c_int, Keyval>,
+    /// Attributes on datatypes (`MPI_Type_set_attr`), by type handle.
+    pub type_attrs: HashMap<c_int, HashMap<c_int, *mut c_void>>,
     pub errhs: HashMap<c_int, ErrFn>,
     /// Error handlers made by `MPI_File_create_errhandler`.
     pub file_errhs: HashMap<c_int, FileErrFn>,
@@ -498,6 +516,7 @@ impl State {
             ops: HashMap::new(),
             infos,
             keyvals: HashMap::new(),
+            type_attrs: HashMap::new(),
             errhs: HashMap::new(),
             file_errhs: HashMap::new(),
             files: HashMap::new(),

@@ -127,42 +127,6 @@ pub extern "C" fn MPI_Accumulate_c() -> c_int {
     crate::unsupported("MPI_Accumulate_c")
 }
 #[no_mangle]
-pub extern "C" fn MPI_Allgather_init_c() -> c_int {
-    crate::unsupported("MPI_Allgather_init_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Allgatherv_init_c() -> c_int {
-    crate::unsupported("MPI_Allgatherv_init_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Allreduce_init_c() -> c_int {
-    crate::unsupported("MPI_Allreduce_init_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Alltoall_init_c() -> c_int {
-    crate::unsupported("MPI_Alltoall_init_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Alltoallv_init_c() -> c_int {
-    crate::unsupported("MPI_Alltoallv_init_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Alltoallw_c() -> c_int {
-    crate::unsupported("MPI_Alltoallw_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Alltoallw_init_c() -> c_int {
-    crate::unsupported("MPI_Alltoallw_init_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Bcast_init_c() -> c_int {
-    crate::unsupported("MPI_Bcast_init_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Buffer_detach_c() -> c_int {
-    crate::unsupported("MPI_Buffer_detach_c")
-}
-#[no_mangle]
 pub extern "C" fn MPI_Close_port() -> c_int {
     crate::unsupported("MPI_Close_port")
 }
@@ -219,20 +183,8 @@ pub extern "C" fn MPI_Compare_and_swap() -> c_int {
     crate::unsupported("MPI_Compare_and_swap")
 }
 #[no_mangle]
-pub extern "C" fn MPI_Exscan_init_c() -> c_int {
-    crate::unsupported("MPI_Exscan_init_c")
-}
-#[no_mangle]
 pub extern "C" fn MPI_Fetch_and_op() -> c_int {
     crate::unsupported("MPI_Fetch_and_op")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Gather_init_c() -> c_int {
-    crate::unsupported("MPI_Gather_init_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Gatherv_init_c() -> c_int {
-    crate::unsupported("MPI_Gatherv_init_c")
 }
 #[no_mangle]
 pub extern "C" fn MPI_Get() -> c_int {
@@ -251,30 +203,6 @@ pub extern "C" fn MPI_Get_c() -> c_int {
     crate::unsupported("MPI_Get_c")
 }
 #[no_mangle]
-pub extern "C" fn MPI_Graph_create() -> c_int {
-    crate::unsupported("MPI_Graph_create")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Graph_get() -> c_int {
-    crate::unsupported("MPI_Graph_get")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Graph_map() -> c_int {
-    crate::unsupported("MPI_Graph_map")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Graph_neighbors() -> c_int {
-    crate::unsupported("MPI_Graph_neighbors")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Graph_neighbors_count() -> c_int {
-    crate::unsupported("MPI_Graph_neighbors_count")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Graphdims_get() -> c_int {
-    crate::unsupported("MPI_Graphdims_get")
-}
-#[no_mangle]
 pub extern "C" fn MPI_Grequest_complete() -> c_int {
     crate::unsupported("MPI_Grequest_complete")
 }
@@ -285,30 +213,6 @@ pub extern "C" fn MPI_Grequest_start() -> c_int {
 #[no_mangle]
 pub extern "C" fn MPI_Group_from_session_pset() -> c_int {
     crate::unsupported("MPI_Group_from_session_pset")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Ialltoallw_c() -> c_int {
-    crate::unsupported("MPI_Ialltoallw_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Ineighbor_allgather_c() -> c_int {
-    crate::unsupported("MPI_Ineighbor_allgather_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Ineighbor_allgatherv_c() -> c_int {
-    crate::unsupported("MPI_Ineighbor_allgatherv_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Ineighbor_alltoall_c() -> c_int {
-    crate::unsupported("MPI_Ineighbor_alltoall_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Ineighbor_alltoallv_c() -> c_int {
-    crate::unsupported("MPI_Ineighbor_alltoallv_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Ineighbor_alltoallw_c() -> c_int {
-    crate::unsupported("MPI_Ineighbor_alltoallw_c")
 }
 #[no_mangle]
 pub extern "C" fn MPI_Info_create_env() -> c_int {
@@ -331,56 +235,8 @@ pub extern "C" fn MPI_Lookup_name() -> c_int {
     crate::unsupported("MPI_Lookup_name")
 }
 #[no_mangle]
-pub extern "C" fn MPI_Neighbor_allgather_c() -> c_int {
-    crate::unsupported("MPI_Neighbor_allgather_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Neighbor_allgather_init_c() -> c_int {
-    crate::unsupported("MPI_Neighbor_allgather_init_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Neighbor_allgatherv_c() -> c_int {
-    crate::unsupported("MPI_Neighbor_allgatherv_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Neighbor_allgatherv_init_c() -> c_int {
-    crate::unsupported("MPI_Neighbor_allgatherv_init_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Neighbor_alltoall_c() -> c_int {
-    crate::unsupported("MPI_Neighbor_alltoall_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Neighbor_alltoall_init_c() -> c_int {
-    crate::unsupported("MPI_Neighbor_alltoall_init_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Neighbor_alltoallv_c() -> c_int {
-    crate::unsupported("MPI_Neighbor_alltoallv_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Neighbor_alltoallv_init_c() -> c_int {
-    crate::unsupported("MPI_Neighbor_alltoallv_init_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Neighbor_alltoallw_c() -> c_int {
-    crate::unsupported("MPI_Neighbor_alltoallw_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Neighbor_alltoallw_init_c() -> c_int {
-    crate::unsupported("MPI_Neighbor_alltoallw_init_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Op_create_c() -> c_int {
-    crate::unsupported("MPI_Op_create_c")
-}
-#[no_mangle]
 pub extern "C" fn MPI_Open_port() -> c_int {
     crate::unsupported("MPI_Open_port")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Pack_c() -> c_int {
-    crate::unsupported("MPI_Pack_c")
 }
 #[no_mangle]
 pub extern "C" fn MPI_Pack_external() -> c_int {
@@ -443,22 +299,6 @@ pub extern "C" fn MPI_Raccumulate_c() -> c_int {
     crate::unsupported("MPI_Raccumulate_c")
 }
 #[no_mangle]
-pub extern "C" fn MPI_Reduce_init_c() -> c_int {
-    crate::unsupported("MPI_Reduce_init_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Reduce_local_c() -> c_int {
-    crate::unsupported("MPI_Reduce_local_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Reduce_scatter_block_init_c() -> c_int {
-    crate::unsupported("MPI_Reduce_scatter_block_init_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Reduce_scatter_init_c() -> c_int {
-    crate::unsupported("MPI_Reduce_scatter_init_c")
-}
-#[no_mangle]
 pub extern "C" fn MPI_Register_datarep() -> c_int {
     crate::unsupported("MPI_Register_datarep")
 }
@@ -489,18 +329,6 @@ pub extern "C" fn MPI_Rput() -> c_int {
 #[no_mangle]
 pub extern "C" fn MPI_Rput_c() -> c_int {
     crate::unsupported("MPI_Rput_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Scan_init_c() -> c_int {
-    crate::unsupported("MPI_Scan_init_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Scatter_init_c() -> c_int {
-    crate::unsupported("MPI_Scatter_init_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Scatterv_init_c() -> c_int {
-    crate::unsupported("MPI_Scatterv_init_c")
 }
 #[no_mangle]
 pub extern "C" fn MPI_Session_call_errhandler() -> c_int {
@@ -543,22 +371,6 @@ pub extern "C" fn MPI_Session_set_errhandler() -> c_int {
     crate::unsupported("MPI_Session_set_errhandler")
 }
 #[no_mangle]
-pub extern "C" fn MPI_Status_c2f() -> c_int {
-    crate::unsupported("MPI_Status_c2f")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Status_f2c() -> c_int {
-    crate::unsupported("MPI_Status_f2c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Type_create_darray() -> c_int {
-    crate::unsupported("MPI_Type_create_darray")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Type_create_darray_c() -> c_int {
-    crate::unsupported("MPI_Type_create_darray_c")
-}
-#[no_mangle]
 pub extern "C" fn MPI_Type_create_f90_complex() -> c_int {
     crate::unsupported("MPI_Type_create_f90_complex")
 }
@@ -569,78 +381,6 @@ pub extern "C" fn MPI_Type_create_f90_integer() -> c_int {
 #[no_mangle]
 pub extern "C" fn MPI_Type_create_f90_real() -> c_int {
     crate::unsupported("MPI_Type_create_f90_real")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Type_create_hindexed_block_c() -> c_int {
-    crate::unsupported("MPI_Type_create_hindexed_block_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Type_create_hindexed_c() -> c_int {
-    crate::unsupported("MPI_Type_create_hindexed_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Type_create_hvector_c() -> c_int {
-    crate::unsupported("MPI_Type_create_hvector_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Type_create_indexed_block_c() -> c_int {
-    crate::unsupported("MPI_Type_create_indexed_block_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Type_create_keyval() -> c_int {
-    crate::unsupported("MPI_Type_create_keyval")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Type_create_struct_c() -> c_int {
-    crate::unsupported("MPI_Type_create_struct_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Type_create_subarray_c() -> c_int {
-    crate::unsupported("MPI_Type_create_subarray_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Type_delete_attr() -> c_int {
-    crate::unsupported("MPI_Type_delete_attr")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Type_free_keyval() -> c_int {
-    crate::unsupported("MPI_Type_free_keyval")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Type_get_attr() -> c_int {
-    crate::unsupported("MPI_Type_get_attr")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Type_get_contents_c() -> c_int {
-    crate::unsupported("MPI_Type_get_contents_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Type_get_envelope_c() -> c_int {
-    crate::unsupported("MPI_Type_get_envelope_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Type_indexed_c() -> c_int {
-    crate::unsupported("MPI_Type_indexed_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Type_lb() -> c_int {
-    crate::unsupported("MPI_Type_lb")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Type_set_attr() -> c_int {
-    crate::unsupported("MPI_Type_set_attr")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Type_ub() -> c_int {
-    crate::unsupported("MPI_Type_ub")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Type_vector_c() -> c_int {
-    crate::unsupported("MPI_Type_vector_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Unpack_c() -> c_int {
-    crate::unsupported("MPI_Unpack_c")
 }
 #[no_mangle]
 pub extern "C" fn MPI_Unpack_external() -> c_int {
@@ -887,42 +627,6 @@ pub extern "C" fn PMPI_Accumulate_c() -> c_int {
     crate::unsupported("MPI_Accumulate_c")
 }
 #[no_mangle]
-pub extern "C" fn PMPI_Allgather_init_c() -> c_int {
-    crate::unsupported("MPI_Allgather_init_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Allgatherv_init_c() -> c_int {
-    crate::unsupported("MPI_Allgatherv_init_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Allreduce_init_c() -> c_int {
-    crate::unsupported("MPI_Allreduce_init_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Alltoall_init_c() -> c_int {
-    crate::unsupported("MPI_Alltoall_init_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Alltoallv_init_c() -> c_int {
-    crate::unsupported("MPI_Alltoallv_init_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Alltoallw_c() -> c_int {
-    crate::unsupported("MPI_Alltoallw_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Alltoallw_init_c() -> c_int {
-    crate::unsupported("MPI_Alltoallw_init_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Bcast_init_c() -> c_int {
-    crate::unsupported("MPI_Bcast_init_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Buffer_detach_c() -> c_int {
-    crate::unsupported("MPI_Buffer_detach_c")
-}
-#[no_mangle]
 pub extern "C" fn PMPI_Close_port() -> c_int {
     crate::unsupported("MPI_Close_port")
 }
@@ -979,20 +683,8 @@ pub extern "C" fn PMPI_Compare_and_swap() -> c_int {
     crate::unsupported("MPI_Compare_and_swap")
 }
 #[no_mangle]
-pub extern "C" fn PMPI_Exscan_init_c() -> c_int {
-    crate::unsupported("MPI_Exscan_init_c")
-}
-#[no_mangle]
 pub extern "C" fn PMPI_Fetch_and_op() -> c_int {
     crate::unsupported("MPI_Fetch_and_op")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Gather_init_c() -> c_int {
-    crate::unsupported("MPI_Gather_init_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Gatherv_init_c() -> c_int {
-    crate::unsupported("MPI_Gatherv_init_c")
 }
 #[no_mangle]
 pub extern "C" fn PMPI_Get() -> c_int {
@@ -1011,30 +703,6 @@ pub extern "C" fn PMPI_Get_c() -> c_int {
     crate::unsupported("MPI_Get_c")
 }
 #[no_mangle]
-pub extern "C" fn PMPI_Graph_create() -> c_int {
-    crate::unsupported("MPI_Graph_create")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Graph_get() -> c_int {
-    crate::unsupported("MPI_Graph_get")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Graph_map() -> c_int {
-    crate::unsupported("MPI_Graph_map")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Graph_neighbors() -> c_int {
-    crate::unsupported("MPI_Graph_neighbors")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Graph_neighbors_count() -> c_int {
-    crate::unsupported("MPI_Graph_neighbors_count")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Graphdims_get() -> c_int {
-    crate::unsupported("MPI_Graphdims_get")
-}
-#[no_mangle]
 pub extern "C" fn PMPI_Grequest_complete() -> c_int {
     crate::unsupported("MPI_Grequest_complete")
 }
@@ -1045,30 +713,6 @@ pub extern "C" fn PMPI_Grequest_start() -> c_int {
 #[no_mangle]
 pub extern "C" fn PMPI_Group_from_session_pset() -> c_int {
     crate::unsupported("MPI_Group_from_session_pset")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Ialltoallw_c() -> c_int {
-    crate::unsupported("MPI_Ialltoallw_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Ineighbor_allgather_c() -> c_int {
-    crate::unsupported("MPI_Ineighbor_allgather_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Ineighbor_allgatherv_c() -> c_int {
-    crate::unsupported("MPI_Ineighbor_allgatherv_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Ineighbor_alltoall_c() -> c_int {
-    crate::unsupported("MPI_Ineighbor_alltoall_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Ineighbor_alltoallv_c() -> c_int {
-    crate::unsupported("MPI_Ineighbor_alltoallv_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Ineighbor_alltoallw_c() -> c_int {
-    crate::unsupported("MPI_Ineighbor_alltoallw_c")
 }
 #[no_mangle]
 pub extern "C" fn PMPI_Info_create_env() -> c_int {
@@ -1091,56 +735,8 @@ pub extern "C" fn PMPI_Lookup_name() -> c_int {
     crate::unsupported("MPI_Lookup_name")
 }
 #[no_mangle]
-pub extern "C" fn PMPI_Neighbor_allgather_c() -> c_int {
-    crate::unsupported("MPI_Neighbor_allgather_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Neighbor_allgather_init_c() -> c_int {
-    crate::unsupported("MPI_Neighbor_allgather_init_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Neighbor_allgatherv_c() -> c_int {
-    crate::unsupported("MPI_Neighbor_allgatherv_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Neighbor_allgatherv_init_c() -> c_int {
-    crate::unsupported("MPI_Neighbor_allgatherv_init_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Neighbor_alltoall_c() -> c_int {
-    crate::unsupported("MPI_Neighbor_alltoall_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Neighbor_alltoall_init_c() -> c_int {
-    crate::unsupported("MPI_Neighbor_alltoall_init_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Neighbor_alltoallv_c() -> c_int {
-    crate::unsupported("MPI_Neighbor_alltoallv_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Neighbor_alltoallv_init_c() -> c_int {
-    crate::unsupported("MPI_Neighbor_alltoallv_init_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Neighbor_alltoallw_c() -> c_int {
-    crate::unsupported("MPI_Neighbor_alltoallw_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Neighbor_alltoallw_init_c() -> c_int {
-    crate::unsupported("MPI_Neighbor_alltoallw_init_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Op_create_c() -> c_int {
-    crate::unsupported("MPI_Op_create_c")
-}
-#[no_mangle]
 pub extern "C" fn PMPI_Open_port() -> c_int {
     crate::unsupported("MPI_Open_port")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Pack_c() -> c_int {
-    crate::unsupported("MPI_Pack_c")
 }
 #[no_mangle]
 pub extern "C" fn PMPI_Pack_external() -> c_int {
@@ -1203,22 +799,6 @@ pub extern "C" fn PMPI_Raccumulate_c() -> c_int {
     crate::unsupported("MPI_Raccumulate_c")
 }
 #[no_mangle]
-pub extern "C" fn PMPI_Reduce_init_c() -> c_int {
-    crate::unsupported("MPI_Reduce_init_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Reduce_local_c() -> c_int {
-    crate::unsupported("MPI_Reduce_local_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Reduce_scatter_block_init_c() -> c_int {
-    crate::unsupported("MPI_Reduce_scatter_block_init_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Reduce_scatter_init_c() -> c_int {
-    crate::unsupported("MPI_Reduce_scatter_init_c")
-}
-#[no_mangle]
 pub extern "C" fn PMPI_Register_datarep() -> c_int {
     crate::unsupported("MPI_Register_datarep")
 }
@@ -1249,18 +829,6 @@ pub extern "C" fn PMPI_Rput() -> c_int {
 #[no_mangle]
 pub extern "C" fn PMPI_Rput_c() -> c_int {
     crate::unsupported("MPI_Rput_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Scan_init_c() -> c_int {
-    crate::unsupported("MPI_Scan_init_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Scatter_init_c() -> c_int {
-    crate::unsupported("MPI_Scatter_init_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Scatterv_init_c() -> c_int {
-    crate::unsupported("MPI_Scatterv_init_c")
 }
 #[no_mangle]
 pub extern "C" fn PMPI_Session_call_errhandler() -> c_int {
@@ -1303,22 +871,6 @@ pub extern "C" fn PMPI_Session_set_errhandler() -> c_int {
     crate::unsupported("MPI_Session_set_errhandler")
 }
 #[no_mangle]
-pub extern "C" fn PMPI_Status_c2f() -> c_int {
-    crate::unsupported("MPI_Status_c2f")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Status_f2c() -> c_int {
-    crate::unsupported("MPI_Status_f2c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Type_create_darray() -> c_int {
-    crate::unsupported("MPI_Type_create_darray")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Type_create_darray_c() -> c_int {
-    crate::unsupported("MPI_Type_create_darray_c")
-}
-#[no_mangle]
 pub extern "C" fn PMPI_Type_create_f90_complex() -> c_int {
     crate::unsupported("MPI_Type_create_f90_complex")
 }
@@ -1329,78 +881,6 @@ pub extern "C" fn PMPI_Type_create_f90_integer() -> c_int {
 #[no_mangle]
 pub extern "C" fn PMPI_Type_create_f90_real() -> c_int {
     crate::unsupported("MPI_Type_create_f90_real")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Type_create_hindexed_block_c() -> c_int {
-    crate::unsupported("MPI_Type_create_hindexed_block_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Type_create_hindexed_c() -> c_int {
-    crate::unsupported("MPI_Type_create_hindexed_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Type_create_hvector_c() -> c_int {
-    crate::unsupported("MPI_Type_create_hvector_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Type_create_indexed_block_c() -> c_int {
-    crate::unsupported("MPI_Type_create_indexed_block_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Type_create_keyval() -> c_int {
-    crate::unsupported("MPI_Type_create_keyval")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Type_create_struct_c() -> c_int {
-    crate::unsupported("MPI_Type_create_struct_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Type_create_subarray_c() -> c_int {
-    crate::unsupported("MPI_Type_create_subarray_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Type_delete_attr() -> c_int {
-    crate::unsupported("MPI_Type_delete_attr")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Type_free_keyval() -> c_int {
-    crate::unsupported("MPI_Type_free_keyval")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Type_get_attr() -> c_int {
-    crate::unsupported("MPI_Type_get_attr")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Type_get_contents_c() -> c_int {
-    crate::unsupported("MPI_Type_get_contents_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Type_get_envelope_c() -> c_int {
-    crate::unsupported("MPI_Type_get_envelope_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Type_indexed_c() -> c_int {
-    crate::unsupported("MPI_Type_indexed_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Type_lb() -> c_int {
-    crate::unsupported("MPI_Type_lb")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Type_set_attr() -> c_int {
-    crate::unsupported("MPI_Type_set_attr")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Type_ub() -> c_int {
-    crate::unsupported("MPI_Type_ub")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Type_vector_c() -> c_int {
-    crate::unsupported("MPI_Type_vector_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Unpack_c() -> c_int {
-    crate::unsupported("MPI_Unpack_c")
 }
 #[no_mangle]
 pub extern "C" fn PMPI_Unpack_external() -> c_int {

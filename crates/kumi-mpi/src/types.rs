@@ -2,7 +2,9 @@
 //! the address helpers.
 
 use crate::consts::*;
-use crate::state::{self, in_str, out, out_str, read, slice, slice_mut, st, TypeArg, TypeCtor};
+use crate::state::{
+    self, in_str, out, out_str, read, slice, slice_mut, st, CopyFn, DeleteFn, TypeArg, TypeCtor,
+};
 use crate::{err, R};
 use kumi::datatype::Datatype;
 use std::ffi::{c_char, c_int, c_void};
@@ -35,6 +37,7 @@ fn new_type(
             combiner,
             ints,
             aints,
+            large: vec![],
             types,
         }),
     );
@@ -70,6 +73,76 @@ fn ints(p: *const c_int, n: c_int, what: &str) -> R<Vec<i64>> {
 
 fn aints(p: *const isize, n: c_int, what: &str) -> R<Vec<i64>> {
     Ok(slice(p, n, what)?.iter().map(|&x| x as i64).collect())
+}
+
+/// `MPI_Type_create_darray(_c)`, with the global sizes as read.
+#[allow(clippy::too_many_arguments)]
+fn darray(
+    size: c_int,
+    rank: c_int,
+    ndims: c_int,
+    gsizes: &[i64],
+    distribs: *const c_int,
+    dargs: *const c_int,
+    psizes: *const c_int,
+    order: c_int,
+    oldtype: c_int,
+    newtype: *mut c_int,
+) -> R<()> {
+    use kumi::datatype::Distribution;
+    let c_order = order_of(order)?;
+    let ds = slice(distribs, ndims, "distribs")?;
+    let da = slice(dargs, ndims, "dargs")?;
+    let mut dist = Vec::with_capacity(ds.len());
+    for (d, (&k, &a)) in ds.iter().zip(da).enumerate() {
+        let arg = match a {
+            MPI_DISTRIBUTE_DFLT_DARG => None,
+            a if a > 0 => Some(a as usize),
+            a => return err(
+                MPI_ERR_ARG,
+                format!(
+                    "darg {a} of dimension {d} is neither positive nor MPI_DISTRIBUTE_DFLT_DARG"
+                ),
+            ),
+        };
+        dist.push(match k {
+            MPI_DISTRIBUTE_BLOCK => Distribution::Block(arg),
+            MPI_DISTRIBUTE_CYCLIC => Distribution::Cyclic(arg),
+            MPI_DISTRIBUTE_NONE => Distribution::None,
+            k => return err(MPI_ERR_ARG, format!("distribution {k} of dimension {d} is none of MPI_DISTRIBUTE_BLOCK, _CYCLIC, _NONE")),
+        });
+    }
+    if size <= 0 || rank < 0 {
+        return err(
+            MPI_ERR_ARG,
+            format!("size {size} and rank {rank} must be positive and non-negative"),
+        );
+    }
+    let ps = ints(psizes, ndims, "psizes")?;
+    let d = old(oldtype)?.darray(size as usize, rank as usize, gsizes, &dist, &ps, c_order)?;
+    let mut args = vec![size, rank, ndims];
+    for &g in gsizes {
+        args.push(
+            c_int::try_from(g)
+                .or_else(|_| err(MPI_ERR_COUNT, format!("global size {g} exceeds 2^31-1")))?,
+        );
+    }
+    args.extend_from_slice(ds);
+    args.extend_from_slice(da);
+    args.extend(given(psizes, ndims, "psizes")?);
+    args.push(order);
+    new_type(d, MPI_COMBINER_DARRAY, args, vec![], &[oldtype], newtype)
+}
+
+fn order_of(order: c_int) -> R<bool> {
+    match order {
+        MPI_ORDER_C => Ok(true),
+        MPI_ORDER_FORTRAN => Ok(false),
+        o => err(
+            MPI_ERR_ARG,
+            format!("order {o} is neither MPI_ORDER_C nor MPI_ORDER_FORTRAN"),
+        ),
+    }
 }
 
 fn is_builtin(h: c_int) -> bool {
@@ -163,12 +236,18 @@ mpi! {
         new_type(d, MPI_COMBINER_RESIZED, vec![], vec![lb, extent], &[oldtype], newtype)
     }
 
+    fn MPI_Type_create_darray / PMPI_Type_create_darray(size: c_int, rank: c_int, ndims: c_int, gsizes: *const c_int, distribs: *const c_int, dargs: *const c_int, psizes: *const c_int, order: c_int, oldtype: c_int, newtype: *mut c_int) {
+        darray(size, rank, ndims, &ints(gsizes, ndims, "gsizes")?, distribs, dargs, psizes, order, oldtype, newtype)
+    }
+
+    fn MPI_Type_create_darray_c / PMPI_Type_create_darray_c(size: c_int, rank: c_int, ndims: c_int, gsizes: *const i64, distribs: *const c_int, dargs: *const c_int, psizes: *const c_int, order: c_int, oldtype: c_int, newtype: *mut c_int) {
+        darray(size, rank, ndims, slice(gsizes, ndims, "gsizes")?, distribs, dargs, psizes, order, oldtype, newtype)?;
+        relarge(MPI_SUCCESS, newtype, Large::Darray);
+        Ok(())
+    }
+
     fn MPI_Type_create_subarray / PMPI_Type_create_subarray(ndims: c_int, sizes: *const c_int, subsizes: *const c_int, starts: *const c_int, order: c_int, oldtype: c_int, newtype: *mut c_int) {
-        let c_order = match order {
-            MPI_ORDER_C => true,
-            MPI_ORDER_FORTRAN => false,
-            o => return err(MPI_ERR_ARG, format!("order {o} is neither MPI_ORDER_C nor MPI_ORDER_FORTRAN")),
-        };
+        let c_order = order_of(order)?;
         let d = old(oldtype)?.subarray(&ints(sizes, ndims, "sizes")?, &ints(subsizes, ndims, "subsizes")?, &ints(starts, ndims, "starts")?, c_order)?;
         let mut args = vec![ndims];
         args.extend(given(sizes, ndims, "sizes")?);
@@ -180,7 +259,15 @@ mpi! {
 
     fn MPI_Type_dup / PMPI_Type_dup(oldtype: c_int, newtype: *mut c_int) {
         let d = old(oldtype)?;
-        new_type(d, MPI_COMBINER_DUP, vec![], vec![], &[oldtype], newtype)
+        new_type(d, MPI_COMBINER_DUP, vec![], vec![], &[oldtype], newtype)?;
+        // Attributes go to the copy through their copy callbacks.
+        let attrs: Vec<(c_int, *mut c_void)> = st()?.type_attrs.get(&oldtype).map(|a| a.iter().map(|(&k, &v)| (k, v)).collect()).unwrap_or_default();
+        let copied = crate::comm::copied_attrs(oldtype, attrs)?;
+        if !copied.is_empty() {
+            let h = read(newtype, "newtype")?;
+            st()?.type_attrs.entry(h).or_default().extend(copied);
+        }
+        Ok(())
     }
 
     fn MPI_Type_get_envelope / PMPI_Type_get_envelope(datatype: c_int, num_integers: *mut c_int, num_addresses: *mut c_int, num_datatypes: *mut c_int, combiner: *mut c_int) {
@@ -188,6 +275,9 @@ mpi! {
             (0, 0, 0, MPI_COMBINER_NAMED)
         } else {
             let c = ctor_of(datatype)?;
+            if !c.large.is_empty() {
+                return large_made();
+            }
             (c.ints.len(), c.aints.len(), c.types.len(), c.combiner)
         };
         out(num_integers, "num_integers", ni as c_int)?;
@@ -201,13 +291,121 @@ mpi! {
             return err(MPI_ERR_TYPE, "a predefined datatype has no contents (its combiner is MPI_COMBINER_NAMED)");
         }
         let c = ctor_of(datatype)?;
-        let (ni, na, nd) = (c.ints.len(), c.aints.len(), c.types.len());
-        if (max_integers as i64) < ni as i64 || (max_addresses as i64) < na as i64 || (max_datatypes as i64) < nd as i64 {
-            return err(MPI_ERR_ARG, format!("the arrays hold {max_integers}, {max_addresses} and {max_datatypes} entries; the datatype has {ni} integers, {na} addresses and {nd} datatypes (see MPI_Type_get_envelope)"));
+        if !c.large.is_empty() {
+            return large_made();
         }
-        slice_mut(array_of_integers, ni as c_int, "array_of_integers")?.copy_from_slice(&c.ints);
-        slice_mut(array_of_addresses, na as c_int, "array_of_addresses")?.copy_from_slice(&c.aints);
-        let out_types = slice_mut(array_of_datatypes, nd as c_int, "array_of_datatypes")?;
+        contents(&c, [max_integers as i64, max_addresses as i64, 0, max_datatypes as i64], array_of_integers, array_of_addresses, std::ptr::null_mut(), array_of_datatypes)
+    }
+
+    fn MPI_Type_get_envelope_c / PMPI_Type_get_envelope_c(datatype: c_int, num_integers: *mut i64, num_addresses: *mut i64, num_large_counts: *mut i64, num_datatypes: *mut i64, combiner: *mut c_int) {
+        let (ni, na, nl, nd, comb) = if is_builtin(datatype) {
+            (0, 0, 0, 0, MPI_COMBINER_NAMED)
+        } else {
+            let c = ctor_of(datatype)?;
+            (c.ints.len(), c.aints.len(), c.large.len(), c.types.len(), c.combiner)
+        };
+        out(num_integers, "num_integers", ni as i64)?;
+        out(num_addresses, "num_addresses", na as i64)?;
+        out(num_large_counts, "num_large_counts", nl as i64)?;
+        out(num_datatypes, "num_datatypes", nd as i64)?;
+        out(combiner, "combiner", comb)
+    }
+
+    fn MPI_Type_get_contents_c / PMPI_Type_get_contents_c(datatype: c_int, max_integers: i64, max_addresses: i64, max_large_counts: i64, max_datatypes: i64, array_of_integers: *mut c_int, array_of_addresses: *mut isize, array_of_large_counts: *mut i64, array_of_datatypes: *mut c_int) {
+        if is_builtin(datatype) {
+            return err(MPI_ERR_TYPE, "a predefined datatype has no contents (its combiner is MPI_COMBINER_NAMED)");
+        }
+        let c = ctor_of(datatype)?;
+        contents(&c, [max_integers, max_addresses, max_large_counts, max_datatypes], array_of_integers, array_of_addresses, array_of_large_counts, array_of_datatypes)
+    }
+}
+
+/// Which of a constructor's recorded integers are counts (see [`relarge`]).
+pub(crate) enum Large {
+    /// Every integer and address argument (vector, indexed, struct...).
+    All,
+    /// The sizes, subsizes and starts (not `ndims` or `order`).
+    Subarray,
+    /// The global sizes only.
+    Darray,
+}
+
+/// After a large-count constructor made `*newtype` through its int twin:
+/// its counts move from the integers and addresses to the large counts, as
+/// MPI-4 records a type made by a `_c` constructor. Returns `rc`.
+pub(crate) fn relarge(rc: c_int, newtype: *mut c_int, shape: Large) -> c_int {
+    if rc != MPI_SUCCESS || newtype.is_null() {
+        return rc;
+    }
+    // SAFETY: the constructor just wrote the new handle there.
+    let h = unsafe { newtype.read() };
+    let Ok(mut s) = st() else { return rc };
+    let Some(c) = s.type_ctors.get(&h).cloned() else {
+        return rc;
+    };
+    let (ints, large): (Vec<c_int>, Vec<i64>) = match shape {
+        Large::All => (
+            vec![],
+            c.ints
+                .iter()
+                .map(|&x| x as i64)
+                .chain(c.aints.iter().map(|&x| x as i64))
+                .collect(),
+        ),
+        Large::Subarray => {
+            let n = c.ints[0] as usize;
+            (
+                vec![c.ints[0], c.ints[1 + 3 * n]],
+                c.ints[1..1 + 3 * n].iter().map(|&x| x as i64).collect(),
+            )
+        }
+        Large::Darray => {
+            let n = c.ints[2] as usize;
+            let mut i = c.ints[..3].to_vec();
+            i.extend_from_slice(&c.ints[3 + n..]);
+            (i, c.ints[3..3 + n].iter().map(|&x| x as i64).collect())
+        }
+    };
+    let aints = match shape {
+        Large::All => vec![],
+        _ => c.aints.clone(),
+    };
+    s.type_ctors.insert(
+        h,
+        Rc::new(TypeCtor {
+            combiner: c.combiner,
+            ints,
+            aints,
+            large,
+            types: c.types.clone(),
+        }),
+    );
+    rc
+}
+
+/// A datatype made by a large-count constructor, asked for with the int forms.
+fn large_made() -> R<()> {
+    err(MPI_ERR_TYPE, "the datatype was made by a large-count (_c) constructor: use MPI_Type_get_envelope_c / MPI_Type_get_contents_c")
+}
+
+/// Writes what `MPI_Type_get_contents(_c)` returns, checking the room given.
+fn contents(
+    c: &TypeCtor,
+    max: [i64; 4],
+    ints_out: *mut c_int,
+    addrs_out: *mut isize,
+    large_out: *mut i64,
+    types_out: *mut c_int,
+) -> R<()> {
+    let (ni, na, nl, nd) = (c.ints.len(), c.aints.len(), c.large.len(), c.types.len());
+    if max[0] < ni as i64 || max[1] < na as i64 || max[2] < nl as i64 || max[3] < nd as i64 {
+        return err(MPI_ERR_ARG, format!("the arrays hold {}, {}, {} and {} entries; the datatype has {ni} integers, {na} addresses, {nl} large counts and {nd} datatypes (see MPI_Type_get_envelope)", max[0], max[1], max[2], max[3]));
+    }
+    slice_mut(ints_out, ni as c_int, "array_of_integers")?.copy_from_slice(&c.ints);
+    slice_mut(addrs_out, na as c_int, "array_of_addresses")?.copy_from_slice(&c.aints);
+    slice_mut(large_out, nl as c_int, "array_of_large_counts")?.copy_from_slice(&c.large);
+    {
+        let out_types = slice_mut(types_out, nd as c_int, "array_of_datatypes")?;
         let mut s = st()?;
         for (o, t) in out_types.iter_mut().zip(&c.types) {
             *o = match t {
@@ -225,7 +423,9 @@ mpi! {
         }
         Ok(())
     }
+}
 
+mpi! {
     fn MPI_Type_commit / PMPI_Type_commit(datatype: *mut c_int) {
         let h = read(datatype, "datatype")?;
         old(h)?;
@@ -237,12 +437,76 @@ mpi! {
         if is_builtin(h) {
             return err(MPI_ERR_TYPE, "a predefined datatype cannot be freed");
         }
+        let attrs = {
+            let mut s = st()?;
+            if !s.types.contains_key(&h) {
+                return err(MPI_ERR_TYPE, format!("{h:#x} is not a datatype the program created"));
+            }
+            s.type_attrs.remove(&h).unwrap_or_default()
+        };
+        // The delete callbacks first (they may look at the type).
+        for (k, v) in attrs {
+            crate::comm::call_delete(h, k, v)?;
+        }
         let mut s = st()?;
         s.type_ctors.remove(&h);
-        if s.types.remove(&h).is_none() {
-            return err(MPI_ERR_TYPE, format!("{h:#x} is not a datatype the program created"));
-        }
+        s.types.remove(&h);
+        drop(s);
         out(datatype, "datatype", MPI_DATATYPE_NULL)
+    }
+
+    fn MPI_Type_create_keyval / PMPI_Type_create_keyval(copy_fn: Option<CopyFn>, delete_fn: Option<DeleteFn>, keyval: *mut c_int, extra_state: *mut c_void) {
+        crate::comm::create_keyval(copy_fn, delete_fn, keyval, extra_state)
+    }
+
+    fn MPI_Type_free_keyval / PMPI_Type_free_keyval(keyval: *mut c_int) {
+        crate::comm::free_keyval(keyval)
+    }
+
+    fn MPI_Type_set_attr / PMPI_Type_set_attr(datatype: c_int, keyval: c_int, attribute_val: *mut c_void) {
+        let old = {
+            let mut s = st()?;
+            s.dtype(datatype)?;
+            if !s.keyvals.contains_key(&keyval) {
+                return err(MPI_ERR_KEYVAL, format!("{keyval:#x} is not a keyval the program created"));
+            }
+            s.type_attrs.entry(datatype).or_default().remove(&keyval)
+        };
+        if let Some(o) = old {
+            crate::comm::call_delete(datatype, keyval, o)?;
+        }
+        st()?.type_attrs.entry(datatype).or_default().insert(keyval, attribute_val);
+        Ok(())
+    }
+
+    fn MPI_Type_get_attr / PMPI_Type_get_attr(datatype: c_int, keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) {
+        let v = {
+            let s = st()?;
+            s.dtype(datatype)?;
+            if !s.keyvals.contains_key(&keyval) {
+                return err(MPI_ERR_KEYVAL, format!("{keyval:#x} is not a keyval"));
+            }
+            s.type_attrs.get(&datatype).and_then(|a| a.get(&keyval)).copied()
+        };
+        match v {
+            Some(v) => {
+                out(attribute_val as *mut *mut c_void, "attribute_val", v)?;
+                out(flag, "flag", 1)
+            }
+            None => out(flag, "flag", 0),
+        }
+    }
+
+    fn MPI_Type_delete_attr / PMPI_Type_delete_attr(datatype: c_int, keyval: c_int) {
+        let old = {
+            let mut s = st()?;
+            s.dtype(datatype)?;
+            s.type_attrs.get_mut(&datatype).and_then(|a| a.remove(&keyval))
+        };
+        match old {
+            Some(o) => crate::comm::call_delete(datatype, keyval, o),
+            None => err(MPI_ERR_KEYVAL, format!("no attribute with keyval {keyval:#x} on this datatype")),
+        }
     }
 
     fn MPI_Type_size / PMPI_Type_size(datatype: c_int, size: *mut c_int) {
@@ -285,6 +549,16 @@ mpi! {
         let d = old(datatype)?;
         out(lb, "lb", d.lb())?;
         out(extent, "extent", d.extent())
+    }
+
+    // The MPI-1 names (deprecated, removed in MPI-3), which old binaries call.
+    fn MPI_Type_lb / PMPI_Type_lb(datatype: c_int, displacement: *mut isize) {
+        out(displacement, "displacement", old(datatype)?.lb())
+    }
+
+    fn MPI_Type_ub / PMPI_Type_ub(datatype: c_int, displacement: *mut isize) {
+        let d = old(datatype)?;
+        out(displacement, "displacement", d.lb() + d.extent())
     }
 
     fn MPI_Type_get_extent_x / PMPI_Type_get_extent_x(datatype: c_int, lb: *mut i64, extent: *mut i64) {

@@ -33,6 +33,7 @@ const PROGRAMS: &[&str] = &[
     "pcoll",
     "tools",
     "io",
+    "extras",
     "errors",
     "cart",
     "info",
@@ -219,6 +220,11 @@ fn persistent_collectives() {
 #[test]
 fn nonblocking_reduce_and_data_movement() {
     suite("nbmove", &[1, 2, 3, 4, 5, 8], &[1, 3]);
+}
+
+#[test]
+fn graph_topology_darray_type_attributes_and_large_count_forms() {
+    suite("extras", &[1, 2, 3, 4, 6, 8], &[1, 3]);
 }
 
 #[test]
@@ -488,6 +494,7 @@ fn c_programs_across_two_namespace_hosts() {
         "comm",
         "datatype",
         "io",
+        "extras",
     ] {
         let prog = kumi_built().join(name);
         let o = c.kumi_run(

@@ -27,6 +27,19 @@ pub struct Basic {
     pub tag: u32,
 }
 
+/// How one dimension of an array is distributed over the processes of its
+/// grid dimension ([`Datatype::darray`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Distribution {
+    /// Contiguous blocks, one per process, of the given size (`None`: the
+    /// size divided evenly, rounded up).
+    Block(Option<usize>),
+    /// Blocks of the given size (`None`: 1) dealt out round-robin.
+    Cyclic(Option<usize>),
+    /// Not distributed (the grid dimension must be 1).
+    None,
+}
+
 /// A datatype: the typemap of one element plus bounds. Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct Datatype {
@@ -347,6 +360,152 @@ impl Datatype {
         ))
     }
 
+    /// This process's part of an n-dimensional array of `self` distributed
+    /// over a grid of processes (MPI's `MPI_Type_create_darray`): process
+    /// `rank` of `size`, grid `psizes` (row-major), each dimension of `gsizes`
+    /// distributed as `distribs` says; `c_order` for a row-major array. The
+    /// elements come in the array's order; the extent is the whole array.
+    pub fn darray(
+        &self,
+        size: usize,
+        rank: usize,
+        gsizes: &[i64],
+        distribs: &[Distribution],
+        psizes: &[i64],
+        c_order: bool,
+    ) -> Result<Datatype> {
+        let n = gsizes.len();
+        let bad = |arg: &'static str, value: i64, allowed: String| Error::InvalidArgument {
+            arg,
+            value,
+            allowed,
+        };
+        if n == 0 || distribs.len() != n || psizes.len() != n {
+            return Err(bad(
+                "ndims",
+                n as i64,
+                "at least one dimension, the same number in gsizes, distribs and psizes".into(),
+            ));
+        }
+        if psizes.iter().any(|&p| p <= 0) || gsizes.iter().any(|&g| g <= 0) {
+            return Err(bad("psizes", 0, "positive process and array sizes".into()));
+        }
+        let procs: i64 = psizes.iter().product();
+        if procs != size as i64 || rank >= size {
+            return Err(bad(
+                "psizes",
+                procs,
+                format!("a grid of exactly size = {size} processes holding rank {rank}"),
+            ));
+        }
+        // The grid is row-major whatever the array's order.
+        let mut coords = vec![0i64; n];
+        let mut r = rank as i64;
+        for d in (0..n).rev() {
+            coords[d] = r % psizes[d];
+            r /= psizes[d];
+        }
+        // The indices each dimension owns, as runs (start, length).
+        let mut owned: Vec<Vec<(i64, i64)>> = Vec::with_capacity(n);
+        for d in 0..n {
+            let (g, p, c) = (gsizes[d], psizes[d], coords[d]);
+            let runs = match distribs[d] {
+                Distribution::None => {
+                    if p != 1 {
+                        return Err(bad(
+                            "psizes",
+                            p,
+                            format!("1 in dimension {d}, which is not distributed"),
+                        ));
+                    }
+                    vec![(0, g)]
+                }
+                Distribution::Block(darg) => {
+                    let b = darg.map_or((g + p - 1) / p, |b| b as i64);
+                    if b <= 0 || b * p < g {
+                        return Err(bad(
+                            "darg",
+                            b,
+                            format!(
+                                "a block size of at least {} in dimension {d} ({g} over {p})",
+                                (g + p - 1) / p
+                            ),
+                        ));
+                    }
+                    let lo = (c * b).min(g);
+                    vec![(lo, (lo + b).min(g) - lo)]
+                }
+                Distribution::Cyclic(darg) => {
+                    let b = darg.map_or(1, |b| b as i64);
+                    if b <= 0 {
+                        return Err(bad(
+                            "darg",
+                            b,
+                            format!("a positive block size in dimension {d}"),
+                        ));
+                    }
+                    let mut v = Vec::new();
+                    let mut lo = c * b;
+                    while lo < g {
+                        v.push((lo, b.min(g - lo)));
+                        lo += b * p;
+                    }
+                    v
+                }
+            };
+            owned.push(runs.into_iter().filter(|&(_, l)| l > 0).collect());
+        }
+        // Dimensions from the fastest-varying outwards, and their strides.
+        let order: Vec<usize> = if c_order {
+            (0..n).rev().collect()
+        } else {
+            (0..n).collect()
+        };
+        let ext = self.extent() as i64;
+        let mut stride = vec![0i64; n];
+        let mut s = ext;
+        for &d in &order {
+            stride[d] = s;
+            s = s.checked_mul(gsizes[d]).ok_or_else(overflow)?;
+        }
+        let total = s;
+        // Every combination of the slower dimensions' indices, in order, then
+        // the fastest dimension's runs.
+        let (fast, slow) = (order[0], &order[1..]);
+        let mut blocks: Vec<i64> = Vec::new();
+        let mut displs: Vec<i64> = Vec::new();
+        fn walk(
+            slow: &[usize],
+            owned: &[Vec<(i64, i64)>],
+            stride: &[i64],
+            base: i64,
+            out: &mut dyn FnMut(i64),
+        ) {
+            let Some((&d, rest)) = slow.split_last() else {
+                out(base);
+                return;
+            };
+            for &(lo, len) in &owned[d] {
+                for i in lo..lo + len {
+                    walk(rest, owned, stride, base + i * stride[d], out);
+                }
+            }
+        }
+        walk(slow, &owned, &stride, 0, &mut |base| {
+            for &(lo, len) in &owned[fast] {
+                blocks.push(len);
+                displs.push(base + lo * stride[fast]);
+            }
+        });
+        let t = self.hindexed(&blocks, &displs)?;
+        Ok(Self::from_runs(
+            t.runs().to_vec(),
+            Some((0, total as isize)),
+            t.elements(),
+            self.inner.basic,
+        ))
+    }
+
     /// Bytes that `count` elements pack into.
     pub fn packed_size(&self, count: usize) -> usize {
         self.size() * count
@@ -478,6 +637,33 @@ mod tests {
         assert_eq!(s.runs(), &[(24, 12), (44, 12)]);
         assert_eq!(s.extent(), 80);
         assert_eq!(s.elements_in(24), Some(6));
+    }
+
+    #[test]
+    fn darray_block_and_cyclic() {
+        // 4x6 ints over a 2x2 grid, rows in blocks, columns cyclic by 2, C order.
+        let t = int()
+            .darray(
+                4,
+                1,
+                &[4, 6],
+                &[Distribution::Block(None), Distribution::Cyclic(Some(2))],
+                &[2, 2],
+                true,
+            )
+            .unwrap();
+        // Rank 1 = coords (0, 1): rows 0-1, columns 2-3.
+        assert_eq!(t.runs(), &[(8, 8), (32, 8)]);
+        assert_eq!(t.extent(), 96);
+        // Fortran order, one dimension cyclic by 1 over 3: every third.
+        let f = int()
+            .darray(3, 2, &[7], &[Distribution::Cyclic(None)], &[3], false)
+            .unwrap();
+        assert_eq!(f.runs(), &[(8, 4), (20, 4)]);
+        // A block too small for the grid is refused.
+        assert!(int()
+            .darray(2, 0, &[10], &[Distribution::Block(Some(4))], &[2], true)
+            .is_err());
     }
 
     #[test]

@@ -56,6 +56,49 @@ members = sub.allgather(rank)
 assert members == sorted(members, reverse=True), members
 sub.Free()
 
+# Derived datatypes (mpi4py makes them with the large-count constructors):
+# every other double of a buffer, a struct, a subarray.
+vec = MPI.DOUBLE.Create_vector(4, 1, 2).Commit()
+src = np.arange(8, dtype=np.float64) * (rank + 1)
+dst = np.zeros(8)
+comm.Sendrecv([src, 1, vec], dest=right, recvbuf=[dst, 1, vec], source=left)
+assert np.array_equal(dst[::2], np.arange(0, 8, 2) * (left + 1)) and not dst[1::2].any(), dst
+vec.Free()
+rec = np.dtype([("x", np.float64), ("n", np.int32)], align=True)
+st = MPI.Datatype.Create_struct([1, 1], [0, 8], [MPI.DOUBLE, MPI.INT]).Create_resized(0, rec.itemsize).Commit()
+arr = np.zeros(3, dtype=rec)
+if rank == 0:
+    arr["x"], arr["n"] = [1.5, 2.5, 3.5], [7, 8, 9]
+comm.Bcast([arr, 3, st], root=0)
+assert list(arr["n"]) == [7, 8, 9] and arr["x"][2] == 3.5, arr
+st.Free()
+sub_t = MPI.INT.Create_subarray([4, 4], [2, 2], [1, 1]).Commit()
+grid = np.arange(16, dtype=np.int32)
+packed = bytearray(sub_t.Pack_size(1, comm))
+pos = sub_t.Pack(grid, packed, 0, comm)
+assert pos == 16 and list(np.frombuffer(bytes(packed), dtype=np.int32)) == [5, 6, 9, 10]
+sub_t.Free()
+
+# A user-defined (non-commutative) operation: 2x2 matrix products in rank order.
+def matmul(a, b, t):
+    x = np.frombuffer(a, dtype=np.int64).reshape(2, 2)
+    y = np.frombuffer(b, dtype=np.int64).reshape(2, 2)
+    np.frombuffer(b, dtype=np.int64)[:] = (x @ y).ravel()
+op = MPI.Op.Create(matmul, commute=False)
+m = np.array([[1, rank], [0, 1]], dtype=np.int64)
+out = np.zeros_like(m)
+comm.Allreduce(m, out, op=op)
+assert np.array_equal(out, [[1, size * (size - 1) // 2], [0, 1]]), out
+op.Free()
+
+# A graph topology (a ring) and a neighbourhood collective on it.
+index = [2 * (i + 1) for i in range(size)]
+edges = [e for i in range(size) for e in ((i - 1) % size, (i + 1) % size)]
+g = comm.Create_graph(index, edges)
+assert g.Get_topology() == MPI.GRAPH and g.Get_neighbors(rank) == [left, right]
+assert g.neighbor_allgather(rank) == [left, right]
+g.Free()
+
 comm.Barrier()
 if rank == 0:
     print("PASS mpi4py", flush=True)

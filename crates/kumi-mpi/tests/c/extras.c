@@ -1,0 +1,255 @@
+/* Concern: the MPI-1 graph topology, distributed-array datatypes, datatype
+ * attributes, the MPI-1 MPI_Type_lb/ub, Fortran statuses, and the
+ * large-count (_c) forms of the constructors, pack, user operations,
+ * MPI_Alltoallw, the neighbourhood collectives and the persistent
+ * collectives. */
+#include "kt.h"
+
+static int copies, deletes;
+
+static int copy_attr(MPI_Datatype t, int k, void *extra, void *in, void *out, int *flag) {
+    (void)t, (void)k, (void)extra;
+    copies++;
+    *(void **)out = (char *)in + 1;
+    *flag = 1;
+    return MPI_SUCCESS;
+}
+
+static int delete_attr(MPI_Datatype t, int k, void *v, void *extra) {
+    (void)t, (void)k, (void)v, (void)extra;
+    deletes++;
+    return MPI_SUCCESS;
+}
+
+/* 2x2 integer matrices, row-major, multiplied in order: not commutative. */
+static void matmul_c(void *in, void *inout, MPI_Count *len, MPI_Datatype *t) {
+    (void)t;
+    long *a = in, *b = inout;
+    for (MPI_Count k = 0; k < *len; k += 4, a += 4, b += 4) {
+        long r[4] = {a[0] * b[0] + a[1] * b[2], a[0] * b[1] + a[1] * b[3],
+                     a[2] * b[0] + a[3] * b[2], a[2] * b[1] + a[3] * b[3]};
+        memcpy(b, r, sizeof r);
+    }
+}
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    int r = kt_rank(), n = kt_size();
+    int left = (r + n - 1) % n, right = (r + 1) % n;
+
+    /* ---- MPI-1 graph: a ring over the first max(n-1, 1) ranks. ---- */
+    int nodes = n > 1 ? n - 1 : 1;
+    int *index = malloc(sizeof(int) * nodes), *edges = malloc(sizeof(int) * 2 * nodes);
+    CHECK(index && edges);
+    for (int i = 0; i < nodes; i++) {
+        index[i] = 2 * (i + 1);
+        edges[2 * i] = (i + nodes - 1) % nodes;
+        edges[2 * i + 1] = (i + 1) % nodes;
+    }
+    MPI_Comm g;
+    OK(MPI_Graph_create(MPI_COMM_WORLD, nodes, index, edges, 0, &g));
+    int newrank;
+    OK(MPI_Graph_map(MPI_COMM_WORLD, nodes, index, edges, &newrank));
+    if (r >= nodes) {
+        CHECK(g == MPI_COMM_NULL && newrank == MPI_UNDEFINED);
+    } else {
+        CHECK(newrank == r);
+        int topo, nn, ne, cnt, nb[2], gi[64], ge[128];
+        OK(MPI_Topo_test(g, &topo));
+        CHECK(topo == MPI_GRAPH);
+        OK(MPI_Graphdims_get(g, &nn, &ne));
+        CHECK(nn == nodes && ne == 2 * nodes);
+        OK(MPI_Graph_get(g, 64, 128, gi, ge));
+        for (int i = 0; i < nodes; i++) CHECK(gi[i] == index[i] && ge[2 * i + 1] == edges[2 * i + 1]);
+        OK(MPI_Graph_neighbors_count(g, r, &cnt));
+        CHECK(cnt == 2);
+        OK(MPI_Graph_neighbors(g, r, 2, nb));
+        CHECK(nb[0] == (r + nodes - 1) % nodes && nb[1] == (r + 1) % nodes);
+        int rc;
+        MPI_Comm_set_errhandler(g, MPI_ERRORS_RETURN);
+        rc = MPI_Graph_neighbors_count(g, nodes, &cnt);
+        CHECK(rc != MPI_SUCCESS);
+        /* A neighbourhood collective on it, in its large-count form. */
+        int got[2] = {-1, -1};
+        OK(MPI_Neighbor_allgather_c(&r, 1, MPI_INT, got, 1, MPI_INT, g));
+        CHECK(got[0] == nb[0] && got[1] == nb[1]);
+        MPI_Count rc2[2] = {1, 1};
+        MPI_Aint dsp[2] = {1, 0};
+        OK(MPI_Neighbor_allgatherv_c(&r, 1, MPI_INT, got, rc2, dsp, MPI_INT, g));
+        CHECK(got[1] == nb[0] && got[0] == nb[1]);
+        OK(MPI_Comm_free(&g));
+    }
+    free(index);
+    free(edges);
+
+    /* ---- darray: a 5x7 array over a 2-D grid (rows block, columns
+     * cyclic by 2); every element belongs to exactly one rank. ---- */
+    int dims[2] = {0, 0};
+    OK(MPI_Dims_create(n, 2, dims));
+    int gs[2] = {5, 7}, dist[2] = {MPI_DISTRIBUTE_BLOCK, MPI_DISTRIBUTE_CYCLIC};
+    int darg[2] = {MPI_DISTRIBUTE_DFLT_DARG, 2};
+    int owner[35];
+    for (int i = 0; i < 35; i++) owner[i] = -1;
+    for (int q = 0; q < n; q++) {
+        MPI_Datatype da;
+        OK(MPI_Type_create_darray(n, q, 2, gs, dist, darg, dims, MPI_ORDER_C, MPI_INT, &da));
+        OK(MPI_Type_commit(&da));
+        MPI_Aint lb, ext;
+        OK(MPI_Type_get_extent(da, &lb, &ext));
+        CHECK(lb == 0 && ext == 35 * 4);
+        int all[35], sz;
+        for (int i = 0; i < 35; i++) all[i] = i;
+        OK(MPI_Type_size(da, &sz));
+        int mine[35], pos = 0;
+        OK(MPI_Pack(all, 1, da, mine, sizeof mine, &pos, MPI_COMM_SELF));
+        int b = (5 + dims[0] - 1) / dims[0], c0 = q / dims[1], c1 = q % dims[1];
+        for (int i = 0; i < sz / 4; i++) {
+            int e = mine[i], row = e / 7, col = e % 7;
+            CHECK(owner[e] == -1); /* nobody else has it */
+            owner[e] = q;
+            CHECK(row >= c0 * b && row < (c0 + 1) * b && (col / 2) % dims[1] == c1);
+            CHECK(i == 0 || mine[i - 1] < e); /* in the array's order */
+        }
+        int ni, na, nd, comb;
+        OK(MPI_Type_get_envelope(da, &ni, &na, &nd, &comb));
+        CHECK(comb == MPI_COMBINER_DARRAY && ni == 4 + 4 * 2 && nd == 1);
+        OK(MPI_Type_free(&da));
+    }
+    for (int i = 0; i < 35; i++) CHECK(owner[i] >= 0);
+
+    /* ---- datatype attributes: set, get, copied by MPI_Type_dup through the
+     * copy callback, deleted on free. ---- */
+    int kv, flag;
+    void *v;
+    MPI_Datatype t, t2;
+    OK(MPI_Type_contiguous(2, MPI_INT, &t));
+    OK(MPI_Type_create_keyval(copy_attr, delete_attr, &kv, NULL));
+    static char base[4];
+    OK(MPI_Type_set_attr(t, kv, base));
+    OK(MPI_Type_get_attr(t, kv, &v, &flag));
+    CHECK(flag && v == base);
+    OK(MPI_Type_dup(t, &t2));
+    CHECK(copies == 1);
+    OK(MPI_Type_get_attr(t2, kv, &v, &flag));
+    CHECK(flag && v == base + 1);
+    OK(MPI_Type_delete_attr(t, kv));
+    CHECK(deletes == 1);
+    OK(MPI_Type_get_attr(t, kv, &v, &flag));
+    CHECK(!flag);
+    OK(MPI_Type_free(&t2));
+    CHECK(deletes == 2);
+    OK(MPI_Type_free(&t));
+    OK(MPI_Type_free_keyval(&kv));
+    CHECK(kv == MPI_KEYVAL_INVALID);
+
+    /* ---- MPI-1 bounds, Fortran statuses. ---- */
+    MPI_Datatype rz;
+    OK(MPI_Type_create_resized(MPI_INT, -4, 16, &rz));
+    MPI_Aint lo, hi;
+    OK(MPI_Type_lb(rz, &lo));
+    OK(MPI_Type_ub(rz, &hi));
+    CHECK(lo == -4 && hi == 12);
+    OK(MPI_Type_free(&rz));
+    MPI_Status cs, back;
+    MPI_Fint fs[MPI_F_STATUS_SIZE];
+    int x = r, y = -1;
+    OK(MPI_Sendrecv(&x, 1, MPI_INT, right, 3, &y, 1, MPI_INT, left, 3, MPI_COMM_WORLD, &cs));
+    OK(MPI_Status_c2f(&cs, fs));
+    OK(MPI_Status_f2c(fs, &back));
+    int cnt;
+    OK(MPI_Get_count(&back, MPI_INT, &cnt));
+    CHECK(back.MPI_SOURCE == left && back.MPI_TAG == 3 && cnt == 1 && y == left);
+
+    /* ---- large-count constructors and their envelopes. ---- */
+    MPI_Datatype vc, ic, sc, sa;
+    OK(MPI_Type_vector_c(3, 1, 2, MPI_INT, &vc));
+    MPI_Count bl[2] = {1, 2}, dp[2] = {0, 3};
+    OK(MPI_Type_indexed_c(2, bl, dp, MPI_INT, &ic));
+    MPI_Count sbl[2] = {1, 1}, sdp[2] = {0, 8};
+    MPI_Datatype sty[2] = {MPI_DOUBLE, MPI_INT};
+    OK(MPI_Type_create_struct_c(2, sbl, sdp, sty, &sc));
+    MPI_Count sz[2] = {4, 4}, ssz[2] = {2, 2}, st0[2] = {1, 1};
+    OK(MPI_Type_create_subarray_c(2, sz, ssz, st0, MPI_ORDER_C, MPI_INT, &sa));
+    OK(MPI_Type_commit(&sa));
+    int s1, s2, s3, s4;
+    MPI_Type_size(vc, &s1), MPI_Type_size(ic, &s2), MPI_Type_size(sc, &s3), MPI_Type_size(sa, &s4);
+    CHECK(s1 == 12 && s2 == 12 && s3 == 12 && s4 == 16);
+    MPI_Count ni, na, nl, nd;
+    int comb;
+    /* MPI-4: a type made by a _c constructor keeps its counts as large counts. */
+    OK(MPI_Type_get_envelope_c(ic, &ni, &na, &nl, &nd, &comb));
+    CHECK(comb == MPI_COMBINER_INDEXED && ni == 0 && na == 0 && nl == 5 && nd == 1);
+    int ints[1];
+    MPI_Aint adds[1];
+    MPI_Count lcs[5];
+    MPI_Datatype tys[1];
+    OK(MPI_Type_get_contents_c(ic, 0, 0, 5, 1, ints, adds, lcs, tys));
+    CHECK(lcs[0] == 2 && lcs[2] == 2 && lcs[4] == 3 && tys[0] == MPI_INT);
+    OK(MPI_Type_get_envelope_c(sa, &ni, &na, &nl, &nd, &comb));
+    CHECK(comb == MPI_COMBINER_SUBARRAY && ni == 2 && nl == 6);
+    /* Pack and unpack with MPI_Count positions. */
+    int grid[16], round[16];
+    for (int i = 0; i < 16; i++) grid[i] = i, round[i] = -1;
+    char pk[64];
+    MPI_Count pos = 0;
+    OK(MPI_Pack_c(grid, 1, sa, pk, sizeof pk, &pos, MPI_COMM_WORLD));
+    CHECK(pos == 16);
+    pos = 0;
+    OK(MPI_Unpack_c(pk, sizeof pk, &pos, round, 1, sa, MPI_COMM_WORLD));
+    CHECK(pos == 16 && round[5] == 5 && round[10] == 10 && round[0] == -1);
+    MPI_Type_free(&vc), MPI_Type_free(&ic), MPI_Type_free(&sc), MPI_Type_free(&sa);
+
+    /* ---- a large-count user operation, not commutative: rank order. ---- */
+    MPI_Op op;
+    OK(MPI_Op_create_c(matmul_c, 0, &op));
+    long m[4] = {1, r, 0, 1}, prod[4];
+    OK(MPI_Allreduce(m, prod, 4, MPI_LONG, op, MPI_COMM_WORLD));
+    CHECK(prod[0] == 1 && prod[1] == (long)n * (n - 1) / 2 && prod[2] == 0 && prod[3] == 1);
+    long io[4] = {1, 5, 0, 1};
+    OK(MPI_Reduce_local_c(m, io, 4, MPI_LONG, op));
+    CHECK(io[1] == 5 + r);
+    OK(MPI_Op_free(&op));
+
+    /* ---- large-count all-to-all with types per peer. ---- */
+    int *sb = malloc(sizeof(int) * n), *rb = malloc(sizeof(int) * n);
+    MPI_Count *cts = malloc(sizeof(MPI_Count) * n);
+    MPI_Aint *dsp = malloc(sizeof(MPI_Aint) * n);
+    MPI_Datatype *tps = malloc(sizeof(MPI_Datatype) * n);
+    CHECK(sb && rb && cts && dsp && tps);
+    for (int i = 0; i < n; i++) sb[i] = r * 100 + i, rb[i] = -1, cts[i] = 1, dsp[i] = 4 * i, tps[i] = MPI_INT;
+    OK(MPI_Alltoallw_c(sb, cts, dsp, tps, rb, cts, dsp, tps, MPI_COMM_WORLD));
+    for (int i = 0; i < n; i++) CHECK(rb[i] == i * 100 + r);
+
+    /* ---- persistent large-count collectives, started twice. ---- */
+    int bc = r == 0 ? 42 : -1;
+    MPI_Request pr[2];
+    OK(MPI_Bcast_init_c(&bc, 1, MPI_INT, 0, MPI_COMM_WORLD, MPI_INFO_NULL, &pr[0]));
+    MPI_Aint gd[64];
+    MPI_Count gc[64];
+    CHECK(n <= 64);
+    for (int i = 0; i < n; i++) gc[i] = 1, gd[i] = n - 1 - i;
+    int gx = r, *gall = malloc(sizeof(int) * n);
+    OK(MPI_Allgatherv_init_c(&gx, 1, MPI_INT, gall, gc, gd, MPI_INT, MPI_COMM_WORLD, MPI_INFO_NULL, &pr[1]));
+    for (int round2 = 0; round2 < 2; round2++) {
+        for (int i = 0; i < n; i++) gall[i] = -1;
+        OK(MPI_Startall(2, pr));
+        OK(MPI_Waitall(2, pr, MPI_STATUSES_IGNORE));
+        CHECK(bc == 42);
+        for (int i = 0; i < n; i++) CHECK(gall[n - 1 - i] == i);
+    }
+    OK(MPI_Request_free(&pr[0]));
+    OK(MPI_Request_free(&pr[1]));
+    free(sb), free(rb), free(cts), free(dsp), free(tps), free(gall);
+
+    /* ---- buffered sends: the detached size as an MPI_Count. ---- */
+    static char bbuf[4096];
+    OK(MPI_Buffer_attach(bbuf, sizeof bbuf));
+    void *bp;
+    MPI_Count bsz;
+    OK(MPI_Buffer_detach_c(&bp, &bsz));
+    CHECK(bp == bbuf && bsz == (MPI_Count)sizeof bbuf);
+
+    kt_pass("extras");
+    MPI_Finalize();
+    return 0;
+}
