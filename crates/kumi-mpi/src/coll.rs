@@ -38,7 +38,7 @@ fn in_place(p: *const c_void) -> bool {
 
 fn lookup(comm: c_int, dt: c_int) -> R<(Comm, Datatype)> {
     let mut s = st()?;
-    let c = s.comm(comm)?;
+    let c = s.intra(comm)?;
     Ok((c, s.dtype(dt)?))
 }
 
@@ -431,7 +431,7 @@ fn alltoallw(
     recvtypes: *const c_int,
     comm: c_int,
 ) -> R<NbBytes> {
-    let c = st()?.comm(comm)?;
+    let c = st()?.intra(comm)?;
     let p = c.size();
     let byte_displs = |d: *const c_int, what: &str| -> R<Vec<isize>> {
         Ok(slice(d, p as c_int, what)?
@@ -727,7 +727,7 @@ fn persistent_coll(
     need_request(request)?;
     {
         let mut s = st()?;
-        s.comm(comm)?;
+        s.intra(comm)?;
         crate::comm::check_info(&mut s, info)?;
     }
     let start = std::rc::Rc::new(move || -> R<Box<dyn CollPending>> {
@@ -925,7 +925,7 @@ fn reduction_any(
         } else {
             Some(s.dtype(dt)?)
         };
-        (s.comm_ref(comm)?.clone(), d)
+        (s.intra_ref(comm)?.clone(), d)
     };
     if op == MPI_OP_NULL {
         return err(MPI_ERR_OP, "the operation is MPI_OP_NULL");
@@ -997,8 +997,119 @@ fn is_predefined(dt: c_int) -> bool {
 
 // ----- data movement ----------------------------------------------------------------
 
+/// `MPI_Barrier` on an intercommunicator (or the lookup's error `e`).
+#[cold]
+#[inline(never)]
+fn inter_barrier(comm: c_int, e: crate::MpiErr) -> R<()> {
+    let ic = st()?.inter(comm).ok().flatten();
+    match ic {
+        Some(ic) => Ok(ic.barrier()?),
+        None => Err(e),
+    }
+}
+
+/// `MPI_Allreduce` on an intercommunicator (or the lookup's error `e`): each
+/// group gets the reduction of the other group's contributions, reduced in
+/// the other group first, the leaders exchanging the results. Predefined
+/// (contiguous) datatypes only.
+#[cold]
+#[inline(never)]
+fn inter_allreduce(
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    n: c_int,
+    dt: c_int,
+    op: c_int,
+    comm: c_int,
+    e: crate::MpiErr,
+) -> R<()> {
+    let (ic, local) = {
+        let mut s = st()?;
+        match s.comm_entry(comm) {
+            Ok(x) if x.inter.is_some() => (x.inter.clone().expect("checked"), x.inter_local),
+            _ => return Err(e),
+        }
+    };
+    if in_place(sendbuf) {
+        return err(
+            MPI_ERR_ARG,
+            "MPI_IN_PLACE is not allowed on an intercommunicator",
+        );
+    }
+    let d = st()?.dtype(dt)?;
+    if !d.is_contiguous() {
+        return err(MPI_ERR_TYPE, "MPI_Allreduce on an intercommunicator with a non-contiguous datatype is not supported by kumi yet");
+    }
+    let len = d.packed_size(count(n)?);
+    let mut mine = vec![0u8; len];
+    // SAFETY: the program's arguments, with a buffer of the right size for
+    // the result of this group's own reduction.
+    let rc = unsafe { PMPI_Allreduce(sendbuf, mine.as_mut_ptr() as *mut c_void, n, dt, op, local) };
+    if rc != MPI_SUCCESS {
+        return err(rc, "the reduction within the local group failed");
+    }
+    let mut theirs = vec![0u8; len];
+    if ic.local().rank() == 0 {
+        ic.leaders_exchange(&mine, &mut theirs)?;
+    }
+    ic.local().bcast(&mut theirs, 0)?;
+    if len > 0 {
+        // SAFETY: the program passes room for `n` elements of `dt` (contiguous) at `recvbuf`.
+        unsafe { std::ptr::copy_nonoverlapping(theirs.as_ptr(), recvbuf as *mut u8, len) };
+    }
+    Ok(())
+}
+
+/// `MPI_Bcast` on an intercommunicator: `MPI_ROOT` at the root, `MPI_PROC_NULL`
+/// at the other ranks of its group, the root's rank in the other group.
+fn inter_bcast(
+    ic: &kumi::inter::InterComm,
+    buf: *mut c_void,
+    n: c_int,
+    dt: c_int,
+    root: c_int,
+) -> R<()> {
+    use kumi::inter::Root;
+    let who = match root {
+        MPI_ROOT => Root::Me,
+        MPI_PROC_NULL => Root::None,
+        r if r >= 0 => Root::Remote(r as usize),
+        r => {
+            return err(
+                MPI_ERR_ROOT,
+                format!(
+                    "root {r} is neither MPI_ROOT, MPI_PROC_NULL nor a rank of the other group"
+                ),
+            )
+        }
+    };
+    if who == Root::None {
+        return Ok(());
+    }
+    let d = st()?.dtype(dt)?;
+    let n = count(n)?;
+    let mut bytes = match who {
+        Root::Me => pack(buf, n, &d),
+        _ => vec![0u8; d.packed_size(n)],
+    };
+    ic.bcast(&mut bytes, who)?;
+    if who != Root::Me {
+        unpack(&bytes, buf, n, &d);
+    }
+    Ok(())
+}
+
 fn bcast(buf: *mut c_void, n: c_int, dt: c_int, root: c_int, comm: c_int) -> R<()> {
-    let (c, d) = lookup(comm, dt)?;
+    let (c, d) = match lookup(comm, dt) {
+        Ok(x) => x,
+        Err(e) => {
+            let ic = st()?.inter(comm).ok().flatten();
+            return match ic {
+                Some(ic) => inter_bcast(&ic, buf, n, dt, root),
+                None => Err(e),
+            };
+        }
+    };
     let root = check_root(&c, root)?;
     let n = count(n)?;
     // A predefined type: the user's buffer itself, no packed copy (the
@@ -1096,15 +1207,30 @@ mpi_coll_pair! {
 
 mpi! {
     fn MPI_Barrier / PMPI_Barrier(comm: c_int) {
-        let c = st()?.comm(comm)?;
+        let c = {
+            let s = st()?;
+            match s.intra_ref(comm) {
+                Ok(c) => c.clone(),
+                Err(e) => {
+                    drop(s);
+                    return inter_barrier(comm, e);
+                }
+            }
+        };
         c.barrier()?;
         Ok(())
     }
 
     fn MPI_Ibarrier / PMPI_Ibarrier(comm: c_int, request: *mut c_int) {
-        let c = st()?.comm(comm)?;
+        let (c, ic) = {
+            let mut s = st()?;
+            (s.intra(comm), s.inter(comm).ok().flatten())
+        };
         need_request(request)?;
-        let r = c.ibarrier()?;
+        let r = match (c, ic) {
+            (_, Some(ic)) => ic.ibarrier()?,
+            (c, None) => c?.ibarrier()?,
+        };
         let h = st()?.new_request(ReqEntry::Coll(Box::new(NbBarrier(r))), comm);
         out(request, "request", h)
     }
@@ -1129,7 +1255,7 @@ mpi! {
 
     fn MPI_Ireduce / PMPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: c_int, op: c_int, root: c_int, comm: c_int, request: *mut c_int) {
         need_request(request)?;
-        let c = st()?.comm(comm)?;
+        let c = st()?.intra(comm)?;
         let r = check_root(&c, root)?;
         let send = if in_place(sendbuf) && c.rank() == r { recvbuf as *const c_void } else { sendbuf };
         nb_reduction("MPI_Ireduce", Red::IReduce(r), send, recvbuf, crate::state::count(count)?, datatype, op, comm, request)
@@ -1151,7 +1277,7 @@ mpi! {
     }
 
     fn MPI_Igather / PMPI_Igather(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, root: c_int, comm: c_int, request: *mut c_int) {
-        let c = st()?.comm(comm)?;
+        let c = st()?.intra(comm)?;
         need_request(request)?;
         let r = check_root(&c, root)?;
         let (p, me) = (c.size(), c.rank());
@@ -1174,7 +1300,7 @@ mpi! {
     }
 
     fn MPI_Iscatter / PMPI_Iscatter(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, root: c_int, comm: c_int, request: *mut c_int) {
-        let c = st()?.comm(comm)?;
+        let c = st()?.intra(comm)?;
         need_request(request)?;
         let r = check_root(&c, root)?;
         let (p, me) = (c.size(), c.rank());
@@ -1222,7 +1348,7 @@ mpi! {
     }
 
     fn MPI_Igatherv / PMPI_Igatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: c_int, root: c_int, comm: c_int, request: *mut c_int) {
-        let c = st()?.comm(comm)?;
+        let c = st()?.intra(comm)?;
         need_request(request)?;
         let r = check_root(&c, root)?;
         let (p, me) = (c.size(), c.rank());
@@ -1257,7 +1383,7 @@ mpi! {
     }
 
     fn MPI_Iscatterv / PMPI_Iscatterv(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, root: c_int, comm: c_int, request: *mut c_int) {
-        let c = st()?.comm(comm)?;
+        let c = st()?.intra(comm)?;
         need_request(request)?;
         let r = check_root(&c, root)?;
         let (p, me) = (c.size(), c.rank());
@@ -1338,7 +1464,7 @@ mpi! {
 
     fn MPI_Ireduce_scatter_block / PMPI_Ireduce_scatter_block(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: c_int, op: c_int, comm: c_int, request: *mut c_int) {
         need_request(request)?;
-        let p = st()?.comm(comm)?.size();
+        let p = st()?.intra(comm)?.size();
         let n = crate::state::count(recvcount)?;
         let send = if in_place(sendbuf) { recvbuf as *const c_void } else { sendbuf };
         nb_reduction("MPI_Ireduce_scatter_block", Red::IScatter(vec![n; p]), send, recvbuf, n * p, datatype, op, comm, request)
@@ -1346,7 +1472,7 @@ mpi! {
 
     fn MPI_Ireduce_scatter / PMPI_Ireduce_scatter(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: c_int, op: c_int, comm: c_int, request: *mut c_int) {
         need_request(request)?;
-        let p = st()?.comm(comm)?.size();
+        let p = st()?.intra(comm)?.size();
         let cs = counts(recvcounts, p, "recvcounts")?;
         let total = cs.iter().sum();
         let send = if in_place(sendbuf) { recvbuf as *const c_void } else { sendbuf };
@@ -1358,7 +1484,7 @@ mpi! {
     }
 
     fn MPI_Reduce / PMPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: c_int, op: c_int, root: c_int, comm: c_int) {
-        let c = st()?.comm(comm)?;
+        let c = st()?.intra(comm)?;
         let r = check_root(&c, root)?;
         let send = if in_place(sendbuf) && c.rank() == r { recvbuf as *const c_void } else { sendbuf };
         reduction("MPI_Reduce", Red::Reduce(r), send, recvbuf, crate::state::count(count)?, datatype, op, comm)
@@ -1366,7 +1492,10 @@ mpi! {
 
     fn MPI_Allreduce / PMPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: c_int, op: c_int, comm: c_int) {
         let send = if in_place(sendbuf) { recvbuf as *const c_void } else { sendbuf };
-        reduction("MPI_Allreduce", Red::All, send, recvbuf, crate::state::count(count)?, datatype, op, comm)
+        match reduction("MPI_Allreduce", Red::All, send, recvbuf, crate::state::count(count)?, datatype, op, comm) {
+            Err(e) if e.class == MPI_ERR_COMM => inter_allreduce(sendbuf, recvbuf, count, datatype, op, comm, e),
+            r => r,
+        }
     }
 
     fn MPI_Reduce_local / PMPI_Reduce_local(inbuf: *const c_void, inoutbuf: *mut c_void, count: c_int, datatype: c_int, op: c_int) {
@@ -1386,14 +1515,14 @@ mpi! {
     }
 
     fn MPI_Reduce_scatter_block / PMPI_Reduce_scatter_block(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: c_int, op: c_int, comm: c_int) {
-        let p = st()?.comm(comm)?.size();
+        let p = st()?.intra(comm)?.size();
         let n = crate::state::count(recvcount)?;
         let send = if in_place(sendbuf) { recvbuf as *const c_void } else { sendbuf };
         reduction("MPI_Reduce_scatter_block", Red::Scatter(vec![n; p]), send, recvbuf, n * p, datatype, op, comm)
     }
 
     fn MPI_Reduce_scatter / PMPI_Reduce_scatter(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: c_int, op: c_int, comm: c_int) {
-        let p = st()?.comm(comm)?.size();
+        let p = st()?.intra(comm)?.size();
         let cs = counts(recvcounts, p, "recvcounts")?;
         let total = cs.iter().sum();
         let send = if in_place(sendbuf) { recvbuf as *const c_void } else { sendbuf };

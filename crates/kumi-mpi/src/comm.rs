@@ -23,12 +23,36 @@ use std::sync::atomic::{AtomicI32, Ordering};
 fn add_comm(s: &mut State, comm: Comm, errh: c_int, cart: Option<Cart>) -> c_int {
     s.comms.add(CommEntry {
         comm,
+        inter: None,
+        inter_local: MPI_COMM_NULL,
         errh,
         attrs: HashMap::new(),
         cart,
         graph: None,
         name: String::new(),
     })
+}
+
+/// Registers a new intercommunicator (with `parent`'s error handler).
+fn add_inter(parent: c_int, ic: kumi::inter::InterComm, newcomm: *mut c_int) -> R<()> {
+    let mut s = st()?;
+    let errh = s.comm_entry(parent)?.errh;
+    let local = add_comm(&mut s, ic.local().clone(), errh, None);
+    let h = add_comm(&mut s, ic.remote().clone(), errh, None);
+    let e = s.comm_entry(h)?;
+    e.inter = Some(Rc::new(ic));
+    e.inter_local = local;
+    drop(s);
+    out(newcomm, "newcomm", h)
+}
+
+/// The intercommunicator behind a handle (an intracommunicator is an error).
+pub(crate) fn inter_of(comm: c_int) -> R<Rc<kumi::inter::InterComm>> {
+    let ic = st()?.inter(comm)?;
+    match ic {
+        Some(ic) => Ok(ic),
+        None => err(MPI_ERR_COMM, "the communicator is not an intercommunicator"),
+    }
 }
 
 /// Wraps the result of a split: `MPI_COMM_NULL` for a rank that took no part.
@@ -555,7 +579,7 @@ fn ok_or_class(rc: c_int) -> R<()> {
 fn group_in(comm: c_int, group: c_int) -> R<(Comm, Vec<usize>, Option<usize>)> {
     let (c, members, me) = {
         let mut s = st()?;
-        let c = s.comm(comm)?;
+        let c = s.intra(comm)?;
         let me = my_world_rank(&mut s)?;
         (c, s.group(group)?.clone(), me)
     };
@@ -579,11 +603,21 @@ fn group_in(comm: c_int, group: c_int) -> R<(Comm, Vec<usize>, Option<usize>)> {
 /// `MPI_Comm_dup`: a new communicator of the same group, topology, error
 /// handler and (copied) attributes.
 fn comm_dup(comm: c_int, newcomm: *mut c_int) -> R<()> {
-    let (c, cart, graph) = {
+    let (c, cart, graph, inter) = {
         let mut s = st()?;
         let e = s.comm_entry(comm)?;
-        (e.comm.clone(), e.cart.clone(), e.graph.clone())
+        (
+            e.comm.clone(),
+            e.cart.clone(),
+            e.graph.clone(),
+            e.inter.clone(),
+        )
     };
+    if let Some(ic) = inter {
+        add_inter(comm, ic.dup()?, newcomm)?;
+        let h = read(newcomm, "newcomm")?;
+        return copy_attrs(comm, h);
+    }
     let d = c.dup()?;
     new_comm(comm, Some(d), cart, newcomm)?;
     let h = read(newcomm, "newcomm")?;
@@ -712,7 +746,14 @@ fn compare_members(a: &[u32], b: &[u32]) -> c_int {
 
 mpi! {
     fn MPI_Comm_size / PMPI_Comm_size(comm: c_int, size: *mut c_int) {
-        let n = st()?.comm_entry(comm)?.comm.size();
+        let n = {
+            let mut s = st()?;
+            let e = s.comm_entry(comm)?;
+            match &e.inter {
+                Some(ic) => ic.local().size(),
+                None => e.comm.size(),
+            }
+        };
         out(size, "size", n as c_int)
     }
 
@@ -749,7 +790,7 @@ mpi! {
     }
 
     fn MPI_Comm_split / PMPI_Comm_split(comm: c_int, color: c_int, key: c_int, newcomm: *mut c_int) {
-        let c = st()?.comm(comm)?;
+        let c = st()?.intra(comm)?;
         let color = match color {
             MPI_UNDEFINED => None,
             c if c >= 0 => Some(c as u32),
@@ -762,7 +803,7 @@ mpi! {
     fn MPI_Comm_split_type / PMPI_Comm_split_type(comm: c_int, split_type: c_int, key: c_int, _info: c_int, newcomm: *mut c_int) {
         let (c, addr) = {
             let mut s = st()?;
-            (s.comm(comm)?, s.universe.data_address().map(|a| a.ip()))
+            (s.intra(comm)?, s.universe.data_address().map(|a| a.ip()))
         };
         let color = match split_type {
             MPI_UNDEFINED => None,
@@ -782,8 +823,11 @@ mpi! {
     }
 
     fn MPI_Comm_create / PMPI_Comm_create(comm: c_int, group: c_int, newcomm: *mut c_int) {
-        let (c, _, pos) = group_in(comm, group)?;
-        let n = c.split(pos.map(|_| 0), pos.unwrap_or(0) as i32)?;
+        // Ranks may pass different, disjoint groups (MPI 2.2): each group
+        // becomes its own communicator, named by its lowest rank.
+        let (c, local, pos) = group_in(comm, group)?;
+        let color = local.iter().min().map(|&m| m as u32);
+        let n = c.split(pos.and(color), pos.unwrap_or(0) as i32)?;
         new_comm(comm, n, None, newcomm)
     }
 
@@ -804,7 +848,12 @@ mpi! {
         }
         st()?.comm_entry(h)?;
         delete_all_attrs(h)?;
-        st()?.comms.remove(&h);
+        let mut s = st()?;
+        if let Some(e) = s.comms.remove(&h) {
+            // An intercommunicator's hidden local group goes with it.
+            s.comms.remove(&e.inter_local);
+        }
+        drop(s);
         out(comm, "comm", MPI_COMM_NULL)
     }
 
@@ -825,16 +874,80 @@ mpi! {
     }
 
     fn MPI_Comm_test_inter / PMPI_Comm_test_inter(comm: c_int, flag: *mut c_int) {
-        st()?.comm_entry(comm)?;
-        out(flag, "flag", 0)
+        let inter = st()?.inter(comm)?.is_some();
+        out(flag, "flag", inter as c_int)
     }
 
     fn MPI_Comm_group / PMPI_Comm_group(comm: c_int, group: *mut c_int) {
         let mut s = st()?;
-        let c = s.comm(comm)?;
+        // An intercommunicator's group is its local one.
+        let c = match s.inter(comm)? {
+            Some(ic) => ic.local().clone(),
+            None => s.comm(comm)?,
+        };
         let g = s.new_group(world_ranks(&c));
         drop(s);
         out(group, "group", g)
+    }
+
+    fn MPI_Comm_remote_size / PMPI_Comm_remote_size(comm: c_int, size: *mut c_int) {
+        let n = inter_of(comm)?.remote_size();
+        out(size, "size", n as c_int)
+    }
+
+    fn MPI_Comm_remote_group / PMPI_Comm_remote_group(comm: c_int, group: *mut c_int) {
+        let ranks = inter_of(comm)?.remote_world_ranks().into_iter().map(|w| w as u32).collect();
+        let g = st()?.new_group(ranks);
+        out(group, "group", g)
+    }
+
+    fn MPI_Intercomm_create / PMPI_Intercomm_create(local_comm: c_int, local_leader: c_int, peer_comm: c_int, remote_leader: c_int, tag: c_int, newintercomm: *mut c_int) {
+        let (local, peer) = {
+            let mut s = st()?;
+            // The peer communicator matters at the leaders only.
+            let peer = s.comm(peer_comm).ok();
+            (s.intra(local_comm)?, peer)
+        };
+        if local_leader < 0 || remote_leader < 0 {
+            return err(MPI_ERR_RANK, format!("leaders {local_leader} and {remote_leader} must be ranks"));
+        }
+        if !(0..=kumi::TAG_UB).contains(&tag) {
+            return err(MPI_ERR_TAG, format!("tag {tag} is not between 0 and MPI_TAG_UB"));
+        }
+        let peer = match peer {
+            Some(p) => p,
+            None if local.rank() != local_leader as usize => local.clone(),
+            None => return err(MPI_ERR_COMM, format!("the peer communicator {peer_comm:#x} is not a communicator")),
+        };
+        let ic = kumi::inter::InterComm::create(&local, local_leader as usize, &peer, remote_leader as usize, tag)?;
+        add_inter(local_comm, ic, newintercomm)
+    }
+
+    fn MPI_Intercomm_merge / PMPI_Intercomm_merge(intercomm: c_int, high: c_int, newintracomm: *mut c_int) {
+        let ic = inter_of(intercomm)?;
+        let c = ic.merge(high != 0)?;
+        new_comm(intercomm, Some(c), None, newintracomm)
+    }
+
+    // MPI_Comm_disconnect: every pending operation on the communicator is
+    // complete when the ranks meet (kumi's nonblocking operations complete
+    // within their own waits), then it is freed.
+    fn MPI_Comm_disconnect / PMPI_Comm_disconnect(comm: *mut c_int) {
+        let h = read(comm, "comm")?;
+        if h == MPI_COMM_WORLD || h == MPI_COMM_SELF {
+            return err(MPI_ERR_COMM, "MPI_COMM_WORLD and MPI_COMM_SELF cannot be disconnected");
+        }
+        let (c, ic) = {
+            let mut s = st()?;
+            let e = s.comm_entry(h)?;
+            (e.comm.clone(), e.inter.clone())
+        };
+        match ic {
+            Some(ic) => ic.barrier()?,
+            None => c.barrier()?,
+        }
+        // SAFETY: the same argument, forwarded.
+        ok_or_class(unsafe { PMPI_Comm_free(comm) })
     }
 
     fn MPI_Comm_set_name / PMPI_Comm_set_name(comm: c_int, comm_name: *const c_char) {
@@ -1025,7 +1138,7 @@ mpi! {
         if d.iter().any(|&x| x <= 0) {
             return err(MPI_ERR_DIMS, format!("dims {d:?} has an entry that is not positive"));
         }
-        let c = st()?.comm(comm)?;
+        let c = st()?.intra(comm)?;
         let total: i64 = d.iter().map(|&x| x as i64).product();
         if total > c.size() as i64 {
             return err(MPI_ERR_DIMS, format!("the grid {d:?} has {total} cells but the communicator only {} ranks", c.size()));
@@ -1114,7 +1227,7 @@ mpi! {
     fn MPI_Cart_create / PMPI_Cart_create(comm_old: c_int, ndims: c_int, dims: *const c_int, periods: *const c_int, _reorder: c_int, comm_cart: *mut c_int) {
         let d = slice(dims, ndims, "dims")?.to_vec();
         let p: Vec<bool> = slice(periods, ndims, "periods")?.iter().map(|&x| x != 0).collect();
-        let c = st()?.comm(comm_old)?;
+        let c = st()?.intra(comm_old)?;
         if d.iter().any(|&x| x <= 0) {
             return err(MPI_ERR_DIMS, format!("dims {d:?} has an entry that is not positive"));
         }
@@ -1219,7 +1332,7 @@ mpi! {
     }
 
     fn MPI_Graph_create / PMPI_Graph_create(comm_old: c_int, nnodes: c_int, index: *const c_int, edges: *const c_int, _reorder: c_int, comm_graph: *mut c_int) {
-        let c = st()?.comm(comm_old)?;
+        let c = st()?.intra(comm_old)?;
         let p = c.size();
         if nnodes < 0 || nnodes as usize > p {
             return err(MPI_ERR_ARG, format!("nnodes {nnodes} is not between 0 and the communicator's {p} ranks"));
@@ -1286,7 +1399,7 @@ mpi! {
 
     fn MPI_Graph_map / PMPI_Graph_map(comm: c_int, nnodes: c_int, _index: *const c_int, _edges: *const c_int, newrank: *mut c_int) {
         // kumi keeps ranks in place: the first nnodes ranks are the nodes.
-        let c = st()?.comm(comm)?;
+        let c = st()?.intra(comm)?;
         if nnodes <= 0 || nnodes as usize > c.size() {
             return err(MPI_ERR_ARG, format!("nnodes {nnodes} is not between 1 and the communicator's {} ranks", c.size()));
         }
@@ -1295,7 +1408,7 @@ mpi! {
     }
 
     fn MPI_Dist_graph_create_adjacent / PMPI_Dist_graph_create_adjacent(comm_old: c_int, indegree: c_int, sources: *const c_int, sourceweights: *const c_int, outdegree: c_int, destinations: *const c_int, destweights: *const c_int, info: c_int, _reorder: c_int, comm_dist_graph: *mut c_int) {
-        let c = st()?.comm(comm_old)?;
+        let c = st()?.intra(comm_old)?;
         let p = c.size();
         let sources = neighbor_ranks(sources, indegree, p, "sources")?;
         let dests = neighbor_ranks(destinations, outdegree, p, "destinations")?;
@@ -1316,7 +1429,7 @@ mpi! {
     }
 
     fn MPI_Dist_graph_create / PMPI_Dist_graph_create(comm_old: c_int, n: c_int, sources: *const c_int, degrees: *const c_int, destinations: *const c_int, weights: *const c_int, info: c_int, _reorder: c_int, comm_dist_graph: *mut c_int) {
-        let c = st()?.comm(comm_old)?;
+        let c = st()?.intra(comm_old)?;
         let p = c.size();
         // This rank's edges: source -> destination (weight), in the order given.
         let srcs = neighbor_ranks(sources, n, p, "sources")?;

@@ -90,6 +90,7 @@ pub const MPI_CART: c_int = 2;
 pub const MPI_DIST_GRAPH: c_int = 3;
 pub const MPI_THREAD_SINGLE: c_int = 0;
 pub const MPI_THREAD_FUNNELED: c_int = 1;
+pub const MPI_THREAD_SERIALIZED: c_int = 2;
 pub const MPI_THREAD_MULTIPLE: c_int = 3;
 pub const MPI_COMM_TYPE_SHARED: c_int = 1;
 pub const MPI_ORDER_C: c_int = 56;

@@ -8,9 +8,13 @@ use std::sync::atomic::Ordering;
 use std::sync::OnceLock;
 use std::time::Instant;
 
-/// The thread level kumi provides: the engine is single-threaded per process,
-/// so MPI calls must come from the thread that initialized.
+/// The thread levels kumi provides: the library's state is single-threaded,
+/// so by default (`MPI_Init`, or asking for less) calls come from the thread
+/// that initialized; asking for `MPI_THREAD_SERIALIZED` or more gets it: any
+/// thread, one at a time (a call made while another thread is inside MPI
+/// fails; see `state::Token`).
 const PROVIDED: c_int = MPI_THREAD_FUNNELED;
+const PROVIDED_MAX: c_int = MPI_THREAD_SERIALIZED;
 
 fn init() -> R<()> {
     if phase().load(Ordering::Acquire) != 0 {
@@ -49,7 +53,12 @@ mpi! {
         provided: *mut c_int,
     ) {
         init()?;
-        out(provided, "provided", required.min(PROVIDED))
+        let level = if required >= MPI_THREAD_SERIALIZED { PROVIDED_MAX } else { required.min(PROVIDED) };
+        out(provided, "provided", level)?;
+        if level == MPI_THREAD_SERIALIZED {
+            state::set_serialized();
+        }
+        Ok(())
     }
 
     fn MPI_Initialized / PMPI_Initialized(flag: *mut c_int) {
@@ -63,14 +72,17 @@ mpi! {
 
     fn MPI_Query_thread / PMPI_Query_thread(provided: *mut c_int) {
         st()?;
-        out(provided, "provided", PROVIDED)
+        out(provided, "provided", if state::serialized() { PROVIDED_MAX } else { PROVIDED })
     }
 
     fn MPI_Is_thread_main / PMPI_Is_thread_main(flag: *mut c_int) {
         if phase().load(Ordering::Acquire) == 0 {
             return err(MPI_ERR_OTHER, "MPI is not initialized");
         }
-        out(flag, "flag", state::on_init_thread() as c_int)
+        // The thread that initialized (not whichever holds the token under
+        // MPI_THREAD_SERIALIZED).
+        let main = state::INIT_THREAD.get() == Some(&std::thread::current().id());
+        out(flag, "flag", main as c_int)
     }
 
     fn MPI_Finalize / PMPI_Finalize() {

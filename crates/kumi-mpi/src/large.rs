@@ -41,6 +41,9 @@ macro_rules! large {
         #[doc = concat!("`", stringify!($pmpi), "`: large-count `", stringify!($target), "`.")]
         #[no_mangle]
         pub unsafe extern "C" fn $pmpi($($a: $t),*) -> c_int {
+            // Under MPI_THREAD_SERIALIZED this thread holds the library for
+            // the whole call (the lookups here read its state).
+            let _token = crate::state::Token::enter();
             $( $( let $a = match $conv(stringify!($mpi), $a) { Ok(v) => v, Err(rc) => return rc }; )? )*
             // SAFETY: same contract as the int-count function.
             unsafe { $target($($a),*) }
@@ -126,6 +129,9 @@ macro_rules! large_v {
         #[doc = concat!("`", stringify!($pmpi), "`: large-count `", stringify!($target), "`.")]
         #[no_mangle]
         pub unsafe extern "C" fn $pmpi($($a: $t),*) -> c_int {
+            // Under MPI_THREAD_SERIALIZED this thread holds the library for
+            // the whole call (the lookups here read its state).
+            let _token = crate::state::Token::enter();
             let p = size_of($comm);
             $( $( let $a = match $conv(stringify!($mpi), $a, p) { Ok(v) => v, Err(rc) => return rc }; )? )*
             // SAFETY: same contract as the int-count function; the converted
@@ -210,6 +216,8 @@ pub unsafe extern "C" fn PMPI_Get_count_c(
     t: c_int,
     count: *mut i64,
 ) -> c_int {
+    // See the macros above: hold the library for the whole call.
+    let _token = crate::state::Token::enter();
     let mut v = 0;
     // SAFETY: forwarded; `v` is a valid int.
     let rc = unsafe { PMPI_Get_count(st, t, &mut v) };
@@ -234,6 +242,8 @@ pub unsafe extern "C" fn PMPI_Get_elements_c(
     t: c_int,
     count: *mut i64,
 ) -> c_int {
+    // See the macros above: hold the library for the whole call.
+    let _token = crate::state::Token::enter();
     // SAFETY: forwarded unchanged.
     unsafe { PMPI_Get_elements_x(st, t, count) }
 }
@@ -252,6 +262,8 @@ pub unsafe extern "C" fn MPI_Get_elements_c(
 /// `PMPI_Type_size_c`: `MPI_Type_size_x` under its MPI-4 name.
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_size_c(t: c_int, size: *mut i64) -> c_int {
+    // See the macros above: hold the library for the whole call.
+    let _token = crate::state::Token::enter();
     // SAFETY: forwarded unchanged.
     unsafe { PMPI_Type_size_x(t, size) }
 }
@@ -266,6 +278,8 @@ pub unsafe extern "C" fn MPI_Type_size_c(t: c_int, size: *mut i64) -> c_int {
 /// `PMPI_Type_get_extent_c`: `MPI_Type_get_extent_x` under its MPI-4 name.
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_get_extent_c(t: c_int, lb: *mut i64, ext: *mut i64) -> c_int {
+    // See the macros above: hold the library for the whole call.
+    let _token = crate::state::Token::enter();
     // SAFETY: forwarded unchanged.
     unsafe { PMPI_Type_get_extent_x(t, lb, ext) }
 }
@@ -284,6 +298,8 @@ pub unsafe extern "C" fn PMPI_Type_get_true_extent_c(
     lb: *mut i64,
     ext: *mut i64,
 ) -> c_int {
+    // See the macros above: hold the library for the whole call.
+    let _token = crate::state::Token::enter();
     // SAFETY: forwarded unchanged.
     unsafe { PMPI_Type_get_true_extent_x(t, lb, ext) }
 }
@@ -307,6 +323,9 @@ macro_rules! large_n {
         #[doc = concat!("`", stringify!($pmpi), "`: large-count `", stringify!($target), "`.")]
         #[no_mangle]
         pub unsafe extern "C" fn $pmpi($($a: $t),*) -> c_int {
+            // Under MPI_THREAD_SERIALIZED this thread holds the library for
+            // the whole call (the lookups here read its state).
+            let _token = crate::state::Token::enter();
             $( let $l = $le; )*
             $( $( let $a = match $conv(stringify!($mpi), $a, $len) { Ok(v) => v, Err(rc) => return rc }; )? )*
             // SAFETY: same contract as the int-count function; the converted
@@ -413,6 +432,8 @@ pub unsafe extern "C" fn PMPI_Pack_c(
     position: *mut i64,
     comm: c_int,
 ) -> c_int {
+    // See the macros above: hold the library for the whole call.
+    let _token = crate::state::Token::enter();
     let (c, o) = match (narrow("MPI_Pack_c", incount), narrow("MPI_Pack_c", outsize)) {
         (Ok(c), Ok(o)) => (c, o),
         (Err(rc), _) | (_, Err(rc)) => return rc,
@@ -449,6 +470,8 @@ pub unsafe extern "C" fn PMPI_Unpack_c(
     t: c_int,
     comm: c_int,
 ) -> c_int {
+    // See the macros above: hold the library for the whole call.
+    let _token = crate::state::Token::enter();
     let (i, c) = match (
         narrow("MPI_Unpack_c", insize),
         narrow("MPI_Unpack_c", outcount),
@@ -480,6 +503,8 @@ pub unsafe extern "C" fn MPI_Unpack_c(
 /// `PMPI_Buffer_detach_c`: `MPI_Buffer_detach` with an `MPI_Count` size.
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Buffer_detach_c(buffer_addr: M, size: *mut i64) -> c_int {
+    // See the macros above: hold the library for the whole call.
+    let _token = crate::state::Token::enter();
     let mut s: c_int = 0;
     // SAFETY: forwarded; `s` is a valid int.
     let rc = unsafe { PMPI_Buffer_detach(buffer_addr, &mut s) };
@@ -501,6 +526,9 @@ macro_rules! large_ctor {
         #[doc = concat!("`", stringify!($pmpi), "`: large-count `", stringify!($target), "`.")]
         #[no_mangle]
         pub unsafe extern "C" fn $pmpi($($a: $t),*) -> c_int {
+            // Under MPI_THREAD_SERIALIZED this thread holds the library for
+            // the whole call (the lookups here read its state).
+            let _token = crate::state::Token::enter();
             $( let $l = $le; )*
             $( $( let $a = match $conv(stringify!($mpi), $a, $len) { Ok(v) => v, Err(rc) => return rc }; )? )*
             // SAFETY: same contract as the int-count function; the converted

@@ -131,6 +131,9 @@ pub(crate) fn set_err_comm(c: c_int) {
 /// `MPI_Allreduce` of 8 bytes). The error paths stay out of line.
 #[inline(always)]
 pub(crate) fn guard(name: &'static str, f: impl FnOnce() -> R<()>) -> c_int {
+    let Ok(_token) = state::Token::enter() else {
+        return failed(name, concurrent());
+    };
     let _label = kumi::AbiCall::enter(name);
     set_err_comm(MPI_COMM_WORLD);
     match catch_unwind(AssertUnwindSafe(f)) {
@@ -145,6 +148,9 @@ pub(crate) fn guard(name: &'static str, f: impl FnOnce() -> R<()>) -> c_int {
 /// call in reports of long waits.
 #[inline(always)]
 pub(crate) fn guard_nb(name: &'static str, f: impl FnOnce() -> R<()>) -> c_int {
+    let Ok(_token) = state::Token::enter() else {
+        return failed(name, concurrent());
+    };
     set_err_comm(MPI_COMM_WORLD);
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(())) => MPI_SUCCESS,
@@ -154,6 +160,18 @@ pub(crate) fn guard_nb(name: &'static str, f: impl FnOnce() -> R<()>) -> c_int {
             let _label = kumi::AbiCall::enter(name);
             panicked(name, p)
         }
+    }
+}
+
+/// The error of a call made while another thread is inside MPI.
+#[cold]
+#[inline(never)]
+fn concurrent() -> MpiErr {
+    MpiErr {
+        class: MPI_ERR_OTHER,
+        msg: "called while another thread is inside MPI; kumi provides MPI_THREAD_SERIALIZED: \
+              one thread at a time"
+            .into(),
     }
 }
 

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::rc::Rc;
-use std::sync::atomic::{AtomicI32, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU8, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 use std::thread::ThreadId;
 
@@ -82,7 +82,13 @@ pub(crate) struct DistGraph {
 }
 
 pub(crate) struct CommEntry {
+    /// The runtime communicator; for an intercommunicator, the one for
+    /// point-to-point across (its ranks are the remote group's).
     pub comm: Comm,
+    /// The intercommunicator, if this is one, and a hidden handle of its
+    /// local group (for collectives that combine within the group first).
+    pub inter: Option<Rc<kumi::inter::InterComm>>,
+    pub inter_local: c_int,
     pub errh: c_int,
     pub attrs: HashMap<c_int, *mut c_void>,
     pub cart: Option<Cart>,
@@ -400,6 +406,10 @@ struct Global {
     /// `phase` that makes MPI "running", and read after the Acquire load of it
     /// (`st`).
     init_pthread: AtomicUsize,
+    /// `MPI_THREAD_SERIALIZED` was asked for: then `init_pthread` is a token
+    /// that the thread inside MPI holds for the length of its call (0 when no
+    /// thread is inside), see [`Token`].
+    serialized: AtomicBool,
     state: RefCell<Option<State>>,
 }
 // SAFETY: the state is only ever touched by the thread that initialized MPI:
@@ -412,8 +422,72 @@ static STATE: Global = Global {
     phase: AtomicU8::new(0),
     err_comm: AtomicI32::new(MPI_COMM_WORLD),
     init_pthread: AtomicUsize::new(0),
+    serialized: AtomicBool::new(false),
     state: RefCell::new(None),
 };
+
+/// The right of one thread at a time to be inside MPI, under
+/// `MPI_THREAD_SERIALIZED` (see `Global::serialized`): taken on entry to an
+/// outermost MPI call, given back when it returns. The Acquire of the take
+/// and the Release of the give-back order one thread's use of the library's
+/// state before the next thread's, which is what makes the state (plain,
+/// single-threaded data) safe to hand from thread to thread. Under
+/// `MPI_THREAD_FUNNELED` (the default) the initializing thread holds it for
+/// good and taking it costs one load of a flag.
+pub(crate) struct Token(bool);
+
+impl Token {
+    /// Takes the token for this call. `Err` if another thread is inside MPI.
+    #[inline(always)]
+    pub(crate) fn enter() -> Result<Token, ()> {
+        // Relaxed: set once in MPI_Init_thread, before the Release store of
+        // `phase` that every call's Acquire load (in `st`) pairs with.
+        if !STATE.serialized.load(Ordering::Relaxed) {
+            return Ok(Token(false));
+        }
+        Self::take()
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn take() -> Result<Token, ()> {
+        let me = kumi::raw::thread_id();
+        // Relaxed: only this thread stores its own id there.
+        if STATE.init_pthread.load(Ordering::Relaxed) == me {
+            return Ok(Token(false)); // a call made inside a call of ours
+        }
+        // Acquire: see everything the previous holder did (its Release).
+        match STATE
+            .init_pthread
+            .compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed)
+        {
+            Ok(_) => Ok(Token(true)),
+            Err(_) => Err(()),
+        }
+    }
+}
+
+impl Drop for Token {
+    fn drop(&mut self) {
+        if self.0 {
+            // Release: hands this call's effects to the next holder.
+            STATE.init_pthread.store(0, Ordering::Release);
+        }
+    }
+}
+
+/// Switches to `MPI_THREAD_SERIALIZED` (in `MPI_Init_thread`): from now on
+/// each call takes the token, and the initializing thread gives it up.
+pub(crate) fn set_serialized() {
+    STATE.serialized.store(true, Ordering::Relaxed);
+    // Release: the initialization's effects go to the next holder.
+    STATE.init_pthread.store(0, Ordering::Release);
+}
+
+/// The thread level in force.
+pub(crate) fn serialized() -> bool {
+    STATE.serialized.load(Ordering::Relaxed)
+}
 
 pub(crate) fn on_init_thread() -> bool {
     // Relaxed: see `Global::init_pthread`.
@@ -457,10 +531,16 @@ fn refused<T>() -> R<T> {
     match phase().load(Ordering::Acquire) {
         0 => err(MPI_ERR_OTHER, "MPI is not initialized: call MPI_Init first"),
         2 => err(MPI_ERR_OTHER, "MPI has been finalized"),
+        _ if serialized() => err(
+            MPI_ERR_OTHER,
+            "called while another thread is inside MPI; kumi provides \
+             MPI_THREAD_SERIALIZED: one thread at a time",
+        ),
         _ => err(
             MPI_ERR_OTHER,
             "called from a thread other than the one that initialized MPI; kumi provides \
-             MPI_THREAD_FUNNELED: only the main thread may make MPI calls",
+             MPI_THREAD_FUNNELED unless MPI_Init_thread asks for more: only the main \
+             thread may make MPI calls",
         ),
     }
 }
@@ -491,6 +571,8 @@ impl State {
                 h,
                 CommEntry {
                     comm: c,
+                    inter: None,
+                    inter_local: MPI_COMM_NULL,
                     errh: MPI_ERRORS_ARE_FATAL,
                     attrs: HashMap::new(),
                     cart: None,
@@ -612,6 +694,46 @@ impl State {
         h
     }
 
+    /// The communicator behind a handle, for an operation on one group (a
+    /// collective, a constructor): an intercommunicator is refused by name.
+    pub fn intra(&mut self, h: c_int) -> R<Comm> {
+        Ok(self.intra_ref(h)?.clone())
+    }
+
+    /// [`State::intra`], borrowed.
+    #[inline(always)]
+    pub fn intra_ref(&self, h: c_int) -> R<&Comm> {
+        match self.comms.get(&h) {
+            Some(e) if e.inter.is_none() => {
+                set_err_comm(h);
+                Ok(&e.comm)
+            }
+            Some(_) => {
+                set_err_comm(h);
+                Self::inter_refused()
+            }
+            None => {
+                set_err_comm(MPI_COMM_WORLD);
+                Self::no_comm(h)
+            }
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn inter_refused<T>() -> R<T> {
+        err(
+            MPI_ERR_COMM,
+            "this operation on an intercommunicator is not supported by kumi yet \
+             (point-to-point, MPI_Barrier, MPI_Bcast, MPI_Comm_dup and MPI_Intercomm_merge are)",
+        )
+    }
+
+    /// The intercommunicator behind a handle, if it is one.
+    pub fn inter(&mut self, h: c_int) -> R<Option<Rc<kumi::inter::InterComm>>> {
+        Ok(self.comm_entry(h)?.inter.clone())
+    }
+
     /// The datatype behind a handle.
     pub fn dtype(&self, h: c_int) -> R<Datatype> {
         if let Some(d) = self.builtins.borrow().get(&h) {
@@ -716,6 +838,10 @@ pub(crate) fn handle_error(name: &str, comm: c_int, e: MpiErr) -> c_int {
     let who = match (rank, phase().load(Ordering::Acquire)) {
         (Some(r), _) => format!("on rank {r}"),
         (None, 0) => "before MPI_Init completed".to_string(),
+        (None, 1) => match std::env::var("KUMI_RANK") {
+            Ok(r) => format!("on rank {r}, on a thread that may not call MPI now"),
+            Err(_) => "on a thread that may not call MPI now".to_string(),
+        },
         (None, _) => "during or after MPI_Finalize".to_string(),
     };
     let msg = format!("{name} {who}: {} ({})", e.msg, class_name(e.class));

@@ -143,10 +143,6 @@ pub extern "C" fn MPI_Comm_create_from_group() -> c_int {
     crate::unsupported("MPI_Comm_create_from_group")
 }
 #[no_mangle]
-pub extern "C" fn MPI_Comm_disconnect() -> c_int {
-    crate::unsupported("MPI_Comm_disconnect")
-}
-#[no_mangle]
 pub extern "C" fn MPI_Comm_get_parent() -> c_int {
     crate::unsupported("MPI_Comm_get_parent")
 }
@@ -161,14 +157,6 @@ pub extern "C" fn MPI_Comm_idup_with_info() -> c_int {
 #[no_mangle]
 pub extern "C" fn MPI_Comm_join() -> c_int {
     crate::unsupported("MPI_Comm_join")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Comm_remote_group() -> c_int {
-    crate::unsupported("MPI_Comm_remote_group")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Comm_remote_size() -> c_int {
-    crate::unsupported("MPI_Comm_remote_size")
 }
 #[no_mangle]
 pub extern "C" fn MPI_Comm_spawn() -> c_int {
@@ -219,16 +207,8 @@ pub extern "C" fn MPI_Info_create_env() -> c_int {
     crate::unsupported("MPI_Info_create_env")
 }
 #[no_mangle]
-pub extern "C" fn MPI_Intercomm_create() -> c_int {
-    crate::unsupported("MPI_Intercomm_create")
-}
-#[no_mangle]
 pub extern "C" fn MPI_Intercomm_create_from_groups() -> c_int {
     crate::unsupported("MPI_Intercomm_create_from_groups")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Intercomm_merge() -> c_int {
-    crate::unsupported("MPI_Intercomm_merge")
 }
 #[no_mangle]
 pub extern "C" fn MPI_Lookup_name() -> c_int {
@@ -643,10 +623,6 @@ pub extern "C" fn PMPI_Comm_create_from_group() -> c_int {
     crate::unsupported("MPI_Comm_create_from_group")
 }
 #[no_mangle]
-pub extern "C" fn PMPI_Comm_disconnect() -> c_int {
-    crate::unsupported("MPI_Comm_disconnect")
-}
-#[no_mangle]
 pub extern "C" fn PMPI_Comm_get_parent() -> c_int {
     crate::unsupported("MPI_Comm_get_parent")
 }
@@ -661,14 +637,6 @@ pub extern "C" fn PMPI_Comm_idup_with_info() -> c_int {
 #[no_mangle]
 pub extern "C" fn PMPI_Comm_join() -> c_int {
     crate::unsupported("MPI_Comm_join")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Comm_remote_group() -> c_int {
-    crate::unsupported("MPI_Comm_remote_group")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Comm_remote_size() -> c_int {
-    crate::unsupported("MPI_Comm_remote_size")
 }
 #[no_mangle]
 pub extern "C" fn PMPI_Comm_spawn() -> c_int {
@@ -719,16 +687,8 @@ pub extern "C" fn PMPI_Info_create_env() -> c_int {
     crate::unsupported("MPI_Info_create_env")
 }
 #[no_mangle]
-pub extern "C" fn PMPI_Intercomm_create() -> c_int {
-    crate::unsupported("MPI_Intercomm_create")
-}
-#[no_mangle]
 pub extern "C" fn PMPI_Intercomm_create_from_groups() -> c_int {
     crate::unsupported("MPI_Intercomm_create_from_groups")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Intercomm_merge() -> c_int {
-    crate::unsupported("MPI_Intercomm_merge")
 }
 #[no_mangle]
 pub extern "C" fn PMPI_Lookup_name() -> c_int {

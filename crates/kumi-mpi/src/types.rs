@@ -98,12 +98,14 @@ fn darray(
         let arg = match a {
             MPI_DISTRIBUTE_DFLT_DARG => None,
             a if a > 0 => Some(a as usize),
-            a => return err(
-                MPI_ERR_ARG,
-                format!(
+            a => {
+                return err(
+                    MPI_ERR_ARG,
+                    format!(
                     "darg {a} of dimension {d} is neither positive nor MPI_DISTRIBUTE_DFLT_DARG"
                 ),
-            ),
+                )
+            }
         };
         dist.push(match k {
             MPI_DISTRIBUTE_BLOCK => Distribution::Block(arg),

@@ -34,6 +34,8 @@ const PROGRAMS: &[&str] = &[
     "tools",
     "io",
     "extras",
+    "inter",
+    "threads",
     "errors",
     "cart",
     "info",
@@ -63,7 +65,7 @@ fn compile_all(compiler: &[String], out: &Path) {
     for p in PROGRAMS {
         let o = Command::new(&compiler[0])
             .args(&compiler[1..])
-            .args(["-O1", "-Wall", "-Wno-stringop-overflow", "-o"])
+            .args(["-O1", "-Wall", "-Wno-stringop-overflow", "-pthread", "-o"])
             .arg(out.join(p))
             .arg(src_dir().join(format!("{p}.c")))
             .output()
@@ -225,6 +227,31 @@ fn nonblocking_reduce_and_data_movement() {
 #[test]
 fn graph_topology_darray_type_attributes_and_large_count_forms() {
     suite("extras", &[1, 2, 3, 4, 6, 8], &[1, 3]);
+}
+
+#[test]
+fn intercommunicators() {
+    suite("inter", &[1, 2, 3, 4, 5, 8], &[2, 3]);
+}
+
+#[test]
+fn serialized_threads() {
+    suite("threads", &[1, 2, 4], &[2]);
+    // Two threads inside MPI at once: the job ends, naming the rule.
+    let o = Command::new(bin("kumi"))
+        .args(["run", "-n", "2"])
+        .arg(kumi_built().join("threads"))
+        .arg("overlap")
+        .output()
+        .expect("start kumi run");
+    let (out, err) = text(&o);
+    assert!(
+        !o.status.success()
+            && err.contains("MPI_Comm_rank on rank 0")
+            && err.contains("MPI_THREAD_SERIALIZED: one thread at a time")
+            && !out.contains("NOT REACHED"),
+        "stdout:\n{out}\nstderr:\n{err}"
+    );
 }
 
 #[test]
@@ -475,6 +502,22 @@ fn mpi4py_from_pypi_runs_on_kumi() {
             .expect("kumi run python");
         expect_pass("mpi4py", n, &o, "mpi4py wheel, MPICH ABI");
     }
+    // mpi4py.futures: a manager and workers over an intercommunicator, driven
+    // from a second thread (MPI_THREAD_SERIALIZED).
+    let script =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../kumi-mpi/tests/py/futures_check.py");
+    for n in [2, 4] {
+        let o = Command::new(bin("kumi"))
+            .args(["run", "-n", &n.to_string()])
+            .arg(&py)
+            .args(["-W", "ignore", "-m", "mpi4py.futures"])
+            .arg(&script)
+            .env("MPI4PY_MPIABI", "mpich")
+            .env("LD_LIBRARY_PATH", lib_dir())
+            .output()
+            .expect("kumi run python");
+        expect_pass("futures", n, &o, "mpi4py.futures");
+    }
 }
 
 #[test]
@@ -495,6 +538,7 @@ fn c_programs_across_two_namespace_hosts() {
         "datatype",
         "io",
         "extras",
+        "inter",
     ] {
         let prog = kumi_built().join(name);
         let o = c.kumi_run(

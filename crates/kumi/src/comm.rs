@@ -501,7 +501,7 @@ impl Comm {
 
     /// A communicator made from this one (same engine), made known to the
     /// supervision reports so waits on it can name world ranks.
-    fn derived(&self, ctx: u32, rank: u32, members: Vec<u32>) -> Comm {
+    pub(crate) fn derived(&self, ctx: u32, rank: u32, members: Vec<u32>) -> Comm {
         self.engine().watch.comm_created(ctx, &members);
         Comm {
             inner: Rc::new(CommInner {
@@ -546,6 +546,20 @@ impl Comm {
             .expect("own card is in the group") as u32;
         let members = group.iter().map(|&(_, r)| self.inner.members[r]).collect();
         Ok(Some(self.derived(ctx, rank, members)))
+    }
+
+    /// `n` fresh contexts from `ctx` on (returned) that no member uses, agreed
+    /// by every member (collective).
+    #[track_caller]
+    pub(crate) fn agree_ctx_block(&self, n: u32) -> Result<u32> {
+        let mut top = [self.engine().next_ctx];
+        self.allreduce_in_place(&mut top, &crate::coll::Op::max())?;
+        let next = top[0]
+            .checked_add(n)
+            .ok_or_else(|| Error::Protocol("communicator context ids exhausted".into()))?;
+        let mut e = self.engine();
+        e.next_ctx = e.next_ctx.max(next);
+        Ok(top[0])
     }
 
     /// Allgathers `extra` together with each member's context counter; returns

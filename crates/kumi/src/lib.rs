@@ -42,6 +42,7 @@ pub mod datatype;
 mod engine;
 mod error;
 pub mod file;
+pub mod inter;
 mod net;
 mod progress;
 pub mod raw;

@@ -1,0 +1,295 @@
+//! Intercommunicators: two disjoint groups of ranks that talk across (MPI's
+//! `MPI_Intercomm_create`), as coupled codes and manager/worker programs
+//! (mpi4py.futures) use them.
+//!
+//! An [`InterComm`] is three communicators:
+//! - [`InterComm::remote`], for point-to-point: its members are the *remote*
+//!   group, its rank is this rank's place in the *local* group, so `dest` and
+//!   `source` name ranks of the other group and a receiver sees a sender's
+//!   local rank, exactly MPI's intercommunicator semantics, with no change to
+//!   the engine (messages match on context and the sender's rank, and only
+//!   the other group ever sends on this context);
+//! - [`InterComm::local`], an intracommunicator of the local group;
+//! - a hidden intracommunicator of both groups (the group with the lower
+//!   world rank at its leader first), on which the collectives that span
+//!   both groups run, and from which [`InterComm::merge`] splits.
+//!
+//! Creation: the leaders exchange their groups and the largest context
+//! counter of each group over the peer communicator; both groups then take
+//! the same two fresh contexts (one for each communicator above).
+
+use crate::coll::Op;
+use crate::comm::Comm;
+use crate::error::{Error, Result};
+use kumi_core::call::Call;
+
+/// The tag of an intercommunicator broadcast on its collective context.
+const TAG_BCAST: i32 = i32::MAX - 1;
+/// The tag of the leaders' exchange.
+const TAG_EXCHANGE: i32 = i32::MAX - 2;
+
+/// An intercommunicator (see the module documentation).
+#[derive(Clone)]
+pub struct InterComm {
+    remote: Comm,
+    local: Comm,
+    both: Comm,
+    /// Whether the local group comes first in `both`.
+    first: bool,
+}
+
+fn bad(arg: &'static str, value: i64, allowed: String) -> Error {
+    Error::InvalidArgument {
+        arg,
+        value,
+        allowed,
+    }
+}
+
+impl InterComm {
+    /// Joins `local` (this rank's group) with another, disjoint group:
+    /// `local_leader` (a rank of `local`) and `remote_leader` (the other
+    /// group's leader, a rank of `peer`) exchange what both groups need over
+    /// `peer` with `tag`. Collective over both groups.
+    #[track_caller]
+    pub fn create(
+        local: &Comm,
+        local_leader: usize,
+        peer: &Comm,
+        remote_leader: usize,
+        tag: i32,
+    ) -> Result<InterComm> {
+        if local_leader >= local.size() {
+            return Err(bad(
+                "local_leader",
+                local_leader as i64,
+                format!("a rank of the local communicator of {}", local.size()),
+            ));
+        }
+        let local = local.dup()?;
+        let mut top = [local.engine().next_ctx];
+        local.allreduce_in_place(&mut top, &Op::max())?;
+        let mine: Vec<u32> = local.members().to_vec();
+        // [largest context counter, leader's world rank, the group's world ranks]
+        let mut theirs: Vec<u32> = Vec::new();
+        if local.rank() == local_leader {
+            if remote_leader >= peer.size() {
+                return Err(bad(
+                    "remote_leader",
+                    remote_leader as i64,
+                    format!("a rank of the peer communicator of {}", peer.size()),
+                ));
+            }
+            if peer.world_rank(remote_leader) == local.world_rank(local_leader) {
+                return Err(bad(
+                    "remote_leader",
+                    remote_leader as i64,
+                    "the other group's leader, not this one".into(),
+                ));
+            }
+            let mut card = vec![top[0], mine[local_leader]];
+            card.extend_from_slice(&mine);
+            peer.send(&card, remote_leader as i32, tag)?;
+            let (v, _) = peer.recv_vec::<u32>(remote_leader as i32, tag)?;
+            theirs = v;
+        }
+        let mut n = [theirs.len() as u64];
+        local.bcast(&mut n, local_leader)?;
+        theirs.resize(n[0] as usize, 0);
+        local.bcast(&mut theirs, local_leader)?;
+        if theirs.len() < 3 {
+            return Err(Error::Protocol(format!(
+                "the other group's leader sent {} words, not a group",
+                theirs.len()
+            )));
+        }
+        let remote_group = theirs[2..].to_vec();
+        if remote_group.iter().any(|w| mine.contains(w)) {
+            return Err(bad(
+                "remote_leader",
+                remote_leader as i64,
+                "a leader of a group disjoint from this one".into(),
+            ));
+        }
+        let ctx = top[0].max(theirs[0]);
+        let next = ctx
+            .checked_add(4)
+            .ok_or_else(|| Error::Protocol("communicator context ids exhausted".into()))?;
+        {
+            let mut e = local.engine();
+            e.next_ctx = e.next_ctx.max(next);
+        }
+        let first = mine[local_leader] < theirs[1];
+        let remote = local.derived(ctx, local.rank() as u32, remote_group.clone());
+        let (mut all, offset) = if first {
+            (mine.clone(), 0)
+        } else {
+            (remote_group.clone(), remote_group.len())
+        };
+        all.extend_from_slice(if first { &remote_group } else { &mine });
+        let both = local.derived(ctx + 2, (offset + local.rank()) as u32, all);
+        Ok(InterComm {
+            remote,
+            local,
+            both,
+            first,
+        })
+    }
+
+    /// The communicator for point-to-point across: ranks are those of the
+    /// remote group; `rank()` is this rank's place in the local group.
+    pub fn remote(&self) -> &Comm {
+        &self.remote
+    }
+
+    /// The local group, as an intracommunicator.
+    pub fn local(&self) -> &Comm {
+        &self.local
+    }
+
+    /// The size of the remote group.
+    pub fn remote_size(&self) -> usize {
+        self.remote.size()
+    }
+
+    /// The world ranks of the remote group, in its order.
+    pub fn remote_world_ranks(&self) -> Vec<usize> {
+        self.remote.members().iter().map(|&w| w as usize).collect()
+    }
+
+    /// Blocks until every rank of both groups has called it.
+    #[track_caller]
+    pub fn barrier(&self) -> Result<()> {
+        self.both.barrier()
+    }
+
+    /// Broadcast from one group to the other: the root (rank `root` of its
+    /// group) passes `Root::Me`, the other ranks of its group `Root::None`
+    /// (they take no part), the other group `Root::Remote(root)` and receives.
+    /// The root sends to the other group's first rank, which broadcasts
+    /// inside its group.
+    #[track_caller]
+    pub fn bcast<T: bytemuck::Pod>(&self, buf: &mut [T], root: Root) -> Result<()> {
+        // On the intercommunicator's collective context: no tag of the
+        // program's can match it.
+        let (ctx, at) = (self.remote.coll_ctx(), std::panic::Location::caller());
+        match root {
+            Root::None => Ok(()),
+            Root::Me => {
+                self.remote
+                    .send_on(ctx, bytemuck::cast_slice(buf), 0, TAG_BCAST, false, at)
+            }
+            Root::Remote(r) => {
+                if r >= self.remote_size() {
+                    return Err(bad(
+                        "root",
+                        r as i64,
+                        format!("a rank of the remote group of {}", self.remote_size()),
+                    ));
+                }
+                if self.local.rank() == 0 {
+                    let b: &mut [u8] = bytemuck::cast_slice_mut(buf);
+                    self.remote
+                        .recv_on(ctx, b, r as i32, TAG_BCAST, Call::Collective, at)?;
+                }
+                self.local.bcast(buf, 0)
+            }
+        }
+    }
+
+    /// The leaders' exchange (call at local rank 0 only): sends `mine` to
+    /// the other group's rank 0 and receives its `theirs` (the same length),
+    /// on the collective context. The first group's leader sends first.
+    #[track_caller]
+    pub fn leaders_exchange(&self, mine: &[u8], theirs: &mut [u8]) -> Result<()> {
+        let (ctx, at) = (self.remote.coll_ctx(), std::panic::Location::caller());
+        if self.first {
+            self.remote.send_on(ctx, mine, 0, TAG_EXCHANGE, false, at)?;
+            self.remote
+                .recv_on(ctx, theirs, 0, TAG_EXCHANGE, Call::Collective, at)?;
+        } else {
+            self.remote
+                .recv_on(ctx, theirs, 0, TAG_EXCHANGE, Call::Collective, at)?;
+            self.remote.send_on(ctx, mine, 0, TAG_EXCHANGE, false, at)?;
+        }
+        Ok(())
+    }
+
+    /// A nonblocking barrier over both groups.
+    #[track_caller]
+    pub fn ibarrier(&self) -> Result<crate::CollRequest<()>> {
+        self.both.ibarrier()
+    }
+
+    /// A new intercommunicator of the same groups (collective over both).
+    #[track_caller]
+    pub fn dup(&self) -> Result<InterComm> {
+        let local = self.local.dup()?;
+        let ctx = self.both.agree_ctx_block(4)?;
+        let remote = self.remote.derived(
+            ctx,
+            self.remote.rank() as u32,
+            self.remote.members().to_vec(),
+        );
+        let both = self.both.derived(
+            ctx + 2,
+            self.both.rank() as u32,
+            self.both.members().to_vec(),
+        );
+        Ok(InterComm {
+            remote,
+            local,
+            both,
+            first: self.first,
+        })
+    }
+
+    /// The intracommunicator of both groups (MPI's `MPI_Intercomm_merge`):
+    /// the group whose ranks pass `high = false` first; if both pass the same,
+    /// the group with the lower world rank at its leader first. Collective
+    /// over both groups; every rank of a group passes the same `high`.
+    #[track_caller]
+    pub fn merge(&self, high: bool) -> Result<Comm> {
+        let mut flags = vec![0u8; self.both.size()];
+        self.both.allgather(&[high as u8], &mut flags)?;
+        let (a, b) = if self.first {
+            (self.local.size(), self.remote.size())
+        } else {
+            (self.remote.size(), self.local.size())
+        };
+        let (first_high, second_high) = (flags[0] != 0, flags[a] != 0);
+        if flags[..a].iter().any(|&f| (f != 0) != first_high)
+            || flags[a..a + b].iter().any(|&f| (f != 0) != second_high)
+        {
+            return Err(bad(
+                "high",
+                high as i64,
+                "the same value on every rank of a group".into(),
+            ));
+        }
+        // The group that goes first in `both` keeps its place unless it alone
+        // asked to be high.
+        let swap = first_high && !second_high;
+        let me = self.both.rank();
+        let key = match (swap, me < a) {
+            (false, _) => me,
+            (true, true) => b + me,
+            (true, false) => me - a,
+        };
+        Ok(self
+            .both
+            .split(Some(0), key as i32)?
+            .expect("every rank takes part"))
+    }
+}
+
+/// Who the root of an intercommunicator broadcast is, seen from this rank.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Root {
+    /// This rank is the root.
+    Me,
+    /// Another rank of this rank's group is the root: nothing to do.
+    None,
+    /// The root is this rank of the remote group.
+    Remote(usize),
+}
