@@ -396,6 +396,11 @@ large_v! {
     MPI_Ialltoallw_c / PMPI_Ialltoallw_c => PMPI_Ialltoallw [comm] (s: V, sc: *const i64 => cs, sd: *const isize => ds, st: *const c_int, r: M, rc: *const i64 => cs, rd: *const isize => ds, rt: *const c_int, comm: c_int, req: *mut c_int)
 }
 
+/// Two counts narrowed (see [`narrow`]).
+fn narrow2(name: &'static str, a: i64, b: i64) -> Result<(c_int, c_int), c_int> {
+    Ok((narrow(name, a)?, narrow(name, b)?))
+}
+
 /// Runs an int-position pack or unpack with an `MPI_Count` position.
 fn with_position(
     name: &'static str,
@@ -434,9 +439,9 @@ pub unsafe extern "C" fn PMPI_Pack_c(
 ) -> c_int {
     // See the macros above: hold the library for the whole call.
     let _token = crate::state::Token::enter();
-    let (c, o) = match (narrow("MPI_Pack_c", incount), narrow("MPI_Pack_c", outsize)) {
-        (Ok(c), Ok(o)) => (c, o),
-        (Err(rc), _) | (_, Err(rc)) => return rc,
+    let (c, o) = match narrow2("MPI_Pack_c", incount, outsize) {
+        Ok(x) => x,
+        Err(rc) => return rc,
     };
     // SAFETY: forwarded; `p` is a valid int.
     with_position("MPI_Pack_c", position, |p| unsafe {
@@ -472,12 +477,9 @@ pub unsafe extern "C" fn PMPI_Unpack_c(
 ) -> c_int {
     // See the macros above: hold the library for the whole call.
     let _token = crate::state::Token::enter();
-    let (i, c) = match (
-        narrow("MPI_Unpack_c", insize),
-        narrow("MPI_Unpack_c", outcount),
-    ) {
-        (Ok(i), Ok(c)) => (i, c),
-        (Err(rc), _) | (_, Err(rc)) => return rc,
+    let (i, c) = match narrow2("MPI_Unpack_c", insize, outcount) {
+        Ok(x) => x,
+        Err(rc) => return rc,
     };
     // SAFETY: forwarded; `p` is a valid int.
     with_position("MPI_Unpack_c", position, |p| unsafe {
