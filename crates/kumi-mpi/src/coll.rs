@@ -188,7 +188,7 @@ fn builtin_index(op: c_int) -> Option<usize> {
     (i < BUILTINS.len()).then_some(i)
 }
 
-fn builtin(op: c_int) -> Option<Builtin> {
+pub(crate) fn builtin(op: c_int) -> Option<Builtin> {
     builtin_index(op).map(|i| BUILTINS[i])
 }
 

@@ -7,7 +7,7 @@
 
 use crate::consts::*;
 use crate::state::{self, out, slice};
-use crate::{coll::*, p2p::*, types::*};
+use crate::{coll::*, p2p::*, types::*, win::*};
 use crate::{err, guard, MPI_Status, R};
 use std::ffi::{c_int, c_void};
 
@@ -558,4 +558,56 @@ large_ctor! {
     MPI_Type_create_indexed_block_c / PMPI_Type_create_indexed_block_c => PMPI_Type_create_indexed_block as All [let k = len(c);] (c: i64 => nl(0), bl: i64 => nl(0), d: *const i64 => cx(k), t: c_int, nt: *mut c_int) -> nt
     MPI_Type_create_struct_c / PMPI_Type_create_struct_c => PMPI_Type_create_struct as All [let k = len(c);] (c: i64 => nl(0), bl: *const i64 => cx(k), d: *const isize, ts: *const c_int, nt: *mut c_int) -> nt
     MPI_Type_create_subarray_c / PMPI_Type_create_subarray_c => PMPI_Type_create_subarray as Subarray [let k = len(nd as i64);] (nd: c_int, sizes: *const i64 => cx(k), subs: *const i64 => cx(k), starts: *const i64 => cx(k), order: c_int, t: c_int, nt: *mut c_int) -> nt
+}
+
+fn na(name: &'static str, v: isize) -> Result<c_int, c_int> {
+    narrow(name, v as i64)
+}
+
+large! {
+    MPI_Win_allocate_c / PMPI_Win_allocate_c => PMPI_Win_allocate(size: isize, du: isize => na, info: c_int, comm: c_int, base: M, win: *mut c_int)
+    MPI_Win_allocate_shared_c / PMPI_Win_allocate_shared_c => PMPI_Win_allocate_shared(size: isize, du: isize => na, info: c_int, comm: c_int, base: M, win: *mut c_int)
+    MPI_Put_c / PMPI_Put_c => PMPI_Put(o: V, on: i64 => n, ot: c_int, tr: c_int, td: isize, tn: i64 => n, tt: c_int, win: c_int)
+    MPI_Get_c / PMPI_Get_c => PMPI_Get(o: M, on: i64 => n, ot: c_int, tr: c_int, td: isize, tn: i64 => n, tt: c_int, win: c_int)
+    MPI_Accumulate_c / PMPI_Accumulate_c => PMPI_Accumulate(o: V, on: i64 => n, ot: c_int, tr: c_int, td: isize, tn: i64 => n, tt: c_int, op: c_int, win: c_int)
+    MPI_Get_accumulate_c / PMPI_Get_accumulate_c => PMPI_Get_accumulate(o: V, on: i64 => n, ot: c_int, r: M, rn: i64 => n, rt: c_int, tr: c_int, td: isize, tn: i64 => n, tt: c_int, op: c_int, win: c_int)
+    MPI_Rput_c / PMPI_Rput_c => PMPI_Rput(o: V, on: i64 => n, ot: c_int, tr: c_int, td: isize, tn: i64 => n, tt: c_int, win: c_int, req: *mut c_int)
+    MPI_Rget_c / PMPI_Rget_c => PMPI_Rget(o: M, on: i64 => n, ot: c_int, tr: c_int, td: isize, tn: i64 => n, tt: c_int, win: c_int, req: *mut c_int)
+    MPI_Raccumulate_c / PMPI_Raccumulate_c => PMPI_Raccumulate(o: V, on: i64 => n, ot: c_int, tr: c_int, td: isize, tn: i64 => n, tt: c_int, op: c_int, win: c_int, req: *mut c_int)
+    MPI_Rget_accumulate_c / PMPI_Rget_accumulate_c => PMPI_Rget_accumulate(o: V, on: i64 => n, ot: c_int, r: M, rn: i64 => n, rt: c_int, tr: c_int, td: isize, tn: i64 => n, tt: c_int, op: c_int, win: c_int, req: *mut c_int)
+}
+
+/// `PMPI_Win_shared_query_c`: `MPI_Win_shared_query` with an `MPI_Aint` unit.
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_shared_query_c(
+    win: c_int,
+    rank: c_int,
+    size: *mut isize,
+    disp_unit: *mut isize,
+    baseptr: M,
+) -> c_int {
+    // See the macros above: hold the library for the whole call.
+    let _token = crate::state::Token::enter();
+    let mut u: c_int = 0;
+    // SAFETY: forwarded; `u` is a valid int.
+    let rc = unsafe { PMPI_Win_shared_query(win, rank, size, &mut u, baseptr) };
+    if rc != MPI_SUCCESS {
+        return rc;
+    }
+    guard("MPI_Win_shared_query_c", || {
+        out(disp_unit, "disp_unit", u as isize)
+    })
+}
+
+/// `MPI_Win_shared_query_c`: calls `PMPI_Win_shared_query_c`.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Win_shared_query_c(
+    win: c_int,
+    rank: c_int,
+    size: *mut isize,
+    disp_unit: *mut isize,
+    baseptr: M,
+) -> c_int {
+    // SAFETY: forwarded unchanged.
+    unsafe { PMPI_Win_shared_query_c(win, rank, size, disp_unit, baseptr) }
 }

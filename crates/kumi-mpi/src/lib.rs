@@ -44,6 +44,7 @@ mod state;
 mod stubs;
 mod tools;
 mod types;
+pub(crate) mod win;
 
 use consts::*;
 use std::ffi::c_int;

@@ -353,6 +353,8 @@ pub(crate) struct State {
     /// Open files by index (their `MPI_File` handles encode it; see
     /// `crate::file`).
     pub files: HashMap<usize, crate::file::FileEntry>,
+    /// Windows by handle (see `crate::win`).
+    pub wins: HashMap<c_int, crate::win::WinEntry>,
     pub next_file: usize,
     /// The error handler of `MPI_FILE_NULL`: what `MPI_File_open` and
     /// `MPI_File_delete` report through, and what new files start with
@@ -602,6 +604,7 @@ impl State {
             errhs: HashMap::new(),
             file_errhs: HashMap::new(),
             files: HashMap::new(),
+            wins: HashMap::new(),
             next_file: 0,
             file_null_errh: MPI_ERRORS_RETURN,
             bsend: None,
@@ -807,6 +810,9 @@ pub(crate) fn handle_error(name: &str, comm: c_int, e: MpiErr) -> c_int {
         Ok(mut s) => {
             let errh = match file {
                 Some(i) => s.files.get(&i).map_or(s.file_null_errh, |f| f.errh),
+                None if crate::win::err_target(comm) => {
+                    s.wins.get(&comm).map_or(MPI_ERRORS_ARE_FATAL, |w| w.errh)
+                }
                 None => s.comms.get(&comm).map_or(MPI_ERRORS_ARE_FATAL, |c| c.errh),
             };
             let user = s.errhs.get(&errh).copied();

@@ -119,14 +119,6 @@ pub extern "C" fn MPIX_Query_ze_support() -> c_int {
     crate::unsupported("MPIX_Query_ze_support")
 }
 #[no_mangle]
-pub extern "C" fn MPI_Accumulate() -> c_int {
-    crate::unsupported("MPI_Accumulate")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Accumulate_c() -> c_int {
-    crate::unsupported("MPI_Accumulate_c")
-}
-#[no_mangle]
 pub extern "C" fn MPI_Close_port() -> c_int {
     crate::unsupported("MPI_Close_port")
 }
@@ -165,30 +157,6 @@ pub extern "C" fn MPI_Comm_spawn() -> c_int {
 #[no_mangle]
 pub extern "C" fn MPI_Comm_spawn_multiple() -> c_int {
     crate::unsupported("MPI_Comm_spawn_multiple")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Compare_and_swap() -> c_int {
-    crate::unsupported("MPI_Compare_and_swap")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Fetch_and_op() -> c_int {
-    crate::unsupported("MPI_Fetch_and_op")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Get() -> c_int {
-    crate::unsupported("MPI_Get")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Get_accumulate() -> c_int {
-    crate::unsupported("MPI_Get_accumulate")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Get_accumulate_c() -> c_int {
-    crate::unsupported("MPI_Get_accumulate_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Get_c() -> c_int {
-    crate::unsupported("MPI_Get_c")
 }
 #[no_mangle]
 pub extern "C" fn MPI_Grequest_complete() -> c_int {
@@ -263,52 +231,12 @@ pub extern "C" fn MPI_Publish_name() -> c_int {
     crate::unsupported("MPI_Publish_name")
 }
 #[no_mangle]
-pub extern "C" fn MPI_Put() -> c_int {
-    crate::unsupported("MPI_Put")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Put_c() -> c_int {
-    crate::unsupported("MPI_Put_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Raccumulate() -> c_int {
-    crate::unsupported("MPI_Raccumulate")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Raccumulate_c() -> c_int {
-    crate::unsupported("MPI_Raccumulate_c")
-}
-#[no_mangle]
 pub extern "C" fn MPI_Register_datarep() -> c_int {
     crate::unsupported("MPI_Register_datarep")
 }
 #[no_mangle]
 pub extern "C" fn MPI_Register_datarep_c() -> c_int {
     crate::unsupported("MPI_Register_datarep_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Rget() -> c_int {
-    crate::unsupported("MPI_Rget")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Rget_accumulate() -> c_int {
-    crate::unsupported("MPI_Rget_accumulate")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Rget_accumulate_c() -> c_int {
-    crate::unsupported("MPI_Rget_accumulate_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Rget_c() -> c_int {
-    crate::unsupported("MPI_Rget_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Rput() -> c_int {
-    crate::unsupported("MPI_Rput")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Rput_c() -> c_int {
-    crate::unsupported("MPI_Rput_c")
 }
 #[no_mangle]
 pub extern "C" fn MPI_Session_call_errhandler() -> c_int {
@@ -375,32 +303,8 @@ pub extern "C" fn MPI_Unpublish_name() -> c_int {
     crate::unsupported("MPI_Unpublish_name")
 }
 #[no_mangle]
-pub extern "C" fn MPI_Win_allocate() -> c_int {
-    crate::unsupported("MPI_Win_allocate")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Win_allocate_c() -> c_int {
-    crate::unsupported("MPI_Win_allocate_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Win_allocate_shared() -> c_int {
-    crate::unsupported("MPI_Win_allocate_shared")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Win_allocate_shared_c() -> c_int {
-    crate::unsupported("MPI_Win_allocate_shared_c")
-}
-#[no_mangle]
 pub extern "C" fn MPI_Win_attach() -> c_int {
     crate::unsupported("MPI_Win_attach")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Win_call_errhandler() -> c_int {
-    crate::unsupported("MPI_Win_call_errhandler")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Win_complete() -> c_int {
-    crate::unsupported("MPI_Win_complete")
 }
 #[no_mangle]
 pub extern "C" fn MPI_Win_create() -> c_int {
@@ -415,10 +319,6 @@ pub extern "C" fn MPI_Win_create_dynamic() -> c_int {
     crate::unsupported("MPI_Win_create_dynamic")
 }
 #[no_mangle]
-pub extern "C" fn MPI_Win_create_errhandler() -> c_int {
-    crate::unsupported("MPI_Win_create_errhandler")
-}
-#[no_mangle]
 pub extern "C" fn MPI_Win_create_keyval() -> c_int {
     crate::unsupported("MPI_Win_create_keyval")
 }
@@ -431,112 +331,12 @@ pub extern "C" fn MPI_Win_detach() -> c_int {
     crate::unsupported("MPI_Win_detach")
 }
 #[no_mangle]
-pub extern "C" fn MPI_Win_fence() -> c_int {
-    crate::unsupported("MPI_Win_fence")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Win_flush() -> c_int {
-    crate::unsupported("MPI_Win_flush")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Win_flush_all() -> c_int {
-    crate::unsupported("MPI_Win_flush_all")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Win_flush_local() -> c_int {
-    crate::unsupported("MPI_Win_flush_local")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Win_flush_local_all() -> c_int {
-    crate::unsupported("MPI_Win_flush_local_all")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Win_free() -> c_int {
-    crate::unsupported("MPI_Win_free")
-}
-#[no_mangle]
 pub extern "C" fn MPI_Win_free_keyval() -> c_int {
     crate::unsupported("MPI_Win_free_keyval")
 }
 #[no_mangle]
-pub extern "C" fn MPI_Win_get_attr() -> c_int {
-    crate::unsupported("MPI_Win_get_attr")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Win_get_errhandler() -> c_int {
-    crate::unsupported("MPI_Win_get_errhandler")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Win_get_group() -> c_int {
-    crate::unsupported("MPI_Win_get_group")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Win_get_info() -> c_int {
-    crate::unsupported("MPI_Win_get_info")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Win_get_name() -> c_int {
-    crate::unsupported("MPI_Win_get_name")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Win_lock() -> c_int {
-    crate::unsupported("MPI_Win_lock")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Win_lock_all() -> c_int {
-    crate::unsupported("MPI_Win_lock_all")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Win_post() -> c_int {
-    crate::unsupported("MPI_Win_post")
-}
-#[no_mangle]
 pub extern "C" fn MPI_Win_set_attr() -> c_int {
     crate::unsupported("MPI_Win_set_attr")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Win_set_errhandler() -> c_int {
-    crate::unsupported("MPI_Win_set_errhandler")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Win_set_info() -> c_int {
-    crate::unsupported("MPI_Win_set_info")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Win_set_name() -> c_int {
-    crate::unsupported("MPI_Win_set_name")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Win_shared_query() -> c_int {
-    crate::unsupported("MPI_Win_shared_query")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Win_shared_query_c() -> c_int {
-    crate::unsupported("MPI_Win_shared_query_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Win_start() -> c_int {
-    crate::unsupported("MPI_Win_start")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Win_sync() -> c_int {
-    crate::unsupported("MPI_Win_sync")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Win_test() -> c_int {
-    crate::unsupported("MPI_Win_test")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Win_unlock() -> c_int {
-    crate::unsupported("MPI_Win_unlock")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Win_unlock_all() -> c_int {
-    crate::unsupported("MPI_Win_unlock_all")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Win_wait() -> c_int {
-    crate::unsupported("MPI_Win_wait")
 }
 #[no_mangle]
 pub extern "C" fn PMPIX_Comm_agree() -> c_int {
@@ -599,14 +399,6 @@ pub extern "C" fn PMPIX_Query_ze_support() -> c_int {
     crate::unsupported("MPIX_Query_ze_support")
 }
 #[no_mangle]
-pub extern "C" fn PMPI_Accumulate() -> c_int {
-    crate::unsupported("MPI_Accumulate")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Accumulate_c() -> c_int {
-    crate::unsupported("MPI_Accumulate_c")
-}
-#[no_mangle]
 pub extern "C" fn PMPI_Close_port() -> c_int {
     crate::unsupported("MPI_Close_port")
 }
@@ -645,30 +437,6 @@ pub extern "C" fn PMPI_Comm_spawn() -> c_int {
 #[no_mangle]
 pub extern "C" fn PMPI_Comm_spawn_multiple() -> c_int {
     crate::unsupported("MPI_Comm_spawn_multiple")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Compare_and_swap() -> c_int {
-    crate::unsupported("MPI_Compare_and_swap")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Fetch_and_op() -> c_int {
-    crate::unsupported("MPI_Fetch_and_op")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Get() -> c_int {
-    crate::unsupported("MPI_Get")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Get_accumulate() -> c_int {
-    crate::unsupported("MPI_Get_accumulate")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Get_accumulate_c() -> c_int {
-    crate::unsupported("MPI_Get_accumulate_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Get_c() -> c_int {
-    crate::unsupported("MPI_Get_c")
 }
 #[no_mangle]
 pub extern "C" fn PMPI_Grequest_complete() -> c_int {
@@ -743,52 +511,12 @@ pub extern "C" fn PMPI_Publish_name() -> c_int {
     crate::unsupported("MPI_Publish_name")
 }
 #[no_mangle]
-pub extern "C" fn PMPI_Put() -> c_int {
-    crate::unsupported("MPI_Put")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Put_c() -> c_int {
-    crate::unsupported("MPI_Put_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Raccumulate() -> c_int {
-    crate::unsupported("MPI_Raccumulate")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Raccumulate_c() -> c_int {
-    crate::unsupported("MPI_Raccumulate_c")
-}
-#[no_mangle]
 pub extern "C" fn PMPI_Register_datarep() -> c_int {
     crate::unsupported("MPI_Register_datarep")
 }
 #[no_mangle]
 pub extern "C" fn PMPI_Register_datarep_c() -> c_int {
     crate::unsupported("MPI_Register_datarep_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Rget() -> c_int {
-    crate::unsupported("MPI_Rget")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Rget_accumulate() -> c_int {
-    crate::unsupported("MPI_Rget_accumulate")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Rget_accumulate_c() -> c_int {
-    crate::unsupported("MPI_Rget_accumulate_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Rget_c() -> c_int {
-    crate::unsupported("MPI_Rget_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Rput() -> c_int {
-    crate::unsupported("MPI_Rput")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Rput_c() -> c_int {
-    crate::unsupported("MPI_Rput_c")
 }
 #[no_mangle]
 pub extern "C" fn PMPI_Session_call_errhandler() -> c_int {
@@ -855,32 +583,8 @@ pub extern "C" fn PMPI_Unpublish_name() -> c_int {
     crate::unsupported("MPI_Unpublish_name")
 }
 #[no_mangle]
-pub extern "C" fn PMPI_Win_allocate() -> c_int {
-    crate::unsupported("MPI_Win_allocate")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Win_allocate_c() -> c_int {
-    crate::unsupported("MPI_Win_allocate_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Win_allocate_shared() -> c_int {
-    crate::unsupported("MPI_Win_allocate_shared")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Win_allocate_shared_c() -> c_int {
-    crate::unsupported("MPI_Win_allocate_shared_c")
-}
-#[no_mangle]
 pub extern "C" fn PMPI_Win_attach() -> c_int {
     crate::unsupported("MPI_Win_attach")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Win_call_errhandler() -> c_int {
-    crate::unsupported("MPI_Win_call_errhandler")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Win_complete() -> c_int {
-    crate::unsupported("MPI_Win_complete")
 }
 #[no_mangle]
 pub extern "C" fn PMPI_Win_create() -> c_int {
@@ -895,10 +599,6 @@ pub extern "C" fn PMPI_Win_create_dynamic() -> c_int {
     crate::unsupported("MPI_Win_create_dynamic")
 }
 #[no_mangle]
-pub extern "C" fn PMPI_Win_create_errhandler() -> c_int {
-    crate::unsupported("MPI_Win_create_errhandler")
-}
-#[no_mangle]
 pub extern "C" fn PMPI_Win_create_keyval() -> c_int {
     crate::unsupported("MPI_Win_create_keyval")
 }
@@ -911,112 +611,12 @@ pub extern "C" fn PMPI_Win_detach() -> c_int {
     crate::unsupported("MPI_Win_detach")
 }
 #[no_mangle]
-pub extern "C" fn PMPI_Win_fence() -> c_int {
-    crate::unsupported("MPI_Win_fence")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Win_flush() -> c_int {
-    crate::unsupported("MPI_Win_flush")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Win_flush_all() -> c_int {
-    crate::unsupported("MPI_Win_flush_all")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Win_flush_local() -> c_int {
-    crate::unsupported("MPI_Win_flush_local")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Win_flush_local_all() -> c_int {
-    crate::unsupported("MPI_Win_flush_local_all")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Win_free() -> c_int {
-    crate::unsupported("MPI_Win_free")
-}
-#[no_mangle]
 pub extern "C" fn PMPI_Win_free_keyval() -> c_int {
     crate::unsupported("MPI_Win_free_keyval")
 }
 #[no_mangle]
-pub extern "C" fn PMPI_Win_get_attr() -> c_int {
-    crate::unsupported("MPI_Win_get_attr")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Win_get_errhandler() -> c_int {
-    crate::unsupported("MPI_Win_get_errhandler")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Win_get_group() -> c_int {
-    crate::unsupported("MPI_Win_get_group")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Win_get_info() -> c_int {
-    crate::unsupported("MPI_Win_get_info")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Win_get_name() -> c_int {
-    crate::unsupported("MPI_Win_get_name")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Win_lock() -> c_int {
-    crate::unsupported("MPI_Win_lock")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Win_lock_all() -> c_int {
-    crate::unsupported("MPI_Win_lock_all")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Win_post() -> c_int {
-    crate::unsupported("MPI_Win_post")
-}
-#[no_mangle]
 pub extern "C" fn PMPI_Win_set_attr() -> c_int {
     crate::unsupported("MPI_Win_set_attr")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Win_set_errhandler() -> c_int {
-    crate::unsupported("MPI_Win_set_errhandler")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Win_set_info() -> c_int {
-    crate::unsupported("MPI_Win_set_info")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Win_set_name() -> c_int {
-    crate::unsupported("MPI_Win_set_name")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Win_shared_query() -> c_int {
-    crate::unsupported("MPI_Win_shared_query")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Win_shared_query_c() -> c_int {
-    crate::unsupported("MPI_Win_shared_query_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Win_start() -> c_int {
-    crate::unsupported("MPI_Win_start")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Win_sync() -> c_int {
-    crate::unsupported("MPI_Win_sync")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Win_test() -> c_int {
-    crate::unsupported("MPI_Win_test")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Win_unlock() -> c_int {
-    crate::unsupported("MPI_Win_unlock")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Win_unlock_all() -> c_int {
-    crate::unsupported("MPI_Win_unlock_all")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Win_wait() -> c_int {
-    crate::unsupported("MPI_Win_wait")
 }
 #[no_mangle]
 pub extern "C" fn QMPI_Get_calling_address() -> c_int {

@@ -36,6 +36,7 @@ const PROGRAMS: &[&str] = &[
     "extras",
     "inter",
     "threads",
+    "win",
     "errors",
     "cart",
     "info",
@@ -252,6 +253,11 @@ fn serialized_threads() {
             && !out.contains("NOT REACHED"),
         "stdout:\n{out}\nstderr:\n{err}"
     );
+}
+
+#[test]
+fn one_sided_on_shared_memory_windows() {
+    suite("win", &[1, 2, 3, 4, 8], &[1, 3]);
 }
 
 #[test]
@@ -539,6 +545,7 @@ fn c_programs_across_two_namespace_hosts() {
         "io",
         "extras",
         "inter",
+        "win",
     ] {
         let prog = kumi_built().join(name);
         let o = c.kumi_run(

@@ -48,6 +48,7 @@ mod progress;
 pub mod raw;
 mod request;
 mod watch;
+pub mod win;
 
 pub use coll::{
     Arrival, Builtin, CollRequest, CombineOp, CombineValue, Combiner, Elem, Loc, Op, ALL_BUILTINS,

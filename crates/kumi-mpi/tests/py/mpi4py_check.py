@@ -99,6 +99,24 @@ assert g.Get_topology() == MPI.GRAPH and g.Get_neighbors(rank) == [left, right]
 assert g.neighbor_allgather(rank) == [left, right]
 g.Free()
 
+# One-sided: a shared-memory window of the ranks of this host.
+host = comm.Split_type(MPI.COMM_TYPE_SHARED)
+hr, hn = host.Get_rank(), host.Get_size()
+win = MPI.Win.Allocate_shared(8 * 4, 8, comm=host)
+buf = np.ndarray(buffer=win.tomemory(), dtype=np.float64, shape=(4,))
+buf[:] = 0
+win.Fence()
+win.Put(np.array([float(hr)]), (hr + 1) % hn, target=0)
+win.Accumulate(np.array([1.0]), 0, target=3, op=MPI.SUM)
+win.Fence()
+assert buf[0] == (hr - 1) % hn, buf
+if hr == 0:
+    assert buf[3] == hn, buf
+mem, unit = win.Shared_query(0)
+assert unit == 8
+win.Free()
+host.Free()
+
 comm.Barrier()
 if rank == 0:
     print("PASS mpi4py", flush=True)

@@ -1,0 +1,751 @@
+//! One-sided communication (`MPI_Win_*`, `MPI_Put`, `MPI_Get`,
+//! `MPI_Accumulate`...) on shared-memory windows: handles onto
+//! [`kumi::win::SharedWindow`].
+//!
+//! What kumi has so far: windows whose memory every rank maps, made by
+//! `MPI_Win_allocate_shared` and `MPI_Win_allocate` on a communicator of one
+//! host (the unified memory model); fences, passive-target locks, flushes,
+//! `MPI_Win_sync`, general active-target synchronization (post, start,
+//! complete, wait, test); puts, gets, accumulates with the predefined
+//! operations on the predefined numeric types, fetch-and-op and
+//! compare-and-swap. Windows over user memory (`MPI_Win_create`), dynamic
+//! windows and windows across hosts are not there yet (they fail naming
+//! themselves). A window's errors go to its handler, `MPI_ERRORS_ARE_FATAL`
+//! unless set otherwise.
+
+use crate::coll::builtin;
+use crate::consts::*;
+use crate::state::{out, out_str, read, st, ReqEntry, State};
+use crate::{err, set_err_comm, MpiErr, R};
+use kumi::datatype::Datatype;
+use kumi::raw::RawRequest;
+use kumi::win::SharedWindow;
+use kumi::{Builtin, Elem, Op, Status};
+use std::ffi::{c_char, c_int, c_void};
+use std::rc::Rc;
+
+/// Handles of windows: MPICH's window kind, indirect, plus an index.
+const NEW_WIN: c_int = 0xa000_0000u32 as c_int;
+const MPI_WIN_BASE: c_int = 0x6600_0001;
+const MPI_WIN_SIZE: c_int = 0x6600_0003;
+const MPI_WIN_DISP_UNIT: c_int = 0x6600_0005;
+const MPI_WIN_CREATE_FLAVOR: c_int = 0x6600_0007;
+const MPI_WIN_MODEL: c_int = 0x6600_0009;
+const MPI_WIN_FLAVOR_ALLOCATE: c_int = 2;
+const MPI_WIN_FLAVOR_SHARED: c_int = 4;
+const MPI_WIN_UNIFIED: c_int = 2;
+const MPI_LOCK_EXCLUSIVE: c_int = 234;
+const MPI_LOCK_SHARED: c_int = 235;
+const MPI_NO_OP: c_int = 0x5800_000e;
+const MPI_ERR_WIN: c_int = 45;
+const MPI_ERR_RMA_SYNC: c_int = 50;
+const MPI_ERR_LOCKTYPE: c_int = 47;
+const TAG_POST: i32 = 1;
+const TAG_DONE: i32 = 2;
+
+/// A window in the state's table.
+pub(crate) struct WinEntry {
+    win: Rc<SharedWindow>,
+    pub errh: c_int,
+    name: String,
+    /// The attribute values, where `MPI_Win_get_attr` points.
+    size: Box<isize>,
+    disp_unit: Box<c_int>,
+    flavor: Box<c_int>,
+    model: Box<c_int>,
+    /// Passive-target locks this rank holds: (rank, exclusive).
+    locks: Vec<(usize, bool)>,
+    /// Ranks (of the window) of the current exposure and access epochs.
+    posted: Option<Vec<usize>>,
+    started: Option<Vec<usize>>,
+}
+
+/// The window index an error target names (see `crate::set_err_comm`).
+pub(crate) fn err_target(target: c_int) -> bool {
+    target & !0x03ff_ffff == NEW_WIN
+}
+
+fn entry(s: &mut State, h: c_int) -> R<&mut WinEntry> {
+    if s.wins.contains_key(&h) {
+        set_err_comm(h);
+        return Ok(s.wins.get_mut(&h).expect("checked"));
+    }
+    match h {
+        MPI_WIN_NULL => err(MPI_ERR_WIN, "the window is MPI_WIN_NULL"),
+        _ => err(
+            MPI_ERR_WIN,
+            format!("{h:#x} is not a window (or it was freed)"),
+        ),
+    }
+}
+
+fn win(h: c_int) -> R<Rc<SharedWindow>> {
+    Ok(entry(&mut *st()?, h)?.win.clone())
+}
+
+const MPI_WIN_NULL: c_int = 0x2000_0000;
+
+/// `MPI_Win_allocate(_shared)`: the window, its handle, its base.
+fn allocate(
+    size: isize,
+    disp_unit: c_int,
+    info: c_int,
+    comm: c_int,
+    baseptr: *mut c_void,
+    win_out: *mut c_int,
+    flavor: c_int,
+) -> R<()> {
+    let c = {
+        let mut s = st()?;
+        crate::comm::check_info(&mut s, info)?;
+        s.intra(comm)?
+    };
+    if size < 0 {
+        return err(MPI_ERR_ARG, format!("size {size} is negative"));
+    }
+    if disp_unit <= 0 {
+        return err(
+            MPI_ERR_ARG,
+            format!("disp_unit {disp_unit} is not positive"),
+        );
+    }
+    if baseptr.is_null() || win_out.is_null() {
+        return err(MPI_ERR_ARG, "baseptr or win is NULL");
+    }
+    let w = SharedWindow::allocate(&c, size as usize, disp_unit as usize).map_err(|e| match e {
+        kumi::Error::InvalidArgument { arg: "comm", .. } => MpiErr {
+            class: 57, // MPI_ERR_RMA_SHARED
+            msg: format!("{e} (kumi's windows need shared memory so far)"),
+        },
+        e => e.into(),
+    })?;
+    let base = w.part(c.rank()).expect("own part").0;
+    let mut s = st()?;
+    let h = s.fresh(NEW_WIN);
+    s.wins.insert(
+        h,
+        WinEntry {
+            win: Rc::new(w),
+            errh: MPI_ERRORS_ARE_FATAL,
+            name: String::new(),
+            size: Box::new(size),
+            disp_unit: Box::new(disp_unit),
+            flavor: Box::new(flavor),
+            model: Box::new(MPI_WIN_UNIFIED),
+            locks: Vec::new(),
+            posted: None,
+            started: None,
+        },
+    );
+    drop(s);
+    out(baseptr as *mut *mut c_void, "baseptr", base as *mut c_void)?;
+    out(win_out, "win", h)
+}
+
+/// The origin buffer as bytes: `n` elements of `dt` at `buf`, packed.
+fn origin_bytes(buf: *const c_void, n: c_int, dt: c_int) -> R<(Vec<u8>, Datatype)> {
+    let d = st()?.dtype(dt)?;
+    let n = crate::state::count(n)?;
+    let mut v = vec![0u8; d.packed_size(n)];
+    if !v.is_empty() {
+        if buf.is_null() {
+            return err(MPI_ERR_BUFFER, "the origin buffer is NULL");
+        }
+        // SAFETY: the program passes `n` elements of `dt` at `buf`.
+        unsafe { d.pack(buf as *const u8, n, &mut v) };
+    }
+    Ok((v, d))
+}
+
+/// The target side of an access: the byte extents (offset in the target's
+/// part, length) that `n` elements of `dt` at displacement `disp` cover.
+fn target_extents(
+    w: &SharedWindow,
+    rank: c_int,
+    disp: isize,
+    n: c_int,
+    dt: c_int,
+) -> R<(usize, Vec<(u64, usize)>)> {
+    let r = usize::try_from(rank)
+        .or_else(|_| err(MPI_ERR_RANK, format!("target rank {rank} is not a rank")))?;
+    let base = w.offset(r, disp as i64)?;
+    let d = st()?.dtype(dt)?;
+    let n = crate::state::count(n)?;
+    let mut out = Vec::new();
+    for i in 0..n {
+        for &(o, l) in d.runs() {
+            let off = base as i64 + i as i64 * d.extent() as i64 + o as i64;
+            if off < 0 {
+                return err(
+                    MPI_ERR_ARG,
+                    "the target datatype reaches below the target's window",
+                );
+            }
+            out.push((off as u64, l));
+        }
+    }
+    Ok((r, out))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn put_op(
+    o: *const c_void,
+    on: c_int,
+    odt: c_int,
+    rank: c_int,
+    disp: isize,
+    tn: c_int,
+    tdt: c_int,
+    h: c_int,
+) -> R<()> {
+    let w = win(h)?;
+    let (data, _) = origin_bytes(o, on, odt)?;
+    let (r, ext) = target_extents(&w, rank, disp, tn, tdt)?;
+    check_sizes(data.len(), &ext)?;
+    let mut at = 0;
+    for (off, l) in ext {
+        w.put(r, off, &data[at..at + l])?;
+        at += l;
+    }
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn get_op(
+    o: *mut c_void,
+    on: c_int,
+    odt: c_int,
+    rank: c_int,
+    disp: isize,
+    tn: c_int,
+    tdt: c_int,
+    h: c_int,
+) -> R<()> {
+    let w = win(h)?;
+    let d = st()?.dtype(odt)?;
+    let n = crate::state::count(on)?;
+    let (r, ext) = target_extents(&w, rank, disp, tn, tdt)?;
+    let mut data = vec![0u8; d.packed_size(n)];
+    check_sizes(data.len(), &ext)?;
+    let mut at = 0;
+    for (off, l) in ext {
+        w.get(r, off, &mut data[at..at + l])?;
+        at += l;
+    }
+    if !data.is_empty() {
+        // SAFETY: the program passes room for `on` elements of `odt` at `o`.
+        unsafe { d.unpack(&data, o as *mut u8, n) };
+    }
+    Ok(())
+}
+
+fn check_sizes(origin: usize, ext: &[(u64, usize)]) -> R<()> {
+    let t: usize = ext.iter().map(|e| e.1).sum();
+    if t != origin {
+        return err(
+            MPI_ERR_TYPE,
+            format!("the origin holds {origin} bytes but the target layout {t}"),
+        );
+    }
+    Ok(())
+}
+
+/// `cur = data op cur` on elements of `T` (unaligned bytes).
+fn combine_t<T: Elem + bytemuck::Pod>(b: Builtin, cur: &mut [u8], data: &[u8]) -> kumi::Result<()> {
+    let w = std::mem::size_of::<T>();
+    let a: Vec<T> = data
+        .chunks_exact(w)
+        .map(bytemuck::pod_read_unaligned)
+        .collect();
+    let mut c: Vec<T> = cur
+        .chunks_exact(w)
+        .map(bytemuck::pod_read_unaligned)
+        .collect();
+    Op::<T>::builtin(b).apply(&a, &mut c)?;
+    cur.copy_from_slice(bytemuck::cast_slice(&c));
+    Ok(())
+}
+
+/// How an accumulate combines bytes of datatype `dt` with operation `op`.
+type Combine = Box<dyn Fn(&mut [u8], &[u8]) -> kumi::Result<()>>;
+
+fn combiner(op: c_int, dt: c_int) -> R<Combine> {
+    if op == MPI_REPLACE {
+        return Ok(Box::new(|cur: &mut [u8], data: &[u8]| {
+            cur.copy_from_slice(data);
+            Ok(())
+        }));
+    }
+    if op == MPI_NO_OP {
+        return Ok(Box::new(|_: &mut [u8], _: &[u8]| Ok(())));
+    }
+    let Some(b) = builtin(op) else {
+        return err(
+            MPI_ERR_OP,
+            format!(
+                "{op:#x} is not a predefined operation (one-sided accumulates take only those)"
+            ),
+        );
+    };
+    macro_rules! go {
+        ($t:ty) => {
+            Ok(Box::new(move |c: &mut [u8], d: &[u8]| {
+                combine_t::<$t>(b, c, d)
+            }))
+        };
+    }
+    match dt {
+        MPI_CHAR | MPI_SIGNED_CHAR | MPI_INT8_T => go!(i8),
+        MPI_UNSIGNED_CHAR | MPI_BYTE | MPI_UINT8_T | MPI_C_BOOL => go!(u8),
+        MPI_SHORT | MPI_INT16_T => go!(i16),
+        MPI_UNSIGNED_SHORT | MPI_UINT16_T => go!(u16),
+        MPI_INT | MPI_INT32_T => go!(i32),
+        MPI_UNSIGNED | MPI_UINT32_T => go!(u32),
+        MPI_LONG | MPI_LONG_LONG | MPI_INT64_T | MPI_AINT | MPI_OFFSET | MPI_COUNT => go!(i64),
+        MPI_UNSIGNED_LONG | MPI_UNSIGNED_LONG_LONG | MPI_UINT64_T => go!(u64),
+        MPI_FLOAT => go!(f32),
+        MPI_DOUBLE => go!(f64),
+        _ => err(MPI_ERR_TYPE, format!("one-sided accumulates on datatype {dt:#x} are not supported by kumi yet (predefined numeric types are)")),
+    }
+}
+
+/// `MPI_Accumulate` and `MPI_Get_accumulate`: each contiguous run of the
+/// target layout atomically; the old bytes to `result` if given.
+#[allow(clippy::too_many_arguments)]
+fn accumulate_op(
+    o: *const c_void,
+    on: c_int,
+    odt: c_int,
+    result: Option<(*mut c_void, c_int, c_int)>,
+    rank: c_int,
+    disp: isize,
+    tn: c_int,
+    tdt: c_int,
+    op: c_int,
+    h: c_int,
+) -> R<()> {
+    let w = win(h)?;
+    let (r, ext) = target_extents(&w, rank, disp, tn, tdt)?;
+    let total: usize = ext.iter().map(|e| e.1).sum();
+    let data = if op == MPI_NO_OP {
+        vec![0u8; total]
+    } else {
+        origin_bytes(o, on, odt)?.0
+    };
+    check_sizes(data.len(), &ext)?;
+    // The target's element type decides how bytes combine.
+    let elem = match st()?.dtype(tdt)?.basic_element() {
+        Some(_) if crate::state::builtin_type(tdt).is_some() => tdt,
+        _ => odt,
+    };
+    let f = combiner(op, elem)?;
+    let mut old = vec![0u8; total];
+    let mut at = 0;
+    for (off, l) in ext {
+        w.accumulate(
+            r,
+            off,
+            &data[at..at + l],
+            Some(&mut old[at..at + l]),
+            |c, d| f(c, d),
+        )?;
+        at += l;
+    }
+    if let Some((rb, rn, rdt)) = result {
+        let d = st()?.dtype(rdt)?;
+        let n = crate::state::count(rn)?;
+        if d.packed_size(n) != total {
+            return err(
+                MPI_ERR_TYPE,
+                format!(
+                    "the result buffer holds {} bytes, the target layout {total}",
+                    d.packed_size(n)
+                ),
+            );
+        }
+        if total > 0 {
+            // SAFETY: the program passes room for `rn` elements of `rdt`.
+            unsafe { d.unpack(&old, rb as *mut u8, n) };
+        }
+    }
+    Ok(())
+}
+
+fn done_request(request: *mut c_int) -> R<()> {
+    if request.is_null() {
+        return err(MPI_ERR_ARG, "the output argument `request` is NULL");
+    }
+    let r = RawRequest::completed(Status {
+        source: MPI_ANY_SOURCE,
+        tag: MPI_ANY_TAG,
+        bytes: 0,
+        cancelled: false,
+    });
+    let h = st()?.new_request(ReqEntry::Active(r), MPI_COMM_WORLD);
+    out(request, "request", h)
+}
+
+/// The window ranks of group `g` (world ranks).
+fn group_ranks(w: &SharedWindow, g: c_int) -> R<Vec<usize>> {
+    let members = st()?.group(g)?.clone();
+    let c = w.comm();
+    members
+        .iter()
+        .map(|&m| {
+            (0..c.size())
+                .find(|&r| c.world_rank(r) == Some(m as usize))
+                .ok_or_else(|| MpiErr {
+                    class: MPI_ERR_GROUP,
+                    msg: format!("world rank {m} of the group is not in the window"),
+                })
+        })
+        .collect()
+}
+
+fn lock_kind(t: c_int) -> R<bool> {
+    match t {
+        MPI_LOCK_EXCLUSIVE => Ok(true),
+        MPI_LOCK_SHARED => Ok(false),
+        t => err(
+            MPI_ERR_LOCKTYPE,
+            format!("lock type {t} is neither MPI_LOCK_EXCLUSIVE nor MPI_LOCK_SHARED"),
+        ),
+    }
+}
+
+mpi! {
+    fn MPI_Win_allocate_shared / PMPI_Win_allocate_shared(size: isize, disp_unit: c_int, info: c_int, comm: c_int, baseptr: *mut c_void, win: *mut c_int) {
+        allocate(size, disp_unit, info, comm, baseptr, win, MPI_WIN_FLAVOR_SHARED)
+    }
+
+    // On one host kumi allocates every window in shared memory.
+    fn MPI_Win_allocate / PMPI_Win_allocate(size: isize, disp_unit: c_int, info: c_int, comm: c_int, baseptr: *mut c_void, win: *mut c_int) {
+        allocate(size, disp_unit, info, comm, baseptr, win, MPI_WIN_FLAVOR_ALLOCATE)
+    }
+
+    fn MPI_Win_shared_query / PMPI_Win_shared_query(win_h: c_int, rank: c_int, size: *mut isize, disp_unit: *mut c_int, baseptr: *mut c_void) {
+        let w = win(win_h)?;
+        // MPI_PROC_NULL: the first rank with a non-empty part.
+        let r = if rank == MPI_PROC_NULL {
+            (0..w.comm().size()).find(|&r| w.part(r).is_some_and(|p| p.1 > 0)).unwrap_or(0)
+        } else {
+            usize::try_from(rank).ok().filter(|&r| r < w.comm().size()).ok_or_else(|| MpiErr { class: MPI_ERR_RANK, msg: format!("rank {rank} is not a rank of the window") })?
+        };
+        let (p, s, u) = w.part(r).expect("checked");
+        out(size, "size", s as isize)?;
+        out(disp_unit, "disp_unit", u as c_int)?;
+        out(baseptr as *mut *mut c_void, "baseptr", p as *mut c_void)
+    }
+
+    fn MPI_Win_free / PMPI_Win_free(win_p: *mut c_int) {
+        let h = read(win_p, "win")?;
+        let w = win(h)?;
+        // Collective: nobody unmaps while another rank still accesses.
+        w.fence()?;
+        st()?.wins.remove(&h);
+        out(win_p, "win", MPI_WIN_NULL)
+    }
+
+    fn MPI_Win_fence / PMPI_Win_fence(_assert: c_int, win_h: c_int) {
+        win(win_h)?.fence()?;
+        Ok(())
+    }
+
+    fn MPI_Win_sync / PMPI_Win_sync(win_h: c_int) {
+        win(win_h)?.sync();
+        Ok(())
+    }
+
+    fn MPI_Win_flush / PMPI_Win_flush(_rank: c_int, win_h: c_int) {
+        win(win_h)?.sync();
+        Ok(())
+    }
+
+    fn MPI_Win_flush_all / PMPI_Win_flush_all(win_h: c_int) {
+        win(win_h)?.sync();
+        Ok(())
+    }
+
+    fn MPI_Win_flush_local / PMPI_Win_flush_local(_rank: c_int, win_h: c_int) {
+        win(win_h)?.sync();
+        Ok(())
+    }
+
+    fn MPI_Win_flush_local_all / PMPI_Win_flush_local_all(win_h: c_int) {
+        win(win_h)?.sync();
+        Ok(())
+    }
+
+    fn MPI_Win_lock / PMPI_Win_lock(lock_type: c_int, rank: c_int, _assert: c_int, win_h: c_int) {
+        let x = lock_kind(lock_type)?;
+        let w = win(win_h)?;
+        let r = usize::try_from(rank).or_else(|_| err(MPI_ERR_RANK, format!("rank {rank} is not a rank")))?;
+        if entry(&mut *st()?, win_h)?.locks.iter().any(|l| l.0 == r) {
+            return err(MPI_ERR_RMA_SYNC, format!("this rank already holds a lock on rank {r} of the window"));
+        }
+        w.lock(r, x)?;
+        entry(&mut *st()?, win_h)?.locks.push((r, x));
+        Ok(())
+    }
+
+    fn MPI_Win_unlock / PMPI_Win_unlock(rank: c_int, win_h: c_int) {
+        let w = win(win_h)?;
+        let held = {
+            let mut s = st()?;
+            let e = entry(&mut s, win_h)?;
+            let i = e.locks.iter().position(|l| l.0 as c_int == rank);
+            i.map(|i| e.locks.remove(i))
+        };
+        let Some((r, x)) = held else {
+            return err(MPI_ERR_RMA_SYNC, format!("this rank holds no lock on rank {rank} of the window"));
+        };
+        w.sync();
+        w.unlock(r, x)?;
+        Ok(())
+    }
+
+    fn MPI_Win_lock_all / PMPI_Win_lock_all(_assert: c_int, win_h: c_int) {
+        let w = win(win_h)?;
+        if !entry(&mut *st()?, win_h)?.locks.is_empty() {
+            return err(MPI_ERR_RMA_SYNC, "this rank already holds locks on the window");
+        }
+        let n = w.comm().size();
+        for r in 0..n {
+            w.lock(r, false)?;
+        }
+        entry(&mut *st()?, win_h)?.locks = (0..n).map(|r| (r, false)).collect();
+        Ok(())
+    }
+
+    fn MPI_Win_unlock_all / PMPI_Win_unlock_all(win_h: c_int) {
+        let w = win(win_h)?;
+        let held = std::mem::take(&mut entry(&mut *st()?, win_h)?.locks);
+        if held.len() != w.comm().size() || held.iter().any(|l| l.1) {
+            entry(&mut *st()?, win_h)?.locks = held;
+            return err(MPI_ERR_RMA_SYNC, "MPI_Win_unlock_all without MPI_Win_lock_all");
+        }
+        w.sync();
+        for (r, _) in held {
+            w.unlock(r, false)?;
+        }
+        Ok(())
+    }
+
+    fn MPI_Put / PMPI_Put(origin_addr: *const c_void, origin_count: c_int, origin_datatype: c_int, target_rank: c_int, target_disp: isize, target_count: c_int, target_datatype: c_int, win_h: c_int) {
+        put_op(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win_h)
+    }
+
+    fn MPI_Get / PMPI_Get(origin_addr: *mut c_void, origin_count: c_int, origin_datatype: c_int, target_rank: c_int, target_disp: isize, target_count: c_int, target_datatype: c_int, win_h: c_int) {
+        get_op(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win_h)
+    }
+
+    fn MPI_Accumulate / PMPI_Accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: c_int, target_rank: c_int, target_disp: isize, target_count: c_int, target_datatype: c_int, op: c_int, win_h: c_int) {
+        accumulate_op(origin_addr, origin_count, origin_datatype, None, target_rank, target_disp, target_count, target_datatype, op, win_h)
+    }
+
+    fn MPI_Get_accumulate / PMPI_Get_accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: c_int, result_addr: *mut c_void, result_count: c_int, result_datatype: c_int, target_rank: c_int, target_disp: isize, target_count: c_int, target_datatype: c_int, op: c_int, win_h: c_int) {
+        accumulate_op(origin_addr, origin_count, origin_datatype, Some((result_addr, result_count, result_datatype)), target_rank, target_disp, target_count, target_datatype, op, win_h)
+    }
+
+    fn MPI_Fetch_and_op / PMPI_Fetch_and_op(origin_addr: *const c_void, result_addr: *mut c_void, datatype: c_int, target_rank: c_int, target_disp: isize, op: c_int, win_h: c_int) {
+        accumulate_op(origin_addr, 1, datatype, Some((result_addr, 1, datatype)), target_rank, target_disp, 1, datatype, op, win_h)
+    }
+
+    fn MPI_Compare_and_swap / PMPI_Compare_and_swap(origin_addr: *const c_void, compare_addr: *const c_void, result_addr: *mut c_void, datatype: c_int, target_rank: c_int, target_disp: isize, win_h: c_int) {
+        let w = win(win_h)?;
+        let (data, d) = origin_bytes(origin_addr, 1, datatype)?;
+        let (cmp, _) = origin_bytes(compare_addr, 1, datatype)?;
+        let (r, ext) = target_extents(&w, target_rank, target_disp, 1, datatype)?;
+        if ext.len() != 1 || !d.is_contiguous() {
+            return err(MPI_ERR_TYPE, "MPI_Compare_and_swap takes one element of a predefined type");
+        }
+        let mut old = vec![0u8; data.len()];
+        w.accumulate(r, ext[0].0, &data, Some(&mut old), |cur, new| {
+            if *cur == *cmp {
+                cur.copy_from_slice(new);
+            }
+            Ok(())
+        })?;
+        // SAFETY: the program passes room for one element at `result_addr`.
+        unsafe { d.unpack(&old, result_addr as *mut u8, 1) };
+        Ok(())
+    }
+
+    fn MPI_Rput / PMPI_Rput(origin_addr: *const c_void, origin_count: c_int, origin_datatype: c_int, target_rank: c_int, target_disp: isize, target_count: c_int, target_datatype: c_int, win_h: c_int, request: *mut c_int) {
+        put_op(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win_h)?;
+        done_request(request)
+    }
+
+    fn MPI_Rget / PMPI_Rget(origin_addr: *mut c_void, origin_count: c_int, origin_datatype: c_int, target_rank: c_int, target_disp: isize, target_count: c_int, target_datatype: c_int, win_h: c_int, request: *mut c_int) {
+        get_op(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win_h)?;
+        done_request(request)
+    }
+
+    fn MPI_Raccumulate / PMPI_Raccumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: c_int, target_rank: c_int, target_disp: isize, target_count: c_int, target_datatype: c_int, op: c_int, win_h: c_int, request: *mut c_int) {
+        accumulate_op(origin_addr, origin_count, origin_datatype, None, target_rank, target_disp, target_count, target_datatype, op, win_h)?;
+        done_request(request)
+    }
+
+    fn MPI_Rget_accumulate / PMPI_Rget_accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: c_int, result_addr: *mut c_void, result_count: c_int, result_datatype: c_int, target_rank: c_int, target_disp: isize, target_count: c_int, target_datatype: c_int, op: c_int, win_h: c_int, request: *mut c_int) {
+        accumulate_op(origin_addr, origin_count, origin_datatype, Some((result_addr, result_count, result_datatype)), target_rank, target_disp, target_count, target_datatype, op, win_h)?;
+        done_request(request)
+    }
+
+    // General active-target synchronization, by messages on the window's
+    // own communicator: post notifies the origins, start waits for them;
+    // complete notifies the targets, wait (or test) waits for that.
+    fn MPI_Win_post / PMPI_Win_post(group: c_int, _assert: c_int, win_h: c_int) {
+        let w = win(win_h)?;
+        let ranks = group_ranks(&w, group)?;
+        w.sync();
+        for &r in &ranks {
+            w.comm().send(&[0u8; 0], r as i32, TAG_POST)?;
+        }
+        entry(&mut *st()?, win_h)?.posted = Some(ranks);
+        Ok(())
+    }
+
+    fn MPI_Win_start / PMPI_Win_start(group: c_int, _assert: c_int, win_h: c_int) {
+        let w = win(win_h)?;
+        let ranks = group_ranks(&w, group)?;
+        for &r in &ranks {
+            w.comm().recv(&mut [0u8; 0], r as i32, TAG_POST)?;
+        }
+        w.sync();
+        entry(&mut *st()?, win_h)?.started = Some(ranks);
+        Ok(())
+    }
+
+    fn MPI_Win_complete / PMPI_Win_complete(win_h: c_int) {
+        let w = win(win_h)?;
+        let Some(ranks) = entry(&mut *st()?, win_h)?.started.take() else {
+            return err(MPI_ERR_RMA_SYNC, "MPI_Win_complete without MPI_Win_start");
+        };
+        w.sync();
+        for r in ranks {
+            w.comm().send(&[0u8; 0], r as i32, TAG_DONE)?;
+        }
+        Ok(())
+    }
+
+    fn MPI_Win_wait / PMPI_Win_wait(win_h: c_int) {
+        let w = win(win_h)?;
+        let Some(ranks) = entry(&mut *st()?, win_h)?.posted.take() else {
+            return err(MPI_ERR_RMA_SYNC, "MPI_Win_wait without MPI_Win_post");
+        };
+        for r in ranks {
+            w.comm().recv(&mut [0u8; 0], r as i32, TAG_DONE)?;
+        }
+        w.sync();
+        Ok(())
+    }
+
+    fn MPI_Win_test / PMPI_Win_test(win_h: c_int, flag: *mut c_int) {
+        let w = win(win_h)?;
+        let Some(ranks) = entry(&mut *st()?, win_h)?.posted.clone() else {
+            return err(MPI_ERR_RMA_SYNC, "MPI_Win_test without MPI_Win_post");
+        };
+        for &r in &ranks {
+            if w.comm().iprobe(r as i32, TAG_DONE)?.is_none() {
+                return out(flag, "flag", 0);
+            }
+        }
+        for r in ranks {
+            w.comm().recv(&mut [0u8; 0], r as i32, TAG_DONE)?;
+        }
+        w.sync();
+        entry(&mut *st()?, win_h)?.posted = None;
+        out(flag, "flag", 1)
+    }
+
+    fn MPI_Win_get_group / PMPI_Win_get_group(win_h: c_int, group: *mut c_int) {
+        let w = win(win_h)?;
+        let ranks = crate::comm::world_ranks(w.comm());
+        let g = st()?.new_group(ranks);
+        out(group, "group", g)
+    }
+
+    fn MPI_Win_get_attr / PMPI_Win_get_attr(win_h: c_int, keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) {
+        let mut s = st()?;
+        let me = entry(&mut s, win_h)?.win.comm().rank();
+        let e = entry(&mut s, win_h)?;
+        let v: Option<*mut c_void> = match keyval {
+            MPI_WIN_BASE => Some(e.win.part(me).expect("own part").0 as *mut c_void),
+            MPI_WIN_SIZE => Some(&mut *e.size as *mut isize as *mut c_void),
+            MPI_WIN_DISP_UNIT => Some(&mut *e.disp_unit as *mut c_int as *mut c_void),
+            MPI_WIN_CREATE_FLAVOR => Some(&mut *e.flavor as *mut c_int as *mut c_void),
+            MPI_WIN_MODEL => Some(&mut *e.model as *mut c_int as *mut c_void),
+            _ => None,
+        };
+        drop(s);
+        match v {
+            Some(v) => {
+                out(attribute_val as *mut *mut c_void, "attribute_val", v)?;
+                out(flag, "flag", 1)
+            }
+            None => err(MPI_ERR_KEYVAL, format!("{keyval:#x} is not a window attribute kumi has (user keyvals on windows are not supported yet)")),
+        }
+    }
+
+    fn MPI_Win_set_name / PMPI_Win_set_name(win_h: c_int, win_name: *const c_char) {
+        let n = crate::state::in_str(win_name, "win_name")?;
+        entry(&mut *st()?, win_h)?.name = n;
+        Ok(())
+    }
+
+    fn MPI_Win_get_name / PMPI_Win_get_name(win_h: c_int, win_name: *mut c_char, resultlen: *mut c_int) {
+        let n = entry(&mut *st()?, win_h)?.name.clone();
+        out_str(win_name, MPI_MAX_OBJECT_NAME, resultlen, &n)
+    }
+
+    fn MPI_Win_create_errhandler / PMPI_Win_create_errhandler(function: Option<crate::state::ErrFn>, errhandler: *mut c_int) {
+        let Some(f) = function else {
+            return err(MPI_ERR_ARG, "the error handler function is NULL");
+        };
+        let mut s = st()?;
+        let h = s.fresh(NEW_ERRH);
+        s.errhs.insert(h, f);
+        drop(s);
+        out(errhandler, "errhandler", h)
+    }
+
+    fn MPI_Win_set_errhandler / PMPI_Win_set_errhandler(win_h: c_int, errhandler: c_int) {
+        let mut s = st()?;
+        let known = matches!(errhandler, MPI_ERRORS_ARE_FATAL | MPI_ERRORS_RETURN | MPI_ERRORS_ABORT) || s.errhs.contains_key(&errhandler);
+        entry(&mut s, win_h)?;
+        if !known {
+            return err(MPI_ERR_ARG, format!("{errhandler:#x} is not an error handler"));
+        }
+        entry(&mut s, win_h)?.errh = errhandler;
+        Ok(())
+    }
+
+    fn MPI_Win_get_errhandler / PMPI_Win_get_errhandler(win_h: c_int, errhandler: *mut c_int) {
+        let e = entry(&mut *st()?, win_h)?.errh;
+        out(errhandler, "errhandler", e)
+    }
+
+    fn MPI_Win_call_errhandler / PMPI_Win_call_errhandler(win_h: c_int, errorcode: c_int) {
+        entry(&mut *st()?, win_h)?;
+        let e = MpiErr { class: errorcode, msg: format!("MPI_Win_call_errhandler raised error code {errorcode}") };
+        crate::state::handle_error("MPI_Win_call_errhandler", win_h, e);
+        Ok(())
+    }
+
+    // kumi acts on no window hints: checked and ignored; MPI_Win_get_info
+    // returns an empty info object.
+    fn MPI_Win_set_info / PMPI_Win_set_info(win_h: c_int, info: c_int) {
+        let mut s = st()?;
+        entry(&mut s, win_h)?;
+        crate::comm::check_info(&mut s, info)
+    }
+
+    fn MPI_Win_get_info / PMPI_Win_get_info(win_h: c_int, info_used: *mut c_int) {
+        let mut s = st()?;
+        entry(&mut s, win_h)?;
+        let h = s.fresh(NEW_INFO);
+        s.infos.insert(h, Vec::new());
+        drop(s);
+        out(info_used, "info_used", h)
+    }
+}

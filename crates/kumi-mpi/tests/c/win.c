@@ -1,0 +1,216 @@
+/* Concern: one-sided communication on shared-memory windows. A window from
+ * MPI_Win_allocate_shared (and one from MPI_Win_allocate) over the ranks of
+ * a host: MPI_Win_shared_query and direct loads; puts and gets in fence
+ * epochs (including a strided target datatype); accumulates from every rank
+ * at once (sums and MPI_REPLACE), fetch-and-op as a ticket counter (every
+ * rank a distinct ticket), compare-and-swap as a lock; passive-target
+ * locks; general active-target synchronization (post/start/complete/wait);
+ * request-based operations; attributes, name, group, error handler; across
+ * hosts, a window of ranks on different hosts is refused. */
+#include "kt.h"
+
+#define N 16
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    MPI_Comm host;
+    OK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host));
+    int r, n;
+    MPI_Comm_rank(host, &r);
+    MPI_Comm_size(host, &n);
+    int right = (r + 1) % n, left = (r + n - 1) % n;
+
+    /* ---- a shared window of N ints per rank ---- */
+    int *mine;
+    MPI_Win w;
+    OK(MPI_Win_allocate_shared(N * sizeof(int), sizeof(int), MPI_INFO_NULL, host, &mine, &w));
+    for (int i = 0; i < N; i++) mine[i] = -1;
+    OK(MPI_Win_fence(0, w));
+    /* Neighbours' parts are plain memory here. */
+    MPI_Aint sz;
+    int du;
+    int *lp;
+    OK(MPI_Win_shared_query(w, left, &sz, &du, &lp));
+    CHECK(sz == N * (MPI_Aint)sizeof(int) && du == (int)sizeof(int));
+    int *p0;
+    OK(MPI_Win_shared_query(w, 0, &sz, &du, &p0));
+    CHECK(p0 + (size_t)N * left == lp); /* contiguous, in rank order */
+
+    /* Put my rank into the first half of my right neighbour's part. */
+    int v[N / 2];
+    for (int i = 0; i < N / 2; i++) v[i] = 100 * r + i;
+    OK(MPI_Put(v, N / 2, MPI_INT, right, 0, N / 2, MPI_INT, w));
+    OK(MPI_Win_fence(0, w));
+    for (int i = 0; i < N / 2; i++) CHECK(mine[i] == 100 * left + i);
+    CHECK(lp[0] == 100 * ((left + n - 1) % n)); /* a direct load */
+    /* Get every other int of the left neighbour's first half (a strided
+     * target type), into contiguous memory. */
+    MPI_Datatype every2;
+    OK(MPI_Type_vector(N / 4, 1, 2, MPI_INT, &every2));
+    OK(MPI_Type_commit(&every2));
+    int g[N / 4];
+    OK(MPI_Get(g, N / 4, MPI_INT, left, 0, 1, every2, w));
+    OK(MPI_Win_fence(0, w));
+    int ll = (left + n - 1) % n;
+    for (int i = 0; i < N / 4; i++) CHECK(g[i] == 100 * ll + 2 * i);
+
+    /* Accumulate: every rank adds (rank+1) into element N-1 of rank 0, and
+     * replaces element N-2 of rank 0 (some rank's value wins whole). */
+    int one = r + 1, rep = 7000 + r;
+    OK(MPI_Accumulate(&one, 1, MPI_INT, 0, N - 1, 1, MPI_INT, MPI_SUM, w));
+    OK(MPI_Accumulate(&rep, 1, MPI_INT, 0, N - 2, 1, MPI_INT, MPI_REPLACE, w));
+    OK(MPI_Win_fence(0, w));
+    if (r == 0) {
+        CHECK(mine[N - 1] == -1 + n * (n + 1) / 2);
+        CHECK(mine[N - 2] >= 7000 && mine[N - 2] < 7000 + n);
+    }
+
+    /* Passive target from here: counters start at 0, then the fence epochs end. */
+    if (r == 0) mine[N - 3] = mine[N - 4] = mine[N - 5] = mine[N - 6] = 0;
+    OK(MPI_Win_fence(MPI_MODE_NOSUCCEED, w));
+
+    /* Fetch-and-op under lock_all: tickets 0..n*K-1, each exactly once. */
+    OK(MPI_Win_lock_all(0, w));
+    enum { K = 50 };
+    int tickets[K], inc = 1;
+    for (int k = 0; k < K; k++) OK(MPI_Fetch_and_op(&inc, &tickets[k], MPI_INT, 0, N - 3, MPI_SUM, w));
+    OK(MPI_Win_unlock_all(w));
+    int *all = malloc(sizeof(int) * n * K), *seen = calloc(n * K, sizeof(int));
+    CHECK(all && seen);
+    OK(MPI_Allgather(tickets, K, MPI_INT, all, K, MPI_INT, host));
+    for (int i = 0; i < n * K; i++) {
+        CHECK(all[i] >= 0 && all[i] < n * K);
+        seen[all[i]]++;
+    }
+    for (int i = 0; i < n * K; i++) CHECK(seen[i] == 1);
+    free(all), free(seen);
+
+    /* Compare-and-swap as a lock word around a read-modify-write. */
+    OK(MPI_Win_lock_all(0, w));
+    for (int k = 0; k < 20; k++) {
+        int want = 1, zero = 0, got = 1, x, prev;
+        while (got != 0) {
+            OK(MPI_Compare_and_swap(&want, &zero, &got, MPI_INT, 0, N - 4, w));
+            OK(MPI_Win_flush(0, w));
+        }
+        OK(MPI_Get(&x, 1, MPI_INT, 0, N - 5, 1, MPI_INT, w));
+        OK(MPI_Win_flush(0, w));
+        x++;
+        OK(MPI_Put(&x, 1, MPI_INT, 0, N - 5, 1, MPI_INT, w));
+        OK(MPI_Win_flush(0, w));
+        OK(MPI_Fetch_and_op(&zero, &prev, MPI_INT, 0, N - 4, MPI_REPLACE, w));
+        OK(MPI_Win_flush(0, w));
+        CHECK(prev == 1);
+    }
+    OK(MPI_Win_unlock_all(w));
+    /* An exclusive MPI lock around the same kind of update. */
+    for (int k = 0; k < 20; k++) {
+        int x;
+        OK(MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, w));
+        OK(MPI_Get(&x, 1, MPI_INT, 0, N - 6, 1, MPI_INT, w));
+        OK(MPI_Win_flush(0, w));
+        x++;
+        OK(MPI_Put(&x, 1, MPI_INT, 0, N - 6, 1, MPI_INT, w));
+        OK(MPI_Win_unlock(0, w));
+    }
+    OK(MPI_Barrier(host));
+    if (r == 0) {
+        OK(MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, w));
+        OK(MPI_Win_sync(w));
+        CHECK(mine[N - 5] == 20 * n && mine[N - 6] == 20 * n);
+        OK(MPI_Win_unlock(0, w));
+    }
+    OK(MPI_Barrier(host));
+
+    /* Post/start/complete/wait: each rank exposes to its left neighbour and
+     * accesses its right one. */
+    MPI_Group hg, lg, rg;
+    MPI_Comm_group(host, &hg);
+    OK(MPI_Group_incl(hg, 1, &left, &lg));
+    OK(MPI_Group_incl(hg, 1, &right, &rg));
+    OK(MPI_Win_post(lg, 0, w));
+    OK(MPI_Win_start(rg, 0, w));
+    int tag = 5000 + r;
+    MPI_Request q;
+    OK(MPI_Rput(&tag, 1, MPI_INT, right, 1, 1, MPI_INT, w, &q));
+    OK(MPI_Wait(&q, MPI_STATUS_IGNORE));
+    OK(MPI_Win_complete(w));
+    int flag = 0;
+    while (!flag) OK(MPI_Win_test(w, &flag));
+    CHECK(mine[1] == 5000 + left);
+    MPI_Group_free(&hg), MPI_Group_free(&lg), MPI_Group_free(&rg);
+
+    /* Attributes, name, group. */
+    void *attr;
+    int fl;
+    OK(MPI_Win_get_attr(w, MPI_WIN_BASE, &attr, &fl));
+    CHECK(fl && attr == (void *)mine);
+    MPI_Aint *asz;
+    OK(MPI_Win_get_attr(w, MPI_WIN_SIZE, &asz, &fl));
+    CHECK(fl && *asz == N * (MPI_Aint)sizeof(int));
+    int *flavor, *model;
+    OK(MPI_Win_get_attr(w, MPI_WIN_CREATE_FLAVOR, &flavor, &fl));
+    CHECK(*flavor == MPI_WIN_FLAVOR_SHARED);
+    OK(MPI_Win_get_attr(w, MPI_WIN_MODEL, &model, &fl));
+    CHECK(*model == MPI_WIN_UNIFIED);
+    char name[MPI_MAX_OBJECT_NAME];
+    int len;
+    OK(MPI_Win_set_name(w, "ring"));
+    OK(MPI_Win_get_name(w, name, &len));
+    CHECK(strcmp(name, "ring") == 0 && len == 4);
+    MPI_Group wg, hg2;
+    int cmp;
+    OK(MPI_Win_get_group(w, &wg));
+    MPI_Comm_group(host, &hg2);
+    OK(MPI_Group_compare(wg, hg2, &cmp));
+    CHECK(cmp == MPI_IDENT);
+    MPI_Group_free(&wg), MPI_Group_free(&hg2);
+
+    /* Errors go to the window's handler: fatal by default, returned here. */
+    MPI_Errhandler eh;
+    OK(MPI_Win_get_errhandler(w, &eh));
+    CHECK(eh == MPI_ERRORS_ARE_FATAL);
+    OK(MPI_Win_set_errhandler(w, MPI_ERRORS_RETURN));
+    int rc = MPI_Put(v, N, MPI_INT, right, N - 1, N, MPI_INT, w); /* past the end */
+    int cls;
+    MPI_Error_class(rc, &cls);
+    CHECK(rc != MPI_SUCCESS);
+    rc = MPI_Win_unlock(right, w); /* no lock held */
+    MPI_Error_class(rc, &cls);
+    CHECK(cls == MPI_ERR_RMA_SYNC);
+    OK(MPI_Win_free(&w));
+    CHECK(w == MPI_WIN_NULL);
+    OK(MPI_Type_free(&every2));
+
+    /* ---- MPI_Win_allocate: the same operations ---- */
+    double *d;
+    OK(MPI_Win_allocate(4 * sizeof(double), sizeof(double), MPI_INFO_NULL, host, &d, &w));
+    d[0] = d[1] = d[2] = d[3] = 0;
+    OK(MPI_Win_fence(0, w));
+    double x = 0.5 * (r + 1);
+    OK(MPI_Accumulate(&x, 1, MPI_DOUBLE, 0, 3, 1, MPI_DOUBLE, MPI_SUM, w));
+    double before;
+    OK(MPI_Get_accumulate(&x, 1, MPI_DOUBLE, &before, 1, MPI_DOUBLE, right, 0, 1, MPI_DOUBLE, MPI_MAX, w));
+    OK(MPI_Win_fence(0, w));
+    if (r == 0) CHECK(d[3] == 0.25 * n * (n + 1));
+    CHECK(d[0] == 0.5 * (left + 1));
+    OK(MPI_Win_get_attr(w, MPI_WIN_CREATE_FLAVOR, &flavor, &fl));
+    CHECK(*flavor == MPI_WIN_FLAVOR_ALLOCATE);
+    OK(MPI_Win_free(&w));
+    /* Across hosts there is no shared memory: refused, on every rank. */
+    int wn;
+    MPI_Comm_size(MPI_COMM_WORLD, &wn);
+    if (n < wn && kt_on_kumi()) {
+        MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+        void *b;
+        MPI_Win bad;
+        rc = MPI_Win_allocate_shared(64, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &b, &bad);
+        MPI_Error_class(rc, &cls);
+        CHECK(cls == MPI_ERR_RMA_SHARED);
+        MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+    }
+    OK(MPI_Comm_free(&host));
+    kt_pass("win");
+    MPI_Finalize();
+    return 0;
+}

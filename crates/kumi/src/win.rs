@@ -1,0 +1,338 @@
+//! Shared-memory windows: memory that every rank of a communicator on one
+//! host maps, each rank's part after the one before it (MPI's
+//! `MPI_Win_allocate_shared`), the intra-host half of one-sided
+//! communication and of distributed shared memory.
+//!
+//! Design decisions a newcomer might otherwise undo:
+//! - **One anonymous memory file, mapped by every rank.** Rank 0 makes it
+//!   (`memfd_create`) and the others open it through `/proc/<pid>/fd/<fd>`, so
+//!   nothing has a name in the file system and nothing is left behind however
+//!   the job ends. Ranks on different hosts cannot share it: creation fails,
+//!   naming the rule.
+//! - **Accesses are loads and stores.** A put is a copy into the target's
+//!   part, a get a copy out of it; both are complete when they return, so a
+//!   flush only orders memory, and a fence is a barrier with full fences.
+//! - **Locks are words in the shared memory**, after the data: one
+//!   reader-writer lock per rank for MPI's passive-target epochs
+//!   (`MPI_Win_lock`), and one mutex per rank that every accumulate to that
+//!   rank holds while it reads, combines and writes, so concurrent
+//!   accumulates are atomic per element as MPI wants, whatever epoch they
+//!   are in.
+
+use crate::coll::Op;
+use crate::comm::Comm;
+use crate::error::{Error, Result};
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::ptr::NonNull;
+use std::sync::atomic::{fence, AtomicU64, Ordering};
+
+/// Bytes of the lock area per rank: two words, each on its own line.
+const LOCK_BYTES: usize = 128;
+/// The writer bit of a rank's reader-writer lock word (readers count below).
+const WRITER: u64 = 1 << 63;
+
+/// A shared-memory window (see the module documentation).
+pub struct SharedWindow {
+    comm: Comm,
+    base: NonNull<u8>,
+    len: usize,
+    /// Per rank: offset of its part in the mapping, its size, its unit.
+    parts: Vec<(usize, usize, usize)>,
+    /// Offset of the lock area.
+    locks: usize,
+    _fd: OwnedFd,
+}
+
+fn bad(arg: &'static str, value: i64, allowed: String) -> Error {
+    Error::InvalidArgument {
+        arg,
+        value,
+        allowed,
+    }
+}
+
+impl SharedWindow {
+    /// Allocates `size` bytes for this rank (displacement unit `disp_unit`)
+    /// in memory every rank of `comm` maps. Collective; every rank of `comm`
+    /// must run on this host.
+    #[track_caller]
+    pub fn allocate(comm: &Comm, size: usize, disp_unit: usize) -> Result<SharedWindow> {
+        let comm = comm.dup()?;
+        let labels = comm.host_labels(std::panic::Location::caller())?;
+        if labels.iter().any(|&l| l != labels[0]) {
+            return Err(bad(
+                "comm",
+                comm.size() as i64,
+                "ranks that share memory: all on one host (split by MPI_COMM_TYPE_SHARED)".into(),
+            ));
+        }
+        if disp_unit == 0 {
+            return Err(bad("disp_unit", 0, "a positive displacement unit".into()));
+        }
+        let mut all = vec![0u64; 2 * comm.size()];
+        comm.allgather(&[size as u64, disp_unit as u64], &mut all)?;
+        let mut parts = Vec::with_capacity(comm.size());
+        let mut at = 0usize;
+        for pair in all.chunks(2) {
+            let (s, u) = (pair[0] as usize, pair[1] as usize);
+            parts.push((at, s, u));
+            at = at
+                .checked_add(s)
+                .filter(|&a| a <= isize::MAX as usize / 2)
+                .ok_or_else(|| bad("size", s as i64, "sizes whose sum fits in memory".into()))?;
+        }
+        let locks = at.next_multiple_of(LOCK_BYTES);
+        let len = locks + LOCK_BYTES * comm.size();
+        // Rank 0 makes the memory file; the others open it through /proc.
+        let mut card = [0i64; 3];
+        let mut made = None;
+        if comm.rank() == 0 {
+            match make(len) {
+                Ok(fd) => {
+                    card = [std::process::id() as i64, fd.as_raw_fd() as i64, 0];
+                    made = Some(fd);
+                }
+                Err(e) => card[2] = e.raw_os_error().unwrap_or(libc::EIO) as i64,
+            }
+        }
+        comm.bcast(&mut card, 0)?;
+        if card[2] != 0 {
+            return Err(Error::Io(io::Error::from_raw_os_error(card[2] as i32)));
+        }
+        let fd = match made {
+            Some(fd) => Ok(fd),
+            None => open_peer(card[0], card[1]),
+        };
+        let mapped = fd.and_then(|fd| map(&fd, len).map(|p| (fd, p)));
+        let mut bad_ranks = [mapped.is_err() as u32];
+        comm.allreduce_in_place(&mut bad_ranks, &Op::sum())?;
+        let (fd, base) = mapped.map_err(Error::Io)?;
+        // Every rank has it mapped (or the call fails on all).
+        if bad_ranks[0] != 0 {
+            return Err(Error::Protocol(format!(
+                "{} ranks could not map the window's memory",
+                bad_ranks[0]
+            )));
+        }
+        Ok(SharedWindow {
+            comm,
+            base,
+            len,
+            parts,
+            locks,
+            _fd: fd,
+        })
+    }
+
+    /// The window's own communicator (a duplicate of the one it was made on).
+    pub fn comm(&self) -> &Comm {
+        &self.comm
+    }
+
+    /// Rank `r`'s part: its address in this process, its size, its unit.
+    pub fn part(&self, r: usize) -> Option<(*mut u8, usize, usize)> {
+        let &(off, size, unit) = self.parts.get(r)?;
+        // SAFETY: `off` is within the mapping of `len` bytes (made so above).
+        Some((unsafe { self.base.as_ptr().add(off) }, size, unit))
+    }
+
+    /// The byte offset of displacement `disp` in rank `r`'s part.
+    pub fn offset(&self, r: usize, disp: i64) -> Result<u64> {
+        let (_, size, unit) = self.part(r).ok_or_else(|| self.no_rank(r))?;
+        u64::try_from(disp)
+            .ok()
+            .and_then(|d| d.checked_mul(unit as u64))
+            .ok_or_else(|| {
+                bad(
+                    "target_disp",
+                    disp,
+                    format!("a displacement within rank {r}'s {size} bytes (unit {unit})"),
+                )
+            })
+    }
+
+    fn no_rank(&self, r: usize) -> Error {
+        bad(
+            "target_rank",
+            r as i64,
+            format!("a rank of the window's {} ranks", self.parts.len()),
+        )
+    }
+
+    /// The bytes `[offset, offset + len)` of rank `r`'s part, checked.
+    fn range(&self, r: usize, offset: u64, len: usize) -> Result<*mut u8> {
+        let (p, size, _) = self.part(r).ok_or_else(|| self.no_rank(r))?;
+        match offset.checked_add(len as u64) {
+            Some(end) if end <= size as u64 => {
+                // SAFETY: within rank r's part, inside the mapping.
+                Ok(unsafe { p.add(offset as usize) })
+            }
+            _ => Err(bad(
+                "target_disp",
+                offset as i64,
+                format!(
+                    "an access of {len} bytes at byte {offset} fits in rank {r}'s {size} bytes"
+                ),
+            )),
+        }
+    }
+
+    fn word(&self, r: usize, which: usize) -> &AtomicU64 {
+        let off = self.locks + r * LOCK_BYTES + which * 64;
+        debug_assert!(off + 8 <= self.len);
+        // SAFETY: the lock area is inside the mapping, 64-byte aligned, and
+        // only ever accessed as atomics (every rank maps it the same way).
+        unsafe { &*(self.base.as_ptr().add(off) as *const AtomicU64) }
+    }
+
+    /// Copies `data` into rank `r`'s part at byte `offset`.
+    pub fn put(&self, r: usize, offset: u64, data: &[u8]) -> Result<()> {
+        let p = self.range(r, offset, data.len())?;
+        // SAFETY: `p..p + len` is inside rank r's part (checked); other
+        // processes may access it too, which MPI's epochs order (a put racing
+        // another access to the same bytes is erroneous in MPI).
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), p, data.len()) };
+        Ok(())
+    }
+
+    /// Copies from rank `r`'s part at byte `offset` into `out`.
+    pub fn get(&self, r: usize, offset: u64, out: &mut [u8]) -> Result<()> {
+        let p = self.range(r, offset, out.len())?;
+        // SAFETY: as in `put`.
+        unsafe { std::ptr::copy_nonoverlapping(p, out.as_mut_ptr(), out.len()) };
+        Ok(())
+    }
+
+    /// Combines `data` into rank `r`'s part at byte `offset` with
+    /// `combine(cur, data)` (which turns `cur`, the bytes there, into the new
+    /// ones), atomically with respect to every other accumulate to rank `r`;
+    /// the bytes before are copied to `fetch` if given.
+    pub fn accumulate(
+        &self,
+        r: usize,
+        offset: u64,
+        data: &[u8],
+        fetch: Option<&mut [u8]>,
+        combine: impl FnOnce(&mut [u8], &[u8]) -> Result<()>,
+    ) -> Result<()> {
+        let p = self.range(r, offset, data.len())?;
+        let m = self.word(r, 1);
+        // Acquire: see the bytes the previous holder wrote.
+        while m
+            .compare_exchange_weak(0, 1, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            std::hint::spin_loop();
+            std::thread::yield_now();
+        }
+        let mut cur = vec![0u8; data.len()];
+        // SAFETY: inside rank r's part (checked), under the accumulate mutex.
+        unsafe { std::ptr::copy_nonoverlapping(p, cur.as_mut_ptr(), cur.len()) };
+        if let Some(f) = fetch {
+            let n = f.len().min(cur.len());
+            f[..n].copy_from_slice(&cur[..n]);
+        }
+        let r2 = combine(&mut cur, data);
+        if r2.is_ok() {
+            // SAFETY: as above.
+            unsafe { std::ptr::copy_nonoverlapping(cur.as_ptr(), p, cur.len()) };
+        }
+        // Release: our writes before the next holder's reads.
+        m.store(0, Ordering::Release);
+        r2
+    }
+
+    /// Locks rank `r`'s part: exclusively, or shared with other shared
+    /// lockers (MPI's passive-target epoch).
+    pub fn lock(&self, r: usize, exclusive: bool) -> Result<()> {
+        self.range(r, 0, 0)?;
+        let w = self.word(r, 0);
+        loop {
+            let cur = w.load(Ordering::Relaxed);
+            let next = if exclusive {
+                (cur == 0).then_some(WRITER)
+            } else {
+                (cur & WRITER == 0).then_some(cur + 1)
+            };
+            // Acquire: see what the previous holders wrote.
+            if let Some(n) = next {
+                if w.compare_exchange_weak(cur, n, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok()
+                {
+                    return Ok(());
+                }
+            }
+            std::hint::spin_loop();
+            std::thread::yield_now();
+        }
+    }
+
+    /// Releases a lock taken by [`SharedWindow::lock`].
+    pub fn unlock(&self, r: usize, exclusive: bool) -> Result<()> {
+        self.range(r, 0, 0)?;
+        let w = self.word(r, 0);
+        // Release: our accesses before the next holder's.
+        if exclusive {
+            w.store(0, Ordering::Release);
+        } else {
+            w.fetch_sub(1, Ordering::Release);
+        }
+        Ok(())
+    }
+
+    /// Orders this rank's accesses to the window with everyone's (MPI's
+    /// `MPI_Win_sync` and flushes: every access is complete at return).
+    pub fn sync(&self) {
+        fence(Ordering::SeqCst);
+    }
+
+    /// Ends an access epoch and starts the next one on every rank
+    /// (collective): full fences around a barrier.
+    #[track_caller]
+    pub fn fence(&self) -> Result<()> {
+        fence(Ordering::SeqCst);
+        self.comm.barrier()?;
+        fence(Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+impl Drop for SharedWindow {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `allocate`, of `len` bytes, unmapped
+        // once (no reference into it outlives the window).
+        let _ = unsafe { rustix::mm::munmap(self.base.as_ptr().cast(), self.len) };
+    }
+}
+
+fn make(len: usize) -> io::Result<OwnedFd> {
+    let fd = rustix::fs::memfd_create("kumi-window", rustix::fs::MemfdFlags::CLOEXEC)?;
+    rustix::fs::ftruncate(&fd, len as u64)?;
+    Ok(fd)
+}
+
+fn open_peer(pid: i64, fd: i64) -> io::Result<OwnedFd> {
+    let path = format!("/proc/{pid}/fd/{fd}");
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)?;
+    Ok(OwnedFd::from(f))
+}
+
+fn map(fd: &OwnedFd, len: usize) -> io::Result<NonNull<u8>> {
+    // SAFETY: a fresh shared mapping of a file of at least `len` bytes; it
+    // aliases no Rust object.
+    let p = unsafe {
+        rustix::mm::mmap(
+            std::ptr::null_mut(),
+            len.max(1),
+            rustix::mm::ProtFlags::READ | rustix::mm::ProtFlags::WRITE,
+            rustix::mm::MapFlags::SHARED,
+            fd,
+            0,
+        )
+    }?;
+    NonNull::new(p.cast::<u8>()).ok_or_else(|| io::Error::other("mmap returned null"))
+}
