@@ -565,6 +565,7 @@ fn na(name: &'static str, v: isize) -> Result<c_int, c_int> {
 }
 
 large! {
+    MPI_Win_create_c / PMPI_Win_create_c => PMPI_Win_create(base: M, size: isize, du: isize => na, info: c_int, comm: c_int, win: *mut c_int)
     MPI_Win_allocate_c / PMPI_Win_allocate_c => PMPI_Win_allocate(size: isize, du: isize => na, info: c_int, comm: c_int, base: M, win: *mut c_int)
     MPI_Win_allocate_shared_c / PMPI_Win_allocate_shared_c => PMPI_Win_allocate_shared(size: isize, du: isize => na, info: c_int, comm: c_int, base: M, win: *mut c_int)
     MPI_Put_c / PMPI_Put_c => PMPI_Put(o: V, on: i64 => n, ot: c_int, tr: c_int, td: isize, tn: i64 => n, tt: c_int, win: c_int)

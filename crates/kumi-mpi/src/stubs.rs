@@ -307,14 +307,6 @@ pub extern "C" fn MPI_Win_attach() -> c_int {
     crate::unsupported("MPI_Win_attach")
 }
 #[no_mangle]
-pub extern "C" fn MPI_Win_create() -> c_int {
-    crate::unsupported("MPI_Win_create")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Win_create_c() -> c_int {
-    crate::unsupported("MPI_Win_create_c")
-}
-#[no_mangle]
 pub extern "C" fn MPI_Win_create_dynamic() -> c_int {
     crate::unsupported("MPI_Win_create_dynamic")
 }
@@ -585,14 +577,6 @@ pub extern "C" fn PMPI_Unpublish_name() -> c_int {
 #[no_mangle]
 pub extern "C" fn PMPI_Win_attach() -> c_int {
     crate::unsupported("MPI_Win_attach")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Win_create() -> c_int {
-    crate::unsupported("MPI_Win_create")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Win_create_c() -> c_int {
-    crate::unsupported("MPI_Win_create_c")
 }
 #[no_mangle]
 pub extern "C" fn PMPI_Win_create_dynamic() -> c_int {

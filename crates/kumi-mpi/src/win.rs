@@ -1,16 +1,16 @@
 //! One-sided communication (`MPI_Win_*`, `MPI_Put`, `MPI_Get`,
 //! `MPI_Accumulate`...) on shared-memory windows: handles onto
-//! [`kumi::win::SharedWindow`].
+//! [`kumi::win::Window`].
 //!
-//! What kumi has so far: windows whose memory every rank maps, made by
-//! `MPI_Win_allocate_shared` and `MPI_Win_allocate` on a communicator of one
-//! host (the unified memory model); fences, passive-target locks, flushes,
+//! What kumi has so far: windows on a communicator of one host (the unified
+//! memory model), in memory every rank maps (`MPI_Win_allocate_shared`,
+//! `MPI_Win_allocate`) or over each rank's own memory (`MPI_Win_create`,
+//! reached by cross-memory attach); fences, passive-target locks, flushes,
 //! `MPI_Win_sync`, general active-target synchronization (post, start,
 //! complete, wait, test); puts, gets, accumulates with the predefined
 //! operations on the predefined numeric types, fetch-and-op and
-//! compare-and-swap. Windows over user memory (`MPI_Win_create`), dynamic
-//! windows and windows across hosts are not there yet (they fail naming
-//! themselves). A window's errors go to its handler, `MPI_ERRORS_ARE_FATAL`
+//! compare-and-swap. Dynamic windows and windows across hosts are not
+//! there yet (they fail naming themselves). A window's errors go to its handler, `MPI_ERRORS_ARE_FATAL`
 //! unless set otherwise.
 
 use crate::coll::builtin;
@@ -19,7 +19,7 @@ use crate::state::{out, out_str, read, st, ReqEntry, State};
 use crate::{err, set_err_comm, MpiErr, R};
 use kumi::datatype::Datatype;
 use kumi::raw::RawRequest;
-use kumi::win::SharedWindow;
+use kumi::win::Window;
 use kumi::{Builtin, Elem, Op, Status};
 use std::ffi::{c_char, c_int, c_void};
 use std::rc::Rc;
@@ -31,6 +31,7 @@ const MPI_WIN_SIZE: c_int = 0x6600_0003;
 const MPI_WIN_DISP_UNIT: c_int = 0x6600_0005;
 const MPI_WIN_CREATE_FLAVOR: c_int = 0x6600_0007;
 const MPI_WIN_MODEL: c_int = 0x6600_0009;
+const MPI_WIN_FLAVOR_CREATE: c_int = 1;
 const MPI_WIN_FLAVOR_ALLOCATE: c_int = 2;
 const MPI_WIN_FLAVOR_SHARED: c_int = 4;
 const MPI_WIN_UNIFIED: c_int = 2;
@@ -45,7 +46,7 @@ const TAG_DONE: i32 = 2;
 
 /// A window in the state's table.
 pub(crate) struct WinEntry {
-    win: Rc<SharedWindow>,
+    win: Rc<Window>,
     pub errh: c_int,
     name: String,
     /// The attribute values, where `MPI_Win_get_attr` points.
@@ -79,7 +80,7 @@ fn entry(s: &mut State, h: c_int) -> R<&mut WinEntry> {
     }
 }
 
-fn win(h: c_int) -> R<Rc<SharedWindow>> {
+fn win(h: c_int) -> R<Rc<Window>> {
     Ok(entry(&mut *st()?, h)?.win.clone())
 }
 
@@ -112,14 +113,33 @@ fn allocate(
     if baseptr.is_null() || win_out.is_null() {
         return err(MPI_ERR_ARG, "baseptr or win is NULL");
     }
-    let w = SharedWindow::allocate(&c, size as usize, disp_unit as usize).map_err(|e| match e {
+    let w = Window::allocate(&c, size as usize, disp_unit as usize).map_err(one_host_err)?;
+    register(w, c.rank(), size, disp_unit, flavor, baseptr, win_out)
+}
+
+/// A window's creation refused because its ranks are not on one host.
+fn one_host_err(e: kumi::Error) -> MpiErr {
+    match e {
         kumi::Error::InvalidArgument { arg: "comm", .. } => MpiErr {
             class: 57, // MPI_ERR_RMA_SHARED
-            msg: format!("{e} (kumi's windows need shared memory so far)"),
+            msg: format!("{e} (kumi's windows are within one host so far)"),
         },
         e => e.into(),
-    })?;
-    let base = w.part(c.rank()).expect("own part").0;
+    }
+}
+
+/// Enters a new window in the table; its base (this rank's part) to `baseptr`
+/// if given.
+fn register(
+    w: Window,
+    me: usize,
+    size: isize,
+    disp_unit: c_int,
+    flavor: c_int,
+    baseptr: *mut c_void,
+    win_out: *mut c_int,
+) -> R<()> {
+    let base = w.part(me).expect("own part").0;
     let mut s = st()?;
     let h = s.fresh(NEW_WIN);
     s.wins.insert(
@@ -138,7 +158,9 @@ fn allocate(
         },
     );
     drop(s);
-    out(baseptr as *mut *mut c_void, "baseptr", base as *mut c_void)?;
+    if !baseptr.is_null() {
+        out(baseptr as *mut *mut c_void, "baseptr", base as *mut c_void)?;
+    }
     out(win_out, "win", h)
 }
 
@@ -160,7 +182,7 @@ fn origin_bytes(buf: *const c_void, n: c_int, dt: c_int) -> R<(Vec<u8>, Datatype
 /// The target side of an access: the byte extents (offset in the target's
 /// part, length) that `n` elements of `dt` at displacement `disp` cover.
 fn target_extents(
-    w: &SharedWindow,
+    w: &Window,
     rank: c_int,
     disp: isize,
     n: c_int,
@@ -386,7 +408,7 @@ fn done_request(request: *mut c_int) -> R<()> {
 }
 
 /// The window ranks of group `g` (world ranks).
-fn group_ranks(w: &SharedWindow, g: c_int) -> R<Vec<usize>> {
+fn group_ranks(w: &Window, g: c_int) -> R<Vec<usize>> {
     let members = st()?.group(g)?.clone();
     let c = w.comm();
     members
@@ -414,6 +436,27 @@ fn lock_kind(t: c_int) -> R<bool> {
 }
 
 mpi! {
+    fn MPI_Win_create / PMPI_Win_create(base: *mut c_void, size: isize, disp_unit: c_int, info: c_int, comm: c_int, win_out: *mut c_int) {
+        let c = {
+            let mut s = st()?;
+            crate::comm::check_info(&mut s, info)?;
+            s.intra(comm)?
+        };
+        if size < 0 || disp_unit <= 0 {
+            return err(MPI_ERR_ARG, format!("size {size} must not be negative and disp_unit {disp_unit} must be positive"));
+        }
+        if base.is_null() && size > 0 {
+            return err(MPI_ERR_ARG, "the window's base is NULL");
+        }
+        if win_out.is_null() {
+            return err(MPI_ERR_ARG, "the output argument `win` is NULL");
+        }
+        // SAFETY: MPI makes the program keep the memory valid, and use it as
+        // the window rules say, until MPI_Win_free.
+        let w = unsafe { Window::create(&c, base as *mut u8, size as usize, disp_unit as usize) }.map_err(one_host_err)?;
+        register(w, c.rank(), size, disp_unit, MPI_WIN_FLAVOR_CREATE, std::ptr::null_mut(), win_out)
+    }
+
     fn MPI_Win_allocate_shared / PMPI_Win_allocate_shared(size: isize, disp_unit: c_int, info: c_int, comm: c_int, baseptr: *mut c_void, win: *mut c_int) {
         allocate(size, disp_unit, info, comm, baseptr, win, MPI_WIN_FLAVOR_SHARED)
     }
@@ -425,6 +468,9 @@ mpi! {
 
     fn MPI_Win_shared_query / PMPI_Win_shared_query(win_h: c_int, rank: c_int, size: *mut isize, disp_unit: *mut c_int, baseptr: *mut c_void) {
         let w = win(win_h)?;
+        if !w.is_shared() {
+            return err(58, "MPI_Win_shared_query needs a window in shared memory (MPI_Win_allocate_shared or MPI_Win_allocate); this one is over the ranks' own memory (MPI_ERR_RMA_FLAVOR)");
+        }
         // MPI_PROC_NULL: the first rank with a non-empty part.
         let r = if rank == MPI_PROC_NULL {
             (0..w.comm().size()).find(|&r| w.part(r).is_some_and(|p| p.1 > 0)).unwrap_or(0)

@@ -1,7 +1,9 @@
-//! Shared-memory windows: memory that every rank of a communicator on one
-//! host maps, each rank's part after the one before it (MPI's
-//! `MPI_Win_allocate_shared`), the intra-host half of one-sided
-//! communication and of distributed shared memory.
+//! Windows for one-sided communication between the ranks of one host, the
+//! intra-host half of one-sided communication and of distributed shared
+//! memory: either memory every rank maps, each rank's part after the one
+//! before it (MPI's `MPI_Win_allocate_shared`, [`Window::allocate`]), or each
+//! rank's own memory, reached by the others through cross-memory attach
+//! (`MPI_Win_create`, [`Window::create`]).
 //!
 //! Design decisions a newcomer might otherwise undo:
 //! - **One anonymous memory file, mapped by every rank.** Rank 0 makes it
@@ -9,9 +11,10 @@
 //!   nothing has a name in the file system and nothing is left behind however
 //!   the job ends. Ranks on different hosts cannot share it: creation fails,
 //!   naming the rule.
-//! - **Accesses are loads and stores.** A put is a copy into the target's
-//!   part, a get a copy out of it; both are complete when they return, so a
-//!   flush only orders memory, and a fence is a barrier with full fences.
+//! - **Accesses are copies, complete at return.** A put is a copy into the
+//!   target's part (a store, or a `process_vm_writev` into the owner), a get
+//!   a copy out of it, so a flush only orders memory and a fence is a barrier
+//!   with full fences.
 //! - **Locks are words in the shared memory**, after the data: one
 //!   reader-writer lock per rank for MPI's passive-target epochs
 //!   (`MPI_Win_lock`), and one mutex per rank that every accumulate to that
@@ -32,13 +35,17 @@ const LOCK_BYTES: usize = 128;
 /// The writer bit of a rank's reader-writer lock word (readers count below).
 const WRITER: u64 = 1 << 63;
 
-/// A shared-memory window (see the module documentation).
-pub struct SharedWindow {
+/// A window (see the module documentation).
+pub struct Window {
     comm: Comm,
     base: NonNull<u8>,
     len: usize,
-    /// Per rank: offset of its part in the mapping, its size, its unit.
+    /// Per rank: its part (an offset in the mapping, or, for a window over
+    /// the ranks' own memory, the address in the owner), its size, its unit.
     parts: Vec<(usize, usize, usize)>,
+    /// For a window over the ranks' own memory: each rank's process id (the
+    /// parts are reached by cross-memory attach; only the locks are mapped).
+    pids: Option<Vec<i32>>,
     /// Offset of the lock area.
     locks: usize,
     _fd: OwnedFd,
@@ -52,21 +59,14 @@ fn bad(arg: &'static str, value: i64, allowed: String) -> Error {
     }
 }
 
-impl SharedWindow {
+impl Window {
     /// Allocates `size` bytes for this rank (displacement unit `disp_unit`)
     /// in memory every rank of `comm` maps. Collective; every rank of `comm`
     /// must run on this host.
     #[track_caller]
-    pub fn allocate(comm: &Comm, size: usize, disp_unit: usize) -> Result<SharedWindow> {
+    pub fn allocate(comm: &Comm, size: usize, disp_unit: usize) -> Result<Window> {
         let comm = comm.dup()?;
-        let labels = comm.host_labels(std::panic::Location::caller())?;
-        if labels.iter().any(|&l| l != labels[0]) {
-            return Err(bad(
-                "comm",
-                comm.size() as i64,
-                "ranks that share memory: all on one host (split by MPI_COMM_TYPE_SHARED)".into(),
-            ));
-        }
+        one_host(&comm)?;
         if disp_unit == 0 {
             return Err(bad("disp_unit", 0, "a positive displacement unit".into()));
         }
@@ -84,43 +84,62 @@ impl SharedWindow {
         }
         let locks = at.next_multiple_of(LOCK_BYTES);
         let len = locks + LOCK_BYTES * comm.size();
-        // Rank 0 makes the memory file; the others open it through /proc.
-        let mut card = [0i64; 3];
-        let mut made = None;
-        if comm.rank() == 0 {
-            match make(len) {
-                Ok(fd) => {
-                    card = [std::process::id() as i64, fd.as_raw_fd() as i64, 0];
-                    made = Some(fd);
-                }
-                Err(e) => card[2] = e.raw_os_error().unwrap_or(libc::EIO) as i64,
-            }
-        }
-        comm.bcast(&mut card, 0)?;
-        if card[2] != 0 {
-            return Err(Error::Io(io::Error::from_raw_os_error(card[2] as i32)));
-        }
-        let fd = match made {
-            Some(fd) => Ok(fd),
-            None => open_peer(card[0], card[1]),
-        };
-        let mapped = fd.and_then(|fd| map(&fd, len).map(|p| (fd, p)));
-        let mut bad_ranks = [mapped.is_err() as u32];
-        comm.allreduce_in_place(&mut bad_ranks, &Op::sum())?;
-        let (fd, base) = mapped.map_err(Error::Io)?;
-        // Every rank has it mapped (or the call fails on all).
-        if bad_ranks[0] != 0 {
-            return Err(Error::Protocol(format!(
-                "{} ranks could not map the window's memory",
-                bad_ranks[0]
-            )));
-        }
-        Ok(SharedWindow {
+        let (fd, base) = share(&comm, len)?;
+        Ok(Window {
             comm,
             base,
             len,
             parts,
+            pids: None,
             locks,
+            _fd: fd,
+        })
+    }
+
+    /// A window over `size` bytes of this rank's own memory at `base` (MPI's
+    /// `MPI_Win_create`): other ranks reach it by cross-memory attach
+    /// (`process_vm_readv`/`writev`), which the kernel must allow; only the
+    /// locks are shared memory. Collective; every rank of `comm` must run
+    /// on this host.
+    ///
+    /// # Safety
+    /// `base..base + size` must stay valid, and be accessed by this process
+    /// only as MPI's window rules allow, until the window is dropped.
+    #[track_caller]
+    pub unsafe fn create(
+        comm: &Comm,
+        base: *mut u8,
+        size: usize,
+        disp_unit: usize,
+    ) -> Result<Window> {
+        let comm = comm.dup()?;
+        one_host(&comm)?;
+        if disp_unit == 0 {
+            return Err(bad("disp_unit", 0, "a positive displacement unit".into()));
+        }
+        kumi_transport::cma::allow_peer_access();
+        let card = [
+            base as u64,
+            size as u64,
+            disp_unit as u64,
+            std::process::id() as u64,
+        ];
+        let mut all = vec![0u64; 4 * comm.size()];
+        comm.allgather(&card, &mut all)?;
+        let parts = all
+            .chunks(4)
+            .map(|c| (c[0] as usize, c[1] as usize, c[2] as usize))
+            .collect();
+        let pids = all.chunks(4).map(|c| c[3] as i32).collect();
+        let len = LOCK_BYTES * comm.size();
+        let (fd, map) = share(&comm, len)?;
+        Ok(Window {
+            comm,
+            base: map,
+            len,
+            parts,
+            pids: Some(pids),
+            locks: 0,
             _fd: fd,
         })
     }
@@ -131,10 +150,70 @@ impl SharedWindow {
     }
 
     /// Rank `r`'s part: its address in this process, its size, its unit.
+    /// (For a window over the ranks' own memory the address is the owner's,
+    /// usable in the owner only.)
     pub fn part(&self, r: usize) -> Option<(*mut u8, usize, usize)> {
         let &(off, size, unit) = self.parts.get(r)?;
+        if self.pids.is_some() {
+            return Some((off as *mut u8, size, unit));
+        }
         // SAFETY: `off` is within the mapping of `len` bytes (made so above).
         Some((unsafe { self.base.as_ptr().add(off) }, size, unit))
+    }
+
+    /// Whether the parts are shared memory every rank maps
+    /// (`MPI_Win_allocate_shared`, `MPI_Win_allocate`).
+    pub fn is_shared(&self) -> bool {
+        self.pids.is_none()
+    }
+
+    /// Moves `len` bytes between `local` and rank `r`'s part at `p` (an
+    /// address from `range`): a copy in shared memory or in this process, a
+    /// cross-memory attach to another process otherwise.
+    fn transfer(
+        &self,
+        r: usize,
+        p: *mut u8,
+        local: *mut u8,
+        len: usize,
+        to_target: bool,
+    ) -> Result<()> {
+        match &self.pids {
+            Some(pids) if r != self.comm.rank() => {
+                let addr = p as u64;
+                let res = if to_target {
+                    // SAFETY: `local` is `len` bytes the caller owns for the call.
+                    let src = unsafe { std::slice::from_raw_parts(local, len) };
+                    kumi_transport::cma::write_to(pids[r], addr, src)
+                } else {
+                    // SAFETY: as above, and writable (the caller's buffer).
+                    let dst = unsafe { std::slice::from_raw_parts_mut(local, len) };
+                    kumi_transport::cma::read_from(pids[r], addr, dst)
+                };
+                res.map_err(|e| {
+                    Error::Io(io::Error::new(
+                        e.kind(),
+                        format!(
+                            "one-sided access to rank {r} (process_vm_{}v): {e}",
+                            if to_target { "write" } else { "read" }
+                        ),
+                    ))
+                })
+            }
+            _ => {
+                // SAFETY: `p..p + len` is inside rank r's part (checked by
+                // `range`), in shared memory or in this process; `local` is the
+                // caller's. MPI's epochs order racing accesses.
+                unsafe {
+                    if to_target {
+                        std::ptr::copy_nonoverlapping(local, p, len)
+                    } else {
+                        std::ptr::copy_nonoverlapping(p, local, len)
+                    }
+                }
+                Ok(())
+            }
+        }
     }
 
     /// The byte offset of displacement `disp` in rank `r`'s part.
@@ -164,10 +243,9 @@ impl SharedWindow {
     fn range(&self, r: usize, offset: u64, len: usize) -> Result<*mut u8> {
         let (p, size, _) = self.part(r).ok_or_else(|| self.no_rank(r))?;
         match offset.checked_add(len as u64) {
-            Some(end) if end <= size as u64 => {
-                // SAFETY: within rank r's part, inside the mapping.
-                Ok(unsafe { p.add(offset as usize) })
-            }
+            // Address arithmetic only: within rank r's part (in the mapping,
+            // or in the owner's address space for a window over own memory).
+            Some(end) if end <= size as u64 => Ok(p.wrapping_add(offset as usize)),
             _ => Err(bad(
                 "target_disp",
                 offset as i64,
@@ -189,19 +267,13 @@ impl SharedWindow {
     /// Copies `data` into rank `r`'s part at byte `offset`.
     pub fn put(&self, r: usize, offset: u64, data: &[u8]) -> Result<()> {
         let p = self.range(r, offset, data.len())?;
-        // SAFETY: `p..p + len` is inside rank r's part (checked); other
-        // processes may access it too, which MPI's epochs order (a put racing
-        // another access to the same bytes is erroneous in MPI).
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), p, data.len()) };
-        Ok(())
+        self.transfer(r, p, data.as_ptr() as *mut u8, data.len(), true)
     }
 
     /// Copies from rank `r`'s part at byte `offset` into `out`.
     pub fn get(&self, r: usize, offset: u64, out: &mut [u8]) -> Result<()> {
         let p = self.range(r, offset, out.len())?;
-        // SAFETY: as in `put`.
-        unsafe { std::ptr::copy_nonoverlapping(p, out.as_mut_ptr(), out.len()) };
-        Ok(())
+        self.transfer(r, p, out.as_mut_ptr(), out.len(), false)
     }
 
     /// Combines `data` into rank `r`'s part at byte `offset` with
@@ -227,16 +299,17 @@ impl SharedWindow {
             std::thread::yield_now();
         }
         let mut cur = vec![0u8; data.len()];
-        // SAFETY: inside rank r's part (checked), under the accumulate mutex.
-        unsafe { std::ptr::copy_nonoverlapping(p, cur.as_mut_ptr(), cur.len()) };
-        if let Some(f) = fetch {
-            let n = f.len().min(cur.len());
-            f[..n].copy_from_slice(&cur[..n]);
-        }
-        let r2 = combine(&mut cur, data);
+        // Under the accumulate mutex: read, combine, write back.
+        let mut r2 = self.transfer(r, p, cur.as_mut_ptr(), cur.len(), false);
         if r2.is_ok() {
-            // SAFETY: as above.
-            unsafe { std::ptr::copy_nonoverlapping(cur.as_ptr(), p, cur.len()) };
+            if let Some(f) = fetch {
+                let n = f.len().min(cur.len());
+                f[..n].copy_from_slice(&cur[..n]);
+            }
+            r2 = combine(&mut cur, data);
+        }
+        if r2.is_ok() {
+            r2 = self.transfer(r, p, cur.as_mut_ptr(), cur.len(), true);
         }
         // Release: our writes before the next holder's reads.
         m.store(0, Ordering::Release);
@@ -268,7 +341,7 @@ impl SharedWindow {
         }
     }
 
-    /// Releases a lock taken by [`SharedWindow::lock`].
+    /// Releases a lock taken by [`Window::lock`].
     pub fn unlock(&self, r: usize, exclusive: bool) -> Result<()> {
         self.range(r, 0, 0)?;
         let w = self.word(r, 0);
@@ -298,12 +371,62 @@ impl SharedWindow {
     }
 }
 
-impl Drop for SharedWindow {
+impl Drop for Window {
     fn drop(&mut self) {
         // SAFETY: the mapping made in `allocate`, of `len` bytes, unmapped
         // once (no reference into it outlives the window).
         let _ = unsafe { rustix::mm::munmap(self.base.as_ptr().cast(), self.len) };
     }
+}
+
+/// Refuses a communicator whose ranks are not all on this host.
+#[track_caller]
+fn one_host(comm: &Comm) -> Result<()> {
+    let labels = comm.host_labels(std::panic::Location::caller())?;
+    if labels.iter().any(|&l| l != labels[0]) {
+        return Err(bad(
+            "comm",
+            comm.size() as i64,
+            "ranks that share memory: all on one host (split by MPI_COMM_TYPE_SHARED)".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// `len` bytes of memory every rank of `comm` maps (collective): rank 0
+/// makes the file, the others open it through `/proc`; every rank fails if
+/// one does.
+fn share(comm: &Comm, len: usize) -> Result<(OwnedFd, NonNull<u8>)> {
+    let mut card = [0i64; 3];
+    let mut made = None;
+    if comm.rank() == 0 {
+        match make(len) {
+            Ok(fd) => {
+                card = [std::process::id() as i64, fd.as_raw_fd() as i64, 0];
+                made = Some(fd);
+            }
+            Err(e) => card[2] = e.raw_os_error().unwrap_or(libc::EIO) as i64,
+        }
+    }
+    comm.bcast(&mut card, 0)?;
+    if card[2] != 0 {
+        return Err(Error::Io(io::Error::from_raw_os_error(card[2] as i32)));
+    }
+    let fd = match made {
+        Some(fd) => Ok(fd),
+        None => open_peer(card[0], card[1]),
+    };
+    let mapped = fd.and_then(|fd| map(&fd, len).map(|p| (fd, p)));
+    let mut bad_ranks = [mapped.is_err() as u32];
+    comm.allreduce_in_place(&mut bad_ranks, &Op::sum())?;
+    let (fd, base) = mapped.map_err(Error::Io)?;
+    if bad_ranks[0] != 0 {
+        return Err(Error::Protocol(format!(
+            "{} ranks could not map the window's memory",
+            bad_ranks[0]
+        )));
+    }
+    Ok((fd, base))
 }
 
 fn make(len: usize) -> io::Result<OwnedFd> {

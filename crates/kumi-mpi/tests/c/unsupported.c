@@ -4,12 +4,11 @@
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     MPI_Win win;
-    int buf[4];
     if (kt_rank() == 0) {
         /* Under MPI_ERRORS_RETURN the call returns an error (and says why)... */
         MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
         MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-        int rc = MPI_Win_create(buf, sizeof buf, 4, MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+        int rc = MPI_Win_create_dynamic(MPI_INFO_NULL, MPI_COMM_WORLD, &win);
         CHECK(rc != MPI_SUCCESS);
         printf("RETURNED %d\n", rc);
         fflush(stdout);

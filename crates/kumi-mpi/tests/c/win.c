@@ -5,7 +5,8 @@
  * at once (sums and MPI_REPLACE), fetch-and-op as a ticket counter (every
  * rank a distinct ticket), compare-and-swap as a lock; passive-target
  * locks; general active-target synchronization (post/start/complete/wait);
- * request-based operations; attributes, name, group, error handler; across
+ * request-based operations; attributes, name, group, error handler; a
+ * window over each rank's own memory (MPI_Win_create); across
  * hosts, a window of ranks on different hosts is refused. */
 #include "kt.h"
 
@@ -197,6 +198,38 @@ int main(int argc, char **argv) {
     OK(MPI_Win_get_attr(w, MPI_WIN_CREATE_FLAVOR, &flavor, &fl));
     CHECK(*flavor == MPI_WIN_FLAVOR_ALLOCATE);
     OK(MPI_Win_free(&w));
+    /* ---- MPI_Win_create over each rank's own array (cross-memory attach) ---- */
+    long own[8];
+    for (int i = 0; i < 8; i++) own[i] = -1;
+    OK(MPI_Win_create(own, sizeof own, sizeof(long), MPI_INFO_NULL, host, &w));
+    OK(MPI_Win_fence(0, w));
+    long lv[2] = {10L * r, 10L * r + 1};
+    OK(MPI_Put(lv, 2, MPI_LONG, right, 2, 2, MPI_LONG, w));
+    long ladd = r + 1;
+    OK(MPI_Accumulate(&ladd, 1, MPI_LONG, 0, 7, 1, MPI_LONG, MPI_SUM, w));
+    OK(MPI_Win_fence(0, w));
+    CHECK(own[2] == 10L * left && own[3] == 10L * left + 1 && own[0] == -1);
+    if (r == 0) CHECK(own[7] == -1 + (long)n * (n + 1) / 2);
+    long back2[2];
+    OK(MPI_Get(back2, 2, MPI_LONG, left, 2, 2, MPI_LONG, w));
+    OK(MPI_Win_fence(MPI_MODE_NOSUCCEED, w));
+    CHECK(back2[0] == 10L * ll);
+    long tk, lone = 1;
+    OK(MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, w));
+    OK(MPI_Fetch_and_op(&lone, &tk, MPI_LONG, 0, 6, MPI_SUM, w));
+    OK(MPI_Win_unlock(0, w));
+    OK(MPI_Barrier(host));
+    if (r == 0) CHECK(own[6] == -1 + n);
+    OK(MPI_Win_get_attr(w, MPI_WIN_BASE, &attr, &fl));
+    CHECK(attr == (void *)own);
+    OK(MPI_Win_get_attr(w, MPI_WIN_CREATE_FLAVOR, &flavor, &fl));
+    CHECK(*flavor == MPI_WIN_FLAVOR_CREATE);
+    OK(MPI_Win_set_errhandler(w, MPI_ERRORS_RETURN));
+    rc = MPI_Win_shared_query(w, 0, &sz, &du, &lp);
+    MPI_Error_class(rc, &cls);
+    CHECK(cls == MPI_ERR_RMA_FLAVOR);
+    OK(MPI_Win_free(&w));
+
     /* Across hosts there is no shared memory: refused, on every rank. */
     int wn;
     MPI_Comm_size(MPI_COMM_WORLD, &wn);
