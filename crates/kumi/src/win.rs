@@ -15,7 +15,8 @@
 //!   target's part (a store, or a `process_vm_writev` into the owner), a get
 //!   a copy out of it, so a flush only orders memory and a fence is a barrier
 //!   with full fences.
-//! - **Locks are words in the shared memory**, after the data: one
+//! - **Locks are words in the shared memory** (`kumi_transport::shm::wordlock`,
+//!   model-checked), after the data: one
 //!   reader-writer lock per rank for MPI's passive-target epochs
 //!   (`MPI_Win_lock`), and one mutex per rank that every accumulate to that
 //!   rank holds while it reads, combines and writes, so concurrent
@@ -25,6 +26,7 @@
 use crate::coll::Op;
 use crate::comm::Comm;
 use crate::error::{Error, Result};
+use kumi_transport::shm::wordlock::{MutexWord, RwWord};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::ptr::NonNull;
@@ -32,8 +34,6 @@ use std::sync::atomic::{fence, AtomicU64, Ordering};
 
 /// Bytes of the lock area per rank: two words, each on its own line.
 const LOCK_BYTES: usize = 128;
-/// The writer bit of a rank's reader-writer lock word (readers count below).
-const WRITER: u64 = 1 << 63;
 
 /// A window (see the module documentation).
 pub struct Window {
@@ -289,15 +289,8 @@ impl Window {
         combine: impl FnOnce(&mut [u8], &[u8]) -> Result<()>,
     ) -> Result<()> {
         let p = self.range(r, offset, data.len())?;
-        let m = self.word(r, 1);
-        // Acquire: see the bytes the previous holder wrote.
-        while m
-            .compare_exchange_weak(0, 1, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
-        {
-            std::hint::spin_loop();
-            std::thread::yield_now();
-        }
+        let m = MutexWord(self.word(r, 1));
+        m.lock();
         let mut cur = vec![0u8; data.len()];
         // Under the accumulate mutex: read, combine, write back.
         let mut r2 = self.transfer(r, p, cur.as_mut_ptr(), cur.len(), false);
@@ -311,8 +304,7 @@ impl Window {
         if r2.is_ok() {
             r2 = self.transfer(r, p, cur.as_mut_ptr(), cur.len(), true);
         }
-        // Release: our writes before the next holder's reads.
-        m.store(0, Ordering::Release);
+        m.unlock();
         r2
     }
 
@@ -320,37 +312,14 @@ impl Window {
     /// lockers (MPI's passive-target epoch).
     pub fn lock(&self, r: usize, exclusive: bool) -> Result<()> {
         self.range(r, 0, 0)?;
-        let w = self.word(r, 0);
-        loop {
-            let cur = w.load(Ordering::Relaxed);
-            let next = if exclusive {
-                (cur == 0).then_some(WRITER)
-            } else {
-                (cur & WRITER == 0).then_some(cur + 1)
-            };
-            // Acquire: see what the previous holders wrote.
-            if let Some(n) = next {
-                if w.compare_exchange_weak(cur, n, Ordering::Acquire, Ordering::Relaxed)
-                    .is_ok()
-                {
-                    return Ok(());
-                }
-            }
-            std::hint::spin_loop();
-            std::thread::yield_now();
-        }
+        RwWord(self.word(r, 0)).lock(exclusive);
+        Ok(())
     }
 
     /// Releases a lock taken by [`Window::lock`].
     pub fn unlock(&self, r: usize, exclusive: bool) -> Result<()> {
         self.range(r, 0, 0)?;
-        let w = self.word(r, 0);
-        // Release: our accesses before the next holder's.
-        if exclusive {
-            w.store(0, Ordering::Release);
-        } else {
-            w.fetch_sub(1, Ordering::Release);
-        }
+        RwWord(self.word(r, 0)).unlock(exclusive);
         Ok(())
     }
 

@@ -8,6 +8,8 @@
 //!   for in-band stamps, the cached tail and batched tail publication.
 //! - [`coll_area`]: the collective areas of the segment, where the ranks of one
 //!   host combine barriers, reductions and broadcasts through shared memory.
+//! - [`wordlock`]: reader-writer and mutex locks that are single words of a
+//!   mapping, for one-sided windows (model-checked).
 //! - [`ShmTransport`]: the [`Transport`](crate::Transport) of one rank: it
 //!   produces into rings `[me][j]` and consumes rings `[j][me]`, and sleeps on
 //!   its doorbell when the runtime asks it to.
@@ -23,6 +25,7 @@ mod ring;
 mod segment;
 #[cfg(not(loom))]
 mod transport;
+pub mod wordlock;
 
 pub use ring::{max_payload, RECORD_ALIGN, RECORD_OVERHEAD, RING_CONTROL_BYTES};
 #[cfg(not(loom))]
