@@ -1522,6 +1522,33 @@ mpi! {
         dims_create(nnodes, slice_mut(dims, ndims, "dims")?)
     }
 
+    // A program kumi started is never a spawned one: it has no parent.
+    fn MPI_Comm_get_parent / PMPI_Comm_get_parent(parent: *mut c_int) {
+        st()?;
+        out(parent, "parent", MPI_COMM_NULL)
+    }
+
+    // MPI-4: what kumi knows of how the program was started.
+    fn MPI_Info_create_env / PMPI_Info_create_env(_argc: c_int, _argv: *mut *mut c_char, info: *mut c_int) {
+        let mut s = st()?;
+        let args: Vec<String> = std::env::args().collect();
+        let mut kv = vec![
+            ("command".to_string(), args.first().cloned().unwrap_or_default()),
+            ("argv".to_string(), args.get(1..).unwrap_or_default().join(" ")),
+            ("maxprocs".to_string(), s.comm(MPI_COMM_WORLD)?.size().to_string()),
+            ("thread_level".to_string(), if crate::state::serialized() { "MPI_THREAD_SERIALIZED" } else { "MPI_THREAD_FUNNELED" }.to_string()),
+        ];
+        if let Ok(d) = std::env::current_dir() {
+            kv.push(("wdir".to_string(), d.display().to_string()));
+        }
+        kv.push(("host".to_string(), kumi::hostname()));
+        kv.push(("arch".to_string(), std::env::consts::ARCH.to_string()));
+        let h = s.fresh(NEW_INFO);
+        s.infos.insert(h, kv);
+        drop(s);
+        out(info, "info", h)
+    }
+
     fn MPI_Info_create / PMPI_Info_create(info: *mut c_int) {
         let mut s = st()?;
         let h = s.fresh(NEW_INFO);

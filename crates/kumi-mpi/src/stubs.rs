@@ -135,10 +135,6 @@ pub extern "C" fn MPI_Comm_create_from_group() -> c_int {
     crate::unsupported("MPI_Comm_create_from_group")
 }
 #[no_mangle]
-pub extern "C" fn MPI_Comm_get_parent() -> c_int {
-    crate::unsupported("MPI_Comm_get_parent")
-}
-#[no_mangle]
 pub extern "C" fn MPI_Comm_idup() -> c_int {
     crate::unsupported("MPI_Comm_idup")
 }
@@ -169,10 +165,6 @@ pub extern "C" fn MPI_Grequest_start() -> c_int {
 #[no_mangle]
 pub extern "C" fn MPI_Group_from_session_pset() -> c_int {
     crate::unsupported("MPI_Group_from_session_pset")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Info_create_env() -> c_int {
-    crate::unsupported("MPI_Info_create_env")
 }
 #[no_mangle]
 pub extern "C" fn MPI_Intercomm_create_from_groups() -> c_int {
@@ -279,18 +271,6 @@ pub extern "C" fn MPI_Session_set_errhandler() -> c_int {
     crate::unsupported("MPI_Session_set_errhandler")
 }
 #[no_mangle]
-pub extern "C" fn MPI_Type_create_f90_complex() -> c_int {
-    crate::unsupported("MPI_Type_create_f90_complex")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Type_create_f90_integer() -> c_int {
-    crate::unsupported("MPI_Type_create_f90_integer")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Type_create_f90_real() -> c_int {
-    crate::unsupported("MPI_Type_create_f90_real")
-}
-#[no_mangle]
 pub extern "C" fn MPI_Unpack_external() -> c_int {
     crate::unsupported("MPI_Unpack_external")
 }
@@ -311,24 +291,8 @@ pub extern "C" fn MPI_Win_create_dynamic() -> c_int {
     crate::unsupported("MPI_Win_create_dynamic")
 }
 #[no_mangle]
-pub extern "C" fn MPI_Win_create_keyval() -> c_int {
-    crate::unsupported("MPI_Win_create_keyval")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Win_delete_attr() -> c_int {
-    crate::unsupported("MPI_Win_delete_attr")
-}
-#[no_mangle]
 pub extern "C" fn MPI_Win_detach() -> c_int {
     crate::unsupported("MPI_Win_detach")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Win_free_keyval() -> c_int {
-    crate::unsupported("MPI_Win_free_keyval")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Win_set_attr() -> c_int {
-    crate::unsupported("MPI_Win_set_attr")
 }
 #[no_mangle]
 pub extern "C" fn PMPIX_Comm_agree() -> c_int {
@@ -407,10 +371,6 @@ pub extern "C" fn PMPI_Comm_create_from_group() -> c_int {
     crate::unsupported("MPI_Comm_create_from_group")
 }
 #[no_mangle]
-pub extern "C" fn PMPI_Comm_get_parent() -> c_int {
-    crate::unsupported("MPI_Comm_get_parent")
-}
-#[no_mangle]
 pub extern "C" fn PMPI_Comm_idup() -> c_int {
     crate::unsupported("MPI_Comm_idup")
 }
@@ -441,10 +401,6 @@ pub extern "C" fn PMPI_Grequest_start() -> c_int {
 #[no_mangle]
 pub extern "C" fn PMPI_Group_from_session_pset() -> c_int {
     crate::unsupported("MPI_Group_from_session_pset")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Info_create_env() -> c_int {
-    crate::unsupported("MPI_Info_create_env")
 }
 #[no_mangle]
 pub extern "C" fn PMPI_Intercomm_create_from_groups() -> c_int {
@@ -551,18 +507,6 @@ pub extern "C" fn PMPI_Session_set_errhandler() -> c_int {
     crate::unsupported("MPI_Session_set_errhandler")
 }
 #[no_mangle]
-pub extern "C" fn PMPI_Type_create_f90_complex() -> c_int {
-    crate::unsupported("MPI_Type_create_f90_complex")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Type_create_f90_integer() -> c_int {
-    crate::unsupported("MPI_Type_create_f90_integer")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Type_create_f90_real() -> c_int {
-    crate::unsupported("MPI_Type_create_f90_real")
-}
-#[no_mangle]
 pub extern "C" fn PMPI_Unpack_external() -> c_int {
     crate::unsupported("MPI_Unpack_external")
 }
@@ -583,24 +527,8 @@ pub extern "C" fn PMPI_Win_create_dynamic() -> c_int {
     crate::unsupported("MPI_Win_create_dynamic")
 }
 #[no_mangle]
-pub extern "C" fn PMPI_Win_create_keyval() -> c_int {
-    crate::unsupported("MPI_Win_create_keyval")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Win_delete_attr() -> c_int {
-    crate::unsupported("MPI_Win_delete_attr")
-}
-#[no_mangle]
 pub extern "C" fn PMPI_Win_detach() -> c_int {
     crate::unsupported("MPI_Win_detach")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Win_free_keyval() -> c_int {
-    crate::unsupported("MPI_Win_free_keyval")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Win_set_attr() -> c_int {
-    crate::unsupported("MPI_Win_set_attr")
 }
 #[no_mangle]
 pub extern "C" fn QMPI_Get_calling_address() -> c_int {

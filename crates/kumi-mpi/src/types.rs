@@ -136,6 +136,24 @@ fn darray(
     new_type(d, MPI_COMBINER_DARRAY, args, vec![], &[oldtype], newtype)
 }
 
+/// MPICH's REAL4 / REAL8 / REAL16 for precision `p` and range `r`
+/// (`MPI_UNDEFINED` leaves one free).
+fn f90_real(p: c_int, r: c_int) -> R<c_int> {
+    let p = if p == MPI_UNDEFINED { 0 } else { p };
+    let r = if r == MPI_UNDEFINED { 0 } else { r };
+    Ok(match (p, r) {
+        (..=6, ..=37) => 0x4c000427,
+        (..=15, ..=307) => 0x4c000829,
+        (..=33, ..=4931) => 0x4c00102b,
+        _ => {
+            return err(
+                MPI_ERR_ARG,
+                format!("no real type has precision {p} and range {r}"),
+            )
+        }
+    })
+}
+
 fn order_of(order: c_int) -> R<bool> {
     match order {
         MPI_ORDER_C => Ok(true),
@@ -236,6 +254,33 @@ mpi! {
     fn MPI_Type_create_resized / PMPI_Type_create_resized(oldtype: c_int, lb: isize, extent: isize, newtype: *mut c_int) {
         let d = old(oldtype)?.resized(lb, extent);
         new_type(d, MPI_COMBINER_RESIZED, vec![], vec![lb, extent], &[oldtype], newtype)
+    }
+
+    // The Fortran 90 parameterized types: the predefined type of at least
+    // the asked precision and range (MPICH's REALn / COMPLEXn / INTEGERn).
+    fn MPI_Type_create_f90_real / PMPI_Type_create_f90_real(p: c_int, r: c_int, newtype: *mut c_int) {
+        let t = f90_real(p, r)?;
+        out(newtype, "newtype", t)
+    }
+
+    fn MPI_Type_create_f90_complex / PMPI_Type_create_f90_complex(p: c_int, r: c_int, newtype: *mut c_int) {
+        let t = match f90_real(p, r)? {
+            0x4c000427 => 0x4c000828, // COMPLEX8
+            0x4c000829 => 0x4c00102a, // COMPLEX16
+            _ => 0x4c00202c,          // COMPLEX32
+        };
+        out(newtype, "newtype", t)
+    }
+
+    fn MPI_Type_create_f90_integer / PMPI_Type_create_f90_integer(r: c_int, newtype: *mut c_int) {
+        let t = match r {
+            i32::MIN..=2 => 0x4c00012d,  // INTEGER1
+            3..=4 => 0x4c00022f,         // INTEGER2
+            5..=9 => 0x4c000430,         // INTEGER4
+            10..=18 => 0x4c000831,       // INTEGER8
+            _ => return err(MPI_ERR_ARG, format!("no integer type has a decimal range of {r}")),
+        };
+        out(newtype, "newtype", t)
     }
 
     fn MPI_Type_create_darray / PMPI_Type_create_darray(size: c_int, rank: c_int, ndims: c_int, gsizes: *const c_int, distribs: *const c_int, dargs: *const c_int, psizes: *const c_int, order: c_int, oldtype: c_int, newtype: *mut c_int) {

@@ -54,6 +54,8 @@ pub(crate) struct WinEntry {
     disp_unit: Box<c_int>,
     flavor: Box<c_int>,
     model: Box<c_int>,
+    /// The program's attributes (`MPI_Win_set_attr`).
+    attrs: std::collections::HashMap<c_int, *mut c_void>,
     /// Passive-target locks this rank holds: (rank, exclusive).
     locks: Vec<(usize, bool)>,
     /// Ranks (of the window) of the current exposure and access epochs.
@@ -152,6 +154,7 @@ fn register(
             disp_unit: Box::new(disp_unit),
             flavor: Box::new(flavor),
             model: Box::new(MPI_WIN_UNIFIED),
+            attrs: Default::default(),
             locks: Vec::new(),
             posted: None,
             started: None,
@@ -488,6 +491,10 @@ mpi! {
         let w = win(h)?;
         // Collective: nobody unmaps while another rank still accesses.
         w.fence()?;
+        let attrs = std::mem::take(&mut entry(&mut *st()?, h)?.attrs);
+        for (k, v) in attrs {
+            crate::comm::call_delete(h, k, v)?;
+        }
         st()?.wins.remove(&h);
         out(win_p, "win", MPI_WIN_NULL)
     }
@@ -721,15 +728,48 @@ mpi! {
             MPI_WIN_DISP_UNIT => Some(&mut *e.disp_unit as *mut c_int as *mut c_void),
             MPI_WIN_CREATE_FLAVOR => Some(&mut *e.flavor as *mut c_int as *mut c_void),
             MPI_WIN_MODEL => Some(&mut *e.model as *mut c_int as *mut c_void),
-            _ => None,
+            k => e.attrs.get(&k).copied(),
         };
+        let known = v.is_some() || s.keyvals.contains_key(&keyval);
         drop(s);
         match v {
             Some(v) => {
                 out(attribute_val as *mut *mut c_void, "attribute_val", v)?;
                 out(flag, "flag", 1)
             }
-            None => err(MPI_ERR_KEYVAL, format!("{keyval:#x} is not a window attribute kumi has (user keyvals on windows are not supported yet)")),
+            None if known => out(flag, "flag", 0),
+            None => err(MPI_ERR_KEYVAL, format!("{keyval:#x} is not a keyval")),
+        }
+    }
+
+    fn MPI_Win_create_keyval / PMPI_Win_create_keyval(copy_fn: Option<crate::state::CopyFn>, delete_fn: Option<crate::state::DeleteFn>, keyval: *mut c_int, extra_state: *mut c_void) {
+        crate::comm::create_keyval(copy_fn, delete_fn, keyval, extra_state)
+    }
+
+    fn MPI_Win_free_keyval / PMPI_Win_free_keyval(keyval: *mut c_int) {
+        crate::comm::free_keyval(keyval)
+    }
+
+    fn MPI_Win_set_attr / PMPI_Win_set_attr(win_h: c_int, keyval: c_int, attribute_val: *mut c_void) {
+        let old = {
+            let mut s = st()?;
+            if !s.keyvals.contains_key(&keyval) {
+                return err(MPI_ERR_KEYVAL, format!("{keyval:#x} is not a keyval the program created"));
+            }
+            entry(&mut s, win_h)?.attrs.remove(&keyval)
+        };
+        if let Some(o) = old {
+            crate::comm::call_delete(win_h, keyval, o)?;
+        }
+        entry(&mut *st()?, win_h)?.attrs.insert(keyval, attribute_val);
+        Ok(())
+    }
+
+    fn MPI_Win_delete_attr / PMPI_Win_delete_attr(win_h: c_int, keyval: c_int) {
+        let old = entry(&mut *st()?, win_h)?.attrs.remove(&keyval);
+        match old {
+            Some(o) => crate::comm::call_delete(win_h, keyval, o),
+            None => err(MPI_ERR_KEYVAL, format!("no attribute with keyval {keyval:#x} on this window")),
         }
     }
 

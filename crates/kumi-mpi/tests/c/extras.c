@@ -241,6 +241,29 @@ int main(int argc, char **argv) {
     OK(MPI_Request_free(&pr[1]));
     free(sb), free(rb), free(cts), free(dsp), free(tps), free(gall);
 
+    /* ---- Fortran 90 parameterized types, the parent, the start info. ---- */
+    MPI_Datatype f90;
+    int tsz;
+    OK(MPI_Type_create_f90_real(10, MPI_UNDEFINED, &f90));
+    MPI_Type_size(f90, &tsz);
+    CHECK(tsz == 8);
+    OK(MPI_Type_create_f90_complex(5, 30, &f90));
+    MPI_Type_size(f90, &tsz);
+    CHECK(tsz == 8);
+    OK(MPI_Type_create_f90_integer(9, &f90));
+    MPI_Type_size(f90, &tsz);
+    CHECK(tsz == 4);
+    MPI_Comm parent;
+    OK(MPI_Comm_get_parent(&parent));
+    CHECK(parent == MPI_COMM_NULL);
+    MPI_Info env;
+    OK(MPI_Info_create_env(argc, argv, &env));
+    char val[64];
+    int envflag;
+    OK(MPI_Info_get(env, "maxprocs", sizeof val - 1, val, &envflag));
+    if (kt_on_kumi()) CHECK(envflag && atoi(val) == n); /* what is there is up to the library */
+    OK(MPI_Info_free(&env));
+
     /* ---- buffered sends: the detached size as an MPI_Count. ---- */
     static char bbuf[4096];
     OK(MPI_Buffer_attach(bbuf, sizeof bbuf));

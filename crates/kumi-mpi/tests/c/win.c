@@ -12,6 +12,14 @@
 
 #define N 16
 
+static int win_deletes;
+
+static int win_attr_deleted(MPI_Win w, int k, void *v, void *extra) {
+    (void)w, (void)k, (void)v, (void)extra;
+    win_deletes++;
+    return MPI_SUCCESS;
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm host;
@@ -154,6 +162,14 @@ int main(int argc, char **argv) {
     CHECK(*flavor == MPI_WIN_FLAVOR_SHARED);
     OK(MPI_Win_get_attr(w, MPI_WIN_MODEL, &model, &fl));
     CHECK(*model == MPI_WIN_UNIFIED);
+    /* A program's own attribute, deleted (callback) when the window goes. */
+    int wkv;
+    OK(MPI_Win_create_keyval(MPI_WIN_NULL_COPY_FN, win_attr_deleted, &wkv, NULL));
+    static int payload;
+    OK(MPI_Win_set_attr(w, wkv, &payload));
+    void *got_attr;
+    OK(MPI_Win_get_attr(w, wkv, &got_attr, &fl));
+    CHECK(fl && got_attr == &payload);
     char name[MPI_MAX_OBJECT_NAME];
     int len;
     OK(MPI_Win_set_name(w, "ring"));
@@ -180,7 +196,8 @@ int main(int argc, char **argv) {
     MPI_Error_class(rc, &cls);
     CHECK(cls == MPI_ERR_RMA_SYNC);
     OK(MPI_Win_free(&w));
-    CHECK(w == MPI_WIN_NULL);
+    CHECK(w == MPI_WIN_NULL && win_deletes == 1);
+    OK(MPI_Win_free_keyval(&wkv));
     OK(MPI_Type_free(&every2));
 
     /* ---- MPI_Win_allocate: the same operations ---- */
