@@ -1148,13 +1148,7 @@ mpi! {
     }
 
     fn MPI_Comm_create_errhandler / PMPI_Comm_create_errhandler(function: Option<ErrFn>, errhandler: *mut c_int) {
-        let Some(f) = function else {
-            return err(MPI_ERR_ARG, "the error handler function is NULL");
-        };
-        let mut s = st()?;
-        let h = s.fresh(NEW_ERRH);
-        s.errhs.insert(h, f);
-        drop(s);
+        let h = st()?.new_errhandler(function, |s| &mut s.errhs)?;
         out(errhandler, "errhandler", h)
     }
 

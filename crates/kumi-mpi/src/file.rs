@@ -760,13 +760,7 @@ mpi! {
     }
 
     fn MPI_File_create_errhandler / PMPI_File_create_errhandler(function: Option<FileErrFn>, errhandler: *mut c_int) {
-        let Some(f) = function else {
-            return err(MPI_ERR_ARG, "the error handler function is NULL");
-        };
-        let mut s = st()?;
-        let h = s.fresh(NEW_ERRH);
-        s.file_errhs.insert(h, f);
-        drop(s);
+        let h = st()?.new_errhandler(function, |s| &mut s.file_errhs)?;
         out(errhandler, "errhandler", h)
     }
 

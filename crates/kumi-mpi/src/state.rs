@@ -697,6 +697,21 @@ impl State {
         h
     }
 
+    /// Enters the program's error handler function `f` in `table` (of
+    /// communicator, window or file handlers) under a fresh handle.
+    pub fn new_errhandler<F>(
+        &mut self,
+        f: Option<F>,
+        table: fn(&mut State) -> &mut HashMap<c_int, F>,
+    ) -> R<c_int> {
+        let Some(f) = f else {
+            return err(MPI_ERR_ARG, "the error handler function is NULL");
+        };
+        let h = self.fresh(NEW_ERRH);
+        table(self).insert(h, f);
+        Ok(h)
+    }
+
     /// The communicator behind a handle, for an operation on one group (a
     /// collective, a constructor): an intercommunicator is refused by name.
     pub fn intra(&mut self, h: c_int) -> R<Comm> {

@@ -86,6 +86,13 @@ fn win(h: c_int) -> R<Rc<Window>> {
     Ok(entry(&mut *st()?, h)?.win.clone())
 }
 
+/// `MPI_Win_sync` and the flushes: every access is complete at return, so
+/// ordering memory is all there is to do.
+fn sync(h: c_int) -> R<()> {
+    win(h)?.sync();
+    Ok(())
+}
+
 const MPI_WIN_NULL: c_int = 0x2000_0000;
 
 /// `MPI_Win_allocate(_shared)`: the window, its handle, its base.
@@ -505,28 +512,23 @@ mpi! {
     }
 
     fn MPI_Win_sync / PMPI_Win_sync(win_h: c_int) {
-        win(win_h)?.sync();
-        Ok(())
+        sync(win_h)
     }
 
     fn MPI_Win_flush / PMPI_Win_flush(_rank: c_int, win_h: c_int) {
-        win(win_h)?.sync();
-        Ok(())
+        sync(win_h)
     }
 
     fn MPI_Win_flush_all / PMPI_Win_flush_all(win_h: c_int) {
-        win(win_h)?.sync();
-        Ok(())
+        sync(win_h)
     }
 
     fn MPI_Win_flush_local / PMPI_Win_flush_local(_rank: c_int, win_h: c_int) {
-        win(win_h)?.sync();
-        Ok(())
+        sync(win_h)
     }
 
     fn MPI_Win_flush_local_all / PMPI_Win_flush_local_all(win_h: c_int) {
-        win(win_h)?.sync();
-        Ok(())
+        sync(win_h)
     }
 
     fn MPI_Win_lock / PMPI_Win_lock(lock_type: c_int, rank: c_int, _assert: c_int, win_h: c_int) {
@@ -784,14 +786,9 @@ mpi! {
         out_str(win_name, MPI_MAX_OBJECT_NAME, resultlen, &n)
     }
 
+    // A window's handler has a communicator's shape (a handle and a code).
     fn MPI_Win_create_errhandler / PMPI_Win_create_errhandler(function: Option<crate::state::ErrFn>, errhandler: *mut c_int) {
-        let Some(f) = function else {
-            return err(MPI_ERR_ARG, "the error handler function is NULL");
-        };
-        let mut s = st()?;
-        let h = s.fresh(NEW_ERRH);
-        s.errhs.insert(h, f);
-        drop(s);
+        let h = st()?.new_errhandler(function, |s| &mut s.errhs)?;
         out(errhandler, "errhandler", h)
     }
 
