@@ -199,70 +199,103 @@ fn panicked(name: &'static str, p: Box<dyn std::any::Any + Send>) -> c_int {
     failed(name, e)
 }
 
-/// Name of an error class, for messages.
-pub(crate) fn class_name(class: c_int) -> &'static str {
-    match class {
-        MPI_SUCCESS => "MPI_SUCCESS",
-        MPI_ERR_BUFFER => "MPI_ERR_BUFFER",
-        MPI_ERR_COUNT => "MPI_ERR_COUNT",
-        MPI_ERR_TYPE => "MPI_ERR_TYPE",
-        MPI_ERR_TAG => "MPI_ERR_TAG",
-        MPI_ERR_COMM => "MPI_ERR_COMM",
-        MPI_ERR_RANK => "MPI_ERR_RANK",
-        MPI_ERR_ROOT => "MPI_ERR_ROOT",
-        MPI_ERR_GROUP => "MPI_ERR_GROUP",
-        MPI_ERR_OP => "MPI_ERR_OP",
-        MPI_ERR_TOPOLOGY => "MPI_ERR_TOPOLOGY",
-        MPI_ERR_DIMS => "MPI_ERR_DIMS",
-        MPI_ERR_ARG => "MPI_ERR_ARG",
-        MPI_ERR_UNKNOWN => "MPI_ERR_UNKNOWN",
-        MPI_ERR_TRUNCATE => "MPI_ERR_TRUNCATE",
-        MPI_ERR_OTHER => "MPI_ERR_OTHER",
-        MPI_ERR_INTERN => "MPI_ERR_INTERN",
-        MPI_ERR_IN_STATUS => "MPI_ERR_IN_STATUS",
-        MPI_ERR_PENDING => "MPI_ERR_PENDING",
-        MPI_ERR_REQUEST => "MPI_ERR_REQUEST",
-        MPI_ERR_INFO_KEY => "MPI_ERR_INFO_KEY",
-        MPI_ERR_INFO_VALUE => "MPI_ERR_INFO_VALUE",
-        MPI_ERR_INFO_NOKEY => "MPI_ERR_INFO_NOKEY",
-        MPI_ERR_INFO => "MPI_ERR_INFO",
-        MPI_ERR_KEYVAL => "MPI_ERR_KEYVAL",
-        MPI_ERR_NO_MEM => "MPI_ERR_NO_MEM",
-        MPI_ERR_UNSUPPORTED_OPERATION => "MPI_ERR_UNSUPPORTED_OPERATION",
-        _ => "unknown error class",
-    }
+/// The predefined error classes (MPICH's numbers): name and sentence.
+const CLASSES: &[(c_int, &str, &str)] = &[
+    (0, "MPI_SUCCESS", "no error"),
+    (1, "MPI_ERR_BUFFER", "invalid buffer pointer"),
+    (2, "MPI_ERR_COUNT", "invalid count argument"),
+    (3, "MPI_ERR_TYPE", "invalid datatype"),
+    (4, "MPI_ERR_TAG", "invalid tag"),
+    (5, "MPI_ERR_COMM", "invalid communicator"),
+    (6, "MPI_ERR_RANK", "invalid rank"),
+    (7, "MPI_ERR_ROOT", "invalid root"),
+    (8, "MPI_ERR_GROUP", "invalid group"),
+    (9, "MPI_ERR_OP", "invalid reduction operation"),
+    (10, "MPI_ERR_TOPOLOGY", "invalid topology"),
+    (11, "MPI_ERR_DIMS", "invalid dimension argument"),
+    (12, "MPI_ERR_ARG", "invalid argument"),
+    (13, "MPI_ERR_UNKNOWN", "unknown error"),
+    (14, "MPI_ERR_TRUNCATE", "message truncated"),
+    (15, "MPI_ERR_OTHER", "other error"),
+    (16, "MPI_ERR_INTERN", "internal error"),
+    (17, "MPI_ERR_IN_STATUS", "error code is in status"),
+    (18, "MPI_ERR_PENDING", "pending request"),
+    (19, "MPI_ERR_REQUEST", "invalid request"),
+    (20, "MPI_ERR_ACCESS", "permission denied"),
+    (21, "MPI_ERR_AMODE", "invalid file access mode"),
+    (22, "MPI_ERR_BAD_FILE", "invalid file name"),
+    (23, "MPI_ERR_CONVERSION", "data conversion failed"),
+    (
+        24,
+        "MPI_ERR_DUP_DATAREP",
+        "data representation already defined",
+    ),
+    (25, "MPI_ERR_FILE_EXISTS", "file exists"),
+    (26, "MPI_ERR_FILE_IN_USE", "file in use"),
+    (27, "MPI_ERR_FILE", "invalid file handle"),
+    (28, "MPI_ERR_INFO", "invalid info object"),
+    (29, "MPI_ERR_INFO_KEY", "invalid info key"),
+    (30, "MPI_ERR_INFO_VALUE", "invalid info value"),
+    (31, "MPI_ERR_INFO_NOKEY", "info key not defined"),
+    (32, "MPI_ERR_IO", "input/output error"),
+    (33, "MPI_ERR_NAME", "invalid service name"),
+    (34, "MPI_ERR_NO_MEM", "out of memory"),
+    (35, "MPI_ERR_NOT_SAME", "arguments differ between processes"),
+    (36, "MPI_ERR_NO_SPACE", "no space left on device"),
+    (37, "MPI_ERR_NO_SUCH_FILE", "no such file"),
+    (38, "MPI_ERR_PORT", "invalid port name"),
+    (39, "MPI_ERR_QUOTA", "quota exceeded"),
+    (40, "MPI_ERR_READ_ONLY", "read-only file or file system"),
+    (41, "MPI_ERR_SERVICE", "invalid service"),
+    (42, "MPI_ERR_SPAWN", "could not spawn processes"),
+    (
+        43,
+        "MPI_ERR_UNSUPPORTED_DATAREP",
+        "data representation not supported",
+    ),
+    (
+        44,
+        "MPI_ERR_UNSUPPORTED_OPERATION",
+        "operation not supported by kumi yet",
+    ),
+    (45, "MPI_ERR_WIN", "invalid window"),
+    (46, "MPI_ERR_BASE", "invalid base address"),
+    (47, "MPI_ERR_LOCKTYPE", "invalid lock type"),
+    (48, "MPI_ERR_KEYVAL", "invalid attribute key"),
+    (
+        49,
+        "MPI_ERR_RMA_CONFLICT",
+        "conflicting accesses to a window",
+    ),
+    (
+        50,
+        "MPI_ERR_RMA_SYNC",
+        "wrong synchronization of one-sided calls",
+    ),
+    (51, "MPI_ERR_SIZE", "invalid size"),
+    (52, "MPI_ERR_DISP", "invalid displacement"),
+    (53, "MPI_ERR_ASSERT", "invalid assertion"),
+    (55, "MPI_ERR_RMA_RANGE", "target memory outside the window"),
+    (56, "MPI_ERR_RMA_ATTACH", "memory cannot be attached"),
+    (57, "MPI_ERR_RMA_SHARED", "memory cannot be shared"),
+    (58, "MPI_ERR_RMA_FLAVOR", "wrong window flavor"),
+    (75, "MPI_ERR_SESSION", "invalid session"),
+    (76, "MPI_ERR_PROC_ABORTED", "a process aborted"),
+    (77, "MPI_ERR_VALUE_TOO_LARGE", "value too large"),
+];
+
+fn class_entry(class: c_int) -> Option<&'static (c_int, &'static str, &'static str)> {
+    CLASSES.iter().find(|e| e.0 == class)
 }
 
-/// The standard's one-line description of an error class.
+/// Name of an error class, for messages.
+pub(crate) fn class_name(class: c_int) -> &'static str {
+    class_entry(class).map_or("unknown error class", |e| e.1)
+}
+
+/// What an error class means, in a few words (`MPI_Error_string`).
 pub(crate) fn class_text(class: c_int) -> &'static str {
-    match class {
-        MPI_SUCCESS => "no error",
-        MPI_ERR_BUFFER => "invalid buffer pointer",
-        MPI_ERR_COUNT => "invalid count argument",
-        MPI_ERR_TYPE => "invalid datatype",
-        MPI_ERR_TAG => "invalid tag",
-        MPI_ERR_COMM => "invalid communicator",
-        MPI_ERR_RANK => "invalid rank",
-        MPI_ERR_ROOT => "invalid root",
-        MPI_ERR_GROUP => "invalid group",
-        MPI_ERR_OP => "invalid reduction operation",
-        MPI_ERR_TOPOLOGY => "invalid topology",
-        MPI_ERR_DIMS => "invalid dimension argument",
-        MPI_ERR_ARG => "invalid argument",
-        MPI_ERR_TRUNCATE => "message truncated",
-        MPI_ERR_OTHER => "other error",
-        MPI_ERR_INTERN => "internal error",
-        MPI_ERR_IN_STATUS => "error code is in status",
-        MPI_ERR_PENDING => "pending request",
-        MPI_ERR_REQUEST => "invalid request",
-        MPI_ERR_KEYVAL => "invalid attribute key",
-        MPI_ERR_INFO_KEY => "invalid info key",
-        MPI_ERR_INFO_VALUE => "invalid info value",
-        MPI_ERR_INFO_NOKEY => "info key not defined",
-        MPI_ERR_NO_MEM => "out of memory",
-        MPI_ERR_UNSUPPORTED_OPERATION => "operation not supported by kumi yet",
-        _ => "unknown error",
-    }
+    class_entry(class).map_or("unknown error", |e| e.2)
 }
 
 /// What every function kumi does not implement yet does: says so, naming the
