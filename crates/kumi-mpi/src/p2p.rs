@@ -100,6 +100,9 @@ fn check_buf(buf: *const c_void, n: usize, d: &Datatype) -> R<()> {
 }
 
 /// The status of an operation with `MPI_PROC_NULL`.
+/// Why a nonblocking collective cannot be cancelled.
+const NO_COLL_CANCEL: &str = "a nonblocking collective (or MPI_Isendrecv) cannot be cancelled in kumi (the standard makes MPI_Cancel on a collective erroneous); complete it with MPI_Wait or MPI_Test";
+
 fn proc_null() -> Status {
     Status {
         source: MPI_PROC_NULL,
@@ -1165,9 +1168,14 @@ mpi! {
                 r.cancel();
                 Ok(())
             }
-            Some((ReqEntry::Coll(_), comm)) | Some((ReqEntry::PersistentColl { active: Some(_), .. }, comm)) => {
+            Some((ReqEntry::Coll(c), comm)) => {
                 set_err_comm(*comm);
-                err(MPI_ERR_REQUEST, "a nonblocking collective (or MPI_Isendrecv) cannot be cancelled in kumi (the standard makes MPI_Cancel on a collective erroneous); complete it with MPI_Wait or MPI_Test")
+                // A generalized request: its cancel callback says how it went.
+                c.cancel().unwrap_or_else(|| err(MPI_ERR_REQUEST, NO_COLL_CANCEL))
+            }
+            Some((ReqEntry::PersistentColl { active: Some(_), .. }, comm)) => {
+                set_err_comm(*comm);
+                err(MPI_ERR_REQUEST, NO_COLL_CANCEL)
             }
             Some(_) => Ok(()),
             None => err(MPI_ERR_REQUEST, format!("{h:#x} is not a request")),

@@ -141,6 +141,11 @@ pub(crate) trait CollPending {
             }
         }
     }
+
+    /// `MPI_Cancel`: `None` if this kind of request cannot be cancelled.
+    fn cancel(&mut self) -> Option<R<()>> {
+        None
+    }
 }
 
 /// Hashes an integer handle with one multiplication: the handle tables are
@@ -353,6 +358,9 @@ pub(crate) struct State {
     /// Open files by index (their `MPI_File` handles encode it; see
     /// `crate::file`).
     pub files: HashMap<usize, crate::file::FileEntry>,
+    /// The completion flags of generalized requests (`MPI_Grequest_start`),
+    /// by request handle, until `MPI_Grequest_complete`.
+    pub grequests: HashMap<c_int, Rc<std::cell::Cell<bool>>>,
     /// Windows by handle (see `crate::win`).
     pub wins: HashMap<c_int, crate::win::WinEntry>,
     pub next_file: usize,
@@ -605,6 +613,7 @@ impl State {
             file_errhs: HashMap::new(),
             files: HashMap::new(),
             wins: HashMap::new(),
+            grequests: HashMap::new(),
             next_file: 0,
             file_null_errh: MPI_ERRORS_RETURN,
             bsend: None,

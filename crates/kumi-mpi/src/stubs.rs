@@ -155,14 +155,6 @@ pub extern "C" fn MPI_Comm_spawn_multiple() -> c_int {
     crate::unsupported("MPI_Comm_spawn_multiple")
 }
 #[no_mangle]
-pub extern "C" fn MPI_Grequest_complete() -> c_int {
-    crate::unsupported("MPI_Grequest_complete")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Grequest_start() -> c_int {
-    crate::unsupported("MPI_Grequest_start")
-}
-#[no_mangle]
 pub extern "C" fn MPI_Group_from_session_pset() -> c_int {
     crate::unsupported("MPI_Group_from_session_pset")
 }
@@ -389,14 +381,6 @@ pub extern "C" fn PMPI_Comm_spawn() -> c_int {
 #[no_mangle]
 pub extern "C" fn PMPI_Comm_spawn_multiple() -> c_int {
     crate::unsupported("MPI_Comm_spawn_multiple")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Grequest_complete() -> c_int {
-    crate::unsupported("MPI_Grequest_complete")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Grequest_start() -> c_int {
-    crate::unsupported("MPI_Grequest_start")
 }
 #[no_mangle]
 pub extern "C" fn PMPI_Group_from_session_pset() -> c_int {
