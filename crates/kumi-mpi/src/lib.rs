@@ -40,6 +40,7 @@ mod init;
 mod large;
 mod misc;
 mod p2p;
+mod part;
 mod state;
 mod stubs;
 mod tools;

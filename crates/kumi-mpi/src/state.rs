@@ -361,6 +361,8 @@ pub(crate) struct State {
     /// The completion flags of generalized requests (`MPI_Grequest_start`),
     /// by request handle, until `MPI_Grequest_complete`.
     pub grequests: HashMap<c_int, Rc<std::cell::Cell<bool>>>,
+    /// Partitioned requests' shared state, by request handle (see `crate::part`).
+    pub partitioned: HashMap<c_int, Rc<RefCell<crate::part::Part>>>,
     /// Windows by handle (see `crate::win`).
     pub wins: HashMap<c_int, crate::win::WinEntry>,
     pub next_file: usize,
@@ -613,6 +615,7 @@ impl State {
             file_errhs: HashMap::new(),
             files: HashMap::new(),
             wins: HashMap::new(),
+            partitioned: HashMap::new(),
             grequests: HashMap::new(),
             next_file: 0,
             file_null_errh: MPI_ERRORS_RETURN,

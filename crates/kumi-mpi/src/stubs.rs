@@ -187,30 +187,6 @@ pub extern "C" fn MPI_Pack_external_size_c() -> c_int {
     crate::unsupported("MPI_Pack_external_size_c")
 }
 #[no_mangle]
-pub extern "C" fn MPI_Parrived() -> c_int {
-    crate::unsupported("MPI_Parrived")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Pready() -> c_int {
-    crate::unsupported("MPI_Pready")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Pready_list() -> c_int {
-    crate::unsupported("MPI_Pready_list")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Pready_range() -> c_int {
-    crate::unsupported("MPI_Pready_range")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Precv_init() -> c_int {
-    crate::unsupported("MPI_Precv_init")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Psend_init() -> c_int {
-    crate::unsupported("MPI_Psend_init")
-}
-#[no_mangle]
 pub extern "C" fn MPI_Publish_name() -> c_int {
     crate::unsupported("MPI_Publish_name")
 }
@@ -413,30 +389,6 @@ pub extern "C" fn PMPI_Pack_external_size() -> c_int {
 #[no_mangle]
 pub extern "C" fn PMPI_Pack_external_size_c() -> c_int {
     crate::unsupported("MPI_Pack_external_size_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Parrived() -> c_int {
-    crate::unsupported("MPI_Parrived")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Pready() -> c_int {
-    crate::unsupported("MPI_Pready")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Pready_list() -> c_int {
-    crate::unsupported("MPI_Pready_list")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Pready_range() -> c_int {
-    crate::unsupported("MPI_Pready_range")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Precv_init() -> c_int {
-    crate::unsupported("MPI_Precv_init")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Psend_init() -> c_int {
-    crate::unsupported("MPI_Psend_init")
 }
 #[no_mangle]
 pub extern "C" fn PMPI_Publish_name() -> c_int {

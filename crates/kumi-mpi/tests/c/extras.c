@@ -305,6 +305,36 @@ int main(int argc, char **argv) {
     OK(MPI_Request_free(&gr));
     CHECK(g_frees == 2);
 
+    /* ---- partitioned communication: 4 partitions of 2 ints to the right,
+     * marked ready in three ways over two starts. ---- */
+    int psend[8], precv[8];
+    MPI_Request pq[2];
+    OK(MPI_Psend_init(psend, 4, 2, MPI_INT, right, 11, MPI_COMM_WORLD, MPI_INFO_NULL, &pq[0]));
+    OK(MPI_Precv_init(precv, 4, 2, MPI_INT, left, 11, MPI_COMM_WORLD, MPI_INFO_NULL, &pq[1]));
+    for (int round2 = 0; round2 < 2; round2++) {
+        for (int i = 0; i < 8; i++) psend[i] = r * 100 + round2 * 10 + i, precv[i] = -1;
+        OK(MPI_Startall(2, pq));
+        int pflag = 1;
+        OK(MPI_Test(&pq[0], &pflag, MPI_STATUS_IGNORE));
+        CHECK(!pflag); /* nothing is ready yet */
+        if (round2 == 0) {
+            for (int i = 3; i >= 0; i--) OK(MPI_Pready(i, pq[0]));
+        } else {
+            int two[2] = {3, 0};
+            OK(MPI_Pready_range(1, 2, pq[0]));
+            OK(MPI_Pready_list(2, two, pq[0]));
+        }
+        int arrived = 0;
+        while (!arrived) OK(MPI_Parrived(pq[1], 2, &arrived));
+        MPI_Status pst[2];
+        OK(MPI_Waitall(2, pq, pst));
+        OK(MPI_Get_count(&pst[1], MPI_INT, &cnt));
+        CHECK(cnt == 8);
+        for (int i = 0; i < 8; i++) CHECK(precv[i] == left * 100 + round2 * 10 + i);
+    }
+    OK(MPI_Request_free(&pq[0]));
+    OK(MPI_Request_free(&pq[1]));
+
     /* ---- buffered sends: the detached size as an MPI_Count. ---- */
     static char bbuf[4096];
     OK(MPI_Buffer_attach(bbuf, sizeof bbuf));
