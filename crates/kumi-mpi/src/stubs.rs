@@ -171,22 +171,6 @@ pub extern "C" fn MPI_Open_port() -> c_int {
     crate::unsupported("MPI_Open_port")
 }
 #[no_mangle]
-pub extern "C" fn MPI_Pack_external() -> c_int {
-    crate::unsupported("MPI_Pack_external")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Pack_external_c() -> c_int {
-    crate::unsupported("MPI_Pack_external_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Pack_external_size() -> c_int {
-    crate::unsupported("MPI_Pack_external_size")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Pack_external_size_c() -> c_int {
-    crate::unsupported("MPI_Pack_external_size_c")
-}
-#[no_mangle]
 pub extern "C" fn MPI_Publish_name() -> c_int {
     crate::unsupported("MPI_Publish_name")
 }
@@ -237,14 +221,6 @@ pub extern "C" fn MPI_Session_init() -> c_int {
 #[no_mangle]
 pub extern "C" fn MPI_Session_set_errhandler() -> c_int {
     crate::unsupported("MPI_Session_set_errhandler")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Unpack_external() -> c_int {
-    crate::unsupported("MPI_Unpack_external")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Unpack_external_c() -> c_int {
-    crate::unsupported("MPI_Unpack_external_c")
 }
 #[no_mangle]
 pub extern "C" fn MPI_Unpublish_name() -> c_int {
@@ -375,22 +351,6 @@ pub extern "C" fn PMPI_Open_port() -> c_int {
     crate::unsupported("MPI_Open_port")
 }
 #[no_mangle]
-pub extern "C" fn PMPI_Pack_external() -> c_int {
-    crate::unsupported("MPI_Pack_external")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Pack_external_c() -> c_int {
-    crate::unsupported("MPI_Pack_external_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Pack_external_size() -> c_int {
-    crate::unsupported("MPI_Pack_external_size")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Pack_external_size_c() -> c_int {
-    crate::unsupported("MPI_Pack_external_size_c")
-}
-#[no_mangle]
 pub extern "C" fn PMPI_Publish_name() -> c_int {
     crate::unsupported("MPI_Publish_name")
 }
@@ -441,14 +401,6 @@ pub extern "C" fn PMPI_Session_init() -> c_int {
 #[no_mangle]
 pub extern "C" fn PMPI_Session_set_errhandler() -> c_int {
     crate::unsupported("MPI_Session_set_errhandler")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Unpack_external() -> c_int {
-    crate::unsupported("MPI_Unpack_external")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Unpack_external_c() -> c_int {
-    crate::unsupported("MPI_Unpack_external_c")
 }
 #[no_mangle]
 pub extern "C" fn PMPI_Unpublish_name() -> c_int {

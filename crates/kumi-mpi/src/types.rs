@@ -154,6 +154,137 @@ fn f90_real(p: c_int, r: c_int) -> R<c_int> {
     })
 }
 
+/// The byte order unit of `dt` in the `external32` representation (big
+/// endian, fixed sizes): its element size, if kumi can convert it. Types
+/// whose external32 size differs from the native one here (`long`,
+/// `long double`, `wchar_t`), complex and pair types, and types mixing
+/// kinds are refused.
+fn external32_unit(d: &Datatype) -> R<usize> {
+    let Some(b) = d.basic_element() else {
+        return err(
+            MPI_ERR_TYPE,
+            "MPI_Pack_external of a datatype that mixes element kinds is not supported by kumi yet",
+        );
+    };
+    let ok = matches!(
+        b.tag as c_int,
+        MPI_CHAR
+            | MPI_SIGNED_CHAR
+            | MPI_UNSIGNED_CHAR
+            | MPI_BYTE
+            | MPI_PACKED
+            | MPI_C_BOOL
+            | MPI_INT8_T
+            | MPI_UINT8_T
+            | MPI_SHORT
+            | MPI_UNSIGNED_SHORT
+            | MPI_INT16_T
+            | MPI_UINT16_T
+            | MPI_INT
+            | MPI_UNSIGNED
+            | MPI_INT32_T
+            | MPI_UINT32_T
+            | MPI_FLOAT
+            | MPI_LONG_LONG
+            | MPI_UNSIGNED_LONG_LONG
+            | MPI_INT64_T
+            | MPI_UINT64_T
+            | MPI_DOUBLE
+            | MPI_AINT
+            | MPI_OFFSET
+            | MPI_COUNT
+    );
+    if !ok {
+        return err(23, format!("converting datatype {:#x} to external32 is not supported by kumi yet (MPI_ERR_CONVERSION)", b.tag));
+    }
+    Ok(b.size)
+}
+
+/// `data` between native (little-endian) and external32 (big-endian) order.
+fn swap_units(data: &mut [u8], unit: usize) {
+    if unit > 1 {
+        data.chunks_exact_mut(unit).for_each(|c| c.reverse());
+    }
+}
+
+fn check_datarep(datarep: *const c_char) -> R<()> {
+    let rep = in_str(datarep, "datarep")?;
+    if rep != "external32" {
+        return err(
+            MPI_ERR_UNSUPPORTED_DATAREP,
+            format!("data representation {rep:?}: MPI_Pack_external takes \"external32\""),
+        );
+    }
+    Ok(())
+}
+
+fn pack_external(
+    datarep: *const c_char,
+    inbuf: *const c_void,
+    incount: i64,
+    dt: c_int,
+    outbuf: *mut c_void,
+    outsize: isize,
+    position: *mut isize,
+) -> R<()> {
+    check_datarep(datarep)?;
+    let d = old(dt)?;
+    let unit = external32_unit(&d)?;
+    let n = usize::try_from(incount)
+        .or_else(|_| err(MPI_ERR_COUNT, format!("count {incount} is negative")))?;
+    let pos = read(position, "position")?;
+    let need = d.packed_size(n);
+    if pos < 0 || outsize < 0 || pos as usize + need > outsize as usize {
+        return err(MPI_ERR_TRUNCATE, format!("packing {need} bytes at position {pos} overruns the output buffer of {outsize} bytes"));
+    }
+    let o = state::slice_mut(
+        outbuf as *mut u8,
+        c_int::try_from(outsize).unwrap_or(c_int::MAX),
+        "outbuf",
+    )?;
+    let dst = &mut o[pos as usize..pos as usize + need];
+    // SAFETY: the caller passes `incount` elements of `datatype` at `inbuf`.
+    unsafe { d.pack(inbuf as *const u8, n, dst) };
+    swap_units(dst, unit);
+    out(position, "position", pos + need as isize)
+}
+
+fn unpack_external(
+    datarep: *const c_char,
+    inbuf: *const c_void,
+    insize: isize,
+    position: *mut isize,
+    outbuf: *mut c_void,
+    outcount: i64,
+    dt: c_int,
+) -> R<()> {
+    check_datarep(datarep)?;
+    let d = old(dt)?;
+    let unit = external32_unit(&d)?;
+    let n = usize::try_from(outcount)
+        .or_else(|_| err(MPI_ERR_COUNT, format!("count {outcount} is negative")))?;
+    let pos = read(position, "position")?;
+    let need = d.packed_size(n);
+    if pos < 0 || insize < 0 || pos as usize + need > insize as usize {
+        return err(
+            MPI_ERR_TRUNCATE,
+            format!(
+                "unpacking {need} bytes at position {pos} reads past the input of {insize} bytes"
+            ),
+        );
+    }
+    let i = slice(
+        inbuf as *const u8,
+        c_int::try_from(insize).unwrap_or(c_int::MAX),
+        "inbuf",
+    )?;
+    let mut native = i[pos as usize..pos as usize + need].to_vec();
+    swap_units(&mut native, unit);
+    // SAFETY: the caller passes room for `outcount` elements of `datatype`.
+    unsafe { d.unpack(&native, outbuf as *mut u8, n) };
+    out(position, "position", pos + need as isize)
+}
+
 fn order_of(order: c_int) -> R<bool> {
     match order {
         MPI_ORDER_C => Ok(true),
@@ -678,6 +809,37 @@ mpi! {
         // SAFETY: the caller passes room for `outcount` elements of `datatype`.
         unsafe { d.unpack(&i[pos as usize..pos as usize + need], outbuf as *mut u8, n) };
         out(position, "position", pos + need as c_int)
+    }
+
+    fn MPI_Pack_external / PMPI_Pack_external(datarep: *const c_char, inbuf: *const c_void, incount: c_int, datatype: c_int, outbuf: *mut c_void, outsize: isize, position: *mut isize) {
+        pack_external(datarep, inbuf, incount as i64, datatype, outbuf, outsize, position)
+    }
+
+    fn MPI_Pack_external_c / PMPI_Pack_external_c(datarep: *const c_char, inbuf: *const c_void, incount: i64, datatype: c_int, outbuf: *mut c_void, outsize: isize, position: *mut isize) {
+        pack_external(datarep, inbuf, incount, datatype, outbuf, outsize, position)
+    }
+
+    fn MPI_Unpack_external / PMPI_Unpack_external(datarep: *const c_char, inbuf: *const c_void, insize: isize, position: *mut isize, outbuf: *mut c_void, outcount: c_int, datatype: c_int) {
+        unpack_external(datarep, inbuf, insize, position, outbuf, outcount as i64, datatype)
+    }
+
+    fn MPI_Unpack_external_c / PMPI_Unpack_external_c(datarep: *const c_char, inbuf: *const c_void, insize: isize, position: *mut isize, outbuf: *mut c_void, outcount: i64, datatype: c_int) {
+        unpack_external(datarep, inbuf, insize, position, outbuf, outcount, datatype)
+    }
+
+    fn MPI_Pack_external_size / PMPI_Pack_external_size(datarep: *const c_char, incount: c_int, datatype: c_int, size: *mut isize) {
+        check_datarep(datarep)?;
+        let d = old(datatype)?;
+        external32_unit(&d)?;
+        out(size, "size", d.packed_size(state::count(incount)?) as isize)
+    }
+
+    fn MPI_Pack_external_size_c / PMPI_Pack_external_size_c(datarep: *const c_char, incount: i64, datatype: c_int, size: *mut i64) {
+        check_datarep(datarep)?;
+        let d = old(datatype)?;
+        external32_unit(&d)?;
+        let n = usize::try_from(incount).or_else(|_| err(MPI_ERR_COUNT, format!("count {incount} is negative")))?;
+        out(size, "size", d.packed_size(n) as i64)
     }
 
     fn MPI_Get_address / PMPI_Get_address(location: *const c_void, address: *mut isize) {
