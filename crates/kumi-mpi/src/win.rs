@@ -233,13 +233,7 @@ fn put_op(
     let w = win(h)?;
     let (data, _) = origin_bytes(o, on, odt)?;
     let (r, ext) = target_extents(&w, rank, disp, tn, tdt)?;
-    check_sizes(data.len(), &ext)?;
-    let mut at = 0;
-    for (off, l) in ext {
-        w.put(r, off, &data[at..at + l])?;
-        at += l;
-    }
-    Ok(())
+    for_extents(data.len(), &ext, |off, b| w.put(r, off, &data[b]))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -258,12 +252,7 @@ fn get_op(
     let n = crate::state::count(on)?;
     let (r, ext) = target_extents(&w, rank, disp, tn, tdt)?;
     let mut data = vec![0u8; d.packed_size(n)];
-    check_sizes(data.len(), &ext)?;
-    let mut at = 0;
-    for (off, l) in ext {
-        w.get(r, off, &mut data[at..at + l])?;
-        at += l;
-    }
+    for_extents(data.len(), &ext, |off, b| w.get(r, off, &mut data[b]))?;
     if !data.is_empty() {
         // SAFETY: the program passes room for `on` elements of `odt` at `o`.
         unsafe { d.unpack(&data, o as *mut u8, n) };
@@ -271,13 +260,24 @@ fn get_op(
     Ok(())
 }
 
-fn check_sizes(origin: usize, ext: &[(u64, usize)]) -> R<()> {
+/// Runs `f` on each target extent with the range of the packed origin
+/// bytes that goes there (`origin` bytes, as many as the extents cover).
+fn for_extents(
+    origin: usize,
+    ext: &[(u64, usize)],
+    mut f: impl FnMut(u64, std::ops::Range<usize>) -> kumi::Result<()>,
+) -> R<()> {
     let t: usize = ext.iter().map(|e| e.1).sum();
     if t != origin {
         return err(
             MPI_ERR_TYPE,
             format!("the origin holds {origin} bytes but the target layout {t}"),
         );
+    }
+    let mut at = 0;
+    for &(off, l) in ext {
+        f(off, at..at + l)?;
+        at += l;
     }
     Ok(())
 }
@@ -364,25 +364,17 @@ fn accumulate_op(
     } else {
         origin_bytes(o, on, odt)?.0
     };
-    check_sizes(data.len(), &ext)?;
     // The target's element type decides how bytes combine.
-    let elem = match st()?.dtype(tdt)?.basic_element() {
-        Some(_) if crate::state::builtin_type(tdt).is_some() => tdt,
-        _ => odt,
+    let elem = if crate::state::builtin_type(tdt).is_some() {
+        tdt
+    } else {
+        odt
     };
     let f = combiner(op, elem)?;
     let mut old = vec![0u8; total];
-    let mut at = 0;
-    for (off, l) in ext {
-        w.accumulate(
-            r,
-            off,
-            &data[at..at + l],
-            Some(&mut old[at..at + l]),
-            |c, d| f(c, d),
-        )?;
-        at += l;
-    }
+    for_extents(data.len(), &ext, |off, b| {
+        w.accumulate(r, off, &data[b.clone()], Some(&mut old[b]), |c, d| f(c, d))
+    })?;
     if let Some((rb, rn, rdt)) = result {
         let d = st()?.dtype(rdt)?;
         let n = crate::state::count(rn)?;

@@ -44,6 +44,17 @@ pub enum Error {
     },
 }
 
+impl Error {
+    /// An [`Error::InvalidArgument`].
+    pub(crate) fn invalid(arg: &'static str, value: i64, allowed: impl Into<String>) -> Error {
+        Error::InvalidArgument {
+            arg,
+            value,
+            allowed: allowed.into(),
+        }
+    }
+}
+
 /// kumi's result type.
 pub type Result<T> = std::result::Result<T, Error>;
 

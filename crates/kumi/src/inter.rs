@@ -38,14 +38,6 @@ pub struct InterComm {
     first: bool,
 }
 
-fn bad(arg: &'static str, value: i64, allowed: String) -> Error {
-    Error::InvalidArgument {
-        arg,
-        value,
-        allowed,
-    }
-}
-
 impl InterComm {
     /// Joins `local` (this rank's group) with another, disjoint group:
     /// `local_leader` (a rank of `local`) and `remote_leader` (the other
@@ -60,7 +52,7 @@ impl InterComm {
         tag: i32,
     ) -> Result<InterComm> {
         if local_leader >= local.size() {
-            return Err(bad(
+            return Err(Error::invalid(
                 "local_leader",
                 local_leader as i64,
                 format!("a rank of the local communicator of {}", local.size()),
@@ -74,17 +66,17 @@ impl InterComm {
         let mut theirs: Vec<u32> = Vec::new();
         if local.rank() == local_leader {
             if remote_leader >= peer.size() {
-                return Err(bad(
+                return Err(Error::invalid(
                     "remote_leader",
                     remote_leader as i64,
                     format!("a rank of the peer communicator of {}", peer.size()),
                 ));
             }
             if peer.world_rank(remote_leader) == local.world_rank(local_leader) {
-                return Err(bad(
+                return Err(Error::invalid(
                     "remote_leader",
                     remote_leader as i64,
-                    "the other group's leader, not this one".into(),
+                    "the other group's leader, not this one",
                 ));
             }
             let mut card = vec![top[0], mine[local_leader]];
@@ -105,10 +97,10 @@ impl InterComm {
         }
         let remote_group = theirs[2..].to_vec();
         if remote_group.iter().any(|w| mine.contains(w)) {
-            return Err(bad(
+            return Err(Error::invalid(
                 "remote_leader",
                 remote_leader as i64,
-                "a leader of a group disjoint from this one".into(),
+                "a leader of a group disjoint from this one",
             ));
         }
         let ctx = top[0].max(theirs[0]);
@@ -181,7 +173,7 @@ impl InterComm {
             }
             Root::Remote(r) => {
                 if r >= self.remote_size() {
-                    return Err(bad(
+                    return Err(Error::invalid(
                         "root",
                         r as i64,
                         format!("a rank of the remote group of {}", self.remote_size()),
@@ -261,10 +253,10 @@ impl InterComm {
         if flags[..a].iter().any(|&f| (f != 0) != first_high)
             || flags[a..a + b].iter().any(|&f| (f != 0) != second_high)
         {
-            return Err(bad(
+            return Err(Error::invalid(
                 "high",
                 high as i64,
-                "the same value on every rank of a group".into(),
+                "the same value on every rank of a group",
             ));
         }
         // The group that goes first in `both` keeps its place unless it alone

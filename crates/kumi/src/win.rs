@@ -51,14 +51,6 @@ pub struct Window {
     _fd: OwnedFd,
 }
 
-fn bad(arg: &'static str, value: i64, allowed: String) -> Error {
-    Error::InvalidArgument {
-        arg,
-        value,
-        allowed,
-    }
-}
-
 impl Window {
     /// Allocates `size` bytes for this rank (displacement unit `disp_unit`)
     /// in memory every rank of `comm` maps. Collective; every rank of `comm`
@@ -68,7 +60,11 @@ impl Window {
         let comm = comm.dup()?;
         one_host(&comm)?;
         if disp_unit == 0 {
-            return Err(bad("disp_unit", 0, "a positive displacement unit".into()));
+            return Err(Error::invalid(
+                "disp_unit",
+                0,
+                "a positive displacement unit",
+            ));
         }
         let mut all = vec![0u64; 2 * comm.size()];
         comm.allgather(&[size as u64, disp_unit as u64], &mut all)?;
@@ -80,7 +76,9 @@ impl Window {
             at = at
                 .checked_add(s)
                 .filter(|&a| a <= isize::MAX as usize / 2)
-                .ok_or_else(|| bad("size", s as i64, "sizes whose sum fits in memory".into()))?;
+                .ok_or_else(|| {
+                    Error::invalid("size", s as i64, "sizes whose sum fits in memory")
+                })?;
         }
         let locks = at.next_multiple_of(LOCK_BYTES);
         let len = locks + LOCK_BYTES * comm.size();
@@ -115,7 +113,11 @@ impl Window {
         let comm = comm.dup()?;
         one_host(&comm)?;
         if disp_unit == 0 {
-            return Err(bad("disp_unit", 0, "a positive displacement unit".into()));
+            return Err(Error::invalid(
+                "disp_unit",
+                0,
+                "a positive displacement unit",
+            ));
         }
         kumi_transport::cma::allow_peer_access();
         let card = [
@@ -223,7 +225,7 @@ impl Window {
             .ok()
             .and_then(|d| d.checked_mul(unit as u64))
             .ok_or_else(|| {
-                bad(
+                Error::invalid(
                     "target_disp",
                     disp,
                     format!("a displacement within rank {r}'s {size} bytes (unit {unit})"),
@@ -232,7 +234,7 @@ impl Window {
     }
 
     fn no_rank(&self, r: usize) -> Error {
-        bad(
+        Error::invalid(
             "target_rank",
             r as i64,
             format!("a rank of the window's {} ranks", self.parts.len()),
@@ -246,7 +248,7 @@ impl Window {
             // Address arithmetic only: within rank r's part (in the mapping,
             // or in the owner's address space for a window over own memory).
             Some(end) if end <= size as u64 => Ok(p.wrapping_add(offset as usize)),
-            _ => Err(bad(
+            _ => Err(Error::invalid(
                 "target_disp",
                 offset as i64,
                 format!(
@@ -353,10 +355,10 @@ impl Drop for Window {
 fn one_host(comm: &Comm) -> Result<()> {
     let labels = comm.host_labels(std::panic::Location::caller())?;
     if labels.iter().any(|&l| l != labels[0]) {
-        return Err(bad(
+        return Err(Error::invalid(
             "comm",
             comm.size() as i64,
-            "ranks that share memory: all on one host (split by MPI_COMM_TYPE_SHARED)".into(),
+            "ranks that share memory: all on one host (split by MPI_COMM_TYPE_SHARED)",
         ));
     }
     Ok(())

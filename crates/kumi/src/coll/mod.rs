@@ -300,11 +300,7 @@ fn count_offsets(counts: &[usize], elem: usize) -> Vec<usize> {
 }
 
 fn bad(arg: &'static str, value: usize, allowed: String) -> Error {
-    Error::InvalidArgument {
-        arg,
-        value: value as i64,
-        allowed,
-    }
+    Error::invalid(arg, value as i64, allowed)
 }
 
 /// A nonblocking collective in flight. Its result is taken with
