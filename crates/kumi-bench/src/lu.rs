@@ -561,9 +561,12 @@ fn dgemm_peak(w: &Comm, rates: &mut [f64]) -> Result<(f64, f64), Failure> {
 /// Factorizations shorter than this are repeated (fastest of three).
 const SHORT_RUN_S: f64 = 0.05;
 
-/// The order at which the GFLOPS curve reaches half of its largest value
-/// (linear interpolation between measured orders; `None` if never below half).
-pub fn n_half(points: &[(usize, f64)]) -> Option<f64> {
+/// The order at which the GFLOPS curve reaches half of its largest value:
+/// linear interpolation between the measured orders where it crosses, and
+/// `exact = false` (an upper bound) when the smallest order measured is
+/// already at half or more (small orders on a noisy machine can run faster
+/// than the next ones). `None` only without points.
+pub fn n_half(points: &[(usize, f64)]) -> Option<(f64, bool)> {
     let mut pts = points.to_vec();
     pts.sort_by_key(|p| p.0);
     let rmax = pts.iter().map(|p| p.1).fold(0.0, f64::max);
@@ -572,12 +575,12 @@ pub fn n_half(points: &[(usize, f64)]) -> Option<f64> {
         let ((n0, g0), (n1, g1)) = (win[0], win[1]);
         if g0 <= half && g1 >= half {
             if g1 == g0 {
-                return Some(n0 as f64);
+                return Some((n0 as f64, true));
             }
-            return Some(n0 as f64 + (half - g0) / (g1 - g0) * (n1 - n0) as f64);
+            return Some((n0 as f64 + (half - g0) / (g1 - g0) * (n1 - n0) as f64, true));
         }
     }
-    None
+    pts.first().map(|p| (p.0 as f64, false))
 }
 
 /// Runs LU at each order in `sizes` (ascending), then reports GFLOPS,
@@ -651,16 +654,20 @@ pub fn run(
         out.push(tag(Figure::new("lu", np, n, "efficiency", gflops / peak)));
     }
     progress(total, total, "done");
-    if let Some(h) = n_half(&points) {
+    if let Some((h, exact)) = n_half(&points) {
         let (nmax, gmax) = points
             .iter()
             .cloned()
             .fold((0, 0.0), |a, b| if b.1 > a.1 { b } else { a });
-        out.push(
-            Figure::new("lu", np, nmax, "n_half", h)
-                .with_num("rmax_gflops", gmax)
-                .with_num("peak_gflops", peak),
-        );
+        let f = Figure::new("lu", np, nmax, "n_half", h)
+            .with_num("rmax_gflops", gmax)
+            .with_num("peak_gflops", peak);
+        // At or below the smallest order measured: a bound, said so.
+        out.push(if exact {
+            f
+        } else {
+            f.with_str("bound", "upper")
+        });
     }
     Ok(out)
 }
@@ -672,11 +679,15 @@ mod tests {
     #[test]
     fn n_half_interpolates() {
         let pts = [(100, 10.0), (200, 30.0), (400, 50.0), (800, 60.0)];
-        let h = n_half(&pts).expect("crosses half");
+        let (h, exact) = n_half(&pts).expect("crosses half");
         // Half of 60 is 30, reached exactly at N=200.
-        assert!((h - 200.0).abs() < 1e-9, "{h}");
+        assert!(exact && (h - 200.0).abs() < 1e-9, "{h}");
         let pts = [(100, 10.0), (200, 20.0), (400, 60.0)];
-        assert!((n_half(&pts).expect("crosses") - 250.0).abs() < 1e-9);
+        assert!((n_half(&pts).expect("crosses").0 - 250.0).abs() < 1e-9);
+        // Already above half at the smallest order: that order, as a bound.
+        let pts = [(40, 1.56), (150, 1.08)];
+        assert_eq!(n_half(&pts), Some((40.0, false)));
+        assert_eq!(n_half(&[]), None);
     }
 
     #[test]
