@@ -188,11 +188,24 @@ fn main() -> Result<(), Error> {
     // Finalize waits for the progress thread to end: the engine, and with it
     // the transports' last words, must end on this thread, not be dropped by
     // that one while this one leaves `main`.
-    let progress_threads = std::fs::read_dir("/proc/self/task")
-        .map_err(Error::Io)?
-        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
-        .filter(|name| name.trim() == "kumi-progress")
-        .count();
+    // A joined thread can still be listed for a moment (the kernel wakes the
+    // joiner before it has taken the thread out of /proc), so look for up to
+    // a second; one still running after finalize stays there.
+    let count = || -> Result<usize, Error> {
+        Ok(std::fs::read_dir("/proc/self/task")
+            .map_err(Error::Io)?
+            .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+            .filter(|name| name.trim() == "kumi-progress")
+            .count())
+    };
+    let mut progress_threads = count()?;
+    for _ in 0..100 {
+        if progress_threads == 0 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        progress_threads = count()?;
+    }
     if progress_threads > 0 {
         return Err(fail(format!(
             "{progress_threads} progress thread(s) still running after finalize"
