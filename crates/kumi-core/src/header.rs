@@ -20,6 +20,7 @@
 //! | Split | recv request (ctx: low 32 bits, src: high) | message bytes | sender request | receiver buffer address | none |
 //! | Wrote | 0           | 0              | receiver request   | 0                    | none    |
 //! | Combine | p2p ctx of the communicator | payload bytes | 0           | 0                    | a `combine::Msg` |
+//! | Rma   | window, origin rank, opcode | payload bytes (get: bytes asked) | origin request | byte offset | see `rma` |
 //!
 //! `Split` / `Wrote` are the two-sided single copy: the receiver reads the first
 //! half of the message out of the sender while the sender writes the second half
@@ -58,6 +59,9 @@ pub enum Kind {
     Wrote = 8,
     /// A combining-service message (a `combine::Msg` in the payload).
     Combine = 9,
+    /// A one-sided access or its answer (an `rma::Msg`; see that module for
+    /// what the fields mean).
+    Rma = 10,
 }
 
 /// Flag: the sender waits for an `Ack` when the eager message is matched
@@ -119,6 +123,7 @@ impl Kind {
             7 => Kind::Split,
             8 => Kind::Wrote,
             9 => Kind::Combine,
+            10 => Kind::Rma,
             k => return Err(DecodeError::UnknownKind(k)),
         })
     }
@@ -218,7 +223,8 @@ mod tests {
             Just(Kind::Ack),
             Just(Kind::Split),
             Just(Kind::Wrote),
-            Just(Kind::Combine)
+            Just(Kind::Combine),
+            Just(Kind::Rma)
         ]
     }
 

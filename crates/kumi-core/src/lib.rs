@@ -19,6 +19,8 @@
 //!   the launcher.
 //! - [`deadlock`]: what ranks report about long waits, and the pure rule that
 //!   decides from those reports that some ranks can never continue.
+//! - [`rma`]: the active messages of one-sided access across hosts (put, get,
+//!   accumulate, lock) and their checks.
 //! - [`rudp`]: reliable delivery over datagrams (sequence numbers, selective
 //!   acknowledgements, retransmission, credits), with `now` passed in.
 #![forbid(unsafe_code)]
@@ -31,6 +33,7 @@ pub mod control;
 pub mod deadlock;
 pub mod header;
 pub mod matching;
+pub mod rma;
 pub mod rudp;
 
 /// Largest tag a user may pass (inclusive). Tags above it are reserved for kumi.

@@ -33,26 +33,28 @@ pub struct RwWord<'a>(pub &'a AtomicU64);
 impl RwWord<'_> {
     /// Takes the lock shared with other readers, or exclusively.
     pub fn lock(&self, exclusive: bool) {
-        loop {
-            let cur = self.0.load(Ordering::Relaxed);
-            let next = if exclusive {
-                (cur == 0).then_some(WRITER)
-            } else {
-                (cur & WRITER == 0).then_some(cur + 1)
-            };
-            // Acquire on success: see what the previous holders wrote (their
-            // Release in `unlock`). Relaxed on failure: we only retry.
-            if let Some(n) = next {
-                if self
-                    .0
-                    .compare_exchange_weak(cur, n, Ordering::Acquire, Ordering::Relaxed)
-                    .is_ok()
-                {
-                    return;
-                }
-            }
+        while !self.try_lock(exclusive) {
             pause();
         }
+    }
+
+    /// Takes the lock if it is free for this kind of holder now (for a
+    /// server that must not wait: a progress engine granting a lock to
+    /// another host). A spurious failure is possible; the caller retries.
+    pub fn try_lock(&self, exclusive: bool) -> bool {
+        let cur = self.0.load(Ordering::Relaxed);
+        let next = if exclusive {
+            (cur == 0).then_some(WRITER)
+        } else {
+            (cur & WRITER == 0).then_some(cur + 1)
+        };
+        // Acquire on success: see what the previous holders wrote (their
+        // Release in `unlock`). Relaxed on failure: we only retry.
+        next.is_some_and(|n| {
+            self.0
+                .compare_exchange_weak(cur, n, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+        })
     }
 
     /// Gives back a lock taken with the same `exclusive`.
