@@ -19,8 +19,8 @@ use crate::state::{out, out_str, read, st, ReqEntry, State};
 use crate::{err, set_err_comm, MpiErr, R};
 use kumi::datatype::Datatype;
 use kumi::raw::RawRequest;
-use kumi::win::Window;
-use kumi::{Builtin, Elem, Op, Status};
+use kumi::win::{AccOp, Elem, Window};
+use kumi::{Builtin, Status};
 use std::ffi::{c_char, c_int, c_void};
 use std::rc::Rc;
 
@@ -86,11 +86,11 @@ fn win(h: c_int) -> R<Rc<Window>> {
     Ok(entry(&mut *st()?, h)?.win.clone())
 }
 
-/// `MPI_Win_sync` and the flushes: every access is complete at return, so
-/// ordering memory is all there is to do.
+/// `MPI_Win_sync` and the flushes: accesses within a host are complete at
+/// return, so ordering memory is what is left; those to other hosts are
+/// complete once acknowledged, which this waits for.
 fn sync(h: c_int) -> R<()> {
-    win(h)?.sync();
-    Ok(())
+    Ok(win(h)?.sync()?)
 }
 
 const MPI_WIN_NULL: c_int = 0x2000_0000;
@@ -122,7 +122,11 @@ fn allocate(
     if baseptr.is_null() || win_out.is_null() {
         return err(MPI_ERR_ARG, "baseptr or win is NULL");
     }
-    let w = Window::allocate(&c, size as usize, disp_unit as usize).map_err(one_host_err)?;
+    let w = if flavor == MPI_WIN_FLAVOR_SHARED {
+        Window::allocate_shared(&c, size as usize, disp_unit as usize).map_err(one_host_err)?
+    } else {
+        Window::allocate(&c, size as usize, disp_unit as usize)?
+    };
     register(w, c.rank(), size, disp_unit, flavor, baseptr, win_out)
 }
 
@@ -213,7 +217,12 @@ fn target_extents(
                     "the target datatype reaches below the target's window",
                 );
             }
-            out.push((off as u64, l));
+            // Runs that touch make one access (a count of a contiguous type
+            // is one copy, or one frame to another host, not one per element).
+            match out.last_mut() {
+                Some((o, len)) if *o + *len as u64 == off as u64 => *len += l,
+                _ => out.push((off as u64, l)),
+            }
         }
     }
     Ok((r, out))
@@ -282,62 +291,52 @@ fn for_extents(
     Ok(())
 }
 
-/// `cur = data op cur` on elements of `T` (unaligned bytes).
-fn combine_t<T: Elem + bytemuck::Pod>(b: Builtin, cur: &mut [u8], data: &[u8]) -> kumi::Result<()> {
-    let w = std::mem::size_of::<T>();
-    let a: Vec<T> = data
-        .chunks_exact(w)
-        .map(bytemuck::pod_read_unaligned)
-        .collect();
-    let mut c: Vec<T> = cur
-        .chunks_exact(w)
-        .map(bytemuck::pod_read_unaligned)
-        .collect();
-    Op::<T>::builtin(b).apply(&a, &mut c)?;
-    cur.copy_from_slice(bytemuck::cast_slice(&c));
-    Ok(())
-}
-
-/// How an accumulate combines bytes of datatype `dt` with operation `op`.
-type Combine = Box<dyn Fn(&mut [u8], &[u8]) -> kumi::Result<()>>;
-
-fn combiner(op: c_int, dt: c_int) -> R<Combine> {
-    if op == MPI_REPLACE {
-        return Ok(Box::new(|cur: &mut [u8], data: &[u8]| {
-            cur.copy_from_slice(data);
-            Ok(())
-        }));
-    }
-    if op == MPI_NO_OP {
-        return Ok(Box::new(|_: &mut [u8], _: &[u8]| Ok(())));
-    }
-    let Some(b) = builtin(op) else {
-        return err(
-            MPI_ERR_OP,
-            format!(
-                "{op:#x} is not a predefined operation (one-sided accumulates take only those)"
-            ),
-        );
+/// The runtime's accumulate operation and element kind for MPI's `op` on
+/// elements of `dt` (`MPI_REPLACE` and `MPI_NO_OP` take any type, as bytes).
+fn acc_op(op: c_int, dt: c_int) -> R<(AccOp, Elem)> {
+    let elem = match dt {
+        MPI_CHAR | MPI_SIGNED_CHAR | MPI_INT8_T => Some(Elem::I8),
+        MPI_UNSIGNED_CHAR | MPI_BYTE | MPI_UINT8_T | MPI_C_BOOL => Some(Elem::U8),
+        MPI_SHORT | MPI_INT16_T => Some(Elem::I16),
+        MPI_UNSIGNED_SHORT | MPI_UINT16_T => Some(Elem::U16),
+        MPI_INT | MPI_INT32_T => Some(Elem::I32),
+        MPI_UNSIGNED | MPI_UINT32_T => Some(Elem::U32),
+        MPI_LONG | MPI_LONG_LONG | MPI_INT64_T | MPI_AINT | MPI_OFFSET | MPI_COUNT => {
+            Some(Elem::I64)
+        }
+        MPI_UNSIGNED_LONG | MPI_UNSIGNED_LONG_LONG | MPI_UINT64_T => Some(Elem::U64),
+        MPI_FLOAT => Some(Elem::F32),
+        MPI_DOUBLE => Some(Elem::F64),
+        _ => None,
     };
-    macro_rules! go {
-        ($t:ty) => {
-            Ok(Box::new(move |c: &mut [u8], d: &[u8]| {
-                combine_t::<$t>(b, c, d)
-            }))
-        };
-    }
-    match dt {
-        MPI_CHAR | MPI_SIGNED_CHAR | MPI_INT8_T => go!(i8),
-        MPI_UNSIGNED_CHAR | MPI_BYTE | MPI_UINT8_T | MPI_C_BOOL => go!(u8),
-        MPI_SHORT | MPI_INT16_T => go!(i16),
-        MPI_UNSIGNED_SHORT | MPI_UINT16_T => go!(u16),
-        MPI_INT | MPI_INT32_T => go!(i32),
-        MPI_UNSIGNED | MPI_UINT32_T => go!(u32),
-        MPI_LONG | MPI_LONG_LONG | MPI_INT64_T | MPI_AINT | MPI_OFFSET | MPI_COUNT => go!(i64),
-        MPI_UNSIGNED_LONG | MPI_UNSIGNED_LONG_LONG | MPI_UINT64_T => go!(u64),
-        MPI_FLOAT => go!(f32),
-        MPI_DOUBLE => go!(f64),
-        _ => err(MPI_ERR_TYPE, format!("one-sided accumulates on datatype {dt:#x} are not supported by kumi yet (predefined numeric types are)")),
+    let op = match op {
+        MPI_REPLACE => return Ok((AccOp::Replace, elem.unwrap_or(Elem::U8))),
+        MPI_NO_OP => return Ok((AccOp::NoOp, elem.unwrap_or(Elem::U8))),
+        _ => match builtin(op) {
+            Some(Builtin::Sum) => AccOp::Sum,
+            Some(Builtin::Prod) => AccOp::Prod,
+            Some(Builtin::Min) => AccOp::Min,
+            Some(Builtin::Max) => AccOp::Max,
+            Some(Builtin::Land) => AccOp::Land,
+            Some(Builtin::Lor) => AccOp::Lor,
+            Some(Builtin::Lxor) => AccOp::Lxor,
+            Some(Builtin::Band) => AccOp::Band,
+            Some(Builtin::Bor) => AccOp::Bor,
+            Some(Builtin::Bxor) => AccOp::Bxor,
+            _ => {
+                return err(
+                    MPI_ERR_OP,
+                    format!(
+                        "{op:#x} is not a predefined operation that one-sided accumulates take"
+                    ),
+                )
+            }
+        },
+    };
+    match elem {
+        Some(e) if op.takes(e) => Ok((op, e)),
+        Some(e) => err(MPI_ERR_OP, format!("{op:?} is not defined on {e:?} elements")),
+        None => err(MPI_ERR_TYPE, format!("one-sided accumulates on datatype {dt:#x} are not supported by kumi yet (predefined numeric types are)")),
     }
 }
 
@@ -370,10 +369,11 @@ fn accumulate_op(
     } else {
         odt
     };
-    let f = combiner(op, elem)?;
+    let how = acc_op(op, elem)?;
     let mut old = vec![0u8; total];
     for_extents(data.len(), &ext, |off, b| {
-        w.accumulate(r, off, &data[b.clone()], Some(&mut old[b]), |c, d| f(c, d))
+        let fetch = result.is_some().then(|| &mut old[b.clone()]);
+        w.accumulate(r, off, how, &data[b], &[], fetch)
     })?;
     if let Some((rb, rn, rdt)) = result {
         let d = st()?.dtype(rdt)?;
@@ -455,7 +455,7 @@ mpi! {
         }
         // SAFETY: MPI makes the program keep the memory valid, and use it as
         // the window rules say, until MPI_Win_free.
-        let w = unsafe { Window::create(&c, base as *mut u8, size as usize, disp_unit as usize) }.map_err(one_host_err)?;
+        let w = unsafe { Window::create(&c, base as *mut u8, size as usize, disp_unit as usize) }?;
         register(w, c.rank(), size, disp_unit, MPI_WIN_FLAVOR_CREATE, std::ptr::null_mut(), win_out)
     }
 
@@ -463,7 +463,8 @@ mpi! {
         allocate(size, disp_unit, info, comm, baseptr, win, MPI_WIN_FLAVOR_SHARED)
     }
 
-    // On one host kumi allocates every window in shared memory.
+    // On one host kumi allocates every window in shared memory; across
+    // hosts, in each rank's own memory.
     fn MPI_Win_allocate / PMPI_Win_allocate(size: isize, disp_unit: c_int, info: c_int, comm: c_int, baseptr: *mut c_void, win: *mut c_int) {
         allocate(size, disp_unit, info, comm, baseptr, win, MPI_WIN_FLAVOR_ALLOCATE)
     }
@@ -546,7 +547,7 @@ mpi! {
         let Some((r, x)) = held else {
             return err(MPI_ERR_RMA_SYNC, format!("this rank holds no lock on rank {rank} of the window"));
         };
-        w.sync();
+        w.sync()?;
         w.unlock(r, x)?;
         Ok(())
     }
@@ -571,7 +572,7 @@ mpi! {
             entry(&mut *st()?, win_h)?.locks = held;
             return err(MPI_ERR_RMA_SYNC, "MPI_Win_unlock_all without MPI_Win_lock_all");
         }
-        w.sync();
+        w.sync()?;
         for (r, _) in held {
             w.unlock(r, false)?;
         }
@@ -606,13 +607,12 @@ mpi! {
         if ext.len() != 1 || !d.is_contiguous() {
             return err(MPI_ERR_TYPE, "MPI_Compare_and_swap takes one element of a predefined type");
         }
+        let (_, elem) = acc_op(MPI_REPLACE, datatype)?;
+        if elem.size() != data.len() {
+            return err(MPI_ERR_TYPE, "MPI_Compare_and_swap takes one element of a predefined type");
+        }
         let mut old = vec![0u8; data.len()];
-        w.accumulate(r, ext[0].0, &data, Some(&mut old), |cur, new| {
-            if *cur == *cmp {
-                cur.copy_from_slice(new);
-            }
-            Ok(())
-        })?;
+        w.accumulate(r, ext[0].0, (AccOp::Cas, elem), &data, &cmp, Some(&mut old))?;
         // SAFETY: the program passes room for one element at `result_addr`.
         unsafe { d.unpack(&old, result_addr as *mut u8, 1) };
         Ok(())
@@ -644,7 +644,7 @@ mpi! {
     fn MPI_Win_post / PMPI_Win_post(group: c_int, _assert: c_int, win_h: c_int) {
         let w = win(win_h)?;
         let ranks = group_ranks(&w, group)?;
-        w.sync();
+        w.sync()?;
         for &r in &ranks {
             w.comm().send(&[0u8; 0], r as i32, TAG_POST)?;
         }
@@ -658,7 +658,7 @@ mpi! {
         for &r in &ranks {
             w.comm().recv(&mut [0u8; 0], r as i32, TAG_POST)?;
         }
-        w.sync();
+        w.sync()?;
         entry(&mut *st()?, win_h)?.started = Some(ranks);
         Ok(())
     }
@@ -668,7 +668,7 @@ mpi! {
         let Some(ranks) = entry(&mut *st()?, win_h)?.started.take() else {
             return err(MPI_ERR_RMA_SYNC, "MPI_Win_complete without MPI_Win_start");
         };
-        w.sync();
+        w.sync()?;
         for r in ranks {
             w.comm().send(&[0u8; 0], r as i32, TAG_DONE)?;
         }
@@ -683,7 +683,7 @@ mpi! {
         for r in ranks {
             w.comm().recv(&mut [0u8; 0], r as i32, TAG_DONE)?;
         }
-        w.sync();
+        w.sync()?;
         Ok(())
     }
 
@@ -700,7 +700,7 @@ mpi! {
         for r in ranks {
             w.comm().recv(&mut [0u8; 0], r as i32, TAG_DONE)?;
         }
-        w.sync();
+        w.sync()?;
         entry(&mut *st()?, win_h)?.posted = None;
         out(flag, "flag", 1)
     }

@@ -13,7 +13,12 @@ fn main() {
     let iters: u64 = std::env::args()
         .nth(1)
         .map_or(1_000_000, |a| a.parse().expect("iters"));
-    let (seg, fd) = Segment::create_memfd("diag", 2, &ShmConfig::default()).expect("segment");
+    let (seg, fd) = Segment::create_memfd(
+        "diag",
+        2,
+        &ShmConfig::from_env().expect("KUMI_SHM_RING_BYTES"),
+    )
+    .expect("segment");
     drop(seg);
     // SAFETY: fork in a single-threaded process; the child only uses its own
     // copies of the descriptor and memory and exits without returning.

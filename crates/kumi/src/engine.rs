@@ -318,6 +318,8 @@ pub(crate) struct Engine {
     pending_reads: Vec<PendingRead>,
     /// Collectives in flight and the combining service (`coll`).
     pub(crate) coll: crate::coll::CollState,
+    /// One-sided access across hosts (`rma`): parts served, answers awaited.
+    pub(crate) rma: crate::rma::RmaState,
     /// An error met by the progress thread, returned by the next call.
     async_error: Option<Error>,
 }
@@ -424,6 +426,7 @@ impl Engine {
             next_ctx: 2,
             watch: s.watch,
             coll: Default::default(),
+            rma: Default::default(),
             split_min: match std::env::var("KUMI_SPLIT_COPY_MIN").as_deref() {
                 Ok("off") => usize::MAX,
                 // Measured (docs/BENCHMARKS.md, session 4): splitting pays
@@ -444,6 +447,16 @@ impl Engine {
         if let Some(shm) = &self.shm {
             shm.segment().rank_block(self.my_local).set_call(c);
         }
+    }
+
+    /// The largest payload one frame to world rank `peer` may carry.
+    pub(crate) fn frame_limit(&self, peer: u32) -> usize {
+        match self.route.get(peer as usize) {
+            Some(Route::Shm) => self.shm.as_ref().map(|t| t.max_payload()),
+            Some(Route::Net) => self.net.as_ref().map(|t| t.max_payload()),
+            _ => None,
+        }
+        .unwrap_or(self.eager_limit)
     }
 
     /// How each world rank is reached (for host-aware collectives).
@@ -835,6 +848,7 @@ impl Engine {
     fn on_frame_inner(&mut self, from: u32, h: &Header, p: &[u8]) -> Result<()> {
         match h.kind {
             Kind::Combine => crate::coll::on_combine_frame(self, from, h, p)?,
+            Kind::Rma => crate::rma::on_frame(self, from, h, p)?,
             // `on_frame` handles every eager frame whose length matches.
             Kind::Eager => {
                 return Err(Error::Protocol(format!(
@@ -1069,6 +1083,9 @@ impl Engine {
         if self.coll.busy() {
             n += crate::coll::progress(self)?;
         }
+        if self.rma.busy() {
+            n += crate::rma::progress(self)?;
+        }
         if self.outq_len > 0 {
             n += self.flush_outq()?;
         }
@@ -1098,6 +1115,7 @@ impl Engine {
             || !self.pending_reads.is_empty()
             || self.coll.busy()
             || self.coll.combine.serving()
+            || self.rma.serving()
     }
 
     /// The progress thread's turn: progress until nothing moves (bounded, so

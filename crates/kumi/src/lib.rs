@@ -47,6 +47,7 @@ mod net;
 mod progress;
 pub mod raw;
 mod request;
+mod rma;
 mod watch;
 pub mod win;
 

@@ -1,34 +1,47 @@
-//! Windows for one-sided communication between the ranks of one host, the
-//! intra-host half of one-sided communication and of distributed shared
-//! memory: either memory every rank maps, each rank's part after the one
-//! before it (MPI's `MPI_Win_allocate_shared`, [`Window::allocate`]), or each
-//! rank's own memory, reached by the others through cross-memory attach
-//! (`MPI_Win_create`, [`Window::create`]).
+//! Windows for one-sided communication, the base of distributed shared
+//! memory: either memory every rank of a host maps, each rank's part after
+//! the one before it (MPI's `MPI_Win_allocate_shared`,
+//! [`Window::allocate_shared`]), or each rank's own memory
+//! (`MPI_Win_create`, [`Window::create`]; [`Window::allocate`] on ranks that
+//! span hosts), reached by the ranks of its host through cross-memory
+//! attach and by ranks on other hosts through active messages that its
+//! progress engine serves (`rma.rs`), even while its application computes.
 //!
 //! Design decisions a newcomer might otherwise undo:
-//! - **One anonymous memory file, mapped by every rank.** Rank 0 makes it
-//!   (`memfd_create`) and the others open it through `/proc/<pid>/fd/<fd>`, so
-//!   nothing has a name in the file system and nothing is left behind however
-//!   the job ends. Ranks on different hosts cannot share it: creation fails,
-//!   naming the rule.
-//! - **Accesses are copies, complete at return.** A put is a copy into the
-//!   target's part (a store, or a `process_vm_writev` into the owner), a get
-//!   a copy out of it, so a flush only orders memory and a fence is a barrier
-//!   with full fences.
-//! - **Locks are words in the shared memory** (`kumi_transport::shm::wordlock`,
-//!   model-checked), after the data: one
+//! - **One anonymous memory file, mapped by every rank of a host.** The
+//!   host's first rank makes it (`memfd_create`) and the others open it
+//!   through `/proc/<pid>/fd/<fd>`, so nothing has a name in the file system
+//!   and nothing is left behind however the job ends. Ranks on different
+//!   hosts cannot share it: `allocate_shared` across hosts fails, naming the
+//!   rule.
+//! - **Accesses within a host are copies, complete at return.** A put is a
+//!   copy into the target's part (a store, or a `process_vm_writev` into the
+//!   owner), a get a copy out of it, so a flush only orders memory and a
+//!   fence is a barrier with full fences. **Across hosts** a put or an
+//!   accumulate is complete at the origin when its frame is queued, and at
+//!   the target when a flush ([`Window::sync`], which every MPI epoch end
+//!   calls) has seen its acknowledgement; a get or a fetch waits for its
+//!   answer.
+//! - **Locks are words in the host's shared memory**
+//!   (`kumi_transport::shm::wordlock`, model-checked), after the data: one
 //!   reader-writer lock per rank for MPI's passive-target epochs
 //!   (`MPI_Win_lock`), and one mutex per rank that every accumulate to that
 //!   rank holds while it reads, combines and writes, so concurrent
 //!   accumulates are atomic per element as MPI wants, whatever epoch they
-//!   are in.
+//!   are in. A rank's engine takes the same words for requests from other
+//!   hosts, so both kinds of access exclude each other.
 
 use crate::coll::Op;
 use crate::comm::Comm;
+use crate::engine::WaitInfo;
 use crate::error::{Error, Result};
+use crate::rma::{self, Mem, Part};
+use kumi_core::call::Call;
+pub use kumi_core::rma::{AccOp, Elem};
 use kumi_transport::shm::wordlock::{MutexWord, RwWord};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::panic::Location;
 use std::ptr::NonNull;
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 
@@ -46,26 +59,61 @@ pub struct Window {
     /// For a window over the ranks' own memory: each rank's process id (the
     /// parts are reached by cross-memory attach; only the locks are mapped).
     pids: Option<Vec<i32>>,
+    /// Per rank: its index in this host's lock area, or `None` for a rank on
+    /// another host (reached by active messages).
+    slot: Vec<Option<usize>>,
     /// Offset of the lock area.
     locks: usize,
+    /// This rank's part when the window allocated it in private memory
+    /// (across hosts): unmapped at drop.
+    own: Option<(NonNull<u8>, usize)>,
+    /// Ranks on other hosts reach this rank's part through its engine.
+    exposed: bool,
     _fd: OwnedFd,
 }
 
 impl Window {
+    /// Allocates `size` bytes for this rank (displacement unit `disp_unit`):
+    /// in memory every rank maps when `comm` is on one host (as
+    /// [`Window::allocate_shared`]), in this rank's own memory otherwise.
+    /// Collective.
+    #[track_caller]
+    pub fn allocate(comm: &Comm, size: usize, disp_unit: usize) -> Result<Window> {
+        let at = Location::caller();
+        let comm = comm.dup()?;
+        check_unit(disp_unit)?;
+        let labels = comm.host_labels(at)?;
+        if labels.iter().all(|&l| l == labels[0]) {
+            return Self::shared_on(comm, size, disp_unit);
+        }
+        let own = map_private(size).map_err(Error::Io)?;
+        // SAFETY: fresh memory of `size` bytes (at least one page), unmapped
+        // only when the window drops.
+        unsafe {
+            Self::over(
+                comm,
+                &labels,
+                own.as_ptr(),
+                size,
+                disp_unit,
+                Some((own, size.max(1))),
+                at,
+            )
+        }
+    }
+
     /// Allocates `size` bytes for this rank (displacement unit `disp_unit`)
     /// in memory every rank of `comm` maps. Collective; every rank of `comm`
     /// must run on this host.
     #[track_caller]
-    pub fn allocate(comm: &Comm, size: usize, disp_unit: usize) -> Result<Window> {
+    pub fn allocate_shared(comm: &Comm, size: usize, disp_unit: usize) -> Result<Window> {
         let comm = comm.dup()?;
         one_host(&comm)?;
-        if disp_unit == 0 {
-            return Err(Error::invalid(
-                "disp_unit",
-                0,
-                "a positive displacement unit",
-            ));
-        }
+        check_unit(disp_unit)?;
+        Self::shared_on(comm, size, disp_unit)
+    }
+
+    fn shared_on(comm: Comm, size: usize, disp_unit: usize) -> Result<Window> {
         let mut all = vec![0u64; 2 * comm.size()];
         comm.allgather(&[size as u64, disp_unit as u64], &mut all)?;
         let mut parts = Vec::with_capacity(comm.size());
@@ -83,22 +131,26 @@ impl Window {
         let locks = at.next_multiple_of(LOCK_BYTES);
         let len = locks + LOCK_BYTES * comm.size();
         let (fd, base) = share(&comm, len)?;
+        let slot = (0..comm.size()).map(Some).collect();
         Ok(Window {
             comm,
             base,
             len,
             parts,
             pids: None,
+            slot,
             locks,
+            own: None,
+            exposed: false,
             _fd: fd,
         })
     }
 
     /// A window over `size` bytes of this rank's own memory at `base` (MPI's
-    /// `MPI_Win_create`): other ranks reach it by cross-memory attach
-    /// (`process_vm_readv`/`writev`), which the kernel must allow; only the
-    /// locks are shared memory. Collective; every rank of `comm` must run
-    /// on this host.
+    /// `MPI_Win_create`): ranks of this host reach it by cross-memory attach
+    /// (`process_vm_readv`/`writev`), which the kernel must allow, ranks of
+    /// other hosts through this rank's engine; only the locks are shared
+    /// memory. Collective.
     ///
     /// # Safety
     /// `base..base + size` must stay valid, and be accessed by this process
@@ -110,40 +162,122 @@ impl Window {
         size: usize,
         disp_unit: usize,
     ) -> Result<Window> {
+        let at = Location::caller();
         let comm = comm.dup()?;
-        one_host(&comm)?;
-        if disp_unit == 0 {
-            return Err(Error::invalid(
-                "disp_unit",
-                0,
-                "a positive displacement unit",
-            ));
-        }
+        check_unit(disp_unit)?;
+        let labels = comm.host_labels(at)?;
+        // SAFETY: the caller's promise, passed on.
+        unsafe { Self::over(comm, &labels, base, size, disp_unit, None, at) }
+    }
+
+    /// The window over each rank's own memory, its ranks on the hosts
+    /// `labels` tells.
+    ///
+    /// # Safety
+    /// As [`Window::create`].
+    unsafe fn over(
+        comm: Comm,
+        labels: &[usize],
+        base: *mut u8,
+        size: usize,
+        disp_unit: usize,
+        own: Option<(NonNull<u8>, usize)>,
+        at: &'static Location<'static>,
+    ) -> Result<Window> {
         kumi_transport::cma::allow_peer_access();
+        let me = comm.rank();
+        // This host's lock area, shared by its ranks only.
+        let mut next = 0;
+        let slot: Vec<Option<usize>> = labels
+            .iter()
+            .map(|&l| {
+                (l == labels[me]).then(|| {
+                    next += 1;
+                    next - 1
+                })
+            })
+            .collect();
+        let spans = next < comm.size();
+        let host_size = next;
+        let len = LOCK_BYTES * host_size;
+        let (fd, map) = if spans {
+            let color = u32::try_from(labels[me])
+                .map_err(|_| Error::Protocol(format!("host label {} too large", labels[me])))?;
+            let host = comm
+                .split(Some(color), me as i32)?
+                .ok_or_else(|| Error::Protocol("no communicator for this host".into()))?;
+            share(&host, len)?
+        } else {
+            share(&comm, len)?
+        };
+        let mut w = Window {
+            comm,
+            base: map,
+            len,
+            parts: Vec::new(),
+            pids: None,
+            slot,
+            locks: 0,
+            own,
+            exposed: false,
+            _fd: fd,
+        };
+        if spans {
+            // Served before anyone can know the part (the exchange below is
+            // collective, so no request arrives before every rank is here).
+            let mine = w.slot[me].expect("own host");
+            let mem = Mem {
+                base: base as usize,
+                size,
+                rw: w.word_at(mine, 0) as *const AtomicU64 as usize,
+                mutex: w.word_at(mine, 1) as *const AtomicU64 as usize,
+            };
+            let members = w.comm.members().to_vec();
+            w.comm
+                .engine()
+                .rma
+                .expose(w.comm.ctx(), Part { mem, members });
+            w.exposed = true;
+        }
+        let _ = at;
         let card = [
             base as u64,
             size as u64,
             disp_unit as u64,
             std::process::id() as u64,
         ];
-        let mut all = vec![0u64; 4 * comm.size()];
-        comm.allgather(&card, &mut all)?;
-        let parts = all
+        let mut all = vec![0u64; 4 * w.comm.size()];
+        w.comm.allgather(&card, &mut all)?;
+        w.parts = all
             .chunks(4)
             .map(|c| (c[0] as usize, c[1] as usize, c[2] as usize))
             .collect();
-        let pids = all.chunks(4).map(|c| c[3] as i32).collect();
-        let len = LOCK_BYTES * comm.size();
-        let (fd, map) = share(&comm, len)?;
-        Ok(Window {
-            comm,
-            base: map,
-            len,
-            parts,
-            pids: Some(pids),
-            locks: 0,
-            _fd: fd,
-        })
+        w.pids = Some(all.chunks(4).map(|c| c[3] as i32).collect());
+        Ok(w)
+    }
+
+    /// The window's id on the wire (its communicator's context).
+    fn id(&self) -> u32 {
+        self.comm.ctx()
+    }
+
+    /// What the active messages to rank `r` need: the window, our rank in
+    /// it, `r`'s world rank.
+    fn wire(&self, r: usize) -> (u32, u32, u32) {
+        let w = self.comm.world_rank(r).expect("a rank of the window") as u32;
+        (self.id(), self.comm.rank() as u32, w)
+    }
+
+    /// Whether rank `r` is on another host.
+    fn remote(&self, r: usize) -> bool {
+        self.slot.get(r).is_some_and(|s| s.is_none())
+    }
+
+    fn wait_info(&self, r: usize, at: &'static Location<'static>) -> WaitInfo {
+        // No peer: the target's engine answers whatever its application
+        // does, so the wait depends on no call of the target's.
+        let _ = r;
+        self.comm.info(Call::Wait, -2, -2, at)
     }
 
     /// The window's own communicator (a duplicate of the one it was made on).
@@ -258,39 +392,83 @@ impl Window {
         }
     }
 
+    /// Lock word `which` (0: reader-writer, 1: accumulate mutex) of rank
+    /// `r`, a rank of this host.
     fn word(&self, r: usize, which: usize) -> &AtomicU64 {
-        let off = self.locks + r * LOCK_BYTES + which * 64;
+        self.word_at(self.slot[r].expect("a rank of this host"), which)
+    }
+
+    fn word_at(&self, slot: usize, which: usize) -> &AtomicU64 {
+        let off = self.locks + slot * LOCK_BYTES + which * 64;
         debug_assert!(off + 8 <= self.len);
         // SAFETY: the lock area is inside the mapping, 64-byte aligned, and
         // only ever accessed as atomics (every rank maps it the same way).
         unsafe { &*(self.base.as_ptr().add(off) as *const AtomicU64) }
     }
 
-    /// Copies `data` into rank `r`'s part at byte `offset`.
+    /// Copies `data` into rank `r`'s part at byte `offset`. Complete at
+    /// return within a host; across hosts, at the next [`Window::sync`].
     pub fn put(&self, r: usize, offset: u64, data: &[u8]) -> Result<()> {
         let p = self.range(r, offset, data.len())?;
+        if self.remote(r) {
+            let (win, me, to) = self.wire(r);
+            return rma::put(&mut self.comm.engine(), win, me, to, offset, data);
+        }
         self.transfer(r, p, data.as_ptr() as *mut u8, data.len(), true)
     }
 
     /// Copies from rank `r`'s part at byte `offset` into `out`.
+    #[track_caller]
     pub fn get(&self, r: usize, offset: u64, out: &mut [u8]) -> Result<()> {
         let p = self.range(r, offset, out.len())?;
+        if self.remote(r) {
+            let info = self.wait_info(r, Location::caller());
+            return rma::get(&mut self.comm.engine(), info, self.wire(r), offset, out);
+        }
         self.transfer(r, p, out.as_mut_ptr(), out.len(), false)
     }
 
-    /// Combines `data` into rank `r`'s part at byte `offset` with
-    /// `combine(cur, data)` (which turns `cur`, the bytes there, into the new
-    /// ones), atomically with respect to every other accumulate to rank `r`;
-    /// the bytes before are copied to `fetch` if given.
+    /// Combines `data` (whole elements of `elem`) into rank `r`'s part at
+    /// byte `offset`, `cur = data op cur` element by element (for
+    /// [`AccOp::Cas`], `cur = data` where `cur == compare`, one element),
+    /// atomically with respect to every other accumulate to rank `r`; the
+    /// bytes before are copied to `fetch` (as long as `data`) if given.
+    #[track_caller]
+    #[allow(clippy::too_many_arguments)]
     pub fn accumulate(
         &self,
         r: usize,
         offset: u64,
+        (op, elem): (AccOp, Elem),
         data: &[u8],
+        compare: &[u8],
         fetch: Option<&mut [u8]>,
-        combine: impl FnOnce(&mut [u8], &[u8]) -> Result<()>,
     ) -> Result<()> {
         let p = self.range(r, offset, data.len())?;
+        let whole = data.len().is_multiple_of(elem.size())
+            && fetch.as_ref().is_none_or(|f| f.len() == data.len())
+            && (op != AccOp::Cas || (data.len() == elem.size() && compare.len() == data.len()));
+        if !whole || !op.takes(elem) {
+            return Err(Error::invalid(
+                "data",
+                data.len() as i64,
+                format!("whole {elem:?} elements that {op:?} takes (a fetch buffer as long; one element and a comparand to compare and swap)"),
+            ));
+        }
+        if self.remote(r) {
+            let info = self.wait_info(r, Location::caller());
+            let mut e = self.comm.engine();
+            return rma::accumulate(
+                &mut e,
+                info,
+                self.wire(r),
+                offset,
+                (op, elem),
+                data,
+                compare,
+                fetch,
+            );
+        }
         let m = MutexWord(self.word(r, 1));
         m.lock();
         let mut cur = vec![0u8; data.len()];
@@ -298,10 +476,9 @@ impl Window {
         let mut r2 = self.transfer(r, p, cur.as_mut_ptr(), cur.len(), false);
         if r2.is_ok() {
             if let Some(f) = fetch {
-                let n = f.len().min(cur.len());
-                f[..n].copy_from_slice(&cur[..n]);
+                f.copy_from_slice(&cur);
             }
-            r2 = combine(&mut cur, data);
+            r2 = rma::apply(op, elem, &mut cur, data, compare);
         }
         if r2.is_ok() {
             r2 = self.transfer(r, p, cur.as_mut_ptr(), cur.len(), true);
@@ -312,30 +489,50 @@ impl Window {
 
     /// Locks rank `r`'s part: exclusively, or shared with other shared
     /// lockers (MPI's passive-target epoch).
+    #[track_caller]
     pub fn lock(&self, r: usize, exclusive: bool) -> Result<()> {
         self.range(r, 0, 0)?;
+        if self.remote(r) {
+            let info = self.wait_info(r, Location::caller());
+            return rma::lock(&mut self.comm.engine(), info, self.wire(r), exclusive);
+        }
         RwWord(self.word(r, 0)).lock(exclusive);
         Ok(())
     }
 
-    /// Releases a lock taken by [`Window::lock`].
+    /// Releases a lock taken by [`Window::lock`], once this rank's accesses
+    /// to the window are complete.
+    #[track_caller]
     pub fn unlock(&self, r: usize, exclusive: bool) -> Result<()> {
         self.range(r, 0, 0)?;
+        if self.remote(r) {
+            let info = self.wait_info(r, Location::caller());
+            return rma::unlock(&mut self.comm.engine(), info, self.wire(r), exclusive);
+        }
+        fence(Ordering::SeqCst);
         RwWord(self.word(r, 0)).unlock(exclusive);
         Ok(())
     }
 
-    /// Orders this rank's accesses to the window with everyone's (MPI's
-    /// `MPI_Win_sync` and flushes: every access is complete at return).
-    pub fn sync(&self) {
+    /// Completes this rank's accesses to the window and orders them with
+    /// everyone's (MPI's `MPI_Win_sync` and flushes): within a host a full
+    /// fence; across hosts, waits until every put and accumulate is
+    /// acknowledged, and returns the first error one met at its target.
+    #[track_caller]
+    pub fn sync(&self) -> Result<()> {
         fence(Ordering::SeqCst);
+        if self.slot.iter().any(|s| s.is_none()) {
+            let info = self.wait_info(0, Location::caller());
+            rma::flush(&mut self.comm.engine(), info, self.id())?;
+        }
+        Ok(())
     }
 
     /// Ends an access epoch and starts the next one on every rank
-    /// (collective): full fences around a barrier.
+    /// (collective): every access complete, then a barrier.
     #[track_caller]
     pub fn fence(&self) -> Result<()> {
-        fence(Ordering::SeqCst);
+        self.sync()?;
         self.comm.barrier()?;
         fence(Ordering::SeqCst);
         Ok(())
@@ -344,10 +541,48 @@ impl Window {
 
 impl Drop for Window {
     fn drop(&mut self) {
-        // SAFETY: the mapping made in `allocate`, of `len` bytes, unmapped
+        if self.exposed {
+            let mut e = self.comm.engine();
+            let refused = e.rma.withdraw(self.id());
+            // Answers lock requests still waiting (an erroneous program's:
+            // MPI frees a window only when its epochs are over), so no origin
+            // waits forever; an error here has nowhere to go.
+            let _ = rma::refuse(&mut e, self.id(), refused);
+        }
+        // SAFETY: the mapping made at creation, of `len` bytes, unmapped
         // once (no reference into it outlives the window).
         let _ = unsafe { rustix::mm::munmap(self.base.as_ptr().cast(), self.len) };
+        if let Some((p, len)) = self.own {
+            // SAFETY: this rank's part, mapped by `allocate` and no longer
+            // served (withdrawn above) or reachable (the window is gone).
+            let _ = unsafe { rustix::mm::munmap(p.as_ptr().cast(), len) };
+        }
     }
+}
+
+fn check_unit(disp_unit: usize) -> Result<()> {
+    if disp_unit == 0 {
+        return Err(Error::invalid(
+            "disp_unit",
+            0,
+            "a positive displacement unit",
+        ));
+    }
+    Ok(())
+}
+
+/// `size` bytes (at least one page) of private, zeroed memory.
+fn map_private(size: usize) -> io::Result<NonNull<u8>> {
+    // SAFETY: a fresh anonymous mapping; it aliases no Rust object.
+    let p = unsafe {
+        rustix::mm::mmap_anonymous(
+            std::ptr::null_mut(),
+            size.max(1),
+            rustix::mm::ProtFlags::READ | rustix::mm::ProtFlags::WRITE,
+            rustix::mm::MapFlags::PRIVATE,
+        )
+    }?;
+    NonNull::new(p.cast::<u8>()).ok_or_else(|| io::Error::other("mmap returned null"))
 }
 
 /// Refuses a communicator whose ranks are not all on this host.

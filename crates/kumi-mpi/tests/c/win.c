@@ -6,13 +6,115 @@
  * rank a distinct ticket), compare-and-swap as a lock; passive-target
  * locks; general active-target synchronization (post/start/complete/wait);
  * request-based operations; attributes, name, group, error handler; a
- * window over each rank's own memory (MPI_Win_create); across
- * hosts, a window of ranks on different hosts is refused. */
+ * window over each rank's own memory (MPI_Win_create); windows over every
+ * rank of the job, whichever host it is on (MPI_Win_allocate and
+ * MPI_Win_create): puts, strided gets, accumulates, fetch-and-op tickets,
+ * compare-and-swap, a counter under exclusive locks, a transfer of many
+ * frames; across hosts, a shared-memory window is refused. */
 #include "kt.h"
 
 #define N 16
 
 static int win_deletes;
+
+#define M 16
+#define BIG 300000
+
+/* Windows over MPI_COMM_WORLD: on one host or across several. */
+static void world_windows(void) {
+    int r = kt_rank(), n = kt_size();
+    int right = (r + 1) % n, left = (r + n - 1) % n;
+    long *mine;
+    MPI_Win w;
+    OK(MPI_Win_allocate(M * sizeof(long), sizeof(long), MPI_INFO_NULL, MPI_COMM_WORLD, &mine, &w));
+    for (int i = 0; i < M; i++) mine[i] = -1;
+    OK(MPI_Win_fence(0, w));
+
+    /* Puts into the right neighbour's first half. */
+    long v[M / 2];
+    for (int i = 0; i < M / 2; i++) v[i] = 1000L * r + i;
+    OK(MPI_Put(v, M / 2, MPI_LONG, right, 0, M / 2, MPI_LONG, w));
+    OK(MPI_Win_fence(0, w));
+    for (int i = 0; i < M / 2; i++) CHECK(mine[i] == 1000L * left + i);
+
+    /* A strided get of the left neighbour's first half. */
+    MPI_Datatype every2;
+    OK(MPI_Type_vector(M / 4, 1, 2, MPI_LONG, &every2));
+    OK(MPI_Type_commit(&every2));
+    long g[M / 4];
+    OK(MPI_Get(g, M / 4, MPI_LONG, left, 0, 1, every2, w));
+    OK(MPI_Win_fence(0, w));
+    int ll = (left + n - 1) % n;
+    for (int i = 0; i < M / 4; i++) CHECK(g[i] == 1000L * ll + 2 * i);
+    OK(MPI_Type_free(&every2));
+
+    /* Every rank adds 1..M/4 into rank 0's second half at once. */
+    long add[M / 4];
+    for (int i = 0; i < M / 4; i++) add[i] = i + 1;
+    OK(MPI_Accumulate(add, M / 4, MPI_LONG, 0, M / 2, M / 4, MPI_LONG, MPI_SUM, w));
+    OK(MPI_Win_fence(0, w));
+    if (r == 0)
+        for (int i = 0; i < M / 4; i++) CHECK(mine[M / 2 + i] == -1 + (long)n * (i + 1));
+
+    /* Tickets from a counter on the last rank: all distinct. */
+    long one = 1, tk = -7;
+    OK(MPI_Win_lock_all(0, w));
+    OK(MPI_Fetch_and_op(&one, &tk, MPI_LONG, n - 1, M - 1, MPI_SUM, w));
+    /* Compare-and-swap: exactly one rank replaces the -1 on rank 0. */
+    long me_l = r, old = -7, minus1 = -1;
+    OK(MPI_Compare_and_swap(&me_l, &minus1, &old, MPI_LONG, 0, M - 3, w));
+    OK(MPI_Win_unlock_all(w));
+    long *tks = malloc(sizeof(long) * n);
+    OK(MPI_Allgather(&tk, 1, MPI_LONG, tks, 1, MPI_LONG, MPI_COMM_WORLD));
+    for (long want = -1; want < n - 1; want++) {
+        int seen = 0;
+        for (int i = 0; i < n; i++) seen += tks[i] == want;
+        CHECK(seen == 1);
+    }
+    free(tks);
+    int won = old == -1, winners;
+    OK(MPI_Allreduce(&won, &winners, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+    CHECK(winners == 1);
+
+    /* A counter that only exclusive locks keep right (get, then put). */
+    const int K = 20;
+    for (int k = 0; k < K; k++) {
+        long x;
+        OK(MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, w));
+        OK(MPI_Get(&x, 1, MPI_LONG, 0, M - 2, 1, MPI_LONG, w));
+        OK(MPI_Win_flush(0, w));
+        x++;
+        OK(MPI_Put(&x, 1, MPI_LONG, 0, M - 2, 1, MPI_LONG, w));
+        OK(MPI_Win_unlock(0, w));
+    }
+    OK(MPI_Barrier(MPI_COMM_WORLD));
+    long total = 0, cas = -7;
+    OK(MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, w));
+    OK(MPI_Get(&total, 1, MPI_LONG, 0, M - 2, 1, MPI_LONG, w));
+    OK(MPI_Get(&cas, 1, MPI_LONG, 0, M - 3, 1, MPI_LONG, w));
+    OK(MPI_Win_unlock(0, w));
+    CHECK(total == -1 + (long)n * K);
+    CHECK(cas >= 0 && cas < n && (cas == r) == won);
+    OK(MPI_Win_free(&w));
+
+    /* A window over each rank's own memory, and a put of many frames. */
+    unsigned char *own = malloc(BIG), *src = malloc(BIG);
+    memset(own, 0, BIG);
+    for (int i = 0; i < BIG; i++) src[i] = (unsigned char)(i * 7 + r);
+    OK(MPI_Win_create(own, BIG, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &w));
+    OK(MPI_Win_fence(0, w));
+    OK(MPI_Put(src, BIG, MPI_BYTE, right, 0, BIG, MPI_BYTE, w));
+    OK(MPI_Win_fence(0, w));
+    for (int i = 0; i < BIG; i++) CHECK(own[i] == (unsigned char)(i * 7 + left));
+    /* And its get back, from the neighbour on the other side. */
+    memset(src, 0, BIG);
+    OK(MPI_Get(src, BIG, MPI_BYTE, left, 0, BIG, MPI_BYTE, w));
+    OK(MPI_Win_fence(0, w));
+    for (int i = 0; i < BIG; i++) CHECK(src[i] == (unsigned char)(i * 7 + ll));
+    OK(MPI_Win_free(&w));
+    free(own);
+    free(src);
+}
 
 static int win_attr_deleted(MPI_Win w, int k, void *v, void *extra) {
     (void)w, (void)k, (void)v, (void)extra;
@@ -246,6 +348,8 @@ int main(int argc, char **argv) {
     MPI_Error_class(rc, &cls);
     CHECK(cls == MPI_ERR_RMA_FLAVOR);
     OK(MPI_Win_free(&w));
+
+    world_windows();
 
     /* Across hosts there is no shared memory: refused, on every rank. */
     int wn;
