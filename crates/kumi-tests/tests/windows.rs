@@ -87,5 +87,14 @@ fn windows_across_namespace_hosts_and_a_computing_target() {
         "without a progress thread the target cannot answer while it computes: {}",
         text(&o)
     );
+    // Rank 1 waits for a lock that rank 2 (the other host) releases only
+    // after reading rank 1's part: no progress thread to answer for rank 1.
+    let o = c.kumi_run(
+        3,
+        &[(0, 2), (1, 1)],
+        &[("KUMI_PROGRESS", "off")],
+        &[prog.to_str().unwrap(), "crossed"],
+    );
+    passed(&o, "crossed", "progress thread off");
     assert!(c.all_pids().is_empty(), "processes left in the test hosts");
 }

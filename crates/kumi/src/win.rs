@@ -496,8 +496,24 @@ impl Window {
             let info = self.wait_info(r, Location::caller());
             return rma::lock(&mut self.comm.engine(), info, self.wire(r), exclusive);
         }
-        RwWord(self.word(r, 0)).lock(exclusive);
+        let word = RwWord(self.word(r, 0));
+        if !self.spans() {
+            word.lock(exclusive);
+            return Ok(());
+        }
+        // The holder may be on another host and wait for an answer from
+        // this rank's part: serve while waiting (the progress thread would
+        // too, but only every interval, and not at all when it is off).
+        while !word.try_lock(exclusive) {
+            self.comm.engine().progress()?;
+            std::thread::yield_now();
+        }
         Ok(())
+    }
+
+    /// Whether some rank of the window is on another host.
+    fn spans(&self) -> bool {
+        self.slot.iter().any(|s| s.is_none())
     }
 
     /// Releases a lock taken by [`Window::lock`], once this rank's accesses
@@ -521,7 +537,7 @@ impl Window {
     #[track_caller]
     pub fn sync(&self) -> Result<()> {
         fence(Ordering::SeqCst);
-        if self.slot.iter().any(|s| s.is_none()) {
+        if self.spans() {
             let info = self.wait_info(0, Location::caller());
             rma::flush(&mut self.comm.engine(), info, self.id())?;
         }

@@ -9,7 +9,12 @@
 //!   other rank runs K rounds of lock, get, put, unlock on rank 0's part and
 //!   a fetch-add: ranks on other hosts are served by rank 0's progress
 //!   engine meanwhile (or, with `KUMI_PROGRESS=off`, only once rank 0 calls
-//!   kumi again). Rank 0 prints how long each rank's rounds took.
+//!   kumi again). Rank 0 prints how long each rank's rounds took;
+//! - `crossed` (3 ranks, rank 2 on another host than 0 and 1): rank 2 holds
+//!   rank 0's lock and, before releasing it, reads rank 1's part while rank
+//!   1 waits for that same lock: a rank waiting for a lock must answer
+//!   requests for its own part meanwhile (run it with `KUMI_PROGRESS=off`,
+//!   where no progress thread does it instead).
 //!
 //! Rank 0 prints `windows: <mode> passed on <n> ranks`.
 //!
@@ -202,6 +207,38 @@ fn serve(c: &Comm) -> R {
     Ok(())
 }
 
+fn crossed(c: &Comm) -> R {
+    let me = c.rank();
+    let w = Window::allocate(c, 8, 8)?;
+    if me == 1 {
+        w.put(1, 0, &41u64.to_le_bytes())?;
+    }
+    w.fence()?;
+    if me == 2 {
+        w.lock(0, true)?;
+    }
+    c.barrier()?;
+    match me {
+        1 => {
+            w.lock(0, true)?;
+            w.unlock(0, true)?;
+        }
+        2 => {
+            // Let rank 1 start waiting for the lock.
+            std::thread::sleep(Duration::from_millis(200));
+            let mut v = [0u8; 8];
+            w.get(1, 0, &mut v)?;
+            check(u64::from_le_bytes(v) == 41, || {
+                format!("read {v:?} from rank 1")
+            })?;
+            w.unlock(0, true)?;
+        }
+        _ => {}
+    }
+    w.fence()?;
+    Ok(())
+}
+
 fn main() {
     let universe = kumi::init().expect("kumi init");
     let w = universe.world();
@@ -209,7 +246,11 @@ fn main() {
     let r = match mode.as_str() {
         "atomics" => atomics(&w),
         "serve" => serve(&w),
-        m => universe.abort(2, &format!("windows: unknown mode {m} (atomics, serve)")),
+        "crossed" => crossed(&w),
+        m => universe.abort(
+            2,
+            &format!("windows: unknown mode {m} (atomics, serve, crossed)"),
+        ),
     };
     if let Err(e) = r {
         universe.abort(1, &format!("windows {mode} on rank {}: {e}", w.rank()));
