@@ -227,18 +227,6 @@ pub extern "C" fn MPI_Unpublish_name() -> c_int {
     crate::unsupported("MPI_Unpublish_name")
 }
 #[no_mangle]
-pub extern "C" fn MPI_Win_attach() -> c_int {
-    crate::unsupported("MPI_Win_attach")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Win_create_dynamic() -> c_int {
-    crate::unsupported("MPI_Win_create_dynamic")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Win_detach() -> c_int {
-    crate::unsupported("MPI_Win_detach")
-}
-#[no_mangle]
 pub extern "C" fn PMPIX_Comm_agree() -> c_int {
     crate::unsupported("MPIX_Comm_agree")
 }
@@ -405,18 +393,6 @@ pub extern "C" fn PMPI_Session_set_errhandler() -> c_int {
 #[no_mangle]
 pub extern "C" fn PMPI_Unpublish_name() -> c_int {
     crate::unsupported("MPI_Unpublish_name")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Win_attach() -> c_int {
-    crate::unsupported("MPI_Win_attach")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Win_create_dynamic() -> c_int {
-    crate::unsupported("MPI_Win_create_dynamic")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Win_detach() -> c_int {
-    crate::unsupported("MPI_Win_detach")
 }
 #[no_mangle]
 pub extern "C" fn QMPI_Get_calling_address() -> c_int {

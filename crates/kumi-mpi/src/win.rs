@@ -33,6 +33,7 @@ const MPI_WIN_CREATE_FLAVOR: c_int = 0x6600_0007;
 const MPI_WIN_MODEL: c_int = 0x6600_0009;
 const MPI_WIN_FLAVOR_CREATE: c_int = 1;
 const MPI_WIN_FLAVOR_ALLOCATE: c_int = 2;
+const MPI_WIN_FLAVOR_DYNAMIC: c_int = 3;
 const MPI_WIN_FLAVOR_SHARED: c_int = 4;
 const MPI_WIN_UNIFIED: c_int = 2;
 const MPI_LOCK_EXCLUSIVE: c_int = 234;
@@ -135,9 +136,24 @@ fn one_host_err(e: kumi::Error) -> MpiErr {
     match e {
         kumi::Error::InvalidArgument { arg: "comm", .. } => MpiErr {
             class: 57, // MPI_ERR_RMA_SHARED
-            msg: format!("{e} (kumi's windows are within one host so far)"),
+            msg: format!("{e} (a shared-memory window needs every rank on one host; MPI_Win_allocate and MPI_Win_create work across hosts)"),
         },
         e => e.into(),
+    }
+}
+
+/// `MPI_Win_attach`/`detach` on a window that is not dynamic is
+/// `MPI_ERR_RMA_FLAVOR`; a region that cannot be attached (or detached),
+/// `MPI_ERR_RMA_ATTACH`.
+fn dynamic_err(e: kumi::Error) -> MpiErr {
+    let class = match e {
+        kumi::Error::InvalidArgument { arg: "win", .. } => 58, // MPI_ERR_RMA_FLAVOR
+        kumi::Error::InvalidArgument { arg: "base", .. } => 56, // MPI_ERR_RMA_ATTACH
+        e => return e.into(),
+    };
+    MpiErr {
+        class,
+        msg: e.to_string(),
     }
 }
 
@@ -457,6 +473,36 @@ mpi! {
         // the window rules say, until MPI_Win_free.
         let w = unsafe { Window::create(&c, base as *mut u8, size as usize, disp_unit as usize) }?;
         register(w, c.rank(), size, disp_unit, MPI_WIN_FLAVOR_CREATE, std::ptr::null_mut(), win_out)
+    }
+
+    fn MPI_Win_create_dynamic / PMPI_Win_create_dynamic(info: c_int, comm: c_int, win_out: *mut c_int) {
+        let c = {
+            let mut s = st()?;
+            crate::comm::check_info(&mut s, info)?;
+            s.intra(comm)?
+        };
+        if win_out.is_null() {
+            return err(MPI_ERR_ARG, "the output argument `win` is NULL");
+        }
+        let w = Window::create_dynamic(&c)?;
+        register(w, c.rank(), 0, 1, MPI_WIN_FLAVOR_DYNAMIC, std::ptr::null_mut(), win_out)
+    }
+
+    fn MPI_Win_attach / PMPI_Win_attach(win_h: c_int, base: *mut c_void, size: isize) {
+        let w = win(win_h)?;
+        let Ok(size) = usize::try_from(size) else {
+            return err(MPI_ERR_ARG, format!("size {size} is negative"));
+        };
+        if base.is_null() && size > 0 {
+            return err(MPI_ERR_ARG, "the region's base is NULL");
+        }
+        // SAFETY: MPI makes the program keep the region valid, and use it as
+        // the window rules say, until MPI_Win_detach or MPI_Win_free.
+        Ok(unsafe { w.attach(base as *mut u8, size) }.map_err(dynamic_err)?)
+    }
+
+    fn MPI_Win_detach / PMPI_Win_detach(win_h: c_int, base: *const c_void) {
+        Ok(win(win_h)?.detach(base as *const u8).map_err(dynamic_err)?)
     }
 
     fn MPI_Win_allocate_shared / PMPI_Win_allocate_shared(size: isize, disp_unit: c_int, info: c_int, comm: c_int, baseptr: *mut c_void, win: *mut c_int) {

@@ -39,8 +39,31 @@ const CHUNK: usize = 64 * 1024;
 /// A part of a window that this rank exposes to other hosts.
 pub(crate) struct Part {
     pub mem: Mem,
+    /// For a dynamic window (`MPI_Win_create_dynamic`): the regions attached
+    /// now (address, bytes); offsets are then addresses, and an access must
+    /// fall inside one region. `None`: offsets count from `mem.base`.
+    pub regions: Option<Vec<(usize, usize)>>,
     /// World rank of each window rank (to check who a request claims to be).
     pub members: Vec<u32>,
+}
+
+impl Part {
+    /// The address of `[off, off + len)` of the part, if inside it.
+    fn at(&self, off: u64, len: usize) -> std::result::Result<usize, String> {
+        let Some(regions) = &self.regions else {
+            return self.mem.range(off, len);
+        };
+        let end = off.checked_add(len as u64);
+        regions
+            .iter()
+            .find(|&&(b, l)| off >= b as u64 && end.is_some_and(|e| e <= (b + l) as u64))
+            .map(|_| off as usize)
+            .ok_or_else(|| {
+                format!(
+                    "an access of {len} bytes at address {off:#x} outside every region attached"
+                )
+            })
+    }
 }
 
 /// Where an exposed part and its lock words are.
@@ -142,6 +165,51 @@ impl RmaState {
     /// Serves window `win`'s part of this rank to other hosts.
     pub(crate) fn expose(&mut self, win: u32, part: Part) {
         self.parts.insert(win, part);
+    }
+
+    /// Adds `len` bytes at `base` to dynamic window `win`'s regions.
+    pub(crate) fn attach(&mut self, win: u32, base: usize, len: usize) -> Result<()> {
+        let regions = self.regions(win)?;
+        let end = base.checked_add(len).filter(|_| base != 0 || len == 0);
+        let Some(end) = end else {
+            return Err(Error::invalid(
+                "base",
+                base as i64,
+                "memory of this process",
+            ));
+        };
+        if let Some(&(b, l)) = regions.iter().find(|&&(b, l)| base < b + l && b < end) {
+            return Err(Error::invalid(
+                "base",
+                base as i64,
+                format!("a region that overlaps no attached one ({l} bytes at {b:#x} are)"),
+            ));
+        }
+        regions.push((base, len));
+        Ok(())
+    }
+
+    /// Removes the region attached at `base` from dynamic window `win`.
+    pub(crate) fn detach(&mut self, win: u32, base: usize) -> Result<()> {
+        let regions = self.regions(win)?;
+        match regions.iter().position(|&(b, _)| b == base) {
+            Some(i) => {
+                regions.swap_remove(i);
+                Ok(())
+            }
+            None => Err(Error::invalid(
+                "base",
+                base as i64,
+                "the start of an attached region",
+            )),
+        }
+    }
+
+    fn regions(&mut self, win: u32) -> Result<&mut Vec<(usize, usize)>> {
+        self.parts
+            .get_mut(&win)
+            .and_then(|p| p.regions.as_mut())
+            .ok_or_else(|| Error::invalid("win", win as i64, "a dynamic window"))
     }
 
     /// Stops serving `win` (the window is being freed; MPI makes that
@@ -450,10 +518,10 @@ fn serve(e: &mut Engine, from: u32, m: &Msg<'_>) -> std::result::Result<Option<V
             m.src, m.win
         ));
     }
-    let part = part.mem;
+    let (at, part) = (|off, len| part.at(off, len), part.mem);
     match m.op {
         Op::Put { off, data } => {
-            let p = part.range(off, data.len())?;
+            let p = at(off, data.len())?;
             // SAFETY: `p..p + len` is inside the part (checked above), memory
             // of this process that the window keeps valid while exposed; MPI's
             // epochs order it against the application's own accesses.
@@ -462,7 +530,7 @@ fn serve(e: &mut Engine, from: u32, m: &Msg<'_>) -> std::result::Result<Option<V
         }
         Op::Get { off, len } => {
             let len = usize::try_from(len).map_err(|_| format!("a get of {len} bytes"))?;
-            let p = part.range(off, len)?;
+            let p = at(off, len)?;
             let mut out = vec![0u8; len];
             // SAFETY: as for a put, reading.
             unsafe { std::ptr::copy_nonoverlapping(p as *const u8, out.as_mut_ptr(), len) };
@@ -476,7 +544,7 @@ fn serve(e: &mut Engine, from: u32, m: &Msg<'_>) -> std::result::Result<Option<V
             data,
             compare,
         } => {
-            let p = part.range(off, data.len())?;
+            let p = at(off, data.len())?;
             let (_, mutex) = part.words();
             let m = MutexWord(mutex);
             m.lock();

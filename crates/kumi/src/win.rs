@@ -69,6 +69,10 @@ pub struct Window {
     own: Option<(NonNull<u8>, usize)>,
     /// Ranks on other hosts reach this rank's part through its engine.
     exposed: bool,
+    /// A dynamic window (`MPI_Win_create_dynamic`): displacements are
+    /// addresses in the target, inside regions it attached; every access
+    /// goes through the target's engine, which alone knows them.
+    dynamic: bool,
     _fd: OwnedFd,
 }
 
@@ -93,11 +97,9 @@ impl Window {
             Self::over(
                 comm,
                 &labels,
-                own.as_ptr(),
-                size,
-                disp_unit,
+                (own.as_ptr(), size, disp_unit),
                 Some((own, size.max(1))),
-                at,
+                false,
             )
         }
     }
@@ -142,6 +144,7 @@ impl Window {
             locks,
             own: None,
             exposed: false,
+            dynamic: false,
             _fd: fd,
         })
     }
@@ -167,7 +170,57 @@ impl Window {
         check_unit(disp_unit)?;
         let labels = comm.host_labels(at)?;
         // SAFETY: the caller's promise, passed on.
-        unsafe { Self::over(comm, &labels, base, size, disp_unit, None, at) }
+        unsafe { Self::over(comm, &labels, (base, size, disp_unit), None, false) }
+    }
+
+    /// A window with no memory yet (MPI's `MPI_Win_create_dynamic`): each
+    /// rank adds regions of its own memory with [`Window::attach`], and a
+    /// displacement is an address in the target. Collective.
+    #[track_caller]
+    pub fn create_dynamic(comm: &Comm) -> Result<Window> {
+        let at = Location::caller();
+        let comm = comm.dup()?;
+        let labels = comm.host_labels(at)?;
+        // SAFETY: no memory yet: what `attach` adds is the caller's promise.
+        unsafe { Self::over(comm, &labels, (std::ptr::null_mut(), 0, 1), None, true) }
+    }
+
+    /// Makes `size` bytes at `base` of this rank's memory reachable through
+    /// the dynamic window (not collective). A region may not overlap one
+    /// attached already.
+    ///
+    /// # Safety
+    /// `base..base + size` must stay valid, and be accessed by this process
+    /// only as MPI's window rules allow, until [`Window::detach`] or the
+    /// window's end.
+    pub unsafe fn attach(&self, base: *mut u8, size: usize) -> Result<()> {
+        self.need_dynamic()?;
+        self.comm
+            .engine()
+            .rma
+            .attach(self.id(), base as usize, size)
+    }
+
+    /// Withdraws the region attached at `base`.
+    pub fn detach(&self, base: *const u8) -> Result<()> {
+        self.need_dynamic()?;
+        self.comm.engine().rma.detach(self.id(), base as usize)
+    }
+
+    fn need_dynamic(&self) -> Result<()> {
+        if self.dynamic {
+            return Ok(());
+        }
+        Err(Error::invalid(
+            "win",
+            self.id() as i64,
+            "a dynamic window (create_dynamic)",
+        ))
+    }
+
+    /// Whether the window is dynamic ([`Window::create_dynamic`]).
+    pub fn is_dynamic(&self) -> bool {
+        self.dynamic
     }
 
     /// The window over each rank's own memory, its ranks on the hosts
@@ -178,11 +231,9 @@ impl Window {
     unsafe fn over(
         comm: Comm,
         labels: &[usize],
-        base: *mut u8,
-        size: usize,
-        disp_unit: usize,
+        (base, size, disp_unit): (*mut u8, usize, usize),
         own: Option<(NonNull<u8>, usize)>,
-        at: &'static Location<'static>,
+        dynamic: bool,
     ) -> Result<Window> {
         kumi_transport::cma::allow_peer_access();
         let me = comm.rank();
@@ -220,9 +271,10 @@ impl Window {
             locks: 0,
             own,
             exposed: false,
+            dynamic,
             _fd: fd,
         };
-        if spans {
+        if spans || dynamic {
             // Served before anyone can know the part (the exchange below is
             // collective, so no request arrives before every rank is here).
             let mine = w.slot[me].expect("own host");
@@ -233,13 +285,17 @@ impl Window {
                 mutex: w.word_at(mine, 1) as *const AtomicU64 as usize,
             };
             let members = w.comm.members().to_vec();
-            w.comm
-                .engine()
-                .rma
-                .expose(w.comm.ctx(), Part { mem, members });
+            let regions = dynamic.then(Vec::new);
+            w.comm.engine().rma.expose(
+                w.comm.ctx(),
+                Part {
+                    mem,
+                    regions,
+                    members,
+                },
+            );
             w.exposed = true;
         }
-        let _ = at;
         let card = [
             base as u64,
             size as u64,
@@ -268,9 +324,10 @@ impl Window {
         (self.id(), self.comm.rank() as u32, w)
     }
 
-    /// Whether rank `r` is on another host.
+    /// Whether rank `r`'s part is reached through its engine: on another
+    /// host, or in a dynamic window.
     fn remote(&self, r: usize) -> bool {
-        self.slot.get(r).is_some_and(|s| s.is_none())
+        self.dynamic || self.slot.get(r).is_some_and(|s| s.is_none())
     }
 
     fn wait_info(&self, r: usize, at: &'static Location<'static>) -> WaitInfo {
@@ -375,9 +432,13 @@ impl Window {
         )
     }
 
-    /// The bytes `[offset, offset + len)` of rank `r`'s part, checked.
+    /// The bytes `[offset, offset + len)` of rank `r`'s part, checked (in a
+    /// dynamic window only the target can check: the offset is returned).
     fn range(&self, r: usize, offset: u64, len: usize) -> Result<*mut u8> {
         let (p, size, _) = self.part(r).ok_or_else(|| self.no_rank(r))?;
+        if self.dynamic {
+            return Ok(offset as usize as *mut u8);
+        }
         match offset.checked_add(len as u64) {
             // Address arithmetic only: within rank r's part (in the mapping,
             // or in the owner's address space for a window over own memory).
@@ -511,9 +572,10 @@ impl Window {
         Ok(())
     }
 
-    /// Whether some rank of the window is on another host.
+    /// Whether some accesses go through engines (a rank on another host,
+    /// or a dynamic window).
     fn spans(&self) -> bool {
-        self.slot.iter().any(|s| s.is_none())
+        self.dynamic || self.slot.iter().any(|s| s.is_none())
     }
 
     /// Releases a lock taken by [`Window::lock`], once this rank's accesses

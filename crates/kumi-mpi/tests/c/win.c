@@ -10,7 +10,8 @@
  * rank of the job, whichever host it is on (MPI_Win_allocate and
  * MPI_Win_create): puts, strided gets, accumulates, fetch-and-op tickets,
  * compare-and-swap, a counter under exclusive locks, a transfer of many
- * frames; across hosts, a shared-memory window is refused. */
+ * frames; a dynamic window (attach, detach, addresses as displacements);
+ * across hosts, a shared-memory window is refused. */
 #include "kt.h"
 
 #define N 16
@@ -19,6 +20,71 @@ static int win_deletes;
 
 #define M 16
 #define BIG 300000
+
+/* A dynamic window over MPI_COMM_WORLD: regions attached, reached by
+ * address. */
+static void dynamic_window(void) {
+    int r = kt_rank(), n = kt_size();
+    int right = (r + 1) % n, left = (r + n - 1) % n;
+    MPI_Win w;
+    OK(MPI_Win_create_dynamic(MPI_INFO_NULL, MPI_COMM_WORLD, &w));
+    int *flavor, fl;
+    void *attr;
+    OK(MPI_Win_get_attr(w, MPI_WIN_CREATE_FLAVOR, &flavor, &fl));
+    CHECK(fl && *flavor == MPI_WIN_FLAVOR_DYNAMIC);
+    OK(MPI_Win_get_attr(w, MPI_WIN_BASE, &attr, &fl));
+    CHECK(fl && attr == MPI_BOTTOM);
+    long *reg = malloc(4 * sizeof(long)), *late = malloc(2 * sizeof(long));
+    for (int i = 0; i < 4; i++) reg[i] = -1;
+    OK(MPI_Win_attach(w, reg, 4 * sizeof(long)));
+    MPI_Aint mine, *addr = malloc(sizeof(MPI_Aint) * n);
+    OK(MPI_Get_address(reg, &mine));
+    OK(MPI_Allgather(&mine, 1, MPI_AINT, addr, 1, MPI_AINT, MPI_COMM_WORLD));
+    OK(MPI_Win_fence(0, w));
+    long v = 10L * r;
+    OK(MPI_Put(&v, 1, MPI_LONG, right, MPI_Aint_add(addr[right], sizeof(long)), 1, MPI_LONG, w));
+    long one = 1;
+    OK(MPI_Accumulate(&one, 1, MPI_LONG, 0, addr[0], 1, MPI_LONG, MPI_SUM, w));
+    OK(MPI_Win_fence(0, w));
+    CHECK(reg[1] == 10L * left);
+    if (r == 0) CHECK(reg[0] == -1 + n);
+    long got = -7;
+    OK(MPI_Win_lock(MPI_LOCK_SHARED, left, 0, w));
+    OK(MPI_Get(&got, 1, MPI_LONG, left, MPI_Aint_add(addr[left], sizeof(long)), 1, MPI_LONG, w));
+    OK(MPI_Win_unlock(left, w));
+    CHECK(got == 10L * ((left + n - 1) % n));
+    if (kt_on_kumi()) {
+        /* Outside every attached region: refused by the target. Overlapping
+         * regions and detaching what is not attached: refused here. */
+        int rc, cls;
+        OK(MPI_Win_set_errhandler(w, MPI_ERRORS_RETURN));
+        OK(MPI_Win_lock(MPI_LOCK_SHARED, right, 0, w));
+        rc = MPI_Get(&got, 1, MPI_LONG, right, MPI_Aint_add(addr[right], 4 * sizeof(long)), 1, MPI_LONG, w);
+        CHECK(rc != MPI_SUCCESS);
+        OK(MPI_Win_unlock(right, w));
+        rc = MPI_Win_attach(w, reg + 2, sizeof(long));
+        MPI_Error_class(rc, &cls);
+        CHECK(cls == MPI_ERR_RMA_ATTACH);
+        rc = MPI_Win_detach(w, late);
+        MPI_Error_class(rc, &cls);
+        CHECK(cls == MPI_ERR_RMA_ATTACH);
+    }
+    /* A second region, attached late, reached once everyone knows it. */
+    OK(MPI_Win_attach(w, late, 2 * sizeof(long)));
+    late[0] = 100 + r;
+    OK(MPI_Get_address(late, &mine));
+    OK(MPI_Allgather(&mine, 1, MPI_AINT, addr, 1, MPI_AINT, MPI_COMM_WORLD));
+    OK(MPI_Win_fence(0, w));
+    OK(MPI_Get(&got, 1, MPI_LONG, right, addr[right], 1, MPI_LONG, w));
+    OK(MPI_Win_fence(0, w));
+    CHECK(got == 100 + right);
+    OK(MPI_Win_detach(w, late));
+    OK(MPI_Win_detach(w, reg));
+    OK(MPI_Win_free(&w));
+    free(reg);
+    free(late);
+    free(addr);
+}
 
 /* Windows over MPI_COMM_WORLD: on one host or across several. */
 static void world_windows(void) {
@@ -350,6 +416,7 @@ int main(int argc, char **argv) {
     OK(MPI_Win_free(&w));
 
     world_windows();
+    dynamic_window();
 
     /* Across hosts there is no shared memory: refused, on every rank. */
     int wn;
