@@ -498,11 +498,11 @@ mpi! {
         }
         // SAFETY: MPI makes the program keep the region valid, and use it as
         // the window rules say, until MPI_Win_detach or MPI_Win_free.
-        Ok(unsafe { w.attach(base as *mut u8, size) }.map_err(dynamic_err)?)
+        unsafe { w.attach(base as *mut u8, size) }.map_err(dynamic_err)
     }
 
     fn MPI_Win_detach / PMPI_Win_detach(win_h: c_int, base: *const c_void) {
-        Ok(win(win_h)?.detach(base as *const u8).map_err(dynamic_err)?)
+        win(win_h)?.detach(base as *const u8).map_err(dynamic_err)
     }
 
     fn MPI_Win_allocate_shared / PMPI_Win_allocate_shared(size: isize, disp_unit: c_int, info: c_int, comm: c_int, baseptr: *mut c_void, win: *mut c_int) {
