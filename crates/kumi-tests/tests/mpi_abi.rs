@@ -331,7 +331,7 @@ fn unsupported_function_fails_naming_itself() {
     // Under MPI_ERRORS_RETURN: an error code and a message naming the function.
     assert!(out.contains("RETURNED 44"), "{out}");
     assert!(
-        err.contains("MPI_Win_create_dynamic is not supported by kumi yet"),
+        err.contains("MPI_Open_port is not supported by kumi yet"),
         "{err}"
     );
     // Under the default handler: the job ends, naming it.
