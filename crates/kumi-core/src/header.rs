@@ -21,6 +21,7 @@
 //! | Wrote | 0           | 0              | receiver request   | 0                    | none    |
 //! | Combine | p2p ctx of the communicator | payload bytes | 0           | 0                    | a `combine::Msg` |
 //! | Rma   | window, origin rank, opcode | payload bytes (get: bytes asked) | origin request | byte offset | see `rma` |
+//! | Ctx   | parent context, parent size | 0 | asker's request | duplicate number (answer: the context) | none |
 //!
 //! `Split` / `Wrote` are the two-sided single copy: the receiver reads the first
 //! half of the message out of the sender while the sender writes the second half
@@ -62,6 +63,9 @@ pub enum Kind {
     /// A one-sided access or its answer (an `rma::Msg`; see that module for
     /// what the fields mean).
     Rma = 10,
+    /// A context for a nonblocking duplicate, asked of or answered by the
+    /// context server (see `ctxsvc`).
+    Ctx = 11,
 }
 
 /// Flag: the sender waits for an `Ack` when the eager message is matched
@@ -124,6 +128,7 @@ impl Kind {
             8 => Kind::Wrote,
             9 => Kind::Combine,
             10 => Kind::Rma,
+            11 => Kind::Ctx,
             k => return Err(DecodeError::UnknownKind(k)),
         })
     }
@@ -224,7 +229,8 @@ mod tests {
             Just(Kind::Split),
             Just(Kind::Wrote),
             Just(Kind::Combine),
-            Just(Kind::Rma)
+            Just(Kind::Rma),
+            Just(Kind::Ctx)
         ]
     }
 

@@ -14,6 +14,8 @@
 //! - [`control`]: messages between a rank and its launcher, their framing, and the
 //!   challenge-response that proves the job secret.
 //! - [`coll`]: collective schedules (pure), checked against a serial evaluation.
+//! - [`ctxsvc`]: contexts for communicators made without blocking
+//!   (`MPI_Comm_idup`), handed out by one server.
 //! - [`combine`]: the combining service's state machine (keys, levels, decombining).
 //! - [`call`]: names of the runtime calls a rank can be blocked in, as reported to
 //!   the launcher.
@@ -30,6 +32,7 @@ pub mod call;
 pub mod coll;
 pub mod combine;
 pub mod control;
+pub mod ctxsvc;
 pub mod deadlock;
 pub mod header;
 pub mod matching;

@@ -625,6 +625,120 @@ fn comm_dup(comm: c_int, newcomm: *mut c_int) -> R<()> {
     copy_attrs(comm, h)
 }
 
+/// `MPI_Comm_idup`: the new handle is written at once and usable when the
+/// request completes (the runtime's `Comm::idup`). Attributes are copied
+/// here, with the parent's copy callbacks (which may call MPI: no wait holds
+/// the library then), and given to the new communicator when it is made.
+fn comm_idup(comm: c_int, newcomm: *mut c_int, request: *mut c_int) -> R<()> {
+    if newcomm.is_null() || request.is_null() {
+        return err(MPI_ERR_ARG, "newcomm or request is NULL");
+    }
+    let (c, errh, cart, graph, attrs) = {
+        let mut s = st()?;
+        if s.inter(comm)?.is_some() {
+            return err(
+                MPI_ERR_COMM,
+                "MPI_Comm_idup of an intercommunicator is not supported by kumi yet (MPI_Comm_dup is)",
+            );
+        }
+        let e = s.comm_entry(comm)?;
+        let attrs: Vec<(c_int, *mut c_void)> = e.attrs.iter().map(|(&k, &v)| (k, v)).collect();
+        (
+            e.comm.clone(),
+            e.errh,
+            e.cart.clone(),
+            e.graph.clone(),
+            attrs,
+        )
+    };
+    let attrs = copied_attrs(comm, attrs)?.into_iter().collect();
+    let idup = c.idup()?;
+    let (h, r) = {
+        let mut s = st()?;
+        let h = s.comms.reserve();
+        let pending = Idup {
+            idup,
+            made: None,
+            handle: h,
+            entry: Some((errh, cart, graph, attrs)),
+        };
+        let r = s.new_request(crate::state::ReqEntry::Coll(Box::new(pending)), comm);
+        (h, r)
+    };
+    out(newcomm, "newcomm", h)?;
+    out(request, "request", r)
+}
+
+/// What the new communicator gets besides the runtime's: error handler,
+/// topology, attributes.
+type IdupEntry = (
+    c_int,
+    Option<Cart>,
+    Option<DistGraph>,
+    HashMap<c_int, *mut c_void>,
+);
+
+/// A nonblocking duplicate behind an MPI request.
+struct Idup {
+    idup: kumi::Idup,
+    made: Option<Comm>,
+    handle: c_int,
+    entry: Option<IdupEntry>,
+}
+
+impl crate::state::CollPending for Idup {
+    fn test(&mut self) -> kumi::Result<bool> {
+        if self.made.is_none() {
+            self.made = self.idup.test()?;
+        }
+        Ok(self.made.is_some())
+    }
+
+    fn finish(self: Box<Self>) -> R<()> {
+        err(
+            MPI_ERR_INTERN,
+            "MPI_Comm_idup completes only by a wait or test that holds the library",
+        )
+    }
+
+    fn complete_in(mut self: Box<Self>, s: &mut State) -> (crate::MPI_Status, Option<MpiErr>) {
+        let mut status = crate::state::empty_status();
+        let made = match self.made.take() {
+            Some(c) => Ok(c),
+            None => self.idup.wait(),
+        };
+        match (made, self.entry.take()) {
+            (Ok(comm), Some((errh, cart, graph, attrs))) => {
+                s.comms.fill(
+                    self.handle,
+                    CommEntry {
+                        comm,
+                        inter: None,
+                        inter_local: MPI_COMM_NULL,
+                        errh,
+                        attrs,
+                        cart,
+                        graph,
+                        name: String::new(),
+                    },
+                );
+                (status, None)
+            }
+            (made, _) => {
+                let e: MpiErr = match made {
+                    Err(e) => e.into(),
+                    Ok(_) => MpiErr {
+                        class: MPI_ERR_INTERN,
+                        msg: "MPI_Comm_idup completed twice".into(),
+                    },
+                };
+                status.MPI_ERROR = e.class;
+                (status, Some(e))
+            }
+        }
+    }
+}
+
 /// The weights argument of a distributed graph constructor: `None` for
 /// `MPI_UNWEIGHTED`; `MPI_WEIGHTS_EMPTY` only with no edges.
 fn weights_arg(p: *const c_int, n: usize, what: &str) -> R<Option<Vec<c_int>>> {
@@ -772,6 +886,15 @@ mpi! {
     fn MPI_Comm_dup_with_info / PMPI_Comm_dup_with_info(comm: c_int, info: c_int, newcomm: *mut c_int) {
         check_info(&mut *st()?, info)?;
         comm_dup(comm, newcomm)
+    }
+
+    fn MPI_Comm_idup / PMPI_Comm_idup(comm: c_int, newcomm: *mut c_int, request: *mut c_int) {
+        comm_idup(comm, newcomm, request)
+    }
+
+    fn MPI_Comm_idup_with_info / PMPI_Comm_idup_with_info(comm: c_int, info: c_int, newcomm: *mut c_int, request: *mut c_int) {
+        check_info(&mut *st()?, info)?;
+        comm_idup(comm, newcomm, request)
     }
 
     fn MPI_Comm_set_info / PMPI_Comm_set_info(comm: c_int, info: c_int) {

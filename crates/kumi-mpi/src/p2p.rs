@@ -482,7 +482,7 @@ fn complete(
                 return err(MPI_ERR_INTERN, "a collective request vanished");
             };
             *slot = MPI_REQUEST_NULL;
-            return Ok(Some(c.complete()));
+            return Ok(Some(c.complete_in(s)));
         }
         ReqEntry::PersistentColl { active, .. } => {
             let Some(c) = active else {

@@ -142,6 +142,13 @@ pub(crate) trait CollPending {
         }
     }
 
+    /// [`CollPending::complete`] by a wait that holds the library's state,
+    /// for a request whose completion adds to it (`MPI_Comm_idup`'s new
+    /// communicator); the others need not look at it.
+    fn complete_in(self: Box<Self>, _s: &mut State) -> (MPI_Status, Option<MpiErr>) {
+        self.complete()
+    }
+
     /// `MPI_Cancel`: `None` if this kind of request cannot be cancelled.
     fn cancel(&mut self) -> Option<R<()>> {
         None
@@ -255,6 +262,28 @@ impl<V> Slab<V> {
         };
         self.slots[i as usize] = Some(v);
         self.base | i
+    }
+
+    /// A new handle with no object yet ([`Slab::fill`] gives it one; until
+    /// then lookups find nothing, as for a freed handle).
+    pub fn reserve(&mut self) -> c_int {
+        let i = match self.free.pop() {
+            Some(i) => i,
+            None => {
+                self.slots.push(None);
+                (self.slots.len() - 1) as c_int
+            }
+        };
+        self.base | i
+    }
+
+    /// Stores `v` under handle `h` from [`Slab::reserve`].
+    pub fn fill(&mut self, h: c_int, v: V) {
+        if let Some(i) = self.index(h).filter(|&i| i >= self.fixed.len()) {
+            if let Some(slot @ None) = self.slots.get_mut(i) {
+                *slot = Some(v);
+            }
+        }
     }
 
     /// Stores `v` under the predefined handle `h`.

@@ -135,14 +135,6 @@ pub extern "C" fn MPI_Comm_create_from_group() -> c_int {
     crate::unsupported("MPI_Comm_create_from_group")
 }
 #[no_mangle]
-pub extern "C" fn MPI_Comm_idup() -> c_int {
-    crate::unsupported("MPI_Comm_idup")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Comm_idup_with_info() -> c_int {
-    crate::unsupported("MPI_Comm_idup_with_info")
-}
-#[no_mangle]
 pub extern "C" fn MPI_Comm_join() -> c_int {
     crate::unsupported("MPI_Comm_join")
 }
@@ -301,14 +293,6 @@ pub extern "C" fn PMPI_Comm_connect() -> c_int {
 #[no_mangle]
 pub extern "C" fn PMPI_Comm_create_from_group() -> c_int {
     crate::unsupported("MPI_Comm_create_from_group")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Comm_idup() -> c_int {
-    crate::unsupported("MPI_Comm_idup")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Comm_idup_with_info() -> c_int {
-    crate::unsupported("MPI_Comm_idup_with_info")
 }
 #[no_mangle]
 pub extern "C" fn PMPI_Comm_join() -> c_int {

@@ -493,10 +493,30 @@ impl Comm {
         };
         let next = ctx
             .checked_add(2)
+            .filter(|&c| c < kumi_core::ctxsvc::FIRST)
             .ok_or_else(|| Error::Protocol("communicator context ids exhausted".into()))?;
         self.engine().next_ctx = next;
         let world: Vec<u32> = members.iter().map(|&m| self.inner.members[m]).collect();
         Ok(Some(self.derived(ctx, me as u32, world)))
+    }
+
+    /// A duplicate made without blocking (MPI's `MPI_Comm_idup`): collective,
+    /// but no member waits for the others here or in [`Idup::test`]; the
+    /// duplicate is ready when [`Idup::test`] returns it or [`Idup::wait`]
+    /// does. Its context comes from the context server on world rank 0
+    /// (`kumi_core::ctxsvc`), whose engine answers whenever it runs: when
+    /// world rank 0 is inside kumi, or by its progress thread.
+    pub fn idup(&self) -> Result<Idup> {
+        let mut e = self.engine();
+        let leader = self.inner.members.iter().copied().min().unwrap_or(0);
+        let n = e.idups.entry((self.ctx(), leader)).or_insert(0);
+        let k = *n;
+        *n += 1;
+        let id = e.ask_ctx((self.ctx(), leader), k, self.size())?;
+        Ok(Idup {
+            parent: self.clone(),
+            id,
+        })
     }
 
     /// A communicator made from this one (same engine), made known to the
@@ -556,6 +576,7 @@ impl Comm {
         self.allreduce_in_place(&mut top, &crate::coll::Op::max())?;
         let next = top[0]
             .checked_add(n)
+            .filter(|&c| c < kumi_core::ctxsvc::FIRST)
             .ok_or_else(|| Error::Protocol("communicator context ids exhausted".into()))?;
         let mut e = self.engine();
         e.next_ctx = e.next_ctx.max(next);
@@ -588,8 +609,45 @@ impl Comm {
         }
         let next = ctx
             .checked_add(2)
+            .filter(|&c| c < kumi_core::ctxsvc::FIRST)
             .ok_or_else(|| Error::Protocol("communicator context ids exhausted".into()))?;
         self.engine().next_ctx = next;
         Ok((ctx, extras))
+    }
+}
+
+/// A nonblocking duplicate under way ([`Comm::idup`]).
+pub struct Idup {
+    parent: Comm,
+    id: u64,
+}
+
+impl Idup {
+    /// The duplicate, if its context has come (makes progress once).
+    pub fn test(&mut self) -> Result<Option<Comm>> {
+        let answer = {
+            let mut e = self.parent.engine();
+            e.progress()?;
+            e.ctx_answer(self.id)
+        };
+        answer.map(|ctx| self.made(ctx)).transpose()
+    }
+
+    /// Waits for the duplicate.
+    #[track_caller]
+    pub fn wait(self) -> Result<Comm> {
+        let info = self.parent.info(Call::Dup, -2, -2, Location::caller());
+        let ctx = {
+            let mut e = self.parent.engine();
+            let id = self.id;
+            e.wait_until(info, |e| e.ctx_answered(id))?;
+            e.ctx_answer(id).expect("answered")
+        };
+        self.made(ctx)
+    }
+
+    fn made(&self, ctx: Result<u32>) -> Result<Comm> {
+        let p = &self.parent;
+        Ok(p.derived(ctx?, p.inner.rank, p.inner.members.clone()))
     }
 }

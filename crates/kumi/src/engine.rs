@@ -320,6 +320,12 @@ pub(crate) struct Engine {
     pub(crate) coll: crate::coll::CollState,
     /// One-sided access across hosts (`rma`): parts served, answers awaited.
     pub(crate) rma: crate::rma::RmaState,
+    /// Contexts of nonblocking duplicates: the server (used on world rank
+    /// 0), how many each parent made here, and the answers awaited.
+    ctx_server: kumi_core::ctxsvc::Server,
+    pub(crate) idups: std::collections::HashMap<(u32, u32), u64>,
+    ctx_asks: std::collections::HashMap<u64, Option<std::result::Result<u32, String>>>,
+    next_ask: u64,
     /// An error met by the progress thread, returned by the next call.
     async_error: Option<Error>,
 }
@@ -427,6 +433,10 @@ impl Engine {
             watch: s.watch,
             coll: Default::default(),
             rma: Default::default(),
+            ctx_server: Default::default(),
+            idups: Default::default(),
+            ctx_asks: Default::default(),
+            next_ask: 0,
             split_min: match std::env::var("KUMI_SPLIT_COPY_MIN").as_deref() {
                 Ok("off") => usize::MAX,
                 // Measured (docs/BENCHMARKS.md, session 4): splitting pays
@@ -446,6 +456,91 @@ impl Engine {
     pub fn set_call(&self, c: Call) {
         if let Some(shm) = &self.shm {
             shm.segment().rank_block(self.my_local).set_call(c);
+        }
+    }
+
+    /// Asks the context server for the context of the `k`-th nonblocking
+    /// duplicate of the communicator with context `parent` whose first
+    /// member (smallest world rank) is `leader` (`size` members: the
+    /// communicators of one split share a context, not a leader); the answer
+    /// comes to [`Engine::ctx_answer`].
+    pub(crate) fn ask_ctx(
+        &mut self,
+        (parent, leader): (u32, u32),
+        k: u64,
+        size: usize,
+    ) -> Result<u64> {
+        self.next_ask += 1;
+        let id = self.next_ask;
+        let mut h = Header::new(Kind::Ctx);
+        h.ctx = parent;
+        h.tag = leader as i32;
+        h.src =
+            u32::try_from(size).map_err(|_| Error::Protocol("communicator too large".into()))?;
+        h.aux = k;
+        h.id = id;
+        self.ctx_asks.insert(id, None);
+        self.push_frame(0, &h, &[])?;
+        Ok(id)
+    }
+
+    /// The answer to ask `id`, once it came (taken: asked once).
+    pub(crate) fn ctx_answer(&mut self, id: u64) -> Option<Result<u32>> {
+        if !matches!(self.ctx_asks.get(&id), Some(Some(_))) {
+            return None;
+        }
+        let a = self.ctx_asks.remove(&id).flatten()?;
+        Some(a.map_err(|m| Error::Protocol(format!("the context server (world rank 0): {m}"))))
+    }
+
+    /// Whether ask `id` has its answer.
+    pub(crate) fn ctx_answered(&self, id: u64) -> bool {
+        matches!(self.ctx_asks.get(&id), Some(Some(_)))
+    }
+
+    fn on_ctx_frame(&mut self, from: u32, h: &Header) -> Result<()> {
+        use kumi_core::ctxsvc::FLAG_ANSWER;
+        if h.flags & !FLAG_ANSWER != 0 || h.len != 0 {
+            return Err(Error::Protocol(format!(
+                "context frame with flags {:#x}, {} bytes",
+                h.flags, h.len
+            )));
+        }
+        if h.flags & FLAG_ANSWER == 0 {
+            if self.world_rank != 0 {
+                return Err(Error::Protocol(format!(
+                    "rank {from} asked for a context of rank {}, not the server",
+                    self.world_rank
+                )));
+            }
+            let got = u32::try_from(h.tag)
+                .map_err(|_| format!("leader {}", h.tag))
+                .and_then(|leader| self.ctx_server.ask((h.ctx, leader), h.aux, h.src));
+            if let Err(m) = &got {
+                log(
+                    self.world_rank,
+                    &format!("refused a context to rank {from}: {m}"),
+                );
+            }
+            let mut a = Header::new(Kind::Ctx);
+            a.flags = FLAG_ANSWER;
+            a.id = h.id;
+            // 0 (the world's context, never handed out): refused.
+            a.aux = u64::from(got.unwrap_or(0));
+            return self.push_frame(from, &a, &[]);
+        }
+        match self.ctx_asks.get_mut(&h.id) {
+            Some(slot @ None) if from == 0 => {
+                *slot = Some(match u32::try_from(h.aux) {
+                    Ok(c) if c >= kumi_core::ctxsvc::FIRST && c % 2 == 0 => Ok(c),
+                    _ => Err(format!("refused (answer {:#x})", h.aux)),
+                });
+                Ok(())
+            }
+            _ => Err(Error::Protocol(format!(
+                "context answer {:#x} from rank {from} to no open ask",
+                h.id
+            ))),
         }
     }
 
@@ -849,6 +944,7 @@ impl Engine {
         match h.kind {
             Kind::Combine => crate::coll::on_combine_frame(self, from, h, p)?,
             Kind::Rma => crate::rma::on_frame(self, from, h, p)?,
+            Kind::Ctx => self.on_ctx_frame(from, h)?,
             // `on_frame` handles every eager frame whose length matches.
             Kind::Eager => {
                 return Err(Error::Protocol(format!(

@@ -54,7 +54,7 @@ pub mod win;
 pub use coll::{
     Arrival, Builtin, CollRequest, CombineOp, CombineValue, Combiner, Elem, Loc, Op, ALL_BUILTINS,
 };
-pub use comm::Comm;
+pub use comm::{Comm, Idup};
 pub use engine::Counters;
 pub use error::{Error, Result};
 pub use kumi_core::{ANY_SOURCE, ANY_TAG, TAG_UB};

@@ -1,5 +1,5 @@
-/* Concern: communicators and groups: dup, split, split_type, create, free,
- * compare, groups, names, predefined attributes and user keyvals. */
+/* Concern: communicators and groups: dup, idup, split, split_type, create,
+ * free, compare, groups, names, predefined attributes and user keyvals. */
 #include "kt.h"
 
 static int deleted = 0, copied = 0;
@@ -14,6 +14,60 @@ static int delete_fn(MPI_Comm c, int k, void *v, void *extra) {
     (void)c; (void)k; (void)extra;
     deleted += *(int *)v;
     return MPI_SUCCESS;
+}
+
+/* MPI_Comm_idup does not wait for the other members: rank 0 starts one,
+ * then receives a synchronous message that the last rank sends before it
+ * starts its own (a blocking duplicate would wait forever here). Several
+ * in flight on two communicators, completed in another order; attributes
+ * copied; the duplicates work. */
+static void idup_checks(void) {
+    int r = kt_rank(), n = kt_size(), x = 7, k;
+    MPI_Comm d[3], half;
+    MPI_Request rq[3];
+    OK(MPI_Comm_create_keyval(copy_fn, MPI_COMM_NULL_DELETE_FN, &k, NULL));
+    OK(MPI_Comm_set_attr(MPI_COMM_WORLD, k, (void *)&x));
+    OK(MPI_Comm_split(MPI_COMM_WORLD, r % 2, -r, &half));
+    if (r == 0) {
+        OK(MPI_Comm_idup(MPI_COMM_WORLD, &d[0], &rq[0]));
+        if (n > 1) OK(MPI_Recv(&x, 1, MPI_INT, n - 1, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+    } else if (r == n - 1) {
+        OK(MPI_Ssend(&x, 1, MPI_INT, 0, 5, MPI_COMM_WORLD));
+        OK(MPI_Comm_idup(MPI_COMM_WORLD, &d[0], &rq[0]));
+    } else {
+        OK(MPI_Comm_idup(MPI_COMM_WORLD, &d[0], &rq[0]));
+    }
+    OK(MPI_Comm_idup_with_info(half, MPI_INFO_NULL, &d[1], &rq[1]));
+    OK(MPI_Comm_idup(MPI_COMM_WORLD, &d[2], &rq[2]));
+    if (r % 2) {
+        int done = 0;
+        while (!done) OK(MPI_Test(&rq[2], &done, MPI_STATUS_IGNORE));
+        OK(MPI_Waitall(2, rq, MPI_STATUSES_IGNORE));
+    } else {
+        OK(MPI_Waitall(3, rq, MPI_STATUSES_IGNORE));
+    }
+    int cmp, sum, flag, *got;
+    OK(MPI_Comm_compare(MPI_COMM_WORLD, d[0], &cmp));
+    CHECK(cmp == MPI_CONGRUENT);
+    OK(MPI_Comm_compare(half, d[1], &cmp));
+    CHECK(cmp == MPI_CONGRUENT);
+    OK(MPI_Comm_get_attr(d[2], k, &got, &flag));
+    CHECK(flag && got == &x);
+    for (int i = 0; i < 3; i++) {
+        int one = 1, want;
+        MPI_Comm_size(d[i], &want);
+        OK(MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, d[i]));
+        CHECK(sum == want);
+    }
+    /* Traffic on one duplicate does not match receives on another. */
+    int a = r, b = -1, c = -1;
+    OK(MPI_Sendrecv(&a, 1, MPI_INT, (r + 1) % n, 9, &b, 1, MPI_INT, (r + n - 1) % n, 9, d[0], MPI_STATUS_IGNORE));
+    OK(MPI_Sendrecv(&a, 1, MPI_INT, (r + 1) % n, 9, &c, 1, MPI_INT, (r + n - 1) % n, 9, d[2], MPI_STATUS_IGNORE));
+    CHECK(b == (r + n - 1) % n && c == b);
+    for (int i = 0; i < 3; i++) OK(MPI_Comm_free(&d[i]));
+    OK(MPI_Comm_free(&half));
+    OK(MPI_Comm_delete_attr(MPI_COMM_WORLD, k));
+    OK(MPI_Comm_free_keyval(&k));
 }
 
 int main(int argc, char **argv) {
@@ -239,6 +293,8 @@ int main(int argc, char **argv) {
         OK(MPI_Group_free(&wg));
         free(ev);
     }
+
+    idup_checks();
 
     MPI_Comm self;
     OK(MPI_Comm_size(MPI_COMM_SELF, &x));
