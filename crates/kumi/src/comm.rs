@@ -509,9 +509,7 @@ impl Comm {
     pub fn idup(&self) -> Result<Idup> {
         let mut e = self.engine();
         let leader = self.inner.members.iter().copied().min().unwrap_or(0);
-        let n = e.idups.entry((self.ctx(), leader)).or_insert(0);
-        let k = *n;
-        *n += 1;
+        let k = e.next_idup((self.ctx(), leader));
         let id = e.ask_ctx((self.ctx(), leader), k, self.size())?;
         Ok(Idup {
             parent: self.clone(),

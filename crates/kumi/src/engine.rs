@@ -319,13 +319,11 @@ pub(crate) struct Engine {
     /// Collectives in flight and the combining service (`coll`).
     pub(crate) coll: crate::coll::CollState,
     /// One-sided access across hosts (`rma`): parts served, answers awaited.
-    pub(crate) rma: crate::rma::RmaState,
-    /// Contexts of nonblocking duplicates: the server (used on world rank
-    /// 0), how many each parent made here, and the answers awaited.
-    ctx_server: kumi_core::ctxsvc::Server,
-    pub(crate) idups: std::collections::HashMap<(u32, u32), u64>,
-    ctx_asks: std::collections::HashMap<u64, Option<std::result::Result<u32, String>>>,
-    next_ask: u64,
+    /// Boxed, like `ctxs`: rarely used, and kept off the cache lines of the
+    /// engine's hot fields (inline they made the engine ~400 bytes larger).
+    pub(crate) rma: Box<crate::rma::RmaState>,
+    /// Contexts of nonblocking duplicates.
+    ctxs: Box<Ctxs>,
     /// An error met by the progress thread, returned by the next call.
     async_error: Option<Error>,
 }
@@ -359,6 +357,16 @@ struct PendingRead {
 /// `[0, split)`, the sender writes `[split, len)`. Cache-line aligned.
 fn split_point(len: usize) -> usize {
     (len / 2) & !63
+}
+
+/// Contexts of nonblocking duplicates: the server (used on world rank 0),
+/// how many each parent made here, and the answers awaited.
+#[derive(Default)]
+struct Ctxs {
+    server: kumi_core::ctxsvc::Server,
+    idups: std::collections::HashMap<(u32, u32), u64>,
+    asks: std::collections::HashMap<u64, Option<std::result::Result<u32, String>>>,
+    next_ask: u64,
 }
 
 /// How the engine is put together; see `Universe::init`.
@@ -433,10 +441,7 @@ impl Engine {
             watch: s.watch,
             coll: Default::default(),
             rma: Default::default(),
-            ctx_server: Default::default(),
-            idups: Default::default(),
-            ctx_asks: Default::default(),
-            next_ask: 0,
+            ctxs: Default::default(),
             split_min: match std::env::var("KUMI_SPLIT_COPY_MIN").as_deref() {
                 Ok("off") => usize::MAX,
                 // Measured (docs/BENCHMARKS.md, session 4): splitting pays
@@ -470,8 +475,8 @@ impl Engine {
         k: u64,
         size: usize,
     ) -> Result<u64> {
-        self.next_ask += 1;
-        let id = self.next_ask;
+        self.ctxs.next_ask += 1;
+        let id = self.ctxs.next_ask;
         let mut h = Header::new(Kind::Ctx);
         h.ctx = parent;
         h.tag = leader as i32;
@@ -479,23 +484,31 @@ impl Engine {
             u32::try_from(size).map_err(|_| Error::Protocol("communicator too large".into()))?;
         h.aux = k;
         h.id = id;
-        self.ctx_asks.insert(id, None);
+        self.ctxs.asks.insert(id, None);
         self.push_frame(0, &h, &[])?;
         Ok(id)
     }
 
+    /// The number of the next nonblocking duplicate of communicator
+    /// (context, leader) made here.
+    pub(crate) fn next_idup(&mut self, parent: (u32, u32)) -> u64 {
+        let n = self.ctxs.idups.entry(parent).or_insert(0);
+        *n += 1;
+        *n - 1
+    }
+
     /// The answer to ask `id`, once it came (taken: asked once).
     pub(crate) fn ctx_answer(&mut self, id: u64) -> Option<Result<u32>> {
-        if !matches!(self.ctx_asks.get(&id), Some(Some(_))) {
+        if !matches!(self.ctxs.asks.get(&id), Some(Some(_))) {
             return None;
         }
-        let a = self.ctx_asks.remove(&id).flatten()?;
+        let a = self.ctxs.asks.remove(&id).flatten()?;
         Some(a.map_err(|m| Error::Protocol(format!("the context server (world rank 0): {m}"))))
     }
 
     /// Whether ask `id` has its answer.
     pub(crate) fn ctx_answered(&self, id: u64) -> bool {
-        matches!(self.ctx_asks.get(&id), Some(Some(_)))
+        matches!(self.ctxs.asks.get(&id), Some(Some(_)))
     }
 
     fn on_ctx_frame(&mut self, from: u32, h: &Header) -> Result<()> {
@@ -515,7 +528,7 @@ impl Engine {
             }
             let got = u32::try_from(h.tag)
                 .map_err(|_| format!("leader {}", h.tag))
-                .and_then(|leader| self.ctx_server.ask((h.ctx, leader), h.aux, h.src));
+                .and_then(|leader| self.ctxs.server.ask((h.ctx, leader), h.aux, h.src));
             if let Err(m) = &got {
                 log(
                     self.world_rank,
@@ -529,7 +542,7 @@ impl Engine {
             a.aux = u64::from(got.unwrap_or(0));
             return self.push_frame(from, &a, &[]);
         }
-        match self.ctx_asks.get_mut(&h.id) {
+        match self.ctxs.asks.get_mut(&h.id) {
             Some(slot @ None) if from == 0 => {
                 *slot = Some(match u32::try_from(h.aux) {
                     Ok(c) if c >= kumi_core::ctxsvc::FIRST && c % 2 == 0 => Ok(c),
