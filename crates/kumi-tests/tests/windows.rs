@@ -52,11 +52,15 @@ fn windows_across_namespace_hosts_and_a_computing_target() {
     if netns::skip_unless_root("windows_across_namespace_hosts_and_a_computing_target") {
         return;
     }
-    let c = Cluster::create(2).unwrap_or_else(|e| panic!("cannot create 2 test hosts: {e}"));
+    let c = Cluster::create(3).unwrap_or_else(|e| panic!("cannot create 3 test hosts: {e}"));
     let prog = bin("windows");
-    for (n, slots) in [(3, vec![(0, 2), (1, 1)]), (4, vec![(0, 2), (1, 2)])] {
+    for (n, slots) in [
+        (3, vec![(0, 2), (1, 1)]),
+        (4, vec![(0, 2), (1, 2)]),
+        (5, vec![(0, 1), (1, 3), (2, 1)]),
+    ] {
         let o = c.kumi_run(n, &slots, &[], &[prog.to_str().unwrap(), "atomics"]);
-        passed(&o, "atomics", &format!("{n} ranks on 2 hosts"));
+        passed(&o, "atomics", &format!("{n} ranks on hosts {slots:?}"));
     }
     // Rank 0 computes for 2 s; ranks 2 and 3 are on the other host.
     let o = c.kumi_run(
