@@ -462,8 +462,15 @@ pub(crate) fn on_frame(e: &mut Engine, from: u32, h: &Header, p: &[u8]) -> Resul
         return Ok(());
     }
     match answer {
-        Ok(Some(data)) => reply(e, from, &m, Ok(&data)),
-        Ok(None) => Ok(()),
+        Ok(Answer::Bytes(data)) => reply(e, from, &m, Ok(&data)),
+        Ok(Answer::Part(addr, len)) => {
+            // SAFETY: `addr..addr + len` is inside an exposed part (checked by
+            // `serve`), memory of this process that its window keeps valid
+            // while exposed; `reply` copies it into frames before returning.
+            let d = unsafe { std::slice::from_raw_parts(addr as *const u8, len) };
+            reply(e, from, &m, Ok(d))
+        }
+        Ok(Answer::Later) => Ok(()),
         Err(why) => reply(e, from, &m, Err(&why)),
     }
 }
@@ -503,10 +510,21 @@ fn reply(
     }
 }
 
-/// Does what `m` asks; `Ok(Some(bytes))` to answer with (a grant or an
-/// acknowledgement is empty), `Ok(None)` when the answer comes later (a
+/// What a request is answered with.
+enum Answer {
+    /// These bytes (a grant or an acknowledgement: none).
+    Bytes(Vec<u8>),
+    /// The bytes at this address of a part (a get: read straight into the
+    /// frames, with no copy of the whole answer).
+    Part(usize, usize),
+    /// Nothing yet (a lock not free yet), or nothing at all (an unlock).
+    Later,
+}
+
+/// Does what `m` asks and says what to answer (a grant or an
+/// acknowledgement is empty; nothing when the answer comes later, a
 /// lock not yet free).
-fn serve(e: &mut Engine, from: u32, m: &Msg<'_>) -> std::result::Result<Option<Vec<u8>>, String> {
+fn serve(e: &mut Engine, from: u32, m: &Msg<'_>) -> std::result::Result<Answer, String> {
     let part = e
         .rma
         .parts
@@ -526,15 +544,11 @@ fn serve(e: &mut Engine, from: u32, m: &Msg<'_>) -> std::result::Result<Option<V
             // of this process that the window keeps valid while exposed; MPI's
             // epochs order it against the application's own accesses.
             unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), p as *mut u8, data.len()) };
-            Ok(Some(Vec::new()))
+            Ok(Answer::Bytes(Vec::new()))
         }
         Op::Get { off, len } => {
             let len = usize::try_from(len).map_err(|_| format!("a get of {len} bytes"))?;
-            let p = at(off, len)?;
-            let mut out = vec![0u8; len];
-            // SAFETY: as for a put, reading.
-            unsafe { std::ptr::copy_nonoverlapping(p as *const u8, out.as_mut_ptr(), len) };
-            Ok(Some(out))
+            Ok(Answer::Part(at(off, len)?, len))
         }
         Op::Acc {
             off,
@@ -560,13 +574,13 @@ fn serve(e: &mut Engine, from: u32, m: &Msg<'_>) -> std::result::Result<Option<V
             }
             m.unlock();
             r.map_err(|e| e.to_string())?;
-            Ok(Some(old.unwrap_or_default()))
+            Ok(Answer::Bytes(old.unwrap_or_default()))
         }
         Op::Lock { exclusive } => {
             let (rw, _) = part.words();
             if RwWord(rw).try_lock(exclusive) {
                 *e.rma.held.entry((m.win, from, exclusive)).or_default() += 1;
-                Ok(Some(Vec::new()))
+                Ok(Answer::Bytes(Vec::new()))
             } else {
                 e.rma.blocked.push(LockWait {
                     win: m.win,
@@ -575,7 +589,7 @@ fn serve(e: &mut Engine, from: u32, m: &Msg<'_>) -> std::result::Result<Option<V
                     id: m.id,
                     exclusive,
                 });
-                Ok(None)
+                Ok(Answer::Later)
             }
         }
         Op::Unlock { exclusive } => {
@@ -585,7 +599,7 @@ fn serve(e: &mut Engine, from: u32, m: &Msg<'_>) -> std::result::Result<Option<V
                 Some(n) if *n > 0 => {
                     *n -= 1;
                     rw.unlock(exclusive);
-                    Ok(None)
+                    Ok(Answer::Later)
                 }
                 _ => Err(format!(
                     "an unlock of window {:#x} from rank {from}, which holds no {} lock on it",
