@@ -240,6 +240,8 @@ extern int *const MPI_WEIGHTS_EMPTY;
 #define MPI_MAX_PORT_NAME               256
 #define MPI_MAX_INFO_KEY                255
 #define MPI_MAX_INFO_VAL                1024
+#define MPI_MAX_STRINGTAG_LEN           256
+#define MPI_MAX_PSET_NAME_LEN           256
 
 /* predefined attribute keys (communicators) */
 #define MPI_TAG_UB          0x64400001
@@ -1106,6 +1108,23 @@ int MPI_File_call_errhandler(MPI_File fh, int errorcode);
 MPI_Fint MPI_File_c2f(MPI_File file);
 MPI_File MPI_File_f2c(MPI_Fint file);
 
+/* ---- sessions (MPI-4) ------------------------------------------------------------ */
+typedef void (MPI_Session_errhandler_function)(MPI_Session *session, int *errorcode, ...);
+int MPI_Session_init(MPI_Info info, MPI_Errhandler errhandler, MPI_Session *session);
+int MPI_Session_finalize(MPI_Session *session);
+int MPI_Session_get_num_psets(MPI_Session session, MPI_Info info, int *npset_names);
+int MPI_Session_get_nth_pset(MPI_Session session, MPI_Info info, int n, int *pset_len, char *pset_name);
+int MPI_Session_get_info(MPI_Session session, MPI_Info *info_used);
+int MPI_Session_get_pset_info(MPI_Session session, const char *pset_name, MPI_Info *info);
+int MPI_Session_create_errhandler(MPI_Session_errhandler_function *session_errhandler_fn,
+                                  MPI_Errhandler *errhandler);
+int MPI_Session_set_errhandler(MPI_Session session, MPI_Errhandler errhandler);
+int MPI_Session_get_errhandler(MPI_Session session, MPI_Errhandler *errhandler);
+int MPI_Session_call_errhandler(MPI_Session session, int errorcode);
+int MPI_Group_from_session_pset(MPI_Session session, const char *pset_name, MPI_Group *newgroup);
+int MPI_Comm_create_from_group(MPI_Group group, const char *stringtag, MPI_Info info,
+                               MPI_Errhandler errhandler, MPI_Comm *newcomm);
+
 /* ---- declared so programs compile; not supported by kumi yet (they fail
  *      at run time naming themselves) ------------------------------------------------- */
 int MPI_Comm_spawn(const char *command, char *argv[], int maxprocs, MPI_Info info, int root,
@@ -1132,21 +1151,6 @@ int MPI_Register_datarep(const char *datarep, MPI_Datarep_conversion_function *r
 int MPI_Register_datarep_c(const char *datarep, MPI_Datarep_conversion_function_c *read_conversion_fn,
                            MPI_Datarep_conversion_function_c *write_conversion_fn,
                            MPI_Datarep_extent_function *dtype_file_extent_fn, void *extra_state);
-typedef void (MPI_Session_errhandler_function)(MPI_Session *session, int *errorcode, ...);
-int MPI_Session_init(MPI_Info info, MPI_Errhandler errhandler, MPI_Session *session);
-int MPI_Session_finalize(MPI_Session *session);
-int MPI_Session_get_num_psets(MPI_Session session, MPI_Info info, int *npset_names);
-int MPI_Session_get_nth_pset(MPI_Session session, MPI_Info info, int n, int *pset_len, char *pset_name);
-int MPI_Session_get_info(MPI_Session session, MPI_Info *info_used);
-int MPI_Session_get_pset_info(MPI_Session session, const char *pset_name, MPI_Info *info);
-int MPI_Session_create_errhandler(MPI_Session_errhandler_function *session_errhandler_fn,
-                                  MPI_Errhandler *errhandler);
-int MPI_Session_set_errhandler(MPI_Session session, MPI_Errhandler errhandler);
-int MPI_Session_get_errhandler(MPI_Session session, MPI_Errhandler *errhandler);
-int MPI_Session_call_errhandler(MPI_Session session, int errorcode);
-int MPI_Group_from_session_pset(MPI_Session session, const char *pset_name, MPI_Group *newgroup);
-int MPI_Comm_create_from_group(MPI_Group group, const char *stringtag, MPI_Info info,
-                               MPI_Errhandler errhandler, MPI_Comm *newcomm);
 int MPI_Intercomm_create_from_groups(MPI_Group local_group, int local_leader, MPI_Group remote_group,
                                      int remote_leader, const char *stringtag, MPI_Info info,
                                      MPI_Errhandler errhandler, MPI_Comm *newintercomm);

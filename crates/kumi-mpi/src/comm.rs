@@ -20,7 +20,7 @@ use std::ffi::{c_char, c_int, c_void};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicI32, Ordering};
 
-fn add_comm(s: &mut State, comm: Comm, errh: c_int, cart: Option<Cart>) -> c_int {
+pub(crate) fn add_comm(s: &mut State, comm: Comm, errh: c_int, cart: Option<Cart>) -> c_int {
     s.comms.add(CommEntry {
         comm,
         inter: None,

@@ -106,6 +106,8 @@ pub const MPI_MAX_OBJECT_NAME: usize = 128;
 pub const MPI_MAX_LIBRARY_VERSION_STRING: usize = 8192;
 pub const MPI_MAX_INFO_KEY: usize = 255;
 pub const MPI_MAX_INFO_VAL: usize = 1024;
+pub const MPI_MAX_STRINGTAG_LEN: usize = 256;
+pub const MPI_ERR_SESSION: c_int = 75;
 
 pub const MPI_TAG_UB: c_int = 0x64400001;
 pub const MPI_HOST: c_int = 0x64400003;

@@ -4,7 +4,7 @@ use crate::consts::*;
 use crate::state::{self, out, out_str, phase, st, State};
 use crate::{err, R};
 use std::ffi::{c_char, c_int};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::OnceLock;
 use std::time::Instant;
 
@@ -16,10 +16,83 @@ use std::time::Instant;
 const PROVIDED: c_int = MPI_THREAD_FUNNELED;
 const PROVIDED_MAX: c_int = MPI_THREAD_SERIALIZED;
 
+/// `MPI_Init` was called (what `MPI_Initialized` reports) / `MPI_Finalize`
+/// was (`MPI_Finalized`). The runtime itself may run for sessions too: it
+/// starts with the first of `MPI_Init` and `MPI_Session_init` and ends
+/// with the last of `MPI_Finalize` and `MPI_Session_finalize` (`phase`).
+static WORLD_INIT: AtomicBool = AtomicBool::new(false);
+static WORLD_DONE: AtomicBool = AtomicBool::new(false);
+/// Sessions open. Only the init thread changes it (a call from another
+/// thread is refused by `st()` first, or, before the runtime runs, is the
+/// init thread's first call).
+static SESSIONS: AtomicU32 = AtomicU32::new(0);
+
 fn init() -> R<()> {
-    if phase().load(Ordering::Acquire) != 0 {
+    if WORLD_INIT.load(Ordering::Acquire) {
         return err(MPI_ERR_OTHER, "MPI_Init was called more than once");
     }
+    match phase().load(Ordering::Acquire) {
+        0 => start()?,
+        1 => {
+            // A session started the runtime: MPI_Init joins it, from the
+            // same thread.
+            st()?;
+        }
+        _ => {
+            return err(
+                MPI_ERR_OTHER,
+                "MPI was finalized: kumi cannot start it again",
+            )
+        }
+    }
+    WORLD_INIT.store(true, Ordering::Release);
+    Ok(())
+}
+
+/// `MPI_Session_init`'s part here: starts the runtime if nothing has.
+pub(crate) fn start_session() -> R<()> {
+    match phase().load(Ordering::Acquire) {
+        0 => start()?,
+        1 => {
+            st()?;
+        }
+        _ => {
+            return err(
+                MPI_ERR_OTHER,
+                "MPI was finalized: kumi cannot start it again",
+            )
+        }
+    }
+    SESSIONS.fetch_add(1, Ordering::Relaxed);
+    Ok(())
+}
+
+/// `MPI_Session_finalize`'s part here: ends the runtime with the last
+/// session if the world model is not (or no longer) in use.
+pub(crate) fn end_session() -> R<()> {
+    let left = SESSIONS.fetch_sub(1, Ordering::Relaxed) - 1;
+    let world_open = WORLD_INIT.load(Ordering::Acquire) && !WORLD_DONE.load(Ordering::Acquire);
+    if left == 0 && !world_open {
+        return shut_down();
+    }
+    Ok(())
+}
+
+/// Ends the runtime (collective over the job, as `kumi::Universe::finalize`).
+fn shut_down() -> R<()> {
+    // Attributes on MPI_COMM_SELF are deleted first (MPI-2.2 §8.7.1), which
+    // libraries use as a finalize hook.
+    crate::comm::delete_all_attrs(MPI_COMM_SELF)?;
+    kumi::raw::wait_orphans()?;
+    let s = state::take();
+    phase().store(2, Ordering::Release);
+    if let Some(s) = s {
+        s.universe.finalize()?;
+    }
+    Ok(())
+}
+
+fn start() -> R<()> {
     let universe = kumi::init()?;
     let world = universe.world();
     let me = world.rank() as u32;
@@ -62,12 +135,12 @@ mpi! {
     }
 
     fn MPI_Initialized / PMPI_Initialized(flag: *mut c_int) {
-        // Acquire: see `st()`.
-        out(flag, "flag", (phase().load(Ordering::Acquire) >= 1) as c_int)
+        // Acquire: pairs with the Release in `init`.
+        out(flag, "flag", WORLD_INIT.load(Ordering::Acquire) as c_int)
     }
 
     fn MPI_Finalized / PMPI_Finalized(flag: *mut c_int) {
-        out(flag, "flag", (phase().load(Ordering::Acquire) == 2) as c_int)
+        out(flag, "flag", WORLD_DONE.load(Ordering::Acquire) as c_int)
     }
 
     fn MPI_Query_thread / PMPI_Query_thread(provided: *mut c_int) {
@@ -87,16 +160,15 @@ mpi! {
 
     fn MPI_Finalize / PMPI_Finalize() {
         st()?;
-        // Attributes on MPI_COMM_SELF are deleted first (MPI-2.2 §8.7.1), which
-        // libraries use as a finalize hook.
-        crate::comm::delete_all_attrs(MPI_COMM_SELF)?;
-        kumi::raw::wait_orphans()?;
-        let s = state::take();
-        phase().store(2, Ordering::Release);
-        if let Some(s) = s {
-            s.universe.finalize()?;
+        if !WORLD_INIT.load(Ordering::Acquire) || WORLD_DONE.load(Ordering::Acquire) {
+            return err(MPI_ERR_OTHER, "MPI_Finalize without MPI_Init (sessions end with MPI_Session_finalize)");
         }
-        Ok(())
+        WORLD_DONE.store(true, Ordering::Release);
+        // Sessions still open keep the runtime; the last one ends it.
+        if SESSIONS.load(Ordering::Relaxed) > 0 {
+            return Ok(());
+        }
+        shut_down()
     }
 
     fn MPI_Abort / PMPI_Abort(comm: c_int, errorcode: c_int) {

@@ -41,6 +41,7 @@ mod large;
 mod misc;
 mod p2p;
 mod part;
+mod session;
 mod state;
 mod stubs;
 mod tools;

@@ -394,6 +394,8 @@ pub(crate) struct State {
     pub partitioned: HashMap<c_int, Rc<RefCell<crate::part::Part>>>,
     /// Windows by handle (see `crate::win`).
     pub wins: HashMap<c_int, crate::win::WinEntry>,
+    /// Open sessions and their error handlers (see `crate::session`).
+    pub sessions: HashMap<c_int, c_int>,
     pub next_file: usize,
     /// The error handler of `MPI_FILE_NULL`: what `MPI_File_open` and
     /// `MPI_File_delete` report through, and what new files start with
@@ -644,6 +646,7 @@ impl State {
             file_errhs: HashMap::new(),
             files: HashMap::new(),
             wins: HashMap::new(),
+            sessions: HashMap::new(),
             partitioned: HashMap::new(),
             grequests: HashMap::new(),
             next_file: 0,
@@ -869,6 +872,11 @@ pub(crate) fn handle_error(name: &str, comm: c_int, e: MpiErr) -> c_int {
                 None if crate::win::err_target(comm) => {
                     s.wins.get(&comm).map_or(MPI_ERRORS_ARE_FATAL, |w| w.errh)
                 }
+                None if crate::session::err_target(comm) => s
+                    .sessions
+                    .get(&comm)
+                    .copied()
+                    .unwrap_or(MPI_ERRORS_ARE_FATAL),
                 None => s.comms.get(&comm).map_or(MPI_ERRORS_ARE_FATAL, |c| c.errh),
             };
             let user = s.errhs.get(&errh).copied();

@@ -131,10 +131,6 @@ pub extern "C" fn MPI_Comm_connect() -> c_int {
     crate::unsupported("MPI_Comm_connect")
 }
 #[no_mangle]
-pub extern "C" fn MPI_Comm_create_from_group() -> c_int {
-    crate::unsupported("MPI_Comm_create_from_group")
-}
-#[no_mangle]
 pub extern "C" fn MPI_Comm_join() -> c_int {
     crate::unsupported("MPI_Comm_join")
 }
@@ -145,10 +141,6 @@ pub extern "C" fn MPI_Comm_spawn() -> c_int {
 #[no_mangle]
 pub extern "C" fn MPI_Comm_spawn_multiple() -> c_int {
     crate::unsupported("MPI_Comm_spawn_multiple")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Group_from_session_pset() -> c_int {
-    crate::unsupported("MPI_Group_from_session_pset")
 }
 #[no_mangle]
 pub extern "C" fn MPI_Intercomm_create_from_groups() -> c_int {
@@ -173,46 +165,6 @@ pub extern "C" fn MPI_Register_datarep() -> c_int {
 #[no_mangle]
 pub extern "C" fn MPI_Register_datarep_c() -> c_int {
     crate::unsupported("MPI_Register_datarep_c")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Session_call_errhandler() -> c_int {
-    crate::unsupported("MPI_Session_call_errhandler")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Session_create_errhandler() -> c_int {
-    crate::unsupported("MPI_Session_create_errhandler")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Session_finalize() -> c_int {
-    crate::unsupported("MPI_Session_finalize")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Session_get_errhandler() -> c_int {
-    crate::unsupported("MPI_Session_get_errhandler")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Session_get_info() -> c_int {
-    crate::unsupported("MPI_Session_get_info")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Session_get_nth_pset() -> c_int {
-    crate::unsupported("MPI_Session_get_nth_pset")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Session_get_num_psets() -> c_int {
-    crate::unsupported("MPI_Session_get_num_psets")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Session_get_pset_info() -> c_int {
-    crate::unsupported("MPI_Session_get_pset_info")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Session_init() -> c_int {
-    crate::unsupported("MPI_Session_init")
-}
-#[no_mangle]
-pub extern "C" fn MPI_Session_set_errhandler() -> c_int {
-    crate::unsupported("MPI_Session_set_errhandler")
 }
 #[no_mangle]
 pub extern "C" fn MPI_Unpublish_name() -> c_int {
@@ -291,10 +243,6 @@ pub extern "C" fn PMPI_Comm_connect() -> c_int {
     crate::unsupported("MPI_Comm_connect")
 }
 #[no_mangle]
-pub extern "C" fn PMPI_Comm_create_from_group() -> c_int {
-    crate::unsupported("MPI_Comm_create_from_group")
-}
-#[no_mangle]
 pub extern "C" fn PMPI_Comm_join() -> c_int {
     crate::unsupported("MPI_Comm_join")
 }
@@ -305,10 +253,6 @@ pub extern "C" fn PMPI_Comm_spawn() -> c_int {
 #[no_mangle]
 pub extern "C" fn PMPI_Comm_spawn_multiple() -> c_int {
     crate::unsupported("MPI_Comm_spawn_multiple")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Group_from_session_pset() -> c_int {
-    crate::unsupported("MPI_Group_from_session_pset")
 }
 #[no_mangle]
 pub extern "C" fn PMPI_Intercomm_create_from_groups() -> c_int {
@@ -333,46 +277,6 @@ pub extern "C" fn PMPI_Register_datarep() -> c_int {
 #[no_mangle]
 pub extern "C" fn PMPI_Register_datarep_c() -> c_int {
     crate::unsupported("MPI_Register_datarep_c")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Session_call_errhandler() -> c_int {
-    crate::unsupported("MPI_Session_call_errhandler")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Session_create_errhandler() -> c_int {
-    crate::unsupported("MPI_Session_create_errhandler")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Session_finalize() -> c_int {
-    crate::unsupported("MPI_Session_finalize")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Session_get_errhandler() -> c_int {
-    crate::unsupported("MPI_Session_get_errhandler")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Session_get_info() -> c_int {
-    crate::unsupported("MPI_Session_get_info")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Session_get_nth_pset() -> c_int {
-    crate::unsupported("MPI_Session_get_nth_pset")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Session_get_num_psets() -> c_int {
-    crate::unsupported("MPI_Session_get_num_psets")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Session_get_pset_info() -> c_int {
-    crate::unsupported("MPI_Session_get_pset_info")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Session_init() -> c_int {
-    crate::unsupported("MPI_Session_init")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Session_set_errhandler() -> c_int {
-    crate::unsupported("MPI_Session_set_errhandler")
 }
 #[no_mangle]
 pub extern "C" fn PMPI_Unpublish_name() -> c_int {

@@ -37,6 +37,7 @@ const PROGRAMS: &[&str] = &[
     "inter",
     "threads",
     "win",
+    "session",
     "errors",
     "cart",
     "info",
@@ -228,6 +229,11 @@ fn nonblocking_reduce_and_data_movement() {
 #[test]
 fn graph_topology_darray_type_attributes_and_large_count_forms() {
     suite("extras", &[1, 2, 3, 4, 6, 8], &[1, 3]);
+}
+
+#[test]
+fn sessions_process_sets_and_communicators_from_groups() {
+    suite("session", &[1, 2, 3, 4, 8], &[1, 3]);
 }
 
 #[test]
@@ -546,6 +552,7 @@ fn c_programs_across_two_namespace_hosts() {
         "extras",
         "inter",
         "win",
+        "session",
     ] {
         let prog = kumi_built().join(name);
         let o = c.kumi_run(

@@ -510,11 +510,59 @@ impl Comm {
         let mut e = self.engine();
         let leader = self.inner.members.iter().copied().min().unwrap_or(0);
         let k = e.next_idup((self.ctx(), leader));
-        let id = e.ask_ctx((self.ctx(), leader), k, self.size())?;
+        let key = kumi_core::ctxsvc::idup_key(self.ctx(), leader, k);
+        let id = e.ask_ctx(&key, self.size())?;
         Ok(Idup {
             parent: self.clone(),
             id,
         })
+    }
+
+    /// A communicator of the world ranks `members` (in this order) that only
+    /// they make, with no parent communicator (MPI's
+    /// `MPI_Comm_create_from_group`): its context comes from the context
+    /// server on world rank 0, keyed by `tag`, the members and how many this
+    /// rank made with both before, so concurrent creations with different
+    /// tags or groups never mix. Every member passes the same `members` and
+    /// `tag`; this rank must be among them. Waits only for world rank 0's
+    /// answer, not for the other members. (`self`: any communicator of this
+    /// rank; only its engine is used.)
+    #[track_caller]
+    pub fn create_from_group(&self, members: &[usize], tag: &str) -> Result<Comm> {
+        let world = self.engine().world_size as usize;
+        let me = self.inner.members[self.inner.rank as usize];
+        let mut seen = std::collections::HashSet::new();
+        let ws: Vec<u32> = members
+            .iter()
+            .map(|&m| {
+                if m < world && seen.insert(m) {
+                    Ok(m as u32)
+                } else {
+                    Err(Error::invalid(
+                        "members",
+                        m as i64,
+                        format!("distinct world ranks below {world}"),
+                    ))
+                }
+            })
+            .collect::<Result<_>>()?;
+        let Some(rank) = ws.iter().position(|&w| w == me) else {
+            return Err(Error::invalid(
+                "members",
+                ws.len() as i64,
+                format!("a group that holds this rank (world rank {me})"),
+            ));
+        };
+        let info = self.info(Call::Dup, -2, -2, Location::caller());
+        let ctx = {
+            let mut e = self.engine();
+            let k = e.next_from_group(tag, &ws);
+            let key = kumi_core::ctxsvc::from_group_key(tag, &ws, k);
+            let id = e.ask_ctx(&key, ws.len())?;
+            e.wait_until(info, |e| e.ctx_answered(id))?;
+            e.ctx_answer(id).expect("answered")?
+        };
+        Ok(self.derived(ctx, rank as u32, ws))
     }
 
     /// A communicator made from this one (same engine), made known to the

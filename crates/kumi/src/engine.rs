@@ -365,6 +365,8 @@ fn split_point(len: usize) -> usize {
 struct Ctxs {
     server: kumi_core::ctxsvc::Server,
     idups: std::collections::HashMap<(u32, u32), u64>,
+    /// Communicators made from groups here, by (string tag, members).
+    from_groups: std::collections::HashMap<(String, Vec<u32>), u64>,
     asks: std::collections::HashMap<u64, Option<std::result::Result<u32, String>>>,
     next_ask: u64,
 }
@@ -464,29 +466,42 @@ impl Engine {
         }
     }
 
-    /// Asks the context server for the context of the `k`-th nonblocking
-    /// duplicate of the communicator with context `parent` whose first
-    /// member (smallest world rank) is `leader` (`size` members: the
-    /// communicators of one split share a context, not a leader); the answer
+    /// Asks the context server for the context of the communicator of
+    /// `size` members that `key` names (`kumi_core::ctxsvc`); the answer
     /// comes to [`Engine::ctx_answer`].
-    pub(crate) fn ask_ctx(
-        &mut self,
-        (parent, leader): (u32, u32),
-        k: u64,
-        size: usize,
-    ) -> Result<u64> {
+    pub(crate) fn ask_ctx(&mut self, key: &[u8], size: usize) -> Result<u64> {
+        if key.len() > kumi_core::ctxsvc::MAX_KEY {
+            return Err(Error::invalid(
+                "stringtag",
+                key.len() as i64,
+                format!(
+                    "a key of at most {} bytes (tag and members)",
+                    kumi_core::ctxsvc::MAX_KEY
+                ),
+            ));
+        }
         self.ctxs.next_ask += 1;
         let id = self.ctxs.next_ask;
         let mut h = Header::new(Kind::Ctx);
-        h.ctx = parent;
-        h.tag = leader as i32;
         h.src =
             u32::try_from(size).map_err(|_| Error::Protocol("communicator too large".into()))?;
-        h.aux = k;
+        h.len = key.len() as u64;
         h.id = id;
         self.ctxs.asks.insert(id, None);
-        self.push_frame(0, &h, &[])?;
+        self.push_frame(0, &h, key)?;
         Ok(id)
+    }
+
+    /// How many communicators this rank made before from the group of
+    /// world ranks `members` with string tag `tag` (counting this one).
+    pub(crate) fn next_from_group(&mut self, tag: &str, members: &[u32]) -> u64 {
+        let n = self
+            .ctxs
+            .from_groups
+            .entry((tag.to_string(), members.to_vec()))
+            .or_insert(0);
+        *n += 1;
+        *n - 1
     }
 
     /// The number of the next nonblocking duplicate of communicator
@@ -511,12 +526,14 @@ impl Engine {
         matches!(self.ctxs.asks.get(&id), Some(Some(_)))
     }
 
-    fn on_ctx_frame(&mut self, from: u32, h: &Header) -> Result<()> {
+    fn on_ctx_frame(&mut self, from: u32, h: &Header, p: &[u8]) -> Result<()> {
         use kumi_core::ctxsvc::FLAG_ANSWER;
-        if h.flags & !FLAG_ANSWER != 0 || h.len != 0 {
+        let answer = h.flags & FLAG_ANSWER != 0;
+        if h.flags & !FLAG_ANSWER != 0 || h.len != p.len() as u64 || (answer && !p.is_empty()) {
             return Err(Error::Protocol(format!(
                 "context frame with flags {:#x}, {} bytes",
-                h.flags, h.len
+                h.flags,
+                p.len()
             )));
         }
         if h.flags & FLAG_ANSWER == 0 {
@@ -526,9 +543,7 @@ impl Engine {
                     self.world_rank
                 )));
             }
-            let got = u32::try_from(h.tag)
-                .map_err(|_| format!("leader {}", h.tag))
-                .and_then(|leader| self.ctxs.server.ask((h.ctx, leader), h.aux, h.src));
+            let got = self.ctxs.server.ask(p, h.src);
             if let Err(m) = &got {
                 log(
                     self.world_rank,
@@ -957,7 +972,7 @@ impl Engine {
         match h.kind {
             Kind::Combine => crate::coll::on_combine_frame(self, from, h, p)?,
             Kind::Rma => crate::rma::on_frame(self, from, h, p)?,
-            Kind::Ctx => self.on_ctx_frame(from, h)?,
+            Kind::Ctx => self.on_ctx_frame(from, h, p)?,
             // `on_frame` handles every eager frame whose length matches.
             Kind::Eager => {
                 return Err(Error::Protocol(format!(

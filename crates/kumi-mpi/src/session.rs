@@ -1,0 +1,196 @@
+//! MPI-4 sessions: a program may start MPI with `MPI_Session_init` instead
+//! of (or besides) `MPI_Init`, learn the process sets (`mpi://WORLD`,
+//! `mpi://SELF`), make groups of them and communicators from the groups
+//! with no parent communicator (`MPI_Comm_create_from_group`, whose context
+//! comes from the runtime's context server: `kumi::Comm::create_from_group`).
+//!
+//! The runtime starts with the first of `MPI_Init` and `MPI_Session_init`
+//! and ends with the last of `MPI_Finalize` and `MPI_Session_finalize`
+//! (`crate::init`); kumi cannot start it again after that. Errors of a
+//! session call go to the session's error handler.
+
+use crate::consts::*;
+use crate::state::{out, st, State};
+use crate::{err, set_err_comm, MpiErr, R};
+use std::ffi::{c_char, c_int};
+
+/// Handles of sessions (MPICH's kind bits for a session, as made objects).
+pub(crate) const NEW_SESSION: c_int = 0xb800_0000u32 as c_int;
+const MPI_SESSION_NULL: c_int = 0x3800_0000;
+
+/// The process sets every session knows.
+const PSETS: [&str; 2] = ["mpi://WORLD", "mpi://SELF"];
+
+/// Whether error target `h` is a session (see `state::handle_error`).
+pub(crate) fn err_target(h: c_int) -> bool {
+    h & !0x03ff_ffff == NEW_SESSION
+}
+
+fn session(s: &mut State, h: c_int) -> R<&mut c_int> {
+    if s.sessions.contains_key(&h) {
+        set_err_comm(h);
+        return Ok(s.sessions.get_mut(&h).expect("checked"));
+    }
+    err(
+        MPI_ERR_SESSION,
+        format!("{h:#x} is not a session (or it was finalized)"),
+    )
+}
+
+/// The world ranks of process set `name`.
+fn pset(s: &mut State, name: &str) -> R<Vec<u32>> {
+    let w = s.comm(MPI_COMM_WORLD)?;
+    match name {
+        "mpi://WORLD" => Ok((0..w.size() as u32).collect()),
+        "mpi://SELF" => Ok(vec![w.rank() as u32]),
+        _ => err(
+            MPI_ERR_ARG,
+            format!("{name:?} is not a process set (kumi has mpi://WORLD and mpi://SELF)"),
+        ),
+    }
+}
+
+fn name_arg(p: *const c_char, what: &str) -> R<String> {
+    crate::state::in_str(p, what)
+}
+
+mpi! {
+    fn MPI_Session_init / PMPI_Session_init(info: c_int, errhandler: c_int, session_out: *mut c_int) {
+        if session_out.is_null() {
+            return err(MPI_ERR_ARG, "the output argument `session` is NULL");
+        }
+        crate::init::start_session()?;
+        let mut s = st()?;
+        crate::comm::check_info(&mut s, info)?;
+        if !matches!(errhandler, MPI_ERRORS_ARE_FATAL | MPI_ERRORS_RETURN | MPI_ERRORS_ABORT) && !s.errhs.contains_key(&errhandler) {
+            drop(s);
+            crate::init::end_session()?;
+            return err(MPI_ERR_ARG, format!("{errhandler:#x} is not an error handler"));
+        }
+        let h = s.fresh(NEW_SESSION);
+        s.sessions.insert(h, errhandler);
+        drop(s);
+        out(session_out, "session", h)
+    }
+
+    fn MPI_Session_finalize / PMPI_Session_finalize(session_p: *mut c_int) {
+        let h = crate::state::read(session_p, "session")?;
+        {
+            let mut s = st()?;
+            session(&mut s, h)?;
+            s.sessions.remove(&h);
+        }
+        set_err_comm(MPI_COMM_WORLD);
+        out(session_p, "session", MPI_SESSION_NULL)?;
+        crate::init::end_session()
+    }
+
+    fn MPI_Session_get_num_psets / PMPI_Session_get_num_psets(session_h: c_int, _info: c_int, npset_names: *mut c_int) {
+        session(&mut *st()?, session_h)?;
+        out(npset_names, "npset_names", PSETS.len() as c_int)
+    }
+
+    fn MPI_Session_get_nth_pset / PMPI_Session_get_nth_pset(session_h: c_int, _info: c_int, n: c_int, pset_len: *mut c_int, pset_name: *mut c_char) {
+        session(&mut *st()?, session_h)?;
+        let Some(name) = usize::try_from(n).ok().and_then(|i| PSETS.get(i)) else {
+            return err(MPI_ERR_ARG, format!("process set {n}: there are {}", PSETS.len()));
+        };
+        let cap = crate::state::read(pset_len, "pset_len")?;
+        let need = name.len() as c_int + 1;
+        // With a length of 0, the length needed (with the terminating NUL);
+        // else as much of the name as fits, always terminated.
+        if cap > 0 {
+            if pset_name.is_null() {
+                return err(MPI_ERR_ARG, "pset_name is NULL");
+            }
+            let k = name.len().min(cap as usize - 1);
+            // SAFETY: the program passes `cap` writable bytes at `pset_name`,
+            // and `k + 1 <= cap`.
+            unsafe {
+                std::ptr::copy_nonoverlapping(name.as_ptr(), pset_name as *mut u8, k);
+                *pset_name.add(k) = 0;
+            }
+        }
+        out(pset_len, "pset_len", need)
+    }
+
+    fn MPI_Session_get_pset_info / PMPI_Session_get_pset_info(session_h: c_int, pset_name: *const c_char, info: *mut c_int) {
+        let name = name_arg(pset_name, "pset_name")?;
+        let mut s = st()?;
+        // The session last: its handler takes the error (the world lookup
+        // in `pset` names the world).
+        let members = pset(&mut s, &name);
+        session(&mut s, session_h)?;
+        let n = members?.len();
+        let h = s.fresh(NEW_INFO);
+        s.infos.insert(h, vec![("mpi_size".to_string(), n.to_string())]);
+        drop(s);
+        out(info, "info", h)
+    }
+
+    fn MPI_Session_get_info / PMPI_Session_get_info(session_h: c_int, info_used: *mut c_int) {
+        let mut s = st()?;
+        session(&mut s, session_h)?;
+        let level = if crate::state::serialized() { "MPI_THREAD_SERIALIZED" } else { "MPI_THREAD_FUNNELED" };
+        let h = s.fresh(NEW_INFO);
+        s.infos.insert(h, vec![("thread_level".to_string(), level.to_string())]);
+        drop(s);
+        out(info_used, "info_used", h)
+    }
+
+    fn MPI_Group_from_session_pset / PMPI_Group_from_session_pset(session_h: c_int, pset_name: *const c_char, newgroup: *mut c_int) {
+        let name = name_arg(pset_name, "pset_name")?;
+        let mut s = st()?;
+        let members = pset(&mut s, &name);
+        session(&mut s, session_h)?;
+        let members = members?;
+        let g = s.new_group(members);
+        drop(s);
+        out(newgroup, "newgroup", g)
+    }
+
+    fn MPI_Comm_create_from_group / PMPI_Comm_create_from_group(group: c_int, stringtag: *const c_char, info: c_int, errhandler: c_int, newcomm: *mut c_int) {
+        let tag = name_arg(stringtag, "stringtag")?;
+        if tag.len() > MPI_MAX_STRINGTAG_LEN {
+            return err(MPI_ERR_ARG, format!("a string tag of {} bytes (MPI_MAX_STRINGTAG_LEN is {MPI_MAX_STRINGTAG_LEN})", tag.len()));
+        }
+        let (world, members) = {
+            let mut s = st()?;
+            crate::comm::check_info(&mut s, info)?;
+            if !matches!(errhandler, MPI_ERRORS_ARE_FATAL | MPI_ERRORS_RETURN | MPI_ERRORS_ABORT) && !s.errhs.contains_key(&errhandler) {
+                return err(MPI_ERR_ARG, format!("{errhandler:#x} is not an error handler"));
+            }
+            (s.comm(MPI_COMM_WORLD)?, s.group(group)?.clone())
+        };
+        let members: Vec<usize> = members.iter().map(|&m| m as usize).collect();
+        let c = world.create_from_group(&members, &tag)?;
+        let h = crate::comm::add_comm(&mut *st()?, c, errhandler, None);
+        out(newcomm, "newcomm", h)
+    }
+
+    fn MPI_Session_create_errhandler / PMPI_Session_create_errhandler(f: Option<crate::state::ErrFn>, errhandler: *mut c_int) {
+        let h = st()?.new_errhandler(f, |s| &mut s.errhs)?;
+        out(errhandler, "errhandler", h)
+    }
+
+    fn MPI_Session_set_errhandler / PMPI_Session_set_errhandler(session_h: c_int, errhandler: c_int) {
+        let mut s = st()?;
+        if !matches!(errhandler, MPI_ERRORS_ARE_FATAL | MPI_ERRORS_RETURN | MPI_ERRORS_ABORT) && !s.errhs.contains_key(&errhandler) {
+            return err(MPI_ERR_ARG, format!("{errhandler:#x} is not an error handler"));
+        }
+        *session(&mut s, session_h)? = errhandler;
+        Ok(())
+    }
+
+    fn MPI_Session_get_errhandler / PMPI_Session_get_errhandler(session_h: c_int, errhandler: *mut c_int) {
+        let h = *session(&mut *st()?, session_h)?;
+        out(errhandler, "errhandler", h)
+    }
+
+    fn MPI_Session_call_errhandler / PMPI_Session_call_errhandler(session_h: c_int, errorcode: c_int) {
+        session(&mut *st()?, session_h)?;
+        let e = MpiErr { class: errorcode, msg: format!("MPI_Session_call_errhandler raised error code {errorcode}") };
+        crate::state::handle_error("MPI_Session_call_errhandler", session_h, e);
+        Ok(())
+    }
+}
