@@ -21,7 +21,7 @@
 //! | Wrote | 0           | 0              | receiver request   | 0                    | none    |
 //! | Combine | p2p ctx of the communicator | payload bytes | 0           | 0                    | a `combine::Msg` |
 //! | Rma   | window, origin rank, opcode | payload bytes (get: bytes asked) | origin request | byte offset | see `rma` |
-//! | Ctx   | parent context, parent size | 0 | asker's request | duplicate number (answer: the context) | none |
+//! | Ctx   | 0, members, 0 | key bytes (answer: 0) | asker's request | 0 (answer: the context) | the key (see `ctxsvc`) |
 //!
 //! `Split` / `Wrote` are the two-sided single copy: the receiver reads the first
 //! half of the message out of the sender while the sender writes the second half
