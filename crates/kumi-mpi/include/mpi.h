@@ -1124,6 +1124,9 @@ int MPI_Session_call_errhandler(MPI_Session session, int errorcode);
 int MPI_Group_from_session_pset(MPI_Session session, const char *pset_name, MPI_Group *newgroup);
 int MPI_Comm_create_from_group(MPI_Group group, const char *stringtag, MPI_Info info,
                                MPI_Errhandler errhandler, MPI_Comm *newcomm);
+int MPI_Intercomm_create_from_groups(MPI_Group local_group, int local_leader, MPI_Group remote_group,
+                                     int remote_leader, const char *stringtag, MPI_Info info,
+                                     MPI_Errhandler errhandler, MPI_Comm *newintercomm);
 
 /* ---- declared so programs compile; not supported by kumi yet (they fail
  *      at run time naming themselves) ------------------------------------------------- */
@@ -1151,9 +1154,6 @@ int MPI_Register_datarep(const char *datarep, MPI_Datarep_conversion_function *r
 int MPI_Register_datarep_c(const char *datarep, MPI_Datarep_conversion_function_c *read_conversion_fn,
                            MPI_Datarep_conversion_function_c *write_conversion_fn,
                            MPI_Datarep_extent_function *dtype_file_extent_fn, void *extra_state);
-int MPI_Intercomm_create_from_groups(MPI_Group local_group, int local_leader, MPI_Group remote_group,
-                                     int remote_leader, const char *stringtag, MPI_Info info,
-                                     MPI_Errhandler errhandler, MPI_Comm *newintercomm);
 
 /* ---- tools information interface (MPI_T): kumi exposes no variables yet ----------- */
 typedef struct kumi_T_enum_s *MPI_T_enum;

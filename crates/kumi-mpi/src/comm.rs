@@ -34,7 +34,7 @@ pub(crate) fn add_comm(s: &mut State, comm: Comm, errh: c_int, cart: Option<Cart
 }
 
 /// Registers a new intercommunicator (with `parent`'s error handler).
-fn add_inter(parent: c_int, ic: kumi::inter::InterComm, newcomm: *mut c_int) -> R<()> {
+pub(crate) fn add_inter(parent: c_int, ic: kumi::inter::InterComm, newcomm: *mut c_int) -> R<()> {
     let mut s = st()?;
     let errh = s.comm_entry(parent)?.errh;
     let local = add_comm(&mut s, ic.local().clone(), errh, None);

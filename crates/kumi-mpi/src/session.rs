@@ -168,6 +168,48 @@ mpi! {
         out(newcomm, "newcomm", h)
     }
 
+    fn MPI_Intercomm_create_from_groups / PMPI_Intercomm_create_from_groups(local_group: c_int, local_leader: c_int, remote_group: c_int, remote_leader: c_int, stringtag: *const c_char, info: c_int, errhandler: c_int, newintercomm: *mut c_int) {
+        let tag = name_arg(stringtag, "stringtag")?;
+        if tag.len() > MPI_MAX_STRINGTAG_LEN {
+            return err(MPI_ERR_ARG, format!("a string tag of {} bytes (MPI_MAX_STRINGTAG_LEN is {MPI_MAX_STRINGTAG_LEN})", tag.len()));
+        }
+        let (world, lg, rg) = {
+            let mut s = st()?;
+            crate::comm::check_info(&mut s, info)?;
+            if !matches!(errhandler, MPI_ERRORS_ARE_FATAL | MPI_ERRORS_RETURN | MPI_ERRORS_ABORT) && !s.errhs.contains_key(&errhandler) {
+                return err(MPI_ERR_ARG, format!("{errhandler:#x} is not an error handler"));
+            }
+            (s.comm(MPI_COMM_WORLD)?, s.group(local_group)?.clone(), s.group(remote_group)?.clone())
+        };
+        let leader = |l: c_int, g: &[u32], what: &str| {
+            usize::try_from(l).ok().filter(|&l| l < g.len()).ok_or_else(|| MpiErr {
+                class: MPI_ERR_RANK,
+                msg: format!("{what} {l} is not a rank of its group of {}", g.len()),
+            })
+        };
+        let (ll, rl) = (leader(local_leader, &lg, "local_leader")?, leader(remote_leader, &rg, "remote_leader")?);
+        // The local group's communicator, then, between the two leaders
+        // only, the peer communicator the intercommunicator is made over
+        // (both from groups, so no parent is needed); tags of kumi's own
+        // after the program's, which a string tag cannot hold.
+        let members = |g: &[u32]| g.iter().map(|&m| m as usize).collect::<Vec<_>>();
+        let local = world.create_from_group(&members(&lg), &format!("{tag}\u{0}local"))?;
+        let (lw, rw) = (lg[ll], rg[rl]);
+        let me = world.rank() as u32;
+        let (peer, rl_in_peer) = if me == lw {
+            let pair = [lw.min(rw) as usize, lw.max(rw) as usize];
+            let peer = world.create_from_group(&pair, &format!("{tag}\u{0}peer"))?;
+            (peer, usize::from(rw > lw))
+        } else {
+            (local.clone(), 0)
+        };
+        let ic = kumi::inter::InterComm::create(&local, ll, &peer, rl_in_peer, 0)?;
+        crate::comm::add_inter(MPI_COMM_WORLD, ic, newintercomm)?;
+        let h = crate::state::read(newintercomm, "newintercomm")?;
+        st()?.comm_entry(h)?.errh = errhandler;
+        Ok(())
+    }
+
     fn MPI_Session_create_errhandler / PMPI_Session_create_errhandler(f: Option<crate::state::ErrFn>, errhandler: *mut c_int) {
         let h = st()?.new_errhandler(f, |s| &mut s.errhs)?;
         out(errhandler, "errhandler", h)

@@ -143,10 +143,6 @@ pub extern "C" fn MPI_Comm_spawn_multiple() -> c_int {
     crate::unsupported("MPI_Comm_spawn_multiple")
 }
 #[no_mangle]
-pub extern "C" fn MPI_Intercomm_create_from_groups() -> c_int {
-    crate::unsupported("MPI_Intercomm_create_from_groups")
-}
-#[no_mangle]
 pub extern "C" fn MPI_Lookup_name() -> c_int {
     crate::unsupported("MPI_Lookup_name")
 }
@@ -253,10 +249,6 @@ pub extern "C" fn PMPI_Comm_spawn() -> c_int {
 #[no_mangle]
 pub extern "C" fn PMPI_Comm_spawn_multiple() -> c_int {
     crate::unsupported("MPI_Comm_spawn_multiple")
-}
-#[no_mangle]
-pub extern "C" fn PMPI_Intercomm_create_from_groups() -> c_int {
-    crate::unsupported("MPI_Intercomm_create_from_groups")
 }
 #[no_mangle]
 pub extern "C" fn PMPI_Lookup_name() -> c_int {

@@ -91,6 +91,33 @@ int main(int argc, char **argv) {
         CHECK(cls == MPI_ERR_ARG);
     }
 
+    /* An intercommunicator between the even and the odd ranks, from groups. */
+    if (n > 1) {
+        int ne = (n + 1) / 2, no = n / 2, *ev = malloc(sizeof(int) * n), *od = malloc(sizeof(int) * n);
+        for (int i = 0; i < ne; i++) ev[i] = 2 * i;
+        for (int i = 0; i < no; i++) od[i] = 2 * i + 1;
+        MPI_Group ge, go;
+        OK(MPI_Group_incl(g, ne, ev, &ge));
+        OK(MPI_Group_incl(g, no, od, &go));
+        MPI_Comm ic, merged;
+        OK(MPI_Intercomm_create_from_groups(r % 2 ? go : ge, 0, r % 2 ? ge : go, 0, "org.kumi.test.inter",
+                                            MPI_INFO_NULL, MPI_ERRORS_RETURN, &ic));
+        int rs, is_inter, ms;
+        OK(MPI_Comm_test_inter(ic, &is_inter));
+        OK(MPI_Comm_remote_size(ic, &rs));
+        CHECK(is_inter && rs == (r % 2 ? ne : no));
+        OK(MPI_Barrier(ic));
+        OK(MPI_Intercomm_merge(ic, r % 2, &merged));
+        OK(MPI_Comm_size(merged, &ms));
+        CHECK(ms == n);
+        OK(MPI_Comm_free(&merged));
+        OK(MPI_Comm_free(&ic));
+        OK(MPI_Group_free(&ge));
+        OK(MPI_Group_free(&go));
+        free(ev);
+        free(od);
+    }
+
     /* A handler of the program's own, called by MPI_Session_call_errhandler. */
     MPI_Errhandler eh, got;
     OK(MPI_Session_create_errhandler(on_error, &eh));
