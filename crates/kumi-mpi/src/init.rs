@@ -31,38 +31,27 @@ fn init() -> R<()> {
     if WORLD_INIT.load(Ordering::Acquire) {
         return err(MPI_ERR_OTHER, "MPI_Init was called more than once");
     }
-    match phase().load(Ordering::Acquire) {
-        0 => start()?,
-        1 => {
-            // A session started the runtime: MPI_Init joins it, from the
-            // same thread.
-            st()?;
-        }
-        _ => {
-            return err(
-                MPI_ERR_OTHER,
-                "MPI was finalized: kumi cannot start it again",
-            )
-        }
-    }
+    join()?;
     WORLD_INIT.store(true, Ordering::Release);
     Ok(())
 }
 
+/// Starts the runtime, or, when a session (or `MPI_Init`) already has,
+/// checks that this call comes from the thread that did.
+fn join() -> R<()> {
+    match phase().load(Ordering::Acquire) {
+        0 => start(),
+        1 => st().map(drop),
+        _ => err(
+            MPI_ERR_OTHER,
+            "MPI was finalized: kumi cannot start it again",
+        ),
+    }
+}
+
 /// `MPI_Session_init`'s part here: starts the runtime if nothing has.
 pub(crate) fn start_session() -> R<()> {
-    match phase().load(Ordering::Acquire) {
-        0 => start()?,
-        1 => {
-            st()?;
-        }
-        _ => {
-            return err(
-                MPI_ERR_OTHER,
-                "MPI was finalized: kumi cannot start it again",
-            )
-        }
-    }
+    join()?;
     SESSIONS.fetch_add(1, Ordering::Relaxed);
     Ok(())
 }

@@ -50,6 +50,14 @@ fn pset(s: &mut State, name: &str) -> R<Vec<u32>> {
     }
 }
 
+/// Whether `h` is an error handler a session or a communicator may take.
+fn is_errhandler(s: &State, h: c_int) -> bool {
+    matches!(
+        h,
+        MPI_ERRORS_ARE_FATAL | MPI_ERRORS_RETURN | MPI_ERRORS_ABORT
+    ) || s.errhs.contains_key(&h)
+}
+
 fn name_arg(p: *const c_char, what: &str) -> R<String> {
     crate::state::in_str(p, what)
 }
@@ -62,7 +70,7 @@ mpi! {
         crate::init::start_session()?;
         let mut s = st()?;
         crate::comm::check_info(&mut s, info)?;
-        if !matches!(errhandler, MPI_ERRORS_ARE_FATAL | MPI_ERRORS_RETURN | MPI_ERRORS_ABORT) && !s.errhs.contains_key(&errhandler) {
+        if !is_errhandler(&s, errhandler) {
             drop(s);
             crate::init::end_session()?;
             return err(MPI_ERR_ARG, format!("{errhandler:#x} is not an error handler"));
@@ -157,7 +165,7 @@ mpi! {
         let (world, members) = {
             let mut s = st()?;
             crate::comm::check_info(&mut s, info)?;
-            if !matches!(errhandler, MPI_ERRORS_ARE_FATAL | MPI_ERRORS_RETURN | MPI_ERRORS_ABORT) && !s.errhs.contains_key(&errhandler) {
+            if !is_errhandler(&s, errhandler) {
                 return err(MPI_ERR_ARG, format!("{errhandler:#x} is not an error handler"));
             }
             (s.comm(MPI_COMM_WORLD)?, s.group(group)?.clone())
@@ -176,7 +184,7 @@ mpi! {
         let (world, lg, rg) = {
             let mut s = st()?;
             crate::comm::check_info(&mut s, info)?;
-            if !matches!(errhandler, MPI_ERRORS_ARE_FATAL | MPI_ERRORS_RETURN | MPI_ERRORS_ABORT) && !s.errhs.contains_key(&errhandler) {
+            if !is_errhandler(&s, errhandler) {
                 return err(MPI_ERR_ARG, format!("{errhandler:#x} is not an error handler"));
             }
             (s.comm(MPI_COMM_WORLD)?, s.group(local_group)?.clone(), s.group(remote_group)?.clone())
@@ -217,7 +225,7 @@ mpi! {
 
     fn MPI_Session_set_errhandler / PMPI_Session_set_errhandler(session_h: c_int, errhandler: c_int) {
         let mut s = st()?;
-        if !matches!(errhandler, MPI_ERRORS_ARE_FATAL | MPI_ERRORS_RETURN | MPI_ERRORS_ABORT) && !s.errhs.contains_key(&errhandler) {
+        if !is_errhandler(&s, errhandler) {
             return err(MPI_ERR_ARG, format!("{errhandler:#x} is not an error handler"));
         }
         *session(&mut s, session_h)? = errhandler;
