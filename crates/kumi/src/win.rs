@@ -330,10 +330,10 @@ impl Window {
         self.dynamic || self.slot.get(r).is_some_and(|s| s.is_none())
     }
 
-    fn wait_info(&self, r: usize, at: &'static Location<'static>) -> WaitInfo {
-        // No peer: the target's engine answers whatever its application
-        // does, so the wait depends on no call of the target's.
-        let _ = r;
+    /// How a wait for another rank's engine is reported: with no peer, as
+    /// the target's engine answers whatever its application does, so the
+    /// wait depends on no call of the target's.
+    fn wait_info(&self, at: &'static Location<'static>) -> WaitInfo {
         self.comm.info(Call::Wait, -2, -2, at)
     }
 
@@ -483,7 +483,7 @@ impl Window {
     pub fn get(&self, r: usize, offset: u64, out: &mut [u8]) -> Result<()> {
         let p = self.range(r, offset, out.len())?;
         if self.remote(r) {
-            let info = self.wait_info(r, Location::caller());
+            let info = self.wait_info(Location::caller());
             return rma::get(&mut self.comm.engine(), info, self.wire(r), offset, out);
         }
         self.transfer(r, p, out.as_mut_ptr(), out.len(), false)
@@ -517,7 +517,7 @@ impl Window {
             ));
         }
         if self.remote(r) {
-            let info = self.wait_info(r, Location::caller());
+            let info = self.wait_info(Location::caller());
             let mut e = self.comm.engine();
             return rma::accumulate(
                 &mut e,
@@ -554,7 +554,7 @@ impl Window {
     pub fn lock(&self, r: usize, exclusive: bool) -> Result<()> {
         self.range(r, 0, 0)?;
         if self.remote(r) {
-            let info = self.wait_info(r, Location::caller());
+            let info = self.wait_info(Location::caller());
             return rma::lock(&mut self.comm.engine(), info, self.wire(r), exclusive);
         }
         let word = RwWord(self.word(r, 0));
@@ -584,7 +584,7 @@ impl Window {
     pub fn unlock(&self, r: usize, exclusive: bool) -> Result<()> {
         self.range(r, 0, 0)?;
         if self.remote(r) {
-            let info = self.wait_info(r, Location::caller());
+            let info = self.wait_info(Location::caller());
             return rma::unlock(&mut self.comm.engine(), info, self.wire(r), exclusive);
         }
         fence(Ordering::SeqCst);
@@ -600,7 +600,7 @@ impl Window {
     pub fn sync(&self) -> Result<()> {
         fence(Ordering::SeqCst);
         if self.spans() {
-            let info = self.wait_info(0, Location::caller());
+            let info = self.wait_info(Location::caller());
             rma::flush(&mut self.comm.engine(), info, self.id())?;
         }
         Ok(())
