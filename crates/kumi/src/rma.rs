@@ -798,6 +798,61 @@ fn combine<T: crate::coll::Elem>(b: Builtin, cur: &mut [u8], data: &[u8]) -> Res
 mod tests {
     use super::*;
 
+    fn part(regions: Option<Vec<(usize, usize)>>) -> Part {
+        Part {
+            mem: Mem {
+                base: 0x1000,
+                size: 64,
+                rw: 0,
+                mutex: 0,
+            },
+            regions,
+            members: vec![0, 1],
+        }
+    }
+
+    #[test]
+    fn accesses_outside_a_part_are_refused() {
+        let p = part(None);
+        assert_eq!(p.at(0, 64), Ok(0x1000));
+        assert_eq!(p.at(60, 4), Ok(0x103c));
+        assert!(p.at(61, 4).is_err());
+        assert!(p.at(64, 1).is_err());
+        assert!(p.at(u64::MAX, 2).is_err(), "an offset that overflows");
+        assert_eq!(p.at(64, 0), Ok(0x1040), "an empty access at the end");
+    }
+
+    #[test]
+    fn dynamic_accesses_must_fall_inside_one_region() {
+        let p = part(Some(vec![(0x2000, 16), (0x2010, 16)]));
+        assert_eq!(p.at(0x2000, 16), Ok(0x2000));
+        assert_eq!(p.at(0x2018, 8), Ok(0x2018));
+        // Two regions that touch are still two: an access across is refused.
+        assert!(p.at(0x2008, 16).is_err());
+        assert!(p.at(0x1fff, 2).is_err());
+        assert!(
+            p.at(0x1000, 8).is_err(),
+            "the static base means nothing here"
+        );
+        assert!(p.at(u64::MAX - 1, 4).is_err());
+    }
+
+    #[test]
+    fn regions_may_not_overlap_and_detach_needs_a_start() {
+        let mut st = RmaState::default();
+        st.expose(7, part(Some(Vec::new())));
+        st.attach(7, 0x3000, 32).unwrap();
+        assert!(st.attach(7, 0x3010, 32).is_err(), "overlap");
+        assert!(st.attach(7, 0x2ff0, 17).is_err(), "overlap from below");
+        st.attach(7, 0x3020, 8).unwrap();
+        assert!(st.detach(7, 0x3008).is_err(), "not a region's start");
+        st.detach(7, 0x3000).unwrap();
+        assert!(st.detach(7, 0x3000).is_err(), "detached twice");
+        assert!(st.attach(8, 0x4000, 8).is_err(), "no such window");
+        st.expose(9, part(None));
+        assert!(st.attach(9, 0x4000, 8).is_err(), "not a dynamic window");
+    }
+
     #[test]
     fn apply_combines_unaligned_elements() {
         let mut cur = [0u8; 17];
