@@ -906,8 +906,7 @@ mpi! {
     fn MPI_Comm_get_info / PMPI_Comm_get_info(comm: c_int, info_used: *mut c_int) {
         let mut s = st()?;
         s.comm_entry(comm)?;
-        let h = s.fresh(NEW_INFO);
-        s.infos.insert(h, Vec::new());
+        let h = s.new_info(Vec::new());
         drop(s);
         out(info_used, "info_used", h)
     }
@@ -1660,16 +1659,14 @@ mpi! {
         }
         kv.push(("host".to_string(), kumi::hostname()));
         kv.push(("arch".to_string(), std::env::consts::ARCH.to_string()));
-        let h = s.fresh(NEW_INFO);
-        s.infos.insert(h, kv);
+        let h = s.new_info(kv);
         drop(s);
         out(info, "info", h)
     }
 
     fn MPI_Info_create / PMPI_Info_create(info: *mut c_int) {
         let mut s = st()?;
-        let h = s.fresh(NEW_INFO);
-        s.infos.insert(h, Vec::new());
+        let h = s.new_info(Vec::new());
         drop(s);
         out(info, "info", h)
     }
@@ -1759,8 +1756,7 @@ mpi! {
     fn MPI_Info_dup / PMPI_Info_dup(info: c_int, newinfo: *mut c_int) {
         let mut s = st()?;
         let v = info_entry(&mut s, info)?.clone();
-        let h = s.fresh(NEW_INFO);
-        s.infos.insert(h, v);
+        let h = s.new_info(v);
         drop(s);
         out(newinfo, "newinfo", h)
     }

@@ -627,8 +627,7 @@ mpi! {
     fn MPI_File_get_info / PMPI_File_get_info(fh: Fh, info_used: *mut c_int) {
         let mut s = st()?;
         entry(&mut s, fh)?;
-        let h = s.fresh(NEW_INFO);
-        s.infos.insert(h, Vec::new());
+        let h = s.new_info(Vec::new());
         drop(s);
         out(info_used, "info_used", h)
     }

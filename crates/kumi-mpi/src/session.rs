@@ -50,12 +50,40 @@ fn pset(s: &mut State, name: &str) -> R<Vec<u32>> {
     }
 }
 
-/// Whether `h` is an error handler a session or a communicator may take.
-fn is_errhandler(s: &State, h: c_int) -> bool {
-    matches!(
+/// Refuses `h` unless it is an error handler a session or a communicator
+/// may take.
+fn check_errhandler(s: &State, h: c_int) -> R<()> {
+    if matches!(
         h,
         MPI_ERRORS_ARE_FATAL | MPI_ERRORS_RETURN | MPI_ERRORS_ABORT
     ) || s.errhs.contains_key(&h)
+    {
+        return Ok(());
+    }
+    err(MPI_ERR_ARG, format!("{h:#x} is not an error handler"))
+}
+
+/// What every constructor from groups checks (string tag, info, error
+/// handler), and the world communicator, whose engine makes the new one.
+fn from_group_args(
+    stringtag: *const c_char,
+    info: c_int,
+    errhandler: c_int,
+) -> R<(String, kumi::Comm)> {
+    let tag = name_arg(stringtag, "stringtag")?;
+    if tag.len() > MPI_MAX_STRINGTAG_LEN {
+        return err(
+            MPI_ERR_ARG,
+            format!(
+                "a string tag of {} bytes (MPI_MAX_STRINGTAG_LEN is {MPI_MAX_STRINGTAG_LEN})",
+                tag.len()
+            ),
+        );
+    }
+    let mut s = st()?;
+    crate::comm::check_info(&mut s, info)?;
+    check_errhandler(&s, errhandler)?;
+    Ok((tag, s.comm(MPI_COMM_WORLD)?))
 }
 
 fn name_arg(p: *const c_char, what: &str) -> R<String> {
@@ -70,10 +98,10 @@ mpi! {
         crate::init::start_session()?;
         let mut s = st()?;
         crate::comm::check_info(&mut s, info)?;
-        if !is_errhandler(&s, errhandler) {
+        if let Err(e) = check_errhandler(&s, errhandler) {
             drop(s);
             crate::init::end_session()?;
-            return err(MPI_ERR_ARG, format!("{errhandler:#x} is not an error handler"));
+            return Err(e);
         }
         let h = s.fresh(NEW_SESSION);
         s.sessions.insert(h, errhandler);
@@ -130,8 +158,7 @@ mpi! {
         let members = pset(&mut s, &name);
         session(&mut s, session_h)?;
         let n = members?.len();
-        let h = s.fresh(NEW_INFO);
-        s.infos.insert(h, vec![("mpi_size".to_string(), n.to_string())]);
+        let h = s.new_info(vec![("mpi_size".to_string(), n.to_string())]);
         drop(s);
         out(info, "info", h)
     }
@@ -140,8 +167,7 @@ mpi! {
         let mut s = st()?;
         session(&mut s, session_h)?;
         let level = if crate::state::serialized() { "MPI_THREAD_SERIALIZED" } else { "MPI_THREAD_FUNNELED" };
-        let h = s.fresh(NEW_INFO);
-        s.infos.insert(h, vec![("thread_level".to_string(), level.to_string())]);
+        let h = s.new_info(vec![("thread_level".to_string(), level.to_string())]);
         drop(s);
         out(info_used, "info_used", h)
     }
@@ -158,18 +184,8 @@ mpi! {
     }
 
     fn MPI_Comm_create_from_group / PMPI_Comm_create_from_group(group: c_int, stringtag: *const c_char, info: c_int, errhandler: c_int, newcomm: *mut c_int) {
-        let tag = name_arg(stringtag, "stringtag")?;
-        if tag.len() > MPI_MAX_STRINGTAG_LEN {
-            return err(MPI_ERR_ARG, format!("a string tag of {} bytes (MPI_MAX_STRINGTAG_LEN is {MPI_MAX_STRINGTAG_LEN})", tag.len()));
-        }
-        let (world, members) = {
-            let mut s = st()?;
-            crate::comm::check_info(&mut s, info)?;
-            if !is_errhandler(&s, errhandler) {
-                return err(MPI_ERR_ARG, format!("{errhandler:#x} is not an error handler"));
-            }
-            (s.comm(MPI_COMM_WORLD)?, s.group(group)?.clone())
-        };
+        let (tag, world) = from_group_args(stringtag, info, errhandler)?;
+        let members = st()?.group(group)?.clone();
         let members: Vec<usize> = members.iter().map(|&m| m as usize).collect();
         let c = world.create_from_group(&members, &tag)?;
         let h = crate::comm::add_comm(&mut *st()?, c, errhandler, None);
@@ -177,17 +193,10 @@ mpi! {
     }
 
     fn MPI_Intercomm_create_from_groups / PMPI_Intercomm_create_from_groups(local_group: c_int, local_leader: c_int, remote_group: c_int, remote_leader: c_int, stringtag: *const c_char, info: c_int, errhandler: c_int, newintercomm: *mut c_int) {
-        let tag = name_arg(stringtag, "stringtag")?;
-        if tag.len() > MPI_MAX_STRINGTAG_LEN {
-            return err(MPI_ERR_ARG, format!("a string tag of {} bytes (MPI_MAX_STRINGTAG_LEN is {MPI_MAX_STRINGTAG_LEN})", tag.len()));
-        }
-        let (world, lg, rg) = {
-            let mut s = st()?;
-            crate::comm::check_info(&mut s, info)?;
-            if !is_errhandler(&s, errhandler) {
-                return err(MPI_ERR_ARG, format!("{errhandler:#x} is not an error handler"));
-            }
-            (s.comm(MPI_COMM_WORLD)?, s.group(local_group)?.clone(), s.group(remote_group)?.clone())
+        let (tag, world) = from_group_args(stringtag, info, errhandler)?;
+        let (lg, rg) = {
+            let s = st()?;
+            (s.group(local_group)?.clone(), s.group(remote_group)?.clone())
         };
         let leader = |l: c_int, g: &[u32], what: &str| {
             usize::try_from(l).ok().filter(|&l| l < g.len()).ok_or_else(|| MpiErr {
@@ -225,9 +234,7 @@ mpi! {
 
     fn MPI_Session_set_errhandler / PMPI_Session_set_errhandler(session_h: c_int, errhandler: c_int) {
         let mut s = st()?;
-        if !is_errhandler(&s, errhandler) {
-            return err(MPI_ERR_ARG, format!("{errhandler:#x} is not an error handler"));
-        }
+        check_errhandler(&s, errhandler)?;
         *session(&mut s, session_h)? = errhandler;
         Ok(())
     }

@@ -732,6 +732,13 @@ impl State {
         }
     }
 
+    /// A new info object holding `kv`.
+    pub fn new_info(&mut self, kv: Vec<(String, String)>) -> c_int {
+        let h = self.fresh(NEW_INFO);
+        self.infos.insert(h, kv);
+        h
+    }
+
     pub fn new_group(&mut self, members: Vec<u32>) -> c_int {
         if members.is_empty() {
             return MPI_GROUP_EMPTY;

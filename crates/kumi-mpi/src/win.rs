@@ -864,8 +864,7 @@ mpi! {
     fn MPI_Win_get_info / PMPI_Win_get_info(win_h: c_int, info_used: *mut c_int) {
         let mut s = st()?;
         entry(&mut s, win_h)?;
-        let h = s.fresh(NEW_INFO);
-        s.infos.insert(h, Vec::new());
+        let h = s.new_info(Vec::new());
         drop(s);
         out(info_used, "info_used", h)
     }
