@@ -199,6 +199,59 @@ pub(crate) fn env_u64(name: &str, default: u64) -> Result<u64> {
     }
 }
 
+/// `name` as a number, or `None` if unset.
+fn env_opt_u64(name: &str) -> Result<Option<u64>> {
+    match std::env::var_os(name) {
+        Some(_) => env_u64(name, 0).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// Eager limit on the network when `KUMI_EAGER_LIMIT` is unset.
+const EAGER_NET: usize = 8 * 1024;
+
+/// The eager limits `(shared memory, network)`: the largest message sent in
+/// one frame, above which a send is a rendezvous (single copy on shared
+/// memory). `shm_max`/`net_max`: the largest frame each transport present
+/// carries; `asked`: `KUMI_EAGER_LIMIT`, which sets both and must fit both.
+///
+/// Unset, the shared-memory limit follows the ring: a quarter of the largest
+/// record rounded down to a power of two, between 8 and 64 KiB (64 KiB with
+/// the 1 MiB rings of up to 5 ranks on a host, 32 KiB at 8, 8 KiB from 16
+/// on), so an eager record never takes more than a sixteenth of its ring.
+/// Measured (docs/BENCHMARKS.md, session 11): with a 1 MiB ring, eager 16
+/// and 32 KiB messages ping-pong 3x and 2x faster than by rendezvous (4.6 ->
+/// 1.6 us, 5.6 -> 2.6 us) and stream 3x and 2x faster; 64 KiB 7.7 -> 4.7 us.
+/// (With session 2's 64 KiB rings, eager 16 KiB filled the ring after three
+/// records and streamed at a fifth of the rendezvous rate: hence the floor
+/// of 8 KiB and the scaling.) On the network it stays at 8 KiB.
+fn eager_limits(
+    shm_max: Option<usize>,
+    net_max: Option<usize>,
+    asked: Option<u64>,
+) -> Result<(usize, usize)> {
+    if let Some(v) = asked {
+        let v = usize::try_from(v).unwrap_or(usize::MAX);
+        if let Some(m) = shm_max.into_iter().chain(net_max).min().filter(|&m| v > m) {
+            return Err(Error::Bootstrap(format!(
+                "KUMI_EAGER_LIMIT={v} exceeds the largest frame the transport holds ({m} bytes); \
+                 lower it or raise KUMI_SHM_RING_BYTES"
+            )));
+        }
+        return Ok((v, v));
+    }
+    let net = EAGER_NET.min(net_max.unwrap_or(usize::MAX));
+    let shm = match shm_max {
+        Some(m) => {
+            let quarter = (m / 4).max(1);
+            let pow2 = 1usize << (usize::BITS - 1 - quarter.leading_zeros());
+            pow2.clamp(8 * 1024, 64 * 1024).min(m)
+        }
+        None => net,
+    };
+    Ok((shm, if net_max.is_some() { net } else { shm }))
+}
+
 #[derive(Default)]
 struct Slab {
     entries: Vec<(u32, Option<Req>)>,
@@ -302,7 +355,12 @@ pub(crate) struct Engine {
     streaming: Vec<ReqId>,
     matcher: Matcher<ReqId, Unexpected>,
     reqs: Slab,
+    /// Largest message sent eagerly to a rank on this host (and to self).
     pub eager_limit: usize,
+    /// Largest message sent eagerly to a rank on another host.
+    eager_net: usize,
+    /// The smaller of the two: below it no send asks which route it takes.
+    pub(crate) eager_min: usize,
     single_copy: bool,
     policy: WaitPolicy,
     pub counters: Counters,
@@ -386,29 +444,11 @@ pub(crate) struct EngineSetup {
 
 impl Engine {
     pub fn new(s: EngineSetup) -> Result<Engine> {
-        let max_payload = s
-            .shm
-            .as_ref()
-            .map(|t| t.max_payload())
-            .into_iter()
-            .chain(s.net.as_ref().map(|t| t.max_payload()))
-            .min()
-            .unwrap_or(usize::MAX);
-        // Measured (docs/BENCHMARKS.md): at 16 KiB, eager messages that arrive
-        // before their receive are copied twice and fill the 64 KiB ring after
-        // three records, so streaming ran at 0.34x the references; as rendezvous
-        // (single copy) 16 KiB streams ~5x faster, for +0.8 us of latency.
-        // A ring too small for that (`KUMI_SHM_RING_BYTES` set low) lowers
-        // the default to what it holds; only an explicit limit above that is
-        // an error.
-        let default_eager = (8 * 1024usize).min(max_payload);
-        let eager_limit = env_u64("KUMI_EAGER_LIMIT", default_eager as u64)? as usize;
-        if eager_limit > max_payload {
-            return Err(Error::Bootstrap(format!(
-                "KUMI_EAGER_LIMIT={eager_limit} exceeds the largest frame the ring holds ({max_payload} bytes); \
-                 lower it or raise KUMI_SHM_RING_BYTES"
-            )));
-        }
+        let (eager_limit, eager_net) = eager_limits(
+            s.shm.as_ref().map(|t| t.max_payload()),
+            s.net.as_ref().map(|t| t.max_payload()),
+            env_opt_u64("KUMI_EAGER_LIMIT")?,
+        )?;
         let single_copy = match std::env::var("KUMI_SINGLE_COPY").as_deref() {
             Ok("0") | Ok("off") => false,
             Ok("1") | Ok("on") | Err(_) => true,
@@ -433,6 +473,8 @@ impl Engine {
             matcher: Matcher::new(),
             reqs: Slab::default(),
             eager_limit,
+            eager_net,
+            eager_min: eager_limit.min(eager_net),
             single_copy,
             policy: WaitPolicy::from_env(s.oversubscribed)?,
             counters: Counters {
@@ -627,7 +669,7 @@ impl Engine {
         // SAFETY: the caller guarantees `buf` points to `len` readable bytes (it
         // comes from a slice) for the duration of the send.
         let payload = unsafe { slice_or_empty(buf, len) };
-        if peer == self.world_rank || len <= self.eager_limit {
+        if len <= self.eager_min || peer == self.world_rank || self.eager_to(peer, len) {
             if !sync {
                 self.push_frame(peer, &h, payload)?;
                 return Ok(None);
@@ -644,6 +686,15 @@ impl Engine {
         h.aux = buf as u64;
         self.push_frame(peer, &h, &[])?;
         Ok(Some(id))
+    }
+
+    /// Whether `len` bytes (above both limits' minimum) go eagerly to `peer`.
+    #[cold]
+    fn eager_to(&self, peer: u32, len: usize) -> bool {
+        match self.route.get(peer as usize) {
+            Some(Route::Net) => len <= self.eager_net,
+            _ => len <= self.eager_limit,
+        }
     }
 
     fn new_send(&mut self, peer: u32, buf: *const u8, len: usize) -> ReqId {
@@ -1635,4 +1686,44 @@ fn pick<'a>(
 
 pub(crate) fn log(rank: u32, msg: &str) {
     eprintln!("kumi: rank {rank}: {msg}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kumi_transport::shm::max_payload;
+
+    #[test]
+    fn eager_limits_follow_the_ring_and_stay_at_8k_on_the_network() {
+        let shm = |ring: usize| eager_limits(Some(max_payload(ring)), None, None).unwrap();
+        // 1 MiB rings (up to 5 ranks), 512 KiB (8), 128 KiB (16), 64 KiB.
+        assert_eq!(shm(1 << 20), (64 << 10, 64 << 10));
+        assert_eq!(shm(512 << 10), (32 << 10, 32 << 10));
+        assert_eq!(shm(128 << 10), (8 << 10, 8 << 10));
+        assert_eq!(shm(64 << 10), (8 << 10, 8 << 10));
+        // A ring too small for 8 KiB: the limit follows it down.
+        let tiny = max_payload(4096);
+        assert_eq!(shm(4096), (tiny, tiny));
+        // Hosts too: the network keeps 8 KiB; alone, both are 8 KiB.
+        let both = eager_limits(Some(max_payload(1 << 20)), Some(1 << 30), None).unwrap();
+        assert_eq!(both, (64 << 10, 8 << 10));
+        assert_eq!(
+            eager_limits(None, Some(1 << 30), None).unwrap(),
+            (8 << 10, 8 << 10)
+        );
+    }
+
+    #[test]
+    fn an_asked_eager_limit_sets_both_and_must_fit_every_transport() {
+        let m = max_payload(1 << 20);
+        assert_eq!(
+            eager_limits(Some(m), Some(1 << 30), Some(100)).unwrap(),
+            (100, 100)
+        );
+        assert_eq!(eager_limits(Some(m), None, Some(0)).unwrap(), (0, 0));
+        let e = eager_limits(Some(m), Some(1 << 30), Some(m as u64 + 1)).unwrap_err();
+        assert!(e.to_string().contains("KUMI_EAGER_LIMIT"), "{e}");
+        let e = eager_limits(Some(m), Some(4096), Some(8192)).unwrap_err();
+        assert!(e.to_string().contains("4096 bytes"), "{e}");
+    }
 }
