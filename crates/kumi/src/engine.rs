@@ -1245,10 +1245,14 @@ impl Engine {
             self.on_frame(me, &h, &p);
             n += 1;
         }
-        if let Some(mut shm) = self.shm.take() {
-            let r = shm.poll(&mut |from, h, p| self.on_frame(from, h, p));
-            self.shm = Some(shm);
-            n += r?;
+        // Asked first: an empty poll's round robin is most of a waiting
+        // rank's pass, and that pass bounds how soon it sees a frame.
+        if self.shm.as_deref().is_some_and(|s| s.needs_poll()) {
+            if let Some(mut shm) = self.shm.take() {
+                let r = shm.poll(&mut |from, h, p| self.on_frame(from, h, p));
+                self.shm = Some(shm);
+                n += r?;
+            }
         }
         if let Some(mut net) = self.net.take() {
             let r = net.poll(&mut |from, h, p| self.on_frame(from, h, p));

@@ -492,6 +492,13 @@ impl<M: RingMem> Consumer<M> {
         false
     }
 
+    /// Whether records were consumed since the tail was last published.
+    #[cfg_attr(loom, allow(dead_code))]
+    #[inline]
+    pub(crate) fn behind(&self) -> bool {
+        self.pos != self.published
+    }
+
     /// Publishes the tail if it lags: called when the ring was found empty, so
     /// a producer waiting for room always gets all of it. Returns `true` if it
     /// stored.
@@ -621,7 +628,9 @@ unsafe impl RingMem for RawMem {
         #[cfg(target_arch = "x86_64")]
         {
             use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            let p = self.data().wrapping_add(off % self.cap);
+            // The ring's size is a power of two (`Consumer::new`): a mask, not
+            // a division, on every record.
+            let p = self.data().wrapping_add(off & (self.cap - 1));
             // SAFETY: `prefetch` needs SSE, which every x86_64 has; it reads
             // nothing and never faults, whatever the address.
             unsafe { _mm_prefetch::<_MM_HINT_T0>(p.cast::<i8>().cast_const()) };

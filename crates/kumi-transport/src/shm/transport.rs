@@ -243,6 +243,16 @@ impl ShmTransport {
         self.inc.iter().any(|c| c.ready())
     }
 
+    /// Whether [`Transport::poll`] has anything to do: a record ready, or a
+    /// consumed stretch of a ring not handed back to its producer yet (a poll
+    /// that stops at its per-ring budget leaves one). No side effects; a load
+    /// and a compare per ring, where an empty poll runs its round robin: the
+    /// engine asks this first on every pass of a waiting rank.
+    #[inline]
+    pub fn needs_poll(&self) -> bool {
+        self.inc.iter().any(|c| c.ready() || c.behind())
+    }
+
     fn ring_doorbell(block: &RankBlock) {
         // Release: a sleeper that reads the new value in `prepare_sleep` also
         // sees what we published before (it then finds the record and stays up).
