@@ -269,7 +269,7 @@ fn size(r: usize, q: usize, i: usize) -> usize {
     match (r + q + i) % 3 {
         0 => 10 + r + q,
         1 => 0,
-        _ => 40_000 + 8 * i,
+        _ => 100_000 + 8 * i,
     }
 }
 

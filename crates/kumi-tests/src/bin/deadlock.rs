@@ -13,7 +13,8 @@
 //! - `wildcard`: rank 0 receives from any source with tag 5; every other rank
 //!   sends it a message with tag 6 (it arrives, matches nothing) then waits in a
 //!   barrier;
-//! - `sendsend`: ranks 0 and 1 each send 64 KiB (rendezvous) to the other first;
+//! - `sendsend`: ranks 0 and 1 each send 256 KiB (rendezvous: above every
+//!   default eager limit) to the other first;
 //! - `ssend`: ranks 0 and 1 each send 8 bytes synchronously to the other first;
 //! - `waitall`: ranks 0 and 1 post a receive from each other with tag 3 and a
 //!   send with tag 4, and wait for both (a wait on requests);
@@ -70,7 +71,7 @@ fn main() {
             }
         }
         "sendsend" => {
-            let big = vec![1u8; 64 * 1024];
+            let big = vec![1u8; 256 * 1024];
             w.send(&big, 1 - me, 7).expect("send");
         }
         "ssend" => {
