@@ -207,8 +207,12 @@ fn env_opt_u64(name: &str) -> Result<Option<u64>> {
     }
 }
 
-/// Eager limit on the network when `KUMI_EAGER_LIMIT` is unset.
-const EAGER_NET: usize = 8 * 1024;
+/// Eager limit on the network when `KUMI_EAGER_LIMIT` is unset. Measured
+/// over TCP between two namespace hosts (docs/BENCHMARKS.md, session 11):
+/// against 8 KiB, 16 and 32 KiB messages ping-pong 2.5x and 2.3x faster
+/// (23 -> 9 us, 28 -> 12 us) and stream 1.7x and 1.1x faster; at 64 KiB,
+/// eager streamed 16 % slower than the pipelined rendezvous.
+const EAGER_NET: usize = 32 * 1024;
 
 /// The eager limits `(shared memory, network)`: the largest message sent in
 /// one frame, above which a send is a rendezvous (single copy on shared
@@ -224,7 +228,7 @@ const EAGER_NET: usize = 8 * 1024;
 /// 1.6 us, 5.6 -> 2.6 us) and stream 3x and 2x faster; 64 KiB 7.7 -> 4.7 us.
 /// (With session 2's 64 KiB rings, eager 16 KiB filled the ring after three
 /// records and streamed at a fifth of the rendezvous rate: hence the floor
-/// of 8 KiB and the scaling.) On the network it stays at 8 KiB.
+/// of 8 KiB and the scaling.) On the network: [`EAGER_NET`].
 fn eager_limits(
     shm_max: Option<usize>,
     net_max: Option<usize>,
@@ -1698,7 +1702,7 @@ mod tests {
     use kumi_transport::shm::max_payload;
 
     #[test]
-    fn eager_limits_follow_the_ring_and_stay_at_8k_on_the_network() {
+    fn eager_limits_follow_the_ring_and_are_32k_on_the_network() {
         let shm = |ring: usize| eager_limits(Some(max_payload(ring)), None, None).unwrap();
         // 1 MiB rings (up to 5 ranks), 512 KiB (8), 128 KiB (16), 64 KiB.
         assert_eq!(shm(1 << 20), (64 << 10, 64 << 10));
@@ -1708,12 +1712,17 @@ mod tests {
         // A ring too small for 8 KiB: the limit follows it down.
         let tiny = max_payload(4096);
         assert_eq!(shm(4096), (tiny, tiny));
-        // Hosts too: the network keeps 8 KiB; alone, both are 8 KiB.
+        // Hosts too: the network's limit is its own; alone, both are it.
         let both = eager_limits(Some(max_payload(1 << 20)), Some(1 << 30), None).unwrap();
-        assert_eq!(both, (64 << 10, 8 << 10));
+        assert_eq!(both, (64 << 10, 32 << 10));
         assert_eq!(
             eager_limits(None, Some(1 << 30), None).unwrap(),
-            (8 << 10, 8 << 10)
+            (32 << 10, 32 << 10)
+        );
+        // A transport whose frames are smaller than that bounds it.
+        assert_eq!(
+            eager_limits(None, Some(10_000), None).unwrap(),
+            (10_000, 10_000)
         );
     }
 
