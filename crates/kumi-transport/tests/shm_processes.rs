@@ -209,6 +209,42 @@ fn sender_blocked_on_full_ring_is_woken_when_it_drains() {
     assert!(wait_child(child));
 }
 
+/// `needs_poll` (what a waiting rank asks before each poll) stays true while a
+/// poll has work: records ready, or records consumed and not yet handed back
+/// to the producer (a poll that stops at its per-ring budget leaves them so;
+/// skipping the poll then would starve a producer waiting for room).
+#[test]
+fn needs_poll_until_consumed_records_are_handed_back() {
+    let cfg = ShmConfig { ring_bytes: 65536 };
+    let (seg, fd) = Segment::create_memfd("needs", 2, &cfg).unwrap();
+    let mut t0 = ShmTransport::new(seg, 0, vec![0, 1]).unwrap();
+    let mut t1 = ShmTransport::new(Segment::from_fd(fd, 2).unwrap(), 1, vec![0, 1]).unwrap();
+    let send = |t: &mut ShmTransport, k: usize| {
+        for _ in 0..k {
+            assert!(t.try_send(1, &Header::new(Kind::Eager), &[7; 8]).unwrap());
+        }
+    };
+    let poll = |t: &mut ShmTransport| t.poll(&mut |_, _, _| ()).unwrap();
+    assert!(!t1.needs_poll());
+    send(&mut t0, 40);
+    assert!(t1.needs_poll());
+    // A poll takes at most its budget (32) from a ring; the rest waits.
+    assert_eq!(poll(&mut t1), 32);
+    assert!(t1.needs_poll(), "8 records still ready");
+    assert_eq!(poll(&mut t1), 8);
+    assert!(
+        !t1.needs_poll(),
+        "the poll that found the ring empty handed it back"
+    );
+    // Exactly the budget: consumed, and not handed back yet (a quarter of
+    // the ring is 256 such records).
+    send(&mut t0, 32);
+    assert_eq!(poll(&mut t1), 32);
+    assert!(t1.needs_poll(), "consumed records not handed back yet");
+    assert_eq!(poll(&mut t1), 0);
+    assert!(!t1.needs_poll());
+}
+
 #[test]
 fn unknown_peer_and_oversized_payload_are_errors() {
     let (seg, _fd) = Segment::create_memfd("errs", 2, &ShmConfig::default()).unwrap();
