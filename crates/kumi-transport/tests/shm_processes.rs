@@ -262,7 +262,7 @@ fn unknown_peer_and_oversized_payload_are_errors() {
     assert_eq!(t.max_payload(), 32712, "default 64 KiB ring");
     // Self-send works through ring [me][me].
     assert!(t.try_send(4, &h, b"me").unwrap());
-    assert!(t.has_pending());
+    assert!(t.needs_poll());
     let mut got = vec![];
     t.poll(&mut |src, _, p| got.push((src, p.to_vec())))
         .unwrap();

@@ -226,9 +226,9 @@ const EAGER_NET: usize = 32 * 1024;
 /// Measured (docs/BENCHMARKS.md, session 11): with a 1 MiB ring, eager 16
 /// and 32 KiB messages ping-pong 3x and 2x faster than by rendezvous (4.6 ->
 /// 1.6 us, 5.6 -> 2.6 us) and stream 3x and 2x faster; 64 KiB 7.7 -> 4.7 us.
-/// (With session 2's 64 KiB rings, eager 16 KiB filled the ring after three
-/// records and streamed at a fifth of the rendezvous rate: hence the floor
-/// of 8 KiB and the scaling.) On the network: [`EAGER_NET`].
+/// (With the 64 KiB rings of the first sessions, eager 16 KiB filled a ring
+/// after three records and streamed at a fifth of the rendezvous rate:
+/// hence the floor of 8 KiB and the scaling.) On the network: [`EAGER_NET`].
 fn eager_limits(
     shm_max: Option<usize>,
     net_max: Option<usize>,

@@ -238,11 +238,6 @@ impl ShmTransport {
         Self::ring_doorbell(self.segment.rank_block(j));
     }
 
-    /// Whether any incoming record is ready. No side effects.
-    pub fn has_pending(&self) -> bool {
-        self.inc.iter().any(|c| c.ready())
-    }
-
     /// Whether [`Transport::poll`] has anything to do: a record ready, or a
     /// consumed stretch of a ring not handed back to its producer yet (a poll
     /// that stops at its per-ring budget leaves one). No side effects; a load
@@ -459,7 +454,9 @@ impl Transport for ShmTransport {
                 room = true;
             }
         }
-        if room || self.has_pending() {
+        // Work for a poll (a record, or a tail not handed back that a
+        // producer may be waiting for): stay up.
+        if room || self.needs_poll() {
             self.clear_sleep_flags();
             return false;
         }
