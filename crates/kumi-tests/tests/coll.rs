@@ -40,6 +40,10 @@ fn every_collective_op_and_type_on_1_to_17_ranks() {
             } else {
                 &[("KUMI_COLL_BCAST_COPY", "single")]
             }
+        } else if n % 2 == 0 {
+            // Long commutative allreduces through the area (the default
+            // times single copy and the area once each and keeps the faster).
+            &[("KUMI_COLL_ALLREDUCE_COPY", "area")]
         } else {
             &[]
         };
@@ -103,6 +107,8 @@ fn shared_memory_collectives_back_to_back_with_random_delays() {
         (16, "600", vec![]),
         (9, "1000", vec![("KUMI_COLL_HOSTS", "3")]),
         (6, "1000", vec![("KUMI_COLL_SHM", "off")]),
+        (4, "1000", vec![("KUMI_COLL_ALLREDUCE_COPY", "area")]),
+        (5, "1000", vec![("KUMI_COLL_ALLREDUCE_COPY", "single")]),
     ] {
         expect(
             n,

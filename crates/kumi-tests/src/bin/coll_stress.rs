@@ -50,7 +50,9 @@ fn one(c: &Comm, it: u64, common: &mut Rng, mine: &mut Rng, delays: bool) -> R {
     let (p, me) = (c.size(), c.rank());
     let root = common.below(p as u64) as usize;
     let op = common.below(7);
-    let sizes = [0usize, 1, 2, 3, 17, 600, 8191, 9000];
+    // 20 000 elements: beyond a payload half, so that long allreduces run
+    // (by single copy, through the area, or the trial between them).
+    let sizes = [0usize, 1, 2, 3, 17, 600, 8191, 9000, 20_000];
     let n = sizes[common.below(sizes.len() as u64) as usize];
     delay(mine, delays);
     match op {

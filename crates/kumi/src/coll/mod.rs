@@ -108,6 +108,9 @@ pub(crate) struct Config {
     bcast_copy: BcastCopy,
     /// Bytes the single-copy allreduce reads, folds and writes at a time.
     pub allreduce_piece: usize,
+    /// How a commutative allreduce too long for one payload half goes inside
+    /// a host.
+    pub allreduce_copy: shm::LongCopy,
 }
 
 impl Config {
@@ -129,6 +132,16 @@ impl Config {
             Ok(v) => {
                 return Err(Error::Bootstrap(format!(
                     "KUMI_COLL_SHM={v:?}: use on or off"
+                )))
+            }
+        };
+        let allreduce_copy = match std::env::var("KUMI_COLL_ALLREDUCE_COPY").as_deref() {
+            Ok("auto") | Ok("") | Err(_) => shm::LongCopy::Auto,
+            Ok("single") => shm::LongCopy::Single,
+            Ok("area") => shm::LongCopy::Area,
+            Ok(v) => {
+                return Err(Error::Bootstrap(format!(
+                    "KUMI_COLL_ALLREDUCE_COPY={v:?}: use auto, single or area"
                 )))
             }
         };
@@ -158,6 +171,7 @@ impl Config {
             // np=4, 7-30 % at np=8; 256 KiB is 20 % slower at np=2 (the
             // piece, its scratch copy and the result no longer stay in L2).
             allreduce_piece: sz("KUMI_COLL_PIECE", 128 << 10)?.max(1),
+            allreduce_copy,
         })
     }
 }
@@ -905,6 +919,8 @@ impl Comm {
             };
             if n <= g.payload {
                 Some(shm::allreduce(e, g, bytes, &f, info))
+            } else if op.commutative && shm::area_fits(g, elem) {
+                Some(shm::allreduce_long(e, g, bytes, elem, &f, info))
             } else if shm::single_copy_allowed() {
                 Some(shm::allreduce_single_copy(
                     e,

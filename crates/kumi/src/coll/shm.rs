@@ -72,6 +72,7 @@ use kumi_transport::shm::coll_area::{
 };
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
 /// `inout = in ⊕ inout` over bytes of whole, aligned elements (borrowed: a
 /// collective needs no `Arc` of its operation).
@@ -96,6 +97,36 @@ pub(crate) struct Group {
     /// What the collective in progress is (`kind`), published with each of
     /// its sequence numbers; members wait only for the same kind.
     kind: u64,
+    /// How this group's long commutative allreduces go (see `allreduce_long`).
+    long: Long,
+}
+
+/// `KUMI_COLL_ALLREDUCE_COPY`: how a commutative allreduce longer than a
+/// payload half goes inside a host.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LongCopy {
+    /// Each group times one of each (its first two such calls) and keeps the
+    /// faster (`allreduce_long`).
+    Auto,
+    /// By single copy (`allreduce_single_copy`), unless single copy is off.
+    Single,
+    /// Through the area (`allreduce_area`).
+    Area,
+}
+
+/// Where a group's `LongCopy::Auto` trial stands.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Long {
+    /// Long allreduces `0..4` of the group: single copy twice, then the
+    /// area twice; the second of each is timed (the first of each pays for
+    /// first touches: scratch buffers, the area's payload pages). `single`:
+    /// the timed single copy's seconds per byte, here.
+    Trial {
+        call: u8,
+        single: f64,
+    },
+    Single,
+    Area,
 }
 
 thread_local! {
@@ -111,6 +142,7 @@ const K_BCAST: u64 = 4;
 const K_ALLTOALL: u64 = 5;
 const K_BCAST_COPY: u64 = 6;
 const K_ALLREDUCE_COPY: u64 = 7;
+const K_ALLREDUCE_AREA: u64 = 8;
 
 /// The kind word of a collective: operation, root and size. Two members see
 /// the same word exactly when they are in the same call (as MPI requires of a
@@ -153,6 +185,10 @@ impl Group {
             seq: 0,
             completed: Arc::new(AtomicU64::new(0)),
             kind: 0,
+            long: Long::Trial {
+                call: 0,
+                single: 0.0,
+            },
         })
     }
 
@@ -617,6 +653,169 @@ pub(crate) fn allreduce_single_copy(
     // Others may still read my block until they publish.
     wait(e, info, k, |a| all_reached_as(a, &g.slots, s + 2, g.kind))?;
     g.finish(s + 2);
+    Ok(())
+}
+
+/// Whether [`allreduce_area`] can run on `g` with elements of `elem` bytes:
+/// a chunk holds at least one element per member in a payload half.
+pub(crate) fn area_fits(g: &Group, elem: usize) -> bool {
+    elem > 0 && g.slots.len() * elem <= g.payload
+}
+
+/// A commutative allreduce longer than a payload half, by single copy or
+/// through the area as `KUMI_COLL_ALLREDUCE_COPY` says. `auto` lets the
+/// group time each way (its first four such calls: two of each, the second
+/// of each timed, in seconds per byte) and keep the faster for good; the
+/// members agree by a min-allreduce of both times (the earliest arrival's
+/// time counts a wait for the others, the last one's barely), so every
+/// member keeps the same. Why a trial: which is
+/// faster depends on the machine (docs/BENCHMARKS.md, session 11: through
+/// the area 44-48 us per 1 MiB at np=2 against 120 us by single copy on an
+/// AMD EPYC whose kernel spends a third of a single copy pinning pages; on a
+/// Xeon, single copy moved 12 GB/s against `memcpy`'s 21, and a broadcast by
+/// single copy took 0.36x the area's time).
+pub(crate) fn allreduce_long(
+    e: &mut Engine,
+    g: &mut Group,
+    buf: &mut [u8],
+    elem: usize,
+    op: &Combine<'_>,
+    info: WaitInfo,
+) -> Result<()> {
+    let single = single_copy_allowed();
+    let how = match e.coll.config()?.allreduce_copy {
+        LongCopy::Area => Long::Area,
+        LongCopy::Single if single => Long::Single,
+        LongCopy::Auto if single => g.long,
+        LongCopy::Single | LongCopy::Auto => Long::Area,
+    };
+    let n = buf.len().max(1) as f64;
+    let per_byte = |t: Instant| t.elapsed().as_secs_f64() / n;
+    let (call, single_t) = match how {
+        Long::Single => return allreduce_single_copy(e, g, buf, elem, op, true, info),
+        Long::Area => return allreduce_area(e, g, buf, elem, op, info),
+        Long::Trial { call, single } => (call, single),
+    };
+    let t = Instant::now();
+    if call < 2 {
+        allreduce_single_copy(e, g, buf, elem, op, true, info)?;
+    } else {
+        allreduce_area(e, g, buf, elem, op, info)?;
+    }
+    g.long = match call {
+        1 => Long::Trial {
+            call: 2,
+            single: per_byte(t),
+        },
+        3 => {
+            let mut times = [single_t, per_byte(t)];
+            let min = |a: &[u8], b: &mut [u8]| {
+                let (a, b): (&[f64], &mut [f64]) =
+                    (bytemuck::cast_slice(a), bytemuck::cast_slice_mut(b));
+                for (y, x) in b.iter_mut().zip(a) {
+                    *y = y.min(*x);
+                }
+            };
+            allreduce(e, g, bytemuck::cast_slice_mut(&mut times), &min, info)?;
+            if times[1] < times[0] {
+                Long::Area
+            } else {
+                Long::Single
+            }
+        }
+        _ => Long::Trial {
+            call: call + 1,
+            single: single_t,
+        },
+    };
+    Ok(())
+}
+
+/// Commutative allreduce of `buf` through the area, in chunks of at most a
+/// payload half: each member copies into its half the blocks of the chunk
+/// that the others fold, folds its own block from everyone's half into its
+/// buffer, publishes that result in its other half, and copies the others'
+/// results out. Two collective numbers per chunk; no system call and no
+/// page pinning, for four copies of every byte where single copy makes two
+/// (`area_fits` must hold).
+pub(crate) fn allreduce_area(
+    e: &mut Engine,
+    g: &mut Group,
+    buf: &mut [u8],
+    elem: usize,
+    op: &Combine<'_>,
+    info: WaitInfo,
+) -> Result<()> {
+    let (n, m, me) = (buf.len(), g.slots.len(), g.me);
+    // Whole elements, the same number of bytes per member (the last chunk
+    // may be shorter), so a chunk fits a payload half.
+    let chunk = (g.payload / (m * elem)) * m * elem;
+    debug_assert!(chunk > 0, "area_fits");
+    g.kind = kind(K_ALLREDUCE_AREA, 0, n);
+    let mut off = 0;
+    while off < n {
+        let len = chunk.min(n - off);
+        // Member j folds block j of the chunk (whole elements, as even as
+        // possible).
+        let count = len / elem;
+        let block = |j: usize| {
+            let (q, r) = (count / m, count % m);
+            let start = (j * q + j.min(r)) * elem;
+            start..start + (q + usize::from(j < r)) * elem
+        };
+        let s = begin(e, g, 2, info)?;
+        let (inputs, results) = ((s & 1) as usize, ((s + 1) & 1) as usize);
+        wait(e, info, g.area, |a| writable(a, &g.slots, s))?;
+        {
+            let a = area(e, g.area);
+            for j in (0..m).filter(|&j| j != me) {
+                let b = block(j);
+                a.write(
+                    g.my_slot(),
+                    inputs,
+                    len,
+                    b.start,
+                    &buf[off + b.start..off + b.end],
+                );
+            }
+        }
+        publish_at(e, g, s);
+        wait(e, info, g.area, |a| all_reached_as(a, &g.slots, s, g.kind))?;
+        let mine = block(me);
+        {
+            let a = area(e, g.area);
+            let dst = &mut buf[off + mine.start..off + mine.end];
+            for k in 1..m {
+                let j = (me + k) % m;
+                op(
+                    a.bytes(g.slots[j], inputs, len, mine.start, mine.len()),
+                    dst,
+                );
+            }
+            // The results' half is free: every member has entered `s`, so
+            // all are done with collective `s - 1`, the last to use it.
+            a.write(g.my_slot(), results, len, mine.start, dst);
+        }
+        publish_at(e, g, s + 1);
+        wait(e, info, g.area, |a| {
+            all_reached_as(a, &g.slots, s + 1, g.kind)
+        })?;
+        {
+            let a = area(e, g.area);
+            for j in (0..m).filter(|&j| j != me) {
+                let b = block(j);
+                a.read(
+                    g.slots[j],
+                    results,
+                    len,
+                    b.start,
+                    &mut buf[off + b.start..off + b.end],
+                );
+            }
+        }
+        g.finish(s + 1);
+        off += len;
+    }
     Ok(())
 }
 
