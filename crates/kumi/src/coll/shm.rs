@@ -37,6 +37,13 @@
 //!   np=4, 1314 -> 981 at np=8 (docs/BENCHMARKS.md, session 4). Block i of
 //!   every buffer is only ever touched by member i (read for the fold, then
 //!   written with the result), so those writes race with nothing.
+//! - longer commutative allreduce, the other way: through the area in
+//!   chunks of a payload half ([`allreduce_area`]): no system call and no
+//!   page pinning, for twice the copies. Which is faster depends on the
+//!   machine (on session 11's AMD EPYC the area took 0.4-0.5x the time of
+//!   single copy at np=2, 4 and 8), so by default each communicator times
+//!   both and keeps the faster ([`allreduce_long`]); the members agree on
+//!   the outcome through an allreduce of the times, so none goes its own way.
 //!
 //! Waiting goes through `Engine::wait_until`, so the rank keeps draining its
 //! rings (a peer blocked on a full ring never deadlocks with it), the
@@ -56,9 +63,10 @@
 //! `KUMI_COLL_SHM=off` turns all of this off (every collective then runs
 //! through messages, as before); `KUMI_SINGLE_COPY=off` (or a kernel that
 //! refuses, simulated by `KUMI_TEST_DENY_CMA=1`) leaves the long messages to
-//! the chunked area (bcast) and the message algorithms (allreduce). The
-//! choice must be the same on every rank, so it follows the environment, not
-//! a trial: a rank whose kernel refuses a copy mid-collective returns an
+//! the chunked area (bcast, commutative allreduce) and the message
+//! algorithms (other allreduces). The choice must be the same on every rank,
+//! so it follows the environment, not a trial of the kernel's permission: a
+//! rank whose kernel refuses a copy mid-collective returns an
 //! error naming `KUMI_SINGLE_COPY` rather than disagree with its peers
 //! (which wait for it until the program ends or the deadlock detector
 //! reports them).
