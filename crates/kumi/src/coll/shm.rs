@@ -572,12 +572,7 @@ pub(crate) fn allreduce_single_copy(
         )));
     }
     // Block j (whole elements, as even as possible) is member j's to reduce.
-    let count = n / elem;
-    let block = |j: usize| {
-        let (q, r) = (count / m, count % m);
-        let start = (j * q + j.min(r)) * elem;
-        start..start + (q + usize::from(j < r)) * elem
-    };
+    let block = |j: usize| block_of(n / elem, m, elem, j);
     // Reduce my block in pieces that stay in cache (`KUMI_COLL_PIECE`),
     // reading the others' pieces into scratch buffers kept from call to call
     // (a fresh pair would cost zeroing and page faults every time).
@@ -763,14 +758,8 @@ pub(crate) fn allreduce_area(
     let mut off = 0;
     while off < n {
         let len = chunk.min(n - off);
-        // Member j folds block j of the chunk (whole elements, as even as
-        // possible).
-        let count = len / elem;
-        let block = |j: usize| {
-            let (q, r) = (count / m, count % m);
-            let start = (j * q + j.min(r)) * elem;
-            start..start + (q + usize::from(j < r)) * elem
-        };
+        // Member j folds block j of the chunk.
+        let block = |j: usize| block_of(len / elem, m, elem, j);
         let s = begin(e, g, 2, info)?;
         let (inputs, results) = ((s & 1) as usize, ((s + 1) & 1) as usize);
         wait(e, info, g.area, |a| writable(a, &g.slots, s))?;
@@ -825,6 +814,14 @@ pub(crate) fn allreduce_area(
         off += len;
     }
     Ok(())
+}
+
+/// Bytes of block `j` of `count` elements of `elem` bytes split among `m`
+/// members: whole elements, as even as possible, the first ones one longer.
+fn block_of(count: usize, m: usize, elem: usize, j: usize) -> std::ops::Range<usize> {
+    let (q, r) = (count / m, count % m);
+    let start = (j * q + j.min(r)) * elem;
+    start..start + (q + usize::from(j < r)) * elem
 }
 
 /// A nonblocking barrier or allreduce through the area, advanced by the
