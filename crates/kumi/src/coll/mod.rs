@@ -180,8 +180,11 @@ impl Config {
 /// host (`KUMI_COLL_BCAST_COPY`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum BcastCopy {
-    /// `Area` when the host runs more ranks than cores, `Single` otherwise.
-    /// Measured (docs/BENCHMARKS.md, session 6), 1 MiB: at np=2 single copy
+    /// `Area` when the host runs more ranks than cores; otherwise each local
+    /// group times both (`shm::bcast_long`) and keeps the faster, because
+    /// the machine decides: on session 11's AMD EPYC the area took 20 us
+    /// for 1 MiB at np=2 against single copy's 48.
+    /// Measured on the Xeon (docs/BENCHMARKS.md, session 6), 1 MiB: at np=2 single copy
     /// takes 0.36x the time of the area; with 8 ranks on 2 cores the area
     /// takes 0.74x the time of single copy (4 ranks: 0.96x). Oversubscribed,
     /// the area's chunks stay in the cache the ranks of a core share, while
@@ -724,18 +727,23 @@ impl Comm {
         let bytes = as_bytes_mut(buf);
         let n = bytes.len();
         let view = self.shm_view(at)?;
-        let (shm_max, single) = {
+        let (shm_max, single, trial) = {
             let mut e = self.engine();
             let cfg = e.coll.config()?;
-            let single = match cfg.bcast_copy {
-                BcastCopy::Auto => !e.oversubscribed(),
-                BcastCopy::Single => true,
-                BcastCopy::Area => false,
+            // Auto, a core per rank: the local group times both ways.
+            let (single, trial) = match cfg.bcast_copy {
+                BcastCopy::Auto => (!e.oversubscribed(), !e.oversubscribed()),
+                BcastCopy::Single => (true, false),
+                BcastCopy::Area => (false, false),
             };
-            (cfg.shm_bcast_max, single)
+            (cfg.shm_bcast_max, single, trial)
         };
         if let Some((true, _, _)) = view {
-            if !self.shm_fits(n) && (single || n > shm_max) && shm::single_copy_allowed() {
+            let long = !self.shm_fits(n);
+            if long && trial && n <= shm_max && shm::single_copy_allowed() {
+                return self.shm_op(|e, g| shm::bcast_long(e, g, bytes, root, info));
+            }
+            if long && (single || n > shm_max) && shm::single_copy_allowed() {
                 return self.shm_op(|e, g| shm::bcast_single_copy(e, g, bytes, root, info));
             }
             if n <= shm_max {
