@@ -363,7 +363,7 @@ pub(crate) struct Engine {
     matcher: Matcher<ReqId, Unexpected>,
     reqs: Slab,
     /// Largest message sent eagerly to a rank on this host (and to self).
-    pub eager_limit: usize,
+    eager_limit: usize,
     /// Largest message sent eagerly to a rank on another host.
     eager_net: usize,
     /// The smaller of the two: below it no send asks which route it takes.

@@ -104,8 +104,20 @@ pub(crate) struct Config {
     shm: bool,
     /// Longest bcast through the areas (longer: the message algorithms).
     shm_bcast_max: usize,
-    /// How a bcast too long for one payload half goes inside a host.
-    bcast_copy: BcastCopy,
+    /// How a bcast too long for one payload half goes inside a host
+    /// (`KUMI_COLL_BCAST_COPY`). `Auto`: through the area when the host runs
+    /// more ranks than cores; otherwise each local group times both
+    /// (`shm::bcast_long`) and keeps the faster, because the machine
+    /// decides: on session 11's AMD EPYC the area took 20 us for 1 MiB at
+    /// np=2 against single copy's 48, while on the Xeon (docs/BENCHMARKS.md,
+    /// session 6) single copy took 0.36x the area's time at np=2. With 8
+    /// ranks on 2 cores the area took 0.74x the time of single copy (4
+    /// ranks: 0.96x): oversubscribed, the area's chunks stay in the cache the
+    /// ranks of a core share, while each single-copy reader pins and copies
+    /// the root's pages on its own. `Single`: every reader copies from the
+    /// root's buffer (`process_vm_readv`); `Area`: pipelined through the
+    /// root's area slot, one payload half at a time.
+    bcast_copy: shm::LongCopy,
     /// Bytes the single-copy allreduce reads, folds and writes at a time.
     pub allreduce_piece: usize,
     /// How a commutative allreduce too long for one payload half goes inside
@@ -135,26 +147,8 @@ impl Config {
                 )))
             }
         };
-        let allreduce_copy = match std::env::var("KUMI_COLL_ALLREDUCE_COPY").as_deref() {
-            Ok("auto") | Ok("") | Err(_) => shm::LongCopy::Auto,
-            Ok("single") => shm::LongCopy::Single,
-            Ok("area") => shm::LongCopy::Area,
-            Ok(v) => {
-                return Err(Error::Bootstrap(format!(
-                    "KUMI_COLL_ALLREDUCE_COPY={v:?}: use auto, single or area"
-                )))
-            }
-        };
-        let bcast_copy = match std::env::var("KUMI_COLL_BCAST_COPY").as_deref() {
-            Ok("auto") | Ok("") | Err(_) => BcastCopy::Auto,
-            Ok("single") => BcastCopy::Single,
-            Ok("area") => BcastCopy::Area,
-            Ok(v) => {
-                return Err(Error::Bootstrap(format!(
-                    "KUMI_COLL_BCAST_COPY={v:?}: use auto, single or area"
-                )))
-            }
-        };
+        let allreduce_copy = copy_mode("KUMI_COLL_ALLREDUCE_COPY")?;
+        let bcast_copy = copy_mode("KUMI_COLL_BCAST_COPY")?;
         Ok(Config {
             bcast_copy,
             bcast_long: sz("KUMI_COLL_BCAST_LONG", 64 << 10)?,
@@ -176,24 +170,17 @@ impl Config {
     }
 }
 
-/// How a broadcast longer than one payload half of the area goes inside a
-/// host (`KUMI_COLL_BCAST_COPY`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum BcastCopy {
-    /// `Area` when the host runs more ranks than cores; otherwise each local
-    /// group times both (`shm::bcast_long`) and keeps the faster, because
-    /// the machine decides: on session 11's AMD EPYC the area took 20 us
-    /// for 1 MiB at np=2 against single copy's 48.
-    /// Measured on the Xeon (docs/BENCHMARKS.md, session 6), 1 MiB: at np=2 single copy
-    /// takes 0.36x the time of the area; with 8 ranks on 2 cores the area
-    /// takes 0.74x the time of single copy (4 ranks: 0.96x). Oversubscribed,
-    /// the area's chunks stay in the cache the ranks of a core share, while
-    /// each single-copy reader pins and copies the root's pages on its own.
-    Auto,
-    /// Every reader copies from the root's buffer (`process_vm_readv`).
-    Single,
-    /// Pipelined through the root's area slot, one payload half at a time.
-    Area,
+/// `name` (`KUMI_COLL_ALLREDUCE_COPY`, `KUMI_COLL_BCAST_COPY`): auto, single
+/// or area.
+fn copy_mode(name: &str) -> Result<shm::LongCopy> {
+    match std::env::var(name).as_deref() {
+        Ok("auto") | Ok("") | Err(_) => Ok(shm::LongCopy::Auto),
+        Ok("single") => Ok(shm::LongCopy::Single),
+        Ok("area") => Ok(shm::LongCopy::Area),
+        Ok(v) => Err(Error::Bootstrap(format!(
+            "{name}={v:?}: use auto, single or area"
+        ))),
+    }
 }
 
 /// Per communicator: its members and, if it spans hosts, its host groups.
@@ -732,9 +719,9 @@ impl Comm {
             let cfg = e.coll.config()?;
             // Auto, a core per rank: the local group times both ways.
             let (single, trial) = match cfg.bcast_copy {
-                BcastCopy::Auto => (!e.oversubscribed(), !e.oversubscribed()),
-                BcastCopy::Single => (true, false),
-                BcastCopy::Area => (false, false),
+                shm::LongCopy::Auto => (!e.oversubscribed(), !e.oversubscribed()),
+                shm::LongCopy::Single => (true, false),
+                shm::LongCopy::Area => (false, false),
             };
             (cfg.shm_bcast_max, single, trial)
         };

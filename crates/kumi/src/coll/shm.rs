@@ -72,6 +72,7 @@
 //! reports them).
 
 use super::exec::AlignedBuf;
+use super::ops::Op;
 use crate::engine::{Engine, WaitInfo};
 use crate::error::{Error, Result};
 use kumi_transport::cma;
@@ -111,16 +112,16 @@ pub(crate) struct Group {
     long_bcast: Long,
 }
 
-/// `KUMI_COLL_ALLREDUCE_COPY`: how a commutative allreduce longer than a
-/// payload half goes inside a host.
+/// `KUMI_COLL_ALLREDUCE_COPY`, `KUMI_COLL_BCAST_COPY`: how a commutative
+/// allreduce or a broadcast longer than a payload half goes inside a host.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum LongCopy {
     /// Each group times both ways (its first four such calls) and keeps the
-    /// faster (`allreduce_long`).
+    /// faster ([`tried`]).
     Auto,
-    /// By single copy (`allreduce_single_copy`), unless single copy is off.
+    /// By single copy, unless single copy is off.
     Single,
-    /// Through the area (`allreduce_area`).
+    /// Through the area.
     Area,
 }
 
@@ -673,12 +674,8 @@ pub(crate) fn area_fits(g: &Group, elem: usize) -> bool {
 }
 
 /// A commutative allreduce longer than a payload half, by single copy or
-/// through the area as `KUMI_COLL_ALLREDUCE_COPY` says. `auto` lets the
-/// group time each way (its first four such calls: two of each, the second
-/// of each timed, in seconds per byte) and keep the faster for good; the
-/// members agree by a min-allreduce of both times (the earliest arrival's
-/// time counts a wait for the others, the last one's barely), so every
-/// member keeps the same. Why a trial: which is
+/// through the area as `KUMI_COLL_ALLREDUCE_COPY` says (`auto`: [`tried`];
+/// through the area whenever single copy is off). Why a trial: which is
 /// faster depends on the machine (docs/BENCHMARKS.md, session 11: through
 /// the area 44-48 us per 1 MiB at np=2 against 120 us by single copy on an
 /// AMD EPYC whose kernel spends a third of a single copy pinning pages; on a
@@ -692,28 +689,19 @@ pub(crate) fn allreduce_long(
     op: &Combine<'_>,
     info: WaitInfo,
 ) -> Result<()> {
-    let single = single_copy_allowed();
-    let how = match e.coll.config()?.allreduce_copy {
-        LongCopy::Area => Long::Area,
-        LongCopy::Single if single => Long::Single,
-        LongCopy::Auto if single => g.long,
-        LongCopy::Single | LongCopy::Auto => Long::Area,
+    let n = buf.len();
+    let mut run = |e: &mut Engine, g: &mut Group, area: bool| {
+        if area {
+            allreduce_area(e, g, buf, elem, op, info)
+        } else {
+            allreduce_single_copy(e, g, buf, elem, op, true, info)
+        }
     };
-    g.long = how;
-    tried(
-        e,
-        g,
-        |g| &mut g.long,
-        buf.len(),
-        info,
-        |e, g, area| {
-            if area {
-                allreduce_area(e, g, buf, elem, op, info)
-            } else {
-                allreduce_single_copy(e, g, buf, elem, op, true, info)
-            }
-        },
-    )
+    match (e.coll.config()?.allreduce_copy, single_copy_allowed()) {
+        (LongCopy::Auto, true) => tried(e, g, |g| &mut g.long, n, info, run),
+        (LongCopy::Single, true) => run(e, g, false),
+        _ => run(e, g, true),
+    }
 }
 
 /// A broadcast longer than a payload half with `KUMI_COLL_BCAST_COPY=auto`
@@ -774,14 +762,12 @@ fn tried(
         },
         3 => {
             let mut times = [single_t, per_byte];
-            let min = |a: &[u8], b: &mut [u8]| {
-                let (a, b): (&[f64], &mut [f64]) =
-                    (bytemuck::cast_slice(a), bytemuck::cast_slice_mut(b));
-                for (y, x) in b.iter_mut().zip(a) {
-                    *y = y.min(*x);
-                }
+            let min = Op::<f64>::min();
+            let f = |a: &[u8], b: &mut [u8]| {
+                min.f
+                    .call(bytemuck::cast_slice(a), bytemuck::cast_slice_mut(b))
             };
-            allreduce(e, g, bytemuck::cast_slice_mut(&mut times), &min, info)?;
+            allreduce(e, g, bytemuck::cast_slice_mut(&mut times), &f, info)?;
             if times[1] < times[0] {
                 Long::Area
             } else {
