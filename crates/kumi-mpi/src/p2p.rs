@@ -226,10 +226,8 @@ fn start_recv(
 }
 
 /// `MPI_Irecv` of a predefined type from a rank (the usual case): the
-/// receive is posted straight into a new slot of the request table
-/// ([`raw::irecv_contig_in`]), not made and then moved there. `None` for
-/// any other receive (`false`), left to [`start_recv`], which also reports
-/// errors.
+/// receive is held in the request table as a [`raw::Ticket`]. `false` for
+/// any other receive, left to [`start_recv`], which also reports errors.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn irecv_in_table(
@@ -255,18 +253,50 @@ fn irecv_in_table(
         return Ok(false);
     };
     set_err_comm(comm);
-    let h = s
-        .reqs
-        .add((ReqEntry::Active(RawRequest::completed(SEND_DONE)), comm));
-    let Some((ReqEntry::Active(r), _)) = s.reqs.get_mut(&h) else {
-        return err(MPI_ERR_INTERN, "a new request vanished from the table");
-    };
     // SAFETY: the caller keeps `buf` valid and untouched until the receive
     // completes, as the standard requires.
-    if let Err(e) = unsafe { raw::irecv_contig_in(r, c, buf as *mut u8, cap, src, tag) } {
-        s.free_request(h);
-        return Err(e.into());
+    let t = unsafe { raw::irecv_ticket(c, buf as *mut u8, cap, src, tag)? };
+    let h = s.new_request(ReqEntry::Ticket(t), comm);
+    out(request, "request", h)?;
+    Ok(true)
+}
+
+/// `MPI_Isend` (or `MPI_Issend` if `sync`) of a predefined type to a rank
+/// (the usual case): a send complete as it started is [`DONE_SEND`], one in
+/// flight is held in the request table as a [`raw::Ticket`]. `false` for any
+/// other send, left to [`start_send`], which also reports errors.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn isend_in_table(
+    s: &mut State,
+    buf: *const c_void,
+    cnt: c_int,
+    dt: c_int,
+    dest: c_int,
+    tag: c_int,
+    comm: c_int,
+    request: *mut c_int,
+    sync: bool,
+) -> R<bool> {
+    if request.is_null() || cnt < 0 || send_tag(tag).is_err() {
+        return Ok(false);
     }
+    let Some(c) = s.comms.get(&comm).map(|e| &e.comm) else {
+        return Ok(false);
+    };
+    let Ok(Some(to)) = peer(c, dest, false) else {
+        return Ok(false);
+    };
+    let Ok(Some(len)) = contig_bytes(buf, cnt as usize, dt) else {
+        return Ok(false);
+    };
+    set_err_comm(comm);
+    // SAFETY: the MPI standard makes the caller keep `buf` valid and
+    // unmodified until the send completes.
+    let h = match unsafe { raw::isend_ticket(c, buf as *const u8, len, to, tag, sync)? } {
+        None => DONE_SEND,
+        Some(t) => s.new_request(ReqEntry::Ticket(t), comm),
+    };
     out(request, "request", h)?;
     Ok(true)
 }
@@ -410,6 +440,98 @@ fn register(s: &mut State, r: RawRequest, comm: c_int, request: *mut c_int) -> R
     out(request, "request", h)
 }
 
+/// `MPI_Waitall` when every request is a ticket, a send completed at its
+/// start or null (the usual case): one wait in the engine for all of them,
+/// then each completed where it lies in the table. `None` when another kind
+/// of request is among them (nothing is done then).
+fn wait_all_tickets(
+    s: &mut State,
+    hs: &mut [c_int],
+    statuses: *mut MPI_Status,
+) -> R<Option<R<()>>> {
+    let s = &mut *s;
+    let mut ts = std::mem::take(&mut s.tickets);
+    ts.clear();
+    for &h in hs.iter() {
+        if h == MPI_REQUEST_NULL || h == DONE_SEND {
+            continue;
+        }
+        match s.reqs.get(&h) {
+            Some(&(ReqEntry::Ticket(t), _)) => ts.push(t),
+            _ => {
+                s.tickets = ts;
+                return Ok(None);
+            }
+        }
+    }
+    // Statuses are written as the engine hands over the outcomes, in the
+    // array's order: `next` is the first handle not yet completed.
+    let mut next = 0;
+    let mut first = None;
+    let reqs = &mut s.reqs;
+    let mut finish = |upto_ticket: Option<kumi::Result<Status>>| {
+        while let Some(h) = hs.get_mut(next) {
+            let (stt, e) = match *h {
+                MPI_REQUEST_NULL => (empty_status(), None),
+                DONE_SEND => (done_send_status(), None),
+                _ => {
+                    let Some(res) = upto_ticket else { break };
+                    let Some((_, comm)) = reqs.take_ticket(*h) else {
+                        break;
+                    };
+                    *h = MPI_REQUEST_NULL;
+                    match res {
+                        // Nothing to write: no status conversion.
+                        Ok(_) if !wants(statuses) => {}
+                        res => {
+                            let (stt, e) = outcome(res);
+                            if e.is_some() && first.is_none() {
+                                set_err_comm(comm);
+                                first = e;
+                            }
+                            put_status(status_at(statuses, next), stt);
+                        }
+                    }
+                    next += 1;
+                    return;
+                }
+            };
+            *h = MPI_REQUEST_NULL;
+            put_status(status_at(statuses, next), stt);
+            next += 1;
+            if first.is_none() {
+                first = e;
+            }
+        }
+    };
+    let waited = match s.comms.get(&MPI_COMM_WORLD) {
+        Some(w) if !ts.is_empty() => raw::wait_tickets(&w.comm, &ts, |r| finish(Some(r))),
+        _ => Ok(()),
+    };
+    finish(None);
+    s.tickets = ts;
+    if let Err(e) = waited {
+        // The engine failed, not a request: the error of the call, on the
+        // communicator of the first request.
+        if let Some(&(_, c)) = hs.iter().find_map(|h| s.reqs.get(h)) {
+            set_err_comm(c);
+        }
+        return Err(e.into());
+    }
+    if next < hs.len() {
+        // The same handle twice in the array (erroneous).
+        set_err_comm(MPI_COMM_WORLD);
+        return err(
+            MPI_ERR_REQUEST,
+            format!(
+                "{:#x} is not a request (or it was completed already)",
+                hs[next]
+            ),
+        );
+    }
+    Ok(Some(in_status(first, statuses)))
+}
+
 /// Completes every point-to-point request among `hs` with one wait in the
 /// runtime (one hold of the engine for all, instead of one per request); the
 /// per-request completion that follows then finds them done. Left to that
@@ -465,6 +587,22 @@ fn complete(
         *slot = MPI_REQUEST_NULL;
         return Ok(Some((done_send_status(), None)));
     }
+    if let Some(&(ReqEntry::Ticket(t), comm)) = s.reqs.get(&h) {
+        set_err_comm(comm);
+        let c = s.engine_comm()?;
+        let res = if block {
+            t.wait(c)
+        } else {
+            match t.test(c) {
+                Ok(false) => return Ok(None),
+                Ok(true) => t.finish(c),
+                Err(e) => Err(e),
+            }
+        };
+        s.free_request(h);
+        *slot = MPI_REQUEST_NULL;
+        return Ok(Some(outcome(res)));
+    }
     let Some((entry, comm)) = s.reqs.get_mut(&h) else {
         return err(
             MPI_ERR_REQUEST,
@@ -496,6 +634,7 @@ fn complete(
             return Ok(Some(c.complete()));
         }
         ReqEntry::Active(r) => (r, false),
+        ReqEntry::Ticket(_) => return err(MPI_ERR_INTERN, "a ticket was not completed as one"),
         ReqEntry::Persistent { active: None, .. } => return Ok(Some((empty_status(), None))),
         ReqEntry::Persistent {
             active: Some(r), ..
@@ -528,7 +667,9 @@ fn is_active(s: &State, h: c_int) -> bool {
         return true;
     }
     match s.reqs.get(&h) {
-        Some((ReqEntry::Active(_), _)) | Some((ReqEntry::Coll(_), _)) => true,
+        Some((ReqEntry::Ticket(_), _))
+        | Some((ReqEntry::Active(_), _))
+        | Some((ReqEntry::Coll(_), _)) => true,
         Some((ReqEntry::Persistent { active, .. }, _)) => active.is_some(),
         Some((ReqEntry::PersistentColl { active, .. }, _)) => active.is_some(),
         None => false,
@@ -537,7 +678,8 @@ fn is_active(s: &State, h: c_int) -> bool {
 
 /// Blocks until one of the active requests among `hs` is done — or, when a
 /// collective is among them, yields once (the caller's tests make progress).
-fn wait_some_done(s: &State, hs: &[c_int]) -> R<()> {
+fn wait_some_done(s: &mut State, hs: &[c_int]) -> R<()> {
+    s.promote(hs);
     if hs.iter().any(|h| {
         matches!(
             s.reqs.get(h),
@@ -633,7 +775,7 @@ fn any_index(
             }
             return Ok(());
         }
-        wait_some_done(&s, hs)?;
+        wait_some_done(&mut s, hs)?;
     }
 }
 
@@ -673,7 +815,7 @@ fn some_indices(
             out(outcount, "outcount", done as c_int)?;
             return in_status(first, statuses);
         }
-        wait_some_done(&s, hs)?;
+        wait_some_done(&mut s, hs)?;
     }
 }
 
@@ -818,18 +960,27 @@ mpi! {
 mpi_nb! {
     fn MPI_Isend / PMPI_Isend(buf: *const c_void, count: c_int, datatype: c_int, dest: c_int, tag: c_int, comm: c_int, request: *mut c_int) {
         let mut s = st()?;
+        if isend_in_table(&mut s, buf, count, datatype, dest, tag, comm, request, false)? {
+            return Ok(());
+        }
         let r = start_send(&s, buf, count, datatype, dest, tag, comm, SendMode::Standard)?;
         register_send(&mut s, r, comm, request)
     }
 
     fn MPI_Irsend / PMPI_Irsend(buf: *const c_void, count: c_int, datatype: c_int, dest: c_int, tag: c_int, comm: c_int, request: *mut c_int) {
         let mut s = st()?;
+        if isend_in_table(&mut s, buf, count, datatype, dest, tag, comm, request, false)? {
+            return Ok(());
+        }
         let r = start_send(&s, buf, count, datatype, dest, tag, comm, SendMode::Standard)?;
         register_send(&mut s, r, comm, request)
     }
 
     fn MPI_Issend / PMPI_Issend(buf: *const c_void, count: c_int, datatype: c_int, dest: c_int, tag: c_int, comm: c_int, request: *mut c_int) {
         let mut s = st()?;
+        if isend_in_table(&mut s, buf, count, datatype, dest, tag, comm, request, true)? {
+            return Ok(());
+        }
         let r = start_send(&s, buf, count, datatype, dest, tag, comm, SendMode::Sync)?;
         register_send(&mut s, r, comm, request)
     }
@@ -1074,6 +1225,7 @@ mpi! {
                 _,
             )) => c.test()?,
             Some((ReqEntry::PersistentColl { active: None, .. }, _)) => true,
+            Some(&mut (ReqEntry::Ticket(t), _)) => t.is_done(s.engine_comm()?),
             Some((ReqEntry::Active(r), _)) => r.is_done(),
             Some((ReqEntry::Persistent { active, .. }, _)) => active.as_ref().is_none_or(|r| r.is_done()),
         };
@@ -1093,6 +1245,10 @@ mpi! {
     fn MPI_Waitall / PMPI_Waitall(count: c_int, array_of_requests: *mut c_int, array_of_statuses: *mut MPI_Status) {
         let hs = slice_mut(array_of_requests, count, "array_of_requests")?;
         let mut s = st()?;
+        if let Some(r) = wait_all_tickets(&mut s, hs, array_of_statuses)? {
+            return r;
+        }
+        s.promote(hs);
         wait_all_p2p(&mut s, hs)?;
         let mut first = None;
         for (i, h) in hs.iter_mut().enumerate() {
@@ -1118,6 +1274,7 @@ mpi! {
                 Some((ReqEntry::Coll(c), _))
                 | Some((ReqEntry::PersistentColl { active: Some(c), .. }, _)) => c.test()?,
                 Some((ReqEntry::PersistentColl { active: None, .. }, _)) => true,
+                Some(&mut (ReqEntry::Ticket(t), _)) => t.is_done(s.engine_comm()?),
                 Some((ReqEntry::Active(r), _)) => r.is_done(),
                 Some((ReqEntry::Persistent { active, .. }, _)) => active.as_ref().is_none_or(|r| r.is_done()),
                 None => true,
@@ -1162,6 +1319,11 @@ mpi! {
         }
         let mut s = st()?;
         match s.reqs.get_mut(&h) {
+            Some(&mut (ReqEntry::Ticket(t), _)) => {
+                // As for a request object below.
+                t.cancel(s.engine_comm()?);
+                Ok(())
+            }
             Some((ReqEntry::Active(r), _)) | Some((ReqEntry::Persistent { active: Some(r), .. }, _)) => {
                 // A send cannot be cancelled in kumi; the standard allows a cancel
                 // that does not succeed (MPI_Test_cancelled then says false).
@@ -1193,6 +1355,7 @@ mpi! {
             return out(request, "request", MPI_REQUEST_NULL);
         }
         let mut s = st()?;
+        s.promote(&[h]);
         match s.reqs.remove(&h) {
             Some((ReqEntry::Active(r), _)) | Some((ReqEntry::Persistent { active: Some(r), .. }, _)) => r.free(),
             // The collective still completes on its own (other ranks are not

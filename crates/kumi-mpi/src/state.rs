@@ -4,7 +4,7 @@
 use crate::consts::*;
 use crate::{class_name, err, set_err_comm, MPI_Status, MpiErr, R};
 use kumi::datatype::Datatype;
-use kumi::raw::{RawMessage, RawPersistent, RawRequest};
+use kumi::raw::{RawMessage, RawPersistent, RawRequest, Ticket};
 use kumi::{Comm, Status, Universe};
 use std::cell::{RefCell, RefMut};
 use std::collections::HashMap;
@@ -103,6 +103,11 @@ pub(crate) struct Keyval {
 }
 
 pub(crate) enum ReqEntry {
+    /// A contiguous send or receive (`MPI_Isend`, `MPI_Irecv` of a
+    /// predefined type, the common case), completed where it lies by the
+    /// calls that wait and test; the rest make it [`ReqEntry::Active`]
+    /// first ([`State::promote`]).
+    Ticket(Ticket),
     Active(RawRequest),
     /// `p` is `None` for a persistent operation with `MPI_PROC_NULL`; boxed
     /// to keep entries small (they move in and out of the table per request).
@@ -260,7 +265,11 @@ impl<V> Slab<V> {
                 (self.slots.len() - 1) as c_int
             }
         };
-        self.slots[i as usize] = Some(v);
+        // A free slot holds `None` (nothing to drop): replaced without the
+        // drop glue of the table's largest entry.
+        let old = self.slots[i as usize].replace(v);
+        debug_assert!(old.is_none());
+        std::mem::forget(old);
         self.base | i
     }
 
@@ -351,6 +360,24 @@ impl<V> Slab<V> {
     }
 }
 
+impl Slab<(ReqEntry, c_int)> {
+    /// Removes request `h` if it is a ticket: the ticket and its
+    /// communicator's handle.
+    #[inline(always)]
+    pub fn take_ticket(&mut self, h: c_int) -> Option<(Ticket, c_int)> {
+        let i = self.index(h)?;
+        let slot = self.slots.get_mut(i)?;
+        let Some((ReqEntry::Ticket(t), comm)) = *slot else {
+            return None;
+        };
+        // A ticket entry owns nothing (`Ticket` and the handle are `Copy`):
+        // vacated without the drop glue of the table's largest entry.
+        std::mem::forget(slot.take());
+        self.free.push(i as c_int);
+        Some((t, comm))
+    }
+}
+
 /// `repr(C)`, communicators first: every call looks one up, and in this
 /// order the table's header shares a cache line with the `RefCell` flag
 /// that `st()` takes. A call after the rank has been descheduled (ranks
@@ -402,6 +429,8 @@ pub(crate) struct State {
     /// (`MPI_ERRORS_RETURN` by the standard).
     pub file_null_errh: c_int,
     pub bsend: Option<(*mut c_void, c_int)>,
+    /// Scratch list of `MPI_Waitall` (kept: no allocation per call).
+    pub tickets: Vec<Ticket>,
     next: c_int,
 }
 
@@ -652,6 +681,7 @@ impl State {
             next_file: 0,
             file_null_errh: MPI_ERRORS_RETURN,
             bsend: None,
+            tickets: Vec::new(),
             next: 0,
         }
     }
@@ -670,6 +700,40 @@ impl State {
     #[inline]
     pub fn free_request(&mut self, h: c_int) {
         self.reqs.discard(h);
+    }
+
+    /// The communicator through which requests held as tickets reach the
+    /// engine (every communicator of the rank shares it).
+    #[inline(always)]
+    pub fn engine_comm(&self) -> R<&Comm> {
+        match self.comms.get(&MPI_COMM_WORLD) {
+            Some(c) => Ok(&c.comm),
+            None => err(MPI_ERR_INTERN, "MPI_COMM_WORLD is gone from the table"),
+        }
+    }
+
+    /// Makes every ticket among `hs` a request object, for the calls that
+    /// know only those.
+    pub fn promote(&mut self, hs: &[c_int]) {
+        for &h in hs {
+            let Some((ReqEntry::Ticket(t), comm)) = self.reqs.get(&h) else {
+                continue;
+            };
+            let (t, comm) = (*t, *comm);
+            // The operation's communicator names it in wait reports; a
+            // program may have freed it while the operation was in flight.
+            let c = match self
+                .comms
+                .get(&comm)
+                .or_else(|| self.comms.get(&MPI_COMM_WORLD))
+            {
+                Some(e) => e.comm.clone(),
+                None => continue,
+            };
+            if let Some((e, _)) = self.reqs.get_mut(&h) {
+                *e = ReqEntry::Active(RawRequest::from_ticket(&c, t));
+            }
+        }
     }
 
     /// Removes request `h` from the table (its handle is reused later).

@@ -163,6 +163,18 @@ impl RawRequest {
         }
     }
 
+    /// The request object of an operation held as a [`Ticket`] on `comm`
+    /// (the operation's own communicator: a report of a wait names it).
+    pub fn from_ticket(comm: &Comm, t: Ticket) -> RawRequest {
+        RawRequest {
+            comm: Some(comm.clone()),
+            id: Some(t.id),
+            done: None,
+            what: (if t.send { Call::Send } else { Call::Recv }, t.peer, t.tag),
+            x: None,
+        }
+    }
+
     /// The wait description of this request (its call, communicator, peer and
     /// tag), so a report can say "MPI_Recv from rank 1, tag 7".
     #[track_caller]
@@ -381,6 +393,181 @@ pub fn orphan_bytes() -> usize {
     })
 }
 
+/// A contiguous send or receive in flight, named by the engine's request id
+/// and by what a report of a wait on it says: what the C ABI keeps in its
+/// request table from `MPI_Isend`/`MPI_Irecv` to completion (24 bytes and
+/// no reference to a communicator, against a [`RawRequest`]'s 80 and a
+/// reference taken and dropped per message). It completes where it lies:
+/// [`Ticket::test`] or [`wait_tickets`], then [`Ticket::finish`], or
+/// [`Ticket::wait`]; [`RawRequest::from_ticket`] makes it a request object
+/// for anything else. Every method takes one of the rank's communicators to
+/// reach the engine (they all share it): any one will do.
+///
+/// A ticket is spent by `finish`, `wait` or `from_ticket`; it is `Copy` so
+/// that it can be read out of a table; a spent copy finds its engine slot's
+/// generation moved on and completes empty, never with another request's
+/// result.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ticket {
+    id: ReqId,
+    /// The point-to-point context of the operation's communicator.
+    ctx: u32,
+    peer: i32,
+    tag: i32,
+    send: bool,
+}
+
+impl Ticket {
+    /// The wait description of this operation, as [`RawRequest::wait_info`].
+    #[track_caller]
+    fn wait_info(&self) -> WaitInfo {
+        WaitInfo {
+            call: if self.send { Call::Send } else { Call::Recv },
+            ctx: self.ctx,
+            peer: self.peer,
+            tag: self.tag,
+            at: Location::caller(),
+        }
+    }
+
+    /// Whether the operation has completed (without making progress).
+    #[inline]
+    pub fn is_done(&self, comm: &Comm) -> bool {
+        comm.engine().is_done(self.id)
+    }
+
+    /// Makes progress once unless the operation has completed; whether it
+    /// has (then [`Ticket::finish`] gives its outcome).
+    #[inline]
+    pub fn test(&self, comm: &Comm) -> Result<bool> {
+        reap();
+        let mut e = comm.engine();
+        if !e.is_done(self.id) {
+            e.progress()?;
+        }
+        Ok(e.is_done(self.id))
+    }
+
+    /// The outcome of the completed operation (see [`Ticket::is_done`]),
+    /// which spends the ticket.
+    #[inline]
+    pub fn finish(self, comm: &Comm) -> Result<Status> {
+        comm.engine().take_result(self.id)
+    }
+
+    /// Blocks until the operation completes; its outcome (spends the ticket).
+    #[track_caller]
+    #[inline]
+    pub fn wait(self, comm: &Comm) -> Result<Status> {
+        reap();
+        let info = self.wait_info();
+        comm.engine().wait(info, self.id)
+    }
+
+    /// Cancels a receive that has not matched; `true` if it was cancelled
+    /// (it then completes, cancelled). A send is never cancelled.
+    pub fn cancel(&self, comm: &Comm) -> bool {
+        !self.send && comm.engine().cancel_recv(self.id)
+    }
+}
+
+/// Starts receiving into the `cap` bytes at `buf` from `source` with `tag`:
+/// [`irecv_contig`], held as a [`Ticket`].
+///
+/// # Safety
+/// As for [`irecv_contig`].
+#[inline(always)]
+pub unsafe fn irecv_ticket(
+    comm: &Comm,
+    buf: *mut u8,
+    cap: usize,
+    source: i32,
+    tag: i32,
+) -> Result<Ticket> {
+    reap();
+    let pat = recv_pattern(comm, source, tag)?;
+    let ctx = pat.ctx;
+    let id = comm.engine().post_recv(pat, buf, cap)?;
+    Ok(Ticket {
+        id,
+        ctx,
+        peer: source,
+        tag,
+        send: false,
+    })
+}
+
+/// Starts sending the `len` bytes at `buf` to `dest` with `tag`
+/// (synchronously if `sync`): [`isend_contig`] held as a [`Ticket`], or
+/// `None` when the send completed as it started (an eager send).
+///
+/// # Safety
+/// As for [`isend_contig`].
+#[inline(always)]
+pub unsafe fn isend_ticket(
+    comm: &Comm,
+    buf: *const u8,
+    len: usize,
+    dest: i32,
+    tag: i32,
+    sync: bool,
+) -> Result<Option<Ticket>> {
+    reap();
+    check_tag(tag)?;
+    let peer = comm.check_dest(dest)?;
+    let ctx = ctx(comm);
+    let env = Envelope {
+        ctx,
+        src: comm.rank() as u32,
+        tag,
+    };
+    let id = comm.engine().start_send(env, peer, buf, len, sync)?;
+    Ok(id.map(|id| Ticket {
+        id,
+        ctx,
+        peer: dest,
+        tag,
+        send: true,
+    }))
+}
+
+/// Blocks until every operation of `tickets` has completed, then hands
+/// their outcomes to `each` in order, all with one hold of the engine; the
+/// tickets are spent. If the wait itself fails (the engine, not an
+/// operation), none is spent.
+#[track_caller]
+pub fn wait_tickets(
+    comm: &Comm,
+    tickets: &[Ticket],
+    mut each: impl FnMut(Result<Status>),
+) -> Result<()> {
+    reap();
+    let mut e = comm.engine();
+    // The first ticket not known to be done (a done one stays done).
+    let pending = |e: &mut crate::engine::Engine, from: usize| {
+        from + tickets[from..]
+            .iter()
+            .take_while(|t| e.is_done(t.id))
+            .count()
+    };
+    let mut next = pending(&mut e, 0);
+    if next < tickets.len() {
+        // One still pending: the report can name its peer and tag.
+        let info = match &tickets[next..] {
+            [one] => one.wait_info(),
+            _ => WaitInfo::plain(Call::Wait),
+        };
+        e.wait_until(info, |e| {
+            next = pending(e, next);
+            next == tickets.len()
+        })?;
+    }
+    for t in tickets {
+        each(e.take_result(t.id));
+    }
+    Ok(())
+}
+
 /// Starts sending `count` elements of `dt` at `buf` to `dest` with `tag`.
 ///
 /// # Safety
@@ -561,35 +748,6 @@ pub unsafe fn irecv(
         dt: dt.clone(),
     };
     start_recv(comm, ptr, cap, Some(staging), Some(unpack), source, tag)
-}
-
-/// [`irecv_contig`] into `req`, a request object that already lies where
-/// the caller keeps it (a slot of the C ABI's request table), which it
-/// replaces. Built in place, the request is not copied there afterwards: a
-/// copy right after the request was written, in wider words than its fields
-/// were written in, waited for the writes to reach the cache (see
-/// [`start_send`]). On error `req` is left as it was.
-///
-/// # Safety
-/// As for [`irecv_contig`].
-#[inline(always)]
-pub unsafe fn irecv_contig_in(
-    req: &mut RawRequest,
-    comm: &Comm,
-    buf: *mut u8,
-    cap: usize,
-    source: i32,
-    tag: i32,
-) -> Result<()> {
-    reap();
-    let pat = recv_pattern(comm, source, tag)?;
-    let id = comm.engine().post_recv(pat, buf, cap)?;
-    req.comm = Some(comm.clone());
-    req.id = Some(id);
-    req.done = None;
-    req.what = (Call::Recv, source, tag);
-    req.x = None;
-    Ok(())
 }
 
 /// Starts receiving into the `cap` bytes at `buf`: [`irecv`] for a contiguous

@@ -93,6 +93,36 @@ int main(int argc, char **argv) {
     OK(MPI_Recv(&vals[0], 1, MPI_INT, left, 40, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
     CHECK(vals[0] == left + 2);
 
+    /* Requests outlive their communicator (MPI_Comm_free lets pending
+     * operations finish): receives posted on a duplicate that is freed
+     * before they are waited for, one completed by MPI_Wait, one by
+     * MPI_Waitany (which turns the library's compact requests into request
+     * objects) and one let go with MPI_Request_free. */
+    {
+        MPI_Comm d;
+        OK(MPI_Comm_dup(MPI_COMM_WORLD, &d));
+        /* Static: the freed receive may land after this block. */
+        static int freed = -1;
+        int got[2] = {-1, -1}, idx = -1;
+        MPI_Request rq[3];
+        OK(MPI_Irecv(&got[0], 1, MPI_INT, left, 50, d, &rq[0]));
+        OK(MPI_Irecv(&got[1], 1, MPI_INT, left, 51, d, &rq[1]));
+        OK(MPI_Irecv(&freed, 1, MPI_INT, left, 52, d, &rq[2]));
+        for (int t = 50; t < 53; t++) {
+            int v = r * 100 + t;
+            OK(MPI_Send(&v, 1, MPI_INT, right, t, d));
+        }
+        OK(MPI_Comm_free(&d));
+        CHECK(d == MPI_COMM_NULL);
+        OK(MPI_Wait(&rq[0], &st[0]));
+        CHECK(rq[0] == MPI_REQUEST_NULL && got[0] == left * 100 + 50 && st[0].MPI_TAG == 50);
+        OK(MPI_Waitany(1, &rq[1], &idx, &st[1]));
+        CHECK(idx == 0 && rq[1] == MPI_REQUEST_NULL && got[1] == left * 100 + 51);
+        CHECK(st[1].MPI_SOURCE == left);
+        OK(MPI_Request_free(&rq[2]));
+        CHECK(rq[2] == MPI_REQUEST_NULL);
+    }
+
     MPI_Barrier(MPI_COMM_WORLD);
     /* MPI_Isendrecv (MPI 4): done when both halves are; the status is the
      * receive's. Around a ring, each rank sends right and receives from the
