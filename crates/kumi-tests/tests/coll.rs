@@ -109,6 +109,10 @@ fn shared_memory_collectives_back_to_back_with_random_delays() {
         (6, "1000", vec![("KUMI_COLL_SHM", "off")]),
         (4, "1000", vec![("KUMI_COLL_ALLREDUCE_COPY", "area")]),
         (5, "1000", vec![("KUMI_COLL_ALLREDUCE_COPY", "single")]),
+        // Oversubscribed ranks that never keep their core for mates, and
+        // ones that keep it as long as their mates wait (the default: 50 us).
+        (6, "1000", vec![("KUMI_MATE_SPIN_US", "0")]),
+        (4, "1000", vec![("KUMI_MATE_SPIN_US", "100000")]),
     ] {
         expect(
             n,

@@ -47,8 +47,11 @@ fn allowed() -> Vec<usize> {
 /// Binds the calling thread (and so every thread it starts afterwards) as
 /// the mode says, for local rank `local_rank` on a host that is
 /// `oversubscribed` or not (as the whole host sees it: `KUMI_LOCAL_CORES`).
-/// Returns the core it bound to, if any. Call it before the progress thread
-/// starts.
+/// Returns, if it bound, the number of cores the local ranks are spread
+/// over: local ranks `a` and `b` then share a core exactly when `a % n ==
+/// b % n` (every rank of the host binds by the same rule, from the same
+/// allowed set, which the launcher's affinity gives them all). Call it before
+/// the progress thread starts.
 pub(crate) fn apply(local_rank: usize, oversubscribed: bool) -> Result<Option<usize>> {
     let mode = mode()?;
     let cores = allowed();
@@ -64,7 +67,7 @@ pub(crate) fn apply(local_rank: usize, oversubscribed: bool) -> Result<Option<us
     let mut set = CpuSet::new();
     set.set(core);
     match sched_setaffinity(None, &set) {
-        Ok(()) => Ok(Some(core)),
+        Ok(()) => Ok(Some(cores.len())),
         // A cpuset that changed under us, or a kernel that refuses: running
         // unbound is slower, not wrong, so say so and go on.
         Err(e) => {

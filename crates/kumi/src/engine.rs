@@ -144,6 +144,11 @@ pub(crate) struct WaitPolicy {
     pub yield_every: Option<u32>,
     /// More ranks on this host than cores.
     pub oversubscribed: bool,
+    /// Oversubscribed, how long a rank waiting in a collective keeps the
+    /// core without yielding once every other rank bound to its core waits
+    /// in the same collective (`KUMI_MATE_SPIN_US`; see
+    /// [`Engine::wait_until_with_mates`]).
+    pub mate_spin: Duration,
 }
 
 impl WaitPolicy {
@@ -181,6 +186,7 @@ impl WaitPolicy {
             yield_for: Duration::from_micros(env_u64("KUMI_YIELD_US", yield_for)?),
             sleep_timeout: Duration::from_millis(env_u64("KUMI_SLEEP_MS", 100)?.max(1)),
             oversubscribed,
+            mate_spin: Duration::from_micros(env_u64("KUMI_MATE_SPIN_US", 50)?),
             yield_every: match std::env::var("KUMI_YIELD_EVERY") {
                 Ok(_) => Some(env_u64("KUMI_YIELD_EVERY", 1)?.clamp(1, u32::MAX as u64) as u32),
                 Err(_) => None,
@@ -355,6 +361,9 @@ pub(crate) struct Engine {
     /// Process id of each local world rank (for single copy); 0 if unknown.
     pids: Vec<i32>,
     my_local: usize,
+    /// Local ranks are bound to this many cores, round robin (see
+    /// [`Engine::shares_core_with`]), or not bound.
+    bound_cores: Option<usize>,
     self_frames: VecDeque<(Header, Vec<u8>)>,
     /// Frames waiting for room, per world peer (allocated on first overflow).
     outq: Vec<VecDeque<OutFrame>>,
@@ -447,6 +456,9 @@ pub(crate) struct EngineSetup {
     pub watch: Watch,
     pub my_local: usize,
     pub oversubscribed: bool,
+    /// What `bind::apply` returned: the number of cores the local ranks are
+    /// bound over, if they are.
+    pub bound_cores: Option<usize>,
 }
 
 impl Engine {
@@ -473,6 +485,7 @@ impl Engine {
             route: s.route,
             pids: s.pids,
             my_local: s.my_local,
+            bound_cores: s.bound_cores,
             self_frames: VecDeque::new(),
             outq: Vec::new(),
             outq_len: 0,
@@ -1448,22 +1461,56 @@ impl Engine {
     pub fn wait_until(
         &mut self,
         info: WaitInfo,
+        done: impl FnMut(&mut Engine) -> bool,
+    ) -> Result<()> {
+        self.wait_until_with_mates(info, done, |_| false)
+    }
+
+    /// [`Engine::wait_until`], for a wait that every member of a collective
+    /// makes until all have arrived (a barrier, an allreduce), where
+    /// `mates_wait` says that every other rank bound to this core has
+    /// arrived and so waits too. Oversubscribed, a waiting rank yields its
+    /// core on every empty pass, which hands it to a rank of its own core;
+    /// when those all wait for the same ranks of other cores, the hand-over
+    /// is wasted (1.2 us here) and the rank keeps the core instead, polling,
+    /// for up to `KUMI_MATE_SPIN_US` (then yields as usual). Each core then
+    /// changes ranks once per collective, not back and forth: a barrier of
+    /// 4 processes on 2 cores, one line each, 2.3-2.7 -> 1.6-1.9 us
+    /// (docs/BENCHMARKS.md, session 12).
+    pub fn wait_until_with_mates(
+        &mut self,
+        info: WaitInfo,
         mut done: impl FnMut(&mut Engine) -> bool,
+        mut mates_wait: impl FnMut(&Engine) -> bool,
     ) -> Result<()> {
         if done(self) {
             return Ok(());
         }
         self.set_call(info.call);
-        let r = self.wait_loop(&info, &mut done);
+        let r = self.wait_loop(&info, &mut done, &mut mates_wait);
         self.set_call(Call::None);
         self.watch.wait_ended();
         r
+    }
+
+    /// Whether kumi bound the local ranks to cores (see `bind`).
+    pub(crate) fn bound(&self) -> bool {
+        self.bound_cores.is_some()
+    }
+
+    /// Whether local rank `local` is another rank bound to this rank's core.
+    pub(crate) fn shares_core_with(&self, local: usize) -> bool {
+        local != self.my_local
+            && self
+                .bound_cores
+                .is_some_and(|n| n > 0 && local % n == self.my_local % n)
     }
 
     fn wait_loop(
         &mut self,
         info: &WaitInfo,
         done: &mut dyn FnMut(&mut Engine) -> bool,
+        mates_wait: &mut dyn FnMut(&Engine) -> bool,
     ) -> Result<()> {
         // The clock is read only after `policy.polls` empty polls, so a short
         // wait costs no system call at all.
@@ -1550,7 +1597,16 @@ impl Engine {
                     std::thread::yield_now();
                 }
             } else if idle < self.policy.spin + self.policy.yield_for {
-                std::thread::yield_now();
+                // Oversubscribed, with every rank of this core waiting here
+                // too: keep the core (see `wait_until_with_mates`).
+                let keep = self.policy.oversubscribed
+                    && idle < self.policy.spin + self.policy.mate_spin
+                    && mates_wait(self);
+                if keep {
+                    std::hint::spin_loop();
+                } else {
+                    std::thread::yield_now();
+                }
             } else {
                 self.sleep(done);
             }

@@ -176,6 +176,8 @@ pub fn init() -> Result<Universe> {
         ),
         None => watch::Watch::disabled(),
     };
+    // Before the progress thread starts, so that it is bound with its rank.
+    let bound_cores = bind::apply(id.local_rank as usize, oversubscribed)?;
     let engine = Engine::new(EngineSetup {
         world_rank: id.rank,
         world_size: id.size,
@@ -186,9 +188,8 @@ pub fn init() -> Result<Universe> {
         watch,
         my_local: id.local_rank as usize,
         oversubscribed,
+        bound_cores,
     })?;
-    // Before the progress thread starts, so that it is bound with its rank.
-    bind::apply(id.local_rank as usize, oversubscribed)?;
     let engine = Shared::new(engine)?;
     if id.size > 1 {
         engine.start_thread()?;

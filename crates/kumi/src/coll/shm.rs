@@ -95,6 +95,10 @@ pub(crate) struct Group {
     pub slots: Arc<[usize]>,
     /// My index in `slots`.
     pub me: usize,
+    /// The slots of the other ranks bound to my core (none: I have it to
+    /// myself), when ranks are bound and all of those are members; else
+    /// `None` (see [`wait_all_reached`]).
+    mates: Option<Box<[usize]>>,
     /// Bytes of a payload half.
     pub payload: usize,
     /// Last collective number used.
@@ -195,10 +199,16 @@ impl Group {
         let area = candidates
             .into_iter()
             .find(|&k| claim(&seg.coll_area(k), key))?;
+        // Only when the ranks are bound, and every other rank of my core is
+        // a member: one that is not may be computing, and a member keeping
+        // the core would hold it up.
+        let mine = (0..seg.local_size()).filter(|&l| e.shares_core_with(l));
+        let mates = (e.bound() && mine.clone().all(|l| slots.contains(&l))).then(|| mine.collect());
         Some(Group {
             area,
             slots: slots.into(),
             me,
+            mates,
             payload: coll_area::payload_bytes(seg.local_size()),
             seq: 0,
             completed: Arc::new(AtomicU64::new(0)),
@@ -248,6 +258,25 @@ fn wait(
     e.wait_until(info, |e| cond(&area(e, k)))
 }
 
+/// Waits until every member has reached collective `s`, in a collective
+/// whose every member waits so (barrier, allreduce, alltoall): a member of
+/// my core that has reached `s` while some other has not cannot have left
+/// it, so when all of them have, they all wait for other cores and this
+/// rank keeps its core ([`Engine::wait_until_with_mates`]); so does a rank
+/// alone on its core, which has nobody to hand it to.
+fn wait_all_reached(e: &mut Engine, g: &Group, s: u64, info: WaitInfo) -> Result<()> {
+    let k = g.area;
+    e.wait_until_with_mates(
+        info,
+        |e| all_reached_as(&area(e, k), &g.slots, s, g.kind),
+        |e| {
+            g.mates
+                .as_ref()
+                .is_some_and(|m| all_reached_as(&area(e, k), m, s, g.kind))
+        },
+    )
+}
+
 /// Takes the next `k` collective numbers for a blocking collective, after
 /// the group's nonblocking ones before it have completed: publishing `s`
 /// tells the others this rank is done with everything up to `s - 1` (so
@@ -268,7 +297,7 @@ pub(crate) fn barrier(e: &mut Engine, g: &mut Group, info: WaitInfo) -> Result<(
     let s = begin(e, g, 1, info)?;
     g.kind = kind(K_BARRIER, 0, 0);
     publish_at(e, g, s);
-    wait(e, info, g.area, |a| all_reached_as(a, &g.slots, s, g.kind))?;
+    wait_all_reached(e, g, s, info)?;
     g.finish(s);
     Ok(())
 }
@@ -302,7 +331,7 @@ pub(crate) fn allreduce(
     let s = begin(e, g, 1, info)?;
     g.kind = kind(K_ALLREDUCE, 0, buf.len());
     contribute(e, g, s, buf, info)?;
-    wait(e, info, g.area, |a| all_reached_as(a, &g.slots, s, g.kind))?;
+    wait_all_reached(e, g, s, info)?;
     fold(&area(e, g.area), g, s, buf, op);
     g.finish(s);
     Ok(())
@@ -392,7 +421,7 @@ pub(crate) fn alltoall(
     let total = send.len();
     g.kind = kind(K_ALLTOALL, 0, total);
     contribute(e, g, s, send, info)?;
-    wait(e, info, g.area, |a| all_reached_as(a, &g.slots, s, g.kind))?;
+    wait_all_reached(e, g, s, info)?;
     let a = area(e, g.area);
     let half = (s & 1) as usize;
     for (j, &slot) in g.slots.iter().enumerate() {
