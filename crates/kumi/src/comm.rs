@@ -238,9 +238,9 @@ impl Comm {
         at: &'static Location<'static>,
     ) -> Result<Status> {
         let pat = self.pattern(ctx, source, tag)?;
-        let mut e = self.engine();
-        let id = e.post_recv(pat, bytes.as_mut_ptr(), bytes.len())?;
-        e.wait(self.info(call, source, tag, at), id)
+        let info = self.info(call, source, tag, at);
+        self.engine()
+            .recv(info, pat, bytes.as_mut_ptr(), bytes.len())
     }
 
     /// Receives a message of any size into a new vector. The message size must be

@@ -26,6 +26,10 @@ fn main() {
         ("synchronous send and sendrecv", sync_and_sendrecv),
         ("dup and split isolate matching", comms),
         ("cancel of an unmatched receive", cancel),
+        (
+            "a blocking receive yields to one posted before it",
+            blocking_after_posted,
+        ),
     ];
     for (name, f) in checks {
         world.barrier().expect("barrier");
@@ -379,5 +383,37 @@ fn cancel(w: &Comm) -> R {
         assert!(st.cancelled);
         Ok(())
     })?;
+    Ok(())
+}
+
+/// A blocking receive goes without a request when nothing is posted before
+/// it (the engine's direct receive); one posted before it that accepts the
+/// same message must still get it first, and a synchronous send to a rank
+/// already waiting in a blocking receive must be acknowledged.
+fn blocking_after_posted(w: &Comm) -> R {
+    let me = w.rank();
+    if me == 1 {
+        // Rank 0 posts both receives before the messages leave.
+        w.recv(&mut [0u8; 0], 0, 61)?;
+        w.send(&[1u32], 0, 60)?;
+        w.send(&[2u32], 0, 60)?;
+        // Rank 0 is (most likely) waiting in its blocking receive by now.
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        w.ssend(&[3u32], 0, 62)?;
+    } else if me == 0 {
+        let (mut first, mut second, mut third) = ([0u32], [0u32], [0u32]);
+        scope(|s| -> R {
+            let r = w.irecv(s, &mut first, 1, ANY_TAG)?;
+            w.send(&[0u8; 0], 1, 61)?;
+            let st = w.recv(&mut second, ANY_SOURCE, 60)?;
+            assert_eq!((st.source, st.tag), (1, 60));
+            let st = r.wait()?;
+            assert_eq!((st.source, st.tag), (1, 60));
+            Ok(())
+        })?;
+        assert_eq!((first[0], second[0]), (1, 2), "posted first, matched first");
+        let st = w.recv(&mut third, 1, 62)?;
+        assert_eq!((third[0], st.tag, st.bytes), (3, 62, 4));
+    }
     Ok(())
 }
