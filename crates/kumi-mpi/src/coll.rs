@@ -119,7 +119,7 @@ fn at(buf: *const c_void, i: usize, d: &Datatype) -> *mut c_void {
 
 /// Checks the request argument before a nonblocking collective starts (once
 /// started, it could not be handed back).
-fn need_request(p: *mut c_int) -> R<()> {
+pub(crate) fn need_request(p: *mut c_int) -> R<()> {
     if p.is_null() {
         return err(MPI_ERR_ARG, "the output argument `request` is NULL");
     }

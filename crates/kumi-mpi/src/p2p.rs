@@ -225,6 +225,39 @@ fn start_recv(
     Ok(unsafe { raw::irecv(c, buf as *mut u8, n, &d, src, tag)? })
 }
 
+/// The arguments of a nonblocking send or receive on the fast path, if they
+/// are those of the usual case (a predefined type, a rank of the
+/// communicator, or `MPI_ANY_SOURCE` if `any_ok` (a receive), a valid tag, a
+/// request to write): the communicator, the peer and the buffer's bytes. `None` for
+/// anything else, errors included (the general path reports them). Sets the
+/// communicator whose handler takes the call's errors.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn contig_request(
+    s: &State,
+    buf: *const c_void,
+    cnt: c_int,
+    dt: c_int,
+    rank: c_int,
+    any_ok: bool,
+    tag_ok: bool,
+    comm: c_int,
+    request: *mut c_int,
+) -> Option<(&Comm, i32, usize)> {
+    if request.is_null() || cnt < 0 || !tag_ok {
+        return None;
+    }
+    let c = &s.comms.get(&comm)?.comm;
+    let Ok(Some(p)) = peer(c, rank, any_ok) else {
+        return None;
+    };
+    let Ok(Some(bytes)) = contig_bytes(buf, cnt as usize, dt) else {
+        return None;
+    };
+    set_err_comm(comm);
+    Some((c, p, bytes))
+}
+
 /// `MPI_Irecv` of a predefined type from a rank (the usual case): the
 /// receive is held in the request table as a [`raw::Ticket`]. `false` for
 /// any other receive, left to [`start_recv`], which also reports errors.
@@ -240,19 +273,19 @@ fn irecv_in_table(
     comm: c_int,
     request: *mut c_int,
 ) -> R<bool> {
-    if request.is_null() || cnt < 0 || recv_tag(tag).is_err() {
-        return Ok(false);
-    }
-    let Some(c) = s.comms.get(&comm).map(|e| &e.comm) else {
+    let Some((c, src, cap)) = contig_request(
+        s,
+        buf,
+        cnt,
+        dt,
+        source,
+        true,
+        recv_tag(tag).is_ok(),
+        comm,
+        request,
+    ) else {
         return Ok(false);
     };
-    let Ok(Some(src)) = peer(c, source, true) else {
-        return Ok(false);
-    };
-    let Ok(Some(cap)) = contig_bytes(buf, cnt as usize, dt) else {
-        return Ok(false);
-    };
-    set_err_comm(comm);
     // SAFETY: the caller keeps `buf` valid and untouched until the receive
     // completes, as the standard requires.
     let t = unsafe { raw::irecv_ticket(c, buf as *mut u8, cap, src, tag)? };
@@ -278,19 +311,19 @@ fn isend_in_table(
     request: *mut c_int,
     sync: bool,
 ) -> R<bool> {
-    if request.is_null() || cnt < 0 || send_tag(tag).is_err() {
-        return Ok(false);
-    }
-    let Some(c) = s.comms.get(&comm).map(|e| &e.comm) else {
+    let Some((c, to, len)) = contig_request(
+        s,
+        buf,
+        cnt,
+        dt,
+        dest,
+        false,
+        send_tag(tag).is_ok(),
+        comm,
+        request,
+    ) else {
         return Ok(false);
     };
-    let Ok(Some(to)) = peer(c, dest, false) else {
-        return Ok(false);
-    };
-    let Ok(Some(len)) = contig_bytes(buf, cnt as usize, dt) else {
-        return Ok(false);
-    };
-    set_err_comm(comm);
     // SAFETY: the MPI standard makes the caller keep `buf` valid and
     // unmodified until the send completes.
     let h = match unsafe { raw::isend_ticket(c, buf as *const u8, len, to, tag, sync)? } {
@@ -963,6 +996,8 @@ mpi_nb! {
         if isend_in_table(&mut s, buf, count, datatype, dest, tag, comm, request, false)? {
             return Ok(());
         }
+        // Checked before the send starts: it must not go out unrequested.
+        crate::coll::need_request(request)?;
         let r = start_send(&s, buf, count, datatype, dest, tag, comm, SendMode::Standard)?;
         register_send(&mut s, r, comm, request)
     }
@@ -972,6 +1007,8 @@ mpi_nb! {
         if isend_in_table(&mut s, buf, count, datatype, dest, tag, comm, request, false)? {
             return Ok(());
         }
+        // Checked before the send starts: it must not go out unrequested.
+        crate::coll::need_request(request)?;
         let r = start_send(&s, buf, count, datatype, dest, tag, comm, SendMode::Standard)?;
         register_send(&mut s, r, comm, request)
     }
@@ -981,12 +1018,16 @@ mpi_nb! {
         if isend_in_table(&mut s, buf, count, datatype, dest, tag, comm, request, true)? {
             return Ok(());
         }
+        // Checked before the send starts: it must not go out unrequested.
+        crate::coll::need_request(request)?;
         let r = start_send(&s, buf, count, datatype, dest, tag, comm, SendMode::Sync)?;
         register_send(&mut s, r, comm, request)
     }
 
     fn MPI_Ibsend / PMPI_Ibsend(buf: *const c_void, count: c_int, datatype: c_int, dest: c_int, tag: c_int, comm: c_int, request: *mut c_int) {
         let mut s = st()?;
+        // Checked before the send starts: it must not go out unrequested.
+        crate::coll::need_request(request)?;
         let r = start_send(&s, buf, count, datatype, dest, tag, comm, SendMode::Buffered)?;
         register_send(&mut s, r, comm, request)
     }
@@ -996,6 +1037,9 @@ mpi_nb! {
         if irecv_in_table(&mut s, buf, count, datatype, source, tag, comm, request)? {
             return Ok(());
         }
+        // Checked before the receive is posted: it must not take a message
+        // nobody can wait for.
+        crate::coll::need_request(request)?;
         let r = start_recv(&s, buf, count, datatype, source, tag, comm)?;
         register(&mut s, r, comm, request)
     }

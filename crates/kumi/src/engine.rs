@@ -128,6 +128,23 @@ enum Direct {
     Promoted(ReqId),
 }
 
+impl Req {
+    /// A receive into the `cap` bytes at `buf`, in flight.
+    fn recv(buf: *mut u8, cap: usize) -> Req {
+        Req {
+            done: false,
+            status: Status::empty(),
+            error: None,
+            detached: false,
+            op: Op::Recv {
+                buf,
+                cap,
+                data: None,
+            },
+        }
+    }
+}
+
 /// An unexpected message, kept until a receive matches it.
 enum Unexpected {
     Eager {
@@ -798,17 +815,7 @@ impl Engine {
     /// Posts a receive into `buf` (capacity `cap` bytes). The caller guarantees the
     /// buffer stays valid and otherwise untouched until the request completes.
     pub fn post_recv(&mut self, pat: Pattern, buf: *mut u8, cap: usize) -> Result<ReqId> {
-        let id = self.reqs.insert(Req {
-            done: false,
-            status: Status::empty(),
-            error: None,
-            detached: false,
-            op: Op::Recv {
-                buf,
-                cap,
-                data: None,
-            },
-        });
+        let id = self.reqs.insert(Req::recv(buf, cap));
         if let Some((env, m, id)) = self.matcher.post(pat, id) {
             self.deliver_unexpected(id, env, m)?;
         }
@@ -908,17 +915,7 @@ impl Engine {
         if !pat.accepts(env) {
             return None;
         }
-        let id = self.reqs.insert(Req {
-            done: false,
-            status: Status::empty(),
-            error: None,
-            detached: false,
-            op: Op::Recv {
-                buf,
-                cap,
-                data: None,
-            },
-        });
+        let id = self.reqs.insert(Req::recv(buf, cap));
         self.direct = Direct::Promoted(id);
         Some(id)
     }

@@ -29,6 +29,25 @@ int main(int argc, char **argv) {
     CHECK(cls(MPI_Send(&x, 1, MPI_DATATYPE_NULL, 0, 0, MPI_COMM_WORLD)) == MPI_ERR_TYPE);
     CHECK(cls(MPI_Send(NULL, 4, MPI_INT, 0, 0, MPI_COMM_WORLD)) == MPI_ERR_BUFFER);
     CHECK(cls(MPI_Send(&x, 1, MPI_INT, 0, 0, MPI_COMM_NULL)) == MPI_ERR_COMM);
+    /* The nonblocking calls' fast path leaves every error to the general
+     * path, which names it: a send to MPI_ANY_SOURCE, ranks and tags out of
+     * range, a NULL request. */
+    MPI_Request q0 = MPI_REQUEST_NULL;
+    CHECK(cls(MPI_Isend(&x, 1, MPI_INT, MPI_ANY_SOURCE, 0, MPI_COMM_WORLD, &q0)) == MPI_ERR_RANK);
+    CHECK(cls(MPI_Isend(&x, 1, MPI_INT, n, 0, MPI_COMM_WORLD, &q0)) == MPI_ERR_RANK);
+    CHECK(cls(MPI_Issend(&x, 1, MPI_INT, 0, -2, MPI_COMM_WORLD, &q0)) == MPI_ERR_TAG);
+    CHECK(cls(MPI_Irecv(&x, 1, MPI_INT, n + 1, 0, MPI_COMM_WORLD, &q0)) == MPI_ERR_RANK);
+    CHECK(cls(MPI_Irecv(&x, 1, MPI_INT, 0, -7, MPI_COMM_WORLD, &q0)) == MPI_ERR_TAG);
+    CHECK(cls(MPI_Irecv(&x, -1, MPI_INT, 0, 0, MPI_COMM_WORLD, &q0)) == MPI_ERR_COUNT);
+    CHECK(q0 == MPI_REQUEST_NULL);
+    /* With no request to write, nothing may start: no message goes out. */
+    CHECK(MPI_Isend(&x, 1, MPI_INT, r, 77, MPI_COMM_WORLD, NULL) != MPI_SUCCESS);
+    CHECK(MPI_Ibsend(&x, 1, MPI_INT, r, 77, MPI_COMM_WORLD, NULL) != MPI_SUCCESS);
+    CHECK(MPI_Isend(&x, 1, MPI_INT, r, 77, MPI_COMM_SELF, NULL) != MPI_SUCCESS);
+    MPI_Barrier(MPI_COMM_WORLD);
+    int stray = 1;
+    OK(MPI_Iprobe(r, 77, MPI_COMM_WORLD, &stray, MPI_STATUS_IGNORE));
+    CHECK(stray == 0);
     MPI_Request bad = 12345;
     CHECK(cls(MPI_Wait(&bad, MPI_STATUS_IGNORE)) == MPI_ERR_REQUEST);
     MPI_Group g;
