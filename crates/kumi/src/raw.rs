@@ -11,6 +11,9 @@
 //! request owns, and unpacked into the user's memory when a receive completes),
 //! persistent requests, matched probes, buffered sends, and requests the program
 //! let go of (`MPI_Request_free`), which stay alive here until they complete.
+//! The common contiguous send or receive also exists as a [`Ticket`]: the
+//! engine's request id alone, which the C ABI keeps in its request table and
+//! completes there, without a request object.
 
 use crate::comm::Comm;
 use crate::datatype::Datatype;
@@ -396,11 +399,11 @@ pub fn orphan_bytes() -> usize {
 /// A contiguous send or receive in flight, named by the engine's request id
 /// and by what a report of a wait on it says: what the C ABI keeps in its
 /// request table from `MPI_Isend`/`MPI_Irecv` to completion (24 bytes and
-/// no reference to a communicator, against a [`RawRequest`]'s 80 and a
+/// no reference to a communicator, against a [`RawRequest`]'s 72 and a
 /// reference taken and dropped per message). It completes where it lies:
-/// [`Ticket::test`] or [`wait_tickets`], then [`Ticket::finish`], or
-/// [`Ticket::wait`]; [`RawRequest::from_ticket`] makes it a request object
-/// for anything else. Every method takes one of the rank's communicators to
+/// [`Ticket::test`] then [`Ticket::finish`], [`Ticket::wait`], or
+/// [`wait_tickets`] for many at once; [`RawRequest::from_ticket`] makes it a
+/// request object for anything else. Every method takes one of the rank's communicators to
 /// reach the engine (they all share it): any one will do.
 ///
 /// A ticket is spent by `finish`, `wait` or `from_ticket`; it is `Copy` so
