@@ -721,7 +721,10 @@ impl State {
             };
             let (t, comm) = (*t, *comm);
             // The operation's communicator names it in wait reports; a
-            // program may have freed it while the operation was in flight.
+            // program may have freed it while the operation was in flight
+            // (then world stands in, or a communicator that reused the
+            // handle: only a report's wording depends on it, as every
+            // communicator reaches the same engine).
             let c = match self
                 .comms
                 .get(&comm)
