@@ -248,8 +248,12 @@ pub struct CollArea<'a> {
     pub(crate) payload: usize,
 }
 
+// The accessors are `#[inline]`: the runtime (another crate) calls them
+// several times per collective, and out of line they were a fifth of an
+// 8-byte allreduce's instructions.
 #[cfg(not(loom))]
 impl CollArea<'_> {
+    #[inline]
     fn slot(&self, i: usize) -> *mut u8 {
         assert!(i < self.local_size, "slot {i} of {}", self.local_size);
         // SAFETY: `base` is the area's start inside the mapping (checked when
@@ -257,6 +261,7 @@ impl CollArea<'_> {
         unsafe { self.base.as_ptr().add(LINE + i * (LINE + 2 * self.payload)) }
     }
 
+    #[inline]
     fn half(&self, i: usize, half: usize, total: usize) -> (*mut u8, usize) {
         let s = self.slot(i);
         if total <= INLINE {
@@ -275,6 +280,7 @@ impl CollArea<'_> {
     /// contribution of `total` bytes. Call only after [`reached`] said its owner
     /// published it, and drop the slice before this member publishes the next
     /// collective (the owner may overwrite it once everyone has).
+    #[inline]
     pub fn bytes(&self, i: usize, half: usize, total: usize, off: usize, len: usize) -> &[u8] {
         let (p, cap) = self.half(i, half, total);
         assert!(off + len <= cap && total <= cap.max(INLINE));
@@ -297,10 +303,12 @@ unsafe impl AreaMem for CollArea<'_> {
         // AtomicU64 for the mapping's lifetime, which `'a` bounds.
         unsafe { &*self.base.as_ptr().cast::<AtomicU64>() }
     }
+    #[inline]
     fn seq(&self, i: usize) -> &AtomicU64 {
         // SAFETY: the first word of slot `i`'s control line, 64-aligned.
         unsafe { &*self.slot(i).cast::<AtomicU64>() }
     }
+    #[inline]
     fn kind(&self, i: usize, half: usize) -> &AtomicU64 {
         // SAFETY: bytes 48..64 of slot `i`'s 64-aligned control line (after the
         // inline halves at 16..48), 8-aligned, used only as these atomics.
@@ -311,12 +319,14 @@ unsafe impl AreaMem for CollArea<'_> {
                 .cast::<AtomicU64>()
         }
     }
+    #[inline]
     fn sleeping(&self, i: usize) -> &AtomicU32 {
         self.seg.rank_block(i).sleeping()
     }
     fn payload(&self) -> usize {
         self.payload
     }
+    #[inline]
     fn write(&self, i: usize, half: usize, total: usize, off: usize, src: &[u8]) {
         let (p, cap) = self.half(i, half, total);
         assert!(off + src.len() <= cap);
@@ -325,6 +335,7 @@ unsafe impl AreaMem for CollArea<'_> {
         // small-copy path as the rings: an 8-byte allreduce writes 8 bytes.)
         unsafe { crate::copy_bytes(src.as_ptr(), p.add(off), src.len()) }
     }
+    #[inline]
     fn read(&self, i: usize, half: usize, total: usize, off: usize, dst: &mut [u8]) {
         dst.copy_from_slice(self.bytes(i, half, total, off, dst.len()));
     }

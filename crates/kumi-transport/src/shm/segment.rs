@@ -160,9 +160,10 @@ pub struct Segment {
     local_size: usize,
     ring_bytes: usize,
     job: String,
-    /// (offset of the first collective area, bytes of one area, payload half)
-    /// worked out on first use: collectives ask for their area on every poll.
-    areas: std::sync::OnceLock<(usize, usize, usize)>,
+    /// (offset of the first collective area, bytes of one area, payload
+    /// half), fixed with the sizes: collectives ask for their area several
+    /// times per call (a lazily made value cost a call and a check each).
+    areas: (usize, usize, usize),
 }
 
 // SAFETY: a `Segment` is a mapping owned by this value; everything shared through
@@ -260,6 +261,16 @@ impl Segment {
     /// `None` if that overflows.
     pub fn total_bytes(local_size: usize, ring_bytes: usize) -> Option<usize> {
         Self::areas_offset(local_size, ring_bytes)?.checked_add(coll_area::total_bytes(local_size)?)
+    }
+
+    /// The collective areas' geometry for these sizes, which
+    /// [`Segment::total_bytes`] accepted (the caller checked).
+    fn areas_of(local_size: usize, ring_bytes: usize) -> (usize, usize, usize) {
+        (
+            Self::areas_offset(local_size, ring_bytes).unwrap_or(0),
+            coll_area::area_bytes(local_size).unwrap_or(0),
+            coll_area::payload_bytes(local_size),
+        )
     }
 
     /// Where the collective areas start: after the rings (64-aligned, as ring
@@ -393,7 +404,7 @@ impl Segment {
             local_size,
             ring_bytes,
             job: job.to_string(),
-            areas: std::sync::OnceLock::new(),
+            areas: Self::areas_of(local_size, ring_bytes),
         };
         let pid = rustix::process::getpid().as_raw_nonzero().get() as u32;
         let mut job_bytes = [0u8; JOB_MAX];
@@ -443,7 +454,7 @@ impl Segment {
             local_size: 0,
             ring_bytes: 0,
             job: String::new(),
-            areas: std::sync::OnceLock::new(),
+            areas: (0, 0, 0),
         };
         let h = seg.header();
         // Acquire: pairs with the creator's Release store of the magic.
@@ -503,6 +514,7 @@ impl Segment {
             .to_string();
         seg.local_size = local_size;
         seg.ring_bytes = ring_bytes;
+        seg.areas = Self::areas_of(local_size, ring_bytes);
         seg.job = job;
         Ok(seg)
     }
@@ -564,15 +576,10 @@ impl Segment {
 
 impl Segment {
     /// Collective area `k` (`k < coll_area::AREAS`). Panics if out of range.
+    #[inline]
     pub fn coll_area(&self, k: usize) -> CollArea<'_> {
         assert!(k < coll_area::AREAS, "collective area {k}");
-        let &(first, area, payload) = self.areas.get_or_init(|| {
-            (
-                Self::areas_offset(self.local_size, self.ring_bytes).expect("validated at open"),
-                coll_area::area_bytes(self.local_size).expect("validated at open"),
-                coll_area::payload_bytes(self.local_size),
-            )
-        });
+        let (first, area, payload) = self.areas;
         let off = first + k * area;
         debug_assert!(off.is_multiple_of(64) && off + area <= self.len);
         CollArea {
