@@ -541,7 +541,9 @@ impl Segment {
         &self.job
     }
 
-    /// The block of local rank `i`. Panics if `i >= local_size()`.
+    /// The block of local rank `i`. Panics if `i >= local_size()`. Inline:
+    /// every collective's publish asks it for the members' "asleep" flags.
+    #[inline]
     pub fn rank_block(&self, i: usize) -> &RankBlock {
         assert!(
             i < self.local_size,
