@@ -388,8 +388,9 @@ fn cancel(w: &Comm) -> R {
 
 /// A blocking receive goes without a request when nothing is posted before
 /// it (the engine's direct receive); one posted before it that accepts the
-/// same message must still get it first, and a synchronous send to a rank
-/// already waiting in a blocking receive must be acknowledged.
+/// same message must still get it first; a synchronous send to a rank
+/// already waiting in a blocking receive must be acknowledged, and a
+/// rendezvous to one must arrive whole.
 fn blocking_after_posted(w: &Comm) -> R {
     let me = w.rank();
     if me == 1 {
@@ -400,6 +401,10 @@ fn blocking_after_posted(w: &Comm) -> R {
         // Rank 0 is (most likely) waiting in its blocking receive by now.
         std::thread::sleep(std::time::Duration::from_millis(30));
         w.ssend(&[3u32], 0, 62)?;
+        // A rendezvous for a waiting blocking receive (it becomes a request).
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        let big: Vec<u32> = (0..100_000u32).collect();
+        w.send(&big, 0, 63)?;
     } else if me == 0 {
         let (mut first, mut second, mut third) = ([0u32], [0u32], [0u32]);
         scope(|s| -> R {
@@ -414,6 +419,13 @@ fn blocking_after_posted(w: &Comm) -> R {
         assert_eq!((first[0], second[0]), (1, 2), "posted first, matched first");
         let st = w.recv(&mut third, 1, 62)?;
         assert_eq!((third[0], st.tag, st.bytes), (3, 62, 4));
+        let mut big = vec![0u32; 100_000];
+        let st = w.recv(&mut big, 1, 63)?;
+        assert_eq!((st.source, st.tag, st.bytes), (1, 63, 400_000));
+        assert!(
+            big.iter().enumerate().all(|(i, &v)| v == i as u32),
+            "rendezvous into a waiting blocking receive"
+        );
     }
     Ok(())
 }
