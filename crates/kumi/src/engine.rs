@@ -128,6 +128,48 @@ enum Direct {
     Promoted(ReqId),
 }
 
+/// Lands eager message `data` (envelope `env`) in a receive of `cap` bytes
+/// at `buf` and counts it: its status, or `Err` with it if it does not fit
+/// (then nothing is written).
+///
+/// # Safety
+/// `buf` must be valid for writes of `cap` bytes, and not overlap `data`.
+#[inline(always)]
+unsafe fn land_eager(
+    counters: &mut Counters,
+    env: &Envelope,
+    data: &[u8],
+    buf: *mut u8,
+    cap: usize,
+) -> std::result::Result<Status, Status> {
+    let st = Status {
+        source: env.src as i32,
+        tag: env.tag,
+        bytes: data.len(),
+        cancelled: false,
+    };
+    counters.msgs_recv += 1;
+    counters.bytes_recv += data.len() as u64;
+    if data.len() > cap {
+        return Err(st);
+    }
+    if !data.is_empty() {
+        // SAFETY: the caller's contract; `data.len() <= cap`.
+        unsafe { kumi_transport::copy_bytes(data.as_ptr(), buf, data.len()) };
+    }
+    Ok(st)
+}
+
+/// The error of message `st` that did not fit a receive of `cap` bytes.
+fn truncated(st: Status, cap: usize) -> Error {
+    Error::Truncated {
+        message_bytes: st.bytes,
+        buffer_bytes: cap,
+        source: st.source,
+        tag: st.tag,
+    }
+}
+
 impl Req {
     /// A receive into the `cap` bytes at `buf`, in flight.
     fn recv(buf: *mut u8, cap: usize) -> Req {
@@ -854,12 +896,7 @@ impl Engine {
         waited?;
         match direct {
             Direct::Done(Ok(st)) => Ok(st),
-            Direct::Done(Err(st)) => Err(Error::Truncated {
-                message_bytes: st.bytes,
-                buffer_bytes: cap,
-                source: st.source,
-                tag: st.tag,
-            }),
+            Direct::Done(Err(st)) => Err(truncated(st, cap)),
             Direct::Promoted(id) => self.wait(info, id),
             Direct::Idle | Direct::Waiting { .. } => Err(Error::Protocol(
                 "a blocking receive lost its place in the engine".into(),
@@ -884,25 +921,9 @@ impl Engine {
             return false;
         }
         self.ack_sync(from, sync_id);
-        let st = Status {
-            source: env.src as i32,
-            tag: env.tag,
-            bytes: data.len(),
-            cancelled: false,
-        };
-        self.direct = Direct::Done(if data.len() > cap {
-            Err(st)
-        } else {
-            if !data.is_empty() {
-                // SAFETY: `Engine::recv`'s caller guarantees `buf` is valid for
-                // `cap` bytes while it waits; `data.len() <= cap`; the regions
-                // cannot overlap (one is the ring, one the user's).
-                unsafe { kumi_transport::copy_bytes(data.as_ptr(), buf, data.len()) };
-            }
-            Ok(st)
-        });
-        self.counters.msgs_recv += 1;
-        self.counters.bytes_recv += data.len() as u64;
+        // SAFETY: `Engine::recv`'s caller guarantees `buf` is valid for `cap`
+        // bytes while it waits, which it does until `direct` leaves `Waiting`.
+        self.direct = Direct::Done(unsafe { land_eager(&mut self.counters, env, data, buf, cap) });
         true
     }
 
@@ -970,27 +991,15 @@ impl Engine {
         let Op::Recv { buf, cap, .. } = r.op else {
             return;
         };
-        r.status = Status {
-            source: env.src as i32,
-            tag: env.tag,
-            bytes: data.len(),
-            cancelled: false,
-        };
-        if data.len() > cap {
-            r.error = Some(Box::new(Error::Truncated {
-                message_bytes: data.len(),
-                buffer_bytes: cap,
-                source: env.src as i32,
-                tag: env.tag,
-            }));
-        } else if !data.is_empty() {
-            // SAFETY: the receive's owner guarantees `buf` is valid for `cap` bytes
-            // and untouched until completion; `data.len() <= cap`; the regions
-            // cannot overlap (one is the ring or a private copy, one the user's).
-            unsafe { kumi_transport::copy_bytes(data.as_ptr(), buf, data.len()) };
+        // SAFETY: the receive's owner guarantees `buf` is valid for `cap`
+        // bytes and untouched until completion, which is now.
+        match unsafe { land_eager(&mut self.counters, &env, data, buf, cap) } {
+            Ok(st) => r.status = st,
+            Err(st) => {
+                r.status = st;
+                r.error = Some(Box::new(truncated(st, cap)));
+            }
         }
-        self.counters.msgs_recv += 1;
-        self.counters.bytes_recv += data.len() as u64;
         // `r` is at hand: no second lookup through `finish`.
         if Self::mark_done(open, r) {
             self.drop_detached(id);
@@ -1022,12 +1031,7 @@ impl Engine {
         let mut fin = Header::new(Kind::Fin);
         fin.id = sender_req;
         if len > cap {
-            r.error = Some(Box::new(Error::Truncated {
-                message_bytes: len,
-                buffer_bytes: cap,
-                source: env.src as i32,
-                tag: env.tag,
-            }));
+            r.error = Some(Box::new(truncated(r.status, cap)));
             // The sender's part is done either way: release it.
             self.push_frame(from, &fin, &[])?;
             self.finish(id);

@@ -168,6 +168,7 @@ impl RawRequest {
 
     /// The request object of an operation held as a [`Ticket`] on `comm`
     /// (the operation's own communicator: a report of a wait names it).
+    #[inline(always)]
     pub fn from_ticket(comm: &Comm, t: Ticket) -> RawRequest {
         RawRequest {
             comm: Some(comm.clone()),
@@ -639,29 +640,24 @@ fn start_send(
     tag: i32,
     mode: SendMode,
 ) -> Result<RawRequest> {
-    reap();
-    check_tag(tag)?;
-    let peer = comm.check_dest(dest)?;
-    let env = Envelope {
-        ctx: ctx(comm),
-        src: comm.rank() as u32,
-        tag,
-    };
-    let id = comm
-        .engine()
-        .start_send(env, peer, ptr, len, mode == SendMode::Sync)?;
-    Ok(RawRequest {
-        // A send complete at start (eager) needs no communicator to wait on.
-        comm: id.map(|_| comm.clone()),
-        id,
-        done: id.is_none().then_some(Status::empty()),
-        what: (Call::Send, dest, tag),
-        x: if id.is_some() {
-            extra(staging, None)
-        } else {
-            None
+    // SAFETY: the callers' contracts: `ptr..ptr + len` readable until the
+    // send completes (`staging` owns it when set).
+    Ok(
+        match unsafe { isend_ticket(comm, ptr, len, dest, tag, mode == SendMode::Sync)? } {
+            Some(t) => RawRequest {
+                x: extra(staging, None),
+                ..RawRequest::from_ticket(comm, t)
+            },
+            // A send complete at start (eager) needs no communicator to wait on.
+            None => RawRequest {
+                comm: None,
+                id: None,
+                done: Some(Status::empty()),
+                what: (Call::Send, dest, tag),
+                x: None,
+            },
         },
-    })
+    )
 }
 
 /// Sends the `len` bytes at `buf` to `dest` with `tag` and returns when the
@@ -783,15 +779,13 @@ fn start_recv(
     source: i32,
     tag: i32,
 ) -> Result<RawRequest> {
-    reap();
-    let pat = recv_pattern(comm, source, tag)?;
-    let id = comm.engine().post_recv(pat, ptr, cap)?;
+    // SAFETY: the callers' contracts: `ptr..ptr + cap` writable and
+    // otherwise untouched until the receive completes (`staging` owns it
+    // when set).
+    let t = unsafe { irecv_ticket(comm, ptr, cap, source, tag)? };
     Ok(RawRequest {
-        comm: Some(comm.clone()),
-        id: Some(id),
-        done: None,
-        what: (Call::Recv, source, tag),
         x: extra(staging, unpack),
+        ..RawRequest::from_ticket(comm, t)
     })
 }
 
