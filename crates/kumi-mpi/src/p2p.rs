@@ -355,10 +355,11 @@ fn send_blocking(
         return Ok(());
     };
     if let Some(len) = contig_bytes(buf, n, dt)? {
-        let c = c.clone();
-        drop(s);
+        // The state stays borrowed through the send (no reference to the
+        // communicator taken and dropped: two atomic updates per call): the
+        // runtime's send calls back into nothing of this library.
         // SAFETY: the caller keeps `buf` valid until this call returns.
-        unsafe { raw::send_contig(&c, buf as *const u8, len, to, tag, mode == SendMode::Sync)? };
+        unsafe { raw::send_contig(c, buf as *const u8, len, to, tag, mode == SendMode::Sync)? };
         return Ok(());
     }
     let r = start_send(&s, buf, cnt, dt, dest, tag, comm, mode)?;
@@ -387,10 +388,9 @@ fn recv_blocking(
         return Ok(());
     };
     if let Some(cap) = contig_bytes(buf, n, dt)? {
-        let c = c.clone();
-        drop(s);
+        // The state stays borrowed through the receive, as in `send_blocking`.
         // SAFETY: the caller keeps `buf` valid until this call returns.
-        let (stt, e) = outcome(unsafe { raw::recv_contig(&c, buf as *mut u8, cap, src, tag) });
+        let (stt, e) = outcome(unsafe { raw::recv_contig(c, buf as *mut u8, cap, src, tag) });
         put_status(status, stt);
         return e.map_or(Ok(()), Err);
     }
