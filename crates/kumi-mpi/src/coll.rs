@@ -1266,18 +1266,17 @@ mpi_coll_pair! {
 
 mpi! {
     fn MPI_Barrier / PMPI_Barrier(comm: c_int) {
-        let c = {
-            let s = st()?;
-            match s.intra_ref(comm) {
-                Ok(c) => c.clone(),
-                Err(e) => {
-                    drop(s);
-                    return inter_barrier(comm, e);
-                }
+        let s = st()?;
+        match s.intra_ref(comm) {
+            // The state stays borrowed through the barrier, which calls back
+            // into nothing of this library (no reference to the
+            // communicator taken and dropped: two atomic updates per call).
+            Ok(c) => Ok(c.barrier()?),
+            Err(e) => {
+                drop(s);
+                inter_barrier(comm, e)
             }
-        };
-        c.barrier()?;
-        Ok(())
+        }
     }
 
     fn MPI_Ibarrier / PMPI_Ibarrier(comm: c_int, request: *mut c_int) {
