@@ -109,6 +109,13 @@ fn shared_memory_collectives_back_to_back_with_random_delays() {
         (6, "1000", vec![("KUMI_COLL_SHM", "off")]),
         (4, "1000", vec![("KUMI_COLL_ALLREDUCE_COPY", "area")]),
         (5, "1000", vec![("KUMI_COLL_ALLREDUCE_COPY", "single")]),
+        // Without single copy, broadcasts above the cap leave the area for
+        // message schedules inside the host; the smaller ones stay.
+        (
+            4,
+            "1000",
+            vec![("KUMI_SINGLE_COPY", "off"), ("KUMI_COLL_SHM_BCAST_MAX", "4096")],
+        ),
         // Oversubscribed ranks that never keep their core for mates, and
         // ones that keep it as long as their mates wait (the default: 50 us).
         (6, "1000", vec![("KUMI_MATE_SPIN_US", "0")]),
