@@ -114,7 +114,10 @@ fn shared_memory_collectives_back_to_back_with_random_delays() {
         (
             4,
             "1000",
-            vec![("KUMI_SINGLE_COPY", "off"), ("KUMI_COLL_SHM_BCAST_MAX", "4096")],
+            vec![
+                ("KUMI_SINGLE_COPY", "off"),
+                ("KUMI_COLL_SHM_BCAST_MAX", "4096"),
+            ],
         ),
         // Oversubscribed ranks that never keep their core for mates, and
         // ones that keep it as long as their mates wait (the default: 50 us).

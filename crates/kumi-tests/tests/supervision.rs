@@ -21,8 +21,21 @@ struct Run {
 
 /// Runs `kumi run -n <n> <extra...> <prog> <args...>`; kills it after `limit`.
 fn run(n: usize, extra: &[&str], prog: &str, args: &[&str], limit: Duration) -> Run {
+    run_env(&[], n, extra, prog, args, limit)
+}
+
+/// [`run`] with environment variables `env` set for the job.
+fn run_env(
+    env: &[(&str, &str)],
+    n: usize,
+    extra: &[&str],
+    prog: &str,
+    args: &[&str],
+    limit: Duration,
+) -> Run {
     let t0 = Instant::now();
     let mut child = Command::new(bin("kumi"))
+        .envs(env.iter().copied())
         .arg("run")
         .arg("-n")
         .arg(n.to_string())
@@ -241,6 +254,39 @@ fn report_mode_keeps_the_job_alive() {
 #[test]
 fn no_false_alarm_for_long_computation() {
     let r = run(
+        3,
+        &[],
+        "deadlock_free",
+        &["compute"],
+        Duration::from_secs(30),
+    );
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(!r.stderr.contains("deadlock"), "{}", r.stderr);
+}
+
+/// `KUMI_BLOCKED_MS` moves when a wait is first reported, never whether a
+/// deadlock is found: at 2 s the report of a cycle comes after those 2 s (and
+/// still comes); at 5 ms a rank that computes is still no deadlock.
+#[test]
+fn blocked_threshold_moves_the_report_not_the_verdict() {
+    let r = run_env(
+        &[("KUMI_BLOCKED_MS", "2000")],
+        2,
+        &[],
+        "deadlock",
+        &["recv2"],
+        Duration::from_secs(30),
+    );
+    assert_eq!(r.code, Some(DEADLOCK_EXIT), "{}", r.stderr);
+    let t = r.reported_after.expect("a report");
+    assert!(
+        t >= Duration::from_secs(2) && t < Duration::from_secs(6),
+        "reported after {t:?}\n{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("cycle 0 -> 1 -> 0"), "{}", r.stderr);
+    let r = run_env(
+        &[("KUMI_BLOCKED_MS", "5")],
         3,
         &[],
         "deadlock_free",
