@@ -636,7 +636,9 @@ impl RankBlock {
     /// Publishes the call this rank is in (one relaxed store). Relaxed suffices:
     /// the value is advisory, read by the launcher for reports only; nothing is
     /// published through it, and a reader that sees an older call is merely
-    /// a moment late.
+    /// a moment late. Inline: every blocking call that waits sets it twice,
+    /// and out of line it was a call through the global offset table each.
+    #[inline]
     pub fn set_call(&self, c: Call) {
         self.call.store(c as u32, Ordering::Relaxed);
     }
