@@ -8,7 +8,7 @@
 use crate::consts::*;
 use crate::state::{self, out, slice};
 use crate::{coll::*, p2p::*, types::*, win::*};
-use crate::{err, guard, MPI_Status, R};
+use crate::{err, guard_plain as guard, MPI_Status, R};
 use std::ffi::{c_int, c_void};
 
 /// Narrows a count; on overflow, reports through the error handler.

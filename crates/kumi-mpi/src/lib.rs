@@ -133,7 +133,7 @@ pub(crate) fn set_err_comm(c: c_int) {
 /// forward from the stores and makes wait for them (a tenth of an
 /// `MPI_Allreduce` of 8 bytes). The error paths stay out of line.
 #[inline(always)]
-pub(crate) fn guard(name: &'static str, f: impl FnOnce() -> R<()>) -> c_int {
+pub(crate) fn guard(name: &'static &'static str, f: impl FnOnce() -> R<()>) -> c_int {
     let Ok(_token) = state::Token::enter() else {
         return failed(name, concurrent());
     };
@@ -150,7 +150,14 @@ pub(crate) fn guard(name: &'static str, f: impl FnOnce() -> R<()>) -> c_int {
 /// `MPI_Test`...): without the [`kumi::AbiCall`] label, which only names the
 /// call in reports of long waits.
 #[inline(always)]
-pub(crate) fn guard_nb(name: &'static str, f: impl FnOnce() -> R<()>) -> c_int {
+pub(crate) fn guard_nb(name: &'static &'static str, f: impl FnOnce() -> R<()>) -> c_int {
+    guard_plain(name, f)
+}
+
+/// [`guard_nb`] for a name that is not a literal (the large-count variants'
+/// argument errors, unsupported functions).
+#[inline(always)]
+pub(crate) fn guard_plain(name: &'static str, f: impl FnOnce() -> R<()>) -> c_int {
     let Ok(_token) = state::Token::enter() else {
         return failed(name, concurrent());
     };
@@ -158,11 +165,7 @@ pub(crate) fn guard_nb(name: &'static str, f: impl FnOnce() -> R<()>) -> c_int {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(())) => MPI_SUCCESS,
         Ok(Err(e)) => failed(name, e),
-        // Rare: the labelled path reports it.
-        Err(p) => {
-            let _label = kumi::AbiCall::enter(name);
-            panicked(name, p)
-        }
+        Err(p) => panicked(name, p),
     }
 }
 
@@ -310,7 +313,7 @@ pub(crate) fn unsupported(name: &'static str) -> c_int {
         eprintln!("kumi: {msg}");
         return MPI_ERR_UNSUPPORTED_OPERATION;
     }
-    let rc = guard(name, || err(MPI_ERR_UNSUPPORTED_OPERATION, msg.clone()));
+    let rc = guard_plain(name, || err(MPI_ERR_UNSUPPORTED_OPERATION, msg.clone()));
     eprintln!("kumi: {msg}");
     rc
 }

@@ -31,7 +31,7 @@ macro_rules! mpi_fns {
             #[inline(never)]
             #[allow(clippy::too_many_arguments)]
             pub(super) unsafe fn body($($a: $t),*) -> std::ffi::c_int {
-                $guard(stringify!($mpi), move || -> crate::R<()> { $body })
+                $guard(&stringify!($mpi), move || -> crate::R<()> { $body })
             }
         }
         #[doc = concat!("`", stringify!($pmpi), "`: see the MPI standard for `", stringify!($mpi), "`.")]

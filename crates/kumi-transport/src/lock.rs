@@ -149,6 +149,7 @@ impl RawLock {
     }
 
     /// The visitor leaves.
+    #[inline]
     pub fn leave(&self) {
         // Release: our writes inside happen before the owner's Acquire load
         // that sees the flag down.
@@ -275,7 +276,7 @@ impl<T> DerefMut for VisitGuard<'_, T> {
 
 #[cfg(not(loom))]
 impl<T> Drop for VisitGuard<'_, T> {
-    #[inline]
+    #[inline(always)]
     fn drop(&mut self) {
         if self.visitor {
             self.lock.raw.leave();

@@ -741,8 +741,10 @@ impl Engine {
     /// Returns `None` if the send is already complete (the usual eager case),
     /// otherwise the request to wait on. The caller guarantees `buf..buf+len`
     /// stays valid and unmodified until the request completes.
-    /// Inline: the sends' own frame was a tenth of a small send's path.
-    #[inline]
+    /// Inline: the sends' own frame was a tenth of a small send's path
+    /// (always: left to itself, the compiler kept it out of the C library's
+    /// `MPI_Send`).
+    #[inline(always)]
     pub fn start_send(
         &mut self,
         env: Envelope,

@@ -94,7 +94,6 @@ pub fn init() -> Result<Universe> {
         ));
     }
     let id = Identity::from_env()?;
-    watch::set_label_thread();
     let mut control = match id.control {
         Some(_) => Some(Control::connect(&id)?),
         None if id.size > 1 => {

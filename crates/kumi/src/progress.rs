@@ -92,7 +92,9 @@ impl DerefMut for Guard<'_> {
 }
 
 impl Drop for Guard<'_> {
-    #[inline]
+    // Always: every blocking call drops one or two, and out of line each
+    // was a call of its own.
+    #[inline(always)]
     fn drop(&mut self) {
         // Relaxed: see the field docs.
         if self.shared.parked.load(Ordering::Relaxed) && self.guard.needs_async() {

@@ -33,7 +33,7 @@ use kumi_core::call::Call;
 use kumi_core::control::ToLauncher;
 use kumi_core::deadlock::{RankCounters, Report, Wait};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -67,102 +67,56 @@ pub(crate) struct Watch {
     site: Option<(String, Option<String>)>,
 }
 
-// The MPI function the application thread is in: the parts of a
-// `&'static str` ("" when none, or not a C program). Process-wide statics, not
-// a thread-local: a thread-local in a shared library (libmpi.so) costs a call
-// into the dynamic linker on every access, twice per MPI call. They are
-// written and read only on the thread that called `kumi::init` (checked with
-// `raw::thread_id`, a register read), which is the only thread that may call
-// MPI, so no access is ever concurrent with another: Relaxed suffices.
-static LABEL_PTR: AtomicPtr<u8> = AtomicPtr::new(std::ptr::null_mut());
-static LABEL_LEN: AtomicUsize = AtomicUsize::new(0);
-static LABEL_THREAD: AtomicUsize = AtomicUsize::new(0);
+// The MPI function the application is in: a pointer to a `&'static str`
+// (null when none, or not a C program). One process-wide word, not a
+// thread-local: a thread-local in a shared library (libmpi.so) costs a call
+// into the dynamic linker on every access, twice per MPI call. One word, so
+// that a reader on any thread sees a whole label, never the pointer of one
+// and the length of another; only one thread at a time is inside MPI (kumi
+// provides at most MPI_THREAD_SERIALIZED), so each store is the label of the
+// call in progress. Relaxed suffices: nothing else is published through it,
+// and what it points to is static.
+static LABEL: AtomicPtr<&'static str> = AtomicPtr::new(std::ptr::null_mut());
 
-/// Makes the calling thread the one whose MPI calls are labelled (at init).
-pub(crate) fn set_label_thread() {
-    let me = crate::raw::thread_id();
-    LABEL_THREAD.store(me, Ordering::Relaxed);
-}
-
-#[inline]
-fn on_label_thread() -> bool {
-    let t = LABEL_THREAD.load(Ordering::Relaxed);
-    t != 0 && t == crate::raw::thread_id()
-}
-
-/// The current label (see `LABEL_PTR`).
+/// The current label (see `LABEL`).
 fn abi_call() -> &'static str {
-    if !on_label_thread() {
-        return "";
-    }
-    let (p, n) = (
-        LABEL_PTR.load(Ordering::Relaxed),
-        LABEL_LEN.load(Ordering::Relaxed),
-    );
+    let p = LABEL.load(Ordering::Relaxed);
     if p.is_null() {
         return "";
     }
-    // SAFETY: the two words were stored together, on this thread (checked
-    // above; nothing else writes them), from one `&'static str` in
-    // `AbiCall::enter` or its drop, so they describe valid UTF-8 that lives
-    // for the whole program.
-    unsafe { std::str::from_utf8_unchecked(std::slice::from_raw_parts(p, n)) }
+    // SAFETY: every non-null value stored in LABEL comes from a
+    // `&'static &'static str` (`AbiCall::enter`, or its drop putting back
+    // an earlier one), which is valid for the whole program.
+    unsafe { *p }
 }
 
-/// Labels the waits of the current thread with the MPI function it is in,
-/// until dropped (kumi's MPI library sets it on entry to every function).
-/// Costs a few plain loads and stores; only the thread that initialized kumi
-/// is labelled.
+/// Labels the waits of the application with the MPI function it is in,
+/// until dropped (kumi's MPI library sets it on entry to every function that
+/// may wait). Costs a load and two stores.
 pub struct AbiCall {
-    prev: Option<(*mut u8, usize)>,
+    prev: *mut &'static str,
 }
 
 impl AbiCall {
-    /// The thread is in MPI function `name` (e.g. "MPI_Recv") until the
-    /// returned label is dropped.
-    #[inline]
-    pub fn enter(name: &'static str) -> AbiCall {
-        if !on_label_thread() {
-            return AbiCall { prev: None };
-        }
-        let prev = (
-            LABEL_PTR.swap_plain(name.as_ptr() as *mut u8),
-            LABEL_LEN.swap_plain(name.len()),
+    /// The application is in MPI function `name` (e.g. "MPI_Recv") until
+    /// the returned label is dropped.
+    #[inline(always)]
+    pub fn enter(name: &'static &'static str) -> AbiCall {
+        // A load and a store, not an atomic swap: one thread at a time is
+        // inside MPI (see `LABEL`).
+        let prev = LABEL.load(Ordering::Relaxed);
+        LABEL.store(
+            name as *const &'static str as *mut &'static str,
+            Ordering::Relaxed,
         );
-        AbiCall { prev: Some(prev) }
+        AbiCall { prev }
     }
 }
 
 impl Drop for AbiCall {
-    #[inline]
+    #[inline(always)]
     fn drop(&mut self) {
-        if let Some((p, n)) = self.prev {
-            LABEL_PTR.store(p, Ordering::Relaxed);
-            LABEL_LEN.store(n, Ordering::Relaxed);
-        }
-    }
-}
-
-/// A load and a store instead of an atomic swap: one thread writes (above).
-trait SwapPlain<T> {
-    fn swap_plain(&self, v: T) -> T;
-}
-
-impl SwapPlain<*mut u8> for AtomicPtr<u8> {
-    #[inline]
-    fn swap_plain(&self, v: *mut u8) -> *mut u8 {
-        let old = self.load(Ordering::Relaxed);
-        self.store(v, Ordering::Relaxed);
-        old
-    }
-}
-
-impl SwapPlain<usize> for AtomicUsize {
-    #[inline]
-    fn swap_plain(&self, v: usize) -> usize {
-        let old = self.load(Ordering::Relaxed);
-        self.store(v, Ordering::Relaxed);
-        old
+        LABEL.store(self.prev, Ordering::Relaxed);
     }
 }
 
@@ -257,9 +211,18 @@ impl Watch {
         }
     }
 
-    /// The current wait ended.
-    #[inline]
+    /// The current wait ended. Only a wait that went on long enough to be
+    /// timed has anything to do: the check is inlined into every wait, the
+    /// work is not.
+    #[inline(always)]
     pub fn wait_ended(&mut self) {
+        if self.current.is_some() {
+            self.end_timed_wait();
+        }
+    }
+
+    #[inline(never)]
+    fn end_timed_wait(&mut self) {
         if let Some(start) = self.current.take() {
             self.blocked += start.elapsed();
             self.site = None;
