@@ -1435,7 +1435,7 @@ impl Engine {
         // rank's pass, and that pass bounds how soon it sees a frame.
         if self.shm.as_deref().is_some_and(|s| s.needs_poll()) {
             if let Some(mut shm) = self.shm.take() {
-                let r = shm.poll(&mut |from, h, p| self.on_frame(from, h, p));
+                let r = shm.poll_with(&mut |from, h: &Header, p: &[u8]| self.on_frame(from, h, p));
                 self.shm = Some(shm);
                 n += r?;
             }

@@ -417,6 +417,7 @@ impl<M: RingMem> Consumer<M> {
 
     /// The next record, if one is ready. Steps over a wrap marker. An impossible
     /// length (the peer wrote garbage into the shared ring) is an error.
+    #[inline]
     pub(crate) fn peek(&mut self) -> Result<Option<Record>, String> {
         for _ in 0..2 {
             let off = (self.pos & (self.cap - 1)) as usize;
@@ -502,6 +503,7 @@ impl<M: RingMem> Consumer<M> {
     /// Publishes the tail if it lags: called when the ring was found empty, so
     /// a producer waiting for room always gets all of it. Returns `true` if it
     /// stored.
+    #[inline]
     pub(crate) fn publish_if_behind(&mut self) -> bool {
         if self.pos != self.published {
             self.publish();

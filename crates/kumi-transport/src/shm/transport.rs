@@ -258,7 +258,72 @@ impl ShmTransport {
         let _ = futex::wake(block.doorbell(), futex::Flags::empty(), 1);
     }
 
+    /// [`Transport::poll`] with the sink's type known, so that the caller's
+    /// handling of a frame compiles into the loop that finds it (the engine
+    /// calls this: through the trait, the sink was a call through a pointer
+    /// with its own frame, a sixth of a received small message's path).
+    #[inline]
+    pub fn poll_with<F: FnMut(u32, &Header, &[u8]) + ?Sized>(
+        &mut self,
+        sink: &mut F,
+    ) -> io::Result<usize> {
+        let n = self.inc.len();
+        let mut total = 0;
+        let mut last = None;
+        // Round robin without `%`: a division per pass is a good part of a
+        // waiting rank's poll, which is what bounds how soon it sees a frame.
+        let after = |j: usize| if j + 1 == n { 0 } else { j + 1 };
+        let mut j = if self.next_rr < n { self.next_rr } else { 0 };
+        for _ in 0..n {
+            // Our own ring carries nothing unless we sent to ourselves
+            // (the engine keeps frames to self to itself): a waiting rank's
+            // every pass would look at it.
+            if j == self.me && !self.self_used {
+                j = after(j);
+                continue;
+            }
+            let mut got = 0;
+            while got < PER_RING {
+                let rec = match self.inc[j].peek() {
+                    Ok(Some(rec)) => rec,
+                    Ok(None) => {
+                        // Empty: publish what we consumed, so a producer waiting
+                        // for room gets all of it.
+                        if self.inc[j].publish_if_behind() {
+                            self.wake_producer_if_waiting(j);
+                        }
+                        break;
+                    }
+                    Err(e) => return Err(self.peer_error(j, &e)),
+                };
+                let (h, payload) = self.inc[j].bytes(rec);
+                // The ring hands a compact header as its 24 bytes (see ring.rs).
+                let header = if h.len() == HEADER_BYTES {
+                    Header::decode(h)
+                } else {
+                    Header::decode_compact(h)
+                }
+                .map_err(|e| self.peer_error(j, &e.to_string()))?;
+                sink(self.globals[j], &header, payload);
+                if self.inc[j].pop(rec) {
+                    self.wake_producer_if_waiting(j);
+                }
+                got += 1;
+            }
+            if got > 0 {
+                last = Some(j);
+            }
+            total += got;
+            j = after(j);
+        }
+        if let Some(j) = last {
+            self.next_rr = after(j);
+        }
+        Ok(total)
+    }
+
     /// After a tail publication on ring `[j][me]`: wake `j` if it sleeps for room.
+    #[inline]
     fn wake_producer_if_waiting(&self, j: usize) {
         if self.inc[j].producer_waiting(!self.asym) {
             Self::ring_doorbell(self.segment.rank_block(j));
@@ -369,59 +434,7 @@ impl Transport for ShmTransport {
     }
 
     fn poll(&mut self, sink: &mut Sink<'_>) -> io::Result<usize> {
-        let n = self.inc.len();
-        let mut total = 0;
-        let mut last = None;
-        // Round robin without `%`: a division per pass is a good part of a
-        // waiting rank's poll, which is what bounds how soon it sees a frame.
-        let after = |j: usize| if j + 1 == n { 0 } else { j + 1 };
-        let mut j = if self.next_rr < n { self.next_rr } else { 0 };
-        for _ in 0..n {
-            // Our own ring carries nothing unless we sent to ourselves
-            // (the engine keeps frames to self to itself): a waiting rank's
-            // every pass would look at it.
-            if j == self.me && !self.self_used {
-                j = after(j);
-                continue;
-            }
-            let mut got = 0;
-            while got < PER_RING {
-                let rec = match self.inc[j].peek() {
-                    Ok(Some(rec)) => rec,
-                    Ok(None) => {
-                        // Empty: publish what we consumed, so a producer waiting
-                        // for room gets all of it.
-                        if self.inc[j].publish_if_behind() {
-                            self.wake_producer_if_waiting(j);
-                        }
-                        break;
-                    }
-                    Err(e) => return Err(self.peer_error(j, &e)),
-                };
-                let (h, payload) = self.inc[j].bytes(rec);
-                // The ring hands a compact header as its 24 bytes (see ring.rs).
-                let header = if h.len() == HEADER_BYTES {
-                    Header::decode(h)
-                } else {
-                    Header::decode_compact(h)
-                }
-                .map_err(|e| self.peer_error(j, &e.to_string()))?;
-                sink(self.globals[j], &header, payload);
-                if self.inc[j].pop(rec) {
-                    self.wake_producer_if_waiting(j);
-                }
-                got += 1;
-            }
-            if got > 0 {
-                last = Some(j);
-            }
-            total += got;
-            j = after(j);
-        }
-        if let Some(j) = last {
-            self.next_rr = after(j);
-        }
-        Ok(total)
+        self.poll_with(sink)
     }
 
     fn prepare_sleep(&mut self) -> bool {
