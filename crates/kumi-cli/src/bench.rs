@@ -36,9 +36,12 @@ OUTPUT:
 
     With --vs, every side runs --rounds times, alternating (kumi, refs, kumi, ...),
     and the table shows the median of the rounds for each side and the ratio
-    kumi/reference of those medians. For latency_us a ratio below 1 means kumi is
-    faster; for bandwidth_MBps and msg_rate_Mps a ratio above 1 means kumi is
-    faster. The references run the C twin built with mpicc.mpich / mpicc.openmpi
+    kumi/reference: the median of the rounds' own ratios, each taken between
+    two runs of the same round, seconds apart (a machine whose speed changes
+    between rounds moves both sides of a round alike). For latency_us a ratio
+    below 1 means kumi is faster; for bandwidth_MBps and msg_rate_Mps a ratio
+    above 1 means kumi is faster. With --json, each reference's lines also
+    carry that \"ratio\". The references run the C twin built with mpicc.mpich / mpicc.openmpi
     (apt-get install mpich libmpich-dev openmpi-bin libopenmpi-dev).";
 
 /// Which benchmark to run.
@@ -581,8 +584,12 @@ fn compare(a: &BenchArgs, reps: usize, rep_ms: u64, max_size: usize) -> i32 {
                 } else {
                     format!(", \"op\": \"{op}\"")
                 };
+                let ratio = match (side, results[0].get(key)) {
+                    (1.., Some(k)) => format!(", \"ratio\": {:.6}", paired_ratio(k, vals)),
+                    _ => String::new(),
+                };
                 println!(
-                    "{{\"bench\": \"{name}\", \"np\": {}, \"size\": {size}, \"metric\": \"{metric}\", \"value\": {:.6}, \"impl\": \"{label}\", \"rounds\": {}{op}}}",
+                    "{{\"bench\": \"{name}\", \"np\": {}, \"size\": {size}, \"metric\": \"{metric}\", \"value\": {:.6}, \"impl\": \"{label}\", \"rounds\": {}{op}{ratio}}}",
                     a.np,
                     median(vals.clone()),
                     vals.len()
@@ -597,7 +604,7 @@ fn compare(a: &BenchArgs, reps: usize, rep_ms: u64, max_size: usize) -> i32 {
         "higher is better: ratio > 1 means kumi is faster"
     };
     println!(
-        "{name} (np={}), {metric}, median of {} alternating rounds; {better}",
+        "{name} (np={}), {metric}, median of {} alternating rounds (ratios: median of the rounds' own ratios); {better}",
         a.np, a.rounds
     );
     let with_op = keys.iter().any(|(op, _)| !op.is_empty());
@@ -615,15 +622,17 @@ fn compare(a: &BenchArgs, reps: usize, rep_ms: u64, max_size: usize) -> i32 {
     println!("{head}");
     for key in &keys {
         let (op, size) = (&key.0, key.1);
-        let k = results[0].get(key).map_or(f64::NAN, |v| median(v.clone()));
+        let kv = results[0].get(key);
+        let k = kv.map_or(f64::NAN, |v| median(v.clone()));
         let mut line = format!("{}{:>10}  {k:>12.3}", op_col(op), human_size(size));
         for res in &results[1..] {
-            match res.get(key) {
-                Some(v) => {
+            match (res.get(key), kv) {
+                (Some(v), Some(kv)) => {
                     let r = median(v.clone());
-                    line += &format!("  {r:>12.3}  {:>12.3}", k / r);
+                    line += &format!("  {r:>12.3}  {:>12.3}", paired_ratio(kv, v));
                 }
-                None => line += &format!("  {:>12}  {:>12}", "-", "-"),
+                (Some(v), None) => line += &format!("  {:>12.3}  {:>12}", median(v.clone()), "-"),
+                (None, _) => line += &format!("  {:>12}  {:>12}", "-", "-"),
             }
         }
         println!("{line}");
@@ -655,6 +664,26 @@ fn floor_records(quick: bool) -> Vec<Figure> {
         rec(1 << 20, "bandwidth_MBps", median(bw1)),
         rec(64 << 20, "bandwidth_MBps", median(bw64)),
     ]
+}
+
+/// kumi against one reference: the median over the rounds of each round's
+/// `kumi / reference` (the two values of a round index alike: every round
+/// gives every side one value per figure). On this kind of machine the
+/// speed changes in steps lasting minutes (a 3x slower cache-line hand-over
+/// at times); the ratio of the two sides' medians mixes rounds from
+/// different steps when a step falls inside the run, while the two runs of
+/// one round are seconds apart and mostly see the same one.
+fn paired_ratio(kumi: &[f64], reference: &[f64]) -> f64 {
+    let ratios: Vec<f64> = kumi
+        .iter()
+        .zip(reference)
+        .map(|(k, r)| k / r)
+        .filter(|x| !x.is_nan())
+        .collect();
+    if ratios.is_empty() {
+        return f64::NAN;
+    }
+    median(ratios)
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -759,5 +788,30 @@ fn print_table(records: &[Figure]) {
             r.metric,
             extra.join(" ")
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::paired_ratio;
+
+    /// The machine turns 3x slower between the two runs of round 3 and stays
+    /// so: kumi is 0.833 of the reference in every round run at one speed,
+    /// which the rounds' own ratios show and the ratio of the medians (1 /
+    /// 3.6) does not.
+    #[test]
+    fn a_speed_step_inside_the_run_leaves_the_paired_ratio_alone() {
+        let kumi = [1.0, 1.0, 1.0, 3.0, 3.0];
+        let reference = [1.2, 1.2, 3.6, 3.6, 3.6];
+        assert!((paired_ratio(&kumi, &reference) - 1.0 / 1.2).abs() < 1e-12);
+        assert!(
+            (super::median(kumi.to_vec()) / super::median(reference.to_vec()) - 1.0 / 3.6).abs()
+                < 1e-12
+        );
+    }
+
+    #[test]
+    fn no_rounds_give_no_ratio() {
+        assert!(paired_ratio(&[], &[]).is_nan());
     }
 }

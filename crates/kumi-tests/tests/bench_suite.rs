@@ -317,6 +317,23 @@ fn coll_vs_mpich_reports_every_op_and_size_for_every_side() {
             assert!(hit, "no {side} figure for {op} {size} B\n{}", text(&o));
         }
     }
+    // Each reference's figures carry the ratio kumi/reference of their
+    // rounds; kumi's own do not.
+    for l in &lines {
+        let kumi_line = l.contains("\"impl\": \"kumi\"");
+        let ratio = l.split("\"ratio\": ").nth(1).and_then(|r| {
+            r.trim_end_matches('}')
+                .split(',')
+                .next()?
+                .trim()
+                .parse::<f64>()
+                .ok()
+        });
+        match ratio {
+            Some(r) => assert!(!kumi_line && r > 0.0, "bad ratio in {l}"),
+            None => assert!(kumi_line, "no ratio in {l}"),
+        }
+    }
     // The table names the op of every row.
     let o = kumi(&[
         "bench", "coll", "--vs", "mpich", "-n", "2", "--rounds", "1", "--reps", "1", "--rep-ms",
