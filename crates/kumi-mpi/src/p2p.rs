@@ -390,9 +390,15 @@ fn recv_blocking(
     if let Some(cap) = contig_bytes(buf, n, dt)? {
         // The state stays borrowed through the receive, as in `send_blocking`.
         // SAFETY: the caller keeps `buf` valid until this call returns.
-        let (stt, e) = outcome(unsafe { raw::recv_contig(c, buf as *mut u8, cap, src, tag) });
-        put_status(status, stt);
-        return e.map_or(Ok(()), Err);
+        return match unsafe { raw::recv_contig(c, buf as *mut u8, cap, src, tag) } {
+            // Nothing to write (MPI_STATUS_IGNORE): no status conversion.
+            Ok(_) if !wants(status) => Ok(()),
+            r => {
+                let (stt, e) = outcome(r);
+                put_status(status, stt);
+                e.map_or(Ok(()), Err)
+            }
+        };
     }
     let r = start_recv(&s, buf, cnt, dt, source, tag, comm)?;
     drop(s);
