@@ -4,6 +4,7 @@
 # examples/probe.rs) run under valgrind's callgrind, two ranks on this host.
 #
 #   scripts/count-instructions.sh [pingpong|rate|barrier|allreduce ...]   (default: pingpong rate)
+#   scripts/count-instructions.sh --path [kernel ...]
 #
 # Counts are exact and repeatable, unlike times on a noisy machine, so they
 # show what a change to the hot path costs or saves before any timing: a
@@ -12,9 +13,22 @@
 # compare the entry points' inclusive counts minus the engine's wait
 # (`Engine::wait`, `Engine::wait_until`), and the whole-rank totals of `rate`,
 # whose receiver rarely waits. Needs valgrind (apt-get install valgrind).
+#
+# --path counts per instruction instead (callgrind --dump-instr) and keeps
+# those executed once per message or round trip (0.9 to 1.1 times): the
+# message's own path, without the wait loop's passes, which vary from run to
+# run. It prints them per function on rank 1 (the receiver of `rate`), and
+# their total: what a change to the small-message path saves shows there
+# even when the waiting around it hides it from the inclusive counts. (The
+# total includes a receive's set-up, which overlaps the message's transfer.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v valgrind >/dev/null || { echo "count-instructions: install valgrind first" >&2; exit 1; }
+path=0
+if [ "${1:-}" = --path ]; then
+    path=1
+    shift
+fi
 kernels=("$@")
 [ ${#kernels[@]} -gt 0 ] || kernels=(pingpong rate)
 cargo build --release --workspace -q
@@ -32,6 +46,40 @@ for k in "${kernels[@]}"; do
     for side in c rust; do
         prog=$out/probe_c
         [ $side = rust ] && prog=target/release/examples/probe
+        if [ $path = 1 ]; then
+            target/release/kumi run -n 2 valgrind --tool=callgrind --dump-instr=yes \
+                --compress-pos=no --compress-strings=no \
+                --callgrind-out-file="$out/$side.$k.%q{KUMI_RANK}" "$prog" "$k" "$count" >/dev/null 2>&1
+            printf '== %s %s, rank 1: instructions executed once per %s, by function\n' "$side" "$k" "$unit"
+            python3 -c '
+import re, sys, collections
+f, n = sys.argv[1], float(sys.argv[2])
+cost = collections.defaultdict(collections.Counter)
+fn, skip = None, False
+for line in open(f):
+    line = line.rstrip("\n")
+    if line.startswith("fn="):
+        fn, skip = line[3:], False
+    elif line.startswith("calls="):
+        skip = True  # the next cost line is the call, inclusive
+    elif not line.startswith(("cfn=", "cob=", "cfl=", "cfi=")):
+        m = re.match(r"^(0x[0-9a-f]+) \d+ (\d+)$", line)
+        if m and fn:
+            if skip:
+                skip = False
+            else:
+                cost[fn][m.group(1)] += int(m.group(2))
+rows = []
+for fn, c in cost.items():
+    once = sum(v for v in c.values() if 0.9 <= v / n <= 1.1) / n
+    if once >= 2:
+        rows.append((once, fn))
+for once, fn in sorted(rows, reverse=True):
+    print(f"  {once:8.1f}  {fn[:100]}")
+print(f"  {sum(r[0] for r in rows):8.1f}  in all")
+' "$out/$side.$k.1" "$msgs"
+            continue
+        fi
         target/release/kumi run -n 2 valgrind --tool=callgrind \
             --callgrind-out-file="$out/$side.$k.%q{KUMI_RANK}" "$prog" "$k" "$count" >/dev/null 2>&1
         for rank in 0 1; do
