@@ -190,8 +190,10 @@ struct CommInfo {
     hosts: Option<Option<Arc<Vec<Vec<usize>>>>>,
     labels: Option<Arc<Vec<usize>>>,
     /// The local group's area, once looked for (`None` inside: none; the
-    /// group is also taken out while a collective uses it).
-    shm: Option<Option<shm::Group>>,
+    /// group is also taken out while a collective uses it). Boxed: taken out
+    /// and put back on every collective, the group moved as a whole was two
+    /// copies of its ~200 bytes per call.
+    shm: Option<Option<Box<shm::Group>>>,
 }
 
 /// A nonblocking collective in flight: a schedule of messages, or one
@@ -491,7 +493,7 @@ impl Comm {
                 return Ok(None);
             };
             if let Some(found) = e.coll.comms.get(&ctx).and_then(|i| i.shm.as_ref()) {
-                return Ok(found.as_ref().map(view));
+                return Ok(found.as_deref().map(view));
             }
             // All on this host (and on one pretend host): the group is the
             // whole communicator, whatever the labels would say, so no need
@@ -522,9 +524,9 @@ impl Comm {
             let worlds: Vec<u32> = ranks.iter().map(|&r| self.members()[r]).collect();
             let idx = ranks.iter().position(|&r| r == me).expect("own host");
             // The world's context is 0 (collectives on 1).
-            shm::Group::find(&e, ctx, &worlds, idx, whole && self.ctx() == 0)
+            shm::Group::find(&e, ctx, &worlds, idx, whole && self.ctx() == 0).map(Box::new)
         };
-        let out = group.as_ref().map(view);
+        let out = group.as_deref().map(view);
         let info = e.coll.comm_info(ctx, || self.members().into());
         info.shm = Some(group);
         Ok(out)

@@ -314,7 +314,11 @@ fn contribute(e: &mut Engine, g: &Group, s: u64, data: &[u8], info: WaitInfo) ->
 fn fold(a: &CollArea<'_>, g: &Group, s: u64, buf: &mut [u8], op: &Combine<'_>) {
     let (n, half) = (buf.len(), (s & 1) as usize);
     let last = g.slots.len() - 1;
-    buf.copy_from_slice(a.bytes(g.slots[last], half, n, 0, n));
+    let src = a.bytes(g.slots[last], half, n, 0, n);
+    // SAFETY: both are `n` bytes (`bytes` returns exactly `n`), and the area
+    // (kumi's own mapping, private to the collectives) is no caller's buffer. (Not `copy_from_slice`: for an
+    // 8-byte allreduce, a call into `memcpy` cost more than the copy.)
+    unsafe { kumi_transport::copy_bytes(src.as_ptr(), buf.as_mut_ptr(), n) };
     for k in (0..last).rev() {
         op(a.bytes(g.slots[k], half, n, 0, n), buf);
     }
