@@ -41,7 +41,8 @@ OUTPUT:
     between rounds moves both sides of a round alike). For latency_us a ratio
     below 1 means kumi is faster; for bandwidth_MBps and msg_rate_Mps a ratio
     above 1 means kumi is faster. With --json, each reference's lines also
-    carry that \"ratio\". The references run the C twin built with mpicc.mpich / mpicc.openmpi
+    carry that \"ratio\". A note under the table says when some side's rounds
+    of one figure differ by more than 2x (the machine changed speed). The references run the C twin built with mpicc.mpich / mpicc.openmpi
     (apt-get install mpich libmpich-dev openmpi-bin libopenmpi-dev).";
 
 /// Which benchmark to run.
@@ -637,7 +638,48 @@ fn compare(a: &BenchArgs, reps: usize, rep_ms: u64, max_size: usize) -> i32 {
         }
         println!("{line}");
     }
+    if let Some(note) = speed_step_note(&labels, &results, &keys) {
+        println!("{note}");
+    }
     0
+}
+
+/// A note under the table when some side's rounds of one figure differ by
+/// more than 2x: the machine changed speed during the run (a shared or
+/// virtual machine's steps), so the medians of single sides mean little; the
+/// ratios, taken within rounds, hold better.
+fn speed_step_note(
+    labels: &[&str],
+    results: &[std::collections::BTreeMap<(String, usize), Vec<f64>>],
+    keys: &[(String, usize)],
+) -> Option<String> {
+    let mut worst: Option<(f64, &str, &(String, usize))> = None;
+    for (side, label) in labels.iter().enumerate() {
+        for key in keys {
+            let Some(v) = results[side].get(key) else {
+                continue;
+            };
+            let (lo, hi) = v
+                .iter()
+                .filter(|x| x.is_finite() && **x > 0.0)
+                .fold((f64::INFINITY, 0.0f64), |(lo, hi), &x| {
+                    (lo.min(x), hi.max(x))
+                });
+            if hi > 2.0 * lo && worst.is_none_or(|(w, _, _)| hi / lo > w) {
+                worst = Some((hi / lo, label, key));
+            }
+        }
+    }
+    let (spread, label, (op, size)) = worst?;
+    let what = if op.is_empty() {
+        human_size(*size)
+    } else {
+        format!("{op} {}", human_size(*size))
+    };
+    Some(format!(
+        "note: the machine changed speed during the run ({label}'s rounds of {what} differ \
+         {spread:.1}x): single medians mean little; the ratios pair the sides within rounds"
+    ))
 }
 
 fn floor_records(quick: bool) -> Vec<Figure> {
@@ -808,6 +850,19 @@ mod tests {
             (super::median(kumi.to_vec()) / super::median(reference.to_vec()) - 1.0 / 3.6).abs()
                 < 1e-12
         );
+    }
+
+    #[test]
+    fn a_speed_step_is_noted_and_steady_rounds_are_not() {
+        use std::collections::BTreeMap;
+        let key = (String::new(), 8usize);
+        let side = |v: &[f64]| BTreeMap::from([(key.clone(), v.to_vec())]);
+        let keys = [key.clone()];
+        let steady = [side(&[1.0, 1.1, 0.9]), side(&[1.2, 1.3, 1.2])];
+        assert!(super::speed_step_note(&["kumi", "mpich"], &steady, &keys).is_none());
+        let step = [side(&[1.0, 1.1, 3.0]), side(&[1.2, 1.3, 1.2])];
+        let note = super::speed_step_note(&["kumi", "mpich"], &step, &keys).expect("a note");
+        assert!(note.contains("kumi's rounds of 8 B differ 3.0x"), "{note}");
     }
 
     #[test]
