@@ -42,7 +42,8 @@ OUTPUT:
     below 1 means kumi is faster; for bandwidth_MBps and msg_rate_Mps a ratio
     above 1 means kumi is faster. With --json, each reference's lines also
     carry that \"ratio\". A note under the table says when some side's rounds
-    of one figure differ by more than 2x (the machine changed speed). The references run the C twin built with mpicc.mpich / mpicc.openmpi
+    of one figure differ by more than 2x (the machine changed speed). The
+    references run the C twin built with mpicc.mpich / mpicc.openmpi
     (apt-get install mpich libmpich-dev openmpi-bin libopenmpi-dev).";
 
 /// Which benchmark to run.
