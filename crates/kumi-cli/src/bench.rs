@@ -42,9 +42,10 @@ OUTPUT:
     below 1 means kumi is faster; for bandwidth_MBps and msg_rate_Mps a ratio
     above 1 means kumi is faster. With --json, each reference's lines also
     carry that \"ratio\". A note under the table says when some side's rounds
-    of one figure differ by more than 2x (the machine changed speed). The
-    references run the C twin built with mpicc.mpich / mpicc.openmpi
-    (apt-get install mpich libmpich-dev openmpi-bin libopenmpi-dev).";
+    of one figure differ by more than 2x (the machine changed speed, or that
+    side is erratic there). The references run the C twin built with
+    mpicc.mpich / mpicc.openmpi (apt-get install mpich libmpich-dev
+    openmpi-bin libopenmpi-dev).";
 
 /// Which benchmark to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -639,7 +640,7 @@ fn compare(a: &BenchArgs, reps: usize, rep_ms: u64, max_size: usize) -> i32 {
         }
         println!("{line}");
     }
-    if let Some(note) = speed_step_note(&labels, &results, &keys) {
+    if let Some(note) = speed_step_note(&labels, &results, &keys, &metric) {
         println!("{note}");
     }
     0
@@ -647,16 +648,22 @@ fn compare(a: &BenchArgs, reps: usize, rep_ms: u64, max_size: usize) -> i32 {
 
 /// A note under the table when some side's rounds of one figure differ by
 /// more than 2x: the machine changed speed during the run (a shared or
-/// virtual machine's steps), so the medians of single sides mean little; the
-/// ratios, taken within rounds, hold better.
+/// virtual machine's steps), or that side is erratic there (MPICH's busy
+/// polling with more ranks than cores), so the medians of single sides mean
+/// little; the ratios, taken within rounds, hold better. The bandwidth of
+/// empty messages (zero, or nearly) is left out.
 fn speed_step_note(
     labels: &[&str],
     results: &[std::collections::BTreeMap<(String, usize), Vec<f64>>],
     keys: &[(String, usize)],
+    metric: &str,
 ) -> Option<String> {
     let mut worst: Option<(f64, &str, &(String, usize))> = None;
     for (side, label) in labels.iter().enumerate() {
         for key in keys {
+            if key.1 == 0 && metric != "latency_us" {
+                continue;
+            }
             let Some(v) = results[side].get(key) else {
                 continue;
             };
@@ -678,8 +685,9 @@ fn speed_step_note(
         format!("{op} {}", human_size(*size))
     };
     Some(format!(
-        "note: the machine changed speed during the run ({label}'s rounds of {what} differ \
-         {spread:.1}x): single medians mean little; the ratios pair the sides within rounds"
+        "note: {label}'s rounds of {what} differ {spread:.1}x (the machine changed speed \
+         during the run, or that side is erratic here): single medians mean little; the \
+         ratios pair the sides within rounds"
     ))
 }
 
@@ -860,10 +868,18 @@ mod tests {
         let side = |v: &[f64]| BTreeMap::from([(key.clone(), v.to_vec())]);
         let keys = [key.clone()];
         let steady = [side(&[1.0, 1.1, 0.9]), side(&[1.2, 1.3, 1.2])];
-        assert!(super::speed_step_note(&["kumi", "mpich"], &steady, &keys).is_none());
+        let labels = ["kumi", "mpich"];
+        assert!(super::speed_step_note(&labels, &steady, &keys, "latency_us").is_none());
         let step = [side(&[1.0, 1.1, 3.0]), side(&[1.2, 1.3, 1.2])];
-        let note = super::speed_step_note(&["kumi", "mpich"], &step, &keys).expect("a note");
+        let note = super::speed_step_note(&labels, &step, &keys, "latency_us").expect("a note");
         assert!(note.contains("kumi's rounds of 8 B differ 3.0x"), "{note}");
+        // Empty messages have no bandwidth to speak of.
+        let empty = (String::new(), 0usize);
+        let zero = |v: &[f64]| BTreeMap::from([(empty.clone(), v.to_vec())]);
+        let bw = [zero(&[0.0, 1e-3, 0.0]), zero(&[1e-6, 0.0, 0.0])];
+        let none =
+            super::speed_step_note(&labels, &bw, std::slice::from_ref(&empty), "bandwidth_MBps");
+        assert!(none.is_none());
     }
 
     #[test]
