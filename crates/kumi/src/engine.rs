@@ -829,6 +829,8 @@ impl Engine {
                 if t.try_send(peer, h, payload)? {
                     return Ok(());
                 }
+                // The ring is full: behind it, without a second try.
+                return self.queue_frame(peer, h, payload);
             }
         }
         self.push_frame_any(peer, h, payload)
@@ -861,6 +863,12 @@ impl Engine {
                 return Ok(());
             }
         }
+        self.queue_frame(peer, h, payload)
+    }
+
+    /// Queues a copy of a frame to `peer`, sent in order by `flush_outq`.
+    #[inline(never)]
+    fn queue_frame(&mut self, peer: u32, h: &Header, payload: &[u8]) -> Result<()> {
         if self.outq.len() <= peer as usize {
             self.outq
                 .resize_with(self.world_size as usize, VecDeque::new);
