@@ -75,6 +75,9 @@ pub const NEW_OP: c_int = 0x98000000u32 as c_int;
 pub const NEW_INFO: c_int = 0x9c000000u32 as c_int;
 pub const NEW_KEYVAL: c_int = 0xa4000000u32 as c_int;
 pub const NEW_REQUEST: c_int = 0xac000000u32 as c_int;
+/// Requests that are a packed [`kumi::raw::Ticket`] (no table entry): the
+/// request kind with MPICH's "indirect" bits, which no other request has.
+pub const TICKET_REQUEST: c_int = 0xec000000u32 as c_int;
 
 pub const MPI_PROC_NULL: c_int = -1;
 pub const MPI_ANY_SOURCE: c_int = -2;

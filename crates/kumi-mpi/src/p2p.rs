@@ -10,11 +10,11 @@
 use crate::consts::*;
 use crate::state::{
     self, builtin_type, count, empty_status, out, put_status, read, slice_mut, st, status_bytes,
-    status_of, wants, CollPending, ReqEntry, State,
+    status_of, ticket_bits, wants, CollPending, CommEntry, ReqEntry, Slab, State,
 };
 use crate::{err, set_err_comm, MPI_Status, MpiErr, R};
 use kumi::datatype::Datatype;
-use kumi::raw::{self, RawPersistent, RawRequest, SendMode};
+use kumi::raw::{self, Context, RawPersistent, RawRequest, SendMode, TicketOutcome};
 use kumi::{Comm, Status};
 use std::ffi::{c_int, c_void};
 
@@ -259,7 +259,7 @@ fn contig_request(
 }
 
 /// `MPI_Irecv` of a predefined type from a rank (the usual case): the
-/// receive is held in the request table as a [`raw::Ticket`]. `false` for
+/// receive's handle is its [`raw::Ticket`] (no table entry). `false` for
 /// any other receive, left to [`start_recv`], which also reports errors.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
@@ -289,14 +289,14 @@ fn irecv_in_table(
     // SAFETY: the caller keeps `buf` valid and untouched until the receive
     // completes, as the standard requires.
     let t = unsafe { raw::irecv_ticket(c, buf as *mut u8, cap, src, tag)? };
-    let h = s.new_request(ReqEntry::Ticket(t), comm);
+    let h = s.ticket_handle(t, comm);
     out(request, "request", h)?;
     Ok(true)
 }
 
 /// `MPI_Isend` (or `MPI_Issend` if `sync`) of a predefined type to a rank
 /// (the usual case): a send complete as it started is [`DONE_SEND`], one in
-/// flight is held in the request table as a [`raw::Ticket`]. `false` for any
+/// flight is its [`raw::Ticket`] (no table entry). `false` for any
 /// other send, left to [`start_send`], which also reports errors.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
@@ -328,7 +328,7 @@ fn isend_in_table(
     // unmodified until the send completes.
     let h = match unsafe { raw::isend_ticket(c, buf as *const u8, len, to, tag, sync)? } {
         None => DONE_SEND,
-        Some(t) => s.new_request(ReqEntry::Ticket(t), comm),
+        Some(t) => s.ticket_handle(t, comm),
     };
     out(request, "request", h)?;
     Ok(true)
@@ -480,95 +480,94 @@ fn register(s: &mut State, r: RawRequest, comm: c_int, request: *mut c_int) -> R
 }
 
 /// `MPI_Waitall` when every request is a ticket, a send completed at its
-/// start or null (the usual case): one wait in the engine for all of them,
-/// then each completed where it lies in the table. `None` when another kind
-/// of request is among them (nothing is done then).
+/// start or null (the usual case): one wait in the engine for all of them.
+/// `None` when another kind of request is among them (nothing is done
+/// then).
 fn wait_all_tickets(
     s: &mut State,
     hs: &mut [c_int],
     statuses: *mut MPI_Status,
 ) -> R<Option<R<()>>> {
-    let s = &mut *s;
-    let mut ts = std::mem::take(&mut s.tickets);
-    ts.clear();
+    let mut tickets = false;
     for &h in hs.iter() {
-        if h == MPI_REQUEST_NULL || h == DONE_SEND {
-            continue;
-        }
-        match s.reqs.get(&h) {
-            Some(&(ReqEntry::Ticket(t), _)) => ts.push(t),
-            _ => {
-                s.tickets = ts;
-                return Ok(None);
-            }
+        if ticket_bits(h).is_some() {
+            tickets = true;
+        } else if h != MPI_REQUEST_NULL && h != DONE_SEND {
+            return Ok(None);
         }
     }
-    // Statuses are written as the engine hands over the outcomes, in the
-    // array's order: `next` is the first handle not yet completed.
-    let mut next = 0;
     let mut first = None;
-    let reqs = &mut s.reqs;
-    let mut finish = |upto_ticket: Option<kumi::Result<Status>>| {
-        while let Some(h) = hs.get_mut(next) {
-            let (stt, e) = match *h {
-                MPI_REQUEST_NULL => (empty_status(), None),
-                DONE_SEND => (done_send_status(), None),
-                _ => {
-                    let Some(res) = upto_ticket else { break };
-                    let Some((_, comm)) = reqs.take_ticket(*h) else {
-                        break;
-                    };
-                    *h = MPI_REQUEST_NULL;
-                    match res {
-                        // Nothing to write: no status conversion.
-                        Ok(_) if !wants(statuses) => {}
-                        res => {
-                            let (stt, e) = outcome(res);
-                            if e.is_some() && first.is_none() {
-                                set_err_comm(comm);
-                                first = e;
-                            }
-                            put_status(status_at(statuses, next), stt);
-                        }
-                    }
-                    next += 1;
-                    return;
+    let comms = &s.comms;
+    let waited = if !tickets {
+        // Sends complete at their start (and nulls): nothing to wait for.
+        Ok(raw::Packed::Spent)
+    } else {
+        raw::wait_packed(s.engine_comm()?, hs, ticket_bits, |i, res| match res {
+            // Nothing to write: no status conversion.
+            Ok(_) if !wants(statuses) => {}
+            res => {
+                let (stt, e) = ticket_outcome(comms, res);
+                if e.is_some() && first.is_none() {
+                    first = e;
                 }
-            };
-            *h = MPI_REQUEST_NULL;
-            put_status(status_at(statuses, next), stt);
-            next += 1;
-            if first.is_none() {
-                first = e;
+                put_status(status_at(statuses, i), stt);
             }
-        }
+        })
     };
-    let waited = match s.comms.get(&MPI_COMM_WORLD) {
-        Some(w) if !ts.is_empty() => raw::wait_tickets(&w.comm, &ts, |r| finish(Some(r))),
-        _ => Ok(()),
-    };
-    finish(None);
-    s.tickets = ts;
-    if let Err(e) = waited {
-        // The engine failed, not a request: the error of the call, on the
-        // communicator of the first request.
-        if let Some(&(_, c)) = hs.iter().find_map(|h| s.reqs.get(h)) {
-            set_err_comm(c);
+    let repeated = match waited {
+        // The engine failed, not a request: the error of the call.
+        Err(e) => {
+            set_err_comm(MPI_COMM_WORLD);
+            return Err(e.into());
         }
-        return Err(e.into());
+        Ok(raw::Packed::NoOperation(i)) => {
+            set_err_comm(MPI_COMM_WORLD);
+            return err(
+                MPI_ERR_REQUEST,
+                format!(
+                    "{:#x} is not a request (or it was completed already)",
+                    hs[i]
+                ),
+            );
+        }
+        Ok(raw::Packed::Repeated(i)) => Some(i),
+        Ok(raw::Packed::Spent) => None,
+    };
+    for (i, h) in hs.iter_mut().enumerate() {
+        match *h {
+            MPI_REQUEST_NULL => put_status(status_at(statuses, i), empty_status()),
+            DONE_SEND => put_status(status_at(statuses, i), done_send_status()),
+            _ => {}
+        }
+        *h = MPI_REQUEST_NULL;
     }
-    if next < hs.len() {
+    if let Some(i) = repeated {
         // The same handle twice in the array (erroneous).
         set_err_comm(MPI_COMM_WORLD);
         return err(
             MPI_ERR_REQUEST,
-            format!(
-                "{:#x} is not a request (or it was completed already)",
-                hs[next]
-            ),
+            format!("request {i} of the array repeats one before it: each completes once"),
         );
     }
     Ok(Some(in_status(first, statuses)))
+}
+
+/// A ticket's outcome as a status and an error; a failed operation makes
+/// its communicator (found among `comms` by its context; world if it was
+/// freed since) the one whose error handler handles it.
+#[inline(always)]
+fn ticket_outcome(comms: &Slab<CommEntry>, res: TicketOutcome) -> (MPI_Status, Option<MpiErr>) {
+    match res {
+        Ok(st) => outcome(Ok(st)),
+        Err((e, ctx)) => {
+            let c = comms
+                .iter()
+                .find(|(_, c)| Context::of(&c.comm) == ctx)
+                .map_or(MPI_COMM_WORLD, |(h, _)| h);
+            set_err_comm(c);
+            outcome(Err(e))
+        }
+    }
 }
 
 /// Completes every point-to-point request among `hs` with one wait in the
@@ -626,8 +625,8 @@ fn complete(
         *slot = MPI_REQUEST_NULL;
         return Ok(Some((done_send_status(), None)));
     }
-    if let Some(&(ReqEntry::Ticket(t), comm)) = s.reqs.get(&h) {
-        set_err_comm(comm);
+    if let Some(t) = s.ticket(h) {
+        let t = t?;
         let c = s.engine_comm()?;
         let res = if block {
             t.wait(c)
@@ -635,12 +634,11 @@ fn complete(
             match t.test(c) {
                 Ok(false) => return Ok(None),
                 Ok(true) => t.finish(c),
-                Err(e) => Err(e),
+                Err(e) => Err((e, Context::of(c))),
             }
         };
-        s.free_request(h);
         *slot = MPI_REQUEST_NULL;
-        return Ok(Some(outcome(res)));
+        return Ok(Some(ticket_outcome(&s.comms, res)));
     }
     let Some((entry, comm)) = s.reqs.get_mut(&h) else {
         return err(
@@ -673,7 +671,6 @@ fn complete(
             return Ok(Some(c.complete()));
         }
         ReqEntry::Active(r) => (r, false),
-        ReqEntry::Ticket(_) => return err(MPI_ERR_INTERN, "a ticket was not completed as one"),
         ReqEntry::Persistent { active: None, .. } => return Ok(Some((empty_status(), None))),
         ReqEntry::Persistent {
             active: Some(r), ..
@@ -702,13 +699,12 @@ fn complete(
 
 /// Whether request `h` is in flight (not null, not an inactive persistent one).
 fn is_active(s: &State, h: c_int) -> bool {
-    if h == DONE_SEND {
+    if h == DONE_SEND || ticket_bits(h).is_some() {
+        // A spent ticket is reported when completed.
         return true;
     }
     match s.reqs.get(&h) {
-        Some((ReqEntry::Ticket(_), _))
-        | Some((ReqEntry::Active(_), _))
-        | Some((ReqEntry::Coll(_), _)) => true,
+        Some((ReqEntry::Active(_), _)) | Some((ReqEntry::Coll(_), _)) => true,
         Some((ReqEntry::Persistent { active, .. }, _)) => active.is_some(),
         Some((ReqEntry::PersistentColl { active, .. }, _)) => active.is_some(),
         None => false,
@@ -718,7 +714,6 @@ fn is_active(s: &State, h: c_int) -> bool {
 /// Blocks until one of the active requests among `hs` is done — or, when a
 /// collective is among them, yields once (the caller's tests make progress).
 fn wait_some_done(s: &mut State, hs: &[c_int]) -> R<()> {
-    s.promote(hs);
     if hs.iter().any(|h| {
         matches!(
             s.reqs.get(h),
@@ -735,6 +730,12 @@ fn wait_some_done(s: &mut State, hs: &[c_int]) -> R<()> {
         std::thread::yield_now();
         return Ok(());
     }
+    let mut tickets = Vec::new();
+    for &h in hs {
+        if let Some(t) = s.ticket(h) {
+            tickets.push(t?);
+        }
+    }
     let reqs: Vec<&RawRequest> = hs
         .iter()
         .filter_map(|h| match s.reqs.get(h) {
@@ -748,7 +749,7 @@ fn wait_some_done(s: &mut State, hs: &[c_int]) -> R<()> {
             _ => None,
         })
         .collect();
-    raw::wait_any_done(&reqs)?;
+    raw::wait_any_done(&reqs, &tickets, s.engine_comm()?)?;
     Ok(())
 }
 
@@ -1264,7 +1265,10 @@ mpi! {
 
     fn MPI_Request_get_status / PMPI_Request_get_status(request: c_int, flag: *mut c_int, status: *mut MPI_Status) {
         let mut s = st()?;
-        let done = match s.reqs.get_mut(&request) {
+        let ticket = s.ticket(request).transpose()?;
+        let done = if let Some(t) = ticket {
+            t.is_done(s.engine_comm()?)
+        } else { match s.reqs.get_mut(&request) {
             None if request == MPI_REQUEST_NULL || request == DONE_SEND => true,
             None => return err(MPI_ERR_REQUEST, format!("{request:#x} is not a request")),
             Some((ReqEntry::Coll(c), _))
@@ -1275,10 +1279,9 @@ mpi! {
                 _,
             )) => c.test()?,
             Some((ReqEntry::PersistentColl { active: None, .. }, _)) => true,
-            Some(&mut (ReqEntry::Ticket(t), _)) => t.is_done(s.engine_comm()?),
             Some((ReqEntry::Active(r), _)) => r.is_done(),
             Some((ReqEntry::Persistent { active, .. }, _)) => active.as_ref().is_none_or(|r| r.is_done()),
-        };
+        } };
         drop(s);
         if !done {
             if let Ok(c) = st()?.comm(MPI_COMM_WORLD) {
@@ -1298,7 +1301,6 @@ mpi! {
         if let Some(r) = wait_all_tickets(&mut s, hs, array_of_statuses)? {
             return r;
         }
-        s.promote(hs);
         wait_all_p2p(&mut s, hs)?;
         let mut first = None;
         for (i, h) in hs.iter_mut().enumerate() {
@@ -1320,11 +1322,14 @@ mpi! {
         }
         let mut all = true;
         for h in hs.iter() {
+            if let Some(t) = s.ticket(*h) {
+                all &= t?.is_done(s.engine_comm()?);
+                continue;
+            }
             all &= match s.reqs.get_mut(h) {
                 Some((ReqEntry::Coll(c), _))
                 | Some((ReqEntry::PersistentColl { active: Some(c), .. }, _)) => c.test()?,
                 Some((ReqEntry::PersistentColl { active: None, .. }, _)) => true,
-                Some(&mut (ReqEntry::Ticket(t), _)) => t.is_done(s.engine_comm()?),
                 Some((ReqEntry::Active(r), _)) => r.is_done(),
                 Some((ReqEntry::Persistent { active, .. }, _)) => active.as_ref().is_none_or(|r| r.is_done()),
                 None => true,
@@ -1368,12 +1373,12 @@ mpi! {
             return Ok(());
         }
         let mut s = st()?;
+        if let Some(t) = s.ticket(h) {
+            // As for a request object below.
+            t?.cancel(s.engine_comm()?);
+            return Ok(());
+        }
         match s.reqs.get_mut(&h) {
-            Some(&mut (ReqEntry::Ticket(t), _)) => {
-                // As for a request object below.
-                t.cancel(s.engine_comm()?);
-                Ok(())
-            }
             Some((ReqEntry::Active(r), _)) | Some((ReqEntry::Persistent { active: Some(r), .. }, _)) => {
                 // A send cannot be cancelled in kumi; the standard allows a cancel
                 // that does not succeed (MPI_Test_cancelled then says false).
@@ -1405,7 +1410,11 @@ mpi! {
             return out(request, "request", MPI_REQUEST_NULL);
         }
         let mut s = st()?;
-        s.promote(&[h]);
+        if let Some(t) = s.ticket(h) {
+            t?.free(s.engine_comm()?);
+            drop(s);
+            return out(request, "request", MPI_REQUEST_NULL);
+        }
         match s.reqs.remove(&h) {
             Some((ReqEntry::Active(r), _)) | Some((ReqEntry::Persistent { active: Some(r), .. }, _)) => r.free(),
             // The collective still completes on its own (other ranks are not

@@ -102,12 +102,10 @@ pub(crate) struct Keyval {
     pub extra: *mut c_void,
 }
 
+/// A request in the table. The common case is not here: a contiguous send
+/// or receive (`MPI_Isend`, `MPI_Irecv` of a predefined type) is a
+/// [`Ticket`] packed into its handle ([`ticket_bits`]).
 pub(crate) enum ReqEntry {
-    /// A contiguous send or receive (`MPI_Isend`, `MPI_Irecv` of a
-    /// predefined type, the common case), completed where it lies by the
-    /// calls that wait and test; the rest make it [`ReqEntry::Active`]
-    /// first ([`State::promote`]).
-    Ticket(Ticket),
     Active(RawRequest),
     /// `p` is `None` for a persistent operation with `MPI_PROC_NULL`; boxed
     /// to keep entries small (they move in and out of the table per request).
@@ -255,6 +253,17 @@ impl<V> Slab<V> {
         self.slots.get_mut(i)?.as_mut()
     }
 
+    /// Every object and its handle.
+    pub fn iter(&self) -> impl Iterator<Item = (c_int, &V)> {
+        self.slots.iter().enumerate().filter_map(|(i, v)| {
+            let h = match self.fixed.iter().find(|f| f.1 == i) {
+                Some(f) => f.0,
+                None => self.base | i as c_int,
+            };
+            Some((h, v.as_ref()?))
+        })
+    }
+
     /// Stores `v` under a new handle.
     #[inline(always)]
     pub fn add(&mut self, v: V) -> c_int {
@@ -360,22 +369,12 @@ impl<V> Slab<V> {
     }
 }
 
-impl Slab<(ReqEntry, c_int)> {
-    /// Removes request `h` if it is a ticket: the ticket and its
-    /// communicator's handle.
-    #[inline(always)]
-    pub fn take_ticket(&mut self, h: c_int) -> Option<(Ticket, c_int)> {
-        let i = self.index(h)?;
-        let slot = self.slots.get_mut(i)?;
-        let Some((ReqEntry::Ticket(t), comm)) = *slot else {
-            return None;
-        };
-        // A ticket entry owns nothing (`Ticket` and the handle are `Copy`):
-        // vacated without the drop glue of the table's largest entry.
-        std::mem::forget(slot.take());
-        self.free.push(i as c_int);
-        Some((t, comm))
-    }
+/// The ticket bits of request handle `h`, if it is one: `TICKET_REQUEST |
+/// bits` (see [`kumi::raw::Ticket::bits`]). A handle of this kind has no
+/// table entry; the engine holds all there is of it.
+#[inline(always)]
+pub(crate) fn ticket_bits(h: c_int) -> Option<u32> {
+    (h & !INDEX_BITS == TICKET_REQUEST).then_some((h & INDEX_BITS) as u32)
 }
 
 /// `repr(C)`, communicators first: every call looks one up, and in this
@@ -429,8 +428,6 @@ pub(crate) struct State {
     /// (`MPI_ERRORS_RETURN` by the standard).
     pub file_null_errh: c_int,
     pub bsend: Option<(*mut c_void, c_int)>,
-    /// Scratch list of `MPI_Waitall` (kept: no allocation per call).
-    pub tickets: Vec<Ticket>,
     next: c_int,
 }
 
@@ -681,7 +678,6 @@ impl State {
             next_file: 0,
             file_null_errh: MPI_ERRORS_RETURN,
             bsend: None,
-            tickets: Vec::new(),
             next: 0,
         }
     }
@@ -712,31 +708,40 @@ impl State {
         }
     }
 
-    /// Makes every ticket among `hs` a request object, for the calls that
-    /// know only those.
-    pub fn promote(&mut self, hs: &[c_int]) {
-        for &h in hs {
-            let Some((ReqEntry::Ticket(t), comm)) = self.reqs.get(&h) else {
-                continue;
-            };
-            let (t, comm) = (*t, *comm);
-            // The operation's communicator names it in wait reports; a
-            // program may have freed it while the operation was in flight
-            // (then world stands in, or a communicator that reused the
-            // handle: only a report's wording depends on it, as every
-            // communicator reaches the same engine).
-            let c = match self
-                .comms
-                .get(&comm)
-                .or_else(|| self.comms.get(&MPI_COMM_WORLD))
-            {
-                Some(e) => e.comm.clone(),
-                None => continue,
-            };
-            if let Some((e, _)) = self.reqs.get_mut(&h) {
-                *e = ReqEntry::Active(RawRequest::from_ticket(&c, t));
-            }
+    /// The handle of ticket `t`, an operation on communicator `comm`: the
+    /// ticket itself, or, when it does not fit a handle, a table entry.
+    #[inline(always)]
+    pub fn ticket_handle(&mut self, t: Ticket, comm: c_int) -> c_int {
+        match t.bits() {
+            Some(b) => TICKET_REQUEST | b as c_int,
+            None => self.ticket_entry(t, comm),
         }
+    }
+
+    #[cold]
+    fn ticket_entry(&mut self, t: Ticket, comm: c_int) -> c_int {
+        let r = match self
+            .comms
+            .get(&comm)
+            .or_else(|| self.comms.get(&MPI_COMM_WORLD))
+        {
+            Some(c) => RawRequest::from_ticket(&c.comm, t),
+            None => return MPI_REQUEST_NULL,
+        };
+        self.new_request(ReqEntry::Active(r), comm)
+    }
+
+    /// The live ticket of handle `h`, if it is a ticket's handle: `Some(Err)`
+    /// when it names no operation (spent, or never made).
+    #[inline(always)]
+    pub fn ticket(&self, h: c_int) -> Option<R<Ticket>> {
+        let b = ticket_bits(h)?;
+        Some(self.engine_comm().and_then(|c| {
+            Ticket::from_bits(c, b).ok_or_else(|| MpiErr {
+                class: MPI_ERR_REQUEST,
+                msg: format!("{h:#x} is not a request (or it was completed already)"),
+            })
+        }))
     }
 
     /// Removes request `h` from the table (its handle is reused later).

@@ -76,6 +76,23 @@ pub(crate) enum Route {
 /// A request handle: slab index in the low 32 bits, generation in the high 32.
 pub(crate) type ReqId = u64;
 
+/// Bits of a request's slot index in a packed id ([`pack_id`]).
+const PACKED_INDEX_BITS: u32 = 16;
+/// Bits of the slot's generation in a packed id: what tells a stale id from
+/// a live one (it fails to unless the slot was reused a multiple of 1024
+/// times since).
+const PACKED_GEN_BITS: u32 = 10;
+
+/// Request id `id` in 26 bits (a slot index below 65536 and the low bits
+/// of its generation), for handles of 32 bits that keep 6 for their kind;
+/// `None` for a slot beyond that. [`Engine::unpack_id`] undoes it.
+#[inline(always)]
+pub(crate) fn pack_id(id: ReqId) -> Option<u32> {
+    let (gen, i) = ((id >> 32) as u32, id as u32);
+    (i < 1 << PACKED_INDEX_BITS)
+        .then_some(((gen & ((1 << PACKED_GEN_BITS) - 1)) << PACKED_INDEX_BITS) | i)
+}
+
 /// What a send needs until it completes.
 enum SendPhase {
     /// Waiting for `Fin` (rendezvous, single copy) or `Ack` (synchronous eager).
@@ -343,33 +360,87 @@ fn eager_limits(
     Ok((shm, if net_max.is_some() { net } else { shm }))
 }
 
+/// What an operation started as a [`crate::raw::Ticket`] waits for, kept
+/// beside its request for wait reports ("MPI_Recv from rank 1, tag 7"):
+/// a ticket is one word (the C library's request handle encodes it), so
+/// the rest lives here. Meaningful only for requests started as tickets;
+/// others leave the last ticket's description in their slot.
+#[derive(Clone, Copy)]
+pub(crate) struct Described {
+    pub send: bool,
+    /// Point-to-point context id of the operation's communicator.
+    pub ctx: u32,
+    /// The peer's rank in that communicator, or `ANY_SOURCE`.
+    pub peer: i32,
+    /// The tag, or `ANY_TAG`.
+    pub tag: i32,
+}
+
+impl Default for Described {
+    fn default() -> Described {
+        Described {
+            send: false,
+            ctx: u32::MAX,
+            peer: -2,
+            tag: -2,
+        }
+    }
+}
+
+#[derive(Default)]
+struct Slot {
+    /// Bumped when the slot's request is removed: an old id no longer
+    /// finds the slot's next request.
+    gen: u32,
+    what: Described,
+    req: Option<Req>,
+}
+
 #[derive(Default)]
 struct Slab {
-    entries: Vec<(u32, Option<Req>)>,
+    entries: Vec<Slot>,
     free: Vec<u32>,
     /// Requests not completed yet (for the progress thread).
     open: usize,
 }
 
 impl Slab {
+    /// Stores request `r` (described as `what`, if given: see
+    /// [`Engine::describe`]); its id.
     #[inline(always)]
-    fn insert(&mut self, r: Req) -> ReqId {
+    fn insert(&mut self, r: Req, what: Option<Described>) -> ReqId {
         self.open += usize::from(!r.done);
         match self.free.pop() {
             Some(i) => {
                 let e = &mut self.entries[i as usize];
                 // A free slot holds `None` (`remove` took its request), so
                 // there is nothing to drop: skip the drop glue.
-                let old = e.1.replace(r);
+                let old = e.req.replace(r);
                 debug_assert!(old.is_none());
                 std::mem::forget(old);
-                ((e.0 as u64) << 32) | i as u64
+                if let Some(w) = what {
+                    e.what = w;
+                }
+                ((e.gen as u64) << 32) | i as u64
             }
             None => {
-                self.entries.push((1, Some(r)));
+                self.entries.push(Slot {
+                    gen: 1,
+                    what: what.unwrap_or_default(),
+                    req: Some(r),
+                });
                 (1u64 << 32) | (self.entries.len() as u64 - 1)
             }
         }
+    }
+
+    /// The slot of live request `id`.
+    #[inline(always)]
+    fn slot(&mut self, id: ReqId) -> Option<&mut Slot> {
+        let (gen, i) = ((id >> 32) as u32, id as u32 as usize);
+        self.entries
+            .get_mut(i)
+            .filter(|s| s.gen == gen && s.req.is_some())
     }
 
     fn get(&mut self, id: ReqId) -> Option<&mut Req> {
@@ -381,20 +452,36 @@ impl Slab {
     fn get_with_open(&mut self, id: ReqId) -> Option<(&mut Req, &mut usize)> {
         let (gen, i) = ((id >> 32) as u32, id as u32 as usize);
         match self.entries.get_mut(i) {
-            Some((g, Some(r))) if *g == gen => Some((r, &mut self.open)),
+            Some(Slot {
+                gen: g,
+                req: Some(r),
+                ..
+            }) if *g == gen => Some((r, &mut self.open)),
             _ => None,
         }
     }
 
+    #[inline(always)]
     fn remove(&mut self, id: ReqId) -> Option<Req> {
+        self.remove_described(id).map(|(r, _)| r)
+    }
+
+    /// [`Slab::remove`], with what the request was described as (see
+    /// [`Engine::describe`]).
+    #[inline(always)]
+    fn remove_described(&mut self, id: ReqId) -> Option<(Req, Described)> {
         let (gen, i) = ((id >> 32) as u32, id as u32 as usize);
         match self.entries.get_mut(i) {
-            Some((g, slot @ Some(_))) if *g == gen => {
+            Some(Slot {
+                gen: g,
+                req: slot @ Some(_),
+                what,
+            }) if *g == gen => {
                 *g = g.wrapping_add(1).max(1);
                 self.free.push(i as u32);
-                let r = slot.take();
-                self.open -= usize::from(r.as_ref().is_some_and(|r| !r.done));
-                r
+                let r = slot.take()?;
+                self.open -= usize::from(!r.done);
+                Some((r, *what))
             }
             _ => None,
         }
@@ -803,18 +890,21 @@ impl Engine {
     }
 
     fn new_send(&mut self, peer: u32, buf: *const u8, len: usize) -> ReqId {
-        self.reqs.insert(Req {
-            done: false,
-            status: Status::empty(),
-            error: None,
-            detached: false,
-            op: Op::Send {
-                peer,
-                buf,
-                len,
-                phase: SendPhase::AwaitReply,
+        self.reqs.insert(
+            Req {
+                done: false,
+                status: Status::empty(),
+                error: None,
+                detached: false,
+                op: Op::Send {
+                    peer,
+                    buf,
+                    len,
+                    phase: SendPhase::AwaitReply,
+                },
             },
-        })
+            None,
+        )
     }
 
     /// Sends one frame now, or queues a copy behind earlier frames to that peer.
@@ -886,7 +976,30 @@ impl Engine {
     /// Posts a receive into `buf` (capacity `cap` bytes). The caller guarantees the
     /// buffer stays valid and otherwise untouched until the request completes.
     pub fn post_recv(&mut self, pat: Pattern, buf: *mut u8, cap: usize) -> Result<ReqId> {
-        let id = self.reqs.insert(Req::recv(buf, cap));
+        self.post_recv_with(pat, buf, cap, None)
+    }
+
+    /// [`Engine::post_recv`] of a receive started as a ticket: described
+    /// (see [`Engine::describe`]) as it is posted.
+    pub fn post_recv_ticket(
+        &mut self,
+        pat: Pattern,
+        buf: *mut u8,
+        cap: usize,
+        what: Described,
+    ) -> Result<ReqId> {
+        self.post_recv_with(pat, buf, cap, Some(what))
+    }
+
+    #[inline(always)]
+    fn post_recv_with(
+        &mut self,
+        pat: Pattern,
+        buf: *mut u8,
+        cap: usize,
+        what: Option<Described>,
+    ) -> Result<ReqId> {
+        let id = self.reqs.insert(Req::recv(buf, cap), what);
         if let Some((env, m, id)) = self.matcher.post(pat, id) {
             self.deliver_unexpected(id, env, m)?;
         }
@@ -966,7 +1079,7 @@ impl Engine {
         if !pat.accepts(env) {
             return None;
         }
-        let id = self.reqs.insert(Req::recv(buf, cap));
+        let id = self.reqs.insert(Req::recv(buf, cap), None);
         self.direct = Direct::Promoted(id);
         Some(id)
     }
@@ -1833,8 +1946,48 @@ impl Engine {
 
     // ----- requests --------------------------------------------------------------
 
+    #[inline]
     pub fn is_done(&mut self, id: ReqId) -> bool {
         self.reqs.get(id).is_none_or(|r| r.done)
+    }
+
+    /// Records what request `id`, started as a ticket, waits for.
+    #[inline(always)]
+    pub fn describe(&mut self, id: ReqId, what: Described) {
+        if let Some(s) = self.reqs.slot(id) {
+            s.what = what;
+        }
+    }
+
+    /// What request `id` (started as a ticket) waits for, as a wait report
+    /// gives it; `None` if it is not a live request.
+    pub fn described(&mut self, id: ReqId) -> Option<Described> {
+        self.reqs.slot(id).map(|s| s.what)
+    }
+
+    /// The live request whose id [`pack_id`] packed into `bits`, if there is
+    /// one (a stale id names a slot freed since, or reused: its generation
+    /// has moved on, unless it wrapped around [`PACKED_GEN_BITS`]).
+    #[inline(always)]
+    pub fn unpack_id(&mut self, bits: u32) -> Option<ReqId> {
+        let i = bits & ((1 << PACKED_INDEX_BITS) - 1);
+        let gen = bits >> PACKED_INDEX_BITS;
+        let s = self.reqs.entries.get(i as usize)?;
+        (s.req.is_some() && s.gen & ((1 << PACKED_GEN_BITS) - 1) == gen)
+            .then_some(((s.gen as u64) << 32) | i as u64)
+    }
+
+    /// [`Engine::take_result`] of a request started as a ticket: an error
+    /// comes with the context of the operation's communicator.
+    #[inline]
+    pub fn take_outcome(&mut self, id: ReqId) -> std::result::Result<Status, (Error, u32)> {
+        match self.reqs.remove_described(id) {
+            Some((r, what)) => match r.error {
+                Some(e) => Err((*e, what.ctx)),
+                None => Ok(r.status),
+            },
+            None => Ok(Status::empty()),
+        }
     }
 
     /// Takes the result of a completed request and frees its slot.

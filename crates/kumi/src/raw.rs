@@ -17,7 +17,7 @@
 
 use crate::comm::Comm;
 use crate::datatype::Datatype;
-use crate::engine::{ReqId, WaitInfo};
+use crate::engine::{Described, ReqId, WaitInfo};
 use crate::error::{Error, Result};
 use crate::request::Status;
 use kumi_core::call::Call;
@@ -168,13 +168,16 @@ impl RawRequest {
 
     /// The request object of an operation held as a [`Ticket`] on `comm`
     /// (the operation's own communicator: a report of a wait names it).
-    #[inline(always)]
     pub fn from_ticket(comm: &Comm, t: Ticket) -> RawRequest {
+        let what = match comm.engine().described(t.id) {
+            Some(d) => (if d.send { Call::Send } else { Call::Recv }, d.peer, d.tag),
+            None => (Call::Wait, -2, -2),
+        };
         RawRequest {
             comm: Some(comm.clone()),
             id: Some(t.id),
             done: None,
-            what: (if t.send { Call::Send } else { Call::Recv }, t.peer, t.tag),
+            what,
             x: None,
         }
     }
@@ -397,40 +400,75 @@ pub fn orphan_bytes() -> usize {
     })
 }
 
-/// A contiguous send or receive in flight, named by the engine's request id
-/// and by what a report of a wait on it says: what the C ABI keeps in its
-/// request table from `MPI_Isend`/`MPI_Irecv` to completion (24 bytes and
-/// no reference to a communicator, against a [`RawRequest`]'s 72 and a
-/// reference taken and dropped per message). It completes where it lies:
-/// [`Ticket::test`] then [`Ticket::finish`], [`Ticket::wait`], or
-/// [`wait_tickets`] for many at once; [`RawRequest::from_ticket`] makes it a
-/// request object for anything else. Every method takes one of the rank's communicators to
-/// reach the engine (they all share it): any one will do.
+/// Which communicator an operation was on, as the engine knows it (its
+/// point-to-point context): what a failed [`Ticket`] reports, for the
+/// caller to find the communicator whose error handler handles it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Context(u32);
+
+impl Context {
+    /// The context of `comm`'s point-to-point operations.
+    pub fn of(comm: &Comm) -> Context {
+        Context(ctx(comm))
+    }
+}
+
+/// The outcome of a [`Ticket`]'s operation: its status, or its error with
+/// the [`Context`] of its communicator.
+pub type TicketOutcome = std::result::Result<Status, (Error, Context)>;
+
+/// A contiguous send or receive in flight, named by the engine's request
+/// id alone: what the C ABI's `MPI_Isend`/`MPI_Irecv` hand out, packed
+/// into the `MPI_Request` handle itself ([`Ticket::bits`]), so the library
+/// keeps no table entry per message. What a report of a wait on it says
+/// (its call, communicator, peer and tag) the engine keeps beside the
+/// request. It completes where it lies: [`Ticket::test`] then
+/// [`Ticket::finish`], [`Ticket::wait`], or [`wait_packed`] for many at
+/// once; [`RawRequest::from_ticket`] makes it a request object. Every
+/// method takes one of the rank's communicators to reach the engine (they
+/// all share it): any one will do.
 ///
-/// A ticket is spent by `finish`, `wait` or `from_ticket`; it is `Copy` so
-/// that it can be read out of a table; a spent copy finds its engine slot's
-/// generation moved on and completes empty, never with another request's
-/// result.
+/// A ticket is spent by `finish`, `wait`, `free` or `from_ticket`. It is
+/// `Copy` (a handle is); a spent copy finds its engine slot's generation
+/// moved on: [`Ticket::from_bits`] refuses it, and the methods complete it
+/// empty, never with another request's result.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Ticket {
     id: ReqId,
-    /// The point-to-point context of the operation's communicator.
-    ctx: u32,
-    peer: i32,
-    tag: i32,
-    send: bool,
 }
 
 impl Ticket {
+    /// The ticket in 26 bits, for a handle of 32 that keeps 6 for its kind
+    /// (the C library's `MPI_Request`); `None` when it does not fit (the
+    /// engine has more than 65536 requests): hold it as a [`RawRequest`]
+    /// then ([`RawRequest::from_ticket`]).
+    #[inline(always)]
+    pub fn bits(self) -> Option<u32> {
+        crate::engine::pack_id(self.id)
+    }
+
+    /// The ticket whose [`Ticket::bits`] are `bits`, if its operation is
+    /// still held by the engine (in flight, or complete and not yet
+    /// finished); `None` for bits that name none (a spent or made-up
+    /// handle: caught unless its slot was reused a multiple of 1024 times
+    /// since).
+    #[inline]
+    pub fn from_bits(comm: &Comm, bits: u32) -> Option<Ticket> {
+        comm.engine().unpack_id(bits).map(|id| Ticket { id })
+    }
+
     /// The wait description of this operation, as [`RawRequest::wait_info`].
     #[track_caller]
-    fn wait_info(&self) -> WaitInfo {
-        WaitInfo {
-            call: if self.send { Call::Send } else { Call::Recv },
-            ctx: self.ctx,
-            peer: self.peer,
-            tag: self.tag,
-            at: Location::caller(),
+    fn wait_info(&self, e: &mut crate::engine::Engine) -> WaitInfo {
+        match e.described(self.id) {
+            Some(d) => WaitInfo {
+                call: if d.send { Call::Send } else { Call::Recv },
+                ctx: d.ctx,
+                peer: d.peer,
+                tag: d.tag,
+                at: Location::caller(),
+            },
+            None => WaitInfo::plain(Call::Wait),
         }
     }
 
@@ -455,23 +493,35 @@ impl Ticket {
     /// The outcome of the completed operation (see [`Ticket::is_done`]),
     /// which spends the ticket.
     #[inline]
-    pub fn finish(self, comm: &Comm) -> Result<Status> {
-        comm.engine().take_result(self.id)
+    pub fn finish(self, comm: &Comm) -> TicketOutcome {
+        outcome(comm.engine().take_outcome(self.id))
     }
 
-    /// Blocks until the operation completes; its outcome (spends the ticket).
+    /// Blocks until the operation completes; its outcome (spends the ticket,
+    /// unless the wait itself fails).
     #[track_caller]
     #[inline]
-    pub fn wait(self, comm: &Comm) -> Result<Status> {
+    pub fn wait(self, comm: &Comm) -> TicketOutcome {
         reap();
-        let info = self.wait_info();
-        comm.engine().wait(info, self.id)
+        let mut e = comm.engine();
+        let info = self.wait_info(&mut e);
+        if let Err(x) = e.wait_until(info, |e| e.is_done(self.id)) {
+            return Err((x, Context(info.ctx)));
+        }
+        outcome(e.take_outcome(self.id))
     }
 
     /// Cancels a receive that has not matched; `true` if it was cancelled
     /// (it then completes, cancelled). A send is never cancelled.
     pub fn cancel(&self, comm: &Comm) -> bool {
-        !self.send && comm.engine().cancel_recv(self.id)
+        let mut e = comm.engine();
+        e.described(self.id).is_some_and(|d| !d.send) && e.cancel_recv(self.id)
+    }
+
+    /// Lets go of the operation, which completes on its own (spends the
+    /// ticket): as [`RawRequest::free`].
+    pub fn free(self, comm: &Comm) {
+        RawRequest::from_ticket(comm, self).free();
     }
 }
 
@@ -490,15 +540,26 @@ pub unsafe fn irecv_ticket(
 ) -> Result<Ticket> {
     reap();
     let pat = recv_pattern(comm, source, tag)?;
-    let ctx = pat.ctx;
-    let id = comm.engine().post_recv(pat, buf, cap)?;
-    Ok(Ticket {
-        id,
-        ctx,
+    let what = Described {
+        send: false,
+        ctx: pat.ctx,
         peer: source,
         tag,
-        send: false,
-    })
+    };
+    let id = comm.engine().post_recv_ticket(pat, buf, cap, what)?;
+    Ok(Ticket { id })
+}
+
+/// Posts a receive into the `cap` bytes at `buf` from `source` with `tag`:
+/// its request id.
+///
+/// # Safety
+/// As for [`irecv_contig`].
+#[inline(always)]
+unsafe fn post_recv(comm: &Comm, buf: *mut u8, cap: usize, source: i32, tag: i32) -> Result<ReqId> {
+    reap();
+    let pat = recv_pattern(comm, source, tag)?;
+    comm.engine().post_recv(pat, buf, cap)
 }
 
 /// Starts sending the `len` bytes at `buf` to `dest` with `tag`
@@ -516,6 +577,37 @@ pub unsafe fn isend_ticket(
     tag: i32,
     sync: bool,
 ) -> Result<Option<Ticket>> {
+    // SAFETY: the caller's contract.
+    let Some((id, ctx)) = (unsafe { send_start(comm, buf, len, dest, tag, sync)? }) else {
+        return Ok(None);
+    };
+    comm.engine().describe(
+        id,
+        Described {
+            send: true,
+            ctx,
+            peer: dest,
+            tag,
+        },
+    );
+    Ok(Some(Ticket { id }))
+}
+
+/// Starts sending the `len` bytes at `buf` to `dest` with `tag`
+/// (synchronously if `sync`): the send's request id and its
+/// communicator's context, or `None` when the send completed as it started.
+///
+/// # Safety
+/// As for [`isend_contig`].
+#[inline(always)]
+unsafe fn send_start(
+    comm: &Comm,
+    buf: *const u8,
+    len: usize,
+    dest: i32,
+    tag: i32,
+    sync: bool,
+) -> Result<Option<(ReqId, u32)>> {
     reap();
     check_tag(tag)?;
     let peer = comm.check_dest(dest)?;
@@ -526,50 +618,82 @@ pub unsafe fn isend_ticket(
         tag,
     };
     let id = comm.engine().start_send(env, peer, buf, len, sync)?;
-    Ok(id.map(|id| Ticket {
-        id,
-        ctx,
-        peer: dest,
-        tag,
-        send: true,
-    }))
+    Ok(id.map(|id| (id, ctx)))
 }
 
-/// Blocks until every operation of `tickets` has completed, then hands
-/// their outcomes to `each` in order, all with one hold of the engine; the
-/// tickets are spent. If the wait itself fails (the engine, not an
-/// operation), none is spent.
+/// An engine outcome with its context made a [`TicketOutcome`].
+#[inline(always)]
+fn outcome(o: std::result::Result<Status, (Error, u32)>) -> TicketOutcome {
+    o.map_err(|(e, c)| (e, Context(c)))
+}
+
+/// Blocks until every ticket packed into `handles` has completed (`bits`
+/// gives a handle's [`Ticket::bits`], or `None` for a handle that is no
+/// ticket: skipped), then hands each outcome to `each` with the handle's
+/// index, in order, all with one hold of the engine: the tickets are spent
+/// ([`Packed::Spent`]), unless one of them names no operation. If the wait
+/// itself fails (the engine, not an operation), none is spent.
 #[track_caller]
-pub fn wait_tickets(
+pub fn wait_packed<H: Copy>(
     comm: &Comm,
-    tickets: &[Ticket],
-    mut each: impl FnMut(Result<Status>),
-) -> Result<()> {
+    handles: &[H],
+    bits: impl Fn(H) -> Option<u32>,
+    mut each: impl FnMut(usize, TicketOutcome),
+) -> Result<Packed> {
+    use crate::engine::Engine;
     reap();
     let mut e = comm.engine();
-    // The first ticket not known to be done (a done one stays done).
-    let pending = |e: &mut crate::engine::Engine, from: usize| {
-        from + tickets[from..]
+    let id = |e: &mut Engine, h: H| bits(h).map(|b| e.unpack_id(b));
+    if let Some(i) = handles
+        .iter()
+        .position(|&h| matches!(id(&mut e, h), Some(None)))
+    {
+        return Ok(Packed::NoOperation(i));
+    }
+    // The first handle not known to be done (a done one stays done).
+    let pending = |e: &mut Engine, from: usize| {
+        from + handles[from..]
             .iter()
-            .take_while(|t| e.is_done(t.id))
+            .take_while(|&&h| id(e, h).flatten().is_none_or(|id| e.is_done(id)))
             .count()
     };
     let mut next = pending(&mut e, 0);
-    if next < tickets.len() {
+    if next < handles.len() {
         // One still pending: the report can name its peer and tag.
-        let info = match &tickets[next..] {
-            [one] => one.wait_info(),
+        let mut open = handles[next..]
+            .iter()
+            .filter_map(|&h| id(&mut e, h).flatten().filter(|&id| !e.is_done(id)));
+        let info = match (open.next(), open.next()) {
+            (Some(one), None) => Ticket { id: one }.wait_info(&mut e),
             _ => WaitInfo::plain(Call::Wait),
         };
         e.wait_until(info, |e| {
             next = pending(e, next);
-            next == tickets.len()
+            next == handles.len()
         })?;
     }
-    for t in tickets {
-        each(e.take_result(t.id));
+    let mut spent = Packed::Spent;
+    for (i, &h) in handles.iter().enumerate() {
+        match id(&mut e, h) {
+            Some(Some(id)) => each(i, outcome(e.take_outcome(id))),
+            Some(None) if spent == Packed::Spent => spent = Packed::Repeated(i),
+            _ => {}
+        }
     }
-    Ok(())
+    Ok(spent)
+}
+
+/// How [`wait_packed`] went when the engine did not fail.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Packed {
+    /// Every ticket completed, and `each` had its outcome.
+    Spent,
+    /// Handle `i` is a ticket that names no operation (spent before, or made
+    /// up): nothing was done.
+    NoOperation(usize),
+    /// Handle `i` repeats a ticket before it in the handles, which was
+    /// spent there; the others were spent too.
+    Repeated(usize),
 }
 
 /// Starts sending `count` elements of `dt` at `buf` to `dest` with `tag`.
@@ -643,10 +767,13 @@ fn start_send(
     // SAFETY: the callers' contracts: `ptr..ptr + len` readable until the
     // send completes (`staging` owns it when set).
     Ok(
-        match unsafe { isend_ticket(comm, ptr, len, dest, tag, mode == SendMode::Sync)? } {
-            Some(t) => RawRequest {
+        match unsafe { send_start(comm, ptr, len, dest, tag, mode == SendMode::Sync)? } {
+            Some((id, _)) => RawRequest {
+                comm: Some(comm.clone()),
+                id: Some(id),
+                done: None,
+                what: (Call::Send, dest, tag),
                 x: extra(staging, None),
-                ..RawRequest::from_ticket(comm, t)
             },
             // A send complete at start (eager) needs no communicator to wait on.
             None => RawRequest {
@@ -782,10 +909,13 @@ fn start_recv(
     // SAFETY: the callers' contracts: `ptr..ptr + cap` writable and
     // otherwise untouched until the receive completes (`staging` owns it
     // when set).
-    let t = unsafe { irecv_ticket(comm, ptr, cap, source, tag)? };
+    let id = unsafe { post_recv(comm, ptr, cap, source, tag)? };
     Ok(RawRequest {
+        comm: Some(comm.clone()),
+        id: Some(id),
+        done: None,
+        what: (Call::Recv, source, tag),
         x: extra(staging, unpack),
-        ..RawRequest::from_ticket(comm, t)
     })
 }
 
@@ -846,25 +976,31 @@ pub fn progress(comm: &Comm) -> Result<()> {
     Ok(())
 }
 
-/// Blocks until at least one of `reqs` has completed (a request already
-/// complete counts). Does not consume any.
+/// Blocks until at least one of `reqs` and `tickets` has completed (one
+/// already complete counts), on the engine that `comm` (any communicator of
+/// the rank) reaches. Does not consume any.
 #[track_caller]
-pub fn wait_any_done(reqs: &[&RawRequest]) -> Result<()> {
-    let Some(comm) = reqs.iter().find_map(|r| r.id.and(r.comm.clone())) else {
-        return Ok(());
-    };
+pub fn wait_any_done(reqs: &[&RawRequest], tickets: &[Ticket], comm: &Comm) -> Result<()> {
     if reqs.iter().any(|r| r.id.is_none()) {
         return Ok(());
     }
-    let ids: Vec<ReqId> = reqs.iter().filter_map(|r| r.id).collect();
+    let ids: Vec<ReqId> = reqs
+        .iter()
+        .filter_map(|r| r.id)
+        .chain(tickets.iter().map(|t| t.id))
+        .collect();
+    if ids.is_empty() {
+        return Ok(());
+    }
+    let mut e = comm.engine();
     // One request pending: the report can name its peer and tag.
-    let info = match reqs.iter().filter(|r| r.id.is_some()).collect::<Vec<_>>()[..] {
-        [one] => one.wait_info(&comm),
+    let info = match (reqs, tickets) {
+        ([one], []) => one.wait_info(one.comm.as_ref().unwrap_or(comm)),
+        ([], [one]) => one.wait_info(&mut e),
         _ => WaitInfo::plain(Call::Wait),
     };
-    let r = comm
-        .engine()
-        .wait_until(info, |e| ids.iter().any(|&id| e.is_done(id)));
+    let r = e.wait_until(info, |e| ids.iter().any(|&id| e.is_done(id)));
+    drop(e);
     reap();
     r
 }

@@ -10,7 +10,10 @@
  *                root 0: mismatched collectives;
  * - wildcard:    rank 0 does MPI_Recv(MPI_ANY_SOURCE, tag 5); the others send it
  *                tag 6 (arrives, never matches) and enter MPI_Barrier;
- * - sendsend:    ranks 0 and 1 each MPI_Send 1 MiB (rendezvous) to the other. */
+ * - sendsend:    ranks 0 and 1 each MPI_Send 1 MiB (rendezvous) to the other;
+ * - irecvwait:   ranks 0 and 1 each MPI_Irecv from the other (tag 7) and
+ *                MPI_Wait for it: the request handle alone must tell kumi
+ *                the peer and the tag. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,28 +29,32 @@ int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "";
     int b[2] = {0, 0};
     if (!strcmp(mode, "recv2")) {
-        MPI_Recv(b, 2, MPI_INT, 1 - me, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE); /* LINE 29 */
+        MPI_Recv(b, 2, MPI_INT, 1 - me, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE); /* LINE 32 */
     } else if (!strcmp(mode, "barrier")) {
         if (me == n - 1)
-            MPI_Recv(b, 2, MPI_INT, 0, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE); /* LINE 32 */
+            MPI_Recv(b, 2, MPI_INT, 0, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE); /* LINE 35 */
         else
-            MPI_Barrier(MPI_COMM_WORLD); /* LINE 34 */
+            MPI_Barrier(MPI_COMM_WORLD); /* LINE 37 */
     } else if (!strcmp(mode, "bcastreduce")) {
         double v[4] = {1, 1, 1, 1}, out[4];
         if (me == 0)
-            MPI_Reduce(v, out, 4, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD); /* LINE 38 */
+            MPI_Reduce(v, out, 4, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD); /* LINE 41 */
         else
-            MPI_Bcast(v, 4, MPI_DOUBLE, 0, MPI_COMM_WORLD); /* LINE 40 */
+            MPI_Bcast(v, 4, MPI_DOUBLE, 0, MPI_COMM_WORLD); /* LINE 43 */
     } else if (!strcmp(mode, "wildcard")) {
         if (me == 0) {
-            MPI_Recv(b, 2, MPI_INT, MPI_ANY_SOURCE, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE); /* LINE 43 */
+            MPI_Recv(b, 2, MPI_INT, MPI_ANY_SOURCE, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE); /* LINE 46 */
         } else {
             MPI_Send(b, 2, MPI_INT, 0, 6, MPI_COMM_WORLD);
-            MPI_Barrier(MPI_COMM_WORLD); /* LINE 46 */
+            MPI_Barrier(MPI_COMM_WORLD); /* LINE 49 */
         }
     } else if (!strcmp(mode, "sendsend")) {
         memset(big, me, sizeof big);
-        MPI_Send(big, sizeof big, MPI_BYTE, 1 - me, 7, MPI_COMM_WORLD); /* LINE 50 */
+        MPI_Send(big, sizeof big, MPI_BYTE, 1 - me, 7, MPI_COMM_WORLD); /* LINE 53 */
+    } else if (!strcmp(mode, "irecvwait")) {
+        MPI_Request r;
+        MPI_Irecv(b, 2, MPI_INT, 1 - me, 7, MPI_COMM_WORLD, &r);
+        MPI_Wait(&r, MPI_STATUS_IGNORE); /* LINE 57 */
     } else {
         fprintf(stderr, "deadlock: unknown mode '%s'\n", mode);
         MPI_Abort(MPI_COMM_WORLD, 2);

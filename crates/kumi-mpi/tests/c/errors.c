@@ -111,6 +111,33 @@ int main(int argc, char **argv) {
     CHECK(flag && *lastused >= mycode2 && *lastused >= mycode);
     MPI_Comm_call_errhandler(d, mycode);
     CHECK(called == 3 && last_code == mycode);
+    /* A nonblocking receive's error goes to its own communicator's
+     * handler, though its request handle names no communicator: by MPI_Wait
+     * and by MPI_Waitall. */
+    OK(MPI_Isend(big, 8, MPI_INT, r, 8, d, &q[0]));
+    OK(MPI_Irecv(small, 2, MPI_INT, r, 8, d, &q[1]));
+    rc = MPI_Wait(&q[1], &st);
+    CHECK(called == 4 && last_code == rc && cls(rc) == MPI_ERR_TRUNCATE);
+    CHECK(q[1] == MPI_REQUEST_NULL && st.MPI_SOURCE == r && st.MPI_TAG == 8);
+    OK(MPI_Wait(&q[0], MPI_STATUS_IGNORE));
+    OK(MPI_Isend(big, 8, MPI_INT, r, 9, d, &q[0]));
+    OK(MPI_Irecv(small, 2, MPI_INT, r, 9, d, &q[1]));
+    rc = MPI_Waitall(2, q, sts);
+    CHECK(called == 5 && cls(rc) == MPI_ERR_IN_STATUS && sts[1].MPI_ERROR == MPI_ERR_TRUNCATE);
+    /* A completed request's handle, kept in a copy, is no request any more,
+     * even when a new request took its place in the runtime. */
+    MPI_Request kept;
+    OK(MPI_Irecv(&x, 1, MPI_INT, r, 10, MPI_COMM_WORLD, &q[1]));
+    kept = q[1];
+    OK(MPI_Send(&x, 1, MPI_INT, r, 10, MPI_COMM_WORLD));
+    OK(MPI_Wait(&q[1], MPI_STATUS_IGNORE));
+    OK(MPI_Irecv(&x, 1, MPI_INT, r, 11, MPI_COMM_WORLD, &q[1]));
+    CHECK(q[1] != kept);
+    CHECK(cls(MPI_Wait(&kept, MPI_STATUS_IGNORE)) == MPI_ERR_REQUEST);
+    CHECK(cls(MPI_Waitall(1, &kept, MPI_STATUSES_IGNORE)) == MPI_ERR_REQUEST);
+    CHECK(cls(MPI_Request_free(&kept)) == MPI_ERR_REQUEST);
+    OK(MPI_Send(&x, 1, MPI_INT, r, 11, MPI_COMM_WORLD));
+    OK(MPI_Wait(&q[1], MPI_STATUS_IGNORE));
     rc = MPI_Add_error_string(MPI_ERR_RANK, "mine now");
     CHECK(cls(rc) == MPI_ERR_ARG);
     rc = MPI_Add_error_code(123456, &x);
