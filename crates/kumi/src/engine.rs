@@ -392,6 +392,10 @@ struct Slot {
     /// Bumped when the slot's request is removed: an old id no longer
     /// finds the slot's next request.
     gen: u32,
+    /// The request was started as a ticket (and `what` describes it): only
+    /// such a request is found by [`Engine::unpack_id`], so a handle made
+    /// up by a program cannot reach the runtime's own requests.
+    ticket: bool,
     what: Described,
     req: Option<Req>,
 }
@@ -418,6 +422,7 @@ impl Slab {
                 let old = e.req.replace(r);
                 debug_assert!(old.is_none());
                 std::mem::forget(old);
+                e.ticket = what.is_some();
                 if let Some(w) = what {
                     e.what = w;
                 }
@@ -426,6 +431,7 @@ impl Slab {
             None => {
                 self.entries.push(Slot {
                     gen: 1,
+                    ticket: what.is_some(),
                     what: what.unwrap_or_default(),
                     req: Some(r),
                 });
@@ -476,6 +482,7 @@ impl Slab {
                 gen: g,
                 req: slot @ Some(_),
                 what,
+                ..
             }) if *g == gen => {
                 *g = g.wrapping_add(1).max(1);
                 self.free.push(i as u32);
@@ -1955,6 +1962,7 @@ impl Engine {
     #[inline(always)]
     pub fn describe(&mut self, id: ReqId, what: Described) {
         if let Some(s) = self.reqs.slot(id) {
+            s.ticket = true;
             s.what = what;
         }
     }
@@ -1965,15 +1973,16 @@ impl Engine {
         self.reqs.slot(id).map(|s| s.what)
     }
 
-    /// The live request whose id [`pack_id`] packed into `bits`, if there is
-    /// one (a stale id names a slot freed since, or reused: its generation
-    /// has moved on, unless it wrapped around [`PACKED_GEN_BITS`]).
+    /// The live request, started as a ticket, whose id [`pack_id`] packed
+    /// into `bits`, if there is one (a stale id names a slot freed since, or
+    /// reused: its generation has moved on, unless it wrapped around
+    /// [`PACKED_GEN_BITS`]).
     #[inline(always)]
     pub fn unpack_id(&mut self, bits: u32) -> Option<ReqId> {
         let i = bits & ((1 << PACKED_INDEX_BITS) - 1);
         let gen = bits >> PACKED_INDEX_BITS;
         let s = self.reqs.entries.get(i as usize)?;
-        (s.req.is_some() && s.gen & ((1 << PACKED_GEN_BITS) - 1) == gen)
+        (s.ticket && s.req.is_some() && s.gen & ((1 << PACKED_GEN_BITS) - 1) == gen)
             .then_some(((s.gen as u64) << 32) | i as u64)
     }
 

@@ -138,6 +138,23 @@ int main(int argc, char **argv) {
     CHECK(cls(MPI_Request_free(&kept)) == MPI_ERR_REQUEST);
     OK(MPI_Send(&x, 1, MPI_INT, r, 11, MPI_COMM_WORLD));
     OK(MPI_Wait(&q[1], MPI_STATUS_IGNORE));
+    /* A made-up handle of the packed kind never reaches a request the
+     * library keeps for itself (here the runtime's receive behind an active
+     * persistent request), whatever slot and generation it names. */
+    MPI_Request pr;
+    OK(MPI_Recv_init(&x, 1, MPI_INT, r, 12, MPI_COMM_WORLD, &pr));
+    OK(MPI_Start(&pr));
+    int reached = 0;
+    for (int slot = 0; slot < 16; slot++)
+        for (int gen = 0; gen < 1024; gen++) {
+            int fl;
+            MPI_Request made = (MPI_Request)(0xec000000u | (unsigned)gen << 16 | (unsigned)slot);
+            reached += cls(MPI_Request_get_status(made, &fl, MPI_STATUS_IGNORE)) != MPI_ERR_REQUEST;
+        }
+    CHECK(reached == 0);
+    OK(MPI_Send(&x, 1, MPI_INT, r, 12, MPI_COMM_WORLD));
+    OK(MPI_Wait(&pr, MPI_STATUS_IGNORE));
+    OK(MPI_Request_free(&pr));
     rc = MPI_Add_error_string(MPI_ERR_RANK, "mine now");
     CHECK(cls(rc) == MPI_ERR_ARG);
     rc = MPI_Add_error_code(123456, &x);
