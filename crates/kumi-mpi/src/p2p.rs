@@ -488,12 +488,24 @@ fn wait_all_tickets(
     hs: &mut [c_int],
     statuses: *mut MPI_Status,
 ) -> R<Option<R<()>>> {
-    let mut tickets = false;
+    let (mut tickets, mut others) = (false, false);
     for &h in hs.iter() {
         if ticket_bits(h).is_some() {
             tickets = true;
-        } else if h != MPI_REQUEST_NULL && h != DONE_SEND {
+        } else if h == MPI_REQUEST_NULL || h == DONE_SEND {
+            others = true;
+        } else {
             return Ok(None);
+        }
+    }
+    if others && wants(statuses) {
+        // Their statuses (output only: written even if the wait fails).
+        for (i, &h) in hs.iter().enumerate() {
+            match h {
+                MPI_REQUEST_NULL => put_status(status_at(statuses, i), empty_status()),
+                DONE_SEND => put_status(status_at(statuses, i), done_send_status()),
+                _ => {}
+            }
         }
     }
     let mut first = None;
@@ -502,17 +514,23 @@ fn wait_all_tickets(
         // Sends complete at their start (and nulls): nothing to wait for.
         Ok(raw::Packed::Spent)
     } else {
-        raw::wait_packed(s.engine_comm()?, hs, ticket_bits, |i, res| match res {
-            // Nothing to write: no status conversion.
-            Ok(_) if !wants(statuses) => {}
-            res => {
-                let (stt, e) = ticket_outcome(comms, res);
-                if e.is_some() && first.is_none() {
-                    first = e;
+        raw::wait_packed(
+            s.engine_comm()?,
+            hs,
+            ticket_bits,
+            MPI_REQUEST_NULL,
+            |i, res| match res {
+                // Nothing to write: no status conversion.
+                Ok(_) if !wants(statuses) => {}
+                res => {
+                    let (stt, e) = ticket_outcome(comms, res);
+                    if e.is_some() && first.is_none() {
+                        first = e;
+                    }
+                    put_status(status_at(statuses, i), stt);
                 }
-                put_status(status_at(statuses, i), stt);
-            }
-        })
+            },
+        )
     };
     let repeated = match waited {
         // The engine failed, not a request: the error of the call.
@@ -533,13 +551,12 @@ fn wait_all_tickets(
         Ok(raw::Packed::Repeated(i)) => Some(i),
         Ok(raw::Packed::Spent) => None,
     };
-    for (i, h) in hs.iter_mut().enumerate() {
-        match *h {
-            MPI_REQUEST_NULL => put_status(status_at(statuses, i), empty_status()),
-            DONE_SEND => put_status(status_at(statuses, i), done_send_status()),
-            _ => {}
+    if others {
+        // Sends complete at their start are done with too (the tickets are
+        // null now, as they were not before).
+        for h in hs.iter_mut().filter(|h| **h == DONE_SEND) {
+            *h = MPI_REQUEST_NULL;
         }
-        *h = MPI_REQUEST_NULL;
     }
     if let Some(i) = repeated {
         // The same handle twice in the array (erroneous).

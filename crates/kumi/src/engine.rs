@@ -449,12 +449,14 @@ impl Slab {
             .filter(|s| s.gen == gen && s.req.is_some())
     }
 
+    #[inline]
     fn get(&mut self, id: ReqId) -> Option<&mut Req> {
         self.get_with_open(id).map(|(r, _)| r)
     }
 
     /// [`Slab::get`], with the count of open requests beside it (for
     /// [`Engine::mark_done`] while the request is borrowed).
+    #[inline]
     fn get_with_open(&mut self, id: ReqId) -> Option<(&mut Req, &mut usize)> {
         let (gen, i) = ((id >> 32) as u32, id as u32 as usize);
         match self.entries.get_mut(i) {

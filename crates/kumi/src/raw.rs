@@ -630,57 +630,90 @@ fn outcome(o: std::result::Result<Status, (Error, u32)>) -> TicketOutcome {
 /// Blocks until every ticket packed into `handles` has completed (`bits`
 /// gives a handle's [`Ticket::bits`], or `None` for a handle that is no
 /// ticket: skipped), then hands each outcome to `each` with the handle's
-/// index, in order, all with one hold of the engine: the tickets are spent
-/// ([`Packed::Spent`]), unless one of them names no operation. If the wait
-/// itself fails (the engine, not an operation), none is spent.
+/// index, in order, and overwrites the handle with `spent`, all with one
+/// hold of the engine ([`Packed::Spent`]), unless one of them names no
+/// operation. If the wait itself fails (the engine, not an operation), none
+/// is spent.
 #[track_caller]
 pub fn wait_packed<H: Copy>(
     comm: &Comm,
-    handles: &[H],
+    handles: &mut [H],
     bits: impl Fn(H) -> Option<u32>,
+    spent: H,
     mut each: impl FnMut(usize, TicketOutcome),
 ) -> Result<Packed> {
     use crate::engine::Engine;
     reap();
     let mut e = comm.engine();
-    let id = |e: &mut Engine, h: H| bits(h).map(|b| e.unpack_id(b));
-    if let Some(i) = handles
-        .iter()
-        .position(|&h| matches!(id(&mut e, h), Some(None)))
-    {
-        return Ok(Packed::NoOperation(i));
-    }
-    // The first handle not known to be done (a done one stays done).
-    let pending = |e: &mut Engine, from: usize| {
-        from + handles[from..]
-            .iter()
-            .take_while(|&&h| id(e, h).flatten().is_none_or(|id| e.is_done(id)))
-            .count()
-    };
-    let mut next = pending(&mut e, 0);
-    if next < handles.len() {
-        // One still pending: the report can name its peer and tag.
-        let mut open = handles[next..]
-            .iter()
-            .filter_map(|&h| id(&mut e, h).flatten().filter(|&id| !e.is_done(id)));
-        let info = match (open.next(), open.next()) {
-            (Some(one), None) => Ticket { id: one }.wait_info(&mut e),
-            _ => WaitInfo::plain(Call::Wait),
+    let mut next = {
+        let handles = &*handles;
+        // From `from`, past the handles known to be done (a done one stays
+        // done): the first one not done, or `Err(i)` at a ticket that names
+        // no operation (the checks that no ticket is stale, made as the
+        // handles are looked at anyway).
+        let pending = |e: &mut Engine, from: usize| -> std::result::Result<usize, usize> {
+            let mut i = from;
+            while let Some(&h) = handles.get(i) {
+                if let Some(b) = bits(h) {
+                    match e.unpack_id(b) {
+                        None => return Err(i),
+                        Some(id) if !e.is_done(id) => return Ok(i),
+                        Some(_) => {}
+                    }
+                }
+                i += 1;
+            }
+            Ok(i)
         };
-        e.wait_until(info, |e| {
-            next = pending(e, next);
-            next == handles.len()
-        })?;
-    }
-    let mut spent = Packed::Spent;
-    for (i, &h) in handles.iter().enumerate() {
-        match id(&mut e, h) {
-            Some(Some(id)) => each(i, outcome(e.take_outcome(id))),
-            Some(None) if spent == Packed::Spent => spent = Packed::Repeated(i),
-            _ => {}
+        let mut next = match pending(&mut e, 0) {
+            Ok(n) => n,
+            Err(i) => return Ok(Packed::NoOperation(i)),
+        };
+        if next < handles.len() {
+            // One still pending: the report can name its peer and tag.
+            let mut open = handles[next..].iter().filter_map(|&h| {
+                bits(h)
+                    .and_then(|b| e.unpack_id(b))
+                    .filter(|&id| !e.is_done(id))
+            });
+            let info = match (open.next(), open.next()) {
+                (Some(one), None) => Ticket { id: one }.wait_info(&mut e),
+                _ => WaitInfo::plain(Call::Wait),
+            };
+            // A ticket that names no operation ends the wait (which spends
+            // nothing) before it could hang on it.
+            let mut stale = None;
+            e.wait_until(info, |e| match pending(e, next) {
+                Ok(n) => {
+                    next = n;
+                    n == handles.len()
+                }
+                Err(i) => {
+                    stale = Some(i);
+                    true
+                }
+            })?;
+            if let Some(i) = stale {
+                return Ok(Packed::NoOperation(i));
+            }
         }
+        next
+    };
+    debug_assert_eq!(next, handles.len());
+    next = 0;
+    let mut result = Packed::Spent;
+    for h in handles.iter_mut() {
+        if let Some(b) = bits(*h) {
+            match e.unpack_id(b) {
+                Some(id) => each(next, outcome(e.take_outcome(id))),
+                None if result == Packed::Spent => result = Packed::Repeated(next),
+                None => {}
+            }
+            *h = spent;
+        }
+        next += 1;
     }
-    Ok(spent)
+    Ok(result)
 }
 
 /// How [`wait_packed`] went when the engine did not fail.

@@ -136,6 +136,17 @@ int main(int argc, char **argv) {
     CHECK(cls(MPI_Wait(&kept, MPI_STATUS_IGNORE)) == MPI_ERR_REQUEST);
     CHECK(cls(MPI_Waitall(1, &kept, MPI_STATUSES_IGNORE)) == MPI_ERR_REQUEST);
     CHECK(cls(MPI_Request_free(&kept)) == MPI_ERR_REQUEST);
+    /* Behind a request in flight, the stale handle fails the call, and the
+     * live one is left to complete by its own handle. */
+    int y = -1, z = 41;
+    MPI_Request pair[2];
+    OK(MPI_Irecv(&y, 1, MPI_INT, r, 13, MPI_COMM_WORLD, &pair[0]));
+    pair[1] = kept;
+    OK(MPI_Send(&z, 1, MPI_INT, r, 13, MPI_COMM_WORLD));
+    CHECK(cls(MPI_Waitall(2, pair, MPI_STATUSES_IGNORE)) == MPI_ERR_REQUEST);
+    CHECK(pair[0] != MPI_REQUEST_NULL);
+    OK(MPI_Wait(&pair[0], &st));
+    CHECK(y == 41 && st.MPI_TAG == 13);
     OK(MPI_Send(&x, 1, MPI_INT, r, 11, MPI_COMM_WORLD));
     OK(MPI_Wait(&q[1], MPI_STATUS_IGNORE));
     /* A made-up handle of the packed kind never reaches a request the
