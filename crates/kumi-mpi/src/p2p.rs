@@ -714,6 +714,38 @@ fn complete(
     Ok(Some(o))
 }
 
+/// `MPI_Request_get_status` of request `h`: its status and error if it
+/// has completed (left for a wait or test to complete it), `None` while it
+/// is in flight.
+fn peek_request(s: &mut State, h: c_int) -> R<Option<(MPI_Status, Option<MpiErr>)>> {
+    if let Some(t) = s.ticket(h) {
+        let t = t?;
+        return Ok(t
+            .peek(s.engine_comm()?)
+            .map(|o| ticket_outcome(&s.comms, o)));
+    }
+    let entry = match s.reqs.get_mut(&h) {
+        None if h == MPI_REQUEST_NULL => return Ok(Some((empty_status(), None))),
+        None if h == DONE_SEND => return Ok(Some((done_send_status(), None))),
+        None => return err(MPI_ERR_REQUEST, format!("{h:#x} is not a request")),
+        Some(e) => e,
+    };
+    set_err_comm(entry.1);
+    Ok(match &mut entry.0 {
+        // A collective's status says nothing (MPI leaves it empty).
+        ReqEntry::Coll(c)
+        | ReqEntry::PersistentColl {
+            active: Some(c), ..
+        } => c.test()?.then(|| (empty_status(), None)),
+        ReqEntry::PersistentColl { active: None, .. }
+        | ReqEntry::Persistent { active: None, .. } => Some((empty_status(), None)),
+        ReqEntry::Active(r)
+        | ReqEntry::Persistent {
+            active: Some(r), ..
+        } => r.peek().map(outcome),
+    })
+}
+
 /// Whether request `h` is in flight (not null, not an inactive persistent one).
 fn is_active(s: &State, h: c_int) -> bool {
     if h == DONE_SEND || ticket_bits(h).is_some() {
@@ -1281,35 +1313,16 @@ mpi! {
     }
 
     fn MPI_Request_get_status / PMPI_Request_get_status(request: c_int, flag: *mut c_int, status: *mut MPI_Status) {
-        let mut s = st()?;
-        let ticket = s.ticket(request).transpose()?;
-        let done = if let Some(t) = ticket {
-            t.is_done(s.engine_comm()?)
-        } else { match s.reqs.get_mut(&request) {
-            None if request == MPI_REQUEST_NULL || request == DONE_SEND => true,
-            None => return err(MPI_ERR_REQUEST, format!("{request:#x} is not a request")),
-            Some((ReqEntry::Coll(c), _))
-            | Some((
-                ReqEntry::PersistentColl {
-                    active: Some(c), ..
-                },
-                _,
-            )) => c.test()?,
-            Some((ReqEntry::PersistentColl { active: None, .. }, _)) => true,
-            Some((ReqEntry::Active(r), _)) => r.is_done(),
-            Some((ReqEntry::Persistent { active, .. }, _)) => active.as_ref().is_none_or(|r| r.is_done()),
-        } };
-        drop(s);
-        if !done {
+        let got = peek_request(&mut *st()?, request)?;
+        let Some((stt, e)) = got else {
             if let Ok(c) = st()?.comm(MPI_COMM_WORLD) {
                 raw::progress(&c)?;
             }
-        }
-        out(flag, "flag", done as c_int)?;
-        if done {
-            put_status(status, empty_status());
-        }
-        Ok(())
+            return out(flag, "flag", 0);
+        };
+        out(flag, "flag", 1)?;
+        put_status(status, stt);
+        e.map_or(Ok(()), Err)
     }
 
     fn MPI_Waitall / PMPI_Waitall(count: c_int, array_of_requests: *mut c_int, array_of_statuses: *mut MPI_Status) {

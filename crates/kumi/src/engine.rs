@@ -2001,6 +2001,20 @@ impl Engine {
         }
     }
 
+    /// The result of request `id` if it has completed, left in place (for a
+    /// call that reports it without completing the request); `None` while
+    /// it is in flight. A request that is not live reports an empty status.
+    pub fn peek_result(&mut self, id: ReqId) -> Option<Result<Status>> {
+        match self.reqs.get(id) {
+            Some(r) if !r.done => None,
+            Some(r) => Some(match &r.error {
+                Some(e) => Err((**e).clone()),
+                None => Ok(r.status),
+            }),
+            None => Some(Ok(Status::empty())),
+        }
+    }
+
     /// Takes the result of a completed request and frees its slot.
     pub fn take_result(&mut self, id: ReqId) -> Result<Status> {
         match self.reqs.remove(id) {

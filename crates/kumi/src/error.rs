@@ -55,6 +55,48 @@ impl Error {
     }
 }
 
+/// A copy of an error that stays where it is (a request's, reported by a
+/// call that does not complete the request). An [`Error::Io`] is copied as
+/// its kind and message.
+impl Clone for Error {
+    fn clone(&self) -> Error {
+        match self {
+            Error::Truncated {
+                message_bytes,
+                buffer_bytes,
+                source,
+                tag,
+            } => Error::Truncated {
+                message_bytes: *message_bytes,
+                buffer_bytes: *buffer_bytes,
+                source: *source,
+                tag: *tag,
+            },
+            Error::InvalidArgument {
+                arg,
+                value,
+                allowed,
+            } => Error::InvalidArgument {
+                arg,
+                value: *value,
+                allowed: allowed.clone(),
+            },
+            Error::Bootstrap(m) => Error::Bootstrap(m.clone()),
+            Error::Protocol(m) => Error::Protocol(m.clone()),
+            Error::Io(e) => Error::Io(std::io::Error::new(e.kind(), e.to_string())),
+            Error::File {
+                fault,
+                path,
+                detail,
+            } => Error::File {
+                fault: *fault,
+                path: path.clone(),
+                detail: detail.clone(),
+            },
+        }
+    }
+}
+
 /// kumi's result type.
 pub type Result<T> = std::result::Result<T, Error>;
 

@@ -237,6 +237,35 @@ impl RawRequest {
         Ok(st)
     }
 
+    /// The outcome of the operation if it has completed, which stays for a
+    /// wait or test to complete the request (`MPI_Request_get_status`);
+    /// `None` while it is in flight. Makes no progress.
+    pub fn peek(&self) -> Option<Result<Status>> {
+        if let Some(e) = self.x.as_ref().and_then(|x| x.failed.as_ref()) {
+            return Some(Err(e.clone()));
+        }
+        let st = match (self.id, &self.comm) {
+            (Some(id), Some(c)) => c.engine().peek_result(id)?,
+            _ => return Some(Ok(self.done.unwrap_or_else(Status::empty))),
+        };
+        // As `finish_extra` reports a message too long for a receive
+        // through a staging buffer.
+        let cap = self
+            .x
+            .as_ref()
+            .filter(|x| x.unpack.is_some() && x.staging.is_some())
+            .and_then(|x| x.cap);
+        Some(st.and_then(|st| match cap {
+            Some(cap) if st.bytes > cap => Err(Error::Truncated {
+                message_bytes: st.bytes,
+                buffer_bytes: cap,
+                source: st.source,
+                tag: st.tag,
+            }),
+            _ => Ok(st),
+        }))
+    }
+
     /// Whether the operation has completed (without making progress).
     pub fn is_done(&self) -> bool {
         match (self.id, &self.comm) {
@@ -476,6 +505,16 @@ impl Ticket {
     #[inline]
     pub fn is_done(&self, comm: &Comm) -> bool {
         comm.engine().is_done(self.id)
+    }
+
+    /// The outcome of the operation if it has completed, which stays for a
+    /// wait or test to spend the ticket (as [`RawRequest::peek`]); `None`
+    /// while it is in flight.
+    pub fn peek(&self, comm: &Comm) -> Option<TicketOutcome> {
+        let mut e = comm.engine();
+        let o = e.peek_result(self.id)?;
+        let ctx = e.described(self.id).map_or(u32::MAX, |d| d.ctx);
+        Some(o.map_err(|x| (x, Context(ctx))))
     }
 
     /// Makes progress once unless the operation has completed; whether it

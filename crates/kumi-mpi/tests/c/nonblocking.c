@@ -70,14 +70,42 @@ int main(int argc, char **argv) {
     while (!flag) OK(MPI_Testall(2, q, &flag, MPI_STATUSES_IGNORE));
     CHECK(q[0] == MPI_REQUEST_NULL && vals[0] == left);
 
-    /* Request_get_status does not free. */
+    /* Request_get_status does not free, and tells the request's status (a
+     * receive through its handle alone, a persistent one, a vector one
+     * through a staging buffer): the same as the wait after it. */
     OK(MPI_Irecv(&vals[0], 1, MPI_INT, left, 31, MPI_COMM_WORLD, &q[0]));
     OK(MPI_Send(&out[1], 1, MPI_INT, right, 31, MPI_COMM_WORLD));
     flag = 0;
-    while (!flag) OK(MPI_Request_get_status(q[0], &flag, MPI_STATUS_IGNORE));
+    while (!flag) OK(MPI_Request_get_status(q[0], &flag, &st[0]));
     CHECK(q[0] != MPI_REQUEST_NULL);
-    OK(MPI_Wait(&q[0], MPI_STATUS_IGNORE));
-    CHECK(vals[0] == left + 1);
+    int gc = -1;
+    OK(MPI_Get_count(&st[0], MPI_INT, &gc));
+    CHECK(st[0].MPI_SOURCE == left && st[0].MPI_TAG == 31 && gc == 1);
+    OK(MPI_Wait(&q[0], &st[1]));
+    CHECK(vals[0] == left + 1 && st[1].MPI_SOURCE == left && st[1].MPI_TAG == 31);
+    {
+        int pv[2] = {-1, -1}, po[2] = {r * 10, r * 10 + 1};
+        MPI_Datatype strided;
+        OK(MPI_Type_vector(2, 1, 2, MPI_INT, &strided));
+        OK(MPI_Type_commit(&strided));
+        int wide[4] = {-1, -1, -1, -1};
+        OK(MPI_Recv_init(pv, 2, MPI_INT, left, 32, MPI_COMM_WORLD, &q[0]));
+        OK(MPI_Start(&q[0]));
+        OK(MPI_Irecv(wide, 1, strided, left, 33, MPI_COMM_WORLD, &q[1]));
+        OK(MPI_Send(po, 2, MPI_INT, right, 32, MPI_COMM_WORLD));
+        OK(MPI_Send(po, 2, MPI_INT, right, 33, MPI_COMM_WORLD));
+        for (int k = 0; k < 2; k++) {
+            flag = 0;
+            while (!flag) OK(MPI_Request_get_status(q[k], &flag, &st[k]));
+            OK(MPI_Get_count(&st[k], MPI_INT, &gc));
+            CHECK(st[k].MPI_SOURCE == left && st[k].MPI_TAG == 32 + k && gc == 2);
+        }
+        OK(MPI_Waitall(2, q, st));
+        CHECK(st[1].MPI_TAG == 33 && pv[0] == left * 10 && pv[1] == left * 10 + 1);
+        CHECK(wide[0] == left * 10 && wide[2] == left * 10 + 1 && wide[1] == -1);
+        OK(MPI_Request_free(&q[0]));
+        OK(MPI_Type_free(&strided));
+    }
 
     /* Cancel a receive nobody will match. */
     OK(MPI_Irecv(&vals[0], 1, MPI_INT, left, 999, MPI_COMM_WORLD, &q[0]));
