@@ -94,7 +94,31 @@ struct Grequest {
     freed: bool,
 }
 
+/// The error of a generalized request whose callback returned `rc`.
+fn callback_error(rc: c_int) -> crate::MpiErr {
+    crate::MpiErr {
+        class: rc,
+        msg: format!("a generalized request's callback returned {rc}"),
+    }
+}
+
 impl Grequest {
+    /// The status the program's query callback fills (empty without one),
+    /// and what the callback returned.
+    fn query_status(&self) -> (crate::MPI_Status, c_int) {
+        let mut st = crate::state::empty_status();
+        let rc = match self.query {
+            // SAFETY: the program's MPI_Grequest_query_function: its extra
+            // state and a status to fill.
+            Some(q) => unsafe { q(self.extra, &mut st) },
+            None => MPI_SUCCESS,
+        };
+        if rc != MPI_SUCCESS {
+            st.MPI_ERROR = rc;
+        }
+        (st, rc)
+    }
+
     fn call_free(&mut self) -> c_int {
         if std::mem::replace(&mut self.freed, true) {
             return MPI_SUCCESS;
@@ -118,6 +142,16 @@ impl crate::state::CollPending for Grequest {
         e.map_or(Ok(()), Err)
     }
 
+    fn status(&mut self) -> R<Option<(crate::MPI_Status, Option<crate::MpiErr>)>> {
+        if !self.done.get() {
+            return Ok(None);
+        }
+        // The query callback may be called more than once (MPI 4.1, 13.2):
+        // here, and again by the wait that completes the request.
+        let (st, rc) = self.query_status();
+        Ok(Some((st, (rc != MPI_SUCCESS).then(|| callback_error(rc)))))
+    }
+
     fn complete(mut self: Box<Self>) -> (crate::MPI_Status, Option<crate::MpiErr>) {
         let mut st = crate::state::empty_status();
         if !self.done.get() {
@@ -132,21 +166,12 @@ impl crate::state::CollPending for Grequest {
             st.MPI_ERROR = e.class;
             return (st, Some(e));
         }
-        let mut rc = MPI_SUCCESS;
-        if let Some(q) = self.query {
-            // SAFETY: the program's MPI_Grequest_query_function: its extra
-            // state and a status to fill.
-            rc = unsafe { q(self.extra, &mut st) };
-        }
+        let (mut st, rc) = self.query_status();
         let frc = self.call_free();
         let rc = if rc != MPI_SUCCESS { rc } else { frc };
         if rc != MPI_SUCCESS {
             st.MPI_ERROR = rc;
-            let e = crate::MpiErr {
-                class: rc,
-                msg: format!("a generalized request's callback returned {rc}"),
-            };
-            return (st, Some(e));
+            return (st, Some(callback_error(rc)));
         }
         (st, None)
     }

@@ -732,11 +732,10 @@ fn peek_request(s: &mut State, h: c_int) -> R<Option<(MPI_Status, Option<MpiErr>
     };
     set_err_comm(entry.1);
     Ok(match &mut entry.0 {
-        // A collective's status says nothing (MPI leaves it empty).
         ReqEntry::Coll(c)
         | ReqEntry::PersistentColl {
             active: Some(c), ..
-        } => c.test()?.then(|| (empty_status(), None)),
+        } => c.status()?,
         ReqEntry::PersistentColl { active: None, .. }
         | ReqEntry::Persistent { active: None, .. } => Some((empty_status(), None)),
         ReqEntry::Active(r)
@@ -1191,6 +1190,17 @@ impl CollPending for NbSendrecv {
         let (_, send_err) = outcome(self.send.wait());
         let (st, recv_err) = outcome(self.recv.wait());
         (st, recv_err.or(send_err))
+    }
+
+    fn status(&mut self) -> R<Option<(MPI_Status, Option<MpiErr>)>> {
+        if !self.test()? {
+            return Ok(None);
+        }
+        let send_err = self.send.peek().and_then(|o| outcome(o).1);
+        Ok(self.recv.peek().map(|o| {
+            let (st, recv_err) = outcome(o);
+            (st, recv_err.or(send_err))
+        }))
     }
 }
 

@@ -156,6 +156,13 @@ pub(crate) trait CollPending {
     fn cancel(&mut self) -> Option<R<()>> {
         None
     }
+
+    /// `MPI_Request_get_status`: makes progress once; the status a wait
+    /// would report if the request has completed (it stays to be completed),
+    /// `None` if not. A collective's says nothing (MPI leaves it empty).
+    fn status(&mut self) -> R<Option<(MPI_Status, Option<MpiErr>)>> {
+        Ok(self.test()?.then(|| (empty_status(), None)))
+    }
 }
 
 /// Hashes an integer handle with one multiplication: the handle tables are

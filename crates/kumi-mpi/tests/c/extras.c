@@ -296,6 +296,10 @@ int main(int argc, char **argv) {
     CHECK(g_cancels == 1);
     OK(MPI_Grequest_complete(gr));
     MPI_Status gst;
+    /* MPI_Request_get_status asks the query callback, and frees nothing. */
+    OK(MPI_Request_get_status(gr, &gflag, &gst));
+    CHECK(gflag && gst.MPI_SOURCE == 1234 && gst.MPI_TAG == 9 && g_frees == 0);
+    gst.MPI_SOURCE = -1;
     OK(MPI_Wait(&gr, &gst));
     int gcount;
     OK(MPI_Get_count(&gst, MPI_INT, &gcount));

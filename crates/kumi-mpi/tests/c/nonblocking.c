@@ -161,6 +161,9 @@ int main(int argc, char **argv) {
         MPI_Request sr;
         MPI_Status sst;
         OK(MPI_Isendrecv(&out1, 1, MPI_INT, right, 31, &in1, 1, MPI_INT, left, 31, MPI_COMM_WORLD, &sr));
+        int seen = 0;
+        while (!seen) OK(MPI_Request_get_status(sr, &seen, &sst));
+        CHECK(sr != MPI_REQUEST_NULL && sst.MPI_SOURCE == left && sst.MPI_TAG == 31);
         OK(MPI_Wait(&sr, &sst));
         CHECK(sr == MPI_REQUEST_NULL && in1 == left * 7);
         CHECK(sst.MPI_SOURCE == left && sst.MPI_TAG == 31);
