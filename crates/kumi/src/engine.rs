@@ -363,8 +363,7 @@ fn eager_limits(
 /// What an operation started as a [`crate::raw::Ticket`] waits for, kept
 /// beside its request for wait reports ("MPI_Recv from rank 1, tag 7"):
 /// a ticket is one word (the C library's request handle encodes it), so
-/// the rest lives here. Meaningful only for requests started as tickets;
-/// others leave the last ticket's description in their slot.
+/// the rest lives here.
 #[derive(Clone, Copy)]
 pub(crate) struct Described {
     pub send: bool,
@@ -376,33 +375,18 @@ pub(crate) struct Described {
     pub tag: i32,
 }
 
-impl Default for Described {
-    fn default() -> Described {
-        Described {
-            send: false,
-            ctx: u32::MAX,
-            peer: -2,
-            tag: -2,
-        }
-    }
-}
-
-#[derive(Default)]
-struct Slot {
-    /// Bumped when the slot's request is removed: an old id no longer
-    /// finds the slot's next request.
-    gen: u32,
-    /// The request was started as a ticket (and `what` describes it): only
-    /// such a request is found by [`Engine::unpack_id`], so a handle made
-    /// up by a program cannot reach the runtime's own requests.
-    ticket: bool,
-    what: Described,
-    req: Option<Req>,
-}
-
 #[derive(Default)]
 struct Slab {
-    entries: Vec<Slot>,
+    /// Each slot's generation (bumped when its request is removed: an old
+    /// id no longer finds the slot's next request) and request.
+    entries: Vec<(u32, Option<Req>)>,
+    /// The descriptions of requests started as tickets, by slot, each with
+    /// the generation of the request it describes: a slot's description is
+    /// its request's only while the generations agree, so the requests
+    /// not started as tickets (the Rust API's, the runtime's own) write
+    /// nothing here and are not found by [`Engine::unpack_id`]. Apart from
+    /// `entries`, whose slots stay as small as before tickets existed.
+    tickets: Vec<(u32, Described)>,
     free: Vec<u32>,
     /// Requests not completed yet (for the progress thread).
     open: usize,
@@ -414,83 +398,82 @@ impl Slab {
     #[inline(always)]
     fn insert(&mut self, r: Req, what: Option<Described>) -> ReqId {
         self.open += usize::from(!r.done);
-        match self.free.pop() {
+        let id = match self.free.pop() {
             Some(i) => {
                 let e = &mut self.entries[i as usize];
                 // A free slot holds `None` (`remove` took its request), so
                 // there is nothing to drop: skip the drop glue.
-                let old = e.req.replace(r);
+                let old = e.1.replace(r);
                 debug_assert!(old.is_none());
                 std::mem::forget(old);
-                e.ticket = what.is_some();
-                if let Some(w) = what {
-                    e.what = w;
-                }
-                ((e.gen as u64) << 32) | i as u64
+                ((e.0 as u64) << 32) | i as u64
             }
             None => {
-                self.entries.push(Slot {
-                    gen: 1,
-                    ticket: what.is_some(),
-                    what: what.unwrap_or_default(),
-                    req: Some(r),
-                });
+                self.entries.push((1, Some(r)));
                 (1u64 << 32) | (self.entries.len() as u64 - 1)
             }
+        };
+        if let Some(w) = what {
+            self.describe(id, w);
+        }
+        id
+    }
+
+    /// Records `what` as the description of request `id` (live).
+    #[inline(always)]
+    fn describe(&mut self, id: ReqId, what: Described) {
+        let (gen, i) = ((id >> 32) as u32, id as u32 as usize);
+        if i >= self.tickets.len() {
+            self.grow_tickets(i);
+        }
+        self.tickets[i] = (gen, what);
+    }
+
+    #[cold]
+    fn grow_tickets(&mut self, i: usize) {
+        let none = Described {
+            send: false,
+            ctx: u32::MAX,
+            peer: -2,
+            tag: -2,
+        };
+        self.tickets.resize(i + 1, (0, none));
+    }
+
+    /// The description of live request `id`, if it was started as a ticket.
+    #[inline(always)]
+    fn described(&self, id: ReqId) -> Option<Described> {
+        let (gen, i) = ((id >> 32) as u32, id as u32 as usize);
+        match (self.entries.get(i), self.tickets.get(i)) {
+            (Some((g, Some(_))), Some(&(dg, d))) if *g == gen && dg == gen => Some(d),
+            _ => None,
         }
     }
 
-    /// The slot of live request `id`.
-    #[inline(always)]
-    fn slot(&mut self, id: ReqId) -> Option<&mut Slot> {
-        let (gen, i) = ((id >> 32) as u32, id as u32 as usize);
-        self.entries
-            .get_mut(i)
-            .filter(|s| s.gen == gen && s.req.is_some())
-    }
-
-    #[inline]
     fn get(&mut self, id: ReqId) -> Option<&mut Req> {
         self.get_with_open(id).map(|(r, _)| r)
     }
 
     /// [`Slab::get`], with the count of open requests beside it (for
     /// [`Engine::mark_done`] while the request is borrowed).
-    #[inline]
     fn get_with_open(&mut self, id: ReqId) -> Option<(&mut Req, &mut usize)> {
         let (gen, i) = ((id >> 32) as u32, id as u32 as usize);
         match self.entries.get_mut(i) {
-            Some(Slot {
-                gen: g,
-                req: Some(r),
-                ..
-            }) if *g == gen => Some((r, &mut self.open)),
+            Some((g, Some(r))) if *g == gen => Some((r, &mut self.open)),
             _ => None,
         }
     }
 
     #[inline(always)]
     fn remove(&mut self, id: ReqId) -> Option<Req> {
-        self.remove_described(id).map(|(r, _)| r)
-    }
-
-    /// [`Slab::remove`], with what the request was described as (see
-    /// [`Engine::describe`]).
-    #[inline(always)]
-    fn remove_described(&mut self, id: ReqId) -> Option<(Req, Described)> {
         let (gen, i) = ((id >> 32) as u32, id as u32 as usize);
         match self.entries.get_mut(i) {
-            Some(Slot {
-                gen: g,
-                req: slot @ Some(_),
-                what,
-                ..
-            }) if *g == gen => {
+            Some((g, slot @ Some(_))) if *g == gen => {
                 *g = g.wrapping_add(1).max(1);
                 self.free.push(i as u32);
-                let r = slot.take()?;
-                self.open -= usize::from(!r.done);
-                Some((r, *what))
+                let r = slot.take();
+                self.open -= usize::from(r.as_ref().is_some_and(|r| !r.done));
+                r
             }
             _ => None,
         }
@@ -1955,24 +1938,23 @@ impl Engine {
 
     // ----- requests --------------------------------------------------------------
 
-    #[inline]
     pub fn is_done(&mut self, id: ReqId) -> bool {
         self.reqs.get(id).is_none_or(|r| r.done)
     }
 
-    /// Records what request `id`, started as a ticket, waits for.
+    /// Records what request `id`, started as a ticket, waits for (which
+    /// makes [`Engine::unpack_id`] find it).
     #[inline(always)]
     pub fn describe(&mut self, id: ReqId, what: Described) {
-        if let Some(s) = self.reqs.slot(id) {
-            s.ticket = true;
-            s.what = what;
+        if self.reqs.get(id).is_some() {
+            self.reqs.describe(id, what);
         }
     }
 
     /// What request `id` (started as a ticket) waits for, as a wait report
-    /// gives it; `None` if it is not a live request.
+    /// gives it; `None` if it is not a live request started as a ticket.
     pub fn described(&mut self, id: ReqId) -> Option<Described> {
-        self.reqs.slot(id).map(|s| s.what)
+        self.reqs.described(id)
     }
 
     /// The live request, started as a ticket, whose id [`pack_id`] packed
@@ -1983,18 +1965,30 @@ impl Engine {
     pub fn unpack_id(&mut self, bits: u32) -> Option<ReqId> {
         let i = bits & ((1 << PACKED_INDEX_BITS) - 1);
         let gen = bits >> PACKED_INDEX_BITS;
-        let s = self.reqs.entries.get(i as usize)?;
-        (s.ticket && s.req.is_some() && s.gen & ((1 << PACKED_GEN_BITS) - 1) == gen)
-            .then_some(((s.gen as u64) << 32) | i as u64)
+        let &(g, ref req) = self.reqs.entries.get(i as usize)?;
+        let id = ((g as u64) << 32) | i as u64;
+        (req.is_some()
+            && g & ((1 << PACKED_GEN_BITS) - 1) == gen
+            && self.reqs.tickets.get(i as usize).is_some_and(|t| t.0 == g))
+        .then_some(id)
     }
 
     /// [`Engine::take_result`] of a request started as a ticket: an error
     /// comes with the context of the operation's communicator.
     #[inline]
     pub fn take_outcome(&mut self, id: ReqId) -> std::result::Result<Status, (Error, u32)> {
-        match self.reqs.remove_described(id) {
-            Some((r, what)) => match r.error {
-                Some(e) => Err((*e, what.ctx)),
+        match self.reqs.remove(id) {
+            Some(r) => match r.error {
+                Some(e) => {
+                    // Read after the removal: the slot's description stays
+                    // until the slot's next ticket.
+                    let i = id as u32 as usize;
+                    let ctx = match self.reqs.tickets.get(i) {
+                        Some(&(g, d)) if g == (id >> 32) as u32 => d.ctx,
+                        _ => u32::MAX,
+                    };
+                    Err((*e, ctx))
+                }
                 None => Ok(r.status),
             },
             None => Ok(Status::empty()),
