@@ -289,7 +289,7 @@ fn irecv_in_table(
     // SAFETY: the caller keeps `buf` valid and untouched until the receive
     // completes, as the standard requires.
     let t = unsafe { raw::irecv_ticket(c, buf as *mut u8, cap, src, tag)? };
-    let h = s.ticket_handle(t, comm);
+    let h = s.ticket_handle(t, comm)?;
     out(request, "request", h)?;
     Ok(true)
 }
@@ -328,7 +328,7 @@ fn isend_in_table(
     // unmodified until the send completes.
     let h = match unsafe { raw::isend_ticket(c, buf as *const u8, len, to, tag, sync)? } {
         None => DONE_SEND,
-        Some(t) => s.ticket_handle(t, comm),
+        Some(t) => s.ticket_handle(t, comm)?,
     };
     out(request, "request", h)?;
     Ok(true)

@@ -718,24 +718,23 @@ impl State {
     /// The handle of ticket `t`, an operation on communicator `comm`: the
     /// ticket itself, or, when it does not fit a handle, a table entry.
     #[inline(always)]
-    pub fn ticket_handle(&mut self, t: Ticket, comm: c_int) -> c_int {
+    pub fn ticket_handle(&mut self, t: Ticket, comm: c_int) -> R<c_int> {
         match t.bits() {
-            Some(b) => TICKET_REQUEST | b as c_int,
+            Some(b) => Ok(TICKET_REQUEST | b as c_int),
             None => self.ticket_entry(t, comm),
         }
     }
 
     #[cold]
-    fn ticket_entry(&mut self, t: Ticket, comm: c_int) -> c_int {
-        let r = match self
-            .comms
-            .get(&comm)
-            .or_else(|| self.comms.get(&MPI_COMM_WORLD))
-        {
+    fn ticket_entry(&mut self, t: Ticket, comm: c_int) -> R<c_int> {
+        let r = match self.comms.get(&comm) {
             Some(c) => RawRequest::from_ticket(&c.comm, t),
-            None => return MPI_REQUEST_NULL,
+            None => {
+                // The caller found the communicator a moment ago.
+                return err(MPI_ERR_INTERN, format!("communicator {comm:#x} vanished"));
+            }
         };
-        self.new_request(ReqEntry::Active(r), comm)
+        Ok(self.new_request(ReqEntry::Active(r), comm))
     }
 
     /// The live ticket of handle `h`, if it is a ticket's handle: `Some(Err)`
