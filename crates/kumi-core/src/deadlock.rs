@@ -100,7 +100,8 @@ impl RankCounters {
 pub struct Wait {
     /// The call, as a [`Call`] code.
     pub call: u32,
-    /// The communicator's name for people ("world", "comm #4").
+    /// The communicator's name for people ("world", "comm #4"); empty for a
+    /// wait on requests (which may be on several).
     pub comm: String,
     /// Peer's rank in that communicator; -1: any source; -2: none.
     pub peer: i32,
@@ -126,7 +127,10 @@ impl Wait {
     /// Internal peers and tags of collectives are left out.
     pub fn describe(&self) -> String {
         let call = self.call();
-        let mut s = format!("{} on {}", crate::call::name_of(self.call), self.comm);
+        let mut s = crate::call::name_of(self.call).to_string();
+        if !self.comm.is_empty() {
+            let _ = write!(s, " on {}", self.comm);
+        }
         if matches!(call, Call::Send | Call::Recv | Call::Probe) {
             match (call, self.peer) {
                 (Call::Send, p) if p >= 0 => {
@@ -459,6 +463,20 @@ mod tests {
             c[r as usize].peers[q as usize].msgs_in = k;
         }
         c
+    }
+
+    #[test]
+    fn a_wait_on_requests_names_no_communicator() {
+        let mut w = wait(Call::Wait, -2, -2, None);
+        w.comm = String::new();
+        assert_eq!(w.describe(), crate::call::name_of(Call::Wait as u32));
+        assert_eq!(
+            wait(Call::Recv, 3, 7, None).describe(),
+            format!(
+                "{} on world from rank 3, tag 7",
+                crate::call::name_of(Call::Recv as u32)
+            )
+        );
     }
 
     #[test]

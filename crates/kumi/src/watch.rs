@@ -272,7 +272,8 @@ impl Watch {
         };
         let c_program = !abi.is_empty();
         let comm = match info.ctx {
-            u32::MAX => "no communicator".to_string(),
+            // A wait on requests, which may be on several communicators.
+            u32::MAX => String::new(),
             c if c & !1 == 0 && c_program => "MPI_COMM_WORLD".to_string(),
             c if c & !1 == 0 => "world".to_string(),
             c => format!("comm #{}", c & !1),

@@ -13,7 +13,8 @@
  * - sendsend:    ranks 0 and 1 each MPI_Send 1 MiB (rendezvous) to the other;
  * - irecvwait:   ranks 0 and 1 each MPI_Irecv from the other (tag 7) and
  *                MPI_Wait for it: the request handle alone must tell kumi
- *                the peer and the tag. */
+ *                the peer and the tag;
+ * - waitall:     the same with two receives (tags 7 and 8) and MPI_Waitall. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,32 +30,37 @@ int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "";
     int b[2] = {0, 0};
     if (!strcmp(mode, "recv2")) {
-        MPI_Recv(b, 2, MPI_INT, 1 - me, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE); /* LINE 32 */
+        MPI_Recv(b, 2, MPI_INT, 1 - me, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE); /* LINE 33 */
     } else if (!strcmp(mode, "barrier")) {
         if (me == n - 1)
-            MPI_Recv(b, 2, MPI_INT, 0, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE); /* LINE 35 */
+            MPI_Recv(b, 2, MPI_INT, 0, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE); /* LINE 36 */
         else
-            MPI_Barrier(MPI_COMM_WORLD); /* LINE 37 */
+            MPI_Barrier(MPI_COMM_WORLD); /* LINE 38 */
     } else if (!strcmp(mode, "bcastreduce")) {
         double v[4] = {1, 1, 1, 1}, out[4];
         if (me == 0)
-            MPI_Reduce(v, out, 4, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD); /* LINE 41 */
+            MPI_Reduce(v, out, 4, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD); /* LINE 42 */
         else
-            MPI_Bcast(v, 4, MPI_DOUBLE, 0, MPI_COMM_WORLD); /* LINE 43 */
+            MPI_Bcast(v, 4, MPI_DOUBLE, 0, MPI_COMM_WORLD); /* LINE 44 */
     } else if (!strcmp(mode, "wildcard")) {
         if (me == 0) {
-            MPI_Recv(b, 2, MPI_INT, MPI_ANY_SOURCE, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE); /* LINE 46 */
+            MPI_Recv(b, 2, MPI_INT, MPI_ANY_SOURCE, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE); /* LINE 47 */
         } else {
             MPI_Send(b, 2, MPI_INT, 0, 6, MPI_COMM_WORLD);
-            MPI_Barrier(MPI_COMM_WORLD); /* LINE 49 */
+            MPI_Barrier(MPI_COMM_WORLD); /* LINE 50 */
         }
     } else if (!strcmp(mode, "sendsend")) {
         memset(big, me, sizeof big);
-        MPI_Send(big, sizeof big, MPI_BYTE, 1 - me, 7, MPI_COMM_WORLD); /* LINE 53 */
+        MPI_Send(big, sizeof big, MPI_BYTE, 1 - me, 7, MPI_COMM_WORLD); /* LINE 54 */
     } else if (!strcmp(mode, "irecvwait")) {
         MPI_Request r;
         MPI_Irecv(b, 2, MPI_INT, 1 - me, 7, MPI_COMM_WORLD, &r);
-        MPI_Wait(&r, MPI_STATUS_IGNORE); /* LINE 57 */
+        MPI_Wait(&r, MPI_STATUS_IGNORE); /* LINE 58 */
+    } else if (!strcmp(mode, "waitall")) {
+        MPI_Request r[2];
+        MPI_Irecv(b, 1, MPI_INT, 1 - me, 7, MPI_COMM_WORLD, &r[0]);
+        MPI_Irecv(b + 1, 1, MPI_INT, 1 - me, 8, MPI_COMM_WORLD, &r[1]);
+        MPI_Waitall(2, r, MPI_STATUSES_IGNORE); /* LINE 63 */
     } else {
         fprintf(stderr, "deadlock: unknown mode '%s'\n", mode);
         MPI_Abort(MPI_COMM_WORLD, 2);
