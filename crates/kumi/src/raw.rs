@@ -709,16 +709,15 @@ pub fn wait_packed<H: Copy>(
             Err(i) => return Ok(Packed::NoOperation(i)),
         };
         if next < handles.len() {
-            // One still pending: the report can name its peer and tag.
-            let mut open = handles[next..].iter().filter_map(|&h| {
-                bits(h)
-                    .and_then(|b| e.unpack_id(b))
-                    .filter(|&id| !e.is_done(id))
+            let info = tickets_wait_info(&mut e, |e, each| {
+                for &h in &handles[next..] {
+                    if let Some(id) = bits(h).and_then(|b| e.unpack_id(b)) {
+                        if !e.is_done(id) {
+                            each(e, id);
+                        }
+                    }
+                }
             });
-            let info = match (open.next(), open.next()) {
-                (Some(one), None) => Ticket { id: one }.wait_info(&mut e),
-                _ => WaitInfo::plain(Call::Wait),
-            };
             // A ticket that names no operation ends the wait (which spends
             // nothing) before it could hang on it.
             let mut stale = None;
@@ -753,6 +752,34 @@ pub fn wait_packed<H: Copy>(
         next += 1;
     }
     Ok(result)
+}
+
+/// What a wait on tickets is blocked in; `open` hands each of those not
+/// done to its callback. One operation: its own description. Several: the
+/// peer they all have (so the deadlock detector knows whom the rank waits
+/// for), if they are on one communicator with one peer; else a plain wait.
+#[track_caller]
+fn tickets_wait_info(
+    e: &mut crate::engine::Engine,
+    open: impl Fn(&mut crate::engine::Engine, &mut dyn FnMut(&mut crate::engine::Engine, ReqId)),
+) -> WaitInfo {
+    let plain = WaitInfo::plain(Call::Wait);
+    let mut first = None;
+    let mut count = 0;
+    let mut same = true;
+    open(e, &mut |e, id| {
+        count += 1;
+        let d = e.described(id).map(|d| (d.ctx, d.peer));
+        match first {
+            None => first = Some((id, d)),
+            Some((_, f)) => same &= d.is_some() && d == f,
+        }
+    });
+    match first {
+        Some((one, _)) if count == 1 => Ticket { id: one }.wait_info(e),
+        Some((_, Some((ctx, peer)))) if same && peer >= 0 => WaitInfo { ctx, peer, ..plain },
+        _ => plain,
+    }
 }
 
 /// How [`wait_packed`] went when the engine did not fail.

@@ -14,11 +14,14 @@
  * - irecvwait:   ranks 0 and 1 each MPI_Irecv from the other (tag 7) and
  *                MPI_Wait for it: the request handle alone must tell kumi
  *                the peer and the tag;
- * - waitall:     the same with two receives (tags 7 and 8) and MPI_Waitall. */
+ * - waitall:     the same with two receives (tags 7 and 8) and MPI_Waitall;
+ * - partial:     ranks 0 and 1 as in waitall while rank 2 computes (sleeps
+ *                outside MPI): the cycle alone proves the deadlock. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static char big[1 << 20];
 
@@ -30,37 +33,46 @@ int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "";
     int b[2] = {0, 0};
     if (!strcmp(mode, "recv2")) {
-        MPI_Recv(b, 2, MPI_INT, 1 - me, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE); /* LINE 33 */
+        MPI_Recv(b, 2, MPI_INT, 1 - me, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE); /* LINE 36 */
     } else if (!strcmp(mode, "barrier")) {
         if (me == n - 1)
-            MPI_Recv(b, 2, MPI_INT, 0, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE); /* LINE 36 */
+            MPI_Recv(b, 2, MPI_INT, 0, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE); /* LINE 39 */
         else
-            MPI_Barrier(MPI_COMM_WORLD); /* LINE 38 */
+            MPI_Barrier(MPI_COMM_WORLD); /* LINE 41 */
     } else if (!strcmp(mode, "bcastreduce")) {
         double v[4] = {1, 1, 1, 1}, out[4];
         if (me == 0)
-            MPI_Reduce(v, out, 4, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD); /* LINE 42 */
+            MPI_Reduce(v, out, 4, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD); /* LINE 45 */
         else
-            MPI_Bcast(v, 4, MPI_DOUBLE, 0, MPI_COMM_WORLD); /* LINE 44 */
+            MPI_Bcast(v, 4, MPI_DOUBLE, 0, MPI_COMM_WORLD); /* LINE 47 */
     } else if (!strcmp(mode, "wildcard")) {
         if (me == 0) {
-            MPI_Recv(b, 2, MPI_INT, MPI_ANY_SOURCE, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE); /* LINE 47 */
+            MPI_Recv(b, 2, MPI_INT, MPI_ANY_SOURCE, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE); /* LINE 50 */
         } else {
             MPI_Send(b, 2, MPI_INT, 0, 6, MPI_COMM_WORLD);
-            MPI_Barrier(MPI_COMM_WORLD); /* LINE 50 */
+            MPI_Barrier(MPI_COMM_WORLD); /* LINE 53 */
         }
     } else if (!strcmp(mode, "sendsend")) {
         memset(big, me, sizeof big);
-        MPI_Send(big, sizeof big, MPI_BYTE, 1 - me, 7, MPI_COMM_WORLD); /* LINE 54 */
+        MPI_Send(big, sizeof big, MPI_BYTE, 1 - me, 7, MPI_COMM_WORLD); /* LINE 57 */
     } else if (!strcmp(mode, "irecvwait")) {
         MPI_Request r;
         MPI_Irecv(b, 2, MPI_INT, 1 - me, 7, MPI_COMM_WORLD, &r);
-        MPI_Wait(&r, MPI_STATUS_IGNORE); /* LINE 58 */
+        MPI_Wait(&r, MPI_STATUS_IGNORE); /* LINE 61 */
     } else if (!strcmp(mode, "waitall")) {
         MPI_Request r[2];
         MPI_Irecv(b, 1, MPI_INT, 1 - me, 7, MPI_COMM_WORLD, &r[0]);
         MPI_Irecv(b + 1, 1, MPI_INT, 1 - me, 8, MPI_COMM_WORLD, &r[1]);
-        MPI_Waitall(2, r, MPI_STATUSES_IGNORE); /* LINE 63 */
+        MPI_Waitall(2, r, MPI_STATUSES_IGNORE); /* LINE 66 */
+    } else if (!strcmp(mode, "partial")) {
+        if (me < 2) {
+            MPI_Request r[2];
+            MPI_Irecv(b, 1, MPI_INT, 1 - me, 7, MPI_COMM_WORLD, &r[0]);
+            MPI_Irecv(b + 1, 1, MPI_INT, 1 - me, 8, MPI_COMM_WORLD, &r[1]);
+            MPI_Waitall(2, r, MPI_STATUSES_IGNORE); /* LINE 72 */
+        } else {
+            sleep(60);
+        }
     } else {
         fprintf(stderr, "deadlock: unknown mode '%s'\n", mode);
         MPI_Abort(MPI_COMM_WORLD, 2);
