@@ -1028,9 +1028,31 @@ pub fn wait_all(reqs: &mut [&mut RawRequest]) -> Result<()> {
         return Ok(());
     };
     let mut pending = reqs.iter().filter(|r| r.id.is_some());
-    // One request pending: the report can name its peer and tag.
+    // One request pending: the report can name its peer and tag; several
+    // with one communicator and one peer: that peer (whom the deadlock
+    // detector then knows the rank waits for).
     let info = match (pending.next(), pending.next()) {
         (Some(one), None) => one.wait_info(&comm),
+        (Some(one), Some(_)) => {
+            let at = |r: &RawRequest| (r.comm.as_ref().map(ctx), r.what.1);
+            let (c, peer) = at(one);
+            match c {
+                Some(c)
+                    if peer >= 0
+                        && reqs
+                            .iter()
+                            .filter(|r| r.id.is_some())
+                            .all(|r| at(r) == (Some(c), peer)) =>
+                {
+                    WaitInfo {
+                        ctx: c,
+                        peer,
+                        ..WaitInfo::plain(Call::Wait)
+                    }
+                }
+                _ => WaitInfo::plain(Call::Wait),
+            }
+        }
         _ => WaitInfo::plain(Call::Wait),
     };
     let mut e = comm.engine();
