@@ -1963,14 +1963,24 @@ impl Engine {
     /// [`PACKED_GEN_BITS`]).
     #[inline(always)]
     pub fn unpack_id(&mut self, bits: u32) -> Option<ReqId> {
-        let i = bits & ((1 << PACKED_INDEX_BITS) - 1);
+        self.unpack_ticket(bits).map(|(id, _, _)| id)
+    }
+
+    /// [`Engine::unpack_id`] with, from the same lookup, whether the request
+    /// is done and what it waits for.
+    #[inline(always)]
+    pub fn unpack_ticket(&self, bits: u32) -> Option<(ReqId, bool, Described)> {
+        let i = (bits & ((1 << PACKED_INDEX_BITS) - 1)) as usize;
         let gen = bits >> PACKED_INDEX_BITS;
-        let &(g, ref req) = self.reqs.entries.get(i as usize)?;
-        let id = ((g as u64) << 32) | i as u64;
-        (req.is_some()
-            && g & ((1 << PACKED_GEN_BITS) - 1) == gen
-            && self.reqs.tickets.get(i as usize).is_some_and(|t| t.0 == g))
-        .then_some(id)
+        let (g, Some(req)) = self.reqs.entries.get(i)? else {
+            return None;
+        };
+        let &(tg, what) = self.reqs.tickets.get(i)?;
+        (g & ((1 << PACKED_GEN_BITS) - 1) == gen && tg == *g).then_some((
+            ((*g as u64) << 32) | i as u64,
+            req.done,
+            what,
+        ))
     }
 
     /// [`Engine::take_result`] of a request started as a ticket: an error

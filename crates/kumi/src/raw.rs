@@ -694,9 +694,9 @@ pub fn wait_packed<H: Copy>(
             let mut i = from;
             while let Some(&h) = handles.get(i) {
                 if let Some(b) = bits(h) {
-                    match e.unpack_id(b) {
+                    match e.unpack_ticket(b) {
                         None => return Err(i),
-                        Some(id) if !e.is_done(id) => return Ok(i),
+                        Some((_, false, _)) => return Ok(i),
                         Some(_) => {}
                     }
                 }
@@ -709,15 +709,7 @@ pub fn wait_packed<H: Copy>(
             Err(i) => return Ok(Packed::NoOperation(i)),
         };
         if next < handles.len() {
-            let info = tickets_wait_info(&mut e, |e, each| {
-                for &h in &handles[next..] {
-                    if let Some(id) = bits(h).and_then(|b| e.unpack_id(b)) {
-                        if !e.is_done(id) {
-                            each(e, id);
-                        }
-                    }
-                }
-            });
+            let info = tickets_wait_info(&e, &handles[next..], &bits);
             // A ticket that names no operation ends the wait (which spends
             // nothing) before it could hang on it.
             let mut stale = None;
@@ -754,30 +746,45 @@ pub fn wait_packed<H: Copy>(
     Ok(result)
 }
 
-/// What a wait on tickets is blocked in; `open` hands each of those not
-/// done to its callback. One operation: its own description. Several: the
-/// peer they all have (so the deadlock detector knows whom the rank waits
-/// for), if they are on one communicator with one peer; else a plain wait.
+/// What a wait on the tickets among `handles` is blocked in, by those not
+/// done yet: one operation's own description; for several, the peer they all
+/// have on one communicator (whom the deadlock detector then knows the rank
+/// waits for); else a plain wait. One lookup per ticket.
 #[track_caller]
-fn tickets_wait_info(
-    e: &mut crate::engine::Engine,
-    open: impl Fn(&mut crate::engine::Engine, &mut dyn FnMut(&mut crate::engine::Engine, ReqId)),
+fn tickets_wait_info<H: Copy>(
+    e: &crate::engine::Engine,
+    handles: &[H],
+    bits: impl Fn(H) -> Option<u32>,
 ) -> WaitInfo {
     let plain = WaitInfo::plain(Call::Wait);
     let mut first = None;
-    let mut count = 0;
+    let mut several = false;
     let mut same = true;
-    open(e, &mut |e, id| {
-        count += 1;
-        let d = e.described(id).map(|d| (d.ctx, d.peer));
+    for &h in handles {
+        let Some((_, false, d)) = bits(h).and_then(|b| e.unpack_ticket(b)) else {
+            continue;
+        };
         match first {
-            None => first = Some((id, d)),
-            Some((_, f)) => same &= d.is_some() && d == f,
+            None => first = Some(d),
+            Some(f) => {
+                several = true;
+                same &= (d.ctx, d.peer) == (f.ctx, f.peer);
+            }
         }
-    });
+    }
     match first {
-        Some((one, _)) if count == 1 => Ticket { id: one }.wait_info(e),
-        Some((_, Some((ctx, peer)))) if same && peer >= 0 => WaitInfo { ctx, peer, ..plain },
+        Some(d) if !several => WaitInfo {
+            call: if d.send { Call::Send } else { Call::Recv },
+            ctx: d.ctx,
+            peer: d.peer,
+            tag: d.tag,
+            ..plain
+        },
+        Some(d) if same && d.peer >= 0 => WaitInfo {
+            ctx: d.ctx,
+            peer: d.peer,
+            ..plain
+        },
         _ => plain,
     }
 }
