@@ -169,8 +169,8 @@ impl RawRequest {
     /// The request object of an operation held as a [`Ticket`] on `comm`
     /// (the operation's own communicator: a report of a wait names it).
     pub fn from_ticket(comm: &Comm, t: Ticket) -> RawRequest {
-        let what = match comm.engine().described(t.id) {
-            Some(d) => (if d.send { Call::Send } else { Call::Recv }, d.peer, d.tag),
+        let what = match comm.engine().described(t.id).map(|d| d.what()) {
+            Some((call, _, peer, tag)) => (call, peer, tag),
             None => (Call::Wait, -2, -2),
         };
         RawRequest {
@@ -186,14 +186,15 @@ impl RawRequest {
     /// tag), so a report can say "MPI_Recv from rank 1, tag 7".
     #[track_caller]
     fn wait_info(&self, comm: &Comm) -> WaitInfo {
+        wait_info_of(std::iter::once(self.what_with(comm)))
+    }
+
+    /// What a wait on this request is: (call, context, peer, tag), on its
+    /// own communicator (`comm` if it has none).
+    #[inline(always)]
+    fn what_with(&self, comm: &Comm) -> (Call, u32, i32, i32) {
         let (call, peer, tag) = self.what;
-        WaitInfo {
-            call,
-            ctx: ctx(comm),
-            peer,
-            tag,
-            at: std::panic::Location::caller(),
-        }
+        (call, ctx(self.comm.as_ref().unwrap_or(comm)), peer, tag)
     }
 
     /// Records the outcome of the completed operation; unpacks a
@@ -488,17 +489,8 @@ impl Ticket {
 
     /// The wait description of this operation, as [`RawRequest::wait_info`].
     #[track_caller]
-    fn wait_info(&self, e: &mut crate::engine::Engine) -> WaitInfo {
-        match e.described(self.id) {
-            Some(d) => WaitInfo {
-                call: if d.send { Call::Send } else { Call::Recv },
-                ctx: d.ctx,
-                peer: d.peer,
-                tag: d.tag,
-                at: Location::caller(),
-            },
-            None => WaitInfo::plain(Call::Wait),
-        }
+    fn wait_info(&self, e: &crate::engine::Engine) -> WaitInfo {
+        wait_info_of(e.described(self.id).map(|d| d.what()).into_iter())
     }
 
     /// Whether the operation has completed (without making progress).
@@ -543,7 +535,7 @@ impl Ticket {
     pub fn wait(self, comm: &Comm) -> TicketOutcome {
         reap();
         let mut e = comm.engine();
-        let info = self.wait_info(&mut e);
+        let info = self.wait_info(&e);
         if let Err(x) = e.wait_until(info, |e| e.is_done(self.id)) {
             return Err((x, Context(info.ctx)));
         }
@@ -747,45 +739,52 @@ pub fn wait_packed<H: Copy>(
 }
 
 /// What a wait on the tickets among `handles` is blocked in, by those not
-/// done yet: one operation's own description; for several, the peer they all
-/// have on one communicator (whom the deadlock detector then knows the rank
-/// waits for); else a plain wait. One lookup per ticket.
+/// done yet ([`wait_info_of`]); one lookup per ticket.
 #[track_caller]
 fn tickets_wait_info<H: Copy>(
     e: &crate::engine::Engine,
     handles: &[H],
     bits: impl Fn(H) -> Option<u32>,
 ) -> WaitInfo {
+    wait_info_of(
+        handles
+            .iter()
+            .filter_map(|&h| match e.unpack_ticket(bits(h)?)? {
+                (_, false, d) => Some(d.what()),
+                _ => None,
+            }),
+    )
+}
+
+/// What a wait on operations is blocked in, from what each of those not
+/// done waits for (call, context, peer, tag): one operation's own ("MPI_Recv
+/// from rank 1, tag 7"); for several, the peer they all have on one
+/// communicator (whom the deadlock detector then knows the rank waits for);
+/// else a plain wait.
+#[track_caller]
+#[inline(always)]
+fn wait_info_of(mut open: impl Iterator<Item = (Call, u32, i32, i32)>) -> WaitInfo {
     let plain = WaitInfo::plain(Call::Wait);
-    let mut first = None;
+    let Some((call, ctx, peer, tag)) = open.next() else {
+        return plain;
+    };
     let mut several = false;
-    let mut same = true;
-    for &h in handles {
-        let Some((_, false, d)) = bits(h).and_then(|b| e.unpack_ticket(b)) else {
-            continue;
-        };
-        match first {
-            None => first = Some(d),
-            Some(f) => {
-                several = true;
-                same &= (d.ctx, d.peer) == (f.ctx, f.peer);
-            }
+    for (_, c, p, _) in open {
+        if (c, p) != (ctx, peer) {
+            return plain;
         }
+        several = true;
     }
-    match first {
-        Some(d) if !several => WaitInfo {
-            call: if d.send { Call::Send } else { Call::Recv },
-            ctx: d.ctx,
-            peer: d.peer,
-            tag: d.tag,
+    match (several, peer >= 0) {
+        (false, _) => WaitInfo {
+            call,
+            ctx,
+            peer,
+            tag,
             ..plain
         },
-        Some(d) if same && d.peer >= 0 => WaitInfo {
-            ctx: d.ctx,
-            peer: d.peer,
-            ..plain
-        },
-        _ => plain,
+        (true, true) => WaitInfo { ctx, peer, ..plain },
+        (true, false) => plain,
     }
 }
 
@@ -1034,34 +1033,11 @@ pub fn wait_all(reqs: &mut [&mut RawRequest]) -> Result<()> {
     let Some(comm) = reqs.iter().find_map(|r| r.id.and(r.comm.clone())) else {
         return Ok(());
     };
-    let mut pending = reqs.iter().filter(|r| r.id.is_some());
-    // One request pending: the report can name its peer and tag; several
-    // with one communicator and one peer: that peer (whom the deadlock
-    // detector then knows the rank waits for).
-    let info = match (pending.next(), pending.next()) {
-        (Some(one), None) => one.wait_info(&comm),
-        (Some(one), Some(_)) => {
-            let at = |r: &RawRequest| (r.comm.as_ref().map(ctx), r.what.1);
-            let (c, peer) = at(one);
-            match c {
-                Some(c)
-                    if peer >= 0
-                        && reqs
-                            .iter()
-                            .filter(|r| r.id.is_some())
-                            .all(|r| at(r) == (Some(c), peer)) =>
-                {
-                    WaitInfo {
-                        ctx: c,
-                        peer,
-                        ..WaitInfo::plain(Call::Wait)
-                    }
-                }
-                _ => WaitInfo::plain(Call::Wait),
-            }
-        }
-        _ => WaitInfo::plain(Call::Wait),
-    };
+    let info = wait_info_of(
+        reqs.iter()
+            .filter(|r| r.id.is_some())
+            .map(|r| r.what_with(&comm)),
+    );
     let mut e = comm.engine();
     // Requests before `next` are known to be done (a done request stays done).
     let mut next = 0;
@@ -1121,12 +1097,11 @@ pub fn wait_any_done(reqs: &[&RawRequest], tickets: &[Ticket], comm: &Comm) -> R
         return Ok(());
     }
     let mut e = comm.engine();
-    // One request pending: the report can name its peer and tag.
-    let info = match (reqs, tickets) {
-        ([one], []) => one.wait_info(one.comm.as_ref().unwrap_or(comm)),
-        ([], [one]) => one.wait_info(&mut e),
-        _ => WaitInfo::plain(Call::Wait),
-    };
+    let ticket_whats: Vec<_> = tickets
+        .iter()
+        .filter_map(|t| e.described(t.id).map(|d| d.what()))
+        .collect();
+    let info = wait_info_of(reqs.iter().map(|r| r.what_with(comm)).chain(ticket_whats));
     let r = e.wait_until(info, |e| ids.iter().any(|&id| e.is_done(id)));
     drop(e);
     reap();
