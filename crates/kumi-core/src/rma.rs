@@ -71,24 +71,43 @@ pub enum AccOp {
     Bxor = 12,
     /// Compare and swap of one element: `cur = data` if `cur == compare`.
     Cas = 13,
+    /// The smaller value and its index (pairs only).
+    MinLoc = 14,
+    /// The larger value and its index (pairs only).
+    MaxLoc = 15,
 }
 
 impl AccOp {
     fn from_u8(v: u8) -> Option<AccOp> {
         use AccOp::*;
         [
-            Replace, NoOp, Sum, Prod, Min, Max, Land, Lor, Lxor, Band, Bor, Bxor, Cas,
+            Replace, NoOp, Sum, Prod, Min, Max, Land, Lor, Lxor, Band, Bor, Bxor, Cas, MinLoc,
+            MaxLoc,
         ]
         .into_iter()
         .find(|&o| o as u8 == v)
     }
 
-    /// Whether the operation is defined on elements of `elem` (no bitwise
-    /// operations on floating point).
+    /// Whether the operation is defined on elements of `elem`: replacing,
+    /// fetching and compare-and-swap on any; arithmetic and logic on
+    /// numbers, but bitwise operations on integers only; sum and product
+    /// on complex numbers; MinLoc and MaxLoc on pairs only.
     pub fn takes(self, elem: Elem) -> bool {
         use AccOp::*;
-        let float = matches!(elem, Elem::F32 | Elem::F64);
-        !(float && matches!(self, Band | Bor | Bxor))
+        use Elem::*;
+        let float = matches!(elem, F32 | F64 | LongDouble);
+        let complex = matches!(elem, C32 | C64 | CLongDouble);
+        let pair = matches!(
+            elem,
+            Pair32 | PairF32 | PairF64 | F32Int | F64Int | I64Int | I16Int | LongDoubleInt
+        );
+        match self {
+            Replace | NoOp | Cas => true,
+            MinLoc | MaxLoc => pair,
+            Sum | Prod => !pair,
+            Min | Max | Land | Lor | Lxor => !pair && !complex,
+            Band | Bor | Bxor => !pair && !complex && !float,
+        }
     }
 }
 
@@ -107,14 +126,58 @@ pub enum Elem {
     U64 = 8,
     F32 = 9,
     F64 = 10,
+    /// C's `long double` on x86-64 (80-bit extended in 16 bytes).
+    LongDouble = 11,
+    /// Complex numbers of two `f32`, two `f64`, two `long double`.
+    C32 = 12,
+    C64 = 13,
+    CLongDouble = 14,
+    /// Pairs whose index has the value's type: `i32`, `f32`, `f64`
+    /// (MPI_2INT, MPI_2REAL, MPI_2DOUBLE_PRECISION).
+    Pair32 = 15,
+    PairF32 = 16,
+    PairF64 = 17,
+    /// A value and a C `int` index, in C's layout (MPI_FLOAT_INT,
+    /// MPI_DOUBLE_INT, MPI_LONG_INT, MPI_SHORT_INT, MPI_LONG_DOUBLE_INT).
+    F32Int = 18,
+    F64Int = 19,
+    I64Int = 20,
+    I16Int = 21,
+    LongDoubleInt = 22,
 }
 
 impl Elem {
-    fn from_u8(v: u8) -> Option<Elem> {
+    /// Every element kind, in the order of their numbers.
+    pub const ALL: [Elem; 22] = {
         use Elem::*;
-        [I8, U8, I16, U16, I32, U32, I64, U64, F32, F64]
-            .into_iter()
-            .find(|&e| e as u8 == v)
+        [
+            I8,
+            U8,
+            I16,
+            U16,
+            I32,
+            U32,
+            I64,
+            U64,
+            F32,
+            F64,
+            LongDouble,
+            C32,
+            C64,
+            CLongDouble,
+            Pair32,
+            PairF32,
+            PairF64,
+            F32Int,
+            F64Int,
+            I64Int,
+            I16Int,
+            LongDoubleInt,
+        ]
+    };
+
+    fn from_u8(v: u8) -> Option<Elem> {
+        Elem::ALL.into_iter().find(|&e| e as u8 == v)
     }
 
     /// Bytes of one element.
@@ -124,7 +187,9 @@ impl Elem {
             I8 | U8 => 1,
             I16 | U16 => 2,
             I32 | U32 | F32 => 4,
-            I64 | U64 | F64 => 8,
+            I64 | U64 | F64 | C32 | Pair32 | PairF32 | F32Int | I16Int => 8,
+            LongDouble | C64 | PairF64 | F64Int | I64Int => 16,
+            CLongDouble | LongDoubleInt => 32,
         }
     }
 }
@@ -406,11 +471,14 @@ mod tests {
     }
 
     fn acc_op() -> impl Strategy<Value = AccOp> {
-        (1u8..=12).prop_map(|v| AccOp::from_u8(v).expect("op"))
+        // Not Cas: one element and a comparand (its own test).
+        (1u8..=15)
+            .prop_filter("not Cas", |&v| v != AccOp::Cas as u8)
+            .prop_map(|v| AccOp::from_u8(v).expect("op"))
     }
 
     fn elem() -> impl Strategy<Value = Elem> {
-        (1u8..=10).prop_map(|v| Elem::from_u8(v).expect("elem"))
+        (1u8..=Elem::ALL.len() as u8).prop_map(|v| Elem::from_u8(v).expect("elem"))
     }
 
     proptest! {

@@ -28,7 +28,9 @@ use crate::state::{count, out, read, slice, st, CollPending, ReqEntry, UserFn, U
 use crate::{err, R};
 use bytemuck::Pod;
 use kumi::datatype::Datatype;
-use kumi::{Builtin, CollRequest, Comm, Elem, Loc, Op};
+#[cfg(target_arch = "x86_64")]
+use kumi::LongDouble;
+use kumi::{Builtin, CollRequest, Comm, Complex, Elem, Loc, LocInt, Op};
 use std::ffi::{c_int, c_void};
 use std::sync::OnceLock;
 
@@ -225,8 +227,16 @@ builtin_ops!(
     f64,
     Loc<i32>,
     Loc<f32>,
-    Loc<f64>
+    Loc<f64>,
+    LocInt<f32>,
+    LocInt<f64>,
+    LocInt<i64>,
+    LocInt<i16>,
+    Complex<f32>,
+    Complex<f64>
 );
+#[cfg(target_arch = "x86_64")]
+builtin_ops!(LongDouble, Complex<LongDouble>, LocInt<LongDouble>);
 
 /// Runs reduction `red` with operation `op` on elements of type `T`: a
 /// built-in operation from [`BuiltinOps`], else the program's.
@@ -1001,20 +1011,42 @@ fn reduce_typed(
         };
     }
     match dt {
-        MPI_CHAR | MPI_SIGNED_CHAR | MPI_INT8_T => go!(i8),
-        MPI_UNSIGNED_CHAR | MPI_BYTE | MPI_UINT8_T | MPI_C_BOOL => go!(u8),
-        MPI_SHORT | MPI_INT16_T => go!(i16),
+        MPI_CHAR | MPI_SIGNED_CHAR | MPI_INT8_T | MPI_INTEGER1 => go!(i8),
+        MPI_UNSIGNED_CHAR | MPI_BYTE | MPI_UINT8_T | MPI_C_BOOL | MPI_CXX_BOOL => go!(u8),
+        MPI_SHORT | MPI_INT16_T | MPI_INTEGER2 => go!(i16),
         MPI_UNSIGNED_SHORT | MPI_UINT16_T => go!(u16),
-        MPI_INT | MPI_INT32_T | 0x4c00041b | 0x4c000430 | MPI_WCHAR => go!(i32),
+        MPI_INT | MPI_INT32_T | MPI_INTEGER | MPI_INTEGER4 | MPI_WCHAR | MPI_LOGICAL => go!(i32),
         MPI_UNSIGNED | MPI_UINT32_T => go!(u32),
         MPI_LONG | MPI_LONG_LONG | MPI_INT64_T | MPI_AINT | MPI_OFFSET | MPI_COUNT
-        | 0x4c000831 => go!(i64),
+        | MPI_INTEGER8 => go!(i64),
         MPI_UNSIGNED_LONG | MPI_UNSIGNED_LONG_LONG | MPI_UINT64_T => go!(u64),
-        MPI_FLOAT | 0x4c00041c | 0x4c000427 => go!(f32),
-        MPI_DOUBLE | 0x4c00081f | 0x4c000829 => go!(f64),
-        MPI_2INT | 0x4c000820 => go!(Loc<i32>),
-        0x4c000821 => go!(Loc<f32>),
-        0x4c001023 => go!(Loc<f64>),
+        MPI_FLOAT | MPI_REAL | MPI_REAL4 => go!(f32),
+        MPI_DOUBLE | MPI_DOUBLE_PRECISION | MPI_REAL8 => go!(f64),
+        MPI_2INT | MPI_2INTEGER => go!(Loc<i32>),
+        MPI_2REAL => go!(Loc<f32>),
+        MPI_2DOUBLE_PRECISION => go!(Loc<f64>),
+        MPI_FLOAT_INT => go!(LocInt<f32>),
+        MPI_DOUBLE_INT => go!(LocInt<f64>),
+        MPI_LONG_INT => go!(LocInt<i64>),
+        MPI_SHORT_INT => go!(LocInt<i16>),
+        MPI_C_FLOAT_COMPLEX | MPI_CXX_FLOAT_COMPLEX | MPI_COMPLEX | MPI_COMPLEX8 => {
+            go!(Complex<f32>)
+        }
+        MPI_C_DOUBLE_COMPLEX | MPI_CXX_DOUBLE_COMPLEX | MPI_DOUBLE_COMPLEX | MPI_COMPLEX16 => {
+            go!(Complex<f64>)
+        }
+        #[cfg(target_arch = "x86_64")]
+        MPI_LONG_DOUBLE => go!(LongDouble),
+        #[cfg(target_arch = "x86_64")]
+        MPI_C_LONG_DOUBLE_COMPLEX | MPI_CXX_LONG_DOUBLE_COMPLEX => go!(Complex<LongDouble>),
+        #[cfg(target_arch = "x86_64")]
+        MPI_LONG_DOUBLE_INT => go!(LocInt<LongDouble>),
+        // Fortran's REAL*16 is IEEE quadruple precision (gfortran), which
+        // neither C's long double nor anything here computes in.
+        MPI_REAL16 | MPI_COMPLEX32 if builtin(op).is_some() => err(
+            MPI_ERR_TYPE,
+            format!("{name}: built-in operations on quadruple precision (MPI_REAL16, MPI_COMPLEX32) are not supported by kumi yet"),
+        ),
         _ if builtin(op).is_some() => err(
             MPI_ERR_OP,
             format!("{name}: the built-in operation {op:#x} on datatype {dt:#x} is not supported by kumi yet"),

@@ -311,18 +311,33 @@ fn for_extents(
 /// elements of `dt` (`MPI_REPLACE` and `MPI_NO_OP` take any type, as bytes).
 fn acc_op(op: c_int, dt: c_int) -> R<(AccOp, Elem)> {
     let elem = match dt {
-        MPI_CHAR | MPI_SIGNED_CHAR | MPI_INT8_T => Some(Elem::I8),
-        MPI_UNSIGNED_CHAR | MPI_BYTE | MPI_UINT8_T | MPI_C_BOOL => Some(Elem::U8),
-        MPI_SHORT | MPI_INT16_T => Some(Elem::I16),
+        MPI_CHAR | MPI_SIGNED_CHAR | MPI_INT8_T | MPI_INTEGER1 => Some(Elem::I8),
+        MPI_UNSIGNED_CHAR | MPI_BYTE | MPI_UINT8_T | MPI_C_BOOL | MPI_CXX_BOOL => Some(Elem::U8),
+        MPI_SHORT | MPI_INT16_T | MPI_INTEGER2 => Some(Elem::I16),
         MPI_UNSIGNED_SHORT | MPI_UINT16_T => Some(Elem::U16),
-        MPI_INT | MPI_INT32_T => Some(Elem::I32),
-        MPI_UNSIGNED | MPI_UINT32_T => Some(Elem::U32),
-        MPI_LONG | MPI_LONG_LONG | MPI_INT64_T | MPI_AINT | MPI_OFFSET | MPI_COUNT => {
-            Some(Elem::I64)
+        MPI_INT | MPI_INT32_T | MPI_INTEGER | MPI_INTEGER4 | MPI_WCHAR | MPI_LOGICAL => {
+            Some(Elem::I32)
         }
+        MPI_UNSIGNED | MPI_UINT32_T => Some(Elem::U32),
+        MPI_LONG | MPI_LONG_LONG | MPI_INT64_T | MPI_AINT | MPI_OFFSET | MPI_COUNT
+        | MPI_INTEGER8 => Some(Elem::I64),
         MPI_UNSIGNED_LONG | MPI_UNSIGNED_LONG_LONG | MPI_UINT64_T => Some(Elem::U64),
-        MPI_FLOAT => Some(Elem::F32),
-        MPI_DOUBLE => Some(Elem::F64),
+        MPI_FLOAT | MPI_REAL | MPI_REAL4 => Some(Elem::F32),
+        MPI_DOUBLE | MPI_DOUBLE_PRECISION | MPI_REAL8 => Some(Elem::F64),
+        MPI_LONG_DOUBLE => Some(Elem::LongDouble),
+        MPI_C_FLOAT_COMPLEX | MPI_CXX_FLOAT_COMPLEX | MPI_COMPLEX | MPI_COMPLEX8 => Some(Elem::C32),
+        MPI_C_DOUBLE_COMPLEX | MPI_CXX_DOUBLE_COMPLEX | MPI_DOUBLE_COMPLEX | MPI_COMPLEX16 => {
+            Some(Elem::C64)
+        }
+        MPI_C_LONG_DOUBLE_COMPLEX | MPI_CXX_LONG_DOUBLE_COMPLEX => Some(Elem::CLongDouble),
+        MPI_2INT | MPI_2INTEGER => Some(Elem::Pair32),
+        MPI_2REAL => Some(Elem::PairF32),
+        MPI_2DOUBLE_PRECISION => Some(Elem::PairF64),
+        MPI_FLOAT_INT => Some(Elem::F32Int),
+        MPI_DOUBLE_INT => Some(Elem::F64Int),
+        MPI_LONG_INT => Some(Elem::I64Int),
+        MPI_SHORT_INT => Some(Elem::I16Int),
+        MPI_LONG_DOUBLE_INT => Some(Elem::LongDoubleInt),
         _ => None,
     };
     let op = match op {
@@ -339,6 +354,8 @@ fn acc_op(op: c_int, dt: c_int) -> R<(AccOp, Elem)> {
             Some(Builtin::Band) => AccOp::Band,
             Some(Builtin::Bor) => AccOp::Bor,
             Some(Builtin::Bxor) => AccOp::Bxor,
+            Some(Builtin::MinLoc) => AccOp::MinLoc,
+            Some(Builtin::MaxLoc) => AccOp::MaxLoc,
             _ => {
                 return err(
                     MPI_ERR_OP,
@@ -372,6 +389,9 @@ fn accumulate_op(
     h: c_int,
 ) -> R<()> {
     let w = win(h)?;
+    if padded_pair(tdt) || padded_pair(odt) {
+        return accumulate_pairs(&w, o, on, odt, result, rank, disp, tn, tdt, op);
+    }
     let (r, ext) = target_extents(&w, rank, disp, tn, tdt)?;
     let total: usize = ext.iter().map(|e| e.1).sum();
     let data = if op == MPI_NO_OP {
@@ -406,6 +426,71 @@ fn accumulate_op(
         if total > 0 {
             // SAFETY: the program passes room for `rn` elements of `rdt`.
             unsafe { d.unpack(&old, rb as *mut u8, n) };
+        }
+    }
+    Ok(())
+}
+
+/// Whether `dt` is one of the value-index pairs whose C layout has padding
+/// (`MPI_DOUBLE_INT`: 12 bytes of data in 16): its packed form (12 bytes)
+/// is not the runtime's element (the whole C struct).
+fn padded_pair(dt: c_int) -> bool {
+    matches!(
+        dt,
+        MPI_DOUBLE_INT | MPI_LONG_INT | MPI_SHORT_INT | MPI_LONG_DOUBLE_INT
+    )
+}
+
+/// [`accumulate_op`] on a padded pair type: origin, target (and result)
+/// are `n` whole C structs each, combined as such (the target's padding
+/// bytes are rewritten with the winner's, which no program reads).
+#[allow(clippy::too_many_arguments)]
+fn accumulate_pairs(
+    w: &Window,
+    o: *const c_void,
+    on: c_int,
+    odt: c_int,
+    result: Option<(*mut c_void, c_int, c_int)>,
+    rank: c_int,
+    disp: isize,
+    tn: c_int,
+    tdt: c_int,
+    op: c_int,
+) -> R<()> {
+    let same = |dt: c_int, n: c_int| dt == tdt && n == tn;
+    if !(same(odt, on) || op == MPI_NO_OP) || result.is_some_and(|(_, rn, rdt)| !same(rdt, rn)) {
+        return err(
+            MPI_ERR_TYPE,
+            format!("one-sided accumulates of the pair type {tdt:#x} need the same pair type and count at origin, target and result (derived types of pairs are not supported by kumi yet)"),
+        );
+    }
+    let how = acc_op(op, tdt)?;
+    let r = usize::try_from(rank)
+        .or_else(|_| err(MPI_ERR_RANK, format!("target rank {rank} is not a rank")))?;
+    let off = w.offset(r, disp as i64)?;
+    let size = how.1.size();
+    let total = crate::state::count(tn)? * size;
+    let data = if op == MPI_NO_OP || total == 0 {
+        vec![0u8; total]
+    } else {
+        if o.is_null() {
+            return err(MPI_ERR_BUFFER, "the origin buffer is NULL");
+        }
+        // SAFETY: the program passes `on` (= `tn`) elements of the pair type
+        // at `o`, `size` bytes each (the C struct, padding included).
+        unsafe { std::slice::from_raw_parts(o as *const u8, total) }.to_vec()
+    };
+    let mut old = vec![0u8; total];
+    let fetch = result.is_some().then_some(&mut old[..]);
+    w.accumulate(r, off, how, &data, &[], fetch)?;
+    if let Some((rb, _, _)) = result {
+        if total > 0 {
+            if rb.is_null() {
+                return err(MPI_ERR_BUFFER, "the result buffer is NULL");
+            }
+            // SAFETY: the program passes room for `tn` elements of the pair
+            // type at `rb`.
+            unsafe { std::ptr::copy_nonoverlapping(old.as_ptr(), rb as *mut u8, total) };
         }
     }
     Ok(())

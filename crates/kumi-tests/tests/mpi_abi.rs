@@ -27,6 +27,7 @@ const PROGRAMS: &[&str] = &[
     "comm",
     "datatype",
     "coll",
+    "redtypes",
     "nbcoll",
     "nbmove",
     "neighbor",
@@ -199,6 +200,11 @@ fn derived_datatypes_and_pack() {
 #[test]
 fn collectives() {
     suite("coll", &[1, 2, 3, 4, 5, 6, 7, 8], &[1, 4]);
+}
+
+#[test]
+fn reductions_on_pairs_complex_long_double_and_fortran_types() {
+    suite("redtypes", &[1, 2, 3, 4, 5, 8], &[1, 3]);
 }
 
 #[test]
@@ -542,6 +548,7 @@ fn c_programs_across_two_namespace_hosts() {
         "p2p",
         "nonblocking",
         "coll",
+        "redtypes",
         "nbcoll",
         "nbmove",
         "neighbor",

@@ -51,13 +51,19 @@ mod rma;
 mod watch;
 pub mod win;
 
+#[cfg(target_arch = "x86_64")]
+pub use coll::LongDouble;
 pub use coll::{
-    Arrival, Builtin, CollRequest, CombineOp, CombineValue, Combiner, Elem, Loc, Op, ALL_BUILTINS,
+    Arrival, Builtin, CollRequest, CombineOp, CombineValue, Combiner, Elem, Loc, LocInt, LocValue,
+    Op, ALL_BUILTINS,
 };
 pub use comm::{Comm, Idup};
 pub use engine::Counters;
 pub use error::{Error, Result};
 pub use kumi_core::{ANY_SOURCE, ANY_TAG, TAG_UB};
+/// Complex numbers for reductions (`Op::<Complex<f64>>::sum()`): the
+/// `num-complex` crate's type, laid out as C's `double _Complex`.
+pub use num_complex::Complex;
 pub use request::{scope, test_all, test_any, wait_all, wait_any, Request, Scope, Status};
 pub use watch::AbiCall;
 

@@ -764,7 +764,11 @@ pub(crate) fn apply(
         AccOp::Band => Builtin::Band,
         AccOp::Bor => Builtin::Bor,
         AccOp::Bxor => Builtin::Bxor,
+        AccOp::MinLoc => Builtin::MinLoc,
+        AccOp::MaxLoc => Builtin::MaxLoc,
     };
+    use crate::coll::{Loc, LocInt};
+    use num_complex::Complex;
     match elem {
         Elem::I8 => combine::<i8>(b, cur, data),
         Elem::U8 => combine::<u8>(b, cur, data),
@@ -776,6 +780,27 @@ pub(crate) fn apply(
         Elem::U64 => combine::<u64>(b, cur, data),
         Elem::F32 => combine::<f32>(b, cur, data),
         Elem::F64 => combine::<f64>(b, cur, data),
+        Elem::C32 => combine::<Complex<f32>>(b, cur, data),
+        Elem::C64 => combine::<Complex<f64>>(b, cur, data),
+        Elem::Pair32 => combine::<Loc<i32>>(b, cur, data),
+        Elem::PairF32 => combine::<Loc<f32>>(b, cur, data),
+        Elem::PairF64 => combine::<Loc<f64>>(b, cur, data),
+        Elem::F32Int => combine::<LocInt<f32>>(b, cur, data),
+        Elem::F64Int => combine::<LocInt<f64>>(b, cur, data),
+        Elem::I64Int => combine::<LocInt<i64>>(b, cur, data),
+        Elem::I16Int => combine::<LocInt<i16>>(b, cur, data),
+        #[cfg(target_arch = "x86_64")]
+        Elem::LongDouble => combine::<crate::coll::LongDouble>(b, cur, data),
+        #[cfg(target_arch = "x86_64")]
+        Elem::CLongDouble => combine::<Complex<crate::coll::LongDouble>>(b, cur, data),
+        #[cfg(target_arch = "x86_64")]
+        Elem::LongDoubleInt => combine::<LocInt<crate::coll::LongDouble>>(b, cur, data),
+        #[cfg(not(target_arch = "x86_64"))]
+        Elem::LongDouble | Elem::CLongDouble | Elem::LongDoubleInt => Err(Error::invalid(
+            "elem",
+            elem as i64,
+            "an x86-64 host (long double is the x87 format there)".to_string(),
+        )),
     }
 }
 

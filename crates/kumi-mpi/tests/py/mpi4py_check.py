@@ -45,6 +45,22 @@ comm.Allreduce(x, y, op=MPI.MAX)
 assert np.array_equal(y, [size - 1, 1.0, 0.0]), y
 comm.Allreduce(MPI.IN_PLACE, x, op=MPI.SUM)
 assert x[1] == size
+# numpy complex numbers, and the location of a maximum (MPI.DOUBLE_INT on
+# a structured array laid out as C's struct { double; int; }).
+zs = np.array([rank + 1j, 2 - 1j * rank], dtype=np.complex128)
+zt = np.empty_like(zs)
+comm.Allreduce(zs, zt, op=MPI.SUM)
+n2 = size * (size - 1) // 2
+assert np.array_equal(zt, [n2 + 1j * size, 2 * size - 1j * n2]), zt
+comm.Allreduce(MPI.IN_PLACE, zs, op=MPI.PROD)
+want = np.prod([q + 1j for q in range(size)])
+assert zs[0] == want, (zs, want)
+vi = np.dtype([("v", np.float64), ("i", np.int32)], align=True)
+pairs = np.zeros(2, dtype=vi)
+pairs["v"], pairs["i"] = [rank % 2, -rank], rank
+top = np.zeros(2, dtype=vi)
+comm.Allreduce([pairs, MPI.DOUBLE_INT], [top, MPI.DOUBLE_INT], op=MPI.MAXLOC)
+assert list(top["v"]) == [min(size - 1, 1), 0] and list(top["i"]) == [min(size - 1, 1), 0], top
 allg = comm.allgather(rank * 10)
 assert allg == [10 * i for i in range(size)]
 

@@ -63,11 +63,15 @@
 
 mod combine;
 pub(crate) mod exec;
+#[cfg(target_arch = "x86_64")]
+mod ldouble;
 mod ops;
 mod shm;
 
 pub use combine::{Arrival, CombineOp, CombineValue, Combiner};
-pub use ops::{Builtin, Elem, Loc, Op, ALL_BUILTINS};
+#[cfg(target_arch = "x86_64")]
+pub use ldouble::LongDouble;
+pub use ops::{Builtin, Elem, Loc, LocInt, LocValue, Op, ALL_BUILTINS};
 
 use crate::comm::Comm;
 use crate::engine::{env_u64, Engine, Route, WaitInfo};

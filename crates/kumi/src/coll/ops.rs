@@ -195,16 +195,207 @@ impl<T: Elem + PartialOrd> Elem for Loc<T> {
         matches!(op, Builtin::MinLoc | Builtin::MaxLoc)
     }
     fn apply(op: Builtin, a: &[Self], b: &mut [Self]) {
-        for (y, x) in b.iter_mut().zip(a) {
-            let better = match op {
-                Builtin::MinLoc => x.value < y.value,
-                _ => x.value > y.value,
-            };
-            let tie = x.value == y.value && x.index < y.index;
-            if better || tie {
-                *y = *x;
+        fold_loc(op, a, b, |p| (p.value, p.index));
+    }
+}
+
+/// A value with a C `int` index, laid out as C lays out
+/// `struct { V value; int index; }` (padding made explicit): MPI's
+/// `MPI_FLOAT_INT`, `MPI_DOUBLE_INT`, `MPI_LONG_INT`, `MPI_SHORT_INT` and
+/// `MPI_LONG_DOUBLE_INT`, for [`Builtin::MinLoc`] and [`Builtin::MaxLoc`].
+/// (Pairs whose index has the value's type are [`Loc`].)
+///
+/// ```
+/// use kumi::{Builtin, LocInt, Op};
+/// let max = Op::<LocInt<f64>>::builtin(Builtin::MaxLoc);
+/// let mut acc = [LocInt::new(2.5, 1)];
+/// max.apply(&[LocInt::new(7.0, 3)], &mut acc).unwrap();
+/// assert_eq!((acc[0].value, acc[0].index), (7.0, 3));
+/// ```
+#[repr(C)]
+pub struct LocInt<V: LocValue> {
+    /// The value compared.
+    pub value: V,
+    gap: V::Gap,
+    /// Where it came from.
+    pub index: i32,
+    pad: V::Pad,
+}
+
+/// Value types of [`LocInt`] (sealed): each says the padding C puts
+/// between the value and the index (`Gap`) and after the index (`Pad`).
+pub trait LocValue: Elem + PartialOrd + sealed::Sealed {
+    /// Bytes between the value and the index.
+    type Gap: Pod + Default;
+    /// Bytes after the index.
+    type Pad: Pod + Default;
+}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+macro_rules! loc_value {
+    ($($t:ty => $gap:literal, $pad:literal, $size:literal;)*) => {$(
+        impl sealed::Sealed for $t {}
+        impl LocValue for $t {
+            type Gap = [u8; $gap];
+            type Pad = [u8; $pad];
+        }
+        // The explicit padding leaves none implicit: the fields fill the
+        // struct (what makes the `Pod` below sound), and the size is C's.
+        const _: () = assert!(
+            std::mem::size_of::<LocInt<$t>>() == $size
+                && std::mem::size_of::<$t>() + $gap + 4 + $pad == $size
+        );
+    )*};
+}
+loc_value! {
+    f32 => 0, 0, 8;
+    f64 => 0, 4, 16;
+    i64 => 0, 4, 16;
+    i16 => 2, 0, 8;
+}
+#[cfg(target_arch = "x86_64")]
+loc_value! {
+    super::LongDouble => 0, 12, 32;
+}
+
+impl<V: LocValue> LocInt<V> {
+    /// The pair (`value`, `index`), padding zeroed.
+    pub fn new(value: V, index: i32) -> LocInt<V> {
+        LocInt {
+            value,
+            gap: Default::default(),
+            index,
+            pad: Default::default(),
+        }
+    }
+}
+
+impl<V: LocValue> Clone for LocInt<V> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<V: LocValue> Copy for LocInt<V> {}
+
+impl<V: LocValue + std::fmt::Debug> std::fmt::Debug for LocInt<V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocInt")
+            .field("value", &self.value)
+            .field("index", &self.index)
+            .finish()
+    }
+}
+
+impl<V: LocValue> PartialEq for LocInt<V> {
+    /// Value and index (padding ignored).
+    fn eq(&self, other: &Self) -> bool {
+        self.value == other.value && self.index == other.index
+    }
+}
+
+// SAFETY: `repr(C)` with fields that fill it exactly (asserted for every
+// `LocValue` above, and `LocValue` is sealed), each `Pod`: no padding, and
+// every bit pattern is a valid value of each field.
+unsafe impl<V: LocValue> Zeroable for LocInt<V> {}
+// SAFETY: as above.
+unsafe impl<V: LocValue> Pod for LocInt<V> {}
+
+/// MinLoc/MaxLoc on pairs: MPI's rule (the better value; on a tie, the
+/// smaller index).
+#[inline]
+fn fold_loc<T: Copy, V: PartialOrd, I: PartialOrd>(
+    op: Builtin,
+    a: &[T],
+    b: &mut [T],
+    key: impl Fn(&T) -> (V, I),
+) {
+    for (y, x) in b.iter_mut().zip(a) {
+        let ((xv, xi), (yv, yi)) = (key(x), key(y));
+        let better = match op {
+            Builtin::MinLoc => xv < yv,
+            _ => xv > yv,
+        };
+        if better || (xv == yv && xi < yi) {
+            *y = *x;
+        }
+    }
+}
+
+impl<V: LocValue> Elem for LocInt<V> {
+    const NAME: &'static str = "LocInt";
+    fn supports(op: Builtin) -> bool {
+        matches!(op, Builtin::MinLoc | Builtin::MaxLoc)
+    }
+    fn apply(op: Builtin, a: &[Self], b: &mut [Self]) {
+        fold_loc(op, a, b, |p| (p.value, p.index));
+    }
+}
+
+/// Complex numbers: sum and product, the operations MPI defines on them.
+macro_rules! complex_elem {
+    ($($t:ty),*) => {$(
+        impl Elem for num_complex::Complex<$t> {
+            const NAME: &'static str = concat!("Complex<", stringify!($t), ">");
+            fn supports(op: Builtin) -> bool {
+                matches!(op, Builtin::Sum | Builtin::Prod)
+            }
+            #[inline]
+            fn apply(op: Builtin, a: &[Self], b: &mut [Self]) {
+                match op {
+                    Builtin::Sum => lanes(a, b, |x: Self, y: Self| x + y),
+                    // (a+bi)(c+di) = (ac-bd) + (ad+bc)i, as C computes it
+                    // (the same in either order of the operands).
+                    Builtin::Prod => lanes(a, b, |x: Self, y: Self| x * y),
+                    _ => {}
+                }
             }
         }
+    )*};
+}
+complex_elem!(f32, f64);
+
+#[cfg(target_arch = "x86_64")]
+impl Elem for super::LongDouble {
+    const NAME: &'static str = "LongDouble";
+    fn supports(op: Builtin) -> bool {
+        !matches!(
+            op,
+            Builtin::Band | Builtin::Bor | Builtin::Bxor | Builtin::MinLoc | Builtin::MaxLoc
+        )
+    }
+    fn apply(op: Builtin, a: &[Self], b: &mut [Self]) {
+        use super::LongDouble as L;
+        let t = |c: bool| L::from_f64(if c { 1.0 } else { 0.0 });
+        let f = |x: L, y: L| match op {
+            Builtin::Sum => x + y,
+            Builtin::Prod => x * y,
+            Builtin::Min => x.min(y),
+            Builtin::Max => x.max(y),
+            Builtin::Land => t(!x.is_zero() && !y.is_zero()),
+            Builtin::Lor => t(!x.is_zero() || !y.is_zero()),
+            Builtin::Lxor => t(x.is_zero() != y.is_zero()),
+            _ => y,
+        };
+        lanes_plain(a, b, f);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Elem for num_complex::Complex<super::LongDouble> {
+    const NAME: &'static str = "Complex<LongDouble>";
+    fn supports(op: Builtin) -> bool {
+        matches!(op, Builtin::Sum | Builtin::Prod)
+    }
+    fn apply(op: Builtin, a: &[Self], b: &mut [Self]) {
+        let f = |x: Self, y: Self| match op {
+            Builtin::Sum => Self::new(x.re + y.re, x.im + y.im),
+            Builtin::Prod => Self::new(x.re * y.re - x.im * y.im, x.re * y.im + x.im * y.re),
+            _ => y,
+        };
+        lanes_plain(a, b, f);
     }
 }
 
@@ -333,7 +524,7 @@ impl<T: Elem> Op<T> {
     pub fn builtin(op: Builtin) -> Op<T> {
         let invalid = (!T::supports(op)).then(|| {
             format!(
-                "{op:?} is not defined on {}: bitwise operations need integers, MinLoc/MaxLoc need kumi::Loc pairs",
+                "{op:?} is not defined on {}: bitwise operations need integers, MinLoc/MaxLoc need kumi::Loc or kumi::LocInt pairs, complex numbers take Sum and Prod only",
                 T::NAME
             )
         });
@@ -487,6 +678,113 @@ mod tests {
             vec![Loc { value: 3, index: 2 }, Loc { value: 1, index: 9 }]
         );
         assert_eq!(run(Builtin::MaxLoc, &a, &b)[1], Loc { value: 2, index: 0 });
+    }
+
+    /// The C-layout pairs: MPI's rule, and the layout C gives
+    /// `struct { short v; int i; }` (the index at byte 4).
+    #[test]
+    fn int_indexed_pairs_follow_the_loc_rule_in_c_layout() {
+        let a = [
+            LocInt::new(3.0f64, 5),
+            LocInt::new(1.0, 9),
+            LocInt::new(4.0, 1),
+        ];
+        let b = [
+            LocInt::new(3.0f64, 2),
+            LocInt::new(2.0, 0),
+            LocInt::new(4.0, 0),
+        ];
+        let min = run(Builtin::MinLoc, &a, &b);
+        assert_eq!(
+            min,
+            vec![
+                LocInt::new(3.0, 2),
+                LocInt::new(1.0, 9),
+                LocInt::new(4.0, 0)
+            ]
+        );
+        let max = run(Builtin::MaxLoc, &a, &b);
+        assert_eq!(
+            max,
+            vec![
+                LocInt::new(3.0, 2),
+                LocInt::new(2.0, 0),
+                LocInt::new(4.0, 0)
+            ]
+        );
+        let s = LocInt::new(-7i16, 0x0102_0304);
+        assert_eq!(bytemuck::bytes_of(&s), [0xf9, 0xff, 0, 0, 4, 3, 2, 1]);
+        assert_eq!(std::mem::size_of::<LocInt<i64>>(), 16);
+        assert_eq!(std::mem::align_of::<LocInt<f32>>(), 4);
+        assert_eq!(
+            run(
+                Builtin::MaxLoc,
+                &[LocInt::new(-1i64, 3)],
+                &[LocInt::new(-2i64, 1)]
+            ),
+            vec![LocInt::new(-1, 3)]
+        );
+    }
+
+    #[test]
+    fn complex_sum_and_product() {
+        use num_complex::Complex;
+        let a = [Complex::new(1.0f64, 2.0), Complex::new(0.5, -1.0)];
+        let b = [Complex::new(3.0f64, -1.0), Complex::new(2.0, 4.0)];
+        assert_eq!(
+            run(Builtin::Sum, &a, &b),
+            vec![Complex::new(4.0, 1.0), Complex::new(2.5, 3.0)]
+        );
+        // (1+2i)(3-i) = 5+5i; (0.5-i)(2+4i) = 5+0i.
+        assert_eq!(
+            run(Builtin::Prod, &a, &b),
+            vec![Complex::new(5.0, 5.0), Complex::new(5.0, 0.0)]
+        );
+        let f = [Complex::new(1.5f32, 0.0)];
+        assert_eq!(run(Builtin::Prod, &f, &f), vec![Complex::new(2.25f32, 0.0)]);
+        assert!(Op::<Complex<f64>>::builtin(Builtin::Max).check().is_err());
+        // Long enough for the vector path.
+        let n = 100;
+        let a: Vec<Complex<f64>> = (0..n).map(|i| Complex::new(i as f64, 1.0)).collect();
+        let got = run(Builtin::Prod, &a, &a);
+        for (i, z) in got.iter().enumerate() {
+            let x = i as f64;
+            assert_eq!(*z, Complex::new(x * x - 1.0, 2.0 * x), "{i}");
+        }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn long_double_operations() {
+        use super::super::LongDouble as L;
+        use num_complex::Complex;
+        let l = L::from_f64;
+        let v = |xs: Vec<L>| xs.into_iter().map(L::to_f64).collect::<Vec<_>>();
+        let a = [l(1.5), l(-2.0), l(0.0)];
+        let b = [l(2.0), l(3.0), l(7.0)];
+        assert_eq!(v(run(Builtin::Sum, &a, &b)), [3.5, 1.0, 7.0]);
+        assert_eq!(v(run(Builtin::Prod, &a, &b)), [3.0, -6.0, 0.0]);
+        assert_eq!(v(run(Builtin::Min, &a, &b)), [1.5, -2.0, 0.0]);
+        assert_eq!(v(run(Builtin::Max, &a, &b)), [2.0, 3.0, 7.0]);
+        assert_eq!(v(run(Builtin::Land, &a, &b)), [1.0, 1.0, 0.0]);
+        assert_eq!(v(run(Builtin::Lxor, &a, &b)), [0.0, 0.0, 1.0]);
+        // The sum is a long double's, not a double's: 2^60 + 1 survives.
+        let s = run(Builtin::Sum, &[l(2f64.powi(60))], &[l(1.0)]);
+        assert!(s[0] != l(2f64.powi(60)));
+        assert!(Op::<L>::builtin(Builtin::Band).check().is_err());
+        // Complex long double: (1+2i)(3-i) = 5+5i.
+        let c = |re, im| Complex::new(l(re), l(im));
+        let p = run(Builtin::Prod, &[c(1.0, 2.0)], &[c(3.0, -1.0)]);
+        assert_eq!((p[0].re.to_f64(), p[0].im.to_f64()), (5.0, 5.0));
+        let q = run(Builtin::Sum, &[c(1.0, 2.0)], &[c(3.0, -1.0)]);
+        assert_eq!((q[0].re.to_f64(), q[0].im.to_f64()), (4.0, 1.0));
+        let m = run(
+            Builtin::MinLoc,
+            &[LocInt::new(l(1.0), 4)],
+            &[LocInt::new(l(1.0), 2)],
+        );
+        assert_eq!(m[0].index, 2);
+        assert_eq!(std::mem::size_of::<LocInt<L>>(), 32);
     }
 
     #[test]
