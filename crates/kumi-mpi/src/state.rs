@@ -919,6 +919,19 @@ fn make_builtin(h: c_int) -> Option<Datatype> {
         let size = ((u >> 8) & 0xff) as usize;
         return Some(match h {
             MPI_2INT => Datatype::basic_runs(&[(0, 4), (4, 4)], 8),
+            // A complex number aligns as its parts (`double _Complex`: 8),
+            // which decides the padding of structures holding one.
+            MPI_C_FLOAT_COMPLEX
+            | MPI_C_DOUBLE_COMPLEX
+            | MPI_C_LONG_DOUBLE_COMPLEX
+            | MPI_CXX_FLOAT_COMPLEX
+            | MPI_CXX_DOUBLE_COMPLEX
+            | MPI_CXX_LONG_DOUBLE_COMPLEX
+            | MPI_COMPLEX
+            | MPI_DOUBLE_COMPLEX
+            | MPI_COMPLEX8
+            | MPI_COMPLEX16
+            | MPI_COMPLEX32 => Datatype::basic_aligned(size, (size / 2).min(16), u),
             _ => Datatype::basic(size, u),
         });
     }

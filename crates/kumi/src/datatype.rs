@@ -59,6 +59,26 @@ struct Layout {
     /// Basic elements per element, and their kind if there is only one kind.
     elements: usize,
     basic: Option<Basic>,
+    /// The alignment C gives the data (the largest of its basic parts'):
+    /// a structure's extent is rounded up to a multiple of it.
+    align: usize,
+}
+
+/// The alignment C gives a basic type of `size` bytes (x86-64, and every
+/// common 64-bit ABI): its size, for the power-of-two sizes up to 16.
+fn natural_align(size: usize) -> usize {
+    if size.is_power_of_two() {
+        size.min(16)
+    } else {
+        1
+    }
+}
+
+/// What a constructor passes on besides the typemap: the alignment
+/// ([`Layout::align`]), from its old type or as given.
+#[derive(Clone, Copy)]
+struct Shape {
+    align: usize,
 }
 
 fn overflow() -> Error {
@@ -80,18 +100,41 @@ fn neg(arg: &'static str, v: i64) -> Error {
 impl Datatype {
     /// A basic type of `size` bytes (`MPI_INT`, `MPI_DOUBLE`...). `tag` names it.
     pub fn basic(size: usize, tag: u32) -> Datatype {
+        Self::basic_aligned(size, natural_align(size), tag)
+    }
+
+    /// A basic type of `size` bytes that C aligns to `align` bytes (a
+    /// complex number: its part's alignment, `double _Complex` 8).
+    pub fn basic_aligned(size: usize, align: usize, tag: u32) -> Datatype {
         Self::from_runs(
             if size > 0 { vec![(0, size)] } else { vec![] },
             Some((0, size as isize)),
             1,
             Some(Basic { size, tag }),
+            Shape {
+                align: align.max(1),
+            },
         )
     }
 
     /// A basic pair type with holes, such as `MPI_DOUBLE_INT` (`{double; int}`):
     /// runs `(offset, size)` with the given extent.
+    /// Each run is one basic element; the pair aligns as its largest.
     pub fn basic_runs(runs: &[(isize, usize)], extent: isize) -> Datatype {
-        Self::from_runs(runs.to_vec(), Some((0, extent)), runs.len(), None)
+        let align = runs.iter().map(|r| natural_align(r.1)).max().unwrap_or(1);
+        Self::from_runs(
+            runs.to_vec(),
+            Some((0, extent)),
+            runs.len(),
+            None,
+            Shape { align },
+        )
+    }
+
+    fn shape(&self) -> Shape {
+        Shape {
+            align: self.inner.align,
+        }
     }
 
     fn from_runs(
@@ -99,6 +142,7 @@ impl Datatype {
         bounds: Option<(isize, isize)>,
         elements: usize,
         basic: Option<Basic>,
+        shape: Shape,
     ) -> Datatype {
         let mut merged: Vec<(isize, usize)> = Vec::with_capacity(runs.len());
         for (off, len) in runs {
@@ -124,6 +168,7 @@ impl Datatype {
                 true_ub,
                 elements,
                 basic,
+                align: shape.align,
             }),
         }
     }
@@ -216,7 +261,13 @@ impl Datatype {
         } else {
             Some((0, 0))
         });
-        Ok(Self::from_runs(runs, bounds, elements, self.inner.basic))
+        Ok(Self::from_runs(
+            runs,
+            bounds,
+            elements,
+            self.inner.basic,
+            self.shape(),
+        ))
     }
 
     /// `count` elements of `self`, one after the other.
@@ -255,7 +306,12 @@ impl Datatype {
     }
 
     /// A structure: `blocklens[i]` elements of `types[i]` at byte displacement
-    /// `displs[i]`.
+    /// `displs[i]`. As MPI says (and C lays out an array of structures), the
+    /// extent is rounded up to a multiple of the largest alignment of the
+    /// parts (`{double; int}`: 12 bytes of data, extent 16). Resized parts
+    /// count with their old type's alignment and are rounded around too, as
+    /// MPICH 4 does (MPI 3 dropped the explicit bound markers that stopped
+    /// the rounding).
     pub fn create_struct(
         blocklens: &[i64],
         displs: &[i64],
@@ -265,6 +321,7 @@ impl Datatype {
         let mut elements = 0usize;
         let mut basic: Option<Option<Basic>> = None;
         let (mut lo, mut hi) = (isize::MAX, isize::MIN);
+        let mut align = 1;
         for ((&b, &d), t) in blocklens.iter().zip(displs).zip(types) {
             if b < 0 {
                 return Err(neg("blocklength", b));
@@ -273,6 +330,7 @@ impl Datatype {
             runs.extend_from_slice(part.runs());
             elements += part.elements();
             if b > 0 {
+                align = align.max(t.inner.align);
                 lo = lo.min(part.lb());
                 hi = hi.max(part.lb() + part.extent());
                 basic = Some(match basic {
@@ -282,12 +340,20 @@ impl Datatype {
                 });
             }
         }
-        let bounds = if lo <= hi { (lo, hi) } else { (0, 0) };
+        let bounds = if lo > hi {
+            (0, 0)
+        } else {
+            // MPI's epsilon: the smallest increment that makes the extent a
+            // multiple of the alignment.
+            let a = align as isize;
+            (lo, lo + (hi - lo + a - 1) / a * a)
+        };
         Ok(Self::from_runs(
             runs,
             Some(bounds),
             elements,
             basic.flatten(),
+            Shape { align },
         ))
     }
 
@@ -298,6 +364,7 @@ impl Datatype {
             Some((lb, lb + extent)),
             self.elements(),
             self.inner.basic,
+            self.shape(),
         )
     }
 
@@ -357,6 +424,7 @@ impl Datatype {
             Some((self.lb(), self.lb() + stride)),
             t.elements(),
             self.inner.basic,
+            self.shape(),
         ))
     }
 
@@ -503,6 +571,7 @@ impl Datatype {
             Some((0, total as isize)),
             t.elements(),
             self.inner.basic,
+            self.shape(),
         ))
     }
 
@@ -671,10 +740,30 @@ mod tests {
         let d = Datatype::basic(8, 2);
         let s = Datatype::create_struct(&[1, 1], &[0, 8], &[d.clone(), int()]).unwrap();
         assert_eq!(s.size(), 12);
-        assert_eq!(s.extent(), 12);
-        let r = s.resized(0, 16);
-        assert_eq!(r.extent(), 16);
+        // C's `struct { double; int; }`: padded to the double's alignment.
+        assert_eq!(s.extent(), 16);
+        assert_eq!(s.true_extent(), 12);
+        let r = s.resized(0, 12);
+        assert_eq!(r.extent(), 12);
         assert_eq!(r.true_extent(), 12);
         assert_eq!(r.basic_element(), None);
+        // Around a resized part too (MPICH 4 does the same).
+        let t = Datatype::create_struct(&[1, 1], &[0, 12], &[r, Datatype::basic(1, 3)]).unwrap();
+        assert_eq!(t.extent(), 16);
+        // { char; short } is 4 bytes in C; { char c[3]; } is 3.
+        let ch = Datatype::basic(1, 3);
+        let cs = Datatype::create_struct(&[1, 1], &[0, 2], &[ch.clone(), Datatype::basic(2, 4)]);
+        assert_eq!(cs.unwrap().extent(), 4);
+        assert_eq!(
+            Datatype::create_struct(&[3], &[0], &[ch]).unwrap().extent(),
+            3
+        );
+        // A part that is itself a padded structure counts with its alignment.
+        let outer = Datatype::create_struct(&[1, 1], &[0, 16], &[s, int()]).unwrap();
+        assert_eq!(outer.extent(), 24);
+        // double _Complex aligns to 8, not 16; { char; double _Complex } is 24.
+        let z = Datatype::basic_aligned(16, 8, 5);
+        let cz = Datatype::create_struct(&[1, 1], &[0, 8], &[Datatype::basic(1, 3), z]);
+        assert_eq!(cz.unwrap().extent(), 24);
     }
 }

@@ -96,6 +96,43 @@ int main(int argc, char **argv) {
         CHECK(q3[i].pos[0] == left && q3[i].pos[1] == i && q3[i].id == 1000 * left + i &&
               q3[i].tag == 'a' + i);
 
+    /* Without the resize, the struct's extent is already C's sizeof: MPI
+     * rounds a structure's extent up to its parts' largest alignment, so
+     * an array of structures sent as count elements lands where C put
+     * them (an extent of 29 would shift every element after the first). */
+    OK(MPI_Type_commit(&st));
+    OK(MPI_Type_get_extent(st, &lb, &ext));
+    CHECK(lb == 0 && ext == sizeof(struct particle));
+    memset(q3, 0, sizeof q3);
+    OK(MPI_Sendrecv(p, 3, st, right, 9, q3, 3, st, left, 9, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+    for (int i = 0; i < 3; i++)
+        CHECK(q3[i].pos[0] == left && q3[i].pos[2] == -1.5 && q3[i].id == 1000 * left + i &&
+              q3[i].tag == 'a' + i);
+    {
+        /* The C layouts of a few more structures, by alignment of the
+         * largest part: {char; short} 4, {int; char} 8, {char c[3]} 3,
+         * {long double; char} 32, {double _Complex; char} 24 (8-aligned),
+         * and an int at 4 and a double at 8: lb 4, extent 16. */
+        struct { MPI_Datatype a, b; MPI_Aint da, db; int n; MPI_Aint lb, ext; } cs[] = {
+            {MPI_CHAR, MPI_SHORT, 0, 2, 2, 0, 4},
+            {MPI_INT, MPI_CHAR, 0, 4, 2, 0, 8},
+            {MPI_CHAR, MPI_CHAR, 0, 1, 2, 0, 2},
+            {MPI_LONG_DOUBLE, MPI_CHAR, 0, 16, 2, 0, 32},
+            {MPI_C_DOUBLE_COMPLEX, MPI_CHAR, 0, 16, 2, 0, 24},
+            {MPI_INT, MPI_DOUBLE, 4, 8, 2, 4, 16},
+            {MPI_DOUBLE_INT, MPI_CHAR, 0, 16, 2, 0, 24},
+        };
+        for (unsigned k = 0; k < sizeof cs / sizeof cs[0]; k++) {
+            int bl2[2] = {1, 1};
+            MPI_Aint d2[2] = {cs[k].da, cs[k].db};
+            MPI_Datatype t2[2] = {cs[k].a, cs[k].b}, s2;
+            OK(MPI_Type_create_struct(cs[k].n, bl2, d2, t2, &s2));
+            OK(MPI_Type_get_extent(s2, &lb, &ext));
+            CHECK(lb == cs[k].lb && ext == cs[k].ext);
+            OK(MPI_Type_free(&s2));
+        }
+    }
+
     /* subarray: the 2x3 interior block of a 4x5 array. */
     int sizes[2] = {4, 5}, subs[2] = {2, 3}, starts[2] = {1, 1};
     OK(MPI_Type_create_subarray(2, sizes, subs, starts, MPI_ORDER_C, MPI_INT, &sub));
