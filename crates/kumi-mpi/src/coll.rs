@@ -150,21 +150,38 @@ fn op_create(f: Option<UserOp>, commute: c_int, op: *mut c_int) -> R<()> {
 
 #[inline(never)]
 fn user_op<T: bytemuck::Pod>(op: c_int, dt: c_int) -> R<Op<T>> {
+    user_op_grouped(op, dt, 1, 0)
+}
+
+/// The program's operation `op` on elements of `dt` that are `group`
+/// consecutive `T`s each (1: a `T` is an element), whose data sits `lb`
+/// bytes into each (the pointers the program gets are shifted back by it,
+/// so its function finds the type's fields at their displacements).
+fn user_op_grouped<T: bytemuck::Pod>(op: c_int, dt: c_int, group: usize, lb: isize) -> R<Op<T>> {
     let Some(&(f, commute)) = st()?.ops.get(&op) else {
         return err(MPI_ERR_OP, format!("{op:#x} is not a reduction operation"));
     };
-    Ok(Op::user(commute, move |a: &[T], b: &mut [T]| {
-        let mut t = dt;
-        let (x, y) = (a.as_ptr() as *mut c_void, b.as_mut_ptr() as *mut c_void);
-        match f {
-            // SAFETY: `f` is the program's MPI_User_function; it reads `len`
-            // elements of `t` at the first pointer and updates those at the
-            // second.
-            UserOp::Int(f) => unsafe { f(x, y, &mut (a.len() as c_int), &mut t) },
-            // SAFETY: the same, for an MPI_User_function_c.
-            UserOp::Big(f) => unsafe { f(x, y, &mut (a.len() as i64), &mut t) },
-        }
-    }))
+    Ok(Op::user_grouped(
+        group,
+        commute,
+        move |a: &[T], b: &mut [T]| {
+            let mut t = dt;
+            let len = a.len() / group;
+            // Wrapping: with a positive lower bound the pointer is before the
+            // buffer, and only the program's accesses at its displacements (all
+            // at least `lb`) land inside it.
+            let x = (a.as_ptr() as *mut u8).wrapping_offset(-lb) as *mut c_void;
+            let y = (b.as_mut_ptr() as *mut u8).wrapping_offset(-lb) as *mut c_void;
+            match f {
+                // SAFETY: `f` is the program's MPI_User_function; it reads `len`
+                // elements of `t` at the first pointer and updates those at the
+                // second, which is what the two buffers hold.
+                UserOp::Int(f) => unsafe { f(x, y, &mut (len as c_int), &mut t) },
+                // SAFETY: the same, for an MPI_User_function_c.
+                UserOp::Big(f) => unsafe { f(x, y, &mut (len as i64), &mut t) },
+            }
+        },
+    ))
 }
 
 /// The built-in operations in the order of their MPICH handles
@@ -1056,27 +1073,168 @@ fn reduce_typed(
                 Some(d) => d,
                 None => st()?.dtype(dt)?,
             };
-            if !d.is_contiguous() {
-                return err(
-                    MPI_ERR_TYPE,
-                    format!("{name} with a non-contiguous datatype is not supported by kumi yet"),
-                );
-            }
-            macro_rules! blob {
-                ($($k:literal)*) => {
-                    match d.extent() as usize {
-                        $($k => {
-                            let o = user_op::<[u8; $k]>(op, dt)?;
-                            reduce_as::<[u8; $k]>(c, red, &o, send, recv, n)
-                        })*
-                        e => err(MPI_ERR_TYPE, format!(
-                            "{name} with a user operation on a type of extent {e} is not supported by kumi yet"
-                        )),
-                    }
+            reduce_derived(name, c, red, op, dt, &d, send, recv, n)
+        }
+    }
+}
+
+/// How many elements of a reduction's result this rank's `recv` gets
+/// (none: the buffer is not written).
+fn result_count(red: &Red, c: &Comm, n: usize) -> Option<usize> {
+    match red {
+        Red::All | Red::IAll | Red::Scan | Red::IScan | Red::Local => Some(n),
+        Red::Reduce(r) | Red::IReduce(r) => (c.rank() == *r).then_some(n),
+        Red::Exscan | Red::IExscan => (c.rank() != 0).then_some(n),
+        Red::Scatter(cs) | Red::IScatter(cs) => Some(cs[c.rank()]),
+    }
+}
+
+/// `red` with its counts in units `k` times smaller (its per-rank counts
+/// times `k`).
+fn scaled(red: &Red, k: usize) -> Red {
+    match red {
+        Red::Scatter(cs) => Red::Scatter(cs.iter().map(|&x| x * k).collect()),
+        Red::IScatter(cs) => Red::IScatter(cs.iter().map(|&x| x * k).collect()),
+        r => r.clone(),
+    }
+}
+
+/// Writes a staged result to the program's buffer.
+type WriteBack = Box<dyn FnOnce(&[u8])>;
+
+/// A reduction whose result sits in a staging buffer: written to the
+/// program's buffer (by `write`) once the reduction there completes.
+struct Staged {
+    inner: Box<dyn CollPending>,
+    stage: Vec<u8>,
+    write: WriteBack,
+}
+
+impl CollPending for Staged {
+    fn test(&mut self) -> kumi::Result<bool> {
+        self.inner.test()
+    }
+
+    fn finish(self: Box<Self>) -> R<()> {
+        let Staged {
+            inner,
+            stage,
+            write,
+        } = *self;
+        inner.finish()?;
+        write(&stage);
+        Ok(())
+    }
+}
+
+/// A reduction with the program's operation on a datatype with no Rust
+/// element type of its own (a derived type, or a predefined one not named
+/// above): each element as its memory image (its extent, zeros between the
+/// type's runs), reduced as bytes in whole images (`Op::user_grouped`) so
+/// that the program's function finds each field at its displacement, then
+/// only the type's bytes copied to `recv` (a gap between them may hold the
+/// program's data); without staging when the type covers its extent.
+#[allow(clippy::too_many_arguments)]
+fn reduce_derived(
+    name: &str,
+    c: &Comm,
+    red: &Red,
+    op: c_int,
+    dt: c_int,
+    d: &Datatype,
+    send: *const c_void,
+    recv: *mut c_void,
+    n: usize,
+) -> R<Option<Box<dyn CollPending>>> {
+    if builtin(op).is_some() {
+        // As MPICH: MPI defines the built-in operations on the predefined
+        // types (and their pairs) only.
+        return err(
+            MPI_ERR_OP,
+            format!("{name}: the built-in operation {op:#x} is not defined on datatype {dt:#x} (built-in operations take predefined types; a derived type needs an operation of the program's)"),
+        );
+    }
+    let local = matches!(red, Red::Local);
+    let writes = result_count(red, c, n);
+    let (lb, ext) = (d.lb(), d.extent());
+    if ext <= 0 || d.true_lb() < lb || d.true_lb() + d.true_extent() > lb + ext {
+        return err(
+            MPI_ERR_TYPE,
+            format!("{name} with a user operation on datatype {dt:#x}, whose data reaches outside its extent, is not supported by kumi yet"),
+        );
+    }
+    let e = ext as usize;
+    let o = user_op_grouped::<u8>(op, dt, e, lb)?;
+    if d.is_contiguous() {
+        // The elements are their images: reduce in place.
+        return reduce_as::<u8>(c, &scaled(red, e), &o, send, recv, n * e);
+    }
+    let runs = d.runs().to_vec();
+    let image = |p: *const c_void| {
+        let mut v = vec![0u8; n * e];
+        for i in 0..n {
+            for &(off, len) in &runs {
+                let at = i * e + (off - lb) as usize;
+                // SAFETY: the program passes `n` elements of `d` at `p`,
+                // so each run of each element is readable; `at + len` stays
+                // inside the image (the runs lie within the extent).
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        (p as *const u8).offset(i as isize * ext + off),
+                        v.as_mut_ptr().add(at),
+                        len,
+                    )
                 };
             }
-            blob!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32)
         }
+        v
+    };
+    let sb = image(send);
+    let mut rb = if local { image(recv) } else { vec![0u8; n * e] };
+    let rp = rb.as_mut_ptr() as *mut c_void;
+    let r = reduce_as::<u8>(
+        c,
+        &scaled(red, e),
+        &o,
+        sb.as_ptr() as *const c_void,
+        rp,
+        n * e,
+    )?;
+    let write = move |out: &[u8]| {
+        for i in 0..writes.unwrap_or(0) {
+            for &(off, len) in &runs {
+                // SAFETY: `recv` holds room for the result's elements of the
+                // type (the standard's contract): each run of each is writable.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        out.as_ptr().add(i * e + (off - lb) as usize),
+                        (recv as *mut u8).offset(i as isize * ext + off),
+                        len,
+                    )
+                };
+            }
+        }
+    };
+    Ok(staged(r, rb, write))
+}
+
+/// The result of a staged reduction: written now if it is complete (a
+/// blocking one), else when the pending one completes.
+fn staged(
+    r: Option<Box<dyn CollPending>>,
+    stage: Vec<u8>,
+    write: impl FnOnce(&[u8]) + 'static,
+) -> Option<Box<dyn CollPending>> {
+    match r {
+        None => {
+            write(&stage);
+            None
+        }
+        Some(inner) => Some(Box::new(Staged {
+            inner,
+            stage,
+            write: Box::new(write),
+        })),
     }
 }
 

@@ -5,9 +5,11 @@
  * double would round is exact), and the Fortran-named types used from C;
  * through MPI_Allreduce, MPI_Reduce, MPI_Scan, MPI_Exscan, MPI_Iallreduce
  * and MPI_Reduce_local, and the same types in one-sided accumulates
- * (MPI_Accumulate, MPI_Get_accumulate, MPI_Fetch_and_op). A combination the
- * standard does not define (MPI_MAX on a complex type, MPI_SUM on a pair) is
- * an MPI_ERR_OP error. */
+ * (MPI_Accumulate, MPI_Get_accumulate, MPI_Fetch_and_op); and derived
+ * types with the program's operations, of any extent, padded or with gaps
+ * (whose bytes in the receive buffer stay as they were). A combination the
+ * standard does not define (MPI_MAX on a complex type, MPI_SUM on a pair or
+ * on a derived type) is an MPI_ERR_OP error. */
 #include "kt.h"
 #include <complex.h>
 #include <stdbool.h>
@@ -86,6 +88,42 @@ static void best(int n, int k, int max, int *v, int *at) {
                       MPI_PROD, 0, MPI_COMM_WORLD));                              \
         if (r == 0) CHECK(z == wp);                                               \
     } while (0)
+
+/* The program's operations: the larger value (smaller index on ties) of
+ * a padded struct; a sum of 6-double blocks (48 bytes); 3x3 matrix
+ * products in rank order (72 bytes, not commutative); a sum over a type
+ * with gaps, touching only its data. */
+static void vi_max(void *in, void *inout, int *len, MPI_Datatype *dt) {
+    struct dbl_int *a = in, *b = inout;
+    (void)dt;
+    for (int k = 0; k < *len; k++)
+        if (a[k].v > b[k].v || (a[k].v == b[k].v && a[k].i < b[k].i)) b[k] = a[k];
+}
+static void six_sum(void *in, void *inout, int *len, MPI_Datatype *dt) {
+    double *a = in, *b = inout;
+    (void)dt;
+    for (int k = 0; k < 6 * *len; k++) b[k] += a[k];
+}
+static void mat3(void *in, void *inout, int *len, MPI_Datatype *dt) {
+    double *a = in, *b = inout;
+    (void)dt;
+    for (int k = 0; k < *len; k++, a += 9, b += 9) {
+        double c[9];
+        for (int i = 0; i < 3; i++)
+            for (int j = 0; j < 3; j++)
+                c[3 * i + j] = a[3 * i] * b[j] + a[3 * i + 1] * b[3 + j] + a[3 * i + 2] * b[6 + j];
+        memcpy(b, c, sizeof c);
+    }
+}
+static void gap_sum(void *in, void *inout, int *len, MPI_Datatype *dt) {
+    double *a = in, *b = inout;
+    (void)dt;
+    /* vector(2, 1, 2, MPI_DOUBLE): doubles 0 and 2 of every 3. */
+    for (int k = 0; k < *len; k++) {
+        b[3 * k] += a[3 * k];
+        b[3 * k + 2] += a[3 * k + 2];
+    }
+}
 
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
@@ -204,6 +242,95 @@ int main(int argc, char **argv) {
     CHECK(tickets == n * (n - 1) / 2);
     OK(MPI_Win_free(&win));
 
+    MPI_Datatype six, mat, gap, vit;
+    /* The program's operation on a padded struct (extent 16, 12 bytes of
+     * data), five elements, through Allreduce, Scan, Iallreduce and
+     * Reduce_scatter_block. */
+    int vbl[2] = {1, 1};
+    MPI_Aint vdp[2] = {offsetof(struct dbl_int, v), offsetof(struct dbl_int, i)};
+    MPI_Datatype vty[2] = {MPI_DOUBLE, MPI_INT};
+    OK(MPI_Type_create_struct(2, vbl, vdp, vty, &vit));
+    OK(MPI_Type_commit(&vit));
+    MPI_Op vop, sop, mop, gop;
+    OK(MPI_Op_create(vi_max, 1, &vop));
+    struct dbl_int vs[5], vr[5];
+    for (int k = 0; k < 5; k++) { vs[k].v = pv(r, k); vs[k].i = r; }
+    OK(MPI_Allreduce(vs, vr, 5, vit, vop, MPI_COMM_WORLD));
+    for (int k = 0; k < 5; k++) {
+        int v, at; best(n, k, 1, &v, &at);
+        CHECK(vr[k].v == v && vr[k].i == at);
+    }
+    OK(MPI_Scan(vs, vr, 5, vit, vop, MPI_COMM_WORLD));
+    for (int k = 0; k < 5; k++) {
+        int v, at; best(r + 1, k, 1, &v, &at);
+        CHECK(vr[k].v == v && vr[k].i == at);
+    }
+    OK(MPI_Iallreduce(vs, vr, 5, vit, vop, MPI_COMM_WORLD, &req));
+    OK(MPI_Wait(&req, MPI_STATUS_IGNORE));
+    { int v, at; best(n, 4, 1, &v, &at); CHECK(vr[4].v == v && vr[4].i == at); }
+    struct dbl_int *bs = malloc(2 * n * sizeof *bs), br[2];
+    for (int k = 0; k < 2 * n; k++) { bs[k].v = pv(r, k); bs[k].i = r; }
+    OK(MPI_Reduce_scatter_block(bs, br, 2, vit, vop, MPI_COMM_WORLD));
+    for (int k = 0; k < 2; k++) {
+        int v, at; best(n, 2 * r + k, 1, &v, &at);
+        CHECK(br[k].v == v && br[k].i == at);
+    }
+    free(bs);
+
+    /* 48-byte elements, enough of them for the long algorithms. */
+    enum { NB = 1000 };
+    OK(MPI_Type_contiguous(6, MPI_DOUBLE, &six));
+    OK(MPI_Type_commit(&six));
+    OK(MPI_Op_create(six_sum, 1, &sop));
+    double *bx = malloc(NB * 6 * sizeof *bx), *by = malloc(NB * 6 * sizeof *by);
+    for (int k = 0; k < NB * 6; k++) bx[k] = r + k % 7;
+    OK(MPI_Allreduce(bx, by, NB, six, sop, MPI_COMM_WORLD));
+    for (int k = 0; k < NB * 6; k++) CHECK(by[k] == n * (n - 1) / 2 + n * (k % 7));
+    OK(MPI_Allreduce(MPI_IN_PLACE, bx, NB, six, sop, MPI_COMM_WORLD));
+    CHECK(bx[6 * NB - 1] == by[6 * NB - 1]);
+    free(bx);
+    free(by);
+
+    /* Not commutative, 72 bytes: each rank's matrix is upper triangular
+     * with ones on the diagonal (small integers: the product is exact),
+     * combined in rank order; checked against the serial product. */
+    OK(MPI_Type_contiguous(9, MPI_DOUBLE, &mat));
+    OK(MPI_Type_commit(&mat));
+    OK(MPI_Op_create(mat3, 0, &mop));
+    double mm[9] = {1, r + 1, r % 3, 0, 1, 2 - r, 0, 0, 1}, mp[9], want[9];
+    int dummy = 1;
+    for (int q = 0; q < n; q++) {
+        double m2[9] = {1, q + 1, q % 3, 0, 1, 2 - q, 0, 0, 1};
+        if (q == 0) {
+            memcpy(want, m2, sizeof want);
+        } else {
+            mat3(want, m2, &dummy, &mat); /* m2 = want x m2: in before inout */
+            memcpy(want, m2, sizeof want);
+        }
+    }
+    OK(MPI_Allreduce(mm, mp, 1, mat, mop, MPI_COMM_WORLD));
+    for (int k = 0; k < 9; k++) CHECK(mp[k] == want[k]);
+
+    /* Gaps: vector(2, 1, 2) of doubles, extent 24 with 8 bytes of the
+     * program's between; three elements; the gaps of the result stay. */
+    OK(MPI_Type_vector(2, 1, 2, MPI_DOUBLE, &gap));
+    OK(MPI_Type_commit(&gap));
+    OK(MPI_Op_create(gap_sum, 1, &gop));
+    double gs[9], gr[9];
+    for (int k = 0; k < 9; k++) { gs[k] = r * 10 + k; gr[k] = 555; }
+    OK(MPI_Allreduce(gs, gr, 3, gap, gop, MPI_COMM_WORLD));
+    for (int k = 0; k < 9; k++)
+        CHECK(gr[k] == (k % 3 == 1 ? 555 : (double)(10 * n * (n - 1) / 2 + n * k)));
+    for (int k = 0; k < 9; k++) gr[k] = k % 3 == 1 ? 555 : 1;
+    OK(MPI_Reduce_local(gs, gr, 3, gap, gop));
+    for (int k = 0; k < 9; k++) CHECK(gr[k] == (k % 3 == 1 ? 555 : r * 10 + k + 1));
+    OK(MPI_Op_free(&vop));
+    OK(MPI_Op_free(&sop));
+    OK(MPI_Op_free(&mop));
+    OK(MPI_Op_free(&gop));
+    MPI_Datatype frees[4] = {six, mat, gap, vit};
+    for (int k = 0; k < 4; k++) OK(MPI_Type_free(&frees[k]));
+
     /* What the standard does not define is an error of class MPI_ERR_OP. */
     OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
     double _Complex c = 1.0, cm;
@@ -216,6 +343,14 @@ int main(int argc, char **argv) {
     rc = MPI_Allreduce(&big, &sum, 1, MPI_LONG_DOUBLE, MPI_BAND, MPI_COMM_WORLD);
     MPI_Error_class(rc, &cls);
     CHECK(rc != MPI_SUCCESS && cls == MPI_ERR_OP);
+    MPI_Datatype col;
+    OK(MPI_Type_vector(2, 1, 3, MPI_DOUBLE, &col));
+    OK(MPI_Type_commit(&col));
+    double cv[4] = {1, 2, 3, 4}, cw[4];
+    rc = MPI_Allreduce(cv, cw, 1, col, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Error_class(rc, &cls);
+    CHECK(rc != MPI_SUCCESS && cls == MPI_ERR_OP);
+    OK(MPI_Type_free(&col));
     OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL));
 
     /* Still in step after the refusals. */

@@ -824,7 +824,7 @@ impl Comm {
         root: usize,
         at: &'static Location<'static>,
     ) -> Result<()> {
-        op.check()?;
+        op.check_for(work.len())?;
         if self.size() == 1 {
             return Ok(());
         }
@@ -906,13 +906,15 @@ impl Comm {
         op: &Op<T>,
         at: &'static Location<'static>,
     ) -> Result<()> {
-        op.check()?;
+        op.check_for(buf.len())?;
         if self.size() == 1 {
             return Ok(());
         }
         let n = std::mem::size_of_val(buf);
         let info = self.info(Call::Collective, -2, -2, at);
-        let elem = std::mem::size_of::<T>().max(1);
+        // What may not be split: one element, or one group of a grouped
+        // operation (`Op::user_grouped`).
+        let elem = op.unit_bytes();
         let bytes = as_bytes_mut(buf);
         let done = self.shm_whole(at, false, |e, g| {
             let f = |a: &[u8], b: &mut [u8]| {
@@ -941,8 +943,8 @@ impl Comm {
         }
         let hosts = self.host_groups(at)?;
         let (cfg, wire) = self.wire()?;
-        let elem = std::mem::size_of::<T>().max(1);
-        let (sched, offsets) = self.allreduce_plan(&cfg, hosts, buf.len(), elem, op.commutative);
+        let count = buf.len() / op.group();
+        let (sched, offsets) = self.allreduce_plan(&cfg, hosts, count, elem, op.commutative);
         self.run(
             sched,
             wire,
@@ -957,7 +959,7 @@ impl Comm {
     /// Starts an allreduce of `buf` (taken over; returned by `wait`).
     #[track_caller]
     pub fn iallreduce<T: Pod>(&self, buf: Vec<T>, op: &Op<T>) -> Result<CollRequest<T>> {
-        op.check()?;
+        op.check_for(buf.len())?;
         let at = Location::caller();
         let n = std::mem::size_of_val(buf.as_slice());
         let p = self.shm_whole(at, true, |e, g| {
@@ -971,8 +973,8 @@ impl Comm {
         }
         let hosts = self.host_groups(at)?;
         let (cfg, wire) = self.wire()?;
-        let elem = std::mem::size_of::<T>().max(1);
-        let (sched, offsets) = self.allreduce_plan(&cfg, hosts, buf.len(), elem, op.commutative);
+        let (count, elem) = (buf.len() / op.group(), op.unit_bytes());
+        let (sched, offsets) = self.allreduce_plan(&cfg, hosts, count, elem, op.commutative);
         let data = AlignedBuf::from_bytes(as_bytes(&buf));
         Ok(self.start(Active::Sched(Run::owning(
             sched,
@@ -996,7 +998,7 @@ impl Comm {
     /// combination at the root and an empty vector elsewhere.
     #[track_caller]
     pub fn ireduce<T: Pod>(&self, buf: Vec<T>, op: &Op<T>, root: usize) -> Result<CollRequest<T>> {
-        op.check()?;
+        op.check_for(buf.len())?;
         self.check_root(root)?;
         let (p, me) = (self.size(), self.rank());
         let n = std::mem::size_of_val(buf.as_slice());
@@ -1255,7 +1257,7 @@ impl Comm {
     /// `wait` returns the combination of ranks 0..=rank.
     #[track_caller]
     pub fn iscan<T: Pod>(&self, buf: Vec<T>, op: &Op<T>) -> Result<CollRequest<T>> {
-        op.check()?;
+        op.check_for(buf.len())?;
         let n = std::mem::size_of_val(buf.as_slice());
         let sched = sc::scan_linear(&self.group(), self.rank(), false);
         let work = AlignedBuf::from_bytes(as_bytes(&buf));
@@ -1267,7 +1269,7 @@ impl Comm {
     /// leaves it).
     #[track_caller]
     pub fn iexscan<T: Pod>(&self, buf: Vec<T>, op: &Op<T>) -> Result<CollRequest<T>> {
-        op.check()?;
+        op.check_for(buf.len())?;
         let me = self.rank();
         let n = std::mem::size_of_val(buf.as_slice());
         let mut work = AlignedBuf::zeroed(2 * n);
@@ -1295,6 +1297,9 @@ impl Comm {
         op: &Op<T>,
     ) -> Result<CollRequest<T>> {
         op.check()?;
+        for &c in counts {
+            op.check_for(c)?;
+        }
         self.check_counts(counts)?;
         let (p, me) = (self.size(), self.rank());
         let total: usize = counts.iter().sum();
@@ -1443,6 +1448,9 @@ impl Comm {
     ) -> Result<()> {
         let at = Location::caller();
         op.check()?;
+        for &c in counts {
+            op.check_for(c)?;
+        }
         let (p, me) = (self.size(), self.rank());
         if counts.len() != p {
             return Err(bad(
@@ -1569,7 +1577,7 @@ impl Comm {
         exclusive: bool,
         at: &'static Location<'static>,
     ) -> Result<()> {
-        op.check()?;
+        op.check_for(buf.len())?;
         let (p, me) = (self.size(), self.rank());
         if p == 1 {
             return Ok(());

@@ -450,6 +450,9 @@ pub struct Op<T> {
     pub(crate) commutative: bool,
     /// Why this operation cannot be used on `T` (checked by every collective).
     invalid: Option<String>,
+    /// How many `T`s make one element the operation combines (see
+    /// [`Op::user_grouped`]); 1 for every other operation.
+    group: usize,
 }
 
 impl<T> std::fmt::Debug for Op<T> {
@@ -476,10 +479,41 @@ impl<T: Pod> Op<T> {
     /// # let _ = matmul;
     /// ```
     pub fn user(commutative: bool, f: impl Fn(&[T], &mut [T]) + Send + Sync + 'static) -> Op<T> {
+        Self::user_grouped(1, commutative, f)
+    }
+
+    /// A user-defined operation on elements of `group` consecutive `T`s
+    /// (a C struct, a small vector), whose size is known only at run time:
+    /// `f` always gets whole groups (slices whose length is a multiple of
+    /// `group`), and the collectives never split one between ranks or
+    /// chunks. Every buffer (and count) of a collective with it must hold
+    /// whole groups. This is how the MPI ABI runs a program's operation on
+    /// a datatype of any extent, as bytes (`T = u8`).
+    ///
+    /// ```
+    /// // Elements of 3 bytes: each group is summed as one 24-bit number.
+    /// let op = kumi::Op::<u8>::user_grouped(3, true, |a, b| {
+    ///     for (x, y) in a.chunks_exact(3).zip(b.chunks_exact_mut(3)) {
+    ///         let v = |c: &[u8]| u32::from_le_bytes([c[0], c[1], c[2], 0]);
+    ///         let s = (v(x) + v(y)).to_le_bytes();
+    ///         y.copy_from_slice(&s[..3]);
+    ///     }
+    /// });
+    /// let mut acc = [0xff, 0, 0];
+    /// op.apply(&[1, 0, 0], &mut acc).unwrap();
+    /// assert_eq!(acc, [0, 1, 0]);
+    /// assert!(op.apply(&[1, 0], &mut [0, 0]).is_err());
+    /// ```
+    pub fn user_grouped(
+        group: usize,
+        commutative: bool,
+        f: impl Fn(&[T], &mut [T]) + Send + Sync + 'static,
+    ) -> Op<T> {
         Op {
             f: Func::User(Arc::new(f)),
             commutative,
-            invalid: None,
+            invalid: (group == 0).then(|| "an operation on groups of at least one element".into()),
+            group: group.max(1),
         }
     }
 
@@ -494,10 +528,43 @@ impl<T: Pod> Op<T> {
         }
     }
 
+    /// [`Op::check`] for a buffer of `len` elements: whole groups.
+    pub(crate) fn check_for(&self, len: usize) -> Result<()> {
+        self.check()?;
+        if !len.is_multiple_of(self.group) {
+            return Err(Error::InvalidArgument {
+                arg: "count",
+                value: len as i64,
+                allowed: format!(
+                    "a multiple of the operation's group of {} elements",
+                    self.group
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// Bytes of one indivisible element: what a collective may not split.
+    pub(crate) fn unit_bytes(&self) -> usize {
+        self.group * std::mem::size_of::<T>().max(1)
+    }
+
+    /// Elements per indivisible element (1 but for [`Op::user_grouped`]).
+    pub(crate) fn group(&self) -> usize {
+        self.group
+    }
+
     /// Applies the operation: `inout[i] = in[i] ⊕ inout[i]` (for serial
     /// evaluations; collectives do this themselves).
     pub fn apply(&self, input: &[T], inout: &mut [T]) -> Result<()> {
-        self.check()?;
+        self.check_for(input.len())?;
+        if input.len() != inout.len() {
+            return Err(Error::InvalidArgument {
+                arg: "inout",
+                value: inout.len() as i64,
+                allowed: format!("the length of input ({})", input.len()),
+            });
+        }
         self.f.call(input, inout);
         Ok(())
     }
@@ -532,6 +599,7 @@ impl<T: Elem> Op<T> {
             f: Func::Builtin(builtin_fn::<T>(op)),
             commutative: true,
             invalid,
+            group: 1,
         }
     }
     /// Sum.
