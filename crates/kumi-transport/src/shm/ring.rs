@@ -154,6 +154,15 @@ pub(crate) unsafe trait RingMem {
     /// Copies `src` to data offset `off`. Only the producer calls it, on bytes the
     /// consumer has released and not yet been told about.
     fn write(&self, off: usize, src: &[u8]);
+    /// Writes a record's body at data offset `off` (64-aligned): its
+    /// `[payload_len][header_len]` word, header and payload, in that order
+    /// (everything but the stamp). Only the producer calls it, as `write`.
+    #[inline]
+    fn write_record(&self, off: usize, len_word: u64, header: &[u8], payload: &[u8]) {
+        self.write(off + LEN_AT, &len_word.to_le_bytes());
+        self.write(off + HEADER_AT, header);
+        self.write(off + HEADER_AT + header.len(), payload);
+    }
     /// Copies `dst.len()` bytes from data offset `off`. Only the consumer calls
     /// it, on bytes of a record whose stamp it has acquired.
     fn read(&self, off: usize, dst: &mut [u8]);
@@ -280,12 +289,8 @@ impl<M: RingMem> Producer<M> {
         self.blocked_need = 0;
         let start = self.head + pad;
         let roff = (start & (self.cap - 1)) as usize;
-        let mut len_word = [0u8; 8];
-        len_word[..4].copy_from_slice(&(payload.len() as u32).to_le_bytes());
-        len_word[4..].copy_from_slice(&(H as u32).to_le_bytes());
-        self.mem.write(roff + LEN_AT, &len_word);
-        self.mem.write(roff + HEADER_AT, header);
-        self.mem.write(roff + HEADER_AT + H, payload);
+        let len_word = payload.len() as u64 | (H as u64) << 32;
+        self.mem.write_record(roff, len_word, header, payload);
         let next = start + size;
         self.terminate(next);
         // Release: the length, header, payload and terminator written above are
@@ -595,10 +600,14 @@ unsafe impl RingMem for RawMem {
     }
     #[inline]
     fn stamp(&self, off: usize) -> &AtomicU64 {
-        assert!(off & 7 == 0 && off + 8 <= self.cap);
-        // SAFETY: in bounds and 8-aligned (base is 64-aligned); every access to a
-        // stamp word is atomic, and the producer's plain copies never cover a word
-        // the consumer may be polling (module doc).
+        // Every caller passes a masked, 8-aligned offset; masking again
+        // (two instructions, no branch) keeps even a wrong one in bounds.
+        debug_assert!(off & 7 == 0 && off + 8 <= self.cap);
+        let off = off & (self.cap - 1) & !7;
+        // SAFETY: in bounds (`cap` is a power of two, so the mask keeps `off
+        // + 8 <= cap`) and 8-aligned (base is 64-aligned); every access to a
+        // stamp word is atomic, and the producer's plain copies never cover a
+        // word the consumer may be polling (module doc).
         unsafe { &*self.data().add(off).cast::<AtomicU64>() }
     }
     #[inline]
@@ -612,6 +621,27 @@ unsafe impl RingMem for RawMem {
         // SAFETY: first word of the producer's control line, aligned, only ever
         // accessed atomically.
         unsafe { &*self.base.add(RECORD_ALIGN).cast::<AtomicU32>() }
+    }
+    #[inline]
+    fn write_record(&self, off: usize, len_word: u64, header: &[u8], payload: &[u8]) {
+        // One check for the whole body (the record never straddles the end).
+        let end = off + HEADER_AT + header.len() + payload.len();
+        assert!(off & 7 == 0 && end <= self.cap);
+        // SAFETY: `off..end` is inside the data (checked above) and is ring
+        // space the consumer has released, so nobody reads it concurrently;
+        // the length word is 8-aligned (`off` is; the data base is
+        // 64-aligned); the header and payload are the caller's buffers, which
+        // cannot overlap the ring.
+        unsafe {
+            let at = self.data().add(off);
+            at.add(LEN_AT).cast::<u64>().write(len_word.to_le());
+            crate::copy_bytes(header.as_ptr(), at.add(HEADER_AT), header.len());
+            crate::copy_bytes(
+                payload.as_ptr(),
+                at.add(HEADER_AT + header.len()),
+                payload.len(),
+            );
+        }
     }
     #[inline]
     fn write(&self, off: usize, src: &[u8]) {
