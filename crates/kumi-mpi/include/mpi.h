@@ -314,6 +314,7 @@ extern int *const MPI_WEIGHTS_EMPTY;
 #define MPI_ERR_SESSION     75
 #define MPI_ERR_PROC_ABORTED 76
 #define MPI_ERR_VALUE_TOO_LARGE 77
+#define MPI_ERR_ERRHANDLER  80
 #define MPI_ERR_LASTCODE    0x3fffffff
 
 /* ---- callback types ------------------------------------------------------ */

@@ -745,6 +745,140 @@ fn nb_reduction(
 /// each `MPI_Start` then calls `begin`, which starts the nonblocking twin
 /// through its own entry point (so argument errors are reported at the start,
 /// by that function's name), and takes the run it registered.
+/// How many entries each array argument of a persistent collective has,
+/// by its name: the group's size for the regular collectives (only at the
+/// root of a rooted one, where only the root reads them; none on the send
+/// side of an `MPI_IN_PLACE` one, which ignores them), the in- and
+/// out-degree for the neighbourhood ones.
+pub(crate) struct ArrayLens {
+    /// Entries of a send-side array (`sendcounts`, `sdispls`, `sendtypes`).
+    send: Option<usize>,
+    /// Entries of a receive-side array (`recvcounts`, `displs`...).
+    recv: Option<usize>,
+}
+
+impl ArrayLens {
+    /// `args`: the collective's arguments by name, as [`Keep::as_word`]s.
+    pub(crate) fn new(name: &str, comm: c_int, args: &[(&str, Option<i64>)]) -> R<ArrayLens> {
+        let arg = |n: &str| args.iter().find(|a| a.0 == n).and_then(|a| a.1);
+        let root = arg("root").map(|r| r as c_int);
+        let in_place = arg("sendbuf") == Some(IN_PLACE as i64);
+        let mut s = st()?;
+        if name.contains("Neighbor") {
+            let (_, nb) = crate::comm::neighbors(&mut s, comm)?;
+            return Ok(ArrayLens {
+                send: (!in_place).then_some(nb.outdegree()),
+                recv: Some(nb.indegree()),
+            });
+        }
+        let c = s.intra(comm)?;
+        let (size, me) = (c.size(), c.rank() as c_int);
+        // Gatherv reads its receive arrays, Scatterv its send arrays, only
+        // at the root.
+        let at_root = root.is_none_or(|r| r == me);
+        Ok(ArrayLens {
+            send: ((at_root || !name.contains("Scatterv")) && !in_place).then_some(size),
+            recv: (at_root || !name.contains("Gatherv")).then_some(size),
+        })
+    }
+
+    fn of(&self, arg: &str) -> Option<usize> {
+        if arg.starts_with("send") || arg.starts_with("sdispl") {
+            self.send
+        } else {
+            self.recv
+        }
+    }
+}
+
+/// A persistent collective's argument as kept until each start: scalars
+/// and buffers as given, arrays copied.
+pub(crate) trait Keep: Sized {
+    type Kept: 'static;
+    fn keep(self, arg: &str, lens: &ArrayLens) -> R<Self::Kept>;
+    fn view(k: &Self::Kept) -> Self;
+    /// The value as a word, if it is an integer or an address (`root`,
+    /// `sendbuf`), to decide which arrays are read.
+    fn as_word(&self) -> Option<i64> {
+        None
+    }
+}
+
+macro_rules! keep_as_is {
+    ($($t:ty),*) => {$(
+        impl Keep for $t {
+            type Kept = $t;
+            fn keep(self, _: &str, _: &ArrayLens) -> R<$t> {
+                Ok(self)
+            }
+            fn view(k: &$t) -> $t {
+                *k
+            }
+        }
+    )*};
+}
+keep_as_is!(i64, *mut c_void);
+
+impl Keep for *const c_void {
+    type Kept = *const c_void;
+    fn keep(self, _: &str, _: &ArrayLens) -> R<*const c_void> {
+        Ok(self)
+    }
+    fn view(k: &*const c_void) -> *const c_void {
+        *k
+    }
+    fn as_word(&self) -> Option<i64> {
+        Some(*self as i64)
+    }
+}
+
+impl Keep for c_int {
+    type Kept = c_int;
+    fn keep(self, _: &str, _: &ArrayLens) -> R<c_int> {
+        Ok(self)
+    }
+    fn view(k: &c_int) -> c_int {
+        *k
+    }
+    fn as_word(&self) -> Option<i64> {
+        Some(i64::from(*self))
+    }
+}
+
+/// A copied array (null stays null; an array the call does not read at
+/// this rank stays the program's pointer, never read).
+pub(crate) enum KeptArray<T> {
+    Copy(Vec<T>),
+    Raw(*const T),
+}
+
+macro_rules! keep_array {
+    ($($t:ty),*) => {$(
+        impl Keep for *const $t {
+            type Kept = KeptArray<$t>;
+            fn keep(self, arg: &str, lens: &ArrayLens) -> R<KeptArray<$t>> {
+                match lens.of(arg) {
+                    Some(n) if !self.is_null() => {
+                        // SAFETY: the standard makes the argument an array
+                        // of `n` entries at this rank (the group's size, or
+                        // the neighbourhood's degree).
+                        let v = unsafe { std::slice::from_raw_parts(self, n) }.to_vec();
+                        Ok(KeptArray::Copy(v))
+                    }
+                    _ => Ok(KeptArray::Raw(self)),
+                }
+            }
+            fn view(k: &KeptArray<$t>) -> *const $t {
+                match k {
+                    KeptArray::Copy(v) => v.as_ptr(),
+                    KeptArray::Raw(p) => *p,
+                }
+            }
+        }
+    )*};
+}
+keep_array!(c_int, i64, isize);
+
 fn persistent_coll(
     comm: c_int,
     info: c_int,
@@ -1411,8 +1545,7 @@ mpi_persistent_colls! {
 }
 
 // The large-count persistent collectives: each start runs the nonblocking
-// large-count twin (which converts the counts afresh: the program keeps its
-// arrays unchanged until it frees the request, as for the int forms).
+// large-count twin (which converts the copied counts afresh).
 mpi_persistent_colls! {
     MPI_Bcast_init_c / PMPI_Bcast_init_c => PMPI_Ibcast_c(buffer: *mut c_void, count: i64, datatype: c_int, root: c_int, comm: c_int) on comm
     MPI_Reduce_init_c / PMPI_Reduce_init_c => PMPI_Ireduce_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: i64, datatype: c_int, op: c_int, root: c_int, comm: c_int) on comm
@@ -1975,7 +2108,9 @@ mpi! {
 
     fn MPI_Op_commutative / PMPI_Op_commutative(op: c_int, commute: *mut c_int) {
         let c = match op {
-            MPI_MAX..=MPI_REPLACE => true,
+            MPI_MAX..=MPI_MAXLOC => true,
+            // Neither replacing nor doing nothing is commutative.
+            MPI_REPLACE | MPI_NO_OP => false,
             h => match st()?.ops.get(&h) {
                 Some(&(_, c)) => c,
                 None => return err(MPI_ERR_OP, format!("{h:#x} is not an operation")),

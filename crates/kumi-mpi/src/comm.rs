@@ -188,10 +188,14 @@ static IO_V: AtomicI32 = AtomicI32::new(MPI_ANY_SOURCE);
 static WTIME_GLOBAL_V: AtomicI32 = AtomicI32::new(0);
 static UNIVERSE_V: AtomicI32 = AtomicI32::new(1);
 static APPNUM_V: AtomicI32 = AtomicI32::new(0);
-static LASTCODE_V: AtomicI32 = AtomicI32::new(LAST_PREDEFINED_CLASS);
+/// `MPI_LASTUSEDCODE`: the standard makes it at least `MPI_ERR_LASTCODE`,
+/// so the program's classes and codes come after that (as MPICH's, whose
+/// dynamic codes have bit 30 set).
+static LASTCODE_V: AtomicI32 = AtomicI32::new(MPI_ERR_LASTCODE);
 
-/// The last of MPICH's predefined error classes (0 is `MPI_SUCCESS`).
-const LAST_PREDEFINED_CLASS: c_int = 78;
+/// The last of MPICH's predefined error classes (0 is `MPI_SUCCESS`;
+/// `MPI_ERR_ERRHANDLER`, MPI 4.1's, is 80).
+const LAST_PREDEFINED_CLASS: c_int = 80;
 
 /// Adds an error class (`of` is `None`) or a code of class `of`; returns its
 /// number, the next after every code in use, which `MPI_LASTUSEDCODE` then
@@ -206,10 +210,9 @@ fn add_error(of: Option<c_int>) -> R<c_int> {
     }
     // Relaxed: the value is only read back through this state's thread (the
     // attribute query), which the state's borrow already orders.
-    let n = LASTCODE_V.load(Ordering::Relaxed) + 1;
-    if n >= MPI_ERR_LASTCODE {
+    let Some(n) = LASTCODE_V.load(Ordering::Relaxed).checked_add(1) else {
         return err(MPI_ERR_OTHER, "no error codes are left");
-    }
+    };
     s.user_errors.insert(n, (of.unwrap_or(n), String::new()));
     LASTCODE_V.store(n, Ordering::Relaxed);
     Ok(n)
@@ -656,6 +659,7 @@ fn comm_idup(comm: c_int, newcomm: *mut c_int, request: *mut c_int) -> R<()> {
     let (h, r) = {
         let mut s = st()?;
         let h = s.comms.reserve();
+        s.idup_errh.insert(h, errh);
         let pending = Idup {
             idup,
             made: None,
@@ -707,8 +711,11 @@ impl crate::state::CollPending for Idup {
             Some(c) => Ok(c),
             None => self.idup.wait(),
         };
+        // An error handler set on the handle meanwhile wins.
+        let set = s.idup_errh.remove(&self.handle);
         match (made, self.entry.take()) {
             (Ok(comm), Some((errh, cart, graph, attrs))) => {
+                let errh = set.unwrap_or(errh);
                 s.comms.fill(
                     self.handle,
                     CommEntry {
@@ -814,6 +821,11 @@ fn neighbor_ranks(p: *const c_int, n: c_int, size: usize, what: &str) -> R<Vec<u
         })
         .collect()
 }
+
+/// The info key of MPI 4's hardware-guided communicator splits.
+const HW_RESOURCE: &str = "mpi_hw_resource_type";
+/// Its one standard value: a group of processes sharing memory (a host).
+const SHARED_MEMORY: &str = "mpi_shared_memory";
 
 /// An info argument: `MPI_INFO_NULL` or a live info object.
 pub(crate) fn check_info(s: &mut State, h: c_int) -> R<()> {
@@ -922,25 +934,50 @@ mpi! {
         new_comm(comm, n, None, newcomm)
     }
 
-    fn MPI_Comm_split_type / PMPI_Comm_split_type(comm: c_int, split_type: c_int, key: c_int, _info: c_int, newcomm: *mut c_int) {
-        let (c, addr) = {
+    // The hardware levels kumi knows are the host (MPI's resource type
+    // "mpi_shared_memory") and the whole job: MPI_COMM_TYPE_SHARED and the
+    // MPI 4 guided split with that resource type split by host; an
+    // unguided split does too when that makes the group smaller, and says
+    // so in the info; anything else gives MPI_COMM_NULL, as the standard
+    // asks of a level the implementation does not know.
+    fn MPI_Comm_split_type / PMPI_Comm_split_type(comm: c_int, split_type: c_int, key: c_int, info: c_int, newcomm: *mut c_int) {
+        let (c, addr, resource) = {
             let mut s = st()?;
-            (s.intra(comm)?, s.universe.data_address().map(|a| a.ip()))
+            check_info(&mut s, info)?;
+            let resource = s.infos.get(&info).and_then(|kv| {
+                kv.iter().find(|(k, _)| k == HW_RESOURCE).map(|(_, v)| v.clone())
+            });
+            (s.intra(comm)?, s.universe.data_address().map(|a| a.ip()), resource)
+        };
+        // A host is its name plus the address its ranks are reached at
+        // (test hosts made of network namespaces share a name).
+        let host = || {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            kumi::hostname().hash(&mut h);
+            addr.hash(&mut h);
+            Some((h.finish() & 0x7fff_ffff) as u32)
         };
         let color = match split_type {
             MPI_UNDEFINED => None,
-            MPI_COMM_TYPE_SHARED => {
-                // A host is its name plus the address its ranks are reached at
-                // (test hosts made of network namespaces share a name).
-                use std::hash::{Hash, Hasher};
-                let mut h = std::collections::hash_map::DefaultHasher::new();
-                kumi::hostname().hash(&mut h);
-                addr.hash(&mut h);
-                Some((h.finish() & 0x7fff_ffff) as u32)
-            }
-            t => return err(MPI_ERR_ARG, format!("split type {t} is not supported by kumi yet (MPI_COMM_TYPE_SHARED is)")),
+            MPI_COMM_TYPE_SHARED | MPI_COMM_TYPE_HW_UNGUIDED => host(),
+            MPI_COMM_TYPE_HW_GUIDED if resource.as_deref() == Some(SHARED_MEMORY) => host(),
+            MPI_COMM_TYPE_HW_GUIDED => None,
+            t => return err(MPI_ERR_ARG, format!("split type {t} is not one of MPI_COMM_TYPE_SHARED, MPI_COMM_TYPE_HW_GUIDED, MPI_COMM_TYPE_HW_UNGUIDED, MPI_UNDEFINED")),
         };
-        let n = c.split(color, key)?;
+        let mut n = c.split(color, key)?;
+        if split_type == MPI_COMM_TYPE_HW_UNGUIDED {
+            // Only a strictly smaller group counts (the same on every rank:
+            // when one host holds the whole group, every rank sees it).
+            if n.as_ref().is_some_and(|h| h.size() == c.size()) {
+                n = None;
+            } else if n.is_some() {
+                if let Some(kv) = st()?.infos.get_mut(&info) {
+                    kv.retain(|(k, _)| k != HW_RESOURCE);
+                    kv.push((HW_RESOURCE.into(), SHARED_MEMORY.into()));
+                }
+            }
+        }
         new_comm(comm, n, None, newcomm)
     }
 
@@ -1226,6 +1263,11 @@ mpi! {
         if !known {
             return err(MPI_ERR_ARG, format!("{errhandler:#x} is not an error handler"));
         }
+        if let Some(e) = s.idup_errh.get_mut(&comm) {
+            // A communicator of an MPI_Comm_idup still in progress.
+            *e = errhandler;
+            return Ok(());
+        }
         s.comm_entry(comm)?.errh = errhandler;
         Ok(())
     }
@@ -1276,6 +1318,9 @@ mpi! {
 
     fn MPI_Errhandler_free / PMPI_Errhandler_free(errhandler: *mut c_int) {
         let h = read(errhandler, "errhandler")?;
+        if h == MPI_ERRHANDLER_NULL {
+            return err(MPI_ERR_ERRHANDLER, "the error handler is MPI_ERRHANDLER_NULL");
+        }
         let mut s = st()?;
         s.errhs.remove(&h);
         s.file_errhs.remove(&h);

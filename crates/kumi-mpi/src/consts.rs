@@ -46,6 +46,7 @@ pub const MPI_ERR_READ_ONLY: c_int = 40;
 pub const MPI_ERR_UNSUPPORTED_DATAREP: c_int = 43;
 pub const MPI_ERR_UNSUPPORTED_OPERATION: c_int = 44;
 pub const MPI_ERR_KEYVAL: c_int = 48;
+pub const MPI_ERR_ERRHANDLER: c_int = 80;
 pub const MPI_ERR_LASTCODE: c_int = 0x3fffffff;
 
 pub const MPI_COMM_NULL: c_int = 0x04000000;
@@ -96,6 +97,8 @@ pub const MPI_THREAD_FUNNELED: c_int = 1;
 pub const MPI_THREAD_SERIALIZED: c_int = 2;
 pub const MPI_THREAD_MULTIPLE: c_int = 3;
 pub const MPI_COMM_TYPE_SHARED: c_int = 1;
+pub const MPI_COMM_TYPE_HW_GUIDED: c_int = 2;
+pub const MPI_COMM_TYPE_HW_UNGUIDED: c_int = 3;
 pub const MPI_ORDER_C: c_int = 56;
 pub const MPI_ORDER_FORTRAN: c_int = 57;
 pub const MPI_DISTRIBUTE_BLOCK: c_int = 121;
@@ -133,6 +136,7 @@ pub const MPI_BXOR: c_int = 0x5800000a;
 pub const MPI_MINLOC: c_int = 0x5800000b;
 pub const MPI_MAXLOC: c_int = 0x5800000c;
 pub const MPI_REPLACE: c_int = 0x5800000d;
+pub const MPI_NO_OP: c_int = 0x5800000e;
 
 pub const MPI_CHAR: c_int = 0x4c000101;
 pub const MPI_SIGNED_CHAR: c_int = 0x4c000118;

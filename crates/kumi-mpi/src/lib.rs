@@ -287,6 +287,7 @@ const CLASSES: &[(c_int, &str, &str)] = &[
     (75, "MPI_ERR_SESSION", "invalid session"),
     (76, "MPI_ERR_PROC_ABORTED", "a process aborted"),
     (77, "MPI_ERR_VALUE_TOO_LARGE", "value too large"),
+    (80, "MPI_ERR_ERRHANDLER", "invalid error handler"),
 ];
 
 fn class_entry(class: c_int) -> Option<&'static (c_int, &'static str, &'static str)> {

@@ -79,11 +79,20 @@ macro_rules! mpi_persistent_colls {
     ($( $mpi:ident / $pmpi:ident => $start:ident ( $($a:ident : $t:ty),* $(,)? ) on $comm:ident )*) => {
         mpi! {$(
             fn $mpi / $pmpi ($($a: $t,)* info: c_int, request: *mut c_int) {
+                // The count, displacement and type arrays are copied now
+                // (buffers are not): MPICH reads them at creation, and
+                // programs (mpi4py) free them after it.
+                let lens = crate::coll::ArrayLens::new(
+                    stringify!($mpi),
+                    $comm,
+                    &[$((stringify!($a), crate::coll::Keep::as_word(&$a))),*],
+                )?;
+                $(let $a = crate::coll::Keep::keep($a, stringify!($a), &lens)?;)*
                 persistent_coll($comm, info, request, move |r| {
-                    // SAFETY: the arguments given at creation, which the
-                    // standard makes the program keep valid (and unchanged)
-                    // until it frees the request.
-                    unsafe { $start($($a,)* r) }
+                    // SAFETY: the arguments given at creation (the arrays
+                    // copied), whose buffers the standard makes the program
+                    // keep valid until it frees the request.
+                    unsafe { $start($(crate::coll::Keep::view(&$a),)* r) }
                 })
             }
         )*}

@@ -415,6 +415,10 @@ pub(crate) struct State {
     /// Attributes on datatypes (`MPI_Type_set_attr`), by type handle.
     pub type_attrs: HashMap<c_int, HashMap<c_int, *mut c_void>>,
     pub errhs: HashMap<c_int, ErrFn>,
+    /// The error handler of each communicator an `MPI_Comm_idup` has not
+    /// completed yet (its handle exists, its entry not): MPICH lets a
+    /// program set it at once (mpi4py does), and it applies on completion.
+    pub idup_errh: HashMap<c_int, c_int>,
     /// Error handlers made by `MPI_File_create_errhandler`.
     pub file_errhs: HashMap<c_int, FileErrFn>,
     /// Open files by index (their `MPI_File` handles encode it; see
@@ -676,6 +680,7 @@ impl State {
             keyvals: HashMap::new(),
             type_attrs: HashMap::new(),
             errhs: HashMap::new(),
+            idup_errh: HashMap::new(),
             file_errhs: HashMap::new(),
             files: HashMap::new(),
             wins: HashMap::new(),

@@ -770,7 +770,10 @@ mpi! {
     }
 
     fn MPI_Type_get_name / PMPI_Type_get_name(datatype: c_int, type_name: *mut c_char, resultlen: *mut c_int) {
-        let n = st()?.types.get(&datatype).map(|e| e.1.clone()).unwrap_or_default();
+        let set = st()?.types.get(&datatype).map(|e| e.1.clone()).filter(|n| !n.is_empty());
+        let n = set.unwrap_or_else(|| {
+            PREDEFINED_NAMES.iter().find(|p| p.0 == datatype).map_or(String::new(), |p| p.1.to_string())
+        });
         out_str(type_name, MPI_MAX_OBJECT_NAME, resultlen, &n)
     }
 
@@ -892,3 +895,75 @@ pub extern "C" fn PMPI_Aint_diff(addr1: isize, addr2: isize) -> isize {
 pub extern "C" fn MPI_Aint_diff(addr1: isize, addr2: isize) -> isize {
     PMPI_Aint_diff(addr1, addr2)
 }
+
+/// The names of the predefined datatypes (`MPI_Type_get_name` of one the
+/// program has not renamed), by handle; an alias (`MPI_C_COMPLEX`) has its
+/// first name.
+const PREDEFINED_NAMES: &[(c_int, &str)] = &[
+    (0x0c000000, "MPI_DATATYPE_NULL"),
+    (0x4c000246u32 as c_int, "MPIX_C_FLOAT16"),
+    (0x4c000101u32 as c_int, "MPI_CHAR"),
+    (0x4c000118u32 as c_int, "MPI_SIGNED_CHAR"),
+    (0x4c000102u32 as c_int, "MPI_UNSIGNED_CHAR"),
+    (0x4c00010du32 as c_int, "MPI_BYTE"),
+    (0x4c00040eu32 as c_int, "MPI_WCHAR"),
+    (0x4c000203u32 as c_int, "MPI_SHORT"),
+    (0x4c000204u32 as c_int, "MPI_UNSIGNED_SHORT"),
+    (0x4c000405u32 as c_int, "MPI_INT"),
+    (0x4c000406u32 as c_int, "MPI_UNSIGNED"),
+    (0x4c000807u32 as c_int, "MPI_LONG"),
+    (0x4c000808u32 as c_int, "MPI_UNSIGNED_LONG"),
+    (0x4c000809u32 as c_int, "MPI_LONG_LONG_INT"),
+    (0x4c000819u32 as c_int, "MPI_UNSIGNED_LONG_LONG"),
+    (0x4c00040au32 as c_int, "MPI_FLOAT"),
+    (0x4c00080bu32 as c_int, "MPI_DOUBLE"),
+    (0x4c00100cu32 as c_int, "MPI_LONG_DOUBLE"),
+    (0x4c00010fu32 as c_int, "MPI_PACKED"),
+    (0x4c000010u32 as c_int, "MPI_LB"),
+    (0x4c000011u32 as c_int, "MPI_UB"),
+    (0x4c00013fu32 as c_int, "MPI_C_BOOL"),
+    (0x4c000137u32 as c_int, "MPI_INT8_T"),
+    (0x4c000238u32 as c_int, "MPI_INT16_T"),
+    (0x4c000439u32 as c_int, "MPI_INT32_T"),
+    (0x4c00083au32 as c_int, "MPI_INT64_T"),
+    (0x4c00013bu32 as c_int, "MPI_UINT8_T"),
+    (0x4c00023cu32 as c_int, "MPI_UINT16_T"),
+    (0x4c00043du32 as c_int, "MPI_UINT32_T"),
+    (0x4c00083eu32 as c_int, "MPI_UINT64_T"),
+    (0x4c000840u32 as c_int, "MPI_C_FLOAT_COMPLEX"),
+    (0x4c001041u32 as c_int, "MPI_C_DOUBLE_COMPLEX"),
+    (0x4c002042u32 as c_int, "MPI_C_LONG_DOUBLE_COMPLEX"),
+    (0x4c000843u32 as c_int, "MPI_AINT"),
+    (0x4c000844u32 as c_int, "MPI_OFFSET"),
+    (0x4c000845u32 as c_int, "MPI_COUNT"),
+    (0x4c000133u32 as c_int, "MPI_CXX_BOOL"),
+    (0x4c000834u32 as c_int, "MPI_CXX_FLOAT_COMPLEX"),
+    (0x4c001035u32 as c_int, "MPI_CXX_DOUBLE_COMPLEX"),
+    (0x4c002036u32 as c_int, "MPI_CXX_LONG_DOUBLE_COMPLEX"),
+    (0x8c000000u32 as c_int, "MPI_FLOAT_INT"),
+    (0x8c000001u32 as c_int, "MPI_DOUBLE_INT"),
+    (0x8c000002u32 as c_int, "MPI_LONG_INT"),
+    (0x8c000003u32 as c_int, "MPI_SHORT_INT"),
+    (0x4c000816u32 as c_int, "MPI_2INT"),
+    (0x8c000004u32 as c_int, "MPI_LONG_DOUBLE_INT"),
+    (0x4c00081eu32 as c_int, "MPI_COMPLEX"),
+    (0x4c001022u32 as c_int, "MPI_DOUBLE_COMPLEX"),
+    (0x4c00041du32 as c_int, "MPI_LOGICAL"),
+    (0x4c00041cu32 as c_int, "MPI_REAL"),
+    (0x4c00081fu32 as c_int, "MPI_DOUBLE_PRECISION"),
+    (0x4c00041bu32 as c_int, "MPI_INTEGER"),
+    (0x4c000820u32 as c_int, "MPI_2INTEGER"),
+    (0x4c000821u32 as c_int, "MPI_2REAL"),
+    (0x4c001023u32 as c_int, "MPI_2DOUBLE_PRECISION"),
+    (0x4c00011au32 as c_int, "MPI_CHARACTER"),
+    (0x4c000427u32 as c_int, "MPI_REAL4"),
+    (0x4c000829u32 as c_int, "MPI_REAL8"),
+    (0x4c00102bu32 as c_int, "MPI_REAL16"),
+    (0x4c000828u32 as c_int, "MPI_COMPLEX8"),
+    (0x4c00102au32 as c_int, "MPI_COMPLEX16"),
+    (0x4c00202cu32 as c_int, "MPI_COMPLEX32"),
+    (0x4c00012du32 as c_int, "MPI_INTEGER1"),
+    (0x4c00022fu32 as c_int, "MPI_INTEGER2"),
+    (0x4c000430u32 as c_int, "MPI_INTEGER4"),
+    (0x4c000831u32 as c_int, "MPI_INTEGER8"),
+];

@@ -38,7 +38,6 @@ const MPI_WIN_FLAVOR_SHARED: c_int = 4;
 const MPI_WIN_UNIFIED: c_int = 2;
 const MPI_LOCK_EXCLUSIVE: c_int = 234;
 const MPI_LOCK_SHARED: c_int = 235;
-const MPI_NO_OP: c_int = 0x5800_000e;
 const MPI_ERR_WIN: c_int = 45;
 const MPI_ERR_RMA_SYNC: c_int = 50;
 const MPI_ERR_LOCKTYPE: c_int = 47;
@@ -256,6 +255,10 @@ fn put_op(
     h: c_int,
 ) -> R<()> {
     let w = win(h)?;
+    if rank == MPI_PROC_NULL {
+        // The standard: an access to MPI_PROC_NULL does nothing.
+        return Ok(());
+    }
     let (data, _) = origin_bytes(o, on, odt)?;
     let (r, ext) = target_extents(&w, rank, disp, tn, tdt)?;
     for_extents(data.len(), &ext, |off, b| w.put(r, off, &data[b]))
@@ -273,6 +276,9 @@ fn get_op(
     h: c_int,
 ) -> R<()> {
     let w = win(h)?;
+    if rank == MPI_PROC_NULL {
+        return Ok(());
+    }
     let d = st()?.dtype(odt)?;
     let n = crate::state::count(on)?;
     let (r, ext) = target_extents(&w, rank, disp, tn, tdt)?;
@@ -389,6 +395,10 @@ fn accumulate_op(
     h: c_int,
 ) -> R<()> {
     let w = win(h)?;
+    if rank == MPI_PROC_NULL {
+        // Nothing happens, and nothing is fetched.
+        return Ok(());
+    }
     if padded_pair(tdt) || padded_pair(odt) {
         return accumulate_pairs(&w, o, on, odt, result, rank, disp, tn, tdt, op);
     }
@@ -732,6 +742,9 @@ mpi! {
 
     fn MPI_Compare_and_swap / PMPI_Compare_and_swap(origin_addr: *const c_void, compare_addr: *const c_void, result_addr: *mut c_void, datatype: c_int, target_rank: c_int, target_disp: isize, win_h: c_int) {
         let w = win(win_h)?;
+        if target_rank == MPI_PROC_NULL {
+            return Ok(());
+        }
         let (data, d) = origin_bytes(origin_addr, 1, datatype)?;
         let (cmp, _) = origin_bytes(compare_addr, 1, datatype)?;
         let (r, ext) = target_extents(&w, target_rank, target_disp, 1, datatype)?;

@@ -241,17 +241,30 @@ impl Datatype {
         let mut runs = Vec::new();
         let mut elements = 0usize;
         let (mut lo, mut hi) = (isize::MAX, isize::MIN);
+        // A type whose one run fills its extent makes a block of any length
+        // one run: no walk over its elements (MPI_Type_contiguous(2^31 - 1,
+        // MPI_BYTE) is one run, not two billion).
+        let dense = self.dense_offset();
         for (base, blocklen) in offsets {
-            for i in 0..blocklen {
-                let shift = base
-                    .checked_add((i as isize).checked_mul(ext).ok_or_else(overflow)?)
-                    .ok_or_else(overflow)?;
-                for &(o, l) in self.runs() {
-                    runs.push((o + shift, l));
-                }
-                lo = lo.min(shift + self.lb());
-                hi = hi.max(shift + self.lb() + ext);
+            if blocklen == 0 {
+                continue;
             }
+            let span = (blocklen as isize).checked_mul(ext).ok_or_else(overflow)?;
+            let last = base.checked_add(span - ext).ok_or_else(overflow)?;
+            if let Some(o) = dense {
+                let len = usize::try_from(span).map_err(|_| overflow())?;
+                runs.push((base.checked_add(o).ok_or_else(overflow)?, len));
+            } else {
+                for i in 0..blocklen {
+                    let shift = base + i as isize * ext;
+                    for &(o, l) in self.runs() {
+                        runs.push((o + shift, l));
+                    }
+                }
+            }
+            // With a negative extent the last element is the lowest.
+            lo = lo.min(base.min(last) + self.lb());
+            hi = hi.max(base.max(last) + self.lb() + ext);
             elements = elements
                 .checked_add(blocklen.checked_mul(self.elements()).ok_or_else(overflow)?)
                 .ok_or_else(overflow)?;

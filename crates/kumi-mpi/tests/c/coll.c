@@ -85,6 +85,8 @@ int main(int argc, char **argv) {
     int commute;
     OK(MPI_Op_commutative(op, &commute));
     CHECK(commute == 1);
+    OK(MPI_Op_commutative(MPI_REPLACE, &commute));
+    OK(MPI_Op_commutative(MPI_NO_OP, &commute));
     MPI_Datatype pt;
     OK(MPI_Type_contiguous(2, MPI_INT, &pt));
     OK(MPI_Type_commit(&pt));

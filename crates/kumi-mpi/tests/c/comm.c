@@ -38,6 +38,9 @@ static void idup_checks(void) {
         OK(MPI_Comm_idup(MPI_COMM_WORLD, &d[0], &rq[0]));
     }
     OK(MPI_Comm_idup_with_info(half, MPI_INFO_NULL, &d[1], &rq[1]));
+    /* An error handler set before the duplicate completes applies to it
+     * (MPICH allows it; mpi4py does it on every Idup). */
+    OK(MPI_Comm_set_errhandler(d[1], MPI_ERRORS_RETURN));
     OK(MPI_Comm_idup(MPI_COMM_WORLD, &d[2], &rq[2]));
     if (r % 2) {
         int done = 0;
@@ -47,6 +50,9 @@ static void idup_checks(void) {
         OK(MPI_Waitall(3, rq, MPI_STATUSES_IGNORE));
     }
     int cmp, sum, flag, *got;
+    MPI_Errhandler eh;
+    OK(MPI_Comm_get_errhandler(d[1], &eh));
+    CHECK(eh == MPI_ERRORS_RETURN);
     OK(MPI_Comm_compare(MPI_COMM_WORLD, d[0], &cmp));
     CHECK(cmp == MPI_CONGRUENT);
     OK(MPI_Comm_compare(half, d[1], &cmp));
@@ -303,6 +309,44 @@ int main(int argc, char **argv) {
     OK(MPI_Comm_rank(self, &x));
     CHECK(x == 0);
     OK(MPI_Comm_free(&self));
+    /* MPI 4's hardware splits: guided by "mpi_shared_memory" is a split by
+     * host; an unknown or missing resource type gives MPI_COMM_NULL; the
+     * unguided split gives a host's group when that is smaller than the
+     * whole (several hosts), naming the level in the info, else
+     * MPI_COMM_NULL. */
+    {
+        MPI_Info hw;
+        MPI_Comm g, sh;
+        int gs, ss, hn, hf, whole;
+        char val[64];
+        OK(MPI_Info_create(&hw));
+        OK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_HW_GUIDED, 0, hw, &g));
+        CHECK(g == MPI_COMM_NULL);
+        OK(MPI_Info_set(hw, "mpi_hw_resource_type", "mpi_shared_memory"));
+        OK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_HW_GUIDED, 0, hw, &g));
+        OK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &sh));
+        OK(MPI_Comm_size(g, &gs));
+        OK(MPI_Comm_size(sh, &ss));
+        CHECK(gs == ss);
+        OK(MPI_Comm_free(&g));
+        OK(MPI_Info_free(&hw));
+        OK(MPI_Info_create(&hw));
+        OK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_HW_UNGUIDED, r, hw, &g));
+        whole = ss == n;
+        if (whole) {
+            CHECK(g == MPI_COMM_NULL);
+        } else {
+            OK(MPI_Comm_size(g, &gs));
+            CHECK(g != MPI_COMM_NULL && gs == ss);
+            OK(MPI_Info_get_valuelen(hw, "mpi_hw_resource_type", &hn, &hf));
+            CHECK(hf);
+            OK(MPI_Info_get_string(hw, "mpi_hw_resource_type", &(int){64}, val, &hf));
+            CHECK(hf && strcmp(val, "mpi_shared_memory") == 0);
+            OK(MPI_Comm_free(&g));
+        }
+        OK(MPI_Info_free(&hw));
+        OK(MPI_Comm_free(&sh));
+    }
     kt_pass("comm");
     MPI_Finalize();
     return 0;

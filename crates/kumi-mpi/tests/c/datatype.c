@@ -133,6 +133,18 @@ int main(int argc, char **argv) {
         }
     }
 
+    /* Predefined types are named as the standard spells them. */
+    {
+        char nm[MPI_MAX_OBJECT_NAME];
+        int nl;
+        OK(MPI_Type_get_name(MPI_DOUBLE, nm, &nl));
+        CHECK(strcmp(nm, "MPI_DOUBLE") == 0 && nl == 10);
+        OK(MPI_Type_get_name(MPI_DOUBLE_INT, nm, &nl));
+        CHECK(strcmp(nm, "MPI_DOUBLE_INT") == 0);
+        OK(MPI_Type_get_name(MPI_DATATYPE_NULL, nm, &nl));
+        CHECK(strcmp(nm, "MPI_DATATYPE_NULL") == 0);
+    }
+
     /* subarray: the 2x3 interior block of a 4x5 array. */
     int sizes[2] = {4, 5}, subs[2] = {2, 3}, starts[2] = {1, 1};
     OK(MPI_Type_create_subarray(2, sizes, subs, starts, MPI_ORDER_C, MPI_INT, &sub));

@@ -109,6 +109,15 @@ int main(int argc, char **argv) {
     CHECK(len == 0); /* no string set: empty */
     OK(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_LASTUSEDCODE, &lastused, &flag));
     CHECK(flag && *lastused >= mycode2 && *lastused >= mycode);
+    /* The standard: MPI_LASTUSEDCODE is at least MPI_ERR_LASTCODE, so added
+     * classes and codes come after it. */
+    CHECK(*lastused >= MPI_ERR_LASTCODE && myclass > MPI_ERR_LASTCODE);
+    {
+        MPI_Errhandler none = MPI_ERRHANDLER_NULL;
+        int erc = MPI_Errhandler_free(&none), ecls;
+        MPI_Error_class(erc, &ecls);
+        CHECK(erc != MPI_SUCCESS);
+    }
     MPI_Comm_call_errhandler(d, mycode);
     CHECK(called == 3 && last_code == mycode);
     /* A nonblocking receive's error goes to its own communicator's

@@ -93,6 +93,27 @@ int main(int argc, char **argv) {
     CHECK(cls == MPI_ERR_INFO);
     OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL));
 
+    /* The count and displacement arrays are read at creation: the program
+     * may reuse them at once (mpi4py frees its copies; MPICH reads them
+     * then too). */
+    {
+        int *cnt = malloc(n * sizeof *cnt), *dsp = malloc(n * sizeof *dsp);
+        int *gv = malloc(n * sizeof *gv), me = 10 + kt_rank();
+        for (int i = 0; i < n; i++) { cnt[i] = 1; dsp[i] = n - 1 - i; }
+        MPI_Request gr;
+        OK(MPI_Allgatherv_init(&me, 1, MPI_INT, gv, cnt, dsp, MPI_INT, MPI_COMM_WORLD,
+                               MPI_INFO_NULL, &gr));
+        for (int i = 0; i < n; i++) { cnt[i] = -77; dsp[i] = 1 << 30; }
+        free(cnt);
+        free(dsp);
+        for (int rep = 0; rep < 2; rep++) {
+            OK(MPI_Start(&gr));
+            OK(MPI_Wait(&gr, MPI_STATUS_IGNORE));
+            for (int i = 0; i < n; i++) CHECK(gv[n - 1 - i] == 10 + i);
+        }
+        OK(MPI_Request_free(&gr));
+        free(gv);
+    }
     for (int i = 0; i < 3; i++) {
         OK(MPI_Request_free(&q[i]));
         OK(MPI_Request_free(&p3[i]));

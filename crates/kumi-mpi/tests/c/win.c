@@ -418,6 +418,23 @@ int main(int argc, char **argv) {
     world_windows();
     dynamic_window();
 
+    /* Accesses to MPI_PROC_NULL do nothing (and fetch nothing). */
+    {
+        int *wb, v = 5, old = -3;
+        MPI_Win pw;
+        OK(MPI_Win_allocate(sizeof(int), sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD, &wb, &pw));
+        *wb = 42;
+        OK(MPI_Win_fence(0, pw));
+        OK(MPI_Put(&v, 1, MPI_INT, MPI_PROC_NULL, 0, 1, MPI_INT, pw));
+        OK(MPI_Get(&v, 1, MPI_INT, MPI_PROC_NULL, 0, 1, MPI_INT, pw));
+        OK(MPI_Accumulate(&v, 1, MPI_INT, MPI_PROC_NULL, 0, 1, MPI_INT, MPI_SUM, pw));
+        OK(MPI_Fetch_and_op(&v, &old, MPI_INT, MPI_PROC_NULL, 0, MPI_SUM, pw));
+        OK(MPI_Compare_and_swap(&v, &v, &old, MPI_INT, MPI_PROC_NULL, 0, pw));
+        OK(MPI_Win_fence(0, pw));
+        CHECK(*wb == 42 && v == 5 && old == -3);
+        OK(MPI_Win_free(&pw));
+    }
+
     /* Across hosts there is no shared memory: refused, on every rank. */
     int wn;
     MPI_Comm_size(MPI_COMM_WORLD, &wn);
