@@ -697,7 +697,12 @@ impl State {
     /// A fresh index for a program-created handle.
     pub fn fresh(&mut self, base: c_int) -> c_int {
         self.next += 1;
-        base | (self.next & 0x03ff_ffff)
+        // Added to the base's index bits, not or-ed with them: `NEW_TYPE`
+        // starts at index 0x100 (below it are the predefined pair types),
+        // and or-ing made index 0x045 and 0x145 the same handle, so the
+        // 257th datatype overwrote the first one's entry.
+        let (kind, first) = (base & !INDEX_BITS, base & INDEX_BITS);
+        kind | (first + self.next) & INDEX_BITS
     }
 
     #[inline(always)]

@@ -133,6 +133,22 @@ int main(int argc, char **argv) {
         }
     }
 
+    /* Many datatypes alive at once keep their own handles: the 257th
+     * handle used to be the first's again (type_collision_after_256). */
+    {
+        enum { NT = 600 };
+        MPI_Datatype *many = malloc(NT * sizeof *many);
+        for (int i = 0; i < NT; i++) OK(MPI_Type_contiguous(i + 1, MPI_CHAR, &many[i]));
+        for (int i = 0; i < NT; i++) {
+            int sz;
+            OK(MPI_Type_size(many[i], &sz));
+            CHECK(sz == i + 1);
+            for (int j = 0; j < i; j += 97) CHECK(many[j] != many[i]);
+        }
+        for (int i = 0; i < NT; i++) OK(MPI_Type_free(&many[i]));
+        free(many);
+    }
+
     /* Predefined types are named as the standard spells them. */
     {
         char nm[MPI_MAX_OBJECT_NAME];
