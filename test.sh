@@ -18,6 +18,13 @@ command -v mpicc.mpich >/dev/null || { apt-get update -qq && apt-get install -y 
 # `kumi bench lu` is tested with both DGEMMs: faer (built in) and OpenBLAS.
 [ -e /usr/lib/x86_64-linux-gnu/libopenblas.so.0 ] || { apt-get update -qq && apt-get install -y -qq libopenblas0-serial >/dev/null; }
 target/py/bin/python -c 'import mpi4py, numpy' 2>/dev/null || { python3 -m venv target/py && target/py/bin/pip install -q mpi4py numpy; }
+# mpi4py's own test suite (from its source release, the wheel's version)
+# runs on kumi's library too.
+v=$(target/py/bin/python -c 'import mpi4py; print(mpi4py.__version__)')
+[ -f "target/py/mpi4py-$v/test/main.py" ] || {
+    target/py/bin/pip download -q --no-binary :all: --no-deps "mpi4py==$v" -d target/py/sdist &&
+        tar xzf "target/py/sdist/mpi4py-$v.tar.gz" -C target/py
+}
 
 echo "== cargo fmt --check"
 cargo fmt --all --check
