@@ -102,36 +102,27 @@ impl LongDouble {
     fn arith(self, other: LongDouble, op: Arith) -> LongDouble {
         let mut out = LongDouble::default();
         let (a, b, o) = (self.0.as_ptr(), other.0.as_ptr(), out.0.as_mut_ptr());
+        // One template per operation: the x87 instruction is part of it.
+        macro_rules! x87 {
+            ($insn:literal) => {
+                asm!(
+                    "fld tbyte ptr [{a}]", "fld tbyte ptr [{b}]",
+                    concat!($insn, " st(1), st"), "fstp tbyte ptr [{o}]",
+                    a = in(reg) a, b = in(reg) b, o = in(reg) o,
+                    out("st(0)") _, out("st(1)") _, options(nostack),
+                )
+            };
+        }
         // SAFETY: reads 10 bytes at `a` and `b`, writes 10 at `o`, all inside
         // live 16-byte values; two values are pushed, the operation pops one
         // and `fstp` the other, so the x87 stack ends empty; its registers
         // are declared clobbered.
         unsafe {
             match op {
-                Arith::Add => asm!(
-                    "fld tbyte ptr [{a}]", "fld tbyte ptr [{b}]", "faddp st(1), st",
-                    "fstp tbyte ptr [{o}]",
-                    a = in(reg) a, b = in(reg) b, o = in(reg) o,
-                    out("st(0)") _, out("st(1)") _, options(nostack),
-                ),
-                Arith::Sub => asm!(
-                    "fld tbyte ptr [{a}]", "fld tbyte ptr [{b}]", "fsubp st(1), st",
-                    "fstp tbyte ptr [{o}]",
-                    a = in(reg) a, b = in(reg) b, o = in(reg) o,
-                    out("st(0)") _, out("st(1)") _, options(nostack),
-                ),
-                Arith::Mul => asm!(
-                    "fld tbyte ptr [{a}]", "fld tbyte ptr [{b}]", "fmulp st(1), st",
-                    "fstp tbyte ptr [{o}]",
-                    a = in(reg) a, b = in(reg) b, o = in(reg) o,
-                    out("st(0)") _, out("st(1)") _, options(nostack),
-                ),
-                Arith::Div => asm!(
-                    "fld tbyte ptr [{a}]", "fld tbyte ptr [{b}]", "fdivp st(1), st",
-                    "fstp tbyte ptr [{o}]",
-                    a = in(reg) a, b = in(reg) b, o = in(reg) o,
-                    out("st(0)") _, out("st(1)") _, options(nostack),
-                ),
+                Arith::Add => x87!("faddp"),
+                Arith::Sub => x87!("fsubp"),
+                Arith::Mul => x87!("fmulp"),
+                Arith::Div => x87!("fdivp"),
             }
         }
         out
