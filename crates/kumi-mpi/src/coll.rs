@@ -804,8 +804,10 @@ pub(crate) trait Keep: Sized {
     }
 }
 
+/// Scalars and buffers are kept as given; `word` says which of them count
+/// for [`Keep::as_word`] (`root`, `sendbuf`).
 macro_rules! keep_as_is {
-    ($($t:ty),*) => {$(
+    ($($t:ty => $word:expr),*) => {$(
         impl Keep for $t {
             type Kept = $t;
             fn keep(self, _: &str, _: &ArrayLens) -> R<$t> {
@@ -814,36 +816,19 @@ macro_rules! keep_as_is {
             fn view(k: &$t) -> $t {
                 *k
             }
+            fn as_word(&self) -> Option<i64> {
+                let word: fn($t) -> Option<i64> = $word;
+                word(*self)
+            }
         }
     )*};
 }
-keep_as_is!(i64, *mut c_void);
-
-impl Keep for *const c_void {
-    type Kept = *const c_void;
-    fn keep(self, _: &str, _: &ArrayLens) -> R<*const c_void> {
-        Ok(self)
-    }
-    fn view(k: &*const c_void) -> *const c_void {
-        *k
-    }
-    fn as_word(&self) -> Option<i64> {
-        Some(*self as i64)
-    }
-}
-
-impl Keep for c_int {
-    type Kept = c_int;
-    fn keep(self, _: &str, _: &ArrayLens) -> R<c_int> {
-        Ok(self)
-    }
-    fn view(k: &c_int) -> c_int {
-        *k
-    }
-    fn as_word(&self) -> Option<i64> {
-        Some(i64::from(*self))
-    }
-}
+keep_as_is!(
+    i64 => |_| None,
+    *mut c_void => |_| None,
+    *const c_void => |p| Some(p as i64),
+    c_int => |v| Some(i64::from(v))
+);
 
 /// A copied array (null stays null; an array the call does not read at
 /// this rank stays the program's pointer, never read).
