@@ -108,6 +108,11 @@ fn stress_under_non_default_knobs() {
         // 3 ranks on 2 cores are bound by default; unbound, and bound always.
         &[("KUMI_BIND", "none")],
         &[("KUMI_BIND", "core")],
+        // Oversubscribed, a rank nearest to the next message keeps its core:
+        // never, and for up to 100 ms at a time (a wrong judgement would
+        // then stall the others for that long, not forever).
+        &[("KUMI_MATE_SPIN_US", "0")],
+        &[("KUMI_MATE_SPIN_US", "100000")],
     ];
     for env in cases {
         let out = run_ok(3, env, &[stress.to_str().unwrap(), "6000", "11"]);

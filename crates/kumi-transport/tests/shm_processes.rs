@@ -3,7 +3,9 @@
 #![cfg(not(loom))]
 
 use kumi_core::header::{Header, Kind};
-use kumi_transport::shm::{owner_alive, process_start_time, Segment, ShmConfig, ShmTransport};
+use kumi_transport::shm::{
+    owner_alive, process_start_time, Segment, ShmConfig, ShmTransport, AWAITS_NOTHING, AWAITS_OTHER,
+};
 use kumi_transport::Transport;
 use std::io::Write;
 use std::os::fd::{AsFd, OwnedFd};
@@ -481,4 +483,111 @@ fn attaching_a_rank_twice_is_refused() {
     let again = Segment::from_fd(fd, 2).unwrap();
     let e = ShmTransport::new(again, 0, vec![0, 1]).err().unwrap();
     assert_eq!(e.kind(), std::io::ErrorKind::AlreadyExists);
+}
+
+/// Eight transports over one segment, as 8 ranks on 2 cores (local rank `i`
+/// on core `i % 2`), for [`ShmTransport::core_is_mine`].
+fn eight_on_two_cores(tag: &str) -> Vec<ShmTransport> {
+    let (seg, fd) = Segment::create_memfd(tag, 8, &ShmConfig { ring_bytes: 65536 }).unwrap();
+    let globals: Vec<u32> = (0..8).collect();
+    let mut ts = vec![ShmTransport::new(seg, 0, globals.clone()).unwrap()];
+    for i in 1..8 {
+        let seg = Segment::from_fd(dup(&fd), 8).unwrap();
+        ts.push(ShmTransport::new(seg, i, globals.clone()).unwrap());
+    }
+    ts
+}
+
+/// Publishes that local rank `i` waits for local rank `src`.
+fn waits_for(ts: &[ShmTransport], i: usize, src: usize) {
+    ts[i].publish_awaits(src as u32 + 1);
+}
+
+#[test]
+fn core_goes_to_the_rank_nearest_the_token() {
+    let mut ts = eight_on_two_cores("nearest");
+    // A token ring with the token at rank 1 (running): every other rank waits
+    // for its left neighbour. On core 0, ranks 2, 4, 6 and 0 are 1, 3, 5 and
+    // 7 waits away from it.
+    for i in [0, 2, 3, 4, 5, 6, 7] {
+        waits_for(&ts, i, (i + 7) % 8);
+    }
+    assert!(ts[2].core_is_mine(1, 2), "rank 2 is next: it keeps core 0");
+    for i in [0, 4, 6] {
+        assert!(
+            !ts[i].core_is_mine((i + 7) % 8, 2),
+            "rank {i} hands core 0 on"
+        );
+    }
+    // Core 1: ranks 3, 5, 7 are 2, 4 and 6 away; rank 1 runs, so nobody
+    // waiting there may keep the core from it.
+    assert!(!ts[3].core_is_mine(2, 2), "rank 1 runs on core 1");
+
+    // Rank 1 sends the token to rank 2 and waits for rank 0: rank 2 now has
+    // an unread message, so it is live, and rank 4 (waiting for 3, waiting
+    // for 2) is nearest on core 0; rank 3 is nearest on core 1.
+    assert!(ts[1]
+        .try_send(2, &Header::new(Kind::Eager), &[1; 8])
+        .unwrap());
+    waits_for(&ts, 1, 0);
+    assert!(
+        !ts[4].core_is_mine(3, 2),
+        "rank 2 has its message: it needs the core"
+    );
+    assert!(ts[3].core_is_mine(2, 2), "rank 3 is next on core 1");
+    assert!(!ts[5].core_is_mine(4, 2));
+
+    // Rank 2 takes the message and runs: it is live, and rank 4 waits behind it.
+    assert_eq!(ts[2].poll(&mut |_, _, _| ()).unwrap(), 1);
+    ts[2].publish_awaits(AWAITS_NOTHING);
+    assert!(!ts[4].core_is_mine(3, 2), "rank 2 runs on core 0");
+    // It sends on and waits: rank 4 is nearest on core 0 again, one away.
+    assert!(ts[2]
+        .try_send(3, &Header::new(Kind::Eager), &[1; 8])
+        .unwrap());
+    waits_for(&ts, 2, 1);
+    assert!(ts[4].core_is_mine(3, 2), "rank 4 is next: it keeps core 0");
+    assert!(!ts[2].core_is_mine(1, 2));
+}
+
+#[test]
+fn core_is_not_kept_on_ties_unknown_waits_or_cycles() {
+    let mut ts = eight_on_two_cores("ties");
+    // Rank 1 runs; ranks 0 and 2 of core 0 both wait for it: a tie, both yield.
+    waits_for(&ts, 0, 1);
+    waits_for(&ts, 2, 1);
+    for i in [4, 6] {
+        waits_for(&ts, i, 7);
+    }
+    for i in [3, 5, 7] {
+        waits_for(&ts, i, 0);
+    }
+    assert!(!ts[0].core_is_mine(1, 2), "tie with rank 2");
+    assert!(!ts[2].core_is_mine(1, 2), "tie with rank 0");
+    // Rank 2 waits for something else instead (any source, a collective):
+    // it may need the core at any moment.
+    ts[2].publish_awaits(AWAITS_OTHER);
+    assert!(!ts[0].core_is_mine(1, 2), "rank 2's wait is not known");
+    // Asleep, it takes no turn of the core: rank 0 keeps it.
+    assert!(ts[2].prepare_sleep());
+    assert!(ts[0].core_is_mine(1, 2), "rank 2 sleeps");
+    ts[2].cancel_sleep();
+    assert!(!ts[0].core_is_mine(1, 2), "rank 2 is awake again");
+    // Waiting for rank 7, which waits for 0, it is three waits from rank 1,
+    // rank 0 one: rank 0 keeps the core.
+    waits_for(&ts, 2, 7);
+    assert!(
+        ts[0].core_is_mine(1, 2),
+        "rank 2 waits for 7, which waits for 0"
+    );
+    // Every rank waits for another with nothing in flight: no rank is live,
+    // nothing to keep the core for.
+    waits_for(&ts, 1, 0);
+    for i in [0, 2, 4, 6] {
+        assert!(!ts[i].core_is_mine((i + 1) % 8, 2), "rank {i} in a cycle");
+    }
+    // A source out of range, or this rank itself, is never a reason.
+    assert!(!ts[0].core_is_mine(8, 2));
+    assert!(!ts[0].core_is_mine(0, 2));
+    assert!(!ts[0].core_is_mine(1, 0));
 }

@@ -184,6 +184,10 @@ impl Comm {
             peer,
             tag,
             at,
+            world: usize::try_from(peer)
+                .ok()
+                .and_then(|p| self.inner.members.get(p))
+                .map_or(u32::MAX, |&w| w),
         }
     }
 

@@ -27,7 +27,7 @@ use crate::watch::Watch;
 use kumi_core::call::Call;
 use kumi_core::header::{Header, Kind, FLAG_SYNC};
 use kumi_core::matching::{Envelope, Matcher, Pattern};
-use kumi_transport::shm::ShmTransport;
+use kumi_transport::shm::{ShmTransport, AWAITS_NOTHING, AWAITS_OTHER};
 use kumi_transport::{cma, Transport};
 use std::collections::VecDeque;
 use std::panic::Location;
@@ -46,6 +46,10 @@ pub(crate) struct WaitInfo {
     pub tag: i32,
     /// The user's call site (`#[track_caller]`).
     pub at: &'static Location<'static>,
+    /// World rank of the one rank whose message the wait is for (`u32::MAX`:
+    /// none, any, or not known): ranks bound to cores publish it when they
+    /// wait ([`Engine::wait_until_with_mates`]).
+    pub world: u32,
 }
 
 impl WaitInfo {
@@ -58,9 +62,16 @@ impl WaitInfo {
             peer: -2,
             tag: -2,
             at: Location::caller(),
+            world: u32::MAX,
         }
     }
 }
+
+/// Passes a waiting rank that found its core to be its own polls before it
+/// looks again ([`ShmTransport::core_is_mine`]). A guess: a pass is ~50 ns,
+/// so the look is repeated about every microsecond, which is how soon a rank
+/// of the core may become nearer to the message than this one.
+const KEPT_PASSES: u32 = 16;
 
 /// How a world rank is reached.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -1801,6 +1812,54 @@ impl Engine {
         done: &mut dyn FnMut(&mut Engine) -> bool,
         mates_wait: &mut dyn FnMut(&Engine) -> bool,
     ) -> Result<()> {
+        let mut published = false;
+        let r = self.wait_passes(info, done, mates_wait, &mut published);
+        if published {
+            if let Some(shm) = &self.shm {
+                shm.publish_awaits(AWAITS_NOTHING);
+            }
+        }
+        r
+    }
+
+    /// Oversubscribed with the ranks bound to cores, publishes what this
+    /// rank waits for, for the other ranks of its core
+    /// ([`ShmTransport::core_is_mine`]); returns the awaited local rank, if
+    /// the wait is for one. Called once per wait, when it has gone on past
+    /// its first polls (a wait that ends sooner publishes nothing).
+    fn publish_awaits(&self, info: &WaitInfo) -> Option<Option<usize>> {
+        if !self.policy.oversubscribed || self.bound_cores.is_none() {
+            return None;
+        }
+        let shm = self.shm.as_ref()?;
+        let local = match info.world {
+            u32::MAX => None,
+            w => shm.local_of(w).filter(|&l| l != self.my_local),
+        };
+        shm.publish_awaits(local.map_or(AWAITS_OTHER, |l| l as u32 + 1));
+        Some(local)
+    }
+
+    /// See [`ShmTransport::core_is_mine`].
+    fn core_is_mine(&self, src: usize) -> bool {
+        match (&self.shm, self.bound_cores) {
+            (Some(shm), Some(cores)) => shm.core_is_mine(src, cores),
+            _ => false,
+        }
+    }
+
+    fn wait_passes(
+        &mut self,
+        info: &WaitInfo,
+        done: &mut dyn FnMut(&mut Engine) -> bool,
+        mates_wait: &mut dyn FnMut(&Engine) -> bool,
+        published: &mut bool,
+    ) -> Result<()> {
+        // The local rank this one waits for, once published (see below).
+        let mut awaited: Option<usize> = None;
+        // Passes left before the next look at whether the core is this
+        // rank's (`ShmTransport::core_is_mine`).
+        let mut kept = 0u32;
         // The clock is read only after `policy.polls` empty polls, so a short
         // wait costs no system call at all.
         let mut idle_polls = 0u32;
@@ -1875,7 +1934,22 @@ impl Engine {
                 std::hint::spin_loop();
                 continue;
             }
+            if kept > 0 {
+                // The core was found to be this rank's a moment ago: poll
+                // without looking again (a look follows chains of waits
+                // through other ranks' lines, and the message comes sooner
+                // to a tighter loop).
+                kept -= 1;
+                std::hint::spin_loop();
+                continue;
+            }
             let now = Instant::now();
+            if started.is_none() {
+                if let Some(local) = self.publish_awaits(info) {
+                    *published = true;
+                    awaited = local;
+                }
+            }
             let start = *started.get_or_insert(now);
             self.watch.waiting(info, start, now, &self.counters);
             let idle = now - *idle_since.get_or_insert(now);
@@ -1887,10 +1961,17 @@ impl Engine {
                 }
             } else if idle < self.policy.spin + self.policy.yield_for {
                 // Oversubscribed, with every rank of this core waiting here
-                // too: keep the core (see `wait_until_with_mates`).
+                // too, or waiting for ranks that wait while this one's
+                // source runs: keep the core (see `wait_until_with_mates`).
                 let keep = self.policy.oversubscribed
                     && idle < self.policy.spin + self.policy.mate_spin
-                    && mates_wait(self);
+                    && (mates_wait(self) || {
+                        let mine = awaited.is_some_and(|s| self.core_is_mine(s));
+                        if mine {
+                            kept = KEPT_PASSES;
+                        }
+                        mine
+                    });
                 if keep {
                     std::hint::spin_loop();
                 } else {

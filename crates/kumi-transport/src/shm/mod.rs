@@ -31,8 +31,8 @@ pub use ring::{max_payload, RECORD_ALIGN, RECORD_OVERHEAD, RING_CONTROL_BYTES};
 #[cfg(not(loom))]
 pub use segment::{
     named_path_prefix, owner_alive, process_start_time, RankBlock, Segment, SegmentInfo, ShmConfig,
-    DEFAULT_RING, HEADER_PAGE, JOB_MAX, MAGIC, MAX_LOCAL_SIZE, MAX_RING, MIN_RING,
-    RANK_BLOCK_BYTES, STATE_ATTACHED, STATE_EMPTY, STATE_FINALIZED, VERSION,
+    AWAITS_NOTHING, AWAITS_OTHER, DEFAULT_RING, HEADER_PAGE, JOB_MAX, MAGIC, MAX_LOCAL_SIZE,
+    MAX_RING, MIN_RING, RANK_BLOCK_BYTES, STATE_ATTACHED, STATE_EMPTY, STATE_FINALIZED, VERSION,
 };
 #[cfg(not(loom))]
 pub use transport::ShmTransport;

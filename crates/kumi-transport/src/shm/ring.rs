@@ -557,6 +557,19 @@ pub(crate) struct RawMem {
 #[cfg(not(loom))]
 unsafe impl Send for RawMem {}
 
+/// Whether the ring in `mem` looks like it holds a record its consumer has
+/// not read, as a third rank sees it (neither the producer nor the consumer:
+/// it only loads the consumer's published `tail` and the stamp there).
+/// Advisory: the consumer publishes `tail` late (module doc), so a record it
+/// has read may still look unread; a record it has not read looks so once
+/// its stamp is visible. Relaxed loads: nothing is read on the strength of
+/// the answer.
+pub(crate) fn looks_unread<M: RingMem>(mem: &M) -> bool {
+    let tail = mem.tail().load(Ordering::Relaxed);
+    let off = (tail & (mem.capacity() as u64 - 1)) as usize;
+    mem.stamp(off).load(Ordering::Relaxed) == tail + 1
+}
+
 #[cfg(not(loom))]
 impl RawMem {
     /// A ring whose control lines start at `base` and whose `cap` data bytes

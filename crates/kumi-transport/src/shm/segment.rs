@@ -213,10 +213,21 @@ pub struct RankBlock {
     state: AtomicU32,
     /// The CPU the owner last ran on while waiting (`u32::MAX`: not known yet).
     cpu: AtomicU32,
-    _line1: [u8; 40],
+    /// What the owner waits for, when kumi bound the ranks to cores
+    /// ([`AWAITS_NOTHING`], [`AWAITS_OTHER`], or a local rank plus one).
+    awaits: AtomicU32,
+    _line1: [u8; 36],
 }
 
 const _: () = assert!(std::mem::size_of::<RankBlock>() == RANK_BLOCK_BYTES);
+
+/// [`RankBlock::awaits`]: the rank runs (or has waited only briefly, or kumi
+/// did not bind ranks to cores, the only case in which it is published).
+pub const AWAITS_NOTHING: u32 = 0;
+/// [`RankBlock::awaits`]: the rank waits for something other than a message
+/// of one local rank (any source, a rank of another host, a collective, a
+/// set of requests): it may need its core at any moment.
+pub const AWAITS_OTHER: u32 = u32::MAX;
 
 /// [`RankBlock::state`]: nobody attached yet.
 pub const STATE_EMPTY: u32 = 0;
@@ -655,6 +666,23 @@ impl RankBlock {
         self.cpu.store(cpu, Ordering::Relaxed);
     }
 
+    /// What the owner waits for: [`AWAITS_NOTHING`], [`AWAITS_OTHER`], or
+    /// local rank `k` as `k + 1`.
+    #[inline]
+    pub fn awaits(&self) -> u32 {
+        self.awaits.load(Ordering::Relaxed)
+    }
+
+    /// Publishes what the owner waits for (see [`RankBlock::awaits`]).
+    /// Relaxed suffices: the value is advisory, like the CPU: it decides
+    /// whether a waiting rank of the same core keeps the core or yields it,
+    /// and a stale value costs one yield too many or a bounded spin too long,
+    /// never a message (the waits themselves look at the rings).
+    #[inline]
+    pub fn set_awaits(&self, v: u32) {
+        self.awaits.store(v, Ordering::Relaxed);
+    }
+
     /// Records the owner and marks the block attached. Release: a reader that
     /// sees `state` (Acquire) sees the pid and start time.
     pub fn attach(&self, pid: u32, start_time: u64) {
@@ -693,6 +721,13 @@ impl RankBlock {
     /// The owner's "I am asleep" flag.
     pub(crate) fn sleeping(&self) -> &AtomicU32 {
         &self.sleeping
+    }
+
+    /// Whether the owner sleeps on its doorbell (or is about to). Relaxed:
+    /// advisory, for the same reason as [`RankBlock::awaits`].
+    #[inline]
+    pub fn is_asleep(&self) -> bool {
+        self.sleeping.load(Ordering::Relaxed) != 0
     }
 }
 
