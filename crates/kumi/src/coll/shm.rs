@@ -120,7 +120,7 @@ pub(crate) struct Group {
 /// allreduce or a broadcast longer than a payload half goes inside a host.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum LongCopy {
-    /// Each group times both ways (its first four such calls) and keeps the
+    /// Each group times both ways (its first eight such calls) and keeps the
     /// faster ([`tried`]).
     Auto,
     /// By single copy, unless single copy is off.
@@ -132,22 +132,33 @@ pub(crate) enum LongCopy {
 /// Where a group's `LongCopy::Auto` trial stands.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Long {
-    /// Long allreduces `0..4` of the group: single copy twice, then the
-    /// area twice; the second of each is timed (the first of each pays for
-    /// first touches: scratch buffers, the area's payload pages). `single`:
-    /// the timed single copy's seconds per byte, here.
+    /// Long calls `0..TRIAL_CALLS` of the group: one each way untimed (they
+    /// pay for first touches: scratch buffers, the area's payload pages),
+    /// then the two ways alternately, timed. `best`: the fastest seconds per
+    /// byte each way so far (single copy, area).
     Trial {
         call: u8,
-        single: f64,
+        best: [f64; 2],
     },
     Single,
     Area,
 }
 
+/// Long calls a group's trial takes: two untimed, then [`TRIAL_TIMED`]
+/// timed each way.
+const TRIAL_CALLS: u8 = 2 + 2 * TRIAL_TIMED;
+
+/// Timed calls each way in a trial. One was not enough: on this Xeon the
+/// second single-copy allreduce of 1 MiB at np=2 took 153 us and the area's
+/// second 132, so the area was kept, at 117 us a call against single copy's
+/// 69 from the fifth call on (docs/BENCHMARKS.md, session 16). The fastest
+/// of three each way is past the warm-up and the machine's hiccups.
+const TRIAL_TIMED: u8 = 3;
+
 impl Long {
     const TRIAL: Long = Long::Trial {
         call: 0,
-        single: 0.0,
+        best: [f64::INFINITY; 2],
     };
 }
 
@@ -766,12 +777,12 @@ pub(crate) fn bcast_long(
 }
 
 /// Runs one long collective of `n` bytes the way `state` says (`run(..,
-/// true)`: through the area; `false`: by single copy), and moves a trial on:
-/// calls 0 and 1 by single copy, 2 and 3 through the area, the second of
-/// each timed in seconds per byte (the first of each pays for first touches:
-/// scratch buffers, the area's payload pages); after call 3 the members
-/// agree by a min-allreduce of both times (the earliest arrival's time
-/// counts a wait for the others, the last one's barely) and keep the faster.
+/// true)`: through the area; `false`: by single copy), and moves a trial on
+/// ([`Long::Trial`]): calls 0 (single copy) and 1 (area) untimed, then
+/// single copy on even calls and the area on odd ones, each timed in
+/// seconds per byte; after the last the members agree by a min-allreduce of
+/// each way's fastest time (the earliest arrival's time counts a wait for
+/// the others, the last one's barely) and keep the faster way.
 fn tried(
     e: &mut Engine,
     g: &mut Group,
@@ -780,37 +791,34 @@ fn tried(
     info: WaitInfo,
     mut run: impl FnMut(&mut Engine, &mut Group, bool) -> Result<()>,
 ) -> Result<()> {
-    let (call, single_t) = match *state(g) {
+    let (call, mut best) = match *state(g) {
         Long::Single => return run(e, g, false),
         Long::Area => return run(e, g, true),
-        Long::Trial { call, single } => (call, single),
+        Long::Trial { call, best } => (call, best),
     };
+    let area = call % 2 == 1;
     let t = Instant::now();
-    run(e, g, call >= 2)?;
-    let per_byte = t.elapsed().as_secs_f64() / n.max(1) as f64;
-    *state(g) = match call {
-        1 => Long::Trial {
-            call: 2,
-            single: per_byte,
-        },
-        3 => {
-            let mut times = [single_t, per_byte];
+    run(e, g, area)?;
+    if call >= 2 {
+        let per_byte = t.elapsed().as_secs_f64() / n.max(1) as f64;
+        let way = &mut best[usize::from(area)];
+        *way = way.min(per_byte);
+    }
+    *state(g) = match call + 1 {
+        TRIAL_CALLS => {
             let min = Op::<f64>::min();
             let f = |a: &[u8], b: &mut [u8]| {
                 min.f
                     .call(bytemuck::cast_slice(a), bytemuck::cast_slice_mut(b))
             };
-            allreduce(e, g, bytemuck::cast_slice_mut(&mut times), &f, info)?;
-            if times[1] < times[0] {
+            allreduce(e, g, bytemuck::cast_slice_mut(&mut best), &f, info)?;
+            if best[1] < best[0] {
                 Long::Area
             } else {
                 Long::Single
             }
         }
-        _ => Long::Trial {
-            call: call + 1,
-            single: single_t,
-        },
+        next => Long::Trial { call: next, best },
     };
     Ok(())
 }
