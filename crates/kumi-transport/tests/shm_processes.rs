@@ -4,7 +4,8 @@
 
 use kumi_core::header::{Header, Kind};
 use kumi_transport::shm::{
-    owner_alive, process_start_time, Segment, ShmConfig, ShmTransport, AWAITS_NOTHING, AWAITS_OTHER,
+    owner_alive, process_start_time, Segment, ShmConfig, ShmTransport, Turn, AWAITS_NOTHING,
+    AWAITS_OTHER,
 };
 use kumi_transport::Transport;
 use std::io::Write;
@@ -514,8 +515,9 @@ fn core_goes_to_the_rank_nearest_the_token() {
     }
     assert!(ts[2].core_is_mine(1, 2), "rank 2 is next: it keeps core 0");
     for i in [0, 4, 6] {
-        assert!(
-            !ts[i].core_is_mine((i + 7) % 8, 2),
+        assert_eq!(
+            ts[i].turn((i + 7) % 8, 2),
+            Turn::Pass,
             "rank {i} hands core 0 on"
         );
     }
@@ -562,8 +564,8 @@ fn core_is_not_kept_on_ties_unknown_waits_or_cycles() {
     for i in [3, 5, 7] {
         waits_for(&ts, i, 0);
     }
-    assert!(!ts[0].core_is_mine(1, 2), "tie with rank 2");
-    assert!(!ts[2].core_is_mine(1, 2), "tie with rank 0");
+    assert_eq!(ts[0].turn(1, 2), Turn::Yield, "tie with rank 2");
+    assert_eq!(ts[2].turn(1, 2), Turn::Yield, "tie with rank 0");
     // Rank 2 waits for something else instead (any source, a collective):
     // it may need the core at any moment.
     ts[2].publish_awaits(AWAITS_OTHER);
@@ -590,4 +592,35 @@ fn core_is_not_kept_on_ties_unknown_waits_or_cycles() {
     assert!(!ts[0].core_is_mine(8, 2));
     assert!(!ts[0].core_is_mine(0, 2));
     assert!(!ts[0].core_is_mine(1, 0));
+}
+
+#[test]
+fn a_send_wakes_the_sleepers_waiting_for_its_receiver() {
+    let mut ts = eight_on_two_cores("wakeahead");
+    // Rank 4 sleeps waiting for rank 3, rank 6 waiting for rank 5.
+    waits_for(&ts, 4, 3);
+    waits_for(&ts, 6, 5);
+    assert!(ts[4].prepare_sleep());
+    assert!(ts[6].prepare_sleep());
+    // Rank 2 sends to rank 3: rank 4 is next to the token, so it is woken.
+    assert!(ts[2]
+        .try_send(3, &Header::new(Kind::Eager), &[1; 8])
+        .unwrap());
+    ts[2].wake_waiters_of(3);
+    let t = Instant::now();
+    ts[4].sleep(Duration::from_secs(20));
+    assert!(
+        t.elapsed() < Duration::from_secs(10),
+        "rank 4 was not woken: {:?}",
+        t.elapsed()
+    );
+    // Rank 6 waits for rank 5, whom nobody sent to: it sleeps on (to its
+    // timeout, here).
+    let t = Instant::now();
+    ts[6].sleep(Duration::from_millis(300));
+    assert!(
+        t.elapsed() >= Duration::from_millis(200),
+        "rank 6 was woken after {:?}",
+        t.elapsed()
+    );
 }

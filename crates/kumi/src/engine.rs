@@ -27,7 +27,7 @@ use crate::watch::Watch;
 use kumi_core::call::Call;
 use kumi_core::header::{Header, Kind, FLAG_SYNC};
 use kumi_core::matching::{Envelope, Matcher, Pattern};
-use kumi_transport::shm::{ShmTransport, AWAITS_NOTHING, AWAITS_OTHER};
+use kumi_transport::shm::{ShmTransport, Turn, AWAITS_NOTHING, AWAITS_OTHER};
 use kumi_transport::{cma, Transport};
 use std::collections::VecDeque;
 use std::panic::Location;
@@ -540,6 +540,12 @@ pub(crate) struct Engine {
     /// Local ranks are bound to this many cores, round robin (see
     /// [`Engine::shares_core_with`]), or not bound.
     bound_cores: Option<usize>,
+    /// Oversubscribed with the ranks bound to cores: waits publish whom they
+    /// wait for, a waiting rank keeps or hands on its core by the chains of
+    /// waits ([`ShmTransport::turn`]), and a frame sent to a rank of this
+    /// host wakes the ranks asleep in a wait for that rank
+    /// ([`ShmTransport::wake_waiters_of`]).
+    wake_ahead: bool,
     self_frames: VecDeque<(Header, Vec<u8>)>,
     /// Frames waiting for room, per world peer (allocated on first overflow).
     outq: Vec<VecDeque<OutFrame>>,
@@ -664,6 +670,7 @@ impl Engine {
             pids: s.pids,
             my_local: s.my_local,
             bound_cores: s.bound_cores,
+            wake_ahead: s.oversubscribed && s.bound_cores.is_some(),
             self_frames: VecDeque::new(),
             outq: Vec::new(),
             outq_len: 0,
@@ -928,6 +935,9 @@ impl Engine {
             if let (Some(Route::Shm), Some(t)) = (self.route.get(peer as usize), self.shm.as_mut())
             {
                 if t.try_send(peer, h, payload)? {
+                    if self.wake_ahead {
+                        t.wake_waiters_of(peer);
+                    }
                     return Ok(());
                 }
                 // The ring is full: behind it, without a second try.
@@ -1776,6 +1786,18 @@ impl Engine {
     /// changes ranks once per collective, not back and forth: a barrier of
     /// 4 processes on 2 cores, one line each, 2.3-2.7 -> 1.6-1.9 us
     /// (docs/BENCHMARKS.md, session 12).
+    ///
+    /// Every wait of a bound, oversubscribed rank also publishes whom it
+    /// waits for ([`WaitInfo::world`]), and a wait for one local rank keeps
+    /// or hands on the core by the chains of waits of the core's ranks
+    /// ([`ShmTransport::turn`]): the rank nearest to the next message keeps
+    /// it (as above, up to `KUMI_MATE_SPIN_US`), the others yield, and one
+    /// handed the core back while a nearer rank waits for it sleeps until a
+    /// send to its source wakes it ([`ShmTransport::wake_waiters_of`]).
+    /// Yields alone keep the order in which the core's ranks take turns,
+    /// whatever the order their messages come in; the sleeps re-order them.
+    /// A token ring of 8 ranks on 2 cores: 2.4 us a hop (each hop waited
+    /// for ~2 wrong turns of 1.2 us) -> 1.05 (docs/BENCHMARKS.md, session 16).
     #[inline]
     pub fn wait_until_with_mates(
         &mut self,
@@ -1824,11 +1846,11 @@ impl Engine {
 
     /// Oversubscribed with the ranks bound to cores, publishes what this
     /// rank waits for, for the other ranks of its core
-    /// ([`ShmTransport::core_is_mine`]); returns the awaited local rank, if
-    /// the wait is for one. Called once per wait, when it has gone on past
-    /// its first polls (a wait that ends sooner publishes nothing).
+    /// ([`ShmTransport::turn`]); returns, if it published, the awaited local
+    /// rank if the wait is for one. Called once per wait, as it starts (a
+    /// wait whose condition held at once publishes nothing).
     fn publish_awaits(&self, info: &WaitInfo) -> Option<Option<usize>> {
-        if !self.policy.oversubscribed || self.bound_cores.is_none() {
+        if !self.wake_ahead {
             return None;
         }
         let shm = self.shm.as_ref()?;
@@ -1840,11 +1862,11 @@ impl Engine {
         Some(local)
     }
 
-    /// See [`ShmTransport::core_is_mine`].
-    fn core_is_mine(&self, src: usize) -> bool {
+    /// See [`ShmTransport::turn`].
+    fn turn(&self, src: usize) -> Turn {
         match (&self.shm, self.bound_cores) {
-            (Some(shm), Some(cores)) => shm.core_is_mine(src, cores),
-            _ => false,
+            (Some(shm), Some(cores)) => shm.turn(src, cores),
+            _ => Turn::Yield,
         }
     }
 
@@ -1860,6 +1882,8 @@ impl Engine {
         // Passes left before the next look at whether the core is this
         // rank's (`ShmTransport::core_is_mine`).
         let mut kept = 0u32;
+        // Whether this wait has handed its core on to a nearer rank before.
+        let mut passed = false;
         // The clock is read only after `policy.polls` empty polls, so a short
         // wait costs no system call at all.
         let mut idle_polls = 0u32;
@@ -1868,6 +1892,17 @@ impl Engine {
         let mut until_yield = 0u32;
         let mut idle_since: Option<Instant> = None;
         let mut started: Option<Instant> = None;
+        // Oversubscribed and bound: say at once whom this rank waits for,
+        // and if that is one rank of this host, decide on the first empty
+        // pass whether to keep the core (the polls before it are for a
+        // message that is about to come, which the decision tells).
+        if let Some(local) = self.publish_awaits(info) {
+            *published = true;
+            awaited = local;
+            if local.is_some() {
+                idle_polls = self.policy.polls;
+            }
+        }
         // Why a waiting rank yields: two ranks that wait on each other often
         // end up on ONE core, even with a core free for each. Seen with perf on
         // this 2-core VM: both ranks on one CPU for a whole run while the other
@@ -1944,12 +1979,6 @@ impl Engine {
                 continue;
             }
             let now = Instant::now();
-            if started.is_none() {
-                if let Some(local) = self.publish_awaits(info) {
-                    *published = true;
-                    awaited = local;
-                }
-            }
             let start = *started.get_or_insert(now);
             self.watch.waiting(info, start, now, &self.counters);
             let idle = now - *idle_since.get_or_insert(now);
@@ -1963,18 +1992,30 @@ impl Engine {
                 // Oversubscribed, with every rank of this core waiting here
                 // too, or waiting for ranks that wait while this one's
                 // source runs: keep the core (see `wait_until_with_mates`).
+                let mut turn = Turn::Yield;
                 let keep = self.policy.oversubscribed
                     && idle < self.policy.spin + self.policy.mate_spin
                     && (mates_wait(self) || {
-                        let mine = awaited.is_some_and(|s| self.core_is_mine(s));
-                        if mine {
+                        turn = awaited.map_or(Turn::Yield, |s| self.turn(s));
+                        if turn == Turn::Keep {
                             kept = KEPT_PASSES;
                         }
-                        mine
+                        turn == Turn::Keep
                     });
                 if keep {
                     std::hint::spin_loop();
+                } else if turn == Turn::Pass && passed && self.net.is_none() {
+                    // Handed on before in this wait and given the core back
+                    // while a nearer rank still waits for it: the core's
+                    // ranks take their turns in an order that is not the
+                    // order their messages come in, and yielding keeps that
+                    // order (a yield sends the rank to the back). Sleeping
+                    // takes this rank out of it; the rank that sends to its
+                    // source wakes it (`wake_waiters_of`), which puts it
+                    // back in the order of the messages.
+                    self.sleep(done);
                 } else {
+                    passed |= turn == Turn::Pass;
                     std::thread::yield_now();
                 }
             } else {

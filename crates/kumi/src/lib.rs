@@ -129,11 +129,18 @@ pub fn init() -> Result<Universe> {
         (None, Some(ctl)) if id.local_size > 1 => Some(named_segment(&id, ctl)?),
         _ => None,
     };
+    let cores = id
+        .local_cores
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let oversubscribed = id.local_size as usize > cores;
     // The transport attaches this rank to its block (pid, start time); after the
     // fence every local rank has, so their pids can be read for single copy.
     let shm = match segment {
         Some(seg) => {
             let mut t = ShmTransport::new(seg, id.local_rank as usize, globals.clone())?;
+            if oversubscribed {
+                t.use_full_fences();
+            }
             // How far ahead a consumer asks for ring lines (see
             // `Consumer::set_prefetch`): 4 lines by measurement, 0 turns it off.
             t.set_prefetch(engine::env_u64("KUMI_SHM_PREFETCH", 256)?);
@@ -167,10 +174,6 @@ pub fn init() -> Result<Universe> {
             pids[g as usize] = shm.segment().rank_block(l).pid() as i32;
         }
     }
-    let cores = id
-        .local_cores
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    let oversubscribed = id.local_size as usize > cores;
     let control = control.map(|c| Arc::new(Mutex::new(c)));
     let watch = match &control {
         Some(c) => watch::Watch::new(

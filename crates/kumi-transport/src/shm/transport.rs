@@ -242,9 +242,17 @@ impl ShmTransport {
     /// out after two steps per chain in the ring above. With more than
     /// [`CORE_CHAINS`] awake ranks on the core it yields.
     pub fn core_is_mine(&self, src: usize, cores: usize) -> bool {
+        self.turn(src, cores) == Turn::Keep
+    }
+
+    /// [`ShmTransport::core_is_mine`], telling apart the two ways it says no:
+    /// an awake rank of the core is strictly nearer ([`Turn::Pass`]), or
+    /// there is a tie, a rank that may need the core, or nothing to go by
+    /// ([`Turn::Yield`]).
+    pub fn turn(&self, src: usize, cores: usize) -> Turn {
         let n = self.globals.len();
         if cores == 0 || src >= n || src == self.me {
-            return false;
+            return Turn::Yield;
         }
         // The awake ranks of this core, each with how far its chain has been
         // followed (all one wait further than `src` is from this rank).
@@ -257,7 +265,7 @@ impl ShmTransport {
                 continue;
             }
             if len == CORE_CHAINS {
-                return false;
+                return Turn::Yield;
             }
             mates[len] = j;
             len += 1;
@@ -269,19 +277,38 @@ impl ShmTransport {
         for _ in 0..n {
             for m in mates.iter_mut() {
                 match self.chain_step(*m) {
-                    None => return false,
+                    None => return Turn::Pass,
                     Some(next) => *m = next,
                 }
             }
             match self.chain_step(mine) {
                 // This rank is one further: a mate live one step on ties.
-                None => return mates.iter().all(|&m| self.chain_step(m).is_some()),
+                None if mates.iter().all(|&m| self.chain_step(m).is_some()) => return Turn::Keep,
+                None => return Turn::Yield,
                 Some(next) => mine = next,
             }
         }
         // Every chain goes round without reaching a live rank: nothing is in
         // flight between these ranks; no reason to keep the core.
-        false
+        Turn::Yield
+    }
+
+    /// Wakes every local rank asleep in a wait for local rank `peer`'s
+    /// message (see [`RankBlock::awaits`]): a frame just sent to `peer` made
+    /// it live, so they are next to it ([`ShmTransport::turn`]), and woken
+    /// now they are on their core's run queue by the time it sends.
+    /// Advisory: a rank that announces its sleep just after this look is not
+    /// woken ahead, and wakes when its own message rings its doorbell.
+    pub fn wake_waiters_of(&self, peer: u32) {
+        let Some(j) = self.local_of(peer) else {
+            return;
+        };
+        for k in 0..self.globals.len() {
+            let b = self.segment.rank_block(k);
+            if k != self.me && b.is_asleep() && b.awaits() == j as u32 + 1 {
+                Self::ring_doorbell(b);
+            }
+        }
     }
 
     /// One step along a chain of waits: `None` if local rank `j` is live
@@ -295,6 +322,20 @@ impl ShmTransport {
             return None;
         }
         Some(s)
+    }
+
+    /// Makes this rank's side of the sleep protocol use full fences instead of
+    /// `membarrier` (module doc), as `KUMI_SHM_MEMBARRIER=off` does. For a
+    /// host with more ranks than cores, where ranks sleep often (they hand
+    /// their core to the rank nearest to the next message, `turn`): a
+    /// `membarrier` per sleep made a ring of 8 ranks on 2 cores take 12 us a
+    /// hop instead of 1.1, and a full fence per send costs tens of
+    /// nanoseconds in hops of a microsecond. Every rank of the host must make
+    /// the same choice (a sender without the fence and a sleeper without the
+    /// `membarrier` could miss each other): it is made from the host's rank
+    /// and core counts, which they all share.
+    pub fn use_full_fences(&mut self) {
+        self.asym = false;
     }
 
     /// Publishes what this rank waits for (see [`RankBlock::awaits`]).
@@ -451,6 +492,18 @@ fn asymmetric_fences() -> io::Result<bool> {
         membarrier(MembarrierCommand::RegisterGlobalExpedited).is_ok()
             && membarrier(MembarrierCommand::GlobalExpedited).is_ok(),
     )
+}
+
+/// What a waiting rank bound to a core does with it ([`ShmTransport::turn`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Turn {
+    /// Keep it: this rank is nearest to the next message.
+    Keep,
+    /// Hand it on: an awake rank of the core is strictly nearer.
+    Pass,
+    /// Yield as usual: a tie, a rank that may need the core, or nothing
+    /// known.
+    Yield,
 }
 
 /// Most awake ranks of one core among which [`ShmTransport::core_is_mine`]
