@@ -240,7 +240,7 @@ impl ShmTransport {
     /// chains, all of them one step at a time, so that it stops at the
     /// nearest live rank: a rank the scheduler gave the core by mistake finds
     /// out after two steps per chain in the ring above. With more than
-    /// [`CORE_CHAINS`] awake ranks on the core it yields.
+    /// `CORE_CHAINS` (32) awake ranks on the core it yields.
     pub fn core_is_mine(&self, src: usize, cores: usize) -> bool {
         self.turn(src, cores) == Turn::Keep
     }
