@@ -221,8 +221,9 @@ pub struct RankBlock {
 
 const _: () = assert!(std::mem::size_of::<RankBlock>() == RANK_BLOCK_BYTES);
 
-/// [`RankBlock::awaits`]: the rank runs (or has waited only briefly, or kumi
-/// did not bind ranks to cores, the only case in which it is published).
+/// [`RankBlock::awaits`]: the rank runs, or is in no wait that published
+/// (only ranks that kumi bound to cores because their host runs more ranks
+/// than it has cores publish their waits).
 pub const AWAITS_NOTHING: u32 = 0;
 /// [`RankBlock::awaits`]: the rank waits for something other than a message
 /// of one local rank (any source, a rank of another host, a collective, a
