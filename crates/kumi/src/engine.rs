@@ -546,6 +546,9 @@ pub(crate) struct Engine {
     /// host wakes the ranks asleep in a wait for that rank
     /// ([`ShmTransport::wake_waiters_of`]).
     wake_ahead: bool,
+    /// Local ranks (below 64) sent to since this rank last started a wait,
+    /// whose waiters it wakes when it does ([`Engine::wake_waiters`]).
+    sent_to: u64,
     self_frames: VecDeque<(Header, Vec<u8>)>,
     /// Frames waiting for room, per world peer (allocated on first overflow).
     outq: Vec<VecDeque<OutFrame>>,
@@ -671,6 +674,7 @@ impl Engine {
             my_local: s.my_local,
             bound_cores: s.bound_cores,
             wake_ahead: s.oversubscribed && s.bound_cores.is_some(),
+            sent_to: 0,
             self_frames: VecDeque::new(),
             outq: Vec::new(),
             outq_len: 0,
@@ -936,7 +940,10 @@ impl Engine {
             {
                 if t.try_send(peer, h, payload)? {
                     if self.wake_ahead {
-                        t.wake_waiters_of(peer);
+                        match t.local_of(peer) {
+                            Some(j) if j < 64 => self.sent_to |= 1 << j,
+                            _ => t.wake_waiters_of(peer),
+                        }
                     }
                     return Ok(());
                 }
@@ -1862,6 +1869,23 @@ impl Engine {
         Some(local)
     }
 
+    /// Wakes the ranks asleep in a wait for a local rank this one has sent to
+    /// since its last wait ([`ShmTransport::wake_waiters_of`]). Done here,
+    /// once this rank's own wait is published, not at the send: a woken rank
+    /// of this core may take the core at once, and this one, caught between
+    /// its waits, would look to the others as if it ran (so nearer than the
+    /// token, which cost a hand-over each time).
+    fn wake_waiters(&mut self) {
+        let (Some(shm), mut sent) = (&self.shm, std::mem::take(&mut self.sent_to)) else {
+            return;
+        };
+        while sent != 0 {
+            let j = sent.trailing_zeros() as usize;
+            sent &= sent - 1;
+            shm.wake_waiters_of_local(j);
+        }
+    }
+
     /// See [`ShmTransport::turn`].
     fn turn(&self, src: usize) -> Turn {
         match (&self.shm, self.bound_cores) {
@@ -1902,6 +1926,7 @@ impl Engine {
             if local.is_some() {
                 idle_polls = self.policy.polls;
             }
+            self.wake_waiters();
         }
         // Why a waiting rank yields: two ranks that wait on each other often
         // end up on ONE core, even with a core free for each. Seen with perf on
@@ -1990,19 +2015,20 @@ impl Engine {
                 }
             } else if idle < self.policy.spin + self.policy.yield_for {
                 // Oversubscribed, with every rank of this core waiting here
-                // too, or waiting for ranks that wait while this one's
-                // source runs: keep the core (see `wait_until_with_mates`).
-                let mut turn = Turn::Yield;
+                // too, or nearest to the next message: keep the core (see
+                // `wait_until_with_mates`), for a while; hand it on to a
+                // nearer rank at any time (`KUMI_MATE_SPIN_US=0`: never look).
+                let turn = match awaited {
+                    Some(s) if self.policy.mate_spin > Duration::ZERO => self.turn(s),
+                    _ => Turn::Yield,
+                };
                 let keep = self.policy.oversubscribed
                     && idle < self.policy.spin + self.policy.mate_spin
-                    && (mates_wait(self) || {
-                        turn = awaited.map_or(Turn::Yield, |s| self.turn(s));
-                        if turn == Turn::Keep {
-                            kept = KEPT_PASSES;
-                        }
-                        turn == Turn::Keep
-                    });
+                    && (turn == Turn::Keep || mates_wait(self));
                 if keep {
+                    if turn == Turn::Keep {
+                        kept = KEPT_PASSES;
+                    }
                     std::hint::spin_loop();
                 } else if turn == Turn::Pass && passed && self.net.is_none() {
                     // Handed on before in this wait and given the core back

@@ -300,9 +300,13 @@ impl ShmTransport {
     /// Advisory: a rank that announces its sleep just after this look is not
     /// woken ahead, and wakes when its own message rings its doorbell.
     pub fn wake_waiters_of(&self, peer: u32) {
-        let Some(j) = self.local_of(peer) else {
-            return;
-        };
+        if let Some(j) = self.local_of(peer) {
+            self.wake_waiters_of_local(j);
+        }
+    }
+
+    /// [`ShmTransport::wake_waiters_of`] by local rank.
+    pub fn wake_waiters_of_local(&self, j: usize) {
         for k in 0..self.globals.len() {
             let b = self.segment.rank_block(k);
             if k != self.me && b.is_asleep() && b.awaits() == j as u32 + 1 {
