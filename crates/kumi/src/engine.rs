@@ -1841,32 +1841,45 @@ impl Engine {
         done: &mut dyn FnMut(&mut Engine) -> bool,
         mates_wait: &mut dyn FnMut(&Engine) -> bool,
     ) -> Result<()> {
-        let mut published = false;
-        let r = self.wait_passes(info, done, mates_wait, &mut published);
-        if published {
-            if let Some(shm) = &self.shm {
-                shm.publish_awaits(AWAITS_NOTHING);
-            }
+        if self.wake_ahead {
+            return self.wait_loop_bound(info, done, mates_wait);
+        }
+        self.wait_passes(info, done, mates_wait, None)
+    }
+
+    /// [`Engine::wait_loop`] of a rank bound to a core on an oversubscribed
+    /// host: it says at once whom it waits for, wakes the ranks waiting for
+    /// those it sent to, and if it waits for one rank of this host, decides
+    /// on its first empty pass whether to keep the core (the polls before it
+    /// are for a message about to come, which the decision tells).
+    #[inline(never)]
+    fn wait_loop_bound(
+        &mut self,
+        info: &WaitInfo,
+        done: &mut dyn FnMut(&mut Engine) -> bool,
+        mates_wait: &mut dyn FnMut(&Engine) -> bool,
+    ) -> Result<()> {
+        let awaited = self.publish_awaits(info);
+        self.wake_waiters();
+        let r = self.wait_passes(info, done, mates_wait, awaited);
+        if let Some(shm) = &self.shm {
+            shm.publish_awaits(AWAITS_NOTHING);
         }
         r
     }
 
-    /// Oversubscribed with the ranks bound to cores, publishes what this
-    /// rank waits for, for the other ranks of its core
-    /// ([`ShmTransport::turn`]); returns, if it published, the awaited local
-    /// rank if the wait is for one. Called once per wait, as it starts (a
-    /// wait whose condition held at once publishes nothing).
-    fn publish_awaits(&self, info: &WaitInfo) -> Option<Option<usize>> {
-        if !self.wake_ahead {
-            return None;
-        }
+    /// Publishes what this rank waits for, for the other ranks of its core
+    /// ([`ShmTransport::turn`]); returns the awaited local rank if the wait
+    /// is for one. Called as a wait starts (a wait whose condition held at
+    /// once publishes nothing).
+    fn publish_awaits(&self, info: &WaitInfo) -> Option<usize> {
         let shm = self.shm.as_ref()?;
         let local = match info.world {
             u32::MAX => None,
             w => shm.local_of(w).filter(|&l| l != self.my_local),
         };
         shm.publish_awaits(local.map_or(AWAITS_OTHER, |l| l as u32 + 1));
-        Some(local)
+        local
     }
 
     /// Wakes the ranks asleep in a wait for a local rank this one has sent to
@@ -1894,15 +1907,16 @@ impl Engine {
         }
     }
 
+    /// The passes of a wait; `awaited`: the local rank it waits for, when
+    /// the rank is bound and oversubscribed ([`Engine::wait_loop_bound`]).
+    #[inline(always)]
     fn wait_passes(
         &mut self,
         info: &WaitInfo,
         done: &mut dyn FnMut(&mut Engine) -> bool,
         mates_wait: &mut dyn FnMut(&Engine) -> bool,
-        published: &mut bool,
+        awaited: Option<usize>,
     ) -> Result<()> {
-        // The local rank this one waits for, once published (see below).
-        let mut awaited: Option<usize> = None;
         // Passes left before the next look at whether the core is this
         // rank's (`ShmTransport::core_is_mine`).
         let mut kept = 0u32;
@@ -1910,24 +1924,18 @@ impl Engine {
         let mut passed = false;
         // The clock is read only after `policy.polls` empty polls, so a short
         // wait costs no system call at all.
-        let mut idle_polls = 0u32;
+        // (Waiting for one rank of this host, oversubscribed and bound: the
+        // decision on the first empty pass, see `wait_loop_bound`.)
+        let mut idle_polls = if awaited.is_some() {
+            self.policy.polls
+        } else {
+            0
+        };
         // Counts down to the next yield (a `%` per pass would be a division
         // in the loop that decides how soon a waiting rank sees a frame).
         let mut until_yield = 0u32;
         let mut idle_since: Option<Instant> = None;
         let mut started: Option<Instant> = None;
-        // Oversubscribed and bound: say at once whom this rank waits for,
-        // and if that is one rank of this host, decide on the first empty
-        // pass whether to keep the core (the polls before it are for a
-        // message that is about to come, which the decision tells).
-        if let Some(local) = self.publish_awaits(info) {
-            *published = true;
-            awaited = local;
-            if local.is_some() {
-                idle_polls = self.policy.polls;
-            }
-            self.wake_waiters();
-        }
         // Why a waiting rank yields: two ranks that wait on each other often
         // end up on ONE core, even with a core free for each. Seen with perf on
         // this 2-core VM: both ranks on one CPU for a whole run while the other
