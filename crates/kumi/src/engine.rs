@@ -1804,7 +1804,7 @@ impl Engine {
     /// Yields alone keep the order in which the core's ranks take turns,
     /// whatever the order their messages come in; the sleeps re-order them.
     /// A token ring of 8 ranks on 2 cores: 2.4 us a hop (each hop waited
-    /// for ~2 wrong turns of 1.2 us) -> 1.05 (docs/BENCHMARKS.md, session 16).
+    /// for ~2 wrong turns of 1.2 us) -> 0.95 (docs/BENCHMARKS.md, session 16).
     #[inline]
     pub fn wait_until_with_mates(
         &mut self,
