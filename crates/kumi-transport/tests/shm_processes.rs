@@ -569,7 +569,12 @@ fn core_is_not_kept_on_ties_unknown_waits_or_cycles() {
     // Rank 2 waits for something else instead (any source, a collective):
     // it may need the core at any moment.
     ts[2].publish_awaits(AWAITS_OTHER);
-    assert!(!ts[0].core_is_mine(1, 2), "rank 2's wait is not known");
+    // It is yielded to, never slept for (it would send a ping-pong's rank
+    // to sleep beside a rank in a barrier).
+    assert_eq!(ts[0].turn(1, 2), Turn::Yield, "rank 2's wait is not known");
+    // Running, it is a rank nearer than rank 0: rank 0 hands the core on.
+    ts[2].publish_awaits(AWAITS_NOTHING);
+    assert_eq!(ts[0].turn(1, 2), Turn::Pass, "rank 2 runs");
     // Asleep, it takes no turn of the core: rank 0 keeps it.
     assert!(ts[2].prepare_sleep());
     assert!(ts[0].core_is_mine(1, 2), "rank 2 sleeps");
