@@ -487,7 +487,7 @@ fn attaching_a_rank_twice_is_refused() {
 }
 
 /// Eight transports over one segment, as 8 ranks on 2 cores (local rank `i`
-/// on core `i % 2`), for [`ShmTransport::core_is_mine`].
+/// on core `i % 2`), for [`ShmTransport::turn`].
 fn eight_on_two_cores(tag: &str) -> Vec<ShmTransport> {
     let (seg, fd) = Segment::create_memfd(tag, 8, &ShmConfig { ring_bytes: 65536 }).unwrap();
     let globals: Vec<u32> = (0..8).collect();
@@ -513,7 +513,11 @@ fn core_goes_to_the_rank_nearest_the_token() {
     for i in [0, 2, 3, 4, 5, 6, 7] {
         waits_for(&ts, i, (i + 7) % 8);
     }
-    assert!(ts[2].core_is_mine(1, 2), "rank 2 is next: it keeps core 0");
+    assert_eq!(
+        ts[2].turn(1, 2),
+        Turn::Keep,
+        "rank 2 is next: it keeps core 0"
+    );
     for i in [0, 4, 6] {
         assert_eq!(
             ts[i].turn((i + 7) % 8, 2),
@@ -523,7 +527,7 @@ fn core_goes_to_the_rank_nearest_the_token() {
     }
     // Core 1: ranks 3, 5, 7 are 2, 4 and 6 away; rank 1 runs, so nobody
     // waiting there may keep the core from it.
-    assert!(!ts[3].core_is_mine(2, 2), "rank 1 runs on core 1");
+    assert_ne!(ts[3].turn(2, 2), Turn::Keep, "rank 1 runs on core 1");
 
     // Rank 1 sends the token to rank 2 and waits for rank 0: rank 2 now has
     // an unread message, so it is live, and rank 4 (waiting for 3, waiting
@@ -532,24 +536,29 @@ fn core_goes_to_the_rank_nearest_the_token() {
         .try_send(2, &Header::new(Kind::Eager), &[1; 8])
         .unwrap());
     waits_for(&ts, 1, 0);
-    assert!(
-        !ts[4].core_is_mine(3, 2),
+    assert_ne!(
+        ts[4].turn(3, 2),
+        Turn::Keep,
         "rank 2 has its message: it needs the core"
     );
-    assert!(ts[3].core_is_mine(2, 2), "rank 3 is next on core 1");
-    assert!(!ts[5].core_is_mine(4, 2));
+    assert_eq!(ts[3].turn(2, 2), Turn::Keep, "rank 3 is next on core 1");
+    assert_ne!(ts[5].turn(4, 2), Turn::Keep);
 
     // Rank 2 takes the message and runs: it is live, and rank 4 waits behind it.
     assert_eq!(ts[2].poll(&mut |_, _, _| ()).unwrap(), 1);
     ts[2].publish_awaits(AWAITS_NOTHING);
-    assert!(!ts[4].core_is_mine(3, 2), "rank 2 runs on core 0");
+    assert_ne!(ts[4].turn(3, 2), Turn::Keep, "rank 2 runs on core 0");
     // It sends on and waits: rank 4 is nearest on core 0 again, one away.
     assert!(ts[2]
         .try_send(3, &Header::new(Kind::Eager), &[1; 8])
         .unwrap());
     waits_for(&ts, 2, 1);
-    assert!(ts[4].core_is_mine(3, 2), "rank 4 is next: it keeps core 0");
-    assert!(!ts[2].core_is_mine(1, 2));
+    assert_eq!(
+        ts[4].turn(3, 2),
+        Turn::Keep,
+        "rank 4 is next: it keeps core 0"
+    );
+    assert_ne!(ts[2].turn(1, 2), Turn::Keep);
 }
 
 #[test]
@@ -577,26 +586,31 @@ fn core_is_not_kept_on_ties_unknown_waits_or_cycles() {
     assert_eq!(ts[0].turn(1, 2), Turn::Pass, "rank 2 runs");
     // Asleep, it takes no turn of the core: rank 0 keeps it.
     assert!(ts[2].prepare_sleep());
-    assert!(ts[0].core_is_mine(1, 2), "rank 2 sleeps");
+    assert_eq!(ts[0].turn(1, 2), Turn::Keep, "rank 2 sleeps");
     ts[2].cancel_sleep();
-    assert!(!ts[0].core_is_mine(1, 2), "rank 2 is awake again");
+    assert_ne!(ts[0].turn(1, 2), Turn::Keep, "rank 2 is awake again");
     // Waiting for rank 7, which waits for 0, it is three waits from rank 1,
     // rank 0 one: rank 0 keeps the core.
     waits_for(&ts, 2, 7);
-    assert!(
-        ts[0].core_is_mine(1, 2),
+    assert_eq!(
+        ts[0].turn(1, 2),
+        Turn::Keep,
         "rank 2 waits for 7, which waits for 0"
     );
     // Every rank waits for another with nothing in flight: no rank is live,
     // nothing to keep the core for.
     waits_for(&ts, 1, 0);
     for i in [0, 2, 4, 6] {
-        assert!(!ts[i].core_is_mine((i + 1) % 8, 2), "rank {i} in a cycle");
+        assert_ne!(
+            ts[i].turn((i + 1) % 8, 2),
+            Turn::Keep,
+            "rank {i} in a cycle"
+        );
     }
     // A source out of range, or this rank itself, is never a reason.
-    assert!(!ts[0].core_is_mine(8, 2));
-    assert!(!ts[0].core_is_mine(0, 2));
-    assert!(!ts[0].core_is_mine(1, 0));
+    assert_ne!(ts[0].turn(8, 2), Turn::Keep);
+    assert_ne!(ts[0].turn(0, 2), Turn::Keep);
+    assert_ne!(ts[0].turn(1, 0), Turn::Keep);
 }
 
 #[test]

@@ -68,7 +68,7 @@ impl WaitInfo {
 }
 
 /// Passes a waiting rank that found its core to be its own polls before it
-/// looks again ([`ShmTransport::core_is_mine`]). A guess: a pass is ~50 ns,
+/// looks again ([`ShmTransport::turn`]). A guess: a pass is ~50 ns,
 /// so the look is repeated about every microsecond, which is how soon a rank
 /// of the core may become nearer to the message than this one.
 const KEPT_PASSES: u32 = 16;
@@ -940,9 +940,10 @@ impl Engine {
             {
                 if t.try_send(peer, h, payload)? {
                     if self.wake_ahead {
-                        match t.local_of(peer) {
-                            Some(j) if j < 64 => self.sent_to |= 1 << j,
-                            _ => t.wake_waiters_of(peer),
+                        // Noted, woken at the next wait (`wake_waiters`);
+                        // beyond 64 local ranks, the doorbells wake them.
+                        if let Some(j) = t.local_of(peer).filter(|&j| j < 64) {
+                            self.sent_to |= 1 << j;
                         }
                     }
                     return Ok(());
@@ -1895,7 +1896,7 @@ impl Engine {
         while sent != 0 {
             let j = sent.trailing_zeros() as usize;
             sent &= sent - 1;
-            shm.wake_waiters_of_local(j);
+            shm.wake_waiters_of(j);
         }
     }
 
@@ -1918,7 +1919,7 @@ impl Engine {
         awaited: Option<usize>,
     ) -> Result<()> {
         // Passes left before the next look at whether the core is this
-        // rank's (`ShmTransport::core_is_mine`).
+        // rank's (`ShmTransport::turn`).
         let mut kept = 0u32;
         // Whether this wait has handed its core on to a nearer rank before.
         let mut passed = false;

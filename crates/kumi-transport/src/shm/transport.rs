@@ -220,21 +220,23 @@ impl ShmTransport {
         })
     }
 
-    /// Whether this rank, bound with the other local ranks to `cores` cores
+    /// What this rank, bound with the other local ranks to `cores` cores
     /// (local ranks `a` and `b` share one when `a % cores == b % cores`) and
-    /// waiting for a message of local rank `src`, should keep its core
-    /// instead of yielding it: it is nearer than every other awake rank of
-    /// its core to a rank that may send. Nearness is the chain of waits: a
-    /// rank that runs, or has an unread message from the rank it waits for,
-    /// is "live" (0); a rank waiting for a live one is at 1, and so on. A
-    /// chain that reaches a rank waiting for something other than one local
-    /// rank tells nothing: this rank then yields. In a token ring of 8 ranks
-    /// on 2 cores, with the token at rank 1, core 0's ranks 2, 4, 6 and 0
-    /// are at 1, 3, 5 and 7: rank 2 keeps the core, and the others, should
-    /// the scheduler give it to them, hand it on. Without this, the rank
-    /// whose message comes next yields in turn with ranks that have nothing
-    /// to do, and each hop waits on average for half a round of its core's
-    /// ranks (~1.2 us a hand-over here).
+    /// waiting for a message of local rank `src`, does with its core: keep
+    /// it ([`Turn::Keep`]) when it is nearer than every other awake rank of
+    /// its core to a rank that may send; hand it on ([`Turn::Pass`]) when an
+    /// awake rank of the core is strictly nearer; else yield as before
+    /// ([`Turn::Yield`]). Nearness is the chain of waits: a rank that runs,
+    /// or has an unread message from the rank it waits for, is "live" (0); a
+    /// rank waiting for a live one is at 1, and so on. A chain that reaches a
+    /// rank waiting for something other than one local rank tells nothing:
+    /// this rank then yields. In a token ring of 8 ranks on 2 cores, with the
+    /// token at rank 1, core 0's ranks 2, 4, 6 and 0 are at 1, 3, 5 and 7:
+    /// rank 2 keeps the core, and the others, should the scheduler give it
+    /// to them, hand it on. Without this, the rank whose message comes next
+    /// yields in turn with ranks that have nothing to do, and each hop waits
+    /// on average for half a round of its core's ranks (~1.2 us a hand-over
+    /// here).
     ///
     /// Ties yield (as every waiting rank did before). Reads the published
     /// waits ([`RankBlock::awaits`]) and the rings' unread records along the
@@ -242,14 +244,6 @@ impl ShmTransport {
     /// nearest live rank: a rank the scheduler gave the core by mistake finds
     /// out after two steps per chain in the ring above. With more than
     /// `CORE_CHAINS` (32) awake ranks on the core it yields.
-    pub fn core_is_mine(&self, src: usize, cores: usize) -> bool {
-        self.turn(src, cores) == Turn::Keep
-    }
-
-    /// [`ShmTransport::core_is_mine`], telling apart the two ways it says no:
-    /// an awake rank of the core is strictly nearer ([`Turn::Pass`]), or
-    /// there is a tie, a rank that may need the core, or nothing to go by
-    /// ([`Turn::Yield`]).
     pub fn turn(&self, src: usize, cores: usize) -> Turn {
         let n = self.globals.len();
         if cores == 0 || src >= n || src == self.me {
@@ -273,13 +267,12 @@ impl ShmTransport {
         }
         let mates = &mut mates[..len];
         // Round k looks at the mates' chains at depth k and this rank's at
-        // depth k + 1 (its source's at depth k).
-        // A chain that ends in a wait for something else (any source, a
-        // collective, requests) says nothing of how near its rank is: that
-        // rank may need the core at any moment, so it is yielded to, but
-        // never slept for (a rank waiting in a barrier beside a ping-pong
-        // would otherwise send the ping-pong's rank to sleep every round
-        // trip: 1.2 -> 1.64 us).
+        // depth k + 1 (its source's at depth k). A chain that ends in a wait
+        // for something else (any source, a collective, requests) says
+        // nothing of how near its rank is: that rank may need the core at
+        // any moment, so it is yielded to, but never slept for (a rank
+        // waiting in a barrier beside a ping-pong would otherwise send the
+        // ping-pong's rank to sleep every round trip: 1.2 -> 1.64 us).
         let mut mine = src;
         for _ in 0..n {
             for m in mates.iter_mut() {
@@ -307,20 +300,13 @@ impl ShmTransport {
         Turn::Yield
     }
 
-    /// Wakes every local rank asleep in a wait for local rank `peer`'s
-    /// message (see [`RankBlock::awaits`]): a frame just sent to `peer` made
-    /// it live, so they are next to it ([`ShmTransport::turn`]), and woken
-    /// now they are on their core's run queue by the time it sends.
-    /// Advisory: a rank that announces its sleep just after this look is not
-    /// woken ahead, and wakes when its own message rings its doorbell.
-    pub fn wake_waiters_of(&self, peer: u32) {
-        if let Some(j) = self.local_of(peer) {
-            self.wake_waiters_of_local(j);
-        }
-    }
-
-    /// [`ShmTransport::wake_waiters_of`] by local rank.
-    pub fn wake_waiters_of_local(&self, j: usize) {
+    /// Wakes every local rank asleep in a wait for local rank `j`'s message
+    /// (see [`RankBlock::awaits`]): a frame sent to `j` made it live, so they
+    /// are next to it ([`ShmTransport::turn`]), and woken now they are on
+    /// their core's run queue by the time it sends. Advisory: a rank that
+    /// announces its sleep just after this look is not woken ahead, and
+    /// wakes when its own message rings its doorbell.
+    pub fn wake_waiters_of(&self, j: usize) {
         for k in 0..self.globals.len() {
             let b = self.segment.rank_block(k);
             if k != self.me && b.is_asleep() && b.awaits() == j as u32 + 1 {
@@ -539,12 +525,13 @@ enum Step {
     Waits(usize),
 }
 
-/// Most awake ranks of one core among which [`ShmTransport::core_is_mine`]
-/// decides (more, and the rank yields as if it had not looked).
-pub const CORE_CHAINS: usize = 32;
+/// Most awake ranks of one core among which [`ShmTransport::turn`] decides
+/// (more, and the rank yields as if it had not looked).
+const CORE_CHAINS: usize = 32;
 
 /// The memory of ring `[src][dst]` of `segment`, for its one producer (`src`)
-/// or its one consumer (`dst`).
+/// or its one consumer (`dst`), or for a third rank that only loads its
+/// atomic words (`looks_unread`).
 fn ring_mem(segment: &Segment, src: usize, dst: usize) -> RawMem {
     // SAFETY: `ring_base` points at a 64-aligned ring of `RING_CONTROL_BYTES +
     // ring_bytes` bytes inside the mapping `segment` owns, and the transport that
