@@ -73,6 +73,7 @@ fn shut_down() -> R<()> {
     // libraries use as a finalize hook.
     crate::comm::delete_all_attrs(MPI_COMM_SELF)?;
     kumi::raw::wait_orphans()?;
+    state::clear_owner();
     let s = state::take();
     phase().store(2, Ordering::Release);
     if let Some(s) = s {
@@ -95,6 +96,7 @@ fn start() -> R<()> {
     // Release: pairs with the Acquire in `st()`; the state and INIT_THREAD are
     // published before any thread can see "running".
     phase().store(1, Ordering::Release);
+    state::set_owner();
     Ok(())
 }
 

@@ -225,12 +225,48 @@ fn start_recv(
     Ok(unsafe { raw::irecv(c, buf as *mut u8, n, &d, src, tag)? })
 }
 
-/// The arguments of a nonblocking send or receive on the fast path, if they
-/// are those of the usual case (a predefined type, a rank of the
-/// communicator, or `MPI_ANY_SOURCE` if `any_ok` (a receive), a valid tag, a
-/// request to write): the communicator, the peer and the buffer's bytes. `None` for
-/// anything else, errors included (the general path reports them). Sets the
+/// The arguments of a send or receive on the fast path, if they are those
+/// of the usual case (a predefined type, a non-negative count, a buffer,
+/// a rank of the communicator, or `MPI_ANY_SOURCE` if `any_ok` (a
+/// receive), a valid tag): the communicator, the peer and the buffer's
+/// bytes. `None` for anything else, errors and `MPI_PROC_NULL` included:
+/// the general path ([`start_send`], [`start_recv`], the blocking calls'
+/// own) checks each argument in turn and says what was wrong. Sets the
 /// communicator whose handler takes the call's errors.
+///
+/// Each test is one comparison, none with an error of its own to build
+/// (the fast path of `MPI_Send` and `MPI_Recv`, scripts/count-instructions.sh):
+/// a NULL buffer (of zero elements, or an error) takes the general path;
+/// the length cannot overflow (a `c_int` count of at most 255-byte elements).
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn contig_args(
+    s: &State,
+    buf: *const c_void,
+    cnt: c_int,
+    dt: c_int,
+    rank: c_int,
+    any_ok: bool,
+    tag_ok: bool,
+    comm: c_int,
+) -> Option<(&Comm, i32, usize)> {
+    let u = dt as u32;
+    if u & 0xff00_0000 != 0x4c00_0000 || cnt < 0 || !tag_ok || buf.is_null() {
+        return None;
+    }
+    let c = &s.comms.get(&comm)?.comm;
+    let p = if (rank as u32 as usize) < c.size() {
+        rank
+    } else if any_ok && rank == MPI_ANY_SOURCE {
+        kumi::ANY_SOURCE
+    } else {
+        return None;
+    };
+    set_err_comm(comm);
+    Some((c, p, cnt as usize * ((u >> 8) & 0xff) as usize))
+}
+
+/// [`contig_args`] for a nonblocking call, which also needs a request to write.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn contig_request(
@@ -244,18 +280,10 @@ fn contig_request(
     comm: c_int,
     request: *mut c_int,
 ) -> Option<(&Comm, i32, usize)> {
-    if request.is_null() || cnt < 0 || !tag_ok {
+    if request.is_null() {
         return None;
     }
-    let c = &s.comms.get(&comm)?.comm;
-    let Ok(Some(p)) = peer(c, rank, any_ok) else {
-        return None;
-    };
-    let Ok(Some(bytes)) = contig_bytes(buf, cnt as usize, dt) else {
-        return None;
-    };
-    set_err_comm(comm);
-    Some((c, p, bytes))
+    contig_args(s, buf, cnt, dt, rank, any_ok, tag_ok, comm)
 }
 
 /// `MPI_Irecv` of a predefined type from a rank (the usual case): the
@@ -348,13 +376,8 @@ fn send_blocking(
     mode: SendMode,
 ) -> R<()> {
     let s = st()?;
-    let c = s.comm_ref(comm)?;
-    let n = count(cnt)?;
-    send_tag(tag)?;
-    let Some(to) = peer(c, dest, false)? else {
-        return Ok(());
-    };
-    if let Some(len) = contig_bytes(buf, n, dt)? {
+    let tag_ok = (0..=kumi::TAG_UB).contains(&tag);
+    if let Some((c, to, len)) = contig_args(&s, buf, cnt, dt, dest, false, tag_ok, comm) {
         // The state stays borrowed through the send (no reference to the
         // communicator taken and dropped: two atomic updates per call): the
         // runtime's send calls back into nothing of this library.
@@ -380,14 +403,8 @@ fn recv_blocking(
     status: *mut MPI_Status,
 ) -> R<()> {
     let s = st()?;
-    let c = s.comm_ref(comm)?;
-    let n = count(cnt)?;
-    recv_tag(tag)?;
-    let Some(src) = peer(c, source, true)? else {
-        put_status(status, status_of(&proc_null(), MPI_SUCCESS));
-        return Ok(());
-    };
-    if let Some(cap) = contig_bytes(buf, n, dt)? {
+    let tag_ok = tag == MPI_ANY_TAG || (0..=kumi::TAG_UB).contains(&tag);
+    if let Some((c, src, cap)) = contig_args(&s, buf, cnt, dt, source, true, tag_ok, comm) {
         // The state stays borrowed through the receive, as in `send_blocking`.
         // SAFETY: the caller keeps `buf` valid until this call returns.
         return match unsafe { raw::recv_contig(c, buf as *mut u8, cap, src, tag) } {

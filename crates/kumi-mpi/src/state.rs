@@ -208,16 +208,23 @@ const INDEX_BITS: c_int = 0x03ff_ffff;
 /// a load. Freed indices are reused, lowest-recently-freed first, so the table
 /// stays as large as the most objects alive at once. `first` indices are
 /// reserved for predefined handles, which [`Slab::index`] maps.
+///
+/// `repr(C)`, with what a lookup of `MPI_COMM_WORLD` reads first: the
+/// communicator table sits at the end of the cache line that every call
+/// reads anyway (see `Global`).
+#[repr(C)]
 pub(crate) struct Slab<V> {
+    /// `fixed[0]`, kept here: the most named handle (`MPI_COMM_WORLD`) is
+    /// then found without touching another cache line (see `index`).
+    /// (`0, u32::MAX` in a table without predefined handles: an index
+    /// past any slot, so that the handle 0 finds nothing.)
+    first: (c_int, u32),
     slots: Vec<Option<V>>,
     free: Vec<c_int>,
     /// The kind bits of this table's created handles.
     base: c_int,
     /// Predefined handles and their indices.
     fixed: &'static [(c_int, usize)],
-    /// `fixed[0]`, kept here: the most named handle (`MPI_COMM_WORLD`) is
-    /// then found without touching another cache line (see `index`).
-    first: Option<(c_int, usize)>,
     /// Scratch bitset of [`Slab::pick_many_mut`].
     marks: Vec<u64>,
 }
@@ -231,22 +238,22 @@ impl<V> Slab<V> {
             free: Vec::new(),
             base,
             fixed,
-            first: fixed.first().copied(),
+            first: fixed.first().map_or((0, u32::MAX), |&(h, i)| (h, i as u32)),
             marks: Vec::new(),
         }
     }
 
     #[inline(always)]
     pub fn index(&self, h: c_int) -> Option<usize> {
+        // `MPI_COMM_WORLD` is named on nearly every call: the predefined
+        // handles' first entry is checked first, before the created ones.
+        if self.first.0 == h {
+            return Some(self.first.1 as usize);
+        }
         if h & !INDEX_BITS == self.base {
             return Some((h & INDEX_BITS) as usize);
         }
-        // `MPI_COMM_WORLD` is named on nearly every call: the predefined
-        // handles' first entry is checked before the search.
-        match self.first {
-            Some((f, i)) if f == h => Some(i),
-            _ => self.fixed.iter().find(|f| f.0 == h).map(|f| f.1),
-        }
+        self.fixed.iter().find(|f| f.0 == h).map(|f| f.1)
     }
 
     #[inline(always)]
@@ -477,7 +484,24 @@ pub(crate) fn set_init_thread() {
 #[repr(C, align(64))]
 struct Global {
     phase: AtomicU8,
+    /// `MPI_THREAD_SERIALIZED` was asked for: then `init_pthread` is a token
+    /// that the thread inside MPI holds for the length of its call (0 when no
+    /// thread is inside), see [`Token`].
+    serialized: AtomicBool,
     err_comm: AtomicI32,
+    /// The thread that may call with no further check: the initializing
+    /// thread while MPI runs under `MPI_THREAD_FUNNELED`; 0 before, after,
+    /// and under `MPI_THREAD_SERIALIZED`. One comparison stands for the
+    /// three of the other fields (the phase, the thread, the thread level)
+    /// on every call ([`Token::enter`], [`st`]); any other caller takes the
+    /// slow path, which checks them one by one. Relaxed: only the
+    /// initializing thread stores it (in `MPI_Init`, after the state is
+    /// installed and the Release store of `phase`; `MPI_Init_thread`; and
+    /// `MPI_Finalize`, before the state is taken), and only that thread can
+    /// find its own id in it, in program order; another thread finds 0 or
+    /// an id not its own and takes the slow path, whose Acquire load of
+    /// `phase` orders what it reads next.
+    owner: AtomicUsize,
     /// [`kumi::raw::thread_id`] of the thread that initialized MPI (0 before): comparing it
     /// with the caller's costs one load, where a thread-local flag costs a call
     /// into the dynamic linker (`__tls_get_addr`) in a shared library. The
@@ -486,10 +510,8 @@ struct Global {
     /// `phase` that makes MPI "running", and read after the Acquire load of it
     /// (`st`).
     init_pthread: AtomicUsize,
-    /// `MPI_THREAD_SERIALIZED` was asked for: then `init_pthread` is a token
-    /// that the thread inside MPI holds for the length of its call (0 when no
-    /// thread is inside), see [`Token`].
-    serialized: AtomicBool,
+    /// The `RefCell`'s flag at byte 24, the state from byte 32: the
+    /// communicator table's first entry and vector header end the line.
     state: RefCell<Option<State>>,
 }
 // SAFETY: the state is only ever touched by the thread that initialized MPI:
@@ -500,9 +522,10 @@ unsafe impl Sync for Global {}
 /// The library's state and the words every call reads first.
 static STATE: Global = Global {
     phase: AtomicU8::new(0),
-    err_comm: AtomicI32::new(MPI_COMM_WORLD),
-    init_pthread: AtomicUsize::new(0),
     serialized: AtomicBool::new(false),
+    err_comm: AtomicI32::new(MPI_COMM_WORLD),
+    owner: AtomicUsize::new(0),
+    init_pthread: AtomicUsize::new(0),
     state: RefCell::new(None),
 };
 
@@ -520,6 +543,19 @@ impl Token {
     /// Takes the token for this call. `Err` if another thread is inside MPI.
     #[inline(always)]
     pub(crate) fn enter() -> Result<Token, ()> {
+        // Relaxed: see `Global::owner`. Not `is_owner`: any owner means
+        // `MPI_THREAD_FUNNELED`, which needs no token; a call from another
+        // thread is refused by `st` (and the calls that do not use the state
+        // may be made from any thread, as before `MPI_Init`).
+        if STATE.owner.load(Ordering::Relaxed) != 0 {
+            return Ok(Token(false));
+        }
+        Self::enter_slow()
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn enter_slow() -> Result<Token, ()> {
         // Relaxed: set once in MPI_Init_thread, before the Release store of
         // `phase` that every call's Acquire load (in `st`) pairs with.
         if !STATE.serialized.load(Ordering::Relaxed) {
@@ -528,8 +564,6 @@ impl Token {
         Self::take()
     }
 
-    #[cold]
-    #[inline(never)]
     fn take() -> Result<Token, ()> {
         let me = kumi::raw::thread_id();
         // Relaxed: only this thread stores its own id there.
@@ -560,6 +594,8 @@ impl Drop for Token {
 /// each call takes the token, and the initializing thread gives it up.
 pub(crate) fn set_serialized() {
     STATE.serialized.store(true, Ordering::Relaxed);
+    // Relaxed: see `Global::owner`.
+    STATE.owner.store(0, Ordering::Relaxed);
     // Release: the initialization's effects go to the next holder.
     STATE.init_pthread.store(0, Ordering::Release);
 }
@@ -592,6 +628,22 @@ pub(crate) fn take() -> Option<State> {
 /// see `crate::guard`).
 #[inline(always)]
 pub(crate) fn st() -> R<RefMut<'static, State>> {
+    if !is_owner() {
+        return st_checked();
+    }
+    let Ok(b) = STATE.state.try_borrow_mut() else {
+        return reentered();
+    };
+    // SAFETY: the owner finds the state installed: `set_owner` runs after
+    // `install` and `clear_owner` before `take`, all on the owner's thread,
+    // the only one that finds its id in `Global::owner`.
+    Ok(RefMut::map(b, |s| unsafe { s.as_mut().unwrap_unchecked() }))
+}
+
+/// [`st`] for a caller other than `Global::owner`: under
+/// `MPI_THREAD_SERIALIZED`, or refused.
+#[inline(never)]
+fn st_checked() -> R<RefMut<'static, State>> {
     // Acquire pairs with the Release store at the end of MPI_Init: a thread that
     // sees "running" also sees INIT_THREAD set.
     if phase().load(Ordering::Acquire) != 1 || !on_init_thread() {
@@ -601,6 +653,33 @@ pub(crate) fn st() -> R<RefMut<'static, State>> {
         Ok(b) => RefMut::filter_map(b, |s| s.as_mut()).or_else(|_| not_initialized()),
         Err(_) => reentered(),
     }
+}
+
+/// Whether the caller is `Global::owner`: MPI runs, under
+/// `MPI_THREAD_FUNNELED`, and this is its thread.
+#[inline(always)]
+fn is_owner() -> bool {
+    // Relaxed: see `Global::owner`.
+    STATE.owner.load(Ordering::Relaxed) == kumi::raw::thread_id()
+}
+
+/// Makes the calling thread `Global::owner` if MPI runs under
+/// `MPI_THREAD_FUNNELED` and it initialized it (at the end of `MPI_Init`
+/// and `MPI_Init_thread`), or no thread (0) otherwise.
+pub(crate) fn set_owner() {
+    // Acquire: see `st`.
+    let funneled = phase().load(Ordering::Acquire) == 1 && !serialized() && on_init_thread();
+    // Relaxed: see `Global::owner`.
+    STATE.owner.store(
+        if funneled { kumi::raw::thread_id() } else { 0 },
+        Ordering::Relaxed,
+    );
+}
+
+/// Ends the fast path of [`is_owner`] (at `MPI_Finalize`).
+pub(crate) fn clear_owner() {
+    // Relaxed: see `Global::owner`.
+    STATE.owner.store(0, Ordering::Relaxed);
 }
 
 /// Why [`st`] refuses a call: MPI is not running, or this is not its thread.

@@ -267,6 +267,51 @@ fn serialized_threads() {
     );
 }
 
+/// The calls the library refuses, each ending the job with its reason: a
+/// second thread's under `MPI_THREAD_FUNNELED`, and calls before `MPI_Init`
+/// and after `MPI_Finalize` (the first check of every call: one comparison
+/// on the fast path, the reasons on the slow one).
+#[test]
+fn calls_from_the_wrong_thread_or_outside_init_are_refused() {
+    for (mode, wants) in [
+        (
+            "funneled",
+            &[
+                "MPI_Comm_rank on rank 0, on a thread that may not call MPI now",
+                "only the main thread may make MPI calls",
+            ][..],
+        ),
+        (
+            "early",
+            &[
+                "MPI_Send before MPI_Init completed",
+                "MPI is not initialized: call MPI_Init first",
+            ][..],
+        ),
+        (
+            "late",
+            &[
+                "MPI_Send during or after MPI_Finalize",
+                "MPI has been finalized",
+            ][..],
+        ),
+    ] {
+        let o = Command::new(bin("kumi"))
+            .args(["run", "-n", "2"])
+            .arg(kumi_built().join("threads"))
+            .arg(mode)
+            .output()
+            .expect("start kumi run");
+        let (out, err) = text(&o);
+        assert!(
+            !o.status.success()
+                && wants.iter().all(|w| err.contains(w))
+                && !out.contains("NOT REACHED"),
+            "{mode}: stdout:\n{out}\nstderr:\n{err}"
+        );
+    }
+}
+
 #[test]
 fn one_sided_on_shared_memory_windows() {
     suite("win", &[1, 2, 3, 4, 8], &[1, 3]);

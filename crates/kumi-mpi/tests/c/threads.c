@@ -4,7 +4,10 @@
  * MPI_Query_thread and MPI_Is_thread_main answer. With the argument
  * "overlap", rank 0's second thread calls MPI while its main thread is
  * inside MPI_Recv, which must end the job naming the rule (the test driver
- * checks the message). */
+ * checks the message). The other arguments make the calls the library must
+ * refuse, each ending the job with its reason: "funneled", a second thread's
+ * call under MPI_THREAD_FUNNELED (MPI_Init); "early", a send before
+ * MPI_Init; "late", a send after MPI_Finalize. */
 #include "kt.h"
 #include <pthread.h>
 #include <unistd.h>
@@ -36,8 +39,45 @@ static void *intruder(void *arg) {
     return NULL;
 }
 
+static void *outsider(void *arg) {
+    (void)arg;
+    int r;
+    MPI_Comm_rank(MPI_COMM_WORLD, &r);
+    printf("NOT REACHED\n");
+    return NULL;
+}
+
+/* The refused calls (see the top); returns only if `mode` is none of them. */
+static void refused(const char *mode, int argc, char **argv) {
+    int x = 1;
+    if (strcmp(mode, "early") == 0) {
+        MPI_Send(&x, 1, MPI_INT, 0, 0, MPI_COMM_WORLD);
+        printf("NOT REACHED\n");
+        exit(0);
+    }
+    if (strcmp(mode, "funneled") == 0 || strcmp(mode, "late") == 0) {
+        OK(MPI_Init(&argc, &argv));
+        int r = kt_rank();
+        if (mode[0] == 'f') {
+            if (r == 0) {
+                pthread_t t;
+                CHECK(pthread_create(&t, NULL, outsider, NULL) == 0);
+                pthread_join(t, NULL);
+            }
+            OK(MPI_Barrier(MPI_COMM_WORLD));
+            MPI_Finalize();
+            exit(0);
+        }
+        MPI_Finalize();
+        MPI_Send(&x, 1, MPI_INT, 0, 0, MPI_COMM_WORLD);
+        printf("NOT REACHED\n");
+        exit(0);
+    }
+}
+
 int main(int argc, char **argv) {
     int provided, q, main_flag;
+    if (argc > 1) refused(argv[1], argc, argv);
     OK(MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided));
     CHECK(provided == MPI_THREAD_SERIALIZED);
     OK(MPI_Query_thread(&q));
