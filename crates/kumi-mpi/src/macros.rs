@@ -28,9 +28,14 @@ macro_rules! mpi_fns {
             #[allow(unused_imports)]
             use super::*;
             /// The body of the MPI function this module is named after.
+            /// `extern "C"`, so that it cannot unwind (a panic escaping it
+            /// would abort; `guard` catches every one first): the exported
+            /// functions then jump to it, with no frame of their own to
+            /// abort an unwinding call from (three instructions and a
+            /// call's return address per call).
             #[inline(never)]
             #[allow(clippy::too_many_arguments)]
-            pub(super) unsafe fn body($($a: $t),*) -> std::ffi::c_int {
+            pub(super) unsafe extern "C" fn body($($a: $t),*) -> std::ffi::c_int {
                 $guard(&stringify!($mpi), move || -> crate::R<()> { $body })
             }
         }
