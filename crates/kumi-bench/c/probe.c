@@ -2,7 +2,9 @@
  * crates/kumi/examples/probe.rs (same loops, same tags), for
  * scripts/count-instructions.sh and for A/B timing.
  *
- *   kumi cc -O2 probe.c -o probe && kumi run -n 2 ./probe pingpong|rate|barrier|allreduce|allreduce1m [count] */
+ *   kumi cc -O2 probe.c -o probe && kumi run -n 2 ./probe pingpong|rate|barrier|allreduce|allreduce1m [count] [size]
+ *
+ * `size` (default 8, at most 1 MiB) is the message size of pingpong and rate. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,12 +17,17 @@ int main(int argc, char **argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &np);
     const char *kernel = argc > 1 ? argv[1] : "pingpong";
     long count = argc > 2 ? atol(argv[2]) : 20000;
+    long size = argc > 3 ? atol(argv[3]) : 8;
+    if (size < 0 || size > (1 << 20)) {
+        fprintf(stderr, "probe: size %ld is out of range (0 to 1048576)\n", size);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
     if (np < 2 && strcmp(kernel, "barrier") != 0 && strcmp(kernel, "allreduce") != 0 &&
         strcmp(kernel, "allreduce1m") != 0) {
         fprintf(stderr, "probe pingpong|rate needs 2 ranks\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
-    char buf[8] = {0};
+    char *buf = calloc((size_t)size + 1, 1);
     MPI_Request q[64];
     long per;
     MPI_Barrier(MPI_COMM_WORLD);
@@ -28,22 +35,22 @@ int main(int argc, char **argv) {
     if (!strcmp(kernel, "pingpong")) {
         for (long i = 0; i < count; i++) {
             if (me == 0) {
-                MPI_Send(buf, 8, MPI_BYTE, 1, 2, MPI_COMM_WORLD);
-                MPI_Recv(buf, 8, MPI_BYTE, 1, 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                MPI_Send(buf, (int)size, MPI_BYTE, 1, 2, MPI_COMM_WORLD);
+                MPI_Recv(buf, (int)size, MPI_BYTE, 1, 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
             } else if (me == 1) {
-                MPI_Recv(buf, 8, MPI_BYTE, 0, 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-                MPI_Send(buf, 8, MPI_BYTE, 0, 2, MPI_COMM_WORLD);
+                MPI_Recv(buf, (int)size, MPI_BYTE, 0, 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                MPI_Send(buf, (int)size, MPI_BYTE, 0, 2, MPI_COMM_WORLD);
             }
         }
         per = 2 * count;
     } else if (!strcmp(kernel, "rate")) {
         for (long i = 0; i < count; i++) {
             if (me == 0) {
-                for (int k = 0; k < 64; k++) MPI_Isend(buf, 8, MPI_BYTE, 1, 3, MPI_COMM_WORLD, &q[k]);
+                for (int k = 0; k < 64; k++) MPI_Isend(buf, (int)size, MPI_BYTE, 1, 3, MPI_COMM_WORLD, &q[k]);
                 MPI_Waitall(64, q, MPI_STATUSES_IGNORE);
                 MPI_Recv(buf, 0, MPI_BYTE, 1, 4, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
             } else if (me == 1) {
-                for (int k = 0; k < 64; k++) MPI_Irecv(buf, 8, MPI_BYTE, 0, 3, MPI_COMM_WORLD, &q[k]);
+                for (int k = 0; k < 64; k++) MPI_Irecv(buf, (int)size, MPI_BYTE, 0, 3, MPI_COMM_WORLD, &q[k]);
                 MPI_Waitall(64, q, MPI_STATUSES_IGNORE);
                 MPI_Send(buf, 0, MPI_BYTE, 0, 4, MPI_COMM_WORLD);
             }
@@ -75,6 +82,7 @@ int main(int argc, char **argv) {
     }
     if (me == 0)
         printf("c %s: %.3f us per message (or barrier)\n", kernel, (MPI_Wtime() - t) * 1e6 / (double)per);
+    free(buf);
     MPI_Finalize();
     return 0;
 }

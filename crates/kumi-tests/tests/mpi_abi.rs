@@ -710,16 +710,20 @@ fn probe_kernels_run_and_c_and_rust_ranks_mix_in_one_job() {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&mixed, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     for (prog, lang) in [(&c, "c"), (&rust, "rust"), (&mixed, "c")] {
-        for (kernel, count) in [
-            ("pingpong", "2000"),
-            ("rate", "20"),
-            ("barrier", "2000"),
-            ("allreduce", "2000"),
+        // (The message size is the kernels' third argument: 8 bytes by
+        // default, a size of two cache lines' frames here.)
+        for (kernel, count, size) in [
+            ("pingpong", "2000", "8"),
+            ("pingpong", "2000", "100"),
+            ("rate", "20", "8"),
+            ("rate", "20", "64"),
+            ("barrier", "2000", "0"),
+            ("allreduce", "2000", "8"),
         ] {
             let o = Command::new(bin("kumi"))
                 .args(["run", "-n", "2"])
                 .arg(prog)
-                .args([kernel, count])
+                .args([kernel, count, size])
                 .env("KT_ONE_HOST", "1")
                 .output()
                 .expect("start kumi run");

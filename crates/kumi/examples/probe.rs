@@ -3,10 +3,11 @@
 //! `crates/kumi-bench/c/probe.c` does through the MPI C ABI, so the two show
 //! what the ABI adds to each message.
 //!
-//! `kumi run -n 2 target/release/examples/probe pingpong|rate|barrier|allreduce [count]`
+//! `kumi run -n 2 target/release/examples/probe pingpong|rate|barrier|allreduce [count] [size]`
 //!
-//! - pingpong: `count` round trips of 8 bytes between ranks 0 and 1;
-//! - rate: `count` windows of 64 nonblocking 8-byte sends (rank 0) and
+//! - pingpong: `count` round trips of `size` bytes (default 8, at most 1 MiB)
+//!   between ranks 0 and 1;
+//! - rate: `count` windows of 64 nonblocking `size`-byte sends (rank 0) and
 //!   receives into one buffer (rank 1), each window acknowledged;
 //! - barrier: `count` barriers on all ranks;
 //! - allreduce: `count` sums of one double on all ranks (checked);
@@ -24,6 +25,13 @@ fn main() -> Result<(), kumi::Error> {
     let count: usize = args
         .next()
         .map_or(20_000, |a| a.parse().expect("count: a number"));
+    let size: usize = args
+        .next()
+        .map_or(8, |a| a.parse().expect("size: a number of bytes"));
+    assert!(
+        size <= 1 << 20,
+        "probe: size {size} is out of range (0 to 1048576)"
+    );
     let universe = kumi::init()?;
     let w = universe.world();
     let me = w.rank();
@@ -31,7 +39,7 @@ fn main() -> Result<(), kumi::Error> {
     if w.size() < 2 && !matches!(kernel.as_str(), "barrier" | "allreduce" | "allreduce1m") {
         universe.abort(2, "probe pingpong|rate needs 2 ranks");
     }
-    let mut buf = [0u8; 8];
+    let mut buf = vec![0u8; size];
     w.barrier()?;
     let t = Instant::now();
     let per = match kernel.as_str() {
@@ -65,7 +73,7 @@ fn main() -> Result<(), kumi::Error> {
                         // SAFETY: `buf` outlives the requests, which all
                         // complete below before it is touched again; the
                         // receives may overwrite each other (never read).
-                        reqs.push(unsafe { raw::irecv_contig(&w, ptr, 8, 0, 3)? });
+                        reqs.push(unsafe { raw::irecv_contig(&w, ptr, size, 0, 3)? });
                     }
                     let mut all: Vec<&mut raw::RawRequest> = reqs.iter_mut().collect();
                     raw::wait_all(&mut all)?;
