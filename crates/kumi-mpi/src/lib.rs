@@ -14,9 +14,18 @@
 //!   Objects a program creates get handles in MPICH's "indirect" range
 //!   (`0x8?000000 | index`), so they never collide with a predefined one.
 //! - **One global state, owned by the thread that initialized.** The runtime is
-//!   single-threaded per process, so `MPI_Init_thread` reports
-//!   `MPI_THREAD_FUNNELED` at most, and a call from another thread is refused
-//!   with an error rather than racing.
+//!   single-threaded per process, so `MPI_Init_thread` provides
+//!   `MPI_THREAD_FUNNELED` (or, asked for more, `MPI_THREAD_SERIALIZED`, one
+//!   thread at a time holding a token), and a call from another thread (or
+//!   of a second thread at once) is refused with an error rather than
+//!   racing. One word (`state::Global::owner`)
+//!   says "running, and this is its thread" in one comparison per call.
+//! - **A fast path per hot call, with the errors on the general one.** The
+//!   blocking send and receive of a predefined type, and `MPI_Allreduce` of
+//!   a few common types, test their arguments with one comparison each and
+//!   otherwise fall through to the general path, which checks each argument
+//!   in turn and says what was wrong: the C library's calls stay within a
+//!   few percent of the Rust API's (docs/BENCHMARKS.md, session 17).
 //! - **No panic crosses the ABI.** Every exported function runs its body under
 //!   `catch_unwind` ([`guard`]); a panic becomes `MPI_ERR_INTERN` and goes to the
 //!   error handler like any other error.
