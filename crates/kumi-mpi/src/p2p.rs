@@ -51,9 +51,21 @@ fn no_peer(c: &Comm, r: c_int, any_ok: bool) -> R<Option<i32>> {
     )
 }
 
+/// Whether `tag` may be a send's (0 to `MPI_TAG_UB`).
+#[inline(always)]
+fn send_tag_ok(tag: c_int) -> bool {
+    (0..=kumi::TAG_UB).contains(&tag)
+}
+
+/// Whether `tag` may be a receive's (a send's, or `MPI_ANY_TAG`).
+#[inline(always)]
+fn recv_tag_ok(tag: c_int) -> bool {
+    tag == MPI_ANY_TAG || send_tag_ok(tag)
+}
+
 #[inline(always)]
 fn send_tag(tag: c_int) -> R<()> {
-    if !(0..=kumi::TAG_UB).contains(&tag) {
+    if !send_tag_ok(tag) {
         return bad_tag(tag, false);
     }
     Ok(())
@@ -61,7 +73,7 @@ fn send_tag(tag: c_int) -> R<()> {
 
 #[inline(always)]
 fn recv_tag(tag: c_int) -> R<()> {
-    if tag != MPI_ANY_TAG && !(0..=kumi::TAG_UB).contains(&tag) {
+    if !recv_tag_ok(tag) {
         return bad_tag(tag, true);
     }
     Ok(())
@@ -266,26 +278,6 @@ fn contig_args(
     Some((c, p, cnt as usize * ((u >> 8) & 0xff) as usize))
 }
 
-/// [`contig_args`] for a nonblocking call, which also needs a request to write.
-#[allow(clippy::too_many_arguments)]
-#[inline(always)]
-fn contig_request(
-    s: &State,
-    buf: *const c_void,
-    cnt: c_int,
-    dt: c_int,
-    rank: c_int,
-    any_ok: bool,
-    tag_ok: bool,
-    comm: c_int,
-    request: *mut c_int,
-) -> Option<(&Comm, i32, usize)> {
-    if request.is_null() {
-        return None;
-    }
-    contig_args(s, buf, cnt, dt, rank, any_ok, tag_ok, comm)
-}
-
 /// `MPI_Irecv` of a predefined type from a rank (the usual case): the
 /// receive's handle is its [`raw::Ticket`] (no table entry). `false` for
 /// any other receive, left to [`start_recv`], which also reports errors.
@@ -301,17 +293,11 @@ fn irecv_in_table(
     comm: c_int,
     request: *mut c_int,
 ) -> R<bool> {
-    let Some((c, src, cap)) = contig_request(
-        s,
-        buf,
-        cnt,
-        dt,
-        source,
-        true,
-        recv_tag(tag).is_ok(),
-        comm,
-        request,
-    ) else {
+    if request.is_null() {
+        return Ok(false);
+    }
+    let tag_ok = recv_tag_ok(tag);
+    let Some((c, src, cap)) = contig_args(s, buf, cnt, dt, source, true, tag_ok, comm) else {
         return Ok(false);
     };
     // SAFETY: the caller keeps `buf` valid and untouched until the receive
@@ -339,17 +325,11 @@ fn isend_in_table(
     request: *mut c_int,
     sync: bool,
 ) -> R<bool> {
-    let Some((c, to, len)) = contig_request(
-        s,
-        buf,
-        cnt,
-        dt,
-        dest,
-        false,
-        send_tag(tag).is_ok(),
-        comm,
-        request,
-    ) else {
+    if request.is_null() {
+        return Ok(false);
+    }
+    let tag_ok = send_tag_ok(tag);
+    let Some((c, to, len)) = contig_args(s, buf, cnt, dt, dest, false, tag_ok, comm) else {
         return Ok(false);
     };
     // SAFETY: the MPI standard makes the caller keep `buf` valid and
@@ -376,7 +356,7 @@ fn send_blocking(
     mode: SendMode,
 ) -> R<()> {
     let s = st()?;
-    let tag_ok = (0..=kumi::TAG_UB).contains(&tag);
+    let tag_ok = send_tag_ok(tag);
     if let Some((c, to, len)) = contig_args(&s, buf, cnt, dt, dest, false, tag_ok, comm) {
         // The state stays borrowed through the send (no reference to the
         // communicator taken and dropped: two atomic updates per call): the
@@ -403,7 +383,7 @@ fn recv_blocking(
     status: *mut MPI_Status,
 ) -> R<()> {
     let s = st()?;
-    let tag_ok = tag == MPI_ANY_TAG || (0..=kumi::TAG_UB).contains(&tag);
+    let tag_ok = recv_tag_ok(tag);
     if let Some((c, src, cap)) = contig_args(&s, buf, cnt, dt, source, true, tag_ok, comm) {
         // The state stays borrowed through the receive, as in `send_blocking`.
         // SAFETY: the caller keeps `buf` valid until this call returns.
