@@ -91,20 +91,18 @@ impl<'s> Scope<'s> {
     pub(crate) fn register(&self, engine: &EngineRef, id: ReqId) -> Request<'_> {
         self.pending.borrow_mut().push((engine.clone(), id));
         Request {
-            engine: Some(engine.clone()),
-            id: Some(id),
-            scope_list: &self.pending,
+            live: Some(Box::new(Live {
+                engine: engine.clone(),
+                id,
+                scope_list: &self.pending,
+            })),
         }
     }
 
     /// A request that completed when it started (no engine handle kept: an
-    /// eager send costs no reference count).
+    /// eager send costs no reference count and no allocation).
     pub(crate) fn completed(&self) -> Request<'_> {
-        Request {
-            engine: None,
-            id: None,
-            scope_list: &self.pending,
-        }
+        Request { live: None }
     }
 }
 
@@ -114,59 +112,74 @@ type PendingList = RefCell<Vec<(EngineRef, ReqId)>>;
 /// with [`Request::test`], or use [`wait_all`], [`wait_any`], [`test_all`].
 #[must_use = "a request must be waited on (dropping it leaves the wait to the end of the scope)"]
 pub struct Request<'a> {
-    /// `None` exactly when `id` was `None` from the start.
-    engine: Option<EngineRef>,
-    /// `None`: completed at start (e.g. an eager send the transport took at once).
-    id: Option<ReqId>,
+    /// `None`: completed at start (an eager send the transport took at
+    /// once), or waited on already.
+    ///
+    /// Boxed, so that a request is one word. A request of several words
+    /// was built by the callee (or in a temporary) in 8-byte stores and
+    /// moved by the caller (`reqs.push(comm.isend(..)?)`) in 16-byte loads;
+    /// a load over two stores cannot take its value from the store buffer,
+    /// so it waited until they reached the cache, in order, behind the
+    /// message's stores into the ring, whose lines the receiver holds: every
+    /// message of a stream paid the ring's line transfers in full (32-128 B
+    /// messages streamed 25-40 % slower than the C library's `MPI_Isend`,
+    /// docs/BENCHMARKS.md, session 17). One word is stored and loaded whole.
+    live: Option<Box<Live<'a>>>,
+}
+
+/// A request that did not complete when it started.
+struct Live<'a> {
+    engine: EngineRef,
+    id: ReqId,
     scope_list: &'a PendingList,
 }
 
-impl Request<'_> {
-    fn forget_in_scope(&self, id: ReqId) {
+impl Live<'_> {
+    fn forget_in_scope(&self) {
         let mut list = self.scope_list.borrow_mut();
-        if let Some(i) = list.iter().rposition(|(_, r)| *r == id) {
+        if let Some(i) = list.iter().rposition(|(_, r)| *r == self.id) {
             list.swap_remove(i);
         }
     }
+}
 
+impl Request<'_> {
     /// Blocks until the operation completes.
     #[track_caller]
     pub fn wait(mut self) -> Result<Status> {
-        let Some(id) = self.id.take() else {
+        let Some(l) = self.live.take() else {
             return Ok(Status::empty());
         };
-        self.forget_in_scope(id);
-        let r = self
-            .engine()
+        l.forget_in_scope();
+        let r = l
+            .engine
             .borrow_mut()
-            .wait(WaitInfo::plain(Call::Wait), id);
+            .wait(WaitInfo::plain(Call::Wait), l.id);
         r
     }
 
-    /// The engine of a request that was registered (has had an id).
-    fn engine(&self) -> &EngineRef {
-        self.engine
-            .as_ref()
-            .expect("a registered request keeps its engine")
+    /// Whether the operation has completed, in the engine's view now.
+    fn done_in(&self, e: &mut crate::engine::Engine) -> bool {
+        self.live.as_ref().is_none_or(|l| e.is_done(l.id))
     }
 
     /// Makes progress once; `true` if the operation has completed (then
     /// [`Request::wait`] returns at once).
     pub fn test(&mut self) -> Result<bool> {
-        let Some(id) = self.id else { return Ok(true) };
-        let mut e = self.engine().borrow_mut();
-        if e.is_done(id) {
+        let Some(l) = &self.live else { return Ok(true) };
+        let mut e = l.engine.borrow_mut();
+        if e.is_done(l.id) {
             return Ok(true);
         }
         e.progress()?;
-        Ok(e.is_done(id))
+        Ok(e.is_done(l.id))
     }
 
     /// Cancels a receive that has not matched yet. Returns `true` if it was
     /// cancelled; its status then says `cancelled`. Sends cannot be cancelled.
     pub fn cancel(&mut self) -> bool {
-        match self.id {
-            Some(id) => self.engine().borrow_mut().cancel_recv(id),
+        match &self.live {
+            Some(l) => l.engine.borrow_mut().cancel_recv(l.id),
             None => false,
         }
     }
@@ -174,19 +187,25 @@ impl Request<'_> {
 
 impl Drop for Request<'_> {
     fn drop(&mut self) {
-        if let Some(id) = self.id {
+        if let Some(l) = &self.live {
             // The scope still waits for it; the engine frees it when it completes.
-            if let Some(mut e) = self.engine().try_borrow_mut() {
-                if e.is_done(id) {
-                    let _ = e.take_result(id);
+            if let Some(mut e) = l.engine.try_borrow_mut() {
+                if e.is_done(l.id) {
+                    let _ = e.take_result(l.id);
                     drop(e);
-                    self.forget_in_scope(id);
+                    l.forget_in_scope();
                 } else {
-                    e.detach(id);
+                    e.detach(l.id);
                 }
             }
         }
     }
+}
+
+/// The engine of the first request still in flight among `reqs`.
+fn engine_of(reqs: &[Request<'_>]) -> Option<EngineRef> {
+    reqs.iter()
+        .find_map(|r| r.live.as_ref().map(|l| l.engine.clone()))
 }
 
 /// Waits for every request; returns their statuses in order. The first error
@@ -215,7 +234,7 @@ pub fn wait_all(reqs: Vec<Request<'_>>) -> Result<Vec<Status>> {
 #[track_caller]
 pub fn wait_any(reqs: &mut Vec<Request<'_>>) -> Result<(usize, Status)> {
     assert!(!reqs.is_empty(), "wait_any on an empty list of requests");
-    let Some(engine) = reqs.iter().find_map(|r| r.engine.clone()) else {
+    let Some(engine) = engine_of(reqs) else {
         // Every one completed when it started.
         let r = reqs.remove(0);
         return r.wait().map(|s| (0, s));
@@ -224,9 +243,7 @@ pub fn wait_any(reqs: &mut Vec<Request<'_>>) -> Result<(usize, Status)> {
     engine
         .borrow_mut()
         .wait_until(WaitInfo::plain(Call::Wait), |e| {
-            found = reqs
-                .iter()
-                .position(|r| r.id.is_none_or(|id| e.is_done(id)));
+            found = reqs.iter().position(|r| r.done_in(e));
             found.is_some()
         })?;
     let i = found.expect("wait_until returns only when found");
@@ -236,12 +253,12 @@ pub fn wait_any(reqs: &mut Vec<Request<'_>>) -> Result<(usize, Status)> {
 
 /// Makes progress once; `true` if every request has completed.
 pub fn test_all(reqs: &mut [Request<'_>]) -> Result<bool> {
-    let Some(engine) = reqs.iter().find_map(|r| r.engine.clone()) else {
+    let Some(engine) = engine_of(reqs) else {
         return Ok(true);
     };
     let mut e = engine.borrow_mut();
     e.progress()?;
-    Ok(reqs.iter().all(|r| r.id.is_none_or(|id| e.is_done(id))))
+    Ok(reqs.iter().all(|r| r.done_in(&mut e)))
 }
 
 /// Makes progress once; the index of a completed request, if any.
@@ -249,12 +266,25 @@ pub fn test_any(reqs: &mut [Request<'_>]) -> Result<Option<usize>> {
     if reqs.is_empty() {
         return Ok(None);
     }
-    let Some(engine) = reqs.iter().find_map(|r| r.engine.clone()) else {
+    let Some(engine) = engine_of(reqs) else {
         return Ok(Some(0));
     };
     let mut e = engine.borrow_mut();
     e.progress()?;
-    Ok(reqs
-        .iter()
-        .position(|r| r.id.is_none_or(|id| e.is_done(id))))
+    Ok(reqs.iter().position(|r| r.done_in(&mut e)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One word (see `Request::live`): a wider request made every message
+    /// of a stream wait for the ring's stores.
+    #[test]
+    fn a_request_is_one_word() {
+        assert_eq!(
+            std::mem::size_of::<Request<'_>>(),
+            std::mem::size_of::<usize>()
+        );
+    }
 }

@@ -27,6 +27,10 @@ fn main() {
         ("dup and split isolate matching", comms),
         ("cancel of an unmatched receive", cancel),
         (
+            "dropped requests: the scope waits for them, their data arrives",
+            dropped_requests,
+        ),
+        (
             "a blocking receive yields to one posted before it",
             blocking_after_posted,
         ),
@@ -383,6 +387,58 @@ fn cancel(w: &Comm) -> R {
         assert!(st.cancelled);
         Ok(())
     })?;
+    Ok(())
+}
+
+/// A request dropped before its operation completes is detached, not lost:
+/// the scope waits for it at its end, so a receive's data is in the buffer
+/// after the scope; one dropped once complete (after `test`) frees at once.
+/// Rank 1 drops its receives and ends its scope at once; rank 0 sends only
+/// 50 ms later, eager and rendezvous sizes both.
+fn dropped_requests(w: &Comm) -> R {
+    let me = w.rank();
+    let (small, big) = (
+        [7u32, 8, 9],
+        (0..300_000u32).map(|i| i ^ 0x5a5a).collect::<Vec<_>>(),
+    );
+    let mut got_small = [0u32; 3];
+    let mut got_big = vec![0u32; big.len()];
+    scope(|s| -> R {
+        if me == 1 {
+            drop(w.irecv(s, &mut got_small, 0, 41)?);
+            drop(w.irecv(s, &mut got_big, 0, 42)?);
+        }
+        w.barrier()?;
+        if me == 0 {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            // The big one is a rendezvous: its request is in flight here.
+            drop(w.isend(s, &big, 1, 42)?);
+            w.send(&small, 1, 41)?;
+        }
+        Ok(())
+    })?;
+    if me == 1 {
+        assert_eq!(got_small, small, "a dropped receive's data");
+        assert!(got_big == big, "a dropped rendezvous receive's data");
+    }
+    let mut got_tested = [0u8; 2];
+    scope(|s| -> R {
+        if me == 0 {
+            w.send(&[1u8, 2], 1, 43)?;
+        } else if me == 1 {
+            let mut r = w.irecv(s, &mut got_tested, 0, 43)?;
+            let mut polls = 0u64;
+            while !r.test()? {
+                polls += 1;
+                assert!(polls < 100_000_000, "test never completed");
+            }
+            drop(r);
+        }
+        Ok(())
+    })?;
+    if me == 1 {
+        assert_eq!(got_tested, [1, 2], "a receive dropped once complete");
+    }
     Ok(())
 }
 
