@@ -245,16 +245,24 @@ pub fn rate(w: &Comm, o: &MicroOpts, window: usize) -> Result<Vec<Record>, Error
 fn stream(w: &Comm, o: &MicroOpts, window: usize, bench: &str) -> Result<Vec<Record>, Error> {
     let me = w.rank();
     let mut out = Vec::new();
+    // One buffer of the largest size on each side, used from its start for
+    // every size, as the C twin does: a fresh vector per size (pages the
+    // kernel maps anew, without the large pages a long-lived buffer may
+    // get) streamed 1-4 MiB messages 5-10 % slower than the C twin on the
+    // same library (docs/BENCHMARKS.md, session 17).
+    let max = o.sizes.iter().copied().max().unwrap_or(0);
+    let mut sbig = vec![0u8; if me == 0 { max } else { 0 }];
+    let mut rbig = vec![0u8; if me == 1 { max } else { 0 }];
     for &size in &o.sizes {
         if me < 2 {
-            let mut buf = vec![0u8; if me == 0 { size } else { 0 }];
+            let buf = &mut sbig[..if me == 0 { size } else { 0 }];
             if me == 0 {
-                pattern(&mut buf, 3);
+                pattern(buf, 3);
             }
             // Correctness once per size: the timed windows below all land in
             // one buffer, so their contents are not checked there.
             if me == 0 {
-                w.send(&buf, 1, 7)?;
+                w.send(buf, 1, 7)?;
             } else {
                 let mut chk = vec![0u8; size];
                 w.recv(&mut chk, 0, 7)?;
@@ -266,7 +274,7 @@ fn stream(w: &Comm, o: &MicroOpts, window: usize, bench: &str) -> Result<Vec<Rec
             // figures compare like for like: one buffer stays in cache). Rust's
             // borrows cannot express several receives into one buffer, hence
             // the raw API here.
-            let mut rbuf = vec![0u8; if me == 1 { size } else { 0 }];
+            let rbuf = &mut rbig[..if me == 1 { size } else { 0 }];
             let mut run = |iters: usize| -> Result<f64, Error> {
                 let t = Instant::now();
                 for _ in 0..iters {
@@ -274,7 +282,7 @@ fn stream(w: &Comm, o: &MicroOpts, window: usize, bench: &str) -> Result<Vec<Rec
                         scope(|s| -> Result<(), Error> {
                             let mut reqs = Vec::with_capacity(window);
                             for _ in 0..window {
-                                reqs.push(w.isend(s, &buf, 1, 3)?);
+                                reqs.push(w.isend(s, buf, 1, 3)?);
                             }
                             kumi::wait_all(reqs)?;
                             Ok(())
