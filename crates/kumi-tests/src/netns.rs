@@ -104,7 +104,7 @@ pub fn assert_clean(c: &Cluster) {
 pub fn p2p_ok(o: &std::process::Output, n: usize) {
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(
-        o.status.success() && out.contains(&format!("p2p: all 12 checks passed on {n} ranks")),
+        o.status.success() && out.contains(&format!("p2p: all 13 checks passed on {n} ranks")),
         "{}",
         crate::text(o)
     );
