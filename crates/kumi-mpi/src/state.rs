@@ -663,17 +663,13 @@ fn is_owner() -> bool {
     STATE.owner.load(Ordering::Relaxed) == kumi::raw::thread_id()
 }
 
-/// Makes the calling thread `Global::owner` if MPI runs under
-/// `MPI_THREAD_FUNNELED` and it initialized it (at the end of `MPI_Init`
-/// and `MPI_Init_thread`), or no thread (0) otherwise.
+/// Makes the calling thread, which has just started MPI (the state
+/// installed, `phase` running), `Global::owner`: MPI starts under
+/// `MPI_THREAD_FUNNELED`, and `MPI_Init_thread` asking for more clears the
+/// owner after ([`set_serialized`]).
 pub(crate) fn set_owner() {
-    // Acquire: see `st`.
-    let funneled = phase().load(Ordering::Acquire) == 1 && !serialized() && on_init_thread();
     // Relaxed: see `Global::owner`.
-    STATE.owner.store(
-        if funneled { kumi::raw::thread_id() } else { 0 },
-        Ordering::Relaxed,
-    );
+    STATE.owner.store(kumi::raw::thread_id(), Ordering::Relaxed);
 }
 
 /// Ends the fast path of [`is_owner`] (at `MPI_Finalize`).

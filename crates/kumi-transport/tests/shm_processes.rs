@@ -504,6 +504,13 @@ fn waits_for(ts: &[ShmTransport], i: usize, src: usize) {
     ts[i].publish_awaits(src as u32 + 1);
 }
 
+/// Local rank `from` sends an 8-byte token to local rank `to`.
+fn send_token(ts: &mut [ShmTransport], from: usize, to: u32) {
+    assert!(ts[from]
+        .try_send(to, &Header::new(Kind::Eager), &[1; 8])
+        .unwrap());
+}
+
 #[test]
 fn core_goes_to_the_rank_nearest_the_token() {
     let mut ts = eight_on_two_cores("nearest");
@@ -532,9 +539,7 @@ fn core_goes_to_the_rank_nearest_the_token() {
     // Rank 1 sends the token to rank 2 and waits for rank 0: rank 2 now has
     // an unread message, so it is live, and rank 4 (waiting for 3, waiting
     // for 2) is nearest on core 0; rank 3 is nearest on core 1.
-    assert!(ts[1]
-        .try_send(2, &Header::new(Kind::Eager), &[1; 8])
-        .unwrap());
+    send_token(&mut ts, 1, 2);
     waits_for(&ts, 1, 0);
     assert_ne!(
         ts[4].turn(3, 2),
@@ -549,9 +554,7 @@ fn core_goes_to_the_rank_nearest_the_token() {
     ts[2].publish_awaits(AWAITS_NOTHING);
     assert_ne!(ts[4].turn(3, 2), Turn::Keep, "rank 2 runs on core 0");
     // It sends on and waits: rank 4 is nearest on core 0 again, one away.
-    assert!(ts[2]
-        .try_send(3, &Header::new(Kind::Eager), &[1; 8])
-        .unwrap());
+    send_token(&mut ts, 2, 3);
     waits_for(&ts, 2, 1);
     assert_eq!(
         ts[4].turn(3, 2),
@@ -622,9 +625,7 @@ fn a_send_wakes_the_sleepers_waiting_for_its_receiver() {
     assert!(ts[4].prepare_sleep());
     assert!(ts[6].prepare_sleep());
     // Rank 2 sends to rank 3: rank 4 is next to the token, so it is woken.
-    assert!(ts[2]
-        .try_send(3, &Header::new(Kind::Eager), &[1; 8])
-        .unwrap());
+    send_token(&mut ts, 2, 3);
     ts[2].wake_waiters_of(3);
     let t = Instant::now();
     ts[4].sleep(Duration::from_secs(20));

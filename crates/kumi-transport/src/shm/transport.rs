@@ -214,9 +214,9 @@ impl ShmTransport {
         }
         (0..self.globals.len()).filter(|&j| j != self.me).any(|j| {
             let b = self.segment.rank_block(j);
-            // Relaxed: advisory, like the CPU itself (a stale flag costs one
-            // yield too many or too few, never a lost message).
-            b.cpu() == cpu && b.sleeping().load(Ordering::Relaxed) == 0
+            // Advisory, like the CPU itself (a stale flag costs one yield
+            // too many or too few, never a lost message).
+            b.cpu() == cpu && !b.is_asleep()
         })
     }
 
@@ -588,8 +588,8 @@ impl Transport for ShmTransport {
             fence(Ordering::SeqCst);
         }
         let block = self.segment.rank_block(j);
-        // Relaxed: the fence above does the ordering.
-        if block.sleeping().load(Ordering::Relaxed) != 0 {
+        // A Relaxed load (`is_asleep`): the fence above does the ordering.
+        if block.is_asleep() {
             Self::ring_doorbell(block);
         }
         Ok(true)
