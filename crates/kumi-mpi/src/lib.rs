@@ -126,10 +126,19 @@ impl From<kumi::Error> for MpiErr {
 /// initialized MPI may make calls (`state::st` refuses others, and the error
 /// of a refused call aborts the job, see `state::handle_error`), so only it
 /// sets this in a running program. Relaxed: written and read by that thread.
-#[inline]
+///
+/// Stored only when it changes (a program's calls are mostly on one
+/// communicator): a store waits in the processor's store buffer for every
+/// store before it, and the small-message paths fill that buffer with the
+/// message's stores into the ring (docs/BENCHMARKS.md, session 18), where a
+/// load and a comparison cost nothing.
+#[inline(always)]
 pub(crate) fn set_err_comm(c: c_int) {
+    let e = state::err_comm();
     // Relaxed: see above.
-    state::err_comm().store(c, Ordering::Relaxed);
+    if e.load(Ordering::Relaxed) != c {
+        e.store(c, Ordering::Relaxed);
+    }
 }
 
 /// Runs the body of MPI function `name`: catches panics, and hands an error to

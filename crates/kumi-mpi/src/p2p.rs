@@ -9,8 +9,8 @@
 
 use crate::consts::*;
 use crate::state::{
-    self, builtin_type, count, empty_status, out, put_status, read, slice_mut, st, status_bytes,
-    status_of, ticket_bits, wants, CollPending, CommEntry, ReqEntry, Slab, State,
+    self, builtin_type, count, empty_status, out, put_status, read, slice_mut, st, st_ref,
+    status_bytes, status_of, ticket_bits, wants, CollPending, CommEntry, ReqEntry, Slab, State,
 };
 use crate::{err, set_err_comm, MPI_Status, MpiErr, R};
 use kumi::datatype::Datatype;
@@ -281,10 +281,12 @@ fn contig_args(
 /// `MPI_Irecv` of a predefined type from a rank (the usual case): the
 /// receive's handle is its [`raw::Ticket`] (no table entry). `false` for
 /// any other receive, left to [`start_recv`], which also reports errors.
+///
+/// Reads the state through [`st_ref`] (no `RefCell` flag to take and give
+/// back: two stores a call fewer, which a stream of calls feels).
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn irecv_in_table(
-    s: &mut State,
     buf: *mut c_void,
     cnt: c_int,
     dt: c_int,
@@ -293,6 +295,12 @@ fn irecv_in_table(
     comm: c_int,
     request: *mut c_int,
 ) -> R<bool> {
+    // SAFETY: nothing borrows the state while `s` lives: `contig_args`
+    // reads it, the runtime's receive calls back into nothing of this
+    // library, and `ticket_handle` borrows it after `s`'s last use.
+    let Some(s) = (unsafe { st_ref() }) else {
+        return Ok(false);
+    };
     if request.is_null() {
         return Ok(false);
     }
@@ -303,8 +311,7 @@ fn irecv_in_table(
     // SAFETY: the caller keeps `buf` valid and untouched until the receive
     // completes, as the standard requires.
     let t = unsafe { raw::irecv_ticket(c, buf as *mut u8, cap, src, tag)? };
-    let h = s.ticket_handle(t, comm)?;
-    out(request, "request", h)?;
+    out(request, "request", ticket_handle(t, comm)?)?;
     Ok(true)
 }
 
@@ -312,10 +319,11 @@ fn irecv_in_table(
 /// (the usual case): a send complete as it started is [`DONE_SEND`], one in
 /// flight is its [`raw::Ticket`] (no table entry). `false` for any
 /// other send, left to [`start_send`], which also reports errors.
+///
+/// Reads the state through [`st_ref`], as [`irecv_in_table`] does.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn isend_in_table(
-    s: &mut State,
     buf: *const c_void,
     cnt: c_int,
     dt: c_int,
@@ -325,6 +333,11 @@ fn isend_in_table(
     request: *mut c_int,
     sync: bool,
 ) -> R<bool> {
+    // SAFETY: as in `irecv_in_table`: nothing borrows the state while `s`
+    // lives (the runtime's send calls back into nothing of this library).
+    let Some(s) = (unsafe { st_ref() }) else {
+        return Ok(false);
+    };
     if request.is_null() {
         return Ok(false);
     }
@@ -336,10 +349,20 @@ fn isend_in_table(
     // unmodified until the send completes.
     let h = match unsafe { raw::isend_ticket(c, buf as *const u8, len, to, tag, sync)? } {
         None => DONE_SEND,
-        Some(t) => s.ticket_handle(t, comm)?,
+        Some(t) => ticket_handle(t, comm)?,
     };
     out(request, "request", h)?;
     Ok(true)
+}
+
+/// The handle of ticket `t` on communicator `comm`: the ticket itself, or,
+/// rarely, a table entry (for which the state is borrowed).
+#[inline(always)]
+fn ticket_handle(t: raw::Ticket, comm: c_int) -> R<c_int> {
+    match t.bits() {
+        Some(b) => Ok(TICKET_REQUEST | b as c_int),
+        None => st()?.ticket_entry(t, comm),
+    }
 }
 
 /// `MPI_Send` and its modes: a predefined type goes to the runtime's blocking
@@ -1044,10 +1067,10 @@ mpi! {
 
 mpi_nb! {
     fn MPI_Isend / PMPI_Isend(buf: *const c_void, count: c_int, datatype: c_int, dest: c_int, tag: c_int, comm: c_int, request: *mut c_int) {
-        let mut s = st()?;
-        if isend_in_table(&mut s, buf, count, datatype, dest, tag, comm, request, false)? {
+        if isend_in_table(buf, count, datatype, dest, tag, comm, request, false)? {
             return Ok(());
         }
+        let mut s = st()?;
         // Checked before the send starts: it must not go out unrequested.
         crate::coll::need_request(request)?;
         let r = start_send(&s, buf, count, datatype, dest, tag, comm, SendMode::Standard)?;
@@ -1055,10 +1078,10 @@ mpi_nb! {
     }
 
     fn MPI_Irsend / PMPI_Irsend(buf: *const c_void, count: c_int, datatype: c_int, dest: c_int, tag: c_int, comm: c_int, request: *mut c_int) {
-        let mut s = st()?;
-        if isend_in_table(&mut s, buf, count, datatype, dest, tag, comm, request, false)? {
+        if isend_in_table(buf, count, datatype, dest, tag, comm, request, false)? {
             return Ok(());
         }
+        let mut s = st()?;
         // Checked before the send starts: it must not go out unrequested.
         crate::coll::need_request(request)?;
         let r = start_send(&s, buf, count, datatype, dest, tag, comm, SendMode::Standard)?;
@@ -1066,10 +1089,10 @@ mpi_nb! {
     }
 
     fn MPI_Issend / PMPI_Issend(buf: *const c_void, count: c_int, datatype: c_int, dest: c_int, tag: c_int, comm: c_int, request: *mut c_int) {
-        let mut s = st()?;
-        if isend_in_table(&mut s, buf, count, datatype, dest, tag, comm, request, true)? {
+        if isend_in_table(buf, count, datatype, dest, tag, comm, request, true)? {
             return Ok(());
         }
+        let mut s = st()?;
         // Checked before the send starts: it must not go out unrequested.
         crate::coll::need_request(request)?;
         let r = start_send(&s, buf, count, datatype, dest, tag, comm, SendMode::Sync)?;
@@ -1085,10 +1108,10 @@ mpi_nb! {
     }
 
     fn MPI_Irecv / PMPI_Irecv(buf: *mut c_void, count: c_int, datatype: c_int, source: c_int, tag: c_int, comm: c_int, request: *mut c_int) {
-        let mut s = st()?;
-        if irecv_in_table(&mut s, buf, count, datatype, source, tag, comm, request)? {
+        if irecv_in_table(buf, count, datatype, source, tag, comm, request)? {
             return Ok(());
         }
+        let mut s = st()?;
         // Checked before the receive is posted: it must not take a message
         // nobody can wait for.
         crate::coll::need_request(request)?;

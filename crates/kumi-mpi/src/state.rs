@@ -640,6 +640,32 @@ pub(crate) fn st() -> R<RefMut<'static, State>> {
     Ok(RefMut::map(b, |s| unsafe { s.as_mut().unwrap_unchecked() }))
 }
 
+/// The state to read, for the fast path of a call that cannot block
+/// (`MPI_Isend`, `MPI_Irecv` of a predefined type), without the `RefCell`'s
+/// flag: taking and giving back the flag are two stores per call, and such
+/// a call is made by the thousand in a row, each store waiting in the
+/// processor's store buffer behind the previous message's stores into the
+/// ring (docs/BENCHMARKS.md, session 18). `None` when the caller is not
+/// `Global::owner` or the state is borrowed: the call's general path takes
+/// [`st`], which says why it refuses.
+///
+/// # Safety
+/// The caller must not borrow the state ([`st`], or anything that calls
+/// it: another MPI function, a user callback) while it holds the
+/// reference; the lifetime is the caller's to end.
+#[inline(always)]
+pub(crate) unsafe fn st_ref() -> Option<&'static State> {
+    if !is_owner() {
+        return None;
+    }
+    // SAFETY: the state is not borrowed mutably now (checked), and the
+    // caller's contract keeps it so while the reference lives; only the
+    // owner's thread touches the state (see `Global`'s Sync).
+    let s = unsafe { STATE.state.try_borrow_unguarded() }.ok()?;
+    // SAFETY: the owner finds the state installed, as in `st`.
+    Some(unsafe { s.as_ref().unwrap_unchecked() })
+}
+
 /// [`st`] for a caller other than `Global::owner`: under
 /// `MPI_THREAD_SERIALIZED`, or refused.
 #[inline(never)]
@@ -800,18 +826,10 @@ impl State {
         }
     }
 
-    /// The handle of ticket `t`, an operation on communicator `comm`: the
-    /// ticket itself, or, when it does not fit a handle, a table entry.
-    #[inline(always)]
-    pub fn ticket_handle(&mut self, t: Ticket, comm: c_int) -> R<c_int> {
-        match t.bits() {
-            Some(b) => Ok(TICKET_REQUEST | b as c_int),
-            None => self.ticket_entry(t, comm),
-        }
-    }
-
+    /// The table entry of ticket `t`, an operation on communicator `comm`,
+    /// whose bits do not fit a handle (see `p2p::ticket_handle`).
     #[cold]
-    fn ticket_entry(&mut self, t: Ticket, comm: c_int) -> R<c_int> {
+    pub(crate) fn ticket_entry(&mut self, t: Ticket, comm: c_int) -> R<c_int> {
         let r = match self.comms.get(&comm) {
             Some(c) => RawRequest::from_ticket(&c.comm, t),
             None => {
