@@ -1004,12 +1004,19 @@ impl Engine {
 
     /// Posts a receive into `buf` (capacity `cap` bytes). The caller guarantees the
     /// buffer stays valid and otherwise untouched until the request completes.
+    ///
+    /// Inlined, as [`Engine::post_recv_ticket`]: called, it took the pattern
+    /// (and the description) through memory, written field by field by the
+    /// caller and read back in wider words, which the processor cannot
+    /// forward from its store buffer (docs/BENCHMARKS.md, session 18).
+    #[inline(always)]
     pub fn post_recv(&mut self, pat: Pattern, buf: *mut u8, cap: usize) -> Result<ReqId> {
         self.post_recv_with(pat, buf, cap, None)
     }
 
     /// [`Engine::post_recv`] of a receive started as a ticket: described
     /// (see [`Engine::describe`]) as it is posted.
+    #[inline(always)]
     pub fn post_recv_ticket(
         &mut self,
         pat: Pattern,

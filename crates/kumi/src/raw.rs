@@ -133,24 +133,34 @@ fn bad_tag(tag: i32) -> Result<()> {
     })
 }
 
-/// The matching pattern of a receive: [`Comm::pattern`] for the
-/// point-to-point context, with the checks of the usual arguments inlined
-/// into the callers this module's receives are inlined into (see
-/// [`start_recv`]); anything else, errors included, goes to `Comm::pattern`.
+/// The matching pattern of a receive of the usual arguments (a rank of
+/// `comm` or [`ANY_SOURCE`], a tag from 0 to [`TAG_UB`] or [`ANY_TAG`]) on
+/// the point-to-point context, checked inline in the callers this module's
+/// receives are inlined into (see [`start_recv`]); `None` for anything else,
+/// errors included, which the caller hands to an out-of-line path through
+/// [`Comm::pattern`].
+///
+/// Not a `Result` merged with `Comm::pattern`'s: the pattern then came
+/// through memory, written in 4-byte fields and read in 8-byte words, which
+/// the processor cannot forward from its store buffer (a third of the C
+/// library's `MPI_Irecv` went waiting there: docs/BENCHMARKS.md, session 18).
 #[inline(always)]
-fn recv_pattern(comm: &Comm, source: i32, tag: i32) -> Result<Pattern> {
-    let ctx = ctx(comm);
+fn usual_pattern(comm: &Comm, source: i32, tag: i32) -> Option<Pattern> {
     let src = match source {
         ANY_SOURCE => None,
         s if s >= 0 && (s as usize) < comm.size() => Some(s as u32),
-        _ => return comm.pattern(ctx, source, tag),
+        _ => return None,
     };
     let tag = match tag {
         ANY_TAG => None,
         t if (0..=TAG_UB).contains(&t) => Some(t),
-        _ => return comm.pattern(ctx, source, tag),
+        _ => return None,
     };
-    Ok(Pattern { ctx, src, tag })
+    Some(Pattern {
+        ctx: ctx(comm),
+        src,
+        tag,
+    })
 }
 
 impl RawRequest {
@@ -570,7 +580,45 @@ pub unsafe fn irecv_ticket(
     tag: i32,
 ) -> Result<Ticket> {
     reap();
-    let pat = recv_pattern(comm, source, tag)?;
+    let Some(pat) = usual_pattern(comm, source, tag) else {
+        // SAFETY: the caller's contract.
+        return unsafe { irecv_ticket_checked(comm, buf, cap, source, tag) };
+    };
+    // SAFETY: the caller's contract.
+    unsafe { post_ticket(comm, pat, buf, cap, source, tag) }
+}
+
+/// [`irecv_ticket`] of unusual arguments, checked by [`Comm::pattern`].
+///
+/// # Safety
+/// As for [`irecv_contig`].
+#[cold]
+#[inline(never)]
+unsafe fn irecv_ticket_checked(
+    comm: &Comm,
+    buf: *mut u8,
+    cap: usize,
+    source: i32,
+    tag: i32,
+) -> Result<Ticket> {
+    let pat = comm.pattern(ctx(comm), source, tag)?;
+    // SAFETY: the caller's contract.
+    unsafe { post_ticket(comm, pat, buf, cap, source, tag) }
+}
+
+/// Posts the receive of [`irecv_ticket`] with its pattern.
+///
+/// # Safety
+/// As for [`irecv_contig`].
+#[inline(always)]
+unsafe fn post_ticket(
+    comm: &Comm,
+    pat: Pattern,
+    buf: *mut u8,
+    cap: usize,
+    source: i32,
+    tag: i32,
+) -> Result<Ticket> {
     let what = Described {
         send: false,
         ctx: pat.ctx,
@@ -589,7 +637,27 @@ pub unsafe fn irecv_ticket(
 #[inline(always)]
 unsafe fn post_recv(comm: &Comm, buf: *mut u8, cap: usize, source: i32, tag: i32) -> Result<ReqId> {
     reap();
-    let pat = recv_pattern(comm, source, tag)?;
+    let Some(pat) = usual_pattern(comm, source, tag) else {
+        // SAFETY: the caller's contract.
+        return unsafe { post_recv_checked(comm, buf, cap, source, tag) };
+    };
+    comm.engine().post_recv(pat, buf, cap)
+}
+
+/// [`post_recv`] of unusual arguments, checked by [`Comm::pattern`].
+///
+/// # Safety
+/// As for [`irecv_contig`].
+#[cold]
+#[inline(never)]
+unsafe fn post_recv_checked(
+    comm: &Comm,
+    buf: *mut u8,
+    cap: usize,
+    source: i32,
+    tag: i32,
+) -> Result<ReqId> {
+    let pat = comm.pattern(ctx(comm), source, tag)?;
     comm.engine().post_recv(pat, buf, cap)
 }
 
