@@ -7,7 +7,7 @@
 # The rate and the collectives take 8 alternating rounds: with 3 to 5, the
 # medians of this noisy 2-vCPU machine moved by more than the targets' margins.
 #
-#   scripts/bench-vs-all.sh > run.txt      (about 4 minutes here)
+#   scripts/bench-vs-all.sh > run.txt      (about 5 minutes here)
 #
 # Needs the workspace built (cargo build --release --workspace) and the
 # references installed (apt-get install mpich libmpich-dev openmpi-bin
@@ -23,6 +23,9 @@ date -u +%H:%M
 "${nice[@]}" $K bench floor
 "${nice[@]}" $K bench pingpong --vs mpich,openmpi --rounds 5 --reps 3 --rep-ms 30 --max-size 4194304
 "${nice[@]}" $K bench bw --vs mpich,openmpi --rounds 5 --reps 3 --rep-ms 30 --max-size 4194304
+# Issue 6's streaming cells (the C library against the Rust API, 1-128 B)
+# move by 10-20 % between 5-round runs here; 15 rounds take 40 s.
+"${nice[@]}" $K bench bw --vs kumi-c --rounds 15 --reps 3 --rep-ms 30 --max-size 128
 "${nice[@]}" $K bench rate --vs mpich,openmpi --rounds 8 --reps 3 --rep-ms 50
 "${nice[@]}" $K bench ring -n 8 --vs mpich,openmpi --rounds 5 --reps 3 --rep-ms 50
 for np in 2 4 8; do
