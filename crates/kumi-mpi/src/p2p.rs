@@ -278,12 +278,38 @@ fn contig_args(
     Some((c, p, cnt as usize * ((u >> 8) & 0xff) as usize))
 }
 
+/// [`contig_args`] of a nonblocking call (a request to write), on the
+/// state read through [`st_ref`] (no `RefCell` flag to take and give back:
+/// two stores a call fewer, which a stream of calls feels). `None` for any
+/// other call, and when the caller may not use the state now (the general
+/// path's `st` says why).
+///
+/// # Safety
+/// As for [`st_ref`]: the caller borrows the state (`st`) only after its
+/// last use of the communicator returned.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn nb_args(
+    buf: *const c_void,
+    cnt: c_int,
+    dt: c_int,
+    rank: c_int,
+    any_ok: bool,
+    tag_ok: bool,
+    comm: c_int,
+    request: *mut c_int,
+) -> Option<(&'static Comm, i32, usize)> {
+    if request.is_null() {
+        return None;
+    }
+    // SAFETY: the caller's contract.
+    let s = unsafe { st_ref() }?;
+    contig_args(s, buf, cnt, dt, rank, any_ok, tag_ok, comm)
+}
+
 /// `MPI_Irecv` of a predefined type from a rank (the usual case): the
 /// receive's handle is its [`raw::Ticket`] (no table entry). `false` for
 /// any other receive, left to [`start_recv`], which also reports errors.
-///
-/// Reads the state through [`st_ref`] (no `RefCell` flag to take and give
-/// back: two stores a call fewer, which a stream of calls feels).
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn irecv_in_table(
@@ -295,17 +321,11 @@ fn irecv_in_table(
     comm: c_int,
     request: *mut c_int,
 ) -> R<bool> {
-    // SAFETY: nothing borrows the state while `s` lives: `contig_args`
-    // reads it, the runtime's receive calls back into nothing of this
-    // library, and `ticket_handle` borrows it after `s`'s last use.
-    let Some(s) = (unsafe { st_ref() }) else {
-        return Ok(false);
-    };
-    if request.is_null() {
-        return Ok(false);
-    }
-    let tag_ok = recv_tag_ok(tag);
-    let Some((c, src, cap)) = contig_args(s, buf, cnt, dt, source, true, tag_ok, comm) else {
+    // SAFETY: the state is borrowed only by `ticket_handle`, after the last
+    // use of `c`: the runtime's receive calls back into nothing of this
+    // library.
+    let args = unsafe { nb_args(buf, cnt, dt, source, true, recv_tag_ok(tag), comm, request) };
+    let Some((c, src, cap)) = args else {
         return Ok(false);
     };
     // SAFETY: the caller keeps `buf` valid and untouched until the receive
@@ -319,8 +339,6 @@ fn irecv_in_table(
 /// (the usual case): a send complete as it started is [`DONE_SEND`], one in
 /// flight is its [`raw::Ticket`] (no table entry). `false` for any
 /// other send, left to [`start_send`], which also reports errors.
-///
-/// Reads the state through [`st_ref`], as [`irecv_in_table`] does.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn isend_in_table(
@@ -333,16 +351,10 @@ fn isend_in_table(
     request: *mut c_int,
     sync: bool,
 ) -> R<bool> {
-    // SAFETY: as in `irecv_in_table`: nothing borrows the state while `s`
-    // lives (the runtime's send calls back into nothing of this library).
-    let Some(s) = (unsafe { st_ref() }) else {
-        return Ok(false);
-    };
-    if request.is_null() {
-        return Ok(false);
-    }
-    let tag_ok = send_tag_ok(tag);
-    let Some((c, to, len)) = contig_args(s, buf, cnt, dt, dest, false, tag_ok, comm) else {
+    // SAFETY: as in `irecv_in_table` (the runtime's send calls back into
+    // nothing of this library either).
+    let args = unsafe { nb_args(buf, cnt, dt, dest, false, send_tag_ok(tag), comm, request) };
+    let Some((c, to, len)) = args else {
         return Ok(false);
     };
     // SAFETY: the MPI standard makes the caller keep `buf` valid and

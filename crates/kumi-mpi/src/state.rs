@@ -594,8 +594,7 @@ impl Drop for Token {
 /// each call takes the token, and the initializing thread gives it up.
 pub(crate) fn set_serialized() {
     STATE.serialized.store(true, Ordering::Relaxed);
-    // Relaxed: see `Global::owner`.
-    STATE.owner.store(0, Ordering::Relaxed);
+    clear_owner();
     // Release: the initialization's effects go to the next holder.
     STATE.init_pthread.store(0, Ordering::Release);
 }
@@ -698,7 +697,8 @@ pub(crate) fn set_owner() {
     STATE.owner.store(kumi::raw::thread_id(), Ordering::Relaxed);
 }
 
-/// Ends the fast path of [`is_owner`] (at `MPI_Finalize`).
+/// Ends the fast path of [`is_owner`] (at `MPI_Finalize`, or when
+/// `MPI_Init_thread` switches to `MPI_THREAD_SERIALIZED`).
 pub(crate) fn clear_owner() {
     // Relaxed: see `Global::owner`.
     STATE.owner.store(0, Ordering::Relaxed);
