@@ -36,6 +36,13 @@ pub const HEADER_BYTES: usize = 40;
 /// of payload in a record's first cache line instead of 8.
 pub const COMPACT_HEADER_BYTES: usize = 24;
 
+/// Bytes of a compact header whose `len` is its frame's payload length (every
+/// eager message but a synchronous one), as a transport may carry it: the
+/// encoding's first 16 bytes, `len` given back from the payload's length. The
+/// shared-memory ring stores such headers so, which leaves 32 bytes of payload
+/// in a record's first cache line.
+pub const SHORT_HEADER_BYTES: usize = 16;
+
 /// What a frame is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
@@ -96,8 +103,8 @@ pub struct Header {
 /// Why bytes could not be decoded as a header.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum DecodeError {
-    /// Fewer than [`HEADER_BYTES`] bytes.
-    Short(usize),
+    /// Fewer bytes (the first number) than the form needs (the second).
+    Short(usize, usize),
     /// The kind byte names no known frame kind.
     UnknownKind(u8),
 }
@@ -105,8 +112,8 @@ pub enum DecodeError {
 impl std::fmt::Display for DecodeError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            DecodeError::Short(n) => {
-                write!(f, "frame header truncated: {n} of {HEADER_BYTES} bytes")
+            DecodeError::Short(n, need) => {
+                write!(f, "frame header truncated: {n} of {need} bytes")
             }
             DecodeError::UnknownKind(k) => write!(f, "unknown frame kind {k}"),
         }
@@ -170,16 +177,16 @@ impl Header {
     #[inline]
     pub fn decode(b: &[u8]) -> Result<Header, DecodeError> {
         if b.len() < HEADER_BYTES {
-            return Err(DecodeError::Short(b.len()));
+            return Err(DecodeError::Short(b.len(), HEADER_BYTES));
         }
         let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
-        Header::with_prefix(b, u64_at(24), u64_at(32))
+        Header::with_prefix(b, u64_at(16), u64_at(24), u64_at(32))
     }
 
-    /// The header whose first [`COMPACT_HEADER_BYTES`] bytes are `b`'s (at
-    /// least that many), with `id` and `aux` as given.
+    /// The header whose first [`SHORT_HEADER_BYTES`] bytes are `b`'s (at
+    /// least that many), with `len`, `id` and `aux` as given.
     #[inline]
-    fn with_prefix(b: &[u8], id: u64, aux: u64) -> Result<Header, DecodeError> {
+    fn with_prefix(b: &[u8], len: u64, id: u64, aux: u64) -> Result<Header, DecodeError> {
         let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().expect("4 bytes"));
         Ok(Header {
             kind: Kind::from_u8(b[0])?,
@@ -187,7 +194,7 @@ impl Header {
             ctx: u32_at(4),
             src: u32_at(8),
             tag: u32_at(12) as i32,
-            len: u64::from_le_bytes(b[16..24].try_into().expect("8 bytes")),
+            len,
             id,
             aux,
         })
@@ -207,9 +214,21 @@ impl Header {
     #[inline]
     pub fn decode_compact(b: &[u8]) -> Result<Header, DecodeError> {
         if b.len() < COMPACT_HEADER_BYTES {
-            return Err(DecodeError::Short(b.len()));
+            return Err(DecodeError::Short(b.len(), COMPACT_HEADER_BYTES));
         }
-        Header::with_prefix(b, 0, 0)
+        let len = u64::from_le_bytes(b[16..24].try_into().expect("8 bytes"));
+        Header::with_prefix(b, len, 0, 0)
+    }
+
+    /// Decodes a short header (the first [`SHORT_HEADER_BYTES`] bytes of an
+    /// encoding whose `id` and `aux` were zero), for a frame of `len` payload
+    /// bytes.
+    #[inline]
+    pub fn decode_short(b: &[u8], len: usize) -> Result<Header, DecodeError> {
+        if b.len() < SHORT_HEADER_BYTES {
+            return Err(DecodeError::Short(b.len(), SHORT_HEADER_BYTES));
+        }
+        Header::with_prefix(b, len as u64, 0, 0)
     }
 }
 
@@ -253,10 +272,25 @@ mod tests {
             }
         }
 
+        /// Every header of an eager message (no `id`, no `aux`) comes back
+        /// from its short form given the payload's length, and from its
+        /// compact form.
         #[test]
-        fn decode_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
+        fn short_form_round_trip(k in kind(), flags: u8, ctx: u32, src: u32, tag: i32,
+                                 len in 0usize..1 << 24) {
+            let h = Header { kind: k, flags, ctx, src, tag, len: len as u64, id: 0, aux: 0 };
+            let e = h.encode();
+            prop_assert!(Header::compactable(&e));
+            prop_assert_eq!(Header::decode_compact(&e[..COMPACT_HEADER_BYTES]), Ok(h));
+            prop_assert_eq!(Header::decode_short(&e[..SHORT_HEADER_BYTES], len), Ok(h));
+        }
+
+        #[test]
+        fn decode_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..64),
+                               len: usize) {
             let _ = Header::decode(&bytes);
             let _ = Header::decode_compact(&bytes);
+            let _ = Header::decode_short(&bytes, len);
         }
     }
 
@@ -265,6 +299,14 @@ mod tests {
         let mut b = Header::new(Kind::Eager).encode();
         b[0] = 77;
         assert_eq!(Header::decode(&b), Err(DecodeError::UnknownKind(77)));
-        assert_eq!(Header::decode(&b[..10]), Err(DecodeError::Short(10)));
+        assert_eq!(Header::decode(&b[..10]), Err(DecodeError::Short(10, 40)));
+        assert_eq!(
+            Header::decode_compact(&b[..23]),
+            Err(DecodeError::Short(23, 24))
+        );
+        assert_eq!(
+            Header::decode_short(&b[..15], 0),
+            Err(DecodeError::Short(15, 16))
+        );
     }
 }

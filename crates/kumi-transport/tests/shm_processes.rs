@@ -57,6 +57,24 @@ fn frame_byte(seq: u64, i: usize) -> u8 {
 /// Sends `n` frames of random sizes to `peer` while receiving `n` from it;
 /// checks each received frame's sequence number (per-sender order), length and
 /// bytes. Returns true if everything matched.
+/// The `id` of frame `seq` in [`exchange`]: set on one frame in three.
+fn id_of(seq: u64) -> u64 {
+    if seq.is_multiple_of(3) {
+        seq + 1
+    } else {
+        0
+    }
+}
+
+/// What frame `seq`'s `len` field says beyond its payload's length.
+fn extra_len_of(seq: u64) -> u64 {
+    if seq % 3 == 1 {
+        1 << 40
+    } else {
+        0
+    }
+}
+
 fn exchange(t: &mut ShmTransport, peer: u32, n: u64, seed: u64) -> bool {
     let max = t.max_payload();
     let mut rng = Rng(seed);
@@ -75,9 +93,14 @@ fn exchange(t: &mut ShmTransport, peer: u32, n: u64, seed: u64) -> bool {
                 } else {
                     (r >> 16) as usize % 200
                 };
+                // The sequence number in the tag; one frame in three with an
+                // `id` (the full header in the ring), one with a `len` that is
+                // not the payload's (the compact one where it saves a line),
+                // one an eager message's (the short one where it saves a line).
                 let mut h = Header::new(Kind::Eager);
-                h.id = sent;
-                h.len = len as u64;
+                h.tag = sent as i32;
+                h.id = id_of(sent);
+                h.len = len as u64 + extra_len_of(sent);
                 (h, len)
             });
             for (i, b) in buf[..len].iter_mut().enumerate() {
@@ -90,15 +113,17 @@ fn exchange(t: &mut ShmTransport, peer: u32, n: u64, seed: u64) -> bool {
         }
         t.poll(&mut |src, h, payload| {
             let good = src == peer
-                && h.id == got
-                && h.len as usize == payload.len()
+                && h.tag == got as i32
+                && h.id == id_of(got)
+                && h.len == payload.len() as u64 + extra_len_of(got)
                 && payload
                     .iter()
                     .enumerate()
                     .all(|(i, &b)| b == frame_byte(got, i));
             if !good && ok {
                 eprintln!(
-                    "bad frame #{got} from {src}: id {} len {} / {}",
+                    "bad frame #{got} from {src}: tag {} id {} len {} / {}",
+                    h.tag,
                     h.id,
                     h.len,
                     payload.len()

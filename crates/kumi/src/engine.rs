@@ -875,7 +875,8 @@ impl Engine {
                 c.coll_bytes_out += len as u64;
             }
         }
-        let mut h = Header::new(Kind::Eager);
+        let mut line = LineHeader(Header::new(Kind::Eager));
+        let h = &mut line.0;
         h.ctx = env.ctx;
         h.src = env.src;
         h.tag = env.tag;
@@ -885,20 +886,20 @@ impl Engine {
         let payload = unsafe { slice_or_empty(buf, len) };
         if len <= self.eager_min || peer == self.world_rank || self.eager_to(peer, len) {
             if !sync {
-                self.push_frame(peer, &h, payload)?;
+                self.push_frame(peer, h, payload)?;
                 return Ok(None);
             }
             let id = self.new_send(peer, buf, len);
             h.flags = FLAG_SYNC;
             h.id = id;
-            self.push_frame(peer, &h, payload)?;
+            self.push_frame(peer, h, payload)?;
             return Ok(Some(id));
         }
         let id = self.new_send(peer, buf, len);
         h.kind = Kind::Rts;
         h.id = id;
         h.aux = buf as u64;
-        self.push_frame(peer, &h, &[])?;
+        self.push_frame(peer, h, &[])?;
         Ok(Some(id))
     }
 
@@ -2286,6 +2287,15 @@ fn pick<'a>(
 pub(crate) fn log(rank: u32, msg: &str) {
     eprintln!("kumi: rank {rank}: {msg}");
 }
+
+/// A send's header on the stack, alone in its cache line. The transport reads
+/// it back right after the send has written it, field by field (a load over
+/// several stores, which waits for them to reach the cache); where the
+/// header fell across two lines, which moved with the caller's stack, the
+/// C library's small-message streaming ran at 0.6-0.8x in one run out of
+/// four (docs/BENCHMARKS.md, session 19).
+#[repr(align(64))]
+struct LineHeader(Header);
 
 #[cfg(test)]
 mod tests {

@@ -10,12 +10,15 @@
 //! ```
 //!
 //! A record is `[stamp: u64][payload_len: u32][header_len: u32][header][payload]`,
-//! padded to a multiple of 64 bytes. The header is 40 bytes, or 24 in its compact
-//! form (`id` and `aux` zero: every non-synchronous eager message), which the
-//! transport uses where it saves a cache line (payloads of 9-24 bytes, 73-88,
-//! ...): a message of up to 24 bytes is then exactly one line. (With the full header only 8 bytes fit: a
+//! padded to a multiple of 64 bytes. The header is 40 bytes; where a smaller
+//! form saves a cache line (payloads of 9-32 bytes, 73-96, ...) the
+//! transport stores 24 (the compact form: `id` and `aux` zero) or 16 (the
+//! short form: also `len` equal to the payload's length, which every
+//! non-synchronous eager message has): an eager message of up to 32 bytes is
+//! then exactly one line. (With the full header only 8 bytes fit: a
 //! ping-pong of 16 bytes took 0.308 us against 0.205 for 8, two line transfers
-//! instead of one; in the compact form 0.202; docs/BENCHMARKS.md, session 7.)
+//! instead of one; in the compact form 0.202; docs/BENCHMARKS.md, session 7.
+//! The short form: session 19.)
 //! Records never straddle the end of the buffer: a record that does not fit is
 //! preceded by a *wrap marker* (a record whose `payload_len` is `u32::MAX`) that
 //! sends the consumer to the start of the next lap.
@@ -50,6 +53,15 @@
 //! word is then the stamp of the oldest unread record (an older position, so
 //! not valid either). Offset 0 of each lap is always a record start, so
 //! nothing else is exposed.
+//!
+//! The look itself is skipped where the producer knows what it last wrote:
+//! it keeps one bit per line, clear once a stamp or terminator of its own is
+//! the line's first word (an older position or zero: never valid), set when a
+//! record's body covers it (and at first, knowing nothing of the ring). In a
+//! stream, records start where records started a lap before and nothing is
+//! read; the look read a line the consumer had just read or prefetched, and
+//! reading it again cost the sender a cache-line transfer per message
+//! (16-32 B streamed at 0.7-0.9x; docs/BENCHMARKS.md, session 19).
 //!
 //! # The consumer's tail, cached by the producer
 //!
@@ -88,7 +100,7 @@
 #![cfg_attr(loom, allow(dead_code))]
 
 use crate::sync::{fence, AtomicU32, AtomicU64, Ordering};
-use kumi_core::header::{Header, COMPACT_HEADER_BYTES, HEADER_BYTES};
+use kumi_core::header::{Header, COMPACT_HEADER_BYTES, HEADER_BYTES, SHORT_HEADER_BYTES};
 
 /// Records start on, and are padded to, this many bytes (one cache line).
 pub const RECORD_ALIGN: usize = 64;
@@ -134,6 +146,14 @@ const fn record_bytes(hdr: usize, len: usize) -> usize {
 #[inline]
 const fn compact_len(len: usize) -> bool {
     (len + HEADER_AT + HEADER_BYTES - 1) % RECORD_ALIGN < HEADER_BYTES - COMPACT_HEADER_BYTES
+}
+
+/// Whether a payload of `len` bytes goes in a smaller form than the full
+/// one when its header allows: exactly when the short form saves a cache line
+/// (9-32 bytes: one line instead of two; 73-96: two instead of three...).
+#[inline]
+const fn small_len(len: usize) -> bool {
+    (len + HEADER_AT + HEADER_BYTES - 1) % RECORD_ALIGN < HEADER_BYTES - SHORT_HEADER_BYTES
 }
 
 /// The memory of one ring: its data bytes and its two control words.
@@ -186,6 +206,12 @@ pub(crate) struct Producer<M: RingMem> {
     blocked_need: u64,
     cap: u64,
     max_payload: usize,
+    /// One bit per line of the ring: set while the line's first word may hold
+    /// bytes of a record's body (header, payload, or bytes a record skipped),
+    /// clear once we last wrote a stamp or a terminator there. `terminate`
+    /// reads the ring only where a bit is set. All set at first: nothing is
+    /// assumed of the ring's earlier contents.
+    body_lines: Box<[u64]>,
 }
 
 impl<M: RingMem> Producer<M> {
@@ -204,6 +230,7 @@ impl<M: RingMem> Producer<M> {
             blocked_need: 0,
             cap: cap as u64,
             max_payload: max_payload(cap),
+            body_lines: vec![!0u64; (cap / RECORD_ALIGN).div_ceil(64)].into_boxed_slice(),
         }
     }
 
@@ -221,43 +248,56 @@ impl<M: RingMem> Producer<M> {
         self.push::<HEADER_BYTES>(header, payload)
     }
 
-    /// Whether [`Self::try_push_compact`] takes this message: a payload the
-    /// compact header fits in one cache line less (9-24 bytes: one line
-    /// instead of two; 73-88: two instead of three...), and a header whose
-    /// `id` and `aux` are zero. Not otherwise: an 8-byte message in the compact form
-    /// (48 of the line's 64 bytes written) streamed at 0.75x the rate of the
-    /// full form, which fills the line (docs/BENCHMARKS.md, session 7).
+    /// Whether [`Self::try_push_small`] takes this message: a payload that a
+    /// smaller header fits in one cache line less (`small_len`: 9-32 bytes,
+    /// one line instead of two; 73-96...) and a header whose `id` and `aux`
+    /// are zero. Not otherwise: an 8-byte message with a smaller header (48
+    /// of the line's 64 bytes written) streamed at 0.75x the rate of the full
+    /// form, which fills the line (docs/BENCHMARKS.md, session 7).
     #[inline]
-    pub(crate) fn compact_fits(header: &Header, payload: &[u8]) -> bool {
-        compact_len(payload.len()) && header.id == 0 && header.aux == 0
+    pub(crate) fn small_fits(header: &Header, payload: &[u8]) -> bool {
+        small_len(payload.len()) && header.id == 0 && header.aux == 0
     }
 
-    /// [`Self::try_push`] with the header in its compact form (only when
-    /// [`Self::compact_fits`]). Out of line, and chosen by the caller: with
-    /// the choice inside `try_push` and the sizes in variables, the push of
-    /// an 8-byte message, which never takes it, ran 20 instructions more;
-    /// so it runs the same as before (docs/BENCHMARKS.md, session 7).
+    /// [`Self::try_push`] with the header in the smallest form it allows
+    /// (only when [`Self::small_fits`]): the short one if `short` (the
+    /// header's `len` is the payload's length: an eager message), else the
+    /// compact one where that saves a line, else the full one. Out of line,
+    /// and chosen by the caller: with the choice inside `try_push` and the
+    /// sizes in variables, the push of an 8-byte message, which never takes
+    /// it, ran 20 instructions more (docs/BENCHMARKS.md, session 7).
     #[inline(never)]
-    pub(crate) fn try_push_compact(&mut self, header: &[u8; HEADER_BYTES], payload: &[u8]) -> bool {
+    pub(crate) fn try_push_small(
+        &mut self,
+        header: &[u8; HEADER_BYTES],
+        short: bool,
+        payload: &[u8],
+    ) -> bool {
         assert!(
             payload.len() <= self.max_payload,
             "payload of {} bytes above ring maximum",
             payload.len()
         );
-        // The caller has checked (`compact_fits`, on the header before encoding).
         debug_assert!(
             Header::compactable(header),
-            "id or aux set in a compact record"
+            "id or aux set in a small record"
         );
-        self.push::<COMPACT_HEADER_BYTES>(&header[..COMPACT_HEADER_BYTES], payload)
+        if short {
+            self.push::<SHORT_HEADER_BYTES>(&header[..SHORT_HEADER_BYTES], payload)
+        } else if compact_len(payload.len()) {
+            self.push::<COMPACT_HEADER_BYTES>(&header[..COMPACT_HEADER_BYTES], payload)
+        } else {
+            self.push::<HEADER_BYTES>(header, payload)
+        }
     }
 
-    /// For the tests and models: the form the transport would choose (the
-    /// compact one when it fits), from the encoded header.
+    /// For the tests and models: the form the transport would choose, from
+    /// the encoded header.
     #[cfg(any(test, loom))]
     pub(crate) fn push_either(&mut self, header: &[u8; HEADER_BYTES], payload: &[u8]) -> bool {
-        if compact_len(payload.len()) && Header::compactable(header) {
-            self.try_push_compact(header, payload)
+        if small_len(payload.len()) && Header::compactable(header) {
+            let short = header[16..24] == (payload.len() as u64).to_le_bytes();
+            self.try_push_small(header, short, payload)
         } else {
             self.try_push(header, payload)
         }
@@ -293,6 +333,7 @@ impl<M: RingMem> Producer<M> {
         self.mem.write_record(roff, len_word, header, payload);
         let next = start + size;
         self.terminate(next);
+        self.mark_record(roff, size as usize);
         // Release: the length, header, payload and terminator written above are
         // visible to a consumer whose Acquire load reads this stamp.
         self.mem.stamp(roff).store(start + 1, Ordering::Release);
@@ -306,23 +347,60 @@ impl<M: RingMem> Producer<M> {
             self.mem
                 .stamp(off as usize)
                 .store(self.head + 1, Ordering::Release);
+            self.set_body_line(off as usize / RECORD_ALIGN, false);
         }
         self.head = next;
         true
     }
 
+    /// Whether line `line`'s first word may hold body bytes (`body_lines`).
+    #[inline]
+    fn is_body_line(&self, line: usize) -> bool {
+        self.body_lines[line / 64] >> (line % 64) & 1 != 0
+    }
+
+    #[inline]
+    fn set_body_line(&mut self, line: usize, body: bool) {
+        let bit = 1u64 << (line % 64);
+        if body {
+            self.body_lines[line / 64] |= bit;
+        } else {
+            self.body_lines[line / 64] &= !bit;
+        }
+    }
+
+    /// Notes a record of `size` bytes written at data offset `off`: a stamp
+    /// on its first line, body bytes on the others.
+    #[inline]
+    fn mark_record(&mut self, off: usize, size: usize) {
+        let first = off / RECORD_ALIGN;
+        self.set_body_line(first, false);
+        let (mut line, end) = (first + 1, first + size / RECORD_ALIGN);
+        while line < end {
+            let (word, bit) = (line / 64, line % 64);
+            let n = (64 - bit).min(end - line);
+            self.body_lines[word] |= (!0u64 >> (64 - n)) << bit;
+            line += n;
+        }
+    }
+
     /// Writes the zero terminator at position `next` if the word there would
     /// pass for the stamp of a record at `next` (see the module doc), unless
-    /// the ring is exactly full up to there.
-    fn terminate(&self, next: u64) {
-        if next < self.cached_tail + self.cap {
-            let w = self.mem.stamp((next & (self.cap - 1)) as usize);
+    /// the ring is exactly full up to there. Looks only where `body_lines`
+    /// says the word may be body bytes: a stamp or a terminator we wrote
+    /// there is an older position's or zero, never `next + 1`.
+    #[inline]
+    fn terminate(&mut self, next: u64) {
+        let off = (next & (self.cap - 1)) as usize;
+        if next < self.cached_tail + self.cap && self.is_body_line(off / RECORD_ALIGN) {
+            let w = self.mem.stamp(off);
             // Relaxed load: only this producer ever writes the ring's data, so
             // this reads our own last write there. Relaxed store: the consumer
             // reads this word only after acquiring the stamp of the record that
             // precedes it, which we store with Release after.
             if w.load(Ordering::Relaxed) == next + 1 {
                 w.store(0, Ordering::Relaxed);
+                self.set_body_line(off / RECORD_ALIGN, false);
             }
         }
     }
@@ -363,7 +441,8 @@ pub(crate) struct Record {
     pub(crate) off: usize,
     /// Payload bytes.
     pub(crate) len: usize,
-    /// Header bytes ([`HEADER_BYTES`] or [`COMPACT_HEADER_BYTES`]).
+    /// Header bytes ([`HEADER_BYTES`], [`COMPACT_HEADER_BYTES`] or
+    /// [`SHORT_HEADER_BYTES`]).
     pub(crate) hdr: usize,
 }
 
@@ -446,7 +525,7 @@ impl<M: RingMem> Consumer<M> {
             }
             let len = len as usize;
             let hdr = u32::from_le_bytes([w[4], w[5], w[6], w[7]]) as usize;
-            if hdr != HEADER_BYTES && hdr != COMPACT_HEADER_BYTES {
+            if hdr != HEADER_BYTES && hdr != COMPACT_HEADER_BYTES && hdr != SHORT_HEADER_BYTES {
                 return Err(format!(
                     "record at position {} claims a header of {hdr} bytes",
                     self.pos
@@ -467,7 +546,7 @@ impl<M: RingMem> Consumer<M> {
     }
 
     /// Copies a peeked record's header (its full form: a compact one gets its
-    /// zero `id` and `aux` back) and payload out (`payload.len()` must be the
+    /// zero `id` and `aux` back, a short one also its `len`) and payload out (`payload.len()` must be the
     /// record's length).
     #[cfg_attr(not(any(test, loom)), allow(dead_code))]
     pub(crate) fn read_record(
@@ -479,6 +558,9 @@ impl<M: RingMem> Consumer<M> {
         debug_assert_eq!(payload.len(), rec.len);
         header.fill(0);
         self.mem.read(rec.off + HEADER_AT, &mut header[..rec.hdr]);
+        if rec.hdr == SHORT_HEADER_BYTES {
+            header[16..24].copy_from_slice(&(rec.len as u64).to_le_bytes());
+        }
         self.mem.read(rec.off + HEADER_AT + rec.hdr, payload);
     }
 
@@ -687,8 +769,9 @@ unsafe impl RingMem for RawMem {
 
 #[cfg(not(loom))]
 impl Consumer<RawMem> {
-    /// A peeked record's header bytes ([`HEADER_BYTES`], or
-    /// [`COMPACT_HEADER_BYTES`] of a compact header) and payload, borrowed from
+    /// A peeked record's header bytes ([`HEADER_BYTES`], or the
+    /// [`COMPACT_HEADER_BYTES`] or [`SHORT_HEADER_BYTES`] of a smaller form)
+    /// and payload, borrowed from
     /// the ring (zero-copy). Valid until `pop`, which needs `&mut self`.
     #[inline]
     pub(crate) fn bytes(&self, rec: Record) -> (&[u8], &[u8]) {
@@ -788,13 +871,17 @@ impl HeapRing {
         }
     }
     pub(crate) fn ends(&mut self) -> (Producer<RawMem>, Consumer<RawMem>) {
+        let (a, b) = self.mems();
+        (Producer::new(a), Consumer::new(b))
+    }
+    /// The ring's memory for a producer and a consumer.
+    pub(crate) fn mems(&mut self) -> (RawMem, RawMem) {
         let p = self.lines.as_mut_ptr().cast::<u8>();
         let base = p.wrapping_add(p.align_offset(RECORD_ALIGN));
         // SAFETY: `base` is 64-aligned and `RING_CONTROL_BYTES + cap` bytes of the
         // vector follow it (one spare line covers the alignment); the vector
         // outlives both ends in every test; one producer and one consumer.
-        let (a, b) = unsafe { (RawMem::new(base, self.cap), RawMem::new(base, self.cap)) };
-        (Producer::new(a), Consumer::new(b))
+        unsafe { (RawMem::new(base, self.cap), RawMem::new(base, self.cap)) }
     }
 }
 
@@ -814,6 +901,16 @@ mod tests {
         h
     }
 
+    /// [`header_for`] of a message of `len` bytes: for every fourth `seq`
+    /// its `len` field says so, which allows the short form.
+    fn header_of(seq: u64, len: usize) -> [u8; HEADER_BYTES] {
+        let mut h = header_for(seq);
+        if seq % 4 == 2 {
+            h[16..24].copy_from_slice(&(len as u64).to_le_bytes());
+        }
+        h
+    }
+
     fn payload_for(seq: u64, len: usize) -> Vec<u8> {
         (0..len)
             .map(|i| (seq as usize * 31 + i * 7) as u8)
@@ -821,15 +918,126 @@ mod tests {
     }
 
     #[test]
-    fn the_compact_form_exactly_where_it_saves_a_line() {
+    fn the_smaller_forms_exactly_where_they_save_a_line() {
         for len in 0..=max_payload(65536) {
+            let full = record_bytes(HEADER_BYTES, len);
             assert_eq!(
                 compact_len(len),
-                record_bytes(COMPACT_HEADER_BYTES, len) < record_bytes(HEADER_BYTES, len),
+                record_bytes(COMPACT_HEADER_BYTES, len) < full,
                 "{len} bytes"
             );
+            assert_eq!(
+                small_len(len),
+                record_bytes(SHORT_HEADER_BYTES, len) < full,
+                "{len} bytes"
+            );
+            // Where the compact form saves a line, the short one saves the same.
+            assert!(!compact_len(len) || small_len(len), "{len} bytes");
         }
         assert!(!compact_len(8) && compact_len(9) && compact_len(24) && !compact_len(25));
+        assert!(!small_len(8) && small_len(9) && small_len(32) && !small_len(33));
+    }
+
+    /// Each form the producer picks comes back from the ring as the header it
+    /// was given, and takes the lines it should.
+    #[test]
+    fn each_header_form_round_trips() {
+        let mut ring = HeapRing::new(4096);
+        let (mut p, mut c) = ring.ends();
+        // (seq, len, lines): seq 1 full, 0 compact, 2 short (`header_of`).
+        for (seq, len, lines) in [
+            (1u64, 8usize, 1u64),
+            (1, 9, 2),
+            (0, 24, 1),
+            (0, 25, 2),
+            (2, 25, 1),
+            (2, 32, 1),
+            (2, 33, 2),
+            (0, 96, 3),
+            (2, 96, 2),
+        ] {
+            let head = p.head;
+            let h = header_of(seq, len);
+            assert!(p.push_either(&h, &payload_for(seq, len)));
+            assert_eq!(p.head - head, lines * 64, "seq {seq}, {len} bytes");
+            let r = c.peek().unwrap().unwrap();
+            let mut got = [0u8; HEADER_BYTES];
+            let mut pl = vec![0u8; len];
+            c.read_record(r, &mut got, &mut pl);
+            assert_eq!(
+                (got, pl),
+                (h, payload_for(seq, len)),
+                "seq {seq}, {len} bytes"
+            );
+            c.pop(r);
+        }
+    }
+
+    /// A [`RawMem`] that counts the stamp words the producer touches.
+    struct Counting(RawMem, std::rc::Rc<std::cell::Cell<usize>>);
+
+    // SAFETY: every method is `RawMem`'s.
+    unsafe impl RingMem for Counting {
+        fn capacity(&self) -> usize {
+            self.0.capacity()
+        }
+        fn stamp(&self, off: usize) -> &AtomicU64 {
+            self.1.set(self.1.get() + 1);
+            self.0.stamp(off)
+        }
+        fn tail(&self) -> &AtomicU64 {
+            self.0.tail()
+        }
+        fn want_room(&self) -> &AtomicU32 {
+            self.0.want_room()
+        }
+        fn write(&self, off: usize, src: &[u8]) {
+            self.0.write(off, src)
+        }
+        fn read(&self, off: usize, dst: &mut [u8]) {
+            self.0.read(off, dst)
+        }
+    }
+
+    /// Where the word after a record was last written as a stamp, the
+    /// producer does not read it (it is an older position, never the next
+    /// stamp): a stream of one-line records touches one stamp word a record
+    /// once each line has held a stamp; two-line records, once their starts
+    /// fall where starts fell a lap before. Where it held body bytes, it looks.
+    #[test]
+    fn the_producer_looks_after_a_record_only_where_body_bytes_were() {
+        let cap = 4096;
+        let mut ring = HeapRing::new(cap);
+        let (a, b) = ring.mems();
+        let mut c = Consumer::new(b);
+        let touched = std::rc::Rc::new(std::cell::Cell::new(0));
+        let mut p = Producer::new(Counting(a, touched.clone()));
+        let mut push = |p: &mut Producer<Counting>, len: usize| {
+            touched.set(0);
+            assert!(p.try_push(&header_for(1), &payload_for(1, len)));
+            let r = c.peek().unwrap().unwrap();
+            c.pop(r);
+            c.publish_if_behind();
+            touched.get()
+        };
+        // First lap: nothing known of the ring, so every push looks (but the
+        // last, after which the ring is full by the producer's stale copy of
+        // the tail: no terminator then).
+        let looks: usize = (0..cap / 64).map(|_| push(&mut p, 8) - 1).sum();
+        assert_eq!(looks, cap / 64 - 1);
+        // Second lap: every line's first word is one of our stamps.
+        for _ in 0..cap / 64 {
+            assert_eq!(push(&mut p, 8), 1);
+        }
+        // Two-line records (payload 64 B) over that lap: their second lines
+        // now hold body bytes, but the next record starts on a stamp line.
+        for _ in 0..cap / 128 {
+            assert_eq!(push(&mut p, 64), 1);
+        }
+        // One-line records where the two-line ones lay: every other start
+        // follows a line of body bytes, which is looked at.
+        let looks: Vec<usize> = (0..8).map(|_| push(&mut p, 8)).collect();
+        assert_eq!(looks, [2, 1, 2, 1, 2, 1, 2, 1]);
     }
 
     #[test]
@@ -868,36 +1076,45 @@ mod tests {
         assert!(p.try_push(&header_for(n), &payload_for(n, 8)));
     }
 
+    /// Pushes and consumes one-line records until the head reaches `end`.
+    fn one_line_records_until(p: &mut Producer<RawMem>, c: &mut Consumer<RawMem>, end: u64) {
+        while p.head < end {
+            assert!(p.try_push(&header_for(1), &[]));
+            let r = c.peek().unwrap().unwrap();
+            c.pop(r);
+            c.publish_if_behind();
+        }
+    }
+
     /// A payload word equal to a future record's stamp must not be taken for a
     /// record (the terminator): lap 1's data ends up under lap 2's positions.
+    /// Lap 0 puts a stamp on every line first, so the producer knows the ring
+    /// and must notice that lap 1's payload covered those stamps.
     #[test]
     fn stale_payload_never_looks_like_a_stamp() {
         let cap = 4096usize;
         let mut ring = HeapRing::new(cap);
         let (mut p, mut c) = ring.ends();
-        // Lap 0: one big record starting at 0, whose payload words at every 64-byte
-        // boundary hold the stamps lap 1's one-line records would carry.
-        // (A full header: odd `header_for` numbers.)
+        // Lap 0: one-line records on every line.
+        one_line_records_until(&mut p, &mut c, cap as u64);
+        // Lap 1: one big record starting at 0, whose payload words at every
+        // 64-byte boundary hold the stamps lap 2's one-line records would
+        // carry. (A full header: odd `header_for` numbers.)
         const PAYLOAD_AT: usize = HEADER_AT + HEADER_BYTES;
         let len = max_payload(cap);
         let mut payload = vec![0u8; len];
         for k in 1..(len + PAYLOAD_AT) / 64 {
             let at = k * 64 - PAYLOAD_AT; // payload offset landing on boundary k
-            let forged = (cap + k * 64 + 1) as u64;
+            let forged = (2 * cap + k * 64 + 1) as u64;
             payload[at..at + 8].copy_from_slice(&forged.to_le_bytes());
         }
         assert!(p.try_push(&header_for(3), &payload));
         let r = c.peek().unwrap().unwrap();
         c.pop(r);
-        // Fill the rest of lap 0 with one-line records and consume them.
-        while p.head < cap as u64 {
-            assert!(p.try_push(&header_for(1), &[]));
-            let r = c.peek().unwrap().unwrap();
-            c.pop(r);
-        }
-        c.publish_if_behind();
-        // Lap 1, position cap: one record, then the consumer polls cap + 64,
-        // where the old payload holds exactly cap + 64 + 1.
+        // The rest of lap 1: one-line records, consumed.
+        one_line_records_until(&mut p, &mut c, 2 * cap as u64);
+        // Lap 2, position 2 cap: one record, then the consumer polls
+        // 2 cap + 64, where the old payload holds exactly 2 cap + 64 + 1.
         assert!(p.try_push(&header_for(2), &[1, 2, 3]));
         let r = c.peek().unwrap().unwrap();
         assert_eq!(r.len, 3);
@@ -920,7 +1137,7 @@ mod tests {
             match *op {
                 Op::Push(len) => {
                     let len = len % (max_payload(ring_bytes) + 1);
-                    if p.push_either(&header_for(seq), &payload_for(seq, len)) {
+                    if p.push_either(&header_of(seq, len), &payload_for(seq, len)) {
                         model.push_back((seq, len));
                         seq += 1;
                     } else {
@@ -942,7 +1159,7 @@ mod tests {
                         let mut h = [0u8; HEADER_BYTES];
                         let mut pl = vec![0u8; len];
                         c.read_record(r, &mut h, &mut pl);
-                        prop_assert_eq!(h, header_for(s));
+                        prop_assert_eq!(h, header_of(s, len));
                         prop_assert_eq!(pl, payload_for(s, len));
                         c.pop(r);
                     }
@@ -1012,7 +1229,7 @@ mod tests {
                     for (i, b) in buf[..len].iter_mut().enumerate() {
                         *b = (seq as usize).wrapping_mul(131).wrapping_add(i) as u8;
                     }
-                    while !p.push_either(&header_for(seq), &buf[..len]) {
+                    while !p.push_either(&header_of(seq, len), &buf[..len]) {
                         std::hint::spin_loop();
                     }
                 }
@@ -1029,7 +1246,7 @@ mod tests {
                         }
                         Some(r) => {
                             c.read_record(r, &mut h, &mut buf[..r.len]);
-                            assert_eq!(h, header_for(seq));
+                            assert_eq!(h, header_of(seq, r.len));
                             for (i, &b) in buf[..r.len].iter().enumerate() {
                                 assert_eq!(
                                     b,
@@ -1056,11 +1273,15 @@ mod loom_tests {
 
     const CAP: usize = 256;
 
-    /// Compact (zero from byte 24 on) for even `seq`, full for odd.
-    fn header_for(seq: u8) -> [u8; HEADER_BYTES] {
+    /// Compact (zero from byte 24 on) for even `seq`, full for odd; for
+    /// `seq` 2, 6, 10... its `len` field is `len`, which allows the short form.
+    fn header_for(seq: u8, len: usize) -> [u8; HEADER_BYTES] {
         let mut h = [seq; HEADER_BYTES];
         if seq % 2 == 0 {
             h[COMPACT_HEADER_BYTES..].fill(0);
+        }
+        if seq % 4 == 2 {
+            h[16..24].copy_from_slice(&(len as u64).to_le_bytes());
         }
         h
     }
@@ -1097,7 +1318,7 @@ mod loom_tests {
             let sent = payloads.clone();
             let t = loom::thread::spawn(move || {
                 for (seq, pl) in sent.iter().enumerate() {
-                    while !p.push_either(&header_for(seq as u8), pl) {
+                    while !p.push_either(&header_for(seq as u8, pl.len()), pl) {
                         loom::thread::yield_now();
                     }
                 }
@@ -1116,7 +1337,7 @@ mod loom_tests {
                 assert_eq!(r.len, want.len());
                 let mut pl = vec![0u8; r.len];
                 c.read_record(r, &mut h, &mut pl);
-                assert_eq!(h, header_for(seq as u8));
+                assert_eq!(h, header_for(seq as u8, r.len));
                 assert_eq!(&pl, want);
                 c.pop(r);
             }
@@ -1136,7 +1357,7 @@ mod loom_tests {
     }
 
     /// One-line records, more than a lap's worth: full, tail batching, stale
-    /// stamps of the previous lap; the 16-byte one in the compact form.
+    /// stamps of the previous lap; the 16-byte one in the short form.
     #[test]
     fn loom_ring_small_records_lap() {
         check(

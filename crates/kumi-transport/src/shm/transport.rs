@@ -58,7 +58,7 @@ use super::segment::{
 };
 use crate::sync::{fence, Ordering};
 use crate::{Sink, Transport};
-use kumi_core::header::{Header, HEADER_BYTES};
+use kumi_core::header::{Header, COMPACT_HEADER_BYTES, HEADER_BYTES};
 use rustix::thread::{futex, membarrier, MembarrierCommand};
 use std::io;
 use std::sync::atomic::compiler_fence;
@@ -431,11 +431,12 @@ impl ShmTransport {
                     Err(e) => return Err(self.peer_error(j, &e)),
                 };
                 let (h, payload) = self.inc[j].bytes(rec);
-                // The ring hands a compact header as its 24 bytes (see ring.rs).
-                let header = if h.len() == HEADER_BYTES {
-                    Header::decode(h)
-                } else {
-                    Header::decode_compact(h)
+                // The ring hands a smaller header as its 24 or 16 bytes (see
+                // ring.rs); it has checked the length is one of the three.
+                let header = match h.len() {
+                    HEADER_BYTES => Header::decode(h),
+                    COMPACT_HEADER_BYTES => Header::decode_compact(h),
+                    _ => Header::decode_short(h, payload.len()),
                 }
                 .map_err(|e| self.peer_error(j, &e.to_string()))?;
                 sink(self.globals[j], &header, payload);
@@ -570,8 +571,8 @@ impl Transport for ShmTransport {
         }
         self.self_used |= j == self.me;
         let hdr: [u8; HEADER_BYTES] = header.encode();
-        let pushed = if Producer::<RawMem>::compact_fits(header, payload) {
-            self.out[j].try_push_compact(&hdr, payload)
+        let pushed = if Producer::<RawMem>::small_fits(header, payload) {
+            self.out[j].try_push_small(&hdr, header.len == payload.len() as u64, payload)
         } else {
             self.out[j].try_push(&hdr, payload)
         };
