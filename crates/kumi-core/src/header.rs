@@ -31,9 +31,10 @@
 pub const HEADER_BYTES: usize = 40;
 
 /// Bytes of a header whose `id` and `aux` are zero, as a transport may carry
-/// it: the encoding's first 24 bytes (every eager message but a synchronous
-/// one). The shared-memory ring stores such headers so, which leaves 24 bytes
-/// of payload in a record's first cache line instead of 8.
+/// it: the encoding's first 24 bytes. The shared-memory ring stores such
+/// headers so when the short form below does not apply (a `len` that is not
+/// the payload's), which leaves 24 bytes of payload in a record's first
+/// cache line instead of 8.
 pub const COMPACT_HEADER_BYTES: usize = 24;
 
 /// Bytes of a compact header whose `len` is its frame's payload length (every
