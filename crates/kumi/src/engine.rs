@@ -2289,11 +2289,11 @@ pub(crate) fn log(rank: u32, msg: &str) {
 }
 
 /// A send's header on the stack, alone in its cache line. The transport reads
-/// it back right after the send has written it, field by field (a load over
-/// several stores, which waits for them to reach the cache); where the
-/// header fell across two lines, which moved with the caller's stack, the
-/// C library's small-message streaming ran at 0.6-0.8x in one run out of
-/// four (docs/BENCHMARKS.md, session 19).
+/// it back right after the send has written it (loads over several stores,
+/// which wait for them to reach the cache). Where it fell in its line moved
+/// with the caller's stack, and in one position of the four the C library's
+/// small-message streaming ran at 0.6-0.8x; aligned, it runs alike in all
+/// (docs/BENCHMARKS.md, session 19).
 #[repr(align(64))]
 struct LineHeader(Header);
 
