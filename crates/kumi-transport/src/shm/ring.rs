@@ -347,7 +347,7 @@ impl<M: RingMem> Producer<M> {
             self.mem
                 .stamp(off as usize)
                 .store(self.head + 1, Ordering::Release);
-            self.set_body_line(off as usize / RECORD_ALIGN, false);
+            self.clear_body_line(off as usize / RECORD_ALIGN);
         }
         self.head = next;
         true
@@ -359,14 +359,11 @@ impl<M: RingMem> Producer<M> {
         self.body_lines[line / 64] >> (line % 64) & 1 != 0
     }
 
+    /// Notes that line `line`'s first word is now one of our stamps or a
+    /// terminator.
     #[inline]
-    fn set_body_line(&mut self, line: usize, body: bool) {
-        let bit = 1u64 << (line % 64);
-        if body {
-            self.body_lines[line / 64] |= bit;
-        } else {
-            self.body_lines[line / 64] &= !bit;
-        }
+    fn clear_body_line(&mut self, line: usize) {
+        self.body_lines[line / 64] &= !(1u64 << (line % 64));
     }
 
     /// Notes a record of `size` bytes written at data offset `off`: a stamp
@@ -374,7 +371,7 @@ impl<M: RingMem> Producer<M> {
     #[inline]
     fn mark_record(&mut self, off: usize, size: usize) {
         let first = off / RECORD_ALIGN;
-        self.set_body_line(first, false);
+        self.clear_body_line(first);
         let (mut line, end) = (first + 1, first + size / RECORD_ALIGN);
         while line < end {
             let (word, bit) = (line / 64, line % 64);
@@ -392,7 +389,8 @@ impl<M: RingMem> Producer<M> {
     #[inline]
     fn terminate(&mut self, next: u64) {
         let off = (next & (self.cap - 1)) as usize;
-        if next < self.cached_tail + self.cap && self.is_body_line(off / RECORD_ALIGN) {
+        let line = off / RECORD_ALIGN;
+        if next < self.cached_tail + self.cap && self.is_body_line(line) {
             let w = self.mem.stamp(off);
             // Relaxed load: only this producer ever writes the ring's data, so
             // this reads our own last write there. Relaxed store: the consumer
@@ -400,7 +398,7 @@ impl<M: RingMem> Producer<M> {
             // precedes it, which we store with Release after.
             if w.load(Ordering::Relaxed) == next + 1 {
                 w.store(0, Ordering::Relaxed);
-                self.set_body_line(off / RECORD_ALIGN, false);
+                self.clear_body_line(line);
             }
         }
     }
