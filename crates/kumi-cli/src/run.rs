@@ -180,6 +180,17 @@ pub fn main(args: RunArgs) -> i32 {
             return 2;
         }
     };
+    // The ranks' configuration, checked once for the job before any rank
+    // starts: a bad value stops here with one line, not one per rank, and an
+    // unknown `KUMI_*` name (a typo) is reported once.
+    let env = kumi_core::config::Env::from_os(std::env::vars_os());
+    if let Err(e) = kumi_core::config::Tuning::parse(&env) {
+        eprintln!("kumi run: {e}");
+        return 2;
+    }
+    for line in env.unknown() {
+        eprintln!("kumi run: warning: {line}");
+    }
     if !(args.deadlock_timeout.is_finite() && (0.0..=1e6).contains(&args.deadlock_timeout)) {
         eprintln!(
             "kumi run: --deadlock-timeout {}: give a number of seconds from 0 to 1000000",

@@ -21,7 +21,7 @@ fn segment_creator_helper() {
     let Ok(job) = std::env::var("KUMI_TEST_CREATE_SEGMENT") else {
         return;
     };
-    let seg = Segment::create_named(&job, 1, &ShmConfig::from_env().unwrap()).unwrap();
+    let seg = Segment::create_named(&job, 1, &ShmConfig::default()).unwrap();
     std::mem::forget(seg);
 }
 
@@ -35,7 +35,7 @@ fn clean_removes_dead_and_keeps_live() {
         .unwrap();
     assert!(status.success());
     let live = random_job("l");
-    let _seg = Segment::create_named(&live, 1, &ShmConfig::from_env().unwrap()).unwrap();
+    let _seg = Segment::create_named(&live, 1, &ShmConfig::default()).unwrap();
     let dead_path = format!("/dev/shm/{}", Segment::named(&dead));
     let live_path = format!("/dev/shm/{}", Segment::named(&live));
     assert!(std::path::Path::new(&dead_path).exists());

@@ -335,7 +335,7 @@ fn run_helper(role: &str, n: &str) -> Ran {
 #[test]
 fn every_rank_gets_its_environment() {
     let r = run(
-        &["run", "-n", "4", "sh", "-c", "echo $KUMI_RANK $KUMI_SIZE $KUMI_LOCAL_RANK $KUMI_LOCAL_SIZE $KUMI_NODE $KUMI_JOB ${#KUMI_SECRET} $KUMI_CONTROL $KUMI_SHM_FD $KUMI_PASSED"],
+        &["run", "-n", "4", "sh", "-c", "echo $KUMI_RANK $KUMI_SIZE $KUMI_LOCAL_RANK $KUMI_LOCAL_SIZE $KUMI_NODE $KUMI_JOB ${#KUMI_SECRET} $KUMI_CONTROL $KUMI_SHM_FD"],
         b"",
     );
     assert_eq!(r.code, 0, "{}", r.stderr);
@@ -364,11 +364,48 @@ fn every_rank_gets_its_environment() {
 
 #[test]
 fn user_environment_passes_through() {
-    let out = kumi(&["run", "-n", "2", "sh", "-c", "echo $KUMI_PASSED"])
-        .env("KUMI_PASSED", "yes")
+    let out = kumi(&["run", "-n", "2", "sh", "-c", "echo $USER_VARIABLE"])
+        .env("USER_VARIABLE", "yes")
         .output()
         .unwrap();
     assert_eq!(String::from_utf8_lossy(&out.stdout), "yes\nyes\n");
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A misspelt knob is reported once for the job (not once per rank), with
+/// the name it was probably meant to be, and the job runs.
+#[test]
+fn an_unknown_kumi_variable_is_reported_once() {
+    let out = kumi(&["run", "-n", "3", "true"])
+        .env("KUMI_SPIN_MS", "5")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.matches("KUMI_SPIN_MS").count(), 1, "{err}");
+    assert!(err.contains("did you mean KUMI_SPIN_US?"), "{err}");
+}
+
+/// A value out of range stops `kumi run` before any rank starts, with one
+/// line naming the variable.
+#[test]
+fn a_bad_value_stops_the_job_before_it_starts() {
+    let out = kumi(&["run", "-n", "3", "sh", "-c", "echo started"])
+        .env("KUMI_SHM_RING_BYTES", "5000")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty(), "a rank started");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("KUMI_SHM_RING_BYTES=5000 is not a power of two"),
+        "{err}"
+    );
 }
 
 #[test]

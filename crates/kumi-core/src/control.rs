@@ -99,11 +99,15 @@ pub enum ToRank {
 /// Frames the launcher sends to the agent of a remote host (over the remote
 /// shell's standard input; same framing as the rank channel).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+// `Start` is sent once per host and job; boxing it would buy nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum ToAgent {
     /// Start this host's ranks. Always the first frame.
     Start {
-        /// Job id.
-        job: String,
+        /// What every rank of the job is told.
+        job: crate::rankenv::JobVars,
+        /// What every rank of this host is told.
+        host: crate::rankenv::HostVars,
         /// Index of the host in the job.
         node: u32,
         /// Program and arguments.
@@ -112,7 +116,8 @@ pub enum ToAgent {
         args: Vec<Vec<u8>>,
         /// Global ranks of this host, in local-rank order.
         ranks: Vec<u32>,
-        /// Environment every rank of the host gets.
+        /// The user's `KUMI_*` variables, forwarded (a remote shell need
+        /// not pass the environment on).
         env: Vec<(String, String)>,
         /// Prefix output lines with `[<rank>] `.
         tag_output: bool,

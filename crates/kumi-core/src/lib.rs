@@ -11,6 +11,8 @@
 //! - [`header`]: the fixed 40-byte header every data-plane frame carries.
 //! - [`matching`]: MPI matching (context, source or any, tag or any) with posted
 //!   and unexpected queues, order-preserving per sender.
+//! - [`config`]: every `KUMI_*` variable in one table, parsed once into a
+//!   typed [`config::Tuning`]; [`rankenv`]: the launcher-to-rank contract.
 //! - [`control`]: messages between a rank and its launcher, their framing, and the
 //!   challenge-response that proves the job secret.
 //! - [`coll`]: collective schedules (pure), checked against a serial evaluation.
@@ -31,11 +33,13 @@
 pub mod call;
 pub mod coll;
 pub mod combine;
+pub mod config;
 pub mod control;
 pub mod ctxsvc;
 pub mod deadlock;
 pub mod header;
 pub mod matching;
+pub mod rankenv;
 pub mod rma;
 pub mod rudp;
 

@@ -70,6 +70,7 @@ fn run() -> Result<(), String> {
         .map_err(|e| format!("cannot install signal handlers: {e}"))?;
     let ToAgent::Start {
         job,
+        host,
         node,
         program,
         args,
@@ -82,6 +83,7 @@ fn run() -> Result<(), String> {
     };
     let plan = HostPlan {
         job,
+        host,
         node,
         program: OsString::from_vec(program),
         args: args.into_iter().map(OsString::from_vec).collect(),

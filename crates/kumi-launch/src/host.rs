@@ -20,6 +20,8 @@
 use crate::output::{format_line, LineSplitter};
 use crate::policy::Termination;
 use kumi_core::call::Call;
+use kumi_core::config::{ConfigError, Env, Tuning};
+use kumi_core::rankenv::{self, HostVars, JobVars, RankVars};
 use kumi_transport::shm::{Segment, ShmConfig};
 use rustix::process::{Pid, Signal};
 use std::ffi::OsString;
@@ -39,8 +41,10 @@ pub const KILL_GRACE: Duration = Duration::from_millis(300);
 /// What this host must start.
 #[derive(Clone, Debug)]
 pub struct HostPlan {
-    /// Job id.
-    pub job: String,
+    /// What every rank of the job is told (job id, size, control address, secret).
+    pub job: JobVars,
+    /// What every rank of this host is told (its ranks, name, network).
+    pub host: HostVars,
     /// Index of this host in the job (`KUMI_NODE`).
     pub node: u32,
     /// Program to execute.
@@ -49,7 +53,8 @@ pub struct HostPlan {
     pub args: Vec<OsString>,
     /// Global ranks that run here, in local-rank order.
     pub ranks: Vec<u32>,
-    /// Job-wide environment every rank gets (job, size, control address, secret).
+    /// Further environment every rank of the host gets: the user's `KUMI_*`
+    /// variables, forwarded to a host reached by a remote shell.
     pub env: Vec<(String, String)>,
     /// Prefix output lines with `[<rank>] `.
     pub tag_output: bool,
@@ -118,16 +123,12 @@ struct OutPipe {
     lines: LineSplitter,
 }
 
-/// `KUMI_LOCAL_CORES` for the ranks: the user's value if set, else the cores
-/// this launcher may run on. Every rank of the host gets the same value, so
-/// they agree on whether the host is oversubscribed (choices of collective
-/// algorithms depend on it) even if some are started with a narrower affinity.
-fn local_cores() -> String {
-    std::env::var("KUMI_LOCAL_CORES").unwrap_or_else(|_| {
-        std::thread::available_parallelism()
-            .map_or(1, |n| n.get())
-            .to_string()
-    })
+/// What the ranks of this host will read of the configuration: this
+/// process's environment with the plan's forwarded variables over it.
+fn host_env(plan: &HostPlan) -> Env {
+    let mut env = Env::from_os(std::env::vars_os());
+    env.extend(plan.env.iter().cloned());
+    env
 }
 
 /// Identifies an output pipe to the event loop.
@@ -141,15 +142,28 @@ pub struct LocalHost {
     segment: Segment,
     tag_output: bool,
     kill_at: Option<Instant>,
+    /// `KUMI_LOCAL_CORES` of every rank.
+    local_cores: usize,
 }
 
 impl LocalHost {
     /// Creates the segment and starts every rank of `plan`. On error, ranks already
     /// started are killed and reaped before returning.
     pub fn start(plan: &HostPlan) -> Result<LocalHost, HostError> {
-        let cfg = ShmConfig::from_env_for(plan.ranks.len())
-            .map_err(|e| HostError::Setup(format!("bad shared-memory configuration: {e}")))?;
-        let (segment, shm_fd) = Segment::create_memfd(&plan.job, plan.ranks.len(), &cfg)
+        let env = host_env(plan);
+        let setup = |e: ConfigError| HostError::Setup(e.to_string());
+        let tuning = Tuning::parse(&env).map_err(setup)?;
+        // `KUMI_LOCAL_CORES` for the ranks: the user's value if set, else the
+        // cores this process may run on. Every rank of the host gets the same
+        // value, so they agree on whether the host is oversubscribed (choices
+        // of collective algorithms depend on it) even if some are started
+        // with a narrower affinity.
+        let local_cores = rankenv::local_cores(&env)
+            .map_err(setup)?
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+        let cfg = ShmConfig::for_ranks(plan.ranks.len(), tuning.shm.ring_bytes)
+            .ok_or_else(|| HostError::Setup("KUMI_SHM_RING_BYTES: not a ring size".into()))?;
+        let (segment, shm_fd) = Segment::create_memfd(&plan.job.id, plan.ranks.len(), &cfg)
             .map_err(|e| HostError::Setup(format!("cannot create the shared segment: {e}")))?;
         let mut host = LocalHost {
             ranks: Vec::with_capacity(plan.ranks.len()),
@@ -158,6 +172,7 @@ impl LocalHost {
             segment,
             tag_output: plan.tag_output,
             kill_at: None,
+            local_cores,
         };
         for (local, &rank) in plan.ranks.iter().enumerate() {
             if let Err(error) = host.spawn_one(plan, local, rank, &shm_fd) {
@@ -182,12 +197,19 @@ impl LocalHost {
         let mut cmd = Command::new(&plan.program);
         cmd.args(&plan.args)
             .envs(plan.env.iter().map(|(k, v)| (k, v)))
-            .env("KUMI_RANK", rank.to_string())
-            .env("KUMI_LOCAL_RANK", local.to_string())
-            .env("KUMI_LOCAL_SIZE", plan.ranks.len().to_string())
-            .env("KUMI_LOCAL_CORES", local_cores())
-            .env("KUMI_NODE", plan.node.to_string())
-            .env("KUMI_SHM_FD", shm_fd.as_raw_fd().to_string())
+            .envs(plan.job.vars())
+            .envs(plan.host.vars())
+            .envs(
+                RankVars {
+                    rank,
+                    local_rank: local as u32,
+                    local_size: plan.ranks.len() as u32,
+                    local_cores: Some(self.local_cores),
+                    node: plan.node,
+                    shm_fd: Some(shm_fd.as_raw_fd()),
+                }
+                .vars(),
+            )
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .stdin(if rank == 0 && plan.forward_stdin {

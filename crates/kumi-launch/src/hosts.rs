@@ -10,8 +10,6 @@
 //! slots are dealt round-robin over the hosts, with a warning, because the hosts
 //! are then oversubscribed.
 
-use std::fmt::Write as _;
-
 /// A host and its slots.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HostSlots {
@@ -142,29 +140,6 @@ pub fn place(n: u32, hosts: &[HostSlots]) -> Placement {
     }
 }
 
-/// A rank list in the compact form ranks read from `KUMI_HOST_RANKS`
-/// (`0-3,8,10-11`).
-pub fn rank_list(ranks: &[u32]) -> String {
-    let mut s = String::new();
-    let mut i = 0;
-    while i < ranks.len() {
-        let mut j = i;
-        while j + 1 < ranks.len() && ranks[j + 1] == ranks[j] + 1 {
-            j += 1;
-        }
-        if !s.is_empty() {
-            s.push(',');
-        }
-        if j > i {
-            let _ = write!(s, "{}-{}", ranks[i], ranks[j]);
-        } else {
-            let _ = write!(s, "{}", ranks[i]);
-        }
-        i = j + 1;
-    }
-    s
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -225,12 +200,5 @@ mod tests {
         assert!(p.warning.unwrap().contains("round-robin"));
         let p = place(1, &hs(&[("a", 2), ("b", 2)]));
         assert_eq!(p.hosts, vec![("a".into(), vec![0])]);
-    }
-
-    #[test]
-    fn rank_lists_are_compact() {
-        assert_eq!(rank_list(&[0, 1, 2, 3, 8, 10, 11]), "0-3,8,10-11");
-        assert_eq!(rank_list(&[5]), "5");
-        assert_eq!(rank_list(&[1, 3, 5]), "1,3,5");
     }
 }

@@ -22,6 +22,7 @@ use crate::server::{ConnId, ControlEvent, ControlServer};
 use crate::spec::JobSpec;
 use crate::supervise::{Supervision, SupervisionConfig, DEADLOCK_EXIT};
 use kumi_core::control::to_hex;
+use kumi_core::rankenv::{HostVars, JobVars};
 use rustix::event::{PollFd, PollFlags, Timespec};
 use std::io::{self, Write};
 use std::time::{Duration, Instant};
@@ -179,17 +180,18 @@ impl Job {
         );
         let mut deadlocked: Option<Outcome> = None;
         let plan = HostPlan {
-            job: ident.id.clone(),
+            job: JobVars {
+                id: ident.id.clone(),
+                size: self.spec.size,
+                control: Some(server.address().to_string()),
+                secret: ident.secret.to_vec(),
+            },
+            host: HostVars::default(),
             node: 0,
             program: self.spec.program.clone(),
             args: self.spec.args.clone(),
             ranks: (0..self.spec.size).collect(),
-            env: vec![
-                ("KUMI_JOB".into(), ident.id.clone()),
-                ("KUMI_SIZE".into(), self.spec.size.to_string()),
-                ("KUMI_CONTROL".into(), server.address().to_string()),
-                ("KUMI_SECRET".into(), to_hex(&ident.secret)),
-            ],
+            env: Vec::new(),
             tag_output: self.spec.tag_output,
             forward_stdin: self.forward_stdin,
         };

@@ -9,11 +9,13 @@
 //! the host, which the loop reports as the job's cause.
 
 use crate::host::{HostError, HostPlan, LocalHost, PipeId, Reaped};
-use crate::hosts::{rank_list, HostSlots, Placement};
+use crate::hosts::{HostSlots, Placement};
 use crate::policy::Termination;
 use crate::server::ControlServer;
 use kumi_core::call::Call;
+use kumi_core::config::Scope;
 use kumi_core::control::{self, FrameDecoder, FromAgent, ToAgent};
+use kumi_core::rankenv::{HostVars, JobVars};
 pub use kumi_transport::tcp::addr::{parse_cidr, NetChoice};
 use rustix::process::{Pid, Signal};
 use std::fs::File;
@@ -141,21 +143,26 @@ impl Cluster {
             if !local {
                 // A remote shell need not pass the environment on (ssh does not):
                 // forward the user's kumi knobs, so every rank reads the same ones
-                // (KUMI_FORCE_TCP must agree on both ends of a pair).
-                env.extend(std::env::vars().filter(|(k, _)| {
-                    k.starts_with("KUMI_")
-                        && k != "KUMI_AGENT_PROGRAM"
-                        && !base.env.iter().any(|(b, _)| b == k)
+                // (KUMI_FORCE_TCP must agree on both ends of a pair). The
+                // contract's variables are the plan's own.
+                env.extend(std::env::vars_os().filter_map(|(k, v)| {
+                    let (k, v) = (k.into_string().ok()?, v.into_string().ok()?);
+                    let forwarded = kumi_core::config::var(&k).is_some_and(|var| {
+                        var.scope == Scope::Tuning || var.scope == Scope::Testing
+                    });
+                    forwarded.then_some((k, v))
                 }));
             }
-            env.push((
-                "KUMI_CONTROL".into(),
-                if local { local_control } else { remote_control }.to_string(),
-            ));
-            env.push(("KUMI_HOST_RANKS".into(), rank_list(ranks)));
-            env.push(("KUMI_HOST".into(), host.clone()));
-            env.push(("KUMI_NET".into(), spec.net.to_env()));
             let plan = HostPlan {
+                job: JobVars {
+                    control: Some(if local { local_control } else { remote_control }.to_string()),
+                    ..base.job.clone()
+                },
+                host: HostVars {
+                    host_ranks: Some(ranks.clone()),
+                    host: host.clone(),
+                    net: spec.net.to_env(),
+                },
                 node: node as u32,
                 ranks: ranks.clone(),
                 env,
@@ -454,15 +461,8 @@ pub fn start_hosts(
             .map_err(|e| HostError::Setup(format!("cannot listen for remote ranks on {ip}: {e}")))?
             .to_string()
     };
-    let mut base = plan.clone();
-    let local_control = base
-        .env
-        .iter()
-        .find(|(k, _)| k == "KUMI_CONTROL")
-        .map(|(_, v)| v.clone())
-        .unwrap_or_default();
-    base.env.retain(|(k, _)| k != "KUMI_CONTROL");
-    Cluster::start(&base, spec, &placement, &local_control, &remote_control)
+    let local_control = plan.job.control.clone().unwrap_or_default();
+    Cluster::start(plan, spec, &placement, &local_control, &remote_control)
 }
 
 fn spawn_agent(spec: &RemoteSpec, host: &str, plan: &HostPlan) -> std::io::Result<Agent> {
@@ -526,6 +526,7 @@ fn spawn_agent(spec: &RemoteSpec, host: &str, plan: &HostPlan) -> std::io::Resul
     };
     agent.tell(&ToAgent::Start {
         job: plan.job.clone(),
+        host: plan.host.clone(),
         node: plan.node,
         program: plan.program.as_bytes().to_vec(),
         args: plan.args.iter().map(|a| a.as_bytes().to_vec()).collect(),

@@ -13,12 +13,7 @@ fn main() {
     let iters: u64 = std::env::args()
         .nth(1)
         .map_or(1_000_000, |a| a.parse().expect("iters"));
-    let (seg, fd) = Segment::create_memfd(
-        "diag",
-        2,
-        &ShmConfig::from_env().expect("KUMI_SHM_RING_BYTES"),
-    )
-    .expect("segment");
+    let (seg, fd) = Segment::create_memfd("diag", 2, &ShmConfig::default()).expect("segment");
     drop(seg);
     // SAFETY: fork in a single-threaded process; the child only uses its own
     // copies of the descriptor and memory and exits without returning.
@@ -27,7 +22,7 @@ fn main() {
     let me = if pid == 0 { 1 } else { 0 };
     let fd2 = fd.try_clone().expect("dup");
     let seg = Segment::from_fd(fd2, 2).expect("map");
-    let mut t = ShmTransport::new(seg, me, vec![0, 1]).expect("transport");
+    let mut t = ShmTransport::new(seg, me, vec![0, 1], true).expect("transport");
     let other = 1 - me as u32;
     let mut h = Header::new(Kind::Eager);
     h.len = 8;

@@ -5,15 +5,26 @@
 //! The kernel may refuse (Yama ptrace restrictions, seccomp in containers, a
 //! kernel built without it). The runtime calls these once, and on refusal falls
 //! back to pipelined copies through the ring for the rest of the job.
-//! `KUMI_TEST_DENY_CMA=1` makes every call fail with `EPERM` as a refusing kernel
-//! would, so the fallback can be tested on a machine that allows it.
+//! [`deny_for_tests`] (`KUMI_TEST_DENY_CMA=1`, set by the runtime) makes every
+//! call fail with `EPERM` as a refusing kernel would, so the fallback can be
+//! tested on a machine that allows it.
 
 use std::io;
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+static DENIED: AtomicBool = AtomicBool::new(false);
+
+/// From now on every copy fails with `EPERM`, as on a kernel that refuses.
+pub fn deny_for_tests() {
+    // Relaxed: the flag guards no other data; it is set at start, before the
+    // first copy, on the thread that will make it (or that starts the one
+    // that will, which orders it).
+    DENIED.store(true, Ordering::Relaxed);
+}
 
 fn denied_for_test() -> bool {
-    static DENY: OnceLock<bool> = OnceLock::new();
-    *DENY.get_or_init(|| std::env::var("KUMI_TEST_DENY_CMA").is_ok_and(|v| v == "1"))
+    // Relaxed: see `deny_for_tests`.
+    DENIED.load(Ordering::Relaxed)
 }
 
 /// Lets any process of this user read this process's memory with

@@ -148,16 +148,15 @@ pub(crate) fn random_bytes<const N: usize>() -> io::Result<[u8; N]> {
     Ok(b)
 }
 
-/// Whether `KUMI_SHM_MEMBARRIER` (default on) lets this rank use asymmetric
-/// fences, with `membarrier` on the rare side: the shared-memory rings'
-/// sleepers and the engine lock's progress thread. An invalid value is an
-/// error naming the variable.
-pub fn membarrier_allowed() -> Result<bool, String> {
-    match std::env::var("KUMI_SHM_MEMBARRIER").as_deref() {
-        Ok("off") | Ok("0") => Ok(false),
-        Ok("on") | Ok("1") | Err(_) => Ok(true),
-        Ok(v) => Err(format!("KUMI_SHM_MEMBARRIER={v:?}: use on or off")),
-    }
+/// Whether the kernel lets this process use asymmetric fences, with
+/// `membarrier` on the rare side (the shared-memory rings' sleepers, the
+/// engine lock's progress thread): it registers the process for global
+/// expedited membarriers and issuing one works. Whether kumi *may* use them
+/// is `KUMI_SHM_MEMBARRIER`, which the callers pass.
+pub fn membarrier_works() -> bool {
+    use rustix::thread::{membarrier, MembarrierCommand};
+    membarrier(MembarrierCommand::RegisterGlobalExpedited).is_ok()
+        && membarrier(MembarrierCommand::GlobalExpedited).is_ok()
 }
 
 /// Copies `len` bytes from `src` to `dst`, as `ptr::copy_nonoverlapping`,

@@ -150,10 +150,10 @@ fn two_processes_exchange_100k_frames_each_way() {
     let child_fd = dup(&fd);
     let child = fork_child(move || {
         let seg = Segment::from_fd(child_fd, 2).unwrap();
-        let mut t = ShmTransport::new(seg, 1, vec![10, 11]).unwrap();
+        let mut t = ShmTransport::new(seg, 1, vec![10, 11], true).unwrap();
         exchange(&mut t, 10, 100_000, 2)
     });
-    let mut t = ShmTransport::new(seg, 0, vec![10, 11]).unwrap();
+    let mut t = ShmTransport::new(seg, 0, vec![10, 11], true).unwrap();
     let ok = exchange(&mut t, 11, 100_000, 1);
     assert!(wait_child(child), "child saw a bad frame or failed");
     assert!(ok, "parent saw a bad frame");
@@ -167,7 +167,7 @@ fn sleeping_receiver_is_woken_by_the_doorbell() {
     let child_fd = dup(&fd);
     let child = fork_child(move || {
         let seg = Segment::from_fd(child_fd, 2).unwrap();
-        let mut t = ShmTransport::new(seg, 1, vec![0, 1]).unwrap();
+        let mut t = ShmTransport::new(seg, 1, vec![0, 1], true).unwrap();
         // Wait until the parent sleeps, then send one frame.
         while t.segment().rank_block(0).call() != kumi_core::call::Call::Recv {
             std::thread::yield_now();
@@ -176,7 +176,7 @@ fn sleeping_receiver_is_woken_by_the_doorbell() {
         t.try_send(0, &Header::new(Kind::Eager), b"wake up!")
             .unwrap()
     });
-    let mut t = ShmTransport::new(seg, 0, vec![0, 1]).unwrap();
+    let mut t = ShmTransport::new(seg, 0, vec![0, 1], true).unwrap();
     assert!(t.prepare_sleep(), "nothing pending yet");
     t.segment()
         .rank_block(0)
@@ -208,7 +208,7 @@ fn sender_blocked_on_full_ring_is_woken_when_it_drains() {
     let child_fd = dup(&fd);
     let child = fork_child(move || {
         let seg = Segment::from_fd(child_fd, 2).unwrap();
-        let mut t = ShmTransport::new(seg, 1, vec![0, 1]).unwrap();
+        let mut t = ShmTransport::new(seg, 1, vec![0, 1], true).unwrap();
         std::thread::sleep(Duration::from_millis(100));
         let mut n = 0;
         let t0 = Instant::now();
@@ -217,7 +217,7 @@ fn sender_blocked_on_full_ring_is_woken_when_it_drains() {
         }
         n == 200
     });
-    let mut t = ShmTransport::new(seg, 0, vec![0, 1]).unwrap();
+    let mut t = ShmTransport::new(seg, 0, vec![0, 1], true).unwrap();
     let start = Instant::now();
     let mut sent = 0;
     let mut slept = 0;
@@ -245,8 +245,8 @@ fn sender_blocked_on_full_ring_is_woken_when_it_drains() {
 fn needs_poll_until_consumed_records_are_handed_back() {
     let cfg = ShmConfig { ring_bytes: 65536 };
     let (seg, fd) = Segment::create_memfd("needs", 2, &cfg).unwrap();
-    let mut t0 = ShmTransport::new(seg, 0, vec![0, 1]).unwrap();
-    let mut t1 = ShmTransport::new(Segment::from_fd(fd, 2).unwrap(), 1, vec![0, 1]).unwrap();
+    let mut t0 = ShmTransport::new(seg, 0, vec![0, 1], true).unwrap();
+    let mut t1 = ShmTransport::new(Segment::from_fd(fd, 2).unwrap(), 1, vec![0, 1], true).unwrap();
     let send = |t: &mut ShmTransport, k: usize| {
         for _ in 0..k {
             assert!(t.try_send(1, &Header::new(Kind::Eager), &[7; 8]).unwrap());
@@ -276,7 +276,7 @@ fn needs_poll_until_consumed_records_are_handed_back() {
 #[test]
 fn unknown_peer_and_oversized_payload_are_errors() {
     let (seg, _fd) = Segment::create_memfd("errs", 2, &ShmConfig::default()).unwrap();
-    let mut t = ShmTransport::new(seg, 0, vec![4, 9]).unwrap();
+    let mut t = ShmTransport::new(seg, 0, vec![4, 9], true).unwrap();
     let h = Header::new(Kind::Eager);
     assert_eq!(
         t.try_send(5, &h, b"x").unwrap_err().kind(),
@@ -301,8 +301,8 @@ fn unknown_peer_and_oversized_payload_are_errors() {
 fn corrupt_kind_byte_is_a_poll_error_naming_the_peer() {
     let (seg, fd) = Segment::create_memfd("kind", 2, &ShmConfig::default()).unwrap();
     let seg1 = Segment::from_fd(dup(&fd), 2).unwrap();
-    let mut a = ShmTransport::new(seg, 0, vec![0, 7]).unwrap();
-    let mut b = ShmTransport::new(seg1, 1, vec![0, 7]).unwrap();
+    let mut a = ShmTransport::new(seg, 0, vec![0, 7], true).unwrap();
+    let mut b = ShmTransport::new(seg1, 1, vec![0, 7], true).unwrap();
     assert!(b.try_send(0, &Header::new(Kind::Eager), b"ok").unwrap());
     // Overwrite the kind byte of that record in ring [1][0] through a third map.
     let raw = map_file(&fd);
@@ -443,7 +443,7 @@ fn named_segment_life_cycle() {
         std::io::ErrorKind::AlreadyExists
     );
     let other = Segment::open_named(&job, 2).unwrap();
-    let _t = ShmTransport::new(other, 1, vec![0, 1]).unwrap();
+    let _t = ShmTransport::new(other, 1, vec![0, 1], true).unwrap();
     let path = format!("/dev/shm/{}", Segment::named(&job));
     assert!(std::path::Path::new(&path).exists());
     let info = Segment::inspect_named(&path).unwrap();
@@ -472,7 +472,7 @@ fn named_segment_of_dead_owners_is_dead() {
     let j2 = job.clone();
     let child = fork_child(move || {
         let seg = Segment::create_named(&j2, 1, &ShmConfig { ring_bytes: 4096 }).unwrap();
-        let t = ShmTransport::new(seg, 0, vec![0]).unwrap();
+        let t = ShmTransport::new(seg, 0, vec![0], true).unwrap();
         drop(t);
         true
     });
@@ -505,9 +505,9 @@ fn transport_is_send() {
 #[test]
 fn attaching_a_rank_twice_is_refused() {
     let (seg, fd) = Segment::create_memfd("twice", 2, &ShmConfig::default()).unwrap();
-    let _a = ShmTransport::new(seg, 0, vec![0, 1]).unwrap();
+    let _a = ShmTransport::new(seg, 0, vec![0, 1], true).unwrap();
     let again = Segment::from_fd(fd, 2).unwrap();
-    let e = ShmTransport::new(again, 0, vec![0, 1]).err().unwrap();
+    let e = ShmTransport::new(again, 0, vec![0, 1], true).err().unwrap();
     assert_eq!(e.kind(), std::io::ErrorKind::AlreadyExists);
 }
 
@@ -516,10 +516,10 @@ fn attaching_a_rank_twice_is_refused() {
 fn eight_on_two_cores(tag: &str) -> Vec<ShmTransport> {
     let (seg, fd) = Segment::create_memfd(tag, 8, &ShmConfig { ring_bytes: 65536 }).unwrap();
     let globals: Vec<u32> = (0..8).collect();
-    let mut ts = vec![ShmTransport::new(seg, 0, globals.clone()).unwrap()];
+    let mut ts = vec![ShmTransport::new(seg, 0, globals.clone(), true).unwrap()];
     for i in 1..8 {
         let seg = Segment::from_fd(dup(&fd), 8).unwrap();
-        ts.push(ShmTransport::new(seg, i, globals.clone()).unwrap());
+        ts.push(ShmTransport::new(seg, i, globals.clone(), true).unwrap());
     }
     ts
 }

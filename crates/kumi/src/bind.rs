@@ -14,27 +14,9 @@
 //! `KUMI_BIND`: `auto` (the default: bind only when oversubscribed), `core`
 //! (always bind), `none` (never).
 
-use crate::error::{Error, Result};
+use crate::error::Result;
+use kumi_core::config::Bind;
 use rustix::thread::{sched_getaffinity, sched_setaffinity, CpuSet};
-
-/// When to bind.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Mode {
-    Auto,
-    Core,
-    None,
-}
-
-fn mode() -> Result<Mode> {
-    match std::env::var("KUMI_BIND").as_deref() {
-        Err(_) | Ok("") | Ok("auto") => Ok(Mode::Auto),
-        Ok("core") => Ok(Mode::Core),
-        Ok("none") => Ok(Mode::None),
-        Ok(other) => Err(Error::Bootstrap(format!(
-            "KUMI_BIND={other}: expected auto, core or none"
-        ))),
-    }
-}
 
 /// The cores this process may run on, in order.
 fn allowed() -> Vec<usize> {
@@ -52,13 +34,12 @@ fn allowed() -> Vec<usize> {
 /// b % n` (every rank of the host binds by the same rule, from the same
 /// allowed set, which the launcher's affinity gives them all). Call it before
 /// the progress thread starts.
-pub(crate) fn apply(local_rank: usize, oversubscribed: bool) -> Result<Option<usize>> {
-    let mode = mode()?;
+pub(crate) fn apply(mode: Bind, local_rank: usize, oversubscribed: bool) -> Result<Option<usize>> {
     let cores = allowed();
     let bind = match mode {
-        Mode::None => false,
-        Mode::Core => true,
-        Mode::Auto => oversubscribed,
+        Bind::None => false,
+        Bind::Core => true,
+        Bind::Auto => oversubscribed,
     };
     if !bind || cores.is_empty() {
         return Ok(None);

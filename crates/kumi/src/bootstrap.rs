@@ -1,13 +1,14 @@
 //! How a rank learns who it is and reaches its launcher.
 //!
-//! `kumi run` puts the rank's identity in the environment (`KUMI_RANK`,
-//! `KUMI_SIZE`, `KUMI_LOCAL_RANK`, `KUMI_LOCAL_SIZE`, `KUMI_JOB`), the control
-//! socket's name in `KUMI_CONTROL`, the job secret in `KUMI_SECRET` and the shared
-//! segment's inherited descriptor in `KUMI_SHM_FD`. Without `KUMI_RANK` the program
-//! was started by hand and is a job of size 1 (a singleton).
+//! `kumi run` puts the rank's identity in the environment
+//! ([`kumi_core::rankenv`]: rank, size, local rank and size, job id, the control
+//! socket's name, the job secret and the shared segment's inherited
+//! descriptor). Without `KUMI_RANK` the program was started by hand and is a
+//! job of size 1 (a singleton).
 
 use crate::error::{Error, Result};
 use kumi_core::control::{self, FrameDecoder, ToLauncher, ToRank};
+use kumi_core::rankenv::RankEnv;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::os::unix::net::UnixStream;
@@ -36,41 +37,12 @@ pub(crate) struct Identity {
     pub local_cores: Option<usize>,
 }
 
-/// Parses a rank list like `0-3,8,10-11`.
-pub(crate) fn parse_ranks(s: &str) -> Option<Vec<u32>> {
-    let mut out = Vec::new();
-    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let (a, b): (u32, u32) = (a.trim().parse().ok()?, b.trim().parse().ok()?);
-                if b < a || b - a > 1 << 20 {
-                    return None;
-                }
-                out.extend(a..=b);
-            }
-            None => out.push(part.parse().ok()?),
-        }
-    }
-    Some(out)
-}
-
-fn var(name: &str) -> Option<String> {
-    std::env::var(name).ok()
-}
-
-fn number(name: &str) -> Result<u32> {
-    let v = var(name)
-        .ok_or_else(|| Error::Bootstrap(format!("{name} is not set although KUMI_RANK is")))?;
-    v.trim()
-        .parse()
-        .map_err(|_| Error::Bootstrap(format!("{name}={v:?} is not a non-negative integer")))
-}
-
 impl Identity {
-    /// Reads the environment; a singleton if `KUMI_RANK` is absent.
-    pub fn from_env() -> Result<Identity> {
-        if var("KUMI_RANK").is_none() {
-            return Ok(Identity {
+    /// This rank's identity from what its launcher said (`None`: started by
+    /// hand, a singleton).
+    pub fn new(contract: Option<RankEnv>) -> Identity {
+        let Some(RankEnv { job, host, rank }) = contract else {
+            return Identity {
                 job: format!("singleton-{}", std::process::id()),
                 rank: 0,
                 size: 1,
@@ -83,71 +55,22 @@ impl Identity {
                 host: String::new(),
                 net: String::new(),
                 local_cores: None,
-            });
-        }
-        let rank = number("KUMI_RANK")?;
-        let size = number("KUMI_SIZE")?;
-        let local_rank = number("KUMI_LOCAL_RANK")?;
-        let local_size = number("KUMI_LOCAL_SIZE")?;
-        if size == 0
-            || rank >= size
-            || local_size == 0
-            || local_rank >= local_size
-            || local_size > size
-        {
-            return Err(Error::Bootstrap(format!(
-                "inconsistent identity: rank {rank} of {size}, local rank {local_rank} of {local_size}"
-            )));
-        }
-        let job = var("KUMI_JOB").ok_or_else(|| Error::Bootstrap("KUMI_JOB is not set".into()))?;
-        let control = var("KUMI_CONTROL");
-        let secret = match var("KUMI_SECRET") {
-            Some(h) => control::from_hex(&h)
-                .ok_or_else(|| Error::Bootstrap("KUMI_SECRET is not hex".into()))?,
-            None => Vec::new(),
-        };
-        let shm_fd =
-            match var("KUMI_SHM_FD") {
-                Some(v) => Some(v.parse().map_err(|_| {
-                    Error::Bootstrap(format!("KUMI_SHM_FD={v:?} is not a descriptor"))
-                })?),
-                None => None,
             };
-        let host_ranks = match var("KUMI_HOST_RANKS") {
-            Some(v) => {
-                let r = parse_ranks(&v).filter(|r| {
-                    r.len() == local_size as usize
-                        && r.get(local_rank as usize) == Some(&rank)
-                        && r.iter().all(|&x| x < size)
-                });
-                Some(r.ok_or_else(|| {
-                    Error::Bootstrap(format!(
-                        "KUMI_HOST_RANKS={v:?} does not list {local_size} ranks below {size} with rank {rank} at place {local_rank}"
-                    ))
-                })?)
-            }
-            None => None,
         };
-        let local_cores = match var("KUMI_LOCAL_CORES") {
-            Some(v) => Some(v.parse().ok().filter(|&c: &usize| c > 0).ok_or_else(|| {
-                Error::Bootstrap(format!("KUMI_LOCAL_CORES={v:?} is not a positive number"))
-            })?),
-            None => None,
-        };
-        Ok(Identity {
-            job,
-            rank,
-            size,
-            local_rank,
-            local_size,
-            control,
-            secret,
-            shm_fd,
-            host_ranks,
-            host: var("KUMI_HOST").unwrap_or_default(),
-            net: var("KUMI_NET").unwrap_or_default(),
-            local_cores,
-        })
+        Identity {
+            job: job.id,
+            rank: rank.rank,
+            size: job.size,
+            local_rank: rank.local_rank,
+            local_size: rank.local_size,
+            control: job.control,
+            secret: job.secret,
+            shm_fd: rank.shm_fd,
+            host_ranks: host.host_ranks,
+            host: host.host,
+            net: host.net,
+            local_cores: rank.local_cores,
+        }
     }
 }
 

@@ -279,43 +279,22 @@ impl WaitPolicy {
     /// milliseconds instead of microseconds until the stalls ended
     /// (docs/BENCHMARKS.md, session 6). The numbers are measured choices,
     /// overridable: `KUMI_POLLS`, `KUMI_SPIN_US`, `KUMI_YIELD_US`,
-    /// `KUMI_SLEEP_MS`.
-    pub fn from_env(oversubscribed: bool) -> Result<WaitPolicy> {
+    /// `KUMI_SLEEP_MS` (the configuration's [`kumi_core::config::Wait`]).
+    pub fn new(w: &kumi_core::config::Wait, oversubscribed: bool) -> WaitPolicy {
         let (polls, spin, yield_for) = if oversubscribed {
             (4, 0, 50_000)
         } else {
             (128, 200, 2_000)
         };
-        Ok(WaitPolicy {
-            polls: env_u64("KUMI_POLLS", polls)?.clamp(1, u32::MAX as u64) as u32,
-            spin: Duration::from_micros(env_u64("KUMI_SPIN_US", spin)?),
-            yield_for: Duration::from_micros(env_u64("KUMI_YIELD_US", yield_for)?),
-            sleep_timeout: Duration::from_millis(env_u64("KUMI_SLEEP_MS", 100)?.max(1)),
+        WaitPolicy {
+            polls: w.polls.unwrap_or(polls),
+            spin: Duration::from_micros(w.spin_us.unwrap_or(spin)),
+            yield_for: Duration::from_micros(w.yield_us.unwrap_or(yield_for)),
+            sleep_timeout: Duration::from_millis(w.sleep_ms),
             oversubscribed,
-            mate_spin: Duration::from_micros(env_u64("KUMI_MATE_SPIN_US", 50)?),
-            yield_every: match std::env::var("KUMI_YIELD_EVERY") {
-                Ok(_) => Some(env_u64("KUMI_YIELD_EVERY", 1)?.clamp(1, u32::MAX as u64) as u32),
-                Err(_) => None,
-            },
-        })
-    }
-}
-
-pub(crate) fn env_u64(name: &str, default: u64) -> Result<u64> {
-    match std::env::var(name) {
-        Ok(v) => v
-            .trim()
-            .parse()
-            .map_err(|_| Error::Bootstrap(format!("{name}={v:?} is not a non-negative integer"))),
-        Err(_) => Ok(default),
-    }
-}
-
-/// `name` as a number, or `None` if unset.
-fn env_opt_u64(name: &str) -> Result<Option<u64>> {
-    match std::env::var_os(name) {
-        Some(_) => env_u64(name, 0).map(Some),
-        None => Ok(None),
+            mate_spin: Duration::from_micros(w.mate_spin_us),
+            yield_every: w.yield_every,
+        }
     }
 }
 
@@ -633,7 +612,7 @@ struct Ctxs {
 }
 
 /// How the engine is put together; see `Universe::init`.
-pub(crate) struct EngineSetup {
+pub(crate) struct EngineSetup<'a> {
     pub world_rank: u32,
     pub world_size: u32,
     pub shm: Option<ShmTransport>,
@@ -646,24 +625,21 @@ pub(crate) struct EngineSetup {
     /// What `bind::apply` returned: the number of cores the local ranks are
     /// bound over, if they are.
     pub bound_cores: Option<usize>,
+    /// The rank's configuration.
+    pub tuning: &'a kumi_core::config::Tuning,
 }
 
 impl Engine {
     pub fn new(s: EngineSetup) -> Result<Engine> {
+        let t = s.tuning;
         let (eager_limit, eager_net) = eager_limits(
             s.shm.as_ref().map(|t| t.max_payload()),
             s.net.as_ref().map(|t| t.max_payload()),
-            env_opt_u64("KUMI_EAGER_LIMIT")?,
+            t.eager_limit,
         )?;
-        let single_copy = match std::env::var("KUMI_SINGLE_COPY").as_deref() {
-            Ok("0") | Ok("off") => false,
-            Ok("1") | Ok("on") | Err(_) => true,
-            Ok(v) => {
-                return Err(Error::Bootstrap(format!(
-                    "KUMI_SINGLE_COPY={v:?}: use on or off"
-                )))
-            }
-        };
+        // What the job allows, the same on every rank; `single_copy` below
+        // is this rank's, which turns off if the kernel refuses a copy.
+        let single_copy = t.single_copy && !t.deny_cma;
         Ok(Engine {
             world_rank: s.world_rank,
             world_size: s.world_size,
@@ -685,25 +661,20 @@ impl Engine {
             eager_limit,
             eager_net,
             eager_min: eager_limit.min(eager_net),
-            single_copy,
-            policy: WaitPolicy::from_env(s.oversubscribed)?,
+            single_copy: t.single_copy,
+            policy: WaitPolicy::new(&t.wait, s.oversubscribed),
             counters: Counters {
                 peers: vec![Default::default(); s.world_size as usize],
                 ..Counters::default()
             },
             next_ctx: 2,
             watch: s.watch,
-            coll: Default::default(),
+            coll: crate::coll::CollState::new(crate::coll::Config::new(&t.coll, single_copy)),
             rma: Default::default(),
             ctxs: Default::default(),
-            split_min: match std::env::var("KUMI_SPLIT_COPY_MIN").as_deref() {
-                Ok("off") => usize::MAX,
-                // Measured (docs/BENCHMARKS.md, session 4): splitting pays
-                // from 16 KiB on (bandwidth +20 % at 16 KiB, +33 % at 64 KiB,
-                // +53 % at 128 KiB; half round trip -15 % to -33 %); below
-                // that each half is smaller than an eager message.
-                _ => env_u64("KUMI_SPLIT_COPY_MIN", 16 * 1024)? as usize,
-            },
+            // Measured (docs/BENCHMARKS.md, session 4): splitting pays from
+            // 16 KiB on; below that each half is smaller than an eager message.
+            split_min: t.split_copy_min,
             cma_verified: false,
             pending_reads: Vec::new(),
             async_error: None,

@@ -70,7 +70,9 @@ pub use watch::AbiCall;
 use bootstrap::{Control, Identity};
 use engine::{Engine, EngineSetup};
 use kumi_core::call::Call;
+use kumi_core::config::{self, Tuning};
 use kumi_core::control::ToLauncher;
+use kumi_core::rankenv::RankEnv;
 use kumi_transport::cma;
 use kumi_transport::shm::{Segment, ShmConfig, ShmTransport};
 use progress::{EngineRef, Shared};
@@ -99,7 +101,21 @@ pub fn init() -> Result<Universe> {
             "kumi::init was called twice in one process".into(),
         ));
     }
-    let id = Identity::from_env()?;
+    // The environment is read here, once: the launcher's contract and every
+    // tuning variable, checked; everything below takes values.
+    let env = config::Env::from_os(std::env::vars_os());
+    let contract = RankEnv::parse(&env).map_err(|e| Error::Bootstrap(e.to_string()))?;
+    let tuning = Tuning::parse(&env).map_err(|e| Error::Bootstrap(e.to_string()))?;
+    if contract.as_ref().is_none_or(|c| c.job.control.is_none()) {
+        // Under a launcher, the launcher reported them, once for the job.
+        for line in env.unknown() {
+            eprintln!("kumi: {line}");
+        }
+    }
+    if tuning.deny_cma {
+        cma::deny_for_tests();
+    }
+    let id = Identity::new(contract);
     let mut control = match id.control {
         Some(_) => Some(Control::connect(&id)?),
         None if id.size > 1 => {
@@ -113,8 +129,8 @@ pub fn init() -> Result<Universe> {
 
     // The ranks of this host, by local rank.
     let globals: Vec<u32> = net::host_ranks(&id)?;
-    let route = net::routes(&id, &globals, &net::ForceTcp::from_env()?);
-    let mut link = net::start(&id, &route)?;
+    let route = net::routes(&id, &globals, &tuning.net.force);
+    let mut link = net::start(&id, &route, &tuning.net)?;
 
     let segment = match (id.shm_fd, &mut control) {
         (Some(fd), _) => {
@@ -126,7 +142,9 @@ pub fn init() -> Result<Universe> {
                     .map_err(|e| Error::Bootstrap(format!("shared segment: {e}")))?,
             )
         }
-        (None, Some(ctl)) if id.local_size > 1 => Some(named_segment(&id, ctl)?),
+        (None, Some(ctl)) if id.local_size > 1 => {
+            Some(named_segment(&id, ctl, tuning.shm.ring_bytes)?)
+        }
         _ => None,
     };
     let cores = id
@@ -137,13 +155,18 @@ pub fn init() -> Result<Universe> {
     // fence every local rank has, so their pids can be read for single copy.
     let shm = match segment {
         Some(seg) => {
-            let mut t = ShmTransport::new(seg, id.local_rank as usize, globals.clone())?;
+            let mut t = ShmTransport::new(
+                seg,
+                id.local_rank as usize,
+                globals.clone(),
+                tuning.shm.membarrier,
+            )?;
             if oversubscribed {
                 t.use_full_fences();
             }
             // How far ahead a consumer asks for ring lines (see
             // `Consumer::set_prefetch`): 4 lines by measurement, 0 turns it off.
-            t.set_prefetch(engine::env_u64("KUMI_SHM_PREFETCH", 256)?);
+            t.set_prefetch(tuning.shm.prefetch);
             Some(t)
         }
         None => None,
@@ -180,12 +203,12 @@ pub fn init() -> Result<Universe> {
             c.clone(),
             id.rank,
             id.size,
-            std::time::Duration::from_millis(engine::env_u64("KUMI_BLOCKED_MS", 100)?),
+            std::time::Duration::from_millis(tuning.blocked_ms),
         ),
         None => watch::Watch::disabled(),
     };
     // Before the progress thread starts, so that it is bound with its rank.
-    let bound_cores = bind::apply(id.local_rank as usize, oversubscribed)?;
+    let bound_cores = bind::apply(tuning.bind, id.local_rank as usize, oversubscribed)?;
     let engine = Engine::new(EngineSetup {
         world_rank: id.rank,
         world_size: id.size,
@@ -197,9 +220,14 @@ pub fn init() -> Result<Universe> {
         my_local: id.local_rank as usize,
         oversubscribed,
         bound_cores,
+        tuning: &tuning,
     })?;
-    let engine = Shared::new(engine)?;
-    if id.size > 1 {
+    let engine = Shared::new(
+        engine,
+        std::time::Duration::from_micros(tuning.progress_us),
+        tuning.shm.membarrier,
+    );
+    if id.size > 1 && tuning.progress {
         engine.start_thread()?;
     }
     let world = Comm::world(engine.clone());
@@ -215,9 +243,10 @@ pub fn init() -> Result<Universe> {
 
 /// A segment by name, for ranks started by a launcher that passed no descriptor:
 /// local rank 0 creates it, everyone maps it, then it is unlinked at once.
-fn named_segment(id: &Identity, ctl: &mut Control) -> Result<Segment> {
+fn named_segment(id: &Identity, ctl: &mut Control, ring_bytes: Option<usize>) -> Result<Segment> {
     let n = id.local_size as usize;
-    let cfg = ShmConfig::from_env_for(n).map_err(Error::Bootstrap)?;
+    let cfg = ShmConfig::for_ranks(n, ring_bytes)
+        .ok_or_else(|| Error::Bootstrap("KUMI_SHM_RING_BYTES: not a ring size".into()))?;
     let seg = if id.local_rank == 0 {
         let s = Segment::create_named(&id.job, n, &cfg)
             .map_err(|e| Error::Bootstrap(format!("shared segment: {e}")))?;

@@ -25,6 +25,7 @@
 use crate::bootstrap::{Control, Identity, Stream};
 use crate::engine::Route;
 use crate::error::{Error, Result};
+use kumi_core::config::{self, ForceTcp};
 use kumi_core::control::{self, ToLauncher};
 use kumi_core::header::Header;
 use kumi_transport::tcp::addr::NetChoice;
@@ -38,47 +39,6 @@ use kumi_transport::{Sink, Transport};
 use std::io::{self, Write};
 use std::net::SocketAddr;
 use std::time::Duration;
-
-/// Which pairs must use TCP even on one host.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum ForceTcp {
-    None,
-    All,
-    Pairs(Vec<(u32, u32)>),
-}
-
-impl ForceTcp {
-    pub fn from_env() -> Result<ForceTcp> {
-        let v = std::env::var("KUMI_FORCE_TCP").unwrap_or_default();
-        Self::parse(&v).ok_or_else(|| {
-            Error::Bootstrap(format!(
-                "KUMI_FORCE_TCP={v:?}: use all, or pairs of ranks like 0:1,2:3"
-            ))
-        })
-    }
-
-    fn parse(v: &str) -> Option<ForceTcp> {
-        match v.trim() {
-            "" | "0" | "off" => return Some(ForceTcp::None),
-            "1" | "all" | "on" => return Some(ForceTcp::All),
-            _ => {}
-        }
-        let mut pairs = Vec::new();
-        for p in v.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            let (a, b) = p.split_once(':')?;
-            pairs.push((a.trim().parse().ok()?, b.trim().parse().ok()?));
-        }
-        Some(ForceTcp::Pairs(pairs))
-    }
-
-    fn forced(&self, a: u32, b: u32) -> bool {
-        match self {
-            ForceTcp::None => false,
-            ForceTcp::All => true,
-            ForceTcp::Pairs(p) => p.iter().any(|&(x, y)| (x, y) == (a, b) || (x, y) == (b, a)),
-        }
-    }
-}
 
 /// The ranks of this host, in local-rank order.
 pub(crate) fn host_ranks(id: &Identity) -> Result<Vec<u32>> {
@@ -97,7 +57,7 @@ pub(crate) fn host_ranks(id: &Identity) -> Result<Vec<u32>> {
 pub(crate) fn routes(id: &Identity, local: &[u32], force: &ForceTcp) -> Vec<Route> {
     let mut route = vec![Route::Net; id.size as usize];
     for &g in local {
-        if !force.forced(id.rank, g) {
+        if !force.forces(id.rank, g) {
             route[g as usize] = Route::Shm;
         }
     }
@@ -142,42 +102,27 @@ impl Link {
     }
 }
 
-/// `KUMI_NET_TRANSPORT`: `true` for UDP.
-fn wants_udp() -> Result<bool> {
-    match std::env::var("KUMI_NET_TRANSPORT")
-        .unwrap_or_default()
-        .trim()
-    {
-        "" | "udp" => Ok(true),
-        "tcp" => Ok(false),
-        v => Err(Error::Bootstrap(format!(
-            "KUMI_NET_TRANSPORT={v:?}: use tcp or udp"
-        ))),
-    }
-}
-
-fn udp_config(id: NetIdentity, route: &[Route]) -> Result<UdpConfig> {
-    let segment = crate::engine::env_u64(
-        "KUMI_UDP_SEGMENT",
-        kumi_transport::udp::DEFAULT_SEGMENT as u64,
-    )? as usize;
-    let max_window =
-        crate::engine::env_u64("KUMI_UDP_WINDOW", kumi_transport::udp::DEFAULT_WINDOW)?;
-    let faults = match std::env::var("KUMI_UDP_FAULTS") {
-        Ok(v) if !v.trim().is_empty() => Some(
-            FaultSpec::parse(&v)
+fn udp_config(id: NetIdentity, route: &[Route], net: &config::Net) -> Result<UdpConfig> {
+    let faults = match &net.udp_faults {
+        Some(v) => Some(
+            FaultSpec::parse(v)
                 .map_err(|e| Error::Bootstrap(format!("KUMI_UDP_FAULTS={v:?}: {e}")))?,
         ),
-        _ => None,
+        None => None,
     };
     Ok(UdpConfig {
         id,
-        segment,
-        max_window,
+        segment: net
+            .udp_segment
+            .unwrap_or(kumi_transport::udp::DEFAULT_SEGMENT),
+        max_window: net
+            .udp_window
+            .unwrap_or(kumi_transport::udp::DEFAULT_WINDOW),
         net_peers: route.iter().filter(|&&r| r == Route::Net).count() as u32,
         poll_every: poll_every(route),
         dead_after: Duration::from_secs(60),
         faults,
+        stats: net.udp_stats,
     })
 }
 
@@ -193,7 +138,7 @@ fn poll_every(route: &[Route]) -> u32 {
 }
 
 /// Starts listening if some peer is reached over the network.
-pub(crate) fn start(id: &Identity, route: &[Route]) -> Result<Option<Link>> {
+pub(crate) fn start(id: &Identity, route: &[Route], net: &config::Net) -> Result<Option<Link>> {
     if !route.contains(&Route::Net) {
         return Ok(None);
     }
@@ -210,8 +155,8 @@ pub(crate) fn start(id: &Identity, route: &[Route]) -> Result<Option<Link>> {
         bind,
         max_payload: DEFAULT_MAX_PAYLOAD,
     };
-    if wants_udp()? {
-        let udp = UdpTransport::new(udp_config(net_id, route)?).map_err(|e| {
+    if net.udp {
+        let udp = UdpTransport::new(udp_config(net_id, route, net)?).map_err(|e| {
             Error::Bootstrap(format!("cannot bind a datagram socket on {bind}: {e}"))
         })?;
         return Ok(Some(Link::Udp(Box::new(udp))));
@@ -336,15 +281,6 @@ impl Transport for Guarded {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn force_tcp_parses() {
-        assert_eq!(ForceTcp::parse(""), Some(ForceTcp::None));
-        assert_eq!(ForceTcp::parse("all"), Some(ForceTcp::All));
-        let p = ForceTcp::parse("0:1, 2:3").unwrap();
-        assert!(p.forced(1, 0) && p.forced(2, 3) && !p.forced(0, 2));
-        assert_eq!(ForceTcp::parse("0-1"), None);
-    }
 
     #[test]
     fn card_fields() {

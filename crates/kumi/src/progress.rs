@@ -32,7 +32,7 @@
 //! waits for the lock, and the application waits only for the rest of a
 //! bounded pass.
 
-use crate::engine::{env_u64, Engine};
+use crate::engine::Engine;
 use crate::error::{Error, Result};
 use kumi_transport::lock::{VisitGuard, VisitLock};
 use std::ops::{Deref, DerefMut};
@@ -107,14 +107,16 @@ impl Drop for Guard<'_> {
 }
 
 impl Shared {
-    pub(crate) fn new(engine: Engine) -> Result<EngineRef> {
-        let interval = Duration::from_micros(env_u64("KUMI_PROGRESS_US", 500)?.max(1));
+    /// The engine, shared with a progress thread that looks at it every
+    /// `interval` (`KUMI_PROGRESS_US`) while the application computes;
+    /// `membarrier`: whether the lock may use asymmetric fences
+    /// (`KUMI_SHM_MEMBARRIER`).
+    pub(crate) fn new(engine: Engine, interval: Duration, membarrier: bool) -> EngineRef {
         // The application's side of the engine lock costs no atomic
         // read-modify-write when the progress thread's may be a membarrier
         // (`kumi_transport::lock`); `KUMI_SHM_MEMBARRIER=off` forbids it.
-        let asym = kumi_transport::membarrier_allowed().map_err(Error::Bootstrap)?
-            && kumi_transport::lock::register_membarrier();
-        Ok(Arc::new(Shared {
+        let asym = membarrier && kumi_transport::lock::register_membarrier();
+        Arc::new(Shared {
             engine: VisitLock::new(engine, asym),
             entries: AtomicU64::new(0),
             parked: AtomicBool::new(true),
@@ -122,7 +124,7 @@ impl Shared {
             thread: OnceLock::new(),
             handle: Mutex::new(None),
             interval,
-        }))
+        })
     }
 
     /// The engine, for the application thread (blocks while the progress
@@ -164,20 +166,8 @@ impl Shared {
         self.entries.store(n.wrapping_add(1), Ordering::Relaxed);
     }
 
-    /// Starts the progress thread if `KUMI_PROGRESS` allows it.
+    /// Starts the progress thread (`KUMI_PROGRESS` on).
     pub(crate) fn start_thread(self: &Arc<Self>) -> Result<()> {
-        let on = match std::env::var("KUMI_PROGRESS").as_deref() {
-            Ok("on") | Ok("1") | Err(_) => true,
-            Ok("off") | Ok("0") => false,
-            Ok(v) => {
-                return Err(Error::Bootstrap(format!(
-                    "KUMI_PROGRESS={v:?}: use on or off"
-                )))
-            }
-        };
-        if !on {
-            return Ok(());
-        }
         // The thread holds only a weak reference, so the engine is dropped
         // (and its transports closed) when the application lets it go.
         let weak = Arc::downgrade(self);

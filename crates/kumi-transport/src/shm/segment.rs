@@ -52,10 +52,16 @@ pub const JOB_MAX: usize = 64;
 pub const RANK_BLOCK_BYTES: usize = 128;
 /// Most local ranks one segment serves.
 pub const MAX_LOCAL_SIZE: usize = 4096;
-/// Smallest `KUMI_SHM_RING_BYTES`.
-pub const MIN_RING: usize = 4096;
-/// Largest `KUMI_SHM_RING_BYTES`.
-pub const MAX_RING: usize = 64 << 20;
+/// Smallest ring (`KUMI_SHM_RING_BYTES`, checked by the configuration).
+pub const MIN_RING: usize = kumi_core::config::RING_BYTES.0;
+/// Largest ring.
+pub const MAX_RING: usize = kumi_core::config::RING_BYTES.1;
+
+/// Whether `n` bytes can be a ring: a power of two from [`MIN_RING`] to
+/// [`MAX_RING`].
+fn ring_size_ok(n: usize) -> bool {
+    n.is_power_of_two() && (MIN_RING..=MAX_RING).contains(&n)
+}
 /// Smallest default ring (and the default of [`ShmConfig::default`]).
 pub const DEFAULT_RING: usize = 65536;
 /// Largest default ring.
@@ -98,41 +104,25 @@ impl ShmConfig {
         }
     }
 
-    /// Reads `KUMI_SHM_RING_BYTES` (default: [`ShmConfig::default_for`]
-    /// `local_size`); an invalid value is an error naming it.
-    pub fn from_env_for(local_size: usize) -> Result<ShmConfig, String> {
-        match std::env::var("KUMI_SHM_RING_BYTES") {
-            Err(std::env::VarError::NotPresent) => Ok(ShmConfig::default_for(local_size)),
-            _ => Self::from_env(),
-        }
-    }
-
-    /// Reads `KUMI_SHM_RING_BYTES`; an invalid value is an error naming it.
-    pub fn from_env() -> Result<ShmConfig, String> {
-        match std::env::var("KUMI_SHM_RING_BYTES") {
-            Err(std::env::VarError::NotPresent) => Ok(ShmConfig::default()),
-            Err(std::env::VarError::NotUnicode(v)) => {
-                Err(format!("KUMI_SHM_RING_BYTES={v:?} is not a number"))
-            }
-            Ok(v) => Self::parse(&v),
-        }
-    }
-
-    /// Checks a `KUMI_SHM_RING_BYTES` value.
-    pub fn parse(v: &str) -> Result<ShmConfig, String> {
-        let range = format!("a power of two from {MIN_RING} to {MAX_RING} (64 MiB)");
-        match v.trim().parse::<usize>() {
-            Ok(n) if n.is_power_of_two() && (MIN_RING..=MAX_RING).contains(&n) => {
-                Ok(ShmConfig { ring_bytes: n })
-            }
-            _ => Err(format!("KUMI_SHM_RING_BYTES={v:?}: must be {range}")),
+    /// The rings of `local_size` ranks: `ring_bytes` as configured
+    /// (`kumi_core::config::Shm::ring_bytes`, checked there), else
+    /// [`ShmConfig::default_for`]. `None` if a configured size is not a
+    /// power of two from [`MIN_RING`] to [`MAX_RING`].
+    pub fn for_ranks(local_size: usize, ring_bytes: Option<usize>) -> Option<ShmConfig> {
+        match ring_bytes {
+            None => Some(ShmConfig::default_for(local_size)),
+            Some(n) => ring_size_ok(n).then_some(ShmConfig { ring_bytes: n }),
         }
     }
 
     fn check(&self) -> io::Result<()> {
-        Self::parse(&self.ring_bytes.to_string())
-            .map(|_| ())
-            .map_err(|e| invalid_input(&e))
+        if ring_size_ok(self.ring_bytes) {
+            return Ok(());
+        }
+        Err(invalid_input(&format!(
+            "a ring of {} bytes: must be a power of two from {MIN_RING} to {MAX_RING}",
+            self.ring_bytes
+        )))
     }
 }
 
@@ -501,12 +491,12 @@ impl Segment {
         check_local_size(local_size)
             .map_err(|e| invalid_data(format!("shared-memory segment header: {e}")))?;
         let ring_bytes = usize::try_from(h.ring_bytes).unwrap_or(0);
-        ShmConfig::parse(&ring_bytes.to_string()).map_err(|_| {
-            invalid_data(format!(
+        if !ring_size_ok(ring_bytes) {
+            return Err(invalid_data(format!(
                 "shared-memory segment header: ring size {}",
                 h.ring_bytes
-            ))
-        })?;
+            )));
+        }
         let want = Self::total_bytes(local_size, ring_bytes);
         if want != Some(file_len) || h.total_bytes != file_len as u64 {
             return Err(invalid_data(format!(
@@ -796,16 +786,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn config_parsing() {
-        assert_eq!(ShmConfig::parse("65536"), Ok(ShmConfig::default()));
-        assert_eq!(ShmConfig::parse("4096").unwrap().ring_bytes, 4096);
-        assert_eq!(ShmConfig::parse("67108864").unwrap().ring_bytes, 64 << 20);
-        for bad in ["2048", "5000", "134217728", "x", "", "-4096"] {
-            let e = ShmConfig::parse(bad).unwrap_err();
-            assert!(
-                e.contains("KUMI_SHM_RING_BYTES") && e.contains("4096") && e.contains("67108864"),
-                "{e}"
-            );
+    fn configured_rings_must_be_powers_of_two_in_range() {
+        assert_eq!(
+            ShmConfig::for_ranks(2, Some(65536)),
+            Some(ShmConfig::default())
+        );
+        assert_eq!(
+            ShmConfig::for_ranks(2, Some(4096)).unwrap().ring_bytes,
+            4096
+        );
+        assert_eq!(
+            ShmConfig::for_ranks(2, Some(64 << 20)).unwrap().ring_bytes,
+            64 << 20
+        );
+        assert_eq!(
+            ShmConfig::for_ranks(16, None),
+            Some(ShmConfig::default_for(16))
+        );
+        for bad in [2048, 5000, 128 << 20, 0] {
+            assert_eq!(ShmConfig::for_ranks(2, Some(bad)), None, "{bad}");
         }
     }
 

@@ -108,7 +108,14 @@ impl ShmTransport {
     /// rank of local rank `i`. Attaches this process to `me`'s block (pid and
     /// start time, for the launcher and `kumi clean`); a block that is already
     /// attached is refused, since its rings would restart at position 0.
-    pub fn new(segment: Segment, me: usize, globals: Vec<u32>) -> io::Result<ShmTransport> {
+    /// `membarrier`: whether asymmetric fences may be used
+    /// (`KUMI_SHM_MEMBARRIER`; they are only if the kernel has them too).
+    pub fn new(
+        segment: Segment,
+        me: usize,
+        globals: Vec<u32>,
+        membarrier: bool,
+    ) -> io::Result<ShmTransport> {
         let n = segment.local_size();
         if me >= n || globals.len() != n {
             return Err(io::Error::new(
@@ -170,7 +177,7 @@ impl ShmTransport {
             globals,
             map,
             max_payload: super::ring::max_payload(cap),
-            asym: asymmetric_fences()?,
+            asym: membarrier && crate::membarrier_works(),
             segment,
         })
     }
@@ -488,19 +495,6 @@ impl ShmTransport {
             }
         }
     }
-}
-
-/// Whether this rank uses asymmetric fences: `KUMI_SHM_MEMBARRIER` allows it
-/// (default on) and the kernel registers the process for global expedited
-/// membarriers (then issuing one works, which is checked once here).
-fn asymmetric_fences() -> io::Result<bool> {
-    if !crate::membarrier_allowed().map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))? {
-        return Ok(false);
-    }
-    Ok(
-        membarrier(MembarrierCommand::RegisterGlobalExpedited).is_ok()
-            && membarrier(MembarrierCommand::GlobalExpedited).is_ok(),
-    )
 }
 
 /// What a waiting rank bound to a core does with it ([`ShmTransport::turn`]).

@@ -103,6 +103,9 @@ pub struct UdpConfig {
     pub dead_after: Duration,
     /// Faults to inject on outgoing datagrams (tests).
     pub faults: Option<FaultSpec>,
+    /// Print the sessions' counters when the transport is dropped
+    /// (`KUMI_UDP_STATS`).
+    pub stats: bool,
 }
 
 impl fmt::Debug for UdpConfig {
@@ -1133,7 +1136,7 @@ impl Drop for UdpTransport {
     /// retransmissions, so the job's last frames are not lost with the process.
     fn drop(&mut self) {
         self.linger();
-        if std::env::var_os("KUMI_UDP_STATS").is_some() {
+        if self.cfg.stats {
             let mut t = rudp::Stats::default();
             for s in self.peers.iter().filter_map(|p| p.session.as_ref()) {
                 let s = s.stats();

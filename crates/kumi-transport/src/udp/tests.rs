@@ -22,6 +22,7 @@ fn cfg(rank: u32, secret: &[u8], faults: Option<&str>) -> UdpConfig {
         poll_every: 1,
         dead_after: Duration::from_secs(20),
         faults: faults.map(|f| FaultSpec::parse(f).unwrap()),
+        stats: false,
     }
 }
 

@@ -303,7 +303,7 @@ impl Comm {
         let ctx = self.ctx();
         let labels = self.host_labels(at)?;
         let mut e = self.engine();
-        let cfg: Arc<Config> = e.coll.config()?;
+        let cfg: Arc<Config> = e.coll.config();
         if let std::collections::hash_map::Entry::Vacant(slot) = e.coll.combine.services.entry(ctx)
         {
             let tree = Tree::new(labels.to_vec());

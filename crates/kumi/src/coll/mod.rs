@@ -74,7 +74,7 @@ pub use ldouble::LongDouble;
 pub use ops::{Builtin, Elem, Loc, LocInt, LocValue, Op, ALL_BUILTINS};
 
 use crate::comm::Comm;
-use crate::engine::{env_u64, Engine, Route, WaitInfo};
+use crate::engine::{Engine, Route, WaitInfo};
 use crate::error::{Error, Result};
 use crate::progress::EngineRef;
 use bytemuck::Pod;
@@ -127,63 +127,32 @@ pub(crate) struct Config {
     /// How a commutative allreduce too long for one payload half goes inside
     /// a host.
     pub allreduce_copy: shm::LongCopy,
+    /// The long-message paths may use single copy (the same on every rank).
+    pub single_copy: bool,
 }
 
 impl Config {
-    fn from_env() -> Result<Config> {
-        let sz = |name, d| env_u64(name, d).map(|v| v as usize);
-        let hierarchical = match std::env::var("KUMI_COLL_HIERARCHICAL").as_deref() {
-            Ok("0") | Ok("off") => false,
-            Ok("1") | Ok("on") | Err(_) => true,
-            Ok(v) => {
-                return Err(Error::Bootstrap(format!(
-                    "KUMI_COLL_HIERARCHICAL={v:?}: use 1 or 0"
-                )))
-            }
-        };
-        let fake = sz("KUMI_COLL_HOSTS", 0)?;
-        let shm = match std::env::var("KUMI_COLL_SHM").as_deref() {
-            Ok("0") | Ok("off") => false,
-            Ok("1") | Ok("on") | Err(_) => true,
-            Ok(v) => {
-                return Err(Error::Bootstrap(format!(
-                    "KUMI_COLL_SHM={v:?}: use on or off"
-                )))
-            }
-        };
-        let allreduce_copy = copy_mode("KUMI_COLL_ALLREDUCE_COPY")?;
-        let bcast_copy = copy_mode("KUMI_COLL_BCAST_COPY")?;
-        Ok(Config {
-            bcast_copy,
-            bcast_long: sz("KUMI_COLL_BCAST_LONG", 64 << 10)?,
-            allreduce_long: sz("KUMI_COLL_ALLREDUCE_LONG", 16 << 10)?,
-            allreduce_ring: sz("KUMI_COLL_ALLREDUCE_RING", 4 << 20)?,
-            allgather_long: sz("KUMI_COLL_ALLGATHER_LONG", 32 << 10)?,
-            hierarchical,
-            fake_hosts: (fake > 0).then_some(fake),
-            combine_store: sz("KUMI_COMBINE_STORE", 64)?,
-            shm,
-            shm_bcast_max: sz("KUMI_COLL_SHM_BCAST_MAX", usize::MAX as u64)?,
-            // Measured (docs/BENCHMARKS.md, session 4), 1 MiB allreduce
-            // against 64 KiB pieces: 128 KiB is 12 % faster at np=2, 8 % at
-            // np=4, 7-30 % at np=8; 256 KiB is 20 % slower at np=2 (the
-            // piece, its scratch copy and the result no longer stay in L2).
-            allreduce_piece: sz("KUMI_COLL_PIECE", 128 << 10)?.max(1),
-            allreduce_copy,
-        })
-    }
-}
-
-/// `name` (`KUMI_COLL_ALLREDUCE_COPY`, `KUMI_COLL_BCAST_COPY`): auto, single
-/// or area.
-fn copy_mode(name: &str) -> Result<shm::LongCopy> {
-    match std::env::var(name).as_deref() {
-        Ok("auto") | Ok("") | Err(_) => Ok(shm::LongCopy::Auto),
-        Ok("single") => Ok(shm::LongCopy::Single),
-        Ok("area") => Ok(shm::LongCopy::Area),
-        Ok(v) => Err(Error::Bootstrap(format!(
-            "{name}={v:?}: use auto, single or area"
-        ))),
+    /// The collectives' part of the configuration; `single_copy`: whether
+    /// the job allows single copy (`KUMI_SINGLE_COPY`, and not denied for
+    /// tests), the same on every rank.
+    pub(crate) fn new(c: &kumi_core::config::Coll, single_copy: bool) -> Config {
+        Config {
+            bcast_copy: c.bcast_copy,
+            bcast_long: c.bcast_long,
+            allreduce_long: c.allreduce_long,
+            allreduce_ring: c.allreduce_ring,
+            allgather_long: c.allgather_long,
+            hierarchical: c.hierarchical,
+            fake_hosts: c.fake_hosts,
+            combine_store: c.combine_store,
+            shm: c.shm,
+            shm_bcast_max: c.shm_bcast_max,
+            // Measured (docs/BENCHMARKS.md, session 4): 128 KiB pieces beat
+            // 64 KiB at np=2-8 and 256 KiB (which leaves L2) at np=2.
+            allreduce_piece: c.piece,
+            allreduce_copy: c.allreduce_copy,
+            single_copy,
+        }
     }
 }
 
@@ -208,9 +177,8 @@ pub(crate) enum Active {
 }
 
 /// Everything of collectives and combining that lives in the engine.
-#[derive(Default)]
 pub(crate) struct CollState {
-    config: Option<Arc<Config>>,
+    config: Arc<Config>,
     comms: HashMap<u32, CommInfo>,
     active: Vec<(u64, Active)>,
     done: HashMap<u64, Result<Option<AlignedBuf>>>,
@@ -220,19 +188,29 @@ pub(crate) struct CollState {
 }
 
 impl CollState {
+    /// The collectives of an engine configured as `config` says.
+    pub(crate) fn new(config: Config) -> CollState {
+        CollState {
+            config: Arc::new(config),
+            comms: Default::default(),
+            active: Vec::new(),
+            done: Default::default(),
+            abandoned: Vec::new(),
+            next_nb: 0,
+            combine: Default::default(),
+        }
+    }
+
     /// Whether `progress` has anything to do here.
     #[inline]
     pub(crate) fn busy(&self) -> bool {
         !self.active.is_empty() || self.combine.wake.is_some()
     }
 
-    pub(crate) fn config(&mut self) -> Result<Arc<Config>> {
-        if let Some(c) = &self.config {
-            return Ok(c.clone());
-        }
-        let c = Arc::new(Config::from_env()?);
-        self.config = Some(c.clone());
-        Ok(c)
+    /// The collectives' configuration (shared: an operation in flight
+    /// keeps it while the engine is lent out).
+    pub(crate) fn config(&self) -> Arc<Config> {
+        self.config.clone()
     }
 }
 
@@ -385,7 +363,7 @@ impl Comm {
         let ctx = self.coll_ctx();
         let me = self.rank() as u32;
         let mut e = self.engine();
-        let cfg = e.coll.config()?;
+        let cfg = e.coll.config();
         let info = e.coll.comm_info(ctx, || self.members().into());
         let tag = TAG_BASE + (info.seq & 0xff_ffff) as i32;
         info.seq = info.seq.wrapping_add(1);
@@ -411,8 +389,8 @@ impl Comm {
             }
         }
         let (cfg, spans) = {
-            let mut e = self.engine();
-            let cfg = e.coll.config()?;
+            let e = self.engine();
+            let cfg = e.coll.config();
             let spans = e.routes().contains(&Route::Net);
             (cfg, spans)
         };
@@ -454,8 +432,8 @@ impl Comm {
     fn host_groups(&self, at: &'static Location<'static>) -> Result<Option<Arc<Vec<Vec<usize>>>>> {
         let ctx = self.coll_ctx();
         {
-            let mut e = self.engine();
-            if !e.coll.config()?.hierarchical {
+            let e = self.engine();
+            if !e.coll.config().hierarchical {
                 return Ok(None);
             }
             if let Some(h) = e.coll.comms.get(&ctx).and_then(|i| i.hosts.clone()) {
@@ -491,8 +469,8 @@ impl Comm {
         let ctx = self.coll_ctx();
         let view = |g: &shm::Group| (g.slots.len() == self.size(), g.me, g.slots.len());
         let local = {
-            let mut e = self.engine();
-            let cfg = e.coll.config()?;
+            let e = self.engine();
+            let cfg = e.coll.config();
             let Some(t) = e.shm().filter(|_| cfg.shm && self.size() > 1) else {
                 return Ok(None);
             };
@@ -720,23 +698,23 @@ impl Comm {
         let bytes = as_bytes_mut(buf);
         let n = bytes.len();
         let view = self.shm_view(at)?;
-        let (shm_max, single, trial) = {
-            let mut e = self.engine();
-            let cfg = e.coll.config()?;
+        let (shm_max, single, trial, single_copy) = {
+            let e = self.engine();
+            let cfg = e.coll.config();
             // Auto, a core per rank: the local group times both ways.
             let (single, trial) = match cfg.bcast_copy {
                 shm::LongCopy::Auto => (!e.oversubscribed(), !e.oversubscribed()),
                 shm::LongCopy::Single => (true, false),
                 shm::LongCopy::Area => (false, false),
             };
-            (cfg.shm_bcast_max, single, trial)
+            (cfg.shm_bcast_max, single, trial, cfg.single_copy)
         };
         if let Some((true, _, _)) = view {
             let long = !self.shm_fits(n);
-            if long && trial && n <= shm_max && shm::single_copy_allowed() {
+            if long && trial && n <= shm_max && single_copy {
                 return self.shm_op(|e, g| shm::bcast_long(e, g, bytes, root, info));
             }
-            if long && (single || n > shm_max) && shm::single_copy_allowed() {
+            if long && (single || n > shm_max) && single_copy {
                 return self.shm_op(|e, g| shm::bcast_single_copy(e, g, bytes, root, info));
             }
             if n <= shm_max {
@@ -924,7 +902,7 @@ impl Comm {
                 Some(shm::allreduce(e, g, bytes, &f, info))
             } else if op.commutative && shm::area_fits(g, elem) {
                 Some(shm::allreduce_long(e, g, bytes, elem, &f, info))
-            } else if shm::single_copy_allowed() {
+            } else if e.coll.config().single_copy {
                 Some(shm::allreduce_single_copy(
                     e,
                     g,

@@ -118,16 +118,10 @@ pub(crate) struct Group {
 
 /// `KUMI_COLL_ALLREDUCE_COPY`, `KUMI_COLL_BCAST_COPY`: how a commutative
 /// allreduce or a broadcast longer than a payload half goes inside a host.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum LongCopy {
-    /// Each group times both ways (its first eight such calls) and keeps the
-    /// faster ([`tried`]).
-    Auto,
-    /// By single copy, unless single copy is off.
-    Single,
-    /// Through the area.
-    Area,
-}
+/// `Auto`: each group times both ways (its first eight such calls) and keeps
+/// the faster ([`tried`]); `Single`: by single copy, unless single copy is
+/// off; `Area`: through the area.
+pub(crate) use kumi_core::config::CopyMode as LongCopy;
 
 /// Where a group's `LongCopy::Auto` trial stands.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -452,15 +446,6 @@ pub(crate) fn alltoall(
     Ok(())
 }
 
-/// Whether the long-message paths may use single copy (the same on every
-/// rank: it follows the job's environment).
-pub(crate) fn single_copy_allowed() -> bool {
-    !matches!(
-        std::env::var("KUMI_SINGLE_COPY").as_deref(),
-        Ok("0") | Ok("off")
-    ) && std::env::var("KUMI_TEST_DENY_CMA").as_deref() != Ok("1")
-}
-
 /// Publishes my buffer's address and length for collective `s`.
 fn publish_addr(
     e: &mut Engine,
@@ -628,7 +613,7 @@ pub(crate) fn allreduce_single_copy(
     // Reduce my block in pieces that stay in cache (`KUMI_COLL_PIECE`),
     // reading the others' pieces into scratch buffers kept from call to call
     // (a fresh pair would cost zeroing and page faults every time).
-    let piece = (e.coll.config()?.allreduce_piece / elem).max(1) * elem;
+    let piece = (e.coll.config().allreduce_piece / elem).max(1) * elem;
     let mine = block(me);
     let others = || (1..m).map(|k| (me + k) % m).map(|j| (j, &peers[j]));
     SCRATCH.with_borrow_mut(|[r, t]| -> Result<()> {
@@ -741,7 +726,8 @@ pub(crate) fn allreduce_long(
             allreduce_single_copy(e, g, buf, elem, op, true, info)
         }
     };
-    match (e.coll.config()?.allreduce_copy, single_copy_allowed()) {
+    let cfg = e.coll.config();
+    match (cfg.allreduce_copy, cfg.single_copy) {
         (LongCopy::Auto, true) => tried(e, g, |g| &mut g.long, n, info, run),
         (LongCopy::Single, true) => run(e, g, false),
         _ => run(e, g, true),
