@@ -38,6 +38,7 @@ mod bind;
 mod bootstrap;
 mod coll;
 mod comm;
+mod ctxs;
 pub mod datatype;
 mod engine;
 mod error;
@@ -48,6 +49,7 @@ mod progress;
 pub mod raw;
 mod request;
 mod rma;
+mod services;
 mod watch;
 pub mod win;
 
@@ -209,7 +211,7 @@ pub fn init() -> Result<Universe> {
     };
     // Before the progress thread starts, so that it is bound with its rank.
     let bound_cores = bind::apply(tuning.bind, id.local_rank as usize, oversubscribed)?;
-    let engine = Engine::new(EngineSetup {
+    let mut engine = Engine::new(EngineSetup {
         world_rank: id.rank,
         world_size: id.size,
         shm,
@@ -221,7 +223,12 @@ pub fn init() -> Result<Universe> {
         oversubscribed,
         bound_cores,
         tuning: &tuning,
+        services: services::Services::new(coll::Config::new(
+            &tuning.coll,
+            tuning.single_copy && !tuning.deny_cma,
+        )),
     })?;
+    services::register(&mut engine)?;
     let engine = Shared::new(
         engine,
         std::time::Duration::from_micros(tuning.progress_us),

@@ -267,7 +267,7 @@ pub(crate) fn put(e: &mut Engine, win: u32, me: u32, to: u32, off: u64, data: &[
     let mut at = 0;
     loop {
         let piece = &data[at..(at + n).min(data.len())];
-        let id = e.rma.wait_for(win, to, Waiting::Ack);
+        let id = e.svc.rma.wait_for(win, to, Waiting::Ack);
         let m = Msg {
             win,
             src: me,
@@ -294,7 +294,7 @@ pub(crate) fn get(
     off: u64,
     out: &mut [u8],
 ) -> Result<()> {
-    let id = e.rma.wait_for(
+    let id = e.svc.rma.wait_for(
         win,
         to,
         Waiting::Data {
@@ -345,7 +345,7 @@ pub(crate) fn accumulate(
             },
             None => Waiting::Ack,
         };
-        let id = e.rma.wait_for(win, to, what);
+        let id = e.svc.rma.wait_for(win, to, what);
         let m = Msg {
             win,
             src: me,
@@ -386,7 +386,7 @@ pub(crate) fn lock(
     (win, me, to): (u32, u32, u32),
     exclusive: bool,
 ) -> Result<()> {
-    let id = e.rma.wait_for(win, to, Waiting::Grant);
+    let id = e.svc.rma.wait_for(win, to, Waiting::Grant);
     send(
         e,
         to,
@@ -425,10 +425,12 @@ pub(crate) fn unlock(
 /// Waits until every put and accumulate of this rank to window `win` is
 /// acknowledged; returns the first error one of them met.
 pub(crate) fn flush(e: &mut Engine, info: WaitInfo, win: u32) -> Result<()> {
-    if e.rma.unacked.get(&win).copied().unwrap_or(0) > 0 {
-        e.wait_until(info, |e| e.rma.unacked.get(&win).copied().unwrap_or(0) == 0)?;
+    if e.svc.rma.unacked.get(&win).copied().unwrap_or(0) > 0 {
+        e.wait_until(info, |e| {
+            e.svc.rma.unacked.get(&win).copied().unwrap_or(0) == 0
+        })?;
     }
-    match e.rma.failed.remove(&win) {
+    match e.svc.rma.failed.remove(&win) {
         Some(m) => Err(Error::Protocol(m)),
         None => Ok(()),
     }
@@ -436,8 +438,8 @@ pub(crate) fn flush(e: &mut Engine, info: WaitInfo, win: u32) -> Result<()> {
 
 /// Waits for request `id`'s answer and takes it.
 fn finish(e: &mut Engine, info: WaitInfo, id: u64) -> Result<()> {
-    e.wait_until(info, |e| e.rma.pending.get(&id).is_none_or(|p| p.done))?;
-    match e.rma.pending.remove(&id) {
+    e.wait_until(info, |e| e.svc.rma.pending.get(&id).is_none_or(|p| p.done))?;
+    match e.svc.rma.pending.remove(&id) {
         Some(Pending { error: Some(m), .. }) => Err(Error::Protocol(m)),
         _ => Ok(()),
     }
@@ -483,6 +485,7 @@ fn reply(
     result: std::result::Result<&[u8], &str>,
 ) -> Result<()> {
     let me = e
+        .svc
         .rma
         .parts
         .get(&m.win)
@@ -526,6 +529,7 @@ enum Answer {
 /// lock not yet free).
 fn serve(e: &mut Engine, from: u32, m: &Msg<'_>) -> std::result::Result<Answer, String> {
     let part = e
+        .svc
         .rma
         .parts
         .get(&m.win)
@@ -579,10 +583,10 @@ fn serve(e: &mut Engine, from: u32, m: &Msg<'_>) -> std::result::Result<Answer, 
         Op::Lock { exclusive } => {
             let (rw, _) = part.words();
             if RwWord(rw).try_lock(exclusive) {
-                *e.rma.held.entry((m.win, from, exclusive)).or_default() += 1;
+                *e.svc.rma.held.entry((m.win, from, exclusive)).or_default() += 1;
                 Ok(Answer::Bytes(Vec::new()))
             } else {
-                e.rma.blocked.push(LockWait {
+                e.svc.rma.blocked.push(LockWait {
                     win: m.win,
                     from,
                     src: m.src,
@@ -595,7 +599,7 @@ fn serve(e: &mut Engine, from: u32, m: &Msg<'_>) -> std::result::Result<Answer, 
         Op::Unlock { exclusive } => {
             let (rw, _) = part.words();
             let rw = RwWord(rw);
-            match e.rma.held.get_mut(&(m.win, from, exclusive)) {
+            match e.svc.rma.held.get_mut(&(m.win, from, exclusive)) {
                 Some(n) if *n > 0 => {
                     *n -= 1;
                     rw.unlock(exclusive);
@@ -620,7 +624,7 @@ fn on_reply(
     at: u64,
     result: std::result::Result<&[u8], &str>,
 ) -> Result<()> {
-    let Some(p) = e.rma.pending.get_mut(&id) else {
+    let Some(p) = e.svc.rma.pending.get_mut(&id) else {
         return Err(Error::Protocol(format!(
             "one-sided answer to unknown request {id:#x}"
         )));
@@ -671,12 +675,12 @@ fn on_reply(
     }
     if p.done && matches!(p.what, Waiting::Ack) {
         let (win, error) = (p.win, p.error.take());
-        e.rma.pending.remove(&id);
-        if let Some(n) = e.rma.unacked.get_mut(&win) {
+        e.svc.rma.pending.remove(&id);
+        if let Some(n) = e.svc.rma.unacked.get_mut(&win) {
             *n = n.saturating_sub(1);
         }
         if let Some(m) = error {
-            e.rma.failed.entry(win).or_insert(m);
+            e.svc.rma.failed.entry(win).or_insert(m);
         }
     }
     Ok(())
@@ -687,14 +691,14 @@ fn on_reply(
 pub(crate) fn progress(e: &mut Engine) -> Result<usize> {
     let mut granted = Vec::new();
     let mut i = 0;
-    while i < e.rma.blocked.len() {
-        let l = &e.rma.blocked[i];
-        let ok = match e.rma.parts.get(&l.win) {
+    while i < e.svc.rma.blocked.len() {
+        let l = &e.svc.rma.blocked[i];
+        let ok = match e.svc.rma.parts.get(&l.win) {
             Some(part) => RwWord(part.mem.words().0).try_lock(l.exclusive),
             None => true,
         };
         if ok {
-            granted.push(e.rma.blocked.swap_remove(i));
+            granted.push(e.svc.rma.blocked.swap_remove(i));
         } else {
             i += 1;
         }
@@ -709,8 +713,12 @@ pub(crate) fn progress(e: &mut Engine) -> Result<usize> {
                 exclusive: l.exclusive,
             },
         };
-        if e.rma.parts.contains_key(&l.win) {
-            *e.rma.held.entry((l.win, l.from, l.exclusive)).or_default() += 1;
+        if e.svc.rma.parts.contains_key(&l.win) {
+            *e.svc
+                .rma
+                .held
+                .entry((l.win, l.from, l.exclusive))
+                .or_default() += 1;
             reply(e, l.from, &m, Ok(&[]))?;
         } else {
             reply(e, l.from, &m, Err("the window was freed"))?;

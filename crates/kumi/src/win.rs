@@ -197,6 +197,7 @@ impl Window {
         self.need_dynamic()?;
         self.comm
             .engine()
+            .svc
             .rma
             .attach(self.id(), base as usize, size)
     }
@@ -204,7 +205,7 @@ impl Window {
     /// Withdraws the region attached at `base`.
     pub fn detach(&self, base: *const u8) -> Result<()> {
         self.need_dynamic()?;
-        self.comm.engine().rma.detach(self.id(), base as usize)
+        self.comm.engine().svc.rma.detach(self.id(), base as usize)
     }
 
     fn need_dynamic(&self) -> Result<()> {
@@ -286,7 +287,7 @@ impl Window {
             };
             let members = w.comm.members().to_vec();
             let regions = dynamic.then(Vec::new);
-            w.comm.engine().rma.expose(
+            w.comm.engine().svc.rma.expose(
                 w.comm.ctx(),
                 Part {
                     mem,
@@ -621,7 +622,7 @@ impl Drop for Window {
     fn drop(&mut self) {
         if self.exposed {
             let mut e = self.comm.engine();
-            let refused = e.rma.withdraw(self.id());
+            let refused = e.svc.rma.withdraw(self.id());
             // Answers lock requests still waiting (an erroneous program's:
             // MPI frees a window only when its epochs are over), so no origin
             // waits forever; an error here has nowhere to go.

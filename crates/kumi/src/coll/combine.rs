@@ -93,7 +93,7 @@ impl State {
 
 /// Sends what the node of `ctx` asked for; keeps replies for local clients.
 fn flush(e: &mut Engine, ctx: u32) -> Result<()> {
-    let Some(s) = e.coll.combine.services.get_mut(&ctx) else {
+    let Some(s) = e.svc.coll.combine.services.get_mut(&ctx) else {
         return Ok(());
     };
     let (me, members) = (s.me, s.members.clone());
@@ -106,7 +106,7 @@ fn flush(e: &mut Engine, ctx: u32) -> Result<()> {
             Action::Send { to, msg } => sends.push((to, msg)),
         }
     }
-    e.coll.combine.rewake();
+    e.svc.coll.combine.rewake();
     for (to, msg) in sends {
         let Some(&world) = members.get(to as usize) else {
             continue;
@@ -123,8 +123,8 @@ fn flush(e: &mut Engine, ctx: u32) -> Result<()> {
 
 fn handle(e: &mut Engine, ctx: u32, src: u32, payload: &[u8]) -> Result<()> {
     let msg = Msg::decode(payload).map_err(Error::Protocol)?;
-    let now = e.coll.combine.now();
-    let st = &mut e.coll.combine;
+    let now = e.svc.coll.combine.now();
+    let st = &mut e.svc.coll.combine;
     let Some(s) = st.services.get_mut(&ctx) else {
         return Ok(());
     };
@@ -146,15 +146,15 @@ pub(crate) fn on_frame(e: &mut Engine, _from: u32, h: &Header, p: &[u8]) -> Resu
             p.len()
         )));
     }
-    if !e.coll.combine.services.contains_key(&h.ctx) {
-        if e.coll.combine.early.len() >= EARLY_MAX {
+    if !e.svc.coll.combine.services.contains_key(&h.ctx) {
+        if e.svc.coll.combine.early.len() >= EARLY_MAX {
             return Err(Error::Protocol(
                 "too many combining frames for a communicator without a combiner".into(),
             ));
         }
         let mut b = h.src.to_le_bytes().to_vec();
         b.extend_from_slice(p);
-        e.coll.combine.early.push((h.ctx, b));
+        e.svc.coll.combine.early.push((h.ctx, b));
         return Ok(());
     }
     handle(e, h.ctx, h.src, p)
@@ -162,18 +162,18 @@ pub(crate) fn on_frame(e: &mut Engine, _from: u32, h: &Header, p: &[u8]) -> Resu
 
 /// Level-2 deadlines: called from `progress` while one is pending.
 pub(crate) fn on_timer(e: &mut Engine) -> Result<usize> {
-    let now = e.coll.combine.now();
-    if e.coll.combine.wake.is_none_or(|w| w > now) {
+    let now = e.svc.coll.combine.now();
+    if e.svc.coll.combine.wake.is_none_or(|w| w > now) {
         return Ok(0);
     }
-    let ctxs: Vec<u32> = e.coll.combine.services.keys().copied().collect();
+    let ctxs: Vec<u32> = e.svc.coll.combine.services.keys().copied().collect();
     for ctx in &ctxs {
-        if let Some(s) = e.coll.combine.services.get_mut(ctx) {
+        if let Some(s) = e.svc.coll.combine.services.get_mut(ctx) {
             s.node.poll(now);
         }
         flush(e, *ctx)?;
     }
-    e.coll.combine.rewake();
+    e.svc.coll.combine.rewake();
     Ok(1)
 }
 
@@ -303,8 +303,9 @@ impl Comm {
         let ctx = self.ctx();
         let labels = self.host_labels(at)?;
         let mut e = self.engine();
-        let cfg: Arc<Config> = e.coll.config();
-        if let std::collections::hash_map::Entry::Vacant(slot) = e.coll.combine.services.entry(ctx)
+        let cfg: Arc<Config> = e.svc.coll.config();
+        if let std::collections::hash_map::Entry::Vacant(slot) =
+            e.svc.coll.combine.services.entry(ctx)
         {
             let tree = Tree::new(labels.to_vec());
             let me = self.rank() as u32;
@@ -315,10 +316,10 @@ impl Comm {
                 next_client: 0,
                 results: HashMap::default(),
             });
-            let early = std::mem::take(&mut e.coll.combine.early);
+            let early = std::mem::take(&mut e.svc.coll.combine.early);
             for (c, b) in early {
                 if c != ctx {
-                    e.coll.combine.early.push((c, b));
+                    e.svc.coll.combine.early.push((c, b));
                     continue;
                 }
                 let src = u32::from_le_bytes(b[..4].try_into().expect("4 bytes"));
@@ -365,8 +366,8 @@ impl Combiner {
                 ),
             });
         }
-        let now = e.coll.combine.now();
-        let st = &mut e.coll.combine;
+        let now = e.svc.coll.combine.now();
+        let st = &mut e.svc.coll.combine;
         let s = st
             .services
             .get_mut(&ctx)
@@ -393,13 +394,14 @@ impl Combiner {
         e.progress()?;
         let info = self.comm.info(Call::Collective, -2, -2, at);
         e.wait_until(info, |e| {
-            e.coll
+            e.svc
+                .coll
                 .combine
                 .services
                 .get(&ctx)
                 .is_some_and(|s| s.results.contains_key(&client))
         })?;
-        let s = e.coll.combine.services.get_mut(&ctx).expect("service");
+        let s = e.svc.coll.combine.services.get_mut(&ctx).expect("service");
         s.results
             .remove(&client)
             .expect("waited for it")
@@ -423,6 +425,7 @@ impl Combiner {
         }
         self.comm
             .engine()
+            .svc
             .coll
             .combine
             .user_ops
@@ -541,6 +544,7 @@ impl Combiner {
         let ctx = self.comm.ctx();
         self.comm
             .engine()
+            .svc
             .coll
             .combine
             .services

@@ -217,8 +217,8 @@ impl CollState {
 /// Advances nonblocking collectives and the combining service's timers.
 pub(crate) fn progress(e: &mut Engine) -> Result<usize> {
     let mut n = 0;
-    if !e.coll.active.is_empty() {
-        let mut active = std::mem::take(&mut e.coll.active);
+    if !e.svc.coll.active.is_empty() {
+        let mut active = std::mem::take(&mut e.svc.coll.active);
         active.retain_mut(|(id, act)| {
             let finished = match act {
                 Active::Shm(p) => {
@@ -237,17 +237,17 @@ pub(crate) fn progress(e: &mut Engine) -> Result<usize> {
                 },
             };
             n += 1;
-            if let Some(i) = e.coll.abandoned.iter().position(|a| a == id) {
-                e.coll.abandoned.swap_remove(i);
+            if let Some(i) = e.svc.coll.abandoned.iter().position(|a| a == id) {
+                e.svc.coll.abandoned.swap_remove(i);
             } else {
-                e.coll.done.insert(*id, finished);
+                e.svc.coll.done.insert(*id, finished);
             }
             false
         });
-        active.append(&mut e.coll.active);
-        e.coll.active = active;
+        active.append(&mut e.svc.coll.active);
+        e.svc.coll.active = active;
     }
-    if e.coll.combine.wake.is_some() {
+    if e.svc.coll.combine.wake.is_some() {
         n += combine::on_timer(e)?;
     }
     Ok(n)
@@ -306,11 +306,11 @@ impl<T: Pod> CollRequest<T> {
     pub fn test(&mut self) -> Result<bool> {
         let Some(id) = self.id else { return Ok(true) };
         let mut e = self.engine.borrow_mut();
-        if e.coll.done.contains_key(&id) {
+        if e.svc.coll.done.contains_key(&id) {
             return Ok(true);
         }
         e.progress()?;
-        Ok(e.coll.done.contains_key(&id))
+        Ok(e.svc.coll.done.contains_key(&id))
     }
 
     /// Blocks until the collective completes; returns its result (the reduced
@@ -322,8 +322,8 @@ impl<T: Pod> CollRequest<T> {
         };
         let info = WaitInfo::plain(Call::Collective);
         let mut e = self.engine.borrow_mut();
-        e.wait_until(info, |e| e.coll.done.contains_key(&id))?;
-        match e.coll.done.remove(&id).expect("completed") {
+        e.wait_until(info, |e| e.svc.coll.done.contains_key(&id))?;
+        match e.svc.coll.done.remove(&id).expect("completed") {
             Ok(Some(buf)) => Ok(bytemuck::cast_slice::<u8, T>(buf.bytes()).to_vec()),
             Ok(None) => Ok(Vec::new()),
             Err(x) => Err(x),
@@ -335,8 +335,8 @@ impl<T: Pod> Drop for CollRequest<T> {
     fn drop(&mut self) {
         if let Some(id) = self.id {
             if let Some(mut e) = self.engine.try_borrow_mut() {
-                if e.coll.done.remove(&id).is_none() {
-                    e.coll.abandoned.push(id);
+                if e.svc.coll.done.remove(&id).is_none() {
+                    e.svc.coll.abandoned.push(id);
                 }
             }
         }
@@ -363,8 +363,8 @@ impl Comm {
         let ctx = self.coll_ctx();
         let me = self.rank() as u32;
         let mut e = self.engine();
-        let cfg = e.coll.config();
-        let info = e.coll.comm_info(ctx, || self.members().into());
+        let cfg = e.svc.coll.config();
+        let info = e.svc.coll.comm_info(ctx, || self.members().into());
         let tag = TAG_BASE + (info.seq & 0xff_ffff) as i32;
         info.seq = info.seq.wrapping_add(1);
         Ok((
@@ -384,13 +384,13 @@ impl Comm {
         let ctx = self.coll_ctx();
         {
             let e = self.engine();
-            if let Some(l) = e.coll.comms.get(&ctx).and_then(|i| i.labels.clone()) {
+            if let Some(l) = e.svc.coll.comms.get(&ctx).and_then(|i| i.labels.clone()) {
                 return Ok(l);
             }
         }
         let (cfg, spans) = {
             let e = self.engine();
-            let cfg = e.coll.config();
+            let cfg = e.svc.coll.config();
             let spans = e.routes().contains(&Route::Net);
             (cfg, spans)
         };
@@ -422,7 +422,7 @@ impl Comm {
         };
         let labels = Arc::new(labels);
         let mut e = self.engine();
-        let info = e.coll.comm_info(ctx, || self.members().into());
+        let info = e.svc.coll.comm_info(ctx, || self.members().into());
         info.labels = Some(labels.clone());
         Ok(labels)
     }
@@ -433,10 +433,10 @@ impl Comm {
         let ctx = self.coll_ctx();
         {
             let e = self.engine();
-            if !e.coll.config().hierarchical {
+            if !e.svc.coll.config().hierarchical {
                 return Ok(None);
             }
-            if let Some(h) = e.coll.comms.get(&ctx).and_then(|i| i.hosts.clone()) {
+            if let Some(h) = e.svc.coll.comms.get(&ctx).and_then(|i| i.hosts.clone()) {
                 return Ok(h);
             }
         }
@@ -444,7 +444,7 @@ impl Comm {
         let g: Vec<usize> = (0..self.size()).collect();
         let groups = sc::hosts_of(&g, |r| labels[r]);
         let h = (groups.len() > 1).then(|| Arc::new(groups));
-        if let Some(i) = self.engine().coll.comms.get_mut(&ctx) {
+        if let Some(i) = self.engine().svc.coll.comms.get_mut(&ctx) {
             i.hosts = Some(h.clone());
         }
         Ok(h)
@@ -470,11 +470,11 @@ impl Comm {
         let view = |g: &shm::Group| (g.slots.len() == self.size(), g.me, g.slots.len());
         let local = {
             let e = self.engine();
-            let cfg = e.coll.config();
+            let cfg = e.svc.coll.config();
             let Some(t) = e.shm().filter(|_| cfg.shm && self.size() > 1) else {
                 return Ok(None);
             };
-            if let Some(found) = e.coll.comms.get(&ctx).and_then(|i| i.shm.as_ref()) {
+            if let Some(found) = e.svc.coll.comms.get(&ctx).and_then(|i| i.shm.as_ref()) {
                 return Ok(found.as_deref().map(view));
             }
             // All on this host (and on one pretend host): the group is the
@@ -509,7 +509,7 @@ impl Comm {
             shm::Group::find(&e, ctx, &worlds, idx, whole && self.ctx() == 0).map(Box::new)
         };
         let out = group.as_deref().map(view);
-        let info = e.coll.comm_info(ctx, || self.members().into());
+        let info = e.svc.coll.comm_info(ctx, || self.members().into());
         info.shm = Some(group);
         Ok(out)
     }
@@ -517,7 +517,8 @@ impl Comm {
     /// Whether `n` bytes fit one payload half of the local group's area.
     fn shm_fits(&self, n: usize) -> bool {
         let e = self.engine();
-        e.coll
+        e.svc
+            .coll
             .comms
             .get(&self.coll_ctx())
             .and_then(|i| i.shm.as_ref())
@@ -540,7 +541,7 @@ impl Comm {
         }
         let ctx = self.coll_ctx();
         let mut e = self.engine();
-        let found = e.coll.comms.get_mut(&ctx).and_then(|i| i.shm.as_mut());
+        let found = e.svc.coll.comms.get_mut(&ctx).and_then(|i| i.shm.as_mut());
         let mut g = match found {
             Some(Some(g)) if g.slots.len() == self.size() => {
                 found.and_then(Option::take).expect("group")
@@ -555,7 +556,7 @@ impl Comm {
             }
         };
         let r = f(&mut e, &mut g);
-        if let Some(i) = e.coll.comms.get_mut(&ctx) {
+        if let Some(i) = e.svc.coll.comms.get_mut(&ctx) {
             i.shm = Some(Some(g));
         }
         r.transpose()
@@ -566,6 +567,7 @@ impl Comm {
         let ctx = self.coll_ctx();
         let mut e = self.engine();
         let mut g = e
+            .svc
             .coll
             .comms
             .get_mut(&ctx)
@@ -573,7 +575,7 @@ impl Comm {
             .and_then(Option::take)
             .expect("shm_view found the group");
         let r = f(&mut e, &mut g);
-        if let Some(i) = e.coll.comms.get_mut(&ctx) {
+        if let Some(i) = e.svc.coll.comms.get_mut(&ctx) {
             i.shm = Some(Some(g));
         }
         r
@@ -673,9 +675,9 @@ impl Comm {
 
     fn start<T: Pod>(&self, run: Active) -> CollRequest<T> {
         let mut e = self.engine();
-        let id = e.coll.next_nb;
-        e.coll.next_nb += 1;
-        e.coll.active.push((id, run));
+        let id = e.svc.coll.next_nb;
+        e.svc.coll.next_nb += 1;
+        e.svc.coll.active.push((id, run));
         CollRequest {
             engine: self.engine_rc().clone(),
             id: Some(id),
@@ -700,7 +702,7 @@ impl Comm {
         let view = self.shm_view(at)?;
         let (shm_max, single, trial, single_copy) = {
             let e = self.engine();
-            let cfg = e.coll.config();
+            let cfg = e.svc.coll.config();
             // Auto, a core per rank: the local group times both ways.
             let (single, trial) = match cfg.bcast_copy {
                 shm::LongCopy::Auto => (!e.oversubscribed(), !e.oversubscribed()),
@@ -902,7 +904,7 @@ impl Comm {
                 Some(shm::allreduce(e, g, bytes, &f, info))
             } else if op.commutative && shm::area_fits(g, elem) {
                 Some(shm::allreduce_long(e, g, bytes, elem, &f, info))
-            } else if e.coll.config().single_copy {
+            } else if e.svc.coll.config().single_copy {
                 Some(shm::allreduce_single_copy(
                     e,
                     g,

@@ -613,7 +613,7 @@ pub(crate) fn allreduce_single_copy(
     // Reduce my block in pieces that stay in cache (`KUMI_COLL_PIECE`),
     // reading the others' pieces into scratch buffers kept from call to call
     // (a fresh pair would cost zeroing and page faults every time).
-    let piece = (e.coll.config().allreduce_piece / elem).max(1) * elem;
+    let piece = (e.svc.coll.config().allreduce_piece / elem).max(1) * elem;
     let mine = block(me);
     let others = || (1..m).map(|k| (me + k) % m).map(|j| (j, &peers[j]));
     SCRATCH.with_borrow_mut(|[r, t]| -> Result<()> {
@@ -726,7 +726,7 @@ pub(crate) fn allreduce_long(
             allreduce_single_copy(e, g, buf, elem, op, true, info)
         }
     };
-    let cfg = e.coll.config();
+    let cfg = e.svc.coll.config();
     match (cfg.allreduce_copy, cfg.single_copy) {
         (LongCopy::Auto, true) => tried(e, g, |g| &mut g.long, n, info, run),
         (LongCopy::Single, true) => run(e, g, false),

@@ -1,0 +1,605 @@
+//! The progress engine: one per rank, owning the transports, the matching
+//! queues and every request in flight.
+//!
+//! Nothing here runs on its own thread: progress happens inside kumi calls
+//! (`wait`, `test`, blocking sends and receives), and on the progress thread
+//! (`progress.rs`) while the application computes. The engine is split by
+//! concern:
+//!
+//! - this module: the engine itself, its transports, frames out (sent now, or
+//!   queued per peer behind a full ring, which keeps per-pair order) and frames
+//!   in: a well-formed eager frame goes straight to point-to-point (the
+//!   small-message path), every other frame to the handler registered for its
+//!   kind ([`Engine::register`]). Point-to-point registers its kinds here; the
+//!   services (collectives and combining, one-sided access, contexts:
+//!   `crate::services`) register theirs at start, so the engine names none of
+//!   them;
+//! - [`p2p`]: the point-to-point protocol (eager, rendezvous with single and
+//!   split copies or pushed chunks, the direct receive, probes, cancellation);
+//! - [`slab`]: requests, their ids and their results;
+//! - [`wait`]: how a rank waits (poll, yield, turns on a shared core, sleep).
+//!
+//! Small-message path: no allocation and no lock. A frame that finds its ring
+//! full is copied to a per-peer overflow queue (allocation only then).
+
+mod p2p;
+mod slab;
+mod wait;
+
+pub(crate) use slab::{pack_id, Described, ReqId};
+pub(crate) use wait::{WaitInfo, WaitPolicy};
+
+use crate::error::{Error, Result};
+use crate::services::Services;
+use crate::watch::Watch;
+use kumi_core::call::Call;
+use kumi_core::header::{Header, Kind};
+use kumi_core::matching::Matcher;
+use kumi_transport::shm::ShmTransport;
+use kumi_transport::Transport;
+use p2p::{eager_limits, Direct, PendingRead, Unexpected};
+use slab::Slab;
+use std::collections::VecDeque;
+
+/// Handles the frames of one kind (see [`Engine::register`]): from world
+/// rank `from`, header and payload. An error drops the frame with a logged
+/// reason; it never takes the rank down.
+pub(crate) type FrameHandler = fn(&mut Engine, u32, &Header, &[u8]) -> Result<()>;
+
+/// Entries of the handler table: every [`Kind`]'s number is below it.
+const KIND_SLOTS: usize = 16;
+
+/// How a world rank is reached.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Route {
+    /// This rank itself: frames go through an in-engine queue.
+    Me,
+    /// A rank of this host: the shared-memory transport.
+    Shm,
+    /// A rank of another host: the network transport.
+    Net,
+}
+
+/// A frame the transport had no room for yet.
+struct OutFrame {
+    header: Header,
+    payload: Vec<u8>,
+}
+
+/// Per-rank counters, for statistics and the monitor.
+#[derive(Clone, Debug, Default)]
+pub struct Counters {
+    /// Messages sent (eager and rendezvous), counting sends to self.
+    pub msgs_sent: u64,
+    /// Payload bytes sent.
+    pub bytes_sent: u64,
+    /// Messages received (matched).
+    pub msgs_recv: u64,
+    /// Payload bytes received.
+    pub bytes_recv: u64,
+    /// Progress passes that moved something on the progress thread, while
+    /// the application computed.
+    pub async_passes: u64,
+    /// Frames of any kind that arrived (data chunks and replies included):
+    /// a wait during which they keep coming is moving, not stuck.
+    pub frames_in: u64,
+    /// Per world peer: messages and bytes sent to it (counted when the send
+    /// starts) and arrived from it (counted when the first frame of the message
+    /// arrives, matched or not); the internal messages of collectives apart.
+    /// The deadlock detector compares the two ends.
+    pub peers: Vec<kumi_core::deadlock::PeerCount>,
+}
+
+pub(crate) struct Engine {
+    pub world_rank: u32,
+    pub world_size: u32,
+    /// Boxed: `progress` takes it out and puts it back on every pass (the
+    /// frames' sink needs the engine), which should move a pointer, not the
+    /// whole transport.
+    shm: Option<Box<ShmTransport>>,
+    /// The network transport, for ranks on other hosts.
+    net: Option<Box<dyn Transport + Send>>,
+    /// How each world rank is reached.
+    route: Vec<Route>,
+    /// Process id of each local world rank (for single copy); 0 if unknown.
+    pids: Vec<i32>,
+    my_local: usize,
+    /// Local ranks are bound to this many cores, round robin (see
+    /// [`Engine::shares_core_with`]), or not bound.
+    bound_cores: Option<usize>,
+    /// Oversubscribed with the ranks bound to cores: waits publish whom they
+    /// wait for, a waiting rank keeps or hands on its core by the chains of
+    /// waits ([`ShmTransport::turn`]), and a frame sent to a rank of this
+    /// host wakes the ranks asleep in a wait for that rank
+    /// ([`ShmTransport::wake_waiters_of`]).
+    wake_ahead: bool,
+    /// Local ranks (below 64) sent to since this rank last started a wait,
+    /// whose waiters it wakes when it does ([`Engine::wake_waiters`]).
+    sent_to: u64,
+    self_frames: VecDeque<(Header, Vec<u8>)>,
+    /// Frames waiting for room, per world peer (allocated on first overflow).
+    outq: Vec<VecDeque<OutFrame>>,
+    outq_len: usize,
+    streaming: Vec<ReqId>,
+    matcher: Matcher<ReqId, Unexpected>,
+    reqs: Slab,
+    /// The blocking receive in progress, if it goes without a request.
+    direct: Direct,
+    /// Largest message sent eagerly to a rank on this host (and to self).
+    eager_limit: usize,
+    /// Largest message sent eagerly to a rank on another host.
+    eager_net: usize,
+    /// The smaller of the two: below it no send asks which route it takes.
+    pub(crate) eager_min: usize,
+    single_copy: bool,
+    policy: WaitPolicy,
+    pub counters: Counters,
+    /// Next free communicator context id (pairs: p2p, collective).
+    pub next_ctx: u32,
+    /// Supervision: reports long waits to the launcher.
+    pub watch: Watch,
+    /// Messages at least this long use the two-sided single copy.
+    split_min: usize,
+    /// A single-copy read has succeeded once (so the kernel allows it).
+    cma_verified: bool,
+    /// First halves of two-sided copies, read after the `Split` frame is out.
+    pending_reads: Vec<PendingRead>,
+    /// The state of the services beside point-to-point (collectives,
+    /// one-sided access, contexts): the engine lends itself to their
+    /// progress and dispatches their frames, and names none of them.
+    pub(crate) svc: Services,
+    /// Who handles each kind of frame but a well-formed eager one, by the
+    /// kind's number ([`Engine::register`]).
+    handlers: [Option<FrameHandler>; KIND_SLOTS],
+    /// An error met by the progress thread, returned by the next call.
+    async_error: Option<Error>,
+}
+
+// SAFETY: what keeps `Engine` from being `Send` automatically are raw pointers:
+// the buffers of requests in flight (lent by the caller until the request
+// completes; the Rust API borrows them for the request's scope, the C ABI has
+// MPI's rule that they are untouched until completion) and the collectives'
+// buffers of the same kind. These are addresses in this process, valid from any
+// of its threads. The engine is only reached through `progress::Shared`, whose
+// mutex makes sure one thread at a time uses it, so the application thread and
+// the progress thread never touch a buffer, or the engine, at once.
+unsafe impl Send for Engine {}
+
+/// How the engine is put together; see `Universe::init`.
+pub(crate) struct EngineSetup<'a> {
+    pub world_rank: u32,
+    pub world_size: u32,
+    pub shm: Option<ShmTransport>,
+    pub net: Option<Box<dyn Transport + Send>>,
+    pub route: Vec<Route>,
+    pub pids: Vec<i32>,
+    pub watch: Watch,
+    pub my_local: usize,
+    pub oversubscribed: bool,
+    /// What `bind::apply` returned: the number of cores the local ranks are
+    /// bound over, if they are.
+    pub bound_cores: Option<usize>,
+    /// The rank's configuration.
+    pub tuning: &'a kumi_core::config::Tuning,
+    /// The services' state (their frame handlers register afterwards:
+    /// `services::register`).
+    pub services: Services,
+}
+
+/// The transport that reaches `peer` (field-level borrow, so callers can keep
+/// other fields of the engine borrowed).
+fn pick<'a>(
+    route: &[Route],
+    shm: &'a mut Option<Box<ShmTransport>>,
+    net: &'a mut Option<Box<dyn Transport + Send>>,
+    peer: u32,
+) -> Option<&'a mut dyn Transport> {
+    match route.get(peer as usize)? {
+        Route::Shm => shm.as_mut().map(|t| &mut **t as &mut dyn Transport),
+        Route::Net => match net {
+            Some(t) => Some(&mut **t),
+            None => None,
+        },
+        Route::Me => None,
+    }
+}
+
+pub(crate) fn log(rank: u32, msg: &str) {
+    eprintln!("kumi: rank {rank}: {msg}");
+}
+
+impl Engine {
+    /// The engine of `s`, with point-to-point's frame kinds registered (the
+    /// services register theirs: `services::register`).
+    pub fn new(s: EngineSetup) -> Result<Engine> {
+        let mut e = Engine::assemble(s)?;
+        p2p::register(&mut e)?;
+        Ok(e)
+    }
+
+    fn assemble(s: EngineSetup) -> Result<Engine> {
+        let t = s.tuning;
+        let (eager_limit, eager_net) = eager_limits(
+            s.shm.as_ref().map(|t| t.max_payload()),
+            s.net.as_ref().map(|t| t.max_payload()),
+            t.eager_limit,
+        )?;
+        Ok(Engine {
+            world_rank: s.world_rank,
+            world_size: s.world_size,
+            shm: s.shm.map(Box::new),
+            net: s.net,
+            route: s.route,
+            pids: s.pids,
+            my_local: s.my_local,
+            bound_cores: s.bound_cores,
+            wake_ahead: s.oversubscribed && s.bound_cores.is_some(),
+            sent_to: 0,
+            self_frames: VecDeque::new(),
+            outq: Vec::new(),
+            outq_len: 0,
+            streaming: Vec::new(),
+            matcher: Matcher::new(),
+            reqs: Slab::default(),
+            direct: Direct::Idle,
+            eager_limit,
+            eager_net,
+            eager_min: eager_limit.min(eager_net),
+            // This rank's: it turns off if the kernel refuses a copy.
+            single_copy: t.single_copy,
+            policy: WaitPolicy::new(&t.wait, s.oversubscribed),
+            counters: Counters {
+                peers: vec![Default::default(); s.world_size as usize],
+                ..Counters::default()
+            },
+            next_ctx: 2,
+            watch: s.watch,
+            svc: s.services,
+            handlers: [None; KIND_SLOTS],
+            // Measured (docs/BENCHMARKS.md, session 4): splitting pays from
+            // 16 KiB on; below that each half is smaller than an eager message.
+            split_min: t.split_copy_min,
+            cma_verified: false,
+            pending_reads: Vec::new(),
+            async_error: None,
+        })
+    }
+
+    /// Publishes the call this rank is in (read by the launcher on a crash).
+    #[inline]
+    pub fn set_call(&self, c: Call) {
+        if let Some(shm) = &self.shm {
+            shm.segment().rank_block(self.my_local).set_call(c);
+        }
+    }
+
+    /// The largest payload one frame to world rank `peer` may carry.
+    pub(crate) fn frame_limit(&self, peer: u32) -> usize {
+        match self.route.get(peer as usize) {
+            Some(Route::Shm) => self.shm.as_ref().map(|t| t.max_payload()),
+            Some(Route::Net) => self.net.as_ref().map(|t| t.max_payload()),
+            _ => None,
+        }
+        .unwrap_or(self.eager_limit)
+    }
+
+    /// How each world rank is reached (for host-aware collectives).
+    pub(crate) fn routes(&self) -> &[Route] {
+        &self.route
+    }
+
+    pub fn shm(&self) -> Option<&ShmTransport> {
+        self.shm.as_deref()
+    }
+
+    /// Sends one frame now, or queues a copy behind earlier frames to that peer.
+    /// The usual case, a frame to a rank of this host with nothing queued
+    /// before it, is inlined into the sends; the rest is [`Self::push_frame_any`].
+    /// (Out of line, the call's frame alone was a tenth of a small send's path.)
+    #[inline(always)]
+    pub(crate) fn push_frame(&mut self, peer: u32, h: &Header, payload: &[u8]) -> Result<()> {
+        if self.outq_len == 0 && peer != self.world_rank {
+            if let (Some(Route::Shm), Some(t)) = (self.route.get(peer as usize), self.shm.as_mut())
+            {
+                if t.try_send(peer, h, payload)? {
+                    if self.wake_ahead {
+                        // Noted, woken at the next wait (`wake_waiters`);
+                        // beyond 64 local ranks, the doorbells wake them.
+                        if let Some(j) = t.local_of(peer).filter(|&j| j < 64) {
+                            self.sent_to |= 1 << j;
+                        }
+                    }
+                    return Ok(());
+                }
+                // The ring is full: behind it, without a second try.
+                return self.queue_frame(peer, h, payload);
+            }
+        }
+        self.push_frame_any(peer, h, payload)
+    }
+
+    /// [`Self::push_frame`] for every frame.
+    #[inline(never)]
+    fn push_frame_any(&mut self, peer: u32, h: &Header, payload: &[u8]) -> Result<()> {
+        if peer == self.world_rank {
+            self.self_frames.push_back((*h, payload.to_vec()));
+            return Ok(());
+        }
+        // While a poll is delivering frames its transport is lent out; replies
+        // made then (Ack, Fin, Cts) wait in the queue, which the same progress
+        // pass flushes right after the poll.
+        if self.outq_len == 0 || self.outq.get(peer as usize).is_none_or(|q| q.is_empty()) {
+            let sent = match self.route.get(peer as usize) {
+                Some(Route::Shm) => match self.shm.as_mut() {
+                    Some(t) => t.try_send(peer, h, payload)?,
+                    None => false,
+                },
+                Some(Route::Net) => match self.net.as_mut() {
+                    Some(t) => t.try_send(peer, h, payload)?,
+                    None => false,
+                },
+                Some(Route::Me) => unreachable!("frames to self are queued above"),
+                None => return Err(Error::Protocol(format!("no route to rank {peer}"))),
+            };
+            if sent {
+                return Ok(());
+            }
+        }
+        self.queue_frame(peer, h, payload)
+    }
+
+    /// Queues a copy of a frame to `peer`, sent in order by `flush_outq`.
+    #[inline(never)]
+    fn queue_frame(&mut self, peer: u32, h: &Header, payload: &[u8]) -> Result<()> {
+        if self.outq.len() <= peer as usize {
+            self.outq
+                .resize_with(self.world_size as usize, VecDeque::new);
+        }
+        self.outq[peer as usize].push_back(OutFrame {
+            header: *h,
+            payload: payload.to_vec(),
+        });
+        self.outq_len += 1;
+        Ok(())
+    }
+
+    /// Handles one arrived frame. A frame that breaks the protocol is dropped with
+    /// a logged reason; it never takes the rank down.
+    ///
+    /// Inlined into the transports' poll closures: a well-formed eager frame
+    /// (the small-message path) is handled here, everything else out of line
+    /// in [`Engine::on_other_frame`]. Per message that saves two call frames
+    /// and the dispatch on the other kinds (`scripts/count-instructions.sh`).
+    #[inline(always)]
+    fn on_frame(&mut self, from: u32, h: &Header, p: &[u8]) {
+        self.counters.frames_in += 1;
+        if h.kind == Kind::Eager && h.len == p.len() as u64 {
+            self.on_eager(from, h, p);
+        } else {
+            self.on_other_frame(from, h, p);
+        }
+    }
+
+    /// Every frame but a well-formed eager one (see `on_frame`).
+    #[inline(never)]
+    fn on_other_frame(&mut self, from: u32, h: &Header, p: &[u8]) {
+        if let Err(e) = self.dispatch(from, h, p) {
+            log(
+                self.world_rank,
+                &format!("dropped a frame from rank {from}: {e}"),
+            );
+        }
+    }
+
+    /// Hands a frame to the handler registered for its kind; a kind nobody
+    /// registered is an error naming the kind and the peer.
+    pub(crate) fn dispatch(&mut self, from: u32, h: &Header, p: &[u8]) -> Result<()> {
+        match self.handlers.get(h.kind as usize).copied().flatten() {
+            Some(handle) => handle(self, from, h, p),
+            None => Err(Error::Protocol(format!(
+                "a frame of kind {:?} from rank {from}, which nothing on this rank handles",
+                h.kind
+            ))),
+        }
+    }
+
+    /// Makes `handle` the handler of frames of `kind`. Each kind has one
+    /// handler: registering a second is an error (two services claiming one
+    /// kind would each see half the frames).
+    pub(crate) fn register(&mut self, kind: Kind, handle: FrameHandler) -> Result<()> {
+        match self.handlers.get_mut(kind as usize) {
+            Some(slot @ None) => {
+                *slot = Some(handle);
+                Ok(())
+            }
+            Some(Some(_)) => Err(Error::Protocol(format!(
+                "frames of kind {kind:?} have a handler already"
+            ))),
+            None => Err(Error::Protocol(format!(
+                "frame kind {kind:?} is beyond the engine's table"
+            ))),
+        }
+    }
+
+    /// One pass over everything that can move. Returns how many events happened.
+    pub fn progress(&mut self) -> Result<usize> {
+        // Looks before it takes: this runs on every pass of a waiting rank,
+        // and `take` moves the whole (empty) value out and back.
+        if self.async_error.is_some() {
+            if let Some(e) = self.async_error.take() {
+                return Err(e);
+            }
+        }
+        let mut n = 0;
+        while let Some((h, p)) = self.self_frames.pop_front() {
+            let me = self.world_rank;
+            self.on_frame(me, &h, &p);
+            n += 1;
+        }
+        // Asked first: an empty poll's round robin is most of a waiting
+        // rank's pass, and that pass bounds how soon it sees a frame.
+        if self.shm.as_deref().is_some_and(|s| s.needs_poll()) {
+            if let Some(mut shm) = self.shm.take() {
+                let r = shm.poll_with(&mut |from, h: &Header, p: &[u8]| self.on_frame(from, h, p));
+                self.shm = Some(shm);
+                n += r?;
+            }
+        }
+        if let Some(mut net) = self.net.take() {
+            let r = net.poll(&mut |from, h, p| self.on_frame(from, h, p));
+            self.net = Some(net);
+            n += r?;
+        }
+        if self.svc.busy() {
+            n += crate::services::progress(self)?;
+        }
+        if self.outq_len > 0 {
+            n += self.flush_outq()?;
+        }
+        if !self.streaming.is_empty() {
+            n += self.stream_data()?;
+        }
+        if !self.pending_reads.is_empty() {
+            n += self.read_first_halves()?;
+        }
+        Ok(n)
+    }
+
+    /// Whether this host runs more ranks than it has cores (the waiting
+    /// policy and some collective algorithms differ then).
+    pub(crate) fn oversubscribed(&self) -> bool {
+        self.policy.oversubscribed
+    }
+
+    /// Whether anything is outstanding that other ranks may wait on while the
+    /// application computes (see `progress.rs`): then the progress thread looks
+    /// at the engine.
+    #[inline]
+    pub fn needs_async(&self) -> bool {
+        self.reqs.open > 0
+            || self.outq_len > 0
+            || !self.streaming.is_empty()
+            || !self.pending_reads.is_empty()
+            || self.svc.serving()
+    }
+
+    /// The progress thread's turn: progress until nothing moves (bounded, so
+    /// the application is never kept out for long). An error is kept for the
+    /// application's next call.
+    /// Returns whether anything moved.
+    pub fn async_pass(&mut self) -> bool {
+        if self.async_error.is_some() {
+            return false;
+        }
+        let mut moved = false;
+        for _ in 0..64 {
+            match self.progress() {
+                Ok(0) => break,
+                Ok(_) => {
+                    self.counters.async_passes += 1;
+                    moved = true;
+                }
+                Err(e) => {
+                    self.async_error = Some(e);
+                    break;
+                }
+            }
+        }
+        moved
+    }
+
+    fn flush_outq(&mut self) -> Result<usize> {
+        let mut n = 0;
+        for (peer, q) in self.outq.iter_mut().enumerate() {
+            if q.is_empty() {
+                continue;
+            }
+            let Some(t) = pick(&self.route, &mut self.shm, &mut self.net, peer as u32) else {
+                continue;
+            };
+            while let Some(f) = q.front() {
+                if !t.try_send(peer as u32, &f.header, &f.payload)? {
+                    break;
+                }
+                q.pop_front();
+                self.outq_len -= 1;
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kumi_core::config::Tuning;
+
+    /// An engine of a job of one rank, with no transport.
+    fn engine(tuning: &Tuning) -> Engine {
+        Engine::new(EngineSetup {
+            world_rank: 0,
+            world_size: 1,
+            shm: None,
+            net: None,
+            route: vec![Route::Me],
+            pids: vec![0],
+            watch: Watch::disabled(),
+            my_local: 0,
+            oversubscribed: false,
+            bound_cores: None,
+            tuning,
+            services: Services::new(crate::coll::Config::new(&tuning.coll, true)),
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn a_frame_of_a_kind_nobody_registered_is_an_error_naming_kind_and_peer() {
+        let mut e = engine(&Tuning::defaults());
+        // Point-to-point's kinds are the engine's own: a stray `Fin` reaches
+        // point-to-point, which refuses it for what it is.
+        let mut fin = Header::new(Kind::Fin);
+        fin.id = 77;
+        let err = e.dispatch(0, &fin, &[]).unwrap_err().to_string();
+        assert!(err.contains("unknown send request"), "{err}");
+        // The services' kinds are not, until they register.
+        for kind in [Kind::Combine, Kind::Rma, Kind::Ctx] {
+            let err = e
+                .dispatch(5, &Header::new(kind), &[])
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains(&format!("{kind:?}"))
+                    && err.contains("rank 5")
+                    && err.contains("nothing"),
+                "{err}"
+            );
+        }
+        crate::services::register(&mut e).unwrap();
+        let mut ask = Header::new(Kind::Ctx);
+        ask.flags = 0x80;
+        let err = e.dispatch(5, &ask, &[]).unwrap_err().to_string();
+        assert!(
+            err.contains("context frame"),
+            "the context service answers: {err}"
+        );
+        // One handler per kind.
+        let err = crate::services::register(&mut e).unwrap_err().to_string();
+        assert!(
+            err.contains("Combine") && err.contains("handler already"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_dropped_frame_does_not_take_the_rank_down() {
+        let mut e = engine(&Tuning::defaults());
+        // Through the arrival path (a frame to self), the frame is logged and
+        // dropped, and the engine goes on.
+        e.push_frame(0, &Header::new(Kind::Rma), &[]).unwrap();
+        assert_eq!(e.progress().unwrap(), 1);
+        assert_eq!(e.counters.frames_in, 1);
+        assert_eq!(e.progress().unwrap(), 0);
+    }
+}
