@@ -25,6 +25,7 @@
 //!   decides from those reports that some ranks can never continue.
 //! - [`rma`]: the active messages of one-sided access across hosts (put, get,
 //!   accumulate, lock) and their checks.
+//! - [`topo`]: process topologies (Cartesian grids, `MPI_Dims_create`, graphs).
 //! - [`rudp`]: reliable delivery over datagrams (sequence numbers, selective
 //!   acknowledgements, retransmission, credits), with `now` passed in.
 #![forbid(unsafe_code)]
@@ -42,6 +43,7 @@ pub mod matching;
 pub mod rankenv;
 pub mod rma;
 pub mod rudp;
+pub mod topo;
 
 /// Largest tag a user may pass (inclusive). Tags above it are reserved for kumi.
 pub const TAG_UB: i32 = (1 << 30) - 1;

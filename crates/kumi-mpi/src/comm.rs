@@ -403,94 +403,13 @@ pub(crate) fn neighbors(s: &mut State, comm: c_int) -> R<(Comm, Neighbors)> {
              topology",
         );
     };
-    let me = coords_of(&cart, c.rank());
-    let mut nb = Vec::with_capacity(2 * me.len());
-    for d in 0..me.len() {
-        for delta in [-1, 1] {
-            let mut x = me.clone();
-            x[d] += delta;
-            nb.push(rank_of(&cart, &x).map(|r| r as usize));
-        }
-    }
+    let nb = cart.neighbors(c.rank());
     Ok((c, Neighbors::Cart(nb)))
 }
 
-fn coords_of(cart: &Cart, mut rank: usize) -> Vec<c_int> {
-    let mut c = vec![0; cart.dims.len()];
-    for d in (0..cart.dims.len()).rev() {
-        let n = cart.dims[d].max(1) as usize;
-        c[d] = (rank % n) as c_int;
-        rank /= n;
-    }
-    c
-}
-
-/// Rank of `coords`; `None` if off a non-periodic edge.
-fn rank_of(cart: &Cart, coords: &[c_int]) -> Option<c_int> {
-    let mut r: i64 = 0;
-    for (d, &x) in coords.iter().enumerate() {
-        let n = cart.dims[d] as i64;
-        let mut x = x as i64;
-        if x < 0 || x >= n {
-            if !cart.periods[d] {
-                return None;
-            }
-            x = x.rem_euclid(n);
-        }
-        r = r * n + x;
-    }
-    Some(r as c_int)
-}
-
-/// Balanced factorization of `n` over the zero entries of `dims`.
+/// `MPI_Dims_create`'s factorization (`kumi::topo`), its errors as `MPI_ERR_DIMS`.
 fn dims_create(n: c_int, dims: &mut [c_int]) -> R<()> {
-    if n < 1 {
-        return err(MPI_ERR_DIMS, format!("nnodes {n} is not positive"));
-    }
-    let fixed: i64 = dims.iter().filter(|&&d| d > 0).map(|&d| d as i64).product();
-    if dims.iter().any(|&d| d < 0) {
-        return err(MPI_ERR_DIMS, "dims entries must be non-negative");
-    }
-    if fixed == 0 || n as i64 % fixed != 0 {
-        return err(
-            MPI_ERR_DIMS,
-            format!("{n} nodes cannot be split over the fixed dims (product {fixed})"),
-        );
-    }
-    let mut rest = n as i64 / fixed;
-    let free: Vec<usize> = (0..dims.len()).filter(|&i| dims[i] == 0).collect();
-    if free.is_empty() {
-        return if rest == 1 {
-            Ok(())
-        } else {
-            err(
-                MPI_ERR_DIMS,
-                format!("the dims multiply to {fixed}, not {n}"),
-            )
-        };
-    }
-    let mut primes = Vec::new();
-    let mut p = 2;
-    while p * p <= rest {
-        while rest % p == 0 {
-            primes.push(p);
-            rest /= p;
-        }
-        p += 1;
-    }
-    if rest > 1 {
-        primes.push(rest);
-    }
-    let mut vals = vec![1i64; free.len()];
-    for &q in primes.iter().rev() {
-        let i = (0..vals.len()).min_by_key(|&i| vals[i]).unwrap_or(0);
-        vals[i] *= q;
-    }
-    vals.sort_by(|a, b| b.cmp(a));
-    for (k, &i) in free.iter().enumerate() {
-        dims[i] = vals[k] as c_int;
-    }
-    Ok(())
+    kumi::topo::dims_create(n, dims).or_else(|m| err(MPI_ERR_DIMS, m))
 }
 
 /// `MPI_Group_incl`: the members at `rs` of `group`, in that order.
@@ -794,14 +713,7 @@ fn graph_rank(g: &(Vec<c_int>, Vec<c_int>), rank: c_int) -> R<usize> {
     }
 }
 
-/// Node `r`'s neighbours: its edges, in the order given.
-fn graph_neighbors(index: &[c_int], edges: &[c_int], r: usize) -> Vec<usize> {
-    let lo = if r == 0 { 0 } else { index[r - 1] as usize };
-    edges[lo..index[r] as usize]
-        .iter()
-        .map(|&e| e as usize)
-        .collect()
-}
+use kumi::topo::graph_neighbors;
 
 fn neighbor_ranks(p: *const c_int, n: c_int, size: usize, what: &str) -> R<Vec<usize>> {
     if n < 0 {
@@ -1389,16 +1301,14 @@ mpi! {
         let d = slice(dims, ndims, "dims")?.to_vec();
         let p: Vec<bool> = slice(periods, ndims, "periods")?.iter().map(|&x| x != 0).collect();
         let c = st()?.intra(comm_old)?;
-        if d.iter().any(|&x| x <= 0) {
-            return err(MPI_ERR_DIMS, format!("dims {d:?} has an entry that is not positive"));
-        }
-        let total: i64 = d.iter().map(|&x| x as i64).product();
+        let cart = Cart::new(d, p).or_else(|m| err(MPI_ERR_DIMS, m))?;
+        let (d, total) = (&cart.dims, cart.cells());
         if total > c.size() as i64 {
             return err(MPI_ERR_DIMS, format!("the grid {d:?} has {total} cells but the communicator only {} ranks", c.size()));
         }
         let inside = (c.rank() as i64) < total;
         let n = c.split(inside.then_some(0), c.rank() as i32)?;
-        new_comm(comm_old, n, Some(Cart { dims: d, periods: p }), comm_cart)
+        new_comm(comm_old, n, Some(cart), comm_cart)
     }
 
     fn MPI_Cart_coords / PMPI_Cart_coords(comm: c_int, rank: c_int, maxdims: c_int, coords: *mut c_int) {
@@ -1406,7 +1316,7 @@ mpi! {
         if rank < 0 || rank as usize >= c.size() {
             return err(MPI_ERR_RANK, format!("rank {rank} is not in the grid of {} ranks", c.size()));
         }
-        let v = coords_of(&cart, rank as usize);
+        let v = cart.coords(rank as usize);
         let o = slice_mut(coords, maxdims.min(v.len() as c_int), "coords")?;
         o.copy_from_slice(&v[..o.len()]);
         Ok(())
@@ -1415,7 +1325,7 @@ mpi! {
     fn MPI_Cart_rank / PMPI_Cart_rank(comm: c_int, coords: *const c_int, rank: *mut c_int) {
         let (cart, _) = cart_of(&mut *st()?, comm)?;
         let x = slice(coords, cart.dims.len() as c_int, "coords")?;
-        match rank_of(&cart, x) {
+        match cart.rank(x) {
             Some(r) => out(rank, "rank", r),
             None => err(MPI_ERR_RANK, format!("coordinates {x:?} are outside the non-periodic grid {:?}", cart.dims)),
         }
@@ -1426,41 +1336,24 @@ mpi! {
         if direction < 0 || direction as usize >= cart.dims.len() {
             return err(MPI_ERR_DIMS, format!("direction {direction} is not a dimension of the {}-d grid", cart.dims.len()));
         }
-        let me = coords_of(&cart, c.rank());
-        let at = |delta: c_int| {
-            let mut x = me.clone();
-            x[direction as usize] += delta;
-            rank_of(&cart, &x).unwrap_or(MPI_PROC_NULL)
-        };
-        out(rank_source, "rank_source", at(-disp))?;
-        out(rank_dest, "rank_dest", at(disp))
+        let (source, dest) = cart.shift(c.rank(), direction as usize, disp);
+        out(rank_source, "rank_source", source.unwrap_or(MPI_PROC_NULL))?;
+        out(rank_dest, "rank_dest", dest.unwrap_or(MPI_PROC_NULL))
     }
 
     fn MPI_Cart_sub / PMPI_Cart_sub(comm: c_int, remain_dims: *const c_int, newcomm: *mut c_int) {
         let (cart, c) = cart_of(&mut *st()?, comm)?;
         let keep: Vec<bool> = slice(remain_dims, cart.dims.len() as c_int, "remain_dims")?.iter().map(|&x| x != 0).collect();
-        let me = coords_of(&cart, c.rank());
         // Color: the coordinates along the dropped dimensions; key: along the kept.
-        let (mut color, mut key) = (0i64, 0i64);
-        for d in 0..cart.dims.len() {
-            if keep[d] {
-                key = key * cart.dims[d] as i64 + me[d] as i64;
-            } else {
-                color = color * cart.dims[d] as i64 + me[d] as i64;
-            }
-        }
-        let sub = Cart {
-            dims: (0..cart.dims.len()).filter(|&d| keep[d]).map(|d| cart.dims[d]).collect(),
-            periods: (0..cart.dims.len()).filter(|&d| keep[d]).map(|d| cart.periods[d]).collect(),
-        };
-        let n = c.split(Some(color as u32), key as i32)?;
+        let (sub, color, key) = cart.sub(c.rank(), &keep);
+        let n = c.split(Some(color), key)?;
         new_comm(comm, n, Some(sub), newcomm)
     }
 
     fn MPI_Cart_get / PMPI_Cart_get(comm: c_int, maxdims: c_int, dims: *mut c_int, periods: *mut c_int, coords: *mut c_int) {
         let (cart, c) = cart_of(&mut *st()?, comm)?;
         let n = maxdims.min(cart.dims.len() as c_int);
-        let me = coords_of(&cart, c.rank());
+        let me = cart.coords(c.rank());
         let (d, p, x) = (slice_mut(dims, n, "dims")?, slice_mut(periods, n, "periods")?, slice_mut(coords, n, "coords")?);
         for i in 0..n as usize {
             d[i] = cart.dims[i];
@@ -1820,28 +1713,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn dims_create_balances() {
+    fn dims_create_errors_are_mpi_err_dims() {
         let mut d = [0, 0];
         dims_create(12, &mut d).unwrap();
         assert_eq!(d, [4, 3]);
-        let mut d = [0, 3, 0];
-        dims_create(24, &mut d).unwrap();
-        assert_eq!(d, [4, 3, 2]);
-        let mut d = [0, 0, 0];
-        dims_create(7, &mut d).unwrap();
-        assert_eq!(d, [7, 1, 1]);
-        assert!(dims_create(10, &mut [3, 0]).is_err());
-    }
-
-    #[test]
-    fn cart_rank_and_coords() {
-        let c = Cart {
-            dims: vec![2, 3],
-            periods: vec![false, true],
-        };
-        assert_eq!(coords_of(&c, 4), vec![1, 1]);
-        assert_eq!(rank_of(&c, &[1, 1]), Some(4));
-        assert_eq!(rank_of(&c, &[1, -1]), Some(5));
-        assert_eq!(rank_of(&c, &[2, 0]), None);
+        assert_eq!(
+            dims_create(10, &mut [3, 0]).unwrap_err().class,
+            MPI_ERR_DIMS
+        );
     }
 }

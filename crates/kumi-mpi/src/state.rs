@@ -37,11 +37,7 @@ pub(crate) enum UserOp {
 }
 
 /// A Cartesian topology attached to a communicator.
-#[derive(Clone, Debug)]
-pub(crate) struct Cart {
-    pub dims: Vec<c_int>,
-    pub periods: Vec<bool>,
-}
+pub(crate) use kumi::topo::Cart;
 
 /// The constructor call that made a derived datatype: its combiner
 /// (`MPI_COMBINER_...`) and the integer, address and datatype arguments in

@@ -62,7 +62,7 @@ pub use coll::{
 pub use comm::{Comm, Idup};
 pub use engine::Counters;
 pub use error::{Error, Result};
-pub use kumi_core::{ANY_SOURCE, ANY_TAG, TAG_UB};
+pub use kumi_core::{topo, ANY_SOURCE, ANY_TAG, TAG_UB};
 /// Complex numbers for reductions (`Op::<Complex<f64>>::sum()`): the
 /// `num-complex` crate's type, laid out as C's `double _Complex`.
 pub use num_complex::Complex;
