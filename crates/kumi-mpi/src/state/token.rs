@@ -1,0 +1,295 @@
+//! Who may call the library now: the phase (before init, running,
+//! finalized), the thread that owns the state and, for
+//! `MPI_THREAD_SERIALIZED`, the token a thread holds while in a call; and
+//! the access to the one global [`State`] they guard.
+
+use super::*;
+
+/// Phases of the library: 0 before init, 1 running, 2 finalized (in
+/// [`STATE`]).
+#[inline(always)]
+pub(crate) fn phase() -> &'static AtomicU8 {
+    &STATE.phase
+}
+
+/// The communicator whose error handler handles the error of the current
+/// call (in [`STATE`]; see `crate::set_err_comm`).
+#[inline(always)]
+pub(crate) fn err_comm() -> &'static AtomicI32 {
+    &STATE.err_comm
+}
+
+pub(crate) static INIT_THREAD: OnceLock<ThreadId> = OnceLock::new();
+
+/// Records the calling thread as the one that initialized MPI.
+pub(crate) fn set_init_thread() {
+    let _ = INIT_THREAD.set(std::thread::current().id());
+    // Relaxed: see `Global::init_pthread`.
+    STATE
+        .init_pthread
+        .store(kumi::raw::thread_id(), Ordering::Relaxed);
+}
+
+/// What every call reads before its work, on one cache line: the phase, the
+/// initializing thread, the error communicator, the state's `RefCell` flag
+/// and (`State` is `repr(C)`, communicators first) the communicator table's
+/// header. See `State` for why lines matter.
+#[repr(C, align(64))]
+pub(super) struct Global {
+    phase: AtomicU8,
+    /// `MPI_THREAD_SERIALIZED` was asked for: then `init_pthread` is a token
+    /// that the thread inside MPI holds for the length of its call (0 when no
+    /// thread is inside), see [`Token`].
+    serialized: AtomicBool,
+    err_comm: AtomicI32,
+    /// The thread that may call with no further check: the initializing
+    /// thread while MPI runs under `MPI_THREAD_FUNNELED`; 0 before, after,
+    /// and under `MPI_THREAD_SERIALIZED`. One comparison stands for the
+    /// three of the other fields (the phase, the thread, the thread level)
+    /// on every call ([`Token::enter`], [`st`]); any other caller takes the
+    /// slow path, which checks them one by one. Relaxed: only the
+    /// initializing thread stores it (in `MPI_Init`, after the state is
+    /// installed and the Release store of `phase`; `MPI_Init_thread`; and
+    /// `MPI_Finalize`, before the state is taken), and only that thread can
+    /// find its own id in it, in program order; another thread finds 0 or
+    /// an id not its own and takes the slow path, whose Acquire load of
+    /// `phase` orders what it reads next.
+    owner: AtomicUsize,
+    /// [`kumi::raw::thread_id`] of the thread that initialized MPI (0 before): comparing it
+    /// with the caller's costs one load, where a thread-local flag costs a call
+    /// into the dynamic linker (`__tls_get_addr`) in a shared library. The
+    /// initializing thread lives as long as MPI is in use (its identity can only
+    /// be reused after it exits). Relaxed: written before the Release store of
+    /// `phase` that makes MPI "running", and read after the Acquire load of it
+    /// (`st`).
+    init_pthread: AtomicUsize,
+    /// The `RefCell`'s flag at byte 24, the state from byte 32: the
+    /// communicator table's first entry and vector header end the line.
+    state: RefCell<Option<State>>,
+}
+// SAFETY: the state is only ever touched by the thread that initialized MPI:
+// `st()` checks the calling thread against INIT_THREAD before borrowing, and
+// `install`/`take` are called from MPI_Init/MPI_Finalize on that thread. The
+// other fields are atomics.
+unsafe impl Sync for Global {}
+/// The library's state and the words every call reads first.
+pub(super) static STATE: Global = Global {
+    phase: AtomicU8::new(0),
+    serialized: AtomicBool::new(false),
+    err_comm: AtomicI32::new(MPI_COMM_WORLD),
+    owner: AtomicUsize::new(0),
+    init_pthread: AtomicUsize::new(0),
+    state: RefCell::new(None),
+};
+
+/// The right of one thread at a time to be inside MPI, under
+/// `MPI_THREAD_SERIALIZED` (see `Global::serialized`): taken on entry to an
+/// outermost MPI call, given back when it returns. The Acquire of the take
+/// and the Release of the give-back order one thread's use of the library's
+/// state before the next thread's, which is what makes the state (plain,
+/// single-threaded data) safe to hand from thread to thread. Under
+/// `MPI_THREAD_FUNNELED` (the default) the initializing thread holds it for
+/// good and taking it costs one load of a flag.
+pub(crate) struct Token(bool);
+
+impl Token {
+    /// Takes the token for this call. `Err` if another thread is inside MPI.
+    #[inline(always)]
+    pub(crate) fn enter() -> Result<Token, ()> {
+        // Relaxed: see `Global::owner`. Not `is_owner`: any owner means
+        // `MPI_THREAD_FUNNELED`, which needs no token; a call from another
+        // thread is refused by `st` (and the calls that do not use the state
+        // may be made from any thread, as before `MPI_Init`).
+        if STATE.owner.load(Ordering::Relaxed) != 0 {
+            return Ok(Token(false));
+        }
+        Self::enter_slow()
+    }
+
+    #[cold]
+    #[inline(never)]
+    pub(super) fn enter_slow() -> Result<Token, ()> {
+        // Relaxed: set once in MPI_Init_thread, before the Release store of
+        // `phase` that every call's Acquire load (in `st`) pairs with.
+        if !STATE.serialized.load(Ordering::Relaxed) {
+            return Ok(Token(false));
+        }
+        Self::take()
+    }
+
+    pub(super) fn take() -> Result<Token, ()> {
+        let me = kumi::raw::thread_id();
+        // Relaxed: only this thread stores its own id there.
+        if STATE.init_pthread.load(Ordering::Relaxed) == me {
+            return Ok(Token(false)); // a call made inside a call of ours
+        }
+        // Acquire: see everything the previous holder did (its Release).
+        match STATE
+            .init_pthread
+            .compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed)
+        {
+            Ok(_) => Ok(Token(true)),
+            Err(_) => Err(()),
+        }
+    }
+}
+
+impl Drop for Token {
+    fn drop(&mut self) {
+        if self.0 {
+            // Release: hands this call's effects to the next holder.
+            STATE.init_pthread.store(0, Ordering::Release);
+        }
+    }
+}
+
+/// Switches to `MPI_THREAD_SERIALIZED` (in `MPI_Init_thread`): from now on
+/// each call takes the token, and the initializing thread gives it up.
+pub(crate) fn set_serialized() {
+    STATE.serialized.store(true, Ordering::Relaxed);
+    clear_owner();
+    // Release: the initialization's effects go to the next holder.
+    STATE.init_pthread.store(0, Ordering::Release);
+}
+
+/// The thread level in force.
+pub(crate) fn serialized() -> bool {
+    STATE.serialized.load(Ordering::Relaxed)
+}
+
+pub(crate) fn on_init_thread() -> bool {
+    // Relaxed: see `Global::init_pthread`.
+    let t = STATE.init_pthread.load(Ordering::Relaxed);
+    t != 0 && t == kumi::raw::thread_id()
+}
+
+pub(crate) fn install(s: State) {
+    *STATE.state.borrow_mut() = Some(s);
+}
+
+pub(crate) fn take() -> Option<State> {
+    STATE.state.borrow_mut().take()
+}
+
+/// The state, for a call made between init and finalize on the init thread.
+///
+/// Inlined into every call, with the refusals out of line: returned from a
+/// function of its own, the borrow came back through memory and was loaded
+/// in wider words than it was stored in, which the processor cannot forward
+/// and waits for (the same holds for the other helpers every call makes:
+/// see `crate::guard`).
+#[inline(always)]
+pub(crate) fn st() -> R<RefMut<'static, State>> {
+    if !is_owner() {
+        return st_checked();
+    }
+    let Ok(b) = STATE.state.try_borrow_mut() else {
+        return reentered();
+    };
+    // SAFETY: the owner finds the state installed: `set_owner` runs after
+    // `install` and `clear_owner` before `take`, all on the owner's thread,
+    // the only one that finds its id in `Global::owner`.
+    Ok(RefMut::map(b, |s| unsafe { s.as_mut().unwrap_unchecked() }))
+}
+
+/// The state to read, for the fast path of a call that cannot block
+/// (`MPI_Isend`, `MPI_Irecv` of a predefined type), without the `RefCell`'s
+/// flag: taking and giving back the flag are two stores per call, and such
+/// a call is made by the thousand in a row, each store waiting in the
+/// processor's store buffer behind the previous message's stores into the
+/// ring (docs/BENCHMARKS.md, session 18). `None` when the caller is not
+/// `Global::owner` or the state is borrowed: the call's general path takes
+/// [`st`], which says why it refuses.
+///
+/// # Safety
+/// The caller must not borrow the state ([`st`], or anything that calls
+/// it: another MPI function, a user callback) while it holds the
+/// reference; the lifetime is the caller's to end.
+#[inline(always)]
+pub(crate) unsafe fn st_ref() -> Option<&'static State> {
+    if !is_owner() {
+        return None;
+    }
+    // SAFETY: the state is not borrowed mutably now (checked), and the
+    // caller's contract keeps it so while the reference lives; only the
+    // owner's thread touches the state (see `Global`'s Sync).
+    let s = unsafe { STATE.state.try_borrow_unguarded() }.ok()?;
+    // SAFETY: the owner finds the state installed, as in `st`.
+    Some(unsafe { s.as_ref().unwrap_unchecked() })
+}
+
+/// [`st`] for a caller other than `Global::owner`: under
+/// `MPI_THREAD_SERIALIZED`, or refused.
+#[inline(never)]
+pub(super) fn st_checked() -> R<RefMut<'static, State>> {
+    // Acquire pairs with the Release store at the end of MPI_Init: a thread that
+    // sees "running" also sees INIT_THREAD set.
+    if phase().load(Ordering::Acquire) != 1 || !on_init_thread() {
+        return refused();
+    }
+    match STATE.state.try_borrow_mut() {
+        Ok(b) => RefMut::filter_map(b, |s| s.as_mut()).or_else(|_| not_initialized()),
+        Err(_) => reentered(),
+    }
+}
+
+/// Whether the caller is `Global::owner`: MPI runs, under
+/// `MPI_THREAD_FUNNELED`, and this is its thread.
+#[inline(always)]
+pub(super) fn is_owner() -> bool {
+    // Relaxed: see `Global::owner`.
+    STATE.owner.load(Ordering::Relaxed) == kumi::raw::thread_id()
+}
+
+/// Makes the calling thread, which has just started MPI (the state
+/// installed, `phase` running), `Global::owner`: MPI starts under
+/// `MPI_THREAD_FUNNELED`, and `MPI_Init_thread` asking for more clears the
+/// owner after ([`set_serialized`]).
+pub(crate) fn set_owner() {
+    // Relaxed: see `Global::owner`.
+    STATE.owner.store(kumi::raw::thread_id(), Ordering::Relaxed);
+}
+
+/// Ends the fast path of [`is_owner`] (at `MPI_Finalize`, or when
+/// `MPI_Init_thread` switches to `MPI_THREAD_SERIALIZED`).
+pub(crate) fn clear_owner() {
+    // Relaxed: see `Global::owner`.
+    STATE.owner.store(0, Ordering::Relaxed);
+}
+
+/// Why [`st`] refuses a call: MPI is not running, or this is not its thread.
+#[cold]
+#[inline(never)]
+pub(super) fn refused<T>() -> R<T> {
+    // Acquire: see `st`.
+    match phase().load(Ordering::Acquire) {
+        0 => err(MPI_ERR_OTHER, "MPI is not initialized: call MPI_Init first"),
+        2 => err(MPI_ERR_OTHER, "MPI has been finalized"),
+        _ if serialized() => err(
+            MPI_ERR_OTHER,
+            "called while another thread is inside MPI; kumi provides \
+             MPI_THREAD_SERIALIZED: one thread at a time",
+        ),
+        _ => err(
+            MPI_ERR_OTHER,
+            "called from a thread other than the one that initialized MPI; kumi provides \
+             MPI_THREAD_FUNNELED unless MPI_Init_thread asks for more: only the main \
+             thread may make MPI calls",
+        ),
+    }
+}
+
+#[cold]
+#[inline(never)]
+pub(super) fn reentered<T>() -> R<T> {
+    err(
+        MPI_ERR_INTERN,
+        "MPI called from inside a callback of another MPI call",
+    )
+}
+
+#[cold]
+#[inline(never)]
+pub(super) fn not_initialized<T>() -> R<T> {
+    err(MPI_ERR_OTHER, "MPI is not initialized")
+}
