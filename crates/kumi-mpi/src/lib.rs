@@ -4,7 +4,10 @@
 //! values) calls `MPI_Send(buf, 4, MPI_INT, 1, 0, MPI_COMM_WORLD)`; this crate
 //! turns the integer handles into runtime objects and calls the runtime. It has
 //! no messaging logic of its own: point-to-point goes through [`kumi::raw`],
-//! layouts through [`kumi::datatype`], communicators through [`kumi::Comm`].
+//! layouts through [`kumi::datatype`], communicators through [`kumi::Comm`],
+//! process topologies through [`kumi::topo`]. What it does hold is MPI's own
+//! object model: handles, attributes and keyvals, error handlers and classes,
+//! and the argument checks each function's C signature needs.
 //!
 //! Design decisions a newcomer might otherwise undo:
 //! - **MPICH's ABI, not a new one.** Handles are `int` with MPICH's values

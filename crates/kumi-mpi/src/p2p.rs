@@ -1077,46 +1077,51 @@ mpi! {
     }
 }
 
+/// The nonblocking sends of every mode: the table path first where the
+/// mode allows it (not buffered: a buffered send copies into the attached
+/// buffer), then the general one. Inlined into each, with `mode` a constant.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn isend(
+    buf: *const c_void,
+    count: c_int,
+    datatype: c_int,
+    dest: c_int,
+    tag: c_int,
+    comm: c_int,
+    request: *mut c_int,
+    mode: SendMode,
+) -> R<()> {
+    let sync = matches!(mode, SendMode::Sync);
+    if !matches!(mode, SendMode::Buffered)
+        && isend_in_table(buf, count, datatype, dest, tag, comm, request, sync)?
+    {
+        return Ok(());
+    }
+    let mut s = st()?;
+    // Checked before the send starts: it must not go out unrequested.
+    crate::coll::need_request(request)?;
+    let r = start_send(&s, buf, count, datatype, dest, tag, comm, mode)?;
+    register_send(&mut s, r, comm, request)
+}
+
 mpi_nb! {
     fn MPI_Isend / PMPI_Isend(buf: *const c_void, count: c_int, datatype: c_int, dest: c_int, tag: c_int, comm: c_int, request: *mut c_int) {
-        if isend_in_table(buf, count, datatype, dest, tag, comm, request, false)? {
-            return Ok(());
-        }
-        let mut s = st()?;
-        // Checked before the send starts: it must not go out unrequested.
-        crate::coll::need_request(request)?;
-        let r = start_send(&s, buf, count, datatype, dest, tag, comm, SendMode::Standard)?;
-        register_send(&mut s, r, comm, request)
+        isend(buf, count, datatype, dest, tag, comm, request, SendMode::Standard)
     }
 
+    // A ready send is a standard one here: it may assume a posted receive,
+    // and needs none.
     fn MPI_Irsend / PMPI_Irsend(buf: *const c_void, count: c_int, datatype: c_int, dest: c_int, tag: c_int, comm: c_int, request: *mut c_int) {
-        if isend_in_table(buf, count, datatype, dest, tag, comm, request, false)? {
-            return Ok(());
-        }
-        let mut s = st()?;
-        // Checked before the send starts: it must not go out unrequested.
-        crate::coll::need_request(request)?;
-        let r = start_send(&s, buf, count, datatype, dest, tag, comm, SendMode::Standard)?;
-        register_send(&mut s, r, comm, request)
+        isend(buf, count, datatype, dest, tag, comm, request, SendMode::Standard)
     }
 
     fn MPI_Issend / PMPI_Issend(buf: *const c_void, count: c_int, datatype: c_int, dest: c_int, tag: c_int, comm: c_int, request: *mut c_int) {
-        if isend_in_table(buf, count, datatype, dest, tag, comm, request, true)? {
-            return Ok(());
-        }
-        let mut s = st()?;
-        // Checked before the send starts: it must not go out unrequested.
-        crate::coll::need_request(request)?;
-        let r = start_send(&s, buf, count, datatype, dest, tag, comm, SendMode::Sync)?;
-        register_send(&mut s, r, comm, request)
+        isend(buf, count, datatype, dest, tag, comm, request, SendMode::Sync)
     }
 
     fn MPI_Ibsend / PMPI_Ibsend(buf: *const c_void, count: c_int, datatype: c_int, dest: c_int, tag: c_int, comm: c_int, request: *mut c_int) {
-        let mut s = st()?;
-        // Checked before the send starts: it must not go out unrequested.
-        crate::coll::need_request(request)?;
-        let r = start_send(&s, buf, count, datatype, dest, tag, comm, SendMode::Buffered)?;
-        register_send(&mut s, r, comm, request)
+        isend(buf, count, datatype, dest, tag, comm, request, SendMode::Buffered)
     }
 
     fn MPI_Irecv / PMPI_Irecv(buf: *mut c_void, count: c_int, datatype: c_int, source: c_int, tag: c_int, comm: c_int, request: *mut c_int) {

@@ -1,10 +1,13 @@
 //! kumi: the runtime a rank links.
 //!
 //! A program calls [`init`] once, gets a [`Universe`], and talks to other ranks
-//! through communicators ([`Comm`]) with MPI's point-to-point semantics:
-//! blocking and nonblocking sends and receives, wildcards, probes, statuses,
-//! per-sender order, `dup` and `split`. Started by `kumi run -n N`, the program is
-//! one of N ranks; started by hand, it is a job of size 1.
+//! through communicators ([`Comm`]): MPI's point-to-point semantics (blocking
+//! and nonblocking sends and receives, wildcards, probes, statuses, per-sender
+//! order), node-aware collectives and the combining service ([`Combiner`]),
+//! one-sided windows ([`win`]), parallel files ([`file`]), inter-communicators
+//! ([`inter`]) and process topologies ([`topo`]). [`raw`] is the untyped
+//! interface the MPI library (`kumi-mpi`) maps onto. Started by `kumi run -n
+//! N`, the program is one of N ranks; started by hand, it is a job of size 1.
 //!
 //! ```no_run
 //! let universe = kumi::init()?;
@@ -19,8 +22,15 @@
 //! # Ok::<(), kumi::Error>(())
 //! ```
 //!
-//! May depend on: kumi-core (protocol logic) and kumi-transport (moving frames).
-//! The launcher and the CLI sit above it and are never linked into a rank.
+//! May depend on: kumi-core (protocol logic, configuration) and kumi-transport
+//! (moving frames). The launcher never links it; the CLI does, for the ranks
+//! of `kumi bench` (`kumi bench-rank`), which are kumi programs like any other.
+//!
+//! Inside: the engine (`engine/`: transports, frames in and out, the
+//! point-to-point protocol, requests, waiting) and the services beside it
+//! (`services.rs`: collectives, one-sided access, contexts), which register
+//! the frame kinds they handle; the configuration is read once, in [`init`],
+//! and passed down.
 //!
 //! Design decisions a newcomer might otherwise undo:
 //! - **Progress happens inside kumi calls**, on the calling thread: no thread

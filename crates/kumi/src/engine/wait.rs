@@ -87,11 +87,9 @@ impl WaitPolicy {
     /// and does not spin at all; after 50 ms of yielding it sleeps. Not
     /// sooner: a yield costs the core's other ranks almost nothing, while a
     /// rank asleep costs whoever needs it a wake-up of 50 us to milliseconds
-    /// (the scheduler places a woken task by its lag). When a stall of the
-    /// machine (another tenant, a busy host) made waits pass a 2 ms bound,
-    /// ranks fell asleep one after another and each one's wake-up lengthened
-    /// the others' waits past the bound again: collectives at np=8 took
-    /// milliseconds instead of microseconds until the stalls ended
+    /// (the scheduler places a woken task by its lag); with a short bound, a
+    /// stall of the machine made ranks fall asleep one after another, each
+    /// wake-up lengthening the others' waits past the bound again
     /// (docs/BENCHMARKS.md, session 6). The numbers are measured choices,
     /// overridable: `KUMI_POLLS`, `KUMI_SPIN_US`, `KUMI_YIELD_US`,
     /// `KUMI_SLEEP_MS` (the configuration's [`kumi_core::config::Wait`]).
@@ -285,19 +283,15 @@ impl Engine {
         let mut until_yield = 0u32;
         let mut idle_since: Option<Instant> = None;
         let mut started: Option<Instant> = None;
-        // Why a waiting rank yields: two ranks that wait on each other often
-        // end up on ONE core, even with a core free for each. Seen with perf on
-        // this 2-core VM: both ranks on one CPU for a whole run while the other
-        // ran a compiler or a stress test; over TCP it happens on an idle
-        // machine too, because a rank asleep in epoll is woken by its peer's
-        // send and the kernel treats a socket wake-up as synchronous (the waker
-        // is expected to sleep next), so it moves the wakee onto the waker's
-        // core. A rank that then only spins keeps the peer it waits for off the
-        // core until its spin budget ends (200 us) or the scheduler preempts it
-        // at a tick (4 ms): the 235 us / 4 ms TCP latencies, and 210 us on
-        // shared memory under load. `sched_yield` hands the core over at once
-        // when the peer shares it and costs one cheap system call (~0.3 us)
-        // when nothing else wants the core. So:
+        // Why a waiting rank yields: two ranks that wait on each other can
+        // end up on one core even with a core free for each (under load; and
+        // over TCP on an idle machine too, since the kernel treats a socket
+        // wake-up as synchronous and moves the wakee onto the waker's core).
+        // A rank that then only spins keeps the peer it waits for off the
+        // core until its spin budget ends or the scheduler's next tick;
+        // `sched_yield` hands the core over at once when the peer shares it,
+        // and is one cheap system call when nothing else wants the core
+        // (docs/BENCHMARKS.md, "Why a waiting rank yields"). So:
         // - network only: every empty pass makes a system call anyway
         //   (`epoll_wait`, ~0.5 us); yield on each;
         // - network and shared memory: yield on one empty pass in 8;
