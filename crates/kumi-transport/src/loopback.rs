@@ -5,10 +5,9 @@
 
 use crate::{Sink, Transport};
 use kumi_core::header::Header;
-use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::io;
-use std::rc::Rc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 type Queue = VecDeque<(u32, Header, Vec<u8>)>;
@@ -16,7 +15,9 @@ type Queue = VecDeque<(u32, Header, Vec<u8>)>;
 /// One endpoint of a loopback fabric.
 pub struct Loopback {
     me: u32,
-    inboxes: Rc<Vec<RefCell<Queue>>>,
+    /// Shared by the endpoints (behind mutexes, so an endpoint is `Send`,
+    /// as the engine's network transport must be; tests use one thread).
+    inboxes: Arc<Vec<Mutex<Queue>>>,
     capacity: usize,
     max_payload: usize,
 }
@@ -24,9 +25,9 @@ pub struct Loopback {
 impl Loopback {
     /// `n` connected endpoints; each inbox holds at most `capacity` frames.
     pub fn fabric(n: usize, capacity: usize, max_payload: usize) -> Vec<Loopback> {
-        let inboxes = Rc::new(
+        let inboxes = Arc::new(
             (0..n)
-                .map(|_| RefCell::new(VecDeque::new()))
+                .map(|_| Mutex::new(VecDeque::new()))
                 .collect::<Vec<_>>(),
         );
         (0..n as u32)
@@ -40,6 +41,14 @@ impl Loopback {
     }
 }
 
+impl Loopback {
+    fn inbox(&self, rank: usize) -> MutexGuard<'_, Queue> {
+        self.inboxes[rank]
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
 impl Transport for Loopback {
     fn name(&self) -> &'static str {
         "loopback"
@@ -50,19 +59,19 @@ impl Transport for Loopback {
     }
 
     fn try_send(&mut self, peer: u32, header: &Header, payload: &[u8]) -> io::Result<bool> {
-        let inbox = self.inboxes.get(peer as usize).ok_or_else(|| {
-            io::Error::new(
+        if self.inboxes.get(peer as usize).is_none() {
+            return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!("no loopback peer {peer}"),
-            )
-        })?;
+            ));
+        }
         if payload.len() > self.max_payload {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "payload above max_payload",
             ));
         }
-        let mut q = inbox.borrow_mut();
+        let mut q = self.inbox(peer as usize);
         if q.len() >= self.capacity {
             return Ok(false);
         }
@@ -73,7 +82,7 @@ impl Transport for Loopback {
     fn poll(&mut self, sink: &mut Sink<'_>) -> io::Result<usize> {
         let mut n = 0;
         loop {
-            let next = self.inboxes[self.me as usize].borrow_mut().pop_front();
+            let next = self.inbox(self.me as usize).pop_front();
             match next {
                 Some((from, h, p)) => {
                     sink(from, &h, &p);
@@ -85,7 +94,7 @@ impl Transport for Loopback {
     }
 
     fn prepare_sleep(&mut self) -> bool {
-        self.inboxes[self.me as usize].borrow().is_empty()
+        self.inbox(self.me as usize).is_empty()
     }
 
     fn sleep(&mut self, _timeout: Duration) {}

@@ -23,6 +23,8 @@
 //! full is copied to a per-peer overflow queue (allocation only then).
 
 mod p2p;
+#[cfg(test)]
+mod p2p_model;
 mod slab;
 mod wait;
 
