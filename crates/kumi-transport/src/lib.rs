@@ -26,9 +26,15 @@
 //! 5. **Errors.** A frame that breaks the protocol (bad kind, impossible length) is
 //!    an error from `poll` naming the peer; the transport never panics on input.
 //!
-//! Single-copy transfers (large messages read straight from the sender's memory)
-//! are a capability of a transport pair, not part of this trait: the runtime asks
-//! the shared-memory module directly.
+//! 6. **Capabilities.** What a transport may offer beyond moving frames is
+//!    [`Capabilities`]: single copy (a peer's buffers read or written in
+//!    place), turns on an oversubscribed host (who waits for whom, who should
+//!    keep a shared core), the call a rank is blocked in published where the
+//!    launcher reads it after a crash, and an inlined poll. Each has a default
+//!    that says "not offered"; a transport implements what it has, and the
+//!    runtime's engine reaches its transports through [`Transport`] and
+//!    [`Capabilities`] alone. Doorbells (sleeping until a frame may have
+//!    arrived) are [`Transport::prepare_sleep`] and [`Transport::sleep`].
 //!
 //! [`Header`]: kumi_core::header::Header
 
@@ -75,6 +81,98 @@ pub trait Transport {
     /// Withdraws an announcement made by `prepare_sleep` without sleeping.
     fn cancel_sleep(&mut self);
 }
+
+/// What a transport may offer beyond [`Transport`] (contract item 6). Every
+/// method has a default that says "not offered", so a transport implements
+/// only what it has; the shared-memory transport implements them all.
+pub trait Capabilities: Transport {
+    /// Whether [`Transport::poll`] may find something: `false` lets a
+    /// waiting rank skip the poll. Default: always poll.
+    #[inline]
+    fn needs_poll(&self) -> bool {
+        true
+    }
+
+    /// [`Transport::poll`] with the sink's type known, so the caller's
+    /// handling of a frame can be compiled into the loop that finds it (the
+    /// small-message path). Default: through [`Transport::poll`].
+    #[inline]
+    fn poll_with<F: FnMut(u32, &Header, &[u8]) + ?Sized>(
+        &mut self,
+        sink: &mut F,
+    ) -> io::Result<usize>
+    where
+        Self: Sized,
+    {
+        self.poll(&mut |from, h, p| sink(from, h, p))
+    }
+
+    /// Single copy: the process whose memory holds world rank `peer`'s
+    /// buffers, for [`cma`]; `None`: not offered (the runtime then has large
+    /// messages pushed in chunks).
+    fn single_copy_pid(&self, _peer: u32) -> Option<i32> {
+        None
+    }
+
+    /// Publishes the call this rank is in where the launcher can read it
+    /// even after the rank died. Default: not published.
+    fn publish_call(&self, _call: kumi_core::call::Call) {}
+
+    /// This host's index of world rank `peer`, if the transport serves it
+    /// as a rank of this host (the turns below name local ranks).
+    fn local_of(&self, _peer: u32) -> Option<usize> {
+        None
+    }
+
+    /// Turns: publishes what this rank waits for, for the ranks sharing its
+    /// core. Default: nothing published.
+    fn publish_awaits(&self, _awaits: Awaits) {}
+
+    /// Turns: wakes the ranks asleep in a wait for local rank `local`'s
+    /// message (a frame was just sent to it). Default: none to wake.
+    fn wake_waiters_of(&self, _local: usize) {}
+
+    /// Turns: what this rank, bound with the host's ranks to `cores` cores
+    /// and waiting for local rank `src`, does with its core. Default: yield
+    /// as usual.
+    fn turn(&self, _src: usize, _cores: usize) -> Turn {
+        Turn::Yield
+    }
+
+    /// Whether another awake rank of this host last ran on this rank's CPU
+    /// (then a waiting rank should yield). Default: assume so.
+    fn shares_core(&mut self) -> bool {
+        true
+    }
+}
+
+/// What a waiting rank waits for, as published for turns
+/// ([`Capabilities::publish_awaits`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Awaits {
+    /// Nothing: the rank runs.
+    Nothing,
+    /// Something other than one local rank (any source, a collective,
+    /// several requests).
+    Other,
+    /// A message of this local rank.
+    Local(usize),
+}
+
+/// What a waiting rank bound to a core does with it ([`Capabilities::turn`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Turn {
+    /// Keep it: this rank is nearest to the next message.
+    Keep,
+    /// Hand it on: an awake rank of the core is strictly nearer.
+    Pass,
+    /// Yield as usual: a tie, a chain that reaches a wait for something
+    /// other than one local rank (that rank may need the core at any
+    /// moment), or nothing known.
+    Yield,
+}
+
+impl Capabilities for loopback::Loopback {}
 
 /// What every network transport knows of its rank and job (the part of
 /// [`tcp::TcpConfig`] and [`udp::UdpConfig`] they share).

@@ -3,11 +3,8 @@
 #![cfg(not(loom))]
 
 use kumi_core::header::{Header, Kind};
-use kumi_transport::shm::{
-    owner_alive, process_start_time, Segment, ShmConfig, ShmTransport, Turn, AWAITS_NOTHING,
-    AWAITS_OTHER,
-};
-use kumi_transport::Transport;
+use kumi_transport::shm::{owner_alive, process_start_time, Segment, ShmConfig, ShmTransport};
+use kumi_transport::{Awaits, Capabilities, Transport, Turn};
 use std::io::Write;
 use std::os::fd::{AsFd, OwnedFd};
 use std::time::{Duration, Instant};
@@ -526,7 +523,7 @@ fn eight_on_two_cores(tag: &str) -> Vec<ShmTransport> {
 
 /// Publishes that local rank `i` waits for local rank `src`.
 fn waits_for(ts: &[ShmTransport], i: usize, src: usize) {
-    ts[i].publish_awaits(src as u32 + 1);
+    ts[i].publish_awaits(Awaits::Local(src));
 }
 
 /// Local rank `from` sends an 8-byte token to local rank `to`.
@@ -576,7 +573,7 @@ fn core_goes_to_the_rank_nearest_the_token() {
 
     // Rank 2 takes the message and runs: it is live, and rank 4 waits behind it.
     assert_eq!(ts[2].poll(&mut |_, _, _| ()).unwrap(), 1);
-    ts[2].publish_awaits(AWAITS_NOTHING);
+    ts[2].publish_awaits(Awaits::Nothing);
     assert_ne!(ts[4].turn(3, 2), Turn::Keep, "rank 2 runs on core 0");
     // It sends on and waits: rank 4 is nearest on core 0 again, one away.
     send_token(&mut ts, 2, 3);
@@ -605,12 +602,12 @@ fn core_is_not_kept_on_ties_unknown_waits_or_cycles() {
     assert_eq!(ts[2].turn(1, 2), Turn::Yield, "tie with rank 0");
     // Rank 2 waits for something else instead (any source, a collective):
     // it may need the core at any moment.
-    ts[2].publish_awaits(AWAITS_OTHER);
+    ts[2].publish_awaits(Awaits::Other);
     // It is yielded to, never slept for (it would send a ping-pong's rank
     // to sleep beside a rank in a barrier).
     assert_eq!(ts[0].turn(1, 2), Turn::Yield, "rank 2's wait is not known");
     // Running, it is a rank nearer than rank 0: rank 0 hands the core on.
-    ts[2].publish_awaits(AWAITS_NOTHING);
+    ts[2].publish_awaits(Awaits::Nothing);
     assert_eq!(ts[0].turn(1, 2), Turn::Pass, "rank 2 runs");
     // Asleep, it takes no turn of the core: rank 0 keeps it.
     assert!(ts[2].prepare_sleep());

@@ -85,8 +85,8 @@ use kumi_core::call::Call;
 use kumi_core::config::{self, Tuning};
 use kumi_core::control::ToLauncher;
 use kumi_core::rankenv::RankEnv;
-use kumi_transport::cma;
 use kumi_transport::shm::{Segment, ShmConfig, ShmTransport};
+use kumi_transport::{cma, Capabilities};
 use progress::{EngineRef, Shared};
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -205,8 +205,8 @@ pub fn init() -> Result<Universe> {
     };
     let mut pids = vec![0i32; id.size as usize];
     if let Some(shm) = &shm {
-        for (l, &g) in globals.iter().enumerate() {
-            pids[g as usize] = shm.segment().rank_block(l).pid() as i32;
+        for &g in &globals {
+            pids[g as usize] = shm.single_copy_pid(g).unwrap_or(0);
         }
     }
     let control = control.map(|c| Arc::new(Mutex::new(c)));

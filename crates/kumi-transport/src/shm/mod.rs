@@ -35,4 +35,4 @@ pub use segment::{
     MAX_RING, MIN_RING, RANK_BLOCK_BYTES, STATE_ATTACHED, STATE_EMPTY, STATE_FINALIZED, VERSION,
 };
 #[cfg(not(loom))]
-pub use transport::{ShmTransport, Turn};
+pub use transport::ShmTransport;

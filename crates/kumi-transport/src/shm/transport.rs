@@ -57,7 +57,8 @@ use super::segment::{
     owner_alive, process_start_time, RankBlock, Segment, AWAITS_NOTHING, AWAITS_OTHER, STATE_EMPTY,
 };
 use crate::sync::{fence, Ordering};
-use crate::{Sink, Transport};
+use crate::{Awaits, Capabilities, Sink, Transport, Turn};
+use kumi_core::call::Call;
 use kumi_core::header::{Header, COMPACT_HEADER_BYTES, HEADER_BYTES};
 use rustix::thread::{futex, membarrier, MembarrierCommand};
 use std::io;
@@ -200,6 +201,87 @@ impl ShmTransport {
         self.me
     }
 
+    /// One step along a chain of waits from local rank `j` (see
+    /// [`ShmTransport::turn`]).
+    fn chain_step(&self, j: usize) -> Step {
+        let s = match self.segment.rank_block(j).awaits() {
+            AWAITS_NOTHING => return Step::Live,
+            AWAITS_OTHER => return Step::Unknown,
+            a => (a - 1) as usize,
+        };
+        if s >= self.globals.len() || s == j {
+            return Step::Unknown;
+        }
+        if looks_unread(&ring_mem(&self.segment, s, j)) {
+            return Step::Live;
+        }
+        Step::Waits(s)
+    }
+
+    /// Makes this rank's side of the sleep protocol use full fences instead of
+    /// `membarrier` (module doc), as `KUMI_SHM_MEMBARRIER=off` does. For a
+    /// host with more ranks than cores, where ranks sleep often (they hand
+    /// their core to the rank nearest to the next message, `turn`): a
+    /// `membarrier` per sleep made a ring of 8 ranks on 2 cores take 12 us a
+    /// hop instead of 1.1, and a full fence per send costs tens of
+    /// nanoseconds in hops of a microsecond. Every rank of the host must make
+    /// the same choice (a sender without the fence and a sleeper without the
+    /// `membarrier` could miss each other): it is made from the host's rank
+    /// and core counts, which they all share.
+    pub fn use_full_fences(&mut self) {
+        self.asym = false;
+    }
+
+    /// Rings local rank `j`'s doorbell, waking it if it sleeps (a spurious
+    /// wake-up as far as it knows). For the runtime's abort path.
+    pub fn wake(&self, j: usize) {
+        Self::ring_doorbell(self.segment.rank_block(j));
+    }
+
+    fn ring_doorbell(block: &RankBlock) {
+        // Release: a sleeper that reads the new value in `prepare_sleep` also
+        // sees what we published before (it then finds the record and stays up).
+        block.doorbell().fetch_add(1, Ordering::Release);
+        // Shared futex: the word is in a MAP_SHARED mapping of other processes.
+        // An error (e.g. EFAULT) cannot happen for a valid mapping; if it did, the
+        // sleeper would still wake at its timeout.
+        let _ = futex::wake(block.doorbell(), futex::Flags::empty(), 1);
+    }
+
+    /// After a tail publication on ring `[j][me]`: wake `j` if it sleeps for room.
+    #[inline]
+    fn wake_producer_if_waiting(&self, j: usize) {
+        if self.inc[j].producer_waiting(!self.asym) {
+            Self::ring_doorbell(self.segment.rank_block(j));
+        }
+    }
+
+    fn peer_error(&self, j: usize, what: &str) -> io::Error {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "shm: bad frame from rank {} (local {j}): {what}",
+                self.globals[j]
+            ),
+        )
+    }
+
+    fn clear_sleep_flags(&mut self) {
+        // Relaxed: withdrawing an announcement publishes nothing; a sender that
+        // still sees the old 1 merely rings once more (a spurious wake-up).
+        self.segment
+            .rank_block(self.me)
+            .sleeping()
+            .store(0, Ordering::Relaxed);
+        for p in &self.out {
+            if p.is_blocked() {
+                p.set_want_room(false);
+            }
+        }
+    }
+}
+
+impl Capabilities for ShmTransport {
     /// Whether another local rank that is awake last ran on the CPU this
     /// rank runs on now: then a rank that waits for messages should yield,
     /// as that neighbour (often the very peer it waits for) cannot run while
@@ -209,7 +291,7 @@ impl ShmTransport {
     /// Costs a `sched_getcpu` (glibc reads it from the rseq area: a load) and
     /// one load per local rank, of lines their owners write only when they
     /// move to another CPU.
-    pub fn shares_core(&mut self) -> bool {
+    fn shares_core(&mut self) -> bool {
         // SAFETY: sched_getcpu has no preconditions; -1 means unknown.
         let cpu = unsafe { libc::sched_getcpu() };
         let Ok(cpu) = u32::try_from(cpu) else {
@@ -251,7 +333,7 @@ impl ShmTransport {
     /// nearest live rank: a rank the scheduler gave the core by mistake finds
     /// out after two steps per chain in the ring above. With more than
     /// `CORE_CHAINS` (32) awake ranks on the core it yields.
-    pub fn turn(&self, src: usize, cores: usize) -> Turn {
+    fn turn(&self, src: usize, cores: usize) -> Turn {
         let n = self.globals.len();
         if cores == 0 || src >= n || src == self.me {
             return Turn::Yield;
@@ -313,7 +395,7 @@ impl ShmTransport {
     /// their core's run queue by the time it sends. Advisory: a rank that
     /// announces its sleep just after this look is not woken ahead, and
     /// wakes when its own message rings its doorbell.
-    pub fn wake_waiters_of(&self, j: usize) {
+    fn wake_waiters_of(&self, j: usize) {
         for k in 0..self.globals.len() {
             let b = self.segment.rank_block(k);
             if k != self.me && b.is_asleep() && b.awaits() == j as u32 + 1 {
@@ -322,45 +404,28 @@ impl ShmTransport {
         }
     }
 
-    /// One step along a chain of waits from local rank `j` (see
-    /// [`ShmTransport::turn`]).
-    fn chain_step(&self, j: usize) -> Step {
-        let s = match self.segment.rank_block(j).awaits() {
-            AWAITS_NOTHING => return Step::Live,
-            AWAITS_OTHER => return Step::Unknown,
-            a => (a - 1) as usize,
-        };
-        if s >= self.globals.len() || s == j {
-            return Step::Unknown;
-        }
-        if looks_unread(&ring_mem(&self.segment, s, j)) {
-            return Step::Live;
-        }
-        Step::Waits(s)
-    }
-
-    /// Makes this rank's side of the sleep protocol use full fences instead of
-    /// `membarrier` (module doc), as `KUMI_SHM_MEMBARRIER=off` does. For a
-    /// host with more ranks than cores, where ranks sleep often (they hand
-    /// their core to the rank nearest to the next message, `turn`): a
-    /// `membarrier` per sleep made a ring of 8 ranks on 2 cores take 12 us a
-    /// hop instead of 1.1, and a full fence per send costs tens of
-    /// nanoseconds in hops of a microsecond. Every rank of the host must make
-    /// the same choice (a sender without the fence and a sleeper without the
-    /// `membarrier` could miss each other): it is made from the host's rank
-    /// and core counts, which they all share.
-    pub fn use_full_fences(&mut self) {
-        self.asym = false;
-    }
-
     /// Publishes what this rank waits for (see [`RankBlock::awaits`]).
     #[inline]
-    pub fn publish_awaits(&self, v: u32) {
+    fn publish_awaits(&self, awaits: Awaits) {
+        let v = match awaits {
+            Awaits::Nothing => AWAITS_NOTHING,
+            Awaits::Other => AWAITS_OTHER,
+            Awaits::Local(l) => l as u32 + 1,
+        };
         self.segment.rank_block(self.me).set_awaits(v);
     }
 
+    fn publish_call(&self, call: Call) {
+        self.segment.rank_block(self.me).set_call(call);
+    }
+
+    fn single_copy_pid(&self, peer: u32) -> Option<i32> {
+        let pid = self.segment.rank_block(self.local_of(peer)?).pid();
+        i32::try_from(pid).ok().filter(|&p| p > 0)
+    }
+
     /// Local rank of global rank `peer`, if it is on this host.
-    pub fn local_of(&self, peer: u32) -> Option<usize> {
+    fn local_of(&self, peer: u32) -> Option<usize> {
         match &self.map {
             PeerMap::Contiguous(base) => peer
                 .checked_sub(*base)
@@ -373,30 +438,14 @@ impl ShmTransport {
         }
     }
 
-    /// Rings local rank `j`'s doorbell, waking it if it sleeps (a spurious
-    /// wake-up as far as it knows). For the runtime's abort path.
-    pub fn wake(&self, j: usize) {
-        Self::ring_doorbell(self.segment.rank_block(j));
-    }
-
     /// Whether [`Transport::poll`] has anything to do: a record ready, or a
     /// consumed stretch of a ring not handed back to its producer yet (a poll
     /// that stops at its per-ring budget leaves one). No side effects; a load
     /// and a compare per ring, where an empty poll runs its round robin: the
     /// engine asks this first on every pass of a waiting rank.
     #[inline]
-    pub fn needs_poll(&self) -> bool {
+    fn needs_poll(&self) -> bool {
         self.inc.iter().any(|c| c.ready() || c.behind())
-    }
-
-    fn ring_doorbell(block: &RankBlock) {
-        // Release: a sleeper that reads the new value in `prepare_sleep` also
-        // sees what we published before (it then finds the record and stays up).
-        block.doorbell().fetch_add(1, Ordering::Release);
-        // Shared futex: the word is in a MAP_SHARED mapping of other processes.
-        // An error (e.g. EFAULT) cannot happen for a valid mapping; if it did, the
-        // sleeper would still wake at its timeout.
-        let _ = futex::wake(block.doorbell(), futex::Flags::empty(), 1);
     }
 
     /// [`Transport::poll`] with the sink's type known, so that the caller's
@@ -404,7 +453,7 @@ impl ShmTransport {
     /// calls this: through the trait, the sink was a call through a pointer
     /// with its own frame, a sixth of a received small message's path).
     #[inline]
-    pub fn poll_with<F: FnMut(u32, &Header, &[u8]) + ?Sized>(
+    fn poll_with<F: FnMut(u32, &Header, &[u8]) + ?Sized>(
         &mut self,
         sink: &mut F,
     ) -> io::Result<usize> {
@@ -463,51 +512,6 @@ impl ShmTransport {
         }
         Ok(total)
     }
-
-    /// After a tail publication on ring `[j][me]`: wake `j` if it sleeps for room.
-    #[inline]
-    fn wake_producer_if_waiting(&self, j: usize) {
-        if self.inc[j].producer_waiting(!self.asym) {
-            Self::ring_doorbell(self.segment.rank_block(j));
-        }
-    }
-
-    fn peer_error(&self, j: usize, what: &str) -> io::Error {
-        io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!(
-                "shm: bad frame from rank {} (local {j}): {what}",
-                self.globals[j]
-            ),
-        )
-    }
-
-    fn clear_sleep_flags(&mut self) {
-        // Relaxed: withdrawing an announcement publishes nothing; a sender that
-        // still sees the old 1 merely rings once more (a spurious wake-up).
-        self.segment
-            .rank_block(self.me)
-            .sleeping()
-            .store(0, Ordering::Relaxed);
-        for p in &self.out {
-            if p.is_blocked() {
-                p.set_want_room(false);
-            }
-        }
-    }
-}
-
-/// What a waiting rank bound to a core does with it ([`ShmTransport::turn`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Turn {
-    /// Keep it: this rank is nearest to the next message.
-    Keep,
-    /// Hand it on: an awake rank of the core is strictly nearer.
-    Pass,
-    /// Yield as usual: a tie, a chain that reaches a wait for something
-    /// other than one local rank (that rank may need the core at any
-    /// moment), or nothing known.
-    Yield,
 }
 
 /// Where a chain of waits goes from one rank ([`ShmTransport::turn`]).

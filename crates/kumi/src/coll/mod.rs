@@ -82,6 +82,7 @@ use exec::{AlignedBuf, ByteOp, Finish, Run, Wire};
 use kumi_core::call::Call;
 use kumi_core::coll::{self as sc, Schedule};
 use kumi_core::TAG_UB;
+use kumi_transport::Capabilities;
 // foldhash, not SipHash: `comms` is looked up on every collective call, and
 // SipHash of the context id was a quarter of a shared-memory barrier's
 // instructions (scripts/count-instructions.sh). The keys are kumi's own

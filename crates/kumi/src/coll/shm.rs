@@ -79,6 +79,7 @@ use kumi_transport::cma;
 use kumi_transport::shm::coll_area::{
     self, all_reached_as, claim, group_key, publish, reached_as, writable, AreaMem, CollArea, AREAS,
 };
+use kumi_transport::Capabilities;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;

@@ -38,10 +38,18 @@ use kumi_core::call::Call;
 use kumi_core::header::{Header, Kind};
 use kumi_core::matching::Matcher;
 use kumi_transport::shm::ShmTransport;
-use kumi_transport::Transport;
+use kumi_transport::{Capabilities, Transport};
 use p2p::{eager_limits, Direct, PendingRead, Unexpected};
 use slab::Slab;
 use std::collections::VecDeque;
+
+/// The transport between the ranks of this host. The engine reaches it
+/// through [`Transport`] and [`Capabilities`] alone; it is a concrete type
+/// rather than a trait object because its `try_send` and `poll_with` are
+/// inlined into every message's path (through a pointer, each would be an
+/// indirect call, and the sink could not be compiled into the poll). Another
+/// host transport takes this alias's place.
+pub(crate) type HostTransport = ShmTransport;
 
 /// Handles the frames of one kind (see [`Engine::register`]): from world
 /// rank `from`, header and payload. An error drops the frame with a logged
@@ -98,7 +106,7 @@ pub(crate) struct Engine {
     /// Boxed: `progress` takes it out and puts it back on every pass (the
     /// frames' sink needs the engine), which should move a pointer, not the
     /// whole transport.
-    shm: Option<Box<ShmTransport>>,
+    shm: Option<Box<HostTransport>>,
     /// The network transport, for ranks on other hosts.
     net: Option<Box<dyn Transport + Send>>,
     /// How each world rank is reached.
@@ -111,9 +119,9 @@ pub(crate) struct Engine {
     bound_cores: Option<usize>,
     /// Oversubscribed with the ranks bound to cores: waits publish whom they
     /// wait for, a waiting rank keeps or hands on its core by the chains of
-    /// waits ([`ShmTransport::turn`]), and a frame sent to a rank of this
+    /// waits ([`Capabilities::turn`]), and a frame sent to a rank of this
     /// host wakes the ranks asleep in a wait for that rank
-    /// ([`ShmTransport::wake_waiters_of`]).
+    /// ([`Capabilities::wake_waiters_of`]).
     wake_ahead: bool,
     /// Local ranks (below 64) sent to since this rank last started a wait,
     /// whose waiters it wakes when it does ([`Engine::wake_waiters`]).
@@ -171,7 +179,7 @@ unsafe impl Send for Engine {}
 pub(crate) struct EngineSetup<'a> {
     pub world_rank: u32,
     pub world_size: u32,
-    pub shm: Option<ShmTransport>,
+    pub shm: Option<HostTransport>,
     pub net: Option<Box<dyn Transport + Send>>,
     pub route: Vec<Route>,
     pub pids: Vec<i32>,
@@ -192,7 +200,7 @@ pub(crate) struct EngineSetup<'a> {
 /// other fields of the engine borrowed).
 fn pick<'a>(
     route: &[Route],
-    shm: &'a mut Option<Box<ShmTransport>>,
+    shm: &'a mut Option<Box<HostTransport>>,
     net: &'a mut Option<Box<dyn Transport + Send>>,
     peer: u32,
 ) -> Option<&'a mut dyn Transport> {
@@ -271,7 +279,7 @@ impl Engine {
     #[inline]
     pub fn set_call(&self, c: Call) {
         if let Some(shm) = &self.shm {
-            shm.segment().rank_block(self.my_local).set_call(c);
+            shm.publish_call(c);
         }
     }
 
@@ -290,7 +298,7 @@ impl Engine {
         &self.route
     }
 
-    pub fn shm(&self) -> Option<&ShmTransport> {
+    pub fn shm(&self) -> Option<&HostTransport> {
         self.shm.as_deref()
     }
 

@@ -6,8 +6,7 @@
 use super::Engine;
 use crate::error::Result;
 use kumi_core::call::Call;
-use kumi_transport::shm::{Turn, AWAITS_NOTHING, AWAITS_OTHER};
-use kumi_transport::Transport;
+use kumi_transport::{Awaits, Capabilities, Transport, Turn};
 use std::panic::Location;
 use std::time::{Duration, Instant};
 
@@ -46,7 +45,7 @@ impl WaitInfo {
 }
 
 /// Passes a waiting rank that found its core to be its own polls before it
-/// looks again ([`ShmTransport::turn`]). A guess: a pass is ~50 ns,
+/// looks again ([`Capabilities::turn`]). A guess: a pass is ~50 ns,
 /// so the look is repeated about every microsecond, which is how soon a rank
 /// of the core may become nearer to the message than this one.
 pub(super) const KEPT_PASSES: u32 = 16;
@@ -144,10 +143,10 @@ impl Engine {
     /// Every wait of a bound, oversubscribed rank also publishes whom it
     /// waits for ([`WaitInfo::world`]), and a wait for one local rank keeps
     /// or hands on the core by the chains of waits of the core's ranks
-    /// ([`ShmTransport::turn`]): the rank nearest to the next message keeps
+    /// ([`Capabilities::turn`]): the rank nearest to the next message keeps
     /// it (as above, up to `KUMI_MATE_SPIN_US`), the others yield, and one
     /// handed the core back while a nearer rank waits for it sleeps until a
-    /// send to its source wakes it ([`ShmTransport::wake_waiters_of`]).
+    /// send to its source wakes it ([`Capabilities::wake_waiters_of`]).
     /// Yields alone keep the order in which the core's ranks take turns,
     /// whatever the order their messages come in; the sleeps re-order them.
     /// A token ring of 8 ranks on 2 cores: 2.4 us a hop (each hop waited
@@ -210,13 +209,13 @@ impl Engine {
         self.wake_waiters();
         let r = self.wait_passes(info, done, mates_wait, awaited);
         if let Some(shm) = &self.shm {
-            shm.publish_awaits(AWAITS_NOTHING);
+            shm.publish_awaits(Awaits::Nothing);
         }
         r
     }
 
     /// Publishes what this rank waits for, for the other ranks of its core
-    /// ([`ShmTransport::turn`]); returns the awaited local rank if the wait
+    /// ([`Capabilities::turn`]); returns the awaited local rank if the wait
     /// is for one. Called as a wait starts (a wait whose condition held at
     /// once publishes nothing).
     pub(super) fn publish_awaits(&self, info: &WaitInfo) -> Option<usize> {
@@ -225,12 +224,12 @@ impl Engine {
             u32::MAX => None,
             w => shm.local_of(w).filter(|&l| l != self.my_local),
         };
-        shm.publish_awaits(local.map_or(AWAITS_OTHER, |l| l as u32 + 1));
+        shm.publish_awaits(local.map_or(Awaits::Other, Awaits::Local));
         local
     }
 
     /// Wakes the ranks asleep in a wait for a local rank this one has sent to
-    /// since its last wait ([`ShmTransport::wake_waiters_of`]). Done here,
+    /// since its last wait ([`Capabilities::wake_waiters_of`]). Done here,
     /// once this rank's own wait is published, not at the send: a woken rank
     /// of this core may take the core at once, and this one, caught between
     /// its waits, would look to the others as if it ran (so nearer than the
@@ -246,7 +245,7 @@ impl Engine {
         }
     }
 
-    /// See [`ShmTransport::turn`].
+    /// See [`Capabilities::turn`].
     pub(super) fn turn(&self, src: usize) -> Turn {
         match (&self.shm, self.bound_cores) {
             (Some(shm), Some(cores)) => shm.turn(src, cores),
@@ -265,7 +264,7 @@ impl Engine {
         awaited: Option<usize>,
     ) -> Result<()> {
         // Passes left before the next look at whether the core is this
-        // rank's (`ShmTransport::turn`).
+        // rank's (`Capabilities::turn`).
         let mut kept = 0u32;
         // Whether this wait has handed its core on to a nearer rank before.
         let mut passed = false;
@@ -309,7 +308,7 @@ impl Engine {
         // With shared memory only and a core per rank, the scheduler still
         // sometimes puts two ranks on one core (see above); then, and only
         // then, yielding helps. So such a rank yields only while another
-        // awake local rank last ran on its CPU (`ShmTransport::shares_core`),
+        // awake local rank last ran on its CPU (`Capabilities::shares_core`),
         // and otherwise polls on without a system call: a yield costs ~0.5 us,
         // more than a whole 8-byte message. `KUMI_YIELD_EVERY` (set) restores
         // unconditional yields.
