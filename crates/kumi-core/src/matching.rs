@@ -11,6 +11,12 @@
 //! complete a receive (a request handle), `M` whatever it keeps of an unexpected
 //! message (a copied payload, or a rendezvous descriptor). Both queues are scanned
 //! linearly, as MPICH and Open MPI do; real programs keep them short.
+//!
+//! The usual blocking receive is posted when nothing else is and no message
+//! waits for it ([`Matcher::post_direct`]): it then sits in a slot of its own
+//! that an arriving message looks at before the queue, an optimisation
+//! inside the one mechanism (it is the earliest posted receive, and matches
+//! exactly as it would from the queue).
 
 use std::collections::VecDeque;
 
@@ -49,6 +55,10 @@ impl Pattern {
 /// The posted-receive and unexpected-message queues of one rank.
 #[derive(Debug)]
 pub struct Matcher<R, M> {
+    /// A receive posted when nothing else was ([`Matcher::post_direct`]):
+    /// the earliest posted receive whenever it is there (receives posted
+    /// after it queue behind it).
+    direct: Option<(Pattern, R)>,
     posted: VecDeque<(Pattern, R)>,
     unexpected: VecDeque<(Envelope, M)>,
 }
@@ -56,6 +66,7 @@ pub struct Matcher<R, M> {
 impl<R, M> Default for Matcher<R, M> {
     fn default() -> Self {
         Matcher {
+            direct: None,
             posted: VecDeque::new(),
             unexpected: VecDeque::new(),
         }
@@ -82,6 +93,31 @@ impl<R, M> Matcher<R, M> {
         None
     }
 
+    /// Posts `r` in the direct slot, where an arriving message finds it before
+    /// the queue, if nothing else is posted and no unexpected message fits
+    /// `pat` (the usual blocking receive); otherwise posts nothing and gives
+    /// `r` back (post it with [`Matcher::post`]).
+    #[inline(always)]
+    pub fn post_direct(&mut self, pat: Pattern, r: R) -> Result<(), R> {
+        if self.direct.is_some() || !self.posted.is_empty() || self.peek_unexpected(&pat).is_some()
+        {
+            return Err(r);
+        }
+        self.direct = Some((pat, r));
+        Ok(())
+    }
+
+    /// Takes the receive in the direct slot if it fits `env` (what
+    /// [`Matcher::take_posted`] looks at first, for a caller that knows the
+    /// slot is occupied: the usual blocking receive's message).
+    #[inline(always)]
+    pub fn take_direct(&mut self, env: &Envelope) -> Option<R> {
+        match &self.direct {
+            Some((p, _)) if p.accepts(env) => self.direct.take().map(|(_, r)| r),
+            _ => None,
+        }
+    }
+
     /// A message arrives. If a posted receive fits, it is removed and returned
     /// with the message; otherwise the message is queued as unexpected.
     pub fn arrive(&mut self, env: Envelope, m: M) -> Option<(R, M)> {
@@ -99,6 +135,11 @@ impl<R, M> Matcher<R, M> {
     /// nothing): removes and returns the earliest posted receive that fits.
     #[inline(always)]
     pub fn take_posted(&mut self, env: &Envelope) -> Option<R> {
+        if let Some((p, _)) = &self.direct {
+            if p.accepts(env) {
+                return self.direct.take().map(|(_, r)| r);
+            }
+        }
         if self.posted.is_empty() {
             return None;
         }
@@ -147,13 +188,16 @@ impl<R, M> Matcher<R, M> {
 
     /// Removes the first posted receive for which `pred` holds (cancel).
     pub fn cancel_posted(&mut self, mut pred: impl FnMut(&R) -> bool) -> Option<R> {
+        if self.direct.as_ref().is_some_and(|(_, r)| pred(r)) {
+            return self.direct.take().map(|(_, r)| r);
+        }
         let i = self.posted.iter().position(|(_, r)| pred(r))?;
         self.posted.remove(i).map(|(_, r)| r)
     }
 
     /// Number of posted receives waiting for a message.
     pub fn posted_len(&self) -> usize {
-        self.posted.len()
+        self.posted.len() + usize::from(self.direct.is_some())
     }
 
     /// Number of unexpected messages waiting for a receive.
@@ -163,7 +207,7 @@ impl<R, M> Matcher<R, M> {
 
     /// Posted receives, in post order (for state reports).
     pub fn posted(&self) -> impl Iterator<Item = &(Pattern, R)> {
-        self.posted.iter()
+        self.direct.iter().chain(self.posted.iter())
     }
 }
 
@@ -184,7 +228,12 @@ mod tests {
             src: Option<u32>,
             ctx: u32,
             tag: Option<i32>,
+            /// Through the direct slot when it can (the engine's blocking
+            /// receive), else queued.
+            direct: bool,
         },
+        /// Cancels the `k`-th receive posted so far, if still pending.
+        Cancel(usize),
     }
 
     fn step() -> impl Strategy<Value = Step> {
@@ -193,9 +242,16 @@ mod tests {
             (
                 proptest::option::of(0u32..4),
                 0u32..2,
-                proptest::option::of(0i32..3)
+                proptest::option::of(0i32..3),
+                any::<bool>()
             )
-                .prop_map(|(src, ctx, tag)| Step::Post { src, ctx, tag }),
+                .prop_map(|(src, ctx, tag, direct)| Step::Post {
+                    src,
+                    ctx,
+                    tag,
+                    direct
+                }),
+            any::<usize>().prop_map(Step::Cancel),
         ]
     }
 
@@ -255,13 +311,29 @@ mod tests {
                         if let Some((r, mid)) = m.arrive(e, id) { got.push((mid, r)); }
                         if let Some(r) = model.arrive(e, id) { want.push((id, r)); }
                     }
-                    Step::Post { src, ctx, tag } => {
+                    Step::Post { src, ctx, tag, direct } => {
                         let id = pats.len();
                         let p = Pattern { ctx, src, tag };
                         pats.push(p);
-                        if let Some((_, mid, r)) = m.post(p, id) { got.push((mid, r)); }
+                        let queued = match direct {
+                            true => m.post_direct(p, id).err(),
+                            false => Some(id),
+                        };
+                        if let Some(id) = queued {
+                            if let Some((_, mid, r)) = m.post(p, id) { got.push((mid, r)); }
+                        }
                         if let Some(mid) = model.post(p, id) { want.push((mid, id)); }
                     }
+                    Step::Cancel(k) if !pats.is_empty() => {
+                        let id = k % pats.len();
+                        let pending = model.recvs.iter_mut().find(|r| r.1 == id && !r.2);
+                        let cancelled = m.cancel_posted(|&r| r == id);
+                        prop_assert_eq!(cancelled.is_some(), pending.is_some());
+                        if let Some(r) = pending {
+                            r.2 = true;
+                        }
+                    }
+                    Step::Cancel(_) => {}
                 }
             }
             prop_assert_eq!(&got, &want);

@@ -238,7 +238,7 @@ impl Comm {
         )
     }
 
-    #[inline]
+    #[inline(always)]
     pub(crate) fn recv_on(
         &self,
         ctx: u32,

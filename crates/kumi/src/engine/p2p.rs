@@ -51,18 +51,20 @@ pub(super) fn on_frame(e: &mut Engine, from: u32, h: &Header, p: &[u8]) -> Resul
     e.on_p2p_frame(from, h, p)
 }
 
-/// The blocking receive the application thread waits in, when it is
-/// matched without a request ([`Engine::recv`]).
+/// What the matcher returns for the receive in its direct slot
+/// ([`Engine::recv`]): never a request's id (a slab id's generation is at
+/// least 1).
+pub(super) const DIRECT: ReqId = 0;
+
+/// The buffer side of the blocking receive the application thread waits in
+/// when it is matched without a request ([`Engine::recv`]; its pattern is
+/// in the matcher's direct slot).
 #[derive(Clone, Copy)]
 pub(super) enum Direct {
     /// None.
     Idle,
-    /// Waiting: the next arriving message that `pat` accepts is its.
-    Waiting {
-        pat: Pattern,
-        buf: *mut u8,
-        cap: usize,
-    },
+    /// Waiting: the matcher holds its pattern as [`DIRECT`].
+    Waiting { buf: *mut u8, cap: usize },
     /// An eager message arrived for it: its status, as `Err` if it did not
     /// fit (then with the message's length).
     Done(std::result::Result<Status, Status>),
@@ -343,16 +345,16 @@ impl Engine {
     /// A blocking receive into the `cap` bytes at `buf`: [`Engine::post_recv`]
     /// and [`Engine::wait`], without a request when nothing is posted before
     /// it and no message already here matches it (the usual case). The
-    /// receive then waits in [`Engine::direct`], where an arriving eager
-    /// message is copied at once: no matching queue, no request slot to take
-    /// and free on the way from the message's arrival to the caller (a
-    /// tenth of an 8-byte half round trip). A posted receive would be matched
-    /// first by exactly these messages: one posted earlier takes precedence
-    /// (none is), and the unexpected queue has none for it. A rendezvous
-    /// makes it a request ([`Direct::Promoted`]), which the wait continues on.
+    /// receive is then posted in the matcher's direct slot
+    /// (`Matcher::post_direct`, as [`DIRECT`]) and its buffer kept in
+    /// [`Engine::direct`], where an arriving eager message is copied at once:
+    /// no request slot to take and free on the way from the message's
+    /// arrival to the caller (a tenth of an 8-byte half round trip). A
+    /// rendezvous makes it a request ([`Direct::Promoted`]), which the wait
+    /// continues on.
     /// The caller guarantees the buffer as for [`Engine::post_recv`], until
     /// this returns. Inline, into the blocking receives, as `start_send`.
-    #[inline]
+    #[inline(always)]
     pub fn recv(
         &mut self,
         info: WaitInfo,
@@ -360,16 +362,16 @@ impl Engine {
         buf: *mut u8,
         cap: usize,
     ) -> Result<Status> {
-        if !matches!(self.direct, Direct::Idle)
-            || self.matcher.posted_len() > 0
-            || self.matcher.peek_unexpected(&pat).is_some()
-        {
+        if !matches!(self.direct, Direct::Idle) || self.matcher.post_direct(pat, DIRECT).is_err() {
             let id = self.post_recv(pat, buf, cap)?;
             return self.wait(info, id);
         }
-        self.direct = Direct::Waiting { pat, buf, cap };
+        self.direct = Direct::Waiting { buf, cap };
         let waited = self.wait_until(info, |e| !matches!(e.direct, Direct::Waiting { .. }));
         let direct = std::mem::replace(&mut self.direct, Direct::Idle);
+        if waited.is_err() {
+            self.abandon_direct();
+        }
         waited?;
         match direct {
             Direct::Done(Ok(st)) => Ok(st),
@@ -381,8 +383,8 @@ impl Engine {
         }
     }
 
-    /// Delivers eager message `data` to the waiting direct receive, if it
-    /// accepts `env`; `false` if there is none or it does not.
+    /// Delivers eager message `data` to the receive in the direct slot (its
+    /// `cap` bytes at `buf`), which the matcher gave it.
     #[inline(always)]
     pub(super) fn direct_eager(
         &mut self,
@@ -390,32 +392,44 @@ impl Engine {
         env: &Envelope,
         data: &[u8],
         sync_id: Option<u64>,
-    ) -> bool {
-        let Direct::Waiting { pat, buf, cap } = self.direct else {
-            return false;
-        };
-        if !pat.accepts(env) {
-            return false;
-        }
+        buf: *mut u8,
+        cap: usize,
+    ) {
         self.ack_sync(from, sync_id);
         // SAFETY: `Engine::recv`'s caller guarantees `buf` is valid for `cap`
         // bytes while it waits, which it does until `direct` leaves `Waiting`.
         self.direct = Direct::Done(unsafe { land_eager(&mut self.counters, env, data, buf, cap) });
-        true
     }
 
-    /// A rendezvous message for the waiting direct receive, if it accepts
-    /// `env`: the receive becomes a request, returned (then matched).
-    pub(super) fn direct_promote(&mut self, env: &Envelope) -> Option<ReqId> {
-        let Direct::Waiting { pat, buf, cap } = self.direct else {
+    /// A rendezvous message for the receive in the direct slot, which the
+    /// matcher gave it: the receive becomes a request, returned.
+    pub(super) fn direct_promote(&mut self) -> Option<ReqId> {
+        let Direct::Waiting { buf, cap } = self.direct else {
+            self.lost_direct();
             return None;
         };
-        if !pat.accepts(env) {
-            return None;
-        }
         let id = self.reqs.insert(Req::recv(buf, cap), None);
         self.direct = Direct::Promoted(id);
         Some(id)
+    }
+
+    /// A blocking receive's wait failed before a message came: its slot in
+    /// the matcher goes with it. Out of line: it would keep [`Engine::recv`]
+    /// from being inlined into the receives.
+    #[cold]
+    #[inline(never)]
+    fn abandon_direct(&mut self) {
+        self.matcher.cancel_posted(|&r| r == DIRECT);
+    }
+
+    /// The matcher gave a message to a direct receive the engine does not
+    /// hold: a broken invariant, said loudly (the message is lost).
+    #[cold]
+    fn lost_direct(&mut self) {
+        log(
+            self.world_rank,
+            "a message matched the direct receive, which is not waiting (a kumi bug)",
+        );
     }
 
     /// Acknowledges a synchronous send whose message just matched.
@@ -610,10 +624,15 @@ impl Engine {
             tag: h.tag,
         };
         let sync_id = (h.flags & FLAG_SYNC != 0).then_some(h.id);
-        if self.direct_eager(from, &env, p, sync_id) {
-            return;
+        // A blocking receive waits in the matcher's direct slot: looked at
+        // first, as `take_posted` would, without the general search.
+        if let Direct::Waiting { buf, cap } = self.direct {
+            if self.matcher.take_direct(&env).is_some() {
+                return self.direct_eager(from, &env, p, sync_id, buf, cap);
+            }
         }
         match self.matcher.take_posted(&env) {
+            Some(DIRECT) => self.lost_direct(),
             Some(id) => self.complete_eager(id, from, env, p, sync_id),
             None => self.push_unexpected_eager(env, from, p, sync_id),
         }
@@ -664,9 +683,9 @@ impl Engine {
                     src: h.src,
                     tag: h.tag,
                 };
-                let posted = match self.direct_promote(&env) {
-                    Some(id) => Some(id),
-                    None => self.matcher.take_posted(&env),
+                let posted = match self.matcher.take_posted(&env) {
+                    Some(DIRECT) => self.direct_promote(),
+                    other => other,
                 };
                 match posted {
                     Some(id) => self.start_pull(id, from, env, len, h.id, h.aux)?,
