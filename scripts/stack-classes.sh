@@ -11,7 +11,7 @@
 # positions rather than the two builds. This runs COMMAND with randomization
 # off (`setarch -R`, inherited by every rank `kumi run` starts), where the
 # stack moves only with the size of the environment, and pads the
-# environment (a variable KUMI_STACK_PAD of 0, 16, 32 and 48 bytes) to step
+# environment (a variable STACK_PAD of 0, 16, 32 and 48 bytes) to step
 # it through the four positions. Each run's output is prefixed with its
 # class. A build whose figures do not depend on the class is comparable in
 # a handful of ordinary runs; one that has a slow class is not.
@@ -28,7 +28,7 @@ fi
 command -v setarch >/dev/null || { echo "stack-classes: setarch (util-linux) is needed" >&2; exit 1; }
 for pad in 0 16 32 48; do
     for _ in $(seq "$runs"); do
-        KUMI_STACK_PAD=$(printf '%*s' "$pad" '' | tr ' ' x) setarch -R "$@" 2>&1 |
+        STACK_PAD=$(printf '%*s' "$pad" '' | tr ' ' x) setarch -R "$@" 2>&1 |
             sed "s/^/[pad $pad] /"
     done
 done
