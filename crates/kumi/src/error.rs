@@ -32,11 +32,11 @@ pub enum Error {
     Protocol(String),
     /// An operating-system call failed.
     Io(std::io::Error),
-    /// A parallel file operation failed (see [`crate::file`]): what went
+    /// A parallel file operation failed (see `crate::file`): what went
     /// wrong, on which file, and why.
     File {
         /// The kind of failure (MPI-IO's error classes map onto these).
-        fault: crate::file::Fault,
+        fault: Fault,
         /// The file's path as the program gave it.
         path: String,
         /// A sentence on what was wrong.
@@ -132,4 +132,35 @@ impl From<std::io::Error> for Error {
     fn from(e: std::io::Error) -> Self {
         Error::Io(e)
     }
+}
+
+/// What kind of failure a file operation met (MPI-IO's error classes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// The file does not exist (and creating it was not asked for).
+    NoSuchFile,
+    /// The file exists, and exclusive creation was asked for.
+    Exists,
+    /// Permission denied, or a read of a file opened write-only.
+    Access,
+    /// The device is full.
+    NoSpace,
+    /// A quota is exceeded.
+    Quota,
+    /// A write to a file opened read-only, or on a read-only file system.
+    ReadOnly,
+    /// The access mode is not a valid combination.
+    Amode,
+    /// The name is not a usable file name (a directory, too long...).
+    BadName,
+    /// The operation is not allowed on this file (an explicit offset on a
+    /// file opened for sequential access).
+    Unsupported,
+    /// An argument is out of range (a negative position, a buffer that is
+    /// not a whole number of elementary types, a view that is not allowed).
+    Argument,
+    /// The ranks passed different values where the standard wants one.
+    NotSame,
+    /// Any other input/output error.
+    Io,
 }

@@ -44,36 +44,7 @@ use crate::error::{Error, Result};
 use std::io;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 
-/// What kind of failure a file operation met (MPI-IO's error classes).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Fault {
-    /// The file does not exist (and creating it was not asked for).
-    NoSuchFile,
-    /// The file exists, and exclusive creation was asked for.
-    Exists,
-    /// Permission denied, or a read of a file opened write-only.
-    Access,
-    /// The device is full.
-    NoSpace,
-    /// A quota is exceeded.
-    Quota,
-    /// A write to a file opened read-only, or on a read-only file system.
-    ReadOnly,
-    /// The access mode is not a valid combination.
-    Amode,
-    /// The name is not a usable file name (a directory, too long...).
-    BadName,
-    /// The operation is not allowed on this file (an explicit offset on a
-    /// file opened for sequential access).
-    Unsupported,
-    /// An argument is out of range (a negative position, a buffer that is
-    /// not a whole number of elementary types, a view that is not allowed).
-    Argument,
-    /// The ranks passed different values where the standard wants one.
-    NotSame,
-    /// Any other input/output error.
-    Io,
-}
+pub use crate::error::Fault;
 
 fn fault(f: Fault, path: &str, detail: impl Into<String>) -> Error {
     Error::File {

@@ -57,6 +57,7 @@ pub mod inter;
 mod net;
 mod progress;
 pub mod raw;
+mod report;
 mod request;
 mod rma;
 mod services;
@@ -70,12 +71,12 @@ pub use coll::{
     Op, ALL_BUILTINS,
 };
 pub use comm::{Comm, Idup};
-pub use engine::Counters;
 pub use error::{Error, Result};
 pub use kumi_core::{topo, ANY_SOURCE, ANY_TAG, TAG_UB};
 /// Complex numbers for reductions (`Op::<Complex<f64>>::sum()`): the
 /// `num-complex` crate's type, laid out as C's `double _Complex`.
 pub use num_complex::Complex;
+pub use report::Counters;
 pub use request::{scope, test_all, test_any, wait_all, wait_any, Request, Scope, Status};
 pub use watch::AbiCall;
 

@@ -28,7 +28,7 @@
 //! costs milliseconds, once per reported wait, never on the fast path.
 
 use crate::bootstrap::Control;
-use crate::engine::{Counters, WaitInfo};
+use crate::report::{Counters, WaitInfo};
 use kumi_core::call::Call;
 use kumi_core::control::ToLauncher;
 use kumi_core::deadlock::{RankCounters, Report, Wait};

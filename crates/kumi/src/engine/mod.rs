@@ -21,6 +21,16 @@
 //!
 //! Small-message path: no allocation and no lock. A frame that finds its ring
 //! full is copied to a per-peer overflow queue (allocation only then).
+//!
+//! The one cycle between the crate's modules runs through here: the engine
+//! holds the services' state and lends itself to their progress
+//! (`services::progress(&mut Engine)`), and the services (and the
+//! communicators above them: `comm`, `request`, `progress`) call the engine
+//! to send and wait. Cutting it would take an engine generic over its
+//! services, or their progress as registered function pointers called on
+//! every pass; the services' frames already go through registered handlers.
+//! The leaves (`error`, `datatype`, `report`, `bootstrap`, `watch`, `net`,
+//! `bind`) depend on none of it.
 
 mod p2p;
 #[cfg(test)]
@@ -28,8 +38,10 @@ mod p2p_model;
 mod slab;
 mod wait;
 
+pub use crate::report::Counters;
+pub(crate) use crate::report::WaitInfo;
 pub(crate) use slab::{pack_id, Described, ReqId};
-pub(crate) use wait::{WaitInfo, WaitPolicy};
+pub(crate) use wait::WaitPolicy;
 
 use crate::error::{Error, Result};
 use crate::services::Services;
@@ -74,30 +86,6 @@ pub(crate) enum Route {
 struct OutFrame {
     header: Header,
     payload: Vec<u8>,
-}
-
-/// Per-rank counters, for statistics and the monitor.
-#[derive(Clone, Debug, Default)]
-pub struct Counters {
-    /// Messages sent (eager and rendezvous), counting sends to self.
-    pub msgs_sent: u64,
-    /// Payload bytes sent.
-    pub bytes_sent: u64,
-    /// Messages received (matched).
-    pub msgs_recv: u64,
-    /// Payload bytes received.
-    pub bytes_recv: u64,
-    /// Progress passes that moved something on the progress thread, while
-    /// the application computed.
-    pub async_passes: u64,
-    /// Frames of any kind that arrived (data chunks and replies included):
-    /// a wait during which they keep coming is moving, not stuck.
-    pub frames_in: u64,
-    /// Per world peer: messages and bytes sent to it (counted when the send
-    /// starts) and arrived from it (counted when the first frame of the message
-    /// arrives, matched or not); the internal messages of collectives apart.
-    /// The deadlock detector compares the two ends.
-    pub peers: Vec<kumi_core::deadlock::PeerCount>,
 }
 
 pub(crate) struct Engine {

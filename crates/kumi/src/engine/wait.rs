@@ -3,46 +3,11 @@
 //! core or hand it to a rank nearer to the next message (turns). What a wait
 //! is for ([`WaitInfo`]) goes to the launcher's deadlock detector.
 
-use super::Engine;
+use super::{Engine, WaitInfo};
 use crate::error::Result;
 use kumi_core::call::Call;
 use kumi_transport::{Awaits, Capabilities, Transport, Turn};
-use std::panic::Location;
 use std::time::{Duration, Instant};
-
-/// What a rank is blocked in, for reports: the call, its communicator, peer
-/// and tag, and where in the user's program it was made.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct WaitInfo {
-    pub call: Call,
-    /// Point-to-point context id of the communicator (`u32::MAX`: none).
-    pub ctx: u32,
-    /// Peer's rank in that communicator, `ANY_SOURCE` (-1), or -2 for none.
-    pub peer: i32,
-    /// Tag, `ANY_TAG` (-1), or -2 for none.
-    pub tag: i32,
-    /// The user's call site (`#[track_caller]`).
-    pub at: &'static Location<'static>,
-    /// World rank of the one rank whose message the wait is for (`u32::MAX`:
-    /// none, any, or not known): ranks bound to cores publish it when they
-    /// wait ([`Engine::wait_until_with_mates`]).
-    pub world: u32,
-}
-
-impl WaitInfo {
-    /// A wait with no communicator, peer or tag (wait on a request, finalize).
-    #[track_caller]
-    pub fn plain(call: Call) -> WaitInfo {
-        WaitInfo {
-            call,
-            ctx: u32::MAX,
-            peer: -2,
-            tag: -2,
-            at: Location::caller(),
-            world: u32::MAX,
-        }
-    }
-}
 
 /// Passes a waiting rank that found its core to be its own polls before it
 /// looks again ([`Capabilities::turn`]). A guess: a pass is ~50 ns,
