@@ -8,6 +8,12 @@
 //! - [`ptr`]: arguments from C (pointers, slices, strings, statuses);
 //! - here: the [`State`], its lookups, the predefined datatypes, and what an
 //!   error does ([`handle_error`]).
+//!
+//! A cycle remains between this module and the object modules (`file`,
+//! `win`, `part`, `session`): the state holds their entries and routes an
+//! error to the handler of the object it concerns, and they reach the state
+//! through [`st`]. Entry tables that each object module registers (as the
+//! runtime's services register frame handlers) would cut it.
 
 mod entries;
 mod ptr;

@@ -112,14 +112,12 @@ pub(crate) struct Config {
     /// How a bcast too long for one payload half goes inside a host
     /// (`KUMI_COLL_BCAST_COPY`). `Auto`: through the area when the host runs
     /// more ranks than cores; otherwise each local group times both
-    /// (`shm::bcast_long`) and keeps the faster, because the machine
-    /// decides: on session 11's AMD EPYC the area took 20 us for 1 MiB at
-    /// np=2 against single copy's 48, while on the Xeon (docs/BENCHMARKS.md,
-    /// session 6) single copy took 0.36x the area's time at np=2. With 8
-    /// ranks on 2 cores the area took 0.74x the time of single copy (4
-    /// ranks: 0.96x): oversubscribed, the area's chunks stay in the cache the
-    /// ranks of a core share, while each single-copy reader pins and copies
-    /// the root's pages on its own. `Single`: every reader copies from the
+    /// (`shm::bcast_long`) and keeps the faster, because the machine decides
+    /// (one machine's area was twice as fast as single copy, another's three
+    /// times slower: docs/BENCHMARKS.md, sessions 6 and 11). Oversubscribed,
+    /// the area wins: its chunks stay in the cache the ranks of a core
+    /// share, while each single-copy reader pins and copies the root's pages
+    /// on its own. `Single`: every reader copies from the
     /// root's buffer (`process_vm_readv`); `Area`: pipelined through the
     /// root's area slot, one payload half at a time.
     bcast_copy: shm::LongCopy,

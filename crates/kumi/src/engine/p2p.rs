@@ -129,11 +129,10 @@ pub(super) enum Unexpected {
     },
 }
 
-/// Eager limit on the network when `KUMI_EAGER_LIMIT` is unset. Measured
-/// over TCP between two namespace hosts (docs/BENCHMARKS.md, session 11):
-/// against 8 KiB, 16 and 32 KiB messages ping-pong 2.5x and 2.3x faster
-/// (23 -> 9 us, 28 -> 12 us) and stream 1.7x and 1.1x faster; at 64 KiB,
-/// eager streamed 16 % slower than the pipelined rendezvous.
+/// Eager limit on the network when `KUMI_EAGER_LIMIT` is unset: up to it,
+/// eager beats the rendezvous over TCP at ping-pong and streaming; at 64 KiB
+/// eager streamed slower than the pipelined rendezvous (measured:
+/// docs/BENCHMARKS.md, session 11).
 pub(super) const EAGER_NET: usize = 32 * 1024;
 
 /// The eager limits `(shared memory, network)`: the largest message sent in
@@ -144,16 +143,11 @@ pub(super) const EAGER_NET: usize = 32 * 1024;
 /// Unset, the shared-memory limit follows the ring: a quarter of the largest
 /// record rounded down to a power of two, between 8 and 32 KiB (32 KiB with
 /// the rings of up to 8 ranks on a host, 16 KiB up to 11, 8 KiB from 12),
-/// so an eager record never takes more than a sixteenth of its ring.
-/// Measured (docs/BENCHMARKS.md, session 11): with a 1 MiB ring, eager 16
-/// and 32 KiB messages ping-pong 3x and 2x faster than by rendezvous (4.6 ->
-/// 1.6 us, 5.6 -> 2.6 us) and stream 3x and 2x faster. Eager 64 KiB
-/// ping-ponged faster too (7.7 -> 4.7 us) but streamed at 8.5-22.6 GB/s from
-/// run to run against a steady 10.6-12.9 by rendezvous, and 64 KiB streaming
-/// is a target (issue 3): hence the cap. (With the 64 KiB rings of the first
-/// sessions, eager 16 KiB filled a ring after three records and streamed at
-/// a fifth of the rendezvous rate: hence the floor of 8 KiB and the
-/// scaling.) On the network: [`EAGER_NET`].
+/// so an eager record never takes more than a sixteenth of its ring. The
+/// cap: eager 64 KiB streamed erratically where the rendezvous is steady;
+/// the floor and the scaling: eager messages of a sixteenth of a ring or
+/// more filled it and streamed slower than the rendezvous (measured:
+/// docs/BENCHMARKS.md, session 11). On the network: [`EAGER_NET`].
 pub(super) fn eager_limits(
     shm_max: Option<usize>,
     net_max: Option<usize>,
@@ -209,10 +203,9 @@ pub(super) unsafe fn slice_or_empty<'a>(ptr: *const u8, len: usize) -> &'a [u8] 
 
 /// A send's header on the stack, alone in its cache line. The transport reads
 /// it back right after the send has written it (loads over several stores,
-/// which wait for them to reach the cache). Where it fell in its line moved
-/// with the caller's stack, and in one position of the four the C library's
-/// small-message streaming ran at 0.6-0.8x; aligned, it runs alike in all
-/// (docs/BENCHMARKS.md, session 19).
+/// which wait for them to reach the cache); where it fell in its line moved
+/// with the caller's stack, and one position of the four was slow
+/// (docs/BENCHMARKS.md, session 19). Aligned, every caller runs alike.
 #[repr(align(64))]
 pub(super) struct LineHeader(Header);
 

@@ -99,11 +99,10 @@ impl Engine {
     /// arrived and so waits too. Oversubscribed, a waiting rank yields its
     /// core on every empty pass, which hands it to a rank of its own core;
     /// when those all wait for the same ranks of other cores, the hand-over
-    /// is wasted (1.2 us here) and the rank keeps the core instead, polling,
-    /// for up to `KUMI_MATE_SPIN_US` (then yields as usual). Each core then
-    /// changes ranks once per collective, not back and forth: a barrier of
-    /// 4 processes on 2 cores, one line each, 2.3-2.7 -> 1.6-1.9 us
-    /// (docs/BENCHMARKS.md, session 12).
+    /// is wasted and the rank keeps the core instead, polling, for up to
+    /// `KUMI_MATE_SPIN_US` (then yields as usual). Each core then changes
+    /// ranks once per collective, not back and forth (measured:
+    /// docs/BENCHMARKS.md, session 12).
     ///
     /// Every wait of a bound, oversubscribed rank also publishes whom it
     /// waits for ([`WaitInfo::world`]), and a wait for one local rank keeps
@@ -113,9 +112,8 @@ impl Engine {
     /// handed the core back while a nearer rank waits for it sleeps until a
     /// send to its source wakes it ([`Capabilities::wake_waiters_of`]).
     /// Yields alone keep the order in which the core's ranks take turns,
-    /// whatever the order their messages come in; the sleeps re-order them.
-    /// A token ring of 8 ranks on 2 cores: 2.4 us a hop (each hop waited
-    /// for ~2 wrong turns of 1.2 us) -> 0.95 (docs/BENCHMARKS.md, session 16).
+    /// whatever the order their messages come in; the sleeps re-order them
+    /// (a token ring of 8 ranks on 2 cores: docs/BENCHMARKS.md, session 16).
     #[inline]
     pub fn wait_until_with_mates(
         &mut self,
