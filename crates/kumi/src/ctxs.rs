@@ -6,11 +6,6 @@ use crate::engine::{log, Engine};
 use crate::error::{Error, Result};
 use kumi_core::header::{Header, Kind};
 
-/// Handles a `Kind::Ctx` frame (registered by `services::register`).
-pub(crate) fn on_frame(e: &mut Engine, from: u32, h: &Header, p: &[u8]) -> Result<()> {
-    e.on_ctx_frame(from, h, p)
-}
-
 /// Contexts of nonblocking duplicates: the server (used on world rank 0),
 /// how many each parent made here, and the answers awaited.
 #[derive(Default)]
@@ -85,6 +80,7 @@ impl Engine {
         matches!(self.svc.ctxs.asks.get(&id), Some(Some(_)))
     }
 
+    /// Handles a `Kind::Ctx` frame (registered by `services::register`).
     pub(crate) fn on_ctx_frame(&mut self, from: u32, h: &Header, p: &[u8]) -> Result<()> {
         use kumi_core::ctxsvc::FLAG_ANSWER;
         let answer = h.flags & FLAG_ANSWER != 0;

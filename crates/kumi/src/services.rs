@@ -10,7 +10,7 @@
 //! engine does not change.
 
 use crate::coll::{self, CollState};
-use crate::ctxs::{self, Ctxs};
+use crate::ctxs::Ctxs;
 use crate::engine::{Engine, FrameHandler};
 use crate::error::Result;
 use crate::rma::{self, RmaState};
@@ -56,7 +56,7 @@ impl Services {
 pub(crate) fn register(e: &mut Engine) -> Result<()> {
     e.register(Kind::Combine, coll::on_combine_frame as FrameHandler)?;
     e.register(Kind::Rma, rma::on_frame as FrameHandler)?;
-    e.register(Kind::Ctx, ctxs::on_frame as FrameHandler)
+    e.register(Kind::Ctx, Engine::on_ctx_frame as FrameHandler)
 }
 
 /// One pass of every service that has work; how many events happened.

@@ -42,13 +42,9 @@ pub(super) const KINDS: [Kind; 8] = [
 /// Registers point-to-point's frame kinds with the engine.
 pub(super) fn register(e: &mut Engine) -> Result<()> {
     for k in KINDS {
-        e.register(k, on_frame as FrameHandler)?;
+        e.register(k, Engine::on_p2p_frame as FrameHandler)?;
     }
     Ok(())
-}
-
-pub(super) fn on_frame(e: &mut Engine, from: u32, h: &Header, p: &[u8]) -> Result<()> {
-    e.on_p2p_frame(from, h, p)
 }
 
 /// What the matcher returns for the receive in its direct slot
