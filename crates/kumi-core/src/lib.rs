@@ -11,6 +11,9 @@
 //! - [`header`]: the fixed 40-byte header every data-plane frame carries.
 //! - [`matching`]: MPI matching (context, source or any, tag or any) with posted
 //!   and unexpected queues, order-preserving per sender.
+//! - [`p2p`]: the point-to-point protocol's decisions (eager or rendezvous,
+//!   single, split or pushed copies) and the checks of every frame that names
+//!   a request; the runtime's engine carries them out.
 //! - [`config`]: every `KUMI_*` variable in one table, parsed once into a
 //!   typed [`config::Tuning`]; [`rankenv`]: the launcher-to-rank contract.
 //! - [`control`]: messages between a rank and its launcher, their framing, and the
@@ -40,6 +43,7 @@ pub mod ctxsvc;
 pub mod deadlock;
 pub mod header;
 pub mod matching;
+pub mod p2p;
 pub mod rankenv;
 pub mod rma;
 pub mod rudp;

@@ -128,6 +128,12 @@ impl std::error::Error for Error {
     }
 }
 
+impl From<kumi_core::p2p::Violation> for Error {
+    fn from(v: kumi_core::p2p::Violation) -> Error {
+        Error::Protocol(v.to_string())
+    }
+}
+
 impl From<std::io::Error> for Error {
     fn from(e: std::io::Error) -> Self {
         Error::Io(e)

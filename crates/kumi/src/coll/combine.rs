@@ -356,13 +356,13 @@ impl Combiner {
             Arrival::All => (Level::All, LEVEL3_FALLBACK_NS),
         };
         let mut e = self.comm.engine();
-        if value.len() + 64 > e.eager_min {
+        if value.len() + 64 > e.eager_min() {
             return Err(Error::InvalidArgument {
                 arg: "value",
                 value: value.len() as i64,
                 allowed: format!(
                     "at most {} bytes (the eager limit less 64)",
-                    e.eager_min.saturating_sub(64)
+                    e.eager_min().saturating_sub(64)
                 ),
             });
         }

@@ -49,9 +49,10 @@ use crate::watch::Watch;
 use kumi_core::call::Call;
 use kumi_core::header::{Header, Kind};
 use kumi_core::matching::Matcher;
+use kumi_core::p2p::{Limits, Protocol, Unexpected};
 use kumi_transport::shm::ShmTransport;
 use kumi_transport::{Capabilities, Transport};
-use p2p::{eager_limits, Direct, PendingRead, Unexpected};
+use p2p::{Direct, PendingRead};
 use slab::Slab;
 use std::collections::VecDeque;
 
@@ -123,23 +124,14 @@ pub(crate) struct Engine {
     reqs: Slab,
     /// The blocking receive in progress, if it goes without a request.
     direct: Direct,
-    /// Largest message sent eagerly to a rank on this host (and to self).
-    eager_limit: usize,
-    /// Largest message sent eagerly to a rank on another host.
-    eager_net: usize,
-    /// The smaller of the two: below it no send asks which route it takes.
-    pub(crate) eager_min: usize,
-    single_copy: bool,
+    /// The point-to-point protocol's limits and single-copy state.
+    proto: Protocol,
     policy: WaitPolicy,
     pub counters: Counters,
     /// Next free communicator context id (pairs: p2p, collective).
     pub next_ctx: u32,
     /// Supervision: reports long waits to the launcher.
     pub watch: Watch,
-    /// Messages at least this long use the two-sided single copy.
-    split_min: usize,
-    /// A single-copy read has succeeded once (so the kernel allows it).
-    cma_verified: bool,
     /// First halves of two-sided copies, read after the `Split` frame is out.
     pending_reads: Vec<PendingRead>,
     /// The state of the services beside point-to-point (collectives,
@@ -217,11 +209,13 @@ impl Engine {
 
     fn assemble(s: EngineSetup) -> Result<Engine> {
         let t = s.tuning;
-        let (eager_limit, eager_net) = eager_limits(
+        let limits = Limits::new(
             s.shm.as_ref().map(|t| t.max_payload()),
             s.net.as_ref().map(|t| t.max_payload()),
             t.eager_limit,
-        )?;
+            t.split_copy_min,
+        )
+        .map_err(|e| Error::Bootstrap(e.to_string()))?;
         Ok(Engine {
             world_rank: s.world_rank,
             world_size: s.world_size,
@@ -240,11 +234,8 @@ impl Engine {
             matcher: Matcher::new(),
             reqs: Slab::default(),
             direct: Direct::Idle,
-            eager_limit,
-            eager_net,
-            eager_min: eager_limit.min(eager_net),
-            // This rank's: it turns off if the kernel refuses a copy.
-            single_copy: t.single_copy,
+            // This rank's: single copy turns off if the kernel refuses a copy.
+            proto: Protocol::new(limits, t.single_copy),
             policy: WaitPolicy::new(&t.wait, s.oversubscribed),
             counters: Counters {
                 peers: vec![Default::default(); s.world_size as usize],
@@ -254,10 +245,6 @@ impl Engine {
             watch: s.watch,
             svc: s.services,
             handlers: [None; KIND_SLOTS],
-            // Measured (docs/BENCHMARKS.md, session 4): splitting pays from
-            // 16 KiB on; below that each half is smaller than an eager message.
-            split_min: t.split_copy_min,
-            cma_verified: false,
             pending_reads: Vec::new(),
             async_error: None,
         })
@@ -271,6 +258,12 @@ impl Engine {
         }
     }
 
+    /// The smaller eager limit: every message up to it goes in one frame,
+    /// whichever route it takes.
+    pub(crate) fn eager_min(&self) -> usize {
+        self.proto.limits.min
+    }
+
     /// The largest payload one frame to world rank `peer` may carry.
     pub(crate) fn frame_limit(&self, peer: u32) -> usize {
         match self.route.get(peer as usize) {
@@ -278,7 +271,7 @@ impl Engine {
             Some(Route::Net) => self.net.as_ref().map(|t| t.max_payload()),
             _ => None,
         }
-        .unwrap_or(self.eager_limit)
+        .unwrap_or(self.proto.limits.host)
     }
 
     /// How each world rank is reached (for host-aware collectives).

@@ -1,30 +1,23 @@
-//! The point-to-point protocol: eager messages, rendezvous (request to send,
-//! then single copy, split copy or pushed chunks, then finish), the direct
-//! receive slot, probes and cancellation.
-//!
-//! Protocols, chosen per message:
-//! - **eager** (`len <= eager_limit`): the whole message in one frame. A plain
-//!   send completes when the transport accepts the frame; a synchronous send
-//!   completes when the receiver's `Ack` comes back.
-//! - **rendezvous** (larger): `Rts` carries the sender's buffer address. The
-//!   receiver, once matched, reads the message straight out of the sender's
-//!   memory with `process_vm_readv` (one copy) and answers `Fin`; from
-//!   `KUMI_SPLIT_COPY_MIN` on it asks the sender to write the second half at
-//!   the same time (`Split`, `Wrote`). If the kernel refuses single copy, the
-//!   engine says so once and from then on answers `Cts`, and the sender
-//!   pushes the message in `Data` chunks through the ring (pipelined copy).
+//! Point-to-point, carried out: the protocol's decisions are
+//! `kumi_core::p2p`'s (which protocol a message takes, how a matched
+//! rendezvous moves, what each reply means for its request, and the checks
+//! on every frame); this module holds the buffers and makes the copies and
+//! system calls those decisions ask for: eager messages landed in their
+//! receives, single and split copies between processes, pushed chunks, the
+//! direct receive slot, probes and cancellation.
 //!
 //! Matching is one mechanism, `kumi_core::matching`; a blocking receive with
 //! nothing posted before it and nothing unexpected for it waits in the direct
 //! slot, which an arriving message meets before the posted queue: exactly
 //! the message the matcher would have given it (see [`Engine::recv`]).
 
-use super::slab::{Described, Op, Req, ReqId, SendPhase};
+use super::slab::{Described, Op, Req, ReqId};
 use super::{log, pick, Counters, Engine, FrameHandler, Route, WaitInfo};
 use crate::error::{Error, Result};
 use crate::request::Status;
 use kumi_core::header::{Header, Kind, FLAG_SYNC};
 use kumi_core::matching::{Envelope, Pattern};
+use kumi_core::p2p::{self, Arrival, Incoming, Pull, Reply, Unexpected, Violation};
 use kumi_transport::cma;
 
 /// The frame kinds point-to-point handles (beside the eager fast path).
@@ -110,79 +103,14 @@ pub(super) fn truncated(st: Status, cap: usize) -> Error {
     }
 }
 
-/// An unexpected message, kept until a receive matches it.
-pub(super) enum Unexpected {
-    Eager {
-        from: u32,
-        data: Vec<u8>,
-        sync_id: Option<u64>,
-    },
-    Rts {
-        from: u32,
-        len: usize,
-        sender_req: u64,
-        addr: u64,
-    },
-}
-
-/// Eager limit on the network when `KUMI_EAGER_LIMIT` is unset: up to it,
-/// eager beats the rendezvous over TCP at ping-pong and streaming; at 64 KiB
-/// eager streamed slower than the pipelined rendezvous (measured:
-/// docs/BENCHMARKS.md, session 11).
-pub(super) const EAGER_NET: usize = 32 * 1024;
-
-/// The eager limits `(shared memory, network)`: the largest message sent in
-/// one frame, above which a send is a rendezvous (single copy on shared
-/// memory). `shm_max`/`net_max`: the largest frame each transport present
-/// carries; `asked`: `KUMI_EAGER_LIMIT`, which sets both and must fit both.
-///
-/// Unset, the shared-memory limit follows the ring: a quarter of the largest
-/// record rounded down to a power of two, between 8 and 32 KiB (32 KiB with
-/// the rings of up to 8 ranks on a host, 16 KiB up to 11, 8 KiB from 12),
-/// so an eager record never takes more than a sixteenth of its ring. The
-/// cap: eager 64 KiB streamed erratically where the rendezvous is steady;
-/// the floor and the scaling: eager messages of a sixteenth of a ring or
-/// more filled it and streamed slower than the rendezvous (measured:
-/// docs/BENCHMARKS.md, session 11). On the network: [`EAGER_NET`].
-pub(super) fn eager_limits(
-    shm_max: Option<usize>,
-    net_max: Option<usize>,
-    asked: Option<u64>,
-) -> Result<(usize, usize)> {
-    if let Some(v) = asked {
-        let v = usize::try_from(v).unwrap_or(usize::MAX);
-        if let Some(m) = shm_max.into_iter().chain(net_max).min().filter(|&m| v > m) {
-            return Err(Error::Bootstrap(format!(
-                "KUMI_EAGER_LIMIT={v} exceeds the largest frame the transport holds ({m} bytes); \
-                 lower it or raise KUMI_SHM_RING_BYTES"
-            )));
-        }
-        return Ok((v, v));
-    }
-    let net = EAGER_NET.min(net_max.unwrap_or(usize::MAX));
-    let shm = match shm_max {
-        Some(m) => {
-            let quarter = (m / 4).max(1);
-            let pow2 = 1usize << (usize::BITS - 1 - quarter.leading_zeros());
-            pow2.clamp(8 * 1024, 32 * 1024).min(m)
-        }
-        None => net,
-    };
-    Ok((shm, if net_max.is_some() { net } else { shm }))
-}
-
 /// A receiver's half of a two-sided single copy, waiting to be read.
 pub(super) struct PendingRead {
     pub(super) id: ReqId,
     pub(super) from: u32,
     pub(super) addr: u64,
     pub(super) sender_req: u64,
-}
-
-/// Where a two-sided copy splits a message of `len` bytes: the receiver reads
-/// `[0, split)`, the sender writes `[split, len)`. Cache-line aligned.
-pub(super) fn split_point(len: usize) -> usize {
-    (len / 2) & !63
+    /// It reads `[0, split)`.
+    pub(super) split: usize,
 }
 
 /// # Safety
@@ -236,16 +164,12 @@ impl Engine {
                 c.coll_bytes_out += len as u64;
             }
         }
-        let mut line = LineHeader(Header::new(Kind::Eager));
+        let mut line = LineHeader(p2p::eager(&env, len));
         let h = &mut line.0;
-        h.ctx = env.ctx;
-        h.src = env.src;
-        h.tag = env.tag;
-        h.len = len as u64;
         // SAFETY: the caller guarantees `buf` points to `len` readable bytes (it
         // comes from a slice) for the duration of the send.
         let payload = unsafe { slice_or_empty(buf, len) };
-        if len <= self.eager_min || peer == self.world_rank || self.eager_to(peer, len) {
+        if len <= self.proto.limits.min || peer == self.world_rank || self.eager_to(peer, len) {
             if !sync {
                 self.push_frame(peer, h, payload)?;
                 return Ok(None);
@@ -257,20 +181,15 @@ impl Engine {
             return Ok(Some(id));
         }
         let id = self.new_send(peer, buf, len);
-        h.kind = Kind::Rts;
-        h.id = id;
-        h.aux = buf as u64;
-        self.push_frame(peer, h, &[])?;
+        self.push_frame(peer, &p2p::rts(&env, len, id, buf as u64), &[])?;
         Ok(Some(id))
     }
 
     /// Whether `len` bytes (above both limits' minimum) go eagerly to `peer`.
     #[cold]
     pub(super) fn eager_to(&self, peer: u32, len: usize) -> bool {
-        match self.route.get(peer as usize) {
-            Some(Route::Net) => len <= self.eager_net,
-            _ => len <= self.eager_limit,
-        }
+        let net = self.route.get(peer as usize) == Some(&Route::Net);
+        self.proto.limits.eager(len, net)
     }
 
     pub(super) fn new_send(&mut self, peer: u32, buf: *const u8, len: usize) -> ReqId {
@@ -281,10 +200,8 @@ impl Engine {
                 error: None,
                 detached: false,
                 op: Op::Send {
-                    peer,
                     buf,
-                    len,
-                    phase: SendPhase::AwaitReply,
+                    send: p2p::Send::new(peer, len),
                 },
             },
             None,
@@ -425,9 +342,7 @@ impl Engine {
     #[inline(always)]
     pub(super) fn ack_sync(&mut self, from: u32, sync_id: Option<u64>) {
         if let Some(sid) = sync_id {
-            let mut ack = Header::new(Kind::Ack);
-            ack.id = sid;
-            if let Err(e) = self.push_frame(from, &ack, &[]) {
+            if let Err(e) = self.push_frame(from, &p2p::ack(sid), &[]) {
                 log(
                     self.world_rank,
                     &format!("could not acknowledge a synchronous send to rank {from}: {e}"),
@@ -491,7 +406,8 @@ impl Engine {
         }
     }
 
-    /// A rendezvous message matched receive `id`: pull it, or ask for it.
+    /// A rendezvous message matched receive `id`: move it as the protocol
+    /// says ([`p2p::Protocol::pull`]).
     pub(super) fn start_pull(
         &mut self,
         id: ReqId,
@@ -501,91 +417,86 @@ impl Engine {
         sender_req: u64,
         addr: u64,
     ) -> Result<()> {
-        let Some(r) = self.reqs.get(id) else {
+        let Some(Req {
+            op: Op::Recv { buf, cap, data },
+            status,
+            error,
+            ..
+        }) = self.reqs.get(id)
+        else {
             return Ok(());
         };
-        let Op::Recv { buf, cap, .. } = r.op else {
-            return Ok(());
-        };
-        r.status = Status {
+        let (buf, cap) = (*buf, *cap);
+        *status = Status {
             source: env.src as i32,
             tag: env.tag,
             bytes: len,
             cancelled: false,
         };
-        let mut fin = Header::new(Kind::Fin);
-        fin.id = sender_req;
-        if len > cap {
-            r.error = Some(Box::new(truncated(r.status, cap)));
-            // The sender's part is done either way: release it.
-            self.push_frame(from, &fin, &[])?;
-            self.finish(id);
-            return Ok(());
-        }
         let same_host = self.route.get(from as usize) == Some(&Route::Shm);
-        if self.single_copy && same_host && self.cma_verified && len >= self.split_min {
-            // Two-sided single copy: ask the sender to write the second half
-            // while we read the first. The read waits until the progress pass
-            // has flushed the `Split` frame, so both copies really overlap.
-            if let Some(Req {
-                op: Op::Recv { data, .. },
-                ..
-            }) = self.reqs.get(id)
-            {
-                *data = Some((len, 0));
+        match self.proto.pull(len, cap, same_host) {
+            Pull::Truncated => {
+                *error = Some(Box::new(truncated(*status, cap)));
+                // The sender's part is done either way: release it.
+                self.push_frame(from, &p2p::fin(sender_req), &[])?;
+                self.finish(id);
+                Ok(())
             }
-            let mut sp = Header::new(Kind::Split);
-            sp.id = sender_req;
-            sp.aux = buf as u64;
-            sp.len = len as u64;
-            sp.ctx = id as u32;
-            sp.src = (id >> 32) as u32;
-            self.push_frame(from, &sp, &[])?;
-            self.pending_reads.push(PendingRead {
-                id,
-                from,
-                addr,
-                sender_req,
-            });
-            return Ok(());
-        }
-        if self.single_copy && same_host {
-            // SAFETY: as in `complete_eager`: `buf` is valid for `cap >= len` bytes.
-            let dst = unsafe { std::slice::from_raw_parts_mut(buf, len) };
-            let pid = self.pids.get(from as usize).copied().unwrap_or(0);
-            match cma::read_from(pid, addr, dst) {
-                Ok(()) => {
-                    self.cma_verified = true;
-                    self.push_frame(from, &fin, &[])?;
-                    self.counters.msgs_recv += 1;
-                    self.counters.bytes_recv += len as u64;
-                    self.finish(id);
-                    return Ok(());
-                }
-                Err(e) => {
-                    self.single_copy = false;
-                    log(
-                        self.world_rank,
-                        &format!(
-                            "single copy between processes (process_vm_readv) is not available ({e}); \
-                             large messages use pipelined copies through shared memory from now on"
-                        ),
-                    );
+            Pull::Split { split } => {
+                // The read waits until the progress pass has flushed the
+                // `Split` frame, so both copies really overlap.
+                *data = Some(Incoming::new(len));
+                self.push_frame(from, &p2p::split(sender_req, id, buf as u64, len), &[])?;
+                self.pending_reads.push(PendingRead {
+                    id,
+                    from,
+                    addr,
+                    sender_req,
+                    split,
+                });
+                Ok(())
+            }
+            Pull::Read => {
+                // SAFETY: the receive's owner guarantees `buf` is valid for
+                // `cap >= len` bytes (the pull checked) until completion.
+                let dst = unsafe { std::slice::from_raw_parts_mut(buf, len) };
+                let pid = self.pids.get(from as usize).copied().unwrap_or(0);
+                match cma::read_from(pid, addr, dst) {
+                    Ok(()) => {
+                        self.proto.read_done();
+                        self.push_frame(from, &p2p::fin(sender_req), &[])?;
+                        self.counters.msgs_recv += 1;
+                        self.counters.bytes_recv += len as u64;
+                        self.finish(id);
+                        Ok(())
+                    }
+                    Err(e) => {
+                        self.proto.read_refused();
+                        log(
+                            self.world_rank,
+                            &format!(
+                                "single copy between processes (process_vm_readv) is not available ({e}); \
+                                 large messages use pipelined copies through shared memory from now on"
+                            ),
+                        );
+                        self.ask_push(id, from, len, sender_req)
+                    }
                 }
             }
+            Pull::Push => self.ask_push(id, from, len, sender_req),
         }
+    }
+
+    /// Asks the sender of `len` bytes for receive `id` to push them.
+    fn ask_push(&mut self, id: ReqId, from: u32, len: usize, sender_req: u64) -> Result<()> {
         if let Some(Req {
             op: Op::Recv { data, .. },
             ..
         }) = self.reqs.get(id)
         {
-            *data = Some((len, 0));
+            *data = Some(Incoming::new(len));
         }
-        let mut cts = Header::new(Kind::Cts);
-        cts.id = sender_req;
-        cts.aux = id;
-        cts.len = len as u64;
-        self.push_frame(from, &cts, &[])
+        self.push_frame(from, &p2p::cts(sender_req, id, len), &[])
     }
 
     /// Counts an arriving message (eager or rendezvous) for the deadlock
@@ -647,26 +558,20 @@ impl Engine {
 
     /// Every point-to-point frame but a well-formed eager one (which
     /// [`Engine::on_frame`] hands to [`Engine::on_eager`] directly).
+    /// A frame that does not fit the requests it names is a
+    /// [`Violation`], returned (and so logged and dropped) before any
+    /// buffer is touched.
     pub(super) fn on_p2p_frame(&mut self, from: u32, h: &Header, p: &[u8]) -> Result<()> {
         match h.kind {
-            Kind::Combine | Kind::Rma | Kind::Ctx => {
-                return Err(Error::Protocol(format!(
-                    "a {:?} frame reached point-to-point",
-                    h.kind
-                )))
-            }
             // `on_frame` handles every eager frame whose length matches.
-            Kind::Eager => {
-                return Err(Error::Protocol(format!(
-                    "eager frame announces {} bytes, carries {}",
-                    h.len,
-                    p.len()
-                )))
+            Kind::Eager => Err(Violation::EagerLength {
+                announced: h.len,
+                carried: p.len(),
             }
+            .into()),
             Kind::Rts => {
                 self.count_in(from, h);
-                let len = usize::try_from(h.len)
-                    .map_err(|_| Error::Protocol("length overflows".into()))?;
+                let len = p2p::rts_len(h)?;
                 let env = Envelope {
                     ctx: h.ctx,
                     src: h.src,
@@ -676,158 +581,98 @@ impl Engine {
                     Some(DIRECT) => self.direct_promote(),
                     other => other,
                 };
+                let m = Unexpected::Rts {
+                    from,
+                    len,
+                    sender_req: h.id,
+                    addr: h.aux,
+                };
                 match posted {
-                    Some(id) => self.start_pull(id, from, env, len, h.id, h.aux)?,
-                    None => self.matcher.push_unexpected(
-                        env,
-                        Unexpected::Rts {
-                            from,
-                            len,
-                            sender_req: h.id,
-                            addr: h.aux,
-                        },
-                    ),
+                    Some(id) => self.deliver_unexpected(id, env, m),
+                    None => {
+                        self.matcher.push_unexpected(env, m);
+                        Ok(())
+                    }
                 }
             }
-            Kind::Fin | Kind::Ack => match self.reqs.get(h.id) {
-                Some(Req {
-                    op: Op::Send { peer, .. },
-                    done: false,
-                    ..
-                }) if *peer == from => self.finish(h.id),
-                _ => {
-                    return Err(Error::Protocol(format!(
-                        "{:?} for unknown send request {:#x}",
-                        h.kind, h.id
-                    )))
-                }
-            },
-            Kind::Cts => match self.reqs.get(h.id) {
-                Some(Req {
-                    op:
-                        Op::Send {
-                            peer, phase, len, ..
-                        },
-                    done: false,
-                    ..
-                }) if *peer == from && *len as u64 == h.len => {
-                    *phase = SendPhase::Streaming {
-                        recv_req: h.aux,
-                        off: 0,
-                    };
-                    self.streaming.push(h.id);
-                }
-                _ => {
-                    return Err(Error::Protocol(format!(
-                        "clear-to-send for unknown send request {:#x}",
-                        h.id
-                    )))
-                }
-            },
-            Kind::Split => {
-                let recv_req = h.ctx as u64 | ((h.src as u64) << 32);
-                let (buf, len) = match self.reqs.get(h.id) {
+            Kind::Fin | Kind::Ack | Kind::Cts | Kind::Split => {
+                let (buf, send) = match self.reqs.get(h.id) {
                     Some(Req {
-                        op:
-                            Op::Send {
-                                peer,
-                                buf,
-                                len,
-                                phase: SendPhase::AwaitReply,
-                            },
+                        op: Op::Send { buf, send },
                         done: false,
                         ..
-                    }) if *peer == from && *len as u64 == h.len => (*buf, *len),
-                    _ => {
-                        return Err(Error::Protocol(format!(
-                            "split copy for unknown send request {:#x}",
-                            h.id
-                        )))
+                    }) => (*buf, Some(send)),
+                    _ => (std::ptr::null(), None),
+                };
+                match p2p::Send::on_reply(send, from, h)? {
+                    Reply::Done => self.finish(h.id),
+                    Reply::Push => self.streaming.push(h.id),
+                    Reply::WriteHalf {
+                        at,
+                        remote,
+                        recv_req,
+                    } => {
+                        let len = h.len as usize;
+                        // SAFETY: the send's owner keeps `buf` valid for its
+                        // `len` bytes (which `on_reply` checked the frame
+                        // names) until the request completes, which needs the
+                        // receiver's `Fin`; `at <= len`.
+                        let half = unsafe { std::slice::from_raw_parts(buf.add(at), len - at) };
+                        let pid = self.pids.get(from as usize).copied().unwrap_or(0);
+                        let failed = match cma::write_to(pid, remote + at as u64, half) {
+                            Ok(()) => false,
+                            Err(e) => {
+                                log(
+                                    self.world_rank,
+                                    &format!("writing {} bytes into rank {from}: {e}", len - at),
+                                );
+                                true
+                            }
+                        };
+                        let w = p2p::wrote(recv_req, failed);
+                        self.push_frame(from, &w, &[])?;
+                    }
+                }
+                Ok(())
+            }
+            Kind::Data | Kind::Wrote => {
+                let (buf, incoming) = match self.reqs.get(h.id) {
+                    Some(Req {
+                        op: Op::Recv { buf, data, .. },
+                        done: false,
+                        ..
+                    }) => (*buf, data.as_mut()),
+                    _ => (std::ptr::null_mut(), None),
+                };
+                let total = incoming.as_ref().map_or(0, |r| r.total);
+                let complete = match Incoming::on_frame(incoming, h, p.len())? {
+                    Arrival::CopyAt { off, complete } => {
+                        // SAFETY: `buf` holds at least `total` bytes (checked
+                        // against the receive's capacity when the rendezvous
+                        // started) and `on_frame` checked `off + p.len() <= total`.
+                        unsafe { std::ptr::copy_nonoverlapping(p.as_ptr(), buf.add(off), p.len()) };
+                        complete
+                    }
+                    Arrival::Wrote { failed, complete } => {
+                        if failed {
+                            if let Some(r) = self.reqs.get(h.id) {
+                                r.error = Some(Box::new(Error::Protocol(format!(
+                                    "rank {from} could not write its half of the message"
+                                ))));
+                            }
+                        }
+                        complete
                     }
                 };
-                let split = split_point(len);
-                // SAFETY: the send's owner keeps `buf` valid for `len` bytes until
-                // the request completes, which needs the receiver's `Fin`, and
-                // `split <= len`.
-                let half = unsafe { std::slice::from_raw_parts(buf.add(split), len - split) };
-                let pid = self.pids.get(from as usize).copied().unwrap_or(0);
-                let mut w = Header::new(Kind::Wrote);
-                w.id = recv_req;
-                if let Err(e) = cma::write_to(pid, h.aux + split as u64, half) {
-                    log(
-                        self.world_rank,
-                        &format!("writing {} bytes into rank {from}: {e}", len - split),
-                    );
-                    w.flags = 1;
-                }
-                self.push_frame(from, &w, &[])?;
-            }
-            Kind::Wrote => {
-                let Some(Req {
-                    op:
-                        Op::Recv {
-                            data: Some((total, got)),
-                            ..
-                        },
-                    done: false,
-                    error,
-                    ..
-                }) = self.reqs.get(h.id)
-                else {
-                    return Err(Error::Protocol(format!(
-                        "split copy done for unknown receive {:#x}",
-                        h.id
-                    )));
-                };
-                if h.flags & 1 != 0 {
-                    *error = Some(Box::new(Error::Protocol(format!(
-                        "rank {from} could not write its half of the message"
-                    ))));
-                }
-                *got += *total - split_point(*total);
-                if *got == *total {
-                    let total = *total;
+                if complete {
                     self.counters.msgs_recv += 1;
                     self.counters.bytes_recv += total as u64;
                     self.finish(h.id);
                 }
+                Ok(())
             }
-            Kind::Data => {
-                let Some(Req {
-                    op:
-                        Op::Recv {
-                            buf,
-                            data: Some((total, got)),
-                            ..
-                        },
-                    done: false,
-                    ..
-                }) = self.reqs.get(h.id)
-                else {
-                    return Err(Error::Protocol(format!(
-                        "data for unknown receive request {:#x}",
-                        h.id
-                    )));
-                };
-                let off = usize::try_from(h.aux).unwrap_or(usize::MAX);
-                if off.checked_add(p.len()).is_none_or(|end| end > *total) {
-                    return Err(Error::Protocol(format!(
-                        "data chunk at offset {off} of {} bytes overruns the {total}-byte message",
-                        p.len()
-                    )));
-                }
-                // SAFETY: `buf` holds at least `total` bytes (checked against the
-                // capacity when the rendezvous started) and `off + p.len() <= total`.
-                unsafe { std::ptr::copy_nonoverlapping(p.as_ptr(), buf.add(off), p.len()) };
-                *got += p.len();
-                if *got == *total {
-                    self.counters.msgs_recv += 1;
-                    self.counters.bytes_recv += *total as u64;
-                    self.finish(h.id);
-                }
-            }
+            kind => Err(Violation::NotPointToPoint(kind).into()),
         }
-        Ok(())
     }
 
     /// The receiver's half of each two-sided copy whose `Split` frame is out.
@@ -838,7 +683,7 @@ impl Engine {
                 op:
                     Op::Recv {
                         buf,
-                        data: Some((total, got)),
+                        data: Some(incoming),
                         ..
                     },
                 error,
@@ -847,23 +692,20 @@ impl Engine {
             else {
                 continue;
             };
-            let split = split_point(*total);
-            // SAFETY: `buf` holds at least `total` bytes (checked against the
-            // receive's capacity when the rendezvous started) and `split <= total`.
-            let dst = unsafe { std::slice::from_raw_parts_mut(*buf, split) };
+            // SAFETY: `buf` holds at least the message's bytes (checked
+            // against the receive's capacity when the rendezvous started)
+            // and `split` is inside the message.
+            let dst = unsafe { std::slice::from_raw_parts_mut(*buf, pr.split) };
             let pid = self.pids.get(pr.from as usize).copied().unwrap_or(0);
             if let Err(e) = cma::read_from(pid, pr.addr, dst) {
                 *error = Some(Box::new(Error::Io(std::io::Error::new(
                     e.kind(),
-                    format!("reading {split} bytes from rank {}: {e}", pr.from),
+                    format!("reading {} bytes from rank {}: {e}", pr.split, pr.from),
                 ))));
             }
-            *got += split;
-            let complete = *got == *total;
-            let total = *total;
-            let mut fin = Header::new(Kind::Fin);
-            fin.id = pr.sender_req;
-            self.push_frame(pr.from, &fin, &[])?;
+            let total = incoming.total;
+            let complete = incoming.add(pr.split);
+            self.push_frame(pr.from, &p2p::fin(pr.sender_req), &[])?;
             if complete {
                 self.counters.msgs_recv += 1;
                 self.counters.bytes_recv += total as u64;
@@ -881,36 +723,25 @@ impl Engine {
             let id = self.streaming[i];
             let finished = match self.reqs.get(id) {
                 Some(Req {
-                    op:
-                        Op::Send {
-                            peer,
-                            buf,
-                            len,
-                            phase: SendPhase::Streaming { recv_req, off },
-                        },
+                    op: Op::Send { buf, send },
                     ..
                 }) => {
-                    let blocked = self.outq.get(*peer as usize).is_some_and(|q| !q.is_empty());
-                    let t = pick(&self.route, &mut self.shm, &mut self.net, *peer);
+                    let peer = send.peer;
+                    let blocked = self.outq.get(peer as usize).is_some_and(|q| !q.is_empty());
+                    let t = pick(&self.route, &mut self.shm, &mut self.net, peer);
                     if let (false, Some(t)) = (blocked, t) {
-                        let chunk_max = t.max_payload();
-                        while *off < *len {
-                            let chunk = chunk_max.min(*len - *off);
-                            let mut h = Header::new(Kind::Data);
-                            h.id = *recv_req;
-                            h.aux = *off as u64;
-                            h.len = *len as u64;
-                            // SAFETY: the send's owner keeps `buf` valid for `len`
-                            // bytes until completion, and `off + chunk <= len`.
-                            let data = unsafe { std::slice::from_raw_parts(buf.add(*off), chunk) };
-                            if !t.try_send(*peer, &h, data)? {
+                        while let Some(c) = send.chunk(t.max_payload()) {
+                            // SAFETY: the send's owner keeps `buf` valid for
+                            // its bytes until completion; the chunk is inside.
+                            let data = unsafe { std::slice::from_raw_parts(buf.add(c.off), c.len) };
+                            if !t.try_send(peer, &c.header, data)? {
                                 break;
                             }
-                            *off += chunk;
+                            send.pushed(c.len);
                             n += 1;
                         }
                     }
-                    *off == *len
+                    send.all_pushed()
                 }
                 _ => true,
             };
@@ -930,10 +761,7 @@ impl Engine {
         Ok(self.matcher.peek_unexpected(pat).map(|(e, m)| Status {
             source: e.src as i32,
             tag: e.tag,
-            bytes: match m {
-                Unexpected::Eager { data, .. } => data.len(),
-                Unexpected::Rts { len, .. } => *len,
-            },
+            bytes: m.bytes(),
             cancelled: false,
         }))
     }
@@ -955,47 +783,28 @@ impl Engine {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use kumi_core::p2p::Limits;
     use kumi_transport::shm::max_payload;
 
     #[test]
-    pub(super) fn eager_limits_follow_the_ring_and_are_32k_on_the_network() {
-        let shm = |ring: usize| eager_limits(Some(max_payload(ring)), None, None).unwrap();
+    fn eager_limits_follow_the_rings_of_each_job_size() {
+        let shm = |ring: usize| Limits::new(Some(max_payload(ring)), None, None, 0).unwrap();
         // 1 MiB rings (up to 5 ranks), 512 KiB (6-8), 256 KiB (9-11),
         // 128 KiB (12-16), 64 KiB.
-        assert_eq!(shm(1 << 20), (32 << 10, 32 << 10));
-        assert_eq!(shm(512 << 10), (32 << 10, 32 << 10));
-        assert_eq!(shm(256 << 10), (16 << 10, 16 << 10));
-        assert_eq!(shm(128 << 10), (8 << 10, 8 << 10));
-        assert_eq!(shm(64 << 10), (8 << 10, 8 << 10));
+        let kib = |ring: usize| (shm(ring).host >> 10, shm(ring).net >> 10);
+        assert_eq!(kib(1 << 20), (32, 32));
+        assert_eq!(kib(512 << 10), (32, 32));
+        assert_eq!(kib(256 << 10), (16, 16));
+        assert_eq!(kib(128 << 10), (8, 8));
+        assert_eq!(kib(64 << 10), (8, 8));
         // A ring too small for 8 KiB: the limit follows it down.
-        let tiny = max_payload(4096);
-        assert_eq!(shm(4096), (tiny, tiny));
-        // Hosts too: the network's limit is its own; alone, both are it.
-        let both = eager_limits(Some(max_payload(1 << 20)), Some(1 << 30), None).unwrap();
-        assert_eq!(both, (32 << 10, 32 << 10));
-        assert_eq!(
-            eager_limits(None, Some(1 << 30), None).unwrap(),
-            (32 << 10, 32 << 10)
-        );
-        // A transport whose frames are smaller than that bounds it.
-        assert_eq!(
-            eager_limits(None, Some(10_000), None).unwrap(),
-            (10_000, 10_000)
-        );
-    }
-
-    #[test]
-    pub(super) fn an_asked_eager_limit_sets_both_and_must_fit_every_transport() {
+        assert_eq!(shm(4096).host, max_payload(4096));
+        // An asked limit must fit the ring.
         let m = max_payload(1 << 20);
+        assert!(Limits::new(Some(m), None, Some(m as u64 + 1), 0).is_err());
         assert_eq!(
-            eager_limits(Some(m), Some(1 << 30), Some(100)).unwrap(),
-            (100, 100)
+            Limits::new(Some(m), None, Some(m as u64), 0).unwrap().host,
+            m
         );
-        assert_eq!(eager_limits(Some(m), None, Some(0)).unwrap(), (0, 0));
-        let e = eager_limits(Some(m), Some(1 << 30), Some(m as u64 + 1)).unwrap_err();
-        assert!(e.to_string().contains("KUMI_EAGER_LIMIT"), "{e}");
-        let e = eager_limits(Some(m), Some(4096), Some(8192)).unwrap_err();
-        assert!(e.to_string().contains("4096 bytes"), "{e}");
     }
 }

@@ -6,6 +6,7 @@ use super::{log, Engine, WaitInfo};
 use crate::error::{Error, Result};
 use crate::request::Status;
 use kumi_core::call::Call;
+use kumi_core::p2p;
 
 /// A request handle: slab index in the low 32 bits, generation in the high 32.
 pub(crate) type ReqId = u64;
@@ -28,25 +29,18 @@ pub(crate) fn pack_id(id: ReqId) -> Option<u32> {
         .then_some(((gen & ((1 << PACKED_GEN_BITS) - 1)) << PACKED_INDEX_BITS) | i)
 }
 
-/// What a send needs until it completes.
-pub(super) enum SendPhase {
-    /// Waiting for `Fin` (rendezvous, single copy) or `Ack` (synchronous eager).
-    AwaitReply,
-    /// Pushing `Data` chunks to receiver request `recv_req`; `off` bytes sent.
-    Streaming { recv_req: u64, off: usize },
-}
-
+/// A point-to-point request's own part: the buffer the engine keeps and
+/// the protocol's state (`kumi_core::p2p`).
 pub(super) enum Op {
     Send {
-        peer: u32,
         buf: *const u8,
-        len: usize,
-        phase: SendPhase,
+        send: p2p::Send,
     },
     Recv {
         buf: *mut u8,
         cap: usize,
-        data: Option<(usize, usize)>,
+        /// A rendezvous message under way into it.
+        data: Option<p2p::Incoming>,
     },
 }
 
