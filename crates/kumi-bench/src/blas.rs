@@ -13,11 +13,9 @@
 //! and asks for one thread (each rank owns one core). The kernel OpenBLAS
 //! really uses is read back from the library and printed with every figure.
 //!
-//! Measured on this 2-core machine (`examples`-style A/B in one process,
-//! medians of 7): a rank-256 update of a 6000 x 3000 matrix runs at 59.8
-//! GFLOPS with OpenBLAS (SkylakeX), the same as its 1024^3 square product
-//! (58.4); faer's runs at 42.0 against its own 48.9 square, because faer's
-//! kernel loses ~15-20 % once C no longer fits the caches.
+//! OpenBLAS's kernel keeps its speed on the LU's rank-k updates, where
+//! faer's loses some once C no longer fits the caches (docs/BENCHMARKS.md,
+//! "Figures moved out of the code").
 
 use crate::figure::Failure;
 use faer::{Accum, MatMut, MatRef, Par};

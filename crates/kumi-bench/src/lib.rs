@@ -248,8 +248,8 @@ fn stream(w: &Comm, o: &MicroOpts, window: usize, bench: &str) -> Result<Vec<Rec
     // One buffer of the largest size on each side, used from its start for
     // every size, as the C twin does: a fresh vector per size (pages the
     // kernel maps anew, without the large pages a long-lived buffer may
-    // get) streamed 1-4 MiB messages 5-10 % slower than the C twin on the
-    // same library (docs/BENCHMARKS.md, session 17).
+    // get) streamed large messages slower than the C twin on the same
+    // library (docs/BENCHMARKS.md, session 17).
     let max = o.sizes.iter().copied().max().unwrap_or(0);
     let mut sbig = vec![0u8; if me == 0 { max } else { 0 }];
     let mut rbig = vec![0u8; if me == 1 { max } else { 0 }];

@@ -263,13 +263,9 @@ pub fn membarrier_works() -> bool {
 /// receiver's buffer), and for them the call cost more than the copy
 /// (`scripts/count-instructions.sh`).
 ///
-/// Not for 9 to 16 bytes, which it used to do with two 8-byte moves: with the
-/// full header such a payload straddled the end of the record's first cache
-/// line in the ring, and a ping-pong of 12 or 16 bytes took 0.43-0.44 us where 24 bytes
-/// (through `memcpy`) took 0.34; with `memcpy` for them too, 0.31-0.35
-/// (docs/BENCHMARKS.md, session 7). Both copies, into the ring and out of
-/// it, contributed; why two 8-byte moves cost more there than `memcpy`'s
-/// one 16-byte move is not known.
+/// Not for 9 to 16 bytes: two 8-byte moves there were slower than
+/// `memcpy`'s one 16-byte move, into the ring and out of it, for a reason
+/// not known (docs/BENCHMARKS.md, session 7).
 ///
 /// # Safety
 /// As for `ptr::copy_nonoverlapping`: `src` readable and `dst` writable for

@@ -5,9 +5,8 @@
 //! stay free. Oversubscribed, the waiting ranks yield (see the engine's wait
 //! policy), and what a collective costs is how fast the cores go round their
 //! ranks. Free ranks migrate between the cores at every turn, which makes
-//! each turn about 2.6x dearer on this 2-core machine: 8 processes that only
-//! `sched_yield` take 12.2 us per process per round unbound, against 4.7 us
-//! with 4 of them bound to each core (docs/BENCHMARKS.md). So, oversubscribed,
+//! each turn several times dearer (docs/BENCHMARKS.md, "Figures moved out of
+//! the code"). So, oversubscribed,
 //! local rank i is bound to the i-th allowed core modulo their number, which
 //! spreads the ranks evenly and keeps each where its caches are.
 //!

@@ -645,13 +645,10 @@ unsafe fn post_recv(comm: &Comm, buf: *mut u8, cap: usize, source: i32, tag: i32
 }
 
 /// [`post_recv`] of unusual arguments, checked by [`Comm::pattern`].
-/// (The twin of [`irecv_ticket_checked`]; one generic helper taking the
-/// posting as a closure made `MPI_Irecv`'s usual path 16 instructions and 6
-/// stores longer, the closure's captures spilled around the call; and one
-/// out-of-line `checked_pattern` returning the pattern for both made the
-/// Rust API's receive 14 instructions longer, a drop of `extra`'s closure
-/// appearing on its usual path: `scripts/count-instructions.sh --path
-/// rate`, session 19.)
+/// (The twin of [`irecv_ticket_checked`]: one helper for both, generic over
+/// the posting or returning the pattern, lengthened both receives' usual
+/// paths, counted with `scripts/count-instructions.sh --path rate`:
+/// docs/BENCHMARKS.md, session 19.)
 ///
 /// # Safety
 /// As for [`irecv_contig`].

@@ -121,9 +121,8 @@ pub struct Request<'a> {
     /// a load over two stores cannot take its value from the store buffer,
     /// so it waited until they reached the cache, in order, behind the
     /// message's stores into the ring, whose lines the receiver holds: every
-    /// message of a stream paid the ring's line transfers in full (32-128 B
-    /// messages streamed 25-40 % slower than the C library's `MPI_Isend`,
-    /// docs/BENCHMARKS.md, session 17). One word is stored and loaded whole.
+    /// message of a stream paid the ring's line transfers in full
+    /// (docs/BENCHMARKS.md, session 17). One word is stored and loaded whole.
     live: Option<Box<Live<'a>>>,
 }
 

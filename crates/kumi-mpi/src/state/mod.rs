@@ -43,9 +43,7 @@ use std::thread::ThreadId;
 /// order the table's header shares a cache line with the `RefCell` flag
 /// that `st()` takes. A call after the rank has been descheduled (ranks
 /// taking turns on a core) finds the library's state out of the cache, and
-/// each line costs a miss: with the application's own data between calls,
-/// `MPI_Comm_rank` touched 11 lines the Rust API does not (valgrind's cache
-/// simulation; docs/BENCHMARKS.md, session 6).
+/// each line costs a miss (docs/BENCHMARKS.md, session 6).
 #[repr(C)]
 pub(crate) struct State {
     pub comms: Slab<CommEntry>,

@@ -83,11 +83,10 @@ const KIND_AT: usize = INLINE_AT + 2 * INLINE;
 
 /// Bytes of each payload half of a slot for `local_size` ranks: 1 MiB per area
 /// spread over the slots, between 4 and 128 KiB (64 KiB holds an alltoall of
-/// 4 KiB blocks on 16 ranks). The cap was 64 KiB; 128 KiB made a 1 MiB bcast
-/// through the area at np=8 (8 ranks on 2 cores: 16 chunks, each needing
-/// every rank to run once, become 8) 0.87x as long, np=4 0.93x
-/// (docs/BENCHMARKS.md, session 6); 256 KiB gained nothing more. An area of
-/// 8 ranks then takes 2 MiB, the eight areas 16 MiB of the segment.
+/// 4 KiB blocks on 16 ranks). The cap: with fewer, larger chunks an
+/// oversubscribed broadcast needs every rank to run fewer times; 128 KiB
+/// beat 64 and 256 KiB gained nothing (docs/BENCHMARKS.md, session 6). An
+/// area of 8 ranks then takes 2 MiB, the eight areas 16 MiB of the segment.
 pub fn payload_bytes(local_size: usize) -> usize {
     ((1usize << 20) / local_size.max(1))
         .checked_next_power_of_two()

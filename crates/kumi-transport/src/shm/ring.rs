@@ -15,10 +15,9 @@
 //! transport stores 24 (the compact form: `id` and `aux` zero) or 16 (the
 //! short form: also `len` equal to the payload's length, which every
 //! non-synchronous eager message has): an eager message of up to 32 bytes is
-//! then exactly one line. (With the full header only 8 bytes fit: a
-//! ping-pong of 16 bytes took 0.308 us against 0.205 for 8, two line transfers
-//! instead of one; in the compact form 0.202; docs/BENCHMARKS.md, session 7.
-//! The short form: session 19.)
+//! then exactly one line. (With the full header only 8 bytes fit, and a
+//! 16-byte message took two line transfers: docs/BENCHMARKS.md, sessions 7
+//! and 19.)
 //! Records never straddle the end of the buffer: a record that does not fit is
 //! preceded by a *wrap marker* (a record whose `payload_len` is `u32::MAX`) that
 //! sends the consumer to the start of the next lap.
@@ -61,7 +60,7 @@
 //! stream, records start where records started a lap before and nothing is
 //! read; the look read a line the consumer had just read or prefetched, and
 //! reading it again cost the sender a cache-line transfer per message
-//! (16-32 B streamed at 0.7-0.9x; docs/BENCHMARKS.md, session 19).
+//! (docs/BENCHMARKS.md, session 19).
 //!
 //! # The consumer's tail, cached by the producer
 //!

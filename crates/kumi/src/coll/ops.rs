@@ -72,9 +72,9 @@ pub trait Elem: Pod {
 
 /// `b[i] = f(a[i], b[i])`, with `f` inlined into the loop, which the
 /// compiler vectorizes: with the widest vectors this CPU has (AVX-512 or
-/// AVX2, asked at run time) for buffers of a few vectors or more. Built for
-/// baseline x86-64, the loop ran SSE2's two doubles per instruction, and
-/// the fold was 15 % of a 1 MiB allreduce at np=2 (perf, session 11).
+/// AVX2, asked at run time) for buffers of a few vectors or more: built for
+/// baseline x86-64 it ran SSE2's two doubles per instruction, a visible
+/// part of a long allreduce (docs/BENCHMARKS.md, session 11).
 #[inline(always)]
 fn lanes<T: Copy>(a: &[T], b: &mut [T], f: impl Fn(T, T) -> T) {
     #[cfg(target_arch = "x86_64")]

@@ -33,15 +33,13 @@
 //!   it reads straight into its own buffer, in any order, and writes the
 //!   finished piece into every other member's buffer at once, while it is
 //!   still in its cache (`process_vm_writev`): one round of publishing
-//!   instead of two, and 1 MiB went 199 -> 111 us at np=2, 637 -> 413 at
-//!   np=4, 1314 -> 981 at np=8 (docs/BENCHMARKS.md, session 4). Block i of
+//!   instead of two (docs/BENCHMARKS.md, session 4). Block i of
 //!   every buffer is only ever touched by member i (read for the fold, then
 //!   written with the result), so those writes race with nothing.
 //! - longer commutative allreduce, the other way: through the area in
 //!   chunks of a payload half ([`allreduce_area`]): no system call and no
 //!   page pinning, for twice the copies. Which is faster depends on the
-//!   machine (on session 11's AMD EPYC the area took 0.4-0.5x the time of
-//!   single copy at np=2, 4 and 8), so by default each communicator times
+//!   machine (docs/BENCHMARKS.md, session 11), so by default each communicator times
 //!   both and keeps the faster ([`allreduce_long`]); the members agree on
 //!   the outcome through an allreduce of the times, so none goes its own way.
 //!
@@ -143,11 +141,10 @@ enum Long {
 /// timed each way.
 const TRIAL_CALLS: u8 = 2 + 2 * TRIAL_TIMED;
 
-/// Timed calls each way in a trial. One was not enough: on this Xeon the
-/// second single-copy allreduce of 1 MiB at np=2 took 153 us and the area's
-/// second 132, so the area was kept, at 117 us a call against single copy's
-/// 69 from the fifth call on (docs/BENCHMARKS.md, session 16). The fastest
-/// of three each way is past the warm-up and the machine's hiccups.
+/// Timed calls each way in a trial. One was not enough: a single copy's
+/// second call can still be warming up and lose to the area it later beats
+/// (docs/BENCHMARKS.md, session 16). The fastest of three each way is past
+/// the warm-up and the machine's hiccups.
 const TRIAL_TIMED: u8 = 3;
 
 impl Long {
@@ -632,9 +629,7 @@ pub(crate) fn allreduce_single_copy(
                 // into mine, with no copy of it. Each member starts after
                 // itself: the kernel locks a process's page table for every
                 // page it copies, and members that all began with member 0
-                // queued on that lock (at np=8, 2.2 % of the time in the
-                // lock's slow path, 1.4 % staggered; no change in time that
-                // the noise lets show, docs/BENCHMARKS.md, session 7).
+                // queued on that lock (docs/BENCHMARKS.md, session 7).
                 for (j, &(pid, addr, _)) in others() {
                     cma::read_from(pid, addr + off as u64, t)
                         .map_err(|x| copy_error("reading", len, g.slots[j], x))?;
@@ -706,11 +701,8 @@ pub(crate) fn area_fits(g: &Group, elem: usize) -> bool {
 /// A commutative allreduce longer than a payload half, by single copy or
 /// through the area as `KUMI_COLL_ALLREDUCE_COPY` says (`auto`: [`tried`];
 /// through the area whenever single copy is off). Why a trial: which is
-/// faster depends on the machine (docs/BENCHMARKS.md, session 11: through
-/// the area 44-48 us per 1 MiB at np=2 against 120 us by single copy on an
-/// AMD EPYC whose kernel spends a third of a single copy pinning pages; on a
-/// Xeon, single copy moved 12 GB/s against `memcpy`'s 21, and a broadcast by
-/// single copy took 0.36x the area's time).
+/// faster depends on the machine, on how long its kernel takes to pin pages
+/// against how fast its `memcpy` is (docs/BENCHMARKS.md, sessions 6 and 11).
 pub(crate) fn allreduce_long(
     e: &mut Engine,
     g: &mut Group,
@@ -737,9 +729,8 @@ pub(crate) fn allreduce_long(
 
 /// A broadcast longer than a payload half with `KUMI_COLL_BCAST_COPY=auto`
 /// and a core per member: the group times single copy and the chunked area
-/// as [`allreduce_long`] does and keeps the faster. Measured on session 11's
-/// AMD EPYC, 1 MiB at np=2: area 20 us, single copy 48; on the Xeon single
-/// copy took 0.36x the area's time (session 6).
+/// as [`allreduce_long`] does and keeps the faster (as there, the winner
+/// depends on the machine: docs/BENCHMARKS.md, sessions 6 and 11).
 pub(crate) fn bcast_long(
     e: &mut Engine,
     g: &mut Group,

@@ -14,8 +14,11 @@
 //!   services (collectives and combining, one-sided access, contexts:
 //!   `crate::services`) register theirs at start, so the engine names none of
 //!   them;
-//! - [`p2p`]: the point-to-point protocol (eager, rendezvous with single and
-//!   split copies or pushed chunks, the direct receive, probes, cancellation);
+//! - [`p2p`]: point-to-point carried out: `kumi_core::p2p` decides (eager
+//!   or rendezvous, how a matched rendezvous moves, what each reply means,
+//!   whether a frame fits its request), this module keeps the buffers and
+//!   makes the copies and system calls; the direct receive, probes,
+//!   cancellation;
 //! - [`slab`]: requests, their ids and their results;
 //! - [`wait`]: how a rank waits (poll, yield, turns on a shared core, sleep).
 //!
