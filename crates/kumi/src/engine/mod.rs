@@ -205,12 +205,6 @@ impl Engine {
     /// The engine of `s`, with point-to-point's frame kinds registered (the
     /// services register theirs: `services::register`).
     pub fn new(s: EngineSetup) -> Result<Engine> {
-        let mut e = Engine::assemble(s)?;
-        p2p::register(&mut e)?;
-        Ok(e)
-    }
-
-    fn assemble(s: EngineSetup) -> Result<Engine> {
         let t = s.tuning;
         let limits = Limits::new(
             s.shm.as_ref().map(|t| t.max_payload()),
@@ -219,7 +213,7 @@ impl Engine {
             t.split_copy_min,
         )
         .map_err(|e| Error::Bootstrap(e.to_string()))?;
-        Ok(Engine {
+        let mut e = Engine {
             world_rank: s.world_rank,
             world_size: s.world_size,
             shm: s.shm.map(Box::new),
@@ -250,7 +244,9 @@ impl Engine {
             handlers: [None; KIND_SLOTS],
             pending_reads: Vec::new(),
             async_error: None,
-        })
+        };
+        p2p::register(&mut e)?;
+        Ok(e)
     }
 
     /// Publishes the call this rank is in (read by the launcher on a crash).
