@@ -17,7 +17,12 @@ command -v tmux >/dev/null || { apt-get update -qq && apt-get install -y -qq tmu
 command -v mpicc.mpich >/dev/null || { apt-get update -qq && apt-get install -y -qq libmpich-dev mpich python3-venv >/dev/null; }
 # `kumi bench lu` is tested with both DGEMMs: faer (built in) and OpenBLAS.
 [ -e /usr/lib/x86_64-linux-gnu/libopenblas.so.0 ] || { apt-get update -qq && apt-get install -y -qq libopenblas0-serial >/dev/null; }
+# The Fortran tests (crates/kumi-tests/tests/fortran.rs) compile with gfortran,
+# kumi's and MPICH's wrappers.
+command -v gfortran >/dev/null || { apt-get update -qq && apt-get install -y -qq gfortran >/dev/null; }
 target/py/bin/python -c 'import mpi4py, numpy' 2>/dev/null || { python3 -m venv target/py && target/py/bin/pip install -q mpi4py numpy; }
+# The Fortran binding is generated from the MPI Forum's API description.
+target/py/bin/python -c 'import pympistandard' 2>/dev/null || target/py/bin/pip install -q pympistandard==0.2.0
 # mpi4py's own test suite (from its source release, the wheel's version)
 # runs on kumi's library too.
 v=$(target/py/bin/python -c 'import mpi4py; print(mpi4py.__version__)')

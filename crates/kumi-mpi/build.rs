@@ -1,9 +1,12 @@
 //! Gives the library its soname and its segment alignment, and puts the files
-//! `kumi cc` and MPICH-built binaries look for next to it in the target
-//! directory: `libmpi.so.12` and
-//! `libmpich.so.12` (symlinks to `libmpi.so`), `include/mpi.h`, and the `mpicc`,
-//! `mpicxx`, `mpirun`, `mpiexec` shims (symlinks to the `kumi` binary, which
-//! behaves by the name it is called with).
+//! `kumi cc`, `kumi fc` and MPICH-built binaries look for next to it in the
+//! target directory: `libmpi.so.12`, `libmpich.so.12` and (for Fortran)
+//! `libmpichfort.so.12` and `libmpifort.so.12` (symlinks to `libmpi.so`,
+//! which holds the Fortran binding too), `include/mpi.h`, `include/mpif.h`,
+//! the `mpi` module (`include/mpi.mod`, where gfortran is installed), and
+//! the `mpicc`, `mpicxx`, `mpifort`, `mpif90`, `mpif77`, `mpirun`, `mpiexec`
+//! shims (symlinks to the `kumi` binary, which behaves by the name it is
+//! called with).
 use std::path::{Path, PathBuf};
 
 fn link(target: &str, name: &Path) {
@@ -27,22 +30,61 @@ fn main() {
     // library at a random 8 KiB boundary instead.
     println!("cargo:rustc-cdylib-link-arg=-Wl,-z,max-page-size=0x2000");
     println!("cargo:rerun-if-changed=include/mpi.h");
+    println!("cargo:rerun-if-changed=include/mpif.h");
+    println!("cargo:rerun-if-changed=include/mpi.f90");
     println!("cargo:rerun-if-changed=build.rs");
     // OUT_DIR is target/<profile>/build/kumi-mpi-<hash>/out.
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR"));
     let Some(dir) = out.ancestors().nth(3) else {
         return;
     };
-    for so in ["libmpi.so.12", "libmpich.so.12"] {
+    for so in SONAMES {
         link("libmpi.so", &dir.join(so));
     }
-    for shim in ["mpicc", "mpicxx", "mpirun", "mpiexec"] {
+    for shim in [
+        "mpicc", "mpicxx", "mpifort", "mpif90", "mpif77", "mpirun", "mpiexec",
+    ] {
         link("kumi", &dir.join(shim));
     }
     let inc = dir.join("include");
     let _ = std::fs::create_dir_all(&inc);
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("include/mpi.h");
-    if let Err(e) = std::fs::copy(&src, inc.join("mpi.h")) {
-        println!("cargo:warning=could not copy mpi.h: {e}");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("include");
+    for h in ["mpi.h", "mpif.h"] {
+        if let Err(e) = std::fs::copy(src.join(h), inc.join(h)) {
+            println!("cargo:warning=could not copy {h}: {e}");
+        }
+    }
+    fortran_module(&src.join("mpi.f90"), &inc, &out);
+}
+
+/// The names the library is found under: its own, MPICH's C library's and
+/// MPICH's Fortran library's (Debian's name and upstream's).
+const SONAMES: [&str; 4] = [
+    "libmpi.so.12",
+    "libmpich.so.12",
+    "libmpichfort.so.12",
+    "libmpifort.so.12",
+];
+
+/// Compiles the `mpi` module into `inc` where gfortran is installed (else
+/// nothing: `kumi fc` says what is missing when it is used).
+fn fortran_module(src: &Path, inc: &Path, out: &Path) {
+    let fc = std::env::var("KUMI_FC").unwrap_or_else(|_| "gfortran".into());
+    println!("cargo:rerun-if-env-changed=KUMI_FC");
+    let Ok(status) = std::process::Command::new(&fc)
+        .arg("-c")
+        .arg(src)
+        .arg("-I")
+        .arg(inc)
+        .arg("-J")
+        .arg(inc)
+        .arg("-o")
+        .arg(out.join("mpi.o"))
+        .status()
+    else {
+        return;
+    };
+    if !status.success() {
+        println!("cargo:warning={fc} could not compile the mpi module ({status})");
     }
 }

@@ -1,10 +1,13 @@
-//! `kumi cc` / `kumi cxx`: compile and link C and C++ MPI programs against
-//! kumi's `libmpi.so.12`; and the `mpicc`, `mpicxx`, `mpirun`, `mpiexec` names.
+//! `kumi cc` / `kumi cxx` / `kumi fc`: compile and link C, C++ and Fortran
+//! MPI programs against kumi's `libmpi.so.12`; and the `mpicc`, `mpicxx`,
+//! `mpifort`, `mpif90`, `mpif77`, `mpirun`, `mpiexec` names.
 //!
-//! The wrappers add kumi's include directory, library directory and an rpath
-//! (so the program finds kumi's library without `LD_LIBRARY_PATH`), and pass
-//! everything else to the system compiler (`$KUMI_CC`/`$KUMI_CXX`, default
-//! `cc`/`c++`). `--showme` prints the command instead of running it.
+//! The wrappers add kumi's include directory (`mpi.h`, `mpif.h` and the
+//! `mpi` module), library directory and an rpath (so the program finds
+//! kumi's library without `LD_LIBRARY_PATH`), and pass everything else to
+//! the system compiler (`$KUMI_CC`/`$KUMI_CXX`/`$KUMI_FC`, default
+//! `cc`/`c++`/`gfortran`). `--showme` prints the command instead of running
+//! it.
 //!
 //! `-static-mpi` (or `KUMI_CC_LINK=static`) links kumi's MPI library into the
 //! program (`libmpi.a`) instead of loading `libmpi.so.12` at run time, for a
@@ -32,7 +35,7 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Arguments of `kumi cc` / `kumi cxx`.
+/// Arguments of `kumi cc` / `kumi cxx` / `kumi fc`.
 #[derive(Args, Debug)]
 #[command(disable_help_flag = true)]
 pub struct CcArgs {
@@ -53,6 +56,28 @@ pub enum Lang {
     C,
     /// `c++`.
     Cxx,
+    /// `gfortran`.
+    Fortran,
+}
+
+impl Lang {
+    /// The variable that names the compiler, and the default.
+    fn compiler(self) -> (&'static str, &'static str) {
+        match self {
+            Lang::C => ("KUMI_CC", "cc"),
+            Lang::Cxx => ("KUMI_CXX", "c++"),
+            Lang::Fortran => ("KUMI_FC", "gfortran"),
+        }
+    }
+
+    /// The wrapper's name in messages.
+    fn wrapper(self) -> &'static str {
+        match self {
+            Lang::C => "kumi cc",
+            Lang::Cxx => "kumi cxx",
+            Lang::Fortran => "kumi fc",
+        }
+    }
 }
 
 /// How the program gets kumi's MPI library.
@@ -105,7 +130,12 @@ fn find_dirs() -> Result<Dirs, String> {
         )
     })?;
     // The names MPICH-built binaries ask for (normally made by the build).
-    for so in ["libmpi.so.12", "libmpich.so.12"] {
+    for so in [
+        "libmpi.so.12",
+        "libmpich.so.12",
+        "libmpichfort.so.12",
+        "libmpifort.so.12",
+    ] {
         let p = lib.join(so);
         if !p.exists() {
             let _ = std::fs::remove_file(&p);
@@ -126,12 +156,14 @@ fn compile_only(args: &[OsString]) -> bool {
 }
 
 fn build_command(lang: Lang, args: &[OsString], d: &Dirs, link: Link) -> (OsString, Vec<OsString>) {
-    let (var, default) = match lang {
-        Lang::C => ("KUMI_CC", "cc"),
-        Lang::Cxx => ("KUMI_CXX", "c++"),
-    };
+    let (var, default) = lang.compiler();
     let compiler = std::env::var_os(var).unwrap_or_else(|| default.into());
     let mut v: Vec<OsString> = vec![format!("-I{}", d.include.display()).into()];
+    if lang == Lang::Fortran && allows_argument_mismatch(&compiler) {
+        // As MPICH's wrappers do: with implicit interfaces, one buffer
+        // argument of two types in one file is an error from gfortran 10 on.
+        v.push("-fallow-argument-mismatch".into());
+    }
     v.extend(args.iter().cloned());
     if !compile_only(args) {
         match link {
@@ -147,6 +179,29 @@ fn build_command(lang: Lang, args: &[OsString], d: &Dirs, link: Link) -> (OsStri
         }
     }
     (compiler, v)
+}
+
+/// Whether `compiler` is gfortran 10 or later (which refuses a procedure
+/// called with buffers of different types unless told to allow it).
+fn allows_argument_mismatch(compiler: &OsString) -> bool {
+    if !Path::new(compiler)
+        .file_name()
+        .is_some_and(|n| n.to_string_lossy().contains("gfortran"))
+    {
+        return false;
+    }
+    Command::new(compiler)
+        .arg("-dumpversion")
+        .output()
+        .ok()
+        .and_then(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .trim()
+                .split('.')
+                .next()
+                .and_then(|m| m.parse::<u32>().ok())
+        })
+        .is_some_and(|major| major >= 10)
 }
 
 fn quote(s: &OsString) -> String {
@@ -189,23 +244,24 @@ pub fn compile(lang: Lang, args: Vec<OsString>) -> i32 {
             )
         })
         .collect();
+    let me = lang.wrapper();
     let link = match link_mode(static_flag) {
         Ok(l) => l,
         Err(e) => {
-            eprintln!("kumi cc: {e}");
+            eprintln!("{me}: {e}");
             return 2;
         }
     };
     let d = match find_dirs() {
         Ok(d) => d,
         Err(e) => {
-            eprintln!("kumi cc: {e}");
+            eprintln!("{me}: {e}");
             return 1;
         }
     };
     if link == Link::Static && !compile_only(&args) && !d.lib.join("libmpi.a").exists() {
         eprintln!(
-            "kumi cc: -static-mpi needs kumi's static MPI library, {}, which is missing: \
+            "{me}: -static-mpi needs kumi's static MPI library, {}, which is missing: \
              build it with `cargo build --release -p kumi-mpi`",
             d.lib.join("libmpi.a").display()
         );
@@ -221,12 +277,31 @@ pub fn compile(lang: Lang, args: Vec<OsString>) -> i32 {
         println!("{line}");
         return 0;
     }
+    if lang == Lang::Fortran && !d.include.join("mpi.mod").exists() {
+        // Built without a Fortran compiler: `mpif.h` works, `use mpi` does not.
+        eprintln!(
+            "{me}: note: kumi's `mpi` module is missing from {} (no Fortran compiler when \
+             kumi was built): `include 'mpif.h'` works; for `use mpi`, install gfortran and \
+             rebuild kumi (cargo build --release)",
+            d.include.display()
+        );
+    }
     let e = Command::new(&cc).args(&v).exec();
-    eprintln!("kumi cc: cannot run the compiler {:?}: {e}", cc);
+    let (var, _) = lang.compiler();
+    if e.kind() == std::io::ErrorKind::NotFound {
+        let hint = if lang == Lang::Fortran {
+            "install gfortran (apt-get install gfortran) or name another compiler with KUMI_FC"
+        } else {
+            "install it or name another compiler with the variable"
+        };
+        eprintln!("{me}: the compiler {cc:?} is not installed ({var}): {hint}");
+    } else {
+        eprintln!("{me}: cannot run the compiler {cc:?} ({var}): {e}");
+    }
     1
 }
 
-/// `kumi cc` and `kumi cxx`.
+/// `kumi cc`, `kumi cxx` and `kumi fc`.
 pub fn main(lang: Lang, args: CcArgs) -> i32 {
     compile(lang, args.args)
 }
@@ -287,7 +362,8 @@ fn mpirun_args(args: &[OsString]) -> Result<Vec<OsString>, String> {
     Err("no program to run".into())
 }
 
-/// If the binary was started as `mpicc`, `mpicxx`, `mpirun` or `mpiexec`, does
+/// If the binary was started as `mpicc`, `mpicxx`, `mpifort`, `mpif90`,
+/// `mpif77`, `mpirun` or `mpiexec`, does
 /// that and returns the exit code.
 pub fn multicall() -> Option<i32> {
     let mut argv = std::env::args_os();
@@ -297,6 +373,7 @@ pub fn multicall() -> Option<i32> {
     match name.as_str() {
         "mpicc" => Some(compile(Lang::C, rest)),
         "mpicxx" | "mpic++" | "mpiCC" => Some(compile(Lang::Cxx, rest)),
+        "mpifort" | "mpif90" | "mpif77" => Some(compile(Lang::Fortran, rest)),
         "mpirun" | "mpiexec" => Some(match mpirun_args(&rest) {
             Ok(a) => match std::env::current_exe() {
                 Ok(exe) => {

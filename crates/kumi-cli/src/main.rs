@@ -63,6 +63,10 @@ enum Command {
     Cc(cc::CcArgs),
     /// Compile and link a C++ MPI program against kumi's libmpi. Also `mpicxx`.
     Cxx(cc::CcArgs),
+    /// Compile and link a Fortran MPI program (`include 'mpif.h'` or `use
+    /// mpi`) against kumi's libmpi, with gfortran or `$KUMI_FC`. Also
+    /// `mpifort`, `mpif90`, `mpif77`.
+    Fc(cc::CcArgs),
     /// Turn `kumi bench ... --out DIR` results into report.md, report.html and charts.
     Report(suite::ReportArgs),
     // New subcommands: one variant here, one arm in `main` below.
@@ -97,6 +101,7 @@ fn main() -> ExitCode {
         Command::Report(args) => suite::report_main(args),
         Command::Cc(args) => cc::main(cc::Lang::C, args),
         Command::Cxx(args) => cc::main(cc::Lang::Cxx, args),
+        Command::Fc(args) => cc::main(cc::Lang::Fortran, args),
     };
     ExitCode::from(code.clamp(0, 255) as u8)
 }

@@ -48,6 +48,7 @@ mod coll;
 mod comm;
 pub mod consts;
 mod file;
+mod fortran;
 mod init;
 mod large;
 mod misc;

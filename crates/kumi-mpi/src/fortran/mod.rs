@@ -1,0 +1,359 @@
+//! The Fortran binding of `mpif.h` and the `mpi` module (MPICH's Fortran
+//! ABI, so programs built with `mpif90.mpich` run on kumi unchanged).
+//!
+//! The wrappers themselves are generated (`gen.rs`, by
+//! `scripts/gen-fortran.py` from the MPI Forum's API description, for every
+//! function kumi implements in C); this module holds what they share: the
+//! sentinel objects, and the conversions of statuses, strings and logicals.
+//!
+//! The ABI, as gfortran and MPICH have it:
+//! - every argument by reference; `INTEGER` is a C `int` and handles are
+//!   MPICH's integer handles, the same values as the C library's, so a
+//!   handle passes through unchanged (`MPI_Comm_f2c` is the identity), but
+//!   for files, whose C handle is a pointer (`MPI_File_f2c`);
+//! - `CHARACTER*(*)` arguments have their lengths appended after the last
+//!   argument, as `size_t`, in the order of the strings; Fortran strings are
+//!   blank-padded, not terminated;
+//! - `LOGICAL` is an `int`, `.TRUE.` 1, and any value but 0 is taken as true;
+//! - `MPI_BOTTOM`, `MPI_IN_PLACE`, `MPI_STATUS_IGNORE`,
+//!   `MPI_STATUSES_IGNORE`, `MPI_ERRCODES_IGNORE`, `MPI_UNWEIGHTED` and
+//!   `MPI_WEIGHTS_EMPTY` are variables in common blocks (`MPIPRIV1`,
+//!   `MPIPRIV2`, `MPIFCMB5`, `MPIFCMB9`) that the library recognises by
+//!   address. The library defines the blocks; a program that declares them
+//!   (through `mpif.h`) has the linker put one copy in the executable, which
+//!   every reference, the library's included, then uses.
+//! - each function is exported under the eight names MPICH's Fortran library
+//!   gives it (`mpi_send`, `mpi_send_`, `mpi_send__`, `MPI_SEND`, and the
+//!   `pmpi` forms), so every Fortran compiler's mangling finds it.
+//!
+//! A Fortran call to a function kumi does not implement, or one whose
+//! Fortran form is not bound yet, fails naming it, as in C.
+
+use crate::MPI_Status;
+use std::ffi::{c_char, c_int, c_void, CString};
+
+// Generated: formatted as the generator writes it (which `--check` compares).
+#[rustfmt::skip]
+mod gen;
+
+/// Fortran's default `INTEGER`.
+pub(crate) type Fint = c_int;
+
+/// `MPI_STATUS_SIZE`: a status is five integers, laid out as the C struct.
+pub(crate) const STATUS_SIZE: usize = 5;
+
+/// The common blocks of `mpif.h` whose variables are sentinels, with the
+/// layout MPICH's `mpif.h` gives them (the program's copy is the one used).
+///
+/// SAFETY (of `static mut`): nothing in kumi reads or writes these; only
+/// their addresses are compared.
+#[allow(non_upper_case_globals)]
+mod blocks {
+    use super::{Fint, STATUS_SIZE};
+    /// `COMMON /MPIPRIV1/ MPI_BOTTOM, MPI_IN_PLACE, MPI_STATUS_IGNORE(5)`.
+    #[no_mangle]
+    pub static mut mpipriv1_: [Fint; 2 + STATUS_SIZE] = [0; 2 + STATUS_SIZE];
+    /// `COMMON /MPIPRIV2/ MPI_STATUSES_IGNORE(5,1), MPI_ERRCODES_IGNORE(1)`.
+    #[no_mangle]
+    pub static mut mpipriv2_: [Fint; STATUS_SIZE + 1] = [0; STATUS_SIZE + 1];
+    /// `COMMON /MPIPRIVC/ MPI_ARGVS_NULL(1,1), MPI_ARGV_NULL(1)` (characters).
+    #[no_mangle]
+    pub static mut mpiprivc_: [u8; 2] = [0; 2];
+    /// `COMMON /MPIFCMB5/ MPI_UNWEIGHTED`.
+    #[no_mangle]
+    pub static mut mpifcmb5_: Fint = 0;
+    /// `COMMON /MPIFCMB9/ MPI_WEIGHTS_EMPTY`.
+    #[no_mangle]
+    pub static mut mpifcmb9_: Fint = 0;
+}
+
+/// The address of sentinel `i` (in integers) of common block `block`.
+#[inline]
+fn at(block: *const Fint, i: usize) -> *const c_void {
+    block.wrapping_add(i).cast()
+}
+
+/// A choice buffer: `MPI_BOTTOM` and `MPI_IN_PLACE` become the C library's.
+#[inline]
+pub(crate) fn buf(p: *mut c_void) -> *mut c_void {
+    let b = (&raw const blocks::mpipriv1_).cast::<Fint>();
+    if p.cast_const() == at(b, 0) {
+        std::ptr::null_mut()
+    } else if p.cast_const() == at(b, 1) {
+        crate::consts::IN_PLACE as *mut c_void
+    } else {
+        p
+    }
+}
+
+/// A status to fill: `MPI_STATUS_IGNORE` becomes the C library's.
+#[inline]
+pub(crate) fn status(p: *mut Fint) -> *mut MPI_Status {
+    let b = (&raw const blocks::mpipriv1_).cast::<Fint>();
+    if p.cast_const().cast() == at(b, 2) {
+        crate::consts::STATUS_IGNORE as *mut MPI_Status
+    } else {
+        p.cast()
+    }
+}
+
+/// An array of statuses to fill: `MPI_STATUSES_IGNORE` becomes the C
+/// library's.
+#[inline]
+pub(crate) fn statuses(p: *mut Fint) -> *mut MPI_Status {
+    let b = (&raw const blocks::mpipriv2_).cast::<Fint>();
+    if p.cast_const().cast() == at(b, 0) {
+        crate::consts::STATUS_IGNORE as *mut MPI_Status
+    } else {
+        p.cast()
+    }
+}
+
+/// Graph weights: `MPI_UNWEIGHTED` and `MPI_WEIGHTS_EMPTY` become the C
+/// library's.
+#[inline]
+pub(crate) fn weights(p: *mut Fint) -> *mut c_int {
+    if p.cast_const() == (&raw const blocks::mpifcmb5_).cast() {
+        crate::misc::MPI_UNWEIGHTED.0 as *mut c_int
+    } else if p.cast_const() == (&raw const blocks::mpifcmb9_).cast() {
+        crate::misc::MPI_WEIGHTS_EMPTY.0 as *mut c_int
+    } else {
+        p
+    }
+}
+
+/// A Fortran string argument as C's: trailing blanks dropped, terminated.
+/// A string with a NUL inside ends there, as C would read it.
+///
+/// # Safety
+/// `p` must be valid for `len` bytes of reads (Fortran's hidden length).
+pub(crate) unsafe fn str_in(p: *const c_char, len: usize) -> CString {
+    let bytes: &[u8] = if p.is_null() || len == 0 {
+        &[]
+    } else {
+        // SAFETY: the caller's contract.
+        unsafe { std::slice::from_raw_parts(p.cast(), len) }
+    };
+    let end = bytes.iter().rposition(|&b| b != b' ').map_or(0, |i| i + 1);
+    let s = &bytes[..end];
+    let s = s.split(|&b| b == 0).next().unwrap_or(&[]);
+    CString::new(s).unwrap_or_default()
+}
+
+/// A C buffer large enough for any string the C library writes back (the
+/// largest, `MPI_MAX_LIBRARY_VERSION_STRING`) and for a Fortran string of
+/// `len` characters, terminated.
+pub(crate) fn str_buf(len: usize) -> Vec<c_char> {
+    vec![0; len.max(crate::consts::MPI_MAX_LIBRARY_VERSION_STRING) + 1]
+}
+
+/// Copies C string `c` into the Fortran string of `len` characters at `p`,
+/// blank-padded; a longer string is cut at `len` (the C library already
+/// bounds every string by the length the caller gave).
+///
+/// # Safety
+/// `p` must be valid for `len` bytes of writes.
+pub(crate) unsafe fn str_out(p: *mut c_char, len: usize, c: &[c_char]) {
+    if p.is_null() || len == 0 {
+        return;
+    }
+    let n = c.iter().position(|&b| b == 0).unwrap_or(c.len()).min(len);
+    // SAFETY: the caller's contract; `n <= len`, and `c` holds `n` bytes.
+    unsafe {
+        std::ptr::copy_nonoverlapping(c.as_ptr(), p, n);
+        std::ptr::write_bytes(p.add(n), b' ', len - n);
+    }
+}
+
+/// A `LOGICAL` argument as C's `int`.
+#[inline]
+pub(crate) fn logical_in(v: Fint) -> c_int {
+    c_int::from(v != 0)
+}
+
+/// C's truth value as Fortran's `LOGICAL`.
+#[inline]
+pub(crate) fn logical_out(v: c_int) -> Fint {
+    Fint::from(v != 0)
+}
+
+/// `n` Fortran `LOGICAL`s at `p` as C's (a negative or absurd `n` gives
+/// none: the C function then refuses its count).
+///
+/// # Safety
+/// `p` must be valid for `n` integers of reads when `n > 0`.
+pub(crate) unsafe fn logicals_in(p: *const Fint, n: c_int) -> Vec<c_int> {
+    let n = usize::try_from(n).unwrap_or(0);
+    if p.is_null() || n == 0 {
+        return Vec::new();
+    }
+    // SAFETY: the caller's contract.
+    unsafe { std::slice::from_raw_parts(p, n) }
+        .iter()
+        .map(|&v| logical_in(v))
+        .collect()
+}
+
+/// Writes C truth values `v` back as Fortran `LOGICAL`s at `p`.
+///
+/// # Safety
+/// `p` must be valid for `v.len()` integers of writes.
+pub(crate) unsafe fn logicals_out(p: *mut Fint, v: &[c_int]) {
+    for (i, &x) in v.iter().enumerate() {
+        // SAFETY: the caller's contract.
+        unsafe { *p.add(i) = logical_out(x) };
+    }
+}
+
+/// An index returned by `MPI_Waitany`/`MPI_Testany` as Fortran's (from 1),
+/// `MPI_UNDEFINED` unchanged.
+///
+/// # Safety
+/// `p` must be valid for one integer.
+pub(crate) unsafe fn index_out(p: *mut Fint) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        if *p >= 0 {
+            *p += 1;
+        }
+    }
+}
+
+/// The first `*n` indices at `p` (`MPI_Waitsome`, `MPI_Testsome`) as
+/// Fortran's (from 1); nothing if `*n` is `MPI_UNDEFINED`.
+///
+/// # Safety
+/// `n` must be valid for one integer and `p` for `*n`.
+pub(crate) unsafe fn indices_out(n: *const Fint, p: *mut Fint) {
+    // SAFETY: the caller's contract.
+    let n = usize::try_from(unsafe { *n }).unwrap_or(0);
+    for i in 0..n {
+        // SAFETY: the caller's contract.
+        unsafe { *p.add(i) += 1 };
+    }
+}
+
+/// A Fortran call to a function that kumi has in C but whose Fortran form
+/// is not bound yet: fails naming it, with `MPI_ERR_UNSUPPORTED_OPERATION`
+/// in `ierror`.
+///
+/// # Safety
+/// `ierror` must be null or valid for one integer.
+pub(crate) unsafe fn unbound(name: &'static str, ierror: *mut Fint) {
+    let rc = crate::unsupported(name);
+    if !ierror.is_null() {
+        // SAFETY: the caller's contract.
+        unsafe { *ierror = rc };
+    }
+}
+
+/// Exports a wrapper under each of its Fortran names (MPICH's eight).
+macro_rules! fortran_names {
+    ($f:ident $params:tt ; $($name:literal)*) => {
+        fortran_names!($f $params -> (); $($name)*);
+    };
+    ($f:ident $params:tt -> $r:ty ; $($name:literal)*) => {$(
+        fortran_entry!($name, $f, $params, $r);
+    )*};
+}
+
+/// One of [`fortran_names`]'s entries: a jump to the wrapper.
+macro_rules! fortran_entry {
+    ($name:literal, $f:ident, ($($a:ident : $t:ty),*), $r:ty) => {
+        const _: () = {
+            #[export_name = $name]
+            unsafe extern "C" fn entry($($a: $t),*) -> $r {
+                // SAFETY: the same contract, forwarded unchanged.
+                unsafe { $f($($a),*) }
+            }
+        };
+    };
+}
+pub(crate) use {fortran_entry, fortran_names};
+
+/// The C keyvals of the predefined attributes (communicators', then
+/// windows'), whose values C gives as pointers.
+const PREDEFINED_KEYVALS: [c_int; 12] = [
+    crate::consts::MPI_TAG_UB,
+    crate::consts::MPI_HOST,
+    crate::consts::MPI_IO,
+    crate::consts::MPI_WTIME_IS_GLOBAL,
+    crate::consts::MPI_UNIVERSE_SIZE,
+    crate::consts::MPI_LASTUSEDCODE,
+    crate::consts::MPI_APPNUM,
+    WIN_BASE,
+    WIN_SIZE,
+    0x6600_0005, // MPI_WIN_DISP_UNIT
+    0x6600_0007, // MPI_WIN_CREATE_FLAVOR
+    0x6600_0009, // MPI_WIN_MODEL
+];
+const WIN_BASE: c_int = 0x6600_0001;
+const WIN_SIZE: c_int = 0x6600_0003;
+
+/// A keyval from Fortran as C's: `mpif.h` names each predefined attribute
+/// by its C keyval plus one (MPICH's values), so a C library can tell a
+/// Fortran caller, which gets the value itself rather than a pointer to it.
+#[inline]
+pub(crate) fn keyval(k: Fint) -> c_int {
+    if PREDEFINED_KEYVALS.contains(&(k.wrapping_sub(1))) {
+        k - 1
+    } else {
+        k
+    }
+}
+
+/// After a `*_GET_ATTR` found attribute `keyval` (C's): the C call wrote
+/// the attribute's `void*` into the Fortran integer at `val`. For an
+/// attribute set from Fortran that is its integer already; a predefined
+/// one, which C gives as a pointer to its value, becomes the value (but the
+/// window's base, which is an address).
+///
+/// # Safety
+/// `val` must be valid for one `i64`, written by the C call when `flag`.
+pub(crate) unsafe fn attr_out(keyval: c_int, val: *mut i64, flag: c_int) {
+    if flag == 0 || keyval == WIN_BASE || !PREDEFINED_KEYVALS.contains(&keyval) {
+        return;
+    }
+    // SAFETY: the caller's contract; the predefined attributes' pointers
+    // point to values the library keeps for as long as the object lives.
+    unsafe {
+        let p = *val as usize;
+        *val = if keyval == WIN_SIZE {
+            *(p as *const isize) as i64
+        } else {
+            i64::from(*(p as *const c_int))
+        };
+    }
+}
+
+/// `MPI_WTIME` for Fortran (a function returning `DOUBLE PRECISION`).
+unsafe extern "C" fn mpi_wtime() -> f64 {
+    crate::init::PMPI_Wtime()
+}
+fortran_names!(mpi_wtime() -> f64; "mpi_wtime" "mpi_wtime_" "mpi_wtime__" "MPI_WTIME" "pmpi_wtime" "pmpi_wtime_" "pmpi_wtime__" "PMPI_WTIME");
+
+/// `MPI_WTICK` for Fortran.
+unsafe extern "C" fn mpi_wtick() -> f64 {
+    crate::init::MPI_Wtick()
+}
+fortran_names!(mpi_wtick() -> f64; "mpi_wtick" "mpi_wtick_" "mpi_wtick__" "MPI_WTICK" "pmpi_wtick" "pmpi_wtick_" "pmpi_wtick__" "PMPI_WTICK");
+
+/// `MPI_AINT_ADD` for Fortran (`INTEGER(KIND=MPI_ADDRESS_KIND)` result).
+///
+/// # Safety
+/// Both arguments valid for one `i64` each.
+unsafe extern "C" fn mpi_aint_add(base: *const i64, disp: *const i64) -> i64 {
+    // SAFETY: the caller's contract.
+    unsafe { crate::types::PMPI_Aint_add(*base as isize, *disp as isize) as i64 }
+}
+fortran_names!(mpi_aint_add(base: *const i64, disp: *const i64) -> i64; "mpi_aint_add" "mpi_aint_add_" "mpi_aint_add__" "MPI_AINT_ADD" "pmpi_aint_add" "pmpi_aint_add_" "pmpi_aint_add__" "PMPI_AINT_ADD");
+
+/// `MPI_AINT_DIFF` for Fortran.
+///
+/// # Safety
+/// Both arguments valid for one `i64` each.
+unsafe extern "C" fn mpi_aint_diff(addr1: *const i64, addr2: *const i64) -> i64 {
+    // SAFETY: the caller's contract.
+    unsafe { crate::types::MPI_Aint_diff(*addr1 as isize, *addr2 as isize) as i64 }
+}
+fortran_names!(mpi_aint_diff(addr1: *const i64, addr2: *const i64) -> i64; "mpi_aint_diff" "mpi_aint_diff_" "mpi_aint_diff__" "MPI_AINT_DIFF" "pmpi_aint_diff" "pmpi_aint_diff_" "pmpi_aint_diff__" "PMPI_AINT_DIFF");

@@ -1,0 +1,91 @@
+! Communicators, groups, a Cartesian topology (LOGICAL periods), names and
+! error strings both ways, MPI_ERRORS_RETURN codes, a predefined attribute.
+      program comm
+      implicit none
+      include 'mpif.h'
+      integer ierr, rank, np, half, sub, subrank, dup, res, grp, g2
+      integer cart, dims(2), coords(2), src, dst, cls, len, tagub
+      integer ranks(1), n
+      integer(kind=MPI_ADDRESS_KIND) val
+      logical periods(2), flag
+      character*(MPI_MAX_OBJECT_NAME) name
+      character*(MPI_MAX_ERROR_STRING) estr
+      call MPI_INIT(ierr)
+      call MPI_COMM_RANK(MPI_COMM_WORLD, rank, ierr)
+      call MPI_COMM_SIZE(MPI_COMM_WORLD, np, ierr)
+!     Split in two halves, by parity.
+      half = mod(rank, 2)
+      call MPI_COMM_SPLIT(MPI_COMM_WORLD, half, -rank, sub, ierr)
+      call MPI_COMM_RANK(sub, subrank, ierr)
+      call MPI_COMM_SIZE(sub, n, ierr)
+      call check(n .eq. (np + 1 - half) / 2, 'split size')
+      call check(subrank .eq. n - 1 - rank / 2, 'split key order')
+      call MPI_COMM_DUP(sub, dup, ierr)
+      call MPI_COMM_COMPARE(sub, dup, res, ierr)
+      call check(res .eq. MPI_CONGRUENT, 'dup congruent')
+      call MPI_COMM_FREE(dup, ierr)
+      call check(dup .eq. MPI_COMM_NULL, 'freed')
+!     Groups.
+      call MPI_COMM_GROUP(MPI_COMM_WORLD, grp, ierr)
+      ranks(1) = 0
+      call MPI_GROUP_INCL(grp, 1, ranks, g2, ierr)
+      call MPI_GROUP_SIZE(g2, n, ierr)
+      call check(n .eq. 1, 'group incl')
+      call MPI_GROUP_FREE(g2, ierr)
+      call MPI_GROUP_FREE(grp, ierr)
+!     A periodic 1-D ring as a 2-D grid of np x 1.
+      dims(1) = 0
+      dims(2) = 1
+      call MPI_DIMS_CREATE(np, 2, dims, ierr)
+      periods(1) = .true.
+      periods(2) = .false.
+      call MPI_CART_CREATE(MPI_COMM_WORLD, 2, dims, periods, .false.,
+     &     cart, ierr)
+      call MPI_CART_COORDS(cart, rank, 2, coords, ierr)
+      call check(coords(1) .eq. rank, 'cart coords')
+      call MPI_CART_SHIFT(cart, 0, 1, src, dst, ierr)
+      call check(dst .eq. mod(rank + 1, np), 'cart shift periodic')
+      call MPI_CART_GET(cart, 2, dims, periods, coords, ierr)
+      call check(periods(1) .and. .not. periods(2), 'cart periods')
+      call MPI_TOPO_TEST(cart, n, ierr)
+      call check(n .eq. MPI_CART, 'topo test')
+      call MPI_COMM_FREE(cart, ierr)
+!     Names both ways: set from a blank-padded Fortran string.
+      call MPI_COMM_SET_NAME(sub, 'half one  ', ierr)
+      call MPI_COMM_GET_NAME(sub, name, len, ierr)
+      call check(name .eq. 'half one' .and. len .eq. 8, 'comm name')
+      call MPI_COMM_GET_NAME(MPI_COMM_WORLD, name, len, ierr)
+      call check(name(1:len) .eq. 'MPI_COMM_WORLD', 'world name')
+!     Errors returned, not fatal: a bad rank.
+      call MPI_COMM_SET_ERRHANDLER(MPI_COMM_WORLD, MPI_ERRORS_RETURN,
+     &     ierr)
+      call MPI_SEND(n, 1, MPI_INTEGER, np + 5, 0, MPI_COMM_WORLD, ierr)
+      call check(ierr .ne. MPI_SUCCESS, 'bad rank fails')
+      call MPI_ERROR_CLASS(ierr, cls, ierr)
+      call check(cls .eq. MPI_ERR_RANK, 'error class')
+      call MPI_ERROR_STRING(MPI_ERR_RANK, estr, len, ierr)
+      call check(len .gt. 0 .and. len .le. MPI_MAX_ERROR_STRING,
+     &     'error string length')
+      call check(estr(len+1:) .eq. ' ', 'error string padded')
+!     The predefined attribute MPI_TAG_UB, by value.
+      call MPI_COMM_GET_ATTR(MPI_COMM_WORLD, MPI_TAG_UB, val, flag,
+     &     ierr)
+      tagub = int(val)
+      call check(flag .and. tagub .ge. 32767, 'tag_ub attribute')
+      call MPI_COMM_FREE(sub, ierr)
+      call MPI_BARRIER(MPI_COMM_WORLD, ierr)
+      if (rank .eq. 0) print *, 'comm ok'
+      call MPI_FINALIZE(ierr)
+      end
+
+      subroutine check(ok, what)
+      implicit none
+      include 'mpif.h'
+      logical ok
+      character*(*) what
+      integer ierr
+      if (.not. ok) then
+         print *, 'FAILED: ', what
+         call MPI_ABORT(MPI_COMM_WORLD, 1, ierr)
+      end if
+      end

@@ -1,0 +1,266 @@
+//! Fortran MPI programs (`crates/kumi-tests/fortran`, one concern each):
+//! compiled with `kumi fc` and run with `kumi run` at several sizes and
+//! across two namespace hosts; the same sources compiled by Debian's MPICH
+//! (`mpif90.mpich`, which links MPICH's `libmpichfort.so.12`) run unmodified
+//! on kumi's library through `LD_LIBRARY_PATH`. Each program checks its own
+//! results and calls `MPI_ABORT` on the first wrong one.
+//!
+//! Needs the workspace built, gfortran and Debian's MPICH (`test.sh`
+//! installs both), and pympistandard in `target/py` for the check that the
+//! generated binding is current.
+
+use kumi_tests::{bin, netns};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+/// The programs, by file; each prints `<name> ok` from rank 0 when it passes.
+const PROGRAMS: &[&str] = &["p2p.f", "coll.f90", "comm.f", "types.f90"];
+
+fn src_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fortran")
+}
+
+fn lib_dir() -> PathBuf {
+    bin("kumi").parent().expect("target dir").to_path_buf()
+}
+
+fn stem(file: &str) -> &str {
+    file.split('.').next().unwrap_or(file)
+}
+
+fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// Compiles every program (and `unsupported.f`) with `compiler` into `out`.
+fn compile_all(compiler: &[String], out: &Path) {
+    std::fs::create_dir_all(out).expect("output dir");
+    for p in PROGRAMS.iter().chain(&["unsupported.f"]) {
+        let o = Command::new(&compiler[0])
+            .args(&compiler[1..])
+            .args(["-O2", "-o"])
+            .arg(out.join(stem(p)))
+            .arg(src_dir().join(p))
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {compiler:?}: {e}"));
+        assert!(
+            o.status.success(),
+            "{compiler:?} failed on {p}:\n{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+}
+
+/// Programs built with `kumi fc`, once per test binary.
+fn kumi_built() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let out = lib_dir().join("mpi-tests/fortran-kumi");
+        compile_all(&[bin("kumi").display().to_string(), "fc".into()], &out);
+        out
+    })
+}
+
+/// The same programs built with Debian's MPICH, once per test binary.
+fn mpich_built() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let ok = Command::new("mpif90.mpich")
+            .arg("-show")
+            .output()
+            .is_ok_and(|o| o.status.success());
+        assert!(
+            ok,
+            "mpif90.mpich is missing: install Debian's MPICH and gfortran \
+             (apt-get install libmpich-dev gfortran; test.sh does)"
+        );
+        let out = lib_dir().join("mpi-tests/fortran-mpich");
+        compile_all(&["mpif90.mpich".into()], &out);
+        out
+    })
+}
+
+fn run(n: usize, prog: &Path, env: &[(&str, String)]) -> Output {
+    let mut c = Command::new(bin("kumi"));
+    c.arg("run").arg("-n").arg(n.to_string()).arg(prog);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().expect("start kumi run")
+}
+
+fn expect_pass(name: &str, n: usize, o: &Output, how: &str) {
+    let (out, err) = text(o);
+    assert!(
+        o.status.success() && out.contains(&format!("{name} ok")),
+        "{name} ({how}) at np {n} failed ({}):\nstdout:\n{out}\nstderr:\n{err}",
+        o.status
+    );
+}
+
+/// Runs program `file` at each size, built by `kumi fc` and by MPICH.
+fn suite(file: &str) {
+    let name = stem(file);
+    for n in [1, 2, 3, 4, 8] {
+        let o = run(n, &kumi_built().join(name), &[]);
+        expect_pass(name, n, &o, "kumi fc");
+    }
+    let env = [("LD_LIBRARY_PATH", lib_dir().display().to_string())];
+    for n in [1, 2, 4] {
+        let o = run(n, &mpich_built().join(name), &env);
+        expect_pass(
+            name,
+            n,
+            &o,
+            "built by MPICH's mpif90, run on kumi's library",
+        );
+    }
+}
+
+#[test]
+fn fortran_point_to_point_statuses_requests_and_indices() {
+    suite("p2p.f");
+}
+
+#[test]
+fn fortran_collectives_in_place_fortran_types_and_user_operation() {
+    suite("coll.f90");
+}
+
+#[test]
+fn fortran_communicators_topologies_strings_errors_and_attributes() {
+    suite("comm.f");
+}
+
+#[test]
+fn fortran_derived_datatypes_and_mpi_bottom() {
+    suite("types.f90");
+}
+
+/// An MPICH-built Fortran program loads kumi's library alone: MPICH's
+/// Fortran library (which calls MPICH internals) must not be the one found.
+#[test]
+fn mpich_built_fortran_program_loads_only_kumis_library() {
+    let prog = mpich_built().join("p2p");
+    let o = Command::new("ldd")
+        .arg(&prog)
+        .env("LD_LIBRARY_PATH", lib_dir())
+        .output()
+        .expect("run ldd");
+    let (out, err) = text(&o);
+    let mpi: Vec<&str> = out.lines().filter(|l| l.contains("libmpi")).collect();
+    assert!(
+        !mpi.is_empty()
+            && mpi
+                .iter()
+                .all(|l| l.contains(&lib_dir().display().to_string())),
+        "libraries found:\n{out}\n{err}"
+    );
+}
+
+/// A Fortran call to a function kumi does not implement ends the job naming
+/// it, from both builds.
+#[test]
+fn unsupported_fortran_call_fails_naming_it() {
+    let env = [("LD_LIBRARY_PATH", lib_dir().display().to_string())];
+    for dir in [kumi_built(), mpich_built()] {
+        let o = run(2, &dir.join("unsupported"), &env);
+        let (out, err) = text(&o);
+        assert!(
+            !o.status.success()
+                && err.contains("MPI_OPEN_PORT is not supported by kumi yet")
+                && !out.contains("returned from"),
+            "{}: {}\nstdout:\n{out}\nstderr:\n{err}",
+            dir.display(),
+            o.status
+        );
+    }
+}
+
+#[test]
+fn fortran_programs_across_two_namespace_hosts() {
+    if netns::skip_unless_root("fortran_programs_across_two_namespace_hosts") {
+        return;
+    }
+    let c = netns::Cluster::create(2).unwrap_or_else(|e| panic!("cannot create 2 test hosts: {e}"));
+    for file in PROGRAMS {
+        let name = stem(file);
+        let prog = kumi_built().join(name);
+        let o = c.kumi_run(
+            4,
+            &[(0, 2), (1, 2)],
+            &[],
+            &[prog.to_str().expect("utf-8 path")],
+        );
+        expect_pass(name, 4, &o, "2 hosts x 2 ranks");
+    }
+}
+
+/// `kumi fc --showme` and the `mpifort`/`mpif90`/`mpif77` shims: kumi's
+/// include directory (with `mpif.h` and the `mpi` module), library and rpath,
+/// and gfortran's flag for MPI's buffers of any type; a missing compiler is
+/// named with the variable that chooses it.
+#[test]
+fn kumi_fc_showme_shims_and_a_missing_compiler() {
+    let show = |cmd: &Path, pre: &[&str]| {
+        let o = Command::new(cmd)
+            .args(pre)
+            .args(["--showme", "-O2", "x.f90", "-o", "x"])
+            .output()
+            .expect("run the wrapper");
+        assert!(o.status.success(), "{:?}", text(&o));
+        text(&o).0
+    };
+    let line = show(&bin("kumi"), &["fc"]);
+    let inc = lib_dir().join("include");
+    for want in [
+        "gfortran ",
+        &format!("-I{}", inc.display()),
+        "-fallow-argument-mismatch",
+        "-lmpi",
+        "-Wl,-rpath,",
+        "x.f90",
+    ] {
+        assert!(line.contains(want), "missing {want:?} in: {line}");
+    }
+    assert!(inc.join("mpif.h").exists() && inc.join("mpi.mod").exists());
+    for shim in ["mpifort", "mpif90", "mpif77"] {
+        assert_eq!(show(&lib_dir().join(shim), &[]), line, "{shim}");
+    }
+    let o = Command::new(bin("kumi"))
+        .args(["fc", "x.f90"])
+        .env("KUMI_FC", "/nonexistent/gfortran")
+        .output()
+        .expect("run kumi fc");
+    let (_, err) = text(&o);
+    assert!(
+        o.status.code() == Some(1) && err.contains("is not installed (KUMI_FC)"),
+        "{:?}: {err}",
+        o.status
+    );
+}
+
+/// The Fortran binding (`crates/kumi-mpi/src/fortran/gen.rs`, `mpif.h`) is
+/// what `scripts/gen-fortran.py` makes of the MPI Forum's API description and
+/// the functions kumi implements now: implementing a function in C and not
+/// regenerating fails here.
+#[test]
+fn fortran_binding_is_generated_from_the_current_sources() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let python = root.join("target/py/bin/python");
+    assert!(
+        python.exists(),
+        "{} is missing: test.sh makes the venv (with pympistandard)",
+        python.display()
+    );
+    let o = Command::new(&python)
+        .arg(root.join("scripts/gen-fortran.py"))
+        .arg("--check")
+        .output()
+        .expect("run gen-fortran.py");
+    assert!(o.status.success(), "{:?}", text(&o));
+}

@@ -1,0 +1,448 @@
+#!/usr/bin/env python3
+"""Generates kumi's Fortran binding (MPICH's Fortran ABI) from the MPI Forum's
+machine-readable API description, filtered by what kumi implements in C.
+
+    target/py/bin/python scripts/gen-fortran.py          # rewrite the outputs
+    target/py/bin/python scripts/gen-fortran.py --check  # fail if they are stale
+
+Reads:
+  - the MPI Forum's API description: the `pympistandard` package (PyPI,
+    pinned below; `./test.sh` installs it into target/py);
+  - the functions kumi implements: every `MPI_X / PMPI_X` pair defined in
+    crates/kumi-mpi/src, minus the stubs (src/stubs.rs).
+Writes:
+  - crates/kumi-mpi/include/mpif.h: every integer constant of kumi's mpi.h
+    (the same values: MPICH's), the Fortran-only ones, and the common blocks
+    of the sentinels, laid out as MPICH's (binary compatibility); valid in
+    fixed and free source form;
+  - crates/kumi-mpi/src/fortran/gen.rs: one wrapper per function of the
+    standard's Fortran binding, exported under MPICH's eight names. A
+    function kumi implements becomes a call of its C form through the
+    conversions of `fortran/mod.rs`; one it does not (or whose Fortran form
+    needs what is not bound yet: callbacks with a Fortran calling
+    convention, arrays of strings) fails naming itself.
+
+Every rule is keyed on the standard's parameter kinds and types, never on a
+function's name, but for the few functions the standard itself singles out
+(the 1-based indices of MPI_Waitany and friends, MPI_Init's missing
+arguments); those are listed in SPECIAL below.
+"""
+import argparse
+import pathlib
+import re
+import sys
+
+try:
+    import pympistandard as std
+except ImportError:
+    sys.exit("gen-fortran: needs pympistandard==0.2.0 (target/py/bin/pip install pympistandard==0.2.0)")
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+SRC = ROOT / "crates/kumi-mpi/src"
+OUT_RS = SRC / "fortran/gen.rs"
+MPI_H = ROOT / "crates/kumi-mpi/include/mpi.h"
+OUT_MPIF = ROOT / "crates/kumi-mpi/include/mpif.h"
+
+# The predefined attributes: Fortran names each by its C keyval plus one,
+# and gets the value where C gets a pointer to it (MPICH's convention).
+PREDEFINED_KEYVALS = {
+    "MPI_TAG_UB", "MPI_HOST", "MPI_IO", "MPI_WTIME_IS_GLOBAL", "MPI_UNIVERSE_SIZE",
+    "MPI_LASTUSEDCODE", "MPI_APPNUM", "MPI_WIN_BASE", "MPI_WIN_SIZE", "MPI_WIN_DISP_UNIT",
+    "MPI_WIN_CREATE_FLAVOR", "MPI_WIN_MODEL",
+}
+
+# The handle types whose constants are integers in Fortran (MPICH's handles).
+HANDLE_TYPES = {
+    "MPI_Datatype", "MPI_Op", "MPI_Errhandler", "MPI_Comm", "MPI_Message", "MPI_Info",
+    "MPI_Group", "MPI_Win", "MPI_Request", "MPI_Session", "MPI_File",
+}
+
+RUST_KEYWORDS = {"type", "ref", "in", "fn", "mod", "use", "loop", "match", "move", "self", "where"}
+
+# Fortran function types whose calling convention is C's with every argument
+# by reference: the Fortran procedure can be given to the C function as is.
+SAME_CONVENTION = {
+    "MPI_Op_create": "user_fn",
+    "MPI_Comm_create_errhandler": "comm_errhandler_fn",
+    "MPI_Win_create_errhandler": "win_errhandler_fn",
+    "MPI_File_create_errhandler": "file_errhandler_fn",
+    "MPI_Session_create_errhandler": "session_errhandler_fn",
+}
+
+# Where the standard's Fortran binding means something C's does not.
+SPECIAL = {
+    # Indices from 1 in Fortran.
+    "MPI_Waitany": {"post_ok": ["fortran::index_out(index)"]},
+    "MPI_Testany": {"post_ok": ["fortran::index_out(index)"]},
+    "MPI_Waitsome": {"post_ok": ["fortran::indices_out(outcount, array_of_indices)"]},
+    "MPI_Testsome": {"post_ok": ["fortran::indices_out(outcount, array_of_indices)"]},
+}
+
+
+def implemented():
+    """kumi's C functions: name -> the Rust path of its PMPI_ entry."""
+    stubs = set(re.findall(r'unsupported\("(P?MPI_\w+)"\)', (SRC / "stubs.rs").read_text()))
+    found = {}
+    for f in sorted(SRC.rglob("*.rs")):
+        if f.name in ("stubs.rs",) or "fortran" in f.parts:
+            continue
+        rel = f.relative_to(SRC).with_suffix("")
+        parts = [p for p in rel.parts if p not in ("lib", "mod")]
+        path = "::".join(["crate"] + parts)
+        text = f.read_text()
+        for m in re.finditer(r"\b(MPI_\w+) / (PMPI_\w+)\b", text):
+            found[m.group(1)] = f"{path}::{m.group(2)}"
+        for m in re.finditer(r'pub (?:unsafe )?extern "C" fn (MPI_\w+)\(', text):
+            found.setdefault(m.group(1), f"{path}::{m.group(1)}")
+    return {k: v for k, v in found.items() if k not in stubs}
+
+
+def rust_name(n):
+    n = n.lower()
+    return n + "_" if n in RUST_KEYWORDS else n
+
+
+class Unbound(Exception):
+    """This function's Fortran form needs something not bound yet."""
+
+
+def c_type(cparam):
+    """The C declaration's type, without the parameter's name."""
+    decl = str(cparam)
+    name = cparam.name
+    t = decl[: decl.rfind(name)].strip() if decl.rstrip("[]").endswith(name) else decl
+    if decl.endswith("[]"):
+        t += "[]"
+    return t
+
+
+def fortran_params(proc):
+    """The Fortran side's parameters as Rust declares them (every argument by
+    reference, then the strings' lengths): (name, type) pairs."""
+    args, hidden = [], []
+    for q in proc.express.f90.parameters:
+        n = rust_name(q.name)
+        ftype = q.type
+        if ftype == "<type>":
+            args.append((n, "*mut c_void"))
+        elif ftype == "CHARACTER*(*)":
+            args.append((n, "*mut c_char"))
+            hidden.append((f"{n}_len", "usize"))
+        elif ftype == "EXTERNAL":
+            args.append((n, "*const c_void"))
+        elif ftype.startswith("INTEGER") and "KIND=" in ftype:
+            args.append((n, "*mut i64"))
+        else:
+            args.append((n, "*mut Fint"))
+    return args + hidden
+
+
+def wrapper(proc, cpath):
+    """Rust source of the wrapper of `proc`, or raises Unbound."""
+    name = proc._parseset["name"]
+    f90 = proc.express.f90
+    cparams = {p.name.lower(): p for p in proc.express.iso_c.parameters}
+    pre, post, post_ok = [], [], []
+    exprs = {}
+    special = SPECIAL.get(name, {})
+    ret = None
+    keyval = next((rust_name(q.name) for q in f90.parameters if q._parseset["kind"] == "KEYVAL"), None)
+    for q in f90.parameters:
+        kind = q._parseset["kind"]
+        direction = q._parseset["param_direction"]
+        length = q._parseset["length"]
+        n = rust_name(q.name)
+        ftype = q.type
+        if q.name == "IERROR":
+            ret = n
+            continue
+        cp = cparams.get(q.name.lower())
+        if cp is None:
+            raise Unbound(f"{q.name} has no C counterpart")
+        call = exprs.setdefault(cp.name, [])
+        ct = c_type(cp)
+        by_value = "*" not in ct and "[]" not in ct
+        const = ct.startswith("const ")
+        if ftype == "<type>":
+            if kind == "C_BUFFER2":
+                # MPI_Buffer_detach's address out: Fortran has no use for it
+                # (and its argument is no pointer's room), as in MPICH.
+                pre.append(f"let mut {n}_c: *mut c_void = std::ptr::null_mut();")
+                call.append(f"&mut {n}_c as *mut *mut c_void as _")
+            else:
+                call.append(f"fortran::buf({n}) as _" if kind == "BUFFER" else f"{n} as _")
+        elif ftype == "CHARACTER*(*)":
+            if q.dimensions:
+                raise Unbound("arrays of strings")
+            if const or by_value:
+                pre.append(f"let {n}_c = fortran::str_in({n}, {n}_len);")
+                call.append(f"{n}_c.as_ptr() as _")
+            else:
+                pre.append(f"let mut {n}_c = fortran::str_buf({n}_len);")
+                call.append(f"{n}_c.as_mut_ptr() as _")
+                post.append(f"fortran::str_out({n}, {n}_len, &{n}_c);")
+        elif ftype == "LOGICAL":
+            if q.dimensions:
+                if length in (None, "*"):
+                    raise Unbound("a LOGICAL array of unknown length")
+                lenv = rust_name(length)
+                pre.append(f"let mut {n}_c = fortran::logicals_in({n}, *{lenv});")
+                call.append(f"{n}_c.as_mut_ptr() as _")
+                if direction != "in":
+                    post.append(f"fortran::logicals_out({n}, &{n}_c);")
+            elif by_value:
+                call.append(f"fortran::logical_in(*{n})")
+            else:
+                pre.append(f"let mut {n}_c: c_int = 0;")
+                call.append(f"&mut {n}_c")
+                post.append(f"*{n} = fortran::logical_out({n}_c);")
+        elif ftype == "EXTERNAL":
+            if SAME_CONVENTION.get(name) != q.name.lower():
+                raise Unbound("a Fortran callback")
+            call.append(f"std::mem::transmute::<*const c_void, _>({n})")
+        elif ftype.startswith("INTEGER"):
+            if kind in ("ATTRIBUTE_VAL", "EXTRA_STATE") and by_value or kind == "ATTRIBUTE_VAL" and direction == "in":
+                call.append(f"*{n} as usize as *mut c_void")
+            elif kind == "ATTRIBUTE_VAL":
+                call.append(f"{n} as *mut c_void")
+                if keyval is None:
+                    raise Unbound("an attribute without its keyval")
+                post_ok.append(f"fortran::attr_out(fortran::keyval(*{keyval}), {n}, flag_c);")
+            elif kind == "FILE":
+                if by_value:
+                    call.append(f"crate::file::MPI_File_f2c(*{n})")
+                else:
+                    if direction == "out":
+                        pre.append(f"let mut {n}_c: *mut c_void = std::ptr::null_mut();")
+                    else:
+                        pre.append(f"let mut {n}_c = crate::file::MPI_File_f2c(*{n});")
+                    call.append(f"&mut {n}_c as *mut *mut c_void as _")
+                    post.append(f"*{n} = crate::file::MPI_File_c2f({n}_c);")
+            elif kind == "KEYVAL" and by_value:
+                call.append(f"fortran::keyval(*{n})")
+            elif kind == "STATUS":
+                if const:
+                    call.append(f"{n} as *const crate::MPI_Status")
+                elif "," in q.dimensions:
+                    call.append(f"fortran::statuses({n})")
+                else:
+                    call.append(f"fortran::status({n})")
+            elif kind == "WEIGHT":
+                call.append(f"fortran::weights({n})")
+            elif by_value:
+                call.append(f"*{n} as _")
+            else:
+                call.append(f"{n} as _")
+        else:
+            raise Unbound(f"Fortran type {ftype}")
+    if ret is None:
+        raise Unbound("no IERROR")
+    call = []
+    for cp in proc.express.iso_c.parameters:
+        if cp.name in exprs:
+            call += exprs[cp.name]
+        elif cp._parseset["kind"] in ("ARGUMENT_COUNT", "ARGUMENT_LIST"):
+            # MPI_Init's argc and argv, MPI_Info_create_env's.
+            by_value = "*" not in c_type(cp) and "[]" not in c_type(cp)
+            call.append("0" if by_value else "std::ptr::null_mut()")
+        else:
+            raise Unbound(f"C's {cp.name} has no Fortran counterpart")
+    fname = name.upper()
+    params = ", ".join(f"{n}: {t}" for n, t in fortran_params(proc))
+    body = []
+    body += pre
+    body.append(f"let rc = {cpath}({', '.join(call)});")
+    if post_ok or special.get("post_ok"):
+        body.append("if rc == crate::consts::MPI_SUCCESS {")
+        body += ["    " + p for p in post_ok]
+        body += ["    " + p + ";" for p in special.get("post_ok", [])]
+        body.append("}")
+    body += post
+    body.append(f"*{ret} = rc;")
+    inner = "\n".join("        " + line for line in body)
+    return params, f"""/// `{fname}`: `{name}` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn {name.lower()}({params}) {{
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {{
+{inner}
+    }}
+}}
+"""
+
+
+def unbound(proc, why):
+    """A wrapper that fails naming the function, with the Fortran signature
+    (so `ierror` is the argument the program passes as such)."""
+    name = proc._parseset["name"]
+    params = fortran_params(proc)
+    ierror = next((rust_name(q.name) for q in proc.express.f90.parameters if q.name == "IERROR"), None)
+    decl = ", ".join(f"{'_' if n != ierror else ''}{n}: {t}" for n, t in params)
+    target = ierror or "std::ptr::null_mut()"
+    return decl, f"""/// `{name.upper()}`: not bound for Fortran ({why}).
+unsafe extern "C" fn {name.lower()}({decl}) {{
+    // SAFETY: `ierror` is the program's, valid for one integer, or null.
+    unsafe {{ fortran::unbound("{name.upper()}", {target}) }}
+}}
+"""
+
+
+def names(fn):
+    low = fn.lower()
+    out = []
+    for base in (low, "p" + low):
+        out += [base, base + "_", base + "__", base.upper()]
+    return out
+
+
+def generate():
+    std.use_api_version(1)
+    impl = implemented()
+    out = [
+        "//! Generated by `scripts/gen-fortran.py` from the MPI Forum's API",
+        "//! description (pympistandard) and the functions kumi implements. Do not",
+        "//! edit: rerun the script.",
+        "#![allow(non_snake_case, clippy::all)]",
+        "",
+        "use super::{fortran_entry, fortran_names, Fint};",
+        "use crate::fortran;",
+        "#[allow(unused_imports)]",
+        "use std::ffi::{c_char, c_int, c_void};",
+        "",
+    ]
+    stats = {"bound": 0, "unbound": 0, "missing": 0}
+    why_all = {}
+    for key in sorted(std.PROCEDURES):
+        proc = std.PROCEDURES[key]
+        a = proc._parseset["attributes"]
+        name = proc._parseset["name"]
+        if not a["f90_expressible"] or a["callback"] or a["predefined_function"] or a["not_with_mpif"]:
+            continue
+        if proc.express.f90.return_type:
+            continue  # MPI_Wtime and friends: `fortran/mod.rs`.
+        cpath = impl.get(name)
+        try:
+            if cpath is None:
+                stats["missing"] += 1
+                raise Unbound("kumi does not implement it")
+            params, src = wrapper(proc, cpath)
+            stats["bound"] += 1
+        except Unbound as e:
+            if cpath is not None:
+                stats["unbound"] += 1
+                why_all[name] = str(e)
+            params, src = unbound(proc, e)
+        out.append(src)
+        quoted = " ".join(f'"{n}"' for n in names(name))
+        out.append(f"fortran_names!({name.lower()}({params}); {quoted});")
+        out.append("")
+    return "\n".join(out), stats, why_all
+
+
+def c_constants():
+    """kumi's mpi.h integer constants, in order: (name, value)."""
+    raw = {}
+    order = []
+    for line in MPI_H.read_text().splitlines():
+        m = re.match(r"#define\s+(MPI_\w+)\s+(.+?)\s*(?:/[*/].*)?$", line)
+        if not m:
+            continue
+        name, val = m.groups()
+        cast = re.fullmatch(r"\(\((\w+)\)\s*(-?(?:0x[0-9a-fA-F]+|\d+))\)", val)
+        if cast:
+            if cast.group(1) not in HANDLE_TYPES:
+                continue
+            val = cast.group(2)
+        val = val.strip("()")
+        if re.fullmatch(r"-?(0x[0-9a-fA-F]+|\d+)", val):
+            v = int(val, 0)
+            if v > 0x7FFFFFFF:
+                v -= 1 << 32
+        elif val in raw:
+            v = raw[val]
+        else:
+            continue
+        if not -(1 << 31) <= v < (1 << 31) or name.startswith("MPI_T_"):
+            continue
+        raw[name] = v
+        order.append(name)
+    return [(n, raw[n]) for n in order]
+
+
+def mpif_h():
+    """mpif.h: fixed form with every line a valid free-form line too."""
+    out = [
+        "! kumi's mpif.h: generated by scripts/gen-fortran.py from kumi's mpi.h",
+        "! (MPICH's values and sentinel blocks). Do not edit: rerun the script.",
+        "! Valid in fixed and free source form.",
+    ]
+
+    def param(kind, name, value):
+        out.append(f"       {kind} {name}")
+        out.append(f"       PARAMETER ({name}={value})")
+
+    param("INTEGER", "MPI_SOURCE", 3)
+    param("INTEGER", "MPI_TAG", 4)
+    param("INTEGER", "MPI_ERROR", 5)
+    param("INTEGER", "MPI_STATUS_SIZE", 5)
+    for name, kind in [("MPI_ADDRESS_KIND", 8), ("MPI_OFFSET_KIND", 8), ("MPI_COUNT_KIND", 8),
+                       ("MPI_INTEGER_KIND", 4)]:
+        param("INTEGER", name, kind)
+    param("LOGICAL", "MPI_SUBARRAYS_SUPPORTED", ".FALSE.")
+    param("LOGICAL", "MPI_ASYNC_PROTECTS_NONBLOCKING", ".FALSE.")
+    skip = {"MPI_SOURCE", "MPI_TAG", "MPI_ERROR", "MPI_STATUS_SIZE"}
+    for name, v in c_constants():
+        if name in skip:
+            continue
+        if name in PREDEFINED_KEYVALS:
+            v += 1  # Fortran's keyval of the attribute (see `fortran::keyval`)
+        elif re.fullmatch(r"MPI_MAX_\w+_(STRING|NAME|KEY|VAL)", name):
+            v -= 1  # characters, without C's terminating NUL
+        param("INTEGER", name, v)
+    out += [
+        "       INTEGER MPI_BOTTOM, MPI_IN_PLACE",
+        "       INTEGER MPI_STATUS_IGNORE(MPI_STATUS_SIZE)",
+        "       INTEGER MPI_STATUSES_IGNORE(MPI_STATUS_SIZE,1)",
+        "       INTEGER MPI_ERRCODES_IGNORE(1)",
+        "       CHARACTER*1 MPI_ARGVS_NULL(1,1)",
+        "       CHARACTER*1 MPI_ARGV_NULL(1)",
+        "       INTEGER MPI_UNWEIGHTED, MPI_WEIGHTS_EMPTY",
+        "       COMMON /MPIPRIV1/ MPI_BOTTOM, MPI_IN_PLACE, MPI_STATUS_IGNORE",
+        "       COMMON /MPIPRIV2/ MPI_STATUSES_IGNORE, MPI_ERRCODES_IGNORE",
+        "       COMMON /MPIPRIVC/ MPI_ARGVS_NULL, MPI_ARGV_NULL",
+        "       COMMON /MPIFCMB5/ MPI_UNWEIGHTED",
+        "       COMMON /MPIFCMB9/ MPI_WEIGHTS_EMPTY",
+        "       SAVE /MPIPRIV1/, /MPIPRIV2/, /MPIPRIVC/, /MPIFCMB5/, /MPIFCMB9/",
+        "       EXTERNAL MPI_WTIME, MPI_WTICK, PMPI_WTIME, PMPI_WTICK",
+        "       DOUBLE PRECISION MPI_WTIME, MPI_WTICK, PMPI_WTIME, PMPI_WTICK",
+    ]
+    for line in out:
+        if len(line) > 72:
+            raise SystemExit(f"gen-fortran: mpif.h line longer than 72 columns: {line}")
+    return "\n".join(out) + "\n"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true", help="fail if the outputs are stale")
+    args = ap.parse_args()
+    rs, stats, why = generate()
+    outputs = {OUT_RS: rs, OUT_MPIF: mpif_h()}
+    if args.check:
+        stale = [str(p.relative_to(ROOT)) for p, text in outputs.items() if not p.exists() or p.read_text() != text]
+        if stale:
+            sys.exit(f"gen-fortran: {', '.join(stale)} stale: rerun scripts/gen-fortran.py")
+        return
+    for p, text in outputs.items():
+        p.write_text(text)
+    print(
+        f"gen-fortran: {stats['bound']} functions bound, {stats['unbound']} implemented in C "
+        f"but not bound for Fortran yet, {stats['missing']} not implemented"
+    )
+    for n, w in sorted(why.items()):
+        print(f"  not bound: {n}: {w}")
+
+
+if __name__ == "__main__":
+    main()
