@@ -159,10 +159,13 @@ fn build_command(lang: Lang, args: &[OsString], d: &Dirs, link: Link) -> (OsStri
     let (var, default) = lang.compiler();
     let compiler = std::env::var_os(var).unwrap_or_else(|| default.into());
     let mut v: Vec<OsString> = vec![format!("-I{}", d.include.display()).into()];
-    if lang == Lang::Fortran && allows_argument_mismatch(&compiler) {
-        // As MPICH's wrappers do: with implicit interfaces, one buffer
-        // argument of two types in one file is an error from gfortran 10 on.
+    if lang == Lang::Fortran && is_gfortran_10_or_later(&compiler) {
+        // As MPICH's wrappers do, for the code written before gfortran 10
+        // made these errors: a procedure called with buffers of different
+        // types in one file (every MPI program with implicit interfaces),
+        // and `X'..'` hexadecimal constants (the NAS benchmarks).
         v.push("-fallow-argument-mismatch".into());
+        v.push("-fallow-invalid-boz".into());
     }
     v.extend(args.iter().cloned());
     if !compile_only(args) {
@@ -181,9 +184,8 @@ fn build_command(lang: Lang, args: &[OsString], d: &Dirs, link: Link) -> (OsStri
     (compiler, v)
 }
 
-/// Whether `compiler` is gfortran 10 or later (which refuses a procedure
-/// called with buffers of different types unless told to allow it).
-fn allows_argument_mismatch(compiler: &OsString) -> bool {
+/// Whether `compiler` is gfortran 10 or later.
+fn is_gfortran_10_or_later(compiler: &OsString) -> bool {
     if !Path::new(compiler)
         .file_name()
         .is_some_and(|n| n.to_string_lossy().contains("gfortran"))

@@ -145,6 +145,8 @@ vars! {
     "the C compiler `kumi cc` (`mpicc`) runs";
     "KUMI_CXX", Tool, "c++",
     "the C++ compiler `kumi cxx` (`mpicxx`) runs";
+    "KUMI_FC", Tool, "gfortran",
+    "the Fortran compiler `kumi fc` (`mpifort`, `mpif90`, `mpif77`) runs, and the build compiles the `mpi` module with";
     "KUMI_CC_LINK", Tool, "shared",
     "`static` makes `kumi cc` link kumi's library into the program (as `-static-mpi`)";
     "KUMI_AGENT_PROGRAM", Tool, "this `kumi`",

@@ -11,7 +11,7 @@
 use crate::consts::*;
 use crate::state::{
     in_str, out, out_str, read, slice, slice_mut, st, Cart, CommEntry, CopyFn, DeleteFn, DistGraph,
-    ErrFn, Keyval, State,
+    ErrFn, Keyval, KeyvalFns, State,
 };
 use crate::{class_text, err, MpiErr, R};
 use kumi::Comm;
@@ -92,22 +92,15 @@ pub(crate) fn delete_all_attrs(comm: c_int) -> R<()> {
 }
 
 pub(crate) fn call_delete(comm: c_int, keyval: c_int, val: *mut c_void) -> R<()> {
-    let (f, extra) = {
-        let s = st()?;
-        match s.keyvals.get(&keyval) {
-            Some(k) => (k.delete, k.extra),
-            None => (None, std::ptr::null_mut()),
-        }
+    let Some((fns, extra)) = st()?.keyvals.get(&keyval).map(|k| (k.fns, k.extra)) else {
+        return Ok(());
     };
-    if let Some(f) = f {
-        // SAFETY: the program registered `f` as an MPI_Comm_delete_attr_function.
-        let rc = unsafe { f(comm, keyval, val, extra) };
-        if rc != MPI_SUCCESS {
-            return err(
-                rc,
-                format!("the attribute delete callback of keyval {keyval:#x} returned {rc}"),
-            );
-        }
+    // SAFETY: the program registered the callbacks as what `fns` says.
+    if let Err(rc) = unsafe { fns.delete(comm, keyval, extra, val) } {
+        return err(
+            rc,
+            format!("the attribute delete callback of keyval {keyval:#x} returned {rc}"),
+        );
     }
     Ok(())
 }
@@ -133,47 +126,27 @@ pub(crate) fn copied_attrs(
     from: c_int,
     attrs: Vec<(c_int, *mut c_void)>,
 ) -> R<Vec<(c_int, *mut c_void)>> {
-    let attrs: Vec<(c_int, *mut c_void, Option<CopyFn>, *mut c_void)> = {
+    let attrs: Vec<(c_int, *mut c_void, Option<Keyval>)> = {
         let s = st()?;
         attrs
             .into_iter()
-            .map(|(k, v)| {
-                let kv = s.keyvals.get(&k);
-                (
-                    k,
-                    v,
-                    kv.and_then(|x| x.copy),
-                    kv.map_or(std::ptr::null_mut(), |x| x.extra),
-                )
-            })
+            .map(|(k, v)| (k, v, s.keyvals.get(&k).copied()))
             .collect()
     };
     let mut out = Vec::new();
-    for (k, v, f, extra) in attrs {
-        let Some(f) = f else { continue };
-        let mut newv: *mut c_void = std::ptr::null_mut();
-        let mut flag: c_int = 0;
-        // SAFETY: the program registered `f` as an MPI_Comm_copy_attr_function
-        // (or the datatype one, of the same shape); attribute_val_out points
-        // to a void* and flag to an int.
-        let rc = unsafe {
-            f(
-                from,
-                k,
-                extra,
-                v,
-                &mut newv as *mut _ as *mut c_void,
-                &mut flag,
-            )
-        };
-        if rc != MPI_SUCCESS {
-            return err(
-                rc,
-                format!("the attribute copy callback of keyval {k:#x} returned {rc}"),
-            );
-        }
-        if flag != 0 {
-            out.push((k, newv));
+    for (k, v, kv) in attrs {
+        let Some(kv) = kv else { continue };
+        // SAFETY: the program registered the callbacks as what `kv.fns`
+        // says (a communicator's and a datatype's have the same shape).
+        match unsafe { kv.fns.copy(from, k, kv.extra, v) } {
+            Ok(Some(new)) => out.push((k, new)),
+            Ok(None) => {}
+            Err(rc) => {
+                return err(
+                    rc,
+                    format!("the attribute copy callback of keyval {k:#x} returned {rc}"),
+                )
+            }
         }
     }
     Ok(out)
@@ -282,22 +255,10 @@ fn delete_attr(comm: c_int, keyval: c_int) -> R<()> {
     }
 }
 
-pub(crate) fn create_keyval(
-    copy: Option<CopyFn>,
-    delete: Option<DeleteFn>,
-    keyval: *mut c_int,
-    extra: *mut c_void,
-) -> R<()> {
+pub(crate) fn create_keyval(fns: KeyvalFns, keyval: *mut c_int, extra: *mut c_void) -> R<()> {
     let mut s = st()?;
     let h = s.fresh(NEW_KEYVAL);
-    s.keyvals.insert(
-        h,
-        Keyval {
-            copy,
-            delete,
-            extra,
-        },
-    );
+    s.keyvals.insert(h, Keyval { fns, extra });
     drop(s);
     out(keyval, "keyval", h)
 }
@@ -1129,11 +1090,11 @@ mpi! {
     }
 
     fn MPI_Comm_create_keyval / PMPI_Comm_create_keyval(copy_fn: Option<CopyFn>, delete_fn: Option<DeleteFn>, keyval: *mut c_int, extra_state: *mut c_void) {
-        create_keyval(copy_fn, delete_fn, keyval, extra_state)
+        create_keyval(KeyvalFns::C(copy_fn, delete_fn), keyval, extra_state)
     }
 
     fn MPI_Keyval_create / PMPI_Keyval_create(copy_fn: Option<CopyFn>, delete_fn: Option<DeleteFn>, keyval: *mut c_int, extra_state: *mut c_void) {
-        create_keyval(copy_fn, delete_fn, keyval, extra_state)
+        create_keyval(KeyvalFns::C(copy_fn, delete_fn), keyval, extra_state)
     }
 
     fn MPI_Comm_free_keyval / PMPI_Comm_free_keyval(keyval: *mut c_int) {

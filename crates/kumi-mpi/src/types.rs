@@ -634,7 +634,7 @@ mpi! {
     }
 
     fn MPI_Type_create_keyval / PMPI_Type_create_keyval(copy_fn: Option<CopyFn>, delete_fn: Option<DeleteFn>, keyval: *mut c_int, extra_state: *mut c_void) {
-        crate::comm::create_keyval(copy_fn, delete_fn, keyval, extra_state)
+        crate::comm::create_keyval(crate::state::KeyvalFns::C(copy_fn, delete_fn), keyval, extra_state)
     }
 
     fn MPI_Type_free_keyval / PMPI_Type_free_keyval(keyval: *mut c_int) {

@@ -881,7 +881,7 @@ mpi! {
     }
 
     fn MPI_Win_create_keyval / PMPI_Win_create_keyval(copy_fn: Option<crate::state::CopyFn>, delete_fn: Option<crate::state::DeleteFn>, keyval: *mut c_int, extra_state: *mut c_void) {
-        crate::comm::create_keyval(copy_fn, delete_fn, keyval, extra_state)
+        crate::comm::create_keyval(crate::state::KeyvalFns::C(copy_fn, delete_fn), keyval, extra_state)
     }
 
     fn MPI_Win_free_keyval / PMPI_Win_free_keyval(keyval: *mut c_int) {

@@ -6,10 +6,15 @@
       integer ierr, rank, np, half, sub, subrank, dup, res, grp, g2
       integer cart, dims(2), coords(2), src, dst, cls, len, tagub
       integer ranks(1), n
-      integer(kind=MPI_ADDRESS_KIND) val
+      integer(kind=MPI_ADDRESS_KIND) val, extra
+      integer key, ndeleted
+      common /deletes/ ndeleted
+      external count_delete
       logical periods(2), flag
       character*(MPI_MAX_OBJECT_NAME) name
       character*(MPI_MAX_ERROR_STRING) estr
+      ndeleted = 0
+      extra = 5
       call MPI_INIT(ierr)
       call MPI_COMM_RANK(MPI_COMM_WORLD, rank, ierr)
       call MPI_COMM_SIZE(MPI_COMM_WORLD, np, ierr)
@@ -72,6 +77,45 @@
      &     ierr)
       tagub = int(val)
       call check(flag .and. tagub .ge. 32767, 'tag_ub attribute')
+!     A keyval with Fortran callbacks: MPI_COMM_DUP_FN copies the value
+!     to a duplicate, the program's delete callback counts the deletes.
+      call MPI_COMM_CREATE_KEYVAL(MPI_COMM_DUP_FN, count_delete, key,
+     &     extra, ierr)
+      val = 4242
+      call MPI_COMM_SET_ATTR(sub, key, val, ierr)
+      call MPI_COMM_DUP(sub, dup, ierr)
+      val = 0
+      call MPI_COMM_GET_ATTR(dup, key, val, flag, ierr)
+      call check(flag .and. val .eq. 4242, 'attribute copied by dup')
+      call MPI_COMM_FREE(dup, ierr)
+      call check(ndeleted .eq. 1, 'delete callback on free')
+      call MPI_COMM_DELETE_ATTR(sub, key, ierr)
+      call check(ndeleted .eq. 2, 'delete callback on delete')
+      call MPI_COMM_FREE_KEYVAL(key, ierr)
+!     MPI-1's keyvals and INTEGER attributes.
+      call MPI_KEYVAL_CREATE(MPI_DUP_FN, MPI_NULL_DELETE_FN, key, 0,
+     &     ierr)
+      call MPI_ATTR_PUT(sub, key, 77, ierr)
+      call MPI_COMM_DUP(sub, dup, ierr)
+      call MPI_ATTR_GET(dup, key, n, flag, ierr)
+      call check(flag .and. n .eq. 77, 'MPI-1 attribute copied')
+      call MPI_ATTR_GET(dup, MPI_TAG_UB, n, flag, ierr)
+      call check(flag .and. n .eq. tagub, 'MPI-1 tag_ub')
+      call MPI_COMM_FREE(dup, ierr)
+      call MPI_KEYVAL_FREE(key, ierr)
+!     A sub-grid of a 2-D grid keeps the first dimension.
+      dims(1) = 0
+      dims(2) = 0
+      call MPI_DIMS_CREATE(np, 2, dims, ierr)
+      call MPI_CART_CREATE(MPI_COMM_WORLD, 2, dims, periods, .false.,
+     &     cart, ierr)
+      periods(1) = .true.
+      periods(2) = .false.
+      call MPI_CART_SUB(cart, periods, dup, ierr)
+      call MPI_COMM_SIZE(dup, n, ierr)
+      call check(n .eq. dims(1), 'cart sub size')
+      call MPI_COMM_FREE(dup, ierr)
+      call MPI_COMM_FREE(cart, ierr)
       call MPI_COMM_FREE(sub, ierr)
       call MPI_BARRIER(MPI_COMM_WORLD, ierr)
       if (rank .eq. 0) print *, 'comm ok'
@@ -88,4 +132,19 @@
          print *, 'FAILED: ', what
          call MPI_ABORT(MPI_COMM_WORLD, 1, ierr)
       end if
+      end
+
+!     An attribute delete callback: counts, and checks what it is given.
+      subroutine count_delete(comm, key, val, extra, ierr)
+      implicit none
+      include 'mpif.h'
+      integer comm, key, ierr, ndeleted
+      integer(kind=MPI_ADDRESS_KIND) val, extra
+      common /deletes/ ndeleted
+      if (val .ne. 4242 .or. extra .ne. 5) then
+         print *, 'FAILED: delete callback got', val, extra
+         call MPI_ABORT(MPI_COMM_WORLD, 1, ierr)
+      end if
+      ndeleted = ndeleted + 1
+      ierr = MPI_SUCCESS
       end

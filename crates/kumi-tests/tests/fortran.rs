@@ -202,7 +202,8 @@ fn fortran_programs_across_two_namespace_hosts() {
 
 /// `kumi fc --showme` and the `mpifort`/`mpif90`/`mpif77` shims: kumi's
 /// include directory (with `mpif.h` and the `mpi` module), library and rpath,
-/// and gfortran's flag for MPI's buffers of any type; a missing compiler is
+/// and gfortran's flags for the older code MPICH's wrappers accept (MPI's
+/// buffers of any type, `X'..'` constants); a missing compiler is
 /// named with the variable that chooses it.
 #[test]
 fn kumi_fc_showme_shims_and_a_missing_compiler() {
@@ -221,6 +222,7 @@ fn kumi_fc_showme_shims_and_a_missing_compiler() {
         "gfortran ",
         &format!("-I{}", inc.display()),
         "-fallow-argument-mismatch",
+        "-fallow-invalid-boz",
         "-lmpi",
         "-Wl,-rpath,",
         "x.f90",

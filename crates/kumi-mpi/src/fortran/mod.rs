@@ -247,6 +247,177 @@ pub(crate) unsafe fn unbound(name: &'static str, ierror: *mut Fint) {
     }
 }
 
+/// `MPI_COMM_CREATE_KEYVAL` (and the datatype's and window's) for Fortran:
+/// the callbacks are Fortran procedures, called by Fortran's convention
+/// ([`crate::state::KeyvalFns::Fortran`]), and the extra state an integer.
+/// Hand-written: the generator has no rule for a Fortran callback.
+///
+/// # Safety
+/// Fortran's: every argument by reference; `copy`/`delete` Fortran
+/// procedures of the standard's interfaces.
+unsafe extern "C" fn mpi_comm_create_keyval(
+    copy: *const c_void,
+    delete: *const c_void,
+    keyval: *mut Fint,
+    extra_state: *mut i64,
+    ierror: *mut Fint,
+) {
+    // SAFETY: the caller's contract; a procedure's address as the function
+    // pointer of its convention (`Option` of a function pointer: null is None).
+    unsafe {
+        let fns = crate::state::KeyvalFns::Fortran(
+            std::mem::transmute::<*const c_void, Option<crate::state::FortranCopyFn>>(copy),
+            std::mem::transmute::<*const c_void, Option<crate::state::FortranDeleteFn>>(delete),
+        );
+        *ierror = create_keyval("MPI_COMM_CREATE_KEYVAL", fns, keyval, *extra_state as usize);
+    }
+}
+fortran_names!(mpi_comm_create_keyval(copy: *const c_void, delete: *const c_void, keyval: *mut Fint, extra_state: *mut i64, ierror: *mut Fint); "mpi_comm_create_keyval" "mpi_comm_create_keyval_" "mpi_comm_create_keyval__" "MPI_COMM_CREATE_KEYVAL" "pmpi_comm_create_keyval" "pmpi_comm_create_keyval_" "pmpi_comm_create_keyval__" "PMPI_COMM_CREATE_KEYVAL" "mpi_type_create_keyval" "mpi_type_create_keyval_" "mpi_type_create_keyval__" "MPI_TYPE_CREATE_KEYVAL" "pmpi_type_create_keyval" "pmpi_type_create_keyval_" "pmpi_type_create_keyval__" "PMPI_TYPE_CREATE_KEYVAL" "mpi_win_create_keyval" "mpi_win_create_keyval_" "mpi_win_create_keyval__" "MPI_WIN_CREATE_KEYVAL" "pmpi_win_create_keyval" "pmpi_win_create_keyval_" "pmpi_win_create_keyval__" "PMPI_WIN_CREATE_KEYVAL");
+
+/// `MPI_KEYVAL_CREATE` for Fortran (MPI-1's: default `INTEGER` values and
+/// extra state).
+///
+/// # Safety
+/// As for [`mpi_comm_create_keyval`].
+unsafe extern "C" fn mpi_keyval_create(
+    copy: *const c_void,
+    delete: *const c_void,
+    keyval: *mut Fint,
+    extra_state: *mut Fint,
+    ierror: *mut Fint,
+) {
+    // SAFETY: as in `mpi_comm_create_keyval`.
+    unsafe {
+        let fns = crate::state::KeyvalFns::Fortran1(
+            std::mem::transmute::<*const c_void, Option<crate::state::Fortran1CopyFn>>(copy),
+            std::mem::transmute::<*const c_void, Option<crate::state::Fortran1DeleteFn>>(delete),
+        );
+        *ierror = create_keyval(
+            "MPI_KEYVAL_CREATE",
+            fns,
+            keyval,
+            *extra_state as isize as usize,
+        );
+    }
+}
+fortran_names!(mpi_keyval_create(copy: *const c_void, delete: *const c_void, keyval: *mut Fint, extra_state: *mut Fint, ierror: *mut Fint); "mpi_keyval_create" "mpi_keyval_create_" "mpi_keyval_create__" "MPI_KEYVAL_CREATE" "pmpi_keyval_create" "pmpi_keyval_create_" "pmpi_keyval_create__" "PMPI_KEYVAL_CREATE");
+
+/// A keyval with callbacks `fns` and extra state `extra` (an integer from
+/// Fortran, kept as C's `void*`) into `keyval`; the error code.
+fn create_keyval(
+    name: &'static str,
+    fns: crate::state::KeyvalFns,
+    keyval: *mut Fint,
+    extra: usize,
+) -> c_int {
+    crate::guard_plain(name, || {
+        crate::comm::create_keyval(fns, keyval, extra as *mut c_void)
+    })
+}
+
+/// `MPI_COMM_NULL_COPY_FN` (and the datatype's and window's): copies nothing.
+///
+/// # Safety
+/// Fortran's copy callback convention.
+unsafe extern "C" fn null_copy_fn(
+    _obj: *const Fint,
+    _keyval: *const Fint,
+    _extra: *const i64,
+    _val_in: *const i64,
+    _val_out: *mut i64,
+    flag: *mut Fint,
+    ierror: *mut Fint,
+) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        *flag = 0;
+        *ierror = 0;
+    }
+}
+fortran_names!(null_copy_fn(obj: *const Fint, keyval: *const Fint, extra: *const i64, val_in: *const i64, val_out: *mut i64, flag: *mut Fint, ierror: *mut Fint); "mpi_comm_null_copy_fn" "mpi_comm_null_copy_fn_" "mpi_comm_null_copy_fn__" "MPI_COMM_NULL_COPY_FN" "pmpi_comm_null_copy_fn" "pmpi_comm_null_copy_fn_" "pmpi_comm_null_copy_fn__" "PMPI_COMM_NULL_COPY_FN" "mpi_type_null_copy_fn" "mpi_type_null_copy_fn_" "mpi_type_null_copy_fn__" "MPI_TYPE_NULL_COPY_FN" "pmpi_type_null_copy_fn" "pmpi_type_null_copy_fn_" "pmpi_type_null_copy_fn__" "PMPI_TYPE_NULL_COPY_FN" "mpi_win_null_copy_fn" "mpi_win_null_copy_fn_" "mpi_win_null_copy_fn__" "MPI_WIN_NULL_COPY_FN" "pmpi_win_null_copy_fn" "pmpi_win_null_copy_fn_" "pmpi_win_null_copy_fn__" "PMPI_WIN_NULL_COPY_FN");
+
+/// `MPI_COMM_DUP_FN` (and the datatype's and window's): copies the value.
+///
+/// # Safety
+/// Fortran's copy callback convention.
+unsafe extern "C" fn dup_fn(
+    _obj: *const Fint,
+    _keyval: *const Fint,
+    _extra: *const i64,
+    val_in: *const i64,
+    val_out: *mut i64,
+    flag: *mut Fint,
+    ierror: *mut Fint,
+) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        *val_out = *val_in;
+        *flag = 1;
+        *ierror = 0;
+    }
+}
+fortran_names!(dup_fn(obj: *const Fint, keyval: *const Fint, extra: *const i64, val_in: *const i64, val_out: *mut i64, flag: *mut Fint, ierror: *mut Fint); "mpi_comm_dup_fn" "mpi_comm_dup_fn_" "mpi_comm_dup_fn__" "MPI_COMM_DUP_FN" "pmpi_comm_dup_fn" "pmpi_comm_dup_fn_" "pmpi_comm_dup_fn__" "PMPI_COMM_DUP_FN" "mpi_type_dup_fn" "mpi_type_dup_fn_" "mpi_type_dup_fn__" "MPI_TYPE_DUP_FN" "pmpi_type_dup_fn" "pmpi_type_dup_fn_" "pmpi_type_dup_fn__" "PMPI_TYPE_DUP_FN" "mpi_win_dup_fn" "mpi_win_dup_fn_" "mpi_win_dup_fn__" "MPI_WIN_DUP_FN" "pmpi_win_dup_fn" "pmpi_win_dup_fn_" "pmpi_win_dup_fn__" "PMPI_WIN_DUP_FN");
+
+/// `MPI_COMM_NULL_DELETE_FN` (and the datatype's and window's, and MPI-1's
+/// `MPI_NULL_DELETE_FN`): does nothing.
+///
+/// # Safety
+/// Fortran's delete callback convention.
+unsafe extern "C" fn null_delete_fn(
+    _obj: *const Fint,
+    _keyval: *const Fint,
+    _val: *const c_void,
+    _extra: *const c_void,
+    ierror: *mut Fint,
+) {
+    // SAFETY: the caller's contract.
+    unsafe { *ierror = 0 };
+}
+fortran_names!(null_delete_fn(obj: *const Fint, keyval: *const Fint, val: *const c_void, extra: *const c_void, ierror: *mut Fint); "mpi_comm_null_delete_fn" "mpi_comm_null_delete_fn_" "mpi_comm_null_delete_fn__" "MPI_COMM_NULL_DELETE_FN" "pmpi_comm_null_delete_fn" "pmpi_comm_null_delete_fn_" "pmpi_comm_null_delete_fn__" "PMPI_COMM_NULL_DELETE_FN" "mpi_type_null_delete_fn" "mpi_type_null_delete_fn_" "mpi_type_null_delete_fn__" "MPI_TYPE_NULL_DELETE_FN" "pmpi_type_null_delete_fn" "pmpi_type_null_delete_fn_" "pmpi_type_null_delete_fn__" "PMPI_TYPE_NULL_DELETE_FN" "mpi_win_null_delete_fn" "mpi_win_null_delete_fn_" "mpi_win_null_delete_fn__" "MPI_WIN_NULL_DELETE_FN" "pmpi_win_null_delete_fn" "pmpi_win_null_delete_fn_" "pmpi_win_null_delete_fn__" "PMPI_WIN_NULL_DELETE_FN" "mpi_null_delete_fn" "mpi_null_delete_fn_" "mpi_null_delete_fn__" "MPI_NULL_DELETE_FN" "pmpi_null_delete_fn" "pmpi_null_delete_fn_" "pmpi_null_delete_fn__" "PMPI_NULL_DELETE_FN");
+
+/// MPI-1's `MPI_NULL_COPY_FN` (default `INTEGER` values).
+///
+/// # Safety
+/// MPI-1 Fortran's copy callback convention.
+unsafe extern "C" fn null_copy_fn1(
+    _obj: *const Fint,
+    _keyval: *const Fint,
+    _extra: *const Fint,
+    _val_in: *const Fint,
+    _val_out: *mut Fint,
+    flag: *mut Fint,
+    ierror: *mut Fint,
+) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        *flag = 0;
+        *ierror = 0;
+    }
+}
+fortran_names!(null_copy_fn1(obj: *const Fint, keyval: *const Fint, extra: *const Fint, val_in: *const Fint, val_out: *mut Fint, flag: *mut Fint, ierror: *mut Fint); "mpi_null_copy_fn" "mpi_null_copy_fn_" "mpi_null_copy_fn__" "MPI_NULL_COPY_FN" "pmpi_null_copy_fn" "pmpi_null_copy_fn_" "pmpi_null_copy_fn__" "PMPI_NULL_COPY_FN");
+
+/// MPI-1's `MPI_DUP_FN` (default `INTEGER` values).
+///
+/// # Safety
+/// MPI-1 Fortran's copy callback convention.
+unsafe extern "C" fn dup_fn1(
+    _obj: *const Fint,
+    _keyval: *const Fint,
+    _extra: *const Fint,
+    val_in: *const Fint,
+    val_out: *mut Fint,
+    flag: *mut Fint,
+    ierror: *mut Fint,
+) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        *val_out = *val_in;
+        *flag = 1;
+        *ierror = 0;
+    }
+}
+fortran_names!(dup_fn1(obj: *const Fint, keyval: *const Fint, extra: *const Fint, val_in: *const Fint, val_out: *mut Fint, flag: *mut Fint, ierror: *mut Fint); "mpi_dup_fn" "mpi_dup_fn_" "mpi_dup_fn__" "MPI_DUP_FN" "pmpi_dup_fn" "pmpi_dup_fn_" "pmpi_dup_fn__" "PMPI_DUP_FN");
+
 /// Exports a wrapper under each of its Fortran names (MPICH's eight).
 macro_rules! fortran_names {
     ($f:ident $params:tt ; $($name:literal)*) => {
@@ -357,3 +528,26 @@ unsafe extern "C" fn mpi_aint_diff(addr1: *const i64, addr2: *const i64) -> i64 
     unsafe { crate::types::MPI_Aint_diff(*addr1 as isize, *addr2 as isize) as i64 }
 }
 fortran_names!(mpi_aint_diff(addr1: *const i64, addr2: *const i64) -> i64; "mpi_aint_diff" "mpi_aint_diff_" "mpi_aint_diff__" "MPI_AINT_DIFF" "pmpi_aint_diff" "pmpi_aint_diff_" "pmpi_aint_diff__" "PMPI_AINT_DIFF");
+
+/// The number of dimensions of Cartesian communicator `comm` (the length of
+/// `MPI_CART_SUB`'s `remain_dims`); 0 if it is none (the C call then says why).
+pub(crate) fn cartdim(comm: Fint) -> c_int {
+    let mut n: c_int = 0;
+    // SAFETY: `n` is a live local.
+    let rc = unsafe { crate::comm::PMPI_Cartdim_get(comm, &mut n) };
+    if rc == crate::consts::MPI_SUCCESS {
+        n
+    } else {
+        0
+    }
+}
+
+/// `MPI_PCONTROL` for Fortran: one argument, no `IERROR`.
+///
+/// # Safety
+/// `level` valid for one integer.
+unsafe extern "C" fn mpi_pcontrol(level: *const Fint) {
+    // SAFETY: the caller's contract.
+    unsafe { crate::misc::PMPI_Pcontrol(*level) };
+}
+fortran_names!(mpi_pcontrol(level: *const Fint); "mpi_pcontrol" "mpi_pcontrol_" "mpi_pcontrol__" "MPI_PCONTROL" "pmpi_pcontrol" "pmpi_pcontrol_" "pmpi_pcontrol__" "PMPI_PCONTROL");

@@ -80,9 +80,130 @@ pub(crate) struct CommEntry {
     pub name: String,
 }
 
+/// Fortran's attribute copy callback (`MPI_COMM_CREATE_KEYVAL` from
+/// Fortran): every argument by reference, the values and the extra state
+/// `INTEGER(KIND=MPI_ADDRESS_KIND)`, the flag a `LOGICAL`, the error code
+/// the last argument.
+pub(crate) type FortranCopyFn = unsafe extern "C" fn(
+    *const c_int,
+    *const c_int,
+    *const i64,
+    *const i64,
+    *mut i64,
+    *mut c_int,
+    *mut c_int,
+);
+/// Fortran's attribute delete callback.
+pub(crate) type FortranDeleteFn =
+    unsafe extern "C" fn(*const c_int, *const c_int, *const i64, *const i64, *mut c_int);
+/// MPI-1 Fortran's (`MPI_KEYVAL_CREATE`): the same with default `INTEGER`
+/// values and extra state.
+pub(crate) type Fortran1CopyFn = unsafe extern "C" fn(
+    *const c_int,
+    *const c_int,
+    *const c_int,
+    *const c_int,
+    *mut c_int,
+    *mut c_int,
+    *mut c_int,
+);
+/// MPI-1 Fortran's delete callback.
+pub(crate) type Fortran1DeleteFn =
+    unsafe extern "C" fn(*const c_int, *const c_int, *const c_int, *const c_int, *mut c_int);
+
+/// A keyval's callbacks, called as the language that registered them calls.
+/// An attribute value is C's `void*`; from Fortran it is the integer itself.
+#[derive(Clone, Copy)]
+pub(crate) enum KeyvalFns {
+    C(Option<CopyFn>, Option<DeleteFn>),
+    Fortran(Option<FortranCopyFn>, Option<FortranDeleteFn>),
+    Fortran1(Option<Fortran1CopyFn>, Option<Fortran1DeleteFn>),
+}
+
+impl KeyvalFns {
+    /// Runs the copy callback for attribute `val` (keyval `keyval`, extra
+    /// state `extra`) of object `obj`: the new value if the callback copies
+    /// it, `None` if it does not (or there is no callback), `Err` with the
+    /// callback's error code.
+    ///
+    /// # Safety
+    /// The callbacks must be what the program registered them as.
+    pub(crate) unsafe fn copy(
+        self,
+        obj: c_int,
+        keyval: c_int,
+        extra: *mut c_void,
+        val: *mut c_void,
+    ) -> Result<Option<*mut c_void>, c_int> {
+        let mut flag: c_int = 0;
+        let (rc, new) = match self {
+            KeyvalFns::C(Some(f), _) => {
+                let mut new: *mut c_void = std::ptr::null_mut();
+                // SAFETY: the callback's convention (the caller's contract),
+                // every pointer to a live local.
+                let rc = unsafe { f(obj, keyval, extra, val, (&raw mut new).cast(), &mut flag) };
+                (rc, new)
+            }
+            KeyvalFns::Fortran(Some(f), _) => {
+                let (e, v, mut new, mut rc) = (extra as i64, val as i64, 0i64, 0);
+                // SAFETY: as above, by Fortran's convention (all by reference).
+                unsafe { f(&obj, &keyval, &e, &v, &mut new, &mut flag, &mut rc) };
+                (rc, new as usize as *mut c_void)
+            }
+            KeyvalFns::Fortran1(Some(f), _) => {
+                let (e, v, mut new, mut rc) =
+                    (extra as isize as c_int, val as isize as c_int, 0, 0);
+                // SAFETY: as above, with MPI-1's default integers.
+                unsafe { f(&obj, &keyval, &e, &v, &mut new, &mut flag, &mut rc) };
+                (rc, new as isize as *mut c_void)
+            }
+            _ => return Ok(None),
+        };
+        match rc {
+            0 => Ok((flag != 0).then_some(new)),
+            rc => Err(rc),
+        }
+    }
+
+    /// Runs the delete callback for attribute `val` of object `obj`; `Err`
+    /// with the callback's error code.
+    ///
+    /// # Safety
+    /// As for [`KeyvalFns::copy`].
+    pub(crate) unsafe fn delete(
+        self,
+        obj: c_int,
+        keyval: c_int,
+        extra: *mut c_void,
+        val: *mut c_void,
+    ) -> Result<(), c_int> {
+        let mut rc = 0;
+        match self {
+            // SAFETY: the callback's convention (the caller's contract).
+            KeyvalFns::C(_, Some(f)) => rc = unsafe { f(obj, keyval, val, extra) },
+            KeyvalFns::Fortran(_, Some(f)) => {
+                let (v, e) = (val as i64, extra as i64);
+                // SAFETY: as above, every pointer to a live local.
+                unsafe { f(&obj, &keyval, &v, &e, &mut rc) };
+            }
+            KeyvalFns::Fortran1(_, Some(f)) => {
+                let (v, e) = (val as isize as c_int, extra as isize as c_int);
+                // SAFETY: as above, with MPI-1's default integers.
+                unsafe { f(&obj, &keyval, &v, &e, &mut rc) };
+            }
+            _ => {}
+        }
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(rc)
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
 pub(crate) struct Keyval {
-    pub copy: Option<CopyFn>,
-    pub delete: Option<DeleteFn>,
+    pub fns: KeyvalFns,
     pub extra: *mut c_void,
 }
 
