@@ -7,7 +7,9 @@
       integer cart, dims(2), coords(2), src, dst, cls, len, tagub
       integer ranks(1), n
       integer(kind=MPI_ADDRESS_KIND) val, extra
-      integer key, ndeleted
+      integer key, ndeleted, a1, a2, blens(2), disps(2), tys(2)
+      integer addrs(4)
+      common /static/ addrs
       common /deletes/ ndeleted
       external count_delete
       logical periods(2), flag
@@ -116,6 +118,26 @@
       call check(n .eq. dims(1), 'cart sub size')
       call MPI_COMM_FREE(dup, ierr)
       call MPI_COMM_FREE(cart, ierr)
+!     MPI-1's functions that MPI-3 removed, as old codes call them.
+      call MPI_TYPE_EXTENT(MPI_DOUBLE_PRECISION, n, ierr)
+      call check(n .eq. 8, 'MPI_TYPE_EXTENT')
+      call MPI_ADDRESS(addrs(1), a1, ierr)
+      call MPI_ADDRESS(addrs(3), a2, ierr)
+      call check(a2 - a1 .eq. 8, 'MPI_ADDRESS difference')
+      blens(1) = 1
+      blens(2) = 1
+      disps(1) = 0
+      disps(2) = 8
+      tys(1) = MPI_INTEGER
+      tys(2) = MPI_DOUBLE_PRECISION
+      call MPI_TYPE_STRUCT(2, blens, disps, tys, n, ierr)
+      call MPI_TYPE_EXTENT(n, a1, ierr)
+      call check(a1 .eq. 16, 'MPI_TYPE_STRUCT extent')
+      call MPI_TYPE_FREE(n, ierr)
+      call MPI_ERRHANDLER_GET(MPI_COMM_WORLD, n, ierr)
+      call check(n .eq. MPI_ERRORS_RETURN, 'MPI_ERRHANDLER_GET')
+      call MPI_ERRHANDLER_SET(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL,
+     &     ierr)
       call MPI_COMM_FREE(sub, ierr)
       call MPI_BARRIER(MPI_COMM_WORLD, ierr)
       if (rank .eq. 0) print *, 'comm ok'

@@ -35,6 +35,7 @@ use std::ffi::{c_char, c_int, c_void, CString};
 // Generated: formatted as the generator writes it (which `--check` compares).
 #[rustfmt::skip]
 mod gen;
+mod removed;
 
 /// Fortran's default `INTEGER`.
 pub(crate) type Fint = c_int;
@@ -48,7 +49,7 @@ pub(crate) const STATUS_SIZE: usize = 5;
 /// SAFETY (of `static mut`): nothing in kumi reads or writes these; only
 /// their addresses are compared.
 #[allow(non_upper_case_globals)]
-mod blocks {
+pub(crate) mod blocks {
     use super::{Fint, STATUS_SIZE};
     /// `COMMON /MPIPRIV1/ MPI_BOTTOM, MPI_IN_PLACE, MPI_STATUS_IGNORE(5)`.
     #[no_mangle]
