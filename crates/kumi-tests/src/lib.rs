@@ -6,6 +6,7 @@
 #![deny(missing_docs)]
 
 pub mod netns;
+pub mod programs;
 
 use std::path::PathBuf;
 use std::process::{Command, Output};

@@ -9,6 +9,7 @@
 //! installs both), and pympistandard in `target/py` for the check that the
 //! generated binding is current.
 
+use kumi_tests::programs::{compile_all, lib_dir, outputs as text, run, stem};
 use kumi_tests::{bin, netns};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -21,38 +22,10 @@ fn src_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fortran")
 }
 
-fn lib_dir() -> PathBuf {
-    bin("kumi").parent().expect("target dir").to_path_buf()
-}
-
-fn stem(file: &str) -> &str {
-    file.split('.').next().unwrap_or(file)
-}
-
-fn text(o: &Output) -> (String, String) {
-    (
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
-}
-
 /// Compiles every program (and `unsupported.f`) with `compiler` into `out`.
-fn compile_all(compiler: &[String], out: &Path) {
-    std::fs::create_dir_all(out).expect("output dir");
-    for p in PROGRAMS.iter().chain(&["unsupported.f"]) {
-        let o = Command::new(&compiler[0])
-            .args(&compiler[1..])
-            .args(["-O2", "-o"])
-            .arg(out.join(stem(p)))
-            .arg(src_dir().join(p))
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run {compiler:?}: {e}"));
-        assert!(
-            o.status.success(),
-            "{compiler:?} failed on {p}:\n{}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-    }
+fn compile_fortran(compiler: &[String], out: &Path) {
+    let files: Vec<&str> = PROGRAMS.iter().copied().chain(["unsupported.f"]).collect();
+    compile_all(compiler, &["-O2"], &src_dir(), &files, out);
 }
 
 /// Programs built with `kumi fc`, once per test binary.
@@ -60,7 +33,7 @@ fn kumi_built() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         let out = lib_dir().join("mpi-tests/fortran-kumi");
-        compile_all(&[bin("kumi").display().to_string(), "fc".into()], &out);
+        compile_fortran(&[bin("kumi").display().to_string(), "fc".into()], &out);
         out
     })
 }
@@ -79,18 +52,9 @@ fn mpich_built() -> &'static Path {
              (apt-get install libmpich-dev gfortran; test.sh does)"
         );
         let out = lib_dir().join("mpi-tests/fortran-mpich");
-        compile_all(&["mpif90.mpich".into()], &out);
+        compile_fortran(&["mpif90.mpich".into()], &out);
         out
     })
-}
-
-fn run(n: usize, prog: &Path, env: &[(&str, String)]) -> Output {
-    let mut c = Command::new(bin("kumi"));
-    c.arg("run").arg("-n").arg(n.to_string()).arg(prog);
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    c.output().expect("start kumi run")
 }
 
 fn expect_pass(name: &str, n: usize, o: &Output, how: &str) {

@@ -12,6 +12,7 @@
 //! Needs the workspace built (`kumi`, `libmpi.so`), Debian's `libmpich-dev`,
 //! and a venv with mpi4py and numpy in `target/py` — `test.sh` sets both up.
 
+use kumi_tests::programs::{compile_all, lib_dir, outputs as text, run};
 use kumi_tests::{bin, netns};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -52,33 +53,12 @@ fn src_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../kumi-mpi/tests/c")
 }
 
-fn lib_dir() -> PathBuf {
-    let kumi = bin("kumi");
-    let dir = kumi.parent().expect("target dir").to_path_buf();
-    assert!(
-        dir.join("libmpi.so").exists(),
-        "kumi's libmpi.so is missing: cargo build --release -p kumi-mpi"
-    );
-    dir
-}
-
 /// Compiles every program with `compiler` (a command line) into `out`.
-fn compile_all(compiler: &[String], out: &Path) {
-    std::fs::create_dir_all(out).expect("output dir");
-    for p in PROGRAMS {
-        let o = Command::new(&compiler[0])
-            .args(&compiler[1..])
-            .args(["-O1", "-Wall", "-Wno-stringop-overflow", "-pthread", "-o"])
-            .arg(out.join(p))
-            .arg(src_dir().join(format!("{p}.c")))
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run {compiler:?}: {e}"));
-        assert!(
-            o.status.success(),
-            "{compiler:?} failed on {p}.c:\n{}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-    }
+fn compile_c(compiler: &[String], out: &Path) {
+    let files: Vec<String> = PROGRAMS.iter().map(|p| format!("{p}.c")).collect();
+    let files: Vec<&str> = files.iter().map(String::as_str).collect();
+    let flags = ["-O1", "-Wall", "-Wno-stringop-overflow", "-pthread"];
+    compile_all(compiler, &flags, &src_dir(), &files, out);
 }
 
 /// Programs built with `kumi cc`, once per test binary.
@@ -86,7 +66,7 @@ fn kumi_built() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         let out = lib_dir().join("mpi-tests/kumi");
-        compile_all(&[bin("kumi").display().to_string(), "cc".into()], &out);
+        compile_c(&[bin("kumi").display().to_string(), "cc".into()], &out);
         out
     })
 }
@@ -101,25 +81,9 @@ fn mpich_built() -> &'static Path {
             "mpicc.mpich is missing: install Debian's MPICH (apt-get install libmpich-dev; test.sh does)"
         );
         let out = lib_dir().join("mpi-tests/mpich");
-        compile_all(&["mpicc.mpich".into()], &out);
+        compile_c(&["mpicc.mpich".into()], &out);
         out
     })
-}
-
-fn run(n: usize, prog: &Path, env: &[(&str, String)]) -> Output {
-    let mut c = Command::new(bin("kumi"));
-    c.arg("run").arg("-n").arg(n.to_string()).arg(prog);
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    c.output().expect("start kumi run")
-}
-
-fn text(o: &Output) -> (String, String) {
-    (
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
 }
 
 fn expect_pass(name: &str, n: usize, o: &Output, how: &str) {
