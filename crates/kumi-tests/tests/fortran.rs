@@ -230,3 +230,48 @@ fn fortran_binding_is_generated_from_the_current_sources() {
         .expect("run gen-fortran.py");
     assert!(o.status.success(), "{:?}", text(&o));
 }
+
+/// A program whose MPI library is gone (built by a `kumi` whose directory
+/// was removed since) ends with the loader's message and code 127 on every
+/// rank, which `kumi run` reports: no crash inside kumi.
+#[test]
+fn a_program_whose_library_is_gone_fails_with_the_loaders_message() {
+    let dir = lib_dir().join("mpi-tests/fortran-gone");
+    let _ = std::fs::remove_dir_all(&dir);
+    let kdir = dir.join("bin");
+    std::fs::create_dir_all(&kdir).expect("dir");
+    for f in ["kumi", "libmpi.so"] {
+        std::fs::copy(lib_dir().join(f), kdir.join(f)).expect("copy");
+    }
+    let inc = kdir.join("include");
+    std::fs::create_dir_all(&inc).expect("include dir");
+    for f in ["mpi.h", "mpif.h", "mpi.mod"] {
+        std::fs::copy(lib_dir().join("include").join(f), inc.join(f)).expect("copy");
+    }
+    let prog = dir.join("unsupported");
+    let o = Command::new(kdir.join("kumi"))
+        .args(["fc", "-o"])
+        .arg(&prog)
+        .arg(src_dir().join("unsupported.f"))
+        .output()
+        .expect("run the copied kumi fc");
+    assert!(o.status.success(), "{:?}", text(&o));
+    std::fs::remove_dir_all(&kdir).expect("remove the library");
+    // Without the test harness's LD_LIBRARY_PATH (cargo's, with the
+    // target directory): only the rpath to the removed directory is left.
+    let o = Command::new(bin("kumi"))
+        .args(["run", "-n", "2"])
+        .arg(&prog)
+        .env_remove("LD_LIBRARY_PATH")
+        .output()
+        .expect("start kumi run");
+    let (_, err) = text(&o);
+    assert!(
+        o.status.code() == Some(127)
+            && err.contains("error while loading shared libraries: libmpi.so.12")
+            && err.contains("exited with code 127"),
+        "{:?}\n{err}",
+        o.status
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
