@@ -2110,6 +2110,18 @@ mpi! {
         } else {
             (st()?.dtype(sendtype)?, counts(sendcounts, p, "sendcounts")?, counts(sdispls, p, "sdispls")?, sendbuf)
         };
+        if !in_place(sendbuf) && sd.is_contiguous() && rd.is_contiguous() {
+            // Straight between the program's buffers: no packing, no copy.
+            let bytes = |buf: *const c_void, c: &[usize], d: &[usize], t: &Datatype| -> Vec<(*mut u8, usize)> {
+                segments(buf, c, d, t).into_iter().map(|(b, n)| (b.cast::<u8>(), t.packed_size(n))).collect()
+            };
+            let send: Vec<(*const u8, usize)> = bytes(base, &sc, &sds, &sd).into_iter().map(|(b, n)| (b.cast_const(), n)).collect();
+            let recv = bytes(recvbuf, &rc, &rds, &rd);
+            // SAFETY: MPI's contract for MPI_Alltoallv's buffers: each
+            // segment holds its counts of elements, the receive ones overlap
+            // nothing.
+            return Ok(unsafe { c.alltoallv_segments(&send, &recv) }?);
+        }
         let send = pack_segments(&segments(base, &sc, &sds, &sd), &sd);
         let sb: Vec<usize> = sc.iter().map(|&k| sd.packed_size(k)).collect();
         let rb: Vec<usize> = rc.iter().map(|&k| rd.packed_size(k)).collect();

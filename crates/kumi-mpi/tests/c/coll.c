@@ -159,6 +159,27 @@ int main(int argc, char **argv) {
     OK(MPI_Alltoallv(sa, sc2, sd2, MPI_INT, ra, rc2, rd2, MPI_INT, MPI_COMM_WORLD));
     for (int i = 0; i < n; i++) CHECK(ra[i] == 1000 * i + (n - 1 - r));
 
+    /* Alltoallv of large, uneven blocks (rendezvous and split copies), each
+       buffer laid out in reverse rank order. */
+    {
+        int *bc = malloc(n * sizeof(int)), *bd = malloc(n * sizeof(int));
+        int *cc = malloc(n * sizeof(int)), *cd = malloc(n * sizeof(int));
+        int st = 0, rt = 0;
+        for (int j = n - 1; j >= 0; j--) {
+            bc[j] = 30000 + 1000 * r + 10 * j; bd[j] = st; st += bc[j];
+            cc[j] = 30000 + 1000 * j + 10 * r; cd[j] = rt; rt += cc[j];
+        }
+        int *bs = malloc(st * sizeof(int)), *br = malloc(rt * sizeof(int));
+        for (int j = 0; j < n; j++)
+            for (int k = 0; k < bc[j]; k++) bs[bd[j] + k] = r * 1000003 + j * 1009 + k;
+        OK(MPI_Alltoallv(bs, bc, bd, MPI_INT, br, cc, cd, MPI_INT, MPI_COMM_WORLD));
+        for (int i = 0; i < n; i++)
+            for (int k = 0; k < cc[i]; k += 997)
+                CHECK(br[cd[i] + k] == i * 1000003 + r * 1009 + k);
+        for (int i = 0; i < n; i++) CHECK(br[cd[i] + cc[i] - 1] == i * 1000003 + r * 1009 + cc[i] - 1);
+        free(bc); free(bd); free(cc); free(cd); free(bs); free(br);
+    }
+
     /* Reduce_scatter_block / Reduce_scatter. */
     int *rs = malloc(2 * n * sizeof(int)), rsb[2];
     for (int i = 0; i < 2 * n; i++) rs[i] = i;

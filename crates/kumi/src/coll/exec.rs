@@ -60,6 +60,48 @@ pub(crate) struct Wire {
     pub members: Arc<[u32]>,
 }
 
+/// Where a run's blocks are.
+pub(crate) enum Blocks {
+    /// One buffer: block b is bytes `offsets[b]..offsets[b + 1]` of `base`.
+    Split { base: *mut u8, offsets: Vec<usize> },
+    /// Each block where it lies, `(start, bytes)`: a collective that moves
+    /// data straight between the caller's buffers (a range of several
+    /// blocks must then be one span of memory).
+    Each(Vec<(*mut u8, usize)>),
+}
+
+impl Blocks {
+    /// The memory of blocks `r`: start and length.
+    fn span(&self, r: &std::ops::Range<usize>) -> Result<(*mut u8, usize)> {
+        let bad =
+            |n: usize| Error::Protocol(format!("collective schedule names blocks {r:?} of {n}"));
+        match self {
+            Blocks::Split { base, offsets } => match (offsets.get(r.start), offsets.get(r.end)) {
+                // `wrapping_add`: the pointer is only used for messages
+                // within the buffer (the offsets come from its length).
+                (Some(&a), Some(&b)) if a <= b => Ok((base.wrapping_add(a), b - a)),
+                _ => Err(bad(offsets.len().saturating_sub(1))),
+            },
+            Blocks::Each(v) => {
+                let blocks = v.get(r.clone()).ok_or_else(|| bad(v.len()))?;
+                let Some(&(start, _)) = blocks.first() else {
+                    return Ok((std::ptr::null_mut(), 0));
+                };
+                let mut len = 0usize;
+                for &(p, n) in blocks {
+                    if p as usize != start as usize + len {
+                        return Err(Error::Protocol(format!(
+                            "collective schedule names blocks {r:?}, which are not one span"
+                        )));
+                    }
+                    len += n;
+                }
+                Ok((start, len))
+            }
+        }
+    }
+}
+
 pub(crate) struct Run {
     sched: Schedule,
     wire: Wire,
@@ -68,26 +110,19 @@ pub(crate) struct Run {
     reqs: Vec<ReqId>,
     /// Receive buffers of the current round's reductions (by receive index).
     temps: Vec<Option<AlignedBuf>>,
-    work: *mut u8,
-    /// Byte offset of each block; block b is `offsets[b]..offsets[b + 1]`.
-    offsets: Vec<usize>,
+    blocks: Blocks,
     op: Option<ByteOp>,
-    /// Storage the run owns (nonblocking collectives); `work` points into it.
+    /// Storage the run owns (nonblocking collectives); `blocks` point into it.
     pub owned: Option<AlignedBuf>,
     /// Applied to `owned` at completion, before `wait` returns it.
     pub finish: Option<Finish>,
 }
 
 impl Run {
-    /// A run over `work` (which the caller keeps valid and otherwise untouched
-    /// until the run completes), split into blocks at `offsets`.
-    pub fn new(
-        sched: Schedule,
-        wire: Wire,
-        work: *mut u8,
-        offsets: Vec<usize>,
-        op: Option<ByteOp>,
-    ) -> Run {
+    /// A run over `blocks` (which the caller keeps valid and otherwise
+    /// untouched until the run completes; blocks it only sends from are
+    /// only read).
+    pub fn new(sched: Schedule, wire: Wire, blocks: Blocks, op: Option<ByteOp>) -> Run {
         Run {
             sched,
             wire,
@@ -95,8 +130,7 @@ impl Run {
             posted: false,
             reqs: Vec::new(),
             temps: Vec::new(),
-            work,
-            offsets,
+            blocks,
             op,
             owned: None,
             finish: None,
@@ -112,8 +146,8 @@ impl Run {
         op: Option<ByteOp>,
     ) -> Run {
         // The heap block of `buf.words` does not move when `buf` is moved.
-        let work = buf.bytes_mut().as_mut_ptr();
-        let mut r = Run::new(sched, wire, work, offsets, op);
+        let base = buf.bytes_mut().as_mut_ptr();
+        let mut r = Run::new(sched, wire, Blocks::Split { base, offsets }, op);
         r.owned = Some(buf);
         r
     }
@@ -127,16 +161,6 @@ impl Run {
         })
     }
 
-    fn range(&self, blocks: &std::ops::Range<usize>) -> Result<(usize, usize)> {
-        match (self.offsets.get(blocks.start), self.offsets.get(blocks.end)) {
-            (Some(&a), Some(&b)) if a <= b => Ok((a, b - a)),
-            _ => Err(Error::Protocol(format!(
-                "collective schedule names blocks {blocks:?} of {}",
-                self.offsets.len().saturating_sub(1)
-            ))),
-        }
-    }
-
     /// Advances as far as possible; `true` once every round is done.
     pub fn poll(&mut self, e: &mut Engine) -> Result<bool> {
         loop {
@@ -147,7 +171,7 @@ impl Run {
                 self.posted = true;
                 self.temps.clear();
                 for rv in &round.recvs {
-                    let (off, len) = self.range(&rv.blocks)?;
+                    let (ptr, len) = self.blocks.span(&rv.blocks)?;
                     let pat = Pattern {
                         ctx: self.wire.ctx,
                         src: Some(rv.peer as u32),
@@ -155,9 +179,9 @@ impl Run {
                     };
                     let id = if rv.apply == Apply::Put {
                         self.temps.push(None);
-                        // SAFETY: `off + len` is within the working buffer
-                        // (offsets come from the buffer's own length).
-                        e.post_recv(pat, unsafe { self.work.add(off) }, len)?
+                        // `ptr..ptr + len` is the blocks' memory, which the
+                        // run's owner keeps valid for it.
+                        e.post_recv(pat, ptr, len)?
                     } else {
                         let mut t = AlignedBuf::zeroed(len);
                         let p = t.bytes_mut().as_mut_ptr();
@@ -168,16 +192,15 @@ impl Run {
                     self.reqs.push(id);
                 }
                 for s in &round.sends {
-                    let (off, len) = self.range(&s.blocks)?;
+                    let (ptr, len) = self.blocks.span(&s.blocks)?;
                     let env = Envelope {
                         ctx: self.wire.ctx,
                         src: self.wire.me,
                         tag: self.wire.tag,
                     };
                     let peer = self.wire.members[s.peer];
-                    // SAFETY: as above; the schedule never receives into blocks it
+                    // As above; the schedule never receives into blocks it
                     // sends in the same round (checked by the core's simulator).
-                    let ptr = unsafe { self.work.add(off) };
                     if let Some(id) = e.start_send(env, peer, ptr, len, false)? {
                         self.reqs.push(id);
                     }
@@ -200,11 +223,8 @@ impl Run {
             let round = &self.sched.rounds[self.round];
             for (rv, t) in round.recvs.iter().zip(self.temps.iter_mut()) {
                 let Some(t) = t else { continue };
-                let (off, len) = match (
-                    self.offsets.get(rv.blocks.start),
-                    self.offsets.get(rv.blocks.end),
-                ) {
-                    (Some(&a), Some(&b)) if b > a => (a, b - a),
+                let (ptr, len) = match self.blocks.span(&rv.blocks) {
+                    Ok((p, n)) if n > 0 => (p, n),
                     _ => continue, // nothing to combine
                 };
                 let Some(op) = &self.op else {
@@ -212,10 +232,10 @@ impl Run {
                         "a reduction step in a collective without an operation".into(),
                     ));
                 };
-                // SAFETY: `off + len` is within the working buffer, which the
+                // SAFETY: `ptr..ptr + len` is the blocks' memory, which the
                 // run's owner keeps valid and no message is writing now (every
                 // request of the round has completed).
-                let w = unsafe { std::slice::from_raw_parts_mut(self.work.add(off), len) };
+                let w = unsafe { std::slice::from_raw_parts_mut(ptr, len) };
                 let t = t.bytes_mut();
                 if rv.apply == Apply::ReduceLeft {
                     op(t, w); // w = received ⊕ w

@@ -78,7 +78,7 @@ use crate::engine::{Engine, Route, WaitInfo};
 use crate::error::{Error, Result};
 use crate::progress::EngineRef;
 use bytemuck::Pod;
-use exec::{AlignedBuf, ByteOp, Finish, Run, Wire};
+use exec::{AlignedBuf, Blocks, ByteOp, Finish, Run, Wire};
 use kumi_core::call::Call;
 use kumi_core::coll::{self as sc, Schedule};
 use kumi_core::TAG_UB;
@@ -599,7 +599,25 @@ impl Comm {
                 "collective blocks overrun the buffer".into(),
             ));
         }
-        let mut run = Run::new(sched, wire, work.as_mut_ptr(), offsets, op);
+        let base = work.as_mut_ptr();
+        self.run_blocks(sched, wire, Blocks::Split { base, offsets }, op, call, at)
+    }
+
+    /// [`Comm::run`] over blocks anywhere (which the caller keeps valid and
+    /// otherwise untouched until this returns).
+    fn run_blocks(
+        &self,
+        sched: Schedule,
+        wire: Wire,
+        blocks: Blocks,
+        op: Option<ByteOp>,
+        call: Call,
+        at: &'static Location<'static>,
+    ) -> Result<()> {
+        if sched.rounds.is_empty() {
+            return Ok(());
+        }
+        let mut run = Run::new(sched, wire, blocks, op);
         let mut err = None;
         let info = self.info(call, -2, -2, at);
         let mut e = self.engine();
@@ -1948,7 +1966,7 @@ impl Comm {
         let at = Location::caller();
         self.check_counts(send_counts)?;
         self.check_counts(recv_counts)?;
-        let (p, me) = (self.size(), self.rank());
+        let me = self.rank();
         let (st, rt): (usize, usize) = (send_counts.iter().sum(), recv_counts.iter().sum());
         if send.len() != st || recv.len() != rt || send_counts[me] != recv_counts[me] {
             return Err(bad(
@@ -1961,31 +1979,104 @@ impl Comm {
             ));
         }
         let elem = std::mem::size_of::<T>();
-        // One working buffer: blocks 0..p are what goes out, p..2p what comes in.
-        let mut work = Vec::with_capacity(st + rt);
-        work.extend_from_slice(send);
-        work.resize(st + rt, T::zeroed());
-        let counts: Vec<usize> = send_counts.iter().chain(recv_counts).copied().collect();
-        let offsets = count_offsets(&counts, elem);
-        let sched = sc::alltoall_pairwise(&self.group(), me);
-        let (so, ro): (usize, usize) = (
-            send_counts[..me].iter().sum(),
-            recv_counts[..me].iter().sum(),
-        );
-        work.copy_within(so..so + send_counts[me], st + ro);
-        if p > 1 {
-            let (_, wire) = self.wire()?;
-            self.run(
-                sched,
-                wire,
-                as_bytes_mut(&mut work),
-                offsets,
-                None,
-                Call::Collective,
-                at,
-            )?;
+        // The blocks one after the other, as (start, bytes).
+        fn segments<P: Copy>(
+            base: P,
+            counts: &[usize],
+            elem: usize,
+            add: fn(P, usize) -> P,
+        ) -> Vec<(P, usize)> {
+            let mut off = 0;
+            counts
+                .iter()
+                .map(|&c| {
+                    let seg = (add(base, off), c * elem);
+                    off += c * elem;
+                    seg
+                })
+                .collect()
         }
-        recv.copy_from_slice(&work[st..]);
-        Ok(())
+        let send = segments(
+            send.as_ptr().cast::<u8>(),
+            send_counts,
+            elem,
+            <*const u8>::wrapping_add,
+        );
+        let recv = segments(
+            recv.as_mut_ptr().cast::<u8>(),
+            recv_counts,
+            elem,
+            <*mut u8>::wrapping_add,
+        );
+        // SAFETY: the segments split `send` and `recv` (counts checked against
+        // their lengths), borrowed shared and exclusive for the call.
+        unsafe { self.alltoallv_segments_at(&send, &recv, at) }
+    }
+
+    /// [`Comm::alltoallv`] over byte segments anywhere in memory, for the C
+    /// library (no copy into a working buffer and out again): `send[j]` goes
+    /// to rank j, `recv[i]` receives what rank i sends to this rank (its
+    /// length must be what rank i sends).
+    ///
+    /// # Safety
+    /// Each `send` segment must be readable and each `recv` segment
+    /// writable for its length until this returns, and no `recv` segment may
+    /// overlap another segment.
+    #[doc(hidden)]
+    #[track_caller]
+    pub unsafe fn alltoallv_segments(
+        &self,
+        send: &[(*const u8, usize)],
+        recv: &[(*mut u8, usize)],
+    ) -> Result<()> {
+        // SAFETY: the caller's contract.
+        unsafe { self.alltoallv_segments_at(send, recv, Location::caller()) }
+    }
+
+    /// # Safety
+    /// As for [`Comm::alltoallv_segments`].
+    unsafe fn alltoallv_segments_at(
+        &self,
+        send: &[(*const u8, usize)],
+        recv: &[(*mut u8, usize)],
+        at: &'static Location<'static>,
+    ) -> Result<()> {
+        let (p, me) = (self.size(), self.rank());
+        if send.len() != p || recv.len() != p || send[me].1 != recv[me].1 {
+            return Err(bad(
+                "send",
+                send.len(),
+                format!(
+                    "{p} send and {p} receive segments, this rank's own of one length ({} and {})",
+                    send.get(me).map_or(0, |s| s.1),
+                    recv.get(me).map_or(0, |r| r.1)
+                ),
+            ));
+        }
+        if send[me].1 > 0 {
+            // SAFETY: the caller's contract (`copy`, not the nonoverlapping
+            // one: a program may pass the same buffer, which MPI forbids).
+            unsafe { std::ptr::copy(send[me].0, recv[me].0, send[me].1) };
+        }
+        if p == 1 {
+            return Ok(());
+        }
+        let (_, wire) = self.wire()?;
+        // Blocks 0..p are what goes out (only ever read: the schedule sends
+        // from them), p..2p what comes in.
+        let blocks = send
+            .iter()
+            .map(|&(b, n)| (b as *mut u8, n))
+            .chain(recv.iter().copied())
+            .collect();
+        let sched = sc::alltoall_pairwise(&self.group(), me);
+        self.run_blocks(
+            sched,
+            wire,
+            Blocks::Each(blocks),
+            None,
+            Call::Collective,
+            at,
+        )
     }
 }
