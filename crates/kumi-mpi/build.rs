@@ -25,9 +25,9 @@ fn main() {
     // 2 MiB boundary (for huge pages; ext4 does): every rank would have its
     // code at the same address modulo 2 MiB under a random one above, and
     // ranks sharing a core then slow each other down (most likely through
-    // the branch predictors; docs/BENCHMARKS.md, session 8). Segments aligned to more than a page
-    // make glibc (2.35 and later) reserve the span itself and place the
-    // library at a random 8 KiB boundary instead.
+    // the branch predictors; docs/BENCHMARKS.md, session 8). Segments
+    // aligned to more than a page make glibc (2.35 and later) reserve the
+    // span itself and place the library at a random 8 KiB boundary instead.
     println!("cargo:rustc-cdylib-link-arg=-Wl,-z,max-page-size=0x2000");
     println!("cargo:rerun-if-changed=include/mpi.h");
     println!("cargo:rerun-if-changed=include/mpif.h");
