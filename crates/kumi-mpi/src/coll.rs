@@ -1967,12 +1967,23 @@ mpi! {
         } else {
             (vec![0; p], vec![0; p])
         };
-        let mine = if in_place(sendbuf) {
-            pack(at(recvbuf, ds[me], &rd), cs[me], &rd)
+        // Contiguous types go straight between the program's buffers.
+        let (sd, sbuf, sn) = if in_place(sendbuf) {
+            (rd.clone(), at(recvbuf, ds[me], &rd).cast_const(), cs[me])
         } else {
-            let sd = st()?.dtype(sendtype)?;
-            pack(sendbuf, crate::state::count(sendcount)?, &sd)
+            (st()?.dtype(sendtype)?, sendbuf, crate::state::count(sendcount)?)
         };
+        if sd.is_contiguous() && (me != r || rd.is_contiguous()) {
+            let recv: Vec<(*mut u8, usize)> = if me == r {
+                segments(recvbuf, &cs, &ds, &rd).into_iter().map(|(b, n)| (b.cast::<u8>(), rd.packed_size(n))).collect()
+            } else {
+                Vec::new()
+            };
+            // SAFETY: MPI's contract for MPI_Gatherv's buffers (in place,
+            // the root's send is its own receive segment).
+            return Ok(unsafe { c.gatherv_segments((sbuf.cast::<u8>(), sd.packed_size(sn)), &recv, r) }?);
+        }
+        let mine = pack(sbuf, sn, &sd);
         let mut bytes: Vec<usize> = cs.iter().map(|&k| rd.packed_size(k)).collect();
         // Counts matter at the root only; elsewhere the runtime checks this
         // rank's own entry against what it sends.
@@ -2013,15 +2024,27 @@ mpi! {
         } else {
             (vec![0; p], vec![0; p])
         };
+        let dest_in_place = in_place(recvbuf) && me == r;
+        let rd = if dest_in_place { sd.clone() } else { st()?.dtype(recvtype)? };
+        let rn = if dest_in_place { cs[me] } else { crate::state::count(recvcount)? };
+        // Contiguous types go straight between the program's buffers.
+        if rd.is_contiguous() && (me != r || sd.is_contiguous()) {
+            let send: Vec<(*const u8, usize)> = if me == r {
+                segments(sendbuf, &cs, &ds, &sd).into_iter().map(|(b, n)| (b.cast_const().cast::<u8>(), sd.packed_size(n))).collect()
+            } else {
+                Vec::new()
+            };
+            let rbuf = if dest_in_place { send[me].0.cast_mut() } else { recvbuf.cast::<u8>() };
+            // SAFETY: MPI's contract for MPI_Scatterv's buffers (in place,
+            // the root's receive is its own send segment).
+            return Ok(unsafe { c.scatterv_segments(&send, (rbuf, rd.packed_size(rn)), r) }?);
+        }
         let bytes: Vec<usize> = cs.iter().map(|&k| sd.packed_size(k)).collect();
         let all = if me == r {
             pack_segments(&segments(sendbuf, &cs, &ds, &sd), &sd)
         } else {
             Vec::new()
         };
-        let dest_in_place = in_place(recvbuf) && me == r;
-        let rd = if dest_in_place { sd.clone() } else { st()?.dtype(recvtype)? };
-        let rn = if dest_in_place { cs[me] } else { crate::state::count(recvcount)? };
         let mut mine = vec![0u8; rd.packed_size(rn)];
         let mut bytes = bytes;
         if me != r {

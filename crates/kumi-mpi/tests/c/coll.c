@@ -180,6 +180,36 @@ int main(int argc, char **argv) {
         free(bc); free(bd); free(cc); free(cd); free(bs); free(br);
     }
 
+    /* Gatherv and Scatterv of large, uneven blocks laid out in reverse, at
+       the last rank as root, then in place. */
+    {
+        int root = n - 1, *gc = malloc(n * sizeof(int)), *gd = malloc(n * sizeof(int)), tot = 0;
+        for (int i = n - 1; i >= 0; i--) { gc[i] = 20000 + 3000 * i; gd[i] = tot; tot += gc[i]; }
+        int *mine = malloc(gc[r] * sizeof(int)), *all = malloc(tot * sizeof(int));
+        for (int k = 0; k < gc[r]; k++) mine[k] = r * 1000003 + k;
+        OK(MPI_Gatherv(mine, gc[r], MPI_INT, all, gc, gd, MPI_INT, root, MPI_COMM_WORLD));
+        if (r == root)
+            for (int i = 0; i < n; i++) {
+                CHECK(all[gd[i]] == i * 1000003 && all[gd[i] + gc[i] - 1] == i * 1000003 + gc[i] - 1);
+            }
+        if (r == root)
+            for (int i = 0; i < tot; i++) all[i] = -all[i];
+        for (int k = 0; k < gc[r]; k++) mine[k] = 0;
+        OK(MPI_Scatterv(all, gc, gd, MPI_INT, mine, gc[r], MPI_INT, root, MPI_COMM_WORLD));
+        CHECK(mine[0] == -(r * 1000003) && mine[gc[r] - 1] == -(r * 1000003 + gc[r] - 1));
+        if (r == root) {
+            OK(MPI_Gatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, all, gc, gd, MPI_INT, root, MPI_COMM_WORLD));
+            CHECK(all[gd[root]] == -(root * 1000003));
+            OK(MPI_Scatterv(all, gc, gd, MPI_INT, MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, root, MPI_COMM_WORLD));
+            CHECK(all[gd[root]] == -(root * 1000003));
+        } else {
+            OK(MPI_Gatherv(mine, gc[r], MPI_INT, NULL, NULL, NULL, MPI_INT, root, MPI_COMM_WORLD));
+            OK(MPI_Scatterv(NULL, NULL, NULL, MPI_INT, mine, gc[r], MPI_INT, root, MPI_COMM_WORLD));
+        }
+        if (r == root) CHECK(all[gd[0]] == -0 && all[gd[0] + 1] == -1);
+        free(gc); free(gd); free(mine); free(all);
+    }
+
     /* Reduce_scatter_block / Reduce_scatter. */
     int *rs = malloc(2 * n * sizeof(int)), rsb[2];
     for (int i = 0; i < 2 * n; i++) rs[i] = i;

@@ -275,6 +275,25 @@ fn even_offsets(count: usize, nb: usize, elem: usize) -> Vec<usize> {
     v
 }
 
+/// Blocks of `counts[i]` elements of `elem` bytes one after the other from
+/// `base`, as (start, bytes); `add` offsets a pointer.
+fn byte_segments<P: Copy>(
+    base: P,
+    counts: &[usize],
+    elem: usize,
+    add: fn(P, usize) -> P,
+) -> Vec<(P, usize)> {
+    let mut off = 0;
+    counts
+        .iter()
+        .map(|&c| {
+            let seg = (add(base, off), c * elem);
+            off += c * elem;
+            seg
+        })
+        .collect()
+}
+
 /// Byte offsets of blocks of `counts[i]` elements each.
 fn count_offsets(counts: &[usize], elem: usize) -> Vec<usize> {
     let mut v = vec![0];
@@ -1744,34 +1763,85 @@ impl Comm {
             ));
         }
         let elem = std::mem::size_of::<T>();
-        let (_, wire) = self.wire()?;
-        let sched = sc::gather_linear(&self.group(), root, me);
-        if me == root {
-            let start: usize = counts[..me].iter().sum();
-            recv[start..start + counts[me]].copy_from_slice(send);
-            let offsets = count_offsets(counts, elem);
-            self.run(
-                sched,
-                wire,
-                as_bytes_mut(&mut recv[..total]),
-                offsets,
-                None,
-                Call::Collective,
-                at,
+        let recv = if me == root {
+            byte_segments(
+                recv.as_mut_ptr().cast::<u8>(),
+                counts,
+                elem,
+                <*mut u8>::wrapping_add,
             )
         } else {
-            let mut work = send.to_vec();
-            let n = std::mem::size_of_val(send);
-            self.run(
-                sched,
-                wire,
-                as_bytes_mut(&mut work),
-                vec![0, n],
-                None,
-                Call::Collective,
-                at,
-            )
+            Vec::new()
+        };
+        let send = (send.as_ptr().cast::<u8>(), std::mem::size_of_val(send));
+        // SAFETY: the segments split `recv` (counts checked against its
+        // length), borrowed exclusively for the call, and `send` is borrowed.
+        unsafe { self.gatherv_segments_at(send, &recv, root, at) }
+    }
+
+    /// [`Comm::gatherv`] over byte segments anywhere in memory, for the C
+    /// library (no copy through a working buffer): this rank's `send`, and
+    /// at the root `recv[i]` for what rank i sends (the root's own `send`
+    /// may be its `recv[root]`, in place).
+    ///
+    /// # Safety
+    /// `send` must be readable and, at the root, each `recv` segment
+    /// writable for its length until this returns; `recv` segments overlap
+    /// nothing but the root's `send` in place.
+    #[doc(hidden)]
+    #[track_caller]
+    pub unsafe fn gatherv_segments(
+        &self,
+        send: (*const u8, usize),
+        recv: &[(*mut u8, usize)],
+        root: usize,
+    ) -> Result<()> {
+        // SAFETY: the caller's contract.
+        unsafe { self.gatherv_segments_at(send, recv, root, Location::caller()) }
+    }
+
+    /// # Safety
+    /// As for [`Comm::gatherv_segments`].
+    unsafe fn gatherv_segments_at(
+        &self,
+        send: (*const u8, usize),
+        recv: &[(*mut u8, usize)],
+        root: usize,
+        at: &'static Location<'static>,
+    ) -> Result<()> {
+        self.check_root(root)?;
+        let (p, me) = (self.size(), self.rank());
+        let blocks = if me == root {
+            if recv.len() != p || recv[me].1 != send.1 {
+                return Err(bad(
+                    "recv",
+                    recv.len(),
+                    format!("{p} receive segments, the root's own as long as its send"),
+                ));
+            }
+            if send.1 > 0 {
+                // SAFETY: the caller's contract (`copy`: in place, the two
+                // are one).
+                unsafe { std::ptr::copy(send.0, recv[me].0, send.1) };
+            }
+            recv.to_vec()
+        } else {
+            // Only ever read: the schedule sends from it.
+            vec![(send.0 as *mut u8, send.1)]
+        };
+        if p == 1 {
+            return Ok(());
         }
+        let (_, wire) = self.wire()?;
+        let sched = sc::gather_linear(&self.group(), root, me);
+        self.run_blocks(
+            sched,
+            wire,
+            Blocks::Each(blocks),
+            None,
+            Call::Collective,
+            at,
+        )
     }
 
     /// Like [`Comm::scatter`] with `counts[i]` elements for rank i, taken one
@@ -1800,34 +1870,84 @@ impl Comm {
             ));
         }
         let elem = std::mem::size_of::<T>();
-        let (_, wire) = self.wire()?;
-        let sched = sc::scatter_linear(&self.group(), root, me);
-        if me == root {
-            let start: usize = counts[..me].iter().sum();
-            recv.copy_from_slice(&send[start..start + counts[me]]);
-            let mut work = send[..total].to_vec();
-            let offsets = count_offsets(counts, elem);
-            self.run(
-                sched,
-                wire,
-                as_bytes_mut(&mut work),
-                offsets,
-                None,
-                Call::Collective,
-                at,
+        let send = if me == root {
+            byte_segments(
+                send.as_ptr().cast::<u8>(),
+                counts,
+                elem,
+                <*const u8>::wrapping_add,
             )
         } else {
-            let n = std::mem::size_of_val(recv);
-            self.run(
-                sched,
-                wire,
-                as_bytes_mut(recv),
-                vec![0, n],
-                None,
-                Call::Collective,
-                at,
-            )
+            Vec::new()
+        };
+        let recv = (recv.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(recv));
+        // SAFETY: the segments split `send` (counts checked against its
+        // length), borrowed for the call, and `recv` is borrowed exclusively.
+        unsafe { self.scatterv_segments_at(&send, recv, root, at) }
+    }
+
+    /// [`Comm::scatterv`] over byte segments anywhere in memory, for the C
+    /// library: at the root `send[i]` for rank i, and this rank's `recv`
+    /// (the root's may be its `send[root]`, in place).
+    ///
+    /// # Safety
+    /// At the root each `send` segment must be readable, and `recv` writable
+    /// for its length until this returns; `recv` overlaps nothing but the
+    /// root's `send[root]` in place.
+    #[doc(hidden)]
+    #[track_caller]
+    pub unsafe fn scatterv_segments(
+        &self,
+        send: &[(*const u8, usize)],
+        recv: (*mut u8, usize),
+        root: usize,
+    ) -> Result<()> {
+        // SAFETY: the caller's contract.
+        unsafe { self.scatterv_segments_at(send, recv, root, Location::caller()) }
+    }
+
+    /// # Safety
+    /// As for [`Comm::scatterv_segments`].
+    unsafe fn scatterv_segments_at(
+        &self,
+        send: &[(*const u8, usize)],
+        recv: (*mut u8, usize),
+        root: usize,
+        at: &'static Location<'static>,
+    ) -> Result<()> {
+        self.check_root(root)?;
+        let (p, me) = (self.size(), self.rank());
+        let blocks = if me == root {
+            if send.len() != p || send[me].1 != recv.1 {
+                return Err(bad(
+                    "send",
+                    send.len(),
+                    format!("{p} send segments, the root's own as long as its recv"),
+                ));
+            }
+            if recv.1 > 0 {
+                // SAFETY: the caller's contract (`copy`: in place, the two
+                // are one).
+                unsafe { std::ptr::copy(send[me].0, recv.0, recv.1) };
+            }
+            // Only ever read: the schedule sends from them.
+            send.iter().map(|&(b, n)| (b as *mut u8, n)).collect()
+        } else {
+            vec![recv]
+        };
+        if p == 1 {
+            return Ok(());
         }
+        let (_, wire) = self.wire()?;
+        let sched = sc::scatter_linear(&self.group(), root, me);
+        self.run_blocks(
+            sched,
+            wire,
+            Blocks::Each(blocks),
+            None,
+            Call::Collective,
+            at,
+        )
     }
 
     // ----- allgather and alltoall --------------------------------------------------
@@ -1976,30 +2096,13 @@ impl Comm {
             ));
         }
         let elem = std::mem::size_of::<T>();
-        // The blocks one after the other, as (start, bytes).
-        fn segments<P: Copy>(
-            base: P,
-            counts: &[usize],
-            elem: usize,
-            add: fn(P, usize) -> P,
-        ) -> Vec<(P, usize)> {
-            let mut off = 0;
-            counts
-                .iter()
-                .map(|&c| {
-                    let seg = (add(base, off), c * elem);
-                    off += c * elem;
-                    seg
-                })
-                .collect()
-        }
-        let send = segments(
+        let send = byte_segments(
             send.as_ptr().cast::<u8>(),
             send_counts,
             elem,
             <*const u8>::wrapping_add,
         );
-        let recv = segments(
+        let recv = byte_segments(
             recv.as_mut_ptr().cast::<u8>(),
             recv_counts,
             elem,
