@@ -2086,12 +2086,19 @@ mpi! {
         let (p, me) = (c.size(), c.rank());
         let cs = counts(recvcounts, p, "recvcounts")?;
         let ds = counts(displs, p, "displs")?;
-        let mine = if in_place(sendbuf) {
-            pack(at(recvbuf, ds[me], &rd), cs[me], &rd)
+        let (sd, sbuf, sn) = if in_place(sendbuf) {
+            (rd.clone(), at(recvbuf, ds[me], &rd).cast_const(), cs[me])
         } else {
-            let sd = st()?.dtype(sendtype)?;
-            pack(sendbuf, crate::state::count(sendcount)?, &sd)
+            (st()?.dtype(sendtype)?, sendbuf, crate::state::count(sendcount)?)
         };
+        if sd.is_contiguous() && rd.is_contiguous() {
+            // Straight between the program's buffers: no packing, no copy.
+            let recv: Vec<(*mut u8, usize)> = segments(recvbuf, &cs, &ds, &rd).into_iter().map(|(b, n)| (b.cast::<u8>(), rd.packed_size(n))).collect();
+            // SAFETY: MPI's contract for MPI_Allgatherv's buffers (in place,
+            // this rank's send is its own receive segment).
+            return Ok(unsafe { c.allgatherv_segments((sbuf.cast::<u8>(), sd.packed_size(sn)), &recv) }?);
+        }
+        let mine = pack(sbuf, sn, &sd);
         let bytes: Vec<usize> = cs.iter().map(|&k| rd.packed_size(k)).collect();
         let mut all = vec![0u8; bytes.iter().sum()];
         c.allgatherv(&mine, &mut all, &bytes)?;

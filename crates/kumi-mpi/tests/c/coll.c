@@ -210,6 +210,23 @@ int main(int argc, char **argv) {
         free(gc); free(gd); free(mine); free(all);
     }
 
+    /* Allgatherv of large, uneven blocks laid out in reverse, then in place. */
+    {
+        int *ac = malloc(n * sizeof(int)), *ad = malloc(n * sizeof(int)), tot = 0;
+        for (int i = n - 1; i >= 0; i--) { ac[i] = 25000 + 2000 * i; ad[i] = tot; tot += ac[i]; }
+        int *mine = malloc(ac[r] * sizeof(int)), *all = malloc(tot * sizeof(int));
+        for (int k = 0; k < ac[r]; k++) mine[k] = r * 1000003 + k;
+        OK(MPI_Allgatherv(mine, ac[r], MPI_INT, all, ac, ad, MPI_INT, MPI_COMM_WORLD));
+        for (int i = 0; i < n; i++)
+            CHECK(all[ad[i]] == i * 1000003 && all[ad[i] + ac[i] - 1] == i * 1000003 + ac[i] - 1);
+        for (int i = 0; i < tot; i++) all[i] = 0;
+        for (int k = 0; k < ac[r]; k++) all[ad[r] + k] = -(r * 1000003 + k);
+        OK(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, all, ac, ad, MPI_INT, MPI_COMM_WORLD));
+        for (int i = 0; i < n; i++)
+            CHECK(all[ad[i] + 7] == -(i * 1000003 + 7) && all[ad[i] + ac[i] - 1] == -(i * 1000003 + ac[i] - 1));
+        free(ac); free(ad); free(mine); free(all);
+    }
+
     /* Reduce_scatter_block / Reduce_scatter. */
     int *rs = malloc(2 * n * sizeof(int)), rsb[2];
     for (int i = 0; i < 2 * n; i++) rs[i] = i;

@@ -2012,7 +2012,7 @@ impl Comm {
     pub fn allgatherv<T: Pod>(&self, send: &[T], recv: &mut [T], counts: &[usize]) -> Result<()> {
         let at = Location::caller();
         self.check_counts(counts)?;
-        let (p, me) = (self.size(), self.rank());
+        let me = self.rank();
         let total: usize = counts.iter().sum();
         if send.len() != counts[me] || recv.len() != total {
             return Err(bad(
@@ -2024,19 +2024,66 @@ impl Comm {
                 ),
             ));
         }
-        let start: usize = counts[..me].iter().sum();
-        recv[start..start + counts[me]].copy_from_slice(send);
+        let recv = byte_segments(
+            recv.as_mut_ptr().cast::<u8>(),
+            counts,
+            std::mem::size_of::<T>(),
+            <*mut u8>::wrapping_add,
+        );
+        let send = (send.as_ptr().cast::<u8>(), std::mem::size_of_val(send));
+        // SAFETY: the segments split `recv` (counts checked against its
+        // length), borrowed exclusively for the call, and `send` is borrowed.
+        unsafe { self.allgatherv_segments_at(send, &recv, at) }
+    }
+
+    /// [`Comm::allgatherv`] over byte segments anywhere in memory, for the C
+    /// library: this rank's `send`, and `recv[i]` for rank i's (this rank's
+    /// own `send` may be its `recv` segment, in place).
+    ///
+    /// # Safety
+    /// `send` must be readable and each `recv` segment writable for its
+    /// length until this returns; `recv` segments overlap nothing but this
+    /// rank's `send` in place.
+    #[doc(hidden)]
+    #[track_caller]
+    pub unsafe fn allgatherv_segments(
+        &self,
+        send: (*const u8, usize),
+        recv: &[(*mut u8, usize)],
+    ) -> Result<()> {
+        // SAFETY: the caller's contract.
+        unsafe { self.allgatherv_segments_at(send, recv, Location::caller()) }
+    }
+
+    /// # Safety
+    /// As for [`Comm::allgatherv_segments`].
+    unsafe fn allgatherv_segments_at(
+        &self,
+        send: (*const u8, usize),
+        recv: &[(*mut u8, usize)],
+        at: &'static Location<'static>,
+    ) -> Result<()> {
+        let (p, me) = (self.size(), self.rank());
+        if recv.len() != p || recv[me].1 != send.1 {
+            return Err(bad(
+                "recv",
+                recv.len(),
+                format!("{p} receive segments, this rank's own as long as its send"),
+            ));
+        }
+        if send.1 > 0 {
+            // SAFETY: the caller's contract (`copy`: in place, the two are one).
+            unsafe { std::ptr::copy(send.0, recv[me].0, send.1) };
+        }
         if p == 1 {
             return Ok(());
         }
         let (_, wire) = self.wire()?;
         let sched = sc::allgather_ring(&self.group(), me);
-        let offsets = count_offsets(counts, std::mem::size_of::<T>());
-        self.run(
+        self.run_blocks(
             sched,
             wire,
-            as_bytes_mut(recv),
-            offsets,
+            Blocks::Each(recv.to_vec()),
             None,
             Call::Collective,
             at,
