@@ -294,6 +294,38 @@ fn byte_segments<P: Copy>(
         .collect()
 }
 
+/// Checks the segments of a collective over segments (`what`: the
+/// argument): one per rank, this rank's `own` bytes long (the length of its
+/// other side).
+fn own_segment<P>(
+    what: &'static str,
+    segs: &[(P, usize)],
+    p: usize,
+    me: usize,
+    own: usize,
+) -> Result<()> {
+    match segs.get(me) {
+        Some(&(_, n)) if segs.len() == p && n == own => Ok(()),
+        _ => Err(bad(
+            what,
+            segs.len(),
+            format!("{p} segments, this rank's of {own} bytes as its other side"),
+        )),
+    }
+}
+
+/// Copies this rank's own block of a collective, `len` bytes from `from`
+/// to `to` (`copy`, not the nonoverlapping one: in place the two are one).
+///
+/// # Safety
+/// `from` readable and `to` writable for `len` bytes.
+unsafe fn copy_own(from: *const u8, to: *mut u8, len: usize) {
+    if len > 0 {
+        // SAFETY: the caller's contract.
+        unsafe { std::ptr::copy(from, to, len) };
+    }
+}
+
 /// Byte offsets of blocks of `counts[i]` elements each.
 fn count_offsets(counts: &[usize], elem: usize) -> Vec<usize> {
     let mut v = vec![0];
@@ -1812,18 +1844,9 @@ impl Comm {
         self.check_root(root)?;
         let (p, me) = (self.size(), self.rank());
         let blocks = if me == root {
-            if recv.len() != p || recv[me].1 != send.1 {
-                return Err(bad(
-                    "recv",
-                    recv.len(),
-                    format!("{p} receive segments, the root's own as long as its send"),
-                ));
-            }
-            if send.1 > 0 {
-                // SAFETY: the caller's contract (`copy`: in place, the two
-                // are one).
-                unsafe { std::ptr::copy(send.0, recv[me].0, send.1) };
-            }
+            own_segment("recv", recv, p, me, send.1)?;
+            // SAFETY: the caller's contract.
+            unsafe { copy_own(send.0, recv[me].0, send.1) };
             recv.to_vec()
         } else {
             // Only ever read: the schedule sends from it.
@@ -1918,18 +1941,9 @@ impl Comm {
         self.check_root(root)?;
         let (p, me) = (self.size(), self.rank());
         let blocks = if me == root {
-            if send.len() != p || send[me].1 != recv.1 {
-                return Err(bad(
-                    "send",
-                    send.len(),
-                    format!("{p} send segments, the root's own as long as its recv"),
-                ));
-            }
-            if recv.1 > 0 {
-                // SAFETY: the caller's contract (`copy`: in place, the two
-                // are one).
-                unsafe { std::ptr::copy(send[me].0, recv.0, recv.1) };
-            }
+            own_segment("send", send, p, me, recv.1)?;
+            // SAFETY: the caller's contract.
+            unsafe { copy_own(send[me].0, recv.0, recv.1) };
             // Only ever read: the schedule sends from them.
             send.iter().map(|&(b, n)| (b as *mut u8, n)).collect()
         } else {
@@ -2064,17 +2078,9 @@ impl Comm {
         at: &'static Location<'static>,
     ) -> Result<()> {
         let (p, me) = (self.size(), self.rank());
-        if recv.len() != p || recv[me].1 != send.1 {
-            return Err(bad(
-                "recv",
-                recv.len(),
-                format!("{p} receive segments, this rank's own as long as its send"),
-            ));
-        }
-        if send.1 > 0 {
-            // SAFETY: the caller's contract (`copy`: in place, the two are one).
-            unsafe { std::ptr::copy(send.0, recv[me].0, send.1) };
-        }
+        own_segment("recv", recv, p, me, send.1)?;
+        // SAFETY: the caller's contract.
+        unsafe { copy_own(send.0, recv[me].0, send.1) };
         if p == 1 {
             return Ok(());
         }
@@ -2189,22 +2195,10 @@ impl Comm {
         at: &'static Location<'static>,
     ) -> Result<()> {
         let (p, me) = (self.size(), self.rank());
-        if send.len() != p || recv.len() != p || send[me].1 != recv[me].1 {
-            return Err(bad(
-                "send",
-                send.len(),
-                format!(
-                    "{p} send and {p} receive segments, this rank's own of one length ({} and {})",
-                    send.get(me).map_or(0, |s| s.1),
-                    recv.get(me).map_or(0, |r| r.1)
-                ),
-            ));
-        }
-        if send[me].1 > 0 {
-            // SAFETY: the caller's contract (`copy`, not the nonoverlapping
-            // one: a program may pass the same buffer, which MPI forbids).
-            unsafe { std::ptr::copy(send[me].0, recv[me].0, send[me].1) };
-        }
+        own_segment("send", send, p, me, recv.get(me).map_or(0, |r| r.1))?;
+        own_segment("recv", recv, p, me, send[me].1)?;
+        // SAFETY: the caller's contract.
+        unsafe { copy_own(send[me].0, recv[me].0, send[me].1) };
         if p == 1 {
             return Ok(());
         }
