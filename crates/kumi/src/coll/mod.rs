@@ -651,6 +651,30 @@ impl Comm {
         self.run_blocks(sched, wire, Blocks::Split { base, offsets }, op, call, at)
     }
 
+    /// The schedule `plan` makes for this rank (from the group and its
+    /// rank) run over blocks where they lie (kept valid by the caller until
+    /// this returns); nothing to exchange alone.
+    fn run_each(
+        &self,
+        blocks: Vec<(*mut u8, usize)>,
+        at: &'static Location<'static>,
+        plan: impl FnOnce(&[usize], usize) -> Schedule,
+    ) -> Result<()> {
+        if self.size() == 1 {
+            return Ok(());
+        }
+        let (_, wire) = self.wire()?;
+        let sched = plan(&self.group(), self.rank());
+        self.run_blocks(
+            sched,
+            wire,
+            Blocks::Each(blocks),
+            None,
+            Call::Collective,
+            at,
+        )
+    }
+
     /// [`Comm::run`] over blocks anywhere (which the caller keeps valid and
     /// otherwise untouched until this returns).
     fn run_blocks(
@@ -1779,7 +1803,6 @@ impl Comm {
         counts: &[usize],
         root: usize,
     ) -> Result<()> {
-        let at = Location::caller();
         self.check_root(root)?;
         self.check_counts(counts)?;
         let me = self.rank();
@@ -1808,7 +1831,7 @@ impl Comm {
         let send = (send.as_ptr().cast::<u8>(), std::mem::size_of_val(send));
         // SAFETY: the segments split `recv` (counts checked against its
         // length), borrowed exclusively for the call, and `send` is borrowed.
-        unsafe { self.gatherv_segments_at(send, &recv, root, at) }
+        unsafe { self.gatherv_segments(send, &recv, root) }
     }
 
     /// [`Comm::gatherv`] over byte segments anywhere in memory, for the C
@@ -1828,19 +1851,7 @@ impl Comm {
         recv: &[(*mut u8, usize)],
         root: usize,
     ) -> Result<()> {
-        // SAFETY: the caller's contract.
-        unsafe { self.gatherv_segments_at(send, recv, root, Location::caller()) }
-    }
-
-    /// # Safety
-    /// As for [`Comm::gatherv_segments`].
-    unsafe fn gatherv_segments_at(
-        &self,
-        send: (*const u8, usize),
-        recv: &[(*mut u8, usize)],
-        root: usize,
-        at: &'static Location<'static>,
-    ) -> Result<()> {
+        let at = Location::caller();
         self.check_root(root)?;
         let (p, me) = (self.size(), self.rank());
         let blocks = if me == root {
@@ -1852,19 +1863,7 @@ impl Comm {
             // Only ever read: the schedule sends from it.
             vec![(send.0 as *mut u8, send.1)]
         };
-        if p == 1 {
-            return Ok(());
-        }
-        let (_, wire) = self.wire()?;
-        let sched = sc::gather_linear(&self.group(), root, me);
-        self.run_blocks(
-            sched,
-            wire,
-            Blocks::Each(blocks),
-            None,
-            Call::Collective,
-            at,
-        )
+        self.run_each(blocks, at, |g, me| sc::gather_linear(g, root, me))
     }
 
     /// Like [`Comm::scatter`] with `counts[i]` elements for rank i, taken one
@@ -1877,7 +1876,6 @@ impl Comm {
         recv: &mut [T],
         root: usize,
     ) -> Result<()> {
-        let at = Location::caller();
         self.check_root(root)?;
         self.check_counts(counts)?;
         let me = self.rank();
@@ -1906,7 +1904,7 @@ impl Comm {
         let recv = (recv.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(recv));
         // SAFETY: the segments split `send` (counts checked against its
         // length), borrowed for the call, and `recv` is borrowed exclusively.
-        unsafe { self.scatterv_segments_at(&send, recv, root, at) }
+        unsafe { self.scatterv_segments(&send, recv, root) }
     }
 
     /// [`Comm::scatterv`] over byte segments anywhere in memory, for the C
@@ -1925,19 +1923,7 @@ impl Comm {
         recv: (*mut u8, usize),
         root: usize,
     ) -> Result<()> {
-        // SAFETY: the caller's contract.
-        unsafe { self.scatterv_segments_at(send, recv, root, Location::caller()) }
-    }
-
-    /// # Safety
-    /// As for [`Comm::scatterv_segments`].
-    unsafe fn scatterv_segments_at(
-        &self,
-        send: &[(*const u8, usize)],
-        recv: (*mut u8, usize),
-        root: usize,
-        at: &'static Location<'static>,
-    ) -> Result<()> {
+        let at = Location::caller();
         self.check_root(root)?;
         let (p, me) = (self.size(), self.rank());
         let blocks = if me == root {
@@ -1949,19 +1935,7 @@ impl Comm {
         } else {
             vec![recv]
         };
-        if p == 1 {
-            return Ok(());
-        }
-        let (_, wire) = self.wire()?;
-        let sched = sc::scatter_linear(&self.group(), root, me);
-        self.run_blocks(
-            sched,
-            wire,
-            Blocks::Each(blocks),
-            None,
-            Call::Collective,
-            at,
-        )
+        self.run_each(blocks, at, |g, me| sc::scatter_linear(g, root, me))
     }
 
     // ----- allgather and alltoall --------------------------------------------------
@@ -2024,7 +1998,6 @@ impl Comm {
     /// Like [`Comm::allgather`] with `counts[i]` elements from rank i (ring).
     #[track_caller]
     pub fn allgatherv<T: Pod>(&self, send: &[T], recv: &mut [T], counts: &[usize]) -> Result<()> {
-        let at = Location::caller();
         self.check_counts(counts)?;
         let me = self.rank();
         let total: usize = counts.iter().sum();
@@ -2047,7 +2020,7 @@ impl Comm {
         let send = (send.as_ptr().cast::<u8>(), std::mem::size_of_val(send));
         // SAFETY: the segments split `recv` (counts checked against its
         // length), borrowed exclusively for the call, and `send` is borrowed.
-        unsafe { self.allgatherv_segments_at(send, &recv, at) }
+        unsafe { self.allgatherv_segments(send, &recv) }
     }
 
     /// [`Comm::allgatherv`] over byte segments anywhere in memory, for the C
@@ -2065,35 +2038,12 @@ impl Comm {
         send: (*const u8, usize),
         recv: &[(*mut u8, usize)],
     ) -> Result<()> {
-        // SAFETY: the caller's contract.
-        unsafe { self.allgatherv_segments_at(send, recv, Location::caller()) }
-    }
-
-    /// # Safety
-    /// As for [`Comm::allgatherv_segments`].
-    unsafe fn allgatherv_segments_at(
-        &self,
-        send: (*const u8, usize),
-        recv: &[(*mut u8, usize)],
-        at: &'static Location<'static>,
-    ) -> Result<()> {
+        let at = Location::caller();
         let (p, me) = (self.size(), self.rank());
         own_segment("recv", recv, p, me, send.1)?;
         // SAFETY: the caller's contract.
         unsafe { copy_own(send.0, recv[me].0, send.1) };
-        if p == 1 {
-            return Ok(());
-        }
-        let (_, wire) = self.wire()?;
-        let sched = sc::allgather_ring(&self.group(), me);
-        self.run_blocks(
-            sched,
-            wire,
-            Blocks::Each(recv.to_vec()),
-            None,
-            Call::Collective,
-            at,
-        )
+        self.run_each(recv.to_vec(), at, sc::allgather_ring)
     }
 
     /// Rank i sends block j of its `send` to rank j, which stores it as block i
@@ -2133,7 +2083,6 @@ impl Comm {
         recv: &mut [T],
         recv_counts: &[usize],
     ) -> Result<()> {
-        let at = Location::caller();
         self.check_counts(send_counts)?;
         self.check_counts(recv_counts)?;
         let me = self.rank();
@@ -2163,7 +2112,7 @@ impl Comm {
         );
         // SAFETY: the segments split `send` and `recv` (counts checked against
         // their lengths), borrowed shared and exclusive for the call.
-        unsafe { self.alltoallv_segments_at(&send, &recv, at) }
+        unsafe { self.alltoallv_segments(&send, &recv) }
     }
 
     /// [`Comm::alltoallv`] over byte segments anywhere in memory, for the C
@@ -2182,27 +2131,12 @@ impl Comm {
         send: &[(*const u8, usize)],
         recv: &[(*mut u8, usize)],
     ) -> Result<()> {
-        // SAFETY: the caller's contract.
-        unsafe { self.alltoallv_segments_at(send, recv, Location::caller()) }
-    }
-
-    /// # Safety
-    /// As for [`Comm::alltoallv_segments`].
-    unsafe fn alltoallv_segments_at(
-        &self,
-        send: &[(*const u8, usize)],
-        recv: &[(*mut u8, usize)],
-        at: &'static Location<'static>,
-    ) -> Result<()> {
+        let at = Location::caller();
         let (p, me) = (self.size(), self.rank());
         own_segment("send", send, p, me, recv.get(me).map_or(0, |r| r.1))?;
         own_segment("recv", recv, p, me, send[me].1)?;
         // SAFETY: the caller's contract.
         unsafe { copy_own(send[me].0, recv[me].0, send[me].1) };
-        if p == 1 {
-            return Ok(());
-        }
-        let (_, wire) = self.wire()?;
         // Blocks 0..p are what goes out (only ever read: the schedule sends
         // from them), p..2p what comes in.
         let blocks = send
@@ -2210,14 +2144,6 @@ impl Comm {
             .map(|&(b, n)| (b as *mut u8, n))
             .chain(recv.iter().copied())
             .collect();
-        let sched = sc::alltoall_pairwise(&self.group(), me);
-        self.run_blocks(
-            sched,
-            wire,
-            Blocks::Each(blocks),
-            None,
-            Call::Collective,
-            at,
-        )
+        self.run_each(blocks, at, sc::alltoall_pairwise)
     }
 }
