@@ -15,8 +15,14 @@ Writes:
     (the same values: MPICH's), the Fortran-only ones, and the common blocks
     of the sentinels, laid out as MPICH's (binary compatibility); valid in
     fixed and free source form;
+  - crates/kumi-mpi/include/mpi_f08.f90: the `mpi_f08` module (typed
+    handles, constants, sentinels bound to MPICH's symbols, callback
+    interfaces, one generic interface per function the library exports);
   - crates/kumi-mpi/src/fortran/gen.rs: one wrapper per function of the
-    standard's Fortran binding, exported under MPICH's eight names. A
+    standard's Fortran binding, exported under MPICH's eight names and, for
+    `mpi_f08`, its two (`mpi_x_f08_`/`pmpir_x_f08_`: the same wrapper; or
+    `mpi_x_f08ts_`, a wrapper that takes the choice buffers as descriptors
+    and calls it: `fortran/f08.rs`). A
     function kumi implements becomes a call of its C form through the
     conversions of `fortran/mod.rs`; one it does not (or whose Fortran form
     needs what is not bound yet: callbacks with a Fortran calling
@@ -42,6 +48,7 @@ SRC = ROOT / "crates/kumi-mpi/src"
 OUT_RS = SRC / "fortran/gen.rs"
 MPI_H = ROOT / "crates/kumi-mpi/include/mpi.h"
 OUT_MPIF = ROOT / "crates/kumi-mpi/include/mpif.h"
+OUT_F08 = ROOT / "crates/kumi-mpi/include/mpi_f08.f90"
 
 # The predefined attributes: Fortran names each by its C keyval plus one,
 # and gets the value where C gets a pointer to it (MPICH's convention).
@@ -279,7 +286,7 @@ def wrapper(proc, cpath):
         body += ["    " + p + ";" for p in special.get("post_ok", [])]
         body.append("}")
     body += post
-    body.append(f"*{ret} = rc;")
+    body.append(f"fortran::ierror({ret}, rc);")
     inner = "\n".join("        " + line for line in body)
     return params, f"""/// `{fname}`: `{name}` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -315,6 +322,107 @@ def names(fn):
     for base in (low, "p" + low):
         out += [base, base + "_", base + "__", base.upper()]
     return out
+
+
+def f08_names(fn, suffix):
+    """`mpi_f08`'s names of `fn` (gfortran's mangling, MPICH's profiling
+    names): `suffix` is `f08` or `f08ts` (with choice buffers)."""
+    low = fn.lower()
+    return [f"{low}_{suffix}_", f"pmpir{low[3:]}_{suffix}_"]
+
+
+def is_choice(q):
+    """An `mpi_f08` parameter that arrives as an array descriptor."""
+    return "DIMENSION(..)" in q.type
+
+
+# Each choice buffer's own count and datatype, by the standard's names.
+BUFFER_PAIRS = {
+    "buf": ("count", "datatype"),
+    "buffer": ("count", "datatype"),
+    "inbuf": ("incount", "datatype"),
+    "outbuf": ("outcount", "datatype"),
+    "sendbuf": ("sendcount", "sendtype"),
+    "recvbuf": ("recvcount", "recvtype"),
+    "origin_addr": ("origin_count", "origin_datatype"),
+    "result_addr": ("result_count", "result_datatype"),
+}
+
+
+def f08_signature(proc):
+    """`mpi_f08`'s parameters if they are `mpif.h`'s (names and order), so
+    that the `mpif.h` wrapper serves both; else None."""
+    a = proc._parseset["attributes"]
+    if not a["f08_expressible"]:
+        return None
+    f08 = proc.express.f08.parameters
+    if [q.name.lower() for q in f08] != [q.name.lower() for q in proc.express.f90.parameters]:
+        return None
+    return f08
+
+
+def f08_wrapper(proc, params, f08):
+    """The `_f08ts` wrapper of `proc` (some parameters choice buffers):
+    each buffer as the C function needs it, then the `mpif.h` wrapper."""
+    name = proc._parseset["name"]
+    fname = name.upper()
+    by = {q.name.lower(): q for q in f08}
+    bufs = [rust_name(q.name) for q in f08 if is_choice(q)]
+    scalars = {rust_name(q.name) for q in f08 if q._parseset["length"] is None}
+    has_datatype = any(q._parseset["kind"] == "DATATYPE" for q in f08)
+    pairs = {}
+    for b in bufs:
+        pair = BUFFER_PAIRS.get(b)
+        if pair and all(x in scalars for x in pair):
+            pairs[b] = pair
+    used = [x for p in pairs.values() for x in p]
+    pairs = {b: p for b, p in pairs.items() if all(used.count(x) == 1 for x in p)}
+    pre, post, args = [], [], {}
+    for b in bufs:
+        q = by[b.rstrip("_")]
+        if not has_datatype:
+            # An address, not data: MPI_Get_address, a window's base.
+            args[b] = f"fortran::f08::first({b})"
+        elif q.asynchronous:
+            if b in pairs:
+                c, d = pairs[b]
+                pre.append(f"let mut {c}_c = *{c};")
+                pre.append(f"let mut {d}_c = *{d};")
+                pre.append(
+                    f'let {b}_s = match fortran::f08::Section::new("{fname}", {b}, &mut {c}_c, &mut {d}_c) '
+                    f"{{ Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) }};"
+                )
+                args[c] = f"&mut {c}_c"
+                args[d] = f"&mut {d}_c"
+            else:
+                pre.append(
+                    f'let {b}_s = match fortran::f08::Section::contiguous("{fname}", {b}) '
+                    f"{{ Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) }};"
+                )
+            args[b] = f"{b}_s.addr()"
+        else:
+            back = "true" if q._parseset["param_direction"] != "in" else "false"
+            pre.append(f"let mut {b}_c = fortran::f08::Copied::new({b}, {back});")
+            args[b] = f"{b}_c.addr()"
+            post.append(f"{b}_c.finish();")
+    decl = ", ".join(f"{n}: {'*const fortran::f08::Desc' if n in bufs else t}" for n, t in params)
+    call = ", ".join(args.get(n, n) for n, _ in params)
+    body = pre + [f"{name.lower()}({call});"] + post
+    inner = "\n".join("        " + line for line in body)
+    return decl, f"""/// `{fname}` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn {name.lower()}_f08ts({decl}) {{
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {{
+{inner}
+    }}
+}}
+"""
+
+
+# The functions of `mpi_f08` the library exports: name -> "f08" | "f08ts".
+F08_BOUND = {}
 
 
 def generate():
@@ -357,7 +465,23 @@ def generate():
                 why_all[name] = str(e)
             params, src = unbound(proc, e)
         out.append(src)
-        quoted = " ".join(f'"{n}"' for n in names(name))
+        all_names = names(name)
+        f08 = f08_signature(proc)
+        if f08 is not None:
+            if not any(is_choice(q) for q in f08):
+                all_names += f08_names(name, "f08")
+                F08_BOUND[name] = "f08"
+            elif cpath is None or name in why_all:
+                # Fails naming itself whatever its arguments are.
+                all_names += f08_names(name, "f08ts")
+                F08_BOUND[name] = "f08ts"
+            else:
+                decl, ts = f08_wrapper(proc, fortran_params(proc), f08)
+                out.append(ts)
+                quoted = " ".join(f'"{n}"' for n in f08_names(name, "f08ts"))
+                out.append(f"fortran_names!({name.lower()}_f08ts({decl}); {quoted});")
+                F08_BOUND[name] = "f08ts"
+        quoted = " ".join(f'"{n}"' for n in all_names)
         out.append(f"fortran_names!({name.lower()}({params}); {quoted});")
         out.append("")
     return "\n".join(out), stats, why_all
@@ -365,7 +489,14 @@ def generate():
 
 def c_constants():
     """kumi's mpi.h integer constants, in order: (name, value)."""
+    return [(n, v) for n, v, _ in typed_constants()]
+
+
+def typed_constants():
+    """kumi's mpi.h integer constants, in order: (name, value, handle type
+    or None)."""
     raw = {}
+    types = {}
     order = []
     for line in MPI_H.read_text().splitlines():
         m = re.match(r"#define\s+(MPI_\w+)\s+(.+?)\s*(?:/[*/].*)?$", line)
@@ -376,6 +507,7 @@ def c_constants():
         if cast:
             if cast.group(1) not in HANDLE_TYPES:
                 continue
+            types[name] = cast.group(1)
             val = cast.group(2)
         val = val.strip("()")
         if re.fullmatch(r"-?(0x[0-9a-fA-F]+|\d+)", val):
@@ -384,13 +516,24 @@ def c_constants():
                 v -= 1 << 32
         elif val in raw:
             v = raw[val]
+            if val in types:
+                types[name] = types[val]
         else:
             continue
         if not -(1 << 31) <= v < (1 << 31) or name.startswith("MPI_T_"):
             continue
         raw[name] = v
         order.append(name)
-    return [(n, raw[n]) for n in order]
+    return [(n, raw[n], types.get(n)) for n in order]
+
+
+def fortran_value(name, v):
+    """The Fortran value of C constant `name` (see `mpif_h`)."""
+    if name in PREDEFINED_KEYVALS:
+        return v + 1  # Fortran's keyval of the attribute (see `fortran::keyval`)
+    if re.fullmatch(r"MPI_MAX_\w+_(STRING|NAME|KEY|VAL)", name):
+        return v - 1  # characters, without C's terminating NUL
+    return v
 
 
 def mpif_h():
@@ -418,11 +561,7 @@ def mpif_h():
     for name, v in c_constants():
         if name in skip:
             continue
-        if name in PREDEFINED_KEYVALS:
-            v += 1  # Fortran's keyval of the attribute (see `fortran::keyval`)
-        elif re.fullmatch(r"MPI_MAX_\w+_(STRING|NAME|KEY|VAL)", name):
-            v -= 1  # characters, without C's terminating NUL
-        param("INTEGER", name, v)
+        param("INTEGER", name, fortran_value(name, v))
     out += [
         "       INTEGER MPI_BOTTOM, MPI_IN_PLACE",
         "       INTEGER MPI_STATUS_IGNORE(MPI_STATUS_SIZE)",
@@ -453,12 +592,167 @@ def mpif_h():
     return "\n".join(out) + "\n"
 
 
+# `mpi_f08`'s procedures written by hand in `fortran/mod.rs`, by name.
+F08_HAND_WRITTEN = {
+    "MPI_Comm_create_keyval": "f08", "MPI_Type_create_keyval": "f08", "MPI_Win_create_keyval": "f08",
+    "MPI_Pcontrol": "f08", "MPI_Wtime": "f08", "MPI_Wtick": "f08", "MPI_Aint_add": "f08",
+    "MPI_Aint_diff": "f08",
+}
+
+# `mpi_f08`'s sentinels: (declaration, the symbol it is bound to:
+# MPICH's names, defined by `fortran::f08::objects`).
+F08_SENTINELS = [
+    ("INTEGER :: MPI_BOTTOM", "MPIR_F08_MPI_BOTTOM"),
+    ("INTEGER :: MPI_IN_PLACE", "MPIR_F08_MPI_IN_PLACE"),
+    ("TYPE(MPI_Status) :: MPI_STATUS_IGNORE", "MPIR_F08_MPI_STATUS_IGNORE_OBJ"),
+    ("TYPE(MPI_Status) :: MPI_STATUSES_IGNORE(1)", "MPIR_F08_MPI_STATUSES_IGNORE_OBJ"),
+    ("INTEGER :: MPI_UNWEIGHTED(1)", "__mpi_f08_link_constants_MOD_mpi_unweighted"),
+    ("INTEGER :: MPI_WEIGHTS_EMPTY(1)", "__mpi_f08_link_constants_MOD_mpi_weights_empty"),
+    ("INTEGER :: MPI_ERRCODES_IGNORE(1)", "__mpi_f08_link_constants_MOD_mpi_errcodes_ignore"),
+    ("CHARACTER(LEN=1) :: MPI_ARGV_NULL(1)", "__mpi_f08_link_constants_MOD_mpi_argv_null"),
+    ("CHARACTER(LEN=1) :: MPI_ARGVS_NULL(1,1)", "__mpi_f08_link_constants_MOD_mpi_argvs_null"),
+]
+
+# The predefined callbacks: name -> the abstract interface they have.
+F08_CALLBACKS = {
+    "MPI_COMM_NULL_COPY_FN": "MPI_Comm_copy_attr_function",
+    "MPI_COMM_DUP_FN": "MPI_Comm_copy_attr_function",
+    "MPI_COMM_NULL_DELETE_FN": "MPI_Comm_delete_attr_function",
+    "MPI_TYPE_NULL_COPY_FN": "MPI_Type_copy_attr_function",
+    "MPI_TYPE_DUP_FN": "MPI_Type_copy_attr_function",
+    "MPI_TYPE_NULL_DELETE_FN": "MPI_Type_delete_attr_function",
+    "MPI_WIN_NULL_COPY_FN": "MPI_Win_copy_attr_function",
+    "MPI_WIN_DUP_FN": "MPI_Win_copy_attr_function",
+    "MPI_WIN_NULL_DELETE_FN": "MPI_Win_delete_attr_function",
+}
+
+
+def fortran_lines(text, indent):
+    """Free-form lines of `text`, each at most 132 columns (continued with &)."""
+    out = []
+    for line in text.splitlines():
+        line = indent + line.rstrip()
+        lead = " " * (len(line) - len(line.lstrip()) + 4)
+        while len(line) > 120:
+            cut = line.rfind(", ", 0, 118) + 1
+            out.append(line[:cut] + " &")
+            line = lead + line[cut:].lstrip()
+        out.append(line)
+    return out
+
+
+def f08_procedure(expr, specific, abstract=False):
+    """An interface body from the standard's `mpi_f08` expression: the
+    procedure renamed `specific`, its declarations, USE lines first."""
+    lines = str(expr).splitlines()
+    head = lines[0].strip()
+    if head == "ABSTRACT INTERFACE":
+        lines = lines[1:]
+        head = lines[0].strip()
+    decls = [l.strip() for l in lines[1:]]
+    m = re.fullmatch(r"(?:(.+?)\s+)?(\w+)\((.*)\)", head)
+    rtype, _, args = m.groups()
+    uses = [d for d in decls if d.startswith("USE")]
+    rest = [d for d in decls if not d.startswith("USE")]
+    kind = "FUNCTION" if rtype else "SUBROUTINE"
+    body = [f"{kind} {specific}({args})" + (" RESULT(res)" if rtype else "")]
+    body += ["    " + u for u in uses]
+    body += ["    IMPORT", "    IMPLICIT NONE"]
+    body += ["    " + d for d in rest]
+    if rtype:
+        body.append(f"    {rtype} :: res")
+    body.append(f"END {kind} {specific}")
+    return fortran_lines("\n".join(body), "    ")
+
+
+def mpi_f08():
+    """The `mpi_f08` module: its types, constants, sentinels, callback
+    interfaces, and one generic interface per procedure the library exports."""
+    handles = sorted(HANDLE_TYPES)
+    out = [
+        "! kumi's mpi_f08 module: generated by scripts/gen-fortran.py from the MPI",
+        "! Forum's API description and kumi's mpi.h (MPICH's values and symbols).",
+        "! Do not edit: rerun the script.",
+        "MODULE mpi_f08",
+        "USE, INTRINSIC :: ISO_C_BINDING, ONLY : C_PTR",
+        "IMPLICIT NONE",
+        "PRIVATE :: C_PTR",
+        "",
+    ]
+    for h in handles:
+        out += [f"TYPE, BIND(C) :: {h}", "    INTEGER :: MPI_VAL", f"END TYPE {h}"]
+    # The C struct's layout, so a status passes to C as it is.
+    out += [
+        "TYPE, BIND(C) :: MPI_Status",
+        "    INTEGER :: count_lo, count_hi_and_cancelled, MPI_SOURCE, MPI_TAG, MPI_ERROR",
+        "END TYPE MPI_Status",
+        "",
+    ]
+    ints = [("MPI_SOURCE", 3), ("MPI_TAG", 4), ("MPI_ERROR", 5), ("MPI_STATUS_SIZE", 5),
+            ("MPI_ADDRESS_KIND", 8), ("MPI_OFFSET_KIND", 8), ("MPI_COUNT_KIND", 8),
+            ("MPI_INTEGER_KIND", 4)]
+    for n, v in ints:
+        out.append(f"INTEGER, PARAMETER :: {n} = {v}")
+    out.append("LOGICAL, PARAMETER :: MPI_SUBARRAYS_SUPPORTED = .TRUE.")
+    out.append("LOGICAL, PARAMETER :: MPI_ASYNC_PROTECTS_NONBLOCKING = .FALSE.")
+    skip = {n for n, _ in ints}
+    for name, v, htype in typed_constants():
+        if name in skip:
+            continue
+        if htype:
+            out.append(f"TYPE({htype}), PARAMETER :: {name} = {htype}({v})")
+        else:
+            out.append(f"INTEGER, PARAMETER :: {name} = {fortran_value(name, v)}")
+    out.append("")
+    for decl, sym in F08_SENTINELS:
+        t, n = decl.split(" :: ")
+        out.append(f"{t}, BIND(C, NAME=\"{sym}\") :: {n}")
+    out.append("")
+    abstract = []
+    for key in sorted(std.CALLBACKS):
+        cb = std.CALLBACKS[key]
+        a = cb._parseset["attributes"]
+        if key.startswith("mpi_t_") or not a["f08_expressible"]:
+            continue
+        abstract += f08_procedure(cb.express.f08, cb._parseset["name"])
+    out += ["ABSTRACT INTERFACE"] + abstract + ["END INTERFACE", ""]
+    by_iface = {}
+    for n, iface in F08_CALLBACKS.items():
+        by_iface.setdefault(iface, []).append(n)
+    for iface, ns in by_iface.items():
+        out.append(f"PROCEDURE({iface}) :: {', '.join(ns)}")
+    out.append("")
+    # Handles compare by their integers (`fortran::f08::handle_eq`).
+    for op, suffix in (("==", "eq"), ("/=", "ne")):
+        out.append(f"INTERFACE OPERATOR({op})")
+        for h in handles:
+            f = f"kumi_f08_{h[4:].lower()}_{suffix}"
+            out += [
+                f"    LOGICAL FUNCTION {f}(a, b)",
+                f"        IMPORT :: {h}",
+                f"        TYPE({h}), INTENT(IN) :: a, b",
+                f"    END FUNCTION {f}",
+            ]
+        out.append("END INTERFACE")
+    out.append("")
+    bound = dict(F08_BOUND)
+    bound.update(F08_HAND_WRITTEN)
+    for name in sorted(bound):
+        proc = std.PROCEDURES[name.lower()]
+        specific = f"{name}_{bound[name]}"
+        out.append(f"INTERFACE {name}")
+        out += f08_procedure(proc.express.f08, specific)
+        out.append(f"END INTERFACE {name}")
+    out.append("END MODULE mpi_f08")
+    return "\n".join(out) + "\n"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="fail if the outputs are stale")
     args = ap.parse_args()
     rs, stats, why = generate()
-    outputs = {OUT_RS: rs, OUT_MPIF: mpif_h()}
+    outputs = {OUT_RS: rs, OUT_MPIF: mpif_h(), OUT_F08: mpi_f08()}
     if args.check:
         stale = [str(p.relative_to(ROOT)) for p, text in outputs.items() if not p.exists() or p.read_text() != text]
         if stale:

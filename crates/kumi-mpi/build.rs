@@ -3,7 +3,8 @@
 //! target directory: `libmpi.so.12`, `libmpich.so.12` and (for Fortran)
 //! `libmpichfort.so.12` and `libmpifort.so.12` (symlinks to `libmpi.so`,
 //! which holds the Fortran binding too), `include/mpi.h`, `include/mpif.h`,
-//! the `mpi` module (`include/mpi.mod`, where gfortran is installed), and
+//! the `mpi` and `mpi_f08` modules (`include/*.mod`, where gfortran is
+//! installed), and
 //! the `mpicc`, `mpicxx`, `mpifort`, `mpif90`, `mpif77`, `mpirun`, `mpiexec`
 //! shims (symlinks to the `kumi` binary, which behaves by the name it is
 //! called with).
@@ -32,6 +33,7 @@ fn main() {
     println!("cargo:rerun-if-changed=include/mpi.h");
     println!("cargo:rerun-if-changed=include/mpif.h");
     println!("cargo:rerun-if-changed=include/mpi.f90");
+    println!("cargo:rerun-if-changed=include/mpi_f08.f90");
     println!("cargo:rerun-if-changed=build.rs");
     // OUT_DIR is target/<profile>/build/kumi-mpi-<hash>/out.
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR"));
@@ -54,7 +56,9 @@ fn main() {
             println!("cargo:warning=could not copy {h}: {e}");
         }
     }
-    fortran_module(&src.join("mpi.f90"), &inc, &out);
+    for module in ["mpi.f90", "mpi_f08.f90"] {
+        fortran_module(&src.join(module), &inc, &out);
+    }
 }
 
 /// The names the library is found under: its own, MPICH's C library's and
@@ -66,8 +70,10 @@ const SONAMES: [&str; 4] = [
     "libmpifort.so.12",
 ];
 
-/// Compiles the `mpi` module into `inc` where gfortran is installed (else
-/// nothing: `kumi fc` says what is missing when it is used).
+/// Compiles a module (`mpi`, `mpi_f08`) into `inc` where gfortran is
+/// installed (else nothing: `kumi fc` says what is missing when it is
+/// used). Only the `.mod` file is kept: the modules declare, the library
+/// defines.
 fn fortran_module(src: &Path, inc: &Path, out: &Path) {
     let fc = std::env::var("KUMI_FC").unwrap_or_else(|_| "gfortran".into());
     println!("cargo:rerun-if-env-changed=KUMI_FC");
@@ -79,12 +85,15 @@ fn fortran_module(src: &Path, inc: &Path, out: &Path) {
         .arg("-J")
         .arg(inc)
         .arg("-o")
-        .arg(out.join("mpi.o"))
+        .arg(out.join(src.with_extension("o").file_name().unwrap_or_default()))
         .status()
     else {
         return;
     };
     if !status.success() {
-        println!("cargo:warning={fc} could not compile the mpi module ({status})");
+        println!(
+            "cargo:warning={fc} could not compile {} ({status})",
+            src.display()
+        );
     }
 }

@@ -11,11 +11,6 @@ pub struct Ptr(pub *const c_void);
 // SAFETY: the pointers are never written after load and point to no Rust data.
 unsafe impl Sync for Ptr {}
 
-/// A byte area of a fixed size, exported with that size (executables built
-/// against MPICH may copy-relocate it).
-#[repr(C, align(8))]
-pub struct Area<const N: usize>(pub [u8; N]);
-
 static UNWEIGHTED_SENTINEL: c_int = 0;
 static WEIGHTS_EMPTY_SENTINEL: c_int = 0;
 
@@ -50,18 +45,6 @@ static ALL_HANDLES_SENTINEL: u8 = 0;
 /// the like: an address of its own, distinct from `MPI_T_PVAR_HANDLE_NULL`.
 #[no_mangle]
 pub static MPI_T_PVAR_ALL_HANDLES: Ptr = Ptr(&ALL_HANDLES_SENTINEL as *const u8 as *const c_void);
-/// Fortran 2008 sentinels, exported with MPICH's sizes.
-#[no_mangle]
-pub static MPIR_F08_MPI_BOTTOM: Area<4> = Area([0; 4]);
-/// See [`MPIR_F08_MPI_BOTTOM`].
-#[no_mangle]
-pub static MPIR_F08_MPI_IN_PLACE: Area<4> = Area([0; 4]);
-/// See [`MPIR_F08_MPI_BOTTOM`].
-#[no_mangle]
-pub static MPIR_F08_MPI_STATUS_IGNORE_OBJ: Area<20> = Area([0; 20]);
-/// See [`MPIR_F08_MPI_BOTTOM`].
-#[no_mangle]
-pub static MPIR_F08_MPI_STATUSES_IGNORE_OBJ: Area<20> = Area([0; 20]);
 
 mpi! {
     fn MPI_Pcontrol / PMPI_Pcontrol(_level: c_int) {

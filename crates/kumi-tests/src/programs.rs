@@ -24,11 +24,13 @@ pub fn stem(file: &str) -> &str {
 
 /// Compiles each of `files` (in `dir`) with `compiler` (a command line) and
 /// `flags` into `out/<stem>`, panicking with the compiler's output on the
-/// first failure.
+/// first failure. The compiler runs in `out`, where Fortran writes the
+/// modules a program defines (so two builds of one source never share them).
 pub fn compile_all(compiler: &[String], flags: &[&str], dir: &Path, files: &[&str], out: &Path) {
     std::fs::create_dir_all(out).expect("output dir");
     for f in files {
         let o = Command::new(&compiler[0])
+            .current_dir(out)
             .args(&compiler[1..])
             .args(flags)
             .arg("-o")

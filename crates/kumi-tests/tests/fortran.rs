@@ -16,7 +16,7 @@ use std::process::{Command, Output};
 use std::sync::OnceLock;
 
 /// The programs, by file; each prints `<name> ok` from rank 0 when it passes.
-const PROGRAMS: &[&str] = &["p2p.f", "coll.f90", "comm.f", "types.f90"];
+const PROGRAMS: &[&str] = &["p2p.f", "coll.f90", "comm.f", "types.f90", "f08.f90"];
 
 fn src_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fortran")
@@ -105,6 +105,11 @@ fn fortran_derived_datatypes_and_mpi_bottom() {
     suite("types.f90");
 }
 
+#[test]
+fn fortran_2008_typed_handles_array_sections_and_optional_ierror() {
+    suite("f08.f90");
+}
+
 /// An MPICH-built Fortran program loads kumi's library alone: MPICH's
 /// Fortran library (which calls MPICH internals) must not be the one found.
 #[test]
@@ -165,7 +170,8 @@ fn fortran_programs_across_two_namespace_hosts() {
 }
 
 /// `kumi fc --showme` and the `mpifort`/`mpif90`/`mpif77` shims: kumi's
-/// include directory (with `mpif.h` and the `mpi` module), library and rpath,
+/// include directory (with `mpif.h` and the `mpi` and `mpi_f08` modules),
+/// library and rpath,
 /// and gfortran's flags for the older code MPICH's wrappers accept (MPI's
 /// buffers of any type, `X'..'` constants); a missing compiler is
 /// named with the variable that chooses it.
@@ -193,7 +199,13 @@ fn kumi_fc_showme_shims_and_a_missing_compiler() {
     ] {
         assert!(line.contains(want), "missing {want:?} in: {line}");
     }
-    assert!(inc.join("mpif.h").exists() && inc.join("mpi.mod").exists());
+    for f in ["mpif.h", "mpi.mod", "mpi_f08.mod"] {
+        assert!(
+            inc.join(f).exists(),
+            "{f} is missing from {}",
+            inc.display()
+        );
+    }
     for shim in ["mpifort", "mpif90", "mpif77"] {
         assert_eq!(show(&lib_dir().join(shim), &[]), line, "{shim}");
     }

@@ -14,7 +14,7 @@ unsafe extern "C" fn mpi_abi_get_fortran_booleans(_logical_size: *mut Fint, _log
     unsafe { fortran::unbound("MPI_ABI_GET_FORTRAN_BOOLEANS", ierror) }
 }
 
-fortran_names!(mpi_abi_get_fortran_booleans(_logical_size: *mut Fint, _logical_true: *mut Fint, _logical_false: *mut Fint, _is_set: *mut Fint, ierror: *mut Fint); "mpi_abi_get_fortran_booleans" "mpi_abi_get_fortran_booleans_" "mpi_abi_get_fortran_booleans__" "MPI_ABI_GET_FORTRAN_BOOLEANS" "pmpi_abi_get_fortran_booleans" "pmpi_abi_get_fortran_booleans_" "pmpi_abi_get_fortran_booleans__" "PMPI_ABI_GET_FORTRAN_BOOLEANS");
+fortran_names!(mpi_abi_get_fortran_booleans(_logical_size: *mut Fint, _logical_true: *mut Fint, _logical_false: *mut Fint, _is_set: *mut Fint, ierror: *mut Fint); "mpi_abi_get_fortran_booleans" "mpi_abi_get_fortran_booleans_" "mpi_abi_get_fortran_booleans__" "MPI_ABI_GET_FORTRAN_BOOLEANS" "pmpi_abi_get_fortran_booleans" "pmpi_abi_get_fortran_booleans_" "pmpi_abi_get_fortran_booleans__" "PMPI_ABI_GET_FORTRAN_BOOLEANS" "mpi_abi_get_fortran_booleans_f08_" "pmpir_abi_get_fortran_booleans_f08_");
 
 /// `MPI_ABI_GET_FORTRAN_INFO`: not bound for Fortran (kumi does not implement it).
 unsafe extern "C" fn mpi_abi_get_fortran_info(_info: *mut Fint, ierror: *mut Fint) {
@@ -22,7 +22,7 @@ unsafe extern "C" fn mpi_abi_get_fortran_info(_info: *mut Fint, ierror: *mut Fin
     unsafe { fortran::unbound("MPI_ABI_GET_FORTRAN_INFO", ierror) }
 }
 
-fortran_names!(mpi_abi_get_fortran_info(_info: *mut Fint, ierror: *mut Fint); "mpi_abi_get_fortran_info" "mpi_abi_get_fortran_info_" "mpi_abi_get_fortran_info__" "MPI_ABI_GET_FORTRAN_INFO" "pmpi_abi_get_fortran_info" "pmpi_abi_get_fortran_info_" "pmpi_abi_get_fortran_info__" "PMPI_ABI_GET_FORTRAN_INFO");
+fortran_names!(mpi_abi_get_fortran_info(_info: *mut Fint, ierror: *mut Fint); "mpi_abi_get_fortran_info" "mpi_abi_get_fortran_info_" "mpi_abi_get_fortran_info__" "MPI_ABI_GET_FORTRAN_INFO" "pmpi_abi_get_fortran_info" "pmpi_abi_get_fortran_info_" "pmpi_abi_get_fortran_info__" "PMPI_ABI_GET_FORTRAN_INFO" "mpi_abi_get_fortran_info_f08_" "pmpir_abi_get_fortran_info_f08_");
 
 /// `MPI_ABI_GET_INFO`: not bound for Fortran (kumi does not implement it).
 unsafe extern "C" fn mpi_abi_get_info(_info: *mut Fint, ierror: *mut Fint) {
@@ -30,7 +30,7 @@ unsafe extern "C" fn mpi_abi_get_info(_info: *mut Fint, ierror: *mut Fint) {
     unsafe { fortran::unbound("MPI_ABI_GET_INFO", ierror) }
 }
 
-fortran_names!(mpi_abi_get_info(_info: *mut Fint, ierror: *mut Fint); "mpi_abi_get_info" "mpi_abi_get_info_" "mpi_abi_get_info__" "MPI_ABI_GET_INFO" "pmpi_abi_get_info" "pmpi_abi_get_info_" "pmpi_abi_get_info__" "PMPI_ABI_GET_INFO");
+fortran_names!(mpi_abi_get_info(_info: *mut Fint, ierror: *mut Fint); "mpi_abi_get_info" "mpi_abi_get_info_" "mpi_abi_get_info__" "MPI_ABI_GET_INFO" "pmpi_abi_get_info" "pmpi_abi_get_info_" "pmpi_abi_get_info__" "PMPI_ABI_GET_INFO" "mpi_abi_get_info_f08_" "pmpir_abi_get_info_f08_");
 
 /// `MPI_ABI_GET_VERSION`: not bound for Fortran (kumi does not implement it).
 unsafe extern "C" fn mpi_abi_get_version(_abi_major: *mut Fint, _abi_minor: *mut Fint, ierror: *mut Fint) {
@@ -38,7 +38,7 @@ unsafe extern "C" fn mpi_abi_get_version(_abi_major: *mut Fint, _abi_minor: *mut
     unsafe { fortran::unbound("MPI_ABI_GET_VERSION", ierror) }
 }
 
-fortran_names!(mpi_abi_get_version(_abi_major: *mut Fint, _abi_minor: *mut Fint, ierror: *mut Fint); "mpi_abi_get_version" "mpi_abi_get_version_" "mpi_abi_get_version__" "MPI_ABI_GET_VERSION" "pmpi_abi_get_version" "pmpi_abi_get_version_" "pmpi_abi_get_version__" "PMPI_ABI_GET_VERSION");
+fortran_names!(mpi_abi_get_version(_abi_major: *mut Fint, _abi_minor: *mut Fint, ierror: *mut Fint); "mpi_abi_get_version" "mpi_abi_get_version_" "mpi_abi_get_version__" "MPI_ABI_GET_VERSION" "pmpi_abi_get_version" "pmpi_abi_get_version_" "pmpi_abi_get_version__" "PMPI_ABI_GET_VERSION" "mpi_abi_get_version_f08_" "pmpir_abi_get_version_f08_");
 
 /// `MPI_ABI_SET_FORTRAN_BOOLEANS`: not bound for Fortran (kumi does not implement it).
 unsafe extern "C" fn mpi_abi_set_fortran_booleans(_logical_size: *mut Fint, _logical_true: *mut Fint, _logical_false: *mut Fint, ierror: *mut Fint) {
@@ -46,7 +46,7 @@ unsafe extern "C" fn mpi_abi_set_fortran_booleans(_logical_size: *mut Fint, _log
     unsafe { fortran::unbound("MPI_ABI_SET_FORTRAN_BOOLEANS", ierror) }
 }
 
-fortran_names!(mpi_abi_set_fortran_booleans(_logical_size: *mut Fint, _logical_true: *mut Fint, _logical_false: *mut Fint, ierror: *mut Fint); "mpi_abi_set_fortran_booleans" "mpi_abi_set_fortran_booleans_" "mpi_abi_set_fortran_booleans__" "MPI_ABI_SET_FORTRAN_BOOLEANS" "pmpi_abi_set_fortran_booleans" "pmpi_abi_set_fortran_booleans_" "pmpi_abi_set_fortran_booleans__" "PMPI_ABI_SET_FORTRAN_BOOLEANS");
+fortran_names!(mpi_abi_set_fortran_booleans(_logical_size: *mut Fint, _logical_true: *mut Fint, _logical_false: *mut Fint, ierror: *mut Fint); "mpi_abi_set_fortran_booleans" "mpi_abi_set_fortran_booleans_" "mpi_abi_set_fortran_booleans__" "MPI_ABI_SET_FORTRAN_BOOLEANS" "pmpi_abi_set_fortran_booleans" "pmpi_abi_set_fortran_booleans_" "pmpi_abi_set_fortran_booleans__" "PMPI_ABI_SET_FORTRAN_BOOLEANS" "mpi_abi_set_fortran_booleans_f08_" "pmpir_abi_set_fortran_booleans_f08_");
 
 /// `MPI_ABI_SET_FORTRAN_INFO`: not bound for Fortran (kumi does not implement it).
 unsafe extern "C" fn mpi_abi_set_fortran_info(_info: *mut Fint, ierror: *mut Fint) {
@@ -54,7 +54,7 @@ unsafe extern "C" fn mpi_abi_set_fortran_info(_info: *mut Fint, ierror: *mut Fin
     unsafe { fortran::unbound("MPI_ABI_SET_FORTRAN_INFO", ierror) }
 }
 
-fortran_names!(mpi_abi_set_fortran_info(_info: *mut Fint, ierror: *mut Fint); "mpi_abi_set_fortran_info" "mpi_abi_set_fortran_info_" "mpi_abi_set_fortran_info__" "MPI_ABI_SET_FORTRAN_INFO" "pmpi_abi_set_fortran_info" "pmpi_abi_set_fortran_info_" "pmpi_abi_set_fortran_info__" "PMPI_ABI_SET_FORTRAN_INFO");
+fortran_names!(mpi_abi_set_fortran_info(_info: *mut Fint, ierror: *mut Fint); "mpi_abi_set_fortran_info" "mpi_abi_set_fortran_info_" "mpi_abi_set_fortran_info__" "MPI_ABI_SET_FORTRAN_INFO" "pmpi_abi_set_fortran_info" "pmpi_abi_set_fortran_info_" "pmpi_abi_set_fortran_info__" "PMPI_ABI_SET_FORTRAN_INFO" "mpi_abi_set_fortran_info_f08_" "pmpir_abi_set_fortran_info_f08_");
 
 /// `MPI_ABORT`: `MPI_Abort` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -63,11 +63,11 @@ unsafe extern "C" fn mpi_abort(comm: *mut Fint, errorcode: *mut Fint, ierror: *m
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::init::PMPI_Abort(*comm as _, *errorcode as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_abort(comm: *mut Fint, errorcode: *mut Fint, ierror: *mut Fint); "mpi_abort" "mpi_abort_" "mpi_abort__" "MPI_ABORT" "pmpi_abort" "pmpi_abort_" "pmpi_abort__" "PMPI_ABORT");
+fortran_names!(mpi_abort(comm: *mut Fint, errorcode: *mut Fint, ierror: *mut Fint); "mpi_abort" "mpi_abort_" "mpi_abort__" "MPI_ABORT" "pmpi_abort" "pmpi_abort_" "pmpi_abort__" "PMPI_ABORT" "mpi_abort_f08_" "pmpir_abort_f08_");
 
 /// `MPI_ACCUMULATE`: `MPI_Accumulate` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -76,10 +76,24 @@ unsafe extern "C" fn mpi_accumulate(origin_addr: *mut c_void, origin_count: *mut
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::win::PMPI_Accumulate(fortran::buf(origin_addr) as _, *origin_count as _, *origin_datatype as _, *target_rank as _, *target_disp as _, *target_count as _, *target_datatype as _, *op as _, *win as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_ACCUMULATE` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_accumulate_f08ts(origin_addr: *const fortran::f08::Desc, origin_count: *mut Fint, origin_datatype: *mut Fint, target_rank: *mut Fint, target_disp: *mut i64, target_count: *mut Fint, target_datatype: *mut Fint, op: *mut Fint, win: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut origin_count_c = *origin_count;
+        let mut origin_datatype_c = *origin_datatype;
+        let origin_addr_s = match fortran::f08::Section::new("MPI_ACCUMULATE", origin_addr, &mut origin_count_c, &mut origin_datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_accumulate(origin_addr_s.addr(), &mut origin_count_c, &mut origin_datatype_c, target_rank, target_disp, target_count, target_datatype, op, win, ierror);
+    }
+}
+
+fortran_names!(mpi_accumulate_f08ts(origin_addr: *const fortran::f08::Desc, origin_count: *mut Fint, origin_datatype: *mut Fint, target_rank: *mut Fint, target_disp: *mut i64, target_count: *mut Fint, target_datatype: *mut Fint, op: *mut Fint, win: *mut Fint, ierror: *mut Fint); "mpi_accumulate_f08ts_" "pmpir_accumulate_f08ts_");
 fortran_names!(mpi_accumulate(origin_addr: *mut c_void, origin_count: *mut Fint, origin_datatype: *mut Fint, target_rank: *mut Fint, target_disp: *mut i64, target_count: *mut Fint, target_datatype: *mut Fint, op: *mut Fint, win: *mut Fint, ierror: *mut Fint); "mpi_accumulate" "mpi_accumulate_" "mpi_accumulate__" "MPI_ACCUMULATE" "pmpi_accumulate" "pmpi_accumulate_" "pmpi_accumulate__" "PMPI_ACCUMULATE");
 
 /// `MPI_ADD_ERROR_CLASS`: `MPI_Add_error_class` for Fortran.
@@ -89,11 +103,11 @@ unsafe extern "C" fn mpi_add_error_class(errorclass: *mut Fint, ierror: *mut Fin
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::comm::PMPI_Add_error_class(errorclass as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_add_error_class(errorclass: *mut Fint, ierror: *mut Fint); "mpi_add_error_class" "mpi_add_error_class_" "mpi_add_error_class__" "MPI_ADD_ERROR_CLASS" "pmpi_add_error_class" "pmpi_add_error_class_" "pmpi_add_error_class__" "PMPI_ADD_ERROR_CLASS");
+fortran_names!(mpi_add_error_class(errorclass: *mut Fint, ierror: *mut Fint); "mpi_add_error_class" "mpi_add_error_class_" "mpi_add_error_class__" "MPI_ADD_ERROR_CLASS" "pmpi_add_error_class" "pmpi_add_error_class_" "pmpi_add_error_class__" "PMPI_ADD_ERROR_CLASS" "mpi_add_error_class_f08_" "pmpir_add_error_class_f08_");
 
 /// `MPI_ADD_ERROR_CODE`: `MPI_Add_error_code` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -102,11 +116,11 @@ unsafe extern "C" fn mpi_add_error_code(errorclass: *mut Fint, errorcode: *mut F
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::comm::PMPI_Add_error_code(*errorclass as _, errorcode as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_add_error_code(errorclass: *mut Fint, errorcode: *mut Fint, ierror: *mut Fint); "mpi_add_error_code" "mpi_add_error_code_" "mpi_add_error_code__" "MPI_ADD_ERROR_CODE" "pmpi_add_error_code" "pmpi_add_error_code_" "pmpi_add_error_code__" "PMPI_ADD_ERROR_CODE");
+fortran_names!(mpi_add_error_code(errorclass: *mut Fint, errorcode: *mut Fint, ierror: *mut Fint); "mpi_add_error_code" "mpi_add_error_code_" "mpi_add_error_code__" "MPI_ADD_ERROR_CODE" "pmpi_add_error_code" "pmpi_add_error_code_" "pmpi_add_error_code__" "PMPI_ADD_ERROR_CODE" "mpi_add_error_code_f08_" "pmpir_add_error_code_f08_");
 
 /// `MPI_ADD_ERROR_STRING`: `MPI_Add_error_string` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -116,11 +130,11 @@ unsafe extern "C" fn mpi_add_error_string(errorcode: *mut Fint, string: *mut c_c
     unsafe {
         let string_c = fortran::str_in(string, string_len);
         let rc = crate::comm::PMPI_Add_error_string(*errorcode as _, string_c.as_ptr() as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_add_error_string(errorcode: *mut Fint, string: *mut c_char, ierror: *mut Fint, string_len: usize); "mpi_add_error_string" "mpi_add_error_string_" "mpi_add_error_string__" "MPI_ADD_ERROR_STRING" "pmpi_add_error_string" "pmpi_add_error_string_" "pmpi_add_error_string__" "PMPI_ADD_ERROR_STRING");
+fortran_names!(mpi_add_error_string(errorcode: *mut Fint, string: *mut c_char, ierror: *mut Fint, string_len: usize); "mpi_add_error_string" "mpi_add_error_string_" "mpi_add_error_string__" "MPI_ADD_ERROR_STRING" "pmpi_add_error_string" "pmpi_add_error_string_" "pmpi_add_error_string__" "PMPI_ADD_ERROR_STRING" "mpi_add_error_string_f08_" "pmpir_add_error_string_f08_");
 
 /// `MPI_ALLGATHER`: `MPI_Allgather` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -129,10 +143,25 @@ unsafe extern "C" fn mpi_allgather(sendbuf: *mut c_void, sendcount: *mut Fint, s
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::coll::PMPI_Allgather(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *comm as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_ALLGATHER` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_allgather_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut Fint, recvtype: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendbuf_c = fortran::f08::Copied::new(sendbuf, false);
+        let mut recvbuf_c = fortran::f08::Copied::new(recvbuf, true);
+        mpi_allgather(sendbuf_c.addr(), sendcount, sendtype, recvbuf_c.addr(), recvcount, recvtype, comm, ierror);
+        sendbuf_c.finish();
+        recvbuf_c.finish();
+    }
+}
+
+fortran_names!(mpi_allgather_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut Fint, recvtype: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_allgather_f08ts_" "pmpir_allgather_f08ts_");
 fortran_names!(mpi_allgather(sendbuf: *mut c_void, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *mut c_void, recvcount: *mut Fint, recvtype: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_allgather" "mpi_allgather_" "mpi_allgather__" "MPI_ALLGATHER" "pmpi_allgather" "pmpi_allgather_" "pmpi_allgather__" "PMPI_ALLGATHER");
 
 /// `MPI_ALLGATHER_INIT`: `MPI_Allgather_init` for Fortran.
@@ -142,10 +171,27 @@ unsafe extern "C" fn mpi_allgather_init(sendbuf: *mut c_void, sendcount: *mut Fi
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::coll::PMPI_Allgather_init(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *comm as _, *info as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_ALLGATHER_INIT` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_allgather_init_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut Fint, recvtype: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendcount_c = *sendcount;
+        let mut sendtype_c = *sendtype;
+        let sendbuf_s = match fortran::f08::Section::new("MPI_ALLGATHER_INIT", sendbuf, &mut sendcount_c, &mut sendtype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let mut recvcount_c = *recvcount;
+        let mut recvtype_c = *recvtype;
+        let recvbuf_s = match fortran::f08::Section::new("MPI_ALLGATHER_INIT", recvbuf, &mut recvcount_c, &mut recvtype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_allgather_init(sendbuf_s.addr(), &mut sendcount_c, &mut sendtype_c, recvbuf_s.addr(), &mut recvcount_c, &mut recvtype_c, comm, info, request, ierror);
+    }
+}
+
+fortran_names!(mpi_allgather_init_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut Fint, recvtype: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_allgather_init_f08ts_" "pmpir_allgather_init_f08ts_");
 fortran_names!(mpi_allgather_init(sendbuf: *mut c_void, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *mut c_void, recvcount: *mut Fint, recvtype: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_allgather_init" "mpi_allgather_init_" "mpi_allgather_init__" "MPI_ALLGATHER_INIT" "pmpi_allgather_init" "pmpi_allgather_init_" "pmpi_allgather_init__" "PMPI_ALLGATHER_INIT");
 
 /// `MPI_ALLGATHERV`: `MPI_Allgatherv` for Fortran.
@@ -155,10 +201,25 @@ unsafe extern "C" fn mpi_allgatherv(sendbuf: *mut c_void, sendcount: *mut Fint, 
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::coll::PMPI_Allgatherv(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, recvcounts as _, displs as _, *recvtype as _, *comm as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_ALLGATHERV` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_allgatherv_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut Fint, displs: *mut Fint, recvtype: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendbuf_c = fortran::f08::Copied::new(sendbuf, false);
+        let mut recvbuf_c = fortran::f08::Copied::new(recvbuf, true);
+        mpi_allgatherv(sendbuf_c.addr(), sendcount, sendtype, recvbuf_c.addr(), recvcounts, displs, recvtype, comm, ierror);
+        sendbuf_c.finish();
+        recvbuf_c.finish();
+    }
+}
+
+fortran_names!(mpi_allgatherv_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut Fint, displs: *mut Fint, recvtype: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_allgatherv_f08ts_" "pmpir_allgatherv_f08ts_");
 fortran_names!(mpi_allgatherv(sendbuf: *mut c_void, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *mut c_void, recvcounts: *mut Fint, displs: *mut Fint, recvtype: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_allgatherv" "mpi_allgatherv_" "mpi_allgatherv__" "MPI_ALLGATHERV" "pmpi_allgatherv" "pmpi_allgatherv_" "pmpi_allgatherv__" "PMPI_ALLGATHERV");
 
 /// `MPI_ALLGATHERV_INIT`: `MPI_Allgatherv_init` for Fortran.
@@ -168,10 +229,25 @@ unsafe extern "C" fn mpi_allgatherv_init(sendbuf: *mut c_void, sendcount: *mut F
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::coll::PMPI_Allgatherv_init(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, recvcounts as _, displs as _, *recvtype as _, *comm as _, *info as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_ALLGATHERV_INIT` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_allgatherv_init_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut Fint, displs: *mut Fint, recvtype: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendcount_c = *sendcount;
+        let mut sendtype_c = *sendtype;
+        let sendbuf_s = match fortran::f08::Section::new("MPI_ALLGATHERV_INIT", sendbuf, &mut sendcount_c, &mut sendtype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let recvbuf_s = match fortran::f08::Section::contiguous("MPI_ALLGATHERV_INIT", recvbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_allgatherv_init(sendbuf_s.addr(), &mut sendcount_c, &mut sendtype_c, recvbuf_s.addr(), recvcounts, displs, recvtype, comm, info, request, ierror);
+    }
+}
+
+fortran_names!(mpi_allgatherv_init_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut Fint, displs: *mut Fint, recvtype: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_allgatherv_init_f08ts_" "pmpir_allgatherv_init_f08ts_");
 fortran_names!(mpi_allgatherv_init(sendbuf: *mut c_void, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *mut c_void, recvcounts: *mut Fint, displs: *mut Fint, recvtype: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_allgatherv_init" "mpi_allgatherv_init_" "mpi_allgatherv_init__" "MPI_ALLGATHERV_INIT" "pmpi_allgatherv_init" "pmpi_allgatherv_init_" "pmpi_allgatherv_init__" "PMPI_ALLGATHERV_INIT");
 
 /// `MPI_ALLOC_MEM`: `MPI_Alloc_mem` for Fortran.
@@ -181,11 +257,11 @@ unsafe extern "C" fn mpi_alloc_mem(size: *mut i64, info: *mut Fint, baseptr: *mu
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::types::PMPI_Alloc_mem(*size as _, *info as _, baseptr as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_alloc_mem(size: *mut i64, info: *mut Fint, baseptr: *mut i64, ierror: *mut Fint); "mpi_alloc_mem" "mpi_alloc_mem_" "mpi_alloc_mem__" "MPI_ALLOC_MEM" "pmpi_alloc_mem" "pmpi_alloc_mem_" "pmpi_alloc_mem__" "PMPI_ALLOC_MEM");
+fortran_names!(mpi_alloc_mem(size: *mut i64, info: *mut Fint, baseptr: *mut i64, ierror: *mut Fint); "mpi_alloc_mem" "mpi_alloc_mem_" "mpi_alloc_mem__" "MPI_ALLOC_MEM" "pmpi_alloc_mem" "pmpi_alloc_mem_" "pmpi_alloc_mem__" "PMPI_ALLOC_MEM" "mpi_alloc_mem_f08_" "pmpir_alloc_mem_f08_");
 
 /// `MPI_ALLREDUCE`: `MPI_Allreduce` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -194,10 +270,25 @@ unsafe extern "C" fn mpi_allreduce(sendbuf: *mut c_void, recvbuf: *mut c_void, c
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::coll::PMPI_Allreduce(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, *count as _, *datatype as _, *op as _, *comm as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_ALLREDUCE` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_allreduce_f08ts(sendbuf: *const fortran::f08::Desc, recvbuf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendbuf_c = fortran::f08::Copied::new(sendbuf, false);
+        let mut recvbuf_c = fortran::f08::Copied::new(recvbuf, true);
+        mpi_allreduce(sendbuf_c.addr(), recvbuf_c.addr(), count, datatype, op, comm, ierror);
+        sendbuf_c.finish();
+        recvbuf_c.finish();
+    }
+}
+
+fortran_names!(mpi_allreduce_f08ts(sendbuf: *const fortran::f08::Desc, recvbuf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_allreduce_f08ts_" "pmpir_allreduce_f08ts_");
 fortran_names!(mpi_allreduce(sendbuf: *mut c_void, recvbuf: *mut c_void, count: *mut Fint, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_allreduce" "mpi_allreduce_" "mpi_allreduce__" "MPI_ALLREDUCE" "pmpi_allreduce" "pmpi_allreduce_" "pmpi_allreduce__" "PMPI_ALLREDUCE");
 
 /// `MPI_ALLREDUCE_INIT`: `MPI_Allreduce_init` for Fortran.
@@ -207,10 +298,23 @@ unsafe extern "C" fn mpi_allreduce_init(sendbuf: *mut c_void, recvbuf: *mut c_vo
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::coll::PMPI_Allreduce_init(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, *count as _, *datatype as _, *op as _, *comm as _, *info as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_ALLREDUCE_INIT` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_allreduce_init_f08ts(sendbuf: *const fortran::f08::Desc, recvbuf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let sendbuf_s = match fortran::f08::Section::contiguous("MPI_ALLREDUCE_INIT", sendbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let recvbuf_s = match fortran::f08::Section::contiguous("MPI_ALLREDUCE_INIT", recvbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_allreduce_init(sendbuf_s.addr(), recvbuf_s.addr(), count, datatype, op, comm, info, request, ierror);
+    }
+}
+
+fortran_names!(mpi_allreduce_init_f08ts(sendbuf: *const fortran::f08::Desc, recvbuf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_allreduce_init_f08ts_" "pmpir_allreduce_init_f08ts_");
 fortran_names!(mpi_allreduce_init(sendbuf: *mut c_void, recvbuf: *mut c_void, count: *mut Fint, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_allreduce_init" "mpi_allreduce_init_" "mpi_allreduce_init__" "MPI_ALLREDUCE_INIT" "pmpi_allreduce_init" "pmpi_allreduce_init_" "pmpi_allreduce_init__" "PMPI_ALLREDUCE_INIT");
 
 /// `MPI_ALLTOALL`: `MPI_Alltoall` for Fortran.
@@ -220,10 +324,25 @@ unsafe extern "C" fn mpi_alltoall(sendbuf: *mut c_void, sendcount: *mut Fint, se
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::coll::PMPI_Alltoall(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *comm as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_ALLTOALL` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_alltoall_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut Fint, recvtype: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendbuf_c = fortran::f08::Copied::new(sendbuf, false);
+        let mut recvbuf_c = fortran::f08::Copied::new(recvbuf, true);
+        mpi_alltoall(sendbuf_c.addr(), sendcount, sendtype, recvbuf_c.addr(), recvcount, recvtype, comm, ierror);
+        sendbuf_c.finish();
+        recvbuf_c.finish();
+    }
+}
+
+fortran_names!(mpi_alltoall_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut Fint, recvtype: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_alltoall_f08ts_" "pmpir_alltoall_f08ts_");
 fortran_names!(mpi_alltoall(sendbuf: *mut c_void, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *mut c_void, recvcount: *mut Fint, recvtype: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_alltoall" "mpi_alltoall_" "mpi_alltoall__" "MPI_ALLTOALL" "pmpi_alltoall" "pmpi_alltoall_" "pmpi_alltoall__" "PMPI_ALLTOALL");
 
 /// `MPI_ALLTOALL_INIT`: `MPI_Alltoall_init` for Fortran.
@@ -233,10 +352,27 @@ unsafe extern "C" fn mpi_alltoall_init(sendbuf: *mut c_void, sendcount: *mut Fin
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::coll::PMPI_Alltoall_init(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *comm as _, *info as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_ALLTOALL_INIT` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_alltoall_init_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut Fint, recvtype: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendcount_c = *sendcount;
+        let mut sendtype_c = *sendtype;
+        let sendbuf_s = match fortran::f08::Section::new("MPI_ALLTOALL_INIT", sendbuf, &mut sendcount_c, &mut sendtype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let mut recvcount_c = *recvcount;
+        let mut recvtype_c = *recvtype;
+        let recvbuf_s = match fortran::f08::Section::new("MPI_ALLTOALL_INIT", recvbuf, &mut recvcount_c, &mut recvtype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_alltoall_init(sendbuf_s.addr(), &mut sendcount_c, &mut sendtype_c, recvbuf_s.addr(), &mut recvcount_c, &mut recvtype_c, comm, info, request, ierror);
+    }
+}
+
+fortran_names!(mpi_alltoall_init_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut Fint, recvtype: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_alltoall_init_f08ts_" "pmpir_alltoall_init_f08ts_");
 fortran_names!(mpi_alltoall_init(sendbuf: *mut c_void, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *mut c_void, recvcount: *mut Fint, recvtype: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_alltoall_init" "mpi_alltoall_init_" "mpi_alltoall_init__" "MPI_ALLTOALL_INIT" "pmpi_alltoall_init" "pmpi_alltoall_init_" "pmpi_alltoall_init__" "PMPI_ALLTOALL_INIT");
 
 /// `MPI_ALLTOALLV`: `MPI_Alltoallv` for Fortran.
@@ -246,10 +382,25 @@ unsafe extern "C" fn mpi_alltoallv(sendbuf: *mut c_void, sendcounts: *mut Fint, 
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::coll::PMPI_Alltoallv(fortran::buf(sendbuf) as _, sendcounts as _, sdispls as _, *sendtype as _, fortran::buf(recvbuf) as _, recvcounts as _, rdispls as _, *recvtype as _, *comm as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_ALLTOALLV` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_alltoallv_f08ts(sendbuf: *const fortran::f08::Desc, sendcounts: *mut Fint, sdispls: *mut Fint, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut Fint, rdispls: *mut Fint, recvtype: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendbuf_c = fortran::f08::Copied::new(sendbuf, false);
+        let mut recvbuf_c = fortran::f08::Copied::new(recvbuf, true);
+        mpi_alltoallv(sendbuf_c.addr(), sendcounts, sdispls, sendtype, recvbuf_c.addr(), recvcounts, rdispls, recvtype, comm, ierror);
+        sendbuf_c.finish();
+        recvbuf_c.finish();
+    }
+}
+
+fortran_names!(mpi_alltoallv_f08ts(sendbuf: *const fortran::f08::Desc, sendcounts: *mut Fint, sdispls: *mut Fint, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut Fint, rdispls: *mut Fint, recvtype: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_alltoallv_f08ts_" "pmpir_alltoallv_f08ts_");
 fortran_names!(mpi_alltoallv(sendbuf: *mut c_void, sendcounts: *mut Fint, sdispls: *mut Fint, sendtype: *mut Fint, recvbuf: *mut c_void, recvcounts: *mut Fint, rdispls: *mut Fint, recvtype: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_alltoallv" "mpi_alltoallv_" "mpi_alltoallv__" "MPI_ALLTOALLV" "pmpi_alltoallv" "pmpi_alltoallv_" "pmpi_alltoallv__" "PMPI_ALLTOALLV");
 
 /// `MPI_ALLTOALLV_INIT`: `MPI_Alltoallv_init` for Fortran.
@@ -259,10 +410,23 @@ unsafe extern "C" fn mpi_alltoallv_init(sendbuf: *mut c_void, sendcounts: *mut F
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::coll::PMPI_Alltoallv_init(fortran::buf(sendbuf) as _, sendcounts as _, sdispls as _, *sendtype as _, fortran::buf(recvbuf) as _, recvcounts as _, rdispls as _, *recvtype as _, *comm as _, *info as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_ALLTOALLV_INIT` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_alltoallv_init_f08ts(sendbuf: *const fortran::f08::Desc, sendcounts: *mut Fint, sdispls: *mut Fint, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut Fint, rdispls: *mut Fint, recvtype: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let sendbuf_s = match fortran::f08::Section::contiguous("MPI_ALLTOALLV_INIT", sendbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let recvbuf_s = match fortran::f08::Section::contiguous("MPI_ALLTOALLV_INIT", recvbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_alltoallv_init(sendbuf_s.addr(), sendcounts, sdispls, sendtype, recvbuf_s.addr(), recvcounts, rdispls, recvtype, comm, info, request, ierror);
+    }
+}
+
+fortran_names!(mpi_alltoallv_init_f08ts(sendbuf: *const fortran::f08::Desc, sendcounts: *mut Fint, sdispls: *mut Fint, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut Fint, rdispls: *mut Fint, recvtype: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_alltoallv_init_f08ts_" "pmpir_alltoallv_init_f08ts_");
 fortran_names!(mpi_alltoallv_init(sendbuf: *mut c_void, sendcounts: *mut Fint, sdispls: *mut Fint, sendtype: *mut Fint, recvbuf: *mut c_void, recvcounts: *mut Fint, rdispls: *mut Fint, recvtype: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_alltoallv_init" "mpi_alltoallv_init_" "mpi_alltoallv_init__" "MPI_ALLTOALLV_INIT" "pmpi_alltoallv_init" "pmpi_alltoallv_init_" "pmpi_alltoallv_init__" "PMPI_ALLTOALLV_INIT");
 
 /// `MPI_ALLTOALLW`: `MPI_Alltoallw` for Fortran.
@@ -272,10 +436,25 @@ unsafe extern "C" fn mpi_alltoallw(sendbuf: *mut c_void, sendcounts: *mut Fint, 
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::coll::PMPI_Alltoallw(fortran::buf(sendbuf) as _, sendcounts as _, sdispls as _, sendtypes as _, fortran::buf(recvbuf) as _, recvcounts as _, rdispls as _, recvtypes as _, *comm as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_ALLTOALLW` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_alltoallw_f08ts(sendbuf: *const fortran::f08::Desc, sendcounts: *mut Fint, sdispls: *mut Fint, sendtypes: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut Fint, rdispls: *mut Fint, recvtypes: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendbuf_c = fortran::f08::Copied::new(sendbuf, false);
+        let mut recvbuf_c = fortran::f08::Copied::new(recvbuf, true);
+        mpi_alltoallw(sendbuf_c.addr(), sendcounts, sdispls, sendtypes, recvbuf_c.addr(), recvcounts, rdispls, recvtypes, comm, ierror);
+        sendbuf_c.finish();
+        recvbuf_c.finish();
+    }
+}
+
+fortran_names!(mpi_alltoallw_f08ts(sendbuf: *const fortran::f08::Desc, sendcounts: *mut Fint, sdispls: *mut Fint, sendtypes: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut Fint, rdispls: *mut Fint, recvtypes: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_alltoallw_f08ts_" "pmpir_alltoallw_f08ts_");
 fortran_names!(mpi_alltoallw(sendbuf: *mut c_void, sendcounts: *mut Fint, sdispls: *mut Fint, sendtypes: *mut Fint, recvbuf: *mut c_void, recvcounts: *mut Fint, rdispls: *mut Fint, recvtypes: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_alltoallw" "mpi_alltoallw_" "mpi_alltoallw__" "MPI_ALLTOALLW" "pmpi_alltoallw" "pmpi_alltoallw_" "pmpi_alltoallw__" "PMPI_ALLTOALLW");
 
 /// `MPI_ALLTOALLW_INIT`: `MPI_Alltoallw_init` for Fortran.
@@ -285,10 +464,23 @@ unsafe extern "C" fn mpi_alltoallw_init(sendbuf: *mut c_void, sendcounts: *mut F
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::coll::PMPI_Alltoallw_init(fortran::buf(sendbuf) as _, sendcounts as _, sdispls as _, sendtypes as _, fortran::buf(recvbuf) as _, recvcounts as _, rdispls as _, recvtypes as _, *comm as _, *info as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_ALLTOALLW_INIT` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_alltoallw_init_f08ts(sendbuf: *const fortran::f08::Desc, sendcounts: *mut Fint, sdispls: *mut Fint, sendtypes: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut Fint, rdispls: *mut Fint, recvtypes: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let sendbuf_s = match fortran::f08::Section::contiguous("MPI_ALLTOALLW_INIT", sendbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let recvbuf_s = match fortran::f08::Section::contiguous("MPI_ALLTOALLW_INIT", recvbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_alltoallw_init(sendbuf_s.addr(), sendcounts, sdispls, sendtypes, recvbuf_s.addr(), recvcounts, rdispls, recvtypes, comm, info, request, ierror);
+    }
+}
+
+fortran_names!(mpi_alltoallw_init_f08ts(sendbuf: *const fortran::f08::Desc, sendcounts: *mut Fint, sdispls: *mut Fint, sendtypes: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut Fint, rdispls: *mut Fint, recvtypes: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_alltoallw_init_f08ts_" "pmpir_alltoallw_init_f08ts_");
 fortran_names!(mpi_alltoallw_init(sendbuf: *mut c_void, sendcounts: *mut Fint, sdispls: *mut Fint, sendtypes: *mut Fint, recvbuf: *mut c_void, recvcounts: *mut Fint, rdispls: *mut Fint, recvtypes: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_alltoallw_init" "mpi_alltoallw_init_" "mpi_alltoallw_init__" "MPI_ALLTOALLW_INIT" "pmpi_alltoallw_init" "pmpi_alltoallw_init_" "pmpi_alltoallw_init__" "PMPI_ALLTOALLW_INIT");
 
 /// `MPI_ATTR_DELETE`: `MPI_Attr_delete` for Fortran.
@@ -298,7 +490,7 @@ unsafe extern "C" fn mpi_attr_delete(comm: *mut Fint, keyval: *mut Fint, ierror:
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::comm::PMPI_Attr_delete(*comm as _, fortran::keyval(*keyval));
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
@@ -318,7 +510,7 @@ unsafe extern "C" fn mpi_attr_get(comm: *mut Fint, keyval: *mut Fint, attribute_
         }
         *attribute_val = attribute_val_c as Fint;
         *flag = fortran::logical_out(flag_c);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
@@ -331,7 +523,7 @@ unsafe extern "C" fn mpi_attr_put(comm: *mut Fint, keyval: *mut Fint, attribute_
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::comm::PMPI_Attr_put(*comm as _, fortran::keyval(*keyval), *attribute_val as isize as *mut c_void);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
@@ -344,11 +536,11 @@ unsafe extern "C" fn mpi_barrier(comm: *mut Fint, ierror: *mut Fint) {
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::coll::PMPI_Barrier(*comm as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_barrier(comm: *mut Fint, ierror: *mut Fint); "mpi_barrier" "mpi_barrier_" "mpi_barrier__" "MPI_BARRIER" "pmpi_barrier" "pmpi_barrier_" "pmpi_barrier__" "PMPI_BARRIER");
+fortran_names!(mpi_barrier(comm: *mut Fint, ierror: *mut Fint); "mpi_barrier" "mpi_barrier_" "mpi_barrier__" "MPI_BARRIER" "pmpi_barrier" "pmpi_barrier_" "pmpi_barrier__" "PMPI_BARRIER" "mpi_barrier_f08_" "pmpir_barrier_f08_");
 
 /// `MPI_BARRIER_INIT`: `MPI_Barrier_init` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -357,11 +549,11 @@ unsafe extern "C" fn mpi_barrier_init(comm: *mut Fint, info: *mut Fint, request:
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::coll::PMPI_Barrier_init(*comm as _, *info as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_barrier_init(comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_barrier_init" "mpi_barrier_init_" "mpi_barrier_init__" "MPI_BARRIER_INIT" "pmpi_barrier_init" "pmpi_barrier_init_" "pmpi_barrier_init__" "PMPI_BARRIER_INIT");
+fortran_names!(mpi_barrier_init(comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_barrier_init" "mpi_barrier_init_" "mpi_barrier_init__" "MPI_BARRIER_INIT" "pmpi_barrier_init" "pmpi_barrier_init_" "pmpi_barrier_init__" "PMPI_BARRIER_INIT" "mpi_barrier_init_f08_" "pmpir_barrier_init_f08_");
 
 /// `MPI_BCAST`: `MPI_Bcast` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -370,10 +562,23 @@ unsafe extern "C" fn mpi_bcast(buffer: *mut c_void, count: *mut Fint, datatype: 
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::coll::PMPI_Bcast(fortran::buf(buffer) as _, *count as _, *datatype as _, *root as _, *comm as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_BCAST` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_bcast_f08ts(buffer: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, root: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut buffer_c = fortran::f08::Copied::new(buffer, true);
+        mpi_bcast(buffer_c.addr(), count, datatype, root, comm, ierror);
+        buffer_c.finish();
+    }
+}
+
+fortran_names!(mpi_bcast_f08ts(buffer: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, root: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_bcast_f08ts_" "pmpir_bcast_f08ts_");
 fortran_names!(mpi_bcast(buffer: *mut c_void, count: *mut Fint, datatype: *mut Fint, root: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_bcast" "mpi_bcast_" "mpi_bcast__" "MPI_BCAST" "pmpi_bcast" "pmpi_bcast_" "pmpi_bcast__" "PMPI_BCAST");
 
 /// `MPI_BCAST_INIT`: `MPI_Bcast_init` for Fortran.
@@ -383,10 +588,24 @@ unsafe extern "C" fn mpi_bcast_init(buffer: *mut c_void, count: *mut Fint, datat
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::coll::PMPI_Bcast_init(fortran::buf(buffer) as _, *count as _, *datatype as _, *root as _, *comm as _, *info as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_BCAST_INIT` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_bcast_init_f08ts(buffer: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, root: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut count_c = *count;
+        let mut datatype_c = *datatype;
+        let buffer_s = match fortran::f08::Section::new("MPI_BCAST_INIT", buffer, &mut count_c, &mut datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_bcast_init(buffer_s.addr(), &mut count_c, &mut datatype_c, root, comm, info, request, ierror);
+    }
+}
+
+fortran_names!(mpi_bcast_init_f08ts(buffer: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, root: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_bcast_init_f08ts_" "pmpir_bcast_init_f08ts_");
 fortran_names!(mpi_bcast_init(buffer: *mut c_void, count: *mut Fint, datatype: *mut Fint, root: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_bcast_init" "mpi_bcast_init_" "mpi_bcast_init__" "MPI_BCAST_INIT" "pmpi_bcast_init" "pmpi_bcast_init_" "pmpi_bcast_init__" "PMPI_BCAST_INIT");
 
 /// `MPI_BSEND`: `MPI_Bsend` for Fortran.
@@ -396,10 +615,23 @@ unsafe extern "C" fn mpi_bsend(buf: *mut c_void, count: *mut Fint, datatype: *mu
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::p2p::PMPI_Bsend(fortran::buf(buf) as _, *count as _, *datatype as _, *dest as _, *tag as _, *comm as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_BSEND` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_bsend_f08ts(buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut buf_c = fortran::f08::Copied::new(buf, false);
+        mpi_bsend(buf_c.addr(), count, datatype, dest, tag, comm, ierror);
+        buf_c.finish();
+    }
+}
+
+fortran_names!(mpi_bsend_f08ts(buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_bsend_f08ts_" "pmpir_bsend_f08ts_");
 fortran_names!(mpi_bsend(buf: *mut c_void, count: *mut Fint, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_bsend" "mpi_bsend_" "mpi_bsend__" "MPI_BSEND" "pmpi_bsend" "pmpi_bsend_" "pmpi_bsend__" "PMPI_BSEND");
 
 /// `MPI_BSEND_INIT`: `MPI_Bsend_init` for Fortran.
@@ -409,10 +641,24 @@ unsafe extern "C" fn mpi_bsend_init(buf: *mut c_void, count: *mut Fint, datatype
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::p2p::PMPI_Bsend_init(fortran::buf(buf) as _, *count as _, *datatype as _, *dest as _, *tag as _, *comm as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_BSEND_INIT` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_bsend_init_f08ts(buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut count_c = *count;
+        let mut datatype_c = *datatype;
+        let buf_s = match fortran::f08::Section::new("MPI_BSEND_INIT", buf, &mut count_c, &mut datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_bsend_init(buf_s.addr(), &mut count_c, &mut datatype_c, dest, tag, comm, request, ierror);
+    }
+}
+
+fortran_names!(mpi_bsend_init_f08ts(buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_bsend_init_f08ts_" "pmpir_bsend_init_f08ts_");
 fortran_names!(mpi_bsend_init(buf: *mut c_void, count: *mut Fint, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_bsend_init" "mpi_bsend_init_" "mpi_bsend_init__" "MPI_BSEND_INIT" "pmpi_bsend_init" "pmpi_bsend_init_" "pmpi_bsend_init__" "PMPI_BSEND_INIT");
 
 /// `MPI_BUFFER_ATTACH`: `MPI_Buffer_attach` for Fortran.
@@ -422,10 +668,21 @@ unsafe extern "C" fn mpi_buffer_attach(buffer: *mut c_void, size: *mut Fint, ier
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::p2p::PMPI_Buffer_attach(fortran::buf(buffer) as _, *size as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_BUFFER_ATTACH` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_buffer_attach_f08ts(buffer: *const fortran::f08::Desc, size: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        mpi_buffer_attach(fortran::f08::first(buffer), size, ierror);
+    }
+}
+
+fortran_names!(mpi_buffer_attach_f08ts(buffer: *const fortran::f08::Desc, size: *mut Fint, ierror: *mut Fint); "mpi_buffer_attach_f08ts_" "pmpir_buffer_attach_f08ts_");
 fortran_names!(mpi_buffer_attach(buffer: *mut c_void, size: *mut Fint, ierror: *mut Fint); "mpi_buffer_attach" "mpi_buffer_attach_" "mpi_buffer_attach__" "MPI_BUFFER_ATTACH" "pmpi_buffer_attach" "pmpi_buffer_attach_" "pmpi_buffer_attach__" "PMPI_BUFFER_ATTACH");
 
 /// `MPI_BUFFER_DETACH`: `MPI_Buffer_detach` for Fortran.
@@ -436,11 +693,11 @@ unsafe extern "C" fn mpi_buffer_detach(buffer_addr: *mut c_void, size: *mut Fint
     unsafe {
         let mut buffer_addr_c: *mut c_void = std::ptr::null_mut();
         let rc = crate::p2p::PMPI_Buffer_detach(&mut buffer_addr_c as *mut *mut c_void as _, size as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_buffer_detach(buffer_addr: *mut c_void, size: *mut Fint, ierror: *mut Fint); "mpi_buffer_detach" "mpi_buffer_detach_" "mpi_buffer_detach__" "MPI_BUFFER_DETACH" "pmpi_buffer_detach" "pmpi_buffer_detach_" "pmpi_buffer_detach__" "PMPI_BUFFER_DETACH");
+fortran_names!(mpi_buffer_detach(buffer_addr: *mut c_void, size: *mut Fint, ierror: *mut Fint); "mpi_buffer_detach" "mpi_buffer_detach_" "mpi_buffer_detach__" "MPI_BUFFER_DETACH" "pmpi_buffer_detach" "pmpi_buffer_detach_" "pmpi_buffer_detach__" "PMPI_BUFFER_DETACH" "mpi_buffer_detach_f08_" "pmpir_buffer_detach_f08_");
 
 /// `MPI_BUFFER_FLUSH`: not bound for Fortran (kumi does not implement it).
 unsafe extern "C" fn mpi_buffer_flush(ierror: *mut Fint) {
@@ -448,7 +705,7 @@ unsafe extern "C" fn mpi_buffer_flush(ierror: *mut Fint) {
     unsafe { fortran::unbound("MPI_BUFFER_FLUSH", ierror) }
 }
 
-fortran_names!(mpi_buffer_flush(ierror: *mut Fint); "mpi_buffer_flush" "mpi_buffer_flush_" "mpi_buffer_flush__" "MPI_BUFFER_FLUSH" "pmpi_buffer_flush" "pmpi_buffer_flush_" "pmpi_buffer_flush__" "PMPI_BUFFER_FLUSH");
+fortran_names!(mpi_buffer_flush(ierror: *mut Fint); "mpi_buffer_flush" "mpi_buffer_flush_" "mpi_buffer_flush__" "MPI_BUFFER_FLUSH" "pmpi_buffer_flush" "pmpi_buffer_flush_" "pmpi_buffer_flush__" "PMPI_BUFFER_FLUSH" "mpi_buffer_flush_f08_" "pmpir_buffer_flush_f08_");
 
 /// `MPI_BUFFER_IFLUSH`: not bound for Fortran (kumi does not implement it).
 unsafe extern "C" fn mpi_buffer_iflush(_request: *mut Fint, ierror: *mut Fint) {
@@ -456,7 +713,7 @@ unsafe extern "C" fn mpi_buffer_iflush(_request: *mut Fint, ierror: *mut Fint) {
     unsafe { fortran::unbound("MPI_BUFFER_IFLUSH", ierror) }
 }
 
-fortran_names!(mpi_buffer_iflush(_request: *mut Fint, ierror: *mut Fint); "mpi_buffer_iflush" "mpi_buffer_iflush_" "mpi_buffer_iflush__" "MPI_BUFFER_IFLUSH" "pmpi_buffer_iflush" "pmpi_buffer_iflush_" "pmpi_buffer_iflush__" "PMPI_BUFFER_IFLUSH");
+fortran_names!(mpi_buffer_iflush(_request: *mut Fint, ierror: *mut Fint); "mpi_buffer_iflush" "mpi_buffer_iflush_" "mpi_buffer_iflush__" "MPI_BUFFER_IFLUSH" "pmpi_buffer_iflush" "pmpi_buffer_iflush_" "pmpi_buffer_iflush__" "PMPI_BUFFER_IFLUSH" "mpi_buffer_iflush_f08_" "pmpir_buffer_iflush_f08_");
 
 /// `MPI_CANCEL`: `MPI_Cancel` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -465,11 +722,11 @@ unsafe extern "C" fn mpi_cancel(request: *mut Fint, ierror: *mut Fint) {
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::p2p::PMPI_Cancel(request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_cancel(request: *mut Fint, ierror: *mut Fint); "mpi_cancel" "mpi_cancel_" "mpi_cancel__" "MPI_CANCEL" "pmpi_cancel" "pmpi_cancel_" "pmpi_cancel__" "PMPI_CANCEL");
+fortran_names!(mpi_cancel(request: *mut Fint, ierror: *mut Fint); "mpi_cancel" "mpi_cancel_" "mpi_cancel__" "MPI_CANCEL" "pmpi_cancel" "pmpi_cancel_" "pmpi_cancel__" "PMPI_CANCEL" "mpi_cancel_f08_" "pmpir_cancel_f08_");
 
 /// `MPI_CART_COORDS`: `MPI_Cart_coords` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -478,11 +735,11 @@ unsafe extern "C" fn mpi_cart_coords(comm: *mut Fint, rank: *mut Fint, maxdims: 
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::comm::PMPI_Cart_coords(*comm as _, *rank as _, *maxdims as _, coords as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_cart_coords(comm: *mut Fint, rank: *mut Fint, maxdims: *mut Fint, coords: *mut Fint, ierror: *mut Fint); "mpi_cart_coords" "mpi_cart_coords_" "mpi_cart_coords__" "MPI_CART_COORDS" "pmpi_cart_coords" "pmpi_cart_coords_" "pmpi_cart_coords__" "PMPI_CART_COORDS");
+fortran_names!(mpi_cart_coords(comm: *mut Fint, rank: *mut Fint, maxdims: *mut Fint, coords: *mut Fint, ierror: *mut Fint); "mpi_cart_coords" "mpi_cart_coords_" "mpi_cart_coords__" "MPI_CART_COORDS" "pmpi_cart_coords" "pmpi_cart_coords_" "pmpi_cart_coords__" "PMPI_CART_COORDS" "mpi_cart_coords_f08_" "pmpir_cart_coords_f08_");
 
 /// `MPI_CART_CREATE`: `MPI_Cart_create` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -492,11 +749,11 @@ unsafe extern "C" fn mpi_cart_create(comm_old: *mut Fint, ndims: *mut Fint, dims
     unsafe {
         let mut periods_c = fortran::logicals_in(periods, *ndims);
         let rc = crate::comm::PMPI_Cart_create(*comm_old as _, *ndims as _, dims as _, periods_c.as_mut_ptr() as _, fortran::logical_in(*reorder), comm_cart as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_cart_create(comm_old: *mut Fint, ndims: *mut Fint, dims: *mut Fint, periods: *mut Fint, reorder: *mut Fint, comm_cart: *mut Fint, ierror: *mut Fint); "mpi_cart_create" "mpi_cart_create_" "mpi_cart_create__" "MPI_CART_CREATE" "pmpi_cart_create" "pmpi_cart_create_" "pmpi_cart_create__" "PMPI_CART_CREATE");
+fortran_names!(mpi_cart_create(comm_old: *mut Fint, ndims: *mut Fint, dims: *mut Fint, periods: *mut Fint, reorder: *mut Fint, comm_cart: *mut Fint, ierror: *mut Fint); "mpi_cart_create" "mpi_cart_create_" "mpi_cart_create__" "MPI_CART_CREATE" "pmpi_cart_create" "pmpi_cart_create_" "pmpi_cart_create__" "PMPI_CART_CREATE" "mpi_cart_create_f08_" "pmpir_cart_create_f08_");
 
 /// `MPI_CART_GET`: `MPI_Cart_get` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -507,11 +764,11 @@ unsafe extern "C" fn mpi_cart_get(comm: *mut Fint, maxdims: *mut Fint, dims: *mu
         let mut periods_c = fortran::logicals_in(periods, *maxdims);
         let rc = crate::comm::PMPI_Cart_get(*comm as _, *maxdims as _, dims as _, periods_c.as_mut_ptr() as _, coords as _);
         fortran::logicals_out(periods, &periods_c);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_cart_get(comm: *mut Fint, maxdims: *mut Fint, dims: *mut Fint, periods: *mut Fint, coords: *mut Fint, ierror: *mut Fint); "mpi_cart_get" "mpi_cart_get_" "mpi_cart_get__" "MPI_CART_GET" "pmpi_cart_get" "pmpi_cart_get_" "pmpi_cart_get__" "PMPI_CART_GET");
+fortran_names!(mpi_cart_get(comm: *mut Fint, maxdims: *mut Fint, dims: *mut Fint, periods: *mut Fint, coords: *mut Fint, ierror: *mut Fint); "mpi_cart_get" "mpi_cart_get_" "mpi_cart_get__" "MPI_CART_GET" "pmpi_cart_get" "pmpi_cart_get_" "pmpi_cart_get__" "PMPI_CART_GET" "mpi_cart_get_f08_" "pmpir_cart_get_f08_");
 
 /// `MPI_CART_MAP`: `MPI_Cart_map` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -521,11 +778,11 @@ unsafe extern "C" fn mpi_cart_map(comm: *mut Fint, ndims: *mut Fint, dims: *mut 
     unsafe {
         let mut periods_c = fortran::logicals_in(periods, *ndims);
         let rc = crate::comm::PMPI_Cart_map(*comm as _, *ndims as _, dims as _, periods_c.as_mut_ptr() as _, newrank as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_cart_map(comm: *mut Fint, ndims: *mut Fint, dims: *mut Fint, periods: *mut Fint, newrank: *mut Fint, ierror: *mut Fint); "mpi_cart_map" "mpi_cart_map_" "mpi_cart_map__" "MPI_CART_MAP" "pmpi_cart_map" "pmpi_cart_map_" "pmpi_cart_map__" "PMPI_CART_MAP");
+fortran_names!(mpi_cart_map(comm: *mut Fint, ndims: *mut Fint, dims: *mut Fint, periods: *mut Fint, newrank: *mut Fint, ierror: *mut Fint); "mpi_cart_map" "mpi_cart_map_" "mpi_cart_map__" "MPI_CART_MAP" "pmpi_cart_map" "pmpi_cart_map_" "pmpi_cart_map__" "PMPI_CART_MAP" "mpi_cart_map_f08_" "pmpir_cart_map_f08_");
 
 /// `MPI_CART_RANK`: `MPI_Cart_rank` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -534,11 +791,11 @@ unsafe extern "C" fn mpi_cart_rank(comm: *mut Fint, coords: *mut Fint, rank: *mu
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::comm::PMPI_Cart_rank(*comm as _, coords as _, rank as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_cart_rank(comm: *mut Fint, coords: *mut Fint, rank: *mut Fint, ierror: *mut Fint); "mpi_cart_rank" "mpi_cart_rank_" "mpi_cart_rank__" "MPI_CART_RANK" "pmpi_cart_rank" "pmpi_cart_rank_" "pmpi_cart_rank__" "PMPI_CART_RANK");
+fortran_names!(mpi_cart_rank(comm: *mut Fint, coords: *mut Fint, rank: *mut Fint, ierror: *mut Fint); "mpi_cart_rank" "mpi_cart_rank_" "mpi_cart_rank__" "MPI_CART_RANK" "pmpi_cart_rank" "pmpi_cart_rank_" "pmpi_cart_rank__" "PMPI_CART_RANK" "mpi_cart_rank_f08_" "pmpir_cart_rank_f08_");
 
 /// `MPI_CART_SHIFT`: `MPI_Cart_shift` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -547,11 +804,11 @@ unsafe extern "C" fn mpi_cart_shift(comm: *mut Fint, direction: *mut Fint, disp:
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::comm::PMPI_Cart_shift(*comm as _, *direction as _, *disp as _, rank_source as _, rank_dest as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_cart_shift(comm: *mut Fint, direction: *mut Fint, disp: *mut Fint, rank_source: *mut Fint, rank_dest: *mut Fint, ierror: *mut Fint); "mpi_cart_shift" "mpi_cart_shift_" "mpi_cart_shift__" "MPI_CART_SHIFT" "pmpi_cart_shift" "pmpi_cart_shift_" "pmpi_cart_shift__" "PMPI_CART_SHIFT");
+fortran_names!(mpi_cart_shift(comm: *mut Fint, direction: *mut Fint, disp: *mut Fint, rank_source: *mut Fint, rank_dest: *mut Fint, ierror: *mut Fint); "mpi_cart_shift" "mpi_cart_shift_" "mpi_cart_shift__" "MPI_CART_SHIFT" "pmpi_cart_shift" "pmpi_cart_shift_" "pmpi_cart_shift__" "PMPI_CART_SHIFT" "mpi_cart_shift_f08_" "pmpir_cart_shift_f08_");
 
 /// `MPI_CART_SUB`: `MPI_Cart_sub` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -561,11 +818,11 @@ unsafe extern "C" fn mpi_cart_sub(comm: *mut Fint, remain_dims: *mut Fint, newco
     unsafe {
         let mut remain_dims_c = fortran::logicals_in(remain_dims, fortran::cartdim(*comm));
         let rc = crate::comm::PMPI_Cart_sub(*comm as _, remain_dims_c.as_mut_ptr() as _, newcomm as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_cart_sub(comm: *mut Fint, remain_dims: *mut Fint, newcomm: *mut Fint, ierror: *mut Fint); "mpi_cart_sub" "mpi_cart_sub_" "mpi_cart_sub__" "MPI_CART_SUB" "pmpi_cart_sub" "pmpi_cart_sub_" "pmpi_cart_sub__" "PMPI_CART_SUB");
+fortran_names!(mpi_cart_sub(comm: *mut Fint, remain_dims: *mut Fint, newcomm: *mut Fint, ierror: *mut Fint); "mpi_cart_sub" "mpi_cart_sub_" "mpi_cart_sub__" "MPI_CART_SUB" "pmpi_cart_sub" "pmpi_cart_sub_" "pmpi_cart_sub__" "PMPI_CART_SUB" "mpi_cart_sub_f08_" "pmpir_cart_sub_f08_");
 
 /// `MPI_CARTDIM_GET`: `MPI_Cartdim_get` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -574,11 +831,11 @@ unsafe extern "C" fn mpi_cartdim_get(comm: *mut Fint, ndims: *mut Fint, ierror: 
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::comm::PMPI_Cartdim_get(*comm as _, ndims as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_cartdim_get(comm: *mut Fint, ndims: *mut Fint, ierror: *mut Fint); "mpi_cartdim_get" "mpi_cartdim_get_" "mpi_cartdim_get__" "MPI_CARTDIM_GET" "pmpi_cartdim_get" "pmpi_cartdim_get_" "pmpi_cartdim_get__" "PMPI_CARTDIM_GET");
+fortran_names!(mpi_cartdim_get(comm: *mut Fint, ndims: *mut Fint, ierror: *mut Fint); "mpi_cartdim_get" "mpi_cartdim_get_" "mpi_cartdim_get__" "MPI_CARTDIM_GET" "pmpi_cartdim_get" "pmpi_cartdim_get_" "pmpi_cartdim_get__" "PMPI_CARTDIM_GET" "mpi_cartdim_get_f08_" "pmpir_cartdim_get_f08_");
 
 /// `MPI_CLOSE_PORT`: not bound for Fortran (kumi does not implement it).
 unsafe extern "C" fn mpi_close_port(_port_name: *mut c_char, ierror: *mut Fint, _port_name_len: usize) {
@@ -586,7 +843,7 @@ unsafe extern "C" fn mpi_close_port(_port_name: *mut c_char, ierror: *mut Fint, 
     unsafe { fortran::unbound("MPI_CLOSE_PORT", ierror) }
 }
 
-fortran_names!(mpi_close_port(_port_name: *mut c_char, ierror: *mut Fint, _port_name_len: usize); "mpi_close_port" "mpi_close_port_" "mpi_close_port__" "MPI_CLOSE_PORT" "pmpi_close_port" "pmpi_close_port_" "pmpi_close_port__" "PMPI_CLOSE_PORT");
+fortran_names!(mpi_close_port(_port_name: *mut c_char, ierror: *mut Fint, _port_name_len: usize); "mpi_close_port" "mpi_close_port_" "mpi_close_port__" "MPI_CLOSE_PORT" "pmpi_close_port" "pmpi_close_port_" "pmpi_close_port__" "PMPI_CLOSE_PORT" "mpi_close_port_f08_" "pmpir_close_port_f08_");
 
 /// `MPI_COMM_ACCEPT`: not bound for Fortran (kumi does not implement it).
 unsafe extern "C" fn mpi_comm_accept(_port_name: *mut c_char, _info: *mut Fint, _root: *mut Fint, _comm: *mut Fint, _newcomm: *mut Fint, ierror: *mut Fint, _port_name_len: usize) {
@@ -594,7 +851,7 @@ unsafe extern "C" fn mpi_comm_accept(_port_name: *mut c_char, _info: *mut Fint, 
     unsafe { fortran::unbound("MPI_COMM_ACCEPT", ierror) }
 }
 
-fortran_names!(mpi_comm_accept(_port_name: *mut c_char, _info: *mut Fint, _root: *mut Fint, _comm: *mut Fint, _newcomm: *mut Fint, ierror: *mut Fint, _port_name_len: usize); "mpi_comm_accept" "mpi_comm_accept_" "mpi_comm_accept__" "MPI_COMM_ACCEPT" "pmpi_comm_accept" "pmpi_comm_accept_" "pmpi_comm_accept__" "PMPI_COMM_ACCEPT");
+fortran_names!(mpi_comm_accept(_port_name: *mut c_char, _info: *mut Fint, _root: *mut Fint, _comm: *mut Fint, _newcomm: *mut Fint, ierror: *mut Fint, _port_name_len: usize); "mpi_comm_accept" "mpi_comm_accept_" "mpi_comm_accept__" "MPI_COMM_ACCEPT" "pmpi_comm_accept" "pmpi_comm_accept_" "pmpi_comm_accept__" "PMPI_COMM_ACCEPT" "mpi_comm_accept_f08_" "pmpir_comm_accept_f08_");
 
 /// `MPI_COMM_ATTACH_BUFFER`: not bound for Fortran (kumi does not implement it).
 unsafe extern "C" fn mpi_comm_attach_buffer(_comm: *mut Fint, _buffer: *mut c_void, _size: *mut Fint, ierror: *mut Fint) {
@@ -602,7 +859,7 @@ unsafe extern "C" fn mpi_comm_attach_buffer(_comm: *mut Fint, _buffer: *mut c_vo
     unsafe { fortran::unbound("MPI_COMM_ATTACH_BUFFER", ierror) }
 }
 
-fortran_names!(mpi_comm_attach_buffer(_comm: *mut Fint, _buffer: *mut c_void, _size: *mut Fint, ierror: *mut Fint); "mpi_comm_attach_buffer" "mpi_comm_attach_buffer_" "mpi_comm_attach_buffer__" "MPI_COMM_ATTACH_BUFFER" "pmpi_comm_attach_buffer" "pmpi_comm_attach_buffer_" "pmpi_comm_attach_buffer__" "PMPI_COMM_ATTACH_BUFFER");
+fortran_names!(mpi_comm_attach_buffer(_comm: *mut Fint, _buffer: *mut c_void, _size: *mut Fint, ierror: *mut Fint); "mpi_comm_attach_buffer" "mpi_comm_attach_buffer_" "mpi_comm_attach_buffer__" "MPI_COMM_ATTACH_BUFFER" "pmpi_comm_attach_buffer" "pmpi_comm_attach_buffer_" "pmpi_comm_attach_buffer__" "PMPI_COMM_ATTACH_BUFFER" "mpi_comm_attach_buffer_f08ts_" "pmpir_comm_attach_buffer_f08ts_");
 
 /// `MPI_COMM_CALL_ERRHANDLER`: `MPI_Comm_call_errhandler` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -611,11 +868,11 @@ unsafe extern "C" fn mpi_comm_call_errhandler(comm: *mut Fint, errorcode: *mut F
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::comm::PMPI_Comm_call_errhandler(*comm as _, *errorcode as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_comm_call_errhandler(comm: *mut Fint, errorcode: *mut Fint, ierror: *mut Fint); "mpi_comm_call_errhandler" "mpi_comm_call_errhandler_" "mpi_comm_call_errhandler__" "MPI_COMM_CALL_ERRHANDLER" "pmpi_comm_call_errhandler" "pmpi_comm_call_errhandler_" "pmpi_comm_call_errhandler__" "PMPI_COMM_CALL_ERRHANDLER");
+fortran_names!(mpi_comm_call_errhandler(comm: *mut Fint, errorcode: *mut Fint, ierror: *mut Fint); "mpi_comm_call_errhandler" "mpi_comm_call_errhandler_" "mpi_comm_call_errhandler__" "MPI_COMM_CALL_ERRHANDLER" "pmpi_comm_call_errhandler" "pmpi_comm_call_errhandler_" "pmpi_comm_call_errhandler__" "PMPI_COMM_CALL_ERRHANDLER" "mpi_comm_call_errhandler_f08_" "pmpir_comm_call_errhandler_f08_");
 
 /// `MPI_COMM_COMPARE`: `MPI_Comm_compare` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -624,11 +881,11 @@ unsafe extern "C" fn mpi_comm_compare(comm1: *mut Fint, comm2: *mut Fint, result
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::comm::PMPI_Comm_compare(*comm1 as _, *comm2 as _, result as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_comm_compare(comm1: *mut Fint, comm2: *mut Fint, result: *mut Fint, ierror: *mut Fint); "mpi_comm_compare" "mpi_comm_compare_" "mpi_comm_compare__" "MPI_COMM_COMPARE" "pmpi_comm_compare" "pmpi_comm_compare_" "pmpi_comm_compare__" "PMPI_COMM_COMPARE");
+fortran_names!(mpi_comm_compare(comm1: *mut Fint, comm2: *mut Fint, result: *mut Fint, ierror: *mut Fint); "mpi_comm_compare" "mpi_comm_compare_" "mpi_comm_compare__" "MPI_COMM_COMPARE" "pmpi_comm_compare" "pmpi_comm_compare_" "pmpi_comm_compare__" "PMPI_COMM_COMPARE" "mpi_comm_compare_f08_" "pmpir_comm_compare_f08_");
 
 /// `MPI_COMM_CONNECT`: not bound for Fortran (kumi does not implement it).
 unsafe extern "C" fn mpi_comm_connect(_port_name: *mut c_char, _info: *mut Fint, _root: *mut Fint, _comm: *mut Fint, _newcomm: *mut Fint, ierror: *mut Fint, _port_name_len: usize) {
@@ -636,7 +893,7 @@ unsafe extern "C" fn mpi_comm_connect(_port_name: *mut c_char, _info: *mut Fint,
     unsafe { fortran::unbound("MPI_COMM_CONNECT", ierror) }
 }
 
-fortran_names!(mpi_comm_connect(_port_name: *mut c_char, _info: *mut Fint, _root: *mut Fint, _comm: *mut Fint, _newcomm: *mut Fint, ierror: *mut Fint, _port_name_len: usize); "mpi_comm_connect" "mpi_comm_connect_" "mpi_comm_connect__" "MPI_COMM_CONNECT" "pmpi_comm_connect" "pmpi_comm_connect_" "pmpi_comm_connect__" "PMPI_COMM_CONNECT");
+fortran_names!(mpi_comm_connect(_port_name: *mut c_char, _info: *mut Fint, _root: *mut Fint, _comm: *mut Fint, _newcomm: *mut Fint, ierror: *mut Fint, _port_name_len: usize); "mpi_comm_connect" "mpi_comm_connect_" "mpi_comm_connect__" "MPI_COMM_CONNECT" "pmpi_comm_connect" "pmpi_comm_connect_" "pmpi_comm_connect__" "PMPI_COMM_CONNECT" "mpi_comm_connect_f08_" "pmpir_comm_connect_f08_");
 
 /// `MPI_COMM_CREATE`: `MPI_Comm_create` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -645,11 +902,11 @@ unsafe extern "C" fn mpi_comm_create(comm: *mut Fint, group: *mut Fint, newcomm:
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::comm::PMPI_Comm_create(*comm as _, *group as _, newcomm as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_comm_create(comm: *mut Fint, group: *mut Fint, newcomm: *mut Fint, ierror: *mut Fint); "mpi_comm_create" "mpi_comm_create_" "mpi_comm_create__" "MPI_COMM_CREATE" "pmpi_comm_create" "pmpi_comm_create_" "pmpi_comm_create__" "PMPI_COMM_CREATE");
+fortran_names!(mpi_comm_create(comm: *mut Fint, group: *mut Fint, newcomm: *mut Fint, ierror: *mut Fint); "mpi_comm_create" "mpi_comm_create_" "mpi_comm_create__" "MPI_COMM_CREATE" "pmpi_comm_create" "pmpi_comm_create_" "pmpi_comm_create__" "PMPI_COMM_CREATE" "mpi_comm_create_f08_" "pmpir_comm_create_f08_");
 
 /// `MPI_COMM_CREATE_ERRHANDLER`: `MPI_Comm_create_errhandler` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -658,11 +915,11 @@ unsafe extern "C" fn mpi_comm_create_errhandler(comm_errhandler_fn: *const c_voi
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::comm::PMPI_Comm_create_errhandler(std::mem::transmute::<*const c_void, _>(comm_errhandler_fn), errhandler as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_comm_create_errhandler(comm_errhandler_fn: *const c_void, errhandler: *mut Fint, ierror: *mut Fint); "mpi_comm_create_errhandler" "mpi_comm_create_errhandler_" "mpi_comm_create_errhandler__" "MPI_COMM_CREATE_ERRHANDLER" "pmpi_comm_create_errhandler" "pmpi_comm_create_errhandler_" "pmpi_comm_create_errhandler__" "PMPI_COMM_CREATE_ERRHANDLER");
+fortran_names!(mpi_comm_create_errhandler(comm_errhandler_fn: *const c_void, errhandler: *mut Fint, ierror: *mut Fint); "mpi_comm_create_errhandler" "mpi_comm_create_errhandler_" "mpi_comm_create_errhandler__" "MPI_COMM_CREATE_ERRHANDLER" "pmpi_comm_create_errhandler" "pmpi_comm_create_errhandler_" "pmpi_comm_create_errhandler__" "PMPI_COMM_CREATE_ERRHANDLER" "mpi_comm_create_errhandler_f08_" "pmpir_comm_create_errhandler_f08_");
 
 /// `MPI_COMM_CREATE_FROM_GROUP`: `MPI_Comm_create_from_group` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -672,11 +929,11 @@ unsafe extern "C" fn mpi_comm_create_from_group(group: *mut Fint, stringtag: *mu
     unsafe {
         let stringtag_c = fortran::str_in(stringtag, stringtag_len);
         let rc = crate::session::PMPI_Comm_create_from_group(*group as _, stringtag_c.as_ptr() as _, *info as _, *errhandler as _, newcomm as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_comm_create_from_group(group: *mut Fint, stringtag: *mut c_char, info: *mut Fint, errhandler: *mut Fint, newcomm: *mut Fint, ierror: *mut Fint, stringtag_len: usize); "mpi_comm_create_from_group" "mpi_comm_create_from_group_" "mpi_comm_create_from_group__" "MPI_COMM_CREATE_FROM_GROUP" "pmpi_comm_create_from_group" "pmpi_comm_create_from_group_" "pmpi_comm_create_from_group__" "PMPI_COMM_CREATE_FROM_GROUP");
+fortran_names!(mpi_comm_create_from_group(group: *mut Fint, stringtag: *mut c_char, info: *mut Fint, errhandler: *mut Fint, newcomm: *mut Fint, ierror: *mut Fint, stringtag_len: usize); "mpi_comm_create_from_group" "mpi_comm_create_from_group_" "mpi_comm_create_from_group__" "MPI_COMM_CREATE_FROM_GROUP" "pmpi_comm_create_from_group" "pmpi_comm_create_from_group_" "pmpi_comm_create_from_group__" "PMPI_COMM_CREATE_FROM_GROUP" "mpi_comm_create_from_group_f08_" "pmpir_comm_create_from_group_f08_");
 
 /// `MPI_COMM_CREATE_GROUP`: `MPI_Comm_create_group` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -685,11 +942,11 @@ unsafe extern "C" fn mpi_comm_create_group(comm: *mut Fint, group: *mut Fint, ta
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::comm::PMPI_Comm_create_group(*comm as _, *group as _, *tag as _, newcomm as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_comm_create_group(comm: *mut Fint, group: *mut Fint, tag: *mut Fint, newcomm: *mut Fint, ierror: *mut Fint); "mpi_comm_create_group" "mpi_comm_create_group_" "mpi_comm_create_group__" "MPI_COMM_CREATE_GROUP" "pmpi_comm_create_group" "pmpi_comm_create_group_" "pmpi_comm_create_group__" "PMPI_COMM_CREATE_GROUP");
+fortran_names!(mpi_comm_create_group(comm: *mut Fint, group: *mut Fint, tag: *mut Fint, newcomm: *mut Fint, ierror: *mut Fint); "mpi_comm_create_group" "mpi_comm_create_group_" "mpi_comm_create_group__" "MPI_COMM_CREATE_GROUP" "pmpi_comm_create_group" "pmpi_comm_create_group_" "pmpi_comm_create_group__" "PMPI_COMM_CREATE_GROUP" "mpi_comm_create_group_f08_" "pmpir_comm_create_group_f08_");
 
 /// `MPI_COMM_DELETE_ATTR`: `MPI_Comm_delete_attr` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -698,11 +955,11 @@ unsafe extern "C" fn mpi_comm_delete_attr(comm: *mut Fint, comm_keyval: *mut Fin
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::comm::PMPI_Comm_delete_attr(*comm as _, fortran::keyval(*comm_keyval));
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_comm_delete_attr(comm: *mut Fint, comm_keyval: *mut Fint, ierror: *mut Fint); "mpi_comm_delete_attr" "mpi_comm_delete_attr_" "mpi_comm_delete_attr__" "MPI_COMM_DELETE_ATTR" "pmpi_comm_delete_attr" "pmpi_comm_delete_attr_" "pmpi_comm_delete_attr__" "PMPI_COMM_DELETE_ATTR");
+fortran_names!(mpi_comm_delete_attr(comm: *mut Fint, comm_keyval: *mut Fint, ierror: *mut Fint); "mpi_comm_delete_attr" "mpi_comm_delete_attr_" "mpi_comm_delete_attr__" "MPI_COMM_DELETE_ATTR" "pmpi_comm_delete_attr" "pmpi_comm_delete_attr_" "pmpi_comm_delete_attr__" "PMPI_COMM_DELETE_ATTR" "mpi_comm_delete_attr_f08_" "pmpir_comm_delete_attr_f08_");
 
 /// `MPI_COMM_DETACH_BUFFER`: not bound for Fortran (kumi does not implement it).
 unsafe extern "C" fn mpi_comm_detach_buffer(_comm: *mut Fint, _buffer_addr: *mut c_void, _size: *mut Fint, ierror: *mut Fint) {
@@ -710,7 +967,7 @@ unsafe extern "C" fn mpi_comm_detach_buffer(_comm: *mut Fint, _buffer_addr: *mut
     unsafe { fortran::unbound("MPI_COMM_DETACH_BUFFER", ierror) }
 }
 
-fortran_names!(mpi_comm_detach_buffer(_comm: *mut Fint, _buffer_addr: *mut c_void, _size: *mut Fint, ierror: *mut Fint); "mpi_comm_detach_buffer" "mpi_comm_detach_buffer_" "mpi_comm_detach_buffer__" "MPI_COMM_DETACH_BUFFER" "pmpi_comm_detach_buffer" "pmpi_comm_detach_buffer_" "pmpi_comm_detach_buffer__" "PMPI_COMM_DETACH_BUFFER");
+fortran_names!(mpi_comm_detach_buffer(_comm: *mut Fint, _buffer_addr: *mut c_void, _size: *mut Fint, ierror: *mut Fint); "mpi_comm_detach_buffer" "mpi_comm_detach_buffer_" "mpi_comm_detach_buffer__" "MPI_COMM_DETACH_BUFFER" "pmpi_comm_detach_buffer" "pmpi_comm_detach_buffer_" "pmpi_comm_detach_buffer__" "PMPI_COMM_DETACH_BUFFER" "mpi_comm_detach_buffer_f08_" "pmpir_comm_detach_buffer_f08_");
 
 /// `MPI_COMM_DISCONNECT`: `MPI_Comm_disconnect` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -719,11 +976,11 @@ unsafe extern "C" fn mpi_comm_disconnect(comm: *mut Fint, ierror: *mut Fint) {
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::comm::PMPI_Comm_disconnect(comm as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_comm_disconnect(comm: *mut Fint, ierror: *mut Fint); "mpi_comm_disconnect" "mpi_comm_disconnect_" "mpi_comm_disconnect__" "MPI_COMM_DISCONNECT" "pmpi_comm_disconnect" "pmpi_comm_disconnect_" "pmpi_comm_disconnect__" "PMPI_COMM_DISCONNECT");
+fortran_names!(mpi_comm_disconnect(comm: *mut Fint, ierror: *mut Fint); "mpi_comm_disconnect" "mpi_comm_disconnect_" "mpi_comm_disconnect__" "MPI_COMM_DISCONNECT" "pmpi_comm_disconnect" "pmpi_comm_disconnect_" "pmpi_comm_disconnect__" "PMPI_COMM_DISCONNECT" "mpi_comm_disconnect_f08_" "pmpir_comm_disconnect_f08_");
 
 /// `MPI_COMM_DUP`: `MPI_Comm_dup` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -732,11 +989,11 @@ unsafe extern "C" fn mpi_comm_dup(comm: *mut Fint, newcomm: *mut Fint, ierror: *
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::comm::PMPI_Comm_dup(*comm as _, newcomm as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_comm_dup(comm: *mut Fint, newcomm: *mut Fint, ierror: *mut Fint); "mpi_comm_dup" "mpi_comm_dup_" "mpi_comm_dup__" "MPI_COMM_DUP" "pmpi_comm_dup" "pmpi_comm_dup_" "pmpi_comm_dup__" "PMPI_COMM_DUP");
+fortran_names!(mpi_comm_dup(comm: *mut Fint, newcomm: *mut Fint, ierror: *mut Fint); "mpi_comm_dup" "mpi_comm_dup_" "mpi_comm_dup__" "MPI_COMM_DUP" "pmpi_comm_dup" "pmpi_comm_dup_" "pmpi_comm_dup__" "PMPI_COMM_DUP" "mpi_comm_dup_f08_" "pmpir_comm_dup_f08_");
 
 /// `MPI_COMM_DUP_WITH_INFO`: `MPI_Comm_dup_with_info` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -745,11 +1002,11 @@ unsafe extern "C" fn mpi_comm_dup_with_info(comm: *mut Fint, info: *mut Fint, ne
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::comm::PMPI_Comm_dup_with_info(*comm as _, *info as _, newcomm as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_comm_dup_with_info(comm: *mut Fint, info: *mut Fint, newcomm: *mut Fint, ierror: *mut Fint); "mpi_comm_dup_with_info" "mpi_comm_dup_with_info_" "mpi_comm_dup_with_info__" "MPI_COMM_DUP_WITH_INFO" "pmpi_comm_dup_with_info" "pmpi_comm_dup_with_info_" "pmpi_comm_dup_with_info__" "PMPI_COMM_DUP_WITH_INFO");
+fortran_names!(mpi_comm_dup_with_info(comm: *mut Fint, info: *mut Fint, newcomm: *mut Fint, ierror: *mut Fint); "mpi_comm_dup_with_info" "mpi_comm_dup_with_info_" "mpi_comm_dup_with_info__" "MPI_COMM_DUP_WITH_INFO" "pmpi_comm_dup_with_info" "pmpi_comm_dup_with_info_" "pmpi_comm_dup_with_info__" "PMPI_COMM_DUP_WITH_INFO" "mpi_comm_dup_with_info_f08_" "pmpir_comm_dup_with_info_f08_");
 
 /// `MPI_COMM_FLUSH_BUFFER`: not bound for Fortran (kumi does not implement it).
 unsafe extern "C" fn mpi_comm_flush_buffer(_comm: *mut Fint, ierror: *mut Fint) {
@@ -757,7 +1014,7 @@ unsafe extern "C" fn mpi_comm_flush_buffer(_comm: *mut Fint, ierror: *mut Fint) 
     unsafe { fortran::unbound("MPI_COMM_FLUSH_BUFFER", ierror) }
 }
 
-fortran_names!(mpi_comm_flush_buffer(_comm: *mut Fint, ierror: *mut Fint); "mpi_comm_flush_buffer" "mpi_comm_flush_buffer_" "mpi_comm_flush_buffer__" "MPI_COMM_FLUSH_BUFFER" "pmpi_comm_flush_buffer" "pmpi_comm_flush_buffer_" "pmpi_comm_flush_buffer__" "PMPI_COMM_FLUSH_BUFFER");
+fortran_names!(mpi_comm_flush_buffer(_comm: *mut Fint, ierror: *mut Fint); "mpi_comm_flush_buffer" "mpi_comm_flush_buffer_" "mpi_comm_flush_buffer__" "MPI_COMM_FLUSH_BUFFER" "pmpi_comm_flush_buffer" "pmpi_comm_flush_buffer_" "pmpi_comm_flush_buffer__" "PMPI_COMM_FLUSH_BUFFER" "mpi_comm_flush_buffer_f08_" "pmpir_comm_flush_buffer_f08_");
 
 /// `MPI_COMM_FREE`: `MPI_Comm_free` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -766,11 +1023,11 @@ unsafe extern "C" fn mpi_comm_free(comm: *mut Fint, ierror: *mut Fint) {
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::comm::PMPI_Comm_free(comm as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_comm_free(comm: *mut Fint, ierror: *mut Fint); "mpi_comm_free" "mpi_comm_free_" "mpi_comm_free__" "MPI_COMM_FREE" "pmpi_comm_free" "pmpi_comm_free_" "pmpi_comm_free__" "PMPI_COMM_FREE");
+fortran_names!(mpi_comm_free(comm: *mut Fint, ierror: *mut Fint); "mpi_comm_free" "mpi_comm_free_" "mpi_comm_free__" "MPI_COMM_FREE" "pmpi_comm_free" "pmpi_comm_free_" "pmpi_comm_free__" "PMPI_COMM_FREE" "mpi_comm_free_f08_" "pmpir_comm_free_f08_");
 
 /// `MPI_COMM_FREE_KEYVAL`: `MPI_Comm_free_keyval` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -779,11 +1036,11 @@ unsafe extern "C" fn mpi_comm_free_keyval(comm_keyval: *mut Fint, ierror: *mut F
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::comm::PMPI_Comm_free_keyval(comm_keyval as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_comm_free_keyval(comm_keyval: *mut Fint, ierror: *mut Fint); "mpi_comm_free_keyval" "mpi_comm_free_keyval_" "mpi_comm_free_keyval__" "MPI_COMM_FREE_KEYVAL" "pmpi_comm_free_keyval" "pmpi_comm_free_keyval_" "pmpi_comm_free_keyval__" "PMPI_COMM_FREE_KEYVAL");
+fortran_names!(mpi_comm_free_keyval(comm_keyval: *mut Fint, ierror: *mut Fint); "mpi_comm_free_keyval" "mpi_comm_free_keyval_" "mpi_comm_free_keyval__" "MPI_COMM_FREE_KEYVAL" "pmpi_comm_free_keyval" "pmpi_comm_free_keyval_" "pmpi_comm_free_keyval__" "PMPI_COMM_FREE_KEYVAL" "mpi_comm_free_keyval_f08_" "pmpir_comm_free_keyval_f08_");
 
 /// `MPI_COMM_GET_ATTR`: `MPI_Comm_get_attr` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -797,11 +1054,11 @@ unsafe extern "C" fn mpi_comm_get_attr(comm: *mut Fint, comm_keyval: *mut Fint, 
             fortran::attr_out(fortran::keyval(*comm_keyval), attribute_val, flag_c);
         }
         *flag = fortran::logical_out(flag_c);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_comm_get_attr(comm: *mut Fint, comm_keyval: *mut Fint, attribute_val: *mut i64, flag: *mut Fint, ierror: *mut Fint); "mpi_comm_get_attr" "mpi_comm_get_attr_" "mpi_comm_get_attr__" "MPI_COMM_GET_ATTR" "pmpi_comm_get_attr" "pmpi_comm_get_attr_" "pmpi_comm_get_attr__" "PMPI_COMM_GET_ATTR");
+fortran_names!(mpi_comm_get_attr(comm: *mut Fint, comm_keyval: *mut Fint, attribute_val: *mut i64, flag: *mut Fint, ierror: *mut Fint); "mpi_comm_get_attr" "mpi_comm_get_attr_" "mpi_comm_get_attr__" "MPI_COMM_GET_ATTR" "pmpi_comm_get_attr" "pmpi_comm_get_attr_" "pmpi_comm_get_attr__" "PMPI_COMM_GET_ATTR" "mpi_comm_get_attr_f08_" "pmpir_comm_get_attr_f08_");
 
 /// `MPI_COMM_GET_ERRHANDLER`: `MPI_Comm_get_errhandler` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -810,11 +1067,11 @@ unsafe extern "C" fn mpi_comm_get_errhandler(comm: *mut Fint, errhandler: *mut F
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::comm::PMPI_Comm_get_errhandler(*comm as _, errhandler as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_comm_get_errhandler(comm: *mut Fint, errhandler: *mut Fint, ierror: *mut Fint); "mpi_comm_get_errhandler" "mpi_comm_get_errhandler_" "mpi_comm_get_errhandler__" "MPI_COMM_GET_ERRHANDLER" "pmpi_comm_get_errhandler" "pmpi_comm_get_errhandler_" "pmpi_comm_get_errhandler__" "PMPI_COMM_GET_ERRHANDLER");
+fortran_names!(mpi_comm_get_errhandler(comm: *mut Fint, errhandler: *mut Fint, ierror: *mut Fint); "mpi_comm_get_errhandler" "mpi_comm_get_errhandler_" "mpi_comm_get_errhandler__" "MPI_COMM_GET_ERRHANDLER" "pmpi_comm_get_errhandler" "pmpi_comm_get_errhandler_" "pmpi_comm_get_errhandler__" "PMPI_COMM_GET_ERRHANDLER" "mpi_comm_get_errhandler_f08_" "pmpir_comm_get_errhandler_f08_");
 
 /// `MPI_COMM_GET_INFO`: `MPI_Comm_get_info` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -823,11 +1080,11 @@ unsafe extern "C" fn mpi_comm_get_info(comm: *mut Fint, info_used: *mut Fint, ie
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::comm::PMPI_Comm_get_info(*comm as _, info_used as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_comm_get_info(comm: *mut Fint, info_used: *mut Fint, ierror: *mut Fint); "mpi_comm_get_info" "mpi_comm_get_info_" "mpi_comm_get_info__" "MPI_COMM_GET_INFO" "pmpi_comm_get_info" "pmpi_comm_get_info_" "pmpi_comm_get_info__" "PMPI_COMM_GET_INFO");
+fortran_names!(mpi_comm_get_info(comm: *mut Fint, info_used: *mut Fint, ierror: *mut Fint); "mpi_comm_get_info" "mpi_comm_get_info_" "mpi_comm_get_info__" "MPI_COMM_GET_INFO" "pmpi_comm_get_info" "pmpi_comm_get_info_" "pmpi_comm_get_info__" "PMPI_COMM_GET_INFO" "mpi_comm_get_info_f08_" "pmpir_comm_get_info_f08_");
 
 /// `MPI_COMM_GET_NAME`: `MPI_Comm_get_name` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -838,11 +1095,11 @@ unsafe extern "C" fn mpi_comm_get_name(comm: *mut Fint, comm_name: *mut c_char, 
         let mut comm_name_c = fortran::str_buf(comm_name_len);
         let rc = crate::comm::PMPI_Comm_get_name(*comm as _, comm_name_c.as_mut_ptr() as _, resultlen as _);
         fortran::str_out(comm_name, comm_name_len, &comm_name_c);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_comm_get_name(comm: *mut Fint, comm_name: *mut c_char, resultlen: *mut Fint, ierror: *mut Fint, comm_name_len: usize); "mpi_comm_get_name" "mpi_comm_get_name_" "mpi_comm_get_name__" "MPI_COMM_GET_NAME" "pmpi_comm_get_name" "pmpi_comm_get_name_" "pmpi_comm_get_name__" "PMPI_COMM_GET_NAME");
+fortran_names!(mpi_comm_get_name(comm: *mut Fint, comm_name: *mut c_char, resultlen: *mut Fint, ierror: *mut Fint, comm_name_len: usize); "mpi_comm_get_name" "mpi_comm_get_name_" "mpi_comm_get_name__" "MPI_COMM_GET_NAME" "pmpi_comm_get_name" "pmpi_comm_get_name_" "pmpi_comm_get_name__" "PMPI_COMM_GET_NAME" "mpi_comm_get_name_f08_" "pmpir_comm_get_name_f08_");
 
 /// `MPI_COMM_GET_PARENT`: `MPI_Comm_get_parent` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -851,11 +1108,11 @@ unsafe extern "C" fn mpi_comm_get_parent(parent: *mut Fint, ierror: *mut Fint) {
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::comm::PMPI_Comm_get_parent(parent as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_comm_get_parent(parent: *mut Fint, ierror: *mut Fint); "mpi_comm_get_parent" "mpi_comm_get_parent_" "mpi_comm_get_parent__" "MPI_COMM_GET_PARENT" "pmpi_comm_get_parent" "pmpi_comm_get_parent_" "pmpi_comm_get_parent__" "PMPI_COMM_GET_PARENT");
+fortran_names!(mpi_comm_get_parent(parent: *mut Fint, ierror: *mut Fint); "mpi_comm_get_parent" "mpi_comm_get_parent_" "mpi_comm_get_parent__" "MPI_COMM_GET_PARENT" "pmpi_comm_get_parent" "pmpi_comm_get_parent_" "pmpi_comm_get_parent__" "PMPI_COMM_GET_PARENT" "mpi_comm_get_parent_f08_" "pmpir_comm_get_parent_f08_");
 
 /// `MPI_COMM_GROUP`: `MPI_Comm_group` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -864,11 +1121,11 @@ unsafe extern "C" fn mpi_comm_group(comm: *mut Fint, group: *mut Fint, ierror: *
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::comm::PMPI_Comm_group(*comm as _, group as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_comm_group(comm: *mut Fint, group: *mut Fint, ierror: *mut Fint); "mpi_comm_group" "mpi_comm_group_" "mpi_comm_group__" "MPI_COMM_GROUP" "pmpi_comm_group" "pmpi_comm_group_" "pmpi_comm_group__" "PMPI_COMM_GROUP");
+fortran_names!(mpi_comm_group(comm: *mut Fint, group: *mut Fint, ierror: *mut Fint); "mpi_comm_group" "mpi_comm_group_" "mpi_comm_group__" "MPI_COMM_GROUP" "pmpi_comm_group" "pmpi_comm_group_" "pmpi_comm_group__" "PMPI_COMM_GROUP" "mpi_comm_group_f08_" "pmpir_comm_group_f08_");
 
 /// `MPI_COMM_IDUP`: `MPI_Comm_idup` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -877,11 +1134,11 @@ unsafe extern "C" fn mpi_comm_idup(comm: *mut Fint, newcomm: *mut Fint, request:
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::comm::PMPI_Comm_idup(*comm as _, newcomm as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_comm_idup(comm: *mut Fint, newcomm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_comm_idup" "mpi_comm_idup_" "mpi_comm_idup__" "MPI_COMM_IDUP" "pmpi_comm_idup" "pmpi_comm_idup_" "pmpi_comm_idup__" "PMPI_COMM_IDUP");
+fortran_names!(mpi_comm_idup(comm: *mut Fint, newcomm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_comm_idup" "mpi_comm_idup_" "mpi_comm_idup__" "MPI_COMM_IDUP" "pmpi_comm_idup" "pmpi_comm_idup_" "pmpi_comm_idup__" "PMPI_COMM_IDUP" "mpi_comm_idup_f08_" "pmpir_comm_idup_f08_");
 
 /// `MPI_COMM_IDUP_WITH_INFO`: `MPI_Comm_idup_with_info` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -890,11 +1147,11 @@ unsafe extern "C" fn mpi_comm_idup_with_info(comm: *mut Fint, info: *mut Fint, n
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::comm::PMPI_Comm_idup_with_info(*comm as _, *info as _, newcomm as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_comm_idup_with_info(comm: *mut Fint, info: *mut Fint, newcomm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_comm_idup_with_info" "mpi_comm_idup_with_info_" "mpi_comm_idup_with_info__" "MPI_COMM_IDUP_WITH_INFO" "pmpi_comm_idup_with_info" "pmpi_comm_idup_with_info_" "pmpi_comm_idup_with_info__" "PMPI_COMM_IDUP_WITH_INFO");
+fortran_names!(mpi_comm_idup_with_info(comm: *mut Fint, info: *mut Fint, newcomm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_comm_idup_with_info" "mpi_comm_idup_with_info_" "mpi_comm_idup_with_info__" "MPI_COMM_IDUP_WITH_INFO" "pmpi_comm_idup_with_info" "pmpi_comm_idup_with_info_" "pmpi_comm_idup_with_info__" "PMPI_COMM_IDUP_WITH_INFO" "mpi_comm_idup_with_info_f08_" "pmpir_comm_idup_with_info_f08_");
 
 /// `MPI_COMM_IFLUSH_BUFFER`: not bound for Fortran (kumi does not implement it).
 unsafe extern "C" fn mpi_comm_iflush_buffer(_comm: *mut Fint, _request: *mut Fint, ierror: *mut Fint) {
@@ -902,7 +1159,7 @@ unsafe extern "C" fn mpi_comm_iflush_buffer(_comm: *mut Fint, _request: *mut Fin
     unsafe { fortran::unbound("MPI_COMM_IFLUSH_BUFFER", ierror) }
 }
 
-fortran_names!(mpi_comm_iflush_buffer(_comm: *mut Fint, _request: *mut Fint, ierror: *mut Fint); "mpi_comm_iflush_buffer" "mpi_comm_iflush_buffer_" "mpi_comm_iflush_buffer__" "MPI_COMM_IFLUSH_BUFFER" "pmpi_comm_iflush_buffer" "pmpi_comm_iflush_buffer_" "pmpi_comm_iflush_buffer__" "PMPI_COMM_IFLUSH_BUFFER");
+fortran_names!(mpi_comm_iflush_buffer(_comm: *mut Fint, _request: *mut Fint, ierror: *mut Fint); "mpi_comm_iflush_buffer" "mpi_comm_iflush_buffer_" "mpi_comm_iflush_buffer__" "MPI_COMM_IFLUSH_BUFFER" "pmpi_comm_iflush_buffer" "pmpi_comm_iflush_buffer_" "pmpi_comm_iflush_buffer__" "PMPI_COMM_IFLUSH_BUFFER" "mpi_comm_iflush_buffer_f08_" "pmpir_comm_iflush_buffer_f08_");
 
 /// `MPI_COMM_JOIN`: not bound for Fortran (kumi does not implement it).
 unsafe extern "C" fn mpi_comm_join(_fd: *mut Fint, _intercomm: *mut Fint, ierror: *mut Fint) {
@@ -910,7 +1167,7 @@ unsafe extern "C" fn mpi_comm_join(_fd: *mut Fint, _intercomm: *mut Fint, ierror
     unsafe { fortran::unbound("MPI_COMM_JOIN", ierror) }
 }
 
-fortran_names!(mpi_comm_join(_fd: *mut Fint, _intercomm: *mut Fint, ierror: *mut Fint); "mpi_comm_join" "mpi_comm_join_" "mpi_comm_join__" "MPI_COMM_JOIN" "pmpi_comm_join" "pmpi_comm_join_" "pmpi_comm_join__" "PMPI_COMM_JOIN");
+fortran_names!(mpi_comm_join(_fd: *mut Fint, _intercomm: *mut Fint, ierror: *mut Fint); "mpi_comm_join" "mpi_comm_join_" "mpi_comm_join__" "MPI_COMM_JOIN" "pmpi_comm_join" "pmpi_comm_join_" "pmpi_comm_join__" "PMPI_COMM_JOIN" "mpi_comm_join_f08_" "pmpir_comm_join_f08_");
 
 /// `MPI_COMM_RANK`: `MPI_Comm_rank` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -919,11 +1176,11 @@ unsafe extern "C" fn mpi_comm_rank(comm: *mut Fint, rank: *mut Fint, ierror: *mu
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::comm::PMPI_Comm_rank(*comm as _, rank as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_comm_rank(comm: *mut Fint, rank: *mut Fint, ierror: *mut Fint); "mpi_comm_rank" "mpi_comm_rank_" "mpi_comm_rank__" "MPI_COMM_RANK" "pmpi_comm_rank" "pmpi_comm_rank_" "pmpi_comm_rank__" "PMPI_COMM_RANK");
+fortran_names!(mpi_comm_rank(comm: *mut Fint, rank: *mut Fint, ierror: *mut Fint); "mpi_comm_rank" "mpi_comm_rank_" "mpi_comm_rank__" "MPI_COMM_RANK" "pmpi_comm_rank" "pmpi_comm_rank_" "pmpi_comm_rank__" "PMPI_COMM_RANK" "mpi_comm_rank_f08_" "pmpir_comm_rank_f08_");
 
 /// `MPI_COMM_REMOTE_GROUP`: `MPI_Comm_remote_group` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -932,11 +1189,11 @@ unsafe extern "C" fn mpi_comm_remote_group(comm: *mut Fint, group: *mut Fint, ie
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::comm::PMPI_Comm_remote_group(*comm as _, group as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_comm_remote_group(comm: *mut Fint, group: *mut Fint, ierror: *mut Fint); "mpi_comm_remote_group" "mpi_comm_remote_group_" "mpi_comm_remote_group__" "MPI_COMM_REMOTE_GROUP" "pmpi_comm_remote_group" "pmpi_comm_remote_group_" "pmpi_comm_remote_group__" "PMPI_COMM_REMOTE_GROUP");
+fortran_names!(mpi_comm_remote_group(comm: *mut Fint, group: *mut Fint, ierror: *mut Fint); "mpi_comm_remote_group" "mpi_comm_remote_group_" "mpi_comm_remote_group__" "MPI_COMM_REMOTE_GROUP" "pmpi_comm_remote_group" "pmpi_comm_remote_group_" "pmpi_comm_remote_group__" "PMPI_COMM_REMOTE_GROUP" "mpi_comm_remote_group_f08_" "pmpir_comm_remote_group_f08_");
 
 /// `MPI_COMM_REMOTE_SIZE`: `MPI_Comm_remote_size` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -945,11 +1202,11 @@ unsafe extern "C" fn mpi_comm_remote_size(comm: *mut Fint, size: *mut Fint, ierr
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::comm::PMPI_Comm_remote_size(*comm as _, size as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_comm_remote_size(comm: *mut Fint, size: *mut Fint, ierror: *mut Fint); "mpi_comm_remote_size" "mpi_comm_remote_size_" "mpi_comm_remote_size__" "MPI_COMM_REMOTE_SIZE" "pmpi_comm_remote_size" "pmpi_comm_remote_size_" "pmpi_comm_remote_size__" "PMPI_COMM_REMOTE_SIZE");
+fortran_names!(mpi_comm_remote_size(comm: *mut Fint, size: *mut Fint, ierror: *mut Fint); "mpi_comm_remote_size" "mpi_comm_remote_size_" "mpi_comm_remote_size__" "MPI_COMM_REMOTE_SIZE" "pmpi_comm_remote_size" "pmpi_comm_remote_size_" "pmpi_comm_remote_size__" "PMPI_COMM_REMOTE_SIZE" "mpi_comm_remote_size_f08_" "pmpir_comm_remote_size_f08_");
 
 /// `MPI_COMM_SET_ATTR`: `MPI_Comm_set_attr` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -958,11 +1215,11 @@ unsafe extern "C" fn mpi_comm_set_attr(comm: *mut Fint, comm_keyval: *mut Fint, 
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::comm::PMPI_Comm_set_attr(*comm as _, fortran::keyval(*comm_keyval), *attribute_val as isize as *mut c_void);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_comm_set_attr(comm: *mut Fint, comm_keyval: *mut Fint, attribute_val: *mut i64, ierror: *mut Fint); "mpi_comm_set_attr" "mpi_comm_set_attr_" "mpi_comm_set_attr__" "MPI_COMM_SET_ATTR" "pmpi_comm_set_attr" "pmpi_comm_set_attr_" "pmpi_comm_set_attr__" "PMPI_COMM_SET_ATTR");
+fortran_names!(mpi_comm_set_attr(comm: *mut Fint, comm_keyval: *mut Fint, attribute_val: *mut i64, ierror: *mut Fint); "mpi_comm_set_attr" "mpi_comm_set_attr_" "mpi_comm_set_attr__" "MPI_COMM_SET_ATTR" "pmpi_comm_set_attr" "pmpi_comm_set_attr_" "pmpi_comm_set_attr__" "PMPI_COMM_SET_ATTR" "mpi_comm_set_attr_f08_" "pmpir_comm_set_attr_f08_");
 
 /// `MPI_COMM_SET_ERRHANDLER`: `MPI_Comm_set_errhandler` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -971,11 +1228,11 @@ unsafe extern "C" fn mpi_comm_set_errhandler(comm: *mut Fint, errhandler: *mut F
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::comm::PMPI_Comm_set_errhandler(*comm as _, *errhandler as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_comm_set_errhandler(comm: *mut Fint, errhandler: *mut Fint, ierror: *mut Fint); "mpi_comm_set_errhandler" "mpi_comm_set_errhandler_" "mpi_comm_set_errhandler__" "MPI_COMM_SET_ERRHANDLER" "pmpi_comm_set_errhandler" "pmpi_comm_set_errhandler_" "pmpi_comm_set_errhandler__" "PMPI_COMM_SET_ERRHANDLER");
+fortran_names!(mpi_comm_set_errhandler(comm: *mut Fint, errhandler: *mut Fint, ierror: *mut Fint); "mpi_comm_set_errhandler" "mpi_comm_set_errhandler_" "mpi_comm_set_errhandler__" "MPI_COMM_SET_ERRHANDLER" "pmpi_comm_set_errhandler" "pmpi_comm_set_errhandler_" "pmpi_comm_set_errhandler__" "PMPI_COMM_SET_ERRHANDLER" "mpi_comm_set_errhandler_f08_" "pmpir_comm_set_errhandler_f08_");
 
 /// `MPI_COMM_SET_INFO`: `MPI_Comm_set_info` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -984,11 +1241,11 @@ unsafe extern "C" fn mpi_comm_set_info(comm: *mut Fint, info: *mut Fint, ierror:
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::comm::PMPI_Comm_set_info(*comm as _, *info as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_comm_set_info(comm: *mut Fint, info: *mut Fint, ierror: *mut Fint); "mpi_comm_set_info" "mpi_comm_set_info_" "mpi_comm_set_info__" "MPI_COMM_SET_INFO" "pmpi_comm_set_info" "pmpi_comm_set_info_" "pmpi_comm_set_info__" "PMPI_COMM_SET_INFO");
+fortran_names!(mpi_comm_set_info(comm: *mut Fint, info: *mut Fint, ierror: *mut Fint); "mpi_comm_set_info" "mpi_comm_set_info_" "mpi_comm_set_info__" "MPI_COMM_SET_INFO" "pmpi_comm_set_info" "pmpi_comm_set_info_" "pmpi_comm_set_info__" "PMPI_COMM_SET_INFO" "mpi_comm_set_info_f08_" "pmpir_comm_set_info_f08_");
 
 /// `MPI_COMM_SET_NAME`: `MPI_Comm_set_name` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -998,11 +1255,11 @@ unsafe extern "C" fn mpi_comm_set_name(comm: *mut Fint, comm_name: *mut c_char, 
     unsafe {
         let comm_name_c = fortran::str_in(comm_name, comm_name_len);
         let rc = crate::comm::PMPI_Comm_set_name(*comm as _, comm_name_c.as_ptr() as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_comm_set_name(comm: *mut Fint, comm_name: *mut c_char, ierror: *mut Fint, comm_name_len: usize); "mpi_comm_set_name" "mpi_comm_set_name_" "mpi_comm_set_name__" "MPI_COMM_SET_NAME" "pmpi_comm_set_name" "pmpi_comm_set_name_" "pmpi_comm_set_name__" "PMPI_COMM_SET_NAME");
+fortran_names!(mpi_comm_set_name(comm: *mut Fint, comm_name: *mut c_char, ierror: *mut Fint, comm_name_len: usize); "mpi_comm_set_name" "mpi_comm_set_name_" "mpi_comm_set_name__" "MPI_COMM_SET_NAME" "pmpi_comm_set_name" "pmpi_comm_set_name_" "pmpi_comm_set_name__" "PMPI_COMM_SET_NAME" "mpi_comm_set_name_f08_" "pmpir_comm_set_name_f08_");
 
 /// `MPI_COMM_SIZE`: `MPI_Comm_size` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -1011,11 +1268,11 @@ unsafe extern "C" fn mpi_comm_size(comm: *mut Fint, size: *mut Fint, ierror: *mu
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::comm::PMPI_Comm_size(*comm as _, size as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_comm_size(comm: *mut Fint, size: *mut Fint, ierror: *mut Fint); "mpi_comm_size" "mpi_comm_size_" "mpi_comm_size__" "MPI_COMM_SIZE" "pmpi_comm_size" "pmpi_comm_size_" "pmpi_comm_size__" "PMPI_COMM_SIZE");
+fortran_names!(mpi_comm_size(comm: *mut Fint, size: *mut Fint, ierror: *mut Fint); "mpi_comm_size" "mpi_comm_size_" "mpi_comm_size__" "MPI_COMM_SIZE" "pmpi_comm_size" "pmpi_comm_size_" "pmpi_comm_size__" "PMPI_COMM_SIZE" "mpi_comm_size_f08_" "pmpir_comm_size_f08_");
 
 /// `MPI_COMM_SPAWN`: not bound for Fortran (kumi does not implement it).
 unsafe extern "C" fn mpi_comm_spawn(_command: *mut c_char, _argv: *mut c_char, _maxprocs: *mut Fint, _info: *mut Fint, _root: *mut Fint, _comm: *mut Fint, _intercomm: *mut Fint, _array_of_errcodes: *mut Fint, ierror: *mut Fint, _command_len: usize, _argv_len: usize) {
@@ -1023,7 +1280,7 @@ unsafe extern "C" fn mpi_comm_spawn(_command: *mut c_char, _argv: *mut c_char, _
     unsafe { fortran::unbound("MPI_COMM_SPAWN", ierror) }
 }
 
-fortran_names!(mpi_comm_spawn(_command: *mut c_char, _argv: *mut c_char, _maxprocs: *mut Fint, _info: *mut Fint, _root: *mut Fint, _comm: *mut Fint, _intercomm: *mut Fint, _array_of_errcodes: *mut Fint, ierror: *mut Fint, _command_len: usize, _argv_len: usize); "mpi_comm_spawn" "mpi_comm_spawn_" "mpi_comm_spawn__" "MPI_COMM_SPAWN" "pmpi_comm_spawn" "pmpi_comm_spawn_" "pmpi_comm_spawn__" "PMPI_COMM_SPAWN");
+fortran_names!(mpi_comm_spawn(_command: *mut c_char, _argv: *mut c_char, _maxprocs: *mut Fint, _info: *mut Fint, _root: *mut Fint, _comm: *mut Fint, _intercomm: *mut Fint, _array_of_errcodes: *mut Fint, ierror: *mut Fint, _command_len: usize, _argv_len: usize); "mpi_comm_spawn" "mpi_comm_spawn_" "mpi_comm_spawn__" "MPI_COMM_SPAWN" "pmpi_comm_spawn" "pmpi_comm_spawn_" "pmpi_comm_spawn__" "PMPI_COMM_SPAWN" "mpi_comm_spawn_f08_" "pmpir_comm_spawn_f08_");
 
 /// `MPI_COMM_SPAWN_MULTIPLE`: not bound for Fortran (kumi does not implement it).
 unsafe extern "C" fn mpi_comm_spawn_multiple(_count: *mut Fint, _array_of_commands: *mut c_char, _array_of_argv: *mut c_char, _array_of_maxprocs: *mut Fint, _array_of_info: *mut Fint, _root: *mut Fint, _comm: *mut Fint, _intercomm: *mut Fint, _array_of_errcodes: *mut Fint, ierror: *mut Fint, _array_of_commands_len: usize, _array_of_argv_len: usize) {
@@ -1031,7 +1288,7 @@ unsafe extern "C" fn mpi_comm_spawn_multiple(_count: *mut Fint, _array_of_comman
     unsafe { fortran::unbound("MPI_COMM_SPAWN_MULTIPLE", ierror) }
 }
 
-fortran_names!(mpi_comm_spawn_multiple(_count: *mut Fint, _array_of_commands: *mut c_char, _array_of_argv: *mut c_char, _array_of_maxprocs: *mut Fint, _array_of_info: *mut Fint, _root: *mut Fint, _comm: *mut Fint, _intercomm: *mut Fint, _array_of_errcodes: *mut Fint, ierror: *mut Fint, _array_of_commands_len: usize, _array_of_argv_len: usize); "mpi_comm_spawn_multiple" "mpi_comm_spawn_multiple_" "mpi_comm_spawn_multiple__" "MPI_COMM_SPAWN_MULTIPLE" "pmpi_comm_spawn_multiple" "pmpi_comm_spawn_multiple_" "pmpi_comm_spawn_multiple__" "PMPI_COMM_SPAWN_MULTIPLE");
+fortran_names!(mpi_comm_spawn_multiple(_count: *mut Fint, _array_of_commands: *mut c_char, _array_of_argv: *mut c_char, _array_of_maxprocs: *mut Fint, _array_of_info: *mut Fint, _root: *mut Fint, _comm: *mut Fint, _intercomm: *mut Fint, _array_of_errcodes: *mut Fint, ierror: *mut Fint, _array_of_commands_len: usize, _array_of_argv_len: usize); "mpi_comm_spawn_multiple" "mpi_comm_spawn_multiple_" "mpi_comm_spawn_multiple__" "MPI_COMM_SPAWN_MULTIPLE" "pmpi_comm_spawn_multiple" "pmpi_comm_spawn_multiple_" "pmpi_comm_spawn_multiple__" "PMPI_COMM_SPAWN_MULTIPLE" "mpi_comm_spawn_multiple_f08_" "pmpir_comm_spawn_multiple_f08_");
 
 /// `MPI_COMM_SPLIT`: `MPI_Comm_split` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -1040,11 +1297,11 @@ unsafe extern "C" fn mpi_comm_split(comm: *mut Fint, color: *mut Fint, key: *mut
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::comm::PMPI_Comm_split(*comm as _, *color as _, *key as _, newcomm as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_comm_split(comm: *mut Fint, color: *mut Fint, key: *mut Fint, newcomm: *mut Fint, ierror: *mut Fint); "mpi_comm_split" "mpi_comm_split_" "mpi_comm_split__" "MPI_COMM_SPLIT" "pmpi_comm_split" "pmpi_comm_split_" "pmpi_comm_split__" "PMPI_COMM_SPLIT");
+fortran_names!(mpi_comm_split(comm: *mut Fint, color: *mut Fint, key: *mut Fint, newcomm: *mut Fint, ierror: *mut Fint); "mpi_comm_split" "mpi_comm_split_" "mpi_comm_split__" "MPI_COMM_SPLIT" "pmpi_comm_split" "pmpi_comm_split_" "pmpi_comm_split__" "PMPI_COMM_SPLIT" "mpi_comm_split_f08_" "pmpir_comm_split_f08_");
 
 /// `MPI_COMM_SPLIT_TYPE`: `MPI_Comm_split_type` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -1053,11 +1310,11 @@ unsafe extern "C" fn mpi_comm_split_type(comm: *mut Fint, split_type: *mut Fint,
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::comm::PMPI_Comm_split_type(*comm as _, *split_type as _, *key as _, *info as _, newcomm as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_comm_split_type(comm: *mut Fint, split_type: *mut Fint, key: *mut Fint, info: *mut Fint, newcomm: *mut Fint, ierror: *mut Fint); "mpi_comm_split_type" "mpi_comm_split_type_" "mpi_comm_split_type__" "MPI_COMM_SPLIT_TYPE" "pmpi_comm_split_type" "pmpi_comm_split_type_" "pmpi_comm_split_type__" "PMPI_COMM_SPLIT_TYPE");
+fortran_names!(mpi_comm_split_type(comm: *mut Fint, split_type: *mut Fint, key: *mut Fint, info: *mut Fint, newcomm: *mut Fint, ierror: *mut Fint); "mpi_comm_split_type" "mpi_comm_split_type_" "mpi_comm_split_type__" "MPI_COMM_SPLIT_TYPE" "pmpi_comm_split_type" "pmpi_comm_split_type_" "pmpi_comm_split_type__" "PMPI_COMM_SPLIT_TYPE" "mpi_comm_split_type_f08_" "pmpir_comm_split_type_f08_");
 
 /// `MPI_COMM_TEST_INTER`: `MPI_Comm_test_inter` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -1068,11 +1325,11 @@ unsafe extern "C" fn mpi_comm_test_inter(comm: *mut Fint, flag: *mut Fint, ierro
         let mut flag_c: c_int = 0;
         let rc = crate::comm::PMPI_Comm_test_inter(*comm as _, &mut flag_c);
         *flag = fortran::logical_out(flag_c);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_comm_test_inter(comm: *mut Fint, flag: *mut Fint, ierror: *mut Fint); "mpi_comm_test_inter" "mpi_comm_test_inter_" "mpi_comm_test_inter__" "MPI_COMM_TEST_INTER" "pmpi_comm_test_inter" "pmpi_comm_test_inter_" "pmpi_comm_test_inter__" "PMPI_COMM_TEST_INTER");
+fortran_names!(mpi_comm_test_inter(comm: *mut Fint, flag: *mut Fint, ierror: *mut Fint); "mpi_comm_test_inter" "mpi_comm_test_inter_" "mpi_comm_test_inter__" "MPI_COMM_TEST_INTER" "pmpi_comm_test_inter" "pmpi_comm_test_inter_" "pmpi_comm_test_inter__" "PMPI_COMM_TEST_INTER" "mpi_comm_test_inter_f08_" "pmpir_comm_test_inter_f08_");
 
 /// `MPI_COMPARE_AND_SWAP`: `MPI_Compare_and_swap` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -1081,10 +1338,24 @@ unsafe extern "C" fn mpi_compare_and_swap(origin_addr: *mut c_void, compare_addr
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::win::PMPI_Compare_and_swap(fortran::buf(origin_addr) as _, fortran::buf(compare_addr) as _, fortran::buf(result_addr) as _, *datatype as _, *target_rank as _, *target_disp as _, *win as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_COMPARE_AND_SWAP` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_compare_and_swap_f08ts(origin_addr: *const fortran::f08::Desc, compare_addr: *const fortran::f08::Desc, result_addr: *const fortran::f08::Desc, datatype: *mut Fint, target_rank: *mut Fint, target_disp: *mut i64, win: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let origin_addr_s = match fortran::f08::Section::contiguous("MPI_COMPARE_AND_SWAP", origin_addr) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let compare_addr_s = match fortran::f08::Section::contiguous("MPI_COMPARE_AND_SWAP", compare_addr) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let result_addr_s = match fortran::f08::Section::contiguous("MPI_COMPARE_AND_SWAP", result_addr) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_compare_and_swap(origin_addr_s.addr(), compare_addr_s.addr(), result_addr_s.addr(), datatype, target_rank, target_disp, win, ierror);
+    }
+}
+
+fortran_names!(mpi_compare_and_swap_f08ts(origin_addr: *const fortran::f08::Desc, compare_addr: *const fortran::f08::Desc, result_addr: *const fortran::f08::Desc, datatype: *mut Fint, target_rank: *mut Fint, target_disp: *mut i64, win: *mut Fint, ierror: *mut Fint); "mpi_compare_and_swap_f08ts_" "pmpir_compare_and_swap_f08ts_");
 fortran_names!(mpi_compare_and_swap(origin_addr: *mut c_void, compare_addr: *mut c_void, result_addr: *mut c_void, datatype: *mut Fint, target_rank: *mut Fint, target_disp: *mut i64, win: *mut Fint, ierror: *mut Fint); "mpi_compare_and_swap" "mpi_compare_and_swap_" "mpi_compare_and_swap__" "MPI_COMPARE_AND_SWAP" "pmpi_compare_and_swap" "pmpi_compare_and_swap_" "pmpi_compare_and_swap__" "PMPI_COMPARE_AND_SWAP");
 
 /// `MPI_DIMS_CREATE`: `MPI_Dims_create` for Fortran.
@@ -1094,11 +1365,11 @@ unsafe extern "C" fn mpi_dims_create(nnodes: *mut Fint, ndims: *mut Fint, dims: 
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::comm::PMPI_Dims_create(*nnodes as _, *ndims as _, dims as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_dims_create(nnodes: *mut Fint, ndims: *mut Fint, dims: *mut Fint, ierror: *mut Fint); "mpi_dims_create" "mpi_dims_create_" "mpi_dims_create__" "MPI_DIMS_CREATE" "pmpi_dims_create" "pmpi_dims_create_" "pmpi_dims_create__" "PMPI_DIMS_CREATE");
+fortran_names!(mpi_dims_create(nnodes: *mut Fint, ndims: *mut Fint, dims: *mut Fint, ierror: *mut Fint); "mpi_dims_create" "mpi_dims_create_" "mpi_dims_create__" "MPI_DIMS_CREATE" "pmpi_dims_create" "pmpi_dims_create_" "pmpi_dims_create__" "PMPI_DIMS_CREATE" "mpi_dims_create_f08_" "pmpir_dims_create_f08_");
 
 /// `MPI_DIST_GRAPH_CREATE`: `MPI_Dist_graph_create` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -1107,11 +1378,11 @@ unsafe extern "C" fn mpi_dist_graph_create(comm_old: *mut Fint, n: *mut Fint, so
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::comm::PMPI_Dist_graph_create(*comm_old as _, *n as _, sources as _, degrees as _, destinations as _, fortran::weights(weights), *info as _, fortran::logical_in(*reorder), comm_dist_graph as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_dist_graph_create(comm_old: *mut Fint, n: *mut Fint, sources: *mut Fint, degrees: *mut Fint, destinations: *mut Fint, weights: *mut Fint, info: *mut Fint, reorder: *mut Fint, comm_dist_graph: *mut Fint, ierror: *mut Fint); "mpi_dist_graph_create" "mpi_dist_graph_create_" "mpi_dist_graph_create__" "MPI_DIST_GRAPH_CREATE" "pmpi_dist_graph_create" "pmpi_dist_graph_create_" "pmpi_dist_graph_create__" "PMPI_DIST_GRAPH_CREATE");
+fortran_names!(mpi_dist_graph_create(comm_old: *mut Fint, n: *mut Fint, sources: *mut Fint, degrees: *mut Fint, destinations: *mut Fint, weights: *mut Fint, info: *mut Fint, reorder: *mut Fint, comm_dist_graph: *mut Fint, ierror: *mut Fint); "mpi_dist_graph_create" "mpi_dist_graph_create_" "mpi_dist_graph_create__" "MPI_DIST_GRAPH_CREATE" "pmpi_dist_graph_create" "pmpi_dist_graph_create_" "pmpi_dist_graph_create__" "PMPI_DIST_GRAPH_CREATE" "mpi_dist_graph_create_f08_" "pmpir_dist_graph_create_f08_");
 
 /// `MPI_DIST_GRAPH_CREATE_ADJACENT`: `MPI_Dist_graph_create_adjacent` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -1120,11 +1391,11 @@ unsafe extern "C" fn mpi_dist_graph_create_adjacent(comm_old: *mut Fint, indegre
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::comm::PMPI_Dist_graph_create_adjacent(*comm_old as _, *indegree as _, sources as _, fortran::weights(sourceweights), *outdegree as _, destinations as _, fortran::weights(destweights), *info as _, fortran::logical_in(*reorder), comm_dist_graph as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_dist_graph_create_adjacent(comm_old: *mut Fint, indegree: *mut Fint, sources: *mut Fint, sourceweights: *mut Fint, outdegree: *mut Fint, destinations: *mut Fint, destweights: *mut Fint, info: *mut Fint, reorder: *mut Fint, comm_dist_graph: *mut Fint, ierror: *mut Fint); "mpi_dist_graph_create_adjacent" "mpi_dist_graph_create_adjacent_" "mpi_dist_graph_create_adjacent__" "MPI_DIST_GRAPH_CREATE_ADJACENT" "pmpi_dist_graph_create_adjacent" "pmpi_dist_graph_create_adjacent_" "pmpi_dist_graph_create_adjacent__" "PMPI_DIST_GRAPH_CREATE_ADJACENT");
+fortran_names!(mpi_dist_graph_create_adjacent(comm_old: *mut Fint, indegree: *mut Fint, sources: *mut Fint, sourceweights: *mut Fint, outdegree: *mut Fint, destinations: *mut Fint, destweights: *mut Fint, info: *mut Fint, reorder: *mut Fint, comm_dist_graph: *mut Fint, ierror: *mut Fint); "mpi_dist_graph_create_adjacent" "mpi_dist_graph_create_adjacent_" "mpi_dist_graph_create_adjacent__" "MPI_DIST_GRAPH_CREATE_ADJACENT" "pmpi_dist_graph_create_adjacent" "pmpi_dist_graph_create_adjacent_" "pmpi_dist_graph_create_adjacent__" "PMPI_DIST_GRAPH_CREATE_ADJACENT" "mpi_dist_graph_create_adjacent_f08_" "pmpir_dist_graph_create_adjacent_f08_");
 
 /// `MPI_DIST_GRAPH_NEIGHBORS`: `MPI_Dist_graph_neighbors` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -1133,11 +1404,11 @@ unsafe extern "C" fn mpi_dist_graph_neighbors(comm: *mut Fint, maxindegree: *mut
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::comm::PMPI_Dist_graph_neighbors(*comm as _, *maxindegree as _, sources as _, fortran::weights(sourceweights), *maxoutdegree as _, destinations as _, fortran::weights(destweights));
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_dist_graph_neighbors(comm: *mut Fint, maxindegree: *mut Fint, sources: *mut Fint, sourceweights: *mut Fint, maxoutdegree: *mut Fint, destinations: *mut Fint, destweights: *mut Fint, ierror: *mut Fint); "mpi_dist_graph_neighbors" "mpi_dist_graph_neighbors_" "mpi_dist_graph_neighbors__" "MPI_DIST_GRAPH_NEIGHBORS" "pmpi_dist_graph_neighbors" "pmpi_dist_graph_neighbors_" "pmpi_dist_graph_neighbors__" "PMPI_DIST_GRAPH_NEIGHBORS");
+fortran_names!(mpi_dist_graph_neighbors(comm: *mut Fint, maxindegree: *mut Fint, sources: *mut Fint, sourceweights: *mut Fint, maxoutdegree: *mut Fint, destinations: *mut Fint, destweights: *mut Fint, ierror: *mut Fint); "mpi_dist_graph_neighbors" "mpi_dist_graph_neighbors_" "mpi_dist_graph_neighbors__" "MPI_DIST_GRAPH_NEIGHBORS" "pmpi_dist_graph_neighbors" "pmpi_dist_graph_neighbors_" "pmpi_dist_graph_neighbors__" "PMPI_DIST_GRAPH_NEIGHBORS" "mpi_dist_graph_neighbors_f08_" "pmpir_dist_graph_neighbors_f08_");
 
 /// `MPI_DIST_GRAPH_NEIGHBORS_COUNT`: `MPI_Dist_graph_neighbors_count` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -1148,11 +1419,11 @@ unsafe extern "C" fn mpi_dist_graph_neighbors_count(comm: *mut Fint, indegree: *
         let mut weighted_c: c_int = 0;
         let rc = crate::comm::PMPI_Dist_graph_neighbors_count(*comm as _, indegree as _, outdegree as _, &mut weighted_c);
         *weighted = fortran::logical_out(weighted_c);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_dist_graph_neighbors_count(comm: *mut Fint, indegree: *mut Fint, outdegree: *mut Fint, weighted: *mut Fint, ierror: *mut Fint); "mpi_dist_graph_neighbors_count" "mpi_dist_graph_neighbors_count_" "mpi_dist_graph_neighbors_count__" "MPI_DIST_GRAPH_NEIGHBORS_COUNT" "pmpi_dist_graph_neighbors_count" "pmpi_dist_graph_neighbors_count_" "pmpi_dist_graph_neighbors_count__" "PMPI_DIST_GRAPH_NEIGHBORS_COUNT");
+fortran_names!(mpi_dist_graph_neighbors_count(comm: *mut Fint, indegree: *mut Fint, outdegree: *mut Fint, weighted: *mut Fint, ierror: *mut Fint); "mpi_dist_graph_neighbors_count" "mpi_dist_graph_neighbors_count_" "mpi_dist_graph_neighbors_count__" "MPI_DIST_GRAPH_NEIGHBORS_COUNT" "pmpi_dist_graph_neighbors_count" "pmpi_dist_graph_neighbors_count_" "pmpi_dist_graph_neighbors_count__" "PMPI_DIST_GRAPH_NEIGHBORS_COUNT" "mpi_dist_graph_neighbors_count_f08_" "pmpir_dist_graph_neighbors_count_f08_");
 
 /// `MPI_ERRHANDLER_FREE`: `MPI_Errhandler_free` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -1161,11 +1432,11 @@ unsafe extern "C" fn mpi_errhandler_free(errhandler: *mut Fint, ierror: *mut Fin
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::comm::PMPI_Errhandler_free(errhandler as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_errhandler_free(errhandler: *mut Fint, ierror: *mut Fint); "mpi_errhandler_free" "mpi_errhandler_free_" "mpi_errhandler_free__" "MPI_ERRHANDLER_FREE" "pmpi_errhandler_free" "pmpi_errhandler_free_" "pmpi_errhandler_free__" "PMPI_ERRHANDLER_FREE");
+fortran_names!(mpi_errhandler_free(errhandler: *mut Fint, ierror: *mut Fint); "mpi_errhandler_free" "mpi_errhandler_free_" "mpi_errhandler_free__" "MPI_ERRHANDLER_FREE" "pmpi_errhandler_free" "pmpi_errhandler_free_" "pmpi_errhandler_free__" "PMPI_ERRHANDLER_FREE" "mpi_errhandler_free_f08_" "pmpir_errhandler_free_f08_");
 
 /// `MPI_ERROR_CLASS`: `MPI_Error_class` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -1174,11 +1445,11 @@ unsafe extern "C" fn mpi_error_class(errorcode: *mut Fint, errorclass: *mut Fint
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::comm::PMPI_Error_class(*errorcode as _, errorclass as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_error_class(errorcode: *mut Fint, errorclass: *mut Fint, ierror: *mut Fint); "mpi_error_class" "mpi_error_class_" "mpi_error_class__" "MPI_ERROR_CLASS" "pmpi_error_class" "pmpi_error_class_" "pmpi_error_class__" "PMPI_ERROR_CLASS");
+fortran_names!(mpi_error_class(errorcode: *mut Fint, errorclass: *mut Fint, ierror: *mut Fint); "mpi_error_class" "mpi_error_class_" "mpi_error_class__" "MPI_ERROR_CLASS" "pmpi_error_class" "pmpi_error_class_" "pmpi_error_class__" "PMPI_ERROR_CLASS" "mpi_error_class_f08_" "pmpir_error_class_f08_");
 
 /// `MPI_ERROR_STRING`: `MPI_Error_string` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -1189,11 +1460,11 @@ unsafe extern "C" fn mpi_error_string(errorcode: *mut Fint, string: *mut c_char,
         let mut string_c = fortran::str_buf(string_len);
         let rc = crate::comm::PMPI_Error_string(*errorcode as _, string_c.as_mut_ptr() as _, resultlen as _);
         fortran::str_out(string, string_len, &string_c);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_error_string(errorcode: *mut Fint, string: *mut c_char, resultlen: *mut Fint, ierror: *mut Fint, string_len: usize); "mpi_error_string" "mpi_error_string_" "mpi_error_string__" "MPI_ERROR_STRING" "pmpi_error_string" "pmpi_error_string_" "pmpi_error_string__" "PMPI_ERROR_STRING");
+fortran_names!(mpi_error_string(errorcode: *mut Fint, string: *mut c_char, resultlen: *mut Fint, ierror: *mut Fint, string_len: usize); "mpi_error_string" "mpi_error_string_" "mpi_error_string__" "MPI_ERROR_STRING" "pmpi_error_string" "pmpi_error_string_" "pmpi_error_string__" "PMPI_ERROR_STRING" "mpi_error_string_f08_" "pmpir_error_string_f08_");
 
 /// `MPI_EXSCAN`: `MPI_Exscan` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -1202,10 +1473,25 @@ unsafe extern "C" fn mpi_exscan(sendbuf: *mut c_void, recvbuf: *mut c_void, coun
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::coll::PMPI_Exscan(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, *count as _, *datatype as _, *op as _, *comm as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_EXSCAN` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_exscan_f08ts(sendbuf: *const fortran::f08::Desc, recvbuf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendbuf_c = fortran::f08::Copied::new(sendbuf, false);
+        let mut recvbuf_c = fortran::f08::Copied::new(recvbuf, true);
+        mpi_exscan(sendbuf_c.addr(), recvbuf_c.addr(), count, datatype, op, comm, ierror);
+        sendbuf_c.finish();
+        recvbuf_c.finish();
+    }
+}
+
+fortran_names!(mpi_exscan_f08ts(sendbuf: *const fortran::f08::Desc, recvbuf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_exscan_f08ts_" "pmpir_exscan_f08ts_");
 fortran_names!(mpi_exscan(sendbuf: *mut c_void, recvbuf: *mut c_void, count: *mut Fint, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_exscan" "mpi_exscan_" "mpi_exscan__" "MPI_EXSCAN" "pmpi_exscan" "pmpi_exscan_" "pmpi_exscan__" "PMPI_EXSCAN");
 
 /// `MPI_EXSCAN_INIT`: `MPI_Exscan_init` for Fortran.
@@ -1215,10 +1501,23 @@ unsafe extern "C" fn mpi_exscan_init(sendbuf: *mut c_void, recvbuf: *mut c_void,
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::coll::PMPI_Exscan_init(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, *count as _, *datatype as _, *op as _, *comm as _, *info as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_EXSCAN_INIT` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_exscan_init_f08ts(sendbuf: *const fortran::f08::Desc, recvbuf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let sendbuf_s = match fortran::f08::Section::contiguous("MPI_EXSCAN_INIT", sendbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let recvbuf_s = match fortran::f08::Section::contiguous("MPI_EXSCAN_INIT", recvbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_exscan_init(sendbuf_s.addr(), recvbuf_s.addr(), count, datatype, op, comm, info, request, ierror);
+    }
+}
+
+fortran_names!(mpi_exscan_init_f08ts(sendbuf: *const fortran::f08::Desc, recvbuf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_exscan_init_f08ts_" "pmpir_exscan_init_f08ts_");
 fortran_names!(mpi_exscan_init(sendbuf: *mut c_void, recvbuf: *mut c_void, count: *mut Fint, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_exscan_init" "mpi_exscan_init_" "mpi_exscan_init__" "MPI_EXSCAN_INIT" "pmpi_exscan_init" "pmpi_exscan_init_" "pmpi_exscan_init__" "PMPI_EXSCAN_INIT");
 
 /// `MPI_F_SYNC_REG`: not bound for Fortran (kumi does not implement it).
@@ -1227,7 +1526,7 @@ unsafe extern "C" fn mpi_f_sync_reg(_buf: *mut c_void) {
     unsafe { fortran::unbound("MPI_F_SYNC_REG", std::ptr::null_mut()) }
 }
 
-fortran_names!(mpi_f_sync_reg(_buf: *mut c_void); "mpi_f_sync_reg" "mpi_f_sync_reg_" "mpi_f_sync_reg__" "MPI_F_SYNC_REG" "pmpi_f_sync_reg" "pmpi_f_sync_reg_" "pmpi_f_sync_reg__" "PMPI_F_SYNC_REG");
+fortran_names!(mpi_f_sync_reg(_buf: *mut c_void); "mpi_f_sync_reg" "mpi_f_sync_reg_" "mpi_f_sync_reg__" "MPI_F_SYNC_REG" "pmpi_f_sync_reg" "pmpi_f_sync_reg_" "pmpi_f_sync_reg__" "PMPI_F_SYNC_REG" "mpi_f_sync_reg_f08ts_" "pmpir_f_sync_reg_f08ts_");
 
 /// `MPI_FETCH_AND_OP`: `MPI_Fetch_and_op` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -1236,10 +1535,23 @@ unsafe extern "C" fn mpi_fetch_and_op(origin_addr: *mut c_void, result_addr: *mu
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::win::PMPI_Fetch_and_op(fortran::buf(origin_addr) as _, fortran::buf(result_addr) as _, *datatype as _, *target_rank as _, *target_disp as _, *op as _, *win as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_FETCH_AND_OP` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_fetch_and_op_f08ts(origin_addr: *const fortran::f08::Desc, result_addr: *const fortran::f08::Desc, datatype: *mut Fint, target_rank: *mut Fint, target_disp: *mut i64, op: *mut Fint, win: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let origin_addr_s = match fortran::f08::Section::contiguous("MPI_FETCH_AND_OP", origin_addr) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let result_addr_s = match fortran::f08::Section::contiguous("MPI_FETCH_AND_OP", result_addr) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_fetch_and_op(origin_addr_s.addr(), result_addr_s.addr(), datatype, target_rank, target_disp, op, win, ierror);
+    }
+}
+
+fortran_names!(mpi_fetch_and_op_f08ts(origin_addr: *const fortran::f08::Desc, result_addr: *const fortran::f08::Desc, datatype: *mut Fint, target_rank: *mut Fint, target_disp: *mut i64, op: *mut Fint, win: *mut Fint, ierror: *mut Fint); "mpi_fetch_and_op_f08ts_" "pmpir_fetch_and_op_f08ts_");
 fortran_names!(mpi_fetch_and_op(origin_addr: *mut c_void, result_addr: *mut c_void, datatype: *mut Fint, target_rank: *mut Fint, target_disp: *mut i64, op: *mut Fint, win: *mut Fint, ierror: *mut Fint); "mpi_fetch_and_op" "mpi_fetch_and_op_" "mpi_fetch_and_op__" "MPI_FETCH_AND_OP" "pmpi_fetch_and_op" "pmpi_fetch_and_op_" "pmpi_fetch_and_op__" "PMPI_FETCH_AND_OP");
 
 /// `MPI_FILE_CALL_ERRHANDLER`: `MPI_File_call_errhandler` for Fortran.
@@ -1249,11 +1561,11 @@ unsafe extern "C" fn mpi_file_call_errhandler(fh: *mut Fint, errorcode: *mut Fin
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::file::PMPI_File_call_errhandler(crate::file::MPI_File_f2c(*fh), *errorcode as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_file_call_errhandler(fh: *mut Fint, errorcode: *mut Fint, ierror: *mut Fint); "mpi_file_call_errhandler" "mpi_file_call_errhandler_" "mpi_file_call_errhandler__" "MPI_FILE_CALL_ERRHANDLER" "pmpi_file_call_errhandler" "pmpi_file_call_errhandler_" "pmpi_file_call_errhandler__" "PMPI_FILE_CALL_ERRHANDLER");
+fortran_names!(mpi_file_call_errhandler(fh: *mut Fint, errorcode: *mut Fint, ierror: *mut Fint); "mpi_file_call_errhandler" "mpi_file_call_errhandler_" "mpi_file_call_errhandler__" "MPI_FILE_CALL_ERRHANDLER" "pmpi_file_call_errhandler" "pmpi_file_call_errhandler_" "pmpi_file_call_errhandler__" "PMPI_FILE_CALL_ERRHANDLER" "mpi_file_call_errhandler_f08_" "pmpir_file_call_errhandler_f08_");
 
 /// `MPI_FILE_CLOSE`: `MPI_File_close` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -1264,11 +1576,11 @@ unsafe extern "C" fn mpi_file_close(fh: *mut Fint, ierror: *mut Fint) {
         let mut fh_c = crate::file::MPI_File_f2c(*fh);
         let rc = crate::file::PMPI_File_close(&mut fh_c as *mut *mut c_void as _);
         *fh = crate::file::MPI_File_c2f(fh_c);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_file_close(fh: *mut Fint, ierror: *mut Fint); "mpi_file_close" "mpi_file_close_" "mpi_file_close__" "MPI_FILE_CLOSE" "pmpi_file_close" "pmpi_file_close_" "pmpi_file_close__" "PMPI_FILE_CLOSE");
+fortran_names!(mpi_file_close(fh: *mut Fint, ierror: *mut Fint); "mpi_file_close" "mpi_file_close_" "mpi_file_close__" "MPI_FILE_CLOSE" "pmpi_file_close" "pmpi_file_close_" "pmpi_file_close__" "PMPI_FILE_CLOSE" "mpi_file_close_f08_" "pmpir_file_close_f08_");
 
 /// `MPI_FILE_CREATE_ERRHANDLER`: `MPI_File_create_errhandler` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -1277,11 +1589,11 @@ unsafe extern "C" fn mpi_file_create_errhandler(file_errhandler_fn: *const c_voi
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::file::PMPI_File_create_errhandler(std::mem::transmute::<*const c_void, _>(file_errhandler_fn), errhandler as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_file_create_errhandler(file_errhandler_fn: *const c_void, errhandler: *mut Fint, ierror: *mut Fint); "mpi_file_create_errhandler" "mpi_file_create_errhandler_" "mpi_file_create_errhandler__" "MPI_FILE_CREATE_ERRHANDLER" "pmpi_file_create_errhandler" "pmpi_file_create_errhandler_" "pmpi_file_create_errhandler__" "PMPI_FILE_CREATE_ERRHANDLER");
+fortran_names!(mpi_file_create_errhandler(file_errhandler_fn: *const c_void, errhandler: *mut Fint, ierror: *mut Fint); "mpi_file_create_errhandler" "mpi_file_create_errhandler_" "mpi_file_create_errhandler__" "MPI_FILE_CREATE_ERRHANDLER" "pmpi_file_create_errhandler" "pmpi_file_create_errhandler_" "pmpi_file_create_errhandler__" "PMPI_FILE_CREATE_ERRHANDLER" "mpi_file_create_errhandler_f08_" "pmpir_file_create_errhandler_f08_");
 
 /// `MPI_FILE_DELETE`: `MPI_File_delete` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -1291,11 +1603,11 @@ unsafe extern "C" fn mpi_file_delete(filename: *mut c_char, info: *mut Fint, ier
     unsafe {
         let filename_c = fortran::str_in(filename, filename_len);
         let rc = crate::file::PMPI_File_delete(filename_c.as_ptr() as _, *info as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_file_delete(filename: *mut c_char, info: *mut Fint, ierror: *mut Fint, filename_len: usize); "mpi_file_delete" "mpi_file_delete_" "mpi_file_delete__" "MPI_FILE_DELETE" "pmpi_file_delete" "pmpi_file_delete_" "pmpi_file_delete__" "PMPI_FILE_DELETE");
+fortran_names!(mpi_file_delete(filename: *mut c_char, info: *mut Fint, ierror: *mut Fint, filename_len: usize); "mpi_file_delete" "mpi_file_delete_" "mpi_file_delete__" "MPI_FILE_DELETE" "pmpi_file_delete" "pmpi_file_delete_" "pmpi_file_delete__" "PMPI_FILE_DELETE" "mpi_file_delete_f08_" "pmpir_file_delete_f08_");
 
 /// `MPI_FILE_GET_AMODE`: `MPI_File_get_amode` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -1304,11 +1616,11 @@ unsafe extern "C" fn mpi_file_get_amode(fh: *mut Fint, amode: *mut Fint, ierror:
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::file::PMPI_File_get_amode(crate::file::MPI_File_f2c(*fh), amode as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_file_get_amode(fh: *mut Fint, amode: *mut Fint, ierror: *mut Fint); "mpi_file_get_amode" "mpi_file_get_amode_" "mpi_file_get_amode__" "MPI_FILE_GET_AMODE" "pmpi_file_get_amode" "pmpi_file_get_amode_" "pmpi_file_get_amode__" "PMPI_FILE_GET_AMODE");
+fortran_names!(mpi_file_get_amode(fh: *mut Fint, amode: *mut Fint, ierror: *mut Fint); "mpi_file_get_amode" "mpi_file_get_amode_" "mpi_file_get_amode__" "MPI_FILE_GET_AMODE" "pmpi_file_get_amode" "pmpi_file_get_amode_" "pmpi_file_get_amode__" "PMPI_FILE_GET_AMODE" "mpi_file_get_amode_f08_" "pmpir_file_get_amode_f08_");
 
 /// `MPI_FILE_GET_ATOMICITY`: `MPI_File_get_atomicity` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -1319,11 +1631,11 @@ unsafe extern "C" fn mpi_file_get_atomicity(fh: *mut Fint, flag: *mut Fint, ierr
         let mut flag_c: c_int = 0;
         let rc = crate::file::PMPI_File_get_atomicity(crate::file::MPI_File_f2c(*fh), &mut flag_c);
         *flag = fortran::logical_out(flag_c);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_file_get_atomicity(fh: *mut Fint, flag: *mut Fint, ierror: *mut Fint); "mpi_file_get_atomicity" "mpi_file_get_atomicity_" "mpi_file_get_atomicity__" "MPI_FILE_GET_ATOMICITY" "pmpi_file_get_atomicity" "pmpi_file_get_atomicity_" "pmpi_file_get_atomicity__" "PMPI_FILE_GET_ATOMICITY");
+fortran_names!(mpi_file_get_atomicity(fh: *mut Fint, flag: *mut Fint, ierror: *mut Fint); "mpi_file_get_atomicity" "mpi_file_get_atomicity_" "mpi_file_get_atomicity__" "MPI_FILE_GET_ATOMICITY" "pmpi_file_get_atomicity" "pmpi_file_get_atomicity_" "pmpi_file_get_atomicity__" "PMPI_FILE_GET_ATOMICITY" "mpi_file_get_atomicity_f08_" "pmpir_file_get_atomicity_f08_");
 
 /// `MPI_FILE_GET_BYTE_OFFSET`: `MPI_File_get_byte_offset` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -1332,11 +1644,11 @@ unsafe extern "C" fn mpi_file_get_byte_offset(fh: *mut Fint, offset: *mut i64, d
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::file::PMPI_File_get_byte_offset(crate::file::MPI_File_f2c(*fh), *offset as _, disp as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_file_get_byte_offset(fh: *mut Fint, offset: *mut i64, disp: *mut i64, ierror: *mut Fint); "mpi_file_get_byte_offset" "mpi_file_get_byte_offset_" "mpi_file_get_byte_offset__" "MPI_FILE_GET_BYTE_OFFSET" "pmpi_file_get_byte_offset" "pmpi_file_get_byte_offset_" "pmpi_file_get_byte_offset__" "PMPI_FILE_GET_BYTE_OFFSET");
+fortran_names!(mpi_file_get_byte_offset(fh: *mut Fint, offset: *mut i64, disp: *mut i64, ierror: *mut Fint); "mpi_file_get_byte_offset" "mpi_file_get_byte_offset_" "mpi_file_get_byte_offset__" "MPI_FILE_GET_BYTE_OFFSET" "pmpi_file_get_byte_offset" "pmpi_file_get_byte_offset_" "pmpi_file_get_byte_offset__" "PMPI_FILE_GET_BYTE_OFFSET" "mpi_file_get_byte_offset_f08_" "pmpir_file_get_byte_offset_f08_");
 
 /// `MPI_FILE_GET_ERRHANDLER`: `MPI_File_get_errhandler` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -1345,11 +1657,11 @@ unsafe extern "C" fn mpi_file_get_errhandler(file: *mut Fint, errhandler: *mut F
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::file::PMPI_File_get_errhandler(crate::file::MPI_File_f2c(*file), errhandler as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_file_get_errhandler(file: *mut Fint, errhandler: *mut Fint, ierror: *mut Fint); "mpi_file_get_errhandler" "mpi_file_get_errhandler_" "mpi_file_get_errhandler__" "MPI_FILE_GET_ERRHANDLER" "pmpi_file_get_errhandler" "pmpi_file_get_errhandler_" "pmpi_file_get_errhandler__" "PMPI_FILE_GET_ERRHANDLER");
+fortran_names!(mpi_file_get_errhandler(file: *mut Fint, errhandler: *mut Fint, ierror: *mut Fint); "mpi_file_get_errhandler" "mpi_file_get_errhandler_" "mpi_file_get_errhandler__" "MPI_FILE_GET_ERRHANDLER" "pmpi_file_get_errhandler" "pmpi_file_get_errhandler_" "pmpi_file_get_errhandler__" "PMPI_FILE_GET_ERRHANDLER" "mpi_file_get_errhandler_f08_" "pmpir_file_get_errhandler_f08_");
 
 /// `MPI_FILE_GET_GROUP`: `MPI_File_get_group` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -1358,11 +1670,11 @@ unsafe extern "C" fn mpi_file_get_group(fh: *mut Fint, group: *mut Fint, ierror:
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::file::PMPI_File_get_group(crate::file::MPI_File_f2c(*fh), group as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_file_get_group(fh: *mut Fint, group: *mut Fint, ierror: *mut Fint); "mpi_file_get_group" "mpi_file_get_group_" "mpi_file_get_group__" "MPI_FILE_GET_GROUP" "pmpi_file_get_group" "pmpi_file_get_group_" "pmpi_file_get_group__" "PMPI_FILE_GET_GROUP");
+fortran_names!(mpi_file_get_group(fh: *mut Fint, group: *mut Fint, ierror: *mut Fint); "mpi_file_get_group" "mpi_file_get_group_" "mpi_file_get_group__" "MPI_FILE_GET_GROUP" "pmpi_file_get_group" "pmpi_file_get_group_" "pmpi_file_get_group__" "PMPI_FILE_GET_GROUP" "mpi_file_get_group_f08_" "pmpir_file_get_group_f08_");
 
 /// `MPI_FILE_GET_INFO`: `MPI_File_get_info` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -1371,11 +1683,11 @@ unsafe extern "C" fn mpi_file_get_info(fh: *mut Fint, info_used: *mut Fint, ierr
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::file::PMPI_File_get_info(crate::file::MPI_File_f2c(*fh), info_used as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_file_get_info(fh: *mut Fint, info_used: *mut Fint, ierror: *mut Fint); "mpi_file_get_info" "mpi_file_get_info_" "mpi_file_get_info__" "MPI_FILE_GET_INFO" "pmpi_file_get_info" "pmpi_file_get_info_" "pmpi_file_get_info__" "PMPI_FILE_GET_INFO");
+fortran_names!(mpi_file_get_info(fh: *mut Fint, info_used: *mut Fint, ierror: *mut Fint); "mpi_file_get_info" "mpi_file_get_info_" "mpi_file_get_info__" "MPI_FILE_GET_INFO" "pmpi_file_get_info" "pmpi_file_get_info_" "pmpi_file_get_info__" "PMPI_FILE_GET_INFO" "mpi_file_get_info_f08_" "pmpir_file_get_info_f08_");
 
 /// `MPI_FILE_GET_POSITION`: `MPI_File_get_position` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -1384,11 +1696,11 @@ unsafe extern "C" fn mpi_file_get_position(fh: *mut Fint, offset: *mut i64, ierr
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::file::PMPI_File_get_position(crate::file::MPI_File_f2c(*fh), offset as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_file_get_position(fh: *mut Fint, offset: *mut i64, ierror: *mut Fint); "mpi_file_get_position" "mpi_file_get_position_" "mpi_file_get_position__" "MPI_FILE_GET_POSITION" "pmpi_file_get_position" "pmpi_file_get_position_" "pmpi_file_get_position__" "PMPI_FILE_GET_POSITION");
+fortran_names!(mpi_file_get_position(fh: *mut Fint, offset: *mut i64, ierror: *mut Fint); "mpi_file_get_position" "mpi_file_get_position_" "mpi_file_get_position__" "MPI_FILE_GET_POSITION" "pmpi_file_get_position" "pmpi_file_get_position_" "pmpi_file_get_position__" "PMPI_FILE_GET_POSITION" "mpi_file_get_position_f08_" "pmpir_file_get_position_f08_");
 
 /// `MPI_FILE_GET_POSITION_SHARED`: `MPI_File_get_position_shared` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -1397,11 +1709,11 @@ unsafe extern "C" fn mpi_file_get_position_shared(fh: *mut Fint, offset: *mut i6
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::file::PMPI_File_get_position_shared(crate::file::MPI_File_f2c(*fh), offset as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_file_get_position_shared(fh: *mut Fint, offset: *mut i64, ierror: *mut Fint); "mpi_file_get_position_shared" "mpi_file_get_position_shared_" "mpi_file_get_position_shared__" "MPI_FILE_GET_POSITION_SHARED" "pmpi_file_get_position_shared" "pmpi_file_get_position_shared_" "pmpi_file_get_position_shared__" "PMPI_FILE_GET_POSITION_SHARED");
+fortran_names!(mpi_file_get_position_shared(fh: *mut Fint, offset: *mut i64, ierror: *mut Fint); "mpi_file_get_position_shared" "mpi_file_get_position_shared_" "mpi_file_get_position_shared__" "MPI_FILE_GET_POSITION_SHARED" "pmpi_file_get_position_shared" "pmpi_file_get_position_shared_" "pmpi_file_get_position_shared__" "PMPI_FILE_GET_POSITION_SHARED" "mpi_file_get_position_shared_f08_" "pmpir_file_get_position_shared_f08_");
 
 /// `MPI_FILE_GET_SIZE`: `MPI_File_get_size` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -1410,11 +1722,11 @@ unsafe extern "C" fn mpi_file_get_size(fh: *mut Fint, size: *mut i64, ierror: *m
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::file::PMPI_File_get_size(crate::file::MPI_File_f2c(*fh), size as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_file_get_size(fh: *mut Fint, size: *mut i64, ierror: *mut Fint); "mpi_file_get_size" "mpi_file_get_size_" "mpi_file_get_size__" "MPI_FILE_GET_SIZE" "pmpi_file_get_size" "pmpi_file_get_size_" "pmpi_file_get_size__" "PMPI_FILE_GET_SIZE");
+fortran_names!(mpi_file_get_size(fh: *mut Fint, size: *mut i64, ierror: *mut Fint); "mpi_file_get_size" "mpi_file_get_size_" "mpi_file_get_size__" "MPI_FILE_GET_SIZE" "pmpi_file_get_size" "pmpi_file_get_size_" "pmpi_file_get_size__" "PMPI_FILE_GET_SIZE" "mpi_file_get_size_f08_" "pmpir_file_get_size_f08_");
 
 /// `MPI_FILE_GET_TYPE_EXTENT`: `MPI_File_get_type_extent` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -1423,11 +1735,11 @@ unsafe extern "C" fn mpi_file_get_type_extent(fh: *mut Fint, datatype: *mut Fint
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::file::PMPI_File_get_type_extent(crate::file::MPI_File_f2c(*fh), *datatype as _, extent as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_file_get_type_extent(fh: *mut Fint, datatype: *mut Fint, extent: *mut i64, ierror: *mut Fint); "mpi_file_get_type_extent" "mpi_file_get_type_extent_" "mpi_file_get_type_extent__" "MPI_FILE_GET_TYPE_EXTENT" "pmpi_file_get_type_extent" "pmpi_file_get_type_extent_" "pmpi_file_get_type_extent__" "PMPI_FILE_GET_TYPE_EXTENT");
+fortran_names!(mpi_file_get_type_extent(fh: *mut Fint, datatype: *mut Fint, extent: *mut i64, ierror: *mut Fint); "mpi_file_get_type_extent" "mpi_file_get_type_extent_" "mpi_file_get_type_extent__" "MPI_FILE_GET_TYPE_EXTENT" "pmpi_file_get_type_extent" "pmpi_file_get_type_extent_" "pmpi_file_get_type_extent__" "PMPI_FILE_GET_TYPE_EXTENT" "mpi_file_get_type_extent_f08_" "pmpir_file_get_type_extent_f08_");
 
 /// `MPI_FILE_GET_VIEW`: `MPI_File_get_view` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -1438,11 +1750,11 @@ unsafe extern "C" fn mpi_file_get_view(fh: *mut Fint, disp: *mut i64, etype: *mu
         let mut datarep_c = fortran::str_buf(datarep_len);
         let rc = crate::file::PMPI_File_get_view(crate::file::MPI_File_f2c(*fh), disp as _, etype as _, filetype as _, datarep_c.as_mut_ptr() as _);
         fortran::str_out(datarep, datarep_len, &datarep_c);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_file_get_view(fh: *mut Fint, disp: *mut i64, etype: *mut Fint, filetype: *mut Fint, datarep: *mut c_char, ierror: *mut Fint, datarep_len: usize); "mpi_file_get_view" "mpi_file_get_view_" "mpi_file_get_view__" "MPI_FILE_GET_VIEW" "pmpi_file_get_view" "pmpi_file_get_view_" "pmpi_file_get_view__" "PMPI_FILE_GET_VIEW");
+fortran_names!(mpi_file_get_view(fh: *mut Fint, disp: *mut i64, etype: *mut Fint, filetype: *mut Fint, datarep: *mut c_char, ierror: *mut Fint, datarep_len: usize); "mpi_file_get_view" "mpi_file_get_view_" "mpi_file_get_view__" "MPI_FILE_GET_VIEW" "pmpi_file_get_view" "pmpi_file_get_view_" "pmpi_file_get_view__" "PMPI_FILE_GET_VIEW" "mpi_file_get_view_f08_" "pmpir_file_get_view_f08_");
 
 /// `MPI_FILE_IREAD`: `MPI_File_iread` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -1451,10 +1763,24 @@ unsafe extern "C" fn mpi_file_iread(fh: *mut Fint, buf: *mut c_void, count: *mut
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::file::PMPI_File_iread(crate::file::MPI_File_f2c(*fh), fortran::buf(buf) as _, *count as _, *datatype as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_FILE_IREAD` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_iread_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut count_c = *count;
+        let mut datatype_c = *datatype;
+        let buf_s = match fortran::f08::Section::new("MPI_FILE_IREAD", buf, &mut count_c, &mut datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_file_iread(fh, buf_s.addr(), &mut count_c, &mut datatype_c, request, ierror);
+    }
+}
+
+fortran_names!(mpi_file_iread_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_file_iread_f08ts_" "pmpir_file_iread_f08ts_");
 fortran_names!(mpi_file_iread(fh: *mut Fint, buf: *mut c_void, count: *mut Fint, datatype: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_file_iread" "mpi_file_iread_" "mpi_file_iread__" "MPI_FILE_IREAD" "pmpi_file_iread" "pmpi_file_iread_" "pmpi_file_iread__" "PMPI_FILE_IREAD");
 
 /// `MPI_FILE_IREAD_ALL`: `MPI_File_iread_all` for Fortran.
@@ -1464,10 +1790,24 @@ unsafe extern "C" fn mpi_file_iread_all(fh: *mut Fint, buf: *mut c_void, count: 
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::file::PMPI_File_iread_all(crate::file::MPI_File_f2c(*fh), fortran::buf(buf) as _, *count as _, *datatype as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_FILE_IREAD_ALL` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_iread_all_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut count_c = *count;
+        let mut datatype_c = *datatype;
+        let buf_s = match fortran::f08::Section::new("MPI_FILE_IREAD_ALL", buf, &mut count_c, &mut datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_file_iread_all(fh, buf_s.addr(), &mut count_c, &mut datatype_c, request, ierror);
+    }
+}
+
+fortran_names!(mpi_file_iread_all_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_file_iread_all_f08ts_" "pmpir_file_iread_all_f08ts_");
 fortran_names!(mpi_file_iread_all(fh: *mut Fint, buf: *mut c_void, count: *mut Fint, datatype: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_file_iread_all" "mpi_file_iread_all_" "mpi_file_iread_all__" "MPI_FILE_IREAD_ALL" "pmpi_file_iread_all" "pmpi_file_iread_all_" "pmpi_file_iread_all__" "PMPI_FILE_IREAD_ALL");
 
 /// `MPI_FILE_IREAD_AT`: `MPI_File_iread_at` for Fortran.
@@ -1477,10 +1817,24 @@ unsafe extern "C" fn mpi_file_iread_at(fh: *mut Fint, offset: *mut i64, buf: *mu
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::file::PMPI_File_iread_at(crate::file::MPI_File_f2c(*fh), *offset as _, fortran::buf(buf) as _, *count as _, *datatype as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_FILE_IREAD_AT` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_iread_at_f08ts(fh: *mut Fint, offset: *mut i64, buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut count_c = *count;
+        let mut datatype_c = *datatype;
+        let buf_s = match fortran::f08::Section::new("MPI_FILE_IREAD_AT", buf, &mut count_c, &mut datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_file_iread_at(fh, offset, buf_s.addr(), &mut count_c, &mut datatype_c, request, ierror);
+    }
+}
+
+fortran_names!(mpi_file_iread_at_f08ts(fh: *mut Fint, offset: *mut i64, buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_file_iread_at_f08ts_" "pmpir_file_iread_at_f08ts_");
 fortran_names!(mpi_file_iread_at(fh: *mut Fint, offset: *mut i64, buf: *mut c_void, count: *mut Fint, datatype: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_file_iread_at" "mpi_file_iread_at_" "mpi_file_iread_at__" "MPI_FILE_IREAD_AT" "pmpi_file_iread_at" "pmpi_file_iread_at_" "pmpi_file_iread_at__" "PMPI_FILE_IREAD_AT");
 
 /// `MPI_FILE_IREAD_AT_ALL`: `MPI_File_iread_at_all` for Fortran.
@@ -1490,10 +1844,24 @@ unsafe extern "C" fn mpi_file_iread_at_all(fh: *mut Fint, offset: *mut i64, buf:
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::file::PMPI_File_iread_at_all(crate::file::MPI_File_f2c(*fh), *offset as _, fortran::buf(buf) as _, *count as _, *datatype as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_FILE_IREAD_AT_ALL` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_iread_at_all_f08ts(fh: *mut Fint, offset: *mut i64, buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut count_c = *count;
+        let mut datatype_c = *datatype;
+        let buf_s = match fortran::f08::Section::new("MPI_FILE_IREAD_AT_ALL", buf, &mut count_c, &mut datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_file_iread_at_all(fh, offset, buf_s.addr(), &mut count_c, &mut datatype_c, request, ierror);
+    }
+}
+
+fortran_names!(mpi_file_iread_at_all_f08ts(fh: *mut Fint, offset: *mut i64, buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_file_iread_at_all_f08ts_" "pmpir_file_iread_at_all_f08ts_");
 fortran_names!(mpi_file_iread_at_all(fh: *mut Fint, offset: *mut i64, buf: *mut c_void, count: *mut Fint, datatype: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_file_iread_at_all" "mpi_file_iread_at_all_" "mpi_file_iread_at_all__" "MPI_FILE_IREAD_AT_ALL" "pmpi_file_iread_at_all" "pmpi_file_iread_at_all_" "pmpi_file_iread_at_all__" "PMPI_FILE_IREAD_AT_ALL");
 
 /// `MPI_FILE_IREAD_SHARED`: `MPI_File_iread_shared` for Fortran.
@@ -1503,10 +1871,24 @@ unsafe extern "C" fn mpi_file_iread_shared(fh: *mut Fint, buf: *mut c_void, coun
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::file::PMPI_File_iread_shared(crate::file::MPI_File_f2c(*fh), fortran::buf(buf) as _, *count as _, *datatype as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_FILE_IREAD_SHARED` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_iread_shared_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut count_c = *count;
+        let mut datatype_c = *datatype;
+        let buf_s = match fortran::f08::Section::new("MPI_FILE_IREAD_SHARED", buf, &mut count_c, &mut datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_file_iread_shared(fh, buf_s.addr(), &mut count_c, &mut datatype_c, request, ierror);
+    }
+}
+
+fortran_names!(mpi_file_iread_shared_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_file_iread_shared_f08ts_" "pmpir_file_iread_shared_f08ts_");
 fortran_names!(mpi_file_iread_shared(fh: *mut Fint, buf: *mut c_void, count: *mut Fint, datatype: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_file_iread_shared" "mpi_file_iread_shared_" "mpi_file_iread_shared__" "MPI_FILE_IREAD_SHARED" "pmpi_file_iread_shared" "pmpi_file_iread_shared_" "pmpi_file_iread_shared__" "PMPI_FILE_IREAD_SHARED");
 
 /// `MPI_FILE_IWRITE`: `MPI_File_iwrite` for Fortran.
@@ -1516,10 +1898,24 @@ unsafe extern "C" fn mpi_file_iwrite(fh: *mut Fint, buf: *mut c_void, count: *mu
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::file::PMPI_File_iwrite(crate::file::MPI_File_f2c(*fh), fortran::buf(buf) as _, *count as _, *datatype as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_FILE_IWRITE` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_iwrite_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut count_c = *count;
+        let mut datatype_c = *datatype;
+        let buf_s = match fortran::f08::Section::new("MPI_FILE_IWRITE", buf, &mut count_c, &mut datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_file_iwrite(fh, buf_s.addr(), &mut count_c, &mut datatype_c, request, ierror);
+    }
+}
+
+fortran_names!(mpi_file_iwrite_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_file_iwrite_f08ts_" "pmpir_file_iwrite_f08ts_");
 fortran_names!(mpi_file_iwrite(fh: *mut Fint, buf: *mut c_void, count: *mut Fint, datatype: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_file_iwrite" "mpi_file_iwrite_" "mpi_file_iwrite__" "MPI_FILE_IWRITE" "pmpi_file_iwrite" "pmpi_file_iwrite_" "pmpi_file_iwrite__" "PMPI_FILE_IWRITE");
 
 /// `MPI_FILE_IWRITE_ALL`: `MPI_File_iwrite_all` for Fortran.
@@ -1529,10 +1925,24 @@ unsafe extern "C" fn mpi_file_iwrite_all(fh: *mut Fint, buf: *mut c_void, count:
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::file::PMPI_File_iwrite_all(crate::file::MPI_File_f2c(*fh), fortran::buf(buf) as _, *count as _, *datatype as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_FILE_IWRITE_ALL` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_iwrite_all_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut count_c = *count;
+        let mut datatype_c = *datatype;
+        let buf_s = match fortran::f08::Section::new("MPI_FILE_IWRITE_ALL", buf, &mut count_c, &mut datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_file_iwrite_all(fh, buf_s.addr(), &mut count_c, &mut datatype_c, request, ierror);
+    }
+}
+
+fortran_names!(mpi_file_iwrite_all_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_file_iwrite_all_f08ts_" "pmpir_file_iwrite_all_f08ts_");
 fortran_names!(mpi_file_iwrite_all(fh: *mut Fint, buf: *mut c_void, count: *mut Fint, datatype: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_file_iwrite_all" "mpi_file_iwrite_all_" "mpi_file_iwrite_all__" "MPI_FILE_IWRITE_ALL" "pmpi_file_iwrite_all" "pmpi_file_iwrite_all_" "pmpi_file_iwrite_all__" "PMPI_FILE_IWRITE_ALL");
 
 /// `MPI_FILE_IWRITE_AT`: `MPI_File_iwrite_at` for Fortran.
@@ -1542,10 +1952,24 @@ unsafe extern "C" fn mpi_file_iwrite_at(fh: *mut Fint, offset: *mut i64, buf: *m
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::file::PMPI_File_iwrite_at(crate::file::MPI_File_f2c(*fh), *offset as _, fortran::buf(buf) as _, *count as _, *datatype as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_FILE_IWRITE_AT` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_iwrite_at_f08ts(fh: *mut Fint, offset: *mut i64, buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut count_c = *count;
+        let mut datatype_c = *datatype;
+        let buf_s = match fortran::f08::Section::new("MPI_FILE_IWRITE_AT", buf, &mut count_c, &mut datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_file_iwrite_at(fh, offset, buf_s.addr(), &mut count_c, &mut datatype_c, request, ierror);
+    }
+}
+
+fortran_names!(mpi_file_iwrite_at_f08ts(fh: *mut Fint, offset: *mut i64, buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_file_iwrite_at_f08ts_" "pmpir_file_iwrite_at_f08ts_");
 fortran_names!(mpi_file_iwrite_at(fh: *mut Fint, offset: *mut i64, buf: *mut c_void, count: *mut Fint, datatype: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_file_iwrite_at" "mpi_file_iwrite_at_" "mpi_file_iwrite_at__" "MPI_FILE_IWRITE_AT" "pmpi_file_iwrite_at" "pmpi_file_iwrite_at_" "pmpi_file_iwrite_at__" "PMPI_FILE_IWRITE_AT");
 
 /// `MPI_FILE_IWRITE_AT_ALL`: `MPI_File_iwrite_at_all` for Fortran.
@@ -1555,10 +1979,24 @@ unsafe extern "C" fn mpi_file_iwrite_at_all(fh: *mut Fint, offset: *mut i64, buf
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::file::PMPI_File_iwrite_at_all(crate::file::MPI_File_f2c(*fh), *offset as _, fortran::buf(buf) as _, *count as _, *datatype as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_FILE_IWRITE_AT_ALL` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_iwrite_at_all_f08ts(fh: *mut Fint, offset: *mut i64, buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut count_c = *count;
+        let mut datatype_c = *datatype;
+        let buf_s = match fortran::f08::Section::new("MPI_FILE_IWRITE_AT_ALL", buf, &mut count_c, &mut datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_file_iwrite_at_all(fh, offset, buf_s.addr(), &mut count_c, &mut datatype_c, request, ierror);
+    }
+}
+
+fortran_names!(mpi_file_iwrite_at_all_f08ts(fh: *mut Fint, offset: *mut i64, buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_file_iwrite_at_all_f08ts_" "pmpir_file_iwrite_at_all_f08ts_");
 fortran_names!(mpi_file_iwrite_at_all(fh: *mut Fint, offset: *mut i64, buf: *mut c_void, count: *mut Fint, datatype: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_file_iwrite_at_all" "mpi_file_iwrite_at_all_" "mpi_file_iwrite_at_all__" "MPI_FILE_IWRITE_AT_ALL" "pmpi_file_iwrite_at_all" "pmpi_file_iwrite_at_all_" "pmpi_file_iwrite_at_all__" "PMPI_FILE_IWRITE_AT_ALL");
 
 /// `MPI_FILE_IWRITE_SHARED`: `MPI_File_iwrite_shared` for Fortran.
@@ -1568,10 +2006,24 @@ unsafe extern "C" fn mpi_file_iwrite_shared(fh: *mut Fint, buf: *mut c_void, cou
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::file::PMPI_File_iwrite_shared(crate::file::MPI_File_f2c(*fh), fortran::buf(buf) as _, *count as _, *datatype as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_FILE_IWRITE_SHARED` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_iwrite_shared_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut count_c = *count;
+        let mut datatype_c = *datatype;
+        let buf_s = match fortran::f08::Section::new("MPI_FILE_IWRITE_SHARED", buf, &mut count_c, &mut datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_file_iwrite_shared(fh, buf_s.addr(), &mut count_c, &mut datatype_c, request, ierror);
+    }
+}
+
+fortran_names!(mpi_file_iwrite_shared_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_file_iwrite_shared_f08ts_" "pmpir_file_iwrite_shared_f08ts_");
 fortran_names!(mpi_file_iwrite_shared(fh: *mut Fint, buf: *mut c_void, count: *mut Fint, datatype: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_file_iwrite_shared" "mpi_file_iwrite_shared_" "mpi_file_iwrite_shared__" "MPI_FILE_IWRITE_SHARED" "pmpi_file_iwrite_shared" "pmpi_file_iwrite_shared_" "pmpi_file_iwrite_shared__" "PMPI_FILE_IWRITE_SHARED");
 
 /// `MPI_FILE_OPEN`: `MPI_File_open` for Fortran.
@@ -1584,11 +2036,11 @@ unsafe extern "C" fn mpi_file_open(comm: *mut Fint, filename: *mut c_char, amode
         let mut fh_c: *mut c_void = std::ptr::null_mut();
         let rc = crate::file::PMPI_File_open(*comm as _, filename_c.as_ptr() as _, *amode as _, *info as _, &mut fh_c as *mut *mut c_void as _);
         *fh = crate::file::MPI_File_c2f(fh_c);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_file_open(comm: *mut Fint, filename: *mut c_char, amode: *mut Fint, info: *mut Fint, fh: *mut Fint, ierror: *mut Fint, filename_len: usize); "mpi_file_open" "mpi_file_open_" "mpi_file_open__" "MPI_FILE_OPEN" "pmpi_file_open" "pmpi_file_open_" "pmpi_file_open__" "PMPI_FILE_OPEN");
+fortran_names!(mpi_file_open(comm: *mut Fint, filename: *mut c_char, amode: *mut Fint, info: *mut Fint, fh: *mut Fint, ierror: *mut Fint, filename_len: usize); "mpi_file_open" "mpi_file_open_" "mpi_file_open__" "MPI_FILE_OPEN" "pmpi_file_open" "pmpi_file_open_" "pmpi_file_open__" "PMPI_FILE_OPEN" "mpi_file_open_f08_" "pmpir_file_open_f08_");
 
 /// `MPI_FILE_PREALLOCATE`: `MPI_File_preallocate` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -1597,11 +2049,11 @@ unsafe extern "C" fn mpi_file_preallocate(fh: *mut Fint, size: *mut i64, ierror:
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::file::PMPI_File_preallocate(crate::file::MPI_File_f2c(*fh), *size as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_file_preallocate(fh: *mut Fint, size: *mut i64, ierror: *mut Fint); "mpi_file_preallocate" "mpi_file_preallocate_" "mpi_file_preallocate__" "MPI_FILE_PREALLOCATE" "pmpi_file_preallocate" "pmpi_file_preallocate_" "pmpi_file_preallocate__" "PMPI_FILE_PREALLOCATE");
+fortran_names!(mpi_file_preallocate(fh: *mut Fint, size: *mut i64, ierror: *mut Fint); "mpi_file_preallocate" "mpi_file_preallocate_" "mpi_file_preallocate__" "MPI_FILE_PREALLOCATE" "pmpi_file_preallocate" "pmpi_file_preallocate_" "pmpi_file_preallocate__" "PMPI_FILE_PREALLOCATE" "mpi_file_preallocate_f08_" "pmpir_file_preallocate_f08_");
 
 /// `MPI_FILE_READ`: `MPI_File_read` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -1610,10 +2062,23 @@ unsafe extern "C" fn mpi_file_read(fh: *mut Fint, buf: *mut c_void, count: *mut 
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::file::PMPI_File_read(crate::file::MPI_File_f2c(*fh), fortran::buf(buf) as _, *count as _, *datatype as _, fortran::status(status));
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_FILE_READ` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_read_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, status: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut buf_c = fortran::f08::Copied::new(buf, true);
+        mpi_file_read(fh, buf_c.addr(), count, datatype, status, ierror);
+        buf_c.finish();
+    }
+}
+
+fortran_names!(mpi_file_read_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, status: *mut Fint, ierror: *mut Fint); "mpi_file_read_f08ts_" "pmpir_file_read_f08ts_");
 fortran_names!(mpi_file_read(fh: *mut Fint, buf: *mut c_void, count: *mut Fint, datatype: *mut Fint, status: *mut Fint, ierror: *mut Fint); "mpi_file_read" "mpi_file_read_" "mpi_file_read__" "MPI_FILE_READ" "pmpi_file_read" "pmpi_file_read_" "pmpi_file_read__" "PMPI_FILE_READ");
 
 /// `MPI_FILE_READ_ALL`: `MPI_File_read_all` for Fortran.
@@ -1623,10 +2088,23 @@ unsafe extern "C" fn mpi_file_read_all(fh: *mut Fint, buf: *mut c_void, count: *
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::file::PMPI_File_read_all(crate::file::MPI_File_f2c(*fh), fortran::buf(buf) as _, *count as _, *datatype as _, fortran::status(status));
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_FILE_READ_ALL` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_read_all_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, status: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut buf_c = fortran::f08::Copied::new(buf, true);
+        mpi_file_read_all(fh, buf_c.addr(), count, datatype, status, ierror);
+        buf_c.finish();
+    }
+}
+
+fortran_names!(mpi_file_read_all_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, status: *mut Fint, ierror: *mut Fint); "mpi_file_read_all_f08ts_" "pmpir_file_read_all_f08ts_");
 fortran_names!(mpi_file_read_all(fh: *mut Fint, buf: *mut c_void, count: *mut Fint, datatype: *mut Fint, status: *mut Fint, ierror: *mut Fint); "mpi_file_read_all" "mpi_file_read_all_" "mpi_file_read_all__" "MPI_FILE_READ_ALL" "pmpi_file_read_all" "pmpi_file_read_all_" "pmpi_file_read_all__" "PMPI_FILE_READ_ALL");
 
 /// `MPI_FILE_READ_ALL_BEGIN`: `MPI_File_read_all_begin` for Fortran.
@@ -1636,10 +2114,24 @@ unsafe extern "C" fn mpi_file_read_all_begin(fh: *mut Fint, buf: *mut c_void, co
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::file::PMPI_File_read_all_begin(crate::file::MPI_File_f2c(*fh), fortran::buf(buf) as _, *count as _, *datatype as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_FILE_READ_ALL_BEGIN` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_read_all_begin_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut count_c = *count;
+        let mut datatype_c = *datatype;
+        let buf_s = match fortran::f08::Section::new("MPI_FILE_READ_ALL_BEGIN", buf, &mut count_c, &mut datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_file_read_all_begin(fh, buf_s.addr(), &mut count_c, &mut datatype_c, ierror);
+    }
+}
+
+fortran_names!(mpi_file_read_all_begin_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, ierror: *mut Fint); "mpi_file_read_all_begin_f08ts_" "pmpir_file_read_all_begin_f08ts_");
 fortran_names!(mpi_file_read_all_begin(fh: *mut Fint, buf: *mut c_void, count: *mut Fint, datatype: *mut Fint, ierror: *mut Fint); "mpi_file_read_all_begin" "mpi_file_read_all_begin_" "mpi_file_read_all_begin__" "MPI_FILE_READ_ALL_BEGIN" "pmpi_file_read_all_begin" "pmpi_file_read_all_begin_" "pmpi_file_read_all_begin__" "PMPI_FILE_READ_ALL_BEGIN");
 
 /// `MPI_FILE_READ_ALL_END`: `MPI_File_read_all_end` for Fortran.
@@ -1649,10 +2141,21 @@ unsafe extern "C" fn mpi_file_read_all_end(fh: *mut Fint, buf: *mut c_void, stat
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::file::PMPI_File_read_all_end(crate::file::MPI_File_f2c(*fh), fortran::buf(buf) as _, fortran::status(status));
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_FILE_READ_ALL_END` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_read_all_end_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, status: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        mpi_file_read_all_end(fh, fortran::f08::first(buf), status, ierror);
+    }
+}
+
+fortran_names!(mpi_file_read_all_end_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, status: *mut Fint, ierror: *mut Fint); "mpi_file_read_all_end_f08ts_" "pmpir_file_read_all_end_f08ts_");
 fortran_names!(mpi_file_read_all_end(fh: *mut Fint, buf: *mut c_void, status: *mut Fint, ierror: *mut Fint); "mpi_file_read_all_end" "mpi_file_read_all_end_" "mpi_file_read_all_end__" "MPI_FILE_READ_ALL_END" "pmpi_file_read_all_end" "pmpi_file_read_all_end_" "pmpi_file_read_all_end__" "PMPI_FILE_READ_ALL_END");
 
 /// `MPI_FILE_READ_AT`: `MPI_File_read_at` for Fortran.
@@ -1662,10 +2165,23 @@ unsafe extern "C" fn mpi_file_read_at(fh: *mut Fint, offset: *mut i64, buf: *mut
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::file::PMPI_File_read_at(crate::file::MPI_File_f2c(*fh), *offset as _, fortran::buf(buf) as _, *count as _, *datatype as _, fortran::status(status));
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_FILE_READ_AT` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_read_at_f08ts(fh: *mut Fint, offset: *mut i64, buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, status: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut buf_c = fortran::f08::Copied::new(buf, true);
+        mpi_file_read_at(fh, offset, buf_c.addr(), count, datatype, status, ierror);
+        buf_c.finish();
+    }
+}
+
+fortran_names!(mpi_file_read_at_f08ts(fh: *mut Fint, offset: *mut i64, buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, status: *mut Fint, ierror: *mut Fint); "mpi_file_read_at_f08ts_" "pmpir_file_read_at_f08ts_");
 fortran_names!(mpi_file_read_at(fh: *mut Fint, offset: *mut i64, buf: *mut c_void, count: *mut Fint, datatype: *mut Fint, status: *mut Fint, ierror: *mut Fint); "mpi_file_read_at" "mpi_file_read_at_" "mpi_file_read_at__" "MPI_FILE_READ_AT" "pmpi_file_read_at" "pmpi_file_read_at_" "pmpi_file_read_at__" "PMPI_FILE_READ_AT");
 
 /// `MPI_FILE_READ_AT_ALL`: `MPI_File_read_at_all` for Fortran.
@@ -1675,10 +2191,23 @@ unsafe extern "C" fn mpi_file_read_at_all(fh: *mut Fint, offset: *mut i64, buf: 
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::file::PMPI_File_read_at_all(crate::file::MPI_File_f2c(*fh), *offset as _, fortran::buf(buf) as _, *count as _, *datatype as _, fortran::status(status));
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_FILE_READ_AT_ALL` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_read_at_all_f08ts(fh: *mut Fint, offset: *mut i64, buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, status: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut buf_c = fortran::f08::Copied::new(buf, true);
+        mpi_file_read_at_all(fh, offset, buf_c.addr(), count, datatype, status, ierror);
+        buf_c.finish();
+    }
+}
+
+fortran_names!(mpi_file_read_at_all_f08ts(fh: *mut Fint, offset: *mut i64, buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, status: *mut Fint, ierror: *mut Fint); "mpi_file_read_at_all_f08ts_" "pmpir_file_read_at_all_f08ts_");
 fortran_names!(mpi_file_read_at_all(fh: *mut Fint, offset: *mut i64, buf: *mut c_void, count: *mut Fint, datatype: *mut Fint, status: *mut Fint, ierror: *mut Fint); "mpi_file_read_at_all" "mpi_file_read_at_all_" "mpi_file_read_at_all__" "MPI_FILE_READ_AT_ALL" "pmpi_file_read_at_all" "pmpi_file_read_at_all_" "pmpi_file_read_at_all__" "PMPI_FILE_READ_AT_ALL");
 
 /// `MPI_FILE_READ_AT_ALL_BEGIN`: `MPI_File_read_at_all_begin` for Fortran.
@@ -1688,10 +2217,24 @@ unsafe extern "C" fn mpi_file_read_at_all_begin(fh: *mut Fint, offset: *mut i64,
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::file::PMPI_File_read_at_all_begin(crate::file::MPI_File_f2c(*fh), *offset as _, fortran::buf(buf) as _, *count as _, *datatype as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_FILE_READ_AT_ALL_BEGIN` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_read_at_all_begin_f08ts(fh: *mut Fint, offset: *mut i64, buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut count_c = *count;
+        let mut datatype_c = *datatype;
+        let buf_s = match fortran::f08::Section::new("MPI_FILE_READ_AT_ALL_BEGIN", buf, &mut count_c, &mut datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_file_read_at_all_begin(fh, offset, buf_s.addr(), &mut count_c, &mut datatype_c, ierror);
+    }
+}
+
+fortran_names!(mpi_file_read_at_all_begin_f08ts(fh: *mut Fint, offset: *mut i64, buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, ierror: *mut Fint); "mpi_file_read_at_all_begin_f08ts_" "pmpir_file_read_at_all_begin_f08ts_");
 fortran_names!(mpi_file_read_at_all_begin(fh: *mut Fint, offset: *mut i64, buf: *mut c_void, count: *mut Fint, datatype: *mut Fint, ierror: *mut Fint); "mpi_file_read_at_all_begin" "mpi_file_read_at_all_begin_" "mpi_file_read_at_all_begin__" "MPI_FILE_READ_AT_ALL_BEGIN" "pmpi_file_read_at_all_begin" "pmpi_file_read_at_all_begin_" "pmpi_file_read_at_all_begin__" "PMPI_FILE_READ_AT_ALL_BEGIN");
 
 /// `MPI_FILE_READ_AT_ALL_END`: `MPI_File_read_at_all_end` for Fortran.
@@ -1701,10 +2244,21 @@ unsafe extern "C" fn mpi_file_read_at_all_end(fh: *mut Fint, buf: *mut c_void, s
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::file::PMPI_File_read_at_all_end(crate::file::MPI_File_f2c(*fh), fortran::buf(buf) as _, fortran::status(status));
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_FILE_READ_AT_ALL_END` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_read_at_all_end_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, status: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        mpi_file_read_at_all_end(fh, fortran::f08::first(buf), status, ierror);
+    }
+}
+
+fortran_names!(mpi_file_read_at_all_end_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, status: *mut Fint, ierror: *mut Fint); "mpi_file_read_at_all_end_f08ts_" "pmpir_file_read_at_all_end_f08ts_");
 fortran_names!(mpi_file_read_at_all_end(fh: *mut Fint, buf: *mut c_void, status: *mut Fint, ierror: *mut Fint); "mpi_file_read_at_all_end" "mpi_file_read_at_all_end_" "mpi_file_read_at_all_end__" "MPI_FILE_READ_AT_ALL_END" "pmpi_file_read_at_all_end" "pmpi_file_read_at_all_end_" "pmpi_file_read_at_all_end__" "PMPI_FILE_READ_AT_ALL_END");
 
 /// `MPI_FILE_READ_ORDERED`: `MPI_File_read_ordered` for Fortran.
@@ -1714,10 +2268,23 @@ unsafe extern "C" fn mpi_file_read_ordered(fh: *mut Fint, buf: *mut c_void, coun
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::file::PMPI_File_read_ordered(crate::file::MPI_File_f2c(*fh), fortran::buf(buf) as _, *count as _, *datatype as _, fortran::status(status));
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_FILE_READ_ORDERED` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_read_ordered_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, status: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut buf_c = fortran::f08::Copied::new(buf, true);
+        mpi_file_read_ordered(fh, buf_c.addr(), count, datatype, status, ierror);
+        buf_c.finish();
+    }
+}
+
+fortran_names!(mpi_file_read_ordered_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, status: *mut Fint, ierror: *mut Fint); "mpi_file_read_ordered_f08ts_" "pmpir_file_read_ordered_f08ts_");
 fortran_names!(mpi_file_read_ordered(fh: *mut Fint, buf: *mut c_void, count: *mut Fint, datatype: *mut Fint, status: *mut Fint, ierror: *mut Fint); "mpi_file_read_ordered" "mpi_file_read_ordered_" "mpi_file_read_ordered__" "MPI_FILE_READ_ORDERED" "pmpi_file_read_ordered" "pmpi_file_read_ordered_" "pmpi_file_read_ordered__" "PMPI_FILE_READ_ORDERED");
 
 /// `MPI_FILE_READ_ORDERED_BEGIN`: `MPI_File_read_ordered_begin` for Fortran.
@@ -1727,10 +2294,24 @@ unsafe extern "C" fn mpi_file_read_ordered_begin(fh: *mut Fint, buf: *mut c_void
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::file::PMPI_File_read_ordered_begin(crate::file::MPI_File_f2c(*fh), fortran::buf(buf) as _, *count as _, *datatype as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_FILE_READ_ORDERED_BEGIN` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_read_ordered_begin_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut count_c = *count;
+        let mut datatype_c = *datatype;
+        let buf_s = match fortran::f08::Section::new("MPI_FILE_READ_ORDERED_BEGIN", buf, &mut count_c, &mut datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_file_read_ordered_begin(fh, buf_s.addr(), &mut count_c, &mut datatype_c, ierror);
+    }
+}
+
+fortran_names!(mpi_file_read_ordered_begin_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, ierror: *mut Fint); "mpi_file_read_ordered_begin_f08ts_" "pmpir_file_read_ordered_begin_f08ts_");
 fortran_names!(mpi_file_read_ordered_begin(fh: *mut Fint, buf: *mut c_void, count: *mut Fint, datatype: *mut Fint, ierror: *mut Fint); "mpi_file_read_ordered_begin" "mpi_file_read_ordered_begin_" "mpi_file_read_ordered_begin__" "MPI_FILE_READ_ORDERED_BEGIN" "pmpi_file_read_ordered_begin" "pmpi_file_read_ordered_begin_" "pmpi_file_read_ordered_begin__" "PMPI_FILE_READ_ORDERED_BEGIN");
 
 /// `MPI_FILE_READ_ORDERED_END`: `MPI_File_read_ordered_end` for Fortran.
@@ -1740,10 +2321,21 @@ unsafe extern "C" fn mpi_file_read_ordered_end(fh: *mut Fint, buf: *mut c_void, 
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::file::PMPI_File_read_ordered_end(crate::file::MPI_File_f2c(*fh), fortran::buf(buf) as _, fortran::status(status));
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_FILE_READ_ORDERED_END` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_read_ordered_end_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, status: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        mpi_file_read_ordered_end(fh, fortran::f08::first(buf), status, ierror);
+    }
+}
+
+fortran_names!(mpi_file_read_ordered_end_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, status: *mut Fint, ierror: *mut Fint); "mpi_file_read_ordered_end_f08ts_" "pmpir_file_read_ordered_end_f08ts_");
 fortran_names!(mpi_file_read_ordered_end(fh: *mut Fint, buf: *mut c_void, status: *mut Fint, ierror: *mut Fint); "mpi_file_read_ordered_end" "mpi_file_read_ordered_end_" "mpi_file_read_ordered_end__" "MPI_FILE_READ_ORDERED_END" "pmpi_file_read_ordered_end" "pmpi_file_read_ordered_end_" "pmpi_file_read_ordered_end__" "PMPI_FILE_READ_ORDERED_END");
 
 /// `MPI_FILE_READ_SHARED`: `MPI_File_read_shared` for Fortran.
@@ -1753,10 +2345,23 @@ unsafe extern "C" fn mpi_file_read_shared(fh: *mut Fint, buf: *mut c_void, count
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::file::PMPI_File_read_shared(crate::file::MPI_File_f2c(*fh), fortran::buf(buf) as _, *count as _, *datatype as _, fortran::status(status));
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_FILE_READ_SHARED` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_read_shared_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, status: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut buf_c = fortran::f08::Copied::new(buf, true);
+        mpi_file_read_shared(fh, buf_c.addr(), count, datatype, status, ierror);
+        buf_c.finish();
+    }
+}
+
+fortran_names!(mpi_file_read_shared_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, status: *mut Fint, ierror: *mut Fint); "mpi_file_read_shared_f08ts_" "pmpir_file_read_shared_f08ts_");
 fortran_names!(mpi_file_read_shared(fh: *mut Fint, buf: *mut c_void, count: *mut Fint, datatype: *mut Fint, status: *mut Fint, ierror: *mut Fint); "mpi_file_read_shared" "mpi_file_read_shared_" "mpi_file_read_shared__" "MPI_FILE_READ_SHARED" "pmpi_file_read_shared" "pmpi_file_read_shared_" "pmpi_file_read_shared__" "PMPI_FILE_READ_SHARED");
 
 /// `MPI_FILE_SEEK`: `MPI_File_seek` for Fortran.
@@ -1766,11 +2371,11 @@ unsafe extern "C" fn mpi_file_seek(fh: *mut Fint, offset: *mut i64, whence: *mut
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::file::PMPI_File_seek(crate::file::MPI_File_f2c(*fh), *offset as _, *whence as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_file_seek(fh: *mut Fint, offset: *mut i64, whence: *mut Fint, ierror: *mut Fint); "mpi_file_seek" "mpi_file_seek_" "mpi_file_seek__" "MPI_FILE_SEEK" "pmpi_file_seek" "pmpi_file_seek_" "pmpi_file_seek__" "PMPI_FILE_SEEK");
+fortran_names!(mpi_file_seek(fh: *mut Fint, offset: *mut i64, whence: *mut Fint, ierror: *mut Fint); "mpi_file_seek" "mpi_file_seek_" "mpi_file_seek__" "MPI_FILE_SEEK" "pmpi_file_seek" "pmpi_file_seek_" "pmpi_file_seek__" "PMPI_FILE_SEEK" "mpi_file_seek_f08_" "pmpir_file_seek_f08_");
 
 /// `MPI_FILE_SEEK_SHARED`: `MPI_File_seek_shared` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -1779,11 +2384,11 @@ unsafe extern "C" fn mpi_file_seek_shared(fh: *mut Fint, offset: *mut i64, whenc
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::file::PMPI_File_seek_shared(crate::file::MPI_File_f2c(*fh), *offset as _, *whence as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_file_seek_shared(fh: *mut Fint, offset: *mut i64, whence: *mut Fint, ierror: *mut Fint); "mpi_file_seek_shared" "mpi_file_seek_shared_" "mpi_file_seek_shared__" "MPI_FILE_SEEK_SHARED" "pmpi_file_seek_shared" "pmpi_file_seek_shared_" "pmpi_file_seek_shared__" "PMPI_FILE_SEEK_SHARED");
+fortran_names!(mpi_file_seek_shared(fh: *mut Fint, offset: *mut i64, whence: *mut Fint, ierror: *mut Fint); "mpi_file_seek_shared" "mpi_file_seek_shared_" "mpi_file_seek_shared__" "MPI_FILE_SEEK_SHARED" "pmpi_file_seek_shared" "pmpi_file_seek_shared_" "pmpi_file_seek_shared__" "PMPI_FILE_SEEK_SHARED" "mpi_file_seek_shared_f08_" "pmpir_file_seek_shared_f08_");
 
 /// `MPI_FILE_SET_ATOMICITY`: `MPI_File_set_atomicity` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -1792,11 +2397,11 @@ unsafe extern "C" fn mpi_file_set_atomicity(fh: *mut Fint, flag: *mut Fint, ierr
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::file::PMPI_File_set_atomicity(crate::file::MPI_File_f2c(*fh), fortran::logical_in(*flag));
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_file_set_atomicity(fh: *mut Fint, flag: *mut Fint, ierror: *mut Fint); "mpi_file_set_atomicity" "mpi_file_set_atomicity_" "mpi_file_set_atomicity__" "MPI_FILE_SET_ATOMICITY" "pmpi_file_set_atomicity" "pmpi_file_set_atomicity_" "pmpi_file_set_atomicity__" "PMPI_FILE_SET_ATOMICITY");
+fortran_names!(mpi_file_set_atomicity(fh: *mut Fint, flag: *mut Fint, ierror: *mut Fint); "mpi_file_set_atomicity" "mpi_file_set_atomicity_" "mpi_file_set_atomicity__" "MPI_FILE_SET_ATOMICITY" "pmpi_file_set_atomicity" "pmpi_file_set_atomicity_" "pmpi_file_set_atomicity__" "PMPI_FILE_SET_ATOMICITY" "mpi_file_set_atomicity_f08_" "pmpir_file_set_atomicity_f08_");
 
 /// `MPI_FILE_SET_ERRHANDLER`: `MPI_File_set_errhandler` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -1805,11 +2410,11 @@ unsafe extern "C" fn mpi_file_set_errhandler(file: *mut Fint, errhandler: *mut F
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::file::PMPI_File_set_errhandler(crate::file::MPI_File_f2c(*file), *errhandler as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_file_set_errhandler(file: *mut Fint, errhandler: *mut Fint, ierror: *mut Fint); "mpi_file_set_errhandler" "mpi_file_set_errhandler_" "mpi_file_set_errhandler__" "MPI_FILE_SET_ERRHANDLER" "pmpi_file_set_errhandler" "pmpi_file_set_errhandler_" "pmpi_file_set_errhandler__" "PMPI_FILE_SET_ERRHANDLER");
+fortran_names!(mpi_file_set_errhandler(file: *mut Fint, errhandler: *mut Fint, ierror: *mut Fint); "mpi_file_set_errhandler" "mpi_file_set_errhandler_" "mpi_file_set_errhandler__" "MPI_FILE_SET_ERRHANDLER" "pmpi_file_set_errhandler" "pmpi_file_set_errhandler_" "pmpi_file_set_errhandler__" "PMPI_FILE_SET_ERRHANDLER" "mpi_file_set_errhandler_f08_" "pmpir_file_set_errhandler_f08_");
 
 /// `MPI_FILE_SET_INFO`: `MPI_File_set_info` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -1818,11 +2423,11 @@ unsafe extern "C" fn mpi_file_set_info(fh: *mut Fint, info: *mut Fint, ierror: *
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::file::PMPI_File_set_info(crate::file::MPI_File_f2c(*fh), *info as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_file_set_info(fh: *mut Fint, info: *mut Fint, ierror: *mut Fint); "mpi_file_set_info" "mpi_file_set_info_" "mpi_file_set_info__" "MPI_FILE_SET_INFO" "pmpi_file_set_info" "pmpi_file_set_info_" "pmpi_file_set_info__" "PMPI_FILE_SET_INFO");
+fortran_names!(mpi_file_set_info(fh: *mut Fint, info: *mut Fint, ierror: *mut Fint); "mpi_file_set_info" "mpi_file_set_info_" "mpi_file_set_info__" "MPI_FILE_SET_INFO" "pmpi_file_set_info" "pmpi_file_set_info_" "pmpi_file_set_info__" "PMPI_FILE_SET_INFO" "mpi_file_set_info_f08_" "pmpir_file_set_info_f08_");
 
 /// `MPI_FILE_SET_SIZE`: `MPI_File_set_size` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -1831,11 +2436,11 @@ unsafe extern "C" fn mpi_file_set_size(fh: *mut Fint, size: *mut i64, ierror: *m
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::file::PMPI_File_set_size(crate::file::MPI_File_f2c(*fh), *size as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_file_set_size(fh: *mut Fint, size: *mut i64, ierror: *mut Fint); "mpi_file_set_size" "mpi_file_set_size_" "mpi_file_set_size__" "MPI_FILE_SET_SIZE" "pmpi_file_set_size" "pmpi_file_set_size_" "pmpi_file_set_size__" "PMPI_FILE_SET_SIZE");
+fortran_names!(mpi_file_set_size(fh: *mut Fint, size: *mut i64, ierror: *mut Fint); "mpi_file_set_size" "mpi_file_set_size_" "mpi_file_set_size__" "MPI_FILE_SET_SIZE" "pmpi_file_set_size" "pmpi_file_set_size_" "pmpi_file_set_size__" "PMPI_FILE_SET_SIZE" "mpi_file_set_size_f08_" "pmpir_file_set_size_f08_");
 
 /// `MPI_FILE_SET_VIEW`: `MPI_File_set_view` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -1845,11 +2450,11 @@ unsafe extern "C" fn mpi_file_set_view(fh: *mut Fint, disp: *mut i64, etype: *mu
     unsafe {
         let datarep_c = fortran::str_in(datarep, datarep_len);
         let rc = crate::file::PMPI_File_set_view(crate::file::MPI_File_f2c(*fh), *disp as _, *etype as _, *filetype as _, datarep_c.as_ptr() as _, *info as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_file_set_view(fh: *mut Fint, disp: *mut i64, etype: *mut Fint, filetype: *mut Fint, datarep: *mut c_char, info: *mut Fint, ierror: *mut Fint, datarep_len: usize); "mpi_file_set_view" "mpi_file_set_view_" "mpi_file_set_view__" "MPI_FILE_SET_VIEW" "pmpi_file_set_view" "pmpi_file_set_view_" "pmpi_file_set_view__" "PMPI_FILE_SET_VIEW");
+fortran_names!(mpi_file_set_view(fh: *mut Fint, disp: *mut i64, etype: *mut Fint, filetype: *mut Fint, datarep: *mut c_char, info: *mut Fint, ierror: *mut Fint, datarep_len: usize); "mpi_file_set_view" "mpi_file_set_view_" "mpi_file_set_view__" "MPI_FILE_SET_VIEW" "pmpi_file_set_view" "pmpi_file_set_view_" "pmpi_file_set_view__" "PMPI_FILE_SET_VIEW" "mpi_file_set_view_f08_" "pmpir_file_set_view_f08_");
 
 /// `MPI_FILE_SYNC`: `MPI_File_sync` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -1858,11 +2463,11 @@ unsafe extern "C" fn mpi_file_sync(fh: *mut Fint, ierror: *mut Fint) {
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::file::PMPI_File_sync(crate::file::MPI_File_f2c(*fh));
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_file_sync(fh: *mut Fint, ierror: *mut Fint); "mpi_file_sync" "mpi_file_sync_" "mpi_file_sync__" "MPI_FILE_SYNC" "pmpi_file_sync" "pmpi_file_sync_" "pmpi_file_sync__" "PMPI_FILE_SYNC");
+fortran_names!(mpi_file_sync(fh: *mut Fint, ierror: *mut Fint); "mpi_file_sync" "mpi_file_sync_" "mpi_file_sync__" "MPI_FILE_SYNC" "pmpi_file_sync" "pmpi_file_sync_" "pmpi_file_sync__" "PMPI_FILE_SYNC" "mpi_file_sync_f08_" "pmpir_file_sync_f08_");
 
 /// `MPI_FILE_WRITE`: `MPI_File_write` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -1871,10 +2476,23 @@ unsafe extern "C" fn mpi_file_write(fh: *mut Fint, buf: *mut c_void, count: *mut
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::file::PMPI_File_write(crate::file::MPI_File_f2c(*fh), fortran::buf(buf) as _, *count as _, *datatype as _, fortran::status(status));
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_FILE_WRITE` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_write_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, status: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut buf_c = fortran::f08::Copied::new(buf, false);
+        mpi_file_write(fh, buf_c.addr(), count, datatype, status, ierror);
+        buf_c.finish();
+    }
+}
+
+fortran_names!(mpi_file_write_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, status: *mut Fint, ierror: *mut Fint); "mpi_file_write_f08ts_" "pmpir_file_write_f08ts_");
 fortran_names!(mpi_file_write(fh: *mut Fint, buf: *mut c_void, count: *mut Fint, datatype: *mut Fint, status: *mut Fint, ierror: *mut Fint); "mpi_file_write" "mpi_file_write_" "mpi_file_write__" "MPI_FILE_WRITE" "pmpi_file_write" "pmpi_file_write_" "pmpi_file_write__" "PMPI_FILE_WRITE");
 
 /// `MPI_FILE_WRITE_ALL`: `MPI_File_write_all` for Fortran.
@@ -1884,10 +2502,23 @@ unsafe extern "C" fn mpi_file_write_all(fh: *mut Fint, buf: *mut c_void, count: 
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::file::PMPI_File_write_all(crate::file::MPI_File_f2c(*fh), fortran::buf(buf) as _, *count as _, *datatype as _, fortran::status(status));
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_FILE_WRITE_ALL` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_write_all_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, status: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut buf_c = fortran::f08::Copied::new(buf, false);
+        mpi_file_write_all(fh, buf_c.addr(), count, datatype, status, ierror);
+        buf_c.finish();
+    }
+}
+
+fortran_names!(mpi_file_write_all_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, status: *mut Fint, ierror: *mut Fint); "mpi_file_write_all_f08ts_" "pmpir_file_write_all_f08ts_");
 fortran_names!(mpi_file_write_all(fh: *mut Fint, buf: *mut c_void, count: *mut Fint, datatype: *mut Fint, status: *mut Fint, ierror: *mut Fint); "mpi_file_write_all" "mpi_file_write_all_" "mpi_file_write_all__" "MPI_FILE_WRITE_ALL" "pmpi_file_write_all" "pmpi_file_write_all_" "pmpi_file_write_all__" "PMPI_FILE_WRITE_ALL");
 
 /// `MPI_FILE_WRITE_ALL_BEGIN`: `MPI_File_write_all_begin` for Fortran.
@@ -1897,10 +2528,24 @@ unsafe extern "C" fn mpi_file_write_all_begin(fh: *mut Fint, buf: *mut c_void, c
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::file::PMPI_File_write_all_begin(crate::file::MPI_File_f2c(*fh), fortran::buf(buf) as _, *count as _, *datatype as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_FILE_WRITE_ALL_BEGIN` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_write_all_begin_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut count_c = *count;
+        let mut datatype_c = *datatype;
+        let buf_s = match fortran::f08::Section::new("MPI_FILE_WRITE_ALL_BEGIN", buf, &mut count_c, &mut datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_file_write_all_begin(fh, buf_s.addr(), &mut count_c, &mut datatype_c, ierror);
+    }
+}
+
+fortran_names!(mpi_file_write_all_begin_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, ierror: *mut Fint); "mpi_file_write_all_begin_f08ts_" "pmpir_file_write_all_begin_f08ts_");
 fortran_names!(mpi_file_write_all_begin(fh: *mut Fint, buf: *mut c_void, count: *mut Fint, datatype: *mut Fint, ierror: *mut Fint); "mpi_file_write_all_begin" "mpi_file_write_all_begin_" "mpi_file_write_all_begin__" "MPI_FILE_WRITE_ALL_BEGIN" "pmpi_file_write_all_begin" "pmpi_file_write_all_begin_" "pmpi_file_write_all_begin__" "PMPI_FILE_WRITE_ALL_BEGIN");
 
 /// `MPI_FILE_WRITE_ALL_END`: `MPI_File_write_all_end` for Fortran.
@@ -1910,10 +2555,21 @@ unsafe extern "C" fn mpi_file_write_all_end(fh: *mut Fint, buf: *mut c_void, sta
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::file::PMPI_File_write_all_end(crate::file::MPI_File_f2c(*fh), fortran::buf(buf) as _, fortran::status(status));
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_FILE_WRITE_ALL_END` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_write_all_end_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, status: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        mpi_file_write_all_end(fh, fortran::f08::first(buf), status, ierror);
+    }
+}
+
+fortran_names!(mpi_file_write_all_end_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, status: *mut Fint, ierror: *mut Fint); "mpi_file_write_all_end_f08ts_" "pmpir_file_write_all_end_f08ts_");
 fortran_names!(mpi_file_write_all_end(fh: *mut Fint, buf: *mut c_void, status: *mut Fint, ierror: *mut Fint); "mpi_file_write_all_end" "mpi_file_write_all_end_" "mpi_file_write_all_end__" "MPI_FILE_WRITE_ALL_END" "pmpi_file_write_all_end" "pmpi_file_write_all_end_" "pmpi_file_write_all_end__" "PMPI_FILE_WRITE_ALL_END");
 
 /// `MPI_FILE_WRITE_AT`: `MPI_File_write_at` for Fortran.
@@ -1923,10 +2579,23 @@ unsafe extern "C" fn mpi_file_write_at(fh: *mut Fint, offset: *mut i64, buf: *mu
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::file::PMPI_File_write_at(crate::file::MPI_File_f2c(*fh), *offset as _, fortran::buf(buf) as _, *count as _, *datatype as _, fortran::status(status));
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_FILE_WRITE_AT` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_write_at_f08ts(fh: *mut Fint, offset: *mut i64, buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, status: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut buf_c = fortran::f08::Copied::new(buf, false);
+        mpi_file_write_at(fh, offset, buf_c.addr(), count, datatype, status, ierror);
+        buf_c.finish();
+    }
+}
+
+fortran_names!(mpi_file_write_at_f08ts(fh: *mut Fint, offset: *mut i64, buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, status: *mut Fint, ierror: *mut Fint); "mpi_file_write_at_f08ts_" "pmpir_file_write_at_f08ts_");
 fortran_names!(mpi_file_write_at(fh: *mut Fint, offset: *mut i64, buf: *mut c_void, count: *mut Fint, datatype: *mut Fint, status: *mut Fint, ierror: *mut Fint); "mpi_file_write_at" "mpi_file_write_at_" "mpi_file_write_at__" "MPI_FILE_WRITE_AT" "pmpi_file_write_at" "pmpi_file_write_at_" "pmpi_file_write_at__" "PMPI_FILE_WRITE_AT");
 
 /// `MPI_FILE_WRITE_AT_ALL`: `MPI_File_write_at_all` for Fortran.
@@ -1936,10 +2605,23 @@ unsafe extern "C" fn mpi_file_write_at_all(fh: *mut Fint, offset: *mut i64, buf:
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::file::PMPI_File_write_at_all(crate::file::MPI_File_f2c(*fh), *offset as _, fortran::buf(buf) as _, *count as _, *datatype as _, fortran::status(status));
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_FILE_WRITE_AT_ALL` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_write_at_all_f08ts(fh: *mut Fint, offset: *mut i64, buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, status: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut buf_c = fortran::f08::Copied::new(buf, false);
+        mpi_file_write_at_all(fh, offset, buf_c.addr(), count, datatype, status, ierror);
+        buf_c.finish();
+    }
+}
+
+fortran_names!(mpi_file_write_at_all_f08ts(fh: *mut Fint, offset: *mut i64, buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, status: *mut Fint, ierror: *mut Fint); "mpi_file_write_at_all_f08ts_" "pmpir_file_write_at_all_f08ts_");
 fortran_names!(mpi_file_write_at_all(fh: *mut Fint, offset: *mut i64, buf: *mut c_void, count: *mut Fint, datatype: *mut Fint, status: *mut Fint, ierror: *mut Fint); "mpi_file_write_at_all" "mpi_file_write_at_all_" "mpi_file_write_at_all__" "MPI_FILE_WRITE_AT_ALL" "pmpi_file_write_at_all" "pmpi_file_write_at_all_" "pmpi_file_write_at_all__" "PMPI_FILE_WRITE_AT_ALL");
 
 /// `MPI_FILE_WRITE_AT_ALL_BEGIN`: `MPI_File_write_at_all_begin` for Fortran.
@@ -1949,10 +2631,24 @@ unsafe extern "C" fn mpi_file_write_at_all_begin(fh: *mut Fint, offset: *mut i64
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::file::PMPI_File_write_at_all_begin(crate::file::MPI_File_f2c(*fh), *offset as _, fortran::buf(buf) as _, *count as _, *datatype as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_FILE_WRITE_AT_ALL_BEGIN` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_write_at_all_begin_f08ts(fh: *mut Fint, offset: *mut i64, buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut count_c = *count;
+        let mut datatype_c = *datatype;
+        let buf_s = match fortran::f08::Section::new("MPI_FILE_WRITE_AT_ALL_BEGIN", buf, &mut count_c, &mut datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_file_write_at_all_begin(fh, offset, buf_s.addr(), &mut count_c, &mut datatype_c, ierror);
+    }
+}
+
+fortran_names!(mpi_file_write_at_all_begin_f08ts(fh: *mut Fint, offset: *mut i64, buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, ierror: *mut Fint); "mpi_file_write_at_all_begin_f08ts_" "pmpir_file_write_at_all_begin_f08ts_");
 fortran_names!(mpi_file_write_at_all_begin(fh: *mut Fint, offset: *mut i64, buf: *mut c_void, count: *mut Fint, datatype: *mut Fint, ierror: *mut Fint); "mpi_file_write_at_all_begin" "mpi_file_write_at_all_begin_" "mpi_file_write_at_all_begin__" "MPI_FILE_WRITE_AT_ALL_BEGIN" "pmpi_file_write_at_all_begin" "pmpi_file_write_at_all_begin_" "pmpi_file_write_at_all_begin__" "PMPI_FILE_WRITE_AT_ALL_BEGIN");
 
 /// `MPI_FILE_WRITE_AT_ALL_END`: `MPI_File_write_at_all_end` for Fortran.
@@ -1962,10 +2658,21 @@ unsafe extern "C" fn mpi_file_write_at_all_end(fh: *mut Fint, buf: *mut c_void, 
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::file::PMPI_File_write_at_all_end(crate::file::MPI_File_f2c(*fh), fortran::buf(buf) as _, fortran::status(status));
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_FILE_WRITE_AT_ALL_END` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_write_at_all_end_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, status: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        mpi_file_write_at_all_end(fh, fortran::f08::first(buf), status, ierror);
+    }
+}
+
+fortran_names!(mpi_file_write_at_all_end_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, status: *mut Fint, ierror: *mut Fint); "mpi_file_write_at_all_end_f08ts_" "pmpir_file_write_at_all_end_f08ts_");
 fortran_names!(mpi_file_write_at_all_end(fh: *mut Fint, buf: *mut c_void, status: *mut Fint, ierror: *mut Fint); "mpi_file_write_at_all_end" "mpi_file_write_at_all_end_" "mpi_file_write_at_all_end__" "MPI_FILE_WRITE_AT_ALL_END" "pmpi_file_write_at_all_end" "pmpi_file_write_at_all_end_" "pmpi_file_write_at_all_end__" "PMPI_FILE_WRITE_AT_ALL_END");
 
 /// `MPI_FILE_WRITE_ORDERED`: `MPI_File_write_ordered` for Fortran.
@@ -1975,10 +2682,23 @@ unsafe extern "C" fn mpi_file_write_ordered(fh: *mut Fint, buf: *mut c_void, cou
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::file::PMPI_File_write_ordered(crate::file::MPI_File_f2c(*fh), fortran::buf(buf) as _, *count as _, *datatype as _, fortran::status(status));
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_FILE_WRITE_ORDERED` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_write_ordered_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, status: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut buf_c = fortran::f08::Copied::new(buf, false);
+        mpi_file_write_ordered(fh, buf_c.addr(), count, datatype, status, ierror);
+        buf_c.finish();
+    }
+}
+
+fortran_names!(mpi_file_write_ordered_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, status: *mut Fint, ierror: *mut Fint); "mpi_file_write_ordered_f08ts_" "pmpir_file_write_ordered_f08ts_");
 fortran_names!(mpi_file_write_ordered(fh: *mut Fint, buf: *mut c_void, count: *mut Fint, datatype: *mut Fint, status: *mut Fint, ierror: *mut Fint); "mpi_file_write_ordered" "mpi_file_write_ordered_" "mpi_file_write_ordered__" "MPI_FILE_WRITE_ORDERED" "pmpi_file_write_ordered" "pmpi_file_write_ordered_" "pmpi_file_write_ordered__" "PMPI_FILE_WRITE_ORDERED");
 
 /// `MPI_FILE_WRITE_ORDERED_BEGIN`: `MPI_File_write_ordered_begin` for Fortran.
@@ -1988,10 +2708,24 @@ unsafe extern "C" fn mpi_file_write_ordered_begin(fh: *mut Fint, buf: *mut c_voi
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::file::PMPI_File_write_ordered_begin(crate::file::MPI_File_f2c(*fh), fortran::buf(buf) as _, *count as _, *datatype as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_FILE_WRITE_ORDERED_BEGIN` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_write_ordered_begin_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut count_c = *count;
+        let mut datatype_c = *datatype;
+        let buf_s = match fortran::f08::Section::new("MPI_FILE_WRITE_ORDERED_BEGIN", buf, &mut count_c, &mut datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_file_write_ordered_begin(fh, buf_s.addr(), &mut count_c, &mut datatype_c, ierror);
+    }
+}
+
+fortran_names!(mpi_file_write_ordered_begin_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, ierror: *mut Fint); "mpi_file_write_ordered_begin_f08ts_" "pmpir_file_write_ordered_begin_f08ts_");
 fortran_names!(mpi_file_write_ordered_begin(fh: *mut Fint, buf: *mut c_void, count: *mut Fint, datatype: *mut Fint, ierror: *mut Fint); "mpi_file_write_ordered_begin" "mpi_file_write_ordered_begin_" "mpi_file_write_ordered_begin__" "MPI_FILE_WRITE_ORDERED_BEGIN" "pmpi_file_write_ordered_begin" "pmpi_file_write_ordered_begin_" "pmpi_file_write_ordered_begin__" "PMPI_FILE_WRITE_ORDERED_BEGIN");
 
 /// `MPI_FILE_WRITE_ORDERED_END`: `MPI_File_write_ordered_end` for Fortran.
@@ -2001,10 +2735,21 @@ unsafe extern "C" fn mpi_file_write_ordered_end(fh: *mut Fint, buf: *mut c_void,
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::file::PMPI_File_write_ordered_end(crate::file::MPI_File_f2c(*fh), fortran::buf(buf) as _, fortran::status(status));
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_FILE_WRITE_ORDERED_END` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_write_ordered_end_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, status: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        mpi_file_write_ordered_end(fh, fortran::f08::first(buf), status, ierror);
+    }
+}
+
+fortran_names!(mpi_file_write_ordered_end_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, status: *mut Fint, ierror: *mut Fint); "mpi_file_write_ordered_end_f08ts_" "pmpir_file_write_ordered_end_f08ts_");
 fortran_names!(mpi_file_write_ordered_end(fh: *mut Fint, buf: *mut c_void, status: *mut Fint, ierror: *mut Fint); "mpi_file_write_ordered_end" "mpi_file_write_ordered_end_" "mpi_file_write_ordered_end__" "MPI_FILE_WRITE_ORDERED_END" "pmpi_file_write_ordered_end" "pmpi_file_write_ordered_end_" "pmpi_file_write_ordered_end__" "PMPI_FILE_WRITE_ORDERED_END");
 
 /// `MPI_FILE_WRITE_SHARED`: `MPI_File_write_shared` for Fortran.
@@ -2014,10 +2759,23 @@ unsafe extern "C" fn mpi_file_write_shared(fh: *mut Fint, buf: *mut c_void, coun
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::file::PMPI_File_write_shared(crate::file::MPI_File_f2c(*fh), fortran::buf(buf) as _, *count as _, *datatype as _, fortran::status(status));
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_FILE_WRITE_SHARED` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_write_shared_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, status: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut buf_c = fortran::f08::Copied::new(buf, false);
+        mpi_file_write_shared(fh, buf_c.addr(), count, datatype, status, ierror);
+        buf_c.finish();
+    }
+}
+
+fortran_names!(mpi_file_write_shared_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, status: *mut Fint, ierror: *mut Fint); "mpi_file_write_shared_f08ts_" "pmpir_file_write_shared_f08ts_");
 fortran_names!(mpi_file_write_shared(fh: *mut Fint, buf: *mut c_void, count: *mut Fint, datatype: *mut Fint, status: *mut Fint, ierror: *mut Fint); "mpi_file_write_shared" "mpi_file_write_shared_" "mpi_file_write_shared__" "MPI_FILE_WRITE_SHARED" "pmpi_file_write_shared" "pmpi_file_write_shared_" "pmpi_file_write_shared__" "PMPI_FILE_WRITE_SHARED");
 
 /// `MPI_FINALIZE`: `MPI_Finalize` for Fortran.
@@ -2027,11 +2785,11 @@ unsafe extern "C" fn mpi_finalize(ierror: *mut Fint) {
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::init::PMPI_Finalize();
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_finalize(ierror: *mut Fint); "mpi_finalize" "mpi_finalize_" "mpi_finalize__" "MPI_FINALIZE" "pmpi_finalize" "pmpi_finalize_" "pmpi_finalize__" "PMPI_FINALIZE");
+fortran_names!(mpi_finalize(ierror: *mut Fint); "mpi_finalize" "mpi_finalize_" "mpi_finalize__" "MPI_FINALIZE" "pmpi_finalize" "pmpi_finalize_" "pmpi_finalize__" "PMPI_FINALIZE" "mpi_finalize_f08_" "pmpir_finalize_f08_");
 
 /// `MPI_FINALIZED`: `MPI_Finalized` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -2042,11 +2800,11 @@ unsafe extern "C" fn mpi_finalized(flag: *mut Fint, ierror: *mut Fint) {
         let mut flag_c: c_int = 0;
         let rc = crate::init::PMPI_Finalized(&mut flag_c);
         *flag = fortran::logical_out(flag_c);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_finalized(flag: *mut Fint, ierror: *mut Fint); "mpi_finalized" "mpi_finalized_" "mpi_finalized__" "MPI_FINALIZED" "pmpi_finalized" "pmpi_finalized_" "pmpi_finalized__" "PMPI_FINALIZED");
+fortran_names!(mpi_finalized(flag: *mut Fint, ierror: *mut Fint); "mpi_finalized" "mpi_finalized_" "mpi_finalized__" "MPI_FINALIZED" "pmpi_finalized" "pmpi_finalized_" "pmpi_finalized__" "PMPI_FINALIZED" "mpi_finalized_f08_" "pmpir_finalized_f08_");
 
 /// `MPI_FREE_MEM`: `MPI_Free_mem` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -2055,10 +2813,21 @@ unsafe extern "C" fn mpi_free_mem(base: *mut c_void, ierror: *mut Fint) {
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::types::PMPI_Free_mem(fortran::buf(base) as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_FREE_MEM` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_free_mem_f08ts(base: *const fortran::f08::Desc, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        mpi_free_mem(fortran::f08::first(base), ierror);
+    }
+}
+
+fortran_names!(mpi_free_mem_f08ts(base: *const fortran::f08::Desc, ierror: *mut Fint); "mpi_free_mem_f08ts_" "pmpir_free_mem_f08ts_");
 fortran_names!(mpi_free_mem(base: *mut c_void, ierror: *mut Fint); "mpi_free_mem" "mpi_free_mem_" "mpi_free_mem__" "MPI_FREE_MEM" "pmpi_free_mem" "pmpi_free_mem_" "pmpi_free_mem__" "PMPI_FREE_MEM");
 
 /// `MPI_GATHER`: `MPI_Gather` for Fortran.
@@ -2068,10 +2837,25 @@ unsafe extern "C" fn mpi_gather(sendbuf: *mut c_void, sendcount: *mut Fint, send
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::coll::PMPI_Gather(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *root as _, *comm as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_GATHER` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_gather_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut Fint, recvtype: *mut Fint, root: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendbuf_c = fortran::f08::Copied::new(sendbuf, false);
+        let mut recvbuf_c = fortran::f08::Copied::new(recvbuf, true);
+        mpi_gather(sendbuf_c.addr(), sendcount, sendtype, recvbuf_c.addr(), recvcount, recvtype, root, comm, ierror);
+        sendbuf_c.finish();
+        recvbuf_c.finish();
+    }
+}
+
+fortran_names!(mpi_gather_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut Fint, recvtype: *mut Fint, root: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_gather_f08ts_" "pmpir_gather_f08ts_");
 fortran_names!(mpi_gather(sendbuf: *mut c_void, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *mut c_void, recvcount: *mut Fint, recvtype: *mut Fint, root: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_gather" "mpi_gather_" "mpi_gather__" "MPI_GATHER" "pmpi_gather" "pmpi_gather_" "pmpi_gather__" "PMPI_GATHER");
 
 /// `MPI_GATHER_INIT`: `MPI_Gather_init` for Fortran.
@@ -2081,10 +2865,27 @@ unsafe extern "C" fn mpi_gather_init(sendbuf: *mut c_void, sendcount: *mut Fint,
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::coll::PMPI_Gather_init(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *root as _, *comm as _, *info as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_GATHER_INIT` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_gather_init_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut Fint, recvtype: *mut Fint, root: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendcount_c = *sendcount;
+        let mut sendtype_c = *sendtype;
+        let sendbuf_s = match fortran::f08::Section::new("MPI_GATHER_INIT", sendbuf, &mut sendcount_c, &mut sendtype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let mut recvcount_c = *recvcount;
+        let mut recvtype_c = *recvtype;
+        let recvbuf_s = match fortran::f08::Section::new("MPI_GATHER_INIT", recvbuf, &mut recvcount_c, &mut recvtype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_gather_init(sendbuf_s.addr(), &mut sendcount_c, &mut sendtype_c, recvbuf_s.addr(), &mut recvcount_c, &mut recvtype_c, root, comm, info, request, ierror);
+    }
+}
+
+fortran_names!(mpi_gather_init_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut Fint, recvtype: *mut Fint, root: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_gather_init_f08ts_" "pmpir_gather_init_f08ts_");
 fortran_names!(mpi_gather_init(sendbuf: *mut c_void, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *mut c_void, recvcount: *mut Fint, recvtype: *mut Fint, root: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_gather_init" "mpi_gather_init_" "mpi_gather_init__" "MPI_GATHER_INIT" "pmpi_gather_init" "pmpi_gather_init_" "pmpi_gather_init__" "PMPI_GATHER_INIT");
 
 /// `MPI_GATHERV`: `MPI_Gatherv` for Fortran.
@@ -2094,10 +2895,25 @@ unsafe extern "C" fn mpi_gatherv(sendbuf: *mut c_void, sendcount: *mut Fint, sen
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::coll::PMPI_Gatherv(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, recvcounts as _, displs as _, *recvtype as _, *root as _, *comm as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_GATHERV` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_gatherv_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut Fint, displs: *mut Fint, recvtype: *mut Fint, root: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendbuf_c = fortran::f08::Copied::new(sendbuf, false);
+        let mut recvbuf_c = fortran::f08::Copied::new(recvbuf, true);
+        mpi_gatherv(sendbuf_c.addr(), sendcount, sendtype, recvbuf_c.addr(), recvcounts, displs, recvtype, root, comm, ierror);
+        sendbuf_c.finish();
+        recvbuf_c.finish();
+    }
+}
+
+fortran_names!(mpi_gatherv_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut Fint, displs: *mut Fint, recvtype: *mut Fint, root: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_gatherv_f08ts_" "pmpir_gatherv_f08ts_");
 fortran_names!(mpi_gatherv(sendbuf: *mut c_void, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *mut c_void, recvcounts: *mut Fint, displs: *mut Fint, recvtype: *mut Fint, root: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_gatherv" "mpi_gatherv_" "mpi_gatherv__" "MPI_GATHERV" "pmpi_gatherv" "pmpi_gatherv_" "pmpi_gatherv__" "PMPI_GATHERV");
 
 /// `MPI_GATHERV_INIT`: `MPI_Gatherv_init` for Fortran.
@@ -2107,10 +2923,25 @@ unsafe extern "C" fn mpi_gatherv_init(sendbuf: *mut c_void, sendcount: *mut Fint
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::coll::PMPI_Gatherv_init(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, recvcounts as _, displs as _, *recvtype as _, *root as _, *comm as _, *info as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_GATHERV_INIT` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_gatherv_init_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut Fint, displs: *mut Fint, recvtype: *mut Fint, root: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendcount_c = *sendcount;
+        let mut sendtype_c = *sendtype;
+        let sendbuf_s = match fortran::f08::Section::new("MPI_GATHERV_INIT", sendbuf, &mut sendcount_c, &mut sendtype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let recvbuf_s = match fortran::f08::Section::contiguous("MPI_GATHERV_INIT", recvbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_gatherv_init(sendbuf_s.addr(), &mut sendcount_c, &mut sendtype_c, recvbuf_s.addr(), recvcounts, displs, recvtype, root, comm, info, request, ierror);
+    }
+}
+
+fortran_names!(mpi_gatherv_init_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut Fint, displs: *mut Fint, recvtype: *mut Fint, root: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_gatherv_init_f08ts_" "pmpir_gatherv_init_f08ts_");
 fortran_names!(mpi_gatherv_init(sendbuf: *mut c_void, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *mut c_void, recvcounts: *mut Fint, displs: *mut Fint, recvtype: *mut Fint, root: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_gatherv_init" "mpi_gatherv_init_" "mpi_gatherv_init__" "MPI_GATHERV_INIT" "pmpi_gatherv_init" "pmpi_gatherv_init_" "pmpi_gatherv_init__" "PMPI_GATHERV_INIT");
 
 /// `MPI_GET`: `MPI_Get` for Fortran.
@@ -2120,10 +2951,24 @@ unsafe extern "C" fn mpi_get(origin_addr: *mut c_void, origin_count: *mut Fint, 
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::win::PMPI_Get(fortran::buf(origin_addr) as _, *origin_count as _, *origin_datatype as _, *target_rank as _, *target_disp as _, *target_count as _, *target_datatype as _, *win as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_GET` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_get_f08ts(origin_addr: *const fortran::f08::Desc, origin_count: *mut Fint, origin_datatype: *mut Fint, target_rank: *mut Fint, target_disp: *mut i64, target_count: *mut Fint, target_datatype: *mut Fint, win: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut origin_count_c = *origin_count;
+        let mut origin_datatype_c = *origin_datatype;
+        let origin_addr_s = match fortran::f08::Section::new("MPI_GET", origin_addr, &mut origin_count_c, &mut origin_datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_get(origin_addr_s.addr(), &mut origin_count_c, &mut origin_datatype_c, target_rank, target_disp, target_count, target_datatype, win, ierror);
+    }
+}
+
+fortran_names!(mpi_get_f08ts(origin_addr: *const fortran::f08::Desc, origin_count: *mut Fint, origin_datatype: *mut Fint, target_rank: *mut Fint, target_disp: *mut i64, target_count: *mut Fint, target_datatype: *mut Fint, win: *mut Fint, ierror: *mut Fint); "mpi_get_f08ts_" "pmpir_get_f08ts_");
 fortran_names!(mpi_get(origin_addr: *mut c_void, origin_count: *mut Fint, origin_datatype: *mut Fint, target_rank: *mut Fint, target_disp: *mut i64, target_count: *mut Fint, target_datatype: *mut Fint, win: *mut Fint, ierror: *mut Fint); "mpi_get" "mpi_get_" "mpi_get__" "MPI_GET" "pmpi_get" "pmpi_get_" "pmpi_get__" "PMPI_GET");
 
 /// `MPI_GET_ACCUMULATE`: `MPI_Get_accumulate` for Fortran.
@@ -2133,10 +2978,27 @@ unsafe extern "C" fn mpi_get_accumulate(origin_addr: *mut c_void, origin_count: 
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::win::PMPI_Get_accumulate(fortran::buf(origin_addr) as _, *origin_count as _, *origin_datatype as _, fortran::buf(result_addr) as _, *result_count as _, *result_datatype as _, *target_rank as _, *target_disp as _, *target_count as _, *target_datatype as _, *op as _, *win as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_GET_ACCUMULATE` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_get_accumulate_f08ts(origin_addr: *const fortran::f08::Desc, origin_count: *mut Fint, origin_datatype: *mut Fint, result_addr: *const fortran::f08::Desc, result_count: *mut Fint, result_datatype: *mut Fint, target_rank: *mut Fint, target_disp: *mut i64, target_count: *mut Fint, target_datatype: *mut Fint, op: *mut Fint, win: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut origin_count_c = *origin_count;
+        let mut origin_datatype_c = *origin_datatype;
+        let origin_addr_s = match fortran::f08::Section::new("MPI_GET_ACCUMULATE", origin_addr, &mut origin_count_c, &mut origin_datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let mut result_count_c = *result_count;
+        let mut result_datatype_c = *result_datatype;
+        let result_addr_s = match fortran::f08::Section::new("MPI_GET_ACCUMULATE", result_addr, &mut result_count_c, &mut result_datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_get_accumulate(origin_addr_s.addr(), &mut origin_count_c, &mut origin_datatype_c, result_addr_s.addr(), &mut result_count_c, &mut result_datatype_c, target_rank, target_disp, target_count, target_datatype, op, win, ierror);
+    }
+}
+
+fortran_names!(mpi_get_accumulate_f08ts(origin_addr: *const fortran::f08::Desc, origin_count: *mut Fint, origin_datatype: *mut Fint, result_addr: *const fortran::f08::Desc, result_count: *mut Fint, result_datatype: *mut Fint, target_rank: *mut Fint, target_disp: *mut i64, target_count: *mut Fint, target_datatype: *mut Fint, op: *mut Fint, win: *mut Fint, ierror: *mut Fint); "mpi_get_accumulate_f08ts_" "pmpir_get_accumulate_f08ts_");
 fortran_names!(mpi_get_accumulate(origin_addr: *mut c_void, origin_count: *mut Fint, origin_datatype: *mut Fint, result_addr: *mut c_void, result_count: *mut Fint, result_datatype: *mut Fint, target_rank: *mut Fint, target_disp: *mut i64, target_count: *mut Fint, target_datatype: *mut Fint, op: *mut Fint, win: *mut Fint, ierror: *mut Fint); "mpi_get_accumulate" "mpi_get_accumulate_" "mpi_get_accumulate__" "MPI_GET_ACCUMULATE" "pmpi_get_accumulate" "pmpi_get_accumulate_" "pmpi_get_accumulate__" "PMPI_GET_ACCUMULATE");
 
 /// `MPI_GET_ADDRESS`: `MPI_Get_address` for Fortran.
@@ -2146,10 +3008,21 @@ unsafe extern "C" fn mpi_get_address(location: *mut c_void, address: *mut i64, i
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::types::PMPI_Get_address(fortran::buf(location) as _, address as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_GET_ADDRESS` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_get_address_f08ts(location: *const fortran::f08::Desc, address: *mut i64, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        mpi_get_address(fortran::f08::first(location), address, ierror);
+    }
+}
+
+fortran_names!(mpi_get_address_f08ts(location: *const fortran::f08::Desc, address: *mut i64, ierror: *mut Fint); "mpi_get_address_f08ts_" "pmpir_get_address_f08ts_");
 fortran_names!(mpi_get_address(location: *mut c_void, address: *mut i64, ierror: *mut Fint); "mpi_get_address" "mpi_get_address_" "mpi_get_address__" "MPI_GET_ADDRESS" "pmpi_get_address" "pmpi_get_address_" "pmpi_get_address__" "PMPI_GET_ADDRESS");
 
 /// `MPI_GET_COUNT`: `MPI_Get_count` for Fortran.
@@ -2159,11 +3032,11 @@ unsafe extern "C" fn mpi_get_count(status: *mut Fint, datatype: *mut Fint, count
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::p2p::PMPI_Get_count(status as *const crate::MPI_Status, *datatype as _, count as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_get_count(status: *mut Fint, datatype: *mut Fint, count: *mut Fint, ierror: *mut Fint); "mpi_get_count" "mpi_get_count_" "mpi_get_count__" "MPI_GET_COUNT" "pmpi_get_count" "pmpi_get_count_" "pmpi_get_count__" "PMPI_GET_COUNT");
+fortran_names!(mpi_get_count(status: *mut Fint, datatype: *mut Fint, count: *mut Fint, ierror: *mut Fint); "mpi_get_count" "mpi_get_count_" "mpi_get_count__" "MPI_GET_COUNT" "pmpi_get_count" "pmpi_get_count_" "pmpi_get_count__" "PMPI_GET_COUNT" "mpi_get_count_f08_" "pmpir_get_count_f08_");
 
 /// `MPI_GET_ELEMENTS`: `MPI_Get_elements` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -2172,11 +3045,11 @@ unsafe extern "C" fn mpi_get_elements(status: *mut Fint, datatype: *mut Fint, co
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::p2p::PMPI_Get_elements(status as *const crate::MPI_Status, *datatype as _, count as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_get_elements(status: *mut Fint, datatype: *mut Fint, count: *mut Fint, ierror: *mut Fint); "mpi_get_elements" "mpi_get_elements_" "mpi_get_elements__" "MPI_GET_ELEMENTS" "pmpi_get_elements" "pmpi_get_elements_" "pmpi_get_elements__" "PMPI_GET_ELEMENTS");
+fortran_names!(mpi_get_elements(status: *mut Fint, datatype: *mut Fint, count: *mut Fint, ierror: *mut Fint); "mpi_get_elements" "mpi_get_elements_" "mpi_get_elements__" "MPI_GET_ELEMENTS" "pmpi_get_elements" "pmpi_get_elements_" "pmpi_get_elements__" "PMPI_GET_ELEMENTS" "mpi_get_elements_f08_" "pmpir_get_elements_f08_");
 
 /// `MPI_GET_ELEMENTS_X`: `MPI_Get_elements_x` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -2185,11 +3058,11 @@ unsafe extern "C" fn mpi_get_elements_x(status: *mut Fint, datatype: *mut Fint, 
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::p2p::PMPI_Get_elements_x(status as *const crate::MPI_Status, *datatype as _, count as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_get_elements_x(status: *mut Fint, datatype: *mut Fint, count: *mut i64, ierror: *mut Fint); "mpi_get_elements_x" "mpi_get_elements_x_" "mpi_get_elements_x__" "MPI_GET_ELEMENTS_X" "pmpi_get_elements_x" "pmpi_get_elements_x_" "pmpi_get_elements_x__" "PMPI_GET_ELEMENTS_X");
+fortran_names!(mpi_get_elements_x(status: *mut Fint, datatype: *mut Fint, count: *mut i64, ierror: *mut Fint); "mpi_get_elements_x" "mpi_get_elements_x_" "mpi_get_elements_x__" "MPI_GET_ELEMENTS_X" "pmpi_get_elements_x" "pmpi_get_elements_x_" "pmpi_get_elements_x__" "PMPI_GET_ELEMENTS_X" "mpi_get_elements_x_f08_" "pmpir_get_elements_x_f08_");
 
 /// `MPI_GET_HW_RESOURCE_INFO`: not bound for Fortran (kumi does not implement it).
 unsafe extern "C" fn mpi_get_hw_resource_info(_hw_info: *mut Fint, ierror: *mut Fint) {
@@ -2197,7 +3070,7 @@ unsafe extern "C" fn mpi_get_hw_resource_info(_hw_info: *mut Fint, ierror: *mut 
     unsafe { fortran::unbound("MPI_GET_HW_RESOURCE_INFO", ierror) }
 }
 
-fortran_names!(mpi_get_hw_resource_info(_hw_info: *mut Fint, ierror: *mut Fint); "mpi_get_hw_resource_info" "mpi_get_hw_resource_info_" "mpi_get_hw_resource_info__" "MPI_GET_HW_RESOURCE_INFO" "pmpi_get_hw_resource_info" "pmpi_get_hw_resource_info_" "pmpi_get_hw_resource_info__" "PMPI_GET_HW_RESOURCE_INFO");
+fortran_names!(mpi_get_hw_resource_info(_hw_info: *mut Fint, ierror: *mut Fint); "mpi_get_hw_resource_info" "mpi_get_hw_resource_info_" "mpi_get_hw_resource_info__" "MPI_GET_HW_RESOURCE_INFO" "pmpi_get_hw_resource_info" "pmpi_get_hw_resource_info_" "pmpi_get_hw_resource_info__" "PMPI_GET_HW_RESOURCE_INFO" "mpi_get_hw_resource_info_f08_" "pmpir_get_hw_resource_info_f08_");
 
 /// `MPI_GET_LIBRARY_VERSION`: `MPI_Get_library_version` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -2208,11 +3081,11 @@ unsafe extern "C" fn mpi_get_library_version(version: *mut c_char, resultlen: *m
         let mut version_c = fortran::str_buf(version_len);
         let rc = crate::init::PMPI_Get_library_version(version_c.as_mut_ptr() as _, resultlen as _);
         fortran::str_out(version, version_len, &version_c);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_get_library_version(version: *mut c_char, resultlen: *mut Fint, ierror: *mut Fint, version_len: usize); "mpi_get_library_version" "mpi_get_library_version_" "mpi_get_library_version__" "MPI_GET_LIBRARY_VERSION" "pmpi_get_library_version" "pmpi_get_library_version_" "pmpi_get_library_version__" "PMPI_GET_LIBRARY_VERSION");
+fortran_names!(mpi_get_library_version(version: *mut c_char, resultlen: *mut Fint, ierror: *mut Fint, version_len: usize); "mpi_get_library_version" "mpi_get_library_version_" "mpi_get_library_version__" "MPI_GET_LIBRARY_VERSION" "pmpi_get_library_version" "pmpi_get_library_version_" "pmpi_get_library_version__" "PMPI_GET_LIBRARY_VERSION" "mpi_get_library_version_f08_" "pmpir_get_library_version_f08_");
 
 /// `MPI_GET_PROCESSOR_NAME`: `MPI_Get_processor_name` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -2223,11 +3096,11 @@ unsafe extern "C" fn mpi_get_processor_name(name: *mut c_char, resultlen: *mut F
         let mut name_c = fortran::str_buf(name_len);
         let rc = crate::init::PMPI_Get_processor_name(name_c.as_mut_ptr() as _, resultlen as _);
         fortran::str_out(name, name_len, &name_c);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_get_processor_name(name: *mut c_char, resultlen: *mut Fint, ierror: *mut Fint, name_len: usize); "mpi_get_processor_name" "mpi_get_processor_name_" "mpi_get_processor_name__" "MPI_GET_PROCESSOR_NAME" "pmpi_get_processor_name" "pmpi_get_processor_name_" "pmpi_get_processor_name__" "PMPI_GET_PROCESSOR_NAME");
+fortran_names!(mpi_get_processor_name(name: *mut c_char, resultlen: *mut Fint, ierror: *mut Fint, name_len: usize); "mpi_get_processor_name" "mpi_get_processor_name_" "mpi_get_processor_name__" "MPI_GET_PROCESSOR_NAME" "pmpi_get_processor_name" "pmpi_get_processor_name_" "pmpi_get_processor_name__" "PMPI_GET_PROCESSOR_NAME" "mpi_get_processor_name_f08_" "pmpir_get_processor_name_f08_");
 
 /// `MPI_GET_VERSION`: `MPI_Get_version` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -2236,11 +3109,11 @@ unsafe extern "C" fn mpi_get_version(version: *mut Fint, subversion: *mut Fint, 
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::init::PMPI_Get_version(version as _, subversion as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_get_version(version: *mut Fint, subversion: *mut Fint, ierror: *mut Fint); "mpi_get_version" "mpi_get_version_" "mpi_get_version__" "MPI_GET_VERSION" "pmpi_get_version" "pmpi_get_version_" "pmpi_get_version__" "PMPI_GET_VERSION");
+fortran_names!(mpi_get_version(version: *mut Fint, subversion: *mut Fint, ierror: *mut Fint); "mpi_get_version" "mpi_get_version_" "mpi_get_version__" "MPI_GET_VERSION" "pmpi_get_version" "pmpi_get_version_" "pmpi_get_version__" "PMPI_GET_VERSION" "mpi_get_version_f08_" "pmpir_get_version_f08_");
 
 /// `MPI_GRAPH_CREATE`: `MPI_Graph_create` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -2249,11 +3122,11 @@ unsafe extern "C" fn mpi_graph_create(comm_old: *mut Fint, nnodes: *mut Fint, in
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::comm::PMPI_Graph_create(*comm_old as _, *nnodes as _, index as _, edges as _, fortran::logical_in(*reorder), comm_graph as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_graph_create(comm_old: *mut Fint, nnodes: *mut Fint, index: *mut Fint, edges: *mut Fint, reorder: *mut Fint, comm_graph: *mut Fint, ierror: *mut Fint); "mpi_graph_create" "mpi_graph_create_" "mpi_graph_create__" "MPI_GRAPH_CREATE" "pmpi_graph_create" "pmpi_graph_create_" "pmpi_graph_create__" "PMPI_GRAPH_CREATE");
+fortran_names!(mpi_graph_create(comm_old: *mut Fint, nnodes: *mut Fint, index: *mut Fint, edges: *mut Fint, reorder: *mut Fint, comm_graph: *mut Fint, ierror: *mut Fint); "mpi_graph_create" "mpi_graph_create_" "mpi_graph_create__" "MPI_GRAPH_CREATE" "pmpi_graph_create" "pmpi_graph_create_" "pmpi_graph_create__" "PMPI_GRAPH_CREATE" "mpi_graph_create_f08_" "pmpir_graph_create_f08_");
 
 /// `MPI_GRAPH_GET`: `MPI_Graph_get` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -2262,11 +3135,11 @@ unsafe extern "C" fn mpi_graph_get(comm: *mut Fint, maxindex: *mut Fint, maxedge
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::comm::PMPI_Graph_get(*comm as _, *maxindex as _, *maxedges as _, index as _, edges as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_graph_get(comm: *mut Fint, maxindex: *mut Fint, maxedges: *mut Fint, index: *mut Fint, edges: *mut Fint, ierror: *mut Fint); "mpi_graph_get" "mpi_graph_get_" "mpi_graph_get__" "MPI_GRAPH_GET" "pmpi_graph_get" "pmpi_graph_get_" "pmpi_graph_get__" "PMPI_GRAPH_GET");
+fortran_names!(mpi_graph_get(comm: *mut Fint, maxindex: *mut Fint, maxedges: *mut Fint, index: *mut Fint, edges: *mut Fint, ierror: *mut Fint); "mpi_graph_get" "mpi_graph_get_" "mpi_graph_get__" "MPI_GRAPH_GET" "pmpi_graph_get" "pmpi_graph_get_" "pmpi_graph_get__" "PMPI_GRAPH_GET" "mpi_graph_get_f08_" "pmpir_graph_get_f08_");
 
 /// `MPI_GRAPH_MAP`: `MPI_Graph_map` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -2275,11 +3148,11 @@ unsafe extern "C" fn mpi_graph_map(comm: *mut Fint, nnodes: *mut Fint, index: *m
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::comm::PMPI_Graph_map(*comm as _, *nnodes as _, index as _, edges as _, newrank as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_graph_map(comm: *mut Fint, nnodes: *mut Fint, index: *mut Fint, edges: *mut Fint, newrank: *mut Fint, ierror: *mut Fint); "mpi_graph_map" "mpi_graph_map_" "mpi_graph_map__" "MPI_GRAPH_MAP" "pmpi_graph_map" "pmpi_graph_map_" "pmpi_graph_map__" "PMPI_GRAPH_MAP");
+fortran_names!(mpi_graph_map(comm: *mut Fint, nnodes: *mut Fint, index: *mut Fint, edges: *mut Fint, newrank: *mut Fint, ierror: *mut Fint); "mpi_graph_map" "mpi_graph_map_" "mpi_graph_map__" "MPI_GRAPH_MAP" "pmpi_graph_map" "pmpi_graph_map_" "pmpi_graph_map__" "PMPI_GRAPH_MAP" "mpi_graph_map_f08_" "pmpir_graph_map_f08_");
 
 /// `MPI_GRAPH_NEIGHBORS`: `MPI_Graph_neighbors` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -2288,11 +3161,11 @@ unsafe extern "C" fn mpi_graph_neighbors(comm: *mut Fint, rank: *mut Fint, maxne
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::comm::PMPI_Graph_neighbors(*comm as _, *rank as _, *maxneighbors as _, neighbors as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_graph_neighbors(comm: *mut Fint, rank: *mut Fint, maxneighbors: *mut Fint, neighbors: *mut Fint, ierror: *mut Fint); "mpi_graph_neighbors" "mpi_graph_neighbors_" "mpi_graph_neighbors__" "MPI_GRAPH_NEIGHBORS" "pmpi_graph_neighbors" "pmpi_graph_neighbors_" "pmpi_graph_neighbors__" "PMPI_GRAPH_NEIGHBORS");
+fortran_names!(mpi_graph_neighbors(comm: *mut Fint, rank: *mut Fint, maxneighbors: *mut Fint, neighbors: *mut Fint, ierror: *mut Fint); "mpi_graph_neighbors" "mpi_graph_neighbors_" "mpi_graph_neighbors__" "MPI_GRAPH_NEIGHBORS" "pmpi_graph_neighbors" "pmpi_graph_neighbors_" "pmpi_graph_neighbors__" "PMPI_GRAPH_NEIGHBORS" "mpi_graph_neighbors_f08_" "pmpir_graph_neighbors_f08_");
 
 /// `MPI_GRAPH_NEIGHBORS_COUNT`: `MPI_Graph_neighbors_count` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -2301,11 +3174,11 @@ unsafe extern "C" fn mpi_graph_neighbors_count(comm: *mut Fint, rank: *mut Fint,
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::comm::PMPI_Graph_neighbors_count(*comm as _, *rank as _, nneighbors as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_graph_neighbors_count(comm: *mut Fint, rank: *mut Fint, nneighbors: *mut Fint, ierror: *mut Fint); "mpi_graph_neighbors_count" "mpi_graph_neighbors_count_" "mpi_graph_neighbors_count__" "MPI_GRAPH_NEIGHBORS_COUNT" "pmpi_graph_neighbors_count" "pmpi_graph_neighbors_count_" "pmpi_graph_neighbors_count__" "PMPI_GRAPH_NEIGHBORS_COUNT");
+fortran_names!(mpi_graph_neighbors_count(comm: *mut Fint, rank: *mut Fint, nneighbors: *mut Fint, ierror: *mut Fint); "mpi_graph_neighbors_count" "mpi_graph_neighbors_count_" "mpi_graph_neighbors_count__" "MPI_GRAPH_NEIGHBORS_COUNT" "pmpi_graph_neighbors_count" "pmpi_graph_neighbors_count_" "pmpi_graph_neighbors_count__" "PMPI_GRAPH_NEIGHBORS_COUNT" "mpi_graph_neighbors_count_f08_" "pmpir_graph_neighbors_count_f08_");
 
 /// `MPI_GRAPHDIMS_GET`: `MPI_Graphdims_get` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -2314,11 +3187,11 @@ unsafe extern "C" fn mpi_graphdims_get(comm: *mut Fint, nnodes: *mut Fint, nedge
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::comm::PMPI_Graphdims_get(*comm as _, nnodes as _, nedges as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_graphdims_get(comm: *mut Fint, nnodes: *mut Fint, nedges: *mut Fint, ierror: *mut Fint); "mpi_graphdims_get" "mpi_graphdims_get_" "mpi_graphdims_get__" "MPI_GRAPHDIMS_GET" "pmpi_graphdims_get" "pmpi_graphdims_get_" "pmpi_graphdims_get__" "PMPI_GRAPHDIMS_GET");
+fortran_names!(mpi_graphdims_get(comm: *mut Fint, nnodes: *mut Fint, nedges: *mut Fint, ierror: *mut Fint); "mpi_graphdims_get" "mpi_graphdims_get_" "mpi_graphdims_get__" "MPI_GRAPHDIMS_GET" "pmpi_graphdims_get" "pmpi_graphdims_get_" "pmpi_graphdims_get__" "PMPI_GRAPHDIMS_GET" "mpi_graphdims_get_f08_" "pmpir_graphdims_get_f08_");
 
 /// `MPI_GREQUEST_COMPLETE`: `MPI_Grequest_complete` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -2327,11 +3200,11 @@ unsafe extern "C" fn mpi_grequest_complete(request: *mut Fint, ierror: *mut Fint
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::misc::PMPI_Grequest_complete(*request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_grequest_complete(request: *mut Fint, ierror: *mut Fint); "mpi_grequest_complete" "mpi_grequest_complete_" "mpi_grequest_complete__" "MPI_GREQUEST_COMPLETE" "pmpi_grequest_complete" "pmpi_grequest_complete_" "pmpi_grequest_complete__" "PMPI_GREQUEST_COMPLETE");
+fortran_names!(mpi_grequest_complete(request: *mut Fint, ierror: *mut Fint); "mpi_grequest_complete" "mpi_grequest_complete_" "mpi_grequest_complete__" "MPI_GREQUEST_COMPLETE" "pmpi_grequest_complete" "pmpi_grequest_complete_" "pmpi_grequest_complete__" "PMPI_GREQUEST_COMPLETE" "mpi_grequest_complete_f08_" "pmpir_grequest_complete_f08_");
 
 /// `MPI_GREQUEST_START`: not bound for Fortran (a Fortran callback).
 unsafe extern "C" fn mpi_grequest_start(_query_fn: *const c_void, _free_fn: *const c_void, _cancel_fn: *const c_void, _extra_state: *mut i64, _request: *mut Fint, ierror: *mut Fint) {
@@ -2339,7 +3212,7 @@ unsafe extern "C" fn mpi_grequest_start(_query_fn: *const c_void, _free_fn: *con
     unsafe { fortran::unbound("MPI_GREQUEST_START", ierror) }
 }
 
-fortran_names!(mpi_grequest_start(_query_fn: *const c_void, _free_fn: *const c_void, _cancel_fn: *const c_void, _extra_state: *mut i64, _request: *mut Fint, ierror: *mut Fint); "mpi_grequest_start" "mpi_grequest_start_" "mpi_grequest_start__" "MPI_GREQUEST_START" "pmpi_grequest_start" "pmpi_grequest_start_" "pmpi_grequest_start__" "PMPI_GREQUEST_START");
+fortran_names!(mpi_grequest_start(_query_fn: *const c_void, _free_fn: *const c_void, _cancel_fn: *const c_void, _extra_state: *mut i64, _request: *mut Fint, ierror: *mut Fint); "mpi_grequest_start" "mpi_grequest_start_" "mpi_grequest_start__" "MPI_GREQUEST_START" "pmpi_grequest_start" "pmpi_grequest_start_" "pmpi_grequest_start__" "PMPI_GREQUEST_START" "mpi_grequest_start_f08_" "pmpir_grequest_start_f08_");
 
 /// `MPI_GROUP_COMPARE`: `MPI_Group_compare` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -2348,11 +3221,11 @@ unsafe extern "C" fn mpi_group_compare(group1: *mut Fint, group2: *mut Fint, res
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::comm::PMPI_Group_compare(*group1 as _, *group2 as _, result as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_group_compare(group1: *mut Fint, group2: *mut Fint, result: *mut Fint, ierror: *mut Fint); "mpi_group_compare" "mpi_group_compare_" "mpi_group_compare__" "MPI_GROUP_COMPARE" "pmpi_group_compare" "pmpi_group_compare_" "pmpi_group_compare__" "PMPI_GROUP_COMPARE");
+fortran_names!(mpi_group_compare(group1: *mut Fint, group2: *mut Fint, result: *mut Fint, ierror: *mut Fint); "mpi_group_compare" "mpi_group_compare_" "mpi_group_compare__" "MPI_GROUP_COMPARE" "pmpi_group_compare" "pmpi_group_compare_" "pmpi_group_compare__" "PMPI_GROUP_COMPARE" "mpi_group_compare_f08_" "pmpir_group_compare_f08_");
 
 /// `MPI_GROUP_DIFFERENCE`: `MPI_Group_difference` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -2361,11 +3234,11 @@ unsafe extern "C" fn mpi_group_difference(group1: *mut Fint, group2: *mut Fint, 
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::comm::PMPI_Group_difference(*group1 as _, *group2 as _, newgroup as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_group_difference(group1: *mut Fint, group2: *mut Fint, newgroup: *mut Fint, ierror: *mut Fint); "mpi_group_difference" "mpi_group_difference_" "mpi_group_difference__" "MPI_GROUP_DIFFERENCE" "pmpi_group_difference" "pmpi_group_difference_" "pmpi_group_difference__" "PMPI_GROUP_DIFFERENCE");
+fortran_names!(mpi_group_difference(group1: *mut Fint, group2: *mut Fint, newgroup: *mut Fint, ierror: *mut Fint); "mpi_group_difference" "mpi_group_difference_" "mpi_group_difference__" "MPI_GROUP_DIFFERENCE" "pmpi_group_difference" "pmpi_group_difference_" "pmpi_group_difference__" "PMPI_GROUP_DIFFERENCE" "mpi_group_difference_f08_" "pmpir_group_difference_f08_");
 
 /// `MPI_GROUP_EXCL`: `MPI_Group_excl` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -2374,11 +3247,11 @@ unsafe extern "C" fn mpi_group_excl(group: *mut Fint, n: *mut Fint, ranks: *mut 
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::comm::PMPI_Group_excl(*group as _, *n as _, ranks as _, newgroup as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_group_excl(group: *mut Fint, n: *mut Fint, ranks: *mut Fint, newgroup: *mut Fint, ierror: *mut Fint); "mpi_group_excl" "mpi_group_excl_" "mpi_group_excl__" "MPI_GROUP_EXCL" "pmpi_group_excl" "pmpi_group_excl_" "pmpi_group_excl__" "PMPI_GROUP_EXCL");
+fortran_names!(mpi_group_excl(group: *mut Fint, n: *mut Fint, ranks: *mut Fint, newgroup: *mut Fint, ierror: *mut Fint); "mpi_group_excl" "mpi_group_excl_" "mpi_group_excl__" "MPI_GROUP_EXCL" "pmpi_group_excl" "pmpi_group_excl_" "pmpi_group_excl__" "PMPI_GROUP_EXCL" "mpi_group_excl_f08_" "pmpir_group_excl_f08_");
 
 /// `MPI_GROUP_FREE`: `MPI_Group_free` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -2387,11 +3260,11 @@ unsafe extern "C" fn mpi_group_free(group: *mut Fint, ierror: *mut Fint) {
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::comm::PMPI_Group_free(group as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_group_free(group: *mut Fint, ierror: *mut Fint); "mpi_group_free" "mpi_group_free_" "mpi_group_free__" "MPI_GROUP_FREE" "pmpi_group_free" "pmpi_group_free_" "pmpi_group_free__" "PMPI_GROUP_FREE");
+fortran_names!(mpi_group_free(group: *mut Fint, ierror: *mut Fint); "mpi_group_free" "mpi_group_free_" "mpi_group_free__" "MPI_GROUP_FREE" "pmpi_group_free" "pmpi_group_free_" "pmpi_group_free__" "PMPI_GROUP_FREE" "mpi_group_free_f08_" "pmpir_group_free_f08_");
 
 /// `MPI_GROUP_FROM_SESSION_PSET`: `MPI_Group_from_session_pset` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -2401,11 +3274,11 @@ unsafe extern "C" fn mpi_group_from_session_pset(session: *mut Fint, pset_name: 
     unsafe {
         let pset_name_c = fortran::str_in(pset_name, pset_name_len);
         let rc = crate::session::PMPI_Group_from_session_pset(*session as _, pset_name_c.as_ptr() as _, newgroup as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_group_from_session_pset(session: *mut Fint, pset_name: *mut c_char, newgroup: *mut Fint, ierror: *mut Fint, pset_name_len: usize); "mpi_group_from_session_pset" "mpi_group_from_session_pset_" "mpi_group_from_session_pset__" "MPI_GROUP_FROM_SESSION_PSET" "pmpi_group_from_session_pset" "pmpi_group_from_session_pset_" "pmpi_group_from_session_pset__" "PMPI_GROUP_FROM_SESSION_PSET");
+fortran_names!(mpi_group_from_session_pset(session: *mut Fint, pset_name: *mut c_char, newgroup: *mut Fint, ierror: *mut Fint, pset_name_len: usize); "mpi_group_from_session_pset" "mpi_group_from_session_pset_" "mpi_group_from_session_pset__" "MPI_GROUP_FROM_SESSION_PSET" "pmpi_group_from_session_pset" "pmpi_group_from_session_pset_" "pmpi_group_from_session_pset__" "PMPI_GROUP_FROM_SESSION_PSET" "mpi_group_from_session_pset_f08_" "pmpir_group_from_session_pset_f08_");
 
 /// `MPI_GROUP_INCL`: `MPI_Group_incl` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -2414,11 +3287,11 @@ unsafe extern "C" fn mpi_group_incl(group: *mut Fint, n: *mut Fint, ranks: *mut 
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::comm::PMPI_Group_incl(*group as _, *n as _, ranks as _, newgroup as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_group_incl(group: *mut Fint, n: *mut Fint, ranks: *mut Fint, newgroup: *mut Fint, ierror: *mut Fint); "mpi_group_incl" "mpi_group_incl_" "mpi_group_incl__" "MPI_GROUP_INCL" "pmpi_group_incl" "pmpi_group_incl_" "pmpi_group_incl__" "PMPI_GROUP_INCL");
+fortran_names!(mpi_group_incl(group: *mut Fint, n: *mut Fint, ranks: *mut Fint, newgroup: *mut Fint, ierror: *mut Fint); "mpi_group_incl" "mpi_group_incl_" "mpi_group_incl__" "MPI_GROUP_INCL" "pmpi_group_incl" "pmpi_group_incl_" "pmpi_group_incl__" "PMPI_GROUP_INCL" "mpi_group_incl_f08_" "pmpir_group_incl_f08_");
 
 /// `MPI_GROUP_INTERSECTION`: `MPI_Group_intersection` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -2427,11 +3300,11 @@ unsafe extern "C" fn mpi_group_intersection(group1: *mut Fint, group2: *mut Fint
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::comm::PMPI_Group_intersection(*group1 as _, *group2 as _, newgroup as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_group_intersection(group1: *mut Fint, group2: *mut Fint, newgroup: *mut Fint, ierror: *mut Fint); "mpi_group_intersection" "mpi_group_intersection_" "mpi_group_intersection__" "MPI_GROUP_INTERSECTION" "pmpi_group_intersection" "pmpi_group_intersection_" "pmpi_group_intersection__" "PMPI_GROUP_INTERSECTION");
+fortran_names!(mpi_group_intersection(group1: *mut Fint, group2: *mut Fint, newgroup: *mut Fint, ierror: *mut Fint); "mpi_group_intersection" "mpi_group_intersection_" "mpi_group_intersection__" "MPI_GROUP_INTERSECTION" "pmpi_group_intersection" "pmpi_group_intersection_" "pmpi_group_intersection__" "PMPI_GROUP_INTERSECTION" "mpi_group_intersection_f08_" "pmpir_group_intersection_f08_");
 
 /// `MPI_GROUP_RANGE_EXCL`: `MPI_Group_range_excl` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -2440,11 +3313,11 @@ unsafe extern "C" fn mpi_group_range_excl(group: *mut Fint, n: *mut Fint, ranges
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::comm::PMPI_Group_range_excl(*group as _, *n as _, ranges as _, newgroup as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_group_range_excl(group: *mut Fint, n: *mut Fint, ranges: *mut Fint, newgroup: *mut Fint, ierror: *mut Fint); "mpi_group_range_excl" "mpi_group_range_excl_" "mpi_group_range_excl__" "MPI_GROUP_RANGE_EXCL" "pmpi_group_range_excl" "pmpi_group_range_excl_" "pmpi_group_range_excl__" "PMPI_GROUP_RANGE_EXCL");
+fortran_names!(mpi_group_range_excl(group: *mut Fint, n: *mut Fint, ranges: *mut Fint, newgroup: *mut Fint, ierror: *mut Fint); "mpi_group_range_excl" "mpi_group_range_excl_" "mpi_group_range_excl__" "MPI_GROUP_RANGE_EXCL" "pmpi_group_range_excl" "pmpi_group_range_excl_" "pmpi_group_range_excl__" "PMPI_GROUP_RANGE_EXCL" "mpi_group_range_excl_f08_" "pmpir_group_range_excl_f08_");
 
 /// `MPI_GROUP_RANGE_INCL`: `MPI_Group_range_incl` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -2453,11 +3326,11 @@ unsafe extern "C" fn mpi_group_range_incl(group: *mut Fint, n: *mut Fint, ranges
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::comm::PMPI_Group_range_incl(*group as _, *n as _, ranges as _, newgroup as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_group_range_incl(group: *mut Fint, n: *mut Fint, ranges: *mut Fint, newgroup: *mut Fint, ierror: *mut Fint); "mpi_group_range_incl" "mpi_group_range_incl_" "mpi_group_range_incl__" "MPI_GROUP_RANGE_INCL" "pmpi_group_range_incl" "pmpi_group_range_incl_" "pmpi_group_range_incl__" "PMPI_GROUP_RANGE_INCL");
+fortran_names!(mpi_group_range_incl(group: *mut Fint, n: *mut Fint, ranges: *mut Fint, newgroup: *mut Fint, ierror: *mut Fint); "mpi_group_range_incl" "mpi_group_range_incl_" "mpi_group_range_incl__" "MPI_GROUP_RANGE_INCL" "pmpi_group_range_incl" "pmpi_group_range_incl_" "pmpi_group_range_incl__" "PMPI_GROUP_RANGE_INCL" "mpi_group_range_incl_f08_" "pmpir_group_range_incl_f08_");
 
 /// `MPI_GROUP_RANK`: `MPI_Group_rank` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -2466,11 +3339,11 @@ unsafe extern "C" fn mpi_group_rank(group: *mut Fint, rank: *mut Fint, ierror: *
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::comm::PMPI_Group_rank(*group as _, rank as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_group_rank(group: *mut Fint, rank: *mut Fint, ierror: *mut Fint); "mpi_group_rank" "mpi_group_rank_" "mpi_group_rank__" "MPI_GROUP_RANK" "pmpi_group_rank" "pmpi_group_rank_" "pmpi_group_rank__" "PMPI_GROUP_RANK");
+fortran_names!(mpi_group_rank(group: *mut Fint, rank: *mut Fint, ierror: *mut Fint); "mpi_group_rank" "mpi_group_rank_" "mpi_group_rank__" "MPI_GROUP_RANK" "pmpi_group_rank" "pmpi_group_rank_" "pmpi_group_rank__" "PMPI_GROUP_RANK" "mpi_group_rank_f08_" "pmpir_group_rank_f08_");
 
 /// `MPI_GROUP_SIZE`: `MPI_Group_size` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -2479,11 +3352,11 @@ unsafe extern "C" fn mpi_group_size(group: *mut Fint, size: *mut Fint, ierror: *
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::comm::PMPI_Group_size(*group as _, size as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_group_size(group: *mut Fint, size: *mut Fint, ierror: *mut Fint); "mpi_group_size" "mpi_group_size_" "mpi_group_size__" "MPI_GROUP_SIZE" "pmpi_group_size" "pmpi_group_size_" "pmpi_group_size__" "PMPI_GROUP_SIZE");
+fortran_names!(mpi_group_size(group: *mut Fint, size: *mut Fint, ierror: *mut Fint); "mpi_group_size" "mpi_group_size_" "mpi_group_size__" "MPI_GROUP_SIZE" "pmpi_group_size" "pmpi_group_size_" "pmpi_group_size__" "PMPI_GROUP_SIZE" "mpi_group_size_f08_" "pmpir_group_size_f08_");
 
 /// `MPI_GROUP_TRANSLATE_RANKS`: `MPI_Group_translate_ranks` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -2492,11 +3365,11 @@ unsafe extern "C" fn mpi_group_translate_ranks(group1: *mut Fint, n: *mut Fint, 
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::comm::PMPI_Group_translate_ranks(*group1 as _, *n as _, ranks1 as _, *group2 as _, ranks2 as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_group_translate_ranks(group1: *mut Fint, n: *mut Fint, ranks1: *mut Fint, group2: *mut Fint, ranks2: *mut Fint, ierror: *mut Fint); "mpi_group_translate_ranks" "mpi_group_translate_ranks_" "mpi_group_translate_ranks__" "MPI_GROUP_TRANSLATE_RANKS" "pmpi_group_translate_ranks" "pmpi_group_translate_ranks_" "pmpi_group_translate_ranks__" "PMPI_GROUP_TRANSLATE_RANKS");
+fortran_names!(mpi_group_translate_ranks(group1: *mut Fint, n: *mut Fint, ranks1: *mut Fint, group2: *mut Fint, ranks2: *mut Fint, ierror: *mut Fint); "mpi_group_translate_ranks" "mpi_group_translate_ranks_" "mpi_group_translate_ranks__" "MPI_GROUP_TRANSLATE_RANKS" "pmpi_group_translate_ranks" "pmpi_group_translate_ranks_" "pmpi_group_translate_ranks__" "PMPI_GROUP_TRANSLATE_RANKS" "mpi_group_translate_ranks_f08_" "pmpir_group_translate_ranks_f08_");
 
 /// `MPI_GROUP_UNION`: `MPI_Group_union` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -2505,11 +3378,11 @@ unsafe extern "C" fn mpi_group_union(group1: *mut Fint, group2: *mut Fint, newgr
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::comm::PMPI_Group_union(*group1 as _, *group2 as _, newgroup as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_group_union(group1: *mut Fint, group2: *mut Fint, newgroup: *mut Fint, ierror: *mut Fint); "mpi_group_union" "mpi_group_union_" "mpi_group_union__" "MPI_GROUP_UNION" "pmpi_group_union" "pmpi_group_union_" "pmpi_group_union__" "PMPI_GROUP_UNION");
+fortran_names!(mpi_group_union(group1: *mut Fint, group2: *mut Fint, newgroup: *mut Fint, ierror: *mut Fint); "mpi_group_union" "mpi_group_union_" "mpi_group_union__" "MPI_GROUP_UNION" "pmpi_group_union" "pmpi_group_union_" "pmpi_group_union__" "PMPI_GROUP_UNION" "mpi_group_union_f08_" "pmpir_group_union_f08_");
 
 /// `MPI_IALLGATHER`: `MPI_Iallgather` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -2518,10 +3391,27 @@ unsafe extern "C" fn mpi_iallgather(sendbuf: *mut c_void, sendcount: *mut Fint, 
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::coll::PMPI_Iallgather(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *comm as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_IALLGATHER` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_iallgather_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut Fint, recvtype: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendcount_c = *sendcount;
+        let mut sendtype_c = *sendtype;
+        let sendbuf_s = match fortran::f08::Section::new("MPI_IALLGATHER", sendbuf, &mut sendcount_c, &mut sendtype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let mut recvcount_c = *recvcount;
+        let mut recvtype_c = *recvtype;
+        let recvbuf_s = match fortran::f08::Section::new("MPI_IALLGATHER", recvbuf, &mut recvcount_c, &mut recvtype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_iallgather(sendbuf_s.addr(), &mut sendcount_c, &mut sendtype_c, recvbuf_s.addr(), &mut recvcount_c, &mut recvtype_c, comm, request, ierror);
+    }
+}
+
+fortran_names!(mpi_iallgather_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut Fint, recvtype: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_iallgather_f08ts_" "pmpir_iallgather_f08ts_");
 fortran_names!(mpi_iallgather(sendbuf: *mut c_void, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *mut c_void, recvcount: *mut Fint, recvtype: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_iallgather" "mpi_iallgather_" "mpi_iallgather__" "MPI_IALLGATHER" "pmpi_iallgather" "pmpi_iallgather_" "pmpi_iallgather__" "PMPI_IALLGATHER");
 
 /// `MPI_IALLGATHERV`: `MPI_Iallgatherv` for Fortran.
@@ -2531,10 +3421,25 @@ unsafe extern "C" fn mpi_iallgatherv(sendbuf: *mut c_void, sendcount: *mut Fint,
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::coll::PMPI_Iallgatherv(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, recvcounts as _, displs as _, *recvtype as _, *comm as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_IALLGATHERV` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_iallgatherv_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut Fint, displs: *mut Fint, recvtype: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendcount_c = *sendcount;
+        let mut sendtype_c = *sendtype;
+        let sendbuf_s = match fortran::f08::Section::new("MPI_IALLGATHERV", sendbuf, &mut sendcount_c, &mut sendtype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let recvbuf_s = match fortran::f08::Section::contiguous("MPI_IALLGATHERV", recvbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_iallgatherv(sendbuf_s.addr(), &mut sendcount_c, &mut sendtype_c, recvbuf_s.addr(), recvcounts, displs, recvtype, comm, request, ierror);
+    }
+}
+
+fortran_names!(mpi_iallgatherv_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut Fint, displs: *mut Fint, recvtype: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_iallgatherv_f08ts_" "pmpir_iallgatherv_f08ts_");
 fortran_names!(mpi_iallgatherv(sendbuf: *mut c_void, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *mut c_void, recvcounts: *mut Fint, displs: *mut Fint, recvtype: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_iallgatherv" "mpi_iallgatherv_" "mpi_iallgatherv__" "MPI_IALLGATHERV" "pmpi_iallgatherv" "pmpi_iallgatherv_" "pmpi_iallgatherv__" "PMPI_IALLGATHERV");
 
 /// `MPI_IALLREDUCE`: `MPI_Iallreduce` for Fortran.
@@ -2544,10 +3449,23 @@ unsafe extern "C" fn mpi_iallreduce(sendbuf: *mut c_void, recvbuf: *mut c_void, 
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::coll::PMPI_Iallreduce(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, *count as _, *datatype as _, *op as _, *comm as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_IALLREDUCE` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_iallreduce_f08ts(sendbuf: *const fortran::f08::Desc, recvbuf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let sendbuf_s = match fortran::f08::Section::contiguous("MPI_IALLREDUCE", sendbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let recvbuf_s = match fortran::f08::Section::contiguous("MPI_IALLREDUCE", recvbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_iallreduce(sendbuf_s.addr(), recvbuf_s.addr(), count, datatype, op, comm, request, ierror);
+    }
+}
+
+fortran_names!(mpi_iallreduce_f08ts(sendbuf: *const fortran::f08::Desc, recvbuf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_iallreduce_f08ts_" "pmpir_iallreduce_f08ts_");
 fortran_names!(mpi_iallreduce(sendbuf: *mut c_void, recvbuf: *mut c_void, count: *mut Fint, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_iallreduce" "mpi_iallreduce_" "mpi_iallreduce__" "MPI_IALLREDUCE" "pmpi_iallreduce" "pmpi_iallreduce_" "pmpi_iallreduce__" "PMPI_IALLREDUCE");
 
 /// `MPI_IALLTOALL`: `MPI_Ialltoall` for Fortran.
@@ -2557,10 +3475,27 @@ unsafe extern "C" fn mpi_ialltoall(sendbuf: *mut c_void, sendcount: *mut Fint, s
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::coll::PMPI_Ialltoall(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *comm as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_IALLTOALL` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_ialltoall_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut Fint, recvtype: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendcount_c = *sendcount;
+        let mut sendtype_c = *sendtype;
+        let sendbuf_s = match fortran::f08::Section::new("MPI_IALLTOALL", sendbuf, &mut sendcount_c, &mut sendtype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let mut recvcount_c = *recvcount;
+        let mut recvtype_c = *recvtype;
+        let recvbuf_s = match fortran::f08::Section::new("MPI_IALLTOALL", recvbuf, &mut recvcount_c, &mut recvtype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_ialltoall(sendbuf_s.addr(), &mut sendcount_c, &mut sendtype_c, recvbuf_s.addr(), &mut recvcount_c, &mut recvtype_c, comm, request, ierror);
+    }
+}
+
+fortran_names!(mpi_ialltoall_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut Fint, recvtype: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_ialltoall_f08ts_" "pmpir_ialltoall_f08ts_");
 fortran_names!(mpi_ialltoall(sendbuf: *mut c_void, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *mut c_void, recvcount: *mut Fint, recvtype: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_ialltoall" "mpi_ialltoall_" "mpi_ialltoall__" "MPI_IALLTOALL" "pmpi_ialltoall" "pmpi_ialltoall_" "pmpi_ialltoall__" "PMPI_IALLTOALL");
 
 /// `MPI_IALLTOALLV`: `MPI_Ialltoallv` for Fortran.
@@ -2570,10 +3505,23 @@ unsafe extern "C" fn mpi_ialltoallv(sendbuf: *mut c_void, sendcounts: *mut Fint,
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::coll::PMPI_Ialltoallv(fortran::buf(sendbuf) as _, sendcounts as _, sdispls as _, *sendtype as _, fortran::buf(recvbuf) as _, recvcounts as _, rdispls as _, *recvtype as _, *comm as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_IALLTOALLV` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_ialltoallv_f08ts(sendbuf: *const fortran::f08::Desc, sendcounts: *mut Fint, sdispls: *mut Fint, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut Fint, rdispls: *mut Fint, recvtype: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let sendbuf_s = match fortran::f08::Section::contiguous("MPI_IALLTOALLV", sendbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let recvbuf_s = match fortran::f08::Section::contiguous("MPI_IALLTOALLV", recvbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_ialltoallv(sendbuf_s.addr(), sendcounts, sdispls, sendtype, recvbuf_s.addr(), recvcounts, rdispls, recvtype, comm, request, ierror);
+    }
+}
+
+fortran_names!(mpi_ialltoallv_f08ts(sendbuf: *const fortran::f08::Desc, sendcounts: *mut Fint, sdispls: *mut Fint, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut Fint, rdispls: *mut Fint, recvtype: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_ialltoallv_f08ts_" "pmpir_ialltoallv_f08ts_");
 fortran_names!(mpi_ialltoallv(sendbuf: *mut c_void, sendcounts: *mut Fint, sdispls: *mut Fint, sendtype: *mut Fint, recvbuf: *mut c_void, recvcounts: *mut Fint, rdispls: *mut Fint, recvtype: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_ialltoallv" "mpi_ialltoallv_" "mpi_ialltoallv__" "MPI_IALLTOALLV" "pmpi_ialltoallv" "pmpi_ialltoallv_" "pmpi_ialltoallv__" "PMPI_IALLTOALLV");
 
 /// `MPI_IALLTOALLW`: `MPI_Ialltoallw` for Fortran.
@@ -2583,10 +3531,23 @@ unsafe extern "C" fn mpi_ialltoallw(sendbuf: *mut c_void, sendcounts: *mut Fint,
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::coll::PMPI_Ialltoallw(fortran::buf(sendbuf) as _, sendcounts as _, sdispls as _, sendtypes as _, fortran::buf(recvbuf) as _, recvcounts as _, rdispls as _, recvtypes as _, *comm as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_IALLTOALLW` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_ialltoallw_f08ts(sendbuf: *const fortran::f08::Desc, sendcounts: *mut Fint, sdispls: *mut Fint, sendtypes: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut Fint, rdispls: *mut Fint, recvtypes: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let sendbuf_s = match fortran::f08::Section::contiguous("MPI_IALLTOALLW", sendbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let recvbuf_s = match fortran::f08::Section::contiguous("MPI_IALLTOALLW", recvbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_ialltoallw(sendbuf_s.addr(), sendcounts, sdispls, sendtypes, recvbuf_s.addr(), recvcounts, rdispls, recvtypes, comm, request, ierror);
+    }
+}
+
+fortran_names!(mpi_ialltoallw_f08ts(sendbuf: *const fortran::f08::Desc, sendcounts: *mut Fint, sdispls: *mut Fint, sendtypes: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut Fint, rdispls: *mut Fint, recvtypes: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_ialltoallw_f08ts_" "pmpir_ialltoallw_f08ts_");
 fortran_names!(mpi_ialltoallw(sendbuf: *mut c_void, sendcounts: *mut Fint, sdispls: *mut Fint, sendtypes: *mut Fint, recvbuf: *mut c_void, recvcounts: *mut Fint, rdispls: *mut Fint, recvtypes: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_ialltoallw" "mpi_ialltoallw_" "mpi_ialltoallw__" "MPI_IALLTOALLW" "pmpi_ialltoallw" "pmpi_ialltoallw_" "pmpi_ialltoallw__" "PMPI_IALLTOALLW");
 
 /// `MPI_IBARRIER`: `MPI_Ibarrier` for Fortran.
@@ -2596,11 +3557,11 @@ unsafe extern "C" fn mpi_ibarrier(comm: *mut Fint, request: *mut Fint, ierror: *
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::coll::PMPI_Ibarrier(*comm as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_ibarrier(comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_ibarrier" "mpi_ibarrier_" "mpi_ibarrier__" "MPI_IBARRIER" "pmpi_ibarrier" "pmpi_ibarrier_" "pmpi_ibarrier__" "PMPI_IBARRIER");
+fortran_names!(mpi_ibarrier(comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_ibarrier" "mpi_ibarrier_" "mpi_ibarrier__" "MPI_IBARRIER" "pmpi_ibarrier" "pmpi_ibarrier_" "pmpi_ibarrier__" "PMPI_IBARRIER" "mpi_ibarrier_f08_" "pmpir_ibarrier_f08_");
 
 /// `MPI_IBCAST`: `MPI_Ibcast` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -2609,10 +3570,24 @@ unsafe extern "C" fn mpi_ibcast(buffer: *mut c_void, count: *mut Fint, datatype:
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::coll::PMPI_Ibcast(fortran::buf(buffer) as _, *count as _, *datatype as _, *root as _, *comm as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_IBCAST` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_ibcast_f08ts(buffer: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, root: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut count_c = *count;
+        let mut datatype_c = *datatype;
+        let buffer_s = match fortran::f08::Section::new("MPI_IBCAST", buffer, &mut count_c, &mut datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_ibcast(buffer_s.addr(), &mut count_c, &mut datatype_c, root, comm, request, ierror);
+    }
+}
+
+fortran_names!(mpi_ibcast_f08ts(buffer: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, root: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_ibcast_f08ts_" "pmpir_ibcast_f08ts_");
 fortran_names!(mpi_ibcast(buffer: *mut c_void, count: *mut Fint, datatype: *mut Fint, root: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_ibcast" "mpi_ibcast_" "mpi_ibcast__" "MPI_IBCAST" "pmpi_ibcast" "pmpi_ibcast_" "pmpi_ibcast__" "PMPI_IBCAST");
 
 /// `MPI_IBSEND`: `MPI_Ibsend` for Fortran.
@@ -2622,10 +3597,24 @@ unsafe extern "C" fn mpi_ibsend(buf: *mut c_void, count: *mut Fint, datatype: *m
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::p2p::PMPI_Ibsend(fortran::buf(buf) as _, *count as _, *datatype as _, *dest as _, *tag as _, *comm as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_IBSEND` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_ibsend_f08ts(buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut count_c = *count;
+        let mut datatype_c = *datatype;
+        let buf_s = match fortran::f08::Section::new("MPI_IBSEND", buf, &mut count_c, &mut datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_ibsend(buf_s.addr(), &mut count_c, &mut datatype_c, dest, tag, comm, request, ierror);
+    }
+}
+
+fortran_names!(mpi_ibsend_f08ts(buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_ibsend_f08ts_" "pmpir_ibsend_f08ts_");
 fortran_names!(mpi_ibsend(buf: *mut c_void, count: *mut Fint, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_ibsend" "mpi_ibsend_" "mpi_ibsend__" "MPI_IBSEND" "pmpi_ibsend" "pmpi_ibsend_" "pmpi_ibsend__" "PMPI_IBSEND");
 
 /// `MPI_IEXSCAN`: `MPI_Iexscan` for Fortran.
@@ -2635,10 +3624,23 @@ unsafe extern "C" fn mpi_iexscan(sendbuf: *mut c_void, recvbuf: *mut c_void, cou
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::coll::PMPI_Iexscan(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, *count as _, *datatype as _, *op as _, *comm as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_IEXSCAN` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_iexscan_f08ts(sendbuf: *const fortran::f08::Desc, recvbuf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let sendbuf_s = match fortran::f08::Section::contiguous("MPI_IEXSCAN", sendbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let recvbuf_s = match fortran::f08::Section::contiguous("MPI_IEXSCAN", recvbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_iexscan(sendbuf_s.addr(), recvbuf_s.addr(), count, datatype, op, comm, request, ierror);
+    }
+}
+
+fortran_names!(mpi_iexscan_f08ts(sendbuf: *const fortran::f08::Desc, recvbuf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_iexscan_f08ts_" "pmpir_iexscan_f08ts_");
 fortran_names!(mpi_iexscan(sendbuf: *mut c_void, recvbuf: *mut c_void, count: *mut Fint, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_iexscan" "mpi_iexscan_" "mpi_iexscan__" "MPI_IEXSCAN" "pmpi_iexscan" "pmpi_iexscan_" "pmpi_iexscan__" "PMPI_IEXSCAN");
 
 /// `MPI_IGATHER`: `MPI_Igather` for Fortran.
@@ -2648,10 +3650,27 @@ unsafe extern "C" fn mpi_igather(sendbuf: *mut c_void, sendcount: *mut Fint, sen
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::coll::PMPI_Igather(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *root as _, *comm as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_IGATHER` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_igather_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut Fint, recvtype: *mut Fint, root: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendcount_c = *sendcount;
+        let mut sendtype_c = *sendtype;
+        let sendbuf_s = match fortran::f08::Section::new("MPI_IGATHER", sendbuf, &mut sendcount_c, &mut sendtype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let mut recvcount_c = *recvcount;
+        let mut recvtype_c = *recvtype;
+        let recvbuf_s = match fortran::f08::Section::new("MPI_IGATHER", recvbuf, &mut recvcount_c, &mut recvtype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_igather(sendbuf_s.addr(), &mut sendcount_c, &mut sendtype_c, recvbuf_s.addr(), &mut recvcount_c, &mut recvtype_c, root, comm, request, ierror);
+    }
+}
+
+fortran_names!(mpi_igather_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut Fint, recvtype: *mut Fint, root: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_igather_f08ts_" "pmpir_igather_f08ts_");
 fortran_names!(mpi_igather(sendbuf: *mut c_void, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *mut c_void, recvcount: *mut Fint, recvtype: *mut Fint, root: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_igather" "mpi_igather_" "mpi_igather__" "MPI_IGATHER" "pmpi_igather" "pmpi_igather_" "pmpi_igather__" "PMPI_IGATHER");
 
 /// `MPI_IGATHERV`: `MPI_Igatherv` for Fortran.
@@ -2661,10 +3680,25 @@ unsafe extern "C" fn mpi_igatherv(sendbuf: *mut c_void, sendcount: *mut Fint, se
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::coll::PMPI_Igatherv(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, recvcounts as _, displs as _, *recvtype as _, *root as _, *comm as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_IGATHERV` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_igatherv_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut Fint, displs: *mut Fint, recvtype: *mut Fint, root: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendcount_c = *sendcount;
+        let mut sendtype_c = *sendtype;
+        let sendbuf_s = match fortran::f08::Section::new("MPI_IGATHERV", sendbuf, &mut sendcount_c, &mut sendtype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let recvbuf_s = match fortran::f08::Section::contiguous("MPI_IGATHERV", recvbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_igatherv(sendbuf_s.addr(), &mut sendcount_c, &mut sendtype_c, recvbuf_s.addr(), recvcounts, displs, recvtype, root, comm, request, ierror);
+    }
+}
+
+fortran_names!(mpi_igatherv_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut Fint, displs: *mut Fint, recvtype: *mut Fint, root: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_igatherv_f08ts_" "pmpir_igatherv_f08ts_");
 fortran_names!(mpi_igatherv(sendbuf: *mut c_void, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *mut c_void, recvcounts: *mut Fint, displs: *mut Fint, recvtype: *mut Fint, root: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_igatherv" "mpi_igatherv_" "mpi_igatherv__" "MPI_IGATHERV" "pmpi_igatherv" "pmpi_igatherv_" "pmpi_igatherv__" "PMPI_IGATHERV");
 
 /// `MPI_IMPROBE`: `MPI_Improbe` for Fortran.
@@ -2676,11 +3710,11 @@ unsafe extern "C" fn mpi_improbe(source: *mut Fint, tag: *mut Fint, comm: *mut F
         let mut flag_c: c_int = 0;
         let rc = crate::p2p::PMPI_Improbe(*source as _, *tag as _, *comm as _, &mut flag_c, message as _, fortran::status(status));
         *flag = fortran::logical_out(flag_c);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_improbe(source: *mut Fint, tag: *mut Fint, comm: *mut Fint, flag: *mut Fint, message: *mut Fint, status: *mut Fint, ierror: *mut Fint); "mpi_improbe" "mpi_improbe_" "mpi_improbe__" "MPI_IMPROBE" "pmpi_improbe" "pmpi_improbe_" "pmpi_improbe__" "PMPI_IMPROBE");
+fortran_names!(mpi_improbe(source: *mut Fint, tag: *mut Fint, comm: *mut Fint, flag: *mut Fint, message: *mut Fint, status: *mut Fint, ierror: *mut Fint); "mpi_improbe" "mpi_improbe_" "mpi_improbe__" "MPI_IMPROBE" "pmpi_improbe" "pmpi_improbe_" "pmpi_improbe__" "PMPI_IMPROBE" "mpi_improbe_f08_" "pmpir_improbe_f08_");
 
 /// `MPI_IMRECV`: `MPI_Imrecv` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -2689,10 +3723,24 @@ unsafe extern "C" fn mpi_imrecv(buf: *mut c_void, count: *mut Fint, datatype: *m
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::p2p::PMPI_Imrecv(fortran::buf(buf) as _, *count as _, *datatype as _, message as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_IMRECV` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_imrecv_f08ts(buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, message: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut count_c = *count;
+        let mut datatype_c = *datatype;
+        let buf_s = match fortran::f08::Section::new("MPI_IMRECV", buf, &mut count_c, &mut datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_imrecv(buf_s.addr(), &mut count_c, &mut datatype_c, message, request, ierror);
+    }
+}
+
+fortran_names!(mpi_imrecv_f08ts(buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, message: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_imrecv_f08ts_" "pmpir_imrecv_f08ts_");
 fortran_names!(mpi_imrecv(buf: *mut c_void, count: *mut Fint, datatype: *mut Fint, message: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_imrecv" "mpi_imrecv_" "mpi_imrecv__" "MPI_IMRECV" "pmpi_imrecv" "pmpi_imrecv_" "pmpi_imrecv__" "PMPI_IMRECV");
 
 /// `MPI_INEIGHBOR_ALLGATHER`: `MPI_Ineighbor_allgather` for Fortran.
@@ -2702,10 +3750,27 @@ unsafe extern "C" fn mpi_ineighbor_allgather(sendbuf: *mut c_void, sendcount: *m
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::coll::PMPI_Ineighbor_allgather(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *comm as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_INEIGHBOR_ALLGATHER` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_ineighbor_allgather_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut Fint, recvtype: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendcount_c = *sendcount;
+        let mut sendtype_c = *sendtype;
+        let sendbuf_s = match fortran::f08::Section::new("MPI_INEIGHBOR_ALLGATHER", sendbuf, &mut sendcount_c, &mut sendtype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let mut recvcount_c = *recvcount;
+        let mut recvtype_c = *recvtype;
+        let recvbuf_s = match fortran::f08::Section::new("MPI_INEIGHBOR_ALLGATHER", recvbuf, &mut recvcount_c, &mut recvtype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_ineighbor_allgather(sendbuf_s.addr(), &mut sendcount_c, &mut sendtype_c, recvbuf_s.addr(), &mut recvcount_c, &mut recvtype_c, comm, request, ierror);
+    }
+}
+
+fortran_names!(mpi_ineighbor_allgather_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut Fint, recvtype: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_ineighbor_allgather_f08ts_" "pmpir_ineighbor_allgather_f08ts_");
 fortran_names!(mpi_ineighbor_allgather(sendbuf: *mut c_void, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *mut c_void, recvcount: *mut Fint, recvtype: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_ineighbor_allgather" "mpi_ineighbor_allgather_" "mpi_ineighbor_allgather__" "MPI_INEIGHBOR_ALLGATHER" "pmpi_ineighbor_allgather" "pmpi_ineighbor_allgather_" "pmpi_ineighbor_allgather__" "PMPI_INEIGHBOR_ALLGATHER");
 
 /// `MPI_INEIGHBOR_ALLGATHERV`: `MPI_Ineighbor_allgatherv` for Fortran.
@@ -2715,10 +3780,25 @@ unsafe extern "C" fn mpi_ineighbor_allgatherv(sendbuf: *mut c_void, sendcount: *
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::coll::PMPI_Ineighbor_allgatherv(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, recvcounts as _, displs as _, *recvtype as _, *comm as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_INEIGHBOR_ALLGATHERV` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_ineighbor_allgatherv_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut Fint, displs: *mut Fint, recvtype: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendcount_c = *sendcount;
+        let mut sendtype_c = *sendtype;
+        let sendbuf_s = match fortran::f08::Section::new("MPI_INEIGHBOR_ALLGATHERV", sendbuf, &mut sendcount_c, &mut sendtype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let recvbuf_s = match fortran::f08::Section::contiguous("MPI_INEIGHBOR_ALLGATHERV", recvbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_ineighbor_allgatherv(sendbuf_s.addr(), &mut sendcount_c, &mut sendtype_c, recvbuf_s.addr(), recvcounts, displs, recvtype, comm, request, ierror);
+    }
+}
+
+fortran_names!(mpi_ineighbor_allgatherv_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut Fint, displs: *mut Fint, recvtype: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_ineighbor_allgatherv_f08ts_" "pmpir_ineighbor_allgatherv_f08ts_");
 fortran_names!(mpi_ineighbor_allgatherv(sendbuf: *mut c_void, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *mut c_void, recvcounts: *mut Fint, displs: *mut Fint, recvtype: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_ineighbor_allgatherv" "mpi_ineighbor_allgatherv_" "mpi_ineighbor_allgatherv__" "MPI_INEIGHBOR_ALLGATHERV" "pmpi_ineighbor_allgatherv" "pmpi_ineighbor_allgatherv_" "pmpi_ineighbor_allgatherv__" "PMPI_INEIGHBOR_ALLGATHERV");
 
 /// `MPI_INEIGHBOR_ALLTOALL`: `MPI_Ineighbor_alltoall` for Fortran.
@@ -2728,10 +3808,27 @@ unsafe extern "C" fn mpi_ineighbor_alltoall(sendbuf: *mut c_void, sendcount: *mu
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::coll::PMPI_Ineighbor_alltoall(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *comm as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_INEIGHBOR_ALLTOALL` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_ineighbor_alltoall_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut Fint, recvtype: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendcount_c = *sendcount;
+        let mut sendtype_c = *sendtype;
+        let sendbuf_s = match fortran::f08::Section::new("MPI_INEIGHBOR_ALLTOALL", sendbuf, &mut sendcount_c, &mut sendtype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let mut recvcount_c = *recvcount;
+        let mut recvtype_c = *recvtype;
+        let recvbuf_s = match fortran::f08::Section::new("MPI_INEIGHBOR_ALLTOALL", recvbuf, &mut recvcount_c, &mut recvtype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_ineighbor_alltoall(sendbuf_s.addr(), &mut sendcount_c, &mut sendtype_c, recvbuf_s.addr(), &mut recvcount_c, &mut recvtype_c, comm, request, ierror);
+    }
+}
+
+fortran_names!(mpi_ineighbor_alltoall_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut Fint, recvtype: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_ineighbor_alltoall_f08ts_" "pmpir_ineighbor_alltoall_f08ts_");
 fortran_names!(mpi_ineighbor_alltoall(sendbuf: *mut c_void, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *mut c_void, recvcount: *mut Fint, recvtype: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_ineighbor_alltoall" "mpi_ineighbor_alltoall_" "mpi_ineighbor_alltoall__" "MPI_INEIGHBOR_ALLTOALL" "pmpi_ineighbor_alltoall" "pmpi_ineighbor_alltoall_" "pmpi_ineighbor_alltoall__" "PMPI_INEIGHBOR_ALLTOALL");
 
 /// `MPI_INEIGHBOR_ALLTOALLV`: `MPI_Ineighbor_alltoallv` for Fortran.
@@ -2741,10 +3838,23 @@ unsafe extern "C" fn mpi_ineighbor_alltoallv(sendbuf: *mut c_void, sendcounts: *
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::coll::PMPI_Ineighbor_alltoallv(fortran::buf(sendbuf) as _, sendcounts as _, sdispls as _, *sendtype as _, fortran::buf(recvbuf) as _, recvcounts as _, rdispls as _, *recvtype as _, *comm as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_INEIGHBOR_ALLTOALLV` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_ineighbor_alltoallv_f08ts(sendbuf: *const fortran::f08::Desc, sendcounts: *mut Fint, sdispls: *mut Fint, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut Fint, rdispls: *mut Fint, recvtype: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let sendbuf_s = match fortran::f08::Section::contiguous("MPI_INEIGHBOR_ALLTOALLV", sendbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let recvbuf_s = match fortran::f08::Section::contiguous("MPI_INEIGHBOR_ALLTOALLV", recvbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_ineighbor_alltoallv(sendbuf_s.addr(), sendcounts, sdispls, sendtype, recvbuf_s.addr(), recvcounts, rdispls, recvtype, comm, request, ierror);
+    }
+}
+
+fortran_names!(mpi_ineighbor_alltoallv_f08ts(sendbuf: *const fortran::f08::Desc, sendcounts: *mut Fint, sdispls: *mut Fint, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut Fint, rdispls: *mut Fint, recvtype: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_ineighbor_alltoallv_f08ts_" "pmpir_ineighbor_alltoallv_f08ts_");
 fortran_names!(mpi_ineighbor_alltoallv(sendbuf: *mut c_void, sendcounts: *mut Fint, sdispls: *mut Fint, sendtype: *mut Fint, recvbuf: *mut c_void, recvcounts: *mut Fint, rdispls: *mut Fint, recvtype: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_ineighbor_alltoallv" "mpi_ineighbor_alltoallv_" "mpi_ineighbor_alltoallv__" "MPI_INEIGHBOR_ALLTOALLV" "pmpi_ineighbor_alltoallv" "pmpi_ineighbor_alltoallv_" "pmpi_ineighbor_alltoallv__" "PMPI_INEIGHBOR_ALLTOALLV");
 
 /// `MPI_INEIGHBOR_ALLTOALLW`: `MPI_Ineighbor_alltoallw` for Fortran.
@@ -2754,10 +3864,23 @@ unsafe extern "C" fn mpi_ineighbor_alltoallw(sendbuf: *mut c_void, sendcounts: *
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::coll::PMPI_Ineighbor_alltoallw(fortran::buf(sendbuf) as _, sendcounts as _, sdispls as _, sendtypes as _, fortran::buf(recvbuf) as _, recvcounts as _, rdispls as _, recvtypes as _, *comm as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_INEIGHBOR_ALLTOALLW` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_ineighbor_alltoallw_f08ts(sendbuf: *const fortran::f08::Desc, sendcounts: *mut Fint, sdispls: *mut i64, sendtypes: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut Fint, rdispls: *mut i64, recvtypes: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let sendbuf_s = match fortran::f08::Section::contiguous("MPI_INEIGHBOR_ALLTOALLW", sendbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let recvbuf_s = match fortran::f08::Section::contiguous("MPI_INEIGHBOR_ALLTOALLW", recvbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_ineighbor_alltoallw(sendbuf_s.addr(), sendcounts, sdispls, sendtypes, recvbuf_s.addr(), recvcounts, rdispls, recvtypes, comm, request, ierror);
+    }
+}
+
+fortran_names!(mpi_ineighbor_alltoallw_f08ts(sendbuf: *const fortran::f08::Desc, sendcounts: *mut Fint, sdispls: *mut i64, sendtypes: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut Fint, rdispls: *mut i64, recvtypes: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_ineighbor_alltoallw_f08ts_" "pmpir_ineighbor_alltoallw_f08ts_");
 fortran_names!(mpi_ineighbor_alltoallw(sendbuf: *mut c_void, sendcounts: *mut Fint, sdispls: *mut i64, sendtypes: *mut Fint, recvbuf: *mut c_void, recvcounts: *mut Fint, rdispls: *mut i64, recvtypes: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_ineighbor_alltoallw" "mpi_ineighbor_alltoallw_" "mpi_ineighbor_alltoallw__" "MPI_INEIGHBOR_ALLTOALLW" "pmpi_ineighbor_alltoallw" "pmpi_ineighbor_alltoallw_" "pmpi_ineighbor_alltoallw__" "PMPI_INEIGHBOR_ALLTOALLW");
 
 /// `MPI_INFO_CREATE`: `MPI_Info_create` for Fortran.
@@ -2767,11 +3890,11 @@ unsafe extern "C" fn mpi_info_create(info: *mut Fint, ierror: *mut Fint) {
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::comm::PMPI_Info_create(info as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_info_create(info: *mut Fint, ierror: *mut Fint); "mpi_info_create" "mpi_info_create_" "mpi_info_create__" "MPI_INFO_CREATE" "pmpi_info_create" "pmpi_info_create_" "pmpi_info_create__" "PMPI_INFO_CREATE");
+fortran_names!(mpi_info_create(info: *mut Fint, ierror: *mut Fint); "mpi_info_create" "mpi_info_create_" "mpi_info_create__" "MPI_INFO_CREATE" "pmpi_info_create" "pmpi_info_create_" "pmpi_info_create__" "PMPI_INFO_CREATE" "mpi_info_create_f08_" "pmpir_info_create_f08_");
 
 /// `MPI_INFO_CREATE_ENV`: `MPI_Info_create_env` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -2780,11 +3903,11 @@ unsafe extern "C" fn mpi_info_create_env(info: *mut Fint, ierror: *mut Fint) {
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::comm::PMPI_Info_create_env(0, std::ptr::null_mut(), info as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_info_create_env(info: *mut Fint, ierror: *mut Fint); "mpi_info_create_env" "mpi_info_create_env_" "mpi_info_create_env__" "MPI_INFO_CREATE_ENV" "pmpi_info_create_env" "pmpi_info_create_env_" "pmpi_info_create_env__" "PMPI_INFO_CREATE_ENV");
+fortran_names!(mpi_info_create_env(info: *mut Fint, ierror: *mut Fint); "mpi_info_create_env" "mpi_info_create_env_" "mpi_info_create_env__" "MPI_INFO_CREATE_ENV" "pmpi_info_create_env" "pmpi_info_create_env_" "pmpi_info_create_env__" "PMPI_INFO_CREATE_ENV" "mpi_info_create_env_f08_" "pmpir_info_create_env_f08_");
 
 /// `MPI_INFO_DELETE`: `MPI_Info_delete` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -2794,11 +3917,11 @@ unsafe extern "C" fn mpi_info_delete(info: *mut Fint, key: *mut c_char, ierror: 
     unsafe {
         let key_c = fortran::str_in(key, key_len);
         let rc = crate::comm::PMPI_Info_delete(*info as _, key_c.as_ptr() as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_info_delete(info: *mut Fint, key: *mut c_char, ierror: *mut Fint, key_len: usize); "mpi_info_delete" "mpi_info_delete_" "mpi_info_delete__" "MPI_INFO_DELETE" "pmpi_info_delete" "pmpi_info_delete_" "pmpi_info_delete__" "PMPI_INFO_DELETE");
+fortran_names!(mpi_info_delete(info: *mut Fint, key: *mut c_char, ierror: *mut Fint, key_len: usize); "mpi_info_delete" "mpi_info_delete_" "mpi_info_delete__" "MPI_INFO_DELETE" "pmpi_info_delete" "pmpi_info_delete_" "pmpi_info_delete__" "PMPI_INFO_DELETE" "mpi_info_delete_f08_" "pmpir_info_delete_f08_");
 
 /// `MPI_INFO_DUP`: `MPI_Info_dup` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -2807,11 +3930,11 @@ unsafe extern "C" fn mpi_info_dup(info: *mut Fint, newinfo: *mut Fint, ierror: *
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::comm::PMPI_Info_dup(*info as _, newinfo as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_info_dup(info: *mut Fint, newinfo: *mut Fint, ierror: *mut Fint); "mpi_info_dup" "mpi_info_dup_" "mpi_info_dup__" "MPI_INFO_DUP" "pmpi_info_dup" "pmpi_info_dup_" "pmpi_info_dup__" "PMPI_INFO_DUP");
+fortran_names!(mpi_info_dup(info: *mut Fint, newinfo: *mut Fint, ierror: *mut Fint); "mpi_info_dup" "mpi_info_dup_" "mpi_info_dup__" "MPI_INFO_DUP" "pmpi_info_dup" "pmpi_info_dup_" "pmpi_info_dup__" "PMPI_INFO_DUP" "mpi_info_dup_f08_" "pmpir_info_dup_f08_");
 
 /// `MPI_INFO_FREE`: `MPI_Info_free` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -2820,11 +3943,11 @@ unsafe extern "C" fn mpi_info_free(info: *mut Fint, ierror: *mut Fint) {
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::comm::PMPI_Info_free(info as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_info_free(info: *mut Fint, ierror: *mut Fint); "mpi_info_free" "mpi_info_free_" "mpi_info_free__" "MPI_INFO_FREE" "pmpi_info_free" "pmpi_info_free_" "pmpi_info_free__" "PMPI_INFO_FREE");
+fortran_names!(mpi_info_free(info: *mut Fint, ierror: *mut Fint); "mpi_info_free" "mpi_info_free_" "mpi_info_free__" "MPI_INFO_FREE" "pmpi_info_free" "pmpi_info_free_" "pmpi_info_free__" "PMPI_INFO_FREE" "mpi_info_free_f08_" "pmpir_info_free_f08_");
 
 /// `MPI_INFO_GET`: `MPI_Info_get` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -2838,11 +3961,11 @@ unsafe extern "C" fn mpi_info_get(info: *mut Fint, key: *mut c_char, valuelen: *
         let rc = crate::comm::PMPI_Info_get(*info as _, key_c.as_ptr() as _, *valuelen as _, value_c.as_mut_ptr() as _, &mut flag_c);
         fortran::str_out(value, value_len, &value_c);
         *flag = fortran::logical_out(flag_c);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_info_get(info: *mut Fint, key: *mut c_char, valuelen: *mut Fint, value: *mut c_char, flag: *mut Fint, ierror: *mut Fint, key_len: usize, value_len: usize); "mpi_info_get" "mpi_info_get_" "mpi_info_get__" "MPI_INFO_GET" "pmpi_info_get" "pmpi_info_get_" "pmpi_info_get__" "PMPI_INFO_GET");
+fortran_names!(mpi_info_get(info: *mut Fint, key: *mut c_char, valuelen: *mut Fint, value: *mut c_char, flag: *mut Fint, ierror: *mut Fint, key_len: usize, value_len: usize); "mpi_info_get" "mpi_info_get_" "mpi_info_get__" "MPI_INFO_GET" "pmpi_info_get" "pmpi_info_get_" "pmpi_info_get__" "PMPI_INFO_GET" "mpi_info_get_f08_" "pmpir_info_get_f08_");
 
 /// `MPI_INFO_GET_NKEYS`: `MPI_Info_get_nkeys` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -2851,11 +3974,11 @@ unsafe extern "C" fn mpi_info_get_nkeys(info: *mut Fint, nkeys: *mut Fint, ierro
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::comm::PMPI_Info_get_nkeys(*info as _, nkeys as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_info_get_nkeys(info: *mut Fint, nkeys: *mut Fint, ierror: *mut Fint); "mpi_info_get_nkeys" "mpi_info_get_nkeys_" "mpi_info_get_nkeys__" "MPI_INFO_GET_NKEYS" "pmpi_info_get_nkeys" "pmpi_info_get_nkeys_" "pmpi_info_get_nkeys__" "PMPI_INFO_GET_NKEYS");
+fortran_names!(mpi_info_get_nkeys(info: *mut Fint, nkeys: *mut Fint, ierror: *mut Fint); "mpi_info_get_nkeys" "mpi_info_get_nkeys_" "mpi_info_get_nkeys__" "MPI_INFO_GET_NKEYS" "pmpi_info_get_nkeys" "pmpi_info_get_nkeys_" "pmpi_info_get_nkeys__" "PMPI_INFO_GET_NKEYS" "mpi_info_get_nkeys_f08_" "pmpir_info_get_nkeys_f08_");
 
 /// `MPI_INFO_GET_NTHKEY`: `MPI_Info_get_nthkey` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -2866,11 +3989,11 @@ unsafe extern "C" fn mpi_info_get_nthkey(info: *mut Fint, n: *mut Fint, key: *mu
         let mut key_c = fortran::str_buf(key_len);
         let rc = crate::comm::PMPI_Info_get_nthkey(*info as _, *n as _, key_c.as_mut_ptr() as _);
         fortran::str_out(key, key_len, &key_c);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_info_get_nthkey(info: *mut Fint, n: *mut Fint, key: *mut c_char, ierror: *mut Fint, key_len: usize); "mpi_info_get_nthkey" "mpi_info_get_nthkey_" "mpi_info_get_nthkey__" "MPI_INFO_GET_NTHKEY" "pmpi_info_get_nthkey" "pmpi_info_get_nthkey_" "pmpi_info_get_nthkey__" "PMPI_INFO_GET_NTHKEY");
+fortran_names!(mpi_info_get_nthkey(info: *mut Fint, n: *mut Fint, key: *mut c_char, ierror: *mut Fint, key_len: usize); "mpi_info_get_nthkey" "mpi_info_get_nthkey_" "mpi_info_get_nthkey__" "MPI_INFO_GET_NTHKEY" "pmpi_info_get_nthkey" "pmpi_info_get_nthkey_" "pmpi_info_get_nthkey__" "PMPI_INFO_GET_NTHKEY" "mpi_info_get_nthkey_f08_" "pmpir_info_get_nthkey_f08_");
 
 /// `MPI_INFO_GET_STRING`: `MPI_Info_get_string` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -2884,11 +4007,11 @@ unsafe extern "C" fn mpi_info_get_string(info: *mut Fint, key: *mut c_char, bufl
         let rc = crate::comm::PMPI_Info_get_string(*info as _, key_c.as_ptr() as _, buflen as _, value_c.as_mut_ptr() as _, &mut flag_c);
         fortran::str_out(value, value_len, &value_c);
         *flag = fortran::logical_out(flag_c);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_info_get_string(info: *mut Fint, key: *mut c_char, buflen: *mut Fint, value: *mut c_char, flag: *mut Fint, ierror: *mut Fint, key_len: usize, value_len: usize); "mpi_info_get_string" "mpi_info_get_string_" "mpi_info_get_string__" "MPI_INFO_GET_STRING" "pmpi_info_get_string" "pmpi_info_get_string_" "pmpi_info_get_string__" "PMPI_INFO_GET_STRING");
+fortran_names!(mpi_info_get_string(info: *mut Fint, key: *mut c_char, buflen: *mut Fint, value: *mut c_char, flag: *mut Fint, ierror: *mut Fint, key_len: usize, value_len: usize); "mpi_info_get_string" "mpi_info_get_string_" "mpi_info_get_string__" "MPI_INFO_GET_STRING" "pmpi_info_get_string" "pmpi_info_get_string_" "pmpi_info_get_string__" "PMPI_INFO_GET_STRING" "mpi_info_get_string_f08_" "pmpir_info_get_string_f08_");
 
 /// `MPI_INFO_GET_VALUELEN`: `MPI_Info_get_valuelen` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -2900,11 +4023,11 @@ unsafe extern "C" fn mpi_info_get_valuelen(info: *mut Fint, key: *mut c_char, va
         let mut flag_c: c_int = 0;
         let rc = crate::comm::PMPI_Info_get_valuelen(*info as _, key_c.as_ptr() as _, valuelen as _, &mut flag_c);
         *flag = fortran::logical_out(flag_c);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_info_get_valuelen(info: *mut Fint, key: *mut c_char, valuelen: *mut Fint, flag: *mut Fint, ierror: *mut Fint, key_len: usize); "mpi_info_get_valuelen" "mpi_info_get_valuelen_" "mpi_info_get_valuelen__" "MPI_INFO_GET_VALUELEN" "pmpi_info_get_valuelen" "pmpi_info_get_valuelen_" "pmpi_info_get_valuelen__" "PMPI_INFO_GET_VALUELEN");
+fortran_names!(mpi_info_get_valuelen(info: *mut Fint, key: *mut c_char, valuelen: *mut Fint, flag: *mut Fint, ierror: *mut Fint, key_len: usize); "mpi_info_get_valuelen" "mpi_info_get_valuelen_" "mpi_info_get_valuelen__" "MPI_INFO_GET_VALUELEN" "pmpi_info_get_valuelen" "pmpi_info_get_valuelen_" "pmpi_info_get_valuelen__" "PMPI_INFO_GET_VALUELEN" "mpi_info_get_valuelen_f08_" "pmpir_info_get_valuelen_f08_");
 
 /// `MPI_INFO_SET`: `MPI_Info_set` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -2915,11 +4038,11 @@ unsafe extern "C" fn mpi_info_set(info: *mut Fint, key: *mut c_char, value: *mut
         let key_c = fortran::str_in(key, key_len);
         let value_c = fortran::str_in(value, value_len);
         let rc = crate::comm::PMPI_Info_set(*info as _, key_c.as_ptr() as _, value_c.as_ptr() as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_info_set(info: *mut Fint, key: *mut c_char, value: *mut c_char, ierror: *mut Fint, key_len: usize, value_len: usize); "mpi_info_set" "mpi_info_set_" "mpi_info_set__" "MPI_INFO_SET" "pmpi_info_set" "pmpi_info_set_" "pmpi_info_set__" "PMPI_INFO_SET");
+fortran_names!(mpi_info_set(info: *mut Fint, key: *mut c_char, value: *mut c_char, ierror: *mut Fint, key_len: usize, value_len: usize); "mpi_info_set" "mpi_info_set_" "mpi_info_set__" "MPI_INFO_SET" "pmpi_info_set" "pmpi_info_set_" "pmpi_info_set__" "PMPI_INFO_SET" "mpi_info_set_f08_" "pmpir_info_set_f08_");
 
 /// `MPI_INIT`: `MPI_Init` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -2928,11 +4051,11 @@ unsafe extern "C" fn mpi_init(ierror: *mut Fint) {
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::init::PMPI_Init(std::ptr::null_mut(), std::ptr::null_mut());
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_init(ierror: *mut Fint); "mpi_init" "mpi_init_" "mpi_init__" "MPI_INIT" "pmpi_init" "pmpi_init_" "pmpi_init__" "PMPI_INIT");
+fortran_names!(mpi_init(ierror: *mut Fint); "mpi_init" "mpi_init_" "mpi_init__" "MPI_INIT" "pmpi_init" "pmpi_init_" "pmpi_init__" "PMPI_INIT" "mpi_init_f08_" "pmpir_init_f08_");
 
 /// `MPI_INIT_THREAD`: `MPI_Init_thread` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -2941,11 +4064,11 @@ unsafe extern "C" fn mpi_init_thread(required: *mut Fint, provided: *mut Fint, i
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::init::PMPI_Init_thread(std::ptr::null_mut(), std::ptr::null_mut(), *required as _, provided as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_init_thread(required: *mut Fint, provided: *mut Fint, ierror: *mut Fint); "mpi_init_thread" "mpi_init_thread_" "mpi_init_thread__" "MPI_INIT_THREAD" "pmpi_init_thread" "pmpi_init_thread_" "pmpi_init_thread__" "PMPI_INIT_THREAD");
+fortran_names!(mpi_init_thread(required: *mut Fint, provided: *mut Fint, ierror: *mut Fint); "mpi_init_thread" "mpi_init_thread_" "mpi_init_thread__" "MPI_INIT_THREAD" "pmpi_init_thread" "pmpi_init_thread_" "pmpi_init_thread__" "PMPI_INIT_THREAD" "mpi_init_thread_f08_" "pmpir_init_thread_f08_");
 
 /// `MPI_INITIALIZED`: `MPI_Initialized` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -2956,11 +4079,11 @@ unsafe extern "C" fn mpi_initialized(flag: *mut Fint, ierror: *mut Fint) {
         let mut flag_c: c_int = 0;
         let rc = crate::init::PMPI_Initialized(&mut flag_c);
         *flag = fortran::logical_out(flag_c);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_initialized(flag: *mut Fint, ierror: *mut Fint); "mpi_initialized" "mpi_initialized_" "mpi_initialized__" "MPI_INITIALIZED" "pmpi_initialized" "pmpi_initialized_" "pmpi_initialized__" "PMPI_INITIALIZED");
+fortran_names!(mpi_initialized(flag: *mut Fint, ierror: *mut Fint); "mpi_initialized" "mpi_initialized_" "mpi_initialized__" "MPI_INITIALIZED" "pmpi_initialized" "pmpi_initialized_" "pmpi_initialized__" "PMPI_INITIALIZED" "mpi_initialized_f08_" "pmpir_initialized_f08_");
 
 /// `MPI_INTERCOMM_CREATE`: `MPI_Intercomm_create` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -2969,11 +4092,11 @@ unsafe extern "C" fn mpi_intercomm_create(local_comm: *mut Fint, local_leader: *
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::comm::PMPI_Intercomm_create(*local_comm as _, *local_leader as _, *peer_comm as _, *remote_leader as _, *tag as _, newintercomm as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_intercomm_create(local_comm: *mut Fint, local_leader: *mut Fint, peer_comm: *mut Fint, remote_leader: *mut Fint, tag: *mut Fint, newintercomm: *mut Fint, ierror: *mut Fint); "mpi_intercomm_create" "mpi_intercomm_create_" "mpi_intercomm_create__" "MPI_INTERCOMM_CREATE" "pmpi_intercomm_create" "pmpi_intercomm_create_" "pmpi_intercomm_create__" "PMPI_INTERCOMM_CREATE");
+fortran_names!(mpi_intercomm_create(local_comm: *mut Fint, local_leader: *mut Fint, peer_comm: *mut Fint, remote_leader: *mut Fint, tag: *mut Fint, newintercomm: *mut Fint, ierror: *mut Fint); "mpi_intercomm_create" "mpi_intercomm_create_" "mpi_intercomm_create__" "MPI_INTERCOMM_CREATE" "pmpi_intercomm_create" "pmpi_intercomm_create_" "pmpi_intercomm_create__" "PMPI_INTERCOMM_CREATE" "mpi_intercomm_create_f08_" "pmpir_intercomm_create_f08_");
 
 /// `MPI_INTERCOMM_CREATE_FROM_GROUPS`: `MPI_Intercomm_create_from_groups` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -2983,11 +4106,11 @@ unsafe extern "C" fn mpi_intercomm_create_from_groups(local_group: *mut Fint, lo
     unsafe {
         let stringtag_c = fortran::str_in(stringtag, stringtag_len);
         let rc = crate::session::PMPI_Intercomm_create_from_groups(*local_group as _, *local_leader as _, *remote_group as _, *remote_leader as _, stringtag_c.as_ptr() as _, *info as _, *errhandler as _, newintercomm as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_intercomm_create_from_groups(local_group: *mut Fint, local_leader: *mut Fint, remote_group: *mut Fint, remote_leader: *mut Fint, stringtag: *mut c_char, info: *mut Fint, errhandler: *mut Fint, newintercomm: *mut Fint, ierror: *mut Fint, stringtag_len: usize); "mpi_intercomm_create_from_groups" "mpi_intercomm_create_from_groups_" "mpi_intercomm_create_from_groups__" "MPI_INTERCOMM_CREATE_FROM_GROUPS" "pmpi_intercomm_create_from_groups" "pmpi_intercomm_create_from_groups_" "pmpi_intercomm_create_from_groups__" "PMPI_INTERCOMM_CREATE_FROM_GROUPS");
+fortran_names!(mpi_intercomm_create_from_groups(local_group: *mut Fint, local_leader: *mut Fint, remote_group: *mut Fint, remote_leader: *mut Fint, stringtag: *mut c_char, info: *mut Fint, errhandler: *mut Fint, newintercomm: *mut Fint, ierror: *mut Fint, stringtag_len: usize); "mpi_intercomm_create_from_groups" "mpi_intercomm_create_from_groups_" "mpi_intercomm_create_from_groups__" "MPI_INTERCOMM_CREATE_FROM_GROUPS" "pmpi_intercomm_create_from_groups" "pmpi_intercomm_create_from_groups_" "pmpi_intercomm_create_from_groups__" "PMPI_INTERCOMM_CREATE_FROM_GROUPS" "mpi_intercomm_create_from_groups_f08_" "pmpir_intercomm_create_from_groups_f08_");
 
 /// `MPI_INTERCOMM_MERGE`: `MPI_Intercomm_merge` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -2996,11 +4119,11 @@ unsafe extern "C" fn mpi_intercomm_merge(intercomm: *mut Fint, high: *mut Fint, 
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::comm::PMPI_Intercomm_merge(*intercomm as _, fortran::logical_in(*high), newintracomm as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_intercomm_merge(intercomm: *mut Fint, high: *mut Fint, newintracomm: *mut Fint, ierror: *mut Fint); "mpi_intercomm_merge" "mpi_intercomm_merge_" "mpi_intercomm_merge__" "MPI_INTERCOMM_MERGE" "pmpi_intercomm_merge" "pmpi_intercomm_merge_" "pmpi_intercomm_merge__" "PMPI_INTERCOMM_MERGE");
+fortran_names!(mpi_intercomm_merge(intercomm: *mut Fint, high: *mut Fint, newintracomm: *mut Fint, ierror: *mut Fint); "mpi_intercomm_merge" "mpi_intercomm_merge_" "mpi_intercomm_merge__" "MPI_INTERCOMM_MERGE" "pmpi_intercomm_merge" "pmpi_intercomm_merge_" "pmpi_intercomm_merge__" "PMPI_INTERCOMM_MERGE" "mpi_intercomm_merge_f08_" "pmpir_intercomm_merge_f08_");
 
 /// `MPI_IPROBE`: `MPI_Iprobe` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -3011,11 +4134,11 @@ unsafe extern "C" fn mpi_iprobe(source: *mut Fint, tag: *mut Fint, comm: *mut Fi
         let mut flag_c: c_int = 0;
         let rc = crate::p2p::PMPI_Iprobe(*source as _, *tag as _, *comm as _, &mut flag_c, fortran::status(status));
         *flag = fortran::logical_out(flag_c);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_iprobe(source: *mut Fint, tag: *mut Fint, comm: *mut Fint, flag: *mut Fint, status: *mut Fint, ierror: *mut Fint); "mpi_iprobe" "mpi_iprobe_" "mpi_iprobe__" "MPI_IPROBE" "pmpi_iprobe" "pmpi_iprobe_" "pmpi_iprobe__" "PMPI_IPROBE");
+fortran_names!(mpi_iprobe(source: *mut Fint, tag: *mut Fint, comm: *mut Fint, flag: *mut Fint, status: *mut Fint, ierror: *mut Fint); "mpi_iprobe" "mpi_iprobe_" "mpi_iprobe__" "MPI_IPROBE" "pmpi_iprobe" "pmpi_iprobe_" "pmpi_iprobe__" "PMPI_IPROBE" "mpi_iprobe_f08_" "pmpir_iprobe_f08_");
 
 /// `MPI_IRECV`: `MPI_Irecv` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -3024,10 +4147,24 @@ unsafe extern "C" fn mpi_irecv(buf: *mut c_void, count: *mut Fint, datatype: *mu
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::p2p::PMPI_Irecv(fortran::buf(buf) as _, *count as _, *datatype as _, *source as _, *tag as _, *comm as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_IRECV` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_irecv_f08ts(buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, source: *mut Fint, tag: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut count_c = *count;
+        let mut datatype_c = *datatype;
+        let buf_s = match fortran::f08::Section::new("MPI_IRECV", buf, &mut count_c, &mut datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_irecv(buf_s.addr(), &mut count_c, &mut datatype_c, source, tag, comm, request, ierror);
+    }
+}
+
+fortran_names!(mpi_irecv_f08ts(buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, source: *mut Fint, tag: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_irecv_f08ts_" "pmpir_irecv_f08ts_");
 fortran_names!(mpi_irecv(buf: *mut c_void, count: *mut Fint, datatype: *mut Fint, source: *mut Fint, tag: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_irecv" "mpi_irecv_" "mpi_irecv__" "MPI_IRECV" "pmpi_irecv" "pmpi_irecv_" "pmpi_irecv__" "PMPI_IRECV");
 
 /// `MPI_IREDUCE`: `MPI_Ireduce` for Fortran.
@@ -3037,10 +4174,23 @@ unsafe extern "C" fn mpi_ireduce(sendbuf: *mut c_void, recvbuf: *mut c_void, cou
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::coll::PMPI_Ireduce(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, *count as _, *datatype as _, *op as _, *root as _, *comm as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_IREDUCE` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_ireduce_f08ts(sendbuf: *const fortran::f08::Desc, recvbuf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, op: *mut Fint, root: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let sendbuf_s = match fortran::f08::Section::contiguous("MPI_IREDUCE", sendbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let recvbuf_s = match fortran::f08::Section::contiguous("MPI_IREDUCE", recvbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_ireduce(sendbuf_s.addr(), recvbuf_s.addr(), count, datatype, op, root, comm, request, ierror);
+    }
+}
+
+fortran_names!(mpi_ireduce_f08ts(sendbuf: *const fortran::f08::Desc, recvbuf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, op: *mut Fint, root: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_ireduce_f08ts_" "pmpir_ireduce_f08ts_");
 fortran_names!(mpi_ireduce(sendbuf: *mut c_void, recvbuf: *mut c_void, count: *mut Fint, datatype: *mut Fint, op: *mut Fint, root: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_ireduce" "mpi_ireduce_" "mpi_ireduce__" "MPI_IREDUCE" "pmpi_ireduce" "pmpi_ireduce_" "pmpi_ireduce__" "PMPI_IREDUCE");
 
 /// `MPI_IREDUCE_SCATTER`: `MPI_Ireduce_scatter` for Fortran.
@@ -3050,10 +4200,23 @@ unsafe extern "C" fn mpi_ireduce_scatter(sendbuf: *mut c_void, recvbuf: *mut c_v
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::coll::PMPI_Ireduce_scatter(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, recvcounts as _, *datatype as _, *op as _, *comm as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_IREDUCE_SCATTER` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_ireduce_scatter_f08ts(sendbuf: *const fortran::f08::Desc, recvbuf: *const fortran::f08::Desc, recvcounts: *mut Fint, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let sendbuf_s = match fortran::f08::Section::contiguous("MPI_IREDUCE_SCATTER", sendbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let recvbuf_s = match fortran::f08::Section::contiguous("MPI_IREDUCE_SCATTER", recvbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_ireduce_scatter(sendbuf_s.addr(), recvbuf_s.addr(), recvcounts, datatype, op, comm, request, ierror);
+    }
+}
+
+fortran_names!(mpi_ireduce_scatter_f08ts(sendbuf: *const fortran::f08::Desc, recvbuf: *const fortran::f08::Desc, recvcounts: *mut Fint, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_ireduce_scatter_f08ts_" "pmpir_ireduce_scatter_f08ts_");
 fortran_names!(mpi_ireduce_scatter(sendbuf: *mut c_void, recvbuf: *mut c_void, recvcounts: *mut Fint, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_ireduce_scatter" "mpi_ireduce_scatter_" "mpi_ireduce_scatter__" "MPI_IREDUCE_SCATTER" "pmpi_ireduce_scatter" "pmpi_ireduce_scatter_" "pmpi_ireduce_scatter__" "PMPI_IREDUCE_SCATTER");
 
 /// `MPI_IREDUCE_SCATTER_BLOCK`: `MPI_Ireduce_scatter_block` for Fortran.
@@ -3063,10 +4226,23 @@ unsafe extern "C" fn mpi_ireduce_scatter_block(sendbuf: *mut c_void, recvbuf: *m
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::coll::PMPI_Ireduce_scatter_block(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, *recvcount as _, *datatype as _, *op as _, *comm as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_IREDUCE_SCATTER_BLOCK` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_ireduce_scatter_block_f08ts(sendbuf: *const fortran::f08::Desc, recvbuf: *const fortran::f08::Desc, recvcount: *mut Fint, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let sendbuf_s = match fortran::f08::Section::contiguous("MPI_IREDUCE_SCATTER_BLOCK", sendbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let recvbuf_s = match fortran::f08::Section::contiguous("MPI_IREDUCE_SCATTER_BLOCK", recvbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_ireduce_scatter_block(sendbuf_s.addr(), recvbuf_s.addr(), recvcount, datatype, op, comm, request, ierror);
+    }
+}
+
+fortran_names!(mpi_ireduce_scatter_block_f08ts(sendbuf: *const fortran::f08::Desc, recvbuf: *const fortran::f08::Desc, recvcount: *mut Fint, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_ireduce_scatter_block_f08ts_" "pmpir_ireduce_scatter_block_f08ts_");
 fortran_names!(mpi_ireduce_scatter_block(sendbuf: *mut c_void, recvbuf: *mut c_void, recvcount: *mut Fint, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_ireduce_scatter_block" "mpi_ireduce_scatter_block_" "mpi_ireduce_scatter_block__" "MPI_IREDUCE_SCATTER_BLOCK" "pmpi_ireduce_scatter_block" "pmpi_ireduce_scatter_block_" "pmpi_ireduce_scatter_block__" "PMPI_IREDUCE_SCATTER_BLOCK");
 
 /// `MPI_IRSEND`: `MPI_Irsend` for Fortran.
@@ -3076,10 +4252,24 @@ unsafe extern "C" fn mpi_irsend(buf: *mut c_void, count: *mut Fint, datatype: *m
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::p2p::PMPI_Irsend(fortran::buf(buf) as _, *count as _, *datatype as _, *dest as _, *tag as _, *comm as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_IRSEND` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_irsend_f08ts(buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut count_c = *count;
+        let mut datatype_c = *datatype;
+        let buf_s = match fortran::f08::Section::new("MPI_IRSEND", buf, &mut count_c, &mut datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_irsend(buf_s.addr(), &mut count_c, &mut datatype_c, dest, tag, comm, request, ierror);
+    }
+}
+
+fortran_names!(mpi_irsend_f08ts(buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_irsend_f08ts_" "pmpir_irsend_f08ts_");
 fortran_names!(mpi_irsend(buf: *mut c_void, count: *mut Fint, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_irsend" "mpi_irsend_" "mpi_irsend__" "MPI_IRSEND" "pmpi_irsend" "pmpi_irsend_" "pmpi_irsend__" "PMPI_IRSEND");
 
 /// `MPI_IS_THREAD_MAIN`: `MPI_Is_thread_main` for Fortran.
@@ -3091,11 +4281,11 @@ unsafe extern "C" fn mpi_is_thread_main(flag: *mut Fint, ierror: *mut Fint) {
         let mut flag_c: c_int = 0;
         let rc = crate::init::PMPI_Is_thread_main(&mut flag_c);
         *flag = fortran::logical_out(flag_c);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_is_thread_main(flag: *mut Fint, ierror: *mut Fint); "mpi_is_thread_main" "mpi_is_thread_main_" "mpi_is_thread_main__" "MPI_IS_THREAD_MAIN" "pmpi_is_thread_main" "pmpi_is_thread_main_" "pmpi_is_thread_main__" "PMPI_IS_THREAD_MAIN");
+fortran_names!(mpi_is_thread_main(flag: *mut Fint, ierror: *mut Fint); "mpi_is_thread_main" "mpi_is_thread_main_" "mpi_is_thread_main__" "MPI_IS_THREAD_MAIN" "pmpi_is_thread_main" "pmpi_is_thread_main_" "pmpi_is_thread_main__" "PMPI_IS_THREAD_MAIN" "mpi_is_thread_main_f08_" "pmpir_is_thread_main_f08_");
 
 /// `MPI_ISCAN`: `MPI_Iscan` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -3104,10 +4294,23 @@ unsafe extern "C" fn mpi_iscan(sendbuf: *mut c_void, recvbuf: *mut c_void, count
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::coll::PMPI_Iscan(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, *count as _, *datatype as _, *op as _, *comm as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_ISCAN` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_iscan_f08ts(sendbuf: *const fortran::f08::Desc, recvbuf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let sendbuf_s = match fortran::f08::Section::contiguous("MPI_ISCAN", sendbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let recvbuf_s = match fortran::f08::Section::contiguous("MPI_ISCAN", recvbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_iscan(sendbuf_s.addr(), recvbuf_s.addr(), count, datatype, op, comm, request, ierror);
+    }
+}
+
+fortran_names!(mpi_iscan_f08ts(sendbuf: *const fortran::f08::Desc, recvbuf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_iscan_f08ts_" "pmpir_iscan_f08ts_");
 fortran_names!(mpi_iscan(sendbuf: *mut c_void, recvbuf: *mut c_void, count: *mut Fint, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_iscan" "mpi_iscan_" "mpi_iscan__" "MPI_ISCAN" "pmpi_iscan" "pmpi_iscan_" "pmpi_iscan__" "PMPI_ISCAN");
 
 /// `MPI_ISCATTER`: `MPI_Iscatter` for Fortran.
@@ -3117,10 +4320,27 @@ unsafe extern "C" fn mpi_iscatter(sendbuf: *mut c_void, sendcount: *mut Fint, se
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::coll::PMPI_Iscatter(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *root as _, *comm as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_ISCATTER` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_iscatter_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut Fint, recvtype: *mut Fint, root: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendcount_c = *sendcount;
+        let mut sendtype_c = *sendtype;
+        let sendbuf_s = match fortran::f08::Section::new("MPI_ISCATTER", sendbuf, &mut sendcount_c, &mut sendtype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let mut recvcount_c = *recvcount;
+        let mut recvtype_c = *recvtype;
+        let recvbuf_s = match fortran::f08::Section::new("MPI_ISCATTER", recvbuf, &mut recvcount_c, &mut recvtype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_iscatter(sendbuf_s.addr(), &mut sendcount_c, &mut sendtype_c, recvbuf_s.addr(), &mut recvcount_c, &mut recvtype_c, root, comm, request, ierror);
+    }
+}
+
+fortran_names!(mpi_iscatter_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut Fint, recvtype: *mut Fint, root: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_iscatter_f08ts_" "pmpir_iscatter_f08ts_");
 fortran_names!(mpi_iscatter(sendbuf: *mut c_void, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *mut c_void, recvcount: *mut Fint, recvtype: *mut Fint, root: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_iscatter" "mpi_iscatter_" "mpi_iscatter__" "MPI_ISCATTER" "pmpi_iscatter" "pmpi_iscatter_" "pmpi_iscatter__" "PMPI_ISCATTER");
 
 /// `MPI_ISCATTERV`: `MPI_Iscatterv` for Fortran.
@@ -3130,10 +4350,25 @@ unsafe extern "C" fn mpi_iscatterv(sendbuf: *mut c_void, sendcounts: *mut Fint, 
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::coll::PMPI_Iscatterv(fortran::buf(sendbuf) as _, sendcounts as _, displs as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *root as _, *comm as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_ISCATTERV` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_iscatterv_f08ts(sendbuf: *const fortran::f08::Desc, sendcounts: *mut Fint, displs: *mut Fint, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut Fint, recvtype: *mut Fint, root: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let sendbuf_s = match fortran::f08::Section::contiguous("MPI_ISCATTERV", sendbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let mut recvcount_c = *recvcount;
+        let mut recvtype_c = *recvtype;
+        let recvbuf_s = match fortran::f08::Section::new("MPI_ISCATTERV", recvbuf, &mut recvcount_c, &mut recvtype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_iscatterv(sendbuf_s.addr(), sendcounts, displs, sendtype, recvbuf_s.addr(), &mut recvcount_c, &mut recvtype_c, root, comm, request, ierror);
+    }
+}
+
+fortran_names!(mpi_iscatterv_f08ts(sendbuf: *const fortran::f08::Desc, sendcounts: *mut Fint, displs: *mut Fint, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut Fint, recvtype: *mut Fint, root: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_iscatterv_f08ts_" "pmpir_iscatterv_f08ts_");
 fortran_names!(mpi_iscatterv(sendbuf: *mut c_void, sendcounts: *mut Fint, displs: *mut Fint, sendtype: *mut Fint, recvbuf: *mut c_void, recvcount: *mut Fint, recvtype: *mut Fint, root: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_iscatterv" "mpi_iscatterv_" "mpi_iscatterv__" "MPI_ISCATTERV" "pmpi_iscatterv" "pmpi_iscatterv_" "pmpi_iscatterv__" "PMPI_ISCATTERV");
 
 /// `MPI_ISEND`: `MPI_Isend` for Fortran.
@@ -3143,10 +4378,24 @@ unsafe extern "C" fn mpi_isend(buf: *mut c_void, count: *mut Fint, datatype: *mu
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::p2p::PMPI_Isend(fortran::buf(buf) as _, *count as _, *datatype as _, *dest as _, *tag as _, *comm as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_ISEND` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_isend_f08ts(buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut count_c = *count;
+        let mut datatype_c = *datatype;
+        let buf_s = match fortran::f08::Section::new("MPI_ISEND", buf, &mut count_c, &mut datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_isend(buf_s.addr(), &mut count_c, &mut datatype_c, dest, tag, comm, request, ierror);
+    }
+}
+
+fortran_names!(mpi_isend_f08ts(buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_isend_f08ts_" "pmpir_isend_f08ts_");
 fortran_names!(mpi_isend(buf: *mut c_void, count: *mut Fint, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_isend" "mpi_isend_" "mpi_isend__" "MPI_ISEND" "pmpi_isend" "pmpi_isend_" "pmpi_isend__" "PMPI_ISEND");
 
 /// `MPI_ISENDRECV`: `MPI_Isendrecv` for Fortran.
@@ -3156,10 +4405,27 @@ unsafe extern "C" fn mpi_isendrecv(sendbuf: *mut c_void, sendcount: *mut Fint, s
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::p2p::PMPI_Isendrecv(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, *dest as _, *sendtag as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *source as _, *recvtag as _, *comm as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_ISENDRECV` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_isendrecv_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut Fint, sendtype: *mut Fint, dest: *mut Fint, sendtag: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut Fint, recvtype: *mut Fint, source: *mut Fint, recvtag: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendcount_c = *sendcount;
+        let mut sendtype_c = *sendtype;
+        let sendbuf_s = match fortran::f08::Section::new("MPI_ISENDRECV", sendbuf, &mut sendcount_c, &mut sendtype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let mut recvcount_c = *recvcount;
+        let mut recvtype_c = *recvtype;
+        let recvbuf_s = match fortran::f08::Section::new("MPI_ISENDRECV", recvbuf, &mut recvcount_c, &mut recvtype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_isendrecv(sendbuf_s.addr(), &mut sendcount_c, &mut sendtype_c, dest, sendtag, recvbuf_s.addr(), &mut recvcount_c, &mut recvtype_c, source, recvtag, comm, request, ierror);
+    }
+}
+
+fortran_names!(mpi_isendrecv_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut Fint, sendtype: *mut Fint, dest: *mut Fint, sendtag: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut Fint, recvtype: *mut Fint, source: *mut Fint, recvtag: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_isendrecv_f08ts_" "pmpir_isendrecv_f08ts_");
 fortran_names!(mpi_isendrecv(sendbuf: *mut c_void, sendcount: *mut Fint, sendtype: *mut Fint, dest: *mut Fint, sendtag: *mut Fint, recvbuf: *mut c_void, recvcount: *mut Fint, recvtype: *mut Fint, source: *mut Fint, recvtag: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_isendrecv" "mpi_isendrecv_" "mpi_isendrecv__" "MPI_ISENDRECV" "pmpi_isendrecv" "pmpi_isendrecv_" "pmpi_isendrecv__" "PMPI_ISENDRECV");
 
 /// `MPI_ISENDRECV_REPLACE`: `MPI_Isendrecv_replace` for Fortran.
@@ -3169,10 +4435,24 @@ unsafe extern "C" fn mpi_isendrecv_replace(buf: *mut c_void, count: *mut Fint, d
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::p2p::PMPI_Isendrecv_replace(fortran::buf(buf) as _, *count as _, *datatype as _, *dest as _, *sendtag as _, *source as _, *recvtag as _, *comm as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_ISENDRECV_REPLACE` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_isendrecv_replace_f08ts(buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, dest: *mut Fint, sendtag: *mut Fint, source: *mut Fint, recvtag: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut count_c = *count;
+        let mut datatype_c = *datatype;
+        let buf_s = match fortran::f08::Section::new("MPI_ISENDRECV_REPLACE", buf, &mut count_c, &mut datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_isendrecv_replace(buf_s.addr(), &mut count_c, &mut datatype_c, dest, sendtag, source, recvtag, comm, request, ierror);
+    }
+}
+
+fortran_names!(mpi_isendrecv_replace_f08ts(buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, dest: *mut Fint, sendtag: *mut Fint, source: *mut Fint, recvtag: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_isendrecv_replace_f08ts_" "pmpir_isendrecv_replace_f08ts_");
 fortran_names!(mpi_isendrecv_replace(buf: *mut c_void, count: *mut Fint, datatype: *mut Fint, dest: *mut Fint, sendtag: *mut Fint, source: *mut Fint, recvtag: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_isendrecv_replace" "mpi_isendrecv_replace_" "mpi_isendrecv_replace__" "MPI_ISENDRECV_REPLACE" "pmpi_isendrecv_replace" "pmpi_isendrecv_replace_" "pmpi_isendrecv_replace__" "PMPI_ISENDRECV_REPLACE");
 
 /// `MPI_ISSEND`: `MPI_Issend` for Fortran.
@@ -3182,10 +4462,24 @@ unsafe extern "C" fn mpi_issend(buf: *mut c_void, count: *mut Fint, datatype: *m
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::p2p::PMPI_Issend(fortran::buf(buf) as _, *count as _, *datatype as _, *dest as _, *tag as _, *comm as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_ISSEND` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_issend_f08ts(buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut count_c = *count;
+        let mut datatype_c = *datatype;
+        let buf_s = match fortran::f08::Section::new("MPI_ISSEND", buf, &mut count_c, &mut datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_issend(buf_s.addr(), &mut count_c, &mut datatype_c, dest, tag, comm, request, ierror);
+    }
+}
+
+fortran_names!(mpi_issend_f08ts(buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_issend_f08ts_" "pmpir_issend_f08ts_");
 fortran_names!(mpi_issend(buf: *mut c_void, count: *mut Fint, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_issend" "mpi_issend_" "mpi_issend__" "MPI_ISSEND" "pmpi_issend" "pmpi_issend_" "pmpi_issend__" "PMPI_ISSEND");
 
 /// `MPI_KEYVAL_FREE`: `MPI_Keyval_free` for Fortran.
@@ -3195,7 +4489,7 @@ unsafe extern "C" fn mpi_keyval_free(keyval: *mut Fint, ierror: *mut Fint) {
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::comm::PMPI_Keyval_free(keyval as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
@@ -3207,7 +4501,7 @@ unsafe extern "C" fn mpi_lookup_name(_service_name: *mut c_char, _info: *mut Fin
     unsafe { fortran::unbound("MPI_LOOKUP_NAME", ierror) }
 }
 
-fortran_names!(mpi_lookup_name(_service_name: *mut c_char, _info: *mut Fint, _port_name: *mut c_char, ierror: *mut Fint, _service_name_len: usize, _port_name_len: usize); "mpi_lookup_name" "mpi_lookup_name_" "mpi_lookup_name__" "MPI_LOOKUP_NAME" "pmpi_lookup_name" "pmpi_lookup_name_" "pmpi_lookup_name__" "PMPI_LOOKUP_NAME");
+fortran_names!(mpi_lookup_name(_service_name: *mut c_char, _info: *mut Fint, _port_name: *mut c_char, ierror: *mut Fint, _service_name_len: usize, _port_name_len: usize); "mpi_lookup_name" "mpi_lookup_name_" "mpi_lookup_name__" "MPI_LOOKUP_NAME" "pmpi_lookup_name" "pmpi_lookup_name_" "pmpi_lookup_name__" "PMPI_LOOKUP_NAME" "mpi_lookup_name_f08_" "pmpir_lookup_name_f08_");
 
 /// `MPI_MPROBE`: `MPI_Mprobe` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -3216,11 +4510,11 @@ unsafe extern "C" fn mpi_mprobe(source: *mut Fint, tag: *mut Fint, comm: *mut Fi
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::p2p::PMPI_Mprobe(*source as _, *tag as _, *comm as _, message as _, fortran::status(status));
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_mprobe(source: *mut Fint, tag: *mut Fint, comm: *mut Fint, message: *mut Fint, status: *mut Fint, ierror: *mut Fint); "mpi_mprobe" "mpi_mprobe_" "mpi_mprobe__" "MPI_MPROBE" "pmpi_mprobe" "pmpi_mprobe_" "pmpi_mprobe__" "PMPI_MPROBE");
+fortran_names!(mpi_mprobe(source: *mut Fint, tag: *mut Fint, comm: *mut Fint, message: *mut Fint, status: *mut Fint, ierror: *mut Fint); "mpi_mprobe" "mpi_mprobe_" "mpi_mprobe__" "MPI_MPROBE" "pmpi_mprobe" "pmpi_mprobe_" "pmpi_mprobe__" "PMPI_MPROBE" "mpi_mprobe_f08_" "pmpir_mprobe_f08_");
 
 /// `MPI_MRECV`: `MPI_Mrecv` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -3229,10 +4523,23 @@ unsafe extern "C" fn mpi_mrecv(buf: *mut c_void, count: *mut Fint, datatype: *mu
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::p2p::PMPI_Mrecv(fortran::buf(buf) as _, *count as _, *datatype as _, message as _, fortran::status(status));
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_MRECV` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_mrecv_f08ts(buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, message: *mut Fint, status: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut buf_c = fortran::f08::Copied::new(buf, true);
+        mpi_mrecv(buf_c.addr(), count, datatype, message, status, ierror);
+        buf_c.finish();
+    }
+}
+
+fortran_names!(mpi_mrecv_f08ts(buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, message: *mut Fint, status: *mut Fint, ierror: *mut Fint); "mpi_mrecv_f08ts_" "pmpir_mrecv_f08ts_");
 fortran_names!(mpi_mrecv(buf: *mut c_void, count: *mut Fint, datatype: *mut Fint, message: *mut Fint, status: *mut Fint, ierror: *mut Fint); "mpi_mrecv" "mpi_mrecv_" "mpi_mrecv__" "MPI_MRECV" "pmpi_mrecv" "pmpi_mrecv_" "pmpi_mrecv__" "PMPI_MRECV");
 
 /// `MPI_NEIGHBOR_ALLGATHER`: `MPI_Neighbor_allgather` for Fortran.
@@ -3242,10 +4549,25 @@ unsafe extern "C" fn mpi_neighbor_allgather(sendbuf: *mut c_void, sendcount: *mu
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::coll::PMPI_Neighbor_allgather(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *comm as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_NEIGHBOR_ALLGATHER` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_neighbor_allgather_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut Fint, recvtype: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendbuf_c = fortran::f08::Copied::new(sendbuf, false);
+        let mut recvbuf_c = fortran::f08::Copied::new(recvbuf, true);
+        mpi_neighbor_allgather(sendbuf_c.addr(), sendcount, sendtype, recvbuf_c.addr(), recvcount, recvtype, comm, ierror);
+        sendbuf_c.finish();
+        recvbuf_c.finish();
+    }
+}
+
+fortran_names!(mpi_neighbor_allgather_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut Fint, recvtype: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_neighbor_allgather_f08ts_" "pmpir_neighbor_allgather_f08ts_");
 fortran_names!(mpi_neighbor_allgather(sendbuf: *mut c_void, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *mut c_void, recvcount: *mut Fint, recvtype: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_neighbor_allgather" "mpi_neighbor_allgather_" "mpi_neighbor_allgather__" "MPI_NEIGHBOR_ALLGATHER" "pmpi_neighbor_allgather" "pmpi_neighbor_allgather_" "pmpi_neighbor_allgather__" "PMPI_NEIGHBOR_ALLGATHER");
 
 /// `MPI_NEIGHBOR_ALLGATHER_INIT`: `MPI_Neighbor_allgather_init` for Fortran.
@@ -3255,10 +4577,27 @@ unsafe extern "C" fn mpi_neighbor_allgather_init(sendbuf: *mut c_void, sendcount
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::coll::PMPI_Neighbor_allgather_init(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *comm as _, *info as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_NEIGHBOR_ALLGATHER_INIT` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_neighbor_allgather_init_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut Fint, recvtype: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendcount_c = *sendcount;
+        let mut sendtype_c = *sendtype;
+        let sendbuf_s = match fortran::f08::Section::new("MPI_NEIGHBOR_ALLGATHER_INIT", sendbuf, &mut sendcount_c, &mut sendtype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let mut recvcount_c = *recvcount;
+        let mut recvtype_c = *recvtype;
+        let recvbuf_s = match fortran::f08::Section::new("MPI_NEIGHBOR_ALLGATHER_INIT", recvbuf, &mut recvcount_c, &mut recvtype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_neighbor_allgather_init(sendbuf_s.addr(), &mut sendcount_c, &mut sendtype_c, recvbuf_s.addr(), &mut recvcount_c, &mut recvtype_c, comm, info, request, ierror);
+    }
+}
+
+fortran_names!(mpi_neighbor_allgather_init_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut Fint, recvtype: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_neighbor_allgather_init_f08ts_" "pmpir_neighbor_allgather_init_f08ts_");
 fortran_names!(mpi_neighbor_allgather_init(sendbuf: *mut c_void, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *mut c_void, recvcount: *mut Fint, recvtype: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_neighbor_allgather_init" "mpi_neighbor_allgather_init_" "mpi_neighbor_allgather_init__" "MPI_NEIGHBOR_ALLGATHER_INIT" "pmpi_neighbor_allgather_init" "pmpi_neighbor_allgather_init_" "pmpi_neighbor_allgather_init__" "PMPI_NEIGHBOR_ALLGATHER_INIT");
 
 /// `MPI_NEIGHBOR_ALLGATHERV`: `MPI_Neighbor_allgatherv` for Fortran.
@@ -3268,10 +4607,25 @@ unsafe extern "C" fn mpi_neighbor_allgatherv(sendbuf: *mut c_void, sendcount: *m
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::coll::PMPI_Neighbor_allgatherv(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, recvcounts as _, displs as _, *recvtype as _, *comm as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_NEIGHBOR_ALLGATHERV` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_neighbor_allgatherv_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut Fint, displs: *mut Fint, recvtype: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendbuf_c = fortran::f08::Copied::new(sendbuf, false);
+        let mut recvbuf_c = fortran::f08::Copied::new(recvbuf, true);
+        mpi_neighbor_allgatherv(sendbuf_c.addr(), sendcount, sendtype, recvbuf_c.addr(), recvcounts, displs, recvtype, comm, ierror);
+        sendbuf_c.finish();
+        recvbuf_c.finish();
+    }
+}
+
+fortran_names!(mpi_neighbor_allgatherv_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut Fint, displs: *mut Fint, recvtype: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_neighbor_allgatherv_f08ts_" "pmpir_neighbor_allgatherv_f08ts_");
 fortran_names!(mpi_neighbor_allgatherv(sendbuf: *mut c_void, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *mut c_void, recvcounts: *mut Fint, displs: *mut Fint, recvtype: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_neighbor_allgatherv" "mpi_neighbor_allgatherv_" "mpi_neighbor_allgatherv__" "MPI_NEIGHBOR_ALLGATHERV" "pmpi_neighbor_allgatherv" "pmpi_neighbor_allgatherv_" "pmpi_neighbor_allgatherv__" "PMPI_NEIGHBOR_ALLGATHERV");
 
 /// `MPI_NEIGHBOR_ALLGATHERV_INIT`: `MPI_Neighbor_allgatherv_init` for Fortran.
@@ -3281,10 +4635,25 @@ unsafe extern "C" fn mpi_neighbor_allgatherv_init(sendbuf: *mut c_void, sendcoun
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::coll::PMPI_Neighbor_allgatherv_init(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, recvcounts as _, displs as _, *recvtype as _, *comm as _, *info as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_NEIGHBOR_ALLGATHERV_INIT` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_neighbor_allgatherv_init_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut Fint, displs: *mut Fint, recvtype: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendcount_c = *sendcount;
+        let mut sendtype_c = *sendtype;
+        let sendbuf_s = match fortran::f08::Section::new("MPI_NEIGHBOR_ALLGATHERV_INIT", sendbuf, &mut sendcount_c, &mut sendtype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let recvbuf_s = match fortran::f08::Section::contiguous("MPI_NEIGHBOR_ALLGATHERV_INIT", recvbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_neighbor_allgatherv_init(sendbuf_s.addr(), &mut sendcount_c, &mut sendtype_c, recvbuf_s.addr(), recvcounts, displs, recvtype, comm, info, request, ierror);
+    }
+}
+
+fortran_names!(mpi_neighbor_allgatherv_init_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut Fint, displs: *mut Fint, recvtype: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_neighbor_allgatherv_init_f08ts_" "pmpir_neighbor_allgatherv_init_f08ts_");
 fortran_names!(mpi_neighbor_allgatherv_init(sendbuf: *mut c_void, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *mut c_void, recvcounts: *mut Fint, displs: *mut Fint, recvtype: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_neighbor_allgatherv_init" "mpi_neighbor_allgatherv_init_" "mpi_neighbor_allgatherv_init__" "MPI_NEIGHBOR_ALLGATHERV_INIT" "pmpi_neighbor_allgatherv_init" "pmpi_neighbor_allgatherv_init_" "pmpi_neighbor_allgatherv_init__" "PMPI_NEIGHBOR_ALLGATHERV_INIT");
 
 /// `MPI_NEIGHBOR_ALLTOALL`: `MPI_Neighbor_alltoall` for Fortran.
@@ -3294,10 +4663,25 @@ unsafe extern "C" fn mpi_neighbor_alltoall(sendbuf: *mut c_void, sendcount: *mut
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::coll::PMPI_Neighbor_alltoall(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *comm as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_NEIGHBOR_ALLTOALL` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_neighbor_alltoall_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut Fint, recvtype: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendbuf_c = fortran::f08::Copied::new(sendbuf, false);
+        let mut recvbuf_c = fortran::f08::Copied::new(recvbuf, true);
+        mpi_neighbor_alltoall(sendbuf_c.addr(), sendcount, sendtype, recvbuf_c.addr(), recvcount, recvtype, comm, ierror);
+        sendbuf_c.finish();
+        recvbuf_c.finish();
+    }
+}
+
+fortran_names!(mpi_neighbor_alltoall_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut Fint, recvtype: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_neighbor_alltoall_f08ts_" "pmpir_neighbor_alltoall_f08ts_");
 fortran_names!(mpi_neighbor_alltoall(sendbuf: *mut c_void, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *mut c_void, recvcount: *mut Fint, recvtype: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_neighbor_alltoall" "mpi_neighbor_alltoall_" "mpi_neighbor_alltoall__" "MPI_NEIGHBOR_ALLTOALL" "pmpi_neighbor_alltoall" "pmpi_neighbor_alltoall_" "pmpi_neighbor_alltoall__" "PMPI_NEIGHBOR_ALLTOALL");
 
 /// `MPI_NEIGHBOR_ALLTOALL_INIT`: `MPI_Neighbor_alltoall_init` for Fortran.
@@ -3307,10 +4691,27 @@ unsafe extern "C" fn mpi_neighbor_alltoall_init(sendbuf: *mut c_void, sendcount:
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::coll::PMPI_Neighbor_alltoall_init(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *comm as _, *info as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_NEIGHBOR_ALLTOALL_INIT` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_neighbor_alltoall_init_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut Fint, recvtype: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendcount_c = *sendcount;
+        let mut sendtype_c = *sendtype;
+        let sendbuf_s = match fortran::f08::Section::new("MPI_NEIGHBOR_ALLTOALL_INIT", sendbuf, &mut sendcount_c, &mut sendtype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let mut recvcount_c = *recvcount;
+        let mut recvtype_c = *recvtype;
+        let recvbuf_s = match fortran::f08::Section::new("MPI_NEIGHBOR_ALLTOALL_INIT", recvbuf, &mut recvcount_c, &mut recvtype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_neighbor_alltoall_init(sendbuf_s.addr(), &mut sendcount_c, &mut sendtype_c, recvbuf_s.addr(), &mut recvcount_c, &mut recvtype_c, comm, info, request, ierror);
+    }
+}
+
+fortran_names!(mpi_neighbor_alltoall_init_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut Fint, recvtype: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_neighbor_alltoall_init_f08ts_" "pmpir_neighbor_alltoall_init_f08ts_");
 fortran_names!(mpi_neighbor_alltoall_init(sendbuf: *mut c_void, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *mut c_void, recvcount: *mut Fint, recvtype: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_neighbor_alltoall_init" "mpi_neighbor_alltoall_init_" "mpi_neighbor_alltoall_init__" "MPI_NEIGHBOR_ALLTOALL_INIT" "pmpi_neighbor_alltoall_init" "pmpi_neighbor_alltoall_init_" "pmpi_neighbor_alltoall_init__" "PMPI_NEIGHBOR_ALLTOALL_INIT");
 
 /// `MPI_NEIGHBOR_ALLTOALLV`: `MPI_Neighbor_alltoallv` for Fortran.
@@ -3320,10 +4721,25 @@ unsafe extern "C" fn mpi_neighbor_alltoallv(sendbuf: *mut c_void, sendcounts: *m
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::coll::PMPI_Neighbor_alltoallv(fortran::buf(sendbuf) as _, sendcounts as _, sdispls as _, *sendtype as _, fortran::buf(recvbuf) as _, recvcounts as _, rdispls as _, *recvtype as _, *comm as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_NEIGHBOR_ALLTOALLV` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_neighbor_alltoallv_f08ts(sendbuf: *const fortran::f08::Desc, sendcounts: *mut Fint, sdispls: *mut Fint, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut Fint, rdispls: *mut Fint, recvtype: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendbuf_c = fortran::f08::Copied::new(sendbuf, false);
+        let mut recvbuf_c = fortran::f08::Copied::new(recvbuf, true);
+        mpi_neighbor_alltoallv(sendbuf_c.addr(), sendcounts, sdispls, sendtype, recvbuf_c.addr(), recvcounts, rdispls, recvtype, comm, ierror);
+        sendbuf_c.finish();
+        recvbuf_c.finish();
+    }
+}
+
+fortran_names!(mpi_neighbor_alltoallv_f08ts(sendbuf: *const fortran::f08::Desc, sendcounts: *mut Fint, sdispls: *mut Fint, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut Fint, rdispls: *mut Fint, recvtype: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_neighbor_alltoallv_f08ts_" "pmpir_neighbor_alltoallv_f08ts_");
 fortran_names!(mpi_neighbor_alltoallv(sendbuf: *mut c_void, sendcounts: *mut Fint, sdispls: *mut Fint, sendtype: *mut Fint, recvbuf: *mut c_void, recvcounts: *mut Fint, rdispls: *mut Fint, recvtype: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_neighbor_alltoallv" "mpi_neighbor_alltoallv_" "mpi_neighbor_alltoallv__" "MPI_NEIGHBOR_ALLTOALLV" "pmpi_neighbor_alltoallv" "pmpi_neighbor_alltoallv_" "pmpi_neighbor_alltoallv__" "PMPI_NEIGHBOR_ALLTOALLV");
 
 /// `MPI_NEIGHBOR_ALLTOALLV_INIT`: `MPI_Neighbor_alltoallv_init` for Fortran.
@@ -3333,10 +4749,23 @@ unsafe extern "C" fn mpi_neighbor_alltoallv_init(sendbuf: *mut c_void, sendcount
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::coll::PMPI_Neighbor_alltoallv_init(fortran::buf(sendbuf) as _, sendcounts as _, sdispls as _, *sendtype as _, fortran::buf(recvbuf) as _, recvcounts as _, rdispls as _, *recvtype as _, *comm as _, *info as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_NEIGHBOR_ALLTOALLV_INIT` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_neighbor_alltoallv_init_f08ts(sendbuf: *const fortran::f08::Desc, sendcounts: *mut Fint, sdispls: *mut Fint, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut Fint, rdispls: *mut Fint, recvtype: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let sendbuf_s = match fortran::f08::Section::contiguous("MPI_NEIGHBOR_ALLTOALLV_INIT", sendbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let recvbuf_s = match fortran::f08::Section::contiguous("MPI_NEIGHBOR_ALLTOALLV_INIT", recvbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_neighbor_alltoallv_init(sendbuf_s.addr(), sendcounts, sdispls, sendtype, recvbuf_s.addr(), recvcounts, rdispls, recvtype, comm, info, request, ierror);
+    }
+}
+
+fortran_names!(mpi_neighbor_alltoallv_init_f08ts(sendbuf: *const fortran::f08::Desc, sendcounts: *mut Fint, sdispls: *mut Fint, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut Fint, rdispls: *mut Fint, recvtype: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_neighbor_alltoallv_init_f08ts_" "pmpir_neighbor_alltoallv_init_f08ts_");
 fortran_names!(mpi_neighbor_alltoallv_init(sendbuf: *mut c_void, sendcounts: *mut Fint, sdispls: *mut Fint, sendtype: *mut Fint, recvbuf: *mut c_void, recvcounts: *mut Fint, rdispls: *mut Fint, recvtype: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_neighbor_alltoallv_init" "mpi_neighbor_alltoallv_init_" "mpi_neighbor_alltoallv_init__" "MPI_NEIGHBOR_ALLTOALLV_INIT" "pmpi_neighbor_alltoallv_init" "pmpi_neighbor_alltoallv_init_" "pmpi_neighbor_alltoallv_init__" "PMPI_NEIGHBOR_ALLTOALLV_INIT");
 
 /// `MPI_NEIGHBOR_ALLTOALLW`: `MPI_Neighbor_alltoallw` for Fortran.
@@ -3346,10 +4775,25 @@ unsafe extern "C" fn mpi_neighbor_alltoallw(sendbuf: *mut c_void, sendcounts: *m
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::coll::PMPI_Neighbor_alltoallw(fortran::buf(sendbuf) as _, sendcounts as _, sdispls as _, sendtypes as _, fortran::buf(recvbuf) as _, recvcounts as _, rdispls as _, recvtypes as _, *comm as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_NEIGHBOR_ALLTOALLW` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_neighbor_alltoallw_f08ts(sendbuf: *const fortran::f08::Desc, sendcounts: *mut Fint, sdispls: *mut i64, sendtypes: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut Fint, rdispls: *mut i64, recvtypes: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendbuf_c = fortran::f08::Copied::new(sendbuf, false);
+        let mut recvbuf_c = fortran::f08::Copied::new(recvbuf, true);
+        mpi_neighbor_alltoallw(sendbuf_c.addr(), sendcounts, sdispls, sendtypes, recvbuf_c.addr(), recvcounts, rdispls, recvtypes, comm, ierror);
+        sendbuf_c.finish();
+        recvbuf_c.finish();
+    }
+}
+
+fortran_names!(mpi_neighbor_alltoallw_f08ts(sendbuf: *const fortran::f08::Desc, sendcounts: *mut Fint, sdispls: *mut i64, sendtypes: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut Fint, rdispls: *mut i64, recvtypes: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_neighbor_alltoallw_f08ts_" "pmpir_neighbor_alltoallw_f08ts_");
 fortran_names!(mpi_neighbor_alltoallw(sendbuf: *mut c_void, sendcounts: *mut Fint, sdispls: *mut i64, sendtypes: *mut Fint, recvbuf: *mut c_void, recvcounts: *mut Fint, rdispls: *mut i64, recvtypes: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_neighbor_alltoallw" "mpi_neighbor_alltoallw_" "mpi_neighbor_alltoallw__" "MPI_NEIGHBOR_ALLTOALLW" "pmpi_neighbor_alltoallw" "pmpi_neighbor_alltoallw_" "pmpi_neighbor_alltoallw__" "PMPI_NEIGHBOR_ALLTOALLW");
 
 /// `MPI_NEIGHBOR_ALLTOALLW_INIT`: `MPI_Neighbor_alltoallw_init` for Fortran.
@@ -3359,10 +4803,23 @@ unsafe extern "C" fn mpi_neighbor_alltoallw_init(sendbuf: *mut c_void, sendcount
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::coll::PMPI_Neighbor_alltoallw_init(fortran::buf(sendbuf) as _, sendcounts as _, sdispls as _, sendtypes as _, fortran::buf(recvbuf) as _, recvcounts as _, rdispls as _, recvtypes as _, *comm as _, *info as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_NEIGHBOR_ALLTOALLW_INIT` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_neighbor_alltoallw_init_f08ts(sendbuf: *const fortran::f08::Desc, sendcounts: *mut Fint, sdispls: *mut i64, sendtypes: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut Fint, rdispls: *mut i64, recvtypes: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let sendbuf_s = match fortran::f08::Section::contiguous("MPI_NEIGHBOR_ALLTOALLW_INIT", sendbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let recvbuf_s = match fortran::f08::Section::contiguous("MPI_NEIGHBOR_ALLTOALLW_INIT", recvbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_neighbor_alltoallw_init(sendbuf_s.addr(), sendcounts, sdispls, sendtypes, recvbuf_s.addr(), recvcounts, rdispls, recvtypes, comm, info, request, ierror);
+    }
+}
+
+fortran_names!(mpi_neighbor_alltoallw_init_f08ts(sendbuf: *const fortran::f08::Desc, sendcounts: *mut Fint, sdispls: *mut i64, sendtypes: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut Fint, rdispls: *mut i64, recvtypes: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_neighbor_alltoallw_init_f08ts_" "pmpir_neighbor_alltoallw_init_f08ts_");
 fortran_names!(mpi_neighbor_alltoallw_init(sendbuf: *mut c_void, sendcounts: *mut Fint, sdispls: *mut i64, sendtypes: *mut Fint, recvbuf: *mut c_void, recvcounts: *mut Fint, rdispls: *mut i64, recvtypes: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_neighbor_alltoallw_init" "mpi_neighbor_alltoallw_init_" "mpi_neighbor_alltoallw_init__" "MPI_NEIGHBOR_ALLTOALLW_INIT" "pmpi_neighbor_alltoallw_init" "pmpi_neighbor_alltoallw_init_" "pmpi_neighbor_alltoallw_init__" "PMPI_NEIGHBOR_ALLTOALLW_INIT");
 
 /// `MPI_OP_COMMUTATIVE`: `MPI_Op_commutative` for Fortran.
@@ -3374,11 +4831,11 @@ unsafe extern "C" fn mpi_op_commutative(op: *mut Fint, commute: *mut Fint, ierro
         let mut commute_c: c_int = 0;
         let rc = crate::coll::PMPI_Op_commutative(*op as _, &mut commute_c);
         *commute = fortran::logical_out(commute_c);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_op_commutative(op: *mut Fint, commute: *mut Fint, ierror: *mut Fint); "mpi_op_commutative" "mpi_op_commutative_" "mpi_op_commutative__" "MPI_OP_COMMUTATIVE" "pmpi_op_commutative" "pmpi_op_commutative_" "pmpi_op_commutative__" "PMPI_OP_COMMUTATIVE");
+fortran_names!(mpi_op_commutative(op: *mut Fint, commute: *mut Fint, ierror: *mut Fint); "mpi_op_commutative" "mpi_op_commutative_" "mpi_op_commutative__" "MPI_OP_COMMUTATIVE" "pmpi_op_commutative" "pmpi_op_commutative_" "pmpi_op_commutative__" "PMPI_OP_COMMUTATIVE" "mpi_op_commutative_f08_" "pmpir_op_commutative_f08_");
 
 /// `MPI_OP_CREATE`: `MPI_Op_create` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -3387,11 +4844,11 @@ unsafe extern "C" fn mpi_op_create(user_fn: *const c_void, commute: *mut Fint, o
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::coll::PMPI_Op_create(std::mem::transmute::<*const c_void, _>(user_fn), fortran::logical_in(*commute), op as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_op_create(user_fn: *const c_void, commute: *mut Fint, op: *mut Fint, ierror: *mut Fint); "mpi_op_create" "mpi_op_create_" "mpi_op_create__" "MPI_OP_CREATE" "pmpi_op_create" "pmpi_op_create_" "pmpi_op_create__" "PMPI_OP_CREATE");
+fortran_names!(mpi_op_create(user_fn: *const c_void, commute: *mut Fint, op: *mut Fint, ierror: *mut Fint); "mpi_op_create" "mpi_op_create_" "mpi_op_create__" "MPI_OP_CREATE" "pmpi_op_create" "pmpi_op_create_" "pmpi_op_create__" "PMPI_OP_CREATE" "mpi_op_create_f08_" "pmpir_op_create_f08_");
 
 /// `MPI_OP_FREE`: `MPI_Op_free` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -3400,11 +4857,11 @@ unsafe extern "C" fn mpi_op_free(op: *mut Fint, ierror: *mut Fint) {
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::coll::PMPI_Op_free(op as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_op_free(op: *mut Fint, ierror: *mut Fint); "mpi_op_free" "mpi_op_free_" "mpi_op_free__" "MPI_OP_FREE" "pmpi_op_free" "pmpi_op_free_" "pmpi_op_free__" "PMPI_OP_FREE");
+fortran_names!(mpi_op_free(op: *mut Fint, ierror: *mut Fint); "mpi_op_free" "mpi_op_free_" "mpi_op_free__" "MPI_OP_FREE" "pmpi_op_free" "pmpi_op_free_" "pmpi_op_free__" "PMPI_OP_FREE" "mpi_op_free_f08_" "pmpir_op_free_f08_");
 
 /// `MPI_OPEN_PORT`: not bound for Fortran (kumi does not implement it).
 unsafe extern "C" fn mpi_open_port(_info: *mut Fint, _port_name: *mut c_char, ierror: *mut Fint, _port_name_len: usize) {
@@ -3412,7 +4869,7 @@ unsafe extern "C" fn mpi_open_port(_info: *mut Fint, _port_name: *mut c_char, ie
     unsafe { fortran::unbound("MPI_OPEN_PORT", ierror) }
 }
 
-fortran_names!(mpi_open_port(_info: *mut Fint, _port_name: *mut c_char, ierror: *mut Fint, _port_name_len: usize); "mpi_open_port" "mpi_open_port_" "mpi_open_port__" "MPI_OPEN_PORT" "pmpi_open_port" "pmpi_open_port_" "pmpi_open_port__" "PMPI_OPEN_PORT");
+fortran_names!(mpi_open_port(_info: *mut Fint, _port_name: *mut c_char, ierror: *mut Fint, _port_name_len: usize); "mpi_open_port" "mpi_open_port_" "mpi_open_port__" "MPI_OPEN_PORT" "pmpi_open_port" "pmpi_open_port_" "pmpi_open_port__" "PMPI_OPEN_PORT" "mpi_open_port_f08_" "pmpir_open_port_f08_");
 
 /// `MPI_PACK`: `MPI_Pack` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -3421,10 +4878,25 @@ unsafe extern "C" fn mpi_pack(inbuf: *mut c_void, incount: *mut Fint, datatype: 
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::types::PMPI_Pack(fortran::buf(inbuf) as _, *incount as _, *datatype as _, fortran::buf(outbuf) as _, *outsize as _, position as _, *comm as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_PACK` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_pack_f08ts(inbuf: *const fortran::f08::Desc, incount: *mut Fint, datatype: *mut Fint, outbuf: *const fortran::f08::Desc, outsize: *mut Fint, position: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut inbuf_c = fortran::f08::Copied::new(inbuf, false);
+        let mut outbuf_c = fortran::f08::Copied::new(outbuf, true);
+        mpi_pack(inbuf_c.addr(), incount, datatype, outbuf_c.addr(), outsize, position, comm, ierror);
+        inbuf_c.finish();
+        outbuf_c.finish();
+    }
+}
+
+fortran_names!(mpi_pack_f08ts(inbuf: *const fortran::f08::Desc, incount: *mut Fint, datatype: *mut Fint, outbuf: *const fortran::f08::Desc, outsize: *mut Fint, position: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_pack_f08ts_" "pmpir_pack_f08ts_");
 fortran_names!(mpi_pack(inbuf: *mut c_void, incount: *mut Fint, datatype: *mut Fint, outbuf: *mut c_void, outsize: *mut Fint, position: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_pack" "mpi_pack_" "mpi_pack__" "MPI_PACK" "pmpi_pack" "pmpi_pack_" "pmpi_pack__" "PMPI_PACK");
 
 /// `MPI_PACK_EXTERNAL`: `MPI_Pack_external` for Fortran.
@@ -3435,10 +4907,25 @@ unsafe extern "C" fn mpi_pack_external(datarep: *mut c_char, inbuf: *mut c_void,
     unsafe {
         let datarep_c = fortran::str_in(datarep, datarep_len);
         let rc = crate::types::PMPI_Pack_external(datarep_c.as_ptr() as _, fortran::buf(inbuf) as _, *incount as _, *datatype as _, fortran::buf(outbuf) as _, *outsize as _, position as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_PACK_EXTERNAL` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_pack_external_f08ts(datarep: *mut c_char, inbuf: *const fortran::f08::Desc, incount: *mut Fint, datatype: *mut Fint, outbuf: *const fortran::f08::Desc, outsize: *mut i64, position: *mut i64, ierror: *mut Fint, datarep_len: usize) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut inbuf_c = fortran::f08::Copied::new(inbuf, false);
+        let mut outbuf_c = fortran::f08::Copied::new(outbuf, true);
+        mpi_pack_external(datarep, inbuf_c.addr(), incount, datatype, outbuf_c.addr(), outsize, position, ierror, datarep_len);
+        inbuf_c.finish();
+        outbuf_c.finish();
+    }
+}
+
+fortran_names!(mpi_pack_external_f08ts(datarep: *mut c_char, inbuf: *const fortran::f08::Desc, incount: *mut Fint, datatype: *mut Fint, outbuf: *const fortran::f08::Desc, outsize: *mut i64, position: *mut i64, ierror: *mut Fint, datarep_len: usize); "mpi_pack_external_f08ts_" "pmpir_pack_external_f08ts_");
 fortran_names!(mpi_pack_external(datarep: *mut c_char, inbuf: *mut c_void, incount: *mut Fint, datatype: *mut Fint, outbuf: *mut c_void, outsize: *mut i64, position: *mut i64, ierror: *mut Fint, datarep_len: usize); "mpi_pack_external" "mpi_pack_external_" "mpi_pack_external__" "MPI_PACK_EXTERNAL" "pmpi_pack_external" "pmpi_pack_external_" "pmpi_pack_external__" "PMPI_PACK_EXTERNAL");
 
 /// `MPI_PACK_EXTERNAL_SIZE`: `MPI_Pack_external_size` for Fortran.
@@ -3449,11 +4936,11 @@ unsafe extern "C" fn mpi_pack_external_size(datarep: *mut c_char, incount: *mut 
     unsafe {
         let datarep_c = fortran::str_in(datarep, datarep_len);
         let rc = crate::types::PMPI_Pack_external_size(datarep_c.as_ptr() as _, *incount as _, *datatype as _, size as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_pack_external_size(datarep: *mut c_char, incount: *mut Fint, datatype: *mut Fint, size: *mut i64, ierror: *mut Fint, datarep_len: usize); "mpi_pack_external_size" "mpi_pack_external_size_" "mpi_pack_external_size__" "MPI_PACK_EXTERNAL_SIZE" "pmpi_pack_external_size" "pmpi_pack_external_size_" "pmpi_pack_external_size__" "PMPI_PACK_EXTERNAL_SIZE");
+fortran_names!(mpi_pack_external_size(datarep: *mut c_char, incount: *mut Fint, datatype: *mut Fint, size: *mut i64, ierror: *mut Fint, datarep_len: usize); "mpi_pack_external_size" "mpi_pack_external_size_" "mpi_pack_external_size__" "MPI_PACK_EXTERNAL_SIZE" "pmpi_pack_external_size" "pmpi_pack_external_size_" "pmpi_pack_external_size__" "PMPI_PACK_EXTERNAL_SIZE" "mpi_pack_external_size_f08_" "pmpir_pack_external_size_f08_");
 
 /// `MPI_PACK_SIZE`: `MPI_Pack_size` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -3462,11 +4949,11 @@ unsafe extern "C" fn mpi_pack_size(incount: *mut Fint, datatype: *mut Fint, comm
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::types::PMPI_Pack_size(*incount as _, *datatype as _, *comm as _, size as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_pack_size(incount: *mut Fint, datatype: *mut Fint, comm: *mut Fint, size: *mut Fint, ierror: *mut Fint); "mpi_pack_size" "mpi_pack_size_" "mpi_pack_size__" "MPI_PACK_SIZE" "pmpi_pack_size" "pmpi_pack_size_" "pmpi_pack_size__" "PMPI_PACK_SIZE");
+fortran_names!(mpi_pack_size(incount: *mut Fint, datatype: *mut Fint, comm: *mut Fint, size: *mut Fint, ierror: *mut Fint); "mpi_pack_size" "mpi_pack_size_" "mpi_pack_size__" "MPI_PACK_SIZE" "pmpi_pack_size" "pmpi_pack_size_" "pmpi_pack_size__" "PMPI_PACK_SIZE" "mpi_pack_size_f08_" "pmpir_pack_size_f08_");
 
 /// `MPI_PARRIVED`: `MPI_Parrived` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -3477,11 +4964,11 @@ unsafe extern "C" fn mpi_parrived(request: *mut Fint, partition: *mut Fint, flag
         let mut flag_c: c_int = 0;
         let rc = crate::part::PMPI_Parrived(*request as _, *partition as _, &mut flag_c);
         *flag = fortran::logical_out(flag_c);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_parrived(request: *mut Fint, partition: *mut Fint, flag: *mut Fint, ierror: *mut Fint); "mpi_parrived" "mpi_parrived_" "mpi_parrived__" "MPI_PARRIVED" "pmpi_parrived" "pmpi_parrived_" "pmpi_parrived__" "PMPI_PARRIVED");
+fortran_names!(mpi_parrived(request: *mut Fint, partition: *mut Fint, flag: *mut Fint, ierror: *mut Fint); "mpi_parrived" "mpi_parrived_" "mpi_parrived__" "MPI_PARRIVED" "pmpi_parrived" "pmpi_parrived_" "pmpi_parrived__" "PMPI_PARRIVED" "mpi_parrived_f08_" "pmpir_parrived_f08_");
 
 /// `MPI_PREADY`: `MPI_Pready` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -3490,11 +4977,11 @@ unsafe extern "C" fn mpi_pready(partition: *mut Fint, request: *mut Fint, ierror
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::part::PMPI_Pready(*partition as _, *request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_pready(partition: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_pready" "mpi_pready_" "mpi_pready__" "MPI_PREADY" "pmpi_pready" "pmpi_pready_" "pmpi_pready__" "PMPI_PREADY");
+fortran_names!(mpi_pready(partition: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_pready" "mpi_pready_" "mpi_pready__" "MPI_PREADY" "pmpi_pready" "pmpi_pready_" "pmpi_pready__" "PMPI_PREADY" "mpi_pready_f08_" "pmpir_pready_f08_");
 
 /// `MPI_PREADY_LIST`: `MPI_Pready_list` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -3503,11 +4990,11 @@ unsafe extern "C" fn mpi_pready_list(length: *mut Fint, array_of_partitions: *mu
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::part::PMPI_Pready_list(*length as _, array_of_partitions as _, *request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_pready_list(length: *mut Fint, array_of_partitions: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_pready_list" "mpi_pready_list_" "mpi_pready_list__" "MPI_PREADY_LIST" "pmpi_pready_list" "pmpi_pready_list_" "pmpi_pready_list__" "PMPI_PREADY_LIST");
+fortran_names!(mpi_pready_list(length: *mut Fint, array_of_partitions: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_pready_list" "mpi_pready_list_" "mpi_pready_list__" "MPI_PREADY_LIST" "pmpi_pready_list" "pmpi_pready_list_" "pmpi_pready_list__" "PMPI_PREADY_LIST" "mpi_pready_list_f08_" "pmpir_pready_list_f08_");
 
 /// `MPI_PREADY_RANGE`: `MPI_Pready_range` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -3516,11 +5003,11 @@ unsafe extern "C" fn mpi_pready_range(partition_low: *mut Fint, partition_high: 
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::part::PMPI_Pready_range(*partition_low as _, *partition_high as _, *request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_pready_range(partition_low: *mut Fint, partition_high: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_pready_range" "mpi_pready_range_" "mpi_pready_range__" "MPI_PREADY_RANGE" "pmpi_pready_range" "pmpi_pready_range_" "pmpi_pready_range__" "PMPI_PREADY_RANGE");
+fortran_names!(mpi_pready_range(partition_low: *mut Fint, partition_high: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_pready_range" "mpi_pready_range_" "mpi_pready_range__" "MPI_PREADY_RANGE" "pmpi_pready_range" "pmpi_pready_range_" "pmpi_pready_range__" "PMPI_PREADY_RANGE" "mpi_pready_range_f08_" "pmpir_pready_range_f08_");
 
 /// `MPI_PRECV_INIT`: `MPI_Precv_init` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -3529,10 +5016,23 @@ unsafe extern "C" fn mpi_precv_init(buf: *mut c_void, partitions: *mut Fint, cou
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::part::PMPI_Precv_init(fortran::buf(buf) as _, *partitions as _, *count as _, *datatype as _, *source as _, *tag as _, *comm as _, *info as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_PRECV_INIT` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_precv_init_f08ts(buf: *const fortran::f08::Desc, partitions: *mut Fint, count: *mut i64, datatype: *mut Fint, source: *mut Fint, tag: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut buf_c = fortran::f08::Copied::new(buf, false);
+        mpi_precv_init(buf_c.addr(), partitions, count, datatype, source, tag, comm, info, request, ierror);
+        buf_c.finish();
+    }
+}
+
+fortran_names!(mpi_precv_init_f08ts(buf: *const fortran::f08::Desc, partitions: *mut Fint, count: *mut i64, datatype: *mut Fint, source: *mut Fint, tag: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_precv_init_f08ts_" "pmpir_precv_init_f08ts_");
 fortran_names!(mpi_precv_init(buf: *mut c_void, partitions: *mut Fint, count: *mut i64, datatype: *mut Fint, source: *mut Fint, tag: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_precv_init" "mpi_precv_init_" "mpi_precv_init__" "MPI_PRECV_INIT" "pmpi_precv_init" "pmpi_precv_init_" "pmpi_precv_init__" "PMPI_PRECV_INIT");
 
 /// `MPI_PROBE`: `MPI_Probe` for Fortran.
@@ -3542,11 +5042,11 @@ unsafe extern "C" fn mpi_probe(source: *mut Fint, tag: *mut Fint, comm: *mut Fin
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::p2p::PMPI_Probe(*source as _, *tag as _, *comm as _, fortran::status(status));
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_probe(source: *mut Fint, tag: *mut Fint, comm: *mut Fint, status: *mut Fint, ierror: *mut Fint); "mpi_probe" "mpi_probe_" "mpi_probe__" "MPI_PROBE" "pmpi_probe" "pmpi_probe_" "pmpi_probe__" "PMPI_PROBE");
+fortran_names!(mpi_probe(source: *mut Fint, tag: *mut Fint, comm: *mut Fint, status: *mut Fint, ierror: *mut Fint); "mpi_probe" "mpi_probe_" "mpi_probe__" "MPI_PROBE" "pmpi_probe" "pmpi_probe_" "pmpi_probe__" "PMPI_PROBE" "mpi_probe_f08_" "pmpir_probe_f08_");
 
 /// `MPI_PSEND_INIT`: `MPI_Psend_init` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -3555,10 +5055,23 @@ unsafe extern "C" fn mpi_psend_init(buf: *mut c_void, partitions: *mut Fint, cou
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::part::PMPI_Psend_init(fortran::buf(buf) as _, *partitions as _, *count as _, *datatype as _, *dest as _, *tag as _, *comm as _, *info as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_PSEND_INIT` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_psend_init_f08ts(buf: *const fortran::f08::Desc, partitions: *mut Fint, count: *mut i64, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut buf_c = fortran::f08::Copied::new(buf, false);
+        mpi_psend_init(buf_c.addr(), partitions, count, datatype, dest, tag, comm, info, request, ierror);
+        buf_c.finish();
+    }
+}
+
+fortran_names!(mpi_psend_init_f08ts(buf: *const fortran::f08::Desc, partitions: *mut Fint, count: *mut i64, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_psend_init_f08ts_" "pmpir_psend_init_f08ts_");
 fortran_names!(mpi_psend_init(buf: *mut c_void, partitions: *mut Fint, count: *mut i64, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_psend_init" "mpi_psend_init_" "mpi_psend_init__" "MPI_PSEND_INIT" "pmpi_psend_init" "pmpi_psend_init_" "pmpi_psend_init__" "PMPI_PSEND_INIT");
 
 /// `MPI_PUBLISH_NAME`: not bound for Fortran (kumi does not implement it).
@@ -3567,7 +5080,7 @@ unsafe extern "C" fn mpi_publish_name(_service_name: *mut c_char, _info: *mut Fi
     unsafe { fortran::unbound("MPI_PUBLISH_NAME", ierror) }
 }
 
-fortran_names!(mpi_publish_name(_service_name: *mut c_char, _info: *mut Fint, _port_name: *mut c_char, ierror: *mut Fint, _service_name_len: usize, _port_name_len: usize); "mpi_publish_name" "mpi_publish_name_" "mpi_publish_name__" "MPI_PUBLISH_NAME" "pmpi_publish_name" "pmpi_publish_name_" "pmpi_publish_name__" "PMPI_PUBLISH_NAME");
+fortran_names!(mpi_publish_name(_service_name: *mut c_char, _info: *mut Fint, _port_name: *mut c_char, ierror: *mut Fint, _service_name_len: usize, _port_name_len: usize); "mpi_publish_name" "mpi_publish_name_" "mpi_publish_name__" "MPI_PUBLISH_NAME" "pmpi_publish_name" "pmpi_publish_name_" "pmpi_publish_name__" "PMPI_PUBLISH_NAME" "mpi_publish_name_f08_" "pmpir_publish_name_f08_");
 
 /// `MPI_PUT`: `MPI_Put` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -3576,10 +5089,24 @@ unsafe extern "C" fn mpi_put(origin_addr: *mut c_void, origin_count: *mut Fint, 
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::win::PMPI_Put(fortran::buf(origin_addr) as _, *origin_count as _, *origin_datatype as _, *target_rank as _, *target_disp as _, *target_count as _, *target_datatype as _, *win as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_PUT` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_put_f08ts(origin_addr: *const fortran::f08::Desc, origin_count: *mut Fint, origin_datatype: *mut Fint, target_rank: *mut Fint, target_disp: *mut i64, target_count: *mut Fint, target_datatype: *mut Fint, win: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut origin_count_c = *origin_count;
+        let mut origin_datatype_c = *origin_datatype;
+        let origin_addr_s = match fortran::f08::Section::new("MPI_PUT", origin_addr, &mut origin_count_c, &mut origin_datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_put(origin_addr_s.addr(), &mut origin_count_c, &mut origin_datatype_c, target_rank, target_disp, target_count, target_datatype, win, ierror);
+    }
+}
+
+fortran_names!(mpi_put_f08ts(origin_addr: *const fortran::f08::Desc, origin_count: *mut Fint, origin_datatype: *mut Fint, target_rank: *mut Fint, target_disp: *mut i64, target_count: *mut Fint, target_datatype: *mut Fint, win: *mut Fint, ierror: *mut Fint); "mpi_put_f08ts_" "pmpir_put_f08ts_");
 fortran_names!(mpi_put(origin_addr: *mut c_void, origin_count: *mut Fint, origin_datatype: *mut Fint, target_rank: *mut Fint, target_disp: *mut i64, target_count: *mut Fint, target_datatype: *mut Fint, win: *mut Fint, ierror: *mut Fint); "mpi_put" "mpi_put_" "mpi_put__" "MPI_PUT" "pmpi_put" "pmpi_put_" "pmpi_put__" "PMPI_PUT");
 
 /// `MPI_QUERY_THREAD`: `MPI_Query_thread` for Fortran.
@@ -3589,11 +5116,11 @@ unsafe extern "C" fn mpi_query_thread(provided: *mut Fint, ierror: *mut Fint) {
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::init::PMPI_Query_thread(provided as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_query_thread(provided: *mut Fint, ierror: *mut Fint); "mpi_query_thread" "mpi_query_thread_" "mpi_query_thread__" "MPI_QUERY_THREAD" "pmpi_query_thread" "pmpi_query_thread_" "pmpi_query_thread__" "PMPI_QUERY_THREAD");
+fortran_names!(mpi_query_thread(provided: *mut Fint, ierror: *mut Fint); "mpi_query_thread" "mpi_query_thread_" "mpi_query_thread__" "MPI_QUERY_THREAD" "pmpi_query_thread" "pmpi_query_thread_" "pmpi_query_thread__" "PMPI_QUERY_THREAD" "mpi_query_thread_f08_" "pmpir_query_thread_f08_");
 
 /// `MPI_RACCUMULATE`: `MPI_Raccumulate` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -3602,10 +5129,24 @@ unsafe extern "C" fn mpi_raccumulate(origin_addr: *mut c_void, origin_count: *mu
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::win::PMPI_Raccumulate(fortran::buf(origin_addr) as _, *origin_count as _, *origin_datatype as _, *target_rank as _, *target_disp as _, *target_count as _, *target_datatype as _, *op as _, *win as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_RACCUMULATE` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_raccumulate_f08ts(origin_addr: *const fortran::f08::Desc, origin_count: *mut Fint, origin_datatype: *mut Fint, target_rank: *mut Fint, target_disp: *mut i64, target_count: *mut Fint, target_datatype: *mut Fint, op: *mut Fint, win: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut origin_count_c = *origin_count;
+        let mut origin_datatype_c = *origin_datatype;
+        let origin_addr_s = match fortran::f08::Section::new("MPI_RACCUMULATE", origin_addr, &mut origin_count_c, &mut origin_datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_raccumulate(origin_addr_s.addr(), &mut origin_count_c, &mut origin_datatype_c, target_rank, target_disp, target_count, target_datatype, op, win, request, ierror);
+    }
+}
+
+fortran_names!(mpi_raccumulate_f08ts(origin_addr: *const fortran::f08::Desc, origin_count: *mut Fint, origin_datatype: *mut Fint, target_rank: *mut Fint, target_disp: *mut i64, target_count: *mut Fint, target_datatype: *mut Fint, op: *mut Fint, win: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_raccumulate_f08ts_" "pmpir_raccumulate_f08ts_");
 fortran_names!(mpi_raccumulate(origin_addr: *mut c_void, origin_count: *mut Fint, origin_datatype: *mut Fint, target_rank: *mut Fint, target_disp: *mut i64, target_count: *mut Fint, target_datatype: *mut Fint, op: *mut Fint, win: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_raccumulate" "mpi_raccumulate_" "mpi_raccumulate__" "MPI_RACCUMULATE" "pmpi_raccumulate" "pmpi_raccumulate_" "pmpi_raccumulate__" "PMPI_RACCUMULATE");
 
 /// `MPI_RECV`: `MPI_Recv` for Fortran.
@@ -3615,10 +5156,23 @@ unsafe extern "C" fn mpi_recv(buf: *mut c_void, count: *mut Fint, datatype: *mut
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::p2p::PMPI_Recv(fortran::buf(buf) as _, *count as _, *datatype as _, *source as _, *tag as _, *comm as _, fortran::status(status));
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_RECV` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_recv_f08ts(buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, source: *mut Fint, tag: *mut Fint, comm: *mut Fint, status: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut buf_c = fortran::f08::Copied::new(buf, true);
+        mpi_recv(buf_c.addr(), count, datatype, source, tag, comm, status, ierror);
+        buf_c.finish();
+    }
+}
+
+fortran_names!(mpi_recv_f08ts(buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, source: *mut Fint, tag: *mut Fint, comm: *mut Fint, status: *mut Fint, ierror: *mut Fint); "mpi_recv_f08ts_" "pmpir_recv_f08ts_");
 fortran_names!(mpi_recv(buf: *mut c_void, count: *mut Fint, datatype: *mut Fint, source: *mut Fint, tag: *mut Fint, comm: *mut Fint, status: *mut Fint, ierror: *mut Fint); "mpi_recv" "mpi_recv_" "mpi_recv__" "MPI_RECV" "pmpi_recv" "pmpi_recv_" "pmpi_recv__" "PMPI_RECV");
 
 /// `MPI_RECV_INIT`: `MPI_Recv_init` for Fortran.
@@ -3628,10 +5182,24 @@ unsafe extern "C" fn mpi_recv_init(buf: *mut c_void, count: *mut Fint, datatype:
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::p2p::PMPI_Recv_init(fortran::buf(buf) as _, *count as _, *datatype as _, *source as _, *tag as _, *comm as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_RECV_INIT` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_recv_init_f08ts(buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, source: *mut Fint, tag: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut count_c = *count;
+        let mut datatype_c = *datatype;
+        let buf_s = match fortran::f08::Section::new("MPI_RECV_INIT", buf, &mut count_c, &mut datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_recv_init(buf_s.addr(), &mut count_c, &mut datatype_c, source, tag, comm, request, ierror);
+    }
+}
+
+fortran_names!(mpi_recv_init_f08ts(buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, source: *mut Fint, tag: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_recv_init_f08ts_" "pmpir_recv_init_f08ts_");
 fortran_names!(mpi_recv_init(buf: *mut c_void, count: *mut Fint, datatype: *mut Fint, source: *mut Fint, tag: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_recv_init" "mpi_recv_init_" "mpi_recv_init__" "MPI_RECV_INIT" "pmpi_recv_init" "pmpi_recv_init_" "pmpi_recv_init__" "PMPI_RECV_INIT");
 
 /// `MPI_REDUCE`: `MPI_Reduce` for Fortran.
@@ -3641,10 +5209,25 @@ unsafe extern "C" fn mpi_reduce(sendbuf: *mut c_void, recvbuf: *mut c_void, coun
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::coll::PMPI_Reduce(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, *count as _, *datatype as _, *op as _, *root as _, *comm as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_REDUCE` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_reduce_f08ts(sendbuf: *const fortran::f08::Desc, recvbuf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, op: *mut Fint, root: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendbuf_c = fortran::f08::Copied::new(sendbuf, false);
+        let mut recvbuf_c = fortran::f08::Copied::new(recvbuf, true);
+        mpi_reduce(sendbuf_c.addr(), recvbuf_c.addr(), count, datatype, op, root, comm, ierror);
+        sendbuf_c.finish();
+        recvbuf_c.finish();
+    }
+}
+
+fortran_names!(mpi_reduce_f08ts(sendbuf: *const fortran::f08::Desc, recvbuf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, op: *mut Fint, root: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_reduce_f08ts_" "pmpir_reduce_f08ts_");
 fortran_names!(mpi_reduce(sendbuf: *mut c_void, recvbuf: *mut c_void, count: *mut Fint, datatype: *mut Fint, op: *mut Fint, root: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_reduce" "mpi_reduce_" "mpi_reduce__" "MPI_REDUCE" "pmpi_reduce" "pmpi_reduce_" "pmpi_reduce__" "PMPI_REDUCE");
 
 /// `MPI_REDUCE_INIT`: `MPI_Reduce_init` for Fortran.
@@ -3654,10 +5237,23 @@ unsafe extern "C" fn mpi_reduce_init(sendbuf: *mut c_void, recvbuf: *mut c_void,
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::coll::PMPI_Reduce_init(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, *count as _, *datatype as _, *op as _, *root as _, *comm as _, *info as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_REDUCE_INIT` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_reduce_init_f08ts(sendbuf: *const fortran::f08::Desc, recvbuf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, op: *mut Fint, root: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let sendbuf_s = match fortran::f08::Section::contiguous("MPI_REDUCE_INIT", sendbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let recvbuf_s = match fortran::f08::Section::contiguous("MPI_REDUCE_INIT", recvbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_reduce_init(sendbuf_s.addr(), recvbuf_s.addr(), count, datatype, op, root, comm, info, request, ierror);
+    }
+}
+
+fortran_names!(mpi_reduce_init_f08ts(sendbuf: *const fortran::f08::Desc, recvbuf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, op: *mut Fint, root: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_reduce_init_f08ts_" "pmpir_reduce_init_f08ts_");
 fortran_names!(mpi_reduce_init(sendbuf: *mut c_void, recvbuf: *mut c_void, count: *mut Fint, datatype: *mut Fint, op: *mut Fint, root: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_reduce_init" "mpi_reduce_init_" "mpi_reduce_init__" "MPI_REDUCE_INIT" "pmpi_reduce_init" "pmpi_reduce_init_" "pmpi_reduce_init__" "PMPI_REDUCE_INIT");
 
 /// `MPI_REDUCE_LOCAL`: `MPI_Reduce_local` for Fortran.
@@ -3667,10 +5263,25 @@ unsafe extern "C" fn mpi_reduce_local(inbuf: *mut c_void, inoutbuf: *mut c_void,
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::coll::PMPI_Reduce_local(fortran::buf(inbuf) as _, fortran::buf(inoutbuf) as _, *count as _, *datatype as _, *op as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_REDUCE_LOCAL` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_reduce_local_f08ts(inbuf: *const fortran::f08::Desc, inoutbuf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, op: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut inbuf_c = fortran::f08::Copied::new(inbuf, false);
+        let mut inoutbuf_c = fortran::f08::Copied::new(inoutbuf, true);
+        mpi_reduce_local(inbuf_c.addr(), inoutbuf_c.addr(), count, datatype, op, ierror);
+        inbuf_c.finish();
+        inoutbuf_c.finish();
+    }
+}
+
+fortran_names!(mpi_reduce_local_f08ts(inbuf: *const fortran::f08::Desc, inoutbuf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, op: *mut Fint, ierror: *mut Fint); "mpi_reduce_local_f08ts_" "pmpir_reduce_local_f08ts_");
 fortran_names!(mpi_reduce_local(inbuf: *mut c_void, inoutbuf: *mut c_void, count: *mut Fint, datatype: *mut Fint, op: *mut Fint, ierror: *mut Fint); "mpi_reduce_local" "mpi_reduce_local_" "mpi_reduce_local__" "MPI_REDUCE_LOCAL" "pmpi_reduce_local" "pmpi_reduce_local_" "pmpi_reduce_local__" "PMPI_REDUCE_LOCAL");
 
 /// `MPI_REDUCE_SCATTER`: `MPI_Reduce_scatter` for Fortran.
@@ -3680,10 +5291,25 @@ unsafe extern "C" fn mpi_reduce_scatter(sendbuf: *mut c_void, recvbuf: *mut c_vo
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::coll::PMPI_Reduce_scatter(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, recvcounts as _, *datatype as _, *op as _, *comm as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_REDUCE_SCATTER` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_reduce_scatter_f08ts(sendbuf: *const fortran::f08::Desc, recvbuf: *const fortran::f08::Desc, recvcounts: *mut Fint, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendbuf_c = fortran::f08::Copied::new(sendbuf, false);
+        let mut recvbuf_c = fortran::f08::Copied::new(recvbuf, true);
+        mpi_reduce_scatter(sendbuf_c.addr(), recvbuf_c.addr(), recvcounts, datatype, op, comm, ierror);
+        sendbuf_c.finish();
+        recvbuf_c.finish();
+    }
+}
+
+fortran_names!(mpi_reduce_scatter_f08ts(sendbuf: *const fortran::f08::Desc, recvbuf: *const fortran::f08::Desc, recvcounts: *mut Fint, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_reduce_scatter_f08ts_" "pmpir_reduce_scatter_f08ts_");
 fortran_names!(mpi_reduce_scatter(sendbuf: *mut c_void, recvbuf: *mut c_void, recvcounts: *mut Fint, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_reduce_scatter" "mpi_reduce_scatter_" "mpi_reduce_scatter__" "MPI_REDUCE_SCATTER" "pmpi_reduce_scatter" "pmpi_reduce_scatter_" "pmpi_reduce_scatter__" "PMPI_REDUCE_SCATTER");
 
 /// `MPI_REDUCE_SCATTER_BLOCK`: `MPI_Reduce_scatter_block` for Fortran.
@@ -3693,10 +5319,25 @@ unsafe extern "C" fn mpi_reduce_scatter_block(sendbuf: *mut c_void, recvbuf: *mu
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::coll::PMPI_Reduce_scatter_block(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, *recvcount as _, *datatype as _, *op as _, *comm as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_REDUCE_SCATTER_BLOCK` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_reduce_scatter_block_f08ts(sendbuf: *const fortran::f08::Desc, recvbuf: *const fortran::f08::Desc, recvcount: *mut Fint, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendbuf_c = fortran::f08::Copied::new(sendbuf, false);
+        let mut recvbuf_c = fortran::f08::Copied::new(recvbuf, true);
+        mpi_reduce_scatter_block(sendbuf_c.addr(), recvbuf_c.addr(), recvcount, datatype, op, comm, ierror);
+        sendbuf_c.finish();
+        recvbuf_c.finish();
+    }
+}
+
+fortran_names!(mpi_reduce_scatter_block_f08ts(sendbuf: *const fortran::f08::Desc, recvbuf: *const fortran::f08::Desc, recvcount: *mut Fint, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_reduce_scatter_block_f08ts_" "pmpir_reduce_scatter_block_f08ts_");
 fortran_names!(mpi_reduce_scatter_block(sendbuf: *mut c_void, recvbuf: *mut c_void, recvcount: *mut Fint, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_reduce_scatter_block" "mpi_reduce_scatter_block_" "mpi_reduce_scatter_block__" "MPI_REDUCE_SCATTER_BLOCK" "pmpi_reduce_scatter_block" "pmpi_reduce_scatter_block_" "pmpi_reduce_scatter_block__" "PMPI_REDUCE_SCATTER_BLOCK");
 
 /// `MPI_REDUCE_SCATTER_BLOCK_INIT`: `MPI_Reduce_scatter_block_init` for Fortran.
@@ -3706,10 +5347,23 @@ unsafe extern "C" fn mpi_reduce_scatter_block_init(sendbuf: *mut c_void, recvbuf
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::coll::PMPI_Reduce_scatter_block_init(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, *recvcount as _, *datatype as _, *op as _, *comm as _, *info as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_REDUCE_SCATTER_BLOCK_INIT` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_reduce_scatter_block_init_f08ts(sendbuf: *const fortran::f08::Desc, recvbuf: *const fortran::f08::Desc, recvcount: *mut Fint, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let sendbuf_s = match fortran::f08::Section::contiguous("MPI_REDUCE_SCATTER_BLOCK_INIT", sendbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let recvbuf_s = match fortran::f08::Section::contiguous("MPI_REDUCE_SCATTER_BLOCK_INIT", recvbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_reduce_scatter_block_init(sendbuf_s.addr(), recvbuf_s.addr(), recvcount, datatype, op, comm, info, request, ierror);
+    }
+}
+
+fortran_names!(mpi_reduce_scatter_block_init_f08ts(sendbuf: *const fortran::f08::Desc, recvbuf: *const fortran::f08::Desc, recvcount: *mut Fint, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_reduce_scatter_block_init_f08ts_" "pmpir_reduce_scatter_block_init_f08ts_");
 fortran_names!(mpi_reduce_scatter_block_init(sendbuf: *mut c_void, recvbuf: *mut c_void, recvcount: *mut Fint, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_reduce_scatter_block_init" "mpi_reduce_scatter_block_init_" "mpi_reduce_scatter_block_init__" "MPI_REDUCE_SCATTER_BLOCK_INIT" "pmpi_reduce_scatter_block_init" "pmpi_reduce_scatter_block_init_" "pmpi_reduce_scatter_block_init__" "PMPI_REDUCE_SCATTER_BLOCK_INIT");
 
 /// `MPI_REDUCE_SCATTER_INIT`: `MPI_Reduce_scatter_init` for Fortran.
@@ -3719,10 +5373,23 @@ unsafe extern "C" fn mpi_reduce_scatter_init(sendbuf: *mut c_void, recvbuf: *mut
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::coll::PMPI_Reduce_scatter_init(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, recvcounts as _, *datatype as _, *op as _, *comm as _, *info as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_REDUCE_SCATTER_INIT` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_reduce_scatter_init_f08ts(sendbuf: *const fortran::f08::Desc, recvbuf: *const fortran::f08::Desc, recvcounts: *mut Fint, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let sendbuf_s = match fortran::f08::Section::contiguous("MPI_REDUCE_SCATTER_INIT", sendbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let recvbuf_s = match fortran::f08::Section::contiguous("MPI_REDUCE_SCATTER_INIT", recvbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_reduce_scatter_init(sendbuf_s.addr(), recvbuf_s.addr(), recvcounts, datatype, op, comm, info, request, ierror);
+    }
+}
+
+fortran_names!(mpi_reduce_scatter_init_f08ts(sendbuf: *const fortran::f08::Desc, recvbuf: *const fortran::f08::Desc, recvcounts: *mut Fint, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_reduce_scatter_init_f08ts_" "pmpir_reduce_scatter_init_f08ts_");
 fortran_names!(mpi_reduce_scatter_init(sendbuf: *mut c_void, recvbuf: *mut c_void, recvcounts: *mut Fint, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_reduce_scatter_init" "mpi_reduce_scatter_init_" "mpi_reduce_scatter_init__" "MPI_REDUCE_SCATTER_INIT" "pmpi_reduce_scatter_init" "pmpi_reduce_scatter_init_" "pmpi_reduce_scatter_init__" "PMPI_REDUCE_SCATTER_INIT");
 
 /// `MPI_REGISTER_DATAREP`: not bound for Fortran (kumi does not implement it).
@@ -3731,7 +5398,7 @@ unsafe extern "C" fn mpi_register_datarep(_datarep: *mut c_char, _read_conversio
     unsafe { fortran::unbound("MPI_REGISTER_DATAREP", ierror) }
 }
 
-fortran_names!(mpi_register_datarep(_datarep: *mut c_char, _read_conversion_fn: *const c_void, _write_conversion_fn: *const c_void, _dtype_file_extent_fn: *const c_void, _extra_state: *mut i64, ierror: *mut Fint, _datarep_len: usize); "mpi_register_datarep" "mpi_register_datarep_" "mpi_register_datarep__" "MPI_REGISTER_DATAREP" "pmpi_register_datarep" "pmpi_register_datarep_" "pmpi_register_datarep__" "PMPI_REGISTER_DATAREP");
+fortran_names!(mpi_register_datarep(_datarep: *mut c_char, _read_conversion_fn: *const c_void, _write_conversion_fn: *const c_void, _dtype_file_extent_fn: *const c_void, _extra_state: *mut i64, ierror: *mut Fint, _datarep_len: usize); "mpi_register_datarep" "mpi_register_datarep_" "mpi_register_datarep__" "MPI_REGISTER_DATAREP" "pmpi_register_datarep" "pmpi_register_datarep_" "pmpi_register_datarep__" "PMPI_REGISTER_DATAREP" "mpi_register_datarep_f08_" "pmpir_register_datarep_f08_");
 
 /// `MPI_REMOVE_ERROR_CLASS`: not bound for Fortran (kumi does not implement it).
 unsafe extern "C" fn mpi_remove_error_class(_errorclass: *mut Fint, ierror: *mut Fint) {
@@ -3739,7 +5406,7 @@ unsafe extern "C" fn mpi_remove_error_class(_errorclass: *mut Fint, ierror: *mut
     unsafe { fortran::unbound("MPI_REMOVE_ERROR_CLASS", ierror) }
 }
 
-fortran_names!(mpi_remove_error_class(_errorclass: *mut Fint, ierror: *mut Fint); "mpi_remove_error_class" "mpi_remove_error_class_" "mpi_remove_error_class__" "MPI_REMOVE_ERROR_CLASS" "pmpi_remove_error_class" "pmpi_remove_error_class_" "pmpi_remove_error_class__" "PMPI_REMOVE_ERROR_CLASS");
+fortran_names!(mpi_remove_error_class(_errorclass: *mut Fint, ierror: *mut Fint); "mpi_remove_error_class" "mpi_remove_error_class_" "mpi_remove_error_class__" "MPI_REMOVE_ERROR_CLASS" "pmpi_remove_error_class" "pmpi_remove_error_class_" "pmpi_remove_error_class__" "PMPI_REMOVE_ERROR_CLASS" "mpi_remove_error_class_f08_" "pmpir_remove_error_class_f08_");
 
 /// `MPI_REMOVE_ERROR_CODE`: not bound for Fortran (kumi does not implement it).
 unsafe extern "C" fn mpi_remove_error_code(_errorcode: *mut Fint, ierror: *mut Fint) {
@@ -3747,7 +5414,7 @@ unsafe extern "C" fn mpi_remove_error_code(_errorcode: *mut Fint, ierror: *mut F
     unsafe { fortran::unbound("MPI_REMOVE_ERROR_CODE", ierror) }
 }
 
-fortran_names!(mpi_remove_error_code(_errorcode: *mut Fint, ierror: *mut Fint); "mpi_remove_error_code" "mpi_remove_error_code_" "mpi_remove_error_code__" "MPI_REMOVE_ERROR_CODE" "pmpi_remove_error_code" "pmpi_remove_error_code_" "pmpi_remove_error_code__" "PMPI_REMOVE_ERROR_CODE");
+fortran_names!(mpi_remove_error_code(_errorcode: *mut Fint, ierror: *mut Fint); "mpi_remove_error_code" "mpi_remove_error_code_" "mpi_remove_error_code__" "MPI_REMOVE_ERROR_CODE" "pmpi_remove_error_code" "pmpi_remove_error_code_" "pmpi_remove_error_code__" "PMPI_REMOVE_ERROR_CODE" "mpi_remove_error_code_f08_" "pmpir_remove_error_code_f08_");
 
 /// `MPI_REMOVE_ERROR_STRING`: not bound for Fortran (kumi does not implement it).
 unsafe extern "C" fn mpi_remove_error_string(_errorcode: *mut Fint, ierror: *mut Fint) {
@@ -3755,7 +5422,7 @@ unsafe extern "C" fn mpi_remove_error_string(_errorcode: *mut Fint, ierror: *mut
     unsafe { fortran::unbound("MPI_REMOVE_ERROR_STRING", ierror) }
 }
 
-fortran_names!(mpi_remove_error_string(_errorcode: *mut Fint, ierror: *mut Fint); "mpi_remove_error_string" "mpi_remove_error_string_" "mpi_remove_error_string__" "MPI_REMOVE_ERROR_STRING" "pmpi_remove_error_string" "pmpi_remove_error_string_" "pmpi_remove_error_string__" "PMPI_REMOVE_ERROR_STRING");
+fortran_names!(mpi_remove_error_string(_errorcode: *mut Fint, ierror: *mut Fint); "mpi_remove_error_string" "mpi_remove_error_string_" "mpi_remove_error_string__" "MPI_REMOVE_ERROR_STRING" "pmpi_remove_error_string" "pmpi_remove_error_string_" "pmpi_remove_error_string__" "PMPI_REMOVE_ERROR_STRING" "mpi_remove_error_string_f08_" "pmpir_remove_error_string_f08_");
 
 /// `MPI_REQUEST_FREE`: `MPI_Request_free` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -3764,11 +5431,11 @@ unsafe extern "C" fn mpi_request_free(request: *mut Fint, ierror: *mut Fint) {
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::p2p::PMPI_Request_free(request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_request_free(request: *mut Fint, ierror: *mut Fint); "mpi_request_free" "mpi_request_free_" "mpi_request_free__" "MPI_REQUEST_FREE" "pmpi_request_free" "pmpi_request_free_" "pmpi_request_free__" "PMPI_REQUEST_FREE");
+fortran_names!(mpi_request_free(request: *mut Fint, ierror: *mut Fint); "mpi_request_free" "mpi_request_free_" "mpi_request_free__" "MPI_REQUEST_FREE" "pmpi_request_free" "pmpi_request_free_" "pmpi_request_free__" "PMPI_REQUEST_FREE" "mpi_request_free_f08_" "pmpir_request_free_f08_");
 
 /// `MPI_REQUEST_GET_STATUS`: `MPI_Request_get_status` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -3779,11 +5446,11 @@ unsafe extern "C" fn mpi_request_get_status(request: *mut Fint, flag: *mut Fint,
         let mut flag_c: c_int = 0;
         let rc = crate::p2p::PMPI_Request_get_status(*request as _, &mut flag_c, fortran::status(status));
         *flag = fortran::logical_out(flag_c);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_request_get_status(request: *mut Fint, flag: *mut Fint, status: *mut Fint, ierror: *mut Fint); "mpi_request_get_status" "mpi_request_get_status_" "mpi_request_get_status__" "MPI_REQUEST_GET_STATUS" "pmpi_request_get_status" "pmpi_request_get_status_" "pmpi_request_get_status__" "PMPI_REQUEST_GET_STATUS");
+fortran_names!(mpi_request_get_status(request: *mut Fint, flag: *mut Fint, status: *mut Fint, ierror: *mut Fint); "mpi_request_get_status" "mpi_request_get_status_" "mpi_request_get_status__" "MPI_REQUEST_GET_STATUS" "pmpi_request_get_status" "pmpi_request_get_status_" "pmpi_request_get_status__" "PMPI_REQUEST_GET_STATUS" "mpi_request_get_status_f08_" "pmpir_request_get_status_f08_");
 
 /// `MPI_REQUEST_GET_STATUS_ALL`: not bound for Fortran (kumi does not implement it).
 unsafe extern "C" fn mpi_request_get_status_all(_count: *mut Fint, _array_of_requests: *mut Fint, _flag: *mut Fint, _array_of_statuses: *mut Fint, ierror: *mut Fint) {
@@ -3791,7 +5458,7 @@ unsafe extern "C" fn mpi_request_get_status_all(_count: *mut Fint, _array_of_req
     unsafe { fortran::unbound("MPI_REQUEST_GET_STATUS_ALL", ierror) }
 }
 
-fortran_names!(mpi_request_get_status_all(_count: *mut Fint, _array_of_requests: *mut Fint, _flag: *mut Fint, _array_of_statuses: *mut Fint, ierror: *mut Fint); "mpi_request_get_status_all" "mpi_request_get_status_all_" "mpi_request_get_status_all__" "MPI_REQUEST_GET_STATUS_ALL" "pmpi_request_get_status_all" "pmpi_request_get_status_all_" "pmpi_request_get_status_all__" "PMPI_REQUEST_GET_STATUS_ALL");
+fortran_names!(mpi_request_get_status_all(_count: *mut Fint, _array_of_requests: *mut Fint, _flag: *mut Fint, _array_of_statuses: *mut Fint, ierror: *mut Fint); "mpi_request_get_status_all" "mpi_request_get_status_all_" "mpi_request_get_status_all__" "MPI_REQUEST_GET_STATUS_ALL" "pmpi_request_get_status_all" "pmpi_request_get_status_all_" "pmpi_request_get_status_all__" "PMPI_REQUEST_GET_STATUS_ALL" "mpi_request_get_status_all_f08_" "pmpir_request_get_status_all_f08_");
 
 /// `MPI_REQUEST_GET_STATUS_ANY`: not bound for Fortran (kumi does not implement it).
 unsafe extern "C" fn mpi_request_get_status_any(_count: *mut Fint, _array_of_requests: *mut Fint, _index: *mut Fint, _flag: *mut Fint, _status: *mut Fint, ierror: *mut Fint) {
@@ -3799,7 +5466,7 @@ unsafe extern "C" fn mpi_request_get_status_any(_count: *mut Fint, _array_of_req
     unsafe { fortran::unbound("MPI_REQUEST_GET_STATUS_ANY", ierror) }
 }
 
-fortran_names!(mpi_request_get_status_any(_count: *mut Fint, _array_of_requests: *mut Fint, _index: *mut Fint, _flag: *mut Fint, _status: *mut Fint, ierror: *mut Fint); "mpi_request_get_status_any" "mpi_request_get_status_any_" "mpi_request_get_status_any__" "MPI_REQUEST_GET_STATUS_ANY" "pmpi_request_get_status_any" "pmpi_request_get_status_any_" "pmpi_request_get_status_any__" "PMPI_REQUEST_GET_STATUS_ANY");
+fortran_names!(mpi_request_get_status_any(_count: *mut Fint, _array_of_requests: *mut Fint, _index: *mut Fint, _flag: *mut Fint, _status: *mut Fint, ierror: *mut Fint); "mpi_request_get_status_any" "mpi_request_get_status_any_" "mpi_request_get_status_any__" "MPI_REQUEST_GET_STATUS_ANY" "pmpi_request_get_status_any" "pmpi_request_get_status_any_" "pmpi_request_get_status_any__" "PMPI_REQUEST_GET_STATUS_ANY" "mpi_request_get_status_any_f08_" "pmpir_request_get_status_any_f08_");
 
 /// `MPI_REQUEST_GET_STATUS_SOME`: not bound for Fortran (kumi does not implement it).
 unsafe extern "C" fn mpi_request_get_status_some(_incount: *mut Fint, _array_of_requests: *mut Fint, _outcount: *mut Fint, _array_of_indices: *mut Fint, _array_of_statuses: *mut Fint, ierror: *mut Fint) {
@@ -3807,7 +5474,7 @@ unsafe extern "C" fn mpi_request_get_status_some(_incount: *mut Fint, _array_of_
     unsafe { fortran::unbound("MPI_REQUEST_GET_STATUS_SOME", ierror) }
 }
 
-fortran_names!(mpi_request_get_status_some(_incount: *mut Fint, _array_of_requests: *mut Fint, _outcount: *mut Fint, _array_of_indices: *mut Fint, _array_of_statuses: *mut Fint, ierror: *mut Fint); "mpi_request_get_status_some" "mpi_request_get_status_some_" "mpi_request_get_status_some__" "MPI_REQUEST_GET_STATUS_SOME" "pmpi_request_get_status_some" "pmpi_request_get_status_some_" "pmpi_request_get_status_some__" "PMPI_REQUEST_GET_STATUS_SOME");
+fortran_names!(mpi_request_get_status_some(_incount: *mut Fint, _array_of_requests: *mut Fint, _outcount: *mut Fint, _array_of_indices: *mut Fint, _array_of_statuses: *mut Fint, ierror: *mut Fint); "mpi_request_get_status_some" "mpi_request_get_status_some_" "mpi_request_get_status_some__" "MPI_REQUEST_GET_STATUS_SOME" "pmpi_request_get_status_some" "pmpi_request_get_status_some_" "pmpi_request_get_status_some__" "PMPI_REQUEST_GET_STATUS_SOME" "mpi_request_get_status_some_f08_" "pmpir_request_get_status_some_f08_");
 
 /// `MPI_RGET`: `MPI_Rget` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -3816,10 +5483,24 @@ unsafe extern "C" fn mpi_rget(origin_addr: *mut c_void, origin_count: *mut Fint,
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::win::PMPI_Rget(fortran::buf(origin_addr) as _, *origin_count as _, *origin_datatype as _, *target_rank as _, *target_disp as _, *target_count as _, *target_datatype as _, *win as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_RGET` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_rget_f08ts(origin_addr: *const fortran::f08::Desc, origin_count: *mut Fint, origin_datatype: *mut Fint, target_rank: *mut Fint, target_disp: *mut i64, target_count: *mut Fint, target_datatype: *mut Fint, win: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut origin_count_c = *origin_count;
+        let mut origin_datatype_c = *origin_datatype;
+        let origin_addr_s = match fortran::f08::Section::new("MPI_RGET", origin_addr, &mut origin_count_c, &mut origin_datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_rget(origin_addr_s.addr(), &mut origin_count_c, &mut origin_datatype_c, target_rank, target_disp, target_count, target_datatype, win, request, ierror);
+    }
+}
+
+fortran_names!(mpi_rget_f08ts(origin_addr: *const fortran::f08::Desc, origin_count: *mut Fint, origin_datatype: *mut Fint, target_rank: *mut Fint, target_disp: *mut i64, target_count: *mut Fint, target_datatype: *mut Fint, win: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_rget_f08ts_" "pmpir_rget_f08ts_");
 fortran_names!(mpi_rget(origin_addr: *mut c_void, origin_count: *mut Fint, origin_datatype: *mut Fint, target_rank: *mut Fint, target_disp: *mut i64, target_count: *mut Fint, target_datatype: *mut Fint, win: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_rget" "mpi_rget_" "mpi_rget__" "MPI_RGET" "pmpi_rget" "pmpi_rget_" "pmpi_rget__" "PMPI_RGET");
 
 /// `MPI_RGET_ACCUMULATE`: `MPI_Rget_accumulate` for Fortran.
@@ -3829,10 +5510,27 @@ unsafe extern "C" fn mpi_rget_accumulate(origin_addr: *mut c_void, origin_count:
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::win::PMPI_Rget_accumulate(fortran::buf(origin_addr) as _, *origin_count as _, *origin_datatype as _, fortran::buf(result_addr) as _, *result_count as _, *result_datatype as _, *target_rank as _, *target_disp as _, *target_count as _, *target_datatype as _, *op as _, *win as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_RGET_ACCUMULATE` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_rget_accumulate_f08ts(origin_addr: *const fortran::f08::Desc, origin_count: *mut Fint, origin_datatype: *mut Fint, result_addr: *const fortran::f08::Desc, result_count: *mut Fint, result_datatype: *mut Fint, target_rank: *mut Fint, target_disp: *mut i64, target_count: *mut Fint, target_datatype: *mut Fint, op: *mut Fint, win: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut origin_count_c = *origin_count;
+        let mut origin_datatype_c = *origin_datatype;
+        let origin_addr_s = match fortran::f08::Section::new("MPI_RGET_ACCUMULATE", origin_addr, &mut origin_count_c, &mut origin_datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let mut result_count_c = *result_count;
+        let mut result_datatype_c = *result_datatype;
+        let result_addr_s = match fortran::f08::Section::new("MPI_RGET_ACCUMULATE", result_addr, &mut result_count_c, &mut result_datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_rget_accumulate(origin_addr_s.addr(), &mut origin_count_c, &mut origin_datatype_c, result_addr_s.addr(), &mut result_count_c, &mut result_datatype_c, target_rank, target_disp, target_count, target_datatype, op, win, request, ierror);
+    }
+}
+
+fortran_names!(mpi_rget_accumulate_f08ts(origin_addr: *const fortran::f08::Desc, origin_count: *mut Fint, origin_datatype: *mut Fint, result_addr: *const fortran::f08::Desc, result_count: *mut Fint, result_datatype: *mut Fint, target_rank: *mut Fint, target_disp: *mut i64, target_count: *mut Fint, target_datatype: *mut Fint, op: *mut Fint, win: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_rget_accumulate_f08ts_" "pmpir_rget_accumulate_f08ts_");
 fortran_names!(mpi_rget_accumulate(origin_addr: *mut c_void, origin_count: *mut Fint, origin_datatype: *mut Fint, result_addr: *mut c_void, result_count: *mut Fint, result_datatype: *mut Fint, target_rank: *mut Fint, target_disp: *mut i64, target_count: *mut Fint, target_datatype: *mut Fint, op: *mut Fint, win: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_rget_accumulate" "mpi_rget_accumulate_" "mpi_rget_accumulate__" "MPI_RGET_ACCUMULATE" "pmpi_rget_accumulate" "pmpi_rget_accumulate_" "pmpi_rget_accumulate__" "PMPI_RGET_ACCUMULATE");
 
 /// `MPI_RPUT`: `MPI_Rput` for Fortran.
@@ -3842,10 +5540,24 @@ unsafe extern "C" fn mpi_rput(origin_addr: *mut c_void, origin_count: *mut Fint,
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::win::PMPI_Rput(fortran::buf(origin_addr) as _, *origin_count as _, *origin_datatype as _, *target_rank as _, *target_disp as _, *target_count as _, *target_datatype as _, *win as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_RPUT` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_rput_f08ts(origin_addr: *const fortran::f08::Desc, origin_count: *mut Fint, origin_datatype: *mut Fint, target_rank: *mut Fint, target_disp: *mut i64, target_count: *mut Fint, target_datatype: *mut Fint, win: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut origin_count_c = *origin_count;
+        let mut origin_datatype_c = *origin_datatype;
+        let origin_addr_s = match fortran::f08::Section::new("MPI_RPUT", origin_addr, &mut origin_count_c, &mut origin_datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_rput(origin_addr_s.addr(), &mut origin_count_c, &mut origin_datatype_c, target_rank, target_disp, target_count, target_datatype, win, request, ierror);
+    }
+}
+
+fortran_names!(mpi_rput_f08ts(origin_addr: *const fortran::f08::Desc, origin_count: *mut Fint, origin_datatype: *mut Fint, target_rank: *mut Fint, target_disp: *mut i64, target_count: *mut Fint, target_datatype: *mut Fint, win: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_rput_f08ts_" "pmpir_rput_f08ts_");
 fortran_names!(mpi_rput(origin_addr: *mut c_void, origin_count: *mut Fint, origin_datatype: *mut Fint, target_rank: *mut Fint, target_disp: *mut i64, target_count: *mut Fint, target_datatype: *mut Fint, win: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_rput" "mpi_rput_" "mpi_rput__" "MPI_RPUT" "pmpi_rput" "pmpi_rput_" "pmpi_rput__" "PMPI_RPUT");
 
 /// `MPI_RSEND`: `MPI_Rsend` for Fortran.
@@ -3855,10 +5567,23 @@ unsafe extern "C" fn mpi_rsend(buf: *mut c_void, count: *mut Fint, datatype: *mu
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::p2p::PMPI_Rsend(fortran::buf(buf) as _, *count as _, *datatype as _, *dest as _, *tag as _, *comm as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_RSEND` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_rsend_f08ts(buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut buf_c = fortran::f08::Copied::new(buf, false);
+        mpi_rsend(buf_c.addr(), count, datatype, dest, tag, comm, ierror);
+        buf_c.finish();
+    }
+}
+
+fortran_names!(mpi_rsend_f08ts(buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_rsend_f08ts_" "pmpir_rsend_f08ts_");
 fortran_names!(mpi_rsend(buf: *mut c_void, count: *mut Fint, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_rsend" "mpi_rsend_" "mpi_rsend__" "MPI_RSEND" "pmpi_rsend" "pmpi_rsend_" "pmpi_rsend__" "PMPI_RSEND");
 
 /// `MPI_RSEND_INIT`: `MPI_Rsend_init` for Fortran.
@@ -3868,10 +5593,24 @@ unsafe extern "C" fn mpi_rsend_init(buf: *mut c_void, count: *mut Fint, datatype
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::p2p::PMPI_Rsend_init(fortran::buf(buf) as _, *count as _, *datatype as _, *dest as _, *tag as _, *comm as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_RSEND_INIT` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_rsend_init_f08ts(buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut count_c = *count;
+        let mut datatype_c = *datatype;
+        let buf_s = match fortran::f08::Section::new("MPI_RSEND_INIT", buf, &mut count_c, &mut datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_rsend_init(buf_s.addr(), &mut count_c, &mut datatype_c, dest, tag, comm, request, ierror);
+    }
+}
+
+fortran_names!(mpi_rsend_init_f08ts(buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_rsend_init_f08ts_" "pmpir_rsend_init_f08ts_");
 fortran_names!(mpi_rsend_init(buf: *mut c_void, count: *mut Fint, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_rsend_init" "mpi_rsend_init_" "mpi_rsend_init__" "MPI_RSEND_INIT" "pmpi_rsend_init" "pmpi_rsend_init_" "pmpi_rsend_init__" "PMPI_RSEND_INIT");
 
 /// `MPI_SCAN`: `MPI_Scan` for Fortran.
@@ -3881,10 +5620,25 @@ unsafe extern "C" fn mpi_scan(sendbuf: *mut c_void, recvbuf: *mut c_void, count:
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::coll::PMPI_Scan(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, *count as _, *datatype as _, *op as _, *comm as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_SCAN` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_scan_f08ts(sendbuf: *const fortran::f08::Desc, recvbuf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendbuf_c = fortran::f08::Copied::new(sendbuf, false);
+        let mut recvbuf_c = fortran::f08::Copied::new(recvbuf, true);
+        mpi_scan(sendbuf_c.addr(), recvbuf_c.addr(), count, datatype, op, comm, ierror);
+        sendbuf_c.finish();
+        recvbuf_c.finish();
+    }
+}
+
+fortran_names!(mpi_scan_f08ts(sendbuf: *const fortran::f08::Desc, recvbuf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_scan_f08ts_" "pmpir_scan_f08ts_");
 fortran_names!(mpi_scan(sendbuf: *mut c_void, recvbuf: *mut c_void, count: *mut Fint, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_scan" "mpi_scan_" "mpi_scan__" "MPI_SCAN" "pmpi_scan" "pmpi_scan_" "pmpi_scan__" "PMPI_SCAN");
 
 /// `MPI_SCAN_INIT`: `MPI_Scan_init` for Fortran.
@@ -3894,10 +5648,23 @@ unsafe extern "C" fn mpi_scan_init(sendbuf: *mut c_void, recvbuf: *mut c_void, c
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::coll::PMPI_Scan_init(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, *count as _, *datatype as _, *op as _, *comm as _, *info as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_SCAN_INIT` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_scan_init_f08ts(sendbuf: *const fortran::f08::Desc, recvbuf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let sendbuf_s = match fortran::f08::Section::contiguous("MPI_SCAN_INIT", sendbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let recvbuf_s = match fortran::f08::Section::contiguous("MPI_SCAN_INIT", recvbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_scan_init(sendbuf_s.addr(), recvbuf_s.addr(), count, datatype, op, comm, info, request, ierror);
+    }
+}
+
+fortran_names!(mpi_scan_init_f08ts(sendbuf: *const fortran::f08::Desc, recvbuf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_scan_init_f08ts_" "pmpir_scan_init_f08ts_");
 fortran_names!(mpi_scan_init(sendbuf: *mut c_void, recvbuf: *mut c_void, count: *mut Fint, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_scan_init" "mpi_scan_init_" "mpi_scan_init__" "MPI_SCAN_INIT" "pmpi_scan_init" "pmpi_scan_init_" "pmpi_scan_init__" "PMPI_SCAN_INIT");
 
 /// `MPI_SCATTER`: `MPI_Scatter` for Fortran.
@@ -3907,10 +5674,25 @@ unsafe extern "C" fn mpi_scatter(sendbuf: *mut c_void, sendcount: *mut Fint, sen
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::coll::PMPI_Scatter(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *root as _, *comm as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_SCATTER` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_scatter_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut Fint, recvtype: *mut Fint, root: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendbuf_c = fortran::f08::Copied::new(sendbuf, false);
+        let mut recvbuf_c = fortran::f08::Copied::new(recvbuf, true);
+        mpi_scatter(sendbuf_c.addr(), sendcount, sendtype, recvbuf_c.addr(), recvcount, recvtype, root, comm, ierror);
+        sendbuf_c.finish();
+        recvbuf_c.finish();
+    }
+}
+
+fortran_names!(mpi_scatter_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut Fint, recvtype: *mut Fint, root: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_scatter_f08ts_" "pmpir_scatter_f08ts_");
 fortran_names!(mpi_scatter(sendbuf: *mut c_void, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *mut c_void, recvcount: *mut Fint, recvtype: *mut Fint, root: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_scatter" "mpi_scatter_" "mpi_scatter__" "MPI_SCATTER" "pmpi_scatter" "pmpi_scatter_" "pmpi_scatter__" "PMPI_SCATTER");
 
 /// `MPI_SCATTER_INIT`: `MPI_Scatter_init` for Fortran.
@@ -3920,10 +5702,27 @@ unsafe extern "C" fn mpi_scatter_init(sendbuf: *mut c_void, sendcount: *mut Fint
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::coll::PMPI_Scatter_init(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *root as _, *comm as _, *info as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_SCATTER_INIT` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_scatter_init_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut Fint, recvtype: *mut Fint, root: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendcount_c = *sendcount;
+        let mut sendtype_c = *sendtype;
+        let sendbuf_s = match fortran::f08::Section::new("MPI_SCATTER_INIT", sendbuf, &mut sendcount_c, &mut sendtype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let mut recvcount_c = *recvcount;
+        let mut recvtype_c = *recvtype;
+        let recvbuf_s = match fortran::f08::Section::new("MPI_SCATTER_INIT", recvbuf, &mut recvcount_c, &mut recvtype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_scatter_init(sendbuf_s.addr(), &mut sendcount_c, &mut sendtype_c, recvbuf_s.addr(), &mut recvcount_c, &mut recvtype_c, root, comm, info, request, ierror);
+    }
+}
+
+fortran_names!(mpi_scatter_init_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut Fint, recvtype: *mut Fint, root: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_scatter_init_f08ts_" "pmpir_scatter_init_f08ts_");
 fortran_names!(mpi_scatter_init(sendbuf: *mut c_void, sendcount: *mut Fint, sendtype: *mut Fint, recvbuf: *mut c_void, recvcount: *mut Fint, recvtype: *mut Fint, root: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_scatter_init" "mpi_scatter_init_" "mpi_scatter_init__" "MPI_SCATTER_INIT" "pmpi_scatter_init" "pmpi_scatter_init_" "pmpi_scatter_init__" "PMPI_SCATTER_INIT");
 
 /// `MPI_SCATTERV`: `MPI_Scatterv` for Fortran.
@@ -3933,10 +5732,25 @@ unsafe extern "C" fn mpi_scatterv(sendbuf: *mut c_void, sendcounts: *mut Fint, d
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::coll::PMPI_Scatterv(fortran::buf(sendbuf) as _, sendcounts as _, displs as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *root as _, *comm as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_SCATTERV` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_scatterv_f08ts(sendbuf: *const fortran::f08::Desc, sendcounts: *mut Fint, displs: *mut Fint, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut Fint, recvtype: *mut Fint, root: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendbuf_c = fortran::f08::Copied::new(sendbuf, false);
+        let mut recvbuf_c = fortran::f08::Copied::new(recvbuf, true);
+        mpi_scatterv(sendbuf_c.addr(), sendcounts, displs, sendtype, recvbuf_c.addr(), recvcount, recvtype, root, comm, ierror);
+        sendbuf_c.finish();
+        recvbuf_c.finish();
+    }
+}
+
+fortran_names!(mpi_scatterv_f08ts(sendbuf: *const fortran::f08::Desc, sendcounts: *mut Fint, displs: *mut Fint, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut Fint, recvtype: *mut Fint, root: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_scatterv_f08ts_" "pmpir_scatterv_f08ts_");
 fortran_names!(mpi_scatterv(sendbuf: *mut c_void, sendcounts: *mut Fint, displs: *mut Fint, sendtype: *mut Fint, recvbuf: *mut c_void, recvcount: *mut Fint, recvtype: *mut Fint, root: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_scatterv" "mpi_scatterv_" "mpi_scatterv__" "MPI_SCATTERV" "pmpi_scatterv" "pmpi_scatterv_" "pmpi_scatterv__" "PMPI_SCATTERV");
 
 /// `MPI_SCATTERV_INIT`: `MPI_Scatterv_init` for Fortran.
@@ -3946,10 +5760,25 @@ unsafe extern "C" fn mpi_scatterv_init(sendbuf: *mut c_void, sendcounts: *mut Fi
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::coll::PMPI_Scatterv_init(fortran::buf(sendbuf) as _, sendcounts as _, displs as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *root as _, *comm as _, *info as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_SCATTERV_INIT` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_scatterv_init_f08ts(sendbuf: *const fortran::f08::Desc, sendcounts: *mut Fint, displs: *mut Fint, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut Fint, recvtype: *mut Fint, root: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let sendbuf_s = match fortran::f08::Section::contiguous("MPI_SCATTERV_INIT", sendbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let mut recvcount_c = *recvcount;
+        let mut recvtype_c = *recvtype;
+        let recvbuf_s = match fortran::f08::Section::new("MPI_SCATTERV_INIT", recvbuf, &mut recvcount_c, &mut recvtype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_scatterv_init(sendbuf_s.addr(), sendcounts, displs, sendtype, recvbuf_s.addr(), &mut recvcount_c, &mut recvtype_c, root, comm, info, request, ierror);
+    }
+}
+
+fortran_names!(mpi_scatterv_init_f08ts(sendbuf: *const fortran::f08::Desc, sendcounts: *mut Fint, displs: *mut Fint, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut Fint, recvtype: *mut Fint, root: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_scatterv_init_f08ts_" "pmpir_scatterv_init_f08ts_");
 fortran_names!(mpi_scatterv_init(sendbuf: *mut c_void, sendcounts: *mut Fint, displs: *mut Fint, sendtype: *mut Fint, recvbuf: *mut c_void, recvcount: *mut Fint, recvtype: *mut Fint, root: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_scatterv_init" "mpi_scatterv_init_" "mpi_scatterv_init__" "MPI_SCATTERV_INIT" "pmpi_scatterv_init" "pmpi_scatterv_init_" "pmpi_scatterv_init__" "PMPI_SCATTERV_INIT");
 
 /// `MPI_SEND`: `MPI_Send` for Fortran.
@@ -3959,10 +5788,23 @@ unsafe extern "C" fn mpi_send(buf: *mut c_void, count: *mut Fint, datatype: *mut
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::p2p::PMPI_Send(fortran::buf(buf) as _, *count as _, *datatype as _, *dest as _, *tag as _, *comm as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_SEND` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_send_f08ts(buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut buf_c = fortran::f08::Copied::new(buf, false);
+        mpi_send(buf_c.addr(), count, datatype, dest, tag, comm, ierror);
+        buf_c.finish();
+    }
+}
+
+fortran_names!(mpi_send_f08ts(buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_send_f08ts_" "pmpir_send_f08ts_");
 fortran_names!(mpi_send(buf: *mut c_void, count: *mut Fint, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_send" "mpi_send_" "mpi_send__" "MPI_SEND" "pmpi_send" "pmpi_send_" "pmpi_send__" "PMPI_SEND");
 
 /// `MPI_SEND_INIT`: `MPI_Send_init` for Fortran.
@@ -3972,10 +5814,24 @@ unsafe extern "C" fn mpi_send_init(buf: *mut c_void, count: *mut Fint, datatype:
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::p2p::PMPI_Send_init(fortran::buf(buf) as _, *count as _, *datatype as _, *dest as _, *tag as _, *comm as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_SEND_INIT` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_send_init_f08ts(buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut count_c = *count;
+        let mut datatype_c = *datatype;
+        let buf_s = match fortran::f08::Section::new("MPI_SEND_INIT", buf, &mut count_c, &mut datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_send_init(buf_s.addr(), &mut count_c, &mut datatype_c, dest, tag, comm, request, ierror);
+    }
+}
+
+fortran_names!(mpi_send_init_f08ts(buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_send_init_f08ts_" "pmpir_send_init_f08ts_");
 fortran_names!(mpi_send_init(buf: *mut c_void, count: *mut Fint, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_send_init" "mpi_send_init_" "mpi_send_init__" "MPI_SEND_INIT" "pmpi_send_init" "pmpi_send_init_" "pmpi_send_init__" "PMPI_SEND_INIT");
 
 /// `MPI_SENDRECV`: `MPI_Sendrecv` for Fortran.
@@ -3985,10 +5841,25 @@ unsafe extern "C" fn mpi_sendrecv(sendbuf: *mut c_void, sendcount: *mut Fint, se
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::p2p::PMPI_Sendrecv(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, *dest as _, *sendtag as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *source as _, *recvtag as _, *comm as _, fortran::status(status));
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_SENDRECV` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_sendrecv_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut Fint, sendtype: *mut Fint, dest: *mut Fint, sendtag: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut Fint, recvtype: *mut Fint, source: *mut Fint, recvtag: *mut Fint, comm: *mut Fint, status: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendbuf_c = fortran::f08::Copied::new(sendbuf, false);
+        let mut recvbuf_c = fortran::f08::Copied::new(recvbuf, true);
+        mpi_sendrecv(sendbuf_c.addr(), sendcount, sendtype, dest, sendtag, recvbuf_c.addr(), recvcount, recvtype, source, recvtag, comm, status, ierror);
+        sendbuf_c.finish();
+        recvbuf_c.finish();
+    }
+}
+
+fortran_names!(mpi_sendrecv_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut Fint, sendtype: *mut Fint, dest: *mut Fint, sendtag: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut Fint, recvtype: *mut Fint, source: *mut Fint, recvtag: *mut Fint, comm: *mut Fint, status: *mut Fint, ierror: *mut Fint); "mpi_sendrecv_f08ts_" "pmpir_sendrecv_f08ts_");
 fortran_names!(mpi_sendrecv(sendbuf: *mut c_void, sendcount: *mut Fint, sendtype: *mut Fint, dest: *mut Fint, sendtag: *mut Fint, recvbuf: *mut c_void, recvcount: *mut Fint, recvtype: *mut Fint, source: *mut Fint, recvtag: *mut Fint, comm: *mut Fint, status: *mut Fint, ierror: *mut Fint); "mpi_sendrecv" "mpi_sendrecv_" "mpi_sendrecv__" "MPI_SENDRECV" "pmpi_sendrecv" "pmpi_sendrecv_" "pmpi_sendrecv__" "PMPI_SENDRECV");
 
 /// `MPI_SENDRECV_REPLACE`: `MPI_Sendrecv_replace` for Fortran.
@@ -3998,10 +5869,23 @@ unsafe extern "C" fn mpi_sendrecv_replace(buf: *mut c_void, count: *mut Fint, da
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::p2p::PMPI_Sendrecv_replace(fortran::buf(buf) as _, *count as _, *datatype as _, *dest as _, *sendtag as _, *source as _, *recvtag as _, *comm as _, fortran::status(status));
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_SENDRECV_REPLACE` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_sendrecv_replace_f08ts(buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, dest: *mut Fint, sendtag: *mut Fint, source: *mut Fint, recvtag: *mut Fint, comm: *mut Fint, status: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut buf_c = fortran::f08::Copied::new(buf, true);
+        mpi_sendrecv_replace(buf_c.addr(), count, datatype, dest, sendtag, source, recvtag, comm, status, ierror);
+        buf_c.finish();
+    }
+}
+
+fortran_names!(mpi_sendrecv_replace_f08ts(buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, dest: *mut Fint, sendtag: *mut Fint, source: *mut Fint, recvtag: *mut Fint, comm: *mut Fint, status: *mut Fint, ierror: *mut Fint); "mpi_sendrecv_replace_f08ts_" "pmpir_sendrecv_replace_f08ts_");
 fortran_names!(mpi_sendrecv_replace(buf: *mut c_void, count: *mut Fint, datatype: *mut Fint, dest: *mut Fint, sendtag: *mut Fint, source: *mut Fint, recvtag: *mut Fint, comm: *mut Fint, status: *mut Fint, ierror: *mut Fint); "mpi_sendrecv_replace" "mpi_sendrecv_replace_" "mpi_sendrecv_replace__" "MPI_SENDRECV_REPLACE" "pmpi_sendrecv_replace" "pmpi_sendrecv_replace_" "pmpi_sendrecv_replace__" "PMPI_SENDRECV_REPLACE");
 
 /// `MPI_SESSION_ATTACH_BUFFER`: not bound for Fortran (kumi does not implement it).
@@ -4010,7 +5894,7 @@ unsafe extern "C" fn mpi_session_attach_buffer(_session: *mut Fint, _buffer: *mu
     unsafe { fortran::unbound("MPI_SESSION_ATTACH_BUFFER", ierror) }
 }
 
-fortran_names!(mpi_session_attach_buffer(_session: *mut Fint, _buffer: *mut c_void, _size: *mut Fint, ierror: *mut Fint); "mpi_session_attach_buffer" "mpi_session_attach_buffer_" "mpi_session_attach_buffer__" "MPI_SESSION_ATTACH_BUFFER" "pmpi_session_attach_buffer" "pmpi_session_attach_buffer_" "pmpi_session_attach_buffer__" "PMPI_SESSION_ATTACH_BUFFER");
+fortran_names!(mpi_session_attach_buffer(_session: *mut Fint, _buffer: *mut c_void, _size: *mut Fint, ierror: *mut Fint); "mpi_session_attach_buffer" "mpi_session_attach_buffer_" "mpi_session_attach_buffer__" "MPI_SESSION_ATTACH_BUFFER" "pmpi_session_attach_buffer" "pmpi_session_attach_buffer_" "pmpi_session_attach_buffer__" "PMPI_SESSION_ATTACH_BUFFER" "mpi_session_attach_buffer_f08ts_" "pmpir_session_attach_buffer_f08ts_");
 
 /// `MPI_SESSION_CALL_ERRHANDLER`: `MPI_Session_call_errhandler` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -4019,11 +5903,11 @@ unsafe extern "C" fn mpi_session_call_errhandler(session: *mut Fint, errorcode: 
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::session::PMPI_Session_call_errhandler(*session as _, *errorcode as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_session_call_errhandler(session: *mut Fint, errorcode: *mut Fint, ierror: *mut Fint); "mpi_session_call_errhandler" "mpi_session_call_errhandler_" "mpi_session_call_errhandler__" "MPI_SESSION_CALL_ERRHANDLER" "pmpi_session_call_errhandler" "pmpi_session_call_errhandler_" "pmpi_session_call_errhandler__" "PMPI_SESSION_CALL_ERRHANDLER");
+fortran_names!(mpi_session_call_errhandler(session: *mut Fint, errorcode: *mut Fint, ierror: *mut Fint); "mpi_session_call_errhandler" "mpi_session_call_errhandler_" "mpi_session_call_errhandler__" "MPI_SESSION_CALL_ERRHANDLER" "pmpi_session_call_errhandler" "pmpi_session_call_errhandler_" "pmpi_session_call_errhandler__" "PMPI_SESSION_CALL_ERRHANDLER" "mpi_session_call_errhandler_f08_" "pmpir_session_call_errhandler_f08_");
 
 /// `MPI_SESSION_CREATE_ERRHANDLER`: `MPI_Session_create_errhandler` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -4032,11 +5916,11 @@ unsafe extern "C" fn mpi_session_create_errhandler(session_errhandler_fn: *const
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::session::PMPI_Session_create_errhandler(std::mem::transmute::<*const c_void, _>(session_errhandler_fn), errhandler as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_session_create_errhandler(session_errhandler_fn: *const c_void, errhandler: *mut Fint, ierror: *mut Fint); "mpi_session_create_errhandler" "mpi_session_create_errhandler_" "mpi_session_create_errhandler__" "MPI_SESSION_CREATE_ERRHANDLER" "pmpi_session_create_errhandler" "pmpi_session_create_errhandler_" "pmpi_session_create_errhandler__" "PMPI_SESSION_CREATE_ERRHANDLER");
+fortran_names!(mpi_session_create_errhandler(session_errhandler_fn: *const c_void, errhandler: *mut Fint, ierror: *mut Fint); "mpi_session_create_errhandler" "mpi_session_create_errhandler_" "mpi_session_create_errhandler__" "MPI_SESSION_CREATE_ERRHANDLER" "pmpi_session_create_errhandler" "pmpi_session_create_errhandler_" "pmpi_session_create_errhandler__" "PMPI_SESSION_CREATE_ERRHANDLER" "mpi_session_create_errhandler_f08_" "pmpir_session_create_errhandler_f08_");
 
 /// `MPI_SESSION_DETACH_BUFFER`: not bound for Fortran (kumi does not implement it).
 unsafe extern "C" fn mpi_session_detach_buffer(_session: *mut Fint, _buffer_addr: *mut c_void, _size: *mut Fint, ierror: *mut Fint) {
@@ -4044,7 +5928,7 @@ unsafe extern "C" fn mpi_session_detach_buffer(_session: *mut Fint, _buffer_addr
     unsafe { fortran::unbound("MPI_SESSION_DETACH_BUFFER", ierror) }
 }
 
-fortran_names!(mpi_session_detach_buffer(_session: *mut Fint, _buffer_addr: *mut c_void, _size: *mut Fint, ierror: *mut Fint); "mpi_session_detach_buffer" "mpi_session_detach_buffer_" "mpi_session_detach_buffer__" "MPI_SESSION_DETACH_BUFFER" "pmpi_session_detach_buffer" "pmpi_session_detach_buffer_" "pmpi_session_detach_buffer__" "PMPI_SESSION_DETACH_BUFFER");
+fortran_names!(mpi_session_detach_buffer(_session: *mut Fint, _buffer_addr: *mut c_void, _size: *mut Fint, ierror: *mut Fint); "mpi_session_detach_buffer" "mpi_session_detach_buffer_" "mpi_session_detach_buffer__" "MPI_SESSION_DETACH_BUFFER" "pmpi_session_detach_buffer" "pmpi_session_detach_buffer_" "pmpi_session_detach_buffer__" "PMPI_SESSION_DETACH_BUFFER" "mpi_session_detach_buffer_f08_" "pmpir_session_detach_buffer_f08_");
 
 /// `MPI_SESSION_FINALIZE`: `MPI_Session_finalize` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -4053,11 +5937,11 @@ unsafe extern "C" fn mpi_session_finalize(session: *mut Fint, ierror: *mut Fint)
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::session::PMPI_Session_finalize(session as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_session_finalize(session: *mut Fint, ierror: *mut Fint); "mpi_session_finalize" "mpi_session_finalize_" "mpi_session_finalize__" "MPI_SESSION_FINALIZE" "pmpi_session_finalize" "pmpi_session_finalize_" "pmpi_session_finalize__" "PMPI_SESSION_FINALIZE");
+fortran_names!(mpi_session_finalize(session: *mut Fint, ierror: *mut Fint); "mpi_session_finalize" "mpi_session_finalize_" "mpi_session_finalize__" "MPI_SESSION_FINALIZE" "pmpi_session_finalize" "pmpi_session_finalize_" "pmpi_session_finalize__" "PMPI_SESSION_FINALIZE" "mpi_session_finalize_f08_" "pmpir_session_finalize_f08_");
 
 /// `MPI_SESSION_FLUSH_BUFFER`: not bound for Fortran (kumi does not implement it).
 unsafe extern "C" fn mpi_session_flush_buffer(_session: *mut Fint, ierror: *mut Fint) {
@@ -4065,7 +5949,7 @@ unsafe extern "C" fn mpi_session_flush_buffer(_session: *mut Fint, ierror: *mut 
     unsafe { fortran::unbound("MPI_SESSION_FLUSH_BUFFER", ierror) }
 }
 
-fortran_names!(mpi_session_flush_buffer(_session: *mut Fint, ierror: *mut Fint); "mpi_session_flush_buffer" "mpi_session_flush_buffer_" "mpi_session_flush_buffer__" "MPI_SESSION_FLUSH_BUFFER" "pmpi_session_flush_buffer" "pmpi_session_flush_buffer_" "pmpi_session_flush_buffer__" "PMPI_SESSION_FLUSH_BUFFER");
+fortran_names!(mpi_session_flush_buffer(_session: *mut Fint, ierror: *mut Fint); "mpi_session_flush_buffer" "mpi_session_flush_buffer_" "mpi_session_flush_buffer__" "MPI_SESSION_FLUSH_BUFFER" "pmpi_session_flush_buffer" "pmpi_session_flush_buffer_" "pmpi_session_flush_buffer__" "PMPI_SESSION_FLUSH_BUFFER" "mpi_session_flush_buffer_f08_" "pmpir_session_flush_buffer_f08_");
 
 /// `MPI_SESSION_GET_ERRHANDLER`: `MPI_Session_get_errhandler` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -4074,11 +5958,11 @@ unsafe extern "C" fn mpi_session_get_errhandler(session: *mut Fint, errhandler: 
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::session::PMPI_Session_get_errhandler(*session as _, errhandler as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_session_get_errhandler(session: *mut Fint, errhandler: *mut Fint, ierror: *mut Fint); "mpi_session_get_errhandler" "mpi_session_get_errhandler_" "mpi_session_get_errhandler__" "MPI_SESSION_GET_ERRHANDLER" "pmpi_session_get_errhandler" "pmpi_session_get_errhandler_" "pmpi_session_get_errhandler__" "PMPI_SESSION_GET_ERRHANDLER");
+fortran_names!(mpi_session_get_errhandler(session: *mut Fint, errhandler: *mut Fint, ierror: *mut Fint); "mpi_session_get_errhandler" "mpi_session_get_errhandler_" "mpi_session_get_errhandler__" "MPI_SESSION_GET_ERRHANDLER" "pmpi_session_get_errhandler" "pmpi_session_get_errhandler_" "pmpi_session_get_errhandler__" "PMPI_SESSION_GET_ERRHANDLER" "mpi_session_get_errhandler_f08_" "pmpir_session_get_errhandler_f08_");
 
 /// `MPI_SESSION_GET_INFO`: `MPI_Session_get_info` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -4087,11 +5971,11 @@ unsafe extern "C" fn mpi_session_get_info(session: *mut Fint, info_used: *mut Fi
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::session::PMPI_Session_get_info(*session as _, info_used as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_session_get_info(session: *mut Fint, info_used: *mut Fint, ierror: *mut Fint); "mpi_session_get_info" "mpi_session_get_info_" "mpi_session_get_info__" "MPI_SESSION_GET_INFO" "pmpi_session_get_info" "pmpi_session_get_info_" "pmpi_session_get_info__" "PMPI_SESSION_GET_INFO");
+fortran_names!(mpi_session_get_info(session: *mut Fint, info_used: *mut Fint, ierror: *mut Fint); "mpi_session_get_info" "mpi_session_get_info_" "mpi_session_get_info__" "MPI_SESSION_GET_INFO" "pmpi_session_get_info" "pmpi_session_get_info_" "pmpi_session_get_info__" "PMPI_SESSION_GET_INFO" "mpi_session_get_info_f08_" "pmpir_session_get_info_f08_");
 
 /// `MPI_SESSION_GET_NTH_PSET`: `MPI_Session_get_nth_pset` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -4102,11 +5986,11 @@ unsafe extern "C" fn mpi_session_get_nth_pset(session: *mut Fint, info: *mut Fin
         let mut pset_name_c = fortran::str_buf(pset_name_len);
         let rc = crate::session::PMPI_Session_get_nth_pset(*session as _, *info as _, *n as _, pset_len as _, pset_name_c.as_mut_ptr() as _);
         fortran::str_out(pset_name, pset_name_len, &pset_name_c);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_session_get_nth_pset(session: *mut Fint, info: *mut Fint, n: *mut Fint, pset_len: *mut Fint, pset_name: *mut c_char, ierror: *mut Fint, pset_name_len: usize); "mpi_session_get_nth_pset" "mpi_session_get_nth_pset_" "mpi_session_get_nth_pset__" "MPI_SESSION_GET_NTH_PSET" "pmpi_session_get_nth_pset" "pmpi_session_get_nth_pset_" "pmpi_session_get_nth_pset__" "PMPI_SESSION_GET_NTH_PSET");
+fortran_names!(mpi_session_get_nth_pset(session: *mut Fint, info: *mut Fint, n: *mut Fint, pset_len: *mut Fint, pset_name: *mut c_char, ierror: *mut Fint, pset_name_len: usize); "mpi_session_get_nth_pset" "mpi_session_get_nth_pset_" "mpi_session_get_nth_pset__" "MPI_SESSION_GET_NTH_PSET" "pmpi_session_get_nth_pset" "pmpi_session_get_nth_pset_" "pmpi_session_get_nth_pset__" "PMPI_SESSION_GET_NTH_PSET" "mpi_session_get_nth_pset_f08_" "pmpir_session_get_nth_pset_f08_");
 
 /// `MPI_SESSION_GET_NUM_PSETS`: `MPI_Session_get_num_psets` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -4115,11 +5999,11 @@ unsafe extern "C" fn mpi_session_get_num_psets(session: *mut Fint, info: *mut Fi
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::session::PMPI_Session_get_num_psets(*session as _, *info as _, npset_names as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_session_get_num_psets(session: *mut Fint, info: *mut Fint, npset_names: *mut Fint, ierror: *mut Fint); "mpi_session_get_num_psets" "mpi_session_get_num_psets_" "mpi_session_get_num_psets__" "MPI_SESSION_GET_NUM_PSETS" "pmpi_session_get_num_psets" "pmpi_session_get_num_psets_" "pmpi_session_get_num_psets__" "PMPI_SESSION_GET_NUM_PSETS");
+fortran_names!(mpi_session_get_num_psets(session: *mut Fint, info: *mut Fint, npset_names: *mut Fint, ierror: *mut Fint); "mpi_session_get_num_psets" "mpi_session_get_num_psets_" "mpi_session_get_num_psets__" "MPI_SESSION_GET_NUM_PSETS" "pmpi_session_get_num_psets" "pmpi_session_get_num_psets_" "pmpi_session_get_num_psets__" "PMPI_SESSION_GET_NUM_PSETS" "mpi_session_get_num_psets_f08_" "pmpir_session_get_num_psets_f08_");
 
 /// `MPI_SESSION_GET_PSET_INFO`: `MPI_Session_get_pset_info` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -4129,11 +6013,11 @@ unsafe extern "C" fn mpi_session_get_pset_info(session: *mut Fint, pset_name: *m
     unsafe {
         let pset_name_c = fortran::str_in(pset_name, pset_name_len);
         let rc = crate::session::PMPI_Session_get_pset_info(*session as _, pset_name_c.as_ptr() as _, info as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_session_get_pset_info(session: *mut Fint, pset_name: *mut c_char, info: *mut Fint, ierror: *mut Fint, pset_name_len: usize); "mpi_session_get_pset_info" "mpi_session_get_pset_info_" "mpi_session_get_pset_info__" "MPI_SESSION_GET_PSET_INFO" "pmpi_session_get_pset_info" "pmpi_session_get_pset_info_" "pmpi_session_get_pset_info__" "PMPI_SESSION_GET_PSET_INFO");
+fortran_names!(mpi_session_get_pset_info(session: *mut Fint, pset_name: *mut c_char, info: *mut Fint, ierror: *mut Fint, pset_name_len: usize); "mpi_session_get_pset_info" "mpi_session_get_pset_info_" "mpi_session_get_pset_info__" "MPI_SESSION_GET_PSET_INFO" "pmpi_session_get_pset_info" "pmpi_session_get_pset_info_" "pmpi_session_get_pset_info__" "PMPI_SESSION_GET_PSET_INFO" "mpi_session_get_pset_info_f08_" "pmpir_session_get_pset_info_f08_");
 
 /// `MPI_SESSION_IFLUSH_BUFFER`: not bound for Fortran (kumi does not implement it).
 unsafe extern "C" fn mpi_session_iflush_buffer(_session: *mut Fint, _request: *mut Fint, ierror: *mut Fint) {
@@ -4141,7 +6025,7 @@ unsafe extern "C" fn mpi_session_iflush_buffer(_session: *mut Fint, _request: *m
     unsafe { fortran::unbound("MPI_SESSION_IFLUSH_BUFFER", ierror) }
 }
 
-fortran_names!(mpi_session_iflush_buffer(_session: *mut Fint, _request: *mut Fint, ierror: *mut Fint); "mpi_session_iflush_buffer" "mpi_session_iflush_buffer_" "mpi_session_iflush_buffer__" "MPI_SESSION_IFLUSH_BUFFER" "pmpi_session_iflush_buffer" "pmpi_session_iflush_buffer_" "pmpi_session_iflush_buffer__" "PMPI_SESSION_IFLUSH_BUFFER");
+fortran_names!(mpi_session_iflush_buffer(_session: *mut Fint, _request: *mut Fint, ierror: *mut Fint); "mpi_session_iflush_buffer" "mpi_session_iflush_buffer_" "mpi_session_iflush_buffer__" "MPI_SESSION_IFLUSH_BUFFER" "pmpi_session_iflush_buffer" "pmpi_session_iflush_buffer_" "pmpi_session_iflush_buffer__" "PMPI_SESSION_IFLUSH_BUFFER" "mpi_session_iflush_buffer_f08_" "pmpir_session_iflush_buffer_f08_");
 
 /// `MPI_SESSION_INIT`: `MPI_Session_init` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -4150,11 +6034,11 @@ unsafe extern "C" fn mpi_session_init(info: *mut Fint, errhandler: *mut Fint, se
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::session::PMPI_Session_init(*info as _, *errhandler as _, session as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_session_init(info: *mut Fint, errhandler: *mut Fint, session: *mut Fint, ierror: *mut Fint); "mpi_session_init" "mpi_session_init_" "mpi_session_init__" "MPI_SESSION_INIT" "pmpi_session_init" "pmpi_session_init_" "pmpi_session_init__" "PMPI_SESSION_INIT");
+fortran_names!(mpi_session_init(info: *mut Fint, errhandler: *mut Fint, session: *mut Fint, ierror: *mut Fint); "mpi_session_init" "mpi_session_init_" "mpi_session_init__" "MPI_SESSION_INIT" "pmpi_session_init" "pmpi_session_init_" "pmpi_session_init__" "PMPI_SESSION_INIT" "mpi_session_init_f08_" "pmpir_session_init_f08_");
 
 /// `MPI_SESSION_SET_ERRHANDLER`: `MPI_Session_set_errhandler` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -4163,11 +6047,11 @@ unsafe extern "C" fn mpi_session_set_errhandler(session: *mut Fint, errhandler: 
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::session::PMPI_Session_set_errhandler(*session as _, *errhandler as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_session_set_errhandler(session: *mut Fint, errhandler: *mut Fint, ierror: *mut Fint); "mpi_session_set_errhandler" "mpi_session_set_errhandler_" "mpi_session_set_errhandler__" "MPI_SESSION_SET_ERRHANDLER" "pmpi_session_set_errhandler" "pmpi_session_set_errhandler_" "pmpi_session_set_errhandler__" "PMPI_SESSION_SET_ERRHANDLER");
+fortran_names!(mpi_session_set_errhandler(session: *mut Fint, errhandler: *mut Fint, ierror: *mut Fint); "mpi_session_set_errhandler" "mpi_session_set_errhandler_" "mpi_session_set_errhandler__" "MPI_SESSION_SET_ERRHANDLER" "pmpi_session_set_errhandler" "pmpi_session_set_errhandler_" "pmpi_session_set_errhandler__" "PMPI_SESSION_SET_ERRHANDLER" "mpi_session_set_errhandler_f08_" "pmpir_session_set_errhandler_f08_");
 
 /// `MPI_SIZEOF`: not bound for Fortran (kumi does not implement it).
 unsafe extern "C" fn mpi_sizeof(_x: *mut c_void, _size: *mut Fint, ierror: *mut Fint) {
@@ -4175,7 +6059,7 @@ unsafe extern "C" fn mpi_sizeof(_x: *mut c_void, _size: *mut Fint, ierror: *mut 
     unsafe { fortran::unbound("MPI_SIZEOF", ierror) }
 }
 
-fortran_names!(mpi_sizeof(_x: *mut c_void, _size: *mut Fint, ierror: *mut Fint); "mpi_sizeof" "mpi_sizeof_" "mpi_sizeof__" "MPI_SIZEOF" "pmpi_sizeof" "pmpi_sizeof_" "pmpi_sizeof__" "PMPI_SIZEOF");
+fortran_names!(mpi_sizeof(_x: *mut c_void, _size: *mut Fint, ierror: *mut Fint); "mpi_sizeof" "mpi_sizeof_" "mpi_sizeof__" "MPI_SIZEOF" "pmpi_sizeof" "pmpi_sizeof_" "pmpi_sizeof__" "PMPI_SIZEOF" "mpi_sizeof_f08ts_" "pmpir_sizeof_f08ts_");
 
 /// `MPI_SSEND`: `MPI_Ssend` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -4184,10 +6068,23 @@ unsafe extern "C" fn mpi_ssend(buf: *mut c_void, count: *mut Fint, datatype: *mu
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::p2p::PMPI_Ssend(fortran::buf(buf) as _, *count as _, *datatype as _, *dest as _, *tag as _, *comm as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_SSEND` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_ssend_f08ts(buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut buf_c = fortran::f08::Copied::new(buf, false);
+        mpi_ssend(buf_c.addr(), count, datatype, dest, tag, comm, ierror);
+        buf_c.finish();
+    }
+}
+
+fortran_names!(mpi_ssend_f08ts(buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_ssend_f08ts_" "pmpir_ssend_f08ts_");
 fortran_names!(mpi_ssend(buf: *mut c_void, count: *mut Fint, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_ssend" "mpi_ssend_" "mpi_ssend__" "MPI_SSEND" "pmpi_ssend" "pmpi_ssend_" "pmpi_ssend__" "PMPI_SSEND");
 
 /// `MPI_SSEND_INIT`: `MPI_Ssend_init` for Fortran.
@@ -4197,10 +6094,24 @@ unsafe extern "C" fn mpi_ssend_init(buf: *mut c_void, count: *mut Fint, datatype
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::p2p::PMPI_Ssend_init(fortran::buf(buf) as _, *count as _, *datatype as _, *dest as _, *tag as _, *comm as _, request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_SSEND_INIT` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_ssend_init_f08ts(buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut count_c = *count;
+        let mut datatype_c = *datatype;
+        let buf_s = match fortran::f08::Section::new("MPI_SSEND_INIT", buf, &mut count_c, &mut datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_ssend_init(buf_s.addr(), &mut count_c, &mut datatype_c, dest, tag, comm, request, ierror);
+    }
+}
+
+fortran_names!(mpi_ssend_init_f08ts(buf: *const fortran::f08::Desc, count: *mut Fint, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_ssend_init_f08ts_" "pmpir_ssend_init_f08ts_");
 fortran_names!(mpi_ssend_init(buf: *mut c_void, count: *mut Fint, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_ssend_init" "mpi_ssend_init_" "mpi_ssend_init__" "MPI_SSEND_INIT" "pmpi_ssend_init" "pmpi_ssend_init_" "pmpi_ssend_init__" "PMPI_SSEND_INIT");
 
 /// `MPI_START`: `MPI_Start` for Fortran.
@@ -4210,11 +6121,11 @@ unsafe extern "C" fn mpi_start(request: *mut Fint, ierror: *mut Fint) {
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::p2p::PMPI_Start(request as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_start(request: *mut Fint, ierror: *mut Fint); "mpi_start" "mpi_start_" "mpi_start__" "MPI_START" "pmpi_start" "pmpi_start_" "pmpi_start__" "PMPI_START");
+fortran_names!(mpi_start(request: *mut Fint, ierror: *mut Fint); "mpi_start" "mpi_start_" "mpi_start__" "MPI_START" "pmpi_start" "pmpi_start_" "pmpi_start__" "PMPI_START" "mpi_start_f08_" "pmpir_start_f08_");
 
 /// `MPI_STARTALL`: `MPI_Startall` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -4223,11 +6134,11 @@ unsafe extern "C" fn mpi_startall(count: *mut Fint, array_of_requests: *mut Fint
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::p2p::PMPI_Startall(*count as _, array_of_requests as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_startall(count: *mut Fint, array_of_requests: *mut Fint, ierror: *mut Fint); "mpi_startall" "mpi_startall_" "mpi_startall__" "MPI_STARTALL" "pmpi_startall" "pmpi_startall_" "pmpi_startall__" "PMPI_STARTALL");
+fortran_names!(mpi_startall(count: *mut Fint, array_of_requests: *mut Fint, ierror: *mut Fint); "mpi_startall" "mpi_startall_" "mpi_startall__" "MPI_STARTALL" "pmpi_startall" "pmpi_startall_" "pmpi_startall__" "PMPI_STARTALL" "mpi_startall_f08_" "pmpir_startall_f08_");
 
 /// `MPI_STATUS_GET_ERROR`: not bound for Fortran (kumi does not implement it).
 unsafe extern "C" fn mpi_status_get_error(_status: *mut Fint, _err: *mut Fint, ierror: *mut Fint) {
@@ -4235,7 +6146,7 @@ unsafe extern "C" fn mpi_status_get_error(_status: *mut Fint, _err: *mut Fint, i
     unsafe { fortran::unbound("MPI_STATUS_GET_ERROR", ierror) }
 }
 
-fortran_names!(mpi_status_get_error(_status: *mut Fint, _err: *mut Fint, ierror: *mut Fint); "mpi_status_get_error" "mpi_status_get_error_" "mpi_status_get_error__" "MPI_STATUS_GET_ERROR" "pmpi_status_get_error" "pmpi_status_get_error_" "pmpi_status_get_error__" "PMPI_STATUS_GET_ERROR");
+fortran_names!(mpi_status_get_error(_status: *mut Fint, _err: *mut Fint, ierror: *mut Fint); "mpi_status_get_error" "mpi_status_get_error_" "mpi_status_get_error__" "MPI_STATUS_GET_ERROR" "pmpi_status_get_error" "pmpi_status_get_error_" "pmpi_status_get_error__" "PMPI_STATUS_GET_ERROR" "mpi_status_get_error_f08_" "pmpir_status_get_error_f08_");
 
 /// `MPI_STATUS_GET_SOURCE`: not bound for Fortran (kumi does not implement it).
 unsafe extern "C" fn mpi_status_get_source(_status: *mut Fint, _source: *mut Fint, ierror: *mut Fint) {
@@ -4243,7 +6154,7 @@ unsafe extern "C" fn mpi_status_get_source(_status: *mut Fint, _source: *mut Fin
     unsafe { fortran::unbound("MPI_STATUS_GET_SOURCE", ierror) }
 }
 
-fortran_names!(mpi_status_get_source(_status: *mut Fint, _source: *mut Fint, ierror: *mut Fint); "mpi_status_get_source" "mpi_status_get_source_" "mpi_status_get_source__" "MPI_STATUS_GET_SOURCE" "pmpi_status_get_source" "pmpi_status_get_source_" "pmpi_status_get_source__" "PMPI_STATUS_GET_SOURCE");
+fortran_names!(mpi_status_get_source(_status: *mut Fint, _source: *mut Fint, ierror: *mut Fint); "mpi_status_get_source" "mpi_status_get_source_" "mpi_status_get_source__" "MPI_STATUS_GET_SOURCE" "pmpi_status_get_source" "pmpi_status_get_source_" "pmpi_status_get_source__" "PMPI_STATUS_GET_SOURCE" "mpi_status_get_source_f08_" "pmpir_status_get_source_f08_");
 
 /// `MPI_STATUS_GET_TAG`: not bound for Fortran (kumi does not implement it).
 unsafe extern "C" fn mpi_status_get_tag(_status: *mut Fint, _tag: *mut Fint, ierror: *mut Fint) {
@@ -4251,7 +6162,7 @@ unsafe extern "C" fn mpi_status_get_tag(_status: *mut Fint, _tag: *mut Fint, ier
     unsafe { fortran::unbound("MPI_STATUS_GET_TAG", ierror) }
 }
 
-fortran_names!(mpi_status_get_tag(_status: *mut Fint, _tag: *mut Fint, ierror: *mut Fint); "mpi_status_get_tag" "mpi_status_get_tag_" "mpi_status_get_tag__" "MPI_STATUS_GET_TAG" "pmpi_status_get_tag" "pmpi_status_get_tag_" "pmpi_status_get_tag__" "PMPI_STATUS_GET_TAG");
+fortran_names!(mpi_status_get_tag(_status: *mut Fint, _tag: *mut Fint, ierror: *mut Fint); "mpi_status_get_tag" "mpi_status_get_tag_" "mpi_status_get_tag__" "MPI_STATUS_GET_TAG" "pmpi_status_get_tag" "pmpi_status_get_tag_" "pmpi_status_get_tag__" "PMPI_STATUS_GET_TAG" "mpi_status_get_tag_f08_" "pmpir_status_get_tag_f08_");
 
 /// `MPI_STATUS_SET_CANCELLED`: `MPI_Status_set_cancelled` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -4260,11 +6171,11 @@ unsafe extern "C" fn mpi_status_set_cancelled(status: *mut Fint, flag: *mut Fint
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::p2p::PMPI_Status_set_cancelled(fortran::status(status), fortran::logical_in(*flag));
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_status_set_cancelled(status: *mut Fint, flag: *mut Fint, ierror: *mut Fint); "mpi_status_set_cancelled" "mpi_status_set_cancelled_" "mpi_status_set_cancelled__" "MPI_STATUS_SET_CANCELLED" "pmpi_status_set_cancelled" "pmpi_status_set_cancelled_" "pmpi_status_set_cancelled__" "PMPI_STATUS_SET_CANCELLED");
+fortran_names!(mpi_status_set_cancelled(status: *mut Fint, flag: *mut Fint, ierror: *mut Fint); "mpi_status_set_cancelled" "mpi_status_set_cancelled_" "mpi_status_set_cancelled__" "MPI_STATUS_SET_CANCELLED" "pmpi_status_set_cancelled" "pmpi_status_set_cancelled_" "pmpi_status_set_cancelled__" "PMPI_STATUS_SET_CANCELLED" "mpi_status_set_cancelled_f08_" "pmpir_status_set_cancelled_f08_");
 
 /// `MPI_STATUS_SET_ELEMENTS`: `MPI_Status_set_elements` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -4273,11 +6184,11 @@ unsafe extern "C" fn mpi_status_set_elements(status: *mut Fint, datatype: *mut F
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::p2p::PMPI_Status_set_elements(fortran::status(status), *datatype as _, *count as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_status_set_elements(status: *mut Fint, datatype: *mut Fint, count: *mut Fint, ierror: *mut Fint); "mpi_status_set_elements" "mpi_status_set_elements_" "mpi_status_set_elements__" "MPI_STATUS_SET_ELEMENTS" "pmpi_status_set_elements" "pmpi_status_set_elements_" "pmpi_status_set_elements__" "PMPI_STATUS_SET_ELEMENTS");
+fortran_names!(mpi_status_set_elements(status: *mut Fint, datatype: *mut Fint, count: *mut Fint, ierror: *mut Fint); "mpi_status_set_elements" "mpi_status_set_elements_" "mpi_status_set_elements__" "MPI_STATUS_SET_ELEMENTS" "pmpi_status_set_elements" "pmpi_status_set_elements_" "pmpi_status_set_elements__" "PMPI_STATUS_SET_ELEMENTS" "mpi_status_set_elements_f08_" "pmpir_status_set_elements_f08_");
 
 /// `MPI_STATUS_SET_ELEMENTS_X`: `MPI_Status_set_elements_x` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -4286,11 +6197,11 @@ unsafe extern "C" fn mpi_status_set_elements_x(status: *mut Fint, datatype: *mut
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::p2p::PMPI_Status_set_elements_x(fortran::status(status), *datatype as _, *count as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_status_set_elements_x(status: *mut Fint, datatype: *mut Fint, count: *mut i64, ierror: *mut Fint); "mpi_status_set_elements_x" "mpi_status_set_elements_x_" "mpi_status_set_elements_x__" "MPI_STATUS_SET_ELEMENTS_X" "pmpi_status_set_elements_x" "pmpi_status_set_elements_x_" "pmpi_status_set_elements_x__" "PMPI_STATUS_SET_ELEMENTS_X");
+fortran_names!(mpi_status_set_elements_x(status: *mut Fint, datatype: *mut Fint, count: *mut i64, ierror: *mut Fint); "mpi_status_set_elements_x" "mpi_status_set_elements_x_" "mpi_status_set_elements_x__" "MPI_STATUS_SET_ELEMENTS_X" "pmpi_status_set_elements_x" "pmpi_status_set_elements_x_" "pmpi_status_set_elements_x__" "PMPI_STATUS_SET_ELEMENTS_X" "mpi_status_set_elements_x_f08_" "pmpir_status_set_elements_x_f08_");
 
 /// `MPI_STATUS_SET_ERROR`: not bound for Fortran (kumi does not implement it).
 unsafe extern "C" fn mpi_status_set_error(_status: *mut Fint, _err: *mut Fint, ierror: *mut Fint) {
@@ -4298,7 +6209,7 @@ unsafe extern "C" fn mpi_status_set_error(_status: *mut Fint, _err: *mut Fint, i
     unsafe { fortran::unbound("MPI_STATUS_SET_ERROR", ierror) }
 }
 
-fortran_names!(mpi_status_set_error(_status: *mut Fint, _err: *mut Fint, ierror: *mut Fint); "mpi_status_set_error" "mpi_status_set_error_" "mpi_status_set_error__" "MPI_STATUS_SET_ERROR" "pmpi_status_set_error" "pmpi_status_set_error_" "pmpi_status_set_error__" "PMPI_STATUS_SET_ERROR");
+fortran_names!(mpi_status_set_error(_status: *mut Fint, _err: *mut Fint, ierror: *mut Fint); "mpi_status_set_error" "mpi_status_set_error_" "mpi_status_set_error__" "MPI_STATUS_SET_ERROR" "pmpi_status_set_error" "pmpi_status_set_error_" "pmpi_status_set_error__" "PMPI_STATUS_SET_ERROR" "mpi_status_set_error_f08_" "pmpir_status_set_error_f08_");
 
 /// `MPI_STATUS_SET_SOURCE`: not bound for Fortran (kumi does not implement it).
 unsafe extern "C" fn mpi_status_set_source(_status: *mut Fint, _source: *mut Fint, ierror: *mut Fint) {
@@ -4306,7 +6217,7 @@ unsafe extern "C" fn mpi_status_set_source(_status: *mut Fint, _source: *mut Fin
     unsafe { fortran::unbound("MPI_STATUS_SET_SOURCE", ierror) }
 }
 
-fortran_names!(mpi_status_set_source(_status: *mut Fint, _source: *mut Fint, ierror: *mut Fint); "mpi_status_set_source" "mpi_status_set_source_" "mpi_status_set_source__" "MPI_STATUS_SET_SOURCE" "pmpi_status_set_source" "pmpi_status_set_source_" "pmpi_status_set_source__" "PMPI_STATUS_SET_SOURCE");
+fortran_names!(mpi_status_set_source(_status: *mut Fint, _source: *mut Fint, ierror: *mut Fint); "mpi_status_set_source" "mpi_status_set_source_" "mpi_status_set_source__" "MPI_STATUS_SET_SOURCE" "pmpi_status_set_source" "pmpi_status_set_source_" "pmpi_status_set_source__" "PMPI_STATUS_SET_SOURCE" "mpi_status_set_source_f08_" "pmpir_status_set_source_f08_");
 
 /// `MPI_STATUS_SET_TAG`: not bound for Fortran (kumi does not implement it).
 unsafe extern "C" fn mpi_status_set_tag(_status: *mut Fint, _tag: *mut Fint, ierror: *mut Fint) {
@@ -4314,7 +6225,7 @@ unsafe extern "C" fn mpi_status_set_tag(_status: *mut Fint, _tag: *mut Fint, ier
     unsafe { fortran::unbound("MPI_STATUS_SET_TAG", ierror) }
 }
 
-fortran_names!(mpi_status_set_tag(_status: *mut Fint, _tag: *mut Fint, ierror: *mut Fint); "mpi_status_set_tag" "mpi_status_set_tag_" "mpi_status_set_tag__" "MPI_STATUS_SET_TAG" "pmpi_status_set_tag" "pmpi_status_set_tag_" "pmpi_status_set_tag__" "PMPI_STATUS_SET_TAG");
+fortran_names!(mpi_status_set_tag(_status: *mut Fint, _tag: *mut Fint, ierror: *mut Fint); "mpi_status_set_tag" "mpi_status_set_tag_" "mpi_status_set_tag__" "MPI_STATUS_SET_TAG" "pmpi_status_set_tag" "pmpi_status_set_tag_" "pmpi_status_set_tag__" "PMPI_STATUS_SET_TAG" "mpi_status_set_tag_f08_" "pmpir_status_set_tag_f08_");
 
 /// `MPI_TEST`: `MPI_Test` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -4325,11 +6236,11 @@ unsafe extern "C" fn mpi_test(request: *mut Fint, flag: *mut Fint, status: *mut 
         let mut flag_c: c_int = 0;
         let rc = crate::p2p::PMPI_Test(request as _, &mut flag_c, fortran::status(status));
         *flag = fortran::logical_out(flag_c);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_test(request: *mut Fint, flag: *mut Fint, status: *mut Fint, ierror: *mut Fint); "mpi_test" "mpi_test_" "mpi_test__" "MPI_TEST" "pmpi_test" "pmpi_test_" "pmpi_test__" "PMPI_TEST");
+fortran_names!(mpi_test(request: *mut Fint, flag: *mut Fint, status: *mut Fint, ierror: *mut Fint); "mpi_test" "mpi_test_" "mpi_test__" "MPI_TEST" "pmpi_test" "pmpi_test_" "pmpi_test__" "PMPI_TEST" "mpi_test_f08_" "pmpir_test_f08_");
 
 /// `MPI_TEST_CANCELLED`: `MPI_Test_cancelled` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -4340,11 +6251,11 @@ unsafe extern "C" fn mpi_test_cancelled(status: *mut Fint, flag: *mut Fint, ierr
         let mut flag_c: c_int = 0;
         let rc = crate::p2p::PMPI_Test_cancelled(status as *const crate::MPI_Status, &mut flag_c);
         *flag = fortran::logical_out(flag_c);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_test_cancelled(status: *mut Fint, flag: *mut Fint, ierror: *mut Fint); "mpi_test_cancelled" "mpi_test_cancelled_" "mpi_test_cancelled__" "MPI_TEST_CANCELLED" "pmpi_test_cancelled" "pmpi_test_cancelled_" "pmpi_test_cancelled__" "PMPI_TEST_CANCELLED");
+fortran_names!(mpi_test_cancelled(status: *mut Fint, flag: *mut Fint, ierror: *mut Fint); "mpi_test_cancelled" "mpi_test_cancelled_" "mpi_test_cancelled__" "MPI_TEST_CANCELLED" "pmpi_test_cancelled" "pmpi_test_cancelled_" "pmpi_test_cancelled__" "PMPI_TEST_CANCELLED" "mpi_test_cancelled_f08_" "pmpir_test_cancelled_f08_");
 
 /// `MPI_TESTALL`: `MPI_Testall` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -4355,11 +6266,11 @@ unsafe extern "C" fn mpi_testall(count: *mut Fint, array_of_requests: *mut Fint,
         let mut flag_c: c_int = 0;
         let rc = crate::p2p::PMPI_Testall(*count as _, array_of_requests as _, &mut flag_c, fortran::statuses(array_of_statuses));
         *flag = fortran::logical_out(flag_c);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_testall(count: *mut Fint, array_of_requests: *mut Fint, flag: *mut Fint, array_of_statuses: *mut Fint, ierror: *mut Fint); "mpi_testall" "mpi_testall_" "mpi_testall__" "MPI_TESTALL" "pmpi_testall" "pmpi_testall_" "pmpi_testall__" "PMPI_TESTALL");
+fortran_names!(mpi_testall(count: *mut Fint, array_of_requests: *mut Fint, flag: *mut Fint, array_of_statuses: *mut Fint, ierror: *mut Fint); "mpi_testall" "mpi_testall_" "mpi_testall__" "MPI_TESTALL" "pmpi_testall" "pmpi_testall_" "pmpi_testall__" "PMPI_TESTALL" "mpi_testall_f08_" "pmpir_testall_f08_");
 
 /// `MPI_TESTANY`: `MPI_Testany` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -4373,11 +6284,11 @@ unsafe extern "C" fn mpi_testany(count: *mut Fint, array_of_requests: *mut Fint,
             fortran::index_out(index);
         }
         *flag = fortran::logical_out(flag_c);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_testany(count: *mut Fint, array_of_requests: *mut Fint, index: *mut Fint, flag: *mut Fint, status: *mut Fint, ierror: *mut Fint); "mpi_testany" "mpi_testany_" "mpi_testany__" "MPI_TESTANY" "pmpi_testany" "pmpi_testany_" "pmpi_testany__" "PMPI_TESTANY");
+fortran_names!(mpi_testany(count: *mut Fint, array_of_requests: *mut Fint, index: *mut Fint, flag: *mut Fint, status: *mut Fint, ierror: *mut Fint); "mpi_testany" "mpi_testany_" "mpi_testany__" "MPI_TESTANY" "pmpi_testany" "pmpi_testany_" "pmpi_testany__" "PMPI_TESTANY" "mpi_testany_f08_" "pmpir_testany_f08_");
 
 /// `MPI_TESTSOME`: `MPI_Testsome` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -4389,11 +6300,11 @@ unsafe extern "C" fn mpi_testsome(incount: *mut Fint, array_of_requests: *mut Fi
         if rc == crate::consts::MPI_SUCCESS {
             fortran::indices_out(outcount, array_of_indices);
         }
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_testsome(incount: *mut Fint, array_of_requests: *mut Fint, outcount: *mut Fint, array_of_indices: *mut Fint, array_of_statuses: *mut Fint, ierror: *mut Fint); "mpi_testsome" "mpi_testsome_" "mpi_testsome__" "MPI_TESTSOME" "pmpi_testsome" "pmpi_testsome_" "pmpi_testsome__" "PMPI_TESTSOME");
+fortran_names!(mpi_testsome(incount: *mut Fint, array_of_requests: *mut Fint, outcount: *mut Fint, array_of_indices: *mut Fint, array_of_statuses: *mut Fint, ierror: *mut Fint); "mpi_testsome" "mpi_testsome_" "mpi_testsome__" "MPI_TESTSOME" "pmpi_testsome" "pmpi_testsome_" "pmpi_testsome__" "PMPI_TESTSOME" "mpi_testsome_f08_" "pmpir_testsome_f08_");
 
 /// `MPI_TOPO_TEST`: `MPI_Topo_test` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -4402,11 +6313,11 @@ unsafe extern "C" fn mpi_topo_test(comm: *mut Fint, status: *mut Fint, ierror: *
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::comm::PMPI_Topo_test(*comm as _, status as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_topo_test(comm: *mut Fint, status: *mut Fint, ierror: *mut Fint); "mpi_topo_test" "mpi_topo_test_" "mpi_topo_test__" "MPI_TOPO_TEST" "pmpi_topo_test" "pmpi_topo_test_" "pmpi_topo_test__" "PMPI_TOPO_TEST");
+fortran_names!(mpi_topo_test(comm: *mut Fint, status: *mut Fint, ierror: *mut Fint); "mpi_topo_test" "mpi_topo_test_" "mpi_topo_test__" "MPI_TOPO_TEST" "pmpi_topo_test" "pmpi_topo_test_" "pmpi_topo_test__" "PMPI_TOPO_TEST" "mpi_topo_test_f08_" "pmpir_topo_test_f08_");
 
 /// `MPI_TYPE_COMMIT`: `MPI_Type_commit` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -4415,11 +6326,11 @@ unsafe extern "C" fn mpi_type_commit(datatype: *mut Fint, ierror: *mut Fint) {
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::types::PMPI_Type_commit(datatype as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_type_commit(datatype: *mut Fint, ierror: *mut Fint); "mpi_type_commit" "mpi_type_commit_" "mpi_type_commit__" "MPI_TYPE_COMMIT" "pmpi_type_commit" "pmpi_type_commit_" "pmpi_type_commit__" "PMPI_TYPE_COMMIT");
+fortran_names!(mpi_type_commit(datatype: *mut Fint, ierror: *mut Fint); "mpi_type_commit" "mpi_type_commit_" "mpi_type_commit__" "MPI_TYPE_COMMIT" "pmpi_type_commit" "pmpi_type_commit_" "pmpi_type_commit__" "PMPI_TYPE_COMMIT" "mpi_type_commit_f08_" "pmpir_type_commit_f08_");
 
 /// `MPI_TYPE_CONTIGUOUS`: `MPI_Type_contiguous` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -4428,11 +6339,11 @@ unsafe extern "C" fn mpi_type_contiguous(count: *mut Fint, oldtype: *mut Fint, n
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::types::PMPI_Type_contiguous(*count as _, *oldtype as _, newtype as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_type_contiguous(count: *mut Fint, oldtype: *mut Fint, newtype: *mut Fint, ierror: *mut Fint); "mpi_type_contiguous" "mpi_type_contiguous_" "mpi_type_contiguous__" "MPI_TYPE_CONTIGUOUS" "pmpi_type_contiguous" "pmpi_type_contiguous_" "pmpi_type_contiguous__" "PMPI_TYPE_CONTIGUOUS");
+fortran_names!(mpi_type_contiguous(count: *mut Fint, oldtype: *mut Fint, newtype: *mut Fint, ierror: *mut Fint); "mpi_type_contiguous" "mpi_type_contiguous_" "mpi_type_contiguous__" "MPI_TYPE_CONTIGUOUS" "pmpi_type_contiguous" "pmpi_type_contiguous_" "pmpi_type_contiguous__" "PMPI_TYPE_CONTIGUOUS" "mpi_type_contiguous_f08_" "pmpir_type_contiguous_f08_");
 
 /// `MPI_TYPE_CREATE_DARRAY`: `MPI_Type_create_darray` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -4441,11 +6352,11 @@ unsafe extern "C" fn mpi_type_create_darray(size: *mut Fint, rank: *mut Fint, nd
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::types::PMPI_Type_create_darray(*size as _, *rank as _, *ndims as _, array_of_gsizes as _, array_of_distribs as _, array_of_dargs as _, array_of_psizes as _, *order as _, *oldtype as _, newtype as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_type_create_darray(size: *mut Fint, rank: *mut Fint, ndims: *mut Fint, array_of_gsizes: *mut Fint, array_of_distribs: *mut Fint, array_of_dargs: *mut Fint, array_of_psizes: *mut Fint, order: *mut Fint, oldtype: *mut Fint, newtype: *mut Fint, ierror: *mut Fint); "mpi_type_create_darray" "mpi_type_create_darray_" "mpi_type_create_darray__" "MPI_TYPE_CREATE_DARRAY" "pmpi_type_create_darray" "pmpi_type_create_darray_" "pmpi_type_create_darray__" "PMPI_TYPE_CREATE_DARRAY");
+fortran_names!(mpi_type_create_darray(size: *mut Fint, rank: *mut Fint, ndims: *mut Fint, array_of_gsizes: *mut Fint, array_of_distribs: *mut Fint, array_of_dargs: *mut Fint, array_of_psizes: *mut Fint, order: *mut Fint, oldtype: *mut Fint, newtype: *mut Fint, ierror: *mut Fint); "mpi_type_create_darray" "mpi_type_create_darray_" "mpi_type_create_darray__" "MPI_TYPE_CREATE_DARRAY" "pmpi_type_create_darray" "pmpi_type_create_darray_" "pmpi_type_create_darray__" "PMPI_TYPE_CREATE_DARRAY" "mpi_type_create_darray_f08_" "pmpir_type_create_darray_f08_");
 
 /// `MPI_TYPE_CREATE_F90_COMPLEX`: `MPI_Type_create_f90_complex` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -4454,11 +6365,11 @@ unsafe extern "C" fn mpi_type_create_f90_complex(p: *mut Fint, r: *mut Fint, new
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::types::PMPI_Type_create_f90_complex(*p as _, *r as _, newtype as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_type_create_f90_complex(p: *mut Fint, r: *mut Fint, newtype: *mut Fint, ierror: *mut Fint); "mpi_type_create_f90_complex" "mpi_type_create_f90_complex_" "mpi_type_create_f90_complex__" "MPI_TYPE_CREATE_F90_COMPLEX" "pmpi_type_create_f90_complex" "pmpi_type_create_f90_complex_" "pmpi_type_create_f90_complex__" "PMPI_TYPE_CREATE_F90_COMPLEX");
+fortran_names!(mpi_type_create_f90_complex(p: *mut Fint, r: *mut Fint, newtype: *mut Fint, ierror: *mut Fint); "mpi_type_create_f90_complex" "mpi_type_create_f90_complex_" "mpi_type_create_f90_complex__" "MPI_TYPE_CREATE_F90_COMPLEX" "pmpi_type_create_f90_complex" "pmpi_type_create_f90_complex_" "pmpi_type_create_f90_complex__" "PMPI_TYPE_CREATE_F90_COMPLEX" "mpi_type_create_f90_complex_f08_" "pmpir_type_create_f90_complex_f08_");
 
 /// `MPI_TYPE_CREATE_F90_INTEGER`: `MPI_Type_create_f90_integer` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -4467,11 +6378,11 @@ unsafe extern "C" fn mpi_type_create_f90_integer(r: *mut Fint, newtype: *mut Fin
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::types::PMPI_Type_create_f90_integer(*r as _, newtype as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_type_create_f90_integer(r: *mut Fint, newtype: *mut Fint, ierror: *mut Fint); "mpi_type_create_f90_integer" "mpi_type_create_f90_integer_" "mpi_type_create_f90_integer__" "MPI_TYPE_CREATE_F90_INTEGER" "pmpi_type_create_f90_integer" "pmpi_type_create_f90_integer_" "pmpi_type_create_f90_integer__" "PMPI_TYPE_CREATE_F90_INTEGER");
+fortran_names!(mpi_type_create_f90_integer(r: *mut Fint, newtype: *mut Fint, ierror: *mut Fint); "mpi_type_create_f90_integer" "mpi_type_create_f90_integer_" "mpi_type_create_f90_integer__" "MPI_TYPE_CREATE_F90_INTEGER" "pmpi_type_create_f90_integer" "pmpi_type_create_f90_integer_" "pmpi_type_create_f90_integer__" "PMPI_TYPE_CREATE_F90_INTEGER" "mpi_type_create_f90_integer_f08_" "pmpir_type_create_f90_integer_f08_");
 
 /// `MPI_TYPE_CREATE_F90_REAL`: `MPI_Type_create_f90_real` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -4480,11 +6391,11 @@ unsafe extern "C" fn mpi_type_create_f90_real(p: *mut Fint, r: *mut Fint, newtyp
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::types::PMPI_Type_create_f90_real(*p as _, *r as _, newtype as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_type_create_f90_real(p: *mut Fint, r: *mut Fint, newtype: *mut Fint, ierror: *mut Fint); "mpi_type_create_f90_real" "mpi_type_create_f90_real_" "mpi_type_create_f90_real__" "MPI_TYPE_CREATE_F90_REAL" "pmpi_type_create_f90_real" "pmpi_type_create_f90_real_" "pmpi_type_create_f90_real__" "PMPI_TYPE_CREATE_F90_REAL");
+fortran_names!(mpi_type_create_f90_real(p: *mut Fint, r: *mut Fint, newtype: *mut Fint, ierror: *mut Fint); "mpi_type_create_f90_real" "mpi_type_create_f90_real_" "mpi_type_create_f90_real__" "MPI_TYPE_CREATE_F90_REAL" "pmpi_type_create_f90_real" "pmpi_type_create_f90_real_" "pmpi_type_create_f90_real__" "PMPI_TYPE_CREATE_F90_REAL" "mpi_type_create_f90_real_f08_" "pmpir_type_create_f90_real_f08_");
 
 /// `MPI_TYPE_CREATE_HINDEXED`: `MPI_Type_create_hindexed` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -4493,11 +6404,11 @@ unsafe extern "C" fn mpi_type_create_hindexed(count: *mut Fint, array_of_blockle
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::types::PMPI_Type_create_hindexed(*count as _, array_of_blocklengths as _, array_of_displacements as _, *oldtype as _, newtype as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_type_create_hindexed(count: *mut Fint, array_of_blocklengths: *mut Fint, array_of_displacements: *mut i64, oldtype: *mut Fint, newtype: *mut Fint, ierror: *mut Fint); "mpi_type_create_hindexed" "mpi_type_create_hindexed_" "mpi_type_create_hindexed__" "MPI_TYPE_CREATE_HINDEXED" "pmpi_type_create_hindexed" "pmpi_type_create_hindexed_" "pmpi_type_create_hindexed__" "PMPI_TYPE_CREATE_HINDEXED");
+fortran_names!(mpi_type_create_hindexed(count: *mut Fint, array_of_blocklengths: *mut Fint, array_of_displacements: *mut i64, oldtype: *mut Fint, newtype: *mut Fint, ierror: *mut Fint); "mpi_type_create_hindexed" "mpi_type_create_hindexed_" "mpi_type_create_hindexed__" "MPI_TYPE_CREATE_HINDEXED" "pmpi_type_create_hindexed" "pmpi_type_create_hindexed_" "pmpi_type_create_hindexed__" "PMPI_TYPE_CREATE_HINDEXED" "mpi_type_create_hindexed_f08_" "pmpir_type_create_hindexed_f08_");
 
 /// `MPI_TYPE_CREATE_HINDEXED_BLOCK`: `MPI_Type_create_hindexed_block` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -4506,11 +6417,11 @@ unsafe extern "C" fn mpi_type_create_hindexed_block(count: *mut Fint, blocklengt
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::types::PMPI_Type_create_hindexed_block(*count as _, *blocklength as _, array_of_displacements as _, *oldtype as _, newtype as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_type_create_hindexed_block(count: *mut Fint, blocklength: *mut Fint, array_of_displacements: *mut i64, oldtype: *mut Fint, newtype: *mut Fint, ierror: *mut Fint); "mpi_type_create_hindexed_block" "mpi_type_create_hindexed_block_" "mpi_type_create_hindexed_block__" "MPI_TYPE_CREATE_HINDEXED_BLOCK" "pmpi_type_create_hindexed_block" "pmpi_type_create_hindexed_block_" "pmpi_type_create_hindexed_block__" "PMPI_TYPE_CREATE_HINDEXED_BLOCK");
+fortran_names!(mpi_type_create_hindexed_block(count: *mut Fint, blocklength: *mut Fint, array_of_displacements: *mut i64, oldtype: *mut Fint, newtype: *mut Fint, ierror: *mut Fint); "mpi_type_create_hindexed_block" "mpi_type_create_hindexed_block_" "mpi_type_create_hindexed_block__" "MPI_TYPE_CREATE_HINDEXED_BLOCK" "pmpi_type_create_hindexed_block" "pmpi_type_create_hindexed_block_" "pmpi_type_create_hindexed_block__" "PMPI_TYPE_CREATE_HINDEXED_BLOCK" "mpi_type_create_hindexed_block_f08_" "pmpir_type_create_hindexed_block_f08_");
 
 /// `MPI_TYPE_CREATE_HVECTOR`: `MPI_Type_create_hvector` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -4519,11 +6430,11 @@ unsafe extern "C" fn mpi_type_create_hvector(count: *mut Fint, blocklength: *mut
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::types::PMPI_Type_create_hvector(*count as _, *blocklength as _, *stride as _, *oldtype as _, newtype as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_type_create_hvector(count: *mut Fint, blocklength: *mut Fint, stride: *mut i64, oldtype: *mut Fint, newtype: *mut Fint, ierror: *mut Fint); "mpi_type_create_hvector" "mpi_type_create_hvector_" "mpi_type_create_hvector__" "MPI_TYPE_CREATE_HVECTOR" "pmpi_type_create_hvector" "pmpi_type_create_hvector_" "pmpi_type_create_hvector__" "PMPI_TYPE_CREATE_HVECTOR");
+fortran_names!(mpi_type_create_hvector(count: *mut Fint, blocklength: *mut Fint, stride: *mut i64, oldtype: *mut Fint, newtype: *mut Fint, ierror: *mut Fint); "mpi_type_create_hvector" "mpi_type_create_hvector_" "mpi_type_create_hvector__" "MPI_TYPE_CREATE_HVECTOR" "pmpi_type_create_hvector" "pmpi_type_create_hvector_" "pmpi_type_create_hvector__" "PMPI_TYPE_CREATE_HVECTOR" "mpi_type_create_hvector_f08_" "pmpir_type_create_hvector_f08_");
 
 /// `MPI_TYPE_CREATE_INDEXED_BLOCK`: `MPI_Type_create_indexed_block` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -4532,11 +6443,11 @@ unsafe extern "C" fn mpi_type_create_indexed_block(count: *mut Fint, blocklength
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::types::PMPI_Type_create_indexed_block(*count as _, *blocklength as _, array_of_displacements as _, *oldtype as _, newtype as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_type_create_indexed_block(count: *mut Fint, blocklength: *mut Fint, array_of_displacements: *mut Fint, oldtype: *mut Fint, newtype: *mut Fint, ierror: *mut Fint); "mpi_type_create_indexed_block" "mpi_type_create_indexed_block_" "mpi_type_create_indexed_block__" "MPI_TYPE_CREATE_INDEXED_BLOCK" "pmpi_type_create_indexed_block" "pmpi_type_create_indexed_block_" "pmpi_type_create_indexed_block__" "PMPI_TYPE_CREATE_INDEXED_BLOCK");
+fortran_names!(mpi_type_create_indexed_block(count: *mut Fint, blocklength: *mut Fint, array_of_displacements: *mut Fint, oldtype: *mut Fint, newtype: *mut Fint, ierror: *mut Fint); "mpi_type_create_indexed_block" "mpi_type_create_indexed_block_" "mpi_type_create_indexed_block__" "MPI_TYPE_CREATE_INDEXED_BLOCK" "pmpi_type_create_indexed_block" "pmpi_type_create_indexed_block_" "pmpi_type_create_indexed_block__" "PMPI_TYPE_CREATE_INDEXED_BLOCK" "mpi_type_create_indexed_block_f08_" "pmpir_type_create_indexed_block_f08_");
 
 /// `MPI_TYPE_CREATE_RESIZED`: `MPI_Type_create_resized` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -4545,11 +6456,11 @@ unsafe extern "C" fn mpi_type_create_resized(oldtype: *mut Fint, lb: *mut i64, e
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::types::PMPI_Type_create_resized(*oldtype as _, *lb as _, *extent as _, newtype as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_type_create_resized(oldtype: *mut Fint, lb: *mut i64, extent: *mut i64, newtype: *mut Fint, ierror: *mut Fint); "mpi_type_create_resized" "mpi_type_create_resized_" "mpi_type_create_resized__" "MPI_TYPE_CREATE_RESIZED" "pmpi_type_create_resized" "pmpi_type_create_resized_" "pmpi_type_create_resized__" "PMPI_TYPE_CREATE_RESIZED");
+fortran_names!(mpi_type_create_resized(oldtype: *mut Fint, lb: *mut i64, extent: *mut i64, newtype: *mut Fint, ierror: *mut Fint); "mpi_type_create_resized" "mpi_type_create_resized_" "mpi_type_create_resized__" "MPI_TYPE_CREATE_RESIZED" "pmpi_type_create_resized" "pmpi_type_create_resized_" "pmpi_type_create_resized__" "PMPI_TYPE_CREATE_RESIZED" "mpi_type_create_resized_f08_" "pmpir_type_create_resized_f08_");
 
 /// `MPI_TYPE_CREATE_STRUCT`: `MPI_Type_create_struct` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -4558,11 +6469,11 @@ unsafe extern "C" fn mpi_type_create_struct(count: *mut Fint, array_of_blockleng
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::types::PMPI_Type_create_struct(*count as _, array_of_blocklengths as _, array_of_displacements as _, array_of_types as _, newtype as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_type_create_struct(count: *mut Fint, array_of_blocklengths: *mut Fint, array_of_displacements: *mut i64, array_of_types: *mut Fint, newtype: *mut Fint, ierror: *mut Fint); "mpi_type_create_struct" "mpi_type_create_struct_" "mpi_type_create_struct__" "MPI_TYPE_CREATE_STRUCT" "pmpi_type_create_struct" "pmpi_type_create_struct_" "pmpi_type_create_struct__" "PMPI_TYPE_CREATE_STRUCT");
+fortran_names!(mpi_type_create_struct(count: *mut Fint, array_of_blocklengths: *mut Fint, array_of_displacements: *mut i64, array_of_types: *mut Fint, newtype: *mut Fint, ierror: *mut Fint); "mpi_type_create_struct" "mpi_type_create_struct_" "mpi_type_create_struct__" "MPI_TYPE_CREATE_STRUCT" "pmpi_type_create_struct" "pmpi_type_create_struct_" "pmpi_type_create_struct__" "PMPI_TYPE_CREATE_STRUCT" "mpi_type_create_struct_f08_" "pmpir_type_create_struct_f08_");
 
 /// `MPI_TYPE_CREATE_SUBARRAY`: `MPI_Type_create_subarray` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -4571,11 +6482,11 @@ unsafe extern "C" fn mpi_type_create_subarray(ndims: *mut Fint, array_of_sizes: 
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::types::PMPI_Type_create_subarray(*ndims as _, array_of_sizes as _, array_of_subsizes as _, array_of_starts as _, *order as _, *oldtype as _, newtype as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_type_create_subarray(ndims: *mut Fint, array_of_sizes: *mut Fint, array_of_subsizes: *mut Fint, array_of_starts: *mut Fint, order: *mut Fint, oldtype: *mut Fint, newtype: *mut Fint, ierror: *mut Fint); "mpi_type_create_subarray" "mpi_type_create_subarray_" "mpi_type_create_subarray__" "MPI_TYPE_CREATE_SUBARRAY" "pmpi_type_create_subarray" "pmpi_type_create_subarray_" "pmpi_type_create_subarray__" "PMPI_TYPE_CREATE_SUBARRAY");
+fortran_names!(mpi_type_create_subarray(ndims: *mut Fint, array_of_sizes: *mut Fint, array_of_subsizes: *mut Fint, array_of_starts: *mut Fint, order: *mut Fint, oldtype: *mut Fint, newtype: *mut Fint, ierror: *mut Fint); "mpi_type_create_subarray" "mpi_type_create_subarray_" "mpi_type_create_subarray__" "MPI_TYPE_CREATE_SUBARRAY" "pmpi_type_create_subarray" "pmpi_type_create_subarray_" "pmpi_type_create_subarray__" "PMPI_TYPE_CREATE_SUBARRAY" "mpi_type_create_subarray_f08_" "pmpir_type_create_subarray_f08_");
 
 /// `MPI_TYPE_DELETE_ATTR`: `MPI_Type_delete_attr` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -4584,11 +6495,11 @@ unsafe extern "C" fn mpi_type_delete_attr(datatype: *mut Fint, type_keyval: *mut
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::types::PMPI_Type_delete_attr(*datatype as _, fortran::keyval(*type_keyval));
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_type_delete_attr(datatype: *mut Fint, type_keyval: *mut Fint, ierror: *mut Fint); "mpi_type_delete_attr" "mpi_type_delete_attr_" "mpi_type_delete_attr__" "MPI_TYPE_DELETE_ATTR" "pmpi_type_delete_attr" "pmpi_type_delete_attr_" "pmpi_type_delete_attr__" "PMPI_TYPE_DELETE_ATTR");
+fortran_names!(mpi_type_delete_attr(datatype: *mut Fint, type_keyval: *mut Fint, ierror: *mut Fint); "mpi_type_delete_attr" "mpi_type_delete_attr_" "mpi_type_delete_attr__" "MPI_TYPE_DELETE_ATTR" "pmpi_type_delete_attr" "pmpi_type_delete_attr_" "pmpi_type_delete_attr__" "PMPI_TYPE_DELETE_ATTR" "mpi_type_delete_attr_f08_" "pmpir_type_delete_attr_f08_");
 
 /// `MPI_TYPE_DUP`: `MPI_Type_dup` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -4597,11 +6508,11 @@ unsafe extern "C" fn mpi_type_dup(oldtype: *mut Fint, newtype: *mut Fint, ierror
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::types::PMPI_Type_dup(*oldtype as _, newtype as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_type_dup(oldtype: *mut Fint, newtype: *mut Fint, ierror: *mut Fint); "mpi_type_dup" "mpi_type_dup_" "mpi_type_dup__" "MPI_TYPE_DUP" "pmpi_type_dup" "pmpi_type_dup_" "pmpi_type_dup__" "PMPI_TYPE_DUP");
+fortran_names!(mpi_type_dup(oldtype: *mut Fint, newtype: *mut Fint, ierror: *mut Fint); "mpi_type_dup" "mpi_type_dup_" "mpi_type_dup__" "MPI_TYPE_DUP" "pmpi_type_dup" "pmpi_type_dup_" "pmpi_type_dup__" "PMPI_TYPE_DUP" "mpi_type_dup_f08_" "pmpir_type_dup_f08_");
 
 /// `MPI_TYPE_FREE`: `MPI_Type_free` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -4610,11 +6521,11 @@ unsafe extern "C" fn mpi_type_free(datatype: *mut Fint, ierror: *mut Fint) {
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::types::PMPI_Type_free(datatype as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_type_free(datatype: *mut Fint, ierror: *mut Fint); "mpi_type_free" "mpi_type_free_" "mpi_type_free__" "MPI_TYPE_FREE" "pmpi_type_free" "pmpi_type_free_" "pmpi_type_free__" "PMPI_TYPE_FREE");
+fortran_names!(mpi_type_free(datatype: *mut Fint, ierror: *mut Fint); "mpi_type_free" "mpi_type_free_" "mpi_type_free__" "MPI_TYPE_FREE" "pmpi_type_free" "pmpi_type_free_" "pmpi_type_free__" "PMPI_TYPE_FREE" "mpi_type_free_f08_" "pmpir_type_free_f08_");
 
 /// `MPI_TYPE_FREE_KEYVAL`: `MPI_Type_free_keyval` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -4623,11 +6534,11 @@ unsafe extern "C" fn mpi_type_free_keyval(type_keyval: *mut Fint, ierror: *mut F
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::types::PMPI_Type_free_keyval(type_keyval as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_type_free_keyval(type_keyval: *mut Fint, ierror: *mut Fint); "mpi_type_free_keyval" "mpi_type_free_keyval_" "mpi_type_free_keyval__" "MPI_TYPE_FREE_KEYVAL" "pmpi_type_free_keyval" "pmpi_type_free_keyval_" "pmpi_type_free_keyval__" "PMPI_TYPE_FREE_KEYVAL");
+fortran_names!(mpi_type_free_keyval(type_keyval: *mut Fint, ierror: *mut Fint); "mpi_type_free_keyval" "mpi_type_free_keyval_" "mpi_type_free_keyval__" "MPI_TYPE_FREE_KEYVAL" "pmpi_type_free_keyval" "pmpi_type_free_keyval_" "pmpi_type_free_keyval__" "PMPI_TYPE_FREE_KEYVAL" "mpi_type_free_keyval_f08_" "pmpir_type_free_keyval_f08_");
 
 /// `MPI_TYPE_GET_ATTR`: `MPI_Type_get_attr` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -4641,11 +6552,11 @@ unsafe extern "C" fn mpi_type_get_attr(datatype: *mut Fint, type_keyval: *mut Fi
             fortran::attr_out(fortran::keyval(*type_keyval), attribute_val, flag_c);
         }
         *flag = fortran::logical_out(flag_c);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_type_get_attr(datatype: *mut Fint, type_keyval: *mut Fint, attribute_val: *mut i64, flag: *mut Fint, ierror: *mut Fint); "mpi_type_get_attr" "mpi_type_get_attr_" "mpi_type_get_attr__" "MPI_TYPE_GET_ATTR" "pmpi_type_get_attr" "pmpi_type_get_attr_" "pmpi_type_get_attr__" "PMPI_TYPE_GET_ATTR");
+fortran_names!(mpi_type_get_attr(datatype: *mut Fint, type_keyval: *mut Fint, attribute_val: *mut i64, flag: *mut Fint, ierror: *mut Fint); "mpi_type_get_attr" "mpi_type_get_attr_" "mpi_type_get_attr__" "MPI_TYPE_GET_ATTR" "pmpi_type_get_attr" "pmpi_type_get_attr_" "pmpi_type_get_attr__" "PMPI_TYPE_GET_ATTR" "mpi_type_get_attr_f08_" "pmpir_type_get_attr_f08_");
 
 /// `MPI_TYPE_GET_CONTENTS`: `MPI_Type_get_contents` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -4654,11 +6565,11 @@ unsafe extern "C" fn mpi_type_get_contents(datatype: *mut Fint, max_integers: *m
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::types::PMPI_Type_get_contents(*datatype as _, *max_integers as _, *max_addresses as _, *max_datatypes as _, array_of_integers as _, array_of_addresses as _, array_of_datatypes as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_type_get_contents(datatype: *mut Fint, max_integers: *mut Fint, max_addresses: *mut Fint, max_datatypes: *mut Fint, array_of_integers: *mut Fint, array_of_addresses: *mut i64, array_of_datatypes: *mut Fint, ierror: *mut Fint); "mpi_type_get_contents" "mpi_type_get_contents_" "mpi_type_get_contents__" "MPI_TYPE_GET_CONTENTS" "pmpi_type_get_contents" "pmpi_type_get_contents_" "pmpi_type_get_contents__" "PMPI_TYPE_GET_CONTENTS");
+fortran_names!(mpi_type_get_contents(datatype: *mut Fint, max_integers: *mut Fint, max_addresses: *mut Fint, max_datatypes: *mut Fint, array_of_integers: *mut Fint, array_of_addresses: *mut i64, array_of_datatypes: *mut Fint, ierror: *mut Fint); "mpi_type_get_contents" "mpi_type_get_contents_" "mpi_type_get_contents__" "MPI_TYPE_GET_CONTENTS" "pmpi_type_get_contents" "pmpi_type_get_contents_" "pmpi_type_get_contents__" "PMPI_TYPE_GET_CONTENTS" "mpi_type_get_contents_f08_" "pmpir_type_get_contents_f08_");
 
 /// `MPI_TYPE_GET_ENVELOPE`: `MPI_Type_get_envelope` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -4667,11 +6578,11 @@ unsafe extern "C" fn mpi_type_get_envelope(datatype: *mut Fint, num_integers: *m
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::types::PMPI_Type_get_envelope(*datatype as _, num_integers as _, num_addresses as _, num_datatypes as _, combiner as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_type_get_envelope(datatype: *mut Fint, num_integers: *mut Fint, num_addresses: *mut Fint, num_datatypes: *mut Fint, combiner: *mut Fint, ierror: *mut Fint); "mpi_type_get_envelope" "mpi_type_get_envelope_" "mpi_type_get_envelope__" "MPI_TYPE_GET_ENVELOPE" "pmpi_type_get_envelope" "pmpi_type_get_envelope_" "pmpi_type_get_envelope__" "PMPI_TYPE_GET_ENVELOPE");
+fortran_names!(mpi_type_get_envelope(datatype: *mut Fint, num_integers: *mut Fint, num_addresses: *mut Fint, num_datatypes: *mut Fint, combiner: *mut Fint, ierror: *mut Fint); "mpi_type_get_envelope" "mpi_type_get_envelope_" "mpi_type_get_envelope__" "MPI_TYPE_GET_ENVELOPE" "pmpi_type_get_envelope" "pmpi_type_get_envelope_" "pmpi_type_get_envelope__" "PMPI_TYPE_GET_ENVELOPE" "mpi_type_get_envelope_f08_" "pmpir_type_get_envelope_f08_");
 
 /// `MPI_TYPE_GET_EXTENT`: `MPI_Type_get_extent` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -4680,11 +6591,11 @@ unsafe extern "C" fn mpi_type_get_extent(datatype: *mut Fint, lb: *mut i64, exte
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::types::PMPI_Type_get_extent(*datatype as _, lb as _, extent as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_type_get_extent(datatype: *mut Fint, lb: *mut i64, extent: *mut i64, ierror: *mut Fint); "mpi_type_get_extent" "mpi_type_get_extent_" "mpi_type_get_extent__" "MPI_TYPE_GET_EXTENT" "pmpi_type_get_extent" "pmpi_type_get_extent_" "pmpi_type_get_extent__" "PMPI_TYPE_GET_EXTENT");
+fortran_names!(mpi_type_get_extent(datatype: *mut Fint, lb: *mut i64, extent: *mut i64, ierror: *mut Fint); "mpi_type_get_extent" "mpi_type_get_extent_" "mpi_type_get_extent__" "MPI_TYPE_GET_EXTENT" "pmpi_type_get_extent" "pmpi_type_get_extent_" "pmpi_type_get_extent__" "PMPI_TYPE_GET_EXTENT" "mpi_type_get_extent_f08_" "pmpir_type_get_extent_f08_");
 
 /// `MPI_TYPE_GET_EXTENT_X`: `MPI_Type_get_extent_x` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -4693,11 +6604,11 @@ unsafe extern "C" fn mpi_type_get_extent_x(datatype: *mut Fint, lb: *mut i64, ex
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::types::PMPI_Type_get_extent_x(*datatype as _, lb as _, extent as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_type_get_extent_x(datatype: *mut Fint, lb: *mut i64, extent: *mut i64, ierror: *mut Fint); "mpi_type_get_extent_x" "mpi_type_get_extent_x_" "mpi_type_get_extent_x__" "MPI_TYPE_GET_EXTENT_X" "pmpi_type_get_extent_x" "pmpi_type_get_extent_x_" "pmpi_type_get_extent_x__" "PMPI_TYPE_GET_EXTENT_X");
+fortran_names!(mpi_type_get_extent_x(datatype: *mut Fint, lb: *mut i64, extent: *mut i64, ierror: *mut Fint); "mpi_type_get_extent_x" "mpi_type_get_extent_x_" "mpi_type_get_extent_x__" "MPI_TYPE_GET_EXTENT_X" "pmpi_type_get_extent_x" "pmpi_type_get_extent_x_" "pmpi_type_get_extent_x__" "PMPI_TYPE_GET_EXTENT_X" "mpi_type_get_extent_x_f08_" "pmpir_type_get_extent_x_f08_");
 
 /// `MPI_TYPE_GET_NAME`: `MPI_Type_get_name` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -4708,11 +6619,11 @@ unsafe extern "C" fn mpi_type_get_name(datatype: *mut Fint, type_name: *mut c_ch
         let mut type_name_c = fortran::str_buf(type_name_len);
         let rc = crate::types::PMPI_Type_get_name(*datatype as _, type_name_c.as_mut_ptr() as _, resultlen as _);
         fortran::str_out(type_name, type_name_len, &type_name_c);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_type_get_name(datatype: *mut Fint, type_name: *mut c_char, resultlen: *mut Fint, ierror: *mut Fint, type_name_len: usize); "mpi_type_get_name" "mpi_type_get_name_" "mpi_type_get_name__" "MPI_TYPE_GET_NAME" "pmpi_type_get_name" "pmpi_type_get_name_" "pmpi_type_get_name__" "PMPI_TYPE_GET_NAME");
+fortran_names!(mpi_type_get_name(datatype: *mut Fint, type_name: *mut c_char, resultlen: *mut Fint, ierror: *mut Fint, type_name_len: usize); "mpi_type_get_name" "mpi_type_get_name_" "mpi_type_get_name__" "MPI_TYPE_GET_NAME" "pmpi_type_get_name" "pmpi_type_get_name_" "pmpi_type_get_name__" "PMPI_TYPE_GET_NAME" "mpi_type_get_name_f08_" "pmpir_type_get_name_f08_");
 
 /// `MPI_TYPE_GET_TRUE_EXTENT`: `MPI_Type_get_true_extent` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -4721,11 +6632,11 @@ unsafe extern "C" fn mpi_type_get_true_extent(datatype: *mut Fint, true_lb: *mut
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::types::PMPI_Type_get_true_extent(*datatype as _, true_lb as _, true_extent as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_type_get_true_extent(datatype: *mut Fint, true_lb: *mut i64, true_extent: *mut i64, ierror: *mut Fint); "mpi_type_get_true_extent" "mpi_type_get_true_extent_" "mpi_type_get_true_extent__" "MPI_TYPE_GET_TRUE_EXTENT" "pmpi_type_get_true_extent" "pmpi_type_get_true_extent_" "pmpi_type_get_true_extent__" "PMPI_TYPE_GET_TRUE_EXTENT");
+fortran_names!(mpi_type_get_true_extent(datatype: *mut Fint, true_lb: *mut i64, true_extent: *mut i64, ierror: *mut Fint); "mpi_type_get_true_extent" "mpi_type_get_true_extent_" "mpi_type_get_true_extent__" "MPI_TYPE_GET_TRUE_EXTENT" "pmpi_type_get_true_extent" "pmpi_type_get_true_extent_" "pmpi_type_get_true_extent__" "PMPI_TYPE_GET_TRUE_EXTENT" "mpi_type_get_true_extent_f08_" "pmpir_type_get_true_extent_f08_");
 
 /// `MPI_TYPE_GET_TRUE_EXTENT_X`: `MPI_Type_get_true_extent_x` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -4734,11 +6645,11 @@ unsafe extern "C" fn mpi_type_get_true_extent_x(datatype: *mut Fint, true_lb: *m
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::types::PMPI_Type_get_true_extent_x(*datatype as _, true_lb as _, true_extent as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_type_get_true_extent_x(datatype: *mut Fint, true_lb: *mut i64, true_extent: *mut i64, ierror: *mut Fint); "mpi_type_get_true_extent_x" "mpi_type_get_true_extent_x_" "mpi_type_get_true_extent_x__" "MPI_TYPE_GET_TRUE_EXTENT_X" "pmpi_type_get_true_extent_x" "pmpi_type_get_true_extent_x_" "pmpi_type_get_true_extent_x__" "PMPI_TYPE_GET_TRUE_EXTENT_X");
+fortran_names!(mpi_type_get_true_extent_x(datatype: *mut Fint, true_lb: *mut i64, true_extent: *mut i64, ierror: *mut Fint); "mpi_type_get_true_extent_x" "mpi_type_get_true_extent_x_" "mpi_type_get_true_extent_x__" "MPI_TYPE_GET_TRUE_EXTENT_X" "pmpi_type_get_true_extent_x" "pmpi_type_get_true_extent_x_" "pmpi_type_get_true_extent_x__" "PMPI_TYPE_GET_TRUE_EXTENT_X" "mpi_type_get_true_extent_x_f08_" "pmpir_type_get_true_extent_x_f08_");
 
 /// `MPI_TYPE_GET_VALUE_INDEX`: not bound for Fortran (kumi does not implement it).
 unsafe extern "C" fn mpi_type_get_value_index(_value_type: *mut Fint, _index_type: *mut Fint, _pair_type: *mut Fint, ierror: *mut Fint) {
@@ -4746,7 +6657,7 @@ unsafe extern "C" fn mpi_type_get_value_index(_value_type: *mut Fint, _index_typ
     unsafe { fortran::unbound("MPI_TYPE_GET_VALUE_INDEX", ierror) }
 }
 
-fortran_names!(mpi_type_get_value_index(_value_type: *mut Fint, _index_type: *mut Fint, _pair_type: *mut Fint, ierror: *mut Fint); "mpi_type_get_value_index" "mpi_type_get_value_index_" "mpi_type_get_value_index__" "MPI_TYPE_GET_VALUE_INDEX" "pmpi_type_get_value_index" "pmpi_type_get_value_index_" "pmpi_type_get_value_index__" "PMPI_TYPE_GET_VALUE_INDEX");
+fortran_names!(mpi_type_get_value_index(_value_type: *mut Fint, _index_type: *mut Fint, _pair_type: *mut Fint, ierror: *mut Fint); "mpi_type_get_value_index" "mpi_type_get_value_index_" "mpi_type_get_value_index__" "MPI_TYPE_GET_VALUE_INDEX" "pmpi_type_get_value_index" "pmpi_type_get_value_index_" "pmpi_type_get_value_index__" "PMPI_TYPE_GET_VALUE_INDEX" "mpi_type_get_value_index_f08_" "pmpir_type_get_value_index_f08_");
 
 /// `MPI_TYPE_INDEXED`: `MPI_Type_indexed` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -4755,11 +6666,11 @@ unsafe extern "C" fn mpi_type_indexed(count: *mut Fint, array_of_blocklengths: *
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::types::PMPI_Type_indexed(*count as _, array_of_blocklengths as _, array_of_displacements as _, *oldtype as _, newtype as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_type_indexed(count: *mut Fint, array_of_blocklengths: *mut Fint, array_of_displacements: *mut Fint, oldtype: *mut Fint, newtype: *mut Fint, ierror: *mut Fint); "mpi_type_indexed" "mpi_type_indexed_" "mpi_type_indexed__" "MPI_TYPE_INDEXED" "pmpi_type_indexed" "pmpi_type_indexed_" "pmpi_type_indexed__" "PMPI_TYPE_INDEXED");
+fortran_names!(mpi_type_indexed(count: *mut Fint, array_of_blocklengths: *mut Fint, array_of_displacements: *mut Fint, oldtype: *mut Fint, newtype: *mut Fint, ierror: *mut Fint); "mpi_type_indexed" "mpi_type_indexed_" "mpi_type_indexed__" "MPI_TYPE_INDEXED" "pmpi_type_indexed" "pmpi_type_indexed_" "pmpi_type_indexed__" "PMPI_TYPE_INDEXED" "mpi_type_indexed_f08_" "pmpir_type_indexed_f08_");
 
 /// `MPI_TYPE_MATCH_SIZE`: `MPI_Type_match_size` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -4768,11 +6679,11 @@ unsafe extern "C" fn mpi_type_match_size(typeclass: *mut Fint, size: *mut Fint, 
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::types::PMPI_Type_match_size(*typeclass as _, *size as _, datatype as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_type_match_size(typeclass: *mut Fint, size: *mut Fint, datatype: *mut Fint, ierror: *mut Fint); "mpi_type_match_size" "mpi_type_match_size_" "mpi_type_match_size__" "MPI_TYPE_MATCH_SIZE" "pmpi_type_match_size" "pmpi_type_match_size_" "pmpi_type_match_size__" "PMPI_TYPE_MATCH_SIZE");
+fortran_names!(mpi_type_match_size(typeclass: *mut Fint, size: *mut Fint, datatype: *mut Fint, ierror: *mut Fint); "mpi_type_match_size" "mpi_type_match_size_" "mpi_type_match_size__" "MPI_TYPE_MATCH_SIZE" "pmpi_type_match_size" "pmpi_type_match_size_" "pmpi_type_match_size__" "PMPI_TYPE_MATCH_SIZE" "mpi_type_match_size_f08_" "pmpir_type_match_size_f08_");
 
 /// `MPI_TYPE_SET_ATTR`: `MPI_Type_set_attr` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -4781,11 +6692,11 @@ unsafe extern "C" fn mpi_type_set_attr(datatype: *mut Fint, type_keyval: *mut Fi
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::types::PMPI_Type_set_attr(*datatype as _, fortran::keyval(*type_keyval), *attribute_val as isize as *mut c_void);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_type_set_attr(datatype: *mut Fint, type_keyval: *mut Fint, attribute_val: *mut i64, ierror: *mut Fint); "mpi_type_set_attr" "mpi_type_set_attr_" "mpi_type_set_attr__" "MPI_TYPE_SET_ATTR" "pmpi_type_set_attr" "pmpi_type_set_attr_" "pmpi_type_set_attr__" "PMPI_TYPE_SET_ATTR");
+fortran_names!(mpi_type_set_attr(datatype: *mut Fint, type_keyval: *mut Fint, attribute_val: *mut i64, ierror: *mut Fint); "mpi_type_set_attr" "mpi_type_set_attr_" "mpi_type_set_attr__" "MPI_TYPE_SET_ATTR" "pmpi_type_set_attr" "pmpi_type_set_attr_" "pmpi_type_set_attr__" "PMPI_TYPE_SET_ATTR" "mpi_type_set_attr_f08_" "pmpir_type_set_attr_f08_");
 
 /// `MPI_TYPE_SET_NAME`: `MPI_Type_set_name` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -4795,11 +6706,11 @@ unsafe extern "C" fn mpi_type_set_name(datatype: *mut Fint, type_name: *mut c_ch
     unsafe {
         let type_name_c = fortran::str_in(type_name, type_name_len);
         let rc = crate::types::PMPI_Type_set_name(*datatype as _, type_name_c.as_ptr() as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_type_set_name(datatype: *mut Fint, type_name: *mut c_char, ierror: *mut Fint, type_name_len: usize); "mpi_type_set_name" "mpi_type_set_name_" "mpi_type_set_name__" "MPI_TYPE_SET_NAME" "pmpi_type_set_name" "pmpi_type_set_name_" "pmpi_type_set_name__" "PMPI_TYPE_SET_NAME");
+fortran_names!(mpi_type_set_name(datatype: *mut Fint, type_name: *mut c_char, ierror: *mut Fint, type_name_len: usize); "mpi_type_set_name" "mpi_type_set_name_" "mpi_type_set_name__" "MPI_TYPE_SET_NAME" "pmpi_type_set_name" "pmpi_type_set_name_" "pmpi_type_set_name__" "PMPI_TYPE_SET_NAME" "mpi_type_set_name_f08_" "pmpir_type_set_name_f08_");
 
 /// `MPI_TYPE_SIZE`: `MPI_Type_size` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -4808,11 +6719,11 @@ unsafe extern "C" fn mpi_type_size(datatype: *mut Fint, size: *mut Fint, ierror:
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::types::PMPI_Type_size(*datatype as _, size as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_type_size(datatype: *mut Fint, size: *mut Fint, ierror: *mut Fint); "mpi_type_size" "mpi_type_size_" "mpi_type_size__" "MPI_TYPE_SIZE" "pmpi_type_size" "pmpi_type_size_" "pmpi_type_size__" "PMPI_TYPE_SIZE");
+fortran_names!(mpi_type_size(datatype: *mut Fint, size: *mut Fint, ierror: *mut Fint); "mpi_type_size" "mpi_type_size_" "mpi_type_size__" "MPI_TYPE_SIZE" "pmpi_type_size" "pmpi_type_size_" "pmpi_type_size__" "PMPI_TYPE_SIZE" "mpi_type_size_f08_" "pmpir_type_size_f08_");
 
 /// `MPI_TYPE_SIZE_X`: `MPI_Type_size_x` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -4821,11 +6732,11 @@ unsafe extern "C" fn mpi_type_size_x(datatype: *mut Fint, size: *mut i64, ierror
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::types::PMPI_Type_size_x(*datatype as _, size as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_type_size_x(datatype: *mut Fint, size: *mut i64, ierror: *mut Fint); "mpi_type_size_x" "mpi_type_size_x_" "mpi_type_size_x__" "MPI_TYPE_SIZE_X" "pmpi_type_size_x" "pmpi_type_size_x_" "pmpi_type_size_x__" "PMPI_TYPE_SIZE_X");
+fortran_names!(mpi_type_size_x(datatype: *mut Fint, size: *mut i64, ierror: *mut Fint); "mpi_type_size_x" "mpi_type_size_x_" "mpi_type_size_x__" "MPI_TYPE_SIZE_X" "pmpi_type_size_x" "pmpi_type_size_x_" "pmpi_type_size_x__" "PMPI_TYPE_SIZE_X" "mpi_type_size_x_f08_" "pmpir_type_size_x_f08_");
 
 /// `MPI_TYPE_VECTOR`: `MPI_Type_vector` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -4834,11 +6745,11 @@ unsafe extern "C" fn mpi_type_vector(count: *mut Fint, blocklength: *mut Fint, s
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::types::PMPI_Type_vector(*count as _, *blocklength as _, *stride as _, *oldtype as _, newtype as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_type_vector(count: *mut Fint, blocklength: *mut Fint, stride: *mut Fint, oldtype: *mut Fint, newtype: *mut Fint, ierror: *mut Fint); "mpi_type_vector" "mpi_type_vector_" "mpi_type_vector__" "MPI_TYPE_VECTOR" "pmpi_type_vector" "pmpi_type_vector_" "pmpi_type_vector__" "PMPI_TYPE_VECTOR");
+fortran_names!(mpi_type_vector(count: *mut Fint, blocklength: *mut Fint, stride: *mut Fint, oldtype: *mut Fint, newtype: *mut Fint, ierror: *mut Fint); "mpi_type_vector" "mpi_type_vector_" "mpi_type_vector__" "MPI_TYPE_VECTOR" "pmpi_type_vector" "pmpi_type_vector_" "pmpi_type_vector__" "PMPI_TYPE_VECTOR" "mpi_type_vector_f08_" "pmpir_type_vector_f08_");
 
 /// `MPI_UNPACK`: `MPI_Unpack` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -4847,10 +6758,25 @@ unsafe extern "C" fn mpi_unpack(inbuf: *mut c_void, insize: *mut Fint, position:
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::types::PMPI_Unpack(fortran::buf(inbuf) as _, *insize as _, position as _, fortran::buf(outbuf) as _, *outcount as _, *datatype as _, *comm as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_UNPACK` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_unpack_f08ts(inbuf: *const fortran::f08::Desc, insize: *mut Fint, position: *mut Fint, outbuf: *const fortran::f08::Desc, outcount: *mut Fint, datatype: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut inbuf_c = fortran::f08::Copied::new(inbuf, false);
+        let mut outbuf_c = fortran::f08::Copied::new(outbuf, true);
+        mpi_unpack(inbuf_c.addr(), insize, position, outbuf_c.addr(), outcount, datatype, comm, ierror);
+        inbuf_c.finish();
+        outbuf_c.finish();
+    }
+}
+
+fortran_names!(mpi_unpack_f08ts(inbuf: *const fortran::f08::Desc, insize: *mut Fint, position: *mut Fint, outbuf: *const fortran::f08::Desc, outcount: *mut Fint, datatype: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_unpack_f08ts_" "pmpir_unpack_f08ts_");
 fortran_names!(mpi_unpack(inbuf: *mut c_void, insize: *mut Fint, position: *mut Fint, outbuf: *mut c_void, outcount: *mut Fint, datatype: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_unpack" "mpi_unpack_" "mpi_unpack__" "MPI_UNPACK" "pmpi_unpack" "pmpi_unpack_" "pmpi_unpack__" "PMPI_UNPACK");
 
 /// `MPI_UNPACK_EXTERNAL`: `MPI_Unpack_external` for Fortran.
@@ -4861,10 +6787,25 @@ unsafe extern "C" fn mpi_unpack_external(datarep: *mut c_char, inbuf: *mut c_voi
     unsafe {
         let datarep_c = fortran::str_in(datarep, datarep_len);
         let rc = crate::types::PMPI_Unpack_external(datarep_c.as_ptr() as _, fortran::buf(inbuf) as _, *insize as _, position as _, fortran::buf(outbuf) as _, *outcount as _, *datatype as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_UNPACK_EXTERNAL` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_unpack_external_f08ts(datarep: *mut c_char, inbuf: *const fortran::f08::Desc, insize: *mut i64, position: *mut i64, outbuf: *const fortran::f08::Desc, outcount: *mut Fint, datatype: *mut Fint, ierror: *mut Fint, datarep_len: usize) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut inbuf_c = fortran::f08::Copied::new(inbuf, false);
+        let mut outbuf_c = fortran::f08::Copied::new(outbuf, true);
+        mpi_unpack_external(datarep, inbuf_c.addr(), insize, position, outbuf_c.addr(), outcount, datatype, ierror, datarep_len);
+        inbuf_c.finish();
+        outbuf_c.finish();
+    }
+}
+
+fortran_names!(mpi_unpack_external_f08ts(datarep: *mut c_char, inbuf: *const fortran::f08::Desc, insize: *mut i64, position: *mut i64, outbuf: *const fortran::f08::Desc, outcount: *mut Fint, datatype: *mut Fint, ierror: *mut Fint, datarep_len: usize); "mpi_unpack_external_f08ts_" "pmpir_unpack_external_f08ts_");
 fortran_names!(mpi_unpack_external(datarep: *mut c_char, inbuf: *mut c_void, insize: *mut i64, position: *mut i64, outbuf: *mut c_void, outcount: *mut Fint, datatype: *mut Fint, ierror: *mut Fint, datarep_len: usize); "mpi_unpack_external" "mpi_unpack_external_" "mpi_unpack_external__" "MPI_UNPACK_EXTERNAL" "pmpi_unpack_external" "pmpi_unpack_external_" "pmpi_unpack_external__" "PMPI_UNPACK_EXTERNAL");
 
 /// `MPI_UNPUBLISH_NAME`: not bound for Fortran (kumi does not implement it).
@@ -4873,7 +6814,7 @@ unsafe extern "C" fn mpi_unpublish_name(_service_name: *mut c_char, _info: *mut 
     unsafe { fortran::unbound("MPI_UNPUBLISH_NAME", ierror) }
 }
 
-fortran_names!(mpi_unpublish_name(_service_name: *mut c_char, _info: *mut Fint, _port_name: *mut c_char, ierror: *mut Fint, _service_name_len: usize, _port_name_len: usize); "mpi_unpublish_name" "mpi_unpublish_name_" "mpi_unpublish_name__" "MPI_UNPUBLISH_NAME" "pmpi_unpublish_name" "pmpi_unpublish_name_" "pmpi_unpublish_name__" "PMPI_UNPUBLISH_NAME");
+fortran_names!(mpi_unpublish_name(_service_name: *mut c_char, _info: *mut Fint, _port_name: *mut c_char, ierror: *mut Fint, _service_name_len: usize, _port_name_len: usize); "mpi_unpublish_name" "mpi_unpublish_name_" "mpi_unpublish_name__" "MPI_UNPUBLISH_NAME" "pmpi_unpublish_name" "pmpi_unpublish_name_" "pmpi_unpublish_name__" "PMPI_UNPUBLISH_NAME" "mpi_unpublish_name_f08_" "pmpir_unpublish_name_f08_");
 
 /// `MPI_WAIT`: `MPI_Wait` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -4882,11 +6823,11 @@ unsafe extern "C" fn mpi_wait(request: *mut Fint, status: *mut Fint, ierror: *mu
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::p2p::PMPI_Wait(request as _, fortran::status(status));
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_wait(request: *mut Fint, status: *mut Fint, ierror: *mut Fint); "mpi_wait" "mpi_wait_" "mpi_wait__" "MPI_WAIT" "pmpi_wait" "pmpi_wait_" "pmpi_wait__" "PMPI_WAIT");
+fortran_names!(mpi_wait(request: *mut Fint, status: *mut Fint, ierror: *mut Fint); "mpi_wait" "mpi_wait_" "mpi_wait__" "MPI_WAIT" "pmpi_wait" "pmpi_wait_" "pmpi_wait__" "PMPI_WAIT" "mpi_wait_f08_" "pmpir_wait_f08_");
 
 /// `MPI_WAITALL`: `MPI_Waitall` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -4895,11 +6836,11 @@ unsafe extern "C" fn mpi_waitall(count: *mut Fint, array_of_requests: *mut Fint,
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::p2p::PMPI_Waitall(*count as _, array_of_requests as _, fortran::statuses(array_of_statuses));
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_waitall(count: *mut Fint, array_of_requests: *mut Fint, array_of_statuses: *mut Fint, ierror: *mut Fint); "mpi_waitall" "mpi_waitall_" "mpi_waitall__" "MPI_WAITALL" "pmpi_waitall" "pmpi_waitall_" "pmpi_waitall__" "PMPI_WAITALL");
+fortran_names!(mpi_waitall(count: *mut Fint, array_of_requests: *mut Fint, array_of_statuses: *mut Fint, ierror: *mut Fint); "mpi_waitall" "mpi_waitall_" "mpi_waitall__" "MPI_WAITALL" "pmpi_waitall" "pmpi_waitall_" "pmpi_waitall__" "PMPI_WAITALL" "mpi_waitall_f08_" "pmpir_waitall_f08_");
 
 /// `MPI_WAITANY`: `MPI_Waitany` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -4911,11 +6852,11 @@ unsafe extern "C" fn mpi_waitany(count: *mut Fint, array_of_requests: *mut Fint,
         if rc == crate::consts::MPI_SUCCESS {
             fortran::index_out(index);
         }
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_waitany(count: *mut Fint, array_of_requests: *mut Fint, index: *mut Fint, status: *mut Fint, ierror: *mut Fint); "mpi_waitany" "mpi_waitany_" "mpi_waitany__" "MPI_WAITANY" "pmpi_waitany" "pmpi_waitany_" "pmpi_waitany__" "PMPI_WAITANY");
+fortran_names!(mpi_waitany(count: *mut Fint, array_of_requests: *mut Fint, index: *mut Fint, status: *mut Fint, ierror: *mut Fint); "mpi_waitany" "mpi_waitany_" "mpi_waitany__" "MPI_WAITANY" "pmpi_waitany" "pmpi_waitany_" "pmpi_waitany__" "PMPI_WAITANY" "mpi_waitany_f08_" "pmpir_waitany_f08_");
 
 /// `MPI_WAITSOME`: `MPI_Waitsome` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -4927,11 +6868,11 @@ unsafe extern "C" fn mpi_waitsome(incount: *mut Fint, array_of_requests: *mut Fi
         if rc == crate::consts::MPI_SUCCESS {
             fortran::indices_out(outcount, array_of_indices);
         }
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_waitsome(incount: *mut Fint, array_of_requests: *mut Fint, outcount: *mut Fint, array_of_indices: *mut Fint, array_of_statuses: *mut Fint, ierror: *mut Fint); "mpi_waitsome" "mpi_waitsome_" "mpi_waitsome__" "MPI_WAITSOME" "pmpi_waitsome" "pmpi_waitsome_" "pmpi_waitsome__" "PMPI_WAITSOME");
+fortran_names!(mpi_waitsome(incount: *mut Fint, array_of_requests: *mut Fint, outcount: *mut Fint, array_of_indices: *mut Fint, array_of_statuses: *mut Fint, ierror: *mut Fint); "mpi_waitsome" "mpi_waitsome_" "mpi_waitsome__" "MPI_WAITSOME" "pmpi_waitsome" "pmpi_waitsome_" "pmpi_waitsome__" "PMPI_WAITSOME" "mpi_waitsome_f08_" "pmpir_waitsome_f08_");
 
 /// `MPI_WIN_ALLOCATE`: `MPI_Win_allocate` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -4940,11 +6881,11 @@ unsafe extern "C" fn mpi_win_allocate(size: *mut i64, disp_unit: *mut Fint, info
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::win::PMPI_Win_allocate(*size as _, *disp_unit as _, *info as _, *comm as _, baseptr as _, win as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_win_allocate(size: *mut i64, disp_unit: *mut Fint, info: *mut Fint, comm: *mut Fint, baseptr: *mut i64, win: *mut Fint, ierror: *mut Fint); "mpi_win_allocate" "mpi_win_allocate_" "mpi_win_allocate__" "MPI_WIN_ALLOCATE" "pmpi_win_allocate" "pmpi_win_allocate_" "pmpi_win_allocate__" "PMPI_WIN_ALLOCATE");
+fortran_names!(mpi_win_allocate(size: *mut i64, disp_unit: *mut Fint, info: *mut Fint, comm: *mut Fint, baseptr: *mut i64, win: *mut Fint, ierror: *mut Fint); "mpi_win_allocate" "mpi_win_allocate_" "mpi_win_allocate__" "MPI_WIN_ALLOCATE" "pmpi_win_allocate" "pmpi_win_allocate_" "pmpi_win_allocate__" "PMPI_WIN_ALLOCATE" "mpi_win_allocate_f08_" "pmpir_win_allocate_f08_");
 
 /// `MPI_WIN_ALLOCATE_SHARED`: `MPI_Win_allocate_shared` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -4953,11 +6894,11 @@ unsafe extern "C" fn mpi_win_allocate_shared(size: *mut i64, disp_unit: *mut Fin
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::win::PMPI_Win_allocate_shared(*size as _, *disp_unit as _, *info as _, *comm as _, baseptr as _, win as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_win_allocate_shared(size: *mut i64, disp_unit: *mut Fint, info: *mut Fint, comm: *mut Fint, baseptr: *mut i64, win: *mut Fint, ierror: *mut Fint); "mpi_win_allocate_shared" "mpi_win_allocate_shared_" "mpi_win_allocate_shared__" "MPI_WIN_ALLOCATE_SHARED" "pmpi_win_allocate_shared" "pmpi_win_allocate_shared_" "pmpi_win_allocate_shared__" "PMPI_WIN_ALLOCATE_SHARED");
+fortran_names!(mpi_win_allocate_shared(size: *mut i64, disp_unit: *mut Fint, info: *mut Fint, comm: *mut Fint, baseptr: *mut i64, win: *mut Fint, ierror: *mut Fint); "mpi_win_allocate_shared" "mpi_win_allocate_shared_" "mpi_win_allocate_shared__" "MPI_WIN_ALLOCATE_SHARED" "pmpi_win_allocate_shared" "pmpi_win_allocate_shared_" "pmpi_win_allocate_shared__" "PMPI_WIN_ALLOCATE_SHARED" "mpi_win_allocate_shared_f08_" "pmpir_win_allocate_shared_f08_");
 
 /// `MPI_WIN_ATTACH`: `MPI_Win_attach` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -4966,10 +6907,21 @@ unsafe extern "C" fn mpi_win_attach(win: *mut Fint, base: *mut c_void, size: *mu
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::win::PMPI_Win_attach(*win as _, fortran::buf(base) as _, *size as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_WIN_ATTACH` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_win_attach_f08ts(win: *mut Fint, base: *const fortran::f08::Desc, size: *mut i64, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        mpi_win_attach(win, fortran::f08::first(base), size, ierror);
+    }
+}
+
+fortran_names!(mpi_win_attach_f08ts(win: *mut Fint, base: *const fortran::f08::Desc, size: *mut i64, ierror: *mut Fint); "mpi_win_attach_f08ts_" "pmpir_win_attach_f08ts_");
 fortran_names!(mpi_win_attach(win: *mut Fint, base: *mut c_void, size: *mut i64, ierror: *mut Fint); "mpi_win_attach" "mpi_win_attach_" "mpi_win_attach__" "MPI_WIN_ATTACH" "pmpi_win_attach" "pmpi_win_attach_" "pmpi_win_attach__" "PMPI_WIN_ATTACH");
 
 /// `MPI_WIN_CALL_ERRHANDLER`: `MPI_Win_call_errhandler` for Fortran.
@@ -4979,11 +6931,11 @@ unsafe extern "C" fn mpi_win_call_errhandler(win: *mut Fint, errorcode: *mut Fin
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::win::PMPI_Win_call_errhandler(*win as _, *errorcode as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_win_call_errhandler(win: *mut Fint, errorcode: *mut Fint, ierror: *mut Fint); "mpi_win_call_errhandler" "mpi_win_call_errhandler_" "mpi_win_call_errhandler__" "MPI_WIN_CALL_ERRHANDLER" "pmpi_win_call_errhandler" "pmpi_win_call_errhandler_" "pmpi_win_call_errhandler__" "PMPI_WIN_CALL_ERRHANDLER");
+fortran_names!(mpi_win_call_errhandler(win: *mut Fint, errorcode: *mut Fint, ierror: *mut Fint); "mpi_win_call_errhandler" "mpi_win_call_errhandler_" "mpi_win_call_errhandler__" "MPI_WIN_CALL_ERRHANDLER" "pmpi_win_call_errhandler" "pmpi_win_call_errhandler_" "pmpi_win_call_errhandler__" "PMPI_WIN_CALL_ERRHANDLER" "mpi_win_call_errhandler_f08_" "pmpir_win_call_errhandler_f08_");
 
 /// `MPI_WIN_COMPLETE`: `MPI_Win_complete` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -4992,11 +6944,11 @@ unsafe extern "C" fn mpi_win_complete(win: *mut Fint, ierror: *mut Fint) {
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::win::PMPI_Win_complete(*win as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_win_complete(win: *mut Fint, ierror: *mut Fint); "mpi_win_complete" "mpi_win_complete_" "mpi_win_complete__" "MPI_WIN_COMPLETE" "pmpi_win_complete" "pmpi_win_complete_" "pmpi_win_complete__" "PMPI_WIN_COMPLETE");
+fortran_names!(mpi_win_complete(win: *mut Fint, ierror: *mut Fint); "mpi_win_complete" "mpi_win_complete_" "mpi_win_complete__" "MPI_WIN_COMPLETE" "pmpi_win_complete" "pmpi_win_complete_" "pmpi_win_complete__" "PMPI_WIN_COMPLETE" "mpi_win_complete_f08_" "pmpir_win_complete_f08_");
 
 /// `MPI_WIN_CREATE`: `MPI_Win_create` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -5005,10 +6957,21 @@ unsafe extern "C" fn mpi_win_create(base: *mut c_void, size: *mut i64, disp_unit
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::win::PMPI_Win_create(fortran::buf(base) as _, *size as _, *disp_unit as _, *info as _, *comm as _, win as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_WIN_CREATE` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_win_create_f08ts(base: *const fortran::f08::Desc, size: *mut i64, disp_unit: *mut Fint, info: *mut Fint, comm: *mut Fint, win: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        mpi_win_create(fortran::f08::first(base), size, disp_unit, info, comm, win, ierror);
+    }
+}
+
+fortran_names!(mpi_win_create_f08ts(base: *const fortran::f08::Desc, size: *mut i64, disp_unit: *mut Fint, info: *mut Fint, comm: *mut Fint, win: *mut Fint, ierror: *mut Fint); "mpi_win_create_f08ts_" "pmpir_win_create_f08ts_");
 fortran_names!(mpi_win_create(base: *mut c_void, size: *mut i64, disp_unit: *mut Fint, info: *mut Fint, comm: *mut Fint, win: *mut Fint, ierror: *mut Fint); "mpi_win_create" "mpi_win_create_" "mpi_win_create__" "MPI_WIN_CREATE" "pmpi_win_create" "pmpi_win_create_" "pmpi_win_create__" "PMPI_WIN_CREATE");
 
 /// `MPI_WIN_CREATE_DYNAMIC`: `MPI_Win_create_dynamic` for Fortran.
@@ -5018,11 +6981,11 @@ unsafe extern "C" fn mpi_win_create_dynamic(info: *mut Fint, comm: *mut Fint, wi
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::win::PMPI_Win_create_dynamic(*info as _, *comm as _, win as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_win_create_dynamic(info: *mut Fint, comm: *mut Fint, win: *mut Fint, ierror: *mut Fint); "mpi_win_create_dynamic" "mpi_win_create_dynamic_" "mpi_win_create_dynamic__" "MPI_WIN_CREATE_DYNAMIC" "pmpi_win_create_dynamic" "pmpi_win_create_dynamic_" "pmpi_win_create_dynamic__" "PMPI_WIN_CREATE_DYNAMIC");
+fortran_names!(mpi_win_create_dynamic(info: *mut Fint, comm: *mut Fint, win: *mut Fint, ierror: *mut Fint); "mpi_win_create_dynamic" "mpi_win_create_dynamic_" "mpi_win_create_dynamic__" "MPI_WIN_CREATE_DYNAMIC" "pmpi_win_create_dynamic" "pmpi_win_create_dynamic_" "pmpi_win_create_dynamic__" "PMPI_WIN_CREATE_DYNAMIC" "mpi_win_create_dynamic_f08_" "pmpir_win_create_dynamic_f08_");
 
 /// `MPI_WIN_CREATE_ERRHANDLER`: `MPI_Win_create_errhandler` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -5031,11 +6994,11 @@ unsafe extern "C" fn mpi_win_create_errhandler(win_errhandler_fn: *const c_void,
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::win::PMPI_Win_create_errhandler(std::mem::transmute::<*const c_void, _>(win_errhandler_fn), errhandler as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_win_create_errhandler(win_errhandler_fn: *const c_void, errhandler: *mut Fint, ierror: *mut Fint); "mpi_win_create_errhandler" "mpi_win_create_errhandler_" "mpi_win_create_errhandler__" "MPI_WIN_CREATE_ERRHANDLER" "pmpi_win_create_errhandler" "pmpi_win_create_errhandler_" "pmpi_win_create_errhandler__" "PMPI_WIN_CREATE_ERRHANDLER");
+fortran_names!(mpi_win_create_errhandler(win_errhandler_fn: *const c_void, errhandler: *mut Fint, ierror: *mut Fint); "mpi_win_create_errhandler" "mpi_win_create_errhandler_" "mpi_win_create_errhandler__" "MPI_WIN_CREATE_ERRHANDLER" "pmpi_win_create_errhandler" "pmpi_win_create_errhandler_" "pmpi_win_create_errhandler__" "PMPI_WIN_CREATE_ERRHANDLER" "mpi_win_create_errhandler_f08_" "pmpir_win_create_errhandler_f08_");
 
 /// `MPI_WIN_DELETE_ATTR`: `MPI_Win_delete_attr` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -5044,11 +7007,11 @@ unsafe extern "C" fn mpi_win_delete_attr(win: *mut Fint, win_keyval: *mut Fint, 
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::win::PMPI_Win_delete_attr(*win as _, fortran::keyval(*win_keyval));
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_win_delete_attr(win: *mut Fint, win_keyval: *mut Fint, ierror: *mut Fint); "mpi_win_delete_attr" "mpi_win_delete_attr_" "mpi_win_delete_attr__" "MPI_WIN_DELETE_ATTR" "pmpi_win_delete_attr" "pmpi_win_delete_attr_" "pmpi_win_delete_attr__" "PMPI_WIN_DELETE_ATTR");
+fortran_names!(mpi_win_delete_attr(win: *mut Fint, win_keyval: *mut Fint, ierror: *mut Fint); "mpi_win_delete_attr" "mpi_win_delete_attr_" "mpi_win_delete_attr__" "MPI_WIN_DELETE_ATTR" "pmpi_win_delete_attr" "pmpi_win_delete_attr_" "pmpi_win_delete_attr__" "PMPI_WIN_DELETE_ATTR" "mpi_win_delete_attr_f08_" "pmpir_win_delete_attr_f08_");
 
 /// `MPI_WIN_DETACH`: `MPI_Win_detach` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -5057,10 +7020,21 @@ unsafe extern "C" fn mpi_win_detach(win: *mut Fint, base: *mut c_void, ierror: *
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::win::PMPI_Win_detach(*win as _, fortran::buf(base) as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
+/// `MPI_WIN_DETACH` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_win_detach_f08ts(win: *mut Fint, base: *const fortran::f08::Desc, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        mpi_win_detach(win, fortran::f08::first(base), ierror);
+    }
+}
+
+fortran_names!(mpi_win_detach_f08ts(win: *mut Fint, base: *const fortran::f08::Desc, ierror: *mut Fint); "mpi_win_detach_f08ts_" "pmpir_win_detach_f08ts_");
 fortran_names!(mpi_win_detach(win: *mut Fint, base: *mut c_void, ierror: *mut Fint); "mpi_win_detach" "mpi_win_detach_" "mpi_win_detach__" "MPI_WIN_DETACH" "pmpi_win_detach" "pmpi_win_detach_" "pmpi_win_detach__" "PMPI_WIN_DETACH");
 
 /// `MPI_WIN_FENCE`: `MPI_Win_fence` for Fortran.
@@ -5070,11 +7044,11 @@ unsafe extern "C" fn mpi_win_fence(assert: *mut Fint, win: *mut Fint, ierror: *m
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::win::PMPI_Win_fence(*assert as _, *win as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_win_fence(assert: *mut Fint, win: *mut Fint, ierror: *mut Fint); "mpi_win_fence" "mpi_win_fence_" "mpi_win_fence__" "MPI_WIN_FENCE" "pmpi_win_fence" "pmpi_win_fence_" "pmpi_win_fence__" "PMPI_WIN_FENCE");
+fortran_names!(mpi_win_fence(assert: *mut Fint, win: *mut Fint, ierror: *mut Fint); "mpi_win_fence" "mpi_win_fence_" "mpi_win_fence__" "MPI_WIN_FENCE" "pmpi_win_fence" "pmpi_win_fence_" "pmpi_win_fence__" "PMPI_WIN_FENCE" "mpi_win_fence_f08_" "pmpir_win_fence_f08_");
 
 /// `MPI_WIN_FLUSH`: `MPI_Win_flush` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -5083,11 +7057,11 @@ unsafe extern "C" fn mpi_win_flush(rank: *mut Fint, win: *mut Fint, ierror: *mut
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::win::PMPI_Win_flush(*rank as _, *win as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_win_flush(rank: *mut Fint, win: *mut Fint, ierror: *mut Fint); "mpi_win_flush" "mpi_win_flush_" "mpi_win_flush__" "MPI_WIN_FLUSH" "pmpi_win_flush" "pmpi_win_flush_" "pmpi_win_flush__" "PMPI_WIN_FLUSH");
+fortran_names!(mpi_win_flush(rank: *mut Fint, win: *mut Fint, ierror: *mut Fint); "mpi_win_flush" "mpi_win_flush_" "mpi_win_flush__" "MPI_WIN_FLUSH" "pmpi_win_flush" "pmpi_win_flush_" "pmpi_win_flush__" "PMPI_WIN_FLUSH" "mpi_win_flush_f08_" "pmpir_win_flush_f08_");
 
 /// `MPI_WIN_FLUSH_ALL`: `MPI_Win_flush_all` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -5096,11 +7070,11 @@ unsafe extern "C" fn mpi_win_flush_all(win: *mut Fint, ierror: *mut Fint) {
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::win::PMPI_Win_flush_all(*win as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_win_flush_all(win: *mut Fint, ierror: *mut Fint); "mpi_win_flush_all" "mpi_win_flush_all_" "mpi_win_flush_all__" "MPI_WIN_FLUSH_ALL" "pmpi_win_flush_all" "pmpi_win_flush_all_" "pmpi_win_flush_all__" "PMPI_WIN_FLUSH_ALL");
+fortran_names!(mpi_win_flush_all(win: *mut Fint, ierror: *mut Fint); "mpi_win_flush_all" "mpi_win_flush_all_" "mpi_win_flush_all__" "MPI_WIN_FLUSH_ALL" "pmpi_win_flush_all" "pmpi_win_flush_all_" "pmpi_win_flush_all__" "PMPI_WIN_FLUSH_ALL" "mpi_win_flush_all_f08_" "pmpir_win_flush_all_f08_");
 
 /// `MPI_WIN_FLUSH_LOCAL`: `MPI_Win_flush_local` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -5109,11 +7083,11 @@ unsafe extern "C" fn mpi_win_flush_local(rank: *mut Fint, win: *mut Fint, ierror
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::win::PMPI_Win_flush_local(*rank as _, *win as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_win_flush_local(rank: *mut Fint, win: *mut Fint, ierror: *mut Fint); "mpi_win_flush_local" "mpi_win_flush_local_" "mpi_win_flush_local__" "MPI_WIN_FLUSH_LOCAL" "pmpi_win_flush_local" "pmpi_win_flush_local_" "pmpi_win_flush_local__" "PMPI_WIN_FLUSH_LOCAL");
+fortran_names!(mpi_win_flush_local(rank: *mut Fint, win: *mut Fint, ierror: *mut Fint); "mpi_win_flush_local" "mpi_win_flush_local_" "mpi_win_flush_local__" "MPI_WIN_FLUSH_LOCAL" "pmpi_win_flush_local" "pmpi_win_flush_local_" "pmpi_win_flush_local__" "PMPI_WIN_FLUSH_LOCAL" "mpi_win_flush_local_f08_" "pmpir_win_flush_local_f08_");
 
 /// `MPI_WIN_FLUSH_LOCAL_ALL`: `MPI_Win_flush_local_all` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -5122,11 +7096,11 @@ unsafe extern "C" fn mpi_win_flush_local_all(win: *mut Fint, ierror: *mut Fint) 
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::win::PMPI_Win_flush_local_all(*win as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_win_flush_local_all(win: *mut Fint, ierror: *mut Fint); "mpi_win_flush_local_all" "mpi_win_flush_local_all_" "mpi_win_flush_local_all__" "MPI_WIN_FLUSH_LOCAL_ALL" "pmpi_win_flush_local_all" "pmpi_win_flush_local_all_" "pmpi_win_flush_local_all__" "PMPI_WIN_FLUSH_LOCAL_ALL");
+fortran_names!(mpi_win_flush_local_all(win: *mut Fint, ierror: *mut Fint); "mpi_win_flush_local_all" "mpi_win_flush_local_all_" "mpi_win_flush_local_all__" "MPI_WIN_FLUSH_LOCAL_ALL" "pmpi_win_flush_local_all" "pmpi_win_flush_local_all_" "pmpi_win_flush_local_all__" "PMPI_WIN_FLUSH_LOCAL_ALL" "mpi_win_flush_local_all_f08_" "pmpir_win_flush_local_all_f08_");
 
 /// `MPI_WIN_FREE`: `MPI_Win_free` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -5135,11 +7109,11 @@ unsafe extern "C" fn mpi_win_free(win: *mut Fint, ierror: *mut Fint) {
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::win::PMPI_Win_free(win as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_win_free(win: *mut Fint, ierror: *mut Fint); "mpi_win_free" "mpi_win_free_" "mpi_win_free__" "MPI_WIN_FREE" "pmpi_win_free" "pmpi_win_free_" "pmpi_win_free__" "PMPI_WIN_FREE");
+fortran_names!(mpi_win_free(win: *mut Fint, ierror: *mut Fint); "mpi_win_free" "mpi_win_free_" "mpi_win_free__" "MPI_WIN_FREE" "pmpi_win_free" "pmpi_win_free_" "pmpi_win_free__" "PMPI_WIN_FREE" "mpi_win_free_f08_" "pmpir_win_free_f08_");
 
 /// `MPI_WIN_FREE_KEYVAL`: `MPI_Win_free_keyval` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -5148,11 +7122,11 @@ unsafe extern "C" fn mpi_win_free_keyval(win_keyval: *mut Fint, ierror: *mut Fin
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::win::PMPI_Win_free_keyval(win_keyval as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_win_free_keyval(win_keyval: *mut Fint, ierror: *mut Fint); "mpi_win_free_keyval" "mpi_win_free_keyval_" "mpi_win_free_keyval__" "MPI_WIN_FREE_KEYVAL" "pmpi_win_free_keyval" "pmpi_win_free_keyval_" "pmpi_win_free_keyval__" "PMPI_WIN_FREE_KEYVAL");
+fortran_names!(mpi_win_free_keyval(win_keyval: *mut Fint, ierror: *mut Fint); "mpi_win_free_keyval" "mpi_win_free_keyval_" "mpi_win_free_keyval__" "MPI_WIN_FREE_KEYVAL" "pmpi_win_free_keyval" "pmpi_win_free_keyval_" "pmpi_win_free_keyval__" "PMPI_WIN_FREE_KEYVAL" "mpi_win_free_keyval_f08_" "pmpir_win_free_keyval_f08_");
 
 /// `MPI_WIN_GET_ATTR`: `MPI_Win_get_attr` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -5166,11 +7140,11 @@ unsafe extern "C" fn mpi_win_get_attr(win: *mut Fint, win_keyval: *mut Fint, att
             fortran::attr_out(fortran::keyval(*win_keyval), attribute_val, flag_c);
         }
         *flag = fortran::logical_out(flag_c);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_win_get_attr(win: *mut Fint, win_keyval: *mut Fint, attribute_val: *mut i64, flag: *mut Fint, ierror: *mut Fint); "mpi_win_get_attr" "mpi_win_get_attr_" "mpi_win_get_attr__" "MPI_WIN_GET_ATTR" "pmpi_win_get_attr" "pmpi_win_get_attr_" "pmpi_win_get_attr__" "PMPI_WIN_GET_ATTR");
+fortran_names!(mpi_win_get_attr(win: *mut Fint, win_keyval: *mut Fint, attribute_val: *mut i64, flag: *mut Fint, ierror: *mut Fint); "mpi_win_get_attr" "mpi_win_get_attr_" "mpi_win_get_attr__" "MPI_WIN_GET_ATTR" "pmpi_win_get_attr" "pmpi_win_get_attr_" "pmpi_win_get_attr__" "PMPI_WIN_GET_ATTR" "mpi_win_get_attr_f08_" "pmpir_win_get_attr_f08_");
 
 /// `MPI_WIN_GET_ERRHANDLER`: `MPI_Win_get_errhandler` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -5179,11 +7153,11 @@ unsafe extern "C" fn mpi_win_get_errhandler(win: *mut Fint, errhandler: *mut Fin
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::win::PMPI_Win_get_errhandler(*win as _, errhandler as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_win_get_errhandler(win: *mut Fint, errhandler: *mut Fint, ierror: *mut Fint); "mpi_win_get_errhandler" "mpi_win_get_errhandler_" "mpi_win_get_errhandler__" "MPI_WIN_GET_ERRHANDLER" "pmpi_win_get_errhandler" "pmpi_win_get_errhandler_" "pmpi_win_get_errhandler__" "PMPI_WIN_GET_ERRHANDLER");
+fortran_names!(mpi_win_get_errhandler(win: *mut Fint, errhandler: *mut Fint, ierror: *mut Fint); "mpi_win_get_errhandler" "mpi_win_get_errhandler_" "mpi_win_get_errhandler__" "MPI_WIN_GET_ERRHANDLER" "pmpi_win_get_errhandler" "pmpi_win_get_errhandler_" "pmpi_win_get_errhandler__" "PMPI_WIN_GET_ERRHANDLER" "mpi_win_get_errhandler_f08_" "pmpir_win_get_errhandler_f08_");
 
 /// `MPI_WIN_GET_GROUP`: `MPI_Win_get_group` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -5192,11 +7166,11 @@ unsafe extern "C" fn mpi_win_get_group(win: *mut Fint, group: *mut Fint, ierror:
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::win::PMPI_Win_get_group(*win as _, group as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_win_get_group(win: *mut Fint, group: *mut Fint, ierror: *mut Fint); "mpi_win_get_group" "mpi_win_get_group_" "mpi_win_get_group__" "MPI_WIN_GET_GROUP" "pmpi_win_get_group" "pmpi_win_get_group_" "pmpi_win_get_group__" "PMPI_WIN_GET_GROUP");
+fortran_names!(mpi_win_get_group(win: *mut Fint, group: *mut Fint, ierror: *mut Fint); "mpi_win_get_group" "mpi_win_get_group_" "mpi_win_get_group__" "MPI_WIN_GET_GROUP" "pmpi_win_get_group" "pmpi_win_get_group_" "pmpi_win_get_group__" "PMPI_WIN_GET_GROUP" "mpi_win_get_group_f08_" "pmpir_win_get_group_f08_");
 
 /// `MPI_WIN_GET_INFO`: `MPI_Win_get_info` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -5205,11 +7179,11 @@ unsafe extern "C" fn mpi_win_get_info(win: *mut Fint, info_used: *mut Fint, ierr
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::win::PMPI_Win_get_info(*win as _, info_used as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_win_get_info(win: *mut Fint, info_used: *mut Fint, ierror: *mut Fint); "mpi_win_get_info" "mpi_win_get_info_" "mpi_win_get_info__" "MPI_WIN_GET_INFO" "pmpi_win_get_info" "pmpi_win_get_info_" "pmpi_win_get_info__" "PMPI_WIN_GET_INFO");
+fortran_names!(mpi_win_get_info(win: *mut Fint, info_used: *mut Fint, ierror: *mut Fint); "mpi_win_get_info" "mpi_win_get_info_" "mpi_win_get_info__" "MPI_WIN_GET_INFO" "pmpi_win_get_info" "pmpi_win_get_info_" "pmpi_win_get_info__" "PMPI_WIN_GET_INFO" "mpi_win_get_info_f08_" "pmpir_win_get_info_f08_");
 
 /// `MPI_WIN_GET_NAME`: `MPI_Win_get_name` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -5220,11 +7194,11 @@ unsafe extern "C" fn mpi_win_get_name(win: *mut Fint, win_name: *mut c_char, res
         let mut win_name_c = fortran::str_buf(win_name_len);
         let rc = crate::win::PMPI_Win_get_name(*win as _, win_name_c.as_mut_ptr() as _, resultlen as _);
         fortran::str_out(win_name, win_name_len, &win_name_c);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_win_get_name(win: *mut Fint, win_name: *mut c_char, resultlen: *mut Fint, ierror: *mut Fint, win_name_len: usize); "mpi_win_get_name" "mpi_win_get_name_" "mpi_win_get_name__" "MPI_WIN_GET_NAME" "pmpi_win_get_name" "pmpi_win_get_name_" "pmpi_win_get_name__" "PMPI_WIN_GET_NAME");
+fortran_names!(mpi_win_get_name(win: *mut Fint, win_name: *mut c_char, resultlen: *mut Fint, ierror: *mut Fint, win_name_len: usize); "mpi_win_get_name" "mpi_win_get_name_" "mpi_win_get_name__" "MPI_WIN_GET_NAME" "pmpi_win_get_name" "pmpi_win_get_name_" "pmpi_win_get_name__" "PMPI_WIN_GET_NAME" "mpi_win_get_name_f08_" "pmpir_win_get_name_f08_");
 
 /// `MPI_WIN_LOCK`: `MPI_Win_lock` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -5233,11 +7207,11 @@ unsafe extern "C" fn mpi_win_lock(lock_type: *mut Fint, rank: *mut Fint, assert:
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::win::PMPI_Win_lock(*lock_type as _, *rank as _, *assert as _, *win as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_win_lock(lock_type: *mut Fint, rank: *mut Fint, assert: *mut Fint, win: *mut Fint, ierror: *mut Fint); "mpi_win_lock" "mpi_win_lock_" "mpi_win_lock__" "MPI_WIN_LOCK" "pmpi_win_lock" "pmpi_win_lock_" "pmpi_win_lock__" "PMPI_WIN_LOCK");
+fortran_names!(mpi_win_lock(lock_type: *mut Fint, rank: *mut Fint, assert: *mut Fint, win: *mut Fint, ierror: *mut Fint); "mpi_win_lock" "mpi_win_lock_" "mpi_win_lock__" "MPI_WIN_LOCK" "pmpi_win_lock" "pmpi_win_lock_" "pmpi_win_lock__" "PMPI_WIN_LOCK" "mpi_win_lock_f08_" "pmpir_win_lock_f08_");
 
 /// `MPI_WIN_LOCK_ALL`: `MPI_Win_lock_all` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -5246,11 +7220,11 @@ unsafe extern "C" fn mpi_win_lock_all(assert: *mut Fint, win: *mut Fint, ierror:
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::win::PMPI_Win_lock_all(*assert as _, *win as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_win_lock_all(assert: *mut Fint, win: *mut Fint, ierror: *mut Fint); "mpi_win_lock_all" "mpi_win_lock_all_" "mpi_win_lock_all__" "MPI_WIN_LOCK_ALL" "pmpi_win_lock_all" "pmpi_win_lock_all_" "pmpi_win_lock_all__" "PMPI_WIN_LOCK_ALL");
+fortran_names!(mpi_win_lock_all(assert: *mut Fint, win: *mut Fint, ierror: *mut Fint); "mpi_win_lock_all" "mpi_win_lock_all_" "mpi_win_lock_all__" "MPI_WIN_LOCK_ALL" "pmpi_win_lock_all" "pmpi_win_lock_all_" "pmpi_win_lock_all__" "PMPI_WIN_LOCK_ALL" "mpi_win_lock_all_f08_" "pmpir_win_lock_all_f08_");
 
 /// `MPI_WIN_POST`: `MPI_Win_post` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -5259,11 +7233,11 @@ unsafe extern "C" fn mpi_win_post(group: *mut Fint, assert: *mut Fint, win: *mut
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::win::PMPI_Win_post(*group as _, *assert as _, *win as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_win_post(group: *mut Fint, assert: *mut Fint, win: *mut Fint, ierror: *mut Fint); "mpi_win_post" "mpi_win_post_" "mpi_win_post__" "MPI_WIN_POST" "pmpi_win_post" "pmpi_win_post_" "pmpi_win_post__" "PMPI_WIN_POST");
+fortran_names!(mpi_win_post(group: *mut Fint, assert: *mut Fint, win: *mut Fint, ierror: *mut Fint); "mpi_win_post" "mpi_win_post_" "mpi_win_post__" "MPI_WIN_POST" "pmpi_win_post" "pmpi_win_post_" "pmpi_win_post__" "PMPI_WIN_POST" "mpi_win_post_f08_" "pmpir_win_post_f08_");
 
 /// `MPI_WIN_SET_ATTR`: `MPI_Win_set_attr` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -5272,11 +7246,11 @@ unsafe extern "C" fn mpi_win_set_attr(win: *mut Fint, win_keyval: *mut Fint, att
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::win::PMPI_Win_set_attr(*win as _, fortran::keyval(*win_keyval), *attribute_val as isize as *mut c_void);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_win_set_attr(win: *mut Fint, win_keyval: *mut Fint, attribute_val: *mut i64, ierror: *mut Fint); "mpi_win_set_attr" "mpi_win_set_attr_" "mpi_win_set_attr__" "MPI_WIN_SET_ATTR" "pmpi_win_set_attr" "pmpi_win_set_attr_" "pmpi_win_set_attr__" "PMPI_WIN_SET_ATTR");
+fortran_names!(mpi_win_set_attr(win: *mut Fint, win_keyval: *mut Fint, attribute_val: *mut i64, ierror: *mut Fint); "mpi_win_set_attr" "mpi_win_set_attr_" "mpi_win_set_attr__" "MPI_WIN_SET_ATTR" "pmpi_win_set_attr" "pmpi_win_set_attr_" "pmpi_win_set_attr__" "PMPI_WIN_SET_ATTR" "mpi_win_set_attr_f08_" "pmpir_win_set_attr_f08_");
 
 /// `MPI_WIN_SET_ERRHANDLER`: `MPI_Win_set_errhandler` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -5285,11 +7259,11 @@ unsafe extern "C" fn mpi_win_set_errhandler(win: *mut Fint, errhandler: *mut Fin
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::win::PMPI_Win_set_errhandler(*win as _, *errhandler as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_win_set_errhandler(win: *mut Fint, errhandler: *mut Fint, ierror: *mut Fint); "mpi_win_set_errhandler" "mpi_win_set_errhandler_" "mpi_win_set_errhandler__" "MPI_WIN_SET_ERRHANDLER" "pmpi_win_set_errhandler" "pmpi_win_set_errhandler_" "pmpi_win_set_errhandler__" "PMPI_WIN_SET_ERRHANDLER");
+fortran_names!(mpi_win_set_errhandler(win: *mut Fint, errhandler: *mut Fint, ierror: *mut Fint); "mpi_win_set_errhandler" "mpi_win_set_errhandler_" "mpi_win_set_errhandler__" "MPI_WIN_SET_ERRHANDLER" "pmpi_win_set_errhandler" "pmpi_win_set_errhandler_" "pmpi_win_set_errhandler__" "PMPI_WIN_SET_ERRHANDLER" "mpi_win_set_errhandler_f08_" "pmpir_win_set_errhandler_f08_");
 
 /// `MPI_WIN_SET_INFO`: `MPI_Win_set_info` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -5298,11 +7272,11 @@ unsafe extern "C" fn mpi_win_set_info(win: *mut Fint, info: *mut Fint, ierror: *
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::win::PMPI_Win_set_info(*win as _, *info as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_win_set_info(win: *mut Fint, info: *mut Fint, ierror: *mut Fint); "mpi_win_set_info" "mpi_win_set_info_" "mpi_win_set_info__" "MPI_WIN_SET_INFO" "pmpi_win_set_info" "pmpi_win_set_info_" "pmpi_win_set_info__" "PMPI_WIN_SET_INFO");
+fortran_names!(mpi_win_set_info(win: *mut Fint, info: *mut Fint, ierror: *mut Fint); "mpi_win_set_info" "mpi_win_set_info_" "mpi_win_set_info__" "MPI_WIN_SET_INFO" "pmpi_win_set_info" "pmpi_win_set_info_" "pmpi_win_set_info__" "PMPI_WIN_SET_INFO" "mpi_win_set_info_f08_" "pmpir_win_set_info_f08_");
 
 /// `MPI_WIN_SET_NAME`: `MPI_Win_set_name` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -5312,11 +7286,11 @@ unsafe extern "C" fn mpi_win_set_name(win: *mut Fint, win_name: *mut c_char, ier
     unsafe {
         let win_name_c = fortran::str_in(win_name, win_name_len);
         let rc = crate::win::PMPI_Win_set_name(*win as _, win_name_c.as_ptr() as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_win_set_name(win: *mut Fint, win_name: *mut c_char, ierror: *mut Fint, win_name_len: usize); "mpi_win_set_name" "mpi_win_set_name_" "mpi_win_set_name__" "MPI_WIN_SET_NAME" "pmpi_win_set_name" "pmpi_win_set_name_" "pmpi_win_set_name__" "PMPI_WIN_SET_NAME");
+fortran_names!(mpi_win_set_name(win: *mut Fint, win_name: *mut c_char, ierror: *mut Fint, win_name_len: usize); "mpi_win_set_name" "mpi_win_set_name_" "mpi_win_set_name__" "MPI_WIN_SET_NAME" "pmpi_win_set_name" "pmpi_win_set_name_" "pmpi_win_set_name__" "PMPI_WIN_SET_NAME" "mpi_win_set_name_f08_" "pmpir_win_set_name_f08_");
 
 /// `MPI_WIN_SHARED_QUERY`: `MPI_Win_shared_query` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -5325,11 +7299,11 @@ unsafe extern "C" fn mpi_win_shared_query(win: *mut Fint, rank: *mut Fint, size:
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::win::PMPI_Win_shared_query(*win as _, *rank as _, size as _, disp_unit as _, baseptr as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_win_shared_query(win: *mut Fint, rank: *mut Fint, size: *mut i64, disp_unit: *mut Fint, baseptr: *mut i64, ierror: *mut Fint); "mpi_win_shared_query" "mpi_win_shared_query_" "mpi_win_shared_query__" "MPI_WIN_SHARED_QUERY" "pmpi_win_shared_query" "pmpi_win_shared_query_" "pmpi_win_shared_query__" "PMPI_WIN_SHARED_QUERY");
+fortran_names!(mpi_win_shared_query(win: *mut Fint, rank: *mut Fint, size: *mut i64, disp_unit: *mut Fint, baseptr: *mut i64, ierror: *mut Fint); "mpi_win_shared_query" "mpi_win_shared_query_" "mpi_win_shared_query__" "MPI_WIN_SHARED_QUERY" "pmpi_win_shared_query" "pmpi_win_shared_query_" "pmpi_win_shared_query__" "PMPI_WIN_SHARED_QUERY" "mpi_win_shared_query_f08_" "pmpir_win_shared_query_f08_");
 
 /// `MPI_WIN_START`: `MPI_Win_start` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -5338,11 +7312,11 @@ unsafe extern "C" fn mpi_win_start(group: *mut Fint, assert: *mut Fint, win: *mu
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::win::PMPI_Win_start(*group as _, *assert as _, *win as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_win_start(group: *mut Fint, assert: *mut Fint, win: *mut Fint, ierror: *mut Fint); "mpi_win_start" "mpi_win_start_" "mpi_win_start__" "MPI_WIN_START" "pmpi_win_start" "pmpi_win_start_" "pmpi_win_start__" "PMPI_WIN_START");
+fortran_names!(mpi_win_start(group: *mut Fint, assert: *mut Fint, win: *mut Fint, ierror: *mut Fint); "mpi_win_start" "mpi_win_start_" "mpi_win_start__" "MPI_WIN_START" "pmpi_win_start" "pmpi_win_start_" "pmpi_win_start__" "PMPI_WIN_START" "mpi_win_start_f08_" "pmpir_win_start_f08_");
 
 /// `MPI_WIN_SYNC`: `MPI_Win_sync` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -5351,11 +7325,11 @@ unsafe extern "C" fn mpi_win_sync(win: *mut Fint, ierror: *mut Fint) {
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::win::PMPI_Win_sync(*win as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_win_sync(win: *mut Fint, ierror: *mut Fint); "mpi_win_sync" "mpi_win_sync_" "mpi_win_sync__" "MPI_WIN_SYNC" "pmpi_win_sync" "pmpi_win_sync_" "pmpi_win_sync__" "PMPI_WIN_SYNC");
+fortran_names!(mpi_win_sync(win: *mut Fint, ierror: *mut Fint); "mpi_win_sync" "mpi_win_sync_" "mpi_win_sync__" "MPI_WIN_SYNC" "pmpi_win_sync" "pmpi_win_sync_" "pmpi_win_sync__" "PMPI_WIN_SYNC" "mpi_win_sync_f08_" "pmpir_win_sync_f08_");
 
 /// `MPI_WIN_TEST`: `MPI_Win_test` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -5366,11 +7340,11 @@ unsafe extern "C" fn mpi_win_test(win: *mut Fint, flag: *mut Fint, ierror: *mut 
         let mut flag_c: c_int = 0;
         let rc = crate::win::PMPI_Win_test(*win as _, &mut flag_c);
         *flag = fortran::logical_out(flag_c);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_win_test(win: *mut Fint, flag: *mut Fint, ierror: *mut Fint); "mpi_win_test" "mpi_win_test_" "mpi_win_test__" "MPI_WIN_TEST" "pmpi_win_test" "pmpi_win_test_" "pmpi_win_test__" "PMPI_WIN_TEST");
+fortran_names!(mpi_win_test(win: *mut Fint, flag: *mut Fint, ierror: *mut Fint); "mpi_win_test" "mpi_win_test_" "mpi_win_test__" "MPI_WIN_TEST" "pmpi_win_test" "pmpi_win_test_" "pmpi_win_test__" "PMPI_WIN_TEST" "mpi_win_test_f08_" "pmpir_win_test_f08_");
 
 /// `MPI_WIN_UNLOCK`: `MPI_Win_unlock` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -5379,11 +7353,11 @@ unsafe extern "C" fn mpi_win_unlock(rank: *mut Fint, win: *mut Fint, ierror: *mu
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::win::PMPI_Win_unlock(*rank as _, *win as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_win_unlock(rank: *mut Fint, win: *mut Fint, ierror: *mut Fint); "mpi_win_unlock" "mpi_win_unlock_" "mpi_win_unlock__" "MPI_WIN_UNLOCK" "pmpi_win_unlock" "pmpi_win_unlock_" "pmpi_win_unlock__" "PMPI_WIN_UNLOCK");
+fortran_names!(mpi_win_unlock(rank: *mut Fint, win: *mut Fint, ierror: *mut Fint); "mpi_win_unlock" "mpi_win_unlock_" "mpi_win_unlock__" "MPI_WIN_UNLOCK" "pmpi_win_unlock" "pmpi_win_unlock_" "pmpi_win_unlock__" "PMPI_WIN_UNLOCK" "mpi_win_unlock_f08_" "pmpir_win_unlock_f08_");
 
 /// `MPI_WIN_UNLOCK_ALL`: `MPI_Win_unlock_all` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -5392,11 +7366,11 @@ unsafe extern "C" fn mpi_win_unlock_all(win: *mut Fint, ierror: *mut Fint) {
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::win::PMPI_Win_unlock_all(*win as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_win_unlock_all(win: *mut Fint, ierror: *mut Fint); "mpi_win_unlock_all" "mpi_win_unlock_all_" "mpi_win_unlock_all__" "MPI_WIN_UNLOCK_ALL" "pmpi_win_unlock_all" "pmpi_win_unlock_all_" "pmpi_win_unlock_all__" "PMPI_WIN_UNLOCK_ALL");
+fortran_names!(mpi_win_unlock_all(win: *mut Fint, ierror: *mut Fint); "mpi_win_unlock_all" "mpi_win_unlock_all_" "mpi_win_unlock_all__" "MPI_WIN_UNLOCK_ALL" "pmpi_win_unlock_all" "pmpi_win_unlock_all_" "pmpi_win_unlock_all__" "PMPI_WIN_UNLOCK_ALL" "mpi_win_unlock_all_f08_" "pmpir_win_unlock_all_f08_");
 
 /// `MPI_WIN_WAIT`: `MPI_Win_wait` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]
@@ -5405,8 +7379,8 @@ unsafe extern "C" fn mpi_win_wait(win: *mut Fint, ierror: *mut Fint) {
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let rc = crate::win::PMPI_Win_wait(*win as _);
-        *ierror = rc;
+        fortran::ierror(ierror, rc);
     }
 }
 
-fortran_names!(mpi_win_wait(win: *mut Fint, ierror: *mut Fint); "mpi_win_wait" "mpi_win_wait_" "mpi_win_wait__" "MPI_WIN_WAIT" "pmpi_win_wait" "pmpi_win_wait_" "pmpi_win_wait__" "PMPI_WIN_WAIT");
+fortran_names!(mpi_win_wait(win: *mut Fint, ierror: *mut Fint); "mpi_win_wait" "mpi_win_wait_" "mpi_win_wait__" "MPI_WIN_WAIT" "pmpi_win_wait" "pmpi_win_wait_" "pmpi_win_wait__" "PMPI_WIN_WAIT" "mpi_win_wait_f08_" "pmpir_win_wait_f08_");

@@ -32,6 +32,7 @@
 use crate::MPI_Status;
 use std::ffi::{c_char, c_int, c_void, CString};
 
+pub(crate) mod f08;
 // Generated: formatted as the generator writes it (which `--check` compares).
 #[rustfmt::skip]
 mod gen;
@@ -74,13 +75,14 @@ fn at(block: *const Fint, i: usize) -> *const c_void {
     block.wrapping_add(i).cast()
 }
 
-/// A choice buffer: `MPI_BOTTOM` and `MPI_IN_PLACE` become the C library's.
+/// A choice buffer: `MPI_BOTTOM` and `MPI_IN_PLACE` (`mpif.h`'s or
+/// `mpi_f08`'s) become the C library's.
 #[inline]
 pub(crate) fn buf(p: *mut c_void) -> *mut c_void {
     let b = (&raw const blocks::mpipriv1_).cast::<Fint>();
-    if p.cast_const() == at(b, 0) {
+    if p.cast_const() == at(b, 0) || f08::is!(p, MPIR_F08_MPI_BOTTOM) {
         std::ptr::null_mut()
-    } else if p.cast_const() == at(b, 1) {
+    } else if p.cast_const() == at(b, 1) || f08::is!(p, MPIR_F08_MPI_IN_PLACE) {
         crate::consts::IN_PLACE as *mut c_void
     } else {
         p
@@ -91,7 +93,7 @@ pub(crate) fn buf(p: *mut c_void) -> *mut c_void {
 #[inline]
 pub(crate) fn status(p: *mut Fint) -> *mut MPI_Status {
     let b = (&raw const blocks::mpipriv1_).cast::<Fint>();
-    if p.cast_const().cast() == at(b, 2) {
+    if p.cast_const().cast() == at(b, 2) || f08::is!(p, MPIR_F08_MPI_STATUS_IGNORE_OBJ) {
         crate::consts::STATUS_IGNORE as *mut MPI_Status
     } else {
         p.cast()
@@ -103,7 +105,7 @@ pub(crate) fn status(p: *mut Fint) -> *mut MPI_Status {
 #[inline]
 pub(crate) fn statuses(p: *mut Fint) -> *mut MPI_Status {
     let b = (&raw const blocks::mpipriv2_).cast::<Fint>();
-    if p.cast_const().cast() == at(b, 0) {
+    if p.cast_const().cast() == at(b, 0) || f08::is!(p, MPIR_F08_MPI_STATUSES_IGNORE_OBJ) {
         crate::consts::STATUS_IGNORE as *mut MPI_Status
     } else {
         p.cast()
@@ -114,9 +116,13 @@ pub(crate) fn statuses(p: *mut Fint) -> *mut MPI_Status {
 /// library's.
 #[inline]
 pub(crate) fn weights(p: *mut Fint) -> *mut c_int {
-    if p.cast_const() == (&raw const blocks::mpifcmb5_).cast() {
+    if p.cast_const() == (&raw const blocks::mpifcmb5_).cast()
+        || f08::is!(p, __mpi_f08_link_constants_MOD_mpi_unweighted)
+    {
         crate::misc::MPI_UNWEIGHTED.0 as *mut c_int
-    } else if p.cast_const() == (&raw const blocks::mpifcmb9_).cast() {
+    } else if p.cast_const() == (&raw const blocks::mpifcmb9_).cast()
+        || f08::is!(p, __mpi_f08_link_constants_MOD_mpi_weights_empty)
+    {
         crate::misc::MPI_WEIGHTS_EMPTY.0 as *mut c_int
     } else {
         p
@@ -234,6 +240,19 @@ pub(crate) unsafe fn indices_out(n: *const Fint, p: *mut Fint) {
     }
 }
 
+/// Stores error code `rc` in `ierror`, which `mpi_f08` leaves out (null)
+/// when the program does.
+///
+/// # Safety
+/// `ierror` must be null or valid for one integer.
+#[inline]
+pub(crate) unsafe fn ierror(ierror: *mut Fint, rc: c_int) {
+    if !ierror.is_null() {
+        // SAFETY: the caller's contract.
+        unsafe { *ierror = rc };
+    }
+}
+
 /// A Fortran call to a function that kumi has in C but whose Fortran form
 /// is not bound yet: fails naming it, with `MPI_ERR_UNSUPPORTED_OPERATION`
 /// in `ierror`.
@@ -241,11 +260,8 @@ pub(crate) unsafe fn indices_out(n: *const Fint, p: *mut Fint) {
 /// # Safety
 /// `ierror` must be null or valid for one integer.
 pub(crate) unsafe fn unbound(name: &'static str, ierror: *mut Fint) {
-    let rc = crate::unsupported(name);
-    if !ierror.is_null() {
-        // SAFETY: the caller's contract.
-        unsafe { *ierror = rc };
-    }
+    // SAFETY: the caller's contract.
+    unsafe { self::ierror(ierror, crate::unsupported(name)) };
 }
 
 /// `MPI_COMM_CREATE_KEYVAL` (and the datatype's and window's) for Fortran:
@@ -261,7 +277,7 @@ unsafe extern "C" fn mpi_comm_create_keyval(
     delete: *const c_void,
     keyval: *mut Fint,
     extra_state: *mut i64,
-    ierror: *mut Fint,
+    ierror_: *mut Fint,
 ) {
     // SAFETY: the caller's contract; a procedure's address as the function
     // pointer of its convention (`Option` of a function pointer: null is None).
@@ -270,10 +286,11 @@ unsafe extern "C" fn mpi_comm_create_keyval(
             std::mem::transmute::<*const c_void, Option<crate::state::FortranCopyFn>>(copy),
             std::mem::transmute::<*const c_void, Option<crate::state::FortranDeleteFn>>(delete),
         );
-        *ierror = create_keyval("MPI_COMM_CREATE_KEYVAL", fns, keyval, *extra_state as usize);
+        let rc = create_keyval("MPI_COMM_CREATE_KEYVAL", fns, keyval, *extra_state as usize);
+        ierror(ierror_, rc);
     }
 }
-fortran_names!(mpi_comm_create_keyval(copy: *const c_void, delete: *const c_void, keyval: *mut Fint, extra_state: *mut i64, ierror: *mut Fint); "mpi_comm_create_keyval" "mpi_comm_create_keyval_" "mpi_comm_create_keyval__" "MPI_COMM_CREATE_KEYVAL" "pmpi_comm_create_keyval" "pmpi_comm_create_keyval_" "pmpi_comm_create_keyval__" "PMPI_COMM_CREATE_KEYVAL" "mpi_type_create_keyval" "mpi_type_create_keyval_" "mpi_type_create_keyval__" "MPI_TYPE_CREATE_KEYVAL" "pmpi_type_create_keyval" "pmpi_type_create_keyval_" "pmpi_type_create_keyval__" "PMPI_TYPE_CREATE_KEYVAL" "mpi_win_create_keyval" "mpi_win_create_keyval_" "mpi_win_create_keyval__" "MPI_WIN_CREATE_KEYVAL" "pmpi_win_create_keyval" "pmpi_win_create_keyval_" "pmpi_win_create_keyval__" "PMPI_WIN_CREATE_KEYVAL");
+fortran_names!(mpi_comm_create_keyval(copy: *const c_void, delete: *const c_void, keyval: *mut Fint, extra_state: *mut i64, ierror_: *mut Fint); "mpi_comm_create_keyval" "mpi_comm_create_keyval_" "mpi_comm_create_keyval__" "MPI_COMM_CREATE_KEYVAL" "pmpi_comm_create_keyval" "pmpi_comm_create_keyval_" "pmpi_comm_create_keyval__" "PMPI_COMM_CREATE_KEYVAL" "mpi_type_create_keyval" "mpi_type_create_keyval_" "mpi_type_create_keyval__" "MPI_TYPE_CREATE_KEYVAL" "pmpi_type_create_keyval" "pmpi_type_create_keyval_" "pmpi_type_create_keyval__" "PMPI_TYPE_CREATE_KEYVAL" "mpi_win_create_keyval" "mpi_win_create_keyval_" "mpi_win_create_keyval__" "MPI_WIN_CREATE_KEYVAL" "pmpi_win_create_keyval" "pmpi_win_create_keyval_" "pmpi_win_create_keyval__" "PMPI_WIN_CREATE_KEYVAL" "mpi_comm_create_keyval_f08_" "pmpir_comm_create_keyval_f08_" "mpi_type_create_keyval_f08_" "pmpir_type_create_keyval_f08_" "mpi_win_create_keyval_f08_" "pmpir_win_create_keyval_f08_");
 
 /// `MPI_KEYVAL_CREATE` for Fortran (MPI-1's: default `INTEGER` values and
 /// extra state).
@@ -335,7 +352,7 @@ unsafe extern "C" fn null_copy_fn(
         *ierror = 0;
     }
 }
-fortran_names!(null_copy_fn(obj: *const Fint, keyval: *const Fint, extra: *const i64, val_in: *const i64, val_out: *mut i64, flag: *mut Fint, ierror: *mut Fint); "mpi_comm_null_copy_fn" "mpi_comm_null_copy_fn_" "mpi_comm_null_copy_fn__" "MPI_COMM_NULL_COPY_FN" "pmpi_comm_null_copy_fn" "pmpi_comm_null_copy_fn_" "pmpi_comm_null_copy_fn__" "PMPI_COMM_NULL_COPY_FN" "mpi_type_null_copy_fn" "mpi_type_null_copy_fn_" "mpi_type_null_copy_fn__" "MPI_TYPE_NULL_COPY_FN" "pmpi_type_null_copy_fn" "pmpi_type_null_copy_fn_" "pmpi_type_null_copy_fn__" "PMPI_TYPE_NULL_COPY_FN" "mpi_win_null_copy_fn" "mpi_win_null_copy_fn_" "mpi_win_null_copy_fn__" "MPI_WIN_NULL_COPY_FN" "pmpi_win_null_copy_fn" "pmpi_win_null_copy_fn_" "pmpi_win_null_copy_fn__" "PMPI_WIN_NULL_COPY_FN");
+fortran_names!(null_copy_fn(obj: *const Fint, keyval: *const Fint, extra: *const i64, val_in: *const i64, val_out: *mut i64, flag: *mut Fint, ierror: *mut Fint); "mpi_comm_null_copy_fn" "mpi_comm_null_copy_fn_" "mpi_comm_null_copy_fn__" "MPI_COMM_NULL_COPY_FN" "pmpi_comm_null_copy_fn" "pmpi_comm_null_copy_fn_" "pmpi_comm_null_copy_fn__" "PMPI_COMM_NULL_COPY_FN" "mpi_type_null_copy_fn" "mpi_type_null_copy_fn_" "mpi_type_null_copy_fn__" "MPI_TYPE_NULL_COPY_FN" "pmpi_type_null_copy_fn" "pmpi_type_null_copy_fn_" "pmpi_type_null_copy_fn__" "PMPI_TYPE_NULL_COPY_FN" "mpi_win_null_copy_fn" "mpi_win_null_copy_fn_" "mpi_win_null_copy_fn__" "MPI_WIN_NULL_COPY_FN" "pmpi_win_null_copy_fn" "pmpi_win_null_copy_fn_" "pmpi_win_null_copy_fn__" "PMPI_WIN_NULL_COPY_FN" "__mpi_f08_callbacks_MOD_mpi_comm_null_copy_fn" "__mpi_f08_callbacks_MOD_mpi_type_null_copy_fn" "__mpi_f08_callbacks_MOD_mpi_win_null_copy_fn");
 
 /// `MPI_COMM_DUP_FN` (and the datatype's and window's): copies the value.
 ///
@@ -357,7 +374,7 @@ unsafe extern "C" fn dup_fn(
         *ierror = 0;
     }
 }
-fortran_names!(dup_fn(obj: *const Fint, keyval: *const Fint, extra: *const i64, val_in: *const i64, val_out: *mut i64, flag: *mut Fint, ierror: *mut Fint); "mpi_comm_dup_fn" "mpi_comm_dup_fn_" "mpi_comm_dup_fn__" "MPI_COMM_DUP_FN" "pmpi_comm_dup_fn" "pmpi_comm_dup_fn_" "pmpi_comm_dup_fn__" "PMPI_COMM_DUP_FN" "mpi_type_dup_fn" "mpi_type_dup_fn_" "mpi_type_dup_fn__" "MPI_TYPE_DUP_FN" "pmpi_type_dup_fn" "pmpi_type_dup_fn_" "pmpi_type_dup_fn__" "PMPI_TYPE_DUP_FN" "mpi_win_dup_fn" "mpi_win_dup_fn_" "mpi_win_dup_fn__" "MPI_WIN_DUP_FN" "pmpi_win_dup_fn" "pmpi_win_dup_fn_" "pmpi_win_dup_fn__" "PMPI_WIN_DUP_FN");
+fortran_names!(dup_fn(obj: *const Fint, keyval: *const Fint, extra: *const i64, val_in: *const i64, val_out: *mut i64, flag: *mut Fint, ierror: *mut Fint); "mpi_comm_dup_fn" "mpi_comm_dup_fn_" "mpi_comm_dup_fn__" "MPI_COMM_DUP_FN" "pmpi_comm_dup_fn" "pmpi_comm_dup_fn_" "pmpi_comm_dup_fn__" "PMPI_COMM_DUP_FN" "mpi_type_dup_fn" "mpi_type_dup_fn_" "mpi_type_dup_fn__" "MPI_TYPE_DUP_FN" "pmpi_type_dup_fn" "pmpi_type_dup_fn_" "pmpi_type_dup_fn__" "PMPI_TYPE_DUP_FN" "mpi_win_dup_fn" "mpi_win_dup_fn_" "mpi_win_dup_fn__" "MPI_WIN_DUP_FN" "pmpi_win_dup_fn" "pmpi_win_dup_fn_" "pmpi_win_dup_fn__" "PMPI_WIN_DUP_FN" "__mpi_f08_callbacks_MOD_mpi_comm_dup_fn" "__mpi_f08_callbacks_MOD_mpi_type_dup_fn" "__mpi_f08_callbacks_MOD_mpi_win_dup_fn");
 
 /// `MPI_COMM_NULL_DELETE_FN` (and the datatype's and window's, and MPI-1's
 /// `MPI_NULL_DELETE_FN`): does nothing.
@@ -374,7 +391,7 @@ unsafe extern "C" fn null_delete_fn(
     // SAFETY: the caller's contract.
     unsafe { *ierror = 0 };
 }
-fortran_names!(null_delete_fn(obj: *const Fint, keyval: *const Fint, val: *const c_void, extra: *const c_void, ierror: *mut Fint); "mpi_comm_null_delete_fn" "mpi_comm_null_delete_fn_" "mpi_comm_null_delete_fn__" "MPI_COMM_NULL_DELETE_FN" "pmpi_comm_null_delete_fn" "pmpi_comm_null_delete_fn_" "pmpi_comm_null_delete_fn__" "PMPI_COMM_NULL_DELETE_FN" "mpi_type_null_delete_fn" "mpi_type_null_delete_fn_" "mpi_type_null_delete_fn__" "MPI_TYPE_NULL_DELETE_FN" "pmpi_type_null_delete_fn" "pmpi_type_null_delete_fn_" "pmpi_type_null_delete_fn__" "PMPI_TYPE_NULL_DELETE_FN" "mpi_win_null_delete_fn" "mpi_win_null_delete_fn_" "mpi_win_null_delete_fn__" "MPI_WIN_NULL_DELETE_FN" "pmpi_win_null_delete_fn" "pmpi_win_null_delete_fn_" "pmpi_win_null_delete_fn__" "PMPI_WIN_NULL_DELETE_FN" "mpi_null_delete_fn" "mpi_null_delete_fn_" "mpi_null_delete_fn__" "MPI_NULL_DELETE_FN" "pmpi_null_delete_fn" "pmpi_null_delete_fn_" "pmpi_null_delete_fn__" "PMPI_NULL_DELETE_FN");
+fortran_names!(null_delete_fn(obj: *const Fint, keyval: *const Fint, val: *const c_void, extra: *const c_void, ierror: *mut Fint); "mpi_comm_null_delete_fn" "mpi_comm_null_delete_fn_" "mpi_comm_null_delete_fn__" "MPI_COMM_NULL_DELETE_FN" "pmpi_comm_null_delete_fn" "pmpi_comm_null_delete_fn_" "pmpi_comm_null_delete_fn__" "PMPI_COMM_NULL_DELETE_FN" "mpi_type_null_delete_fn" "mpi_type_null_delete_fn_" "mpi_type_null_delete_fn__" "MPI_TYPE_NULL_DELETE_FN" "pmpi_type_null_delete_fn" "pmpi_type_null_delete_fn_" "pmpi_type_null_delete_fn__" "PMPI_TYPE_NULL_DELETE_FN" "mpi_win_null_delete_fn" "mpi_win_null_delete_fn_" "mpi_win_null_delete_fn__" "MPI_WIN_NULL_DELETE_FN" "pmpi_win_null_delete_fn" "pmpi_win_null_delete_fn_" "pmpi_win_null_delete_fn__" "PMPI_WIN_NULL_DELETE_FN" "mpi_null_delete_fn" "mpi_null_delete_fn_" "mpi_null_delete_fn__" "MPI_NULL_DELETE_FN" "pmpi_null_delete_fn" "pmpi_null_delete_fn_" "pmpi_null_delete_fn__" "PMPI_NULL_DELETE_FN" "__mpi_f08_callbacks_MOD_mpi_comm_null_delete_fn" "__mpi_f08_callbacks_MOD_mpi_type_null_delete_fn" "__mpi_f08_callbacks_MOD_mpi_win_null_delete_fn");
 
 /// MPI-1's `MPI_NULL_COPY_FN` (default `INTEGER` values).
 ///
@@ -431,7 +448,7 @@ macro_rules! fortran_names {
 
 /// One of [`fortran_names`]'s entries: a jump to the wrapper.
 macro_rules! fortran_entry {
-    ($name:literal, $f:ident, ($($a:ident : $t:ty),*), $r:ty) => {
+    ($name:expr, $f:ident, ($($a:ident : $t:ty),*), $r:ty) => {
         const _: () = {
             #[export_name = $name]
             unsafe extern "C" fn entry($($a: $t),*) -> $r {
@@ -502,13 +519,13 @@ pub(crate) unsafe fn attr_out(keyval: c_int, val: *mut i64, flag: c_int) {
 unsafe extern "C" fn mpi_wtime() -> f64 {
     crate::init::PMPI_Wtime()
 }
-fortran_names!(mpi_wtime() -> f64; "mpi_wtime" "mpi_wtime_" "mpi_wtime__" "MPI_WTIME" "pmpi_wtime" "pmpi_wtime_" "pmpi_wtime__" "PMPI_WTIME");
+fortran_names!(mpi_wtime() -> f64; "mpi_wtime" "mpi_wtime_" "mpi_wtime__" "MPI_WTIME" "pmpi_wtime" "pmpi_wtime_" "pmpi_wtime__" "PMPI_WTIME" "mpi_wtime_f08_" "pmpir_wtime_f08_");
 
 /// `MPI_WTICK` for Fortran.
 unsafe extern "C" fn mpi_wtick() -> f64 {
     crate::init::MPI_Wtick()
 }
-fortran_names!(mpi_wtick() -> f64; "mpi_wtick" "mpi_wtick_" "mpi_wtick__" "MPI_WTICK" "pmpi_wtick" "pmpi_wtick_" "pmpi_wtick__" "PMPI_WTICK");
+fortran_names!(mpi_wtick() -> f64; "mpi_wtick" "mpi_wtick_" "mpi_wtick__" "MPI_WTICK" "pmpi_wtick" "pmpi_wtick_" "pmpi_wtick__" "PMPI_WTICK" "mpi_wtick_f08_" "pmpir_wtick_f08_");
 
 /// `MPI_AINT_ADD` for Fortran (`INTEGER(KIND=MPI_ADDRESS_KIND)` result).
 ///
@@ -518,7 +535,7 @@ unsafe extern "C" fn mpi_aint_add(base: *const i64, disp: *const i64) -> i64 {
     // SAFETY: the caller's contract.
     unsafe { crate::types::PMPI_Aint_add(*base as isize, *disp as isize) as i64 }
 }
-fortran_names!(mpi_aint_add(base: *const i64, disp: *const i64) -> i64; "mpi_aint_add" "mpi_aint_add_" "mpi_aint_add__" "MPI_AINT_ADD" "pmpi_aint_add" "pmpi_aint_add_" "pmpi_aint_add__" "PMPI_AINT_ADD");
+fortran_names!(mpi_aint_add(base: *const i64, disp: *const i64) -> i64; "mpi_aint_add" "mpi_aint_add_" "mpi_aint_add__" "MPI_AINT_ADD" "pmpi_aint_add" "pmpi_aint_add_" "pmpi_aint_add__" "PMPI_AINT_ADD" "mpi_aint_add_f08_" "pmpir_aint_add_f08_");
 
 /// `MPI_AINT_DIFF` for Fortran.
 ///
@@ -528,7 +545,7 @@ unsafe extern "C" fn mpi_aint_diff(addr1: *const i64, addr2: *const i64) -> i64 
     // SAFETY: the caller's contract.
     unsafe { crate::types::MPI_Aint_diff(*addr1 as isize, *addr2 as isize) as i64 }
 }
-fortran_names!(mpi_aint_diff(addr1: *const i64, addr2: *const i64) -> i64; "mpi_aint_diff" "mpi_aint_diff_" "mpi_aint_diff__" "MPI_AINT_DIFF" "pmpi_aint_diff" "pmpi_aint_diff_" "pmpi_aint_diff__" "PMPI_AINT_DIFF");
+fortran_names!(mpi_aint_diff(addr1: *const i64, addr2: *const i64) -> i64; "mpi_aint_diff" "mpi_aint_diff_" "mpi_aint_diff__" "MPI_AINT_DIFF" "pmpi_aint_diff" "pmpi_aint_diff_" "pmpi_aint_diff__" "PMPI_AINT_DIFF" "mpi_aint_diff_f08_" "pmpir_aint_diff_f08_");
 
 /// The number of dimensions of Cartesian communicator `comm` (the length of
 /// `MPI_CART_SUB`'s `remain_dims`); 0 if it is none (the C call then says why).
@@ -551,4 +568,4 @@ unsafe extern "C" fn mpi_pcontrol(level: *const Fint) {
     // SAFETY: the caller's contract.
     unsafe { crate::misc::PMPI_Pcontrol(*level) };
 }
-fortran_names!(mpi_pcontrol(level: *const Fint); "mpi_pcontrol" "mpi_pcontrol_" "mpi_pcontrol__" "MPI_PCONTROL" "pmpi_pcontrol" "pmpi_pcontrol_" "pmpi_pcontrol__" "PMPI_PCONTROL");
+fortran_names!(mpi_pcontrol(level: *const Fint); "mpi_pcontrol" "mpi_pcontrol_" "mpi_pcontrol__" "MPI_PCONTROL" "pmpi_pcontrol" "pmpi_pcontrol_" "pmpi_pcontrol__" "PMPI_PCONTROL" "mpi_pcontrol_f08_" "pmpir_pcontrol_f08_");
