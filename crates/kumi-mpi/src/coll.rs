@@ -1939,74 +1939,81 @@ mpi! {
         reduction("MPI_Reduce_scatter", Red::Scatter(cs), send, recvbuf, total, datatype, op, comm)
     }
 
+    // The rooted collectives read the receive (gather) or send (scatter)
+    // arguments at the root only, as MPI 4.1 section 6.5 says: elsewhere they
+    // may be anything, MPI_DATATYPE_NULL and null counts included.
     fn MPI_Gather / PMPI_Gather(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, root: c_int, comm: c_int) {
-        let (c, rd) = lookup(comm, recvtype)?;
+        let c = st()?.intra(comm)?;
         let r = check_root(&c, root)?;
         let (p, me) = (c.size(), c.rank());
-        let rn = crate::state::count(recvcount)?;
-        let mine = if in_place(sendbuf) {
-            pack(at(recvbuf, me * rn, &rd), rn, &rd)
-        } else {
-            let sd = st()?.dtype(sendtype)?;
-            pack(sendbuf, crate::state::count(sendcount)?, &sd)
+        let recv = if me == r { Some((st()?.dtype(recvtype)?, crate::state::count(recvcount)?)) } else { None };
+        let mine = match &recv {
+            Some((rd, rn)) if in_place(sendbuf) => pack(at(recvbuf, me * rn, rd), *rn, rd),
+            _ => {
+                let sd = st()?.dtype(sendtype)?;
+                pack(sendbuf, crate::state::count(sendcount)?, &sd)
+            }
         };
-        let mut all = if me == r { vec![0u8; mine.len() * p] } else { Vec::new() };
+        let mut all = if recv.is_some() { vec![0u8; mine.len() * p] } else { Vec::new() };
         c.gather(&mine, &mut all, r)?;
-        if me == r {
+        if let Some((rd, rn)) = recv {
             unpack(&all, recvbuf, rn * p, &rd);
         }
         Ok(())
     }
 
     fn MPI_Gatherv / PMPI_Gatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: c_int, root: c_int, comm: c_int) {
-        let (c, rd) = lookup(comm, recvtype)?;
+        let c = st()?.intra(comm)?;
         let r = check_root(&c, root)?;
         let (p, me) = (c.size(), c.rank());
-        let (cs, ds) = if me == r {
-            (counts(recvcounts, p, "recvcounts")?, counts(displs, p, "displs")?)
+        let recv = if me == r {
+            Some((st()?.dtype(recvtype)?, counts(recvcounts, p, "recvcounts")?, counts(displs, p, "displs")?))
         } else {
-            (vec![0; p], vec![0; p])
+            None
+        };
+        let (sd, sbuf, sn) = match &recv {
+            Some((rd, cs, ds)) if in_place(sendbuf) => (rd.clone(), at(recvbuf, ds[me], rd).cast_const(), cs[me]),
+            _ => (st()?.dtype(sendtype)?, sendbuf, crate::state::count(sendcount)?),
         };
         // Contiguous types go straight between the program's buffers.
-        let (sd, sbuf, sn) = if in_place(sendbuf) {
-            (rd.clone(), at(recvbuf, ds[me], &rd).cast_const(), cs[me])
-        } else {
-            (st()?.dtype(sendtype)?, sendbuf, crate::state::count(sendcount)?)
-        };
-        if sd.is_contiguous() && (me != r || rd.is_contiguous()) {
-            let recv: Vec<(*mut u8, usize)> = if me == r {
-                segments(recvbuf, &cs, &ds, &rd).into_iter().map(|(b, n)| (b.cast::<u8>(), rd.packed_size(n))).collect()
-            } else {
-                Vec::new()
+        if sd.is_contiguous() && recv.as_ref().is_none_or(|(rd, ..)| rd.is_contiguous()) {
+            let segs: Vec<(*mut u8, usize)> = match &recv {
+                Some((rd, cs, ds)) => segments(recvbuf, cs, ds, rd).into_iter().map(|(b, n)| (b.cast::<u8>(), rd.packed_size(n))).collect(),
+                None => Vec::new(),
             };
             // SAFETY: MPI's contract for MPI_Gatherv's buffers (in place,
             // the root's send is its own receive segment).
-            return Ok(unsafe { c.gatherv_segments((sbuf.cast::<u8>(), sd.packed_size(sn)), &recv, r) }?);
+            return Ok(unsafe { c.gatherv_segments((sbuf.cast::<u8>(), sd.packed_size(sn)), &segs, r) }?);
         }
         let mine = pack(sbuf, sn, &sd);
-        let mut bytes: Vec<usize> = cs.iter().map(|&k| rd.packed_size(k)).collect();
-        // Counts matter at the root only; elsewhere the runtime checks this
-        // rank's own entry against what it sends.
-        if me != r {
-            bytes[me] = mine.len();
-        }
-        let mut all = vec![0u8; if me == r { bytes.iter().sum() } else { 0 }];
+        // Elsewhere than at the root the runtime checks this rank's own
+        // entry against what it sends.
+        let bytes: Vec<usize> = match &recv {
+            Some((rd, cs, _)) => cs.iter().map(|&k| rd.packed_size(k)).collect(),
+            None => (0..p).map(|i| if i == me { mine.len() } else { 0 }).collect(),
+        };
+        let mut all = vec![0u8; if recv.is_some() { bytes.iter().sum() } else { 0 }];
         c.gatherv(&mine, &mut all, &bytes, r)?;
-        if me == r {
-            unpack_segments(&all, &segments(recvbuf, &cs, &ds, &rd), &rd);
+        if let Some((rd, cs, ds)) = &recv {
+            unpack_segments(&all, &segments(recvbuf, cs, ds, rd), rd);
         }
         Ok(())
     }
 
     fn MPI_Scatter / PMPI_Scatter(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, root: c_int, comm: c_int) {
-        let (c, sd) = lookup(comm, sendtype)?;
+        let c = st()?.intra(comm)?;
         let r = check_root(&c, root)?;
         let (p, me) = (c.size(), c.rank());
-        let sn = if me == r { crate::state::count(sendcount)? } else { 0 };
-        let all = if me == r { pack(sendbuf, sn * p, &sd) } else { Vec::new() };
-        let dest_in_place = in_place(recvbuf) && me == r;
-        let rd = if dest_in_place { sd.clone() } else { st()?.dtype(recvtype)? };
-        let rn = if dest_in_place { sn } else { crate::state::count(recvcount)? };
+        let send = if me == r { Some((st()?.dtype(sendtype)?, crate::state::count(sendcount)?)) } else { None };
+        let all = match &send {
+            Some((sd, sn)) => pack(sendbuf, sn * p, sd),
+            None => Vec::new(),
+        };
+        let dest_in_place = in_place(recvbuf) && send.is_some();
+        let (rd, rn) = match send {
+            Some(s) if dest_in_place => s,
+            _ => (st()?.dtype(recvtype)?, crate::state::count(recvcount)?),
+        };
         let mut mine = vec![0u8; rd.packed_size(rn)];
         c.scatter(&all, &mut mine, r)?;
         if !dest_in_place {
@@ -2016,40 +2023,35 @@ mpi! {
     }
 
     fn MPI_Scatterv / PMPI_Scatterv(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, root: c_int, comm: c_int) {
-        let (c, sd) = lookup(comm, sendtype)?;
+        let c = st()?.intra(comm)?;
         let r = check_root(&c, root)?;
         let (p, me) = (c.size(), c.rank());
-        let (cs, ds) = if me == r {
-            (counts(sendcounts, p, "sendcounts")?, counts(displs, p, "displs")?)
+        let send = if me == r {
+            Some((st()?.dtype(sendtype)?, counts(sendcounts, p, "sendcounts")?, counts(displs, p, "displs")?))
         } else {
-            (vec![0; p], vec![0; p])
+            None
         };
-        let dest_in_place = in_place(recvbuf) && me == r;
-        let rd = if dest_in_place { sd.clone() } else { st()?.dtype(recvtype)? };
-        let rn = if dest_in_place { cs[me] } else { crate::state::count(recvcount)? };
+        let dest_in_place = in_place(recvbuf) && send.is_some();
+        let (rd, rn) = match &send {
+            Some((sd, cs, _)) if dest_in_place => (sd.clone(), cs[me]),
+            _ => (st()?.dtype(recvtype)?, crate::state::count(recvcount)?),
+        };
         // Contiguous types go straight between the program's buffers.
-        if rd.is_contiguous() && (me != r || sd.is_contiguous()) {
-            let send: Vec<(*const u8, usize)> = if me == r {
-                segments(sendbuf, &cs, &ds, &sd).into_iter().map(|(b, n)| (b.cast_const().cast::<u8>(), sd.packed_size(n))).collect()
-            } else {
-                Vec::new()
+        if rd.is_contiguous() && send.as_ref().is_none_or(|(sd, ..)| sd.is_contiguous()) {
+            let segs: Vec<(*const u8, usize)> = match &send {
+                Some((sd, cs, ds)) => segments(sendbuf, cs, ds, sd).into_iter().map(|(b, n)| (b.cast_const().cast::<u8>(), sd.packed_size(n))).collect(),
+                None => Vec::new(),
             };
-            let rbuf = if dest_in_place { send[me].0.cast_mut() } else { recvbuf.cast::<u8>() };
+            let rbuf = if dest_in_place { segs[me].0.cast_mut() } else { recvbuf.cast::<u8>() };
             // SAFETY: MPI's contract for MPI_Scatterv's buffers (in place,
             // the root's receive is its own send segment).
-            return Ok(unsafe { c.scatterv_segments(&send, (rbuf, rd.packed_size(rn)), r) }?);
+            return Ok(unsafe { c.scatterv_segments(&segs, (rbuf, rd.packed_size(rn)), r) }?);
         }
-        let bytes: Vec<usize> = cs.iter().map(|&k| sd.packed_size(k)).collect();
-        let all = if me == r {
-            pack_segments(&segments(sendbuf, &cs, &ds, &sd), &sd)
-        } else {
-            Vec::new()
-        };
         let mut mine = vec![0u8; rd.packed_size(rn)];
-        let mut bytes = bytes;
-        if me != r {
-            bytes[me] = mine.len();
-        }
+        let (all, bytes) = match &send {
+            Some((sd, cs, ds)) => (pack_segments(&segments(sendbuf, cs, ds, sd), sd), cs.iter().map(|&k| sd.packed_size(k)).collect()),
+            None => (Vec::new(), (0..p).map(|i| if i == me { mine.len() } else { 0 }).collect::<Vec<usize>>()),
+        };
         c.scatterv(&all, &bytes, &mut mine, r)?;
         if !dest_in_place {
             unpack(&mine, recvbuf, rn, &rd);

@@ -940,18 +940,25 @@ mpi! {
             let peer = s.comm(peer_comm).ok();
             (s.intra(local_comm)?, peer)
         };
-        if local_leader < 0 || remote_leader < 0 {
-            return err(MPI_ERR_RANK, format!("leaders {local_leader} and {remote_leader} must be ranks"));
+        if local_leader < 0 {
+            return err(MPI_ERR_RANK, format!("local_leader {local_leader} is not a rank"));
         }
         if !(0..=kumi::TAG_UB).contains(&tag) {
             return err(MPI_ERR_TAG, format!("tag {tag} is not between 0 and MPI_TAG_UB"));
         }
-        let peer = match peer {
-            Some(p) => p,
-            None if local.rank() != local_leader as usize => local.clone(),
+        // `peer_comm` and `remote_leader` are read at the local leader only
+        // (MPI 4.1 section 7.6.2): elsewhere they may be anything (often
+        // MPI_COMM_NULL and -1), and the runtime does not look at them.
+        let leader = local.rank() == local_leader as usize;
+        let (peer, remote_leader) = match peer {
+            _ if !leader => (local.clone(), 0),
+            Some(_) if remote_leader < 0 => {
+                return err(MPI_ERR_RANK, format!("remote_leader {remote_leader} is not a rank"));
+            }
+            Some(p) => (p, remote_leader as usize),
             None => return err(MPI_ERR_COMM, format!("the peer communicator {peer_comm:#x} is not a communicator")),
         };
-        let ic = kumi::inter::InterComm::create(&local, local_leader as usize, &peer, remote_leader as usize, tag)?;
+        let ic = kumi::inter::InterComm::create(&local, local_leader as usize, &peer, remote_leader, tag)?;
         add_inter(local_comm, ic, newintercomm)
     }
 

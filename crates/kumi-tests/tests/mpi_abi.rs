@@ -44,6 +44,7 @@ const PROGRAMS: &[&str] = &[
     "cart",
     "info",
     "misc",
+    "rootonly",
     "fatal",
     "abort",
     "unsupported",
@@ -159,6 +160,15 @@ fn communicators_groups_attributes() {
 #[test]
 fn derived_datatypes_and_pack() {
     suite("datatype", &[1, 2, 4], &[2]);
+}
+
+/// Regression: the arguments MPI reads at the root or leader only were
+/// checked on every rank (MPI_Intercomm_create refused -1 as remote_leader
+/// away from the leaders; MPI_Gather refused MPI_DATATYPE_NULL away from
+/// the root).
+#[test]
+fn arguments_read_at_the_root_or_leader_only() {
+    suite("rootonly", &[1, 2, 3, 4, 5], &[3, 4]);
 }
 
 #[test]
@@ -629,6 +639,7 @@ fn c_programs_across_two_namespace_hosts() {
         "io",
         "extras",
         "inter",
+        "rootonly",
         "win",
         "session",
     ] {

@@ -42,7 +42,9 @@ impl InterComm {
     /// Joins `local` (this rank's group) with another, disjoint group:
     /// `local_leader` (a rank of `local`) and `remote_leader` (the other
     /// group's leader, a rank of `peer`) exchange what both groups need over
-    /// `peer` with `tag`. Collective over both groups.
+    /// `peer` with `tag`. Collective over both groups. `peer` and
+    /// `remote_leader` are read at the local leader only (as MPI says): other
+    /// ranks may pass anything.
     #[track_caller]
     pub fn create(
         local: &Comm,
