@@ -1,7 +1,7 @@
 /* The C twin of kumi's micro-benchmarks, in standard MPI only, so the same code
  * can be built against MPICH, Open MPI or kumi's own libmpi and compared.
  *
- *   micro pingpong|bw|rate|ring|coll [max_size] [reps] [rep_ms]
+ *   micro pingpong|bw|rate|ring|coll [max_size] [reps] [rep_ms] [ops]
  *
  * Prints, on rank 0, one JSON object per line in kumi bench's format:
  *   {"bench": "...", "np": N, "size": BYTES, "metric": "...", "value": X}
@@ -14,13 +14,13 @@
  * in OSU; the Rust kernel, whose borrows forbid that, gives each its own slot
  * (and for messages over 1 MiB waits for them in groups that fit 64 MiB). ring: an 8-byte token passed around
  * all ranks; the figure is the time per hop.
- * coll: the collectives of kumi-bench's coll.rs on all ranks -- barrier,
- * allreduce (sum, in place) of 8 B and 1 MiB of doubles, bcast of 1 MiB from
- * rank 0, alltoall of 4 KiB per pair -- with coll.rs's method: a barrier, then
- * `iters` calls timed, the slowest rank's mean per call (max over ranks);
- * calibrated by growing `iters` 4x until a run takes a tenth of a repetition;
- * the median (upper median, as coll.rs) of `reps` repetitions. Each record
- * carries an "op" field; each operation's result is checked once first. */
+ * coll: every collective of kumi-bench's coll.rs (`ops`, comma-separated, or
+ * "all") at every power of two from 8 B to max_size, on all ranks, with
+ * coll.rs's method: a barrier, then `iters` calls timed, the slowest rank's
+ * mean per call (max over ranks); calibrated by growing `iters` 4x until a run
+ * takes a tenth of a repetition; the median (upper median, as coll.rs) of
+ * `reps` repetitions. Each record carries an "op" field; each operation's
+ * result at each size is checked once first. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -128,98 +128,193 @@ static long calibrate(kernel k, unsigned char *buf, size_t size, double seconds)
 
 /* ---- coll ---------------------------------------------------------------- */
 
-enum { C_BARRIER, C_ALLREDUCE8, C_ALLREDUCE1M, C_BCAST1M, C_ALLTOALL4K, C_COUNT };
-static const char *coll_op[C_COUNT] = {"barrier", "allreduce", "allreduce", "bcast", "alltoall"};
-static const size_t coll_size[C_COUNT] = {0, 8, 1u << 20, 1u << 20, 4096};
-static double *c_a8, *c_big;
-static unsigned char *c_bc, *c_send, *c_recv;
+/* The operations, in kumi-bench's coll.rs's order and names. Sizes are bytes
+ * per rank: the whole buffer of bcast and of the reductions (doubles, summed),
+ * each rank's block of the gathers and scatters, each pair's block of the
+ * all-to-alls, each neighbour's block on a periodic ring (a 1-D Cartesian
+ * communicator); the v and w forms with the same counts as the plain ones. */
+enum {
+    C_BARRIER, C_BCAST, C_REDUCE, C_ALLREDUCE, C_REDUCE_SCATTER_BLOCK, C_REDUCE_SCATTER,
+    C_SCAN, C_EXSCAN, C_GATHER, C_GATHERV, C_SCATTER, C_SCATTERV, C_ALLGATHER, C_ALLGATHERV,
+    C_ALLTOALL, C_ALLTOALLV, C_ALLTOALLW, C_NEIGHBOR_ALLGATHER, C_NEIGHBOR_ALLTOALL,
+    C_IBARRIER, C_IBCAST, C_IREDUCE, C_IALLREDUCE, C_IGATHER, C_ISCATTER, C_IALLGATHER,
+    C_IALLTOALL, C_COUNT
+};
+static const char *coll_op[C_COUNT] = {
+    "barrier", "bcast", "reduce", "allreduce", "reduce_scatter_block", "reduce_scatter",
+    "scan", "exscan", "gather", "gatherv", "scatter", "scatterv", "allgather", "allgatherv",
+    "alltoall", "alltoallv", "alltoallw", "neighbor_allgather", "neighbor_alltoall",
+    "ibarrier", "ibcast", "ireduce", "iallreduce", "igather", "iscatter", "iallgather",
+    "ialltoall"};
+static unsigned char *c_s, *c_r;
+static int *c_counts, *c_displs;
+static MPI_Datatype *c_types;
+static MPI_Comm c_ring;
 
-static void coll_call(int op) {
-    switch (op) {
-    case C_BARRIER: MPI_Barrier(MPI_COMM_WORLD); break;
-    case C_ALLREDUCE8: MPI_Allreduce(MPI_IN_PLACE, c_a8, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD); break;
-    case C_ALLREDUCE1M: MPI_Allreduce(MPI_IN_PLACE, c_big, 1 << 17, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD); break;
-    case C_BCAST1M: MPI_Bcast(c_bc, 1 << 20, MPI_BYTE, 0, MPI_COMM_WORLD); break;
-    default: MPI_Alltoall(c_send, 4096, MPI_BYTE, c_recv, 4096, MPI_BYTE, MPI_COMM_WORLD); break;
+static void coll_call(int op, size_t size) {
+    MPI_Comm w = MPI_COMM_WORLD;
+    int b = (int)size, n = (int)(size < 8 ? 1 : size / 8);
+    double *sd = (double *)c_s, *rd = (double *)c_r;
+    MPI_Request q = MPI_REQUEST_NULL;
+    for (int i = 0; i < np; i++) {
+        c_counts[i] = b;
+        c_displs[i] = i * b;
     }
+    switch (op) {
+    case C_BARRIER: MPI_Barrier(w); break;
+    case C_BCAST: MPI_Bcast(c_r, b, MPI_BYTE, 0, w); break;
+    case C_REDUCE: MPI_Reduce(sd, rd, n, MPI_DOUBLE, MPI_SUM, 0, w); break;
+    case C_ALLREDUCE: MPI_Allreduce(sd, rd, n, MPI_DOUBLE, MPI_SUM, w); break;
+    case C_REDUCE_SCATTER_BLOCK: MPI_Reduce_scatter_block(sd, rd, n, MPI_DOUBLE, MPI_SUM, w); break;
+    case C_REDUCE_SCATTER:
+        for (int i = 0; i < np; i++) c_counts[i] = n;
+        MPI_Reduce_scatter(sd, rd, c_counts, MPI_DOUBLE, MPI_SUM, w);
+        break;
+    case C_SCAN: MPI_Scan(sd, rd, n, MPI_DOUBLE, MPI_SUM, w); break;
+    case C_EXSCAN: MPI_Exscan(sd, rd, n, MPI_DOUBLE, MPI_SUM, w); break;
+    case C_GATHER: MPI_Gather(c_s, b, MPI_BYTE, c_r, b, MPI_BYTE, 0, w); break;
+    case C_GATHERV: MPI_Gatherv(c_s, b, MPI_BYTE, c_r, c_counts, c_displs, MPI_BYTE, 0, w); break;
+    case C_SCATTER: MPI_Scatter(c_s, b, MPI_BYTE, c_r, b, MPI_BYTE, 0, w); break;
+    case C_SCATTERV: MPI_Scatterv(c_s, c_counts, c_displs, MPI_BYTE, c_r, b, MPI_BYTE, 0, w); break;
+    case C_ALLGATHER: MPI_Allgather(c_s, b, MPI_BYTE, c_r, b, MPI_BYTE, w); break;
+    case C_ALLGATHERV: MPI_Allgatherv(c_s, b, MPI_BYTE, c_r, c_counts, c_displs, MPI_BYTE, w); break;
+    case C_ALLTOALL: MPI_Alltoall(c_s, b, MPI_BYTE, c_r, b, MPI_BYTE, w); break;
+    case C_ALLTOALLV:
+        MPI_Alltoallv(c_s, c_counts, c_displs, MPI_BYTE, c_r, c_counts, c_displs, MPI_BYTE, w);
+        break;
+    case C_ALLTOALLW:
+        MPI_Alltoallw(c_s, c_counts, c_displs, c_types, c_r, c_counts, c_displs, c_types, w);
+        break;
+    case C_NEIGHBOR_ALLGATHER: MPI_Neighbor_allgather(c_s, b, MPI_BYTE, c_r, b, MPI_BYTE, c_ring); break;
+    case C_NEIGHBOR_ALLTOALL: MPI_Neighbor_alltoall(c_s, b, MPI_BYTE, c_r, b, MPI_BYTE, c_ring); break;
+    case C_IBARRIER: MPI_Ibarrier(w, &q); break;
+    case C_IBCAST: MPI_Ibcast(c_r, b, MPI_BYTE, 0, w, &q); break;
+    case C_IREDUCE: MPI_Ireduce(sd, rd, n, MPI_DOUBLE, MPI_SUM, 0, w, &q); break;
+    case C_IALLREDUCE: MPI_Iallreduce(sd, rd, n, MPI_DOUBLE, MPI_SUM, w, &q); break;
+    case C_IGATHER: MPI_Igather(c_s, b, MPI_BYTE, c_r, b, MPI_BYTE, 0, w, &q); break;
+    case C_ISCATTER: MPI_Iscatter(c_s, b, MPI_BYTE, c_r, b, MPI_BYTE, 0, w, &q); break;
+    case C_IALLGATHER: MPI_Iallgather(c_s, b, MPI_BYTE, c_r, b, MPI_BYTE, w, &q); break;
+    default: MPI_Ialltoall(c_s, b, MPI_BYTE, c_r, b, MPI_BYTE, w, &q); break;
+    }
+    MPI_Wait(&q, MPI_STATUS_IGNORE);
 }
 
 /* The slowest rank's mean time per call over `iters` calls. */
-static double coll_time(int op, long iters) {
+static double coll_time(int op, size_t size, long iters) {
     MPI_Barrier(MPI_COMM_WORLD);
     double t = MPI_Wtime();
-    for (long i = 0; i < iters; i++) coll_call(op);
+    for (long i = 0; i < iters; i++) coll_call(op, size);
     double mine = (MPI_Wtime() - t) / (double)iters, worst;
     MPI_Allreduce(&mine, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     return worst;
 }
 
-static void coll_fail(const char *what, size_t at) {
-    fprintf(stderr, "micro coll: rank %d: wrong %s result at element %zu\n", rank, what, at);
+static void coll_fail(int op, size_t size, size_t at) {
+    fprintf(stderr, "micro coll: rank %d: wrong %s result at %zu (size %zu)\n", rank, coll_op[op], at, size);
     MPI_Abort(MPI_COMM_WORLD, 3);
 }
 
-/* Each operation's result, once, with values that tell ranks apart. */
-static void coll_check(void) {
-    size_t n = (size_t)1 << 17;
-    double want = (double)np * (np - 1) / 2;
-    c_a8[0] = rank + 1;
-    coll_call(C_ALLREDUCE8);
-    if (c_a8[0] != want + np) coll_fail("allreduce 8 B", 0);
-    for (size_t i = 0; i < n; i++) c_big[i] = rank + (double)(i % 7);
-    coll_call(C_ALLREDUCE1M);
-    for (size_t i = 0; i < n; i++)
-        if (c_big[i] != want + (double)np * (double)(i % 7)) coll_fail("allreduce 1 MiB", i);
-    if (rank == 0) pattern(c_bc, 1 << 20, 11);
-    else memset(c_bc, 0, 1 << 20);
-    coll_call(C_BCAST1M);
-    verify(c_bc, 1 << 20, 11, "coll bcast");
-    for (int d = 0; d < np; d++) pattern(c_send + (size_t)d * 4096, 4096, (unsigned char)(rank * 31 + d));
-    coll_call(C_ALLTOALL4K);
-    for (int s = 0; s < np; s++) verify(c_recv + (size_t)s * 4096, 4096, (unsigned char)(s * 31 + rank), "coll alltoall");
-    /* The timed runs then start from kumi-bench's values. */
-    c_a8[0] = 1.0;
-    for (size_t i = 0; i < n; i++) c_big[i] = 1.0;
-    memset(c_bc, 7, 1 << 20);
-    memset(c_send, 3, (size_t)4096 * np);
+/* The byte rank `from` sends in its block `j` (see coll_check). */
+static unsigned char block_byte(int from, int j) { return (unsigned char)(from * 16 + j + 1); }
+
+/* One call of `op` at `size` on values that tell ranks apart, checked at the
+ * first and last element of each block: each rank's send block j holds
+ * block_byte(rank, j); reductions sum rank + 1. */
+static void coll_check(int op, size_t size) {
+    size_t n = size < 8 ? 1 : size / 8;
+    int reduction = op == C_REDUCE || op == C_ALLREDUCE || op == C_REDUCE_SCATTER_BLOCK ||
+                    op == C_REDUCE_SCATTER || op == C_SCAN || op == C_EXSCAN || op == C_IREDUCE ||
+                    op == C_IALLREDUCE;
+    if (reduction) {
+        for (size_t i = 0; i < n * np; i++) ((double *)c_s)[i] = rank + 1;
+    } else {
+        for (int j = 0; j < np; j++) memset(c_s + (size_t)j * size, block_byte(rank, j), size);
+    }
+    memset(c_r, 0, size * np);
+    if (op == C_BCAST || op == C_IBCAST) memset(c_r, rank == 0 ? block_byte(0, 0) : 0, size);
+    coll_call(op, size);
+    double *rd = (double *)c_r, tri = (double)np * (np + 1) / 2;
+    int left = (rank + np - 1) % np, right = (rank + 1) % np;
+    for (int j = 0; j < np; j++) {
+        size_t first = (size_t)j * size, last = first + size - 1;
+        int want = -1;
+        double dwant = -1;
+        switch (op) {
+        case C_BCAST: case C_IBCAST: if (j == 0) want = block_byte(0, 0); break;
+        case C_GATHER: case C_GATHERV: case C_IGATHER: if (rank == 0) want = block_byte(j, 0); break;
+        case C_ALLGATHER: case C_ALLGATHERV: case C_IALLGATHER: want = block_byte(j, 0); break;
+        case C_SCATTER: case C_SCATTERV: case C_ISCATTER: if (j == 0) want = block_byte(0, rank); break;
+        case C_ALLTOALL: case C_ALLTOALLV: case C_ALLTOALLW: case C_IALLTOALL: want = block_byte(j, rank); break;
+        case C_NEIGHBOR_ALLGATHER: if (j < 2) want = block_byte(j ? right : left, 0); break;
+        case C_NEIGHBOR_ALLTOALL: if (j < 2) want = j ? block_byte(right, 0) : block_byte(left, 1); break;
+        case C_REDUCE: case C_IREDUCE: if (j == 0 && rank == 0) dwant = tri; break;
+        case C_ALLREDUCE: case C_IALLREDUCE: case C_REDUCE_SCATTER_BLOCK: case C_REDUCE_SCATTER:
+            if (j == 0) dwant = tri;
+            break;
+        case C_SCAN: if (j == 0) dwant = (double)(rank + 1) * (rank + 2) / 2; break;
+        case C_EXSCAN: if (j == 0 && rank > 0) dwant = (double)rank * (rank + 1) / 2; break;
+        default: break;
+        }
+        if (want >= 0 && (c_r[first] != want || c_r[last] != want)) coll_fail(op, size, first);
+        if (dwant >= 0 && (rd[0] != dwant || rd[n - 1] != dwant)) coll_fail(op, size, 0);
+    }
 }
 
-static void coll(int reps, double seconds, double *times) {
-    c_a8 = malloc(sizeof(double));
-    c_big = malloc(sizeof(double) << 17);
-    c_bc = malloc(1 << 20);
-    c_send = malloc((size_t)4096 * np);
-    c_recv = malloc((size_t)4096 * np);
-    if (!c_a8 || !c_big || !c_bc || !c_send || !c_recv) {
+/* Whether `op` is in the comma-separated list `only` ("all": every one). */
+static int coll_selected(const char *only, int op) {
+    if (!strcmp(only, "all")) return 1;
+    size_t len = strlen(coll_op[op]);
+    for (const char *p = only; (p = strstr(p, coll_op[op])) != NULL; p += len)
+        if ((p == only || p[-1] == ',') && (p[len] == ',' || p[len] == 0)) return 1;
+    return 0;
+}
+
+static void coll(size_t max_size, int reps, double seconds, const char *only, double *times) {
+    size_t bytes = (max_size < 8 ? 8 : max_size) * (size_t)np;
+    c_s = malloc(bytes);
+    c_r = malloc(bytes);
+    c_counts = malloc(sizeof(int) * np);
+    c_displs = malloc(sizeof(int) * np);
+    c_types = malloc(sizeof(MPI_Datatype) * np);
+    if (!c_s || !c_r || !c_counts || !c_displs || !c_types) {
         fprintf(stderr, "micro coll: out of memory\n");
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
-    coll_check();
+    for (int i = 0; i < np; i++) c_types[i] = MPI_BYTE;
+    int dims[1] = {np}, periods[1] = {1};
+    MPI_Cart_create(MPI_COMM_WORLD, 1, dims, periods, 0, &c_ring);
     for (int op = 0; op < C_COUNT; op++) {
-        long iters = 1;
-        for (;;) {
-            double t = coll_time(op, iters) * (double)iters;
-            if (t > seconds / 10 || iters >= (1L << 20)) {
-                double per = t / (double)iters;
-                double next = seconds / (per > 1e-9 ? per : 1e-9);
-                iters = next < 1 ? 1 : next > (double)(1L << 22) ? (1L << 22) : (long)next;
-                break;
+        if (!coll_selected(only, op)) continue;
+        int sizeless = op == C_BARRIER || op == C_IBARRIER;
+        for (size_t size = sizeless ? 0 : 8; size <= (sizeless ? 0 : max_size); size = size ? size * 2 : 8) {
+            if (!sizeless) coll_check(op, size);
+            long iters = 1;
+            for (;;) {
+                double t = coll_time(op, size, iters) * (double)iters;
+                if (t > seconds / 10 || iters >= (1L << 20)) {
+                    double per = t / (double)iters;
+                    double next = seconds / (per > 1e-9 ? per : 1e-9);
+                    iters = next < 1 ? 1 : next > (double)(1L << 22) ? (1L << 22) : (long)next;
+                    break;
+                }
+                iters *= 4;
             }
-            iters *= 4;
-        }
-        for (int r = 0; r < reps; r++) times[r] = coll_time(op, iters);
-        qsort(times, reps, sizeof *times, cmp);
-        if (rank == 0) {
-            printf("{\"bench\": \"coll\", \"np\": %d, \"size\": %zu, \"metric\": \"latency_us\", \"value\": %.6f, \"op\": \"%s\"}\n",
-                   np, coll_size[op], times[reps / 2] * 1e6, coll_op[op]);
-            fflush(stdout);
+            for (int r = 0; r < reps; r++) times[r] = coll_time(op, size, iters);
+            qsort(times, reps, sizeof *times, cmp);
+            if (rank == 0) {
+                printf("{\"bench\": \"coll\", \"np\": %d, \"size\": %zu, \"metric\": \"latency_us\", \"value\": %.6f, \"op\": \"%s\"}\n",
+                       np, size, times[reps / 2] * 1e6, coll_op[op]);
+                fflush(stdout);
+            }
+            if (sizeless) break;
         }
     }
-    free(c_a8);
-    free(c_big);
-    free(c_bc);
-    free(c_send);
-    free(c_recv);
+    MPI_Comm_free(&c_ring);
+    free(c_s);
+    free(c_r);
+    free(c_counts);
+    free(c_displs);
+    free(c_types);
 }
 
 int main(int argc, char **argv) {
@@ -237,7 +332,7 @@ int main(int argc, char **argv) {
     if (reps < 1) reps = 1;
     if (!strcmp(bench, "coll")) {
         double *t = malloc(sizeof(double) * reps);
-        coll(reps, seconds, t);
+        coll(max_size, reps, seconds, argc > 5 ? argv[5] : "all", t);
         free(t);
         MPI_Finalize();
         return 0;

@@ -1,8 +1,10 @@
-//! `kumi bench coll`: latency of the collectives the issue names — barrier,
-//! allreduce of 8 B and 1 MiB, bcast of 1 MiB, alltoall of 4 KiB per pair — on
-//! all ranks of the job. Each figure is the median over repetitions of the
-//! slowest rank's mean time per call (a collective is as slow as its last rank).
-//! Records carry an extra `"op"` field ([`Labeled`]).
+//! `kumi bench coll`: latency of every collective ([`OPS`]) at every power of
+//! two from 8 B to the largest size, on all ranks of the job, through the
+//! Rust API (the C twin, `crates/kumi-bench/c/micro.c`, measures the same
+//! through the C ABI, on kumi and on the reference stacks). Each figure is
+//! the median over repetitions of the slowest rank's mean time per call (a
+//! collective is as slow as its last rank). Records carry an extra `"op"`
+//! field ([`Labeled`]).
 
 use crate::Record;
 use kumi::{Comm, Error, Op};
@@ -29,6 +31,43 @@ impl Labeled {
     }
 }
 
+/// The operations `kumi bench coll` measures, in the C twin's order and with
+/// its names (`crates/kumi-bench/c/micro.c`). Sizes are bytes per rank: the
+/// whole buffer of bcast and of the reductions (`f64`, summed), each rank's
+/// block of the gathers and scatters, each pair's block of the all-to-alls;
+/// the v forms with the plain ones' counts. The C twin alone has
+/// `alltoallw` and the neighbourhood collectives (on a periodic ring), which
+/// the Rust API expresses differently.
+pub const OPS: &[&str] = &[
+    "barrier",
+    "bcast",
+    "reduce",
+    "allreduce",
+    "reduce_scatter_block",
+    "reduce_scatter",
+    "scan",
+    "exscan",
+    "gather",
+    "gatherv",
+    "scatter",
+    "scatterv",
+    "allgather",
+    "allgatherv",
+    "alltoall",
+    "alltoallv",
+    "alltoallw",
+    "neighbor_allgather",
+    "neighbor_alltoall",
+    "ibarrier",
+    "ibcast",
+    "ireduce",
+    "iallreduce",
+    "igather",
+    "iscatter",
+    "iallgather",
+    "ialltoall",
+];
+
 /// Times `f` over `iters` calls on every rank; returns the slowest rank's mean.
 fn time(w: &Comm, iters: usize, f: &mut dyn FnMut() -> Result<(), Error>) -> Result<f64, Error> {
     w.barrier()?;
@@ -46,61 +85,124 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-/// Runs the kernel; `reps` repetitions of about `rep_seconds` each.
-pub fn run(w: &Comm, reps: usize, rep_seconds: f64) -> Result<Vec<Labeled>, Error> {
+/// Buffers of one size: bytes for the data movers, `f64`s for reductions.
+struct Bufs {
+    s: Vec<u8>,
+    r: Vec<u8>,
+    sd: Vec<f64>,
+    rd: Vec<f64>,
+    counts: Vec<usize>,
+    dcounts: Vec<usize>,
+}
+
+/// One call of `op` at `size` bytes per rank; `false` if the Rust API has
+/// no form of it.
+fn call(w: &Comm, op: &str, size: usize, b: &mut Bufs) -> Result<bool, Error> {
     let p = w.size();
+    let n = (size / 8).max(1);
+    let (s, r) = (&b.s[..size], &mut b.r[..size * p]);
+    let (sd, rd) = (&b.sd[..n], &mut b.rd[..n * p]);
+    let sum = Op::sum();
+    match op {
+        "barrier" => w.barrier()?,
+        "bcast" => w.bcast(&mut r[..size], 0)?,
+        "reduce" => w.reduce(sd, &mut rd[..n], &sum, 0)?,
+        "allreduce" => w.allreduce(sd, &mut rd[..n], &sum)?,
+        "reduce_scatter_block" => w.reduce_scatter_block(&b.sd[..n * p], &mut rd[..n], &sum)?,
+        "reduce_scatter" => w.reduce_scatter(&b.sd[..n * p], &mut rd[..n], &b.dcounts, &sum)?,
+        "scan" => w.scan(sd, &mut rd[..n], &sum)?,
+        "exscan" => w.exscan(sd, &mut rd[..n], &sum)?,
+        "gather" => w.gather(s, r, 0)?,
+        "gatherv" => w.gatherv(s, r, &b.counts, 0)?,
+        "scatter" => w.scatter(&b.s[..size * p], &mut r[..size], 0)?,
+        "scatterv" => w.scatterv(&b.s[..size * p], &b.counts, &mut r[..size], 0)?,
+        "allgather" => w.allgather(s, r)?,
+        "allgatherv" => w.allgatherv(s, r, &b.counts)?,
+        "alltoall" => w.alltoall(&b.s[..size * p], r)?,
+        "alltoallv" => w.alltoallv(&b.s[..size * p], &b.counts, r, &b.counts)?,
+        "ibarrier" => w.ibarrier()?.wait().map(drop)?,
+        "ibcast" => w.ibcast(s.to_vec(), 0)?.wait().map(drop)?,
+        "ireduce" => w.ireduce(sd.to_vec(), &sum, 0)?.wait().map(drop)?,
+        "iallreduce" => w.iallreduce(sd.to_vec(), &sum)?.wait().map(drop)?,
+        "igather" => w.igather(s.to_vec(), 0)?.wait().map(drop)?,
+        "iscatter" => w
+            .iscatter(b.s[..size * p].to_vec(), size, 0)?
+            .wait()
+            .map(drop)?,
+        "iallgather" => w.iallgather(s.to_vec())?.wait().map(drop)?,
+        "ialltoall" => w.ialltoall(b.s[..size * p].to_vec())?.wait().map(drop)?,
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
+/// Runs the operations of `only` (empty: all) at every power of two from 8 B
+/// to `max_size` (barriers once, with no data); `reps` repetitions of about
+/// `rep_seconds` each.
+pub fn run(
+    w: &Comm,
+    max_size: usize,
+    reps: usize,
+    rep_seconds: f64,
+    only: &[String],
+) -> Result<Vec<Labeled>, Error> {
+    let p = w.size();
+    let top = max_size.max(8);
+    let mut b = Bufs {
+        s: vec![3u8; top * p],
+        r: vec![0u8; top * p],
+        sd: vec![1.0; (top / 8).max(1) * p],
+        rd: vec![0.0; (top / 8).max(1) * p],
+        counts: Vec::new(),
+        dcounts: Vec::new(),
+    };
     let mut out = Vec::new();
-    let mut a8 = [1.0f64];
-    let mut big = vec![1.0f64; 1 << 17]; // 1 MiB
-    let mut bc = vec![7u8; 1 << 20];
-    let send = vec![3u8; 4096 * p];
-    let mut recv = vec![0u8; 4096 * p];
-    type Case<'a> = (
-        &'static str,
-        usize,
-        Box<dyn FnMut() -> Result<(), Error> + 'a>,
-    );
-    let cases: Vec<Case> = vec![
-        ("barrier", 0, Box::new(|| w.barrier())),
-        (
-            "allreduce",
-            8,
-            Box::new(|| w.allreduce_in_place(&mut a8, &Op::sum())),
-        ),
-        (
-            "allreduce",
-            1 << 20,
-            Box::new(|| w.allreduce_in_place(&mut big, &Op::sum())),
-        ),
-        ("bcast", 1 << 20, Box::new(|| w.bcast(&mut bc, 0))),
-        ("alltoall", 4096, Box::new(|| w.alltoall(&send, &mut recv))),
-    ];
-    for (op, size, mut f) in cases {
-        // Calibrate: grow the count until one run takes a tenth of a repetition.
-        let mut iters = 1usize;
-        loop {
-            let t = time(w, iters, &mut *f)? * iters as f64;
-            if t > rep_seconds / 10.0 || iters >= 1 << 20 {
-                iters = ((rep_seconds / (t / iters as f64).max(1e-9)) as usize).clamp(1, 1 << 22);
+    for &op in OPS {
+        if !only.is_empty() && !only.iter().any(|o| o == op) {
+            continue;
+        }
+        let sizeless = op.ends_with("barrier");
+        let sizes: Vec<usize> = if sizeless {
+            vec![0]
+        } else {
+            std::iter::successors(Some(8usize), |s| Some(s * 2))
+                .take_while(|&s| s <= max_size)
+                .collect()
+        };
+        for size in sizes {
+            b.counts = vec![size; p];
+            b.dcounts = vec![(size / 8).max(1); p];
+            if !call(w, op, size, &mut b)? {
                 break;
             }
-            iters *= 4;
+            let mut f = || call(w, op, size, &mut b).map(drop);
+            // Calibrate: grow the count until one run takes a tenth of a repetition.
+            let mut iters = 1usize;
+            loop {
+                let t = time(w, iters, &mut f)? * iters as f64;
+                if t > rep_seconds / 10.0 || iters >= 1 << 20 {
+                    iters =
+                        ((rep_seconds / (t / iters as f64).max(1e-9)) as usize).clamp(1, 1 << 22);
+                    break;
+                }
+                iters *= 4;
+            }
+            let mut times = Vec::new();
+            for _ in 0..reps.max(1) {
+                times.push(time(w, iters, &mut f)?);
+            }
+            out.push(Labeled {
+                record: Record {
+                    bench: "coll".into(),
+                    np: p,
+                    size,
+                    metric: "latency_us".into(),
+                    value: median(times) * 1e6,
+                },
+                key: "op",
+                label: op.into(),
+            });
         }
-        let mut times = Vec::new();
-        for _ in 0..reps.max(1) {
-            times.push(time(w, iters, &mut *f)?);
-        }
-        out.push(Labeled {
-            record: Record {
-                bench: "coll".into(),
-                np: p,
-                size,
-                metric: "latency_us".into(),
-                value: median(times) * 1e6,
-            },
-            key: "op",
-            label: op.into(),
-        });
     }
     Ok(out)
 }

@@ -88,8 +88,8 @@ pub enum Kernel {
     Scaling,
     /// The whole suite into --out DIR (default kumi-results); see `kumi report`.
     All,
-    /// Collectives: barrier, allreduce 8 B and 1 MiB, bcast 1 MiB, alltoall 4 KiB
-    /// (records carry an "op" field).
+    /// Collectives: every one (--ops to choose), 8 B to --max-size per rank, through
+    /// the Rust API (and the C ABI with --vs); records carry an "op" field.
     Coll,
     /// fetch_add on one hot counter, combining modes none/level1/level2
     /// (records carry a "mode" field).
@@ -114,17 +114,25 @@ pub struct BenchArgs {
     /// Fewer sizes, repetitions and shorter runs: a rough figure in seconds.
     #[arg(long)]
     pub quick: bool,
-    /// Largest message size in bytes (pingpong and bw).
-    #[arg(long, default_value_t = 4 << 20)]
-    pub max_size: usize,
-    /// Timed repetitions per size; the median is reported.
-    #[arg(long, default_value_t = 5)]
-    pub reps: usize,
-    /// Target length of one repetition, in milliseconds.
-    #[arg(long, default_value_t = 60)]
-    pub rep_ms: u64,
+    /// Largest message size in bytes (pingpong, bw, coll) [default: 4194304;
+    /// coll: 8388608].
+    #[arg(long)]
+    pub max_size: Option<usize>,
+    /// Timed repetitions per size; the median is reported [default: 5; coll: 3].
+    #[arg(long)]
+    pub reps: Option<usize>,
+    /// Target length of one repetition, in milliseconds [default: 60; coll: 10].
+    #[arg(long)]
+    pub rep_ms: Option<u64>,
+    /// coll: only these operations (comma-separated; default: all of them:
+    /// barrier, bcast, reduce, allreduce, reduce_scatter_block, reduce_scatter,
+    /// scan, exscan, gather(v), scatter(v), allgather(v), alltoall(v/w),
+    /// neighbor_allgather, neighbor_alltoall, ibarrier, ibcast, ireduce,
+    /// iallreduce, igather, iscatter, iallgather, ialltoall).
+    #[arg(long, value_delimiter = ',')]
+    pub ops: Vec<String>,
     /// Also run the C twin on these reference MPI stacks, alternating with kumi
-    /// (pingpong, bw, rate, ring).
+    /// (pingpong, bw, rate, ring, coll).
     #[arg(long, value_enum, value_delimiter = ',')]
     pub vs: Vec<Reference>,
     /// Run the job across these hosts (as `kumi run --hosts`, e.g. h1:1,h2:1);
@@ -140,6 +148,42 @@ pub struct BenchArgs {
     /// Options of the suite kernels.
     #[command(flatten)]
     pub suite: crate::suite::SuiteOpts,
+}
+
+impl BenchArgs {
+    /// `--max-size`, or the kernel's default.
+    pub fn max_size(&self) -> usize {
+        self.max_size.unwrap_or(if self.kernel == Kernel::Coll {
+            8 << 20
+        } else {
+            4 << 20
+        })
+    }
+
+    /// `--reps`, or the kernel's default (at least 1).
+    pub fn reps(&self) -> usize {
+        self.reps
+            .unwrap_or(if self.kernel == Kernel::Coll { 3 } else { 5 })
+            .max(1)
+    }
+
+    /// `--rep-ms`, or the kernel's default (at least 1): `coll` measures
+    /// hundreds of figures, so each gets less time.
+    pub fn rep_ms(&self) -> u64 {
+        self.rep_ms
+            .unwrap_or(if self.kernel == Kernel::Coll { 10 } else { 60 })
+            .max(1)
+    }
+}
+
+/// How each figure of a job is measured.
+#[derive(Clone, Debug)]
+struct Plan {
+    max_size: usize,
+    reps: usize,
+    rep_ms: u64,
+    /// coll's operations (empty: all).
+    ops: Vec<String>,
 }
 
 /// A reference MPI stack to compare with.
@@ -169,6 +213,8 @@ pub struct RankArgs {
     reps: usize,
     #[arg(long)]
     rep_ms: u64,
+    #[arg(long, value_delimiter = ',')]
+    ops: Vec<String>,
     #[command(flatten)]
     suite: crate::suite::RankOpts,
 }
@@ -203,7 +249,7 @@ pub fn rank_main(a: RankArgs) -> i32 {
             Kernel::Floor => Ok(Vec::new()),
             Kernel::Coll | Kernel::Hotspot => {
                 let labeled = if a.kernel == Kernel::Coll {
-                    kumi_bench::coll::run(&w, a.reps, a.rep_ms as f64 / 1000.0)?
+                    kumi_bench::coll::run(&w, a.max_size, a.reps, a.rep_ms as f64 / 1000.0, &a.ops)?
                 } else {
                     kumi_bench::hotspot::run(&w, (a.rep_ms as usize * 20).max(50))?
                 };
@@ -270,17 +316,41 @@ pub fn main(a: BenchArgs) -> i32 {
         eprintln!("kumi bench: this benchmark needs at least 2 ranks (-n 2)");
         return 2;
     }
-    let (reps, rep_ms, max_size) = if a.quick {
-        (3, 15, a.max_size.min(1 << 20))
-    } else {
-        (a.reps.max(1), a.rep_ms.max(1), a.max_size)
+    if let Some(bad) = a
+        .ops
+        .iter()
+        .find(|o| !kumi_bench::coll::OPS.contains(&o.as_str()))
+    {
+        eprintln!(
+            "kumi bench: --ops: no operation {bad:?}; the operations are {}",
+            kumi_bench::coll::OPS.join(", ")
+        );
+        return 2;
+    }
+    if !a.ops.is_empty() && a.kernel != Kernel::Coll {
+        eprintln!("kumi bench: --ops applies to coll only");
+        return 2;
+    }
+    let plan = Plan {
+        max_size: if a.quick {
+            a.max_size().min(1 << 20)
+        } else {
+            a.max_size()
+        },
+        reps: if a.quick { 3 } else { a.reps() },
+        rep_ms: if a.quick {
+            a.rep_ms().min(15)
+        } else {
+            a.rep_ms()
+        },
+        ops: a.ops.clone(),
     };
     if !a.vs.is_empty() {
-        return compare(&a, reps, rep_ms, max_size);
+        return compare(&a, &plan);
     }
     let records = match a.kernel {
         Kernel::Floor => floor_records(a.quick),
-        k => match run_job(k, a.np, max_size, reps, rep_ms) {
+        k => match run_job(k, a.np, &plan) {
             Ok(r) => r,
             Err(code) => return code,
         },
@@ -380,14 +450,7 @@ impl Reference {
 }
 
 impl Twin {
-    fn run(
-        &self,
-        kernel: &str,
-        np: u32,
-        max_size: usize,
-        reps: usize,
-        rep_ms: u64,
-    ) -> Result<Vec<Figure>, String> {
+    fn run(&self, kernel: &str, np: u32, plan: &Plan) -> Result<Vec<Figure>, String> {
         let (_, mpiexec) = self.reference.tools();
         let mut c = match self.reference {
             Reference::KumiC | Reference::KumiCStatic => {
@@ -443,7 +506,18 @@ impl Twin {
             }
         }
         c.args(["-n", &np.to_string()]).arg(&self.exe).arg(kernel);
-        c.args([max_size.to_string(), reps.to_string(), rep_ms.to_string()]);
+        c.args([
+            plan.max_size.to_string(),
+            plan.reps.to_string(),
+            plan.rep_ms.to_string(),
+        ]);
+        if kernel == "coll" {
+            c.arg(if plan.ops.is_empty() {
+                "all".into()
+            } else {
+                plan.ops.join(",")
+            });
+        }
         // A reference must not see this process's kumi variables (kumi-c keeps
         // them, as kumi's Rust side does).
         if !matches!(self.reference, Reference::KumiC | Reference::KumiCStatic) {
@@ -488,7 +562,7 @@ impl Twin {
 }
 
 /// `--vs`: kumi and the references, alternating, `rounds` times each.
-fn compare(a: &BenchArgs, reps: usize, rep_ms: u64, max_size: usize) -> i32 {
+fn compare(a: &BenchArgs, plan: &Plan) -> i32 {
     if !matches!(
         a.kernel,
         Kernel::Pingpong | Kernel::Bw | Kernel::Rate | Kernel::Ring | Kernel::Coll
@@ -546,10 +620,9 @@ fn compare(a: &BenchArgs, reps: usize, rep_ms: u64, max_size: usize) -> i32 {
         }
         for side in order {
             let recs = if side == 0 {
-                run_job(a.kernel, a.np, max_size, reps, rep_ms)
-                    .map_err(|code| format!("kumi job failed ({code})"))
+                run_job(a.kernel, a.np, plan).map_err(|code| format!("kumi job failed ({code})"))
             } else {
-                twins[side - 1].run(&name, a.np, max_size, reps, rep_ms)
+                twins[side - 1].run(&name, a.np, plan)
             };
             match recs {
                 Ok(recs) => {
@@ -640,10 +713,42 @@ fn compare(a: &BenchArgs, reps: usize, rep_ms: u64, max_size: usize) -> i32 {
         }
         println!("{line}");
     }
+    for (side, label) in labels.iter().enumerate().skip(1) {
+        if let Some((ratio, (op, size))) = worst_ratio(&results[0], &results[side], &keys, &metric)
+        {
+            let what = if op.is_empty() {
+                human_size(*size)
+            } else {
+                format!("{op} {}", human_size(*size))
+            };
+            println!("worst kumi/{label}: {ratio:.3} ({what})");
+        }
+    }
     if let Some(note) = speed_step_note(&labels, &results, &keys, &metric) {
         println!("{note}");
     }
     0
+}
+
+/// The figure where kumi fares worst against one reference: the largest
+/// paired ratio of a latency, the smallest of a bandwidth or rate.
+fn worst_ratio<'k>(
+    kumi: &std::collections::BTreeMap<(String, usize), Vec<f64>>,
+    other: &std::collections::BTreeMap<(String, usize), Vec<f64>>,
+    keys: &'k [(String, usize)],
+    metric: &str,
+) -> Option<(f64, &'k (String, usize))> {
+    let lower_is_better = metric == "latency_us";
+    keys.iter()
+        .filter_map(|k| Some((paired_ratio(kumi.get(k)?, other.get(k)?), k)))
+        .filter(|(r, _)| r.is_finite())
+        .max_by(|a, b| {
+            if lower_is_better {
+                a.0.total_cmp(&b.0)
+            } else {
+                b.0.total_cmp(&a.0)
+            }
+        })
 }
 
 /// A note under the table when some side's rounds of one figure differ by
@@ -742,13 +847,7 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-fn run_job(
-    kernel: Kernel,
-    np: u32,
-    max_size: usize,
-    reps: usize,
-    rep_ms: u64,
-) -> Result<Vec<Figure>, i32> {
+fn run_job(kernel: Kernel, np: u32, plan: &Plan) -> Result<Vec<Figure>, i32> {
     let me = std::env::current_exe().map_err(|e| {
         eprintln!("kumi bench: cannot find the kumi executable: {e}");
         1
@@ -773,11 +872,16 @@ fn run_job(
             "bench-rank",
             &name,
             "--max-size",
-            &max_size.to_string(),
+            &plan.max_size.to_string(),
             "--reps",
-            &reps.to_string(),
+            &plan.reps.to_string(),
         ])
-        .args(["--rep-ms", &rep_ms.to_string()])
+        .args(["--rep-ms", &plan.rep_ms.to_string()])
+        .args(if plan.ops.is_empty() {
+            Vec::new()
+        } else {
+            vec!["--ops".to_string(), plan.ops.join(",")]
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()

@@ -184,12 +184,12 @@ fn job(
     let (reps, rep_ms) = if quick {
         (3, 15)
     } else {
-        (a.reps.max(1), a.rep_ms.max(1))
+        (a.reps(), a.rep_ms())
     };
     let max_size = if quick {
-        a.max_size.min(1 << 20)
+        a.max_size().min(1 << 20)
     } else {
-        a.max_size
+        a.max_size()
     };
     c.args([
         "--max-size",
