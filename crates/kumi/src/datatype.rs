@@ -606,7 +606,7 @@ impl Datatype {
             // SAFETY: the elements abut (one run as long as the extent), so the
             // typemap of `count` elements is the `size * count` bytes from
             // `base + o`, readable by the caller's contract; `n <= out.len()`.
-            unsafe { std::ptr::copy_nonoverlapping(base.offset(o), out.as_mut_ptr(), n) };
+            unsafe { kumi_transport::copy_bytes(base.offset(o), out.as_mut_ptr(), n) };
             return;
         }
         let mut pos = 0;
@@ -635,7 +635,7 @@ impl Datatype {
             let n = (self.size() * count).min(data.len());
             // SAFETY: as in `pack`: the `size * count` bytes from `base + o` are
             // the typemap, writable by the caller's contract; `n <= data.len()`.
-            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), base.offset(o), n) };
+            unsafe { kumi_transport::copy_bytes(data.as_ptr(), base.offset(o), n) };
             return;
         }
         let mut pos = 0;

@@ -314,15 +314,31 @@ fn own_segment<P>(
     }
 }
 
+/// `dst.copy_from_slice(src)` through [`kumi_transport::copy_bytes`], which
+/// avoids `memcpy`'s slow case for buffers a few bytes apart modulo 4 KiB.
+#[inline]
+fn copy_slice<T: Pod>(dst: &mut [T], src: &[T]) {
+    assert_eq!(dst.len(), src.len(), "copy_slice: lengths differ");
+    // SAFETY: two slices of one length, and `&mut` excludes overlap.
+    unsafe {
+        kumi_transport::copy_bytes(
+            src.as_ptr().cast::<u8>(),
+            dst.as_mut_ptr().cast::<u8>(),
+            std::mem::size_of_val(src),
+        )
+    };
+}
+
 /// Copies this rank's own block of a collective, `len` bytes from `from`
-/// to `to` (`copy`, not the nonoverlapping one: in place the two are one).
+/// to `to` (nothing in place, where the two are one).
 ///
 /// # Safety
 /// `from` readable and `to` writable for `len` bytes.
 unsafe fn copy_own(from: *const u8, to: *mut u8, len: usize) {
-    if len > 0 {
-        // SAFETY: the caller's contract.
-        unsafe { std::ptr::copy(from, to, len) };
+    if len > 0 && from != to.cast_const() {
+        // SAFETY: the caller's contract; in place is the same memory, and
+        // MPI allows no other overlap.
+        unsafe { kumi_transport::copy_bytes(from, to, len) };
     }
 }
 
@@ -868,7 +884,7 @@ impl Comm {
         let mut work = send.to_vec();
         self.reduce_work(&mut work, op, root, at)?;
         if self.rank() == root {
-            recv[..send.len()].copy_from_slice(&work);
+            copy_slice(&mut recv[..send.len()], &work);
         }
         Ok(())
     }
@@ -929,7 +945,7 @@ impl Comm {
                 format!("the length of send ({})", send.len()),
             ));
         }
-        recv.copy_from_slice(send);
+        copy_slice(&mut recv[..], send);
         self.allreduce_at(recv, op, Location::caller())
     }
 
@@ -1107,7 +1123,10 @@ impl Comm {
         let (p, me, n) = (self.size(), self.rank(), send.len());
         let elem = std::mem::size_of::<T>();
         let mut work = AlignedBuf::zeroed(p * n * elem);
-        work.bytes_mut()[me * n * elem..(me + 1) * n * elem].copy_from_slice(as_bytes(&send));
+        copy_slice(
+            &mut work.bytes_mut()[me * n * elem..(me + 1) * n * elem],
+            as_bytes(&send),
+        );
         let sched = sc::allgather_ring(&self.group(), me);
         self.start_sched(sched, work, even_offsets(p * n, p, elem), None, None)
     }
@@ -1123,15 +1142,17 @@ impl Comm {
         // Blocks by virtual rank (root first), put in rank order at the end.
         let v = (me + p - root) % p;
         let mut work = AlignedBuf::zeroed(p * b);
-        work.bytes_mut()[v * b..(v + 1) * b].copy_from_slice(as_bytes(&send));
+        copy_slice(&mut work.bytes_mut()[v * b..(v + 1) * b], as_bytes(&send));
         let sched = sc::gather_binomial(&self.group(), root, me);
         let finish: Finish = if me == root {
             Box::new(move |w| {
                 let mut out = AlignedBuf::zeroed(p * b);
                 for v in 0..p {
                     let r = (v + root) % p;
-                    out.bytes_mut()[r * b..(r + 1) * b]
-                        .copy_from_slice(&w.bytes()[v * b..(v + 1) * b]);
+                    copy_slice(
+                        &mut out.bytes_mut()[r * b..(r + 1) * b],
+                        &w.bytes()[v * b..(v + 1) * b],
+                    );
                 }
                 out
             })
@@ -1166,7 +1187,10 @@ impl Comm {
             let src = as_bytes(&send);
             for v in 0..p {
                 let r = (v + root) % p;
-                work.bytes_mut()[v * b..(v + 1) * b].copy_from_slice(&src[r * b..(r + 1) * b]);
+                copy_slice(
+                    &mut work.bytes_mut()[v * b..(v + 1) * b],
+                    &src[r * b..(r + 1) * b],
+                );
             }
         }
         let v = (me + p - root) % p;
@@ -1192,7 +1216,7 @@ impl Comm {
         // Outgoing blocks, then incoming ones; this rank's own goes across now.
         let mut work = AlignedBuf::zeroed(2 * p * b);
         let w = work.bytes_mut();
-        w[..p * b].copy_from_slice(as_bytes(&send));
+        copy_slice(&mut w[..p * b], as_bytes(&send));
         w.copy_within(me * b..(me + 1) * b, (p + me) * b);
         let sched = sc::alltoall_pairwise(&self.group(), me);
         let finish: Finish = Box::new(move |w| AlignedBuf::from_bytes(&w.bytes()[p * b..]));
@@ -1232,7 +1256,10 @@ impl Comm {
         }
         let offsets = count_offsets(counts, elem);
         let mut work = AlignedBuf::zeroed(offsets[counts.len()]);
-        work.bytes_mut()[offsets[me]..offsets[me + 1]].copy_from_slice(as_bytes(&send));
+        copy_slice(
+            &mut work.bytes_mut()[offsets[me]..offsets[me + 1]],
+            as_bytes(&send),
+        );
         self.start_sched(sched, work, offsets, None, None)
     }
 
@@ -1282,7 +1309,10 @@ impl Comm {
         let me = self.check_own_count(counts, send.len())?;
         let offsets = count_offsets(counts, std::mem::size_of::<T>());
         let mut work = AlignedBuf::zeroed(offsets[counts.len()]);
-        work.bytes_mut()[offsets[me]..offsets[me + 1]].copy_from_slice(as_bytes(&send));
+        copy_slice(
+            &mut work.bytes_mut()[offsets[me]..offsets[me + 1]],
+            as_bytes(&send),
+        );
         let sched = sc::allgather_ring(&self.group(), me);
         self.start_sched(sched, work, offsets, None, None)
     }
@@ -1314,7 +1344,7 @@ impl Comm {
         let offsets = count_offsets(&counts, std::mem::size_of::<T>());
         let mut work = AlignedBuf::zeroed(offsets[2 * p]);
         let w = work.bytes_mut();
-        w[..offsets[p]].copy_from_slice(as_bytes(&send));
+        copy_slice(&mut w[..offsets[p]], as_bytes(&send));
         w.copy_within(offsets[me]..offsets[me + 1], offsets[p + me]);
         let start = offsets[p];
         let sched = sc::alltoall_pairwise(&self.group(), me);
@@ -1342,7 +1372,7 @@ impl Comm {
         let me = self.rank();
         let n = std::mem::size_of_val(buf.as_slice());
         let mut work = AlignedBuf::zeroed(2 * n);
-        work.bytes_mut()[..n].copy_from_slice(as_bytes(&buf));
+        copy_slice(&mut work.bytes_mut()[..n], as_bytes(&buf));
         let sched = sc::scan_linear(&self.group(), me, true);
         let keep = if me == 0 { 0..n } else { n..2 * n };
         let finish: Finish = Box::new(move |w| AlignedBuf::from_bytes(&w.bytes()[keep]));
@@ -1428,7 +1458,7 @@ impl Comm {
         let counts: Vec<usize> = send_counts.iter().chain(recv_counts).copied().collect();
         let offsets = count_offsets(&counts, std::mem::size_of::<T>());
         let mut work = AlignedBuf::zeroed(offsets[ns + nr]);
-        work.bytes_mut()[..offsets[ns]].copy_from_slice(as_bytes(&send));
+        copy_slice(&mut work.bytes_mut()[..offsets[ns]], as_bytes(&send));
         let g = self.group();
         let sends: Vec<(usize, usize)> = sends.iter().map(|&(peer, b)| (g[peer], b)).collect();
         let recvs: Vec<(usize, usize)> = recvs.iter().map(|&(peer, b)| (g[peer], ns + b)).collect();
@@ -1465,7 +1495,7 @@ impl Comm {
         let offsets = count_offsets(recv_counts, 1);
         for &(_, b) in recvs {
             let r = offsets[b]..offsets[b + 1];
-            recv[r.clone()].copy_from_slice(&got[r]);
+            copy_slice(&mut recv[r.clone()], &got[r]);
         }
         Ok(())
     }
@@ -1542,7 +1572,7 @@ impl Comm {
         let elem = std::mem::size_of::<T>().max(1);
         let start: usize = counts[..me].iter().sum();
         if p == 1 {
-            recv[..total].copy_from_slice(send);
+            copy_slice(&mut recv[..total], send);
             return Ok(());
         }
         let (_, wire) = self.wire()?;
@@ -1573,7 +1603,7 @@ impl Comm {
             )?;
             let b = &bytemuck::cast_slice::<u8, T>(as_bytes(&work))
                 [offsets[k] / elem..offsets[k + 1] / elem];
-            recv[..counts[me]].copy_from_slice(b);
+            copy_slice(&mut recv[..counts[me]], b);
         } else {
             let mut work = send.to_vec();
             let sched =
@@ -1588,7 +1618,7 @@ impl Comm {
                 Call::Collective,
                 at,
             )?;
-            recv[..counts[me]].copy_from_slice(&work[start..start + counts[me]]);
+            copy_slice(&mut recv[..counts[me]], &work[start..start + counts[me]]);
         }
         Ok(())
     }
@@ -1603,7 +1633,7 @@ impl Comm {
                 format!("the length of send ({})", send.len()),
             ));
         }
-        recv.copy_from_slice(send);
+        copy_slice(&mut recv[..], send);
         self.scan_at(recv, op, false, Location::caller())
     }
 
@@ -1627,7 +1657,7 @@ impl Comm {
         let mut work = send.to_vec();
         self.scan_at(&mut work, op, true, Location::caller())?;
         if self.rank() > 0 {
-            recv.copy_from_slice(&work);
+            copy_slice(&mut recv[..], &work);
         }
         Ok(())
     }
@@ -1677,13 +1707,13 @@ impl Comm {
             };
             self.send_on(ctx, as_bytes(&out), me as i32 + 1, wire.tag, false, at)?;
             if !exclusive {
-                buf.copy_from_slice(&out);
+                copy_slice(&mut buf[..], &out);
             }
         } else if let (Some(l), false) = (&prefix, exclusive) {
             op.f.call(l, buf);
         }
         if let (Some(l), true) = (prefix, exclusive) {
-            buf.copy_from_slice(&l);
+            copy_slice(&mut buf[..], &l);
         }
         Ok(())
     }
@@ -1706,7 +1736,7 @@ impl Comm {
         }
         let v = (me + p - root) % p;
         let mut work = vec![T::zeroed(); p * n];
-        work[v * n..(v + 1) * n].copy_from_slice(send);
+        copy_slice(&mut work[v * n..(v + 1) * n], send);
         if p > 1 {
             let (_, wire) = self.wire()?;
             let sched = sc::gather_binomial(&self.group(), root, me);
@@ -1725,7 +1755,7 @@ impl Comm {
         if me == root {
             for v in 0..p {
                 let r = (v + root) % p;
-                recv[r * n..(r + 1) * n].copy_from_slice(&work[v * n..(v + 1) * n]);
+                copy_slice(&mut recv[r * n..(r + 1) * n], &work[v * n..(v + 1) * n]);
             }
         }
         Ok(())
@@ -1749,7 +1779,7 @@ impl Comm {
         if me == root {
             for v in 0..p {
                 let r = (v + root) % p;
-                work[v * n..(v + 1) * n].copy_from_slice(&send[r * n..(r + 1) * n]);
+                copy_slice(&mut work[v * n..(v + 1) * n], &send[r * n..(r + 1) * n]);
             }
         }
         if p > 1 {
@@ -1767,7 +1797,7 @@ impl Comm {
             )?;
         }
         let v = (me + p - root) % p;
-        recv.copy_from_slice(&work[v * n..(v + 1) * n]);
+        copy_slice(&mut recv[..], &work[v * n..(v + 1) * n]);
         Ok(())
     }
 
@@ -1952,7 +1982,7 @@ impl Comm {
                 format!("size() * send.len() = {}", p * n),
             ));
         }
-        recv[me * n..(me + 1) * n].copy_from_slice(send);
+        copy_slice(&mut recv[me * n..(me + 1) * n], send);
         self.allgather_at(recv, Location::caller())
     }
 

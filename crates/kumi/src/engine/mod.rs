@@ -89,7 +89,32 @@ pub(crate) enum Route {
 /// A frame the transport had no room for yet.
 struct OutFrame {
     header: Header,
-    payload: Vec<u8>,
+    payload: Payload,
+}
+
+/// The payload of a queued frame.
+enum Payload {
+    /// A copy (control frames, whose payload is the engine's own).
+    Owned(Vec<u8>),
+    /// Still in the sender's buffer, which its send request keeps valid
+    /// until `req` completes, when the frame goes (an eager send behind a
+    /// full ring: the sender waits instead of copying without bound).
+    Borrowed {
+        ptr: *const u8,
+        len: usize,
+        req: ReqId,
+    },
+}
+
+impl OutFrame {
+    fn bytes(&self) -> &[u8] {
+        match &self.payload {
+            Payload::Owned(v) => v,
+            // SAFETY: the send request `req` keeps `ptr..ptr + len` valid and
+            // unchanged until it completes, which is after the frame went.
+            Payload::Borrowed { ptr, len, .. } => unsafe { p2p::slice_or_empty(*ptr, *len) },
+        }
+    }
 }
 
 pub(crate) struct Engine {
@@ -122,6 +147,8 @@ pub(crate) struct Engine {
     /// Frames waiting for room, per world peer (allocated on first overflow).
     outq: Vec<VecDeque<OutFrame>>,
     outq_len: usize,
+    /// Buffers of unexpected eager messages, kept for the next ones.
+    spare: p2p::Spare,
     streaming: Vec<ReqId>,
     matcher: Matcher<ReqId, Unexpected>,
     reqs: Slab,
@@ -227,6 +254,7 @@ impl Engine {
             self_frames: VecDeque::new(),
             outq: Vec::new(),
             outq_len: 0,
+            spare: p2p::Spare::default(),
             streaming: Vec::new(),
             matcher: Matcher::new(),
             reqs: Slab::default(),
@@ -283,11 +311,22 @@ impl Engine {
     }
 
     /// Sends one frame now, or queues a copy behind earlier frames to that peer.
-    /// The usual case, a frame to a rank of this host with nothing queued
-    /// before it, is inlined into the sends; the rest is [`Self::push_frame_any`].
-    /// (Out of line, the call's frame alone was a tenth of a small send's path.)
     #[inline(always)]
     pub(crate) fn push_frame(&mut self, peer: u32, h: &Header, payload: &[u8]) -> Result<()> {
+        if self.try_push_frame(peer, h, payload)? {
+            return Ok(());
+        }
+        self.queue_frame(peer, h, Payload::Owned(payload.to_vec()));
+        Ok(())
+    }
+
+    /// Sends one frame now if it can go now: the transport has room and no
+    /// earlier frame to that peer waits. The usual case, a frame to a rank of
+    /// this host with nothing queued before it, is inlined into the sends;
+    /// the rest is [`Self::try_push_frame_any`]. (Out of line, the call's
+    /// frame alone was a tenth of a small send's path.)
+    #[inline(always)]
+    pub(crate) fn try_push_frame(&mut self, peer: u32, h: &Header, payload: &[u8]) -> Result<bool> {
         if self.outq_len == 0 && peer != self.world_rank {
             if let (Some(Route::Shm), Some(t)) = (self.route.get(peer as usize), self.shm.as_mut())
             {
@@ -299,58 +338,67 @@ impl Engine {
                             self.sent_to |= 1 << j;
                         }
                     }
-                    return Ok(());
+                    return Ok(true);
                 }
                 // The ring is full: behind it, without a second try.
-                return self.queue_frame(peer, h, payload);
+                return Ok(false);
             }
         }
-        self.push_frame_any(peer, h, payload)
+        self.try_push_frame_any(peer, h, payload)
     }
 
-    /// [`Self::push_frame`] for every frame.
+    /// [`Self::try_push_frame`] for every frame.
     #[inline(never)]
-    fn push_frame_any(&mut self, peer: u32, h: &Header, payload: &[u8]) -> Result<()> {
+    fn try_push_frame_any(&mut self, peer: u32, h: &Header, payload: &[u8]) -> Result<bool> {
         if peer == self.world_rank {
             self.self_frames.push_back((*h, payload.to_vec()));
-            return Ok(());
+            return Ok(true);
         }
         // While a poll is delivering frames its transport is lent out; replies
         // made then (Ack, Fin, Cts) wait in the queue, which the same progress
         // pass flushes right after the poll.
         if self.outq_len == 0 || self.outq.get(peer as usize).is_none_or(|q| q.is_empty()) {
-            let sent = match self.route.get(peer as usize) {
+            return match self.route.get(peer as usize) {
                 Some(Route::Shm) => match self.shm.as_mut() {
-                    Some(t) => t.try_send(peer, h, payload)?,
-                    None => false,
+                    Some(t) => Ok(t.try_send(peer, h, payload)?),
+                    None => Ok(false),
                 },
                 Some(Route::Net) => match self.net.as_mut() {
-                    Some(t) => t.try_send(peer, h, payload)?,
-                    None => false,
+                    Some(t) => Ok(t.try_send(peer, h, payload)?),
+                    None => Ok(false),
                 },
                 Some(Route::Me) => unreachable!("frames to self are queued above"),
-                None => return Err(Error::Protocol(format!("no route to rank {peer}"))),
+                None => Err(Error::Protocol(format!("no route to rank {peer}"))),
             };
-            if sent {
-                return Ok(());
-            }
         }
-        self.queue_frame(peer, h, payload)
+        Ok(false)
     }
 
-    /// Queues a copy of a frame to `peer`, sent in order by `flush_outq`.
+    /// Queues a frame to `peer`, sent in order by `flush_outq`.
     #[inline(never)]
-    fn queue_frame(&mut self, peer: u32, h: &Header, payload: &[u8]) -> Result<()> {
+    fn queue_frame(&mut self, peer: u32, h: &Header, payload: Payload) {
         if self.outq.len() <= peer as usize {
             self.outq
                 .resize_with(self.world_size as usize, VecDeque::new);
         }
         self.outq[peer as usize].push_back(OutFrame {
             header: *h,
-            payload: payload.to_vec(),
+            payload,
         });
         self.outq_len += 1;
-        Ok(())
+    }
+
+    /// Queues an eager frame whose payload, `len` bytes at `buf`, stays in
+    /// the sender's buffer: send request `req` completes when it goes.
+    pub(crate) fn queue_borrowed(
+        &mut self,
+        peer: u32,
+        h: &Header,
+        buf: *const u8,
+        len: usize,
+        req: ReqId,
+    ) {
+        self.queue_frame(peer, h, Payload::Borrowed { ptr: buf, len, req });
     }
 
     /// Handles one arrived frame. A frame that breaks the protocol is dropped with
@@ -500,6 +548,7 @@ impl Engine {
 
     fn flush_outq(&mut self) -> Result<usize> {
         let mut n = 0;
+        let mut sent = Vec::new();
         for (peer, q) in self.outq.iter_mut().enumerate() {
             if q.is_empty() {
                 continue;
@@ -508,13 +557,22 @@ impl Engine {
                 continue;
             };
             while let Some(f) = q.front() {
-                if !t.try_send(peer as u32, &f.header, &f.payload)? {
+                if !t.try_send(peer as u32, &f.header, f.bytes())? {
                     break;
                 }
-                q.pop_front();
+                if let Some(OutFrame {
+                    payload: Payload::Borrowed { req, .. },
+                    ..
+                }) = q.pop_front()
+                {
+                    sent.push(req);
+                }
                 self.outq_len -= 1;
                 n += 1;
             }
+        }
+        for req in sent {
+            self.finish(req);
         }
         Ok(n)
     }

@@ -171,8 +171,17 @@ impl Engine {
         let payload = unsafe { slice_or_empty(buf, len) };
         if len <= self.proto.limits.min || peer == self.world_rank || self.eager_to(peer, len) {
             if !sync {
-                self.push_frame(peer, h, payload)?;
-                return Ok(None);
+                if self.try_push_frame(peer, h, payload)? {
+                    return Ok(None);
+                }
+                // Behind a full ring or earlier frames: the frame waits with
+                // its payload where it is, and the send completes when it
+                // goes. A sender that outruns its receiver so waits, as for
+                // a rendezvous, rather than copying into memory without bound
+                // (docs/BENCHMARKS.md, session 22).
+                let id = self.new_send(peer, buf, len);
+                self.queue_borrowed(peer, h, buf, len, id);
+                return Ok(Some(id));
             }
             let id = self.new_send(peer, buf, len);
             h.flags = FLAG_SYNC;
@@ -364,6 +373,7 @@ impl Engine {
                 sync_id,
             } => {
                 self.complete_eager(id, from, env, &data, sync_id);
+                self.spare.put(data);
                 Ok(())
             }
             Unexpected::Rts {
@@ -546,11 +556,13 @@ impl Engine {
         p: &[u8],
         sync_id: Option<u64>,
     ) {
+        let mut data = self.spare.take(p.len());
+        data.extend_from_slice(p);
         self.matcher.push_unexpected(
             env,
             Unexpected::Eager {
                 from,
-                data: p.to_vec(),
+                data,
                 sync_id,
             },
         );
@@ -777,6 +789,43 @@ impl Engine {
             true
         } else {
             false
+        }
+    }
+}
+
+/// Buffers of unexpected eager messages that were delivered, for the next
+/// ones: a sender that runs ahead of its receiver makes one per message,
+/// and fresh heap memory each time cost the receiver page faults that made
+/// it slower than the sender (docs/BENCHMARKS.md, session 22).
+#[derive(Default)]
+pub(super) struct Spare {
+    bufs: Vec<Vec<u8>>,
+    bytes: usize,
+}
+
+impl Spare {
+    /// What the pool keeps at most (bytes of capacity): a ring's worth of
+    /// eager messages to one peer is a few of the largest.
+    const KEEP: usize = 4 << 20;
+
+    /// An empty buffer with room for `len` bytes (a kept one if one fits).
+    #[inline]
+    fn take(&mut self, len: usize) -> Vec<u8> {
+        if let Some(i) = self.bufs.iter().rposition(|b| b.capacity() >= len) {
+            let b = self.bufs.swap_remove(i);
+            self.bytes -= b.capacity();
+            return b;
+        }
+        Vec::with_capacity(len)
+    }
+
+    /// Keeps `b` for a later message, if the pool has room.
+    #[inline]
+    fn put(&mut self, mut b: Vec<u8>) {
+        if b.capacity() > 0 && self.bytes + b.capacity() <= Self::KEEP {
+            b.clear();
+            self.bytes += b.capacity();
+            self.bufs.push(b);
         }
     }
 }

@@ -436,3 +436,55 @@ fn rendezvous_both_ways_wildcards_and_truncation() {
     ];
     run(&steps).unwrap();
 }
+
+/// Regression: an eager send behind a full transport completed at once with
+/// a copy of its payload queued, so a sender that outran its receiver copied
+/// into memory without bound (and slowly: fresh pages each time). Now it is
+/// a request that completes when its frame goes, read from the sender's own
+/// buffer then, in order; an eager send with room completes at once still.
+#[test]
+fn an_eager_send_behind_a_full_transport_waits_for_room_in_the_senders_buffer() {
+    let tuning = Tuning::defaults();
+    let mut e = engines(&tuning);
+    let env = Envelope {
+        ctx: 0,
+        src: 0,
+        tag: 5,
+    };
+    let msgs: Vec<Vec<u8>> = (0..10).map(|i| payload(0, i, 100)).collect();
+    let reqs: Vec<Option<ReqId>> = msgs
+        .iter()
+        .map(|m| e[0].start_send(env, 1, m.as_ptr(), m.len(), false).unwrap())
+        .collect();
+    // The link holds 4 frames: the first 4 went, the rest wait.
+    assert!(reqs[..4].iter().all(Option::is_none), "{reqs:?}");
+    assert!(reqs[4..].iter().all(Option::is_some), "{reqs:?}");
+    for r in reqs[4..].iter().flatten() {
+        assert!(
+            !e[0].is_done(*r),
+            "a queued send completed before its frame went"
+        );
+    }
+    let mut got = Vec::new();
+    for _ in 0..10 {
+        let mut buf = vec![0u8; 100];
+        let pat = Pattern {
+            ctx: 0,
+            src: Some(0),
+            tag: Some(5),
+        };
+        let id = e[1].post_recv(pat, buf.as_mut_ptr(), buf.len()).unwrap();
+        while !e[1].is_done(id) {
+            e[0].progress().unwrap();
+            e[1].progress().unwrap();
+        }
+        e[1].take_result(id).unwrap();
+        got.push(buf);
+    }
+    assert_eq!(got, msgs, "messages arrive whole and in order");
+    for r in reqs.into_iter().flatten() {
+        e[0].progress().unwrap();
+        assert!(e[0].is_done(r));
+        e[0].take_result(r).unwrap();
+    }
+}
