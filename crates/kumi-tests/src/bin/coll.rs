@@ -218,6 +218,17 @@ fn non_commutative(w: &Comm) -> R {
         for i in [0, count / 2, count - 1] {
             eq(&out[i..i + 1], &[want], "matrix allreduce, long", me)?;
         }
+        // Reduce (single copy inside a host beyond the area), at every
+        // root: only the root's buffer holds the result.
+        for root in [0, p / 2, p - 1] {
+            let mut out = vec![[0i64; 4]; count];
+            w.reduce(&mine, &mut out, &o, root)?;
+            if me == root {
+                for i in [0, count / 2, count - 1] {
+                    eq(&out[i..i + 1], &[want], "matrix reduce, long", me)?;
+                }
+            }
+        }
     }
     Ok(())
 }
@@ -233,6 +244,20 @@ fn long_messages(w: &Comm) -> R {
     w.allreduce(&mine, &mut out, &Op::sum())?;
     if out != want {
         return Err(fail(format!("long allreduce wrong on rank {me}")));
+    }
+    for root in [0, p - 1] {
+        let mut out = vec![-1.0; n];
+        w.reduce(&mine, &mut out, &Op::sum(), root)?;
+        if me == root && out != want {
+            return Err(fail(format!("long reduce to {root} wrong on rank {me}")));
+        }
+        let mut buf = mine.clone();
+        w.reduce_in_place(&mut buf, &Op::sum(), root)?;
+        if (me == root && buf != want) || (me != root && buf != mine) {
+            return Err(fail(format!(
+                "long reduce_in_place to {root} wrong on rank {me}"
+            )));
+        }
     }
     let mut buf: Vec<u32> = if me == 1 % p {
         (0..n as u32).collect()

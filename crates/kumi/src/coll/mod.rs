@@ -881,12 +881,14 @@ impl Comm {
                 ),
             ));
         }
-        let mut work = send.to_vec();
-        self.reduce_work(&mut work, op, root, at)?;
         if self.rank() == root {
-            copy_slice(&mut recv[..send.len()], &work);
+            // The root reduces in its receive buffer (others may read and
+            // write it there): no temporary to fill and copy back.
+            let recv = &mut recv[..send.len()];
+            copy_slice(recv, send);
+            return self.reduce_work(recv, op, root, at);
         }
-        Ok(())
+        self.reduce_work(&mut send.to_vec(), op, root, at)
     }
 
     /// [`Comm::reduce`] in place: `buf` is the contribution everywhere and the
@@ -916,10 +918,36 @@ impl Comm {
         let bytes = as_bytes_mut(work);
         let n = bytes.len();
         if let Some((true, _, _)) = self.shm_view(at)? {
+            let info = self.info(Call::Collective, -2, -2, at);
             if self.shm_fits(n) {
-                let info = self.info(Call::Collective, -2, -2, at);
                 let f = op.bytes_fn();
                 return self.shm_op(|e, g| shm::reduce(e, g, bytes, Some(&*f), root, info));
+            }
+            // Longer, inside one host: the single-copy reduce-scatter of the
+            // allreduce, the blocks then going to the root only. (By
+            // messages, the binomial tree moved the whole buffer through a
+            // fresh temporary at every step: 12x slower from 256 KiB,
+            // docs/BENCHMARKS.md, session 22.)
+            let elem = op.unit_bytes();
+            let f = |a: &[u8], b: &mut [u8]| {
+                op.f.call(bytemuck::cast_slice(a), bytemuck::cast_slice_mut(b))
+            };
+            let done = self.shm_whole(at, false, |e, g| {
+                e.svc.coll.config().single_copy.then(|| {
+                    shm::allreduce_single_copy(
+                        e,
+                        g,
+                        bytes,
+                        elem,
+                        &f,
+                        op.commutative,
+                        Some(root),
+                        info,
+                    )
+                })
+            })?;
+            if done.is_some() {
+                return Ok(());
             }
         }
         let (_, wire) = self.wire()?;
@@ -1017,6 +1045,7 @@ impl Comm {
                     elem,
                     &f,
                     op.commutative,
+                    None,
                     info,
                 ))
             } else {

@@ -575,6 +575,8 @@ pub(crate) fn bcast_single_copy(
 
 /// Allreduce of `buf` (`elem`-byte elements) by single copy between the
 /// members' buffers: reduce-scatter, then allgather (see the module doc).
+/// With `root`, a reduce: only the root's buffer gets the result (the
+/// others' are scratch, left partly reduced).
 // The collective's arguments, as the other entry points take them.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn allreduce_single_copy(
@@ -584,6 +586,7 @@ pub(crate) fn allreduce_single_copy(
     elem: usize,
     op: &Combine<'_>,
     commutative: bool,
+    root: Option<usize>,
     info: WaitInfo,
 ) -> Result<()> {
     let n = buf.len();
@@ -637,8 +640,11 @@ pub(crate) fn allreduce_single_copy(
                 }
                 if write_through {
                     // The reduced piece is in this core's cache now: write it
-                    // into every other member's buffer at once.
-                    for (j, &(pid, addr, _)) in others() {
+                    // into every other member's buffer (the root's, for a
+                    // reduce) at once.
+                    for (j, &(pid, addr, _)) in
+                        others().filter(|&(j, _)| root.is_none_or(|r| r == j))
+                    {
                         cma::write_to(pid, addr + off as u64, &buf[off..off + len])
                             .map_err(|x| copy_error("writing", len, g.slots[j], x))?;
                     }
@@ -679,7 +685,7 @@ pub(crate) fn allreduce_single_copy(
     }
     for (j, &(pid, addr, _)) in peers.iter().enumerate() {
         let b = block(j);
-        if j != me && !b.is_empty() {
+        if j != me && !b.is_empty() && root.is_none_or(|r| r == me) {
             let len = b.len();
             cma::read_from(pid, addr + b.start as u64, &mut buf[b])
                 .map_err(|x| copy_error("reading", len, g.slots[j], x))?;
@@ -716,7 +722,7 @@ pub(crate) fn allreduce_long(
         if area {
             allreduce_area(e, g, buf, elem, op, info)
         } else {
-            allreduce_single_copy(e, g, buf, elem, op, true, info)
+            allreduce_single_copy(e, g, buf, elem, op, true, None, info)
         }
     };
     let cfg = e.svc.coll.config();
