@@ -556,6 +556,28 @@ fn segments(
         .collect()
 }
 
+/// [`segments`] in bytes, for the collectives over segments: (start, bytes).
+fn byte_segments(
+    buf: *const c_void,
+    counts: &[usize],
+    displs: &[usize],
+    d: &Datatype,
+) -> Vec<(*mut u8, usize)> {
+    in_bytes(segments(buf, counts, displs, d), d)
+}
+
+/// Segments of elements of `d` as (start, bytes).
+fn in_bytes(v: Vec<(*mut c_void, usize)>, d: &Datatype) -> Vec<(*mut u8, usize)> {
+    v.into_iter()
+        .map(|(b, n)| (b.cast::<u8>(), d.packed_size(n)))
+        .collect()
+}
+
+/// Segments only read.
+fn read_only(v: Vec<(*mut u8, usize)>) -> Vec<(*const u8, usize)> {
+    v.into_iter().map(|(b, n)| (b.cast_const(), n)).collect()
+}
+
 /// The communicator, neighbours and datatypes of a neighbourhood collective.
 fn neighbor_args(
     comm: c_int,
@@ -1653,6 +1675,12 @@ mpi! {
         need_request(request)?;
         let r = check_root(&c, root)?;
         let n = crate::state::count(count)?;
+        if d.is_contiguous() {
+            let seg = in_bytes(even_segments(buffer, 1, n, &d), &d)[0];
+            // SAFETY: MPI's contract (see MPI_Ialltoallv).
+            let req = unsafe { c.ibcast_segment(seg, r) }?;
+            return nb_request(Box::new(NbBytes::none(req)), comm, request);
+        }
         let root_here = c.rank() == r;
         let data = if root_here { pack(buffer, n, &d) } else { vec![0u8; d.packed_size(n)] };
         let req = c.ibcast(data, r)?;
@@ -1673,6 +1701,20 @@ mpi! {
         need_request(request)?;
         let (p, me) = (c.size(), c.rank());
         let rn = crate::state::count(recvcount)?;
+        let recv = in_bytes(even_segments(recvbuf, p, rn, &rd), &rd);
+        let send = if in_place(sendbuf) {
+            Some((recv[me].0.cast_const(), recv[me].1))
+        } else {
+            let sd = st()?.dtype(sendtype)?;
+            let sn = crate::state::count(sendcount)?;
+            sd.is_contiguous().then(|| (sendbuf.cast::<u8>(), sd.packed_size(sn)))
+        };
+        if let (Some(send), true) = (send, rd.is_contiguous()) {
+            // SAFETY: MPI's contract (see MPI_Ialltoallv); in place, this
+            // rank's send is its own receive block.
+            let req = unsafe { c.iallgatherv_segments(send, &recv) }?;
+            return nb_request(Box::new(NbBytes::none(req)), comm, request);
+        }
         let mine = if in_place(sendbuf) {
             pack(at(recvbuf, me * rn, &rd), rn, &rd)
         } else {
@@ -1744,6 +1786,16 @@ mpi! {
         need_request(request)?;
         let p = c.size();
         let rn = crate::state::count(recvcount)?;
+        if !in_place(sendbuf) {
+            let sd = st()?.dtype(sendtype)?;
+            if sd.is_contiguous() && rd.is_contiguous() {
+                let send = read_only(in_bytes(even_segments(sendbuf, p, crate::state::count(sendcount)?, &sd), &sd));
+                let recv = in_bytes(even_segments(recvbuf, p, rn, &rd), &rd);
+                // SAFETY: MPI's contract (see MPI_Ialltoallv).
+                let req = unsafe { c.ialltoallv_segments(&send, &recv) }?;
+                return nb_request(Box::new(NbBytes::none(req)), comm, request);
+            }
+        }
         let mine = if in_place(sendbuf) {
             pack(recvbuf, rn * p, &rd)
         } else {
@@ -1839,10 +1891,25 @@ mpi! {
         nb_request(Box::new(NbBytes::typed(req, segs, &rd)), comm, request)
     }
 
+    // The nonblocking data movers with contiguous types run straight between
+    // the program's buffers, which MPI keeps valid and the receive ones
+    // untouched until the request completes (by copies through owned
+    // buffers they were 4-16x slower than MPICH from 64 KiB:
+    // docs/BENCHMARKS.md, session 22).
     fn MPI_Ialltoallv / PMPI_Ialltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: c_int, comm: c_int, request: *mut c_int) {
         let (c, rd) = lookup(comm, recvtype)?;
         need_request(request)?;
         let p = c.size();
+        if !in_place(sendbuf) {
+            let sd = st()?.dtype(sendtype)?;
+            if sd.is_contiguous() && rd.is_contiguous() {
+                let send = read_only(byte_segments(sendbuf, &counts(sendcounts, p, "sendcounts")?, &counts(sdispls, p, "sdispls")?, &sd));
+                let recv = byte_segments(recvbuf, &counts(recvcounts, p, "recvcounts")?, &counts(rdispls, p, "rdispls")?, &rd);
+                // SAFETY: MPI's contract (above).
+                let req = unsafe { c.ialltoallv_segments(&send, &recv) }?;
+                return nb_request(Box::new(NbBytes::none(req)), comm, request);
+            }
+        }
         let rsegs = segments(recvbuf, &counts(recvcounts, p, "recvcounts")?, &counts(rdispls, p, "rdispls")?, &rd);
         let (sd, ssegs) = if in_place(sendbuf) {
             (rd.clone(), rsegs.clone())
@@ -2144,11 +2211,8 @@ mpi! {
         };
         if !in_place(sendbuf) && sd.is_contiguous() && rd.is_contiguous() {
             // Straight between the program's buffers: no packing, no copy.
-            let bytes = |buf: *const c_void, c: &[usize], d: &[usize], t: &Datatype| -> Vec<(*mut u8, usize)> {
-                segments(buf, c, d, t).into_iter().map(|(b, n)| (b.cast::<u8>(), t.packed_size(n))).collect()
-            };
-            let send: Vec<(*const u8, usize)> = bytes(base, &sc, &sds, &sd).into_iter().map(|(b, n)| (b.cast_const(), n)).collect();
-            let recv = bytes(recvbuf, &rc, &rds, &rd);
+            let send = read_only(byte_segments(base, &sc, &sds, &sd));
+            let recv = byte_segments(recvbuf, &rc, &rds, &rd);
             // SAFETY: MPI's contract for MPI_Alltoallv's buffers: each
             // segment holds its counts of elements, the receive ones overlap
             // nothing.

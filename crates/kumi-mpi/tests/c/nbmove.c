@@ -2,7 +2,8 @@
  * MPI_Iallgather, MPI_Igather, MPI_Iscatter, MPI_Ialltoall, their v-variants,
  * MPI_Iscan, MPI_Iexscan, MPI_Ireduce_scatter(_block)): correct results at
  * every root, several in flight at once and completed in another order than
- * started, MPI_IN_PLACE, a derived datatype, and overlap with point-to-point. */
+ * started, MPI_IN_PLACE, a derived datatype, overlap with point-to-point,
+ * and long messages (which go straight between the program's buffers). */
 #include "kt.h"
 
 #define N 3
@@ -247,6 +248,56 @@ int main(int argc, char **argv) {
     CHECK(cls == MPI_ERR_ARG);
     OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL));
     OK(MPI_Barrier(MPI_COMM_WORLD));
+
+    /* Long messages, which go straight between the program's buffers: an
+     * uneven all-to-all-v laid out in reverse, a 1 MiB broadcast from the
+     * last rank and an allgather of 64 KiB blocks, all three in flight at
+     * once and completed in reverse order. */
+    {
+        const int big = 1 << 16; /* ints */
+        int *bsrc = malloc(sizeof(int) * big * n), *bdst = malloc(sizeof(int) * big * n);
+        int *sc = malloc(sizeof(int) * n), *sd = malloc(sizeof(int) * n);
+        int *rc = malloc(sizeof(int) * n), *rd = malloc(sizeof(int) * n);
+        int *bc = malloc(sizeof(int) * (1 << 18)), *ag = malloc(sizeof(int) * big * n);
+        int *agm = malloc(sizeof(int) * big);
+        CHECK(bsrc && bdst && sc && sd && rc && rd && bc && ag && agm);
+        /* Rank r sends (r + d) % 3 + 1 thousand ints to d; blocks in reverse. */
+        int off = 0;
+        for (int d = n - 1; d >= 0; d--) {
+            sc[d] = ((r + d) % 3 + 1) * 1000;
+            sd[d] = off;
+            off += sc[d];
+        }
+        for (int d = 0; d < n; d++)
+            for (int i = 0; i < sc[d]; i++) bsrc[sd[d] + i] = r * 1000000 + d * 10000 + i % 9973;
+        off = 0;
+        for (int s = n - 1; s >= 0; s--) {
+            rc[s] = ((s + r) % 3 + 1) * 1000;
+            rd[s] = off;
+            off += rc[s];
+        }
+        memset(bdst, 0xff, sizeof(int) * big * n);
+        for (int i = 0; i < (1 << 18); i++) bc[i] = r == n - 1 ? i * 7 + 3 : -1;
+        for (int i = 0; i < big; i++) agm[i] = r * 31 + i;
+        MPI_Request q3[3];
+        OK(MPI_Ialltoallv(bsrc, sc, sd, MPI_INT, bdst, rc, rd, MPI_INT, MPI_COMM_WORLD, &q3[0]));
+        OK(MPI_Ibcast(bc, 1 << 18, MPI_INT, n - 1, MPI_COMM_WORLD, &q3[1]));
+        OK(MPI_Iallgather(agm, big, MPI_INT, ag, big, MPI_INT, MPI_COMM_WORLD, &q3[2]));
+        for (int k = 2; k >= 0; k--) OK(MPI_Wait(&q3[k], MPI_STATUS_IGNORE));
+        for (int s = 0; s < n; s++)
+            for (int i = 0; i < rc[s]; i += 97) CHECK(bdst[rd[s] + i] == s * 1000000 + r * 10000 + i % 9973);
+        for (int i = 0; i < (1 << 18); i += 101) CHECK(bc[i] == i * 7 + 3);
+        for (int s = 0; s < n; s++) CHECK(ag[s * big] == s * 31 && ag[s * big + big - 1] == s * 31 + big - 1);
+        free(bsrc);
+        free(bdst);
+        free(sc);
+        free(sd);
+        free(rc);
+        free(rd);
+        free(bc);
+        free(ag);
+        free(agm);
+    }
 
     free(all);
     free(mine);

@@ -314,6 +314,20 @@ fn own_segment<P>(
     }
 }
 
+/// How a collective over segments runs: to completion before the call
+/// returns (reported as called at the location), or started, completed by
+/// the request's `wait` (the segments then stay valid until it returns).
+#[derive(Clone, Copy)]
+enum Exec {
+    Now(&'static Location<'static>),
+    Start,
+}
+
+/// The request of a collective over segments started with [`Exec::Start`].
+fn started(r: Option<CollRequest<u8>>) -> CollRequest<u8> {
+    r.expect("a started collective has a request")
+}
+
 /// `dst.copy_from_slice(src)` through [`kumi_transport::copy_bytes`], which
 /// avoids `memcpy`'s slow case for buffers a few bytes apart modulo 4 KiB.
 #[inline]
@@ -393,6 +407,17 @@ impl<T: Pod> CollRequest<T> {
             Ok(Some(buf)) => Ok(bytemuck::cast_slice::<u8, T>(buf.bytes()).to_vec()),
             Ok(None) => Ok(Vec::new()),
             Err(x) => Err(x),
+        }
+    }
+}
+
+impl<T: Pod> CollRequest<T> {
+    /// A request complete already (nothing to exchange).
+    fn done(engine: EngineRef) -> CollRequest<T> {
+        CollRequest {
+            engine,
+            id: None,
+            _t: PhantomData,
         }
     }
 }
@@ -668,27 +693,39 @@ impl Comm {
     }
 
     /// The schedule `plan` makes for this rank (from the group and its
-    /// rank) run over blocks where they lie (kept valid by the caller until
-    /// this returns); nothing to exchange alone.
-    fn run_each(
+    /// rank) over blocks where they lie (kept valid by the caller until it
+    /// completes), run now or started ([`Exec`]); nothing to exchange alone.
+    fn exec_each(
         &self,
         blocks: Vec<(*mut u8, usize)>,
-        at: &'static Location<'static>,
+        how: Exec,
         plan: impl FnOnce(&[usize], usize) -> Schedule,
-    ) -> Result<()> {
+    ) -> Result<Option<CollRequest<u8>>> {
         if self.size() == 1 {
-            return Ok(());
+            return Ok(match how {
+                Exec::Now(_) => None,
+                Exec::Start => Some(CollRequest::done(self.engine_rc().clone())),
+            });
         }
         let (_, wire) = self.wire()?;
         let sched = plan(&self.group(), self.rank());
-        self.run_blocks(
-            sched,
-            wire,
-            Blocks::Each(blocks),
-            None,
-            Call::Collective,
-            at,
-        )
+        match how {
+            Exec::Now(at) => {
+                self.run_blocks(
+                    sched,
+                    wire,
+                    Blocks::Each(blocks),
+                    None,
+                    Call::Collective,
+                    at,
+                )?;
+                Ok(None)
+            }
+            Exec::Start => {
+                let run = Run::new(sched, wire, Blocks::Each(blocks), None);
+                Ok(Some(self.start(Active::Sched(run))))
+            }
+        }
     }
 
     /// [`Comm::run`] over blocks anywhere (which the caller keeps valid and
@@ -1910,7 +1947,35 @@ impl Comm {
         recv: &[(*mut u8, usize)],
         root: usize,
     ) -> Result<()> {
-        let at = Location::caller();
+        // SAFETY: the caller's contract.
+        unsafe { self.gatherv_each(send, recv, root, Exec::Now(Location::caller())) }.map(drop)
+    }
+
+    /// [`Comm::gatherv_segments`] started: the segments stay valid (and,
+    /// but for `send`, untouched) until the request's `wait` returns.
+    ///
+    /// # Safety
+    /// As for [`Comm::gatherv_segments`], until the request completes.
+    #[doc(hidden)]
+    pub unsafe fn igatherv_segments(
+        &self,
+        send: (*const u8, usize),
+        recv: &[(*mut u8, usize)],
+        root: usize,
+    ) -> Result<CollRequest<u8>> {
+        // SAFETY: the caller's contract.
+        unsafe { self.gatherv_each(send, recv, root, Exec::Start) }.map(started)
+    }
+
+    /// # Safety
+    /// As for [`Comm::gatherv_segments`], until the collective completes.
+    unsafe fn gatherv_each(
+        &self,
+        send: (*const u8, usize),
+        recv: &[(*mut u8, usize)],
+        root: usize,
+        how: Exec,
+    ) -> Result<Option<CollRequest<u8>>> {
         self.check_root(root)?;
         let (p, me) = (self.size(), self.rank());
         let blocks = if me == root {
@@ -1922,7 +1987,7 @@ impl Comm {
             // Only ever read: the schedule sends from it.
             vec![(send.0 as *mut u8, send.1)]
         };
-        self.run_each(blocks, at, |g, me| sc::gather_linear(g, root, me))
+        self.exec_each(blocks, how, |g, me| sc::gather_linear(g, root, me))
     }
 
     /// Like [`Comm::scatter`] with `counts[i]` elements for rank i, taken one
@@ -1982,7 +2047,34 @@ impl Comm {
         recv: (*mut u8, usize),
         root: usize,
     ) -> Result<()> {
-        let at = Location::caller();
+        // SAFETY: the caller's contract.
+        unsafe { self.scatterv_each(send, recv, root, Exec::Now(Location::caller())) }.map(drop)
+    }
+
+    /// [`Comm::scatterv_segments`] started.
+    ///
+    /// # Safety
+    /// As for [`Comm::scatterv_segments`], until the request completes.
+    #[doc(hidden)]
+    pub unsafe fn iscatterv_segments(
+        &self,
+        send: &[(*const u8, usize)],
+        recv: (*mut u8, usize),
+        root: usize,
+    ) -> Result<CollRequest<u8>> {
+        // SAFETY: the caller's contract.
+        unsafe { self.scatterv_each(send, recv, root, Exec::Start) }.map(started)
+    }
+
+    /// # Safety
+    /// As for [`Comm::scatterv_segments`], until the collective completes.
+    unsafe fn scatterv_each(
+        &self,
+        send: &[(*const u8, usize)],
+        recv: (*mut u8, usize),
+        root: usize,
+        how: Exec,
+    ) -> Result<Option<CollRequest<u8>>> {
         self.check_root(root)?;
         let (p, me) = (self.size(), self.rank());
         let blocks = if me == root {
@@ -1994,7 +2086,7 @@ impl Comm {
         } else {
             vec![recv]
         };
-        self.run_each(blocks, at, |g, me| sc::scatter_linear(g, root, me))
+        self.exec_each(blocks, how, |g, me| sc::scatter_linear(g, root, me))
     }
 
     // ----- allgather and alltoall --------------------------------------------------
@@ -2097,12 +2189,37 @@ impl Comm {
         send: (*const u8, usize),
         recv: &[(*mut u8, usize)],
     ) -> Result<()> {
-        let at = Location::caller();
+        // SAFETY: the caller's contract.
+        unsafe { self.allgatherv_each(send, recv, Exec::Now(Location::caller())) }.map(drop)
+    }
+
+    /// [`Comm::allgatherv_segments`] started.
+    ///
+    /// # Safety
+    /// As for [`Comm::allgatherv_segments`], until the request completes.
+    #[doc(hidden)]
+    pub unsafe fn iallgatherv_segments(
+        &self,
+        send: (*const u8, usize),
+        recv: &[(*mut u8, usize)],
+    ) -> Result<CollRequest<u8>> {
+        // SAFETY: the caller's contract.
+        unsafe { self.allgatherv_each(send, recv, Exec::Start) }.map(started)
+    }
+
+    /// # Safety
+    /// As for [`Comm::allgatherv_segments`], until the collective completes.
+    unsafe fn allgatherv_each(
+        &self,
+        send: (*const u8, usize),
+        recv: &[(*mut u8, usize)],
+        how: Exec,
+    ) -> Result<Option<CollRequest<u8>>> {
         let (p, me) = (self.size(), self.rank());
         own_segment("recv", recv, p, me, send.1)?;
         // SAFETY: the caller's contract.
         unsafe { copy_own(send.0, recv[me].0, send.1) };
-        self.run_each(recv.to_vec(), at, sc::allgather_ring)
+        self.exec_each(recv.to_vec(), how, sc::allgather_ring)
     }
 
     /// Rank i sends block j of its `send` to rank j, which stores it as block i
@@ -2190,7 +2307,32 @@ impl Comm {
         send: &[(*const u8, usize)],
         recv: &[(*mut u8, usize)],
     ) -> Result<()> {
-        let at = Location::caller();
+        // SAFETY: the caller's contract.
+        unsafe { self.alltoallv_each(send, recv, Exec::Now(Location::caller())) }.map(drop)
+    }
+
+    /// [`Comm::alltoallv_segments`] started.
+    ///
+    /// # Safety
+    /// As for [`Comm::alltoallv_segments`], until the request completes.
+    #[doc(hidden)]
+    pub unsafe fn ialltoallv_segments(
+        &self,
+        send: &[(*const u8, usize)],
+        recv: &[(*mut u8, usize)],
+    ) -> Result<CollRequest<u8>> {
+        // SAFETY: the caller's contract.
+        unsafe { self.alltoallv_each(send, recv, Exec::Start) }.map(started)
+    }
+
+    /// # Safety
+    /// As for [`Comm::alltoallv_segments`], until the collective completes.
+    unsafe fn alltoallv_each(
+        &self,
+        send: &[(*const u8, usize)],
+        recv: &[(*mut u8, usize)],
+        how: Exec,
+    ) -> Result<Option<CollRequest<u8>>> {
         let (p, me) = (self.size(), self.rank());
         own_segment("send", send, p, me, recv.get(me).map_or(0, |r| r.1))?;
         own_segment("recv", recv, p, me, send[me].1)?;
@@ -2203,6 +2345,25 @@ impl Comm {
             .map(|&(b, n)| (b as *mut u8, n))
             .chain(recv.iter().copied())
             .collect();
-        self.run_each(blocks, at, sc::alltoall_pairwise)
+        self.exec_each(blocks, how, sc::alltoall_pairwise)
+    }
+
+    /// A broadcast of the `len` bytes at `buf` from `root`, started
+    /// (binomial tree, the message straight between the ranks' buffers).
+    ///
+    /// # Safety
+    /// `buf` readable (at the root) or writable (elsewhere) for `len` bytes
+    /// and otherwise untouched until the request's `wait` returns.
+    #[doc(hidden)]
+    pub unsafe fn ibcast_segment(
+        &self,
+        buf: (*mut u8, usize),
+        root: usize,
+    ) -> Result<CollRequest<u8>> {
+        self.check_root(root)?;
+        self.exec_each(vec![buf], Exec::Start, |g, me| {
+            sc::bcast_binomial(g, root, me, 1)
+        })
+        .map(started)
     }
 }
