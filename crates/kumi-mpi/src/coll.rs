@@ -1733,13 +1733,21 @@ mpi! {
         // The receive arguments matter at the root only.
         let rd = if me == r { Some(st()?.dtype(recvtype)?) } else { None };
         let rn = if me == r { crate::state::count(recvcount)? } else { 0 };
-        let mine = match &rd {
-            Some(rd) if in_place(sendbuf) => pack(at(recvbuf, me * rn, rd), rn, rd),
-            _ => {
-                let sd = st()?.dtype(sendtype)?;
-                pack(sendbuf, crate::state::count(sendcount)?, &sd)
-            }
+        let (sd, sbuf, sn) = match &rd {
+            Some(rd) if in_place(sendbuf) => (rd.clone(), at(recvbuf, me * rn, rd).cast_const(), rn),
+            _ => (st()?.dtype(sendtype)?, sendbuf, crate::state::count(sendcount)?),
         };
+        if sd.is_contiguous() && rd.as_ref().is_none_or(Datatype::is_contiguous) {
+            let segs = match &rd {
+                Some(rd) => in_bytes(even_segments(recvbuf, p, rn, rd), rd),
+                None => Vec::new(),
+            };
+            // SAFETY: MPI's contract (see MPI_Ialltoallv); in place, the
+            // root's send is its own receive block.
+            let req = unsafe { c.igatherv_segments((sbuf.cast::<u8>(), sd.packed_size(sn)), &segs, r) }?;
+            return nb_request(Box::new(NbBytes::none(req)), comm, request);
+        }
+        let mine = pack(sbuf, sn, &sd);
         let req = c.igather(mine, r)?;
         let nb = match rd {
             Some(rd) => NbBytes::one(req, recvbuf, rn * p, rd),
@@ -1754,17 +1762,26 @@ mpi! {
         let r = check_root(&c, root)?;
         let (p, me) = (c.size(), c.rank());
         // The send arguments matter at the root only.
-        let (all, sd, sn) = if me == r {
-            let sd = st()?.dtype(sendtype)?;
-            let sn = crate::state::count(sendcount)?;
-            (pack(sendbuf, sn * p, &sd), Some(sd), sn)
-        } else {
-            (Vec::new(), None, 0)
-        };
+        let send = if me == r { Some((st()?.dtype(sendtype)?, crate::state::count(sendcount)?)) } else { None };
         let dest_in_place = in_place(recvbuf) && me == r;
-        let (rd, rn) = match sd {
-            Some(sd) if dest_in_place => (sd, sn),
+        let (rd, rn) = match &send {
+            Some(s) if dest_in_place => s.clone(),
             _ => (st()?.dtype(recvtype)?, crate::state::count(recvcount)?),
+        };
+        if rd.is_contiguous() && send.as_ref().is_none_or(|(sd, _)| sd.is_contiguous()) {
+            let segs = match &send {
+                Some((sd, sn)) => read_only(in_bytes(even_segments(sendbuf, p, *sn, sd), sd)),
+                None => Vec::new(),
+            };
+            let rbuf = if dest_in_place { segs[me].0.cast_mut() } else { recvbuf.cast::<u8>() };
+            // SAFETY: MPI's contract (see MPI_Ialltoallv); in place, the
+            // root's receive is its own send block.
+            let req = unsafe { c.iscatterv_segments(&segs, (rbuf, rd.packed_size(rn)), r) }?;
+            return nb_request(Box::new(NbBytes::none(req)), comm, request);
+        }
+        let all = match &send {
+            Some((sd, sn)) => pack(sendbuf, sn * p, sd),
+            None => Vec::new(),
         };
         let block = rd.packed_size(rn);
         if me == r && all.len() != block * p {
@@ -1819,13 +1836,21 @@ mpi! {
         } else {
             None
         };
-        let mine = match &recv {
-            Some((rd, segs)) if in_place(sendbuf) => pack_segments(&segs[me..me + 1], rd),
-            _ => {
-                let sd = st()?.dtype(sendtype)?;
-                pack(sendbuf, crate::state::count(sendcount)?, &sd)
-            }
+        let (sd, sbuf, sn) = match &recv {
+            Some((rd, segs)) if in_place(sendbuf) => (rd.clone(), segs[me].0.cast_const(), segs[me].1),
+            _ => (st()?.dtype(sendtype)?, sendbuf, crate::state::count(sendcount)?),
         };
+        if sd.is_contiguous() && recv.as_ref().is_none_or(|(rd, _)| rd.is_contiguous()) {
+            let rsegs = match &recv {
+                Some((rd, segs)) => in_bytes(segs.clone(), rd),
+                None => Vec::new(),
+            };
+            // SAFETY: MPI's contract (see MPI_Ialltoallv); in place, the
+            // root's send is its own receive segment.
+            let req = unsafe { c.igatherv_segments((sbuf.cast::<u8>(), sd.packed_size(sn)), &rsegs, r) }?;
+            return nb_request(Box::new(NbBytes::none(req)), comm, request);
+        }
+        let mine = pack(sbuf, sn, &sd);
         let mut bytes = vec![0; p];
         if let Some((rd, segs)) = &recv {
             for (b, &(_, n)) in bytes.iter_mut().zip(segs) {
@@ -1846,21 +1871,39 @@ mpi! {
         need_request(request)?;
         let r = check_root(&c, root)?;
         let (p, me) = (c.size(), c.rank());
-        let mut bytes = vec![0; p];
-        let (all, sd, own) = if me == r {
+        // The send arguments matter at the root only.
+        let send = if me == r {
             let sd = st()?.dtype(sendtype)?;
             let segs = segments(sendbuf, &counts(sendcounts, p, "sendcounts")?, &counts(displs, p, "displs")?, &sd);
-            for (b, &(_, n)) in bytes.iter_mut().zip(&segs) {
-                *b = sd.packed_size(n);
-            }
-            (pack_segments(&segs, &sd), Some(sd), segs[me].1)
+            Some((sd, segs))
         } else {
-            (Vec::new(), None, 0)
+            None
         };
         let dest_in_place = in_place(recvbuf) && me == r;
-        let (rd, rn) = match sd {
-            Some(sd) if dest_in_place => (sd, own),
+        let (rd, rn) = match &send {
+            Some((sd, segs)) if dest_in_place => (sd.clone(), segs[me].1),
             _ => (st()?.dtype(recvtype)?, crate::state::count(recvcount)?),
+        };
+        if rd.is_contiguous() && send.as_ref().is_none_or(|(sd, _)| sd.is_contiguous()) {
+            let ssegs = match &send {
+                Some((sd, segs)) => read_only(in_bytes(segs.clone(), sd)),
+                None => Vec::new(),
+            };
+            let rbuf = if dest_in_place { ssegs[me].0.cast_mut() } else { recvbuf.cast::<u8>() };
+            // SAFETY: MPI's contract (see MPI_Ialltoallv); in place, the
+            // root's receive is its own send segment.
+            let req = unsafe { c.iscatterv_segments(&ssegs, (rbuf, rd.packed_size(rn)), r) }?;
+            return nb_request(Box::new(NbBytes::none(req)), comm, request);
+        }
+        let mut bytes = vec![0; p];
+        let all = match &send {
+            Some((sd, segs)) => {
+                for (b, &(_, n)) in bytes.iter_mut().zip(segs) {
+                    *b = sd.packed_size(n);
+                }
+                pack_segments(segs, sd)
+            }
+            None => Vec::new(),
         };
         if me != r {
             bytes[me] = rd.packed_size(rn);
@@ -1880,12 +1923,18 @@ mpi! {
         need_request(request)?;
         let (p, me) = (c.size(), c.rank());
         let segs = segments(recvbuf, &counts(recvcounts, p, "recvcounts")?, &counts(displs, p, "displs")?, &rd);
-        let mine = if in_place(sendbuf) {
-            pack_segments(&segs[me..me + 1], &rd)
+        let (sd, sbuf, sn) = if in_place(sendbuf) {
+            (rd.clone(), segs[me].0.cast_const(), segs[me].1)
         } else {
-            let sd = st()?.dtype(sendtype)?;
-            pack(sendbuf, crate::state::count(sendcount)?, &sd)
+            (st()?.dtype(sendtype)?, sendbuf, crate::state::count(sendcount)?)
         };
+        if sd.is_contiguous() && rd.is_contiguous() {
+            // SAFETY: MPI's contract (see MPI_Ialltoallv); in place, this
+            // rank's send is its own receive segment.
+            let req = unsafe { c.iallgatherv_segments((sbuf.cast::<u8>(), sd.packed_size(sn)), &in_bytes(segs, &rd)) }?;
+            return nb_request(Box::new(NbBytes::none(req)), comm, request);
+        }
+        let mine = pack(sbuf, sn, &sd);
         let bytes: Vec<usize> = segs.iter().map(|&(_, n)| rd.packed_size(n)).collect();
         let req = c.iallgatherv(mine, &bytes)?;
         nb_request(Box::new(NbBytes::typed(req, segs, &rd)), comm, request)
@@ -2014,13 +2063,21 @@ mpi! {
         let r = check_root(&c, root)?;
         let (p, me) = (c.size(), c.rank());
         let recv = if me == r { Some((st()?.dtype(recvtype)?, crate::state::count(recvcount)?)) } else { None };
-        let mine = match &recv {
-            Some((rd, rn)) if in_place(sendbuf) => pack(at(recvbuf, me * rn, rd), *rn, rd),
-            _ => {
-                let sd = st()?.dtype(sendtype)?;
-                pack(sendbuf, crate::state::count(sendcount)?, &sd)
-            }
+        let (sd, sbuf, sn) = match &recv {
+            Some((rd, rn)) if in_place(sendbuf) => (rd.clone(), at(recvbuf, me * rn, rd).cast_const(), *rn),
+            _ => (st()?.dtype(sendtype)?, sendbuf, crate::state::count(sendcount)?),
         };
+        // Contiguous types go straight between the program's buffers.
+        if sd.is_contiguous() && recv.as_ref().is_none_or(|(rd, _)| rd.is_contiguous()) {
+            let segs = match &recv {
+                Some((rd, rn)) => in_bytes(even_segments(recvbuf, p, *rn, rd), rd),
+                None => Vec::new(),
+            };
+            // SAFETY: MPI's contract for MPI_Gather's buffers (in place, the
+            // root's send is its own receive block).
+            return Ok(unsafe { c.gatherv_segments((sbuf.cast::<u8>(), sd.packed_size(sn)), &segs, r) }?);
+        }
+        let mine = pack(sbuf, sn, &sd);
         let mut all = if recv.is_some() { vec![0u8; mine.len() * p] } else { Vec::new() };
         c.gather(&mine, &mut all, r)?;
         if let Some((rd, rn)) = recv {
@@ -2072,14 +2129,25 @@ mpi! {
         let r = check_root(&c, root)?;
         let (p, me) = (c.size(), c.rank());
         let send = if me == r { Some((st()?.dtype(sendtype)?, crate::state::count(sendcount)?)) } else { None };
+        let dest_in_place = in_place(recvbuf) && send.is_some();
+        let (rd, rn) = match &send {
+            Some(s) if dest_in_place => s.clone(),
+            _ => (st()?.dtype(recvtype)?, crate::state::count(recvcount)?),
+        };
+        // Contiguous types go straight between the program's buffers.
+        if rd.is_contiguous() && send.as_ref().is_none_or(|(sd, _)| sd.is_contiguous()) {
+            let segs = match &send {
+                Some((sd, sn)) => read_only(in_bytes(even_segments(sendbuf, p, *sn, sd), sd)),
+                None => Vec::new(),
+            };
+            let rbuf = if dest_in_place { segs[me].0.cast_mut() } else { recvbuf.cast::<u8>() };
+            // SAFETY: MPI's contract for MPI_Scatter's buffers (in place,
+            // the root's receive is its own send block).
+            return Ok(unsafe { c.scatterv_segments(&segs, (rbuf, rd.packed_size(rn)), r) }?);
+        }
         let all = match &send {
             Some((sd, sn)) => pack(sendbuf, sn * p, sd),
             None => Vec::new(),
-        };
-        let dest_in_place = in_place(recvbuf) && send.is_some();
-        let (rd, rn) = match send {
-            Some(s) if dest_in_place => s,
-            _ => (st()?.dtype(recvtype)?, crate::state::count(recvcount)?),
         };
         let mut mine = vec![0u8; rd.packed_size(rn)];
         c.scatter(&all, &mut mine, r)?;
