@@ -293,6 +293,27 @@ int main(int argc, char **argv) {
     CHECK(pio.first == 5 && pio.sum == 3);
     OK(MPI_Op_free(&lsop));
 
+    /* Long reduces (beyond the collective area: single copy inside a host),
+     * at the last rank, from separate buffers and in place; the others'
+     * buffers unchanged. */
+    {
+        const int nl = 1 << 17; /* 1 MiB of doubles */
+        double *ls = malloc(sizeof(double) * nl), *lr = malloc(sizeof(double) * nl);
+        CHECK(ls && lr);
+        for (int k = 0; k < 2; k++) {
+            for (int i = 0; i < nl; i++) ls[i] = lr[i] = r + (i % 5);
+            int root = n - 1, here = r == root;
+            if (k == 0) OK(MPI_Reduce(ls, here ? lr : NULL, nl, MPI_DOUBLE, MPI_SUM, root, MPI_COMM_WORLD));
+            else OK(MPI_Reduce(here ? MPI_IN_PLACE : ls, here ? ls : NULL, nl, MPI_DOUBLE, MPI_SUM, root, MPI_COMM_WORLD));
+            double *res = k == 0 ? lr : ls;
+            for (int i = 0; i < nl; i += 1009)
+                if (here) CHECK(res[i] == (double)n * (n - 1) / 2 + (double)n * (i % 5));
+                else CHECK(ls[i] == r + (i % 5));
+        }
+        free(ls);
+        free(lr);
+    }
+
     MPI_Type_free(&col);
     MPI_Type_free(&pt);
     free(all); free(cnt); free(dsp); free(vbuf); free(mine); free(back); free(ag);
