@@ -578,6 +578,138 @@ fn read_only(v: Vec<(*mut u8, usize)>) -> Vec<(*const u8, usize)> {
     v.into_iter().map(|(b, n)| (b.cast_const(), n)).collect()
 }
 
+/// MPI_Gather's and MPI_Igather's arguments as the runtime takes them: the
+/// receive ones read at the root only (MPI 4.1 section 6.5), the send ones
+/// the root's own block in place.
+struct Gather {
+    recv: Option<(Datatype, usize)>,
+    sd: Datatype,
+    sbuf: *const c_void,
+    sn: usize,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn gather_args(
+    root: bool,
+    me: usize,
+    sendbuf: *const c_void,
+    sendcount: c_int,
+    sendtype: c_int,
+    recvbuf: *mut c_void,
+    recvcount: c_int,
+    recvtype: c_int,
+) -> R<Gather> {
+    let recv = if root {
+        Some((st()?.dtype(recvtype)?, crate::state::count(recvcount)?))
+    } else {
+        None
+    };
+    let (sd, sbuf, sn) = match &recv {
+        Some((rd, rn)) if in_place(sendbuf) => {
+            (rd.clone(), at(recvbuf, me * rn, rd).cast_const(), *rn)
+        }
+        _ => (
+            st()?.dtype(sendtype)?,
+            sendbuf,
+            crate::state::count(sendcount)?,
+        ),
+    };
+    Ok(Gather { recv, sd, sbuf, sn })
+}
+
+impl Gather {
+    /// With contiguous types, this rank's send and (at the root) the
+    /// receive blocks, for the runtime's collective over segments.
+    #[allow(clippy::type_complexity)]
+    fn direct(
+        &self,
+        recvbuf: *mut c_void,
+        p: usize,
+    ) -> Option<((*const u8, usize), Vec<(*mut u8, usize)>)> {
+        if !self.sd.is_contiguous()
+            || self
+                .recv
+                .as_ref()
+                .is_some_and(|(rd, _)| !rd.is_contiguous())
+        {
+            return None;
+        }
+        let segs = match &self.recv {
+            Some((rd, rn)) => in_bytes(even_segments(recvbuf, p, *rn, rd), rd),
+            None => Vec::new(),
+        };
+        Some(((self.sbuf.cast::<u8>(), self.sd.packed_size(self.sn)), segs))
+    }
+}
+
+/// MPI_Scatter's and MPI_Iscatter's arguments as the runtime takes them:
+/// the send ones read at the root only, the receive ones the root's own
+/// block in place.
+struct Scatter {
+    send: Option<(Datatype, usize)>,
+    in_place: bool,
+    rd: Datatype,
+    rn: usize,
+}
+
+fn scatter_args(
+    root: bool,
+    sendcount: c_int,
+    sendtype: c_int,
+    recvbuf: *mut c_void,
+    recvcount: c_int,
+    recvtype: c_int,
+) -> R<Scatter> {
+    let send = if root {
+        Some((st()?.dtype(sendtype)?, crate::state::count(sendcount)?))
+    } else {
+        None
+    };
+    let in_place = in_place(recvbuf) && root;
+    let (rd, rn) = match &send {
+        Some(s) if in_place => s.clone(),
+        _ => (st()?.dtype(recvtype)?, crate::state::count(recvcount)?),
+    };
+    Ok(Scatter {
+        send,
+        in_place,
+        rd,
+        rn,
+    })
+}
+
+impl Scatter {
+    /// With contiguous types, (at the root) the send blocks and this rank's
+    /// receive block, for the runtime's collective over segments.
+    #[allow(clippy::type_complexity)]
+    fn direct(
+        &self,
+        sendbuf: *const c_void,
+        recvbuf: *mut c_void,
+        p: usize,
+        me: usize,
+    ) -> Option<(Vec<(*const u8, usize)>, (*mut u8, usize))> {
+        if !self.rd.is_contiguous()
+            || self
+                .send
+                .as_ref()
+                .is_some_and(|(sd, _)| !sd.is_contiguous())
+        {
+            return None;
+        }
+        let segs = match &self.send {
+            Some((sd, sn)) => read_only(in_bytes(even_segments(sendbuf, p, *sn, sd), sd)),
+            None => Vec::new(),
+        };
+        let rbuf = if self.in_place {
+            segs[me].0.cast_mut()
+        } else {
+            recvbuf.cast::<u8>()
+        };
+        Some((segs, (rbuf, self.rd.packed_size(self.rn))))
+    }
+}
+
 /// The communicator, neighbours and datatypes of a neighbourhood collective.
 fn neighbor_args(
     comm: c_int,
@@ -1758,27 +1890,16 @@ mpi! {
         need_request(request)?;
         let r = check_root(&c, root)?;
         let (p, me) = (c.size(), c.rank());
-        // The receive arguments matter at the root only.
-        let rd = if me == r { Some(st()?.dtype(recvtype)?) } else { None };
-        let rn = if me == r { crate::state::count(recvcount)? } else { 0 };
-        let (sd, sbuf, sn) = match &rd {
-            Some(rd) if in_place(sendbuf) => (rd.clone(), at(recvbuf, me * rn, rd).cast_const(), rn),
-            _ => (st()?.dtype(sendtype)?, sendbuf, crate::state::count(sendcount)?),
-        };
-        if sd.is_contiguous() && rd.as_ref().is_none_or(Datatype::is_contiguous) {
-            let segs = match &rd {
-                Some(rd) => in_bytes(even_segments(recvbuf, p, rn, rd), rd),
-                None => Vec::new(),
-            };
+        let a = gather_args(me == r, me, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype)?;
+        if let Some((send, recv)) = a.direct(recvbuf, p) {
             // SAFETY: MPI's contract (see MPI_Ialltoallv); in place, the
             // root's send is its own receive block.
-            let req = unsafe { c.igatherv_segments((sbuf.cast::<u8>(), sd.packed_size(sn)), &segs, r) }?;
+            let req = unsafe { c.igatherv_segments(send, &recv, r) }?;
             return nb_request(Box::new(NbBytes::none(req)), comm, request);
         }
-        let mine = pack(sbuf, sn, &sd);
-        let req = c.igather(mine, r)?;
-        let nb = match rd {
-            Some(rd) => NbBytes::one(req, recvbuf, rn * p, rd),
+        let req = c.igather(pack(a.sbuf, a.sn, &a.sd), r)?;
+        let nb = match a.recv {
+            Some((rd, rn)) => NbBytes::one(req, recvbuf, rn * p, rd),
             None => NbBytes::none(req),
         };
         nb_request(Box::new(nb), comm, request)
@@ -1789,29 +1910,18 @@ mpi! {
         need_request(request)?;
         let r = check_root(&c, root)?;
         let (p, me) = (c.size(), c.rank());
-        // The send arguments matter at the root only.
-        let send = if me == r { Some((st()?.dtype(sendtype)?, crate::state::count(sendcount)?)) } else { None };
-        let dest_in_place = in_place(recvbuf) && me == r;
-        let (rd, rn) = match &send {
-            Some(s) if dest_in_place => s.clone(),
-            _ => (st()?.dtype(recvtype)?, crate::state::count(recvcount)?),
-        };
-        if rd.is_contiguous() && send.as_ref().is_none_or(|(sd, _)| sd.is_contiguous()) {
-            let segs = match &send {
-                Some((sd, sn)) => read_only(in_bytes(even_segments(sendbuf, p, *sn, sd), sd)),
-                None => Vec::new(),
-            };
-            let rbuf = if dest_in_place { segs[me].0.cast_mut() } else { recvbuf.cast::<u8>() };
+        let a = scatter_args(me == r, sendcount, sendtype, recvbuf, recvcount, recvtype)?;
+        if let Some((send, recv)) = a.direct(sendbuf, recvbuf, p, me) {
             // SAFETY: MPI's contract (see MPI_Ialltoallv); in place, the
             // root's receive is its own send block.
-            let req = unsafe { c.iscatterv_segments(&segs, (rbuf, rd.packed_size(rn)), r) }?;
+            let req = unsafe { c.iscatterv_segments(&send, recv, r) }?;
             return nb_request(Box::new(NbBytes::none(req)), comm, request);
         }
-        let all = match &send {
+        let all = match &a.send {
             Some((sd, sn)) => pack(sendbuf, sn * p, sd),
             None => Vec::new(),
         };
-        let block = rd.packed_size(rn);
+        let block = a.rd.packed_size(a.rn);
         if me == r && all.len() != block * p {
             return err(
                 MPI_ERR_TRUNCATE,
@@ -1822,7 +1932,7 @@ mpi! {
             );
         }
         let req = c.iscatter(all, block, r)?;
-        let nb = if dest_in_place { NbBytes::none(req) } else { NbBytes::one(req, recvbuf, rn, rd) };
+        let nb = if a.in_place { NbBytes::none(req) } else { NbBytes::one(req, recvbuf, a.rn, a.rd) };
         nb_request(Box::new(nb), comm, request)
     }
 
@@ -2090,25 +2200,16 @@ mpi! {
         let c = st()?.intra(comm)?;
         let r = check_root(&c, root)?;
         let (p, me) = (c.size(), c.rank());
-        let recv = if me == r { Some((st()?.dtype(recvtype)?, crate::state::count(recvcount)?)) } else { None };
-        let (sd, sbuf, sn) = match &recv {
-            Some((rd, rn)) if in_place(sendbuf) => (rd.clone(), at(recvbuf, me * rn, rd).cast_const(), *rn),
-            _ => (st()?.dtype(sendtype)?, sendbuf, crate::state::count(sendcount)?),
-        };
-        // Contiguous types go straight between the program's buffers.
-        if sd.is_contiguous() && recv.as_ref().is_none_or(|(rd, _)| rd.is_contiguous()) {
-            let segs = match &recv {
-                Some((rd, rn)) => in_bytes(even_segments(recvbuf, p, *rn, rd), rd),
-                None => Vec::new(),
-            };
+        let a = gather_args(me == r, me, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype)?;
+        if let Some((send, recv)) = a.direct(recvbuf, p) {
             // SAFETY: MPI's contract for MPI_Gather's buffers (in place, the
             // root's send is its own receive block).
-            return Ok(unsafe { c.gatherv_segments((sbuf.cast::<u8>(), sd.packed_size(sn)), &segs, r) }?);
+            return Ok(unsafe { c.gatherv_segments(send, &recv, r) }?);
         }
-        let mine = pack(sbuf, sn, &sd);
-        let mut all = if recv.is_some() { vec![0u8; mine.len() * p] } else { Vec::new() };
+        let mine = pack(a.sbuf, a.sn, &a.sd);
+        let mut all = if a.recv.is_some() { vec![0u8; mine.len() * p] } else { Vec::new() };
         c.gather(&mine, &mut all, r)?;
-        if let Some((rd, rn)) = recv {
+        if let Some((rd, rn)) = a.recv {
             unpack(&all, recvbuf, rn * p, &rd);
         }
         Ok(())
@@ -2156,31 +2257,20 @@ mpi! {
         let c = st()?.intra(comm)?;
         let r = check_root(&c, root)?;
         let (p, me) = (c.size(), c.rank());
-        let send = if me == r { Some((st()?.dtype(sendtype)?, crate::state::count(sendcount)?)) } else { None };
-        let dest_in_place = in_place(recvbuf) && send.is_some();
-        let (rd, rn) = match &send {
-            Some(s) if dest_in_place => s.clone(),
-            _ => (st()?.dtype(recvtype)?, crate::state::count(recvcount)?),
-        };
-        // Contiguous types go straight between the program's buffers.
-        if rd.is_contiguous() && send.as_ref().is_none_or(|(sd, _)| sd.is_contiguous()) {
-            let segs = match &send {
-                Some((sd, sn)) => read_only(in_bytes(even_segments(sendbuf, p, *sn, sd), sd)),
-                None => Vec::new(),
-            };
-            let rbuf = if dest_in_place { segs[me].0.cast_mut() } else { recvbuf.cast::<u8>() };
+        let a = scatter_args(me == r, sendcount, sendtype, recvbuf, recvcount, recvtype)?;
+        if let Some((send, recv)) = a.direct(sendbuf, recvbuf, p, me) {
             // SAFETY: MPI's contract for MPI_Scatter's buffers (in place,
             // the root's receive is its own send block).
-            return Ok(unsafe { c.scatterv_segments(&segs, (rbuf, rd.packed_size(rn)), r) }?);
+            return Ok(unsafe { c.scatterv_segments(&send, recv, r) }?);
         }
-        let all = match &send {
+        let all = match &a.send {
             Some((sd, sn)) => pack(sendbuf, sn * p, sd),
             None => Vec::new(),
         };
-        let mut mine = vec![0u8; rd.packed_size(rn)];
+        let mut mine = vec![0u8; a.rd.packed_size(a.rn)];
         c.scatter(&all, &mut mine, r)?;
-        if !dest_in_place {
-            unpack(&mine, recvbuf, rn, &rd);
+        if !a.in_place {
+            unpack(&mine, recvbuf, a.rn, &a.rd);
         }
         Ok(())
     }
