@@ -245,6 +245,30 @@ fn long_messages(w: &Comm) -> R {
     if out != want {
         return Err(fail(format!("long allreduce wrong on rank {me}")));
     }
+    // Long scans (the linear chain, in place with one scratch buffer), two
+    // in a row so the scratch is reused.
+    for _ in 0..2 {
+        let upto = |k: usize| -> Vec<f64> {
+            (0..n)
+                .map(|i| (0..k).map(|r| ((r * 3 + i) % 7) as f64).sum())
+                .collect()
+        };
+        let mut out = vec![-1.0; n];
+        w.scan(&mine, &mut out, &Op::sum())?;
+        if out != upto(me + 1) {
+            return Err(fail(format!("long scan wrong on rank {me}")));
+        }
+        let mut out = vec![-1.0; n];
+        w.exscan(&mine, &mut out, &Op::sum())?;
+        if (me == 0 && out.iter().any(|&x| x != -1.0)) || (me > 0 && out != upto(me)) {
+            return Err(fail(format!("long exscan wrong on rank {me}")));
+        }
+        let mut buf = mine.clone();
+        w.exscan_in_place(&mut buf, &Op::sum())?;
+        if (me == 0 && buf != mine) || (me > 0 && buf != upto(me)) {
+            return Err(fail(format!("long exscan_in_place wrong on rank {me}")));
+        }
+    }
     for root in [0, p - 1] {
         let mut out = vec![-1.0; n];
         w.reduce(&mine, &mut out, &Op::sum(), root)?;

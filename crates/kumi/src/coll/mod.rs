@@ -314,6 +314,11 @@ fn own_segment<P>(
     }
 }
 
+thread_local! {
+    /// The received prefix of the linear scans, kept from call to call.
+    static SCAN_SCRATCH: std::cell::RefCell<AlignedBuf> = Default::default();
+}
+
 /// How a collective over segments runs: to completion before the call
 /// returns (reported as called at the location), or started, completed by
 /// the request's `wait` (the segments then stay valid until it returns).
@@ -1720,12 +1725,12 @@ impl Comm {
                 format!("the length of send ({})", send.len()),
             ));
         }
-        let mut work = send.to_vec();
-        self.scan_at(&mut work, op, true, Location::caller())?;
-        if self.rank() > 0 {
-            copy_slice(&mut recv[..], &work);
+        if self.rank() == 0 {
+            // Rank 0 only sends; its `recv` stays as it was.
+            return self.scan_at(&mut send.to_vec(), op, true, Location::caller());
         }
-        Ok(())
+        copy_slice(&mut recv[..], send);
+        self.scan_at(recv, op, true, Location::caller())
     }
 
     /// [`Comm::exscan`] in place (rank 0's `buf` is unchanged).
@@ -1735,6 +1740,10 @@ impl Comm {
     }
 
     /// Linear chain: receive the prefix from the left, pass own prefix right.
+    /// Works in `buf` (and, from rank 1 on, one scratch buffer kept from
+    /// call to call for the received prefix): fresh temporaries of the whole
+    /// length cost page faults and zeroing that made an exscan of 128 KiB 6x
+    /// slower than Open MPI's (docs/BENCHMARKS.md, session 22).
     fn scan_at<T: Pod>(
         &self,
         buf: &mut [T],
@@ -1749,39 +1758,37 @@ impl Comm {
         }
         let (_, wire) = self.wire()?;
         let ctx = self.coll_ctx();
-        let mut prefix = None;
-        if me > 0 {
-            let mut left = vec![T::zeroed(); buf.len()];
+        if me == 0 {
+            // Its own contribution is the prefix; an exclusive scan leaves
+            // its buffer alone, an inclusive one has nothing to add.
+            return self.send_on(ctx, as_bytes(buf), 1, wire.tag, false, at);
+        }
+        SCAN_SCRATCH.with_borrow_mut(|scratch| -> Result<()> {
+            let len = std::mem::size_of_val(buf);
+            if scratch.bytes().len() < len {
+                *scratch = AlignedBuf::zeroed(len);
+            }
+            // 16-byte aligned, whole elements: a slice of `T`.
+            let left: &mut [T] = bytemuck::cast_slice_mut(&mut scratch.bytes_mut()[..len]);
             self.recv_on(
                 ctx,
-                as_bytes_mut(&mut left),
+                as_bytes_mut(left),
                 me as i32 - 1,
                 wire.tag,
                 Call::Collective,
                 at,
             )?;
-            prefix = Some(left);
-        }
-        if me + 1 < p {
-            let out = match &prefix {
-                None => buf.to_vec(),
-                Some(l) => {
-                    let mut mine = buf.to_vec();
-                    op.f.call(l, &mut mine);
-                    mine
-                }
-            };
-            self.send_on(ctx, as_bytes(&out), me as i32 + 1, wire.tag, false, at)?;
-            if !exclusive {
-                copy_slice(&mut buf[..], &out);
+            // buf = prefix ⊕ mine: the next rank's prefix, and this rank's
+            // inclusive result.
+            op.f.call(left, buf);
+            if me + 1 < p {
+                self.send_on(ctx, as_bytes(buf), me as i32 + 1, wire.tag, false, at)?;
             }
-        } else if let (Some(l), false) = (&prefix, exclusive) {
-            op.f.call(l, buf);
-        }
-        if let (Some(l), true) = (prefix, exclusive) {
-            copy_slice(&mut buf[..], &l);
-        }
-        Ok(())
+            if exclusive {
+                copy_slice(buf, left);
+            }
+            Ok(())
+        })
     }
 
     // ----- gather and scatter ------------------------------------------------------
