@@ -2080,9 +2080,8 @@ mpi! {
 
     // The nonblocking data movers with contiguous types run straight between
     // the program's buffers, which MPI keeps valid and the receive ones
-    // untouched until the request completes (by copies through owned
-    // buffers they were 4-16x slower than MPICH from 64 KiB:
-    // docs/BENCHMARKS.md, session 22).
+    // untouched until the request completes: no copies through owned
+    // buffers (measured: docs/BENCHMARKS.md, session 22).
     fn MPI_Ialltoallv / PMPI_Ialltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: c_int, comm: c_int, request: *mut c_int) {
         let (c, rd) = lookup(comm, recvtype)?;
         need_request(request)?;

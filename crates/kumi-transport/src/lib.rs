@@ -308,10 +308,9 @@ const ALIAS_PIECE: usize = 2048;
 
 /// Whether `dst` lies a few bytes (1 to 63) after `src` modulo 4 KiB: there
 /// glibc's `memcpy` of more than a couple of KiB, which is `rep movsb`, runs
-/// 15-20x slower (32 KiB: 12-18 us instead of 0.9), its stores and loads
-/// aliasing in the 4 KiB pages; two buffers of one size from `malloc`, which
-/// lie 16 bytes apart modulo 4 KiB, are exactly that (docs/BENCHMARKS.md,
-/// session 22).
+/// an order of magnitude slower, its stores and loads aliasing in the 4 KiB
+/// pages; two buffers of one size from `malloc` lie 16 bytes apart modulo
+/// 4 KiB. Measured: docs/BENCHMARKS.md, session 22.
 #[inline(always)]
 fn aliased(src: *const u8, dst: *mut u8) -> bool {
     let d = (dst as usize).wrapping_sub(src as usize) & 4095;

@@ -966,10 +966,9 @@ impl Comm {
                 return self.shm_op(|e, g| shm::reduce(e, g, bytes, Some(&*f), root, info));
             }
             // Longer, inside one host: the single-copy reduce-scatter of the
-            // allreduce, the blocks then going to the root only. (By
-            // messages, the binomial tree moved the whole buffer through a
-            // fresh temporary at every step: 12x slower from 256 KiB,
-            // docs/BENCHMARKS.md, session 22.)
+            // allreduce, the blocks then going to the root only, rather than
+            // a tree of whole-buffer messages through temporaries (measured:
+            // docs/BENCHMARKS.md, session 22).
             let elem = op.unit_bytes();
             let f = |a: &[u8], b: &mut [u8]| {
                 op.f.call(bytemuck::cast_slice(a), bytemuck::cast_slice_mut(b))
@@ -1741,9 +1740,8 @@ impl Comm {
 
     /// Linear chain: receive the prefix from the left, pass own prefix right.
     /// Works in `buf` (and, from rank 1 on, one scratch buffer kept from
-    /// call to call for the received prefix): fresh temporaries of the whole
-    /// length cost page faults and zeroing that made an exscan of 128 KiB 6x
-    /// slower than Open MPI's (docs/BENCHMARKS.md, session 22).
+    /// call to call for the received prefix): fresh whole-length temporaries
+    /// cost page faults and zeroing (measured: docs/BENCHMARKS.md, session 22).
     fn scan_at<T: Pod>(
         &self,
         buf: &mut [T],

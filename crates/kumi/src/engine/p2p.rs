@@ -795,8 +795,8 @@ impl Engine {
 
 /// Buffers of unexpected eager messages that were delivered, for the next
 /// ones: a sender that runs ahead of its receiver makes one per message,
-/// and fresh heap memory each time cost the receiver page faults that made
-/// it slower than the sender (docs/BENCHMARKS.md, session 22).
+/// and fresh heap memory each time costs the receiver page faults (measured:
+/// docs/BENCHMARKS.md, session 22).
 #[derive(Default)]
 pub(super) struct Spare {
     bufs: Vec<Vec<u8>>,
