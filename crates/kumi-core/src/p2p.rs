@@ -188,7 +188,9 @@ impl Protocol {
             Pull::Truncated
         } else if !(self.single_copy && same_host) {
             Pull::Push
-        } else if self.verified && len >= self.limits.split_min {
+        } else if self.verified && len >= self.limits.split_min && split_point(len) > 0 {
+            // A split with an empty first half would count the receiver's
+            // half complete twice (once on `Wrote`, once on the empty read).
             Pull::Split {
                 split: split_point(len),
             }
@@ -945,6 +947,27 @@ mod tests {
             Outcome::Received
         };
         (outcome, first)
+    }
+
+    /// A split-copy minimum below two cache lines once split a short message
+    /// at byte 0, and the receive completed twice when the sender's `Wrote`
+    /// arrived before the (empty) read.
+    #[test]
+    fn a_message_too_short_to_halve_is_read_whole_not_split() {
+        let mut p = Protocol::new(Limits::new(Some(1 << 16), None, None, 0).unwrap(), true);
+        p.read_done();
+        assert_eq!(p.pull(127, 200, true), Pull::Read);
+        assert_eq!(p.pull(128, 200, true), Pull::Split { split: 64 });
+        let m = Msg {
+            len: 104,
+            cap: 105,
+            same_host: true,
+            refuse_read: false,
+            write_fails: false,
+            chunk_max: 1,
+            read_late: true,
+        };
+        assert_eq!(rendezvous(&mut p, &m, 1), (Outcome::Received, Pull::Read));
     }
 
     proptest! {
