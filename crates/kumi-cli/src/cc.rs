@@ -308,62 +308,6 @@ pub fn main(lang: Lang, args: CcArgs) -> i32 {
     compile(lang, args.args)
 }
 
-/// Translates `mpirun`/`mpiexec` arguments into `kumi run` arguments:
-/// `-n`/`-np N`, `--hostfile`/`-hostfile`/`-f`/`--machinefile FILE`,
-/// `-H`/`--host HOSTS`; the first other argument starts the program.
-fn mpirun_args(args: &[OsString]) -> Result<Vec<OsString>, String> {
-    let mut out: Vec<OsString> = vec!["run".into()];
-    let mut i = 0;
-    let value = |i: usize, flag: &str| -> Result<OsString, String> {
-        args.get(i + 1)
-            .cloned()
-            .ok_or_else(|| format!("{flag} needs a value"))
-    };
-    while i < args.len() {
-        let a = args[i].to_string_lossy().into_owned();
-        let (flag, inline) = match a.split_once('=') {
-            Some((f, v)) if f.starts_with('-') => (f.to_string(), Some(OsString::from(v))),
-            _ => (a.clone(), None),
-        };
-        let mapped = match flag.as_str() {
-            "-n" | "-np" | "--np" | "-c" => Some("-n"),
-            "--hostfile" | "-hostfile" | "-f" | "--machinefile" | "-machinefile" => Some("--hostfile"),
-            "-H" | "--host" | "-host" | "-hosts" | "--hosts" => Some("--hosts"),
-            "--" => {
-                out.push("--".into());
-                out.extend(args[i + 1..].iter().cloned());
-                return Ok(out);
-            }
-            f if f.starts_with('-') => {
-                return Err(format!(
-                    "option {f} is not understood by kumi's mpirun (it takes -n/-np, --hostfile/-f, -H); \
-                     use `kumi run` for kumi's own options"
-                ))
-            }
-            _ => None,
-        };
-        match mapped {
-            Some(m) => {
-                out.push(m.into());
-                match inline {
-                    Some(v) => out.push(v),
-                    None => {
-                        out.push(value(i, &flag)?);
-                        i += 1;
-                    }
-                }
-                i += 1;
-            }
-            None => {
-                out.push("--".into());
-                out.extend(args[i..].iter().cloned());
-                return Ok(out);
-            }
-        }
-    }
-    Err("no program to run".into())
-}
-
 /// If the binary was started as `mpicc`, `mpicxx`, `mpifort`, `mpif90`,
 /// `mpif77`, `mpirun` or `mpiexec`, does
 /// that and returns the exit code.
@@ -376,8 +320,23 @@ pub fn multicall() -> Option<i32> {
         "mpicc" => Some(compile(Lang::C, rest)),
         "mpicxx" | "mpic++" | "mpiCC" => Some(compile(Lang::Cxx, rest)),
         "mpifort" | "mpif90" | "mpif77" => Some(compile(Lang::Fortran, rest)),
-        "mpirun" | "mpiexec" => Some(match mpirun_args(&rest) {
-            Ok(a) => match std::env::current_exe() {
+        "mpirun" | "mpiexec" => Some(match crate::mpirun::translate(
+            &rest,
+            std::env::var("MPIEXEC_TIMEOUT").ok(),
+            &|v| std::env::var(v).ok(),
+        ) {
+            Ok(crate::mpirun::Action::Help) => {
+                println!("{}", crate::mpirun::HELP);
+                0
+            }
+            Ok(crate::mpirun::Action::Version) => {
+                println!(
+                    "{name} (kumi {}): MPI 4.1, MPICH-compatible ABI (libmpi.so.12)",
+                    env!("CARGO_PKG_VERSION")
+                );
+                0
+            }
+            Ok(crate::mpirun::Action::Run(a)) => match std::env::current_exe() {
                 Ok(exe) => {
                     let e = Command::new(exe).args(a).exec();
                     eprintln!("{name}: cannot start kumi: {e}");
@@ -403,30 +362,6 @@ mod tests {
 
     fn os(v: &[&str]) -> Vec<OsString> {
         v.iter().map(OsString::from).collect()
-    }
-
-    #[test]
-    fn mpirun_maps_onto_kumi_run() {
-        assert_eq!(
-            mpirun_args(&os(&["-np", "4", "./a.out", "-n", "x"])).unwrap(),
-            os(&["run", "-n", "4", "--", "./a.out", "-n", "x"])
-        );
-        assert_eq!(
-            mpirun_args(&os(&["-n=2", "-f", "hosts", "-H", "a,b", "prog"])).unwrap(),
-            os(&[
-                "run",
-                "-n",
-                "2",
-                "--hostfile",
-                "hosts",
-                "--hosts",
-                "a,b",
-                "--",
-                "prog"
-            ])
-        );
-        assert!(mpirun_args(&os(&["--bind-to", "core", "p"])).is_err());
-        assert!(mpirun_args(&os(&["-n", "2"])).is_err());
     }
 
     #[test]

@@ -11,6 +11,7 @@ use std::process::ExitCode;
 mod bench;
 mod cc;
 mod clean;
+mod mpirun;
 mod ps;
 mod run;
 mod suite;
@@ -123,7 +124,7 @@ mod tests {
         let Command::Run(a) = cli.command else {
             panic!("not run")
         };
-        assert_eq!(a.size, 2);
+        assert_eq!(a.size, Some(2));
         assert_eq!(a.command, ["prog", "--prog-flag", "-n", "5"]);
         let cli = Cli::try_parse_from([
             "kumi",

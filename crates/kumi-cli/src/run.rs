@@ -1,9 +1,14 @@
 //! `kumi run`: parse the job, run it with kumi-launch, report how it ended.
 
 use clap::Args;
+use kumi_core::control::App;
+use kumi_launch::hosts::MapBy;
+use kumi_launch::policy::TIMEOUT_EXIT;
+use kumi_launch::spec::app;
 use kumi_launch::supervise::{OnDeadlock, SupervisionConfig, DEADLOCK_EXIT};
 use kumi_launch::{Job, JobSpec, MAX_RANKS};
 use std::ffi::OsString;
+use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -12,9 +17,24 @@ EXAMPLES:
     kumi run -n 4 ./my_prog arg
     kumi run -n 8 --tag-output -- ./prog --flag
 
+    kumi run -n 1 ./server : -n 3 -x ROLE=worker ./client   (MPMD, see below)
+    kumi run --hosts a:4,b:4 --map-by node -x OMP_NUM_THREADS=2 ./prog
+
     Everything after the program name is passed to the program, options included:
     `kumi run -n 2 prog --prog-flag` gives --prog-flag to prog. `--` before the
     program also works.
+
+    mpirun and mpiexec (links to kumi) take the options job scripts give MPICH's
+    and Open MPI's launchers and run `kumi run`; see `mpirun --help`.
+
+SEVERAL PROGRAMS (MPMD):
+    `PROG1 ARGS : -n N2 [-x VAR=VALUE]... [--wdir DIR] PROG2 ARGS : ...` starts N
+    ranks of PROG1 (-n), then N2 of PROG2, and so on, as one job: MPI_COMM_WORLD
+    spans them all, ranked in that order, and each rank's MPI_APPNUM attribute
+    (KUMI_APPNUM) is its program's index from 0. -x and --wdir after a ':' are for
+    that program's ranks; before the first program, for all of them. A command
+    that starts with ':' (`kumi run -- : -n 1 ./a : -n 3 ./b`) gives the first
+    program its own options too.
 
 ENVIRONMENT OF EACH RANK:
     The user's environment passes through, plus:
@@ -53,6 +73,7 @@ EXIT STATUS:
              kumi itself got SIGINT/SIGTERM/SIGHUP (130/143/129)
     1        a rank opened the control channel and exited 0 without finalizing
     86       kumi found a deadlock and ended the job (see SUPERVISION)
+    124      the job ran longer than --timeout and was stopped
     126      the program cannot be executed
     127      the program was not found
     2        usage error
@@ -106,9 +127,38 @@ MONITORING:
 #[derive(Args, Debug)]
 #[command(after_help = RUN_HELP)]
 pub struct RunArgs {
-    /// Number of ranks to start (1 to 4096).
+    /// Number of ranks to start (default: every slot of --hosts/--hostfile,
+    /// or --ppn per host).
     #[arg(short = 'n', long = "np", value_name = "N", value_parser = clap::value_parser!(u32).range(1..=MAX_RANKS as i64))]
-    pub size: u32,
+    pub size: Option<u32>,
+
+    /// Ranks per host: every host of --hosts/--hostfile gets N slots.
+    #[arg(long, alias = "npernode", value_name = "N", value_parser = clap::value_parser!(u32).range(1..=MAX_RANKS as i64))]
+    pub ppn: Option<u32>,
+
+    /// Deal ranks to hosts by `slot` (fill each host in turn; also `core`)
+    /// or `node` (one rank per host in turn).
+    #[arg(long, value_name = "WHAT", default_value = "slot")]
+    pub map_by: MapBy,
+
+    /// Bind each rank to a core (`core`), never (`none`), or when a host
+    /// has more ranks than cores (`auto`): sets KUMI_BIND for the ranks.
+    #[arg(long, value_name = "WHAT", value_parser = ["core", "hwthread", "none", "auto"])]
+    pub bind_to: Option<String>,
+
+    /// Set VAR for every rank on every host (VAR alone: this shell's value).
+    /// Repeatable.
+    #[arg(short = 'x', long = "env", value_name = "VAR[=VALUE]")]
+    pub env: Vec<String>,
+
+    /// Working directory of the ranks (default: this one, or the agent's on
+    /// another host).
+    #[arg(long, alias = "wd", value_name = "DIR")]
+    pub wdir: Option<PathBuf>,
+
+    /// End the job (exit code 124) if it runs longer than this.
+    #[arg(long, value_name = "SECONDS")]
+    pub timeout: Option<f64>,
 
     /// Prefix every line a rank writes with "[<rank>] ".
     #[arg(long)]
@@ -155,7 +205,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "NET")]
     pub bind: Option<String>,
 
-    /// The program to run in every rank, then its arguments.
+    /// The program to run in every rank, then its arguments; `: -n N
+    /// [-x VAR[=VALUE]] PROGRAM [ARGS]` adds another program (MPMD).
     #[arg(
         value_name = "PROGRAM [ARGS]",
         required = true,
@@ -168,39 +219,75 @@ pub struct RunArgs {
 
 /// Runs the job; returns the exit code.
 pub fn main(args: RunArgs) -> i32 {
-    let mut command = args.command.into_iter();
-    let Some(program) = command.next() else {
-        eprintln!("kumi run: no program given");
-        return 2;
-    };
-    let spec = match JobSpec::new(args.size, program, command.collect(), args.tag_output) {
-        Ok(s) => s,
+    match job(args) {
+        Ok(job) => run(job),
         Err(e) => {
-            eprintln!("kumi run: -n {}: {e}", args.size);
-            return 2;
+            eprintln!("kumi run: {e}");
+            2
         }
+    }
+}
+
+/// A job ready to run, and whether it shows the monitor.
+pub struct Prepared {
+    job: Job,
+    monitor: bool,
+}
+
+/// The job the command line describes, checked (an error is a usage error).
+fn job(args: RunArgs) -> Result<Prepared, String> {
+    let remote = remote_spec(&args)?;
+    let slots: Option<u64> = remote
+        .as_ref()
+        .map(|r| r.hosts.iter().map(|h| u64::from(h.slots)).sum());
+    let explicit = args.command.first().is_some_and(|a| a == ":");
+    let size = match (args.size, slots, args.ppn) {
+        (Some(n), _, _) => Some(n),
+        _ if explicit => None,
+        (None, Some(total), _) => Some(
+            u32::try_from(total)
+                .ok()
+                .filter(|&n| n <= MAX_RANKS)
+                .ok_or_else(|| format!("the hosts have {total} slots; give -n"))?,
+        ),
+        (None, None, p) => p,
     };
+    let mut apps = apps(size, &args.command)?;
+    for a in apps.iter_mut().filter(|a| a.wdir.is_none()) {
+        a.wdir = args.wdir.as_ref().map(|d| d.as_os_str().as_bytes().to_vec());
+    }
+    let mut env = Vec::new();
+    for x in &args.env {
+        env.push(env_entry(x)?);
+    }
+    if let Some(b) = &args.bind_to {
+        let b = if b == "hwthread" { "core" } else { b };
+        env.push(("KUMI_BIND".into(), b.into()));
+    }
+    let spec = JobSpec::new(apps, args.tag_output)
+        .and_then(|s| s.with_env(env))
+        .map_err(|e| e.to_string())?;
     // The ranks' configuration, checked once for the job before any rank
     // starts: a bad value stops here with one line, not one per rank, and an
     // unknown `KUMI_*` name (a typo) is reported once.
-    let env = kumi_core::config::Env::from_os(std::env::vars_os());
-    if let Err(e) = kumi_core::config::Tuning::parse(&env) {
-        eprintln!("kumi run: {e}");
-        return 2;
-    }
+    let mut env = kumi_core::config::Env::from_os(std::env::vars_os());
+    env.extend(spec.env.iter().cloned());
+    kumi_core::config::Tuning::parse(&env).map_err(|e| e.to_string())?;
     for line in env.unknown() {
         eprintln!("kumi run: warning: {line}");
     }
-    if !(args.deadlock_timeout.is_finite() && (0.0..=1e6).contains(&args.deadlock_timeout)) {
-        eprintln!(
-            "kumi run: --deadlock-timeout {}: give a number of seconds from 0 to 1000000",
-            args.deadlock_timeout
-        );
-        return 2;
-    }
+    let seconds = |what: &str, t: f64| {
+        if t.is_finite() && (0.0..=1e6).contains(&t) {
+            Ok(Duration::from_secs_f64(t))
+        } else {
+            Err(format!(
+                "{what} {t}: give a number of seconds from 0 to 1000000"
+            ))
+        }
+    };
+    let deadlock = seconds("--deadlock-timeout", args.deadlock_timeout)?;
     let supervision = SupervisionConfig {
-        deadlock_timeout: (args.deadlock_timeout > 0.0)
-            .then(|| Duration::from_secs_f64(args.deadlock_timeout)),
+        deadlock_timeout: (!deadlock.is_zero()).then_some(deadlock),
         on_deadlock: if args.on_deadlock == "report" {
             OnDeadlock::Report
         } else {
@@ -210,20 +297,13 @@ pub fn main(args: RunArgs) -> i32 {
         stats_json: args.stats_json,
     };
     debug_assert_eq!(DEADLOCK_EXIT, 86, "documented in RUN_HELP");
+    debug_assert_eq!(TIMEOUT_EXIT, 124, "documented in RUN_HELP");
     let mut job = Job::new(spec).supervision(supervision);
-    match remote_spec(
-        &args.hosts,
-        &args.hostfile,
-        &args.rsh,
-        &args.iface,
-        &args.bind,
-    ) {
-        Ok(Some(r)) => job = job.remote(r),
-        Ok(None) => {}
-        Err(e) => {
-            eprintln!("kumi run: {e}");
-            return 2;
-        }
+    if let Some(t) = args.timeout {
+        job = job.time_limit(seconds("--timeout", t)?);
+    }
+    if let Some(r) = remote {
+        job = job.remote(r);
     }
     if args.monitor {
         // The view holds the terminal: output and notices wait in the top
@@ -236,8 +316,16 @@ pub fn main(args: RunArgs) -> i32 {
                 crate::top::output(true, format!("kumi run: {line}\n").as_bytes())
             }));
     }
-    let outcome = job.run();
-    if args.monitor {
+    Ok(Prepared {
+        job,
+        monitor: args.monitor,
+    })
+}
+
+/// Runs a prepared job; returns the exit code.
+fn run(p: Prepared) -> i32 {
+    let outcome = p.job.run();
+    if p.monitor {
         crate::top::stop_monitor();
         crate::top::release_output();
     }
@@ -247,14 +335,106 @@ pub fn main(args: RunArgs) -> i32 {
     outcome.exit_code
 }
 
+/// The programs of the command line. The first runs on `first` ranks (`-n`);
+/// each further one follows a `:` with its own `-n N`, `-x VAR[=VALUE]`s and
+/// `--wdir DIR`. A command that starts with `:` gives every program that
+/// way (then `first` is `None`).
+fn apps(first: Option<u32>, command: &[OsString]) -> Result<Vec<App>, String> {
+    let mut sections = command.split(|a| a == ":");
+    let mut out = Vec::new();
+    if command.first().is_some_and(|a| a == ":") {
+        if first.is_some() {
+            return Err(
+                "a command starting with ':' gives each program its own -n; drop the -n before it"
+                    .into(),
+            );
+        }
+        sections.next();
+    } else {
+        let head = sections.next().unwrap_or_default();
+        let Some((program, args)) = head.split_first() else {
+            return Err("no program given".into());
+        };
+        let Some(n) = first else {
+            return Err("give the number of ranks with -n".into());
+        };
+        out.push(app(n, program.clone(), args.to_vec()));
+    }
+    for section in sections {
+        out.push(section_app(out.len() + 1, section)?);
+    }
+    if out.is_empty() {
+        return Err("no program given".into());
+    }
+    Ok(out)
+}
+
+/// One `-n N [-x VAR[=VALUE]]... [--wdir DIR] PROGRAM ARGS` section, the
+/// `nth` program of the job.
+fn section_app(nth: usize, section: &[OsString]) -> Result<App, String> {
+    let what = format!("program {nth}");
+    let (mut ranks, mut env, mut wdir) = (None, Vec::new(), None);
+    let mut rest = section;
+    while let Some(flag) = rest.first().and_then(|f| f.to_str()) {
+        if !flag.starts_with('-') {
+            break;
+        }
+        let (name, inline) = match flag.split_once('=') {
+            Some((n, v)) if n.starts_with("--") => (n, Some(v)),
+            _ => (flag, None),
+        };
+        let value = match inline {
+            Some(v) => v.to_string(),
+            None => rest
+                .get(1)
+                .and_then(|v| v.to_str())
+                .map(str::to_string)
+                .ok_or_else(|| format!("{what}: {name} needs a value"))?,
+        };
+        match name {
+            "-n" | "--np" => {
+                ranks = Some(
+                    value
+                        .parse::<u32>()
+                        .ok()
+                        .filter(|&n| (1..=MAX_RANKS).contains(&n))
+                        .ok_or_else(|| format!("{what}: -n {value}: not a number of ranks"))?,
+                );
+            }
+            "-x" | "--env" => env.push(env_entry(&value).map_err(|e| format!("{what}: {e}"))?),
+            "--wdir" => wdir = Some(value.into_bytes()),
+            f => {
+                return Err(format!(
+                    "{what}: option {f} cannot follow ':' (-n, -x and --wdir can; the others are for the whole job)"
+                ))
+            }
+        }
+        rest = &rest[if inline.is_some() { 1 } else { 2 }..];
+    }
+    let ranks = ranks.ok_or_else(|| format!("{what} (after a ':') needs its own -n"))?;
+    let (program, args) = rest
+        .split_first()
+        .ok_or_else(|| format!("{what}: no program after its options"))?;
+    let mut a = app(ranks, program.clone(), args.to_vec());
+    a.env = env;
+    a.wdir = wdir;
+    Ok(a)
+}
+
+/// `VAR=VALUE`, or `VAR` with this shell's value.
+fn env_entry(x: &str) -> Result<(String, String), String> {
+    Ok(match x.split_once('=') {
+        Some((k, v)) => (k.to_string(), v.to_string()),
+        None => (
+            x.to_string(),
+            std::env::var(x).map_err(|_| format!("-x {x}: {x} is not set here; give -x {x}=VALUE"))?,
+        ),
+    })
+}
+
 /// The multi-host part of the command line, if any.
-fn remote_spec(
-    hosts: &Option<String>,
-    hostfile: &Option<PathBuf>,
-    rsh: &str,
-    iface: &Option<String>,
-    bind: &Option<String>,
-) -> Result<Option<kumi_launch::remote::RemoteSpec>, String> {
+fn remote_spec(args: &RunArgs) -> Result<Option<kumi_launch::remote::RemoteSpec>, String> {
+    let (hosts, hostfile, iface, bind) = (&args.hosts, &args.hostfile, &args.iface, &args.bind);
     use kumi_launch::hosts::{parse_hostfile, parse_hosts};
     use kumi_launch::remote::{parse_cidr, NetChoice};
     let list = match (hosts, hostfile) {
@@ -280,7 +460,14 @@ fn remote_spec(
         ),
         (None, None) => NetChoice::Auto,
     };
-    let rsh: Vec<String> = rsh.split_whitespace().map(String::from).collect();
+    let list = match args.ppn {
+        Some(p) => list
+            .into_iter()
+            .map(|h| kumi_launch::hosts::HostSlots { slots: p, ..h })
+            .collect(),
+        None => list,
+    };
+    let rsh: Vec<String> = args.rsh.split_whitespace().map(String::from).collect();
     if rsh.is_empty() {
         return Err("--rsh: an empty command".into());
     }
@@ -289,5 +476,48 @@ fn remote_spec(
         rsh,
         net,
         agent_program: std::env::var_os("KUMI_AGENT_PROGRAM").map(PathBuf::from),
+        map_by: args.map_by,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn os(v: &[&str]) -> Vec<OsString> {
+        v.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn programs_after_a_colon_carry_their_own_ranks_variables_and_directory() {
+        let a = apps(
+            Some(2),
+            &os(&[
+                "./a", "-n", "9", ":", "-n", "3", "-x", "R=w", "--wdir=/t", "./b", "x", ":",
+                "--np", "1", "./c",
+            ]),
+        )
+        .unwrap();
+        assert_eq!(a.len(), 3);
+        assert_eq!((a[0].ranks, a[0].args.len()), (2, 2), "the first's -n 9 is its argument");
+        assert_eq!(
+            (a[1].ranks, &a[1].env, a[1].wdir.as_deref()),
+            (3, &vec![("R".to_string(), "w".to_string())], Some(&b"/t"[..]))
+        );
+        assert_eq!((a[2].ranks, a[2].program.as_slice()), (1, &b"./c"[..]));
+        let all = apps(None, &os(&[":", "-n", "1", "./a", ":", "-n", "2", "./b"])).unwrap();
+        assert_eq!(all.iter().map(|a| a.ranks).collect::<Vec<_>>(), [1, 2]);
+    }
+
+    #[test]
+    fn a_malformed_program_list_says_what_is_wrong() {
+        let err = |n, v: &[&str]| apps(n, &os(v)).unwrap_err();
+        assert!(err(Some(1), &["./a", ":", "./b"]).contains("program 2 (after a ':') needs its own -n"));
+        assert!(err(Some(1), &["./a", ":", "-n", "0", "./b"]).contains("not a number of ranks"));
+        assert!(err(Some(1), &["./a", ":", "-n", "1"]).contains("no program after its options"));
+        assert!(err(Some(1), &["./a", ":", "-n", "1", "--stats", "./b"]).contains("--stats"));
+        assert!(err(Some(1), &[":", "-n", "1", "./a"]).contains("drop the -n"));
+        assert!(err(None, &["./a"]).contains("-n"));
+        assert!(err(Some(1), &["./a", ":", "-x", "1A", "./b"]).contains("1A"));
+    }
 }

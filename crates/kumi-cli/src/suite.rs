@@ -37,9 +37,6 @@ pub struct SuiteOpts {
     /// Also write the results as JSON lines into this directory.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
-    /// Hosts for the job (passed to `kumi run --hosts`).
-    #[arg(long)]
-    pub hosts: Option<String>,
     /// The kernel `scaling` measures (himeno, lu, cg, is, mg, sor, knights).
     #[arg(long = "kernel", value_name = "NAME", default_value = "himeno")]
     pub scale_kernel: String,
@@ -177,8 +174,11 @@ fn job(
     let s = &a.suite;
     let mut c = Command::new(&me);
     c.args(["run", "-n", &np.to_string()]);
-    if let Some(h) = &s.hosts {
+    if let Some(h) = &a.hosts {
         c.args(["--hosts", h]);
+    }
+    if let Some(r) = &a.rsh {
+        c.args(["--rsh", r]);
     }
     c.arg("--").arg(&me).args(["bench-rank", name]);
     let (reps, rep_ms) = if quick {

@@ -723,11 +723,23 @@ fn non_executable_program_exits_126() {
 
 #[test]
 fn bad_rank_counts_are_usage_errors() {
-    for n in ["0", "-3", "many", "4097"] {
+    for n in ["0", "-3", "many", "1048577"] {
         let r = run(&["run", "-n", n, "true"], b"");
         assert_eq!(r.code, 2, "-n {n}: {}", r.stderr);
         assert!(r.stderr.contains("error"), "{}", r.stderr);
     }
+}
+
+#[test]
+fn more_ranks_than_one_host_takes_fail_naming_the_limit_and_starting_nothing() {
+    let r = run(&["run", "-n", "4097", "true"], b"");
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("4097 ranks on one host: kumi runs at most 4096 ranks per host"),
+        "{}",
+        r.stderr
+    );
 }
 
 #[test]

@@ -157,6 +157,7 @@ vars! {
     "KUMI_LOCAL_RANK", Contract, "set by `kumi run`", "rank among the ranks on this machine";
     "KUMI_LOCAL_SIZE", Contract, "set by `kumi run`", "number of ranks on this machine";
     "KUMI_NODE", Contract, "set by `kumi run`", "index of this machine in the job";
+    "KUMI_APPNUM", Contract, "set by `kumi run`", "which program of an MPMD job (`kumi run -n 1 ./a : -n 3 ./b`) this rank runs, from 0 (`MPI_APPNUM`)";
     "KUMI_CONTROL", Contract, "set by `kumi run`", "control socket of the launcher (`@name`: abstract Unix socket; `host:port`: TCP)";
     "KUMI_SECRET", Contract, "set by `kumi run`", "job secret (hex) that authenticates a rank on the control socket and to its peers";
     "KUMI_SHM_FD", Contract, "set by `kumi run`", "inherited file descriptor of the job's shared-memory segment";

@@ -96,6 +96,38 @@ pub enum ToRank {
     Snapshot(crate::deadlock::Snapshot),
 }
 
+/// One program of a job and the ranks that run it. A job is one or more
+/// (MPMD: `kumi run -n 1 ./a : -n 3 ./b`), ranked in order: the first app's
+/// ranks are 0.., the next app's follow, and each rank's `KUMI_APPNUM` is
+/// its app's index. Bytes, since Unix programs and arguments need not be
+/// UTF-8.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct App {
+    /// Program to execute (looked up in `PATH` when it has no `/`).
+    pub program: Vec<u8>,
+    /// Its arguments.
+    pub args: Vec<Vec<u8>>,
+    /// How many ranks run it.
+    pub ranks: u32,
+    /// Variables set for these ranks only (over the job's).
+    pub env: Vec<(String, String)>,
+    /// Their working directory (`None`: the launcher's, or the agent's on
+    /// another host).
+    pub wdir: Option<Vec<u8>>,
+}
+
+/// The app that global `rank` runs and its index (`None`: beyond the job).
+pub fn app_of(apps: &[App], rank: u32) -> Option<(u32, &App)> {
+    let mut first = 0u32;
+    for (i, a) in apps.iter().enumerate() {
+        if rank >= first && rank - first < a.ranks {
+            return Some((i as u32, a));
+        }
+        first = first.checked_add(a.ranks)?;
+    }
+    None
+}
+
 /// Frames the launcher sends to the agent of a remote host (over the remote
 /// shell's standard input; same framing as the rank channel).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -110,10 +142,8 @@ pub enum ToAgent {
         host: crate::rankenv::HostVars,
         /// Index of the host in the job.
         node: u32,
-        /// Program and arguments.
-        program: Vec<u8>,
-        /// Arguments, as bytes (Unix arguments need not be UTF-8).
-        args: Vec<Vec<u8>>,
+        /// The job's programs, in rank order (see [`App`]).
+        apps: Vec<App>,
         /// Global ranks of this host, in local-rank order.
         ranks: Vec<u32>,
         /// The user's `KUMI_*` variables, forwarded (a remote shell need
@@ -309,6 +339,24 @@ pub fn from_hex(s: &str) -> Option<Vec<u8>> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn each_rank_runs_the_app_its_place_falls_in() {
+        let app = |p: &str, ranks| App {
+            program: p.into(),
+            args: vec![],
+            ranks,
+            env: vec![],
+            wdir: None,
+        };
+        let apps = [app("a", 1), app("b", 0), app("c", 3)];
+        let at = |r| app_of(&apps, r).map(|(i, a)| (i, a.program.clone()));
+        assert_eq!(at(0), Some((0, b"a".to_vec())));
+        assert_eq!(at(1), Some((2, b"c".to_vec())), "an app of no ranks is skipped");
+        assert_eq!(at(3), Some((2, b"c".to_vec())));
+        assert_eq!(at(4), None);
+        assert_eq!(app_of(&[app("x", u32::MAX), app("y", 5)], u32::MAX), Some((1, &app("y", 5))));
+    }
 
     #[test]
     fn frames_survive_any_split() {

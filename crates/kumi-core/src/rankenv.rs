@@ -64,6 +64,9 @@ pub struct RankVars {
     pub node: u32,
     /// `KUMI_SHM_FD`: the inherited descriptor of the host's segment.
     pub shm_fd: Option<i32>,
+    /// `KUMI_APPNUM`: which program of an MPMD job this rank runs (0 for
+    /// the first, and for a job of one program).
+    pub appnum: u32,
 }
 
 /// Name-value pairs, in the order they are set.
@@ -119,6 +122,7 @@ impl RankVars {
         if let Some(fd) = self.shm_fd {
             push(&mut v, "KUMI_SHM_FD", fd);
         }
+        push(&mut v, "KUMI_APPNUM", self.appnum);
         v
     }
 }
@@ -207,6 +211,10 @@ impl RankEnv {
             Some(_) => number(env, "KUMI_NODE")?,
             None => 0,
         };
+        let appnum = match env.get("KUMI_APPNUM") {
+            Some(_) => number(env, "KUMI_APPNUM")?,
+            None => 0,
+        };
         Ok(Some(RankEnv {
             job: JobVars {
                 id,
@@ -226,6 +234,7 @@ impl RankEnv {
                 local_cores,
                 node,
                 shm_fd,
+                appnum,
             },
         }))
     }
@@ -311,6 +320,7 @@ mod tests {
                 local_cores: Some(2),
                 node: 1,
                 shm_fd: Some(5),
+                appnum: 2,
             },
         }
     }

@@ -22,10 +22,8 @@ use crate::job::TICK;
 use crate::policy::Termination;
 use kumi_core::control::{self, FrameDecoder, FromAgent, ToAgent};
 use rustix::event::{PollFd, PollFlags, Timespec};
-use std::ffi::OsString;
 use std::io::{self, ErrorKind, Read, Write};
 use std::os::fd::AsFd;
-use std::os::unix::ffi::OsStringExt;
 use std::time::Instant;
 
 fn send(msg: &FromAgent) -> io::Result<()> {
@@ -72,8 +70,7 @@ fn run() -> Result<(), String> {
         job,
         host,
         node,
-        program,
-        args,
+        apps,
         ranks,
         env,
         tag_output,
@@ -85,8 +82,7 @@ fn run() -> Result<(), String> {
         job,
         host,
         node,
-        program: OsString::from_vec(program),
-        args: args.into_iter().map(OsString::from_vec).collect(),
+        apps,
         ranks,
         env,
         tag_output,

@@ -22,10 +22,13 @@ use crate::policy::Termination;
 use kumi_core::call::Call;
 use kumi_core::config::{ConfigError, Env, Tuning};
 use kumi_core::rankenv::{self, HostVars, JobVars, RankVars};
-use kumi_transport::shm::{Segment, ShmConfig};
+use kumi_transport::shm::{Segment, ShmConfig, MAX_LOCAL_SIZE};
 use rustix::process::{Pid, Signal};
-use std::ffi::OsString;
+use kumi_core::control::{app_of, App};
+use std::ffi::{OsStr, OsString};
 use std::fmt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::Path;
 use std::fs::File;
 use std::io::{self, ErrorKind, Read};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
@@ -47,14 +50,12 @@ pub struct HostPlan {
     pub host: HostVars,
     /// Index of this host in the job (`KUMI_NODE`).
     pub node: u32,
-    /// Program to execute.
-    pub program: OsString,
-    /// Its arguments.
-    pub args: Vec<OsString>,
+    /// The job's programs, in rank order ([`kumi_core::control::app_of`]).
+    pub apps: Vec<App>,
     /// Global ranks that run here, in local-rank order.
     pub ranks: Vec<u32>,
-    /// Further environment every rank of the host gets: the user's `KUMI_*`
-    /// variables, forwarded to a host reached by a remote shell.
+    /// Further environment every rank of the host gets: the job's (`-x`), and
+    /// on a host reached by a remote shell the user's `KUMI_*` variables.
     pub env: Vec<(String, String)>,
     /// Prefix output lines with `[<rank>] `.
     pub tag_output: bool,
@@ -150,8 +151,28 @@ impl LocalHost {
     /// Creates the segment and starts every rank of `plan`. On error, ranks already
     /// started are killed and reaped before returning.
     pub fn start(plan: &HostPlan) -> Result<LocalHost, HostError> {
+        if plan.ranks.len() > MAX_LOCAL_SIZE {
+            return Err(HostError::Setup(format!(
+                "{} ranks on one host: kumi runs at most {MAX_LOCAL_SIZE} ranks per host (its shared-memory segment's limit); spread them over more hosts (--hosts, --hostfile)",
+                plan.ranks.len()
+            )));
+        }
         let env = host_env(plan);
         let setup = |e: ConfigError| HostError::Setup(e.to_string());
+        // Checked here, so that a missing directory is not reported as a
+        // missing program (both are ENOENT from the spawn).
+        for dir in plan.apps.iter().filter_map(|a| a.wdir.as_deref()) {
+            let dir = Path::new(OsStr::from_bytes(dir));
+            let why = match std::fs::metadata(dir) {
+                Ok(m) if m.is_dir() => continue,
+                Ok(_) => "not a directory".to_string(),
+                Err(e) => e.to_string(),
+            };
+            return Err(HostError::Setup(format!(
+                "working directory {}: {why}",
+                dir.display()
+            )));
+        }
         let tuning = Tuning::parse(&env).map_err(setup)?;
         // `KUMI_LOCAL_CORES` for the ranks: the user's value if set, else the
         // cores this process may run on. Every rank of the host gets the same
@@ -175,11 +196,16 @@ impl LocalHost {
             local_cores,
         };
         for (local, &rank) in plan.ranks.iter().enumerate() {
-            if let Err(error) = host.spawn_one(plan, local, rank, &shm_fd) {
+            let Some((appnum, app)) = app_of(&plan.apps, rank) else {
+                host.kill_all_now();
+                host.wait_all();
+                return Err(HostError::Setup(format!("rank {rank} runs no program")));
+            };
+            if let Err(error) = host.spawn_one(plan, app, appnum, local, rank, &shm_fd) {
                 host.kill_all_now();
                 host.wait_all();
                 return Err(HostError::Spawn {
-                    program: plan.program.clone(),
+                    program: OsString::from_vec(app.program.clone()),
                     error,
                 });
             }
@@ -190,13 +216,16 @@ impl LocalHost {
     fn spawn_one(
         &mut self,
         plan: &HostPlan,
+        app: &App,
+        appnum: u32,
         local: usize,
         rank: u32,
         shm_fd: &OwnedFd,
     ) -> io::Result<()> {
-        let mut cmd = Command::new(&plan.program);
-        cmd.args(&plan.args)
+        let mut cmd = Command::new(OsStr::from_bytes(&app.program));
+        cmd.args(app.args.iter().map(|a| OsStr::from_bytes(a)))
             .envs(plan.env.iter().map(|(k, v)| (k, v)))
+            .envs(app.env.iter().map(|(k, v)| (k, v)))
             .envs(plan.job.vars())
             .envs(plan.host.vars())
             .envs(
@@ -207,6 +236,7 @@ impl LocalHost {
                     local_cores: Some(self.local_cores),
                     node: plan.node,
                     shm_fd: Some(shm_fd.as_raw_fd()),
+                    appnum,
                 }
                 .vars(),
             )
@@ -218,6 +248,9 @@ impl LocalHost {
                 Stdio::null()
             })
             .process_group(self.pgid.map_or(0, |p| p.as_raw_nonzero().get()));
+        if let Some(dir) = &app.wdir {
+            cmd.current_dir(OsStr::from_bytes(dir));
+        }
         let fd: RawFd = shm_fd.as_raw_fd();
         let parent = rustix::process::getpid().as_raw_nonzero().get();
         let in_child = move || {

@@ -105,14 +105,61 @@ pub struct Placement {
     pub warning: Option<String>,
 }
 
-/// Places `n` ranks on `hosts`: by slots, then round-robin.
-pub fn place(n: u32, hosts: &[HostSlots]) -> Placement {
+/// How consecutive ranks are dealt to hosts (`--map-by`, as Open MPI's
+/// `mpirun` names it).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MapBy {
+    /// Fill each host's slots before the next (`slot`, `core`): neighbours in
+    /// rank share a host.
+    #[default]
+    Slot,
+    /// One rank per host in turn, skipping full hosts (`node`).
+    Node,
+}
+
+impl std::str::FromStr for MapBy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<MapBy, String> {
+        // Open MPI's modifiers (`slot:PE=2`, `node:OVERSUBSCRIBE`) do not
+        // change where ranks go here.
+        match s.split(':').next().unwrap_or("").to_ascii_lowercase().as_str() {
+            "slot" | "core" | "hwthread" | "socket" | "numa" | "l3cache" | "package" => {
+                Ok(MapBy::Slot)
+            }
+            "node" => Ok(MapBy::Node),
+            _ => Err(format!(
+                "--map-by {s}: kumi maps by slot (also core, socket...: fill each host in turn) or node (one rank per host in turn)"
+            )),
+        }
+    }
+}
+
+/// Places `n` ranks on `hosts` as `map` says within their slots, then
+/// round-robin beyond them.
+pub fn place(n: u32, hosts: &[HostSlots], map: MapBy) -> Placement {
     let mut per: Vec<Vec<u32>> = vec![Vec::new(); hosts.len()];
     let mut next = 0u32;
-    for (i, h) in hosts.iter().enumerate() {
-        while next < n && (per[i].len() as u32) < h.slots {
-            per[i].push(next);
-            next += 1;
+    match map {
+        MapBy::Slot => {
+            for (i, h) in hosts.iter().enumerate() {
+                while next < n && (per[i].len() as u32) < h.slots {
+                    per[i].push(next);
+                    next += 1;
+                }
+            }
+        }
+        MapBy::Node => {
+            let mut placed = true;
+            while next < n && placed {
+                placed = false;
+                for (i, h) in hosts.iter().enumerate() {
+                    if next < n && (per[i].len() as u32) < h.slots {
+                        per[i].push(next);
+                        next += 1;
+                        placed = true;
+                    }
+                }
+            }
         }
     }
     let total: u64 = hosts.iter().map(|h| h.slots as u64).sum();
@@ -181,24 +228,48 @@ mod tests {
 
     #[test]
     fn placement_by_slots_then_round_robin() {
-        let p = place(4, &hs(&[("a", 2), ("b", 2)]));
+        let p = place(4, &hs(&[("a", 2), ("b", 2)]), MapBy::Slot);
         assert_eq!(
             p.hosts,
             vec![("a".into(), vec![0, 1]), ("b".into(), vec![2, 3])]
         );
         assert!(p.warning.is_none());
-        let p = place(3, &hs(&[("a", 2), ("b", 2)]));
+        let p = place(3, &hs(&[("a", 2), ("b", 2)]), MapBy::Slot);
         assert_eq!(
             p.hosts,
             vec![("a".into(), vec![0, 1]), ("b".into(), vec![2])]
         );
-        let p = place(7, &hs(&[("a", 2), ("b", 1)]));
+        let p = place(7, &hs(&[("a", 2), ("b", 1)]), MapBy::Slot);
         assert_eq!(
             p.hosts,
             vec![("a".into(), vec![0, 1, 3, 5]), ("b".into(), vec![2, 4, 6])]
         );
         assert!(p.warning.unwrap().contains("round-robin"));
-        let p = place(1, &hs(&[("a", 2), ("b", 2)]));
+        let p = place(1, &hs(&[("a", 2), ("b", 2)]), MapBy::Slot);
         assert_eq!(p.hosts, vec![("a".into(), vec![0])]);
+    }
+
+    #[test]
+    fn placement_by_node_deals_one_rank_per_host_in_turn() {
+        let p = place(5, &hs(&[("a", 3), ("b", 1), ("c", 2)]), MapBy::Node);
+        assert_eq!(
+            p.hosts,
+            vec![
+                ("a".into(), vec![0, 3, 5]),
+                ("b".into(), vec![1]),
+                ("c".into(), vec![2, 4])
+            ]
+        );
+        assert!(p.warning.is_none());
+        let p = place(4, &hs(&[("a", 1), ("b", 1)]), MapBy::Node);
+        assert_eq!(
+            p.hosts,
+            vec![("a".into(), vec![0, 2]), ("b".into(), vec![1, 3])]
+        );
+        assert!(p.warning.is_some());
+        assert_eq!("node".parse(), Ok(MapBy::Node));
+        assert_eq!("core".parse(), Ok(MapBy::Slot));
+        assert_eq!("slot:PE=2".parse(), Ok(MapBy::Slot));
+        assert!("board".parse::<MapBy>().unwrap_err().contains("--map-by board"));
     }
 }

@@ -84,6 +84,7 @@ pub struct Job {
     on_listen: Option<OnListen>,
     remote: Option<RemoteSpec>,
     output: Option<OnOutput>,
+    time_limit: Option<Duration>,
 }
 
 #[derive(Clone, Copy)]
@@ -106,7 +107,15 @@ impl Job {
             on_listen: None,
             remote: None,
             output: None,
+            time_limit: None,
         }
+    }
+
+    /// Ends the job (exit code [`crate::policy::TIMEOUT_EXIT`]) if it still
+    /// runs after `limit` (`--timeout`).
+    pub fn time_limit(mut self, limit: Duration) -> Job {
+        self.time_limit = Some(limit);
+        self
     }
 
     /// Runs the job on several hosts (`--hosts`, `--hostfile`).
@@ -162,7 +171,7 @@ impl Job {
                 return Outcome::failed(1, format!("no randomness for the job id and secret: {e}"))
             }
         };
-        let mut server = match ControlServer::bind(&ident.id, &ident.secret, self.spec.size) {
+        let mut server = match ControlServer::bind(&ident.id, &ident.secret, self.spec.size()) {
             Ok(s) => s,
             Err(e) => {
                 return Outcome::failed(1, format!("cannot listen on the control socket: {e}"))
@@ -174,24 +183,23 @@ impl Job {
         let mut watch = Supervision::new(
             self.supervision.clone(),
             &ident.id,
-            &self.spec.program.to_string_lossy(),
-            self.spec.size,
+            &self.spec.name(),
+            self.spec.size(),
             Instant::now(),
         );
         let mut deadlocked: Option<Outcome> = None;
         let plan = HostPlan {
             job: JobVars {
                 id: ident.id.clone(),
-                size: self.spec.size,
+                size: self.spec.size(),
                 control: Some(server.address().to_string()),
                 secret: ident.secret.to_vec(),
             },
             host: HostVars::default(),
             node: 0,
-            program: self.spec.program.clone(),
-            args: self.spec.args.clone(),
-            ranks: (0..self.spec.size).collect(),
-            env: Vec::new(),
+            apps: self.spec.apps.clone(),
+            ranks: (0..self.spec.size()).collect(),
+            env: self.spec.env.clone(),
             tag_output: self.spec.tag_output,
             forward_stdin: self.forward_stdin,
         };
@@ -205,7 +213,8 @@ impl Job {
             Ok(h) => h,
             Err(e) => return Outcome::failed(e.exit_code(), e.to_string()),
         };
-        let mut sup = Supervisor::new(self.spec.size);
+        let mut sup = Supervisor::new(self.spec.size());
+        let ends_at = self.time_limit.map(|t| Instant::now() + t);
         let mut events = Vec::new();
         let mut reaped = Vec::new();
         let mut stdout_buf = Vec::new();
@@ -219,6 +228,7 @@ impl Job {
                 server.next_deadline(),
                 host.next_deadline(),
                 all_reaped_at.map(|t| t + PIPE_GRACE),
+                ends_at.filter(|_| !sup.stopping()),
             ]
             .into_iter()
             .flatten()
@@ -309,6 +319,11 @@ impl Job {
             }
             sigs.take(libc::SIGCHLD);
             server.expire(now, &mut events);
+            if let (Some(at), Some(limit)) = (ends_at, self.time_limit) {
+                if now >= at && sup.timed_out(limit) {
+                    host.stop(now);
+                }
+            }
 
             self.supervise(&mut events, &mut watch, &mut server, now);
             self.handle_events(&mut events, &mut sup, &mut host, now);

@@ -30,6 +30,10 @@ impl Outcome {
     }
 }
 
+/// `kumi run`'s exit code when the job ran out of time (`--timeout`): GNU
+/// `timeout`'s.
+pub const TIMEOUT_EXIT: i32 = 124;
+
 /// How a rank process ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Termination {
@@ -140,6 +144,20 @@ impl Supervisor {
             format!(
                 "interrupted by {}; stopped {n} rank{s}",
                 crate::signals::name(sig)
+            ),
+        )
+    }
+
+    /// The job ran for its whole time limit (`--timeout`). Returns true if
+    /// this is the first cause.
+    pub fn timed_out(&mut self, limit: std::time::Duration) -> bool {
+        let n = self.running;
+        let s = if n == 1 { "" } else { "s" };
+        self.decide(
+            TIMEOUT_EXIT,
+            format!(
+                "the job ran longer than its time limit of {} s (--timeout); stopped {n} rank{s}",
+                limit.as_secs_f64()
             ),
         )
     }
@@ -270,6 +288,24 @@ mod tests {
         let mut s = Supervisor::new(1);
         s.aborted(0, 300, "x");
         assert_eq!(s.outcome().exit_code, 255);
+    }
+
+    #[test]
+    fn a_timeout_is_a_cause_unless_the_job_already_failed() {
+        let mut s = Supervisor::new(2);
+        assert!(s.timed_out(std::time::Duration::from_millis(2500)));
+        assert!(!s.rank_ended(&end(0, Termination::Signaled(libc::SIGTERM))));
+        assert_eq!(
+            s.outcome(),
+            Outcome::failed(
+                TIMEOUT_EXIT,
+                "the job ran longer than its time limit of 2.5 s (--timeout); stopped 2 ranks"
+            )
+        );
+        let mut s = Supervisor::new(2);
+        s.rank_ended(&end(1, Termination::Exited(3)));
+        assert!(!s.timed_out(std::time::Duration::from_secs(1)));
+        assert_eq!(s.outcome().exit_code, 3);
     }
 
     #[test]

@@ -21,7 +21,6 @@ use rustix::process::{Pid, Signal};
 use std::fs::File;
 use std::io::{ErrorKind, Read, Write};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -45,6 +44,8 @@ pub struct RemoteSpec {
     pub net: NetChoice,
     /// The `kumi` executable on the hosts (default: this one's path).
     pub agent_program: Option<PathBuf>,
+    /// How ranks are dealt to the hosts.
+    pub map_by: crate::hosts::MapBy,
 }
 
 /// A host is the launcher's own if it is named `localhost` or like this machine.
@@ -445,7 +446,7 @@ pub fn start_hosts(
     let Some(spec) = remote else {
         return Cluster::local_only(plan);
     };
-    let placement = crate::hosts::place(plan.ranks.len() as u32, &spec.hosts);
+    let placement = crate::hosts::place(plan.ranks.len() as u32, &spec.hosts, spec.map_by);
     if let Some(w) = &placement.warning {
         notices(&format!("warning: {w}"));
     }
@@ -528,8 +529,7 @@ fn spawn_agent(spec: &RemoteSpec, host: &str, plan: &HostPlan) -> std::io::Resul
         job: plan.job.clone(),
         host: plan.host.clone(),
         node: plan.node,
-        program: plan.program.as_bytes().to_vec(),
-        args: plan.args.iter().map(|a| a.as_bytes().to_vec()).collect(),
+        apps: plan.apps.clone(),
         ranks: plan.ranks.clone(),
         env: plan.env.clone(),
         tag_output: plan.tag_output,

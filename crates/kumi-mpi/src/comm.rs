@@ -194,6 +194,7 @@ fn add_error(of: Option<c_int>) -> R<c_int> {
 fn get_attr(comm: c_int, keyval: c_int, val: *mut c_void, flag: *mut c_int) -> R<()> {
     let mut s = st()?;
     let size = s.comm(MPI_COMM_WORLD)?.size() as i32;
+    let appnum = s.universe.appnum() as i32;
     let e = s.comm_entry(comm)?;
     let builtin: Option<&AtomicI32> = match keyval {
         MPI_TAG_UB => Some(&TAG_UB_V),
@@ -204,7 +205,10 @@ fn get_attr(comm: c_int, keyval: c_int, val: *mut c_void, flag: *mut c_int) -> R
             UNIVERSE_V.store(size, Ordering::Relaxed);
             Some(&UNIVERSE_V)
         }
-        MPI_APPNUM => Some(&APPNUM_V),
+        MPI_APPNUM => {
+            APPNUM_V.store(appnum, Ordering::Relaxed);
+            Some(&APPNUM_V)
+        }
         MPI_LASTUSEDCODE => Some(&LASTCODE_V),
         _ => None,
     };

@@ -35,6 +35,8 @@ pub(crate) struct Identity {
     /// every local rank takes the same view of oversubscription even if some
     /// were started with a narrower CPU affinity; `None`: ask the system.
     pub local_cores: Option<usize>,
+    /// Which program of an MPMD job this rank runs (`KUMI_APPNUM`).
+    pub appnum: u32,
 }
 
 impl Identity {
@@ -55,6 +57,7 @@ impl Identity {
                 host: String::new(),
                 net: String::new(),
                 local_cores: None,
+                appnum: 0,
             };
         };
         Identity {
@@ -70,6 +73,7 @@ impl Identity {
             host: host.host,
             net: host.net,
             local_cores: rank.local_cores,
+            appnum: rank.appnum,
         }
     }
 }

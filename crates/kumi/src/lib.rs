@@ -306,6 +306,12 @@ impl Universe {
         self.net_addr
     }
 
+    /// Which program of the job this rank runs: 0, or for a job of several
+    /// programs (`kumi run -n 1 ./a : -n 3 ./b`) the index of its program.
+    pub fn appnum(&self) -> u32 {
+        self.id.appnum
+    }
+
     /// Number of ranks on this host.
     pub fn local_size(&self) -> usize {
         self.id.local_size as usize
