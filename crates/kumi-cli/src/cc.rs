@@ -320,38 +320,38 @@ pub fn multicall() -> Option<i32> {
         "mpicc" => Some(compile(Lang::C, rest)),
         "mpicxx" | "mpic++" | "mpiCC" => Some(compile(Lang::Cxx, rest)),
         "mpifort" | "mpif90" | "mpif77" => Some(compile(Lang::Fortran, rest)),
-        "mpirun" | "mpiexec" => Some(match crate::mpirun::translate(
-            &rest,
-            std::env::var("MPIEXEC_TIMEOUT").ok(),
-            &|v| std::env::var(v).ok(),
-        ) {
-            Ok(crate::mpirun::Action::Help) => {
-                println!("{}", crate::mpirun::HELP);
-                0
-            }
-            Ok(crate::mpirun::Action::Version) => {
-                println!(
-                    "{name} (kumi {}): MPI 4.1, MPICH-compatible ABI (libmpi.so.12)",
-                    env!("CARGO_PKG_VERSION")
-                );
-                0
-            }
-            Ok(crate::mpirun::Action::Run(a)) => match std::env::current_exe() {
-                Ok(exe) => {
-                    let e = Command::new(exe).args(a).exec();
-                    eprintln!("{name}: cannot start kumi: {e}");
-                    1
+        "mpirun" | "mpiexec" => Some(
+            match crate::mpirun::translate(&rest, std::env::var("MPIEXEC_TIMEOUT").ok(), &|v| {
+                std::env::var(v).ok()
+            }) {
+                Ok(crate::mpirun::Action::Help) => {
+                    println!("{}", crate::mpirun::HELP);
+                    0
                 }
+                Ok(crate::mpirun::Action::Version) => {
+                    println!(
+                        "{name} (kumi {}): MPI 4.1, MPICH-compatible ABI (libmpi.so.12)",
+                        env!("CARGO_PKG_VERSION")
+                    );
+                    0
+                }
+                Ok(crate::mpirun::Action::Run(a)) => match std::env::current_exe() {
+                    Ok(exe) => {
+                        let e = Command::new(exe).args(a).exec();
+                        eprintln!("{name}: cannot start kumi: {e}");
+                        1
+                    }
+                    Err(e) => {
+                        eprintln!("{name}: cannot locate kumi: {e}");
+                        1
+                    }
+                },
                 Err(e) => {
-                    eprintln!("{name}: cannot locate kumi: {e}");
-                    1
+                    eprintln!("{name}: {e}");
+                    2
                 }
             },
-            Err(e) => {
-                eprintln!("{name}: {e}");
-                2
-            }
-        }),
+        ),
         _ => None,
     }
 }

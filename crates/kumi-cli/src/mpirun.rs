@@ -82,7 +82,11 @@ fn global_flag(flag: &str) -> Option<&'static [&'static str]> {
         "--byslot" | "-byslot" => &["--map-by", "slot"],
         "--bind-to-core" | "-bind-to-core" => &["--bind-to", "core"],
         "--bind-to-none" | "-bind-to-none" => &["--bind-to", "none"],
-        "-envall" | "-genvall" | "--oversubscribe" | "-oversubscribe" | "--allow-run-as-root"
+        "-envall"
+        | "-genvall"
+        | "--oversubscribe"
+        | "-oversubscribe"
+        | "--allow-run-as-root"
         | "-allow-run-as-root" => &[],
         _ => return None,
     })
@@ -128,7 +132,8 @@ pub fn translate(
         };
         let export = |to: &mut Vec<OsString>, list: String, what: &str| {
             for v in list.split(',').filter(|v| !v.is_empty()) {
-                let value = var(v).ok_or_else(|| format!("{what}: {v} is not set in this shell"))?;
+                let value =
+                    var(v).ok_or_else(|| format!("{what}: {v} is not set in this shell"))?;
                 to.extend(["-x".into(), format!("{v}={value}").into()]);
             }
             Ok::<(), String>(())
@@ -187,7 +192,12 @@ pub fn translate(
                 if inline.is_some() {
                     return Err(format!("{f} takes no value"));
                 }
-                global.extend(global_flag(f).unwrap_or_default().iter().map(OsString::from));
+                global.extend(
+                    global_flag(f)
+                        .unwrap_or_default()
+                        .iter()
+                        .map(OsString::from),
+                );
             }
             f if f.starts_with('-') && f.len() > 1 => {
                 return Err(if first {
@@ -225,7 +235,10 @@ pub fn translate(
     out.push("--".into());
     for (k, mut s) in sections.into_iter().enumerate() {
         if !s.has_n {
-            return Err(format!("program {} of the MPMD line needs its own -n", k + 1));
+            return Err(format!(
+                "program {} of the MPMD line needs its own -n",
+                k + 1
+            ));
         }
         out.push(":".into());
         out.append(&mut s.opts);
@@ -259,7 +272,16 @@ mod tests {
         assert_eq!(
             run(&["-n=2", "-f", "hosts", "-ppn", "1", "-hosts", "a,b", "prog"]).unwrap(),
             os(&[
-                "run", "--hostfile", "hosts", "--ppn", "1", "--hosts", "a,b", "-n", "2", "--",
+                "run",
+                "--hostfile",
+                "hosts",
+                "--ppn",
+                "1",
+                "--hosts",
+                "a,b",
+                "-n",
+                "2",
+                "--",
                 "prog"
             ])
         );
@@ -284,13 +306,38 @@ mod tests {
             ])
             .unwrap(),
             os(&[
-                "run", "--ppn", "2", "--bind-to", "core", "--map-by", "node", "-x", "A=1", "-x",
-                "HOME", "--tag-output", "--timeout", "30", "--", "p"
+                "run",
+                "--ppn",
+                "2",
+                "--bind-to",
+                "core",
+                "--map-by",
+                "node",
+                "-x",
+                "A=1",
+                "-x",
+                "HOME",
+                "--tag-output",
+                "--timeout",
+                "30",
+                "--",
+                "p"
             ])
         );
         assert_eq!(
-            run(&["-genv", "A", "1 2", "-genvlist", "HOME", "-envall", "-l", "-wdir", "/t", "p"])
-                .unwrap(),
+            run(&[
+                "-genv",
+                "A",
+                "1 2",
+                "-genvlist",
+                "HOME",
+                "-envall",
+                "-l",
+                "-wdir",
+                "/t",
+                "p"
+            ])
+            .unwrap(),
             os(&[
                 "run",
                 "-x",
@@ -323,7 +370,9 @@ mod tests {
         assert!(e.contains("--map-by") && e.contains("after ':'"), "{e}");
         let e = run(&["-n", "1", "./a", ":", "./b"]).unwrap_err();
         assert!(e.contains("program 2") && e.contains("-n"), "{e}");
-        assert!(run(&["-n", "1", "./a", ":"]).unwrap_err().contains("no program"));
+        assert!(run(&["-n", "1", "./a", ":"])
+            .unwrap_err()
+            .contains("no program"));
     }
 
     #[test]

@@ -254,7 +254,10 @@ fn job(args: RunArgs) -> Result<Prepared, String> {
     };
     let mut apps = apps(size, &args.command)?;
     for a in apps.iter_mut().filter(|a| a.wdir.is_none()) {
-        a.wdir = args.wdir.as_ref().map(|d| d.as_os_str().as_bytes().to_vec());
+        a.wdir = args
+            .wdir
+            .as_ref()
+            .map(|d| d.as_os_str().as_bytes().to_vec());
     }
     let mut env = Vec::new();
     for x in &args.env {
@@ -427,7 +430,8 @@ fn env_entry(x: &str) -> Result<(String, String), String> {
         Some((k, v)) => (k.to_string(), v.to_string()),
         None => (
             x.to_string(),
-            std::env::var(x).map_err(|_| format!("-x {x}: {x} is not set here; give -x {x}=VALUE"))?,
+            std::env::var(x)
+                .map_err(|_| format!("-x {x}: {x} is not set here; give -x {x}=VALUE"))?,
         ),
     })
 }
@@ -493,16 +497,37 @@ mod tests {
         let a = apps(
             Some(2),
             &os(&[
-                "./a", "-n", "9", ":", "-n", "3", "-x", "R=w", "--wdir=/t", "./b", "x", ":",
-                "--np", "1", "./c",
+                "./a",
+                "-n",
+                "9",
+                ":",
+                "-n",
+                "3",
+                "-x",
+                "R=w",
+                "--wdir=/t",
+                "./b",
+                "x",
+                ":",
+                "--np",
+                "1",
+                "./c",
             ]),
         )
         .unwrap();
         assert_eq!(a.len(), 3);
-        assert_eq!((a[0].ranks, a[0].args.len()), (2, 2), "the first's -n 9 is its argument");
+        assert_eq!(
+            (a[0].ranks, a[0].args.len()),
+            (2, 2),
+            "the first's -n 9 is its argument"
+        );
         assert_eq!(
             (a[1].ranks, &a[1].env, a[1].wdir.as_deref()),
-            (3, &vec![("R".to_string(), "w".to_string())], Some(&b"/t"[..]))
+            (
+                3,
+                &vec![("R".to_string(), "w".to_string())],
+                Some(&b"/t"[..])
+            )
         );
         assert_eq!((a[2].ranks, a[2].program.as_slice()), (1, &b"./c"[..]));
         let all = apps(None, &os(&[":", "-n", "1", "./a", ":", "-n", "2", "./b"])).unwrap();
@@ -512,7 +537,9 @@ mod tests {
     #[test]
     fn a_malformed_program_list_says_what_is_wrong() {
         let err = |n, v: &[&str]| apps(n, &os(v)).unwrap_err();
-        assert!(err(Some(1), &["./a", ":", "./b"]).contains("program 2 (after a ':') needs its own -n"));
+        assert!(
+            err(Some(1), &["./a", ":", "./b"]).contains("program 2 (after a ':') needs its own -n")
+        );
         assert!(err(Some(1), &["./a", ":", "-n", "0", "./b"]).contains("not a number of ranks"));
         assert!(err(Some(1), &["./a", ":", "-n", "1"]).contains("no program after its options"));
         assert!(err(Some(1), &["./a", ":", "-n", "1", "--stats", "./b"]).contains("--stats"));

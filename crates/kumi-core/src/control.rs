@@ -352,10 +352,17 @@ mod tests {
         let apps = [app("a", 1), app("b", 0), app("c", 3)];
         let at = |r| app_of(&apps, r).map(|(i, a)| (i, a.program.clone()));
         assert_eq!(at(0), Some((0, b"a".to_vec())));
-        assert_eq!(at(1), Some((2, b"c".to_vec())), "an app of no ranks is skipped");
+        assert_eq!(
+            at(1),
+            Some((2, b"c".to_vec())),
+            "an app of no ranks is skipped"
+        );
         assert_eq!(at(3), Some((2, b"c".to_vec())));
         assert_eq!(at(4), None);
-        assert_eq!(app_of(&[app("x", u32::MAX), app("y", 5)], u32::MAX), Some((1, &app("y", 5))));
+        assert_eq!(
+            app_of(&[app("x", u32::MAX), app("y", 5)], u32::MAX),
+            Some((1, &app("y", 5)))
+        );
     }
 
     #[test]

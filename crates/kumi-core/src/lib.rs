@@ -44,6 +44,7 @@ pub mod deadlock;
 pub mod header;
 pub mod matching;
 pub mod p2p;
+pub mod pmi;
 pub mod rankenv;
 pub mod rma;
 pub mod rudp;

@@ -270,6 +270,9 @@ mod tests {
         assert_eq!("node".parse(), Ok(MapBy::Node));
         assert_eq!("core".parse(), Ok(MapBy::Slot));
         assert_eq!("slot:PE=2".parse(), Ok(MapBy::Slot));
-        assert!("board".parse::<MapBy>().unwrap_err().contains("--map-by board"));
+        assert!("board"
+            .parse::<MapBy>()
+            .unwrap_err()
+            .contains("--map-by board"));
     }
 }

@@ -132,17 +132,29 @@ mod tests {
             JobSpec::new(one(MAX_RANKS + 1), false),
             Err(SpecError::TooManyRanks(u64::from(MAX_RANKS) + 1))
         );
-        let two = vec![app(MAX_RANKS, "a".into(), vec![]), app(u32::MAX, "b".into(), vec![])];
-        assert!(matches!(JobSpec::new(two, false), Err(SpecError::TooManyRanks(_))));
-        let s = JobSpec::new(vec![app(1, "a".into(), vec![]), app(3, "b".into(), vec![])], false)
-            .unwrap();
+        let two = vec![
+            app(MAX_RANKS, "a".into(), vec![]),
+            app(u32::MAX, "b".into(), vec![]),
+        ];
+        assert!(matches!(
+            JobSpec::new(two, false),
+            Err(SpecError::TooManyRanks(_))
+        ));
+        let s = JobSpec::new(
+            vec![app(1, "a".into(), vec![]), app(3, "b".into(), vec![])],
+            false,
+        )
+        .unwrap();
         assert_eq!((s.size(), s.name().as_str()), (4, "a + b"));
     }
 
     #[test]
     fn variable_names_are_checked() {
         let s = JobSpec::new(vec![app(1, "a".into(), vec![])], false).unwrap();
-        assert!(s.clone().with_env(vec![("OMP_NUM_THREADS".into(), "2".into())]).is_ok());
+        assert!(s
+            .clone()
+            .with_env(vec![("OMP_NUM_THREADS".into(), "2".into())])
+            .is_ok());
         for bad in ["", "1X", "A=B", "A B"] {
             assert_eq!(
                 s.clone().with_env(vec![(bad.into(), "v".into())]),

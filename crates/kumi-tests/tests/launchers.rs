@@ -80,10 +80,21 @@ fn an_mpmd_line_in_hydras_dialect_runs_as_on_mpich() {
     let wd = workdir();
     let line = |dir: &Path| -> Vec<String> {
         [
-            "-np", "1", "-genv", "ROLE", "all", "-wdir",
-            wd.to_str().unwrap(), "-l",
+            "-np",
+            "1",
+            "-genv",
+            "ROLE",
+            "all",
+            "-wdir",
+            wd.to_str().unwrap(),
+            "-l",
             dir.join("jobinfo").to_str().unwrap(),
-            ":", "-np", "3", "-env", "ROLE", "worker",
+            ":",
+            "-np",
+            "3",
+            "-env",
+            "ROLE",
+            "worker",
             dir.join("jobinfo_b").to_str().unwrap(),
         ]
         .iter()
@@ -176,10 +187,7 @@ fn an_open_mpi_line_with_binding_mapping_and_exports() {
 #[test]
 fn a_job_past_its_timeout_is_stopped_with_124() {
     let marker = format!("kumi-timeout-{}", std::process::id());
-    for (args, env) in [
-        (vec!["--timeout", "1"], None),
-        (vec![], Some("1")),
-    ] {
+    for (args, env) in [(vec!["--timeout", "1"], None), (vec![], Some("1"))] {
         let started = Instant::now();
         let mut c = Command::new(lib_dir().join("mpirun"));
         c.args(&args)
@@ -212,10 +220,26 @@ fn a_job_past_its_timeout_is_stopped_with_124() {
 #[test]
 fn unknown_options_are_refused_by_name_and_help_and_version_answer() {
     for (name, args, says) in [
-        ("mpirun", vec!["--mca", "btl", "self", "true"], "option --mca"),
-        ("mpiexec", vec!["-launcher", "ssh", "true"], "option -launcher"),
-        ("mpirun", vec!["-n", "1", "true", ":", "-bind-to", "core", "true"], "after ':'"),
-        ("mpirun", vec!["-n", "1", "true", ":", "true"], "needs its own -n"),
+        (
+            "mpirun",
+            vec!["--mca", "btl", "self", "true"],
+            "option --mca",
+        ),
+        (
+            "mpiexec",
+            vec!["-launcher", "ssh", "true"],
+            "option -launcher",
+        ),
+        (
+            "mpirun",
+            vec!["-n", "1", "true", ":", "-bind-to", "core", "true"],
+            "after ':'",
+        ),
+        (
+            "mpirun",
+            vec!["-n", "1", "true", ":", "true"],
+            "needs its own -n",
+        ),
     ] {
         let o = Command::new(lib_dir().join(name))
             .args(&args)
@@ -232,7 +256,15 @@ fn unknown_options_are_refused_by_name_and_help_and_version_answer() {
         .expect("mpiexec --help");
     let (out, _) = outputs(&o);
     assert!(o.status.success());
-    for opt in ["-genv", "-ppn", "--map-by", "--bind-to", "-wdir", "--timeout", "MPMD"] {
+    for opt in [
+        "-genv",
+        "-ppn",
+        "--map-by",
+        "--bind-to",
+        "-wdir",
+        "--timeout",
+        "MPMD",
+    ] {
         assert!(out.contains(opt), "--help does not mention {opt}:\n{out}");
     }
     let o = Command::new(lib_dir().join("mpirun"))

@@ -3,8 +3,12 @@
 //! `kumi run` puts the rank's identity in the environment
 //! ([`kumi_core::rankenv`]: rank, size, local rank and size, job id, the control
 //! socket's name, the job secret and the shared segment's inherited
-//! descriptor). Without `KUMI_RANK` the program was started by hand and is a
-//! job of size 1 (a singleton).
+//! descriptor). A rank started by a PMI-2 process manager (`srun
+//! --mpi=pmi2`) learns it from that instead ([`crate::pmi`]). Without either
+//! the program was started by hand and is a job of size 1 (a singleton).
+//!
+//! Either way the ranks publish and read their address cards through an
+//! [`Exchange`]: the launcher's key-value store, or the process manager's.
 
 use crate::error::{Error, Result};
 use kumi_core::control::{self, FrameDecoder, ToLauncher, ToRank};
@@ -235,6 +239,29 @@ impl Control {
                 "unexpected answer to fence: {other:?}"
             ))),
         }
+    }
+}
+
+/// A job-wide key-value store with fences: what bootstrap needs of whoever
+/// started the ranks.
+pub(crate) trait Exchange {
+    /// Publishes `key` (visible to every rank after the next fence).
+    fn put(&mut self, key: &str, value: Vec<u8>) -> Result<()>;
+    /// Waits until every rank of the job has reached its fence.
+    fn fence(&mut self) -> Result<()>;
+    /// Reads keys published before the last fence (`None`: nobody did).
+    fn get_many(&mut self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>>;
+}
+
+impl Exchange for Control {
+    fn put(&mut self, key: &str, value: Vec<u8>) -> Result<()> {
+        Control::put(self, key, value)
+    }
+    fn fence(&mut self) -> Result<()> {
+        Control::fence(self)
+    }
+    fn get_many(&mut self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>> {
+        Control::get_many(self, keys)
     }
 }
 

@@ -55,6 +55,7 @@ mod error;
 pub mod file;
 pub mod inter;
 mod net;
+mod pmi;
 mod progress;
 pub mod raw;
 mod report;
@@ -80,7 +81,7 @@ pub use report::Counters;
 pub use request::{scope, test_all, test_any, wait_all, wait_any, Request, Scope, Status};
 pub use watch::AbiCall;
 
-use bootstrap::{Control, Identity};
+use bootstrap::{Control, Exchange, Identity};
 use engine::{Engine, EngineSetup};
 use kumi_core::call::Call;
 use kumi_core::config::{self, Tuning};
@@ -101,6 +102,8 @@ pub struct Universe {
     engine: EngineRef,
     world: Comm,
     control: Option<Arc<Mutex<Control>>>,
+    /// The process manager's PMI-2 channel, for a rank `srun` started.
+    pmi: Option<Mutex<pmi::Pmi2>>,
     id: Identity,
     finalized: bool,
     net_addr: Option<std::net::SocketAddr>,
@@ -114,6 +117,16 @@ pub fn init() -> Result<Universe> {
             "kumi::init was called twice in one process".into(),
         ));
     }
+    start().inspect_err(|e| {
+        // Under a process manager, the other ranks would wait for this one
+        // forever: end the job (under `kumi run` the launcher does).
+        let rank = std::env::var("PMI_RANK").unwrap_or_else(|_| "?".into());
+        pmi::end_job(&format!("rank {rank} could not start: {e}"));
+    })
+}
+
+/// [`init`] itself, once.
+fn start() -> Result<Universe> {
     // The environment is read here, once: the launcher's contract and every
     // tuning variable, checked; everything below takes values.
     let env = config::Env::from_os(std::env::vars_os());
@@ -128,10 +141,22 @@ pub fn init() -> Result<Universe> {
     if tuning.deny_cma {
         cma::deny_for_tests();
     }
-    let id = Identity::new(contract);
+    // Not started by `kumi run`: perhaps by a PMI-2 process manager.
+    let pmi_env = match contract {
+        Some(_) => None,
+        None => kumi_core::pmi::PmiEnv::parse(|n| std::env::var(n).ok())
+            .map_err(|e| Error::Bootstrap(e.to_string()))?,
+    };
+    let (id, mut pmi) = match pmi_env {
+        Some(p) => {
+            let (p, id) = pmi::Pmi2::connect(&p)?;
+            (id, Some(p))
+        }
+        None => (Identity::new(contract), None),
+    };
     let mut control = match id.control {
         Some(_) => Some(Control::connect(&id)?),
-        None if id.size > 1 => {
+        None if id.size > 1 && pmi.is_none() => {
             return Err(Error::Bootstrap(
                 "KUMI_SIZE > 1 but no KUMI_CONTROL: start the job with `kumi run`".into(),
             ))
@@ -155,9 +180,10 @@ pub fn init() -> Result<Universe> {
                     .map_err(|e| Error::Bootstrap(format!("shared segment: {e}")))?,
             )
         }
-        (None, Some(ctl)) if id.local_size > 1 => {
-            Some(named_segment(&id, ctl, tuning.shm.ring_bytes)?)
-        }
+        _ if id.size > 1 => match exchange(&mut control, &mut pmi) {
+            Some(ex) => named_segment(&id, ex, tuning.shm.ring_bytes)?,
+            None => None,
+        },
         _ => None,
     };
     let cores = id
@@ -184,26 +210,28 @@ pub fn init() -> Result<Universe> {
         }
         None => None,
     };
-    if let Some(ctl) = &mut control {
-        ctl.put(
+    if let Some(ex) = exchange(&mut control, &mut pmi) {
+        ex.put(
             &format!("card/{}", id.rank),
             net::card(&id, link.as_ref()).into_bytes(),
         )?;
-        ctl.fence()?;
+        ex.fence()?;
     }
     let net_addr = link.as_ref().map(|t| t.local_addr());
-    let net: Option<Box<dyn kumi_transport::Transport + Send>> = match (link.take(), &mut control) {
-        (Some(mut link), Some(ctl)) => {
-            let hosts = net::learn_peers(ctl, &mut link, &route)?;
-            Some(Box::new(net::Guarded {
-                link,
-                rank: id.rank,
-                hosts,
-                control: Some(ctl.sender()?),
-            }))
-        }
-        _ => None,
-    };
+    let sender = control.as_ref().map(Control::sender).transpose()?;
+    let net: Option<Box<dyn kumi_transport::Transport + Send>> =
+        match (link.take(), exchange(&mut control, &mut pmi)) {
+            (Some(mut link), Some(ex)) => {
+                let hosts = net::learn_peers(ex, &mut link, &route)?;
+                Some(Box::new(net::Guarded {
+                    link,
+                    rank: id.rank,
+                    hosts,
+                    control: sender,
+                }))
+            }
+            _ => None,
+        };
     let mut pids = vec![0i32; id.size as usize];
     if let Some(shm) = &shm {
         for &g in &globals {
@@ -253,31 +281,65 @@ pub fn init() -> Result<Universe> {
         engine,
         world,
         control,
+        pmi: pmi.map(Mutex::new),
         id,
         finalized: false,
         net_addr,
     })
 }
 
-/// A segment by name, for ranks started by a launcher that passed no descriptor:
-/// local rank 0 creates it, everyone maps it, then it is unlinked at once.
-fn named_segment(id: &Identity, ctl: &mut Control, ring_bytes: Option<usize>) -> Result<Segment> {
+/// The job's key-value exchange: the launcher's, or the process manager's.
+fn exchange<'a>(
+    control: &'a mut Option<Control>,
+    pmi: &'a mut Option<pmi::Pmi2>,
+) -> Option<&'a mut dyn Exchange> {
+    match (control, pmi) {
+        (Some(c), _) => Some(c),
+        (None, Some(p)) => Some(p),
+        (None, None) => None,
+    }
+}
+
+/// A segment by name, for ranks whose starter passed no descriptor (a
+/// process manager): local rank 0 creates it, the others map it, then it is
+/// unlinked at once. Every rank of the job calls this (its fences are the
+/// job's), a rank alone on its host too, which gets no segment.
+fn named_segment(
+    id: &Identity,
+    ctl: &mut dyn Exchange,
+    ring_bytes: Option<usize>,
+) -> Result<Option<Segment>> {
     let n = id.local_size as usize;
+    let shared = n > 1;
+    // Named for the host too: test hosts (and containers) may share one
+    // /dev/shm between what the job sees as several hosts.
+    let name: String = format!("{}-{}", id.job, id.host)
+        .chars()
+        .map(|c| {
+            if c.is_ascii_graphic() && c != '/' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .take(kumi_transport::shm::JOB_MAX)
+        .collect();
     let cfg = ShmConfig::for_ranks(n, ring_bytes)
         .ok_or_else(|| Error::Bootstrap("KUMI_SHM_RING_BYTES: not a ring size".into()))?;
-    let seg = if id.local_rank == 0 {
-        let s = Segment::create_named(&id.job, n, &cfg)
-            .map_err(|e| Error::Bootstrap(format!("shared segment: {e}")))?;
-        ctl.fence()?;
-        s
-    } else {
-        ctl.fence()?;
-        Segment::open_named(&id.job, n)
-            .map_err(|e| Error::Bootstrap(format!("shared segment: {e}")))?
+    let shm = |e: std::io::Error| Error::Bootstrap(format!("shared segment: {e}"));
+    let created = match shared && id.local_rank == 0 {
+        true => Some(Segment::create_named(&name, n, &cfg).map_err(shm)?),
+        false => None,
     };
     ctl.fence()?;
-    if id.local_rank == 0 {
-        Segment::unlink_named(&id.job)
+    let seg = match (created, shared) {
+        (Some(s), _) => Some(s),
+        (None, true) => Some(Segment::open_named(&name, n).map_err(shm)?),
+        (None, false) => None,
+    };
+    ctl.fence()?;
+    if shared && id.local_rank == 0 {
+        Segment::unlink_named(&name)
             .map_err(|e| Error::Bootstrap(format!("unlinking the shared segment: {e}")))?;
     }
     Ok(seg)
@@ -325,7 +387,13 @@ impl Universe {
     /// Ends the job everywhere: every rank is stopped and `kumi run` exits with
     /// `code` (0 is turned into 1), printing `message`. Does not return.
     pub fn abort(&self, code: i32, message: &str) -> ! {
-        abort_with(self.control.as_deref(), self.id.rank, code, message)
+        abort_with(
+            self.control.as_deref(),
+            self.pmi.as_ref(),
+            self.id.rank,
+            code,
+            message,
+        )
     }
 
     /// Finalizes explicitly, reporting errors (dropping the universe does the same
@@ -357,6 +425,11 @@ impl Universe {
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .send(&ToLauncher::Finalize)?;
         }
+        if let Some(p) = &self.pmi {
+            p.lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .finalize()?;
+        }
         Ok(())
     }
 }
@@ -369,10 +442,16 @@ impl Drop for Universe {
     }
 }
 
-fn abort_with(control: Option<&Mutex<Control>>, rank: u32, code: i32, message: &str) -> ! {
+fn abort_with(
+    control: Option<&Mutex<Control>>,
+    pmi: Option<&Mutex<pmi::Pmi2>>,
+    rank: u32,
+    code: i32,
+    message: &str,
+) -> ! {
     let code = if code & 0xff == 0 { 1 } else { code & 0xff };
-    match control {
-        Some(c) => {
+    match (control, pmi) {
+        (Some(c), _) => {
             let _ = c
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -381,7 +460,16 @@ fn abort_with(control: Option<&Mutex<Control>>, rank: u32, code: i32, message: &
                     message: message.to_string(),
                 });
         }
-        None => eprintln!("kumi: rank {rank} aborted with code {code}: {message}"),
+        (None, Some(p)) => {
+            // The process manager ends the job but prints no reason: say it.
+            eprintln!("kumi: rank {rank} called abort with code {code}: {message}; ending the job");
+            p.lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .abort(&format!(
+                    "rank {rank} called abort with code {code}: {message}"
+                ));
+        }
+        (None, None) => eprintln!("kumi: rank {rank} aborted with code {code}: {message}"),
     }
     std::process::exit(code & 0xff)
 }

@@ -22,7 +22,7 @@
 //! through the control channel, naming this rank, the peer and the peer's host;
 //! the launcher then stops the job and prints that line.
 
-use crate::bootstrap::{Control, Identity, Stream};
+use crate::bootstrap::{Exchange, Identity, Stream};
 use crate::engine::Route;
 use crate::error::{Error, Result};
 use kumi_core::config::{self, ForceTcp};
@@ -191,7 +191,7 @@ fn card_field<'a>(card: &'a str, key: &str) -> Option<&'a str> {
 /// After the fence: reads the cards of the network peers and tells the
 /// transport where they listen. Returns each rank's host name (for reports).
 pub(crate) fn learn_peers(
-    ctl: &mut Control,
+    ctl: &mut dyn Exchange,
     link: &mut Link,
     route: &[Route],
 ) -> Result<Vec<String>> {
@@ -248,6 +248,7 @@ impl Guarded {
             let _ = s.write_all(&control::encode(&ToLauncher::Abort { code: 1, message }));
             std::process::exit(1);
         }
+        crate::pmi::end_job(&message);
         Err(e)
     }
 }
