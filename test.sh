@@ -20,6 +20,11 @@ command -v mpicc.mpich >/dev/null || { apt-get update -qq && apt-get install -y 
 # The Fortran tests (crates/kumi-tests/tests/fortran.rs) compile with gfortran,
 # kumi's and MPICH's wrappers.
 command -v gfortran >/dev/null || { apt-get update -qq && apt-get install -y -qq gfortran >/dev/null; }
+# The Slurm tests (crates/kumi-tests/tests/slurm.rs) start their own Slurm
+# cluster (private munged, slurmctld and slurmd's in test namespaces, removed
+# afterwards); apt starts no service here, and the tests start none of the
+# machine's own.
+command -v slurmd >/dev/null && command -v munged >/dev/null || { apt-get update -qq && apt-get install -y -qq slurm-wlm munge libpmix2 >/dev/null; }
 target/py/bin/python -c 'import mpi4py, numpy' 2>/dev/null || { python3 -m venv target/py && target/py/bin/pip install -q mpi4py numpy; }
 # The Fortran binding is generated from the MPI Forum's API description.
 target/py/bin/python -c 'import pympistandard' 2>/dev/null || target/py/bin/pip install -q pympistandard==0.2.0

@@ -7,6 +7,7 @@
 
 pub mod netns;
 pub mod programs;
+pub mod slurm;
 
 use std::path::PathBuf;
 use std::process::{Command, Output};

@@ -1,0 +1,147 @@
+//! kumi under a real Slurm (`kumi_tests::slurm`: slurmctld and one slurmd
+//! per test host, each host a network namespace of this machine): `srun
+//! --mpi=pmi2` starting C, Fortran and Rust programs linked to kumi across
+//! nodes, and the job ending cleanly, with one line naming the rank, when a
+//! rank aborts, crashes or exits without finalizing.
+//!
+//! Needs root (the loud SKIPPED otherwise) and Debian's `slurm-wlm` and
+//! `munge` (`test.sh` installs them; as root their absence fails).
+
+use kumi_tests::programs::{compile_all, lib_dir, outputs};
+use kumi_tests::slurm::{self, Slurm};
+use kumi_tests::{bin, text};
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::{Duration, Instant};
+
+/// The C programs of these tests, built with `kumi cc`.
+fn c_built() -> PathBuf {
+    let out = lib_dir().join("slurm-tests/c");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../kumi-mpi/tests/c");
+    compile_all(
+        &[bin("kumi").display().to_string(), "cc".into()],
+        &["-O1", "-pthread"],
+        &src,
+        &["jobinfo.c", "p2p.c", "coll.c", "abort.c", "crash.c"],
+        &out,
+    );
+    out
+}
+
+fn fortran_built() -> PathBuf {
+    let out = lib_dir().join("slurm-tests/fortran");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("fortran");
+    compile_all(
+        &[bin("kumi").display().to_string(), "fc".into()],
+        &["-O1"],
+        &src,
+        &["p2p.f"],
+        &out,
+    );
+    out
+}
+
+fn ok(o: &Output, what: &str) -> String {
+    let (out, err) = outputs(o);
+    assert!(
+        o.status.success(),
+        "{what} failed ({}):\n{out}\n{err}",
+        o.status
+    );
+    out
+}
+
+/// Programs of three languages, started by `srun --mpi=pmi2` across three
+/// nodes with ranks unevenly spread (2, 2, 1) and cyclically: every rank
+/// learns the same job of five, its peers on its node through shared
+/// memory and the others through the network, and the programs' own checks
+/// pass.
+#[test]
+fn srun_pmi2_starts_c_fortran_and_rust_programs_across_nodes() {
+    if slurm::skip_unless_root("srun_pmi2_starts_c_fortran_and_rust_programs_across_nodes") {
+        return;
+    }
+    let (c, f) = (c_built(), fortran_built());
+    let s = Slurm::start(3, 2);
+    let o = s.srun(&[
+        "-N",
+        "3",
+        "-n",
+        "5",
+        "--mpi=pmi2",
+        c.join("jobinfo").to_str().unwrap(),
+    ]);
+    let out = ok(&o, "jobinfo");
+    for r in 0..5 {
+        assert!(
+            out.lines().any(
+                |l| l.starts_with(&format!("rank={r} size=5 app=0 ")) && l.ends_with(" sum=10")
+            ),
+            "rank {r} missing or wrong:\n{out}"
+        );
+    }
+    for (dist, prog, says) in [
+        ("block", c.join("p2p"), "PASS p2p"),
+        ("cyclic", c.join("coll"), "PASS coll"),
+        ("block", f.join("p2p"), "p2p ok"),
+        ("cyclic", bin("p2p"), "p2p: all 13 checks passed on 5 ranks"),
+    ] {
+        let o = s.srun(&[
+            "-N",
+            "3",
+            "-n",
+            "5",
+            "-m",
+            dist,
+            "--mpi=pmi2",
+            prog.to_str().unwrap(),
+        ]);
+        let out = ok(&o, &format!("{} ({dist})", prog.display()));
+        assert!(out.contains(says), "{}: {}", prog.display(), text(&o));
+    }
+}
+
+/// A rank that calls MPI_Abort, dies of a signal, or exits without
+/// finalizing ends the whole step at once (srun alone would let the other
+/// ranks wait forever), with one line naming the rank and the cause.
+#[test]
+fn a_failing_rank_ends_the_srun_job_with_one_line_naming_it() {
+    if slurm::skip_unless_root("a_failing_rank_ends_the_srun_job_with_one_line_naming_it") {
+        return;
+    }
+    let c = c_built();
+    let s = Slurm::start(2, 2);
+    for (prog, arg, says) in [
+        ("abort", "", "kumi: rank 2 called abort with code 7"),
+        (
+            "crash",
+            "segv",
+            "kumi: rank 1 was killed by signal SIGSEGV; ending the job",
+        ),
+        (
+            "crash",
+            "exit",
+            "kumi: rank 1 exited without finalizing kumi; ending the job",
+        ),
+    ] {
+        let t0 = Instant::now();
+        let p = c.join(prog);
+        let mut args = vec!["-N", "2", "-n", "3", "--mpi=pmi2", p.to_str().unwrap()];
+        if !arg.is_empty() {
+            args.push(arg);
+        }
+        let o = s.srun(&args);
+        let (out, err) = outputs(&o);
+        assert!(!o.status.success(), "{prog} {arg}: {out}{err}");
+        assert_eq!(err.matches(says).count(), 1, "{prog} {arg}: {err}");
+        assert!(
+            !out.contains("passed the barrier"),
+            "{prog} {arg}: a rank went on: {out}"
+        );
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "{prog} {arg} took {:?}",
+            t0.elapsed()
+        );
+    }
+}
