@@ -91,7 +91,7 @@ impl Slurm {
         for i in 0..k {
             std::fs::create_dir_all(s.dir.join(format!("tmp/n{i}"))).map_err(|e| e.to_string())?;
         }
-        run(&mut s.on(0, "slurmctld").arg("-i"), "slurmctld")?;
+        run(s.on(0, "slurmctld").arg("-i"), "slurmctld")?;
         for i in 0..k {
             run(s.on(i, "slurmd").args(["-N", &format!("n{i}")]), "slurmd")?;
         }
