@@ -115,6 +115,16 @@ MULTIPLE HOSTS:
     or host is lost, the job ends everywhere and kumi names the host. Rank 0's
     standard input is /dev/null unless it runs here.
 
+INSIDE A SLURM ALLOCATION (sbatch, salloc):
+    kumi run ./prog    (no options needed)
+
+    Without --hosts or --hostfile, kumi run takes the hosts and their slots from
+    the allocation (SLURM_JOB_NODELIST, SLURM_TASKS_PER_NODE; node lists such as
+    n[1-4,7], counts such as 2(x3),1), -n from SLURM_NTASKS, and starts each
+    host's agent with srun (one step of one task per host, sharing the
+    allocation) instead of a remote shell (--rsh still chooses one). Programs
+    can also be started by srun itself: `srun --mpi=pmi2 ./prog` (see README).
+
 MONITORING:
     kumi top [JOB]    live view of a running job (q quits, the job goes on)
     kumi ps           running jobs of this user
@@ -193,9 +203,10 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     pub hostfile: Option<PathBuf>,
 
-    /// Remote shell that starts the agents: run as `CMD HOST COMMAND-LINE`.
-    #[arg(long, value_name = "CMD", default_value = "ssh")]
-    pub rsh: String,
+    /// Remote shell that starts the agents: run as `CMD HOST COMMAND-LINE`
+    /// [default: ssh; srun inside a Slurm allocation].
+    #[arg(long, value_name = "CMD")]
+    pub rsh: Option<String>,
 
     /// Network interface whose address the ranks and kumi use between hosts.
     #[arg(long, value_name = "NAME", conflicts_with = "bind")]
@@ -236,7 +247,10 @@ pub struct Prepared {
 
 /// The job the command line describes, checked (an error is a usage error).
 fn job(args: RunArgs) -> Result<Prepared, String> {
-    let remote = remote_spec(&args)?;
+    let (remote, ntasks) = match remote_spec(&args)? {
+        Some((r, n)) => (Some(r), n),
+        None => (None, None),
+    };
     let slots: Option<u64> = remote
         .as_ref()
         .map(|r| r.hosts.iter().map(|h| u64::from(h.slots)).sum());
@@ -244,6 +258,7 @@ fn job(args: RunArgs) -> Result<Prepared, String> {
     let size = match (args.size, slots, args.ppn) {
         (Some(n), _, _) => Some(n),
         _ if explicit => None,
+        (None, _, None) if ntasks.is_some() => ntasks,
         (None, Some(total), _) => Some(
             u32::try_from(total)
                 .ok()
@@ -436,19 +451,29 @@ fn env_entry(x: &str) -> Result<(String, String), String> {
     })
 }
 
-/// The multi-host part of the command line, if any.
-fn remote_spec(args: &RunArgs) -> Result<Option<kumi_launch::remote::RemoteSpec>, String> {
+/// The multi-host part of the command line (or of the Slurm allocation
+/// kumi runs in), if any, and the allocation's task count.
+fn remote_spec(
+    args: &RunArgs,
+) -> Result<Option<(kumi_launch::remote::RemoteSpec, Option<u32>)>, String> {
     let (hosts, hostfile, iface, bind) = (&args.hosts, &args.hostfile, &args.iface, &args.bind);
     use kumi_launch::hosts::{parse_hostfile, parse_hosts};
-    use kumi_launch::remote::{parse_cidr, NetChoice};
-    let list = match (hosts, hostfile) {
-        (Some(h), _) => parse_hosts(h).map_err(|e| format!("--hosts {h}: {e}"))?,
-        (None, Some(f)) => {
+    use kumi_launch::remote::{parse_cidr, NetChoice, Starter};
+    let allocation = match (hosts, hostfile) {
+        (None, None) => kumi_launch::slurm::Allocation::from_env(|v| std::env::var(v).ok())
+            .map_err(|e| format!("the Slurm allocation: {e}"))?,
+        _ => None,
+    };
+    let ntasks = allocation.as_ref().and_then(|a| a.ntasks);
+    let list = match (hosts, hostfile, allocation) {
+        (None, None, Some(a)) => a.hosts,
+        (Some(h), _, _) => parse_hosts(h).map_err(|e| format!("--hosts {h}: {e}"))?,
+        (None, Some(f), _) => {
             let text = std::fs::read_to_string(f)
                 .map_err(|e| format!("--hostfile {}: {e}", f.display()))?;
             parse_hostfile(&text).map_err(|e| format!("--hostfile {}: {e}", f.display()))?
         }
-        (None, None) => {
+        (None, None, None) => {
             if iface.is_some() || bind.is_some() {
                 return Err("--iface and --bind need --hosts or --hostfile".into());
             }
@@ -471,17 +496,28 @@ fn remote_spec(args: &RunArgs) -> Result<Option<kumi_launch::remote::RemoteSpec>
             .collect(),
         None => list,
     };
-    let rsh: Vec<String> = args.rsh.split_whitespace().map(String::from).collect();
-    if rsh.is_empty() {
-        return Err("--rsh: an empty command".into());
-    }
-    Ok(Some(kumi_launch::remote::RemoteSpec {
-        hosts: list,
-        rsh,
-        net,
-        agent_program: std::env::var_os("KUMI_AGENT_PROGRAM").map(PathBuf::from),
-        map_by: args.map_by,
-    }))
+    let from_allocation = hosts.is_none() && hostfile.is_none();
+    let starter = match (&args.rsh, from_allocation) {
+        (Some(r), _) => {
+            let rsh: Vec<String> = r.split_whitespace().map(String::from).collect();
+            if rsh.is_empty() {
+                return Err("--rsh: an empty command".into());
+            }
+            Starter::Rsh(rsh)
+        }
+        (None, true) => Starter::Srun,
+        (None, false) => Starter::Rsh(vec!["ssh".into()]),
+    };
+    Ok(Some((
+        kumi_launch::remote::RemoteSpec {
+            hosts: list,
+            starter,
+            net,
+            agent_program: std::env::var_os("KUMI_AGENT_PROGRAM").map(PathBuf::from),
+            map_by: args.map_by,
+        },
+        ntasks,
+    )))
 }
 
 #[cfg(test)]

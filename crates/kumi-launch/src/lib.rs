@@ -48,6 +48,7 @@ pub mod policy;
 pub mod remote;
 pub mod server;
 pub mod signals;
+pub mod slurm;
 pub mod spec;
 pub mod supervise;
 

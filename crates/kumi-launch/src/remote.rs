@@ -37,15 +37,28 @@ const AGENT_PIPE_BASE: PipeId = 1 << 40;
 pub struct RemoteSpec {
     /// Hosts and slots, in order.
     pub hosts: Vec<HostSlots>,
-    /// The remote shell command and its leading arguments (`["ssh"]`); it is
-    /// run as `RSH... host 'remote command line'`.
-    pub rsh: Vec<String>,
+    /// How each host's agent is started.
+    pub starter: Starter,
     /// The network the ranks use (`KUMI_NET`).
     pub net: NetChoice,
     /// The `kumi` executable on the hosts (default: this one's path).
     pub agent_program: Option<PathBuf>,
     /// How ranks are dealt to the hosts.
     pub map_by: crate::hosts::MapBy,
+}
+
+/// How the agent of a host is started.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Starter {
+    /// A remote shell and its leading arguments (`["ssh"]`), run as
+    /// `RSH... host 'remote command line'`.
+    Rsh(Vec<String>),
+    /// `srun`, one step of one task on the host, inside the Slurm allocation
+    /// this launcher runs in (`kumi run` in `sbatch`/`salloc`). The step
+    /// takes the host's whole allocation (`--whole`), so the ranks the agent
+    /// starts are not confined to one CPU, and shares it (`--overlap`) with
+    /// whatever else the job runs there.
+    Srun,
 }
 
 /// A host is the launcher's own if it is named `localhost` or like this machine.
@@ -471,16 +484,37 @@ fn spawn_agent(spec: &RemoteSpec, host: &str, plan: &HostPlan) -> std::io::Resul
         Some(p) => p.clone(),
         None => std::env::current_exe()?,
     };
-    let remote = format!("exec {} agent", quote(&program.to_string_lossy()));
-    let (rsh, rsh_args) = spec
-        .rsh
-        .split_first()
-        .ok_or_else(|| std::io::Error::other("the remote shell command is empty"))?;
-    let mut cmd = Command::new(rsh);
-    cmd.args(rsh_args)
-        .arg(host)
-        .arg(&remote)
-        .stdin(Stdio::piped())
+    let mut cmd = match &spec.starter {
+        Starter::Rsh(rsh) => {
+            let remote = format!("exec {} agent", quote(&program.to_string_lossy()));
+            let (rsh, rsh_args) = rsh
+                .split_first()
+                .ok_or_else(|| std::io::Error::other("the remote shell command is empty"))?;
+            let mut c = Command::new(rsh);
+            c.args(rsh_args).arg(host).arg(&remote);
+            c
+        }
+        Starter::Srun => {
+            let mut c = Command::new("srun");
+            // --unbuffered: the agent's frames must pass as they are written.
+            c.args([
+                "--nodes=1",
+                "--ntasks=1",
+                "--overlap",
+                "--whole",
+                "--unbuffered",
+                "--kill-on-bad-exit=1",
+                "--quiet",
+                "--mpi=none",
+                "--nodelist",
+            ])
+            .arg(host)
+            .arg(&program)
+            .arg("agent");
+            c
+        }
+    };
+    cmd.stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         // Its own group: a terminal's Ctrl-C reaches the launcher only, which

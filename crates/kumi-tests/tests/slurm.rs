@@ -145,3 +145,67 @@ fn a_failing_rank_ends_the_srun_job_with_one_line_naming_it() {
         );
     }
 }
+
+/// An `sbatch` script that says only `kumi run ./prog`: kumi takes the
+/// allocation's nodes, slots and task count, starts its agents with srun,
+/// and places the ranks as Slurm placed the tasks (2, 2, 1); `--map-by node`
+/// deals them one per node in turn.
+#[test]
+fn kumi_run_in_an_sbatch_script_uses_the_allocation() {
+    if slurm::skip_unless_root("kumi_run_in_an_sbatch_script_uses_the_allocation") {
+        return;
+    }
+    let c = c_built();
+    let s = Slurm::start(3, 2);
+    let script = s.dir().join("job.sh");
+    let out = s.dir().join("job.out");
+    let (kumi, prog) = (bin("kumi"), c.join("jobinfo"));
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\n{k} run {p}\necho \"first exited $?\"\n{k} run --map-by node -n 3 {p}\necho \"second exited $?\"\n",
+            k = kumi.display(),
+            p = prog.display()
+        ),
+    )
+    .expect("write the job script");
+    let o = s
+        .on(0, "sbatch")
+        .args(["-N", "3", "-n", "5", "--wait", "-o"])
+        .arg(&out)
+        .arg(&script)
+        .output()
+        .expect("sbatch");
+    let log = std::fs::read_to_string(&out).unwrap_or_default();
+    assert!(o.status.success(), "sbatch: {}\n{log}", text(&o));
+    let hosts = |size: u32| -> Vec<(u32, String)> {
+        let mut v: Vec<(u32, String)> = log
+            .lines()
+            .filter(|l| l.contains(&format!(" size={size} ")))
+            .map(|l| {
+                let field = |k: &str| {
+                    l.split(' ')
+                        .find_map(|f| f.strip_prefix(k))
+                        .unwrap_or_default()
+                        .to_string()
+                };
+                (field("rank=").parse().unwrap_or(99), field("host="))
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let want = |v: &[(u32, &str)]| -> Vec<(u32, String)> {
+        v.iter().map(|(r, h)| (*r, h.to_string())).collect()
+    };
+    assert!(
+        log.contains("first exited 0") && log.contains("second exited 0"),
+        "{log}"
+    );
+    assert_eq!(
+        hosts(5),
+        want(&[(0, "n0"), (1, "n0"), (2, "n1"), (3, "n1"), (4, "n2")]),
+        "{log}"
+    );
+    assert_eq!(hosts(3), want(&[(0, "n0"), (1, "n1"), (2, "n2")]), "{log}");
+}
