@@ -255,7 +255,7 @@ mod tests {
         assert_eq!(
             p.hosts,
             vec![
-                ("a".into(), vec![0, 3, 5]),
+                ("a".into(), vec![0, 3]),
                 ("b".into(), vec![1]),
                 ("c".into(), vec![2, 4])
             ]
