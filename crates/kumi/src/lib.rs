@@ -245,6 +245,7 @@ fn start() -> Result<Universe> {
             id.rank,
             id.size,
             std::time::Duration::from_millis(tuning.blocked_ms),
+            std::time::Duration::from_millis(tuning.wait.sleep_ms),
         ),
         None => watch::Watch::disabled(),
     };

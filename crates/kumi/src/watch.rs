@@ -63,6 +63,16 @@ pub(crate) struct Watch {
     /// `Counters::frames_in` when last looked at.
     last_frames: u64,
     blocked: Duration,
+    /// The last turn of the current wait loop.
+    turn: Option<Instant>,
+    /// Time of the current wait the rank did not run (see [`Watch::stall`]).
+    paused: Duration,
+    /// A gap longer than this between two turns of a wait loop, which sleeps
+    /// at most `KUMI_SLEEP_MS` at a time, is time the rank was not running:
+    /// the job stopped (Slurm's suspend, gang scheduling, SIGSTOP) or the
+    /// machine starved it. It is not counted as blocked, nor as part of the
+    /// wait a report names.
+    stall: Duration,
     /// The C caller of the current wait, once found: (location, function).
     site: Option<(String, Option<String>)>,
 }
@@ -138,17 +148,29 @@ impl Watch {
             last_arrived: 0,
             last_frames: 0,
             blocked: Duration::ZERO,
+            turn: None,
+            paused: Duration::ZERO,
+            stall: Duration::from_millis(1100),
             site: None,
         }
     }
 
     /// A watch that reports to the launcher on `control`.
-    pub fn new(control: Arc<Mutex<Control>>, rank: u32, size: u32, threshold: Duration) -> Watch {
+    /// A watch reporting on `control`; `longest_sleep` is the longest sleep
+    /// of a wait loop (`KUMI_SLEEP_MS`).
+    pub fn new(
+        control: Arc<Mutex<Control>>,
+        rank: u32,
+        size: u32,
+        threshold: Duration,
+        longest_sleep: Duration,
+    ) -> Watch {
         let w = Watch {
             control: Some(control),
             rank,
             size,
             threshold,
+            stall: longest_sleep.saturating_add(Duration::from_secs(1)),
             ..Watch::disabled()
         };
         w.send(&Report::Started {
@@ -166,10 +188,18 @@ impl Watch {
     #[inline]
     pub fn waiting(&mut self, info: &WaitInfo, start: Instant, now: Instant, counters: &Counters) {
         self.current = Some(start);
+        if let Some(gap) = self.turn.map(|t| now.saturating_duration_since(t)) {
+            if gap > self.stall {
+                self.paused += gap - self.stall;
+            }
+        }
+        self.turn = Some(now);
         if self.control.is_none() {
             return;
         }
-        let for_ = now.saturating_duration_since(start);
+        let for_ = now
+            .saturating_duration_since(start)
+            .saturating_sub(self.paused);
         if for_ < self.threshold {
             if self.last_sent.is_none_or(|t| now - t >= PERIOD) {
                 self.last_sent = Some(now);
@@ -224,7 +254,9 @@ impl Watch {
     #[inline(never)]
     fn end_timed_wait(&mut self) {
         if let Some(start) = self.current.take() {
-            self.blocked += start.elapsed();
+            self.blocked += start.elapsed().saturating_sub(self.paused);
+            self.paused = Duration::ZERO;
+            self.turn = None;
             self.site = None;
             if self.reported {
                 self.reported = false;
@@ -243,9 +275,9 @@ impl Watch {
         RankCounters {
             peers: c.peers.clone(),
             blocked_us: (self.blocked
-                + self
-                    .current
-                    .map_or(Duration::ZERO, |s| now.saturating_duration_since(s)))
+                + self.current.map_or(Duration::ZERO, |s| {
+                    now.saturating_duration_since(s).saturating_sub(self.paused)
+                }))
             .as_micros() as u64,
             wall_us: now.saturating_duration_since(self.born).as_micros() as u64,
         }
