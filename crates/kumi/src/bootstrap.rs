@@ -244,24 +244,34 @@ impl Control {
 
 /// A job-wide key-value store with fences: what bootstrap needs of whoever
 /// started the ranks.
+/// Keys belong to the rank that publishes them (as in PMIx); a store with
+/// one name space (the launcher's, PMI-2's) names them `key/rank`.
 pub(crate) trait Exchange {
-    /// Publishes `key` (visible to every rank after the next fence).
-    fn put(&mut self, key: &str, value: Vec<u8>) -> Result<()>;
+    /// Publishes `key` of this rank, `rank` (visible to every rank after the
+    /// next fence).
+    fn put(&mut self, rank: u32, key: &str, value: Vec<u8>) -> Result<()>;
     /// Waits until every rank of the job has reached its fence.
     fn fence(&mut self) -> Result<()>;
-    /// Reads keys published before the last fence (`None`: nobody did).
-    fn get_many(&mut self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>>;
+    /// Reads `(rank, key)`s published before the last fence (`None`: that
+    /// rank did not).
+    fn get_many(&mut self, keys: &[(u32, String)]) -> Result<Vec<Option<Vec<u8>>>>;
+}
+
+/// The name of `rank`'s `key` in a store with one name space.
+pub(crate) fn flat_key(rank: u32, key: &str) -> String {
+    format!("{key}/{rank}")
 }
 
 impl Exchange for Control {
-    fn put(&mut self, key: &str, value: Vec<u8>) -> Result<()> {
-        Control::put(self, key, value)
+    fn put(&mut self, rank: u32, key: &str, value: Vec<u8>) -> Result<()> {
+        Control::put(self, &flat_key(rank, key), value)
     }
     fn fence(&mut self) -> Result<()> {
         Control::fence(self)
     }
-    fn get_many(&mut self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>> {
-        Control::get_many(self, keys)
+    fn get_many(&mut self, keys: &[(u32, String)]) -> Result<Vec<Option<Vec<u8>>>> {
+        let flat: Vec<String> = keys.iter().map(|(r, k)| flat_key(*r, k)).collect();
+        Control::get_many(self, &flat)
     }
 }
 

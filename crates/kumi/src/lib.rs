@@ -56,6 +56,7 @@ pub mod file;
 pub mod inter;
 mod net;
 mod pmi;
+mod pmix;
 mod progress;
 pub mod raw;
 mod report;
@@ -102,8 +103,8 @@ pub struct Universe {
     engine: EngineRef,
     world: Comm,
     control: Option<Arc<Mutex<Control>>>,
-    /// The process manager's PMI-2 channel, for a rank `srun` started.
-    pmi: Option<Mutex<pmi::Pmi2>>,
+    /// The process manager that started this rank (`srun`), if not `kumi run`.
+    pmi: Option<Mutex<pmi::Manager>>,
     id: Identity,
     finalized: bool,
     net_addr: Option<std::net::SocketAddr>,
@@ -141,17 +142,13 @@ fn start() -> Result<Universe> {
     if tuning.deny_cma {
         cma::deny_for_tests();
     }
-    // Not started by `kumi run`: perhaps by a PMI-2 process manager.
-    let pmi_env = match contract {
+    // Not started by `kumi run`: perhaps by a process manager (srun).
+    let manager = match contract {
         Some(_) => None,
-        None => kumi_core::pmi::PmiEnv::parse(|n| std::env::var(n).ok())
-            .map_err(|e| Error::Bootstrap(e.to_string()))?,
+        None => pmi::Manager::connect()?,
     };
-    let (id, mut pmi) = match pmi_env {
-        Some(p) => {
-            let (p, id) = pmi::Pmi2::connect(&p)?;
-            (id, Some(p))
-        }
+    let (id, mut pmi) = match manager {
+        Some((m, id)) => (id, Some(m)),
         None => (Identity::new(contract), None),
     };
     let mut control = match id.control {
@@ -211,10 +208,7 @@ fn start() -> Result<Universe> {
         None => None,
     };
     if let Some(ex) = exchange(&mut control, &mut pmi) {
-        ex.put(
-            &format!("card/{}", id.rank),
-            net::card(&id, link.as_ref()).into_bytes(),
-        )?;
+        ex.put(id.rank, "card", net::card(&id, link.as_ref()).into_bytes())?;
         ex.fence()?;
     }
     let net_addr = link.as_ref().map(|t| t.local_addr());
@@ -292,7 +286,7 @@ fn start() -> Result<Universe> {
 /// The job's key-value exchange: the launcher's, or the process manager's.
 fn exchange<'a>(
     control: &'a mut Option<Control>,
-    pmi: &'a mut Option<pmi::Pmi2>,
+    pmi: &'a mut Option<pmi::Manager>,
 ) -> Option<&'a mut dyn Exchange> {
     match (control, pmi) {
         (Some(c), _) => Some(c),
@@ -445,7 +439,7 @@ impl Drop for Universe {
 
 fn abort_with(
     control: Option<&Mutex<Control>>,
-    pmi: Option<&Mutex<pmi::Pmi2>>,
+    pmi: Option<&Mutex<pmi::Manager>>,
     rank: u32,
     code: i32,
     message: &str,

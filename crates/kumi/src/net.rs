@@ -198,7 +198,7 @@ pub(crate) fn learn_peers(
     let peers: Vec<u32> = (0..route.len() as u32)
         .filter(|&r| route[r as usize] == Route::Net)
         .collect();
-    let keys: Vec<String> = peers.iter().map(|r| format!("card/{r}")).collect();
+    let keys: Vec<(u32, String)> = peers.iter().map(|&r| (r, "card".to_string())).collect();
     let cards = ctl.get_many(&keys)?;
     let mut hosts = vec![String::new(); route.len()];
     for (&r, card) in peers.iter().zip(cards) {

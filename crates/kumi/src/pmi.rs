@@ -9,7 +9,7 @@
 //! the host's ranks from `PMI_process_mapping`. An abort is PMI's `abort`,
 //! which makes the process manager end every rank of the job.
 
-use crate::bootstrap::{Exchange, Identity};
+use crate::bootstrap::{flat_key, Exchange, Identity};
 use crate::error::{Error, Result};
 use kumi_core::control::{from_hex, to_hex};
 use kumi_core::pmi::{self, Decoder, PmiEnv, PmiError, Reply};
@@ -92,12 +92,33 @@ extern "C" fn on_fatal_signal(sig: libc::c_int) {
 
 extern "C" fn on_exit() {
     let fd = LAST_WORDS_FD.load(Ordering::SeqCst);
-    if fd < 0 || DONE.swap(true, Ordering::SeqCst) {
+    if fd < 0 {
+        // A PMIx server's rank: its client library ends the job (this runs
+        // in exit(), not in a signal handler, so the library may be called).
+        if let Some(rank) = EXIT_RANK.get() {
+            end_job(&format!("rank {rank} exited without finalizing kumi"));
+        }
+        return;
+    }
+    if DONE.swap(true, Ordering::SeqCst) {
         return;
     }
     if let Some((frame, line)) = EXIT_WORDS.get() {
         write_all_raw(2, line);
         write_all_raw(fd, frame);
+    }
+}
+
+/// The rank of a PMIx server's rank, for its exit words.
+static EXIT_RANK: OnceLock<u32> = OnceLock::new();
+
+/// Makes an exit without finalize of a rank that a PMIx server started end
+/// the job (fatal signals are not handled there: its client library cannot
+/// be called from a signal handler).
+pub(crate) fn arm_exit_words(rank: u32) {
+    if EXIT_RANK.set(rank).is_ok() {
+        // SAFETY: registers a plain extern "C" fn with no arguments.
+        unsafe { libc::atexit(on_exit) };
     }
 }
 
@@ -149,12 +170,17 @@ fn arm_last_words(fd: i32, rank: u32) {
 
 /// Ends the job through the process manager from anywhere (a failed init,
 /// a lost peer): the message goes to stderr and to the process manager.
-/// Nothing happens for a rank not started over PMI-2.
+/// Nothing happens for a rank not started by a process manager.
 pub(crate) fn end_job(message: &str) {
     let fd = LAST_WORDS_FD.load(Ordering::SeqCst);
-    if fd >= 0 && !DONE.swap(true, Ordering::SeqCst) {
+    if DONE.swap(true, Ordering::SeqCst) {
+        return;
+    }
+    if fd >= 0 {
         eprintln!("kumi: {message}; ending the job");
         write_all_raw(fd, &abort_frame(message));
+    } else if crate::pmix::end_job(message) {
+        eprintln!("kumi: {message}; ending the job");
     }
 }
 
@@ -248,11 +274,11 @@ impl Pmi2 {
             let mut secret = [0u8; 32];
             getrandom::fill(&mut secret)
                 .map_err(|e| Error::Bootstrap(format!("no randomness for the job secret: {e}")))?;
-            p.put("kumi-secret", secret.to_vec())?;
+            p.put(0, "kumi-secret", secret.to_vec())?;
         }
         p.fence()?;
         let secret = p
-            .get_many(&["kumi-secret".to_string()])?
+            .get_many(&[(0, "kumi-secret".to_string())])?
             .pop()
             .flatten()
             .ok_or_else(|| Error::Bootstrap("rank 0 published no job secret".into()))?;
@@ -313,7 +339,8 @@ impl Pmi2 {
 }
 
 impl Exchange for Pmi2 {
-    fn put(&mut self, key: &str, value: Vec<u8>) -> Result<()> {
+    fn put(&mut self, rank: u32, key: &str, value: Vec<u8>) -> Result<()> {
+        let key = &flat_key(rank, key);
         let hex = to_hex(&value);
         if hex.len() > pmi::MAX_VALUE {
             return Err(Error::Bootstrap(format!(
@@ -329,10 +356,11 @@ impl Exchange for Pmi2 {
         self.call("kvs-fence", &[]).map(drop)
     }
 
-    fn get_many(&mut self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>> {
+    fn get_many(&mut self, keys: &[(u32, String)]) -> Result<Vec<Option<Vec<u8>>>> {
         let jobid = self.jobid.clone();
         keys.iter()
-            .map(|k| {
+            .map(|(rank, k)| {
+                let k = &flat_key(*rank, k);
                 let r = self.call("kvs-get", &[("jobid", &jobid), ("srcid", "-1"), ("key", k)])?;
                 match r.found().map_err(err)? {
                     None => Ok(None),
@@ -342,5 +370,65 @@ impl Exchange for Pmi2 {
                 }
             })
             .collect()
+    }
+}
+
+/// The process manager that started this rank, when it was not `kumi run`.
+pub(crate) enum Manager {
+    /// A PMI-2 one (`srun --mpi=pmi2`).
+    Pmi2(Pmi2),
+    /// A PMIx server (`srun --mpi=pmix`). Boxed: its client holds the
+    /// rank's 260-byte PMIx name.
+    Pmix(Box<crate::pmix::Pmix>),
+}
+
+impl Manager {
+    /// The manager named by the environment, connected, and this rank's
+    /// identity; `None` when none started this process.
+    pub fn connect() -> Result<Option<(Manager, Identity)>> {
+        if let Some(env) = PmiEnv::parse(|n| std::env::var(n).ok()).map_err(err)? {
+            let (p, id) = Pmi2::connect(&env)?;
+            return Ok(Some((Manager::Pmi2(p), id)));
+        }
+        if std::env::var_os("PMIX_RANK").is_some() {
+            let (p, id) = crate::pmix::Pmix::connect()?;
+            return Ok(Some((Manager::Pmix(Box::new(p)), id)));
+        }
+        Ok(None)
+    }
+
+    /// Asks the manager to end every rank of the job.
+    pub fn abort(&mut self, message: &str) {
+        match self {
+            Manager::Pmi2(p) => p.abort(message),
+            Manager::Pmix(p) => p.abort(message),
+        }
+    }
+
+    /// Ends the exchange at finalize.
+    pub fn finalize(&mut self) -> Result<()> {
+        match self {
+            Manager::Pmi2(p) => p.finalize(),
+            Manager::Pmix(p) => p.finalize(),
+        }
+    }
+
+    fn exchange(&mut self) -> &mut dyn Exchange {
+        match self {
+            Manager::Pmi2(p) => p,
+            Manager::Pmix(p) => &mut **p,
+        }
+    }
+}
+
+impl Exchange for Manager {
+    fn put(&mut self, rank: u32, key: &str, value: Vec<u8>) -> Result<()> {
+        self.exchange().put(rank, key, value)
+    }
+    fn fence(&mut self) -> Result<()> {
+        self.exchange().fence()
+    }
+    fn get_many(&mut self, keys: &[(u32, String)]) -> Result<Vec<Option<Vec<u8>>>> {
+        self.exchange().get_many(keys)
     }
 }
