@@ -250,9 +250,14 @@ impl Job {
                     sources.push(Source::Signal(*sig));
                     fds.push(PollFd::new(fd, PollFlags::IN));
                 }
-                sources.push(Source::Listener);
-                fds.push(PollFd::new(&listener, PollFlags::IN));
-                let tcp_listener = server.tcp_listener_fd();
+                // While MAX_PENDING strangers are mid-handshake, new
+                // connections wait in the backlog (polling would spin).
+                let accepting = server.accepting();
+                if accepting {
+                    sources.push(Source::Listener);
+                    fds.push(PollFd::new(&listener, PollFlags::IN));
+                }
+                let tcp_listener = server.tcp_listener_fd().filter(|_| accepting);
                 if let Some(l) = &tcp_listener {
                     sources.push(Source::TcpListener);
                     fds.push(PollFd::new(l, PollFlags::IN));

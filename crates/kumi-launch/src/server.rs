@@ -6,7 +6,10 @@
 //! unauthenticated peer can cost is bounded: its connection must come from our own
 //! uid, it may send at most [`HANDSHAKE_BYTES`] before the proof, it must finish
 //! within [`HANDSHAKE_TIMEOUT`], and at most [`MAX_PENDING`] such peers are held at
-//! once. A refused peer gets `Refused{reason}` and is closed; the job goes on.
+//! once: more wait in the listening socket's backlog, not accepted until one
+//! of them answers or times out (so a job of thousands of ranks starts, and
+//! a flood of strangers only delays it). A refused peer gets
+//! `Refused{reason}` and is closed; the job goes on.
 //!
 //! After `Welcome`, the channel serves the key-value store, fences, abort,
 //! finalize and supervision reports. A peer may answer the challenge with
@@ -32,7 +35,7 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Bytes an unauthenticated peer may send before its `Hello` is decoded. A `Hello`
 /// is well under 200 bytes; this leaves room and no more.
 pub const HANDSHAKE_BYTES: usize = 4096;
-/// Unauthenticated connections held at once; more are refused on accept.
+/// Unauthenticated connections held at once; more wait to be accepted.
 pub const MAX_PENDING: usize = 64;
 
 /// Something the event loop must act on or report.
@@ -211,9 +214,23 @@ impl ControlServer {
             .min()
     }
 
-    /// Accepts every waiting connection and challenges it.
+    /// Whether the server takes new connections now (fewer than
+    /// [`MAX_PENDING`] are mid-handshake): the event loop polls the
+    /// listeners only then.
+    pub fn accepting(&self) -> bool {
+        self.pending() < MAX_PENDING
+    }
+
+    fn pending(&self) -> usize {
+        self.conns
+            .values()
+            .filter(|c| matches!(c.state, State::Challenged { .. }))
+            .count()
+    }
+
+    /// Accepts waiting connections, while it takes any, and challenges them.
     pub fn accept(&mut self, now: Instant, events: &mut Vec<ControlEvent>) {
-        loop {
+        while self.accepting() {
             let stream = match self.listener.accept() {
                 Ok((s, _)) => s,
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
@@ -222,18 +239,10 @@ impl ControlServer {
             if stream.set_nonblocking(true).is_err() {
                 continue;
             }
-            let pending = self
-                .conns
-                .values()
-                .filter(|c| matches!(c.state, State::Challenged { .. }))
-                .count();
             let reason = match rustix::net::sockopt::socket_peercred(&stream) {
                 Ok(cred) if cred.uid != rustix::process::getuid() => Some(format!(
                     "peer uid {} is not the job owner's",
                     cred.uid.as_raw()
-                )),
-                Ok(_) if pending >= MAX_PENDING => Some(format!(
-                    "more than {MAX_PENDING} connections are mid-handshake"
                 )),
                 Ok(_) => None,
                 Err(e) => Some(format!("cannot identify the peer: {e}")),
@@ -262,28 +271,17 @@ impl ControlServer {
         self.tcp.as_ref().map(|l| l.as_fd())
     }
 
-    /// Accepts every waiting TCP connection and challenges it.
+    /// Accepts waiting TCP connections, while it takes any, and challenges
+    /// them.
     pub fn accept_tcp(&mut self, now: Instant, events: &mut Vec<ControlEvent>) {
-        loop {
+        while self.accepting() {
             let Some(l) = &self.tcp else { return };
-            let (stream, addr) = match l.accept() {
+            let (stream, _) = match l.accept() {
                 Ok(x) => x,
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                 Err(_) => return,
             };
             if stream.set_nonblocking(true).is_err() || stream.set_nodelay(true).is_err() {
-                continue;
-            }
-            let pending = self
-                .conns
-                .values()
-                .filter(|c| matches!(c.state, State::Challenged { .. }))
-                .count();
-            if pending >= MAX_PENDING {
-                let reason =
-                    format!("{addr}: more than {MAX_PENDING} connections are mid-handshake");
-                refuse_stream(stream, &reason);
-                events.push(ControlEvent::Refused(reason));
                 continue;
             }
             self.challenge(Stream::Tcp(stream), now, events);

@@ -91,7 +91,15 @@ pub struct Supervision {
     ranks: Vec<RankInfo>,
     suspect: Option<(Vec<u32>, Instant)>,
     reported: Option<Vec<u32>>,
+    /// When the deadlock rule last ran (see [`CHECK_EVERY`]).
+    checked: Option<Instant>,
 }
+
+/// How often the deadlock rule runs at most. It reads every rank's
+/// counters for every peer (n^2 numbers), and the event loop turns once per
+/// event: at a thousand ranks, running it every turn left the launcher too
+/// busy to read the ranks' reports. A grace period is at least this coarse.
+pub const CHECK_EVERY: Duration = Duration::from_millis(50);
 
 impl Supervision {
     /// A job of `size` ranks running `program`.
@@ -108,6 +116,7 @@ impl Supervision {
             ranks: (0..size).map(|_| RankInfo::default()).collect(),
             suspect: None,
             reported: None,
+            checked: None,
         }
     }
 
@@ -158,6 +167,13 @@ impl Supervision {
     /// (once per deadlock).
     pub fn check(&mut self, now: Instant) -> Option<Found> {
         let grace = self.cfg.deadlock_timeout?;
+        if self
+            .checked
+            .is_some_and(|t| now.saturating_duration_since(t) < CHECK_EVERY)
+        {
+            return None;
+        }
+        self.checked = Some(now);
         let (d, text) = {
             let view = self.view();
             match deadlock::detect(&view) {
