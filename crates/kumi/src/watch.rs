@@ -430,3 +430,39 @@ fn is_collective(c: Call) -> bool {
 fn arrived(c: &Counters) -> u64 {
     c.peers.iter().map(|p| p.msgs_in + p.coll_msgs_in).sum()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A job stopped for 30 s (Slurm's suspend) while a rank waited: the
+    /// gap between two turns of its wait loop is not time blocked; a wait
+    /// that turns regularly counts whole.
+    #[test]
+    fn time_the_rank_was_stopped_is_not_blocked() {
+        let info = WaitInfo::plain(Call::Barrier);
+        let c = Counters::default();
+        let mut w = Watch::disabled();
+        let start = Instant::now()
+            .checked_sub(Duration::from_secs(40))
+            .expect("a clock 40 s old");
+        w.waiting(&info, start, start + Duration::from_millis(500), &c);
+        w.waiting(&info, start, start + Duration::from_millis(1000), &c);
+        // Stopped from 1 s to 35 s.
+        w.waiting(&info, start, start + Duration::from_secs(35), &c);
+        w.wait_ended();
+        let blocked = w.blocked.as_secs_f64();
+        // 40 s of wall time, 34 s of it stopped, less the 1.1 s allowed for
+        // one sleep: about 7.1 s blocked.
+        assert!((6.5..8.0).contains(&blocked), "{blocked}");
+        let mut w = Watch::disabled();
+        let start = Instant::now()
+            .checked_sub(Duration::from_secs(3))
+            .expect("a clock 3 s old");
+        for ms in (0..3000).step_by(100) {
+            w.waiting(&info, start, start + Duration::from_millis(ms), &c);
+        }
+        w.wait_ended();
+        assert!(w.blocked >= Duration::from_secs(3), "{:?}", w.blocked);
+    }
+}
