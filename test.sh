@@ -20,6 +20,9 @@ command -v mpicc.mpich >/dev/null || { apt-get update -qq && apt-get install -y 
 # The Fortran tests (crates/kumi-tests/tests/fortran.rs) compile with gfortran,
 # kumi's and MPICH's wrappers.
 command -v gfortran >/dev/null || { apt-get update -qq && apt-get install -y -qq gfortran >/dev/null; }
+# The install test (crates/kumi-tests/tests/install.rs) builds with CMake's
+# find_package(MPI) and asks pkg-config.
+command -v cmake >/dev/null && command -v pkg-config >/dev/null || { apt-get update -qq && apt-get install -y -qq cmake pkg-config >/dev/null; }
 # The Slurm tests (crates/kumi-tests/tests/slurm.rs) start their own Slurm
 # cluster (private munged, slurmctld and slurmd's in test namespaces, removed
 # afterwards); apt starts no service here, and the tests start none of the

@@ -231,6 +231,39 @@ fn link_mode(static_flag: bool) -> Result<Link, String> {
     }
 }
 
+/// The answers to the questions build systems ask an MPI compiler wrapper
+/// (CMake's FindMPI, Meson, autotools): Open MPI's `--showme:*` (flags
+/// only) and MPICH's `-compile-info`/`-link-info` (whole commands).
+fn interrogate(flag: &str, lang: Lang, d: &Dirs, link: Link) -> Option<String> {
+    let line = |(cc, v): (OsString, Vec<OsString>)| {
+        std::iter::once(cc)
+            .chain(v)
+            .map(|a| quote(&a))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let flags = |v: Vec<OsString>| v.iter().map(quote).collect::<Vec<_>>().join(" ");
+    let compile_only = [OsString::from("-c")];
+    let (_, compile) = build_command(lang, &compile_only, d, link);
+    let compile: Vec<OsString> = compile.into_iter().filter(|a| a != "-c").collect();
+    let (_, all) = build_command(lang, &[], d, link);
+    let link_flags: Vec<OsString> = all.into_iter().filter(|a| !compile.contains(a)).collect();
+    Some(match flag.trim_start_matches('-') {
+        "showme:compile" => flags(compile),
+        "showme:link" => flags(link_flags),
+        "showme:incdirs" => d.include.display().to_string(),
+        "showme:libdirs" => d.lib.display().to_string(),
+        "showme:libs" => match link {
+            Link::Shared => "mpi".into(),
+            Link::Static => "mpi gcc_s util rt pthread m dl".into(),
+        },
+        "showme:version" => format!("kumi {}", env!("CARGO_PKG_VERSION")),
+        "compile-info" | "compile_info" => line(build_command(lang, &compile_only, d, link)),
+        "link-info" | "link_info" => line(build_command(lang, &[], d, link)),
+        _ => return None,
+    })
+}
+
 /// Runs the compiler (or prints the command for `--showme`); the exit code.
 pub fn compile(lang: Lang, args: Vec<OsString>) -> i32 {
     let showme = args
@@ -268,6 +301,12 @@ pub fn compile(lang: Lang, args: Vec<OsString>) -> i32 {
             d.lib.join("libmpi.a").display()
         );
         return 1;
+    }
+    if let [one] = args.as_slice() {
+        if let Some(answer) = one.to_str().and_then(|f| interrogate(f, lang, &d, link)) {
+            println!("{answer}");
+            return 0;
+        }
     }
     let (cc, v) = build_command(lang, &args, &d, link);
     if showme {

@@ -11,6 +11,7 @@ use std::process::ExitCode;
 mod bench;
 mod cc;
 mod clean;
+mod install;
 mod mpirun;
 mod ps;
 mod run;
@@ -24,7 +25,8 @@ EXAMPLES:
                                            8 ranks, each output line tagged [rank]
     kumi bench pingpong                    latency between two ranks, 0 B .. 4 MiB
     kumi clean --dry-run                   list leftovers of dead jobs
-    kumi clean                             remove them";
+    kumi clean                             remove them
+    kumi install --prefix /opt/kumi        install for a cluster's users";
 
 /// kumi runs parallel programs: it starts N processes ("ranks") of one program,
 /// connects them to each other through shared memory and a control channel, and
@@ -70,6 +72,9 @@ enum Command {
     Fc(cc::CcArgs),
     /// Turn `kumi bench ... --out DIR` results into report.md, report.html and charts.
     Report(suite::ReportArgs),
+    /// Install kumi into a prefix (bin, lib, include, pkg-config, a
+    /// modulefile, docs) that can be moved or shared.
+    Install(install::InstallArgs),
     // New subcommands: one variant here, one arm in `main` below.
 }
 
@@ -103,6 +108,7 @@ fn main() -> ExitCode {
         Command::Cc(args) => cc::main(cc::Lang::C, args),
         Command::Cxx(args) => cc::main(cc::Lang::Cxx, args),
         Command::Fc(args) => cc::main(cc::Lang::Fortran, args),
+        Command::Install(args) => install::main(args),
     };
     ExitCode::from(code.clamp(0, 255) as u8)
 }
