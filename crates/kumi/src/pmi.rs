@@ -258,30 +258,8 @@ impl Pmi2 {
         let place = pmi::placement(&nodes, rank).ok_or_else(|| {
             Error::Bootstrap(format!("rank {rank} is not in the process mapping"))
         })?;
-        let job: String = format!("pmi-{}", p.jobid)
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '-' {
-                    c
-                } else {
-                    '-'
-                }
-            })
-            .collect();
-        // The job secret: rank 0's random bytes, published before any
-        // address (the transports prove it to each other).
-        if rank == 0 {
-            let mut secret = [0u8; 32];
-            getrandom::fill(&mut secret)
-                .map_err(|e| Error::Bootstrap(format!("no randomness for the job secret: {e}")))?;
-            p.put(0, "kumi-secret", secret.to_vec())?;
-        }
-        p.fence()?;
-        let secret = p
-            .get_many(&[(0, "kumi-secret".to_string())])?
-            .pop()
-            .flatten()
-            .ok_or_else(|| Error::Bootstrap("rank 0 published no job secret".into()))?;
+        let job = job_id("pmi", &p.jobid);
+        let secret = share_secret(&mut p, rank)?;
         let host = std::env::var("SLURMD_NODENAME")
             .ok()
             .filter(|h| !h.is_empty() && !h.contains(char::is_whitespace))
@@ -371,6 +349,39 @@ impl Exchange for Pmi2 {
             })
             .collect()
     }
+}
+
+/// kumi's job id for a process manager's (`kind-id`, in the characters a
+/// segment name takes): the same on every rank of the job.
+pub(crate) fn job_id(kind: &str, id: &str) -> String {
+    format!("{kind}-{id}")
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect()
+}
+
+/// The job secret, for a job whose starter gave none: rank 0's random
+/// bytes, published and read back by every rank before any address (the
+/// transports prove it to each other). One fence.
+pub(crate) fn share_secret(ex: &mut dyn Exchange, rank: u32) -> Result<Vec<u8>> {
+    const KEY: &str = "kumi-secret";
+    if rank == 0 {
+        let mut secret = [0u8; 32];
+        getrandom::fill(&mut secret)
+            .map_err(|e| Error::Bootstrap(format!("no randomness for the job secret: {e}")))?;
+        ex.put(0, KEY, secret.to_vec())?;
+    }
+    ex.fence()?;
+    ex.get_many(&[(0, KEY.to_string())])?
+        .pop()
+        .flatten()
+        .ok_or_else(|| Error::Bootstrap("rank 0 published no job secret".into()))
 }
 
 /// The process manager that started this rank, when it was not `kumi run`.

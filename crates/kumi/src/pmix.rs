@@ -179,28 +179,8 @@ impl Pmix {
         let nspace = unsafe { CStr::from_ptr(p.me.nspace.as_ptr()) }
             .to_string_lossy()
             .into_owned();
-        let job: String = format!("pmix-{nspace}")
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '-' {
-                    c
-                } else {
-                    '-'
-                }
-            })
-            .collect();
-        if rank == 0 {
-            let mut secret = [0u8; 32];
-            getrandom::fill(&mut secret)
-                .map_err(|e| Error::Bootstrap(format!("no randomness for the job secret: {e}")))?;
-            p.put(0, "kumi-secret", secret.to_vec())?;
-        }
-        p.fence()?;
-        let secret = p
-            .get_many(&[(0, "kumi-secret".to_string())])?
-            .pop()
-            .flatten()
-            .ok_or_else(|| Error::Bootstrap("rank 0 published no job secret".into()))?;
+        let job = crate::pmi::job_id("pmix", &nspace);
+        let secret = crate::pmi::share_secret(&mut p, rank)?;
         let id = Identity {
             job,
             rank,
