@@ -23,11 +23,17 @@ use std::time::{Duration, Instant};
 
 static NEXT: AtomicU32 = AtomicU32::new(0);
 
+/// One cluster at a time in a test process: the tests of one file run in
+/// parallel threads, and several clusters on two cores would make the
+/// timing of suspend and gang scheduling the machine's, not Slurm's.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// A running Slurm cluster of test hosts.
 pub struct Slurm {
     /// The hosts; node `n<i>` runs in host `i`.
     pub hosts: Cluster,
     dir: PathBuf,
+    _turn: std::sync::MutexGuard<'static, ()>,
 }
 
 /// Prints the loud skip message; returns true if the test must skip.
@@ -60,10 +66,19 @@ impl Slurm {
     }
 
     fn try_start(k: usize, cpus: usize) -> Result<Slurm, String> {
+        // A test that failed while holding it poisoned it; the cluster it
+        // held is gone all the same.
+        let turn = ONE_AT_A_TIME
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let hosts = Cluster::create(k)?;
         let n = NEXT.fetch_add(1, Ordering::Relaxed); // Relaxed: a unique number only.
         let dir = std::env::temp_dir().join(format!("kumi-slurm-{}-{n}", std::process::id()));
-        let s = Slurm { hosts, dir };
+        let s = Slurm {
+            hosts,
+            dir,
+            _turn: turn,
+        };
         // From here on, Drop cleans up.
         for d in ["munge", "state", "spool", "log", "tmp"] {
             std::fs::create_dir_all(s.dir.join(d)).map_err(|e| e.to_string())?;
