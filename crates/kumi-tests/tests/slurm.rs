@@ -20,42 +20,36 @@ use std::time::{Duration, Instant};
 /// program another test is starting).
 fn c_built() -> PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(build_c).clone()
-}
-
-fn build_c() -> PathBuf {
-    let out = lib_dir().join("slurm-tests/c");
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../kumi-mpi/tests/c");
-    compile_all(
-        &[bin("kumi").display().to_string(), "cc".into()],
-        &["-O1", "-pthread"],
-        &src,
-        &[
+    DIR.get_or_init(|| {
+        let files = [
             "jobinfo.c",
             "p2p.c",
             "coll.c",
             "abort.c",
             "crash.c",
             "ticks.c",
-        ],
-        &out,
-    );
-    out
+        ];
+        build("cc", "../kumi-mpi/tests/c", &["-O1", "-pthread"], &files)
+    })
+    .clone()
 }
 
 fn fortran_built() -> PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(build_fortran).clone()
+    DIR.get_or_init(|| build("fc", "fortran", &["-O1"], &["p2p.f"]))
+        .clone()
 }
 
-fn build_fortran() -> PathBuf {
-    let out = lib_dir().join("slurm-tests/fortran");
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("fortran");
+/// `files` of `dir` (from this crate) built with `kumi <wrapper>` into
+/// `slurm-tests/<wrapper>`.
+fn build(wrapper: &str, dir: &str, flags: &[&str], files: &[&str]) -> PathBuf {
+    let out = lib_dir().join("slurm-tests").join(wrapper);
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
     compile_all(
-        &[bin("kumi").display().to_string(), "fc".into()],
-        &["-O1"],
+        &[bin("kumi").display().to_string(), wrapper.into()],
+        flags,
         &src,
-        &["p2p.f"],
+        files,
         &out,
     );
     out
