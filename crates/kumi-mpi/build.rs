@@ -32,6 +32,7 @@ fn main() {
     println!("cargo:rustc-cdylib-link-arg=-Wl,-z,max-page-size=0x2000");
     println!("cargo:rerun-if-changed=include/mpi.h");
     println!("cargo:rerun-if-changed=include/mpif.h");
+    println!("cargo:rerun-if-changed=include/kumi.h");
     println!("cargo:rerun-if-changed=include/mpi.f90");
     println!("cargo:rerun-if-changed=include/mpi_f08.f90");
     println!("cargo:rerun-if-changed=build.rs");
@@ -51,7 +52,7 @@ fn main() {
     let inc = dir.join("include");
     let _ = std::fs::create_dir_all(&inc);
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("include");
-    for h in ["mpi.h", "mpif.h"] {
+    for h in ["mpi.h", "mpif.h", "kumi.h"] {
         if let Err(e) = std::fs::copy(src.join(h), inc.join(h)) {
             println!("cargo:warning=could not copy {h}: {e}");
         }

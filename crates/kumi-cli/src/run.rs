@@ -6,7 +6,7 @@ use kumi_launch::hosts::MapBy;
 use kumi_launch::policy::TIMEOUT_EXIT;
 use kumi_launch::spec::app;
 use kumi_launch::supervise::{OnDeadlock, SupervisionConfig, DEADLOCK_EXIT};
-use kumi_launch::{Job, JobSpec, MAX_RANKS};
+use kumi_launch::{checkpoint, Job, JobSpec, Loss, MAX_RANKS};
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
@@ -195,6 +195,28 @@ pub struct RunArgs {
     #[arg(long)]
     pub monitor: bool,
 
+    /// Directory of the job's checkpoints (see CHECKPOINT AND RESTART).
+    #[arg(long, value_name = "DIR")]
+    pub checkpoint_dir: Option<PathBuf>,
+
+    /// Seconds between checkpoints, when the program asks whether one is
+    /// due [default: 600].
+    #[arg(long, value_name = "SECONDS", requires = "checkpoint_dir")]
+    pub checkpoint_every: Option<f64>,
+
+    /// Complete checkpoints to keep [default: 2].
+    #[arg(long, value_name = "K", requires = "checkpoint_dir", value_parser = clap::value_parser!(u32).range(1..))]
+    pub checkpoint_keep: Option<u32>,
+
+    /// Resume the newest complete checkpoint in DIR (and checkpoint there).
+    #[arg(long, value_name = "DIR")]
+    pub restart: Option<PathBuf>,
+
+    /// When a rank or a host dies, run the job again from its newest
+    /// complete checkpoint, up to N times.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub max_restarts: u32,
+
     /// Run on these hosts: HOST[:SLOTS],... (see MULTIPLE HOSTS below).
     #[arg(long, value_name = "HOSTS", conflicts_with = "hostfile")]
     pub hosts: Option<String>,
@@ -228,26 +250,151 @@ pub struct RunArgs {
     pub command: Vec<OsString>,
 }
 
-/// Runs the job; returns the exit code.
-pub fn main(args: RunArgs) -> i32 {
-    match job(args) {
-        Ok(job) => run(job),
-        Err(e) => {
-            eprintln!("kumi run: {e}");
-            2
+/// Runs the job (again from its newest checkpoint after a failure, as
+/// `--max-restarts` allows); returns the exit code.
+pub fn main(mut args: RunArgs) -> i32 {
+    let usage = |e: String| {
+        eprintln!("kumi run: {e}");
+        2
+    };
+    let plan = match checkpoint_plan(&args) {
+        Ok(p) => p,
+        Err(e) => return usage(e),
+    };
+    let mut attempt = Attempt::default();
+    let mut restarts = 0;
+    loop {
+        let mut prepared = match job(&args, &attempt) {
+            Ok(p) => p,
+            Err(e) => return usage(e),
+        };
+        // A restart runs as many ranks as the first run, wherever they land.
+        args.size = args.size.or(prepared.size);
+        if let Some(plan) = &plan {
+            let start = restarts > 0 || args.restart.is_some();
+            let resume = match start {
+                true => match checkpoint::resume(&plan.dir, &prepared.identity) {
+                    Ok(r) => r,
+                    Err(e) if restarts == 0 => return usage(format!("--restart: {e}")),
+                    Err(e) => {
+                        eprintln!("kumi run: not restarting: {e}");
+                        return attempt.last_exit;
+                    }
+                },
+                false => checkpoint::Resume {
+                    epochs: Vec::new(),
+                    passed: Vec::new(),
+                },
+            };
+            for line in &resume.passed {
+                eprintln!("kumi run: passing over checkpoint {line}");
+            }
+            let from = match resume.epochs.first() {
+                Some(e) => format!(
+                    "from checkpoint {e} in {}",
+                    plan.dir
+                        .join(kumi_core::checkpoint::epoch_dir(*e))
+                        .display()
+                ),
+                None => "from the beginning (no complete checkpoint yet)".to_string(),
+            };
+            match restarts {
+                0 if args.restart.is_some() => eprintln!("kumi run: resuming {from}"),
+                0 => {}
+                n => eprintln!(
+                    "kumi run: restart {n} of {}: running the job again {from}{}",
+                    args.max_restarts,
+                    attempt.where_now()
+                ),
+            }
+            let env = checkpoint::env(plan, &resume, &prepared.identity.program);
+            prepared.job = prepared.job.more_env(env);
+        } else if restarts > 0 {
+            eprintln!(
+                "kumi run: restart {restarts} of {}: running the job again from the beginning (no --checkpoint-dir){}",
+                args.max_restarts,
+                attempt.where_now()
+            );
+        }
+        let outcome = run(prepared);
+        attempt.last_exit = outcome.exit_code;
+        if outcome.exit_code == 0 || restarts >= args.max_restarts {
+            return outcome.exit_code;
+        }
+        match outcome.loss {
+            Loss::None => return outcome.exit_code,
+            Loss::Rank => {}
+            Loss::Host(h) => attempt.lost.push(h),
+        }
+        restarts += 1;
+    }
+}
+
+/// What changes from one run of a job to the next.
+#[derive(Default)]
+struct Attempt {
+    /// Hosts lost by earlier runs, left out of this one.
+    lost: Vec<String>,
+    /// The exit code of the last run.
+    last_exit: i32,
+}
+
+impl Attempt {
+    fn where_now(&self) -> String {
+        match self.lost.as_slice() {
+            [] => String::new(),
+            l => format!(" without host {}", l.join(", ")),
         }
     }
+}
+
+/// The checkpoint options, checked: `None` when the job does not checkpoint.
+fn checkpoint_plan(args: &RunArgs) -> Result<Option<checkpoint::Plan>, String> {
+    let dir = match (&args.checkpoint_dir, &args.restart) {
+        (Some(c), Some(r)) if c != r => {
+            return Err(format!(
+                "--restart {} and --checkpoint-dir {} differ: a restarted job checkpoints where it resumes from (give one of them)",
+                r.display(),
+                c.display()
+            ))
+        }
+        (Some(d), _) | (None, Some(d)) => d,
+        (None, None) => return Ok(None),
+    };
+    let every_s = match args.checkpoint_every {
+        Some(t) if !(t.is_finite() && (0.0..=1e9).contains(&t)) => {
+            return Err(format!(
+                "--checkpoint-every {t}: give a number of seconds from 0 to 1e9"
+            ))
+        }
+        t => t,
+    };
+    let dir = std::path::absolute(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    if args.restart.is_some() && !dir.is_dir() {
+        return Err(format!("--restart {}: no such directory", dir.display()));
+    }
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| format!("--checkpoint-dir {}: {e}", dir.display()))?;
+    Ok(Some(checkpoint::Plan {
+        dir,
+        every_s,
+        keep: args.checkpoint_keep,
+    }))
 }
 
 /// A job ready to run, and whether it shows the monitor.
 pub struct Prepared {
     job: Job,
     monitor: bool,
+    /// The number of ranks, when the command line or the hosts decided it.
+    size: Option<u32>,
+    /// What its checkpoints are checked against.
+    identity: kumi_core::checkpoint::JobIdentity,
 }
 
 /// The job the command line describes, checked (an error is a usage error).
-fn job(args: RunArgs) -> Result<Prepared, String> {
-    let (remote, ntasks) = match remote_spec(&args)? {
+fn job(args: &RunArgs, attempt: &Attempt) -> Result<Prepared, String> {
+    let (remote, ntasks) = match remote_spec(args, &attempt.lost)? {
         Some((r, n)) => (Some(r), n),
         None => (None, None),
     };
@@ -282,6 +429,16 @@ fn job(args: RunArgs) -> Result<Prepared, String> {
         let b = if b == "hwthread" { "core" } else { b };
         env.push(("KUMI_BIND".into(), b.into()));
     }
+    let cwd = std::env::current_dir().unwrap_or_default();
+    let identity = kumi_core::checkpoint::JobIdentity {
+        program: checkpoint::program_identity(&apps, &cwd),
+        args: apps[0]
+            .args
+            .iter()
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect(),
+        size: apps.iter().map(|a| a.ranks).sum(),
+    };
     let spec = JobSpec::new(apps, args.tag_output)
         .and_then(|s| s.with_env(env))
         .map_err(|e| e.to_string())?;
@@ -312,7 +469,7 @@ fn job(args: RunArgs) -> Result<Prepared, String> {
             OnDeadlock::Abort
         },
         stats: args.stats,
-        stats_json: args.stats_json,
+        stats_json: args.stats_json.clone(),
     };
     debug_assert_eq!(DEADLOCK_EXIT, 86, "documented in RUN_HELP");
     debug_assert_eq!(TIMEOUT_EXIT, 124, "documented in RUN_HELP");
@@ -337,11 +494,13 @@ fn job(args: RunArgs) -> Result<Prepared, String> {
     Ok(Prepared {
         job,
         monitor: args.monitor,
+        size,
+        identity,
     })
 }
 
-/// Runs a prepared job; returns the exit code.
-fn run(p: Prepared) -> i32 {
+/// Runs a prepared job; returns how it ended (the cause printed).
+fn run(p: Prepared) -> kumi_launch::Outcome {
     let outcome = p.job.run();
     if p.monitor {
         crate::top::stop_monitor();
@@ -350,7 +509,7 @@ fn run(p: Prepared) -> i32 {
     if let Some(cause) = &outcome.cause {
         eprintln!("kumi run: {cause}");
     }
-    outcome.exit_code
+    outcome
 }
 
 /// The programs of the command line. The first runs on `first` ranks (`-n`);
@@ -455,6 +614,7 @@ fn env_entry(x: &str) -> Result<(String, String), String> {
 /// kumi runs in), if any, and the allocation's task count.
 fn remote_spec(
     args: &RunArgs,
+    lost: &[String],
 ) -> Result<Option<(kumi_launch::remote::RemoteSpec, Option<u32>)>, String> {
     let (hosts, hostfile, iface, bind) = (&args.hosts, &args.hostfile, &args.iface, &args.bind);
     use kumi_launch::hosts::{parse_hostfile, parse_hosts};
@@ -489,6 +649,13 @@ fn remote_spec(
         ),
         (None, None) => NetChoice::Auto,
     };
+    let list: Vec<_> = list
+        .into_iter()
+        .filter(|h| !lost.contains(&h.name))
+        .collect();
+    if list.is_empty() {
+        return Err("every host of the job is lost".into());
+    }
     let list = match args.ppn {
         Some(p) => list
             .into_iter()

@@ -164,6 +164,11 @@ vars! {
     "KUMI_HOST_RANKS", Contract, "set by `kumi run`", "(multi-host jobs) the global ranks of this host, e.g. `0-3,8`";
     "KUMI_HOST", Contract, "set by `kumi run`", "(multi-host jobs) this host's name as given to `--hosts`";
     "KUMI_NET", Contract, "set by `kumi run`", "network the ranks use: `iface:NAME`, `net:A.B.C.D/P` or `auto`";
+    "KUMI_CKPT_DIR", Contract, "set by `kumi run --checkpoint-dir` (or by hand)", "directory of the job's checkpoints (one `ckpt-<epoch>/` each; every host must see the same directory); unset: the job does not checkpoint (a save does nothing, no checkpoint is ever due)";
+    "KUMI_CKPT_EVERY", Contract, "600 (`--checkpoint-every`)", "seconds between checkpoints: when the program asks whether one is due, rank 0 answers yes once this long has passed since the job started or last checkpointed";
+    "KUMI_CKPT_KEEP", Contract, "2 (`--checkpoint-keep`)", "complete checkpoints kept; older ones are deleted once a newer one is complete";
+    "KUMI_CKPT_RESTART", Contract, "set by `kumi run --restart` / `--max-restarts`", "the checkpoint epochs this run may resume, newest first (the ranks agree on the newest whose every part verifies)";
+    "KUMI_CKPT_PROGRAM", Contract, "set by `kumi run`", "the program(s) the manifest names, so a restart can refuse another program's checkpoint";
     "KUMI_TEST_DENY_CMA", Testing, "off",
     "`1`: every `process_vm_readv`/`writev` fails as on a kernel that refuses it, so the fallback can be tested";
     "KUMI_BENCH_FAULT", Testing, "none",
@@ -311,7 +316,7 @@ impl Env {
     }
 
     /// A non-negative integer in `lo..=hi`, or `None` if unset.
-    fn num(&self, name: &'static str, lo: u64, hi: u64) -> Result<Option<u64>, ConfigError> {
+    pub fn num(&self, name: &'static str, lo: u64, hi: u64) -> Result<Option<u64>, ConfigError> {
         let Some(v) = self.get(name) else {
             return Ok(None);
         };

@@ -35,6 +35,7 @@
 #![deny(missing_docs)]
 
 pub mod call;
+pub mod checkpoint;
 pub mod coll;
 pub mod combine;
 pub mod config;

@@ -16,7 +16,7 @@
 //! holds a pipe open. Then the outcome is the supervisor's.
 
 use crate::host::{HostPlan, PipeId, Reaped};
-use crate::policy::{Outcome, RankEnd, Supervisor};
+use crate::policy::{Loss, Outcome, RankEnd, Supervisor};
 use crate::remote::{Cluster, RemoteSpec};
 use crate::server::{ConnId, ControlEvent, ControlServer};
 use crate::spec::JobSpec;
@@ -109,6 +109,13 @@ impl Job {
             output: None,
             time_limit: None,
         }
+    }
+
+    /// Sets more variables for every rank (names kumi makes, such as the
+    /// checkpoint variables `kumi run` derives for each run of a job).
+    pub fn more_env(mut self, env: impl IntoIterator<Item = (String, String)>) -> Job {
+        self.spec.env.extend(env);
+        self
     }
 
     /// Ends the job (exit code [`crate::policy::TIMEOUT_EXIT`]) if it still
@@ -353,9 +360,12 @@ impl Job {
             write_out(&mut self.output, &mut stdout_buf, &mut stderr_buf);
 
             host.reap(&mut reaped);
-            if let Some(why) = host.take_lost() {
+            if let Some((name, why)) = host.take_lost() {
                 if lost.is_none() && !sup.stopping() {
-                    lost = Some(Outcome::failed(1, why));
+                    lost = Some(Outcome {
+                        loss: Loss::Host(name),
+                        ..Outcome::failed(1, why)
+                    });
                 } else {
                     (self.notices)(&why);
                 }

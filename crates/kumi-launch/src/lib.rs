@@ -39,6 +39,7 @@
 #![deny(missing_docs)]
 
 pub mod agent;
+pub mod checkpoint;
 pub mod clean;
 pub mod host;
 pub mod hosts;
@@ -53,5 +54,5 @@ pub mod spec;
 pub mod supervise;
 
 pub use job::{Job, JobIdentity};
-pub use policy::Outcome;
+pub use policy::{Loss, Outcome};
 pub use spec::{JobSpec, SpecError, MAX_RANKS};

@@ -18,14 +18,31 @@ pub struct Outcome {
     pub exit_code: i32,
     /// Why the job failed; `None` for success.
     pub cause: Option<String>,
+    /// What the job lost, which says whether running it again from a
+    /// checkpoint could succeed (`kumi run --max-restarts`).
+    pub loss: Loss,
+}
+
+/// What a failed job lost.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Loss {
+    /// Nothing a restart would bring back: success, or an ending that would
+    /// come again (a deadlock, the time limit, an interruption of kumi, a
+    /// program that cannot be started).
+    None,
+    /// A rank died, failed or aborted.
+    Rank,
+    /// A whole host (its agent and its ranks), by name.
+    Host(String),
 }
 
 impl Outcome {
-    /// A failure with a cause.
+    /// A failure with a cause, which a restart would not cure.
     pub fn failed(exit_code: i32, cause: impl Into<String>) -> Outcome {
         Outcome {
             exit_code,
             cause: Some(cause.into()),
+            loss: Loss::None,
         }
     }
 }
@@ -86,11 +103,14 @@ impl Supervisor {
         self.running
     }
 
-    fn decide(&mut self, exit_code: i32, cause: String) -> bool {
+    fn decide(&mut self, exit_code: i32, cause: String, loss: Loss) -> bool {
         if self.verdict.is_some() {
             return false;
         }
-        self.verdict = Some(Outcome::failed(exit_code, cause));
+        self.verdict = Some(Outcome {
+            loss,
+            ..Outcome::failed(exit_code, cause)
+        });
         true
     }
 
@@ -119,7 +139,13 @@ impl Supervisor {
             end.pid,
             stopping_others(self.running)
         );
-        self.decide(code, cause)
+        // A program that cannot be executed (126) or found (127) would fail
+        // again.
+        let loss = match end.how {
+            Termination::Exited(126 | 127) => Loss::None,
+            _ => Loss::Rank,
+        };
+        self.decide(code, cause, loss)
     }
 
     /// A rank called abort. Returns true if this is the first failure.
@@ -132,6 +158,7 @@ impl Supervisor {
                 "rank {rank} called abort with code {code}: {}{others}",
                 one_line(message)
             ),
+            Loss::Rank,
         )
     }
 
@@ -145,6 +172,7 @@ impl Supervisor {
                 "interrupted by {}; stopped {n} rank{s}",
                 crate::signals::name(sig)
             ),
+            Loss::None,
         )
     }
 
@@ -159,6 +187,7 @@ impl Supervisor {
                 "the job ran longer than its time limit of {} s (--timeout); stopped {n} rank{s}",
                 limit.as_secs_f64()
             ),
+            Loss::None,
         )
     }
 
@@ -167,6 +196,7 @@ impl Supervisor {
         self.verdict.clone().unwrap_or(Outcome {
             exit_code: 0,
             cause: None,
+            loss: Loss::None,
         })
     }
 }
@@ -222,9 +252,33 @@ mod tests {
             s.outcome(),
             Outcome {
                 exit_code: 0,
-                cause: None
+                cause: None,
+                loss: Loss::None
             }
         );
+    }
+
+    fn rank_failed(code: i32, cause: &str) -> Outcome {
+        Outcome {
+            loss: Loss::Rank,
+            ..Outcome::failed(code, cause)
+        }
+    }
+
+    #[test]
+    fn only_what_a_restart_could_cure_counts_as_a_loss() {
+        let mut s = Supervisor::new(2);
+        s.rank_ended(&end(0, Termination::Exited(127)));
+        assert_eq!(s.outcome().loss, Loss::None, "a program that is not there");
+        let mut s = Supervisor::new(2);
+        s.interrupted(libc::SIGINT);
+        assert_eq!(s.outcome().loss, Loss::None, "the user stopped kumi");
+        let mut s = Supervisor::new(2);
+        s.timed_out(std::time::Duration::from_secs(1));
+        assert_eq!(s.outcome().loss, Loss::None, "the time limit");
+        let mut s = Supervisor::new(2);
+        s.rank_ended(&end(1, Termination::Signaled(libc::SIGKILL)));
+        assert_eq!(s.outcome().loss, Loss::Rank);
     }
 
     #[test]
@@ -234,7 +288,7 @@ mod tests {
         assert!(!s.rank_ended(&end(2, Termination::Signaled(libc::SIGTERM))));
         assert_eq!(
             s.outcome(),
-            Outcome::failed(
+            rank_failed(
                 3,
                 "rank 1 (pid 4701) exited with code 3; stopping 3 other ranks"
             )
@@ -251,7 +305,7 @@ mod tests {
         assert!(s.rank_ended(&e));
         assert_eq!(
             s.outcome(),
-            Outcome::failed(139, "rank 2 (pid 4702) was killed by signal SIGSEGV (segmentation fault) in kumi::recv; stopping 3 other ranks")
+            rank_failed(139, "rank 2 (pid 4702) was killed by signal SIGSEGV (segmentation fault) in kumi::recv; stopping 3 other ranks")
         );
     }
 
@@ -264,7 +318,7 @@ mod tests {
         }));
         assert_eq!(
             s.outcome(),
-            Outcome::failed(1, "rank 0 (pid 4700) exited without finalizing kumi")
+            rank_failed(1, "rank 0 (pid 4700) exited without finalizing kumi")
         );
         let mut s = Supervisor::new(1);
         assert!(!s.rank_ended(&RankEnd {
@@ -280,7 +334,7 @@ mod tests {
         assert!(s.aborted(1, 0, "bad\ninput"));
         assert_eq!(
             s.outcome(),
-            Outcome::failed(
+            rank_failed(
                 1,
                 "rank 1 called abort with code 0: bad\\ninput; stopping 2 other ranks"
             )

@@ -105,7 +105,8 @@ pub struct Cluster {
     local: Option<LocalHost>,
     agents: Vec<Agent>,
     reaped: Vec<Reaped>,
-    lost: Option<String>,
+    /// The first host lost: its name, and the line for the report.
+    lost: Option<(String, String)>,
     stopping: bool,
 }
 
@@ -209,8 +210,8 @@ impl Cluster {
         out.append(&mut self.reaped);
     }
 
-    /// The first host lost, as one line for the report (taken once).
-    pub fn take_lost(&mut self) -> Option<String> {
+    /// The first host lost: its name, and one line for the report (taken once).
+    pub fn take_lost(&mut self) -> Option<(String, String)> {
         self.lost.take()
     }
 
@@ -413,7 +414,7 @@ impl Cluster {
             }
         }
         if self.lost.is_none() && !self.stopping {
-            self.lost = Some(why);
+            self.lost = Some((self.agents[i].host.clone(), why));
         } else {
             eprintln!("kumi run: {why}");
         }

@@ -44,6 +44,7 @@
 
 #[macro_use]
 mod macros;
+mod checkpoint;
 mod coll;
 mod comm;
 pub mod consts;
@@ -111,7 +112,7 @@ impl From<kumi::Error> for MpiErr {
                 "datatype" | "blocklength" | "subsizes" | "ndims" => MPI_ERR_TYPE,
                 _ => MPI_ERR_ARG,
             },
-            kumi::Error::Bootstrap(_) => MPI_ERR_OTHER,
+            kumi::Error::Bootstrap(_) | kumi::Error::Checkpoint(_) => MPI_ERR_OTHER,
             kumi::Error::Protocol(_) => MPI_ERR_INTERN,
             kumi::Error::Io(_) => MPI_ERR_OTHER,
             kumi::Error::File { fault, .. } => file::class_of(*fault),

@@ -32,6 +32,9 @@ pub enum Error {
     Protocol(String),
     /// An operating-system call failed.
     Io(std::io::Error),
+    /// A checkpoint could not be taken or read back: a sentence saying which
+    /// and why (see `crate::checkpoint`).
+    Checkpoint(String),
     /// A parallel file operation failed (see `crate::file`): what went
     /// wrong, on which file, and why.
     File {
@@ -82,6 +85,7 @@ impl Clone for Error {
                 allowed: allowed.clone(),
             },
             Error::Bootstrap(m) => Error::Bootstrap(m.clone()),
+            Error::Checkpoint(m) => Error::Checkpoint(m.clone()),
             Error::Protocol(m) => Error::Protocol(m.clone()),
             Error::Io(e) => Error::Io(std::io::Error::new(e.kind(), e.to_string())),
             Error::File {
@@ -112,6 +116,7 @@ impl fmt::Display for Error {
                 write!(f, "invalid argument `{arg}` = {value}: {allowed}")
             }
             Error::Bootstrap(m) => write!(f, "kumi could not start this rank: {m}"),
+            Error::Checkpoint(m) => write!(f, "{m}"),
             Error::Protocol(m) => write!(f, "protocol error: {m}"),
             Error::Io(e) => write!(f, "system error: {e}"),
             Error::File { path, detail, .. } => write!(f, "file {path:?}: {detail}"),

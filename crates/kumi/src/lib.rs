@@ -46,6 +46,7 @@
 
 mod bind;
 mod bootstrap;
+pub mod checkpoint;
 mod coll;
 mod comm;
 mod ctxs;
@@ -108,6 +109,8 @@ pub struct Universe {
     id: Identity,
     finalized: bool,
     net_addr: Option<std::net::SocketAddr>,
+    /// `KUMI_CKPT_*`, read with the rest of the configuration.
+    checkpoint: Option<kumi_core::checkpoint::Settings>,
 }
 
 /// Starts kumi in this process. Call once, before any communication.
@@ -133,6 +136,8 @@ fn start() -> Result<Universe> {
     let env = config::Env::from_os(std::env::vars_os());
     let contract = RankEnv::parse(&env).map_err(|e| Error::Bootstrap(e.to_string()))?;
     let tuning = Tuning::parse(&env).map_err(|e| Error::Bootstrap(e.to_string()))?;
+    let checkpoint = kumi_core::checkpoint::Settings::parse(&env)
+        .map_err(|e| Error::Bootstrap(e.to_string()))?;
     if contract.as_ref().is_none_or(|c| c.job.control.is_none()) {
         // Under a launcher, the launcher reported them, once for the job.
         for line in env.unknown() {
@@ -280,6 +285,7 @@ fn start() -> Result<Universe> {
         id,
         finalized: false,
         net_addr,
+        checkpoint,
     })
 }
 

@@ -92,6 +92,8 @@ pub(crate) struct State {
     /// (`MPI_ERRORS_RETURN` by the standard).
     pub file_null_errh: c_int,
     pub bsend: Option<(*mut c_void, c_int)>,
+    /// The program's checkpoint registrations (`kumi.h`), made on first use.
+    pub ckpt: Option<Box<crate::checkpoint::Registry>>,
     next: c_int,
 }
 
@@ -148,6 +150,7 @@ impl State {
             next_file: 0,
             file_null_errh: MPI_ERRORS_RETURN,
             bsend: None,
+            ckpt: None,
             next: 0,
         }
     }
