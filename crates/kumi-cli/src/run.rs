@@ -98,6 +98,25 @@ SUPERVISION:
         Amdahl's law gives for it on N ranks, 1 / (a + (1 - a) / N). Both are
         estimates: time blocked is taken as time not spent in parallel work.
 
+CHECKPOINT AND RESTART:
+    kumi run -n 8 --checkpoint-dir ckpt --max-restarts 3 ./solver
+    kumi run -n 8 --restart ckpt ./solver
+
+    A program saves its state with kumi's checkpoint calls (C: kumi.h,
+    kumi_ckpt_register + kumi_ckpt_save, or kumi_ckpt_due to let kumi keep the
+    interval; Rust: kumi::checkpoint). A checkpoint is complete when every
+    rank's part is written, flushed and checksummed (CRC-32C) and its manifest
+    is committed, atomically, in DIR/ckpt-<epoch>/; the newest --checkpoint-keep
+    complete ones stay (every host must see DIR: a shared file system).
+    --restart DIR resumes the newest complete one, refusing one of another
+    program, job size or kumi version with a sentence (exit code 2); a damaged
+    or missing part or manifest is named and passed over for an older one.
+    --max-restarts N: when a rank dies, fails or aborts, or a host is lost,
+    kumi runs the job again from the newest complete checkpoint (from the
+    beginning if none is complete yet), leaving lost hosts out, and says so in
+    one line; a deadlock, --timeout or Ctrl-C ends the job as without it. The
+    exit code is the last run's.
+
 MULTIPLE HOSTS:
     kumi run -n 4 --hosts node1:2,node2:2 ./prog
     kumi run -n 16 --hostfile hosts.txt --iface eth1 ./prog
