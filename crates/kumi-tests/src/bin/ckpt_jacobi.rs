@@ -63,7 +63,7 @@ fn main() -> Result<(), kumi::Error> {
         step[0] += 1;
         let due = match every {
             0 => ckpt.due()?,
-            e => step[0] % e == 0,
+            e => step[0].is_multiple_of(e),
         };
         if due && step[0] < steps {
             ckpt.save(|w| {
