@@ -20,6 +20,8 @@ command -v mpicc.mpich >/dev/null || { apt-get update -qq && apt-get install -y 
 # The Fortran tests (crates/kumi-tests/tests/fortran.rs) compile with gfortran,
 # kumi's and MPICH's wrappers.
 command -v gfortran >/dev/null || { apt-get update -qq && apt-get install -y -qq gfortran >/dev/null; }
+# The debugging tests (crates/kumi-tests/tests/debugging.rs) run gdb.
+command -v gdb >/dev/null || { apt-get update -qq && apt-get install -y -qq gdb >/dev/null; }
 # The install test (crates/kumi-tests/tests/install.rs) builds with CMake's
 # find_package(MPI) and asks pkg-config.
 command -v cmake >/dev/null && command -v pkg-config >/dev/null || { apt-get update -qq && apt-get install -y -qq cmake pkg-config >/dev/null; }

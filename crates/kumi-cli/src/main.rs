@@ -11,6 +11,7 @@ use std::process::ExitCode;
 mod bench;
 mod cc;
 mod clean;
+mod debug;
 mod install;
 mod mpirun;
 mod ps;
@@ -56,6 +57,11 @@ enum Command {
     Top(top::TopArgs),
     /// List the running jobs of this user.
     Ps(ps::PsArgs),
+    /// Print every rank's stack (all threads, with source lines), read with
+    /// gdb wherever the rank runs; the job goes on.
+    Stacks(debug::StacksArgs),
+    /// Start gdb attached to one rank of a running job, on its host.
+    Attach(debug::AttachArgs),
     /// (internal) The per-host agent of a multi-host job, started by `kumi run`
     /// through the remote shell.
     #[command(hide = true)]
@@ -104,6 +110,8 @@ fn main() -> ExitCode {
         Command::Agent => kumi_launch::agent::main(),
         Command::Top(args) => top::main(args),
         Command::Ps(args) => ps::main(args),
+        Command::Stacks(args) => debug::stacks_main(args),
+        Command::Attach(args) => debug::attach_main(args),
         Command::Report(args) => suite::report_main(args),
         Command::Cc(args) => cc::main(cc::Lang::C, args),
         Command::Cxx(args) => cc::main(cc::Lang::Cxx, args),

@@ -117,6 +117,17 @@ CHECKPOINT AND RESTART:
     one line; a deadlock, --timeout or Ctrl-C ends the job as without it. The
     exit code is the last run's.
 
+DEBUGGING:
+    kumi run -n 4 --debug ./prog          rank 0 under gdb in this terminal
+    kumi run -n 4 --debug=2 --debugger 'gdb -q -ex run --args' ./prog
+    kumi stacks [JOB]                     every rank's stack, the job goes on
+    kumi attach [JOB] RANK [-- GDB OPTIONS]   gdb on a running rank, on its host
+
+    With --debug the debugged rank owns the terminal (Ctrl-C reaches the
+    debugger, not kumi) and the other ranks' output is still forwarded; type
+    `run` in gdb to start it. A deadlock report carries the stacks of the
+    deadlocked ranks when gdb is installed.
+
 MULTIPLE HOSTS:
     kumi run -n 4 --hosts node1:2,node2:2 ./prog
     kumi run -n 16 --hostfile hosts.txt --iface eth1 ./prog
@@ -235,6 +246,20 @@ pub struct RunArgs {
     /// complete checkpoint, up to N times.
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub max_restarts: u32,
+
+    /// Start rank RANK (default 0) under a debugger in this terminal (see
+    /// DEBUGGING).
+    #[arg(long, value_name = "RANK", num_args = 0..=1, default_missing_value = "0")]
+    pub debug: Option<u32>,
+
+    /// The debugger --debug runs, before the program and its arguments.
+    #[arg(
+        long,
+        value_name = "CMD",
+        default_value = "gdb -q --args",
+        requires = "debug"
+    )]
+    pub debugger: String,
 
     /// Run on these hosts: HOST[:SLOTS],... (see MULTIPLE HOSTS below).
     #[arg(long, value_name = "HOSTS", conflicts_with = "hostfile")]
@@ -495,6 +520,22 @@ fn job(args: &RunArgs, attempt: &Attempt) -> Result<Prepared, String> {
     let mut job = Job::new(spec).supervision(supervision);
     if let Some(t) = args.timeout {
         job = job.time_limit(seconds("--timeout", t)?);
+    }
+    if let Some(rank) = args.debug {
+        if remote.is_some() {
+            return Err("--debug starts a rank of this machine under the debugger: use it without hosts, or `kumi attach JOB RANK` for a rank of a multi-host job".into());
+        }
+        if rank >= identity.size {
+            return Err(format!(
+                "--debug {rank}: the job has ranks 0 to {}",
+                identity.size - 1
+            ));
+        }
+        let command: Vec<String> = args.debugger.split_whitespace().map(String::from).collect();
+        if command.is_empty() {
+            return Err("--debugger: an empty command".into());
+        }
+        job = job.debug(kumi_launch::host::Debug { rank, command });
     }
     if let Some(r) = remote {
         job = job.remote(r);

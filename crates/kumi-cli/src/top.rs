@@ -139,7 +139,7 @@ pub fn running_jobs() -> Vec<(String, String)> {
 }
 
 /// The address of `job`, or of the only running job.
-fn resolve(job: Option<&str>) -> Result<String, String> {
+pub fn resolve(job: Option<&str>) -> Result<String, String> {
     let jobs = running_jobs();
     match job {
         Some(j) => jobs
@@ -151,7 +151,7 @@ fn resolve(job: Option<&str>) -> Result<String, String> {
             [(_, a)] => Ok(a.clone()),
             [] => Err("no kumi job of this user is running".into()),
             many => Err(format!(
-                "{} jobs are running ({}); name one: kumi top JOB",
+                "{} jobs are running ({}); name one (kumi ps lists them)",
                 many.len(),
                 many.iter()
                     .map(|(j, _)| j.as_str())

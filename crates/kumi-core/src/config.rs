@@ -169,6 +169,7 @@ vars! {
     "KUMI_CKPT_KEEP", Contract, "2 (`--checkpoint-keep`)", "complete checkpoints kept; older ones are deleted once a newer one is complete";
     "KUMI_CKPT_RESTART", Contract, "set by `kumi run --restart` / `--max-restarts`", "the checkpoint epochs this run may resume, newest first (the ranks agree on the newest whose every part verifies)";
     "KUMI_CKPT_PROGRAM", Contract, "set by `kumi run`", "the program(s) the manifest names, so a restart can refuse another program's checkpoint";
+    "KUMI_DEBUGGED", Contract, "set by `kumi run --debug`", "`1` for the rank started under a debugger: it dies with the debugger (its parent), as other ranks die with `kumi run`";
     "KUMI_TEST_DENY_CMA", Testing, "off",
     "`1`: every `process_vm_readv`/`writev` fails as on a kernel that refuses it, so the fallback can be tested";
     "KUMI_BENCH_FAULT", Testing, "none",

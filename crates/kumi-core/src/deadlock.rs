@@ -400,6 +400,19 @@ pub struct Snapshot {
     pub elapsed_ms: u64,
     /// One entry per rank.
     pub ranks: Vec<RankStatus>,
+    /// How to reach each host that is not the launcher's (for `kumi stacks`
+    /// and `kumi attach`), by the name its ranks report.
+    pub reach: Vec<(String, crate::debug::Reach)>,
+}
+
+impl Snapshot {
+    /// How to reach `host` (the launcher's own when it is not listed).
+    pub fn reach_of(&self, host: &str) -> crate::debug::Reach {
+        self.reach
+            .iter()
+            .find(|(h, _)| h == host)
+            .map_or(crate::debug::Reach::Local, |(_, r)| r.clone())
+    }
 }
 
 /// One rank in a [`Snapshot`].

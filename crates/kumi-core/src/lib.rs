@@ -42,6 +42,7 @@ pub mod config;
 pub mod control;
 pub mod ctxsvc;
 pub mod deadlock;
+pub mod debug;
 pub mod header;
 pub mod matching;
 pub mod p2p;

@@ -87,6 +87,7 @@ fn run() -> Result<(), String> {
         env,
         tag_output,
         forward_stdin: false,
+        debug: None,
     };
     let mut host = match LocalHost::start(&plan) {
         Ok(h) => h,

@@ -61,6 +61,18 @@ pub struct HostPlan {
     pub tag_output: bool,
     /// Feed the launcher's stdin to global rank 0 (if it runs here).
     pub forward_stdin: bool,
+    /// A rank started under a debugger (`kumi run --debug`), if it runs here.
+    pub debug: Option<Debug>,
+}
+
+/// A rank started under a debugger, in the launcher's terminal.
+#[derive(Clone, Debug)]
+pub struct Debug {
+    /// Global rank.
+    pub rank: u32,
+    /// The debugger's command, to which the program and its arguments are
+    /// appended (`gdb -q --args`).
+    pub command: Vec<String>,
 }
 
 /// Why the ranks of a host could not be started. Nothing is left running.
@@ -145,6 +157,44 @@ pub struct LocalHost {
     kill_at: Option<Instant>,
     /// `KUMI_LOCAL_CORES` of every rank.
     local_cores: usize,
+    /// The terminal handed to a debugger's process group, to take back.
+    terminal: Option<Terminal>,
+}
+
+/// The launcher's terminal while a debugged rank holds it: the debugger's
+/// process group is the terminal's foreground group (so it reads the
+/// keyboard and Ctrl-C reaches it, not kumi), until the rank ends.
+struct Terminal {
+    /// The debugger's pid (its process group's id).
+    debugger: u32,
+    /// The launcher's own process group, to give the terminal back to.
+    ours: Pid,
+}
+
+impl Terminal {
+    /// Hands the terminal on standard input to `debugger`'s group, if
+    /// standard input is a terminal.
+    fn hand_over(debugger: u32) -> Option<Terminal> {
+        let stdin = io::stdin();
+        if !rustix::termios::isatty(&stdin) {
+            return None;
+        }
+        // A background group that sets the foreground group gets SIGTTOU
+        // (which stops it) unless it ignores it: the launcher takes the
+        // terminal back from the background.
+        // SAFETY: setting a signal's disposition to SIG_IGN installs no handler.
+        unsafe { libc::signal(libc::SIGTTOU, libc::SIG_IGN) };
+        let pgid = Pid::from_raw(debugger as i32)?;
+        rustix::termios::tcsetpgrp(&stdin, pgid).ok()?;
+        Some(Terminal {
+            debugger,
+            ours: rustix::process::getpgrp(),
+        })
+    }
+
+    fn take_back(&self) {
+        let _ = rustix::termios::tcsetpgrp(io::stdin(), self.ours);
+    }
 }
 
 impl LocalHost {
@@ -194,6 +244,7 @@ impl LocalHost {
             tag_output: plan.tag_output,
             kill_at: None,
             local_cores,
+            terminal: None,
         };
         for (local, &rank) in plan.ranks.iter().enumerate() {
             let Some((appnum, app)) = app_of(&plan.apps, rank) else {
@@ -222,7 +273,15 @@ impl LocalHost {
         rank: u32,
         shm_fd: &OwnedFd,
     ) -> io::Result<()> {
-        let mut cmd = Command::new(OsStr::from_bytes(&app.program));
+        let debugger = plan.debug.as_ref().filter(|d| d.rank == rank);
+        let mut cmd = match debugger {
+            Some(d) => {
+                let mut c = Command::new(&d.command[0]);
+                c.args(&d.command[1..]).arg(OsStr::from_bytes(&app.program));
+                c
+            }
+            None => Command::new(OsStr::from_bytes(&app.program)),
+        };
         cmd.args(app.args.iter().map(|a| OsStr::from_bytes(a)))
             .envs(plan.env.iter().map(|(k, v)| (k, v)))
             .envs(app.env.iter().map(|(k, v)| (k, v)))
@@ -250,6 +309,15 @@ impl LocalHost {
             .process_group(self.pgid.map_or(0, |p| p.as_raw_nonzero().get()));
         if let Some(dir) = &app.wdir {
             cmd.current_dir(OsStr::from_bytes(dir));
+        }
+        if debugger.is_some() {
+            // The debugger talks to the user in this terminal, in a process
+            // group of its own; the rank it starts dies with it.
+            cmd.stdin(Stdio::inherit())
+                .stdout(Stdio::inherit())
+                .stderr(Stdio::inherit())
+                .process_group(0)
+                .env("KUMI_DEBUGGED", "1");
         }
         let fd: RawFd = shm_fd.as_raw_fd();
         let parent = rustix::process::getpid().as_raw_nonzero().get();
@@ -294,7 +362,9 @@ impl LocalHost {
         }
         let mut child = cmd.spawn()?;
         let pid = child.id();
-        if self.pgid.is_none() {
+        if debugger.is_some() {
+            self.terminal = Terminal::hand_over(pid);
+        } else if self.pgid.is_none() {
             self.pgid = Pid::from_raw(pid as i32);
         }
         for (stderr, fd) in [
@@ -350,6 +420,9 @@ impl LocalHost {
                 Err(_) => std::process::ExitStatus::from_raw(0xff00),
             };
             r.ended = true;
+            if let Some(t) = self.terminal.take_if(|t| t.debugger == r.child.id()) {
+                t.take_back();
+            }
             let how = match (status.code(), status.signal()) {
                 (Some(c), _) => Termination::Exited(c),
                 (None, Some(s)) => Termination::Signaled(s),
@@ -479,6 +552,9 @@ impl Drop for LocalHost {
         if self.running() > 0 {
             self.kill_all_now();
             self.wait_all();
+        }
+        if let Some(t) = self.terminal.take() {
+            t.take_back();
         }
     }
 }

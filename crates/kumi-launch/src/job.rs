@@ -85,6 +85,7 @@ pub struct Job {
     remote: Option<RemoteSpec>,
     output: Option<OnOutput>,
     time_limit: Option<Duration>,
+    debug: Option<crate::host::Debug>,
 }
 
 #[derive(Clone, Copy)]
@@ -108,7 +109,14 @@ impl Job {
             remote: None,
             output: None,
             time_limit: None,
+            debug: None,
         }
+    }
+
+    /// Starts one rank under a debugger in this terminal (`kumi run --debug`).
+    pub fn debug(mut self, debug: crate::host::Debug) -> Job {
+        self.debug = Some(debug);
+        self
     }
 
     /// Sets more variables for every rank (names kumi makes, such as the
@@ -209,6 +217,7 @@ impl Job {
             env: self.spec.env.clone(),
             tag_output: self.spec.tag_output,
             forward_stdin: self.forward_stdin,
+            debug: self.debug.clone(),
         };
         let started = crate::remote::start_hosts(
             &plan,
@@ -220,6 +229,14 @@ impl Job {
             Ok(h) => h,
             Err(e) => return Outcome::failed(e.exit_code(), e.to_string()),
         };
+        if let Some(r) = &self.remote {
+            watch.set_reach(
+                r.hosts
+                    .iter()
+                    .map(|h| (h.name.clone(), r.starter.reach(&h.name)))
+                    .collect(),
+            );
+        }
         let mut sup = Supervisor::new(self.spec.size());
         let ends_at = self.time_limit.map(|t| Instant::now() + t);
         let mut events = Vec::new();
@@ -346,6 +363,9 @@ impl Job {
                 .flatten();
             if let Some(found) = found {
                 (self.notices)(&found.text);
+                if let Some(text) = deadlock_stacks(&watch.snapshot(now), &found.ranks) {
+                    (self.notices)(&text);
+                }
                 if found.abort {
                     deadlocked = Some(Outcome::failed(
                         DEADLOCK_EXIT,
@@ -500,4 +520,32 @@ fn write_out(sink: &mut Option<OnOutput>, stdout: &mut Vec<u8>, stderr: &mut Vec
         let _ = io::stderr().lock().write_all(stderr);
         stderr.clear();
     }
+}
+
+/// The stacks of the ranks a deadlock holds (the first few), read with gdb
+/// where it is installed: where in the program each one waits.
+fn deadlock_stacks(snapshot: &kumi_core::deadlock::Snapshot, ranks: &[u32]) -> Option<String> {
+    const MAX: usize = 8;
+    crate::debug::gdb()?;
+    let targets: Vec<crate::debug::Target> = ranks
+        .iter()
+        .take(MAX)
+        .filter_map(|&r| {
+            let st = snapshot.ranks.get(r as usize)?;
+            (st.pid != 0 && !st.ended).then(|| crate::debug::Target {
+                rank: r,
+                pid: st.pid,
+                host: st.host.clone(),
+                reach: snapshot.reach_of(&st.host),
+            })
+        })
+        .collect();
+    let which = match ranks.len() {
+        n if n > MAX => format!(" (the first {MAX} of {n})"),
+        _ => String::new(),
+    };
+    Some(format!(
+        "stacks of the deadlocked ranks{which}, read with gdb:\n{}",
+        crate::debug::report(&targets, Duration::from_secs(20), 16).trim_end()
+    ))
 }

@@ -41,6 +41,7 @@
 pub mod agent;
 pub mod checkpoint;
 pub mod clean;
+pub mod debug;
 pub mod host;
 pub mod hosts;
 pub mod job;

@@ -61,6 +61,23 @@ pub enum Starter {
     Srun,
 }
 
+impl Starter {
+    /// How a tool reaches `host` the way the agents were started.
+    pub fn reach(&self, host: &str) -> kumi_core::debug::Reach {
+        use kumi_core::debug::Reach;
+        match self {
+            _ if is_local(host) => Reach::Local,
+            Starter::Rsh(rsh) => Reach::Rsh {
+                rsh: rsh.clone(),
+                host: host.to_string(),
+            },
+            Starter::Srun => Reach::Srun {
+                host: host.to_string(),
+            },
+        }
+    }
+}
+
 /// A host is the launcher's own if it is named `localhost` or like this machine.
 pub fn is_local(name: &str) -> bool {
     name == "localhost" || name == crate_hostname()
@@ -182,6 +199,7 @@ impl Cluster {
                 ranks: ranks.clone(),
                 env,
                 forward_stdin: base.forward_stdin && local,
+                debug: base.debug.clone().filter(|_| local),
                 ..base.clone()
             };
             if local {

@@ -17,6 +17,7 @@
 //! message and byte counts are exactly what the program sent and received.
 
 use kumi_core::deadlock::{self, RankCounters, RankStatus, RankView, Report, Snapshot, Wait};
+use kumi_core::debug::Reach;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -77,6 +78,8 @@ struct RankInfo {
 pub struct Found {
     /// The report, several lines, without a prefix.
     pub text: String,
+    /// The ranks the deadlock holds.
+    pub ranks: Vec<u32>,
     /// End the job (else only report).
     pub abort: bool,
 }
@@ -93,6 +96,8 @@ pub struct Supervision {
     reported: Option<Vec<u32>>,
     /// When the deadlock rule last ran (see [`CHECK_EVERY`]).
     checked: Option<Instant>,
+    /// How to reach the hosts that are not the launcher's.
+    reach: Vec<(String, Reach)>,
 }
 
 /// How often the deadlock rule runs at most. It reads every rank's
@@ -117,7 +122,13 @@ impl Supervision {
             suspect: None,
             reported: None,
             checked: None,
+            reach: Vec::new(),
         }
+    }
+
+    /// How tools reach the job's other hosts (`kumi stacks`, `kumi attach`).
+    pub fn set_reach(&mut self, reach: Vec<(String, Reach)>) {
+        self.reach = reach;
     }
 
     /// A rank authenticated.
@@ -200,9 +211,10 @@ impl Supervision {
         {
             return None;
         }
-        self.reported = Some(d.ranks);
+        self.reported = Some(d.ranks.clone());
         Some(Found {
             text,
+            ranks: d.ranks,
             abort: self.cfg.on_deadlock == OnDeadlock::Abort,
         })
     }
@@ -250,6 +262,7 @@ impl Supervision {
                     counters: r.counters.clone(),
                 })
                 .collect(),
+            reach: self.reach.clone(),
         }
     }
 

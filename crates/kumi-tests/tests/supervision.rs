@@ -245,7 +245,12 @@ fn report_mode_keeps_the_job_alive() {
     assert_eq!(r.code, None, "the job ended by itself: {}", r.stderr);
     let t = r.reported_after.expect("a report");
     assert!(t < SOON, "reported after {t:?}");
-    assert_eq!(r.stderr.matches("deadlock:").count(), 1, "{}", r.stderr);
+    assert_eq!(
+        r.stderr.matches("kumi run: deadlock:").count(),
+        1,
+        "{}",
+        r.stderr
+    );
 }
 
 /// A rank computing 1 s and then 10 s between messages (far longer than the

@@ -44,6 +44,16 @@ pub(crate) struct Identity {
 }
 
 impl Identity {
+    /// This rank's host as the job names it: as given to `kumi run --hosts`
+    /// (or by the process manager), else this machine's name.
+    pub fn host_name(&self) -> String {
+        if self.host.is_empty() {
+            crate::hostname()
+        } else {
+            self.host.clone()
+        }
+    }
+
     /// This rank's identity from what its launcher said (`None`: started by
     /// hand, a singleton).
     pub fn new(contract: Option<RankEnv>) -> Identity {

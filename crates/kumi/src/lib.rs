@@ -147,6 +147,21 @@ fn start() -> Result<Universe> {
     if tuning.deny_cma {
         cma::deny_for_tests();
     }
+    if env.get("KUMI_DEBUGGED") == Some("1") {
+        // Under `kumi run --debug` this rank's parent is the debugger, not
+        // the launcher: die with it, as every other rank dies with the
+        // launcher (which set this for its own children).
+        // SAFETY: prctl(PR_SET_PDEATHSIG) takes a signal number, no pointers.
+        unsafe {
+            libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGKILL as libc::c_ulong,
+                0,
+                0,
+                0,
+            )
+        };
+    }
     // Not started by `kumi run`: perhaps by a process manager (srun).
     let manager = match contract {
         Some(_) => None,
@@ -241,6 +256,7 @@ fn start() -> Result<Universe> {
     let watch = match &control {
         Some(c) => watch::Watch::new(
             c.clone(),
+            id.host_name(),
             id.rank,
             id.size,
             std::time::Duration::from_millis(tuning.blocked_ms),

@@ -155,11 +155,12 @@ impl Watch {
         }
     }
 
-    /// A watch that reports to the launcher on `control`.
-    /// A watch reporting on `control`; `longest_sleep` is the longest sleep
-    /// of a wait loop (`KUMI_SLEEP_MS`).
+    /// A watch reporting on `control` for a rank of `host` (as the job
+    /// names it); `longest_sleep` is the longest sleep of a wait loop
+    /// (`KUMI_SLEEP_MS`).
     pub fn new(
         control: Arc<Mutex<Control>>,
+        host: String,
         rank: u32,
         size: u32,
         threshold: Duration,
@@ -173,9 +174,7 @@ impl Watch {
             stall: longest_sleep.saturating_add(Duration::from_secs(1)),
             ..Watch::disabled()
         };
-        w.send(&Report::Started {
-            host: crate::hostname(),
-        });
+        w.send(&Report::Started { host });
         w
     }
 
