@@ -14,6 +14,7 @@
 #![deny(missing_docs)]
 
 pub mod blas;
+pub mod checkpoint;
 pub mod coll;
 pub mod dct;
 pub mod figure;

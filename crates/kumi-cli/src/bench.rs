@@ -96,6 +96,11 @@ pub enum Kernel {
     Hotspot,
     /// Suite: NPB MG (--size S, W, A), Mop/s, residual norm verified.
     Mg,
+    /// Coordinated checkpoints: seconds and GB/s per checkpoint, 1 MiB to
+    /// --max-size (1 GiB) per rank, beside dd conv=fsync on the same disk
+    /// (--dir), and the time from a rank's death to the restarted job
+    /// computing again.
+    Checkpoint,
 }
 
 /// Arguments of `kumi bench`.
@@ -145,6 +150,9 @@ pub struct BenchArgs {
     /// With --vs: how many alternating rounds per side (medians are reported).
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub rounds: u32,
+    /// checkpoint: a directory on the disk to measure [default: ./kumi-ckpt-bench].
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<std::path::PathBuf>,
     /// Options of the suite kernels.
     #[command(flatten)]
     pub suite: crate::suite::SuiteOpts,
@@ -215,6 +223,9 @@ pub struct RankArgs {
     rep_ms: u64,
     #[arg(long, value_delimiter = ',')]
     ops: Vec<String>,
+    /// checkpoint: the restart probe, with this file for the time of death.
+    #[arg(long)]
+    probe: Option<std::path::PathBuf>,
     #[command(flatten)]
     suite: crate::suite::RankOpts,
 }
@@ -247,6 +258,10 @@ pub fn rank_main(a: RankArgs) -> i32 {
             Kernel::Ring => kumi_bench::ring(&w, &o),
             Kernel::Idle => kumi_bench::idle(&w, a.rep_ms as f64 / 1000.0),
             Kernel::Floor => Ok(Vec::new()),
+            Kernel::Checkpoint => match &a.probe {
+                Some(died) => kumi_bench::checkpoint::restart_probe(&universe, &w, died),
+                None => kumi_bench::checkpoint::cost(&universe, &w, a.max_size, a.reps),
+            },
             Kernel::Coll | Kernel::Hotspot => {
                 let labeled = if a.kernel == Kernel::Coll {
                     kumi_bench::coll::run(&w, a.max_size, a.reps, a.rep_ms as f64 / 1000.0, &a.ops)?
@@ -309,6 +324,9 @@ pub fn main(a: BenchArgs) -> i32 {
         hosts: a.hosts.clone(),
         rsh: a.rsh.clone(),
     });
+    if a.kernel == Kernel::Checkpoint {
+        return crate::ckbench::main(&a);
+    }
     if crate::suite::name(a.kernel).is_some() && a.vs.is_empty() {
         return crate::suite::main(&a);
     }

@@ -10,6 +10,7 @@ use std::process::ExitCode;
 
 mod bench;
 mod cc;
+mod ckbench;
 mod clean;
 mod debug;
 mod install;
