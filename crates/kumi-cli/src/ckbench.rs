@@ -199,8 +199,7 @@ fn run(a: &BenchArgs) -> Result<(), String> {
         return Ok(());
     }
     println!(
-        "checkpoint cost, {np} ranks, {} in {}, median of {rounds} round(s) x {reps}",
-        "state per rank",
+        "checkpoint cost, {np} ranks, in {}, median of {rounds} round(s) x {reps}",
         dir.display()
     );
     println!(
