@@ -58,15 +58,25 @@ fn kumi_job(
 }
 
 /// Seconds for `np` dd's copying `size` bytes each from `src` (noise, in
-/// the page cache) at once, flushed.
-fn dd(dir: &Path, src: &Path, np: u32, size: usize) -> Result<f64, String> {
+/// the page cache) at once, flushed; with `rotate`, and then the previous
+/// such set of files deleted: the work of a checkpoint kept in one copy
+/// (kumi deletes the previous checkpoint once the new one is complete).
+fn dd(
+    dir: &Path,
+    src: &Path,
+    np: u32,
+    size: usize,
+    rep: usize,
+    rotate: bool,
+) -> Result<f64, String> {
     let bs = size.min(1 << 20);
+    let file = |set: usize, i: u32| dir.join(format!("dd-{set}-{i}"));
     let t = Instant::now();
     let children: Vec<_> = (0..np)
         .map(|i| {
             Command::new("dd")
                 .arg(format!("if={}", src.display()))
-                .arg(format!("of={}", dir.join(format!("dd-{i}")).display()))
+                .arg(format!("of={}", file(rep % 2, i).display()))
                 .arg(format!("bs={bs}"))
                 .arg(format!("count={}", size / bs))
                 .args(["conv=fsync", "status=none"])
@@ -80,11 +90,24 @@ fn dd(dir: &Path, src: &Path, np: u32, size: usize) -> Result<f64, String> {
             return Err(format!("dd failed ({st})"));
         }
     }
-    let s = t.elapsed().as_secs_f64();
+    let plain = t.elapsed().as_secs_f64();
     for i in 0..np {
-        let _ = std::fs::remove_file(dir.join(format!("dd-{i}")));
+        let _ = std::fs::remove_file(file((rep + 1) % 2, i));
     }
-    Ok(s)
+    Ok(if rotate {
+        t.elapsed().as_secs_f64()
+    } else {
+        plain
+    })
+}
+
+/// Removes what [`dd`] left.
+fn dd_clean(dir: &Path, np: u32) {
+    for set in 0..2 {
+        for i in 0..np {
+            let _ = std::fs::remove_file(dir.join(format!("dd-{set}-{i}")));
+        }
+    }
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -157,6 +180,8 @@ fn run(a: &BenchArgs) -> Result<(), String> {
     let mut kumi_s = vec![Vec::new(); sizes.len()];
     let mut dd_s = vec![Vec::new(); sizes.len()];
     let mut ratio = vec![Vec::new(); sizes.len()];
+    let mut rot_s = vec![Vec::new(); sizes.len()];
+    let mut rot_ratio = vec![Vec::new(); sizes.len()];
     let mut restart = Vec::new();
     for round in 0..rounds {
         eprintln!("kumi bench checkpoint: round {} of {rounds}", round + 1);
@@ -170,11 +195,18 @@ fn run(a: &BenchArgs) -> Result<(), String> {
                 .find(|(s, _)| *s == size)
                 .map(|(_, v)| *v)
                 .ok_or_else(|| format!("no figure for {size} bytes in:\n{out}"))?;
-            let d = median(
-                (0..reps)
-                    .map(|_| dd(&dir, &src, np, size))
-                    .collect::<Result<_, _>>()?,
-            );
+            // One more than timed: the first has no previous set to delete.
+            let dd_times = |rotate| -> Result<f64, String> {
+                let mut t: Vec<f64> = (0..=reps)
+                    .map(|r| dd(&dir, &src, np, size, r, rotate))
+                    .collect::<Result<_, _>>()?;
+                t.remove(0);
+                dd_clean(&dir, np);
+                Ok(median(t))
+            };
+            let (d, dr) = (dd_times(false)?, dd_times(true)?);
+            rot_s[i].push(dr);
+            rot_ratio[i].push(dr / k);
             kumi_s[i].push(k);
             dd_s[i].push(d);
             ratio[i].push(d / k);
@@ -192,10 +224,24 @@ fn run(a: &BenchArgs) -> Result<(), String> {
     let gbps = |size: usize, s: f64| f64::from(np) * size as f64 / s / 1e9;
     if a.json {
         for (i, &size) in sizes.iter().enumerate() {
-            let (k, d) = (median(kumi_s[i].clone()), median(dd_s[i].clone()));
-            println!("{{\"bench\": \"checkpoint\", \"np\": {np}, \"size\": {size}, \"metric\": \"GBps\", \"kumi\": {:.4}, \"dd\": {:.4}, \"ratio\": {:.4}}}", gbps(size, k), gbps(size, d), median(ratio[i].clone()));
+            let (k, d, dr) = (
+                median(kumi_s[i].clone()),
+                median(dd_s[i].clone()),
+                median(rot_s[i].clone()),
+            );
+            println!(
+                "{{\"bench\": \"checkpoint\", \"np\": {np}, \"size\": {size}, \"metric\": \"GBps\", \"kumi\": {:.4}, \"dd\": {:.4}, \"ratio\": {:.4}, \"dd_rotate\": {:.4}, \"ratio_rotate\": {:.4}}}",
+                gbps(size, k),
+                gbps(size, d),
+                median(ratio[i].clone()),
+                gbps(size, dr),
+                median(rot_ratio[i].clone())
+            );
         }
-        println!("{{\"bench\": \"checkpoint\", \"np\": {np}, \"metric\": \"restart_s\", \"value\": {:.4}}}", median(restart));
+        println!(
+            "{{\"bench\": \"checkpoint\", \"np\": {np}, \"metric\": \"restart_s\", \"value\": {:.4}}}",
+            median(restart)
+        );
         return Ok(());
     }
     println!(
@@ -203,31 +249,39 @@ fn run(a: &BenchArgs) -> Result<(), String> {
         dir.display()
     );
     println!(
-        "{:>10} {:>10} {:>12} {:>12} {:>12}",
-        "size/rank", "s/ckpt", "kumi GB/s", "dd GB/s", "kumi/dd"
+        "{:>10} {:>9} {:>10} {:>9} {:>8} {:>11} {:>10}",
+        "size/rank", "s/ckpt", "kumi GB/s", "dd GB/s", "kumi/dd", "dd+rm GB/s", "kumi/dd+rm"
     );
-    let mut worst: Option<(usize, f64)> = None;
+    let mut worst = (usize::MAX, f64::INFINITY, f64::INFINITY);
     for (i, &size) in sizes.iter().enumerate() {
-        let (k, d, r) = (
+        let (k, d, dr) = (
             median(kumi_s[i].clone()),
             median(dd_s[i].clone()),
-            median(ratio[i].clone()),
+            median(rot_s[i].clone()),
         );
+        let (r, rr) = (median(ratio[i].clone()), median(rot_ratio[i].clone()));
         println!(
-            "{:>9}M {:>10.4} {:>12.3} {:>12.3} {:>12.2}",
+            "{:>9}M {:>9.4} {:>10.3} {:>9.3} {:>8.2} {:>11.3} {:>10.2}",
             size >> 20,
             k,
             gbps(size, k),
             gbps(size, d),
-            r
+            r,
+            gbps(size, dr),
+            rr
         );
-        if worst.is_none_or(|(_, w)| r < w) {
-            worst = Some((size, r));
+        if r < worst.1 {
+            (worst.0, worst.1) = (size, r);
         }
+        worst.2 = worst.2.min(rr);
     }
-    if let Some((size, r)) = worst {
-        println!("worst kumi/dd: {r:.2} at {} MiB per rank (dd: {np} writers at once, conv=fsync, the same kind of bytes)", size >> 20);
-    }
+    println!(
+        "worst kumi/dd {:.2} (at {} MiB per rank), worst kumi/dd+rm {:.2}: dd is {np} writers at once, conv=fsync, \
+         the same kind of bytes; dd+rm then deletes the previous copy, as kumi retires its previous checkpoint",
+        worst.1,
+        worst.0 >> 20,
+        worst.2
+    );
     println!(
         "from a rank's death to the restarted job computing again: {:.3} s (median of {}; 1 MiB per rank)",
         median(restart.clone()),

@@ -461,3 +461,36 @@ fn losing_a_host_restarts_the_job_on_the_hosts_that_remain() {
     );
     netns::assert_clean(&c);
 }
+
+/// A program that asks whether a checkpoint is due (EVERY = 0) gets one per
+/// `--checkpoint-every` interval, by rank 0's clock, on every rank at once.
+#[test]
+fn the_interval_decides_when_a_checkpoint_is_due() {
+    let epochs = |every: &str| {
+        let ck = scratch(&format!("due-{every}")).join("ckpt");
+        let o = kumi(
+            3,
+            &[
+                "--checkpoint-dir",
+                ck.to_str().unwrap(),
+                "--checkpoint-every",
+                every,
+                "--checkpoint-keep",
+                "100",
+            ],
+            c_solver(),
+            // About 0.6 s of sweeps.
+            &["1000", "300", "0", "2000"],
+        )
+        .output()
+        .expect("kumi run");
+        assert!(o.status.success(), "{}", text(&o).1);
+        std::fs::read_dir(&ck).map_or(0, |d| d.count())
+    };
+    let many = epochs("0.1");
+    assert!(
+        (3..=7).contains(&many),
+        "{many} checkpoints in 0.6 s at one per 0.1 s"
+    );
+    assert_eq!(epochs("1000"), 0, "a checkpoint before the interval passed");
+}
