@@ -92,6 +92,30 @@ fn wait(child: Child, limit: Duration) -> Output {
     t.join().expect("waiter").expect("wait for kumi run")
 }
 
+/// `kumi run -n 3 --checkpoint-dir DIR/ckpt OPTS PROG ARGS` started in a
+/// fresh directory `name`, its ranks writing their pids to DIR/pids: the
+/// child and the two directories.
+fn start_solver(
+    name: &str,
+    prog: &Path,
+    args: &[&str],
+    opts: &[&str],
+) -> (Child, PathBuf, PathBuf) {
+    let dir = scratch(name);
+    let pids = dir.join("pids");
+    std::fs::create_dir_all(&pids).unwrap();
+    let ck = dir.join("ckpt");
+    let mut all = vec!["--checkpoint-dir", ck.to_str().unwrap()];
+    all.extend_from_slice(opts);
+    let child = kumi(3, &all, prog, args)
+        .env("JACOBI_PIDS", &pids)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("kumi run");
+    (child, pids, ck)
+}
+
 fn pid_of(pids: &Path, rank: u64) -> Option<i32> {
     std::fs::read_to_string(pids.join(format!("pid-{rank}")))
         .ok()?
@@ -114,26 +138,12 @@ fn seeded_kills(prog: &Path, name: &str, seeds: std::ops::Range<u64>) {
     let (mut trials, mut all_landed, mut all_restarts) = (0, 0, 0);
     for seed in seeds {
         trials += 1;
-        let dir = scratch(&format!("{name}-{seed}"));
-        let pids = dir.join("pids");
-        std::fs::create_dir_all(&pids).unwrap();
-        let ck = dir.join("ckpt");
-        let child = kumi(
-            3,
-            &[
-                "--checkpoint-dir",
-                ck.to_str().unwrap(),
-                "--max-restarts",
-                "5",
-            ],
+        let (child, pids, _) = start_solver(
+            &format!("{name}-{seed}"),
             prog,
             &args,
-        )
-        .env("JACOBI_PIDS", &pids)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("kumi run");
+            &["--max-restarts", "5"],
+        );
         let mut rng = Rng(seed);
         let mut landed = 0;
         let mut seen = Vec::new();
@@ -189,28 +199,12 @@ fn a_kill_while_checkpoint_k_is_written_resumes_from_k_minus_1() {
     let args = ["1000000", "60", "4"];
     let want = reference(3, c_solver(), &args);
     for attempt in 0..5 {
-        let dir = scratch(&format!("during-write-{attempt}"));
-        let pids = dir.join("pids");
-        std::fs::create_dir_all(&pids).unwrap();
-        let ck = dir.join("ckpt");
-        let child = kumi(
-            3,
-            &[
-                "--checkpoint-dir",
-                ck.to_str().unwrap(),
-                "--max-restarts",
-                "1",
-                "--checkpoint-keep",
-                "3",
-            ],
+        let (child, pids, ck) = start_solver(
+            &format!("during-write-{attempt}"),
             c_solver(),
             &args,
-        )
-        .env("JACOBI_PIDS", &pids)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("kumi run");
+            &["--max-restarts", "1", "--checkpoint-keep", "3"],
+        );
         // Watch for rank 1's part of an epoch >= 2 being written.
         let start = Instant::now();
         let mut killed_in = None;
