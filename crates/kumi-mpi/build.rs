@@ -35,6 +35,7 @@ fn main() {
     println!("cargo:rerun-if-changed=include/kumi.h");
     println!("cargo:rerun-if-changed=include/mpi.f90");
     println!("cargo:rerun-if-changed=include/mpi_f08.f90");
+    println!("cargo:rerun-if-changed=include/kumi.f90");
     println!("cargo:rerun-if-changed=build.rs");
     // OUT_DIR is target/<profile>/build/kumi-mpi-<hash>/out.
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR"));
@@ -57,7 +58,7 @@ fn main() {
             println!("cargo:warning=could not copy {h}: {e}");
         }
     }
-    for module in ["mpi.f90", "mpi_f08.f90"] {
+    for module in ["mpi.f90", "mpi_f08.f90", "kumi.f90"] {
         fortran_module(&src.join(module), &inc, &out);
     }
 }

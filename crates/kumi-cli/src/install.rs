@@ -6,7 +6,7 @@
 //! DIR/bin/kumi, mpicc mpicxx mpifort mpif90 mpif77 mpirun mpiexec (links)
 //! DIR/lib/libmpi.so, libmpi.a, and the names MPICH programs ask for
 //!        (libmpi.so.12, libmpich.so.12, libmpichfort.so.12, libmpifort.so.12)
-//! DIR/include/mpi.h, mpif.h, kumi.h, mpi.mod, mpi_f08.mod
+//! DIR/include/mpi.h, mpif.h, kumi.h, mpi.mod, mpi_f08.mod, kumi.mod
 //! DIR/lib/pkgconfig/kumi.pc, mpich.pc   (pkg-config; Meson's dependency('mpi'))
 //! DIR/share/modulefiles/kumi            (environment modules)
 //! DIR/share/doc/kumi/*.txt              (every command's --help)
@@ -104,7 +104,14 @@ fn install(prefix: &Path) -> Result<(), String> {
     for so in SONAMES {
         link("libmpi.so", &lib_d.join(so))?;
     }
-    for f in ["mpi.h", "mpif.h", "kumi.h", "mpi.mod", "mpi_f08.mod"] {
+    for f in [
+        "mpi.h",
+        "mpif.h",
+        "kumi.h",
+        "mpi.mod",
+        "mpi_f08.mod",
+        "kumi.mod",
+    ] {
         if include.join(f).exists() {
             copy(&include.join(f), &inc_d.join(f))?;
         }

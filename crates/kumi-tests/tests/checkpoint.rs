@@ -1,5 +1,6 @@
 //! Checkpoint and restart: a Jacobi solver in C (`jacobi_ckpt.c`, built with
-//! `kumi cc`, state registered through `kumi.h`) and in Rust
+//! `kumi cc`, state registered through `kumi.h`), in Fortran
+//! (`jacobi_ckpt.f90`, `kumi fc`, the `kumi` module) and in Rust
 //! (`ckpt_jacobi`, through `kumi::checkpoint`), run by the real `kumi run
 //! --checkpoint-dir --max-restarts`, its ranks SIGKILLed from outside at
 //! seeded random moments (computing, communicating, writing a checkpoint):
@@ -24,6 +25,18 @@ fn c_solver() -> &'static Path {
         let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../kumi-mpi/tests/c");
         let cc = [bin("kumi").display().to_string(), "cc".into()];
         compile_all(&cc, &["-O2", "-Wall"], &src, &["jacobi_ckpt.c"], &out);
+        out.join("jacobi_ckpt")
+    })
+}
+
+/// `jacobi_ckpt.f90` built with `kumi fc` (the `kumi` module).
+fn fortran_solver() -> &'static Path {
+    static P: OnceLock<PathBuf> = OnceLock::new();
+    P.get_or_init(|| {
+        let out = lib_dir().join("ckpt-tests/fortran");
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("fortran");
+        let fc = [bin("kumi").display().to_string(), "fc".into()];
+        compile_all(&fc, &["-O2"], &src, &["jacobi_ckpt.f90"], &out);
         out.join("jacobi_ckpt")
     })
 }
@@ -183,6 +196,11 @@ fn seeded_kills(prog: &Path, name: &str, seeds: std::ops::Range<u64>) {
 #[test]
 fn seeded_kills_of_the_c_solver_end_with_the_uninterrupted_result() {
     seeded_kills(c_solver(), "c", 1..7);
+}
+
+#[test]
+fn seeded_kills_of_the_fortran_solver_end_with_the_uninterrupted_result() {
+    seeded_kills(fortran_solver(), "fortran", 201..204);
 }
 
 #[test]
