@@ -231,11 +231,11 @@ pub struct RunArgs {
 
     /// Seconds between checkpoints, when the program asks whether one is
     /// due [default: 600].
-    #[arg(long, value_name = "SECONDS", requires = "checkpoint_dir")]
+    #[arg(long, value_name = "SECONDS")]
     pub checkpoint_every: Option<f64>,
 
     /// Complete checkpoints to keep [default: 2].
-    #[arg(long, value_name = "K", requires = "checkpoint_dir", value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u32).range(1..))]
     pub checkpoint_keep: Option<u32>,
 
     /// Resume the newest complete checkpoint in DIR (and checkpoint there).
@@ -403,6 +403,11 @@ fn checkpoint_plan(args: &RunArgs) -> Result<Option<checkpoint::Plan>, String> {
             ))
         }
         (Some(d), _) | (None, Some(d)) => d,
+        (None, None) if args.checkpoint_every.is_some() || args.checkpoint_keep.is_some() => {
+            return Err(
+                "--checkpoint-every and --checkpoint-keep need --checkpoint-dir (or --restart)".into(),
+            )
+        }
         (None, None) => return Ok(None),
     };
     let every_s = match args.checkpoint_every {

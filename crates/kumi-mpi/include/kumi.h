@@ -17,8 +17,9 @@
  *         if (due) kumi_ckpt_save();
  *     }
  *
- * Every call except the registrations is collective over MPI_COMM_WORLD and
- * returns the same result on every rank. Errors are reported through
+ * kumi_ckpt_due, kumi_ckpt_save and kumi_ckpt_restore are collective over
+ * MPI_COMM_WORLD and return the same result on every rank; registered state
+ * must stay where it is, and callbacks must not call MPI. Errors are reported through
  * MPI_COMM_WORLD's error handler (fatal by default) with a sentence naming
  * the file and the cause; with MPI_ERRORS_RETURN they return MPI_ERR_OTHER.
  * A checkpoint is complete only when every rank's part is on disk (flushed,
