@@ -1028,7 +1028,7 @@ fn persistent_coll(
     {
         let mut s = st()?;
         s.intra(comm)?;
-        crate::comm::check_info(&mut s, info)?;
+        crate::info::check(info)?;
     }
     let start = std::rc::Rc::new(move || -> R<Box<dyn CollPending>> {
         let mut h = MPI_REQUEST_NULL;

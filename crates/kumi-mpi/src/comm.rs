@@ -704,34 +704,6 @@ const HW_RESOURCE: &str = "mpi_hw_resource_type";
 /// Its one standard value: a group of processes sharing memory (a host).
 const SHARED_MEMORY: &str = "mpi_shared_memory";
 
-/// An info argument: `MPI_INFO_NULL` or a live info object.
-pub(crate) fn check_info(s: &mut State, h: c_int) -> R<()> {
-    if h != MPI_INFO_NULL {
-        info_entry(s, h)?;
-    }
-    Ok(())
-}
-
-fn info_entry(s: &mut State, h: c_int) -> R<&mut Vec<(String, String)>> {
-    match s.infos.get_mut(&h) {
-        Some(i) => Ok(i),
-        None => err(
-            MPI_ERR_INFO,
-            format!("{h:#x} is not an info object (or it was freed)"),
-        ),
-    }
-}
-
-fn check_key(k: &str) -> R<()> {
-    if k.is_empty() || k.len() > MPI_MAX_INFO_KEY {
-        return err(
-            MPI_ERR_INFO_KEY,
-            format!("info key {k:?} is empty or longer than MPI_MAX_INFO_KEY"),
-        );
-    }
-    Ok(())
-}
-
 fn compare_members(a: &[u32], b: &[u32]) -> c_int {
     if a == b {
         return MPI_IDENT;
@@ -773,7 +745,7 @@ mpi! {
     // MPI_Comm_get_info returns an empty info object (the standard asks for
     // the hints the implementation did not ignore).
     fn MPI_Comm_dup_with_info / PMPI_Comm_dup_with_info(comm: c_int, info: c_int, newcomm: *mut c_int) {
-        check_info(&mut *st()?, info)?;
+        crate::info::check(info)?;
         comm_dup(comm, newcomm)
     }
 
@@ -782,22 +754,21 @@ mpi! {
     }
 
     fn MPI_Comm_idup_with_info / PMPI_Comm_idup_with_info(comm: c_int, info: c_int, newcomm: *mut c_int, request: *mut c_int) {
-        check_info(&mut *st()?, info)?;
+        crate::info::check(info)?;
         comm_idup(comm, newcomm, request)
     }
 
     fn MPI_Comm_set_info / PMPI_Comm_set_info(comm: c_int, info: c_int) {
         let mut s = st()?;
         s.comm_entry(comm)?;
-        check_info(&mut s, info)
+        crate::info::check(info)
     }
 
     fn MPI_Comm_get_info / PMPI_Comm_get_info(comm: c_int, info_used: *mut c_int) {
         let mut s = st()?;
         s.comm_entry(comm)?;
-        let h = s.new_info(Vec::new());
         drop(s);
-        out(info_used, "info_used", h)
+        out(info_used, "info_used", crate::info::create(Vec::new()))
     }
 
     fn MPI_Comm_split / PMPI_Comm_split(comm: c_int, color: c_int, key: c_int, newcomm: *mut c_int) {
@@ -820,8 +791,8 @@ mpi! {
     fn MPI_Comm_split_type / PMPI_Comm_split_type(comm: c_int, split_type: c_int, key: c_int, info: c_int, newcomm: *mut c_int) {
         let (c, addr, resource) = {
             let mut s = st()?;
-            check_info(&mut s, info)?;
-            let resource = s.infos.get(&info).and_then(|kv| {
+            crate::info::check(info)?;
+            let resource = crate::info::table().entry(info).ok().and_then(|kv| {
                 kv.iter().find(|(k, _)| k == HW_RESOURCE).map(|(_, v)| v.clone())
             });
             (s.intra(comm)?, s.universe.data_address().map(|a| a.ip()), resource)
@@ -849,7 +820,7 @@ mpi! {
             if n.as_ref().is_some_and(|h| h.size() == c.size()) {
                 n = None;
             } else if n.is_some() {
-                if let Some(kv) = st()?.infos.get_mut(&info) {
+                if let Ok(kv) = crate::info::table().entry(info) {
                     kv.retain(|(k, _)| k != HW_RESOURCE);
                     kv.push((HW_RESOURCE.into(), SHARED_MEMORY.into()));
                 }
@@ -1445,7 +1416,7 @@ mpi! {
             sources,
             dests,
         };
-        check_info(&mut *st()?, info)?;
+        crate::info::check(info)?;
         // Ranks keep their order (kumi does not reorder).
         let d = c.dup()?;
         new_comm(comm_old, Some(d), None, comm_dist_graph)?;
@@ -1467,7 +1438,7 @@ mpi! {
         let total = c_int::try_from(total).map_err(|_| MpiErr { class: MPI_ERR_ARG, msg: format!("{total} edges are too many") })?;
         let dsts = neighbor_ranks(destinations, total, p, "destinations")?;
         let w = weights_arg(weights, dsts.len(), "weights")?;
-        check_info(&mut *st()?, info)?;
+        crate::info::check(info)?;
         // Each edge goes to both ends as (0 = out-edge of the receiver, 1 =
         // in-edge; the other end; weight), 12 bytes, in the order given.
         let mut to: Vec<Vec<u8>> = vec![Vec::new(); p];
@@ -1552,131 +1523,6 @@ mpi! {
     fn MPI_Comm_get_parent / PMPI_Comm_get_parent(parent: *mut c_int) {
         st()?;
         out(parent, "parent", MPI_COMM_NULL)
-    }
-
-    // MPI-4: what kumi knows of how the program was started.
-    fn MPI_Info_create_env / PMPI_Info_create_env(_argc: c_int, _argv: *mut *mut c_char, info: *mut c_int) {
-        let mut s = st()?;
-        let args: Vec<String> = std::env::args().collect();
-        let mut kv = vec![
-            ("command".to_string(), args.first().cloned().unwrap_or_default()),
-            ("argv".to_string(), args.get(1..).unwrap_or_default().join(" ")),
-            ("maxprocs".to_string(), s.comm(MPI_COMM_WORLD)?.size().to_string()),
-            ("thread_level".to_string(), if crate::state::serialized() { "MPI_THREAD_SERIALIZED" } else { "MPI_THREAD_FUNNELED" }.to_string()),
-        ];
-        if let Ok(d) = std::env::current_dir() {
-            kv.push(("wdir".to_string(), d.display().to_string()));
-        }
-        kv.push(("host".to_string(), kumi::hostname()));
-        kv.push(("arch".to_string(), std::env::consts::ARCH.to_string()));
-        let h = s.new_info(kv);
-        drop(s);
-        out(info, "info", h)
-    }
-
-    fn MPI_Info_create / PMPI_Info_create(info: *mut c_int) {
-        let mut s = st()?;
-        let h = s.new_info(Vec::new());
-        drop(s);
-        out(info, "info", h)
-    }
-
-    fn MPI_Info_set / PMPI_Info_set(info: c_int, key: *const c_char, value: *const c_char) {
-        let (k, v) = (in_str(key, "key")?, in_str(value, "value")?);
-        check_key(&k)?;
-        if v.len() > MPI_MAX_INFO_VAL {
-            return err(MPI_ERR_INFO_VALUE, "info value longer than MPI_MAX_INFO_VAL");
-        }
-        let mut s = st()?;
-        let i = info_entry(&mut s, info)?;
-        match i.iter_mut().find(|e| e.0 == k) {
-            Some(e) => e.1 = v,
-            None => i.push((k, v)),
-        }
-        Ok(())
-    }
-
-    fn MPI_Info_get / PMPI_Info_get(info: c_int, key: *const c_char, valuelen: c_int, value: *mut c_char, flag: *mut c_int) {
-        let k = in_str(key, "key")?;
-        check_key(&k)?;
-        let v = info_entry(&mut *st()?, info)?.iter().find(|e| e.0 == k).map(|e| e.1.clone());
-        match v {
-            Some(v) => {
-                out_str(value, valuelen.max(0) as usize + 1, std::ptr::null_mut(), &v)?;
-                out(flag, "flag", 1)
-            }
-            None => out(flag, "flag", 0),
-        }
-    }
-
-    fn MPI_Info_get_string / PMPI_Info_get_string(info: c_int, key: *const c_char, buflen: *mut c_int, value: *mut c_char, flag: *mut c_int) {
-        let k = in_str(key, "key")?;
-        let cap = read(buflen, "buflen")?;
-        let v = info_entry(&mut *st()?, info)?.iter().find(|e| e.0 == k).map(|e| e.1.clone());
-        match v {
-            Some(v) => {
-                if cap > 0 {
-                    out_str(value, cap as usize, std::ptr::null_mut(), &v)?;
-                }
-                out(buflen, "buflen", v.len() as c_int + 1)?;
-                out(flag, "flag", 1)
-            }
-            None => out(flag, "flag", 0),
-        }
-    }
-
-    fn MPI_Info_get_valuelen / PMPI_Info_get_valuelen(info: c_int, key: *const c_char, valuelen: *mut c_int, flag: *mut c_int) {
-        let k = in_str(key, "key")?;
-        let v = info_entry(&mut *st()?, info)?.iter().find(|e| e.0 == k).map(|e| e.1.len());
-        match v {
-            Some(n) => {
-                out(valuelen, "valuelen", n as c_int)?;
-                out(flag, "flag", 1)
-            }
-            None => out(flag, "flag", 0),
-        }
-    }
-
-    fn MPI_Info_get_nkeys / PMPI_Info_get_nkeys(info: c_int, nkeys: *mut c_int) {
-        let n = info_entry(&mut *st()?, info)?.len();
-        out(nkeys, "nkeys", n as c_int)
-    }
-
-    fn MPI_Info_get_nthkey / PMPI_Info_get_nthkey(info: c_int, n: c_int, key: *mut c_char) {
-        let k = info_entry(&mut *st()?, info)?.get(n.max(0) as usize).filter(|_| n >= 0).map(|e| e.0.clone());
-        match k {
-            Some(k) => out_str(key, MPI_MAX_INFO_KEY + 1, std::ptr::null_mut(), &k),
-            None => err(MPI_ERR_ARG, format!("info has no key number {n}")),
-        }
-    }
-
-    fn MPI_Info_delete / PMPI_Info_delete(info: c_int, key: *const c_char) {
-        let k = in_str(key, "key")?;
-        let mut s = st()?;
-        let i = info_entry(&mut s, info)?;
-        match i.iter().position(|e| e.0 == k) {
-            Some(p) => {
-                i.remove(p);
-                Ok(())
-            }
-            None => err(MPI_ERR_INFO_NOKEY, format!("info has no key {k:?}")),
-        }
-    }
-
-    fn MPI_Info_dup / PMPI_Info_dup(info: c_int, newinfo: *mut c_int) {
-        let mut s = st()?;
-        let v = info_entry(&mut s, info)?.clone();
-        let h = s.new_info(v);
-        drop(s);
-        out(newinfo, "newinfo", h)
-    }
-
-    fn MPI_Info_free / PMPI_Info_free(info: *mut c_int) {
-        let h = read(info, "info")?;
-        if h == MPI_INFO_ENV || st()?.infos.remove(&h).is_none() {
-            return err(MPI_ERR_INFO, format!("{h:#x} is not an info object the program created"));
-        }
-        out(info, "info", MPI_INFO_NULL)
     }
 }
 

@@ -13,7 +13,6 @@
 //! datatypes to bytes and handles to objects. Nonblocking and split
 //! collective calls do their I/O when they start and complete at once.
 
-use crate::comm::check_info as check_info_of;
 use crate::consts::*;
 use crate::state::{
     empty_status, in_str, out, out_str, put_status, read, st, FileErrFn, ReqEntry, State, TypeArg,
@@ -533,7 +532,7 @@ mpi! {
             let mut s = st()?;
             let c = s.comm(comm)?;
             to_file_null();
-            check_info_of(&mut s, info)?;
+            crate::info::check(info)?;
             (c, amode_of(amode)?, in_str(filename, "filename")?)
         };
         if fh.is_null() {
@@ -576,7 +575,7 @@ mpi! {
 
     fn MPI_File_delete / PMPI_File_delete(filename: *const c_char, info: c_int) {
         to_file_null();
-        check_info_of(&mut *st()?, info)?;
+        crate::info::check(info)?;
         let name = in_str(filename, "filename")?;
         File::delete(&name)?;
         Ok(())
@@ -621,13 +620,13 @@ mpi! {
     fn MPI_File_set_info / PMPI_File_set_info(fh: Fh, info: c_int) {
         let mut s = st()?;
         entry(&mut s, fh)?;
-        check_info_of(&mut s, info)
+        crate::info::check(info)
     }
 
     fn MPI_File_get_info / PMPI_File_get_info(fh: Fh, info_used: *mut c_int) {
         let mut s = st()?;
         entry(&mut s, fh)?;
-        let h = s.new_info(Vec::new());
+        let h = crate::info::create(Vec::new());
         drop(s);
         out(info_used, "info_used", h)
     }
@@ -635,8 +634,8 @@ mpi! {
     fn MPI_File_set_view / PMPI_File_set_view(fh: Fh, disp: Off, etype: c_int, filetype: c_int, datarep: *const c_char, info: c_int) {
         let f = file(fh)?;
         let local = (|| {
-            let mut s = st()?;
-            check_info_of(&mut s, info)?;
+            let s = st()?;
+            crate::info::check(info)?;
             let rep = in_str(datarep, "datarep")?;
             if !rep.eq_ignore_ascii_case("native") && !rep.eq_ignore_ascii_case("internal") {
                 return err(MPI_ERR_UNSUPPORTED_DATAREP, format!("data representation {rep:?} is not supported by kumi (only \"native\" and \"internal\", which is native)"));

@@ -50,6 +50,7 @@ mod comm;
 pub mod consts;
 mod file;
 mod fortran;
+mod info;
 mod init;
 mod large;
 mod misc;

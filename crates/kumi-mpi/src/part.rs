@@ -94,7 +94,7 @@ fn init(
     }
     let (c, d) = {
         let mut s = st()?;
-        crate::comm::check_info(&mut s, info)?;
+        crate::info::check(info)?;
         (s.intra(comm)?, s.dtype(dt)?)
     };
     if partitions <= 0 || count < 0 {

@@ -81,7 +81,7 @@ fn from_group_args(
         );
     }
     let mut s = st()?;
-    crate::comm::check_info(&mut s, info)?;
+    crate::info::check(info)?;
     check_errhandler(&s, errhandler)?;
     Ok((tag, s.comm(MPI_COMM_WORLD)?))
 }
@@ -97,7 +97,7 @@ mpi! {
         }
         crate::init::start_session()?;
         let mut s = st()?;
-        crate::comm::check_info(&mut s, info)?;
+        crate::info::check(info)?;
         if let Err(e) = check_errhandler(&s, errhandler) {
             drop(s);
             crate::init::end_session()?;
@@ -158,7 +158,7 @@ mpi! {
         let members = pset(&mut s, &name);
         session(&mut s, session_h)?;
         let n = members?.len();
-        let h = s.new_info(vec![("mpi_size".to_string(), n.to_string())]);
+        let h = crate::info::create(vec![("mpi_size".to_string(), n.to_string())]);
         drop(s);
         out(info, "info", h)
     }
@@ -167,7 +167,7 @@ mpi! {
         let mut s = st()?;
         session(&mut s, session_h)?;
         let level = if crate::state::serialized() { "MPI_THREAD_SERIALIZED" } else { "MPI_THREAD_FUNNELED" };
-        let h = s.new_info(vec![("thread_level".to_string(), level.to_string())]);
+        let h = crate::info::create(vec![("thread_level".to_string(), level.to_string())]);
         drop(s);
         out(info_used, "info_used", h)
     }

@@ -107,7 +107,7 @@ fn allocate(
 ) -> R<()> {
     let c = {
         let mut s = st()?;
-        crate::comm::check_info(&mut s, info)?;
+        crate::info::check(info)?;
         s.intra(comm)?
     };
     if size < 0 {
@@ -552,7 +552,7 @@ mpi! {
     fn MPI_Win_create / PMPI_Win_create(base: *mut c_void, size: isize, disp_unit: c_int, info: c_int, comm: c_int, win_out: *mut c_int) {
         let c = {
             let mut s = st()?;
-            crate::comm::check_info(&mut s, info)?;
+            crate::info::check(info)?;
             s.intra(comm)?
         };
         if size < 0 || disp_unit <= 0 {
@@ -573,7 +573,7 @@ mpi! {
     fn MPI_Win_create_dynamic / PMPI_Win_create_dynamic(info: c_int, comm: c_int, win_out: *mut c_int) {
         let c = {
             let mut s = st()?;
-            crate::comm::check_info(&mut s, info)?;
+            crate::info::check(info)?;
             s.intra(comm)?
         };
         if win_out.is_null() {
@@ -956,13 +956,13 @@ mpi! {
     fn MPI_Win_set_info / PMPI_Win_set_info(win_h: c_int, info: c_int) {
         let mut s = st()?;
         entry(&mut s, win_h)?;
-        crate::comm::check_info(&mut s, info)
+        crate::info::check(info)
     }
 
     fn MPI_Win_get_info / PMPI_Win_get_info(win_h: c_int, info_used: *mut c_int) {
         let mut s = st()?;
         entry(&mut s, win_h)?;
-        let h = s.new_info(Vec::new());
+        let h = crate::info::create(Vec::new());
         drop(s);
         out(info_used, "info_used", h)
     }

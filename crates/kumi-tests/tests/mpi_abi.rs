@@ -43,6 +43,7 @@ const PROGRAMS: &[&str] = &[
     "errors",
     "cart",
     "info",
+    "info_before_init",
     "misc",
     "rootonly",
     "fatal",
@@ -169,6 +170,14 @@ fn derived_datatypes_and_pack() {
 #[test]
 fn arguments_read_at_the_root_or_leader_only() {
     suite("rootonly", &[1, 2, 3, 4, 5], &[3, 4]);
+}
+
+/// Regression: info objects lived in the state `MPI_Init` makes, so
+/// `MPI_Info_create` before `MPI_Init` ended the program; MPI 4 allows the
+/// info calls before `MPI_Init` and after `MPI_Finalize`.
+#[test]
+fn info_objects_before_init_and_after_finalize() {
+    suite("info_before_init", &[1, 3], &[1, 3]);
 }
 
 #[test]

@@ -3889,7 +3889,7 @@ unsafe extern "C" fn mpi_info_create(info: *mut Fint, ierror: *mut Fint) {
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::comm::PMPI_Info_create(info as _);
+        let rc = crate::info::PMPI_Info_create(info as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -3902,7 +3902,7 @@ unsafe extern "C" fn mpi_info_create_env(info: *mut Fint, ierror: *mut Fint) {
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::comm::PMPI_Info_create_env(0, std::ptr::null_mut(), info as _);
+        let rc = crate::info::PMPI_Info_create_env(0, std::ptr::null_mut(), info as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -3916,7 +3916,7 @@ unsafe extern "C" fn mpi_info_delete(info: *mut Fint, key: *mut c_char, ierror: 
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let key_c = fortran::str_in(key, key_len);
-        let rc = crate::comm::PMPI_Info_delete(*info as _, key_c.as_ptr() as _);
+        let rc = crate::info::PMPI_Info_delete(*info as _, key_c.as_ptr() as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -3929,7 +3929,7 @@ unsafe extern "C" fn mpi_info_dup(info: *mut Fint, newinfo: *mut Fint, ierror: *
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::comm::PMPI_Info_dup(*info as _, newinfo as _);
+        let rc = crate::info::PMPI_Info_dup(*info as _, newinfo as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -3942,7 +3942,7 @@ unsafe extern "C" fn mpi_info_free(info: *mut Fint, ierror: *mut Fint) {
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::comm::PMPI_Info_free(info as _);
+        let rc = crate::info::PMPI_Info_free(info as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -3958,7 +3958,7 @@ unsafe extern "C" fn mpi_info_get(info: *mut Fint, key: *mut c_char, valuelen: *
         let key_c = fortran::str_in(key, key_len);
         let mut value_c = fortran::str_buf(value_len);
         let mut flag_c: c_int = 0;
-        let rc = crate::comm::PMPI_Info_get(*info as _, key_c.as_ptr() as _, *valuelen as _, value_c.as_mut_ptr() as _, &mut flag_c);
+        let rc = crate::info::PMPI_Info_get(*info as _, key_c.as_ptr() as _, *valuelen as _, value_c.as_mut_ptr() as _, &mut flag_c);
         fortran::str_out(value, value_len, &value_c);
         *flag = fortran::logical_out(flag_c);
         fortran::ierror(ierror, rc);
@@ -3973,7 +3973,7 @@ unsafe extern "C" fn mpi_info_get_nkeys(info: *mut Fint, nkeys: *mut Fint, ierro
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::comm::PMPI_Info_get_nkeys(*info as _, nkeys as _);
+        let rc = crate::info::PMPI_Info_get_nkeys(*info as _, nkeys as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -3987,7 +3987,7 @@ unsafe extern "C" fn mpi_info_get_nthkey(info: *mut Fint, n: *mut Fint, key: *mu
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let mut key_c = fortran::str_buf(key_len);
-        let rc = crate::comm::PMPI_Info_get_nthkey(*info as _, *n as _, key_c.as_mut_ptr() as _);
+        let rc = crate::info::PMPI_Info_get_nthkey(*info as _, *n as _, key_c.as_mut_ptr() as _);
         fortran::str_out(key, key_len, &key_c);
         fortran::ierror(ierror, rc);
     }
@@ -4004,7 +4004,7 @@ unsafe extern "C" fn mpi_info_get_string(info: *mut Fint, key: *mut c_char, bufl
         let key_c = fortran::str_in(key, key_len);
         let mut value_c = fortran::str_buf(value_len);
         let mut flag_c: c_int = 0;
-        let rc = crate::comm::PMPI_Info_get_string(*info as _, key_c.as_ptr() as _, buflen as _, value_c.as_mut_ptr() as _, &mut flag_c);
+        let rc = crate::info::PMPI_Info_get_string(*info as _, key_c.as_ptr() as _, buflen as _, value_c.as_mut_ptr() as _, &mut flag_c);
         fortran::str_out(value, value_len, &value_c);
         *flag = fortran::logical_out(flag_c);
         fortran::ierror(ierror, rc);
@@ -4021,7 +4021,7 @@ unsafe extern "C" fn mpi_info_get_valuelen(info: *mut Fint, key: *mut c_char, va
     unsafe {
         let key_c = fortran::str_in(key, key_len);
         let mut flag_c: c_int = 0;
-        let rc = crate::comm::PMPI_Info_get_valuelen(*info as _, key_c.as_ptr() as _, valuelen as _, &mut flag_c);
+        let rc = crate::info::PMPI_Info_get_valuelen(*info as _, key_c.as_ptr() as _, valuelen as _, &mut flag_c);
         *flag = fortran::logical_out(flag_c);
         fortran::ierror(ierror, rc);
     }
@@ -4037,7 +4037,7 @@ unsafe extern "C" fn mpi_info_set(info: *mut Fint, key: *mut c_char, value: *mut
     unsafe {
         let key_c = fortran::str_in(key, key_len);
         let value_c = fortran::str_in(value, value_len);
-        let rc = crate::comm::PMPI_Info_set(*info as _, key_c.as_ptr() as _, value_c.as_ptr() as _);
+        let rc = crate::info::PMPI_Info_set(*info as _, key_c.as_ptr() as _, value_c.as_ptr() as _);
         fortran::ierror(ierror, rc);
     }
 }

@@ -63,7 +63,6 @@ pub(crate) struct State {
     pub reqs: Slab<(ReqEntry, c_int)>,
     pub msgs: HashMap<c_int, RawMessage>,
     pub ops: HashMap<c_int, (UserOp, bool)>,
-    pub infos: HashMap<c_int, Vec<(String, String)>>,
     pub keyvals: HashMap<c_int, Keyval>,
     /// Attributes on datatypes (`MPI_Type_set_attr`), by type handle.
     pub type_attrs: HashMap<c_int, HashMap<c_int, *mut c_void>>,
@@ -123,8 +122,6 @@ impl State {
         }
         let mut groups = HashMap::new();
         groups.insert(MPI_GROUP_EMPTY, Vec::new());
-        let mut infos = HashMap::new();
-        infos.insert(MPI_INFO_ENV, Vec::new());
         State {
             universe,
             comms,
@@ -136,7 +133,6 @@ impl State {
             reqs: Slab::new(NEW_REQUEST, &[]),
             msgs: HashMap::new(),
             ops: HashMap::new(),
-            infos,
             keyvals: HashMap::new(),
             type_attrs: HashMap::new(),
             errhs: HashMap::new(),
@@ -274,12 +270,6 @@ impl State {
     }
 
     /// A new info object holding `kv`.
-    pub fn new_info(&mut self, kv: Vec<(String, String)>) -> c_int {
-        let h = self.fresh(NEW_INFO);
-        self.infos.insert(h, kv);
-        h
-    }
-
     pub fn new_group(&mut self, members: Vec<u32>) -> c_int {
         if members.is_empty() {
             return MPI_GROUP_EMPTY;
