@@ -97,17 +97,21 @@ fn sections(report: &str) -> Vec<(u32, String)> {
     out
 }
 
+/// `kumi stacks JOB` run by `kumi` (a command naming the binary, perhaps
+/// inside a test host): its report, and the report's sections.
+fn stacks(mut kumi: Command, job: &str) -> (String, Vec<(u32, String)>) {
+    let o = kumi.args(["stacks", job]).output().unwrap();
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    let s = sections(&out);
+    (out, s)
+}
+
 #[test]
 fn kumi_stacks_names_each_ranks_current_function() {
     gdb_installed();
     let job = Hanging::local(3);
-    let o = Command::new(bin("kumi"))
-        .args(["stacks", &job.job])
-        .output()
-        .unwrap();
-    let (out, err) = text(&o);
-    assert!(o.status.success(), "{err}");
-    let s = sections(&out);
+    let (out, s) = stacks(Command::new(bin("kumi")), &job.job);
     assert_eq!(
         s.iter().map(|(r, _)| *r).collect::<Vec<_>>(),
         [0, 1, 2],
@@ -307,14 +311,7 @@ fn kumi_stacks_reaches_ranks_on_other_hosts() {
     );
     cmd.stdin(Stdio::null());
     let job = Hanging::start(cmd, 4);
-    let o = c
-        .command_on(0, &bin("kumi"))
-        .args(["stacks", &job.job])
-        .output()
-        .unwrap();
-    let (out, err) = text(&o);
-    assert!(o.status.success(), "{err}");
-    let s = sections(&out);
+    let (out, s) = stacks(c.command_on(0, &bin("kumi")), &job.job);
     assert_eq!(s.len(), 4, "{out}");
     for (r, text) in &s {
         assert!(text.contains("fail::main at"), "rank {r}:\n{text}");
