@@ -202,9 +202,10 @@ impl Checkpoints {
     /// Takes a checkpoint: `write` puts this rank's state into its part;
     /// returns the epoch once every rank's part is durable and the manifest
     /// is committed, or `None` at once when the job does not checkpoint (no
-    /// directory: the program runs unchanged without one). Collective. If any rank fails (its `write` returned an
-    /// error, the disk is full...), no rank's call succeeds, the error names
-    /// the rank and why, and the previous complete checkpoint stays.
+    /// directory: the program runs unchanged without one). Collective. If
+    /// any rank fails (its `write` returned an error, the disk is full...),
+    /// no rank's call succeeds, the error names the rank and why, and the
+    /// previous complete checkpoint stays.
     pub fn save(
         &mut self,
         write: impl FnOnce(&mut Writer) -> io::Result<()>,

@@ -187,11 +187,7 @@ impl Watch {
     #[inline]
     pub fn waiting(&mut self, info: &WaitInfo, start: Instant, now: Instant, counters: &Counters) {
         self.current = Some(start);
-        if let Some(gap) = self.turn.map(|t| now.saturating_duration_since(t)) {
-            if gap > self.stall {
-                self.paused += gap - self.stall;
-            }
-        }
+        self.stalled_since_turn(now);
         self.turn = Some(now);
         if self.control.is_none() {
             return;
@@ -240,6 +236,16 @@ impl Watch {
         }
     }
 
+    /// Counts a gap since the last turn longer than a sleep (plus a second)
+    /// as time the rank was not running.
+    fn stalled_since_turn(&mut self, now: Instant) {
+        if let Some(gap) = self.turn.map(|t| now.saturating_duration_since(t)) {
+            if gap > self.stall {
+                self.paused += gap - self.stall;
+            }
+        }
+    }
+
     /// The current wait ended. Only a wait that went on long enough to be
     /// timed has anything to do: the check is inlined into every wait, the
     /// work is not.
@@ -252,8 +258,18 @@ impl Watch {
 
     #[inline(never)]
     fn end_timed_wait(&mut self) {
+        self.end_timed_wait_at(Instant::now());
+    }
+
+    fn end_timed_wait_at(&mut self, now: Instant) {
         if let Some(start) = self.current.take() {
-            self.blocked += start.elapsed().saturating_sub(self.paused);
+            // The last stretch too: a rank stopped after its last turn finds
+            // its message there when it runs again and ends the wait without
+            // another turn.
+            self.stalled_since_turn(now);
+            self.blocked += now
+                .saturating_duration_since(start)
+                .saturating_sub(self.paused);
             self.paused = Duration::ZERO;
             self.turn = None;
             self.site = None;
@@ -449,11 +465,11 @@ mod tests {
         w.waiting(&info, start, start + Duration::from_millis(1000), &c);
         // Stopped from 1 s to 35 s.
         w.waiting(&info, start, start + Duration::from_secs(35), &c);
-        w.wait_ended();
+        w.end_timed_wait_at(start + Duration::from_millis(35_050));
         let blocked = w.blocked.as_secs_f64();
-        // 40 s of wall time, 34 s of it stopped, less the 1.1 s allowed for
-        // one sleep: about 7.1 s blocked.
-        assert!((6.5..8.0).contains(&blocked), "{blocked}");
+        // 35.05 s of wall time, 34 s of it stopped, less the 1.1 s allowed
+        // for one sleep: about 2.15 s blocked.
+        assert!((1.9..2.5).contains(&blocked), "{blocked}");
         let mut w = Watch::disabled();
         let start = Instant::now()
             .checked_sub(Duration::from_secs(3))
@@ -463,5 +479,25 @@ mod tests {
         }
         w.wait_ended();
         assert!(w.blocked >= Duration::from_secs(3), "{:?}", w.blocked);
+    }
+
+    /// Regression (a Slurm suspend test counted 30 s as blocked): a rank
+    /// stopped after the last turn of its wait, whose message was there when
+    /// it ran again, ended the wait without another turn, and the whole stop
+    /// counted as blocked.
+    #[test]
+    fn a_stop_after_the_last_turn_of_a_wait_is_not_blocked() {
+        let info = WaitInfo::plain(Call::Recv);
+        let c = Counters::default();
+        let mut w = Watch::disabled();
+        let start = Instant::now()
+            .checked_sub(Duration::from_secs(40))
+            .expect("a clock 40 s old");
+        w.waiting(&info, start, start + Duration::from_millis(200), &c);
+        // Stopped from 0.2 s to 30.2 s; the wait ends as it runs again.
+        w.end_timed_wait_at(start + Duration::from_millis(30_300));
+        let blocked = w.blocked.as_secs_f64();
+        // 30.3 s of wall time, 30 s stopped, less the 1.1 s allowed: 1.4 s.
+        assert!((1.0..2.0).contains(&blocked), "{blocked}");
     }
 }
