@@ -310,7 +310,7 @@ Thread 2 (Thread 0x7f495804d6c0 (LWP 9944) "kumi-progress"):
 #0  syscall () at ../sysdeps/unix/sysv/linux/x86_64/syscall.S:38
 #1  0x00007f495979eb17 in std::sys::pal::unix::futex::futex_wait () at library/std/src/sys/pal/unix/futex.rs:73
 #7  0x00007f495951bf1f in core::panic::unwind_safe::{impl#23}::call_once<(), kumi::progress::run::{closure_env#0}> (self=...) at /rustc/x/library/core/src/panic/unwind_safe.rs:274
-#9  0x00007f49594ce31b in __rust_try () from /work/main/target/debug/libmpi.so.12
+#9  0x00007f49594ce31b in __rust_try () from /opt/kumi/lib/libmpi.so.12
 #23 0x00007f49597a4eef in alloc::boxed::{impl#31}::call_once<(), (dyn core::ops::function::FnOnce<(), Output=()> + core::marker::Send), alloc::alloc::Global> () at library/alloc/src/boxed.rs:2240
 
 Thread 1 (Thread 0x7f4958850cc0 (LWP 9943) "jac"):
@@ -333,7 +333,7 @@ Thread 1 (Thread 0x7f4958850cc0 (LWP 9943) "jac"):
             f[2].function,
             "core::panic::unwind_safe::{impl#23}::call_once<(), kumi::progress::run::{closure_env#0}>"
         );
-        assert_eq!(f[3].at, "from /work/main/target/debug/libmpi.so.12");
+        assert_eq!(f[3].at, "from /opt/kumi/lib/libmpi.so.12");
         assert!(
             f[4].function.ends_with("alloc::alloc::Global>"),
             "{}",

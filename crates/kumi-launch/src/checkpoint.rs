@@ -42,11 +42,7 @@ pub fn program_identity(apps: &[App], cwd: &Path) -> String {
             let found = if a.program.contains(&b'/') {
                 Some(base.join(p))
             } else {
-                std::env::var_os("PATH").and_then(|path| {
-                    std::env::split_paths(&path)
-                        .map(|d| d.join(p))
-                        .find(|f| f.is_file())
-                })
+                crate::spec::find_in_path(p.as_os_str())
             };
             found
                 .and_then(|f| f.canonicalize().ok())

@@ -23,10 +23,7 @@ pub struct Target {
 
 /// gdb on this machine's `PATH`, if installed.
 pub fn gdb() -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join("gdb"))
-        .find(|p| p.is_file())
+    crate::spec::find_in_path("gdb".as_ref())
 }
 
 /// Each target's stacks (formatted, see [`debug::format_stacks`]) or one

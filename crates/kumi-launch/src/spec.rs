@@ -119,6 +119,14 @@ impl JobSpec {
     }
 }
 
+/// The file `name` (a program name without `/`) names on this `PATH`.
+pub fn find_in_path(name: &std::ffi::OsStr) -> Option<std::path::PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|f| f.is_file())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -180,12 +180,6 @@ impl Checkpoints {
                 .is_some_and(|s| !s.restart.is_empty())
     }
 
-    fn settings(&self) -> Result<&Settings> {
-        self.settings.as_ref().ok_or_else(|| {
-            failed("no checkpoint directory: run the job with `kumi run --checkpoint-dir DIR` (or set KUMI_CKPT_DIR)")
-        })
-    }
-
     /// Whether a checkpoint is due: once `--checkpoint-every` seconds have
     /// passed since the job started or last checkpointed, by rank 0's clock.
     /// Collective; every rank gets rank 0's answer. Always false (and no
@@ -380,10 +374,9 @@ impl Checkpoints {
         &mut self,
         read: impl FnOnce(&mut Reader) -> io::Result<()>,
     ) -> Result<Option<u64>> {
-        if !self.restarting() {
+        let Some(s) = self.settings.clone().filter(|_| self.restarting()) else {
             return Ok(None);
-        }
-        let s = self.settings()?.clone();
+        };
         let dir = PathBuf::from(&s.dir);
         let rank = self.world.rank() as u32;
         let candidates = &s.restart;
