@@ -53,6 +53,16 @@ pub struct Checkpoints {
     next: Option<u64>,
     /// The restart candidates are spent once the state was read back.
     restored: bool,
+    /// Rank 0's deletion of checkpoints older than the last `keep`, joined
+    /// before the next one starts and when this value goes, so the job
+    /// never ends with more than `keep` of them left behind.
+    retiring: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Checkpoints {
+    fn drop(&mut self) {
+        self.finish_retiring();
+    }
 }
 
 /// A checkpoint's part being written: the program writes its state in, in
@@ -138,6 +148,7 @@ impl crate::Universe {
             last: Instant::now(),
             next: None,
             restored: false,
+            retiring: None,
         }
     }
 }
@@ -288,7 +299,7 @@ impl Checkpoints {
     /// Rank 0: the manifest, made durable (the commit point), then the
     /// retirement of older checkpoints.
     fn commit(
-        &self,
+        &mut self,
         s: &Settings,
         dir: &Path,
         epoch: u64,
@@ -330,24 +341,33 @@ impl Checkpoints {
         sync_dir(&edir).map_err(io)?;
         sync_dir(dir).map_err(io)?;
         // Committed. Old checkpoints go on a thread of their own (deleting
-        // large files takes time no rank should wait for); one left by an
-        // exit in between goes at the next commit.
+        // large files takes time no rank should wait for while it computes);
+        // the previous deletion has ended first, so the listing is settled.
+        self.finish_retiring();
         if let Ok(l) = listing(dir) {
             let old: Vec<PathBuf> = ck::retire(&l, epoch, s.keep)
                 .into_iter()
                 .map(|e| dir.join(ck::epoch_dir(e)))
                 .collect();
             if !old.is_empty() {
-                let _ = std::thread::Builder::new()
+                let remove = move || {
+                    for d in old {
+                        let _ = fs::remove_dir_all(d);
+                    }
+                };
+                self.retiring = std::thread::Builder::new()
                     .name("kumi-ckpt-retire".into())
-                    .spawn(move || {
-                        for d in old {
-                            let _ = fs::remove_dir_all(d);
-                        }
-                    });
+                    .spawn(remove)
+                    .ok();
             }
         }
         Ok(())
+    }
+
+    fn finish_retiring(&mut self) {
+        if let Some(t) = self.retiring.take() {
+            let _ = t.join();
+        }
     }
 
     fn identity(&self, s: &Settings) -> JobIdentity {
