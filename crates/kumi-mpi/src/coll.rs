@@ -34,6 +34,8 @@ use kumi::{Builtin, CollRequest, Comm, Complex, Elem, Loc, LocInt, Op};
 use std::ffi::{c_int, c_void};
 use std::sync::OnceLock;
 
+mod inter;
+
 fn in_place(p: *const c_void) -> bool {
     p as usize == IN_PLACE
 }
@@ -458,7 +460,16 @@ fn alltoallw(
     recvtypes: *const c_int,
     comm: c_int,
 ) -> R<NbBytes> {
-    let c = st()?.intra(comm)?;
+    let c = st()?.intra(comm);
+    let c = match c {
+        Ok(c) => c,
+        Err(e) => {
+            return inter::alltoallw(
+                e, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls,
+                recvtypes, comm,
+            )
+        }
+    };
     let p = c.size();
     let byte_displs = |d: *const c_int, what: &str| -> R<Vec<isize>> {
         Ok(slice(d, p as c_int, what)?
@@ -1588,118 +1599,10 @@ fn is_predefined(dt: c_int) -> bool {
 
 // ----- data movement ----------------------------------------------------------------
 
-/// `MPI_Barrier` on an intercommunicator (or the lookup's error `e`).
-#[cold]
-#[inline(never)]
-fn inter_barrier(comm: c_int, e: crate::MpiErr) -> R<()> {
-    let ic = st()?.inter(comm).ok().flatten();
-    match ic {
-        Some(ic) => Ok(ic.barrier()?),
-        None => Err(e),
-    }
-}
-
-/// `MPI_Allreduce` on an intercommunicator (or the lookup's error `e`): each
-/// group gets the reduction of the other group's contributions, reduced in
-/// the other group first, the leaders exchanging the results. Predefined
-/// (contiguous) datatypes only.
-#[cold]
-#[inline(never)]
-fn inter_allreduce(
-    sendbuf: *const c_void,
-    recvbuf: *mut c_void,
-    n: c_int,
-    dt: c_int,
-    op: c_int,
-    comm: c_int,
-    e: crate::MpiErr,
-) -> R<()> {
-    let (ic, local) = {
-        let mut s = st()?;
-        match s.comm_entry(comm) {
-            Ok(x) if x.inter.is_some() => (x.inter.clone().expect("checked"), x.inter_local),
-            _ => return Err(e),
-        }
-    };
-    if in_place(sendbuf) {
-        return err(
-            MPI_ERR_ARG,
-            "MPI_IN_PLACE is not allowed on an intercommunicator",
-        );
-    }
-    let d = st()?.dtype(dt)?;
-    if !d.is_contiguous() {
-        return err(MPI_ERR_TYPE, "MPI_Allreduce on an intercommunicator with a non-contiguous datatype is not supported by kumi yet");
-    }
-    let len = d.packed_size(count(n)?);
-    let mut mine = vec![0u8; len];
-    // SAFETY: the program's arguments, with a buffer of the right size for
-    // the result of this group's own reduction.
-    let rc = unsafe { PMPI_Allreduce(sendbuf, mine.as_mut_ptr() as *mut c_void, n, dt, op, local) };
-    if rc != MPI_SUCCESS {
-        return err(rc, "the reduction within the local group failed");
-    }
-    let mut theirs = vec![0u8; len];
-    if ic.local().rank() == 0 {
-        ic.leaders_exchange(&mine, &mut theirs)?;
-    }
-    ic.local().bcast(&mut theirs, 0)?;
-    if len > 0 {
-        // SAFETY: the program passes room for `n` elements of `dt` (contiguous) at `recvbuf`.
-        unsafe { std::ptr::copy_nonoverlapping(theirs.as_ptr(), recvbuf as *mut u8, len) };
-    }
-    Ok(())
-}
-
-/// `MPI_Bcast` on an intercommunicator: `MPI_ROOT` at the root, `MPI_PROC_NULL`
-/// at the other ranks of its group, the root's rank in the other group.
-fn inter_bcast(
-    ic: &kumi::inter::InterComm,
-    buf: *mut c_void,
-    n: c_int,
-    dt: c_int,
-    root: c_int,
-) -> R<()> {
-    use kumi::inter::Root;
-    let who = match root {
-        MPI_ROOT => Root::Me,
-        MPI_PROC_NULL => Root::None,
-        r if r >= 0 => Root::Remote(r as usize),
-        r => {
-            return err(
-                MPI_ERR_ROOT,
-                format!(
-                    "root {r} is neither MPI_ROOT, MPI_PROC_NULL nor a rank of the other group"
-                ),
-            )
-        }
-    };
-    if who == Root::None {
-        return Ok(());
-    }
-    let d = st()?.dtype(dt)?;
-    let n = count(n)?;
-    let mut bytes = match who {
-        Root::Me => pack(buf, n, &d),
-        _ => vec![0u8; d.packed_size(n)],
-    };
-    ic.bcast(&mut bytes, who)?;
-    if who != Root::Me {
-        unpack(&bytes, buf, n, &d);
-    }
-    Ok(())
-}
-
 fn bcast(buf: *mut c_void, n: c_int, dt: c_int, root: c_int, comm: c_int) -> R<()> {
     let (c, d) = match lookup(comm, dt) {
         Ok(x) => x,
-        Err(e) => {
-            let ic = st()?.inter(comm).ok().flatten();
-            return match ic {
-                Some(ic) => inter_bcast(&ic, buf, n, dt, root),
-                None => Err(e),
-            };
-        }
+        Err(e) => return inter::bcast(e, buf, n, dt, root, comm),
     };
     let root = check_root(&c, root)?;
     let n = count(n)?;
@@ -1805,7 +1708,7 @@ mpi! {
             Ok(c) => Ok(c.barrier()?),
             Err(e) => {
                 drop(s);
-                inter_barrier(comm, e)
+                inter::barrier(e, comm)
             }
         }
     }
@@ -1831,7 +1734,13 @@ mpi! {
     }
 
     fn MPI_Ibcast / PMPI_Ibcast(buffer: *mut c_void, count: c_int, datatype: c_int, root: c_int, comm: c_int, request: *mut c_int) {
-        let (c, d) = lookup(comm, datatype)?;
+        let (c, d) = match lookup(comm, datatype) {
+            Ok(x) => x,
+            Err(e) => {
+                need_request(request)?;
+                return nb_request(Box::new(inter::ibcast(e, buffer, count, datatype, root, comm)?), comm, request);
+            }
+        };
         need_request(request)?;
         let r = check_root(&c, root)?;
         let n = crate::state::count(count)?;
@@ -1857,7 +1766,13 @@ mpi! {
     }
 
     fn MPI_Iallgather / PMPI_Iallgather(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, comm: c_int, request: *mut c_int) {
-        let (c, rd) = lookup(comm, recvtype)?;
+        let (c, rd) = match lookup(comm, recvtype) {
+            Ok(x) => x,
+            Err(e) => {
+                need_request(request)?;
+                return nb_request(Box::new(inter::allgather(e, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)?), comm, request);
+            }
+        };
         need_request(request)?;
         let (p, me) = (c.size(), c.rank());
         let rn = crate::state::count(recvcount)?;
@@ -1886,7 +1801,14 @@ mpi! {
     }
 
     fn MPI_Igather / PMPI_Igather(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, root: c_int, comm: c_int, request: *mut c_int) {
-        let c = st()?.intra(comm)?;
+        let c = st()?.intra(comm);
+        let c = match c {
+            Ok(x) => x,
+            Err(e) => {
+                need_request(request)?;
+                return nb_request(Box::new(inter::gather(e, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)?), comm, request);
+            }
+        };
         need_request(request)?;
         let r = check_root(&c, root)?;
         let (p, me) = (c.size(), c.rank());
@@ -1906,7 +1828,14 @@ mpi! {
     }
 
     fn MPI_Iscatter / PMPI_Iscatter(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, root: c_int, comm: c_int, request: *mut c_int) {
-        let c = st()?.intra(comm)?;
+        let c = st()?.intra(comm);
+        let c = match c {
+            Ok(x) => x,
+            Err(e) => {
+                need_request(request)?;
+                return nb_request(Box::new(inter::scatter(e, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)?), comm, request);
+            }
+        };
         need_request(request)?;
         let r = check_root(&c, root)?;
         let (p, me) = (c.size(), c.rank());
@@ -1937,7 +1866,13 @@ mpi! {
     }
 
     fn MPI_Ialltoall / PMPI_Ialltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, comm: c_int, request: *mut c_int) {
-        let (c, rd) = lookup(comm, recvtype)?;
+        let (c, rd) = match lookup(comm, recvtype) {
+            Ok(x) => x,
+            Err(e) => {
+                need_request(request)?;
+                return nb_request(Box::new(inter::alltoall(e, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)?), comm, request);
+            }
+        };
         need_request(request)?;
         let p = c.size();
         let rn = crate::state::count(recvcount)?;
@@ -1962,7 +1897,14 @@ mpi! {
     }
 
     fn MPI_Igatherv / PMPI_Igatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: c_int, root: c_int, comm: c_int, request: *mut c_int) {
-        let c = st()?.intra(comm)?;
+        let c = st()?.intra(comm);
+        let c = match c {
+            Ok(x) => x,
+            Err(e) => {
+                need_request(request)?;
+                return nb_request(Box::new(inter::gatherv(e, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm)?), comm, request);
+            }
+        };
         need_request(request)?;
         let r = check_root(&c, root)?;
         let (p, me) = (c.size(), c.rank());
@@ -2005,7 +1947,14 @@ mpi! {
     }
 
     fn MPI_Iscatterv / PMPI_Iscatterv(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, root: c_int, comm: c_int, request: *mut c_int) {
-        let c = st()?.intra(comm)?;
+        let c = st()?.intra(comm);
+        let c = match c {
+            Ok(x) => x,
+            Err(e) => {
+                need_request(request)?;
+                return nb_request(Box::new(inter::scatterv(e, sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm)?), comm, request);
+            }
+        };
         need_request(request)?;
         let r = check_root(&c, root)?;
         let (p, me) = (c.size(), c.rank());
@@ -2057,7 +2006,13 @@ mpi! {
     }
 
     fn MPI_Iallgatherv / PMPI_Iallgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: c_int, comm: c_int, request: *mut c_int) {
-        let (c, rd) = lookup(comm, recvtype)?;
+        let (c, rd) = match lookup(comm, recvtype) {
+            Ok(x) => x,
+            Err(e) => {
+                need_request(request)?;
+                return nb_request(Box::new(inter::allgatherv(e, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm)?), comm, request);
+            }
+        };
         need_request(request)?;
         let (p, me) = (c.size(), c.rank());
         let segs = segments(recvbuf, &counts(recvcounts, p, "recvcounts")?, &counts(displs, p, "displs")?, &rd);
@@ -2083,7 +2038,13 @@ mpi! {
     // untouched until the request completes: no copies through owned
     // buffers (measured: docs/BENCHMARKS.md, session 22).
     fn MPI_Ialltoallv / PMPI_Ialltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: c_int, comm: c_int, request: *mut c_int) {
-        let (c, rd) = lookup(comm, recvtype)?;
+        let (c, rd) = match lookup(comm, recvtype) {
+            Ok(x) => x,
+            Err(e) => {
+                need_request(request)?;
+                return nb_request(Box::new(inter::alltoallv(e, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm)?), comm, request);
+            }
+        };
         need_request(request)?;
         let p = c.size();
         if !in_place(sendbuf) {
@@ -2144,7 +2105,11 @@ mpi! {
     }
 
     fn MPI_Reduce / PMPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: c_int, op: c_int, root: c_int, comm: c_int) {
-        let c = st()?.intra(comm)?;
+        let c = st()?.intra(comm);
+        let c = match c {
+            Ok(c) => c,
+            Err(e) => return inter::reduce(e, sendbuf, recvbuf, count, datatype, op, root, comm),
+        };
         let r = check_root(&c, root)?;
         let send = if in_place(sendbuf) && c.rank() == r { recvbuf as *const c_void } else { sendbuf };
         reduction("MPI_Reduce", Red::Reduce(r), send, recvbuf, crate::state::count(count)?, datatype, op, comm)
@@ -2156,7 +2121,7 @@ mpi! {
             return done;
         }
         match reduction("MPI_Allreduce", Red::All, send, recvbuf, crate::state::count(count)?, datatype, op, comm) {
-            Err(e) if e.class == MPI_ERR_COMM => inter_allreduce(sendbuf, recvbuf, count, datatype, op, comm, e),
+            Err(e) if e.class == MPI_ERR_COMM => inter::allreduce(e, sendbuf, recvbuf, count, datatype, op, comm),
             r => r,
         }
     }
@@ -2178,14 +2143,22 @@ mpi! {
     }
 
     fn MPI_Reduce_scatter_block / PMPI_Reduce_scatter_block(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: c_int, op: c_int, comm: c_int) {
-        let p = st()?.intra(comm)?.size();
+        let c = st()?.intra(comm);
+        let p = match c {
+            Ok(c) => c.size(),
+            Err(e) => return inter::reduce_scatter(e, sendbuf, recvbuf, inter::Counts::Block(recvcount), datatype, op, comm),
+        };
         let n = crate::state::count(recvcount)?;
         let send = if in_place(sendbuf) { recvbuf as *const c_void } else { sendbuf };
         reduction("MPI_Reduce_scatter_block", Red::Scatter(vec![n; p]), send, recvbuf, n * p, datatype, op, comm)
     }
 
     fn MPI_Reduce_scatter / PMPI_Reduce_scatter(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: c_int, op: c_int, comm: c_int) {
-        let p = st()?.intra(comm)?.size();
+        let c = st()?.intra(comm);
+        let p = match c {
+            Ok(c) => c.size(),
+            Err(e) => return inter::reduce_scatter(e, sendbuf, recvbuf, inter::Counts::Each(recvcounts), datatype, op, comm),
+        };
         let cs = counts(recvcounts, p, "recvcounts")?;
         let total = cs.iter().sum();
         let send = if in_place(sendbuf) { recvbuf as *const c_void } else { sendbuf };
@@ -2196,7 +2169,11 @@ mpi! {
     // arguments at the root only, as MPI 4.1 section 6.5 says: elsewhere they
     // may be anything, MPI_DATATYPE_NULL and null counts included.
     fn MPI_Gather / PMPI_Gather(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, root: c_int, comm: c_int) {
-        let c = st()?.intra(comm)?;
+        let c = st()?.intra(comm);
+        let c = match c {
+            Ok(x) => x,
+            Err(e) => return inter::wait(inter::gather(e, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)),
+        };
         let r = check_root(&c, root)?;
         let (p, me) = (c.size(), c.rank());
         let a = gather_args(me == r, me, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype)?;
@@ -2215,7 +2192,11 @@ mpi! {
     }
 
     fn MPI_Gatherv / PMPI_Gatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: c_int, root: c_int, comm: c_int) {
-        let c = st()?.intra(comm)?;
+        let c = st()?.intra(comm);
+        let c = match c {
+            Ok(x) => x,
+            Err(e) => return inter::wait(inter::gatherv(e, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm)),
+        };
         let r = check_root(&c, root)?;
         let (p, me) = (c.size(), c.rank());
         let recv = if me == r {
@@ -2253,7 +2234,11 @@ mpi! {
     }
 
     fn MPI_Scatter / PMPI_Scatter(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, root: c_int, comm: c_int) {
-        let c = st()?.intra(comm)?;
+        let c = st()?.intra(comm);
+        let c = match c {
+            Ok(x) => x,
+            Err(e) => return inter::wait(inter::scatter(e, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)),
+        };
         let r = check_root(&c, root)?;
         let (p, me) = (c.size(), c.rank());
         let a = scatter_args(me == r, sendcount, sendtype, recvbuf, recvcount, recvtype)?;
@@ -2275,7 +2260,11 @@ mpi! {
     }
 
     fn MPI_Scatterv / PMPI_Scatterv(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, root: c_int, comm: c_int) {
-        let c = st()?.intra(comm)?;
+        let c = st()?.intra(comm);
+        let c = match c {
+            Ok(x) => x,
+            Err(e) => return inter::wait(inter::scatterv(e, sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm)),
+        };
         let r = check_root(&c, root)?;
         let (p, me) = (c.size(), c.rank());
         let send = if me == r {
@@ -2312,7 +2301,10 @@ mpi! {
     }
 
     fn MPI_Allgather / PMPI_Allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, comm: c_int) {
-        let (c, rd) = lookup(comm, recvtype)?;
+        let (c, rd) = match lookup(comm, recvtype) {
+            Ok(x) => x,
+            Err(e) => return inter::wait(inter::allgather(e, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)),
+        };
         let (p, me) = (c.size(), c.rank());
         let rn = crate::state::count(recvcount)?;
         if !in_place(sendbuf) {
@@ -2336,7 +2328,10 @@ mpi! {
     }
 
     fn MPI_Allgatherv / PMPI_Allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: c_int, comm: c_int) {
-        let (c, rd) = lookup(comm, recvtype)?;
+        let (c, rd) = match lookup(comm, recvtype) {
+            Ok(x) => x,
+            Err(e) => return inter::wait(inter::allgatherv(e, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm)),
+        };
         let (p, me) = (c.size(), c.rank());
         let cs = counts(recvcounts, p, "recvcounts")?;
         let ds = counts(displs, p, "displs")?;
@@ -2361,7 +2356,10 @@ mpi! {
     }
 
     fn MPI_Alltoall / PMPI_Alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, comm: c_int) {
-        let (c, rd) = lookup(comm, recvtype)?;
+        let (c, rd) = match lookup(comm, recvtype) {
+            Ok(x) => x,
+            Err(e) => return inter::wait(inter::alltoall(e, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)),
+        };
         let p = c.size();
         let rn = crate::state::count(recvcount)?;
         if !in_place(sendbuf) {
@@ -2385,7 +2383,10 @@ mpi! {
     }
 
     fn MPI_Alltoallv / PMPI_Alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: c_int, comm: c_int) {
-        let (c, rd) = lookup(comm, recvtype)?;
+        let (c, rd) = match lookup(comm, recvtype) {
+            Ok(x) => x,
+            Err(e) => return inter::wait(inter::alltoallv(e, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm)),
+        };
         let p = c.size();
         let rc = counts(recvcounts, p, "recvcounts")?;
         let rds = counts(rdispls, p, "rdispls")?;

@@ -487,6 +487,47 @@ fn group_in(comm: c_int, group: c_int) -> R<(Comm, Vec<usize>, Option<usize>)> {
     Ok((c, local, pos))
 }
 
+/// `MPI_Comm_split` on an intercommunicator (or the lookup's error `e`):
+/// an intercommunicator for each color both groups have.
+fn inter_split(
+    e: MpiErr,
+    comm: c_int,
+    color: Option<u32>,
+    key: c_int,
+    newcomm: *mut c_int,
+) -> R<()> {
+    let ic = st()?.inter(comm).ok().flatten().ok_or(e)?;
+    match ic.split(color, key)? {
+        Some(n) => add_inter(comm, n, newcomm),
+        None => out(newcomm, "newcomm", MPI_COMM_NULL),
+    }
+}
+
+/// `MPI_Comm_create` on an intercommunicator: each group passes a subgroup
+/// of itself, and the two subgroups (in the order of their groups) become
+/// the new intercommunicator; `MPI_COMM_NULL` outside them, and everywhere
+/// when either is empty.
+fn inter_create(comm: c_int, group: c_int, newcomm: *mut c_int) -> R<()> {
+    let ic = inter_of(comm)?;
+    let (members, me) = {
+        let mut s = st()?;
+        let me = my_world_rank(&mut s)?;
+        (s.group(group)?.clone(), me)
+    };
+    let local = world_ranks(ic.local());
+    if let Some(m) = members.iter().find(|m| !local.contains(m)) {
+        return err(
+            MPI_ERR_GROUP,
+            format!("world rank {m} of the group is not in the intercommunicator's local group"),
+        );
+    }
+    let pos = members.iter().position(|&m| m == me);
+    match ic.split(pos.map(|_| 0), pos.unwrap_or(0) as i32)? {
+        Some(n) => add_inter(comm, n, newcomm),
+        None => out(newcomm, "newcomm", MPI_COMM_NULL),
+    }
+}
+
 /// `MPI_Comm_dup`: a new communicator of the same group, topology, error
 /// handler and (copied) attributes.
 fn comm_dup(comm: c_int, newcomm: *mut c_int) -> R<()> {
@@ -772,11 +813,15 @@ mpi! {
     }
 
     fn MPI_Comm_split / PMPI_Comm_split(comm: c_int, color: c_int, key: c_int, newcomm: *mut c_int) {
-        let c = st()?.intra(comm)?;
         let color = match color {
             MPI_UNDEFINED => None,
             c if c >= 0 => Some(c as u32),
             c => return err(MPI_ERR_ARG, format!("color {c} is negative (use MPI_UNDEFINED to take no part)")),
+        };
+        let c = st()?.intra(comm);
+        let c = match c {
+            Ok(c) => c,
+            Err(e) => return inter_split(e, comm, color, key, newcomm),
         };
         let n = c.split(color, key)?;
         new_comm(comm, n, None, newcomm)
@@ -786,8 +831,10 @@ mpi! {
     // "mpi_shared_memory") and the whole job: MPI_COMM_TYPE_SHARED and the
     // MPI 4 guided split with that resource type split by host; an
     // unguided split does too when that makes the group smaller, and says
-    // so in the info; anything else gives MPI_COMM_NULL, as the standard
-    // asks of a level the implementation does not know.
+    // so in the info; anything else (another library's own split types
+    // included) gives MPI_COMM_NULL, as the standard asks of a level the
+    // implementation does not know. On an intercommunicator, the ranks of
+    // one host in both groups form an intercommunicator.
     fn MPI_Comm_split_type / PMPI_Comm_split_type(comm: c_int, split_type: c_int, key: c_int, info: c_int, newcomm: *mut c_int) {
         let (c, addr, resource) = {
             let mut s = st()?;
@@ -795,7 +842,8 @@ mpi! {
             let resource = crate::info::table().entry(info).ok().and_then(|kv| {
                 kv.iter().find(|(k, _)| k == HW_RESOURCE).map(|(_, v)| v.clone())
             });
-            (s.intra(comm)?, s.universe.data_address().map(|a| a.ip()), resource)
+            s.comm_entry(comm)?;
+            (s.intra(comm), s.universe.data_address().map(|a| a.ip()), resource)
         };
         // A host is its name plus the address its ranks are reached at
         // (test hosts made of network namespaces share a name).
@@ -810,8 +858,13 @@ mpi! {
             MPI_UNDEFINED => None,
             MPI_COMM_TYPE_SHARED | MPI_COMM_TYPE_HW_UNGUIDED => host(),
             MPI_COMM_TYPE_HW_GUIDED if resource.as_deref() == Some(SHARED_MEMORY) => host(),
-            MPI_COMM_TYPE_HW_GUIDED => None,
-            t => return err(MPI_ERR_ARG, format!("split type {t} is not one of MPI_COMM_TYPE_SHARED, MPI_COMM_TYPE_HW_GUIDED, MPI_COMM_TYPE_HW_UNGUIDED, MPI_UNDEFINED")),
+            // A type kumi does not know (another implementation's): no split.
+            _ => None,
+        };
+        // On an intercommunicator: the ranks of a host in both groups.
+        let c = match c {
+            Ok(c) => c,
+            Err(e) => return inter_split(e, comm, color, key, newcomm),
         };
         let mut n = c.split(color, key)?;
         if split_type == MPI_COMM_TYPE_HW_UNGUIDED {
@@ -832,6 +885,9 @@ mpi! {
     fn MPI_Comm_create / PMPI_Comm_create(comm: c_int, group: c_int, newcomm: *mut c_int) {
         // Ranks may pass different, disjoint groups (MPI 2.2): each group
         // becomes its own communicator, named by its lowest rank.
+        if st()?.inter(comm)?.is_some() {
+            return inter_create(comm, group, newcomm);
+        }
         let (c, local, pos) = group_in(comm, group)?;
         let color = local.iter().min().map(|&m| m as u32);
         let n = c.split(pos.and(color), pos.unwrap_or(0) as i32)?;

@@ -1,8 +1,8 @@
 //! Collectives and the combining service, run as real jobs through `kumi run`:
 //! every collective, operation and type against a serial evaluation at every
 //! process count 1..17, the two-level paths (ranks spread over pretend hosts,
-//! uneven), the shared-memory areas under stress and switched off, and
-//! fetch_add serialized at every arrival level.
+//! uneven), the shared-memory areas under stress and switched off,
+//! fetch_add serialized at every arrival level, and intercommunicators.
 
 use kumi_tests::{bin, kumi_run, text};
 
@@ -168,6 +168,22 @@ fn combining_store_overflow_degrades_to_forwarding() {
     }
 }
 
+/// Intercommunicators through the Rust API: the exchange across, the
+/// broadcast, splits and the merge (the C ABI's `intercoll.c` covers every
+/// collective on them).
+#[test]
+fn intercommunicators_exchange_split_and_merge() {
+    let inter = bin("inter");
+    for n in [2, 3, 4, 5, 8, 9] {
+        expect(
+            n,
+            &[],
+            &[inter.to_str().unwrap()],
+            &format!("inter: all checks passed on {n} ranks"),
+        );
+    }
+}
+
 #[test]
 fn collectives_and_combining_across_namespace_hosts_with_uneven_ranks() {
     use kumi_tests::netns::{self, Cluster};
@@ -177,6 +193,7 @@ fn collectives_and_combining_across_namespace_hosts_with_uneven_ranks() {
     }
     let coll = bin("coll");
     let combine = bin("coll_combine");
+    let inter = bin("inter");
     for (k, slots) in [(2, vec![(0, 2), (1, 3)]), (3, vec![(0, 1), (1, 2), (2, 3)])] {
         let c = Cluster::create(k).unwrap_or_else(|e| panic!("cannot create {k} test hosts: {e}"));
         let n: usize = slots.iter().map(|s| s.1).sum();
@@ -190,6 +207,11 @@ fn collectives_and_combining_across_namespace_hosts_with_uneven_ranks() {
                 &combine,
                 vec!["6"],
                 format!("coll_combine: all checks passed on {n} ranks"),
+            ),
+            (
+                &inter,
+                vec![],
+                format!("inter: all checks passed on {n} ranks"),
             ),
         ] {
             let mut argv = vec![prog.to_str().unwrap()];

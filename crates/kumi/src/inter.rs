@@ -215,6 +215,109 @@ impl InterComm {
         self.both.ibarrier()
     }
 
+    /// Where remote rank `r` sits in the communicator of both groups.
+    fn both_index(&self, r: usize) -> usize {
+        if self.first {
+            self.local.size() + r
+        } else {
+            r
+        }
+    }
+
+    /// Starts an exchange across the groups: block `b` of `send` (blocks of
+    /// `send_counts` bytes, one after the other) goes to remote rank `r` for
+    /// each `(r, b)` of `sends`; block `b` of the result (blocks of
+    /// `recv_counts` bytes) comes from remote rank `r` for each `(r, b)` of
+    /// `recvs`. Between two ranks the k-th block one sends is the k-th the
+    /// other receives. The data movers of both groups (gather, scatter,
+    /// allgather, all-to-all and their v- and w-forms) are such exchanges.
+    /// Collective: every rank of both groups calls it, in the same order
+    /// as the intercommunicator's other collectives, even with nothing to
+    /// move (an `MPI_PROC_NULL` rank of a rooted one).
+    #[track_caller]
+    pub fn iexchange(
+        &self,
+        send: Vec<u8>,
+        send_counts: &[usize],
+        sends: &[(usize, usize)],
+        recv_counts: &[usize],
+        recvs: &[(usize, usize)],
+    ) -> Result<crate::CollRequest<u8>> {
+        let n = self.remote_size();
+        let across = |list: &[(usize, usize)], what: &'static str| -> Result<Vec<(usize, usize)>> {
+            list.iter()
+                .map(|&(r, b)| {
+                    if r < n {
+                        Ok((self.both_index(r), b))
+                    } else {
+                        Err(Error::invalid(
+                            what,
+                            r as i64,
+                            format!("a rank of the remote group of {n}"),
+                        ))
+                    }
+                })
+                .collect()
+        };
+        let (sends, recvs) = (across(sends, "sends")?, across(recvs, "recvs")?);
+        self.both
+            .ineighbor_exchange(send, send_counts, &sends, recv_counts, &recvs)
+    }
+
+    /// Splits both groups at once (MPI's `MPI_Comm_split` and, with a
+    /// computed color, `MPI_Comm_create` on an intercommunicator): the ranks
+    /// of this group passing `color` form the new local group, ordered by
+    /// `key` (ties by old rank), and those of the other group passing the
+    /// same color its remote group. `None` for `color = None`, and for a
+    /// color the other group has no rank of. Collective over both groups.
+    #[track_caller]
+    pub fn split(&self, color: Option<u32>, key: i32) -> Result<Option<InterComm>> {
+        let local = self.local.split(color, key)?;
+        // Both groups' ranks of one color: this group's first if it comes
+        // first, each in its old order.
+        let side = u32::from(!self.first) as i32;
+        let Some(pair) = self.both.split(color, side)? else {
+            return Ok(None);
+        };
+        let local = local.expect("a rank with a color is in its group's split");
+        // Each rank's new local rank; this group's ranks are `mine` of `pair`.
+        let mut ranks = vec![0u32; pair.size()];
+        pair.allgather(&[local.rank() as u32], &mut ranks)?;
+        let mine = if self.first {
+            0..local.size()
+        } else {
+            pair.size() - local.size()..pair.size()
+        };
+        let in_order = |range: std::ops::Range<usize>| -> Vec<u32> {
+            let mut v: Vec<(u32, u32)> = range.map(|i| (ranks[i], pair.members()[i])).collect();
+            v.sort_unstable();
+            v.into_iter().map(|(_, w)| w).collect()
+        };
+        let theirs = if self.first {
+            in_order(mine.end..pair.size())
+        } else {
+            in_order(0..mine.start)
+        };
+        if theirs.is_empty() {
+            return Ok(None);
+        }
+        let ctx = pair.agree_ctx_block(4)?;
+        let remote = local.derived(ctx, local.rank() as u32, theirs.clone());
+        let (offset, mut all) = if self.first {
+            (0, local.members().to_vec())
+        } else {
+            (theirs.len(), theirs.clone())
+        };
+        all.extend_from_slice(if self.first { &theirs } else { local.members() });
+        let both = local.derived(ctx + 2, (offset + local.rank()) as u32, all);
+        Ok(Some(InterComm {
+            remote,
+            local,
+            both,
+            first: self.first,
+        }))
+    }
+
     /// A new intercommunicator of the same groups (collective over both).
     #[track_caller]
     pub fn dup(&self) -> Result<InterComm> {

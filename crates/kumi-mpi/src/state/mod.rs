@@ -325,7 +325,9 @@ impl State {
         err(
             MPI_ERR_COMM,
             "this operation on an intercommunicator is not supported by kumi yet \
-             (point-to-point, MPI_Barrier, MPI_Bcast, MPI_Comm_dup and MPI_Intercomm_merge are)",
+             (point-to-point, the blocking collectives, the nonblocking barrier, broadcast \
+             and data movers, MPI_Comm_dup, MPI_Comm_split, MPI_Comm_create and \
+             MPI_Intercomm_merge are)",
         )
     }
 

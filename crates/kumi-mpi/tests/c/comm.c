@@ -130,6 +130,10 @@ int main(int argc, char **argv) {
     int ones = 1, sum;
     OK(MPI_Allreduce(&ones, &sum, 1, MPI_INT, MPI_SUM, node));
     CHECK(sum == x);
+    /* A split type this library does not know (another's own): no split. */
+    MPI_Comm unknown;
+    OK(MPI_Comm_split_type(MPI_COMM_WORLD, 12345, r, MPI_INFO_NULL, &unknown));
+    CHECK(unknown == MPI_COMM_NULL);
 
     /* Groups. */
     MPI_Group wg, g1, g2, gu, gi, gd;
