@@ -7,6 +7,12 @@ int main(int argc, char **argv) {
     int dims[2] = {0, 0}, periods[2] = {1, 0};
     OK(MPI_Dims_create(n, 2, dims));
     CHECK(dims[0] * dims[1] == n && dims[0] >= dims[1]);
+    /* As close to each other as possible (a greedy split gave 12x6). */
+    int d72[2] = {0, 0}, d72_3[3] = {0, 0, 0};
+    OK(MPI_Dims_create(72, 2, d72));
+    CHECK(d72[0] == 9 && d72[1] == 8);
+    OK(MPI_Dims_create(72, 3, d72_3));
+    CHECK(d72_3[0] == 6 && d72_3[1] == 4 && d72_3[2] == 3);
     int d3[3] = {0, 2, 0};
     if (n % 2 == 0) {
         OK(MPI_Dims_create(n, 3, d3));
