@@ -897,8 +897,8 @@ pub extern "C" fn MPI_Aint_diff(addr1: isize, addr2: isize) -> isize {
 }
 
 /// The names of the predefined datatypes (`MPI_Type_get_name` of one the
-/// program has not renamed), by handle; an alias (`MPI_C_COMPLEX`) has its
-/// first name.
+/// program has not renamed), by handle; an alias has the name MPICH gives
+/// it (`MPI_C_FLOAT_COMPLEX` is `MPI_C_COMPLEX`).
 const PREDEFINED_NAMES: &[(c_int, &str)] = &[
     (0x0c000000, "MPI_DATATYPE_NULL"),
     (0x4c000246u32 as c_int, "MPIX_C_FLOAT16"),
@@ -930,7 +930,7 @@ const PREDEFINED_NAMES: &[(c_int, &str)] = &[
     (0x4c00023cu32 as c_int, "MPI_UINT16_T"),
     (0x4c00043du32 as c_int, "MPI_UINT32_T"),
     (0x4c00083eu32 as c_int, "MPI_UINT64_T"),
-    (0x4c000840u32 as c_int, "MPI_C_FLOAT_COMPLEX"),
+    (0x4c000840u32 as c_int, "MPI_C_COMPLEX"),
     (0x4c001041u32 as c_int, "MPI_C_DOUBLE_COMPLEX"),
     (0x4c002042u32 as c_int, "MPI_C_LONG_DOUBLE_COMPLEX"),
     (0x4c000843u32 as c_int, "MPI_AINT"),

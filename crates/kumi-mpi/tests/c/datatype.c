@@ -157,6 +157,11 @@ int main(int argc, char **argv) {
         CHECK(strcmp(nm, "MPI_DOUBLE") == 0 && nl == 10);
         OK(MPI_Type_get_name(MPI_DOUBLE_INT, nm, &nl));
         CHECK(strcmp(nm, "MPI_DOUBLE_INT") == 0);
+        OK(MPI_Type_get_name(MPI_INT, nm, &nl));
+        CHECK(strcmp(nm, "MPI_INT") == 0 && nl == 7);
+        /* One handle with two names: MPICH's choice. */
+        OK(MPI_Type_get_name(MPI_C_FLOAT_COMPLEX, nm, &nl));
+        CHECK(strcmp(nm, "MPI_C_COMPLEX") == 0);
         OK(MPI_Type_get_name(MPI_DATATYPE_NULL, nm, &nl));
         CHECK(strcmp(nm, "MPI_DATATYPE_NULL") == 0);
     }
