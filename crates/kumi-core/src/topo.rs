@@ -175,7 +175,11 @@ fn balanced(n: i64, k: usize) -> Vec<i64> {
             if k == 1 {
                 if rest <= most {
                     self.cur.push(rest);
-                    let sq: i128 = self.cur.iter().map(|&x| i128::from(x) * i128::from(x)).sum();
+                    let sq: i128 = self
+                        .cur
+                        .iter()
+                        .map(|&x| i128::from(x) * i128::from(x))
+                        .sum();
                     if self.best.as_ref().is_none_or(|(b, _)| sq < *b) {
                         self.best = Some((sq, self.cur.clone()));
                     }
@@ -206,7 +210,9 @@ fn balanced(n: i64, k: usize) -> Vec<i64> {
         best: None,
     };
     s.go(n, k, n);
-    s.best.map(|(_, v)| v).expect("n = n * 1 * ... * 1 is always a candidate")
+    s.best
+        .map(|(_, v)| v)
+        .expect("n = n * 1 * ... * 1 is always a candidate")
 }
 
 /// Node `r`'s neighbours in an MPI-1 graph (`index`, `edges` as
@@ -249,7 +255,10 @@ mod tests {
         }
         let mut d = [0; 12];
         dims_create(i32::MAX - 1, &mut d).unwrap();
-        assert_eq!(d.iter().map(|&x| i64::from(x)).product::<i64>(), i64::from(i32::MAX - 1));
+        assert_eq!(
+            d.iter().map(|&x| i64::from(x)).product::<i64>(),
+            i64::from(i32::MAX - 1)
+        );
         assert!(dims_create(10, &mut [3, 0]).is_err());
         assert!(dims_create(0, &mut [0]).is_err());
         assert!(dims_create(6, &mut [2, 2]).is_err());

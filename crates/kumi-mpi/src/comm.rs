@@ -10,12 +10,11 @@
 
 use crate::consts::*;
 use crate::state::{
-    in_str, out, out_str, read, slice, slice_mut, st, Cart, CommEntry, CopyFn, DeleteFn, DistGraph,
-    ErrFn, Keyval, KeyvalFns, State,
+    in_str, out, out_str, read, slice, slice_mut, st, Attrs, Cart, CommEntry, CopyFn, DeleteFn,
+    DistGraph, ErrFn, Keyval, KeyvalFns, State,
 };
 use crate::{class_text, err, MpiErr, R};
 use kumi::Comm;
-use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -26,7 +25,7 @@ pub(crate) fn add_comm(s: &mut State, comm: Comm, errh: c_int, cart: Option<Cart
         inter: None,
         inter_local: MPI_COMM_NULL,
         errh,
-        attrs: HashMap::new(),
+        attrs: Attrs::default(),
         cart,
         graph: None,
         name: String::new(),
@@ -83,7 +82,7 @@ pub(crate) fn delete_all_attrs(comm: c_int) -> R<()> {
     let attrs: Vec<(c_int, *mut c_void)> = {
         let mut s = st()?;
         let e = s.comm_entry(comm)?;
-        e.attrs.drain().collect()
+        e.attrs.take_all()
     };
     for (k, v) in attrs {
         call_delete(comm, k, v)?;
@@ -91,12 +90,16 @@ pub(crate) fn delete_all_attrs(comm: c_int) -> R<()> {
     Ok(())
 }
 
+/// Runs the delete callback of an attribute of `keyval` (already removed
+/// from object `comm`) with its value; a freed keyval may go with it.
 pub(crate) fn call_delete(comm: c_int, keyval: c_int, val: *mut c_void) -> R<()> {
     let Some((fns, extra)) = st()?.keyvals.get(&keyval).map(|k| (k.fns, k.extra)) else {
         return Ok(());
     };
     // SAFETY: the program registered the callbacks as what `fns` says.
-    if let Err(rc) = unsafe { fns.delete(comm, keyval, extra, val) } {
+    let done = unsafe { fns.delete(comm, keyval, extra, val) };
+    collect_keyval(&mut *st()?, keyval);
+    if let Err(rc) = done {
         return err(
             rc,
             format!("the attribute delete callback of keyval {keyval:#x} returned {rc}"),
@@ -142,10 +145,16 @@ pub(crate) fn copied_attrs(
             Ok(Some(new)) => out.push((k, new)),
             Ok(None) => {}
             Err(rc) => {
+                // The copy fails as a whole: the values already copied go to
+                // their delete callbacks (with the object they were copied
+                // from: the copy has none yet).
+                for (k, v) in out {
+                    let _ = call_delete(from, k, v);
+                }
                 return err(
                     rc,
                     format!("the attribute copy callback of keyval {k:#x} returned {rc}"),
-                )
+                );
             }
         }
     }
@@ -262,20 +271,50 @@ fn delete_attr(comm: c_int, keyval: c_int) -> R<()> {
 pub(crate) fn create_keyval(fns: KeyvalFns, keyval: *mut c_int, extra: *mut c_void) -> R<()> {
     let mut s = st()?;
     let h = s.fresh(NEW_KEYVAL);
-    s.keyvals.insert(h, Keyval { fns, extra });
+    s.keyvals.insert(
+        h,
+        Keyval {
+            fns,
+            extra,
+            freed: false,
+        },
+    );
     drop(s);
     out(keyval, "keyval", h)
 }
 
+/// `MPI_*_free_keyval`: the program gives the keyval up; it goes once no
+/// attribute uses it ([`collect_keyval`]).
 pub(crate) fn free_keyval(keyval: *mut c_int) -> R<()> {
     let k = read(keyval, "keyval")?;
-    if st()?.keyvals.remove(&k).is_none() {
-        return err(
-            MPI_ERR_KEYVAL,
-            format!("{k:#x} is not a keyval the program created"),
-        );
+    {
+        let mut s = st()?;
+        match s.keyvals.get_mut(&k) {
+            Some(kv) if !kv.freed => kv.freed = true,
+            _ => {
+                return err(
+                    MPI_ERR_KEYVAL,
+                    format!("{k:#x} is not a keyval the program created (or it was freed)"),
+                )
+            }
+        }
+        collect_keyval(&mut s, k);
     }
     out(keyval, "keyval", MPI_KEYVAL_INVALID)
+}
+
+/// Drops keyval `k` if the program freed it and no communicator, window or
+/// datatype holds an attribute of it any more.
+fn collect_keyval(s: &mut State, k: c_int) {
+    if !s.keyvals.get(&k).is_some_and(|kv| kv.freed) {
+        return;
+    }
+    let used = s.comms.iter().any(|(_, c)| c.attrs.contains_key(&k))
+        || s.wins.values().any(|w| w.attrs.contains_key(&k))
+        || s.type_attrs.values().any(|a| a.contains_key(&k));
+    if !used {
+        s.keyvals.remove(&k);
+    }
 }
 
 /// `MPIR_Dup_fn` (behind `MPI_COMM_DUP_FN`): copies the attribute value.
@@ -543,14 +582,22 @@ fn comm_dup(comm: c_int, newcomm: *mut c_int) -> R<()> {
     };
     if let Some(ic) = inter {
         add_inter(comm, ic.dup()?, newcomm)?;
-        let h = read(newcomm, "newcomm")?;
-        return copy_attrs(comm, h);
+    } else {
+        new_comm(comm, Some(c.dup()?), cart, newcomm)?;
+        st()?.comm_entry(read(newcomm, "newcomm")?)?.graph = graph;
     }
-    let d = c.dup()?;
-    new_comm(comm, Some(d), cart, newcomm)?;
     let h = read(newcomm, "newcomm")?;
-    st()?.comm_entry(h)?.graph = graph;
-    copy_attrs(comm, h)
+    if let Err(e) = copy_attrs(comm, h) {
+        // A copy callback failed: so does the dup, leaving nothing.
+        let mut s = st()?;
+        if let Some(x) = s.comms.remove(&h) {
+            s.comms.remove(&x.inter_local);
+        }
+        drop(s);
+        out(newcomm, "newcomm", MPI_COMM_NULL)?;
+        return Err(e);
+    }
+    Ok(())
 }
 
 /// `MPI_Comm_idup`: the new handle is written at once and usable when the
@@ -600,12 +647,7 @@ fn comm_idup(comm: c_int, newcomm: *mut c_int, request: *mut c_int) -> R<()> {
 
 /// What the new communicator gets besides the runtime's: error handler,
 /// topology, attributes.
-type IdupEntry = (
-    c_int,
-    Option<Cart>,
-    Option<DistGraph>,
-    HashMap<c_int, *mut c_void>,
-);
+type IdupEntry = (c_int, Option<Cart>, Option<DistGraph>, Attrs);
 
 /// A nonblocking duplicate behind an MPI request.
 struct Idup {
@@ -1190,7 +1232,10 @@ mpi! {
     }
 
     fn MPI_Comm_get_errhandler / PMPI_Comm_get_errhandler(comm: c_int, errhandler: *mut c_int) {
-        let e = st()?.comm_entry(comm)?.errh;
+        let mut s = st()?;
+        let e = s.comm_entry(comm)?.errh;
+        let e = s.errhandler_out(e);
+        drop(s);
         out(errhandler, "errhandler", e)
     }
 
@@ -1232,10 +1277,7 @@ mpi! {
         if h == MPI_ERRHANDLER_NULL {
             return err(MPI_ERR_ERRHANDLER, "the error handler is MPI_ERRHANDLER_NULL");
         }
-        let mut s = st()?;
-        s.errhs.remove(&h);
-        s.file_errhs.remove(&h);
-        drop(s);
+        st()?.release_errhandler(h)?;
         out(errhandler, "errhandler", MPI_ERRHANDLER_NULL)
     }
 

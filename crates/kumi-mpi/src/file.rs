@@ -787,6 +787,7 @@ mpi! {
             true => s.file_null_errh,
             false => entry(&mut s, fh)?.errh,
         };
+        let e = s.errhandler_out(e);
         drop(s);
         out(errhandler, "errhandler", e)
     }

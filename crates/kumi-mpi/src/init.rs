@@ -69,9 +69,6 @@ pub(crate) fn end_session() -> R<()> {
 
 /// Ends the runtime (collective over the job, as `kumi::Universe::finalize`).
 fn shut_down() -> R<()> {
-    // Attributes on MPI_COMM_SELF are deleted first (MPI-2.2 §8.7.1), which
-    // libraries use as a finalize hook.
-    crate::comm::delete_all_attrs(MPI_COMM_SELF)?;
     kumi::raw::wait_orphans()?;
     state::clear_owner();
     let s = state::take();
@@ -154,6 +151,11 @@ mpi! {
         if !WORLD_INIT.load(Ordering::Acquire) || WORLD_DONE.load(Ordering::Acquire) {
             return err(MPI_ERR_OTHER, "MPI_Finalize without MPI_Init (sessions end with MPI_Session_finalize)");
         }
+        // MPI_Finalize begins as if MPI_COMM_SELF were freed (MPI 4.1,
+        // "Allowing User Functions at Process Termination"): its
+        // attributes' delete callbacks run, the last set first, with MPI still whole (MPI_Finalized is false there),
+        // which libraries use as a finalize hook.
+        crate::comm::delete_all_attrs(MPI_COMM_SELF)?;
         WORLD_DONE.store(true, Ordering::Release);
         // Sessions still open keep the runtime; the last one ends it.
         if SESSIONS.load(Ordering::Relaxed) > 0 {

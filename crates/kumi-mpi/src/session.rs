@@ -240,7 +240,11 @@ mpi! {
     }
 
     fn MPI_Session_get_errhandler / PMPI_Session_get_errhandler(session_h: c_int, errhandler: *mut c_int) {
-        let h = *session(&mut *st()?, session_h)?;
+        let h = {
+            let mut s = st()?;
+            let h = *session(&mut s, session_h)?;
+            s.errhandler_out(h)
+        };
         out(errhandler, "errhandler", h)
     }
 

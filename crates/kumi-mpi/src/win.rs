@@ -55,7 +55,7 @@ pub(crate) struct WinEntry {
     flavor: Box<c_int>,
     model: Box<c_int>,
     /// The program's attributes (`MPI_Win_set_attr`).
-    attrs: std::collections::HashMap<c_int, *mut c_void>,
+    pub(crate) attrs: crate::state::Attrs,
     /// Passive-target locks this rank holds: (rank, exclusive).
     locks: Vec<(usize, bool)>,
     /// Ranks (of the window) of the current exposure and access epochs.
@@ -632,7 +632,7 @@ mpi! {
         let w = win(h)?;
         // Collective: nobody unmaps while another rank still accesses.
         w.fence()?;
-        let attrs = std::mem::take(&mut entry(&mut *st()?, h)?.attrs);
+        let attrs = entry(&mut *st()?, h)?.attrs.take_all();
         for (k, v) in attrs {
             crate::comm::call_delete(h, k, v)?;
         }
@@ -940,7 +940,11 @@ mpi! {
     }
 
     fn MPI_Win_get_errhandler / PMPI_Win_get_errhandler(win_h: c_int, errhandler: *mut c_int) {
-        let e = entry(&mut *st()?, win_h)?.errh;
+        let e = {
+            let mut s = st()?;
+            let e = entry(&mut s, win_h)?.errh;
+            s.errhandler_out(e)
+        };
         out(errhandler, "errhandler", e)
     }
 

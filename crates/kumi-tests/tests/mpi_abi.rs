@@ -38,6 +38,7 @@ const PROGRAMS: &[&str] = &[
     "extras",
     "inter",
     "intercoll",
+    "lifetimes",
     "threads",
     "win",
     "session",
@@ -237,6 +238,15 @@ fn intercommunicators() {
 #[test]
 fn collectives_and_splits_on_intercommunicators() {
     suite("intercoll", &[1, 2, 3, 4, 5, 8, 9], &[2, 5]);
+}
+
+/// Regression: an error handler freed while set on a communicator stopped
+/// working, a keyval freed while in use was refused, MPI_COMM_SELF's delete
+/// callbacks ran after MPI_Finalized turned true and in no order, and a
+/// failing copy callback left a half-made communicator.
+#[test]
+fn error_handlers_keyvals_and_attributes_live_as_long_as_their_users() {
+    suite("lifetimes", &[1, 2, 3], &[1, 2]);
 }
 
 #[test]

@@ -74,7 +74,7 @@ pub(crate) struct CommEntry {
     pub inter: Option<Rc<kumi::inter::InterComm>>,
     pub inter_local: c_int,
     pub errh: c_int,
-    pub attrs: HashMap<c_int, *mut c_void>,
+    pub attrs: Attrs,
     pub cart: Option<Cart>,
     pub graph: Option<DistGraph>,
     pub name: String,
@@ -201,10 +201,65 @@ impl KeyvalFns {
     }
 }
 
+/// The attributes cached on a communicator or window, by keyval, in the
+/// order they were set (a program sets a handful: a list is the fastest
+/// map). They are deleted the last set first: MPI 4.1 asks it of
+/// `MPI_COMM_SELF`'s at `MPI_Finalize` ("Allowing User Functions at Process
+/// Termination"), which libraries use to close what they opened in order.
+#[derive(Default)]
+pub(crate) struct Attrs(Vec<(c_int, *mut c_void)>);
+
+impl Attrs {
+    pub fn get(&self, k: &c_int) -> Option<&*mut c_void> {
+        self.0.iter().find(|a| a.0 == *k).map(|a| &a.1)
+    }
+
+    pub fn contains_key(&self, k: &c_int) -> bool {
+        self.get(k).is_some()
+    }
+
+    /// Sets `k` to `v`: a value set again counts as set last.
+    pub fn insert(&mut self, k: c_int, v: *mut c_void) {
+        self.remove(&k);
+        self.0.push((k, v));
+    }
+
+    pub fn remove(&mut self, k: &c_int) -> Option<*mut c_void> {
+        let i = self.0.iter().position(|a| a.0 == *k)?;
+        Some(self.0.remove(i).1)
+    }
+
+    /// In the order they were set.
+    pub fn iter(&self) -> impl Iterator<Item = (&c_int, &*mut c_void)> {
+        self.0.iter().map(|(k, v)| (k, v))
+    }
+
+    /// All of them, taken out in the order to delete them: the last set
+    /// first.
+    pub fn take_all(&mut self) -> Vec<(c_int, *mut c_void)> {
+        let mut v = std::mem::take(&mut self.0);
+        v.reverse();
+        v
+    }
+}
+
+impl FromIterator<(c_int, *mut c_void)> for Attrs {
+    fn from_iter<I: IntoIterator<Item = (c_int, *mut c_void)>>(it: I) -> Attrs {
+        let mut a = Attrs::default();
+        for (k, v) in it {
+            a.insert(k, v);
+        }
+        a
+    }
+}
+
 #[derive(Clone, Copy)]
 pub(crate) struct Keyval {
     pub fns: KeyvalFns,
     pub extra: *mut c_void,
+    /// Freed by the program while attributes still used it: it goes with
+    /// the last of them (MPI 4.1 section 7.7.2), serving them until then.
+    pub freed: bool,
 }
 
 /// A request in the table. The common case is not here: a contiguous send

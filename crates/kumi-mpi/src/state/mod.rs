@@ -67,6 +67,13 @@ pub(crate) struct State {
     /// Attributes on datatypes (`MPI_Type_set_attr`), by type handle.
     pub type_attrs: HashMap<c_int, HashMap<c_int, *mut c_void>>,
     pub errhs: HashMap<c_int, ErrFn>,
+    /// The program's live references to each error handler it made (one
+    /// from its creation, one more from each `MPI_*_get_errhandler`). A
+    /// handler goes when the program holds none and no object uses it
+    /// ([`State::release_errhandler`]): one freed while set on a
+    /// communicator stays in force until the communicator goes (MPI 4.1
+    /// section 9.3).
+    pub errh_refs: HashMap<c_int, usize>,
     /// The error handler of each communicator an `MPI_Comm_idup` has not
     /// completed yet (its handle exists, its entry not): MPICH lets a
     /// program set it at once (mpi4py does), and it applies on completion.
@@ -113,7 +120,7 @@ impl State {
                     inter: None,
                     inter_local: MPI_COMM_NULL,
                     errh: MPI_ERRORS_ARE_FATAL,
-                    attrs: HashMap::new(),
+                    attrs: Attrs::default(),
                     cart: None,
                     graph: None,
                     name: n.into(),
@@ -136,6 +143,7 @@ impl State {
             keyvals: HashMap::new(),
             type_attrs: HashMap::new(),
             errhs: HashMap::new(),
+            errh_refs: HashMap::new(),
             idup_errh: HashMap::new(),
             file_errhs: HashMap::new(),
             files: HashMap::new(),
@@ -291,7 +299,52 @@ impl State {
         };
         let h = self.fresh(NEW_ERRH);
         table(self).insert(h, f);
+        self.errh_refs.insert(h, 1);
         Ok(h)
+    }
+
+    /// `h` handed to the program once more (by a `get_errhandler`).
+    pub fn errhandler_out(&mut self, h: c_int) -> c_int {
+        if self.errhs.contains_key(&h) || self.file_errhs.contains_key(&h) {
+            *self.errh_refs.entry(h).or_insert(0) += 1;
+        }
+        h
+    }
+
+    /// The program gives up a reference to `h` (`MPI_Errhandler_free`);
+    /// then every handler it holds no reference to and no communicator,
+    /// window, file or session uses goes (one still in use when freed goes
+    /// at a later free).
+    pub fn release_errhandler(&mut self, h: c_int) -> R<()> {
+        match self.errh_refs.get_mut(&h) {
+            Some(n) if *n > 1 => *n -= 1,
+            Some(_) => {
+                self.errh_refs.remove(&h);
+            }
+            // A predefined handler (a reference to it freed) is no error.
+            None if matches!(
+                h,
+                MPI_ERRORS_ARE_FATAL | MPI_ERRORS_RETURN | MPI_ERRORS_ABORT
+            ) => {}
+            None => {
+                return err(
+                    MPI_ERR_ERRHANDLER,
+                    format!("{h:#x} is not an error handler"),
+                )
+            }
+        }
+        let mut used: std::collections::HashSet<c_int> =
+            self.comms.iter().map(|(_, c)| c.errh).collect();
+        used.extend(self.wins.values().map(|w| w.errh));
+        used.extend(self.files.values().map(|f| f.errh));
+        used.extend(self.sessions.values().copied());
+        used.extend(self.idup_errh.values().copied());
+        used.insert(self.file_null_errh);
+        let refs = &self.errh_refs;
+        let keep = |k: &c_int| refs.contains_key(k) || used.contains(k);
+        self.errhs.retain(|k, _| keep(k));
+        self.file_errhs.retain(|k, _| keep(k));
+        Ok(())
     }
 
     /// The communicator behind a handle, for an operation on one group (a
