@@ -59,6 +59,11 @@ struct Layout {
     /// Basic elements per element, and their kind if there is only one kind.
     elements: usize,
     basic: Option<Basic>,
+    /// Of a type of several kinds: the sizes of its basic elements in the
+    /// order they pack, run-length coded (`(size, how many)`), for counting
+    /// the elements of a part of one (`MPI_Get_elements`); `None` for one
+    /// kind, or past [`MAX_SIGNATURE`] runs.
+    sig: Option<Rc<[(usize, usize)]>>,
     /// The alignment C gives the data (the largest of its basic parts'):
     /// a structure's extent is rounded up to a multiple of it.
     align: usize,
@@ -66,6 +71,21 @@ struct Layout {
 
 /// The alignment C gives a basic type of `size` bytes (x86-64, and every
 /// common 64-bit ABI): its size, for the power-of-two sizes up to 16.
+/// The longest signature kept (runs of one basic size): beyond it, a
+/// partial element of a mixed type counts as no whole number of elements.
+const MAX_SIGNATURE: usize = 1024;
+
+/// Appends `n` basic elements of `size` bytes to a signature; `false` when
+/// it grows past [`MAX_SIGNATURE`].
+fn sig_push(sig: &mut Vec<(usize, usize)>, size: usize, n: usize) -> bool {
+    match sig.last_mut() {
+        Some((s, k)) if *s == size => *k += n,
+        _ if n == 0 => {}
+        _ => sig.push((size, n)),
+    }
+    sig.len() <= MAX_SIGNATURE
+}
+
 fn natural_align(size: usize) -> usize {
     if size.is_power_of_two() {
         size.min(16)
@@ -111,6 +131,7 @@ impl Datatype {
             Some((0, size as isize)),
             1,
             Some(Basic { size, tag }),
+            None,
             Shape {
                 align: align.max(1),
             },
@@ -127,6 +148,7 @@ impl Datatype {
             Some((0, extent)),
             runs.len(),
             None,
+            Some(runs.iter().map(|r| (r.1, 1)).collect()),
             Shape { align },
         )
     }
@@ -142,6 +164,7 @@ impl Datatype {
         bounds: Option<(isize, isize)>,
         elements: usize,
         basic: Option<Basic>,
+        sig: Option<Rc<[(usize, usize)]>>,
         shape: Shape,
     ) -> Datatype {
         let mut merged: Vec<(isize, usize)> = Vec::with_capacity(runs.len());
@@ -167,6 +190,7 @@ impl Datatype {
                 true_lb,
                 true_ub,
                 elements,
+                sig: if basic.is_some() { None } else { sig },
                 basic,
                 align: shape.align,
             }),
@@ -208,6 +232,38 @@ impl Datatype {
         self.inner.elements
     }
 
+    /// The basic elements' sizes of one element in packing order
+    /// (run-length coded), if known.
+    fn signature(&self) -> Option<Vec<(usize, usize)>> {
+        match (self.inner.basic, &self.inner.sig) {
+            (Some(b), _) => Some(vec![(b.size, self.inner.elements)]),
+            (None, Some(s)) => Some(s.to_vec()),
+            (None, None) => None,
+        }
+    }
+
+    /// The signature of `n` elements of this type, if it stays short.
+    fn signature_times(&self, n: usize) -> Option<Rc<[(usize, usize)]>> {
+        if self.inner.basic.is_some() {
+            return None;
+        }
+        let one = self.signature()?;
+        if let [(size, k)] = one[..] {
+            return Some(vec![(size, k.checked_mul(n)?)].into());
+        }
+        // Each repetition adds a run at least: the loop ends early when the
+        // signature grows too long.
+        let mut all = Vec::new();
+        for _ in 0..n {
+            for &(size, k) in &one {
+                if !sig_push(&mut all, size, k) {
+                    return None;
+                }
+            }
+        }
+        Some(all.into())
+    }
+
     /// Where the data starts if consecutive elements abut (the layout is one
     /// run exactly as long as the extent), so `count` elements are one block:
     /// pack and unpack then copy once instead of once per element.
@@ -240,6 +296,7 @@ impl Datatype {
         let ext = self.extent();
         let mut runs = Vec::new();
         let mut elements = 0usize;
+        let mut blocks = 0usize;
         let (mut lo, mut hi) = (isize::MAX, isize::MIN);
         // A type whose one run fills its extent makes a block of any length
         // one run: no walk over its elements (MPI_Type_contiguous(2^31 - 1,
@@ -268,6 +325,7 @@ impl Datatype {
             elements = elements
                 .checked_add(blocklen.checked_mul(self.elements()).ok_or_else(overflow)?)
                 .ok_or_else(overflow)?;
+            blocks = blocks.saturating_add(blocklen);
         }
         let bounds = bounds.or(if lo <= hi {
             Some((lo, hi))
@@ -279,6 +337,7 @@ impl Datatype {
             bounds,
             elements,
             self.inner.basic,
+            self.signature_times(blocks),
             self.shape(),
         ))
     }
@@ -333,6 +392,8 @@ impl Datatype {
         let mut runs = Vec::new();
         let mut elements = 0usize;
         let mut basic: Option<Option<Basic>> = None;
+        // The parts' signatures one after the other (while known).
+        let mut sig: Option<Vec<(usize, usize)>> = Some(Vec::new());
         let (mut lo, mut hi) = (isize::MAX, isize::MIN);
         let mut align = 1;
         for ((&b, &d), t) in blocklens.iter().zip(displs).zip(types) {
@@ -342,6 +403,13 @@ impl Datatype {
             let part = t.repeat(std::iter::once((d as isize, b as usize)), None)?;
             runs.extend_from_slice(part.runs());
             elements += part.elements();
+            sig = sig.and_then(|mut v| {
+                let all = part
+                    .signature()?
+                    .into_iter()
+                    .all(|(size, k)| sig_push(&mut v, size, k));
+                all.then_some(v)
+            });
             if b > 0 {
                 align = align.max(t.inner.align);
                 lo = lo.min(part.lb());
@@ -366,6 +434,7 @@ impl Datatype {
             Some(bounds),
             elements,
             basic.flatten(),
+            sig.map(Into::into),
             Shape { align },
         ))
     }
@@ -377,6 +446,7 @@ impl Datatype {
             Some((lb, lb + extent)),
             self.elements(),
             self.inner.basic,
+            self.inner.sig.clone(),
             self.shape(),
         )
     }
@@ -437,6 +507,7 @@ impl Datatype {
             Some((self.lb(), self.lb() + stride)),
             t.elements(),
             self.inner.basic,
+            t.inner.sig.clone(),
             self.shape(),
         ))
     }
@@ -584,6 +655,7 @@ impl Datatype {
             Some((0, total as isize)),
             t.elements(),
             self.inner.basic,
+            t.inner.sig.clone(),
             self.shape(),
         ))
     }
@@ -657,22 +729,27 @@ impl Datatype {
     }
 
     /// Number of basic elements in `bytes` bytes of packed data, if that is a
-    /// whole number (partial elements of a type made of one basic kind count too).
+    /// whole number: the basic elements of a part of the last element count
+    /// too (`MPI_Get_elements`), walked in packing order for a mixed type.
     pub fn elements_in(&self, bytes: usize) -> Option<usize> {
         if self.size() == 0 {
             return Some(0);
         }
         let whole = bytes / self.size();
-        let rest = bytes % self.size();
+        let mut rest = bytes % self.size();
         let mut n = whole * self.elements();
-        if rest != 0 {
-            let b = self.inner.basic?;
-            if b.size == 0 || !rest.is_multiple_of(b.size) {
-                return None;
-            }
-            n += rest / b.size;
+        if rest == 0 {
+            return Some(n);
         }
-        Some(n)
+        for (size, k) in self.signature()? {
+            let fit = (rest / size.max(1)).min(k);
+            n += fit;
+            rest -= fit * size;
+            if fit < k {
+                break;
+            }
+        }
+        (rest == 0).then_some(n)
     }
 }
 
@@ -692,6 +769,28 @@ mod tests {
         assert_eq!(v.extent(), 40);
         assert!(!v.is_contiguous());
         assert!(int().contiguous(5).unwrap().is_contiguous());
+    }
+
+    #[test]
+    fn elements_of_a_part_of_a_mixed_type() {
+        let (int, double) = (Datatype::basic(4, 1), Datatype::basic(8, 2));
+        // {int; double}: 12 bytes of data, two elements.
+        let s = Datatype::create_struct(&[1, 1], &[0, 8], &[int.clone(), double.clone()]).unwrap();
+        assert_eq!(s.elements_in(24), Some(4));
+        assert_eq!(s.elements_in(28), Some(5));
+        assert_eq!(s.elements_in(26), None, "half an int");
+        // Three of them in a vector, and a struct of that and a double.
+        let v = s.vector(3, 1, 2).unwrap();
+        assert_eq!(v.elements_in(36 + 12 + 4), Some(6 + 2 + 1));
+        let t = Datatype::create_struct(&[1, 2], &[0, 200], &[v, double]).unwrap();
+        assert_eq!(t.elements(), 8);
+        assert_eq!(t.elements_in(36 + 8), Some(7));
+        // One kind: any number of whole basic elements.
+        assert_eq!(int.contiguous(5).unwrap().elements_in(12), Some(3));
+        // A signature too long to keep: whole elements still count.
+        let big = s.contiguous(5000).unwrap();
+        assert_eq!(big.elements_in(big.size()), Some(10000));
+        assert_eq!(big.elements_in(12), None);
     }
 
     #[test]

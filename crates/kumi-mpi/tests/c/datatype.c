@@ -52,6 +52,25 @@ int main(int argc, char **argv) {
     CHECK(cnt == 1);
     OK(MPI_Get_elements(&status, col, &cnt));
     CHECK(cnt == 4);
+    /* A part of a mixed type: its whole basic elements count. */
+    {
+        MPI_Datatype idx;
+        int bl[2] = {1, 1};
+        MPI_Aint dd[2] = {0, 8};
+        MPI_Datatype tt[2] = {MPI_INT, MPI_DOUBLE};
+        OK(MPI_Type_create_struct(2, bl, dd, tt, &idx));
+        OK(MPI_Type_commit(&idx));
+        char bytes[28] = {0}, into[64];
+        MPI_Request rq;
+        OK(MPI_Irecv(into, 4, idx, 0, 9, MPI_COMM_SELF, &rq));
+        OK(MPI_Send(bytes, 28, MPI_BYTE, 0, 9, MPI_COMM_SELF));
+        OK(MPI_Wait(&rq, &status));
+        OK(MPI_Get_count(&status, idx, &cnt));
+        CHECK(cnt == MPI_UNDEFINED);
+        OK(MPI_Get_elements(&status, idx, &cnt));
+        CHECK(cnt == 5);
+        OK(MPI_Type_free(&idx));
+    }
 
     OK(MPI_Type_contiguous(3, MPI_DOUBLE, &cont));
     CHECK(size_of(cont) == 24);
