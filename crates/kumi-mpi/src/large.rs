@@ -1,9 +1,11 @@
 //! The MPI-4 large-count (`_c`) variants: `MPI_Count` counts and `MPI_Aint`
 //! displacements, forwarded to the `int` functions.
 //!
-//! kumi's ABI functions take `int` counts today; a count that does not fit an
-//! `int` is refused with `MPI_ERR_COUNT` (through the error handler) rather
-//! than truncated. mpi4py calls these variants whenever they exist.
+//! kumi's ABI functions take `int` counts today. A buffer's count beyond an
+//! `int` in point-to-point and broadcast becomes one element of a type made
+//! for the call ([`wide`]); elsewhere a count that does not fit an `int` is
+//! refused with `MPI_ERR_COUNT` (through the error handler) rather than
+//! truncated. mpi4py calls these variants whenever they exist.
 
 use crate::consts::*;
 use crate::state::{self, out, slice};
@@ -61,38 +63,115 @@ fn n(name: &'static str, v: i64) -> Result<c_int, c_int> {
     narrow(name, v)
 }
 
+/// A buffer's count and datatype for the `int` function: a count beyond an
+/// `int` becomes one element of a contiguous type of that many, made for
+/// the call. Its handle goes when the call returns; an operation it started
+/// keeps the layout itself (as after `MPI_Type_free`), and the status
+/// counts bytes, so `MPI_Get_count_c` with the program's type is right.
+struct Wide {
+    count: c_int,
+    dt: c_int,
+    made: bool,
+}
+
+impl Drop for Wide {
+    fn drop(&mut self) {
+        if self.made {
+            if let Ok(mut s) = state::st() {
+                s.types.remove(&self.dt);
+            }
+        }
+    }
+}
+
+fn wide(name: &'static str, v: i64, dt: c_int) -> Result<Wide, c_int> {
+    if let Ok(count) = c_int::try_from(v) {
+        return Ok(Wide {
+            count,
+            dt,
+            made: false,
+        });
+    }
+    let made = || -> R<c_int> {
+        let n = usize::try_from(v).map_err(|_| crate::MpiErr {
+            class: MPI_ERR_COUNT,
+            msg: format!("count {v} is negative"),
+        })?;
+        let mut s = state::st()?;
+        let big = s.dtype(dt)?.contiguous(n)?;
+        let h = s.fresh(NEW_TYPE);
+        s.types.insert(h, (big, String::new()));
+        Ok(h)
+    };
+    match made() {
+        Ok(h) => Ok(Wide {
+            count: 1,
+            dt: h,
+            made: true,
+        }),
+        Err(e) => Err(guard(name, || Err(e))),
+    }
+}
+
+/// Wrappers of calls on one buffer (`buf, count, datatype, ...`) whose
+/// count may exceed an `int` ([`wide`]).
+macro_rules! large_buf {
+    ($( $mpi:ident / $pmpi:ident => $target:ident ( $buf:ident : $bt:ty, $($a:ident : $t:ty),* ) )*) => {$(
+        #[doc = concat!("`", stringify!($pmpi), "`: large-count `", stringify!($target), "`.")]
+        #[no_mangle]
+        pub unsafe extern "C" fn $pmpi($buf: $bt, count: i64, dt: c_int, $($a: $t),*) -> c_int {
+            // Under MPI_THREAD_SERIALIZED this thread holds the library for
+            // the whole call (the lookups here read its state).
+            let _token = crate::state::Token::enter();
+            let w = match wide(stringify!($mpi), count, dt) { Ok(w) => w, Err(rc) => return rc };
+            // SAFETY: same contract as the int-count function: `count`
+            // elements of `dt` at the buffer are one element of `w.dt`.
+            unsafe { $target($buf, w.count, w.dt, $($a),*) }
+        }
+        #[doc = concat!("`", stringify!($mpi), "`: calls `", stringify!($pmpi), "`.")]
+        #[no_mangle]
+        pub unsafe extern "C" fn $mpi($buf: $bt, count: i64, dt: c_int, $($a: $t),*) -> c_int {
+            // SAFETY: forwarded unchanged.
+            unsafe { $pmpi($buf, count, dt, $($a),*) }
+        }
+    )*};
+}
+
 type V = *const c_void;
 type M = *mut c_void;
 type St = *mut MPI_Status;
 
+large_buf! {
+    MPI_Send_c / PMPI_Send_c => PMPI_Send(buf: V, dest: c_int, tag: c_int, comm: c_int)
+    MPI_Ssend_c / PMPI_Ssend_c => PMPI_Ssend(buf: V, dest: c_int, tag: c_int, comm: c_int)
+    MPI_Rsend_c / PMPI_Rsend_c => PMPI_Rsend(buf: V, dest: c_int, tag: c_int, comm: c_int)
+    MPI_Bsend_c / PMPI_Bsend_c => PMPI_Bsend(buf: V, dest: c_int, tag: c_int, comm: c_int)
+    MPI_Isend_c / PMPI_Isend_c => PMPI_Isend(buf: V, dest: c_int, tag: c_int, comm: c_int, req: *mut c_int)
+    MPI_Issend_c / PMPI_Issend_c => PMPI_Issend(buf: V, dest: c_int, tag: c_int, comm: c_int, req: *mut c_int)
+    MPI_Irsend_c / PMPI_Irsend_c => PMPI_Irsend(buf: V, dest: c_int, tag: c_int, comm: c_int, req: *mut c_int)
+    MPI_Ibsend_c / PMPI_Ibsend_c => PMPI_Ibsend(buf: V, dest: c_int, tag: c_int, comm: c_int, req: *mut c_int)
+    MPI_Send_init_c / PMPI_Send_init_c => PMPI_Send_init(buf: V, dest: c_int, tag: c_int, comm: c_int, req: *mut c_int)
+    MPI_Ssend_init_c / PMPI_Ssend_init_c => PMPI_Ssend_init(buf: V, dest: c_int, tag: c_int, comm: c_int, req: *mut c_int)
+    MPI_Rsend_init_c / PMPI_Rsend_init_c => PMPI_Rsend_init(buf: V, dest: c_int, tag: c_int, comm: c_int, req: *mut c_int)
+    MPI_Bsend_init_c / PMPI_Bsend_init_c => PMPI_Bsend_init(buf: V, dest: c_int, tag: c_int, comm: c_int, req: *mut c_int)
+    MPI_Recv_c / PMPI_Recv_c => PMPI_Recv(buf: M, src: c_int, tag: c_int, comm: c_int, st: St)
+    MPI_Irecv_c / PMPI_Irecv_c => PMPI_Irecv(buf: M, src: c_int, tag: c_int, comm: c_int, req: *mut c_int)
+    MPI_Recv_init_c / PMPI_Recv_init_c => PMPI_Recv_init(buf: M, src: c_int, tag: c_int, comm: c_int, req: *mut c_int)
+    MPI_Mrecv_c / PMPI_Mrecv_c => PMPI_Mrecv(buf: M, msg: *mut c_int, st: St)
+    MPI_Imrecv_c / PMPI_Imrecv_c => PMPI_Imrecv(buf: M, msg: *mut c_int, req: *mut c_int)
+    MPI_Bcast_c / PMPI_Bcast_c => PMPI_Bcast(b: M, root: c_int, comm: c_int)
+    MPI_Ibcast_c / PMPI_Ibcast_c => PMPI_Ibcast(b: M, root: c_int, comm: c_int, req: *mut c_int)
+}
+
 large! {
-    MPI_Send_c / PMPI_Send_c => PMPI_Send(buf: V, count: i64 => n, dt: c_int, dest: c_int, tag: c_int, comm: c_int)
-    MPI_Ssend_c / PMPI_Ssend_c => PMPI_Ssend(buf: V, count: i64 => n, dt: c_int, dest: c_int, tag: c_int, comm: c_int)
-    MPI_Rsend_c / PMPI_Rsend_c => PMPI_Rsend(buf: V, count: i64 => n, dt: c_int, dest: c_int, tag: c_int, comm: c_int)
-    MPI_Bsend_c / PMPI_Bsend_c => PMPI_Bsend(buf: V, count: i64 => n, dt: c_int, dest: c_int, tag: c_int, comm: c_int)
-    MPI_Isend_c / PMPI_Isend_c => PMPI_Isend(buf: V, count: i64 => n, dt: c_int, dest: c_int, tag: c_int, comm: c_int, req: *mut c_int)
-    MPI_Issend_c / PMPI_Issend_c => PMPI_Issend(buf: V, count: i64 => n, dt: c_int, dest: c_int, tag: c_int, comm: c_int, req: *mut c_int)
-    MPI_Irsend_c / PMPI_Irsend_c => PMPI_Irsend(buf: V, count: i64 => n, dt: c_int, dest: c_int, tag: c_int, comm: c_int, req: *mut c_int)
-    MPI_Ibsend_c / PMPI_Ibsend_c => PMPI_Ibsend(buf: V, count: i64 => n, dt: c_int, dest: c_int, tag: c_int, comm: c_int, req: *mut c_int)
-    MPI_Send_init_c / PMPI_Send_init_c => PMPI_Send_init(buf: V, count: i64 => n, dt: c_int, dest: c_int, tag: c_int, comm: c_int, req: *mut c_int)
-    MPI_Ssend_init_c / PMPI_Ssend_init_c => PMPI_Ssend_init(buf: V, count: i64 => n, dt: c_int, dest: c_int, tag: c_int, comm: c_int, req: *mut c_int)
-    MPI_Rsend_init_c / PMPI_Rsend_init_c => PMPI_Rsend_init(buf: V, count: i64 => n, dt: c_int, dest: c_int, tag: c_int, comm: c_int, req: *mut c_int)
-    MPI_Bsend_init_c / PMPI_Bsend_init_c => PMPI_Bsend_init(buf: V, count: i64 => n, dt: c_int, dest: c_int, tag: c_int, comm: c_int, req: *mut c_int)
-    MPI_Recv_c / PMPI_Recv_c => PMPI_Recv(buf: M, count: i64 => n, dt: c_int, src: c_int, tag: c_int, comm: c_int, st: St)
-    MPI_Irecv_c / PMPI_Irecv_c => PMPI_Irecv(buf: M, count: i64 => n, dt: c_int, src: c_int, tag: c_int, comm: c_int, req: *mut c_int)
-    MPI_Recv_init_c / PMPI_Recv_init_c => PMPI_Recv_init(buf: M, count: i64 => n, dt: c_int, src: c_int, tag: c_int, comm: c_int, req: *mut c_int)
-    MPI_Mrecv_c / PMPI_Mrecv_c => PMPI_Mrecv(buf: M, count: i64 => n, dt: c_int, msg: *mut c_int, st: St)
-    MPI_Imrecv_c / PMPI_Imrecv_c => PMPI_Imrecv(buf: M, count: i64 => n, dt: c_int, msg: *mut c_int, req: *mut c_int)
     MPI_Sendrecv_c / PMPI_Sendrecv_c => PMPI_Sendrecv(sb: V, sc: i64 => n, st: c_int, dest: c_int, stag: c_int, rb: M, rc: i64 => n, rt: c_int, src: c_int, rtag: c_int, comm: c_int, status: St)
     MPI_Sendrecv_replace_c / PMPI_Sendrecv_replace_c => PMPI_Sendrecv_replace(b: M, c: i64 => n, t: c_int, dest: c_int, stag: c_int, src: c_int, rtag: c_int, comm: c_int, status: St)
     MPI_Isendrecv_c / PMPI_Isendrecv_c => PMPI_Isendrecv(sb: V, sc: i64 => n, st: c_int, dest: c_int, stag: c_int, rb: M, rc: i64 => n, rt: c_int, src: c_int, rtag: c_int, comm: c_int, req: *mut c_int)
     MPI_Isendrecv_replace_c / PMPI_Isendrecv_replace_c => PMPI_Isendrecv_replace(b: M, c: i64 => n, t: c_int, dest: c_int, stag: c_int, src: c_int, rtag: c_int, comm: c_int, req: *mut c_int)
     MPI_Buffer_attach_c / PMPI_Buffer_attach_c => PMPI_Buffer_attach(b: M, size: i64 => n)
-    MPI_Bcast_c / PMPI_Bcast_c => PMPI_Bcast(b: M, c: i64 => n, t: c_int, root: c_int, comm: c_int)
     MPI_Reduce_c / PMPI_Reduce_c => PMPI_Reduce(s: V, r: M, c: i64 => n, t: c_int, op: c_int, root: c_int, comm: c_int)
     MPI_Allreduce_c / PMPI_Allreduce_c => PMPI_Allreduce(s: V, r: M, c: i64 => n, t: c_int, op: c_int, comm: c_int)
     MPI_Iallreduce_c / PMPI_Iallreduce_c => PMPI_Iallreduce(s: V, r: M, c: i64 => n, t: c_int, op: c_int, comm: c_int, req: *mut c_int)
-    MPI_Ibcast_c / PMPI_Ibcast_c => PMPI_Ibcast(b: M, c: i64 => n, t: c_int, root: c_int, comm: c_int, req: *mut c_int)
     MPI_Ireduce_c / PMPI_Ireduce_c => PMPI_Ireduce(s: V, r: M, c: i64 => n, t: c_int, op: c_int, root: c_int, comm: c_int, req: *mut c_int)
     MPI_Iscan_c / PMPI_Iscan_c => PMPI_Iscan(s: V, r: M, c: i64 => n, t: c_int, op: c_int, comm: c_int, req: *mut c_int)
     MPI_Iexscan_c / PMPI_Iexscan_c => PMPI_Iexscan(s: V, r: M, c: i64 => n, t: c_int, op: c_int, comm: c_int, req: *mut c_int)
@@ -218,10 +297,10 @@ pub unsafe extern "C" fn PMPI_Get_count_c(
 ) -> c_int {
     // See the macros above: hold the library for the whole call.
     let _token = crate::state::Token::enter();
-    let mut v = 0;
-    // SAFETY: forwarded; `v` is a valid int.
-    let rc = unsafe { PMPI_Get_count(st, t, &mut v) };
-    widen("MPI_Get_count_c", rc, v, count)
+    guard("MPI_Get_count_c", || -> R<()> {
+        let n = crate::p2p::count_of(st, t)?;
+        out(count, "count", n.unwrap_or(MPI_UNDEFINED as i64))
+    })
 }
 
 /// `MPI_Get_count_c`: calls `PMPI_Get_count_c`.

@@ -1137,6 +1137,19 @@ mpi_nb! {
     }
 }
 
+/// How many whole elements of `datatype` the status says arrived (`None`:
+/// not a whole number), for `MPI_Get_count` and `MPI_Get_count_c`.
+pub(crate) fn count_of(status: *const MPI_Status, datatype: c_int) -> R<Option<i64>> {
+    let s = read(status, "status")?;
+    let d = dtype_any(datatype)?;
+    let bytes = status_bytes(&s);
+    Ok(match d.size() as u64 {
+        0 => Some(0),
+        size if bytes.is_multiple_of(size) => i64::try_from(bytes / size).ok(),
+        _ => None,
+    })
+}
+
 /// `MPI_Status_set_elements(_x)`: `count` elements of `datatype` received.
 fn set_elements(status: *mut MPI_Status, datatype: c_int, count: i64) -> R<()> {
     let d = dtype_any(datatype)?;
@@ -1145,7 +1158,9 @@ fn set_elements(status: *mut MPI_Status, datatype: c_int, count: i64) -> R<()> {
     }
     let bytes = (count as u64)
         .checked_mul(d.size() as u64)
-        .filter(|&b| b < 1 << 62)
+        // A status holds 63 bits of bytes (count_lo, and 31 bits of
+        // count_hi_and_cancelled beside the cancelled flag), as MPICH's.
+        .filter(|&b| b <= i64::MAX as u64)
         .ok_or_else(|| MpiErr {
             class: MPI_ERR_COUNT,
             msg: format!("{count} elements of {} bytes do not fit a status", d.size()),
@@ -1618,17 +1633,8 @@ mpi! {
     }
 
     fn MPI_Get_count / PMPI_Get_count(status: *const MPI_Status, datatype: c_int, count: *mut c_int) {
-        let s = read(status, "status")?;
-        let d = dtype_any(datatype)?;
-        let bytes = status_bytes(&s);
-        let n = if d.size() == 0 {
-            0
-        } else if !bytes.is_multiple_of(d.size() as u64) {
-            MPI_UNDEFINED
-        } else {
-            c_int::try_from(bytes / d.size() as u64).unwrap_or(MPI_UNDEFINED)
-        };
-        out(count, "count", n)
+        let n = count_of(status, datatype)?.and_then(|n| c_int::try_from(n).ok());
+        out(count, "count", n.unwrap_or(MPI_UNDEFINED))
     }
 
     fn MPI_Get_elements / PMPI_Get_elements(status: *const MPI_Status, datatype: c_int, count: *mut c_int) {

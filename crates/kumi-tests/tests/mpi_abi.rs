@@ -39,6 +39,7 @@ const PROGRAMS: &[&str] = &[
     "inter",
     "intercoll",
     "lifetimes",
+    "bigcount",
     "threads",
     "win",
     "session",
@@ -247,6 +248,14 @@ fn collectives_and_splits_on_intercommunicators() {
 #[test]
 fn error_handlers_keyvals_and_attributes_live_as_long_as_their_users() {
     suite("lifetimes", &[1, 2, 3], &[1, 2]);
+}
+
+/// Regression: the large-count (`_c`) functions refused counts above
+/// 2^31 - 1 and a status could not hold 2^62 elements (a message of
+/// 2^31 + 100 bytes: 4 GiB of memory per run at np 2).
+#[test]
+fn counts_beyond_an_int() {
+    suite("bigcount", &[1, 2, 3], &[2]);
 }
 
 #[test]
