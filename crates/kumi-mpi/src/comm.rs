@@ -608,18 +608,13 @@ fn comm_idup(comm: c_int, newcomm: *mut c_int, request: *mut c_int) -> R<()> {
     if newcomm.is_null() || request.is_null() {
         return err(MPI_ERR_ARG, "newcomm or request is NULL");
     }
-    let (c, errh, cart, graph, attrs) = {
+    let (c, inter, errh, cart, graph, attrs) = {
         let mut s = st()?;
-        if s.inter(comm)?.is_some() {
-            return err(
-                MPI_ERR_COMM,
-                "MPI_Comm_idup of an intercommunicator is not supported by kumi yet (MPI_Comm_dup is)",
-            );
-        }
         let e = s.comm_entry(comm)?;
         let attrs: Vec<(c_int, *mut c_void)> = e.attrs.iter().map(|(&k, &v)| (k, v)).collect();
         (
             e.comm.clone(),
+            e.inter.clone(),
             e.errh,
             e.cart.clone(),
             e.graph.clone(),
@@ -627,13 +622,16 @@ fn comm_idup(comm: c_int, newcomm: *mut c_int, request: *mut c_int) -> R<()> {
         )
     };
     let attrs = copied_attrs(comm, attrs)?.into_iter().collect();
-    let idup = c.idup()?;
+    let idup = match inter {
+        Some(ic) => Dup::Inter(ic.idup()?),
+        None => Dup::Intra(c.idup()?),
+    };
     let (h, r) = {
         let mut s = st()?;
         let h = s.comms.reserve();
         s.idup_errh.insert(h, errh);
         let pending = Idup {
-            idup,
+            idup: Some(idup),
             made: None,
             handle: h,
             entry: Some((errh, cart, graph, attrs)),
@@ -649,10 +647,38 @@ fn comm_idup(comm: c_int, newcomm: *mut c_int, request: *mut c_int) -> R<()> {
 /// topology, attributes.
 type IdupEntry = (c_int, Option<Cart>, Option<DistGraph>, Attrs);
 
+/// A duplicate under way: of an intra- or an intercommunicator.
+enum Dup {
+    Intra(kumi::Idup),
+    Inter(kumi::inter::InterIdup),
+}
+
+/// A duplicate made.
+enum Made {
+    Intra(Comm),
+    Inter(kumi::inter::InterComm),
+}
+
+impl Dup {
+    fn test(&mut self) -> kumi::Result<Option<Made>> {
+        Ok(match self {
+            Dup::Intra(d) => d.test()?.map(Made::Intra),
+            Dup::Inter(d) => d.test()?.map(Made::Inter),
+        })
+    }
+
+    fn wait(self) -> kumi::Result<Made> {
+        Ok(match self {
+            Dup::Intra(d) => Made::Intra(d.wait()?),
+            Dup::Inter(d) => Made::Inter(d.wait()?),
+        })
+    }
+}
+
 /// A nonblocking duplicate behind an MPI request.
 struct Idup {
-    idup: kumi::Idup,
-    made: Option<Comm>,
+    idup: Option<Dup>,
+    made: Option<Made>,
     handle: c_int,
     entry: Option<IdupEntry>,
 }
@@ -660,7 +686,9 @@ struct Idup {
 impl crate::state::CollPending for Idup {
     fn test(&mut self) -> kumi::Result<bool> {
         if self.made.is_none() {
-            self.made = self.idup.test()?;
+            if let Some(d) = self.idup.as_mut() {
+                self.made = d.test()?;
+            }
         }
         Ok(self.made.is_some())
     }
@@ -674,21 +702,31 @@ impl crate::state::CollPending for Idup {
 
     fn complete_in(mut self: Box<Self>, s: &mut State) -> (crate::MPI_Status, Option<MpiErr>) {
         let mut status = crate::state::empty_status();
-        let made = match self.made.take() {
-            Some(c) => Ok(c),
-            None => self.idup.wait(),
+        let made = match (self.made.take(), self.idup.take()) {
+            (Some(c), _) => Ok(c),
+            (None, Some(d)) => d.wait(),
+            (None, None) => Err(kumi::Error::Protocol(
+                "MPI_Comm_idup completed twice".into(),
+            )),
         };
         // An error handler set on the handle meanwhile wins.
         let set = s.idup_errh.remove(&self.handle);
         match (made, self.entry.take()) {
-            (Ok(comm), Some((errh, cart, graph, attrs))) => {
+            (Ok(made), Some((errh, cart, graph, attrs))) => {
                 let errh = set.unwrap_or(errh);
+                let (comm, inter, inter_local) = match made {
+                    Made::Intra(c) => (c, None, MPI_COMM_NULL),
+                    Made::Inter(ic) => {
+                        let local = add_comm(s, ic.local().clone(), errh, None);
+                        (ic.remote().clone(), Some(Rc::new(ic)), local)
+                    }
+                };
                 s.comms.fill(
                     self.handle,
                     CommEntry {
                         comm,
-                        inter: None,
-                        inter_local: MPI_COMM_NULL,
+                        inter,
+                        inter_local,
                         errh,
                         attrs,
                         cart,

@@ -341,6 +341,21 @@ impl InterComm {
         })
     }
 
+    /// Starts a duplicate (MPI's `MPI_Comm_idup` of an intercommunicator):
+    /// no rank waits for another here. Its contexts come from the context
+    /// server, as [`Comm::idup`]'s do: one pair for the local group, two
+    /// asked on the communicator of both groups (every rank of both asks in
+    /// the same order, so all get the same answers).
+    pub fn idup(&self) -> Result<InterIdup> {
+        Ok(InterIdup {
+            local: self.local.idup()?,
+            remote: self.both.idup()?,
+            both: self.both.idup()?,
+            parent: self.clone(),
+            made: [None, None, None],
+        })
+    }
+
     /// The intracommunicator of both groups (MPI's `MPI_Intercomm_merge`):
     /// the group whose ranks pass `high = false` first; if both pass the same,
     /// the group with the lower world rank at its leader first. Collective
@@ -377,6 +392,69 @@ impl InterComm {
             .both
             .split(Some(0), key as i32)?
             .expect("every rank takes part"))
+    }
+}
+
+/// An intercommunicator duplicate under way ([`InterComm::idup`]).
+pub struct InterIdup {
+    local: crate::Idup,
+    remote: crate::Idup,
+    both: crate::Idup,
+    parent: InterComm,
+    /// The three communicators as they come: local, remote's context, both.
+    made: [Option<Comm>; 3],
+}
+
+impl InterIdup {
+    /// The duplicate, if its contexts have come (makes progress once).
+    pub fn test(&mut self) -> Result<Option<InterComm>> {
+        for (slot, idup) in
+            self.made
+                .iter_mut()
+                .zip([&mut self.local, &mut self.remote, &mut self.both])
+        {
+            if slot.is_none() {
+                *slot = idup.test()?;
+            }
+        }
+        if let [Some(l), Some(r), Some(b)] = &self.made {
+            return Ok(Some(assemble(&self.parent, l.clone(), r, b.clone())));
+        }
+        Ok(None)
+    }
+
+    /// Waits for the duplicate.
+    #[track_caller]
+    pub fn wait(self) -> Result<InterComm> {
+        let [a, b, c] = self.made;
+        let local = match a {
+            Some(x) => x,
+            None => self.local.wait()?,
+        };
+        let remote = match b {
+            Some(x) => x,
+            None => self.remote.wait()?,
+        };
+        let both = match c {
+            Some(x) => x,
+            None => self.both.wait()?,
+        };
+        Ok(assemble(&self.parent, local, &remote, both))
+    }
+}
+
+/// The duplicate of `p` from its new local group, the communicator whose
+/// context the remote one takes, and the new one of both groups.
+fn assemble(p: &InterComm, local: Comm, remote: &Comm, both: Comm) -> InterComm {
+    InterComm {
+        remote: local.derived(
+            remote.ctx(),
+            p.remote.rank() as u32,
+            p.remote.members().to_vec(),
+        ),
+        local,
+        both,
+        first: p.first,
     }
 }
 

@@ -379,7 +379,7 @@ impl State {
             MPI_ERR_COMM,
             "this operation on an intercommunicator is not supported by kumi yet \
              (point-to-point, the blocking collectives, the nonblocking barrier, broadcast \
-             and data movers, MPI_Comm_dup, MPI_Comm_split, MPI_Comm_create and \
+             and data movers, MPI_Comm_(i)dup, MPI_Comm_split, MPI_Comm_create and \
              MPI_Intercomm_merge are)",
         )
     }

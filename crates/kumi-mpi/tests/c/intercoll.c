@@ -1,13 +1,14 @@
 /* Concern: collectives and constructors on intercommunicators (MPI 4.1
  * section 6.2.2 and each collective's intercommunicator clause).
  * Regression: kumi refused every collective on an intercommunicator but
- * barrier, bcast and allreduce, and MPI_Comm_split / MPI_Comm_create on one.
+ * barrier, bcast and allreduce, and MPI_Comm_split / MPI_Comm_create /
+ * MPI_Comm_idup on one.
  * Each intercommunicator below (halves, one against the rest, splits of an
  * intercommunicator by color and by host, MPI_Comm_create dropping each
- * group's rank 0, a dup) runs every data mover, blocking and nonblocking,
- * with uneven and zero counts and gaps, and the reductions with ints and
- * MAXLOC pairs; every element is checked against what the other group
- * sent. */
+ * group's rank 0, a dup, nonblocking dups) runs every data mover, blocking
+ * and nonblocking, with uneven and zero counts and gaps, and the reductions
+ * with ints and MAXLOC pairs; every element is checked against what the
+ * other group sent. */
 #include "kt.h"
 
 static int g_left, g_lr, g_ln, g_rn; /* my group, local rank, sizes */
@@ -220,11 +221,21 @@ int main(int argc, char **argv) {
         OK(MPI_Intercomm_create(half, 0, MPI_COMM_WORLD, left ? cut : 0, 7, &ic));
         check(ic, left);
 
-        /* A dup of it. */
-        MPI_Comm d;
+        /* A dup of it, and a nonblocking one (two at once, completed in
+         * the other order). */
+        MPI_Comm d, d1, d2;
         OK(MPI_Comm_dup(ic, &d));
         check(d, left);
         OK(MPI_Comm_free(&d));
+        MPI_Request dq[2];
+        OK(MPI_Comm_idup(ic, &d1, &dq[0]));
+        OK(MPI_Comm_idup(ic, &d2, &dq[1]));
+        OK(MPI_Wait(&dq[1], MPI_STATUS_IGNORE));
+        OK(MPI_Wait(&dq[0], MPI_STATUS_IGNORE));
+        check(d2, left);
+        check(d1, left);
+        OK(MPI_Comm_free(&d1));
+        OK(MPI_Comm_free(&d2));
 
         /* Split by parity of the local rank, reversed by key: the ranks of
          * one parity on each side (none when a side has no such rank). */

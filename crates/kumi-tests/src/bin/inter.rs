@@ -3,7 +3,7 @@
 //! exchange across (an all-to-all with uneven blocks, several in flight),
 //! the broadcast from each side, a split by parity with reversed keys (the
 //! remote ranks in the other group's new order) and one without a match,
-//! and the merge. Rank 0 prints `inter: all checks passed on <n> ranks`.
+//! nonblocking duplicates, and the merge. Rank 0 prints `inter: all checks passed on <n> ranks`.
 //!
 //! `kumi run -n 5 target/release/inter`
 
@@ -116,6 +116,12 @@ fn run(w: &Comm) -> R {
         ensure(none.is_none(), || {
             format!("a one-sided split gave rank {r} an intercommunicator")
         })?;
+        // Two nonblocking duplicates, completed in the other order.
+        let (a, b) = (ic.idup()?, ic.idup()?);
+        let b = b.wait()?;
+        let a = a.wait()?;
+        check(&b, side)?;
+        check(&a, side)?;
         // The merge puts the high side last.
         let m = ic.merge(side == 1)?;
         let want = if side == 1 { rn + me } else { me };
