@@ -313,6 +313,21 @@ fn for_extents(
     Ok(())
 }
 
+/// The predefined type `dt` is made of: itself, or a derived type's one
+/// basic type.
+fn basic_of(dt: c_int) -> R<c_int> {
+    if crate::state::builtin_type(dt).is_some() {
+        return Ok(dt);
+    }
+    match st()?.dtype(dt)?.basic_element() {
+        Some(b) => Ok(b.tag as c_int),
+        None => err(
+            MPI_ERR_TYPE,
+            format!("one-sided accumulates need a datatype of one predefined type; {dt:#x} mixes several"),
+        ),
+    }
+}
+
 /// The runtime's accumulate operation and element kind for MPI's `op` on
 /// elements of `dt` (`MPI_REPLACE` and `MPI_NO_OP` take any type, as bytes).
 fn acc_op(op: c_int, dt: c_int) -> R<(AccOp, Elem)> {
@@ -409,13 +424,9 @@ fn accumulate_op(
     } else {
         origin_bytes(o, on, odt)?.0
     };
-    // The target's element type decides how bytes combine.
-    let elem = if crate::state::builtin_type(tdt).is_some() {
-        tdt
-    } else {
-        odt
-    };
-    let how = acc_op(op, elem)?;
+    // The target's basic element type decides how bytes combine (a derived
+    // type's, which MPI requires to be of one predefined type).
+    let how = acc_op(op, basic_of(tdt).or_else(|_| basic_of(odt))?)?;
     let mut old = vec![0u8; total];
     for_extents(data.len(), &ext, |off, b| {
         let fetch = result.is_some().then(|| &mut old[b.clone()]);

@@ -122,6 +122,25 @@ static void world_windows(void) {
     if (r == 0)
         for (int i = 0; i < M / 4; i++) CHECK(mine[M / 2 + i] == -1 + (long)n * (i + 1));
 
+    /* Accumulates on derived types of one basic type: every rank adds into
+     * every other long of that half (a vector at the target, contiguous at
+     * the origin), and a zero-count one of the vector does nothing. */
+    {
+        MPI_Datatype ev;
+        OK(MPI_Type_vector(M / 8, 1, 2, MPI_LONG, &ev));
+        OK(MPI_Type_commit(&ev));
+        long more[M / 8];
+        for (int i = 0; i < M / 8; i++) more[i] = 100;
+        OK(MPI_Win_fence(0, w)); /* rank 0 has read the half above */
+        OK(MPI_Accumulate(more, M / 8, MPI_LONG, 0, M / 2, 1, ev, MPI_SUM, w));
+        OK(MPI_Accumulate(more, 0, ev, 0, M / 2, 0, ev, MPI_SUM, w));
+        OK(MPI_Win_fence(0, w));
+        if (r == 0)
+            for (int i = 0; i < M / 4; i++)
+                CHECK(mine[M / 2 + i] == -1 + (long)n * (i + 1) + (i % 2 == 0 ? 100L * n : 0));
+        OK(MPI_Type_free(&ev));
+    }
+
     /* Tickets from a counter on the last rank: all distinct. */
     long one = 1, tk = -7;
     OK(MPI_Win_lock_all(0, w));
