@@ -9,8 +9,9 @@
 
 use crate::consts::*;
 use crate::state::{
-    self, builtin_type, count, empty_status, out, put_status, read, slice_mut, st, st_ref,
-    status_bytes, status_of, ticket_bits, wants, CollPending, CommEntry, ReqEntry, Slab, State,
+    self, builtin_type, count, empty_status, out, put_status, put_status_one, read, slice_mut, st,
+    st_ref, status_bytes, status_of, ticket_bits, wants, CollPending, CommEntry, ReqEntry, Slab,
+    State,
 };
 use crate::{err, set_err_comm, MPI_Status, MpiErr, R};
 use kumi::datatype::Datatype;
@@ -427,7 +428,7 @@ fn recv_blocking(
             Ok(_) if !wants(status) => Ok(()),
             r => {
                 let (stt, e) = outcome(r);
-                put_status(status, stt);
+                put_status_one(status, stt);
                 e.map_or(Ok(()), Err)
             }
         };
@@ -470,7 +471,7 @@ fn outcome(r: kumi::Result<Status>) -> (MPI_Status, Option<MpiErr>) {
 
 fn blocking(mut r: RawRequest, status: *mut MPI_Status) -> R<()> {
     let (s, e) = outcome(r.wait());
-    put_status(status, s);
+    put_status_one(status, s);
     e.map_or(Ok(()), Err)
 }
 
@@ -876,7 +877,7 @@ fn any_index(
                 if let Some(f) = flag {
                     out(f, "flag", 1)?;
                 }
-                put_status(status, stt);
+                put_status_one(status, stt);
                 return e.map_or(Ok(()), Err);
             }
         }
@@ -885,7 +886,7 @@ fn any_index(
             if let Some(f) = flag {
                 out(f, "flag", 1)?;
             }
-            put_status(status, empty_status());
+            put_status_one(status, empty_status());
             return Ok(());
         }
         if !block {
@@ -1354,7 +1355,7 @@ mpi! {
         let (stt, e) = complete(&mut s, &mut h, true)?.unwrap_or((empty_status(), None));
         drop(s);
         out(request, "request", h)?;
-        put_status(status, stt);
+        put_status_one(status, stt);
         e.map_or(Ok(()), Err)
     }
 
@@ -1368,7 +1369,7 @@ mpi! {
             None => out(flag, "flag", 0),
             Some((stt, e)) => {
                 out(flag, "flag", 1)?;
-                put_status(status, stt);
+                put_status_one(status, stt);
                 e.map_or(Ok(()), Err)
             }
         }
@@ -1383,7 +1384,7 @@ mpi! {
             return out(flag, "flag", 0);
         };
         out(flag, "flag", 1)?;
-        put_status(status, stt);
+        put_status_one(status, stt);
         e.map_or(Ok(()), Err)
     }
 

@@ -136,6 +136,24 @@ pub(crate) fn put_status(p: *mut MPI_Status, s: MPI_Status) {
     }
 }
 
+/// [`put_status`] for a call that completes one operation (`MPI_Recv`,
+/// `MPI_Wait`, `MPI_Test`, `MPI_Waitany`...): its `MPI_ERROR` field is left
+/// as the program had it, as MPI says (only the calls that can return
+/// `MPI_ERR_IN_STATUS` set it) and MPICH does.
+#[inline(always)]
+pub(crate) fn put_status_one(p: *mut MPI_Status, s: MPI_Status) {
+    if wants(p) {
+        // SAFETY: not null or MPI_STATUS_IGNORE: the caller passed a status.
+        unsafe {
+            let error = (*p).MPI_ERROR;
+            p.write(MPI_Status {
+                MPI_ERROR: error,
+                ..s
+            })
+        };
+    }
+}
+
 /// Size in bytes recorded in a status.
 pub(crate) fn status_bytes(s: &MPI_Status) -> u64 {
     (s.count_lo as u32 as u64) | (((s.count_hi_and_cancelled as u32 as u64) >> 1) << 32)
