@@ -202,16 +202,17 @@ unsafe fn pack_size_c_inner(c: c_int, t: c_int, comm: c_int, size: *mut i64) -> 
 }
 
 /// Vector wrappers: counts (`MPI_Count[]`) and displacements (`MPI_Aint[]`)
-/// of one entry per rank of the communicator.
+/// of one entry per rank of the communicator (`[comm at root]`: read at the
+/// root only, see [`size_at_root`]).
 macro_rules! large_v {
-    ($( $mpi:ident / $pmpi:ident => $target:ident [$comm:ident] ( $($a:ident : $t:ty $(=> $conv:ident)?),* ) )*) => {$(
+    ($( $mpi:ident / $pmpi:ident => $target:ident [$comm:ident $(at $root:ident)?] ( $($a:ident : $t:ty $(=> $conv:ident)?),* ) )*) => {$(
         #[doc = concat!("`", stringify!($pmpi), "`: large-count `", stringify!($target), "`.")]
         #[no_mangle]
         pub unsafe extern "C" fn $pmpi($($a: $t),*) -> c_int {
             // Under MPI_THREAD_SERIALIZED this thread holds the library for
             // the whole call (the lookups here read its state).
             let _token = crate::state::Token::enter();
-            let p = size_of($comm);
+            let p = large_v!(@size $comm $(, $root)?);
             $( $( let $a = match $conv(stringify!($mpi), $a, p) { Ok(v) => v, Err(rc) => return rc }; )? )*
             // SAFETY: same contract as the int-count function; the converted
             // arrays live until the call returns.
@@ -226,6 +227,26 @@ macro_rules! large_v {
     )*};
     (@arg $a:ident, $conv:ident) => { Arg::arg(&$a) };
     (@arg $a:ident) => { $a };
+    (@size $comm:ident) => { size_of($comm) };
+    (@size $comm:ident, $root:ident) => { size_at_root($comm, $root) };
+}
+
+/// How many entries the arrays of a rooted v-collective have at this rank:
+/// the group's (the remote group's on an intercommunicator) at the root,
+/// none elsewhere, where MPI does not read them (they may be anything).
+fn size_at_root(comm: c_int, root: c_int) -> usize {
+    let Ok(mut s) = state::st() else { return 0 };
+    let inter = s.inter(comm).ok().flatten().is_some();
+    let Ok(c) = s.comm(comm) else { return 0 };
+    let at_root = match root {
+        MPI_ROOT => inter,
+        r => !inter && r >= 0 && r as usize == c.rank(),
+    };
+    if at_root {
+        c.size()
+    } else {
+        0
+    }
 }
 
 /// A converted argument as the int function takes it.
@@ -260,13 +281,13 @@ fn ds(name: &'static str, p: *const isize, n: usize) -> Result<Vec<c_int>, c_int
 }
 
 large_v! {
-    MPI_Gatherv_c / PMPI_Gatherv_c => PMPI_Gatherv [comm] (s: V, sc: i64 => nn, st: c_int, r: M, rc: *const i64 => cs, d: *const isize => ds, rt: c_int, root: c_int, comm: c_int)
-    MPI_Scatterv_c / PMPI_Scatterv_c => PMPI_Scatterv [comm] (s: V, sc: *const i64 => cs, d: *const isize => ds, st: c_int, r: M, rc: i64 => nn, rt: c_int, root: c_int, comm: c_int)
+    MPI_Gatherv_c / PMPI_Gatherv_c => PMPI_Gatherv [comm at root] (s: V, sc: i64 => nn, st: c_int, r: M, rc: *const i64 => cs, d: *const isize => ds, rt: c_int, root: c_int, comm: c_int)
+    MPI_Scatterv_c / PMPI_Scatterv_c => PMPI_Scatterv [comm at root] (s: V, sc: *const i64 => cs, d: *const isize => ds, st: c_int, r: M, rc: i64 => nn, rt: c_int, root: c_int, comm: c_int)
     MPI_Allgatherv_c / PMPI_Allgatherv_c => PMPI_Allgatherv [comm] (s: V, sc: i64 => nn, st: c_int, r: M, rc: *const i64 => cs, d: *const isize => ds, rt: c_int, comm: c_int)
     MPI_Alltoallv_c / PMPI_Alltoallv_c => PMPI_Alltoallv [comm] (s: V, sc: *const i64 => cs, sd: *const isize => ds, st: c_int, r: M, rc: *const i64 => cs, rd: *const isize => ds, rt: c_int, comm: c_int)
     MPI_Reduce_scatter_c / PMPI_Reduce_scatter_c => PMPI_Reduce_scatter [comm] (s: V, r: M, rc: *const i64 => cs, t: c_int, op: c_int, comm: c_int)
-    MPI_Igatherv_c / PMPI_Igatherv_c => PMPI_Igatherv [comm] (s: V, sc: i64 => nn, st: c_int, r: M, rc: *const i64 => cs, d: *const isize => ds, rt: c_int, root: c_int, comm: c_int, req: *mut c_int)
-    MPI_Iscatterv_c / PMPI_Iscatterv_c => PMPI_Iscatterv [comm] (s: V, sc: *const i64 => cs, d: *const isize => ds, st: c_int, r: M, rc: i64 => nn, rt: c_int, root: c_int, comm: c_int, req: *mut c_int)
+    MPI_Igatherv_c / PMPI_Igatherv_c => PMPI_Igatherv [comm at root] (s: V, sc: i64 => nn, st: c_int, r: M, rc: *const i64 => cs, d: *const isize => ds, rt: c_int, root: c_int, comm: c_int, req: *mut c_int)
+    MPI_Iscatterv_c / PMPI_Iscatterv_c => PMPI_Iscatterv [comm at root] (s: V, sc: *const i64 => cs, d: *const isize => ds, st: c_int, r: M, rc: i64 => nn, rt: c_int, root: c_int, comm: c_int, req: *mut c_int)
     MPI_Iallgatherv_c / PMPI_Iallgatherv_c => PMPI_Iallgatherv [comm] (s: V, sc: i64 => nn, st: c_int, r: M, rc: *const i64 => cs, d: *const isize => ds, rt: c_int, comm: c_int, req: *mut c_int)
     MPI_Ialltoallv_c / PMPI_Ialltoallv_c => PMPI_Ialltoallv [comm] (s: V, sc: *const i64 => cs, sd: *const isize => ds, st: c_int, r: M, rc: *const i64 => cs, rd: *const isize => ds, rt: c_int, comm: c_int, req: *mut c_int)
     MPI_Ireduce_scatter_c / PMPI_Ireduce_scatter_c => PMPI_Ireduce_scatter [comm] (s: V, r: M, rc: *const i64 => cs, t: c_int, op: c_int, comm: c_int, req: *mut c_int)

@@ -85,6 +85,26 @@ int main(int argc, char **argv) {
         CHECK(got[0] == at && got[1] == at + 1);
     }
 
+    /* The large-count forms likewise: away from the root, count arrays
+     * of values no int holds are not read (kumi narrowed them before). */
+    {
+        MPI_Count *ccs = malloc(sizeof(MPI_Count) * n);
+        MPI_Aint *cds = malloc(sizeof(MPI_Aint) * n);
+        for (int i = 0; i < n; i++) {
+            ccs[i] = at_root ? 2 : (MPI_Count)1 << 40;
+            cds[i] = at_root ? ds[i] : (MPI_Aint)1 << 40;
+        }
+        memset(all, 0xff, sizeof(int) * 2 * n);
+        OK(MPI_Gatherv_c(mine, 2, MPI_INT, at_root ? all : NULL, ccs, cds, MPI_INT, root, MPI_COMM_WORLD));
+        if (at_root)
+            for (int i = 0; i < n; i++) CHECK(all[ds[i]] == 10 * i && all[ds[i] + 1] == 10 * i + 1);
+        got[0] = got[1] = -1;
+        OK(MPI_Scatterv_c(all, ccs, cds, MPI_INT, got, 2, MPI_INT, root, MPI_COMM_WORLD));
+        CHECK(got[0] == 10 * r && got[1] == 10 * r + 1);
+        free(ccs);
+        free(cds);
+    }
+
     /* MPI_Reduce: the receive buffer at the root only. */
     int sum[2] = {-1, -1};
     OK(MPI_Reduce(mine, at_root ? sum : NULL, 2, MPI_INT, MPI_SUM, root, MPI_COMM_WORLD));
