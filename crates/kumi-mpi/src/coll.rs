@@ -447,6 +447,14 @@ fn w_segments(
     Ok(out)
 }
 
+/// An `...w` collective's `int` byte displacements, `n` of them.
+fn byte_displs(d: *const c_int, n: usize, what: &str) -> R<Vec<isize>> {
+    Ok(slice(d, n as c_int, what)?
+        .iter()
+        .map(|&x| x as isize)
+        .collect())
+}
+
 /// `MPI_(I)alltoallw`, started (displacements in bytes, a type per rank).
 #[allow(clippy::too_many_arguments)]
 fn alltoallw(
@@ -471,16 +479,10 @@ fn alltoallw(
         }
     };
     let p = c.size();
-    let byte_displs = |d: *const c_int, what: &str| -> R<Vec<isize>> {
-        Ok(slice(d, p as c_int, what)?
-            .iter()
-            .map(|&x| x as isize)
-            .collect())
-    };
     let rsegs = w_segments(
         recvbuf,
         &counts(recvcounts, p, "recvcounts")?,
-        &byte_displs(rdispls, "rdispls")?,
+        &byte_displs(rdispls, p, "rdispls")?,
         recvtypes,
         "recvtypes",
     )?;
@@ -490,7 +492,7 @@ fn alltoallw(
         w_segments(
             sendbuf,
             &counts(sendcounts, p, "sendcounts")?,
-            &byte_displs(sdispls, "sdispls")?,
+            &byte_displs(sdispls, p, "sdispls")?,
             sendtypes,
             "sendtypes",
         )?

@@ -131,6 +131,58 @@ fn each(n: usize) -> Vec<(usize, usize)> {
     (0..n).map(|r| (r, r)).collect()
 }
 
+/// One segment: `n` elements of `dt` at `buf`.
+fn one(buf: *const c_void, n: c_int, dt: c_int) -> R<Seg> {
+    Ok((buf.cast_mut(), count(n)?, st()?.dtype(dt)?))
+}
+
+/// A gather across: the root receives `root_segs(remote size)`, one from
+/// each remote rank; a leaf sends its one segment to the root.
+fn gather_across(
+    ic: &InterComm,
+    root: c_int,
+    sendbuf: *const c_void,
+    sendcount: c_int,
+    sendtype: c_int,
+    root_segs: impl FnOnce(usize) -> R<Vec<Seg>>,
+) -> R<NbBytes> {
+    match role(root, ic)? {
+        Role::Root => exchange(ic, &[], &[], from_each(root_segs(ic.remote_size())?)),
+        Role::Idle => idle(ic),
+        Role::Leaf(r) => {
+            no_in_place(sendbuf, "sendbuf")?;
+            exchange(
+                ic,
+                &[one(sendbuf, sendcount, sendtype)?],
+                &[(r, 0)],
+                Vec::new(),
+            )
+        }
+    }
+}
+
+/// A scatter across, the reverse of [`gather_across`].
+fn scatter_across(
+    ic: &InterComm,
+    root: c_int,
+    recvbuf: *mut c_void,
+    recvcount: c_int,
+    recvtype: c_int,
+    root_segs: impl FnOnce(usize) -> R<Vec<Seg>>,
+) -> R<NbBytes> {
+    match role(root, ic)? {
+        Role::Root => {
+            let n = ic.remote_size();
+            exchange(ic, &root_segs(n)?, &each(n), Vec::new())
+        }
+        Role::Idle => idle(ic),
+        Role::Leaf(r) => {
+            no_in_place(recvbuf, "recvbuf")?;
+            exchange(ic, &[], &[], vec![(r, one(recvbuf, recvcount, recvtype)?)])
+        }
+    }
+}
+
 /// `MPI_(I)gather` on an intercommunicator, started.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn gather(
@@ -144,24 +196,14 @@ pub(super) fn gather(
     root: c_int,
     comm: c_int,
 ) -> R<NbBytes> {
-    let Across { ic, .. } = across(comm, e)?;
-    match role(root, &ic)? {
-        Role::Root => {
-            let rd = st()?.dtype(recvtype)?;
-            let segs = even_segments(recvbuf, ic.remote_size(), count(recvcount)?, &rd);
-            exchange(&ic, &[], &[], from_each(of_type(segs, &rd)))
-        }
-        Role::Idle => idle(&ic),
-        Role::Leaf(r) => {
-            no_in_place(sendbuf, "sendbuf")?;
-            let seg = (
-                sendbuf.cast_mut(),
-                count(sendcount)?,
-                st()?.dtype(sendtype)?,
-            );
-            exchange(&ic, &[seg], &[(r, 0)], Vec::new())
-        }
-    }
+    let ic = across(comm, e)?.ic;
+    gather_across(&ic, root, sendbuf, sendcount, sendtype, |n| {
+        let rd = st()?.dtype(recvtype)?;
+        Ok(of_type(
+            even_segments(recvbuf, n, count(recvcount)?, &rd),
+            &rd,
+        ))
+    })
 }
 
 /// `MPI_(I)gatherv` on an intercommunicator, started.
@@ -178,30 +220,15 @@ pub(super) fn gatherv(
     root: c_int,
     comm: c_int,
 ) -> R<NbBytes> {
-    let Across { ic, .. } = across(comm, e)?;
-    let n = ic.remote_size();
-    match role(root, &ic)? {
-        Role::Root => {
-            let rd = st()?.dtype(recvtype)?;
-            let segs = segments(
-                recvbuf,
-                &counts(recvcounts, n, "recvcounts")?,
-                &counts(displs, n, "displs")?,
-                &rd,
-            );
-            exchange(&ic, &[], &[], from_each(of_type(segs, &rd)))
-        }
-        Role::Idle => idle(&ic),
-        Role::Leaf(r) => {
-            no_in_place(sendbuf, "sendbuf")?;
-            let seg = (
-                sendbuf.cast_mut(),
-                count(sendcount)?,
-                st()?.dtype(sendtype)?,
-            );
-            exchange(&ic, &[seg], &[(r, 0)], Vec::new())
-        }
-    }
+    let ic = across(comm, e)?.ic;
+    gather_across(&ic, root, sendbuf, sendcount, sendtype, |n| {
+        let rd = st()?.dtype(recvtype)?;
+        let (cs, ds) = (
+            counts(recvcounts, n, "recvcounts")?,
+            counts(displs, n, "displs")?,
+        );
+        Ok(of_type(segments(recvbuf, &cs, &ds, &rd), &rd))
+    })
 }
 
 /// `MPI_(I)scatter` on an intercommunicator, started.
@@ -217,21 +244,14 @@ pub(super) fn scatter(
     root: c_int,
     comm: c_int,
 ) -> R<NbBytes> {
-    let Across { ic, .. } = across(comm, e)?;
-    let n = ic.remote_size();
-    match role(root, &ic)? {
-        Role::Root => {
-            let sd = st()?.dtype(sendtype)?;
-            let segs = of_type(even_segments(sendbuf, n, count(sendcount)?, &sd), &sd);
-            exchange(&ic, &segs, &each(n), Vec::new())
-        }
-        Role::Idle => idle(&ic),
-        Role::Leaf(r) => {
-            no_in_place(recvbuf, "recvbuf")?;
-            let seg = (recvbuf, count(recvcount)?, st()?.dtype(recvtype)?);
-            exchange(&ic, &[], &[], vec![(r, seg)])
-        }
-    }
+    let ic = across(comm, e)?.ic;
+    scatter_across(&ic, root, recvbuf, recvcount, recvtype, |n| {
+        let sd = st()?.dtype(sendtype)?;
+        Ok(of_type(
+            even_segments(sendbuf, n, count(sendcount)?, &sd),
+            &sd,
+        ))
+    })
 }
 
 /// `MPI_(I)scatterv` on an intercommunicator, started.
@@ -248,26 +268,15 @@ pub(super) fn scatterv(
     root: c_int,
     comm: c_int,
 ) -> R<NbBytes> {
-    let Across { ic, .. } = across(comm, e)?;
-    let n = ic.remote_size();
-    match role(root, &ic)? {
-        Role::Root => {
-            let sd = st()?.dtype(sendtype)?;
-            let segs = segments(
-                sendbuf,
-                &counts(sendcounts, n, "sendcounts")?,
-                &counts(displs, n, "displs")?,
-                &sd,
-            );
-            exchange(&ic, &of_type(segs, &sd), &each(n), Vec::new())
-        }
-        Role::Idle => idle(&ic),
-        Role::Leaf(r) => {
-            no_in_place(recvbuf, "recvbuf")?;
-            let seg = (recvbuf, count(recvcount)?, st()?.dtype(recvtype)?);
-            exchange(&ic, &[], &[], vec![(r, seg)])
-        }
-    }
+    let ic = across(comm, e)?.ic;
+    scatter_across(&ic, root, recvbuf, recvcount, recvtype, |n| {
+        let sd = st()?.dtype(sendtype)?;
+        let (cs, ds) = (
+            counts(sendcounts, n, "sendcounts")?,
+            counts(displs, n, "displs")?,
+        );
+        Ok(of_type(segments(sendbuf, &cs, &ds, &sd), &sd))
+    })
 }
 
 /// `MPI_(I)allgather` on an intercommunicator, started: this rank's block
@@ -399,23 +408,17 @@ pub(super) fn alltoallw(
     let Across { ic, .. } = across(comm, e)?;
     no_in_place(sendbuf, "sendbuf")?;
     let n = ic.remote_size();
-    let bytes = |d: *const c_int, what: &str| -> R<Vec<isize>> {
-        Ok(slice(d, n as c_int, what)?
-            .iter()
-            .map(|&x| x as isize)
-            .collect())
-    };
     let send = w_segments(
         sendbuf,
         &counts(sendcounts, n, "sendcounts")?,
-        &bytes(sdispls, "sdispls")?,
+        &byte_displs(sdispls, n, "sdispls")?,
         sendtypes,
         "sendtypes",
     )?;
     let recv = w_segments(
         recvbuf,
         &counts(recvcounts, n, "recvcounts")?,
-        &bytes(rdispls, "rdispls")?,
+        &byte_displs(rdispls, n, "rdispls")?,
         recvtypes,
         "recvtypes",
     )?;
@@ -463,15 +466,11 @@ pub(super) fn ibcast(
     let Across { ic, .. } = across(comm, e)?;
     match role(root, &ic)? {
         Role::Root => {
-            let seg = (buf, count(n)?, st()?.dtype(dt)?);
             let to: Vec<(usize, usize)> = (0..ic.remote_size()).map(|r| (r, 0)).collect();
-            exchange(&ic, &[seg], &to, Vec::new())
+            exchange(&ic, &[one(buf, n, dt)?], &to, Vec::new())
         }
         Role::Idle => idle(&ic),
-        Role::Leaf(r) => {
-            let seg = (buf, count(n)?, st()?.dtype(dt)?);
-            exchange(&ic, &[], &[], vec![(r, seg)])
-        }
+        Role::Leaf(r) => exchange(&ic, &[], &[], vec![(r, one(buf, n, dt)?)]),
     }
 }
 
