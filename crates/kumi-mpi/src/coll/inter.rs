@@ -136,6 +136,20 @@ fn one(buf: *const c_void, n: c_int, dt: c_int) -> R<Seg> {
     Ok((buf.cast_mut(), count(n)?, st()?.dtype(dt)?))
 }
 
+/// The `n` segments of a v-form: `counts[i]` elements of `d` at `displs[i]`
+/// extents (the argument names `what` for errors).
+fn v_segments(
+    buf: *const c_void,
+    cs: *const c_int,
+    ds: *const c_int,
+    d: &Datatype,
+    n: usize,
+    what: [&str; 2],
+) -> R<Vec<Seg>> {
+    let segs = segments(buf, &counts(cs, n, what[0])?, &counts(ds, n, what[1])?, d);
+    Ok(of_type(segs, d))
+}
+
 /// A gather across: the root receives `root_segs(remote size)`, one from
 /// each remote rank; a leaf sends its one segment to the root.
 fn gather_across(
@@ -223,11 +237,14 @@ pub(super) fn gatherv(
     let ic = across(comm, e)?.ic;
     gather_across(&ic, root, sendbuf, sendcount, sendtype, |n| {
         let rd = st()?.dtype(recvtype)?;
-        let (cs, ds) = (
-            counts(recvcounts, n, "recvcounts")?,
-            counts(displs, n, "displs")?,
-        );
-        Ok(of_type(segments(recvbuf, &cs, &ds, &rd), &rd))
+        v_segments(
+            recvbuf,
+            recvcounts,
+            displs,
+            &rd,
+            n,
+            ["recvcounts", "displs"],
+        )
     })
 }
 
@@ -271,11 +288,14 @@ pub(super) fn scatterv(
     let ic = across(comm, e)?.ic;
     scatter_across(&ic, root, recvbuf, recvcount, recvtype, |n| {
         let sd = st()?.dtype(sendtype)?;
-        let (cs, ds) = (
-            counts(sendcounts, n, "sendcounts")?,
-            counts(displs, n, "displs")?,
-        );
-        Ok(of_type(segments(sendbuf, &cs, &ds, &sd), &sd))
+        v_segments(
+            sendbuf,
+            sendcounts,
+            displs,
+            &sd,
+            n,
+            ["sendcounts", "displs"],
+        )
     })
 }
 
@@ -320,14 +340,16 @@ pub(super) fn allgatherv(
     let n = ic.remote_size();
     let (sd, rd) = types(sendtype, recvtype)?;
     let mine = (sendbuf.cast_mut(), count(sendcount)?, sd);
-    let recv = segments(
+    let recv = v_segments(
         recvbuf,
-        &counts(recvcounts, n, "recvcounts")?,
-        &counts(displs, n, "displs")?,
+        recvcounts,
+        displs,
         &rd,
-    );
+        n,
+        ["recvcounts", "displs"],
+    )?;
     let to: Vec<(usize, usize)> = (0..n).map(|r| (r, 0)).collect();
-    exchange(&ic, &[mine], &to, from_each(of_type(recv, &rd)))
+    exchange(&ic, &[mine], &to, from_each(recv))
 }
 
 /// `MPI_(I)alltoall` on an intercommunicator, started: block r goes to
@@ -370,24 +392,23 @@ pub(super) fn alltoallv(
     no_in_place(sendbuf, "sendbuf")?;
     let n = ic.remote_size();
     let (sd, rd) = types(sendtype, recvtype)?;
-    let send = segments(
+    let send = v_segments(
         sendbuf,
-        &counts(sendcounts, n, "sendcounts")?,
-        &counts(sdispls, n, "sdispls")?,
+        sendcounts,
+        sdispls,
         &sd,
-    );
-    let recv = segments(
+        n,
+        ["sendcounts", "sdispls"],
+    )?;
+    let recv = v_segments(
         recvbuf,
-        &counts(recvcounts, n, "recvcounts")?,
-        &counts(rdispls, n, "rdispls")?,
+        recvcounts,
+        rdispls,
         &rd,
-    );
-    exchange(
-        &ic,
-        &of_type(send, &sd),
-        &each(n),
-        from_each(of_type(recv, &rd)),
-    )
+        n,
+        ["recvcounts", "rdispls"],
+    )?;
+    exchange(&ic, &send, &each(n), from_each(recv))
 }
 
 /// `MPI_(I)alltoallw` on an intercommunicator, started (byte displacements,
