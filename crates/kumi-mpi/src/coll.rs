@@ -1738,10 +1738,7 @@ mpi! {
     fn MPI_Ibcast / PMPI_Ibcast(buffer: *mut c_void, count: c_int, datatype: c_int, root: c_int, comm: c_int, request: *mut c_int) {
         let (c, d) = match lookup(comm, datatype) {
             Ok(x) => x,
-            Err(e) => {
-                need_request(request)?;
-                return nb_request(Box::new(inter::ibcast(e, buffer, count, datatype, root, comm)?), comm, request);
-            }
+            Err(e) => return inter::start(inter::ibcast(e, buffer, count, datatype, root, comm), comm, request),
         };
         need_request(request)?;
         let r = check_root(&c, root)?;
@@ -1770,10 +1767,7 @@ mpi! {
     fn MPI_Iallgather / PMPI_Iallgather(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, comm: c_int, request: *mut c_int) {
         let (c, rd) = match lookup(comm, recvtype) {
             Ok(x) => x,
-            Err(e) => {
-                need_request(request)?;
-                return nb_request(Box::new(inter::allgather(e, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)?), comm, request);
-            }
+            Err(e) => return inter::start(inter::allgather(e, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm), comm, request),
         };
         need_request(request)?;
         let (p, me) = (c.size(), c.rank());
@@ -1806,10 +1800,7 @@ mpi! {
         let c = st()?.intra(comm);
         let c = match c {
             Ok(x) => x,
-            Err(e) => {
-                need_request(request)?;
-                return nb_request(Box::new(inter::gather(e, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)?), comm, request);
-            }
+            Err(e) => return inter::start(inter::gather(e, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm), comm, request),
         };
         need_request(request)?;
         let r = check_root(&c, root)?;
@@ -1833,10 +1824,7 @@ mpi! {
         let c = st()?.intra(comm);
         let c = match c {
             Ok(x) => x,
-            Err(e) => {
-                need_request(request)?;
-                return nb_request(Box::new(inter::scatter(e, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)?), comm, request);
-            }
+            Err(e) => return inter::start(inter::scatter(e, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm), comm, request),
         };
         need_request(request)?;
         let r = check_root(&c, root)?;
@@ -1870,10 +1858,7 @@ mpi! {
     fn MPI_Ialltoall / PMPI_Ialltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, comm: c_int, request: *mut c_int) {
         let (c, rd) = match lookup(comm, recvtype) {
             Ok(x) => x,
-            Err(e) => {
-                need_request(request)?;
-                return nb_request(Box::new(inter::alltoall(e, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)?), comm, request);
-            }
+            Err(e) => return inter::start(inter::alltoall(e, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm), comm, request),
         };
         need_request(request)?;
         let p = c.size();
@@ -1902,10 +1887,7 @@ mpi! {
         let c = st()?.intra(comm);
         let c = match c {
             Ok(x) => x,
-            Err(e) => {
-                need_request(request)?;
-                return nb_request(Box::new(inter::gatherv(e, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm)?), comm, request);
-            }
+            Err(e) => return inter::start(inter::gatherv(e, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm), comm, request),
         };
         need_request(request)?;
         let r = check_root(&c, root)?;
@@ -1952,10 +1934,7 @@ mpi! {
         let c = st()?.intra(comm);
         let c = match c {
             Ok(x) => x,
-            Err(e) => {
-                need_request(request)?;
-                return nb_request(Box::new(inter::scatterv(e, sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm)?), comm, request);
-            }
+            Err(e) => return inter::start(inter::scatterv(e, sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm), comm, request),
         };
         need_request(request)?;
         let r = check_root(&c, root)?;
@@ -2010,10 +1989,7 @@ mpi! {
     fn MPI_Iallgatherv / PMPI_Iallgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: c_int, comm: c_int, request: *mut c_int) {
         let (c, rd) = match lookup(comm, recvtype) {
             Ok(x) => x,
-            Err(e) => {
-                need_request(request)?;
-                return nb_request(Box::new(inter::allgatherv(e, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm)?), comm, request);
-            }
+            Err(e) => return inter::start(inter::allgatherv(e, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm), comm, request),
         };
         need_request(request)?;
         let (p, me) = (c.size(), c.rank());
@@ -2042,10 +2018,7 @@ mpi! {
     fn MPI_Ialltoallv / PMPI_Ialltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: c_int, comm: c_int, request: *mut c_int) {
         let (c, rd) = match lookup(comm, recvtype) {
             Ok(x) => x,
-            Err(e) => {
-                need_request(request)?;
-                return nb_request(Box::new(inter::alltoallv(e, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm)?), comm, request);
-            }
+            Err(e) => return inter::start(inter::alltoallv(e, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm), comm, request),
         };
         need_request(request)?;
         let p = c.size();

@@ -116,6 +116,13 @@ fn idle(ic: &InterComm) -> R<NbBytes> {
     exchange(ic, &[], &[], Vec::new())
 }
 
+/// A nonblocking collective: the started one, registered as request
+/// `request`.
+pub(super) fn start(started: R<NbBytes>, comm: c_int, request: *mut c_int) -> R<()> {
+    need_request(request)?;
+    nb_request(Box::new(started?), comm, request)
+}
+
 /// A blocking collective: the started one, waited for.
 pub(super) fn wait(started: R<NbBytes>) -> R<()> {
     Box::new(started?).finish()
