@@ -1305,7 +1305,11 @@ fn allreduce_usual(
     let (c, n) = (&e.comm, count as usize);
     macro_rules! go {
         ($t:ty) => {
-            reduce_elem::<$t>(c, &Red::All, op, dt, send, recv, n).map(|_| ())
+            blocking_on!(
+                s,
+                c,
+                reduce_elem::<$t>(c, &Red::All, op, dt, send, recv, n).map(|_| ())
+            )
         };
     }
     Some(match dt {
@@ -1340,11 +1344,9 @@ fn reduction_any(
         Some(s.dtype(dt)?)
     };
     if builtin_index(op).is_some() {
-        // A built-in operation calls nothing of this library: the state stays
-        // borrowed through the reduction (no reference to the communicator
-        // taken and dropped, two atomic updates per call).
+        // A built-in operation calls nothing of this library.
         let c = s.intra_ref(comm)?;
-        return reduce_typed(name, red, send, recv, n, dt, op, c, d);
+        return blocking_on!(s, c, reduce_typed(name, red, send, recv, n, dt, op, c, d));
     }
     // A user's operation is the program's code, which may call MPI: the
     // state is released first.
@@ -1704,10 +1706,8 @@ mpi! {
     fn MPI_Barrier / PMPI_Barrier(comm: c_int) {
         let s = st()?;
         match s.intra_ref(comm) {
-            // The state stays borrowed through the barrier, which calls back
-            // into nothing of this library (no reference to the
-            // communicator taken and dropped: two atomic updates per call).
-            Ok(c) => Ok(c.barrier()?),
+            // The barrier calls back into nothing of this library.
+            Ok(c) => Ok(blocking_on!(s, c, c.barrier())?),
             Err(e) => {
                 drop(s);
                 inter::barrier(e, comm)

@@ -90,8 +90,7 @@ fn maxprocs() -> String {
 /// does not ask).
 fn thread_level() -> &'static str {
     match crate::state::phase().load(std::sync::atomic::Ordering::Acquire) {
-        1 if crate::state::serialized() => "MPI_THREAD_SERIALIZED",
-        1 => "MPI_THREAD_FUNNELED",
+        1 => crate::session::level_name(crate::state::thread_level()),
         _ => "MPI_THREAD_SINGLE",
     }
 }

@@ -8,13 +8,13 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::OnceLock;
 use std::time::Instant;
 
-/// The thread levels kumi provides: the library's state is single-threaded,
-/// so by default (`MPI_Init`, or asking for less) calls come from the thread
-/// that initialized; asking for `MPI_THREAD_SERIALIZED` or more gets it: any
-/// thread, one at a time (a call made while another thread is inside MPI
-/// fails; see `state::Token`).
+/// The thread levels kumi provides: by default (`MPI_Init`, or asking for
+/// less) calls come from the thread that initialized, checked with one
+/// comparison per call; asking for `MPI_THREAD_SERIALIZED` gets it (a call
+/// made while another thread is inside MPI fails, naming the level), and
+/// asking for `MPI_THREAD_MULTIPLE` gets it: threads take turns inside, and
+/// a waiting thread hands its turn on (see `state::Token`, `kumi::threads`).
 const PROVIDED: c_int = MPI_THREAD_FUNNELED;
-const PROVIDED_MAX: c_int = MPI_THREAD_SERIALIZED;
 
 /// `MPI_Init` was called (what `MPI_Initialized` reports) / `MPI_Finalize`
 /// was (`MPI_Finalized`). The runtime itself may run for sessions too: it
@@ -114,10 +114,10 @@ mpi! {
         provided: *mut c_int,
     ) {
         init()?;
-        let level = if required >= MPI_THREAD_SERIALIZED { PROVIDED_MAX } else { required.min(PROVIDED) };
+        let level = if required >= MPI_THREAD_SERIALIZED { required.min(MPI_THREAD_MULTIPLE) } else { required.min(PROVIDED) };
         out(provided, "provided", level)?;
-        if level == MPI_THREAD_SERIALIZED {
-            state::set_serialized();
+        if level >= MPI_THREAD_SERIALIZED {
+            state::set_thread_level(level);
         }
         Ok(())
     }
@@ -133,7 +133,7 @@ mpi! {
 
     fn MPI_Query_thread / PMPI_Query_thread(provided: *mut c_int) {
         st()?;
-        out(provided, "provided", if state::serialized() { PROVIDED_MAX } else { PROVIDED })
+        out(provided, "provided", state::thread_level())
     }
 
     fn MPI_Is_thread_main / PMPI_Is_thread_main(flag: *mut c_int) {

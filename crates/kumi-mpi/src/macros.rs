@@ -103,3 +103,22 @@ macro_rules! mpi_persistent_colls {
         )*}
     };
 }
+
+/// `blocking_on!(s, c, body)`: runs `body`, which may block, on communicator
+/// `c` borrowed from the state `s`: with the state held through it when one
+/// thread at a time may call (no count of the communicator taken and given
+/// back: two atomic updates per call), and let go first under
+/// `MPI_THREAD_MULTIPLE`, where a thread waiting in `body` hands its turn to
+/// others, who must find the state free (`state::token::hand_over`).
+macro_rules! blocking_on {
+    ($s:ident, $c:ident, $body:expr) => {
+        if crate::state::multiple() {
+            let owned = $c.clone();
+            drop($s);
+            let $c = &owned;
+            $body
+        } else {
+            $body
+        }
+    };
+}

@@ -394,11 +394,10 @@ fn send_blocking(
     let s = st()?;
     let tag_ok = send_tag_ok(tag);
     if let Some((c, to, len)) = contig_args(&s, buf, cnt, dt, dest, false, tag_ok, comm) {
-        // The state stays borrowed through the send (no reference to the
-        // communicator taken and dropped: two atomic updates per call): the
-        // runtime's send calls back into nothing of this library.
         // SAFETY: the caller keeps `buf` valid until this call returns.
-        unsafe { raw::send_contig(c, buf as *const u8, len, to, tag, mode == SendMode::Sync)? };
+        blocking_on!(s, c, unsafe {
+            raw::send_contig(c, buf as *const u8, len, to, tag, mode == SendMode::Sync)?
+        });
         return Ok(());
     }
     let r = start_send(&s, buf, cnt, dt, dest, tag, comm, mode)?;
@@ -421,9 +420,11 @@ fn recv_blocking(
     let s = st()?;
     let tag_ok = recv_tag_ok(tag);
     if let Some((c, src, cap)) = contig_args(&s, buf, cnt, dt, source, true, tag_ok, comm) {
-        // The state stays borrowed through the receive, as in `send_blocking`.
         // SAFETY: the caller keeps `buf` valid until this call returns.
-        return match unsafe { raw::recv_contig(c, buf as *mut u8, cap, src, tag) } {
+        let r = blocking_on!(s, c, unsafe {
+            raw::recv_contig(c, buf as *mut u8, cap, src, tag)
+        });
+        return match r {
             // Nothing to write (MPI_STATUS_IGNORE): no status conversion.
             Ok(_) if !wants(status) => Ok(()),
             r => {
@@ -865,6 +866,7 @@ fn any_index(
 ) -> R<()> {
     let hs = slice_mut(reqs, n, "array_of_requests")?;
     let mut s = st()?;
+    let mut idle = 0u32;
     loop {
         let mut active = 0;
         for (i, h) in hs.iter_mut().enumerate() {
@@ -896,7 +898,15 @@ fn any_index(
             }
             return Ok(());
         }
-        wait_some_done(&mut s, hs)?;
+        if state::multiple() {
+            // See `state::wait_by_tests`.
+            drop(s);
+            idle = idle.saturating_add(1);
+            state::hand_over(idle);
+            s = st()?;
+        } else {
+            wait_some_done(&mut s, hs)?;
+        }
     }
 }
 
@@ -910,6 +920,7 @@ fn some_indices(
 ) -> R<()> {
     let hs = slice_mut(reqs, n, "array_of_requests")?;
     let mut s = st()?;
+    let mut idle = 0u32;
     loop {
         let mut active = 0;
         let mut done = 0usize;
@@ -936,7 +947,15 @@ fn some_indices(
             out(outcount, "outcount", done as c_int)?;
             return in_status(first, statuses);
         }
-        wait_some_done(&mut s, hs)?;
+        if state::multiple() {
+            // See `state::wait_by_tests`.
+            drop(s);
+            idle = idle.saturating_add(1);
+            state::hand_over(idle);
+            s = st()?;
+        } else {
+            wait_some_done(&mut s, hs)?;
+        }
     }
 }
 
@@ -1351,9 +1370,12 @@ mpi! {
 
     fn MPI_Wait / PMPI_Wait(request: *mut c_int, status: *mut MPI_Status) {
         let mut h = read(request, "request")?;
-        let mut s = st()?;
-        let (stt, e) = complete(&mut s, &mut h, true)?.unwrap_or((empty_status(), None));
-        drop(s);
+        let (stt, e) = if state::multiple() {
+            state::wait_by_tests(|| complete(&mut *st()?, &mut h, false))?
+        } else {
+            let mut s = st()?;
+            complete(&mut s, &mut h, true)?.unwrap_or((empty_status(), None))
+        };
         out(request, "request", h)?;
         put_status_one(status, stt);
         e.map_or(Ok(()), Err)
@@ -1390,6 +1412,16 @@ mpi! {
 
     fn MPI_Waitall / PMPI_Waitall(count: c_int, array_of_requests: *mut c_int, array_of_statuses: *mut MPI_Status) {
         let hs = slice_mut(array_of_requests, count, "array_of_requests")?;
+        if state::multiple() {
+            // One at a time, each by tests (see `state::wait_by_tests`).
+            let mut first = None;
+            for (i, h) in hs.iter_mut().enumerate() {
+                let (stt, e) = state::wait_by_tests(|| complete(&mut *st()?, h, false))?;
+                put_status(status_at(array_of_statuses, i), stt);
+                first = first.or(e);
+            }
+            return in_status(first, array_of_statuses);
+        }
         let mut s = st()?;
         if let Some(r) = wait_all_tickets(&mut s, hs, array_of_statuses)? {
             return r;

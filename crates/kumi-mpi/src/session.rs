@@ -166,7 +166,7 @@ mpi! {
     fn MPI_Session_get_info / PMPI_Session_get_info(session_h: c_int, info_used: *mut c_int) {
         let mut s = st()?;
         session(&mut s, session_h)?;
-        let level = if crate::state::serialized() { "MPI_THREAD_SERIALIZED" } else { "MPI_THREAD_FUNNELED" };
+        let level = level_name(crate::state::thread_level());
         let h = crate::info::create(vec![("thread_level".to_string(), level.to_string())]);
         drop(s);
         out(info_used, "info_used", h)
@@ -253,5 +253,15 @@ mpi! {
         let e = MpiErr { class: errorcode, msg: format!("MPI_Session_call_errhandler raised error code {errorcode}") };
         crate::state::handle_error("MPI_Session_call_errhandler", session_h, e);
         Ok(())
+    }
+}
+
+/// The name of a thread level, as `MPI_Info` values spell it.
+pub(crate) fn level_name(level: c_int) -> &'static str {
+    match level {
+        MPI_THREAD_MULTIPLE => "MPI_THREAD_MULTIPLE",
+        MPI_THREAD_SERIALIZED => "MPI_THREAD_SERIALIZED",
+        MPI_THREAD_FUNNELED => "MPI_THREAD_FUNNELED",
+        _ => "MPI_THREAD_SINGLE",
     }
 }

@@ -275,6 +275,29 @@ impl<T> DerefMut for VisitGuard<'_, T> {
 }
 
 #[cfg(not(loom))]
+impl<T> VisitGuard<'_, T> {
+    /// Leaves the lock for the length of `f`, then enters it again, for an
+    /// owner that waits with nothing of the value borrowed (`&mut self`
+    /// proves it): under `MPI_THREAD_MULTIPLE` another application thread
+    /// takes the owner's side meanwhile (the caller serializes the threads
+    /// that may, so one at a time is the owner), or the visitor does.
+    /// Re-entered also if `f` unwinds, so the guard's drop always leaves a
+    /// lock this thread holds.
+    pub fn unlocked<R>(&mut self, f: impl FnOnce() -> R) -> R {
+        assert!(!self.visitor, "kumi bug: the visitor never waits inside");
+        struct Reenter<'b>(&'b RawLock);
+        impl Drop for Reenter<'_> {
+            fn drop(&mut self) {
+                self.0.acquire();
+            }
+        }
+        self.lock.raw.release();
+        let _back = Reenter(&self.lock.raw);
+        f()
+    }
+}
+
+#[cfg(not(loom))]
 impl<T> Drop for VisitGuard<'_, T> {
     #[inline(always)]
     fn drop(&mut self) {

@@ -518,15 +518,29 @@ impl Comm {
     /// (`kumi_core::ctxsvc`), whose engine answers whenever it runs: when
     /// world rank 0 is inside kumi, or by its progress thread.
     pub fn idup(&self) -> Result<Idup> {
-        let mut e = self.engine();
-        let leader = self.inner.members.iter().copied().min().unwrap_or(0);
-        let k = e.next_idup((self.ctx(), leader));
-        let key = kumi_core::ctxsvc::idup_key(self.ctx(), leader, k);
-        let id = e.ask_ctx(&key, self.size())?;
+        let id = self.ask_next_ctx()?;
         Ok(Idup {
             parent: self.clone(),
             id,
         })
+    }
+
+    /// Asks the context server for the context of the next communicator
+    /// made from this one, keyed by this one and how many this rank made
+    /// from it so before (every member counts the same); returns the ask.
+    fn ask_next_ctx(&self) -> Result<u64> {
+        let mut e = self.engine();
+        let leader = self.inner.members.iter().copied().min().unwrap_or(0);
+        let k = e.next_idup((self.ctx(), leader));
+        let key = kumi_core::ctxsvc::idup_key(self.ctx(), leader, k);
+        e.ask_ctx(&key, self.size())
+    }
+
+    /// The answer to [`Comm::ask_next_ctx`]'s ask `id`, waited for.
+    fn served_ctx(&self, id: u64, info: WaitInfo) -> Result<u32> {
+        let mut e = self.engine();
+        e.wait_until(info, |e| e.ctx_answered(id))?;
+        e.ctx_answer(id).expect("answered")
     }
 
     /// A communicator of the world ranks `members` (in this order) that only
@@ -648,6 +662,14 @@ impl Comm {
         call: Call,
         at: &'static Location<'static>,
     ) -> Result<(u32, Vec<Vec<u8>>)> {
+        if crate::threads::multiple() {
+            // Two threads agreeing at once on different communicators would
+            // read the same counter and take the same context: the context
+            // server hands out each once.
+            let id = self.ask_next_ctx()?;
+            let all = self.allgather_bytes(extra, call, at)?;
+            return Ok((self.served_ctx(id, self.info(call, -2, -2, at))?, all));
+        }
         let next = self.engine().next_ctx;
         let mut mine = next.to_le_bytes().to_vec();
         mine.extend_from_slice(extra);
@@ -694,13 +716,7 @@ impl Idup {
     #[track_caller]
     pub fn wait(self) -> Result<Comm> {
         let info = self.parent.info(Call::Dup, -2, -2, Location::caller());
-        let ctx = {
-            let mut e = self.parent.engine();
-            let id = self.id;
-            e.wait_until(info, |e| e.ctx_answered(id))?;
-            e.ctx_answer(id).expect("answered")
-        };
-        self.made(ctx)
+        self.made(self.parent.served_ctx(self.id, info))
     }
 
     fn made(&self, ctx: Result<u32>) -> Result<Comm> {

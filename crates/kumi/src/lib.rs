@@ -64,6 +64,7 @@ mod report;
 mod request;
 mod rma;
 mod services;
+pub mod threads;
 mod watch;
 pub mod win;
 

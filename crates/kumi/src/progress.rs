@@ -32,8 +32,10 @@
 //! waits for the lock, and the application waits only for the rest of a
 //! bounded pass.
 
-use crate::engine::Engine;
+use crate::engine::{Engine, ReqId, WaitInfo};
 use crate::error::{Error, Result};
+use crate::request::Status;
+use kumi_core::matching::Pattern;
 use kumi_transport::lock::{VisitGuard, VisitLock};
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -88,6 +90,89 @@ impl DerefMut for Guard<'_> {
     #[inline]
     fn deref_mut(&mut self) -> &mut Engine {
         &mut self.guard
+    }
+}
+
+/// The waits of blocking calls, on the guard rather than the engine, so that
+/// under `MPI_THREAD_MULTIPLE` they can leave the engine between passes and
+/// let another thread in (`crate::threads`). Without a hand-over each is the
+/// engine's own wait, after one load and branch.
+impl Guard<'_> {
+    /// [`Engine::wait_until`], handing the turn on between passes when
+    /// several threads may call.
+    #[inline]
+    pub(crate) fn wait_until(
+        &mut self,
+        info: WaitInfo,
+        done: impl FnMut(&mut Engine) -> bool,
+    ) -> Result<()> {
+        match crate::threads::hand_over() {
+            None => self.guard.wait_until(info, done),
+            Some(h) => self.wait_handing_over(done, h),
+        }
+    }
+
+    /// [`Engine::wait_until_with_mates`], likewise (the mates matter only to
+    /// the engine's own wait).
+    #[inline]
+    pub(crate) fn wait_until_with_mates(
+        &mut self,
+        info: WaitInfo,
+        done: impl FnMut(&mut Engine) -> bool,
+        mates_wait: impl FnMut(&Engine) -> bool,
+    ) -> Result<()> {
+        match crate::threads::hand_over() {
+            None => self.guard.wait_until_with_mates(info, done, mates_wait),
+            Some(h) => self.wait_handing_over(done, h),
+        }
+    }
+
+    /// [`Engine::wait`], likewise.
+    #[inline]
+    pub(crate) fn wait(&mut self, info: WaitInfo, id: ReqId) -> Result<Status> {
+        self.wait_until(info, |e| e.is_done(id))?;
+        self.guard.take_result(id)
+    }
+
+    /// [`Engine::recv`], likewise: with several threads, a receive posted
+    /// and waited for (the direct receive is one per engine and waits
+    /// inside it).
+    #[inline(always)]
+    pub(crate) fn recv(
+        &mut self,
+        info: WaitInfo,
+        pat: Pattern,
+        buf: *mut u8,
+        cap: usize,
+    ) -> Result<Status> {
+        if crate::threads::hand_over().is_none() {
+            return self.guard.recv(info, pat, buf, cap);
+        }
+        let id = self.guard.post_recv(pat, buf, cap)?;
+        self.wait(info, id)
+    }
+
+    /// A wait under `MPI_THREAD_MULTIPLE`: a pass of the engine, then the
+    /// hand-over with the engine left, until `done`. Not reported to the
+    /// launcher as blocked (see `crate::threads`).
+    #[cold]
+    fn wait_handing_over(
+        &mut self,
+        mut done: impl FnMut(&mut Engine) -> bool,
+        hand_over: crate::threads::HandOver,
+    ) -> Result<()> {
+        let mut idle = 0u32;
+        loop {
+            if done(&mut self.guard) {
+                return Ok(());
+            }
+            let moved = self.guard.progress()?;
+            if done(&mut self.guard) {
+                return Ok(());
+            }
+            idle = if moved > 0 { 0 } else { idle.saturating_add(1) };
+            self.guard.unlocked(|| hand_over(idle));
+        }
     }
 }
 

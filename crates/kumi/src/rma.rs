@@ -26,6 +26,7 @@
 use crate::coll::{Builtin, Op as ReduceOp};
 use crate::engine::{log, Engine, WaitInfo};
 use crate::error::{Error, Result};
+use crate::progress::Guard;
 use kumi_core::header::Header;
 use kumi_core::rma::{AccOp, Elem, Msg, Op};
 use kumi_transport::shm::wordlock::{MutexWord, RwWord};
@@ -288,7 +289,7 @@ pub(crate) fn put(e: &mut Engine, win: u32, me: u32, to: u32, off: u64, data: &[
 /// Reads `out.len()` bytes at byte `off` of the part at world rank `to`;
 /// waits for them.
 pub(crate) fn get(
-    e: &mut Engine,
+    e: &mut Guard<'_>,
     info: WaitInfo,
     (win, me, to): (u32, u32, u32),
     off: u64,
@@ -322,7 +323,7 @@ pub(crate) fn get(
 /// compare-and-swap (one element), empty otherwise.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn accumulate(
-    e: &mut Engine,
+    e: &mut Guard<'_>,
     info: WaitInfo,
     (win, me, to): (u32, u32, u32),
     off: u64,
@@ -381,7 +382,7 @@ pub(crate) fn accumulate(
 /// Takes the passive-target lock of the part at world rank `to`; waits for
 /// the grant.
 pub(crate) fn lock(
-    e: &mut Engine,
+    e: &mut Guard<'_>,
     info: WaitInfo,
     (win, me, to): (u32, u32, u32),
     exclusive: bool,
@@ -404,7 +405,7 @@ pub(crate) fn lock(
 /// window is acknowledged (MPI: they are complete at the target when the
 /// unlock returns).
 pub(crate) fn unlock(
-    e: &mut Engine,
+    e: &mut Guard<'_>,
     info: WaitInfo,
     (win, me, to): (u32, u32, u32),
     exclusive: bool,
@@ -424,7 +425,7 @@ pub(crate) fn unlock(
 
 /// Waits until every put and accumulate of this rank to window `win` is
 /// acknowledged; returns the first error one of them met.
-pub(crate) fn flush(e: &mut Engine, info: WaitInfo, win: u32) -> Result<()> {
+pub(crate) fn flush(e: &mut Guard<'_>, info: WaitInfo, win: u32) -> Result<()> {
     if e.svc.rma.unacked.get(&win).copied().unwrap_or(0) > 0 {
         e.wait_until(info, |e| {
             e.svc.rma.unacked.get(&win).copied().unwrap_or(0) == 0
@@ -437,7 +438,7 @@ pub(crate) fn flush(e: &mut Engine, info: WaitInfo, win: u32) -> Result<()> {
 }
 
 /// Waits for request `id`'s answer and takes it.
-fn finish(e: &mut Engine, info: WaitInfo, id: u64) -> Result<()> {
+fn finish(e: &mut Guard<'_>, info: WaitInfo, id: u64) -> Result<()> {
     e.wait_until(info, |e| e.svc.rma.pending.get(&id).is_none_or(|p| p.done))?;
     match e.svc.rma.pending.remove(&id) {
         Some(Pending { error: Some(m), .. }) => Err(Error::Protocol(m)),

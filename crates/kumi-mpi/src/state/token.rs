@@ -1,7 +1,9 @@
 //! Who may call the library now: the phase (before init, running,
 //! finalized), the thread that owns the state and, for
-//! `MPI_THREAD_SERIALIZED`, the token a thread holds while in a call; and
-//! the access to the one global [`State`] they guard.
+//! `MPI_THREAD_SERIALIZED` and `MPI_THREAD_MULTIPLE`, the token a thread
+//! holds while in a call (refused to a second thread under the first, queued
+//! for under the second: [`Turns`]); and the access to the one global
+//! [`State`] they guard.
 
 use super::*;
 
@@ -37,10 +39,11 @@ pub(crate) fn set_init_thread() {
 #[repr(C, align(64))]
 pub(super) struct Global {
     phase: AtomicU8,
-    /// `MPI_THREAD_SERIALIZED` was asked for: then `init_pthread` is a token
-    /// that the thread inside MPI holds for the length of its call (0 when no
-    /// thread is inside), see [`Token`].
-    serialized: AtomicBool,
+    /// The thread level granted (`MPI_THREAD_FUNNELED` until
+    /// `MPI_Init_thread` asks for more). From `MPI_THREAD_SERIALIZED` up,
+    /// `init_pthread` is a token that the thread inside MPI holds for the
+    /// length of its call (0 when no thread is inside), see [`Token`].
+    level: AtomicI32,
     err_comm: AtomicI32,
     /// The thread that may call with no further check: the initializing
     /// thread while MPI runs under `MPI_THREAD_FUNNELED`; 0 before, after,
@@ -75,7 +78,7 @@ unsafe impl Sync for Global {}
 /// The library's state and the words every call reads first.
 pub(super) static STATE: Global = Global {
     phase: AtomicU8::new(0),
-    serialized: AtomicBool::new(false),
+    level: AtomicI32::new(MPI_THREAD_FUNNELED),
     err_comm: AtomicI32::new(MPI_COMM_WORLD),
     owner: AtomicUsize::new(0),
     init_pthread: AtomicUsize::new(0),
@@ -90,7 +93,18 @@ pub(super) static STATE: Global = Global {
 /// single-threaded data) safe to hand from thread to thread. Under
 /// `MPI_THREAD_FUNNELED` (the default) the initializing thread holds it for
 /// good and taking it costs one load of a flag.
-pub(crate) struct Token(bool);
+pub(crate) struct Token(Held);
+
+/// What a [`Token`] gives back when dropped.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Held {
+    /// Nothing: `MPI_THREAD_FUNNELED`, or a call made inside a call.
+    Nothing,
+    /// The `MPI_THREAD_SERIALIZED` token.
+    Token,
+    /// A turn of `MPI_THREAD_MULTIPLE` ([`Turns`]).
+    Turn,
+}
 
 impl Token {
     /// Takes the token for this call. `Err` if another thread is inside MPI.
@@ -101,7 +115,7 @@ impl Token {
         // thread is refused by `st` (and the calls that do not use the state
         // may be made from any thread, as before `MPI_Init`).
         if STATE.owner.load(Ordering::Relaxed) != 0 {
-            return Ok(Token(false));
+            return Ok(Token(Held::Nothing));
         }
         Self::enter_slow()
     }
@@ -109,52 +123,194 @@ impl Token {
     #[cold]
     #[inline(never)]
     pub(super) fn enter_slow() -> Result<Token, ()> {
-        // Relaxed: set once in MPI_Init_thread, before the Release store of
-        // `phase` that every call's Acquire load (in `st`) pairs with.
-        if !STATE.serialized.load(Ordering::Relaxed) {
-            return Ok(Token(false));
+        // Relaxed: set in MPI_Init_thread by the thread that initialized,
+        // before it gives up the token (a Release every other caller's
+        // Acquire pairs with), or before init by nobody.
+        match STATE.level.load(Ordering::Relaxed) {
+            MPI_THREAD_MULTIPLE => Self::take_turn(),
+            MPI_THREAD_SERIALIZED => Self::take(),
+            _ => Ok(Token(Held::Nothing)),
         }
-        Self::take()
     }
 
     pub(super) fn take() -> Result<Token, ()> {
         let me = kumi::raw::thread_id();
         // Relaxed: only this thread stores its own id there.
         if STATE.init_pthread.load(Ordering::Relaxed) == me {
-            return Ok(Token(false)); // a call made inside a call of ours
+            return Ok(Token(Held::Nothing)); // a call made inside a call of ours
         }
         // Acquire: see everything the previous holder did (its Release).
         match STATE
             .init_pthread
             .compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed)
         {
-            Ok(_) => Ok(Token(true)),
+            Ok(_) => Ok(Token(Held::Token)),
             Err(_) => Err(()),
         }
+    }
+
+    /// `MPI_THREAD_MULTIPLE`: waits for this thread's turn (never refuses).
+    #[cold]
+    fn take_turn() -> Result<Token, ()> {
+        let me = kumi::raw::thread_id();
+        // Relaxed: as in `take`.
+        if STATE.init_pthread.load(Ordering::Relaxed) == me {
+            return Ok(Token(Held::Nothing));
+        }
+        TURNS.take(me);
+        Ok(Token(Held::Turn))
     }
 }
 
 impl Drop for Token {
     fn drop(&mut self) {
-        if self.0 {
+        match self.0 {
+            Held::Nothing => {}
             // Release: hands this call's effects to the next holder.
-            STATE.init_pthread.store(0, Ordering::Release);
+            Held::Token => STATE.init_pthread.store(0, Ordering::Release),
+            Held::Turn => TURNS.give(),
         }
     }
 }
 
-/// Switches to `MPI_THREAD_SERIALIZED` (in `MPI_Init_thread`): from now on
-/// each call takes the token, and the initializing thread gives it up.
-pub(crate) fn set_serialized() {
-    STATE.serialized.store(true, Ordering::Relaxed);
+/// The turns of `MPI_THREAD_MULTIPLE`: a ticket lock, so that threads get in
+/// in the order they asked and none starves (a thread waiting in a long
+/// receive hands its turn on between passes of the engine and queues again
+/// behind those that asked meanwhile: [`hand_over`]). Its holder's id is in
+/// `Global::init_pthread`, as the `MPI_THREAD_SERIALIZED` token's is, so
+/// every check made of the token holds of the turn too.
+#[repr(C, align(64))]
+struct Turns {
+    /// The next ticket to hand out.
+    next: AtomicU32,
+    /// The ticket whose turn it is.
+    serving: AtomicU32,
+}
+
+static TURNS: Turns = Turns {
+    next: AtomicU32::new(0),
+    serving: AtomicU32::new(0),
+};
+
+impl Turns {
+    /// Queues for the turn and waits for it: spinning a little, then
+    /// yielding the core, then sleeping in short naps (threads beyond the
+    /// cores must not keep the holder off one).
+    fn take(&self, me: usize) {
+        // Relaxed: the ticket only orders the queue; what the previous
+        // holder did is ordered by `serving`.
+        let ticket = self.next.fetch_add(1, Ordering::Relaxed);
+        let mut looks = 0u32;
+        // Acquire: pairs with the Release in `give`, so the previous holder's
+        // use of the state happens before ours.
+        while self.serving.load(Ordering::Acquire) != ticket {
+            looks += 1;
+            pause(looks);
+        }
+        // Relaxed: read only by this thread (nested calls) and by threads
+        // that compare it with their own id, which a stale value never is.
+        STATE.init_pthread.store(me, Ordering::Relaxed);
+    }
+
+    /// Gives the turn to the next ticket.
+    fn give(&self) {
+        // Relaxed: see `take`.
+        STATE.init_pthread.store(0, Ordering::Relaxed);
+        // Release: hands this turn's effects to the next holder.
+        self.serving.fetch_add(1, Ordering::Release);
+    }
+
+    /// Whether a thread waits for a turn (read by the holder).
+    fn queued(&self) -> bool {
+        // Relaxed: a thread that queues just after we looked is seen at the
+        // next look, one pass of the engine later.
+        self.next.load(Ordering::Relaxed) != self.serving.load(Ordering::Relaxed).wrapping_add(1)
+    }
+}
+
+/// How a thread waits for something another thread of its rank does (a turn,
+/// a message): after `looks` looks, spin, then yield, then nap.
+fn pause(looks: u32) {
+    if looks < 64 {
+        std::hint::spin_loop();
+    } else if looks < 4096 {
+        std::thread::yield_now();
+    } else {
+        std::thread::sleep(std::time::Duration::from_micros(20));
+    }
+}
+
+/// The runtime's hand-over under `MPI_THREAD_MULTIPLE` (see
+/// `kumi::threads`): called between two passes of a wait with the engine
+/// left, it gives the turn to the threads queued for it and queues again.
+/// Kept when this thread's own frames hold the state (a wait inside a call
+/// that did not let it go first): the next holder would find it borrowed.
+/// The communicator whose handler takes the call's errors is this call's
+/// and is put back.
+pub(crate) fn hand_over(idle: u32) {
+    if !TURNS.queued() || STATE.state.try_borrow_mut().is_err() {
+        if TURNS.queued() && idle == 5000 {
+            eprintln!(
+                "DEBUG kept turn: {}",
+                std::backtrace::Backtrace::force_capture()
+            );
+        }
+        pause(idle);
+        return;
+    }
+    let err = STATE.err_comm.load(Ordering::Relaxed);
+    let me = kumi::raw::thread_id();
+    TURNS.give();
+    pause(idle);
+    TURNS.take(me);
+    STATE.err_comm.store(err, Ordering::Relaxed);
+}
+
+/// A blocking completion under `MPI_THREAD_MULTIPLE`, made of tests: `test`
+/// (which takes the state and lets it go, and makes progress) until it
+/// gives an answer, with the turn handed on between two (see
+/// [`hand_over`]). The requests of the program live in the state, so a
+/// wait that kept one borrowed would keep every other thread out.
+pub(crate) fn wait_by_tests<T>(mut test: impl FnMut() -> R<Option<T>>) -> R<T> {
+    let mut idle = 0u32;
+    loop {
+        if let Some(t) = test()? {
+            return Ok(t);
+        }
+        idle = idle.saturating_add(1);
+        hand_over(idle);
+    }
+}
+
+/// Switches to `level` (`MPI_THREAD_SERIALIZED` or `MPI_THREAD_MULTIPLE`, in
+/// `MPI_Init_thread`): from now on each call takes the token (or its turn),
+/// and the initializing thread gives it up.
+pub(crate) fn set_thread_level(level: c_int) {
+    STATE.level.store(level, Ordering::Relaxed);
+    if level == MPI_THREAD_MULTIPLE {
+        kumi::threads::set_hand_over(hand_over);
+    }
     clear_owner();
     // Release: the initialization's effects go to the next holder.
     STATE.init_pthread.store(0, Ordering::Release);
 }
 
 /// The thread level in force.
+pub(crate) fn thread_level() -> c_int {
+    STATE.level.load(Ordering::Relaxed)
+}
+
+/// Whether several threads may be inside MPI at once (taking turns): then a
+/// call lets the state go before it blocks (see [`hand_over`]). One load of
+/// the line every call reads.
+#[inline(always)]
+pub(crate) fn multiple() -> bool {
+    STATE.level.load(Ordering::Relaxed) == MPI_THREAD_MULTIPLE
+}
+
+/// Whether calls take the token (or a turn).
 pub(crate) fn serialized() -> bool {
-    STATE.serialized.load(Ordering::Relaxed)
+    thread_level() >= MPI_THREAD_SERIALIZED
 }
 
 pub(crate) fn on_init_thread() -> bool {
@@ -265,6 +421,10 @@ pub(super) fn refused<T>() -> R<T> {
     match phase().load(Ordering::Acquire) {
         0 => err(MPI_ERR_OTHER, "MPI is not initialized: call MPI_Init first"),
         2 => err(MPI_ERR_OTHER, "MPI has been finalized"),
+        _ if thread_level() == MPI_THREAD_MULTIPLE => err(
+            MPI_ERR_INTERN,
+            "kumi bug: a call under MPI_THREAD_MULTIPLE without its turn",
+        ),
         _ if serialized() => err(
             MPI_ERR_OTHER,
             "called while another thread is inside MPI; kumi provides \

@@ -76,7 +76,7 @@ pub use ops::{Builtin, Elem, Loc, LocInt, LocValue, Op, ALL_BUILTINS};
 use crate::comm::Comm;
 use crate::engine::{Engine, Route, WaitInfo};
 use crate::error::{Error, Result};
-use crate::progress::EngineRef;
+use crate::progress::{EngineRef, Guard};
 use bytemuck::Pod;
 use exec::{AlignedBuf, Blocks, ByteOp, Finish, Run, Wire};
 use kumi_core::call::Call;
@@ -630,7 +630,7 @@ impl Comm {
         &self,
         at: &'static Location<'static>,
         nonblocking: bool,
-        f: impl FnOnce(&mut Engine, &mut shm::Group) -> Option<Result<R>>,
+        f: impl FnOnce(&mut Guard<'_>, &mut shm::Group) -> Option<Result<R>>,
     ) -> Result<Option<R>> {
         if self.size() == 1 {
             return Ok(None);
@@ -659,7 +659,7 @@ impl Comm {
     }
 
     /// Runs `f` on the local group's area (found by `shm_view`).
-    fn shm_op<R>(&self, f: impl FnOnce(&mut Engine, &mut shm::Group) -> Result<R>) -> Result<R> {
+    fn shm_op<R>(&self, f: impl FnOnce(&mut Guard<'_>, &mut shm::Group) -> Result<R>) -> Result<R> {
         let ctx = self.coll_ctx();
         let mut e = self.engine();
         let mut g = e

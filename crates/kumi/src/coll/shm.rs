@@ -73,6 +73,7 @@ use super::exec::AlignedBuf;
 use super::ops::Op;
 use crate::engine::{Engine, WaitInfo};
 use crate::error::{Error, Result};
+use crate::progress::Guard;
 use kumi_transport::cma;
 use kumi_transport::shm::coll_area::{
     self, all_reached_as, claim, group_key, publish, reached_as, writable, AreaMem, CollArea, AREAS,
@@ -253,7 +254,7 @@ fn publish_at(e: &Engine, g: &Group, s: u64) {
 
 /// Waits until `cond` holds on the area, through the engine's wait loop.
 fn wait(
-    e: &mut Engine,
+    e: &mut Guard<'_>,
     info: WaitInfo,
     k: usize,
     cond: impl Fn(&CollArea<'_>) -> bool,
@@ -267,7 +268,7 @@ fn wait(
 /// it, so when all of them have, they all wait for other cores and this
 /// rank keeps its core ([`Engine::wait_until_with_mates`]); so does a rank
 /// alone on its core, which has nobody to hand it to.
-fn wait_all_reached(e: &mut Engine, g: &Group, s: u64, info: WaitInfo) -> Result<()> {
+fn wait_all_reached(e: &mut Guard<'_>, g: &Group, s: u64, info: WaitInfo) -> Result<()> {
     let k = g.area;
     e.wait_until_with_mates(
         info,
@@ -286,7 +287,7 @@ fn wait_all_reached(e: &mut Engine, g: &Group, s: u64, info: WaitInfo) -> Result
 /// they may overwrite the half `s - 1` used, at `s + 1`), which a
 /// nonblocking collective still reading would break. They complete once every member has started them, which every
 /// member does before this collective, so the wait ends.
-fn begin(e: &mut Engine, g: &mut Group, k: u64, info: WaitInfo) -> Result<u64> {
+fn begin(e: &mut Guard<'_>, g: &mut Group, k: u64, info: WaitInfo) -> Result<u64> {
     let s = g.take(k);
     if g.completed.load(Ordering::Relaxed) + 1 < s {
         let c = g.completed.clone();
@@ -296,7 +297,7 @@ fn begin(e: &mut Engine, g: &mut Group, k: u64, info: WaitInfo) -> Result<u64> {
 }
 
 /// Barrier of the group.
-pub(crate) fn barrier(e: &mut Engine, g: &mut Group, info: WaitInfo) -> Result<()> {
+pub(crate) fn barrier(e: &mut Guard<'_>, g: &mut Group, info: WaitInfo) -> Result<()> {
     let s = begin(e, g, 1, info)?;
     g.kind = kind(K_BARRIER, 0, 0);
     publish_at(e, g, s);
@@ -306,7 +307,7 @@ pub(crate) fn barrier(e: &mut Engine, g: &mut Group, info: WaitInfo) -> Result<(
 }
 
 /// Writes my contribution of collective `s` (waiting until the half is free).
-fn contribute(e: &mut Engine, g: &Group, s: u64, data: &[u8], info: WaitInfo) -> Result<()> {
+fn contribute(e: &mut Guard<'_>, g: &Group, s: u64, data: &[u8], info: WaitInfo) -> Result<()> {
     wait(e, info, g.area, |a| writable(a, &g.slots, s))?;
     area(e, g.area).write(g.my_slot(), (s & 1) as usize, data.len(), 0, data);
     publish_at(e, g, s);
@@ -329,7 +330,7 @@ fn fold(a: &CollArea<'_>, g: &Group, s: u64, buf: &mut [u8], op: &Combine<'_>) {
 
 /// Allreduce of `buf` (at most one payload half) inside the group.
 pub(crate) fn allreduce(
-    e: &mut Engine,
+    e: &mut Guard<'_>,
     g: &mut Group,
     buf: &mut [u8],
     op: &Combine<'_>,
@@ -348,7 +349,7 @@ pub(crate) fn allreduce(
 /// into the group); only the root waits. Without `op` it is the arrival half
 /// of a two-level barrier: the root only waits for everyone.
 pub(crate) fn reduce(
-    e: &mut Engine,
+    e: &mut Guard<'_>,
     g: &mut Group,
     buf: &mut [u8],
     op: Option<&Combine<'_>>,
@@ -371,7 +372,7 @@ pub(crate) fn reduce(
 /// Broadcast of `buf` from member `root` (an index into the group), in chunks
 /// of one payload half with two in flight.
 pub(crate) fn bcast(
-    e: &mut Engine,
+    e: &mut Guard<'_>,
     g: &mut Group,
     buf: &mut [u8],
     root: usize,
@@ -417,7 +418,7 @@ pub(crate) fn bcast(
 /// member, in group order (at most one payload half in all); block j of
 /// `recv` receives member j's block for me.
 pub(crate) fn alltoall(
-    e: &mut Engine,
+    e: &mut Guard<'_>,
     g: &mut Group,
     send: &[u8],
     recv: &mut [u8],
@@ -446,7 +447,7 @@ pub(crate) fn alltoall(
 
 /// Publishes my buffer's address and length for collective `s`.
 fn publish_addr(
-    e: &mut Engine,
+    e: &mut Guard<'_>,
     g: &Group,
     s: u64,
     addr: usize,
@@ -498,7 +499,7 @@ fn copy_error(what: &str, n: usize, peer: usize, err: std::io::Error) -> Error {
 /// as long: oversubscribed, the cores go round the members, and the busiest
 /// core sets the time.)
 pub(crate) fn bcast_single_copy(
-    e: &mut Engine,
+    e: &mut Guard<'_>,
     g: &mut Group,
     buf: &mut [u8],
     root: usize,
@@ -580,7 +581,7 @@ pub(crate) fn bcast_single_copy(
 // The collective's arguments, as the other entry points take them.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn allreduce_single_copy(
-    e: &mut Engine,
+    e: &mut Guard<'_>,
     g: &mut Group,
     buf: &mut [u8],
     elem: usize,
@@ -710,7 +711,7 @@ pub(crate) fn area_fits(g: &Group, elem: usize) -> bool {
 /// faster depends on the machine, on how long its kernel takes to pin pages
 /// against how fast its `memcpy` is (docs/BENCHMARKS.md, sessions 6 and 11).
 pub(crate) fn allreduce_long(
-    e: &mut Engine,
+    e: &mut Guard<'_>,
     g: &mut Group,
     buf: &mut [u8],
     elem: usize,
@@ -718,7 +719,7 @@ pub(crate) fn allreduce_long(
     info: WaitInfo,
 ) -> Result<()> {
     let n = buf.len();
-    let mut run = |e: &mut Engine, g: &mut Group, area: bool| {
+    let mut run = |e: &mut Guard<'_>, g: &mut Group, area: bool| {
         if area {
             allreduce_area(e, g, buf, elem, op, info)
         } else {
@@ -738,7 +739,7 @@ pub(crate) fn allreduce_long(
 /// as [`allreduce_long`] does and keeps the faster (as there, the winner
 /// depends on the machine: docs/BENCHMARKS.md, sessions 6 and 11).
 pub(crate) fn bcast_long(
-    e: &mut Engine,
+    e: &mut Guard<'_>,
     g: &mut Group,
     buf: &mut [u8],
     root: usize,
@@ -768,12 +769,12 @@ pub(crate) fn bcast_long(
 /// each way's fastest time (the earliest arrival's time counts a wait for
 /// the others, the last one's barely) and keep the faster way.
 fn tried(
-    e: &mut Engine,
+    e: &mut Guard<'_>,
     g: &mut Group,
     state: fn(&mut Group) -> &mut Long,
     n: usize,
     info: WaitInfo,
-    mut run: impl FnMut(&mut Engine, &mut Group, bool) -> Result<()>,
+    mut run: impl FnMut(&mut Guard<'_>, &mut Group, bool) -> Result<()>,
 ) -> Result<()> {
     let (call, mut best) = match *state(g) {
         Long::Single => return run(e, g, false),
@@ -815,7 +816,7 @@ fn tried(
 /// page pinning, for four copies of every byte where single copy makes two
 /// (`area_fits` must hold).
 pub(crate) fn allreduce_area(
-    e: &mut Engine,
+    e: &mut Guard<'_>,
     g: &mut Group,
     buf: &mut [u8],
     elem: usize,
