@@ -1557,11 +1557,11 @@ mpi! {
         let c = st()?.comm(comm)?;
         recv_tag(tag)?;
         let Some(src) = peer(&c, source, true)? else {
-            put_status(status, status_of(&proc_null(), 0));
+            put_status_one(status, status_of(&proc_null(), 0));
             return Ok(());
         };
         let found = raw::probe(&c, src, tag)?;
-        put_status(status, status_of(&found, 0));
+        put_status_one(status, status_of(&found, 0));
         Ok(())
     }
 
@@ -1570,13 +1570,13 @@ mpi! {
         recv_tag(tag)?;
         let Some(src) = peer(&c, source, true)? else {
             out(flag, "flag", 1)?;
-            put_status(status, status_of(&proc_null(), 0));
+            put_status_one(status, status_of(&proc_null(), 0));
             return Ok(());
         };
         match raw::iprobe(&c, src, tag)? {
             Some(found) => {
                 out(flag, "flag", 1)?;
-                put_status(status, status_of(&found, 0));
+                put_status_one(status, status_of(&found, 0));
                 Ok(())
             }
             None => out(flag, "flag", 0),
@@ -1588,11 +1588,11 @@ mpi! {
         recv_tag(tag)?;
         let Some(src) = peer(&c, source, true)? else {
             out(message, "message", MPI_MESSAGE_NO_PROC)?;
-            put_status(status, status_of(&proc_null(), 0));
+            put_status_one(status, status_of(&proc_null(), 0));
             return Ok(());
         };
         let m = raw::mprobe(&c, src, tag)?;
-        put_status(status, status_of(&m.status(), 0));
+        put_status_one(status, status_of(&m.status(), 0));
         let mut s = st()?;
         let h = s.fresh(NEW_REQUEST);
         s.msgs.insert(h, m);
@@ -1606,13 +1606,13 @@ mpi! {
         let Some(src) = peer(&c, source, true)? else {
             out(flag, "flag", 1)?;
             out(message, "message", MPI_MESSAGE_NO_PROC)?;
-            put_status(status, status_of(&proc_null(), 0));
+            put_status_one(status, status_of(&proc_null(), 0));
             return Ok(());
         };
         match raw::improbe(&c, src, tag)? {
             None => out(flag, "flag", 0),
             Some(m) => {
-                put_status(status, status_of(&m.status(), 0));
+                put_status_one(status, status_of(&m.status(), 0));
                 let mut s = st()?;
                 let h = s.fresh(NEW_REQUEST);
                 s.msgs.insert(h, m);
@@ -1626,7 +1626,7 @@ mpi! {
     fn MPI_Mrecv / PMPI_Mrecv(buf: *mut c_void, count: c_int, datatype: c_int, message: *mut c_int, status: *mut MPI_Status) {
         let h = read(message, "message")?;
         if h == MPI_MESSAGE_NO_PROC {
-            put_status(status, status_of(&proc_null(), 0));
+            put_status_one(status, status_of(&proc_null(), 0));
             return out(message, "message", MPI_MESSAGE_NULL);
         }
         let (m, d) = {

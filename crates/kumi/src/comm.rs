@@ -484,6 +484,15 @@ impl Comm {
         let Some(me) = members.iter().position(|&m| m == self.rank()) else {
             return Ok(None);
         };
+        let world: Vec<u32> = members.iter().map(|&m| self.inner.members[m]).collect();
+        if crate::threads::multiple() {
+            // As in `agree_ctx`: threads making communicators at once would
+            // agree on one context; the server hands out each once, keyed by
+            // the parent, the tag and the members.
+            let info = self.info(Call::Dup, -2, -2, Location::caller());
+            let ctx = self.group_ctx(&format!("group {} {tag}", self.ctx()), &world, info)?;
+            return Ok(Some(self.derived(ctx, me as u32, world)));
+        }
         let mine = self.engine().next_ctx;
         let ctx = if me == 0 {
             let mut ctx = mine;
@@ -507,7 +516,6 @@ impl Comm {
             .filter(|&c| c < kumi_core::ctxsvc::FIRST)
             .ok_or_else(|| Error::Protocol("communicator context ids exhausted".into()))?;
         self.engine().next_ctx = next;
-        let world: Vec<u32> = members.iter().map(|&m| self.inner.members[m]).collect();
         Ok(Some(self.derived(ctx, me as u32, world)))
     }
 
@@ -579,15 +587,20 @@ impl Comm {
             ));
         };
         let info = self.info(Call::Dup, -2, -2, Location::caller());
-        let ctx = {
-            let mut e = self.engine();
-            let k = e.next_from_group(tag, &ws);
-            let key = kumi_core::ctxsvc::from_group_key(tag, &ws, k);
-            let id = e.ask_ctx(&key, ws.len())?;
-            e.wait_until(info, |e| e.ctx_answered(id))?;
-            e.ctx_answer(id).expect("answered")?
-        };
+        let ctx = self.group_ctx(tag, &ws, info)?;
         Ok(self.derived(ctx, rank as u32, ws))
+    }
+
+    /// The context of the next communicator of the world ranks `ws` made
+    /// under `tag`, from the context server, keyed by both and how many this
+    /// rank made with them before (see `create_from_group`).
+    fn group_ctx(&self, tag: &str, ws: &[u32], info: WaitInfo) -> Result<u32> {
+        let mut e = self.engine();
+        let k = e.next_from_group(tag, ws);
+        let key = kumi_core::ctxsvc::from_group_key(tag, ws, k);
+        let id = e.ask_ctx(&key, ws.len())?;
+        e.wait_until(info, |e| e.ctx_answered(id))?;
+        e.ctx_answer(id).expect("answered")
     }
 
     /// A communicator made from this one (same engine), made known to the

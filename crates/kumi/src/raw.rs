@@ -23,9 +23,9 @@ use crate::request::Status;
 use kumi_core::call::Call;
 use kumi_core::matching::{Envelope, Pattern};
 use kumi_core::{ANY_SOURCE, ANY_TAG, TAG_UB};
-use std::cell::RefCell;
 use std::panic::Location;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 
 /// How a send completes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -96,17 +96,35 @@ impl std::fmt::Debug for RawRequest {
     }
 }
 
-thread_local! {
-    /// Requests the program freed while in flight; completed ones are reaped on
-    /// every later raw call.
-    static ORPHANS: RefCell<Vec<RawRequest>> = const { RefCell::new(Vec::new()) };
+/// Requests the program freed while in flight; completed ones are reaped on
+/// every later raw call. One list for the process, not one per thread:
+/// under `MPI_THREAD_MULTIPLE` whichever thread calls next completes them,
+/// and a thread that exits must not take with it the staging buffer of a
+/// buffered send the receiver is still reading.
+static ORPHANS: Mutex<Vec<Orphan>> = Mutex::new(Vec::new());
+
+/// A freed request in [`ORPHANS`].
+struct Orphan(RawRequest);
+
+// SAFETY: a request (and the reference-counted communicator in it) is used
+// by one thread at a time: the thread that uses the runtime, which is one
+// thread, or under `MPI_THREAD_MULTIPLE` the thread whose turn it is (the C
+// library's turns, handed on with Release and taken with Acquire: see
+// `crate::threads`), so what one thread did to it happens before what the
+// next does. The mutex orders the list itself.
+unsafe impl Send for Orphan {}
+
+/// The orphans, whoever panicked while holding them.
+fn orphans() -> std::sync::MutexGuard<'static, Vec<Orphan>> {
+    ORPHANS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// How many requests wait in `ORPHANS`, over all threads: lets [`reap`], which
-/// every raw call makes, skip the thread-local access (a function call in a
-/// shared library) when there are none, the usual case. Relaxed: a thread
-/// reads its own increments in program order, and a stale count from another
-/// thread only costs (or saves) one look at this thread's own empty list.
+/// How many requests wait in `ORPHANS`: lets [`reap`], which every raw call
+/// makes, skip the lock when there are none, the usual case. Relaxed: it is
+/// changed under the lock, and a stale count only costs (or saves) one look
+/// at the list.
 static ORPHAN_COUNT: AtomicUsize = AtomicUsize::new(0);
 
 fn ctx(comm: &Comm) -> u32 {
@@ -358,7 +376,7 @@ impl RawRequest {
     /// fills its buffer, whose memory must stay valid until then).
     pub fn free(self) {
         if self.id.is_some() {
-            ORPHANS.with(|o| o.borrow_mut().push(self));
+            orphans().push(Orphan(self));
             // Relaxed: see ORPHAN_COUNT.
             ORPHAN_COUNT.fetch_add(1, Ordering::Relaxed);
         }
@@ -391,17 +409,19 @@ fn reap() {
 
 #[cold]
 fn reap_slow() {
-    let done: Vec<RawRequest> = ORPHANS.with(|o| {
-        let Ok(mut o) = o.try_borrow_mut() else {
-            return Vec::new();
+    let done: Vec<Orphan> = {
+        // Held by a caller up this thread's stack (a drop inside a reap):
+        // the next call reaps.
+        let Ok(mut o) = ORPHANS.try_lock() else {
+            return;
         };
-        let (done, pending): (Vec<_>, Vec<_>) = o.drain(..).partition(|r| r.is_done());
+        let (done, pending): (Vec<_>, Vec<_>) = o.drain(..).partition(|r| r.0.is_done());
         *o = pending;
         // Relaxed: see ORPHAN_COUNT.
         ORPHAN_COUNT.fetch_sub(done.len(), Ordering::Relaxed);
         done
-    });
-    for mut r in done {
+    };
+    for Orphan(mut r) in done {
         if let Err(e) = r.wait() {
             eprintln!("kumi: a request the program freed failed: {e}");
         }
@@ -411,11 +431,11 @@ fn reap_slow() {
 /// Waits for every freed request and buffered send still in flight.
 #[track_caller]
 pub fn wait_orphans() -> Result<()> {
-    let all: Vec<RawRequest> = ORPHANS.with(|o| o.borrow_mut().drain(..).collect());
+    let all: Vec<Orphan> = orphans().drain(..).collect();
     // Relaxed: see ORPHAN_COUNT.
     ORPHAN_COUNT.fetch_sub(all.len(), Ordering::Relaxed);
     let mut first = Ok(());
-    for mut r in all {
+    for Orphan(mut r) in all {
         if let Err(e) = r.wait() {
             if first.is_ok() {
                 first = Err(e);
@@ -428,16 +448,15 @@ pub fn wait_orphans() -> Result<()> {
 /// Bytes that freed requests and buffered sends still hold.
 pub fn orphan_bytes() -> usize {
     reap();
-    ORPHANS.with(|o| {
-        o.borrow()
-            .iter()
-            .map(|r| {
-                r.x.as_ref()
-                    .and_then(|x| x.staging.as_ref())
-                    .map_or(0, |s| s.len())
-            })
-            .sum()
-    })
+    orphans()
+        .iter()
+        .map(|r| {
+            r.0.x
+                .as_ref()
+                .and_then(|x| x.staging.as_ref())
+                .map_or(0, |s| s.len())
+        })
+        .sum()
 }
 
 /// Which communicator an operation was on, as the engine knows it (its

@@ -173,63 +173,78 @@ impl Drop for Token {
     }
 }
 
-/// The turns of `MPI_THREAD_MULTIPLE`: a ticket lock, so that threads get in
-/// in the order they asked and none starves (a thread waiting in a long
-/// receive hands its turn on between passes of the engine and queues again
-/// behind those that asked meanwhile: [`hand_over`]). Its holder's id is in
-/// `Global::init_pthread`, as the `MPI_THREAD_SERIALIZED` token's is, so
-/// every check made of the token holds of the turn too.
-#[repr(C, align(64))]
+/// The turns of `MPI_THREAD_MULTIPLE`: the holder's id in
+/// `Global::init_pthread` (as the `MPI_THREAD_SERIALIZED` token's, so every
+/// check made of the token holds of the turn too), taken with a
+/// compare-exchange by whichever waiting thread comes first. Not a queue: with
+/// more threads than cores a queue hands the turn to a thread that is not
+/// running, and everyone waits for the scheduler (a ticket lock made MPICH's
+/// `threads` test take 110 s here where this takes 1.6 s:
+/// docs/BENCHMARKS.md, session 26); a thread that gives the turn up to
+/// others yields its core right after, so that they run.
 struct Turns {
-    /// The next ticket to hand out.
-    next: AtomicU32,
-    /// The ticket whose turn it is.
-    serving: AtomicU32,
+    /// Threads waiting for a turn (for the holder's [`Turns::queued`]).
+    waiting: AtomicU32,
 }
 
 static TURNS: Turns = Turns {
-    next: AtomicU32::new(0),
-    serving: AtomicU32::new(0),
+    waiting: AtomicU32::new(0),
 };
 
 impl Turns {
-    /// Queues for the turn and waits for it: spinning a little, then
-    /// yielding the core, then sleeping in short naps (threads beyond the
-    /// cores must not keep the holder off one).
+    /// Waits for the turn: spinning a little, then yielding the core, then
+    /// napping (see [`pause`]).
     fn take(&self, me: usize) {
-        // Relaxed: the ticket only orders the queue; what the previous
-        // holder did is ordered by `serving`.
-        let ticket = self.next.fetch_add(1, Ordering::Relaxed);
+        if self.try_take(me) {
+            return;
+        }
+        // Relaxed: a count for the holder's decision, ordered by nothing.
+        self.waiting.fetch_add(1, Ordering::Relaxed);
         let mut looks = 0u32;
-        // Acquire: pairs with the Release in `give`, so the previous holder's
-        // use of the state happens before ours.
-        while self.serving.load(Ordering::Acquire) != ticket {
+        loop {
             looks += 1;
             pause(looks);
+            // Relaxed: a look before the compare-exchange, which orders.
+            if STATE.init_pthread.load(Ordering::Relaxed) == 0 && self.try_take(me) {
+                break;
+            }
         }
-        // Relaxed: read only by this thread (nested calls) and by threads
-        // that compare it with their own id, which a stale value never is.
-        STATE.init_pthread.store(me, Ordering::Relaxed);
+        self.waiting.fetch_sub(1, Ordering::Relaxed);
     }
 
-    /// Gives the turn to the next ticket.
+    fn try_take(&self, me: usize) -> bool {
+        // Acquire: pairs with the Release in `give`, so the previous holder's
+        // use of the state happens before ours.
+        STATE
+            .init_pthread
+            .compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    /// Gives the turn up.
     fn give(&self) {
-        // Relaxed: see `take`.
-        STATE.init_pthread.store(0, Ordering::Relaxed);
         // Release: hands this turn's effects to the next holder.
-        self.serving.fetch_add(1, Ordering::Release);
+        STATE.init_pthread.store(0, Ordering::Release);
+    }
+
+    /// Whether a thread holds the turn (read by one that does not).
+    fn held(&self) -> bool {
+        // Relaxed: a stale answer costs one look more, or one try.
+        STATE.init_pthread.load(Ordering::Relaxed) != 0
     }
 
     /// Whether a thread waits for a turn (read by the holder).
     fn queued(&self) -> bool {
-        // Relaxed: a thread that queues just after we looked is seen at the
-        // next look, one pass of the engine later.
-        self.next.load(Ordering::Relaxed) != self.serving.load(Ordering::Relaxed).wrapping_add(1)
+        // Relaxed: a thread that starts waiting just after we looked is seen
+        // at the next look, one pass of the engine later.
+        self.waiting.load(Ordering::Relaxed) != 0
     }
 }
 
 /// How a thread waits for something another thread of its rank does (a turn,
-/// a message): after `looks` looks, spin, then yield, then nap.
+/// a message): after `looks` looks, spin, then yield the core (threads beyond
+/// the cores must not keep the one they wait for off it), and only after
+/// thousands of those (milliseconds) nap.
 fn pause(looks: u32) {
     if looks < 64 {
         std::hint::spin_loop();
@@ -240,28 +255,50 @@ fn pause(looks: u32) {
     }
 }
 
+/// Bumped by the thread whose turn it is when a pass of the engine moved
+/// something: the threads waiting outside for their operations
+/// ([`hand_over`]) look at it instead of queuing for a turn after every
+/// pass, so that one thread at a time polls the engine (for all of them)
+/// and the others come in when there is news. Relaxed: it only says when to
+/// queue; what moved is read under the turn, which orders it.
+static MOVED: AtomicU32 = AtomicU32::new(0);
+
+/// The looks (a few hundred microseconds of yields) after which a thread
+/// waiting outside queues again without news (see [`hand_over`]).
+const OUTSIDE_LOOKS: u32 = 512;
+
 /// The runtime's hand-over under `MPI_THREAD_MULTIPLE` (see
-/// `kumi::threads`): called between two passes of a wait with the engine
-/// left, it gives the turn to the threads queued for it and queues again.
-/// Kept when this thread's own frames hold the state (a wait inside a call
-/// that did not let it go first): the next holder would find it borrowed.
-/// The communicator whose handler takes the call's errors is this call's
-/// and is put back.
+/// `kumi::threads`), and the ABI's between the tests of a blocking
+/// completion: called by the thread whose turn it is, waiting for an
+/// operation, between two passes of the engine (`idle`: passes in a row that
+/// moved nothing). While no other thread wants in, it keeps the turn and
+/// polls on. When one does, it gives the turn away and waits outside until
+/// the engine moves something (which may be its operation), or until no
+/// thread holds the turn (someone must poll), then queues again. Kept when
+/// this thread's own frames hold the state (a wait inside a call that did
+/// not let it go first): the next holder would find it borrowed. The
+/// communicator whose handler takes the call's errors is this call's and is
+/// put back.
 pub(crate) fn hand_over(idle: u32) {
+    if idle == 0 {
+        MOVED.fetch_add(1, Ordering::Relaxed);
+    }
     if !TURNS.queued() || STATE.state.try_borrow_mut().is_err() {
-        if TURNS.queued() && idle == 5000 {
-            eprintln!(
-                "DEBUG kept turn: {}",
-                std::backtrace::Backtrace::force_capture()
-            );
-        }
         pause(idle);
         return;
     }
     let err = STATE.err_comm.load(Ordering::Relaxed);
     let me = kumi::raw::thread_id();
+    let seen = MOVED.load(Ordering::Relaxed);
     TURNS.give();
-    pause(idle);
+    std::thread::yield_now();
+    // Bounded too: the holder may be polling in a wait made of tests
+    // (`wait_by_tests`), which cannot tell that it moved something.
+    let mut looks = 0u32;
+    while MOVED.load(Ordering::Relaxed) == seen && TURNS.held() && looks < OUTSIDE_LOOKS {
+        looks += 1;
+        pause(looks);
+    }
     TURNS.take(me);
     STATE.err_comm.store(err, Ordering::Relaxed);
 }
