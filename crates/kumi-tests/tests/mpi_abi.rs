@@ -41,6 +41,7 @@ const PROGRAMS: &[&str] = &[
     "lifetimes",
     "bigcount",
     "threads",
+    "multiple",
     "win",
     "session",
     "errors",
@@ -276,6 +277,15 @@ fn serialized_threads() {
             && !out.contains("NOT REACHED"),
         "stdout:\n{out}\nstderr:\n{err}"
     );
+}
+
+/// `MPI_THREAD_MULTIPLE`: four threads per rank in point-to-point (between
+/// ranks and within one), probes and collectives at once (`multiple.c`),
+/// with more threads than cores at every size; across two hosts in
+/// `c_programs_across_two_namespace_hosts`.
+#[test]
+fn multiple_threads() {
+    suite("multiple", &[1, 2, 3, 4, 8], &[2, 3]);
 }
 
 /// The calls the library refuses, each ending the job with its reason: a
@@ -686,6 +696,7 @@ fn c_programs_across_two_namespace_hosts() {
         "rootonly",
         "win",
         "session",
+        "multiple",
     ] {
         let prog = kumi_built().join(name);
         let o = c.kumi_run(
