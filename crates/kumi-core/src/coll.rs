@@ -577,6 +577,65 @@ pub fn allreduce_hier(
     s.then(bcast_binomial(local, 0, me, nb))
 }
 
+/// Allreduce across two groups (an intercommunicator's, in ranks of the
+/// communicator of both): every rank of `local` gets, in blocks `nb..2nb`,
+/// the combination of the *other* group's blocks `0..nb`. Binomial
+/// reduction to `local[0]`, which sends its group's result to the other
+/// group's leader `other` and receives theirs into the second half (a round
+/// never receives into blocks it sends), then a binomial broadcast of the
+/// second half from `local[0]`. The other group runs the mirror image. Cost
+/// 2·lg·(α + nβ) + (α + nβ) + lg·nγ.
+pub fn allreduce_inter(
+    local: &[usize],
+    other: usize,
+    me: usize,
+    nb: usize,
+    commutative: bool,
+) -> Schedule {
+    let mut s = reduce_binomial(local, 0, me, nb, commutative);
+    if local[0] == me {
+        s.round(
+            vec![x(other, 0..nb, Apply::Put)],
+            vec![x(other, nb..2 * nb, Apply::Put)],
+        );
+    }
+    s.then(shifted(bcast_binomial(local, 0, me, nb), nb))
+}
+
+/// `s` on blocks `by` further on.
+fn shifted(mut s: Schedule, by: usize) -> Schedule {
+    for r in &mut s.rounds {
+        for t in r.sends.iter_mut().chain(r.recvs.iter_mut()) {
+            t.blocks = t.blocks.start + by..t.blocks.end + by;
+        }
+    }
+    s
+}
+
+/// Reduction across two groups to `root`, a rank of the other group: the
+/// contributing side (`local`, holding `me`) reduces to `local[0]`, which
+/// sends to `root`. The root's side is [`recv_from`] `local[0]`.
+pub fn reduce_inter(
+    local: &[usize],
+    root: usize,
+    me: usize,
+    nb: usize,
+    commutative: bool,
+) -> Schedule {
+    let mut s = reduce_binomial(local, 0, me, nb, commutative);
+    if local[0] == me {
+        s.round(vec![x(root, 0..nb, Apply::Put)], vec![]);
+    }
+    s
+}
+
+/// One receive of blocks `0..nb` from `peer`, replacing them.
+pub fn recv_from(peer: usize, nb: usize) -> Schedule {
+    let mut s = Schedule::default();
+    s.round(vec![], vec![x(peer, 0..nb, Apply::Put)]);
+    s
+}
+
 /// Two-level broadcast: binomial
 /// among the leaders (the root stands in for its host's leader), then binomial
 /// inside each host from its leader.
@@ -1024,6 +1083,48 @@ mod tests {
             let init = (0..n).map(|r| vec![vec![r]]).collect();
             for blocks in simulate(&sc, init).unwrap() {
                 assert_eq!(blocks[0], serial(n));
+            }
+        }
+    }
+
+    /// Both groups of every split of 1..=9 ranks into two, in either
+    /// order: each rank ends with the other group's contributions, in rank
+    /// order (non-commutative), and the root of a reduction across with
+    /// them; the root's group mates with nothing.
+    #[test]
+    fn intercommunicator_reductions_combine_the_other_group() {
+        for n in 2..=9 {
+            for split in 1..n {
+                for first_low in [true, false] {
+                    let (a, b): (Vec<usize>, Vec<usize>) = if first_low {
+                        ((0..split).collect(), (split..n).collect())
+                    } else {
+                        ((n - split..n).collect(), (0..n - split).collect())
+                    };
+                    let group = |r: usize| if a.contains(&r) { (&a, &b) } else { (&b, &a) };
+                    let sc: Vec<_> = (0..n)
+                        .map(|r| {
+                            let (mine, other) = group(r);
+                            allreduce_inter(mine, other[0], r, 1, false)
+                        })
+                        .collect();
+                    let init = (0..n).map(|r| vec![vec![r], vec![]]).collect();
+                    for (r, blocks) in simulate(&sc, init).unwrap().into_iter().enumerate() {
+                        assert_eq!(&blocks[1], group(r).1, "n {n} split {split} rank {r}");
+                    }
+                    // A reduction to b's last rank: a contributes.
+                    let root = *b.last().unwrap();
+                    let sc: Vec<_> = (0..n)
+                        .map(|r| match r {
+                            _ if a.contains(&r) => reduce_inter(&a, root, r, 1, false),
+                            _ if r == root => recv_from(a[0], 1),
+                            _ => Schedule::default(),
+                        })
+                        .collect();
+                    let init = (0..n).map(|r| vec![vec![r]]).collect();
+                    let out = simulate(&sc, init).unwrap();
+                    assert_eq!(out[root][0], a, "n {n} split {split}");
+                }
             }
         }
     }

@@ -28,10 +28,12 @@ use crate::state::{count, out, read, slice, st, CollPending, ReqEntry, UserFn, U
 use crate::{err, R};
 use bytemuck::Pod;
 use kumi::datatype::Datatype;
+use kumi::inter::InterComm;
 #[cfg(target_arch = "x86_64")]
 use kumi::LongDouble;
 use kumi::{Builtin, CollRequest, Comm, Complex, Elem, Loc, LocInt, Op};
 use std::ffi::{c_int, c_void};
+use std::rc::Rc;
 use std::sync::OnceLock;
 
 mod inter;
@@ -295,6 +297,12 @@ enum Red {
     Scatter(Vec<usize>),
     /// `MPI_Reduce_local`: `recv = send ⊕ recv` on this rank alone.
     Local,
+    /// The nonblocking reductions on an intercommunicator (`inter`): to
+    /// every rank, to a root, scattered with these counts per local rank;
+    /// each the combination of the other group's contributions.
+    IAllInter(Rc<InterComm>),
+    IReduceInter(Rc<InterComm>, kumi::inter::Root),
+    IScatterInter(Rc<InterComm>, Vec<usize>),
 }
 
 /// A nonblocking reduction in flight: the result goes to `recv` (`n`
@@ -302,6 +310,8 @@ enum Red {
 struct NbReduce<T: Pod> {
     req: CollRequest<T>,
     recv: *mut c_void,
+    /// Elements of the result before this rank's.
+    skip: usize,
     n: usize,
 }
 
@@ -311,28 +321,28 @@ impl<T: Pod> CollPending for NbReduce<T> {
     }
 
     fn finish(self: Box<Self>) -> R<()> {
-        let NbReduce { req, recv, n } = *self;
+        let NbReduce { req, recv, skip, n } = *self;
         let result = req.wait()?;
         if n == 0 {
             // Nothing for this rank to write (not the root of a reduce; rank
             // 0 of an exclusive scan).
             return Ok(());
         }
-        if result.len() != n {
+        let Some(mine) = result.get(skip..skip + n) else {
             return err(
                 MPI_ERR_INTERN,
                 format!(
-                    "the allreduce returned {} elements instead of {n}",
+                    "the reduction returned {} elements, not {skip} and this rank's {n}",
                     result.len()
                 ),
             );
-        }
+        };
         if n > 0 {
             // SAFETY: `recv` is the receive buffer of `n` elements the program
             // passed to MPI_Iallreduce, which it keeps valid until completion.
             unsafe {
                 std::ptr::copy_nonoverlapping(
-                    result.as_ptr() as *const u8,
+                    mine.as_ptr() as *const u8,
                     recv as *mut u8,
                     n * std::mem::size_of::<T>(),
                 )
@@ -899,12 +909,31 @@ fn nb_reduction(
     comm: c_int,
     request: *mut c_int,
 ) -> R<()> {
-    match reduction_any(name, &red, send, recv, n, dt, op, comm)? {
+    let started = match reduction_any(name, &red, send, recv, n, dt, op, comm) {
+        Err(e) if e.class == MPI_ERR_COMM => {
+            inter::nb_reduction(e, name, red, send, recv, n, dt, op, comm)?
+        }
+        r => r?,
+    };
+    match started {
         Some(p) => nb_request(p, comm, request),
         None => err(
             MPI_ERR_INTERN,
             format!("{name}: the reduction did not start"),
         ),
+    }
+}
+
+/// The size of the group of `comm` this rank is in (the local group of an
+/// intercommunicator).
+fn local_size(comm: c_int) -> R<usize> {
+    let mut s = st()?;
+    match s.intra(comm) {
+        Ok(c) => Ok(c.size()),
+        Err(e) => match s.inter(comm) {
+            Ok(Some(ic)) => Ok(ic.local().size()),
+            _ => Err(e),
+        },
     }
 }
 
@@ -1195,29 +1224,85 @@ fn reduce_general<T: Pod>(
         }
         Red::IAll => {
             let req = c.iallreduce(work, op)?;
-            return Ok(Some(Box::new(NbReduce { req, recv, n })));
+            return Ok(Some(Box::new(NbReduce {
+                req,
+                recv,
+                skip: 0,
+                n,
+            })));
         }
         Red::IReduce(root) => {
             // The result (at the root only) goes to `recv` on completion.
             let n = if c.rank() == *root { n } else { 0 };
             let req = c.ireduce(work, op, *root)?;
-            return Ok(Some(Box::new(NbReduce { req, recv, n })));
+            return Ok(Some(Box::new(NbReduce {
+                req,
+                recv,
+                skip: 0,
+                n,
+            })));
         }
         Red::IScan => {
             let req = c.iscan(work, op)?;
-            return Ok(Some(Box::new(NbReduce { req, recv, n })));
+            return Ok(Some(Box::new(NbReduce {
+                req,
+                recv,
+                skip: 0,
+                n,
+            })));
         }
         Red::IExscan => {
             // Rank 0's result is undefined (MPI): its buffer is left alone, as
             // by MPI_Exscan.
             let n = if c.rank() == 0 { 0 } else { n };
             let req = c.iexscan(work, op)?;
-            return Ok(Some(Box::new(NbReduce { req, recv, n })));
+            return Ok(Some(Box::new(NbReduce {
+                req,
+                recv,
+                skip: 0,
+                n,
+            })));
         }
         Red::IScatter(cs) => {
             let req = c.ireduce_scatter(work, cs, op)?;
             let n = cs[c.rank()];
-            return Ok(Some(Box::new(NbReduce { req, recv, n })));
+            return Ok(Some(Box::new(NbReduce {
+                req,
+                recv,
+                skip: 0,
+                n,
+            })));
+        }
+        Red::IAllInter(ic) => {
+            // After this rank's own contribution, the other group's result.
+            let req = ic.iallreduce(work, op)?;
+            return Ok(Some(Box::new(NbReduce {
+                req,
+                recv,
+                skip: n,
+                n,
+            })));
+        }
+        Red::IReduceInter(ic, root) => {
+            let req = ic.ireduce(work, op, *root)?;
+            let n = if *root == kumi::inter::Root::Me { n } else { 0 };
+            return Ok(Some(Box::new(NbReduce {
+                req,
+                recv,
+                skip: 0,
+                n,
+            })));
+        }
+        Red::IScatterInter(ic, cs) => {
+            let me = ic.local().rank();
+            let skip = n + cs[..me].iter().sum::<usize>();
+            let req = ic.iallreduce(work, op)?;
+            return Ok(Some(Box::new(NbReduce {
+                req,
+                recv,
+                skip,
+                n: cs[me],
+            })));
         }
         Red::Local => {
             let mut acc = vec![T::zeroed(); n];
@@ -1443,6 +1528,9 @@ fn result_count(red: &Red, c: &Comm, n: usize) -> Option<usize> {
         Red::Reduce(r) | Red::IReduce(r) => (c.rank() == *r).then_some(n),
         Red::Exscan | Red::IExscan => (c.rank() != 0).then_some(n),
         Red::Scatter(cs) | Red::IScatter(cs) => Some(cs[c.rank()]),
+        Red::IAllInter(_) => Some(n),
+        Red::IReduceInter(_, root) => (*root == kumi::inter::Root::Me).then_some(n),
+        Red::IScatterInter(ic, cs) => Some(cs[ic.local().rank()]),
     }
 }
 
@@ -1452,6 +1540,9 @@ fn scaled(red: &Red, k: usize) -> Red {
     match red {
         Red::Scatter(cs) => Red::Scatter(cs.iter().map(|&x| x * k).collect()),
         Red::IScatter(cs) => Red::IScatter(cs.iter().map(|&x| x * k).collect()),
+        Red::IScatterInter(ic, cs) => {
+            Red::IScatterInter(ic.clone(), cs.iter().map(|&x| x * k).collect())
+        }
         r => r.clone(),
     }
 }
@@ -1758,10 +1849,18 @@ mpi! {
 
     fn MPI_Ireduce / PMPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: c_int, op: c_int, root: c_int, comm: c_int, request: *mut c_int) {
         need_request(request)?;
-        let c = st()?.intra(comm)?;
+        let n = crate::state::count(count)?;
+        let c = st()?.intra(comm);
+        let c = match c {
+            Ok(c) => c,
+            Err(e) => {
+                let red = inter::reduce_role(e, root, comm)?;
+                return nb_reduction("MPI_Ireduce", red, sendbuf, recvbuf, n, datatype, op, comm, request);
+            }
+        };
         let r = check_root(&c, root)?;
         let send = if in_place(sendbuf) && c.rank() == r { recvbuf as *const c_void } else { sendbuf };
-        nb_reduction("MPI_Ireduce", Red::IReduce(r), send, recvbuf, crate::state::count(count)?, datatype, op, comm, request)
+        nb_reduction("MPI_Ireduce", Red::IReduce(r), send, recvbuf, n, datatype, op, comm, request)
     }
 
     fn MPI_Iallgather / PMPI_Iallgather(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, comm: c_int, request: *mut c_int) {
@@ -2060,7 +2159,7 @@ mpi! {
 
     fn MPI_Ireduce_scatter_block / PMPI_Ireduce_scatter_block(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: c_int, op: c_int, comm: c_int, request: *mut c_int) {
         need_request(request)?;
-        let p = st()?.intra(comm)?.size();
+        let p = local_size(comm)?;
         let n = crate::state::count(recvcount)?;
         let send = if in_place(sendbuf) { recvbuf as *const c_void } else { sendbuf };
         nb_reduction("MPI_Ireduce_scatter_block", Red::IScatter(vec![n; p]), send, recvbuf, n * p, datatype, op, comm, request)
@@ -2068,7 +2167,7 @@ mpi! {
 
     fn MPI_Ireduce_scatter / PMPI_Ireduce_scatter(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: c_int, op: c_int, comm: c_int, request: *mut c_int) {
         need_request(request)?;
-        let p = st()?.intra(comm)?.size();
+        let p = local_size(comm)?;
         let cs = counts(recvcounts, p, "recvcounts")?;
         let total = cs.iter().sum();
         let send = if in_place(sendbuf) { recvbuf as *const c_void } else { sendbuf };

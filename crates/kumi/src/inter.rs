@@ -21,7 +21,10 @@
 use crate::coll::Op;
 use crate::comm::Comm;
 use crate::error::{Error, Result};
+use crate::CollRequest;
+use bytemuck::Pod;
 use kumi_core::call::Call;
+use kumi_core::coll as sc;
 
 /// The tag of an intercommunicator broadcast on its collective context.
 const TAG_BCAST: i32 = i32::MAX - 1;
@@ -174,13 +177,7 @@ impl InterComm {
                     .send_on(ctx, bytemuck::cast_slice(buf), 0, TAG_BCAST, false, at)
             }
             Root::Remote(r) => {
-                if r >= self.remote_size() {
-                    return Err(Error::invalid(
-                        "root",
-                        r as i64,
-                        format!("a rank of the remote group of {}", self.remote_size()),
-                    ));
-                }
+                self.check_remote(r, "root")?;
                 if self.local.rank() == 0 {
                     let b: &mut [u8] = bytemuck::cast_slice_mut(buf);
                     self.remote
@@ -213,6 +210,61 @@ impl InterComm {
     #[track_caller]
     pub fn ibarrier(&self) -> Result<crate::CollRequest<()>> {
         self.both.ibarrier()
+    }
+
+    /// Starts an allreduce across the groups (MPI's `MPI_Iallreduce` on an
+    /// intercommunicator): `wait` returns, after this rank's `buf`, the
+    /// combination by `op` of the *other* group's `buf`s (in rank order).
+    /// One schedule on the communicator of both groups
+    /// (`kumi_core::coll::allreduce_inter`), so it takes its place among
+    /// the intercommunicator's collectives when it starts, and progresses
+    /// with the engine. Collective over both groups; every `buf` has the
+    /// same length.
+    #[track_caller]
+    pub fn iallreduce<T: Pod>(&self, buf: Vec<T>, op: &Op<T>) -> Result<CollRequest<T>> {
+        let n = buf.len();
+        let (local, me) = self.local_in_both();
+        let s = sc::allreduce_inter(&local, self.both_index(0), me, 1, op.commutative);
+        self.both.start_reduction(buf, n, op, s)
+    }
+
+    /// Starts a reduction across the groups to a root (MPI's `MPI_Ireduce`
+    /// on an intercommunicator): the root (`Root::Me`) gets the combination
+    /// of the other group's `buf`s (its own `buf` only gives the length);
+    /// the rest of its group (`Root::None`) takes no part; the other group
+    /// (`Root::Remote`) contributes. `wait` returns the work buffer: the
+    /// result at the root.
+    #[track_caller]
+    pub fn ireduce<T: Pod>(&self, buf: Vec<T>, op: &Op<T>, root: Root) -> Result<CollRequest<T>> {
+        let (local, me) = self.local_in_both();
+        let s = match root {
+            Root::Me => sc::recv_from(self.both_index(0), 1),
+            Root::None => sc::Schedule::default(),
+            Root::Remote(r) => {
+                self.check_remote(r, "root")?;
+                sc::reduce_inter(&local, self.both_index(r), me, 1, op.commutative)
+            }
+        };
+        self.both.start_reduction(buf, 0, op, s)
+    }
+
+    /// `Ok` if `r` is a rank of the remote group (argument `what`).
+    fn check_remote(&self, r: usize, what: &'static str) -> Result<()> {
+        if r >= self.remote_size() {
+            return Err(Error::invalid(
+                what,
+                r as i64,
+                format!("a rank of the remote group of {}", self.remote_size()),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The ranks of this group in the communicator of both, and this rank's.
+    fn local_in_both(&self) -> (Vec<usize>, usize) {
+        let at = if self.first { 0 } else { self.remote_size() };
+        let local = (at..at + self.local.size()).collect();
+        (local, at + self.local.rank())
     }
 
     /// Where remote rank `r` sits in the communicator of both groups.

@@ -680,3 +680,74 @@ pub(super) enum Counts {
     /// `MPI_Reduce_scatter`'s array, one per local rank.
     Each(*const c_int),
 }
+
+/// The nonblocking reductions on an intercommunicator (`MPI_Iallreduce`,
+/// `MPI_Ireduce`, `MPI_Ireduce_scatter(_block)`): `red`, as the
+/// intracommunicator form names it (or [`reduce_role`] made it), turned into
+/// its intercommunicator form and started through the typed reduction of
+/// every datatype and operation: one schedule on the communicator of both
+/// groups (`kumi::inter::InterComm::iallreduce`, `ireduce`), which takes
+/// its place among the intercommunicator's collectives now and progresses
+/// with the engine. The scattered form reduces the whole vector and keeps
+/// this rank's counts. `MPI_IN_PLACE` (which the caller turned into `send
+/// == recv`) is refused. `None` never: the caller registers the request.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn nb_reduction(
+    e: crate::MpiErr,
+    name: &str,
+    red: Red,
+    send: *const c_void,
+    recv: *mut c_void,
+    n: usize,
+    dt: c_int,
+    op: c_int,
+    comm: c_int,
+) -> R<Option<Box<dyn CollPending>>> {
+    let Across { ic, .. } = across(comm, e)?;
+    let red = match red {
+        Red::IAll => Red::IAllInter(ic.clone()),
+        Red::IScatter(cs) => Red::IScatterInter(ic.clone(), cs),
+        r @ Red::IReduceInter(..) => r,
+        _ => {
+            return err(
+                MPI_ERR_INTERN,
+                format!("{name}: not a nonblocking reduction"),
+            )
+        }
+    };
+    // The root's own buffer is not read (it receives); every other
+    // contributor's is, and may not be the receive buffer.
+    let contributes = !matches!(
+        red,
+        Red::IReduceInter(_, kumi::inter::Root::Me | kumi::inter::Root::None)
+    );
+    if contributes && n > 0 && std::ptr::eq(send, recv) {
+        return err(
+            MPI_ERR_BUFFER,
+            "MPI_IN_PLACE as sendbuf is not allowed on an intercommunicator",
+        );
+    }
+    let d = if is_predefined(dt) {
+        None
+    } else {
+        Some(st()?.dtype(dt)?)
+    };
+    let send = if contributes {
+        send
+    } else {
+        recv as *const c_void
+    };
+    reduce_typed(name, &red, send, recv, n, dt, op, ic.local(), d)
+}
+
+/// `MPI_Ireduce`'s part for this rank of an intercommunicator, by `root`
+/// (`MPI_ROOT`, `MPI_PROC_NULL`, or a rank of the other group).
+pub(super) fn reduce_role(e: crate::MpiErr, root: c_int, comm: c_int) -> R<Red> {
+    let Across { ic, .. } = across(comm, e)?;
+    let who = match role(root, &ic)? {
+        Role::Root => kumi::inter::Root::Me,
+        Role::Idle => kumi::inter::Root::None,
+        Role::Leaf(r) => kumi::inter::Root::Remote(r),
+    };
+    Ok(Red::IReduceInter(ic, who))
+}

@@ -6,7 +6,9 @@
  * Each intercommunicator below (halves, one against the rest, splits of an
  * intercommunicator by color and by host, MPI_Comm_create dropping each
  * group's rank 0, a dup, nonblocking dups) runs every data mover, blocking
- * and nonblocking, with uneven and zero counts and gaps, and the reductions
+ * and nonblocking, with uneven and zero counts and gaps, and the reductions,
+ * blocking and nonblocking (one schedule across: MPI_Iallreduce,
+ * MPI_Ireduce, MPI_Ireduce_scatter(_block)),
  * with ints and MAXLOC pairs; every element is checked against what the
  * other group sent. */
 #include "kt.h"
@@ -175,6 +177,41 @@ static void gather_like(MPI_Comm ic) {
     }
     if (root == MPI_ROOT) for (int j = 0; j < rn; j++) CHECK(gat[j] == val(other, j, 9));
     if (me == 1) CHECK(bc == 77);
+
+    /* The nonblocking reductions, all in flight at once: allreduce (ints,
+     * and MAXLOC pairs), reduce to a root of each group in turn, and both
+     * reduce-scatters; every result the other group's. */
+    MPI_Request rq[6];
+    int ia = -7, ir = -7, ip[2] = {(g_lr * 7) % 5, g_lr}, im[2] = {-7, -7};
+    int *ib = malloc(sizeof(int) * (total + 1)), *iv = malloc(sizeof(int) * (total + 1));
+    OK(MPI_Iallreduce(&x, &ia, 1, MPI_INT, MPI_SUM, ic, &rq[0]));
+    OK(MPI_Iallreduce(ip, im, 1, MPI_2INT, MPI_MAXLOC, ic, &rq[1]));
+    int iroot = me == 0 ? (g_lr == g_ln - 1 ? MPI_ROOT : MPI_PROC_NULL) : g_rn - 1;
+    OK(MPI_Ireduce(&x, &ir, 1, MPI_INT, MPI_SUM, iroot, ic, &rq[2]));
+    OK(MPI_Ireduce_scatter_block(tv, ib, g_rn, MPI_INT, MPI_SUM, ic, &rq[3]));
+    OK(MPI_Ireduce_scatter(tv, iv, rcs, MPI_INT, MPI_SUM, ic, &rq[4]));
+    OK(MPI_Ibarrier(ic, &rq[5]));
+    OK(MPI_Waitall(6, rq, MPI_STATUSES_IGNORE));
+    CHECK(ia == want);
+    {
+        int best = -1, where = -1;
+        for (int j = 0; j < rn; j++)
+            if ((j * 7) % 5 > best) { best = (j * 7) % 5; where = j; }
+        CHECK(im[0] == best && im[1] == where);
+    }
+    if (iroot == MPI_ROOT) CHECK(ir == want);
+    else CHECK(ir == -7);
+    for (int t = 0; t < g_rn; t++) {
+        int k = g_lr * g_rn + t, w = 0;
+        for (int j = 0; j < rn; j++) w += val(other, j, k);
+        CHECK(ib[t] == w);
+    }
+    for (int t = 0; t < rcs[g_lr]; t++) {
+        int k = at[g_lr] + t, w = 0;
+        for (int j = 0; j < rn; j++) w += val(other, j, k);
+        CHECK(iv[t] == w);
+    }
+    free(ib); free(iv);
 
     /* MPI_IN_PLACE is no intercommunicator argument: an error. */
     if (kt_on_kumi()) {

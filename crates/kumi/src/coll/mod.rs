@@ -1140,6 +1140,37 @@ impl Comm {
         ))))
     }
 
+    /// Starts the reduction schedule `sched` with `op` on a work buffer
+    /// holding `buf` then `extra` zeroed elements, in blocks of `buf.len()`
+    /// elements (an intercommunicator's reductions run theirs on the
+    /// communicator of both groups: `crate::inter`). `wait` returns the
+    /// work buffer.
+    pub(crate) fn start_reduction<T: Pod>(
+        &self,
+        mut buf: Vec<T>,
+        extra: usize,
+        op: &Op<T>,
+        sched: Schedule,
+    ) -> Result<CollRequest<T>> {
+        op.check_for(buf.len())?;
+        // `extra` is a whole number of blocks (0 or one more).
+        let (block, blocks) = (
+            std::mem::size_of_val(buf.as_slice()),
+            1 + extra / buf.len().max(1),
+        );
+        buf.resize(buf.len() + extra, T::zeroed());
+        let offsets = (0..=blocks).map(|b| b * block).collect();
+        let (_, wire) = self.wire()?;
+        let data = AlignedBuf::from_bytes(as_bytes(&buf));
+        Ok(self.start(Active::Sched(Run::owning(
+            sched,
+            wire,
+            data,
+            offsets,
+            Some(op.bytes_fn()),
+        ))))
+    }
+
     // ----- nonblocking reduce and data movement ---------------------------------
     //
     // Each starts the same schedule its blocking twin runs over messages
