@@ -100,7 +100,7 @@ impl DerefMut for Guard<'_> {
 impl Guard<'_> {
     /// [`Engine::wait_until`], handing the turn on between passes when
     /// several threads may call.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn wait_until(
         &mut self,
         info: WaitInfo,
@@ -114,7 +114,7 @@ impl Guard<'_> {
 
     /// [`Engine::wait_until_with_mates`], likewise (the mates matter only to
     /// the engine's own wait).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn wait_until_with_mates(
         &mut self,
         info: WaitInfo,
@@ -128,7 +128,7 @@ impl Guard<'_> {
     }
 
     /// [`Engine::wait`], likewise.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn wait(&mut self, info: WaitInfo, id: ReqId) -> Result<Status> {
         self.wait_until(info, |e| e.is_done(id))?;
         self.guard.take_result(id)

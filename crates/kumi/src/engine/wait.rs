@@ -84,7 +84,7 @@ pub(super) enum Bed {
 
 impl Engine {
     /// Makes progress until `done` holds, waiting by the [`WaitPolicy`].
-    #[inline]
+    #[inline(always)]
     pub fn wait_until(
         &mut self,
         info: WaitInfo,
@@ -114,7 +114,7 @@ impl Engine {
     /// Yields alone keep the order in which the core's ranks take turns,
     /// whatever the order their messages come in; the sleeps re-order them
     /// (a token ring of 8 ranks on 2 cores: docs/BENCHMARKS.md, session 16).
-    #[inline]
+    #[inline(always)]
     pub fn wait_until_with_mates(
         &mut self,
         info: WaitInfo,
