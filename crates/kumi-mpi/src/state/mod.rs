@@ -378,8 +378,8 @@ impl State {
         err(
             MPI_ERR_COMM,
             "this operation on an intercommunicator is not supported by kumi yet \
-             (point-to-point, the blocking collectives, the nonblocking barrier, broadcast \
-             and data movers, MPI_Comm_(i)dup, MPI_Comm_split, MPI_Comm_create and \
+             (point-to-point, every collective MPI defines on one, blocking, nonblocking and \
+             persistent, MPI_Comm_(i)dup, MPI_Comm_split, MPI_Comm_create and \
              MPI_Intercomm_merge are)",
         )
     }

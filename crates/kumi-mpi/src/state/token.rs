@@ -123,10 +123,11 @@ impl Token {
     #[cold]
     #[inline(never)]
     pub(super) fn enter_slow() -> Result<Token, ()> {
-        // Relaxed: set in MPI_Init_thread by the thread that initialized,
-        // before it gives up the token (a Release every other caller's
-        // Acquire pairs with), or before init by nobody.
-        match STATE.level.load(Ordering::Relaxed) {
+        // Acquire: pairs with the Release store in `set_thread_level`, so a
+        // thread that sees a level above MPI_THREAD_FUNNELED sees the
+        // initialization before it (the cold path: an Acquire costs nothing
+        // on x86 anyway).
+        match STATE.level.load(Ordering::Acquire) {
             MPI_THREAD_MULTIPLE => Self::take_turn(),
             MPI_THREAD_SERIALIZED => Self::take(),
             _ => Ok(Token(Held::Nothing)),
@@ -323,7 +324,8 @@ pub(crate) fn wait_by_tests<T>(mut test: impl FnMut() -> R<Option<T>>) -> R<T> {
 /// `MPI_Init_thread`): from now on each call takes the token (or its turn),
 /// and the initializing thread gives it up.
 pub(crate) fn set_thread_level(level: c_int) {
-    STATE.level.store(level, Ordering::Relaxed);
+    // Release: see `Token::enter_slow`.
+    STATE.level.store(level, Ordering::Release);
     if level == MPI_THREAD_MULTIPLE {
         kumi::threads::set_hand_over(hand_over);
     }
