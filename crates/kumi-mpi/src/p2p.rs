@@ -17,6 +17,7 @@ use crate::{err, set_err_comm, MPI_Status, MpiErr, R};
 use kumi::datatype::Datatype;
 use kumi::raw::{self, Context, RawPersistent, RawRequest, SendMode, TicketOutcome};
 use kumi::{Comm, Status};
+use std::cell::RefMut;
 use std::ffi::{c_int, c_void};
 
 /// A peer argument: `None` for `MPI_PROC_NULL`, `kumi::ANY_SOURCE` for
@@ -793,6 +794,25 @@ fn is_active(s: &State, h: c_int) -> bool {
     }
 }
 
+/// The wait of `MPI_Waitany` and `MPI_Waitsome` between two rounds of
+/// tests: [`wait_some_done`] with the state held; under
+/// `MPI_THREAD_MULTIPLE`, the state let go and the turn handed on (see
+/// `state::wait_by_tests`; `idle` counts the rounds), and taken again.
+fn await_some(
+    mut s: RefMut<'static, State>,
+    hs: &[c_int],
+    idle: &mut u32,
+) -> R<RefMut<'static, State>> {
+    if !state::multiple() {
+        wait_some_done(&mut s, hs)?;
+        return Ok(s);
+    }
+    drop(s);
+    *idle = idle.saturating_add(1);
+    state::hand_over(*idle);
+    st()
+}
+
 /// Blocks until one of the active requests among `hs` is done — or, when a
 /// collective is among them, yields once (the caller's tests make progress).
 fn wait_some_done(s: &mut State, hs: &[c_int]) -> R<()> {
@@ -898,15 +918,7 @@ fn any_index(
             }
             return Ok(());
         }
-        if state::multiple() {
-            // See `state::wait_by_tests`.
-            drop(s);
-            idle = idle.saturating_add(1);
-            state::hand_over(idle);
-            s = st()?;
-        } else {
-            wait_some_done(&mut s, hs)?;
-        }
+        s = await_some(s, hs, &mut idle)?;
     }
 }
 
@@ -947,15 +959,7 @@ fn some_indices(
             out(outcount, "outcount", done as c_int)?;
             return in_status(first, statuses);
         }
-        if state::multiple() {
-            // See `state::wait_by_tests`.
-            drop(s);
-            idle = idle.saturating_add(1);
-            state::hand_over(idle);
-            s = st()?;
-        } else {
-            wait_some_done(&mut s, hs)?;
-        }
+        s = await_some(s, hs, &mut idle)?;
     }
 }
 

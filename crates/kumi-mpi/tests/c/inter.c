@@ -126,11 +126,11 @@ int main(int argc, char **argv) {
     OK(MPI_Wait(&br, MPI_STATUS_IGNORE));
 
     /* The nonblocking allreduce gives each group the other's sum too. */
-    int g = -1;
-    MPI_Request q;
-    OK(MPI_Iallreduce(&one, &g, 1, MPI_INT, MPI_SUM, ic, &q));
-    OK(MPI_Wait(&q, MPI_STATUS_IGNORE));
-    CHECK(g == want);
+    int isum = -1;
+    MPI_Request iq;
+    OK(MPI_Iallreduce(&one, &isum, 1, MPI_INT, MPI_SUM, ic, &iq));
+    OK(MPI_Wait(&iq, MPI_STATUS_IGNORE));
+    CHECK(isum == want);
 
     OK(MPI_Comm_free(&m1));
     OK(MPI_Comm_free(&m2));

@@ -1130,14 +1130,27 @@ impl Comm {
         let (cfg, wire) = self.wire()?;
         let (count, elem) = (buf.len() / op.group(), op.unit_bytes());
         let (sched, offsets) = self.allreduce_plan(&cfg, hosts, count, elem, op.commutative);
-        let data = AlignedBuf::from_bytes(as_bytes(&buf));
-        Ok(self.start(Active::Sched(Run::owning(
+        Ok(self.start_owning(sched, wire, &buf, offsets, op))
+    }
+
+    /// Starts `sched` on `wire` over a work buffer of its own holding `buf`,
+    /// in blocks at byte `offsets`, reducing with `op`.
+    fn start_owning<T: Pod>(
+        &self,
+        sched: Schedule,
+        wire: Wire,
+        buf: &[T],
+        offsets: Vec<usize>,
+        op: &Op<T>,
+    ) -> CollRequest<T> {
+        let data = AlignedBuf::from_bytes(as_bytes(buf));
+        self.start(Active::Sched(Run::owning(
             sched,
             wire,
             data,
             offsets,
             Some(op.bytes_fn()),
-        ))))
+        )))
     }
 
     /// Starts the reduction schedule `sched` with `op` on a work buffer
@@ -1161,14 +1174,7 @@ impl Comm {
         buf.resize(buf.len() + extra, T::zeroed());
         let offsets = (0..=blocks).map(|b| b * block).collect();
         let (_, wire) = self.wire()?;
-        let data = AlignedBuf::from_bytes(as_bytes(&buf));
-        Ok(self.start(Active::Sched(Run::owning(
-            sched,
-            wire,
-            data,
-            offsets,
-            Some(op.bytes_fn()),
-        ))))
+        Ok(self.start_owning(sched, wire, &buf, offsets, op))
     }
 
     // ----- nonblocking reduce and data movement ---------------------------------
