@@ -179,10 +179,9 @@ impl Drop for Token {
 /// check made of the token holds of the turn too), taken with a
 /// compare-exchange by whichever waiting thread comes first. Not a queue: with
 /// more threads than cores a queue hands the turn to a thread that is not
-/// running, and everyone waits for the scheduler (a ticket lock made MPICH's
-/// `threads` test take 110 s here where this takes 1.6 s:
-/// docs/BENCHMARKS.md, session 26); a thread that gives the turn up to
-/// others yields its core right after, so that they run.
+/// running, and everyone waits for the scheduler (docs/BENCHMARKS.md,
+/// session 26); a thread that gives the turn up to others yields its core
+/// right after, so that they run.
 struct Turns {
     /// Threads waiting for a turn (for the holder's [`Turns::queued`]).
     waiting: AtomicU32,
