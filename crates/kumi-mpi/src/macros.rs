@@ -109,14 +109,28 @@ macro_rules! mpi_persistent_colls {
 /// thread at a time may call (no count of the communicator taken and given
 /// back: two atomic updates per call), and let go first under
 /// `MPI_THREAD_MULTIPLE`, where a thread waiting in `body` hands its turn to
-/// others, who must find the state free (`state::token::hand_over`).
+/// others, who must find the state free (`state::token::hand_over`). The
+/// second case runs `body` out of line. `blocking_on!(if THREADS, s, c,
+/// body)` decides by a constant instead (see `p2p::send_one_or_threads`).
 macro_rules! blocking_on {
-    ($s:ident, $c:ident, $body:expr) => {
-        if crate::state::multiple() {
+    (if $threads:expr, $s:ident, $c:ident, $body:expr) => {
+        if $threads {
             let owned = $c.clone();
             drop($s);
             let $c = &owned;
             $body
+        } else {
+            $body
+        }
+    };
+    ($s:ident, $c:ident, $body:expr) => {
+        if crate::state::multiple() {
+            let owned = $c.clone();
+            drop($s);
+            crate::state::out_of_line(|| {
+                let $c: &kumi::Comm = &owned;
+                $body
+            })
         } else {
             $body
         }

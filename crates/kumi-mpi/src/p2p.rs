@@ -379,11 +379,14 @@ fn ticket_handle(t: raw::Ticket, comm: c_int) -> R<c_int> {
     }
 }
 
-/// `MPI_Send` and its modes: a predefined type goes to the runtime's blocking
-/// send directly; the state is released before the call can block.
+/// [`send_blocking`] for the owner thread of `MPI_THREAD_FUNNELED`, or, out
+/// of line, for the other thread levels: the first form then holds no trace
+/// of threads (the test for the owner is the one every call makes; both
+/// forms laid out in one function cost the first 15 instructions per call:
+/// docs/BENCHMARKS.md, session 27).
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn send_blocking(
+fn send_one_or_threads(
     buf: *const c_void,
     cnt: c_int,
     dt: c_int,
@@ -392,24 +395,34 @@ fn send_blocking(
     comm: c_int,
     mode: SendMode,
 ) -> R<()> {
-    let s = st()?;
-    let tag_ok = send_tag_ok(tag);
-    if let Some((c, to, len)) = contig_args(&s, buf, cnt, dt, dest, false, tag_ok, comm) {
-        // SAFETY: the caller keeps `buf` valid until this call returns.
-        blocking_on!(s, c, unsafe {
-            raw::send_contig(c, buf as *const u8, len, to, tag, mode == SendMode::Sync)?
-        });
-        return Ok(());
+    #[cold]
+    #[inline(never)]
+    fn threads(
+        buf: *const c_void,
+        cnt: c_int,
+        dt: c_int,
+        dest: c_int,
+        tag: c_int,
+        comm: c_int,
+        mode: SendMode,
+    ) -> R<()> {
+        let s = st()?;
+        if state::multiple() {
+            send_blocking::<true>(s, buf, cnt, dt, dest, tag, comm, mode)
+        } else {
+            send_blocking::<false>(s, buf, cnt, dt, dest, tag, comm, mode)
+        }
     }
-    let r = start_send(&s, buf, cnt, dt, dest, tag, comm, mode)?;
-    drop(s);
-    blocking(r, std::ptr::null_mut())
+    match state::owner() {
+        Some(o) => send_blocking::<false>(o.st()?, buf, cnt, dt, dest, tag, comm, mode),
+        None => threads(buf, cnt, dt, dest, tag, comm, mode),
+    }
 }
 
-/// `MPI_Recv`: a predefined type goes to the runtime's blocking receive
-/// directly; the state is released before the call blocks.
+/// [`recv_blocking`] for the owner thread or the others, as
+/// [`send_one_or_threads`].
 #[inline(always)]
-fn recv_blocking(
+fn recv_one_or_threads(
     buf: *mut c_void,
     cnt: c_int,
     dt: c_int,
@@ -418,11 +431,77 @@ fn recv_blocking(
     comm: c_int,
     status: *mut MPI_Status,
 ) -> R<()> {
-    let s = st()?;
+    #[cold]
+    #[inline(never)]
+    fn threads(
+        buf: *mut c_void,
+        cnt: c_int,
+        dt: c_int,
+        source: c_int,
+        tag: c_int,
+        comm: c_int,
+        status: *mut MPI_Status,
+    ) -> R<()> {
+        let s = st()?;
+        if state::multiple() {
+            recv_blocking::<true>(s, buf, cnt, dt, source, tag, comm, status)
+        } else {
+            recv_blocking::<false>(s, buf, cnt, dt, source, tag, comm, status)
+        }
+    }
+    match state::owner() {
+        Some(o) => recv_blocking::<false>(o.st()?, buf, cnt, dt, source, tag, comm, status),
+        None => threads(buf, cnt, dt, source, tag, comm, status),
+    }
+}
+
+/// `MPI_Send` and its modes: a predefined type goes to the runtime's blocking
+/// send directly; the state is released before the call can block.
+/// `THREADS`: whether several threads may call.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn send_blocking<const THREADS: bool>(
+    s: RefMut<'static, State>,
+    buf: *const c_void,
+    cnt: c_int,
+    dt: c_int,
+    dest: c_int,
+    tag: c_int,
+    comm: c_int,
+    mode: SendMode,
+) -> R<()> {
+    let tag_ok = send_tag_ok(tag);
+    if let Some((c, to, len)) = contig_args(&s, buf, cnt, dt, dest, false, tag_ok, comm) {
+        // SAFETY: the caller keeps `buf` valid until this call returns.
+        blocking_on!(if THREADS, s, c, unsafe {
+            raw::send_contig(c, buf as *const u8, len, to, tag, mode == SendMode::Sync)
+        })?;
+        return Ok(());
+    }
+    let r = start_send(&s, buf, cnt, dt, dest, tag, comm, mode)?;
+    drop(s);
+    blocking(r, std::ptr::null_mut())
+}
+
+/// `MPI_Recv`: a predefined type goes to the runtime's blocking receive
+/// directly; the state is released before the call blocks. `THREADS` as
+/// for [`send_blocking`].
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn recv_blocking<const THREADS: bool>(
+    s: RefMut<'static, State>,
+    buf: *mut c_void,
+    cnt: c_int,
+    dt: c_int,
+    source: c_int,
+    tag: c_int,
+    comm: c_int,
+    status: *mut MPI_Status,
+) -> R<()> {
     let tag_ok = recv_tag_ok(tag);
     if let Some((c, src, cap)) = contig_args(&s, buf, cnt, dt, source, true, tag_ok, comm) {
         // SAFETY: the caller keeps `buf` valid until this call returns.
-        let r = blocking_on!(s, c, unsafe {
+        let r = blocking_on!(if THREADS, s, c, unsafe {
             raw::recv_contig(c, buf as *mut u8, cap, src, tag)
         });
         return match r {
@@ -620,6 +699,21 @@ fn ticket_outcome(comms: &Slab<CommEntry>, res: TicketOutcome) -> (MPI_Status, O
             outcome(Err(e))
         }
     }
+}
+
+/// `MPI_Waitall` under `MPI_THREAD_MULTIPLE`: one request at a time, each
+/// by tests (see `state::wait_by_tests`). Out of line: the one-thread path
+/// stays as short as before threads came.
+#[cold]
+#[inline(never)]
+fn wait_all_by_tests(hs: &mut [c_int], statuses: *mut MPI_Status) -> R<()> {
+    let mut first = None;
+    for (i, h) in hs.iter_mut().enumerate() {
+        let (stt, e) = state::wait_by_tests(|| complete(&mut *st()?, h, false))?;
+        put_status(status_at(statuses, i), stt);
+        first = first.or(e);
+    }
+    in_status(first, statuses)
 }
 
 /// Completes every point-to-point request among `hs` with one wait in the
@@ -1058,15 +1152,15 @@ fn start(h: c_int) -> R<()> {
 
 mpi! {
     fn MPI_Send / PMPI_Send(buf: *const c_void, count: c_int, datatype: c_int, dest: c_int, tag: c_int, comm: c_int) {
-        send_blocking(buf, count, datatype, dest, tag, comm, SendMode::Standard)
+        send_one_or_threads(buf, count, datatype, dest, tag, comm, SendMode::Standard)
     }
 
     fn MPI_Rsend / PMPI_Rsend(buf: *const c_void, count: c_int, datatype: c_int, dest: c_int, tag: c_int, comm: c_int) {
-        send_blocking(buf, count, datatype, dest, tag, comm, SendMode::Standard)
+        send_one_or_threads(buf, count, datatype, dest, tag, comm, SendMode::Standard)
     }
 
     fn MPI_Ssend / PMPI_Ssend(buf: *const c_void, count: c_int, datatype: c_int, dest: c_int, tag: c_int, comm: c_int) {
-        send_blocking(buf, count, datatype, dest, tag, comm, SendMode::Sync)
+        send_one_or_threads(buf, count, datatype, dest, tag, comm, SendMode::Sync)
     }
 
     fn MPI_Bsend / PMPI_Bsend(buf: *const c_void, count: c_int, datatype: c_int, dest: c_int, tag: c_int, comm: c_int) {
@@ -1097,7 +1191,7 @@ mpi! {
     }
 
     fn MPI_Recv / PMPI_Recv(buf: *mut c_void, count: c_int, datatype: c_int, source: c_int, tag: c_int, comm: c_int, status: *mut MPI_Status) {
-        recv_blocking(buf, count, datatype, source, tag, comm, status)
+        recv_one_or_threads(buf, count, datatype, source, tag, comm, status)
     }
 }
 
@@ -1417,14 +1511,7 @@ mpi! {
     fn MPI_Waitall / PMPI_Waitall(count: c_int, array_of_requests: *mut c_int, array_of_statuses: *mut MPI_Status) {
         let hs = slice_mut(array_of_requests, count, "array_of_requests")?;
         if state::multiple() {
-            // One at a time, each by tests (see `state::wait_by_tests`).
-            let mut first = None;
-            for (i, h) in hs.iter_mut().enumerate() {
-                let (stt, e) = state::wait_by_tests(|| complete(&mut *st()?, h, false))?;
-                put_status(status_at(array_of_statuses, i), stt);
-                first = first.or(e);
-            }
-            return in_status(first, array_of_statuses);
+            return wait_all_by_tests(hs, array_of_statuses);
         }
         let mut s = st()?;
         if let Some(r) = wait_all_tickets(&mut s, hs, array_of_statuses)? {

@@ -346,6 +346,14 @@ pub(crate) fn multiple() -> bool {
     STATE.level.load(Ordering::Relaxed) == MPI_THREAD_MULTIPLE
 }
 
+/// Runs `f` out of line: the multi-threaded arm of `blocking_on!`, kept
+/// out of the one-thread path's layout.
+#[cold]
+#[inline(never)]
+pub(crate) fn out_of_line<T>(f: impl FnOnce() -> T) -> T {
+    f()
+}
+
 /// Whether calls take the token (or a turn).
 pub(crate) fn serialized() -> bool {
     thread_level() >= MPI_THREAD_SERIALIZED
@@ -374,16 +382,37 @@ pub(crate) fn take() -> Option<State> {
 /// see `crate::guard`).
 #[inline(always)]
 pub(crate) fn st() -> R<RefMut<'static, State>> {
-    if !is_owner() {
-        return st_checked();
+    match owner() {
+        Some(o) => o.st(),
+        None => st_checked(),
     }
-    let Ok(b) = STATE.state.try_borrow_mut() else {
-        return reentered();
-    };
-    // SAFETY: the owner finds the state installed: `set_owner` runs after
-    // `install` and `clear_owner` before `take`, all on the owner's thread,
-    // the only one that finds its id in `Global::owner`.
-    Ok(RefMut::map(b, |s| unsafe { s.as_mut().unwrap_unchecked() }))
+}
+
+/// Proof that the calling thread is `Global::owner` (from [`owner`]): MPI
+/// runs under `MPI_THREAD_FUNNELED` and this is its thread, so no other
+/// thread calls.
+#[derive(Clone, Copy)]
+pub(crate) struct Owner(());
+
+/// The proof that the caller is the owner, if it is.
+#[inline(always)]
+pub(crate) fn owner() -> Option<Owner> {
+    is_owner().then_some(Owner(()))
+}
+
+impl Owner {
+    /// The state, for the owner: [`st`] without its test.
+    #[inline(always)]
+    pub(crate) fn st(self) -> R<RefMut<'static, State>> {
+        let Ok(b) = STATE.state.try_borrow_mut() else {
+            return reentered();
+        };
+        // SAFETY: the owner finds the state installed: `set_owner` runs
+        // after `install` and `clear_owner` before `take`, all on the
+        // owner's thread, the only one that finds its id in
+        // `Global::owner` (and the only maker of an `Owner`).
+        Ok(RefMut::map(b, |s| unsafe { s.as_mut().unwrap_unchecked() }))
+    }
 }
 
 /// The state to read, for the fast path of a call that cannot block
