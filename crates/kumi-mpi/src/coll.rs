@@ -162,9 +162,13 @@ fn user_op<T: bytemuck::Pod>(op: c_int, dt: c_int) -> R<Op<T>> {
 /// bytes into each (the pointers the program gets are shifted back by it,
 /// so its function finds the type's fields at their displacements).
 fn user_op_grouped<T: bytemuck::Pod>(op: c_int, dt: c_int, group: usize, lb: isize) -> R<Op<T>> {
-    let Some(&(f, commute)) = st()?.ops.get(&op) else {
+    let s = st()?;
+    let Some(&(f, commute)) = s.ops.get(&op) else {
         return err(MPI_ERR_OP, format!("{op:#x} is not a reduction operation"));
     };
+    // Lent to each call of the function, which may ask about it (`state::lent`).
+    let d = s.dtype(dt)?;
+    drop(s);
     Ok(Op::user_grouped(
         group,
         commute,
@@ -176,14 +180,14 @@ fn user_op_grouped<T: bytemuck::Pod>(op: c_int, dt: c_int, group: usize, lb: isi
             // at least `lb`) land inside it.
             let x = (a.as_ptr() as *mut u8).wrapping_offset(-lb) as *mut c_void;
             let y = (b.as_mut_ptr() as *mut u8).wrapping_offset(-lb) as *mut c_void;
-            match f {
+            crate::state::lending(Some((dt, &d)), || match f {
                 // SAFETY: `f` is the program's MPI_User_function; it reads `len`
                 // elements of `t` at the first pointer and updates those at the
                 // second, which is what the two buffers hold.
                 UserOp::Int(f) => unsafe { f(x, y, &mut (len as c_int), &mut t) },
                 // SAFETY: the same, for an MPI_User_function_c.
                 UserOp::Big(f) => unsafe { f(x, y, &mut (len as i64), &mut t) },
-            }
+            })
         },
     ))
 }

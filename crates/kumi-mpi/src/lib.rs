@@ -199,9 +199,7 @@ pub(crate) fn guard_plain(name: &'static str, f: impl FnOnce() -> R<()>) -> c_in
 fn concurrent() -> MpiErr {
     MpiErr {
         class: MPI_ERR_OTHER,
-        msg: "called while another thread is inside MPI; kumi provides MPI_THREAD_SERIALIZED: \
-              one thread at a time"
-            .into(),
+        msg: state::SERIALIZED_RULE.into(),
     }
 }
 

@@ -93,7 +93,7 @@ impl Grequest {
         let rc = match self.query {
             // SAFETY: the program's MPI_Grequest_query_function: its extra
             // state and a status to fill.
-            Some(q) => unsafe { q(self.extra, &mut st) },
+            Some(q) => crate::state::lending(None, || unsafe { q(self.extra, &mut st) }),
             None => MPI_SUCCESS,
         };
         if rc != MPI_SUCCESS {
@@ -109,7 +109,7 @@ impl Grequest {
         match self.free {
             // SAFETY: the program's MPI_Grequest_free_function, with its own
             // extra state, called once.
-            Some(f) => unsafe { f(self.extra) },
+            Some(f) => crate::state::lending(None, || unsafe { f(self.extra) }),
             None => MPI_SUCCESS,
         }
     }
@@ -143,7 +143,8 @@ impl crate::state::CollPending for Grequest {
             let e = crate::MpiErr {
                 class: MPI_ERR_REQUEST,
                 msg: "waited for a generalized request that MPI_Grequest_complete has not \
-                      completed (no other thread could complete it meanwhile)"
+                      completed (no other thread could complete it meanwhile: the program \
+                      did not ask for MPI_THREAD_MULTIPLE)"
                     .into(),
             };
             st.MPI_ERROR = e.class;
@@ -161,9 +162,12 @@ impl crate::state::CollPending for Grequest {
 
     fn cancel(&mut self) -> Option<R<()>> {
         let rc = match self.cancel {
-            // SAFETY: the program's MPI_Grequest_cancel_function: its extra
-            // state and whether the request has completed.
-            Some(f) => unsafe { f(self.extra, self.done.get() as c_int) },
+            Some(f) => {
+                let (extra, done) = (self.extra, self.done.get() as c_int);
+                // SAFETY: the program's MPI_Grequest_cancel_function: its
+                // extra state and whether the request has completed.
+                crate::state::lending(None, || unsafe { f(extra, done) })
+            }
             None => MPI_SUCCESS,
         };
         Some(if rc == MPI_SUCCESS {

@@ -1808,6 +1808,10 @@ mpi! {
 fn dtype_any(h: c_int) -> R<Datatype> {
     match builtin_type(h) {
         Some(d) => Ok(d),
-        None => st()?.dtype(h),
+        None => match st() {
+            Ok(s) => s.dtype(h),
+            // A query callback's (`state::lent`).
+            Err(e) => crate::state::dtype_in_callback(h).ok_or(e),
+        },
     }
 }

@@ -40,6 +40,7 @@ const PROGRAMS: &[&str] = &[
     "intercoll",
     "lifetimes",
     "bigcount",
+    "callbacks",
     "threads",
     "multiple",
     "win",
@@ -249,6 +250,15 @@ fn collectives_and_splits_on_intercommunicators() {
 #[test]
 fn error_handlers_keyvals_and_attributes_live_as_long_as_their_users() {
     suite("lifetimes", &[1, 2, 3], &[1, 2]);
+}
+
+/// Regression: a reduction's function asking about the datatype it is
+/// given (during MPI_Wait, MPI_Test, MPI_Waitall, a blocking reduction,
+/// MPI_Reduce_local) and a generalized request's query callback setting its
+/// status were refused as "MPI called from inside a callback".
+#[test]
+fn queries_from_inside_callbacks() {
+    suite("callbacks", &[1, 2, 3, 4], &[1, 3]);
 }
 
 /// Regression: the large-count (`_c`) functions refused counts above

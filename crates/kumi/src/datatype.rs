@@ -14,7 +14,7 @@
 //! packed into a staging buffer first (and unpacked from one on receipt).
 
 use crate::error::{Error, Result};
-use std::rc::Rc;
+use std::sync::Arc;
 
 /// The basic element a type is made of, when it is made of one kind only (used
 /// for `get_elements` and by reductions).
@@ -40,10 +40,13 @@ pub enum Distribution {
     None,
 }
 
-/// A datatype: the typemap of one element plus bounds. Cheap to clone.
+/// A datatype: the typemap of one element plus bounds. Cheap to clone, and
+/// `Send`: a reduction's function, which may run on the progress thread,
+/// may hold the type it works on (the C library lends it to the program's
+/// function for its queries).
 #[derive(Clone, Debug)]
 pub struct Datatype {
-    inner: Rc<Layout>,
+    inner: Arc<Layout>,
 }
 
 #[derive(Debug)]
@@ -63,7 +66,7 @@ struct Layout {
     /// order they pack, run-length coded (`(size, how many)`), for counting
     /// the elements of a part of one (`MPI_Get_elements`); `None` for one
     /// kind, or past [`MAX_SIGNATURE`] runs.
-    sig: Option<Rc<[(usize, usize)]>>,
+    sig: Option<Arc<[(usize, usize)]>>,
     /// The alignment C gives the data (the largest of its basic parts'):
     /// a structure's extent is rounded up to a multiple of it.
     align: usize,
@@ -164,7 +167,7 @@ impl Datatype {
         bounds: Option<(isize, isize)>,
         elements: usize,
         basic: Option<Basic>,
-        sig: Option<Rc<[(usize, usize)]>>,
+        sig: Option<Arc<[(usize, usize)]>>,
         shape: Shape,
     ) -> Datatype {
         let mut merged: Vec<(isize, usize)> = Vec::with_capacity(runs.len());
@@ -182,7 +185,7 @@ impl Datatype {
         let true_ub = merged.iter().map(|r| r.0 + r.1 as isize).max().unwrap_or(0);
         let (lb, ub) = bounds.unwrap_or((true_lb, true_ub));
         Datatype {
-            inner: Rc::new(Layout {
+            inner: Arc::new(Layout {
                 runs: merged,
                 size,
                 lb,
@@ -243,7 +246,7 @@ impl Datatype {
     }
 
     /// The signature of `n` elements of this type, if it stays short.
-    fn signature_times(&self, n: usize) -> Option<Rc<[(usize, usize)]>> {
+    fn signature_times(&self, n: usize) -> Option<Arc<[(usize, usize)]>> {
         if self.inner.basic.is_some() {
             return None;
         }

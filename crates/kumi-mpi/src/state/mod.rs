@@ -5,6 +5,8 @@
 //!   datatype entries; the C callback types);
 //! - [`slab`]: the handle tables themselves;
 //! - [`token`]: which thread may use the state now, and getting at it;
+//! - [`lent`]: what a callback of the program may ask about while the call
+//!   running it holds the state;
 //! - [`ptr`]: arguments from C (pointers, slices, strings, statuses);
 //! - here: the [`State`], its lookups, the predefined datatypes, and what an
 //!   error does ([`handle_error`]).
@@ -16,11 +18,13 @@
 //! runtime's services register frame handlers) would cut it.
 
 mod entries;
+mod lent;
 mod ptr;
 mod slab;
 mod token;
 
 pub(crate) use entries::*;
+pub(crate) use lent::*;
 pub(crate) use ptr::*;
 pub(crate) use slab::*;
 pub(crate) use token::*;

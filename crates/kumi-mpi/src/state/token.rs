@@ -123,6 +123,12 @@ impl Token {
     #[cold]
     #[inline(never)]
     pub(super) fn enter_slow() -> Result<Token, ()> {
+        // A query from a callback the runtime runs (`lent`) is part of the
+        // call that runs it (or of the progress thread's pass, which holds
+        // the engine the turn's holder may be waiting for): no token.
+        if in_callback() {
+            return Ok(Token(Held::Nothing));
+        }
         // Acquire: pairs with the Release store in `set_thread_level`, so a
         // thread that sees a level above MPI_THREAD_FUNNELED sees the
         // initialization before it (the cold path: an Acquire costs nothing
@@ -346,6 +352,11 @@ pub(crate) fn multiple() -> bool {
     STATE.level.load(Ordering::Relaxed) == MPI_THREAD_MULTIPLE
 }
 
+/// Why a call made while another thread is inside MPI is refused.
+pub(crate) const SERIALIZED_RULE: &str = "called while another thread is inside MPI; under \
+     MPI_THREAD_SERIALIZED: one thread at a time (MPI_Init_thread with MPI_THREAD_MULTIPLE \
+     lets threads call at once)";
+
 /// Runs `f` out of line: the multi-threaded arm of `blocking_on!`, kept
 /// out of the one-thread path's layout.
 #[cold]
@@ -492,11 +503,7 @@ pub(super) fn refused<T>() -> R<T> {
             MPI_ERR_INTERN,
             "kumi bug: a call under MPI_THREAD_MULTIPLE without its turn",
         ),
-        _ if serialized() => err(
-            MPI_ERR_OTHER,
-            "called while another thread is inside MPI; kumi provides \
-             MPI_THREAD_SERIALIZED: one thread at a time",
-        ),
+        _ if serialized() => err(MPI_ERR_OTHER, SERIALIZED_RULE),
         _ => err(
             MPI_ERR_OTHER,
             "called from a thread other than the one that initialized MPI; kumi provides \
