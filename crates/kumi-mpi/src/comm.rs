@@ -824,6 +824,8 @@ fn neighbor_ranks(p: *const c_int, n: c_int, size: usize, what: &str) -> R<Vec<u
 const HW_RESOURCE: &str = "mpi_hw_resource_type";
 /// Its one standard value: a group of processes sharing memory (a host).
 const SHARED_MEMORY: &str = "mpi_shared_memory";
+/// The hint of `MPIX_COMM_TYPE_NEIGHBORHOOD`: a directory.
+const NBHD_DIRNAME: &str = "nbhd_common_dirname";
 
 fn compare_members(a: &[u32], b: &[u32]) -> c_int {
     if a == b {
@@ -911,20 +913,34 @@ mpi! {
     // "mpi_shared_memory") and the whole job: MPI_COMM_TYPE_SHARED and the
     // MPI 4 guided split with that resource type split by host; an
     // unguided split does too when that makes the group smaller, and says
-    // so in the info; anything else (another library's own split types
-    // included) gives MPI_COMM_NULL, as the standard asks of a level the
-    // implementation does not know. On an intercommunicator, the ranks of
-    // one host in both groups form an intercommunicator.
+    // so in the info; MPICH's MPIX_COMM_TYPE_NEIGHBORHOOD with the hint
+    // `nbhd_common_dirname` groups the ranks that share that directory
+    // (`kumi::Comm::split_by_directory`); anything else (other libraries'
+    // own split types and hints included) gives MPI_COMM_NULL, as the
+    // standard asks of a level the implementation does not know. On an
+    // intercommunicator, the ranks of one host in both groups form an
+    // intercommunicator.
     fn MPI_Comm_split_type / PMPI_Comm_split_type(comm: c_int, split_type: c_int, key: c_int, info: c_int, newcomm: *mut c_int) {
-        let (c, addr, resource) = {
+        let (c, addr, resource, dirname) = {
             let mut s = st()?;
             crate::info::check(info)?;
-            let resource = crate::info::table().entry(info).ok().and_then(|kv| {
-                kv.iter().find(|(k, _)| k == HW_RESOURCE).map(|(_, v)| v.clone())
-            });
+            let value = |key: &str| {
+                crate::info::table().entry(info).ok().and_then(|kv| {
+                    kv.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone())
+                })
+            };
+            let (resource, dirname) = (value(HW_RESOURCE), value(NBHD_DIRNAME));
             s.comm_entry(comm)?;
-            (s.intra(comm), s.universe.data_address().map(|a| a.ip()), resource)
+            (s.intra(comm), s.universe.data_address().map(|a| a.ip()), resource, dirname)
         };
+        if split_type == MPIX_COMM_TYPE_NEIGHBORHOOD {
+            // The ranks that share the directory the hint names (MPICH's
+            // extension; no other hint of it is known: no split).
+            if let Ok(c) = &c {
+                let n = c.split_by_directory(dirname.as_deref().map(std::path::Path::new), key)?;
+                return new_comm(comm, n, None, newcomm);
+            }
+        }
         // A host is its name plus the address its ranks are reached at
         // (test hosts made of network namespaces share a name).
         let host = || {

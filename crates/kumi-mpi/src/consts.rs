@@ -99,6 +99,8 @@ pub const MPI_THREAD_MULTIPLE: c_int = 3;
 pub const MPI_COMM_TYPE_SHARED: c_int = 1;
 pub const MPI_COMM_TYPE_HW_GUIDED: c_int = 2;
 pub const MPI_COMM_TYPE_HW_UNGUIDED: c_int = 3;
+/// MPICH's split by a shared directory (`nbhd_common_dirname`).
+pub const MPIX_COMM_TYPE_NEIGHBORHOOD: c_int = 4;
 pub const MPI_ORDER_C: c_int = 56;
 pub const MPI_ORDER_FORTRAN: c_int = 57;
 pub const MPI_DISTRIBUTE_BLOCK: c_int = 121;

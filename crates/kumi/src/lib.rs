@@ -55,6 +55,7 @@ mod engine;
 mod error;
 pub mod file;
 pub mod inter;
+mod nbhd;
 mod net;
 mod pmi;
 mod pmix;

@@ -351,6 +351,38 @@ int main(int argc, char **argv) {
         OK(MPI_Info_free(&hw));
         OK(MPI_Comm_free(&sh));
     }
+    /* MPICH's MPIX_COMM_TYPE_NEIGHBORHOOD: the ranks that share the
+     * directory named by "nbhd_common_dirname" (every rank here: the test
+     * hosts share one file system); mismatched, missing or unknown hints
+     * give MPI_COMM_NULL (regression: no hint of it was known). */
+    {
+        MPI_Info nb;
+        MPI_Comm g;
+        int gs, gr;
+        OK(MPI_Info_create(&nb));
+        OK(MPI_Info_set(nb, "nbhd_common_dirname", "."));
+        OK(MPI_Comm_split_type(MPI_COMM_WORLD, MPIX_COMM_TYPE_NEIGHBORHOOD, r, nb, &g));
+        CHECK(g != MPI_COMM_NULL);
+        OK(MPI_Comm_size(g, &gs));
+        OK(MPI_Comm_rank(g, &gr));
+        CHECK(gs == n && gr == r);
+        OK(MPI_Comm_free(&g));
+        OK(MPI_Info_set(nb, "nbhd_common_dirname", r == 0 ? "." : ".."));
+        OK(MPI_Comm_split_type(MPI_COMM_WORLD, MPIX_COMM_TYPE_NEIGHBORHOOD, 0, nb, &g));
+        CHECK(n == 1 || g == MPI_COMM_NULL);
+        if (g != MPI_COMM_NULL) OK(MPI_Comm_free(&g));
+        OK(MPI_Info_delete(nb, "nbhd_common_dirname"));
+        OK(MPI_Info_set(nb, "mpix_tooth_fairy", "enable"));
+        OK(MPI_Comm_split_type(MPI_COMM_WORLD, MPIX_COMM_TYPE_NEIGHBORHOOD, 0, nb, &g));
+        CHECK(g == MPI_COMM_NULL);
+        if (kt_on_kumi()) {
+            /* A directory no rank has. */
+            OK(MPI_Info_set(nb, "nbhd_common_dirname", "./no/such/directory"));
+            OK(MPI_Comm_split_type(MPI_COMM_WORLD, MPIX_COMM_TYPE_NEIGHBORHOOD, 0, nb, &g));
+            CHECK(g == MPI_COMM_NULL);
+        }
+        OK(MPI_Info_free(&nb));
+    }
     kt_pass("comm");
     MPI_Finalize();
     return 0;
