@@ -42,7 +42,8 @@ pub(crate) struct Part {
     pub mem: Mem,
     /// For a dynamic window (`MPI_Win_create_dynamic`): the regions attached
     /// now (address, bytes); offsets are then addresses, and an access must
-    /// fall inside one region. `None`: offsets count from `mem.base`.
+    /// fall inside attached memory (one region, or adjacent ones it spans).
+    /// `None`: offsets count from `mem.base`.
     pub regions: Option<Vec<(usize, usize)>>,
     /// World rank of each window rank (to check who a request claims to be).
     pub members: Vec<u32>,
@@ -54,16 +55,26 @@ impl Part {
         let Some(regions) = &self.regions else {
             return self.mem.range(off, len);
         };
-        let end = off.checked_add(len as u64);
-        regions
-            .iter()
-            .find(|&&(b, l)| off >= b as u64 && end.is_some_and(|e| e <= (b + l) as u64))
-            .map(|_| off as usize)
-            .ok_or_else(|| {
-                format!(
-                    "an access of {len} bytes at address {off:#x} outside every region attached"
-                )
-            })
+        let outside =
+            || format!("an access of {len} bytes at address {off:#x} outside the regions attached");
+        let end = off.checked_add(len as u64).ok_or_else(outside)?;
+        // The region holding each next byte, from `off` on, until `end`: an
+        // access may run from one region into an adjacent one (regions do
+        // not overlap, so each step moves past one).
+        let holding = |a: u64| {
+            regions
+                .iter()
+                .map(|&(b, l)| (b as u64, (b + l) as u64))
+                .find(|&(b, e)| b <= a && (a < e || (a == e && len == 0)))
+        };
+        let mut at = off;
+        loop {
+            let (_, e) = holding(at).ok_or_else(outside)?;
+            if e >= end {
+                return Ok(off as usize);
+            }
+            at = e;
+        }
     }
 }
 
@@ -857,12 +868,21 @@ mod tests {
     }
 
     #[test]
-    fn dynamic_accesses_must_fall_inside_one_region() {
-        let p = part(Some(vec![(0x2000, 16), (0x2010, 16)]));
+    fn dynamic_accesses_must_fall_inside_attached_memory() {
+        let p = part(Some(vec![(0x2010, 16), (0x2000, 16), (0x2030, 8)]));
         assert_eq!(p.at(0x2000, 16), Ok(0x2000));
         assert_eq!(p.at(0x2018, 8), Ok(0x2018));
-        // Two regions that touch are still two: an access across is refused.
-        assert!(p.at(0x2008, 16).is_err());
+        // Regression: two regions that touch hold an access across them.
+        assert_eq!(p.at(0x2008, 16), Ok(0x2008));
+        assert_eq!(p.at(0x2000, 32), Ok(0x2000));
+        // A gap between regions is not attached memory.
+        assert!(p.at(0x2018, 16).is_err());
+        assert!(p.at(0x2000, 33).is_err());
+        assert_eq!(
+            p.at(0x2038, 0),
+            Ok(0x2038),
+            "an empty access at a region's end"
+        );
         assert!(p.at(0x1fff, 2).is_err());
         assert!(
             p.at(0x1000, 8).is_err(),

@@ -79,10 +79,25 @@ static void dynamic_window(void) {
     OK(MPI_Win_fence(0, w));
     CHECK(got == 100 + right);
     OK(MPI_Win_detach(w, late));
+    /* Regression: one buffer attached as two adjacent regions holds an
+     * access across the seam (it was refused as outside every region). */
+    long *two = malloc(8 * sizeof(long)), put[4] = {1, 2, 3, 4 + r};
+    for (int i = 0; i < 8; i++) two[i] = -1;
+    OK(MPI_Win_attach(w, two, 4 * sizeof(long)));
+    OK(MPI_Win_attach(w, two + 4, 4 * sizeof(long)));
+    OK(MPI_Get_address(two, &mine));
+    OK(MPI_Allgather(&mine, 1, MPI_AINT, addr, 1, MPI_AINT, MPI_COMM_WORLD));
+    OK(MPI_Win_fence(0, w));
+    OK(MPI_Put(put, 4, MPI_LONG, right, MPI_Aint_add(addr[right], 2 * sizeof(long)), 4, MPI_LONG, w));
+    OK(MPI_Win_fence(0, w));
+    CHECK(two[1] == -1 && two[2] == 1 && two[3] == 2 && two[4] == 3 && two[5] == 4 + left && two[6] == -1);
+    OK(MPI_Win_detach(w, two + 4));
+    OK(MPI_Win_detach(w, two));
     OK(MPI_Win_detach(w, reg));
     OK(MPI_Win_free(&w));
     free(reg);
     free(late);
+    free(two);
     free(addr);
 }
 
