@@ -107,7 +107,10 @@ CHECKPOINT AND RESTART:
     interval; Rust: kumi::checkpoint). A checkpoint is complete when every
     rank's part is written, flushed and checksummed (CRC-32C) and its manifest
     is committed, atomically, in DIR/ckpt-<epoch>/; the newest --checkpoint-keep
-    complete ones stay (every host must see DIR: a shared file system).
+    complete ones stay (every host must see DIR: a shared file system). While
+    the job runs, the newest checkpoint retired waits in DIR/spare/ for the
+    next one to overwrite its files (cheaper than deleting them and writing
+    new ones); the job removes it when it ends.
     --restart DIR resumes the newest complete one, refusing one of another
     program, job size or kumi version with a sentence (exit code 2); a damaged
     or missing part or manifest is named and passed over for an older one.

@@ -33,6 +33,11 @@ pub const PART_MAGIC: [u8; 8] = *b"KUMICKPT";
 pub const PART_HEADER_BYTES: usize = 40;
 /// The manifest's file name inside an epoch's directory.
 pub const MANIFEST: &str = "MANIFEST";
+/// The directory (beside the epochs', not one of them) where the newest
+/// retired checkpoint waits to have its part files overwritten by the
+/// next checkpoint's: rewriting a file's blocks is cheaper for a file system
+/// than freeing them and allocating new ones.
+pub const SPARE: &str = "spare";
 /// Length of an encoded [`Vote`].
 pub const VOTE_BYTES: usize = 320;
 const HOST_MAX: usize = 64;

@@ -62,6 +62,12 @@ pub struct Checkpoints {
 impl Drop for Checkpoints {
     fn drop(&mut self) {
         self.finish_retiring();
+        // The job leaves its last checkpoints and nothing else.
+        if self.world.rank() == 0 {
+            if let Some(s) = &self.settings {
+                let _ = fs::remove_dir_all(Path::new(&s.dir).join(ck::SPARE));
+            }
+        }
     }
 }
 
@@ -342,7 +348,10 @@ impl Checkpoints {
         sync_dir(dir).map_err(io)?;
         // Committed. Old checkpoints go on a thread of their own (deleting
         // large files takes time no rank should wait for while it computes);
-        // the previous deletion has ended first, so the listing is settled.
+        // the previous retirement has ended first, so the listing is
+        // settled. The newest one retired becomes the spare whose files the
+        // next checkpoint overwrites (`write_part`); the previous spare,
+        // whose files this checkpoint took, goes with what they left.
         self.finish_retiring();
         if let Ok(l) = listing(dir) {
             let old: Vec<PathBuf> = ck::retire(&l, epoch, s.keep)
@@ -350,9 +359,17 @@ impl Checkpoints {
                 .map(|e| dir.join(ck::epoch_dir(e)))
                 .collect();
             if !old.is_empty() {
+                let spare = dir.join(ck::SPARE);
                 let remove = move || {
-                    for d in old {
-                        let _ = fs::remove_dir_all(d);
+                    let _ = fs::remove_dir_all(&spare);
+                    for (i, d) in old.into_iter().enumerate() {
+                        // Without its manifest first: never a checkpoint again.
+                        let recycled = i == 0
+                            && fs::remove_file(d.join(ck::MANIFEST)).is_ok()
+                            && fs::rename(&d, &spare).is_ok();
+                        if !recycled {
+                            let _ = fs::remove_dir_all(d);
+                        }
                     }
                 };
                 self.retiring = std::thread::Builder::new()
@@ -490,7 +507,14 @@ fn write_part(
 ) -> io::Result<(u64, u32)> {
     let (name, tmp) = ck::part_file(rank);
     let tmp = edir.join(tmp);
-    let file = File::create(&tmp)?;
+    // This rank's file of the spare (a retired checkpoint), overwritten in
+    // place, if there is one; else a new file. Either way it is cut to its
+    // new length before it is flushed.
+    let spare = edir.parent().map(|d| d.join(ck::SPARE).join(&name));
+    let file = match spare.map(|f| fs::rename(f, &tmp)) {
+        Some(Ok(())) => fs::OpenOptions::new().write(true).open(&tmp)?,
+        _ => File::create(&tmp)?,
+    };
     let mut w = Writer {
         file: BufWriter::with_capacity(1 << 20, file),
         len: 0,
@@ -500,6 +524,7 @@ fn write_part(
     w.file.write_all(&[0u8; ck::PART_HEADER_BYTES])?;
     write(&mut w)?;
     let mut file = w.file.into_inner().map_err(|e| e.into_error())?;
+    file.set_len(ck::PART_HEADER_BYTES as u64 + w.len)?;
     file.seek(SeekFrom::Start(0))?;
     file.write_all(
         &PartHeader {
