@@ -379,80 +379,49 @@ fn ticket_handle(t: raw::Ticket, comm: c_int) -> R<c_int> {
     }
 }
 
-/// [`send_blocking`] for the owner thread of `MPI_THREAD_FUNNELED`, or, out
-/// of line, for the other thread levels: the first form then holds no trace
-/// of threads (the test for the owner is the one every call makes; both
-/// forms laid out in one function cost the first 15 instructions per call:
-/// docs/BENCHMARKS.md, session 27).
-#[allow(clippy::too_many_arguments)]
-#[inline(always)]
-fn send_one_or_threads(
-    buf: *const c_void,
-    cnt: c_int,
-    dt: c_int,
-    dest: c_int,
-    tag: c_int,
-    comm: c_int,
-    mode: SendMode,
-) -> R<()> {
-    #[cold]
-    #[inline(never)]
-    fn threads(
-        buf: *const c_void,
-        cnt: c_int,
-        dt: c_int,
-        dest: c_int,
-        tag: c_int,
-        comm: c_int,
-        mode: SendMode,
-    ) -> R<()> {
-        let s = st()?;
-        if state::multiple() {
-            send_blocking::<true>(s, buf, cnt, dt, dest, tag, comm, mode)
-        } else {
-            send_blocking::<false>(s, buf, cnt, dt, dest, tag, comm, mode)
+/// `one_or_threads!(fn name => f(args))` makes `name(args)`, which calls
+/// `f::<false>` for the owner thread of `MPI_THREAD_FUNNELED` and, out of
+/// line, `f::<THREADS>` for the other thread levels: the first form then
+/// holds no trace of threads (the test for the owner is the one every call
+/// makes; both forms laid out in one function cost the first 15
+/// instructions per call: docs/BENCHMARKS.md, session 27).
+macro_rules! one_or_threads {
+    ($(#[$m:meta])* fn $name:ident => $f:ident($($a:ident: $t:ty),* $(,)?)) => {
+        $(#[$m])*
+        #[allow(clippy::too_many_arguments)]
+        #[inline(always)]
+        fn $name($($a: $t),*) -> R<()> {
+            #[cold]
+            #[inline(never)]
+            #[allow(clippy::too_many_arguments)]
+            fn threads($($a: $t),*) -> R<()> {
+                let s = st()?;
+                if state::multiple() {
+                    $f::<true>(s, $($a),*)
+                } else {
+                    $f::<false>(s, $($a),*)
+                }
+            }
+            match state::owner() {
+                Some(o) => $f::<false>(o.st()?, $($a),*),
+                None => threads($($a),*),
+            }
         }
-    }
-    match state::owner() {
-        Some(o) => send_blocking::<false>(o.st()?, buf, cnt, dt, dest, tag, comm, mode),
-        None => threads(buf, cnt, dt, dest, tag, comm, mode),
-    }
+    };
 }
 
-/// [`recv_blocking`] for the owner thread or the others, as
-/// [`send_one_or_threads`].
-#[inline(always)]
-fn recv_one_or_threads(
-    buf: *mut c_void,
-    cnt: c_int,
-    dt: c_int,
-    source: c_int,
-    tag: c_int,
-    comm: c_int,
-    status: *mut MPI_Status,
-) -> R<()> {
-    #[cold]
-    #[inline(never)]
-    fn threads(
-        buf: *mut c_void,
-        cnt: c_int,
-        dt: c_int,
-        source: c_int,
-        tag: c_int,
-        comm: c_int,
-        status: *mut MPI_Status,
-    ) -> R<()> {
-        let s = st()?;
-        if state::multiple() {
-            recv_blocking::<true>(s, buf, cnt, dt, source, tag, comm, status)
-        } else {
-            recv_blocking::<false>(s, buf, cnt, dt, source, tag, comm, status)
-        }
-    }
-    match state::owner() {
-        Some(o) => recv_blocking::<false>(o.st()?, buf, cnt, dt, source, tag, comm, status),
-        None => threads(buf, cnt, dt, source, tag, comm, status),
-    }
+one_or_threads! {
+    /// [`send_blocking`] for the calling thread's level.
+    fn send_one_or_threads => send_blocking(
+        buf: *const c_void, cnt: c_int, dt: c_int, dest: c_int, tag: c_int, comm: c_int, mode: SendMode,
+    )
+}
+
+one_or_threads! {
+    /// [`recv_blocking`] for the calling thread's level.
+    fn recv_one_or_threads => recv_blocking(
+        buf: *mut c_void, cnt: c_int, dt: c_int, source: c_int, tag: c_int, comm: c_int, status: *mut MPI_Status,
+    )
 }
 
 /// `MPI_Send` and its modes: a predefined type goes to the runtime's blocking
