@@ -1777,10 +1777,7 @@ mpi! {
 fn dtype_any(h: c_int) -> R<Datatype> {
     match builtin_type(h) {
         Some(d) => Ok(d),
-        None => match st() {
-            Ok(s) => s.dtype(h),
-            // A query callback's (`state::lent`).
-            Err(e) => crate::state::dtype_in_callback(h).ok_or(e),
-        },
+        // Also a query callback's (`state::lent`).
+        None => crate::state::dtype_or_lent(h),
     }
 }

@@ -64,11 +64,8 @@ fn ctor_of(h: c_int) -> R<Rc<TypeCtor>> {
 }
 
 fn old(h: c_int) -> R<Datatype> {
-    match st() {
-        Ok(s) => s.dtype(h),
-        // A query from inside a callback of another call (`state::lent`).
-        Err(e) => crate::state::dtype_in_callback(h).ok_or(e),
-    }
+    // Also for a query from inside a callback of another call.
+    crate::state::dtype_or_lent(h)
 }
 
 fn ints(p: *const c_int, n: c_int, what: &str) -> R<Vec<i64>> {

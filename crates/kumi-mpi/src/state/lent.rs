@@ -13,7 +13,8 @@
 //! fails, naming the call ("MPI called from inside a callback of another
 //! MPI call").
 
-use super::builtin_type;
+use super::{builtin_type, st};
+use crate::R;
 use kumi::datatype::Datatype;
 use std::cell::RefCell;
 use std::ffi::c_int;
@@ -61,4 +62,13 @@ pub(crate) fn dtype_in_callback(h: c_int) -> Option<Datatype> {
             .map(|(_, d)| d.clone())
     })
     .or_else(|| in_callback().then(|| builtin_type(h)).flatten())
+}
+
+/// Datatype `h` from the state, or, from inside a callback, as
+/// [`dtype_in_callback`] finds it.
+pub(crate) fn dtype_or_lent(h: c_int) -> R<Datatype> {
+    match st() {
+        Ok(s) => s.dtype(h),
+        Err(e) => dtype_in_callback(h).ok_or(e),
+    }
 }

@@ -401,14 +401,14 @@ pub(crate) fn st() -> R<RefMut<'static, State>> {
 
 /// Proof that the calling thread is `Global::owner` (from [`owner`]): MPI
 /// runs under `MPI_THREAD_FUNNELED` and this is its thread, so no other
-/// thread calls.
-#[derive(Clone, Copy)]
-pub(crate) struct Owner(());
+/// thread calls. Neither `Copy` nor `Send`: made and spent in one call on
+/// one thread ([`Owner::st`] consumes it).
+pub(crate) struct Owner(std::marker::PhantomData<*const ()>);
 
 /// The proof that the caller is the owner, if it is.
 #[inline(always)]
 pub(crate) fn owner() -> Option<Owner> {
-    is_owner().then_some(Owner(()))
+    is_owner().then_some(Owner(std::marker::PhantomData))
 }
 
 impl Owner {
@@ -421,7 +421,8 @@ impl Owner {
         // SAFETY: the owner finds the state installed: `set_owner` runs
         // after `install` and `clear_owner` before `take`, all on the
         // owner's thread, the only one that finds its id in
-        // `Global::owner` (and the only maker of an `Owner`).
+        // `Global::owner`; an `Owner` is spent in the call that made it
+        // (no `clear_owner` in between), on that thread.
         Ok(RefMut::map(b, |s| unsafe { s.as_mut().unwrap_unchecked() }))
     }
 }
