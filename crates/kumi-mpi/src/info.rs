@@ -86,15 +86,6 @@ fn maxprocs() -> String {
         .unwrap_or_else(|| "1".into())
 }
 
-/// The thread level once MPI runs (before: the level of a program that
-/// does not ask).
-fn thread_level() -> &'static str {
-    match crate::state::phase().load(std::sync::atomic::Ordering::Acquire) {
-        1 => crate::session::level_name(crate::state::thread_level()),
-        _ => "MPI_THREAD_SINGLE",
-    }
-}
-
 fn check_key(k: &str) -> R<()> {
     if k.is_empty() || k.len() > MPI_MAX_INFO_KEY {
         return err(
@@ -106,14 +97,16 @@ fn check_key(k: &str) -> R<()> {
 }
 
 mpi! {
-    // MPI-4: what kumi knows of how the program was started.
+    // MPI-4: what kumi knows of how the program was started, the same
+    // before, during and after MPI. No `thread_level`: MPI means the level
+    // asked for at launch (`mpiexec -thread_level`), which kumi's launchers
+    // do not take; the level in force is MPI_Query_thread's.
     fn MPI_Info_create_env / PMPI_Info_create_env(_argc: c_int, _argv: *mut *mut c_char, info: *mut c_int) {
         let args: Vec<String> = std::env::args().collect();
         let mut kv = vec![
             ("command".to_string(), args.first().cloned().unwrap_or_default()),
             ("argv".to_string(), args.get(1..).unwrap_or_default().join(" ")),
             ("maxprocs".to_string(), maxprocs()),
-            ("thread_level".to_string(), thread_level().to_string()),
         ];
         if let Ok(d) = std::env::current_dir() {
             kv.push(("wdir".to_string(), d.display().to_string()));
