@@ -43,6 +43,7 @@ pub mod control;
 pub mod ctxsvc;
 pub mod deadlock;
 pub mod debug;
+pub mod dsm;
 pub mod header;
 pub mod matching;
 pub mod p2p;
