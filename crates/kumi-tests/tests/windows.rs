@@ -1,7 +1,8 @@
 //! One-sided windows (`kumi::win`) through real jobs: atomic accumulates,
 //! tickets and large transfers on one host, on one host with every rank
 //! pretending to be its own host (`KUMI_COLL_HOSTS`: every access then goes
-//! through the target's engine, over shared memory), and across namespace
+//! through the target's engine, over shared memory) or split into two
+//! pretend hosts (the parts of a host's ranks in one mapping), and across namespace
 //! hosts over TCP; and a target that computes without calling kumi while
 //! ranks on another host lock, read and write its part: its progress thread
 //! serves them (and, with it turned off, they wait for the target, which
@@ -44,6 +45,15 @@ fn accumulates_tickets_and_transfers_on_one_host() {
             &[prog.to_str().unwrap(), "atomics"],
         );
         passed(&o, "atomics", "every rank its own host");
+    }
+    // Two pretend hosts: the parts of a host's ranks share its mapping.
+    for n in [3, 8] {
+        let o = kumi_run(
+            n,
+            &[("KUMI_COLL_HOSTS", "2")],
+            &[prog.to_str().unwrap(), "atomics"],
+        );
+        passed(&o, "atomics", "two pretend hosts");
     }
 }
 

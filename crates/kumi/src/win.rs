@@ -1,11 +1,12 @@
 //! Windows for one-sided communication, the base of distributed shared
 //! memory: either memory every rank of a host maps, each rank's part after
 //! the one before it (MPI's `MPI_Win_allocate_shared`,
-//! [`Window::allocate_shared`]), or each rank's own memory
-//! (`MPI_Win_create`, [`Window::create`]; [`Window::allocate`] on ranks that
-//! span hosts), reached by the ranks of its host through cross-memory
-//! attach and by ranks on other hosts through active messages that its
-//! progress engine serves (`rma.rs`), even while its application computes.
+//! [`Window::allocate_shared`], and [`Window::allocate`], which does the
+//! same per host when its ranks span hosts), or each rank's own memory
+//! (`MPI_Win_create`, [`Window::create`]), reached by the ranks of its host
+//! through cross-memory attach. Ranks on other hosts reach a part through
+//! active messages that its owner's progress engine serves (`rma.rs`), even
+//! while its application computes.
 //!
 //! Design decisions a newcomer might otherwise undo:
 //! - **One anonymous memory file, mapped by every rank of a host.** The
@@ -48,6 +49,10 @@ use std::sync::atomic::{fence, AtomicU64, Ordering};
 /// Bytes of the lock area per rank: two words, each on its own line.
 const LOCK_BYTES: usize = 128;
 
+/// A rank's part is not in this host's mapping (exchanged in place of its
+/// start there).
+const NOT_MAPPED: u64 = u64::MAX;
+
 /// A window (see the module documentation).
 pub struct Window {
     comm: Comm,
@@ -64,9 +69,10 @@ pub struct Window {
     slot: Vec<Option<usize>>,
     /// Offset of the lock area.
     locks: usize,
-    /// This rank's part when the window allocated it in private memory
-    /// (across hosts): unmapped at drop.
-    own: Option<(NonNull<u8>, usize)>,
+    /// For a window over the ranks' own memory: per rank, where its part
+    /// starts in this host's mapping if the window allocated it there (ranks
+    /// of this host, `Window::allocate` across hosts).
+    mapped: Vec<Option<usize>>,
     /// Ranks on other hosts reach this rank's part through its engine.
     exposed: bool,
     /// A dynamic window (`MPI_Win_create_dynamic`): displacements are
@@ -77,9 +83,11 @@ pub struct Window {
 }
 
 impl Window {
-    /// Allocates `size` bytes for this rank (displacement unit `disp_unit`):
-    /// in memory every rank maps when `comm` is on one host (as
-    /// [`Window::allocate_shared`]), in this rank's own memory otherwise.
+    /// Allocates `size` bytes for this rank (displacement unit `disp_unit`)
+    /// in memory every rank of its host maps: all of `comm` when it is on
+    /// one host (as [`Window::allocate_shared`]); across hosts, the parts of
+    /// each host's ranks share one mapping there ([`Window::mapped`]) and
+    /// ranks on other hosts reach them through their owners' engines.
     /// Collective.
     #[track_caller]
     pub fn allocate(comm: &Comm, size: usize, disp_unit: usize) -> Result<Window> {
@@ -90,15 +98,14 @@ impl Window {
         if labels.iter().all(|&l| l == labels[0]) {
             return Self::shared_on(comm, size, disp_unit);
         }
-        let own = map_private(size).map_err(Error::Io)?;
-        // SAFETY: fresh memory of `size` bytes (at least one page), unmapped
-        // only when the window drops.
+        // SAFETY: the window allocates the part itself (in the host's
+        // mapping, unmapped only when the window drops).
         unsafe {
             Self::over(
                 comm,
                 &labels,
-                (own.as_ptr(), size, disp_unit),
-                Some((own, size.max(1))),
+                (std::ptr::null_mut(), size, disp_unit),
+                true,
                 false,
             )
         }
@@ -142,7 +149,7 @@ impl Window {
             pids: None,
             slot,
             locks,
-            own: None,
+            mapped: Vec::new(),
             exposed: false,
             dynamic: false,
             _fd: fd,
@@ -170,7 +177,7 @@ impl Window {
         check_unit(disp_unit)?;
         let labels = comm.host_labels(at)?;
         // SAFETY: the caller's promise, passed on.
-        unsafe { Self::over(comm, &labels, (base, size, disp_unit), None, false) }
+        unsafe { Self::over(comm, &labels, (base, size, disp_unit), false, false) }
     }
 
     /// A window with no memory yet (MPI's `MPI_Win_create_dynamic`): each
@@ -182,7 +189,7 @@ impl Window {
         let comm = comm.dup()?;
         let labels = comm.host_labels(at)?;
         // SAFETY: no memory yet: what `attach` adds is the caller's promise.
-        unsafe { Self::over(comm, &labels, (std::ptr::null_mut(), 0, 1), None, true) }
+        unsafe { Self::over(comm, &labels, (std::ptr::null_mut(), 0, 1), false, true) }
     }
 
     /// Makes `size` bytes at `base` of this rank's memory reachable through
@@ -224,21 +231,24 @@ impl Window {
         self.dynamic
     }
 
-    /// The window over each rank's own memory, its ranks on the hosts
-    /// `labels` tells.
+    /// The window over memory of each rank, its ranks on the hosts `labels`
+    /// tells: the memory at `base` (`MPI_Win_create`), or, with `alloc`,
+    /// `size` bytes the window allocates in its host's mapping (`base` is
+    /// then ignored).
     ///
     /// # Safety
-    /// As [`Window::create`].
+    /// As [`Window::create`], unless `alloc`.
     unsafe fn over(
         comm: Comm,
         labels: &[usize],
         (base, size, disp_unit): (*mut u8, usize, usize),
-        own: Option<(NonNull<u8>, usize)>,
+        alloc: bool,
         dynamic: bool,
     ) -> Result<Window> {
         kumi_transport::cma::allow_peer_access();
         let me = comm.rank();
-        // This host's lock area, shared by its ranks only.
+        // This host's mapping, shared by its ranks only: their parts if the
+        // window allocates them, then their lock words.
         let mut next = 0;
         let slot: Vec<Option<usize>> = labels
             .iter()
@@ -251,16 +261,47 @@ impl Window {
             .collect();
         let spans = next < comm.size();
         let host_size = next;
-        let len = LOCK_BYTES * host_size;
-        let (fd, map) = if spans {
+        let split;
+        let host = if spans {
             let color = u32::try_from(labels[me])
                 .map_err(|_| Error::Protocol(format!("host label {} too large", labels[me])))?;
-            let host = comm
+            split = comm
                 .split(Some(color), me as i32)?
                 .ok_or_else(|| Error::Protocol("no communicator for this host".into()))?;
-            share(&host, len)?
+            &split
         } else {
-            share(&comm, len)?
+            &comm
+        };
+        // Where each of the host's parts starts in the mapping (a cache line
+        // apart), and where the lock words start.
+        let mut sizes = vec![0u64; host_size];
+        if alloc {
+            host.allgather(&[size as u64], &mut sizes)?;
+        }
+        let mut starts = Vec::with_capacity(host_size);
+        let mut at = 0usize;
+        for &s in &sizes {
+            starts.push(at);
+            at = usize::try_from(s)
+                .ok()
+                .and_then(|s| at.checked_add(s.next_multiple_of(LOCK_BYTES)))
+                .filter(|&a| a <= isize::MAX as usize / 2)
+                .ok_or_else(|| {
+                    Error::invalid("size", s as i64, "sizes whose sum fits in memory")
+                })?;
+        }
+        let locks = at;
+        let len = locks + LOCK_BYTES * host_size;
+        let (fd, map) = share(host, len)?;
+        let mine = slot[me].expect("own host");
+        let (base, own_start) = if alloc {
+            // SAFETY: `starts[mine] + size <= locks < len`: inside the mapping.
+            (
+                unsafe { map.as_ptr().add(starts[mine]) },
+                starts[mine] as u64,
+            )
+        } else {
+            (base, NOT_MAPPED)
         };
         let mut w = Window {
             comm,
@@ -268,9 +309,9 @@ impl Window {
             len,
             parts: Vec::new(),
             pids: None,
+            mapped: Vec::new(),
             slot,
-            locks: 0,
-            own,
+            locks,
             exposed: false,
             dynamic,
             _fd: fd,
@@ -302,14 +343,20 @@ impl Window {
             size as u64,
             disp_unit as u64,
             std::process::id() as u64,
+            own_start,
         ];
-        let mut all = vec![0u64; 4 * w.comm.size()];
+        let mut all = vec![0u64; 5 * w.comm.size()];
         w.comm.allgather(&card, &mut all)?;
         w.parts = all
-            .chunks(4)
+            .chunks(5)
             .map(|c| (c[0] as usize, c[1] as usize, c[2] as usize))
             .collect();
-        w.pids = Some(all.chunks(4).map(|c| c[3] as i32).collect());
+        w.pids = Some(all.chunks(5).map(|c| c[3] as i32).collect());
+        w.mapped = all
+            .chunks(5)
+            .zip(&w.slot)
+            .map(|(c, s)| (s.is_some() && c[4] != NOT_MAPPED).then_some(c[4] as usize))
+            .collect();
         Ok(w)
     }
 
@@ -355,6 +402,23 @@ impl Window {
         Some((unsafe { self.base.as_ptr().add(off) }, size, unit))
     }
 
+    /// Rank `r`'s part, if it is memory of this process: its address here.
+    /// Every part of a window on one host ([`Window::allocate_shared`]);
+    /// across hosts, this rank's own, and those of its host's ranks when
+    /// the window allocated them ([`Window::allocate`]). Loads and stores
+    /// there are the window's accesses, with no copy and no message.
+    pub fn mapped(&self, r: usize) -> Option<*mut u8> {
+        if self.dynamic {
+            return None;
+        }
+        if self.pids.is_none() || r == self.comm.rank() {
+            return self.part(r).map(|p| p.0);
+        }
+        let start = self.mapped.get(r).copied().flatten()?;
+        // SAFETY: a start inside the mapping, exchanged at creation.
+        Some(unsafe { self.base.as_ptr().add(start) })
+    }
+
     /// Whether the parts are shared memory every rank maps
     /// (`MPI_Win_allocate_shared`, `MPI_Win_allocate`).
     pub fn is_shared(&self) -> bool {
@@ -373,7 +437,7 @@ impl Window {
         to_target: bool,
     ) -> Result<()> {
         match &self.pids {
-            Some(pids) if r != self.comm.rank() => {
+            Some(pids) if r != self.comm.rank() && self.mapped[r].is_none() => {
                 let addr = p as u64;
                 let res = if to_target {
                     // SAFETY: `local` is `len` bytes the caller owns for the call.
@@ -395,6 +459,17 @@ impl Window {
                 })
             }
             _ => {
+                // Rank r's part here: `p` is its address in the owner, the
+                // same as here unless the part is in this host's mapping.
+                let p = match self.mapped.get(r).copied().flatten() {
+                    Some(start) if self.pids.is_some() => {
+                        let off = (p as usize).wrapping_sub(self.parts[r].0);
+                        // SAFETY: `off + len` is within rank r's part (checked
+                        // by `range`), which starts at `start` in the mapping.
+                        unsafe { self.base.as_ptr().add(start + off) }
+                    }
+                    _ => p,
+                };
                 // SAFETY: `p..p + len` is inside rank r's part (checked by
                 // `range`), in shared memory or in this process; `local` is the
                 // caller's. MPI's epochs order racing accesses.
@@ -631,11 +706,6 @@ impl Drop for Window {
         // SAFETY: the mapping made at creation, of `len` bytes, unmapped
         // once (no reference into it outlives the window).
         let _ = unsafe { rustix::mm::munmap(self.base.as_ptr().cast(), self.len) };
-        if let Some((p, len)) = self.own {
-            // SAFETY: this rank's part, mapped by `allocate` and no longer
-            // served (withdrawn above) or reachable (the window is gone).
-            let _ = unsafe { rustix::mm::munmap(p.as_ptr().cast(), len) };
-        }
     }
 }
 
@@ -648,20 +718,6 @@ fn check_unit(disp_unit: usize) -> Result<()> {
         ));
     }
     Ok(())
-}
-
-/// `size` bytes (at least one page) of private, zeroed memory.
-fn map_private(size: usize) -> io::Result<NonNull<u8>> {
-    // SAFETY: a fresh anonymous mapping; it aliases no Rust object.
-    let p = unsafe {
-        rustix::mm::mmap_anonymous(
-            std::ptr::null_mut(),
-            size.max(1),
-            rustix::mm::ProtFlags::READ | rustix::mm::ProtFlags::WRITE,
-            rustix::mm::MapFlags::PRIVATE,
-        )
-    }?;
-    NonNull::new(p.cast::<u8>()).ok_or_else(|| io::Error::other("mmap returned null"))
 }
 
 /// Refuses a communicator whose ranks are not all on this host.
