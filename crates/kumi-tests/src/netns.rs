@@ -3,7 +3,12 @@
 //! [`Cluster::create`]`(k)` makes k namespaces `kumi-t<pid>-<n>-<i>` (the
 //! "hosts") and one more `...-sw` holding a bridge (the "switch"). Each host has
 //! its loopback up and one veth `kt0` with address `10.251.0.<i+1>/24`, whose
-//! other end is a port of the bridge. Nothing is created in the namespace the
+//! other end is a port of the bridge. Each host knows every other host's
+//! hardware address from the start (permanent neighbour entries), so no ARP
+//! crosses the bridge: with 40 hosts or more, the burst of ARP broadcasts of
+//! a job whose ranks all start talking at once overflowed the software
+//! bridge's queues, and a lost ARP reply is a `No route to host` or seconds
+//! of retransmission, which a real switch does not inflict. Nothing is created in the namespace the
 //! tests run in, and the addresses exist only inside these namespaces. The
 //! [`Drop`] of the cluster kills whatever still runs inside the namespaces and
 //! deletes them (which deletes the veths), also when a test panics.
@@ -75,6 +80,32 @@ fn ip(args: &[&str]) -> Result<(), String> {
     }
 }
 
+/// Runs the `ip` commands of `batch` (one per line) inside namespace `ns`.
+fn ip_batch(ns: &str, batch: &str) -> Result<(), String> {
+    use std::io::Write;
+    let mut child = Command::new("ip")
+        .args(["-n", ns, "-batch", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("ip -batch: {e}"))?;
+    let mut stdin = child.stdin.take().expect("piped");
+    let wrote = stdin.write_all(batch.as_bytes());
+    drop(stdin);
+    let o = child
+        .wait_with_output()
+        .map_err(|e| format!("ip -batch: {e}"))?;
+    match (wrote, o.status.success()) {
+        (Ok(()), true) => Ok(()),
+        (w, _) => Err(format!(
+            "ip -n {ns} -batch: {} {:?}",
+            String::from_utf8_lossy(&o.stderr).trim(),
+            w.err()
+        )),
+    }
+}
+
 /// K test hosts; everything is removed on drop.
 pub struct Cluster {
     /// Host (namespace) names, in order.
@@ -137,6 +168,7 @@ impl Cluster {
         ip(&["-n", &c.switch, "link", "set", "lo", "up"])?;
         ip(&["-n", &c.switch, "link", "add", "br0", "type", "bridge"])?;
         ip(&["-n", &c.switch, "link", "set", "br0", "up"])?;
+        let mac = |i: usize| format!("02:6b:75:6d:{:02x}:{:02x}", i >> 8, i & 0xff);
         for i in 0..k {
             let h = format!("{base}-{i}");
             ip(&["netns", "add", &h])?;
@@ -145,7 +177,19 @@ impl Cluster {
             let addr = format!("10.251.0.{}", i + 1);
             ip(&["-n", &h, "link", "set", "lo", "up"])?;
             ip(&[
-                "-n", &h, "link", "add", IFACE, "type", "veth", "peer", "name", &port, "netns",
+                "-n",
+                &h,
+                "link",
+                "add",
+                IFACE,
+                "address",
+                &mac(i),
+                "type",
+                "veth",
+                "peer",
+                "name",
+                &port,
+                "netns",
                 &c.switch,
             ])?;
             ip(&["-n", &c.switch, "link", "set", &port, "master", "br0"])?;
@@ -153,6 +197,19 @@ impl Cluster {
             ip(&["-n", &h, "addr", "add", &format!("{addr}/24"), "dev", IFACE])?;
             ip(&["-n", &h, "link", "set", IFACE, "up"])?;
             c.addrs.push(addr);
+        }
+        for (i, h) in c.hosts.iter().enumerate() {
+            let neighbours: String = (0..k)
+                .filter(|&j| j != i)
+                .map(|j| {
+                    format!(
+                        "neigh replace {} lladdr {} dev {IFACE} nud permanent\n",
+                        c.addrs[j],
+                        mac(j)
+                    )
+                })
+                .collect();
+            ip_batch(h, &neighbours)?;
         }
         Ok(c)
     }
