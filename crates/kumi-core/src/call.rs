@@ -26,10 +26,13 @@ pub enum Call {
     Dup,
     Abort,
     Collective,
+    /// Taking a lock of distributed shared memory; the wait's peer is the
+    /// holder (when known), its tag the lock.
+    DsmLock,
 }
 
 impl Call {
-    const ALL: [Call; 13] = [
+    const ALL: [Call; 14] = [
         Call::None,
         Call::Init,
         Call::Finalize,
@@ -43,6 +46,7 @@ impl Call {
         Call::Dup,
         Call::Abort,
         Call::Collective,
+        Call::DsmLock,
     ];
 
     /// The call for a published code (the MPI function bits, if any, are
@@ -70,6 +74,7 @@ impl Call {
             Call::Dup => "kumi::dup",
             Call::Abort => "kumi::abort",
             Call::Collective => "kumi collective",
+            Call::DsmLock => "kumi::dsm::lock",
         }
     }
 }

@@ -131,6 +131,12 @@ impl Wait {
         if !self.comm.is_empty() {
             let _ = write!(s, " on {}", self.comm);
         }
+        if call == Call::DsmLock {
+            let _ = write!(s, ", lock {}", self.tag);
+            if self.peer >= 0 {
+                let _ = write!(s, " held by rank {}", self.peer);
+            }
+        }
         if matches!(call, Call::Send | Call::Recv | Call::Probe) {
             match (call, self.peer) {
                 (Call::Send, p) if p >= 0 => {

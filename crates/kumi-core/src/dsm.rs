@@ -54,7 +54,7 @@
 //! tests).
 
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 /// A page index in the segment.
 pub type Page = u32;
@@ -122,6 +122,15 @@ pub enum Msg {
     Acquire {
         /// The lock.
         lock: u32,
+    },
+    /// From a lock's manager: the lock you asked for is held by node `by`
+    /// (sent when the request is queued, and whenever the lock passes to
+    /// another node while it waits): what a report of the wait names.
+    Held {
+        /// The lock.
+        lock: u32,
+        /// Its holder.
+        by: u32,
     },
     /// From a lock's manager: the lock is yours, with what its releasers knew.
     Grant {
@@ -240,6 +249,13 @@ impl Msg {
                 Ok(())
             }
             Msg::Acquire { lock } => g.lock_ok(*lock),
+            Msg::Held { lock, by } => {
+                g.lock_ok(*lock)?;
+                if *by >= g.nodes {
+                    return Err(format!("lock {lock} held by node {by} of {}", g.nodes));
+                }
+                Ok(())
+            }
             Msg::Grant { lock, known } | Msg::Release { lock, known } => {
                 g.lock_ok(*lock)?;
                 g.known_ok(known)
@@ -326,6 +342,10 @@ pub struct Node {
     version: Vec<Version>,
     twins: HashMap<Page, Vec<u8>>,
     known: BTreeMap<Page, Version>,
+    /// Locks this node holds.
+    held: BTreeSet<u32>,
+    /// The holder of the lock this node waits for, as its manager said.
+    holder: Option<u32>,
     /// Per page homed here: the master copy's version.
     home_version: HashMap<Page, Version>,
     locks: HashMap<u32, Lock>,
@@ -361,6 +381,8 @@ impl Node {
             version: vec![0; g.pages as usize],
             twins: HashMap::new(),
             known: BTreeMap::new(),
+            held: BTreeSet::new(),
+            holder: None,
             home_version,
             locks: HashMap::new(),
             arrived: vec![false; g.nodes as usize],
@@ -422,11 +444,24 @@ impl Node {
         Ok(true)
     }
 
+    /// The lock this node waits for, and its holder if the manager said.
+    pub fn awaited(&self) -> Option<(u32, Option<u32>)> {
+        match self.wait {
+            Wait::Grant(l) => Some((l, self.holder)),
+            _ => None,
+        }
+    }
+
     /// Starts taking lock `l`: `Ok(true)` when held, `Ok(false)` when the
-    /// node must wait for messages.
+    /// node must wait for messages. Locks are not recursive.
     pub fn acquire(&mut self, l: u32, store: &mut impl Store) -> Result<bool, String> {
         self.g.lock_ok(l)?;
         self.idle("an acquire")?;
+        if self.held.contains(&l) {
+            return Err(format!(
+                "lock {l} is held by this rank already (locks are not recursive)"
+            ));
+        }
         self.flush(Then::Acquire(l), store);
         Ok(!self.waiting())
     }
@@ -436,6 +471,9 @@ impl Node {
     pub fn release(&mut self, l: u32, store: &mut impl Store) -> Result<bool, String> {
         self.g.lock_ok(l)?;
         self.idle("a release")?;
+        if !self.held.remove(&l) {
+            return Err(format!("lock {l} is not held by this rank"));
+        }
         self.flush(Then::Release(l), store);
         Ok(!self.waiting())
     }
@@ -498,6 +536,7 @@ impl Node {
             Then::Acquire(l) => {
                 self.out
                     .push_back((self.g.manager(l), Msg::Acquire { lock: l }));
+                self.holder = None;
                 self.wait = Wait::Grant(l);
             }
             Then::Release(l) => {
@@ -610,12 +649,16 @@ impl Node {
             Msg::Acquire { lock } => {
                 self.manages(lock)?;
                 let l = self.locks.entry(lock).or_default();
-                if l.holder.is_none() {
-                    l.holder = Some(from);
-                    let known = l.known.iter().map(|(&p, &v)| (p, v)).collect();
-                    self.out.push_back((from, Msg::Grant { lock, known }));
-                } else {
-                    l.queue.push_back(from);
+                match l.holder {
+                    None => {
+                        l.holder = Some(from);
+                        let known = l.known.iter().map(|(&p, &v)| (p, v)).collect();
+                        self.out.push_back((from, Msg::Grant { lock, known }));
+                    }
+                    Some(by) => {
+                        l.queue.push_back(from);
+                        self.out.push_back((from, Msg::Held { lock, by }));
+                    }
                 }
             }
             Msg::Release { lock, known } => {
@@ -633,12 +676,23 @@ impl Node {
                 if let Some(next) = l.holder {
                     let known = l.known.iter().map(|(&p, &v)| (p, v)).collect();
                     self.out.push_back((next, Msg::Grant { lock, known }));
+                    for &q in &l.queue {
+                        self.out.push_back((q, Msg::Held { lock, by: next }));
+                    }
+                }
+            }
+            Msg::Held { lock, by } => {
+                // A notice for an earlier wait may come late: only the
+                // current one's counts.
+                if self.wait == Wait::Grant(lock) {
+                    self.holder = Some(by);
                 }
             }
             Msg::Grant { lock, known } => {
                 if self.wait != Wait::Grant(lock) {
                     return Err(format!("lock {lock} granted unasked for"));
                 }
+                self.held.insert(lock);
                 self.learn(&known, store);
                 self.wait = Wait::None;
             }
@@ -1089,6 +1143,7 @@ mod tests {
                 "a diff run of 1 bytes at 1",
             ),
             (Msg::Acquire { lock: 1 }, "lock 1 outside"),
+            (Msg::Held { lock: 0, by: 2 }, "held by node 2 of 2"),
             (
                 Msg::Depart {
                     known: vec![(1, 1), (0, 1)],
@@ -1152,6 +1207,93 @@ mod tests {
         assert!(n0.waiting());
         n0.handle(1, page(3), &mut mem).unwrap();
         assert_eq!((mem.pages[1][0], n0.waiting()), (9, false));
+    }
+
+    /// Two nodes each hold one lock and ask for the other's: each learns
+    /// who holds what it waits for (what the deadlock report names); a lock
+    /// is not taken twice, nor released by a node that does not hold it.
+    #[test]
+    fn waits_for_locks_name_their_holders() {
+        let g = Geometry {
+            nodes: 2,
+            pages: 0,
+            page_size: 8,
+            locks: 2,
+        };
+        let mut mems = [Mem::new(&g), Mem::new(&g)];
+        let [m0, m1] = &mut mems;
+        let mut n = [Node::new(g, 0, m0), Node::new(g, 1, m1)];
+        let deliver = |n: &mut [Node; 2], mems: &mut [Mem; 2]| loop {
+            let mut moved = false;
+            for i in 0..2 {
+                while let Some((to, m)) = n[i].poll_transmit() {
+                    n[to as usize]
+                        .handle(i as u32, m, &mut mems[to as usize])
+                        .unwrap();
+                    moved = true;
+                }
+            }
+            if !moved {
+                return;
+            }
+        };
+        // Even a lock a node manages itself is granted through a message.
+        assert!(!n[0].acquire(0, &mut mems[0]).unwrap());
+        assert!(!n[1].acquire(1, &mut mems[1]).unwrap());
+        deliver(&mut n, &mut mems);
+        assert!(!n[0].waiting() && !n[1].waiting());
+        assert!(n[0]
+            .acquire(0, &mut mems[0])
+            .unwrap_err()
+            .contains("not recursive"));
+        assert!(!n[0].acquire(1, &mut mems[0]).unwrap());
+        assert!(!n[1].acquire(0, &mut mems[1]).unwrap());
+        deliver(&mut n, &mut mems);
+        assert_eq!(n[0].awaited(), Some((1, Some(1))));
+        assert_eq!(n[1].awaited(), Some((0, Some(0))));
+        let mut m = Mem::new(&g);
+        let mut lone = Node::new(g, 0, &mut m);
+        assert!(lone.release(1, &mut m).unwrap_err().contains("not held"));
+    }
+
+    /// A queue of three waiters: when the lock passes on, those still
+    /// waiting learn the new holder.
+    #[test]
+    fn waiters_learn_each_new_holder() {
+        let g = Geometry {
+            nodes: 4,
+            pages: 0,
+            page_size: 8,
+            locks: 1,
+        };
+        let mut mems: Vec<Mem> = (0..4).map(|_| Mem::new(&g)).collect();
+        let mut n: Vec<Node> = (0..4)
+            .map(|i| Node::new(g, i, &mut mems[i as usize]))
+            .collect();
+        let mut deliver = |n: &mut Vec<Node>| loop {
+            let mut moved = false;
+            for i in 0..4 {
+                while let Some((to, m)) = n[i].poll_transmit() {
+                    n[to as usize]
+                        .handle(i as u32, m, &mut mems[to as usize])
+                        .unwrap();
+                    moved = true;
+                }
+            }
+            if !moved {
+                return;
+            }
+        };
+        let mut m = Mem::new(&g);
+        for i in 1..4 {
+            n[i].acquire(0, &mut m).unwrap();
+            deliver(&mut n);
+        }
+        assert_eq!(n[2].awaited(), Some((0, Some(1))));
+        assert_eq!(n[3].awaited(), Some((0, Some(1))));
+        n[1].release(0, &mut m).unwrap();
+        deliver(&mut n);
+        assert_eq!((n[2].awaited(), n[3].awaited()), (None, Some((0, Some(2)))));
     }
 
     #[test]

@@ -74,6 +74,9 @@ pub enum Kind {
     /// A context for a nonblocking duplicate, asked of or answered by the
     /// context server (see `ctxsvc`).
     Ctx = 11,
+    /// A distributed-shared-memory message (a `dsm::Msg` in the payload;
+    /// `ctx` names the segment, `src` the sender's rank in it).
+    Dsm = 12,
 }
 
 /// Flag: the sender waits for an `Ack` when the eager message is matched
@@ -137,6 +140,7 @@ impl Kind {
             9 => Kind::Combine,
             10 => Kind::Rma,
             11 => Kind::Ctx,
+            12 => Kind::Dsm,
             k => return Err(DecodeError::UnknownKind(k)),
         })
     }
@@ -250,7 +254,8 @@ mod tests {
             Just(Kind::Wrote),
             Just(Kind::Combine),
             Just(Kind::Rma),
-            Just(Kind::Ctx)
+            Just(Kind::Ctx),
+            Just(Kind::Dsm)
         ]
     }
 

@@ -26,6 +26,11 @@
 //!   the launcher.
 //! - [`deadlock`]: what ranks report about long waits, and the pure rule that
 //!   decides from those reports that some ranks can never continue.
+//! - [`dist`]: where the elements of a global array live (block, cyclic,
+//!   owner-chosen), and ranges cut into runs per owner.
+//! - [`dsm`]: page-based distributed shared memory: the coherence protocol
+//!   (home-based release consistency, twins and diffs) and the lock service
+//!   that DSM arrays use as well.
 //! - [`rma`]: the active messages of one-sided access across hosts (put, get,
 //!   accumulate, lock) and their checks.
 //! - [`topo`]: process topologies (Cartesian grids, `MPI_Dims_create`, graphs).
@@ -43,6 +48,7 @@ pub mod control;
 pub mod ctxsvc;
 pub mod deadlock;
 pub mod debug;
+pub mod dist;
 pub mod dsm;
 pub mod header;
 pub mod matching;

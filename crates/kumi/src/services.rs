@@ -1,6 +1,6 @@
 //! The runtime's services beside point-to-point: collectives and the
-//! combining service (`coll`), one-sided access across hosts (`rma`) and the
-//! context service (`ctxs`).
+//! combining service (`coll`), one-sided access across hosts (`rma`),
+//! distributed shared memory (`dsm`) and the context service (`ctxs`).
 //!
 //! The engine holds their state in one [`Services`] value, lends itself to
 //! their progress ([`progress`]) and hands them the frames of the kinds they
@@ -11,6 +11,7 @@
 
 use crate::coll::{self, CollState};
 use crate::ctxs::Ctxs;
+use crate::dsm::service::{self as dsm, DsmState};
 use crate::engine::{Engine, FrameHandler};
 use crate::error::Result;
 use crate::rma::{self, RmaState};
@@ -26,6 +27,8 @@ pub(crate) struct Services {
     pub rma: Box<RmaState>,
     /// Contexts of nonblocking duplicates.
     pub ctxs: Box<Ctxs>,
+    /// Distributed shared memory: segments and their locks (boxed, as `rma`).
+    pub dsm: Box<DsmState>,
 }
 
 impl Services {
@@ -35,6 +38,7 @@ impl Services {
             coll: CollState::new(coll),
             rma: Default::default(),
             ctxs: Default::default(),
+            dsm: Default::default(),
         }
     }
 
@@ -48,7 +52,7 @@ impl Services {
     /// application computes (then the progress thread looks at the engine).
     #[inline]
     pub fn serving(&self) -> bool {
-        self.coll.busy() || self.coll.combine.serving() || self.rma.serving()
+        self.coll.busy() || self.coll.combine.serving() || self.rma.serving() || self.dsm.serving()
     }
 }
 
@@ -56,6 +60,7 @@ impl Services {
 pub(crate) fn register(e: &mut Engine) -> Result<()> {
     e.register(Kind::Combine, coll::on_combine_frame as FrameHandler)?;
     e.register(Kind::Rma, rma::on_frame as FrameHandler)?;
+    e.register(Kind::Dsm, dsm::on_frame as FrameHandler)?;
     e.register(Kind::Ctx, Engine::on_ctx_frame as FrameHandler)
 }
 

@@ -1,0 +1,120 @@
+//! Distributed shared memory (`kumi::dsm`) through real jobs: every
+//! primitive on one host, on one host split into pretend hosts
+//! (`KUMI_COLL_HOSTS`: ranks of a pretend host share memory, the others go
+//! through their owners' engines over shared memory), and across namespace
+//! hosts over TCP; a cycle of lock waits reported as a deadlock naming locks
+//! and holders; a rank killed in the middle of fetch-and-adds ending the
+//! job cleanly; and 64 namespace hosts with one rank each.
+
+use kumi_tests::netns::{self, Cluster};
+use kumi_tests::{bin, kumi_run, text};
+use std::process::Output;
+use std::time::{Duration, Instant};
+
+fn passed(o: &Output, mode: &str, how: &str) {
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success() && out.contains(&format!("dsm: {mode} passed")),
+        "{mode} ({how}): {}",
+        text(o)
+    );
+}
+
+#[test]
+fn every_primitive_on_one_host_and_pretend_hosts() {
+    let prog = bin("dsm");
+    for n in [1, 2, 3, 8] {
+        let o = kumi_run(n, &[], &[prog.to_str().unwrap(), "primitives"]);
+        passed(&o, "primitives", "one host");
+    }
+    for (n, hosts) in [(3, "2"), (5, "2"), (4, "4")] {
+        let o = kumi_run(
+            n,
+            &[("KUMI_COLL_HOSTS", hosts)],
+            &[prog.to_str().unwrap(), "primitives"],
+        );
+        passed(
+            &o,
+            "primitives",
+            &format!("{n} ranks on {hosts} pretend hosts"),
+        );
+    }
+}
+
+#[test]
+fn every_primitive_across_namespace_hosts() {
+    if netns::skip_unless_root("every_primitive_across_namespace_hosts") {
+        return;
+    }
+    let c = Cluster::create(3).unwrap_or_else(|e| panic!("cannot create 3 test hosts: {e}"));
+    let prog = bin("dsm");
+    for (n, slots) in [(4, vec![(0, 2), (1, 2)]), (5, vec![(0, 1), (1, 3), (2, 1)])] {
+        let o = c.kumi_run(n, &slots, &[], &[prog.to_str().unwrap(), "primitives"]);
+        passed(&o, "primitives", &format!("{n} ranks on hosts {slots:?}"));
+    }
+    netns::assert_clean(&c);
+}
+
+#[test]
+fn a_cycle_of_lock_waits_is_reported_as_a_deadlock() {
+    let prog = bin("dsm");
+    let o = kumi_run(2, &[], &[prog.to_str().unwrap(), "deadlock"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(86), "{}", text(&o));
+    for want in [
+        "deadlock: ranks 0, 1 can never continue",
+        "rank 0 waits in kumi::dsm::lock on comm #",
+        "lock 1 held by rank 1 (at crates/kumi-tests/src/bin/dsm.rs:",
+        "lock 0 held by rank 0",
+        "cycle 0 -> 1 -> 0",
+    ] {
+        assert!(err.contains(want), "no {want:?} in\n{err}");
+    }
+}
+
+#[test]
+fn a_rank_killed_in_the_middle_of_fetches_ends_the_job() {
+    let prog = bin("dsm");
+    // One host (its accesses are loads and stores) and two pretend hosts
+    // (each fetch waits for the owner's engine).
+    for hosts in ["1", "2"] {
+        let t = Instant::now();
+        let o = kumi_run(
+            2,
+            &[("KUMI_COLL_HOSTS", hosts)],
+            &[prog.to_str().unwrap(), "killed"],
+        );
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            !o.status.success()
+                && err.contains("rank 1 (pid ")
+                && err.contains("was killed by signal SIGABRT")
+                && err.contains("stopping 1 other rank"),
+            "{}",
+            text(&o)
+        );
+        assert!(t.elapsed() < Duration::from_secs(20), "{:?}", t.elapsed());
+    }
+}
+
+#[test]
+fn sixty_four_namespace_hosts_one_rank_each() {
+    if netns::skip_unless_root("sixty_four_namespace_hosts_one_rank_each") {
+        return;
+    }
+    let c = Cluster::create(64).unwrap_or_else(|e| panic!("cannot create 64 test hosts: {e}"));
+    let prog = bin("dsm");
+    let slots: Vec<(usize, usize)> = (0..64).map(|h| (h, 1)).collect();
+    let t = Instant::now();
+    for transport in ["udp", "tcp"] {
+        let o = c.kumi_run(
+            64,
+            &slots,
+            &[("KUMI_NET_TRANSPORT", transport)],
+            &[prog.to_str().unwrap(), "scale"],
+        );
+        passed(&o, "scale", &format!("64 hosts over {transport}"));
+    }
+    println!("64 hosts, one rank each, two jobs: {:?}", t.elapsed());
+    netns::assert_clean(&c);
+}
