@@ -29,10 +29,13 @@ pub enum Call {
     /// Taking a lock of distributed shared memory; the wait's peer is the
     /// holder (when known), its tag the lock.
     DsmLock,
+    /// A page fault of distributed shared memory, fetching the page; the
+    /// wait's peer is the page's home.
+    DsmFault,
 }
 
 impl Call {
-    const ALL: [Call; 14] = [
+    const ALL: [Call; 15] = [
         Call::None,
         Call::Init,
         Call::Finalize,
@@ -47,6 +50,7 @@ impl Call {
         Call::Abort,
         Call::Collective,
         Call::DsmLock,
+        Call::DsmFault,
     ];
 
     /// The call for a published code (the MPI function bits, if any, are
@@ -75,6 +79,7 @@ impl Call {
             Call::Abort => "kumi::abort",
             Call::Collective => "kumi collective",
             Call::DsmLock => "kumi::dsm::lock",
+            Call::DsmFault => "a kumi::dsm page fault",
         }
     }
 }

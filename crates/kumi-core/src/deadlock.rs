@@ -131,11 +131,14 @@ impl Wait {
         if !self.comm.is_empty() {
             let _ = write!(s, " on {}", self.comm);
         }
-        if call == Call::DsmLock {
+        if call == Call::DsmLock && self.tag >= 0 {
             let _ = write!(s, ", lock {}", self.tag);
             if self.peer >= 0 {
                 let _ = write!(s, " held by rank {}", self.peer);
             }
+        }
+        if call == Call::DsmFault && self.peer >= 0 {
+            let _ = write!(s, ", page {} from rank {}", self.tag, self.peer);
         }
         if matches!(call, Call::Send | Call::Recv | Call::Probe) {
             match (call, self.peer) {

@@ -1,10 +1,13 @@
 //! Distributed shared memory (`kumi::dsm`) through real jobs: every
-//! primitive on one host, on one host split into pretend hosts
+//! primitive of the global arrays, and plain loops over page-shared
+//! segments (a stencil, a histogram under a lock, pages handed from rank to
+//! rank), on one host, on one host split into pretend hosts
 //! (`KUMI_COLL_HOSTS`: ranks of a pretend host share memory, the others go
 //! through their owners' engines over shared memory), and across namespace
 //! hosts over TCP; a cycle of lock waits reported as a deadlock naming locks
 //! and holders; a rank killed in the middle of fetch-and-adds ending the
-//! job cleanly; and 64 namespace hosts with one rank each.
+//! job cleanly; a page passed to a kumi call stopped with a message naming
+//! it; and 64 namespace hosts with one rank each.
 
 use kumi_tests::netns::{self, Cluster};
 use kumi_tests::{bin, kumi_run, text};
@@ -39,6 +42,55 @@ fn every_primitive_on_one_host_and_pretend_hosts() {
             &format!("{n} ranks on {hosts} pretend hosts"),
         );
     }
+}
+
+const LOOPS: [&str; 3] = ["stencil", "histogram", "handoff"];
+
+#[test]
+fn plain_loops_over_shared_pages_on_one_host_and_pretend_hosts() {
+    let prog = bin("dsm");
+    for mode in LOOPS {
+        for n in [1, 2, 5] {
+            let o = kumi_run(n, &[], &[prog.to_str().unwrap(), mode]);
+            passed(&o, mode, "one host");
+        }
+        let o = kumi_run(
+            4,
+            &[("KUMI_COLL_HOSTS", "2")],
+            &[prog.to_str().unwrap(), mode],
+        );
+        passed(&o, mode, "4 ranks on 2 pretend hosts");
+    }
+}
+
+#[test]
+fn plain_loops_over_shared_pages_across_namespace_hosts() {
+    if netns::skip_unless_root("plain_loops_over_shared_pages_across_namespace_hosts") {
+        return;
+    }
+    let c = Cluster::create(3).unwrap_or_else(|e| panic!("cannot create 3 test hosts: {e}"));
+    let prog = bin("dsm");
+    for mode in LOOPS {
+        let slots = [(0, 1), (1, 2), (2, 1)];
+        let o = c.kumi_run(4, &slots, &[], &[prog.to_str().unwrap(), mode]);
+        passed(&o, mode, "4 ranks on 3 namespace hosts");
+    }
+    netns::assert_clean(&c);
+}
+
+#[test]
+fn a_shared_page_touched_inside_a_kumi_call_is_named() {
+    let prog = bin("dsm");
+    let o = kumi_run(2, &[], &[prog.to_str().unwrap(), "in_call"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success()
+            && err.contains("kumi: DSM segment #")
+            && err.contains("touched inside a kumi call")
+            && err.contains("rank 0 (pid "),
+        "{}",
+        text(&o)
+    );
 }
 
 #[test]

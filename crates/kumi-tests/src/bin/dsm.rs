@@ -12,13 +12,20 @@
 //!   taken twice fail naming why, and the array still works;
 //! - `deadlock` (2 ranks): each holds one lock and asks for the other's;
 //! - `killed` (2 ranks): rank 1 holds a lock and dies; rank 0 waits for it;
-//! - `scale`: allocate, write one's part, barrier, read everyone's, free.
+//! - `scale`: allocate, write one's part, barrier, read everyone's, free;
+//! - page-shared segments (`kumi::dsm::Shared`), plain loads and stores:
+//!   `stencil` (a 1-D Jacobi sweep over a segment with barriers, checked
+//!   against the same sweep done serially), `histogram` (bins incremented
+//!   under one lock by every rank: several writers per page), `handoff`
+//!   (each rank in turn takes a lock, rewrites every page, releases it and
+//!   tells the next rank, which must see all of it), `in_call` (a page not
+//!   mapped here passed to a send: stopped with a message naming it).
 //!
 //! Rank 0 prints `dsm: <mode> passed on <n> ranks`.
 //!
 //! `kumi run -n 4 target/release/dsm primitives`
 
-use kumi::dsm::{Array, Dist};
+use kumi::dsm::{Array, Dist, Shared};
 use kumi::win::AccOp;
 use kumi::{Comm, Error};
 
@@ -227,6 +234,138 @@ fn scale(c: &Comm) -> R {
     a.barrier()
 }
 
+/// One Jacobi step of `u` into `v` for indices `lo..hi` (ends fixed).
+fn sweep(u: &[f64], v: &mut [f64], lo: usize, hi: usize) {
+    for i in lo.max(1)..hi.min(u.len() - 1) {
+        v[i] = 0.5 * u[i] + 0.25 * (u[i - 1] + u[i + 1]);
+    }
+}
+
+fn stencil(c: &Comm) -> R {
+    let (n, me) = (c.size(), c.rank());
+    const LEN: usize = 20_000;
+    const STEPS: usize = 30;
+    let start = |i: usize| ((i * 7919) % 1000) as f64;
+    let a: Shared<f64> = Shared::new(c, 2 * LEN)?;
+    // SAFETY: every value is written by one rank between barriers, and read
+    // by others only after the barrier that follows.
+    let s = unsafe { a.as_mut_slice() };
+    let (lo, hi) = (me * LEN / n, (me + 1) * LEN / n);
+    for i in lo..hi {
+        s[i] = start(i);
+        s[LEN + i] = start(i);
+    }
+    a.barrier()?;
+    for step in 0..STEPS {
+        let (u, v) = s.split_at_mut(LEN);
+        if step.is_multiple_of(2) {
+            sweep(u, v, lo, hi);
+        } else {
+            sweep(v, u, lo, hi);
+        }
+        a.barrier()?;
+    }
+    // The same sweeps, serially.
+    let mut u: Vec<f64> = (0..LEN).map(start).collect();
+    let mut v = u.clone();
+    for _ in 0..STEPS {
+        sweep(&u, &mut v, 0, LEN);
+        std::mem::swap(&mut u, &mut v);
+    }
+    let got = if STEPS.is_multiple_of(2) {
+        &s[..LEN]
+    } else {
+        &s[LEN..]
+    };
+    // Every rank reads the whole result (pages of every home).
+    for (i, (&g, &w)) in got.iter().zip(&u).enumerate() {
+        check(g == w, || {
+            format!("stencil: rank {me} has {g} at {i}, serially {w}")
+        })?;
+    }
+    a.free()
+}
+
+fn histogram(c: &Comm) -> R {
+    let (n, me) = (c.size(), c.rank());
+    const BINS: usize = 3000;
+    const M: usize = 200;
+    let h: Shared<u32> = Shared::new(c, BINS)?;
+    let bin = |r: usize, k: usize| (r * 7 + k * k * 31 + k) % BINS;
+    for k in 0..M {
+        h.lock(0)?;
+        // SAFETY: bins are touched only under lock 0 until the barrier.
+        unsafe { *h.as_ptr().add(bin(me, k)) += 1 };
+        h.unlock(0)?;
+    }
+    h.barrier()?;
+    let mut want = vec![0u32; BINS];
+    for r in 0..n {
+        for k in 0..M {
+            want[bin(r, k)] += 1;
+        }
+    }
+    // SAFETY: no rank writes after the barrier.
+    let got = unsafe { h.as_mut_slice() };
+    check(got == &want[..], || {
+        let i = (0..BINS).find(|&i| got[i] != want[i]).unwrap_or(0);
+        format!(
+            "histogram: rank {me} sees {} in bin {i}, want {}",
+            got[i], want[i]
+        )
+    })?;
+    h.free()
+}
+
+fn handoff(c: &Comm) -> R {
+    let (n, me) = (c.size(), c.rank());
+    const LEN: usize = 5000;
+    let a: Shared<u64> = Shared::new(c, LEN)?;
+    let p = a.as_ptr();
+    for round in 0..2 * n {
+        if round % n == me {
+            if round > 0 {
+                c.recv(&mut [0u8], ((me + n - 1) % n) as i32, 9)?;
+            }
+            a.lock(0)?;
+            for i in 0..LEN {
+                // SAFETY: under lock 0; the previous writer released it.
+                let v = unsafe { p.add(i).read() };
+                let want = if round == 0 {
+                    0
+                } else {
+                    (round as u64 - 1) * 100_000 + i as u64
+                };
+                check(v == want, || {
+                    format!("handoff round {round}: rank {me} saw {v} at {i}")
+                })?;
+                // SAFETY: as above.
+                unsafe { p.add(i).write(round as u64 * 100_000 + i as u64) };
+            }
+            a.unlock(0)?;
+            if round + 1 < 2 * n {
+                c.send(&[1u8], ((me + 1) % n) as i32, 9)?;
+            }
+        }
+    }
+    a.free()
+}
+
+/// A page that is not mapped here, passed to a send.
+fn in_call(c: &Comm) -> R {
+    let a: Shared<u8> = Shared::new(c, 1 << 16)?;
+    if c.rank() == 0 {
+        // SAFETY: nobody writes; the send touches pages homed at rank 1.
+        let s = unsafe { a.as_mut_slice() };
+        c.send(&s[s.len() - 100..], 1, 4)?;
+    } else if c.rank() == 1 {
+        c.recv(&mut [0u8; 100], 0, 4)?;
+    }
+    Err(Error::Protocol(
+        "a send of unmapped DSM memory went through".into(),
+    ))
+}
+
 fn main() {
     let universe = kumi::init().expect("kumi init");
     let w = universe.world();
@@ -238,9 +377,16 @@ fn main() {
         "deadlock" => deadlock(&w),
         "killed" => killed(&w),
         "scale" => scale(&w),
+        "stencil" => stencil(&w),
+        "histogram" => histogram(&w),
+        "handoff" => handoff(&w),
+        "in_call" => in_call(&w),
         m => universe.abort(
             2,
-            &format!("dsm: unknown mode {m} (primitives, deadlock, killed, scale)"),
+            &format!(
+                "dsm: unknown mode {m} (primitives, deadlock, killed, scale, stencil, \
+                 histogram, handoff, in_call)"
+            ),
         ),
     };
     if let Err(e) = r {

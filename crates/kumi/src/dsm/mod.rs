@@ -41,7 +41,10 @@
 //! # Ok::<(), kumi::Error>(())
 //! ```
 
+mod pages;
 pub(crate) mod service;
+
+pub use pages::Shared;
 
 use crate::comm::Comm;
 use crate::error::{Error, Result};
@@ -121,10 +124,13 @@ impl<T: Value> Array<T> {
         };
         // Open before the exchange below, which every rank passes only once
         // all have opened: no lock request finds the segment missing.
-        c.engine()
-            .svc
-            .dsm
-            .open(c.ctx(), g, c.rank() as u32, c.members().to_vec());
+        c.engine().svc.dsm.open(
+            c.ctx(),
+            g,
+            c.rank() as u32,
+            c.members().to_vec(),
+            Box::new(service::NoPages),
+        );
         let a = Array {
             win,
             layout,
@@ -338,12 +344,7 @@ impl<T: Value> Array<T> {
         let (c, id) = (self.win.comm(), self.id());
         let mut e = c.engine();
         service::acquire(&mut e, id, lock)?;
-        // One wait per holder: a report names the rank the wait is on.
-        while let Some((_, holder)) = e.svc.dsm.awaited(id) {
-            let peer = holder.map_or(-2, |h| h as i32);
-            let info = c.info(Call::DsmLock, peer, lock as i32, at);
-            e.wait_until(info, |e| e.svc.dsm.awaited(id) != Some((lock, holder)))?;
-        }
+        service::wait(&mut e, id, |now| lock_wait(c, lock, now, at))?;
         // Acquire: loads of this host's memory after the grant see stores
         // made before the holder's release (which ended with a full fence).
         fence(Ordering::SeqCst);
@@ -356,6 +357,21 @@ impl<T: Value> Array<T> {
         self.fence()?;
         service::release(&mut self.win.comm().engine(), self.id(), lock)
     }
+}
+
+/// How a wait for lock `lock` on `c` is reported: on its holder once the
+/// manager said who it is (a report names a rank the wait is on).
+fn lock_wait(
+    c: &Comm,
+    lock: u32,
+    now: service::Awaited,
+    at: &'static Location<'static>,
+) -> crate::engine::WaitInfo {
+    let peer = match now {
+        Some((_, Some(holder))) => holder as i32,
+        _ => -2,
+    };
+    c.info(Call::DsmLock, peer, lock as i32, at)
 }
 
 impl<T: Value> Drop for Array<T> {

@@ -1,23 +1,26 @@
 //! The engine's side of distributed shared memory: the segments this rank
-//! takes part in, each with its protocol state (`kumi_core::dsm::Node`), and
-//! the frames between them (kind `Dsm`). The engine serves them whatever the
-//! application does (the progress thread while it computes), so a lock's
-//! manager grants it even while its own rank runs a loop: DSE's "kernel
-//! process", as part of every rank's engine.
+//! takes part in, each with its protocol state (`kumi_core::dsm::Node`) and
+//! the memory it acts on, and the frames between them (kind `Dsm`). The
+//! engine serves them whatever the application does (the progress thread
+//! while it computes), so a page's home sends it and a lock's manager grants
+//! it even while its own rank runs a loop: DSE's "kernel process", as part
+//! of every rank's engine.
 //!
 //! A frame from a peer that is not a member of the segment, for a segment
 //! not open here, or that the protocol refuses, is dropped with a logged
 //! reason; the protocol changes nothing for a message it refuses.
 
-use crate::engine::{log, Engine};
+use crate::engine::{log, Engine, WaitInfo};
 use crate::error::{Error, Result};
+use crate::progress::Guard;
 use kumi_core::dsm::{Geometry, Msg, Node, Page, Prot, Store};
 use kumi_core::header::{Header, Kind};
 use std::collections::HashMap;
 
-/// One segment's protocol state.
+/// One segment's protocol state and memory.
 struct Seg {
     node: Node,
+    store: Box<dyn Store + Send>,
     g: Geometry,
     me: u32,
     /// World rank of each rank of the segment.
@@ -32,7 +35,7 @@ pub(crate) struct DsmState {
 
 /// The memory of a segment without pages (a DSM array's locks): the
 /// protocol's checks refuse every page index before it reaches memory.
-struct NoPages;
+pub(crate) struct NoPages;
 
 impl Store for NoPages {
     fn page(&self, _: Page) -> &[u8] {
@@ -44,6 +47,10 @@ impl Store for NoPages {
     fn protect(&mut self, _: Page, _: Prot) {}
 }
 
+/// What a segment's application waits for: the lock it asked for and its
+/// holder if known (`None` when it waits for something else).
+pub(crate) type Awaited = Option<(u32, Option<u32>)>;
+
 impl DsmState {
     /// Whether other ranks may wait on this one's service.
     #[inline]
@@ -51,61 +58,110 @@ impl DsmState {
         !self.segs.is_empty()
     }
 
-    /// Opens segment `id` shaped `g`, this rank being `me` of the world
-    /// ranks `members`.
-    pub(crate) fn open(&mut self, id: u32, g: Geometry, me: u32, members: Vec<u32>) {
-        let node = Node::new(g, me, &mut NoPages);
-        self.segs.insert(
-            id,
-            Seg {
-                node,
-                g,
-                me,
-                members,
-            },
-        );
+    /// Opens segment `id` shaped `g` over `store`, this rank being `me` of
+    /// the world ranks `members`.
+    pub(crate) fn open(
+        &mut self,
+        id: u32,
+        g: Geometry,
+        me: u32,
+        members: Vec<u32>,
+        mut store: Box<dyn Store + Send>,
+    ) {
+        let node = Node::new(g, me, &mut *store);
+        let seg = Seg {
+            node,
+            store,
+            g,
+            me,
+            members,
+        };
+        self.segs.insert(id, seg);
     }
 
-    /// Closes segment `id` (its array is being freed).
+    /// Closes segment `id` (its memory is being freed).
     pub(crate) fn close(&mut self, id: u32) {
         self.segs.remove(&id);
     }
 
-    /// The lock this rank waits for in segment `id`, and its holder if known.
-    pub(crate) fn awaited(&self, id: u32) -> Option<(u32, Option<u32>)> {
-        self.segs.get(&id).and_then(|s| s.node.awaited())
+    /// Whether segment `id`'s application waits, and for which lock.
+    fn state(&self, id: u32) -> Option<(bool, Awaited)> {
+        self.segs
+            .get(&id)
+            .map(|s| (s.node.waiting(), s.node.awaited()))
     }
 }
 
-/// Starts taking lock `lock` of segment `id`; [`DsmState::awaited`] says
-/// when it is held.
+/// Starts taking lock `lock` of segment `id` (then [`wait`]).
 pub(crate) fn acquire(e: &mut Engine, id: u32, lock: u32) -> Result<()> {
-    let s = seg(e, id)?;
-    s.node
-        .acquire(lock, &mut NoPages)
-        .map_err(|why| refused(id, lock, why))?;
-    transmit(e, id)
+    step(e, id, |s| s.node.acquire(lock, &mut *s.store), "lock", lock)
 }
 
-/// Releases lock `lock` of segment `id`.
+/// Starts releasing lock `lock` of segment `id` (then [`wait`]).
 pub(crate) fn release(e: &mut Engine, id: u32, lock: u32) -> Result<()> {
-    let s = seg(e, id)?;
-    s.node
-        .release(lock, &mut NoPages)
-        .map_err(|why| refused(id, lock, why))?;
-    transmit(e, id)
+    step(e, id, |s| s.node.release(lock, &mut *s.store), "lock", lock)
 }
 
-fn seg(e: &mut Engine, id: u32) -> Result<&mut Seg> {
-    e.svc
+/// Starts a barrier of segment `id`'s ranks (then [`wait`]).
+pub(crate) fn barrier(e: &mut Engine, id: u32) -> Result<()> {
+    step(e, id, |s| s.node.barrier(&mut *s.store), "segment", id)
+}
+
+/// A fault on page `page` of segment `id`: `Ok(true)` when the access may
+/// be retried, `Ok(false)` when a copy is on its way (then [`wait`], and
+/// ask again).
+pub(crate) fn fault(e: &mut Engine, id: u32, page: Page) -> Result<bool> {
+    let mut ready = false;
+    step(
+        e,
+        id,
+        |s| {
+            ready = s.node.fault(page, &mut *s.store)?;
+            Ok(ready)
+        },
+        "page",
+        page,
+    )?;
+    Ok(ready)
+}
+
+/// The home of `page` in segment `id`, as a rank of the segment.
+pub(crate) fn home(e: &Engine, id: u32, page: Page) -> Option<u32> {
+    e.svc.dsm.segs.get(&id).map(|s| s.g.home(page))
+}
+
+fn step(
+    e: &mut Engine,
+    id: u32,
+    f: impl FnOnce(&mut Seg) -> std::result::Result<bool, String>,
+    arg: &'static str,
+    value: u32,
+) -> Result<()> {
+    let s = e
+        .svc
         .dsm
         .segs
         .get_mut(&id)
-        .ok_or_else(|| Error::Protocol(format!("DSM segment #{id} is not open")))
+        .ok_or_else(|| Error::Protocol(format!("DSM segment #{id} is not open")))?;
+    f(s).map_err(|why| Error::invalid(arg, value as i64, format!("{why} (DSM segment #{id})")))?;
+    transmit(e, id)
 }
 
-fn refused(id: u32, lock: u32, why: String) -> Error {
-    Error::invalid("lock", lock as i64, format!("{why} (DSM segment #{id})"))
+/// Waits until segment `id`'s application waits no more; `info` describes
+/// the wait for the launcher from what is awaited (a new description each
+/// time a lock's holder changes).
+pub(crate) fn wait(e: &mut Guard<'_>, id: u32, info: impl Fn(Awaited) -> WaitInfo) -> Result<()> {
+    loop {
+        let (waiting, now) = e
+            .svc
+            .dsm
+            .state(id)
+            .ok_or_else(|| Error::Protocol(format!("DSM segment #{id} is not open")))?;
+        if !waiting {
+            return Ok(());
+        }
+        e.wait_until(info(now), |e| e.svc.dsm.state(id) != Some((true, now)))?;
+    }
 }
 
 /// Sends what segment `id`'s protocol wants sent; what it sends to this
@@ -120,7 +176,7 @@ fn transmit(e: &mut Engine, id: u32) -> Result<()> {
         };
         if to == s.me {
             let me = s.me;
-            if let Err(why) = s.node.handle(me, m, &mut NoPages) {
+            if let Err(why) = s.node.handle(me, m, &mut *s.store) {
                 log(e.world_rank, &format!("DSM segment #{id}: {why}"));
             }
             continue;
@@ -152,7 +208,7 @@ pub(crate) fn on_frame(e: &mut Engine, from: u32, h: &Header, p: &[u8]) -> Resul
         let why = format!("rank {from} is not rank {} of the segment", h.src);
         return drop(e, why);
     }
-    let handled = Msg::decode(p, &s.g).and_then(|m| s.node.handle(h.src, m, &mut NoPages));
+    let handled = Msg::decode(p, &s.g).and_then(|m| s.node.handle(h.src, m, &mut *s.store));
     if let Err(why) = handled {
         return drop(e, why);
     }
