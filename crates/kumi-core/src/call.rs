@@ -32,10 +32,12 @@ pub enum Call {
     /// A page fault of distributed shared memory, fetching the page; the
     /// wait's peer is the page's home.
     DsmFault,
+    /// Waiting in a task queue's pop (any rank may push, or the work end).
+    TaskPop,
 }
 
 impl Call {
-    const ALL: [Call; 15] = [
+    const ALL: [Call; 16] = [
         Call::None,
         Call::Init,
         Call::Finalize,
@@ -51,6 +53,7 @@ impl Call {
         Call::Collective,
         Call::DsmLock,
         Call::DsmFault,
+        Call::TaskPop,
     ];
 
     /// The call for a published code (the MPI function bits, if any, are
@@ -80,6 +83,7 @@ impl Call {
             Call::Collective => "kumi collective",
             Call::DsmLock => "kumi::dsm::lock",
             Call::DsmFault => "a kumi::dsm page fault",
+            Call::TaskPop => "kumi::dsm::TaskQueue::pop",
         }
     }
 }

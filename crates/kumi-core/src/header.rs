@@ -77,6 +77,9 @@ pub enum Kind {
     /// A distributed-shared-memory message (a `dsm::Msg` in the payload;
     /// `ctx` names the segment, `src` the sender's rank in it).
     Dsm = 12,
+    /// A task-queue message (a `tasks::Msg` in the payload; `ctx` names the
+    /// queue, `src` the sender's rank in it).
+    Tasks = 13,
 }
 
 /// Flag: the sender waits for an `Ack` when the eager message is matched
@@ -141,6 +144,7 @@ impl Kind {
             10 => Kind::Rma,
             11 => Kind::Ctx,
             12 => Kind::Dsm,
+            13 => Kind::Tasks,
             k => return Err(DecodeError::UnknownKind(k)),
         })
     }
@@ -255,7 +259,8 @@ mod tests {
             Just(Kind::Combine),
             Just(Kind::Rma),
             Just(Kind::Ctx),
-            Just(Kind::Dsm)
+            Just(Kind::Dsm),
+            Just(Kind::Tasks)
         ]
     }
 

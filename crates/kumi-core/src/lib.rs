@@ -33,6 +33,8 @@
 //!   that DSM arrays use as well.
 //! - [`rma`]: the active messages of one-sided access across hosts (put, get,
 //!   accumulate, lock) and their checks.
+//! - [`tasks`]: DSE's task queue: one FIFO every rank pushes to and pops
+//!   from, which detects that the work is over.
 //! - [`topo`]: process topologies (Cartesian grids, `MPI_Dims_create`, graphs).
 //! - [`rudp`]: reliable delivery over datagrams (sequence numbers, selective
 //!   acknowledgements, retransmission, credits), with `now` passed in.
@@ -57,6 +59,7 @@ pub mod pmi;
 pub mod rankenv;
 pub mod rma;
 pub mod rudp;
+pub mod tasks;
 pub mod topo;
 
 /// Largest tag a user may pass (inclusive). Tags above it are reserved for kumi.

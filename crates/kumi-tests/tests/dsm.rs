@@ -1,7 +1,8 @@
 //! Distributed shared memory (`kumi::dsm`) through real jobs: every
 //! primitive of the global arrays, and plain loops over page-shared
 //! segments (a stencil, a histogram under a lock, pages handed from rank to
-//! rank), on one host, on one host split into pretend hosts
+//! rank), and a tree of tasks through the task queue, on one host, on one
+//! host split into pretend hosts
 //! (`KUMI_COLL_HOSTS`: ranks of a pretend host share memory, the others go
 //! through their owners' engines over shared memory), and across namespace
 //! hosts over TCP; a cycle of lock waits reported as a deadlock naming locks
@@ -44,10 +45,11 @@ fn every_primitive_on_one_host_and_pretend_hosts() {
     }
 }
 
-const LOOPS: [&str; 3] = ["stencil", "histogram", "handoff"];
+/// Plain loops over page-shared segments, and the task queue.
+const LOOPS: [&str; 4] = ["stencil", "histogram", "handoff", "tasks"];
 
 #[test]
-fn plain_loops_over_shared_pages_on_one_host_and_pretend_hosts() {
+fn shared_pages_and_task_queue_on_one_host_and_pretend_hosts() {
     let prog = bin("dsm");
     for mode in LOOPS {
         for n in [1, 2, 5] {
@@ -64,8 +66,8 @@ fn plain_loops_over_shared_pages_on_one_host_and_pretend_hosts() {
 }
 
 #[test]
-fn plain_loops_over_shared_pages_across_namespace_hosts() {
-    if netns::skip_unless_root("plain_loops_over_shared_pages_across_namespace_hosts") {
+fn shared_pages_and_task_queue_across_namespace_hosts() {
+    if netns::skip_unless_root("shared_pages_and_task_queue_across_namespace_hosts") {
         return;
     }
     let c = Cluster::create(3).unwrap_or_else(|e| panic!("cannot create 3 test hosts: {e}"));

@@ -12,6 +12,7 @@
 use crate::coll::{self, CollState};
 use crate::ctxs::Ctxs;
 use crate::dsm::service::{self as dsm, DsmState};
+use crate::dsm::tasks::{self, TaskState};
 use crate::engine::{Engine, FrameHandler};
 use crate::error::Result;
 use crate::rma::{self, RmaState};
@@ -29,6 +30,8 @@ pub(crate) struct Services {
     pub ctxs: Box<Ctxs>,
     /// Distributed shared memory: segments and their locks (boxed, as `rma`).
     pub dsm: Box<DsmState>,
+    /// Task queues: the ones this rank keeps, and its pops in flight.
+    pub tasks: Box<TaskState>,
 }
 
 impl Services {
@@ -39,6 +42,7 @@ impl Services {
             rma: Default::default(),
             ctxs: Default::default(),
             dsm: Default::default(),
+            tasks: Default::default(),
         }
     }
 
@@ -52,7 +56,11 @@ impl Services {
     /// application computes (then the progress thread looks at the engine).
     #[inline]
     pub fn serving(&self) -> bool {
-        self.coll.busy() || self.coll.combine.serving() || self.rma.serving() || self.dsm.serving()
+        self.coll.busy()
+            || self.coll.combine.serving()
+            || self.rma.serving()
+            || self.dsm.serving()
+            || self.tasks.serving()
     }
 }
 
@@ -61,6 +69,7 @@ pub(crate) fn register(e: &mut Engine) -> Result<()> {
     e.register(Kind::Combine, coll::on_combine_frame as FrameHandler)?;
     e.register(Kind::Rma, rma::on_frame as FrameHandler)?;
     e.register(Kind::Dsm, dsm::on_frame as FrameHandler)?;
+    e.register(Kind::Tasks, tasks::on_frame as FrameHandler)?;
     e.register(Kind::Ctx, Engine::on_ctx_frame as FrameHandler)
 }
 

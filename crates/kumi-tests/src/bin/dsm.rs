@@ -19,13 +19,16 @@
 //!   under one lock by every rank: several writers per page), `handoff`
 //!   (each rank in turn takes a lock, rewrites every page, releases it and
 //!   tells the next rank, which must see all of it), `in_call` (a page not
-//!   mapped here passed to a send: stopped with a message naming it).
+//!   mapped here passed to a send: stopped with a message naming it);
+//! - `tasks`: a tree of tasks through the task queue (each spawns up to 3
+//!   more, to depth 9): every task runs exactly once, every rank's pops end
+//!   with `None` only once all ran, and pushes after that fail.
 //!
 //! Rank 0 prints `dsm: <mode> passed on <n> ranks`.
 //!
 //! `kumi run -n 4 target/release/dsm primitives`
 
-use kumi::dsm::{Array, Dist, Shared};
+use kumi::dsm::{Array, Dist, Shared, TaskQueue};
 use kumi::win::AccOp;
 use kumi::{Comm, Error};
 
@@ -366,6 +369,47 @@ fn in_call(c: &Comm) -> R {
     ))
 }
 
+fn tasks(c: &Comm) -> R {
+    let me = c.rank();
+    // A task is (depth, id); it spawns 1 + id % 3 children until depth 9.
+    let q: TaskQueue<[u64; 2]> = TaskQueue::new(c)?;
+    let (mut ran, mut spawned, mut ids) = (0u64, 0u64, 0u64);
+    if me == 0 {
+        q.push(&[0, 1])?;
+        spawned += 1;
+    }
+    while let Some([depth, id]) = q.pop()? {
+        ran += 1;
+        ids = ids.wrapping_add(id.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        if depth < 9 {
+            for k in 0..1 + id % 3 {
+                q.push(&[depth + 1, id * 4 + k])?;
+                spawned += 1;
+            }
+        }
+    }
+    check(q.pop()?.is_none(), || "a pop after the end".into())?;
+    let e = q.push(&[0, 0]).unwrap_err().to_string();
+    check(e.contains("after its work was over"), || {
+        format!("push after the end: {e}")
+    })?;
+    let mut sums = [ran, spawned, ids];
+    c.allreduce_in_place(&mut sums, &kumi::Op::sum())?;
+    // The same tree, serially.
+    let (mut want_ran, mut want_ids, mut stack) = (0u64, 0u64, vec![(0u64, 1u64)]);
+    while let Some((d, id)) = stack.pop() {
+        want_ran += 1;
+        want_ids = want_ids.wrapping_add(id.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        if d < 9 {
+            stack.extend((0..1 + id % 3).map(|k| (d + 1, id * 4 + k)));
+        }
+    }
+    check(
+        want_ran > 1000 && sums == [want_ran, want_ran, want_ids],
+        || format!("tasks: ran/spawned/ids {sums:?}, want {want_ran} tasks, ids {want_ids}"),
+    )
+}
+
 fn main() {
     let universe = kumi::init().expect("kumi init");
     let w = universe.world();
@@ -381,11 +425,12 @@ fn main() {
         "histogram" => histogram(&w),
         "handoff" => handoff(&w),
         "in_call" => in_call(&w),
+        "tasks" => tasks(&w),
         m => universe.abort(
             2,
             &format!(
                 "dsm: unknown mode {m} (primitives, deadlock, killed, scale, stencil, \
-                 histogram, handoff, in_call)"
+                 histogram, handoff, in_call, tasks)"
             ),
         ),
     };

@@ -1,6 +1,10 @@
-//! Distributed shared memory, DSE's model (`SEEDS.md` §3): global arrays
-//! that every rank reads and writes by index, whichever rank holds the
-//! element, with global locks to order what ranks do.
+//! Distributed shared memory, in the two models of the seeds (`SEEDS.md`):
+//! - DSE's global arrays ([`Array`]): every rank reads and writes them by
+//!   index, whichever rank holds the element, with global locks to order
+//!   what ranks do; and DSE's task queue ([`TaskQueue`]);
+//! - SCASH's page-shared segments ([`Shared`]): memory every rank maps and
+//!   uses with plain loads and stores, kept coherent page by page at locks
+//!   and barriers (see `pages.rs`).
 //!
 //! An [`Array`] is allocated collectively and dealt to the ranks as its
 //! [`Dist`] says (block, cyclic, or counts the owners choose). Then:
@@ -43,8 +47,10 @@
 
 mod pages;
 pub(crate) mod service;
+pub(crate) mod tasks;
 
 pub use pages::Shared;
+pub use tasks::TaskQueue;
 
 use crate::comm::Comm;
 use crate::error::{Error, Result};

@@ -612,7 +612,7 @@ mod tests {
         let err = e.dispatch(0, &fin, &[]).unwrap_err().to_string();
         assert!(err.contains("unknown send request"), "{err}");
         // The services' kinds are not, until they register.
-        for kind in [Kind::Combine, Kind::Rma, Kind::Ctx, Kind::Dsm] {
+        for kind in [Kind::Combine, Kind::Rma, Kind::Ctx, Kind::Dsm, Kind::Tasks] {
             let err = e
                 .dispatch(5, &Header::new(kind), &[])
                 .unwrap_err()

@@ -1,0 +1,259 @@
+//! DSE's task queue: one FIFO of work items every rank pushes to and pops
+//! from, kept by rank 0's engine (`kumi_core::tasks`, which also decides
+//! when the work is over). See [`TaskQueue`].
+
+use crate::comm::Comm;
+use crate::engine::{log, Engine};
+use crate::error::{Error, Result};
+use kumi_core::call::Call;
+use kumi_core::header::{Header, Kind};
+use kumi_core::tasks::{Msg, Queue};
+use std::collections::HashMap;
+use std::marker::PhantomData;
+use std::panic::Location;
+
+/// The rank that keeps every queue.
+const KEEPER: u32 = 0;
+
+/// A task queue over the ranks of a communicator: [`TaskQueue::push`]
+/// anywhere, [`TaskQueue::pop`] anywhere, in FIFO order. A pop says that
+/// its rank has no work of its own left (it pushed whatever its last item
+/// made); when every rank waits in a pop and nothing is queued, every pop
+/// returns `None`: the work is over. Rank 0's engine keeps the queue, and
+/// serves it while rank 0's application computes.
+///
+/// ```no_run
+/// let universe = kumi::init()?;
+/// let world = universe.world();
+/// let q: kumi::dsm::TaskQueue<u64> = kumi::dsm::TaskQueue::new(&world)?;
+/// if world.rank() == 0 {
+///     q.push(&100)?;
+/// }
+/// while let Some(n) = q.pop()? {
+///     if n > 1 {
+///         q.push(&(n / 2))?;
+///         q.push(&(n - n / 2))?;
+///     }
+/// }
+/// # Ok::<(), kumi::Error>(())
+/// ```
+pub struct TaskQueue<T: bytemuck::Pod> {
+    comm: Comm,
+    _t: PhantomData<T>,
+}
+
+/// One queue as this rank sees it.
+struct End {
+    me: u32,
+    members: Vec<u32>,
+    /// The queue itself, at the keeper.
+    queue: Option<Queue>,
+    max_item: usize,
+    /// The answer to this rank's pop, once it came.
+    answer: Option<Msg>,
+    popping: bool,
+    done: bool,
+}
+
+/// Every queue this rank takes part in, by id (its communicator's context).
+#[derive(Default)]
+pub(crate) struct TaskState {
+    ends: HashMap<u32, End>,
+}
+
+impl TaskState {
+    /// Whether other ranks may wait on this one's service.
+    #[inline]
+    pub(crate) fn serving(&self) -> bool {
+        self.ends.values().any(|e| e.queue.is_some())
+    }
+}
+
+impl<T: bytemuck::Pod> TaskQueue<T> {
+    /// An empty queue over the ranks of `comm`. Collective.
+    #[track_caller]
+    pub fn new(comm: &Comm) -> Result<TaskQueue<T>> {
+        let comm = comm.dup()?;
+        let max_item = std::mem::size_of::<T>();
+        let me = comm.rank() as u32;
+        {
+            let mut e = comm.engine();
+            let keeper = comm.members()[KEEPER as usize];
+            if me != KEEPER && e.frame_limit(keeper) < max_item + 16 {
+                return Err(Error::invalid(
+                    "T",
+                    max_item as i64,
+                    "items that fit one frame of the transport",
+                ));
+            }
+            let end = End {
+                me,
+                members: comm.members().to_vec(),
+                queue: (me == KEEPER).then(|| Queue::new(comm.size() as u32, max_item)),
+                max_item,
+                answer: None,
+                popping: false,
+                done: false,
+            };
+            e.svc.tasks.ends.insert(comm.ctx(), end);
+        }
+        // Every rank's end exists before any can push.
+        comm.barrier()?;
+        Ok(TaskQueue {
+            comm,
+            _t: PhantomData,
+        })
+    }
+
+    /// Queues `item` (at the back). An error once the work is over.
+    pub fn push(&self, item: &T) -> Result<()> {
+        let id = self.comm.ctx();
+        let mut e = self.comm.engine();
+        if e.svc.tasks.ends.get(&id).is_some_and(|end| end.done) {
+            return Err(Error::Protocol(format!(
+                "a push to task queue #{id} after its work was over"
+            )));
+        }
+        let m = Msg::Push {
+            item: bytemuck::bytes_of(item).to_vec(),
+        };
+        send(&mut e, id, KEEPER, m)
+    }
+
+    /// The item at the front, waiting for one if the queue is empty; `None`
+    /// once every rank waits in a pop with nothing queued (and from then on).
+    #[track_caller]
+    pub fn pop(&self) -> Result<Option<T>> {
+        let at = Location::caller();
+        let id = self.comm.ctx();
+        let mut e = self.comm.engine();
+        let end = e
+            .svc
+            .tasks
+            .ends
+            .get_mut(&id)
+            .expect("open while the queue lives");
+        if end.done {
+            return Ok(None);
+        }
+        end.popping = true;
+        send(&mut e, id, KEEPER, Msg::Pop)?;
+        let answered =
+            |e: &mut Engine| e.svc.tasks.ends.get(&id).is_none_or(|x| x.answer.is_some());
+        if !answered(&mut e) {
+            // Any rank may end the wait by pushing.
+            let info = self.comm.info(Call::TaskPop, -1, -2, at);
+            e.wait_until(info, answered)?;
+        }
+        let end = e
+            .svc
+            .tasks
+            .ends
+            .get_mut(&id)
+            .expect("open while the queue lives");
+        end.popping = false;
+        match end.answer.take() {
+            Some(Msg::Task { item }) => Ok(Some(bytemuck::pod_read_unaligned(&item))),
+            _ => {
+                end.done = true;
+                Ok(None)
+            }
+        }
+    }
+}
+
+impl<T: bytemuck::Pod> Drop for TaskQueue<T> {
+    fn drop(&mut self) {
+        let id = self.comm.ctx();
+        self.comm.engine().svc.tasks.ends.remove(&id);
+    }
+}
+
+/// Sends `m` to rank `to` of queue `id`; to this rank, handles it at once.
+fn send(e: &mut Engine, id: u32, to: u32, m: Msg) -> Result<()> {
+    let end = e.svc.tasks.ends.get_mut(&id).expect("open");
+    if to == end.me {
+        let me = end.me;
+        return deliver(e, id, me, m);
+    }
+    let world = end.members[to as usize];
+    let mut h = Header::new(Kind::Tasks);
+    h.ctx = id;
+    h.src = end.me;
+    let payload = m.encode();
+    h.len = payload.len() as u64;
+    e.push_frame(world, &h, &payload)
+}
+
+/// Message `m` from rank `from` of queue `id`, at this rank.
+fn deliver(e: &mut Engine, id: u32, from: u32, m: Msg) -> Result<()> {
+    let Some(end) = e.svc.tasks.ends.get_mut(&id) else {
+        return Ok(());
+    };
+    let whole = match &m {
+        Msg::Push { item } | Msg::Task { item } => item.len() == end.max_item,
+        _ => true,
+    };
+    let refused = match (m, &mut end.queue) {
+        (m, _) if !whole => Some(format!("{m:?}: not one item of {} bytes", end.max_item)),
+        (m @ (Msg::Task { .. } | Msg::Done), _) if from == KEEPER && end.popping => {
+            end.answer = Some(m);
+            None
+        }
+        (m @ (Msg::Push { .. } | Msg::Pop), Some(q)) => q.handle(from, m).err(),
+        (m, _) => Some(format!("{m:?} unexpected here")),
+    };
+    if let Some(why) = refused {
+        log(
+            e.world_rank,
+            &format!("task queue #{id}: refused a message from rank {from}: {why}"),
+        );
+        return Ok(());
+    }
+    // The keeper's answers.
+    loop {
+        let Some(out) = e
+            .svc
+            .tasks
+            .ends
+            .get_mut(&id)
+            .and_then(|end| end.queue.as_mut())
+            .and_then(Queue::poll_transmit)
+        else {
+            return Ok(());
+        };
+        send(e, id, out.0, out.1)?;
+    }
+}
+
+/// A task-queue frame from world rank `from`.
+pub(crate) fn on_frame(e: &mut Engine, from: u32, h: &Header, p: &[u8]) -> Result<()> {
+    let id = h.ctx;
+    let Some(end) = e.svc.tasks.ends.get(&id) else {
+        log(
+            e.world_rank,
+            &format!("dropped a task-queue message from rank {from}: queue #{id} not open here"),
+        );
+        return Ok(());
+    };
+    if end.members.get(h.src as usize) != Some(&from) {
+        log(
+            e.world_rank,
+            &format!(
+                "dropped a task-queue message from rank {from}: not rank {} of queue #{id}",
+                h.src
+            ),
+        );
+        return Ok(());
+    }
+    match Msg::decode(p, end.max_item) {
+        Ok(m) => deliver(e, id, h.src, m),
+        Err(why) => {
+            log(
+                e.world_rank,
+                &format!("dropped a task-queue message from rank {from}: {why}"),
+            );
+            Ok(())
+        }
+    }
+}
