@@ -48,6 +48,7 @@ mod checkpoint;
 mod coll;
 mod comm;
 pub mod consts;
+mod dsm;
 mod file;
 mod fortran;
 mod info;

@@ -8,12 +8,28 @@
 //! hosts over TCP; a cycle of lock waits reported as a deadlock naming locks
 //! and holders; a rank killed in the middle of fetch-and-adds ending the
 //! job cleanly; a page passed to a kumi call stopped with a message naming
-//! it; and 64 namespace hosts with one rank each.
+//! it; 64 namespace hosts with one rank each; and all of it from C through
+//! `kumi.h` alone (`dsm.c`, built with `kumi cc`, no MPI call).
 
 use kumi_tests::netns::{self, Cluster};
+use kumi_tests::programs::{compile_all, lib_dir};
 use kumi_tests::{bin, kumi_run, text};
+use std::path::{Path, PathBuf};
 use std::process::Output;
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
+
+/// `dsm.c` built with `kumi cc`.
+fn c_program() -> &'static Path {
+    static P: OnceLock<PathBuf> = OnceLock::new();
+    P.get_or_init(|| {
+        let out = lib_dir().join("dsm-tests");
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../kumi-mpi/tests/c");
+        let cc = [bin("kumi").display().to_string(), "cc".into()];
+        compile_all(&cc, &["-O2", "-Wall", "-Werror"], &src, &["dsm.c"], &out);
+        out.join("dsm")
+    })
+}
 
 fn passed(o: &Output, mode: &str, how: &str) {
     let out = String::from_utf8_lossy(&o.stdout);
@@ -171,4 +187,29 @@ fn sixty_four_namespace_hosts_one_rank_each() {
     }
     println!("64 hosts, one rank each, two jobs: {:?}", t.elapsed());
     netns::assert_clean(&c);
+}
+
+#[test]
+fn from_c_through_kumi_h_alone() {
+    let prog = c_program().to_str().unwrap();
+    for n in [1, 3, 4] {
+        let o = kumi_run(n, &[], &[prog]);
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            o.status.success() && out.contains(&format!("dsm.c: passed on {n} ranks")),
+            "{}",
+            text(&o)
+        );
+    }
+    let o = kumi_run(4, &[("KUMI_COLL_HOSTS", "2")], &[prog]);
+    assert!(o.status.success(), "pretend hosts: {}", text(&o));
+    let o = kumi_run(2, &[], &[prog, "error"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success()
+            && err.contains("kumi_array_read on rank")
+            && err.contains("elements 8..12 outside an array of 10 (DSM array #"),
+        "{}",
+        text(&o)
+    );
 }

@@ -50,7 +50,7 @@ pub(crate) mod service;
 pub(crate) mod tasks;
 
 pub use pages::Shared;
-pub use tasks::TaskQueue;
+pub use tasks::{RawTaskQueue, TaskQueue};
 
 use crate::comm::Comm;
 use crate::error::{Error, Result};

@@ -38,8 +38,15 @@ const KEEPER: u32 = 0;
 /// # Ok::<(), kumi::Error>(())
 /// ```
 pub struct TaskQueue<T: bytemuck::Pod> {
-    comm: Comm,
+    raw: RawTaskQueue,
     _t: PhantomData<T>,
+}
+
+/// [`TaskQueue`] with items of a size chosen at run time (bytes), for the C
+/// interface and for items whose type is not known at compile time.
+pub struct RawTaskQueue {
+    comm: Comm,
+    item: usize,
 }
 
 /// One queue as this rank sees it.
@@ -73,8 +80,36 @@ impl<T: bytemuck::Pod> TaskQueue<T> {
     /// An empty queue over the ranks of `comm`. Collective.
     #[track_caller]
     pub fn new(comm: &Comm) -> Result<TaskQueue<T>> {
+        Ok(TaskQueue {
+            raw: RawTaskQueue::new(comm, std::mem::size_of::<T>())?,
+            _t: PhantomData,
+        })
+    }
+
+    /// Queues `item` (at the back). An error once the work is over.
+    pub fn push(&self, item: &T) -> Result<()> {
+        self.raw.push(bytemuck::bytes_of(item))
+    }
+
+    /// The item at the front, waiting for one if the queue is empty; `None`
+    /// once every rank waits in a pop with nothing queued (and from then on).
+    #[track_caller]
+    pub fn pop(&self) -> Result<Option<T>> {
+        let mut item = T::zeroed();
+        Ok(self
+            .raw
+            .pop(bytemuck::bytes_of_mut(&mut item))?
+            .then_some(item))
+    }
+}
+
+impl RawTaskQueue {
+    /// An empty queue of items of `item` bytes over the ranks of `comm`.
+    /// Collective.
+    #[track_caller]
+    pub fn new(comm: &Comm, item: usize) -> Result<RawTaskQueue> {
         let comm = comm.dup()?;
-        let max_item = std::mem::size_of::<T>();
+        let max_item = item;
         let me = comm.rank() as u32;
         {
             let mut e = comm.engine();
@@ -99,14 +134,23 @@ impl<T: bytemuck::Pod> TaskQueue<T> {
         }
         // Every rank's end exists before any can push.
         comm.barrier()?;
-        Ok(TaskQueue {
-            comm,
-            _t: PhantomData,
-        })
+        Ok(RawTaskQueue { comm, item })
     }
 
-    /// Queues `item` (at the back). An error once the work is over.
-    pub fn push(&self, item: &T) -> Result<()> {
+    /// The queue's communicator (a duplicate of the one it was made on).
+    pub fn comm(&self) -> &Comm {
+        &self.comm
+    }
+
+    /// Bytes per item.
+    pub fn item_bytes(&self) -> usize {
+        self.item
+    }
+
+    /// Queues `item` (at the back). An error once the work is over, or if
+    /// `item` is not [`RawTaskQueue::item_bytes`] long.
+    pub fn push(&self, item: &[u8]) -> Result<()> {
+        self.whole(item.len())?;
         let id = self.comm.ctx();
         let mut e = self.comm.engine();
         if e.svc.tasks.ends.get(&id).is_some_and(|end| end.done) {
@@ -115,15 +159,28 @@ impl<T: bytemuck::Pod> TaskQueue<T> {
             )));
         }
         let m = Msg::Push {
-            item: bytemuck::bytes_of(item).to_vec(),
+            item: item.to_vec(),
         };
         send(&mut e, id, KEEPER, m)
     }
 
-    /// The item at the front, waiting for one if the queue is empty; `None`
-    /// once every rank waits in a pop with nothing queued (and from then on).
+    fn whole(&self, len: usize) -> Result<()> {
+        if len == self.item {
+            return Ok(());
+        }
+        Err(Error::invalid(
+            "item",
+            len as i64,
+            format!("an item of the queue's {} bytes", self.item),
+        ))
+    }
+
+    /// Copies the item at the front into `item` (as long as an item) and
+    /// returns `true`, waiting for one if the queue is empty; `false` once
+    /// every rank waits in a pop with nothing queued (and from then on).
     #[track_caller]
-    pub fn pop(&self) -> Result<Option<T>> {
+    pub fn pop(&self, item: &mut [u8]) -> Result<bool> {
+        self.whole(item.len())?;
         let at = Location::caller();
         let id = self.comm.ctx();
         let mut e = self.comm.engine();
@@ -134,7 +191,7 @@ impl<T: bytemuck::Pod> TaskQueue<T> {
             .get_mut(&id)
             .expect("open while the queue lives");
         if end.done {
-            return Ok(None);
+            return Ok(false);
         }
         end.popping = true;
         send(&mut e, id, KEEPER, Msg::Pop)?;
@@ -153,16 +210,19 @@ impl<T: bytemuck::Pod> TaskQueue<T> {
             .expect("open while the queue lives");
         end.popping = false;
         match end.answer.take() {
-            Some(Msg::Task { item }) => Ok(Some(bytemuck::pod_read_unaligned(&item))),
+            Some(Msg::Task { item: got }) => {
+                item.copy_from_slice(&got);
+                Ok(true)
+            }
             _ => {
                 end.done = true;
-                Ok(None)
+                Ok(false)
             }
         }
     }
 }
 
-impl<T: bytemuck::Pod> Drop for TaskQueue<T> {
+impl Drop for RawTaskQueue {
     fn drop(&mut self) {
         let id = self.comm.ctx();
         self.comm.engine().svc.tasks.ends.remove(&id);
