@@ -79,6 +79,7 @@ const SONAMES: [&str; 4] = [
 fn fortran_module(src: &Path, inc: &Path, out: &Path) {
     let fc = std::env::var("KUMI_FC").unwrap_or_else(|_| "gfortran".into());
     println!("cargo:rerun-if-env-changed=KUMI_FC");
+    watch_compiler(&fc);
     let Ok(status) = std::process::Command::new(&fc)
         .arg("-c")
         .arg(src)
@@ -97,5 +98,28 @@ fn fortran_module(src: &Path, inc: &Path, out: &Path) {
             "cargo:warning={fc} could not compile {} ({status})",
             src.display()
         );
+    }
+}
+
+/// Makes cargo run this script again when the compiler `fc` changes or, if
+/// it is not installed, when it may have been (a directory of `PATH`
+/// changed): kumi built before gfortran was installed gets its modules at
+/// the next build, not only after a change of its sources.
+fn watch_compiler(fc: &str) {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let dirs: Vec<PathBuf> = std::env::split_paths(&path).collect();
+    let found = if fc.contains('/') {
+        Some(PathBuf::from(fc)).filter(|p| p.exists())
+    } else {
+        dirs.iter().map(|d| d.join(fc)).find(|p| p.exists())
+    };
+    println!("cargo:rerun-if-env-changed=PATH");
+    match found {
+        Some(p) => println!("cargo:rerun-if-changed={}", p.display()),
+        None => {
+            for d in dirs.iter().filter(|d| d.is_dir()) {
+                println!("cargo:rerun-if-changed={}", d.display());
+            }
+        }
     }
 }

@@ -346,11 +346,7 @@ impl<T: Value> Array<T> {
     /// the launcher as a deadlock, naming the lock and its holder.
     #[track_caller]
     pub fn lock(&self, lock: u32) -> Result<()> {
-        let at = Location::caller();
-        let (c, id) = (self.win.comm(), self.id());
-        let mut e = c.engine();
-        service::acquire(&mut e, id, lock)?;
-        service::wait(&mut e, id, |now| lock_wait(c, lock, now, at))?;
+        take_lock(self.win.comm(), lock, Location::caller())?;
         // Acquire: loads of this host's memory after the grant see stores
         // made before the holder's release (which ended with a full fence).
         fence(Ordering::SeqCst);
@@ -361,23 +357,33 @@ impl<T: Value> Array<T> {
     #[track_caller]
     pub fn unlock(&self, lock: u32) -> Result<()> {
         self.fence()?;
-        service::release(&mut self.win.comm().engine(), self.id(), lock)
+        give_lock(self.win.comm(), lock, Location::caller())
     }
 }
 
-/// How a wait for lock `lock` on `c` is reported: on its holder once the
-/// manager said who it is (a report names a rank the wait is on).
-fn lock_wait(
-    c: &Comm,
-    lock: u32,
-    now: service::Awaited,
-    at: &'static Location<'static>,
-) -> crate::engine::WaitInfo {
-    let peer = match now {
-        Some((_, Some(holder))) => holder as i32,
-        _ => -2,
-    };
-    c.info(Call::DsmLock, peer, lock as i32, at)
+/// Takes lock `lock` of the segment of `c` (its context), waiting for the
+/// grant; the wait is reported on the lock's holder once the manager said
+/// who it is (a report names a rank the wait is on).
+fn take_lock(c: &Comm, lock: u32, at: &'static Location<'static>) -> Result<()> {
+    let id = c.ctx();
+    let mut e = c.engine();
+    service::acquire(&mut e, id, lock)?;
+    service::wait(&mut e, id, |now| {
+        let peer = match now {
+            Some((_, Some(holder))) => holder as i32,
+            _ => -2,
+        };
+        c.info(Call::DsmLock, peer, lock as i32, at)
+    })
+}
+
+/// Releases lock `lock` of the segment of `c`, once this rank's writes are
+/// at their homes (page-shared segments send their diffs first).
+fn give_lock(c: &Comm, lock: u32, at: &'static Location<'static>) -> Result<()> {
+    let id = c.ctx();
+    let mut e = c.engine();
+    service::release(&mut e, id, lock)?;
+    service::wait(&mut e, id, |_| c.info(Call::DsmLock, -2, -1, at))
 }
 
 impl<T: Value> Drop for Array<T> {

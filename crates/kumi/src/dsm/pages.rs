@@ -226,22 +226,14 @@ impl<T: Value> Shared<T> {
     /// they released it are visible after).
     #[track_caller]
     pub fn lock(&self, lock: u32) -> Result<()> {
-        let at = Location::caller();
-        let (c, id) = (&self.seg.comm, self.seg.comm.ctx());
-        let mut e = c.engine();
-        service::acquire(&mut e, id, lock)?;
-        service::wait(&mut e, id, |now| super::lock_wait(c, lock, now, at))
+        super::take_lock(&self.seg.comm, lock, Location::caller())
     }
 
     /// Releases global lock `lock` once this rank's writes are at their
     /// pages' homes.
     #[track_caller]
     pub fn unlock(&self, lock: u32) -> Result<()> {
-        let at = Location::caller();
-        let (c, id) = (&self.seg.comm, self.seg.comm.ctx());
-        let mut e = c.engine();
-        service::release(&mut e, id, lock)?;
-        service::wait(&mut e, id, |_| c.info(Call::DsmLock, -2, -1, at))
+        super::give_lock(&self.seg.comm, lock, Location::caller())
     }
 
     /// Waits for every rank (collective); writes made by any rank before it
@@ -317,6 +309,7 @@ static PREVIOUS: AtomicPtr<libc::sigaction> = AtomicPtr::new(std::ptr::null_mut(
 fn register(seg: &Segment) -> Result<usize> {
     static INSTALL: Once = Once::new();
     INSTALL.call_once(install);
+    signal_stack()?;
     let start = seg.app.as_ptr() as usize;
     for (i, s) in SEGMENTS.iter().enumerate() {
         // The segment and end are stored before the start (Release), which
@@ -357,6 +350,50 @@ fn install() {
             PREVIOUS.store(old, Ordering::Release);
         }
     }
+}
+
+/// Bytes of the alternate signal stack the fault handler runs on.
+const SIGNAL_STACK: usize = 1 << 20;
+
+/// Gives this thread (the one that touches the segment) an alternate signal
+/// stack of [`SIGNAL_STACK`] bytes, once: the handler runs there
+/// (`SA_ONSTACK`, so that a stack overflow, a fault outside every segment,
+/// still reaches Rust's handler with room to report it), and resolving a
+/// fault runs the engine, far deeper than the few kilobytes of the stack
+/// Rust gives a thread for that report (measured: it overflowed).
+fn signal_stack() -> Result<()> {
+    thread_local! {
+        static DONE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+    if DONE.get() {
+        return Ok(());
+    }
+    // SAFETY: a fresh private mapping for the stack, kept for the thread's
+    // life (it is never unmapped: a handler may run on it until the end);
+    // `sigaltstack` reads the descriptor we pass.
+    unsafe {
+        let p = libc::mmap(
+            std::ptr::null_mut(),
+            SIGNAL_STACK,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
+            -1,
+            0,
+        );
+        if p == libc::MAP_FAILED {
+            return Err(Error::Io(std::io::Error::last_os_error()));
+        }
+        let st = libc::stack_t {
+            ss_sp: p,
+            ss_flags: 0,
+            ss_size: SIGNAL_STACK,
+        };
+        if libc::sigaltstack(&st, std::ptr::null_mut()) != 0 {
+            return Err(Error::Io(std::io::Error::last_os_error()));
+        }
+    }
+    DONE.set(true);
+    Ok(())
 }
 
 /// The segment whose application view holds `addr`, if any.
