@@ -17,6 +17,7 @@ pub mod blas;
 pub mod checkpoint;
 pub mod coll;
 pub mod dct;
+pub mod dsm;
 pub mod figure;
 pub mod floor;
 pub mod himeno;

@@ -96,6 +96,11 @@ pub enum Kernel {
     Hotspot,
     /// Suite: NPB MG (--size S, W, A), Mop/s, residual norm verified.
     Mg,
+    /// Distributed shared memory between ranks 0 and 1 beside kumi's own
+    /// ping-pong, same run: 8-byte read and write_sync against an 8-byte
+    /// round trip, a remote page fault against a 4 KiB round trip, and
+    /// in-host access against plain memory (records carry an "op" field).
+    Dsm,
     /// Coordinated checkpoints: seconds and GB/s per checkpoint, 1 MiB to
     /// --max-size (1 GiB) per rank, beside dd conv=fsync on the same disk
     /// (--dir), and the time from a rank's death to the restarted job
@@ -262,11 +267,12 @@ pub fn rank_main(a: RankArgs) -> i32 {
                 Some(died) => kumi_bench::checkpoint::restart_probe(&universe, &w, died),
                 None => kumi_bench::checkpoint::cost(&universe, &w, a.max_size, a.reps),
             },
-            Kernel::Coll | Kernel::Hotspot => {
-                let labeled = if a.kernel == Kernel::Coll {
-                    kumi_bench::coll::run(&w, a.max_size, a.reps, a.rep_ms as f64 / 1000.0, &a.ops)?
-                } else {
-                    kumi_bench::hotspot::run(&w, (a.rep_ms as usize * 20).max(50))?
+            Kernel::Coll | Kernel::Hotspot | Kernel::Dsm => {
+                let rep_s = a.rep_ms as f64 / 1000.0;
+                let labeled = match a.kernel {
+                    Kernel::Coll => kumi_bench::coll::run(&w, a.max_size, a.reps, rep_s, &a.ops)?,
+                    Kernel::Dsm => kumi_bench::dsm::run(&w, a.reps, rep_s)?,
+                    _ => kumi_bench::hotspot::run(&w, (a.rep_ms as usize * 20).max(50))?,
                 };
                 if w.rank() == 0 {
                     for l in labeled {
@@ -342,6 +348,13 @@ pub fn main(a: BenchArgs) -> i32 {
         eprintln!(
             "kumi bench: --ops: no operation {bad:?}; the operations are {}",
             kumi_bench::coll::OPS.join(", ")
+        );
+        return 2;
+    }
+    if !a.vs.is_empty() && a.kernel == Kernel::Dsm {
+        eprintln!(
+            "kumi bench: dsm compares kumi's shared memory with kumi's own messages in one \
+             run; --vs does not apply (the references have no DSM)"
         );
         return 2;
     }
