@@ -97,6 +97,7 @@ pub enum Msg {
         /// The master copy's version when it was read.
         version: Version,
         /// The whole page.
+        #[serde(with = "serde_bytes")]
         data: Vec<u8>,
     },
     /// To a page's home: the bytes a node changed, as runs (offset, bytes).
@@ -106,7 +107,7 @@ pub enum Msg {
         /// The version of the copy the writer changed.
         base: Version,
         /// Changed runs, ascending, not overlapping.
-        runs: Vec<(u32, Vec<u8>)>,
+        runs: Vec<DiffRun>,
     },
     /// From the home: the diff is applied; the page is now at `version`.
     DiffAck {
@@ -156,6 +157,17 @@ pub enum Msg {
         /// Page versions, ascending by page.
         known: Vec<(Page, Version)>,
     },
+}
+
+/// Bytes of a page that a writer changed (a run of a diff).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DiffRun {
+    /// Offset in the page.
+    pub at: u32,
+    /// The bytes there now (carried as one byte string on the wire, not
+    /// byte by byte: a page's worth costs a copy, not 4096 calls).
+    #[serde(with = "serde_bytes")]
+    pub bytes: Vec<u8>,
 }
 
 /// The shape of a segment, which every message must fit.
@@ -236,8 +248,8 @@ impl Msg {
             Msg::Diff { page, runs, .. } => {
                 g.page_ok(*page)?;
                 let mut end = 0u64;
-                for (off, bytes) in runs {
-                    let (off, len) = (*off as u64, bytes.len() as u64);
+                for DiffRun { at, bytes } in runs {
+                    let (off, len) = (*at as u64, bytes.len() as u64);
                     if off < end || len == 0 || off + len > g.page_size as u64 {
                         return Err(format!(
                             "a diff run of {len} bytes at {off} (after byte {end}) in a page of {}",
@@ -278,7 +290,7 @@ impl Msg {
 }
 
 /// The bytes of `cur` that differ from `twin`, as runs.
-pub fn diff(twin: &[u8], cur: &[u8]) -> Vec<(u32, Vec<u8>)> {
+pub fn diff(twin: &[u8], cur: &[u8]) -> Vec<DiffRun> {
     let mut runs = Vec::new();
     let mut i = 0;
     while i < cur.len() {
@@ -290,7 +302,10 @@ pub fn diff(twin: &[u8], cur: &[u8]) -> Vec<(u32, Vec<u8>)> {
         while i < cur.len() && cur[i] != twin[i] {
             i += 1;
         }
-        runs.push((start as u32, cur[start..i].to_vec()));
+        runs.push(DiffRun {
+            at: start as u32,
+            bytes: cur[start..i].to_vec(),
+        });
     }
     runs
 }
@@ -614,8 +629,8 @@ impl Node {
                 let master = *self.home_version.get(&page).ok_or_else(|| not_home(page))?;
                 let exact = base == master;
                 let bytes = store.page_mut(page);
-                for (off, run) in runs {
-                    bytes[off as usize..off as usize + run.len()].copy_from_slice(&run);
+                for DiffRun { at, bytes: run } in runs {
+                    bytes[at as usize..at as usize + run.len()].copy_from_slice(&run);
                 }
                 let version = master + 1;
                 self.home_version.insert(page, version);
@@ -1157,7 +1172,10 @@ mod tests {
                 Msg::Diff {
                     page: 0,
                     base: 0,
-                    runs: vec![(6, vec![1, 2, 3])],
+                    runs: vec![DiffRun {
+                        at: 6,
+                        bytes: vec![1, 2, 3],
+                    }],
                 },
                 "a diff run of 3 bytes at 6",
             ),
@@ -1165,7 +1183,16 @@ mod tests {
                 Msg::Diff {
                     page: 0,
                     base: 0,
-                    runs: vec![(2, vec![1]), (1, vec![1])],
+                    runs: vec![
+                        DiffRun {
+                            at: 2,
+                            bytes: vec![1],
+                        },
+                        DiffRun {
+                            at: 1,
+                            bytes: vec![1],
+                        },
+                    ],
                 },
                 "a diff run of 1 bytes at 1",
             ),
@@ -1325,9 +1352,13 @@ mod tests {
 
     #[test]
     fn diff_finds_changed_runs() {
+        let run = |at, bytes: &[u8]| DiffRun {
+            at,
+            bytes: bytes.to_vec(),
+        };
         assert_eq!(
             diff(&[0; 6], &[0, 1, 1, 0, 0, 2]),
-            vec![(1, vec![1, 1]), (5, vec![2])]
+            vec![run(1, &[1, 1]), run(5, &[2])]
         );
         assert!(diff(&[3; 4], &[3; 4]).is_empty());
     }

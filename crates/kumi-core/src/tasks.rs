@@ -26,6 +26,7 @@ pub enum Msg {
     /// To the keeper: queue this item.
     Push {
         /// The item.
+        #[serde(with = "serde_bytes")]
         item: Vec<u8>,
     },
     /// To the keeper: give me an item (I have no work left).
@@ -33,6 +34,7 @@ pub enum Msg {
     /// From the keeper: your item.
     Task {
         /// The item.
+        #[serde(with = "serde_bytes")]
         item: Vec<u8>,
     },
     /// From the keeper: every rank is idle and the queue is empty.
