@@ -28,8 +28,9 @@ command -v cmake >/dev/null && command -v pkg-config >/dev/null || { apt-get upd
 # The Slurm tests (crates/kumi-tests/tests/slurm.rs) start their own Slurm
 # cluster (private munged, slurmctld and slurmd's in test namespaces, removed
 # afterwards); apt starts no service here, and the tests start none of the
-# machine's own.
-command -v slurmd >/dev/null && command -v munged >/dev/null || { apt-get update -qq && apt-get install -y -qq slurm-wlm munge libpmix2 >/dev/null; }
+# machine's own. Slurm's PMIx plugin (srun --mpi=pmix) opens the unversioned
+# pmix2/lib/libpmix.so, which only libpmix-dev provides.
+command -v slurmd >/dev/null && command -v munged >/dev/null && [ -e /usr/lib/x86_64-linux-gnu/pmix2/lib/libpmix.so ] || { apt-get update -qq && apt-get install -y -qq slurm-wlm munge libpmix2 libpmix-dev >/dev/null; }
 target/py/bin/python -c 'import mpi4py, numpy' 2>/dev/null || { python3 -m venv target/py && target/py/bin/pip install -q mpi4py numpy; }
 # The Fortran binding is generated from the MPI Forum's API description.
 target/py/bin/python -c 'import pympistandard' 2>/dev/null || target/py/bin/pip install -q pympistandard==0.2.0

@@ -1263,23 +1263,26 @@ mod tests {
         assert_eq!((mem.pages[1][0], n0.waiting()), (9, false));
     }
 
-    /// Two nodes each hold one lock and ask for the other's: each learns
-    /// who holds what it waits for (what the deadlock report names); a lock
-    /// is not taken twice, nor released by a node that does not hold it.
-    #[test]
-    fn waits_for_locks_name_their_holders() {
+    /// Nodes of a segment without pages (its locks alone), and their memories.
+    fn lock_nodes(n: u32, locks: u32) -> (Vec<Node>, Vec<Mem>) {
         let g = Geometry {
-            nodes: 2,
+            nodes: n,
             pages: 0,
             page_size: 8,
-            locks: 2,
+            locks,
         };
-        let mut mems = [Mem::new(&g), Mem::new(&g)];
-        let [m0, m1] = &mut mems;
-        let mut n = [Node::new(g, 0, m0), Node::new(g, 1, m1)];
-        let deliver = |n: &mut [Node; 2], mems: &mut [Mem; 2]| loop {
+        let mut mems: Vec<Mem> = (0..n).map(|_| Mem::new(&g)).collect();
+        let nodes = (0..n)
+            .map(|i| Node::new(g, i, &mut mems[i as usize]))
+            .collect();
+        (nodes, mems)
+    }
+
+    /// Delivers every message, in order, until none is left.
+    fn deliver_all(n: &mut [Node], mems: &mut [Mem]) {
+        loop {
             let mut moved = false;
-            for i in 0..2 {
+            for i in 0..n.len() {
                 while let Some((to, m)) = n[i].poll_transmit() {
                     n[to as usize]
                         .handle(i as u32, m, &mut mems[to as usize])
@@ -1290,11 +1293,19 @@ mod tests {
             if !moved {
                 return;
             }
-        };
+        }
+    }
+
+    /// Two nodes each hold one lock and ask for the other's: each learns
+    /// who holds what it waits for (what the deadlock report names); a lock
+    /// is not taken twice, nor released by a node that does not hold it.
+    #[test]
+    fn waits_for_locks_name_their_holders() {
+        let (mut n, mut mems) = lock_nodes(2, 2);
         // Even a lock a node manages itself is granted through a message.
         assert!(!n[0].acquire(0, &mut mems[0]).unwrap());
         assert!(!n[1].acquire(1, &mut mems[1]).unwrap());
-        deliver(&mut n, &mut mems);
+        deliver_all(&mut n, &mut mems);
         assert!(!n[0].waiting() && !n[1].waiting());
         assert!(n[0]
             .acquire(0, &mut mems[0])
@@ -1302,51 +1313,29 @@ mod tests {
             .contains("not recursive"));
         assert!(!n[0].acquire(1, &mut mems[0]).unwrap());
         assert!(!n[1].acquire(0, &mut mems[1]).unwrap());
-        deliver(&mut n, &mut mems);
+        deliver_all(&mut n, &mut mems);
         assert_eq!(n[0].awaited(), Some((1, Some(1))));
         assert_eq!(n[1].awaited(), Some((0, Some(0))));
-        let mut m = Mem::new(&g);
-        let mut lone = Node::new(g, 0, &mut m);
-        assert!(lone.release(1, &mut m).unwrap_err().contains("not held"));
+        let (mut lone, mut m) = lock_nodes(1, 2);
+        assert!(lone[0]
+            .release(1, &mut m[0])
+            .unwrap_err()
+            .contains("not held"));
     }
 
     /// A queue of three waiters: when the lock passes on, those still
     /// waiting learn the new holder.
     #[test]
     fn waiters_learn_each_new_holder() {
-        let g = Geometry {
-            nodes: 4,
-            pages: 0,
-            page_size: 8,
-            locks: 1,
-        };
-        let mut mems: Vec<Mem> = (0..4).map(|_| Mem::new(&g)).collect();
-        let mut n: Vec<Node> = (0..4)
-            .map(|i| Node::new(g, i, &mut mems[i as usize]))
-            .collect();
-        let mut deliver = |n: &mut Vec<Node>| loop {
-            let mut moved = false;
-            for i in 0..4 {
-                while let Some((to, m)) = n[i].poll_transmit() {
-                    n[to as usize]
-                        .handle(i as u32, m, &mut mems[to as usize])
-                        .unwrap();
-                    moved = true;
-                }
-            }
-            if !moved {
-                return;
-            }
-        };
-        let mut m = Mem::new(&g);
+        let (mut n, mut mems) = lock_nodes(4, 1);
         for i in 1..4 {
-            n[i].acquire(0, &mut m).unwrap();
-            deliver(&mut n);
+            n[i].acquire(0, &mut mems[i]).unwrap();
+            deliver_all(&mut n, &mut mems);
         }
         assert_eq!(n[2].awaited(), Some((0, Some(1))));
         assert_eq!(n[3].awaited(), Some((0, Some(1))));
-        n[1].release(0, &mut m).unwrap();
-        deliver(&mut n);
+        n[1].release(0, &mut mems[1]).unwrap();
+        deliver_all(&mut n, &mut mems);
         assert_eq!((n[2].awaited(), n[3].awaited()), (None, Some((0, Some(2)))));
     }
 

@@ -11,8 +11,9 @@
 //! left inside them and removes them, and the directory goes: also when a
 //! test panics.
 //!
-//! Needs root and Debian's `slurm-wlm`, `munge` and `libpmix2`, which
-//! `test.sh` installs. Without root the tests print a loud SKIPPED; as root,
+//! Needs root and Debian's `slurm-wlm`, `munge`, `libpmix2` and
+//! `libpmix-dev` (Slurm's PMIx plugin opens the unversioned `libpmix.so`
+//! that only the latter has), which `test.sh` installs. Without root the tests print a loud SKIPPED; as root,
 //! a missing Slurm fails them.
 
 use crate::netns::{self, Cluster};

@@ -184,12 +184,7 @@ impl RawTaskQueue {
         let at = Location::caller();
         let id = self.comm.ctx();
         let mut e = self.comm.engine();
-        let end = e
-            .svc
-            .tasks
-            .ends
-            .get_mut(&id)
-            .expect("open while the queue lives");
+        let end = open(&mut e, id);
         if end.done {
             return Ok(false);
         }
@@ -202,12 +197,7 @@ impl RawTaskQueue {
             let info = self.comm.info(Call::TaskPop, -1, -2, at);
             e.wait_until(info, answered)?;
         }
-        let end = e
-            .svc
-            .tasks
-            .ends
-            .get_mut(&id)
-            .expect("open while the queue lives");
+        let end = open(&mut e, id);
         end.popping = false;
         match end.answer.take() {
             Some(Msg::Task { item: got }) => {
@@ -229,9 +219,18 @@ impl Drop for RawTaskQueue {
     }
 }
 
+/// Queue `id`'s end here, which exists while its [`RawTaskQueue`] does.
+fn open(e: &mut Engine, id: u32) -> &mut End {
+    e.svc
+        .tasks
+        .ends
+        .get_mut(&id)
+        .expect("open while the queue lives")
+}
+
 /// Sends `m` to rank `to` of queue `id`; to this rank, handles it at once.
 fn send(e: &mut Engine, id: u32, to: u32, m: Msg) -> Result<()> {
-    let end = e.svc.tasks.ends.get_mut(&id).expect("open");
+    let end = open(e, id);
     if to == end.me {
         let me = end.me;
         return deliver(e, id, me, m);
