@@ -5,10 +5,10 @@
 //! its loopback up and one veth `kt0` with address `10.251.0.<i+1>/24`, whose
 //! other end is a port of the bridge. Each host knows every other host's
 //! hardware address from the start (permanent neighbour entries), so no ARP
-//! crosses the bridge: with 40 hosts or more, the burst of ARP broadcasts of
-//! a job whose ranks all start talking at once overflowed the software
-//! bridge's queues, and a lost ARP reply is a `No route to host` or seconds
-//! of retransmission, which a real switch does not inflict. Nothing is created in the namespace the
+//! crosses the bridge: a software bridge drops part of the burst of ARP
+//! broadcasts when ranks on dozens of hosts start talking at once, and a lost
+//! reply is a `No route to host` or seconds of retransmission, which a real
+//! switch does not inflict (docs/BENCHMARKS.md, session 28). Nothing is created in the namespace the
 //! tests run in, and the addresses exist only inside these namespaces. The
 //! [`Drop`] of the cluster kills whatever still runs inside the namespaces and
 //! deletes them (which deletes the veths), also when a test panics.

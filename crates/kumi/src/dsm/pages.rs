@@ -359,8 +359,8 @@ const SIGNAL_STACK: usize = 1 << 20;
 /// stack of [`SIGNAL_STACK`] bytes, once: the handler runs there
 /// (`SA_ONSTACK`, so that a stack overflow, a fault outside every segment,
 /// still reaches Rust's handler with room to report it), and resolving a
-/// fault runs the engine, far deeper than the few kilobytes of the stack
-/// Rust gives a thread for that report (measured: it overflowed).
+/// fault runs the engine, which needs more than the few kilobytes of the
+/// stack Rust gives a thread for that report.
 fn signal_stack() -> Result<()> {
     thread_local! {
         static DONE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
