@@ -4,10 +4,11 @@
 #
 #   scripts/bench-hosts.sh kumi bench pingpong --vs mpich,openmpi
 #
-# Creates namespaces kb-10.253.0.1 and kb-10.253.0.2 joined by a bridge in a
-# third namespace (addresses exist only inside them), runs the given command
+# Creates namespaces kb-10.253.0.1, kb-10.253.0.2, ... joined by a bridge in
+# another namespace (addresses exist only inside them), runs the given command
 # inside the first one with --hosts and --rsh added, and removes everything on
-# exit. The --rsh helper accepts ssh-style options (MPICH's hydra and Open MPI's
+# exit. KB_HOSTS sets the number of hosts (default 2), KB_SLOTS the ranks per
+# host (default 1). The --rsh helper accepts ssh-style options (MPICH's hydra and Open MPI's
 # rsh agent pass some) and maps a host name to its namespace. Needs root.
 set -euo pipefail
 [ "$(id -u)" = 0 ] || { echo "bench-hosts.sh: needs root (ip netns)" >&2; exit 1; }
@@ -15,9 +16,14 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d /tmp/kumi-bench-hosts.XXXXXX)
-h1=10.253.0.1; h2=10.253.0.2; sw=kb-sw-$$
+nhosts=${KB_HOSTS:-2}; slots=${KB_SLOTS:-1}
+case "$nhosts$slots" in *[!0-9]*) echo "bench-hosts.sh: KB_HOSTS and KB_SLOTS are counts" >&2; exit 2 ;; esac
+[ "$nhosts" -ge 1 ] && [ "$nhosts" -le 200 ] && [ "$slots" -ge 1 ] || { echo "bench-hosts.sh: KB_HOSTS must be 1..200, KB_SLOTS at least 1" >&2; exit 2; }
+hosts=(); for i in $(seq 1 "$nhosts"); do hosts+=("10.253.0.$i"); done
+h1=${hosts[0]}; sw=kb-sw-$$
 cleanup() {
-    for ns in "kb-$h1" "kb-$h2"; do
+    for h in "${hosts[@]}"; do
+        ns=kb-$h
         ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
         ip netns del "$ns" 2>/dev/null || true
     done
@@ -30,7 +36,7 @@ ip netns add "$sw"
 ip -n "$sw" link add br0 type bridge
 ip -n "$sw" link set br0 up
 i=0
-for h in $h1 $h2; do
+for h in "${hosts[@]}"; do
     i=$((i + 1))
     ns=kb-$h
     ip netns add "$ns"
@@ -64,4 +70,5 @@ cmd=("$@")
 # A bare `kumi` means the one built in this checkout, or $KUMI_BIN (a copy that
 # a concurrent `cargo build` cannot replace in the middle of a run).
 if [ "${cmd[0]}" = kumi ]; then cmd[0]="${KUMI_BIN:-$here/../target/release/kumi}"; fi
-ip netns exec "kb-$h1" "${cmd[@]}" --hosts "$h1:1,$h2:1" --rsh "$work/rsh"
+list=$(printf "%s:$slots," "${hosts[@]}")
+ip netns exec "kb-$h1" "${cmd[@]}" --hosts "${list%,}" --rsh "$work/rsh"

@@ -80,11 +80,6 @@ fn time(w: &Comm, iters: usize, f: &mut dyn FnMut() -> Result<(), Error>) -> Res
     Ok(s[0])
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
-}
-
 /// Buffers of one size: bytes for the data movers, `f64`s for reductions.
 struct Bufs {
     s: Vec<u8>,
@@ -197,7 +192,7 @@ pub fn run(
                     np: p,
                     size,
                     metric: "latency_us".into(),
-                    value: median(times) * 1e6,
+                    value: crate::median(times) * 1e6,
                 },
                 key: "op",
                 label: op.into(),

@@ -29,11 +29,6 @@ const SUM_LEN: usize = 1 << 20;
 /// Pages rank 1 faults in per repetition of `fault4k`.
 const FAULT_PAGES: usize = 256;
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 /// Seconds per call of `f` on rank 0, over a repetition of about `rep_s`
 /// (the count is found once, then kept for every repetition).
 fn per_call(
@@ -196,7 +191,7 @@ pub fn run(w: &Comm, reps: usize, rep_s: f64) -> Result<Vec<Labeled>, Error> {
         key: "op",
         label: op.into(),
     };
-    let ratio = |a: &[f64], b: &[f64]| median(a.iter().zip(b).map(|(x, y)| x / y).collect());
+    let ratio = |a: &[f64], b: &[f64]| crate::median(a.iter().zip(b).map(|(x, y)| x / y).collect());
     let mut out = Vec::new();
     for (k, (op, size)) in [
         ("pingpong8", 8),
@@ -208,7 +203,7 @@ pub fn run(w: &Comm, reps: usize, rep_s: f64) -> Result<Vec<Labeled>, Error> {
     .into_iter()
     .enumerate()
     {
-        out.push(rec(op, size, "roundtrip_us", median(cols[k].clone()) * 1e6));
+        out.push(rec(op, size, "roundtrip_us", crate::median(cols[k].clone()) * 1e6));
     }
     out.push(rec(
         "read8/pingpong8",
@@ -232,7 +227,7 @@ pub fn run(w: &Comm, reps: usize, rep_s: f64) -> Result<Vec<Labeled>, Error> {
         .into_iter()
         .enumerate()
     {
-        out.push(rec(op, 8, "ns_per_value", median(local[k].clone()) * 1e9));
+        out.push(rec(op, 8, "ns_per_value", crate::median(local[k].clone()) * 1e9));
     }
     out.push(rec(
         "array_local/plain",

@@ -236,6 +236,7 @@ fn build(figs: &[Figure]) -> (Vec<Table>, Vec<Chart>) {
             "combining",
             "mode",
             "op",
+            "model",
             "tours",
             "iterations",
             "speedup",
@@ -263,13 +264,14 @@ fn build(figs: &[Figure]) -> (Vec<Table>, Vec<Chart>) {
         });
     }
 
-    // DCT speed-up per block size.
+    // DCT speed-up per block size and version, and the versions' ratio.
     let dct = pick(figs, "dct", "speedup");
     if !dct.is_empty() {
+        let model = |f: &Figure| f.get("model").unwrap_or_else(|| "messages".into());
         let mut by: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
         for f in &dct {
             let b = f.num("block").unwrap_or(0.0);
-            by.entry(format!("{b}x{b} blocks"))
+            by.entry(format!("{b}x{b} blocks, {}", model(f)))
                 .or_default()
                 .push((f.np as f64, f.value));
         }
@@ -285,10 +287,22 @@ fn build(figs: &[Figure]) -> (Vec<Table>, Vec<Chart>) {
             logy: false,
             series: by.into_iter().collect(),
         });
+        let ratio = |f: &Figure| {
+            figs.iter()
+                .find(|r| {
+                    r.bench == "dct"
+                        && r.metric == "ratio"
+                        && r.np == f.np
+                        && r.num("block") == f.num("block")
+                })
+                .map_or(f64::NAN, |r| r.value)
+        };
         tables.push(Table {
             title: "DCT".into(),
-            note: "Speed-up over the serial transform measured in the same run.".into(),
-            head: ["np", "block", "blocks", "seconds", "speed-up"]
+            note: "Speed-up over the serial transform measured in the same run; \
+                   dsm/messages: median of paired repetitions' time ratios (1.0 = as fast)."
+                .into(),
+            head: ["np", "block", "blocks", "version", "seconds", "speed-up", "dsm/messages"]
                 .map(String::from)
                 .to_vec(),
             rows: dct
@@ -298,8 +312,10 @@ fn build(figs: &[Figure]) -> (Vec<Table>, Vec<Chart>) {
                         f.np.to_string(),
                         format!("{:.0}", f.num("block").unwrap_or(f64::NAN)),
                         format!("{:.0}", f.num("blocks").unwrap_or(f64::NAN)),
+                        model(f),
                         fmt(f.num("seconds").unwrap_or(f64::NAN)),
                         fmt(f.value),
+                        fmt(ratio(f)),
                     ]
                 })
                 .collect(),

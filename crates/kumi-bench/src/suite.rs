@@ -153,11 +153,11 @@ pub fn run(name: &str, w: &Comm, o: &Params) -> Outcome {
         "knights" => {
             let n = num(o.pick("5", "5", "5"), "knights")?;
             let depth = o.depth.unwrap_or(if n >= 6 { 8 } else { 6 });
-            knights::run(w, n, depth, &prog)
+            knights::run(w, n, depth, if o.tiny() { 1 } else { reps }, &prog)
         }
         "dct" => {
             let n = num(o.pick("64", "1024", "1024"), "dct")?;
-            dct::run(w, n, &[8, 16, 32], &prog)
+            dct::run(w, n, &[8, 16, 32], if o.tiny() { 1 } else { reps }, &prog)
         }
         "matpow" => {
             let m = num(o.pick("64", "64", "64"), "matpow")?;

@@ -76,9 +76,9 @@ pub enum Kernel {
     Is,
     /// Suite: red/black SOR, ranks x --threads (--size grid side).
     Sor,
-    /// Suite: knight's tour counting with a task pool (--size board side).
+    /// Suite: knight's tour counting from a task pool, by messages and on the DSM's task queue (--size board side; 6 is DSE's 6x6 from a corner).
     Knights,
-    /// Suite: 2-D DCT in 8x8/16x16/32x32 blocks (--size image side), speed-up.
+    /// Suite: 2-D DCT in 8x8/16x16/32x32 blocks (--size image side), speed-up, by messages and on a page-shared DSM segment.
     Dct,
     /// Suite: 64x64 matrix to the 32nd power with a barrier per step.
     Matpow,

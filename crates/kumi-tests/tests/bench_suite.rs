@@ -53,6 +53,17 @@ fn every_kernel_checks_its_own_result_at_np_1_2_and_4() {
                 })
                 .count();
             assert!(checked > 0, "{k} -n {np}: no checked figure in {lines:?}");
+            if matches!(k, "knights" | "dct") {
+                // DSE's applications run on the DSM beside message passing,
+                // each version checked on its own.
+                for model in ["messages", "dsm", "dsm/messages"] {
+                    let m = format!("\"model\": \"{model}\"");
+                    assert!(
+                        lines.iter().any(|l| l.contains(&m) && l.contains("PASSED")),
+                        "{k} -n {np}: no checked {model} figure in {lines:?}"
+                    );
+                }
+            }
         }
     }
 }
