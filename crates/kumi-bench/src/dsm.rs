@@ -203,7 +203,12 @@ pub fn run(w: &Comm, reps: usize, rep_s: f64) -> Result<Vec<Labeled>, Error> {
     .into_iter()
     .enumerate()
     {
-        out.push(rec(op, size, "roundtrip_us", crate::median(cols[k].clone()) * 1e6));
+        out.push(rec(
+            op,
+            size,
+            "roundtrip_us",
+            crate::median(cols[k].clone()) * 1e6,
+        ));
     }
     out.push(rec(
         "read8/pingpong8",
@@ -227,7 +232,12 @@ pub fn run(w: &Comm, reps: usize, rep_s: f64) -> Result<Vec<Labeled>, Error> {
         .into_iter()
         .enumerate()
     {
-        out.push(rec(op, 8, "ns_per_value", crate::median(local[k].clone()) * 1e9));
+        out.push(rec(
+            op,
+            8,
+            "ns_per_value",
+            crate::median(local[k].clone()) * 1e9,
+        ));
     }
     out.push(rec(
         "array_local/plain",

@@ -311,7 +311,11 @@ pub fn run(
             [Model::Dsm, Model::Messages]
         };
         for (k, model) in order.into_iter().enumerate() {
-            progress(1 + 2 * rep + k, 2 * reps + 1, &format!("{n}x{n}, depth {depth}, {}", model.name()));
+            progress(
+                1 + 2 * rep + k,
+                2 * reps + 1,
+                &format!("{n}x{n}, depth {depth}, {}", model.name()),
+            );
             // A queue serves one search: it ends when the work is over.
             let queue = match model {
                 Model::Messages => {
@@ -328,7 +332,12 @@ pub fn run(
             };
             secs[model as usize].push(xfer::max(w, t.elapsed().as_secs_f64())?);
             if me == 0 {
-                check(&job.board, &counts, serial.as_ref().map(|s| &s.0[..]), model)?;
+                check(
+                    &job.board,
+                    &counts,
+                    serial.as_ref().map(|s| &s.0[..]),
+                    model,
+                )?;
             }
         }
     }
@@ -346,7 +355,9 @@ pub fn run(
             f = f.with_num("tours", tours);
         }
         if let Some((_, ss)) = &serial {
-            f = f.with_num("serial_seconds", *ss).with_num("speedup", ss / s);
+            f = f
+                .with_num("serial_seconds", *ss)
+                .with_num("speedup", ss / s);
         }
         out.push(f);
     }
@@ -362,14 +373,22 @@ pub fn run(
 
 /// Rank 0's check of one version's counts: the known total, and the serial
 /// search's count per start where there is one.
-fn check(board: &Board, counts: &[u64], serial: Option<&[u64]>, model: Model) -> Result<(), Failure> {
+fn check(
+    board: &Board,
+    counts: &[u64],
+    serial: Option<&[u64]>,
+    model: Model,
+) -> Result<(), Failure> {
     let n = board.n;
     let total: u64 = counts.iter().sum();
     if let Some(k) = known_total(n) {
         if total != k {
             return Err(Failure::check(
                 "knights total",
-                format!("{total} open tours on {n}x{n} ({}), known {k}", model.name()),
+                format!(
+                    "{total} open tours on {n}x{n} ({}), known {k}",
+                    model.name()
+                ),
             ));
         }
     }

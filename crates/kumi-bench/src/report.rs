@@ -302,9 +302,17 @@ fn build(figs: &[Figure]) -> (Vec<Table>, Vec<Chart>) {
             note: "Speed-up over the serial transform measured in the same run; \
                    dsm/messages: median of paired repetitions' time ratios (1.0 = as fast)."
                 .into(),
-            head: ["np", "block", "blocks", "version", "seconds", "speed-up", "dsm/messages"]
-                .map(String::from)
-                .to_vec(),
+            head: [
+                "np",
+                "block",
+                "blocks",
+                "version",
+                "seconds",
+                "speed-up",
+                "dsm/messages",
+            ]
+            .map(String::from)
+            .to_vec(),
             rows: dct
                 .iter()
                 .map(|f| {

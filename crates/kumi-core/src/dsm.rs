@@ -76,8 +76,14 @@ pub enum Prot {
 pub trait Store {
     /// Page `p`'s bytes (the segment's page size).
     fn page(&self, p: Page) -> &[u8];
-    /// Page `p`'s bytes, to install a copy or apply a diff.
+    /// Page `p`'s bytes, to apply a diff.
     fn page_mut(&mut self, p: Page) -> &mut [u8];
+    /// Page `p` becomes `data` (a whole page from its home). A store whose
+    /// memory has a cheaper way than a copy through [`Store::page_mut`]
+    /// (a write into a file that has no page there yet) takes it here.
+    fn install(&mut self, p: Page, data: &[u8]) {
+        self.page_mut(p).copy_from_slice(data);
+    }
     /// Sets what the application may do with page `p`.
     fn protect(&mut self, p: Page, prot: Prot);
 }
@@ -287,6 +293,69 @@ impl Msg {
         m.check(g)?;
         Ok(m)
     }
+
+    /// A [`Msg::Page`] read in place from its wire form, its data borrowed
+    /// from `bytes` (a page is the one message on a fault's path, and
+    /// installing it straight from the frame saves a copy and an
+    /// allocation); `None` for any other message (then [`Msg::decode`]).
+    /// Checked like [`Msg::check`] does.
+    pub fn decode_page<'a>(bytes: &'a [u8], g: &Geometry) -> Option<Result<PageRef<'a>, String>> {
+        /// `Msg::Page`'s wire form: postcard writes a variant as its index
+        /// (a varint, as every integer wider than a byte) and then its
+        /// fields in order, and `serde_bytes` a byte string as its length
+        /// and the bytes, which a borrowed slice reads.
+        #[derive(Deserialize)]
+        struct Wire<'a> {
+            _variant: u32,
+            page: Page,
+            version: Version,
+            #[serde(borrow)]
+            data: &'a [u8],
+        }
+        /// `Msg::Page`'s index among the variants.
+        const PAGE: u8 = 1;
+        if bytes.first() != Some(&PAGE) {
+            return None;
+        }
+        Some(
+            postcard::from_bytes::<Wire>(bytes)
+                .map_err(|e| format!("malformed: {e}"))
+                .and_then(
+                    |Wire {
+                         page,
+                         version,
+                         data,
+                         ..
+                     }| {
+                        g.page_ok(page)?;
+                        if data.len() != g.page_size as usize {
+                            return Err(format!(
+                                "a page of {} bytes where pages have {}",
+                                data.len(),
+                                g.page_size
+                            ));
+                        }
+                        Ok(PageRef {
+                            page,
+                            version,
+                            data,
+                        })
+                    },
+                ),
+        )
+    }
+}
+
+/// A [`Msg::Page`] whose data stays in the frame it came in
+/// ([`Msg::decode_page`], [`Node::handle_page`]).
+#[derive(Debug, PartialEq, Eq)]
+pub struct PageRef<'a> {
+    /// The page.
+    pub page: Page,
+    /// The master copy's version when it was read.
+    pub version: Version,
+    /// The whole page.
+    pub data: &'a [u8],
 }
 
 /// The bytes of `cur` that differ from `twin`, as runs.
@@ -599,6 +668,42 @@ impl Node {
         }
     }
 
+    /// Handles a page from its home, read in place ([`Msg::decode_page`]):
+    /// what [`Node::handle`] does with a [`Msg::Page`].
+    pub fn handle_page(
+        &mut self,
+        from: u32,
+        m: PageRef<'_>,
+        store: &mut (impl Store + ?Sized),
+    ) -> Result<(), String> {
+        let PageRef {
+            page,
+            version,
+            data,
+        } = m;
+        self.g.page_ok(page)?;
+        if data.len() != self.g.page_size as usize {
+            return Err(format!("a page of {} bytes", data.len()));
+        }
+        if from != self.g.home(page) {
+            return Err(format!("page {page} from node {from}, not its home"));
+        }
+        if self.wait != Wait::Page(page) {
+            return Err(format!("page {page} unasked for"));
+        }
+        if self.known.get(&page).is_some_and(|&k| version < k) {
+            return Err(format!(
+                "page {page} at version {version}, older than one known"
+            ));
+        }
+        store.install(page, data);
+        self.version[page as usize] = version;
+        self.state[page as usize] = State::Read;
+        store.protect(page, Prot::Read);
+        self.wait = Wait::None;
+        Ok(())
+    }
+
     /// Handles message `m` from node `from` (checked against the geometry
     /// here as well); an error names what did not fit, and changes nothing.
     pub fn handle(
@@ -648,19 +753,12 @@ impl Node {
                 version,
                 data,
             } => {
-                if self.wait != Wait::Page(page) {
-                    return Err(format!("page {page} unasked for"));
-                }
-                if self.known.get(&page).is_some_and(|&k| version < k) {
-                    return Err(format!(
-                        "page {page} at version {version}, older than one known"
-                    ));
-                }
-                store.page_mut(page).copy_from_slice(&data);
-                self.version[page as usize] = version;
-                self.state[page as usize] = State::Read;
-                store.protect(page, Prot::Read);
-                self.wait = Wait::None;
+                let m = PageRef {
+                    page,
+                    version,
+                    data: &data,
+                };
+                return self.handle_page(from, m, store);
             }
             Msg::DiffAck {
                 page,
@@ -955,14 +1053,13 @@ mod tests {
         let mut pc = vec![0usize; n];
         let mut started = vec![false; n];
         let mut passed = vec![0; n];
-        let mut net: Vec<(u32, u32, Msg)> = Vec::new();
+        let mut net: Vec<(u32, u32, Vec<u8>)> = Vec::new();
         let mut sent = 0;
         loop {
             for (i, node) in nodes.iter_mut().enumerate() {
                 while let Some((to, m)) = node.poll_transmit() {
                     // Every message crosses in its wire form.
-                    let m = Msg::decode(&m.encode(), &g).expect("a message decodes");
-                    net.push((i as u32, to, m));
+                    net.push((i as u32, to, m.encode()));
                     sent += 1;
                 }
             }
@@ -984,10 +1081,8 @@ mod tests {
             }
             let pick = rng.below(runnable.len() + net.len());
             if pick >= runnable.len() {
-                let (from, to, m) = net.swap_remove(pick - runnable.len());
-                nodes[to as usize]
-                    .handle(from, m, &mut mems[to as usize])
-                    .unwrap();
+                let (from, to, wire) = net.swap_remove(pick - runnable.len());
+                receive(&mut nodes[to as usize], from, &wire, &mut mems[to as usize]).unwrap();
                 continue;
             }
             let i = runnable[pick];
@@ -1279,6 +1374,65 @@ mod tests {
     }
 
     /// Delivers every message, in order, until none is left.
+    /// Delivers a message in its wire form as the runtime does: a page
+    /// read in place, anything else decoded.
+    fn receive(node: &mut Node, from: u32, wire: &[u8], mem: &mut Mem) -> Result<(), String> {
+        let g = node.g;
+        match Msg::decode_page(wire, &g) {
+            Some(page) => node.handle_page(from, page?, mem),
+            None => node.handle(from, Msg::decode(wire, &g)?, mem),
+        }
+    }
+
+    /// Pages read in place are what decoding reads, checked alike; every
+    /// other message is left to [`Msg::decode`].
+    #[test]
+    fn pages_read_in_place_match_their_decoding() {
+        let g = g1();
+        let page = |page, data: Vec<u8>| Msg::Page {
+            page,
+            version: 300,
+            data,
+        };
+        let wire = page(1, (1..=8).collect()).encode();
+        let got = Msg::decode_page(&wire, &g).unwrap().unwrap();
+        assert_eq!(
+            (got.page, got.version, got.data),
+            (1, 300, &[1, 2, 3, 4, 5, 6, 7, 8][..])
+        );
+        for (bad, why) in [
+            (page(2, vec![0; 8]), "page 2 outside"),
+            (page(0, vec![0; 9]), "a page of 9 bytes"),
+        ] {
+            let e = Msg::decode_page(&bad.encode(), &g).unwrap().unwrap_err();
+            assert!(e.contains(why), "{bad:?}: {e}");
+        }
+        assert!(Msg::decode_page(&wire[..wire.len() - 1], &g)
+            .unwrap()
+            .unwrap_err()
+            .contains("malformed"));
+        for other in [
+            Msg::Fetch { page: 1 },
+            Msg::Acquire { lock: 0 },
+            Msg::Arrive { known: vec![] },
+        ] {
+            assert!(Msg::decode_page(&other.encode(), &g).is_none());
+        }
+        // Only the page's home sends it.
+        let mut mem = Mem::new(&g);
+        let mut n0 = Node::new(g, 0, &mut mem);
+        assert!(!n0.access(1, false, &mut mem).unwrap());
+        let from_elsewhere = PageRef {
+            page: 1,
+            version: 0,
+            data: &[7; 8],
+        };
+        assert!(n0
+            .handle_page(0, from_elsewhere, &mut mem)
+            .unwrap_err()
+            .contains("not its home"));
+    }
+
     fn deliver_all(n: &mut [Node], mems: &mut [Mem]) {
         loop {
             let mut moved = false;

@@ -14,9 +14,10 @@
 //! - **Faults.** A load or store the protection stops raises `SIGSEGV`. The
 //!   handler (installed once, chaining to the one it replaced for every
 //!   address outside a segment, so a real crash stays a crash) finds the
-//!   segment, asks the protocol (`Node::fault`: fetch the page, or make a
-//!   twin and allow stores), waits in the engine for the page if it must,
-//!   and returns: the instruction runs again. This is `mprotect` and a
+//!   segment, asks the protocol (`Node::access`: fetch the page for a load,
+//!   and make a twin and allow stores for a store, which the fault's error
+//!   code tells), waits in the engine for the page if it must, and
+//!   returns: the instruction runs again. This is `mprotect` and a
 //!   signal handler, which every user may use; `userfaultfd` would need a
 //!   privilege (`vm.unprivileged_userfaultfd`) or root.
 //! - **Rules the handler relies on.** Only the rank's own thread (the one
@@ -66,6 +67,11 @@ struct Views {
     app: usize,
     eng: usize,
     page: usize,
+    /// The memory file (a duplicate of the segment's descriptor).
+    file: OwnedFd,
+    /// Pages the file has memory for (each bit set once a page was
+    /// installed; pages touched otherwise may have memory too).
+    backed: Vec<u64>,
 }
 
 impl Store for Views {
@@ -87,6 +93,21 @@ impl Store for Views {
                 self.page,
             )
         }
+    }
+    fn install(&mut self, p: Page, data: &[u8]) {
+        let (word, bit) = (p as usize / 64, 1u64 << (p % 64));
+        if self.backed[word] & bit == 0 {
+            // The page's first copy: writing it into the file gives the
+            // page its memory and fills it in one system call, where a copy
+            // through the engine view would first take a fault to get the
+            // memory (measured: docs/BENCHMARKS.md, "The remote page fault").
+            self.backed[word] |= bit;
+            let at = p as u64 * self.page as u64;
+            if rustix::io::pwrite(&self.file, data, at).is_ok_and(|n| n == data.len()) {
+                return;
+            }
+        }
+        self.page_mut(p).copy_from_slice(data);
     }
     fn protect(&mut self, p: Page, prot: Prot) {
         let flags = match prot {
@@ -158,6 +179,8 @@ impl<T: Value> Shared<T> {
             app: app.as_ptr() as usize,
             eng: eng.as_ptr() as usize,
             page,
+            file: fd.try_clone().map_err(Error::Io)?,
+            backed: vec![0; (bytes / page).div_ceil(64)],
         };
         comm.engine().svc.dsm.open(
             id,
@@ -414,7 +437,9 @@ extern "C" fn on_segv(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
     let addr = unsafe { (*info).si_addr() } as usize;
     if let Some(seg) = find(addr) {
         // No panic may unwind out of a signal handler.
-        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| resolve(seg, addr)));
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            resolve(seg, addr, stored(ctx))
+        }));
         match r {
             Ok(Ok(())) => return,
             Ok(Err(why)) => fatal(&why),
@@ -452,8 +477,27 @@ fn chain(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
     }
 }
 
-/// Resolves a fault at `addr` in `seg`, from its own thread.
-fn resolve(seg: &Segment, addr: usize) -> std::result::Result<(), String> {
+/// Whether the access that faulted was a store, if the signal's context
+/// says (x86-64: bit 1 of the page fault's error code).
+#[cfg(target_arch = "x86_64")]
+fn stored(ctx: *mut libc::c_void) -> Option<bool> {
+    // SAFETY: the kernel passes a `ucontext_t` to an SA_SIGINFO handler.
+    let err =
+        unsafe { (*ctx.cast::<libc::ucontext_t>()).uc_mcontext.gregs[libc::REG_ERR as usize] };
+    Some(err & 2 != 0)
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn stored(_: *mut libc::c_void) -> Option<bool> {
+    None
+}
+
+/// Resolves a fault at `addr` in `seg`, from its own thread; `write` says
+/// whether the access was a store, if known. A load gets a copy to read; a
+/// store gets a copy and a twin. Not knowing, the handler returns once the
+/// copy is there: a store then faults again, on a page it may read, which
+/// the protocol takes as a store.
+fn resolve(seg: &Segment, addr: usize, write: Option<bool>) -> std::result::Result<(), String> {
     let page = ((addr - seg.app.as_ptr() as usize) / seg.page) as Page;
     let id = seg.comm.ctx();
     let whose = || {
@@ -477,7 +521,7 @@ fn resolve(seg: &Segment, addr: usize) -> std::result::Result<(), String> {
     };
     loop {
         let ready =
-            service::fault(&mut e, id, page).map_err(|err| format!("{}: {err}", whose()))?;
+            service::fault(&mut e, id, page, write).map_err(|err| format!("{}: {err}", whose()))?;
         if ready {
             return Ok(());
         }
@@ -486,6 +530,9 @@ fn resolve(seg: &Segment, addr: usize) -> std::result::Result<(), String> {
             .comm
             .info(Call::DsmFault, home, page as i32, Location::caller());
         service::wait(&mut e, id, |_| info).map_err(|err| format!("{}: {err}", whose()))?;
+        if write.is_none() {
+            return Ok(());
+        }
     }
 }
 

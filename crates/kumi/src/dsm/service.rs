@@ -107,16 +107,20 @@ pub(crate) fn barrier(e: &mut Engine, id: u32) -> Result<()> {
     step(e, id, |s| s.node.barrier(&mut *s.store), "segment", id)
 }
 
-/// A fault on page `page` of segment `id`: `Ok(true)` when the access may
-/// be retried, `Ok(false)` when a copy is on its way (then [`wait`], and
-/// ask again).
-pub(crate) fn fault(e: &mut Engine, id: u32, page: Page) -> Result<bool> {
+/// A fault on page `page` of segment `id` by a store (`write`), a load, or
+/// an access of unknown kind (`None`: taken as a store if the page is
+/// there to be read): `Ok(true)` when the access may be retried,
+/// `Ok(false)` when a copy is on its way (then [`wait`], and ask again).
+pub(crate) fn fault(e: &mut Engine, id: u32, page: Page, write: Option<bool>) -> Result<bool> {
     let mut ready = false;
     step(
         e,
         id,
         |s| {
-            ready = s.node.fault(page, &mut *s.store)?;
+            ready = match write {
+                Some(w) => s.node.access(page, w, &mut *s.store)?,
+                None => s.node.fault(page, &mut *s.store)?,
+            };
             Ok(ready)
         },
         "page",
@@ -208,7 +212,10 @@ pub(crate) fn on_frame(e: &mut Engine, from: u32, h: &Header, p: &[u8]) -> Resul
         let why = format!("rank {from} is not rank {} of the segment", h.src);
         return drop(e, why);
     }
-    let handled = Msg::decode(p, &s.g).and_then(|m| s.node.handle(h.src, m, &mut *s.store));
+    let handled = match Msg::decode_page(p, &s.g) {
+        Some(page) => page.and_then(|m| s.node.handle_page(h.src, m, &mut *s.store)),
+        None => Msg::decode(p, &s.g).and_then(|m| s.node.handle(h.src, m, &mut *s.store)),
+    };
     if let Err(why) = handled {
         return drop(e, why);
     }
