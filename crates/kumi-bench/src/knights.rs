@@ -293,18 +293,21 @@ pub fn run(
     let board = Board::new(n);
     let tasks = board.prefixes(depth);
     let job = Job { w, board, tasks };
-    // Rank 0's serial search, for the check and the speed-up (small boards).
-    let mut serial = None;
-    if me == 0 && n <= 5 {
-        progress(0, 2 * reps + 1, "serial search");
-        let t = Instant::now();
-        let counts = job.board.serial();
-        serial = Some((counts, t.elapsed().as_secs_f64()));
-    }
     let comb = w.combiner()?;
     let sums: Array<u64> = Array::owned(w, n * n)?;
+    // Rank 0's serial search (small boards), for the check and the
+    // speed-up, timed in every round like the two versions (the machine's
+    // speed drifts).
+    let mut serial = None;
+    let mut serial_secs = Vec::new();
     let mut secs = [Vec::new(), Vec::new()];
     for rep in 0..reps {
+        if me == 0 && n <= 5 {
+            progress(3 * rep, 3 * reps, "serial search");
+            let t = Instant::now();
+            serial = Some(job.board.serial());
+            serial_secs.push(t.elapsed().as_secs_f64());
+        }
         let order = if rep % 2 == 0 {
             [Model::Messages, Model::Dsm]
         } else {
@@ -312,8 +315,8 @@ pub fn run(
         };
         for (k, model) in order.into_iter().enumerate() {
             progress(
-                1 + 2 * rep + k,
-                2 * reps + 1,
+                3 * rep + 1 + k,
+                3 * reps,
                 &format!("{n}x{n}, depth {depth}, {}", model.name()),
             );
             // A queue serves one search: it ends when the work is over.
@@ -332,16 +335,12 @@ pub fn run(
             };
             secs[model as usize].push(xfer::max(w, t.elapsed().as_secs_f64())?);
             if me == 0 {
-                check(
-                    &job.board,
-                    &counts,
-                    serial.as_ref().map(|s| &s.0[..]),
-                    model,
-                )?;
+                check(&job.board, &counts, serial.as_deref(), model)?;
             }
         }
     }
-    progress(2 * reps + 1, 2 * reps + 1, "done");
+    progress(3 * reps, 3 * reps, "done");
+    let serial_secs = (!serial_secs.is_empty()).then(|| crate::median(serial_secs));
     let tours = known_total(n).map_or(f64::NAN, |t| t as f64);
     let mut out = Vec::new();
     for model in [Model::Messages, Model::Dsm] {
@@ -354,10 +353,8 @@ pub fn run(
         if tours.is_finite() {
             f = f.with_num("tours", tours);
         }
-        if let Some((_, ss)) = &serial {
-            f = f
-                .with_num("serial_seconds", *ss)
-                .with_num("speedup", ss / s);
+        if let Some(ss) = serial_secs {
+            f = f.with_num("serial_seconds", ss).with_num("speedup", ss / s);
         }
         out.push(f);
     }

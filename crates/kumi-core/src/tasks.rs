@@ -11,11 +11,18 @@
 //! goes to the longest-waiting pop if there is one, else to the back of the
 //! queue; pops take from the front.
 //!
+//! A rank that still works may also ask for its next item ahead of time
+//! ([`Msg::Take`]): the keeper answers with an item if one is queued, or
+//! [`Msg::Empty`], and the rank does not count as waiting. So a rank hides
+//! the round trip to the keeper behind its current task. It must have its
+//! answer before it pops (an item in hand is work of its own).
+//!
 //! The keeper relies on one order only: a rank's push arrives before that
 //! rank's next pop (kumi's transports deliver frames between two ranks in
 //! order). Items are bytes of at most [`Queue::max_item`]; a message that
-//! does not fit, a second pop of a rank already waiting, or anything after
-//! `Done` is an error naming why, and changes nothing.
+//! does not fit, a second pop of a rank already waiting, a take from a rank
+//! waiting in a pop, or anything after `Done` is an error naming why, and
+//! changes nothing.
 
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
@@ -39,6 +46,10 @@ pub enum Msg {
     },
     /// From the keeper: every rank is idle and the queue is empty.
     Done,
+    /// To the keeper: give me an item if one is queued (I still work).
+    Take,
+    /// From the keeper, to a take: no item is queued.
+    Empty,
 }
 
 impl Msg {
@@ -145,7 +156,17 @@ impl Queue {
                     }
                 }
             }
-            Msg::Task { .. } | Msg::Done => {
+            Msg::Take => {
+                if self.waiting.contains(&from) {
+                    return Err(format!("rank {from} takes while it waits in a pop"));
+                }
+                let answer = match self.items.pop_front() {
+                    Some(item) => Msg::Task { item },
+                    None => Msg::Empty,
+                };
+                self.out.push_back((from, answer));
+            }
+            Msg::Task { .. } | Msg::Done | Msg::Empty => {
                 return Err(format!("{m:?} sent to the keeper by rank {from}"));
             }
         }
@@ -179,7 +200,8 @@ mod tests {
         let keeper = (seed % ranks as u64) as u32;
         let mut q = Queue::new(ranks, 16);
         let enc = |d: u32, id: u64| [d.to_le_bytes().to_vec(), id.to_le_bytes().to_vec()].concat();
-        let fanout = |id: u64| (id % 4) as u32;
+        // 0 to 3 children (the root, id 0, has 3).
+        let fanout = |id: u64| ((id * 7 + 3) % 4) as u32;
         // Per ordered pair (from, to): messages in flight, in order.
         let mut chan: std::collections::HashMap<(u32, u32), VecDeque<Msg>> = Default::default();
         // Per rank: the task in hand (to run, then push its children), or
@@ -188,10 +210,15 @@ mod tests {
         enum St {
             Idle,
             Holding(Vec<u8>),
+            /// Done with its task, waiting for the answer to its take.
+            Awaiting,
             Popping,
             Finished,
         }
         let mut st: Vec<St> = (0..ranks).map(|_| St::Idle).collect();
+        // Per rank: a take in flight, and the item it brought (or `Empty`).
+        let mut taking = vec![false; ranks as usize];
+        let mut ahead: Vec<Option<Msg>> = (0..ranks).map(|_| None).collect();
         st[0] = St::Holding(Vec::new()); // rank 0 starts by pushing the root
         let mut ran = std::collections::HashSet::new();
         let mut expected = 0u64;
@@ -204,6 +231,15 @@ mod tests {
             let movable: Vec<usize> = (0..ranks as usize)
                 .filter(|&r| matches!(st[r], St::Idle | St::Holding(_)))
                 .collect();
+            // A rank at work may ask for its next item ahead.
+            if let Some(&r) = movable.get(rng.below(movable.len() + 1)) {
+                if matches!(st[r], St::Holding(_)) && !taking[r] && ahead[r].is_none() {
+                    taking[r] = true;
+                    chan.entry((r as u32, keeper))
+                        .or_default()
+                        .push_back(Msg::Take);
+                }
+            }
             let pairs: Vec<(u32, u32)> = chan
                 .iter()
                 .filter(|(_, v)| !v.is_empty())
@@ -246,14 +282,42 @@ mod tests {
                     St::Idle => {}
                     _ => unreachable!(),
                 }
-                chan.entry((r as u32, keeper))
-                    .or_default()
-                    .push_back(Msg::Pop);
+                // Its next item: the one taken ahead, or the answer to its
+                // take first, or a pop.
+                match ahead[r].take() {
+                    Some(Msg::Task { item }) => st[r] = St::Holding(item),
+                    _ if taking[r] => st[r] = St::Awaiting,
+                    _ => chan
+                        .entry((r as u32, keeper))
+                        .or_default()
+                        .push_back(Msg::Pop),
+                }
             } else {
                 let (from, to) = pairs[pick - movable.len()];
                 let m = chan.get_mut(&(from, to)).unwrap().pop_front().unwrap();
-                if to == keeper && !matches!(m, Msg::Task { .. } | Msg::Done) {
+                if to == keeper && !matches!(m, Msg::Task { .. } | Msg::Done | Msg::Empty) {
                     q.handle(from, m).unwrap();
+                } else if taking[to as usize] {
+                    // The answer to a take (it comes before any pop's).
+                    let r = to as usize;
+                    assert!(
+                        matches!(m, Msg::Task { .. } | Msg::Empty),
+                        "{m:?} to a take"
+                    );
+                    taking[r] = false;
+                    if st[r] == St::Awaiting {
+                        st[r] = match m {
+                            Msg::Task { item } => St::Holding(item),
+                            _ => {
+                                chan.entry((r as u32, keeper))
+                                    .or_default()
+                                    .push_back(Msg::Pop);
+                                St::Popping
+                            }
+                        };
+                    } else if matches!(m, Msg::Task { .. }) {
+                        ahead[r] = Some(m);
+                    }
                 } else {
                     let r = to as usize;
                     assert!(st[r] == St::Popping, "an answer to a rank not popping");
@@ -295,8 +359,14 @@ mod tests {
             .handle(0, Msg::Done)
             .unwrap_err()
             .contains("sent to the keeper"));
+        q.handle(0, Msg::Take).unwrap();
+        assert_eq!(q.poll_transmit(), Some((0, Msg::Empty)));
         q.handle(0, Msg::Pop).unwrap();
         assert!(q.handle(0, Msg::Pop).unwrap_err().contains("pops twice"));
+        assert!(q
+            .handle(0, Msg::Take)
+            .unwrap_err()
+            .contains("takes while it waits"));
         q.handle(1, Msg::Pop).unwrap();
         assert!(q.is_done());
         assert_eq!(q.poll_transmit(), Some((0, Msg::Done)));

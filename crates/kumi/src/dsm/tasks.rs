@@ -59,6 +59,10 @@ struct End {
     /// The answer to this rank's pop, once it came.
     answer: Option<Msg>,
     popping: bool,
+    /// A take (the next item asked for ahead) is in flight.
+    taking: bool,
+    /// The answer to the last take: an item, or `Empty`.
+    ahead: Option<Msg>,
     done: bool,
 }
 
@@ -128,6 +132,8 @@ impl RawTaskQueue {
                 max_item,
                 answer: None,
                 popping: false,
+                taking: false,
+                ahead: None,
                 done: false,
             };
             e.svc.tasks.ends.insert(comm.ctx(), end);
@@ -178,37 +184,55 @@ impl RawTaskQueue {
     /// Copies the item at the front into `item` (as long as an item) and
     /// returns `true`, waiting for one if the queue is empty; `false` once
     /// every rank waits in a pop with nothing queued (and from then on).
+    ///
+    /// With an item, the rank asks the keeper for its next one at once (a
+    /// take, `kumi_core::tasks`), so the next pop usually finds it here
+    /// and does not wait a round trip; the item so held is this rank's
+    /// until its next pop (at most one per rank, at the end of the work).
     #[track_caller]
     pub fn pop(&self, item: &mut [u8]) -> Result<bool> {
         self.whole(item.len())?;
         let at = Location::caller();
         let id = self.comm.ctx();
         let mut e = self.comm.engine();
-        let end = open(&mut e, id);
-        if end.done {
+        if open(&mut e, id).done {
             return Ok(false);
         }
-        end.popping = true;
-        send(&mut e, id, KEEPER, Msg::Pop)?;
-        let answered =
-            |e: &mut Engine| e.svc.tasks.ends.get(&id).is_none_or(|x| x.answer.is_some());
-        if !answered(&mut e) {
-            // Any rank may end the wait by pushing.
-            let info = self.comm.info(Call::TaskPop, -1, -2, at);
-            e.wait_until(info, answered)?;
+        let info = || self.comm.info(Call::TaskPop, -1, -2, at);
+        // The take's answer comes first: an item in hand is work of this
+        // rank's own, so it may pop only without one.
+        if open(&mut e, id).taking {
+            e.wait_until(info(), |e| {
+                e.svc.tasks.ends.get(&id).is_none_or(|x| !x.taking)
+            })?;
         }
-        let end = open(&mut e, id);
-        end.popping = false;
-        match end.answer.take() {
-            Some(Msg::Task { item: got }) => {
-                item.copy_from_slice(&got);
-                Ok(true)
-            }
+        let got = match open(&mut e, id).ahead.take() {
+            Some(Msg::Task { item }) => Some(item),
             _ => {
-                end.done = true;
-                Ok(false)
+                open(&mut e, id).popping = true;
+                send(&mut e, id, KEEPER, Msg::Pop)?;
+                let answered =
+                    |e: &mut Engine| e.svc.tasks.ends.get(&id).is_none_or(|x| x.answer.is_some());
+                if !answered(&mut e) {
+                    // Any rank may end the wait by pushing.
+                    e.wait_until(info(), answered)?;
+                }
+                let end = open(&mut e, id);
+                end.popping = false;
+                match end.answer.take() {
+                    Some(Msg::Task { item }) => Some(item),
+                    _ => None,
+                }
             }
-        }
+        };
+        let Some(got) = got else {
+            open(&mut e, id).done = true;
+            return Ok(false);
+        };
+        item.copy_from_slice(&got);
+        open(&mut e, id).taking = true;
+        send(&mut e, id, KEEPER, Msg::Take)?;
+        Ok(true)
     }
 }
 
@@ -255,11 +279,17 @@ fn deliver(e: &mut Engine, id: u32, from: u32, m: Msg) -> Result<()> {
     };
     let refused = match (m, &mut end.queue) {
         (m, _) if !whole => Some(format!("{m:?}: not one item of {} bytes", end.max_item)),
+        // A take's answer comes before the pop that follows it.
+        (m @ (Msg::Task { .. } | Msg::Empty), _) if from == KEEPER && end.taking => {
+            end.taking = false;
+            end.ahead = Some(m);
+            None
+        }
         (m @ (Msg::Task { .. } | Msg::Done), _) if from == KEEPER && end.popping => {
             end.answer = Some(m);
             None
         }
-        (m @ (Msg::Push { .. } | Msg::Pop), Some(q)) => q.handle(from, m).err(),
+        (m @ (Msg::Push { .. } | Msg::Pop | Msg::Take), Some(q)) => q.handle(from, m).err(),
         (m, _) => Some(format!("{m:?} unexpected here")),
     };
     if let Some(why) = refused {
