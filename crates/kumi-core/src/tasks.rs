@@ -14,8 +14,9 @@
 //! A rank that still works may also ask for its next item ahead of time
 //! ([`Msg::Take`]): the keeper answers with an item if one is queued, or
 //! [`Msg::Empty`], and the rank does not count as waiting. So a rank hides
-//! the round trip to the keeper behind its current task. It must have its
-//! answer before it pops (an item in hand is work of its own).
+//! the round trip to the keeper behind its current task (several takes may
+//! be in flight). It must have every answer before it pops (an item in
+//! hand is work of its own).
 //!
 //! The keeper relies on one order only: a rank's push arrives before that
 //! rank's next pop (kumi's transports deliver frames between two ranks in
@@ -216,9 +217,9 @@ mod tests {
             Finished,
         }
         let mut st: Vec<St> = (0..ranks).map(|_| St::Idle).collect();
-        // Per rank: a take in flight, and the item it brought (or `Empty`).
-        let mut taking = vec![false; ranks as usize];
-        let mut ahead: Vec<Option<Msg>> = (0..ranks).map(|_| None).collect();
+        // Per rank: takes in flight (up to two), and the items they brought.
+        let mut taking = vec![0u32; ranks as usize];
+        let mut ahead: Vec<VecDeque<Vec<u8>>> = (0..ranks).map(|_| VecDeque::new()).collect();
         st[0] = St::Holding(Vec::new()); // rank 0 starts by pushing the root
         let mut ran = std::collections::HashSet::new();
         let mut expected = 0u64;
@@ -233,8 +234,8 @@ mod tests {
                 .collect();
             // A rank at work may ask for its next item ahead.
             if let Some(&r) = movable.get(rng.below(movable.len() + 1)) {
-                if matches!(st[r], St::Holding(_)) && !taking[r] && ahead[r].is_none() {
-                    taking[r] = true;
+                if matches!(st[r], St::Holding(_)) && taking[r] as usize + ahead[r].len() < 2 {
+                    taking[r] += 1;
                     chan.entry((r as u32, keeper))
                         .or_default()
                         .push_back(Msg::Take);
@@ -284,9 +285,9 @@ mod tests {
                 }
                 // Its next item: the one taken ahead, or the answer to its
                 // take first, or a pop.
-                match ahead[r].take() {
-                    Some(Msg::Task { item }) => st[r] = St::Holding(item),
-                    _ if taking[r] => st[r] = St::Awaiting,
+                match ahead[r].pop_front() {
+                    Some(item) => st[r] = St::Holding(item),
+                    None if taking[r] > 0 => st[r] = St::Awaiting,
                     _ => chan
                         .entry((r as u32, keeper))
                         .or_default()
@@ -297,26 +298,24 @@ mod tests {
                 let m = chan.get_mut(&(from, to)).unwrap().pop_front().unwrap();
                 if to == keeper && !matches!(m, Msg::Task { .. } | Msg::Done | Msg::Empty) {
                     q.handle(from, m).unwrap();
-                } else if taking[to as usize] {
-                    // The answer to a take (it comes before any pop's).
+                } else if taking[to as usize] > 0 {
+                    // The answer to a take (they come before any pop's).
                     let r = to as usize;
-                    assert!(
-                        matches!(m, Msg::Task { .. } | Msg::Empty),
-                        "{m:?} to a take"
-                    );
-                    taking[r] = false;
+                    taking[r] -= 1;
+                    match m {
+                        Msg::Task { item } => ahead[r].push_back(item),
+                        Msg::Empty => {}
+                        m => panic!("{m:?} to a take"),
+                    }
                     if st[r] == St::Awaiting {
-                        st[r] = match m {
-                            Msg::Task { item } => St::Holding(item),
-                            _ => {
-                                chan.entry((r as u32, keeper))
-                                    .or_default()
-                                    .push_back(Msg::Pop);
-                                St::Popping
-                            }
-                        };
-                    } else if matches!(m, Msg::Task { .. }) {
-                        ahead[r] = Some(m);
+                        if let Some(item) = ahead[r].pop_front() {
+                            st[r] = St::Holding(item);
+                        } else if taking[r] == 0 {
+                            chan.entry((r as u32, keeper))
+                                .or_default()
+                                .push_back(Msg::Pop);
+                            st[r] = St::Popping;
+                        }
                     }
                 } else {
                     let r = to as usize;

@@ -8,12 +8,19 @@ use crate::error::{Error, Result};
 use kumi_core::call::Call;
 use kumi_core::header::{Header, Kind};
 use kumi_core::tasks::{Msg, Queue};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::marker::PhantomData;
 use std::panic::Location;
 
 /// The rank that keeps every queue.
 const KEEPER: u32 = 0;
+
+/// Items a rank asks for ahead while it works (takes in flight and items
+/// in hand): enough to cover a round trip to the keeper across hosts when
+/// tasks take a few microseconds each; at the end of the work a rank may
+/// hold this many that others, idle, could have run (measured:
+/// docs/BENCHMARKS.md, "DSE's applications on the DSM").
+const LOOKAHEAD: usize = 4;
 
 /// A task queue over the ranks of a communicator: [`TaskQueue::push`]
 /// anywhere, [`TaskQueue::pop`] anywhere, in FIFO order. A pop says that
@@ -59,10 +66,10 @@ struct End {
     /// The answer to this rank's pop, once it came.
     answer: Option<Msg>,
     popping: bool,
-    /// A take (the next item asked for ahead) is in flight.
-    taking: bool,
-    /// The answer to the last take: an item, or `Empty`.
-    ahead: Option<Msg>,
+    /// Takes (next items asked for ahead) in flight.
+    taking: usize,
+    /// Items the takes brought, in the order the keeper gave them.
+    ahead: VecDeque<Vec<u8>>,
     done: bool,
 }
 
@@ -132,8 +139,8 @@ impl RawTaskQueue {
                 max_item,
                 answer: None,
                 popping: false,
-                taking: false,
-                ahead: None,
+                taking: 0,
+                ahead: VecDeque::new(),
                 done: false,
             };
             e.svc.tasks.ends.insert(comm.ctx(), end);
@@ -185,10 +192,10 @@ impl RawTaskQueue {
     /// returns `true`, waiting for one if the queue is empty; `false` once
     /// every rank waits in a pop with nothing queued (and from then on).
     ///
-    /// With an item, the rank asks the keeper for its next one at once (a
-    /// take, `kumi_core::tasks`), so the next pop usually finds it here
-    /// and does not wait a round trip; the item so held is this rank's
-    /// until its next pop (at most one per rank, at the end of the work).
+    /// With an item, the rank asks the keeper for its next ones at once
+    /// (takes, `kumi_core::tasks`, up to `LOOKAHEAD` items ahead), so the
+    /// next pop usually finds one here and does not wait a round trip;
+    /// items so held are this rank's until its next pops.
     #[track_caller]
     pub fn pop(&self, item: &mut [u8]) -> Result<bool> {
         self.whole(item.len())?;
@@ -199,16 +206,21 @@ impl RawTaskQueue {
             return Ok(false);
         }
         let info = || self.comm.info(Call::TaskPop, -1, -2, at);
-        // The take's answer comes first: an item in hand is work of this
-        // rank's own, so it may pop only without one.
-        if open(&mut e, id).taking {
+        // An item a take brought, or every take's answer first: an item in
+        // hand is work of this rank's own, so it may pop only without one.
+        let end = open(&mut e, id);
+        if end.ahead.is_empty() && end.taking > 0 {
             e.wait_until(info(), |e| {
-                e.svc.tasks.ends.get(&id).is_none_or(|x| !x.taking)
+                e.svc
+                    .tasks
+                    .ends
+                    .get(&id)
+                    .is_none_or(|x| !x.ahead.is_empty() || x.taking == 0)
             })?;
         }
-        let got = match open(&mut e, id).ahead.take() {
-            Some(Msg::Task { item }) => Some(item),
-            _ => {
+        let got = match open(&mut e, id).ahead.pop_front() {
+            Some(item) => Some(item),
+            None => {
                 open(&mut e, id).popping = true;
                 send(&mut e, id, KEEPER, Msg::Pop)?;
                 let answered =
@@ -230,8 +242,12 @@ impl RawTaskQueue {
             return Ok(false);
         };
         item.copy_from_slice(&got);
-        open(&mut e, id).taking = true;
-        send(&mut e, id, KEEPER, Msg::Take)?;
+        let end = open(&mut e, id);
+        let more = LOOKAHEAD.saturating_sub(end.taking + end.ahead.len());
+        end.taking += more;
+        for _ in 0..more {
+            send(&mut e, id, KEEPER, Msg::Take)?;
+        }
         Ok(true)
     }
 }
@@ -280,9 +296,11 @@ fn deliver(e: &mut Engine, id: u32, from: u32, m: Msg) -> Result<()> {
     let refused = match (m, &mut end.queue) {
         (m, _) if !whole => Some(format!("{m:?}: not one item of {} bytes", end.max_item)),
         // A take's answer comes before the pop that follows it.
-        (m @ (Msg::Task { .. } | Msg::Empty), _) if from == KEEPER && end.taking => {
-            end.taking = false;
-            end.ahead = Some(m);
+        (m @ (Msg::Task { .. } | Msg::Empty), _) if from == KEEPER && end.taking > 0 => {
+            end.taking -= 1;
+            if let Msg::Task { item } = m {
+                end.ahead.push_back(item);
+            }
             None
         }
         (m @ (Msg::Task { .. } | Msg::Done), _) if from == KEEPER && end.popping => {
