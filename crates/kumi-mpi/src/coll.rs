@@ -2258,7 +2258,7 @@ mpi! {
         if let Some((send, recv)) = a.direct(recvbuf, p) {
             // SAFETY: MPI's contract for MPI_Gather's buffers (in place, the
             // root's send is its own receive block).
-            return Ok(unsafe { c.gatherv_segments(send, &recv, r) }?);
+            return Ok(unsafe { c.gather_segments(send, &recv, r) }?);
         }
         let mine = pack(a.sbuf, a.sn, &a.sd);
         let mut all = if a.recv.is_some() { vec![0u8; mine.len() * p] } else { Vec::new() };
@@ -2323,7 +2323,7 @@ mpi! {
         if let Some((send, recv)) = a.direct(sendbuf, recvbuf, p, me) {
             // SAFETY: MPI's contract for MPI_Scatter's buffers (in place,
             // the root's receive is its own send block).
-            return Ok(unsafe { c.scatterv_segments(&send, recv, r) }?);
+            return Ok(unsafe { c.scatter_segments(&send, recv, r) }?);
         }
         let all = match &a.send {
             Some((sd, sn)) => pack(sendbuf, sn * p, sd),

@@ -49,7 +49,7 @@ fn delay(rng: &mut Rng, on: bool) {
 fn one(c: &Comm, it: u64, common: &mut Rng, mine: &mut Rng, delays: bool) -> R {
     let (p, me) = (c.size(), c.rank());
     let root = common.below(p as u64) as usize;
-    let op = common.below(7);
+    let op = common.below(8);
     // 20 000 elements: beyond a payload half, so that long allreduces run
     // (by single copy, through the area, or the trial between them).
     let sizes = [0usize, 1, 2, 3, 17, 600, 8191, 9000, 20_000];
@@ -146,6 +146,49 @@ fn one(c: &Comm, it: u64, common: &mut Rng, mine: &mut Rng, delays: bool) -> R {
                             recv[r * block + i]
                         )));
                     }
+                }
+            }
+        }
+        5 => {
+            // Rooted movement and a non-commutative reduce-scatter, small
+            // (through the area) and beyond a payload (messages).
+            let block = [1usize, 3, 64, 700, 5000][n % 5];
+            let v = |r: usize, i: usize| (r * 7_919 + i) as u64 ^ it;
+            let mine: Vec<u64> = (0..block).map(|i| v(me, i)).collect();
+            let all: Vec<u64> = (0..p)
+                .flat_map(|r| (0..block).map(move |i| v(r, i)))
+                .collect();
+            let mut got = vec![0u64; if me == root { p * block } else { 0 }];
+            c.gather(&mine, &mut got, root)?;
+            if me == root && got != all {
+                return Err(fail(format!(
+                    "iteration {it}: gather of {block} at {root} wrong"
+                )));
+            }
+            let mut part = vec![0u64; block];
+            c.scatter(if me == root { &all[..] } else { &[] }, &mut part, root)?;
+            if part != mine {
+                return Err(fail(format!(
+                    "iteration {it}: scatter of {block} from {root} wrong on rank {me}"
+                )));
+            }
+            let m = block % 40 + 1;
+            let o = kumi_tests::matmul();
+            let send: Vec<[i64; 4]> = (0..p * m).map(|k| mat(me + k, it)).collect();
+            let mut out = vec![[0i64; 4]; m];
+            c.reduce_scatter_block(&send, &mut out, &o)?;
+            for (k, x) in out.iter().enumerate() {
+                let at = me * m + k;
+                let mut want = [mat(at, it)];
+                for r in 1..p {
+                    let mut next = [mat(r + at, it)];
+                    o.apply(&want, &mut next)?;
+                    want = next;
+                }
+                if *x != want[0] {
+                    return Err(fail(format!(
+                        "iteration {it}: reduce_scatter_block element {k} on rank {me}: {x:?}, want {want:?}"
+                    )));
                 }
             }
         }

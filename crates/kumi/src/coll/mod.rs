@@ -348,6 +348,19 @@ fn copy_slice<T: Pod>(dst: &mut [T], src: &[T]) {
     };
 }
 
+/// That a rooted collective of equal blocks has `p` segments of `n` bytes
+/// at the root.
+fn uniform<P>(what: &'static str, segs: &[(P, usize)], p: usize, n: usize) -> Result<()> {
+    if segs.len() == p && segs.iter().all(|&(_, k)| k == n) {
+        return Ok(());
+    }
+    Err(bad(
+        what,
+        segs.len(),
+        format!("{p} segments of {n} bytes each (a block per rank, as long as this rank's own)"),
+    ))
+}
+
 /// Copies this rank's own block of a collective, `len` bytes from `from`
 /// to `to` (nothing in place, where the two are one).
 ///
@@ -1682,6 +1695,18 @@ impl Comm {
             copy_slice(&mut recv[..total], send);
             return Ok(());
         }
+        // Inside one host, small: through the collective area (every rank
+        // knows every count, so all decide alike).
+        let (sb, mine) = (as_bytes(send), start * elem..(start + counts[me]) * elem);
+        let f = op.bytes_fn();
+        let info = self.info(Call::Collective, -2, -2, at);
+        let rb = as_bytes_mut(recv);
+        let done = self.shm_whole(at, false, |e, g| {
+            (sb.len() <= g.payload).then(|| shm::reduce_scatter(e, g, sb, mine, rb, &*f, info))
+        })?;
+        if done.is_some() {
+            return Ok(());
+        }
         let (_, wire) = self.wire()?;
         let g = self.group();
         if op.commutative {
@@ -1842,6 +1867,14 @@ impl Comm {
                 format!("at least size() * send.len() = {}", p * n),
             ));
         }
+        let nb = std::mem::size_of_val(send);
+        let rb = as_bytes_mut(recv).as_mut_ptr();
+        // SAFETY: at the root `recv` holds `p` blocks of the send's length
+        // (checked above), borrowed exclusively for the call; `send` is
+        // another borrow.
+        if unsafe { self.gather_area(as_bytes(send), &|j| rb.wrapping_add(j * nb), root, at) }? {
+            return Ok(());
+        }
         let v = (me + p - root) % p;
         let mut work = vec![T::zeroed(); p * n];
         copy_slice(&mut work[v * n..(v + 1) * n], send);
@@ -1882,6 +1915,22 @@ impl Comm {
                 send.len(),
                 format!("at least size() * recv.len() = {}", p * n),
             ));
+        }
+        let sb = as_bytes(send).as_ptr();
+        let rb = as_bytes_mut(recv);
+        let nb = rb.len();
+        // SAFETY: at the root `send` holds `p` blocks of the receive's
+        // length (checked above), borrowed for the call; `recv` is another
+        // borrow.
+        if unsafe {
+            self.scatter_area(
+                &|j| sb.wrapping_add(j * nb),
+                (rb.as_mut_ptr(), nb),
+                root,
+                at,
+            )
+        }? {
+            return Ok(());
         }
         let mut work = vec![T::zeroed(); p * n];
         if me == root {
@@ -1993,6 +2042,95 @@ impl Comm {
         unsafe { self.gatherv_each(send, recv, root, Exec::Now(Location::caller())) }.map(drop)
     }
 
+    /// [`Comm::gatherv_segments`] where every rank sends as many bytes (an
+    /// `MPI_Gather`), which lets a communicator inside one host gather
+    /// small blocks through its collective area.
+    ///
+    /// # Safety
+    /// As for [`Comm::gatherv_segments`].
+    #[doc(hidden)]
+    #[track_caller]
+    pub unsafe fn gather_segments(
+        &self,
+        send: (*const u8, usize),
+        recv: &[(*mut u8, usize)],
+        root: usize,
+    ) -> Result<()> {
+        let at = Location::caller();
+        self.check_root(root)?;
+        if self.rank() == root {
+            uniform("recv", recv, self.size(), send.1)?;
+        }
+        // SAFETY: the caller's contract; `send` may be the root's own
+        // block (in place), which the area path does not write.
+        let sent = unsafe { std::slice::from_raw_parts(send.0, send.1) };
+        // SAFETY: as above; the root's blocks are `recv`'s segments.
+        if unsafe { self.gather_area(sent, &|j| recv[j].0, root, at) }? {
+            return Ok(());
+        }
+        // SAFETY: the caller's contract.
+        unsafe { self.gatherv_each(send, recv, root, Exec::Now(at)) }.map(drop)
+    }
+
+    /// A gather of `send` (as long on every rank) through the collective
+    /// area, if the communicator is one host's and the blocks fit: `true`
+    /// when done. Every rank decides alike (the size, and the group, which
+    /// all share), so either all take this path or none does.
+    ///
+    /// # Safety
+    /// At the root, `recv(j)` is where rank j's block goes, `send.len()`
+    /// bytes writable for the call, overlapping nothing but `send` as the
+    /// root's own block (in place); elsewhere it is not called.
+    unsafe fn gather_area(
+        &self,
+        send: &[u8],
+        recv: &dyn Fn(usize) -> *mut u8,
+        root: usize,
+        at: &'static Location<'static>,
+    ) -> Result<bool> {
+        let n = send.len();
+        let info = self.info(Call::Collective, -2, -2, at);
+        let me = self.rank();
+        let done = self.shm_whole(at, false, |e, g| {
+            (n <= g.payload).then(|| {
+                let mut put = |j: usize, b: &[u8]| {
+                    // SAFETY: rank j's block at the root (the caller's
+                    // contract); the root's own comes from `send`, and not
+                    // at all when in place.
+                    unsafe {
+                        copy_own(if j == me { send.as_ptr() } else { b.as_ptr() }, recv(j), n)
+                    };
+                };
+                shm::gather(e, g, send, &mut put, root, info)
+            })
+        })?;
+        Ok(done.is_some())
+    }
+
+    /// A scatter to `recv` (as long on every rank) through the collective
+    /// area, if the communicator is one host's and all blocks fit one
+    /// payload: `true` when done. Every rank decides alike.
+    ///
+    /// # Safety
+    /// At the root, `send(j)` is rank j's block, `recv.1` bytes readable for
+    /// the call; `recv` is writable and overlaps nothing but the root's own
+    /// block (in place).
+    unsafe fn scatter_area(
+        &self,
+        send: &dyn Fn(usize) -> *const u8,
+        recv: (*mut u8, usize),
+        root: usize,
+        at: &'static Location<'static>,
+    ) -> Result<bool> {
+        let n = recv.1;
+        let info = self.info(Call::Collective, -2, -2, at);
+        let done = self.shm_whole(at, false, |e, g| {
+            (n.checked_mul(g.slots.len()).is_some_and(|t| t <= g.payload))
+                .then(|| shm::scatter(e, g, send, recv, root, info))
+        })?;
+        Ok(done.is_some())
+    }
+
     /// [`Comm::gatherv_segments`] started: the segments stay valid (and,
     /// but for `send`, untouched) until the request's `wait` returns.
     ///
@@ -2091,6 +2229,34 @@ impl Comm {
     ) -> Result<()> {
         // SAFETY: the caller's contract.
         unsafe { self.scatterv_each(send, recv, root, Exec::Now(Location::caller())) }.map(drop)
+    }
+
+    /// [`Comm::scatterv_segments`] where every rank receives as many bytes
+    /// (an `MPI_Scatter`), which lets a communicator inside one host
+    /// scatter small blocks through its collective area.
+    ///
+    /// # Safety
+    /// As for [`Comm::scatterv_segments`].
+    #[doc(hidden)]
+    #[track_caller]
+    pub unsafe fn scatter_segments(
+        &self,
+        send: &[(*const u8, usize)],
+        recv: (*mut u8, usize),
+        root: usize,
+    ) -> Result<()> {
+        let at = Location::caller();
+        self.check_root(root)?;
+        if self.rank() == root {
+            uniform("send", send, self.size(), recv.1)?;
+        }
+        // SAFETY: the caller's contract; the root's blocks are `send`'s
+        // segments.
+        if unsafe { self.scatter_area(&|j| send[j].0, recv, root, at) }? {
+            return Ok(());
+        }
+        // SAFETY: the caller's contract.
+        unsafe { self.scatterv_each(send, recv, root, Exec::Now(at)) }.map(drop)
     }
 
     /// [`Comm::scatterv_segments`] started.

@@ -19,6 +19,11 @@
 //!   go in chunks of one payload half, two chunks in flight.
 //! - alltoall with `size() * block` at most one payload half: every rank
 //!   writes its send buffer, then copies its block out of every slot.
+//! - gather of one payload half per member at most: every member writes its
+//!   block, the root waits and copies every slot's out; scatter of one
+//!   payload half in all: the root writes every block, each member copies
+//!   its own; reduce-scatter of one payload half: every member writes its
+//!   send buffer and folds its own block of every slot, as allreduce folds.
 //! - longer bcast and allreduce, where the kernel allows single copy
 //!   (`process_vm_readv`): the area carries only buffer addresses, and the
 //!   data moves once, straight between the ranks' own buffers. Bcast: every
@@ -169,6 +174,9 @@ const K_ALLTOALL: u64 = 5;
 const K_BCAST_COPY: u64 = 6;
 const K_ALLREDUCE_COPY: u64 = 7;
 const K_ALLREDUCE_AREA: u64 = 8;
+const K_GATHER: u64 = 9;
+const K_SCATTER: u64 = 10;
+const K_REDUCE_SCATTER: u64 = 11;
 
 /// The kind word of a collective: operation, root and size. Two members see
 /// the same word exactly when they are in the same call (as MPI requires of a
@@ -316,15 +324,29 @@ fn contribute(e: &mut Guard<'_>, g: &Group, s: u64, data: &[u8], info: WaitInfo)
 
 /// `buf = d0 ⊕ (d1 ⊕ (... ⊕ d_last))` over every member's half of `s`.
 fn fold(a: &CollArea<'_>, g: &Group, s: u64, buf: &mut [u8], op: &Combine<'_>) {
+    fold_at(a, g, s, buf.len(), 0, buf, op);
+}
+
+/// [`fold`] of bytes `off..off + buf.len()` of contributions of `total`
+/// bytes.
+fn fold_at(
+    a: &CollArea<'_>,
+    g: &Group,
+    s: u64,
+    total: usize,
+    off: usize,
+    buf: &mut [u8],
+    op: &Combine<'_>,
+) {
     let (n, half) = (buf.len(), (s & 1) as usize);
     let last = g.slots.len() - 1;
-    let src = a.bytes(g.slots[last], half, n, 0, n);
+    let src = a.bytes(g.slots[last], half, total, off, n);
     // SAFETY: both are `n` bytes (`bytes` returns exactly `n`), and the area
     // (kumi's own mapping, private to the collectives) is no caller's buffer. (Not `copy_from_slice`: for an
     // 8-byte allreduce, a call into `memcpy` cost more than the copy.)
     unsafe { kumi_transport::copy_bytes(src.as_ptr(), buf.as_mut_ptr(), n) };
     for k in (0..last).rev() {
-        op(a.bytes(g.slots[k], half, n, 0, n), buf);
+        op(a.bytes(g.slots[k], half, total, off, n), buf);
     }
 }
 
@@ -365,6 +387,100 @@ pub(crate) fn reduce(
             fold(&area(e, g.area), g, s, buf, op);
         }
     }
+    g.finish(s);
+    Ok(())
+}
+
+/// Reduce-scatter inside the group: every member contributes `send` (at
+/// most one payload half), and folds bytes `mine` of every contribution, in
+/// rank order as [`fold`] does, into `recv`.
+pub(crate) fn reduce_scatter(
+    e: &mut Guard<'_>,
+    g: &mut Group,
+    send: &[u8],
+    mine: std::ops::Range<usize>,
+    recv: &mut [u8],
+    op: &Combine<'_>,
+    info: WaitInfo,
+) -> Result<()> {
+    let s = begin(e, g, 1, info)?;
+    g.kind = kind(K_REDUCE_SCATTER, 0, send.len());
+    contribute(e, g, s, send, info)?;
+    wait_all_reached(e, g, s, info)?;
+    let recv = &mut recv[..mine.len()];
+    fold_at(&area(e, g.area), g, s, send.len(), mine.start, recv, op);
+    g.finish(s);
+    Ok(())
+}
+
+/// Gather of one `send` of the same length from every member (at most one
+/// payload half) to member `root`: every member writes its own, only the
+/// root waits, and hands member j's to `recv(j, bytes)`.
+pub(crate) fn gather(
+    e: &mut Guard<'_>,
+    g: &mut Group,
+    send: &[u8],
+    recv: &mut dyn FnMut(usize, &[u8]),
+    root: usize,
+    info: WaitInfo,
+) -> Result<()> {
+    let n = send.len();
+    let s = begin(e, g, 1, info)?;
+    g.kind = kind(K_GATHER, root, n);
+    contribute(e, g, s, send, info)?;
+    if g.me == root {
+        wait(e, info, g.area, |a| all_reached_as(a, &g.slots, s, g.kind))?;
+        let a = area(e, g.area);
+        for (j, &slot) in g.slots.iter().enumerate() {
+            recv(j, a.bytes(slot, (s & 1) as usize, n, 0, n));
+        }
+    }
+    g.finish(s);
+    Ok(())
+}
+
+/// Scatter from member `root` of `recv.len()` bytes to each member (all of
+/// them at most one payload half): the root writes member j's block
+/// (`send(j)`) at j's place in its half, each member copies its own out.
+///
+/// `send(j)` is read at the root only, `recv.1` bytes each; `recv` is
+/// written, and at the root may be `send(root)` itself (in place). The
+/// caller vouches for both (`Comm::scatter_area`).
+pub(crate) fn scatter(
+    e: &mut Guard<'_>,
+    g: &mut Group,
+    send: &dyn Fn(usize) -> *const u8,
+    recv: (*mut u8, usize),
+    root: usize,
+    info: WaitInfo,
+) -> Result<()> {
+    let (n, m) = (recv.1, g.slots.len());
+    let total = n * m;
+    let s = begin(e, g, 1, info)?;
+    g.kind = kind(K_SCATTER, root, total);
+    let (k, root_slot, half) = (g.area, g.slots[root], (s & 1) as usize);
+    if g.me == root {
+        wait(e, info, k, |a| writable(a, &g.slots, s))?;
+        let a = area(e, k);
+        for j in (0..m).filter(|&j| j != root) {
+            // SAFETY: the caller vouches for `n` readable bytes per member.
+            let block = unsafe { std::slice::from_raw_parts(send(j), n) };
+            a.write(root_slot, half, total, j * n, block);
+        }
+        publish_at(e, g, s);
+        if send(root) != recv.0.cast_const() && n > 0 {
+            // SAFETY: as above; not in place, so the two do not overlap.
+            unsafe { kumi_transport::copy_bytes(send(root), recv.0, n) };
+        }
+        g.finish(s);
+        return Ok(());
+    }
+    // Entering `s` tells the root this member is done with `s - 1`.
+    publish_at(e, g, s);
+    wait(e, info, k, |a| reached_as(a, root_slot, s, g.kind))?;
+    // SAFETY: the caller vouches for `recv`, this member's own.
+    let dst = unsafe { std::slice::from_raw_parts_mut(recv.0, n) };
+    area(e, k).read(root_slot, half, total, g.me * n, dst);
     g.finish(s);
     Ok(())
 }
