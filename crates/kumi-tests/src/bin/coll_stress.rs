@@ -172,6 +172,19 @@ fn one(c: &Comm, it: u64, common: &mut Rng, mine: &mut Rng, delays: bool) -> R {
                     "iteration {it}: scatter of {block} from {root} wrong on rank {me}"
                 )));
             }
+            // Blocks of uneven length, some beyond a payload when long.
+            let counts: Vec<usize> = (0..p).map(|r| (block * (r % 3)) / 2 + r % 2).collect();
+            let want: Vec<u64> = (0..p)
+                .flat_map(|r| (0..counts[r]).map(move |i| v(r, i)))
+                .collect();
+            let own: Vec<u64> = (0..counts[me]).map(|i| v(me, i)).collect();
+            let mut got = vec![0u64; want.len()];
+            c.allgatherv(&own, &mut got, &counts)?;
+            if got != want {
+                return Err(fail(format!(
+                    "iteration {it}: allgatherv of {counts:?} wrong on rank {me}"
+                )));
+            }
             let m = block % 40 + 1;
             let o = kumi_tests::matmul();
             let send: Vec<[i64; 4]> = (0..p * m).map(|k| mat(me + k, it)).collect();

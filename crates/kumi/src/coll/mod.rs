@@ -2334,6 +2334,14 @@ impl Comm {
         if p == 1 {
             return Ok(());
         }
+        let n = std::mem::size_of_val(buf) / p;
+        let base = as_bytes_mut(buf).as_mut_ptr();
+        let segs: Vec<(*mut u8, usize)> = (0..p).map(|j| (base.wrapping_add(j * n), n)).collect();
+        // SAFETY: the segments split `buf`, borrowed exclusively for the
+        // call; this rank's is its contribution, in place.
+        if unsafe { self.allgather_area((segs[me].0.cast_const(), n), &segs, at) }? {
+            return Ok(());
+        }
         let (cfg, wire) = self.wire()?;
         let g = self.group();
         let bytes = as_bytes_mut(buf);
@@ -2397,8 +2405,46 @@ impl Comm {
         send: (*const u8, usize),
         recv: &[(*mut u8, usize)],
     ) -> Result<()> {
+        let at = Location::caller();
         // SAFETY: the caller's contract.
-        unsafe { self.allgatherv_each(send, recv, Exec::Now(Location::caller())) }.map(drop)
+        if unsafe { self.allgather_area(send, recv, at) }? {
+            return Ok(());
+        }
+        // SAFETY: the caller's contract.
+        unsafe { self.allgatherv_each(send, recv, Exec::Now(at)) }.map(drop)
+    }
+
+    /// An allgather(v) through the collective area, if the communicator is
+    /// one host's and every block fits a payload: `true` when done. Every
+    /// rank knows every block's length, so all decide alike.
+    ///
+    /// # Safety
+    /// As for [`Comm::allgatherv_segments`].
+    unsafe fn allgather_area(
+        &self,
+        send: (*const u8, usize),
+        recv: &[(*mut u8, usize)],
+        at: &'static Location<'static>,
+    ) -> Result<bool> {
+        let (p, me) = (self.size(), self.rank());
+        own_segment("recv", recv, p, me, send.1)?;
+        let info = self.info(Call::Collective, -2, -2, at);
+        let done = self.shm_whole(at, false, |e, g| {
+            recv.iter().all(|&(_, n)| n <= g.payload).then(|| {
+                // SAFETY: the caller's contract: `send` is readable, and
+                // the own segment is written only if it is not `send`.
+                let mine = unsafe { std::slice::from_raw_parts(send.0, send.1) };
+                // SAFETY: as above.
+                unsafe { copy_own(send.0, recv[me].0, send.1) };
+                let mut put = |j: usize, b: &[u8]| {
+                    // SAFETY: segment j, writable for its length (the
+                    // caller's contract), never this rank's own here.
+                    unsafe { kumi_transport::copy_bytes(b.as_ptr(), recv[j].0, b.len()) };
+                };
+                shm::allgather(e, g, mine, &|j| recv[j].1, &mut put, info)
+            })
+        })?;
+        Ok(done.is_some())
     }
 
     /// [`Comm::allgatherv_segments`] started.

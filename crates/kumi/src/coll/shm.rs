@@ -23,7 +23,9 @@
 //!   block, the root waits and copies every slot's out; scatter of one
 //!   payload half in all: the root writes every block, each member copies
 //!   its own; reduce-scatter of one payload half: every member writes its
-//!   send buffer and folds its own block of every slot, as allreduce folds.
+//!   send buffer and folds its own block of every slot, as allreduce folds;
+//!   allgather(v) with every block at most one payload half: every member
+//!   writes its block and copies every other's out.
 //! - longer bcast and allreduce, where the kernel allows single copy
 //!   (`process_vm_readv`): the area carries only buffer addresses, and the
 //!   data moves once, straight between the ranks' own buffers. Bcast: every
@@ -177,6 +179,7 @@ const K_ALLREDUCE_AREA: u64 = 8;
 const K_GATHER: u64 = 9;
 const K_SCATTER: u64 = 10;
 const K_REDUCE_SCATTER: u64 = 11;
+const K_ALLGATHER: u64 = 12;
 
 /// The kind word of a collective: operation, root and size. Two members see
 /// the same word exactly when they are in the same call (as MPI requires of a
@@ -434,6 +437,31 @@ pub(crate) fn gather(
         for (j, &slot) in g.slots.iter().enumerate() {
             recv(j, a.bytes(slot, (s & 1) as usize, n, 0, n));
         }
+    }
+    g.finish(s);
+    Ok(())
+}
+
+/// Allgather inside the group: every member writes its `send` (member j's
+/// of `len(j)` bytes, at most one payload half), waits for all, and hands
+/// every other member's to `recv(j, bytes)`.
+pub(crate) fn allgather(
+    e: &mut Guard<'_>,
+    g: &mut Group,
+    send: &[u8],
+    len: &dyn Fn(usize) -> usize,
+    recv: &mut dyn FnMut(usize, &[u8]),
+    info: WaitInfo,
+) -> Result<()> {
+    let s = begin(e, g, 1, info)?;
+    // The kind names what every member knows alike: all lengths together.
+    g.kind = kind(K_ALLGATHER, 0, (0..g.slots.len()).map(len).sum());
+    contribute(e, g, s, send, info)?;
+    wait_all_reached(e, g, s, info)?;
+    let a = area(e, g.area);
+    for (j, &slot) in g.slots.iter().enumerate().filter(|&(j, _)| j != g.me) {
+        let n = len(j);
+        recv(j, a.bytes(slot, (s & 1) as usize, n, 0, n));
     }
     g.finish(s);
     Ok(())
