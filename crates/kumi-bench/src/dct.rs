@@ -25,6 +25,7 @@
 //! transform (same arithmetic, so exactly equal); the serial time also gives
 //! the speed-up.
 
+use crate::dsm::Model;
 use crate::figure::{Failure, Figure, Outcome};
 use crate::xfer;
 use kumi::dsm::Shared;
@@ -73,22 +74,6 @@ fn block(b: usize, bi: usize, bj: usize, t: &[f64], out: &mut [f64]) {
                 s += t[u * b + x] * tmp[x * b + v];
             }
             out[u * b + v] = s;
-        }
-    }
-}
-
-/// The version a figure measures.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Model {
-    Messages,
-    Dsm,
-}
-
-impl Model {
-    fn name(self) -> &'static str {
-        match self {
-            Model::Messages => "messages",
-            Model::Dsm => "dsm",
         }
     }
 }
@@ -183,11 +168,7 @@ pub fn run(
                 }
                 serial_secs.push(t.elapsed().as_secs_f64());
             }
-            let order = if rep % 2 == 0 {
-                [Model::Messages, Model::Dsm]
-            } else {
-                [Model::Dsm, Model::Messages]
-            };
+            let order = Model::order(rep);
             for model in order {
                 w.barrier()?;
                 let t0 = Instant::now();

@@ -24,6 +24,33 @@ use kumi::dsm::{Array, Dist, Shared};
 use kumi::{Comm, Error};
 use std::time::Instant;
 
+/// Which version of a program a figure measures, where a program runs on
+/// the DSM beside its message-passing version (knights, dct).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Model {
+    Messages,
+    Dsm,
+}
+
+impl Model {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Model::Messages => "messages",
+            Model::Dsm => "dsm",
+        }
+    }
+
+    /// The two versions in round `rep`'s order: which goes first flips
+    /// every round, so a drift of the machine's speed hits both alike.
+    pub(crate) fn order(rep: usize) -> [Model; 2] {
+        if rep.is_multiple_of(2) {
+            [Model::Messages, Model::Dsm]
+        } else {
+            [Model::Dsm, Model::Messages]
+        }
+    }
+}
+
 /// Values summed by the in-host figures (8 MiB of doubles).
 const SUM_LEN: usize = 1 << 20;
 /// Pages rank 1 faults in per repetition of `fault4k`.

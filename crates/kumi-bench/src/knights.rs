@@ -19,6 +19,7 @@
 //! square are checked against a serial search (boards up to 5x5) and against
 //! the known totals.
 
+use crate::dsm::Model;
 use crate::figure::{Failure, Figure, Outcome};
 use crate::xfer;
 use kumi::dsm::{Array, TaskQueue};
@@ -191,22 +192,6 @@ impl Board {
     }
 }
 
-/// The version a figure measures.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Model {
-    Messages,
-    Dsm,
-}
-
-impl Model {
-    fn name(self) -> &'static str {
-        match self {
-            Model::Messages => "messages",
-            Model::Dsm => "dsm",
-        }
-    }
-}
-
 /// What both versions share: the board, the task list, and a poll that lets
 /// kumi serve other ranks while this one searches (a probe for a tag nobody
 /// sends is the cheapest kumi call).
@@ -308,11 +293,7 @@ pub fn run(
             serial = Some(job.board.serial());
             serial_secs.push(t.elapsed().as_secs_f64());
         }
-        let order = if rep % 2 == 0 {
-            [Model::Messages, Model::Dsm]
-        } else {
-            [Model::Dsm, Model::Messages]
-        };
+        let order = Model::order(rep);
         for (k, model) in order.into_iter().enumerate() {
             progress(
                 3 * rep + 1 + k,
