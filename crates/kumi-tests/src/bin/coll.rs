@@ -128,6 +128,41 @@ fn reductions<T: Gen>(w: &Comm) -> R {
     Ok(())
 }
 
+/// Fresh communicators whose first collective is each one that may go
+/// through a host's collective area: the ranks must agree how to find out
+/// (a rank alone on its host has no area, and its hosts' labels come from
+/// an exchange every rank makes). A hang here is the failure.
+fn first_collectives(w: &Comm) -> R {
+    let (p, me) = (w.size(), w.rank());
+    let mine = [me as u64 + 1, 7];
+    let all: Vec<u64> = (0..p).flat_map(|r| [r as u64 + 1, 7]).collect();
+    let c = w.dup()?;
+    let mut got = vec![0u64; 2 * p];
+    c.allgather(&mine, &mut got)?;
+    eq(&got, &all, "allgather first on a fresh communicator", me)?;
+    let c = w.dup()?;
+    let mut got = vec![0u64; if me == 0 { 2 * p } else { 0 }];
+    c.gather(&mine, &mut got, 0)?;
+    if me == 0 {
+        eq(&got, &all, "gather first on a fresh communicator", me)?;
+    }
+    let c = w.dup()?;
+    let mut part = [0u64; 2];
+    c.scatter(if me == p - 1 { &all[..] } else { &[] }, &mut part, p - 1)?;
+    eq(&part, &mine, "scatter first on a fresh communicator", me)?;
+    let c = w.dup()?;
+    let mut out = [0u64; 2];
+    c.reduce_scatter_block(&all, &mut out, &Op::sum())?;
+    let want = [(me as u64 + 1) * p as u64, 7 * p as u64];
+    eq(
+        &out,
+        &want,
+        "reduce_scatter_block first on a fresh communicator",
+        me,
+    )?;
+    Ok(())
+}
+
 fn movement<T: Gen + Copy>(w: &Comm, n: usize) -> R {
     let (p, me) = (w.size(), w.rank());
     let v = |r: usize, i: usize| T::from_u(((r * 31 + i) % 97) as u64);
@@ -560,6 +595,7 @@ fn main() {
         non_commutative(&w)?;
         long_messages(&w)?;
         nonblocking(&w)?;
+        first_collectives(&w)?;
         // A split communicator runs collectives of its own.
         let half = w.split(Some((me % 2) as u32), 0)?.expect("member");
         reductions::<u16>(&half)?;

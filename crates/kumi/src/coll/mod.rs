@@ -580,7 +580,20 @@ impl Comm {
         let local = {
             let e = self.engine();
             let cfg = e.svc.coll.config();
-            let Some(t) = e.shm().filter(|_| cfg.shm && self.size() > 1) else {
+            if !cfg.shm || self.size() == 1 {
+                return Ok(None);
+            }
+            let Some(t) = e.shm() else {
+                // Alone on its host (no segment): the others exchange host
+                // labels to find their groups (they are not all on one
+                // host), so this rank takes part, and the exchange is one
+                // every rank makes whichever collective asks first.
+                drop(e);
+                if let Some(at) = at {
+                    self.host_labels(at)?;
+                    let mut e = self.engine();
+                    e.svc.coll.comm_info(ctx, || self.members().into()).shm = Some(None);
+                }
                 return Ok(None);
             };
             if let Some(found) = e.svc.coll.comms.get(&ctx).and_then(|i| i.shm.as_ref()) {
