@@ -1711,11 +1711,12 @@ impl Comm {
         // Inside one host, small: through the collective area (every rank
         // knows every count, so all decide alike).
         let (sb, mine) = (as_bytes(send), start * elem..(start + counts[me]) * elem);
-        let f = op.bytes_fn();
-        let info = self.info(Call::Collective, -2, -2, at);
         let rb = as_bytes_mut(recv);
         let done = self.shm_whole(at, false, |e, g| {
-            (sb.len() <= g.payload).then(|| shm::reduce_scatter(e, g, sb, mine, rb, &*f, info))
+            (sb.len() <= g.payload).then(|| {
+                let info = self.info(Call::Collective, -2, -2, at);
+                shm::reduce_scatter(e, g, sb, mine, rb, &*op.bytes_fn(), info)
+            })
         })?;
         if done.is_some() {
             return Ok(());
