@@ -156,7 +156,8 @@ fn unescape(s: &str) -> String {
     out
 }
 
-fn quote(s: &str) -> String {
+/// `s` as a JSON string (quoted, escaped).
+pub fn quote(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');
     for c in s.chars() {

@@ -13,6 +13,7 @@
 //! received bytes are verified once per size); a wrong byte aborts the job.
 #![deny(missing_docs)]
 
+pub mod apps;
 pub mod blas;
 pub mod checkpoint;
 pub mod coll;

@@ -264,6 +264,63 @@ fn build(figs: &[Figure]) -> (Vec<Table>, Vec<Chart>) {
         });
     }
 
+    // Public benchmarks on kumi and the references (`kumi bench apps`).
+    let apps: Vec<&Figure> = figs.iter().filter(|f| f.bench == "apps").collect();
+    if !apps.is_empty() {
+        let mut refs: Vec<String> = apps
+            .iter()
+            .filter_map(|f| f.get("impl"))
+            .filter(|i| i != "kumi")
+            .collect();
+        refs.sort();
+        refs.dedup();
+        let mut head: Vec<String> = ["program", "np", "size", "metric", "kumi"]
+            .map(String::from)
+            .to_vec();
+        for r in &refs {
+            head.push(r.clone());
+            head.push(format!("kumi/{r}"));
+        }
+        let mut rows = Vec::new();
+        for k in apps
+            .iter()
+            .filter(|f| f.get("impl").as_deref() == Some("kumi"))
+        {
+            let op = k.get("op").unwrap_or_default();
+            let mut row = vec![
+                op.clone(),
+                k.np.to_string(),
+                if k.size == 0 {
+                    "-".into()
+                } else {
+                    k.size.to_string()
+                },
+                k.metric.clone(),
+                fmt(k.value),
+            ];
+            for r in &refs {
+                let other = apps.iter().find(|f| {
+                    f.get("impl").as_ref() == Some(r)
+                        && f.get("op").unwrap_or_default() == op
+                        && f.np == k.np
+                        && f.size == k.size
+                });
+                row.push(other.map_or("-".into(), |f| fmt(f.value)));
+                row.push(other.and_then(|f| f.num("ratio")).map_or("-".into(), fmt));
+            }
+            rows.push(row);
+        }
+        tables.push(Table {
+            title: "Public benchmarks on kumi and the references".into(),
+            note: "kumi bench apps: each program's own binaries, alternating rounds, medians; \
+                   kumi/reference is the median of the rounds' own ratios; every run passed \
+                   the program's own verification."
+                .into(),
+            head,
+            rows,
+        });
+    }
+
     // DCT speed-up per block size and version, and the versions' ratio.
     let dct = pick(figs, "dct", "speedup");
     if !dct.is_empty() {

@@ -11,6 +11,7 @@
 //! rounds, in one invocation: only same-run ratios mean anything on a shared,
 //! noisy machine.
 
+use crate::comparison::{human_size, median, Comparison};
 use clap::{Args, ValueEnum};
 use kumi_bench::figure::Figure;
 use kumi_bench::{floor, MicroOpts, Record};
@@ -45,7 +46,26 @@ OUTPUT:
     of one figure differ by more than 2x (the machine changed speed, or that
     side is erratic there). The references run the C twin built with
     mpicc.mpich / mpicc.openmpi (apt-get install mpich libmpich-dev
-    openmpi-bin libopenmpi-dev).";
+    openmpi-bin libopenmpi-dev).
+
+APPS:
+    kumi bench apps -n 2 ~/npb-mpich/bin ~/npb-openmpi/bin
+    kumi bench apps -n 4 --ops is.A,cg.A --rounds 5 --out results DIR...
+
+    Runs the programs of public benchmarks' builds it finds in the BUILD_DIRs
+    (NPB's <code>.<class>.x, Himeno's bmt, HPL's xhpl with its HPL.dat, OSU's
+    osu_*), never downloading or building anything. Which stack runs which
+    file is read from the file: a program linked to MPICH's libraries runs
+    on MPICH (mpiexec.mpich) and, unchanged, on kumi (kumi run, kumi's
+    library first on the library path) unless a build made with kumi's
+    wrappers is given too; one linked to Open MPI's runs on Open MPI. Each
+    round runs every side once, the order flipped every round; a run counts
+    only if it passed the program's own check (NPB's Verification =
+    SUCCESSFUL, HPL's residual checks, a finite Himeno residual), and a
+    failed or timed-out run (--timeout) is reported and makes the exit
+    status 1. --ops picks programs by name (is.A, hpl, osu_allreduce);
+    --vs limits the references; --out DIR writes apps-np<N>.jsonl for
+    `kumi report`.";
 
 /// Which benchmark to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -101,6 +121,10 @@ pub enum Kernel {
     /// round trip, a remote page fault against a 4 KiB round trip, and
     /// in-host access against plain memory (records carry an "op" field).
     Dsm,
+    /// Public benchmarks' own binaries (NPB, Himeno, HPL, OSU) found in the
+    /// BUILD_DIRs, on kumi and on MPICH and Open MPI, alternating, each run's
+    /// verification checked (see "APPS" below).
+    Apps,
     /// Coordinated checkpoints: seconds and GB/s per checkpoint, 1 MiB to
     /// --max-size (1 GiB) per rank, beside dd conv=fsync on the same disk
     /// (--dir), and the time from a rank's death to the restarted job
@@ -115,6 +139,10 @@ pub struct BenchArgs {
     /// The benchmark.
     #[arg(value_enum)]
     pub kernel: Kernel,
+    /// apps: the directories of the benchmarks' builds (searched a few
+    /// levels deep).
+    #[arg(value_name = "BUILD_DIR")]
+    pub builds: Vec<std::path::PathBuf>,
     /// Number of ranks (the figures are between ranks 0 and 1; others idle).
     #[arg(short = 'n', long = "np", default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub np: u32,
@@ -152,9 +180,14 @@ pub struct BenchArgs {
     /// Remote shell for --hosts (as `kumi run --rsh`; references use it too).
     #[arg(long)]
     pub rsh: Option<String>,
-    /// With --vs: how many alternating rounds per side (medians are reported).
-    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
-    pub rounds: u32,
+    /// With --vs and apps: how many alternating rounds per side (medians are
+    /// reported) [default: 5; apps: 3].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub rounds: Option<u32>,
+    /// apps: end a run that takes longer than this many seconds (it counts
+    /// as failed).
+    #[arg(long, value_name = "SECS", default_value_t = 1800)]
+    pub timeout: u64,
     /// checkpoint: a directory on the disk to measure [default: ./kumi-ckpt-bench].
     #[arg(long, value_name = "DIR")]
     pub dir: Option<std::path::PathBuf>,
@@ -178,6 +211,12 @@ impl BenchArgs {
         self.reps
             .unwrap_or(if self.kernel == Kernel::Coll { 3 } else { 5 })
             .max(1)
+    }
+
+    /// `--rounds`, or the kernel's default.
+    pub fn rounds(&self) -> u32 {
+        self.rounds
+            .unwrap_or(if self.kernel == Kernel::Apps { 3 } else { 5 })
     }
 
     /// `--rep-ms`, or the kernel's default (at least 1): `coll` measures
@@ -295,6 +334,8 @@ pub fn rank_main(a: RankArgs) -> i32 {
             | Kernel::Scaling
             | Kernel::All
             | Kernel::Mg => Ok(Vec::new()),
+            // Runs other programs, never as a rank.
+            Kernel::Apps => Ok(Vec::new()),
         }
     };
     match run() {
@@ -332,6 +373,13 @@ pub fn main(a: BenchArgs) -> i32 {
     });
     if a.kernel == Kernel::Checkpoint {
         return crate::ckbench::main(&a);
+    }
+    if a.kernel == Kernel::Apps {
+        return crate::apps::main(&a);
+    }
+    if !a.builds.is_empty() {
+        eprintln!("kumi bench: build directories are for apps only");
+        return 2;
     }
     if crate::suite::name(a.kernel).is_some() && a.vs.is_empty() {
         return crate::suite::main(&a);
@@ -413,7 +461,7 @@ impl Drop for Twin {
 const TWIN_SOURCE: &str = include_str!("../../kumi-bench/c/micro.c");
 
 impl Reference {
-    fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Reference::Mpich => "mpich",
             Reference::Openmpi => "openmpi",
@@ -437,7 +485,7 @@ impl Reference {
         }
     }
 
-    fn tools(self) -> (&'static str, &'static str) {
+    pub(crate) fn tools(self) -> (&'static str, &'static str) {
         match self {
             Reference::Mpich => ("mpicc.mpich", "mpiexec.mpich"),
             Reference::Openmpi => ("mpicc.openmpi", "mpiexec.openmpi"),
@@ -480,10 +528,14 @@ impl Reference {
     }
 }
 
-impl Twin {
-    fn run(&self, kernel: &str, np: u32, plan: &Plan) -> Result<Vec<Figure>, String> {
-        let (_, mpiexec) = self.reference.tools();
-        let mut c = match self.reference {
+impl Reference {
+    /// The command that starts `np` ranks of a program on this stack, on the
+    /// `--hosts` of this run: `kumi run`, `mpiexec.mpich` or `mpiexec.openmpi`
+    /// with what each needs here; the program and its arguments follow. A
+    /// reference sees none of kumi's variables nor kumi's libraries.
+    pub(crate) fn launcher(self, np: u32) -> Result<Command, String> {
+        let (_, mpiexec) = self.tools();
+        let mut c = match self {
             Reference::KumiC | Reference::KumiCStatic => {
                 let mut c = Command::new(
                     std::env::current_exe().map_err(|e| format!("cannot find kumi: {e}"))?,
@@ -499,7 +551,7 @@ impl Twin {
             }
             _ => Command::new(mpiexec),
         };
-        if self.reference == Reference::Openmpi {
+        if self == Reference::Openmpi {
             // SAFETY: getuid has no preconditions and cannot fail.
             if unsafe { libc::getuid() } == 0 {
                 c.arg("--allow-run-as-root");
@@ -518,7 +570,7 @@ impl Twin {
             // /dev/shm: left alone, MPICH's UCX finds out and talks through
             // shared memory (0.9 us "across hosts"). Pin both references to
             // TCP, which is what kumi is compared with here.
-            match self.reference {
+            match self {
                 Reference::Mpich => {
                     c.args(["-genv", "UCX_TLS", "tcp,self"]);
                     c.args(["-hosts", hosts]);
@@ -536,22 +588,10 @@ impl Twin {
                 }
             }
         }
-        c.args(["-n", &np.to_string()]).arg(&self.exe).arg(kernel);
-        c.args([
-            plan.max_size.to_string(),
-            plan.reps.to_string(),
-            plan.rep_ms.to_string(),
-        ]);
-        if kernel == "coll" {
-            c.arg(if plan.ops.is_empty() {
-                "all".into()
-            } else {
-                plan.ops.join(",")
-            });
-        }
+        c.args(["-n", &np.to_string()]);
         // A reference must not see this process's kumi variables (kumi-c keeps
         // them, as kumi's Rust side does).
-        if !matches!(self.reference, Reference::KumiC | Reference::KumiCStatic) {
+        if !matches!(self, Reference::KumiC | Reference::KumiCStatic) {
             for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("KUMI_")) {
                 c.env_remove(k);
             }
@@ -573,6 +613,27 @@ impl Twin {
                     _ => c.env_remove("LD_LIBRARY_PATH"),
                 };
             }
+        }
+        Ok(c)
+    }
+}
+
+impl Twin {
+    fn run(&self, kernel: &str, np: u32, plan: &Plan) -> Result<Vec<Figure>, String> {
+        let (_, mpiexec) = self.reference.tools();
+        let mut c = self.reference.launcher(np)?;
+        c.arg(&self.exe).arg(kernel);
+        c.args([
+            plan.max_size.to_string(),
+            plan.reps.to_string(),
+            plan.rep_ms.to_string(),
+        ]);
+        if kernel == "coll" {
+            c.arg(if plan.ops.is_empty() {
+                "all".into()
+            } else {
+                plan.ops.join(",")
+            });
         }
         let out = c
             .output()
@@ -632,24 +693,16 @@ fn compare(a: &BenchArgs, plan: &Plan) -> i32 {
             }
         }
     }
-    // results[side][(op, size)] = values over rounds; side 0 is kumi. The op is
-    // coll's "op" field ("" for the point-to-point kernels); `keys` keeps the
-    // order in which the kernels print them.
-    let sides = 1 + twins.len();
-    let mut results: Vec<std::collections::BTreeMap<(String, usize), Vec<f64>>> =
-        vec![Default::default(); sides];
-    let mut keys: Vec<(String, usize)> = Vec::new();
-    let mut metric = String::new();
-    for round in 0..a.rounds {
+    let labels = std::iter::once("kumi")
+        .chain(twins.iter().map(|t| t.reference.name()))
+        .map(String::from)
+        .collect();
+    let mut cmp = Comparison::new(&name, a.np, labels);
+    for round in 0..a.rounds() {
         if !a.json {
-            eprint!("\rkumi bench: round {}/{}", round + 1, a.rounds);
+            eprint!("\rkumi bench: round {}/{}", round + 1, a.rounds());
         }
-        // Alternate who goes first, so drift in the machine's speed is shared.
-        let mut order: Vec<usize> = (0..sides).collect();
-        if round % 2 == 1 {
-            order.reverse();
-        }
-        for side in order {
+        for side in round_order(cmp.labels.len(), round) {
             let recs = if side == 0 {
                 run_job(a.kernel, a.np, plan).map_err(|code| format!("kumi job failed ({code})"))
             } else {
@@ -658,12 +711,8 @@ fn compare(a: &BenchArgs, plan: &Plan) -> i32 {
             match recs {
                 Ok(recs) => {
                     for r in recs {
-                        metric = r.metric.clone();
                         let key = (r.get("op").unwrap_or_default(), r.size);
-                        if !keys.contains(&key) {
-                            keys.push(key.clone());
-                        }
-                        results[side].entry(key).or_default().push(r.value);
+                        cmp.add(side, key, &r.metric, r.value);
                     }
                 }
                 Err(e) => {
@@ -673,158 +722,25 @@ fn compare(a: &BenchArgs, plan: &Plan) -> i32 {
             }
         }
     }
-    if !a.json {
-        eprintln!();
-    }
-    let labels: Vec<&str> = std::iter::once("kumi")
-        .chain(twins.iter().map(|t| t.reference.name()))
-        .collect();
     if a.json {
-        for (side, label) in labels.iter().enumerate() {
-            for key in &keys {
-                let Some(vals) = results[side].get(key) else {
-                    continue;
-                };
-                let (op, size) = (&key.0, key.1);
-                let op = if op.is_empty() {
-                    String::new()
-                } else {
-                    format!(", \"op\": \"{op}\"")
-                };
-                let ratio = match (side, results[0].get(key)) {
-                    (1.., Some(k)) => format!(", \"ratio\": {:.6}", paired_ratio(k, vals)),
-                    _ => String::new(),
-                };
-                println!(
-                    "{{\"bench\": \"{name}\", \"np\": {}, \"size\": {size}, \"metric\": \"{metric}\", \"value\": {:.6}, \"impl\": \"{label}\", \"rounds\": {}{op}{ratio}}}",
-                    a.np,
-                    median(vals.clone()),
-                    vals.len()
-                );
-            }
+        for l in cmp.json_lines() {
+            println!("{l}");
         }
-        return 0;
-    }
-    let better = if metric == "latency_us" {
-        "lower is better: ratio < 1 means kumi is faster"
     } else {
-        "higher is better: ratio > 1 means kumi is faster"
-    };
-    println!(
-        "{name} (np={}), {metric}, median of {} alternating rounds (ratios: median of the rounds' own ratios); {better}",
-        a.np, a.rounds
-    );
-    let with_op = keys.iter().any(|(op, _)| !op.is_empty());
-    let op_col = |op: &str| {
-        if with_op {
-            format!("{op:>10}  ")
-        } else {
-            String::new()
-        }
-    };
-    let mut head = format!("{}{:>10}  {:>12}", op_col("op"), "size", "kumi");
-    for l in &labels[1..] {
-        head += &format!("  {l:>12}  {:>12}", format!("kumi/{l}"));
-    }
-    println!("{head}");
-    for key in &keys {
-        let (op, size) = (&key.0, key.1);
-        let kv = results[0].get(key);
-        let k = kv.map_or(f64::NAN, |v| median(v.clone()));
-        let mut line = format!("{}{:>10}  {k:>12.3}", op_col(op), human_size(size));
-        for res in &results[1..] {
-            match (res.get(key), kv) {
-                (Some(v), Some(kv)) => {
-                    let r = median(v.clone());
-                    line += &format!("  {r:>12.3}  {:>12.3}", paired_ratio(kv, v));
-                }
-                (Some(v), None) => line += &format!("  {:>12.3}  {:>12}", median(v.clone()), "-"),
-                (None, _) => line += &format!("  {:>12}  {:>12}", "-", "-"),
-            }
-        }
-        println!("{line}");
-    }
-    for (side, label) in labels.iter().enumerate().skip(1) {
-        if let Some((ratio, (op, size))) = worst_ratio(&results[0], &results[side], &keys, &metric)
-        {
-            let what = if op.is_empty() {
-                human_size(*size)
-            } else {
-                format!("{op} {}", human_size(*size))
-            };
-            println!("worst kumi/{label}: {ratio:.3} ({what})");
-        }
-    }
-    if let Some(note) = speed_step_note(&labels, &results, &keys, &metric) {
-        println!("{note}");
+        eprintln!();
+        print!("{}", cmp.table(&name));
     }
     0
 }
 
-/// The figure where kumi fares worst against one reference: the largest
-/// paired ratio of a latency, the smallest of a bandwidth or rate.
-fn worst_ratio<'k>(
-    kumi: &std::collections::BTreeMap<(String, usize), Vec<f64>>,
-    other: &std::collections::BTreeMap<(String, usize), Vec<f64>>,
-    keys: &'k [(String, usize)],
-    metric: &str,
-) -> Option<(f64, &'k (String, usize))> {
-    let lower_is_better = metric == "latency_us";
-    keys.iter()
-        .filter_map(|k| Some((paired_ratio(kumi.get(k)?, other.get(k)?), k)))
-        .filter(|(r, _)| r.is_finite())
-        .max_by(|a, b| {
-            if lower_is_better {
-                a.0.total_cmp(&b.0)
-            } else {
-                b.0.total_cmp(&a.0)
-            }
-        })
-}
-
-/// A note under the table when some side's rounds of one figure differ by
-/// more than 2x: the machine changed speed during the run (a shared or
-/// virtual machine's steps), or that side is erratic there (MPICH's busy
-/// polling with more ranks than cores), so the medians of single sides mean
-/// little; the ratios, taken within rounds, hold better. The bandwidth of
-/// empty messages (zero, or nearly) is left out.
-fn speed_step_note(
-    labels: &[&str],
-    results: &[std::collections::BTreeMap<(String, usize), Vec<f64>>],
-    keys: &[(String, usize)],
-    metric: &str,
-) -> Option<String> {
-    let mut worst: Option<(f64, &str, &(String, usize))> = None;
-    for (side, label) in labels.iter().enumerate() {
-        for key in keys {
-            if key.1 == 0 && metric != "latency_us" {
-                continue;
-            }
-            let Some(v) = results[side].get(key) else {
-                continue;
-            };
-            let (lo, hi) = v
-                .iter()
-                .filter(|x| x.is_finite() && **x > 0.0)
-                .fold((f64::INFINITY, 0.0f64), |(lo, hi), &x| {
-                    (lo.min(x), hi.max(x))
-                });
-            if hi > 2.0 * lo && worst.is_none_or(|(w, _, _)| hi / lo > w) {
-                worst = Some((hi / lo, label, key));
-            }
-        }
+/// The order of the sides in one round: who goes first alternates, so drift
+/// in the machine's speed is shared.
+pub(crate) fn round_order(sides: usize, round: u32) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..sides).collect();
+    if round % 2 == 1 {
+        order.reverse();
     }
-    let (spread, label, (op, size)) = worst?;
-    let what = if op.is_empty() {
-        human_size(*size)
-    } else {
-        format!("{op} {}", human_size(*size))
-    };
-    Some(format!(
-        "note: {label}'s rounds of {what} differ {spread:.1}x (the machine changed speed \
-         during the run, or that side is erratic here): single medians mean little; the \
-         ratios pair the sides within rounds"
-    ))
+    order
 }
 
 fn floor_records(quick: bool) -> Vec<Figure> {
@@ -851,31 +767,6 @@ fn floor_records(quick: bool) -> Vec<Figure> {
         rec(1 << 20, "bandwidth_MBps", median(bw1)),
         rec(64 << 20, "bandwidth_MBps", median(bw64)),
     ]
-}
-
-/// kumi against one reference: the median over the rounds of each round's
-/// `kumi / reference` (the two values of a round index alike: every round
-/// gives every side one value per figure). On this kind of machine the
-/// speed changes in steps lasting minutes (a 3x slower cache-line hand-over
-/// at times); the ratio of the two sides' medians mixes rounds from
-/// different steps when a step falls inside the run, while the two runs of
-/// one round are seconds apart and mostly see the same one.
-fn paired_ratio(kumi: &[f64], reference: &[f64]) -> f64 {
-    let ratios: Vec<f64> = kumi
-        .iter()
-        .zip(reference)
-        .map(|(k, r)| k / r)
-        .filter(|x| !x.is_nan())
-        .collect();
-    if ratios.is_empty() {
-        return f64::NAN;
-    }
-    median(ratios)
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
 }
 
 fn run_job(kernel: Kernel, np: u32, plan: &Plan) -> Result<Vec<Figure>, i32> {
@@ -946,14 +837,6 @@ pub(crate) fn finish_job(child: &mut std::process::Child, what: &str) -> Result<
     Ok(())
 }
 
-fn human_size(b: usize) -> String {
-    match b {
-        b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{} MiB", b >> 20),
-        b if b >= 1 << 10 && b % (1 << 10) == 0 => format!("{} KiB", b >> 10),
-        b => format!("{b} B"),
-    }
-}
-
 fn print_table(records: &[Figure]) {
     let Some(first) = records.first() else {
         println!("(no results)");
@@ -974,51 +857,5 @@ fn print_table(records: &[Figure]) {
             r.metric,
             extra.join(" ")
         );
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::paired_ratio;
-
-    /// The machine turns 3x slower between the two runs of round 3 and stays
-    /// so: kumi is 0.833 of the reference in every round run at one speed,
-    /// which the rounds' own ratios show and the ratio of the medians (1 /
-    /// 3.6) does not.
-    #[test]
-    fn a_speed_step_inside_the_run_leaves_the_paired_ratio_alone() {
-        let kumi = [1.0, 1.0, 1.0, 3.0, 3.0];
-        let reference = [1.2, 1.2, 3.6, 3.6, 3.6];
-        assert!((paired_ratio(&kumi, &reference) - 1.0 / 1.2).abs() < 1e-12);
-        assert!(
-            (super::median(kumi.to_vec()) / super::median(reference.to_vec()) - 1.0 / 3.6).abs()
-                < 1e-12
-        );
-    }
-
-    #[test]
-    fn a_speed_step_is_noted_and_steady_rounds_are_not() {
-        use std::collections::BTreeMap;
-        let key = (String::new(), 8usize);
-        let side = |v: &[f64]| BTreeMap::from([(key.clone(), v.to_vec())]);
-        let keys = [key.clone()];
-        let steady = [side(&[1.0, 1.1, 0.9]), side(&[1.2, 1.3, 1.2])];
-        let labels = ["kumi", "mpich"];
-        assert!(super::speed_step_note(&labels, &steady, &keys, "latency_us").is_none());
-        let step = [side(&[1.0, 1.1, 3.0]), side(&[1.2, 1.3, 1.2])];
-        let note = super::speed_step_note(&labels, &step, &keys, "latency_us").expect("a note");
-        assert!(note.contains("kumi's rounds of 8 B differ 3.0x"), "{note}");
-        // Empty messages have no bandwidth to speak of.
-        let empty = (String::new(), 0usize);
-        let zero = |v: &[f64]| BTreeMap::from([(empty.clone(), v.to_vec())]);
-        let bw = [zero(&[0.0, 1e-3, 0.0]), zero(&[1e-6, 0.0, 0.0])];
-        let none =
-            super::speed_step_note(&labels, &bw, std::slice::from_ref(&empty), "bandwidth_MBps");
-        assert!(none.is_none());
-    }
-
-    #[test]
-    fn no_rounds_give_no_ratio() {
-        assert!(paired_ratio(&[], &[]).is_nan());
     }
 }

@@ -99,14 +99,13 @@ struct Dirs {
     include: PathBuf,
 }
 
-fn find_dirs() -> Result<Dirs, String> {
+/// The directory of kumi's MPI library (beside the `kumi` executable or in
+/// `../lib`), with the names MPICH-built programs ask for in it.
+pub(crate) fn lib_dir() -> Result<PathBuf, String> {
     let exe =
         std::env::current_exe().map_err(|e| format!("cannot locate the kumi executable: {e}"))?;
-    let bin = exe
-        .parent()
-        .ok_or("the kumi executable has no directory")?
-        .to_path_buf();
-    let lib = [bin.clone(), bin.join("../lib")]
+    let bin = exe.parent().ok_or("the kumi executable has no directory")?;
+    let lib = [bin.to_path_buf(), bin.join("../lib")]
         .into_iter()
         .find(|d| d.join("libmpi.so").exists())
         .ok_or_else(|| {
@@ -116,19 +115,6 @@ fn find_dirs() -> Result<Dirs, String> {
                 exe.display()
             )
         })?;
-    let include = [
-        bin.join("include"),
-        bin.join("../include"),
-        bin.join("../../crates/kumi-mpi/include"),
-    ]
-    .into_iter()
-    .find(|d| d.join("mpi.h").exists())
-    .ok_or_else(|| {
-        format!(
-            "kumi's mpi.h is not in {}/include nor ../include",
-            bin.display()
-        )
-    })?;
     // The names MPICH-built binaries ask for (normally made by the build).
     for so in [
         "libmpi.so.12",
@@ -143,8 +129,29 @@ fn find_dirs() -> Result<Dirs, String> {
                 .map_err(|e| format!("cannot create {}: {e}", p.display()))?;
         }
     }
+    Ok(lib.canonicalize().unwrap_or(lib))
+}
+
+fn find_dirs() -> Result<Dirs, String> {
+    let lib = lib_dir()?;
+    let exe =
+        std::env::current_exe().map_err(|e| format!("cannot locate the kumi executable: {e}"))?;
+    let bin = exe.parent().ok_or("the kumi executable has no directory")?;
+    let include = [
+        bin.join("include"),
+        bin.join("../include"),
+        bin.join("../../crates/kumi-mpi/include"),
+    ]
+    .into_iter()
+    .find(|d| d.join("mpi.h").exists())
+    .ok_or_else(|| {
+        format!(
+            "kumi's mpi.h is not in {}/include nor ../include",
+            bin.display()
+        )
+    })?;
     Ok(Dirs {
-        lib: lib.canonicalize().unwrap_or(lib),
+        lib,
         include: include.canonicalize().unwrap_or(include),
     })
 }

@@ -6,6 +6,7 @@
 //! machine changes speed for every program alike).
 
 use crate::bench::BenchArgs;
+use crate::comparison::median;
 use kumi_bench::checkpoint::sizes;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -110,11 +111,6 @@ fn dd_clean(dir: &Path, np: u32) {
     }
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
-}
-
 /// `kumi bench checkpoint`.
 pub fn main(a: &BenchArgs) -> i32 {
     match run(a) {
@@ -139,7 +135,7 @@ fn run(a: &BenchArgs) -> Result<(), String> {
         .max_size
         .unwrap_or(if a.quick { 16 << 20 } else { 1 << 30 });
     let reps = a.reps.unwrap_or(3).max(1);
-    let rounds = if a.quick { 1 } else { a.rounds as usize };
+    let rounds = if a.quick { 1 } else { a.rounds() as usize };
     let np = a.np;
     // A checkpoint of np parts, and the previous one until it is complete,
     // and dd's source.

@@ -8,10 +8,12 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+mod apps;
 mod bench;
 mod cc;
 mod ckbench;
 mod clean;
+mod comparison;
 mod debug;
 mod install;
 mod mpirun;

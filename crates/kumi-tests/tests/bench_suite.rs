@@ -405,3 +405,153 @@ fn a_reader_that_goes_away_ends_bench_quietly() {
         o.status
     );
 }
+
+/// `kumi bench apps` over two real builds of one program (MPICH's wrapper
+/// and kumi's) plus two MPICH-built programs that fail their own check and
+/// never end: kumi runs its own build, MPICH the other, figures come only
+/// from verified runs, a failed check and a hung run are named and make the
+/// exit status 1, nothing of the hung run is left, and `kumi report` shows
+/// the table. Then MPICH's build alone runs unchanged on kumi's library.
+#[test]
+fn apps_runs_each_build_on_its_stack_and_counts_only_verified_runs() {
+    let found = std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("mpicc.mpich").exists()));
+    if !found {
+        eprintln!(
+            "SKIPPED apps_runs_each_build_on_its_stack_and_counts_only_verified_runs: \
+             mpicc.mpich is not installed (apt-get install mpich libmpich-dev)"
+        );
+        return;
+    }
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("apps/npb_like.c");
+    let tmp = std::env::temp_dir().join(format!("kumi-apps-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    let (mpich, own, out) = (tmp.join("mpich"), tmp.join("kumi"), tmp.join("out"));
+    let cc = |compiler: &[&Path], flags: &[&str], exe: &Path| {
+        std::fs::create_dir_all(exe.parent().unwrap()).unwrap();
+        let o = Command::new(compiler[0])
+            .args(&compiler[1..])
+            .args(["-O2", "-o"])
+            .arg(exe)
+            .args(flags)
+            .arg(&src)
+            .output()
+            .expect("start the compiler");
+        assert!(o.status.success(), "{compiler:?}: {}", text(&o));
+    };
+    let mpicc = [Path::new("mpicc.mpich")];
+    cc(&mpicc, &[], &mpich.join("is.S.x"));
+    cc(&mpicc, &["-DFAIL_CHECK"], &mpich.join("cg.S.x"));
+    cc(&mpicc, &["-DHANG"], &mpich.join("ep.S.x"));
+    let kumi_bin = bin("kumi");
+    cc(&[&kumi_bin, Path::new("cc")], &[], &own.join("is.S.x"));
+
+    let s = |p: &Path| p.to_str().unwrap().to_string();
+    let (mpich_s, own_s, out_s) = (s(&mpich), s(&own), s(&out));
+    let o = kumi(&[
+        "bench",
+        "apps",
+        &mpich_s,
+        &own_s,
+        "--vs",
+        "mpich",
+        "-n",
+        "2",
+        "--rounds",
+        "2",
+        "--timeout",
+        "5",
+        "--json",
+        "--out",
+        &out_s,
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        err.contains(&format!("is.S on kumi: {own_s}/is.S.x\n")),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("is.S on mpich: {mpich_s}/is.S.x\n")),
+        "{err}"
+    );
+    assert!(
+        err.lines()
+            .any(|l| l.contains("cg.S at np=2 on") && l.contains("Verification = UNSUCCESSFUL")),
+        "{err}"
+    );
+    assert!(
+        err.lines()
+            .any(|l| l.contains("ep.S at np=2 on") && l.contains("still running after 5 s")),
+        "{err}"
+    );
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(
+        lines.len(),
+        2,
+        "one figure per side, of is.S only:\n{stdout}"
+    );
+    for (l, side) in lines.iter().zip(["kumi", "mpich"]) {
+        assert!(
+            l.contains("\"bench\": \"apps\"")
+                && l.contains("\"op\": \"is.S\"")
+                && l.contains("\"metric\": \"mops\"")
+                && l.contains("\"rounds\": 2")
+                && l.contains(&format!("\"impl\": \"{side}\"")),
+            "{l}"
+        );
+    }
+    let ratio: f64 = lines[1]
+        .split("\"ratio\": ")
+        .nth(1)
+        .and_then(|r| {
+            r.trim_end_matches('}')
+                .split(',')
+                .next()?
+                .trim()
+                .parse()
+                .ok()
+        })
+        .expect("mpich's figure has a ratio");
+    assert!(ratio > 0.0 && ratio.is_finite(), "{}", lines[1]);
+    // The hung program's ranks and launcher are gone.
+    let left: Vec<String> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+        .filter(|c| c.contains(&format!("{mpich_s}/ep.S.x")))
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+    // The figures reach the report.
+    assert!(out.join("apps-np2.jsonl").exists());
+    let r = kumi(&["report", &out_s]);
+    assert!(r.status.success(), "{}", text(&r));
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(
+        md.contains("Public benchmarks on kumi and the references"),
+        "{md}"
+    );
+    assert!(md.contains("is.S"), "{md}");
+
+    // MPICH's build alone: kumi runs that very file on its own library (a
+    // wrong library would start singletons, which the program refuses).
+    let o = kumi(&[
+        "bench", "apps", &mpich_s, "--ops", "is.S", "--vs", "mpich", "-n", "2", "--rounds", "1",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        err.contains(&format!(
+            "is.S on kumi: {mpich_s}/is.S.x (MPICH's build on kumi's library)"
+        )),
+        "{err}"
+    );
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("worst kumi/mpich"),
+        "{}",
+        text(&o)
+    );
+    let _ = std::fs::remove_dir_all(&tmp);
+}
