@@ -288,7 +288,7 @@ fn run_once(
         if let Some(s) = child.try_wait().map_err(|e| e.to_string())? {
             break Some(s);
         }
-        if start.elapsed() > limit {
+        if start.elapsed() > limit || interrupted() {
             break None;
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -313,6 +313,9 @@ fn run_once(
         // SAFETY: as above.
         unsafe { libc::killpg(pgid, libc::SIGKILL) };
         let _ = child.wait();
+        if interrupted() {
+            return Err("interrupted; the run was ended".into());
+        }
         return Err(format!(
             "still running after {} s (--timeout); ended. Its last lines:\n{}",
             limit.as_secs(),
@@ -328,9 +331,34 @@ fn run_once(
     Ok(read(&out_path))
 }
 
+/// Set by SIGINT, SIGTERM or SIGHUP: the programs run in process groups of
+/// their own (so that a run past its time can be ended whole), which a
+/// terminal's interrupt does not reach; the runner ends the one running and
+/// stops.
+static STOP: std::sync::OnceLock<std::sync::Arc<std::sync::atomic::AtomicBool>> =
+    std::sync::OnceLock::new();
+
+fn interrupted() -> bool {
+    // Relaxed: a flag polled every few milliseconds; nothing is published
+    // through it.
+    STOP.get()
+        .is_some_and(|f| f.load(std::sync::atomic::Ordering::Relaxed))
+}
+
 /// `kumi bench apps`.
 pub fn main(a: &BenchArgs) -> i32 {
+    let flag = STOP.get_or_init(Default::default);
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        if let Err(e) = signal_hook::flag::register(sig, flag.clone()) {
+            eprintln!("kumi bench apps: cannot watch signal {sig}: {e}");
+            return 2;
+        }
+    }
     match run(a) {
+        _ if interrupted() => {
+            eprintln!("kumi bench apps: interrupted; the program running was ended");
+            130
+        }
         Ok(0) => 0,
         Ok(failed) => {
             eprintln!("kumi bench apps: {failed} program(s) failed; their figures are left out");
@@ -461,6 +489,7 @@ fn run(a: &BenchArgs) -> Result<usize, String> {
                         );
                         this_round.push((side, figs));
                     }
+                    Err(_) if interrupted() => return Ok(0),
                     Err(e) => {
                         eprintln!(
                             "kumi bench apps: {name} at np={} on {} ({}) FAILED: {e}",

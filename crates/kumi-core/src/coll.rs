@@ -231,15 +231,28 @@ pub fn allgather_ring(group: &[usize], me: usize) -> Schedule {
 /// block r (the root's own is already in place). For uneven counts (gatherv).
 /// Cost (p-1)·α + nβ at the root.
 pub fn gather_linear(group: &[usize], root: usize, me: usize) -> Schedule {
+    gather_linear_from(group, root, me, &|_| true)
+}
+
+/// [`gather_linear`] of the members `from` names only (by index in
+/// `group`; the others' blocks go another way, e.g. through a host's
+/// collective area). Every member must be able to tell its own `from`,
+/// and the root everyone's.
+pub fn gather_linear_from(
+    group: &[usize],
+    root: usize,
+    me: usize,
+    from: &dyn Fn(usize) -> bool,
+) -> Schedule {
     let (p, i) = (group.len(), index_of(group, me));
     let mut s = Schedule::default();
     if i == root {
         let recvs = (0..p)
-            .filter(|&r| r != root)
+            .filter(|&r| r != root && from(r))
             .map(|r| x(group[r], r..r + 1, Apply::Put))
             .collect();
         s.round(vec![], recvs);
-    } else {
+    } else if from(i) {
         s.round(vec![x(group[root], 0..1, Apply::Put)], vec![]);
     }
     s
@@ -248,15 +261,26 @@ pub fn gather_linear(group: &[usize], root: usize, me: usize) -> Schedule {
 /// Linear scatter, the reverse of [`gather_linear`]: the root sends its block
 /// r to rank r, which receives it as block 0 of its own buffer.
 pub fn scatter_linear(group: &[usize], root: usize, me: usize) -> Schedule {
+    scatter_linear_to(group, root, me, &|_| true)
+}
+
+/// [`scatter_linear`] to the members `to` names only (as
+/// [`gather_linear_from`]).
+pub fn scatter_linear_to(
+    group: &[usize],
+    root: usize,
+    me: usize,
+    to: &dyn Fn(usize) -> bool,
+) -> Schedule {
     let (p, i) = (group.len(), index_of(group, me));
     let mut s = Schedule::default();
     if i == root {
         let sends = (0..p)
-            .filter(|&r| r != root)
+            .filter(|&r| r != root && to(r))
             .map(|r| x(group[r], r..r + 1, Apply::Put))
             .collect();
         s.round(sends, vec![]);
-    } else {
+    } else if to(i) {
         s.round(vec![], vec![x(group[root], 0..1, Apply::Put)]);
     }
     s
@@ -882,6 +906,51 @@ mod tests {
                 for (r, blocks) in out.iter().enumerate() {
                     let b = if r == root { r } else { 0 };
                     assert_eq!(blocks[b], vec![r], "scatter_linear p={n}");
+                }
+            }
+            // Only some members by message (the others' blocks go another
+            // way): exactly those arrive, and nobody waits for the rest.
+            for root in [0, n - 1] {
+                let some = |r: usize| r % 3 != 1;
+                let sc: Vec<_> = (0..n)
+                    .map(|r| gather_linear_from(&g, root, r, &some))
+                    .collect();
+                let init = (0..n)
+                    .map(|r| {
+                        if r == root {
+                            (0..n)
+                                .map(|b| if b == r { vec![r] } else { vec![] })
+                                .collect()
+                        } else {
+                            vec![vec![r]]
+                        }
+                    })
+                    .collect();
+                let out = simulate(&sc, init).unwrap();
+                for b in 0..n {
+                    let want = if b == root || some(b) {
+                        vec![b]
+                    } else {
+                        vec![]
+                    };
+                    assert_eq!(out[root][b], want, "gather_linear_from p={n}");
+                }
+                let sc: Vec<_> = (0..n)
+                    .map(|r| scatter_linear_to(&g, root, r, &some))
+                    .collect();
+                let init = (0..n)
+                    .map(|r| {
+                        if r == root {
+                            (0..n).map(|b| vec![b]).collect()
+                        } else {
+                            vec![vec![]]
+                        }
+                    })
+                    .collect();
+                let out = simulate(&sc, init).unwrap();
+                for (r, blocks) in out.iter().enumerate().filter(|&(r, _)| r != root) {
+                    let want = if some(r) { vec![r] } else { vec![] };
+                    assert_eq!(blocks[0], want, "scatter_linear_to p={n}");
                 }
             }
             for exclusive in [false, true] {

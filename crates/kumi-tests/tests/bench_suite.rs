@@ -406,6 +406,17 @@ fn a_reader_that_goes_away_ends_bench_quietly() {
     );
 }
 
+/// The command lines of running processes that contain `what`.
+fn running(what: &str) -> Vec<String> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+        .filter(|c| c.contains(what))
+        .collect()
+}
+
 /// `kumi bench apps` over two real builds of one program (MPICH's wrapper
 /// and kumi's) plus two MPICH-built programs that fail their own check and
 /// never end: kumi runs its own build, MPICH the other, figures come only
@@ -516,13 +527,7 @@ fn apps_runs_each_build_on_its_stack_and_counts_only_verified_runs() {
         .expect("mpich's figure has a ratio");
     assert!(ratio > 0.0 && ratio.is_finite(), "{}", lines[1]);
     // The hung program's ranks and launcher are gone.
-    let left: Vec<String> = std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
-        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
-        .filter(|c| c.contains(&format!("{mpich_s}/ep.S.x")))
-        .collect();
+    let left = running(&format!("{mpich_s}/ep.S.x"));
     assert!(left.is_empty(), "left behind: {left:?}");
     // The figures reach the report.
     assert!(out.join("apps-np2.jsonl").exists());
@@ -534,6 +539,33 @@ fn apps_runs_each_build_on_its_stack_and_counts_only_verified_runs() {
         "{md}"
     );
     assert!(md.contains("is.S"), "{md}");
+
+    // An interrupt ends the program running (in a process group of its
+    // own, which the terminal's signal would not reach) and the runner.
+    let child = Command::new(bin("kumi"))
+        .args([
+            "bench",
+            "apps",
+            &mpich_s,
+            "--ops",
+            "ep.S",
+            "-n",
+            "2",
+            "--timeout",
+            "60",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start kumi");
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    // SAFETY: kill has no memory preconditions; the child is not reaped.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let o = child.wait_with_output().expect("wait");
+    assert_eq!(o.status.code(), Some(130), "{}", text(&o));
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let left = running(&format!("{mpich_s}/ep.S.x"));
+    assert!(left.is_empty(), "left behind after the interrupt: {left:?}");
 
     // MPICH's build alone: kumi runs that very file on its own library (a
     // wrong library would start singletons, which the program refuses).

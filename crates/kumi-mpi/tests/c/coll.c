@@ -210,6 +210,36 @@ int main(int argc, char **argv) {
         free(gc); free(gd); free(mine); free(all);
     }
 
+    /* Gatherv and Scatterv whose blocks take every path at once inside one
+       host: a few bytes (the collective area's control line), kilobytes (its
+       payload), more than a payload (messages) and none, one element of gap
+       after each block, the root in place. */
+    for (int root = 0; root < n; root += (n > 2 ? n - 1 : 1)) {
+        int sizes[4] = {2, 3000, 40000, 0};
+        int *gc = malloc(n * sizeof(int)), *gd = malloc(n * sizeof(int)), tot = 0;
+        for (int i = 0; i < n; i++) { gc[i] = sizes[(i + root) % 4]; gd[i] = tot; tot += gc[i] + 1; }
+        int *mine = malloc((gc[r] + 1) * sizeof(int)), *all = malloc(tot * sizeof(int));
+        for (int k = 0; k < gc[r]; k++) mine[k] = r * 1000003 + k;
+        for (int i = 0; i < tot; i++) all[i] = -7;
+        if (r == root) memcpy(all + gd[r], mine, gc[r] * sizeof(int));
+        OK(MPI_Gatherv(r == root ? MPI_IN_PLACE : mine, gc[r], MPI_INT, all, gc, gd, MPI_INT, root, MPI_COMM_WORLD));
+        if (r == root)
+            for (int i = 0; i < n; i++) {
+                for (int k = 0; k < gc[i]; k++) CHECK(all[gd[i] + k] == i * 1000003 + k);
+                CHECK(all[gd[i] + gc[i]] == -7);
+            }
+        if (r == root)
+            for (int i = 0; i < n; i++)
+                for (int k = 0; k < gc[i]; k++) all[gd[i] + k] = ~all[gd[i] + k];
+        for (int k = 0; k <= gc[r]; k++) mine[k] = -9;
+        OK(MPI_Scatterv(all, gc, gd, MPI_INT, r == root ? MPI_IN_PLACE : mine, gc[r], MPI_INT, root, MPI_COMM_WORLD));
+        if (r != root) {
+            for (int k = 0; k < gc[r]; k++) CHECK(mine[k] == ~(r * 1000003 + k));
+            CHECK(mine[gc[r]] == -9);
+        }
+        free(gc); free(gd); free(mine); free(all);
+    }
+
     /* Allgatherv of large, uneven blocks laid out in reverse, then in place. */
     {
         int *ac = malloc(n * sizeof(int)), *ad = malloc(n * sizeof(int)), tot = 0;

@@ -185,6 +185,41 @@ fn one(c: &Comm, it: u64, common: &mut Rng, mine: &mut Rng, delays: bool) -> R {
                     "iteration {it}: allgatherv of {counts:?} wrong on rank {me}"
                 )));
             }
+            // Gatherv and scatterv of those blocks, one of them beyond a
+            // payload half when long: through the area and as messages in
+            // one call.
+            let vc: Vec<usize> = (0..p)
+                .map(|r| {
+                    if block == 5000 && r == p / 2 {
+                        20_000
+                    } else {
+                        counts[r]
+                    }
+                })
+                .collect();
+            let want: Vec<u64> = (0..p)
+                .flat_map(|r| (0..vc[r]).map(move |i| v(r, i)))
+                .collect();
+            let own: Vec<u64> = (0..vc[me]).map(|i| v(me, i)).collect();
+            let mut got = vec![0u64; if me == root { want.len() } else { 0 }];
+            c.gatherv(&own, &mut got, &vc, root)?;
+            if me == root && got != want {
+                return Err(fail(format!(
+                    "iteration {it}: gatherv of {vc:?} at {root} wrong"
+                )));
+            }
+            let mut part = vec![0u64; vc[me]];
+            c.scatterv(
+                if me == root { &want[..] } else { &[] },
+                &vc,
+                &mut part,
+                root,
+            )?;
+            if part != own {
+                return Err(fail(format!(
+                    "iteration {it}: scatterv of {vc:?} from {root} wrong on rank {me}"
+                )));
+            }
             let m = block % 40 + 1;
             let o = kumi_tests::matmul();
             let send: Vec<[i64; 4]> = (0..p * m).map(|k| mat(me + k, it)).collect();

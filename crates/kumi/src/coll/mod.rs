@@ -2052,8 +2052,43 @@ impl Comm {
         recv: &[(*mut u8, usize)],
         root: usize,
     ) -> Result<()> {
+        let at = Location::caller();
         // SAFETY: the caller's contract.
-        unsafe { self.gatherv_each(send, recv, root, Exec::Now(Location::caller())) }.map(drop)
+        let Some(payload) = (unsafe { self.gatherv_area(send, recv, root, at) })? else {
+            // SAFETY: the caller's contract.
+            return unsafe { self.gatherv_each(send, recv, root, Exec::Now(at)) }.map(drop);
+        };
+        // The blocks too long for the area, as messages: each member knows
+        // whether its own is one, the root knows them all.
+        let (p, me) = (self.size(), self.rank());
+        let long = |r: usize| {
+            let n = if r == me { send.1 } else { recv[r].1 };
+            n > payload
+        };
+        // Every rank takes the call's message tag, whether it has a message
+        // or not, so that later collectives' tags agree on every rank.
+        let (_, wire) = self.wire()?;
+        let blocks = if me == root {
+            if !(0..p).any(|r| r != root && long(r)) {
+                return Ok(());
+            }
+            recv.to_vec()
+        } else {
+            if !long(me) {
+                return Ok(());
+            }
+            // Only ever read: the schedule sends from it.
+            vec![(send.0 as *mut u8, send.1)]
+        };
+        let sched = sc::gather_linear_from(&self.group(), root, me, &long);
+        self.run_blocks(
+            sched,
+            wire,
+            Blocks::Each(blocks),
+            None,
+            Call::Collective,
+            at,
+        )
     }
 
     /// [`Comm::gatherv_segments`] where every rank sends as many bytes (an
@@ -2104,21 +2139,61 @@ impl Comm {
     ) -> Result<bool> {
         let n = send.len();
         let info = self.info(Call::Collective, -2, -2, at);
-        let me = self.rank();
         let done = self.shm_whole(at, false, |e, g| {
             (n <= g.payload).then(|| {
-                let mut put = |j: usize, b: &[u8]| {
-                    // SAFETY: rank j's block at the root (the caller's
-                    // contract); the root's own comes from `send`, and not
-                    // at all when in place.
-                    unsafe {
-                        copy_own(if j == me { send.as_ptr() } else { b.as_ptr() }, recv(j), n)
-                    };
-                };
-                shm::gather(e, g, send, &mut put, root, info)
+                // SAFETY: rank j's block at the root (the caller's contract).
+                let mut put = |j: usize, b: &[u8]| unsafe { copy_own(b.as_ptr(), recv(j), n) };
+                shm::gather(e, g, send, &|_| n, true, &mut put, root, info)
             })
         })?;
+        if done.is_some() && self.rank() == root {
+            // SAFETY: the root's own block (the caller's contract); nothing
+            // when in place.
+            unsafe { copy_own(send.as_ptr(), recv(root), n) };
+        }
         Ok(done.is_some())
+    }
+
+    /// The part of a gatherv inside one host that the collective area
+    /// carries: every member whose block fits one payload half writes it
+    /// there and the root copies it out (the root knows every length, a
+    /// member its own, so they agree member by member). `Some(payload)`:
+    /// done, but for the blocks longer than `payload`, which are still to go
+    /// as messages; `None`: the communicator has no area and nothing was done.
+    ///
+    /// # Safety
+    /// As for [`Comm::gatherv_segments`].
+    unsafe fn gatherv_area(
+        &self,
+        send: (*const u8, usize),
+        recv: &[(*mut u8, usize)],
+        root: usize,
+        at: &'static Location<'static>,
+    ) -> Result<Option<usize>> {
+        self.check_root(root)?;
+        let (p, me) = (self.size(), self.rank());
+        if me == root {
+            own_segment("recv", recv, p, me, send.1)?;
+        }
+        let info = self.info(Call::Collective, -2, -2, at);
+        let sent: &[u8] = if send.1 == 0 {
+            &[]
+        } else {
+            // SAFETY: the caller's contract.
+            unsafe { std::slice::from_raw_parts(send.0, send.1) }
+        };
+        let done = self.shm_whole(at, false, |e, g| {
+            let payload = g.payload;
+            // SAFETY: rank j's segment at the root (the caller's contract).
+            let mut put = |j: usize, b: &[u8]| unsafe { copy_own(b.as_ptr(), recv[j].0, b.len()) };
+            let len = |j: usize| recv[j].1;
+            Some(shm::gather(e, g, sent, &len, false, &mut put, root, info).map(|()| payload))
+        })?;
+        if done.is_some() && me == root {
+            // SAFETY: the caller's contract; nothing in place.
+            unsafe { copy_own(send.0, recv[me].0, send.1) };
+        }
+        Ok(done)
     }
 
     /// A scatter to `recv` (as long on every rank) through the collective
@@ -2139,10 +2214,43 @@ impl Comm {
         let n = recv.1;
         let info = self.info(Call::Collective, -2, -2, at);
         let done = self.shm_whole(at, false, |e, g| {
-            (n.checked_mul(g.slots.len()).is_some_and(|t| t <= g.payload))
-                .then(|| shm::scatter(e, g, send, recv, root, info))
+            let m = g.slots.len();
+            (n.checked_mul(m).is_some_and(|t| t <= g.payload)).then(|| {
+                let place = |j: usize, n: usize| Some((n * m, j * n));
+                shm::scatter(e, g, &|j| (send(j), n), recv, &place, Some(n), root, info)
+            })
         })?;
         Ok(done.is_some())
+    }
+
+    /// The part of a scatterv inside one host that the collective area
+    /// carries (as [`Comm::gatherv_area`]): the root writes every block that
+    /// has a place in its half ([`shm::scatterv_place`], which each member
+    /// can tell of its own), the members copy theirs out. `Some(payload)`:
+    /// done, but for the blocks without a place, which are still to go as
+    /// messages; `None`: no area, nothing done.
+    ///
+    /// # Safety
+    /// As for [`Comm::scatterv_segments`].
+    unsafe fn scatterv_area(
+        &self,
+        send: &[(*const u8, usize)],
+        recv: (*mut u8, usize),
+        root: usize,
+        at: &'static Location<'static>,
+    ) -> Result<Option<usize>> {
+        self.check_root(root)?;
+        let (p, me) = (self.size(), self.rank());
+        if me == root {
+            own_segment("send", send, p, me, recv.1)?;
+        }
+        let info = self.info(Call::Collective, -2, -2, at);
+        self.shm_whole(at, false, |e, g| {
+            let (m, payload) = (g.slots.len(), g.payload);
+            let place = |j: usize, n: usize| shm::scatterv_place(j, n, m, payload);
+            let send = |j: usize| send[j];
+            Some(shm::scatter(e, g, &send, recv, &place, None, root, info).map(|()| payload))
+        })
     }
 
     /// [`Comm::gatherv_segments`] started: the segments stay valid (and,
@@ -2241,8 +2349,41 @@ impl Comm {
         recv: (*mut u8, usize),
         root: usize,
     ) -> Result<()> {
+        let at = Location::caller();
         // SAFETY: the caller's contract.
-        unsafe { self.scatterv_each(send, recv, root, Exec::Now(Location::caller())) }.map(drop)
+        let Some(payload) = (unsafe { self.scatterv_area(send, recv, root, at) })? else {
+            // SAFETY: the caller's contract.
+            return unsafe { self.scatterv_each(send, recv, root, Exec::Now(at)) }.map(drop);
+        };
+        // The blocks without a place in the area, as messages.
+        let (p, me) = (self.size(), self.rank());
+        let long = |r: usize| {
+            let n = if r == me { recv.1 } else { send[r].1 };
+            shm::scatterv_place(r, n, p, payload).is_none()
+        };
+        // Every rank takes the call's message tag (as in gatherv).
+        let (_, wire) = self.wire()?;
+        let blocks = if me == root {
+            if !(0..p).any(|r| r != root && long(r)) {
+                return Ok(());
+            }
+            // Only ever read: the schedule sends from them.
+            send.iter().map(|&(b, n)| (b as *mut u8, n)).collect()
+        } else {
+            if !long(me) {
+                return Ok(());
+            }
+            vec![recv]
+        };
+        let sched = sc::scatter_linear_to(&self.group(), root, me, &long);
+        self.run_blocks(
+            sched,
+            wire,
+            Blocks::Each(blocks),
+            None,
+            Call::Collective,
+            at,
+        )
     }
 
     /// [`Comm::scatterv_segments`] where every rank receives as many bytes

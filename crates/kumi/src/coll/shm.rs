@@ -180,6 +180,8 @@ const K_GATHER: u64 = 9;
 const K_SCATTER: u64 = 10;
 const K_REDUCE_SCATTER: u64 = 11;
 const K_ALLGATHER: u64 = 12;
+const K_GATHERV: u64 = 13;
+const K_SCATTERV: u64 = 14;
 
 /// The kind word of a collective: operation, root and size. Two members see
 /// the same word exactly when they are in the same call (as MPI requires of a
@@ -416,26 +418,50 @@ pub(crate) fn reduce_scatter(
     Ok(())
 }
 
-/// Gather of one `send` of the same length from every member (at most one
-/// payload half) to member `root`: every member writes its own, only the
-/// root waits, and hands member j's to `recv(j, bytes)`.
+/// Gather to member `root`: every other member writes its `send` if it
+/// fits one payload half (a longer one goes as a message, the caller's
+/// business), only the root waits, and hands each other member's block
+/// that came this way to `recv(j, bytes)`. `len(j)`: member j's length,
+/// read at the root. `same`: every member knows every length (a gather);
+/// else only the root does (a gatherv). Either way each member publishes
+/// its own length in its kind word and the root waits for exactly the one
+/// it expects from each, so a member whose block is not as long as the root
+/// says never has it read as if it were. The root's own block is the
+/// caller's business.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn gather(
     e: &mut Guard<'_>,
     g: &mut Group,
     send: &[u8],
+    len: &dyn Fn(usize) -> usize,
+    same: bool,
     recv: &mut dyn FnMut(usize, &[u8]),
     root: usize,
     info: WaitInfo,
 ) -> Result<()> {
-    let n = send.len();
     let s = begin(e, g, 1, info)?;
-    g.kind = kind(K_GATHER, root, n);
-    contribute(e, g, s, send, info)?;
+    let payload = g.payload;
+    let kind_of = |n: usize| kind(if same { K_GATHER } else { K_GATHERV }, root, n);
+    g.kind = kind_of(send.len());
+    let mine = if g.me == root || send.len() > payload {
+        &[][..]
+    } else {
+        send
+    };
+    contribute(e, g, s, mine, info)?;
     if g.me == root {
-        wait(e, info, g.area, |a| all_reached_as(a, &g.slots, s, g.kind))?;
+        wait(e, info, g.area, |a| {
+            g.slots
+                .iter()
+                .enumerate()
+                .all(|(j, &slot)| reached_as(a, slot, s, kind_of(len(j))))
+        })?;
         let a = area(e, g.area);
-        for (j, &slot) in g.slots.iter().enumerate() {
-            recv(j, a.bytes(slot, (s & 1) as usize, n, 0, n));
+        for (j, &slot) in g.slots.iter().enumerate().filter(|&(j, _)| j != root) {
+            let n = len(j);
+            if n > 0 && n <= payload {
+                recv(j, a.bytes(slot, (s & 1) as usize, n, 0, n));
+            }
         }
     }
     g.finish(s);
@@ -467,48 +493,82 @@ pub(crate) fn allgather(
     Ok(())
 }
 
-/// Scatter from member `root` of `recv.len()` bytes to each member (all of
-/// them at most one payload half): the root writes member j's block
-/// (`send(j)`) at j's place in its half, each member copies its own out.
+/// Where member `j`'s block of `n` bytes goes in the root's half in a
+/// scatterv, whose members know only their own lengths: the control line's
+/// inline bytes split evenly among the `m` members when it fits there, else
+/// the payload half split evenly, else nowhere (it goes as a message). As
+/// `(total, offset)` for the area's `write`/`read`.
+pub(crate) fn scatterv_place(
+    j: usize,
+    n: usize,
+    m: usize,
+    payload: usize,
+) -> Option<(usize, usize)> {
+    let (small, big) = (coll_area::INLINE / m, payload / m);
+    if n <= small {
+        Some((coll_area::INLINE, j * small))
+    } else if n <= big {
+        // More than INLINE, so the payload half (payload >= 4 KiB).
+        Some((payload, j * big))
+    } else {
+        None
+    }
+}
+
+/// Scatter from member `root`: the root writes member j's block (`send(j)`,
+/// read at the root only) where `place(j, len)` says (`(total, offset)` for
+/// the area), each member copies its own out into `recv`, or, where `place`
+/// says `None`, leaves it to a message and does not wait. `same`: the block
+/// length every member knows (a scatter's); `None` for a scatterv.
 ///
-/// `send(j)` is read at the root only, `recv.1` bytes each; `recv` is
-/// written, and at the root may be `send(root)` itself (in place). The
-/// caller vouches for both (`Comm::scatter_area`).
+/// `recv` is written, and at the root may be its own block itself (in
+/// place). The caller vouches for both (`Comm::scatter_area`,
+/// `Comm::scatterv_area`).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn scatter(
     e: &mut Guard<'_>,
     g: &mut Group,
-    send: &dyn Fn(usize) -> *const u8,
+    send: &dyn Fn(usize) -> (*const u8, usize),
     recv: (*mut u8, usize),
+    place: &dyn Fn(usize, usize) -> Option<(usize, usize)>,
+    same: Option<usize>,
     root: usize,
     info: WaitInfo,
 ) -> Result<()> {
-    let (n, m) = (recv.1, g.slots.len());
-    let total = n * m;
+    let m = g.slots.len();
     let s = begin(e, g, 1, info)?;
-    g.kind = kind(K_SCATTER, root, total);
+    g.kind = match same {
+        Some(n) => kind(K_SCATTER, root, n * m),
+        None => kind(K_SCATTERV, root, 0),
+    };
     let (k, root_slot, half) = (g.area, g.slots[root], (s & 1) as usize);
     if g.me == root {
         wait(e, info, k, |a| writable(a, &g.slots, s))?;
         let a = area(e, k);
         for j in (0..m).filter(|&j| j != root) {
-            // SAFETY: the caller vouches for `n` readable bytes per member.
-            let block = unsafe { std::slice::from_raw_parts(send(j), n) };
-            a.write(root_slot, half, total, j * n, block);
+            let (p, n) = send(j);
+            if let (Some((total, off)), 1..) = (place(j, n), n) {
+                // SAFETY: the caller vouches for `n` readable bytes per member.
+                let block = unsafe { std::slice::from_raw_parts(p, n) };
+                a.write(root_slot, half, total, off, block);
+            }
         }
         publish_at(e, g, s);
-        if send(root) != recv.0.cast_const() && n > 0 {
-            // SAFETY: as above; not in place, so the two do not overlap.
-            unsafe { kumi_transport::copy_bytes(send(root), recv.0, n) };
-        }
+        let (own, n) = send(root);
+        // SAFETY: as above, and `recv` is the root's own block or does not
+        // overlap it (in place or not at all).
+        unsafe { super::copy_own(own, recv.0, n.min(recv.1)) };
         g.finish(s);
         return Ok(());
     }
     // Entering `s` tells the root this member is done with `s - 1`.
     publish_at(e, g, s);
-    wait(e, info, k, |a| reached_as(a, root_slot, s, g.kind))?;
-    // SAFETY: the caller vouches for `recv`, this member's own.
-    let dst = unsafe { std::slice::from_raw_parts_mut(recv.0, n) };
-    area(e, k).read(root_slot, half, total, g.me * n, dst);
+    if let (Some((total, off)), 1..) = (place(g.me, recv.1), recv.1) {
+        wait(e, info, k, |a| reached_as(a, root_slot, s, g.kind))?;
+        // SAFETY: the caller vouches for `recv`, this member's own.
+        let dst = unsafe { std::slice::from_raw_parts_mut(recv.0, recv.1) };
+        area(e, k).read(root_slot, half, total, off, dst);
+    }
     g.finish(s);
     Ok(())
 }
