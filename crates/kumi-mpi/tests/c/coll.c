@@ -269,6 +269,24 @@ int main(int argc, char **argv) {
     OK(MPI_Reduce_scatter(rs, rout, rcs, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
     CHECK(rout[0] == base * n);
 
+    /* Reduce_scatter of long, uneven blocks straight from the program's
+       buffers (inside one host by single copy out of the others'), a sum and
+       a maximum, then in place. */
+    {
+        int *lc = malloc(n * sizeof(int)), tot = 0, at = 0;
+        for (int i = 0; i < n; i++) { lc[i] = 40000 + 1000 * (i % 3); tot += lc[i]; }
+        for (int i = 0; i < r; i++) at += lc[i];
+        int *in = malloc(tot * sizeof(int)), *out = malloc(lc[r] * sizeof(int));
+        for (int k = 0; k < tot; k++) in[k] = (r + 1) * (k % 1000);
+        OK(MPI_Reduce_scatter(in, out, lc, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+        for (int k = 0; k < lc[r]; k++) CHECK(out[k] == n * (n + 1) / 2 * ((at + k) % 1000));
+        OK(MPI_Reduce_scatter(in, out, lc, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+        for (int k = 0; k < lc[r]; k++) CHECK(out[k] == n * ((at + k) % 1000));
+        OK(MPI_Reduce_scatter(MPI_IN_PLACE, in, lc, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+        for (int k = 0; k < lc[r]; k++) CHECK(in[k] == n * (n + 1) / 2 * ((at + k) % 1000));
+        free(lc); free(in); free(out);
+    }
+
     /* On a split communicator. */
     MPI_Comm half;
     OK(MPI_Comm_split(MPI_COMM_WORLD, r % 2, r, &half));

@@ -49,7 +49,7 @@ fn delay(rng: &mut Rng, on: bool) {
 fn one(c: &Comm, it: u64, common: &mut Rng, mine: &mut Rng, delays: bool) -> R {
     let (p, me) = (c.size(), c.rank());
     let root = common.below(p as u64) as usize;
-    let op = common.below(8);
+    let op = common.below(9);
     // 20 000 elements: beyond a payload half, so that long allreduces run
     // (by single copy, through the area, or the trial between them).
     let sizes = [0usize, 1, 2, 3, 17, 600, 8191, 9000, 20_000];
@@ -236,6 +236,47 @@ fn one(c: &Comm, it: u64, common: &mut Rng, mine: &mut Rng, delays: bool) -> R {
                 if *x != want[0] {
                     return Err(fail(format!(
                         "iteration {it}: reduce_scatter_block element {k} on rank {me}: {x:?}, want {want:?}"
+                    )));
+                }
+            }
+        }
+        7 => {
+            // Reduce-scatter of uneven blocks, beyond a payload half when
+            // long (single copy out of the others' buffers inside a host):
+            // non-commutative (matrices, in rank order) and commutative.
+            let o = kumi_tests::matmul();
+            let big = n.is_multiple_of(2);
+            let rc: Vec<usize> = (0..p)
+                .map(|r| if big { 4000 + 500 * (r % 3) } else { r % 3 + 1 })
+                .collect();
+            let total: usize = rc.iter().sum();
+            let start: usize = rc[..me].iter().sum();
+            let send: Vec<[i64; 4]> = (0..total).map(|k| mat(me + k, it)).collect();
+            let mut out = vec![[0i64; 4]; rc[me]];
+            c.reduce_scatter(&send, &mut out, &rc, &o)?;
+            for (k, x) in out.iter().enumerate() {
+                let at = start + k;
+                let mut want = [mat(at, it)];
+                for r in 1..p {
+                    let mut next = [mat(r + at, it)];
+                    o.apply(&want, &mut next)?;
+                    want = next;
+                }
+                if *x != want[0] {
+                    return Err(fail(format!(
+                        "iteration {it}: reduce_scatter of {rc:?} element {k} on rank {me}: {x:?}, want {want:?}"
+                    )));
+                }
+            }
+            let v = |r: usize, k: usize| ((r as u64 + 1) * 1_000_003 + k as u64) ^ it;
+            let send: Vec<u64> = (0..total).map(|k| v(me, k)).collect();
+            let mut out = vec![0u64; rc[me]];
+            c.reduce_scatter(&send, &mut out, &rc, &Op::sum())?;
+            for (k, x) in out.iter().enumerate() {
+                let want = (0..p).fold(0u64, |a, r| a.wrapping_add(v(r, start + k)));
+                if *x != want {
+                    return Err(fail(format!(
+                        "iteration {it}: summed reduce_scatter of {rc:?} element {k} on rank {me}: {x}, want {want}"
                     )));
                 }
             }

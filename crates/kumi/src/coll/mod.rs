@@ -19,7 +19,7 @@
 //!   2(p-1)·α + 2nβ + nγ. Non-powers of two fold the first 2(p - 2^⌊lg p⌋) ranks
 //!   in pairs first (two more steps).
 //! - gather / scatter: binomial, lg p·α + nβ; gatherv / scatterv: linear,
-//!   (p-1)·α + nβ at the root.
+//!   (p-1)·α + nβ at the root (`rooted.rs`).
 //! - allgather: recursive doubling (p a power of two, total below
 //!   `KUMI_COLL_ALLGATHER_LONG`), lg p·α + nβ; else ring, (p-1)·α + nβ; allgatherv
 //!   ring.
@@ -29,8 +29,10 @@
 //! - scan / exscan: linear chain, (p-1)·(α+nβ+nγ) (fine at the sizes tested).
 //!
 //! **Inside a host** (`shm.rs`): when all members of a communicator are on one
-//! host, barrier, bcast, reduce, allreduce and alltoall run through the
-//! segment's collective areas, each rank once per collective, and long bcasts
+//! host, barrier, bcast, reduce, allreduce, alltoall, gather, scatter,
+//! reduce-scatter and allgather(v) of blocks that fit run through the
+//! segment's collective areas, each rank once per collective (gatherv and
+//! scatterv member by member, `rooted.rs`), and long bcasts
 //! and allreduces by single copy between the ranks' buffers (a long bcast on
 //! an oversubscribed host goes through the area in chunks instead,
 //! `KUMI_COLL_BCAST_COPY`);
@@ -66,6 +68,7 @@ pub(crate) mod exec;
 #[cfg(target_arch = "x86_64")]
 mod ldouble;
 mod ops;
+mod rooted;
 mod shm;
 
 pub use combine::{Arrival, CombineOp, CombineValue, Combiner};
@@ -793,6 +796,28 @@ impl Comm {
 
     fn group(&self) -> Vec<usize> {
         (0..self.size()).collect()
+    }
+
+    /// [`Comm::check_counts`], and that this rank's own `len` is its count;
+    /// returns this rank.
+    fn check_own_count(&self, counts: &[usize], len: usize) -> Result<usize> {
+        self.check_counts(counts)?;
+        let me = self.rank();
+        if len != counts[me] {
+            return Err(bad("send", len, format!("counts[{me}] = {}", counts[me])));
+        }
+        Ok(me)
+    }
+
+    fn check_counts(&self, counts: &[usize]) -> Result<()> {
+        if counts.len() != self.size() {
+            return Err(bad(
+                "counts",
+                counts.len(),
+                format!("{} counts, one per rank", self.size()),
+            ));
+        }
+        Ok(())
     }
 
     fn check_root(&self, root: usize) -> Result<()> {
@@ -1708,15 +1733,39 @@ impl Comm {
             copy_slice(&mut recv[..total], send);
             return Ok(());
         }
-        // Inside one host, small: through the collective area (every rank
-        // knows every count, so all decide alike).
+        // Inside one host: small, through the collective area; longer, by
+        // single copy out of the others' buffers where allowed (every rank
+        // knows every count and the configuration, so all decide alike).
         let (sb, mine) = (as_bytes(send), start * elem..(start + counts[me]) * elem);
         let rb = as_bytes_mut(recv);
         let done = self.shm_whole(at, false, |e, g| {
-            (sb.len() <= g.payload).then(|| {
-                let info = self.info(Call::Collective, -2, -2, at);
-                shm::reduce_scatter(e, g, sb, mine, rb, &*op.bytes_fn(), info)
-            })
+            let info = self.info(Call::Collective, -2, -2, at);
+            if sb.len() <= g.payload {
+                Some(shm::reduce_scatter(
+                    e,
+                    g,
+                    sb,
+                    mine,
+                    rb,
+                    &*op.bytes_fn(),
+                    info,
+                ))
+            } else if e.svc.coll.config().single_copy {
+                let f = op.bytes_fn();
+                Some(shm::reduce_scatter_single_copy(
+                    e,
+                    g,
+                    sb,
+                    mine,
+                    rb,
+                    elem,
+                    &*f,
+                    op.commutative,
+                    info,
+                ))
+            } else {
+                None
+            }
         })?;
         if done.is_some() {
             return Ok(());
@@ -1863,593 +1912,6 @@ impl Comm {
             }
             Ok(())
         })
-    }
-
-    // ----- gather and scatter ------------------------------------------------------
-
-    /// Rank `root` gets every rank's `send` (same length everywhere), in rank
-    /// order, in `recv` (`size() * send.len()` elements; unused elsewhere).
-    #[track_caller]
-    pub fn gather<T: Pod>(&self, send: &[T], recv: &mut [T], root: usize) -> Result<()> {
-        let at = Location::caller();
-        self.check_root(root)?;
-        let (p, me, n) = (self.size(), self.rank(), send.len());
-        if me == root && recv.len() < p * n {
-            return Err(bad(
-                "recv",
-                recv.len(),
-                format!("at least size() * send.len() = {}", p * n),
-            ));
-        }
-        let nb = std::mem::size_of_val(send);
-        let rb = as_bytes_mut(recv).as_mut_ptr();
-        // SAFETY: at the root `recv` holds `p` blocks of the send's length
-        // (checked above), borrowed exclusively for the call; `send` is
-        // another borrow.
-        if unsafe { self.gather_area(as_bytes(send), &|j| rb.wrapping_add(j * nb), root, at) }? {
-            return Ok(());
-        }
-        let v = (me + p - root) % p;
-        let mut work = vec![T::zeroed(); p * n];
-        copy_slice(&mut work[v * n..(v + 1) * n], send);
-        if p > 1 {
-            let (_, wire) = self.wire()?;
-            let sched = sc::gather_binomial(&self.group(), root, me);
-            let elem = std::mem::size_of::<T>();
-            let offsets = even_offsets(p * n, p, elem);
-            self.run(
-                sched,
-                wire,
-                as_bytes_mut(&mut work),
-                offsets,
-                None,
-                Call::Collective,
-                at,
-            )?;
-        }
-        if me == root {
-            for v in 0..p {
-                let r = (v + root) % p;
-                copy_slice(&mut recv[r * n..(r + 1) * n], &work[v * n..(v + 1) * n]);
-            }
-        }
-        Ok(())
-    }
-
-    /// Rank i gets block i (of `recv.len()` elements) of `send` of rank `root`
-    /// (`size() * recv.len()` elements; unused elsewhere).
-    #[track_caller]
-    pub fn scatter<T: Pod>(&self, send: &[T], recv: &mut [T], root: usize) -> Result<()> {
-        let at = Location::caller();
-        self.check_root(root)?;
-        let (p, me, n) = (self.size(), self.rank(), recv.len());
-        if me == root && send.len() < p * n {
-            return Err(bad(
-                "send",
-                send.len(),
-                format!("at least size() * recv.len() = {}", p * n),
-            ));
-        }
-        let sb = as_bytes(send).as_ptr();
-        let rb = as_bytes_mut(recv);
-        let nb = rb.len();
-        // SAFETY: at the root `send` holds `p` blocks of the receive's
-        // length (checked above), borrowed for the call; `recv` is another
-        // borrow.
-        if unsafe {
-            self.scatter_area(
-                &|j| sb.wrapping_add(j * nb),
-                (rb.as_mut_ptr(), nb),
-                root,
-                at,
-            )
-        }? {
-            return Ok(());
-        }
-        let mut work = vec![T::zeroed(); p * n];
-        if me == root {
-            for v in 0..p {
-                let r = (v + root) % p;
-                copy_slice(&mut work[v * n..(v + 1) * n], &send[r * n..(r + 1) * n]);
-            }
-        }
-        if p > 1 {
-            let (_, wire) = self.wire()?;
-            let sched = sc::scatter_binomial(&self.group(), root, me);
-            let offsets = even_offsets(p * n, p, std::mem::size_of::<T>());
-            self.run(
-                sched,
-                wire,
-                as_bytes_mut(&mut work),
-                offsets,
-                None,
-                Call::Collective,
-                at,
-            )?;
-        }
-        let v = (me + p - root) % p;
-        copy_slice(&mut recv[..], &work[v * n..(v + 1) * n]);
-        Ok(())
-    }
-
-    /// [`Comm::check_counts`], and that this rank's own `len` is its count;
-    /// returns this rank.
-    fn check_own_count(&self, counts: &[usize], len: usize) -> Result<usize> {
-        self.check_counts(counts)?;
-        let me = self.rank();
-        if len != counts[me] {
-            return Err(bad("send", len, format!("counts[{me}] = {}", counts[me])));
-        }
-        Ok(me)
-    }
-
-    fn check_counts(&self, counts: &[usize]) -> Result<()> {
-        if counts.len() != self.size() {
-            return Err(bad(
-                "counts",
-                counts.len(),
-                format!("{} counts, one per rank", self.size()),
-            ));
-        }
-        Ok(())
-    }
-
-    /// Like [`Comm::gather`] with `counts[i]` elements from rank i, placed one
-    /// after the other in `recv` of the root (linear: each rank sends once).
-    #[track_caller]
-    pub fn gatherv<T: Pod>(
-        &self,
-        send: &[T],
-        recv: &mut [T],
-        counts: &[usize],
-        root: usize,
-    ) -> Result<()> {
-        self.check_root(root)?;
-        self.check_counts(counts)?;
-        let me = self.rank();
-        let total: usize = counts.iter().sum();
-        if send.len() != counts[me] || (me == root && recv.len() < total) {
-            return Err(bad(
-                "send",
-                send.len(),
-                format!(
-                    "counts[{me}] = {} elements (and recv at the root >= {total})",
-                    counts[me]
-                ),
-            ));
-        }
-        let elem = std::mem::size_of::<T>();
-        let recv = if me == root {
-            byte_segments(
-                recv.as_mut_ptr().cast::<u8>(),
-                counts,
-                elem,
-                <*mut u8>::wrapping_add,
-            )
-        } else {
-            Vec::new()
-        };
-        let send = (send.as_ptr().cast::<u8>(), std::mem::size_of_val(send));
-        // SAFETY: the segments split `recv` (counts checked against its
-        // length), borrowed exclusively for the call, and `send` is borrowed.
-        unsafe { self.gatherv_segments(send, &recv, root) }
-    }
-
-    /// [`Comm::gatherv`] over byte segments anywhere in memory, for the C
-    /// library (no copy through a working buffer): this rank's `send`, and
-    /// at the root `recv[i]` for what rank i sends (the root's own `send`
-    /// may be its `recv[root]`, in place).
-    ///
-    /// # Safety
-    /// `send` must be readable and, at the root, each `recv` segment
-    /// writable for its length until this returns; `recv` segments overlap
-    /// nothing but the root's `send` in place.
-    #[doc(hidden)]
-    #[track_caller]
-    pub unsafe fn gatherv_segments(
-        &self,
-        send: (*const u8, usize),
-        recv: &[(*mut u8, usize)],
-        root: usize,
-    ) -> Result<()> {
-        let at = Location::caller();
-        // SAFETY: the caller's contract.
-        let Some(payload) = (unsafe { self.gatherv_area(send, recv, root, at) })? else {
-            // SAFETY: the caller's contract.
-            return unsafe { self.gatherv_each(send, recv, root, Exec::Now(at)) }.map(drop);
-        };
-        // The blocks too long for the area, as messages: each member knows
-        // whether its own is one, the root knows them all.
-        let (p, me) = (self.size(), self.rank());
-        let long = |r: usize| {
-            let n = if r == me { send.1 } else { recv[r].1 };
-            n > payload
-        };
-        // Every rank takes the call's message tag, whether it has a message
-        // or not, so that later collectives' tags agree on every rank.
-        let (_, wire) = self.wire()?;
-        let blocks = if me == root {
-            if !(0..p).any(|r| r != root && long(r)) {
-                return Ok(());
-            }
-            recv.to_vec()
-        } else {
-            if !long(me) {
-                return Ok(());
-            }
-            // Only ever read: the schedule sends from it.
-            vec![(send.0 as *mut u8, send.1)]
-        };
-        let sched = sc::gather_linear_from(&self.group(), root, me, &long);
-        self.run_blocks(
-            sched,
-            wire,
-            Blocks::Each(blocks),
-            None,
-            Call::Collective,
-            at,
-        )
-    }
-
-    /// [`Comm::gatherv_segments`] where every rank sends as many bytes (an
-    /// `MPI_Gather`), which lets a communicator inside one host gather
-    /// small blocks through its collective area.
-    ///
-    /// # Safety
-    /// As for [`Comm::gatherv_segments`].
-    #[doc(hidden)]
-    #[track_caller]
-    pub unsafe fn gather_segments(
-        &self,
-        send: (*const u8, usize),
-        recv: &[(*mut u8, usize)],
-        root: usize,
-    ) -> Result<()> {
-        let at = Location::caller();
-        self.check_root(root)?;
-        if self.rank() == root {
-            uniform("recv", recv, self.size(), send.1)?;
-        }
-        // SAFETY: the caller's contract; `send` may be the root's own
-        // block (in place), which the area path does not write.
-        let sent = unsafe { std::slice::from_raw_parts(send.0, send.1) };
-        // SAFETY: as above; the root's blocks are `recv`'s segments.
-        if unsafe { self.gather_area(sent, &|j| recv[j].0, root, at) }? {
-            return Ok(());
-        }
-        // SAFETY: the caller's contract.
-        unsafe { self.gatherv_each(send, recv, root, Exec::Now(at)) }.map(drop)
-    }
-
-    /// A gather of `send` (as long on every rank) through the collective
-    /// area, if the communicator is one host's and the blocks fit: `true`
-    /// when done. Every rank decides alike (the size, and the group, which
-    /// all share), so either all take this path or none does.
-    ///
-    /// # Safety
-    /// At the root, `recv(j)` is where rank j's block goes, `send.len()`
-    /// bytes writable for the call, overlapping nothing but `send` as the
-    /// root's own block (in place); elsewhere it is not called.
-    unsafe fn gather_area(
-        &self,
-        send: &[u8],
-        recv: &dyn Fn(usize) -> *mut u8,
-        root: usize,
-        at: &'static Location<'static>,
-    ) -> Result<bool> {
-        let n = send.len();
-        let info = self.info(Call::Collective, -2, -2, at);
-        let done = self.shm_whole(at, false, |e, g| {
-            (n <= g.payload).then(|| {
-                // SAFETY: rank j's block at the root (the caller's contract).
-                let mut put = |j: usize, b: &[u8]| unsafe { copy_own(b.as_ptr(), recv(j), n) };
-                shm::gather(e, g, send, &|_| n, true, &mut put, root, info)
-            })
-        })?;
-        if done.is_some() && self.rank() == root {
-            // SAFETY: the root's own block (the caller's contract); nothing
-            // when in place.
-            unsafe { copy_own(send.as_ptr(), recv(root), n) };
-        }
-        Ok(done.is_some())
-    }
-
-    /// The part of a gatherv inside one host that the collective area
-    /// carries: every member whose block fits one payload half writes it
-    /// there and the root copies it out (the root knows every length, a
-    /// member its own, so they agree member by member). `Some(payload)`:
-    /// done, but for the blocks longer than `payload`, which are still to go
-    /// as messages; `None`: the communicator has no area and nothing was done.
-    ///
-    /// # Safety
-    /// As for [`Comm::gatherv_segments`].
-    unsafe fn gatherv_area(
-        &self,
-        send: (*const u8, usize),
-        recv: &[(*mut u8, usize)],
-        root: usize,
-        at: &'static Location<'static>,
-    ) -> Result<Option<usize>> {
-        self.check_root(root)?;
-        let (p, me) = (self.size(), self.rank());
-        if me == root {
-            own_segment("recv", recv, p, me, send.1)?;
-        }
-        let info = self.info(Call::Collective, -2, -2, at);
-        let sent: &[u8] = if send.1 == 0 {
-            &[]
-        } else {
-            // SAFETY: the caller's contract.
-            unsafe { std::slice::from_raw_parts(send.0, send.1) }
-        };
-        let done = self.shm_whole(at, false, |e, g| {
-            let payload = g.payload;
-            // SAFETY: rank j's segment at the root (the caller's contract).
-            let mut put = |j: usize, b: &[u8]| unsafe { copy_own(b.as_ptr(), recv[j].0, b.len()) };
-            let len = |j: usize| recv[j].1;
-            Some(shm::gather(e, g, sent, &len, false, &mut put, root, info).map(|()| payload))
-        })?;
-        if done.is_some() && me == root {
-            // SAFETY: the caller's contract; nothing in place.
-            unsafe { copy_own(send.0, recv[me].0, send.1) };
-        }
-        Ok(done)
-    }
-
-    /// A scatter to `recv` (as long on every rank) through the collective
-    /// area, if the communicator is one host's and all blocks fit one
-    /// payload: `true` when done. Every rank decides alike.
-    ///
-    /// # Safety
-    /// At the root, `send(j)` is rank j's block, `recv.1` bytes readable for
-    /// the call; `recv` is writable and overlaps nothing but the root's own
-    /// block (in place).
-    unsafe fn scatter_area(
-        &self,
-        send: &dyn Fn(usize) -> *const u8,
-        recv: (*mut u8, usize),
-        root: usize,
-        at: &'static Location<'static>,
-    ) -> Result<bool> {
-        let n = recv.1;
-        let info = self.info(Call::Collective, -2, -2, at);
-        let done = self.shm_whole(at, false, |e, g| {
-            let m = g.slots.len();
-            (n.checked_mul(m).is_some_and(|t| t <= g.payload)).then(|| {
-                let place = |j: usize, n: usize| Some((n * m, j * n));
-                shm::scatter(e, g, &|j| (send(j), n), recv, &place, Some(n), root, info)
-            })
-        })?;
-        Ok(done.is_some())
-    }
-
-    /// The part of a scatterv inside one host that the collective area
-    /// carries (as [`Comm::gatherv_area`]): the root writes every block that
-    /// has a place in its half ([`shm::scatterv_place`], which each member
-    /// can tell of its own), the members copy theirs out. `Some(payload)`:
-    /// done, but for the blocks without a place, which are still to go as
-    /// messages; `None`: no area, nothing done.
-    ///
-    /// # Safety
-    /// As for [`Comm::scatterv_segments`].
-    unsafe fn scatterv_area(
-        &self,
-        send: &[(*const u8, usize)],
-        recv: (*mut u8, usize),
-        root: usize,
-        at: &'static Location<'static>,
-    ) -> Result<Option<usize>> {
-        self.check_root(root)?;
-        let (p, me) = (self.size(), self.rank());
-        if me == root {
-            own_segment("send", send, p, me, recv.1)?;
-        }
-        let info = self.info(Call::Collective, -2, -2, at);
-        self.shm_whole(at, false, |e, g| {
-            let (m, payload) = (g.slots.len(), g.payload);
-            let place = |j: usize, n: usize| shm::scatterv_place(j, n, m, payload);
-            let send = |j: usize| send[j];
-            Some(shm::scatter(e, g, &send, recv, &place, None, root, info).map(|()| payload))
-        })
-    }
-
-    /// [`Comm::gatherv_segments`] started: the segments stay valid (and,
-    /// but for `send`, untouched) until the request's `wait` returns.
-    ///
-    /// # Safety
-    /// As for [`Comm::gatherv_segments`], until the request completes.
-    #[doc(hidden)]
-    pub unsafe fn igatherv_segments(
-        &self,
-        send: (*const u8, usize),
-        recv: &[(*mut u8, usize)],
-        root: usize,
-    ) -> Result<CollRequest<u8>> {
-        // SAFETY: the caller's contract.
-        unsafe { self.gatherv_each(send, recv, root, Exec::Start) }.map(started)
-    }
-
-    /// # Safety
-    /// As for [`Comm::gatherv_segments`], until the collective completes.
-    unsafe fn gatherv_each(
-        &self,
-        send: (*const u8, usize),
-        recv: &[(*mut u8, usize)],
-        root: usize,
-        how: Exec,
-    ) -> Result<Option<CollRequest<u8>>> {
-        self.check_root(root)?;
-        let (p, me) = (self.size(), self.rank());
-        let blocks = if me == root {
-            own_segment("recv", recv, p, me, send.1)?;
-            // SAFETY: the caller's contract.
-            unsafe { copy_own(send.0, recv[me].0, send.1) };
-            recv.to_vec()
-        } else {
-            // Only ever read: the schedule sends from it.
-            vec![(send.0 as *mut u8, send.1)]
-        };
-        self.exec_each(blocks, how, |g, me| sc::gather_linear(g, root, me))
-    }
-
-    /// Like [`Comm::scatter`] with `counts[i]` elements for rank i, taken one
-    /// after the other from `send` of the root (linear).
-    #[track_caller]
-    pub fn scatterv<T: Pod>(
-        &self,
-        send: &[T],
-        counts: &[usize],
-        recv: &mut [T],
-        root: usize,
-    ) -> Result<()> {
-        self.check_root(root)?;
-        self.check_counts(counts)?;
-        let me = self.rank();
-        let total: usize = counts.iter().sum();
-        if recv.len() != counts[me] || (me == root && send.len() < total) {
-            return Err(bad(
-                "recv",
-                recv.len(),
-                format!(
-                    "counts[{me}] = {} elements (and send at the root >= {total})",
-                    counts[me]
-                ),
-            ));
-        }
-        let elem = std::mem::size_of::<T>();
-        let send = if me == root {
-            byte_segments(
-                send.as_ptr().cast::<u8>(),
-                counts,
-                elem,
-                <*const u8>::wrapping_add,
-            )
-        } else {
-            Vec::new()
-        };
-        let recv = (recv.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(recv));
-        // SAFETY: the segments split `send` (counts checked against its
-        // length), borrowed for the call, and `recv` is borrowed exclusively.
-        unsafe { self.scatterv_segments(&send, recv, root) }
-    }
-
-    /// [`Comm::scatterv`] over byte segments anywhere in memory, for the C
-    /// library: at the root `send[i]` for rank i, and this rank's `recv`
-    /// (the root's may be its `send[root]`, in place).
-    ///
-    /// # Safety
-    /// At the root each `send` segment must be readable, and `recv` writable
-    /// for its length until this returns; `recv` overlaps nothing but the
-    /// root's `send[root]` in place.
-    #[doc(hidden)]
-    #[track_caller]
-    pub unsafe fn scatterv_segments(
-        &self,
-        send: &[(*const u8, usize)],
-        recv: (*mut u8, usize),
-        root: usize,
-    ) -> Result<()> {
-        let at = Location::caller();
-        // SAFETY: the caller's contract.
-        let Some(payload) = (unsafe { self.scatterv_area(send, recv, root, at) })? else {
-            // SAFETY: the caller's contract.
-            return unsafe { self.scatterv_each(send, recv, root, Exec::Now(at)) }.map(drop);
-        };
-        // The blocks without a place in the area, as messages.
-        let (p, me) = (self.size(), self.rank());
-        let long = |r: usize| {
-            let n = if r == me { recv.1 } else { send[r].1 };
-            shm::scatterv_place(r, n, p, payload).is_none()
-        };
-        // Every rank takes the call's message tag (as in gatherv).
-        let (_, wire) = self.wire()?;
-        let blocks = if me == root {
-            if !(0..p).any(|r| r != root && long(r)) {
-                return Ok(());
-            }
-            // Only ever read: the schedule sends from them.
-            send.iter().map(|&(b, n)| (b as *mut u8, n)).collect()
-        } else {
-            if !long(me) {
-                return Ok(());
-            }
-            vec![recv]
-        };
-        let sched = sc::scatter_linear_to(&self.group(), root, me, &long);
-        self.run_blocks(
-            sched,
-            wire,
-            Blocks::Each(blocks),
-            None,
-            Call::Collective,
-            at,
-        )
-    }
-
-    /// [`Comm::scatterv_segments`] where every rank receives as many bytes
-    /// (an `MPI_Scatter`), which lets a communicator inside one host
-    /// scatter small blocks through its collective area.
-    ///
-    /// # Safety
-    /// As for [`Comm::scatterv_segments`].
-    #[doc(hidden)]
-    #[track_caller]
-    pub unsafe fn scatter_segments(
-        &self,
-        send: &[(*const u8, usize)],
-        recv: (*mut u8, usize),
-        root: usize,
-    ) -> Result<()> {
-        let at = Location::caller();
-        self.check_root(root)?;
-        if self.rank() == root {
-            uniform("send", send, self.size(), recv.1)?;
-        }
-        // SAFETY: the caller's contract; the root's blocks are `send`'s
-        // segments.
-        if unsafe { self.scatter_area(&|j| send[j].0, recv, root, at) }? {
-            return Ok(());
-        }
-        // SAFETY: the caller's contract.
-        unsafe { self.scatterv_each(send, recv, root, Exec::Now(at)) }.map(drop)
-    }
-
-    /// [`Comm::scatterv_segments`] started.
-    ///
-    /// # Safety
-    /// As for [`Comm::scatterv_segments`], until the request completes.
-    #[doc(hidden)]
-    pub unsafe fn iscatterv_segments(
-        &self,
-        send: &[(*const u8, usize)],
-        recv: (*mut u8, usize),
-        root: usize,
-    ) -> Result<CollRequest<u8>> {
-        // SAFETY: the caller's contract.
-        unsafe { self.scatterv_each(send, recv, root, Exec::Start) }.map(started)
-    }
-
-    /// # Safety
-    /// As for [`Comm::scatterv_segments`], until the collective completes.
-    unsafe fn scatterv_each(
-        &self,
-        send: &[(*const u8, usize)],
-        recv: (*mut u8, usize),
-        root: usize,
-        how: Exec,
-    ) -> Result<Option<CollRequest<u8>>> {
-        self.check_root(root)?;
-        let (p, me) = (self.size(), self.rank());
-        let blocks = if me == root {
-            own_segment("send", send, p, me, recv.1)?;
-            // SAFETY: the caller's contract.
-            unsafe { copy_own(send[me].0, recv.0, recv.1) };
-            // Only ever read: the schedule sends from them.
-            send.iter().map(|&(b, n)| (b as *mut u8, n)).collect()
-        } else {
-            vec![recv]
-        };
-        self.exec_each(blocks, how, |g, me| sc::scatter_linear(g, root, me))
     }
 
     // ----- allgather and alltoall --------------------------------------------------

@@ -26,6 +26,11 @@
 //!   send buffer and folds its own block of every slot, as allreduce folds;
 //!   allgather(v) with every block at most one payload half: every member
 //!   writes its block and copies every other's out.
+//! - gatherv and scatterv, member by member: a member's block goes through
+//!   the area if it fits its place there (the root knows every length, a
+//!   member its own, so the two agree without a message), else as a message
+//!   in the same call; every member also takes the call's message tag, used
+//!   or not, so the tags of later collectives agree.
 //! - longer bcast and allreduce, where the kernel allows single copy
 //!   (`process_vm_readv`): the area carries only buffer addresses, and the
 //!   data moves once, straight between the ranks' own buffers. Bcast: every
@@ -182,6 +187,7 @@ const K_REDUCE_SCATTER: u64 = 11;
 const K_ALLGATHER: u64 = 12;
 const K_GATHERV: u64 = 13;
 const K_SCATTERV: u64 = 14;
+const K_REDUCE_SCATTER_COPY: u64 = 15;
 
 /// The kind word of a collective: operation, root and size. Two members see
 /// the same word exactly when they are in the same call (as MPI requires of a
@@ -900,6 +906,93 @@ pub(crate) fn allreduce_single_copy(
     // Others may still read my block until they publish.
     wait(e, info, k, |a| all_reached_as(a, &g.slots, s + 2, g.kind))?;
     g.finish(s + 2);
+    Ok(())
+}
+
+/// Reduce-scatter by single copy, for contributions longer than a payload
+/// half: every member publishes its `send` buffer, member i reads bytes
+/// `mine` (its block) of every other member's, a piece at a time through
+/// a scratch buffer, and folds them into `recv`, in rank order as [`fold`]
+/// does (`d0 ⊕ (d1 ⊕ (...))`; in any order for a commutative operation); a
+/// second round tells every member that nobody reads its buffer any more.
+/// Each member reads (m-1)/m of its block's bytes from others and no byte
+/// goes through the area or the rings.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn reduce_scatter_single_copy(
+    e: &mut Guard<'_>,
+    g: &mut Group,
+    send: &[u8],
+    mine: std::ops::Range<usize>,
+    recv: &mut [u8],
+    elem: usize,
+    op: &Combine<'_>,
+    commutative: bool,
+    info: WaitInfo,
+) -> Result<()> {
+    let n = send.len();
+    let s = begin(e, g, 2, info)?;
+    g.kind = kind(K_REDUCE_SCATTER_COPY, 0, n);
+    let (k, m, me) = (g.area, g.slots.len(), g.me);
+    publish_addr(e, g, s, send.as_ptr() as usize, n, info)?;
+    wait(e, info, k, |a| all_reached_as(a, &g.slots, s, g.kind))?;
+    let peers: Vec<(i32, u64, usize)> = {
+        let a = area(e, k);
+        (0..m).map(|j| peer_buf(&a, e, g, j, s)).collect()
+    };
+    if let Some(j) = peers.iter().position(|p| p.2 != n) {
+        return Err(Error::Protocol(format!(
+            "reduce-scatter of {n} bytes met one of {} (member {j})",
+            peers[j].2
+        )));
+    }
+    let piece = (e.svc.coll.config().allreduce_piece / elem).max(1) * elem;
+    let out = &mut recv[..mine.len()];
+    SCRATCH.with_borrow_mut(|[_, t]| -> Result<()> {
+        if t.bytes().len() < piece.min(out.len()) {
+            *t = AlignedBuf::zeroed(piece);
+        }
+        let mut off = 0;
+        while off < out.len() {
+            let len = piece.min(out.len() - off);
+            let at = mine.start + off;
+            let (acc, t) = (&mut out[off..off + len], &mut t.bytes_mut()[..len]);
+            let own = &send[at..at + len];
+            let read = |j: usize, into: &mut [u8]| {
+                let (pid, addr, _) = peers[j];
+                cma::read_from(pid, addr + at as u64, into)
+                    .map_err(|x| copy_error("reading", len, g.slots[j], x))
+            };
+            if commutative {
+                // Any order: mine first, then each other member's, starting
+                // after me (as the allreduce, so readers do not queue on one
+                // process's page table).
+                acc.copy_from_slice(own);
+                for j in (1..m).map(|d| (me + d) % m) {
+                    read(j, t)?;
+                    op(t, acc);
+                }
+            } else {
+                // Rank order, right to left.
+                for j in (0..m).rev() {
+                    match (j == m - 1, j == me) {
+                        (true, true) => acc.copy_from_slice(own),
+                        (true, false) => read(j, acc)?,
+                        (false, true) => op(own, acc),
+                        (false, false) => {
+                            read(j, t)?;
+                            op(t, acc);
+                        }
+                    }
+                }
+            }
+            off += len;
+        }
+        Ok(())
+    })?;
+    publish_at(e, g, s + 1);
+    // Others may still read my buffer until they publish.
+    wait(e, info, k, |a| all_reached_as(a, &g.slots, s + 1, g.kind))?;
+    g.finish(s + 1);
     Ok(())
 }
 
