@@ -115,8 +115,8 @@ vars! {
     "`off`: collectives inside a host go by messages, not through the segment's collective areas";
     "KUMI_COLL_SHM_BCAST_MAX", Tuning, "no limit",
     "broadcasts inside a host longer than this many bytes do not go through the collective area: by single copy when they exceed the area and single copy is allowed, else by messages";
-    "KUMI_COLL_PIECE", Tuning, "131072",
-    "bytes (at least 1) a rank reads, folds and writes at a time in the single-copy allreduce inside a host (rounded down to whole elements)";
+    "KUMI_COLL_PIECE", Tuning, "32768",
+    "bytes (at least 1) a rank reads, folds and writes at a time in the single-copy allreduce and reduce-scatter inside a host (rounded down to whole elements)";
     "KUMI_COLL_HIERARCHICAL", Tuning, "on",
     "`off` turns off the two-level (inside a host, then among host leaders) collectives";
     "KUMI_COLL_HOSTS", Tuning, "0",
@@ -665,7 +665,8 @@ impl Tuning {
                 shm_bcast_max: env.size("KUMI_COLL_SHM_BCAST_MAX", usize::MAX)?,
                 piece: env
                     .num("KUMI_COLL_PIECE", 1, u64::MAX)?
-                    .map_or(128 << 10, |v| usize::try_from(v).unwrap_or(usize::MAX)),
+                    // Measured: docs/BENCHMARKS.md, session 30.
+                    .map_or(32 << 10, |v| usize::try_from(v).unwrap_or(usize::MAX)),
                 hierarchical: env.switch("KUMI_COLL_HIERARCHICAL", true)?,
                 fake_hosts: (fake_hosts > 0).then_some(fake_hosts),
                 combine_store: env.size("KUMI_COMBINE_STORE", 64)?,

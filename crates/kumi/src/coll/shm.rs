@@ -40,7 +40,7 @@
 //!   member i reduces block i of every member's buffer, in rank order, then
 //!   everyone reads the finished blocks (a reduce-scatter and an allgather,
 //!   each rank reading (p-1)/p of the data twice; nothing goes through the
-//!   rings). For a commutative operation member i folds each piece (128 KiB,
+//!   rings). For a commutative operation member i folds each piece (32 KiB,
 //!   `KUMI_COLL_PIECE`)
 //!   it reads straight into its own buffer, in any order, and writes the
 //!   finished piece into every other member's buffer at once, while it is
