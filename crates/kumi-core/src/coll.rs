@@ -333,14 +333,33 @@ pub fn exchange(sends: &[(usize, usize)], recvs: &[(usize, usize)]) -> Schedule 
 /// `p + i`. Round k sends to `i + k` and receives from `i - k`, so each
 /// round is one exchange per rank. Cost (p-1)·(α + nβ/p).
 pub fn alltoall_pairwise(group: &[usize], me: usize) -> Schedule {
+    alltoall_pairwise_some(group, me, &|_, _| true)
+}
+
+/// [`alltoall_pairwise`] of the blocks `long(from, to)` names only (by
+/// index in `group`; the others go another way, e.g. through a host's
+/// collective area). Both ends of a block must be able to tell, and a
+/// round with nothing to send or receive is left out.
+pub fn alltoall_pairwise_some(
+    group: &[usize],
+    me: usize,
+    long: &dyn Fn(usize, usize) -> bool,
+) -> Schedule {
     let (p, i) = (group.len(), index_of(group, me));
     let mut s = Schedule::default();
     for k in 1..p {
         let (to, from) = ((i + k) % p, (i + p - k) % p);
-        s.round(
-            vec![x(group[to], to..to + 1, Apply::Put)],
-            vec![x(group[from], p + from..p + from + 1, Apply::Put)],
-        );
+        let sends: Vec<_> = long(i, to)
+            .then(|| x(group[to], to..to + 1, Apply::Put))
+            .into_iter()
+            .collect();
+        let recvs: Vec<_> = long(from, i)
+            .then(|| x(group[from], p + from..p + from + 1, Apply::Put))
+            .into_iter()
+            .collect();
+        if !sends.is_empty() || !recvs.is_empty() {
+            s.round(sends, recvs);
+        }
     }
     s
 }
@@ -1023,6 +1042,29 @@ mod tests {
                 }
             }
             assert!(sc.iter().all(|s| s.rounds.len() == n - 1));
+            // Only some blocks by message: exactly those arrive.
+            let long = |f: usize, t: usize| (f * 7 + t * 3).is_multiple_of(4);
+            let sc: Vec<_> = (0..n)
+                .map(|r| alltoall_pairwise_some(&g, r, &long))
+                .collect();
+            let init = (0..n)
+                .map(|r| {
+                    (0..2 * n)
+                        .map(|b| if b < n { vec![r, b] } else { vec![] })
+                        .collect()
+                })
+                .collect();
+            let out = simulate(&sc, init).unwrap();
+            for (r, blocks) in out.iter().enumerate() {
+                for j in (0..n).filter(|&j| j != r) {
+                    let want = if long(j, r) { vec![j, r] } else { vec![] };
+                    assert_eq!(
+                        blocks[n + j],
+                        want,
+                        "alltoall_pairwise_some p={n}: {r} from {j}"
+                    );
+                }
+            }
         }
     }
 

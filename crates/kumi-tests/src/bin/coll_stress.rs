@@ -49,7 +49,7 @@ fn delay(rng: &mut Rng, on: bool) {
 fn one(c: &Comm, it: u64, common: &mut Rng, mine: &mut Rng, delays: bool) -> R {
     let (p, me) = (c.size(), c.rank());
     let root = common.below(p as u64) as usize;
-    let op = common.below(9);
+    let op = common.below(10);
     // 20 000 elements: beyond a payload half, so that long allreduces run
     // (by single copy, through the area, or the trial between them).
     let sizes = [0usize, 1, 2, 3, 17, 600, 8191, 9000, 20_000];
@@ -147,6 +147,30 @@ fn one(c: &Comm, it: u64, common: &mut Rng, mine: &mut Rng, delays: bool) -> R {
                         )));
                     }
                 }
+            }
+        }
+        8 => {
+            // Alltoallv of blocks of every kind at once inside a host: none,
+            // a few bytes (the area's control line), kilobytes (its payload),
+            // more than a place there (messages).
+            let len = |f: usize, t: usize| [0usize, 1, 3, 700, 40_000][(f * 3 + t + n) % 5];
+            let sc: Vec<usize> = (0..p).map(|t| len(me, t)).collect();
+            let rc: Vec<usize> = (0..p).map(|f| len(f, me)).collect();
+            let v =
+                |f: usize, t: usize, i: usize| ((f * 1_000 + t) * 100_003 + i) as u32 ^ it as u32;
+            let send: Vec<u32> = (0..p)
+                .flat_map(|t| (0..sc[t]).map(move |i| v(me, t, i)))
+                .collect();
+            let want: Vec<u32> = (0..p)
+                .flat_map(|f| (0..rc[f]).map(move |i| v(f, me, i)))
+                .collect();
+            let mut got = vec![0u32; want.len()];
+            c.alltoallv(&send, &sc, &mut got, &rc)?;
+            if got != want {
+                let at = got.iter().zip(&want).position(|(a, b)| a != b);
+                return Err(fail(format!(
+                    "iteration {it}: alltoallv of {rc:?} on rank {me} wrong at element {at:?}"
+                )));
             }
         }
         5 => {

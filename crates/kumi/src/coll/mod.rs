@@ -2178,8 +2178,48 @@ impl Comm {
         send: &[(*const u8, usize)],
         recv: &[(*mut u8, usize)],
     ) -> Result<()> {
+        let at = Location::caller();
+        let (p, me) = (self.size(), self.rank());
+        own_segment("send", send, p, me, recv.get(me).map_or(0, |r| r.1))?;
+        own_segment("recv", recv, p, me, send[me].1)?;
+        // Inside one host, block by block: those that have a place in the
+        // collective area go through it, the others as messages (both ends
+        // of a block know its length, so they agree without a message).
+        let info = self.info(Call::Collective, -2, -2, at);
+        let payload = self.shm_whole(at, false, |e, g| {
+            let payload = g.payload;
+            // SAFETY: the caller's contract.
+            Some(unsafe { shm::alltoallv(e, g, send, recv, info) }.map(|()| payload))
+        })?;
+        let Some(payload) = payload else {
+            // SAFETY: the caller's contract.
+            return unsafe { self.alltoallv_each(send, recv, Exec::Now(at)) }.map(drop);
+        };
         // SAFETY: the caller's contract.
-        unsafe { self.alltoallv_each(send, recv, Exec::Now(Location::caller())) }.map(drop)
+        unsafe { copy_own(send[me].0, recv[me].0, send[me].1) };
+        let long = |from: usize, to: usize| {
+            let n = if from == me { send[to].1 } else { recv[from].1 };
+            shm::scatterv_place(to, n, p, payload).is_none()
+        };
+        // Every rank takes the call's message tag (as gatherv does).
+        let (_, wire) = self.wire()?;
+        if !(0..p).any(|r| r != me && (long(me, r) || long(r, me))) {
+            return Ok(());
+        }
+        let blocks = send
+            .iter()
+            .map(|&(b, n)| (b as *mut u8, n))
+            .chain(recv.iter().copied())
+            .collect();
+        let sched = sc::alltoall_pairwise_some(&self.group(), me, &long);
+        self.run_blocks(
+            sched,
+            wire,
+            Blocks::Each(blocks),
+            None,
+            Call::Collective,
+            at,
+        )
     }
 
     /// [`Comm::alltoallv_segments`] started.

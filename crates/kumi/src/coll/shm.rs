@@ -188,6 +188,7 @@ const K_ALLGATHER: u64 = 12;
 const K_GATHERV: u64 = 13;
 const K_SCATTERV: u64 = 14;
 const K_REDUCE_SCATTER_COPY: u64 = 15;
+const K_ALLTOALLV: u64 = 16;
 
 /// The kind word of a collective: operation, root and size. Two members see
 /// the same word exactly when they are in the same call (as MPI requires of a
@@ -650,6 +651,55 @@ pub(crate) fn alltoall(
             g.me * block,
             block,
         ));
+    }
+    g.finish(s);
+    Ok(())
+}
+
+/// Alltoallv inside the group, block by block: member j writes its block
+/// for member i where [`scatterv_place`] puts one of its length in j's own
+/// half (both ends know the length: j sends it, i receives it), publishes,
+/// waits for every member, and copies out of every other member's half the
+/// block for itself. Blocks without a place go as messages, and the own
+/// block is copied, by the caller.
+///
+/// # Safety
+/// Each `send` segment readable and each `recv` segment writable for its
+/// length during the call; `recv` segments overlap nothing.
+pub(crate) unsafe fn alltoallv(
+    e: &mut Guard<'_>,
+    g: &mut Group,
+    send: &[(*const u8, usize)],
+    recv: &[(*mut u8, usize)],
+    info: WaitInfo,
+) -> Result<()> {
+    let (m, me, payload) = (g.slots.len(), g.me, g.payload);
+    let s = begin(e, g, 1, info)?;
+    g.kind = kind(K_ALLTOALLV, 0, 0);
+    let (k, half) = (g.area, (s & 1) as usize);
+    wait(e, info, k, |a| writable(a, &g.slots, s))?;
+    {
+        let a = area(e, k);
+        for (i, &(p, n)) in send.iter().enumerate().filter(|&(i, _)| i != me) {
+            if let (Some((total, off)), 1..) = (scatterv_place(i, n, m, payload), n) {
+                // SAFETY: the caller vouches for `n` readable bytes.
+                a.write(g.my_slot(), half, total, off, unsafe {
+                    std::slice::from_raw_parts(p, n)
+                });
+            }
+        }
+    }
+    publish_at(e, g, s);
+    wait_all_reached(e, g, s, info)?;
+    let a = area(e, k);
+    for (j, &(p, n)) in recv.iter().enumerate().filter(|&(j, _)| j != me) {
+        if let (Some((total, off)), 1..) = (scatterv_place(me, n, m, payload), n) {
+            // SAFETY: the caller vouches for `n` writable bytes that
+            // overlap nothing.
+            a.read(g.slots[j], half, total, off, unsafe {
+                std::slice::from_raw_parts_mut(p, n)
+            });
+        }
     }
     g.finish(s);
     Ok(())
