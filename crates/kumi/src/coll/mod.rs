@@ -762,6 +762,31 @@ impl Comm {
         }
     }
 
+    /// The blocks of a collective that its area part could not carry, as
+    /// messages (`blocks`: `None` where this rank has none to send or
+    /// receive). Every rank takes the call's message tag, used or not, so
+    /// the tags of later collectives agree on every rank.
+    fn run_rest(
+        &self,
+        blocks: Option<Vec<(*mut u8, usize)>>,
+        at: &'static Location<'static>,
+        plan: impl FnOnce(&[usize]) -> Schedule,
+    ) -> Result<()> {
+        let (_, wire) = self.wire()?;
+        let Some(blocks) = blocks else {
+            return Ok(());
+        };
+        let sched = plan(&self.group());
+        self.run_blocks(
+            sched,
+            wire,
+            Blocks::Each(blocks),
+            None,
+            Call::Collective,
+            at,
+        )
+    }
+
     /// [`Comm::run`] over blocks anywhere (which the caller keeps valid and
     /// otherwise untouched until this returns).
     fn run_blocks(
@@ -2201,25 +2226,15 @@ impl Comm {
             let n = if from == me { send[to].1 } else { recv[from].1 };
             shm::scatterv_place(to, n, p, payload).is_none()
         };
-        // Every rank takes the call's message tag (as gatherv does).
-        let (_, wire) = self.wire()?;
-        if !(0..p).any(|r| r != me && (long(me, r) || long(r, me))) {
-            return Ok(());
-        }
-        let blocks = send
-            .iter()
-            .map(|&(b, n)| (b as *mut u8, n))
-            .chain(recv.iter().copied())
-            .collect();
-        let sched = sc::alltoall_pairwise_some(&self.group(), me, &long);
-        self.run_blocks(
-            sched,
-            wire,
-            Blocks::Each(blocks),
-            None,
-            Call::Collective,
-            at,
-        )
+        let blocks = (0..p)
+            .any(|r| r != me && (long(me, r) || long(r, me)))
+            .then(|| {
+                send.iter()
+                    .map(|&(b, n)| (b as *mut u8, n))
+                    .chain(recv.iter().copied())
+                    .collect()
+            });
+        self.run_rest(blocks, at, |g| sc::alltoall_pairwise_some(g, me, &long))
     }
 
     /// [`Comm::alltoallv_segments`] started.

@@ -188,30 +188,13 @@ impl Comm {
             let n = if r == me { send.1 } else { recv[r].1 };
             n > payload
         };
-        // Every rank takes the call's message tag, whether it has a message
-        // or not, so that later collectives' tags agree on every rank.
-        let (_, wire) = self.wire()?;
         let blocks = if me == root {
-            if !(0..p).any(|r| r != root && long(r)) {
-                return Ok(());
-            }
-            recv.to_vec()
+            (0..p).any(|r| r != root && long(r)).then(|| recv.to_vec())
         } else {
-            if !long(me) {
-                return Ok(());
-            }
             // Only ever read: the schedule sends from it.
-            vec![(send.0 as *mut u8, send.1)]
+            long(me).then(|| vec![(send.0 as *mut u8, send.1)])
         };
-        let sched = sc::gather_linear_from(&self.group(), root, me, &long);
-        self.run_blocks(
-            sched,
-            wire,
-            Blocks::Each(blocks),
-            None,
-            Call::Collective,
-            at,
-        )
+        self.run_rest(blocks, at, |g| sc::gather_linear_from(g, root, me, &long))
     }
 
     /// [`Comm::gatherv_segments`] where every rank sends as many bytes (an
@@ -484,29 +467,15 @@ impl Comm {
             let n = if r == me { recv.1 } else { send[r].1 };
             shm::scatterv_place(r, n, p, payload).is_none()
         };
-        // Every rank takes the call's message tag (as in gatherv).
-        let (_, wire) = self.wire()?;
         let blocks = if me == root {
-            if !(0..p).any(|r| r != root && long(r)) {
-                return Ok(());
-            }
             // Only ever read: the schedule sends from them.
-            send.iter().map(|&(b, n)| (b as *mut u8, n)).collect()
+            (0..p)
+                .any(|r| r != root && long(r))
+                .then(|| send.iter().map(|&(b, n)| (b as *mut u8, n)).collect())
         } else {
-            if !long(me) {
-                return Ok(());
-            }
-            vec![recv]
+            long(me).then(|| vec![recv])
         };
-        let sched = sc::scatter_linear_to(&self.group(), root, me, &long);
-        self.run_blocks(
-            sched,
-            wire,
-            Blocks::Each(blocks),
-            None,
-            Call::Collective,
-            at,
-        )
+        self.run_rest(blocks, at, |g| sc::scatter_linear_to(g, root, me, &long))
     }
 
     /// [`Comm::scatterv_segments`] where every rank receives as many bytes
