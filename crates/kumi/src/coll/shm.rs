@@ -720,6 +720,35 @@ fn publish_addr(
     contribute(e, g, s, &card, info)
 }
 
+/// Publishes `buf`'s address for collective `s`, waits for every member's,
+/// and returns each member's (pid, address, length), after checking that
+/// every length is `buf`'s (`what` names the collective in the error).
+fn exchange_bufs(
+    e: &mut Guard<'_>,
+    g: &Group,
+    s: u64,
+    buf: &[u8],
+    what: &str,
+    info: WaitInfo,
+) -> Result<Vec<(i32, u64, usize)>> {
+    let (k, n) = (g.area, buf.len());
+    publish_addr(e, g, s, buf.as_ptr() as usize, n, info)?;
+    wait(e, info, k, |a| all_reached_as(a, &g.slots, s, g.kind))?;
+    let peers: Vec<(i32, u64, usize)> = {
+        let a = area(e, k);
+        (0..g.slots.len())
+            .map(|j| peer_buf(&a, e, g, j, s))
+            .collect()
+    };
+    if let Some(j) = peers.iter().position(|p| p.2 != n) {
+        return Err(Error::Protocol(format!(
+            "{what} of {n} bytes met one of {} (member {j})",
+            peers[j].2
+        )));
+    }
+    Ok(peers)
+}
+
 /// (pid, buffer address, length) member `k` published for collective `s`.
 fn peer_buf(a: &CollArea<'_>, e: &Engine, g: &Group, k: usize, s: u64) -> (i32, u64, usize) {
     let slot = g.slots[k];
@@ -858,18 +887,7 @@ pub(crate) fn allreduce_single_copy(
     let s = begin(e, g, if write_through { 2 } else { 3 }, info)?;
     g.kind = kind(K_ALLREDUCE_COPY, 0, n);
     let (k, m, me) = (g.area, g.slots.len(), g.me);
-    publish_addr(e, g, s, buf.as_ptr() as usize, n, info)?;
-    wait(e, info, k, |a| all_reached_as(a, &g.slots, s, g.kind))?;
-    let peers: Vec<(i32, u64, usize)> = {
-        let a = area(e, k);
-        (0..m).map(|j| peer_buf(&a, e, g, j, s)).collect()
-    };
-    if let Some(j) = peers.iter().position(|p| p.2 != n) {
-        return Err(Error::Protocol(format!(
-            "allreduce of {n} bytes met one of {} (member {j})",
-            peers[j].2
-        )));
-    }
+    let peers = exchange_bufs(e, g, s, buf, "allreduce", info)?;
     // Block j (whole elements, as even as possible) is member j's to reduce.
     let block = |j: usize| block_of(n / elem, m, elem, j);
     // Reduce my block in pieces that stay in cache (`KUMI_COLL_PIECE`),
@@ -983,18 +1001,7 @@ pub(crate) fn reduce_scatter_single_copy(
     let s = begin(e, g, 2, info)?;
     g.kind = kind(K_REDUCE_SCATTER_COPY, 0, n);
     let (k, m, me) = (g.area, g.slots.len(), g.me);
-    publish_addr(e, g, s, send.as_ptr() as usize, n, info)?;
-    wait(e, info, k, |a| all_reached_as(a, &g.slots, s, g.kind))?;
-    let peers: Vec<(i32, u64, usize)> = {
-        let a = area(e, k);
-        (0..m).map(|j| peer_buf(&a, e, g, j, s)).collect()
-    };
-    if let Some(j) = peers.iter().position(|p| p.2 != n) {
-        return Err(Error::Protocol(format!(
-            "reduce-scatter of {n} bytes met one of {} (member {j})",
-            peers[j].2
-        )));
-    }
+    let peers = exchange_bufs(e, g, s, send, "reduce-scatter", info)?;
     let piece = (e.svc.coll.config().allreduce_piece / elem).max(1) * elem;
     let out = &mut recv[..mine.len()];
     SCRATCH.with_borrow_mut(|[_, t]| -> Result<()> {
