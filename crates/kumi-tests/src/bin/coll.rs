@@ -263,6 +263,19 @@ fn non_commutative(w: &Comm) -> R {
                     eq(&out[i..i + 1], &[want], "matrix reduce, long", me)?;
                 }
             }
+            // In place: the root's contribution is where the result forms
+            // (a rank-order fold must keep it aside); others' stay intact.
+            let mut buf = mine.clone();
+            w.reduce_in_place(&mut buf, &o, root)?;
+            for i in [0, count / 2, count - 1] {
+                let expect = if me == root { want } else { m(me) };
+                eq(
+                    &buf[i..i + 1],
+                    &[expect],
+                    "matrix reduce in place, long",
+                    me,
+                )?;
+            }
         }
     }
     Ok(())

@@ -999,14 +999,12 @@ impl Comm {
                 ),
             ));
         }
-        if self.rank() == root {
-            // The root reduces in its receive buffer (others may read and
-            // write it there): no temporary to fill and copy back.
-            let recv = &mut recv[..send.len()];
-            copy_slice(recv, send);
-            return self.reduce_work(recv, op, root, at);
-        }
-        self.reduce_work(&mut send.to_vec(), op, root, at)
+        let out = if self.rank() == root {
+            &mut recv[..send.len()]
+        } else {
+            &mut []
+        };
+        self.reduce_work(Some(send), out, op, root, at)
     }
 
     /// [`Comm::reduce`] in place: `buf` is the contribution everywhere and the
@@ -1016,57 +1014,87 @@ impl Comm {
         let at = Location::caller();
         self.check_root(root)?;
         if self.rank() == root {
-            self.reduce_work(buf, op, root, at)
+            self.reduce_work(None, buf, op, root, at)
         } else {
-            self.reduce_work(&mut buf.to_vec(), op, root, at)
+            self.reduce_work(Some(buf), &mut [], op, root, at)
         }
     }
 
+    /// A reduce: `own` is this rank's contribution (`None` at the root: it is
+    /// in `out`, in place); `out` is the root's result buffer, empty
+    /// elsewhere. The root reduces in `out` (others may read and write it
+    /// there), and no rank copies its contribution where a path only reads it.
     fn reduce_work<T: Pod>(
         &self,
-        work: &mut [T],
+        own: Option<&[T]>,
+        out: &mut [T],
         op: &Op<T>,
         root: usize,
         at: &'static Location<'static>,
     ) -> Result<()> {
-        op.check_for(work.len())?;
+        let count = own.map_or(out.len(), <[T]>::len);
+        op.check_for(count)?;
+        let is_root = self.rank() == root;
+        // The root's contribution in its result buffer, for the paths that
+        // reduce there.
+        let root_in_out = |out: &mut [T]| {
+            if let Some(own) = own.filter(|_| is_root) {
+                copy_slice(out, own);
+            }
+        };
         if self.size() == 1 {
+            root_in_out(out);
             return Ok(());
         }
-        let bytes = as_bytes_mut(work);
-        let n = bytes.len();
-        if let Some((true, _, _)) = self.shm_view(at)? {
-            let info = self.info(Call::Collective, -2, -2, at);
-            if self.shm_fits(n) {
-                let f = op.bytes_fn();
-                return self.shm_op(|e, g| shm::reduce(e, g, bytes, Some(&*f), root, info));
-            }
-            // Longer, inside one host: the single-copy reduce-scatter of the
-            // allreduce, the blocks then going to the root only, rather than
-            // a tree of whole-buffer messages through temporaries (measured:
-            // docs/BENCHMARKS.md, session 22).
-            let elem = op.unit_bytes();
-            let f = |a: &[u8], b: &mut [u8]| {
-                op.f.call(bytemuck::cast_slice(a), bytemuck::cast_slice_mut(b))
-            };
-            let done = self.shm_whole(at, false, |e, g| {
+        let n = count * std::mem::size_of::<T>();
+        let info = self.info(Call::Collective, -2, -2, at);
+        let elem = op.unit_bytes();
+        let f = |a: &[u8], b: &mut [u8]| {
+            op.f.call(bytemuck::cast_slice(a), bytemuck::cast_slice_mut(b))
+        };
+        let done = self.shm_whole(at, false, |e, g| {
+            if n <= g.payload {
+                root_in_out(&mut *out);
+                let side = match own {
+                    Some(own) if !is_root => shm::Side::Give(as_bytes(own)),
+                    _ => shm::Side::Root(as_bytes_mut(&mut *out)),
+                };
+                Some(shm::reduce(e, g, side, &f, root, info))
+            } else {
+                // Longer: by single copy straight between the callers'
+                // buffers, each member reducing one block and writing it
+                // into the root's, rather than a tree of whole-buffer
+                // messages through temporaries (measured:
+                // docs/BENCHMARKS.md, sessions 22 and 31).
                 e.svc.coll.config().single_copy.then(|| {
-                    shm::allreduce_single_copy(
+                    shm::reduce_single_copy(
                         e,
                         g,
-                        bytes,
+                        own.map(as_bytes),
+                        as_bytes_mut(&mut *out),
                         elem,
                         &f,
                         op.commutative,
-                        Some(root),
+                        root,
                         info,
                     )
                 })
-            })?;
-            if done.is_some() {
-                return Ok(());
             }
+        })?;
+        if done.is_some() {
+            return Ok(());
         }
+        // Through messages: every rank of the tree may combine into its
+        // buffer, so a rank other than the root works on a copy.
+        let mut copy;
+        let work = if is_root {
+            root_in_out(out);
+            out
+        } else {
+            copy = own.expect("a contribution off the root").to_vec();
+            &mut copy[..]
+        };
+        let bytes = as_bytes_mut(work);
         let (_, wire) = self.wire()?;
         let sched = sc::reduce_binomial(&self.group(), root, self.rank(), 1, op.commutative);
         self.run(
@@ -1162,7 +1190,6 @@ impl Comm {
                     elem,
                     &f,
                     op.commutative,
-                    None,
                     info,
                 ))
             } else {

@@ -48,6 +48,9 @@
 //!   instead of two (docs/BENCHMARKS.md, session 4). Block i of
 //!   every buffer is only ever touched by member i (read for the fold, then
 //!   written with the result), so those writes race with nothing.
+//! - longer reduce, by single copy: member i folds block i of every
+//!   member's contribution, piece by piece, and writes each finished piece
+//!   into the root's result buffer; no member copies its contribution.
 //! - longer commutative allreduce, the other way: through the area in
 //!   chunks of a payload half ([`allreduce_area`]): no system call and no
 //!   page pinning, for twice the copies. Which is faster depends on the
@@ -115,6 +118,10 @@ pub(crate) struct Group {
     pub payload: usize,
     /// Last collective number used.
     seq: u64,
+    /// Every member is known to have entered this collective (this rank saw
+    /// it with Acquire loads), so the half of the one after next is
+    /// writable without looking again (`wait_writable`).
+    seen_all: std::cell::Cell<u64>,
     /// Every collective of this group up to this number is complete here
     /// (shared with the nonblocking ones in flight). Relaxed: only the thread
     /// holding the engine touches it, and the engine's mutex orders that.
@@ -189,6 +196,7 @@ const K_GATHERV: u64 = 13;
 const K_SCATTERV: u64 = 14;
 const K_REDUCE_SCATTER_COPY: u64 = 15;
 const K_ALLTOALLV: u64 = 16;
+const K_REDUCE_COPY: u64 = 17;
 
 /// The kind word of a collective: operation, root and size. Two members see
 /// the same word exactly when they are in the same call (as MPI requires of a
@@ -235,6 +243,7 @@ impl Group {
             mates,
             payload: coll_area::payload_bytes(seg.local_size()),
             seq: 0,
+            seen_all: std::cell::Cell::new(0),
             completed: Arc::new(AtomicU64::new(0)),
             kind: 0,
             long: Long::TRIAL,
@@ -298,7 +307,28 @@ fn wait_all_reached(e: &mut Guard<'_>, g: &Group, s: u64, info: WaitInfo) -> Res
                 .as_ref()
                 .is_some_and(|m| all_reached_as(&area(e, k), m, s, g.kind))
         },
-    )
+    )?;
+    g.seen_all.set(s);
+    Ok(())
+}
+
+/// Waits until every member has reached collective `s` as this one.
+fn wait_all(e: &mut Guard<'_>, g: &Group, s: u64, info: WaitInfo) -> Result<()> {
+    wait(e, info, g.area, |a| all_reached_as(a, &g.slots, s, g.kind))?;
+    g.seen_all.set(s);
+    Ok(())
+}
+
+/// Waits until my half of collective `s` is writable ([`writable`]), unless
+/// this rank has already seen every member enter `s - 1` (it waited for
+/// them in an earlier collective): then it is, and looking again would only
+/// pull the other members' lines into this core's cache once more. That
+/// earlier Acquire orders the writes that follow as `writable`'s would.
+fn wait_writable(e: &mut Guard<'_>, g: &Group, s: u64, info: WaitInfo) -> Result<()> {
+    if g.seen_all.get() + 1 >= s {
+        return Ok(());
+    }
+    wait(e, info, g.area, |a| writable(a, &g.slots, s))
 }
 
 /// Takes the next `k` collective numbers for a blocking collective, after
@@ -328,7 +358,7 @@ pub(crate) fn barrier(e: &mut Guard<'_>, g: &mut Group, info: WaitInfo) -> Resul
 
 /// Writes my contribution of collective `s` (waiting until the half is free).
 fn contribute(e: &mut Guard<'_>, g: &Group, s: u64, data: &[u8], info: WaitInfo) -> Result<()> {
-    wait(e, info, g.area, |a| writable(a, &g.slots, s))?;
+    wait_writable(e, g, s, info)?;
     area(e, g.area).write(g.my_slot(), (s & 1) as usize, data.len(), 0, data);
     publish_at(e, g, s);
     Ok(())
@@ -379,25 +409,33 @@ pub(crate) fn allreduce(
     Ok(())
 }
 
-/// Reduce of `buf` (at most one payload half) to member `root` (an index
-/// into the group); only the root waits. Without `op` it is the arrival half
-/// of a two-level barrier: the root only waits for everyone.
+/// A member's side of a reduce: the root's buffer holds its contribution
+/// and receives the result; every other member only gives its own.
+pub(crate) enum Side<'a> {
+    Root(&'a mut [u8]),
+    Give(&'a [u8]),
+}
+
+/// Reduce of at most one payload half to member `root` (an index into the
+/// group; `side` is [`Side::Root`] there); only the root waits.
 pub(crate) fn reduce(
     e: &mut Guard<'_>,
     g: &mut Group,
-    buf: &mut [u8],
-    op: Option<&Combine<'_>>,
+    side: Side<'_>,
+    op: &Combine<'_>,
     root: usize,
     info: WaitInfo,
 ) -> Result<()> {
     let s = begin(e, g, 1, info)?;
-    g.kind = kind(K_REDUCE, root, buf.len());
-    contribute(e, g, s, buf, info)?;
-    if g.me == root {
-        wait(e, info, g.area, |a| all_reached_as(a, &g.slots, s, g.kind))?;
-        if let Some(op) = op {
-            fold(&area(e, g.area), g, s, buf, op);
-        }
+    let mine: &[u8] = match &side {
+        Side::Root(b) => b,
+        Side::Give(b) => b,
+    };
+    g.kind = kind(K_REDUCE, root, mine.len());
+    contribute(e, g, s, mine, info)?;
+    if let Side::Root(buf) = side {
+        wait_all(e, g, s, info)?;
+        fold(&area(e, g.area), g, s, buf, op);
     }
     g.finish(s);
     Ok(())
@@ -550,7 +588,7 @@ pub(crate) fn scatter(
     };
     let (k, root_slot, half) = (g.area, g.slots[root], (s & 1) as usize);
     if g.me == root {
-        wait(e, info, k, |a| writable(a, &g.slots, s))?;
+        wait_writable(e, g, s, info)?;
         let a = area(e, k);
         for j in (0..m).filter(|&j| j != root) {
             let (p, n) = send(j);
@@ -605,7 +643,7 @@ pub(crate) fn bcast(
     if g.me == root {
         for c in 0..chunks {
             let s = s0 + c as u64;
-            wait(e, info, k, |a| writable(a, &g.slots, s))?;
+            wait_writable(e, g, s, info)?;
             let r = range(c);
             area(e, k).write(me, (s & 1) as usize, r.len(), 0, &buf[r]);
             publish_at(e, g, s);
@@ -677,7 +715,7 @@ pub(crate) unsafe fn alltoallv(
     let s = begin(e, g, 1, info)?;
     g.kind = kind(K_ALLTOALLV, 0, 0);
     let (k, half) = (g.area, (s & 1) as usize);
-    wait(e, info, k, |a| writable(a, &g.slots, s))?;
+    wait_writable(e, g, s, info)?;
     {
         let a = area(e, k);
         for (i, &(p, n)) in send.iter().enumerate().filter(|&(i, _)| i != me) {
@@ -714,10 +752,46 @@ fn publish_addr(
     len: usize,
     info: WaitInfo,
 ) -> Result<()> {
-    let mut card = [0u8; coll_area::INLINE];
-    card[..8].copy_from_slice(&(addr as u64).to_le_bytes());
-    card[8..].copy_from_slice(&(len as u64).to_le_bytes());
-    contribute(e, g, s, &card, info)
+    publish_card(e, g, s, [addr as u64, len as u64], info)
+}
+
+/// Publishes `N` words (addresses, lengths) for collective `s`: inline in
+/// the control line for two, in the payload half beyond.
+fn publish_card<const N: usize>(
+    e: &mut Guard<'_>,
+    g: &Group,
+    s: u64,
+    words: [u64; N],
+    info: WaitInfo,
+) -> Result<()> {
+    let mut card = [0u8; 64];
+    for (i, w) in words.iter().enumerate() {
+        card[8 * i..8 * i + 8].copy_from_slice(&w.to_le_bytes());
+    }
+    contribute(e, g, s, &card[..8 * N], info)
+}
+
+/// Member `k`'s pid and the `N` words it published for collective `s`.
+fn peer_card<const N: usize>(
+    a: &CollArea<'_>,
+    e: &Engine,
+    g: &Group,
+    k: usize,
+    s: u64,
+) -> (i32, [u64; N]) {
+    let slot = g.slots[k];
+    let mut card = [0u8; 64];
+    a.read(slot, (s & 1) as usize, 8 * N, 0, &mut card[..8 * N]);
+    let pid = e
+        .shm()
+        .expect("shared memory")
+        .segment()
+        .rank_block(slot)
+        .pid() as i32;
+    let words = std::array::from_fn(|i| {
+        u64::from_le_bytes(card[8 * i..8 * i + 8].try_into().expect("8 bytes"))
+    });
+    (pid, words)
 }
 
 /// Publishes `buf`'s address for collective `s`, waits for every member's,
@@ -733,7 +807,7 @@ fn exchange_bufs(
 ) -> Result<Vec<(i32, u64, usize)>> {
     let (k, n) = (g.area, buf.len());
     publish_addr(e, g, s, buf.as_ptr() as usize, n, info)?;
-    wait(e, info, k, |a| all_reached_as(a, &g.slots, s, g.kind))?;
+    wait_all(e, g, s, info)?;
     let peers: Vec<(i32, u64, usize)> = {
         let a = area(e, k);
         (0..g.slots.len())
@@ -751,20 +825,8 @@ fn exchange_bufs(
 
 /// (pid, buffer address, length) member `k` published for collective `s`.
 fn peer_buf(a: &CollArea<'_>, e: &Engine, g: &Group, k: usize, s: u64) -> (i32, u64, usize) {
-    let slot = g.slots[k];
-    let mut card = [0u8; coll_area::INLINE];
-    a.read(slot, (s & 1) as usize, card.len(), 0, &mut card);
-    let pid = e
-        .shm()
-        .expect("shared memory")
-        .segment()
-        .rank_block(slot)
-        .pid() as i32;
-    (
-        pid,
-        u64::from_le_bytes(card[..8].try_into().expect("8 bytes")),
-        u64::from_le_bytes(card[8..].try_into().expect("8 bytes")) as usize,
-    )
+    let (pid, [addr, len]) = peer_card(a, e, g, k, s);
+    (pid, addr, len as usize)
 }
 
 fn copy_error(what: &str, n: usize, peer: usize, err: std::io::Error) -> Error {
@@ -836,7 +898,7 @@ pub(crate) fn bcast_single_copy(
         }
         publish_at(e, g, s + 1);
         // Our buffer must stay as it is until every reader is done.
-        wait(e, info, k, |a| all_reached_as(a, &g.slots, s + 1, g.kind))?;
+        wait_all(e, g, s + 1, info)?;
         g.finish(s + 1);
         return Ok(());
     }
@@ -865,8 +927,6 @@ pub(crate) fn bcast_single_copy(
 
 /// Allreduce of `buf` (`elem`-byte elements) by single copy between the
 /// members' buffers: reduce-scatter, then allgather (see the module doc).
-/// With `root`, a reduce: only the root's buffer gets the result (the
-/// others' are scratch, left partly reduced).
 // The collective's arguments, as the other entry points take them.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn allreduce_single_copy(
@@ -876,7 +936,6 @@ pub(crate) fn allreduce_single_copy(
     elem: usize,
     op: &Combine<'_>,
     commutative: bool,
-    root: Option<usize>,
     info: WaitInfo,
 ) -> Result<()> {
     let n = buf.len();
@@ -886,7 +945,7 @@ pub(crate) fn allreduce_single_copy(
     let write_through = commutative;
     let s = begin(e, g, if write_through { 2 } else { 3 }, info)?;
     g.kind = kind(K_ALLREDUCE_COPY, 0, n);
-    let (k, m, me) = (g.area, g.slots.len(), g.me);
+    let (m, me) = (g.slots.len(), g.me);
     let peers = exchange_bufs(e, g, s, buf, "allreduce", info)?;
     // Block j (whole elements, as even as possible) is member j's to reduce.
     let block = |j: usize| block_of(n / elem, m, elem, j);
@@ -919,11 +978,8 @@ pub(crate) fn allreduce_single_copy(
                 }
                 if write_through {
                     // The reduced piece is in this core's cache now: write it
-                    // into every other member's buffer (the root's, for a
-                    // reduce) at once.
-                    for (j, &(pid, addr, _)) in
-                        others().filter(|&(j, _)| root.is_none_or(|r| r == j))
-                    {
+                    // into every other member's buffer at once.
+                    for (j, &(pid, addr, _)) in others() {
                         cma::write_to(pid, addr + off as u64, &buf[off..off + len])
                             .map_err(|x| copy_error("writing", len, g.slots[j], x))?;
                     }
@@ -956,7 +1012,7 @@ pub(crate) fn allreduce_single_copy(
         Ok(())
     })?;
     publish_at(e, g, s + 1);
-    wait(e, info, k, |a| all_reached_as(a, &g.slots, s + 1, g.kind))?;
+    wait_all(e, g, s + 1, info)?;
     if write_through {
         // Every member has written its reduced block into every buffer.
         g.finish(s + 1);
@@ -964,7 +1020,7 @@ pub(crate) fn allreduce_single_copy(
     }
     for (j, &(pid, addr, _)) in peers.iter().enumerate() {
         let b = block(j);
-        if j != me && !b.is_empty() && root.is_none_or(|r| r == me) {
+        if j != me && !b.is_empty() {
             let len = b.len();
             cma::read_from(pid, addr + b.start as u64, &mut buf[b])
                 .map_err(|x| copy_error("reading", len, g.slots[j], x))?;
@@ -972,7 +1028,7 @@ pub(crate) fn allreduce_single_copy(
     }
     publish_at(e, g, s + 2);
     // Others may still read my block until they publish.
-    wait(e, info, k, |a| all_reached_as(a, &g.slots, s + 2, g.kind))?;
+    wait_all(e, g, s + 2, info)?;
     g.finish(s + 2);
     Ok(())
 }
@@ -1000,7 +1056,7 @@ pub(crate) fn reduce_scatter_single_copy(
     let n = send.len();
     let s = begin(e, g, 2, info)?;
     g.kind = kind(K_REDUCE_SCATTER_COPY, 0, n);
-    let (k, m, me) = (g.area, g.slots.len(), g.me);
+    let (m, me) = (g.slots.len(), g.me);
     let peers = exchange_bufs(e, g, s, send, "reduce-scatter", info)?;
     let piece = (e.svc.coll.config().allreduce_piece / elem).max(1) * elem;
     let out = &mut recv[..mine.len()];
@@ -1048,7 +1104,125 @@ pub(crate) fn reduce_scatter_single_copy(
     })?;
     publish_at(e, g, s + 1);
     // Others may still read my buffer until they publish.
-    wait(e, info, k, |a| all_reached_as(a, &g.slots, s + 1, g.kind))?;
+    wait_all(e, g, s + 1, info)?;
+    g.finish(s + 1);
+    Ok(())
+}
+
+/// Reduce by single copy, for contributions of `n` bytes longer than a
+/// payload half: every member publishes where its contribution is (`own`;
+/// at the root, `None` when it is already in `out`, in place) and the root
+/// also where the result goes (`out`, empty elsewhere). Member i folds block
+/// i of every contribution, a piece at a time (into the root's `out`
+/// directly at the root, through scratch elsewhere), in rank order as
+/// [`fold`] does (any order for a commutative operation), and writes each
+/// finished piece into the root's `out` while it is in cache. Block i of
+/// the root's buffers is only touched by member i, so in place is safe. No
+/// member copies its whole contribution, and no byte goes through the area
+/// or the rings; a second round tells the root its result is complete and
+/// every member that nobody reads its contribution any more.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn reduce_single_copy(
+    e: &mut Guard<'_>,
+    g: &mut Group,
+    own: Option<&[u8]>,
+    out: &mut [u8],
+    elem: usize,
+    op: &Combine<'_>,
+    commutative: bool,
+    root: usize,
+    info: WaitInfo,
+) -> Result<()> {
+    let n = own.map_or(out.len(), <[u8]>::len);
+    let s = begin(e, g, 2, info)?;
+    g.kind = kind(K_REDUCE_COPY, root, n);
+    let (k, m, me) = (g.area, g.slots.len(), g.me);
+    let from = own.map_or(out.as_ptr(), <[u8]>::as_ptr) as u64;
+    let to = if me == root { out.as_ptr() as u64 } else { 0 };
+    publish_card(e, g, s, [from, n as u64, to], info)?;
+    wait_all(e, g, s, info)?;
+    let peers: Vec<(i32, [u64; 3])> = {
+        let a = area(e, k);
+        (0..m).map(|j| peer_card(&a, e, g, j, s)).collect()
+    };
+    if let Some(j) = peers.iter().position(|p| p.1[1] != n as u64) {
+        return Err(Error::Protocol(format!(
+            "reduce of {n} bytes met one of {} (member {j})",
+            peers[j].1[1]
+        )));
+    }
+    let (root_pid, result) = (peers[root].0, peers[root].1[2]);
+    let mine = block_of(n / elem, m, elem, me);
+    let piece = (e.svc.coll.config().allreduce_piece / elem).max(1) * elem;
+    SCRATCH.with_borrow_mut(|[r, t]| -> Result<()> {
+        for b in [&mut *r, &mut *t] {
+            if b.bytes().len() < piece.min(mine.len()) {
+                *b = AlignedBuf::zeroed(piece);
+            }
+        }
+        let mut at = mine.start;
+        while at < mine.end {
+            let len = piece.min(mine.end - at);
+            let read = |j: usize, into: &mut [u8]| {
+                let (pid, [addr, ..]) = peers[j];
+                cma::read_from(pid, addr + at as u64, into)
+                    .map_err(|x| copy_error("reading", len, g.slots[j], x))
+            };
+            let t = &mut t.bytes_mut()[..len];
+            // Where the result piece forms (at the root its own result
+            // buffer, elsewhere scratch) and my contribution's piece: `None`
+            // when it is already there (in place at the root). A rank-order
+            // fold needs my piece after the others', so it keeps a copy.
+            let (acc, mine_piece): (&mut [u8], Option<&[u8]>) = match own {
+                Some(own) if me == root => (&mut out[at..at + len], Some(&own[at..at + len])),
+                Some(own) => (&mut r.bytes_mut()[..len], Some(&own[at..at + len])),
+                None if commutative => (&mut out[at..at + len], None),
+                None => {
+                    let r = &mut r.bytes_mut()[..len];
+                    r.copy_from_slice(&out[at..at + len]);
+                    (&mut out[at..at + len], Some(&*r))
+                }
+            };
+            if commutative {
+                // Any order: the others' pieces, starting after me (readers
+                // do not queue on one process's page table, as in the
+                // allreduce), the first straight into place; then mine.
+                let mut others = (1..m).map(|d| (me + d) % m);
+                if mine_piece.is_some() {
+                    read(others.next().expect("two members at least"), acc)?;
+                }
+                for j in others {
+                    read(j, t)?;
+                    op(t, acc);
+                }
+                if let Some(p) = mine_piece {
+                    op(p, acc);
+                }
+            } else {
+                // Rank order, right to left.
+                let mine_piece = mine_piece.expect("a rank-order fold keeps my piece");
+                for j in (0..m).rev() {
+                    match (j == m - 1, j == me) {
+                        (true, true) => acc.copy_from_slice(mine_piece),
+                        (true, false) => read(j, acc)?,
+                        (false, true) => op(mine_piece, acc),
+                        (false, false) => {
+                            read(j, t)?;
+                            op(t, acc);
+                        }
+                    }
+                }
+            }
+            if me != root {
+                cma::write_to(root_pid, result + at as u64, acc)
+                    .map_err(|x| copy_error("writing", len, g.slots[root], x))?;
+            }
+            at += len;
+        }
+        Ok(())
+    })?;
+    publish_at(e, g, s + 1);
+    wait_all(e, g, s + 1, info)?;
     g.finish(s + 1);
     Ok(())
 }
@@ -1077,7 +1251,7 @@ pub(crate) fn allreduce_long(
         if area {
             allreduce_area(e, g, buf, elem, op, info)
         } else {
-            allreduce_single_copy(e, g, buf, elem, op, true, None, info)
+            allreduce_single_copy(e, g, buf, elem, op, true, info)
         }
     };
     let cfg = e.svc.coll.config();
@@ -1190,7 +1364,7 @@ pub(crate) fn allreduce_area(
         let block = |j: usize| block_of(len / elem, m, elem, j);
         let s = begin(e, g, 2, info)?;
         let (inputs, results) = ((s & 1) as usize, ((s + 1) & 1) as usize);
-        wait(e, info, g.area, |a| writable(a, &g.slots, s))?;
+        wait_writable(e, g, s, info)?;
         {
             let a = area(e, g.area);
             for j in (0..m).filter(|&j| j != me) {
@@ -1205,7 +1379,7 @@ pub(crate) fn allreduce_area(
             }
         }
         publish_at(e, g, s);
-        wait(e, info, g.area, |a| all_reached_as(a, &g.slots, s, g.kind))?;
+        wait_all(e, g, s, info)?;
         let mine = block(me);
         {
             let a = area(e, g.area);
@@ -1222,9 +1396,7 @@ pub(crate) fn allreduce_area(
             a.write(g.my_slot(), results, len, mine.start, dst);
         }
         publish_at(e, g, s + 1);
-        wait(e, info, g.area, |a| {
-            all_reached_as(a, &g.slots, s + 1, g.kind)
-        })?;
+        wait_all(e, g, s + 1, info)?;
         {
             let a = area(e, g.area);
             for j in (0..m).filter(|&j| j != me) {
