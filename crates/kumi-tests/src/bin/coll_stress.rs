@@ -340,6 +340,10 @@ fn one(c: &Comm, it: u64, common: &mut Rng, mine: &mut Rng, delays: bool) -> R {
                         )));
                     }
                 }
+            } else if let Some(i) = (0..n).find(|&i| buf[i] != val(me, it, i)) {
+                return Err(fail(format!(
+                    "iteration {it}: reduce max at {root} changed rank {me}'s element {i}"
+                )));
             }
         }
     }

@@ -1063,22 +1063,21 @@ impl Comm {
             } else {
                 // Longer: by single copy straight between the callers'
                 // buffers, each member reducing one block and writing it
-                // into the root's, rather than a tree of whole-buffer
-                // messages through temporaries (measured:
-                // docs/BENCHMARKS.md, sessions 22 and 31).
-                e.svc.coll.config().single_copy.then(|| {
-                    shm::reduce_single_copy(
-                        e,
-                        g,
-                        own.map(as_bytes),
-                        as_bytes_mut(&mut *out),
-                        elem,
-                        &f,
-                        op.commutative,
-                        root,
-                        info,
-                    )
-                })
+                // into the root's, or through the area chunk by chunk,
+                // rather than a tree of whole-buffer messages through
+                // temporaries (measured: docs/BENCHMARKS.md, sessions 22
+                // and 31).
+                shm::reduce_long(
+                    e,
+                    g,
+                    own.map(as_bytes),
+                    as_bytes_mut(&mut *out),
+                    elem,
+                    &f,
+                    op.commutative,
+                    root,
+                    info,
+                )
             }
         })?;
         if done.is_some() {

@@ -133,6 +133,8 @@ pub(crate) struct Group {
     long: Long,
     /// How its long broadcasts go (see `bcast_long`).
     long_bcast: Long,
+    /// How its long commutative reduces go (see `reduce_long`).
+    long_reduce: Long,
 }
 
 /// `KUMI_COLL_ALLREDUCE_COPY`, `KUMI_COLL_BCAST_COPY`: how a commutative
@@ -197,6 +199,7 @@ const K_SCATTERV: u64 = 14;
 const K_REDUCE_SCATTER_COPY: u64 = 15;
 const K_ALLTOALLV: u64 = 16;
 const K_REDUCE_COPY: u64 = 17;
+const K_REDUCE_AREA: u64 = 18;
 
 /// The kind word of a collective: operation, root and size. Two members see
 /// the same word exactly when they are in the same call (as MPI requires of a
@@ -248,6 +251,7 @@ impl Group {
             kind: 0,
             long: Long::TRIAL,
             long_bcast: Long::TRIAL,
+            long_reduce: Long::TRIAL,
         })
     }
 
@@ -1256,10 +1260,96 @@ pub(crate) fn allreduce_long(
     };
     let cfg = e.svc.coll.config();
     match (cfg.allreduce_copy, cfg.single_copy) {
-        (LongCopy::Auto, true) => tried(e, g, |g| &mut g.long, n, info, run),
+        (LongCopy::Auto, true) => tried(e, g, |g| &mut g.long, n, Whose::Last, info, run),
         (LongCopy::Single, true) => run(e, g, false),
         _ => run(e, g, true),
     }
+}
+
+/// A reduce longer than a payload half (arguments as
+/// [`reduce_single_copy`]): a commutative one by single copy or through the
+/// area as `KUMI_COLL_ALLREDUCE_COPY` says (`auto`: [`tried`], apart from the
+/// allreduce's trial), a rank-order one by single copy; `None` when neither
+/// may run (single copy off, and not commutative): then it goes by messages.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn reduce_long(
+    e: &mut Guard<'_>,
+    g: &mut Group,
+    own: Option<&[u8]>,
+    out: &mut [u8],
+    elem: usize,
+    op: &Combine<'_>,
+    commutative: bool,
+    root: usize,
+    info: WaitInfo,
+) -> Option<Result<()>> {
+    let n = own.map_or(out.len(), <[u8]>::len);
+    let cfg = e.svc.coll.config();
+    let single = cfg.single_copy;
+    if !commutative || elem > g.payload {
+        return single
+            .then(|| reduce_single_copy(e, g, own, out, elem, op, commutative, root, info));
+    }
+    let mut run = |e: &mut Guard<'_>, g: &mut Group, area: bool| {
+        if area {
+            reduce_area(e, g, own, out, elem, op, root, info)
+        } else {
+            reduce_single_copy(e, g, own, out, elem, op, true, root, info)
+        }
+    };
+    Some(match (cfg.allreduce_copy, single) {
+        (LongCopy::Auto, true) => tried(e, g, |g| &mut g.long_reduce, n, Whose::Root, info, run),
+        (LongCopy::Single, true) => run(e, g, false),
+        _ => run(e, g, true),
+    })
+}
+
+/// Commutative reduce longer than a payload half through the area (arguments
+/// as [`reduce_single_copy`]), a chunk of at most a payload half per
+/// collective number: every member but the root copies its chunk into its
+/// half, and the root folds them straight into its result buffer (holding
+/// its own chunk), so the root folds chunk c while the others copy chunk
+/// c + 1 into their other half. No system call and no page pinning; the
+/// root does all the folding.
+#[allow(clippy::too_many_arguments)]
+fn reduce_area(
+    e: &mut Guard<'_>,
+    g: &mut Group,
+    own: Option<&[u8]>,
+    out: &mut [u8],
+    elem: usize,
+    op: &Combine<'_>,
+    root: usize,
+    info: WaitInfo,
+) -> Result<()> {
+    let n = own.map_or(out.len(), <[u8]>::len);
+    let chunk = (g.payload / elem) * elem;
+    g.kind = kind(K_REDUCE_AREA, root, n);
+    let mut off = 0;
+    while off < n {
+        let len = chunk.min(n - off);
+        let s = begin(e, g, 1, info)?;
+        if g.me == root {
+            let acc = &mut out[off..off + len];
+            if let Some(own) = own {
+                acc.copy_from_slice(&own[off..off + len]);
+            }
+            // Nothing to contribute: publishing `s` tells the others this
+            // rank is done with the half of `s - 1`.
+            publish_at(e, g, s);
+            wait_all(e, g, s, info)?;
+            let a = area(e, g.area);
+            for j in (0..g.slots.len()).filter(|&j| j != root) {
+                op(a.bytes(g.slots[j], (s & 1) as usize, len, 0, len), acc);
+            }
+        } else {
+            let own = own.expect("a contribution off the root");
+            contribute(e, g, s, &own[off..off + len], info)?;
+        }
+        g.finish(s);
+        off += len;
+    }
+    Ok(())
 }
 
 /// A broadcast longer than a payload half with `KUMI_COLL_BCAST_COPY=auto`
@@ -1278,6 +1368,7 @@ pub(crate) fn bcast_long(
         g,
         |g| &mut g.long_bcast,
         buf.len(),
+        Whose::Last,
         info,
         |e, g, area| {
             if area {
@@ -1289,18 +1380,29 @@ pub(crate) fn bcast_long(
     )
 }
 
+/// Which member's time is a trial's: where every member waits for all the
+/// others, the last to arrive (the shortest time: an earlier arrival's
+/// counts its wait for the others); in a reduce, where only the root waits
+/// for them and the others may leave as soon as their data is out, the
+/// root's (the longest).
+#[derive(Clone, Copy)]
+enum Whose {
+    Last,
+    Root,
+}
+
 /// Runs one long collective of `n` bytes the way `state` says (`run(..,
 /// true)`: through the area; `false`: by single copy), and moves a trial on
 /// ([`Long::Trial`]): calls 0 (single copy) and 1 (area) untimed, then
 /// single copy on even calls and the area on odd ones, each timed in
-/// seconds per byte; after the last the members agree by a min-allreduce of
-/// each way's fastest time (the earliest arrival's time counts a wait for
-/// the others, the last one's barely) and keep the faster way.
+/// seconds per byte; after the last the members agree on each way's time
+/// (see [`Whose`]) by an allreduce of their fastest, and keep the faster way.
 fn tried(
     e: &mut Guard<'_>,
     g: &mut Group,
     state: fn(&mut Group) -> &mut Long,
     n: usize,
+    whose: Whose,
     info: WaitInfo,
     mut run: impl FnMut(&mut Guard<'_>, &mut Group, bool) -> Result<()>,
 ) -> Result<()> {
@@ -1319,9 +1421,13 @@ fn tried(
     }
     *state(g) = match call + 1 {
         TRIAL_CALLS => {
-            let min = Op::<f64>::min();
+            let agree = match whose {
+                Whose::Last => Op::<f64>::min(),
+                Whose::Root => Op::<f64>::max(),
+            };
             let f = |a: &[u8], b: &mut [u8]| {
-                min.f
+                agree
+                    .f
                     .call(bytemuck::cast_slice(a), bytemuck::cast_slice_mut(b))
             };
             allreduce(e, g, bytemuck::cast_slice_mut(&mut best), &f, info)?;
