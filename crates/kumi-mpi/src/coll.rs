@@ -24,7 +24,9 @@
 use crate::comm::Neighbors;
 use crate::consts::*;
 use crate::large::*;
-use crate::state::{count, out, read, slice, st, CollPending, ReqEntry, UserFn, UserFnC, UserOp};
+use crate::state::{
+    count, out, read, slice, st, CollPending, ReqEntry, State, UserFn, UserFnC, UserOp,
+};
 use crate::{err, R};
 use bytemuck::Pod;
 use kumi::datatype::Datatype;
@@ -1449,11 +1451,7 @@ fn reduction_any(
     // its handle to a Rust type); any other is looked up now, so an invalid
     // one is reported before the other arguments are checked.
     let s = st()?;
-    let d = if is_predefined(dt) {
-        None
-    } else {
-        Some(s.dtype(dt)?)
-    };
+    let (dt, d) = reduction_type(&s, dt)?;
     if builtin_index(op).is_some() {
         // A built-in operation calls nothing of this library.
         let c = s.intra_ref(comm)?;
@@ -1716,6 +1714,20 @@ fn staged(
 /// whose handle alone says its layout.
 fn is_predefined(dt: c_int) -> bool {
     dt as u32 & 0xff00_0000 == 0x4c00_0000
+}
+
+/// The datatype a reduction computes in: a predefined one as it is (no
+/// object needed: its handle names the Rust type), a parameterized Fortran
+/// 90 one as its predefined type, any other with its object (looked up now,
+/// so an invalid one is reported before the other arguments are checked).
+pub(crate) fn reduction_type(s: &State, dt: c_int) -> R<(c_int, Option<Datatype>)> {
+    if is_predefined(dt) {
+        return Ok((dt, None));
+    }
+    if let Some(&base) = s.f90_base.get(&dt) {
+        return Ok((base, None));
+    }
+    Ok((dt, Some(s.dtype(dt)?)))
 }
 
 // ----- data movement ----------------------------------------------------------------

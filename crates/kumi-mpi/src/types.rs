@@ -155,6 +155,40 @@ fn f90_real(p: c_int, r: c_int) -> R<c_int> {
     })
 }
 
+/// The parameterized Fortran 90 type `combiner(ints)`: the layout of the
+/// predefined type `base`, an envelope that gives back the arguments as
+/// given (`MPI_UNDEFINED` included) with no datatypes, and the same handle
+/// for the same arguments every time. The standard counts these types as
+/// predefined: `MPI_Type_free` refuses them, and reductions compute in
+/// `base`.
+fn f90_type(combiner: c_int, ints: Vec<c_int>, base: c_int, newtype: *mut c_int) -> R<()> {
+    let key = (combiner, ints[0], ints.get(1).copied().unwrap_or(0));
+    let mut s = st()?;
+    let h = match s.f90_types.get(&key) {
+        Some(&h) => h,
+        None => {
+            let d = s.dtype(base)?;
+            let h = s.fresh(NEW_TYPE);
+            s.types.insert(h, (d, String::new()));
+            s.type_ctors.insert(
+                h,
+                Rc::new(TypeCtor {
+                    combiner,
+                    ints,
+                    aints: vec![],
+                    large: vec![],
+                    types: vec![],
+                }),
+            );
+            s.f90_types.insert(key, h);
+            s.f90_base.insert(h, base);
+            h
+        }
+    };
+    drop(s);
+    out(newtype, "newtype", h)
+}
+
 /// The byte order unit of `dt` in the `external32` representation (big
 /// endian, fixed sizes): its element size, if kumi can convert it. Types
 /// whose external32 size differs from the native one here (`long`,
@@ -389,30 +423,31 @@ mpi! {
     }
 
     // The Fortran 90 parameterized types: the predefined type of at least
-    // the asked precision and range (MPICH's REALn / COMPLEXn / INTEGERn).
+    // the asked precision and range (MPICH's REALn / COMPLEXn / INTEGERn),
+    // under a handle of their own (`f90_type`).
     fn MPI_Type_create_f90_real / PMPI_Type_create_f90_real(p: c_int, r: c_int, newtype: *mut c_int) {
-        let t = f90_real(p, r)?;
-        out(newtype, "newtype", t)
+        let base = f90_real(p, r)?;
+        f90_type(MPI_COMBINER_F90_REAL, vec![p, r], base, newtype)
     }
 
     fn MPI_Type_create_f90_complex / PMPI_Type_create_f90_complex(p: c_int, r: c_int, newtype: *mut c_int) {
-        let t = match f90_real(p, r)? {
+        let base = match f90_real(p, r)? {
             0x4c000427 => 0x4c000828, // COMPLEX8
             0x4c000829 => 0x4c00102a, // COMPLEX16
             _ => 0x4c00202c,          // COMPLEX32
         };
-        out(newtype, "newtype", t)
+        f90_type(MPI_COMBINER_F90_COMPLEX, vec![p, r], base, newtype)
     }
 
     fn MPI_Type_create_f90_integer / PMPI_Type_create_f90_integer(r: c_int, newtype: *mut c_int) {
-        let t = match r {
+        let base = match r {
             i32::MIN..=2 => 0x4c00012d,  // INTEGER1
             3..=4 => 0x4c00022f,         // INTEGER2
             5..=9 => 0x4c000430,         // INTEGER4
             10..=18 => 0x4c000831,       // INTEGER8
             _ => return err(MPI_ERR_ARG, format!("no integer type has a decimal range of {r}")),
         };
-        out(newtype, "newtype", t)
+        f90_type(MPI_COMBINER_F90_INTEGER, vec![r], base, newtype)
     }
 
     fn MPI_Type_create_darray / PMPI_Type_create_darray(size: c_int, rank: c_int, ndims: c_int, gsizes: *const c_int, distribs: *const c_int, dargs: *const c_int, psizes: *const c_int, order: c_int, oldtype: c_int, newtype: *mut c_int) {
@@ -620,6 +655,9 @@ mpi! {
             let mut s = st()?;
             if !s.types.contains_key(&h) {
                 return err(MPI_ERR_TYPE, format!("{h:#x} is not a datatype the program created"));
+            }
+            if s.f90_base.contains_key(&h) {
+                return err(MPI_ERR_TYPE, "a parameterized Fortran 90 datatype (MPI_Type_create_f90_*) is predefined and cannot be freed");
             }
             s.type_attrs.remove(&h).unwrap_or_default()
         };

@@ -577,9 +577,8 @@ fn static_mpi_links_kumi_into_the_program() {
 /// each excluded here by name: dynamic processes (`MPI_Comm_spawn`, which
 /// `mpi4py.futures`' pool starts by default), the `external32`
 /// representation (`MPI_Pack_external`), `MPI_Register_datarep`, counts
-/// above 2^31 - 1 in datatype constructors, Fortran 90 parameterized types
-/// as derived handles (`MPI_Type_create_f90_*` return the predefined type)
-/// and the fault-tolerance extensions (`MPIX_Comm_agree`...).
+/// above 2^31 - 1 in datatype constructors and the fault-tolerance
+/// extensions (`MPIX_Comm_agree`...).
 #[test]
 fn mpi4py_own_test_suite_passes_on_kumi() {
     let py = lib_dir().join("../py/bin/python");
@@ -602,14 +601,7 @@ fn mpi4py_own_test_suite_passes_on_kumi() {
             .arg("main.py")
             .args(["-q", "-e"])
             .arg("test_dynproc|test_spawn|test_util_pool")
-            .args([
-                "-x",
-                "TestPackExternal",
-                "-x",
-                "testF90",
-                "-x",
-                "testContiguousBigMPI",
-            ])
+            .args(["-x", "TestPackExternal", "-x", "testContiguousBigMPI"])
             .args(["-x", "testRegister"])
             .args(["-x", "test_ulfm"])
             .current_dir(dir.join("test"))

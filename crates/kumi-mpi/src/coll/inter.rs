@@ -727,11 +727,7 @@ pub(super) fn nb_reduction(
             "MPI_IN_PLACE as sendbuf is not allowed on an intercommunicator",
         );
     }
-    let d = if is_predefined(dt) {
-        None
-    } else {
-        Some(st()?.dtype(dt)?)
-    };
+    let (dt, d) = reduction_type(&*st()?, dt)?;
     let send = if contributes {
         send
     } else {

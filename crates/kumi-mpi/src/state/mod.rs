@@ -70,6 +70,12 @@ pub(crate) struct State {
     pub keyvals: HashMap<c_int, Keyval>,
     /// Attributes on datatypes (`MPI_Type_set_attr`), by type handle.
     pub type_attrs: HashMap<c_int, HashMap<c_int, *mut c_void>>,
+    /// The parameterized Fortran 90 types made so far
+    /// (`MPI_Type_create_f90_*`): (combiner, p or r, r) -> handle, the same
+    /// handle for the same arguments; and each one's predefined type, which
+    /// the reductions compute in.
+    pub f90_types: HashMap<(c_int, c_int, c_int), c_int>,
+    pub f90_base: HashMap<c_int, c_int>,
     pub errhs: HashMap<c_int, ErrFn>,
     /// The program's live references to each error handler it made (one
     /// from its creation, one more from each `MPI_*_get_errhandler`). A
@@ -146,6 +152,8 @@ impl State {
             ops: HashMap::new(),
             keyvals: HashMap::new(),
             type_attrs: HashMap::new(),
+            f90_types: HashMap::new(),
+            f90_base: HashMap::new(),
             errhs: HashMap::new(),
             errh_refs: HashMap::new(),
             idup_errh: HashMap::new(),
