@@ -49,6 +49,7 @@ mod coll;
 mod comm;
 pub mod consts;
 mod dsm;
+mod external32;
 mod file;
 mod fortran;
 mod info;

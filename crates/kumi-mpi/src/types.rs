@@ -2,6 +2,7 @@
 //! the address helpers.
 
 use crate::consts::*;
+use crate::external32::{self, Ext32};
 use crate::state::{
     self, in_str, out, out_str, read, slice, slice_mut, st, CopyFn, DeleteFn, TypeArg, TypeCtor,
 };
@@ -189,56 +190,24 @@ fn f90_type(combiner: c_int, ints: Vec<c_int>, base: c_int, newtype: *mut c_int)
     out(newtype, "newtype", h)
 }
 
-/// The byte order unit of `dt` in the `external32` representation (big
-/// endian, fixed sizes): its element size, if kumi can convert it. Types
-/// whose external32 size differs from the native one here (`long`,
-/// `long double`, `wchar_t`), complex and pair types, and types mixing
-/// kinds are refused.
-fn external32_unit(d: &Datatype) -> R<usize> {
+/// How `dt`'s elements go to and from `external32` (`crate::external32`):
+/// a type of one predefined kind that kumi can convert, or an error.
+fn external32_of(d: &Datatype) -> R<Ext32> {
     let Some(b) = d.basic_element() else {
         return err(
             MPI_ERR_TYPE,
             "MPI_Pack_external of a datatype that mixes element kinds is not supported by kumi yet",
         );
     };
-    let ok = matches!(
-        b.tag as c_int,
-        MPI_CHAR
-            | MPI_SIGNED_CHAR
-            | MPI_UNSIGNED_CHAR
-            | MPI_BYTE
-            | MPI_PACKED
-            | MPI_C_BOOL
-            | MPI_INT8_T
-            | MPI_UINT8_T
-            | MPI_SHORT
-            | MPI_UNSIGNED_SHORT
-            | MPI_INT16_T
-            | MPI_UINT16_T
-            | MPI_INT
-            | MPI_UNSIGNED
-            | MPI_INT32_T
-            | MPI_UINT32_T
-            | MPI_FLOAT
-            | MPI_LONG_LONG
-            | MPI_UNSIGNED_LONG_LONG
-            | MPI_INT64_T
-            | MPI_UINT64_T
-            | MPI_DOUBLE
-            | MPI_AINT
-            | MPI_OFFSET
-            | MPI_COUNT
-    );
-    if !ok {
-        return err(23, format!("converting datatype {:#x} to external32 is not supported by kumi yet (MPI_ERR_CONVERSION)", b.tag));
-    }
-    Ok(b.size)
-}
-
-/// `data` between native (little-endian) and external32 (big-endian) order.
-fn swap_units(data: &mut [u8], unit: usize) {
-    if unit > 1 {
-        data.chunks_exact_mut(unit).for_each(|c| c.reverse());
+    match external32::of(b.tag as c_int, b.size) {
+        Some(x) => Ok(x),
+        None => err(
+            MPI_ERR_CONVERSION,
+            format!(
+                "converting datatype {:#x} to external32 is not supported by kumi yet",
+                b.tag
+            ),
+        ),
     }
 }
 
@@ -264,11 +233,12 @@ fn pack_external(
 ) -> R<()> {
     check_datarep(datarep)?;
     let d = old(dt)?;
-    let unit = external32_unit(&d)?;
+    let x = external32_of(&d)?;
     let n = usize::try_from(incount)
         .or_else(|_| err(MPI_ERR_COUNT, format!("count {incount} is negative")))?;
     let pos = read(position, "position")?;
-    let need = d.packed_size(n);
+    let native = d.packed_size(n);
+    let need = x.size(native);
     if pos < 0 || outsize < 0 || pos as usize + need > outsize as usize {
         return err(MPI_ERR_TRUNCATE, format!("packing {need} bytes at position {pos} overruns the output buffer of {outsize} bytes"));
     }
@@ -278,9 +248,12 @@ fn pack_external(
         "outbuf",
     )?;
     let dst = &mut o[pos as usize..pos as usize + need];
+    let mut packed = vec![0u8; native];
     // SAFETY: the caller passes `incount` elements of `datatype` at `inbuf`.
-    unsafe { d.pack(inbuf as *const u8, n, dst) };
-    swap_units(dst, unit);
+    unsafe { d.pack(inbuf as *const u8, n, &mut packed) };
+    if let Err(why) = x.encode(&packed, dst) {
+        return err(MPI_ERR_CONVERSION, format!("MPI_Pack_external: {why}"));
+    }
     out(position, "position", pos + need as isize)
 }
 
@@ -295,11 +268,12 @@ fn unpack_external(
 ) -> R<()> {
     check_datarep(datarep)?;
     let d = old(dt)?;
-    let unit = external32_unit(&d)?;
+    let x = external32_of(&d)?;
     let n = usize::try_from(outcount)
         .or_else(|_| err(MPI_ERR_COUNT, format!("count {outcount} is negative")))?;
     let pos = read(position, "position")?;
-    let need = d.packed_size(n);
+    let native = d.packed_size(n);
+    let need = x.size(native);
     if pos < 0 || insize < 0 || pos as usize + need > insize as usize {
         return err(
             MPI_ERR_TRUNCATE,
@@ -313,10 +287,10 @@ fn unpack_external(
         c_int::try_from(insize).unwrap_or(c_int::MAX),
         "inbuf",
     )?;
-    let mut native = i[pos as usize..pos as usize + need].to_vec();
-    swap_units(&mut native, unit);
+    let mut packed = vec![0u8; native];
+    x.decode(&i[pos as usize..pos as usize + need], &mut packed);
     // SAFETY: the caller passes room for `outcount` elements of `datatype`.
-    unsafe { d.unpack(&native, outbuf as *mut u8, n) };
+    unsafe { d.unpack(&packed, outbuf as *mut u8, n) };
     out(position, "position", pos + need as isize)
 }
 
@@ -872,16 +846,16 @@ mpi! {
     fn MPI_Pack_external_size / PMPI_Pack_external_size(datarep: *const c_char, incount: c_int, datatype: c_int, size: *mut isize) {
         check_datarep(datarep)?;
         let d = old(datatype)?;
-        external32_unit(&d)?;
-        out(size, "size", d.packed_size(state::count(incount)?) as isize)
+        let x = external32_of(&d)?;
+        out(size, "size", x.size(d.packed_size(state::count(incount)?)) as isize)
     }
 
     fn MPI_Pack_external_size_c / PMPI_Pack_external_size_c(datarep: *const c_char, incount: i64, datatype: c_int, size: *mut i64) {
         check_datarep(datarep)?;
         let d = old(datatype)?;
-        external32_unit(&d)?;
+        let x = external32_of(&d)?;
         let n = usize::try_from(incount).or_else(|_| err(MPI_ERR_COUNT, format!("count {incount} is negative")))?;
-        out(size, "size", d.packed_size(n) as i64)
+        out(size, "size", x.size(d.packed_size(n)) as i64)
     }
 
     fn MPI_Get_address / PMPI_Get_address(location: *const c_void, address: *mut isize) {
