@@ -112,12 +112,7 @@ impl Ext32 {
     pub(crate) fn encode(self, src: &[u8], dst: &mut [u8]) -> Result<(), String> {
         debug_assert_eq!(dst.len(), self.size(src.len()));
         match self {
-            Ext32::Swap(unit) => {
-                dst.copy_from_slice(src);
-                if unit > 1 {
-                    dst.chunks_exact_mut(unit).for_each(<[u8]>::reverse);
-                }
-            }
+            Ext32::Swap(unit) => swap(unit, src, dst),
             Ext32::Narrow {
                 native,
                 ext,
@@ -159,12 +154,7 @@ impl Ext32 {
     pub(crate) fn decode(self, src: &[u8], dst: &mut [u8]) {
         debug_assert_eq!(src.len(), self.size(dst.len()));
         match self {
-            Ext32::Swap(unit) => {
-                dst.copy_from_slice(src);
-                if unit > 1 {
-                    dst.chunks_exact_mut(unit).for_each(<[u8]>::reverse);
-                }
-            }
+            Ext32::Swap(unit) => swap(unit, src, dst),
             Ext32::Narrow {
                 native,
                 ext,
@@ -190,6 +180,15 @@ impl Ext32 {
                 }
             }
         }
+    }
+}
+
+/// `src` into `dst` with every `unit` bytes reversed (the byte order is
+/// the only difference, either way).
+fn swap(unit: usize, src: &[u8], dst: &mut [u8]) {
+    dst.copy_from_slice(src);
+    if unit > 1 {
+        dst.chunks_exact_mut(unit).for_each(<[u8]>::reverse);
     }
 }
 

@@ -4,7 +4,8 @@
 use crate::consts::*;
 use crate::external32::{self, Ext32};
 use crate::state::{
-    self, in_str, out, out_str, read, slice, slice_mut, st, CopyFn, DeleteFn, TypeArg, TypeCtor,
+    self, in_str, out, out_str, read, slice, slice_mut, st, CopyFn, DeleteFn, State, TypeArg,
+    TypeCtor,
 };
 use crate::{err, R};
 use kumi::datatype::Datatype;
@@ -30,6 +31,20 @@ fn new_type(
             TypeArg::Derived(s.dtype(o)?, s.type_ctors.get(&o).cloned())
         });
     }
+    let h = record(&mut s, d, combiner, ints, aints, types);
+    drop(s);
+    out(newtype, "newtype", h)
+}
+
+/// A new datatype handle for `d`, made by `combiner` from these arguments.
+fn record(
+    s: &mut State,
+    d: Datatype,
+    combiner: c_int,
+    ints: Vec<c_int>,
+    aints: Vec<isize>,
+    types: Vec<TypeArg>,
+) -> c_int {
     let h = s.fresh(NEW_TYPE);
     s.types.insert(h, (d, String::new()));
     s.type_ctors.insert(
@@ -42,8 +57,7 @@ fn new_type(
             types,
         }),
     );
-    drop(s);
-    out(newtype, "newtype", h)
+    h
 }
 
 /// The `int` arguments of a constructor, as given.
@@ -169,18 +183,7 @@ fn f90_type(combiner: c_int, ints: Vec<c_int>, base: c_int, newtype: *mut c_int)
         Some(&h) => h,
         None => {
             let d = s.dtype(base)?;
-            let h = s.fresh(NEW_TYPE);
-            s.types.insert(h, (d, String::new()));
-            s.type_ctors.insert(
-                h,
-                Rc::new(TypeCtor {
-                    combiner,
-                    ints,
-                    aints: vec![],
-                    large: vec![],
-                    types: vec![],
-                }),
-            );
+            let h = record(&mut s, d, combiner, ints, vec![], vec![]);
             s.f90_types.insert(key, h);
             s.f90_base.insert(h, base);
             h

@@ -929,6 +929,54 @@ pub(crate) fn bcast_single_copy(
     Ok(())
 }
 
+/// Folds one piece of every member's buffer into `acc`: `read(j, into)`
+/// reads member j's; `mine` is my own (`None`: it is in `acc` already,
+/// which only a commutative operation allows); `t` is scratch of the
+/// piece's length. In rank order right to left as [`fold`] does
+/// (`d0 ⊕ (d1 ⊕ (...))`), or, for a commutative operation, the others' first
+/// (the first straight into `acc` when it does not hold mine), each member
+/// starting after itself: the kernel locks a process's page table for every
+/// page it copies, and members that all began with member 0 queued on that
+/// lock (docs/BENCHMARKS.md, session 7).
+fn fold_piece(
+    g: &Group,
+    acc: &mut [u8],
+    mine: Option<&[u8]>,
+    t: &mut [u8],
+    op: &Combine<'_>,
+    commutative: bool,
+    mut read: impl FnMut(usize, &mut [u8]) -> Result<()>,
+) -> Result<()> {
+    let (m, me) = (g.slots.len(), g.me);
+    if commutative {
+        let mut others = (1..m).map(|d| (me + d) % m);
+        if mine.is_some() {
+            read(others.next().expect("two members at least"), acc)?;
+        }
+        for j in others {
+            read(j, t)?;
+            op(t, acc);
+        }
+        if let Some(p) = mine {
+            op(p, acc);
+        }
+        return Ok(());
+    }
+    let mine = mine.expect("a rank-order fold keeps my piece apart");
+    for j in (0..m).rev() {
+        match (j == m - 1, j == me) {
+            (true, true) => acc.copy_from_slice(mine),
+            (true, false) => read(j, acc)?,
+            (false, true) => op(mine, acc),
+            (false, false) => {
+                read(j, t)?;
+                op(t, acc);
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Allreduce of `buf` (`elem`-byte elements) by single copy between the
 /// members' buffers: reduce-scatter, then allgather (see the module doc).
 // The collective's arguments, as the other entry points take them.
@@ -968,49 +1016,27 @@ pub(crate) fn allreduce_single_copy(
         let mut off = mine.start;
         while off < mine.end {
             let len = piece.min(mine.end - off);
-            let t = &mut t.bytes_mut()[..len];
-            if commutative {
-                // Any order will do: fold every other member's piece straight
-                // into mine, with no copy of it. Each member starts after
-                // itself: the kernel locks a process's page table for every
-                // page it copies, and members that all began with member 0
-                // queued on that lock (docs/BENCHMARKS.md, session 7).
-                for (j, &(pid, addr, _)) in others() {
-                    cma::read_from(pid, addr + off as u64, t)
-                        .map_err(|x| copy_error("reading", len, g.slots[j], x))?;
-                    op(t, &mut buf[off..off + len]);
-                }
-                if write_through {
-                    // The reduced piece is in this core's cache now: write it
-                    // into every other member's buffer at once.
-                    for (j, &(pid, addr, _)) in others() {
-                        cma::write_to(pid, addr + off as u64, &buf[off..off + len])
-                            .map_err(|x| copy_error("writing", len, g.slots[j], x))?;
-                    }
-                }
-                off += len;
-                continue;
-            }
-            // Rank order: r = d0 ⊕ (d1 ⊕ (...)), right to left.
-            let r = &mut r.bytes_mut()[..len];
-            for j in (0..m).rev() {
+            let (r, t) = (&mut r.bytes_mut()[..len], &mut t.bytes_mut()[..len]);
+            let read = |j: usize, into: &mut [u8]| {
                 let (pid, addr, _) = peers[j];
-                if j == m - 1 {
-                    if j == me {
-                        r.copy_from_slice(&buf[off..off + len]);
-                    } else {
-                        cma::read_from(pid, addr + off as u64, r)
-                            .map_err(|x| copy_error("reading", len, g.slots[j], x))?;
-                    }
-                } else if j == me {
-                    op(&buf[off..off + len], r);
-                } else {
-                    cma::read_from(pid, addr + off as u64, t)
-                        .map_err(|x| copy_error("reading", len, g.slots[j], x))?;
-                    op(t, r);
+                cma::read_from(pid, addr + off as u64, into)
+                    .map_err(|x| copy_error("reading", len, g.slots[j], x))
+            };
+            if write_through {
+                // Every other member's piece folded straight into mine, with
+                // no copy of it; then, while the reduced piece is in this
+                // core's cache, written into every other member's buffer.
+                fold_piece(g, &mut buf[off..off + len], None, t, op, true, read)?;
+                for (j, &(pid, addr, _)) in others() {
+                    cma::write_to(pid, addr + off as u64, &buf[off..off + len])
+                        .map_err(|x| copy_error("writing", len, g.slots[j], x))?;
                 }
+            } else {
+                // Rank order: into scratch (my piece is folded after the
+                // others'), then into place.
+                fold_piece(g, r, Some(&buf[off..off + len]), t, op, false, read)?;
+                buf[off..off + len].copy_from_slice(r);
             }
-            buf[off..off + len].copy_from_slice(r);
             off += len;
         }
         Ok(())
@@ -1060,7 +1086,6 @@ pub(crate) fn reduce_scatter_single_copy(
     let n = send.len();
     let s = begin(e, g, 2, info)?;
     g.kind = kind(K_REDUCE_SCATTER_COPY, 0, n);
-    let (m, me) = (g.slots.len(), g.me);
     let peers = exchange_bufs(e, g, s, send, "reduce-scatter", info)?;
     let piece = (e.svc.coll.config().allreduce_piece / elem).max(1) * elem;
     let out = &mut recv[..mine.len()];
@@ -1073,35 +1098,12 @@ pub(crate) fn reduce_scatter_single_copy(
             let len = piece.min(out.len() - off);
             let at = mine.start + off;
             let (acc, t) = (&mut out[off..off + len], &mut t.bytes_mut()[..len]);
-            let own = &send[at..at + len];
             let read = |j: usize, into: &mut [u8]| {
                 let (pid, addr, _) = peers[j];
                 cma::read_from(pid, addr + at as u64, into)
                     .map_err(|x| copy_error("reading", len, g.slots[j], x))
             };
-            if commutative {
-                // Any order: mine first, then each other member's, starting
-                // after me (as the allreduce, so readers do not queue on one
-                // process's page table).
-                acc.copy_from_slice(own);
-                for j in (1..m).map(|d| (me + d) % m) {
-                    read(j, t)?;
-                    op(t, acc);
-                }
-            } else {
-                // Rank order, right to left.
-                for j in (0..m).rev() {
-                    match (j == m - 1, j == me) {
-                        (true, true) => acc.copy_from_slice(own),
-                        (true, false) => read(j, acc)?,
-                        (false, true) => op(own, acc),
-                        (false, false) => {
-                            read(j, t)?;
-                            op(t, acc);
-                        }
-                    }
-                }
-            }
+            fold_piece(g, acc, Some(&send[at..at + len]), t, op, commutative, read)?;
             off += len;
         }
         Ok(())
@@ -1187,36 +1189,7 @@ pub(crate) fn reduce_single_copy(
                     (&mut out[at..at + len], Some(&*r))
                 }
             };
-            if commutative {
-                // Any order: the others' pieces, starting after me (readers
-                // do not queue on one process's page table, as in the
-                // allreduce), the first straight into place; then mine.
-                let mut others = (1..m).map(|d| (me + d) % m);
-                if mine_piece.is_some() {
-                    read(others.next().expect("two members at least"), acc)?;
-                }
-                for j in others {
-                    read(j, t)?;
-                    op(t, acc);
-                }
-                if let Some(p) = mine_piece {
-                    op(p, acc);
-                }
-            } else {
-                // Rank order, right to left.
-                let mine_piece = mine_piece.expect("a rank-order fold keeps my piece");
-                for j in (0..m).rev() {
-                    match (j == m - 1, j == me) {
-                        (true, true) => acc.copy_from_slice(mine_piece),
-                        (true, false) => read(j, acc)?,
-                        (false, true) => op(mine_piece, acc),
-                        (false, false) => {
-                            read(j, t)?;
-                            op(t, acc);
-                        }
-                    }
-                }
-            }
+            fold_piece(g, acc, mine_piece, t, op, commutative, read)?;
             if me != root {
                 cma::write_to(root_pid, result + at as u64, acc)
                     .map_err(|x| copy_error("writing", len, g.slots[root], x))?;
