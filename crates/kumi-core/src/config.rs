@@ -110,13 +110,13 @@ vars! {
     "KUMI_COLL_BCAST_COPY", Tuning, "auto",
     "a broadcast inside a host longer than the collective area's chunk: `single` (every rank copies from the root's buffer with `process_vm_readv`), `area` (pipelined through the area in chunks), `auto` (the area when the host runs more ranks than cores; otherwise each communicator times both, its first eight such broadcasts, alternately after one each untimed, and keeps the faster of the fastest three each way)";
     "KUMI_COLL_ALLREDUCE_COPY", Tuning, "auto",
-    "a commutative allreduce inside a host longer than the collective area's payload half: `single` (each rank folds its block from the others' buffers with `process_vm_readv` and writes it into theirs), `area` (in chunks through the area: no system call, twice the copies), `auto` (each communicator times both, its first eight such calls, alternately after one each untimed, and keeps the faster of the fastest three each way)";
+    "a commutative allreduce or reduce inside a host longer than the collective area's payload half: `single` (each rank folds its block from the others' buffers with `process_vm_readv` and writes it into theirs, for a reduce into the root's only), `area` (in chunks through the area: no system call, more copies), `auto` (each communicator times both, its first eight such calls of each kind, alternately after one each untimed, and keeps the faster of the fastest three each way; a reduce goes by the root's time)";
     "KUMI_COLL_SHM", Tuning, "on",
     "`off`: collectives inside a host go by messages, not through the segment's collective areas";
     "KUMI_COLL_SHM_BCAST_MAX", Tuning, "no limit",
     "broadcasts inside a host longer than this many bytes do not go through the collective area: by single copy when they exceed the area and single copy is allowed, else by messages";
     "KUMI_COLL_PIECE", Tuning, "32768",
-    "bytes (at least 1) a rank reads, folds and writes at a time in the single-copy allreduce and reduce-scatter inside a host (rounded down to whole elements)";
+    "bytes (at least 1) a rank reads, folds and writes at a time in the single-copy allreduce, reduce and reduce-scatter inside a host (rounded down to whole elements)";
     "KUMI_COLL_HIERARCHICAL", Tuning, "on",
     "`off` turns off the two-level (inside a host, then among host leaders) collectives";
     "KUMI_COLL_HOSTS", Tuning, "0",
