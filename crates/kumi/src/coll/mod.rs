@@ -772,19 +772,12 @@ impl Comm {
         at: &'static Location<'static>,
         plan: impl FnOnce(&[usize]) -> Schedule,
     ) -> Result<()> {
-        let (_, wire) = self.wire()?;
-        let Some(blocks) = blocks else {
-            return Ok(());
-        };
-        let sched = plan(&self.group());
-        self.run_blocks(
-            sched,
-            wire,
-            Blocks::Each(blocks),
-            None,
-            Call::Collective,
-            at,
-        )
+        match blocks {
+            Some(blocks) => self
+                .exec_each(blocks, Exec::Now(at), |g, _| plan(g))
+                .map(drop),
+            None => self.wire().map(drop),
+        }
     }
 
     /// [`Comm::run`] over blocks anywhere (which the caller keeps valid and
