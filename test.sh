@@ -56,7 +56,7 @@ cargo build --workspace --release
 echo "== cargo test (release build: the stress tests move gigabytes)"
 cargo test --workspace --release
 
-echo "== loom model check of the shared-memory ring, the engine lock and the window locks"
+echo "== loom model check of the shared-memory ring and sender sets, the engine lock and the window locks"
 CARGO_TARGET_DIR=target/loom RUSTFLAGS="--cfg loom" \
     cargo test -p kumi-transport --release --lib loom
 

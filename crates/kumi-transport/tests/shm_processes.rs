@@ -303,7 +303,9 @@ fn corrupt_kind_byte_is_a_poll_error_naming_the_peer() {
     assert!(b.try_send(0, &Header::new(Kind::Eager), b"ok").unwrap());
     // Overwrite the kind byte of that record in ring [1][0] through a third map.
     let raw = map_file(&fd);
-    let ring10 = 4096 + 2 * 128 + (2) * (128 + 65536) + 128;
+    // Header page, two rank blocks, two sender sets (a line each), then
+    // ring [1][0] is the third ring; its data follows its two control lines.
+    let ring10 = 4096 + 2 * 128 + 2 * 64 + 2 * (128 + 65536) + 128;
     raw.write_at(ring10 + 16, &[99]);
     let e = a.poll(&mut |_, _, _| ()).unwrap_err();
     assert!(e.to_string().contains("rank 7"), "{e}");

@@ -18,9 +18,6 @@ use kumi_core::{ANY_SOURCE, ANY_TAG, TAG_UB};
 use std::panic::Location;
 use std::rc::Rc;
 
-/// Tags kumi uses internally on a communicator's collective context.
-const TAG_ALLGATHER: i32 = TAG_UB + 2;
-
 /// A communicator. Cloning is cheap and gives the same communicator.
 #[derive(Clone)]
 pub struct Comm {
@@ -409,49 +406,6 @@ impl Comm {
         self.inner.ctx
     }
 
-    /// Every rank's `mine`, in rank order (ring algorithm: p-1 steps).
-    pub(crate) fn allgather_bytes(
-        &self,
-        mine: &[u8],
-        call: Call,
-        at: &'static Location<'static>,
-    ) -> Result<Vec<Vec<u8>>> {
-        let (p, me) = (self.size(), self.rank());
-        let mut all = vec![Vec::new(); p];
-        all[me] = mine.to_vec();
-        let right = ((me + 1) % p) as i32;
-        let left = ((me + p - 1) % p) as i32;
-        for step in 0..p.saturating_sub(1) {
-            let send_idx = (me + p - step) % p;
-            let recv_idx = (me + p - step - 1) % p;
-            let out = all[send_idx].clone();
-            let env = Envelope {
-                ctx: self.coll_ctx(),
-                src: self.inner.rank,
-                tag: TAG_ALLGATHER,
-            };
-            let peer = self.inner.members[right as usize];
-            let mut e = self.engine();
-            let send_req = e.start_send(env, peer, out.as_ptr(), out.len(), false)?;
-            let pat = self.pattern(self.coll_ctx(), left, TAG_ALLGATHER)?;
-            // Sizes differ per rank: probe for the size first.
-            let mut st = None;
-            let info = self.info(call, left, -2, at);
-            e.wait_until(info, |e| {
-                st = e.iprobe(&pat).ok().flatten();
-                st.is_some()
-            })?;
-            let mut buf = vec![0u8; st.expect("probed").bytes];
-            let id = e.post_recv(pat, buf.as_mut_ptr(), buf.len())?;
-            e.wait(info, id)?;
-            if let Some(id) = send_req {
-                e.wait(self.info(call, right, -2, at), id)?;
-            }
-            all[recv_idx] = buf;
-        }
-        Ok(all)
-    }
-
     // ----- new communicators -------------------------------------------------------
 
     /// A new communicator with the same members and a fresh matching context.
@@ -680,13 +634,18 @@ impl Comm {
             // read the same counter and take the same context: the context
             // server hands out each once.
             let id = self.ask_next_ctx()?;
-            let all = self.allgather_bytes(extra, call, at)?;
+            let all = self.allgather_bytes(extra, at)?;
             return Ok((self.served_ctx(id, self.info(call, -2, -2, at))?, all));
         }
         let next = self.engine().next_ctx;
+        if extra.is_empty() {
+            let mut top = [next];
+            self.allreduce_at(&mut top, &crate::coll::Op::max(), at)?;
+            return Ok((self.take_ctx(top[0])?, vec![Vec::new(); self.size()]));
+        }
         let mut mine = next.to_le_bytes().to_vec();
         mine.extend_from_slice(extra);
-        let all = self.allgather_bytes(&mine, call, at)?;
+        let all = self.allgather_bytes(&mine, at)?;
         let mut ctx = 0u32;
         let mut extras = Vec::with_capacity(all.len());
         for (r, card) in all.into_iter().enumerate() {
@@ -699,12 +658,18 @@ impl Comm {
             ctx = ctx.max(u32::from_le_bytes(card[..4].try_into().expect("4 bytes")));
             extras.push(card[4..].to_vec());
         }
+        Ok((self.take_ctx(ctx)?, extras))
+    }
+
+    /// Takes context `ctx`, the largest counter of the members (and its
+    /// collective twin, `ctx + 1`): the counter moves past both.
+    fn take_ctx(&self, ctx: u32) -> Result<u32> {
         let next = ctx
             .checked_add(2)
             .filter(|&c| c < kumi_core::ctxsvc::FIRST)
             .ok_or_else(|| Error::Protocol("communicator context ids exhausted".into()))?;
         self.engine().next_ctx = next;
-        Ok((ctx, extras))
+        Ok(ctx)
     }
 }
 

@@ -10,7 +10,6 @@
 //! two names (symbolic links, other mount points) on one host.
 
 use crate::{Comm, Result};
-use kumi_core::call::Call;
 use std::collections::hash_map::{DefaultHasher, RandomState};
 use std::hash::{BuildHasher, Hash, Hasher};
 use std::panic::Location;
@@ -35,7 +34,7 @@ impl Comm {
         let nonce = RandomState::new().hash_one(self.rank());
         let mut mine = h.finish().to_le_bytes().to_vec();
         mine.extend_from_slice(&nonce.to_le_bytes());
-        let all = self.allgather_bytes(&mine, Call::Split, at)?;
+        let all = self.allgather_bytes(&mine, at)?;
         let same = all.iter().all(|c| c.get(..8) == mine.get(..8));
         let nonce = all[0].get(8..16).unwrap_or_default();
         let prefix = format!(".kumi-nbhd-{}-{}-", self.ctx(), hex(nonce));

@@ -4,6 +4,8 @@
 //! - [`segment`](Segment): one mapping per job per host: a header, one
 //!   [`RankBlock`] per local rank (doorbell, sleep flag, call state, owner), and
 //!   one ring per ordered pair of local ranks.
+//! - `senders`: which local ranks have ever sent to a rank, so that its polls
+//!   visit only those rings (model-checked with the sleep protocol).
 //! - `ring`: the single-producer/single-consumer byte ring; its module doc argues
 //!   for in-band stamps, the cached tail and batched tail publication.
 //! - [`coll_area`]: the collective areas of the segment, where the ranks of one
@@ -14,7 +16,7 @@
 //!   produces into rings `[me][j]` and consumes rings `[j][me]`, and sleeps on
 //!   its doorbell when the runtime asks it to.
 //!
-//! Under `--cfg loom` only the ring and the area protocol (over heaps of
+//! Under `--cfg loom` only the ring, the sender sets and the area protocol (over heaps of
 //! atomics) are compiled: mapped
 //! memory and futexes are not something the model checker can run.
 
@@ -23,6 +25,8 @@ pub mod coll_area;
 mod ring;
 #[cfg(not(loom))]
 mod segment;
+#[cfg_attr(loom, allow(dead_code))]
+mod senders;
 #[cfg(not(loom))]
 mod transport;
 pub mod wordlock;

@@ -5,6 +5,8 @@
 //!                   local_size, ring_bytes, total size, job id (64 bytes),
 //!                   creator pid + start time
 //! 4096              local_size x RankBlock (128 bytes each, 64-aligned)
+//! senders           local_size sender sets, each `senders::words` words
+//!                   padded to a cache line (see `senders`)
 //! rings             local_size x local_size rings, [src][dst] row-major, each
 //!                   RING_CONTROL_BYTES (tail line, producer line) + ring_bytes
 //! areas             coll_area::AREAS collective areas, each an owner line and
@@ -31,6 +33,7 @@
 
 use crate::shm::coll_area::{self, CollArea};
 use crate::shm::ring::{RECORD_ALIGN, RING_CONTROL_BYTES};
+use crate::shm::senders;
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
 use kumi_core::call::Call;
 use rustix::fs::{Mode, SealFlags};
@@ -42,8 +45,9 @@ use std::time::{Duration, Instant};
 
 /// First bytes of every segment.
 pub const MAGIC: [u8; 8] = *b"KUMISHM1";
-/// Layout version; bumped on any change of the layout (2: collective areas).
-pub const VERSION: u32 = 3;
+/// Layout version; bumped on any change of the layout (2: collective areas,
+/// 4: sender sets).
+pub const VERSION: u32 = 4;
 /// Bytes of the header page.
 pub const HEADER_PAGE: usize = 4096;
 /// Longest job id a segment records.
@@ -285,9 +289,20 @@ impl Segment {
     }
 
     fn rings_offset(local_size: usize) -> Option<usize> {
+        let sets = local_size.checked_mul(Self::sender_set_bytes(local_size))?;
+        Self::senders_offset(local_size)?.checked_add(sets)
+    }
+
+    fn senders_offset(local_size: usize) -> Option<usize> {
         let blocks = local_size.checked_mul(RANK_BLOCK_BYTES)?;
         // Already 64-aligned (128-byte blocks after a 4096-byte page).
         HEADER_PAGE.checked_add(blocks)
+    }
+
+    /// Bytes of one rank's sender set: its words, padded to a cache line so
+    /// that announcing to one rank never touches another's line.
+    fn sender_set_bytes(local_size: usize) -> usize {
+        (senders::words(local_size) * 8).next_multiple_of(64)
     }
 
     /// Creates an anonymous segment (memfd) for `local_size` ranks; the fd is
@@ -563,13 +578,36 @@ impl Segment {
         }
     }
 
+    /// The sender set of local rank `i` (see `senders`). Panics if `i` is out
+    /// of range.
+    pub(crate) fn sender_set(&self, i: usize) -> &[AtomicU64] {
+        assert!(
+            i < self.local_size,
+            "local rank {i} out of {}",
+            self.local_size
+        );
+        let n = self.local_size;
+        let off = HEADER_PAGE + n * RANK_BLOCK_BYTES + i * Self::sender_set_bytes(n);
+        // SAFETY: in bounds of the validated mapping (the sets follow the rank
+        // blocks, `total_bytes` counts them), 64-aligned, and only ever
+        // accessed as atomic words.
+        unsafe {
+            std::slice::from_raw_parts(
+                self.base.as_ptr().add(off).cast::<AtomicU64>(),
+                senders::words(n),
+            )
+        }
+    }
+
     /// Start of ring `[src][dst]`: its control lines, then its data. Panics if
     /// either index is out of range.
     pub(crate) fn ring_base(&self, src: usize, dst: usize) -> *mut u8 {
         assert!(src < self.local_size && dst < self.local_size);
+        let n = self.local_size;
         let off = HEADER_PAGE
-            + self.local_size * RANK_BLOCK_BYTES
-            + (src * self.local_size + dst) * (RING_CONTROL_BYTES + self.ring_bytes);
+            + n * RANK_BLOCK_BYTES
+            + n * Self::sender_set_bytes(n)
+            + (src * n + dst) * (RING_CONTROL_BYTES + self.ring_bytes);
         debug_assert!(
             off & (RECORD_ALIGN - 1) == 0 && off + RING_CONTROL_BYTES + self.ring_bytes <= self.len
         );
@@ -826,8 +864,11 @@ mod tests {
         let areas = 8 * (64 + 2 * (64 + 2 * 131072));
         assert_eq!(
             Segment::total_bytes(2, 4096),
-            Some(4096 + 256 + 4 * (128 + 4096) + areas)
+            Some(4096 + 256 + 2 * 64 + 4 * (128 + 4096) + areas)
         );
+        // A sender set per rank: 65 ranks need two words, one line each.
+        assert_eq!(Segment::sender_set_bytes(65), 64);
+        assert_eq!(Segment::sender_set_bytes(513), 128);
         assert_eq!(Segment::total_bytes(usize::MAX / 2, 4096), None);
     }
 

@@ -56,6 +56,7 @@ use super::ring::{looks_unread, Consumer, Producer, RawMem};
 use super::segment::{
     owner_alive, process_start_time, RankBlock, Segment, AWAITS_NOTHING, AWAITS_OTHER, STATE_EMPTY,
 };
+use super::senders::{self, Senders};
 use crate::sync::{fence, Ordering};
 use crate::{Awaits, Capabilities, Sink, Transport, Turn};
 use kumi_core::call::Call;
@@ -82,17 +83,20 @@ pub struct ShmTransport {
     /// Producer ends of rings `[me][j]`, indexed by local rank `j` (including
     /// `me`: a rank may send to itself).
     out: Vec<Producer<RawMem>>,
+    /// Whether this rank announced itself in local rank `j`'s sender set
+    /// (before its first record to `j`), by `j`.
+    announced: Vec<bool>,
     /// Consumer ends of rings `[j][me]`, indexed by local rank `j`.
     inc: Vec<Consumer<RawMem>>,
-    /// Ring to visit first in the next `poll` (the one after the last that
-    /// delivered).
+    /// The local ranks that ever sent to this one: the only rings a poll
+    /// visits (`senders`).
+    senders: Senders,
+    /// Index into `senders.list()` of the ring to visit first in the next
+    /// `poll` (the one after the last that delivered).
     next_rr: usize,
     /// Doorbell value read by `prepare_sleep`, for `FUTEX_WAIT`.
     bell_seen: u32,
     me: usize,
-    /// A frame was ever sent to ourselves (ring `[me][me]`); until then a
-    /// poll skips that ring (the engine keeps frames to self to itself).
-    self_used: bool,
     globals: Vec<u32>,
     map: PeerMap,
     max_payload: usize,
@@ -170,11 +174,12 @@ impl ShmTransport {
             .collect();
         Ok(ShmTransport {
             out,
+            announced: vec![false; n],
             inc,
+            senders: Senders::new(senders::words(n)),
             next_rr: 0,
             bell_seen: 0,
             me,
-            self_used: false,
             globals,
             map,
             max_payload: super::ring::max_payload(cap),
@@ -440,12 +445,18 @@ impl Capabilities for ShmTransport {
 
     /// Whether [`Transport::poll`] has anything to do: a record ready, or a
     /// consumed stretch of a ring not handed back to its producer yet (a poll
-    /// that stops at its per-ring budget leaves one). No side effects; a load
-    /// and a compare per ring, where an empty poll runs its round robin: the
-    /// engine asks this first on every pass of a waiting rank.
+    /// that stops at its per-ring budget leaves one), or a sender not known
+    /// yet. No side effects; a load and a compare per ring that was ever
+    /// used (and per word of the sender set), where an empty poll runs its
+    /// round robin: the engine asks this first on every pass of a waiting
+    /// rank.
     #[inline]
     fn needs_poll(&self) -> bool {
-        self.inc.iter().any(|c| c.ready() || c.behind())
+        self.senders.behind(self.segment.sender_set(self.me))
+            || self.senders.list().iter().any(|&j| {
+                let c = &self.inc[j];
+                c.ready() || c.behind()
+            })
     }
 
     /// [`Transport::poll`] with the sink's type known, so that the caller's
@@ -457,21 +468,16 @@ impl Capabilities for ShmTransport {
         &mut self,
         sink: &mut F,
     ) -> io::Result<usize> {
-        let n = self.inc.len();
+        self.senders.refresh(self.segment.sender_set(self.me));
+        let n = self.senders.list().len();
         let mut total = 0;
         let mut last = None;
         // Round robin without `%`: a division per pass is a good part of a
         // waiting rank's poll, which is what bounds how soon it sees a frame.
-        let after = |j: usize| if j + 1 == n { 0 } else { j + 1 };
-        let mut j = if self.next_rr < n { self.next_rr } else { 0 };
+        let after = |k: usize| if k + 1 == n { 0 } else { k + 1 };
+        let mut k = if self.next_rr < n { self.next_rr } else { 0 };
         for _ in 0..n {
-            // Our own ring carries nothing unless we sent to ourselves
-            // (the engine keeps frames to self to itself): a waiting rank's
-            // every pass would look at it.
-            if j == self.me && !self.self_used {
-                j = after(j);
-                continue;
-            }
+            let j = self.senders.list()[k];
             let mut got = 0;
             while got < PER_RING {
                 let rec = match self.inc[j].peek() {
@@ -502,13 +508,13 @@ impl Capabilities for ShmTransport {
                 got += 1;
             }
             if got > 0 {
-                last = Some(j);
+                last = Some(k);
             }
             total += got;
-            j = after(j);
+            k = after(k);
         }
-        if let Some(j) = last {
-            self.next_rr = after(j);
+        if let Some(k) = last {
+            self.next_rr = after(k);
         }
         Ok(total)
     }
@@ -567,7 +573,11 @@ impl Transport for ShmTransport {
                 ),
             ));
         }
-        self.self_used |= j == self.me;
+        if !self.announced[j] {
+            // Before the record, and so before the fence below (`senders`).
+            senders::announce(self.segment.sender_set(j), self.me);
+            self.announced[j] = true;
+        }
         let hdr: [u8; HEADER_BYTES] = header.encode();
         let pushed = if Producer::<RawMem>::small_fits(header, payload) {
             self.out[j].try_push_small(&hdr, header.len == payload.len() as u64, payload)

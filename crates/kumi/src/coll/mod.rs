@@ -521,14 +521,10 @@ impl Comm {
                     .position(|r| *r != Route::Net)
                     .unwrap_or(0) as u64
             };
-            self.allgather_bytes(&mine.to_le_bytes(), Call::Collective, at)?
-                .iter()
-                .map(|b| {
-                    b.get(..8)
-                        .map(|x| u64::from_le_bytes(x.try_into().expect("8 bytes")) as usize)
-                        .ok_or_else(|| Error::Protocol("short host card".into()))
-                })
-                .collect::<Result<_>>()?
+            let mut all = vec![0u64; self.size()];
+            all[self.rank()] = mine;
+            self.allgather_messages(&mut all, at)?;
+            all.into_iter().map(|l| l as usize).collect()
         } else {
             vec![0; self.size()]
         };
@@ -1150,7 +1146,7 @@ impl Comm {
         }
     }
 
-    fn allreduce_at<T: Pod>(
+    pub(crate) fn allreduce_at<T: Pod>(
         &self,
         buf: &mut [T],
         op: &Op<T>,
@@ -2003,6 +1999,17 @@ impl Comm {
         if unsafe { self.allgather_area((segs[me].0.cast_const(), n), &segs, at) }? {
             return Ok(());
         }
+        self.allgather_messages(buf, at)
+    }
+
+    /// [`Comm::allgather_at`] by messages alone, on no view of the hosts
+    /// (which `host_labels` learns through it).
+    fn allgather_messages<T: Pod>(
+        &self,
+        buf: &mut [T],
+        at: &'static Location<'static>,
+    ) -> Result<()> {
+        let (p, me) = (self.size(), self.rank());
         let (cfg, wire) = self.wire()?;
         let g = self.group();
         let bytes = as_bytes_mut(buf);
@@ -2066,7 +2073,54 @@ impl Comm {
         send: (*const u8, usize),
         recv: &[(*mut u8, usize)],
     ) -> Result<()> {
-        let at = Location::caller();
+        // SAFETY: the caller's contract.
+        unsafe { self.allgatherv_segments_at(send, recv, Location::caller()) }
+    }
+
+    /// Every rank's `mine`, in rank order, whatever their lengths: an
+    /// allgather of the lengths, then an allgatherv of the bytes (two
+    /// collectives of logarithmic depth or through the area, where a ring
+    /// of p-1 steps made `MPI_Comm_split` at 512 ranks take half a second).
+    pub(crate) fn allgather_bytes(
+        &self,
+        mine: &[u8],
+        at: &'static Location<'static>,
+    ) -> Result<Vec<Vec<u8>>> {
+        let (p, me) = (self.size(), self.rank());
+        let mut lens = vec![0u64; p];
+        lens[me] = mine.len() as u64;
+        self.allgather_at(&mut lens, at)?;
+        let lens = lens
+            .iter()
+            .enumerate()
+            .map(|(r, &l)| {
+                usize::try_from(l)
+                    .ok()
+                    .filter(|&l| l <= u32::MAX as usize)
+                    .ok_or_else(|| Error::Protocol(format!("rank {r} gathers {l} bytes")))
+            })
+            .collect::<Result<Vec<usize>>>()?;
+        let mut all: Vec<Vec<u8>> = lens.iter().map(|&l| vec![0u8; l]).collect();
+        all[me].copy_from_slice(mine);
+        let segs: Vec<(*mut u8, usize)> =
+            all.iter_mut().map(|v| (v.as_mut_ptr(), v.len())).collect();
+        let send = (segs[me].0.cast_const(), mine.len());
+        // SAFETY: each segment is its own vector, alive and not otherwise
+        // borrowed until this returns; this rank's own is its send, in place.
+        unsafe { self.allgatherv_segments_at(send, &segs, at) }?;
+        Ok(all)
+    }
+
+    /// [`Comm::allgatherv_segments`] for a call made at `at`.
+    ///
+    /// # Safety
+    /// As for [`Comm::allgatherv_segments`].
+    unsafe fn allgatherv_segments_at(
+        &self,
+        send: (*const u8, usize),
+        recv: &[(*mut u8, usize)],
+        at: &'static Location<'static>,
+    ) -> Result<()> {
         // SAFETY: the caller's contract.
         if unsafe { self.allgather_area(send, recv, at) }? {
             return Ok(());
