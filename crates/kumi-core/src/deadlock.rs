@@ -74,8 +74,10 @@ impl PeerCount {
 /// A rank's counters as of its report.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RankCounters {
-    /// By world rank of the peer (self included: messages to oneself).
-    pub peers: Vec<PeerCount>,
+    /// The peers with anything counted, by world rank (self included:
+    /// messages to oneself), in rank order. Sparse: a rank of a large job
+    /// talks to a few of its peers, and every report carries these.
+    pub peers: Vec<(u32, PeerCount)>,
     /// Time spent in waits that lasted more than a few microseconds.
     pub blocked_us: u64,
     /// Time since the rank started kumi.
@@ -87,11 +89,25 @@ impl RankCounters {
     pub fn total(&self) -> PeerCount {
         self.peers
             .iter()
-            .fold(PeerCount::default(), |a, p| a.add(p))
+            .fold(PeerCount::default(), |a, (_, p)| a.add(p))
     }
 
-    fn peer(&self, r: u32) -> PeerCount {
-        self.peers.get(r as usize).copied().unwrap_or_default()
+    /// The counts of peer `r` (zero if it has none).
+    pub fn peer(&self, r: u32) -> PeerCount {
+        self.peers
+            .binary_search_by_key(&r, |&(q, _)| q)
+            .map_or_else(|_| PeerCount::default(), |i| self.peers[i].1)
+    }
+
+    /// The counters of `dense[q]` for every peer q, keeping those with
+    /// anything counted.
+    pub fn sparse(dense: &[PeerCount]) -> Vec<(u32, PeerCount)> {
+        dense
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| **p != PeerCount::default())
+            .map(|(q, p)| (q as u32, *p))
+            .collect()
     }
 }
 
@@ -471,20 +487,20 @@ mod tests {
         sent: &[(u32, u32, u64)],
         arrived: &[(u32, u32, u64)],
     ) -> Vec<RankCounters> {
-        let mut c = vec![
-            RankCounters {
-                peers: vec![PeerCount::default(); n],
-                ..Default::default()
-            };
-            n
-        ];
+        let mut dense = vec![vec![PeerCount::default(); n]; n];
         for &(q, r, k) in sent {
-            c[q as usize].peers[r as usize].msgs_out = k;
+            dense[q as usize][r as usize].msgs_out = k;
         }
         for &(r, q, k) in arrived {
-            c[r as usize].peers[q as usize].msgs_in = k;
+            dense[r as usize][q as usize].msgs_in = k;
         }
-        c
+        dense
+            .iter()
+            .map(|d| RankCounters {
+                peers: RankCounters::sparse(d),
+                ..Default::default()
+            })
+            .collect()
     }
 
     #[test]

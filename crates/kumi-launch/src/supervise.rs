@@ -387,7 +387,7 @@ fn text_stats(stats: &[&RankCounters], f: f64, serial: Option<(f64, f64)>) -> St
     }
     s.push_str("\n  per peer (from -> to: messages, bytes):");
     for (r, c) in stats.iter().enumerate() {
-        for (q, p) in c.peers.iter().enumerate() {
+        for (q, p) in &c.peers {
             if p.msgs_out > 0 {
                 let _ = write!(s, "\n    {r} -> {q}: {}, {}", p.msgs_out, p.bytes_out);
             }
@@ -431,11 +431,9 @@ fn json_stats(job: &str, stats: &[&RankCounters], f: f64, serial: Option<(f64, f
     );
     for (r, c) in stats.iter().enumerate() {
         let t = c.total();
-        let peers: Vec<String> = c
-            .peers
-            .iter()
-            .enumerate()
-            .map(|(q, p)| format!("{{\"peer\": {q}, {}}}", json_counts(p)))
+        // Every peer of the job, as the reports' sparse lists do not.
+        let peers: Vec<String> = (0..stats.len() as u32)
+            .map(|q| format!("{{\"peer\": {q}, {}}}", json_counts(&c.peer(q))))
             .collect();
         let _ = write!(
             s,

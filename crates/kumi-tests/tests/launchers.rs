@@ -215,6 +215,45 @@ fn a_job_past_its_timeout_is_stopped_with_124() {
     );
 }
 
+/// A thousand and twenty-four ranks on one host, far more than its cores,
+/// start, pass a barrier and an allreduce, and end with nothing left
+/// running (issue 30; how long it takes is `docs/BENCHMARKS.md`'s).
+#[test]
+fn a_thousand_ranks_on_one_host_start_and_end_cleanly() {
+    const N: usize = 1024;
+    // Its own name, so that the look for leftovers sees only this job.
+    let prog = kumi_built().join("jobinfo_thousand");
+    std::fs::copy(kumi_built().join("jobinfo"), &prog).expect("copy jobinfo");
+    let o = Command::new(bin("kumi"))
+        .args(["run", "--timeout", "300", "-n", &N.to_string()])
+        .arg(&prog)
+        .output()
+        .expect("kumi run");
+    let (out, err) = outputs(&o);
+    assert!(o.status.success(), "{}\n{err}", o.status);
+    let sum = N * (N - 1) / 2;
+    let mut ranks: Vec<usize> = out
+        .lines()
+        .map(|l| {
+            let field = |k: &str| l.split(' ').find_map(|f| f.strip_prefix(k));
+            assert_eq!(field("size="), Some(N.to_string().as_str()), "{l}");
+            assert_eq!(field("sum="), Some(sum.to_string().as_str()), "{l}");
+            field("rank=").and_then(|r| r.parse().ok()).expect("a rank")
+        })
+        .collect();
+    ranks.sort_unstable();
+    assert_eq!(ranks, (0..N).collect::<Vec<_>>(), "one line per rank");
+    let left = Command::new("pgrep")
+        .args(["-f", prog.to_str().unwrap()])
+        .output()
+        .expect("pgrep");
+    assert!(
+        left.stdout.is_empty(),
+        "ranks left running: {}",
+        String::from_utf8_lossy(&left.stdout)
+    );
+}
+
 /// An option kumi does not take is refused naming it (exit 2, nothing
 /// started); `--help` lists the dialects' options; `--version` answers.
 #[test]

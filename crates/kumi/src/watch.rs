@@ -25,7 +25,11 @@
 //! kumi (libmpi.so) are skipped, and the first frame outside it, the user's
 //! call site, is symbolized from the program's debug information ("in main at
 //! ring.c:17"), or named by object and offset when there is none. The walk
-//! costs milliseconds, once per reported wait, never on the fast path.
+//! costs microseconds, once per reported wait, never on the fast path; the
+//! symbolization, milliseconds, once per call site (cached by return
+//! address: at 1024 ranks on two cores most waits get reported, and
+//! looking every frame up with `dladdr`, a scan of libmpi.so's symbols,
+//! was a tenth of the job's time).
 
 use crate::bootstrap::Control;
 use crate::report::{Counters, WaitInfo};
@@ -34,7 +38,7 @@ use kumi_core::control::ToLauncher;
 use kumi_core::deadlock::{RankCounters, Report, Wait};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicPtr, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// Interval of counter reports while a rank waits.
@@ -75,6 +79,8 @@ pub(crate) struct Watch {
     stall: Duration,
     /// The C caller of the current wait, once found: (location, function).
     site: Option<(String, Option<String>)>,
+    /// Call sites symbolized so far, by return address.
+    sites: HashMap<usize, (String, Option<String>)>,
 }
 
 // The MPI function the application is in: a pointer to a `&'static str`
@@ -152,6 +158,7 @@ impl Watch {
             paused: Duration::ZERO,
             stall: Duration::from_millis(1100),
             site: None,
+            sites: HashMap::new(),
         }
     }
 
@@ -288,7 +295,7 @@ impl Watch {
 
     fn counters(&self, c: &Counters, now: Instant) -> RankCounters {
         RankCounters {
-            peers: c.peers.clone(),
+            peers: RankCounters::sparse(&c.peers),
             blocked_us: (self.blocked
                 + self.current.map_or(Duration::ZERO, |s| {
                     now.saturating_duration_since(s).saturating_sub(self.paused)
@@ -330,7 +337,8 @@ impl Watch {
             c => c,
         };
         let (location, function) = if c_program {
-            self.site.get_or_insert_with(c_caller).clone()
+            let sites = &mut self.sites;
+            self.site.get_or_insert_with(|| c_caller(sites)).clone()
         } else {
             (
                 format!("{}:{}:{}", info.at.file(), info.at.line(), info.at.column()),
@@ -384,31 +392,74 @@ fn object_of(addr: *const std::ffi::c_void) -> Option<(usize, String)> {
     Some((info.dli_fbase as usize, path))
 }
 
+/// The address ranges of the object that holds kumi (libmpi.so, or the
+/// program itself when linked statically), read once from
+/// `/proc/self/maps`: every mapping of the file that maps this function.
+fn our_ranges() -> &'static [(usize, usize)] {
+    static RANGES: OnceLock<Vec<(usize, usize)>> = OnceLock::new();
+    RANGES.get_or_init(|| {
+        let here = our_ranges as *const () as usize;
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
+        // "start-end perms offset dev inode path"
+        let rows: Vec<(usize, usize, &str)> = maps
+            .lines()
+            .filter_map(|l| {
+                let mut f = l.split_whitespace();
+                let (a, b) = f.next()?.split_once('-')?;
+                let path = f.nth(4).unwrap_or("");
+                Some((
+                    usize::from_str_radix(a, 16).ok()?,
+                    usize::from_str_radix(b, 16).ok()?,
+                    path,
+                ))
+            })
+            .collect();
+        let Some(&(_, _, ours)) = rows.iter().find(|&&(a, b, _)| (a..b).contains(&here)) else {
+            return Vec::new();
+        };
+        rows.iter()
+            .filter(|&&(_, _, p)| p == ours && !p.is_empty())
+            .map(|&(a, b, _)| (a, b))
+            .collect()
+    })
+}
+
 /// Where the C program called into kumi's MPI library: the first frame of the
 /// current stack outside the object holding kumi, as (file:line, function)
-/// from its debug information, or ("PROGRAM+0xOFFSET", symbol) without it.
-fn c_caller() -> (String, Option<String>) {
-    let Some((ours, _)) = object_of(c_caller as *const std::ffi::c_void) else {
+/// from its debug information, or ("PROGRAM+0xOFFSET", symbol) without it;
+/// `sites` keeps the answers by return address.
+fn c_caller(sites: &mut HashMap<usize, (String, Option<String>)>) -> (String, Option<String>) {
+    let ours = our_ranges();
+    if ours.is_empty() {
         return ("unknown (no loaded object holds kumi)".into(), None);
-    };
+    }
+    let in_ours = |ip: usize| ours.iter().any(|&(a, b)| (a..b).contains(&ip));
     let mut seen_ours = false;
-    let mut caller: Option<(usize, usize, String)> = None;
+    let mut caller: Option<usize> = None;
     backtrace::trace(|frame| {
-        let ip = frame.ip();
-        match object_of(ip) {
-            Some((base, _)) if base == ours => {
-                seen_ours = true;
-                true
-            }
-            Some((base, path)) if seen_ours => {
-                caller = Some((ip as usize, base, path));
-                false
-            }
-            _ => true,
+        let ip = frame.ip() as usize;
+        if in_ours(ip) {
+            seen_ours = true;
+            true
+        } else if seen_ours {
+            caller = Some(ip);
+            false
+        } else {
+            true
         }
     });
-    let Some((ip, base, path)) = caller else {
+    let Some(ip) = caller else {
         return ("unknown (caller not found on the stack)".into(), None);
+    };
+    sites.entry(ip).or_insert_with(|| symbolize(ip)).clone()
+}
+
+/// (file:line, function) of the call before return address `ip`, from the
+/// debug information of the object that holds it, or ("OBJECT+0xOFFSET",
+/// symbol) without it.
+fn symbolize(ip: usize) -> (String, Option<String>) {
+    let Some((base, path)) = object_of(ip as *const std::ffi::c_void) else {
+        return (format!("{ip:#x} (in no loaded object)"), None);
     };
     let mut function = None;
     let mut location = None;

@@ -1,8 +1,8 @@
 /* What a rank was started with, one line per rank: for the tests of the
  * launchers' options (mpirun/mpiexec, MPMD). Prints its rank, the job size,
  * MPI_APPNUM, the program name, $ROLE, its working directory, how many cores
- * it may run on, kumi's name for its host, and a sum over MPI_COMM_WORLD (so every rank of
- * every program took part in one collective). */
+ * it may run on, kumi's name for its host, and a sum over MPI_COMM_WORLD after a barrier
+ * (so every rank of every program took part in two collectives). */
 #define _GNU_SOURCE
 #include <mpi.h>
 #include <sched.h>
@@ -27,6 +27,7 @@ int main(int argc, char **argv) {
     const char *role = getenv("ROLE");
     const char *name = strrchr(argv[0], '/');
     int sum = rank;
+    MPI_Barrier(MPI_COMM_WORLD);
     MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     printf("rank=%d size=%d app=%d prog=%s role=%s cwd=%s cores=%d host=%s sum=%d\n", rank, size,
            flag ? *appnum : -1, name ? name + 1 : argv[0], role ? role : "-", cwd, cores,

@@ -86,6 +86,11 @@ pub struct ShmTransport {
     /// Whether this rank announced itself in local rank `j`'s sender set
     /// (before its first record to `j`), by `j`.
     announced: Vec<bool>,
+    /// The local ranks whose ring refused a push of this rank's and may
+    /// still be full (a later push or look may have found room): the only
+    /// producers a sleep looks at, where visiting all of them cost a pass
+    /// over every local rank per sleep.
+    blocked: Vec<usize>,
     /// Consumer ends of rings `[j][me]`, indexed by local rank `j`.
     inc: Vec<Consumer<RawMem>>,
     /// The local ranks that ever sent to this one: the only rings a poll
@@ -175,6 +180,7 @@ impl ShmTransport {
         Ok(ShmTransport {
             out,
             announced: vec![false; n],
+            blocked: Vec::new(),
             inc,
             senders: Senders::new(senders::words(n)),
             next_rr: 0,
@@ -278,9 +284,9 @@ impl ShmTransport {
             .rank_block(self.me)
             .sleeping()
             .store(0, Ordering::Relaxed);
-        for p in &self.out {
-            if p.is_blocked() {
-                p.set_want_room(false);
+        for &j in &self.blocked {
+            if self.out[j].is_blocked() {
+                self.out[j].set_want_room(false);
             }
         }
     }
@@ -585,6 +591,9 @@ impl Transport for ShmTransport {
             self.out[j].try_push(&hdr, payload)
         };
         if !pushed {
+            if !self.blocked.contains(&j) {
+                self.blocked.push(j);
+            }
             return Ok(false);
         }
         // Dekker with the receiver's prepare_sleep (module doc): our stamp store
@@ -614,10 +623,10 @@ impl Transport for ShmTransport {
         self.bell_seen = block.doorbell().load(Ordering::Acquire);
         // Relaxed stores: the SeqCst fence below orders them before our checks.
         block.sleeping().store(1, Ordering::Relaxed);
-        for p in &self.out {
-            if p.is_blocked() {
-                p.set_want_room(true);
-            }
+        let out = &self.out;
+        self.blocked.retain(|&j| out[j].is_blocked());
+        for &j in &self.blocked {
+            self.out[j].set_want_room(true);
         }
         // Dekker with senders (their stamp, fence, load of `sleeping`) and with
         // consumers of our full rings (their tail, fence, load of `want_room`).
@@ -630,7 +639,8 @@ impl Transport for ShmTransport {
         }
         fence(Ordering::SeqCst);
         let mut room = false;
-        for p in self.out.iter_mut().filter(|p| p.is_blocked()) {
+        for &j in &self.blocked {
+            let p = &mut self.out[j];
             if p.room_for_blocked() {
                 // No longer blocked: withdraw its flag here, as clear_sleep_flags
                 // only visits producers that are still blocked.

@@ -91,7 +91,8 @@ use crate::error::{Error, Result};
 use crate::progress::Guard;
 use kumi_transport::cma;
 use kumi_transport::shm::coll_area::{
-    self, all_reached_as, claim, group_key, publish, reached_as, writable, AreaMem, CollArea, AREAS,
+    self, all_reached_as, all_reached_naming, claim, group_key, publish, reached_as, writable,
+    AreaMem, CollArea, AREAS,
 };
 use kumi_transport::Capabilities;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -270,7 +271,26 @@ impl Group {
     fn my_slot(&self) -> usize {
         self.slots[self.me]
     }
+
+    /// Whether every member has entered collective `s` as this one. In a
+    /// group of more than [`NAMING_FROM`] members, a member still waiting
+    /// names the one it waits for, so that only that one's publish wakes it
+    /// (`coll_area::all_reached_naming`).
+    #[inline]
+    fn all_reached(&self, a: &CollArea<'_>, s: u64) -> bool {
+        if self.slots.len() > NAMING_FROM {
+            all_reached_naming(a, &self.slots, self.my_slot(), s, self.kind)
+        } else {
+            all_reached_as(a, &self.slots, s, self.kind)
+        }
+    }
 }
+
+/// Group size above which the members waiting for all name whom they wait
+/// for: below it the wake-ups saved are few (at most n^2 per collective),
+/// and naming costs a fence on a small barrier's path each time the first
+/// member missing changes.
+const NAMING_FROM: usize = 16;
 
 fn area(e: &Engine, k: usize) -> CollArea<'_> {
     e.shm()
@@ -305,7 +325,7 @@ fn wait_all_reached(e: &mut Guard<'_>, g: &Group, s: u64, info: WaitInfo) -> Res
     let k = g.area;
     e.wait_until_with_mates(
         info,
-        |e| all_reached_as(&area(e, k), &g.slots, s, g.kind),
+        |e| g.all_reached(&area(e, k), s),
         |e| {
             g.mates
                 .as_ref()
@@ -318,7 +338,7 @@ fn wait_all_reached(e: &mut Guard<'_>, g: &Group, s: u64, info: WaitInfo) -> Res
 
 /// Waits until every member has reached collective `s` as this one.
 fn wait_all(e: &mut Guard<'_>, g: &Group, s: u64, info: WaitInfo) -> Result<()> {
-    wait(e, info, g.area, |a| all_reached_as(a, &g.slots, s, g.kind))?;
+    wait(e, info, g.area, |a| g.all_reached(a, s))?;
     g.seen_all.set(s);
     Ok(())
 }
