@@ -17,7 +17,7 @@ use crate::comparison::{human_size, Comparison};
 use kumi_bench::apps::{Program, SizeMeaning};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Which MPI a binary was built for.
@@ -268,6 +268,21 @@ fn run_once(
             std::env::join_paths(paths).map_err(|e| e.to_string())?,
         );
     }
+    let launcher = side.reference().tools().1;
+    run_bounded(&mut c, launcher, limit, scratch).map(|(out, _)| out)
+}
+
+/// Runs `c` (which starts `launcher`) in a process group of its own, with
+/// its output into files under `scratch`, for at most `limit`: its standard
+/// output and how long it ran (to its exit, exactly: a pidfd says when), or
+/// why not: it failed, ran past the limit (the whole group is ended then),
+/// or the runner was interrupted.
+pub(crate) fn run_bounded(
+    c: &mut Command,
+    launcher: &str,
+    limit: Duration,
+    scratch: &Path,
+) -> Result<(String, Duration), String> {
     let out_path = scratch.join("stdout");
     let err_path = scratch.join("stderr");
     let file = |p: &Path| {
@@ -278,21 +293,34 @@ fn run_once(
         .stderr(file(&err_path)?);
     // Its own process group, so a run past the limit is ended whole (the
     // launcher and every rank it started).
-    std::os::unix::process::CommandExt::process_group(&mut c, 0);
-    let launcher = side.reference().tools().1;
+    std::os::unix::process::CommandExt::process_group(c, 0);
+    let start = Instant::now();
     let mut child = c
         .spawn()
         .map_err(|e| format!("cannot start {launcher}: {e}"))?;
-    let start = Instant::now();
+    let pidfd = rustix::process::Pid::from_raw(child.id() as i32)
+        .and_then(|p| rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()).ok());
     let status = loop {
         if let Some(s) = child.try_wait().map_err(|e| e.to_string())? {
             break Some(s);
         }
-        if start.elapsed() > limit || interrupted() {
+        let ran = start.elapsed();
+        if ran > limit || interrupted() {
             break None;
         }
-        std::thread::sleep(Duration::from_millis(20));
+        // Until the child exits, at most 20 ms at a time (to look at the
+        // limit and for an interrupt); the pidfd ends the wait at the exit.
+        let step = (limit - ran).min(Duration::from_millis(20));
+        match &pidfd {
+            Some(fd) => {
+                let mut fds = [rustix::event::PollFd::new(fd, rustix::event::PollFlags::IN)];
+                let t = rustix::event::Timespec::try_from(step).ok();
+                let _ = rustix::event::poll(&mut fds, t.as_ref());
+            }
+            None => std::thread::sleep(step.min(Duration::from_millis(1))),
+        }
     };
+    let ran = start.elapsed();
     let read =
         |p: &Path| String::from_utf8_lossy(&std::fs::read(p).unwrap_or_default()).into_owned();
     let tail = || {
@@ -328,7 +356,7 @@ fn run_once(
             tail()
         ));
     }
-    Ok(read(&out_path))
+    Ok((read(&out_path), ran))
 }
 
 /// Set by SIGINT, SIGTERM or SIGHUP: the programs run in process groups of
@@ -338,21 +366,28 @@ fn run_once(
 static STOP: std::sync::OnceLock<std::sync::Arc<std::sync::atomic::AtomicBool>> =
     std::sync::OnceLock::new();
 
-fn interrupted() -> bool {
+pub(crate) fn interrupted() -> bool {
     // Relaxed: a flag polled every few milliseconds; nothing is published
     // through it.
     STOP.get()
         .is_some_and(|f| f.load(std::sync::atomic::Ordering::Relaxed))
 }
 
-/// `kumi bench apps`.
-pub fn main(a: &BenchArgs) -> i32 {
+/// Makes SIGINT, SIGTERM and SIGHUP set the flag [`interrupted`] reads.
+pub(crate) fn watch_interrupts() -> Result<(), String> {
     let flag = STOP.get_or_init(Default::default);
     for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-        if let Err(e) = signal_hook::flag::register(sig, flag.clone()) {
-            eprintln!("kumi bench apps: cannot watch signal {sig}: {e}");
-            return 2;
-        }
+        signal_hook::flag::register(sig, flag.clone())
+            .map_err(|e| format!("cannot watch signal {sig}: {e}"))?;
+    }
+    Ok(())
+}
+
+/// `kumi bench apps`.
+pub fn main(a: &BenchArgs) -> i32 {
+    if let Err(e) = watch_interrupts() {
+        eprintln!("kumi bench apps: {e}");
+        return 2;
     }
     match run(a) {
         _ if interrupted() => {
@@ -372,7 +407,18 @@ pub fn main(a: &BenchArgs) -> i32 {
 }
 
 /// A private scratch directory, removed when dropped.
-struct Scratch(PathBuf);
+pub(crate) struct Scratch(pub(crate) PathBuf);
+
+impl Scratch {
+    /// `kumi-bench-<what>-<pid>` in the temporary directory, created.
+    pub(crate) fn new(what: &str) -> Result<Scratch, String> {
+        let s =
+            Scratch(std::env::temp_dir().join(format!("kumi-bench-{what}-{}", std::process::id())));
+        std::fs::create_dir_all(&s.0)
+            .map_err(|e| format!("cannot create {}: {e}", s.0.display()))?;
+        Ok(s)
+    }
+}
 
 impl Drop for Scratch {
     fn drop(&mut self) {
@@ -419,10 +465,7 @@ fn run(a: &BenchArgs) -> Result<usize, String> {
         Side::OpenMpi => a.vs.is_empty() || a.vs.contains(&Reference::Openmpi),
     };
     let limit = Duration::from_secs(a.timeout);
-    let scratch =
-        Scratch(std::env::temp_dir().join(format!("kumi-bench-apps-{}", std::process::id())));
-    std::fs::create_dir_all(&scratch.0)
-        .map_err(|e| format!("cannot create {}: {e}", scratch.0.display()))?;
+    let scratch = Scratch::new("apps")?;
     let mut failed = 0;
     let mut done: Vec<Comparison> = Vec::new();
     for (name, (program, builds)) in &programs {

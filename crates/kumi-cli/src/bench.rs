@@ -65,7 +65,19 @@ APPS:
     failed or timed-out run (--timeout) is reported and makes the exit
     status 1. --ops picks programs by name (is.A, hpl, osu_allreduce);
     --vs limits the references; --out DIR writes apps-np<N>.jsonl for
-    `kumi report`.";
+    `kumi report`.
+
+STARTUP:
+    kumi bench startup -n 256 --vs mpich,openmpi --rounds 3
+    scripts/bench-hosts.sh kumi bench startup -n 16 --vs mpich,openmpi
+
+    Builds a C program that calls MPI_Init, MPI_Barrier and MPI_Finalize with
+    kumi's wrapper and each reference's, and times each stack's launcher
+    (kumi run, mpiexec.mpich, mpiexec.openmpi) from its start to the first
+    barrier passed (rank 0's clock, the same machine's) and to its exit, in
+    seconds, rounds alternating. With --hosts (scripts/bench-hosts.sh gives
+    namespace hosts) the ranks are spread over them. A run past --timeout
+    (1800 s) is ended and fails the benchmark.";
 
 /// Which benchmark to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -130,6 +142,10 @@ pub enum Kernel {
     /// (--dir), and the time from a rank's death to the restarted job
     /// computing again.
     Checkpoint,
+    /// Job start-up: from the launch command to the first MPI_Barrier passed
+    /// and to the exit of a program that does nothing else, at -n ranks, on
+    /// kumi and (--vs) MPICH and Open MPI, alternating (see "STARTUP" below).
+    Startup,
 }
 
 /// Arguments of `kumi bench`.
@@ -335,7 +351,7 @@ pub fn rank_main(a: RankArgs) -> i32 {
             | Kernel::All
             | Kernel::Mg => Ok(Vec::new()),
             // Runs other programs, never as a rank.
-            Kernel::Apps => Ok(Vec::new()),
+            Kernel::Apps | Kernel::Startup => Ok(Vec::new()),
         }
     };
     match run() {
@@ -376,6 +392,9 @@ pub fn main(a: BenchArgs) -> i32 {
     }
     if a.kernel == Kernel::Apps {
         return crate::apps::main(&a);
+    }
+    if a.kernel == Kernel::Startup {
+        return crate::startup::main(&a);
     }
     if !a.builds.is_empty() {
         eprintln!("kumi bench: build directories are for apps only");
@@ -446,10 +465,10 @@ pub fn main(a: BenchArgs) -> i32 {
 
 /// The C twin, built with one reference's compiler wrapper in a private
 /// temporary directory that is removed when this value is dropped.
-struct Twin {
+pub(crate) struct Twin {
     dir: std::path::PathBuf,
-    exe: std::path::PathBuf,
-    reference: Reference,
+    pub(crate) exe: std::path::PathBuf,
+    pub(crate) reference: Reference,
 }
 
 impl Drop for Twin {
@@ -495,20 +514,28 @@ impl Reference {
     }
 
     fn build(self) -> Result<Twin, String> {
+        self.build_c("micro", TWIN_SOURCE)
+    }
+
+    /// C program `name` (its source `source`) built with this stack's
+    /// compiler wrapper into a private directory.
+    pub(crate) fn build_c(self, name: &str, source: &str) -> Result<Twin, String> {
         let cc_cmd = self.compiler();
         let cc = self.tools().0;
-        let dir =
-            std::env::temp_dir().join(format!("kumi-bench-{}-{}", std::process::id(), self.name()));
+        let dir = std::env::temp_dir().join(format!(
+            "kumi-bench-{}-{}-{name}",
+            std::process::id(),
+            self.name()
+        ));
         std::fs::create_dir_all(&dir)
             .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
         let twin = Twin {
-            exe: dir.join("micro"),
+            exe: dir.join(name),
             dir,
             reference: self,
         };
-        let src = twin.dir.join("micro.c");
-        std::fs::write(&src, TWIN_SOURCE)
-            .map_err(|e| format!("cannot write {}: {e}", src.display()))?;
+        let src = twin.dir.join(format!("{name}.c"));
+        std::fs::write(&src, source).map_err(|e| format!("cannot write {}: {e}", src.display()))?;
         let out = Command::new(&cc_cmd[0])
             .args(&cc_cmd[1..])
             .args(["-O2", "-Wno-stringop-overflow", "-o"])

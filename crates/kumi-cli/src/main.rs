@@ -19,6 +19,7 @@ mod install;
 mod mpirun;
 mod ps;
 mod run;
+mod startup;
 mod suite;
 mod top;
 

@@ -207,6 +207,7 @@ impl LocalHost {
                 plan.ranks.len()
             )));
         }
+        crate::fds::for_ranks(plan.ranks.len()).map_err(HostError::Setup)?;
         let env = host_env(plan);
         let setup = |e: ConfigError| HostError::Setup(e.to_string());
         // Checked here, so that a missing directory is not reported as a

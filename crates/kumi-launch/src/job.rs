@@ -186,6 +186,11 @@ impl Job {
                 return Outcome::failed(1, format!("no randomness for the job id and secret: {e}"))
             }
         };
+        // A control connection per rank (this host's ranks' pipes are
+        // reserved where they are spawned).
+        if let Err(e) = crate::fds::for_control(self.spec.size() as usize) {
+            return Outcome::failed(1, e);
+        }
         let mut server = match ControlServer::bind(&ident.id, &ident.secret, self.spec.size()) {
             Ok(s) => s,
             Err(e) => {

@@ -42,6 +42,7 @@ pub mod agent;
 pub mod checkpoint;
 pub mod clean;
 pub mod debug;
+mod fds;
 pub mod host;
 pub mod hosts;
 pub mod job;

@@ -587,3 +587,54 @@ fn apps_runs_each_build_on_its_stack_and_counts_only_verified_runs() {
     );
     let _ = std::fs::remove_dir_all(&tmp);
 }
+
+/// `kumi bench startup` times the same program on kumi, MPICH and Open MPI
+/// (test.sh installs both): for every side, launch to the first barrier and
+/// launch to exit, the first no later than the second, and a paired ratio
+/// for each reference; a side it cannot compare with is refused.
+#[test]
+fn startup_times_every_stack_to_its_first_barrier_and_its_exit() {
+    let o = kumi(&[
+        "bench",
+        "startup",
+        "-n",
+        "3",
+        "--vs",
+        "mpich,openmpi",
+        "--rounds",
+        "2",
+        "--json",
+    ]);
+    assert!(o.status.success(), "bench startup failed\n{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let lines: Vec<serde_json::Value> = out
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    for side in ["kumi", "mpich", "openmpi"] {
+        let value = |op: &str| -> f64 {
+            let l = lines
+                .iter()
+                .find(|l| l["impl"] == side && l["op"] == op)
+                .unwrap_or_else(|| panic!("no {op} line for {side}:\n{out}"));
+            assert_eq!(l["size"], 3, "{l}");
+            assert_eq!(l["metric"], "seconds", "{l}");
+            if side != "kumi" {
+                assert!(l["ratio"].as_f64().is_some_and(|r| r > 0.0), "{l}");
+            }
+            l["value"].as_f64().expect("a value")
+        };
+        let (barrier, exit) = (value("to first barrier"), value("to exit"));
+        assert!(
+            barrier > 0.0 && barrier <= exit && exit < 120.0,
+            "{side}: barrier {barrier} s, exit {exit} s"
+        );
+    }
+    let o = kumi(&["bench", "startup", "-n", "2", "--vs", "kumi-c"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("startup compares kumi with mpich and openmpi"),
+        "{err}"
+    );
+}
