@@ -373,6 +373,22 @@ pub(crate) fn interrupted() -> bool {
         .is_some_and(|f| f.load(std::sync::atomic::Ordering::Relaxed))
 }
 
+/// Refuses a `--vs` other than MPICH and Open MPI, which a benchmark of
+/// whole programs (`bench`) compares kumi with.
+pub(crate) fn references_only(a: &BenchArgs, bench: &str) -> Result<(), String> {
+    match a
+        .vs
+        .iter()
+        .find(|r| !matches!(r, Reference::Mpich | Reference::Openmpi))
+    {
+        Some(r) => Err(format!(
+            "--vs {}: {bench} compares kumi with mpich and openmpi",
+            r.name()
+        )),
+        None => Ok(()),
+    }
+}
+
 /// Makes SIGINT, SIGTERM and SIGHUP set the flag [`interrupted`] reads.
 pub(crate) fn watch_interrupts() -> Result<(), String> {
     let flag = STOP.get_or_init(Default::default);
@@ -432,15 +448,7 @@ fn run(a: &BenchArgs) -> Result<usize, String> {
                     `kumi bench apps ~/NPB3.4-MPI/bin ~/npb-openmpi/bin` (see --help)"
             .into());
     }
-    if let Some(r) =
-        a.vs.iter()
-            .find(|r| !matches!(r, Reference::Mpich | Reference::Openmpi))
-    {
-        return Err(format!(
-            "--vs {}: apps compares kumi with mpich and openmpi",
-            r.name()
-        ));
-    }
+    references_only(a, "apps")?;
     let kumi_lib = crate::cc::lib_dir()?;
     let mut notes = Vec::new();
     let mut programs = scan(&a.builds, &kumi_lib, &mut notes)?;

@@ -5,7 +5,7 @@
 //! stacks alternating round by round (ANCHORS.md: this machine changes
 //! speed for every program alike, so only same-round ratios mean much).
 
-use crate::apps::{interrupted, run_bounded, watch_interrupts, Scratch};
+use crate::apps::{interrupted, references_only, run_bounded, watch_interrupts, Scratch};
 use crate::bench::{round_order, BenchArgs, Reference, Twin};
 use crate::comparison::Comparison;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -28,15 +28,7 @@ pub fn main(a: &BenchArgs) -> i32 {
 }
 
 fn run(a: &BenchArgs) -> Result<(), String> {
-    if let Some(r) =
-        a.vs.iter()
-            .find(|r| !matches!(r, Reference::Mpich | Reference::Openmpi))
-    {
-        return Err(format!(
-            "--vs {}: startup compares kumi with mpich and openmpi",
-            r.name()
-        ));
-    }
+    references_only(a, "startup")?;
     watch_interrupts()?;
     // kumi's side is the same C program on kumi's library, under `kumi run`.
     let twins: Vec<Twin> = std::iter::once(Reference::KumiC)

@@ -67,6 +67,19 @@ fn lines(o: &Output, drop: &[&str]) -> BTreeSet<String> {
         .collect()
 }
 
+/// No process whose command line holds `pattern` is left.
+fn assert_none_running(pattern: &str) {
+    let left = Command::new("pgrep")
+        .args(["-f", pattern])
+        .output()
+        .expect("pgrep");
+    assert!(
+        left.stdout.is_empty(),
+        "ranks left running: {}",
+        String::from_utf8_lossy(&left.stdout)
+    );
+}
+
 fn set(v: &[&str]) -> BTreeSet<String> {
     v.iter().map(|s| s.to_string()).collect()
 }
@@ -204,15 +217,7 @@ fn a_job_past_its_timeout_is_stopped_with_124() {
         );
         assert!(started.elapsed() < Duration::from_secs(10));
     }
-    let left = Command::new("pgrep")
-        .args(["-f", &marker])
-        .output()
-        .expect("pgrep");
-    assert!(
-        left.stdout.is_empty(),
-        "ranks left running: {}",
-        String::from_utf8_lossy(&left.stdout)
-    );
+    assert_none_running(&marker);
 }
 
 /// A thousand and twenty-four ranks on one host, far more than its cores,
@@ -243,15 +248,7 @@ fn a_thousand_ranks_on_one_host_start_and_end_cleanly() {
         .collect();
     ranks.sort_unstable();
     assert_eq!(ranks, (0..N).collect::<Vec<_>>(), "one line per rank");
-    let left = Command::new("pgrep")
-        .args(["-f", prog.to_str().unwrap()])
-        .output()
-        .expect("pgrep");
-    assert!(
-        left.stdout.is_empty(),
-        "ranks left running: {}",
-        String::from_utf8_lossy(&left.stdout)
-    );
+    assert_none_running(prog.to_str().unwrap());
 }
 
 /// An option kumi does not take is refused naming it (exit 2, nothing
