@@ -5,6 +5,8 @@
 //! * `many`: the same two ranks post 1,000 nonblocking receives and 1,000
 //!   nonblocking sends to each other at once, sizes 0..40 KiB, all checked.
 //! * `spin`: every rank passes a token around a ring forever (until killed).
+//! * `allpairs`: every rank sends every other rank a 1 KiB message at once
+//!   (nonblocking), then an allreduce and an alltoall; everything checked.
 //! * `sec FLAG`: rank 0 prints its data address, then ping-pongs with rank 1
 //!   until the file FLAG exists (while a test attacks its data port), then tells
 //!   every rank to finish. Rank 2, if any, talks to rank 0 only after that.
@@ -67,6 +69,48 @@ fn many(w: &Comm) {
     println!("rank {me}: {k} messages from rank {peer} checked");
 }
 
+fn allpairs(w: &Comm) {
+    let (me, n) = (w.rank(), w.size());
+    let len = 1024;
+    let outs: Vec<Vec<u8>> = (0..n)
+        .map(|to| {
+            let mut b = vec![0u8; len];
+            fill(&mut b, me, to as u64);
+            b
+        })
+        .collect();
+    let mut ins: Vec<Vec<u8>> = vec![vec![0u8; len]; n];
+    scope(|s| {
+        let mut reqs = Vec::new();
+        for (from, b) in ins.iter_mut().enumerate().filter(|(r, _)| *r != me) {
+            reqs.push(w.irecv(s, b, from as i32, 7).expect("irecv"));
+        }
+        for (to, b) in outs.iter().enumerate().filter(|(r, _)| *r != me) {
+            reqs.push(w.isend(s, b, to as i32, 7).expect("isend"));
+        }
+        wait_all(reqs).expect("wait_all");
+    });
+    for (from, b) in ins.iter().enumerate().filter(|(r, _)| *r != me) {
+        if let Err(at) = check(b, from, me as u64) {
+            panic!("rank {me}: the message from rank {from} differs at byte {at}");
+        }
+    }
+    let mut sum = [me as u64];
+    w.allreduce_in_place(&mut sum, &kumi::Op::sum())
+        .expect("allreduce");
+    assert_eq!(sum[0], (n * (n - 1) / 2) as u64, "rank {me}: allreduce");
+    let send: Vec<u64> = (0..n).map(|to| (me * n + to) as u64).collect();
+    let mut recv = vec![0u64; n];
+    w.alltoall(&send, &mut recv).expect("alltoall");
+    for (from, &v) in recv.iter().enumerate() {
+        assert_eq!(v, (from * n + me) as u64, "rank {me}: alltoall from {from}");
+    }
+    w.barrier().expect("barrier");
+    if me == 0 {
+        println!("allpairs: {n} ranks, every pair, allreduce and alltoall checked");
+    }
+}
+
 fn spin(w: &Comm) -> ! {
     let (me, n) = (w.rank(), w.size());
     let mut token = [0u64; 1];
@@ -125,8 +169,9 @@ fn main() {
         Some("big") => big(&world),
         Some("many") => many(&world),
         Some("spin") => spin(&world),
+        Some("allpairs") => allpairs(&world),
         Some("sec") => sec(&world, &universe, args.get(2).expect("sec FLAG")),
-        other => panic!("unknown mode {other:?}: use big, many, spin or sec FLAG"),
+        other => panic!("unknown mode {other:?}: use big, many, spin, allpairs or sec FLAG"),
     }
     world.barrier().expect("barrier");
 }
