@@ -27,9 +27,9 @@
 //! ring.c:17"), or named by object and offset when there is none. The walk
 //! costs microseconds, once per reported wait, never on the fast path; the
 //! symbolization, milliseconds, once per call site (cached by return
-//! address: at 1024 ranks on two cores most waits get reported, and
-//! looking every frame up with `dladdr`, a scan of libmpi.so's symbols,
-//! was a tenth of the job's time).
+//! address): with many more ranks than cores most waits get reported, and a
+//! `dladdr` per frame (a scan of libmpi.so's symbols) showed in the whole
+//! job's profile (docs/BENCHMARKS.md, session 32).
 
 use crate::bootstrap::Control;
 use crate::report::{Counters, WaitInfo};

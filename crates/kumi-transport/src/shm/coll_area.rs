@@ -71,8 +71,8 @@
 //! names in its `waits_for` word the first member it found missing, and a
 //! publisher rings only the sleepers that name it (or name nobody). Without
 //! that, every member arriving rang every sleeper, which looked, found
-//! someone else missing and slept again: n^2 wake-ups per barrier, 0.6 s a
-//! barrier at 1024 ranks on two cores. The naming is the sleeper's half of
+//! someone else missing and slept again: n^2 wake-ups per collective
+//! (docs/BENCHMARKS.md, session 32). The naming is the sleeper's half of
 //! the same pattern between it and the named member: `waits_for` store,
 //! `fence(SeqCst)`, re-check of that member's `seq`; the publisher's loads
 //! of `sleeping` and `waits_for` follow its fence.

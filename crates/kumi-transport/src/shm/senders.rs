@@ -3,12 +3,12 @@
 //! cleared, so that a receiver polls only the rings that were ever used.
 //!
 //! Why: a rank has one incoming ring per local rank, and a poll that visits
-//! them all costs a cache line per ring on every pass of a waiting rank (at
-//! 512 ranks on one host, the job's start spent 38 % of its time there, and
-//! every ring's first data page got allocated by the look). Most programs
-//! talk to a few peers each; their polls now visit those. The receiver's
-//! words are read on every poll but written once per sender, so they stay
-//! in the receiver's cache.
+//! them all reads a cache line per ring on every pass of a waiting rank (and
+//! makes the kernel allocate every ring's first page): the cost grows with
+//! the host's ranks, not with the peers a rank talks to (docs/BENCHMARKS.md,
+//! session 32). Most programs talk to a few peers each; their polls now
+//! visit those. The receiver's words are read on every poll but written once
+//! per sender, so they stay in the receiver's cache.
 //!
 //! Orderings. The bit says only where to look: the record itself is
 //! published by its ring's stamp (Release/Acquire in `ring`), so a receiver

@@ -2079,8 +2079,8 @@ impl Comm {
 
     /// Every rank's `mine`, in rank order, whatever their lengths: an
     /// allgather of the lengths, then an allgatherv of the bytes (two
-    /// collectives of logarithmic depth or through the area, where a ring
-    /// of p-1 steps made `MPI_Comm_split` at 512 ranks take half a second).
+    /// collectives of logarithmic depth or through the area, not a ring of
+    /// p-1 steps, whose every step waits for a hand-over).
     pub(crate) fn allgather_bytes(
         &self,
         mine: &[u8],
