@@ -35,6 +35,7 @@ use kumi::inter::InterComm;
 use kumi::LongDouble;
 use kumi::{Builtin, CollRequest, Comm, Complex, Elem, Loc, LocInt, Op};
 use std::ffi::{c_int, c_void};
+use std::ops::ControlFlow;
 use std::rc::Rc;
 use std::sync::OnceLock;
 
@@ -930,9 +931,104 @@ fn nb_reduction(
     }
 }
 
+/// `MPI_Reduce_local(_c)` of `n` elements. No communication: MPI_COMM_SELF
+/// stands in for the communicator the dispatch wants.
+pub(crate) fn reduce_local(
+    inbuf: *const c_void,
+    inoutbuf: *mut c_void,
+    n: usize,
+    datatype: c_int,
+    op: c_int,
+) -> R<()> {
+    reduction(
+        "MPI_Reduce_local",
+        Red::Local,
+        inbuf,
+        inoutbuf,
+        n,
+        datatype,
+        op,
+        MPI_COMM_SELF,
+    )
+}
+
+/// A nonblocking reduction, as its MPI function names it.
+pub(crate) enum Reduction {
+    All,
+    /// To the root given (`MPI_ROOT`/`MPI_PROC_NULL` on an intercommunicator).
+    Reduce(c_int),
+    Scan,
+    Exscan,
+    /// `n` elements to each rank.
+    ScatterBlock,
+    /// The counts to each rank.
+    Scatter(Vec<usize>),
+}
+
+/// Starts nonblocking reduction `kind` of `n` elements (`MPI_Iallreduce`
+/// and its kin), with the count as read: the `int` functions and the
+/// large-count (`_c`) ones call this.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn start_reduction(
+    name: &str,
+    kind: Reduction,
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    n: usize,
+    datatype: c_int,
+    op: c_int,
+    comm: c_int,
+    request: *mut c_int,
+) -> R<()> {
+    need_request(request)?;
+    let send = if in_place(sendbuf) {
+        recvbuf as *const c_void
+    } else {
+        sendbuf
+    };
+    let (red, send, n) = match kind {
+        Reduction::All => (Red::IAll, send, n),
+        Reduction::Scan => (Red::IScan, send, n),
+        Reduction::Exscan => (Red::IExscan, send, n),
+        Reduction::ScatterBlock => {
+            let p = local_size(comm)?;
+            let total = n.checked_mul(p).ok_or_else(|| count_overflow(name))?;
+            (Red::IScatter(vec![n; p]), send, total)
+        }
+        Reduction::Scatter(cs) => {
+            let total = cs
+                .iter()
+                .try_fold(0usize, |a, &c| a.checked_add(c))
+                .ok_or_else(|| count_overflow(name))?;
+            (Red::IScatter(cs), send, total)
+        }
+        Reduction::Reduce(root) => match st()?.intra(comm) {
+            Ok(c) => {
+                let r = check_root(&c, root)?;
+                // In place only at the root; elsewhere the send buffer is read.
+                let send = if in_place(sendbuf) && c.rank() == r {
+                    recvbuf as *const c_void
+                } else {
+                    sendbuf
+                };
+                (Red::IReduce(r), send, n)
+            }
+            Err(e) => (inter::reduce_role(e, root, comm)?, sendbuf, n),
+        },
+    };
+    nb_reduction(name, red, send, recvbuf, n, datatype, op, comm, request)
+}
+
+fn count_overflow(name: &str) -> crate::MpiErr {
+    crate::MpiErr {
+        class: MPI_ERR_COUNT,
+        msg: format!("{name}: the counts add up beyond the address space"),
+    }
+}
+
 /// The size of the group of `comm` this rank is in (the local group of an
 /// intercommunicator).
-fn local_size(comm: c_int) -> R<usize> {
+pub(crate) fn local_size(comm: c_int) -> R<usize> {
     let mut s = st()?;
     match s.intra(comm) {
         Ok(c) => Ok(c.size()),
@@ -1641,24 +1737,23 @@ fn reduce_derived(
         // The elements are their images: reduce in place.
         return reduce_as::<u8>(c, &scaled(red, e), &o, send, recv, n * e);
     }
-    let runs = d.runs().to_vec();
+    // Image byte `o - lb` holds the type's byte at offset `o` from the
+    // buffer (the runs of element i lie in [i * ext + lb, (i + 1) * ext + lb)).
     let image = |p: *const c_void| {
         let mut v = vec![0u8; n * e];
-        for i in 0..n {
-            for &(off, len) in &runs {
-                let at = i * e + (off - lb) as usize;
-                // SAFETY: the program passes `n` elements of `d` at `p`,
-                // so each run of each element is readable; `at + len` stays
-                // inside the image (the runs lie within the extent).
-                unsafe {
-                    std::ptr::copy_nonoverlapping(
-                        (p as *const u8).offset(i as isize * ext + off),
-                        v.as_mut_ptr().add(at),
-                        len,
-                    )
-                };
-            }
-        }
+        let _ = d.walk(n, |off, len| {
+            // SAFETY: the program passes `n` elements of `d` at `p`, so each
+            // run of each element is readable; `off - lb + len` stays inside
+            // the image (the runs lie within the extent).
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    (p as *const u8).offset(off),
+                    v.as_mut_ptr().add((off - lb) as usize),
+                    len,
+                )
+            };
+            ControlFlow::Continue(())
+        });
         v
     };
     let sb = image(send);
@@ -1672,20 +1767,20 @@ fn reduce_derived(
         rp,
         n * e,
     )?;
+    let d = d.clone();
     let write = move |out: &[u8]| {
-        for i in 0..writes.unwrap_or(0) {
-            for &(off, len) in &runs {
-                // SAFETY: `recv` holds room for the result's elements of the
-                // type (the standard's contract): each run of each is writable.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(
-                        out.as_ptr().add(i * e + (off - lb) as usize),
-                        (recv as *mut u8).offset(i as isize * ext + off),
-                        len,
-                    )
-                };
-            }
-        }
+        let _ = d.walk(writes.unwrap_or(0), |off, len| {
+            // SAFETY: `recv` holds room for the result's elements of the
+            // type (the standard's contract): each run of each is writable.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    out.as_ptr().add((off - lb) as usize),
+                    (recv as *mut u8).offset(off),
+                    len,
+                )
+            };
+            ControlFlow::Continue(())
+        });
     };
     Ok(staged(r, rb, write))
 }
@@ -1859,9 +1954,7 @@ mpi! {
     }
 
     fn MPI_Iallreduce / PMPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: c_int, op: c_int, comm: c_int, request: *mut c_int) {
-        need_request(request)?;
-        let send = if in_place(sendbuf) { recvbuf as *const c_void } else { sendbuf };
-        nb_reduction("MPI_Iallreduce", Red::IAll, send, recvbuf, crate::state::count(count)?, datatype, op, comm, request)
+        start_reduction("MPI_Iallreduce", Reduction::All, sendbuf, recvbuf, crate::state::count(count)?, datatype, op, comm, request)
     }
 
     fn MPI_Ibcast / PMPI_Ibcast(buffer: *mut c_void, count: c_int, datatype: c_int, root: c_int, comm: c_int, request: *mut c_int) {
@@ -1886,19 +1979,7 @@ mpi! {
     }
 
     fn MPI_Ireduce / PMPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: c_int, op: c_int, root: c_int, comm: c_int, request: *mut c_int) {
-        need_request(request)?;
-        let n = crate::state::count(count)?;
-        let c = st()?.intra(comm);
-        let c = match c {
-            Ok(c) => c,
-            Err(e) => {
-                let red = inter::reduce_role(e, root, comm)?;
-                return nb_reduction("MPI_Ireduce", red, sendbuf, recvbuf, n, datatype, op, comm, request);
-            }
-        };
-        let r = check_root(&c, root)?;
-        let send = if in_place(sendbuf) && c.rank() == r { recvbuf as *const c_void } else { sendbuf };
-        nb_reduction("MPI_Ireduce", Red::IReduce(r), send, recvbuf, n, datatype, op, comm, request)
+        start_reduction("MPI_Ireduce", Reduction::Reduce(root), sendbuf, recvbuf, crate::state::count(count)?, datatype, op, comm, request)
     }
 
     fn MPI_Iallgather / PMPI_Iallgather(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, comm: c_int, request: *mut c_int) {
@@ -2184,32 +2265,20 @@ mpi! {
     }
 
     fn MPI_Iscan / PMPI_Iscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: c_int, op: c_int, comm: c_int, request: *mut c_int) {
-        need_request(request)?;
-        let send = if in_place(sendbuf) { recvbuf as *const c_void } else { sendbuf };
-        nb_reduction("MPI_Iscan", Red::IScan, send, recvbuf, crate::state::count(count)?, datatype, op, comm, request)
+        start_reduction("MPI_Iscan", Reduction::Scan, sendbuf, recvbuf, crate::state::count(count)?, datatype, op, comm, request)
     }
 
     fn MPI_Iexscan / PMPI_Iexscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: c_int, op: c_int, comm: c_int, request: *mut c_int) {
-        need_request(request)?;
-        let send = if in_place(sendbuf) { recvbuf as *const c_void } else { sendbuf };
-        nb_reduction("MPI_Iexscan", Red::IExscan, send, recvbuf, crate::state::count(count)?, datatype, op, comm, request)
+        start_reduction("MPI_Iexscan", Reduction::Exscan, sendbuf, recvbuf, crate::state::count(count)?, datatype, op, comm, request)
     }
 
     fn MPI_Ireduce_scatter_block / PMPI_Ireduce_scatter_block(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: c_int, op: c_int, comm: c_int, request: *mut c_int) {
-        need_request(request)?;
-        let p = local_size(comm)?;
-        let n = crate::state::count(recvcount)?;
-        let send = if in_place(sendbuf) { recvbuf as *const c_void } else { sendbuf };
-        nb_reduction("MPI_Ireduce_scatter_block", Red::IScatter(vec![n; p]), send, recvbuf, n * p, datatype, op, comm, request)
+        start_reduction("MPI_Ireduce_scatter_block", Reduction::ScatterBlock, sendbuf, recvbuf, crate::state::count(recvcount)?, datatype, op, comm, request)
     }
 
     fn MPI_Ireduce_scatter / PMPI_Ireduce_scatter(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: c_int, op: c_int, comm: c_int, request: *mut c_int) {
-        need_request(request)?;
-        let p = local_size(comm)?;
-        let cs = counts(recvcounts, p, "recvcounts")?;
-        let total = cs.iter().sum();
-        let send = if in_place(sendbuf) { recvbuf as *const c_void } else { sendbuf };
-        nb_reduction("MPI_Ireduce_scatter", Red::IScatter(cs), send, recvbuf, total, datatype, op, comm, request)
+        let cs = counts(recvcounts, local_size(comm)?, "recvcounts")?;
+        start_reduction("MPI_Ireduce_scatter", Reduction::Scatter(cs), sendbuf, recvbuf, 0, datatype, op, comm, request)
     }
 
     fn MPI_Bcast / PMPI_Bcast(buffer: *mut c_void, count: c_int, datatype: c_int, root: c_int, comm: c_int) {
@@ -2241,7 +2310,7 @@ mpi! {
     fn MPI_Reduce_local / PMPI_Reduce_local(inbuf: *const c_void, inoutbuf: *mut c_void, count: c_int, datatype: c_int, op: c_int) {
         // No communication: MPI_COMM_SELF stands in for the communicator the
         // dispatch wants.
-        reduction("MPI_Reduce_local", Red::Local, inbuf, inoutbuf, crate::state::count(count)?, datatype, op, MPI_COMM_SELF)
+        reduce_local(inbuf, inoutbuf, crate::state::count(count)?, datatype, op)
     }
 
     fn MPI_Scan / PMPI_Scan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: c_int, op: c_int, comm: c_int) {

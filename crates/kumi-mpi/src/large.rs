@@ -1,12 +1,18 @@
 //! The MPI-4 large-count (`_c`) variants: `MPI_Count` counts and `MPI_Aint`
 //! displacements, forwarded to the `int` functions.
 //!
-//! kumi's ABI functions take `int` counts today. A buffer's count beyond an
-//! `int` in point-to-point and broadcast becomes one element of a type made
-//! for the call ([`wide`]); elsewhere a count that does not fit an `int` is
-//! refused with `MPI_ERR_COUNT` (through the error handler) rather than
-//! truncated. mpi4py calls these variants whenever they exist.
+//! kumi's ABI functions take `int` counts. A (buffer, count, datatype)
+//! triple whose count exceeds an `int` becomes one element of a type made
+//! for the call ([`wide`]: point-to-point, broadcast, the gathers,
+//! scatters and all-to-alls with one count per side); the reductions start
+//! with the count as read ([`crate::coll::start_reduction`]); the type
+//! constructors are their own functions (`crate::types`). Elsewhere (the
+//! arrays of the v- and w-collectives, one-sided calls, pack sizes) a count
+//! that does not fit an `int` is refused with `MPI_ERR_COUNT` (through the
+//! error handler) rather than truncated. mpi4py calls these variants
+//! whenever they exist.
 
+use crate::coll::{reduce_local, start_reduction, Reduction};
 use crate::consts::*;
 use crate::state::{self, out, slice};
 use crate::{coll::*, p2p::*, types::*, win::*};
@@ -164,29 +170,7 @@ large_buf! {
 }
 
 large! {
-    MPI_Sendrecv_c / PMPI_Sendrecv_c => PMPI_Sendrecv(sb: V, sc: i64 => n, st: c_int, dest: c_int, stag: c_int, rb: M, rc: i64 => n, rt: c_int, src: c_int, rtag: c_int, comm: c_int, status: St)
-    MPI_Sendrecv_replace_c / PMPI_Sendrecv_replace_c => PMPI_Sendrecv_replace(b: M, c: i64 => n, t: c_int, dest: c_int, stag: c_int, src: c_int, rtag: c_int, comm: c_int, status: St)
-    MPI_Isendrecv_c / PMPI_Isendrecv_c => PMPI_Isendrecv(sb: V, sc: i64 => n, st: c_int, dest: c_int, stag: c_int, rb: M, rc: i64 => n, rt: c_int, src: c_int, rtag: c_int, comm: c_int, req: *mut c_int)
-    MPI_Isendrecv_replace_c / PMPI_Isendrecv_replace_c => PMPI_Isendrecv_replace(b: M, c: i64 => n, t: c_int, dest: c_int, stag: c_int, src: c_int, rtag: c_int, comm: c_int, req: *mut c_int)
     MPI_Buffer_attach_c / PMPI_Buffer_attach_c => PMPI_Buffer_attach(b: M, size: i64 => n)
-    MPI_Reduce_c / PMPI_Reduce_c => PMPI_Reduce(s: V, r: M, c: i64 => n, t: c_int, op: c_int, root: c_int, comm: c_int)
-    MPI_Allreduce_c / PMPI_Allreduce_c => PMPI_Allreduce(s: V, r: M, c: i64 => n, t: c_int, op: c_int, comm: c_int)
-    MPI_Iallreduce_c / PMPI_Iallreduce_c => PMPI_Iallreduce(s: V, r: M, c: i64 => n, t: c_int, op: c_int, comm: c_int, req: *mut c_int)
-    MPI_Ireduce_c / PMPI_Ireduce_c => PMPI_Ireduce(s: V, r: M, c: i64 => n, t: c_int, op: c_int, root: c_int, comm: c_int, req: *mut c_int)
-    MPI_Iscan_c / PMPI_Iscan_c => PMPI_Iscan(s: V, r: M, c: i64 => n, t: c_int, op: c_int, comm: c_int, req: *mut c_int)
-    MPI_Iexscan_c / PMPI_Iexscan_c => PMPI_Iexscan(s: V, r: M, c: i64 => n, t: c_int, op: c_int, comm: c_int, req: *mut c_int)
-    MPI_Ireduce_scatter_block_c / PMPI_Ireduce_scatter_block_c => PMPI_Ireduce_scatter_block(s: V, r: M, c: i64 => n, t: c_int, op: c_int, comm: c_int, req: *mut c_int)
-    MPI_Igather_c / PMPI_Igather_c => PMPI_Igather(s: V, sc: i64 => n, st: c_int, r: M, rc: i64 => n, rt: c_int, root: c_int, comm: c_int, req: *mut c_int)
-    MPI_Iscatter_c / PMPI_Iscatter_c => PMPI_Iscatter(s: V, sc: i64 => n, st: c_int, r: M, rc: i64 => n, rt: c_int, root: c_int, comm: c_int, req: *mut c_int)
-    MPI_Iallgather_c / PMPI_Iallgather_c => PMPI_Iallgather(s: V, sc: i64 => n, st: c_int, r: M, rc: i64 => n, rt: c_int, comm: c_int, req: *mut c_int)
-    MPI_Ialltoall_c / PMPI_Ialltoall_c => PMPI_Ialltoall(s: V, sc: i64 => n, st: c_int, r: M, rc: i64 => n, rt: c_int, comm: c_int, req: *mut c_int)
-    MPI_Scan_c / PMPI_Scan_c => PMPI_Scan(s: V, r: M, c: i64 => n, t: c_int, op: c_int, comm: c_int)
-    MPI_Exscan_c / PMPI_Exscan_c => PMPI_Exscan(s: V, r: M, c: i64 => n, t: c_int, op: c_int, comm: c_int)
-    MPI_Reduce_scatter_block_c / PMPI_Reduce_scatter_block_c => PMPI_Reduce_scatter_block(s: V, r: M, c: i64 => n, t: c_int, op: c_int, comm: c_int)
-    MPI_Gather_c / PMPI_Gather_c => PMPI_Gather(s: V, sc: i64 => n, st: c_int, r: M, rc: i64 => n, rt: c_int, root: c_int, comm: c_int)
-    MPI_Scatter_c / PMPI_Scatter_c => PMPI_Scatter(s: V, sc: i64 => n, st: c_int, r: M, rc: i64 => n, rt: c_int, root: c_int, comm: c_int)
-    MPI_Allgather_c / PMPI_Allgather_c => PMPI_Allgather(s: V, sc: i64 => n, st: c_int, r: M, rc: i64 => n, rt: c_int, comm: c_int)
-    MPI_Alltoall_c / PMPI_Alltoall_c => PMPI_Alltoall(s: V, sc: i64 => n, st: c_int, r: M, rc: i64 => n, rt: c_int, comm: c_int)
     MPI_Pack_size_c / PMPI_Pack_size_c => pack_size_c_inner(c: i64 => n, t: c_int, comm: c_int, size: *mut i64)
 }
 
@@ -285,12 +269,258 @@ large_v! {
     MPI_Scatterv_c / PMPI_Scatterv_c => PMPI_Scatterv [comm at root] (s: V, sc: *const i64 => cs, d: *const isize => ds, st: c_int, r: M, rc: i64 => nn, rt: c_int, root: c_int, comm: c_int)
     MPI_Allgatherv_c / PMPI_Allgatherv_c => PMPI_Allgatherv [comm] (s: V, sc: i64 => nn, st: c_int, r: M, rc: *const i64 => cs, d: *const isize => ds, rt: c_int, comm: c_int)
     MPI_Alltoallv_c / PMPI_Alltoallv_c => PMPI_Alltoallv [comm] (s: V, sc: *const i64 => cs, sd: *const isize => ds, st: c_int, r: M, rc: *const i64 => cs, rd: *const isize => ds, rt: c_int, comm: c_int)
-    MPI_Reduce_scatter_c / PMPI_Reduce_scatter_c => PMPI_Reduce_scatter [comm] (s: V, r: M, rc: *const i64 => cs, t: c_int, op: c_int, comm: c_int)
     MPI_Igatherv_c / PMPI_Igatherv_c => PMPI_Igatherv [comm at root] (s: V, sc: i64 => nn, st: c_int, r: M, rc: *const i64 => cs, d: *const isize => ds, rt: c_int, root: c_int, comm: c_int, req: *mut c_int)
     MPI_Iscatterv_c / PMPI_Iscatterv_c => PMPI_Iscatterv [comm at root] (s: V, sc: *const i64 => cs, d: *const isize => ds, st: c_int, r: M, rc: i64 => nn, rt: c_int, root: c_int, comm: c_int, req: *mut c_int)
     MPI_Iallgatherv_c / PMPI_Iallgatherv_c => PMPI_Iallgatherv [comm] (s: V, sc: i64 => nn, st: c_int, r: M, rc: *const i64 => cs, d: *const isize => ds, rt: c_int, comm: c_int, req: *mut c_int)
     MPI_Ialltoallv_c / PMPI_Ialltoallv_c => PMPI_Ialltoallv [comm] (s: V, sc: *const i64 => cs, sd: *const isize => ds, st: c_int, r: M, rc: *const i64 => cs, rd: *const isize => ds, rt: c_int, comm: c_int, req: *mut c_int)
-    MPI_Ireduce_scatter_c / PMPI_Ireduce_scatter_c => PMPI_Ireduce_scatter [comm] (s: V, r: M, rc: *const i64 => cs, t: c_int, op: c_int, comm: c_int, req: *mut c_int)
+}
+
+/// The reductions with a count beyond an int: the nonblocking forms start
+/// with the count as read ([`start_reduction`]); a blocking form calls its
+/// `int` twin when the count fits (its own algorithms), else its
+/// nonblocking `_c` twin and waits.
+macro_rules! large_red {
+    ($( $impi:ident / $ipmpi:ident, $mpi:ident / $pmpi:ident => $int:ident ( $($root:ident)? ) as $kind:expr; )*) => {$(
+        #[doc = concat!("`", stringify!($ipmpi), "`: with an `MPI_Count`.")]
+        #[no_mangle]
+        pub unsafe extern "C" fn $ipmpi(s: V, r: M, c: i64, t: c_int, op: c_int, $($root: c_int,)? comm: c_int, request: *mut c_int) -> c_int {
+            // Under MPI_THREAD_SERIALIZED this thread holds the library for
+            // the whole call (the lookups here read its state).
+            let _token = crate::state::Token::enter();
+            guard(stringify!($impi), || {
+                let n = usize::try_from(c).or_else(|_| err(MPI_ERR_COUNT, format!("count {c} is negative")))?;
+                start_reduction(stringify!($impi), $kind, s, r, n, t, op, comm, request)
+            })
+        }
+        #[doc = concat!("`", stringify!($impi), "`: calls `", stringify!($ipmpi), "`.")]
+        #[no_mangle]
+        pub unsafe extern "C" fn $impi(s: V, r: M, c: i64, t: c_int, op: c_int, $($root: c_int,)? comm: c_int, request: *mut c_int) -> c_int {
+            // SAFETY: forwarded unchanged.
+            unsafe { $ipmpi(s, r, c, t, op, $($root,)? comm, request) }
+        }
+        #[doc = concat!("`", stringify!($pmpi), "`: with an `MPI_Count`.")]
+        #[no_mangle]
+        pub unsafe extern "C" fn $pmpi(s: V, r: M, c: i64, t: c_int, op: c_int, $($root: c_int,)? comm: c_int) -> c_int {
+            let _token = crate::state::Token::enter();
+            if let Ok(n) = c_int::try_from(c) {
+                // SAFETY: the int function's contract, the count unchanged.
+                return unsafe { $int(s, r, n, t, op, $($root,)? comm) };
+            }
+            let mut q = MPI_REQUEST_NULL;
+            // SAFETY: the same contract; `q` is a request to write.
+            match unsafe { $ipmpi(s, r, c, t, op, $($root,)? comm, &mut q) } {
+                // SAFETY: `q` was just started; the status is ignored.
+                MPI_SUCCESS => unsafe { crate::p2p::PMPI_Wait(&mut q, STATUS_IGNORE as *mut MPI_Status) },
+                rc => rc,
+            }
+        }
+        #[doc = concat!("`", stringify!($mpi), "`: calls `", stringify!($pmpi), "`.")]
+        #[no_mangle]
+        pub unsafe extern "C" fn $mpi(s: V, r: M, c: i64, t: c_int, op: c_int, $($root: c_int,)? comm: c_int) -> c_int {
+            // SAFETY: forwarded unchanged.
+            unsafe { $pmpi(s, r, c, t, op, $($root,)? comm) }
+        }
+    )*};
+}
+
+large_red! {
+    MPI_Iallreduce_c / PMPI_Iallreduce_c, MPI_Allreduce_c / PMPI_Allreduce_c => PMPI_Allreduce() as Reduction::All;
+    MPI_Ireduce_c / PMPI_Ireduce_c, MPI_Reduce_c / PMPI_Reduce_c => PMPI_Reduce(root) as Reduction::Reduce(root);
+    MPI_Iscan_c / PMPI_Iscan_c, MPI_Scan_c / PMPI_Scan_c => PMPI_Scan() as Reduction::Scan;
+    MPI_Iexscan_c / PMPI_Iexscan_c, MPI_Exscan_c / PMPI_Exscan_c => PMPI_Exscan() as Reduction::Exscan;
+    MPI_Ireduce_scatter_block_c / PMPI_Ireduce_scatter_block_c, MPI_Reduce_scatter_block_c / PMPI_Reduce_scatter_block_c => PMPI_Reduce_scatter_block() as Reduction::ScatterBlock;
+}
+
+/// `PMPI_Reduce_local_c`: `MPI_Reduce_local` with an `MPI_Count`.
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Reduce_local_c(i: V, io: M, c: i64, t: c_int, op: c_int) -> c_int {
+    // See the macros above: hold the library for the whole call.
+    let _token = crate::state::Token::enter();
+    guard("MPI_Reduce_local_c", || {
+        let n =
+            usize::try_from(c).or_else(|_| err(MPI_ERR_COUNT, format!("count {c} is negative")))?;
+        reduce_local(i, io, n, t, op)
+    })
+}
+
+/// `MPI_Reduce_local_c`: calls `PMPI_Reduce_local_c`.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Reduce_local_c(i: V, io: M, c: i64, t: c_int, op: c_int) -> c_int {
+    // SAFETY: forwarded unchanged.
+    unsafe { PMPI_Reduce_local_c(i, io, c, t, op) }
+}
+
+/// The reduce-scatters' counts, beyond an int too: one per rank of the
+/// (local) group.
+fn scatter_counts(p: *const i64, comm: c_int) -> R<Vec<usize>> {
+    let n = crate::coll::local_size(comm)?;
+    slice(p, n as c_int, "recvcounts")?
+        .iter()
+        .map(|&c| {
+            usize::try_from(c).or_else(|_| err(MPI_ERR_COUNT, format!("count {c} is negative")))
+        })
+        .collect()
+}
+
+/// `PMPI_Ireduce_scatter_c`: `MPI_Ireduce_scatter` with `MPI_Count` counts.
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Ireduce_scatter_c(
+    s: V,
+    r: M,
+    rc: *const i64,
+    t: c_int,
+    op: c_int,
+    comm: c_int,
+    request: *mut c_int,
+) -> c_int {
+    // See the macros above: hold the library for the whole call.
+    let _token = crate::state::Token::enter();
+    guard("MPI_Ireduce_scatter_c", || {
+        let cs = scatter_counts(rc, comm)?;
+        start_reduction(
+            "MPI_Ireduce_scatter_c",
+            Reduction::Scatter(cs),
+            s,
+            r,
+            0,
+            t,
+            op,
+            comm,
+            request,
+        )
+    })
+}
+
+/// `MPI_Ireduce_scatter_c`: calls `PMPI_Ireduce_scatter_c`.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Ireduce_scatter_c(
+    s: V,
+    r: M,
+    rc: *const i64,
+    t: c_int,
+    op: c_int,
+    comm: c_int,
+    request: *mut c_int,
+) -> c_int {
+    // SAFETY: forwarded unchanged.
+    unsafe { PMPI_Ireduce_scatter_c(s, r, rc, t, op, comm, request) }
+}
+
+/// `PMPI_Reduce_scatter_c`: the nonblocking form, waited for.
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Reduce_scatter_c(
+    s: V,
+    r: M,
+    rc: *const i64,
+    t: c_int,
+    op: c_int,
+    comm: c_int,
+) -> c_int {
+    let mut q = MPI_REQUEST_NULL;
+    // SAFETY: the same contract; `q` is a request to write.
+    match unsafe { PMPI_Ireduce_scatter_c(s, r, rc, t, op, comm, &mut q) } {
+        // SAFETY: `q` was just started; the status is ignored.
+        MPI_SUCCESS => unsafe { crate::p2p::PMPI_Wait(&mut q, STATUS_IGNORE as *mut MPI_Status) },
+        rc => rc,
+    }
+}
+
+/// `MPI_Reduce_scatter_c`: calls `PMPI_Reduce_scatter_c`.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Reduce_scatter_c(
+    s: V,
+    r: M,
+    rc: *const i64,
+    t: c_int,
+    op: c_int,
+    comm: c_int,
+) -> c_int {
+    // SAFETY: forwarded unchanged.
+    unsafe { PMPI_Reduce_scatter_c(s, r, rc, t, op, comm) }
+}
+
+/// Calls with one or two (buffer, count, datatype) triples whose counts
+/// may exceed an `int`: each such count and its type become one element of
+/// a type made for the call ([`wide`]), where the triple is significant.
+/// `pair(ty)` is read on every rank; `send(ty, buf)` unless `buf` is
+/// `MPI_IN_PLACE`; `at_root(ty, root, comm)` at the root only (MPI 4.1
+/// section 6.5). A triple that is not read passes a zero count.
+macro_rules! large_pairs {
+    ($( $mpi:ident / $pmpi:ident => $target:ident ( $($a:ident : $t:ty $(=> $how:ident ( $($x:ident),* ))?),* ) )*) => {$(
+        #[doc = concat!("`", stringify!($pmpi), "`: large-count `", stringify!($target), "`.")]
+        #[no_mangle]
+        pub unsafe extern "C" fn $pmpi($($a: $t),*) -> c_int {
+            // Under MPI_THREAD_SERIALIZED this thread holds the library for
+            // the whole call (the lookups here read its state).
+            let _token = crate::state::Token::enter();
+            // Each made type lives until the call returns (`_kept`).
+            $( $( let ($a, _kept) = match $how(stringify!($mpi), $a, $($x),*) { Ok(w) => (w.count, w), Err(rc) => return rc }; let large_pairs!(@ty $($x),*) = _kept.dt; )? )*
+            // SAFETY: same contract as the int-count function: `count`
+            // elements of a type are one element of the type made for them.
+            unsafe { $target($($a),*) }
+        }
+        #[doc = concat!("`", stringify!($mpi), "`: calls `", stringify!($pmpi), "`.")]
+        #[no_mangle]
+        pub unsafe extern "C" fn $mpi($($a: $t),*) -> c_int {
+            // SAFETY: forwarded unchanged.
+            unsafe { $pmpi($($a),*) }
+        }
+    )*};
+    (@ty $ty:ident $(, $rest:ident)*) => { $ty };
+}
+
+/// A triple read on every rank.
+fn pair(name: &'static str, count: i64, dt: c_int) -> Result<Wide, c_int> {
+    wide(name, count, dt)
+}
+
+/// A send triple, unless the buffer is `MPI_IN_PLACE`.
+fn send(name: &'static str, count: i64, dt: c_int, buf: *const c_void) -> Result<Wide, c_int> {
+    if buf as usize == IN_PLACE {
+        return Ok(Wide {
+            count: 0,
+            dt,
+            made: false,
+        });
+    }
+    wide(name, count, dt)
+}
+
+/// A triple read at the root only.
+fn at_root(
+    name: &'static str,
+    count: i64,
+    dt: c_int,
+    root: c_int,
+    comm: c_int,
+) -> Result<Wide, c_int> {
+    if size_at_root(comm, root) == 0 {
+        return Ok(Wide {
+            count: 0,
+            dt,
+            made: false,
+        });
+    }
+    wide(name, count, dt)
+}
+
+large_pairs! {
+    MPI_Gather_c / PMPI_Gather_c => PMPI_Gather(s: V, sc: i64 => send(st, s), st: c_int, r: M, rc: i64 => at_root(rt, root, comm), rt: c_int, root: c_int, comm: c_int)
+    MPI_Igather_c / PMPI_Igather_c => PMPI_Igather(s: V, sc: i64 => send(st, s), st: c_int, r: M, rc: i64 => at_root(rt, root, comm), rt: c_int, root: c_int, comm: c_int, req: *mut c_int)
+    MPI_Scatter_c / PMPI_Scatter_c => PMPI_Scatter(s: V, sc: i64 => at_root(st, root, comm), st: c_int, r: M, rc: i64 => send(rt, r), rt: c_int, root: c_int, comm: c_int)
+    MPI_Iscatter_c / PMPI_Iscatter_c => PMPI_Iscatter(s: V, sc: i64 => at_root(st, root, comm), st: c_int, r: M, rc: i64 => send(rt, r), rt: c_int, root: c_int, comm: c_int, req: *mut c_int)
+    MPI_Allgather_c / PMPI_Allgather_c => PMPI_Allgather(s: V, sc: i64 => send(st, s), st: c_int, r: M, rc: i64 => pair(rt), rt: c_int, comm: c_int)
+    MPI_Iallgather_c / PMPI_Iallgather_c => PMPI_Iallgather(s: V, sc: i64 => send(st, s), st: c_int, r: M, rc: i64 => pair(rt), rt: c_int, comm: c_int, req: *mut c_int)
+    MPI_Alltoall_c / PMPI_Alltoall_c => PMPI_Alltoall(s: V, sc: i64 => send(st, s), st: c_int, r: M, rc: i64 => pair(rt), rt: c_int, comm: c_int)
+    MPI_Ialltoall_c / PMPI_Ialltoall_c => PMPI_Ialltoall(s: V, sc: i64 => send(st, s), st: c_int, r: M, rc: i64 => pair(rt), rt: c_int, comm: c_int, req: *mut c_int)
+    MPI_Neighbor_allgather_c / PMPI_Neighbor_allgather_c => PMPI_Neighbor_allgather(s: V, sc: i64 => pair(st), st: c_int, r: M, rc: i64 => pair(rt), rt: c_int, comm: c_int)
+    MPI_Ineighbor_allgather_c / PMPI_Ineighbor_allgather_c => PMPI_Ineighbor_allgather(s: V, sc: i64 => pair(st), st: c_int, r: M, rc: i64 => pair(rt), rt: c_int, comm: c_int, req: *mut c_int)
+    MPI_Neighbor_alltoall_c / PMPI_Neighbor_alltoall_c => PMPI_Neighbor_alltoall(s: V, sc: i64 => pair(st), st: c_int, r: M, rc: i64 => pair(rt), rt: c_int, comm: c_int)
+    MPI_Ineighbor_alltoall_c / PMPI_Ineighbor_alltoall_c => PMPI_Ineighbor_alltoall(s: V, sc: i64 => pair(st), st: c_int, r: M, rc: i64 => pair(rt), rt: c_int, comm: c_int, req: *mut c_int)
+    MPI_Sendrecv_c / PMPI_Sendrecv_c => PMPI_Sendrecv(sb: V, sc: i64 => pair(st), st: c_int, dest: c_int, stag: c_int, rb: M, rc: i64 => pair(rt), rt: c_int, src: c_int, rtag: c_int, comm: c_int, status: St)
+    MPI_Isendrecv_c / PMPI_Isendrecv_c => PMPI_Isendrecv(sb: V, sc: i64 => pair(st), st: c_int, dest: c_int, stag: c_int, rb: M, rc: i64 => pair(rt), rt: c_int, src: c_int, rtag: c_int, comm: c_int, req: *mut c_int)
+    MPI_Sendrecv_replace_c / PMPI_Sendrecv_replace_c => PMPI_Sendrecv_replace(b: M, c: i64 => pair(t), t: c_int, dest: c_int, stag: c_int, src: c_int, rtag: c_int, comm: c_int, status: St)
+    MPI_Isendrecv_replace_c / PMPI_Isendrecv_replace_c => PMPI_Isendrecv_replace(b: M, c: i64 => pair(t), t: c_int, dest: c_int, stag: c_int, src: c_int, rtag: c_int, comm: c_int, req: *mut c_int)
 }
 
 fn nn(name: &'static str, v: i64, _p: usize) -> Result<c_int, c_int> {
@@ -441,26 +671,6 @@ macro_rules! large_n {
     )*};
 }
 
-/// A length argument as an array length (a negative one is refused by the
-/// int function it is passed on to).
-fn len(v: i64) -> usize {
-    usize::try_from(v).unwrap_or(0)
-}
-
-/// Counts of a constructor: an array the standard requires (NULL is an
-/// error, unlike the unused arrays of collectives that `cs` lets through).
-fn cx(name: &'static str, p: *const i64, n: usize) -> Result<Vec<c_int>, c_int> {
-    if n > 0 && p.is_null() {
-        return Err(guard(name, || {
-            err(MPI_ERR_ARG, "an array argument is NULL")
-        }));
-    }
-    if n == 0 {
-        return Ok(Vec::new());
-    }
-    narrow_all(name, p, n)
-}
-
 /// The in- and out-degree of a communicator's topology ((0, 0) without one:
 /// the int function then reports that).
 fn degrees(comm: c_int) -> (usize, usize) {
@@ -472,14 +682,6 @@ fn degrees(comm: c_int) -> (usize, usize) {
 
 fn nl(name: &'static str, v: i64, _n: usize) -> Result<c_int, c_int> {
     narrow(name, v)
-}
-
-large! {
-    MPI_Reduce_local_c / PMPI_Reduce_local_c => PMPI_Reduce_local(i: V, io: M, c: i64 => n, t: c_int, op: c_int)
-    MPI_Neighbor_allgather_c / PMPI_Neighbor_allgather_c => PMPI_Neighbor_allgather(s: V, sc: i64 => n, st: c_int, r: M, rc: i64 => n, rt: c_int, comm: c_int)
-    MPI_Ineighbor_allgather_c / PMPI_Ineighbor_allgather_c => PMPI_Ineighbor_allgather(s: V, sc: i64 => n, st: c_int, r: M, rc: i64 => n, rt: c_int, comm: c_int, req: *mut c_int)
-    MPI_Neighbor_alltoall_c / PMPI_Neighbor_alltoall_c => PMPI_Neighbor_alltoall(s: V, sc: i64 => n, st: c_int, r: M, rc: i64 => n, rt: c_int, comm: c_int)
-    MPI_Ineighbor_alltoall_c / PMPI_Ineighbor_alltoall_c => PMPI_Ineighbor_alltoall(s: V, sc: i64 => n, st: c_int, r: M, rc: i64 => n, rt: c_int, comm: c_int, req: *mut c_int)
 }
 
 large_n! {
@@ -618,46 +820,6 @@ pub unsafe extern "C" fn PMPI_Buffer_detach_c(buffer_addr: M, size: *mut i64) ->
 pub unsafe extern "C" fn MPI_Buffer_detach_c(buffer_addr: M, size: *mut i64) -> c_int {
     // SAFETY: forwarded unchanged.
     unsafe { PMPI_Buffer_detach_c(buffer_addr, size) }
-}
-
-/// The large-count datatype constructors: made through their int twins, then
-/// their counts recorded as MPI-4 wants them (`MPI_Type_get_contents_c`
-/// returns them as large counts; see `crate::types::relarge`).
-macro_rules! large_ctor {
-    ($( $mpi:ident / $pmpi:ident => $target:ident as $shape:ident [ $(let $l:pat = $le:expr;)* ] ( $($a:ident : $t:ty $(=> $conv:ident ( $len:expr ))?),* ) -> $nt:ident )*) => {$(
-        #[doc = concat!("`", stringify!($pmpi), "`: large-count `", stringify!($target), "`.")]
-        #[no_mangle]
-        pub unsafe extern "C" fn $pmpi($($a: $t),*) -> c_int {
-            // Under MPI_THREAD_SERIALIZED this thread holds the library for
-            // the whole call (the lookups here read its state).
-            let _token = crate::state::Token::enter();
-            $( let $l = $le; )*
-            $( $( let $a = match $conv(stringify!($mpi), $a, $len) { Ok(v) => v, Err(rc) => return rc }; )? )*
-            // SAFETY: same contract as the int-count function; the converted
-            // arrays live until the call returns.
-            let rc = unsafe { $target($(large_v!(@arg $a $(, $conv)?)),*) };
-            crate::types::relarge(rc, $nt, crate::types::Large::$shape)
-        }
-        #[doc = concat!("`", stringify!($mpi), "`: calls `", stringify!($pmpi), "`.")]
-        #[no_mangle]
-        pub unsafe extern "C" fn $mpi($($a: $t),*) -> c_int {
-            // SAFETY: forwarded unchanged.
-            unsafe { $pmpi($($a),*) }
-        }
-    )*};
-}
-
-large_ctor! {
-    MPI_Type_contiguous_c / PMPI_Type_contiguous_c => PMPI_Type_contiguous as All [] (c: i64 => nl(0), t: c_int, nt: *mut c_int) -> nt
-    MPI_Type_create_resized_c / PMPI_Type_create_resized_c => PMPI_Type_create_resized as All [] (t: c_int, lb: isize, ext: isize, nt: *mut c_int) -> nt
-    MPI_Type_vector_c / PMPI_Type_vector_c => PMPI_Type_vector as All [] (c: i64 => nl(0), bl: i64 => nl(0), stride: i64 => nl(0), t: c_int, nt: *mut c_int) -> nt
-    MPI_Type_create_hvector_c / PMPI_Type_create_hvector_c => PMPI_Type_create_hvector as All [] (c: i64 => nl(0), bl: i64 => nl(0), stride: isize, t: c_int, nt: *mut c_int) -> nt
-    MPI_Type_create_hindexed_block_c / PMPI_Type_create_hindexed_block_c => PMPI_Type_create_hindexed_block as All [] (c: i64 => nl(0), bl: i64 => nl(0), d: *const isize, t: c_int, nt: *mut c_int) -> nt
-    MPI_Type_indexed_c / PMPI_Type_indexed_c => PMPI_Type_indexed as All [let k = len(c);] (c: i64 => nl(0), bl: *const i64 => cx(k), d: *const i64 => cx(k), t: c_int, nt: *mut c_int) -> nt
-    MPI_Type_create_hindexed_c / PMPI_Type_create_hindexed_c => PMPI_Type_create_hindexed as All [let k = len(c);] (c: i64 => nl(0), bl: *const i64 => cx(k), d: *const isize, t: c_int, nt: *mut c_int) -> nt
-    MPI_Type_create_indexed_block_c / PMPI_Type_create_indexed_block_c => PMPI_Type_create_indexed_block as All [let k = len(c);] (c: i64 => nl(0), bl: i64 => nl(0), d: *const i64 => cx(k), t: c_int, nt: *mut c_int) -> nt
-    MPI_Type_create_struct_c / PMPI_Type_create_struct_c => PMPI_Type_create_struct as All [let k = len(c);] (c: i64 => nl(0), bl: *const i64 => cx(k), d: *const isize, ts: *const c_int, nt: *mut c_int) -> nt
-    MPI_Type_create_subarray_c / PMPI_Type_create_subarray_c => PMPI_Type_create_subarray as Subarray [let k = len(nd as i64);] (nd: c_int, sizes: *const i64 => cx(k), subs: *const i64 => cx(k), starts: *const i64 => cx(k), order: c_int, t: c_int, nt: *mut c_int) -> nt
 }
 
 fn na(name: &'static str, v: isize) -> Result<c_int, c_int> {

@@ -22,6 +22,17 @@ fn new_type(
     olds: &[c_int],
     newtype: *mut c_int,
 ) -> R<()> {
+    register(d, combiner, (ints, aints, vec![]), olds, newtype)
+}
+
+/// [`new_type`] with the integer, address and large-count arguments.
+fn register(
+    d: Datatype,
+    combiner: c_int,
+    args: (Vec<c_int>, Vec<isize>, Vec<i64>),
+    olds: &[c_int],
+    newtype: *mut c_int,
+) -> R<()> {
     let mut s = st()?;
     let mut types = Vec::with_capacity(olds.len());
     for &o in olds {
@@ -31,9 +42,38 @@ fn new_type(
             TypeArg::Derived(s.dtype(o)?, s.type_ctors.get(&o).cloned())
         });
     }
-    let h = record(&mut s, d, combiner, ints, aints, types);
+    let h = record(&mut s, d, combiner, args, types);
     drop(s);
     out(newtype, "newtype", h)
+}
+
+/// Registers datatype `d` made by a large-count (`_c`) constructor, which
+/// MPI 4 records with its counts and displacements as large counts.
+fn new_type_large(
+    d: Datatype,
+    combiner: c_int,
+    ints: Vec<c_int>,
+    large: Vec<i64>,
+    olds: &[c_int],
+    newtype: *mut c_int,
+) -> R<()> {
+    register(d, combiner, (ints, vec![], large), olds, newtype)
+}
+
+/// A count of a large-count constructor.
+fn big(v: i64, what: &str) -> R<usize> {
+    usize::try_from(v).or_else(|_| err(MPI_ERR_COUNT, format!("`{what}` is negative ({v})")))
+}
+
+/// An array of `n` entries of a large-count constructor.
+fn big_slice<'a, T>(p: *const T, n: i64, what: &str) -> R<&'a [T]> {
+    let n = c_int::try_from(n).or_else(|_| {
+        err(
+            MPI_ERR_COUNT,
+            format!("`{what}` would hold {n} entries; kumi takes at most 2^31-1"),
+        )
+    })?;
+    slice(p, n, what)
 }
 
 /// A new datatype handle for `d`, made by `combiner` from these arguments.
@@ -41,8 +81,7 @@ fn record(
     s: &mut State,
     d: Datatype,
     combiner: c_int,
-    ints: Vec<c_int>,
-    aints: Vec<isize>,
+    (ints, aints, large): (Vec<c_int>, Vec<isize>, Vec<i64>),
     types: Vec<TypeArg>,
 ) -> c_int {
     let h = s.fresh(NEW_TYPE);
@@ -53,7 +92,7 @@ fn record(
             combiner,
             ints,
             aints,
-            large: vec![],
+            large,
             types,
         }),
     );
@@ -91,7 +130,8 @@ fn aints(p: *const isize, n: c_int, what: &str) -> R<Vec<i64>> {
     Ok(slice(p, n, what)?.iter().map(|&x| x as i64).collect())
 }
 
-/// `MPI_Type_create_darray(_c)`, with the global sizes as read.
+/// `MPI_Type_create_darray(_c)`, with the global sizes as read (`large`:
+/// from the `_c` form, recorded as large counts).
 #[allow(clippy::too_many_arguments)]
 fn darray(
     size: c_int,
@@ -104,6 +144,7 @@ fn darray(
     order: c_int,
     oldtype: c_int,
     newtype: *mut c_int,
+    large: bool,
 ) -> R<()> {
     use kumi::datatype::Distribution;
     let c_order = order_of(order)?;
@@ -138,18 +179,23 @@ fn darray(
     }
     let ps = ints(psizes, ndims, "psizes")?;
     let d = old(oldtype)?.darray(size as usize, rank as usize, gsizes, &dist, &ps, c_order)?;
+    // The global sizes are integers, or large counts from the `_c` form.
     let mut args = vec![size, rank, ndims];
-    for &g in gsizes {
-        args.push(
-            c_int::try_from(g)
-                .or_else(|_| err(MPI_ERR_COUNT, format!("global size {g} exceeds 2^31-1")))?,
-        );
+    if !large {
+        args.extend(gsizes.iter().map(|&g| g as c_int));
     }
     args.extend_from_slice(ds);
     args.extend_from_slice(da);
     args.extend(given(psizes, ndims, "psizes")?);
     args.push(order);
-    new_type(d, MPI_COMBINER_DARRAY, args, vec![], &[oldtype], newtype)
+    let big = if large { gsizes.to_vec() } else { vec![] };
+    register(
+        d,
+        MPI_COMBINER_DARRAY,
+        (args, vec![], big),
+        &[oldtype],
+        newtype,
+    )
 }
 
 /// MPICH's REAL4 / REAL8 / REAL16 for precision `p` and range `r`
@@ -183,7 +229,7 @@ fn f90_type(combiner: c_int, ints: Vec<c_int>, base: c_int, newtype: *mut c_int)
         Some(&h) => h,
         None => {
             let d = s.dtype(base)?;
-            let h = record(&mut s, d, combiner, ints, vec![], vec![]);
+            let h = record(&mut s, d, combiner, (ints, vec![], vec![]), vec![]);
             s.f90_types.insert(key, h);
             s.f90_base.insert(h, base);
             h
@@ -428,13 +474,80 @@ mpi! {
     }
 
     fn MPI_Type_create_darray / PMPI_Type_create_darray(size: c_int, rank: c_int, ndims: c_int, gsizes: *const c_int, distribs: *const c_int, dargs: *const c_int, psizes: *const c_int, order: c_int, oldtype: c_int, newtype: *mut c_int) {
-        darray(size, rank, ndims, &ints(gsizes, ndims, "gsizes")?, distribs, dargs, psizes, order, oldtype, newtype)
+        darray(size, rank, ndims, &ints(gsizes, ndims, "gsizes")?, distribs, dargs, psizes, order, oldtype, newtype, false)
+    }
+
+    // The large-count constructors (MPI 4.1 section 5.1.2): counts, block
+    // lengths and displacements are MPI_Count; recorded as large counts.
+    fn MPI_Type_contiguous_c / PMPI_Type_contiguous_c(count: i64, oldtype: c_int, newtype: *mut c_int) {
+        let d = old(oldtype)?.contiguous(big(count, "count")?)?;
+        new_type_large(d, MPI_COMBINER_CONTIGUOUS, vec![], vec![count], &[oldtype], newtype)
+    }
+
+    fn MPI_Type_vector_c / PMPI_Type_vector_c(count: i64, blocklength: i64, stride: i64, oldtype: c_int, newtype: *mut c_int) {
+        let d = old(oldtype)?.vector(big(count, "count")?, big(blocklength, "blocklength")?, stride as isize)?;
+        new_type_large(d, MPI_COMBINER_VECTOR, vec![], vec![count, blocklength, stride], &[oldtype], newtype)
+    }
+
+    fn MPI_Type_create_hvector_c / PMPI_Type_create_hvector_c(count: i64, blocklength: i64, stride: i64, oldtype: c_int, newtype: *mut c_int) {
+        let d = old(oldtype)?.hvector(big(count, "count")?, big(blocklength, "blocklength")?, stride as isize)?;
+        new_type_large(d, MPI_COMBINER_HVECTOR, vec![], vec![count, blocklength, stride], &[oldtype], newtype)
+    }
+
+    fn MPI_Type_indexed_c / PMPI_Type_indexed_c(count: i64, blocklens: *const i64, displs: *const i64, oldtype: c_int, newtype: *mut c_int) {
+        let (b, ds) = (big_slice(blocklens, count, "array_of_blocklengths")?, big_slice(displs, count, "array_of_displacements")?);
+        let d = old(oldtype)?.indexed(b, ds)?;
+        let large = [&[count][..], b, ds].concat();
+        new_type_large(d, MPI_COMBINER_INDEXED, vec![], large, &[oldtype], newtype)
+    }
+
+    fn MPI_Type_create_hindexed_c / PMPI_Type_create_hindexed_c(count: i64, blocklens: *const i64, displs: *const i64, oldtype: c_int, newtype: *mut c_int) {
+        let (b, ds) = (big_slice(blocklens, count, "array_of_blocklengths")?, big_slice(displs, count, "array_of_displacements")?);
+        let d = old(oldtype)?.hindexed(b, ds)?;
+        let large = [&[count][..], b, ds].concat();
+        new_type_large(d, MPI_COMBINER_HINDEXED, vec![], large, &[oldtype], newtype)
+    }
+
+    fn MPI_Type_create_indexed_block_c / PMPI_Type_create_indexed_block_c(count: i64, blocklength: i64, displs: *const i64, oldtype: c_int, newtype: *mut c_int) {
+        let ds = big_slice(displs, count, "array_of_displacements")?;
+        let d = old(oldtype)?.indexed(&vec![blocklength; ds.len()], ds)?;
+        let large = [&[count, blocklength][..], ds].concat();
+        new_type_large(d, MPI_COMBINER_INDEXED_BLOCK, vec![], large, &[oldtype], newtype)
+    }
+
+    fn MPI_Type_create_hindexed_block_c / PMPI_Type_create_hindexed_block_c(count: i64, blocklength: i64, displs: *const i64, oldtype: c_int, newtype: *mut c_int) {
+        let ds = big_slice(displs, count, "array_of_displacements")?;
+        let d = old(oldtype)?.hindexed(&vec![blocklength; ds.len()], ds)?;
+        let large = [&[count, blocklength][..], ds].concat();
+        new_type_large(d, MPI_COMBINER_HINDEXED_BLOCK, vec![], large, &[oldtype], newtype)
+    }
+
+    fn MPI_Type_create_struct_c / PMPI_Type_create_struct_c(count: i64, blocklens: *const i64, displs: *const i64, types: *const c_int, newtype: *mut c_int) {
+        let ts = big_slice(types, count, "array_of_types")?;
+        let v = {
+            let s = st()?;
+            ts.iter().map(|&t| s.dtype(t)).collect::<R<Vec<_>>>()?
+        };
+        let (b, ds) = (big_slice(blocklens, count, "array_of_blocklengths")?, big_slice(displs, count, "array_of_displacements")?);
+        let d = Datatype::create_struct(b, ds, &v)?;
+        let large = [&[count][..], b, ds].concat();
+        new_type_large(d, MPI_COMBINER_STRUCT, vec![], large, ts, newtype)
+    }
+
+    fn MPI_Type_create_resized_c / PMPI_Type_create_resized_c(oldtype: c_int, lb: i64, extent: i64, newtype: *mut c_int) {
+        let d = old(oldtype)?.resized(lb as isize, extent as isize);
+        new_type_large(d, MPI_COMBINER_RESIZED, vec![], vec![lb, extent], &[oldtype], newtype)
+    }
+
+    fn MPI_Type_create_subarray_c / PMPI_Type_create_subarray_c(ndims: c_int, sizes: *const i64, subsizes: *const i64, starts: *const i64, order: c_int, oldtype: c_int, newtype: *mut c_int) {
+        let c_order = order_of(order)?;
+        let (a, b, c) = (slice(sizes, ndims, "sizes")?, slice(subsizes, ndims, "subsizes")?, slice(starts, ndims, "starts")?);
+        let d = old(oldtype)?.subarray(a, b, c, c_order)?;
+        new_type_large(d, MPI_COMBINER_SUBARRAY, vec![ndims, order], [a, b, c].concat(), &[oldtype], newtype)
     }
 
     fn MPI_Type_create_darray_c / PMPI_Type_create_darray_c(size: c_int, rank: c_int, ndims: c_int, gsizes: *const i64, distribs: *const c_int, dargs: *const c_int, psizes: *const c_int, order: c_int, oldtype: c_int, newtype: *mut c_int) {
-        darray(size, rank, ndims, slice(gsizes, ndims, "gsizes")?, distribs, dargs, psizes, order, oldtype, newtype)?;
-        relarge(MPI_SUCCESS, newtype, Large::Darray);
-        Ok(())
+        darray(size, rank, ndims, slice(gsizes, ndims, "gsizes")?, distribs, dargs, psizes, order, oldtype, newtype, true)
     }
 
     fn MPI_Type_create_subarray / PMPI_Type_create_subarray(ndims: c_int, sizes: *const c_int, subsizes: *const c_int, starts: *const c_int, order: c_int, oldtype: c_int, newtype: *mut c_int) {
@@ -509,69 +622,6 @@ mpi! {
         let c = ctor_of(datatype)?;
         contents(&c, [max_integers, max_addresses, max_large_counts, max_datatypes], array_of_integers, array_of_addresses, array_of_large_counts, array_of_datatypes)
     }
-}
-
-/// Which of a constructor's recorded integers are counts (see [`relarge`]).
-pub(crate) enum Large {
-    /// Every integer and address argument (vector, indexed, struct...).
-    All,
-    /// The sizes, subsizes and starts (not `ndims` or `order`).
-    Subarray,
-    /// The global sizes only.
-    Darray,
-}
-
-/// After a large-count constructor made `*newtype` through its int twin:
-/// its counts move from the integers and addresses to the large counts, as
-/// MPI-4 records a type made by a `_c` constructor. Returns `rc`.
-pub(crate) fn relarge(rc: c_int, newtype: *mut c_int, shape: Large) -> c_int {
-    if rc != MPI_SUCCESS || newtype.is_null() {
-        return rc;
-    }
-    // SAFETY: the constructor just wrote the new handle there.
-    let h = unsafe { newtype.read() };
-    let Ok(mut s) = st() else { return rc };
-    let Some(c) = s.type_ctors.get(&h).cloned() else {
-        return rc;
-    };
-    let (ints, large): (Vec<c_int>, Vec<i64>) = match shape {
-        Large::All => (
-            vec![],
-            c.ints
-                .iter()
-                .map(|&x| x as i64)
-                .chain(c.aints.iter().map(|&x| x as i64))
-                .collect(),
-        ),
-        Large::Subarray => {
-            let n = c.ints[0] as usize;
-            (
-                vec![c.ints[0], c.ints[1 + 3 * n]],
-                c.ints[1..1 + 3 * n].iter().map(|&x| x as i64).collect(),
-            )
-        }
-        Large::Darray => {
-            let n = c.ints[2] as usize;
-            let mut i = c.ints[..3].to_vec();
-            i.extend_from_slice(&c.ints[3 + n..]);
-            (i, c.ints[3..3 + n].iter().map(|&x| x as i64).collect())
-        }
-    };
-    let aints = match shape {
-        Large::All => vec![],
-        _ => c.aints.clone(),
-    };
-    s.type_ctors.insert(
-        h,
-        Rc::new(TypeCtor {
-            combiner: c.combiner,
-            ints,
-            aints,
-            large,
-            types: c.types.clone(),
-        }),
-    );
-    rc
 }
 
 /// A datatype made by a large-count constructor, asked for with the int forms.

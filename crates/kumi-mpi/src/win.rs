@@ -17,11 +17,12 @@ use crate::coll::builtin;
 use crate::consts::*;
 use crate::state::{out, out_str, read, st, ReqEntry, State};
 use crate::{err, set_err_comm, MpiErr, R};
-use kumi::datatype::Datatype;
+use kumi::datatype::{Datatype, MAX_RUNS};
 use kumi::raw::RawRequest;
 use kumi::win::{AccOp, Elem, Window};
 use kumi::{Builtin, Status};
 use std::ffi::{c_char, c_int, c_void};
+use std::ops::ControlFlow;
 use std::rc::Rc;
 
 /// Handles of windows: MPICH's window kind, indirect, plus an index.
@@ -222,23 +223,37 @@ fn target_extents(
     let base = w.offset(r, disp as i64)?;
     let d = st()?.dtype(dt)?;
     let n = crate::state::count(n)?;
-    let mut out = Vec::new();
-    for i in 0..n {
-        for &(o, l) in d.runs() {
-            let off = base as i64 + i as i64 * d.extent() as i64 + o as i64;
-            if off < 0 {
-                return err(
-                    MPI_ERR_ARG,
-                    "the target datatype reaches below the target's window",
-                );
-            }
-            // Runs that touch make one access (a count of a contiguous type
-            // is one copy, or one frame to another host, not one per element).
-            match out.last_mut() {
-                Some((o, len)) if *o + *len as u64 == off as u64 => *len += l,
-                _ => out.push((off as u64, l)),
-            }
+    let mut out: Vec<(u64, usize)> = Vec::new();
+    let mut below = false;
+    let walked = d.walk(n, |o, l| {
+        let off = base as i64 + o as i64;
+        below = off < 0;
+        // Runs that touch make one access (a count of a contiguous type
+        // is one copy, or one frame to another host, not one per element).
+        if below {
+            return ControlFlow::Break(());
         }
+        let full = out.len() == MAX_RUNS;
+        match out.last_mut() {
+            Some((o, len)) if *o + *len as u64 == off as u64 => *len += l,
+            _ if full => return ControlFlow::Break(()),
+            _ => out.push((off as u64, l)),
+        }
+        ControlFlow::Continue(())
+    });
+    if below {
+        return err(
+            MPI_ERR_ARG,
+            "the target datatype reaches below the target's window",
+        );
+    }
+    if walked.is_break() {
+        return err(
+            MPI_ERR_TYPE,
+            format!(
+                "{n} elements of the target datatype are more than {MAX_RUNS} separate accesses"
+            ),
+        );
     }
     Ok((r, out))
 }

@@ -9,12 +9,44 @@
 //! the price is memory proportional to the number of runs, which for the layouts
 //! stencil codes use (a face of a block, a column) is small.
 //!
+//! A regular repetition whose flat list would pass [`FLAT_RUNS`] runs (a
+//! contiguous or vector type of billions of strided elements, which MPI 4's
+//! large counts make ordinary) keeps its *unit* runs and the repetition levels
+//! around them instead (`reps`: counts and byte strides, outermost first), so
+//! the typemap stays as small as the constructors that made it; [`Datatype::walk`]
+//! visits either form in typemap order. An irregular layout (indexed blocks,
+//! structures of several parts) is always flat, and refused beyond
+//! [`MAX_RUNS`] runs with an error naming the number, rather than exhausting
+//! memory.
+//!
 //! Sending uses the typemap directly: a type whose single run starts at offset 0
 //! and fills its extent is contiguous and goes to the engine as is; any other is
 //! packed into a staging buffer first (and unpacked from one on receipt).
 
 use crate::error::{Error, Result};
+use std::ops::ControlFlow;
 use std::sync::Arc;
+
+/// The most runs a regular repetition is flattened to; beyond, it keeps its
+/// unit and repetition levels (module doc). A guess at "small": 1 MiB of runs.
+pub const FLAT_RUNS: usize = 1 << 16;
+
+#[cfg(not(test))]
+fn flat_runs_limit() -> usize {
+    FLAT_RUNS
+}
+
+// Tests compare both forms of one layout: they lower the limit.
+#[cfg(test)]
+thread_local!(static FLAT_LIMIT: std::cell::Cell<usize> = const { std::cell::Cell::new(FLAT_RUNS) });
+
+#[cfg(test)]
+fn flat_runs_limit() -> usize {
+    FLAT_LIMIT.with(|l| l.get())
+}
+
+/// The most runs a flat typemap may have (16 bytes each: 2 GiB).
+pub const MAX_RUNS: usize = 1 << 27;
 
 /// The basic element a type is made of, when it is made of one kind only (used
 /// for `get_elements` and by reductions).
@@ -51,8 +83,14 @@ pub struct Datatype {
 
 #[derive(Debug)]
 struct Layout {
-    /// Byte runs of one element, relative to its start, merged where adjacent.
+    /// Byte runs of one element, relative to its start, merged where adjacent;
+    /// of a compact layout, the runs of its unit (at repetition index 0).
     runs: Vec<(isize, usize)>,
+    /// Repetition levels around `runs`, outermost first: `(count, byte
+    /// stride)`, each count at least 2. Empty for a flat typemap.
+    reps: Vec<(usize, isize)>,
+    /// Runs of one element's flat typemap: `runs.len()` times the counts.
+    nruns: usize,
     /// Total bytes of data in one element.
     size: usize,
     lb: isize,
@@ -104,6 +142,174 @@ struct Shape {
     align: usize,
 }
 
+/// Every copy of `runs` that `levels` make (outermost first), from `shift`,
+/// each run as the series `inner` (count, stride).
+fn series<F>(
+    levels: &[(usize, isize)],
+    shift: isize,
+    runs: &[(isize, usize)],
+    inner: (usize, isize),
+    f: &mut F,
+) -> ControlFlow<()>
+where
+    F: FnMut(isize, usize, usize, isize) -> ControlFlow<()>,
+{
+    match levels.split_first() {
+        None => {
+            for &(o, l) in runs {
+                f(shift + o, l, inner.0, inner.1)?;
+            }
+        }
+        Some((&(n, stride), rest)) => {
+            for j in 0..n {
+                series(rest, shift + j as isize * stride, runs, inner, f)?;
+            }
+        }
+    }
+    ControlFlow::Continue(())
+}
+
+/// Which way [`strided`] copies: from the strided runs into one block
+/// (pack), or from one block into the strided runs (unpack).
+#[derive(Clone, Copy)]
+enum Way {
+    Gather,
+    Scatter,
+}
+
+/// Copies `n` runs of `len` bytes, `stride` apart from `runs`, to or from
+/// the `n * len` bytes at `packed`. The short runs of strided types (a
+/// column of doubles, every other byte) copy as one load and store each in
+/// a loop made for their length, not a call to `memcpy` per run.
+///
+/// # Safety
+/// Each run readable (gather) or writable (scatter) at `runs + j * stride`,
+/// and `n * len` bytes writable or readable at `packed`, not overlapping them.
+#[inline(always)]
+unsafe fn strided(way: Way, runs: *mut u8, stride: isize, n: usize, len: usize, packed: *mut u8) {
+    #[inline(always)]
+    unsafe fn each<const L: usize>(
+        way: Way,
+        runs: *mut u8,
+        stride: isize,
+        n: usize,
+        packed: *mut u8,
+    ) {
+        for j in 0..n {
+            // SAFETY: the caller's contract, for run j and its L packed
+            // bytes; `[u8; L]` has alignment 1.
+            unsafe {
+                let (r, p) = (runs.offset(j as isize * stride), packed.add(j * L));
+                match way {
+                    Way::Gather => p.cast::<[u8; L]>().write(r.cast::<[u8; L]>().read()),
+                    Way::Scatter => r.cast::<[u8; L]>().write(p.cast::<[u8; L]>().read()),
+                }
+            }
+        }
+    }
+    // SAFETY: forwarded contract.
+    unsafe {
+        match len {
+            1 => each::<1>(way, runs, stride, n, packed),
+            2 => each::<2>(way, runs, stride, n, packed),
+            4 => each::<4>(way, runs, stride, n, packed),
+            8 => each::<8>(way, runs, stride, n, packed),
+            16 => each::<16>(way, runs, stride, n, packed),
+            _ => {
+                for j in 0..n {
+                    let (r, p) = (runs.offset(j as isize * stride), packed.add(j * len));
+                    match way {
+                        Way::Gather => std::ptr::copy_nonoverlapping(r, p, len),
+                        Way::Scatter => std::ptr::copy_nonoverlapping(p, r, len),
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Walks `count` elements of `t` at `base`, copying to or from `packed`
+/// until it is full (gather) or used up (scatter): the runs that fit
+/// whole in strided loops, then a partial one.
+///
+/// # Safety
+/// The typemap's bytes of `count` elements at `base` readable (gather) or
+/// writable (scatter); `packed` valid for its length the other way.
+unsafe fn copy_packed(
+    t: &Datatype,
+    way: Way,
+    base: *mut u8,
+    count: usize,
+    packed: *mut u8,
+    len: usize,
+) {
+    let mut pos = 0;
+    let _ = t.walk_series(count, |o, l, n, stride| {
+        let whole = n.min((len - pos) / l);
+        // SAFETY: the caller's contract for the typemap's runs; the `whole`
+        // runs take `whole * l <= len - pos` packed bytes.
+        unsafe { strided(way, base.offset(o), stride, whole, l, packed.add(pos)) };
+        pos += whole * l;
+        if whole < n {
+            // The last run that fits in part (or none: `len` reached).
+            let part = len - pos;
+            // SAFETY: as above, `part < l` bytes of run `whole`.
+            unsafe {
+                strided(
+                    way,
+                    base.offset(o + whole as isize * stride),
+                    0,
+                    1,
+                    part,
+                    packed.add(pos),
+                )
+            };
+            return ControlFlow::Break(());
+        }
+        ControlFlow::Continue(())
+    });
+}
+
+/// The blocks of elements a constructor lays out.
+enum Blocks {
+    /// `count` blocks of `blocklen` elements, block `j` at byte `base + j * stride`.
+    Regular {
+        base: isize,
+        count: usize,
+        blocklen: usize,
+        stride: isize,
+    },
+    /// Blocks `(byte offset, elements)`, in typemap order.
+    List(Vec<(isize, usize)>),
+}
+
+/// A typemap before its runs are merged: unit runs and repetition levels
+/// ([`Layout::reps`]; none for a flat one).
+struct Map {
+    runs: Vec<(isize, usize)>,
+    reps: Vec<(usize, isize)>,
+}
+
+impl Map {
+    fn flat(runs: Vec<(isize, usize)>) -> Map {
+        Map {
+            runs,
+            reps: Vec::new(),
+        }
+    }
+}
+
+fn too_many(runs: usize) -> Error {
+    Error::InvalidArgument {
+        arg: "datatype",
+        value: runs as i64,
+        allowed: format!(
+            "a layout of at most {MAX_RUNS} separate runs of bytes (this one has {runs}; \
+             only a regular repetition, such as a contiguous or vector type, may have more)"
+        ),
+    }
+}
+
 fn overflow() -> Error {
     Error::InvalidArgument {
         arg: "datatype",
@@ -129,8 +335,8 @@ impl Datatype {
     /// A basic type of `size` bytes that C aligns to `align` bytes (a
     /// complex number: its part's alignment, `double _Complex` 8).
     pub fn basic_aligned(size: usize, align: usize, tag: u32) -> Datatype {
-        Self::from_runs(
-            if size > 0 { vec![(0, size)] } else { vec![] },
+        Self::from_map(
+            Map::flat(if size > 0 { vec![(0, size)] } else { vec![] }),
             Some((0, size as isize)),
             1,
             Some(Basic { size, tag }),
@@ -146,8 +352,8 @@ impl Datatype {
     /// Each run is one basic element; the pair aligns as its largest.
     pub fn basic_runs(runs: &[(isize, usize)], extent: isize) -> Datatype {
         let align = runs.iter().map(|r| natural_align(r.1)).max().unwrap_or(1);
-        Self::from_runs(
-            runs.to_vec(),
+        Self::from_map(
+            Map::flat(runs.to_vec()),
             Some((0, extent)),
             runs.len(),
             None,
@@ -162,14 +368,17 @@ impl Datatype {
         }
     }
 
-    fn from_runs(
-        runs: Vec<(isize, usize)>,
+    /// The type of the typemap `map`. Callers check that its data size fits
+    /// (`repeat`, `create_struct`); the sums here saturate.
+    fn from_map(
+        map: Map,
         bounds: Option<(isize, isize)>,
         elements: usize,
         basic: Option<Basic>,
         sig: Option<Arc<[(usize, usize)]>>,
         shape: Shape,
     ) -> Datatype {
+        let Map { runs, mut reps } = map;
         let mut merged: Vec<(isize, usize)> = Vec::with_capacity(runs.len());
         for (off, len) in runs {
             if len == 0 {
@@ -180,13 +389,49 @@ impl Datatype {
                 _ => merged.push((off, len)),
             }
         }
-        let size = merged.iter().map(|r| r.1).sum();
-        let true_lb = merged.iter().map(|r| r.0).min().unwrap_or(0);
-        let true_ub = merged.iter().map(|r| r.0 + r.1 as isize).max().unwrap_or(0);
+        reps.retain(|&(n, _)| n > 1);
+        // A level whose copies abut the next inner level's copies merges
+        // with it; a level whose copies abut its unit's one run is a longer run.
+        let mut k = 1;
+        while k < reps.len() {
+            let ((n1, s1), (n2, s2)) = (reps[k - 1], reps[k]);
+            match (n2.checked_mul(n1), (n2 as isize).checked_mul(s2)) {
+                (Some(n), Some(span)) if s1 == span => {
+                    reps[k - 1] = (n, s2);
+                    reps.remove(k);
+                }
+                _ => k += 1,
+            }
+        }
+        while let (Some(&(n, stride)), [(_, l)]) = (reps.last(), merged.as_mut_slice()) {
+            match l.checked_mul(n) {
+                Some(all) if stride == *l as isize => {
+                    *l = all;
+                    reps.pop();
+                }
+                _ => break,
+            }
+        }
+        let copies = reps.iter().fold(1usize, |a, &(n, _)| a.saturating_mul(n));
+        let unit: usize = merged.iter().fold(0usize, |a, r| a.saturating_add(r.1));
+        let size = unit.saturating_mul(copies);
+        let mut true_lb = merged.iter().map(|r| r.0).min().unwrap_or(0);
+        let mut true_ub = merged.iter().map(|r| r.0 + r.1 as isize).max().unwrap_or(0);
+        for &(n, stride) in &reps {
+            // The last copy is the farthest, up or down.
+            let far = (n as isize - 1).saturating_mul(stride);
+            if far < 0 {
+                true_lb = true_lb.saturating_add(far);
+            } else {
+                true_ub = true_ub.saturating_add(far);
+            }
+        }
         let (lb, ub) = bounds.unwrap_or((true_lb, true_ub));
         Datatype {
             inner: Arc::new(Layout {
+                nruns: merged.len().saturating_mul(copies),
                 runs: merged,
+                reps,
                 size,
                 lb,
                 ub,
@@ -271,83 +516,246 @@ impl Datatype {
     /// run exactly as long as the extent), so `count` elements are one block:
     /// pack and unpack then copy once instead of once per element.
     fn dense_offset(&self) -> Option<isize> {
-        match self.runs() {
-            [(o, l)] if *l as isize == self.extent() => Some(*o),
+        match (self.inner.runs.as_slice(), self.inner.reps.is_empty()) {
+            ([(o, l)], true) if *l as isize == self.extent() => Some(*o),
             _ => None,
         }
     }
 
     /// Whether `count` elements are one run of bytes starting at the buffer.
     pub fn is_contiguous(&self) -> bool {
-        match self.inner.runs.as_slice() {
-            [] => true,
-            [(0, len)] => *len as isize == self.extent() && self.inner.lb == 0,
+        match (self.inner.runs.as_slice(), self.inner.reps.is_empty()) {
+            ([], _) => true,
+            ([(0, len)], true) => *len as isize == self.extent() && self.inner.lb == 0,
             _ => false,
         }
     }
 
-    /// The byte runs of one element.
-    pub fn runs(&self) -> &[(isize, usize)] {
-        &self.inner.runs
+    /// The byte runs of one element, when its typemap is kept flat (`None`
+    /// for a compact one: use [`Datatype::walk`], or [`Datatype::flat_runs`]).
+    pub fn runs(&self) -> Option<&[(isize, usize)]> {
+        self.inner.reps.is_empty().then_some(&self.inner.runs[..])
     }
 
-    fn repeat(
+    /// The number of runs in one element's typemap, flat or not.
+    pub fn run_count(&self) -> usize {
+        self.inner.nruns
+    }
+
+    /// The byte runs of one element as a list, built from a compact typemap
+    /// if need be; an error beyond [`MAX_RUNS`].
+    pub fn flat_runs(&self) -> Result<Vec<(isize, usize)>> {
+        if let Some(r) = self.runs() {
+            return Ok(r.to_vec());
+        }
+        if self.inner.nruns > MAX_RUNS {
+            return Err(too_many(self.inner.nruns));
+        }
+        let mut v = Vec::with_capacity(self.inner.nruns);
+        let _ = self.walk(1, |o, l| {
+            v.push((o, l));
+            ControlFlow::Continue(())
+        });
+        Ok(v)
+    }
+
+    /// Visits the byte runs of `count` elements in typemap order, offsets
+    /// relative to the first element's start, until `f` breaks.
+    pub fn walk(
         &self,
-        offsets: impl Iterator<Item = (isize, usize)>,
-        bounds: Option<(isize, isize)>,
-    ) -> Result<Datatype> {
-        let ext = self.extent();
-        let mut runs = Vec::new();
-        let mut elements = 0usize;
-        let mut blocks = 0usize;
-        let (mut lo, mut hi) = (isize::MAX, isize::MIN);
-        // A type whose one run fills its extent makes a block of any length
-        // one run: no walk over its elements (MPI_Type_contiguous(2^31 - 1,
-        // MPI_BYTE) is one run, not two billion).
-        let dense = self.dense_offset();
-        for (base, blocklen) in offsets {
-            if blocklen == 0 {
-                continue;
+        count: usize,
+        mut f: impl FnMut(isize, usize) -> ControlFlow<()>,
+    ) -> ControlFlow<()> {
+        self.walk_series(count, |o, l, n, stride| {
+            for j in 0..n {
+                f(o + j as isize * stride, l)?;
             }
-            let span = (blocklen as isize).checked_mul(ext).ok_or_else(overflow)?;
-            let last = base.checked_add(span - ext).ok_or_else(overflow)?;
+            ControlFlow::Continue(())
+        })
+    }
+
+    /// [`Datatype::walk`] a series at a time: `f(offset, len, n, stride)` is
+    /// `n` runs of `len` bytes, `stride` apart. A type of one run per copy
+    /// gives its innermost repetition (or its elements) as one series, so
+    /// pack and unpack run a tight loop over a strided layout.
+    pub fn walk_series(
+        &self,
+        count: usize,
+        mut f: impl FnMut(isize, usize, usize, isize) -> ControlFlow<()>,
+    ) -> ControlFlow<()> {
+        let (ext, runs, reps) = (self.extent(), &self.inner.runs[..], &self.inner.reps[..]);
+        match (runs, reps.split_last()) {
+            ([(o, l)], None) => f(*o, *l, count, ext),
+            ([_], Some((&inner, outer))) => {
+                for i in 0..count {
+                    series(outer, i as isize * ext, runs, inner, &mut f)?;
+                }
+                ControlFlow::Continue(())
+            }
+            _ => {
+                for i in 0..count {
+                    series(reps, i as isize * ext, runs, (1, 0), &mut f)?;
+                }
+                ControlFlow::Continue(())
+            }
+        }
+    }
+
+    fn repeat(&self, blocks: Blocks, bounds: Option<(isize, isize)>) -> Result<Datatype> {
+        let ext = self.extent();
+        // With a negative extent the last element of a block is its lowest.
+        let span = |base: isize, blocklen: usize| -> Result<(isize, isize)> {
+            let len = isize::try_from(blocklen).map_err(|_| overflow())?;
+            let last = len
+                .checked_mul(ext)
+                .and_then(|s| s.checked_sub(ext))
+                .and_then(|s| base.checked_add(s))
+                .ok_or_else(overflow)?;
+            let lo = base.min(last).checked_add(self.lb());
+            let hi = base
+                .max(last)
+                .checked_add(self.lb())
+                .and_then(|h| h.checked_add(ext));
+            Ok((lo.ok_or_else(overflow)?, hi.ok_or_else(overflow)?))
+        };
+        // The blocks' element total and extremes, and how many runs a flat
+        // typemap would take.
+        let (elems, nblocks, (lo, hi)) = match &blocks {
+            Blocks::Regular {
+                base,
+                count,
+                blocklen,
+                stride,
+            } => {
+                let n = count.checked_mul(*blocklen).ok_or_else(overflow)?;
+                let far = isize::try_from(count.saturating_sub(1))
+                    .ok()
+                    .and_then(|c| c.checked_mul(*stride))
+                    .and_then(|f| base.checked_add(f))
+                    .ok_or_else(overflow)?;
+                let ends = if n == 0 {
+                    (isize::MAX, isize::MIN)
+                } else {
+                    let (a, b) = (span(*base, *blocklen)?, span(far, *blocklen)?);
+                    (a.0.min(b.0), a.1.max(b.1))
+                };
+                (n, if n == 0 { 0 } else { *count }, ends)
+            }
+            Blocks::List(v) => {
+                let (mut n, mut k, mut ends) = (0usize, 0usize, (isize::MAX, isize::MIN));
+                for &(base, blocklen) in v.iter().filter(|b| b.1 > 0) {
+                    n = n.checked_add(blocklen).ok_or_else(overflow)?;
+                    k += 1;
+                    let (lo, hi) = span(base, blocklen)?;
+                    ends = (ends.0.min(lo), ends.1.max(hi));
+                }
+                (n, k, ends)
+            }
+        };
+        let elements = elems.checked_mul(self.elements()).ok_or_else(overflow)?;
+        self.size().checked_mul(elems).ok_or_else(overflow)?;
+        let bounds = bounds.or(Some(if lo <= hi { (lo, hi) } else { (0, 0) }));
+        let dense = self.dense_offset();
+        let flat = match dense {
+            Some(_) => nblocks,
+            None => elems.saturating_mul(self.inner.nruns),
+        };
+        let sig = self.signature_times(elems);
+        let make = |map| {
+            Self::from_map(
+                map,
+                bounds,
+                elements,
+                self.inner.basic,
+                sig.clone(),
+                self.shape(),
+            )
+        };
+        // One block, or blocks evenly spaced, of more runs than a flat list
+        // should hold: the unit and its levels.
+        let regular = match blocks {
+            Blocks::Regular {
+                base,
+                count,
+                blocklen,
+                stride,
+            } => Some((base, count, blocklen, stride)),
+            Blocks::List(ref v) => match v.iter().filter(|b| b.1 > 0).collect::<Vec<_>>()[..] {
+                [&(base, blocklen)] => Some((base, 1, blocklen, 0)),
+                _ => None,
+            },
+        };
+        if let (true, Some((base, count, blocklen, stride))) = (flat > flat_runs_limit(), regular) {
+            let shift = |(o, l): (isize, usize)| Ok((base.checked_add(o).ok_or_else(overflow)?, l));
+            let map = match dense {
+                Some(o) => Map {
+                    runs: vec![shift((
+                        o,
+                        self.size().checked_mul(blocklen).ok_or_else(overflow)?,
+                    ))?],
+                    reps: vec![(count, stride)],
+                },
+                None => Map {
+                    runs: self
+                        .inner
+                        .runs
+                        .iter()
+                        .map(|&r| shift(r))
+                        .collect::<Result<_>>()?,
+                    reps: [(count, stride), (blocklen, ext)]
+                        .into_iter()
+                        .chain(self.inner.reps.iter().copied())
+                        .collect(),
+                },
+            };
+            return Ok(make(map));
+        }
+        if flat > MAX_RUNS {
+            return Err(too_many(flat));
+        }
+        let mut runs = Vec::with_capacity(flat);
+        let mut push = |base: isize, blocklen: usize| {
             if let Some(o) = dense {
-                let len = usize::try_from(span).map_err(|_| overflow())?;
-                runs.push((base.checked_add(o).ok_or_else(overflow)?, len));
+                // A block of a dense type is one run (MPI_Type_contiguous(2^31
+                // - 1, MPI_BYTE) is one run, not two billion).
+                runs.push((base + o, blocklen * self.size()));
             } else {
-                for i in 0..blocklen {
-                    let shift = base + i as isize * ext;
-                    for &(o, l) in self.runs() {
-                        runs.push((o + shift, l));
-                    }
+                let _ = self.walk(blocklen, |o, l| {
+                    runs.push((base + o, l));
+                    ControlFlow::Continue(())
+                });
+            }
+        };
+        match blocks {
+            Blocks::Regular {
+                base,
+                count,
+                blocklen,
+                stride,
+            } => {
+                for j in 0..count {
+                    push(base + j as isize * stride, blocklen);
                 }
             }
-            // With a negative extent the last element is the lowest.
-            lo = lo.min(base.min(last) + self.lb());
-            hi = hi.max(base.max(last) + self.lb() + ext);
-            elements = elements
-                .checked_add(blocklen.checked_mul(self.elements()).ok_or_else(overflow)?)
-                .ok_or_else(overflow)?;
-            blocks = blocks.saturating_add(blocklen);
+            Blocks::List(v) => v.into_iter().for_each(|(b, n)| push(b, n)),
         }
-        let bounds = bounds.or(if lo <= hi {
-            Some((lo, hi))
-        } else {
-            Some((0, 0))
-        });
-        Ok(Self::from_runs(
+        Ok(make(Map {
             runs,
-            bounds,
-            elements,
-            self.inner.basic,
-            self.signature_times(blocks),
-            self.shape(),
-        ))
+            reps: Vec::new(),
+        }))
     }
 
     /// `count` elements of `self`, one after the other.
     pub fn contiguous(&self, count: usize) -> Result<Datatype> {
-        self.repeat(std::iter::once((0, count)), None)
+        self.repeat(
+            Blocks::Regular {
+                base: 0,
+                count: 1,
+                blocklen: count,
+                stride: 0,
+            },
+            None,
+        )
     }
 
     /// `count` blocks of `blocklen` elements, block starts `stride` elements apart.
@@ -358,13 +766,24 @@ impl Datatype {
 
     /// Like [`Datatype::vector`] with the stride in bytes.
     pub fn hvector(&self, count: usize, blocklen: usize, stride: isize) -> Result<Datatype> {
-        self.repeat((0..count).map(|i| (i as isize * stride, blocklen)), None)
+        self.repeat(
+            Blocks::Regular {
+                base: 0,
+                count,
+                blocklen,
+                stride,
+            },
+            None,
+        )
     }
 
     /// Blocks of `blocklens[i]` elements at displacements `displs[i]` elements.
     pub fn indexed(&self, blocklens: &[i64], displs: &[i64]) -> Result<Datatype> {
         let ext = self.extent() as i64;
-        let d: Vec<i64> = displs.iter().map(|&x| x * ext).collect();
+        let d = displs
+            .iter()
+            .map(|&x| x.checked_mul(ext).ok_or_else(overflow))
+            .collect::<Result<Vec<i64>>>()?;
         self.hindexed(blocklens, &d)
     }
 
@@ -375,9 +794,10 @@ impl Datatype {
             if b < 0 {
                 return Err(neg("blocklength", b));
             }
-            v.push((d as isize, b as usize));
+            let d = isize::try_from(d).map_err(|_| overflow())?;
+            v.push((d, usize::try_from(b).map_err(|_| overflow())?));
         }
-        self.repeat(v.into_iter(), None)
+        self.repeat(Blocks::List(v), None)
     }
 
     /// A structure: `blocklens[i]` elements of `types[i]` at byte displacement
@@ -392,8 +812,8 @@ impl Datatype {
         displs: &[i64],
         types: &[Datatype],
     ) -> Result<Datatype> {
-        let mut runs = Vec::new();
-        let mut elements = 0usize;
+        let mut parts = Vec::with_capacity(types.len());
+        let (mut elements, mut size, mut nruns) = (0usize, 0usize, 0usize);
         let mut basic: Option<Option<Basic>> = None;
         // The parts' signatures one after the other (while known).
         let mut sig: Option<Vec<(usize, usize)>> = Some(Vec::new());
@@ -403,9 +823,14 @@ impl Datatype {
             if b < 0 {
                 return Err(neg("blocklength", b));
             }
-            let part = t.repeat(std::iter::once((d as isize, b as usize)), None)?;
-            runs.extend_from_slice(part.runs());
-            elements += part.elements();
+            let (d, b) = (
+                isize::try_from(d).map_err(|_| overflow())?,
+                usize::try_from(b).map_err(|_| overflow())?,
+            );
+            let part = t.repeat(Blocks::List(vec![(d, b)]), None)?;
+            elements = elements.checked_add(part.elements()).ok_or_else(overflow)?;
+            size = size.checked_add(part.size()).ok_or_else(overflow)?;
+            nruns = nruns.saturating_add(part.run_count());
             sig = sig.and_then(|mut v| {
                 let all = part
                     .signature()?
@@ -423,6 +848,9 @@ impl Datatype {
                     Some(_) => None,
                 });
             }
+            if part.run_count() > 0 {
+                parts.push(part);
+            }
         }
         let bounds = if lo > hi {
             (0, 0)
@@ -432,8 +860,24 @@ impl Datatype {
             let a = align as isize;
             (lo, lo + (hi - lo + a - 1) / a * a)
         };
-        Ok(Self::from_runs(
-            runs,
+        // One part with data is its typemap, compact or not; several are one
+        // flat list.
+        let map = match &parts[..] {
+            [one] => Map {
+                runs: one.inner.runs.clone(),
+                reps: one.inner.reps.clone(),
+            },
+            _ if nruns > MAX_RUNS => return Err(too_many(nruns)),
+            _ => {
+                let mut runs = Vec::with_capacity(nruns);
+                for p in &parts {
+                    runs.extend(p.flat_runs()?);
+                }
+                Map::flat(runs)
+            }
+        };
+        Ok(Self::from_map(
+            map,
             Some(bounds),
             elements,
             basic.flatten(),
@@ -444,14 +888,17 @@ impl Datatype {
 
     /// The same data with lower bound `lb` and extent `extent`.
     pub fn resized(&self, lb: isize, extent: isize) -> Datatype {
-        Self::from_runs(
-            self.runs().to_vec(),
-            Some((lb, lb + extent)),
-            self.elements(),
-            self.inner.basic,
-            self.inner.sig.clone(),
-            self.shape(),
-        )
+        let l = &self.inner;
+        Datatype {
+            inner: Arc::new(Layout {
+                runs: l.runs.clone(),
+                reps: l.reps.clone(),
+                lb,
+                ub: lb + extent,
+                sig: l.sig.clone(),
+                ..**l
+            }),
+        }
     }
 
     /// A sub-block of an n-dimensional array of `self`: `sizes` of the whole,
@@ -504,9 +951,12 @@ impl Datatype {
             offset += starts[d] as isize * stride;
             stride *= sizes[d] as isize;
         }
-        let shifted: Vec<(isize, usize)> = t.runs().iter().map(|&(o, l)| (o + offset, l)).collect();
-        Ok(Self::from_runs(
-            shifted,
+        let runs = t.inner.runs.iter().map(|&(o, l)| (o + offset, l)).collect();
+        Ok(Self::from_map(
+            Map {
+                runs,
+                reps: t.inner.reps.clone(),
+            },
             Some((self.lb(), self.lb() + stride)),
             t.elements(),
             self.inner.basic,
@@ -653,8 +1103,11 @@ impl Datatype {
             }
         });
         let t = self.hindexed(&blocks, &displs)?;
-        Ok(Self::from_runs(
-            t.runs().to_vec(),
+        Ok(Self::from_map(
+            Map {
+                runs: t.inner.runs.clone(),
+                reps: t.inner.reps.clone(),
+            },
             Some((0, total as isize)),
             t.elements(),
             self.inner.basic,
@@ -675,7 +1128,6 @@ impl Datatype {
     /// Every byte the typemap covers, for elements `0..count` starting at `base`,
     /// must be readable.
     pub unsafe fn pack(&self, base: *const u8, count: usize, out: &mut [u8]) {
-        let ext = self.extent();
         if let Some(o) = self.dense_offset() {
             let n = (self.size() * count).min(out.len());
             // SAFETY: the elements abut (one run as long as the extent), so the
@@ -684,18 +1136,18 @@ impl Datatype {
             unsafe { kumi_transport::copy_bytes(base.offset(o), out.as_mut_ptr(), n) };
             return;
         }
-        let mut pos = 0;
-        for i in 0..count {
-            for &(o, l) in self.runs() {
-                // SAFETY: the caller guarantees the typemap's bytes are readable;
-                // `out` holds `size * count` bytes and `pos + l` stays within it.
-                unsafe {
-                    let src = base.offset(i as isize * ext + o);
-                    std::ptr::copy_nonoverlapping(src, out.as_mut_ptr().add(pos), l);
-                }
-                pos += l;
-            }
-        }
+        // SAFETY: the typemap's bytes are readable (the caller's contract);
+        // gathering only reads through `base`, and `out` is valid for its length.
+        unsafe {
+            copy_packed(
+                self,
+                Way::Gather,
+                base.cast_mut(),
+                count,
+                out.as_mut_ptr(),
+                out.len(),
+            )
+        };
     }
 
     /// Copies packed bytes `data` into elements at `base`; stops when `data` runs
@@ -705,7 +1157,6 @@ impl Datatype {
     /// Every byte the typemap covers, for elements `0..count` starting at `base`,
     /// must be writable.
     pub unsafe fn unpack(&self, data: &[u8], base: *mut u8, count: usize) {
-        let ext = self.extent();
         if let Some(o) = self.dense_offset() {
             let n = (self.size() * count).min(data.len());
             // SAFETY: as in `pack`: the `size * count` bytes from `base + o` are
@@ -713,22 +1164,18 @@ impl Datatype {
             unsafe { kumi_transport::copy_bytes(data.as_ptr(), base.offset(o), n) };
             return;
         }
-        let mut pos = 0;
-        'outer: for i in 0..count {
-            for &(o, l) in self.runs() {
-                if pos >= data.len() {
-                    break 'outer;
-                }
-                let n = l.min(data.len() - pos);
-                // SAFETY: the caller guarantees the typemap's bytes are writable;
-                // `pos + n <= data.len()`.
-                unsafe {
-                    let dst = base.offset(i as isize * ext + o);
-                    std::ptr::copy_nonoverlapping(data.as_ptr().add(pos), dst, n);
-                }
-                pos += n;
-            }
-        }
+        // SAFETY: the typemap's bytes are writable (the caller's contract);
+        // scattering only reads `data`, valid for its length.
+        unsafe {
+            copy_packed(
+                self,
+                Way::Scatter,
+                base,
+                count,
+                data.as_ptr().cast_mut(),
+                data.len(),
+            )
+        };
     }
 
     /// Number of basic elements in `bytes` bytes of packed data, if that is a
@@ -767,7 +1214,7 @@ mod tests {
     #[test]
     fn vector_layout_and_bounds() {
         let v = int().vector(3, 2, 4).unwrap();
-        assert_eq!(v.runs(), &[(0, 8), (16, 8), (32, 8)]);
+        assert_eq!(v.runs().unwrap(), &[(0, 8), (16, 8), (32, 8)]);
         assert_eq!(v.size(), 24);
         assert_eq!(v.extent(), 40);
         assert!(!v.is_contiguous());
@@ -818,7 +1265,7 @@ mod tests {
     fn subarray_c_order() {
         // 4x5 array, 2x3 block at (1,1).
         let s = int().subarray(&[4, 5], &[2, 3], &[1, 1], true).unwrap();
-        assert_eq!(s.runs(), &[(24, 12), (44, 12)]);
+        assert_eq!(s.runs().unwrap(), &[(24, 12), (44, 12)]);
         assert_eq!(s.extent(), 80);
         assert_eq!(s.elements_in(24), Some(6));
     }
@@ -837,13 +1284,13 @@ mod tests {
             )
             .unwrap();
         // Rank 1 = coords (0, 1): rows 0-1, columns 2-3.
-        assert_eq!(t.runs(), &[(8, 8), (32, 8)]);
+        assert_eq!(t.runs().unwrap(), &[(8, 8), (32, 8)]);
         assert_eq!(t.extent(), 96);
         // Fortran order, one dimension cyclic by 1 over 3: every third.
         let f = int()
             .darray(3, 2, &[7], &[Distribution::Cyclic(None)], &[3], false)
             .unwrap();
-        assert_eq!(f.runs(), &[(8, 4), (20, 4)]);
+        assert_eq!(f.runs().unwrap(), &[(8, 4), (20, 4)]);
         // A block too small for the grid is refused.
         assert!(int()
             .darray(2, 0, &[10], &[Distribution::Block(Some(4))], &[2], true)
@@ -880,5 +1327,142 @@ mod tests {
         let z = Datatype::basic_aligned(16, 8, 5);
         let cz = Datatype::create_struct(&[1, 1], &[0, 8], &[Datatype::basic(1, 3), z]);
         assert_eq!(cz.unwrap().extent(), 24);
+    }
+
+    /// Every run of `count` elements, as a list.
+    fn walked(t: &Datatype, count: usize) -> Vec<(isize, usize)> {
+        first_runs(t, count, usize::MAX)
+    }
+
+    /// The first `k` runs of `count` elements.
+    fn first_runs(t: &Datatype, count: usize, k: usize) -> Vec<(isize, usize)> {
+        let mut v = Vec::new();
+        let _ = t.walk(count, |o, l| {
+            v.push((o, l));
+            if v.len() == k {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        });
+        v
+    }
+
+    /// Adjacent runs merged, for comparing typemaps whatever their form.
+    fn merged(v: Vec<(isize, usize)>) -> Vec<(isize, usize)> {
+        let mut m: Vec<(isize, usize)> = Vec::new();
+        for (o, l) in v {
+            match m.last_mut() {
+                Some((a, n)) if *a + *n as isize == o => *n += l,
+                _ => m.push((o, l)),
+            }
+        }
+        m
+    }
+
+    #[test]
+    fn a_large_count_of_a_strided_type_stays_small() {
+        // MPI_Type_contiguous_c(2^31 + 100, resized char with extent 2): one
+        // unit run and one level, not two billion runs.
+        let ch = Datatype::basic(1, 3).resized(0, 2);
+        let n = (1usize << 31) + 100;
+        let big = ch.contiguous(n).unwrap();
+        assert_eq!(big.runs(), None);
+        assert_eq!(big.run_count(), n);
+        assert_eq!(big.size(), n);
+        assert_eq!(big.extent(), 2 * n as isize);
+        assert_eq!(big.true_extent(), 2 * n as isize - 1);
+        assert_eq!(big.elements(), n);
+        assert_eq!(first_runs(&big, 1, 3), [(0, 1), (2, 1), (4, 1)]);
+        // A vector of it, and that resized: still compact, bounds right.
+        let v = big.vector(3, 1, 2).unwrap();
+        assert_eq!(v.size(), 3 * n);
+        assert_eq!(v.true_extent(), 4 * 2 * n as isize + 2 * n as isize - 1);
+        // An irregular layout of it is refused by name, not built.
+        let e = Datatype::create_struct(&[1, 1], &[0, 1], &[big.clone(), ch]).unwrap_err();
+        assert!(format!("{e}").contains("separate runs"), "{e}");
+        // A single part of a structure keeps the compact form.
+        let s = Datatype::create_struct(&[1], &[8], &[big]).unwrap();
+        assert_eq!(s.runs(), None);
+        assert_eq!(first_runs(&s, 1, 2), [(8, 1), (10, 1)]);
+    }
+
+    #[test]
+    fn pack_and_unpack_through_a_compact_typemap() {
+        let ch = Datatype::basic(1, 3).resized(0, 2);
+        let n = FLAT_RUNS + 7;
+        let t = ch.contiguous(n).unwrap();
+        assert_eq!(t.runs(), None);
+        let src: Vec<u8> = (0..2 * n * 2).map(|i| i as u8).collect();
+        let mut packed = vec![0u8; t.packed_size(2)];
+        // SAFETY: two elements of extent 2n bytes fit in 4n bytes.
+        unsafe { t.pack(src.as_ptr(), 2, &mut packed) };
+        let want: Vec<u8> = src.iter().step_by(2).copied().collect();
+        assert_eq!(packed, want);
+        let mut dst = vec![0u8; 4 * n];
+        // A short message fills a prefix.
+        // SAFETY: as above.
+        unsafe { t.unpack(&packed[..n + 3], dst.as_mut_ptr(), 2) };
+        for (i, &b) in dst.iter().enumerate() {
+            let want = if i % 2 == 0 && i / 2 < n + 3 {
+                src[i]
+            } else {
+                0
+            };
+            assert_eq!(b, want, "byte {i}");
+        }
+    }
+
+    /// A random type built from nested regular and irregular constructors.
+    fn build(ops: &[(u8, usize, usize, isize)]) -> Result<Datatype> {
+        let mut t = Datatype::basic(4, 1);
+        for &(op, a, b, c) in ops {
+            t = match op % 6 {
+                0 => t.contiguous(a)?,
+                1 => t.vector(a, b, c)?,
+                2 => t.hvector(a, b, c * 3 + 1)?,
+                3 => t.resized(-(c.abs() % 3), t.extent() + b as isize),
+                4 => t.hindexed(&[a as i64, 0, b as i64], &[0, 5, c as i64 * 40])?,
+                _ => Datatype::create_struct(&[a as i64], &[c as i64], &[t])?,
+            };
+        }
+        Ok(t)
+    }
+
+    proptest::proptest! {
+        /// Compact and flat forms of one layout agree on everything.
+        #[test]
+        fn compact_typemaps_equal_flat_ones(
+            ops in proptest::collection::vec(
+                (0u8..6, 1usize..4, 0usize..4, -5isize..6), 1..5),
+            count in 0usize..4,
+        ) {
+            let flat = build(&ops);
+            FLAT_LIMIT.with(|l| l.set(0));
+            let compact = build(&ops);
+            FLAT_LIMIT.with(|l| l.set(FLAT_RUNS));
+            let (Ok(f), Ok(c)) = (flat, compact) else { return Ok(()) };
+            proptest::prop_assert!(f.runs().is_some());
+            proptest::prop_assert_eq!(merged(walked(&f, count)), merged(walked(&c, count)));
+            proptest::prop_assert_eq!(
+                (f.size(), f.lb(), f.extent(), f.true_lb(), f.true_extent(), f.elements()),
+                (c.size(), c.lb(), c.extent(), c.true_lb(), c.true_extent(), c.elements())
+            );
+            proptest::prop_assert_eq!(f.is_contiguous(), c.is_contiguous());
+            proptest::prop_assert_eq!(f.dense_offset(), c.dense_offset());
+            proptest::prop_assert_eq!(merged(f.flat_runs().unwrap()), merged(c.flat_runs().unwrap()));
+            let bytes = f.packed_size(count);
+            let span = (f.true_lb().min(0).unsigned_abs() + (f.extent().unsigned_abs() + f.true_extent() as usize) * (count + 1)) + 64;
+            let src: Vec<u8> = (0..2 * span).map(|i| (i * 7 + 3) as u8).collect();
+            let base = src[span..].as_ptr();
+            let (mut pf, mut pc) = (vec![0u8; bytes], vec![0u8; bytes]);
+            // SAFETY: `base` has `span` bytes on each side, more than the
+            // typemap of `count` elements reaches.
+            unsafe {
+                f.pack(base, count, &mut pf);
+                c.pack(base, count, &mut pc);
+            }
+            proptest::prop_assert_eq!(pf, pc);
+        }
     }
 }

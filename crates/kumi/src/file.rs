@@ -170,6 +170,8 @@ pub struct View {
     disp: u64,
     etype: Datatype,
     filetype: Datatype,
+    /// The file type's runs, as a list (a compact typemap flattened).
+    runs: Vec<(isize, usize)>,
     /// Data bytes of the file type before each of its runs.
     before: Vec<usize>,
 }
@@ -193,9 +195,11 @@ impl View {
         if etype.size() == 0 {
             return Err("the elementary type holds no data".into());
         }
+        let mut runs = Vec::new();
         for (name, t) in [("elementary type", &etype), ("file type", &filetype)] {
             let mut end = 0isize;
-            for &(o, l) in t.runs() {
+            runs = t.flat_runs().map_err(|e| format!("the {name}: {e}"))?;
+            for &(o, l) in &runs {
                 if o < end {
                     return Err(format!(
                         "the {name} has a negative, decreasing or overlapping \
@@ -219,9 +223,9 @@ impl View {
                 filetype.extent()
             ));
         }
-        let mut before = Vec::with_capacity(filetype.runs().len());
+        let mut before = Vec::with_capacity(runs.len());
         let mut n = 0;
-        for &(_, l) in filetype.runs() {
+        for &(_, l) in &runs {
             before.push(n);
             n += l;
         }
@@ -229,6 +233,7 @@ impl View {
             disp,
             etype,
             filetype,
+            runs,
             before,
         })
     }
@@ -266,7 +271,7 @@ impl View {
         }
         let too_far =
             || format!("data byte {start}+{len} of the view lies beyond 2^63 in the file");
-        let runs = self.filetype.runs();
+        let runs = &self.runs;
         let size = self.filetype.size() as u64;
         let extent = self.filetype.extent() as u64;
         let mut tile = start / size;
@@ -312,7 +317,7 @@ impl View {
         let extent = self.filetype.extent() as u64;
         let (tiles, within) = (rel / extent, rel % extent);
         let mut data = tiles * self.filetype.size() as u64;
-        for &(o, l) in self.filetype.runs() {
+        for &(o, l) in &self.runs {
             let o = o as u64;
             if within > o {
                 data += (within - o).min(l as u64);

@@ -2,9 +2,81 @@
  * functions refused any count above an int, and a status could not hold
  * 2^62 elements. A message of 2^31 + 100 bytes goes from rank 0 to rank 1
  * (MPI_Send_c / MPI_Irecv_c) and back by broadcast (MPI_Bcast_c); its
- * count reads back with MPI_Get_count_c; statuses hold 2^62 bytes. */
+ * count reads back with MPI_Get_count_c; statuses hold 2^62 bytes.
+ * Regression too: a count beyond an int of a strided type made a typemap of
+ * 2^31 runs (32 GiB: the OOM killer), and the `_c` type constructors
+ * refused counts beyond an int (`strided_types`); so did the reductions
+ * (MPI_Allreduce_c in place). */
 #include "kt.h"
 #include <stdint.h>
+
+/* Datatypes of counts beyond an int, and a strided type of more runs than
+ * a flat typemap holds, sent from rank 0 to rank 1. */
+static void strided_types(int r, int n) {
+    MPI_Datatype ch2, big, idx, hidx, mid;
+    MPI_Count count = ((MPI_Count)1 << 31) + 100, size, lb, ext;
+    OK(MPI_Type_create_resized(MPI_CHAR, 0, 2, &ch2));
+    OK(MPI_Type_contiguous_c(count, ch2, &big));
+    OK(MPI_Type_commit(&big));
+    OK(MPI_Type_size_c(big, &size));
+    CHECK(size == count);
+    OK(MPI_Type_get_extent_c(big, &lb, &ext));
+    CHECK(lb == 0 && ext == 2 * count);
+    OK(MPI_Type_get_true_extent_c(big, &lb, &ext));
+    CHECK(lb == 0 && ext == 2 * count - 1);
+    MPI_Count ni, na, nl, nd, large[1];
+    int comb, ints[1];
+    MPI_Aint addrs[1];
+    MPI_Datatype olds[1];
+    OK(MPI_Type_get_envelope_c(big, &ni, &na, &nl, &nd, &comb));
+    CHECK(comb == MPI_COMBINER_CONTIGUOUS && ni == 0 && na == 0 && nl == 1 && nd == 1);
+    OK(MPI_Type_get_contents_c(big, 0, 0, 1, 1, ints, addrs, large, olds));
+    CHECK(large[0] == count);
+    if (olds[0] != ch2) OK(MPI_Type_free(&olds[0]));
+    OK(MPI_Type_free(&big));
+
+    /* 7 GB in 256 blocks of ints, and 9 GB in uneven blocks of chars. */
+    MPI_Count bytes = 2346319872LL * 3, blk = bytes / 256 / 4, displs[256];
+    for (int i = 0; i < 256; i++) displs[i] = i * blk;
+    OK(MPI_Type_create_indexed_block_c(256, blk, displs, MPI_INT, &idx));
+    OK(MPI_Type_commit(&idx));
+    OK(MPI_Type_size_c(idx, &size));
+    OK(MPI_Type_get_true_extent_c(idx, &lb, &ext));
+    CHECK(size == bytes && lb == 0 && ext == bytes);
+    MPI_Count hb[4] = {0, 1, 2, 2346319872LL * 4 - 3}, hd[4] = {0, 0, 1, 3};
+    OK(MPI_Type_create_hindexed_c(4, hb, hd, MPI_CHAR, &hidx));
+    OK(MPI_Type_commit(&hidx));
+    OK(MPI_Type_size_c(hidx, &size));
+    OK(MPI_Type_get_true_extent_c(hidx, &lb, &ext));
+    CHECK(size == 2346319872LL * 4 && lb == 0 && ext == size);
+    OK(MPI_Type_free(&idx));
+    OK(MPI_Type_free(&hidx));
+
+    /* Every other byte of 3 x 100003 pairs, sent and received. */
+    const int each = 100003, k = 3;
+    OK(MPI_Type_contiguous(each, ch2, &mid));
+    OK(MPI_Type_commit(&mid));
+    if (n >= 2 && r < 2) {
+        char *b = calloc(2 * (size_t)each * k, 1);
+        CHECK(b != NULL);
+        if (r == 0) {
+            for (int i = 0; i < 2 * each * k; i++) b[i] = (char)(i % 2 ? 0x55 : i / 2 % 101);
+            OK(MPI_Send(b, k, mid, 1, 6, MPI_COMM_WORLD));
+        } else {
+            MPI_Status st;
+            OK(MPI_Recv(b, k, mid, 0, 6, MPI_COMM_WORLD, &st));
+            int got;
+            OK(MPI_Get_count(&st, mid, &got));
+            CHECK(got == k);
+            OK(MPI_Get_elements_x(&st, mid, &size));
+            CHECK(size == (MPI_Count)each * k);
+            for (int i = 0; i < 2 * each * k; i++) CHECK(b[i] == (char)(i % 2 ? 0 : i / 2 % 101));
+        }
+        free(b);
+    }
+    OK(MPI_Type_free(&mid));
+    OK(MPI_Type_free(&ch2));
+}
 
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
@@ -23,6 +95,8 @@ int main(int argc, char **argv) {
     OK(MPI_Status_set_elements_x(&st, MPI_INT, (MPI_Count)1 << 40));
     OK(MPI_Get_elements_x(&st, MPI_INT, &c));
     CHECK(c == (MPI_Count)1 << 40);
+
+    strided_types(r, n);
 
     if (n >= 2 && r < 2) {
         MPI_Count big = ((MPI_Count)1 << 31) + 100;
@@ -47,6 +121,11 @@ int main(int argc, char **argv) {
         OK(MPI_Comm_split(MPI_COMM_WORLD, 0, r, &two));
         OK(MPI_Bcast_c(b, big, MPI_BYTE, 1, two));
         CHECK(b[big - 1] == 0xcd && b[4093] == 1);
+        /* A reduction of a count beyond an int, in place. */
+        b[big - 1] = r == 0 ? 0x0c : 0xc0;
+        b[0] = r == 0 ? 0x01 : 0x10;
+        OK(MPI_Allreduce_c(MPI_IN_PLACE, b, big, MPI_BYTE, MPI_BOR, two));
+        CHECK(b[big - 1] == 0xcc && b[0] == 0x11 && b[4093] == 1);
         OK(MPI_Comm_free(&two));
         free(b);
     } else if (n >= 2) {
