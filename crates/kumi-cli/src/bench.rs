@@ -76,8 +76,10 @@ STARTUP:
     (kumi run, mpiexec.mpich, mpiexec.openmpi) from its start to the first
     barrier passed (rank 0's clock, the same machine's) and to its exit, in
     seconds, rounds alternating. With --hosts (scripts/bench-hosts.sh gives
-    namespace hosts) the ranks are spread over them. A run past --timeout
-    (1800 s) is ended and fails the benchmark.";
+    namespace hosts) the ranks are spread over them. A run that fails or
+    goes past --timeout (1800 s) is ended and named, its round is left out
+    (the ratios pair the sides round by round), the other rounds go on, and
+    the exit status is 1.";
 
 /// Which benchmark to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -200,8 +202,8 @@ pub struct BenchArgs {
     /// reported) [default: 5; apps: 3].
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub rounds: Option<u32>,
-    /// apps: end a run that takes longer than this many seconds (it counts
-    /// as failed).
+    /// apps, startup: end a run that takes longer than this many seconds
+    /// (it counts as failed).
     #[arg(long, value_name = "SECS", default_value_t = 1800)]
     pub timeout: u64,
     /// checkpoint: a directory on the disk to measure [default: ./kumi-ckpt-bench].

@@ -4,6 +4,10 @@
 //! (`crates/kumi-bench/c/startup.c`) built with each stack's wrapper, the
 //! stacks alternating round by round (ANCHORS.md: this machine changes
 //! speed for every program alike, so only same-round ratios mean much).
+//! A round counts only when every side of it finished: a job that fails or
+//! hangs past `--timeout` (the references across namespace hosts sometimes
+//! never exit after their barrier) is named and its round left out, and the
+//! runner goes on with the next round and exits with status 1 at the end.
 
 use crate::apps::{interrupted, references_only, run_bounded, watch_interrupts, Scratch};
 use crate::bench::{round_order, BenchArgs, Reference, Twin};
@@ -19,7 +23,11 @@ pub fn main(a: &BenchArgs) -> i32 {
             eprintln!("\nkumi bench startup: interrupted; the job running was ended");
             130
         }
-        Ok(()) => 0,
+        Ok(0) => 0,
+        Ok(failed) => {
+            eprintln!("kumi bench startup: {failed} round(s) left out: a job failed or hung");
+            1
+        }
         Err(e) => {
             eprintln!("\nkumi bench startup: {e}");
             1
@@ -27,7 +35,8 @@ pub fn main(a: &BenchArgs) -> i32 {
     }
 }
 
-fn run(a: &BenchArgs) -> Result<(), String> {
+/// The rounds run; how many were left out because a job of them failed.
+fn run(a: &BenchArgs) -> Result<usize, String> {
     references_only(a, "startup")?;
     watch_interrupts()?;
     // kumi's side is the same C program on kumi's library, under `kumi run`.
@@ -45,12 +54,28 @@ fn run(a: &BenchArgs) -> Result<(), String> {
     cmp.size_label = |n| format!("{n} ranks");
     let limit = Duration::from_secs(a.timeout);
     let scratch = Scratch::new("startup")?;
-    for round in 0..a.rounds() {
+    let mut failed = 0;
+    'rounds: for round in 0..a.rounds() {
         if !a.json {
             eprint!("\rkumi bench startup: round {}/{}", round + 1, a.rounds());
         }
+        let mut this_round = Vec::with_capacity(twins.len());
         for side in round_order(twins.len(), round) {
-            let (barrier, exit) = once(&twins[side], a.np, limit, &scratch)?;
+            match once(&twins[side], a.np, limit, &scratch) {
+                Ok(t) => this_round.push((side, t)),
+                Err(_) if interrupted() => return Ok(failed),
+                Err(e) => {
+                    eprintln!(
+                        "\nkumi bench startup: round {} on {} FAILED (the round is left out): {e}",
+                        round + 1,
+                        twins[side].reference.name()
+                    );
+                    failed += 1;
+                    continue 'rounds;
+                }
+            }
+        }
+        for (side, (barrier, exit)) in this_round {
             cmp.add(
                 side,
                 ("to first barrier".into(), a.np as usize),
@@ -60,6 +85,9 @@ fn run(a: &BenchArgs) -> Result<(), String> {
             cmp.add(side, ("to exit".into(), a.np as usize), "seconds", exit);
         }
     }
+    if cmp.is_empty() {
+        return Err("no round finished on every side".into());
+    }
     if a.json {
         for l in cmp.json_lines() {
             println!("{l}");
@@ -68,7 +96,7 @@ fn run(a: &BenchArgs) -> Result<(), String> {
         eprintln!();
         print!("{}", cmp.table("job start-up"));
     }
-    Ok(())
+    Ok(failed)
 }
 
 /// One job of `np` ranks of `twin` on its stack: seconds from the launch to

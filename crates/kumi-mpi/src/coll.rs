@@ -1002,19 +1002,24 @@ pub(crate) fn start_reduction(
                 .ok_or_else(|| count_overflow(name))?;
             (Red::IScatter(cs), send, total)
         }
-        Reduction::Reduce(root) => match st()?.intra(comm) {
-            Ok(c) => {
-                let r = check_root(&c, root)?;
-                // In place only at the root; elsewhere the send buffer is read.
-                let send = if in_place(sendbuf) && c.rank() == r {
-                    recvbuf as *const c_void
-                } else {
-                    sendbuf
-                };
-                (Red::IReduce(r), send, n)
+        Reduction::Reduce(root) => {
+            // The state is not held past this line: the intercommunicator
+            // path looks it up again.
+            let intra = st()?.intra(comm);
+            match intra {
+                Ok(c) => {
+                    let r = check_root(&c, root)?;
+                    // In place only at the root; elsewhere the send buffer is read.
+                    let send = if in_place(sendbuf) && c.rank() == r {
+                        recvbuf as *const c_void
+                    } else {
+                        sendbuf
+                    };
+                    (Red::IReduce(r), send, n)
+                }
+                Err(e) => (inter::reduce_role(e, root, comm)?, sendbuf, n),
             }
-            Err(e) => (inter::reduce_role(e, root, comm)?, sendbuf, n),
-        },
+        }
     };
     nb_reduction(name, red, send, recvbuf, n, datatype, op, comm, request)
 }
@@ -1322,6 +1327,24 @@ fn reduce_as<T: Pod>(
 /// [`reduce_as`] for every other reduction (and an allreduce into a buffer
 /// not aligned for its type): through a work vector.
 #[inline(never)]
+/// `n` zeroed elements of scratch; a size the memory cannot give fails the
+/// call with `MPI_ERR_NO_MEM` (counts beyond an int make that reachable)
+/// rather than ending the process.
+fn scratch<T: Pod>(n: usize) -> R<Vec<T>> {
+    let mut v = Vec::new();
+    if v.try_reserve_exact(n).is_err() {
+        return err(
+            MPI_ERR_NO_MEM,
+            format!(
+                "cannot allocate {} bytes of scratch for {n} elements",
+                n.saturating_mul(std::mem::size_of::<T>())
+            ),
+        );
+    }
+    v.resize(n, T::zeroed());
+    Ok(v)
+}
+
 fn reduce_general<T: Pod>(
     c: &Comm,
     red: &Red,
@@ -1331,7 +1354,7 @@ fn reduce_general<T: Pod>(
     n: usize,
 ) -> R<Option<Box<dyn CollPending>>> {
     let elem = std::mem::size_of::<T>();
-    let mut work: Vec<T> = vec![T::zeroed(); n];
+    let mut work: Vec<T> = scratch(n)?;
     // SAFETY: `send` holds `n` elements of the type (`elem` bytes each); the
     // copy goes into an aligned vector of the same size.
     unsafe {

@@ -591,7 +591,8 @@ fn apps_runs_each_build_on_its_stack_and_counts_only_verified_runs() {
 /// `kumi bench startup` times the same program on kumi, MPICH and Open MPI
 /// (test.sh installs both): for every side, launch to the first barrier and
 /// launch to exit, the first no later than the second, and a paired ratio
-/// for each reference; a side it cannot compare with is refused.
+/// for each reference; a side it cannot compare with is refused; a job past
+/// `--timeout` is named and its round left out, with exit status 1.
 #[test]
 fn startup_times_every_stack_to_its_first_barrier_and_its_exit() {
     let o = kumi(&[
@@ -635,6 +636,26 @@ fn startup_times_every_stack_to_its_first_barrier_and_its_exit() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
         !o.status.success() && err.contains("startup compares kumi with mpich and openmpi"),
+        "{err}"
+    );
+    // No job ends within 0 s: every round is left out, each named.
+    let o = kumi(&[
+        "bench",
+        "startup",
+        "-n",
+        "2",
+        "--vs",
+        "mpich",
+        "--rounds",
+        "2",
+        "--timeout",
+        "0",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success()
+            && err.matches("FAILED (the round is left out)").count() == 2
+            && err.contains("no round finished on every side"),
         "{err}"
     );
 }
