@@ -272,6 +272,12 @@ fn run_once(
     run_bounded(&mut c, launcher, limit, scratch).map(|(out, _)| out)
 }
 
+/// Where [`run_bounded`] keeps a job's standard output: after a failed or
+/// timed-out run, what it printed before it ended.
+pub(crate) fn stdout_in(scratch: &Path) -> std::path::PathBuf {
+    scratch.join("stdout")
+}
+
 /// Runs `c` (which starts `launcher`) in a process group of its own, with
 /// its output into files under `scratch`, for at most `limit`: its standard
 /// output and how long it ran (to its exit, exactly: a pidfd says when), or
@@ -283,7 +289,7 @@ pub(crate) fn run_bounded(
     limit: Duration,
     scratch: &Path,
 ) -> Result<(String, Duration), String> {
-    let out_path = scratch.join("stdout");
+    let out_path = stdout_in(scratch);
     let err_path = scratch.join("stderr");
     let file = |p: &Path| {
         std::fs::File::create(p).map_err(|e| format!("cannot create {}: {e}", p.display()))

@@ -77,9 +77,9 @@ STARTUP:
     barrier passed (rank 0's clock, the same machine's) and to its exit, in
     seconds, rounds alternating. With --hosts (scripts/bench-hosts.sh gives
     namespace hosts) the ranks are spread over them. A run that fails or
-    goes past --timeout (1800 s) is ended and named, its round is left out
-    (the ratios pair the sides round by round), the other rounds go on, and
-    the exit status is 1.";
+    goes past --timeout (1800 s) is ended and named; its round still counts
+    to the first barrier if every side passed it (the ratios pair the sides
+    round by round), the other rounds go on, and the exit status is 1.";
 
 /// Which benchmark to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

@@ -4,12 +4,15 @@
 //! (`crates/kumi-bench/c/startup.c`) built with each stack's wrapper, the
 //! stacks alternating round by round (ANCHORS.md: this machine changes
 //! speed for every program alike, so only same-round ratios mean much).
-//! A round counts only when every side of it finished: a job that fails or
-//! hangs past `--timeout` (the references across namespace hosts sometimes
-//! never exit after their barrier) is named and its round left out, and the
+//! A round counts only where every side of it got there: a job that fails
+//! or hangs past `--timeout` is named and ended; its round still counts to
+//! the first barrier if every side passed it (the references across
+//! namespace hosts often pass their barrier and then never exit), and the
 //! runner goes on with the next round and exits with status 1 at the end.
 
-use crate::apps::{interrupted, references_only, run_bounded, watch_interrupts, Scratch};
+use crate::apps::{
+    interrupted, references_only, run_bounded, stdout_in, watch_interrupts, Scratch,
+};
 use crate::bench::{round_order, BenchArgs, Reference, Twin};
 use crate::comparison::Comparison;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -25,7 +28,7 @@ pub fn main(a: &BenchArgs) -> i32 {
         }
         Ok(0) => 0,
         Ok(failed) => {
-            eprintln!("kumi bench startup: {failed} round(s) left out: a job failed or hung");
+            eprintln!("kumi bench startup: {failed} job(s) failed or hung (named above); their rounds count to the first barrier at most");
             1
         }
         Err(e) => {
@@ -55,34 +58,47 @@ fn run(a: &BenchArgs) -> Result<usize, String> {
     let limit = Duration::from_secs(a.timeout);
     let scratch = Scratch::new("startup")?;
     let mut failed = 0;
-    'rounds: for round in 0..a.rounds() {
+    for round in 0..a.rounds() {
         if !a.json {
             eprint!("\rkumi bench startup: round {}/{}", round + 1, a.rounds());
         }
         let mut this_round = Vec::with_capacity(twins.len());
         for side in round_order(twins.len(), round) {
-            match once(&twins[side], a.np, limit, &scratch) {
-                Ok(t) => this_round.push((side, t)),
-                Err(_) if interrupted() => return Ok(failed),
-                Err(e) => {
-                    eprintln!(
-                        "\nkumi bench startup: round {} on {} FAILED (the round is left out): {e}",
-                        round + 1,
-                        twins[side].reference.name()
-                    );
-                    failed += 1;
-                    continue 'rounds;
-                }
+            let t = once(&twins[side], a.np, limit, &scratch);
+            if interrupted() {
+                return Ok(failed);
+            }
+            if let Err(e) = &t.exit {
+                eprintln!(
+                    "\nkumi bench startup: round {} on {} FAILED ({}): {e}",
+                    round + 1,
+                    twins[side].reference.name(),
+                    if t.barrier.is_some() {
+                        "it passed the barrier; the round counts to it only"
+                    } else {
+                        "the round is left out"
+                    }
+                );
+                failed += 1;
+            }
+            this_round.push((side, t));
+        }
+        if this_round.iter().all(|(_, t)| t.barrier.is_some()) {
+            for (side, t) in &this_round {
+                let b = t.barrier.unwrap_or_default();
+                cmp.add(
+                    *side,
+                    ("to first barrier".into(), a.np as usize),
+                    "seconds",
+                    b,
+                );
             }
         }
-        for (side, (barrier, exit)) in this_round {
-            cmp.add(
-                side,
-                ("to first barrier".into(), a.np as usize),
-                "seconds",
-                barrier,
-            );
-            cmp.add(side, ("to exit".into(), a.np as usize), "seconds", exit);
+        if this_round.iter().all(|(_, t)| t.exit.is_ok()) {
+            for (side, t) in &this_round {
+                let x = *t.exit.as_ref().unwrap_or(&0.0);
+                cmp.add(*side, ("to exit".into(), a.np as usize), "seconds", x);
+            }
         }
     }
     if cmp.is_empty() {
@@ -99,23 +115,43 @@ fn run(a: &BenchArgs) -> Result<usize, String> {
     Ok(failed)
 }
 
+/// What one job showed: when rank 0 passed its first barrier (if it did),
+/// and when the launcher exited, or why it did not.
+struct Times {
+    barrier: Option<f64>,
+    exit: Result<f64, String>,
+}
+
 /// One job of `np` ranks of `twin` on its stack: seconds from the launch to
 /// the first barrier passed (as rank 0 saw it) and to the launcher's exit.
-fn once(twin: &Twin, np: u32, limit: Duration, scratch: &Scratch) -> Result<(f64, f64), String> {
+fn once(twin: &Twin, np: u32, limit: Duration, scratch: &Scratch) -> Times {
     let launcher = twin.reference.tools().1;
-    let mut c = twin.reference.launcher(np)?;
-    let t0 = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_err(|e| format!("the clock is before 1970: {e}"))?;
-    c.arg(&twin.exe).arg(t0.as_nanos().to_string());
-    let (out, ran) = run_bounded(&mut c, launcher, limit, &scratch.0)?;
+    let ran = || -> Result<(String, f64), String> {
+        let mut c = twin.reference.launcher(np)?;
+        let t0 = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_err(|e| format!("the clock is before 1970: {e}"))?;
+        c.arg(&twin.exe).arg(t0.as_nanos().to_string());
+        let (out, ran) = run_bounded(&mut c, launcher, limit, &scratch.0)?;
+        Ok((out, ran.as_secs_f64()))
+    };
+    let exit = ran();
+    // A job that failed or hung may still have passed its barrier: its
+    // output so far is in the scratch file.
+    let out = match &exit {
+        Ok((out, _)) => out.clone(),
+        Err(_) => std::fs::read_to_string(stdout_in(&scratch.0)).unwrap_or_default(),
+    };
     let barrier = out
         .lines()
         .find_map(|l| l.strip_prefix("barrier_s "))
         .and_then(|v| v.trim().parse::<f64>().ok())
-        .filter(|v| v.is_finite() && *v >= 0.0)
-        .ok_or_else(|| {
-            format!("{launcher}: rank 0 printed no time of its first barrier:\n{out}")
-        })?;
-    Ok((barrier, ran.as_secs_f64()))
+        .filter(|v| v.is_finite() && *v >= 0.0);
+    let exit = match (exit, barrier) {
+        (Ok(_), None) => Err(format!(
+            "{launcher}: rank 0 printed no time of its first barrier:\n{out}"
+        )),
+        (x, _) => x.map(|(_, t)| t),
+    };
+    Times { barrier, exit }
 }
