@@ -1,0 +1,468 @@
+//! Single-copy collectives inside one host: the area carries only buffer
+//! addresses and the data moves once, straight between the ranks' own
+//! buffers (`process_vm_readv`/`writev`); the parent module's doc says how
+//! each collective divides the work.
+
+use super::*;
+
+thread_local! {
+    /// Two pieces of scratch for `allreduce_single_copy`, kept between calls.
+    static SCRATCH: std::cell::RefCell<[AlignedBuf; 2]> = Default::default();
+}
+
+/// Publishes my buffer's address and length for collective `s`.
+fn publish_addr(
+    e: &mut Guard<'_>,
+    g: &Group,
+    s: u64,
+    addr: usize,
+    len: usize,
+    info: WaitInfo,
+) -> Result<()> {
+    publish_card(e, g, s, [addr as u64, len as u64], info)
+}
+
+/// Publishes `N` words (addresses, lengths) for collective `s`: inline in
+/// the control line for two, in the payload half beyond.
+fn publish_card<const N: usize>(
+    e: &mut Guard<'_>,
+    g: &Group,
+    s: u64,
+    words: [u64; N],
+    info: WaitInfo,
+) -> Result<()> {
+    let mut card = [0u8; 64];
+    for (i, w) in words.iter().enumerate() {
+        card[8 * i..8 * i + 8].copy_from_slice(&w.to_le_bytes());
+    }
+    contribute(e, g, s, &card[..8 * N], info)
+}
+
+/// Member `k`'s pid and the `N` words it published for collective `s`.
+fn peer_card<const N: usize>(
+    a: &CollArea<'_>,
+    e: &Engine,
+    g: &Group,
+    k: usize,
+    s: u64,
+) -> (i32, [u64; N]) {
+    let slot = g.slots[k];
+    let mut card = [0u8; 64];
+    a.read(slot, (s & 1) as usize, 8 * N, 0, &mut card[..8 * N]);
+    let pid = e
+        .shm()
+        .expect("shared memory")
+        .segment()
+        .rank_block(slot)
+        .pid() as i32;
+    let words = std::array::from_fn(|i| {
+        u64::from_le_bytes(card[8 * i..8 * i + 8].try_into().expect("8 bytes"))
+    });
+    (pid, words)
+}
+
+/// Publishes `buf`'s address for collective `s`, waits for every member's,
+/// and returns each member's (pid, address, length), after checking that
+/// every length is `buf`'s (`what` names the collective in the error).
+fn exchange_bufs(
+    e: &mut Guard<'_>,
+    g: &Group,
+    s: u64,
+    buf: &[u8],
+    what: &str,
+    info: WaitInfo,
+) -> Result<Vec<(i32, u64, usize)>> {
+    let (k, n) = (g.area, buf.len());
+    publish_addr(e, g, s, buf.as_ptr() as usize, n, info)?;
+    wait_all(e, g, s, info)?;
+    let peers: Vec<(i32, u64, usize)> = {
+        let a = area(e, k);
+        (0..g.slots.len())
+            .map(|j| peer_buf(&a, e, g, j, s))
+            .collect()
+    };
+    if let Some(j) = peers.iter().position(|p| p.2 != n) {
+        return Err(Error::Protocol(format!(
+            "{what} of {n} bytes met one of {} (member {j})",
+            peers[j].2
+        )));
+    }
+    Ok(peers)
+}
+
+/// (pid, buffer address, length) member `k` published for collective `s`.
+fn peer_buf(a: &CollArea<'_>, e: &Engine, g: &Group, k: usize, s: u64) -> (i32, u64, usize) {
+    let (pid, [addr, len]) = peer_card(a, e, g, k, s);
+    (pid, addr, len as usize)
+}
+
+fn copy_error(what: &str, n: usize, peer: usize, err: std::io::Error) -> Error {
+    Error::Io(std::io::Error::new(
+        err.kind(),
+        format!(
+            "collective single copy ({what} {n} bytes, local rank {peer}): {err}; \
+             set KUMI_SINGLE_COPY=off if the kernel refuses process_vm_readv"
+        ),
+    ))
+}
+
+/// Broadcast of `buf` from member `root` by single copy out of the root's
+/// buffer (see the module doc).
+///
+/// The copying is shared evenly: of m members, each reader copies all but
+/// one m-th block of the message out of the root's buffer, and the root
+/// writes that block into each reader's buffer meanwhile, so every member
+/// copies (m-1)/m of the message. (With every reader copying it all, the
+/// root idled and the readers sharing a core with another reader took twice
+/// as long: oversubscribed, the cores go round the members, and the busiest
+/// core sets the time.)
+pub(crate) fn bcast_single_copy(
+    e: &mut Guard<'_>,
+    g: &mut Group,
+    buf: &mut [u8],
+    root: usize,
+    info: WaitInfo,
+) -> Result<()> {
+    let n = buf.len();
+    let s = begin(e, g, 2, info)?;
+    g.kind = kind(K_BCAST_COPY, root, n);
+    let (k, m) = (g.area, g.slots.len());
+    publish_addr(e, g, s, buf.as_ptr() as usize, n, info)?;
+    // The block of reader j that the root writes: the j-th of m, cache-line
+    // aligned (the last one takes the rest).
+    let block = |j: usize| {
+        let b = (n / m) & !63;
+        let start = (j * b).min(n);
+        start..if j + 1 == m { n } else { (start + b).min(n) }
+    };
+    if g.me == root {
+        // Write each reader's block as soon as its buffer is known.
+        let mut left: Vec<usize> = (0..m).filter(|&j| j != root).collect();
+        while !left.is_empty() {
+            wait(e, info, k, |a| {
+                left.iter().any(|&j| reached_as(a, g.slots[j], s, g.kind))
+            })?;
+            let a = area(e, k);
+            let ready: Vec<usize> = left
+                .iter()
+                .copied()
+                .filter(|&j| reached_as(&a, g.slots[j], s, g.kind))
+                .collect();
+            let peers: Vec<_> = ready.iter().map(|&j| peer_buf(&a, e, g, j, s)).collect();
+            for (&j, (pid, addr, len)) in ready.iter().zip(peers) {
+                if len != n {
+                    return Err(Error::Protocol(format!(
+                        "bcast of {n} bytes met one of {len}"
+                    )));
+                }
+                let b = block(j);
+                if !b.is_empty() {
+                    cma::write_to(pid, addr + b.start as u64, &buf[b.clone()])
+                        .map_err(|x| copy_error("writing", b.len(), g.slots[j], x))?;
+                }
+            }
+            left.retain(|j| !ready.contains(j));
+        }
+        publish_at(e, g, s + 1);
+        // Our buffer must stay as it is until every reader is done.
+        wait_all(e, g, s + 1, info)?;
+        g.finish(s + 1);
+        return Ok(());
+    }
+    wait(e, info, k, |a| reached_as(a, g.slots[root], s, g.kind))?;
+    let (pid, addr, len) = peer_buf(&area(e, k), e, g, root, s);
+    if len != n {
+        return Err(Error::Protocol(format!(
+            "bcast of {n} bytes met one of {len}"
+        )));
+    }
+    // Everything but my block (which the root writes): before it, then after.
+    let mine = block(g.me);
+    for part in [0..mine.start, mine.end..n] {
+        if !part.is_empty() {
+            let len = part.len();
+            cma::read_from(pid, addr + part.start as u64, &mut buf[part])
+                .map_err(|x| copy_error("reading", len, g.slots[root], x))?;
+        }
+    }
+    publish_at(e, g, s + 1);
+    // The root writes my block; done when it publishes.
+    wait(e, info, k, |a| reached_as(a, g.slots[root], s + 1, g.kind))?;
+    g.finish(s + 1);
+    Ok(())
+}
+
+/// Folds one piece of every member's buffer into `acc`: `read(j, into)`
+/// reads member j's; `mine` is my own (`None`: it is in `acc` already,
+/// which only a commutative operation allows); `t` is scratch of the
+/// piece's length. In rank order right to left as [`fold`] does
+/// (`d0 ⊕ (d1 ⊕ (...))`), or, for a commutative operation, the others' first
+/// (the first straight into `acc` when it does not hold mine), each member
+/// starting after itself: the kernel locks a process's page table for every
+/// page it copies, and members that all began with member 0 queued on that
+/// lock (docs/BENCHMARKS.md, session 7).
+fn fold_piece(
+    g: &Group,
+    acc: &mut [u8],
+    mine: Option<&[u8]>,
+    t: &mut [u8],
+    op: &Combine<'_>,
+    commutative: bool,
+    mut read: impl FnMut(usize, &mut [u8]) -> Result<()>,
+) -> Result<()> {
+    let (m, me) = (g.slots.len(), g.me);
+    if commutative {
+        let mut others = (1..m).map(|d| (me + d) % m);
+        if mine.is_some() {
+            read(others.next().expect("two members at least"), acc)?;
+        }
+        for j in others {
+            read(j, t)?;
+            op(t, acc);
+        }
+        if let Some(p) = mine {
+            op(p, acc);
+        }
+        return Ok(());
+    }
+    let mine = mine.expect("a rank-order fold keeps my piece apart");
+    for j in (0..m).rev() {
+        match (j == m - 1, j == me) {
+            (true, true) => acc.copy_from_slice(mine),
+            (true, false) => read(j, acc)?,
+            (false, true) => op(mine, acc),
+            (false, false) => {
+                read(j, t)?;
+                op(t, acc);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Allreduce of `buf` (`elem`-byte elements) by single copy between the
+/// members' buffers: reduce-scatter, then allgather (see the module doc).
+// The collective's arguments, as the other entry points take them.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn allreduce_single_copy(
+    e: &mut Guard<'_>,
+    g: &mut Group,
+    buf: &mut [u8],
+    elem: usize,
+    op: &Combine<'_>,
+    commutative: bool,
+    info: WaitInfo,
+) -> Result<()> {
+    let n = buf.len();
+    // Commutative: each member writes its reduced pieces into the others'
+    // buffers as soon as they are folded, instead of everyone reading them
+    // after a second round (module doc); one round of publishing ends it.
+    let write_through = commutative;
+    let s = begin(e, g, if write_through { 2 } else { 3 }, info)?;
+    g.kind = kind(K_ALLREDUCE_COPY, 0, n);
+    let (m, me) = (g.slots.len(), g.me);
+    let peers = exchange_bufs(e, g, s, buf, "allreduce", info)?;
+    // Block j (whole elements, as even as possible) is member j's to reduce.
+    let block = |j: usize| block_of(n / elem, m, elem, j);
+    // Reduce my block in pieces that stay in cache (`KUMI_COLL_PIECE`),
+    // reading the others' pieces into scratch buffers kept from call to call
+    // (a fresh pair would cost zeroing and page faults every time).
+    let piece = (e.svc.coll.config().allreduce_piece / elem).max(1) * elem;
+    let mine = block(me);
+    let others = || (1..m).map(|k| (me + k) % m).map(|j| (j, &peers[j]));
+    SCRATCH.with_borrow_mut(|[r, t]| -> Result<()> {
+        for b in [&mut *r, &mut *t] {
+            if b.bytes().len() < piece.min(mine.len()) {
+                *b = AlignedBuf::zeroed(piece);
+            }
+        }
+        let mut off = mine.start;
+        while off < mine.end {
+            let len = piece.min(mine.end - off);
+            let (r, t) = (&mut r.bytes_mut()[..len], &mut t.bytes_mut()[..len]);
+            let read = |j: usize, into: &mut [u8]| {
+                let (pid, addr, _) = peers[j];
+                cma::read_from(pid, addr + off as u64, into)
+                    .map_err(|x| copy_error("reading", len, g.slots[j], x))
+            };
+            if write_through {
+                // Every other member's piece folded straight into mine, with
+                // no copy of it; then, while the reduced piece is in this
+                // core's cache, written into every other member's buffer.
+                fold_piece(g, &mut buf[off..off + len], None, t, op, true, read)?;
+                for (j, &(pid, addr, _)) in others() {
+                    cma::write_to(pid, addr + off as u64, &buf[off..off + len])
+                        .map_err(|x| copy_error("writing", len, g.slots[j], x))?;
+                }
+            } else {
+                // Rank order: into scratch (my piece is folded after the
+                // others'), then into place.
+                fold_piece(g, r, Some(&buf[off..off + len]), t, op, false, read)?;
+                buf[off..off + len].copy_from_slice(r);
+            }
+            off += len;
+        }
+        Ok(())
+    })?;
+    publish_at(e, g, s + 1);
+    wait_all(e, g, s + 1, info)?;
+    if write_through {
+        // Every member has written its reduced block into every buffer.
+        g.finish(s + 1);
+        return Ok(());
+    }
+    for (j, &(pid, addr, _)) in peers.iter().enumerate() {
+        let b = block(j);
+        if j != me && !b.is_empty() {
+            let len = b.len();
+            cma::read_from(pid, addr + b.start as u64, &mut buf[b])
+                .map_err(|x| copy_error("reading", len, g.slots[j], x))?;
+        }
+    }
+    publish_at(e, g, s + 2);
+    // Others may still read my block until they publish.
+    wait_all(e, g, s + 2, info)?;
+    g.finish(s + 2);
+    Ok(())
+}
+
+/// Reduce-scatter by single copy, for contributions longer than a payload
+/// half: every member publishes its `send` buffer, member i reads bytes
+/// `mine` (its block) of every other member's, a piece at a time through
+/// a scratch buffer, and folds them into `recv`, in rank order as [`fold`]
+/// does (`d0 ⊕ (d1 ⊕ (...))`; in any order for a commutative operation); a
+/// second round tells every member that nobody reads its buffer any more.
+/// Each member reads (m-1)/m of its block's bytes from others and no byte
+/// goes through the area or the rings.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn reduce_scatter_single_copy(
+    e: &mut Guard<'_>,
+    g: &mut Group,
+    send: &[u8],
+    mine: std::ops::Range<usize>,
+    recv: &mut [u8],
+    elem: usize,
+    op: &Combine<'_>,
+    commutative: bool,
+    info: WaitInfo,
+) -> Result<()> {
+    let n = send.len();
+    let s = begin(e, g, 2, info)?;
+    g.kind = kind(K_REDUCE_SCATTER_COPY, 0, n);
+    let peers = exchange_bufs(e, g, s, send, "reduce-scatter", info)?;
+    let piece = (e.svc.coll.config().allreduce_piece / elem).max(1) * elem;
+    let out = &mut recv[..mine.len()];
+    SCRATCH.with_borrow_mut(|[_, t]| -> Result<()> {
+        if t.bytes().len() < piece.min(out.len()) {
+            *t = AlignedBuf::zeroed(piece);
+        }
+        let mut off = 0;
+        while off < out.len() {
+            let len = piece.min(out.len() - off);
+            let at = mine.start + off;
+            let (acc, t) = (&mut out[off..off + len], &mut t.bytes_mut()[..len]);
+            let read = |j: usize, into: &mut [u8]| {
+                let (pid, addr, _) = peers[j];
+                cma::read_from(pid, addr + at as u64, into)
+                    .map_err(|x| copy_error("reading", len, g.slots[j], x))
+            };
+            fold_piece(g, acc, Some(&send[at..at + len]), t, op, commutative, read)?;
+            off += len;
+        }
+        Ok(())
+    })?;
+    publish_at(e, g, s + 1);
+    // Others may still read my buffer until they publish.
+    wait_all(e, g, s + 1, info)?;
+    g.finish(s + 1);
+    Ok(())
+}
+
+/// Reduce by single copy, for contributions of `n` bytes longer than a
+/// payload half: every member publishes where its contribution is (`own`;
+/// at the root, `None` when it is already in `out`, in place) and the root
+/// also where the result goes (`out`, empty elsewhere). Member i folds block
+/// i of every contribution, a piece at a time (into the root's `out`
+/// directly at the root, through scratch elsewhere), in rank order as
+/// [`fold`] does (any order for a commutative operation), and writes each
+/// finished piece into the root's `out` while it is in cache. Block i of
+/// the root's buffers is only touched by member i, so in place is safe. No
+/// member copies its whole contribution, and no byte goes through the area
+/// or the rings; a second round tells the root its result is complete and
+/// every member that nobody reads its contribution any more.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn reduce_single_copy(
+    e: &mut Guard<'_>,
+    g: &mut Group,
+    own: Option<&[u8]>,
+    out: &mut [u8],
+    elem: usize,
+    op: &Combine<'_>,
+    commutative: bool,
+    root: usize,
+    info: WaitInfo,
+) -> Result<()> {
+    let n = own.map_or(out.len(), <[u8]>::len);
+    let s = begin(e, g, 2, info)?;
+    g.kind = kind(K_REDUCE_COPY, root, n);
+    let (k, m, me) = (g.area, g.slots.len(), g.me);
+    let from = own.map_or(out.as_ptr(), <[u8]>::as_ptr) as u64;
+    let to = if me == root { out.as_ptr() as u64 } else { 0 };
+    publish_card(e, g, s, [from, n as u64, to], info)?;
+    wait_all(e, g, s, info)?;
+    let peers: Vec<(i32, [u64; 3])> = {
+        let a = area(e, k);
+        (0..m).map(|j| peer_card(&a, e, g, j, s)).collect()
+    };
+    if let Some(j) = peers.iter().position(|p| p.1[1] != n as u64) {
+        return Err(Error::Protocol(format!(
+            "reduce of {n} bytes met one of {} (member {j})",
+            peers[j].1[1]
+        )));
+    }
+    let (root_pid, result) = (peers[root].0, peers[root].1[2]);
+    let mine = block_of(n / elem, m, elem, me);
+    let piece = (e.svc.coll.config().allreduce_piece / elem).max(1) * elem;
+    SCRATCH.with_borrow_mut(|[r, t]| -> Result<()> {
+        for b in [&mut *r, &mut *t] {
+            if b.bytes().len() < piece.min(mine.len()) {
+                *b = AlignedBuf::zeroed(piece);
+            }
+        }
+        let mut at = mine.start;
+        while at < mine.end {
+            let len = piece.min(mine.end - at);
+            let read = |j: usize, into: &mut [u8]| {
+                let (pid, [addr, ..]) = peers[j];
+                cma::read_from(pid, addr + at as u64, into)
+                    .map_err(|x| copy_error("reading", len, g.slots[j], x))
+            };
+            let t = &mut t.bytes_mut()[..len];
+            // Where the result piece forms (at the root its own result
+            // buffer, elsewhere scratch) and my contribution's piece: `None`
+            // when it is already there (in place at the root). A rank-order
+            // fold needs my piece after the others', so it keeps a copy.
+            let (acc, mine_piece): (&mut [u8], Option<&[u8]>) = match own {
+                Some(own) if me == root => (&mut out[at..at + len], Some(&own[at..at + len])),
+                Some(own) => (&mut r.bytes_mut()[..len], Some(&own[at..at + len])),
+                None if commutative => (&mut out[at..at + len], None),
+                None => {
+                    let r = &mut r.bytes_mut()[..len];
+                    r.copy_from_slice(&out[at..at + len]);
+                    (&mut out[at..at + len], Some(&*r))
+                }
+            };
+            fold_piece(g, acc, mine_piece, t, op, commutative, read)?;
+            if me != root {
+                cma::write_to(root_pid, result + at as u64, acc)
+                    .map_err(|x| copy_error("writing", len, g.slots[root], x))?;
+            }
+            at += len;
+        }
+        Ok(())
+    })?;
+    publish_at(e, g, s + 1);
+    wait_all(e, g, s + 1, info)?;
+    g.finish(s + 1);
+    Ok(())
+}
