@@ -9,12 +9,15 @@
 //! the price is memory proportional to the number of runs, which for the layouts
 //! stencil codes use (a face of a block, a column) is small.
 //!
-//! A regular repetition whose flat list would pass [`FLAT_RUNS`] runs (a
+//! A typemap is kept as *unit* runs and repetition levels around them
+//! (`reps`: counts and byte strides, outermost first) where that says the
+//! same thing: always for equal runs evenly spaced (a vector's blocks, a
+//! column, which pack and unpack then copy in one strided loop), and for a
+//! regular repetition whose flat list would pass [`FLAT_RUNS`] runs (a
 //! contiguous or vector type of billions of strided elements, which MPI 4's
-//! large counts make ordinary) keeps its *unit* runs and the repetition levels
-//! around them instead (`reps`: counts and byte strides, outermost first), so
-//! the typemap stays as small as the constructors that made it; [`Datatype::walk`]
-//! visits either form in typemap order. An irregular layout (indexed blocks,
+//! large counts make ordinary), so the typemap stays as small as the
+//! constructors that made it; [`Datatype::walk`] visits either form in
+//! typemap order. An irregular layout (indexed blocks,
 //! structures of several parts) is always flat, and refused beyond
 //! [`MAX_RUNS`] runs with an error naming the number, rather than exhausting
 //! memory.
