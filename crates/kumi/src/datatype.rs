@@ -292,6 +292,37 @@ enum Blocks {
     List(Vec<(isize, usize)>),
 }
 
+impl Blocks {
+    /// A list of one block with data is the regular series of one.
+    fn regular(self) -> Blocks {
+        match self {
+            Blocks::List(v) => match v.iter().filter(|b| b.1 > 0).collect::<Vec<_>>()[..] {
+                [&(base, blocklen)] => Blocks::Regular {
+                    base,
+                    count: 1,
+                    blocklen,
+                    stride: 0,
+                },
+                _ => Blocks::List(v),
+            },
+            r => r,
+        }
+    }
+
+    /// Calls `f(byte offset, elements)` for each block, in order.
+    fn each(&self, f: &mut impl FnMut(isize, usize)) {
+        match *self {
+            Blocks::Regular {
+                base,
+                count,
+                blocklen,
+                stride,
+            } => (0..count).for_each(|j| f(base + j as isize * stride, blocklen)),
+            Blocks::List(ref v) => v.iter().for_each(|&(b, n)| f(b, n)),
+        }
+    }
+}
+
 /// A typemap before its runs are merged: unit runs and repetition levels
 /// ([`Layout::reps`]; none for a flat one).
 struct Map {
@@ -623,6 +654,7 @@ impl Datatype {
     }
 
     fn repeat(&self, blocks: Blocks, bounds: Option<(isize, isize)>) -> Result<Datatype> {
+        let blocks = blocks.regular();
         let ext = self.extent();
         // With a negative extent the last element of a block is its lowest.
         let span = |base: isize, blocklen: usize| -> Result<(isize, isize)> {
@@ -692,21 +724,18 @@ impl Datatype {
                 self.shape(),
             )
         };
-        // One block, or blocks evenly spaced, of more runs than a flat list
+        // Blocks evenly spaced (or one block) of more runs than a flat list
         // should hold: the unit and its levels.
-        let regular = match blocks {
-            Blocks::Regular {
+        if let (
+            true,
+            &Blocks::Regular {
                 base,
                 count,
                 blocklen,
                 stride,
-            } => Some((base, count, blocklen, stride)),
-            Blocks::List(ref v) => match v.iter().filter(|b| b.1 > 0).collect::<Vec<_>>()[..] {
-                [&(base, blocklen)] => Some((base, 1, blocklen, 0)),
-                _ => None,
             },
-        };
-        if let (true, Some((base, count, blocklen, stride))) = (flat > flat_runs_limit(), regular) {
+        ) = (flat > flat_runs_limit(), &blocks)
+        {
             let shift = |(o, l): (isize, usize)| Ok((base.checked_add(o).ok_or_else(overflow)?, l));
             let map = match dense {
                 Some(o) => Map {
@@ -747,19 +776,7 @@ impl Datatype {
                 });
             }
         };
-        match blocks {
-            Blocks::Regular {
-                base,
-                count,
-                blocklen,
-                stride,
-            } => {
-                for j in 0..count {
-                    push(base + j as isize * stride, blocklen);
-                }
-            }
-            Blocks::List(v) => v.into_iter().for_each(|(b, n)| push(b, n)),
-        }
+        blocks.each(&mut push);
         Ok(make(Map {
             runs,
             reps: Vec::new(),
