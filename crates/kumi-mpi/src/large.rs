@@ -19,6 +19,19 @@ use crate::{coll::*, p2p::*, types::*, win::*};
 use crate::{err, guard_plain as guard, MPI_Status, R};
 use std::ffi::{c_int, c_void};
 
+/// `MPI_X`, the name programs call: the same function as `PMPI_X` (which a
+/// profiling library may wrap).
+macro_rules! mpi_alias {
+    ($mpi:ident => $pmpi:ident ( $($a:ident : $t:ty),* )) => {
+        #[doc = concat!("`", stringify!($mpi), "`: calls `", stringify!($pmpi), "`.")]
+        #[no_mangle]
+        pub unsafe extern "C" fn $mpi($($a: $t),*) -> c_int {
+            // SAFETY: forwarded unchanged.
+            unsafe { $pmpi($($a),*) }
+        }
+    };
+}
+
 /// Narrows a count; on overflow, reports through the error handler.
 fn narrow(name: &'static str, v: i64) -> Result<c_int, c_int> {
     c_int::try_from(v).map_err(|_| {
@@ -56,12 +69,7 @@ macro_rules! large {
             // SAFETY: same contract as the int-count function.
             unsafe { $target($($a),*) }
         }
-        #[doc = concat!("`", stringify!($mpi), "`: calls `", stringify!($pmpi), "`.")]
-        #[no_mangle]
-        pub unsafe extern "C" fn $mpi($($a: $t),*) -> c_int {
-            // SAFETY: forwarded unchanged.
-            unsafe { $pmpi($($a),*) }
-        }
+        mpi_alias!($mpi => $pmpi ($($a: $t),*));
     )*};
 }
 
@@ -134,12 +142,7 @@ macro_rules! large_buf {
             // elements of `dt` at the buffer are one element of `w.dt`.
             unsafe { $target($buf, w.count, w.dt, $($a),*) }
         }
-        #[doc = concat!("`", stringify!($mpi), "`: calls `", stringify!($pmpi), "`.")]
-        #[no_mangle]
-        pub unsafe extern "C" fn $mpi($buf: $bt, count: i64, dt: c_int, $($a: $t),*) -> c_int {
-            // SAFETY: forwarded unchanged.
-            unsafe { $pmpi($buf, count, dt, $($a),*) }
-        }
+        mpi_alias!($mpi => $pmpi ($buf: $bt, count: i64, dt: c_int, $($a: $t),*));
     )*};
 }
 
@@ -202,12 +205,7 @@ macro_rules! large_v {
             // arrays live until the call returns.
             unsafe { $target($(large_v!(@arg $a $(, $conv)?)),*) }
         }
-        #[doc = concat!("`", stringify!($mpi), "`: calls `", stringify!($pmpi), "`.")]
-        #[no_mangle]
-        pub unsafe extern "C" fn $mpi($($a: $t),*) -> c_int {
-            // SAFETY: forwarded unchanged.
-            unsafe { $pmpi($($a),*) }
-        }
+        mpi_alias!($mpi => $pmpi ($($a: $t),*));
     )*};
     (@arg $a:ident, $conv:ident) => { Arg::arg(&$a) };
     (@arg $a:ident) => { $a };
@@ -292,12 +290,7 @@ macro_rules! large_red {
                 start_reduction(stringify!($impi), $kind, s, r, n, t, op, comm, request)
             })
         }
-        #[doc = concat!("`", stringify!($impi), "`: calls `", stringify!($ipmpi), "`.")]
-        #[no_mangle]
-        pub unsafe extern "C" fn $impi(s: V, r: M, c: i64, t: c_int, op: c_int, $($root: c_int,)? comm: c_int, request: *mut c_int) -> c_int {
-            // SAFETY: forwarded unchanged.
-            unsafe { $ipmpi(s, r, c, t, op, $($root,)? comm, request) }
-        }
+        mpi_alias!($impi => $ipmpi (s: V, r: M, c: i64, t: c_int, op: c_int, $($root: c_int,)? comm: c_int, request: *mut c_int));
         #[doc = concat!("`", stringify!($pmpi), "`: with an `MPI_Count`.")]
         #[no_mangle]
         pub unsafe extern "C" fn $pmpi(s: V, r: M, c: i64, t: c_int, op: c_int, $($root: c_int,)? comm: c_int) -> c_int {
@@ -314,12 +307,7 @@ macro_rules! large_red {
                 rc => rc,
             }
         }
-        #[doc = concat!("`", stringify!($mpi), "`: calls `", stringify!($pmpi), "`.")]
-        #[no_mangle]
-        pub unsafe extern "C" fn $mpi(s: V, r: M, c: i64, t: c_int, op: c_int, $($root: c_int,)? comm: c_int) -> c_int {
-            // SAFETY: forwarded unchanged.
-            unsafe { $pmpi(s, r, c, t, op, $($root,)? comm) }
-        }
+        mpi_alias!($mpi => $pmpi (s: V, r: M, c: i64, t: c_int, op: c_int, $($root: c_int,)? comm: c_int));
     )*};
 }
 
@@ -343,12 +331,7 @@ pub unsafe extern "C" fn PMPI_Reduce_local_c(i: V, io: M, c: i64, t: c_int, op: 
     })
 }
 
-/// `MPI_Reduce_local_c`: calls `PMPI_Reduce_local_c`.
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Reduce_local_c(i: V, io: M, c: i64, t: c_int, op: c_int) -> c_int {
-    // SAFETY: forwarded unchanged.
-    unsafe { PMPI_Reduce_local_c(i, io, c, t, op) }
-}
+mpi_alias!(MPI_Reduce_local_c => PMPI_Reduce_local_c (i: V, io: M, c: i64, t: c_int, op: c_int));
 
 /// The reduce-scatters' counts, beyond an int too: one per rank of the
 /// (local) group.
@@ -391,20 +374,7 @@ pub unsafe extern "C" fn PMPI_Ireduce_scatter_c(
     })
 }
 
-/// `MPI_Ireduce_scatter_c`: calls `PMPI_Ireduce_scatter_c`.
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Ireduce_scatter_c(
-    s: V,
-    r: M,
-    rc: *const i64,
-    t: c_int,
-    op: c_int,
-    comm: c_int,
-    request: *mut c_int,
-) -> c_int {
-    // SAFETY: forwarded unchanged.
-    unsafe { PMPI_Ireduce_scatter_c(s, r, rc, t, op, comm, request) }
-}
+mpi_alias!(MPI_Ireduce_scatter_c => PMPI_Ireduce_scatter_c (s: V, r: M, rc: *const i64, t: c_int, op: c_int, comm: c_int, request: *mut c_int));
 
 /// `PMPI_Reduce_scatter_c`: the nonblocking form, waited for.
 #[no_mangle]
@@ -425,19 +395,7 @@ pub unsafe extern "C" fn PMPI_Reduce_scatter_c(
     }
 }
 
-/// `MPI_Reduce_scatter_c`: calls `PMPI_Reduce_scatter_c`.
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Reduce_scatter_c(
-    s: V,
-    r: M,
-    rc: *const i64,
-    t: c_int,
-    op: c_int,
-    comm: c_int,
-) -> c_int {
-    // SAFETY: forwarded unchanged.
-    unsafe { PMPI_Reduce_scatter_c(s, r, rc, t, op, comm) }
-}
+mpi_alias!(MPI_Reduce_scatter_c => PMPI_Reduce_scatter_c (s: V, r: M, rc: *const i64, t: c_int, op: c_int, comm: c_int));
 
 /// Calls with one or two (buffer, count, datatype) triples whose counts
 /// may exceed an `int`: each such count and its type become one element of
@@ -459,12 +417,7 @@ macro_rules! large_pairs {
             // elements of a type are one element of the type made for them.
             unsafe { $target($($a),*) }
         }
-        #[doc = concat!("`", stringify!($mpi), "`: calls `", stringify!($pmpi), "`.")]
-        #[no_mangle]
-        pub unsafe extern "C" fn $mpi($($a: $t),*) -> c_int {
-            // SAFETY: forwarded unchanged.
-            unsafe { $pmpi($($a),*) }
-        }
+        mpi_alias!($mpi => $pmpi ($($a: $t),*));
     )*};
     (@ty $ty:ident $(, $rest:ident)*) => { $ty };
 }
@@ -554,16 +507,7 @@ pub unsafe extern "C" fn PMPI_Get_count_c(
     })
 }
 
-/// `MPI_Get_count_c`: calls `PMPI_Get_count_c`.
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Get_count_c(
-    st: *const MPI_Status,
-    t: c_int,
-    count: *mut i64,
-) -> c_int {
-    // SAFETY: forwarded unchanged.
-    unsafe { PMPI_Get_count_c(st, t, count) }
-}
+mpi_alias!(MPI_Get_count_c => PMPI_Get_count_c (st: *const MPI_Status, t: c_int, count: *mut i64));
 
 /// `PMPI_Get_elements_c`: `MPI_Get_elements_x` under its MPI-4 name.
 #[no_mangle]
@@ -578,16 +522,7 @@ pub unsafe extern "C" fn PMPI_Get_elements_c(
     unsafe { PMPI_Get_elements_x(st, t, count) }
 }
 
-/// `MPI_Get_elements_c`: calls `PMPI_Get_elements_c`.
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Get_elements_c(
-    st: *const MPI_Status,
-    t: c_int,
-    count: *mut i64,
-) -> c_int {
-    // SAFETY: forwarded unchanged.
-    unsafe { PMPI_Get_elements_c(st, t, count) }
-}
+mpi_alias!(MPI_Get_elements_c => PMPI_Get_elements_c (st: *const MPI_Status, t: c_int, count: *mut i64));
 
 /// `PMPI_Type_size_c`: `MPI_Type_size_x` under its MPI-4 name.
 #[no_mangle]
@@ -598,12 +533,7 @@ pub unsafe extern "C" fn PMPI_Type_size_c(t: c_int, size: *mut i64) -> c_int {
     unsafe { PMPI_Type_size_x(t, size) }
 }
 
-/// `MPI_Type_size_c`: calls `PMPI_Type_size_c`.
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Type_size_c(t: c_int, size: *mut i64) -> c_int {
-    // SAFETY: forwarded unchanged.
-    unsafe { PMPI_Type_size_c(t, size) }
-}
+mpi_alias!(MPI_Type_size_c => PMPI_Type_size_c (t: c_int, size: *mut i64));
 
 /// `PMPI_Type_get_extent_c`: `MPI_Type_get_extent_x` under its MPI-4 name.
 #[no_mangle]
@@ -614,12 +544,7 @@ pub unsafe extern "C" fn PMPI_Type_get_extent_c(t: c_int, lb: *mut i64, ext: *mu
     unsafe { PMPI_Type_get_extent_x(t, lb, ext) }
 }
 
-/// `MPI_Type_get_extent_c`: calls `PMPI_Type_get_extent_c`.
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Type_get_extent_c(t: c_int, lb: *mut i64, ext: *mut i64) -> c_int {
-    // SAFETY: forwarded unchanged.
-    unsafe { PMPI_Type_get_extent_c(t, lb, ext) }
-}
+mpi_alias!(MPI_Type_get_extent_c => PMPI_Type_get_extent_c (t: c_int, lb: *mut i64, ext: *mut i64));
 
 /// `PMPI_Type_get_true_extent_c`: `MPI_Type_get_true_extent_x` under its MPI-4 name.
 #[no_mangle]
@@ -634,16 +559,7 @@ pub unsafe extern "C" fn PMPI_Type_get_true_extent_c(
     unsafe { PMPI_Type_get_true_extent_x(t, lb, ext) }
 }
 
-/// `MPI_Type_get_true_extent_c`: calls `PMPI_Type_get_true_extent_c`.
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Type_get_true_extent_c(
-    t: c_int,
-    lb: *mut i64,
-    ext: *mut i64,
-) -> c_int {
-    // SAFETY: forwarded unchanged.
-    unsafe { PMPI_Type_get_true_extent_c(t, lb, ext) }
-}
+mpi_alias!(MPI_Type_get_true_extent_c => PMPI_Type_get_true_extent_c (t: c_int, lb: *mut i64, ext: *mut i64));
 
 /// Wrappers whose arrays are as long as other arguments say (a type
 /// constructor's `count`, a neighbourhood's degrees): `let`s computed from the
@@ -662,12 +578,7 @@ macro_rules! large_n {
             // arrays live until the call returns.
             unsafe { $target($(large_v!(@arg $a $(, $conv)?)),*) }
         }
-        #[doc = concat!("`", stringify!($mpi), "`: calls `", stringify!($pmpi), "`.")]
-        #[no_mangle]
-        pub unsafe extern "C" fn $mpi($($a: $t),*) -> c_int {
-            // SAFETY: forwarded unchanged.
-            unsafe { $pmpi($($a),*) }
-        }
+        mpi_alias!($mpi => $pmpi ($($a: $t),*));
     )*};
 }
 
@@ -751,20 +662,7 @@ pub unsafe extern "C" fn PMPI_Pack_c(
     })
 }
 
-/// `MPI_Pack_c`: calls `PMPI_Pack_c`.
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Pack_c(
-    inbuf: V,
-    incount: i64,
-    t: c_int,
-    outbuf: M,
-    outsize: i64,
-    position: *mut i64,
-    comm: c_int,
-) -> c_int {
-    // SAFETY: forwarded unchanged.
-    unsafe { PMPI_Pack_c(inbuf, incount, t, outbuf, outsize, position, comm) }
-}
+mpi_alias!(MPI_Pack_c => PMPI_Pack_c (inbuf: V, incount: i64, t: c_int, outbuf: M, outsize: i64, position: *mut i64, comm: c_int));
 
 /// `PMPI_Unpack_c`: `MPI_Unpack` with `MPI_Count` sizes and position.
 #[no_mangle]
@@ -789,20 +687,7 @@ pub unsafe extern "C" fn PMPI_Unpack_c(
     })
 }
 
-/// `MPI_Unpack_c`: calls `PMPI_Unpack_c`.
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Unpack_c(
-    inbuf: V,
-    insize: i64,
-    position: *mut i64,
-    outbuf: M,
-    outcount: i64,
-    t: c_int,
-    comm: c_int,
-) -> c_int {
-    // SAFETY: forwarded unchanged.
-    unsafe { PMPI_Unpack_c(inbuf, insize, position, outbuf, outcount, t, comm) }
-}
+mpi_alias!(MPI_Unpack_c => PMPI_Unpack_c (inbuf: V, insize: i64, position: *mut i64, outbuf: M, outcount: i64, t: c_int, comm: c_int));
 
 /// `PMPI_Buffer_detach_c`: `MPI_Buffer_detach` with an `MPI_Count` size.
 #[no_mangle]
@@ -815,12 +700,7 @@ pub unsafe extern "C" fn PMPI_Buffer_detach_c(buffer_addr: M, size: *mut i64) ->
     widen("MPI_Buffer_detach_c", rc, s, size)
 }
 
-/// `MPI_Buffer_detach_c`: calls `PMPI_Buffer_detach_c`.
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Buffer_detach_c(buffer_addr: M, size: *mut i64) -> c_int {
-    // SAFETY: forwarded unchanged.
-    unsafe { PMPI_Buffer_detach_c(buffer_addr, size) }
-}
+mpi_alias!(MPI_Buffer_detach_c => PMPI_Buffer_detach_c (buffer_addr: M, size: *mut i64));
 
 fn na(name: &'static str, v: isize) -> Result<c_int, c_int> {
     narrow(name, v as i64)
@@ -862,15 +742,4 @@ pub unsafe extern "C" fn PMPI_Win_shared_query_c(
     })
 }
 
-/// `MPI_Win_shared_query_c`: calls `PMPI_Win_shared_query_c`.
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Win_shared_query_c(
-    win: c_int,
-    rank: c_int,
-    size: *mut isize,
-    disp_unit: *mut isize,
-    baseptr: M,
-) -> c_int {
-    // SAFETY: forwarded unchanged.
-    unsafe { PMPI_Win_shared_query_c(win, rank, size, disp_unit, baseptr) }
-}
+mpi_alias!(MPI_Win_shared_query_c => PMPI_Win_shared_query_c (win: c_int, rank: c_int, size: *mut isize, disp_unit: *mut isize, baseptr: M));
