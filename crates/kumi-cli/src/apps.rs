@@ -280,7 +280,7 @@ pub(crate) fn stdout_in(scratch: &Path) -> std::path::PathBuf {
 
 /// Runs `c` (which starts `launcher`) in a process group of its own, with
 /// its output into files under `scratch`, for at most `limit`: its standard
-/// output and how long it ran (to its exit, exactly: a pidfd says when), or
+/// output and when it exited (exactly: a pidfd says when), or
 /// why not: it failed, ran past the limit (the whole group is ended then),
 /// or the runner was interrupted.
 pub(crate) fn run_bounded(
@@ -288,7 +288,7 @@ pub(crate) fn run_bounded(
     launcher: &str,
     limit: Duration,
     scratch: &Path,
-) -> Result<(String, Duration), String> {
+) -> Result<(String, Instant), String> {
     let out_path = stdout_in(scratch);
     let err_path = scratch.join("stderr");
     let file = |p: &Path| {
@@ -362,7 +362,7 @@ pub(crate) fn run_bounded(
             tail()
         ));
     }
-    Ok((read(&out_path), ran))
+    Ok((read(&out_path), start + ran))
 }
 
 /// Set by SIGINT, SIGTERM or SIGHUP: the programs run in process groups of

@@ -15,7 +15,7 @@ use crate::apps::{
 };
 use crate::bench::{round_order, BenchArgs, Reference, Twin};
 use crate::comparison::Comparison;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 const SOURCE: &str = include_str!("../../kumi-bench/c/startup.c");
 
@@ -128,12 +128,15 @@ fn once(twin: &Twin, np: u32, limit: Duration, scratch: &Scratch) -> Times {
     let launcher = twin.reference.tools().1;
     let ran = || -> Result<(String, f64), String> {
         let mut c = twin.reference.launcher(np)?;
-        let t0 = SystemTime::now()
+        // Both times count from this moment: rank 0's barrier by the wall
+        // clock passed to it, the exit by the monotonic one.
+        let (t0, i0) = (SystemTime::now(), Instant::now());
+        let t0 = t0
             .duration_since(UNIX_EPOCH)
             .map_err(|e| format!("the clock is before 1970: {e}"))?;
         c.arg(&twin.exe).arg(t0.as_nanos().to_string());
-        let (out, ran) = run_bounded(&mut c, launcher, limit, &scratch.0)?;
-        Ok((out, ran.as_secs_f64()))
+        let (out, exited) = run_bounded(&mut c, launcher, limit, &scratch.0)?;
+        Ok((out, (exited - i0).as_secs_f64()))
     };
     let exit = ran();
     // A job that failed or hung may still have passed its barrier: its
