@@ -40,6 +40,9 @@ use std::rc::Rc;
 use std::sync::OnceLock;
 
 mod inter;
+mod v;
+
+pub(crate) use v::*;
 
 fn in_place(p: *const c_void) -> bool {
     p as usize == IN_PLACE
@@ -133,13 +136,6 @@ pub(crate) fn need_request(p: *mut c_int) -> R<()> {
         return err(MPI_ERR_ARG, "the output argument `request` is NULL");
     }
     Ok(())
-}
-
-fn counts(p: *const c_int, n: usize, what: &str) -> R<Vec<usize>> {
-    slice(p, n as c_int, what)?
-        .iter()
-        .map(|&c| count(c))
-        .collect()
 }
 
 // ----- reductions ------------------------------------------------------------------
@@ -442,160 +438,6 @@ fn pack_typed(segs: &[Seg]) -> Vec<u8> {
     v
 }
 
-/// The segments of an `...w` collective: `counts[i]` elements of `types[i]`
-/// at byte displacement `displs[i]` of `buf`.
-fn w_segments(
-    buf: *const c_void,
-    counts: &[usize],
-    displs: &[isize],
-    types: *const c_int,
-    what: &str,
-) -> R<Vec<Seg>> {
-    let ts = slice(types, counts.len() as c_int, what)?;
-    let s = st()?;
-    let mut out = Vec::with_capacity(counts.len());
-    for ((&n, &disp), &t) in counts.iter().zip(displs).zip(ts) {
-        out.push((
-            (buf as *mut u8).wrapping_offset(disp) as *mut c_void,
-            n,
-            s.dtype(t)?,
-        ));
-    }
-    Ok(out)
-}
-
-/// An `...w` collective's `int` byte displacements, `n` of them.
-fn byte_displs(d: *const c_int, n: usize, what: &str) -> R<Vec<isize>> {
-    Ok(slice(d, n as c_int, what)?
-        .iter()
-        .map(|&x| x as isize)
-        .collect())
-}
-
-/// `MPI_(I)alltoallw`, started (displacements in bytes, a type per rank).
-#[allow(clippy::too_many_arguments)]
-fn alltoallw(
-    sendbuf: *const c_void,
-    sendcounts: *const c_int,
-    sdispls: *const c_int,
-    sendtypes: *const c_int,
-    recvbuf: *mut c_void,
-    recvcounts: *const c_int,
-    rdispls: *const c_int,
-    recvtypes: *const c_int,
-    comm: c_int,
-) -> R<NbBytes> {
-    let c = st()?.intra(comm);
-    let c = match c {
-        Ok(c) => c,
-        Err(e) => {
-            return inter::alltoallw(
-                e, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls,
-                recvtypes, comm,
-            )
-        }
-    };
-    let p = c.size();
-    let rsegs = w_segments(
-        recvbuf,
-        &counts(recvcounts, p, "recvcounts")?,
-        &byte_displs(rdispls, p, "rdispls")?,
-        recvtypes,
-        "recvtypes",
-    )?;
-    let ssegs = if in_place(sendbuf) {
-        rsegs.clone()
-    } else {
-        w_segments(
-            sendbuf,
-            &counts(sendcounts, p, "sendcounts")?,
-            &byte_displs(sdispls, p, "sdispls")?,
-            sendtypes,
-            "sendtypes",
-        )?
-    };
-    let sb: Vec<usize> = ssegs.iter().map(|(_, n, d)| d.packed_size(*n)).collect();
-    let rb: Vec<usize> = rsegs.iter().map(|(_, n, d)| d.packed_size(*n)).collect();
-    let req = c.ialltoallv(pack_typed(&ssegs), &sb, &rb)?;
-    Ok(NbBytes { req, out: rsegs })
-}
-
-/// `MPI_(I)neighbor_alltoallw`, started (`MPI_Aint` byte displacements).
-#[allow(clippy::too_many_arguments)]
-fn neighbor_alltoallw(
-    sendbuf: *const c_void,
-    sendcounts: *const c_int,
-    sdispls: *const isize,
-    sendtypes: *const c_int,
-    recvbuf: *mut c_void,
-    recvcounts: *const c_int,
-    rdispls: *const isize,
-    recvtypes: *const c_int,
-    comm: c_int,
-) -> R<NbBytes> {
-    let (c, nb) = crate::comm::neighbors(&mut *st()?, comm)?;
-    let (ki, ko) = (nb.indegree(), nb.outdegree());
-    let send = w_segments(
-        sendbuf,
-        &counts(sendcounts, ko, "sendcounts")?,
-        slice(sdispls, ko as c_int, "sdispls")?,
-        sendtypes,
-        "sendtypes",
-    )?;
-    let recv = w_segments(
-        recvbuf,
-        &counts(recvcounts, ki, "recvcounts")?,
-        slice(rdispls, ki as c_int, "rdispls")?,
-        recvtypes,
-        "recvtypes",
-    )?;
-    neighbor_start(&c, &nb, &send, false, recv)
-}
-
-/// The packed bytes of the segments (buffer, element count) of `d`, one after
-/// the other.
-fn pack_segments(segs: &[(*mut c_void, usize)], d: &Datatype) -> Vec<u8> {
-    let mut v = Vec::with_capacity(segs.iter().map(|&(_, n)| d.packed_size(n)).sum());
-    for &(buf, n) in segs {
-        v.extend_from_slice(&pack(buf, n, d));
-    }
-    v
-}
-
-/// Writes `bytes` (segments packed one after the other) into the segments.
-fn unpack_segments(bytes: &[u8], segs: &[(*mut c_void, usize)], d: &Datatype) {
-    let mut off = 0;
-    for &(buf, n) in segs {
-        let len = d.packed_size(n);
-        unpack(&bytes[off..off + len], buf, n, d);
-        off += len;
-    }
-}
-
-/// The segments (`buf` displaced by `displs[i]` extents, `counts[i]` elements).
-fn segments(
-    buf: *const c_void,
-    counts: &[usize],
-    displs: &[usize],
-    d: &Datatype,
-) -> Vec<(*mut c_void, usize)> {
-    counts
-        .iter()
-        .zip(displs)
-        .map(|(&n, &i)| (at(buf, i, d), n))
-        .collect()
-}
-
-/// [`segments`] in bytes, for the collectives over segments: (start, bytes).
-fn byte_segments(
-    buf: *const c_void,
-    counts: &[usize],
-    displs: &[usize],
-    d: &Datatype,
-) -> Vec<(*mut u8, usize)> {
-    in_bytes(segments(buf, counts, displs, d), d)
-}
-
 /// Segments of elements of `d` as (start, bytes).
 fn in_bytes(v: Vec<(*mut c_void, usize)>, d: &Datatype) -> Vec<(*mut u8, usize)> {
     v.into_iter()
@@ -770,30 +612,6 @@ fn neighbor_allgather(
     neighbor_start(&c, &nb, &send, true, recv)
 }
 
-/// `MPI_(I)neighbor_allgatherv`, started.
-#[allow(clippy::too_many_arguments)]
-fn neighbor_allgatherv(
-    sendbuf: *const c_void,
-    sendcount: c_int,
-    sendtype: c_int,
-    recvbuf: *mut c_void,
-    recvcounts: *const c_int,
-    displs: *const c_int,
-    recvtype: c_int,
-    comm: c_int,
-) -> R<NbBytes> {
-    let (c, nb, sd, rd) = neighbor_args(comm, sendtype, recvtype)?;
-    let k = nb.indegree();
-    let send = [(sendbuf as *mut c_void, count(sendcount)?, sd)];
-    let recv = segments(
-        recvbuf,
-        &counts(recvcounts, k, "recvcounts")?,
-        &counts(displs, k, "displs")?,
-        &rd,
-    );
-    neighbor_start(&c, &nb, &send, true, of_type(recv, &rd))
-}
-
 /// `MPI_(I)neighbor_alltoall`, started.
 fn neighbor_alltoall(
     sendbuf: *const c_void,
@@ -807,36 +625,6 @@ fn neighbor_alltoall(
     let (c, nb, sd, rd) = neighbor_args(comm, sendtype, recvtype)?;
     let send = even_segments(sendbuf, nb.outdegree(), count(sendcount)?, &sd);
     let recv = even_segments(recvbuf, nb.indegree(), count(recvcount)?, &rd);
-    neighbor_start(&c, &nb, &of_type(send, &sd), false, of_type(recv, &rd))
-}
-
-/// `MPI_(I)neighbor_alltoallv`, started.
-#[allow(clippy::too_many_arguments)]
-fn neighbor_alltoallv(
-    sendbuf: *const c_void,
-    sendcounts: *const c_int,
-    sdispls: *const c_int,
-    sendtype: c_int,
-    recvbuf: *mut c_void,
-    recvcounts: *const c_int,
-    rdispls: *const c_int,
-    recvtype: c_int,
-    comm: c_int,
-) -> R<NbBytes> {
-    let (c, nb, sd, rd) = neighbor_args(comm, sendtype, recvtype)?;
-    let (ki, ko) = (nb.indegree(), nb.outdegree());
-    let send = segments(
-        sendbuf,
-        &counts(sendcounts, ko, "sendcounts")?,
-        &counts(sdispls, ko, "sdispls")?,
-        &sd,
-    );
-    let recv = segments(
-        recvbuf,
-        &counts(recvcounts, ki, "recvcounts")?,
-        &counts(rdispls, ki, "rdispls")?,
-        &rd,
-    );
     neighbor_start(&c, &nb, &of_type(send, &sd), false, of_type(recv, &rd))
 }
 
@@ -1937,16 +1725,8 @@ mpi_persistent_colls! {
 mpi_coll_pair! {
     MPI_Neighbor_allgather / PMPI_Neighbor_allgather,
     MPI_Ineighbor_allgather / PMPI_Ineighbor_allgather => neighbor_allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, comm: c_int) on comm
-    MPI_Neighbor_allgatherv / PMPI_Neighbor_allgatherv,
-    MPI_Ineighbor_allgatherv / PMPI_Ineighbor_allgatherv => neighbor_allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: c_int, comm: c_int) on comm
     MPI_Neighbor_alltoall / PMPI_Neighbor_alltoall,
     MPI_Ineighbor_alltoall / PMPI_Ineighbor_alltoall => neighbor_alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, comm: c_int) on comm
-    MPI_Neighbor_alltoallv / PMPI_Neighbor_alltoallv,
-    MPI_Ineighbor_alltoallv / PMPI_Ineighbor_alltoallv => neighbor_alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: c_int, comm: c_int) on comm
-    MPI_Alltoallw / PMPI_Alltoallw,
-    MPI_Ialltoallw / PMPI_Ialltoallw => alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const c_int, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const c_int, comm: c_int) on comm
-    MPI_Neighbor_alltoallw / PMPI_Neighbor_alltoallw,
-    MPI_Ineighbor_alltoallw / PMPI_Ineighbor_alltoallw => neighbor_alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const isize, sendtypes: *const c_int, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const isize, recvtypes: *const c_int, comm: c_int) on comm
 }
 
 mpi! {
@@ -1990,7 +1770,7 @@ mpi! {
         let n = crate::state::count(count)?;
         if d.is_contiguous() {
             let seg = in_bytes(even_segments(buffer, 1, n, &d), &d)[0];
-            // SAFETY: MPI's contract (see MPI_Ialltoallv).
+            // SAFETY: MPI's contract (see `v::igatherv`).
             let req = unsafe { c.ibcast_segment(seg, r) }?;
             return nb_request(Box::new(NbBytes::none(req)), comm, request);
         }
@@ -2022,7 +1802,7 @@ mpi! {
             sd.is_contiguous().then(|| (sendbuf.cast::<u8>(), sd.packed_size(sn)))
         };
         if let (Some(send), true) = (send, rd.is_contiguous()) {
-            // SAFETY: MPI's contract (see MPI_Ialltoallv); in place, this
+            // SAFETY: MPI's contract (see `v::igatherv`); in place, this
             // rank's send is its own receive block.
             let req = unsafe { c.iallgatherv_segments(send, &recv) }?;
             return nb_request(Box::new(NbBytes::none(req)), comm, request);
@@ -2048,7 +1828,7 @@ mpi! {
         let (p, me) = (c.size(), c.rank());
         let a = gather_args(me == r, me, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype)?;
         if let Some((send, recv)) = a.direct(recvbuf, p) {
-            // SAFETY: MPI's contract (see MPI_Ialltoallv); in place, the
+            // SAFETY: MPI's contract (see `v::igatherv`); in place, the
             // root's send is its own receive block.
             let req = unsafe { c.igatherv_segments(send, &recv, r) }?;
             return nb_request(Box::new(NbBytes::none(req)), comm, request);
@@ -2072,7 +1852,7 @@ mpi! {
         let (p, me) = (c.size(), c.rank());
         let a = scatter_args(me == r, sendcount, sendtype, recvbuf, recvcount, recvtype)?;
         if let Some((send, recv)) = a.direct(sendbuf, recvbuf, p, me) {
-            // SAFETY: MPI's contract (see MPI_Ialltoallv); in place, the
+            // SAFETY: MPI's contract (see `v::igatherv`); in place, the
             // root's receive is its own send block.
             let req = unsafe { c.iscatterv_segments(&send, recv, r) }?;
             return nb_request(Box::new(NbBytes::none(req)), comm, request);
@@ -2109,7 +1889,7 @@ mpi! {
             if sd.is_contiguous() && rd.is_contiguous() {
                 let send = read_only(in_bytes(even_segments(sendbuf, p, crate::state::count(sendcount)?, &sd), &sd));
                 let recv = in_bytes(even_segments(recvbuf, p, rn, &rd), &rd);
-                // SAFETY: MPI's contract (see MPI_Ialltoallv).
+                // SAFETY: MPI's contract (see `v::igatherv`).
                 let req = unsafe { c.ialltoallv_segments(&send, &recv) }?;
                 return nb_request(Box::new(NbBytes::none(req)), comm, request);
             }
@@ -2122,169 +1902,6 @@ mpi! {
         };
         let req = c.ialltoall(mine)?;
         nb_request(Box::new(NbBytes::one(req, recvbuf, rn * p, rd)), comm, request)
-    }
-
-    fn MPI_Igatherv / PMPI_Igatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: c_int, root: c_int, comm: c_int, request: *mut c_int) {
-        let c = st()?.intra(comm);
-        let c = match c {
-            Ok(x) => x,
-            Err(e) => return inter::start(inter::gatherv(e, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm), comm, request),
-        };
-        need_request(request)?;
-        let r = check_root(&c, root)?;
-        let (p, me) = (c.size(), c.rank());
-        // The receive arguments matter at the root only.
-        let recv = if me == r {
-            let rd = st()?.dtype(recvtype)?;
-            let segs = segments(recvbuf, &counts(recvcounts, p, "recvcounts")?, &counts(displs, p, "displs")?, &rd);
-            Some((rd, segs))
-        } else {
-            None
-        };
-        let (sd, sbuf, sn) = match &recv {
-            Some((rd, segs)) if in_place(sendbuf) => (rd.clone(), segs[me].0.cast_const(), segs[me].1),
-            _ => (st()?.dtype(sendtype)?, sendbuf, crate::state::count(sendcount)?),
-        };
-        if sd.is_contiguous() && recv.as_ref().is_none_or(|(rd, _)| rd.is_contiguous()) {
-            let rsegs = match &recv {
-                Some((rd, segs)) => in_bytes(segs.clone(), rd),
-                None => Vec::new(),
-            };
-            // SAFETY: MPI's contract (see MPI_Ialltoallv); in place, the
-            // root's send is its own receive segment.
-            let req = unsafe { c.igatherv_segments((sbuf.cast::<u8>(), sd.packed_size(sn)), &rsegs, r) }?;
-            return nb_request(Box::new(NbBytes::none(req)), comm, request);
-        }
-        let mine = pack(sbuf, sn, &sd);
-        let mut bytes = vec![0; p];
-        if let Some((rd, segs)) = &recv {
-            for (b, &(_, n)) in bytes.iter_mut().zip(segs) {
-                *b = rd.packed_size(n);
-            }
-        }
-        bytes[me] = mine.len();
-        let req = c.igatherv(mine, &bytes, r)?;
-        let nb = match recv {
-            Some((rd, segs)) => NbBytes::typed(req, segs, &rd),
-            None => NbBytes::none(req),
-        };
-        nb_request(Box::new(nb), comm, request)
-    }
-
-    fn MPI_Iscatterv / PMPI_Iscatterv(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, root: c_int, comm: c_int, request: *mut c_int) {
-        let c = st()?.intra(comm);
-        let c = match c {
-            Ok(x) => x,
-            Err(e) => return inter::start(inter::scatterv(e, sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm), comm, request),
-        };
-        need_request(request)?;
-        let r = check_root(&c, root)?;
-        let (p, me) = (c.size(), c.rank());
-        // The send arguments matter at the root only.
-        let send = if me == r {
-            let sd = st()?.dtype(sendtype)?;
-            let segs = segments(sendbuf, &counts(sendcounts, p, "sendcounts")?, &counts(displs, p, "displs")?, &sd);
-            Some((sd, segs))
-        } else {
-            None
-        };
-        let dest_in_place = in_place(recvbuf) && me == r;
-        let (rd, rn) = match &send {
-            Some((sd, segs)) if dest_in_place => (sd.clone(), segs[me].1),
-            _ => (st()?.dtype(recvtype)?, crate::state::count(recvcount)?),
-        };
-        if rd.is_contiguous() && send.as_ref().is_none_or(|(sd, _)| sd.is_contiguous()) {
-            let ssegs = match &send {
-                Some((sd, segs)) => read_only(in_bytes(segs.clone(), sd)),
-                None => Vec::new(),
-            };
-            let rbuf = if dest_in_place { ssegs[me].0.cast_mut() } else { recvbuf.cast::<u8>() };
-            // SAFETY: MPI's contract (see MPI_Ialltoallv); in place, the
-            // root's receive is its own send segment.
-            let req = unsafe { c.iscatterv_segments(&ssegs, (rbuf, rd.packed_size(rn)), r) }?;
-            return nb_request(Box::new(NbBytes::none(req)), comm, request);
-        }
-        let mut bytes = vec![0; p];
-        let all = match &send {
-            Some((sd, segs)) => {
-                for (b, &(_, n)) in bytes.iter_mut().zip(segs) {
-                    *b = sd.packed_size(n);
-                }
-                pack_segments(segs, sd)
-            }
-            None => Vec::new(),
-        };
-        if me != r {
-            bytes[me] = rd.packed_size(rn);
-        } else if bytes[me] != rd.packed_size(rn) {
-            return err(
-                MPI_ERR_TRUNCATE,
-                format!("the root sends itself {} bytes but receives {}", bytes[me], rd.packed_size(rn)),
-            );
-        }
-        let req = c.iscatterv(all, &bytes, r)?;
-        let nb = if dest_in_place { NbBytes::none(req) } else { NbBytes::one(req, recvbuf, rn, rd) };
-        nb_request(Box::new(nb), comm, request)
-    }
-
-    fn MPI_Iallgatherv / PMPI_Iallgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: c_int, comm: c_int, request: *mut c_int) {
-        let (c, rd) = match lookup(comm, recvtype) {
-            Ok(x) => x,
-            Err(e) => return inter::start(inter::allgatherv(e, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm), comm, request),
-        };
-        need_request(request)?;
-        let (p, me) = (c.size(), c.rank());
-        let segs = segments(recvbuf, &counts(recvcounts, p, "recvcounts")?, &counts(displs, p, "displs")?, &rd);
-        let (sd, sbuf, sn) = if in_place(sendbuf) {
-            (rd.clone(), segs[me].0.cast_const(), segs[me].1)
-        } else {
-            (st()?.dtype(sendtype)?, sendbuf, crate::state::count(sendcount)?)
-        };
-        if sd.is_contiguous() && rd.is_contiguous() {
-            // SAFETY: MPI's contract (see MPI_Ialltoallv); in place, this
-            // rank's send is its own receive segment.
-            let req = unsafe { c.iallgatherv_segments((sbuf.cast::<u8>(), sd.packed_size(sn)), &in_bytes(segs, &rd)) }?;
-            return nb_request(Box::new(NbBytes::none(req)), comm, request);
-        }
-        let mine = pack(sbuf, sn, &sd);
-        let bytes: Vec<usize> = segs.iter().map(|&(_, n)| rd.packed_size(n)).collect();
-        let req = c.iallgatherv(mine, &bytes)?;
-        nb_request(Box::new(NbBytes::typed(req, segs, &rd)), comm, request)
-    }
-
-    // The nonblocking data movers with contiguous types run straight between
-    // the program's buffers, which MPI keeps valid and the receive ones
-    // untouched until the request completes: no copies through owned
-    // buffers (measured: docs/BENCHMARKS.md, session 22).
-    fn MPI_Ialltoallv / PMPI_Ialltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: c_int, comm: c_int, request: *mut c_int) {
-        let (c, rd) = match lookup(comm, recvtype) {
-            Ok(x) => x,
-            Err(e) => return inter::start(inter::alltoallv(e, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm), comm, request),
-        };
-        need_request(request)?;
-        let p = c.size();
-        if !in_place(sendbuf) {
-            let sd = st()?.dtype(sendtype)?;
-            if sd.is_contiguous() && rd.is_contiguous() {
-                let send = read_only(byte_segments(sendbuf, &counts(sendcounts, p, "sendcounts")?, &counts(sdispls, p, "sdispls")?, &sd));
-                let recv = byte_segments(recvbuf, &counts(recvcounts, p, "recvcounts")?, &counts(rdispls, p, "rdispls")?, &rd);
-                // SAFETY: MPI's contract (above).
-                let req = unsafe { c.ialltoallv_segments(&send, &recv) }?;
-                return nb_request(Box::new(NbBytes::none(req)), comm, request);
-            }
-        }
-        let rsegs = segments(recvbuf, &counts(recvcounts, p, "recvcounts")?, &counts(rdispls, p, "rdispls")?, &rd);
-        let (sd, ssegs) = if in_place(sendbuf) {
-            (rd.clone(), rsegs.clone())
-        } else {
-            let sd = st()?.dtype(sendtype)?;
-            let segs = segments(sendbuf, &counts(sendcounts, p, "sendcounts")?, &counts(sdispls, p, "sdispls")?, &sd);
-            (sd, segs)
-        };
-        let sb: Vec<usize> = ssegs.iter().map(|&(_, n)| sd.packed_size(n)).collect();
-        let rb: Vec<usize> = rsegs.iter().map(|&(_, n)| rd.packed_size(n)).collect();
-        let req = c.ialltoallv(pack_segments(&ssegs, &sd), &sb, &rb)?;
-        nb_request(Box::new(NbBytes::typed(req, rsegs, &rd)), comm, request)
     }
 
     fn MPI_Iscan / PMPI_Iscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: c_int, op: c_int, comm: c_int, request: *mut c_int) {
@@ -2395,48 +2012,6 @@ mpi! {
         Ok(())
     }
 
-    fn MPI_Gatherv / PMPI_Gatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: c_int, root: c_int, comm: c_int) {
-        let c = st()?.intra(comm);
-        let c = match c {
-            Ok(x) => x,
-            Err(e) => return inter::wait(inter::gatherv(e, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm)),
-        };
-        let r = check_root(&c, root)?;
-        let (p, me) = (c.size(), c.rank());
-        let recv = if me == r {
-            Some((st()?.dtype(recvtype)?, counts(recvcounts, p, "recvcounts")?, counts(displs, p, "displs")?))
-        } else {
-            None
-        };
-        let (sd, sbuf, sn) = match &recv {
-            Some((rd, cs, ds)) if in_place(sendbuf) => (rd.clone(), at(recvbuf, ds[me], rd).cast_const(), cs[me]),
-            _ => (st()?.dtype(sendtype)?, sendbuf, crate::state::count(sendcount)?),
-        };
-        // Contiguous types go straight between the program's buffers.
-        if sd.is_contiguous() && recv.as_ref().is_none_or(|(rd, ..)| rd.is_contiguous()) {
-            let segs: Vec<(*mut u8, usize)> = match &recv {
-                Some((rd, cs, ds)) => segments(recvbuf, cs, ds, rd).into_iter().map(|(b, n)| (b.cast::<u8>(), rd.packed_size(n))).collect(),
-                None => Vec::new(),
-            };
-            // SAFETY: MPI's contract for MPI_Gatherv's buffers (in place,
-            // the root's send is its own receive segment).
-            return Ok(unsafe { c.gatherv_segments((sbuf.cast::<u8>(), sd.packed_size(sn)), &segs, r) }?);
-        }
-        let mine = pack(sbuf, sn, &sd);
-        // Elsewhere than at the root the runtime checks this rank's own
-        // entry against what it sends.
-        let bytes: Vec<usize> = match &recv {
-            Some((rd, cs, _)) => cs.iter().map(|&k| rd.packed_size(k)).collect(),
-            None => (0..p).map(|i| if i == me { mine.len() } else { 0 }).collect(),
-        };
-        let mut all = vec![0u8; if recv.is_some() { bytes.iter().sum() } else { 0 }];
-        c.gatherv(&mine, &mut all, &bytes, r)?;
-        if let Some((rd, cs, ds)) = &recv {
-            unpack_segments(&all, &segments(recvbuf, cs, ds, rd), rd);
-        }
-        Ok(())
-    }
-
     fn MPI_Scatter / PMPI_Scatter(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, root: c_int, comm: c_int) {
         let c = st()?.intra(comm);
         let c = match c {
@@ -2459,47 +2034,6 @@ mpi! {
         c.scatter(&all, &mut mine, r)?;
         if !a.in_place {
             unpack(&mine, recvbuf, a.rn, &a.rd);
-        }
-        Ok(())
-    }
-
-    fn MPI_Scatterv / PMPI_Scatterv(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, root: c_int, comm: c_int) {
-        let c = st()?.intra(comm);
-        let c = match c {
-            Ok(x) => x,
-            Err(e) => return inter::wait(inter::scatterv(e, sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm)),
-        };
-        let r = check_root(&c, root)?;
-        let (p, me) = (c.size(), c.rank());
-        let send = if me == r {
-            Some((st()?.dtype(sendtype)?, counts(sendcounts, p, "sendcounts")?, counts(displs, p, "displs")?))
-        } else {
-            None
-        };
-        let dest_in_place = in_place(recvbuf) && send.is_some();
-        let (rd, rn) = match &send {
-            Some((sd, cs, _)) if dest_in_place => (sd.clone(), cs[me]),
-            _ => (st()?.dtype(recvtype)?, crate::state::count(recvcount)?),
-        };
-        // Contiguous types go straight between the program's buffers.
-        if rd.is_contiguous() && send.as_ref().is_none_or(|(sd, ..)| sd.is_contiguous()) {
-            let segs: Vec<(*const u8, usize)> = match &send {
-                Some((sd, cs, ds)) => segments(sendbuf, cs, ds, sd).into_iter().map(|(b, n)| (b.cast_const().cast::<u8>(), sd.packed_size(n))).collect(),
-                None => Vec::new(),
-            };
-            let rbuf = if dest_in_place { segs[me].0.cast_mut() } else { recvbuf.cast::<u8>() };
-            // SAFETY: MPI's contract for MPI_Scatterv's buffers (in place,
-            // the root's receive is its own send segment).
-            return Ok(unsafe { c.scatterv_segments(&segs, (rbuf, rd.packed_size(rn)), r) }?);
-        }
-        let mut mine = vec![0u8; rd.packed_size(rn)];
-        let (all, bytes) = match &send {
-            Some((sd, cs, ds)) => (pack_segments(&segments(sendbuf, cs, ds, sd), sd), cs.iter().map(|&k| sd.packed_size(k)).collect()),
-            None => (Vec::new(), (0..p).map(|i| if i == me { mine.len() } else { 0 }).collect::<Vec<usize>>()),
-        };
-        c.scatterv(&all, &bytes, &mut mine, r)?;
-        if !dest_in_place {
-            unpack(&mine, recvbuf, rn, &rd);
         }
         Ok(())
     }
@@ -2531,34 +2065,6 @@ mpi! {
         Ok(())
     }
 
-    fn MPI_Allgatherv / PMPI_Allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: c_int, comm: c_int) {
-        let (c, rd) = match lookup(comm, recvtype) {
-            Ok(x) => x,
-            Err(e) => return inter::wait(inter::allgatherv(e, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm)),
-        };
-        let (p, me) = (c.size(), c.rank());
-        let cs = counts(recvcounts, p, "recvcounts")?;
-        let ds = counts(displs, p, "displs")?;
-        let (sd, sbuf, sn) = if in_place(sendbuf) {
-            (rd.clone(), at(recvbuf, ds[me], &rd).cast_const(), cs[me])
-        } else {
-            (st()?.dtype(sendtype)?, sendbuf, crate::state::count(sendcount)?)
-        };
-        if sd.is_contiguous() && rd.is_contiguous() {
-            // Straight between the program's buffers: no packing, no copy.
-            let recv: Vec<(*mut u8, usize)> = segments(recvbuf, &cs, &ds, &rd).into_iter().map(|(b, n)| (b.cast::<u8>(), rd.packed_size(n))).collect();
-            // SAFETY: MPI's contract for MPI_Allgatherv's buffers (in place,
-            // this rank's send is its own receive segment).
-            return Ok(unsafe { c.allgatherv_segments((sbuf.cast::<u8>(), sd.packed_size(sn)), &recv) }?);
-        }
-        let mine = pack(sbuf, sn, &sd);
-        let bytes: Vec<usize> = cs.iter().map(|&k| rd.packed_size(k)).collect();
-        let mut all = vec![0u8; bytes.iter().sum()];
-        c.allgatherv(&mine, &mut all, &bytes)?;
-        unpack_segments(&all, &segments(recvbuf, &cs, &ds, &rd), &rd);
-        Ok(())
-    }
-
     fn MPI_Alltoall / PMPI_Alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, comm: c_int) {
         let (c, rd) = match lookup(comm, recvtype) {
             Ok(x) => x,
@@ -2583,37 +2089,6 @@ mpi! {
         let mut all = vec![0u8; rd.packed_size(rn * p)];
         c.alltoall(&send, &mut all)?;
         unpack(&all, recvbuf, rn * p, &rd);
-        Ok(())
-    }
-
-    fn MPI_Alltoallv / PMPI_Alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: c_int, comm: c_int) {
-        let (c, rd) = match lookup(comm, recvtype) {
-            Ok(x) => x,
-            Err(e) => return inter::wait(inter::alltoallv(e, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm)),
-        };
-        let p = c.size();
-        let rc = counts(recvcounts, p, "recvcounts")?;
-        let rds = counts(rdispls, p, "rdispls")?;
-        let (sd, sc, sds, base) = if in_place(sendbuf) {
-            (rd.clone(), rc.clone(), rds.clone(), recvbuf as *const c_void)
-        } else {
-            (st()?.dtype(sendtype)?, counts(sendcounts, p, "sendcounts")?, counts(sdispls, p, "sdispls")?, sendbuf)
-        };
-        if !in_place(sendbuf) && sd.is_contiguous() && rd.is_contiguous() {
-            // Straight between the program's buffers: no packing, no copy.
-            let send = read_only(byte_segments(base, &sc, &sds, &sd));
-            let recv = byte_segments(recvbuf, &rc, &rds, &rd);
-            // SAFETY: MPI's contract for MPI_Alltoallv's buffers: each
-            // segment holds its counts of elements, the receive ones overlap
-            // nothing.
-            return Ok(unsafe { c.alltoallv_segments(&send, &recv) }?);
-        }
-        let send = pack_segments(&segments(base, &sc, &sds, &sd), &sd);
-        let sb: Vec<usize> = sc.iter().map(|&k| sd.packed_size(k)).collect();
-        let rb: Vec<usize> = rc.iter().map(|&k| rd.packed_size(k)).collect();
-        let mut all = vec![0u8; rb.iter().sum()];
-        c.alltoallv(&send, &sb, &mut all, &rb)?;
-        unpack_segments(&all, &segments(recvbuf, &rc, &rds, &rd), &rd);
         Ok(())
     }
 

@@ -6,15 +6,15 @@
 //! for the call ([`wide`]: point-to-point, broadcast, the gathers,
 //! scatters and all-to-alls with one count per side); the reductions start
 //! with the count as read ([`crate::coll::start_reduction`]); the type
-//! constructors are their own functions (`crate::types`). Elsewhere (the
-//! arrays of the v- and w-collectives, one-sided calls, pack sizes) a count
-//! that does not fit an `int` is refused with `MPI_ERR_COUNT` (through the
-//! error handler) rather than truncated. mpi4py calls these variants
-//! whenever they exist.
+//! constructors are their own functions (`crate::types`), and the v- and
+//! w-collectives share their bodies with the `int` ones (`coll/v.rs`).
+//! Elsewhere (one-sided calls, pack sizes) a count that does not fit an
+//! `int` is refused with `MPI_ERR_COUNT` (through the error handler) rather
+//! than truncated. mpi4py calls these variants whenever they exist.
 
 use crate::coll::{reduce_local, start_reduction, Reduction};
 use crate::consts::*;
-use crate::state::{self, out, slice};
+use crate::state::{self, out};
 use crate::{coll::*, p2p::*, types::*, win::*};
 use crate::{err, guard_plain as guard, MPI_Status, R};
 use std::ffi::{c_int, c_void};
@@ -42,18 +42,6 @@ fn narrow(name: &'static str, v: i64) -> Result<c_int, c_int> {
             )
         })
     })
-}
-
-fn narrow_all(name: &'static str, p: *const i64, n: usize) -> Result<Vec<c_int>, c_int> {
-    let v = slice(p, n as c_int, "counts").map_err(|e| guard(name, || Err(e)))?;
-    v.iter().map(|&x| narrow(name, x)).collect()
-}
-
-fn size_of(comm: c_int) -> usize {
-    state::st()
-        .ok()
-        .and_then(|mut s| s.comm(comm).ok())
-        .map_or(0, |c| c.size())
 }
 
 /// Scalar-count wrappers: arguments marked `=> n` are narrowed.
@@ -174,103 +162,19 @@ large_buf! {
 
 large! {
     MPI_Buffer_attach_c / PMPI_Buffer_attach_c => PMPI_Buffer_attach(b: M, size: i64 => n)
-    MPI_Pack_size_c / PMPI_Pack_size_c => pack_size_c_inner(c: i64 => n, t: c_int, comm: c_int, size: *mut i64)
 }
 
-/// Helper behind `MPI_Pack_size_c`: the size is written as an `MPI_Count`.
-unsafe fn pack_size_c_inner(c: c_int, t: c_int, comm: c_int, size: *mut i64) -> c_int {
-    let mut s: c_int = 0;
-    // SAFETY: `s` is a valid int to write.
-    let rc = unsafe { PMPI_Pack_size(c, t, comm, &mut s) };
-    if rc == MPI_SUCCESS {
-        let _ = guard("MPI_Pack_size_c", || out(size, "size", s as i64));
-    }
-    rc
-}
-
-/// Vector wrappers: counts (`MPI_Count[]`) and displacements (`MPI_Aint[]`)
-/// of one entry per rank of the communicator (`[comm at root]`: read at the
-/// root only, see [`size_at_root`]).
-macro_rules! large_v {
-    ($( $mpi:ident / $pmpi:ident => $target:ident [$comm:ident $(at $root:ident)?] ( $($a:ident : $t:ty $(=> $conv:ident)?),* ) )*) => {$(
-        #[doc = concat!("`", stringify!($pmpi), "`: large-count `", stringify!($target), "`.")]
-        #[no_mangle]
-        pub unsafe extern "C" fn $pmpi($($a: $t),*) -> c_int {
-            // Under MPI_THREAD_SERIALIZED this thread holds the library for
-            // the whole call (the lookups here read its state).
-            let _token = crate::state::Token::enter();
-            let p = large_v!(@size $comm $(, $root)?);
-            $( $( let $a = match $conv(stringify!($mpi), $a, p) { Ok(v) => v, Err(rc) => return rc }; )? )*
-            // SAFETY: same contract as the int-count function; the converted
-            // arrays live until the call returns.
-            unsafe { $target($(large_v!(@arg $a $(, $conv)?)),*) }
-        }
-        mpi_alias!($mpi => $pmpi ($($a: $t),*));
-    )*};
-    (@arg $a:ident, $conv:ident) => { Arg::arg(&$a) };
-    (@arg $a:ident) => { $a };
-    (@size $comm:ident) => { size_of($comm) };
-    (@size $comm:ident, $root:ident) => { size_at_root($comm, $root) };
-}
-
-/// How many entries the arrays of a rooted v-collective have at this rank:
-/// the group's (the remote group's on an intercommunicator) at the root,
-/// none elsewhere, where MPI does not read them (they may be anything).
-fn size_at_root(comm: c_int, root: c_int) -> usize {
-    let Ok(mut s) = state::st() else { return 0 };
+/// Whether this rank is the root of a rooted collective (`MPI_ROOT` on an
+/// intercommunicator), the one rank that reads the root-side arguments;
+/// elsewhere MPI does not read them (they may be anything).
+fn is_root(comm: c_int, root: c_int) -> bool {
+    let Ok(mut s) = state::st() else { return false };
     let inter = s.inter(comm).ok().flatten().is_some();
-    let Ok(c) = s.comm(comm) else { return 0 };
-    let at_root = match root {
+    let Ok(c) = s.comm(comm) else { return false };
+    match root {
         MPI_ROOT => inter,
         r => !inter && r >= 0 && r as usize == c.rank(),
-    };
-    if at_root {
-        c.size()
-    } else {
-        0
     }
-}
-
-/// A converted argument as the int function takes it.
-trait Arg {
-    type Out;
-    fn arg(&self) -> Self::Out;
-}
-
-impl Arg for c_int {
-    type Out = c_int;
-    fn arg(&self) -> c_int {
-        *self
-    }
-}
-
-impl Arg for Vec<c_int> {
-    type Out = *const c_int;
-    fn arg(&self) -> *const c_int {
-        self.as_ptr()
-    }
-}
-
-fn cs(name: &'static str, p: *const i64, n: usize) -> Result<Vec<c_int>, c_int> {
-    if p.is_null() {
-        return Ok(vec![0; n]);
-    }
-    narrow_all(name, p, n)
-}
-
-fn ds(name: &'static str, p: *const isize, n: usize) -> Result<Vec<c_int>, c_int> {
-    cs(name, p as *const i64, n)
-}
-
-large_v! {
-    MPI_Gatherv_c / PMPI_Gatherv_c => PMPI_Gatherv [comm at root] (s: V, sc: i64 => nn, st: c_int, r: M, rc: *const i64 => cs, d: *const isize => ds, rt: c_int, root: c_int, comm: c_int)
-    MPI_Scatterv_c / PMPI_Scatterv_c => PMPI_Scatterv [comm at root] (s: V, sc: *const i64 => cs, d: *const isize => ds, st: c_int, r: M, rc: i64 => nn, rt: c_int, root: c_int, comm: c_int)
-    MPI_Allgatherv_c / PMPI_Allgatherv_c => PMPI_Allgatherv [comm] (s: V, sc: i64 => nn, st: c_int, r: M, rc: *const i64 => cs, d: *const isize => ds, rt: c_int, comm: c_int)
-    MPI_Alltoallv_c / PMPI_Alltoallv_c => PMPI_Alltoallv [comm] (s: V, sc: *const i64 => cs, sd: *const isize => ds, st: c_int, r: M, rc: *const i64 => cs, rd: *const isize => ds, rt: c_int, comm: c_int)
-    MPI_Igatherv_c / PMPI_Igatherv_c => PMPI_Igatherv [comm at root] (s: V, sc: i64 => nn, st: c_int, r: M, rc: *const i64 => cs, d: *const isize => ds, rt: c_int, root: c_int, comm: c_int, req: *mut c_int)
-    MPI_Iscatterv_c / PMPI_Iscatterv_c => PMPI_Iscatterv [comm at root] (s: V, sc: *const i64 => cs, d: *const isize => ds, st: c_int, r: M, rc: i64 => nn, rt: c_int, root: c_int, comm: c_int, req: *mut c_int)
-    MPI_Iallgatherv_c / PMPI_Iallgatherv_c => PMPI_Iallgatherv [comm] (s: V, sc: i64 => nn, st: c_int, r: M, rc: *const i64 => cs, d: *const isize => ds, rt: c_int, comm: c_int, req: *mut c_int)
-    MPI_Ialltoallv_c / PMPI_Ialltoallv_c => PMPI_Ialltoallv [comm] (s: V, sc: *const i64 => cs, sd: *const isize => ds, st: c_int, r: M, rc: *const i64 => cs, rd: *const isize => ds, rt: c_int, comm: c_int, req: *mut c_int)
 }
 
 /// The reductions with a count beyond an int: the nonblocking forms start
@@ -333,18 +237,6 @@ pub unsafe extern "C" fn PMPI_Reduce_local_c(i: V, io: M, c: i64, t: c_int, op: 
 
 mpi_alias!(MPI_Reduce_local_c => PMPI_Reduce_local_c (i: V, io: M, c: i64, t: c_int, op: c_int));
 
-/// The reduce-scatters' counts, beyond an int too: one per rank of the
-/// (local) group.
-fn scatter_counts(p: *const i64, comm: c_int) -> R<Vec<usize>> {
-    let n = crate::coll::local_size(comm)?;
-    slice(p, n as c_int, "recvcounts")?
-        .iter()
-        .map(|&c| {
-            usize::try_from(c).or_else(|_| err(MPI_ERR_COUNT, format!("count {c} is negative")))
-        })
-        .collect()
-}
-
 /// `PMPI_Ireduce_scatter_c`: `MPI_Ireduce_scatter` with `MPI_Count` counts.
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ireduce_scatter_c(
@@ -359,7 +251,7 @@ pub unsafe extern "C" fn PMPI_Ireduce_scatter_c(
     // See the macros above: hold the library for the whole call.
     let _token = crate::state::Token::enter();
     guard("MPI_Ireduce_scatter_c", || {
-        let cs = scatter_counts(rc, comm)?;
+        let cs = counts(rc, crate::coll::local_size(comm)?, "recvcounts")?;
         start_reduction(
             "MPI_Ireduce_scatter_c",
             Reduction::Scatter(cs),
@@ -447,7 +339,7 @@ fn at_root(
     root: c_int,
     comm: c_int,
 ) -> Result<Wide, c_int> {
-    if size_at_root(comm, root) == 0 {
+    if !is_root(comm, root) {
         return Ok(Wide {
             count: 0,
             dt,
@@ -474,10 +366,6 @@ large_pairs! {
     MPI_Isendrecv_c / PMPI_Isendrecv_c => PMPI_Isendrecv(sb: V, sc: i64 => pair(st), st: c_int, dest: c_int, stag: c_int, rb: M, rc: i64 => pair(rt), rt: c_int, src: c_int, rtag: c_int, comm: c_int, req: *mut c_int)
     MPI_Sendrecv_replace_c / PMPI_Sendrecv_replace_c => PMPI_Sendrecv_replace(b: M, c: i64 => pair(t), t: c_int, dest: c_int, stag: c_int, src: c_int, rtag: c_int, comm: c_int, status: St)
     MPI_Isendrecv_replace_c / PMPI_Isendrecv_replace_c => PMPI_Isendrecv_replace(b: M, c: i64 => pair(t), t: c_int, dest: c_int, stag: c_int, src: c_int, rtag: c_int, comm: c_int, req: *mut c_int)
-}
-
-fn nn(name: &'static str, v: i64, _p: usize) -> Result<c_int, c_int> {
-    narrow(name, v)
 }
 
 fn widen(name: &'static str, rc: c_int, v: c_int, outp: *mut i64) -> c_int {
@@ -561,134 +449,6 @@ pub unsafe extern "C" fn PMPI_Type_get_true_extent_c(
 
 mpi_alias!(MPI_Type_get_true_extent_c => PMPI_Type_get_true_extent_c (t: c_int, lb: *mut i64, ext: *mut i64));
 
-/// Wrappers whose arrays are as long as other arguments say (a type
-/// constructor's `count`, a neighbourhood's degrees): `let`s computed from the
-/// arguments first, then each converted argument with its length.
-macro_rules! large_n {
-    ($( $mpi:ident / $pmpi:ident => $target:ident [ $(let $l:pat = $le:expr;)* ] ( $($a:ident : $t:ty $(=> $conv:ident ( $len:expr ))?),* ) )*) => {$(
-        #[doc = concat!("`", stringify!($pmpi), "`: large-count `", stringify!($target), "`.")]
-        #[no_mangle]
-        pub unsafe extern "C" fn $pmpi($($a: $t),*) -> c_int {
-            // Under MPI_THREAD_SERIALIZED this thread holds the library for
-            // the whole call (the lookups here read its state).
-            let _token = crate::state::Token::enter();
-            $( let $l = $le; )*
-            $( $( let $a = match $conv(stringify!($mpi), $a, $len) { Ok(v) => v, Err(rc) => return rc }; )? )*
-            // SAFETY: same contract as the int-count function; the converted
-            // arrays live until the call returns.
-            unsafe { $target($(large_v!(@arg $a $(, $conv)?)),*) }
-        }
-        mpi_alias!($mpi => $pmpi ($($a: $t),*));
-    )*};
-}
-
-/// The in- and out-degree of a communicator's topology ((0, 0) without one:
-/// the int function then reports that).
-fn degrees(comm: c_int) -> (usize, usize) {
-    state::st()
-        .ok()
-        .and_then(|mut s| crate::comm::neighbors(&mut s, comm).ok())
-        .map_or((0, 0), |(_, nb)| (nb.indegree(), nb.outdegree()))
-}
-
-fn nl(name: &'static str, v: i64, _n: usize) -> Result<c_int, c_int> {
-    narrow(name, v)
-}
-
-large_n! {
-    MPI_Neighbor_allgatherv_c / PMPI_Neighbor_allgatherv_c => PMPI_Neighbor_allgatherv [let ind = degrees(comm).0;] (s: V, sc: i64 => nl(0), st: c_int, r: M, rc: *const i64 => cs(ind), d: *const isize => ds(ind), rt: c_int, comm: c_int)
-    MPI_Ineighbor_allgatherv_c / PMPI_Ineighbor_allgatherv_c => PMPI_Ineighbor_allgatherv [let ind = degrees(comm).0;] (s: V, sc: i64 => nl(0), st: c_int, r: M, rc: *const i64 => cs(ind), d: *const isize => ds(ind), rt: c_int, comm: c_int, req: *mut c_int)
-    MPI_Neighbor_alltoallv_c / PMPI_Neighbor_alltoallv_c => PMPI_Neighbor_alltoallv [let (ind, outd) = degrees(comm);] (s: V, sc: *const i64 => cs(outd), sd: *const isize => ds(outd), st: c_int, r: M, rc: *const i64 => cs(ind), rd: *const isize => ds(ind), rt: c_int, comm: c_int)
-    MPI_Ineighbor_alltoallv_c / PMPI_Ineighbor_alltoallv_c => PMPI_Ineighbor_alltoallv [let (ind, outd) = degrees(comm);] (s: V, sc: *const i64 => cs(outd), sd: *const isize => ds(outd), st: c_int, r: M, rc: *const i64 => cs(ind), rd: *const isize => ds(ind), rt: c_int, comm: c_int, req: *mut c_int)
-    MPI_Neighbor_alltoallw_c / PMPI_Neighbor_alltoallw_c => PMPI_Neighbor_alltoallw [let (ind, outd) = degrees(comm);] (s: V, sc: *const i64 => cs(outd), sd: *const isize, st: *const c_int, r: M, rc: *const i64 => cs(ind), rd: *const isize, rt: *const c_int, comm: c_int)
-    MPI_Ineighbor_alltoallw_c / PMPI_Ineighbor_alltoallw_c => PMPI_Ineighbor_alltoallw [let (ind, outd) = degrees(comm);] (s: V, sc: *const i64 => cs(outd), sd: *const isize, st: *const c_int, r: M, rc: *const i64 => cs(ind), rd: *const isize, rt: *const c_int, comm: c_int, req: *mut c_int)
-}
-
-large_v! {
-    MPI_Alltoallw_c / PMPI_Alltoallw_c => PMPI_Alltoallw [comm] (s: V, sc: *const i64 => cs, sd: *const isize => ds, st: *const c_int, r: M, rc: *const i64 => cs, rd: *const isize => ds, rt: *const c_int, comm: c_int)
-    MPI_Ialltoallw_c / PMPI_Ialltoallw_c => PMPI_Ialltoallw [comm] (s: V, sc: *const i64 => cs, sd: *const isize => ds, st: *const c_int, r: M, rc: *const i64 => cs, rd: *const isize => ds, rt: *const c_int, comm: c_int, req: *mut c_int)
-}
-
-/// Two counts narrowed (see [`narrow`]).
-fn narrow2(name: &'static str, a: i64, b: i64) -> Result<(c_int, c_int), c_int> {
-    Ok((narrow(name, a)?, narrow(name, b)?))
-}
-
-/// Runs an int-position pack or unpack with an `MPI_Count` position.
-fn with_position(
-    name: &'static str,
-    position: *mut i64,
-    f: impl FnOnce(*mut c_int) -> c_int,
-) -> c_int {
-    let pos = match guard(name, || state::read(position, "position").map(|_| ())) {
-        MPI_SUCCESS => {
-            // SAFETY: checked non-null just above; the caller passes an MPI_Count.
-            unsafe { position.read() }
-        }
-        rc => return rc,
-    };
-    let mut p = match narrow(name, pos) {
-        Ok(p) => p,
-        Err(rc) => return rc,
-    };
-    let rc = f(&mut p);
-    if rc == MPI_SUCCESS {
-        // SAFETY: as above.
-        unsafe { position.write(p as i64) };
-    }
-    rc
-}
-
-/// `PMPI_Pack_c`: `MPI_Pack` with `MPI_Count` sizes and position.
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Pack_c(
-    inbuf: V,
-    incount: i64,
-    t: c_int,
-    outbuf: M,
-    outsize: i64,
-    position: *mut i64,
-    comm: c_int,
-) -> c_int {
-    // See the macros above: hold the library for the whole call.
-    let _token = crate::state::Token::enter();
-    let (c, o) = match narrow2("MPI_Pack_c", incount, outsize) {
-        Ok(x) => x,
-        Err(rc) => return rc,
-    };
-    // SAFETY: forwarded; `p` is a valid int.
-    with_position("MPI_Pack_c", position, |p| unsafe {
-        PMPI_Pack(inbuf, c, t, outbuf, o, p, comm)
-    })
-}
-
-mpi_alias!(MPI_Pack_c => PMPI_Pack_c (inbuf: V, incount: i64, t: c_int, outbuf: M, outsize: i64, position: *mut i64, comm: c_int));
-
-/// `PMPI_Unpack_c`: `MPI_Unpack` with `MPI_Count` sizes and position.
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Unpack_c(
-    inbuf: V,
-    insize: i64,
-    position: *mut i64,
-    outbuf: M,
-    outcount: i64,
-    t: c_int,
-    comm: c_int,
-) -> c_int {
-    // See the macros above: hold the library for the whole call.
-    let _token = crate::state::Token::enter();
-    let (i, c) = match narrow2("MPI_Unpack_c", insize, outcount) {
-        Ok(x) => x,
-        Err(rc) => return rc,
-    };
-    // SAFETY: forwarded; `p` is a valid int.
-    with_position("MPI_Unpack_c", position, |p| unsafe {
-        PMPI_Unpack(inbuf, i, p, outbuf, c, t, comm)
-    })
-}
-
-mpi_alias!(MPI_Unpack_c => PMPI_Unpack_c (inbuf: V, insize: i64, position: *mut i64, outbuf: M, outcount: i64, t: c_int, comm: c_int));
-
 /// `PMPI_Buffer_detach_c`: `MPI_Buffer_detach` with an `MPI_Count` size.
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Buffer_detach_c(buffer_addr: M, size: *mut i64) -> c_int {
@@ -710,14 +470,6 @@ large! {
     MPI_Win_create_c / PMPI_Win_create_c => PMPI_Win_create(base: M, size: isize, du: isize => na, info: c_int, comm: c_int, win: *mut c_int)
     MPI_Win_allocate_c / PMPI_Win_allocate_c => PMPI_Win_allocate(size: isize, du: isize => na, info: c_int, comm: c_int, base: M, win: *mut c_int)
     MPI_Win_allocate_shared_c / PMPI_Win_allocate_shared_c => PMPI_Win_allocate_shared(size: isize, du: isize => na, info: c_int, comm: c_int, base: M, win: *mut c_int)
-    MPI_Put_c / PMPI_Put_c => PMPI_Put(o: V, on: i64 => n, ot: c_int, tr: c_int, td: isize, tn: i64 => n, tt: c_int, win: c_int)
-    MPI_Get_c / PMPI_Get_c => PMPI_Get(o: M, on: i64 => n, ot: c_int, tr: c_int, td: isize, tn: i64 => n, tt: c_int, win: c_int)
-    MPI_Accumulate_c / PMPI_Accumulate_c => PMPI_Accumulate(o: V, on: i64 => n, ot: c_int, tr: c_int, td: isize, tn: i64 => n, tt: c_int, op: c_int, win: c_int)
-    MPI_Get_accumulate_c / PMPI_Get_accumulate_c => PMPI_Get_accumulate(o: V, on: i64 => n, ot: c_int, r: M, rn: i64 => n, rt: c_int, tr: c_int, td: isize, tn: i64 => n, tt: c_int, op: c_int, win: c_int)
-    MPI_Rput_c / PMPI_Rput_c => PMPI_Rput(o: V, on: i64 => n, ot: c_int, tr: c_int, td: isize, tn: i64 => n, tt: c_int, win: c_int, req: *mut c_int)
-    MPI_Rget_c / PMPI_Rget_c => PMPI_Rget(o: M, on: i64 => n, ot: c_int, tr: c_int, td: isize, tn: i64 => n, tt: c_int, win: c_int, req: *mut c_int)
-    MPI_Raccumulate_c / PMPI_Raccumulate_c => PMPI_Raccumulate(o: V, on: i64 => n, ot: c_int, tr: c_int, td: isize, tn: i64 => n, tt: c_int, op: c_int, win: c_int, req: *mut c_int)
-    MPI_Rget_accumulate_c / PMPI_Rget_accumulate_c => PMPI_Rget_accumulate(o: V, on: i64 => n, ot: c_int, r: M, rn: i64 => n, rt: c_int, tr: c_int, td: isize, tn: i64 => n, tt: c_int, op: c_int, win: c_int, req: *mut c_int)
 }
 
 /// `PMPI_Win_shared_query_c`: `MPI_Win_shared_query` with an `MPI_Aint` unit.

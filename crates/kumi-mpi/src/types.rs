@@ -1,6 +1,7 @@
 //! Datatypes: handles onto [`kumi::datatype::Datatype`], plus pack/unpack and
 //! the address helpers.
 
+use crate::coll::{count_of, Entry};
 use crate::consts::*;
 use crate::external32::{self, Ext32};
 use crate::state::{
@@ -844,40 +845,27 @@ mpi! {
     }
 
     fn MPI_Pack_size / PMPI_Pack_size(incount: c_int, datatype: c_int, comm: c_int, size: *mut c_int) {
-        let n = state::count(incount)?;
-        st()?.comm_entry(comm)?;
-        let b = old(datatype)?.packed_size(n);
-        out(size, "size", c_int::try_from(b).unwrap_or(MPI_UNDEFINED))
+        pack_size(incount, datatype, comm, size)
+    }
+
+    fn MPI_Pack_size_c / PMPI_Pack_size_c(incount: i64, datatype: c_int, comm: c_int, size: *mut i64) {
+        pack_size(incount, datatype, comm, size)
     }
 
     fn MPI_Pack / PMPI_Pack(inbuf: *const c_void, incount: c_int, datatype: c_int, outbuf: *mut c_void, outsize: c_int, position: *mut c_int, comm: c_int) {
-        st()?.comm_entry(comm)?;
-        let d = old(datatype)?;
-        let n = state::count(incount)?;
-        let pos = read(position, "position")?;
-        let need = d.packed_size(n);
-        if pos < 0 || pos as usize + need > outsize.max(0) as usize {
-            return err(MPI_ERR_TRUNCATE, format!("packing {need} bytes at position {pos} overruns the output buffer of {outsize} bytes"));
-        }
-        let o = state::slice_mut(outbuf as *mut u8, outsize, "outbuf")?;
-        // SAFETY: the caller passes `incount` elements of `datatype` at `inbuf`.
-        unsafe { d.pack(inbuf as *const u8, n, &mut o[pos as usize..pos as usize + need]) };
-        out(position, "position", pos + need as c_int)
+        pack(inbuf, incount, datatype, outbuf, outsize, position, comm)
+    }
+
+    fn MPI_Pack_c / PMPI_Pack_c(inbuf: *const c_void, incount: i64, datatype: c_int, outbuf: *mut c_void, outsize: i64, position: *mut i64, comm: c_int) {
+        pack(inbuf, incount, datatype, outbuf, outsize, position, comm)
     }
 
     fn MPI_Unpack / PMPI_Unpack(inbuf: *const c_void, insize: c_int, position: *mut c_int, outbuf: *mut c_void, outcount: c_int, datatype: c_int, comm: c_int) {
-        st()?.comm_entry(comm)?;
-        let d = old(datatype)?;
-        let n = state::count(outcount)?;
-        let pos = read(position, "position")?;
-        let need = d.packed_size(n);
-        if pos < 0 || pos as usize + need > insize.max(0) as usize {
-            return err(MPI_ERR_TRUNCATE, format!("unpacking {need} bytes at position {pos} reads past the input of {insize} bytes"));
-        }
-        let i = slice(inbuf as *const u8, insize, "inbuf")?;
-        // SAFETY: the caller passes room for `outcount` elements of `datatype`.
-        unsafe { d.unpack(&i[pos as usize..pos as usize + need], outbuf as *mut u8, n) };
-        out(position, "position", pos + need as c_int)
+        unpack(inbuf, insize, position, outbuf, outcount, datatype, comm)
+    }
+
+    fn MPI_Unpack_c / PMPI_Unpack_c(inbuf: *const c_void, insize: i64, position: *mut i64, outbuf: *mut c_void, outcount: i64, datatype: c_int, comm: c_int) {
+        unpack(inbuf, insize, position, outbuf, outcount, datatype, comm)
     }
 
     fn MPI_Pack_external / PMPI_Pack_external(datarep: *const c_char, inbuf: *const c_void, incount: c_int, datatype: c_int, outbuf: *mut c_void, outsize: isize, position: *mut isize) {
@@ -1033,3 +1021,97 @@ const PREDEFINED_NAMES: &[(c_int, &str)] = &[
     (0x4c000430u32 as c_int, "MPI_INTEGER4"),
     (0x4c000831u32 as c_int, "MPI_INTEGER8"),
 ];
+
+/// `MPI_Pack_size(_c)`: an upper bound of the packed size (exact here); a
+/// size an `int` cannot hold is `MPI_UNDEFINED` in the classic form.
+fn pack_size<E: Entry>(incount: E, datatype: c_int, comm: c_int, size: *mut E) -> R<()> {
+    let n = count_of(incount)?;
+    st()?.comm_entry(comm)?;
+    let b = old(datatype)?.packed_size(n);
+    let undefined = E::narrow(i64::from(MPI_UNDEFINED)).expect("MPI_UNDEFINED is an int");
+    out(size, "size", E::narrow(b as i64).unwrap_or(undefined))
+}
+
+/// The bytes `[pos, pos + need)` of a pack buffer of `size` bytes, and the
+/// position after them, or `MPI_ERR_TRUNCATE` naming what overran.
+fn packed_range<E: Entry>(pos: E, need: usize, size: E, what: &str) -> R<(usize, E)> {
+    let (p, size) = (pos.wide(), size.wide().max(0));
+    let end = p.checked_add(need as i64).filter(|&e| p >= 0 && e <= size);
+    match end.and_then(E::narrow) {
+        Some(e) => Ok((p as usize, e)),
+        None => err(
+            MPI_ERR_TRUNCATE,
+            format!("{need} bytes at position {p} {what} of {size} bytes"),
+        ),
+    }
+}
+
+/// `MPI_Pack(_c)`.
+fn pack<E: Entry>(
+    inbuf: *const c_void,
+    incount: E,
+    datatype: c_int,
+    outbuf: *mut c_void,
+    outsize: E,
+    position: *mut E,
+    comm: c_int,
+) -> R<()> {
+    st()?.comm_entry(comm)?;
+    let d = old(datatype)?;
+    let n = count_of(incount)?;
+    let need = d.packed_size(n);
+    let (at, end) = packed_range(
+        read(position, "position")?,
+        need,
+        outsize,
+        "overrun the output buffer",
+    )?;
+    if need > 0 {
+        if outbuf.is_null() {
+            return err(MPI_ERR_BUFFER, "`outbuf` is NULL");
+        }
+        // SAFETY: the caller passes `outsize` writable bytes at `outbuf`, of
+        // which `[at, at + need)` lies inside (checked above), and
+        // `incount` elements of `datatype` at `inbuf`.
+        unsafe {
+            let o = std::slice::from_raw_parts_mut((outbuf as *mut u8).add(at), need);
+            d.pack(inbuf as *const u8, n, o);
+        }
+    }
+    out(position, "position", end)
+}
+
+/// `MPI_Unpack(_c)`.
+fn unpack<E: Entry>(
+    inbuf: *const c_void,
+    insize: E,
+    position: *mut E,
+    outbuf: *mut c_void,
+    outcount: E,
+    datatype: c_int,
+    comm: c_int,
+) -> R<()> {
+    st()?.comm_entry(comm)?;
+    let d = old(datatype)?;
+    let n = count_of(outcount)?;
+    let need = d.packed_size(n);
+    let (at, end) = packed_range(
+        read(position, "position")?,
+        need,
+        insize,
+        "read past the input",
+    )?;
+    if need > 0 {
+        if inbuf.is_null() {
+            return err(MPI_ERR_BUFFER, "`inbuf` is NULL");
+        }
+        // SAFETY: the caller passes `insize` readable bytes at `inbuf`, of
+        // which `[at, at + need)` lies inside (checked above), and room for
+        // `outcount` elements of `datatype` at `outbuf`.
+        unsafe {
+            let i = std::slice::from_raw_parts((inbuf as *const u8).add(at), need);
+            d.unpack(i, outbuf as *mut u8, n);
+        }
+    }
+    out(position, "position", end)
+}

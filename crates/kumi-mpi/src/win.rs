@@ -13,7 +13,7 @@
 //! there yet (they fail naming themselves). A window's errors go to its handler, `MPI_ERRORS_ARE_FATAL`
 //! unless set otherwise.
 
-use crate::coll::builtin;
+use crate::coll::{builtin, count_of, Entry};
 use crate::consts::*;
 use crate::state::{out, out_str, read, st, ReqEntry, State};
 use crate::{err, set_err_comm, MpiErr, R};
@@ -195,9 +195,9 @@ fn register(
 }
 
 /// The origin buffer as bytes: `n` elements of `dt` at `buf`, packed.
-fn origin_bytes(buf: *const c_void, n: c_int, dt: c_int) -> R<(Vec<u8>, Datatype)> {
+fn origin_bytes<E: Entry>(buf: *const c_void, n: E, dt: c_int) -> R<(Vec<u8>, Datatype)> {
     let d = st()?.dtype(dt)?;
-    let n = crate::state::count(n)?;
+    let n = count_of(n)?;
     let mut v = vec![0u8; d.packed_size(n)];
     if !v.is_empty() {
         if buf.is_null() {
@@ -211,18 +211,18 @@ fn origin_bytes(buf: *const c_void, n: c_int, dt: c_int) -> R<(Vec<u8>, Datatype
 
 /// The target side of an access: the byte extents (offset in the target's
 /// part, length) that `n` elements of `dt` at displacement `disp` cover.
-fn target_extents(
+fn target_extents<E: Entry>(
     w: &Window,
     rank: c_int,
     disp: isize,
-    n: c_int,
+    n: E,
     dt: c_int,
 ) -> R<(usize, Vec<(u64, usize)>)> {
     let r = usize::try_from(rank)
         .or_else(|_| err(MPI_ERR_RANK, format!("target rank {rank} is not a rank")))?;
     let base = w.offset(r, disp as i64)?;
     let d = st()?.dtype(dt)?;
-    let n = crate::state::count(n)?;
+    let n = count_of(n)?;
     let mut out: Vec<(u64, usize)> = Vec::new();
     let mut below = false;
     let walked = d.walk(n, |o, l| {
@@ -259,13 +259,13 @@ fn target_extents(
 }
 
 #[allow(clippy::too_many_arguments)]
-fn put_op(
+fn put_op<E: Entry>(
     o: *const c_void,
-    on: c_int,
+    on: E,
     odt: c_int,
     rank: c_int,
     disp: isize,
-    tn: c_int,
+    tn: E,
     tdt: c_int,
     h: c_int,
 ) -> R<()> {
@@ -280,13 +280,13 @@ fn put_op(
 }
 
 #[allow(clippy::too_many_arguments)]
-fn get_op(
+fn get_op<E: Entry>(
     o: *mut c_void,
-    on: c_int,
+    on: E,
     odt: c_int,
     rank: c_int,
     disp: isize,
-    tn: c_int,
+    tn: E,
     tdt: c_int,
     h: c_int,
 ) -> R<()> {
@@ -295,7 +295,7 @@ fn get_op(
         return Ok(());
     }
     let d = st()?.dtype(odt)?;
-    let n = crate::state::count(on)?;
+    let n = count_of(on)?;
     let (r, ext) = target_extents(&w, rank, disp, tn, tdt)?;
     let mut data = vec![0u8; d.packed_size(n)];
     for_extents(data.len(), &ext, |off, b| w.get(r, off, &mut data[b]))?;
@@ -412,14 +412,14 @@ fn acc_op(op: c_int, dt: c_int) -> R<(AccOp, Elem)> {
 /// `MPI_Accumulate` and `MPI_Get_accumulate`: each contiguous run of the
 /// target layout atomically; the old bytes to `result` if given.
 #[allow(clippy::too_many_arguments)]
-fn accumulate_op(
+fn accumulate_op<E: Entry>(
     o: *const c_void,
-    on: c_int,
+    on: E,
     odt: c_int,
-    result: Option<(*mut c_void, c_int, c_int)>,
+    result: Option<(*mut c_void, E, c_int)>,
     rank: c_int,
     disp: isize,
-    tn: c_int,
+    tn: E,
     tdt: c_int,
     op: c_int,
     h: c_int,
@@ -449,7 +449,7 @@ fn accumulate_op(
     })?;
     if let Some((rb, rn, rdt)) = result {
         let d = st()?.dtype(rdt)?;
-        let n = crate::state::count(rn)?;
+        let n = count_of(rn)?;
         if d.packed_size(n) != total {
             return err(
                 MPI_ERR_TYPE,
@@ -481,19 +481,19 @@ fn padded_pair(dt: c_int) -> bool {
 /// are `n` whole C structs each, combined as such (the target's padding
 /// bytes are rewritten with the winner's, which no program reads).
 #[allow(clippy::too_many_arguments)]
-fn accumulate_pairs(
+fn accumulate_pairs<E: Entry>(
     w: &Window,
     o: *const c_void,
-    on: c_int,
+    on: E,
     odt: c_int,
-    result: Option<(*mut c_void, c_int, c_int)>,
+    result: Option<(*mut c_void, E, c_int)>,
     rank: c_int,
     disp: isize,
-    tn: c_int,
+    tn: E,
     tdt: c_int,
     op: c_int,
 ) -> R<()> {
-    let same = |dt: c_int, n: c_int| dt == tdt && n == tn;
+    let same = |dt: c_int, n: E| dt == tdt && n.wide() == tn.wide();
     if !(same(odt, on) || op == MPI_NO_OP) || result.is_some_and(|(_, rn, rdt)| !same(rdt, rn)) {
         return err(
             MPI_ERR_TYPE,
@@ -505,7 +505,7 @@ fn accumulate_pairs(
         .or_else(|_| err(MPI_ERR_RANK, format!("target rank {rank} is not a rank")))?;
     let off = w.offset(r, disp as i64)?;
     let size = how.1.size();
-    let total = crate::state::count(tn)? * size;
+    let total = count_of(tn)? * size;
     let data = if op == MPI_NO_OP || total == 0 {
         vec![0u8; total]
     } else {
@@ -804,6 +804,43 @@ mpi! {
     }
 
     fn MPI_Rget_accumulate / PMPI_Rget_accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: c_int, result_addr: *mut c_void, result_count: c_int, result_datatype: c_int, target_rank: c_int, target_disp: isize, target_count: c_int, target_datatype: c_int, op: c_int, win_h: c_int, request: *mut c_int) {
+        accumulate_op(origin_addr, origin_count, origin_datatype, Some((result_addr, result_count, result_datatype)), target_rank, target_disp, target_count, target_datatype, op, win_h)?;
+        done_request(request)
+    }
+
+    // The large-count forms: the same bodies, with `MPI_Count` counts.
+    fn MPI_Put_c / PMPI_Put_c(origin_addr: *const c_void, origin_count: i64, origin_datatype: c_int, target_rank: c_int, target_disp: isize, target_count: i64, target_datatype: c_int, win_h: c_int) {
+        put_op(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win_h)
+    }
+
+    fn MPI_Get_c / PMPI_Get_c(origin_addr: *mut c_void, origin_count: i64, origin_datatype: c_int, target_rank: c_int, target_disp: isize, target_count: i64, target_datatype: c_int, win_h: c_int) {
+        get_op(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win_h)
+    }
+
+    fn MPI_Accumulate_c / PMPI_Accumulate_c(origin_addr: *const c_void, origin_count: i64, origin_datatype: c_int, target_rank: c_int, target_disp: isize, target_count: i64, target_datatype: c_int, op: c_int, win_h: c_int) {
+        accumulate_op(origin_addr, origin_count, origin_datatype, None, target_rank, target_disp, target_count, target_datatype, op, win_h)
+    }
+
+    fn MPI_Get_accumulate_c / PMPI_Get_accumulate_c(origin_addr: *const c_void, origin_count: i64, origin_datatype: c_int, result_addr: *mut c_void, result_count: i64, result_datatype: c_int, target_rank: c_int, target_disp: isize, target_count: i64, target_datatype: c_int, op: c_int, win_h: c_int) {
+        accumulate_op(origin_addr, origin_count, origin_datatype, Some((result_addr, result_count, result_datatype)), target_rank, target_disp, target_count, target_datatype, op, win_h)
+    }
+
+    fn MPI_Rput_c / PMPI_Rput_c(origin_addr: *const c_void, origin_count: i64, origin_datatype: c_int, target_rank: c_int, target_disp: isize, target_count: i64, target_datatype: c_int, win_h: c_int, request: *mut c_int) {
+        put_op(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win_h)?;
+        done_request(request)
+    }
+
+    fn MPI_Rget_c / PMPI_Rget_c(origin_addr: *mut c_void, origin_count: i64, origin_datatype: c_int, target_rank: c_int, target_disp: isize, target_count: i64, target_datatype: c_int, win_h: c_int, request: *mut c_int) {
+        get_op(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win_h)?;
+        done_request(request)
+    }
+
+    fn MPI_Raccumulate_c / PMPI_Raccumulate_c(origin_addr: *const c_void, origin_count: i64, origin_datatype: c_int, target_rank: c_int, target_disp: isize, target_count: i64, target_datatype: c_int, op: c_int, win_h: c_int, request: *mut c_int) {
+        accumulate_op(origin_addr, origin_count, origin_datatype, None, target_rank, target_disp, target_count, target_datatype, op, win_h)?;
+        done_request(request)
+    }
+
+    fn MPI_Rget_accumulate_c / PMPI_Rget_accumulate_c(origin_addr: *const c_void, origin_count: i64, origin_datatype: c_int, result_addr: *mut c_void, result_count: i64, result_datatype: c_int, target_rank: c_int, target_disp: isize, target_count: i64, target_datatype: c_int, op: c_int, win_h: c_int, request: *mut c_int) {
         accumulate_op(origin_addr, origin_count, origin_datatype, Some((result_addr, result_count, result_datatype)), target_rank, target_disp, target_count, target_datatype, op, win_h)?;
         done_request(request)
     }

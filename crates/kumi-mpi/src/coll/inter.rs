@@ -139,31 +139,17 @@ fn each(n: usize) -> Vec<(usize, usize)> {
 }
 
 /// One segment: `n` elements of `dt` at `buf`.
-fn one(buf: *const c_void, n: c_int, dt: c_int) -> R<Seg> {
-    Ok((buf.cast_mut(), count(n)?, st()?.dtype(dt)?))
-}
-
-/// The `n` segments of a v-form: `counts[i]` elements of `d` at `displs[i]`
-/// extents (the argument names `what` for errors).
-fn v_segments(
-    buf: *const c_void,
-    cs: *const c_int,
-    ds: *const c_int,
-    d: &Datatype,
-    n: usize,
-    what: [&str; 2],
-) -> R<Vec<Seg>> {
-    let segs = segments(buf, &counts(cs, n, what[0])?, &counts(ds, n, what[1])?, d);
-    Ok(of_type(segs, d))
+fn one<E: Entry>(buf: *const c_void, n: E, dt: c_int) -> R<Seg> {
+    Ok((buf.cast_mut(), count_of(n)?, st()?.dtype(dt)?))
 }
 
 /// A gather across: the root receives `root_segs(remote size)`, one from
 /// each remote rank; a leaf sends its one segment to the root.
-fn gather_across(
+fn gather_across<E: Entry>(
     ic: &InterComm,
     root: c_int,
     sendbuf: *const c_void,
-    sendcount: c_int,
+    sendcount: E,
     sendtype: c_int,
     root_segs: impl FnOnce(usize) -> R<Vec<Seg>>,
 ) -> R<NbBytes> {
@@ -183,11 +169,11 @@ fn gather_across(
 }
 
 /// A scatter across, the reverse of [`gather_across`].
-fn scatter_across(
+fn scatter_across<E: Entry>(
     ic: &InterComm,
     root: c_int,
     recvbuf: *mut c_void,
-    recvcount: c_int,
+    recvcount: E,
     recvtype: c_int,
     root_segs: impl FnOnce(usize) -> R<Vec<Seg>>,
 ) -> R<NbBytes> {
@@ -229,14 +215,14 @@ pub(super) fn gather(
 
 /// `MPI_(I)gatherv` on an intercommunicator, started.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn gatherv(
+pub(super) fn gatherv<C: Entry, D: Entry>(
     e: crate::MpiErr,
     sendbuf: *const c_void,
-    sendcount: c_int,
+    sendcount: C,
     sendtype: c_int,
     recvbuf: *mut c_void,
-    recvcounts: *const c_int,
-    displs: *const c_int,
+    recvcounts: *const C,
+    displs: *const D,
     recvtype: c_int,
     root: c_int,
     comm: c_int,
@@ -244,7 +230,7 @@ pub(super) fn gatherv(
     let ic = across(comm, e)?.ic;
     gather_across(&ic, root, sendbuf, sendcount, sendtype, |n| {
         let rd = st()?.dtype(recvtype)?;
-        v_segments(
+        v_typed(
             recvbuf,
             recvcounts,
             displs,
@@ -280,14 +266,14 @@ pub(super) fn scatter(
 
 /// `MPI_(I)scatterv` on an intercommunicator, started.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn scatterv(
+pub(super) fn scatterv<C: Entry, D: Entry>(
     e: crate::MpiErr,
     sendbuf: *const c_void,
-    sendcounts: *const c_int,
-    displs: *const c_int,
+    sendcounts: *const C,
+    displs: *const D,
     sendtype: c_int,
     recvbuf: *mut c_void,
-    recvcount: c_int,
+    recvcount: C,
     recvtype: c_int,
     root: c_int,
     comm: c_int,
@@ -295,7 +281,7 @@ pub(super) fn scatterv(
     let ic = across(comm, e)?.ic;
     scatter_across(&ic, root, recvbuf, recvcount, recvtype, |n| {
         let sd = st()?.dtype(sendtype)?;
-        v_segments(
+        v_typed(
             sendbuf,
             sendcounts,
             displs,
@@ -323,7 +309,7 @@ pub(super) fn allgather(
     no_in_place(sendbuf, "sendbuf")?;
     let n = ic.remote_size();
     let (sd, rd) = types(sendtype, recvtype)?;
-    let mine = (sendbuf.cast_mut(), count(sendcount)?, sd);
+    let mine = (sendbuf.cast_mut(), count_of(sendcount)?, sd);
     let recv = of_type(even_segments(recvbuf, n, count(recvcount)?, &rd), &rd);
     let to: Vec<(usize, usize)> = (0..n).map(|r| (r, 0)).collect();
     exchange(&ic, &[mine], &to, from_each(recv))
@@ -331,14 +317,14 @@ pub(super) fn allgather(
 
 /// `MPI_(I)allgatherv` on an intercommunicator, started.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn allgatherv(
+pub(super) fn allgatherv<C: Entry, D: Entry>(
     e: crate::MpiErr,
     sendbuf: *const c_void,
-    sendcount: c_int,
+    sendcount: C,
     sendtype: c_int,
     recvbuf: *mut c_void,
-    recvcounts: *const c_int,
-    displs: *const c_int,
+    recvcounts: *const C,
+    displs: *const D,
     recvtype: c_int,
     comm: c_int,
 ) -> R<NbBytes> {
@@ -346,8 +332,8 @@ pub(super) fn allgatherv(
     no_in_place(sendbuf, "sendbuf")?;
     let n = ic.remote_size();
     let (sd, rd) = types(sendtype, recvtype)?;
-    let mine = (sendbuf.cast_mut(), count(sendcount)?, sd);
-    let recv = v_segments(
+    let mine = (sendbuf.cast_mut(), count_of(sendcount)?, sd);
+    let recv = v_typed(
         recvbuf,
         recvcounts,
         displs,
@@ -383,15 +369,15 @@ pub(super) fn alltoall(
 
 /// `MPI_(I)alltoallv` on an intercommunicator, started.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn alltoallv(
+pub(super) fn alltoallv<C: Entry, D: Entry>(
     e: crate::MpiErr,
     sendbuf: *const c_void,
-    sendcounts: *const c_int,
-    sdispls: *const c_int,
+    sendcounts: *const C,
+    sdispls: *const D,
     sendtype: c_int,
     recvbuf: *mut c_void,
-    recvcounts: *const c_int,
-    rdispls: *const c_int,
+    recvcounts: *const C,
+    rdispls: *const D,
     recvtype: c_int,
     comm: c_int,
 ) -> R<NbBytes> {
@@ -399,7 +385,7 @@ pub(super) fn alltoallv(
     no_in_place(sendbuf, "sendbuf")?;
     let n = ic.remote_size();
     let (sd, rd) = types(sendtype, recvtype)?;
-    let send = v_segments(
+    let send = v_typed(
         sendbuf,
         sendcounts,
         sdispls,
@@ -407,7 +393,7 @@ pub(super) fn alltoallv(
         n,
         ["sendcounts", "sdispls"],
     )?;
-    let recv = v_segments(
+    let recv = v_typed(
         recvbuf,
         recvcounts,
         rdispls,
@@ -421,15 +407,15 @@ pub(super) fn alltoallv(
 /// `MPI_(I)alltoallw` on an intercommunicator, started (byte displacements,
 /// a type per remote rank).
 #[allow(clippy::too_many_arguments)]
-pub(super) fn alltoallw(
+pub(super) fn alltoallw<C: Entry, D: Entry>(
     e: crate::MpiErr,
     sendbuf: *const c_void,
-    sendcounts: *const c_int,
-    sdispls: *const c_int,
+    sendcounts: *const C,
+    sdispls: *const D,
     sendtypes: *const c_int,
     recvbuf: *mut c_void,
-    recvcounts: *const c_int,
-    rdispls: *const c_int,
+    recvcounts: *const C,
+    rdispls: *const D,
     recvtypes: *const c_int,
     comm: c_int,
 ) -> R<NbBytes> {
@@ -438,17 +424,19 @@ pub(super) fn alltoallw(
     let n = ic.remote_size();
     let send = w_segments(
         sendbuf,
-        &counts(sendcounts, n, "sendcounts")?,
-        &byte_displs(sdispls, n, "sdispls")?,
+        sendcounts,
+        sdispls,
         sendtypes,
-        "sendtypes",
+        n,
+        ["sendcounts", "sdispls", "sendtypes"],
     )?;
     let recv = w_segments(
         recvbuf,
-        &counts(recvcounts, n, "recvcounts")?,
-        &byte_displs(rdispls, n, "rdispls")?,
+        recvcounts,
+        rdispls,
         recvtypes,
-        "recvtypes",
+        n,
+        ["recvcounts", "rdispls", "recvtypes"],
     )?;
     exchange(&ic, &send, &each(n), from_each(recv))
 }

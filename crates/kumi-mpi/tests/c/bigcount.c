@@ -6,7 +6,9 @@
  * Regression too: a count beyond an int of a strided type made a typemap of
  * 2^31 runs (32 GiB: the OOM killer), and the `_c` type constructors
  * refused counts beyond an int (`strided_types`); so did the reductions
- * (MPI_Allreduce_c in place). */
+ * (MPI_Allreduce_c in place), and the v-collectives' count arrays
+ * (MPI_Gatherv_c, MPI_Scatterv_c), one-sided counts (MPI_Put_c) and pack
+ * positions (MPI_Pack_c). */
 #include "kt.h"
 #include <stdint.h>
 
@@ -126,6 +128,47 @@ int main(int argc, char **argv) {
         b[0] = r == 0 ? 0x01 : 0x10;
         OK(MPI_Allreduce_c(MPI_IN_PLACE, b, big, MPI_BYTE, MPI_BOR, two));
         CHECK(b[big - 1] == 0xcc && b[0] == 0x11 && b[4093] == 1);
+        /* Count arrays beyond an int: rank 0's whole buffer gathered at
+         * rank 1 (in place there), then scattered back. */
+        MPI_Count vc[2] = {big, 0};
+        MPI_Aint vd[2] = {0, 0};
+        b[big - 1] = r == 0 ? 0x5a : 0;
+        b[4093] = r == 0 ? 1 : 0;
+        if (r == 1)
+            OK(MPI_Gatherv_c(MPI_IN_PLACE, 0, MPI_BYTE, b, vc, vd, MPI_BYTE, 1, two));
+        else
+            OK(MPI_Gatherv_c(b, big, MPI_BYTE, NULL, NULL, NULL, MPI_DATATYPE_NULL, 1, two));
+        CHECK(b[big - 1] == 0x5a && b[4093] == 1);
+        b[big - 1] = r == 1 ? 0xa5 : 0;
+        if (r == 1)
+            OK(MPI_Scatterv_c(b, vc, vd, MPI_BYTE, MPI_IN_PLACE, 0, MPI_BYTE, 1, two));
+        else
+            OK(MPI_Scatterv_c(NULL, NULL, NULL, MPI_DATATYPE_NULL, b, big, MPI_BYTE, 1, two));
+        CHECK(b[big - 1] == 0xa5 && b[4093] == 1);
+        /* One-sided, counts beyond an int: rank 0 puts its whole buffer
+         * into rank 1's window. */
+        MPI_Win w;
+        OK(MPI_Win_create_c(b, big, 1, MPI_INFO_NULL, two, &w));
+        OK(MPI_Win_fence(0, w));
+        if (r == 0) {
+            b[big - 1] = 0x77;
+            b[4093] = 3;
+            OK(MPI_Put_c(b, big, MPI_BYTE, 1, 0, big, MPI_BYTE, w));
+        }
+        OK(MPI_Win_fence(0, w));
+        CHECK(b[big - 1] == 0x77 && b[4093] == 3 && b[2 * 4093] == 2);
+        OK(MPI_Win_free(&w));
+        /* Pack positions and sizes beyond an int. */
+        MPI_Count pos = big - 100, psize;
+        int ints[25], back[25];
+        for (int i = 0; i < 25; i++) ints[i] = 7 * i + r;
+        OK(MPI_Pack_size_c(big, MPI_BYTE, two, &psize));
+        CHECK(psize == big);
+        OK(MPI_Pack_c(ints, 25, MPI_INT, b, big, &pos, two));
+        CHECK(pos == big);
+        pos = big - 100;
+        OK(MPI_Unpack_c(b, big, &pos, back, 25, MPI_INT, two));
+        CHECK(pos == big && back[0] == r && back[24] == 7 * 24 + r);
         OK(MPI_Comm_free(&two));
         free(b);
     } else if (n >= 2) {
