@@ -147,6 +147,14 @@ int main(int argc, char **argv) {
     memset(vbuf, 0, tot * sizeof(int));
     OK(MPI_Allgatherv(mine, r + 1, MPI_INT, vbuf, cnt, dsp, MPI_INT, MPI_COMM_WORLD));
     for (int i = 0; i < n; i++) CHECK(vbuf[dsp[i] + i] == 100 * i + i);
+    /* Displacements may be negative (measured from a buffer address past
+     * the blocks). Regression: they were refused as negative counts. */
+    int *neg = malloc(n * sizeof(int));
+    for (int i = 0; i < n; i++) neg[i] = dsp[i] - tot;
+    memset(vbuf, 0, tot * sizeof(int));
+    OK(MPI_Allgatherv(mine, r + 1, MPI_INT, vbuf + tot, cnt, neg, MPI_INT, MPI_COMM_WORLD));
+    for (int i = 0; i < n; i++) CHECK(vbuf[dsp[i] + i] == 100 * i + i);
+    free(neg);
 
     /* Alltoall / Alltoallv. */
     int *sa = malloc(n * sizeof(int)), *ra = malloc(n * sizeof(int));
