@@ -490,27 +490,32 @@ fn gather_args(
 }
 
 impl Gather {
-    /// With contiguous types, this rank's send and (at the root) the
-    /// receive blocks, for the runtime's collective over segments.
+    /// This rank's send and (at the root) the receive blocks as segments,
+    /// for the runtime's collective over segments: the program's buffers
+    /// where the types are contiguous, packed copies where not
+    /// ([`Packed`]). Every rank takes this one path whatever its layouts
+    /// (which MPI lets differ between ranks), so all run one algorithm.
     #[allow(clippy::type_complexity)]
-    fn direct(
+    fn segments(
         &self,
         recvbuf: *mut c_void,
         p: usize,
-    ) -> Option<((*const u8, usize), Vec<(*mut u8, usize)>)> {
-        if !self.sd.is_contiguous()
-            || self
-                .recv
-                .as_ref()
-                .is_some_and(|(rd, _)| !rd.is_contiguous())
-        {
-            return None;
-        }
-        let segs = match &self.recv {
-            Some((rd, rn)) => in_bytes(even_segments(recvbuf, p, *rn, rd), rd),
-            None => Vec::new(),
+    ) -> ((*const u8, usize), Vec<(*mut u8, usize)>, Packed) {
+        let mut packed = Packed::default();
+        let send = if self.sd.is_contiguous() {
+            (self.sbuf.cast::<u8>(), self.sd.packed_size(self.sn))
+        } else {
+            packed.send = pack(self.sbuf, self.sn, &self.sd);
+            (packed.send.as_ptr(), packed.send.len())
         };
-        Some(((self.sbuf.cast::<u8>(), self.sd.packed_size(self.sn)), segs))
+        let recv = match &self.recv {
+            None => Vec::new(),
+            Some((rd, rn)) if rd.is_contiguous() => {
+                in_bytes(even_segments(recvbuf, p, *rn, rd), rd)
+            }
+            Some((rd, rn)) => packed.receive(recvbuf, *rn * p, rd, p),
+        };
+        (send, recv, packed)
     }
 }
 
@@ -551,34 +556,96 @@ fn scatter_args(
 }
 
 impl Scatter {
-    /// With contiguous types, (at the root) the send blocks and this rank's
-    /// receive block, for the runtime's collective over segments.
+    /// (At the root) the send blocks and this rank's receive as segments,
+    /// the program's buffers or packed copies, as [`Gather::segments`].
     #[allow(clippy::type_complexity)]
-    fn direct(
+    fn segments(
         &self,
         sendbuf: *const c_void,
         recvbuf: *mut c_void,
         p: usize,
         me: usize,
-    ) -> Option<(Vec<(*const u8, usize)>, (*mut u8, usize))> {
-        if !self.rd.is_contiguous()
-            || self
-                .send
-                .as_ref()
-                .is_some_and(|(sd, _)| !sd.is_contiguous())
-        {
-            return None;
-        }
-        let segs = match &self.send {
-            Some((sd, sn)) => read_only(in_bytes(even_segments(sendbuf, p, *sn, sd), sd)),
+    ) -> (Vec<(*const u8, usize)>, (*mut u8, usize), Packed) {
+        let mut packed = Packed::default();
+        let send = match &self.send {
             None => Vec::new(),
+            Some((sd, sn)) if sd.is_contiguous() => {
+                read_only(in_bytes(even_segments(sendbuf, p, *sn, sd), sd))
+            }
+            Some((sd, sn)) => {
+                packed.send = pack(sendbuf, sn * p, sd);
+                let block = sd.packed_size(*sn);
+                let base = packed.send.as_ptr();
+                (0..p)
+                    .map(|j| (base.wrapping_add(j * block), block))
+                    .collect()
+            }
         };
-        let rbuf = if self.in_place {
-            segs[me].0.cast_mut()
+        let recv = if self.in_place {
+            // The root's block stays where it is (a packed copy's is
+            // left alone too: nothing to unpack).
+            (send[me].0.cast_mut(), send[me].1)
+        } else if self.rd.is_contiguous() {
+            (recvbuf.cast::<u8>(), self.rd.packed_size(self.rn))
         } else {
-            recvbuf.cast::<u8>()
+            packed.receive(recvbuf, self.rn, &self.rd, 1)[0]
         };
-        Some((segs, (rbuf, self.rd.packed_size(self.rn))))
+        (send, recv, packed)
+    }
+}
+
+/// Packed copies standing in for a collective's buffers whose datatypes
+/// are not contiguous: what this rank sends, and the bytes it receives with
+/// the buffer they are unpacked into when the collective is done. The
+/// vectors' heap storage does not move with this value, so the segments
+/// made over them stay valid while it lives.
+#[derive(Default)]
+struct Packed {
+    send: Vec<u8>,
+    recv: Option<(Vec<u8>, *mut c_void, usize, Datatype)>,
+}
+
+impl Packed {
+    /// Room for the packed form of `n` elements of `d`, unpacked into
+    /// `buf` by [`Packed::finish`], as `k` equal segments.
+    fn receive(
+        &mut self,
+        buf: *mut c_void,
+        n: usize,
+        d: &Datatype,
+        k: usize,
+    ) -> Vec<(*mut u8, usize)> {
+        let len = d.packed_size(n);
+        let mut bytes = vec![0u8; len];
+        let (base, block) = (bytes.as_mut_ptr(), len / k.max(1));
+        self.recv = Some((bytes, buf, n, d.clone()));
+        (0..k)
+            .map(|j| (base.wrapping_add(j * block), block))
+            .collect()
+    }
+
+    /// Unpacks what arrived into the program's buffer.
+    fn finish(self) {
+        if let Some((bytes, buf, n, d)) = self.recv {
+            unpack(&bytes, buf, n, &d);
+        }
+    }
+}
+
+/// A nonblocking collective over [`Packed`] copies: unpacked when it
+/// completes.
+struct NbPacked(CollRequest<u8>, Packed);
+
+impl CollPending for NbPacked {
+    fn test(&mut self) -> kumi::Result<bool> {
+        self.0.test()
+    }
+
+    fn finish(self: Box<Self>) -> R<()> {
+        let NbPacked(req, packed) = *self;
+        req.wait()?;
+        packed.finish();
+        Ok(())
     }
 }
 
@@ -1827,18 +1894,12 @@ mpi! {
         let r = check_root(&c, root)?;
         let (p, me) = (c.size(), c.rank());
         let a = gather_args(me == r, me, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype)?;
-        if let Some((send, recv)) = a.direct(recvbuf, p) {
-            // SAFETY: MPI's contract (see `v::igatherv`); in place, the
-            // root's send is its own receive block.
-            let req = unsafe { c.igatherv_segments(send, &recv, r) }?;
-            return nb_request(Box::new(NbBytes::none(req)), comm, request);
-        }
-        let req = c.igather(pack(a.sbuf, a.sn, &a.sd), r)?;
-        let nb = match a.recv {
-            Some((rd, rn)) => NbBytes::one(req, recvbuf, rn * p, rd),
-            None => NbBytes::none(req),
-        };
-        nb_request(Box::new(nb), comm, request)
+        let (send, recv, packed) = a.segments(recvbuf, p);
+        // SAFETY: MPI's contract (see `v::igatherv`); in place, the root's
+        // send is its own receive block; packed copies live in `packed`
+        // with the request.
+        let req = unsafe { c.igatherv_segments(send, &recv, r) }?;
+        nb_request(Box::new(NbPacked(req, packed)), comm, request)
     }
 
     fn MPI_Iscatter / PMPI_Iscatter(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, root: c_int, comm: c_int, request: *mut c_int) {
@@ -1851,29 +1912,18 @@ mpi! {
         let r = check_root(&c, root)?;
         let (p, me) = (c.size(), c.rank());
         let a = scatter_args(me == r, sendcount, sendtype, recvbuf, recvcount, recvtype)?;
-        if let Some((send, recv)) = a.direct(sendbuf, recvbuf, p, me) {
-            // SAFETY: MPI's contract (see `v::igatherv`); in place, the
-            // root's receive is its own send block.
-            let req = unsafe { c.iscatterv_segments(&send, recv, r) }?;
-            return nb_request(Box::new(NbBytes::none(req)), comm, request);
-        }
-        let all = match &a.send {
-            Some((sd, sn)) => pack(sendbuf, sn * p, sd),
-            None => Vec::new(),
-        };
-        let block = a.rd.packed_size(a.rn);
-        if me == r && all.len() != block * p {
+        let (send, recv, packed) = a.segments(sendbuf, recvbuf, p, me);
+        if me == r && send.iter().any(|s| s.1 != recv.1) {
             return err(
                 MPI_ERR_TRUNCATE,
-                format!(
-                    "the root sends {} bytes to each rank but receives {block} itself",
-                    all.len() / p.max(1)
-                ),
+                format!("the root sends {} bytes to each rank but receives {} itself", send[me].1, recv.1),
             );
         }
-        let req = c.iscatter(all, block, r)?;
-        let nb = if a.in_place { NbBytes::none(req) } else { NbBytes::one(req, recvbuf, a.rn, a.rd) };
-        nb_request(Box::new(nb), comm, request)
+        // SAFETY: MPI's contract (see `v::igatherv`); in place, the root's
+        // receive is its own send block; packed copies live in `packed`
+        // with the request.
+        let req = unsafe { c.iscatterv_segments(&send, recv, r) }?;
+        nb_request(Box::new(NbPacked(req, packed)), comm, request)
     }
 
     fn MPI_Ialltoall / PMPI_Ialltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, comm: c_int, request: *mut c_int) {
@@ -1998,17 +2048,12 @@ mpi! {
         let r = check_root(&c, root)?;
         let (p, me) = (c.size(), c.rank());
         let a = gather_args(me == r, me, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype)?;
-        if let Some((send, recv)) = a.direct(recvbuf, p) {
-            // SAFETY: MPI's contract for MPI_Gather's buffers (in place, the
-            // root's send is its own receive block).
-            return Ok(unsafe { c.gather_segments(send, &recv, r) }?);
-        }
-        let mine = pack(a.sbuf, a.sn, &a.sd);
-        let mut all = if a.recv.is_some() { vec![0u8; mine.len() * p] } else { Vec::new() };
-        c.gather(&mine, &mut all, r)?;
-        if let Some((rd, rn)) = a.recv {
-            unpack(&all, recvbuf, rn * p, &rd);
-        }
+        let (send, recv, packed) = a.segments(recvbuf, p);
+        // SAFETY: MPI's contract for MPI_Gather's buffers (in place, the
+        // root's send is its own receive block); packed copies live in
+        // `packed` until it is finished.
+        unsafe { c.gather_segments(send, &recv, r) }?;
+        packed.finish();
         Ok(())
     }
 
@@ -2021,20 +2066,12 @@ mpi! {
         let r = check_root(&c, root)?;
         let (p, me) = (c.size(), c.rank());
         let a = scatter_args(me == r, sendcount, sendtype, recvbuf, recvcount, recvtype)?;
-        if let Some((send, recv)) = a.direct(sendbuf, recvbuf, p, me) {
-            // SAFETY: MPI's contract for MPI_Scatter's buffers (in place,
-            // the root's receive is its own send block).
-            return Ok(unsafe { c.scatter_segments(&send, recv, r) }?);
-        }
-        let all = match &a.send {
-            Some((sd, sn)) => pack(sendbuf, sn * p, sd),
-            None => Vec::new(),
-        };
-        let mut mine = vec![0u8; a.rd.packed_size(a.rn)];
-        c.scatter(&all, &mut mine, r)?;
-        if !a.in_place {
-            unpack(&mine, recvbuf, a.rn, &a.rd);
-        }
+        let (send, recv, packed) = a.segments(sendbuf, recvbuf, p, me);
+        // SAFETY: MPI's contract for MPI_Scatter's buffers (in place, the
+        // root's receive is its own send block); packed copies live in
+        // `packed` until it is finished.
+        unsafe { c.scatter_segments(&send, recv, r) }?;
+        packed.finish();
         Ok(())
     }
 

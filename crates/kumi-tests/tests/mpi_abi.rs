@@ -188,6 +188,16 @@ fn info_objects_before_init_and_after_finalize() {
 #[test]
 fn collectives() {
     suite("coll", &[1, 2, 3, 4, 5, 6, 7, 8], &[1, 4]);
+    // Every collective by messages (as across hosts): ranks whose layouts
+    // differ still run one algorithm.
+    let env = [
+        ("KT_ONE_HOST", "1".to_string()),
+        ("KUMI_COLL_SHM", "off".to_string()),
+    ];
+    for n in [3, 4] {
+        let o = run(n, &kumi_built().join("coll"), &env);
+        expect_pass("coll", n, &o, "kumi cc, KUMI_COLL_SHM=off");
+    }
 }
 
 #[test]

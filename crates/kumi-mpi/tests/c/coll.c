@@ -370,6 +370,55 @@ int main(int argc, char **argv) {
         free(lr);
     }
 
+    /* Layouts that differ between ranks: the root gathers (in place) and
+     * scatters with a contiguous type, the others with a strided one of
+     * the same signature, blocking and nonblocking. Regression: the two
+     * layouts took different algorithms (linear over segments at the root,
+     * a binomial tree of packed bytes elsewhere), which deadlocked wherever
+     * the collective area was not used (KUMI_COLL_SHM=off, several hosts).
+     */
+    {
+        MPI_Datatype vec;
+        OK(MPI_Type_vector(6, 1, 3, MPI_DOUBLE, &vec));
+        OK(MPI_Type_commit(&vec));
+        double strided[18], *flat = malloc(sizeof(double) * 6 * n);
+        CHECK(flat != NULL);
+        for (int root = 0; root < n; root++) {
+            for (int k = 0; k < 2; k++) {
+                for (int i = 0; i < 18; i++) strided[i] = i % 3 ? -1 : 10 * r + i / 3;
+                for (int i = 0; i < 6 * n; i++) flat[i] = i / 6 == r ? 10 * r + i % 6 : -2;
+                MPI_Request q = MPI_REQUEST_NULL;
+                if (r == root && k == 0)
+                    OK(MPI_Gather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, flat, 6, MPI_DOUBLE, root, MPI_COMM_WORLD));
+                else if (r == root)
+                    OK(MPI_Igather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, flat, 6, MPI_DOUBLE, root, MPI_COMM_WORLD, &q));
+                else if (k == 0)
+                    OK(MPI_Gather(strided, 1, vec, NULL, 0, MPI_DATATYPE_NULL, root, MPI_COMM_WORLD));
+                else
+                    OK(MPI_Igather(strided, 1, vec, NULL, 0, MPI_DATATYPE_NULL, root, MPI_COMM_WORLD, &q));
+                OK(MPI_Wait(&q, MPI_STATUS_IGNORE));
+                if (r == root)
+                    for (int i = 0; i < 6 * n; i++) CHECK(flat[i] == 10 * (i / 6) + i % 6);
+                /* And back: block i to rank i, negated. */
+                for (int i = 0; i < 6 * n; i++) flat[i] = -flat[i];
+                for (int i = 0; i < 18; i++) strided[i] = -1;
+                if (r == root && k == 0)
+                    OK(MPI_Scatter(flat, 6, MPI_DOUBLE, MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, root, MPI_COMM_WORLD));
+                else if (r == root)
+                    OK(MPI_Iscatter(flat, 6, MPI_DOUBLE, strided, 1, vec, root, MPI_COMM_WORLD, &q));
+                else if (k == 0)
+                    OK(MPI_Scatter(NULL, 0, MPI_DATATYPE_NULL, strided, 1, vec, root, MPI_COMM_WORLD));
+                else
+                    OK(MPI_Iscatter(NULL, 0, MPI_DATATYPE_NULL, strided, 1, vec, root, MPI_COMM_WORLD, &q));
+                OK(MPI_Wait(&q, MPI_STATUS_IGNORE));
+                if (r != root || k == 1)
+                    for (int i = 0; i < 18; i++) CHECK(strided[i] == (i % 3 ? -1 : -(10 * r + i / 3)));
+            }
+        }
+        free(flat);
+        OK(MPI_Type_free(&vec));
+    }
+
     MPI_Type_free(&col);
     MPI_Type_free(&pt);
     free(all); free(cnt); free(dsp); free(vbuf); free(mine); free(back); free(ag);
