@@ -76,16 +76,66 @@ fn my_world_rank(s: &mut State) -> R<u32> {
     Ok(s.comm(MPI_COMM_WORLD)?.rank() as u32)
 }
 
-/// Runs the delete callbacks of every attribute on `comm` (outside the state
-/// borrow: a callback may call MPI) and clears them.
-pub(crate) fn delete_all_attrs(comm: c_int) -> R<()> {
-    let attrs: Vec<(c_int, *mut c_void)> = {
-        let mut s = st()?;
-        let e = s.comm_entry(comm)?;
-        e.attrs.take_all()
-    };
-    for (k, v) in attrs {
-        call_delete(comm, k, v)?;
+/// Finds an object's attribute table in the state: a communicator's
+/// ([`comm_attrs`]), a window's or a datatype's.
+pub(crate) type AttrTable = fn(&mut State, c_int) -> R<&mut Attrs>;
+
+/// A communicator's attributes.
+pub(crate) fn comm_attrs(s: &mut State, h: c_int) -> R<&mut Attrs> {
+    Ok(&mut s.comm_entry(h)?.attrs)
+}
+
+/// Sets (`new`: `Some`) or deletes (`None`) the attribute of `keyval` on
+/// object `h` (a `what`, for errors). The old value's delete callback runs
+/// first, outside the state (it may call MPI); if it fails, the old value
+/// stays, nothing changes and the call fails with the callback's code (MPI
+/// makes such a call erroneous; MPICH keeps the attribute, and programs
+/// test that it does).
+pub(crate) fn replace_attr(
+    h: c_int,
+    keyval: c_int,
+    new: Option<*mut c_void>,
+    table: AttrTable,
+    what: &str,
+) -> R<()> {
+    let old = table(&mut *st()?, h)?.remove(&keyval);
+    match old {
+        Some(o) => {
+            if let Err(e) = call_delete(h, keyval, o) {
+                table(&mut *st()?, h)?.insert(keyval, o);
+                return Err(e);
+            }
+        }
+        None if new.is_none() => {
+            return err(
+                MPI_ERR_KEYVAL,
+                format!("no attribute with keyval {keyval:#x} on this {what}"),
+            )
+        }
+        None => {}
+    }
+    if let Some(v) = new {
+        table(&mut *st()?, h)?.insert(keyval, v);
+    }
+    Ok(())
+}
+
+/// Runs the delete callbacks of every attribute of object `h`, which is
+/// being freed (outside the state borrow: a callback may call MPI), the
+/// last set first. If one fails, it and those not yet deleted stay, and
+/// the free fails with its code.
+pub(crate) fn delete_all_attrs(h: c_int, table: AttrTable) -> R<()> {
+    let attrs = table(&mut *st()?, h)?.take_all();
+    for (i, &(k, v)) in attrs.iter().enumerate() {
+        if let Err(e) = call_delete(h, k, v) {
+            let mut s = st()?;
+            let t = table(&mut s, h)?;
+            // Back in the order they were set.
+            for &(k, v) in attrs[i..].iter().rev() {
+                t.insert(k, v);
+            }
+            return Err(e);
+        }
     }
     Ok(())
 }
@@ -98,13 +148,14 @@ pub(crate) fn call_delete(comm: c_int, keyval: c_int, val: *mut c_void) -> R<()>
     };
     // SAFETY: the program registered the callbacks as what `fns` says.
     let done = unsafe { fns.delete(comm, keyval, extra, val) };
-    collect_keyval(&mut *st()?, keyval);
     if let Err(rc) = done {
+        // The caller puts the attribute back: the keyval stays in use.
         return err(
             rc,
             format!("the attribute delete callback of keyval {keyval:#x} returned {rc}"),
         );
     }
+    collect_keyval(&mut *st()?, keyval);
     Ok(())
 }
 
@@ -240,32 +291,23 @@ fn get_attr(comm: c_int, keyval: c_int, val: *mut c_void, flag: *mut c_int) -> R
 }
 
 fn set_attr(comm: c_int, keyval: c_int, val: *mut c_void) -> R<()> {
-    let old = {
-        let mut s = st()?;
-        if !s.keyvals.contains_key(&keyval) {
-            return err(
-                MPI_ERR_KEYVAL,
-                format!("{keyval:#x} is not a keyval the program created"),
-            );
-        }
-        s.comm_entry(comm)?.attrs.remove(&keyval)
-    };
-    if let Some(o) = old {
-        call_delete(comm, keyval, o)?;
+    known_keyval(keyval)?;
+    replace_attr(comm, keyval, Some(val), comm_attrs, "communicator")
+}
+
+/// Checks that the program created keyval `k` (and it is still in use).
+pub(crate) fn known_keyval(k: c_int) -> R<()> {
+    if !st()?.keyvals.contains_key(&k) {
+        return err(
+            MPI_ERR_KEYVAL,
+            format!("{k:#x} is not a keyval the program created"),
+        );
     }
-    st()?.comm_entry(comm)?.attrs.insert(keyval, val);
     Ok(())
 }
 
 fn delete_attr(comm: c_int, keyval: c_int) -> R<()> {
-    let old = st()?.comm_entry(comm)?.attrs.remove(&keyval);
-    match old {
-        Some(o) => call_delete(comm, keyval, o),
-        None => err(
-            MPI_ERR_KEYVAL,
-            format!("no attribute with keyval {keyval:#x} on this communicator"),
-        ),
-    }
+    replace_attr(comm, keyval, None, comm_attrs, "communicator")
 }
 
 pub(crate) fn create_keyval(fns: KeyvalFns, keyval: *mut c_int, extra: *mut c_void) -> R<()> {
@@ -290,8 +332,11 @@ pub(crate) fn free_keyval(keyval: *mut c_int) -> R<()> {
     {
         let mut s = st()?;
         match s.keyvals.get_mut(&k) {
-            Some(kv) if !kv.freed => kv.freed = true,
-            _ => {
+            // Freed again while attributes still use it (a delete callback
+            // that frees its keyval, then the program): the keyval is
+            // already on its way out, as MPICH takes it.
+            Some(kv) => kv.freed = true,
+            None => {
                 return err(
                     MPI_ERR_KEYVAL,
                     format!("{k:#x} is not a keyval the program created (or it was freed)"),
@@ -1006,7 +1051,7 @@ mpi! {
             return err(MPI_ERR_COMM, "MPI_COMM_WORLD and MPI_COMM_SELF cannot be freed");
         }
         st()?.comm_entry(h)?;
-        delete_all_attrs(h)?;
+        delete_all_attrs(h, comm_attrs)?;
         let mut s = st()?;
         if let Some(e) = s.comms.remove(&h) {
             // An intercommunicator's hidden local group goes with it.

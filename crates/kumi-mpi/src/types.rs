@@ -118,6 +118,12 @@ fn ctor_of(h: c_int) -> R<Rc<TypeCtor>> {
     }
 }
 
+/// A datatype's attributes (a table made on first use).
+fn type_attrs(s: &mut State, h: c_int) -> R<&mut crate::state::Attrs> {
+    s.dtype(h)?;
+    Ok(s.type_attrs.entry(h).or_default())
+}
+
 fn old(h: c_int) -> R<Datatype> {
     // Also for a query from inside a callback of another call.
     crate::state::dtype_or_lent(h)
@@ -567,10 +573,25 @@ mpi! {
         new_type(d, MPI_COMBINER_DUP, vec![], vec![], &[oldtype], newtype)?;
         // Attributes go to the copy through their copy callbacks.
         let attrs: Vec<(c_int, *mut c_void)> = st()?.type_attrs.get(&oldtype).map(|a| a.iter().map(|(&k, &v)| (k, v)).collect()).unwrap_or_default();
-        let copied = crate::comm::copied_attrs(oldtype, attrs)?;
+        let h = read(newtype, "newtype")?;
+        let copied = match crate::comm::copied_attrs(oldtype, attrs) {
+            Ok(c) => c,
+            Err(e) => {
+                // A copy callback failed: so does the dup, leaving nothing.
+                let mut s = st()?;
+                s.types.remove(&h);
+                s.type_ctors.remove(&h);
+                drop(s);
+                out(newtype, "newtype", MPI_DATATYPE_NULL)?;
+                return Err(e);
+            }
+        };
         if !copied.is_empty() {
-            let h = read(newtype, "newtype")?;
-            st()?.type_attrs.entry(h).or_default().extend(copied);
+            let mut s = st()?;
+            let t = s.type_attrs.entry(h).or_default();
+            for (k, v) in copied {
+                t.insert(k, v);
+            }
         }
         Ok(())
     }
@@ -679,21 +700,19 @@ mpi! {
         if is_builtin(h) {
             return err(MPI_ERR_TYPE, "a predefined datatype cannot be freed");
         }
-        let attrs = {
-            let mut s = st()?;
+        {
+            let s = st()?;
             if !s.types.contains_key(&h) {
                 return err(MPI_ERR_TYPE, format!("{h:#x} is not a datatype the program created"));
             }
             if s.f90_base.contains_key(&h) {
                 return err(MPI_ERR_TYPE, "a parameterized Fortran 90 datatype (MPI_Type_create_f90_*) is predefined and cannot be freed");
             }
-            s.type_attrs.remove(&h).unwrap_or_default()
-        };
-        // The delete callbacks first (they may look at the type).
-        for (k, v) in attrs {
-            crate::comm::call_delete(h, k, v)?;
         }
+        // The delete callbacks first (they may look at the type).
+        crate::comm::delete_all_attrs(h, type_attrs)?;
         let mut s = st()?;
+        s.type_attrs.remove(&h);
         s.type_ctors.remove(&h);
         s.types.remove(&h);
         drop(s);
@@ -709,19 +728,8 @@ mpi! {
     }
 
     fn MPI_Type_set_attr / PMPI_Type_set_attr(datatype: c_int, keyval: c_int, attribute_val: *mut c_void) {
-        let old = {
-            let mut s = st()?;
-            s.dtype(datatype)?;
-            if !s.keyvals.contains_key(&keyval) {
-                return err(MPI_ERR_KEYVAL, format!("{keyval:#x} is not a keyval the program created"));
-            }
-            s.type_attrs.entry(datatype).or_default().remove(&keyval)
-        };
-        if let Some(o) = old {
-            crate::comm::call_delete(datatype, keyval, o)?;
-        }
-        st()?.type_attrs.entry(datatype).or_default().insert(keyval, attribute_val);
-        Ok(())
+        crate::comm::known_keyval(keyval)?;
+        crate::comm::replace_attr(datatype, keyval, Some(attribute_val), type_attrs, "datatype")
     }
 
     fn MPI_Type_get_attr / PMPI_Type_get_attr(datatype: c_int, keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) {
@@ -743,15 +751,7 @@ mpi! {
     }
 
     fn MPI_Type_delete_attr / PMPI_Type_delete_attr(datatype: c_int, keyval: c_int) {
-        let old = {
-            let mut s = st()?;
-            s.dtype(datatype)?;
-            s.type_attrs.get_mut(&datatype).and_then(|a| a.remove(&keyval))
-        };
-        match old {
-            Some(o) => crate::comm::call_delete(datatype, keyval, o),
-            None => err(MPI_ERR_KEYVAL, format!("no attribute with keyval {keyval:#x} on this datatype")),
-        }
+        crate::comm::replace_attr(datatype, keyval, None, type_attrs, "datatype")
     }
 
     fn MPI_Type_size / PMPI_Type_size(datatype: c_int, size: *mut c_int) {

@@ -69,6 +69,11 @@ pub(crate) fn err_target(target: c_int) -> bool {
     target & !0x03ff_ffff == NEW_WIN
 }
 
+/// A window's attributes.
+fn win_attrs(s: &mut State, h: c_int) -> R<&mut crate::state::Attrs> {
+    Ok(&mut entry(s, h)?.attrs)
+}
+
 fn entry(s: &mut State, h: c_int) -> R<&mut WinEntry> {
     if s.wins.contains_key(&h) {
         set_err_comm(h);
@@ -658,10 +663,7 @@ mpi! {
         let w = win(h)?;
         // Collective: nobody unmaps while another rank still accesses.
         w.fence()?;
-        let attrs = entry(&mut *st()?, h)?.attrs.take_all();
-        for (k, v) in attrs {
-            crate::comm::call_delete(h, k, v)?;
-        }
+        crate::comm::delete_all_attrs(h, win_attrs)?;
         st()?.wins.remove(&h);
         out(win_p, "win", MPI_WIN_NULL)
     }
@@ -952,26 +954,12 @@ mpi! {
     }
 
     fn MPI_Win_set_attr / PMPI_Win_set_attr(win_h: c_int, keyval: c_int, attribute_val: *mut c_void) {
-        let old = {
-            let mut s = st()?;
-            if !s.keyvals.contains_key(&keyval) {
-                return err(MPI_ERR_KEYVAL, format!("{keyval:#x} is not a keyval the program created"));
-            }
-            entry(&mut s, win_h)?.attrs.remove(&keyval)
-        };
-        if let Some(o) = old {
-            crate::comm::call_delete(win_h, keyval, o)?;
-        }
-        entry(&mut *st()?, win_h)?.attrs.insert(keyval, attribute_val);
-        Ok(())
+        crate::comm::known_keyval(keyval)?;
+        crate::comm::replace_attr(win_h, keyval, Some(attribute_val), win_attrs, "window")
     }
 
     fn MPI_Win_delete_attr / PMPI_Win_delete_attr(win_h: c_int, keyval: c_int) {
-        let old = entry(&mut *st()?, win_h)?.attrs.remove(&keyval);
-        match old {
-            Some(o) => crate::comm::call_delete(win_h, keyval, o),
-            None => err(MPI_ERR_KEYVAL, format!("no attribute with keyval {keyval:#x} on this window")),
-        }
+        crate::comm::replace_attr(win_h, keyval, None, win_attrs, "window")
     }
 
     fn MPI_Win_set_name / PMPI_Win_set_name(win_h: c_int, win_name: *const c_char) {

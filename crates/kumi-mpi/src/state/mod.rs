@@ -69,7 +69,7 @@ pub(crate) struct State {
     pub ops: HashMap<c_int, (UserOp, bool)>,
     pub keyvals: HashMap<c_int, Keyval>,
     /// Attributes on datatypes (`MPI_Type_set_attr`), by type handle.
-    pub type_attrs: HashMap<c_int, HashMap<c_int, *mut c_void>>,
+    pub type_attrs: HashMap<c_int, Attrs>,
     /// The parameterized Fortran 90 types made so far
     /// (`MPI_Type_create_f90_*`): (combiner, p or r, r) -> handle, the same
     /// handle for the same arguments; and each one's predefined type, which

@@ -3,7 +3,10 @@
  * communicator stopped working (the job aborted as if MPI_ERRORS_ARE_FATAL
  * were set); a keyval freed while attributes used it was refused; delete
  * callbacks on MPI_COMM_SELF did not run first in MPI_Finalize, in reverse
- * order of setting; a copy callback's error did not fail MPI_Comm_dup. */
+ * order of setting; a copy callback's error did not fail MPI_Comm_dup (nor
+ * MPI_Type_dup); an attribute whose delete callback failed was removed
+ * anyway; a keyval freed again by a delete callback and then the program
+ * was refused. */
 #include "kt.h"
 
 static int handled;
@@ -29,6 +32,24 @@ static int copy_fail(MPI_Comm c, int key, void *extra, void *in, void *out, int 
     (void)out;
     *flag = 0;
     return MPI_ERR_OTHER;
+}
+
+/* Fails unless `refuse` is 0. */
+static int refuse = 1;
+static int del_refuse(MPI_Comm c, int key, void *val, void *extra) {
+    (void)c;
+    (void)key;
+    (void)val;
+    (void)extra;
+    return refuse ? MPI_ERR_OTHER : MPI_SUCCESS;
+}
+
+/* Frees its own keyval (a copy of the handle), as some libraries do. */
+static int del_free_key(MPI_Comm c, int key, void *val, void *extra) {
+    (void)c;
+    (void)val;
+    (void)extra;
+    return MPI_Comm_free_keyval(&key);
 }
 
 /* Finalize's first act: SELF's attributes deleted, last set first. */
@@ -109,6 +130,52 @@ int main(int argc, char **argv) {
     CHECK(d2 == MPI_COMM_NULL);
     OK(MPI_Comm_free(&d));
     OK(MPI_Comm_free_keyval(&kf));
+
+    /* A delete callback's error fails the call and the attribute stays
+     * (replacing, deleting, freeing the communicator); a datatype's copy
+     * callback's error fails MPI_Type_dup, which leaves nothing. */
+    int kr;
+    OK(MPI_Comm_create_keyval((MPI_Comm_copy_attr_function *)copy_fail, del_refuse, &kr, NULL));
+    OK(MPI_Comm_dup(MPI_COMM_WORLD, &d));
+    MPI_Comm_set_errhandler(d, MPI_ERRORS_RETURN);
+    OK(MPI_Comm_set_attr(d, kr, (void *)(size_t)6));
+    CHECK(MPI_Comm_set_attr(d, kr, (void *)(size_t)7) != MPI_SUCCESS);
+    CHECK(MPI_Comm_delete_attr(d, kr) != MPI_SUCCESS);
+    OK(MPI_Comm_get_attr(d, kr, &v, &flag));
+    CHECK(flag && v == (void *)(size_t)6);
+    CHECK(MPI_Comm_free(&d) != MPI_SUCCESS && d != MPI_COMM_NULL);
+    OK(MPI_Comm_get_attr(d, kr, &v, &flag));
+    CHECK(flag && v == (void *)(size_t)6);
+    refuse = 0;
+    OK(MPI_Comm_free(&d));
+    OK(MPI_Comm_free_keyval(&kr));
+    int tk;
+    MPI_Datatype t, t2 = MPI_INT;
+    OK(MPI_Type_create_keyval((MPI_Type_copy_attr_function *)copy_fail, MPI_TYPE_NULL_DELETE_FN, &tk, NULL));
+    OK(MPI_Type_contiguous(2, MPI_INT, &t));
+    OK(MPI_Type_set_attr(t, tk, (void *)(size_t)8));
+    MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    CHECK(MPI_Type_dup(t, &t2) != MPI_SUCCESS && t2 == MPI_DATATYPE_NULL);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+    MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_ARE_FATAL);
+    OK(MPI_Type_free(&t));
+    OK(MPI_Type_free_keyval(&tk));
+
+    /* A keyval freed by its own delete callback, then by the program,
+     * while another attribute still uses it: both frees succeed. */
+    int kk, kk2;
+    OK(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, del_free_key, &kk, NULL));
+    kk2 = kk;
+    OK(MPI_Comm_dup(MPI_COMM_WORLD, &d));
+    OK(MPI_Comm_dup(MPI_COMM_WORLD, &d2));
+    OK(MPI_Comm_set_attr(d, kk, NULL));
+    OK(MPI_Comm_set_attr(d2, kk, NULL));
+    OK(MPI_Comm_free(&d));
+    OK(MPI_Comm_free_keyval(&kk2));
+    OK(MPI_Comm_get_attr(d2, kk, &v, &flag));
+    CHECK(flag);
+    OK(MPI_Comm_free(&d2));
 
     /* Attributes on a window outlive their freed keyval too. */
     int wk, buf[4];
