@@ -103,7 +103,9 @@ fn bad_tag(tag: c_int, recv: bool) -> R<()> {
     }
 }
 
-fn check_buf(buf: *const c_void, n: usize, d: &Datatype) -> R<()> {
+/// Refuses a NULL buffer for data, unless the datatype's addresses are
+/// absolute (NULL is `MPI_BOTTOM`).
+pub(crate) fn check_buf(buf: *const c_void, n: usize, d: &Datatype) -> R<()> {
     if buf.is_null() && n > 0 && d.size() > 0 && d.true_lb() == 0 {
         return err(
             MPI_ERR_BUFFER,

@@ -203,11 +203,10 @@ fn register(
 fn origin_bytes<E: Entry>(buf: *const c_void, n: E, dt: c_int) -> R<(Vec<u8>, Datatype)> {
     let d = st()?.dtype(dt)?;
     let n = count_of(n)?;
+    // NULL is MPI_BOTTOM, fine with a type of absolute addresses.
+    crate::p2p::check_buf(buf, n, &d)?;
     let mut v = vec![0u8; d.packed_size(n)];
     if !v.is_empty() {
-        if buf.is_null() {
-            return err(MPI_ERR_BUFFER, "the origin buffer is NULL");
-        }
         // SAFETY: the program passes `n` elements of `dt` at `buf`.
         unsafe { d.pack(buf as *const u8, n, &mut v) };
     }
@@ -302,6 +301,7 @@ fn get_op<E: Entry>(
     let d = st()?.dtype(odt)?;
     let n = count_of(on)?;
     let (r, ext) = target_extents(&w, rank, disp, tn, tdt)?;
+    crate::p2p::check_buf(o, n, &d)?;
     let mut data = vec![0u8; d.packed_size(n)];
     for_extents(data.len(), &ext, |off, b| w.get(r, off, &mut data[b]))?;
     if !data.is_empty() {
@@ -693,9 +693,14 @@ mpi! {
         sync(win_h)
     }
 
+    // A lock on MPI_PROC_NULL, and its unlock, do nothing (MPI 4.1
+    // section 12.5.3: MPI_PROC_NULL is a valid target rank everywhere).
     fn MPI_Win_lock / PMPI_Win_lock(lock_type: c_int, rank: c_int, _assert: c_int, win_h: c_int) {
         let x = lock_kind(lock_type)?;
         let w = win(win_h)?;
+        if rank == MPI_PROC_NULL {
+            return Ok(());
+        }
         let r = usize::try_from(rank).or_else(|_| err(MPI_ERR_RANK, format!("rank {rank} is not a rank")))?;
         if entry(&mut *st()?, win_h)?.locks.iter().any(|l| l.0 == r) {
             return err(MPI_ERR_RMA_SYNC, format!("this rank already holds a lock on rank {r} of the window"));
@@ -707,6 +712,9 @@ mpi! {
 
     fn MPI_Win_unlock / PMPI_Win_unlock(rank: c_int, win_h: c_int) {
         let w = win(win_h)?;
+        if rank == MPI_PROC_NULL {
+            return Ok(());
+        }
         let held = {
             let mut s = st()?;
             let e = entry(&mut s, win_h)?;

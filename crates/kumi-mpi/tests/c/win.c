@@ -481,6 +481,45 @@ int main(int argc, char **argv) {
         CHECK(cls == MPI_ERR_RMA_SHARED);
         MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
     }
+    /* MPI_PROC_NULL is a target like any other: a lock on it, and its
+     * unlock, do nothing (regression: refused as a bad rank). And an origin
+     * at MPI_BOTTOM with absolute addresses (regression: refused as a NULL
+     * buffer). */
+    {
+        int wr, ws, mem[4] = {0, 0, 0, 0}, val = 40, got = -1;
+        MPI_Comm_rank(MPI_COMM_WORLD, &wr);
+        MPI_Comm_size(MPI_COMM_WORLD, &ws);
+        MPI_Win pn;
+        OK(MPI_Win_create(mem, sizeof mem, sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD, &pn));
+        OK(MPI_Win_lock(MPI_LOCK_EXCLUSIVE, MPI_PROC_NULL, 0, pn));
+        OK(MPI_Put(&val, 1, MPI_INT, MPI_PROC_NULL, 0, 1, MPI_INT, pn));
+        OK(MPI_Fetch_and_op(&val, &got, MPI_INT, MPI_PROC_NULL, 0, MPI_SUM, pn));
+        OK(MPI_Win_unlock(MPI_PROC_NULL, pn));
+        CHECK(got == -1);
+        MPI_Aint at;
+        MPI_Datatype abs;
+        int one = 1;
+        val = 40 + wr;
+        OK(MPI_Get_address(&val, &at));
+        OK(MPI_Type_create_hindexed(1, &one, &at, MPI_INT, &abs));
+        OK(MPI_Type_commit(&abs));
+        int to = (wr + 1) % ws;
+        OK(MPI_Win_lock(MPI_LOCK_SHARED, to, 0, pn));
+        OK(MPI_Put(MPI_BOTTOM, 1, abs, to, 1, 1, MPI_INT, pn));
+        OK(MPI_Win_unlock(to, pn));
+        OK(MPI_Barrier(MPI_COMM_WORLD));
+        OK(MPI_Win_lock(MPI_LOCK_SHARED, wr, 0, pn));
+        CHECK(mem[1] == 40 + (wr + ws - 1) % ws);
+        OK(MPI_Win_unlock(wr, pn));
+        val = -5;
+        OK(MPI_Win_lock(MPI_LOCK_SHARED, to, 0, pn));
+        OK(MPI_Get(MPI_BOTTOM, 1, abs, to, 1, 1, MPI_INT, pn));
+        OK(MPI_Win_unlock(to, pn));
+        CHECK(val == 40 + wr);
+        OK(MPI_Type_free(&abs));
+        OK(MPI_Barrier(MPI_COMM_WORLD));
+        OK(MPI_Win_free(&pn));
+    }
     OK(MPI_Comm_free(&host));
     kt_pass("win");
     MPI_Finalize();
