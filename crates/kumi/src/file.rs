@@ -180,48 +180,65 @@ impl View {
     /// The default view: every byte of the file, from offset 0.
     pub fn bytes() -> View {
         let b = Datatype::basic(1, 0);
-        View::new(0, b.clone(), b).expect("the byte view is valid")
+        View::new(0, b.clone(), b, true).expect("the byte view is valid")
     }
 
     /// A view of the file from byte `disp`, in units of `etype`, through
-    /// `filetype`. Both types must have non-negative displacements in
-    /// increasing order without overlaps (MPI's rule for file types), and
-    /// the file type must hold a whole, non-zero number of elementary types.
+    /// `filetype`. Both types must have non-negative, non-decreasing
+    /// displacements (MPI's rule for file types; refused as an I/O fault,
+    /// the class ROMIO gives it), and the file type must hold a whole,
+    /// non-zero number of elementary types. Overlapping parts are allowed
+    /// only where the file cannot be written (`writable` false), as MPI
+    /// says (an I/O fault otherwise, as ROMIO gives it).
     pub fn new(
         disp: u64,
         etype: Datatype,
         filetype: Datatype,
-    ) -> std::result::Result<View, String> {
+        writable: bool,
+    ) -> std::result::Result<View, (Fault, String)> {
+        let arg = |m: String| (Fault::Argument, m);
         if etype.size() == 0 {
-            return Err("the elementary type holds no data".into());
+            return Err(arg("the elementary type holds no data".into()));
         }
         let mut runs = Vec::new();
         for (name, t) in [("elementary type", &etype), ("file type", &filetype)] {
-            let mut end = 0isize;
-            runs = t.flat_runs().map_err(|e| format!("the {name}: {e}"))?;
+            let (mut start, mut end) = (0isize, 0isize);
+            runs = t.flat_runs().map_err(|e| arg(format!("the {name}: {e}")))?;
             for &(o, l) in &runs {
-                if o < end {
-                    return Err(format!(
-                        "the {name} has a negative, decreasing or overlapping \
-                         displacement ({o} after data up to {end})"
+                if o < start {
+                    return Err((
+                        Fault::Io,
+                        format!(
+                            "the {name} has a negative or decreasing displacement \
+                             ({o} after {start})"
+                        ),
                     ));
                 }
-                end = o + l as isize;
+                if o < end && writable {
+                    return Err((
+                        Fault::Io,
+                        format!(
+                            "the {name} overlaps itself (data at {o}, before {end}), \
+                             which MPI allows only for a file that is not written"
+                        ),
+                    ));
+                }
+                (start, end) = (o, end.max(o + l as isize));
             }
         }
         if filetype.size() == 0 || !filetype.size().is_multiple_of(etype.size()) {
-            return Err(format!(
+            return Err(arg(format!(
                 "the file type holds {} bytes, not a non-zero multiple of the \
                  elementary type's {}",
                 filetype.size(),
                 etype.size()
-            ));
+            )));
         }
         if filetype.extent() <= 0 {
-            return Err(format!(
+            return Err(arg(format!(
                 "the file type's extent is {}; tiling the file needs a positive one",
                 filetype.extent()
-            ));
+            )));
         }
         let mut before = Vec::with_capacity(runs.len());
         let mut n = 0;
@@ -650,7 +667,9 @@ impl File {
                 ))
             }
         };
-        let v = View::new(disp, etype, filetype).map_err(|d| fault(Fault::Argument, &self.path, d));
+        let writable = self.mode.access != Access::ReadOnly;
+        let v =
+            View::new(disp, etype, filetype, writable).map_err(|(f, d)| fault(f, &self.path, d));
         // Agreeing also orders every rank's read of the old shared position
         // (above) before rank 0 resets it.
         let v = self.agree(v)?;
@@ -1002,7 +1021,7 @@ mod tests {
         let ft = Datatype::create_struct(&[1], &[8], &[ft])
             .unwrap()
             .resized(0, 32);
-        let v = View::new(100, int(), ft).unwrap();
+        let v = View::new(100, int(), ft, true).unwrap();
         // 5 ints from position 1: rest of tile 0, tile 1, first int of tile 2.
         assert_eq!(v.extents(4, 20).unwrap(), [(112, 4), (140, 8), (172, 8)]);
         assert_eq!(v.end_position(100), 0);
@@ -1014,18 +1033,22 @@ mod tests {
     #[test]
     fn adjacent_runs_are_merged() {
         let ft = int().contiguous(3).unwrap();
-        let v = View::new(0, int(), ft).unwrap();
+        let v = View::new(0, int(), ft, true).unwrap();
         assert_eq!(v.extents(0, 36).unwrap(), [(0, 36)]);
     }
 
     #[test]
     fn views_that_mpi_forbids_are_refused() {
-        assert!(View::new(0, int(), byte().contiguous(6).unwrap()).is_err());
+        assert!(View::new(0, int(), byte().contiguous(6).unwrap(), true).is_err());
         let back = Datatype::create_struct(&[1, 1], &[8, 0], &[int(), int()]).unwrap();
-        assert!(View::new(0, int(), back).is_err());
+        assert!(View::new(0, int(), back, false).is_err());
         let neg = Datatype::create_struct(&[1], &[-4], &[int()]).unwrap();
-        assert!(View::new(0, int(), neg).is_err());
-        assert!(View::new(0, byte().contiguous(0).unwrap(), byte()).is_err());
+        assert!(View::new(0, int(), neg, false).is_err_and(|e| e.0 == Fault::Io));
+        // Overlaps are for reading only.
+        let over = Datatype::create_struct(&[3, 1], &[0, 4], &[int(), int()]).unwrap();
+        assert!(View::new(0, int(), over.clone(), false).is_ok());
+        assert!(View::new(0, int(), over, true).is_err_and(|e| e.0 == Fault::Io));
+        assert!(View::new(0, byte().contiguous(0).unwrap(), byte(), true).is_err());
     }
 
     #[test]
@@ -1082,7 +1105,7 @@ mod tests {
                 at += l as isize;
             }
             let ft = Datatype::basic_runs(&runs, at + pad as isize);
-            let v = View::new(disp, byte(), ft).unwrap();
+            let v = View::new(disp, byte(), ft, true).unwrap();
             let mut walk = Vec::new();
             let mut tile = 0u64;
             while walk.len() < (start as usize + len) {

@@ -334,6 +334,40 @@ int main(int argc, char **argv) {
     OK(MPI_Barrier(MPI_COMM_WORLD));
     CHECK(access(other, F_OK) != 0);
 
+    /* File types with a negative or decreasing displacement are refused
+     * with MPI_ERR_IO (ROMIO's class; regression: MPI_ERR_ARG); one with
+     * overlapping parts too where the file may be written, and accepted
+     * where it is only read (MPI forbids overlaps for writing only;
+     * regression: refused either way), where reads see the overlap. */
+    OK(MPI_File_open(MPI_COMM_WORLD, other, MPI_MODE_CREATE | MPI_MODE_RDWR, MPI_INFO_NULL, &fh));
+    if (r == 0) {
+        int seq[4] = {10, 11, 12, 13};
+        OK(MPI_File_write_at(fh, 0, seq, 4, MPI_INT, &st));
+    }
+    int bl[2] = {1, 1}, dsp2[2] = {2, 0};
+    MPI_Datatype badft, overft;
+    OK(MPI_Type_indexed(2, bl, dsp2, MPI_INT, &badft));
+    OK(MPI_Type_commit(&badft));
+    rc = MPI_File_set_view(fh, 0, MPI_INT, badft, "native", MPI_INFO_NULL);
+    CHECK(cls(rc) == MPI_ERR_IO);
+    OK(MPI_Type_free(&badft));
+    bl[0] = 3;
+    dsp2[0] = 0;
+    dsp2[1] = 1;
+    OK(MPI_Type_indexed(2, bl, dsp2, MPI_INT, &overft));
+    OK(MPI_Type_commit(&overft));
+    rc = MPI_File_set_view(fh, 0, MPI_INT, overft, "native", MPI_INFO_NULL);
+    CHECK(cls(rc) == MPI_ERR_IO);
+    OK(MPI_File_close(&fh));
+    OK(MPI_File_open(MPI_COMM_WORLD, other, MPI_MODE_RDONLY | MPI_MODE_DELETE_ON_CLOSE, MPI_INFO_NULL, &fh));
+    OK(MPI_File_set_view(fh, 0, MPI_INT, overft, "native", MPI_INFO_NULL));
+    int four[4] = {0, 0, 0, 0};
+    OK(MPI_File_read_at(fh, 0, four, 4, MPI_INT, &st));
+    CHECK(four[0] == 10 && four[1] == 11 && four[2] == 12 && four[3] == 11);
+    OK(MPI_Type_free(&overft));
+    OK(MPI_File_close(&fh));
+    OK(MPI_Barrier(MPI_COMM_WORLD));
+
     /* A handle that is no file. */
     MPI_File bogus = MPI_FILE_NULL;
     rc = MPI_File_get_size(bogus, &size);
