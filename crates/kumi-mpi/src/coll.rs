@@ -40,7 +40,7 @@ use std::rc::Rc;
 use std::sync::OnceLock;
 
 mod inter;
-mod v;
+pub(crate) mod v;
 
 pub(crate) use v::*;
 

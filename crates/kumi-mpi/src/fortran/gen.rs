@@ -200,7 +200,7 @@ unsafe extern "C" fn mpi_allgatherv(sendbuf: *mut c_void, sendcount: *mut Fint, 
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Allgatherv(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, recvcounts as _, displs as _, *recvtype as _, *comm as _);
+        let rc = crate::coll::v::PMPI_Allgatherv(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, recvcounts as _, displs as _, *recvtype as _, *comm as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -381,7 +381,7 @@ unsafe extern "C" fn mpi_alltoallv(sendbuf: *mut c_void, sendcounts: *mut Fint, 
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Alltoallv(fortran::buf(sendbuf) as _, sendcounts as _, sdispls as _, *sendtype as _, fortran::buf(recvbuf) as _, recvcounts as _, rdispls as _, *recvtype as _, *comm as _);
+        let rc = crate::coll::v::PMPI_Alltoallv(fortran::buf(sendbuf) as _, sendcounts as _, sdispls as _, *sendtype as _, fortran::buf(recvbuf) as _, recvcounts as _, rdispls as _, *recvtype as _, *comm as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -435,7 +435,7 @@ unsafe extern "C" fn mpi_alltoallw(sendbuf: *mut c_void, sendcounts: *mut Fint, 
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Alltoallw(fortran::buf(sendbuf) as _, sendcounts as _, sdispls as _, sendtypes as _, fortran::buf(recvbuf) as _, recvcounts as _, rdispls as _, recvtypes as _, *comm as _);
+        let rc = crate::coll::v::PMPI_Alltoallw(fortran::buf(sendbuf) as _, sendcounts as _, sdispls as _, sendtypes as _, fortran::buf(recvbuf) as _, recvcounts as _, rdispls as _, recvtypes as _, *comm as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -2894,7 +2894,7 @@ unsafe extern "C" fn mpi_gatherv(sendbuf: *mut c_void, sendcount: *mut Fint, sen
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Gatherv(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, recvcounts as _, displs as _, *recvtype as _, *root as _, *comm as _);
+        let rc = crate::coll::v::PMPI_Gatherv(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, recvcounts as _, displs as _, *recvtype as _, *root as _, *comm as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -3420,7 +3420,7 @@ unsafe extern "C" fn mpi_iallgatherv(sendbuf: *mut c_void, sendcount: *mut Fint,
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Iallgatherv(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, recvcounts as _, displs as _, *recvtype as _, *comm as _, request as _);
+        let rc = crate::coll::v::PMPI_Iallgatherv(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, recvcounts as _, displs as _, *recvtype as _, *comm as _, request as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -3504,7 +3504,7 @@ unsafe extern "C" fn mpi_ialltoallv(sendbuf: *mut c_void, sendcounts: *mut Fint,
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Ialltoallv(fortran::buf(sendbuf) as _, sendcounts as _, sdispls as _, *sendtype as _, fortran::buf(recvbuf) as _, recvcounts as _, rdispls as _, *recvtype as _, *comm as _, request as _);
+        let rc = crate::coll::v::PMPI_Ialltoallv(fortran::buf(sendbuf) as _, sendcounts as _, sdispls as _, *sendtype as _, fortran::buf(recvbuf) as _, recvcounts as _, rdispls as _, *recvtype as _, *comm as _, request as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -3530,7 +3530,7 @@ unsafe extern "C" fn mpi_ialltoallw(sendbuf: *mut c_void, sendcounts: *mut Fint,
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Ialltoallw(fortran::buf(sendbuf) as _, sendcounts as _, sdispls as _, sendtypes as _, fortran::buf(recvbuf) as _, recvcounts as _, rdispls as _, recvtypes as _, *comm as _, request as _);
+        let rc = crate::coll::v::PMPI_Ialltoallw(fortran::buf(sendbuf) as _, sendcounts as _, sdispls as _, sendtypes as _, fortran::buf(recvbuf) as _, recvcounts as _, rdispls as _, recvtypes as _, *comm as _, request as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -3679,7 +3679,7 @@ unsafe extern "C" fn mpi_igatherv(sendbuf: *mut c_void, sendcount: *mut Fint, se
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Igatherv(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, recvcounts as _, displs as _, *recvtype as _, *root as _, *comm as _, request as _);
+        let rc = crate::coll::v::PMPI_Igatherv(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, recvcounts as _, displs as _, *recvtype as _, *root as _, *comm as _, request as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -3779,7 +3779,7 @@ unsafe extern "C" fn mpi_ineighbor_allgatherv(sendbuf: *mut c_void, sendcount: *
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Ineighbor_allgatherv(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, recvcounts as _, displs as _, *recvtype as _, *comm as _, request as _);
+        let rc = crate::coll::v::PMPI_Ineighbor_allgatherv(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, recvcounts as _, displs as _, *recvtype as _, *comm as _, request as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -3837,7 +3837,7 @@ unsafe extern "C" fn mpi_ineighbor_alltoallv(sendbuf: *mut c_void, sendcounts: *
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Ineighbor_alltoallv(fortran::buf(sendbuf) as _, sendcounts as _, sdispls as _, *sendtype as _, fortran::buf(recvbuf) as _, recvcounts as _, rdispls as _, *recvtype as _, *comm as _, request as _);
+        let rc = crate::coll::v::PMPI_Ineighbor_alltoallv(fortran::buf(sendbuf) as _, sendcounts as _, sdispls as _, *sendtype as _, fortran::buf(recvbuf) as _, recvcounts as _, rdispls as _, *recvtype as _, *comm as _, request as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -3863,7 +3863,7 @@ unsafe extern "C" fn mpi_ineighbor_alltoallw(sendbuf: *mut c_void, sendcounts: *
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Ineighbor_alltoallw(fortran::buf(sendbuf) as _, sendcounts as _, sdispls as _, sendtypes as _, fortran::buf(recvbuf) as _, recvcounts as _, rdispls as _, recvtypes as _, *comm as _, request as _);
+        let rc = crate::coll::v::PMPI_Ineighbor_alltoallw(fortran::buf(sendbuf) as _, sendcounts as _, sdispls as _, sendtypes as _, fortran::buf(recvbuf) as _, recvcounts as _, rdispls as _, recvtypes as _, *comm as _, request as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -4349,7 +4349,7 @@ unsafe extern "C" fn mpi_iscatterv(sendbuf: *mut c_void, sendcounts: *mut Fint, 
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Iscatterv(fortran::buf(sendbuf) as _, sendcounts as _, displs as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *root as _, *comm as _, request as _);
+        let rc = crate::coll::v::PMPI_Iscatterv(fortran::buf(sendbuf) as _, sendcounts as _, displs as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *root as _, *comm as _, request as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -4606,7 +4606,7 @@ unsafe extern "C" fn mpi_neighbor_allgatherv(sendbuf: *mut c_void, sendcount: *m
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Neighbor_allgatherv(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, recvcounts as _, displs as _, *recvtype as _, *comm as _);
+        let rc = crate::coll::v::PMPI_Neighbor_allgatherv(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, recvcounts as _, displs as _, *recvtype as _, *comm as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -4720,7 +4720,7 @@ unsafe extern "C" fn mpi_neighbor_alltoallv(sendbuf: *mut c_void, sendcounts: *m
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Neighbor_alltoallv(fortran::buf(sendbuf) as _, sendcounts as _, sdispls as _, *sendtype as _, fortran::buf(recvbuf) as _, recvcounts as _, rdispls as _, *recvtype as _, *comm as _);
+        let rc = crate::coll::v::PMPI_Neighbor_alltoallv(fortran::buf(sendbuf) as _, sendcounts as _, sdispls as _, *sendtype as _, fortran::buf(recvbuf) as _, recvcounts as _, rdispls as _, *recvtype as _, *comm as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -4774,7 +4774,7 @@ unsafe extern "C" fn mpi_neighbor_alltoallw(sendbuf: *mut c_void, sendcounts: *m
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Neighbor_alltoallw(fortran::buf(sendbuf) as _, sendcounts as _, sdispls as _, sendtypes as _, fortran::buf(recvbuf) as _, recvcounts as _, rdispls as _, recvtypes as _, *comm as _);
+        let rc = crate::coll::v::PMPI_Neighbor_alltoallw(fortran::buf(sendbuf) as _, sendcounts as _, sdispls as _, sendtypes as _, fortran::buf(recvbuf) as _, recvcounts as _, rdispls as _, recvtypes as _, *comm as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -5731,7 +5731,7 @@ unsafe extern "C" fn mpi_scatterv(sendbuf: *mut c_void, sendcounts: *mut Fint, d
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Scatterv(fortran::buf(sendbuf) as _, sendcounts as _, displs as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *root as _, *comm as _);
+        let rc = crate::coll::v::PMPI_Scatterv(fortran::buf(sendbuf) as _, sendcounts as _, displs as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *root as _, *comm as _);
         fortran::ierror(ierror, rc);
     }
 }
