@@ -178,9 +178,8 @@ fn balanced(n: i64, k: usize) -> Vec<i64> {
     // read from its smallest factor up (its smallest decides the spread,
     // the others the tie), whatever the largest was: so the best `k`
     // factors of `rest` none above `most` depend on those three alone, and
-    // are worked out once each (a few thousand states for 16 dimensions of
-    // a number of a hundred divisors, where trying every tuple took
-    // minutes: MPICH's topo/dims5).
+    // are worked out once each: the states are few (divisors x dimensions
+    // x bounds), where the tuples are exponentially many.
     struct Tails<'a> {
         divs: &'a [i64],
         memo: std::collections::HashMap<(i64, usize, i64), Option<Vec<i64>>>,
@@ -331,8 +330,8 @@ mod tests {
             dims_create(n, &mut d).unwrap();
             assert_eq!(d, want, "{n} over {k}");
         }
-        // Many dimensions of a number of many divisors: quickly (the
-        // search without its bound took minutes: MPICH's topo/dims5).
+        // Many dimensions of a number of many divisors (MPICH's
+        // topo/dims5 asks such; trying every tuple is exponential).
         let mut d = vec![0; 15];
         dims_create(995328, &mut d).unwrap();
         assert_eq!(d, [4, 4, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2]);

@@ -509,8 +509,7 @@ impl Datatype {
     /// Visits the byte runs of `count` elements in typemap order, offsets
     /// relative to the first element's start, until `f` breaks. Runs that
     /// abut in a series come as one (`count` elements of a dense type are
-    /// one run, not `count`: a one-sided access of 64 KiB of `MPI_BYTE`
-    /// walked 65536 runs).
+    /// one run, not `count`: callers pay per run, not per element).
     pub fn walk(
         &self,
         count: usize,
