@@ -56,6 +56,9 @@ pub const MPI_COMM_SELF: c_int = 0x44000001;
 pub const MPI_GROUP_NULL: c_int = 0x08000000;
 pub const MPI_GROUP_EMPTY: c_int = 0x48000000;
 pub const MPI_DATATYPE_NULL: c_int = 0x0c000000;
+/// MPI-1's bound markers (types of no data; see `types::structure`).
+pub const MPI_LB: c_int = 0x4c000010;
+pub const MPI_UB: c_int = 0x4c000011;
 pub const MPI_OP_NULL: c_int = 0x18000000;
 pub const MPI_REQUEST_NULL: c_int = 0x2c000000;
 pub const MPI_MESSAGE_NULL: c_int = 0x2c000000;

@@ -137,6 +137,35 @@ fn aints(p: *const isize, n: c_int, what: &str) -> R<Vec<i64>> {
     Ok(slice(p, n, what)?.iter().map(|&x| x as i64).collect())
 }
 
+/// `MPI_Type_create_struct(_c)`: the structure of the parts, where a part
+/// of type `MPI_LB` or `MPI_UB` (MPI-1's bound markers, removed in MPI 3 but
+/// still in MPICH's ABI) is no data but sets the lower or upper bound at its
+/// displacement, whatever its block length; the last marker of a kind counts.
+fn structure(blocklens: &[i64], displs: &[i64], types: &[c_int]) -> R<Datatype> {
+    let (mut lb, mut ub) = (None, None);
+    let (mut b, mut d, mut v) = (vec![], vec![], vec![]);
+    let s = st()?;
+    for ((&n, &at), &t) in blocklens.iter().zip(displs).zip(types) {
+        let at_addr = || match isize::try_from(at) {
+            Ok(a) => Ok(Some(a)),
+            Err(_) => err(
+                MPI_ERR_ARG,
+                format!("displacement {at} is beyond the address space"),
+            ),
+        };
+        match t {
+            MPI_LB => lb = at_addr()?,
+            MPI_UB => ub = at_addr()?,
+            _ => {
+                b.push(n);
+                d.push(at);
+                v.push(s.dtype(t)?);
+            }
+        }
+    }
+    Ok(Datatype::create_struct(&b, &d, &v)?.with_bounds(lb, ub))
+}
+
 /// `MPI_Type_create_darray(_c)`, with the global sizes as read (`large`:
 /// from the `_c` form, recorded as large counts).
 #[allow(clippy::too_many_arguments)]
@@ -427,14 +456,7 @@ mpi! {
 
     fn MPI_Type_create_struct / PMPI_Type_create_struct(count: c_int, blocklens: *const c_int, displs: *const isize, types: *const c_int, newtype: *mut c_int) {
         let ts = slice(types, count, "array_of_types")?;
-        let mut v = Vec::with_capacity(ts.len());
-        {
-            let s = st()?;
-            for &t in ts {
-                v.push(s.dtype(t)?);
-            }
-        }
-        let d = Datatype::create_struct(&ints(blocklens, count, "array_of_blocklengths")?, &aints(displs, count, "array_of_displacements")?, &v)?;
+        let d = structure(&ints(blocklens, count, "array_of_blocklengths")?, &aints(displs, count, "array_of_displacements")?, ts)?;
         let mut args = vec![count];
         args.extend(given(blocklens, count, "array_of_blocklengths")?);
         let addrs = slice(displs, count, "array_of_displacements")?.to_vec();
@@ -531,12 +553,8 @@ mpi! {
 
     fn MPI_Type_create_struct_c / PMPI_Type_create_struct_c(count: i64, blocklens: *const i64, displs: *const i64, types: *const c_int, newtype: *mut c_int) {
         let ts = big_slice(types, count, "array_of_types")?;
-        let v = {
-            let s = st()?;
-            ts.iter().map(|&t| s.dtype(t)).collect::<R<Vec<_>>>()?
-        };
         let (b, ds) = (big_slice(blocklens, count, "array_of_blocklengths")?, big_slice(displs, count, "array_of_displacements")?);
-        let d = Datatype::create_struct(b, ds, &v)?;
+        let d = structure(b, ds, ts)?;
         let large = [&[count][..], b, ds].concat();
         new_type_large(d, MPI_COMBINER_STRUCT, vec![], large, ts, newtype)
     }

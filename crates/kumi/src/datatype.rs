@@ -839,6 +839,17 @@ impl Datatype {
         }
     }
 
+    /// The same data with MPI-1's explicit bounds: `lb` and `ub` where given
+    /// (the `MPI_LB` and `MPI_UB` markers of a structure), the type's own
+    /// bounds otherwise. An upper bound below the lower one gives a negative
+    /// extent, as MPI-1 allows. (MPICH 4 takes the last marker of each kind
+    /// and resizes the structure of the other parts the same way.)
+    pub fn with_bounds(&self, lb: Option<isize>, ub: Option<isize>) -> Datatype {
+        let lb = lb.unwrap_or(self.lb());
+        let ub = ub.unwrap_or(self.lb() + self.extent());
+        self.resized(lb, ub - lb)
+    }
+
     /// A sub-block of an n-dimensional array of `self`: `sizes` of the whole,
     /// `subsizes` of the block, `starts` of its corner; `c_order` for row-major
     /// (C) order, otherwise column-major (Fortran). The extent is the whole array.
@@ -1203,6 +1214,24 @@ mod tests {
         let z = Datatype::basic_aligned(16, 8, 5);
         let cz = Datatype::create_struct(&[1, 1], &[0, 8], &[Datatype::basic(1, 3), z]);
         assert_eq!(cz.unwrap().extent(), 24);
+    }
+
+    #[test]
+    fn explicit_bounds_below_each_other_give_a_negative_extent() {
+        // MPI-1's { (LB,6), 4*(BYTE,0), (UB,-3) }.
+        let b = Datatype::create_struct(&[4], &[0], &[Datatype::basic(1, 3)]).unwrap();
+        let t = b.with_bounds(Some(6), Some(-3));
+        assert_eq!((t.lb(), t.extent(), t.size()), (6, -9, 4));
+        // Copies step by the extent, downwards, in typemap order.
+        let c = t.contiguous(3).unwrap();
+        assert_eq!((c.lb(), c.extent()), (-12, 9));
+        assert_eq!((c.true_lb(), c.true_extent()), (-18, 22));
+        assert_eq!(walked(&c, 1), vec![(0, 4), (-9, 4), (-18, 4)]);
+        // A bound not given is the data's.
+        let l = Datatype::create_struct(&[], &[], &[])
+            .unwrap()
+            .with_bounds(Some(10), None);
+        assert_eq!((l.lb(), l.extent()), (10, -10));
     }
 
     /// Every run of `count` elements, as a list.

@@ -299,6 +299,36 @@ int main(int argc, char **argv) {
         MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
     }
 
+    /* MPI-1's bound markers (MPICH suite datatype/lbub_oldapi,
+     * struct_no_real_types): MPI_LB/MPI_UB in a struct set the bounds at
+     * their displacements, even below each other (negative extent), and
+     * derived types repeat them. They were taken as data of size 0. */
+    {
+        int bl[3] = {1, 4, 1};
+        MPI_Aint d[3] = {6, 0, -3}, lb, ext, tlb, text;
+        MPI_Datatype ty[3] = {MPI_LB, MPI_BYTE, MPI_UB}, neg, three, lbonly;
+        OK(MPI_Type_create_struct(3, bl, d, ty, &neg));
+        OK(MPI_Type_get_extent(neg, &lb, &ext));
+        CHECK(lb == 6 && ext == -9);
+        CHECK(size_of(neg) == 4);
+        /* { (LB,6),4*(BYTE,0),(UB,-3),(LB,-3),4*(BYTE,-9),(UB,-12),... } */
+        OK(MPI_Type_contiguous(3, neg, &three));
+        OK(MPI_Type_get_extent(three, &lb, &ext));
+        OK(MPI_Type_get_true_extent(three, &tlb, &text));
+        CHECK(lb == -12 && ext == 9);
+        CHECK(tlb == -18 && text == 22);
+        /* Only a lower bound: the upper one is the data's. */
+        MPI_Datatype lbt = MPI_LB;
+        MPI_Aint ten = 10;
+        int one = 1;
+        OK(MPI_Type_create_struct(1, &one, &ten, &lbt, &lbonly));
+        OK(MPI_Type_get_extent(lbonly, &lb, &ext));
+        CHECK(lb == 10 && ext == -10);
+        OK(MPI_Type_free(&lbonly));
+        OK(MPI_Type_free(&three));
+        OK(MPI_Type_free(&neg));
+    }
+
     kt_pass("datatype");
     MPI_Finalize();
     return 0;
