@@ -15,7 +15,7 @@
 
 use crate::coll::{builtin, count_of, Entry};
 use crate::consts::*;
-use crate::state::{out, out_str, read, st, ReqEntry, State};
+use crate::state::{out, out_str, read, st, ReqEntry, State, TypeArg};
 use crate::{err, set_err_comm, MpiErr, R};
 use kumi::datatype::{Datatype, MAX_RUNS};
 use kumi::raw::RawRequest;
@@ -434,8 +434,8 @@ fn accumulate_op<E: Entry>(
         // Nothing happens, and nothing is fetched.
         return Ok(());
     }
-    if padded_pair(tdt) || padded_pair(odt) {
-        return accumulate_pairs(&w, o, on, odt, result, rank, disp, tn, tdt, op);
+    if let Some(pair) = pair_of(tdt).or_else(|| pair_of(odt)) {
+        return accumulate_pairs(&w, pair, o, on, odt, result, rank, disp, tn, tdt, op);
     }
     let (r, ext) = target_extents(&w, rank, disp, tn, tdt)?;
     let total: usize = ext.iter().map(|e| e.1).sum();
@@ -482,12 +482,57 @@ fn padded_pair(dt: c_int) -> bool {
     )
 }
 
-/// [`accumulate_op`] on a padded pair type: origin, target (and result)
-/// are `n` whole C structs each, combined as such (the target's padding
-/// bytes are rewritten with the winner's, which no program reads).
+/// The padded pair type that `dt` is made of, if it is one or a type
+/// derived from one alone (a vector of `MPI_DOUBLE_INT`).
+fn pair_of(dt: c_int) -> Option<c_int> {
+    fn leaves(types: &[TypeArg], out: &mut Vec<c_int>) {
+        for t in types {
+            match t {
+                TypeArg::Named(h) => out.push(*h),
+                TypeArg::Derived(_, Some(c)) => leaves(&c.types, out),
+                // Made before its constructor was recorded: unknown.
+                TypeArg::Derived(_, None) => out.push(MPI_DATATYPE_NULL),
+            }
+        }
+    }
+    if padded_pair(dt) {
+        return Some(dt);
+    }
+    let ctor = st().ok()?.type_ctors.get(&dt).cloned()?;
+    let mut found = Vec::new();
+    leaves(&ctor.types, &mut found);
+    match found[..] {
+        [first, ..] if padded_pair(first) && found.iter().all(|&t| t == first) => Some(first),
+        _ => None,
+    }
+}
+
+/// The window offsets of the data bytes `k * step + at` (`k < n`), given
+/// the target extents in data order (which cover at least `n * step` bytes).
+fn data_offsets(ext: &[(u64, usize)], step: usize, at: usize, n: usize) -> Vec<u64> {
+    let mut out = Vec::with_capacity(n);
+    let (mut i, mut start) = (0, 0);
+    for k in 0..n {
+        let p = k * step + at;
+        while start + ext[i].1 <= p {
+            start += ext[i].1;
+            i += 1;
+        }
+        out.push(ext[i].0 + (p - start) as u64);
+    }
+    out
+}
+
+/// [`accumulate_op`] on pairs of a padded pair type `pair` (origin, target
+/// and result of that type or of types derived from it alone): the runtime
+/// combines whole C structs, so each pair's packed value and index are laid
+/// out as one at its target offset; pairs one struct apart go in one access.
+/// A winning origin pair rewrites the target's padding bytes, which no
+/// program reads.
 #[allow(clippy::too_many_arguments)]
 fn accumulate_pairs<E: Entry>(
     w: &Window,
+    pair: c_int,
     o: *const c_void,
     on: E,
     odt: c_int,
@@ -498,40 +543,96 @@ fn accumulate_pairs<E: Entry>(
     tdt: c_int,
     op: c_int,
 ) -> R<()> {
-    let same = |dt: c_int, n: E| dt == tdt && n.wide() == tn.wide();
-    if !(same(odt, on) || op == MPI_NO_OP) || result.is_some_and(|(_, rn, rdt)| !same(rdt, rn)) {
+    let how = acc_op(op, pair)?;
+    let Some(p) = crate::state::builtin_type(pair) else {
         return err(
             MPI_ERR_TYPE,
-            format!("one-sided accumulates of the pair type {tdt:#x} need the same pair type and count at origin, target and result (derived types of pairs are not supported by kumi yet)"),
+            format!("{pair:#x} is not a predefined pair type"),
+        );
+    };
+    // The value's bytes, then the index (a C int) at `io`: the C struct.
+    let runs: Vec<(u64, usize)> = p.flat_runs()?.iter().map(|&(o, l)| (o as u64, l)).collect();
+    let (pdata, ssize) = (p.size(), how.1.size());
+    let vs = pdata - std::mem::size_of::<c_int>();
+    let io = data_offsets(&runs, pdata, vs, 1)[0] as usize;
+    let (r, ext) = target_extents(w, rank, disp, tn, tdt)?;
+    let total: usize = ext.iter().map(|e| e.1).sum();
+    if !total.is_multiple_of(pdata) {
+        return err(
+            MPI_ERR_TYPE,
+            format!(
+                "the target datatype {tdt:#x} holds {total} bytes, not whole pairs of {pair:#x}"
+            ),
         );
     }
-    let how = acc_op(op, tdt)?;
-    let r = usize::try_from(rank)
-        .or_else(|_| err(MPI_ERR_RANK, format!("target rank {rank} is not a rank")))?;
-    let off = w.offset(r, disp as i64)?;
-    let size = how.1.size();
-    let total = count_of(tn)? * size;
-    let data = if op == MPI_NO_OP || total == 0 {
+    let n = total / pdata;
+    let at = data_offsets(&ext, pdata, 0, n);
+    let index_at = data_offsets(&ext, pdata, vs, n);
+    let apart = at.windows(2).all(|x| x[0].abs_diff(x[1]) >= ssize as u64);
+    if !apart || at.iter().zip(&index_at).any(|(&v, &i)| v + io as u64 != i) {
+        return err(
+            MPI_ERR_TYPE,
+            format!(
+                "the target datatype {tdt:#x} does not lay out whole, separate {pair:#x} pairs"
+            ),
+        );
+    }
+    let packed = if op == MPI_NO_OP {
         vec![0u8; total]
     } else {
-        if o.is_null() {
-            return err(MPI_ERR_BUFFER, "the origin buffer is NULL");
+        let (v, _) = origin_bytes(o, on, odt)?;
+        if v.len() != total {
+            return err(
+                MPI_ERR_TYPE,
+                format!(
+                    "the origin holds {} bytes but the target layout {total}",
+                    v.len()
+                ),
+            );
         }
-        // SAFETY: the program passes `on` (= `tn`) elements of the pair type
-        // at `o`, `size` bytes each (the C struct, padding included).
-        unsafe { std::slice::from_raw_parts(o as *const u8, total) }.to_vec()
+        v
     };
-    let mut old = vec![0u8; total];
-    let fetch = result.is_some().then_some(&mut old[..]);
-    w.accumulate(r, off, how, &data, &[], fetch)?;
-    if let Some((rb, _, _)) = result {
+    // Packed (value, index) -> C structs, and back.
+    let mut structs = vec![0u8; n * ssize];
+    for (k, s) in structs.chunks_exact_mut(ssize).enumerate() {
+        let d = &packed[k * pdata..(k + 1) * pdata];
+        s[..vs].copy_from_slice(&d[..vs]);
+        s[io..io + pdata - vs].copy_from_slice(&d[vs..]);
+    }
+    let mut old = vec![0u8; n * ssize];
+    let mut k = 0;
+    while k < n {
+        let mut end = k + 1;
+        while end < n && at[end] == at[end - 1] + ssize as u64 {
+            end += 1;
+        }
+        let b = k * ssize..end * ssize;
+        let fetch = result.is_some().then(|| &mut old[b.clone()]);
+        w.accumulate(r, at[k], how, &structs[b], &[], fetch)?;
+        k = end;
+    }
+    if let Some((rb, rn, rdt)) = result {
+        let d = st()?.dtype(rdt)?;
+        let rn = count_of(rn)?;
+        if d.packed_size(rn) != total {
+            return err(
+                MPI_ERR_TYPE,
+                format!(
+                    "the result buffer holds {} bytes, the target layout {total}",
+                    d.packed_size(rn)
+                ),
+            );
+        }
+        let mut back = vec![0u8; total];
+        for (k, s) in old.chunks_exact(ssize).enumerate() {
+            let d = &mut back[k * pdata..(k + 1) * pdata];
+            d[..vs].copy_from_slice(&s[..vs]);
+            d[vs..].copy_from_slice(&s[io..io + pdata - vs]);
+        }
         if total > 0 {
-            if rb.is_null() {
-                return err(MPI_ERR_BUFFER, "the result buffer is NULL");
-            }
-            // SAFETY: the program passes room for `tn` elements of the pair
-            // type at `rb`.
-            unsafe { std::ptr::copy_nonoverlapping(old.as_ptr(), rb as *mut u8, total) };
+            crate::p2p::check_buf(rb, rn, &d)?;
+            // SAFETY: the program passes room for `rn` elements of `rdt` at `rb`.
+            unsafe { d.unpack(&back, rb as *mut u8, rn) };
         }
     }
     Ok(())

@@ -242,6 +242,38 @@ int main(int argc, char **argv) {
     CHECK(tickets == n * (n - 1) / 2);
     OK(MPI_Win_free(&win));
 
+    /* Accumulates on a type derived from a padded pair (MPICH suite
+     * rma/acc_pairtype; they were refused): MAXLOC of long double-int pairs
+     * from a contiguous origin into every other pair of rank 0's window,
+     * then the pairs fetched back (MPI_NO_OP) into a strided result. */
+    {
+        struct ldi { long double v; int i; } *tw, src[3], res[6];
+        MPI_Win lw;
+        MPI_Datatype every2;
+        OK(MPI_Type_vector(3, 1, 2, MPI_LONG_DOUBLE_INT, &every2));
+        OK(MPI_Type_commit(&every2));
+        OK(MPI_Win_allocate(6 * sizeof *tw, sizeof *tw, MPI_INFO_NULL, MPI_COMM_WORLD, &tw, &lw));
+        for (int k = 0; k < 6; k++) { tw[k].v = -1e9L; tw[k].i = -1; }
+        OK(MPI_Win_fence(0, lw));
+        for (int k = 0; k < 3; k++) { src[k].v = pv(r, k); src[k].i = r; }
+        OK(MPI_Accumulate(src, 3, MPI_LONG_DOUBLE_INT, 0, 0, 1, every2, MPI_MAXLOC, lw));
+        OK(MPI_Win_fence(0, lw));
+        for (int k = 0; k < 6; k++) { res[k].v = 5; res[k].i = 5; }
+        OK(MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, lw));
+        OK(MPI_Get_accumulate(NULL, 0, MPI_LONG_DOUBLE_INT, res, 1, every2, 0, 0, 1, every2,
+                              MPI_NO_OP, lw));
+        OK(MPI_Win_unlock(0, lw));
+        for (int k = 0; k < 3; k++) {
+            int v, at; best(n, k, 1, &v, &at);
+            CHECK(res[2 * k].v == v && res[2 * k].i == at);
+            CHECK(res[2 * k + 1].v == 5 && res[2 * k + 1].i == 5);
+            if (r == 0) CHECK(tw[2 * k + 1].v == -1e9L && tw[2 * k + 1].i == -1);
+        }
+        OK(MPI_Win_fence(0, lw));
+        OK(MPI_Win_free(&lw));
+        OK(MPI_Type_free(&every2));
+    }
+
     MPI_Datatype six, mat, gap, vit;
     /* The program's operation on a padded struct (extent 16, 12 bytes of
      * data), five elements, through Allreduce, Scan, Iallreduce and
