@@ -9,6 +9,8 @@
 use std::ffi::c_int;
 
 use crate::consts::*;
+use crate::{err, R};
+use kumi::datatype::Datatype;
 
 /// How the elements of one predefined type go to and from `external32`.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -24,6 +26,27 @@ pub(crate) enum Ext32 {
     },
     /// x86's 80-bit extended precision (16 bytes each) as binary128.
     Quad,
+}
+
+/// How the elements of `d` go to and from `external32`: a type of one
+/// predefined kind that kumi can convert, or an error.
+pub(crate) fn of_type(d: &Datatype) -> R<Ext32> {
+    let Some(b) = d.basic_element() else {
+        return err(
+            MPI_ERR_TYPE,
+            "external32 of a datatype that mixes element kinds is not supported by kumi yet",
+        );
+    };
+    match of(b.tag as c_int, b.size) {
+        Some(x) => Ok(x),
+        None => err(
+            MPI_ERR_CONVERSION,
+            format!(
+                "converting datatype {:#x} to external32 is not supported by kumi yet",
+                b.tag
+            ),
+        ),
+    }
 }
 
 /// The conversion for predefined type `tag` of `size` bytes, if kumi knows

@@ -14,6 +14,7 @@
 //! collective calls do their I/O when they start and complete at once.
 
 use crate::consts::*;
+use crate::external32::{self, Ext32};
 use crate::state::{
     empty_status, in_str, out, out_str, put_status, read, st, FileErrFn, ReqEntry, State, TypeArg,
     TypeCtor,
@@ -70,6 +71,8 @@ pub(crate) struct FileEntry {
     filetype: (c_int, Option<TypeArg>),
     /// The status of the split collective begun and not yet ended.
     split: Option<MPI_Status>,
+    /// The view's data representation is `external32` (else native).
+    external32: bool,
 }
 
 /// The `MPI_File` of file index `i`.
@@ -226,11 +229,26 @@ enum At {
     Ordered,
 }
 
-/// The memory side of an access: `count` elements of `dt` at `buf`.
+/// The memory side of an access: `count` elements of `dt` at `buf`, and
+/// how they convert to the file's representation (`None`: native).
 struct Mem {
     d: Datatype,
     n: usize,
     bytes: usize,
+    external32: Option<Ext32>,
+}
+
+/// The `external32` conversion of `d`, which must keep each element's size
+/// (every type but `long`, `unsigned long` and `wchar_t`, which narrow there
+/// and would move the data of a file view).
+fn same_size_external32(d: &Datatype) -> R<Ext32> {
+    match external32::of_type(d)? {
+        Ext32::Narrow { native, ext, .. } => err(
+            MPI_ERR_CONVERSION,
+            format!("kumi's external32 files take types of the same size in both representations; this one's elements are {native} bytes here and {ext} in external32"),
+        ),
+        x => Ok(x),
+    }
 }
 
 fn mem(s: &State, buf: *const c_void, count: i64, dt: c_int) -> R<Mem> {
@@ -253,7 +271,12 @@ fn mem(s: &State, buf: *const c_void, count: i64, dt: c_int) -> R<Mem> {
     if buf.is_null() && bytes > 0 {
         return err(MPI_ERR_BUFFER, "the buffer is NULL");
     }
-    Ok(Mem { d, n, bytes })
+    Ok(Mem {
+        d,
+        n,
+        bytes,
+        external32: None,
+    })
 }
 
 /// Looks up the file and the memory layout; a collective ordered access
@@ -265,8 +288,17 @@ fn prepare(
     count: i64,
     dt: c_int,
 ) -> R<(Rc<RefCell<File>>, Mem)> {
-    let f = file(fh)?;
-    let m = mem(&*st()?, buf, count, dt);
+    let (f, external32) = {
+        let mut s = st()?;
+        let e = entry(&mut s, fh)?;
+        (e.file.clone(), e.external32)
+    };
+    let m = mem(&*st()?, buf, count, dt).and_then(|mut m| {
+        if external32 && m.bytes > 0 {
+            m.external32 = Some(same_size_external32(&m.d)?);
+        }
+        Ok(m)
+    });
     let m = match at {
         At::Ordered => agreed(&f.borrow(), m)?,
         _ => m?,
@@ -295,7 +327,17 @@ fn read_op(fh: Fh, at: At, buf: M, count: i64, dt: c_int) -> R<MPI_Status> {
     if let At::Offset(o) = at {
         offset_of(o, "offset")?;
     }
-    let got = if m.d.is_contiguous() || m.bytes == 0 {
+    let got = if let Some(x) = m.external32 {
+        let mut file_bytes = vec![0u8; m.bytes];
+        let got = go(&mut file_bytes)?;
+        let mut native = vec![0u8; got];
+        x.decode(&file_bytes[..got], &mut native);
+        // SAFETY: the standard makes the caller pass room for `count`
+        // elements at `buf`; `unpack` writes only the typemap's bytes, and
+        // only as many as were read.
+        unsafe { m.d.unpack(&native, buf as *mut u8, m.n) };
+        got
+    } else if m.d.is_contiguous() || m.bytes == 0 {
         // SAFETY: the standard makes the caller pass room for `count`
         // elements at `buf`; a contiguous layout is `bytes` bytes from it.
         let b = unsafe { std::slice::from_raw_parts_mut(buf as *mut u8, m.bytes) };
@@ -318,7 +360,17 @@ fn write_op(fh: Fh, at: At, buf: V, count: i64, dt: c_int) -> R<MPI_Status> {
         offset_of(o, "offset")?;
     }
     let packed;
-    let data: &[u8] = if m.d.is_contiguous() || m.bytes == 0 {
+    let data: &[u8] = if let Some(x) = m.external32 {
+        let mut native = vec![0u8; m.bytes];
+        // SAFETY: the standard makes the caller pass `count` elements at
+        // `buf`, whose typemap's bytes are readable.
+        unsafe { m.d.pack(buf as *const u8, m.n, &mut native) };
+        let mut v = vec![0u8; x.size(m.bytes)];
+        x.encode(&native, &mut v)
+            .or_else(|e| err(MPI_ERR_CONVERSION, e))?;
+        packed = v;
+        &packed
+    } else if m.d.is_contiguous() || m.bytes == 0 {
         // SAFETY: the standard makes the caller pass `count` elements at
         // `buf`; a contiguous layout is `bytes` bytes from it.
         unsafe { std::slice::from_raw_parts(buf as *const u8, m.bytes) }
@@ -554,6 +606,7 @@ mpi! {
             etype: byte,
             filetype: (MPI_BYTE, None),
             split: None,
+            external32: false,
         });
         drop(s);
         out(fh, "fh", handle(i))
@@ -637,21 +690,32 @@ mpi! {
             let s = st()?;
             crate::info::check(info)?;
             let rep = in_str(datarep, "datarep")?;
-            if !rep.eq_ignore_ascii_case("native") && !rep.eq_ignore_ascii_case("internal") {
-                return err(MPI_ERR_UNSUPPORTED_DATAREP, format!("data representation {rep:?} is not supported by kumi (only \"native\" and \"internal\", which is native)"));
-            }
+            let external32 = match rep.to_ascii_lowercase().as_str() {
+                "native" | "internal" => false,
+                "external32" => true,
+                _ => return err(MPI_ERR_UNSUPPORTED_DATAREP, format!("data representation {rep:?} is not supported by kumi (only \"native\", \"internal\", which is native, and \"external32\")")),
+            };
             let d = match disp {
                 MPI_DISPLACEMENT_CURRENT => None,
                 d => Some(offset_of(d, "disp")?),
             };
-            Ok((d, type_arg(&s, etype)?, type_arg(&s, filetype)?))
+            let (et, ft) = (type_arg(&s, etype)?, type_arg(&s, filetype)?);
+            if external32 {
+                // The file holds the types' data at their external32
+                // sizes; kumi lays them out where those are the native ones.
+                for t in [&et.0, &ft.0] {
+                    same_size_external32(t)?;
+                }
+            }
+            Ok((d, et, ft, external32))
         })();
-        let (d, (et, eta), (ft, fta)) = agreed(&f.borrow(), local)?;
+        let (d, (et, eta), (ft, fta), external32) = agreed(&f.borrow(), local)?;
         f.borrow_mut().set_view(d, et, ft)?;
         let mut s = st()?;
         let e = entry(&mut s, fh)?;
         e.etype = (etype, eta);
         e.filetype = (filetype, fta);
+        e.external32 = external32;
         Ok(())
     }
 
@@ -663,11 +727,12 @@ mpi! {
         let (fh_, fa) = (e.filetype.0, e.filetype.1.clone());
         let et = returned_type(&mut s, eh, ea);
         let ft = returned_type(&mut s, fh_, fa);
+        let rep = if entry(&mut s, fh)?.external32 { "external32" } else { "native" };
         drop(s);
         out(disp, "disp", d as Off)?;
         out(etype, "etype", et)?;
         out(filetype, "filetype", ft)?;
-        out_str(datarep, MPI_MAX_DATAREP_STRING, std::ptr::null_mut(), "native")
+        out_str(datarep, MPI_MAX_DATAREP_STRING, std::ptr::null_mut(), rep)
     }
 
     fn MPI_File_seek / PMPI_File_seek(fh: Fh, offset: Off, whence: c_int) {

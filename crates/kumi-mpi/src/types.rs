@@ -3,7 +3,7 @@
 
 use crate::coll::{count_of, Entry};
 use crate::consts::*;
-use crate::external32::{self, Ext32};
+use crate::external32;
 use crate::state::{
     self, in_str, out, out_str, read, slice, slice_mut, st, CopyFn, DeleteFn, State, TypeArg,
     TypeCtor,
@@ -275,27 +275,6 @@ fn f90_type(combiner: c_int, ints: Vec<c_int>, base: c_int, newtype: *mut c_int)
     out(newtype, "newtype", h)
 }
 
-/// How `dt`'s elements go to and from `external32` (`crate::external32`):
-/// a type of one predefined kind that kumi can convert, or an error.
-fn external32_of(d: &Datatype) -> R<Ext32> {
-    let Some(b) = d.basic_element() else {
-        return err(
-            MPI_ERR_TYPE,
-            "MPI_Pack_external of a datatype that mixes element kinds is not supported by kumi yet",
-        );
-    };
-    match external32::of(b.tag as c_int, b.size) {
-        Some(x) => Ok(x),
-        None => err(
-            MPI_ERR_CONVERSION,
-            format!(
-                "converting datatype {:#x} to external32 is not supported by kumi yet",
-                b.tag
-            ),
-        ),
-    }
-}
-
 fn check_datarep(datarep: *const c_char) -> R<()> {
     let rep = in_str(datarep, "datarep")?;
     if rep != "external32" {
@@ -318,7 +297,7 @@ fn pack_external(
 ) -> R<()> {
     check_datarep(datarep)?;
     let d = old(dt)?;
-    let x = external32_of(&d)?;
+    let x = external32::of_type(&d)?;
     let n = usize::try_from(incount)
         .or_else(|_| err(MPI_ERR_COUNT, format!("count {incount} is negative")))?;
     let pos = read(position, "position")?;
@@ -353,7 +332,7 @@ fn unpack_external(
 ) -> R<()> {
     check_datarep(datarep)?;
     let d = old(dt)?;
-    let x = external32_of(&d)?;
+    let x = external32::of_type(&d)?;
     let n = usize::try_from(outcount)
         .or_else(|_| err(MPI_ERR_COUNT, format!("count {outcount} is negative")))?;
     let pos = read(position, "position")?;
@@ -773,6 +752,9 @@ mpi! {
     }
 
     fn MPI_Type_size / PMPI_Type_size(datatype: c_int, size: *mut c_int) {
+        if let Some(n) = crate::state::basic_size(datatype) {
+            return out(size, "size", n as c_int);
+        }
         let n = old(datatype)?.size();
         out(size, "size", c_int::try_from(n).unwrap_or(MPI_UNDEFINED))
     }
@@ -809,6 +791,10 @@ mpi! {
     }
 
     fn MPI_Type_get_extent / PMPI_Type_get_extent(datatype: c_int, lb: *mut isize, extent: *mut isize) {
+        if let Some(n) = crate::state::basic_size(datatype) {
+            out(lb, "lb", 0)?;
+            return out(extent, "extent", n as isize);
+        }
         let d = old(datatype)?;
         out(lb, "lb", d.lb())?;
         out(extent, "extent", d.extent())
@@ -905,14 +891,14 @@ mpi! {
     fn MPI_Pack_external_size / PMPI_Pack_external_size(datarep: *const c_char, incount: c_int, datatype: c_int, size: *mut isize) {
         check_datarep(datarep)?;
         let d = old(datatype)?;
-        let x = external32_of(&d)?;
+        let x = external32::of_type(&d)?;
         out(size, "size", x.size(d.packed_size(state::count(incount)?)) as isize)
     }
 
     fn MPI_Pack_external_size_c / PMPI_Pack_external_size_c(datarep: *const c_char, incount: i64, datatype: c_int, size: *mut i64) {
         check_datarep(datarep)?;
         let d = old(datatype)?;
-        let x = external32_of(&d)?;
+        let x = external32::of_type(&d)?;
         let n = usize::try_from(incount).or_else(|_| err(MPI_ERR_COUNT, format!("count {incount} is negative")))?;
         out(size, "size", x.size(d.packed_size(n)) as i64)
     }
