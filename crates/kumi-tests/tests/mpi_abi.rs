@@ -356,6 +356,16 @@ fn calls_from_the_wrong_thread_or_outside_init_are_refused() {
 #[test]
 fn one_sided_on_shared_memory_windows() {
     suite("win", &[1, 2, 3, 4, 8], &[1, 3]);
+    // Every unlock reached its target before the window went (regression:
+    // unanswered unlocks of the dynamic window arrived after the free).
+    let o = run(
+        4,
+        &kumi_built().join("win"),
+        &[("KT_ONE_HOST", "1".to_string())],
+    );
+    expect_pass("win", 4, &o, "kumi cc");
+    let err = text(&o).1;
+    assert!(!err.contains("no window"), "{err}");
 }
 
 #[test]

@@ -15,8 +15,10 @@
 //! - **origin**: requests waiting for their answer. A put (and an
 //!   accumulate that fetches nothing) is complete at the origin once its
 //!   frame is queued; its acknowledgement is counted per window and awaited
-//!   by a flush ([`flush`]), which MPI's epochs call. A get, a fetch and a
-//!   lock wait for their answer before they return.
+//!   by a flush ([`flush`]), which MPI's epochs call. A get, a fetch, a
+//!   lock and an unlock wait for their answer before they return (an
+//!   unlock answered, no unlock is in flight when the window is freed).
+//!   Lock requests are granted per window in the order they came.
 //!
 //! Every offset and length from the network is checked against the part
 //! before memory is touched; a request for a window that is gone, or out of
@@ -122,7 +124,7 @@ enum Waiting {
     Ack,
     /// `len` bytes into `buf` (get, fetching accumulate).
     Data { buf: usize, len: usize, got: usize },
-    /// A lock grant.
+    /// A lock grant, or the release of a lock (an empty answer).
     Grant,
 }
 
@@ -136,6 +138,7 @@ struct Pending {
 }
 
 /// A lock request that could not be granted yet.
+#[derive(Clone, Copy)]
 struct LockWait {
     win: u32,
     from: u32,
@@ -155,6 +158,7 @@ pub(crate) struct RmaState {
     /// Errors answered to unacknowledged accesses, per window (a flush
     /// returns them).
     failed: HashMap<u32, String>,
+    /// Lock requests waiting, in the order they came.
     blocked: Vec<LockWait>,
     /// Locks granted to other hosts: (window, world rank, exclusive) -> count.
     held: HashMap<(u32, u32, bool), usize>,
@@ -414,7 +418,9 @@ pub(crate) fn lock(
 
 /// Releases a lock taken by [`lock`], after every access of this rank to the
 /// window is acknowledged (MPI: they are complete at the target when the
-/// unlock returns).
+/// unlock returns), and waits until the target has released it: no unlock
+/// is still on its way when the window is freed (the target would refuse
+/// it), and an unlock the target refuses fails here.
 pub(crate) fn unlock(
     e: &mut Guard<'_>,
     info: WaitInfo,
@@ -422,16 +428,18 @@ pub(crate) fn unlock(
     exclusive: bool,
 ) -> Result<()> {
     flush(e, info, win)?;
+    let id = e.svc.rma.wait_for(win, to, Waiting::Grant);
     send(
         e,
         to,
         &Msg {
             win,
             src: me,
-            id: 0,
+            id,
             op: Op::Unlock { exclusive },
         },
-    )
+    )?;
+    finish(e, info, id)
 }
 
 /// Waits until every put and accumulate of this rank to window `win` is
@@ -470,8 +478,7 @@ pub(crate) fn on_frame(e: &mut Engine, from: u32, h: &Header, p: &[u8]) -> Resul
             &format!("refused a one-sided request from rank {from}: {why}"),
         );
     }
-    // Requests with no id want no answer (puts and accumulates always carry
-    // one; only an unlock does not).
+    // A request with no id wants no answer (kumi's own always carry one).
     if m.id == 0 {
         return Ok(());
     }
@@ -594,7 +601,11 @@ fn serve(e: &mut Engine, from: u32, m: &Msg<'_>) -> std::result::Result<Answer, 
         }
         Op::Lock { exclusive } => {
             let (rw, _) = part.words();
-            if RwWord(rw).try_lock(exclusive) {
+            // First come, first served: a request queues behind older
+            // waiters of its window, or a stream of short exclusive locks
+            // (ranks polling a shared structure) starves the one that waits.
+            let queued = e.svc.rma.blocked.iter().any(|l| l.win == m.win);
+            if !queued && RwWord(rw).try_lock(exclusive) {
                 *e.svc.rma.held.entry((m.win, from, exclusive)).or_default() += 1;
                 Ok(Answer::Bytes(Vec::new()))
             } else {
@@ -615,7 +626,7 @@ fn serve(e: &mut Engine, from: u32, m: &Msg<'_>) -> std::result::Result<Answer, 
                 Some(n) if *n > 0 => {
                     *n -= 1;
                     rw.unlock(exclusive);
-                    Ok(Answer::Later)
+                    Ok(Answer::Bytes(Vec::new()))
                 }
                 _ => Err(format!(
                     "an unlock of window {:#x} from rank {from}, which holds no {} lock on it",
@@ -699,22 +710,28 @@ fn on_reply(
 }
 
 /// Grants the lock requests that have become grantable (each progress pass
-/// while some wait). Returns how many.
+/// while some wait), in the order they came per window: the first that
+/// cannot be granted holds back the later ones of its window. Returns how
+/// many.
 pub(crate) fn progress(e: &mut Engine) -> Result<usize> {
     let mut granted = Vec::new();
-    let mut i = 0;
-    while i < e.svc.rma.blocked.len() {
-        let l = &e.svc.rma.blocked[i];
-        let ok = match e.svc.rma.parts.get(&l.win) {
+    let mut stuck: Vec<u32> = Vec::new();
+    let rma = &mut e.svc.rma;
+    rma.blocked.retain(|l| {
+        if stuck.contains(&l.win) {
+            return true;
+        }
+        let ok = match rma.parts.get(&l.win) {
             Some(part) => RwWord(part.mem.words().0).try_lock(l.exclusive),
             None => true,
         };
         if ok {
-            granted.push(e.svc.rma.blocked.swap_remove(i));
+            granted.push(*l);
         } else {
-            i += 1;
+            stuck.push(l.win);
         }
-    }
+        !ok
+    });
     let n = granted.len();
     for l in granted {
         let m = Msg {

@@ -435,8 +435,7 @@ thread_local! {
 /// out as C structs.
 fn make_builtin(h: c_int) -> Option<Datatype> {
     let u = h as u32;
-    if u & 0xff00_0000 == 0x4c00_0000 {
-        let size = ((u >> 8) & 0xff) as usize;
+    if let Some(size) = basic_size(h) {
         return Some(match h {
             MPI_2INT => Datatype::basic_runs(&[(0, 4), (4, 4)], 8),
             // A complex number aligns as its parts (`double _Complex`: 8),
@@ -463,6 +462,15 @@ fn make_builtin(h: c_int) -> Option<Datatype> {
         MPI_LONG_DOUBLE_INT => Datatype::basic_runs(&[(0, 16), (16, 4)], 32),
         _ => return None,
     })
+}
+
+/// The size of predefined type `h` if it is one of MPICH's basic handles,
+/// which carry it in bits 8-15 (extent the same, lower bound 0): read
+/// without the state, for programs that ask for it element by element.
+#[inline]
+pub(crate) fn basic_size(h: c_int) -> Option<usize> {
+    let u = h as u32;
+    (u & 0xff00_0000 == 0x4c00_0000).then_some(((u >> 8) & 0xff) as usize)
 }
 
 /// A predefined datatype, made once per thread (see [`State::dtype`] for the

@@ -94,6 +94,13 @@ static void dynamic_window(void) {
     OK(MPI_Win_detach(w, two + 4));
     OK(MPI_Win_detach(w, two));
     OK(MPI_Win_detach(w, reg));
+    /* Exclusive locks on every rank, then the free at once (regression: an
+     * unlock went unanswered and could reach its target after the free,
+     * which refused it as a request for no window). */
+    for (int t = 0; t < n; t++) {
+        OK(MPI_Win_lock(MPI_LOCK_EXCLUSIVE, t, 0, w));
+        OK(MPI_Win_unlock(t, w));
+    }
     OK(MPI_Win_free(&w));
     free(reg);
     free(late);
