@@ -155,7 +155,7 @@ mpi! {
         // "Allowing User Functions at Process Termination"): its
         // attributes' delete callbacks run, the last set first, with MPI still whole (MPI_Finalized is false there),
         // which libraries use as a finalize hook.
-        crate::comm::delete_all_attrs(MPI_COMM_SELF, crate::comm::comm_attrs)?;
+        crate::attr::delete_all_attrs(MPI_COMM_SELF, crate::attr::comm_attrs)?;
         WORLD_DONE.store(true, Ordering::Release);
         // Sessions still open keep the runtime; the last one ends it.
         if SESSIONS.load(Ordering::Relaxed) > 0 {

@@ -44,6 +44,7 @@
 
 #[macro_use]
 mod macros;
+mod attr;
 mod checkpoint;
 mod coll;
 mod comm;

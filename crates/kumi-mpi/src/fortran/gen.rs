@@ -489,7 +489,7 @@ unsafe extern "C" fn mpi_attr_delete(comm: *mut Fint, keyval: *mut Fint, ierror:
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::comm::PMPI_Attr_delete(*comm as _, fortran::keyval(*keyval));
+        let rc = crate::attr::PMPI_Attr_delete(*comm as _, fortran::keyval(*keyval));
         fortran::ierror(ierror, rc);
     }
 }
@@ -504,7 +504,7 @@ unsafe extern "C" fn mpi_attr_get(comm: *mut Fint, keyval: *mut Fint, attribute_
     unsafe {
         let mut attribute_val_c: i64 = 0;
         let mut flag_c: c_int = 0;
-        let rc = crate::comm::PMPI_Attr_get(*comm as _, fortran::keyval(*keyval), &mut attribute_val_c as *mut i64 as *mut c_void, &mut flag_c);
+        let rc = crate::attr::PMPI_Attr_get(*comm as _, fortran::keyval(*keyval), &mut attribute_val_c as *mut i64 as *mut c_void, &mut flag_c);
         if rc == crate::consts::MPI_SUCCESS {
             fortran::attr_out(fortran::keyval(*keyval), &mut attribute_val_c, flag_c);
         }
@@ -522,7 +522,7 @@ unsafe extern "C" fn mpi_attr_put(comm: *mut Fint, keyval: *mut Fint, attribute_
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::comm::PMPI_Attr_put(*comm as _, fortran::keyval(*keyval), *attribute_val as isize as *mut c_void);
+        let rc = crate::attr::PMPI_Attr_put(*comm as _, fortran::keyval(*keyval), *attribute_val as isize as *mut c_void);
         fortran::ierror(ierror, rc);
     }
 }
@@ -954,7 +954,7 @@ unsafe extern "C" fn mpi_comm_delete_attr(comm: *mut Fint, comm_keyval: *mut Fin
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::comm::PMPI_Comm_delete_attr(*comm as _, fortran::keyval(*comm_keyval));
+        let rc = crate::attr::PMPI_Comm_delete_attr(*comm as _, fortran::keyval(*comm_keyval));
         fortran::ierror(ierror, rc);
     }
 }
@@ -1035,7 +1035,7 @@ unsafe extern "C" fn mpi_comm_free_keyval(comm_keyval: *mut Fint, ierror: *mut F
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::comm::PMPI_Comm_free_keyval(comm_keyval as _);
+        let rc = crate::attr::PMPI_Comm_free_keyval(comm_keyval as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -1049,7 +1049,7 @@ unsafe extern "C" fn mpi_comm_get_attr(comm: *mut Fint, comm_keyval: *mut Fint, 
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let mut flag_c: c_int = 0;
-        let rc = crate::comm::PMPI_Comm_get_attr(*comm as _, fortran::keyval(*comm_keyval), attribute_val as *mut c_void, &mut flag_c);
+        let rc = crate::attr::PMPI_Comm_get_attr(*comm as _, fortran::keyval(*comm_keyval), attribute_val as *mut c_void, &mut flag_c);
         if rc == crate::consts::MPI_SUCCESS {
             fortran::attr_out(fortran::keyval(*comm_keyval), attribute_val, flag_c);
         }
@@ -1214,7 +1214,7 @@ unsafe extern "C" fn mpi_comm_set_attr(comm: *mut Fint, comm_keyval: *mut Fint, 
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::comm::PMPI_Comm_set_attr(*comm as _, fortran::keyval(*comm_keyval), *attribute_val as isize as *mut c_void);
+        let rc = crate::attr::PMPI_Comm_set_attr(*comm as _, fortran::keyval(*comm_keyval), *attribute_val as isize as *mut c_void);
         fortran::ierror(ierror, rc);
     }
 }
@@ -4488,7 +4488,7 @@ unsafe extern "C" fn mpi_keyval_free(keyval: *mut Fint, ierror: *mut Fint) {
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::comm::PMPI_Keyval_free(keyval as _);
+        let rc = crate::attr::PMPI_Keyval_free(keyval as _);
         fortran::ierror(ierror, rc);
     }
 }

@@ -329,7 +329,7 @@ fn create_keyval(
     extra: usize,
 ) -> c_int {
     crate::guard_plain(name, || {
-        crate::comm::create_keyval(fns, keyval, extra as *mut c_void)
+        crate::attr::create_keyval(fns, keyval, extra as *mut c_void)
     })
 }
 
