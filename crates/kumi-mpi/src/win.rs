@@ -280,7 +280,8 @@ fn put_op<E: Entry>(
     }
     let (data, _) = origin_bytes(o, on, odt)?;
     let (r, ext) = target_extents(&w, rank, disp, tn, tdt)?;
-    for_extents(data.len(), &ext, |off, b| w.put(r, off, &data[b]))
+    same_length(data.len(), &ext)?;
+    Ok(w.put_scattered(r, &ext, &data)?)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -303,7 +304,8 @@ fn get_op<E: Entry>(
     let (r, ext) = target_extents(&w, rank, disp, tn, tdt)?;
     crate::p2p::check_buf(o, n, &d)?;
     let mut data = vec![0u8; d.packed_size(n)];
-    for_extents(data.len(), &ext, |off, b| w.get(r, off, &mut data[b]))?;
+    same_length(data.len(), &ext)?;
+    w.get_scattered(r, &ext, &mut data)?;
     if !data.is_empty() {
         // SAFETY: the program passes room for `on` elements of `odt` at `o`.
         unsafe { d.unpack(&data, o as *mut u8, n) };
@@ -311,24 +313,14 @@ fn get_op<E: Entry>(
     Ok(())
 }
 
-/// Runs `f` on each target extent with the range of the packed origin
-/// bytes that goes there (`origin` bytes, as many as the extents cover).
-fn for_extents(
-    origin: usize,
-    ext: &[(u64, usize)],
-    mut f: impl FnMut(u64, std::ops::Range<usize>) -> kumi::Result<()>,
-) -> R<()> {
+/// Checks that the origin's `origin` packed bytes fill the target extents.
+fn same_length(origin: usize, ext: &[(u64, usize)]) -> R<()> {
     let t: usize = ext.iter().map(|e| e.1).sum();
     if t != origin {
         return err(
             MPI_ERR_TYPE,
             format!("the origin holds {origin} bytes but the target layout {t}"),
         );
-    }
-    let mut at = 0;
-    for &(off, l) in ext {
-        f(off, at..at + l)?;
-        at += l;
     }
     Ok(())
 }
@@ -448,10 +440,9 @@ fn accumulate_op<E: Entry>(
     // type's, which MPI requires to be of one predefined type).
     let how = acc_op(op, basic_of(tdt).or_else(|_| basic_of(odt))?)?;
     let mut old = vec![0u8; total];
-    for_extents(data.len(), &ext, |off, b| {
-        let fetch = result.is_some().then(|| &mut old[b.clone()]);
-        w.accumulate(r, off, how, &data[b], &[], fetch)
-    })?;
+    same_length(data.len(), &ext)?;
+    let fetch = result.is_some().then_some(&mut old[..]);
+    w.accumulate_scattered(r, &ext, how, &data, &[], fetch)?;
     if let Some((rb, rn, rdt)) = result {
         let d = st()?.dtype(rdt)?;
         let n = count_of(rn)?;
@@ -764,7 +755,7 @@ mpi! {
         let w = win(h)?;
         // Collective: nobody unmaps while another rank still accesses.
         w.fence()?;
-        crate::comm::delete_all_attrs(h, win_attrs)?;
+        crate::attr::delete_all_attrs(h, win_attrs)?;
         st()?.wins.remove(&h);
         out(win_p, "win", MPI_WIN_NULL)
     }
@@ -1055,20 +1046,20 @@ mpi! {
     }
 
     fn MPI_Win_create_keyval / PMPI_Win_create_keyval(copy_fn: Option<crate::state::CopyFn>, delete_fn: Option<crate::state::DeleteFn>, keyval: *mut c_int, extra_state: *mut c_void) {
-        crate::comm::create_keyval(crate::state::KeyvalFns::C(copy_fn, delete_fn), keyval, extra_state)
+        crate::attr::create_keyval(crate::state::KeyvalFns::C(copy_fn, delete_fn), keyval, extra_state)
     }
 
     fn MPI_Win_free_keyval / PMPI_Win_free_keyval(keyval: *mut c_int) {
-        crate::comm::free_keyval(keyval)
+        crate::attr::free_keyval(keyval)
     }
 
     fn MPI_Win_set_attr / PMPI_Win_set_attr(win_h: c_int, keyval: c_int, attribute_val: *mut c_void) {
-        crate::comm::known_keyval(keyval)?;
-        crate::comm::replace_attr(win_h, keyval, Some(attribute_val), win_attrs, "window")
+        crate::attr::known_keyval(keyval)?;
+        crate::attr::replace_attr(win_h, keyval, Some(attribute_val), win_attrs, "window")
     }
 
     fn MPI_Win_delete_attr / PMPI_Win_delete_attr(win_h: c_int, keyval: c_int) {
-        crate::comm::replace_attr(win_h, keyval, None, win_attrs, "window")
+        crate::attr::replace_attr(win_h, keyval, None, win_attrs, "window")
     }
 
     fn MPI_Win_set_name / PMPI_Win_set_name(win_h: c_int, win_name: *const c_char) {

@@ -104,9 +104,132 @@ pub fn write_to(pid: i32, remote_addr: u64, src: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
+/// Remote ranges one call takes at most (the kernel's `IOV_MAX`).
+const IOV_BATCH: usize = 1024;
+
+/// Reads the ranges `(remote address, length)` of process `pid`, in order,
+/// into `dst` one after the other (their lengths sum to `dst.len()`): up to
+/// [`IOV_BATCH`] ranges per system call, where a strided layout of small
+/// pieces would otherwise take one call each.
+pub fn read_scattered(pid: i32, remote: &[(u64, usize)], dst: &mut [u8]) -> io::Result<()> {
+    scattered(pid, remote, dst.as_mut_ptr(), dst.len(), false)
+}
+
+/// Writes `src` to the ranges `(remote address, length)` of process `pid`,
+/// in order (see [`read_scattered`]).
+pub fn write_scattered(pid: i32, remote: &[(u64, usize)], src: &[u8]) -> io::Result<()> {
+    scattered(pid, remote, src.as_ptr() as *mut u8, src.len(), true)
+}
+
+fn scattered(
+    pid: i32,
+    remote: &[(u64, usize)],
+    local: *mut u8,
+    len: usize,
+    write: bool,
+) -> io::Result<()> {
+    if denied_for_test() {
+        return Err(io::Error::from_raw_os_error(libc::EPERM));
+    }
+    let total: usize = remote.iter().map(|r| r.1).sum();
+    if total != len {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{len} local bytes for remote ranges of {total}"),
+        ));
+    }
+    // The next range to move, how much of it is moved, and where its bytes
+    // are in `local`.
+    let (mut i, mut part, mut done) = (0usize, 0usize, 0usize);
+    let mut iov: Vec<libc::iovec> = Vec::with_capacity(IOV_BATCH.min(remote.len()));
+    while done < len {
+        iov.clear();
+        let mut batch = 0usize;
+        for (k, &(addr, l)) in remote[i..].iter().take(IOV_BATCH).enumerate() {
+            let skip = if k == 0 { part } else { 0 };
+            iov.push(libc::iovec {
+                iov_base: (addr as usize + skip) as *mut libc::c_void,
+                iov_len: l - skip,
+            });
+            batch += l - skip;
+        }
+        let here = libc::iovec {
+            // SAFETY: `done + batch <= len`: the batch is the next bytes of
+            // the ranges, whose lengths sum to `len`.
+            iov_base: unsafe { local.add(done) }.cast(),
+            iov_len: batch,
+        };
+        // SAFETY: `here` covers bytes of the caller's buffer, borrowed for
+        // the call (read-only when writing out, written when reading in);
+        // the remote ranges name memory of another process, which the
+        // kernel checks (EFAULT if unmapped).
+        let n = unsafe {
+            if write {
+                libc::process_vm_writev(pid, &here, 1, iov.as_ptr(), iov.len() as _, 0)
+            } else {
+                libc::process_vm_readv(pid, &here, 1, iov.as_ptr(), iov.len() as _, 0)
+            }
+        };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if n == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "process_vm_readv/writev moved no bytes",
+            ));
+        }
+        // A partial transfer stops at a range's end, or inside one: go on
+        // from there.
+        let mut moved = n as usize;
+        done += moved;
+        while moved > 0 {
+            let left = remote[i].1 - part;
+            if moved >= left {
+                moved -= left;
+                i += 1;
+                part = 0;
+            } else {
+                part += moved;
+                moved = 0;
+            }
+        }
+        while i < remote.len() && remote[i].1 == 0 {
+            i += 1;
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn scattered_ranges_in_batches() {
+        let pid = std::process::id() as i32;
+        // 3000 ranges of 3 bytes, 5 apart (more than one batch), and an
+        // empty one in the middle.
+        let mut mem: Vec<u8> = (0..15_000u32).map(|i| (i % 251) as u8).collect();
+        let mut ranges: Vec<(u64, usize)> = (0..3000)
+            .map(|k| (mem.as_ptr() as u64 + 5 * k, 3))
+            .collect();
+        ranges.insert(1500, (mem.as_ptr() as u64, 0));
+        let mut got = vec![0u8; 9000];
+        read_scattered(pid, &ranges, &mut got).unwrap();
+        let want: Vec<u8> = (0..3000)
+            .flat_map(|k| mem[5 * k..5 * k + 3].to_vec())
+            .collect();
+        assert_eq!(got, want);
+        let new: Vec<u8> = (0..9000u32).map(|i| (i % 7) as u8).collect();
+        write_scattered(pid, &ranges, &new).unwrap();
+        for k in 0..3000 {
+            assert_eq!(&mem[5 * k..5 * k + 3], &new[3 * k..3 * k + 3]);
+            assert_eq!(mem[5 * k + 3], ((5 * k + 3) % 251) as u8);
+        }
+        mem[0] = 0;
+        assert!(read_scattered(pid, &ranges, &mut got[..10]).is_err());
+    }
 
     #[test]
     fn reads_and_writes_own_memory() {

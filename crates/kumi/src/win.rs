@@ -448,15 +448,7 @@ impl Window {
                     let dst = unsafe { std::slice::from_raw_parts_mut(local, len) };
                     kumi_transport::cma::read_from(pids[r], addr, dst)
                 };
-                res.map_err(|e| {
-                    Error::Io(io::Error::new(
-                        e.kind(),
-                        format!(
-                            "one-sided access to rank {r} (process_vm_{}v): {e}",
-                            if to_target { "write" } else { "read" }
-                        ),
-                    ))
-                })
+                res.map_err(|e| cma_error(r, to_target, e))
             }
             _ => {
                 // Rank r's part here: `p` is its address in the owner, the
@@ -554,6 +546,75 @@ impl Window {
         self.transfer(r, p, data.as_ptr() as *mut u8, data.len(), true)
     }
 
+    /// Copies `data` into rank `r`'s part at the byte ranges `at` (offset,
+    /// length), one after the other (their lengths sum to `data.len()`).
+    /// Where the part is another process's memory reached by single copy,
+    /// a thousand ranges go in one system call, not one each (a strided
+    /// target layout of small pieces).
+    pub fn put_scattered(&self, r: usize, at: &[(u64, usize)], data: &[u8]) -> Result<()> {
+        self.scattered(r, at, data.as_ptr() as *mut u8, data.len(), true)
+    }
+
+    /// Copies from rank `r`'s part at the byte ranges `at` into `out`, one
+    /// after the other (see [`Window::put_scattered`]).
+    #[track_caller]
+    pub fn get_scattered(&self, r: usize, at: &[(u64, usize)], out: &mut [u8]) -> Result<()> {
+        self.scattered(r, at, out.as_mut_ptr(), out.len(), false)
+    }
+
+    #[track_caller]
+    fn scattered(
+        &self,
+        r: usize,
+        at: &[(u64, usize)],
+        local: *mut u8,
+        len: usize,
+        to_target: bool,
+    ) -> Result<()> {
+        let total = at.iter().try_fold(0usize, |a, x| a.checked_add(x.1));
+        if total != Some(len) {
+            return Err(Error::invalid(
+                "data",
+                len as i64,
+                "as many bytes as the target ranges hold",
+            ));
+        }
+        match &self.pids {
+            Some(pids) if !self.remote(r) && r != self.comm.rank() && self.mapped[r].is_none() => {
+                let ranges = at
+                    .iter()
+                    .map(|&(o, l)| Ok((self.range(r, o, l)? as u64, l)))
+                    .collect::<Result<Vec<_>>>()?;
+                let res = if to_target {
+                    // SAFETY: `local` is `len` bytes the caller owns for the call.
+                    let src = unsafe { std::slice::from_raw_parts(local, len) };
+                    kumi_transport::cma::write_scattered(pids[r], &ranges, src)
+                } else {
+                    // SAFETY: as above, and writable (the caller's buffer).
+                    let dst = unsafe { std::slice::from_raw_parts_mut(local, len) };
+                    kumi_transport::cma::read_scattered(pids[r], &ranges, dst)
+                };
+                res.map_err(|e| cma_error(r, to_target, e))
+            }
+            _ => {
+                let mut done = 0;
+                for &(o, l) in at {
+                    // SAFETY: `done + l <= len`, bytes of the caller's buffer.
+                    let piece = unsafe { local.add(done) };
+                    if to_target {
+                        // SAFETY: as above.
+                        self.put(r, o, unsafe { std::slice::from_raw_parts(piece, l) })?;
+                    } else {
+                        // SAFETY: as above, and writable.
+                        self.get(r, o, unsafe { std::slice::from_raw_parts_mut(piece, l) })?;
+                    }
+                    done += l;
+                }
+                Ok(())
+            }
+        }
+    }
+
     /// Copies from rank `r`'s part at byte `offset` into `out`.
     #[track_caller]
     pub fn get(&self, r: usize, offset: u64, out: &mut [u8]) -> Result<()> {
@@ -576,13 +637,33 @@ impl Window {
         &self,
         r: usize,
         offset: u64,
-        (op, elem): (AccOp, Elem),
+        how: (AccOp, Elem),
         data: &[u8],
         compare: &[u8],
         fetch: Option<&mut [u8]>,
     ) -> Result<()> {
-        let p = self.range(r, offset, data.len())?;
-        let whole = data.len().is_multiple_of(elem.size())
+        self.accumulate_scattered(r, &[(offset, data.len())], how, data, compare, fetch)
+    }
+
+    /// [`Window::accumulate`] at the byte ranges `at` of rank `r`'s part,
+    /// one after the other (each whole elements; their lengths sum to
+    /// `data.len()`). Within a host the ranges are read, combined and
+    /// written back under one hold of the accumulate mutex (in one system
+    /// call per thousand ranges where the part is another process's
+    /// memory); across hosts each range is one request.
+    #[track_caller]
+    #[allow(clippy::too_many_arguments)]
+    pub fn accumulate_scattered(
+        &self,
+        r: usize,
+        at: &[(u64, usize)],
+        (op, elem): (AccOp, Elem),
+        data: &[u8],
+        compare: &[u8],
+        mut fetch: Option<&mut [u8]>,
+    ) -> Result<()> {
+        let whole = at.iter().all(|a| a.1.is_multiple_of(elem.size()))
+            && data.len().is_multiple_of(elem.size())
             && fetch.as_ref().is_none_or(|f| f.len() == data.len())
             && (op != AccOp::Cas || (data.len() == elem.size() && compare.len() == data.len()));
         if !whole || !op.takes(elem) {
@@ -592,25 +673,35 @@ impl Window {
                 format!("whole {elem:?} elements that {op:?} takes (a fetch buffer as long; one element and a comparand to compare and swap)"),
             ));
         }
+        for &(o, l) in at {
+            self.range(r, o, l)?;
+        }
         if self.remote(r) {
             let info = self.wait_info(Location::caller());
             let mut e = self.comm.engine();
-            return rma::accumulate(
-                &mut e,
-                info,
-                self.wire(r),
-                offset,
-                (op, elem),
-                data,
-                compare,
-                fetch,
-            );
+            let mut done = 0;
+            for &(o, l) in at {
+                let b = done..done + l;
+                let f = fetch.as_deref_mut().map(|f| &mut f[b.clone()]);
+                rma::accumulate(
+                    &mut e,
+                    info,
+                    self.wire(r),
+                    o,
+                    (op, elem),
+                    &data[b],
+                    compare,
+                    f,
+                )?;
+                done += l;
+            }
+            return Ok(());
         }
         let m = MutexWord(self.word(r, 1));
         m.lock();
         let mut cur = vec![0u8; data.len()];
         // Under the accumulate mutex: read, combine, write back.
-        let mut r2 = self.transfer(r, p, cur.as_mut_ptr(), cur.len(), false);
+        let mut r2 = self.get_scattered(r, at, &mut cur);
         if r2.is_ok() {
             if let Some(f) = fetch {
                 f.copy_from_slice(&cur);
@@ -618,7 +709,7 @@ impl Window {
             r2 = rma::apply(op, elem, &mut cur, data, compare);
         }
         if r2.is_ok() {
-            r2 = self.transfer(r, p, cur.as_mut_ptr(), cur.len(), true);
+            r2 = self.put_scattered(r, at, &cur);
         }
         m.unlock();
         r2
@@ -799,4 +890,15 @@ fn map(fd: &OwnedFd, len: usize) -> io::Result<NonNull<u8>> {
         )
     }?;
     NonNull::new(p.cast::<u8>()).ok_or_else(|| io::Error::other("mmap returned null"))
+}
+
+/// A single copy to or from rank `r`'s memory that the kernel refused.
+fn cma_error(r: usize, to_target: bool, e: io::Error) -> Error {
+    Error::Io(io::Error::new(
+        e.kind(),
+        format!(
+            "one-sided access to rank {r} (process_vm_{}v): {e}",
+            if to_target { "write" } else { "read" }
+        ),
+    ))
 }

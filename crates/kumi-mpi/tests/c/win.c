@@ -218,6 +218,36 @@ static void world_windows(void) {
     OK(MPI_Get(src, BIG, MPI_BYTE, left, 0, BIG, MPI_BYTE, w));
     OK(MPI_Win_fence(0, w));
     for (int i = 0; i < BIG; i++) CHECK(src[i] == (unsigned char)(i * 7 + ll));
+    /* A strided target of many small pieces (more than the kernel takes in
+     * one single-copy call) on another process's memory: put, accumulate,
+     * get. */
+    {
+        MPI_Datatype strided;
+        int *iown = (int *)own, *vals = malloc(15000 * sizeof(int)),
+            *back = malloc(15000 * sizeof(int));
+        OK(MPI_Type_vector(5000, 3, 4, MPI_INT, &strided));
+        OK(MPI_Type_commit(&strided));
+        for (int i = 0; i < 15000; i++) vals[i] = i + r;
+        memset(own, 0, BIG);
+        OK(MPI_Win_fence(0, w));
+        OK(MPI_Put(vals, 15000, MPI_INT, right, 0, 1, strided, w));
+        OK(MPI_Win_fence(0, w));
+        OK(MPI_Accumulate(vals, 15000, MPI_INT, right, 0, 1, strided, MPI_SUM, w));
+        OK(MPI_Win_fence(0, w));
+        int bad = 0;
+        for (int k = 0; k < 5000; k++) {
+            for (int j = 0; j < 3; j++) bad += iown[4 * k + j] != 2 * (3 * k + j + left);
+            bad += iown[4 * k + 3] != 0;
+        }
+        CHECK(bad == 0);
+        OK(MPI_Get(back, 15000, MPI_INT, left, 0, 1, strided, w));
+        OK(MPI_Win_fence(0, w));
+        for (int i = 0; i < 15000; i++) bad += back[i] != 2 * (i + ll);
+        CHECK(bad == 0);
+        OK(MPI_Type_free(&strided));
+        free(vals);
+        free(back);
+    }
     OK(MPI_Win_free(&w));
     free(own);
     free(src);
