@@ -443,22 +443,31 @@ fn accumulate_op<E: Entry>(
     same_length(data.len(), &ext)?;
     let fetch = result.is_some().then_some(&mut old[..]);
     w.accumulate_scattered(r, &ext, how, &data, &[], fetch)?;
-    if let Some((rb, rn, rdt)) = result {
-        let d = st()?.dtype(rdt)?;
-        let n = count_of(rn)?;
-        if d.packed_size(n) != total {
-            return err(
-                MPI_ERR_TYPE,
-                format!(
-                    "the result buffer holds {} bytes, the target layout {total}",
-                    d.packed_size(n)
-                ),
-            );
-        }
-        if total > 0 {
-            // SAFETY: the program passes room for `rn` elements of `rdt`.
-            unsafe { d.unpack(&old, rb as *mut u8, n) };
-        }
+    if let Some(res) = result {
+        unpack_result(res, &old)?;
+    }
+    Ok(())
+}
+
+/// Unpacks the bytes an accumulate fetched into its result buffer (`rn`
+/// elements of `rdt` at `rb`), which must hold as many.
+fn unpack_result<E: Entry>((rb, rn, rdt): (*mut c_void, E, c_int), bytes: &[u8]) -> R<()> {
+    let d = st()?.dtype(rdt)?;
+    let n = count_of(rn)?;
+    if d.packed_size(n) != bytes.len() {
+        return err(
+            MPI_ERR_TYPE,
+            format!(
+                "the result buffer holds {} bytes, the target layout {}",
+                d.packed_size(n),
+                bytes.len()
+            ),
+        );
+    }
+    if !bytes.is_empty() {
+        crate::p2p::check_buf(rb, n, &d)?;
+        // SAFETY: the program passes room for `rn` elements of `rdt` at `rb`.
+        unsafe { d.unpack(bytes, rb as *mut u8, n) };
     }
     Ok(())
 }
@@ -572,15 +581,7 @@ fn accumulate_pairs<E: Entry>(
         vec![0u8; total]
     } else {
         let (v, _) = origin_bytes(o, on, odt)?;
-        if v.len() != total {
-            return err(
-                MPI_ERR_TYPE,
-                format!(
-                    "the origin holds {} bytes but the target layout {total}",
-                    v.len()
-                ),
-            );
-        }
+        same_length(v.len(), &ext)?;
         v
     };
     // Packed (value, index) -> C structs, and back.
@@ -590,41 +591,25 @@ fn accumulate_pairs<E: Entry>(
         s[..vs].copy_from_slice(&d[..vs]);
         s[io..io + pdata - vs].copy_from_slice(&d[vs..]);
     }
-    let mut old = vec![0u8; n * ssize];
-    let mut k = 0;
-    while k < n {
-        let mut end = k + 1;
-        while end < n && at[end] == at[end - 1] + ssize as u64 {
-            end += 1;
+    // The pairs' structs as target ranges, those one struct apart as one.
+    let mut ranges: Vec<(u64, usize)> = Vec::new();
+    for &a in &at {
+        match ranges.last_mut() {
+            Some((o, l)) if *o + *l as u64 == a => *l += ssize,
+            _ => ranges.push((a, ssize)),
         }
-        let b = k * ssize..end * ssize;
-        let fetch = result.is_some().then(|| &mut old[b.clone()]);
-        w.accumulate(r, at[k], how, &structs[b], &[], fetch)?;
-        k = end;
     }
-    if let Some((rb, rn, rdt)) = result {
-        let d = st()?.dtype(rdt)?;
-        let rn = count_of(rn)?;
-        if d.packed_size(rn) != total {
-            return err(
-                MPI_ERR_TYPE,
-                format!(
-                    "the result buffer holds {} bytes, the target layout {total}",
-                    d.packed_size(rn)
-                ),
-            );
-        }
+    let mut old = vec![0u8; n * ssize];
+    let fetch = result.is_some().then_some(&mut old[..]);
+    w.accumulate_scattered(r, &ranges, how, &structs, &[], fetch)?;
+    if let Some(res) = result {
         let mut back = vec![0u8; total];
         for (k, s) in old.chunks_exact(ssize).enumerate() {
             let d = &mut back[k * pdata..(k + 1) * pdata];
             d[..vs].copy_from_slice(&s[..vs]);
             d[vs..].copy_from_slice(&s[io..io + pdata - vs]);
         }
-        if total > 0 {
-            crate::p2p::check_buf(rb, rn, &d)?;
-            // SAFETY: the program passes room for `rn` elements of `rdt` at `rb`.
-            unsafe { d.unpack(&back, rb as *mut u8, rn) };
-        }
+        unpack_result(res, &back)?;
     }
     Ok(())
 }
