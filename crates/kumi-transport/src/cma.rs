@@ -41,67 +41,12 @@ pub fn allow_peer_access() {
 /// Reads `dst.len()` bytes at `remote_addr` in process `pid` into `dst`.
 /// Loops over partial transfers; an error names what the kernel said.
 pub fn read_from(pid: i32, remote_addr: u64, dst: &mut [u8]) -> io::Result<()> {
-    if denied_for_test() {
-        return Err(io::Error::from_raw_os_error(libc::EPERM));
-    }
-    let mut done = 0usize;
-    while done < dst.len() {
-        let local = libc::iovec {
-            iov_base: dst[done..].as_mut_ptr().cast(),
-            iov_len: dst.len() - done,
-        };
-        let remote = libc::iovec {
-            iov_base: (remote_addr as usize + done) as *mut libc::c_void,
-            iov_len: dst.len() - done,
-        };
-        // SAFETY: `local` covers exactly the unwritten tail of `dst`, which we borrow
-        // mutably for the whole call; the kernel writes only there. `remote` names
-        // memory in another process, which the kernel checks (EFAULT if unmapped).
-        let n = unsafe { libc::process_vm_readv(pid, &local, 1, &remote, 1, 0) };
-        if n < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        if n == 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "process_vm_readv moved no bytes",
-            ));
-        }
-        done += n as usize;
-    }
-    Ok(())
+    read_scattered(pid, &[(remote_addr, dst.len())], dst)
 }
 
 /// Writes `src` to `remote_addr` in process `pid`. Loops over partial transfers.
 pub fn write_to(pid: i32, remote_addr: u64, src: &[u8]) -> io::Result<()> {
-    if denied_for_test() {
-        return Err(io::Error::from_raw_os_error(libc::EPERM));
-    }
-    let mut done = 0usize;
-    while done < src.len() {
-        let local = libc::iovec {
-            iov_base: src[done..].as_ptr() as *mut libc::c_void,
-            iov_len: src.len() - done,
-        };
-        let remote = libc::iovec {
-            iov_base: (remote_addr as usize + done) as *mut libc::c_void,
-            iov_len: src.len() - done,
-        };
-        // SAFETY: the kernel only reads from `local`, which covers the unsent tail of
-        // `src`, borrowed for the whole call; `remote` is checked by the kernel.
-        let n = unsafe { libc::process_vm_writev(pid, &local, 1, &remote, 1, 0) };
-        if n < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        if n == 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "process_vm_writev moved no bytes",
-            ));
-        }
-        done += n as usize;
-    }
-    Ok(())
+    write_scattered(pid, &[(remote_addr, src.len())], src)
 }
 
 /// Remote ranges one call takes at most (the kernel's `IOV_MAX`).
