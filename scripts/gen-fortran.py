@@ -79,12 +79,13 @@ SAME_CONVENTION = {
     "MPI_Session_create_errhandler": "session_errhandler_fn",
 }
 
-# Written by hand in `fortran/mod.rs`: the keyvals' callbacks are Fortran
-# procedures, which the runtime calls by Fortran's convention;
+# Written by hand in `fortran/mod.rs`: the keyvals' and generalized requests'
+# callbacks are Fortran procedures, which the runtime calls by Fortran's
+# convention;
 # MPI_Pcontrol: variadic in C, one argument and no IERROR in Fortran.
 HAND_WRITTEN = {
     "MPI_Comm_create_keyval", "MPI_Type_create_keyval", "MPI_Win_create_keyval", "MPI_Keyval_create",
-    "MPI_Pcontrol",
+    "MPI_Grequest_start", "MPI_Pcontrol",
 }
 
 # Lengths the standard leaves to the object (`*`), by function and argument.
@@ -428,9 +429,7 @@ unsafe extern "C" fn {name.lower()}_f08ts({decl}) {{
 F08_BOUND = {}
 # The functions of `mpif.h` and `use mpi` the library exports (generated
 # and hand-written) that the standard expresses for Fortran 90.
-F90_EXPORTED = {"MPI_Comm_create_keyval", "MPI_Type_create_keyval", "MPI_Win_create_keyval",
-                "MPI_Keyval_create", "MPI_Pcontrol", "MPI_Wtime", "MPI_Wtick", "MPI_Aint_add",
-                "MPI_Aint_diff"}
+F90_EXPORTED = HAND_WRITTEN | {"MPI_Wtime", "MPI_Wtick", "MPI_Aint_add", "MPI_Aint_diff"}
 
 
 def generate():
@@ -616,7 +615,7 @@ MPIF_EXTERNALS = [
 F08_HAND_WRITTEN = {
     "MPI_Comm_create_keyval": "f08", "MPI_Type_create_keyval": "f08", "MPI_Win_create_keyval": "f08",
     "MPI_Pcontrol": "f08", "MPI_Wtime": "f08", "MPI_Wtick": "f08", "MPI_Aint_add": "f08",
-    "MPI_Aint_diff": "f08",
+    "MPI_Aint_diff": "f08", "MPI_Grequest_start": "f08",
 }
 
 # `mpi_f08`'s sentinels: (declaration, the symbol it is bound to:

@@ -216,6 +216,10 @@ typedef struct MPI_Status {
  * in MPICH, so that binaries built against either header agree). */
 extern int *const MPI_UNWEIGHTED;
 extern int *const MPI_WEIGHTS_EMPTY;
+/* Where Fortran's MPI_STATUS_IGNORE and MPI_STATUSES_IGNORE are (mpif.h's
+ * and the mpi module's), so C code handed a status by Fortran can tell. */
+extern MPI_Fint *const MPI_F_STATUS_IGNORE;
+extern MPI_Fint *const MPI_F_STATUSES_IGNORE;
 
 #define MPI_THREAD_SINGLE     0
 #define MPI_THREAD_FUNNELED   1

@@ -53,6 +53,7 @@ mod dsm;
 mod external32;
 mod file;
 mod fortran;
+mod grequest;
 mod info;
 mod init;
 mod large;

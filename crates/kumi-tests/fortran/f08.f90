@@ -3,11 +3,14 @@
 ! sections in blocking and nonblocking calls, persistent requests,
 ! collectives in place, a derived datatype, communicators, groups and a
 ! Cartesian topology, strings both ways, MPI_ERRORS_RETURN, attributes
-! with MPI_COMM_DUP_FN, and a user-defined operation.
+! with MPI_COMM_DUP_FN, a user-defined operation, and a generalized request
+! with module procedures as its callbacks.
 module f08_ops
   use mpi_f08
   use, intrinsic :: iso_c_binding, only : c_ptr, c_f_pointer
   implicit none
+  integer(kind=MPI_ADDRESS_KIND) :: gq_seen = 0
+  integer :: gq_freed = 0
 contains
   ! inoutvec = invec + 2 * inoutvec, elementwise: not MPI_SUM.
   subroutine twice_sum(invec, inoutvec, len, datatype)
@@ -19,6 +22,32 @@ contains
     call c_f_pointer(inoutvec, b, [len])
     b = a + 2 * b
   end subroutine twice_sum
+
+  ! A generalized request's callbacks: the query fills the status and
+  ! records the extra state it was given; the free callback counts.
+  subroutine gq_query(extra_state, status, ierror)
+    integer(kind=MPI_ADDRESS_KIND) :: extra_state
+    type(MPI_Status) :: status
+    integer :: ierror
+    gq_seen = extra_state
+    call MPI_Status_set_elements(status, MPI_DOUBLE_PRECISION, 2, ierror)
+    status%MPI_TAG = 88
+    ierror = MPI_SUCCESS
+  end subroutine gq_query
+
+  subroutine gq_free(extra_state, ierror)
+    integer(kind=MPI_ADDRESS_KIND) :: extra_state
+    integer :: ierror
+    gq_freed = gq_freed + 1
+    ierror = MPI_SUCCESS
+  end subroutine gq_free
+
+  subroutine gq_cancel(extra_state, complete, ierror)
+    integer(kind=MPI_ADDRESS_KIND) :: extra_state
+    logical :: complete
+    integer :: ierror
+    ierror = MPI_SUCCESS
+  end subroutine gq_cancel
 end module f08_ops
 
 program f08
@@ -199,6 +228,14 @@ program f08
   if (rank == 0) call check(all(z == z(1)) .and. (np == 1 .or. z(1) /= np), 'user operation')
   call MPI_Op_free(op)
   call check(op == MPI_OP_NULL, 'op_free')
+
+  ! A generalized request, completed by the program.
+  call MPI_Grequest_start(gq_query, gq_free, gq_cancel, 77_MPI_ADDRESS_KIND, req(1))
+  call MPI_Grequest_complete(req(1))
+  call MPI_Wait(req(1), st)
+  call MPI_Get_count(st, MPI_DOUBLE_PRECISION, cnt)
+  call check(req(1) == MPI_REQUEST_NULL .and. gq_freed == 1 .and. gq_seen == 77, 'grequest')
+  call check(st%MPI_TAG == 88 .and. cnt == 2, 'grequest status')
 
   call MPI_Barrier(MPI_COMM_WORLD)
   if (rank == 0) print '(a)', 'f08 ok'

@@ -1,5 +1,6 @@
 ! Point-to-point from Fortran 77 (mpif.h): statuses, wildcards, nonblocking
-! and persistent requests with 1-based indices, the ignore sentinels, probe.
+! and persistent requests with 1-based indices, the ignore sentinels, probe,
+! and generalized requests with Fortran callbacks.
       program p2p
       implicit none
       include 'mpif.h'
@@ -8,6 +9,12 @@
       integer req(4), inds(4), a(8), b(8)
       double precision d(3), e(3)
       logical flag
+      integer(kind=MPI_ADDRESS_KIND) extra
+      integer nquery, nfree, ncancel
+      integer(kind=MPI_ADDRESS_KIND) seen
+      logical wasdone
+      common /gq/ seen, nquery, nfree, ncancel, wasdone
+      external gq_query, gq_free, gq_cancel
 !     In a common block: a call may read or write them (the persistent
 !     requests hold their addresses), so the compiler keeps no copy.
       common /bufs/ a, b
@@ -85,6 +92,36 @@
       call check(st(MPI_TAG) .eq. 14, 'test status')
       call MPI_IPROBE(prev, 99, MPI_COMM_WORLD, flag, st, ierr)
       call check(.not. flag, 'iprobe finds nothing')
+!     A generalized request: the wait reports what the Fortran query
+!     callback wrote, after the program completed it; the free callback
+!     runs once; the extra state reaches the callbacks as an integer.
+      nquery = 0
+      nfree = 0
+      ncancel = 0
+      extra = 4242 + rank
+      call MPI_GREQUEST_START(gq_query, gq_free, gq_cancel, extra,
+     &     req(1), ierr)
+      call check(ierr .eq. MPI_SUCCESS, 'grequest_start ierr')
+      call MPI_TEST(req(1), flag, st, ierr)
+      call check(.not. flag, 'grequest not complete before complete')
+      call MPI_GREQUEST_COMPLETE(req(1), ierr)
+      call MPI_WAIT(req(1), st, ierr)
+      call check(ierr .eq. MPI_SUCCESS, 'grequest wait ierr')
+      call check(req(1) .eq. MPI_REQUEST_NULL, 'grequest freed')
+      call check(nquery .ge. 1 .and. nfree .eq. 1, 'grequest callbacks')
+      call check(seen .eq. 4242 + rank, 'grequest extra state')
+      call check(st(MPI_TAG) .eq. 77, 'grequest status tag')
+      call MPI_GET_COUNT(st, MPI_INTEGER, cnt, ierr)
+      call check(cnt .eq. 3, 'grequest status count')
+!     Cancelled before it completes: the cancel callback hears .false.
+      call MPI_GREQUEST_START(gq_query, gq_free, gq_cancel, extra,
+     &     req(1), ierr)
+      wasdone = .true.
+      call MPI_CANCEL(req(1), ierr)
+      call check(ncancel .eq. 1 .and. .not. wasdone, 'grequest cancel')
+      call MPI_GREQUEST_COMPLETE(req(1), ierr)
+      call MPI_WAIT(req(1), st, ierr)
+      call check(nfree .eq. 2, 'cancelled grequest freed')
       call MPI_BARRIER(MPI_COMM_WORLD, ierr)
       if (rank .eq. 0) print *, 'p2p ok'
       call MPI_FINALIZE(ierr)
@@ -100,4 +137,51 @@
          print *, 'FAILED: ', what
          call MPI_ABORT(MPI_COMM_WORLD, 1, ierr)
       end if
+      end
+
+!     The generalized request's callbacks: counts in /gq/.
+      subroutine gq_query(extra, st, ierr)
+      implicit none
+      include 'mpif.h'
+      integer(kind=MPI_ADDRESS_KIND) extra
+      integer st(MPI_STATUS_SIZE), ierr
+      integer nquery, nfree, ncancel
+      integer(kind=MPI_ADDRESS_KIND) seen
+      logical wasdone
+      common /gq/ seen, nquery, nfree, ncancel, wasdone
+      nquery = nquery + 1
+      seen = extra
+      call MPI_STATUS_SET_ELEMENTS(st, MPI_INTEGER, 3, ierr)
+      call MPI_STATUS_SET_CANCELLED(st, .false., ierr)
+      st(MPI_SOURCE) = MPI_UNDEFINED
+      st(MPI_TAG) = 77
+      ierr = MPI_SUCCESS
+      end
+
+      subroutine gq_free(extra, ierr)
+      implicit none
+      include 'mpif.h'
+      integer(kind=MPI_ADDRESS_KIND) extra
+      integer ierr
+      integer nquery, nfree, ncancel
+      integer(kind=MPI_ADDRESS_KIND) seen
+      logical wasdone
+      common /gq/ seen, nquery, nfree, ncancel, wasdone
+      nfree = nfree + 1
+      ierr = MPI_SUCCESS
+      end
+
+      subroutine gq_cancel(extra, complete, ierr)
+      implicit none
+      include 'mpif.h'
+      integer(kind=MPI_ADDRESS_KIND) extra
+      logical complete
+      integer ierr
+      integer nquery, nfree, ncancel
+      integer(kind=MPI_ADDRESS_KIND) seen
+      logical wasdone
+      common /gq/ seen, nquery, nfree, ncancel, wasdone
+      ncancel = ncancel + 1
+      wasdone = complete
+      ierr = MPI_SUCCESS
       end

@@ -3199,20 +3199,12 @@ unsafe extern "C" fn mpi_grequest_complete(request: *mut Fint, ierror: *mut Fint
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::misc::PMPI_Grequest_complete(*request as _);
+        let rc = crate::grequest::PMPI_Grequest_complete(*request as _);
         fortran::ierror(ierror, rc);
     }
 }
 
 fortran_names!(mpi_grequest_complete(request: *mut Fint, ierror: *mut Fint); "mpi_grequest_complete" "mpi_grequest_complete_" "mpi_grequest_complete__" "MPI_GREQUEST_COMPLETE" "pmpi_grequest_complete" "pmpi_grequest_complete_" "pmpi_grequest_complete__" "PMPI_GREQUEST_COMPLETE" "mpi_grequest_complete_f08_" "pmpir_grequest_complete_f08_");
-
-/// `MPI_GREQUEST_START`: not bound for Fortran (a Fortran callback).
-unsafe extern "C" fn mpi_grequest_start(_query_fn: *const c_void, _free_fn: *const c_void, _cancel_fn: *const c_void, _extra_state: *mut i64, _request: *mut Fint, ierror: *mut Fint) {
-    // SAFETY: `ierror` is the program's, valid for one integer, or null.
-    unsafe { fortran::unbound("MPI_GREQUEST_START", ierror) }
-}
-
-fortran_names!(mpi_grequest_start(_query_fn: *const c_void, _free_fn: *const c_void, _cancel_fn: *const c_void, _extra_state: *mut i64, _request: *mut Fint, ierror: *mut Fint); "mpi_grequest_start" "mpi_grequest_start_" "mpi_grequest_start__" "MPI_GREQUEST_START" "pmpi_grequest_start" "pmpi_grequest_start_" "pmpi_grequest_start__" "PMPI_GREQUEST_START" "mpi_grequest_start_f08_" "pmpir_grequest_start_f08_");
 
 /// `MPI_GROUP_COMPARE`: `MPI_Group_compare` for Fortran.
 #[allow(clippy::missing_safety_doc, unused_mut)]

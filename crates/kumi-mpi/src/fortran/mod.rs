@@ -333,6 +333,55 @@ fn create_keyval(
     })
 }
 
+/// `MPI_GREQUEST_START` for Fortran (`mpif.h`, `use mpi` and `mpi_f08`,
+/// whose callback interfaces pass the same arguments): the callbacks are
+/// Fortran procedures, called by Fortran's convention
+/// ([`crate::grequest::Callbacks::Fortran`]), and the extra state an
+/// integer. Hand-written: the generator has no rule for a Fortran callback.
+///
+/// # Safety
+/// Fortran's: every argument by reference; the callbacks Fortran procedures
+/// of the standard's interfaces.
+unsafe extern "C" fn mpi_grequest_start(
+    query: *const c_void,
+    free: *const c_void,
+    cancel: *const c_void,
+    extra_state: *mut i64,
+    request: *mut Fint,
+    ierror_: *mut Fint,
+) {
+    use crate::grequest::{Callbacks, FortranCancelFn, FortranFreeFn, FortranQueryFn};
+    // SAFETY: the caller's contract; a procedure's address as the function
+    // pointer of its convention (`Option` of a function pointer: null is
+    // None); `extra_state` is read once, here.
+    unsafe {
+        let fns = (
+            std::mem::transmute::<*const c_void, Option<FortranQueryFn>>(query),
+            std::mem::transmute::<*const c_void, Option<FortranFreeFn>>(free),
+            std::mem::transmute::<*const c_void, Option<FortranCancelFn>>(cancel),
+            extra_state.as_ref().copied(),
+        );
+        let rc = crate::guard_plain("MPI_GREQUEST_START", || match fns {
+            (Some(query), Some(free), Some(cancel), Some(extra)) => crate::grequest::start(
+                Callbacks::Fortran {
+                    query,
+                    free,
+                    cancel,
+                    extra,
+                },
+                request,
+            ),
+            (.., None) => crate::err(
+                crate::consts::MPI_ERR_ARG,
+                "EXTRA_STATE is not an integer (a null reference)",
+            ),
+            _ => crate::grequest::missing_callback(),
+        });
+        ierror(ierror_, rc);
+    }
+}
+fortran_names!(mpi_grequest_start(query: *const c_void, free: *const c_void, cancel: *const c_void, extra_state: *mut i64, request: *mut Fint, ierror_: *mut Fint); "mpi_grequest_start" "mpi_grequest_start_" "mpi_grequest_start__" "MPI_GREQUEST_START" "pmpi_grequest_start" "pmpi_grequest_start_" "pmpi_grequest_start__" "PMPI_GREQUEST_START" "mpi_grequest_start_f08_" "pmpir_grequest_start_f08_");
+
 /// `MPI_COMM_NULL_COPY_FN` (and the datatype's and window's): copies nothing.
 ///
 /// # Safety

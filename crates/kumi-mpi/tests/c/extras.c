@@ -180,6 +180,11 @@ int main(int argc, char **argv) {
     int cnt;
     OK(MPI_Get_count(&back, MPI_INT, &cnt));
     CHECK(back.MPI_SOURCE == left && back.MPI_TAG == 3 && cnt == 1 && y == left);
+    /* Fortran's ignore sentinels are objects of their own (mpif.h's common
+     * blocks), distinct from each other and from C's. */
+    CHECK(MPI_F_STATUS_IGNORE != NULL && MPI_F_STATUSES_IGNORE != NULL);
+    CHECK((void *)MPI_F_STATUS_IGNORE != (void *)MPI_F_STATUSES_IGNORE);
+    CHECK((void *)MPI_F_STATUS_IGNORE != (void *)MPI_STATUS_IGNORE);
 
     /* ---- large-count constructors and their envelopes. ---- */
     MPI_Datatype vc, ic, sc, sa;
