@@ -73,6 +73,7 @@ RUST_KEYWORDS = {"type", "ref", "in", "fn", "mod", "use", "loop", "match", "move
 # by reference: the Fortran procedure can be given to the C function as is.
 SAME_CONVENTION = {
     "MPI_Op_create": "user_fn",
+    "MPI_Op_create_c": "user_fn",
     "MPI_Comm_create_errhandler": "comm_errhandler_fn",
     "MPI_Win_create_errhandler": "win_errhandler_fn",
     "MPI_File_create_errhandler": "file_errhandler_fn",
@@ -112,7 +113,7 @@ def implemented():
         parts = [p for p in rel.parts if p not in ("lib", "mod")]
         path = "::".join(["crate"] + parts)
         text = f.read_text()
-        for m in re.finditer(r"\b(MPI_\w+) / (PMPI_\w+)\b", text):
+        for m in re.finditer(r"\b(MPI_\w+) (?:/|=>) (PMPI_\w+)\b", text):
             found[m.group(1)] = f"{path}::{m.group(2)}"
         for m in re.finditer(r'pub (?:unsafe )?extern "C" fn (MPI_\w+)\(', text):
             found.setdefault(m.group(1), f"{path}::{m.group(1)}")
@@ -425,6 +426,107 @@ unsafe extern "C" fn {name.lower()}_f08ts({decl}) {{
 """
 
 
+def kind8(t):
+    """A Fortran type with the three 8-byte integer kinds made one (what a
+    generic interface can tell apart: type, kind and rank)."""
+    return re.sub(r"INTEGER\(KIND=MPI_(COUNT|ADDRESS|OFFSET)_KIND\)", "INTEGER*8", t)
+
+
+def large_form(proc):
+    """The large-count (`_c`) form of `proc` in `mpi_f08` as (its C name,
+    its `mpi_f08` parameters, whether it has a generic name of its own), or
+    None: where the standard gives none, or where it would be no different
+    to a generic interface from the `INTEGER` form (`MPI_Type_get_extent`:
+    `MPI_ADDRESS_KIND` and `MPI_COUNT_KIND` are one kind; MPICH leaves the
+    same ones out)."""
+    if not proc.has_embiggenment() or not proc._parseset["attributes"]["f08_expressible"]:
+        return None
+    name = proc._parseset["name"]
+    big = proc.express.embiggen
+    own = not str(big.f08).startswith(name + "(")
+    sig = [(kind8(q.type), q._parseset["length"] is not None) for q in big.f08.parameters]
+    if not own and sig == [(kind8(q.type), q._parseset["length"] is not None) for q in proc.express.f08.parameters]:
+        return None
+    return name + "_c", big.f08.parameters, own
+
+
+class LargeParam:
+    """A large-count `mpi_f08` parameter `q` as `mpif.h` would declare it:
+    outside choice buffers `mpi_f08`'s procedures take `mpif.h`'s arguments
+    by reference (a handle is its integer, a status the five integers of the
+    C layout), so `wrapper` serves both. `f90` is the `INTEGER` form's
+    parameter of the same name, if any: the same array shape."""
+
+    def __init__(self, q, f90):
+        self.name = q.name.upper()
+        self._parseset = q._parseset
+        t = q.type
+        if f90 is not None:
+            self.dimensions = f90.dimensions
+        else:
+            self.dimensions = "(*)" if q._parseset["length"] is not None else ""
+        if is_choice(q):
+            self.type = "<type>"
+        elif t.startswith("INTEGER") or f90 is None:
+            self.type = t.split(",")[0]
+        else:
+            self.type = f90.type
+
+
+class LargeProc:
+    """A large-count form seen as a procedure of its own, `MPI_X_c`, for
+    `wrapper`, `unbound` and `f08_wrapper`."""
+
+    def __init__(self, proc, cname, params):
+        by_name = {q.name.lower(): q for q in proc.express.f90.parameters}
+        f90 = type("F90", (), {"parameters": [LargeParam(q, by_name.get(q.name.lower())) for q in params]})
+        self._parseset = dict(proc._parseset, name=cname)
+        self.express = type("Express", (), {"f90": f90, "iso_c": proc.express.embiggen.iso_c})
+
+
+# The large-count forms the library exports: name -> (the generic name,
+# the specific one). MPICH's symbols: `mpi_x_f08_large_`, `mpi_x_f08ts_large_`.
+F08_LARGE = {}
+
+
+def large_wrappers(impl):
+    """The wrappers of every large-count form: (Rust source, how many are
+    bound, how many not)."""
+    out, bound, unbound_n = [], 0, 0
+    for key in sorted(std.PROCEDURES):
+        proc = std.PROCEDURES[key]
+        form = large_form(proc)
+        if form is None:
+            continue
+        cname, params, own = form
+        name = proc._parseset["name"]
+        lp = LargeProc(proc, cname, params)
+        choice = any(is_choice(q) for q in params)
+        suffix = "f08ts" if choice else "f08"
+        exported = [f"{name.lower()}_{suffix}_large_", f"pmpir{name.lower()[3:]}_{suffix}_large_"]
+        cpath = impl.get(cname)
+        try:
+            if cpath is None:
+                raise Unbound("kumi does not implement it")
+            fparams, src = wrapper(lp, cpath)
+            bound += 1
+        except Unbound as e:
+            fparams, src = unbound(lp, e)
+            unbound_n += 1
+            choice = False  # fails naming itself whatever its arguments are
+        out.append(src)
+        quoted = " ".join(f'"{n}"' for n in exported)
+        if choice:
+            decl, ts = f08_wrapper(lp, fortran_params(lp), params)
+            out.append(ts)
+            out.append(f"fortran_names!({cname.lower()}_f08ts({decl}); {quoted});")
+        else:
+            out.append(f"fortran_names!({cname.lower()}({fparams}); {quoted});")
+        out.append("")
+        F08_LARGE[name] = (cname if own else name, f"{name}_{suffix}_large")
+    return "\n".join(out), bound, unbound_n
+
+
 # The functions of `mpi_f08` the library exports: name -> "f08" | "f08ts".
 F08_BOUND = {}
 # The functions of `mpif.h` and `use mpi` the library exports (generated
@@ -492,6 +594,8 @@ def generate():
         quoted = " ".join(f'"{n}"' for n in all_names)
         out.append(f"fortran_names!({name.lower()}({params}); {quoted});")
         out.append("")
+    src, stats["large"], stats["large_unbound"] = large_wrappers(impl)
+    out.append(src)
     return "\n".join(out), stats, why_all
 
 
@@ -734,6 +838,9 @@ def mpi_f08():
         if key.startswith("mpi_t_") or not a["f08_expressible"]:
             continue
         abstract += f08_procedure(cb.express.f08, cb._parseset["name"])
+        if cb.has_embiggenment():
+            big = cb.express.embiggen.f08
+            abstract += f08_procedure(big, re.search(r"(\w+)\(", str(big)).group(1))
     out += ["ABSTRACT INTERFACE"] + abstract + ["END INTERFACE", ""]
     by_iface = {}
     for n, iface in F08_CALLBACKS.items():
@@ -761,7 +868,14 @@ def mpi_f08():
         specific = f"{name}_{bound[name]}"
         out.append(f"INTERFACE {name}")
         out += f08_procedure(proc.express.f08, specific)
+        generic, large = F08_LARGE.get(name, (None, None))
+        if generic == name:
+            out += f08_procedure(proc.express.embiggen.f08, large)
         out.append(f"END INTERFACE {name}")
+        if generic not in (None, name):
+            out.append(f"INTERFACE {generic}")
+            out += f08_procedure(proc.express.embiggen.f08, large)
+            out.append(f"END INTERFACE {generic}")
     out.append("END MODULE mpi_f08")
     return "\n".join(out) + "\n"
 
@@ -830,7 +944,8 @@ def main():
         p.write_text(text)
     print(
         f"gen-fortran: {stats['bound']} functions bound, {stats['unbound']} implemented in C "
-        f"but not bound for Fortran yet, {stats['missing']} not implemented"
+        f"but not bound for Fortran yet, {stats['missing']} not implemented; "
+        f"large-count forms in mpi_f08: {stats['large']} bound, {stats['large_unbound']} not implemented"
     )
     for n, w in sorted(why.items()):
         print(f"  not bound: {n}: {w}")

@@ -359,6 +359,17 @@ ABSTRACT INTERFACE
         INTEGER(KIND=MPI_OFFSET_KIND) :: position
         INTEGER(KIND=MPI_ADDRESS_KIND) :: extra_state
     END SUBROUTINE MPI_Datarep_conversion_function
+    SUBROUTINE MPI_Datarep_conversion_function_c(userbuf, datatype, count, filebuf, position, extra_state, ierror)
+        USE, INTRINSIC :: ISO_C_BINDING, ONLY : C_PTR
+        IMPORT
+        IMPLICIT NONE
+        TYPE(C_PTR), VALUE :: userbuf, filebuf
+        TYPE(MPI_Datatype) :: datatype
+        INTEGER(KIND=MPI_COUNT_KIND) :: count
+        INTEGER(KIND=MPI_OFFSET_KIND) :: position
+        INTEGER(KIND=MPI_ADDRESS_KIND) :: extra_state
+        INTEGER :: ierror
+    END SUBROUTINE MPI_Datarep_conversion_function_c
     SUBROUTINE MPI_Datarep_extent_function(datatype, extent, extra_state, ierror)
         IMPORT
         IMPLICIT NONE
@@ -422,6 +433,14 @@ ABSTRACT INTERFACE
         INTEGER :: len
         TYPE(MPI_Datatype) :: datatype
     END SUBROUTINE MPI_User_function
+    SUBROUTINE MPI_User_function_c(invec, inoutvec, len, datatype)
+        USE, INTRINSIC :: ISO_C_BINDING, ONLY : C_PTR
+        IMPORT
+        IMPLICIT NONE
+        TYPE(C_PTR), VALUE :: invec, inoutvec
+        INTEGER(KIND=MPI_COUNT_KIND) :: len
+        TYPE(MPI_Datatype) :: datatype
+    END SUBROUTINE MPI_User_function_c
     SUBROUTINE MPI_Win_copy_attr_function(oldwin, win_keyval, extra_state, attribute_val_in, attribute_val_out, flag, &
         ierror)
         IMPORT
@@ -618,6 +637,19 @@ INTERFACE MPI_Accumulate
         TYPE(MPI_Win), INTENT(IN) :: win
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Accumulate_f08ts
+    SUBROUTINE MPI_Accumulate_f08ts_large(origin_addr, origin_count, origin_datatype, target_rank, target_disp, &
+        target_count, target_datatype, op, win, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN), ASYNCHRONOUS :: origin_addr
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: origin_count, target_count
+        TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype, target_datatype
+        INTEGER, INTENT(IN) :: target_rank
+        INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: target_disp
+        TYPE(MPI_Op), INTENT(IN) :: op
+        TYPE(MPI_Win), INTENT(IN) :: win
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Accumulate_f08ts_large
 END INTERFACE MPI_Accumulate
 INTERFACE MPI_Add_error_class
     SUBROUTINE MPI_Add_error_class_f08(errorclass, ierror)
@@ -672,6 +704,16 @@ INTERFACE MPI_Allgather
         TYPE(MPI_Comm), INTENT(IN) :: comm
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Allgather_f08ts
+    SUBROUTINE MPI_Allgather_f08ts_large(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN) :: sendbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount, recvcount
+        TYPE(MPI_Datatype), INTENT(IN) :: sendtype, recvtype
+        TYPE(*), DIMENSION(..) :: recvbuf
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Allgather_f08ts_large
 END INTERFACE MPI_Allgather
 INTERFACE MPI_Allgather_init
     SUBROUTINE MPI_Allgather_init_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, &
@@ -687,6 +729,19 @@ INTERFACE MPI_Allgather_init
         TYPE(MPI_Request), INTENT(OUT) :: request
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Allgather_init_f08ts
+    SUBROUTINE MPI_Allgather_init_f08ts_large(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, &
+        request, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN), ASYNCHRONOUS :: sendbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount, recvcount
+        TYPE(MPI_Datatype), INTENT(IN) :: sendtype, recvtype
+        TYPE(*), DIMENSION(..), ASYNCHRONOUS :: recvbuf
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        TYPE(MPI_Info), INTENT(IN) :: info
+        TYPE(MPI_Request), INTENT(OUT) :: request
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Allgather_init_f08ts_large
 END INTERFACE MPI_Allgather_init
 INTERFACE MPI_Allgatherv
     SUBROUTINE MPI_Allgatherv_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, ierror)
@@ -699,6 +754,18 @@ INTERFACE MPI_Allgatherv
         TYPE(MPI_Comm), INTENT(IN) :: comm
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Allgatherv_f08ts
+    SUBROUTINE MPI_Allgatherv_f08ts_large(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, &
+        ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN) :: sendbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount, recvcounts(*)
+        TYPE(MPI_Datatype), INTENT(IN) :: sendtype, recvtype
+        TYPE(*), DIMENSION(..) :: recvbuf
+        INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: displs(*)
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Allgatherv_f08ts_large
 END INTERFACE MPI_Allgatherv
 INTERFACE MPI_Allgatherv_init
     SUBROUTINE MPI_Allgatherv_init_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, &
@@ -715,6 +782,21 @@ INTERFACE MPI_Allgatherv_init
         TYPE(MPI_Request), INTENT(OUT) :: request
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Allgatherv_init_f08ts
+    SUBROUTINE MPI_Allgatherv_init_f08ts_large(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, &
+        comm, info, request, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN), ASYNCHRONOUS :: sendbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
+        TYPE(MPI_Datatype), INTENT(IN) :: sendtype, recvtype
+        TYPE(*), DIMENSION(..), ASYNCHRONOUS :: recvbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN), ASYNCHRONOUS :: recvcounts(*)
+        INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN), ASYNCHRONOUS :: displs(*)
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        TYPE(MPI_Info), INTENT(IN) :: info
+        TYPE(MPI_Request), INTENT(OUT) :: request
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Allgatherv_init_f08ts_large
 END INTERFACE MPI_Allgatherv_init
 INTERFACE MPI_Alloc_mem
     SUBROUTINE MPI_Alloc_mem_f08(size, info, baseptr, ierror)
@@ -739,6 +821,17 @@ INTERFACE MPI_Allreduce
         TYPE(MPI_Comm), INTENT(IN) :: comm
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Allreduce_f08ts
+    SUBROUTINE MPI_Allreduce_f08ts_large(sendbuf, recvbuf, count, datatype, op, comm, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN) :: sendbuf
+        TYPE(*), DIMENSION(..) :: recvbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        TYPE(MPI_Op), INTENT(IN) :: op
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Allreduce_f08ts_large
 END INTERFACE MPI_Allreduce
 INTERFACE MPI_Allreduce_init
     SUBROUTINE MPI_Allreduce_init_f08ts(sendbuf, recvbuf, count, datatype, op, comm, info, request, ierror)
@@ -754,6 +847,19 @@ INTERFACE MPI_Allreduce_init
         TYPE(MPI_Request), INTENT(OUT) :: request
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Allreduce_init_f08ts
+    SUBROUTINE MPI_Allreduce_init_f08ts_large(sendbuf, recvbuf, count, datatype, op, comm, info, request, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN), ASYNCHRONOUS :: sendbuf
+        TYPE(*), DIMENSION(..), ASYNCHRONOUS :: recvbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        TYPE(MPI_Op), INTENT(IN) :: op
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        TYPE(MPI_Info), INTENT(IN) :: info
+        TYPE(MPI_Request), INTENT(OUT) :: request
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Allreduce_init_f08ts_large
 END INTERFACE MPI_Allreduce_init
 INTERFACE MPI_Alltoall
     SUBROUTINE MPI_Alltoall_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, ierror)
@@ -766,6 +872,16 @@ INTERFACE MPI_Alltoall
         TYPE(MPI_Comm), INTENT(IN) :: comm
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Alltoall_f08ts
+    SUBROUTINE MPI_Alltoall_f08ts_large(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN) :: sendbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount, recvcount
+        TYPE(MPI_Datatype), INTENT(IN) :: sendtype, recvtype
+        TYPE(*), DIMENSION(..) :: recvbuf
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Alltoall_f08ts_large
 END INTERFACE MPI_Alltoall
 INTERFACE MPI_Alltoall_init
     SUBROUTINE MPI_Alltoall_init_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, &
@@ -781,6 +897,19 @@ INTERFACE MPI_Alltoall_init
         TYPE(MPI_Request), INTENT(OUT) :: request
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Alltoall_init_f08ts
+    SUBROUTINE MPI_Alltoall_init_f08ts_large(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, &
+        request, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN), ASYNCHRONOUS :: sendbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount, recvcount
+        TYPE(MPI_Datatype), INTENT(IN) :: sendtype, recvtype
+        TYPE(*), DIMENSION(..), ASYNCHRONOUS :: recvbuf
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        TYPE(MPI_Info), INTENT(IN) :: info
+        TYPE(MPI_Request), INTENT(OUT) :: request
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Alltoall_init_f08ts_large
 END INTERFACE MPI_Alltoall_init
 INTERFACE MPI_Alltoallv
     SUBROUTINE MPI_Alltoallv_f08ts(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, &
@@ -794,6 +923,18 @@ INTERFACE MPI_Alltoallv
         TYPE(MPI_Comm), INTENT(IN) :: comm
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Alltoallv_f08ts
+    SUBROUTINE MPI_Alltoallv_f08ts_large(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, &
+        recvtype, comm, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN) :: sendbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcounts(*), recvcounts(*)
+        INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: sdispls(*), rdispls(*)
+        TYPE(MPI_Datatype), INTENT(IN) :: sendtype, recvtype
+        TYPE(*), DIMENSION(..) :: recvbuf
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Alltoallv_f08ts_large
 END INTERFACE MPI_Alltoallv
 INTERFACE MPI_Alltoallv_init
     SUBROUTINE MPI_Alltoallv_init_f08ts(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, &
@@ -809,6 +950,20 @@ INTERFACE MPI_Alltoallv_init
         TYPE(MPI_Request), INTENT(OUT) :: request
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Alltoallv_init_f08ts
+    SUBROUTINE MPI_Alltoallv_init_f08ts_large(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, &
+        recvtype, comm, info, request, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN), ASYNCHRONOUS :: sendbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN), ASYNCHRONOUS :: sendcounts(*), recvcounts(*)
+        INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN), ASYNCHRONOUS :: sdispls(*), rdispls(*)
+        TYPE(MPI_Datatype), INTENT(IN) :: sendtype, recvtype
+        TYPE(*), DIMENSION(..), ASYNCHRONOUS :: recvbuf
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        TYPE(MPI_Info), INTENT(IN) :: info
+        TYPE(MPI_Request), INTENT(OUT) :: request
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Alltoallv_init_f08ts_large
 END INTERFACE MPI_Alltoallv_init
 INTERFACE MPI_Alltoallw
     SUBROUTINE MPI_Alltoallw_f08ts(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, &
@@ -822,6 +977,18 @@ INTERFACE MPI_Alltoallw
         TYPE(MPI_Comm), INTENT(IN) :: comm
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Alltoallw_f08ts
+    SUBROUTINE MPI_Alltoallw_f08ts_large(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, &
+        recvtypes, comm, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN) :: sendbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcounts(*), recvcounts(*)
+        INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: sdispls(*), rdispls(*)
+        TYPE(MPI_Datatype), INTENT(IN) :: sendtypes(*), recvtypes(*)
+        TYPE(*), DIMENSION(..) :: recvbuf
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Alltoallw_f08ts_large
 END INTERFACE MPI_Alltoallw
 INTERFACE MPI_Alltoallw_init
     SUBROUTINE MPI_Alltoallw_init_f08ts(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, &
@@ -837,6 +1004,20 @@ INTERFACE MPI_Alltoallw_init
         TYPE(MPI_Request), INTENT(OUT) :: request
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Alltoallw_init_f08ts
+    SUBROUTINE MPI_Alltoallw_init_f08ts_large(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, &
+        recvtypes, comm, info, request, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN), ASYNCHRONOUS :: sendbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN), ASYNCHRONOUS :: sendcounts(*), recvcounts(*)
+        INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN), ASYNCHRONOUS :: sdispls(*), rdispls(*)
+        TYPE(MPI_Datatype), INTENT(IN), ASYNCHRONOUS :: sendtypes(*), recvtypes(*)
+        TYPE(*), DIMENSION(..), ASYNCHRONOUS :: recvbuf
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        TYPE(MPI_Info), INTENT(IN) :: info
+        TYPE(MPI_Request), INTENT(OUT) :: request
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Alltoallw_init_f08ts_large
 END INTERFACE MPI_Alltoallw_init
 INTERFACE MPI_Barrier
     SUBROUTINE MPI_Barrier_f08(comm, ierror)
@@ -866,6 +1047,16 @@ INTERFACE MPI_Bcast
         TYPE(MPI_Comm), INTENT(IN) :: comm
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Bcast_f08ts
+    SUBROUTINE MPI_Bcast_f08ts_large(buffer, count, datatype, root, comm, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..) :: buffer
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        INTEGER, INTENT(IN) :: root
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Bcast_f08ts_large
 END INTERFACE MPI_Bcast
 INTERFACE MPI_Bcast_init
     SUBROUTINE MPI_Bcast_init_f08ts(buffer, count, datatype, root, comm, info, request, ierror)
@@ -879,6 +1070,18 @@ INTERFACE MPI_Bcast_init
         TYPE(MPI_Request), INTENT(OUT) :: request
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Bcast_init_f08ts
+    SUBROUTINE MPI_Bcast_init_f08ts_large(buffer, count, datatype, root, comm, info, request, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), ASYNCHRONOUS :: buffer
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        INTEGER, INTENT(IN) :: root
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        TYPE(MPI_Info), INTENT(IN) :: info
+        TYPE(MPI_Request), INTENT(OUT) :: request
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Bcast_init_f08ts_large
 END INTERFACE MPI_Bcast_init
 INTERFACE MPI_Bsend
     SUBROUTINE MPI_Bsend_f08ts(buf, count, datatype, dest, tag, comm, ierror)
@@ -890,6 +1093,16 @@ INTERFACE MPI_Bsend
         TYPE(MPI_Comm), INTENT(IN) :: comm
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Bsend_f08ts
+    SUBROUTINE MPI_Bsend_f08ts_large(buf, count, datatype, dest, tag, comm, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN) :: buf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        INTEGER, INTENT(IN) :: dest, tag
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Bsend_f08ts_large
 END INTERFACE MPI_Bsend
 INTERFACE MPI_Bsend_init
     SUBROUTINE MPI_Bsend_init_f08ts(buf, count, datatype, dest, tag, comm, request, ierror)
@@ -902,6 +1115,17 @@ INTERFACE MPI_Bsend_init
         TYPE(MPI_Request), INTENT(OUT) :: request
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Bsend_init_f08ts
+    SUBROUTINE MPI_Bsend_init_f08ts_large(buf, count, datatype, dest, tag, comm, request, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN), ASYNCHRONOUS :: buf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        INTEGER, INTENT(IN) :: dest, tag
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        TYPE(MPI_Request), INTENT(OUT) :: request
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Bsend_init_f08ts_large
 END INTERFACE MPI_Bsend_init
 INTERFACE MPI_Buffer_attach
     SUBROUTINE MPI_Buffer_attach_f08ts(buffer, size, ierror)
@@ -911,6 +1135,13 @@ INTERFACE MPI_Buffer_attach
         INTEGER, INTENT(IN) :: size
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Buffer_attach_f08ts
+    SUBROUTINE MPI_Buffer_attach_f08ts_large(buffer, size, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), ASYNCHRONOUS :: buffer
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: size
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Buffer_attach_f08ts_large
 END INTERFACE MPI_Buffer_attach
 INTERFACE MPI_Buffer_detach
     SUBROUTINE MPI_Buffer_detach_f08(buffer_addr, size, ierror)
@@ -921,6 +1152,14 @@ INTERFACE MPI_Buffer_detach
         INTEGER, INTENT(OUT) :: size
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Buffer_detach_f08
+    SUBROUTINE MPI_Buffer_detach_f08_large(buffer_addr, size, ierror)
+        USE, INTRINSIC :: ISO_C_BINDING, ONLY : C_PTR
+        IMPORT
+        IMPLICIT NONE
+        TYPE(C_PTR), INTENT(OUT) :: buffer_addr
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(OUT) :: size
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Buffer_detach_f08_large
 END INTERFACE MPI_Buffer_detach
 INTERFACE MPI_Buffer_flush
     SUBROUTINE MPI_Buffer_flush_f08(ierror)
@@ -1056,6 +1295,14 @@ INTERFACE MPI_Comm_attach_buffer
         INTEGER, INTENT(IN) :: size
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Comm_attach_buffer_f08ts
+    SUBROUTINE MPI_Comm_attach_buffer_f08ts_large(comm, buffer, size, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        TYPE(*), DIMENSION(..), ASYNCHRONOUS :: buffer
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: size
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Comm_attach_buffer_f08ts_large
 END INTERFACE MPI_Comm_attach_buffer
 INTERFACE MPI_Comm_call_errhandler
     SUBROUTINE MPI_Comm_call_errhandler_f08(comm, errorcode, ierror)
@@ -1159,6 +1406,15 @@ INTERFACE MPI_Comm_detach_buffer
         INTEGER, INTENT(OUT) :: size
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Comm_detach_buffer_f08
+    SUBROUTINE MPI_Comm_detach_buffer_f08_large(comm, buffer_addr, size, ierror)
+        USE, INTRINSIC :: ISO_C_BINDING, ONLY : C_PTR
+        IMPORT
+        IMPLICIT NONE
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        TYPE(C_PTR), INTENT(OUT) :: buffer_addr
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(OUT) :: size
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Comm_detach_buffer_f08_large
 END INTERFACE MPI_Comm_detach_buffer
 INTERFACE MPI_Comm_disconnect
     SUBROUTINE MPI_Comm_disconnect_f08(comm, ierror)
@@ -1547,6 +1803,17 @@ INTERFACE MPI_Exscan
         TYPE(MPI_Comm), INTENT(IN) :: comm
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Exscan_f08ts
+    SUBROUTINE MPI_Exscan_f08ts_large(sendbuf, recvbuf, count, datatype, op, comm, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN) :: sendbuf
+        TYPE(*), DIMENSION(..) :: recvbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        TYPE(MPI_Op), INTENT(IN) :: op
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Exscan_f08ts_large
 END INTERFACE MPI_Exscan
 INTERFACE MPI_Exscan_init
     SUBROUTINE MPI_Exscan_init_f08ts(sendbuf, recvbuf, count, datatype, op, comm, info, request, ierror)
@@ -1562,6 +1829,19 @@ INTERFACE MPI_Exscan_init
         TYPE(MPI_Request), INTENT(OUT) :: request
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Exscan_init_f08ts
+    SUBROUTINE MPI_Exscan_init_f08ts_large(sendbuf, recvbuf, count, datatype, op, comm, info, request, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN), ASYNCHRONOUS :: sendbuf
+        TYPE(*), DIMENSION(..), ASYNCHRONOUS :: recvbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        TYPE(MPI_Op), INTENT(IN) :: op
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        TYPE(MPI_Info), INTENT(IN) :: info
+        TYPE(MPI_Request), INTENT(OUT) :: request
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Exscan_init_f08ts_large
 END INTERFACE MPI_Exscan_init
 INTERFACE MPI_F_sync_reg
     SUBROUTINE MPI_F_sync_reg_f08ts(buf)
@@ -1733,6 +2013,16 @@ INTERFACE MPI_File_iread
         TYPE(MPI_Request), INTENT(OUT) :: request
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_File_iread_f08ts
+    SUBROUTINE MPI_File_iread_f08ts_large(fh, buf, count, datatype, request, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(MPI_File), INTENT(IN) :: fh
+        TYPE(*), DIMENSION(..), ASYNCHRONOUS :: buf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        TYPE(MPI_Request), INTENT(OUT) :: request
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_File_iread_f08ts_large
 END INTERFACE MPI_File_iread
 INTERFACE MPI_File_iread_all
     SUBROUTINE MPI_File_iread_all_f08ts(fh, buf, count, datatype, request, ierror)
@@ -1745,6 +2035,16 @@ INTERFACE MPI_File_iread_all
         TYPE(MPI_Request), INTENT(OUT) :: request
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_File_iread_all_f08ts
+    SUBROUTINE MPI_File_iread_all_f08ts_large(fh, buf, count, datatype, request, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(MPI_File), INTENT(IN) :: fh
+        TYPE(*), DIMENSION(..), ASYNCHRONOUS :: buf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        TYPE(MPI_Request), INTENT(OUT) :: request
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_File_iread_all_f08ts_large
 END INTERFACE MPI_File_iread_all
 INTERFACE MPI_File_iread_at
     SUBROUTINE MPI_File_iread_at_f08ts(fh, offset, buf, count, datatype, request, ierror)
@@ -1758,6 +2058,17 @@ INTERFACE MPI_File_iread_at
         TYPE(MPI_Request), INTENT(OUT) :: request
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_File_iread_at_f08ts
+    SUBROUTINE MPI_File_iread_at_f08ts_large(fh, offset, buf, count, datatype, request, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(MPI_File), INTENT(IN) :: fh
+        INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+        TYPE(*), DIMENSION(..), ASYNCHRONOUS :: buf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        TYPE(MPI_Request), INTENT(OUT) :: request
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_File_iread_at_f08ts_large
 END INTERFACE MPI_File_iread_at
 INTERFACE MPI_File_iread_at_all
     SUBROUTINE MPI_File_iread_at_all_f08ts(fh, offset, buf, count, datatype, request, ierror)
@@ -1771,6 +2082,17 @@ INTERFACE MPI_File_iread_at_all
         TYPE(MPI_Request), INTENT(OUT) :: request
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_File_iread_at_all_f08ts
+    SUBROUTINE MPI_File_iread_at_all_f08ts_large(fh, offset, buf, count, datatype, request, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(MPI_File), INTENT(IN) :: fh
+        INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+        TYPE(*), DIMENSION(..), ASYNCHRONOUS :: buf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        TYPE(MPI_Request), INTENT(OUT) :: request
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_File_iread_at_all_f08ts_large
 END INTERFACE MPI_File_iread_at_all
 INTERFACE MPI_File_iread_shared
     SUBROUTINE MPI_File_iread_shared_f08ts(fh, buf, count, datatype, request, ierror)
@@ -1783,6 +2105,16 @@ INTERFACE MPI_File_iread_shared
         TYPE(MPI_Request), INTENT(OUT) :: request
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_File_iread_shared_f08ts
+    SUBROUTINE MPI_File_iread_shared_f08ts_large(fh, buf, count, datatype, request, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(MPI_File), INTENT(IN) :: fh
+        TYPE(*), DIMENSION(..), ASYNCHRONOUS :: buf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        TYPE(MPI_Request), INTENT(OUT) :: request
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_File_iread_shared_f08ts_large
 END INTERFACE MPI_File_iread_shared
 INTERFACE MPI_File_iwrite
     SUBROUTINE MPI_File_iwrite_f08ts(fh, buf, count, datatype, request, ierror)
@@ -1795,6 +2127,16 @@ INTERFACE MPI_File_iwrite
         TYPE(MPI_Request), INTENT(OUT) :: request
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_File_iwrite_f08ts
+    SUBROUTINE MPI_File_iwrite_f08ts_large(fh, buf, count, datatype, request, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(MPI_File), INTENT(IN) :: fh
+        TYPE(*), DIMENSION(..), INTENT(IN), ASYNCHRONOUS :: buf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        TYPE(MPI_Request), INTENT(OUT) :: request
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_File_iwrite_f08ts_large
 END INTERFACE MPI_File_iwrite
 INTERFACE MPI_File_iwrite_all
     SUBROUTINE MPI_File_iwrite_all_f08ts(fh, buf, count, datatype, request, ierror)
@@ -1807,6 +2149,16 @@ INTERFACE MPI_File_iwrite_all
         TYPE(MPI_Request), INTENT(OUT) :: request
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_File_iwrite_all_f08ts
+    SUBROUTINE MPI_File_iwrite_all_f08ts_large(fh, buf, count, datatype, request, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(MPI_File), INTENT(IN) :: fh
+        TYPE(*), DIMENSION(..), INTENT(IN), ASYNCHRONOUS :: buf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        TYPE(MPI_Request), INTENT(OUT) :: request
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_File_iwrite_all_f08ts_large
 END INTERFACE MPI_File_iwrite_all
 INTERFACE MPI_File_iwrite_at
     SUBROUTINE MPI_File_iwrite_at_f08ts(fh, offset, buf, count, datatype, request, ierror)
@@ -1820,6 +2172,17 @@ INTERFACE MPI_File_iwrite_at
         TYPE(MPI_Request), INTENT(OUT) :: request
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_File_iwrite_at_f08ts
+    SUBROUTINE MPI_File_iwrite_at_f08ts_large(fh, offset, buf, count, datatype, request, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(MPI_File), INTENT(IN) :: fh
+        INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+        TYPE(*), DIMENSION(..), INTENT(IN), ASYNCHRONOUS :: buf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        TYPE(MPI_Request), INTENT(OUT) :: request
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_File_iwrite_at_f08ts_large
 END INTERFACE MPI_File_iwrite_at
 INTERFACE MPI_File_iwrite_at_all
     SUBROUTINE MPI_File_iwrite_at_all_f08ts(fh, offset, buf, count, datatype, request, ierror)
@@ -1833,6 +2196,17 @@ INTERFACE MPI_File_iwrite_at_all
         TYPE(MPI_Request), INTENT(OUT) :: request
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_File_iwrite_at_all_f08ts
+    SUBROUTINE MPI_File_iwrite_at_all_f08ts_large(fh, offset, buf, count, datatype, request, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(MPI_File), INTENT(IN) :: fh
+        INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+        TYPE(*), DIMENSION(..), INTENT(IN), ASYNCHRONOUS :: buf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        TYPE(MPI_Request), INTENT(OUT) :: request
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_File_iwrite_at_all_f08ts_large
 END INTERFACE MPI_File_iwrite_at_all
 INTERFACE MPI_File_iwrite_shared
     SUBROUTINE MPI_File_iwrite_shared_f08ts(fh, buf, count, datatype, request, ierror)
@@ -1845,6 +2219,16 @@ INTERFACE MPI_File_iwrite_shared
         TYPE(MPI_Request), INTENT(OUT) :: request
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_File_iwrite_shared_f08ts
+    SUBROUTINE MPI_File_iwrite_shared_f08ts_large(fh, buf, count, datatype, request, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(MPI_File), INTENT(IN) :: fh
+        TYPE(*), DIMENSION(..), INTENT(IN), ASYNCHRONOUS :: buf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        TYPE(MPI_Request), INTENT(OUT) :: request
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_File_iwrite_shared_f08ts_large
 END INTERFACE MPI_File_iwrite_shared
 INTERFACE MPI_File_open
     SUBROUTINE MPI_File_open_f08(comm, filename, amode, info, fh, ierror)
@@ -1878,6 +2262,16 @@ INTERFACE MPI_File_read
         TYPE(MPI_Status) :: status
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_File_read_f08ts
+    SUBROUTINE MPI_File_read_f08ts_large(fh, buf, count, datatype, status, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(MPI_File), INTENT(IN) :: fh
+        TYPE(*), DIMENSION(..) :: buf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        TYPE(MPI_Status) :: status
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_File_read_f08ts_large
 END INTERFACE MPI_File_read
 INTERFACE MPI_File_read_all
     SUBROUTINE MPI_File_read_all_f08ts(fh, buf, count, datatype, status, ierror)
@@ -1890,6 +2284,16 @@ INTERFACE MPI_File_read_all
         TYPE(MPI_Status) :: status
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_File_read_all_f08ts
+    SUBROUTINE MPI_File_read_all_f08ts_large(fh, buf, count, datatype, status, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(MPI_File), INTENT(IN) :: fh
+        TYPE(*), DIMENSION(..) :: buf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        TYPE(MPI_Status) :: status
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_File_read_all_f08ts_large
 END INTERFACE MPI_File_read_all
 INTERFACE MPI_File_read_all_begin
     SUBROUTINE MPI_File_read_all_begin_f08ts(fh, buf, count, datatype, ierror)
@@ -1901,6 +2305,15 @@ INTERFACE MPI_File_read_all_begin
         TYPE(MPI_Datatype), INTENT(IN) :: datatype
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_File_read_all_begin_f08ts
+    SUBROUTINE MPI_File_read_all_begin_f08ts_large(fh, buf, count, datatype, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(MPI_File), INTENT(IN) :: fh
+        TYPE(*), DIMENSION(..), ASYNCHRONOUS :: buf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_File_read_all_begin_f08ts_large
 END INTERFACE MPI_File_read_all_begin
 INTERFACE MPI_File_read_all_end
     SUBROUTINE MPI_File_read_all_end_f08ts(fh, buf, status, ierror)
@@ -1924,6 +2337,17 @@ INTERFACE MPI_File_read_at
         TYPE(MPI_Status) :: status
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_File_read_at_f08ts
+    SUBROUTINE MPI_File_read_at_f08ts_large(fh, offset, buf, count, datatype, status, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(MPI_File), INTENT(IN) :: fh
+        INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+        TYPE(*), DIMENSION(..) :: buf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        TYPE(MPI_Status) :: status
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_File_read_at_f08ts_large
 END INTERFACE MPI_File_read_at
 INTERFACE MPI_File_read_at_all
     SUBROUTINE MPI_File_read_at_all_f08ts(fh, offset, buf, count, datatype, status, ierror)
@@ -1937,6 +2361,17 @@ INTERFACE MPI_File_read_at_all
         TYPE(MPI_Status) :: status
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_File_read_at_all_f08ts
+    SUBROUTINE MPI_File_read_at_all_f08ts_large(fh, offset, buf, count, datatype, status, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(MPI_File), INTENT(IN) :: fh
+        INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+        TYPE(*), DIMENSION(..) :: buf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        TYPE(MPI_Status) :: status
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_File_read_at_all_f08ts_large
 END INTERFACE MPI_File_read_at_all
 INTERFACE MPI_File_read_at_all_begin
     SUBROUTINE MPI_File_read_at_all_begin_f08ts(fh, offset, buf, count, datatype, ierror)
@@ -1949,6 +2384,16 @@ INTERFACE MPI_File_read_at_all_begin
         TYPE(MPI_Datatype), INTENT(IN) :: datatype
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_File_read_at_all_begin_f08ts
+    SUBROUTINE MPI_File_read_at_all_begin_f08ts_large(fh, offset, buf, count, datatype, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(MPI_File), INTENT(IN) :: fh
+        INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+        TYPE(*), DIMENSION(..), ASYNCHRONOUS :: buf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_File_read_at_all_begin_f08ts_large
 END INTERFACE MPI_File_read_at_all_begin
 INTERFACE MPI_File_read_at_all_end
     SUBROUTINE MPI_File_read_at_all_end_f08ts(fh, buf, status, ierror)
@@ -1971,6 +2416,16 @@ INTERFACE MPI_File_read_ordered
         TYPE(MPI_Status) :: status
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_File_read_ordered_f08ts
+    SUBROUTINE MPI_File_read_ordered_f08ts_large(fh, buf, count, datatype, status, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(MPI_File), INTENT(IN) :: fh
+        TYPE(*), DIMENSION(..) :: buf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        TYPE(MPI_Status) :: status
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_File_read_ordered_f08ts_large
 END INTERFACE MPI_File_read_ordered
 INTERFACE MPI_File_read_ordered_begin
     SUBROUTINE MPI_File_read_ordered_begin_f08ts(fh, buf, count, datatype, ierror)
@@ -1982,6 +2437,15 @@ INTERFACE MPI_File_read_ordered_begin
         TYPE(MPI_Datatype), INTENT(IN) :: datatype
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_File_read_ordered_begin_f08ts
+    SUBROUTINE MPI_File_read_ordered_begin_f08ts_large(fh, buf, count, datatype, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(MPI_File), INTENT(IN) :: fh
+        TYPE(*), DIMENSION(..), ASYNCHRONOUS :: buf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_File_read_ordered_begin_f08ts_large
 END INTERFACE MPI_File_read_ordered_begin
 INTERFACE MPI_File_read_ordered_end
     SUBROUTINE MPI_File_read_ordered_end_f08ts(fh, buf, status, ierror)
@@ -2004,6 +2468,16 @@ INTERFACE MPI_File_read_shared
         TYPE(MPI_Status) :: status
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_File_read_shared_f08ts
+    SUBROUTINE MPI_File_read_shared_f08ts_large(fh, buf, count, datatype, status, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(MPI_File), INTENT(IN) :: fh
+        TYPE(*), DIMENSION(..) :: buf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        TYPE(MPI_Status) :: status
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_File_read_shared_f08ts_large
 END INTERFACE MPI_File_read_shared
 INTERFACE MPI_File_seek
     SUBROUTINE MPI_File_seek_f08(fh, offset, whence, ierror)
@@ -2092,6 +2566,16 @@ INTERFACE MPI_File_write
         TYPE(MPI_Status) :: status
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_File_write_f08ts
+    SUBROUTINE MPI_File_write_f08ts_large(fh, buf, count, datatype, status, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(MPI_File), INTENT(IN) :: fh
+        TYPE(*), DIMENSION(..), INTENT(IN) :: buf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        TYPE(MPI_Status) :: status
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_File_write_f08ts_large
 END INTERFACE MPI_File_write
 INTERFACE MPI_File_write_all
     SUBROUTINE MPI_File_write_all_f08ts(fh, buf, count, datatype, status, ierror)
@@ -2104,6 +2588,16 @@ INTERFACE MPI_File_write_all
         TYPE(MPI_Status) :: status
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_File_write_all_f08ts
+    SUBROUTINE MPI_File_write_all_f08ts_large(fh, buf, count, datatype, status, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(MPI_File), INTENT(IN) :: fh
+        TYPE(*), DIMENSION(..), INTENT(IN) :: buf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        TYPE(MPI_Status) :: status
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_File_write_all_f08ts_large
 END INTERFACE MPI_File_write_all
 INTERFACE MPI_File_write_all_begin
     SUBROUTINE MPI_File_write_all_begin_f08ts(fh, buf, count, datatype, ierror)
@@ -2115,6 +2609,15 @@ INTERFACE MPI_File_write_all_begin
         TYPE(MPI_Datatype), INTENT(IN) :: datatype
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_File_write_all_begin_f08ts
+    SUBROUTINE MPI_File_write_all_begin_f08ts_large(fh, buf, count, datatype, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(MPI_File), INTENT(IN) :: fh
+        TYPE(*), DIMENSION(..), INTENT(IN), ASYNCHRONOUS :: buf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_File_write_all_begin_f08ts_large
 END INTERFACE MPI_File_write_all_begin
 INTERFACE MPI_File_write_all_end
     SUBROUTINE MPI_File_write_all_end_f08ts(fh, buf, status, ierror)
@@ -2138,6 +2641,17 @@ INTERFACE MPI_File_write_at
         TYPE(MPI_Status) :: status
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_File_write_at_f08ts
+    SUBROUTINE MPI_File_write_at_f08ts_large(fh, offset, buf, count, datatype, status, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(MPI_File), INTENT(IN) :: fh
+        INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+        TYPE(*), DIMENSION(..), INTENT(IN) :: buf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        TYPE(MPI_Status) :: status
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_File_write_at_f08ts_large
 END INTERFACE MPI_File_write_at
 INTERFACE MPI_File_write_at_all
     SUBROUTINE MPI_File_write_at_all_f08ts(fh, offset, buf, count, datatype, status, ierror)
@@ -2151,6 +2665,17 @@ INTERFACE MPI_File_write_at_all
         TYPE(MPI_Status) :: status
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_File_write_at_all_f08ts
+    SUBROUTINE MPI_File_write_at_all_f08ts_large(fh, offset, buf, count, datatype, status, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(MPI_File), INTENT(IN) :: fh
+        INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+        TYPE(*), DIMENSION(..), INTENT(IN) :: buf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        TYPE(MPI_Status) :: status
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_File_write_at_all_f08ts_large
 END INTERFACE MPI_File_write_at_all
 INTERFACE MPI_File_write_at_all_begin
     SUBROUTINE MPI_File_write_at_all_begin_f08ts(fh, offset, buf, count, datatype, ierror)
@@ -2163,6 +2688,16 @@ INTERFACE MPI_File_write_at_all_begin
         TYPE(MPI_Datatype), INTENT(IN) :: datatype
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_File_write_at_all_begin_f08ts
+    SUBROUTINE MPI_File_write_at_all_begin_f08ts_large(fh, offset, buf, count, datatype, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(MPI_File), INTENT(IN) :: fh
+        INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+        TYPE(*), DIMENSION(..), INTENT(IN), ASYNCHRONOUS :: buf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_File_write_at_all_begin_f08ts_large
 END INTERFACE MPI_File_write_at_all_begin
 INTERFACE MPI_File_write_at_all_end
     SUBROUTINE MPI_File_write_at_all_end_f08ts(fh, buf, status, ierror)
@@ -2185,6 +2720,16 @@ INTERFACE MPI_File_write_ordered
         TYPE(MPI_Status) :: status
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_File_write_ordered_f08ts
+    SUBROUTINE MPI_File_write_ordered_f08ts_large(fh, buf, count, datatype, status, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(MPI_File), INTENT(IN) :: fh
+        TYPE(*), DIMENSION(..), INTENT(IN) :: buf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        TYPE(MPI_Status) :: status
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_File_write_ordered_f08ts_large
 END INTERFACE MPI_File_write_ordered
 INTERFACE MPI_File_write_ordered_begin
     SUBROUTINE MPI_File_write_ordered_begin_f08ts(fh, buf, count, datatype, ierror)
@@ -2196,6 +2741,15 @@ INTERFACE MPI_File_write_ordered_begin
         TYPE(MPI_Datatype), INTENT(IN) :: datatype
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_File_write_ordered_begin_f08ts
+    SUBROUTINE MPI_File_write_ordered_begin_f08ts_large(fh, buf, count, datatype, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(MPI_File), INTENT(IN) :: fh
+        TYPE(*), DIMENSION(..), INTENT(IN), ASYNCHRONOUS :: buf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_File_write_ordered_begin_f08ts_large
 END INTERFACE MPI_File_write_ordered_begin
 INTERFACE MPI_File_write_ordered_end
     SUBROUTINE MPI_File_write_ordered_end_f08ts(fh, buf, status, ierror)
@@ -2218,6 +2772,16 @@ INTERFACE MPI_File_write_shared
         TYPE(MPI_Status) :: status
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_File_write_shared_f08ts
+    SUBROUTINE MPI_File_write_shared_f08ts_large(fh, buf, count, datatype, status, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(MPI_File), INTENT(IN) :: fh
+        TYPE(*), DIMENSION(..), INTENT(IN) :: buf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        TYPE(MPI_Status) :: status
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_File_write_shared_f08ts_large
 END INTERFACE MPI_File_write_shared
 INTERFACE MPI_Finalize
     SUBROUTINE MPI_Finalize_f08(ierror)
@@ -2253,6 +2817,17 @@ INTERFACE MPI_Gather
         TYPE(MPI_Comm), INTENT(IN) :: comm
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Gather_f08ts
+    SUBROUTINE MPI_Gather_f08ts_large(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN) :: sendbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount, recvcount
+        TYPE(MPI_Datatype), INTENT(IN) :: sendtype, recvtype
+        TYPE(*), DIMENSION(..) :: recvbuf
+        INTEGER, INTENT(IN) :: root
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Gather_f08ts_large
 END INTERFACE MPI_Gather
 INTERFACE MPI_Gather_init
     SUBROUTINE MPI_Gather_init_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, &
@@ -2268,6 +2843,20 @@ INTERFACE MPI_Gather_init
         TYPE(MPI_Request), INTENT(OUT) :: request
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Gather_init_f08ts
+    SUBROUTINE MPI_Gather_init_f08ts_large(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, &
+        info, request, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN), ASYNCHRONOUS :: sendbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount, recvcount
+        TYPE(MPI_Datatype), INTENT(IN) :: sendtype, recvtype
+        TYPE(*), DIMENSION(..), ASYNCHRONOUS :: recvbuf
+        INTEGER, INTENT(IN) :: root
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        TYPE(MPI_Info), INTENT(IN) :: info
+        TYPE(MPI_Request), INTENT(OUT) :: request
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Gather_init_f08ts_large
 END INTERFACE MPI_Gather_init
 INTERFACE MPI_Gatherv
     SUBROUTINE MPI_Gatherv_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, &
@@ -2281,6 +2870,19 @@ INTERFACE MPI_Gatherv
         TYPE(MPI_Comm), INTENT(IN) :: comm
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Gatherv_f08ts
+    SUBROUTINE MPI_Gatherv_f08ts_large(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, &
+        comm, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN) :: sendbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount, recvcounts(*)
+        TYPE(MPI_Datatype), INTENT(IN) :: sendtype, recvtype
+        TYPE(*), DIMENSION(..) :: recvbuf
+        INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: displs(*)
+        INTEGER, INTENT(IN) :: root
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Gatherv_f08ts_large
 END INTERFACE MPI_Gatherv
 INTERFACE MPI_Gatherv_init
     SUBROUTINE MPI_Gatherv_init_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, &
@@ -2297,6 +2899,22 @@ INTERFACE MPI_Gatherv_init
         TYPE(MPI_Request), INTENT(OUT) :: request
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Gatherv_init_f08ts
+    SUBROUTINE MPI_Gatherv_init_f08ts_large(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, &
+        root, comm, info, request, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN), ASYNCHRONOUS :: sendbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
+        TYPE(MPI_Datatype), INTENT(IN) :: sendtype, recvtype
+        TYPE(*), DIMENSION(..), ASYNCHRONOUS :: recvbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN), ASYNCHRONOUS :: recvcounts(*)
+        INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN), ASYNCHRONOUS :: displs(*)
+        INTEGER, INTENT(IN) :: root
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        TYPE(MPI_Info), INTENT(IN) :: info
+        TYPE(MPI_Request), INTENT(OUT) :: request
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Gatherv_init_f08ts_large
 END INTERFACE MPI_Gatherv_init
 INTERFACE MPI_Get
     SUBROUTINE MPI_Get_f08ts(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, &
@@ -2310,6 +2928,18 @@ INTERFACE MPI_Get
         TYPE(MPI_Win), INTENT(IN) :: win
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Get_f08ts
+    SUBROUTINE MPI_Get_f08ts_large(origin_addr, origin_count, origin_datatype, target_rank, target_disp, &
+        target_count, target_datatype, win, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), ASYNCHRONOUS :: origin_addr
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: origin_count, target_count
+        TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype, target_datatype
+        INTEGER, INTENT(IN) :: target_rank
+        INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: target_disp
+        TYPE(MPI_Win), INTENT(IN) :: win
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Get_f08ts_large
 END INTERFACE MPI_Get
 INTERFACE MPI_Get_accumulate
     SUBROUTINE MPI_Get_accumulate_f08ts(origin_addr, origin_count, origin_datatype, result_addr, result_count, &
@@ -2325,6 +2955,20 @@ INTERFACE MPI_Get_accumulate
         TYPE(MPI_Win), INTENT(IN) :: win
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Get_accumulate_f08ts
+    SUBROUTINE MPI_Get_accumulate_f08ts_large(origin_addr, origin_count, origin_datatype, result_addr, result_count, &
+        result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN), ASYNCHRONOUS :: origin_addr
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: origin_count, result_count, target_count
+        TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype, result_datatype, target_datatype
+        TYPE(*), DIMENSION(..), ASYNCHRONOUS :: result_addr
+        INTEGER, INTENT(IN) :: target_rank
+        INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: target_disp
+        TYPE(MPI_Op), INTENT(IN) :: op
+        TYPE(MPI_Win), INTENT(IN) :: win
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Get_accumulate_f08ts_large
 END INTERFACE MPI_Get_accumulate
 INTERFACE MPI_Get_address
     SUBROUTINE MPI_Get_address_f08ts(location, address, ierror)
@@ -2344,6 +2988,14 @@ INTERFACE MPI_Get_count
         INTEGER, INTENT(OUT) :: count
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Get_count_f08
+    SUBROUTINE MPI_Get_count_f08_large(status, datatype, count, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(MPI_Status), INTENT(IN) :: status
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(OUT) :: count
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Get_count_f08_large
 END INTERFACE MPI_Get_count
 INTERFACE MPI_Get_elements
     SUBROUTINE MPI_Get_elements_f08(status, datatype, count, ierror)
@@ -2354,6 +3006,14 @@ INTERFACE MPI_Get_elements
         INTEGER, INTENT(OUT) :: count
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Get_elements_f08
+    SUBROUTINE MPI_Get_elements_f08_large(status, datatype, count, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(MPI_Status), INTENT(IN) :: status
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(OUT) :: count
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Get_elements_f08_large
 END INTERFACE MPI_Get_elements
 INTERFACE MPI_Get_elements_x
     SUBROUTINE MPI_Get_elements_x_f08(status, datatype, count, ierror)
@@ -2613,6 +3273,18 @@ INTERFACE MPI_Iallgather
         TYPE(MPI_Request), INTENT(OUT) :: request
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Iallgather_f08ts
+    SUBROUTINE MPI_Iallgather_f08ts_large(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, &
+        ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN), ASYNCHRONOUS :: sendbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount, recvcount
+        TYPE(MPI_Datatype), INTENT(IN) :: sendtype, recvtype
+        TYPE(*), DIMENSION(..), ASYNCHRONOUS :: recvbuf
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        TYPE(MPI_Request), INTENT(OUT) :: request
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Iallgather_f08ts_large
 END INTERFACE MPI_Iallgather
 INTERFACE MPI_Iallgatherv
     SUBROUTINE MPI_Iallgatherv_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, &
@@ -2628,6 +3300,20 @@ INTERFACE MPI_Iallgatherv
         TYPE(MPI_Request), INTENT(OUT) :: request
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Iallgatherv_f08ts
+    SUBROUTINE MPI_Iallgatherv_f08ts_large(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, &
+        request, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN), ASYNCHRONOUS :: sendbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
+        TYPE(MPI_Datatype), INTENT(IN) :: sendtype, recvtype
+        TYPE(*), DIMENSION(..), ASYNCHRONOUS :: recvbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN), ASYNCHRONOUS :: recvcounts(*)
+        INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN), ASYNCHRONOUS :: displs(*)
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        TYPE(MPI_Request), INTENT(OUT) :: request
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Iallgatherv_f08ts_large
 END INTERFACE MPI_Iallgatherv
 INTERFACE MPI_Iallreduce
     SUBROUTINE MPI_Iallreduce_f08ts(sendbuf, recvbuf, count, datatype, op, comm, request, ierror)
@@ -2642,6 +3328,18 @@ INTERFACE MPI_Iallreduce
         TYPE(MPI_Request), INTENT(OUT) :: request
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Iallreduce_f08ts
+    SUBROUTINE MPI_Iallreduce_f08ts_large(sendbuf, recvbuf, count, datatype, op, comm, request, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN), ASYNCHRONOUS :: sendbuf
+        TYPE(*), DIMENSION(..), ASYNCHRONOUS :: recvbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        TYPE(MPI_Op), INTENT(IN) :: op
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        TYPE(MPI_Request), INTENT(OUT) :: request
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Iallreduce_f08ts_large
 END INTERFACE MPI_Iallreduce
 INTERFACE MPI_Ialltoall
     SUBROUTINE MPI_Ialltoall_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, ierror)
@@ -2655,6 +3353,18 @@ INTERFACE MPI_Ialltoall
         TYPE(MPI_Request), INTENT(OUT) :: request
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Ialltoall_f08ts
+    SUBROUTINE MPI_Ialltoall_f08ts_large(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, &
+        ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN), ASYNCHRONOUS :: sendbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount, recvcount
+        TYPE(MPI_Datatype), INTENT(IN) :: sendtype, recvtype
+        TYPE(*), DIMENSION(..), ASYNCHRONOUS :: recvbuf
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        TYPE(MPI_Request), INTENT(OUT) :: request
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Ialltoall_f08ts_large
 END INTERFACE MPI_Ialltoall
 INTERFACE MPI_Ialltoallv
     SUBROUTINE MPI_Ialltoallv_f08ts(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, &
@@ -2669,6 +3379,19 @@ INTERFACE MPI_Ialltoallv
         TYPE(MPI_Request), INTENT(OUT) :: request
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Ialltoallv_f08ts
+    SUBROUTINE MPI_Ialltoallv_f08ts_large(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, &
+        recvtype, comm, request, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN), ASYNCHRONOUS :: sendbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN), ASYNCHRONOUS :: sendcounts(*), recvcounts(*)
+        INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN), ASYNCHRONOUS :: sdispls(*), rdispls(*)
+        TYPE(MPI_Datatype), INTENT(IN) :: sendtype, recvtype
+        TYPE(*), DIMENSION(..), ASYNCHRONOUS :: recvbuf
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        TYPE(MPI_Request), INTENT(OUT) :: request
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Ialltoallv_f08ts_large
 END INTERFACE MPI_Ialltoallv
 INTERFACE MPI_Ialltoallw
     SUBROUTINE MPI_Ialltoallw_f08ts(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, &
@@ -2683,6 +3406,19 @@ INTERFACE MPI_Ialltoallw
         TYPE(MPI_Request), INTENT(OUT) :: request
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Ialltoallw_f08ts
+    SUBROUTINE MPI_Ialltoallw_f08ts_large(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, &
+        recvtypes, comm, request, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN), ASYNCHRONOUS :: sendbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN), ASYNCHRONOUS :: sendcounts(*), recvcounts(*)
+        INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN), ASYNCHRONOUS :: sdispls(*), rdispls(*)
+        TYPE(MPI_Datatype), INTENT(IN), ASYNCHRONOUS :: sendtypes(*), recvtypes(*)
+        TYPE(*), DIMENSION(..), ASYNCHRONOUS :: recvbuf
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        TYPE(MPI_Request), INTENT(OUT) :: request
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Ialltoallw_f08ts_large
 END INTERFACE MPI_Ialltoallw
 INTERFACE MPI_Ibarrier
     SUBROUTINE MPI_Ibarrier_f08(comm, request, ierror)
@@ -2704,6 +3440,17 @@ INTERFACE MPI_Ibcast
         TYPE(MPI_Request), INTENT(OUT) :: request
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Ibcast_f08ts
+    SUBROUTINE MPI_Ibcast_f08ts_large(buffer, count, datatype, root, comm, request, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), ASYNCHRONOUS :: buffer
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        INTEGER, INTENT(IN) :: root
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        TYPE(MPI_Request), INTENT(OUT) :: request
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Ibcast_f08ts_large
 END INTERFACE MPI_Ibcast
 INTERFACE MPI_Ibsend
     SUBROUTINE MPI_Ibsend_f08ts(buf, count, datatype, dest, tag, comm, request, ierror)
@@ -2716,6 +3463,17 @@ INTERFACE MPI_Ibsend
         TYPE(MPI_Request), INTENT(OUT) :: request
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Ibsend_f08ts
+    SUBROUTINE MPI_Ibsend_f08ts_large(buf, count, datatype, dest, tag, comm, request, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN), ASYNCHRONOUS :: buf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        INTEGER, INTENT(IN) :: dest, tag
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        TYPE(MPI_Request), INTENT(OUT) :: request
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Ibsend_f08ts_large
 END INTERFACE MPI_Ibsend
 INTERFACE MPI_Iexscan
     SUBROUTINE MPI_Iexscan_f08ts(sendbuf, recvbuf, count, datatype, op, comm, request, ierror)
@@ -2730,6 +3488,18 @@ INTERFACE MPI_Iexscan
         TYPE(MPI_Request), INTENT(OUT) :: request
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Iexscan_f08ts
+    SUBROUTINE MPI_Iexscan_f08ts_large(sendbuf, recvbuf, count, datatype, op, comm, request, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN), ASYNCHRONOUS :: sendbuf
+        TYPE(*), DIMENSION(..), ASYNCHRONOUS :: recvbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        TYPE(MPI_Op), INTENT(IN) :: op
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        TYPE(MPI_Request), INTENT(OUT) :: request
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Iexscan_f08ts_large
 END INTERFACE MPI_Iexscan
 INTERFACE MPI_Igather
     SUBROUTINE MPI_Igather_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request, &
@@ -2744,6 +3514,19 @@ INTERFACE MPI_Igather
         TYPE(MPI_Request), INTENT(OUT) :: request
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Igather_f08ts
+    SUBROUTINE MPI_Igather_f08ts_large(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, &
+        request, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN), ASYNCHRONOUS :: sendbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount, recvcount
+        TYPE(MPI_Datatype), INTENT(IN) :: sendtype, recvtype
+        TYPE(*), DIMENSION(..), ASYNCHRONOUS :: recvbuf
+        INTEGER, INTENT(IN) :: root
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        TYPE(MPI_Request), INTENT(OUT) :: request
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Igather_f08ts_large
 END INTERFACE MPI_Igather
 INTERFACE MPI_Igatherv
     SUBROUTINE MPI_Igatherv_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, &
@@ -2759,6 +3542,21 @@ INTERFACE MPI_Igatherv
         TYPE(MPI_Request), INTENT(OUT) :: request
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Igatherv_f08ts
+    SUBROUTINE MPI_Igatherv_f08ts_large(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, &
+        comm, request, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN), ASYNCHRONOUS :: sendbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
+        TYPE(MPI_Datatype), INTENT(IN) :: sendtype, recvtype
+        TYPE(*), DIMENSION(..), ASYNCHRONOUS :: recvbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN), ASYNCHRONOUS :: recvcounts(*)
+        INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN), ASYNCHRONOUS :: displs(*)
+        INTEGER, INTENT(IN) :: root
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        TYPE(MPI_Request), INTENT(OUT) :: request
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Igatherv_f08ts_large
 END INTERFACE MPI_Igatherv
 INTERFACE MPI_Improbe
     SUBROUTINE MPI_Improbe_f08(source, tag, comm, flag, message, status, ierror)
@@ -2783,6 +3581,16 @@ INTERFACE MPI_Imrecv
         TYPE(MPI_Request), INTENT(OUT) :: request
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Imrecv_f08ts
+    SUBROUTINE MPI_Imrecv_f08ts_large(buf, count, datatype, message, request, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), ASYNCHRONOUS :: buf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        TYPE(MPI_Message), INTENT(INOUT) :: message
+        TYPE(MPI_Request), INTENT(OUT) :: request
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Imrecv_f08ts_large
 END INTERFACE MPI_Imrecv
 INTERFACE MPI_Ineighbor_allgather
     SUBROUTINE MPI_Ineighbor_allgather_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, &
@@ -2797,6 +3605,18 @@ INTERFACE MPI_Ineighbor_allgather
         TYPE(MPI_Request), INTENT(OUT) :: request
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Ineighbor_allgather_f08ts
+    SUBROUTINE MPI_Ineighbor_allgather_f08ts_large(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, &
+        request, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN), ASYNCHRONOUS :: sendbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount, recvcount
+        TYPE(MPI_Datatype), INTENT(IN) :: sendtype, recvtype
+        TYPE(*), DIMENSION(..), ASYNCHRONOUS :: recvbuf
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        TYPE(MPI_Request), INTENT(OUT) :: request
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Ineighbor_allgather_f08ts_large
 END INTERFACE MPI_Ineighbor_allgather
 INTERFACE MPI_Ineighbor_allgatherv
     SUBROUTINE MPI_Ineighbor_allgatherv_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, &
@@ -2812,6 +3632,20 @@ INTERFACE MPI_Ineighbor_allgatherv
         TYPE(MPI_Request), INTENT(OUT) :: request
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Ineighbor_allgatherv_f08ts
+    SUBROUTINE MPI_Ineighbor_allgatherv_f08ts_large(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, &
+        recvtype, comm, request, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN), ASYNCHRONOUS :: sendbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
+        TYPE(MPI_Datatype), INTENT(IN) :: sendtype, recvtype
+        TYPE(*), DIMENSION(..), ASYNCHRONOUS :: recvbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN), ASYNCHRONOUS :: recvcounts(*)
+        INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN), ASYNCHRONOUS :: displs(*)
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        TYPE(MPI_Request), INTENT(OUT) :: request
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Ineighbor_allgatherv_f08ts_large
 END INTERFACE MPI_Ineighbor_allgatherv
 INTERFACE MPI_Ineighbor_alltoall
     SUBROUTINE MPI_Ineighbor_alltoall_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, &
@@ -2826,6 +3660,18 @@ INTERFACE MPI_Ineighbor_alltoall
         TYPE(MPI_Request), INTENT(OUT) :: request
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Ineighbor_alltoall_f08ts
+    SUBROUTINE MPI_Ineighbor_alltoall_f08ts_large(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, &
+        request, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN), ASYNCHRONOUS :: sendbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount, recvcount
+        TYPE(MPI_Datatype), INTENT(IN) :: sendtype, recvtype
+        TYPE(*), DIMENSION(..), ASYNCHRONOUS :: recvbuf
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        TYPE(MPI_Request), INTENT(OUT) :: request
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Ineighbor_alltoall_f08ts_large
 END INTERFACE MPI_Ineighbor_alltoall
 INTERFACE MPI_Ineighbor_alltoallv
     SUBROUTINE MPI_Ineighbor_alltoallv_f08ts(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, &
@@ -2840,6 +3686,19 @@ INTERFACE MPI_Ineighbor_alltoallv
         TYPE(MPI_Request), INTENT(OUT) :: request
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Ineighbor_alltoallv_f08ts
+    SUBROUTINE MPI_Ineighbor_alltoallv_f08ts_large(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, &
+        rdispls, recvtype, comm, request, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN), ASYNCHRONOUS :: sendbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN), ASYNCHRONOUS :: sendcounts(*), recvcounts(*)
+        INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN), ASYNCHRONOUS :: sdispls(*), rdispls(*)
+        TYPE(MPI_Datatype), INTENT(IN) :: sendtype, recvtype
+        TYPE(*), DIMENSION(..), ASYNCHRONOUS :: recvbuf
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        TYPE(MPI_Request), INTENT(OUT) :: request
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Ineighbor_alltoallv_f08ts_large
 END INTERFACE MPI_Ineighbor_alltoallv
 INTERFACE MPI_Ineighbor_alltoallw
     SUBROUTINE MPI_Ineighbor_alltoallw_f08ts(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, &
@@ -2855,6 +3714,19 @@ INTERFACE MPI_Ineighbor_alltoallw
         TYPE(MPI_Request), INTENT(OUT) :: request
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Ineighbor_alltoallw_f08ts
+    SUBROUTINE MPI_Ineighbor_alltoallw_f08ts_large(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, &
+        rdispls, recvtypes, comm, request, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN), ASYNCHRONOUS :: sendbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN), ASYNCHRONOUS :: sendcounts(*), recvcounts(*)
+        INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN), ASYNCHRONOUS :: sdispls(*), rdispls(*)
+        TYPE(MPI_Datatype), INTENT(IN), ASYNCHRONOUS :: sendtypes(*), recvtypes(*)
+        TYPE(*), DIMENSION(..), ASYNCHRONOUS :: recvbuf
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        TYPE(MPI_Request), INTENT(OUT) :: request
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Ineighbor_alltoallw_f08ts_large
 END INTERFACE MPI_Ineighbor_alltoallw
 INTERFACE MPI_Info_create
     SUBROUTINE MPI_Info_create_f08(info, ierror)
@@ -3041,6 +3913,17 @@ INTERFACE MPI_Irecv
         TYPE(MPI_Request), INTENT(OUT) :: request
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Irecv_f08ts
+    SUBROUTINE MPI_Irecv_f08ts_large(buf, count, datatype, source, tag, comm, request, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), ASYNCHRONOUS :: buf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        INTEGER, INTENT(IN) :: source, tag
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        TYPE(MPI_Request), INTENT(OUT) :: request
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Irecv_f08ts_large
 END INTERFACE MPI_Irecv
 INTERFACE MPI_Ireduce
     SUBROUTINE MPI_Ireduce_f08ts(sendbuf, recvbuf, count, datatype, op, root, comm, request, ierror)
@@ -3055,6 +3938,19 @@ INTERFACE MPI_Ireduce
         TYPE(MPI_Request), INTENT(OUT) :: request
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Ireduce_f08ts
+    SUBROUTINE MPI_Ireduce_f08ts_large(sendbuf, recvbuf, count, datatype, op, root, comm, request, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN), ASYNCHRONOUS :: sendbuf
+        TYPE(*), DIMENSION(..), ASYNCHRONOUS :: recvbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        TYPE(MPI_Op), INTENT(IN) :: op
+        INTEGER, INTENT(IN) :: root
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        TYPE(MPI_Request), INTENT(OUT) :: request
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Ireduce_f08ts_large
 END INTERFACE MPI_Ireduce
 INTERFACE MPI_Ireduce_scatter
     SUBROUTINE MPI_Ireduce_scatter_f08ts(sendbuf, recvbuf, recvcounts, datatype, op, comm, request, ierror)
@@ -3069,6 +3965,18 @@ INTERFACE MPI_Ireduce_scatter
         TYPE(MPI_Request), INTENT(OUT) :: request
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Ireduce_scatter_f08ts
+    SUBROUTINE MPI_Ireduce_scatter_f08ts_large(sendbuf, recvbuf, recvcounts, datatype, op, comm, request, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN), ASYNCHRONOUS :: sendbuf
+        TYPE(*), DIMENSION(..), ASYNCHRONOUS :: recvbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN), ASYNCHRONOUS :: recvcounts(*)
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        TYPE(MPI_Op), INTENT(IN) :: op
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        TYPE(MPI_Request), INTENT(OUT) :: request
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Ireduce_scatter_f08ts_large
 END INTERFACE MPI_Ireduce_scatter
 INTERFACE MPI_Ireduce_scatter_block
     SUBROUTINE MPI_Ireduce_scatter_block_f08ts(sendbuf, recvbuf, recvcount, datatype, op, comm, request, ierror)
@@ -3083,6 +3991,18 @@ INTERFACE MPI_Ireduce_scatter_block
         TYPE(MPI_Request), INTENT(OUT) :: request
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Ireduce_scatter_block_f08ts
+    SUBROUTINE MPI_Ireduce_scatter_block_f08ts_large(sendbuf, recvbuf, recvcount, datatype, op, comm, request, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN), ASYNCHRONOUS :: sendbuf
+        TYPE(*), DIMENSION(..), ASYNCHRONOUS :: recvbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        TYPE(MPI_Op), INTENT(IN) :: op
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        TYPE(MPI_Request), INTENT(OUT) :: request
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Ireduce_scatter_block_f08ts_large
 END INTERFACE MPI_Ireduce_scatter_block
 INTERFACE MPI_Irsend
     SUBROUTINE MPI_Irsend_f08ts(buf, count, datatype, dest, tag, comm, request, ierror)
@@ -3095,6 +4015,17 @@ INTERFACE MPI_Irsend
         TYPE(MPI_Request), INTENT(OUT) :: request
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Irsend_f08ts
+    SUBROUTINE MPI_Irsend_f08ts_large(buf, count, datatype, dest, tag, comm, request, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN), ASYNCHRONOUS :: buf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        INTEGER, INTENT(IN) :: dest, tag
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        TYPE(MPI_Request), INTENT(OUT) :: request
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Irsend_f08ts_large
 END INTERFACE MPI_Irsend
 INTERFACE MPI_Is_thread_main
     SUBROUTINE MPI_Is_thread_main_f08(flag, ierror)
@@ -3117,6 +4048,18 @@ INTERFACE MPI_Iscan
         TYPE(MPI_Request), INTENT(OUT) :: request
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Iscan_f08ts
+    SUBROUTINE MPI_Iscan_f08ts_large(sendbuf, recvbuf, count, datatype, op, comm, request, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN), ASYNCHRONOUS :: sendbuf
+        TYPE(*), DIMENSION(..), ASYNCHRONOUS :: recvbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        TYPE(MPI_Op), INTENT(IN) :: op
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        TYPE(MPI_Request), INTENT(OUT) :: request
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Iscan_f08ts_large
 END INTERFACE MPI_Iscan
 INTERFACE MPI_Iscatter
     SUBROUTINE MPI_Iscatter_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request, &
@@ -3131,6 +4074,19 @@ INTERFACE MPI_Iscatter
         TYPE(MPI_Request), INTENT(OUT) :: request
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Iscatter_f08ts
+    SUBROUTINE MPI_Iscatter_f08ts_large(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, &
+        request, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN), ASYNCHRONOUS :: sendbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount, recvcount
+        TYPE(MPI_Datatype), INTENT(IN) :: sendtype, recvtype
+        TYPE(*), DIMENSION(..), ASYNCHRONOUS :: recvbuf
+        INTEGER, INTENT(IN) :: root
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        TYPE(MPI_Request), INTENT(OUT) :: request
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Iscatter_f08ts_large
 END INTERFACE MPI_Iscatter
 INTERFACE MPI_Iscatterv
     SUBROUTINE MPI_Iscatterv_f08ts(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, &
@@ -3146,6 +4102,21 @@ INTERFACE MPI_Iscatterv
         TYPE(MPI_Request), INTENT(OUT) :: request
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Iscatterv_f08ts
+    SUBROUTINE MPI_Iscatterv_f08ts_large(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, &
+        comm, request, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN), ASYNCHRONOUS :: sendbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN), ASYNCHRONOUS :: sendcounts(*)
+        INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN), ASYNCHRONOUS :: displs(*)
+        TYPE(MPI_Datatype), INTENT(IN) :: sendtype, recvtype
+        TYPE(*), DIMENSION(..), ASYNCHRONOUS :: recvbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
+        INTEGER, INTENT(IN) :: root
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        TYPE(MPI_Request), INTENT(OUT) :: request
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Iscatterv_f08ts_large
 END INTERFACE MPI_Iscatterv
 INTERFACE MPI_Isend
     SUBROUTINE MPI_Isend_f08ts(buf, count, datatype, dest, tag, comm, request, ierror)
@@ -3158,6 +4129,17 @@ INTERFACE MPI_Isend
         TYPE(MPI_Request), INTENT(OUT) :: request
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Isend_f08ts
+    SUBROUTINE MPI_Isend_f08ts_large(buf, count, datatype, dest, tag, comm, request, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN), ASYNCHRONOUS :: buf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        INTEGER, INTENT(IN) :: dest, tag
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        TYPE(MPI_Request), INTENT(OUT) :: request
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Isend_f08ts_large
 END INTERFACE MPI_Isend
 INTERFACE MPI_Isendrecv
     SUBROUTINE MPI_Isendrecv_f08ts(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, &
@@ -3172,6 +4154,19 @@ INTERFACE MPI_Isendrecv
         TYPE(MPI_Request), INTENT(OUT) :: request
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Isendrecv_f08ts
+    SUBROUTINE MPI_Isendrecv_f08ts_large(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, &
+        source, recvtag, comm, request, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN), ASYNCHRONOUS :: sendbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount, recvcount
+        TYPE(MPI_Datatype), INTENT(IN) :: sendtype, recvtype
+        INTEGER, INTENT(IN) :: dest, sendtag, source, recvtag
+        TYPE(*), DIMENSION(..), ASYNCHRONOUS :: recvbuf
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        TYPE(MPI_Request), INTENT(OUT) :: request
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Isendrecv_f08ts_large
 END INTERFACE MPI_Isendrecv
 INTERFACE MPI_Isendrecv_replace
     SUBROUTINE MPI_Isendrecv_replace_f08ts(buf, count, datatype, dest, sendtag, source, recvtag, comm, request, ierror)
@@ -3184,6 +4179,18 @@ INTERFACE MPI_Isendrecv_replace
         TYPE(MPI_Request), INTENT(OUT) :: request
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Isendrecv_replace_f08ts
+    SUBROUTINE MPI_Isendrecv_replace_f08ts_large(buf, count, datatype, dest, sendtag, source, recvtag, comm, request, &
+        ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), ASYNCHRONOUS :: buf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        INTEGER, INTENT(IN) :: dest, sendtag, source, recvtag
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        TYPE(MPI_Request), INTENT(OUT) :: request
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Isendrecv_replace_f08ts_large
 END INTERFACE MPI_Isendrecv_replace
 INTERFACE MPI_Issend
     SUBROUTINE MPI_Issend_f08ts(buf, count, datatype, dest, tag, comm, request, ierror)
@@ -3196,6 +4203,17 @@ INTERFACE MPI_Issend
         TYPE(MPI_Request), INTENT(OUT) :: request
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Issend_f08ts
+    SUBROUTINE MPI_Issend_f08ts_large(buf, count, datatype, dest, tag, comm, request, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN), ASYNCHRONOUS :: buf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        INTEGER, INTENT(IN) :: dest, tag
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        TYPE(MPI_Request), INTENT(OUT) :: request
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Issend_f08ts_large
 END INTERFACE MPI_Issend
 INTERFACE MPI_Lookup_name
     SUBROUTINE MPI_Lookup_name_f08(service_name, info, port_name, ierror)
@@ -3229,6 +4247,16 @@ INTERFACE MPI_Mrecv
         TYPE(MPI_Status) :: status
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Mrecv_f08ts
+    SUBROUTINE MPI_Mrecv_f08ts_large(buf, count, datatype, message, status, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..) :: buf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        TYPE(MPI_Message), INTENT(INOUT) :: message
+        TYPE(MPI_Status) :: status
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Mrecv_f08ts_large
 END INTERFACE MPI_Mrecv
 INTERFACE MPI_Neighbor_allgather
     SUBROUTINE MPI_Neighbor_allgather_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, ierror)
@@ -3241,6 +4269,17 @@ INTERFACE MPI_Neighbor_allgather
         TYPE(MPI_Comm), INTENT(IN) :: comm
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Neighbor_allgather_f08ts
+    SUBROUTINE MPI_Neighbor_allgather_f08ts_large(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, &
+        ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN) :: sendbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount, recvcount
+        TYPE(MPI_Datatype), INTENT(IN) :: sendtype, recvtype
+        TYPE(*), DIMENSION(..) :: recvbuf
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Neighbor_allgather_f08ts_large
 END INTERFACE MPI_Neighbor_allgather
 INTERFACE MPI_Neighbor_allgather_init
     SUBROUTINE MPI_Neighbor_allgather_init_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, &
@@ -3256,6 +4295,19 @@ INTERFACE MPI_Neighbor_allgather_init
         TYPE(MPI_Request), INTENT(OUT) :: request
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Neighbor_allgather_init_f08ts
+    SUBROUTINE MPI_Neighbor_allgather_init_f08ts_large(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, &
+        comm, info, request, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN), ASYNCHRONOUS :: sendbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount, recvcount
+        TYPE(MPI_Datatype), INTENT(IN) :: sendtype, recvtype
+        TYPE(*), DIMENSION(..), ASYNCHRONOUS :: recvbuf
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        TYPE(MPI_Info), INTENT(IN) :: info
+        TYPE(MPI_Request), INTENT(OUT) :: request
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Neighbor_allgather_init_f08ts_large
 END INTERFACE MPI_Neighbor_allgather_init
 INTERFACE MPI_Neighbor_allgatherv
     SUBROUTINE MPI_Neighbor_allgatherv_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, &
@@ -3269,6 +4321,18 @@ INTERFACE MPI_Neighbor_allgatherv
         TYPE(MPI_Comm), INTENT(IN) :: comm
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Neighbor_allgatherv_f08ts
+    SUBROUTINE MPI_Neighbor_allgatherv_f08ts_large(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, &
+        recvtype, comm, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN) :: sendbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount, recvcounts(*)
+        TYPE(MPI_Datatype), INTENT(IN) :: sendtype, recvtype
+        TYPE(*), DIMENSION(..) :: recvbuf
+        INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: displs(*)
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Neighbor_allgatherv_f08ts_large
 END INTERFACE MPI_Neighbor_allgatherv
 INTERFACE MPI_Neighbor_allgatherv_init
     SUBROUTINE MPI_Neighbor_allgatherv_init_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, &
@@ -3285,6 +4349,21 @@ INTERFACE MPI_Neighbor_allgatherv_init
         TYPE(MPI_Request), INTENT(OUT) :: request
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Neighbor_allgatherv_init_f08ts
+    SUBROUTINE MPI_Neighbor_allgatherv_init_f08ts_large(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, &
+        recvtype, comm, info, request, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN), ASYNCHRONOUS :: sendbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
+        TYPE(MPI_Datatype), INTENT(IN) :: sendtype, recvtype
+        TYPE(*), DIMENSION(..), ASYNCHRONOUS :: recvbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN), ASYNCHRONOUS :: recvcounts(*)
+        INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: displs(*)
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        TYPE(MPI_Info), INTENT(IN) :: info
+        TYPE(MPI_Request), INTENT(OUT) :: request
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Neighbor_allgatherv_init_f08ts_large
 END INTERFACE MPI_Neighbor_allgatherv_init
 INTERFACE MPI_Neighbor_alltoall
     SUBROUTINE MPI_Neighbor_alltoall_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, ierror)
@@ -3297,6 +4376,17 @@ INTERFACE MPI_Neighbor_alltoall
         TYPE(MPI_Comm), INTENT(IN) :: comm
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Neighbor_alltoall_f08ts
+    SUBROUTINE MPI_Neighbor_alltoall_f08ts_large(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, &
+        ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN) :: sendbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount, recvcount
+        TYPE(MPI_Datatype), INTENT(IN) :: sendtype, recvtype
+        TYPE(*), DIMENSION(..) :: recvbuf
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Neighbor_alltoall_f08ts_large
 END INTERFACE MPI_Neighbor_alltoall
 INTERFACE MPI_Neighbor_alltoall_init
     SUBROUTINE MPI_Neighbor_alltoall_init_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, &
@@ -3312,6 +4402,19 @@ INTERFACE MPI_Neighbor_alltoall_init
         TYPE(MPI_Request), INTENT(OUT) :: request
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Neighbor_alltoall_init_f08ts
+    SUBROUTINE MPI_Neighbor_alltoall_init_f08ts_large(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, &
+        comm, info, request, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN), ASYNCHRONOUS :: sendbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount, recvcount
+        TYPE(MPI_Datatype), INTENT(IN) :: sendtype, recvtype
+        TYPE(*), DIMENSION(..), ASYNCHRONOUS :: recvbuf
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        TYPE(MPI_Info), INTENT(IN) :: info
+        TYPE(MPI_Request), INTENT(OUT) :: request
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Neighbor_alltoall_init_f08ts_large
 END INTERFACE MPI_Neighbor_alltoall_init
 INTERFACE MPI_Neighbor_alltoallv
     SUBROUTINE MPI_Neighbor_alltoallv_f08ts(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, &
@@ -3325,6 +4428,18 @@ INTERFACE MPI_Neighbor_alltoallv
         TYPE(MPI_Comm), INTENT(IN) :: comm
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Neighbor_alltoallv_f08ts
+    SUBROUTINE MPI_Neighbor_alltoallv_f08ts_large(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, &
+        rdispls, recvtype, comm, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN) :: sendbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcounts(*), recvcounts(*)
+        INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: sdispls(*), rdispls(*)
+        TYPE(MPI_Datatype), INTENT(IN) :: sendtype, recvtype
+        TYPE(*), DIMENSION(..) :: recvbuf
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Neighbor_alltoallv_f08ts_large
 END INTERFACE MPI_Neighbor_alltoallv
 INTERFACE MPI_Neighbor_alltoallv_init
     SUBROUTINE MPI_Neighbor_alltoallv_init_f08ts(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, &
@@ -3340,6 +4455,20 @@ INTERFACE MPI_Neighbor_alltoallv_init
         TYPE(MPI_Request), INTENT(OUT) :: request
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Neighbor_alltoallv_init_f08ts
+    SUBROUTINE MPI_Neighbor_alltoallv_init_f08ts_large(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, &
+        rdispls, recvtype, comm, info, request, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN), ASYNCHRONOUS :: sendbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN), ASYNCHRONOUS :: sendcounts(*), recvcounts(*)
+        INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN), ASYNCHRONOUS :: sdispls(*), rdispls(*)
+        TYPE(MPI_Datatype), INTENT(IN) :: sendtype, recvtype
+        TYPE(*), DIMENSION(..), ASYNCHRONOUS :: recvbuf
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        TYPE(MPI_Info), INTENT(IN) :: info
+        TYPE(MPI_Request), INTENT(OUT) :: request
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Neighbor_alltoallv_init_f08ts_large
 END INTERFACE MPI_Neighbor_alltoallv_init
 INTERFACE MPI_Neighbor_alltoallw
     SUBROUTINE MPI_Neighbor_alltoallw_f08ts(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, &
@@ -3354,6 +4483,18 @@ INTERFACE MPI_Neighbor_alltoallw
         TYPE(MPI_Comm), INTENT(IN) :: comm
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Neighbor_alltoallw_f08ts
+    SUBROUTINE MPI_Neighbor_alltoallw_f08ts_large(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, &
+        rdispls, recvtypes, comm, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN) :: sendbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcounts(*), recvcounts(*)
+        INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: sdispls(*), rdispls(*)
+        TYPE(MPI_Datatype), INTENT(IN) :: sendtypes(*), recvtypes(*)
+        TYPE(*), DIMENSION(..) :: recvbuf
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Neighbor_alltoallw_f08ts_large
 END INTERFACE MPI_Neighbor_alltoallw
 INTERFACE MPI_Neighbor_alltoallw_init
     SUBROUTINE MPI_Neighbor_alltoallw_init_f08ts(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, &
@@ -3370,6 +4511,20 @@ INTERFACE MPI_Neighbor_alltoallw_init
         TYPE(MPI_Request), INTENT(OUT) :: request
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Neighbor_alltoallw_init_f08ts
+    SUBROUTINE MPI_Neighbor_alltoallw_init_f08ts_large(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, &
+        rdispls, recvtypes, comm, info, request, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN), ASYNCHRONOUS :: sendbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN), ASYNCHRONOUS :: sendcounts(*), recvcounts(*)
+        INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN), ASYNCHRONOUS :: sdispls(*), rdispls(*)
+        TYPE(MPI_Datatype), INTENT(IN), ASYNCHRONOUS :: sendtypes(*), recvtypes(*)
+        TYPE(*), DIMENSION(..), ASYNCHRONOUS :: recvbuf
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        TYPE(MPI_Info), INTENT(IN) :: info
+        TYPE(MPI_Request), INTENT(OUT) :: request
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Neighbor_alltoallw_init_f08ts_large
 END INTERFACE MPI_Neighbor_alltoallw_init
 INTERFACE MPI_Op_commutative
     SUBROUTINE MPI_Op_commutative_f08(op, commute, ierror)
@@ -3390,6 +4545,16 @@ INTERFACE MPI_Op_create
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Op_create_f08
 END INTERFACE MPI_Op_create
+INTERFACE MPI_Op_create_c
+    SUBROUTINE MPI_Op_create_f08_large(user_fn, commute, op, ierror)
+        IMPORT
+        IMPLICIT NONE
+        PROCEDURE(MPI_User_function_c) :: user_fn
+        LOGICAL, INTENT(IN) :: commute
+        TYPE(MPI_Op), INTENT(OUT) :: op
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Op_create_f08_large
+END INTERFACE MPI_Op_create_c
 INTERFACE MPI_Op_free
     SUBROUTINE MPI_Op_free_f08(op, ierror)
         IMPORT
@@ -3419,6 +4584,17 @@ INTERFACE MPI_Pack
         TYPE(MPI_Comm), INTENT(IN) :: comm
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Pack_f08ts
+    SUBROUTINE MPI_Pack_f08ts_large(inbuf, incount, datatype, outbuf, outsize, position, comm, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN) :: inbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: incount, outsize
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        TYPE(*), DIMENSION(..) :: outbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(INOUT) :: position
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Pack_f08ts_large
 END INTERFACE MPI_Pack
 INTERFACE MPI_Pack_external
     SUBROUTINE MPI_Pack_external_f08ts(datarep, inbuf, incount, datatype, outbuf, outsize, position, ierror)
@@ -3433,6 +4609,17 @@ INTERFACE MPI_Pack_external
         INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(INOUT) :: position
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Pack_external_f08ts
+    SUBROUTINE MPI_Pack_external_f08ts_large(datarep, inbuf, incount, datatype, outbuf, outsize, position, ierror)
+        IMPORT
+        IMPLICIT NONE
+        CHARACTER(LEN=*), INTENT(IN) :: datarep
+        TYPE(*), DIMENSION(..), INTENT(IN) :: inbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: incount, outsize
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        TYPE(*), DIMENSION(..) :: outbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(INOUT) :: position
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Pack_external_f08ts_large
 END INTERFACE MPI_Pack_external
 INTERFACE MPI_Pack_external_size
     SUBROUTINE MPI_Pack_external_size_f08(datarep, incount, datatype, size, ierror)
@@ -3444,6 +4631,15 @@ INTERFACE MPI_Pack_external_size
         INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(OUT) :: size
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Pack_external_size_f08
+    SUBROUTINE MPI_Pack_external_size_f08_large(datarep, incount, datatype, size, ierror)
+        IMPORT
+        IMPLICIT NONE
+        CHARACTER(LEN=*), INTENT(IN) :: datarep
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: incount
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(OUT) :: size
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Pack_external_size_f08_large
 END INTERFACE MPI_Pack_external_size
 INTERFACE MPI_Pack_size
     SUBROUTINE MPI_Pack_size_f08(incount, datatype, comm, size, ierror)
@@ -3455,6 +4651,15 @@ INTERFACE MPI_Pack_size
         INTEGER, INTENT(OUT) :: size
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Pack_size_f08
+    SUBROUTINE MPI_Pack_size_f08_large(incount, datatype, comm, size, ierror)
+        IMPORT
+        IMPLICIT NONE
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: incount
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(OUT) :: size
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Pack_size_f08_large
 END INTERFACE MPI_Pack_size
 INTERFACE MPI_Parrived
     SUBROUTINE MPI_Parrived_f08(request, partition, flag, ierror)
@@ -3559,6 +4764,18 @@ INTERFACE MPI_Put
         TYPE(MPI_Win), INTENT(IN) :: win
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Put_f08ts
+    SUBROUTINE MPI_Put_f08ts_large(origin_addr, origin_count, origin_datatype, target_rank, target_disp, &
+        target_count, target_datatype, win, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN), ASYNCHRONOUS :: origin_addr
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: origin_count, target_count
+        TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype, target_datatype
+        INTEGER, INTENT(IN) :: target_rank
+        INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: target_disp
+        TYPE(MPI_Win), INTENT(IN) :: win
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Put_f08ts_large
 END INTERFACE MPI_Put
 INTERFACE MPI_Query_thread
     SUBROUTINE MPI_Query_thread_f08(provided, ierror)
@@ -3582,6 +4799,20 @@ INTERFACE MPI_Raccumulate
         TYPE(MPI_Request), INTENT(OUT) :: request
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Raccumulate_f08ts
+    SUBROUTINE MPI_Raccumulate_f08ts_large(origin_addr, origin_count, origin_datatype, target_rank, target_disp, &
+        target_count, target_datatype, op, win, request, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN), ASYNCHRONOUS :: origin_addr
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: origin_count, target_count
+        TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype, target_datatype
+        INTEGER, INTENT(IN) :: target_rank
+        INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: target_disp
+        TYPE(MPI_Op), INTENT(IN) :: op
+        TYPE(MPI_Win), INTENT(IN) :: win
+        TYPE(MPI_Request), INTENT(OUT) :: request
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Raccumulate_f08ts_large
 END INTERFACE MPI_Raccumulate
 INTERFACE MPI_Recv
     SUBROUTINE MPI_Recv_f08ts(buf, count, datatype, source, tag, comm, status, ierror)
@@ -3594,6 +4825,17 @@ INTERFACE MPI_Recv
         TYPE(MPI_Status) :: status
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Recv_f08ts
+    SUBROUTINE MPI_Recv_f08ts_large(buf, count, datatype, source, tag, comm, status, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..) :: buf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        INTEGER, INTENT(IN) :: source, tag
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        TYPE(MPI_Status) :: status
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Recv_f08ts_large
 END INTERFACE MPI_Recv
 INTERFACE MPI_Recv_init
     SUBROUTINE MPI_Recv_init_f08ts(buf, count, datatype, source, tag, comm, request, ierror)
@@ -3606,6 +4848,17 @@ INTERFACE MPI_Recv_init
         TYPE(MPI_Request), INTENT(OUT) :: request
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Recv_init_f08ts
+    SUBROUTINE MPI_Recv_init_f08ts_large(buf, count, datatype, source, tag, comm, request, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), ASYNCHRONOUS :: buf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        INTEGER, INTENT(IN) :: source, tag
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        TYPE(MPI_Request), INTENT(OUT) :: request
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Recv_init_f08ts_large
 END INTERFACE MPI_Recv_init
 INTERFACE MPI_Reduce
     SUBROUTINE MPI_Reduce_f08ts(sendbuf, recvbuf, count, datatype, op, root, comm, ierror)
@@ -3619,6 +4872,18 @@ INTERFACE MPI_Reduce
         TYPE(MPI_Comm), INTENT(IN) :: comm
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Reduce_f08ts
+    SUBROUTINE MPI_Reduce_f08ts_large(sendbuf, recvbuf, count, datatype, op, root, comm, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN) :: sendbuf
+        TYPE(*), DIMENSION(..) :: recvbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        TYPE(MPI_Op), INTENT(IN) :: op
+        INTEGER, INTENT(IN) :: root
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Reduce_f08ts_large
 END INTERFACE MPI_Reduce
 INTERFACE MPI_Reduce_init
     SUBROUTINE MPI_Reduce_init_f08ts(sendbuf, recvbuf, count, datatype, op, root, comm, info, request, ierror)
@@ -3634,6 +4899,20 @@ INTERFACE MPI_Reduce_init
         TYPE(MPI_Request), INTENT(OUT) :: request
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Reduce_init_f08ts
+    SUBROUTINE MPI_Reduce_init_f08ts_large(sendbuf, recvbuf, count, datatype, op, root, comm, info, request, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN), ASYNCHRONOUS :: sendbuf
+        TYPE(*), DIMENSION(..), ASYNCHRONOUS :: recvbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        TYPE(MPI_Op), INTENT(IN) :: op
+        INTEGER, INTENT(IN) :: root
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        TYPE(MPI_Info), INTENT(IN) :: info
+        TYPE(MPI_Request), INTENT(OUT) :: request
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Reduce_init_f08ts_large
 END INTERFACE MPI_Reduce_init
 INTERFACE MPI_Reduce_local
     SUBROUTINE MPI_Reduce_local_f08ts(inbuf, inoutbuf, count, datatype, op, ierror)
@@ -3646,6 +4925,16 @@ INTERFACE MPI_Reduce_local
         TYPE(MPI_Op), INTENT(IN) :: op
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Reduce_local_f08ts
+    SUBROUTINE MPI_Reduce_local_f08ts_large(inbuf, inoutbuf, count, datatype, op, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN) :: inbuf
+        TYPE(*), DIMENSION(..) :: inoutbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        TYPE(MPI_Op), INTENT(IN) :: op
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Reduce_local_f08ts_large
 END INTERFACE MPI_Reduce_local
 INTERFACE MPI_Reduce_scatter
     SUBROUTINE MPI_Reduce_scatter_f08ts(sendbuf, recvbuf, recvcounts, datatype, op, comm, ierror)
@@ -3659,6 +4948,17 @@ INTERFACE MPI_Reduce_scatter
         TYPE(MPI_Comm), INTENT(IN) :: comm
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Reduce_scatter_f08ts
+    SUBROUTINE MPI_Reduce_scatter_f08ts_large(sendbuf, recvbuf, recvcounts, datatype, op, comm, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN) :: sendbuf
+        TYPE(*), DIMENSION(..) :: recvbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcounts(*)
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        TYPE(MPI_Op), INTENT(IN) :: op
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Reduce_scatter_f08ts_large
 END INTERFACE MPI_Reduce_scatter
 INTERFACE MPI_Reduce_scatter_block
     SUBROUTINE MPI_Reduce_scatter_block_f08ts(sendbuf, recvbuf, recvcount, datatype, op, comm, ierror)
@@ -3672,6 +4972,17 @@ INTERFACE MPI_Reduce_scatter_block
         TYPE(MPI_Comm), INTENT(IN) :: comm
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Reduce_scatter_block_f08ts
+    SUBROUTINE MPI_Reduce_scatter_block_f08ts_large(sendbuf, recvbuf, recvcount, datatype, op, comm, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN) :: sendbuf
+        TYPE(*), DIMENSION(..) :: recvbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        TYPE(MPI_Op), INTENT(IN) :: op
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Reduce_scatter_block_f08ts_large
 END INTERFACE MPI_Reduce_scatter_block
 INTERFACE MPI_Reduce_scatter_block_init
     SUBROUTINE MPI_Reduce_scatter_block_init_f08ts(sendbuf, recvbuf, recvcount, datatype, op, comm, info, request, &
@@ -3688,6 +4999,20 @@ INTERFACE MPI_Reduce_scatter_block_init
         TYPE(MPI_Request), INTENT(OUT) :: request
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Reduce_scatter_block_init_f08ts
+    SUBROUTINE MPI_Reduce_scatter_block_init_f08ts_large(sendbuf, recvbuf, recvcount, datatype, op, comm, info, &
+        request, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN), ASYNCHRONOUS :: sendbuf
+        TYPE(*), DIMENSION(..), ASYNCHRONOUS :: recvbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        TYPE(MPI_Op), INTENT(IN) :: op
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        TYPE(MPI_Info), INTENT(IN) :: info
+        TYPE(MPI_Request), INTENT(OUT) :: request
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Reduce_scatter_block_init_f08ts_large
 END INTERFACE MPI_Reduce_scatter_block_init
 INTERFACE MPI_Reduce_scatter_init
     SUBROUTINE MPI_Reduce_scatter_init_f08ts(sendbuf, recvbuf, recvcounts, datatype, op, comm, info, request, ierror)
@@ -3703,6 +5028,20 @@ INTERFACE MPI_Reduce_scatter_init
         TYPE(MPI_Request), INTENT(OUT) :: request
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Reduce_scatter_init_f08ts
+    SUBROUTINE MPI_Reduce_scatter_init_f08ts_large(sendbuf, recvbuf, recvcounts, datatype, op, comm, info, request, &
+        ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN), ASYNCHRONOUS :: sendbuf
+        TYPE(*), DIMENSION(..), ASYNCHRONOUS :: recvbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN), ASYNCHRONOUS :: recvcounts(*)
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        TYPE(MPI_Op), INTENT(IN) :: op
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        TYPE(MPI_Info), INTENT(IN) :: info
+        TYPE(MPI_Request), INTENT(OUT) :: request
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Reduce_scatter_init_f08ts_large
 END INTERFACE MPI_Reduce_scatter_init
 INTERFACE MPI_Register_datarep
     SUBROUTINE MPI_Register_datarep_f08(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, &
@@ -3716,6 +5055,18 @@ INTERFACE MPI_Register_datarep
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Register_datarep_f08
 END INTERFACE MPI_Register_datarep
+INTERFACE MPI_Register_datarep_c
+    SUBROUTINE MPI_Register_datarep_f08_large(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, &
+        extra_state, ierror)
+        IMPORT
+        IMPLICIT NONE
+        CHARACTER(LEN=*), INTENT(IN) :: datarep
+        PROCEDURE(MPI_Datarep_conversion_function_c) :: read_conversion_fn, write_conversion_fn
+        PROCEDURE(MPI_Datarep_extent_function) :: dtype_file_extent_fn
+        INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: extra_state
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Register_datarep_f08_large
+END INTERFACE MPI_Register_datarep_c
 INTERFACE MPI_Remove_error_class
     SUBROUTINE MPI_Remove_error_class_f08(errorclass, ierror)
         IMPORT
@@ -3806,6 +5157,19 @@ INTERFACE MPI_Rget
         TYPE(MPI_Request), INTENT(OUT) :: request
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Rget_f08ts
+    SUBROUTINE MPI_Rget_f08ts_large(origin_addr, origin_count, origin_datatype, target_rank, target_disp, &
+        target_count, target_datatype, win, request, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), ASYNCHRONOUS :: origin_addr
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: origin_count, target_count
+        TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype, target_datatype
+        INTEGER, INTENT(IN) :: target_rank
+        INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: target_disp
+        TYPE(MPI_Win), INTENT(IN) :: win
+        TYPE(MPI_Request), INTENT(OUT) :: request
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Rget_f08ts_large
 END INTERFACE MPI_Rget
 INTERFACE MPI_Rget_accumulate
     SUBROUTINE MPI_Rget_accumulate_f08ts(origin_addr, origin_count, origin_datatype, result_addr, result_count, &
@@ -3822,6 +5186,21 @@ INTERFACE MPI_Rget_accumulate
         TYPE(MPI_Request), INTENT(OUT) :: request
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Rget_accumulate_f08ts
+    SUBROUTINE MPI_Rget_accumulate_f08ts_large(origin_addr, origin_count, origin_datatype, result_addr, result_count, &
+        result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN), ASYNCHRONOUS :: origin_addr
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: origin_count, result_count, target_count
+        TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype, result_datatype, target_datatype
+        TYPE(*), DIMENSION(..), ASYNCHRONOUS :: result_addr
+        INTEGER, INTENT(IN) :: target_rank
+        INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: target_disp
+        TYPE(MPI_Op), INTENT(IN) :: op
+        TYPE(MPI_Win), INTENT(IN) :: win
+        TYPE(MPI_Request), INTENT(OUT) :: request
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Rget_accumulate_f08ts_large
 END INTERFACE MPI_Rget_accumulate
 INTERFACE MPI_Rput
     SUBROUTINE MPI_Rput_f08ts(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, &
@@ -3836,6 +5215,19 @@ INTERFACE MPI_Rput
         TYPE(MPI_Request), INTENT(OUT) :: request
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Rput_f08ts
+    SUBROUTINE MPI_Rput_f08ts_large(origin_addr, origin_count, origin_datatype, target_rank, target_disp, &
+        target_count, target_datatype, win, request, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN), ASYNCHRONOUS :: origin_addr
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: origin_count, target_count
+        TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype, target_datatype
+        INTEGER, INTENT(IN) :: target_rank
+        INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: target_disp
+        TYPE(MPI_Win), INTENT(IN) :: win
+        TYPE(MPI_Request), INTENT(OUT) :: request
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Rput_f08ts_large
 END INTERFACE MPI_Rput
 INTERFACE MPI_Rsend
     SUBROUTINE MPI_Rsend_f08ts(buf, count, datatype, dest, tag, comm, ierror)
@@ -3847,6 +5239,16 @@ INTERFACE MPI_Rsend
         TYPE(MPI_Comm), INTENT(IN) :: comm
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Rsend_f08ts
+    SUBROUTINE MPI_Rsend_f08ts_large(buf, count, datatype, dest, tag, comm, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN) :: buf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        INTEGER, INTENT(IN) :: dest, tag
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Rsend_f08ts_large
 END INTERFACE MPI_Rsend
 INTERFACE MPI_Rsend_init
     SUBROUTINE MPI_Rsend_init_f08ts(buf, count, datatype, dest, tag, comm, request, ierror)
@@ -3859,6 +5261,17 @@ INTERFACE MPI_Rsend_init
         TYPE(MPI_Request), INTENT(OUT) :: request
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Rsend_init_f08ts
+    SUBROUTINE MPI_Rsend_init_f08ts_large(buf, count, datatype, dest, tag, comm, request, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN), ASYNCHRONOUS :: buf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        INTEGER, INTENT(IN) :: dest, tag
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        TYPE(MPI_Request), INTENT(OUT) :: request
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Rsend_init_f08ts_large
 END INTERFACE MPI_Rsend_init
 INTERFACE MPI_Scan
     SUBROUTINE MPI_Scan_f08ts(sendbuf, recvbuf, count, datatype, op, comm, ierror)
@@ -3872,6 +5285,17 @@ INTERFACE MPI_Scan
         TYPE(MPI_Comm), INTENT(IN) :: comm
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Scan_f08ts
+    SUBROUTINE MPI_Scan_f08ts_large(sendbuf, recvbuf, count, datatype, op, comm, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN) :: sendbuf
+        TYPE(*), DIMENSION(..) :: recvbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        TYPE(MPI_Op), INTENT(IN) :: op
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Scan_f08ts_large
 END INTERFACE MPI_Scan
 INTERFACE MPI_Scan_init
     SUBROUTINE MPI_Scan_init_f08ts(sendbuf, recvbuf, count, datatype, op, comm, info, request, ierror)
@@ -3887,6 +5311,19 @@ INTERFACE MPI_Scan_init
         TYPE(MPI_Request), INTENT(OUT) :: request
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Scan_init_f08ts
+    SUBROUTINE MPI_Scan_init_f08ts_large(sendbuf, recvbuf, count, datatype, op, comm, info, request, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN), ASYNCHRONOUS :: sendbuf
+        TYPE(*), DIMENSION(..), ASYNCHRONOUS :: recvbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        TYPE(MPI_Op), INTENT(IN) :: op
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        TYPE(MPI_Info), INTENT(IN) :: info
+        TYPE(MPI_Request), INTENT(OUT) :: request
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Scan_init_f08ts_large
 END INTERFACE MPI_Scan_init
 INTERFACE MPI_Scatter
     SUBROUTINE MPI_Scatter_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, ierror)
@@ -3899,6 +5336,17 @@ INTERFACE MPI_Scatter
         TYPE(MPI_Comm), INTENT(IN) :: comm
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Scatter_f08ts
+    SUBROUTINE MPI_Scatter_f08ts_large(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN) :: sendbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount, recvcount
+        TYPE(MPI_Datatype), INTENT(IN) :: sendtype, recvtype
+        TYPE(*), DIMENSION(..) :: recvbuf
+        INTEGER, INTENT(IN) :: root
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Scatter_f08ts_large
 END INTERFACE MPI_Scatter
 INTERFACE MPI_Scatter_init
     SUBROUTINE MPI_Scatter_init_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, &
@@ -3914,6 +5362,20 @@ INTERFACE MPI_Scatter_init
         TYPE(MPI_Request), INTENT(OUT) :: request
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Scatter_init_f08ts
+    SUBROUTINE MPI_Scatter_init_f08ts_large(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, &
+        info, request, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN), ASYNCHRONOUS :: sendbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount, recvcount
+        TYPE(MPI_Datatype), INTENT(IN) :: sendtype, recvtype
+        TYPE(*), DIMENSION(..), ASYNCHRONOUS :: recvbuf
+        INTEGER, INTENT(IN) :: root
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        TYPE(MPI_Info), INTENT(IN) :: info
+        TYPE(MPI_Request), INTENT(OUT) :: request
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Scatter_init_f08ts_large
 END INTERFACE MPI_Scatter_init
 INTERFACE MPI_Scatterv
     SUBROUTINE MPI_Scatterv_f08ts(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, &
@@ -3927,6 +5389,19 @@ INTERFACE MPI_Scatterv
         TYPE(MPI_Comm), INTENT(IN) :: comm
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Scatterv_f08ts
+    SUBROUTINE MPI_Scatterv_f08ts_large(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, &
+        comm, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN) :: sendbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcounts(*), recvcount
+        INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: displs(*)
+        TYPE(MPI_Datatype), INTENT(IN) :: sendtype, recvtype
+        TYPE(*), DIMENSION(..) :: recvbuf
+        INTEGER, INTENT(IN) :: root
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Scatterv_f08ts_large
 END INTERFACE MPI_Scatterv
 INTERFACE MPI_Scatterv_init
     SUBROUTINE MPI_Scatterv_init_f08ts(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, &
@@ -3943,6 +5418,22 @@ INTERFACE MPI_Scatterv_init
         TYPE(MPI_Request), INTENT(OUT) :: request
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Scatterv_init_f08ts
+    SUBROUTINE MPI_Scatterv_init_f08ts_large(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, &
+        root, comm, info, request, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN), ASYNCHRONOUS :: sendbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN), ASYNCHRONOUS :: sendcounts(*)
+        INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN), ASYNCHRONOUS :: displs(*)
+        TYPE(MPI_Datatype), INTENT(IN) :: sendtype, recvtype
+        TYPE(*), DIMENSION(..), ASYNCHRONOUS :: recvbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
+        INTEGER, INTENT(IN) :: root
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        TYPE(MPI_Info), INTENT(IN) :: info
+        TYPE(MPI_Request), INTENT(OUT) :: request
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Scatterv_init_f08ts_large
 END INTERFACE MPI_Scatterv_init
 INTERFACE MPI_Send
     SUBROUTINE MPI_Send_f08ts(buf, count, datatype, dest, tag, comm, ierror)
@@ -3954,6 +5445,16 @@ INTERFACE MPI_Send
         TYPE(MPI_Comm), INTENT(IN) :: comm
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Send_f08ts
+    SUBROUTINE MPI_Send_f08ts_large(buf, count, datatype, dest, tag, comm, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN) :: buf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        INTEGER, INTENT(IN) :: dest, tag
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Send_f08ts_large
 END INTERFACE MPI_Send
 INTERFACE MPI_Send_init
     SUBROUTINE MPI_Send_init_f08ts(buf, count, datatype, dest, tag, comm, request, ierror)
@@ -3966,6 +5467,17 @@ INTERFACE MPI_Send_init
         TYPE(MPI_Request), INTENT(OUT) :: request
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Send_init_f08ts
+    SUBROUTINE MPI_Send_init_f08ts_large(buf, count, datatype, dest, tag, comm, request, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN), ASYNCHRONOUS :: buf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        INTEGER, INTENT(IN) :: dest, tag
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        TYPE(MPI_Request), INTENT(OUT) :: request
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Send_init_f08ts_large
 END INTERFACE MPI_Send_init
 INTERFACE MPI_Sendrecv
     SUBROUTINE MPI_Sendrecv_f08ts(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, &
@@ -3980,6 +5492,19 @@ INTERFACE MPI_Sendrecv
         TYPE(MPI_Status) :: status
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Sendrecv_f08ts
+    SUBROUTINE MPI_Sendrecv_f08ts_large(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, &
+        source, recvtag, comm, status, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN) :: sendbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount, recvcount
+        TYPE(MPI_Datatype), INTENT(IN) :: sendtype, recvtype
+        INTEGER, INTENT(IN) :: dest, sendtag, source, recvtag
+        TYPE(*), DIMENSION(..) :: recvbuf
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        TYPE(MPI_Status) :: status
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Sendrecv_f08ts_large
 END INTERFACE MPI_Sendrecv
 INTERFACE MPI_Sendrecv_replace
     SUBROUTINE MPI_Sendrecv_replace_f08ts(buf, count, datatype, dest, sendtag, source, recvtag, comm, status, ierror)
@@ -3992,6 +5517,18 @@ INTERFACE MPI_Sendrecv_replace
         TYPE(MPI_Status) :: status
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Sendrecv_replace_f08ts
+    SUBROUTINE MPI_Sendrecv_replace_f08ts_large(buf, count, datatype, dest, sendtag, source, recvtag, comm, status, &
+        ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..) :: buf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        INTEGER, INTENT(IN) :: dest, sendtag, source, recvtag
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        TYPE(MPI_Status) :: status
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Sendrecv_replace_f08ts_large
 END INTERFACE MPI_Sendrecv_replace
 INTERFACE MPI_Session_attach_buffer
     SUBROUTINE MPI_Session_attach_buffer_f08ts(session, buffer, size, ierror)
@@ -4002,6 +5539,14 @@ INTERFACE MPI_Session_attach_buffer
         INTEGER, INTENT(IN) :: size
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Session_attach_buffer_f08ts
+    SUBROUTINE MPI_Session_attach_buffer_f08ts_large(session, buffer, size, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(MPI_Session), INTENT(IN) :: session
+        TYPE(*), DIMENSION(..), ASYNCHRONOUS :: buffer
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: size
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Session_attach_buffer_f08ts_large
 END INTERFACE MPI_Session_attach_buffer
 INTERFACE MPI_Session_call_errhandler
     SUBROUTINE MPI_Session_call_errhandler_f08(session, errorcode, ierror)
@@ -4031,6 +5576,15 @@ INTERFACE MPI_Session_detach_buffer
         INTEGER, INTENT(OUT) :: size
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Session_detach_buffer_f08
+    SUBROUTINE MPI_Session_detach_buffer_f08_large(session, buffer_addr, size, ierror)
+        USE, INTRINSIC :: ISO_C_BINDING, ONLY : C_PTR
+        IMPORT
+        IMPLICIT NONE
+        TYPE(MPI_Session), INTENT(IN) :: session
+        TYPE(C_PTR), INTENT(OUT) :: buffer_addr
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(OUT) :: size
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Session_detach_buffer_f08_large
 END INTERFACE MPI_Session_detach_buffer
 INTERFACE MPI_Session_finalize
     SUBROUTINE MPI_Session_finalize_f08(session, ierror)
@@ -4145,6 +5699,16 @@ INTERFACE MPI_Ssend
         TYPE(MPI_Comm), INTENT(IN) :: comm
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Ssend_f08ts
+    SUBROUTINE MPI_Ssend_f08ts_large(buf, count, datatype, dest, tag, comm, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN) :: buf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        INTEGER, INTENT(IN) :: dest, tag
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Ssend_f08ts_large
 END INTERFACE MPI_Ssend
 INTERFACE MPI_Ssend_init
     SUBROUTINE MPI_Ssend_init_f08ts(buf, count, datatype, dest, tag, comm, request, ierror)
@@ -4157,6 +5721,17 @@ INTERFACE MPI_Ssend_init
         TYPE(MPI_Request), INTENT(OUT) :: request
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Ssend_init_f08ts
+    SUBROUTINE MPI_Ssend_init_f08ts_large(buf, count, datatype, dest, tag, comm, request, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN), ASYNCHRONOUS :: buf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        INTEGER, INTENT(IN) :: dest, tag
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        TYPE(MPI_Request), INTENT(OUT) :: request
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Ssend_init_f08ts_large
 END INTERFACE MPI_Ssend_init
 INTERFACE MPI_Start
     SUBROUTINE MPI_Start_f08(request, ierror)
@@ -4220,6 +5795,14 @@ INTERFACE MPI_Status_set_elements
         INTEGER, INTENT(IN) :: count
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Status_set_elements_f08
+    SUBROUTINE MPI_Status_set_elements_f08_large(status, datatype, count, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(MPI_Status), INTENT(INOUT) :: status
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Status_set_elements_f08_large
 END INTERFACE MPI_Status_set_elements
 INTERFACE MPI_Status_set_elements_x
     SUBROUTINE MPI_Status_set_elements_x_f08(status, datatype, count, ierror)
@@ -4337,6 +5920,14 @@ INTERFACE MPI_Type_contiguous
         TYPE(MPI_Datatype), INTENT(OUT) :: newtype
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Type_contiguous_f08
+    SUBROUTINE MPI_Type_contiguous_f08_large(count, oldtype, newtype, ierror)
+        IMPORT
+        IMPLICIT NONE
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+        TYPE(MPI_Datatype), INTENT(IN) :: oldtype
+        TYPE(MPI_Datatype), INTENT(OUT) :: newtype
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Type_contiguous_f08_large
 END INTERFACE MPI_Type_contiguous
 INTERFACE MPI_Type_create_darray
     SUBROUTINE MPI_Type_create_darray_f08(size, rank, ndims, array_of_gsizes, array_of_distribs, array_of_dargs, &
@@ -4349,6 +5940,17 @@ INTERFACE MPI_Type_create_darray
         TYPE(MPI_Datatype), INTENT(OUT) :: newtype
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Type_create_darray_f08
+    SUBROUTINE MPI_Type_create_darray_f08_large(size, rank, ndims, array_of_gsizes, array_of_distribs, &
+        array_of_dargs, array_of_psizes, order, oldtype, newtype, ierror)
+        IMPORT
+        IMPLICIT NONE
+        INTEGER, INTENT(IN) :: size, rank, ndims, array_of_distribs(ndims), array_of_dargs(ndims), &
+            array_of_psizes(ndims), order
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: array_of_gsizes(ndims)
+        TYPE(MPI_Datatype), INTENT(IN) :: oldtype
+        TYPE(MPI_Datatype), INTENT(OUT) :: newtype
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Type_create_darray_f08_large
 END INTERFACE MPI_Type_create_darray
 INTERFACE MPI_Type_create_f90_complex
     SUBROUTINE MPI_Type_create_f90_complex_f08(p, r, newtype, ierror)
@@ -4388,6 +5990,15 @@ INTERFACE MPI_Type_create_hindexed
         TYPE(MPI_Datatype), INTENT(OUT) :: newtype
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Type_create_hindexed_f08
+    SUBROUTINE MPI_Type_create_hindexed_f08_large(count, array_of_blocklengths, array_of_displacements, oldtype, &
+        newtype, ierror)
+        IMPORT
+        IMPLICIT NONE
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count, array_of_blocklengths(count), array_of_displacements(count)
+        TYPE(MPI_Datatype), INTENT(IN) :: oldtype
+        TYPE(MPI_Datatype), INTENT(OUT) :: newtype
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Type_create_hindexed_f08_large
 END INTERFACE MPI_Type_create_hindexed
 INTERFACE MPI_Type_create_hindexed_block
     SUBROUTINE MPI_Type_create_hindexed_block_f08(count, blocklength, array_of_displacements, oldtype, newtype, ierror)
@@ -4399,6 +6010,15 @@ INTERFACE MPI_Type_create_hindexed_block
         TYPE(MPI_Datatype), INTENT(OUT) :: newtype
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Type_create_hindexed_block_f08
+    SUBROUTINE MPI_Type_create_hindexed_block_f08_large(count, blocklength, array_of_displacements, oldtype, newtype, &
+        ierror)
+        IMPORT
+        IMPLICIT NONE
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count, blocklength, array_of_displacements(count)
+        TYPE(MPI_Datatype), INTENT(IN) :: oldtype
+        TYPE(MPI_Datatype), INTENT(OUT) :: newtype
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Type_create_hindexed_block_f08_large
 END INTERFACE MPI_Type_create_hindexed_block
 INTERFACE MPI_Type_create_hvector
     SUBROUTINE MPI_Type_create_hvector_f08(count, blocklength, stride, oldtype, newtype, ierror)
@@ -4410,6 +6030,14 @@ INTERFACE MPI_Type_create_hvector
         TYPE(MPI_Datatype), INTENT(OUT) :: newtype
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Type_create_hvector_f08
+    SUBROUTINE MPI_Type_create_hvector_f08_large(count, blocklength, stride, oldtype, newtype, ierror)
+        IMPORT
+        IMPLICIT NONE
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count, blocklength, stride
+        TYPE(MPI_Datatype), INTENT(IN) :: oldtype
+        TYPE(MPI_Datatype), INTENT(OUT) :: newtype
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Type_create_hvector_f08_large
 END INTERFACE MPI_Type_create_hvector
 INTERFACE MPI_Type_create_indexed_block
     SUBROUTINE MPI_Type_create_indexed_block_f08(count, blocklength, array_of_displacements, oldtype, newtype, ierror)
@@ -4420,6 +6048,15 @@ INTERFACE MPI_Type_create_indexed_block
         TYPE(MPI_Datatype), INTENT(OUT) :: newtype
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Type_create_indexed_block_f08
+    SUBROUTINE MPI_Type_create_indexed_block_f08_large(count, blocklength, array_of_displacements, oldtype, newtype, &
+        ierror)
+        IMPORT
+        IMPLICIT NONE
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count, blocklength, array_of_displacements(count)
+        TYPE(MPI_Datatype), INTENT(IN) :: oldtype
+        TYPE(MPI_Datatype), INTENT(OUT) :: newtype
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Type_create_indexed_block_f08_large
 END INTERFACE MPI_Type_create_indexed_block
 INTERFACE MPI_Type_create_keyval
     SUBROUTINE MPI_Type_create_keyval_f08(type_copy_attr_fn, type_delete_attr_fn, type_keyval, extra_state, ierror)
@@ -4453,6 +6090,15 @@ INTERFACE MPI_Type_create_struct
         TYPE(MPI_Datatype), INTENT(OUT) :: newtype
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Type_create_struct_f08
+    SUBROUTINE MPI_Type_create_struct_f08_large(count, array_of_blocklengths, array_of_displacements, array_of_types, &
+        newtype, ierror)
+        IMPORT
+        IMPLICIT NONE
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count, array_of_blocklengths(count), array_of_displacements(count)
+        TYPE(MPI_Datatype), INTENT(IN) :: array_of_types(count)
+        TYPE(MPI_Datatype), INTENT(OUT) :: newtype
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Type_create_struct_f08_large
 END INTERFACE MPI_Type_create_struct
 INTERFACE MPI_Type_create_subarray
     SUBROUTINE MPI_Type_create_subarray_f08(ndims, array_of_sizes, array_of_subsizes, array_of_starts, order, &
@@ -4464,6 +6110,17 @@ INTERFACE MPI_Type_create_subarray
         TYPE(MPI_Datatype), INTENT(OUT) :: newtype
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Type_create_subarray_f08
+    SUBROUTINE MPI_Type_create_subarray_f08_large(ndims, array_of_sizes, array_of_subsizes, array_of_starts, order, &
+        oldtype, newtype, ierror)
+        IMPORT
+        IMPLICIT NONE
+        INTEGER, INTENT(IN) :: ndims, order
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: array_of_sizes(ndims), array_of_subsizes(ndims), &
+            array_of_starts(ndims)
+        TYPE(MPI_Datatype), INTENT(IN) :: oldtype
+        TYPE(MPI_Datatype), INTENT(OUT) :: newtype
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Type_create_subarray_f08_large
 END INTERFACE MPI_Type_create_subarray
 INTERFACE MPI_Type_delete_attr
     SUBROUTINE MPI_Type_delete_attr_f08(datatype, type_keyval, ierror)
@@ -4522,6 +6179,18 @@ INTERFACE MPI_Type_get_contents
         TYPE(MPI_Datatype), INTENT(OUT) :: array_of_datatypes(max_datatypes)
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Type_get_contents_f08
+    SUBROUTINE MPI_Type_get_contents_f08_large(datatype, max_integers, max_addresses, max_large_counts, &
+        max_datatypes, array_of_integers, array_of_addresses, array_of_large_counts, array_of_datatypes, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: max_integers, max_addresses, max_large_counts, max_datatypes
+        INTEGER, INTENT(OUT) :: array_of_integers(max_integers)
+        INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(OUT) :: array_of_addresses(max_addresses)
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(OUT) :: array_of_large_counts(max_large_counts)
+        TYPE(MPI_Datatype), INTENT(OUT) :: array_of_datatypes(max_datatypes)
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Type_get_contents_f08_large
 END INTERFACE MPI_Type_get_contents
 INTERFACE MPI_Type_get_envelope
     SUBROUTINE MPI_Type_get_envelope_f08(datatype, num_integers, num_addresses, num_datatypes, combiner, ierror)
@@ -4531,6 +6200,15 @@ INTERFACE MPI_Type_get_envelope
         INTEGER, INTENT(OUT) :: num_integers, num_addresses, num_datatypes, combiner
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Type_get_envelope_f08
+    SUBROUTINE MPI_Type_get_envelope_f08_large(datatype, num_integers, num_addresses, num_large_counts, &
+        num_datatypes, combiner, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(OUT) :: num_integers, num_addresses, num_large_counts, num_datatypes
+        INTEGER, INTENT(OUT) :: combiner
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Type_get_envelope_f08_large
 END INTERFACE MPI_Type_get_envelope
 INTERFACE MPI_Type_get_extent
     SUBROUTINE MPI_Type_get_extent_f08(datatype, lb, extent, ierror)
@@ -4596,6 +6274,15 @@ INTERFACE MPI_Type_indexed
         TYPE(MPI_Datatype), INTENT(OUT) :: newtype
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Type_indexed_f08
+    SUBROUTINE MPI_Type_indexed_f08_large(count, array_of_blocklengths, array_of_displacements, oldtype, newtype, &
+        ierror)
+        IMPORT
+        IMPLICIT NONE
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count, array_of_blocklengths(count), array_of_displacements(count)
+        TYPE(MPI_Datatype), INTENT(IN) :: oldtype
+        TYPE(MPI_Datatype), INTENT(OUT) :: newtype
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Type_indexed_f08_large
 END INTERFACE MPI_Type_indexed
 INTERFACE MPI_Type_match_size
     SUBROUTINE MPI_Type_match_size_f08(typeclass, size, datatype, ierror)
@@ -4633,6 +6320,13 @@ INTERFACE MPI_Type_size
         INTEGER, INTENT(OUT) :: size
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Type_size_f08
+    SUBROUTINE MPI_Type_size_f08_large(datatype, size, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(OUT) :: size
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Type_size_f08_large
 END INTERFACE MPI_Type_size
 INTERFACE MPI_Type_size_x
     SUBROUTINE MPI_Type_size_x_f08(datatype, size, ierror)
@@ -4652,6 +6346,14 @@ INTERFACE MPI_Type_vector
         TYPE(MPI_Datatype), INTENT(OUT) :: newtype
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Type_vector_f08
+    SUBROUTINE MPI_Type_vector_f08_large(count, blocklength, stride, oldtype, newtype, ierror)
+        IMPORT
+        IMPLICIT NONE
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count, blocklength, stride
+        TYPE(MPI_Datatype), INTENT(IN) :: oldtype
+        TYPE(MPI_Datatype), INTENT(OUT) :: newtype
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Type_vector_f08_large
 END INTERFACE MPI_Type_vector
 INTERFACE MPI_Unpack
     SUBROUTINE MPI_Unpack_f08ts(inbuf, insize, position, outbuf, outcount, datatype, comm, ierror)
@@ -4665,6 +6367,17 @@ INTERFACE MPI_Unpack
         TYPE(MPI_Comm), INTENT(IN) :: comm
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Unpack_f08ts
+    SUBROUTINE MPI_Unpack_f08ts_large(inbuf, insize, position, outbuf, outcount, datatype, comm, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), INTENT(IN) :: inbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: insize, outcount
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(INOUT) :: position
+        TYPE(*), DIMENSION(..) :: outbuf
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Unpack_f08ts_large
 END INTERFACE MPI_Unpack
 INTERFACE MPI_Unpack_external
     SUBROUTINE MPI_Unpack_external_f08ts(datarep, inbuf, insize, position, outbuf, outcount, datatype, ierror)
@@ -4679,6 +6392,17 @@ INTERFACE MPI_Unpack_external
         TYPE(MPI_Datatype), INTENT(IN) :: datatype
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Unpack_external_f08ts
+    SUBROUTINE MPI_Unpack_external_f08ts_large(datarep, inbuf, insize, position, outbuf, outcount, datatype, ierror)
+        IMPORT
+        IMPLICIT NONE
+        CHARACTER(LEN=*), INTENT(IN) :: datarep
+        TYPE(*), DIMENSION(..), INTENT(IN) :: inbuf
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: insize, outcount
+        INTEGER(KIND=MPI_COUNT_KIND), INTENT(INOUT) :: position
+        TYPE(*), DIMENSION(..) :: outbuf
+        TYPE(MPI_Datatype), INTENT(IN) :: datatype
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Unpack_external_f08ts_large
 END INTERFACE MPI_Unpack_external
 INTERFACE MPI_Unpublish_name
     SUBROUTINE MPI_Unpublish_name_f08(service_name, info, port_name, ierror)
@@ -4743,6 +6467,17 @@ INTERFACE MPI_Win_allocate
         TYPE(MPI_Win), INTENT(OUT) :: win
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Win_allocate_f08
+    SUBROUTINE MPI_Win_allocate_f08_large(size, disp_unit, info, comm, baseptr, win, ierror)
+        USE, INTRINSIC :: ISO_C_BINDING, ONLY : C_PTR
+        IMPORT
+        IMPLICIT NONE
+        INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: size, disp_unit
+        TYPE(MPI_Info), INTENT(IN) :: info
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        TYPE(C_PTR), INTENT(OUT) :: baseptr
+        TYPE(MPI_Win), INTENT(OUT) :: win
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Win_allocate_f08_large
 END INTERFACE MPI_Win_allocate
 INTERFACE MPI_Win_allocate_shared
     SUBROUTINE MPI_Win_allocate_shared_f08(size, disp_unit, info, comm, baseptr, win, ierror)
@@ -4757,6 +6492,17 @@ INTERFACE MPI_Win_allocate_shared
         TYPE(MPI_Win), INTENT(OUT) :: win
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Win_allocate_shared_f08
+    SUBROUTINE MPI_Win_allocate_shared_f08_large(size, disp_unit, info, comm, baseptr, win, ierror)
+        USE, INTRINSIC :: ISO_C_BINDING, ONLY : C_PTR
+        IMPORT
+        IMPLICIT NONE
+        INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: size, disp_unit
+        TYPE(MPI_Info), INTENT(IN) :: info
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        TYPE(C_PTR), INTENT(OUT) :: baseptr
+        TYPE(MPI_Win), INTENT(OUT) :: win
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Win_allocate_shared_f08_large
 END INTERFACE MPI_Win_allocate_shared
 INTERFACE MPI_Win_attach
     SUBROUTINE MPI_Win_attach_f08ts(win, base, size, ierror)
@@ -4797,6 +6543,16 @@ INTERFACE MPI_Win_create
         TYPE(MPI_Win), INTENT(OUT) :: win
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Win_create_f08ts
+    SUBROUTINE MPI_Win_create_f08ts_large(base, size, disp_unit, info, comm, win, ierror)
+        IMPORT
+        IMPLICIT NONE
+        TYPE(*), DIMENSION(..), ASYNCHRONOUS :: base
+        INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: size, disp_unit
+        TYPE(MPI_Info), INTENT(IN) :: info
+        TYPE(MPI_Comm), INTENT(IN) :: comm
+        TYPE(MPI_Win), INTENT(OUT) :: win
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Win_create_f08ts_large
 END INTERFACE MPI_Win_create
 INTERFACE MPI_Win_create_dynamic
     SUBROUTINE MPI_Win_create_dynamic_f08(info, comm, win, ierror)
@@ -5030,6 +6786,16 @@ INTERFACE MPI_Win_shared_query
         TYPE(C_PTR), INTENT(OUT) :: baseptr
         INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     END SUBROUTINE MPI_Win_shared_query_f08
+    SUBROUTINE MPI_Win_shared_query_f08_large(win, rank, size, disp_unit, baseptr, ierror)
+        USE, INTRINSIC :: ISO_C_BINDING, ONLY : C_PTR
+        IMPORT
+        IMPLICIT NONE
+        TYPE(MPI_Win), INTENT(IN) :: win
+        INTEGER, INTENT(IN) :: rank
+        INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(OUT) :: size, disp_unit
+        TYPE(C_PTR), INTENT(OUT) :: baseptr
+        INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    END SUBROUTINE MPI_Win_shared_query_f08_large
 END INTERFACE MPI_Win_shared_query
 INTERFACE MPI_Win_start
     SUBROUTINE MPI_Win_start_f08(group, assert, win, ierror)

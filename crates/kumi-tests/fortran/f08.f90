@@ -3,8 +3,9 @@
 ! sections in blocking and nonblocking calls, persistent requests,
 ! collectives in place, a derived datatype, communicators, groups and a
 ! Cartesian topology, strings both ways, MPI_ERRORS_RETURN, attributes
-! with MPI_COMM_DUP_FN, a user-defined operation, and a generalized request
-! with module procedures as its callbacks.
+! with MPI_COMM_DUP_FN, a user-defined operation, a generalized request
+! with module procedures as its callbacks, and the large-count forms
+! (MPI_COUNT_KIND counts) under the same generic names.
 module f08_ops
   use mpi_f08
   use, intrinsic :: iso_c_binding, only : c_ptr, c_f_pointer
@@ -59,7 +60,7 @@ program f08
   ! keep their values in registers across the wait.
   integer, asynchronous :: a(4, 5), b(4, 5), c(6, 5), x(5)
   integer :: y(8), z(8)
-  integer, allocatable :: sq(:), sec(:, :)
+  integer, allocatable :: sq(:), sec(:, :), gv(:)
   type(MPI_Status) :: st, sts(2)
   type(MPI_Request) :: req(2), preq(2)
   type(MPI_Comm) :: dup, half, cart, dup2
@@ -71,6 +72,9 @@ program f08
   character(len=MPI_MAX_OBJECT_NAME) :: name
   character(len=MPI_MAX_ERROR_STRING) :: msg
   integer(kind=MPI_ADDRESS_KIND) :: val, tag_ub
+  integer(kind=MPI_COUNT_KIND) :: big, bigs(64)
+  integer(kind=MPI_ADDRESS_KIND) :: displs(64)
+  type(MPI_Datatype) :: quad
 
   call MPI_Init()
   call MPI_Comm_rank(MPI_COMM_WORLD, rank)
@@ -111,6 +115,27 @@ program f08
   call check(count(c /= -1) == 5, 'irecv wrote only the row')
   call check(req(1) == MPI_REQUEST_NULL .and. req(2) == MPI_REQUEST_NULL, 'requests freed')
   call check(sts(1)%MPI_SOURCE == prev, 'waitall statuses')
+
+  ! The large-count forms: chosen by the counts' kind.
+  call MPI_Type_size(MPI_DOUBLE_PRECISION, big)
+  call check(big == 8, 'MPI_Type_size with an MPI_COUNT_KIND size')
+  c = -1
+  call MPI_Irecv(c(2, :), 5_MPI_COUNT_KIND, MPI_INTEGER, prev, 19, MPI_COMM_WORLD, req(1))
+  call MPI_Isend(a(1, :), 5_MPI_COUNT_KIND, MPI_INTEGER, next, 19, MPI_COMM_WORLD, req(2))
+  call MPI_Waitall(2, req, sts)
+  call MPI_Get_count(sts(1), MPI_INTEGER, big)
+  call check(big == 5 .and. all(c(2, :) == [(1000 * prev + 10 + j, j = 1, 5)]), 'large-count irecv into a row')
+  call check(count(c /= -1) == 5, 'large-count irecv wrote only the row')
+  call MPI_Type_contiguous(2_MPI_COUNT_KIND, MPI_INTEGER, quad)
+  call MPI_Type_commit(quad)
+  bigs(1:np) = 2
+  displs(1:np) = [(2 * i, i = 0, np - 1)]
+  allocate(gv(2 * np))
+  gv = -1
+  call MPI_Allgatherv([rank, -rank], 1_MPI_COUNT_KIND, quad, gv, bigs, displs, MPI_INTEGER, MPI_COMM_WORLD)
+  call check(all(gv(1:2*np:2) == [(i, i = 0, np - 1)]) .and. all(gv(2:2*np:2) == [(-i, i = 0, np - 1)]), &
+             'large-count allgatherv of a derived type')
+  call MPI_Type_free(quad)
 
   ! Persistent requests, started twice.
   call MPI_Recv_init(x, 5, MPI_INTEGER, prev, 10, MPI_COMM_WORLD, preq(1))

@@ -205,6 +205,29 @@ pub(crate) struct Section {
     temp: Option<Fint>,
 }
 
+/// A count as a call takes it: `INTEGER`, or the large-count forms'
+/// `INTEGER(KIND=MPI_COUNT_KIND)`.
+pub(crate) trait Count: Copy {
+    /// The count, widened.
+    fn get(self) -> i64;
+    /// One.
+    const ONE: Self;
+}
+
+impl Count for Fint {
+    fn get(self) -> i64 {
+        i64::from(self)
+    }
+    const ONE: Self = 1;
+}
+
+impl Count for i64 {
+    fn get(self) -> i64 {
+        self
+    }
+    const ONE: Self = 1;
+}
+
 impl Section {
     /// The section `d` to be given as `*count` elements of `*datatype`;
     /// `count` and `datatype` are rewritten to describe it (1 of a new type)
@@ -214,10 +237,10 @@ impl Section {
     /// # Safety
     /// `d` must be a descriptor gfortran passed, `count` and `datatype`
     /// valid, for the call.
-    pub(crate) unsafe fn new(
+    pub(crate) unsafe fn new<C: Count>(
         name: &'static str,
         d: *const Desc,
-        count: &mut Fint,
+        count: &mut C,
         datatype: &mut Fint,
     ) -> Result<Section, c_int> {
         // SAFETY: the caller's contract.
@@ -232,7 +255,7 @@ impl Section {
         if rc != MPI_SUCCESS {
             return Err(rc);
         }
-        let steps = match plan(shape.dims(), shape.elem, size, *count) {
+        let steps = match plan(shape.dims(), shape.elem, size, count.get()) {
             Ok(s) => s,
             Err(why) => return Err(fail(name, why)),
         };
@@ -243,7 +266,8 @@ impl Section {
             // SAFETY: `next` is a live local; `t` a datatype (the caller's,
             // or the previous step's).
             let rc = unsafe {
-                let rc = crate::types::PMPI_Type_create_hvector(n, 1, stride, t, &mut next);
+                let rc =
+                    crate::types::PMPI_Type_create_hvector_c(n, 1, stride as i64, t, &mut next);
                 if rc == MPI_SUCCESS {
                     crate::types::PMPI_Type_commit(&mut next)
                 } else {
@@ -260,7 +284,7 @@ impl Section {
             t = next;
             temp = Some(next);
         }
-        *count = 1;
+        *count = C::ONE;
         *datatype = t;
         Ok(Section { addr, temp })
     }
@@ -318,8 +342,8 @@ fn plan(
     dims: &[(usize, isize)],
     elem: usize,
     size: c_int,
-    count: Fint,
-) -> Result<Vec<(Fint, isize)>, String> {
+    count: i64,
+) -> Result<Vec<(i64, isize)>, String> {
     if usize::try_from(size).ok() != Some(elem) {
         return Err(format!(
             "a non-contiguous array section of {elem}-byte elements with a datatype of \
@@ -345,7 +369,7 @@ fn plan(
         }
         let rows = count / whole;
         let n = rows.min(extent);
-        steps.push((n as Fint, stride));
+        steps.push((n as i64, stride));
         if rows <= extent {
             break;
         }

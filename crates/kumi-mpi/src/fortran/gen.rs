@@ -7376,3 +7376,3676 @@ unsafe extern "C" fn mpi_win_wait(win: *mut Fint, ierror: *mut Fint) {
 }
 
 fortran_names!(mpi_win_wait(win: *mut Fint, ierror: *mut Fint); "mpi_win_wait" "mpi_win_wait_" "mpi_win_wait__" "MPI_WIN_WAIT" "pmpi_win_wait" "pmpi_win_wait_" "pmpi_win_wait__" "PMPI_WIN_WAIT" "mpi_win_wait_f08_" "pmpir_win_wait_f08_");
+
+/// `MPI_ACCUMULATE_C`: `MPI_Accumulate_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_accumulate_c(origin_addr: *mut c_void, origin_count: *mut i64, origin_datatype: *mut Fint, target_rank: *mut Fint, target_disp: *mut i64, target_count: *mut i64, target_datatype: *mut Fint, op: *mut Fint, win: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::win::PMPI_Accumulate_c(fortran::buf(origin_addr) as _, *origin_count as _, *origin_datatype as _, *target_rank as _, *target_disp as _, *target_count as _, *target_datatype as _, *op as _, *win as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_ACCUMULATE_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_accumulate_c_f08ts(origin_addr: *const fortran::f08::Desc, origin_count: *mut i64, origin_datatype: *mut Fint, target_rank: *mut Fint, target_disp: *mut i64, target_count: *mut i64, target_datatype: *mut Fint, op: *mut Fint, win: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut origin_count_c = *origin_count;
+        let mut origin_datatype_c = *origin_datatype;
+        let origin_addr_s = match fortran::f08::Section::new("MPI_ACCUMULATE_C", origin_addr, &mut origin_count_c, &mut origin_datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_accumulate_c(origin_addr_s.addr(), &mut origin_count_c, &mut origin_datatype_c, target_rank, target_disp, target_count, target_datatype, op, win, ierror);
+    }
+}
+
+fortran_names!(mpi_accumulate_c_f08ts(origin_addr: *const fortran::f08::Desc, origin_count: *mut i64, origin_datatype: *mut Fint, target_rank: *mut Fint, target_disp: *mut i64, target_count: *mut i64, target_datatype: *mut Fint, op: *mut Fint, win: *mut Fint, ierror: *mut Fint); "mpi_accumulate_f08ts_large_" "pmpir_accumulate_f08ts_large_");
+
+/// `MPI_ALLGATHER_C`: `MPI_Allgather_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_allgather_c(sendbuf: *mut c_void, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *mut c_void, recvcount: *mut i64, recvtype: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::large::PMPI_Allgather_c(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *comm as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_ALLGATHER_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_allgather_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut i64, recvtype: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendbuf_c = fortran::f08::Copied::new(sendbuf, false);
+        let mut recvbuf_c = fortran::f08::Copied::new(recvbuf, true);
+        mpi_allgather_c(sendbuf_c.addr(), sendcount, sendtype, recvbuf_c.addr(), recvcount, recvtype, comm, ierror);
+        sendbuf_c.finish();
+        recvbuf_c.finish();
+    }
+}
+
+fortran_names!(mpi_allgather_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut i64, recvtype: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_allgather_f08ts_large_" "pmpir_allgather_f08ts_large_");
+
+/// `MPI_ALLGATHER_INIT_C`: `MPI_Allgather_init_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_allgather_init_c(sendbuf: *mut c_void, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *mut c_void, recvcount: *mut i64, recvtype: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::coll::PMPI_Allgather_init_c(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *comm as _, *info as _, request as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_ALLGATHER_INIT_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_allgather_init_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut i64, recvtype: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendcount_c = *sendcount;
+        let mut sendtype_c = *sendtype;
+        let sendbuf_s = match fortran::f08::Section::new("MPI_ALLGATHER_INIT_C", sendbuf, &mut sendcount_c, &mut sendtype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let mut recvcount_c = *recvcount;
+        let mut recvtype_c = *recvtype;
+        let recvbuf_s = match fortran::f08::Section::new("MPI_ALLGATHER_INIT_C", recvbuf, &mut recvcount_c, &mut recvtype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_allgather_init_c(sendbuf_s.addr(), &mut sendcount_c, &mut sendtype_c, recvbuf_s.addr(), &mut recvcount_c, &mut recvtype_c, comm, info, request, ierror);
+    }
+}
+
+fortran_names!(mpi_allgather_init_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut i64, recvtype: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_allgather_init_f08ts_large_" "pmpir_allgather_init_f08ts_large_");
+
+/// `MPI_ALLGATHERV_C`: `MPI_Allgatherv_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_allgatherv_c(sendbuf: *mut c_void, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *mut c_void, recvcounts: *mut i64, displs: *mut i64, recvtype: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::coll::v::PMPI_Allgatherv_c(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, recvcounts as _, displs as _, *recvtype as _, *comm as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_ALLGATHERV_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_allgatherv_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut i64, displs: *mut i64, recvtype: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendbuf_c = fortran::f08::Copied::new(sendbuf, false);
+        let mut recvbuf_c = fortran::f08::Copied::new(recvbuf, true);
+        mpi_allgatherv_c(sendbuf_c.addr(), sendcount, sendtype, recvbuf_c.addr(), recvcounts, displs, recvtype, comm, ierror);
+        sendbuf_c.finish();
+        recvbuf_c.finish();
+    }
+}
+
+fortran_names!(mpi_allgatherv_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut i64, displs: *mut i64, recvtype: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_allgatherv_f08ts_large_" "pmpir_allgatherv_f08ts_large_");
+
+/// `MPI_ALLGATHERV_INIT_C`: `MPI_Allgatherv_init_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_allgatherv_init_c(sendbuf: *mut c_void, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *mut c_void, recvcounts: *mut i64, displs: *mut i64, recvtype: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::coll::PMPI_Allgatherv_init_c(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, recvcounts as _, displs as _, *recvtype as _, *comm as _, *info as _, request as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_ALLGATHERV_INIT_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_allgatherv_init_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut i64, displs: *mut i64, recvtype: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendcount_c = *sendcount;
+        let mut sendtype_c = *sendtype;
+        let sendbuf_s = match fortran::f08::Section::new("MPI_ALLGATHERV_INIT_C", sendbuf, &mut sendcount_c, &mut sendtype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let recvbuf_s = match fortran::f08::Section::contiguous("MPI_ALLGATHERV_INIT_C", recvbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_allgatherv_init_c(sendbuf_s.addr(), &mut sendcount_c, &mut sendtype_c, recvbuf_s.addr(), recvcounts, displs, recvtype, comm, info, request, ierror);
+    }
+}
+
+fortran_names!(mpi_allgatherv_init_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut i64, displs: *mut i64, recvtype: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_allgatherv_init_f08ts_large_" "pmpir_allgatherv_init_f08ts_large_");
+
+/// `MPI_ALLREDUCE_C`: `MPI_Allreduce_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_allreduce_c(sendbuf: *mut c_void, recvbuf: *mut c_void, count: *mut i64, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::large::PMPI_Allreduce_c(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, *count as _, *datatype as _, *op as _, *comm as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_ALLREDUCE_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_allreduce_c_f08ts(sendbuf: *const fortran::f08::Desc, recvbuf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendbuf_c = fortran::f08::Copied::new(sendbuf, false);
+        let mut recvbuf_c = fortran::f08::Copied::new(recvbuf, true);
+        mpi_allreduce_c(sendbuf_c.addr(), recvbuf_c.addr(), count, datatype, op, comm, ierror);
+        sendbuf_c.finish();
+        recvbuf_c.finish();
+    }
+}
+
+fortran_names!(mpi_allreduce_c_f08ts(sendbuf: *const fortran::f08::Desc, recvbuf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_allreduce_f08ts_large_" "pmpir_allreduce_f08ts_large_");
+
+/// `MPI_ALLREDUCE_INIT_C`: `MPI_Allreduce_init_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_allreduce_init_c(sendbuf: *mut c_void, recvbuf: *mut c_void, count: *mut i64, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::coll::PMPI_Allreduce_init_c(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, *count as _, *datatype as _, *op as _, *comm as _, *info as _, request as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_ALLREDUCE_INIT_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_allreduce_init_c_f08ts(sendbuf: *const fortran::f08::Desc, recvbuf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let sendbuf_s = match fortran::f08::Section::contiguous("MPI_ALLREDUCE_INIT_C", sendbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let recvbuf_s = match fortran::f08::Section::contiguous("MPI_ALLREDUCE_INIT_C", recvbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_allreduce_init_c(sendbuf_s.addr(), recvbuf_s.addr(), count, datatype, op, comm, info, request, ierror);
+    }
+}
+
+fortran_names!(mpi_allreduce_init_c_f08ts(sendbuf: *const fortran::f08::Desc, recvbuf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_allreduce_init_f08ts_large_" "pmpir_allreduce_init_f08ts_large_");
+
+/// `MPI_ALLTOALL_C`: `MPI_Alltoall_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_alltoall_c(sendbuf: *mut c_void, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *mut c_void, recvcount: *mut i64, recvtype: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::large::PMPI_Alltoall_c(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *comm as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_ALLTOALL_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_alltoall_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut i64, recvtype: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendbuf_c = fortran::f08::Copied::new(sendbuf, false);
+        let mut recvbuf_c = fortran::f08::Copied::new(recvbuf, true);
+        mpi_alltoall_c(sendbuf_c.addr(), sendcount, sendtype, recvbuf_c.addr(), recvcount, recvtype, comm, ierror);
+        sendbuf_c.finish();
+        recvbuf_c.finish();
+    }
+}
+
+fortran_names!(mpi_alltoall_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut i64, recvtype: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_alltoall_f08ts_large_" "pmpir_alltoall_f08ts_large_");
+
+/// `MPI_ALLTOALL_INIT_C`: `MPI_Alltoall_init_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_alltoall_init_c(sendbuf: *mut c_void, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *mut c_void, recvcount: *mut i64, recvtype: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::coll::PMPI_Alltoall_init_c(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *comm as _, *info as _, request as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_ALLTOALL_INIT_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_alltoall_init_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut i64, recvtype: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendcount_c = *sendcount;
+        let mut sendtype_c = *sendtype;
+        let sendbuf_s = match fortran::f08::Section::new("MPI_ALLTOALL_INIT_C", sendbuf, &mut sendcount_c, &mut sendtype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let mut recvcount_c = *recvcount;
+        let mut recvtype_c = *recvtype;
+        let recvbuf_s = match fortran::f08::Section::new("MPI_ALLTOALL_INIT_C", recvbuf, &mut recvcount_c, &mut recvtype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_alltoall_init_c(sendbuf_s.addr(), &mut sendcount_c, &mut sendtype_c, recvbuf_s.addr(), &mut recvcount_c, &mut recvtype_c, comm, info, request, ierror);
+    }
+}
+
+fortran_names!(mpi_alltoall_init_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut i64, recvtype: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_alltoall_init_f08ts_large_" "pmpir_alltoall_init_f08ts_large_");
+
+/// `MPI_ALLTOALLV_C`: `MPI_Alltoallv_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_alltoallv_c(sendbuf: *mut c_void, sendcounts: *mut i64, sdispls: *mut i64, sendtype: *mut Fint, recvbuf: *mut c_void, recvcounts: *mut i64, rdispls: *mut i64, recvtype: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::coll::v::PMPI_Alltoallv_c(fortran::buf(sendbuf) as _, sendcounts as _, sdispls as _, *sendtype as _, fortran::buf(recvbuf) as _, recvcounts as _, rdispls as _, *recvtype as _, *comm as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_ALLTOALLV_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_alltoallv_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcounts: *mut i64, sdispls: *mut i64, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut i64, rdispls: *mut i64, recvtype: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendbuf_c = fortran::f08::Copied::new(sendbuf, false);
+        let mut recvbuf_c = fortran::f08::Copied::new(recvbuf, true);
+        mpi_alltoallv_c(sendbuf_c.addr(), sendcounts, sdispls, sendtype, recvbuf_c.addr(), recvcounts, rdispls, recvtype, comm, ierror);
+        sendbuf_c.finish();
+        recvbuf_c.finish();
+    }
+}
+
+fortran_names!(mpi_alltoallv_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcounts: *mut i64, sdispls: *mut i64, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut i64, rdispls: *mut i64, recvtype: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_alltoallv_f08ts_large_" "pmpir_alltoallv_f08ts_large_");
+
+/// `MPI_ALLTOALLV_INIT_C`: `MPI_Alltoallv_init_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_alltoallv_init_c(sendbuf: *mut c_void, sendcounts: *mut i64, sdispls: *mut i64, sendtype: *mut Fint, recvbuf: *mut c_void, recvcounts: *mut i64, rdispls: *mut i64, recvtype: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::coll::PMPI_Alltoallv_init_c(fortran::buf(sendbuf) as _, sendcounts as _, sdispls as _, *sendtype as _, fortran::buf(recvbuf) as _, recvcounts as _, rdispls as _, *recvtype as _, *comm as _, *info as _, request as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_ALLTOALLV_INIT_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_alltoallv_init_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcounts: *mut i64, sdispls: *mut i64, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut i64, rdispls: *mut i64, recvtype: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let sendbuf_s = match fortran::f08::Section::contiguous("MPI_ALLTOALLV_INIT_C", sendbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let recvbuf_s = match fortran::f08::Section::contiguous("MPI_ALLTOALLV_INIT_C", recvbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_alltoallv_init_c(sendbuf_s.addr(), sendcounts, sdispls, sendtype, recvbuf_s.addr(), recvcounts, rdispls, recvtype, comm, info, request, ierror);
+    }
+}
+
+fortran_names!(mpi_alltoallv_init_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcounts: *mut i64, sdispls: *mut i64, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut i64, rdispls: *mut i64, recvtype: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_alltoallv_init_f08ts_large_" "pmpir_alltoallv_init_f08ts_large_");
+
+/// `MPI_ALLTOALLW_C`: `MPI_Alltoallw_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_alltoallw_c(sendbuf: *mut c_void, sendcounts: *mut i64, sdispls: *mut i64, sendtypes: *mut Fint, recvbuf: *mut c_void, recvcounts: *mut i64, rdispls: *mut i64, recvtypes: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::coll::v::PMPI_Alltoallw_c(fortran::buf(sendbuf) as _, sendcounts as _, sdispls as _, sendtypes as _, fortran::buf(recvbuf) as _, recvcounts as _, rdispls as _, recvtypes as _, *comm as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_ALLTOALLW_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_alltoallw_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcounts: *mut i64, sdispls: *mut i64, sendtypes: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut i64, rdispls: *mut i64, recvtypes: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendbuf_c = fortran::f08::Copied::new(sendbuf, false);
+        let mut recvbuf_c = fortran::f08::Copied::new(recvbuf, true);
+        mpi_alltoallw_c(sendbuf_c.addr(), sendcounts, sdispls, sendtypes, recvbuf_c.addr(), recvcounts, rdispls, recvtypes, comm, ierror);
+        sendbuf_c.finish();
+        recvbuf_c.finish();
+    }
+}
+
+fortran_names!(mpi_alltoallw_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcounts: *mut i64, sdispls: *mut i64, sendtypes: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut i64, rdispls: *mut i64, recvtypes: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_alltoallw_f08ts_large_" "pmpir_alltoallw_f08ts_large_");
+
+/// `MPI_ALLTOALLW_INIT_C`: `MPI_Alltoallw_init_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_alltoallw_init_c(sendbuf: *mut c_void, sendcounts: *mut i64, sdispls: *mut i64, sendtypes: *mut Fint, recvbuf: *mut c_void, recvcounts: *mut i64, rdispls: *mut i64, recvtypes: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::coll::PMPI_Alltoallw_init_c(fortran::buf(sendbuf) as _, sendcounts as _, sdispls as _, sendtypes as _, fortran::buf(recvbuf) as _, recvcounts as _, rdispls as _, recvtypes as _, *comm as _, *info as _, request as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_ALLTOALLW_INIT_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_alltoallw_init_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcounts: *mut i64, sdispls: *mut i64, sendtypes: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut i64, rdispls: *mut i64, recvtypes: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let sendbuf_s = match fortran::f08::Section::contiguous("MPI_ALLTOALLW_INIT_C", sendbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let recvbuf_s = match fortran::f08::Section::contiguous("MPI_ALLTOALLW_INIT_C", recvbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_alltoallw_init_c(sendbuf_s.addr(), sendcounts, sdispls, sendtypes, recvbuf_s.addr(), recvcounts, rdispls, recvtypes, comm, info, request, ierror);
+    }
+}
+
+fortran_names!(mpi_alltoallw_init_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcounts: *mut i64, sdispls: *mut i64, sendtypes: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut i64, rdispls: *mut i64, recvtypes: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_alltoallw_init_f08ts_large_" "pmpir_alltoallw_init_f08ts_large_");
+
+/// `MPI_BCAST_C`: `MPI_Bcast_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_bcast_c(buffer: *mut c_void, count: *mut i64, datatype: *mut Fint, root: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::large::PMPI_Bcast_c(fortran::buf(buffer) as _, *count as _, *datatype as _, *root as _, *comm as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_BCAST_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_bcast_c_f08ts(buffer: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, root: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut buffer_c = fortran::f08::Copied::new(buffer, true);
+        mpi_bcast_c(buffer_c.addr(), count, datatype, root, comm, ierror);
+        buffer_c.finish();
+    }
+}
+
+fortran_names!(mpi_bcast_c_f08ts(buffer: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, root: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_bcast_f08ts_large_" "pmpir_bcast_f08ts_large_");
+
+/// `MPI_BCAST_INIT_C`: `MPI_Bcast_init_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_bcast_init_c(buffer: *mut c_void, count: *mut i64, datatype: *mut Fint, root: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::coll::PMPI_Bcast_init_c(fortran::buf(buffer) as _, *count as _, *datatype as _, *root as _, *comm as _, *info as _, request as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_BCAST_INIT_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_bcast_init_c_f08ts(buffer: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, root: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut count_c = *count;
+        let mut datatype_c = *datatype;
+        let buffer_s = match fortran::f08::Section::new("MPI_BCAST_INIT_C", buffer, &mut count_c, &mut datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_bcast_init_c(buffer_s.addr(), &mut count_c, &mut datatype_c, root, comm, info, request, ierror);
+    }
+}
+
+fortran_names!(mpi_bcast_init_c_f08ts(buffer: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, root: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_bcast_init_f08ts_large_" "pmpir_bcast_init_f08ts_large_");
+
+/// `MPI_BSEND_C`: `MPI_Bsend_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_bsend_c(buf: *mut c_void, count: *mut i64, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::large::PMPI_Bsend_c(fortran::buf(buf) as _, *count as _, *datatype as _, *dest as _, *tag as _, *comm as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_BSEND_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_bsend_c_f08ts(buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut buf_c = fortran::f08::Copied::new(buf, false);
+        mpi_bsend_c(buf_c.addr(), count, datatype, dest, tag, comm, ierror);
+        buf_c.finish();
+    }
+}
+
+fortran_names!(mpi_bsend_c_f08ts(buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_bsend_f08ts_large_" "pmpir_bsend_f08ts_large_");
+
+/// `MPI_BSEND_INIT_C`: `MPI_Bsend_init_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_bsend_init_c(buf: *mut c_void, count: *mut i64, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::large::PMPI_Bsend_init_c(fortran::buf(buf) as _, *count as _, *datatype as _, *dest as _, *tag as _, *comm as _, request as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_BSEND_INIT_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_bsend_init_c_f08ts(buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut count_c = *count;
+        let mut datatype_c = *datatype;
+        let buf_s = match fortran::f08::Section::new("MPI_BSEND_INIT_C", buf, &mut count_c, &mut datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_bsend_init_c(buf_s.addr(), &mut count_c, &mut datatype_c, dest, tag, comm, request, ierror);
+    }
+}
+
+fortran_names!(mpi_bsend_init_c_f08ts(buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_bsend_init_f08ts_large_" "pmpir_bsend_init_f08ts_large_");
+
+/// `MPI_BUFFER_ATTACH_C`: `MPI_Buffer_attach_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_buffer_attach_c(buffer: *mut c_void, size: *mut i64, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::large::PMPI_Buffer_attach_c(fortran::buf(buffer) as _, *size as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_BUFFER_ATTACH_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_buffer_attach_c_f08ts(buffer: *const fortran::f08::Desc, size: *mut i64, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        mpi_buffer_attach_c(fortran::f08::first(buffer), size, ierror);
+    }
+}
+
+fortran_names!(mpi_buffer_attach_c_f08ts(buffer: *const fortran::f08::Desc, size: *mut i64, ierror: *mut Fint); "mpi_buffer_attach_f08ts_large_" "pmpir_buffer_attach_f08ts_large_");
+
+/// `MPI_BUFFER_DETACH_C`: `MPI_Buffer_detach_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_buffer_detach_c(buffer_addr: *mut c_void, size: *mut i64, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let mut buffer_addr_c: *mut c_void = std::ptr::null_mut();
+        let rc = crate::large::PMPI_Buffer_detach_c(&mut buffer_addr_c as *mut *mut c_void as _, size as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+fortran_names!(mpi_buffer_detach_c(buffer_addr: *mut c_void, size: *mut i64, ierror: *mut Fint); "mpi_buffer_detach_f08_large_" "pmpir_buffer_detach_f08_large_");
+
+/// `MPI_COMM_ATTACH_BUFFER_C`: not bound for Fortran (kumi does not implement it).
+unsafe extern "C" fn mpi_comm_attach_buffer_c(_comm: *mut Fint, _buffer: *mut c_void, _size: *mut i64, ierror: *mut Fint) {
+    // SAFETY: `ierror` is the program's, valid for one integer, or null.
+    unsafe { fortran::unbound("MPI_COMM_ATTACH_BUFFER_C", ierror) }
+}
+
+fortran_names!(mpi_comm_attach_buffer_c(_comm: *mut Fint, _buffer: *mut c_void, _size: *mut i64, ierror: *mut Fint); "mpi_comm_attach_buffer_f08ts_large_" "pmpir_comm_attach_buffer_f08ts_large_");
+
+/// `MPI_COMM_DETACH_BUFFER_C`: not bound for Fortran (kumi does not implement it).
+unsafe extern "C" fn mpi_comm_detach_buffer_c(_comm: *mut Fint, _buffer_addr: *mut c_void, _size: *mut i64, ierror: *mut Fint) {
+    // SAFETY: `ierror` is the program's, valid for one integer, or null.
+    unsafe { fortran::unbound("MPI_COMM_DETACH_BUFFER_C", ierror) }
+}
+
+fortran_names!(mpi_comm_detach_buffer_c(_comm: *mut Fint, _buffer_addr: *mut c_void, _size: *mut i64, ierror: *mut Fint); "mpi_comm_detach_buffer_f08_large_" "pmpir_comm_detach_buffer_f08_large_");
+
+/// `MPI_EXSCAN_C`: `MPI_Exscan_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_exscan_c(sendbuf: *mut c_void, recvbuf: *mut c_void, count: *mut i64, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::large::PMPI_Exscan_c(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, *count as _, *datatype as _, *op as _, *comm as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_EXSCAN_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_exscan_c_f08ts(sendbuf: *const fortran::f08::Desc, recvbuf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendbuf_c = fortran::f08::Copied::new(sendbuf, false);
+        let mut recvbuf_c = fortran::f08::Copied::new(recvbuf, true);
+        mpi_exscan_c(sendbuf_c.addr(), recvbuf_c.addr(), count, datatype, op, comm, ierror);
+        sendbuf_c.finish();
+        recvbuf_c.finish();
+    }
+}
+
+fortran_names!(mpi_exscan_c_f08ts(sendbuf: *const fortran::f08::Desc, recvbuf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_exscan_f08ts_large_" "pmpir_exscan_f08ts_large_");
+
+/// `MPI_EXSCAN_INIT_C`: `MPI_Exscan_init_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_exscan_init_c(sendbuf: *mut c_void, recvbuf: *mut c_void, count: *mut i64, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::coll::PMPI_Exscan_init_c(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, *count as _, *datatype as _, *op as _, *comm as _, *info as _, request as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_EXSCAN_INIT_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_exscan_init_c_f08ts(sendbuf: *const fortran::f08::Desc, recvbuf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let sendbuf_s = match fortran::f08::Section::contiguous("MPI_EXSCAN_INIT_C", sendbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let recvbuf_s = match fortran::f08::Section::contiguous("MPI_EXSCAN_INIT_C", recvbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_exscan_init_c(sendbuf_s.addr(), recvbuf_s.addr(), count, datatype, op, comm, info, request, ierror);
+    }
+}
+
+fortran_names!(mpi_exscan_init_c_f08ts(sendbuf: *const fortran::f08::Desc, recvbuf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_exscan_init_f08ts_large_" "pmpir_exscan_init_f08ts_large_");
+
+/// `MPI_FILE_IREAD_C`: `MPI_File_iread_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_iread_c(fh: *mut Fint, buf: *mut c_void, count: *mut i64, datatype: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::file::PMPI_File_iread_c(crate::file::MPI_File_f2c(*fh), fortran::buf(buf) as _, *count as _, *datatype as _, request as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_FILE_IREAD_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_iread_c_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut count_c = *count;
+        let mut datatype_c = *datatype;
+        let buf_s = match fortran::f08::Section::new("MPI_FILE_IREAD_C", buf, &mut count_c, &mut datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_file_iread_c(fh, buf_s.addr(), &mut count_c, &mut datatype_c, request, ierror);
+    }
+}
+
+fortran_names!(mpi_file_iread_c_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_file_iread_f08ts_large_" "pmpir_file_iread_f08ts_large_");
+
+/// `MPI_FILE_IREAD_ALL_C`: `MPI_File_iread_all_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_iread_all_c(fh: *mut Fint, buf: *mut c_void, count: *mut i64, datatype: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::file::PMPI_File_iread_all_c(crate::file::MPI_File_f2c(*fh), fortran::buf(buf) as _, *count as _, *datatype as _, request as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_FILE_IREAD_ALL_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_iread_all_c_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut count_c = *count;
+        let mut datatype_c = *datatype;
+        let buf_s = match fortran::f08::Section::new("MPI_FILE_IREAD_ALL_C", buf, &mut count_c, &mut datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_file_iread_all_c(fh, buf_s.addr(), &mut count_c, &mut datatype_c, request, ierror);
+    }
+}
+
+fortran_names!(mpi_file_iread_all_c_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_file_iread_all_f08ts_large_" "pmpir_file_iread_all_f08ts_large_");
+
+/// `MPI_FILE_IREAD_AT_C`: `MPI_File_iread_at_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_iread_at_c(fh: *mut Fint, offset: *mut i64, buf: *mut c_void, count: *mut i64, datatype: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::file::PMPI_File_iread_at_c(crate::file::MPI_File_f2c(*fh), *offset as _, fortran::buf(buf) as _, *count as _, *datatype as _, request as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_FILE_IREAD_AT_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_iread_at_c_f08ts(fh: *mut Fint, offset: *mut i64, buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut count_c = *count;
+        let mut datatype_c = *datatype;
+        let buf_s = match fortran::f08::Section::new("MPI_FILE_IREAD_AT_C", buf, &mut count_c, &mut datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_file_iread_at_c(fh, offset, buf_s.addr(), &mut count_c, &mut datatype_c, request, ierror);
+    }
+}
+
+fortran_names!(mpi_file_iread_at_c_f08ts(fh: *mut Fint, offset: *mut i64, buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_file_iread_at_f08ts_large_" "pmpir_file_iread_at_f08ts_large_");
+
+/// `MPI_FILE_IREAD_AT_ALL_C`: `MPI_File_iread_at_all_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_iread_at_all_c(fh: *mut Fint, offset: *mut i64, buf: *mut c_void, count: *mut i64, datatype: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::file::PMPI_File_iread_at_all_c(crate::file::MPI_File_f2c(*fh), *offset as _, fortran::buf(buf) as _, *count as _, *datatype as _, request as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_FILE_IREAD_AT_ALL_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_iread_at_all_c_f08ts(fh: *mut Fint, offset: *mut i64, buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut count_c = *count;
+        let mut datatype_c = *datatype;
+        let buf_s = match fortran::f08::Section::new("MPI_FILE_IREAD_AT_ALL_C", buf, &mut count_c, &mut datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_file_iread_at_all_c(fh, offset, buf_s.addr(), &mut count_c, &mut datatype_c, request, ierror);
+    }
+}
+
+fortran_names!(mpi_file_iread_at_all_c_f08ts(fh: *mut Fint, offset: *mut i64, buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_file_iread_at_all_f08ts_large_" "pmpir_file_iread_at_all_f08ts_large_");
+
+/// `MPI_FILE_IREAD_SHARED_C`: `MPI_File_iread_shared_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_iread_shared_c(fh: *mut Fint, buf: *mut c_void, count: *mut i64, datatype: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::file::PMPI_File_iread_shared_c(crate::file::MPI_File_f2c(*fh), fortran::buf(buf) as _, *count as _, *datatype as _, request as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_FILE_IREAD_SHARED_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_iread_shared_c_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut count_c = *count;
+        let mut datatype_c = *datatype;
+        let buf_s = match fortran::f08::Section::new("MPI_FILE_IREAD_SHARED_C", buf, &mut count_c, &mut datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_file_iread_shared_c(fh, buf_s.addr(), &mut count_c, &mut datatype_c, request, ierror);
+    }
+}
+
+fortran_names!(mpi_file_iread_shared_c_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_file_iread_shared_f08ts_large_" "pmpir_file_iread_shared_f08ts_large_");
+
+/// `MPI_FILE_IWRITE_C`: `MPI_File_iwrite_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_iwrite_c(fh: *mut Fint, buf: *mut c_void, count: *mut i64, datatype: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::file::PMPI_File_iwrite_c(crate::file::MPI_File_f2c(*fh), fortran::buf(buf) as _, *count as _, *datatype as _, request as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_FILE_IWRITE_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_iwrite_c_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut count_c = *count;
+        let mut datatype_c = *datatype;
+        let buf_s = match fortran::f08::Section::new("MPI_FILE_IWRITE_C", buf, &mut count_c, &mut datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_file_iwrite_c(fh, buf_s.addr(), &mut count_c, &mut datatype_c, request, ierror);
+    }
+}
+
+fortran_names!(mpi_file_iwrite_c_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_file_iwrite_f08ts_large_" "pmpir_file_iwrite_f08ts_large_");
+
+/// `MPI_FILE_IWRITE_ALL_C`: `MPI_File_iwrite_all_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_iwrite_all_c(fh: *mut Fint, buf: *mut c_void, count: *mut i64, datatype: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::file::PMPI_File_iwrite_all_c(crate::file::MPI_File_f2c(*fh), fortran::buf(buf) as _, *count as _, *datatype as _, request as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_FILE_IWRITE_ALL_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_iwrite_all_c_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut count_c = *count;
+        let mut datatype_c = *datatype;
+        let buf_s = match fortran::f08::Section::new("MPI_FILE_IWRITE_ALL_C", buf, &mut count_c, &mut datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_file_iwrite_all_c(fh, buf_s.addr(), &mut count_c, &mut datatype_c, request, ierror);
+    }
+}
+
+fortran_names!(mpi_file_iwrite_all_c_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_file_iwrite_all_f08ts_large_" "pmpir_file_iwrite_all_f08ts_large_");
+
+/// `MPI_FILE_IWRITE_AT_C`: `MPI_File_iwrite_at_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_iwrite_at_c(fh: *mut Fint, offset: *mut i64, buf: *mut c_void, count: *mut i64, datatype: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::file::PMPI_File_iwrite_at_c(crate::file::MPI_File_f2c(*fh), *offset as _, fortran::buf(buf) as _, *count as _, *datatype as _, request as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_FILE_IWRITE_AT_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_iwrite_at_c_f08ts(fh: *mut Fint, offset: *mut i64, buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut count_c = *count;
+        let mut datatype_c = *datatype;
+        let buf_s = match fortran::f08::Section::new("MPI_FILE_IWRITE_AT_C", buf, &mut count_c, &mut datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_file_iwrite_at_c(fh, offset, buf_s.addr(), &mut count_c, &mut datatype_c, request, ierror);
+    }
+}
+
+fortran_names!(mpi_file_iwrite_at_c_f08ts(fh: *mut Fint, offset: *mut i64, buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_file_iwrite_at_f08ts_large_" "pmpir_file_iwrite_at_f08ts_large_");
+
+/// `MPI_FILE_IWRITE_AT_ALL_C`: `MPI_File_iwrite_at_all_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_iwrite_at_all_c(fh: *mut Fint, offset: *mut i64, buf: *mut c_void, count: *mut i64, datatype: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::file::PMPI_File_iwrite_at_all_c(crate::file::MPI_File_f2c(*fh), *offset as _, fortran::buf(buf) as _, *count as _, *datatype as _, request as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_FILE_IWRITE_AT_ALL_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_iwrite_at_all_c_f08ts(fh: *mut Fint, offset: *mut i64, buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut count_c = *count;
+        let mut datatype_c = *datatype;
+        let buf_s = match fortran::f08::Section::new("MPI_FILE_IWRITE_AT_ALL_C", buf, &mut count_c, &mut datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_file_iwrite_at_all_c(fh, offset, buf_s.addr(), &mut count_c, &mut datatype_c, request, ierror);
+    }
+}
+
+fortran_names!(mpi_file_iwrite_at_all_c_f08ts(fh: *mut Fint, offset: *mut i64, buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_file_iwrite_at_all_f08ts_large_" "pmpir_file_iwrite_at_all_f08ts_large_");
+
+/// `MPI_FILE_IWRITE_SHARED_C`: `MPI_File_iwrite_shared_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_iwrite_shared_c(fh: *mut Fint, buf: *mut c_void, count: *mut i64, datatype: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::file::PMPI_File_iwrite_shared_c(crate::file::MPI_File_f2c(*fh), fortran::buf(buf) as _, *count as _, *datatype as _, request as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_FILE_IWRITE_SHARED_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_iwrite_shared_c_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut count_c = *count;
+        let mut datatype_c = *datatype;
+        let buf_s = match fortran::f08::Section::new("MPI_FILE_IWRITE_SHARED_C", buf, &mut count_c, &mut datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_file_iwrite_shared_c(fh, buf_s.addr(), &mut count_c, &mut datatype_c, request, ierror);
+    }
+}
+
+fortran_names!(mpi_file_iwrite_shared_c_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_file_iwrite_shared_f08ts_large_" "pmpir_file_iwrite_shared_f08ts_large_");
+
+/// `MPI_FILE_READ_C`: `MPI_File_read_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_read_c(fh: *mut Fint, buf: *mut c_void, count: *mut i64, datatype: *mut Fint, status: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::file::PMPI_File_read_c(crate::file::MPI_File_f2c(*fh), fortran::buf(buf) as _, *count as _, *datatype as _, fortran::status(status));
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_FILE_READ_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_read_c_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, status: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut buf_c = fortran::f08::Copied::new(buf, true);
+        mpi_file_read_c(fh, buf_c.addr(), count, datatype, status, ierror);
+        buf_c.finish();
+    }
+}
+
+fortran_names!(mpi_file_read_c_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, status: *mut Fint, ierror: *mut Fint); "mpi_file_read_f08ts_large_" "pmpir_file_read_f08ts_large_");
+
+/// `MPI_FILE_READ_ALL_C`: `MPI_File_read_all_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_read_all_c(fh: *mut Fint, buf: *mut c_void, count: *mut i64, datatype: *mut Fint, status: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::file::PMPI_File_read_all_c(crate::file::MPI_File_f2c(*fh), fortran::buf(buf) as _, *count as _, *datatype as _, fortran::status(status));
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_FILE_READ_ALL_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_read_all_c_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, status: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut buf_c = fortran::f08::Copied::new(buf, true);
+        mpi_file_read_all_c(fh, buf_c.addr(), count, datatype, status, ierror);
+        buf_c.finish();
+    }
+}
+
+fortran_names!(mpi_file_read_all_c_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, status: *mut Fint, ierror: *mut Fint); "mpi_file_read_all_f08ts_large_" "pmpir_file_read_all_f08ts_large_");
+
+/// `MPI_FILE_READ_ALL_BEGIN_C`: `MPI_File_read_all_begin_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_read_all_begin_c(fh: *mut Fint, buf: *mut c_void, count: *mut i64, datatype: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::file::PMPI_File_read_all_begin_c(crate::file::MPI_File_f2c(*fh), fortran::buf(buf) as _, *count as _, *datatype as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_FILE_READ_ALL_BEGIN_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_read_all_begin_c_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut count_c = *count;
+        let mut datatype_c = *datatype;
+        let buf_s = match fortran::f08::Section::new("MPI_FILE_READ_ALL_BEGIN_C", buf, &mut count_c, &mut datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_file_read_all_begin_c(fh, buf_s.addr(), &mut count_c, &mut datatype_c, ierror);
+    }
+}
+
+fortran_names!(mpi_file_read_all_begin_c_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, ierror: *mut Fint); "mpi_file_read_all_begin_f08ts_large_" "pmpir_file_read_all_begin_f08ts_large_");
+
+/// `MPI_FILE_READ_AT_C`: `MPI_File_read_at_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_read_at_c(fh: *mut Fint, offset: *mut i64, buf: *mut c_void, count: *mut i64, datatype: *mut Fint, status: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::file::PMPI_File_read_at_c(crate::file::MPI_File_f2c(*fh), *offset as _, fortran::buf(buf) as _, *count as _, *datatype as _, fortran::status(status));
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_FILE_READ_AT_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_read_at_c_f08ts(fh: *mut Fint, offset: *mut i64, buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, status: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut buf_c = fortran::f08::Copied::new(buf, true);
+        mpi_file_read_at_c(fh, offset, buf_c.addr(), count, datatype, status, ierror);
+        buf_c.finish();
+    }
+}
+
+fortran_names!(mpi_file_read_at_c_f08ts(fh: *mut Fint, offset: *mut i64, buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, status: *mut Fint, ierror: *mut Fint); "mpi_file_read_at_f08ts_large_" "pmpir_file_read_at_f08ts_large_");
+
+/// `MPI_FILE_READ_AT_ALL_C`: `MPI_File_read_at_all_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_read_at_all_c(fh: *mut Fint, offset: *mut i64, buf: *mut c_void, count: *mut i64, datatype: *mut Fint, status: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::file::PMPI_File_read_at_all_c(crate::file::MPI_File_f2c(*fh), *offset as _, fortran::buf(buf) as _, *count as _, *datatype as _, fortran::status(status));
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_FILE_READ_AT_ALL_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_read_at_all_c_f08ts(fh: *mut Fint, offset: *mut i64, buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, status: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut buf_c = fortran::f08::Copied::new(buf, true);
+        mpi_file_read_at_all_c(fh, offset, buf_c.addr(), count, datatype, status, ierror);
+        buf_c.finish();
+    }
+}
+
+fortran_names!(mpi_file_read_at_all_c_f08ts(fh: *mut Fint, offset: *mut i64, buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, status: *mut Fint, ierror: *mut Fint); "mpi_file_read_at_all_f08ts_large_" "pmpir_file_read_at_all_f08ts_large_");
+
+/// `MPI_FILE_READ_AT_ALL_BEGIN_C`: `MPI_File_read_at_all_begin_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_read_at_all_begin_c(fh: *mut Fint, offset: *mut i64, buf: *mut c_void, count: *mut i64, datatype: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::file::PMPI_File_read_at_all_begin_c(crate::file::MPI_File_f2c(*fh), *offset as _, fortran::buf(buf) as _, *count as _, *datatype as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_FILE_READ_AT_ALL_BEGIN_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_read_at_all_begin_c_f08ts(fh: *mut Fint, offset: *mut i64, buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut count_c = *count;
+        let mut datatype_c = *datatype;
+        let buf_s = match fortran::f08::Section::new("MPI_FILE_READ_AT_ALL_BEGIN_C", buf, &mut count_c, &mut datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_file_read_at_all_begin_c(fh, offset, buf_s.addr(), &mut count_c, &mut datatype_c, ierror);
+    }
+}
+
+fortran_names!(mpi_file_read_at_all_begin_c_f08ts(fh: *mut Fint, offset: *mut i64, buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, ierror: *mut Fint); "mpi_file_read_at_all_begin_f08ts_large_" "pmpir_file_read_at_all_begin_f08ts_large_");
+
+/// `MPI_FILE_READ_ORDERED_C`: `MPI_File_read_ordered_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_read_ordered_c(fh: *mut Fint, buf: *mut c_void, count: *mut i64, datatype: *mut Fint, status: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::file::PMPI_File_read_ordered_c(crate::file::MPI_File_f2c(*fh), fortran::buf(buf) as _, *count as _, *datatype as _, fortran::status(status));
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_FILE_READ_ORDERED_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_read_ordered_c_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, status: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut buf_c = fortran::f08::Copied::new(buf, true);
+        mpi_file_read_ordered_c(fh, buf_c.addr(), count, datatype, status, ierror);
+        buf_c.finish();
+    }
+}
+
+fortran_names!(mpi_file_read_ordered_c_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, status: *mut Fint, ierror: *mut Fint); "mpi_file_read_ordered_f08ts_large_" "pmpir_file_read_ordered_f08ts_large_");
+
+/// `MPI_FILE_READ_ORDERED_BEGIN_C`: `MPI_File_read_ordered_begin_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_read_ordered_begin_c(fh: *mut Fint, buf: *mut c_void, count: *mut i64, datatype: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::file::PMPI_File_read_ordered_begin_c(crate::file::MPI_File_f2c(*fh), fortran::buf(buf) as _, *count as _, *datatype as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_FILE_READ_ORDERED_BEGIN_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_read_ordered_begin_c_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut count_c = *count;
+        let mut datatype_c = *datatype;
+        let buf_s = match fortran::f08::Section::new("MPI_FILE_READ_ORDERED_BEGIN_C", buf, &mut count_c, &mut datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_file_read_ordered_begin_c(fh, buf_s.addr(), &mut count_c, &mut datatype_c, ierror);
+    }
+}
+
+fortran_names!(mpi_file_read_ordered_begin_c_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, ierror: *mut Fint); "mpi_file_read_ordered_begin_f08ts_large_" "pmpir_file_read_ordered_begin_f08ts_large_");
+
+/// `MPI_FILE_READ_SHARED_C`: `MPI_File_read_shared_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_read_shared_c(fh: *mut Fint, buf: *mut c_void, count: *mut i64, datatype: *mut Fint, status: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::file::PMPI_File_read_shared_c(crate::file::MPI_File_f2c(*fh), fortran::buf(buf) as _, *count as _, *datatype as _, fortran::status(status));
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_FILE_READ_SHARED_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_read_shared_c_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, status: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut buf_c = fortran::f08::Copied::new(buf, true);
+        mpi_file_read_shared_c(fh, buf_c.addr(), count, datatype, status, ierror);
+        buf_c.finish();
+    }
+}
+
+fortran_names!(mpi_file_read_shared_c_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, status: *mut Fint, ierror: *mut Fint); "mpi_file_read_shared_f08ts_large_" "pmpir_file_read_shared_f08ts_large_");
+
+/// `MPI_FILE_WRITE_C`: `MPI_File_write_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_write_c(fh: *mut Fint, buf: *mut c_void, count: *mut i64, datatype: *mut Fint, status: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::file::PMPI_File_write_c(crate::file::MPI_File_f2c(*fh), fortran::buf(buf) as _, *count as _, *datatype as _, fortran::status(status));
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_FILE_WRITE_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_write_c_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, status: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut buf_c = fortran::f08::Copied::new(buf, false);
+        mpi_file_write_c(fh, buf_c.addr(), count, datatype, status, ierror);
+        buf_c.finish();
+    }
+}
+
+fortran_names!(mpi_file_write_c_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, status: *mut Fint, ierror: *mut Fint); "mpi_file_write_f08ts_large_" "pmpir_file_write_f08ts_large_");
+
+/// `MPI_FILE_WRITE_ALL_C`: `MPI_File_write_all_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_write_all_c(fh: *mut Fint, buf: *mut c_void, count: *mut i64, datatype: *mut Fint, status: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::file::PMPI_File_write_all_c(crate::file::MPI_File_f2c(*fh), fortran::buf(buf) as _, *count as _, *datatype as _, fortran::status(status));
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_FILE_WRITE_ALL_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_write_all_c_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, status: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut buf_c = fortran::f08::Copied::new(buf, false);
+        mpi_file_write_all_c(fh, buf_c.addr(), count, datatype, status, ierror);
+        buf_c.finish();
+    }
+}
+
+fortran_names!(mpi_file_write_all_c_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, status: *mut Fint, ierror: *mut Fint); "mpi_file_write_all_f08ts_large_" "pmpir_file_write_all_f08ts_large_");
+
+/// `MPI_FILE_WRITE_ALL_BEGIN_C`: `MPI_File_write_all_begin_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_write_all_begin_c(fh: *mut Fint, buf: *mut c_void, count: *mut i64, datatype: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::file::PMPI_File_write_all_begin_c(crate::file::MPI_File_f2c(*fh), fortran::buf(buf) as _, *count as _, *datatype as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_FILE_WRITE_ALL_BEGIN_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_write_all_begin_c_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut count_c = *count;
+        let mut datatype_c = *datatype;
+        let buf_s = match fortran::f08::Section::new("MPI_FILE_WRITE_ALL_BEGIN_C", buf, &mut count_c, &mut datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_file_write_all_begin_c(fh, buf_s.addr(), &mut count_c, &mut datatype_c, ierror);
+    }
+}
+
+fortran_names!(mpi_file_write_all_begin_c_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, ierror: *mut Fint); "mpi_file_write_all_begin_f08ts_large_" "pmpir_file_write_all_begin_f08ts_large_");
+
+/// `MPI_FILE_WRITE_AT_C`: `MPI_File_write_at_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_write_at_c(fh: *mut Fint, offset: *mut i64, buf: *mut c_void, count: *mut i64, datatype: *mut Fint, status: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::file::PMPI_File_write_at_c(crate::file::MPI_File_f2c(*fh), *offset as _, fortran::buf(buf) as _, *count as _, *datatype as _, fortran::status(status));
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_FILE_WRITE_AT_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_write_at_c_f08ts(fh: *mut Fint, offset: *mut i64, buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, status: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut buf_c = fortran::f08::Copied::new(buf, false);
+        mpi_file_write_at_c(fh, offset, buf_c.addr(), count, datatype, status, ierror);
+        buf_c.finish();
+    }
+}
+
+fortran_names!(mpi_file_write_at_c_f08ts(fh: *mut Fint, offset: *mut i64, buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, status: *mut Fint, ierror: *mut Fint); "mpi_file_write_at_f08ts_large_" "pmpir_file_write_at_f08ts_large_");
+
+/// `MPI_FILE_WRITE_AT_ALL_C`: `MPI_File_write_at_all_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_write_at_all_c(fh: *mut Fint, offset: *mut i64, buf: *mut c_void, count: *mut i64, datatype: *mut Fint, status: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::file::PMPI_File_write_at_all_c(crate::file::MPI_File_f2c(*fh), *offset as _, fortran::buf(buf) as _, *count as _, *datatype as _, fortran::status(status));
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_FILE_WRITE_AT_ALL_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_write_at_all_c_f08ts(fh: *mut Fint, offset: *mut i64, buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, status: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut buf_c = fortran::f08::Copied::new(buf, false);
+        mpi_file_write_at_all_c(fh, offset, buf_c.addr(), count, datatype, status, ierror);
+        buf_c.finish();
+    }
+}
+
+fortran_names!(mpi_file_write_at_all_c_f08ts(fh: *mut Fint, offset: *mut i64, buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, status: *mut Fint, ierror: *mut Fint); "mpi_file_write_at_all_f08ts_large_" "pmpir_file_write_at_all_f08ts_large_");
+
+/// `MPI_FILE_WRITE_AT_ALL_BEGIN_C`: `MPI_File_write_at_all_begin_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_write_at_all_begin_c(fh: *mut Fint, offset: *mut i64, buf: *mut c_void, count: *mut i64, datatype: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::file::PMPI_File_write_at_all_begin_c(crate::file::MPI_File_f2c(*fh), *offset as _, fortran::buf(buf) as _, *count as _, *datatype as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_FILE_WRITE_AT_ALL_BEGIN_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_write_at_all_begin_c_f08ts(fh: *mut Fint, offset: *mut i64, buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut count_c = *count;
+        let mut datatype_c = *datatype;
+        let buf_s = match fortran::f08::Section::new("MPI_FILE_WRITE_AT_ALL_BEGIN_C", buf, &mut count_c, &mut datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_file_write_at_all_begin_c(fh, offset, buf_s.addr(), &mut count_c, &mut datatype_c, ierror);
+    }
+}
+
+fortran_names!(mpi_file_write_at_all_begin_c_f08ts(fh: *mut Fint, offset: *mut i64, buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, ierror: *mut Fint); "mpi_file_write_at_all_begin_f08ts_large_" "pmpir_file_write_at_all_begin_f08ts_large_");
+
+/// `MPI_FILE_WRITE_ORDERED_C`: `MPI_File_write_ordered_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_write_ordered_c(fh: *mut Fint, buf: *mut c_void, count: *mut i64, datatype: *mut Fint, status: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::file::PMPI_File_write_ordered_c(crate::file::MPI_File_f2c(*fh), fortran::buf(buf) as _, *count as _, *datatype as _, fortran::status(status));
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_FILE_WRITE_ORDERED_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_write_ordered_c_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, status: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut buf_c = fortran::f08::Copied::new(buf, false);
+        mpi_file_write_ordered_c(fh, buf_c.addr(), count, datatype, status, ierror);
+        buf_c.finish();
+    }
+}
+
+fortran_names!(mpi_file_write_ordered_c_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, status: *mut Fint, ierror: *mut Fint); "mpi_file_write_ordered_f08ts_large_" "pmpir_file_write_ordered_f08ts_large_");
+
+/// `MPI_FILE_WRITE_ORDERED_BEGIN_C`: `MPI_File_write_ordered_begin_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_write_ordered_begin_c(fh: *mut Fint, buf: *mut c_void, count: *mut i64, datatype: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::file::PMPI_File_write_ordered_begin_c(crate::file::MPI_File_f2c(*fh), fortran::buf(buf) as _, *count as _, *datatype as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_FILE_WRITE_ORDERED_BEGIN_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_write_ordered_begin_c_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut count_c = *count;
+        let mut datatype_c = *datatype;
+        let buf_s = match fortran::f08::Section::new("MPI_FILE_WRITE_ORDERED_BEGIN_C", buf, &mut count_c, &mut datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_file_write_ordered_begin_c(fh, buf_s.addr(), &mut count_c, &mut datatype_c, ierror);
+    }
+}
+
+fortran_names!(mpi_file_write_ordered_begin_c_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, ierror: *mut Fint); "mpi_file_write_ordered_begin_f08ts_large_" "pmpir_file_write_ordered_begin_f08ts_large_");
+
+/// `MPI_FILE_WRITE_SHARED_C`: `MPI_File_write_shared_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_write_shared_c(fh: *mut Fint, buf: *mut c_void, count: *mut i64, datatype: *mut Fint, status: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::file::PMPI_File_write_shared_c(crate::file::MPI_File_f2c(*fh), fortran::buf(buf) as _, *count as _, *datatype as _, fortran::status(status));
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_FILE_WRITE_SHARED_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_file_write_shared_c_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, status: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut buf_c = fortran::f08::Copied::new(buf, false);
+        mpi_file_write_shared_c(fh, buf_c.addr(), count, datatype, status, ierror);
+        buf_c.finish();
+    }
+}
+
+fortran_names!(mpi_file_write_shared_c_f08ts(fh: *mut Fint, buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, status: *mut Fint, ierror: *mut Fint); "mpi_file_write_shared_f08ts_large_" "pmpir_file_write_shared_f08ts_large_");
+
+/// `MPI_GATHER_C`: `MPI_Gather_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_gather_c(sendbuf: *mut c_void, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *mut c_void, recvcount: *mut i64, recvtype: *mut Fint, root: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::large::PMPI_Gather_c(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *root as _, *comm as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_GATHER_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_gather_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut i64, recvtype: *mut Fint, root: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendbuf_c = fortran::f08::Copied::new(sendbuf, false);
+        let mut recvbuf_c = fortran::f08::Copied::new(recvbuf, true);
+        mpi_gather_c(sendbuf_c.addr(), sendcount, sendtype, recvbuf_c.addr(), recvcount, recvtype, root, comm, ierror);
+        sendbuf_c.finish();
+        recvbuf_c.finish();
+    }
+}
+
+fortran_names!(mpi_gather_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut i64, recvtype: *mut Fint, root: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_gather_f08ts_large_" "pmpir_gather_f08ts_large_");
+
+/// `MPI_GATHER_INIT_C`: `MPI_Gather_init_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_gather_init_c(sendbuf: *mut c_void, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *mut c_void, recvcount: *mut i64, recvtype: *mut Fint, root: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::coll::PMPI_Gather_init_c(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *root as _, *comm as _, *info as _, request as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_GATHER_INIT_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_gather_init_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut i64, recvtype: *mut Fint, root: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendcount_c = *sendcount;
+        let mut sendtype_c = *sendtype;
+        let sendbuf_s = match fortran::f08::Section::new("MPI_GATHER_INIT_C", sendbuf, &mut sendcount_c, &mut sendtype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let mut recvcount_c = *recvcount;
+        let mut recvtype_c = *recvtype;
+        let recvbuf_s = match fortran::f08::Section::new("MPI_GATHER_INIT_C", recvbuf, &mut recvcount_c, &mut recvtype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_gather_init_c(sendbuf_s.addr(), &mut sendcount_c, &mut sendtype_c, recvbuf_s.addr(), &mut recvcount_c, &mut recvtype_c, root, comm, info, request, ierror);
+    }
+}
+
+fortran_names!(mpi_gather_init_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut i64, recvtype: *mut Fint, root: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_gather_init_f08ts_large_" "pmpir_gather_init_f08ts_large_");
+
+/// `MPI_GATHERV_C`: `MPI_Gatherv_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_gatherv_c(sendbuf: *mut c_void, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *mut c_void, recvcounts: *mut i64, displs: *mut i64, recvtype: *mut Fint, root: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::coll::v::PMPI_Gatherv_c(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, recvcounts as _, displs as _, *recvtype as _, *root as _, *comm as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_GATHERV_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_gatherv_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut i64, displs: *mut i64, recvtype: *mut Fint, root: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendbuf_c = fortran::f08::Copied::new(sendbuf, false);
+        let mut recvbuf_c = fortran::f08::Copied::new(recvbuf, true);
+        mpi_gatherv_c(sendbuf_c.addr(), sendcount, sendtype, recvbuf_c.addr(), recvcounts, displs, recvtype, root, comm, ierror);
+        sendbuf_c.finish();
+        recvbuf_c.finish();
+    }
+}
+
+fortran_names!(mpi_gatherv_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut i64, displs: *mut i64, recvtype: *mut Fint, root: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_gatherv_f08ts_large_" "pmpir_gatherv_f08ts_large_");
+
+/// `MPI_GATHERV_INIT_C`: `MPI_Gatherv_init_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_gatherv_init_c(sendbuf: *mut c_void, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *mut c_void, recvcounts: *mut i64, displs: *mut i64, recvtype: *mut Fint, root: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::coll::PMPI_Gatherv_init_c(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, recvcounts as _, displs as _, *recvtype as _, *root as _, *comm as _, *info as _, request as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_GATHERV_INIT_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_gatherv_init_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut i64, displs: *mut i64, recvtype: *mut Fint, root: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendcount_c = *sendcount;
+        let mut sendtype_c = *sendtype;
+        let sendbuf_s = match fortran::f08::Section::new("MPI_GATHERV_INIT_C", sendbuf, &mut sendcount_c, &mut sendtype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let recvbuf_s = match fortran::f08::Section::contiguous("MPI_GATHERV_INIT_C", recvbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_gatherv_init_c(sendbuf_s.addr(), &mut sendcount_c, &mut sendtype_c, recvbuf_s.addr(), recvcounts, displs, recvtype, root, comm, info, request, ierror);
+    }
+}
+
+fortran_names!(mpi_gatherv_init_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut i64, displs: *mut i64, recvtype: *mut Fint, root: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_gatherv_init_f08ts_large_" "pmpir_gatherv_init_f08ts_large_");
+
+/// `MPI_GET_C`: `MPI_Get_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_get_c(origin_addr: *mut c_void, origin_count: *mut i64, origin_datatype: *mut Fint, target_rank: *mut Fint, target_disp: *mut i64, target_count: *mut i64, target_datatype: *mut Fint, win: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::win::PMPI_Get_c(fortran::buf(origin_addr) as _, *origin_count as _, *origin_datatype as _, *target_rank as _, *target_disp as _, *target_count as _, *target_datatype as _, *win as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_GET_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_get_c_f08ts(origin_addr: *const fortran::f08::Desc, origin_count: *mut i64, origin_datatype: *mut Fint, target_rank: *mut Fint, target_disp: *mut i64, target_count: *mut i64, target_datatype: *mut Fint, win: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut origin_count_c = *origin_count;
+        let mut origin_datatype_c = *origin_datatype;
+        let origin_addr_s = match fortran::f08::Section::new("MPI_GET_C", origin_addr, &mut origin_count_c, &mut origin_datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_get_c(origin_addr_s.addr(), &mut origin_count_c, &mut origin_datatype_c, target_rank, target_disp, target_count, target_datatype, win, ierror);
+    }
+}
+
+fortran_names!(mpi_get_c_f08ts(origin_addr: *const fortran::f08::Desc, origin_count: *mut i64, origin_datatype: *mut Fint, target_rank: *mut Fint, target_disp: *mut i64, target_count: *mut i64, target_datatype: *mut Fint, win: *mut Fint, ierror: *mut Fint); "mpi_get_f08ts_large_" "pmpir_get_f08ts_large_");
+
+/// `MPI_GET_ACCUMULATE_C`: `MPI_Get_accumulate_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_get_accumulate_c(origin_addr: *mut c_void, origin_count: *mut i64, origin_datatype: *mut Fint, result_addr: *mut c_void, result_count: *mut i64, result_datatype: *mut Fint, target_rank: *mut Fint, target_disp: *mut i64, target_count: *mut i64, target_datatype: *mut Fint, op: *mut Fint, win: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::win::PMPI_Get_accumulate_c(fortran::buf(origin_addr) as _, *origin_count as _, *origin_datatype as _, fortran::buf(result_addr) as _, *result_count as _, *result_datatype as _, *target_rank as _, *target_disp as _, *target_count as _, *target_datatype as _, *op as _, *win as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_GET_ACCUMULATE_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_get_accumulate_c_f08ts(origin_addr: *const fortran::f08::Desc, origin_count: *mut i64, origin_datatype: *mut Fint, result_addr: *const fortran::f08::Desc, result_count: *mut i64, result_datatype: *mut Fint, target_rank: *mut Fint, target_disp: *mut i64, target_count: *mut i64, target_datatype: *mut Fint, op: *mut Fint, win: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut origin_count_c = *origin_count;
+        let mut origin_datatype_c = *origin_datatype;
+        let origin_addr_s = match fortran::f08::Section::new("MPI_GET_ACCUMULATE_C", origin_addr, &mut origin_count_c, &mut origin_datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let mut result_count_c = *result_count;
+        let mut result_datatype_c = *result_datatype;
+        let result_addr_s = match fortran::f08::Section::new("MPI_GET_ACCUMULATE_C", result_addr, &mut result_count_c, &mut result_datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_get_accumulate_c(origin_addr_s.addr(), &mut origin_count_c, &mut origin_datatype_c, result_addr_s.addr(), &mut result_count_c, &mut result_datatype_c, target_rank, target_disp, target_count, target_datatype, op, win, ierror);
+    }
+}
+
+fortran_names!(mpi_get_accumulate_c_f08ts(origin_addr: *const fortran::f08::Desc, origin_count: *mut i64, origin_datatype: *mut Fint, result_addr: *const fortran::f08::Desc, result_count: *mut i64, result_datatype: *mut Fint, target_rank: *mut Fint, target_disp: *mut i64, target_count: *mut i64, target_datatype: *mut Fint, op: *mut Fint, win: *mut Fint, ierror: *mut Fint); "mpi_get_accumulate_f08ts_large_" "pmpir_get_accumulate_f08ts_large_");
+
+/// `MPI_GET_COUNT_C`: `MPI_Get_count_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_get_count_c(status: *mut Fint, datatype: *mut Fint, count: *mut i64, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::large::PMPI_Get_count_c(status as *const crate::MPI_Status, *datatype as _, count as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+fortran_names!(mpi_get_count_c(status: *mut Fint, datatype: *mut Fint, count: *mut i64, ierror: *mut Fint); "mpi_get_count_f08_large_" "pmpir_get_count_f08_large_");
+
+/// `MPI_GET_ELEMENTS_C`: `MPI_Get_elements_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_get_elements_c(status: *mut Fint, datatype: *mut Fint, count: *mut i64, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::large::PMPI_Get_elements_c(status as *const crate::MPI_Status, *datatype as _, count as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+fortran_names!(mpi_get_elements_c(status: *mut Fint, datatype: *mut Fint, count: *mut i64, ierror: *mut Fint); "mpi_get_elements_f08_large_" "pmpir_get_elements_f08_large_");
+
+/// `MPI_IALLGATHER_C`: `MPI_Iallgather_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_iallgather_c(sendbuf: *mut c_void, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *mut c_void, recvcount: *mut i64, recvtype: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::large::PMPI_Iallgather_c(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *comm as _, request as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_IALLGATHER_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_iallgather_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut i64, recvtype: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendcount_c = *sendcount;
+        let mut sendtype_c = *sendtype;
+        let sendbuf_s = match fortran::f08::Section::new("MPI_IALLGATHER_C", sendbuf, &mut sendcount_c, &mut sendtype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let mut recvcount_c = *recvcount;
+        let mut recvtype_c = *recvtype;
+        let recvbuf_s = match fortran::f08::Section::new("MPI_IALLGATHER_C", recvbuf, &mut recvcount_c, &mut recvtype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_iallgather_c(sendbuf_s.addr(), &mut sendcount_c, &mut sendtype_c, recvbuf_s.addr(), &mut recvcount_c, &mut recvtype_c, comm, request, ierror);
+    }
+}
+
+fortran_names!(mpi_iallgather_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut i64, recvtype: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_iallgather_f08ts_large_" "pmpir_iallgather_f08ts_large_");
+
+/// `MPI_IALLGATHERV_C`: `MPI_Iallgatherv_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_iallgatherv_c(sendbuf: *mut c_void, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *mut c_void, recvcounts: *mut i64, displs: *mut i64, recvtype: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::coll::v::PMPI_Iallgatherv_c(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, recvcounts as _, displs as _, *recvtype as _, *comm as _, request as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_IALLGATHERV_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_iallgatherv_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut i64, displs: *mut i64, recvtype: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendcount_c = *sendcount;
+        let mut sendtype_c = *sendtype;
+        let sendbuf_s = match fortran::f08::Section::new("MPI_IALLGATHERV_C", sendbuf, &mut sendcount_c, &mut sendtype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let recvbuf_s = match fortran::f08::Section::contiguous("MPI_IALLGATHERV_C", recvbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_iallgatherv_c(sendbuf_s.addr(), &mut sendcount_c, &mut sendtype_c, recvbuf_s.addr(), recvcounts, displs, recvtype, comm, request, ierror);
+    }
+}
+
+fortran_names!(mpi_iallgatherv_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut i64, displs: *mut i64, recvtype: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_iallgatherv_f08ts_large_" "pmpir_iallgatherv_f08ts_large_");
+
+/// `MPI_IALLREDUCE_C`: `MPI_Iallreduce_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_iallreduce_c(sendbuf: *mut c_void, recvbuf: *mut c_void, count: *mut i64, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::large::PMPI_Iallreduce_c(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, *count as _, *datatype as _, *op as _, *comm as _, request as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_IALLREDUCE_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_iallreduce_c_f08ts(sendbuf: *const fortran::f08::Desc, recvbuf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let sendbuf_s = match fortran::f08::Section::contiguous("MPI_IALLREDUCE_C", sendbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let recvbuf_s = match fortran::f08::Section::contiguous("MPI_IALLREDUCE_C", recvbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_iallreduce_c(sendbuf_s.addr(), recvbuf_s.addr(), count, datatype, op, comm, request, ierror);
+    }
+}
+
+fortran_names!(mpi_iallreduce_c_f08ts(sendbuf: *const fortran::f08::Desc, recvbuf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_iallreduce_f08ts_large_" "pmpir_iallreduce_f08ts_large_");
+
+/// `MPI_IALLTOALL_C`: `MPI_Ialltoall_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_ialltoall_c(sendbuf: *mut c_void, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *mut c_void, recvcount: *mut i64, recvtype: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::large::PMPI_Ialltoall_c(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *comm as _, request as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_IALLTOALL_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_ialltoall_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut i64, recvtype: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendcount_c = *sendcount;
+        let mut sendtype_c = *sendtype;
+        let sendbuf_s = match fortran::f08::Section::new("MPI_IALLTOALL_C", sendbuf, &mut sendcount_c, &mut sendtype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let mut recvcount_c = *recvcount;
+        let mut recvtype_c = *recvtype;
+        let recvbuf_s = match fortran::f08::Section::new("MPI_IALLTOALL_C", recvbuf, &mut recvcount_c, &mut recvtype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_ialltoall_c(sendbuf_s.addr(), &mut sendcount_c, &mut sendtype_c, recvbuf_s.addr(), &mut recvcount_c, &mut recvtype_c, comm, request, ierror);
+    }
+}
+
+fortran_names!(mpi_ialltoall_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut i64, recvtype: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_ialltoall_f08ts_large_" "pmpir_ialltoall_f08ts_large_");
+
+/// `MPI_IALLTOALLV_C`: `MPI_Ialltoallv_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_ialltoallv_c(sendbuf: *mut c_void, sendcounts: *mut i64, sdispls: *mut i64, sendtype: *mut Fint, recvbuf: *mut c_void, recvcounts: *mut i64, rdispls: *mut i64, recvtype: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::coll::v::PMPI_Ialltoallv_c(fortran::buf(sendbuf) as _, sendcounts as _, sdispls as _, *sendtype as _, fortran::buf(recvbuf) as _, recvcounts as _, rdispls as _, *recvtype as _, *comm as _, request as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_IALLTOALLV_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_ialltoallv_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcounts: *mut i64, sdispls: *mut i64, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut i64, rdispls: *mut i64, recvtype: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let sendbuf_s = match fortran::f08::Section::contiguous("MPI_IALLTOALLV_C", sendbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let recvbuf_s = match fortran::f08::Section::contiguous("MPI_IALLTOALLV_C", recvbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_ialltoallv_c(sendbuf_s.addr(), sendcounts, sdispls, sendtype, recvbuf_s.addr(), recvcounts, rdispls, recvtype, comm, request, ierror);
+    }
+}
+
+fortran_names!(mpi_ialltoallv_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcounts: *mut i64, sdispls: *mut i64, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut i64, rdispls: *mut i64, recvtype: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_ialltoallv_f08ts_large_" "pmpir_ialltoallv_f08ts_large_");
+
+/// `MPI_IALLTOALLW_C`: `MPI_Ialltoallw_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_ialltoallw_c(sendbuf: *mut c_void, sendcounts: *mut i64, sdispls: *mut i64, sendtypes: *mut Fint, recvbuf: *mut c_void, recvcounts: *mut i64, rdispls: *mut i64, recvtypes: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::coll::v::PMPI_Ialltoallw_c(fortran::buf(sendbuf) as _, sendcounts as _, sdispls as _, sendtypes as _, fortran::buf(recvbuf) as _, recvcounts as _, rdispls as _, recvtypes as _, *comm as _, request as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_IALLTOALLW_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_ialltoallw_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcounts: *mut i64, sdispls: *mut i64, sendtypes: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut i64, rdispls: *mut i64, recvtypes: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let sendbuf_s = match fortran::f08::Section::contiguous("MPI_IALLTOALLW_C", sendbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let recvbuf_s = match fortran::f08::Section::contiguous("MPI_IALLTOALLW_C", recvbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_ialltoallw_c(sendbuf_s.addr(), sendcounts, sdispls, sendtypes, recvbuf_s.addr(), recvcounts, rdispls, recvtypes, comm, request, ierror);
+    }
+}
+
+fortran_names!(mpi_ialltoallw_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcounts: *mut i64, sdispls: *mut i64, sendtypes: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut i64, rdispls: *mut i64, recvtypes: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_ialltoallw_f08ts_large_" "pmpir_ialltoallw_f08ts_large_");
+
+/// `MPI_IBCAST_C`: `MPI_Ibcast_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_ibcast_c(buffer: *mut c_void, count: *mut i64, datatype: *mut Fint, root: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::large::PMPI_Ibcast_c(fortran::buf(buffer) as _, *count as _, *datatype as _, *root as _, *comm as _, request as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_IBCAST_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_ibcast_c_f08ts(buffer: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, root: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut count_c = *count;
+        let mut datatype_c = *datatype;
+        let buffer_s = match fortran::f08::Section::new("MPI_IBCAST_C", buffer, &mut count_c, &mut datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_ibcast_c(buffer_s.addr(), &mut count_c, &mut datatype_c, root, comm, request, ierror);
+    }
+}
+
+fortran_names!(mpi_ibcast_c_f08ts(buffer: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, root: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_ibcast_f08ts_large_" "pmpir_ibcast_f08ts_large_");
+
+/// `MPI_IBSEND_C`: `MPI_Ibsend_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_ibsend_c(buf: *mut c_void, count: *mut i64, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::large::PMPI_Ibsend_c(fortran::buf(buf) as _, *count as _, *datatype as _, *dest as _, *tag as _, *comm as _, request as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_IBSEND_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_ibsend_c_f08ts(buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut count_c = *count;
+        let mut datatype_c = *datatype;
+        let buf_s = match fortran::f08::Section::new("MPI_IBSEND_C", buf, &mut count_c, &mut datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_ibsend_c(buf_s.addr(), &mut count_c, &mut datatype_c, dest, tag, comm, request, ierror);
+    }
+}
+
+fortran_names!(mpi_ibsend_c_f08ts(buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_ibsend_f08ts_large_" "pmpir_ibsend_f08ts_large_");
+
+/// `MPI_IEXSCAN_C`: `MPI_Iexscan_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_iexscan_c(sendbuf: *mut c_void, recvbuf: *mut c_void, count: *mut i64, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::large::PMPI_Iexscan_c(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, *count as _, *datatype as _, *op as _, *comm as _, request as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_IEXSCAN_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_iexscan_c_f08ts(sendbuf: *const fortran::f08::Desc, recvbuf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let sendbuf_s = match fortran::f08::Section::contiguous("MPI_IEXSCAN_C", sendbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let recvbuf_s = match fortran::f08::Section::contiguous("MPI_IEXSCAN_C", recvbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_iexscan_c(sendbuf_s.addr(), recvbuf_s.addr(), count, datatype, op, comm, request, ierror);
+    }
+}
+
+fortran_names!(mpi_iexscan_c_f08ts(sendbuf: *const fortran::f08::Desc, recvbuf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_iexscan_f08ts_large_" "pmpir_iexscan_f08ts_large_");
+
+/// `MPI_IGATHER_C`: `MPI_Igather_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_igather_c(sendbuf: *mut c_void, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *mut c_void, recvcount: *mut i64, recvtype: *mut Fint, root: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::large::PMPI_Igather_c(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *root as _, *comm as _, request as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_IGATHER_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_igather_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut i64, recvtype: *mut Fint, root: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendcount_c = *sendcount;
+        let mut sendtype_c = *sendtype;
+        let sendbuf_s = match fortran::f08::Section::new("MPI_IGATHER_C", sendbuf, &mut sendcount_c, &mut sendtype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let mut recvcount_c = *recvcount;
+        let mut recvtype_c = *recvtype;
+        let recvbuf_s = match fortran::f08::Section::new("MPI_IGATHER_C", recvbuf, &mut recvcount_c, &mut recvtype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_igather_c(sendbuf_s.addr(), &mut sendcount_c, &mut sendtype_c, recvbuf_s.addr(), &mut recvcount_c, &mut recvtype_c, root, comm, request, ierror);
+    }
+}
+
+fortran_names!(mpi_igather_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut i64, recvtype: *mut Fint, root: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_igather_f08ts_large_" "pmpir_igather_f08ts_large_");
+
+/// `MPI_IGATHERV_C`: `MPI_Igatherv_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_igatherv_c(sendbuf: *mut c_void, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *mut c_void, recvcounts: *mut i64, displs: *mut i64, recvtype: *mut Fint, root: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::coll::v::PMPI_Igatherv_c(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, recvcounts as _, displs as _, *recvtype as _, *root as _, *comm as _, request as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_IGATHERV_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_igatherv_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut i64, displs: *mut i64, recvtype: *mut Fint, root: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendcount_c = *sendcount;
+        let mut sendtype_c = *sendtype;
+        let sendbuf_s = match fortran::f08::Section::new("MPI_IGATHERV_C", sendbuf, &mut sendcount_c, &mut sendtype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let recvbuf_s = match fortran::f08::Section::contiguous("MPI_IGATHERV_C", recvbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_igatherv_c(sendbuf_s.addr(), &mut sendcount_c, &mut sendtype_c, recvbuf_s.addr(), recvcounts, displs, recvtype, root, comm, request, ierror);
+    }
+}
+
+fortran_names!(mpi_igatherv_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut i64, displs: *mut i64, recvtype: *mut Fint, root: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_igatherv_f08ts_large_" "pmpir_igatherv_f08ts_large_");
+
+/// `MPI_IMRECV_C`: `MPI_Imrecv_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_imrecv_c(buf: *mut c_void, count: *mut i64, datatype: *mut Fint, message: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::large::PMPI_Imrecv_c(fortran::buf(buf) as _, *count as _, *datatype as _, message as _, request as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_IMRECV_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_imrecv_c_f08ts(buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, message: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut count_c = *count;
+        let mut datatype_c = *datatype;
+        let buf_s = match fortran::f08::Section::new("MPI_IMRECV_C", buf, &mut count_c, &mut datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_imrecv_c(buf_s.addr(), &mut count_c, &mut datatype_c, message, request, ierror);
+    }
+}
+
+fortran_names!(mpi_imrecv_c_f08ts(buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, message: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_imrecv_f08ts_large_" "pmpir_imrecv_f08ts_large_");
+
+/// `MPI_INEIGHBOR_ALLGATHER_C`: `MPI_Ineighbor_allgather_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_ineighbor_allgather_c(sendbuf: *mut c_void, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *mut c_void, recvcount: *mut i64, recvtype: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::large::PMPI_Ineighbor_allgather_c(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *comm as _, request as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_INEIGHBOR_ALLGATHER_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_ineighbor_allgather_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut i64, recvtype: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendcount_c = *sendcount;
+        let mut sendtype_c = *sendtype;
+        let sendbuf_s = match fortran::f08::Section::new("MPI_INEIGHBOR_ALLGATHER_C", sendbuf, &mut sendcount_c, &mut sendtype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let mut recvcount_c = *recvcount;
+        let mut recvtype_c = *recvtype;
+        let recvbuf_s = match fortran::f08::Section::new("MPI_INEIGHBOR_ALLGATHER_C", recvbuf, &mut recvcount_c, &mut recvtype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_ineighbor_allgather_c(sendbuf_s.addr(), &mut sendcount_c, &mut sendtype_c, recvbuf_s.addr(), &mut recvcount_c, &mut recvtype_c, comm, request, ierror);
+    }
+}
+
+fortran_names!(mpi_ineighbor_allgather_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut i64, recvtype: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_ineighbor_allgather_f08ts_large_" "pmpir_ineighbor_allgather_f08ts_large_");
+
+/// `MPI_INEIGHBOR_ALLGATHERV_C`: `MPI_Ineighbor_allgatherv_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_ineighbor_allgatherv_c(sendbuf: *mut c_void, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *mut c_void, recvcounts: *mut i64, displs: *mut i64, recvtype: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::coll::v::PMPI_Ineighbor_allgatherv_c(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, recvcounts as _, displs as _, *recvtype as _, *comm as _, request as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_INEIGHBOR_ALLGATHERV_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_ineighbor_allgatherv_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut i64, displs: *mut i64, recvtype: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendcount_c = *sendcount;
+        let mut sendtype_c = *sendtype;
+        let sendbuf_s = match fortran::f08::Section::new("MPI_INEIGHBOR_ALLGATHERV_C", sendbuf, &mut sendcount_c, &mut sendtype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let recvbuf_s = match fortran::f08::Section::contiguous("MPI_INEIGHBOR_ALLGATHERV_C", recvbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_ineighbor_allgatherv_c(sendbuf_s.addr(), &mut sendcount_c, &mut sendtype_c, recvbuf_s.addr(), recvcounts, displs, recvtype, comm, request, ierror);
+    }
+}
+
+fortran_names!(mpi_ineighbor_allgatherv_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut i64, displs: *mut i64, recvtype: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_ineighbor_allgatherv_f08ts_large_" "pmpir_ineighbor_allgatherv_f08ts_large_");
+
+/// `MPI_INEIGHBOR_ALLTOALL_C`: `MPI_Ineighbor_alltoall_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_ineighbor_alltoall_c(sendbuf: *mut c_void, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *mut c_void, recvcount: *mut i64, recvtype: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::large::PMPI_Ineighbor_alltoall_c(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *comm as _, request as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_INEIGHBOR_ALLTOALL_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_ineighbor_alltoall_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut i64, recvtype: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendcount_c = *sendcount;
+        let mut sendtype_c = *sendtype;
+        let sendbuf_s = match fortran::f08::Section::new("MPI_INEIGHBOR_ALLTOALL_C", sendbuf, &mut sendcount_c, &mut sendtype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let mut recvcount_c = *recvcount;
+        let mut recvtype_c = *recvtype;
+        let recvbuf_s = match fortran::f08::Section::new("MPI_INEIGHBOR_ALLTOALL_C", recvbuf, &mut recvcount_c, &mut recvtype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_ineighbor_alltoall_c(sendbuf_s.addr(), &mut sendcount_c, &mut sendtype_c, recvbuf_s.addr(), &mut recvcount_c, &mut recvtype_c, comm, request, ierror);
+    }
+}
+
+fortran_names!(mpi_ineighbor_alltoall_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut i64, recvtype: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_ineighbor_alltoall_f08ts_large_" "pmpir_ineighbor_alltoall_f08ts_large_");
+
+/// `MPI_INEIGHBOR_ALLTOALLV_C`: `MPI_Ineighbor_alltoallv_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_ineighbor_alltoallv_c(sendbuf: *mut c_void, sendcounts: *mut i64, sdispls: *mut i64, sendtype: *mut Fint, recvbuf: *mut c_void, recvcounts: *mut i64, rdispls: *mut i64, recvtype: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::coll::v::PMPI_Ineighbor_alltoallv_c(fortran::buf(sendbuf) as _, sendcounts as _, sdispls as _, *sendtype as _, fortran::buf(recvbuf) as _, recvcounts as _, rdispls as _, *recvtype as _, *comm as _, request as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_INEIGHBOR_ALLTOALLV_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_ineighbor_alltoallv_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcounts: *mut i64, sdispls: *mut i64, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut i64, rdispls: *mut i64, recvtype: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let sendbuf_s = match fortran::f08::Section::contiguous("MPI_INEIGHBOR_ALLTOALLV_C", sendbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let recvbuf_s = match fortran::f08::Section::contiguous("MPI_INEIGHBOR_ALLTOALLV_C", recvbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_ineighbor_alltoallv_c(sendbuf_s.addr(), sendcounts, sdispls, sendtype, recvbuf_s.addr(), recvcounts, rdispls, recvtype, comm, request, ierror);
+    }
+}
+
+fortran_names!(mpi_ineighbor_alltoallv_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcounts: *mut i64, sdispls: *mut i64, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut i64, rdispls: *mut i64, recvtype: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_ineighbor_alltoallv_f08ts_large_" "pmpir_ineighbor_alltoallv_f08ts_large_");
+
+/// `MPI_INEIGHBOR_ALLTOALLW_C`: `MPI_Ineighbor_alltoallw_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_ineighbor_alltoallw_c(sendbuf: *mut c_void, sendcounts: *mut i64, sdispls: *mut i64, sendtypes: *mut Fint, recvbuf: *mut c_void, recvcounts: *mut i64, rdispls: *mut i64, recvtypes: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::coll::v::PMPI_Ineighbor_alltoallw_c(fortran::buf(sendbuf) as _, sendcounts as _, sdispls as _, sendtypes as _, fortran::buf(recvbuf) as _, recvcounts as _, rdispls as _, recvtypes as _, *comm as _, request as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_INEIGHBOR_ALLTOALLW_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_ineighbor_alltoallw_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcounts: *mut i64, sdispls: *mut i64, sendtypes: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut i64, rdispls: *mut i64, recvtypes: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let sendbuf_s = match fortran::f08::Section::contiguous("MPI_INEIGHBOR_ALLTOALLW_C", sendbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let recvbuf_s = match fortran::f08::Section::contiguous("MPI_INEIGHBOR_ALLTOALLW_C", recvbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_ineighbor_alltoallw_c(sendbuf_s.addr(), sendcounts, sdispls, sendtypes, recvbuf_s.addr(), recvcounts, rdispls, recvtypes, comm, request, ierror);
+    }
+}
+
+fortran_names!(mpi_ineighbor_alltoallw_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcounts: *mut i64, sdispls: *mut i64, sendtypes: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut i64, rdispls: *mut i64, recvtypes: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_ineighbor_alltoallw_f08ts_large_" "pmpir_ineighbor_alltoallw_f08ts_large_");
+
+/// `MPI_IRECV_C`: `MPI_Irecv_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_irecv_c(buf: *mut c_void, count: *mut i64, datatype: *mut Fint, source: *mut Fint, tag: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::large::PMPI_Irecv_c(fortran::buf(buf) as _, *count as _, *datatype as _, *source as _, *tag as _, *comm as _, request as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_IRECV_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_irecv_c_f08ts(buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, source: *mut Fint, tag: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut count_c = *count;
+        let mut datatype_c = *datatype;
+        let buf_s = match fortran::f08::Section::new("MPI_IRECV_C", buf, &mut count_c, &mut datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_irecv_c(buf_s.addr(), &mut count_c, &mut datatype_c, source, tag, comm, request, ierror);
+    }
+}
+
+fortran_names!(mpi_irecv_c_f08ts(buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, source: *mut Fint, tag: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_irecv_f08ts_large_" "pmpir_irecv_f08ts_large_");
+
+/// `MPI_IREDUCE_C`: `MPI_Ireduce_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_ireduce_c(sendbuf: *mut c_void, recvbuf: *mut c_void, count: *mut i64, datatype: *mut Fint, op: *mut Fint, root: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::large::PMPI_Ireduce_c(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, *count as _, *datatype as _, *op as _, *root as _, *comm as _, request as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_IREDUCE_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_ireduce_c_f08ts(sendbuf: *const fortran::f08::Desc, recvbuf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, op: *mut Fint, root: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let sendbuf_s = match fortran::f08::Section::contiguous("MPI_IREDUCE_C", sendbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let recvbuf_s = match fortran::f08::Section::contiguous("MPI_IREDUCE_C", recvbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_ireduce_c(sendbuf_s.addr(), recvbuf_s.addr(), count, datatype, op, root, comm, request, ierror);
+    }
+}
+
+fortran_names!(mpi_ireduce_c_f08ts(sendbuf: *const fortran::f08::Desc, recvbuf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, op: *mut Fint, root: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_ireduce_f08ts_large_" "pmpir_ireduce_f08ts_large_");
+
+/// `MPI_IREDUCE_SCATTER_C`: `MPI_Ireduce_scatter_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_ireduce_scatter_c(sendbuf: *mut c_void, recvbuf: *mut c_void, recvcounts: *mut i64, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::large::PMPI_Ireduce_scatter_c(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, recvcounts as _, *datatype as _, *op as _, *comm as _, request as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_IREDUCE_SCATTER_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_ireduce_scatter_c_f08ts(sendbuf: *const fortran::f08::Desc, recvbuf: *const fortran::f08::Desc, recvcounts: *mut i64, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let sendbuf_s = match fortran::f08::Section::contiguous("MPI_IREDUCE_SCATTER_C", sendbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let recvbuf_s = match fortran::f08::Section::contiguous("MPI_IREDUCE_SCATTER_C", recvbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_ireduce_scatter_c(sendbuf_s.addr(), recvbuf_s.addr(), recvcounts, datatype, op, comm, request, ierror);
+    }
+}
+
+fortran_names!(mpi_ireduce_scatter_c_f08ts(sendbuf: *const fortran::f08::Desc, recvbuf: *const fortran::f08::Desc, recvcounts: *mut i64, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_ireduce_scatter_f08ts_large_" "pmpir_ireduce_scatter_f08ts_large_");
+
+/// `MPI_IREDUCE_SCATTER_BLOCK_C`: `MPI_Ireduce_scatter_block_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_ireduce_scatter_block_c(sendbuf: *mut c_void, recvbuf: *mut c_void, recvcount: *mut i64, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::large::PMPI_Ireduce_scatter_block_c(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, *recvcount as _, *datatype as _, *op as _, *comm as _, request as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_IREDUCE_SCATTER_BLOCK_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_ireduce_scatter_block_c_f08ts(sendbuf: *const fortran::f08::Desc, recvbuf: *const fortran::f08::Desc, recvcount: *mut i64, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let sendbuf_s = match fortran::f08::Section::contiguous("MPI_IREDUCE_SCATTER_BLOCK_C", sendbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let recvbuf_s = match fortran::f08::Section::contiguous("MPI_IREDUCE_SCATTER_BLOCK_C", recvbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_ireduce_scatter_block_c(sendbuf_s.addr(), recvbuf_s.addr(), recvcount, datatype, op, comm, request, ierror);
+    }
+}
+
+fortran_names!(mpi_ireduce_scatter_block_c_f08ts(sendbuf: *const fortran::f08::Desc, recvbuf: *const fortran::f08::Desc, recvcount: *mut i64, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_ireduce_scatter_block_f08ts_large_" "pmpir_ireduce_scatter_block_f08ts_large_");
+
+/// `MPI_IRSEND_C`: `MPI_Irsend_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_irsend_c(buf: *mut c_void, count: *mut i64, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::large::PMPI_Irsend_c(fortran::buf(buf) as _, *count as _, *datatype as _, *dest as _, *tag as _, *comm as _, request as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_IRSEND_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_irsend_c_f08ts(buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut count_c = *count;
+        let mut datatype_c = *datatype;
+        let buf_s = match fortran::f08::Section::new("MPI_IRSEND_C", buf, &mut count_c, &mut datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_irsend_c(buf_s.addr(), &mut count_c, &mut datatype_c, dest, tag, comm, request, ierror);
+    }
+}
+
+fortran_names!(mpi_irsend_c_f08ts(buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_irsend_f08ts_large_" "pmpir_irsend_f08ts_large_");
+
+/// `MPI_ISCAN_C`: `MPI_Iscan_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_iscan_c(sendbuf: *mut c_void, recvbuf: *mut c_void, count: *mut i64, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::large::PMPI_Iscan_c(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, *count as _, *datatype as _, *op as _, *comm as _, request as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_ISCAN_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_iscan_c_f08ts(sendbuf: *const fortran::f08::Desc, recvbuf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let sendbuf_s = match fortran::f08::Section::contiguous("MPI_ISCAN_C", sendbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let recvbuf_s = match fortran::f08::Section::contiguous("MPI_ISCAN_C", recvbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_iscan_c(sendbuf_s.addr(), recvbuf_s.addr(), count, datatype, op, comm, request, ierror);
+    }
+}
+
+fortran_names!(mpi_iscan_c_f08ts(sendbuf: *const fortran::f08::Desc, recvbuf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_iscan_f08ts_large_" "pmpir_iscan_f08ts_large_");
+
+/// `MPI_ISCATTER_C`: `MPI_Iscatter_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_iscatter_c(sendbuf: *mut c_void, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *mut c_void, recvcount: *mut i64, recvtype: *mut Fint, root: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::large::PMPI_Iscatter_c(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *root as _, *comm as _, request as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_ISCATTER_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_iscatter_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut i64, recvtype: *mut Fint, root: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendcount_c = *sendcount;
+        let mut sendtype_c = *sendtype;
+        let sendbuf_s = match fortran::f08::Section::new("MPI_ISCATTER_C", sendbuf, &mut sendcount_c, &mut sendtype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let mut recvcount_c = *recvcount;
+        let mut recvtype_c = *recvtype;
+        let recvbuf_s = match fortran::f08::Section::new("MPI_ISCATTER_C", recvbuf, &mut recvcount_c, &mut recvtype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_iscatter_c(sendbuf_s.addr(), &mut sendcount_c, &mut sendtype_c, recvbuf_s.addr(), &mut recvcount_c, &mut recvtype_c, root, comm, request, ierror);
+    }
+}
+
+fortran_names!(mpi_iscatter_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut i64, recvtype: *mut Fint, root: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_iscatter_f08ts_large_" "pmpir_iscatter_f08ts_large_");
+
+/// `MPI_ISCATTERV_C`: `MPI_Iscatterv_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_iscatterv_c(sendbuf: *mut c_void, sendcounts: *mut i64, displs: *mut i64, sendtype: *mut Fint, recvbuf: *mut c_void, recvcount: *mut i64, recvtype: *mut Fint, root: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::coll::v::PMPI_Iscatterv_c(fortran::buf(sendbuf) as _, sendcounts as _, displs as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *root as _, *comm as _, request as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_ISCATTERV_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_iscatterv_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcounts: *mut i64, displs: *mut i64, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut i64, recvtype: *mut Fint, root: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let sendbuf_s = match fortran::f08::Section::contiguous("MPI_ISCATTERV_C", sendbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let mut recvcount_c = *recvcount;
+        let mut recvtype_c = *recvtype;
+        let recvbuf_s = match fortran::f08::Section::new("MPI_ISCATTERV_C", recvbuf, &mut recvcount_c, &mut recvtype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_iscatterv_c(sendbuf_s.addr(), sendcounts, displs, sendtype, recvbuf_s.addr(), &mut recvcount_c, &mut recvtype_c, root, comm, request, ierror);
+    }
+}
+
+fortran_names!(mpi_iscatterv_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcounts: *mut i64, displs: *mut i64, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut i64, recvtype: *mut Fint, root: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_iscatterv_f08ts_large_" "pmpir_iscatterv_f08ts_large_");
+
+/// `MPI_ISEND_C`: `MPI_Isend_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_isend_c(buf: *mut c_void, count: *mut i64, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::large::PMPI_Isend_c(fortran::buf(buf) as _, *count as _, *datatype as _, *dest as _, *tag as _, *comm as _, request as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_ISEND_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_isend_c_f08ts(buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut count_c = *count;
+        let mut datatype_c = *datatype;
+        let buf_s = match fortran::f08::Section::new("MPI_ISEND_C", buf, &mut count_c, &mut datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_isend_c(buf_s.addr(), &mut count_c, &mut datatype_c, dest, tag, comm, request, ierror);
+    }
+}
+
+fortran_names!(mpi_isend_c_f08ts(buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_isend_f08ts_large_" "pmpir_isend_f08ts_large_");
+
+/// `MPI_ISENDRECV_C`: `MPI_Isendrecv_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_isendrecv_c(sendbuf: *mut c_void, sendcount: *mut i64, sendtype: *mut Fint, dest: *mut Fint, sendtag: *mut Fint, recvbuf: *mut c_void, recvcount: *mut i64, recvtype: *mut Fint, source: *mut Fint, recvtag: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::large::PMPI_Isendrecv_c(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, *dest as _, *sendtag as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *source as _, *recvtag as _, *comm as _, request as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_ISENDRECV_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_isendrecv_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut i64, sendtype: *mut Fint, dest: *mut Fint, sendtag: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut i64, recvtype: *mut Fint, source: *mut Fint, recvtag: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendcount_c = *sendcount;
+        let mut sendtype_c = *sendtype;
+        let sendbuf_s = match fortran::f08::Section::new("MPI_ISENDRECV_C", sendbuf, &mut sendcount_c, &mut sendtype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let mut recvcount_c = *recvcount;
+        let mut recvtype_c = *recvtype;
+        let recvbuf_s = match fortran::f08::Section::new("MPI_ISENDRECV_C", recvbuf, &mut recvcount_c, &mut recvtype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_isendrecv_c(sendbuf_s.addr(), &mut sendcount_c, &mut sendtype_c, dest, sendtag, recvbuf_s.addr(), &mut recvcount_c, &mut recvtype_c, source, recvtag, comm, request, ierror);
+    }
+}
+
+fortran_names!(mpi_isendrecv_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut i64, sendtype: *mut Fint, dest: *mut Fint, sendtag: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut i64, recvtype: *mut Fint, source: *mut Fint, recvtag: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_isendrecv_f08ts_large_" "pmpir_isendrecv_f08ts_large_");
+
+/// `MPI_ISENDRECV_REPLACE_C`: `MPI_Isendrecv_replace_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_isendrecv_replace_c(buf: *mut c_void, count: *mut i64, datatype: *mut Fint, dest: *mut Fint, sendtag: *mut Fint, source: *mut Fint, recvtag: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::large::PMPI_Isendrecv_replace_c(fortran::buf(buf) as _, *count as _, *datatype as _, *dest as _, *sendtag as _, *source as _, *recvtag as _, *comm as _, request as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_ISENDRECV_REPLACE_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_isendrecv_replace_c_f08ts(buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, dest: *mut Fint, sendtag: *mut Fint, source: *mut Fint, recvtag: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut count_c = *count;
+        let mut datatype_c = *datatype;
+        let buf_s = match fortran::f08::Section::new("MPI_ISENDRECV_REPLACE_C", buf, &mut count_c, &mut datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_isendrecv_replace_c(buf_s.addr(), &mut count_c, &mut datatype_c, dest, sendtag, source, recvtag, comm, request, ierror);
+    }
+}
+
+fortran_names!(mpi_isendrecv_replace_c_f08ts(buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, dest: *mut Fint, sendtag: *mut Fint, source: *mut Fint, recvtag: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_isendrecv_replace_f08ts_large_" "pmpir_isendrecv_replace_f08ts_large_");
+
+/// `MPI_ISSEND_C`: `MPI_Issend_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_issend_c(buf: *mut c_void, count: *mut i64, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::large::PMPI_Issend_c(fortran::buf(buf) as _, *count as _, *datatype as _, *dest as _, *tag as _, *comm as _, request as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_ISSEND_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_issend_c_f08ts(buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut count_c = *count;
+        let mut datatype_c = *datatype;
+        let buf_s = match fortran::f08::Section::new("MPI_ISSEND_C", buf, &mut count_c, &mut datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_issend_c(buf_s.addr(), &mut count_c, &mut datatype_c, dest, tag, comm, request, ierror);
+    }
+}
+
+fortran_names!(mpi_issend_c_f08ts(buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_issend_f08ts_large_" "pmpir_issend_f08ts_large_");
+
+/// `MPI_MRECV_C`: `MPI_Mrecv_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_mrecv_c(buf: *mut c_void, count: *mut i64, datatype: *mut Fint, message: *mut Fint, status: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::large::PMPI_Mrecv_c(fortran::buf(buf) as _, *count as _, *datatype as _, message as _, fortran::status(status));
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_MRECV_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_mrecv_c_f08ts(buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, message: *mut Fint, status: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut buf_c = fortran::f08::Copied::new(buf, true);
+        mpi_mrecv_c(buf_c.addr(), count, datatype, message, status, ierror);
+        buf_c.finish();
+    }
+}
+
+fortran_names!(mpi_mrecv_c_f08ts(buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, message: *mut Fint, status: *mut Fint, ierror: *mut Fint); "mpi_mrecv_f08ts_large_" "pmpir_mrecv_f08ts_large_");
+
+/// `MPI_NEIGHBOR_ALLGATHER_C`: `MPI_Neighbor_allgather_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_neighbor_allgather_c(sendbuf: *mut c_void, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *mut c_void, recvcount: *mut i64, recvtype: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::large::PMPI_Neighbor_allgather_c(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *comm as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_NEIGHBOR_ALLGATHER_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_neighbor_allgather_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut i64, recvtype: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendbuf_c = fortran::f08::Copied::new(sendbuf, false);
+        let mut recvbuf_c = fortran::f08::Copied::new(recvbuf, true);
+        mpi_neighbor_allgather_c(sendbuf_c.addr(), sendcount, sendtype, recvbuf_c.addr(), recvcount, recvtype, comm, ierror);
+        sendbuf_c.finish();
+        recvbuf_c.finish();
+    }
+}
+
+fortran_names!(mpi_neighbor_allgather_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut i64, recvtype: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_neighbor_allgather_f08ts_large_" "pmpir_neighbor_allgather_f08ts_large_");
+
+/// `MPI_NEIGHBOR_ALLGATHER_INIT_C`: `MPI_Neighbor_allgather_init_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_neighbor_allgather_init_c(sendbuf: *mut c_void, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *mut c_void, recvcount: *mut i64, recvtype: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::coll::PMPI_Neighbor_allgather_init_c(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *comm as _, *info as _, request as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_NEIGHBOR_ALLGATHER_INIT_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_neighbor_allgather_init_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut i64, recvtype: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendcount_c = *sendcount;
+        let mut sendtype_c = *sendtype;
+        let sendbuf_s = match fortran::f08::Section::new("MPI_NEIGHBOR_ALLGATHER_INIT_C", sendbuf, &mut sendcount_c, &mut sendtype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let mut recvcount_c = *recvcount;
+        let mut recvtype_c = *recvtype;
+        let recvbuf_s = match fortran::f08::Section::new("MPI_NEIGHBOR_ALLGATHER_INIT_C", recvbuf, &mut recvcount_c, &mut recvtype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_neighbor_allgather_init_c(sendbuf_s.addr(), &mut sendcount_c, &mut sendtype_c, recvbuf_s.addr(), &mut recvcount_c, &mut recvtype_c, comm, info, request, ierror);
+    }
+}
+
+fortran_names!(mpi_neighbor_allgather_init_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut i64, recvtype: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_neighbor_allgather_init_f08ts_large_" "pmpir_neighbor_allgather_init_f08ts_large_");
+
+/// `MPI_NEIGHBOR_ALLGATHERV_C`: `MPI_Neighbor_allgatherv_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_neighbor_allgatherv_c(sendbuf: *mut c_void, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *mut c_void, recvcounts: *mut i64, displs: *mut i64, recvtype: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::coll::v::PMPI_Neighbor_allgatherv_c(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, recvcounts as _, displs as _, *recvtype as _, *comm as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_NEIGHBOR_ALLGATHERV_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_neighbor_allgatherv_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut i64, displs: *mut i64, recvtype: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendbuf_c = fortran::f08::Copied::new(sendbuf, false);
+        let mut recvbuf_c = fortran::f08::Copied::new(recvbuf, true);
+        mpi_neighbor_allgatherv_c(sendbuf_c.addr(), sendcount, sendtype, recvbuf_c.addr(), recvcounts, displs, recvtype, comm, ierror);
+        sendbuf_c.finish();
+        recvbuf_c.finish();
+    }
+}
+
+fortran_names!(mpi_neighbor_allgatherv_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut i64, displs: *mut i64, recvtype: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_neighbor_allgatherv_f08ts_large_" "pmpir_neighbor_allgatherv_f08ts_large_");
+
+/// `MPI_NEIGHBOR_ALLGATHERV_INIT_C`: `MPI_Neighbor_allgatherv_init_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_neighbor_allgatherv_init_c(sendbuf: *mut c_void, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *mut c_void, recvcounts: *mut i64, displs: *mut i64, recvtype: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::coll::PMPI_Neighbor_allgatherv_init_c(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, recvcounts as _, displs as _, *recvtype as _, *comm as _, *info as _, request as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_NEIGHBOR_ALLGATHERV_INIT_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_neighbor_allgatherv_init_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut i64, displs: *mut i64, recvtype: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendcount_c = *sendcount;
+        let mut sendtype_c = *sendtype;
+        let sendbuf_s = match fortran::f08::Section::new("MPI_NEIGHBOR_ALLGATHERV_INIT_C", sendbuf, &mut sendcount_c, &mut sendtype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let recvbuf_s = match fortran::f08::Section::contiguous("MPI_NEIGHBOR_ALLGATHERV_INIT_C", recvbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_neighbor_allgatherv_init_c(sendbuf_s.addr(), &mut sendcount_c, &mut sendtype_c, recvbuf_s.addr(), recvcounts, displs, recvtype, comm, info, request, ierror);
+    }
+}
+
+fortran_names!(mpi_neighbor_allgatherv_init_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut i64, displs: *mut i64, recvtype: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_neighbor_allgatherv_init_f08ts_large_" "pmpir_neighbor_allgatherv_init_f08ts_large_");
+
+/// `MPI_NEIGHBOR_ALLTOALL_C`: `MPI_Neighbor_alltoall_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_neighbor_alltoall_c(sendbuf: *mut c_void, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *mut c_void, recvcount: *mut i64, recvtype: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::large::PMPI_Neighbor_alltoall_c(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *comm as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_NEIGHBOR_ALLTOALL_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_neighbor_alltoall_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut i64, recvtype: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendbuf_c = fortran::f08::Copied::new(sendbuf, false);
+        let mut recvbuf_c = fortran::f08::Copied::new(recvbuf, true);
+        mpi_neighbor_alltoall_c(sendbuf_c.addr(), sendcount, sendtype, recvbuf_c.addr(), recvcount, recvtype, comm, ierror);
+        sendbuf_c.finish();
+        recvbuf_c.finish();
+    }
+}
+
+fortran_names!(mpi_neighbor_alltoall_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut i64, recvtype: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_neighbor_alltoall_f08ts_large_" "pmpir_neighbor_alltoall_f08ts_large_");
+
+/// `MPI_NEIGHBOR_ALLTOALL_INIT_C`: `MPI_Neighbor_alltoall_init_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_neighbor_alltoall_init_c(sendbuf: *mut c_void, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *mut c_void, recvcount: *mut i64, recvtype: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::coll::PMPI_Neighbor_alltoall_init_c(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *comm as _, *info as _, request as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_NEIGHBOR_ALLTOALL_INIT_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_neighbor_alltoall_init_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut i64, recvtype: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendcount_c = *sendcount;
+        let mut sendtype_c = *sendtype;
+        let sendbuf_s = match fortran::f08::Section::new("MPI_NEIGHBOR_ALLTOALL_INIT_C", sendbuf, &mut sendcount_c, &mut sendtype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let mut recvcount_c = *recvcount;
+        let mut recvtype_c = *recvtype;
+        let recvbuf_s = match fortran::f08::Section::new("MPI_NEIGHBOR_ALLTOALL_INIT_C", recvbuf, &mut recvcount_c, &mut recvtype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_neighbor_alltoall_init_c(sendbuf_s.addr(), &mut sendcount_c, &mut sendtype_c, recvbuf_s.addr(), &mut recvcount_c, &mut recvtype_c, comm, info, request, ierror);
+    }
+}
+
+fortran_names!(mpi_neighbor_alltoall_init_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut i64, recvtype: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_neighbor_alltoall_init_f08ts_large_" "pmpir_neighbor_alltoall_init_f08ts_large_");
+
+/// `MPI_NEIGHBOR_ALLTOALLV_C`: `MPI_Neighbor_alltoallv_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_neighbor_alltoallv_c(sendbuf: *mut c_void, sendcounts: *mut i64, sdispls: *mut i64, sendtype: *mut Fint, recvbuf: *mut c_void, recvcounts: *mut i64, rdispls: *mut i64, recvtype: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::coll::v::PMPI_Neighbor_alltoallv_c(fortran::buf(sendbuf) as _, sendcounts as _, sdispls as _, *sendtype as _, fortran::buf(recvbuf) as _, recvcounts as _, rdispls as _, *recvtype as _, *comm as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_NEIGHBOR_ALLTOALLV_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_neighbor_alltoallv_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcounts: *mut i64, sdispls: *mut i64, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut i64, rdispls: *mut i64, recvtype: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendbuf_c = fortran::f08::Copied::new(sendbuf, false);
+        let mut recvbuf_c = fortran::f08::Copied::new(recvbuf, true);
+        mpi_neighbor_alltoallv_c(sendbuf_c.addr(), sendcounts, sdispls, sendtype, recvbuf_c.addr(), recvcounts, rdispls, recvtype, comm, ierror);
+        sendbuf_c.finish();
+        recvbuf_c.finish();
+    }
+}
+
+fortran_names!(mpi_neighbor_alltoallv_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcounts: *mut i64, sdispls: *mut i64, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut i64, rdispls: *mut i64, recvtype: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_neighbor_alltoallv_f08ts_large_" "pmpir_neighbor_alltoallv_f08ts_large_");
+
+/// `MPI_NEIGHBOR_ALLTOALLV_INIT_C`: `MPI_Neighbor_alltoallv_init_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_neighbor_alltoallv_init_c(sendbuf: *mut c_void, sendcounts: *mut i64, sdispls: *mut i64, sendtype: *mut Fint, recvbuf: *mut c_void, recvcounts: *mut i64, rdispls: *mut i64, recvtype: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::coll::PMPI_Neighbor_alltoallv_init_c(fortran::buf(sendbuf) as _, sendcounts as _, sdispls as _, *sendtype as _, fortran::buf(recvbuf) as _, recvcounts as _, rdispls as _, *recvtype as _, *comm as _, *info as _, request as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_NEIGHBOR_ALLTOALLV_INIT_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_neighbor_alltoallv_init_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcounts: *mut i64, sdispls: *mut i64, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut i64, rdispls: *mut i64, recvtype: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let sendbuf_s = match fortran::f08::Section::contiguous("MPI_NEIGHBOR_ALLTOALLV_INIT_C", sendbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let recvbuf_s = match fortran::f08::Section::contiguous("MPI_NEIGHBOR_ALLTOALLV_INIT_C", recvbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_neighbor_alltoallv_init_c(sendbuf_s.addr(), sendcounts, sdispls, sendtype, recvbuf_s.addr(), recvcounts, rdispls, recvtype, comm, info, request, ierror);
+    }
+}
+
+fortran_names!(mpi_neighbor_alltoallv_init_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcounts: *mut i64, sdispls: *mut i64, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut i64, rdispls: *mut i64, recvtype: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_neighbor_alltoallv_init_f08ts_large_" "pmpir_neighbor_alltoallv_init_f08ts_large_");
+
+/// `MPI_NEIGHBOR_ALLTOALLW_C`: `MPI_Neighbor_alltoallw_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_neighbor_alltoallw_c(sendbuf: *mut c_void, sendcounts: *mut i64, sdispls: *mut i64, sendtypes: *mut Fint, recvbuf: *mut c_void, recvcounts: *mut i64, rdispls: *mut i64, recvtypes: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::coll::v::PMPI_Neighbor_alltoallw_c(fortran::buf(sendbuf) as _, sendcounts as _, sdispls as _, sendtypes as _, fortran::buf(recvbuf) as _, recvcounts as _, rdispls as _, recvtypes as _, *comm as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_NEIGHBOR_ALLTOALLW_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_neighbor_alltoallw_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcounts: *mut i64, sdispls: *mut i64, sendtypes: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut i64, rdispls: *mut i64, recvtypes: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendbuf_c = fortran::f08::Copied::new(sendbuf, false);
+        let mut recvbuf_c = fortran::f08::Copied::new(recvbuf, true);
+        mpi_neighbor_alltoallw_c(sendbuf_c.addr(), sendcounts, sdispls, sendtypes, recvbuf_c.addr(), recvcounts, rdispls, recvtypes, comm, ierror);
+        sendbuf_c.finish();
+        recvbuf_c.finish();
+    }
+}
+
+fortran_names!(mpi_neighbor_alltoallw_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcounts: *mut i64, sdispls: *mut i64, sendtypes: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut i64, rdispls: *mut i64, recvtypes: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_neighbor_alltoallw_f08ts_large_" "pmpir_neighbor_alltoallw_f08ts_large_");
+
+/// `MPI_NEIGHBOR_ALLTOALLW_INIT_C`: `MPI_Neighbor_alltoallw_init_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_neighbor_alltoallw_init_c(sendbuf: *mut c_void, sendcounts: *mut i64, sdispls: *mut i64, sendtypes: *mut Fint, recvbuf: *mut c_void, recvcounts: *mut i64, rdispls: *mut i64, recvtypes: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::coll::PMPI_Neighbor_alltoallw_init_c(fortran::buf(sendbuf) as _, sendcounts as _, sdispls as _, sendtypes as _, fortran::buf(recvbuf) as _, recvcounts as _, rdispls as _, recvtypes as _, *comm as _, *info as _, request as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_NEIGHBOR_ALLTOALLW_INIT_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_neighbor_alltoallw_init_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcounts: *mut i64, sdispls: *mut i64, sendtypes: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut i64, rdispls: *mut i64, recvtypes: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let sendbuf_s = match fortran::f08::Section::contiguous("MPI_NEIGHBOR_ALLTOALLW_INIT_C", sendbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let recvbuf_s = match fortran::f08::Section::contiguous("MPI_NEIGHBOR_ALLTOALLW_INIT_C", recvbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_neighbor_alltoallw_init_c(sendbuf_s.addr(), sendcounts, sdispls, sendtypes, recvbuf_s.addr(), recvcounts, rdispls, recvtypes, comm, info, request, ierror);
+    }
+}
+
+fortran_names!(mpi_neighbor_alltoallw_init_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcounts: *mut i64, sdispls: *mut i64, sendtypes: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcounts: *mut i64, rdispls: *mut i64, recvtypes: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_neighbor_alltoallw_init_f08ts_large_" "pmpir_neighbor_alltoallw_init_f08ts_large_");
+
+/// `MPI_OP_CREATE_C`: `MPI_Op_create_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_op_create_c(user_fn: *const c_void, commute: *mut Fint, op: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::coll::PMPI_Op_create_c(std::mem::transmute::<*const c_void, _>(user_fn), fortran::logical_in(*commute), op as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+fortran_names!(mpi_op_create_c(user_fn: *const c_void, commute: *mut Fint, op: *mut Fint, ierror: *mut Fint); "mpi_op_create_f08_large_" "pmpir_op_create_f08_large_");
+
+/// `MPI_PACK_C`: `MPI_Pack_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_pack_c(inbuf: *mut c_void, incount: *mut i64, datatype: *mut Fint, outbuf: *mut c_void, outsize: *mut i64, position: *mut i64, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::types::PMPI_Pack_c(fortran::buf(inbuf) as _, *incount as _, *datatype as _, fortran::buf(outbuf) as _, *outsize as _, position as _, *comm as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_PACK_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_pack_c_f08ts(inbuf: *const fortran::f08::Desc, incount: *mut i64, datatype: *mut Fint, outbuf: *const fortran::f08::Desc, outsize: *mut i64, position: *mut i64, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut inbuf_c = fortran::f08::Copied::new(inbuf, false);
+        let mut outbuf_c = fortran::f08::Copied::new(outbuf, true);
+        mpi_pack_c(inbuf_c.addr(), incount, datatype, outbuf_c.addr(), outsize, position, comm, ierror);
+        inbuf_c.finish();
+        outbuf_c.finish();
+    }
+}
+
+fortran_names!(mpi_pack_c_f08ts(inbuf: *const fortran::f08::Desc, incount: *mut i64, datatype: *mut Fint, outbuf: *const fortran::f08::Desc, outsize: *mut i64, position: *mut i64, comm: *mut Fint, ierror: *mut Fint); "mpi_pack_f08ts_large_" "pmpir_pack_f08ts_large_");
+
+/// `MPI_PACK_EXTERNAL_C`: `MPI_Pack_external_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_pack_external_c(datarep: *mut c_char, inbuf: *mut c_void, incount: *mut i64, datatype: *mut Fint, outbuf: *mut c_void, outsize: *mut i64, position: *mut i64, ierror: *mut Fint, datarep_len: usize) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let datarep_c = fortran::str_in(datarep, datarep_len);
+        let rc = crate::types::PMPI_Pack_external_c(datarep_c.as_ptr() as _, fortran::buf(inbuf) as _, *incount as _, *datatype as _, fortran::buf(outbuf) as _, *outsize as _, position as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_PACK_EXTERNAL_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_pack_external_c_f08ts(datarep: *mut c_char, inbuf: *const fortran::f08::Desc, incount: *mut i64, datatype: *mut Fint, outbuf: *const fortran::f08::Desc, outsize: *mut i64, position: *mut i64, ierror: *mut Fint, datarep_len: usize) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut inbuf_c = fortran::f08::Copied::new(inbuf, false);
+        let mut outbuf_c = fortran::f08::Copied::new(outbuf, true);
+        mpi_pack_external_c(datarep, inbuf_c.addr(), incount, datatype, outbuf_c.addr(), outsize, position, ierror, datarep_len);
+        inbuf_c.finish();
+        outbuf_c.finish();
+    }
+}
+
+fortran_names!(mpi_pack_external_c_f08ts(datarep: *mut c_char, inbuf: *const fortran::f08::Desc, incount: *mut i64, datatype: *mut Fint, outbuf: *const fortran::f08::Desc, outsize: *mut i64, position: *mut i64, ierror: *mut Fint, datarep_len: usize); "mpi_pack_external_f08ts_large_" "pmpir_pack_external_f08ts_large_");
+
+/// `MPI_PACK_EXTERNAL_SIZE_C`: `MPI_Pack_external_size_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_pack_external_size_c(datarep: *mut c_char, incount: *mut i64, datatype: *mut Fint, size: *mut i64, ierror: *mut Fint, datarep_len: usize) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let datarep_c = fortran::str_in(datarep, datarep_len);
+        let rc = crate::types::PMPI_Pack_external_size_c(datarep_c.as_ptr() as _, *incount as _, *datatype as _, size as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+fortran_names!(mpi_pack_external_size_c(datarep: *mut c_char, incount: *mut i64, datatype: *mut Fint, size: *mut i64, ierror: *mut Fint, datarep_len: usize); "mpi_pack_external_size_f08_large_" "pmpir_pack_external_size_f08_large_");
+
+/// `MPI_PACK_SIZE_C`: `MPI_Pack_size_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_pack_size_c(incount: *mut i64, datatype: *mut Fint, comm: *mut Fint, size: *mut i64, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::types::PMPI_Pack_size_c(*incount as _, *datatype as _, *comm as _, size as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+fortran_names!(mpi_pack_size_c(incount: *mut i64, datatype: *mut Fint, comm: *mut Fint, size: *mut i64, ierror: *mut Fint); "mpi_pack_size_f08_large_" "pmpir_pack_size_f08_large_");
+
+/// `MPI_PUT_C`: `MPI_Put_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_put_c(origin_addr: *mut c_void, origin_count: *mut i64, origin_datatype: *mut Fint, target_rank: *mut Fint, target_disp: *mut i64, target_count: *mut i64, target_datatype: *mut Fint, win: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::win::PMPI_Put_c(fortran::buf(origin_addr) as _, *origin_count as _, *origin_datatype as _, *target_rank as _, *target_disp as _, *target_count as _, *target_datatype as _, *win as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_PUT_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_put_c_f08ts(origin_addr: *const fortran::f08::Desc, origin_count: *mut i64, origin_datatype: *mut Fint, target_rank: *mut Fint, target_disp: *mut i64, target_count: *mut i64, target_datatype: *mut Fint, win: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut origin_count_c = *origin_count;
+        let mut origin_datatype_c = *origin_datatype;
+        let origin_addr_s = match fortran::f08::Section::new("MPI_PUT_C", origin_addr, &mut origin_count_c, &mut origin_datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_put_c(origin_addr_s.addr(), &mut origin_count_c, &mut origin_datatype_c, target_rank, target_disp, target_count, target_datatype, win, ierror);
+    }
+}
+
+fortran_names!(mpi_put_c_f08ts(origin_addr: *const fortran::f08::Desc, origin_count: *mut i64, origin_datatype: *mut Fint, target_rank: *mut Fint, target_disp: *mut i64, target_count: *mut i64, target_datatype: *mut Fint, win: *mut Fint, ierror: *mut Fint); "mpi_put_f08ts_large_" "pmpir_put_f08ts_large_");
+
+/// `MPI_RACCUMULATE_C`: `MPI_Raccumulate_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_raccumulate_c(origin_addr: *mut c_void, origin_count: *mut i64, origin_datatype: *mut Fint, target_rank: *mut Fint, target_disp: *mut i64, target_count: *mut i64, target_datatype: *mut Fint, op: *mut Fint, win: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::win::PMPI_Raccumulate_c(fortran::buf(origin_addr) as _, *origin_count as _, *origin_datatype as _, *target_rank as _, *target_disp as _, *target_count as _, *target_datatype as _, *op as _, *win as _, request as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_RACCUMULATE_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_raccumulate_c_f08ts(origin_addr: *const fortran::f08::Desc, origin_count: *mut i64, origin_datatype: *mut Fint, target_rank: *mut Fint, target_disp: *mut i64, target_count: *mut i64, target_datatype: *mut Fint, op: *mut Fint, win: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut origin_count_c = *origin_count;
+        let mut origin_datatype_c = *origin_datatype;
+        let origin_addr_s = match fortran::f08::Section::new("MPI_RACCUMULATE_C", origin_addr, &mut origin_count_c, &mut origin_datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_raccumulate_c(origin_addr_s.addr(), &mut origin_count_c, &mut origin_datatype_c, target_rank, target_disp, target_count, target_datatype, op, win, request, ierror);
+    }
+}
+
+fortran_names!(mpi_raccumulate_c_f08ts(origin_addr: *const fortran::f08::Desc, origin_count: *mut i64, origin_datatype: *mut Fint, target_rank: *mut Fint, target_disp: *mut i64, target_count: *mut i64, target_datatype: *mut Fint, op: *mut Fint, win: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_raccumulate_f08ts_large_" "pmpir_raccumulate_f08ts_large_");
+
+/// `MPI_RECV_C`: `MPI_Recv_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_recv_c(buf: *mut c_void, count: *mut i64, datatype: *mut Fint, source: *mut Fint, tag: *mut Fint, comm: *mut Fint, status: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::large::PMPI_Recv_c(fortran::buf(buf) as _, *count as _, *datatype as _, *source as _, *tag as _, *comm as _, fortran::status(status));
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_RECV_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_recv_c_f08ts(buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, source: *mut Fint, tag: *mut Fint, comm: *mut Fint, status: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut buf_c = fortran::f08::Copied::new(buf, true);
+        mpi_recv_c(buf_c.addr(), count, datatype, source, tag, comm, status, ierror);
+        buf_c.finish();
+    }
+}
+
+fortran_names!(mpi_recv_c_f08ts(buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, source: *mut Fint, tag: *mut Fint, comm: *mut Fint, status: *mut Fint, ierror: *mut Fint); "mpi_recv_f08ts_large_" "pmpir_recv_f08ts_large_");
+
+/// `MPI_RECV_INIT_C`: `MPI_Recv_init_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_recv_init_c(buf: *mut c_void, count: *mut i64, datatype: *mut Fint, source: *mut Fint, tag: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::large::PMPI_Recv_init_c(fortran::buf(buf) as _, *count as _, *datatype as _, *source as _, *tag as _, *comm as _, request as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_RECV_INIT_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_recv_init_c_f08ts(buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, source: *mut Fint, tag: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut count_c = *count;
+        let mut datatype_c = *datatype;
+        let buf_s = match fortran::f08::Section::new("MPI_RECV_INIT_C", buf, &mut count_c, &mut datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_recv_init_c(buf_s.addr(), &mut count_c, &mut datatype_c, source, tag, comm, request, ierror);
+    }
+}
+
+fortran_names!(mpi_recv_init_c_f08ts(buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, source: *mut Fint, tag: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_recv_init_f08ts_large_" "pmpir_recv_init_f08ts_large_");
+
+/// `MPI_REDUCE_C`: `MPI_Reduce_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_reduce_c(sendbuf: *mut c_void, recvbuf: *mut c_void, count: *mut i64, datatype: *mut Fint, op: *mut Fint, root: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::large::PMPI_Reduce_c(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, *count as _, *datatype as _, *op as _, *root as _, *comm as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_REDUCE_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_reduce_c_f08ts(sendbuf: *const fortran::f08::Desc, recvbuf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, op: *mut Fint, root: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendbuf_c = fortran::f08::Copied::new(sendbuf, false);
+        let mut recvbuf_c = fortran::f08::Copied::new(recvbuf, true);
+        mpi_reduce_c(sendbuf_c.addr(), recvbuf_c.addr(), count, datatype, op, root, comm, ierror);
+        sendbuf_c.finish();
+        recvbuf_c.finish();
+    }
+}
+
+fortran_names!(mpi_reduce_c_f08ts(sendbuf: *const fortran::f08::Desc, recvbuf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, op: *mut Fint, root: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_reduce_f08ts_large_" "pmpir_reduce_f08ts_large_");
+
+/// `MPI_REDUCE_INIT_C`: `MPI_Reduce_init_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_reduce_init_c(sendbuf: *mut c_void, recvbuf: *mut c_void, count: *mut i64, datatype: *mut Fint, op: *mut Fint, root: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::coll::PMPI_Reduce_init_c(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, *count as _, *datatype as _, *op as _, *root as _, *comm as _, *info as _, request as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_REDUCE_INIT_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_reduce_init_c_f08ts(sendbuf: *const fortran::f08::Desc, recvbuf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, op: *mut Fint, root: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let sendbuf_s = match fortran::f08::Section::contiguous("MPI_REDUCE_INIT_C", sendbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let recvbuf_s = match fortran::f08::Section::contiguous("MPI_REDUCE_INIT_C", recvbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_reduce_init_c(sendbuf_s.addr(), recvbuf_s.addr(), count, datatype, op, root, comm, info, request, ierror);
+    }
+}
+
+fortran_names!(mpi_reduce_init_c_f08ts(sendbuf: *const fortran::f08::Desc, recvbuf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, op: *mut Fint, root: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_reduce_init_f08ts_large_" "pmpir_reduce_init_f08ts_large_");
+
+/// `MPI_REDUCE_LOCAL_C`: `MPI_Reduce_local_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_reduce_local_c(inbuf: *mut c_void, inoutbuf: *mut c_void, count: *mut i64, datatype: *mut Fint, op: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::large::PMPI_Reduce_local_c(fortran::buf(inbuf) as _, fortran::buf(inoutbuf) as _, *count as _, *datatype as _, *op as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_REDUCE_LOCAL_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_reduce_local_c_f08ts(inbuf: *const fortran::f08::Desc, inoutbuf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, op: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut inbuf_c = fortran::f08::Copied::new(inbuf, false);
+        let mut inoutbuf_c = fortran::f08::Copied::new(inoutbuf, true);
+        mpi_reduce_local_c(inbuf_c.addr(), inoutbuf_c.addr(), count, datatype, op, ierror);
+        inbuf_c.finish();
+        inoutbuf_c.finish();
+    }
+}
+
+fortran_names!(mpi_reduce_local_c_f08ts(inbuf: *const fortran::f08::Desc, inoutbuf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, op: *mut Fint, ierror: *mut Fint); "mpi_reduce_local_f08ts_large_" "pmpir_reduce_local_f08ts_large_");
+
+/// `MPI_REDUCE_SCATTER_C`: `MPI_Reduce_scatter_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_reduce_scatter_c(sendbuf: *mut c_void, recvbuf: *mut c_void, recvcounts: *mut i64, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::large::PMPI_Reduce_scatter_c(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, recvcounts as _, *datatype as _, *op as _, *comm as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_REDUCE_SCATTER_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_reduce_scatter_c_f08ts(sendbuf: *const fortran::f08::Desc, recvbuf: *const fortran::f08::Desc, recvcounts: *mut i64, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendbuf_c = fortran::f08::Copied::new(sendbuf, false);
+        let mut recvbuf_c = fortran::f08::Copied::new(recvbuf, true);
+        mpi_reduce_scatter_c(sendbuf_c.addr(), recvbuf_c.addr(), recvcounts, datatype, op, comm, ierror);
+        sendbuf_c.finish();
+        recvbuf_c.finish();
+    }
+}
+
+fortran_names!(mpi_reduce_scatter_c_f08ts(sendbuf: *const fortran::f08::Desc, recvbuf: *const fortran::f08::Desc, recvcounts: *mut i64, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_reduce_scatter_f08ts_large_" "pmpir_reduce_scatter_f08ts_large_");
+
+/// `MPI_REDUCE_SCATTER_BLOCK_C`: `MPI_Reduce_scatter_block_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_reduce_scatter_block_c(sendbuf: *mut c_void, recvbuf: *mut c_void, recvcount: *mut i64, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::large::PMPI_Reduce_scatter_block_c(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, *recvcount as _, *datatype as _, *op as _, *comm as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_REDUCE_SCATTER_BLOCK_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_reduce_scatter_block_c_f08ts(sendbuf: *const fortran::f08::Desc, recvbuf: *const fortran::f08::Desc, recvcount: *mut i64, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendbuf_c = fortran::f08::Copied::new(sendbuf, false);
+        let mut recvbuf_c = fortran::f08::Copied::new(recvbuf, true);
+        mpi_reduce_scatter_block_c(sendbuf_c.addr(), recvbuf_c.addr(), recvcount, datatype, op, comm, ierror);
+        sendbuf_c.finish();
+        recvbuf_c.finish();
+    }
+}
+
+fortran_names!(mpi_reduce_scatter_block_c_f08ts(sendbuf: *const fortran::f08::Desc, recvbuf: *const fortran::f08::Desc, recvcount: *mut i64, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_reduce_scatter_block_f08ts_large_" "pmpir_reduce_scatter_block_f08ts_large_");
+
+/// `MPI_REDUCE_SCATTER_BLOCK_INIT_C`: `MPI_Reduce_scatter_block_init_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_reduce_scatter_block_init_c(sendbuf: *mut c_void, recvbuf: *mut c_void, recvcount: *mut i64, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::coll::PMPI_Reduce_scatter_block_init_c(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, *recvcount as _, *datatype as _, *op as _, *comm as _, *info as _, request as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_REDUCE_SCATTER_BLOCK_INIT_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_reduce_scatter_block_init_c_f08ts(sendbuf: *const fortran::f08::Desc, recvbuf: *const fortran::f08::Desc, recvcount: *mut i64, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let sendbuf_s = match fortran::f08::Section::contiguous("MPI_REDUCE_SCATTER_BLOCK_INIT_C", sendbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let recvbuf_s = match fortran::f08::Section::contiguous("MPI_REDUCE_SCATTER_BLOCK_INIT_C", recvbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_reduce_scatter_block_init_c(sendbuf_s.addr(), recvbuf_s.addr(), recvcount, datatype, op, comm, info, request, ierror);
+    }
+}
+
+fortran_names!(mpi_reduce_scatter_block_init_c_f08ts(sendbuf: *const fortran::f08::Desc, recvbuf: *const fortran::f08::Desc, recvcount: *mut i64, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_reduce_scatter_block_init_f08ts_large_" "pmpir_reduce_scatter_block_init_f08ts_large_");
+
+/// `MPI_REDUCE_SCATTER_INIT_C`: `MPI_Reduce_scatter_init_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_reduce_scatter_init_c(sendbuf: *mut c_void, recvbuf: *mut c_void, recvcounts: *mut i64, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::coll::PMPI_Reduce_scatter_init_c(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, recvcounts as _, *datatype as _, *op as _, *comm as _, *info as _, request as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_REDUCE_SCATTER_INIT_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_reduce_scatter_init_c_f08ts(sendbuf: *const fortran::f08::Desc, recvbuf: *const fortran::f08::Desc, recvcounts: *mut i64, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let sendbuf_s = match fortran::f08::Section::contiguous("MPI_REDUCE_SCATTER_INIT_C", sendbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let recvbuf_s = match fortran::f08::Section::contiguous("MPI_REDUCE_SCATTER_INIT_C", recvbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_reduce_scatter_init_c(sendbuf_s.addr(), recvbuf_s.addr(), recvcounts, datatype, op, comm, info, request, ierror);
+    }
+}
+
+fortran_names!(mpi_reduce_scatter_init_c_f08ts(sendbuf: *const fortran::f08::Desc, recvbuf: *const fortran::f08::Desc, recvcounts: *mut i64, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_reduce_scatter_init_f08ts_large_" "pmpir_reduce_scatter_init_f08ts_large_");
+
+/// `MPI_REGISTER_DATAREP_C`: not bound for Fortran (kumi does not implement it).
+unsafe extern "C" fn mpi_register_datarep_c(_datarep: *mut c_char, _read_conversion_fn: *const c_void, _write_conversion_fn: *const c_void, _dtype_file_extent_fn: *const c_void, _extra_state: *mut i64, ierror: *mut Fint, _datarep_len: usize) {
+    // SAFETY: `ierror` is the program's, valid for one integer, or null.
+    unsafe { fortran::unbound("MPI_REGISTER_DATAREP_C", ierror) }
+}
+
+fortran_names!(mpi_register_datarep_c(_datarep: *mut c_char, _read_conversion_fn: *const c_void, _write_conversion_fn: *const c_void, _dtype_file_extent_fn: *const c_void, _extra_state: *mut i64, ierror: *mut Fint, _datarep_len: usize); "mpi_register_datarep_f08_large_" "pmpir_register_datarep_f08_large_");
+
+/// `MPI_RGET_C`: `MPI_Rget_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_rget_c(origin_addr: *mut c_void, origin_count: *mut i64, origin_datatype: *mut Fint, target_rank: *mut Fint, target_disp: *mut i64, target_count: *mut i64, target_datatype: *mut Fint, win: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::win::PMPI_Rget_c(fortran::buf(origin_addr) as _, *origin_count as _, *origin_datatype as _, *target_rank as _, *target_disp as _, *target_count as _, *target_datatype as _, *win as _, request as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_RGET_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_rget_c_f08ts(origin_addr: *const fortran::f08::Desc, origin_count: *mut i64, origin_datatype: *mut Fint, target_rank: *mut Fint, target_disp: *mut i64, target_count: *mut i64, target_datatype: *mut Fint, win: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut origin_count_c = *origin_count;
+        let mut origin_datatype_c = *origin_datatype;
+        let origin_addr_s = match fortran::f08::Section::new("MPI_RGET_C", origin_addr, &mut origin_count_c, &mut origin_datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_rget_c(origin_addr_s.addr(), &mut origin_count_c, &mut origin_datatype_c, target_rank, target_disp, target_count, target_datatype, win, request, ierror);
+    }
+}
+
+fortran_names!(mpi_rget_c_f08ts(origin_addr: *const fortran::f08::Desc, origin_count: *mut i64, origin_datatype: *mut Fint, target_rank: *mut Fint, target_disp: *mut i64, target_count: *mut i64, target_datatype: *mut Fint, win: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_rget_f08ts_large_" "pmpir_rget_f08ts_large_");
+
+/// `MPI_RGET_ACCUMULATE_C`: `MPI_Rget_accumulate_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_rget_accumulate_c(origin_addr: *mut c_void, origin_count: *mut i64, origin_datatype: *mut Fint, result_addr: *mut c_void, result_count: *mut i64, result_datatype: *mut Fint, target_rank: *mut Fint, target_disp: *mut i64, target_count: *mut i64, target_datatype: *mut Fint, op: *mut Fint, win: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::win::PMPI_Rget_accumulate_c(fortran::buf(origin_addr) as _, *origin_count as _, *origin_datatype as _, fortran::buf(result_addr) as _, *result_count as _, *result_datatype as _, *target_rank as _, *target_disp as _, *target_count as _, *target_datatype as _, *op as _, *win as _, request as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_RGET_ACCUMULATE_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_rget_accumulate_c_f08ts(origin_addr: *const fortran::f08::Desc, origin_count: *mut i64, origin_datatype: *mut Fint, result_addr: *const fortran::f08::Desc, result_count: *mut i64, result_datatype: *mut Fint, target_rank: *mut Fint, target_disp: *mut i64, target_count: *mut i64, target_datatype: *mut Fint, op: *mut Fint, win: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut origin_count_c = *origin_count;
+        let mut origin_datatype_c = *origin_datatype;
+        let origin_addr_s = match fortran::f08::Section::new("MPI_RGET_ACCUMULATE_C", origin_addr, &mut origin_count_c, &mut origin_datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let mut result_count_c = *result_count;
+        let mut result_datatype_c = *result_datatype;
+        let result_addr_s = match fortran::f08::Section::new("MPI_RGET_ACCUMULATE_C", result_addr, &mut result_count_c, &mut result_datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_rget_accumulate_c(origin_addr_s.addr(), &mut origin_count_c, &mut origin_datatype_c, result_addr_s.addr(), &mut result_count_c, &mut result_datatype_c, target_rank, target_disp, target_count, target_datatype, op, win, request, ierror);
+    }
+}
+
+fortran_names!(mpi_rget_accumulate_c_f08ts(origin_addr: *const fortran::f08::Desc, origin_count: *mut i64, origin_datatype: *mut Fint, result_addr: *const fortran::f08::Desc, result_count: *mut i64, result_datatype: *mut Fint, target_rank: *mut Fint, target_disp: *mut i64, target_count: *mut i64, target_datatype: *mut Fint, op: *mut Fint, win: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_rget_accumulate_f08ts_large_" "pmpir_rget_accumulate_f08ts_large_");
+
+/// `MPI_RPUT_C`: `MPI_Rput_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_rput_c(origin_addr: *mut c_void, origin_count: *mut i64, origin_datatype: *mut Fint, target_rank: *mut Fint, target_disp: *mut i64, target_count: *mut i64, target_datatype: *mut Fint, win: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::win::PMPI_Rput_c(fortran::buf(origin_addr) as _, *origin_count as _, *origin_datatype as _, *target_rank as _, *target_disp as _, *target_count as _, *target_datatype as _, *win as _, request as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_RPUT_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_rput_c_f08ts(origin_addr: *const fortran::f08::Desc, origin_count: *mut i64, origin_datatype: *mut Fint, target_rank: *mut Fint, target_disp: *mut i64, target_count: *mut i64, target_datatype: *mut Fint, win: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut origin_count_c = *origin_count;
+        let mut origin_datatype_c = *origin_datatype;
+        let origin_addr_s = match fortran::f08::Section::new("MPI_RPUT_C", origin_addr, &mut origin_count_c, &mut origin_datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_rput_c(origin_addr_s.addr(), &mut origin_count_c, &mut origin_datatype_c, target_rank, target_disp, target_count, target_datatype, win, request, ierror);
+    }
+}
+
+fortran_names!(mpi_rput_c_f08ts(origin_addr: *const fortran::f08::Desc, origin_count: *mut i64, origin_datatype: *mut Fint, target_rank: *mut Fint, target_disp: *mut i64, target_count: *mut i64, target_datatype: *mut Fint, win: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_rput_f08ts_large_" "pmpir_rput_f08ts_large_");
+
+/// `MPI_RSEND_C`: `MPI_Rsend_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_rsend_c(buf: *mut c_void, count: *mut i64, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::large::PMPI_Rsend_c(fortran::buf(buf) as _, *count as _, *datatype as _, *dest as _, *tag as _, *comm as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_RSEND_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_rsend_c_f08ts(buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut buf_c = fortran::f08::Copied::new(buf, false);
+        mpi_rsend_c(buf_c.addr(), count, datatype, dest, tag, comm, ierror);
+        buf_c.finish();
+    }
+}
+
+fortran_names!(mpi_rsend_c_f08ts(buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_rsend_f08ts_large_" "pmpir_rsend_f08ts_large_");
+
+/// `MPI_RSEND_INIT_C`: `MPI_Rsend_init_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_rsend_init_c(buf: *mut c_void, count: *mut i64, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::large::PMPI_Rsend_init_c(fortran::buf(buf) as _, *count as _, *datatype as _, *dest as _, *tag as _, *comm as _, request as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_RSEND_INIT_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_rsend_init_c_f08ts(buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut count_c = *count;
+        let mut datatype_c = *datatype;
+        let buf_s = match fortran::f08::Section::new("MPI_RSEND_INIT_C", buf, &mut count_c, &mut datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_rsend_init_c(buf_s.addr(), &mut count_c, &mut datatype_c, dest, tag, comm, request, ierror);
+    }
+}
+
+fortran_names!(mpi_rsend_init_c_f08ts(buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_rsend_init_f08ts_large_" "pmpir_rsend_init_f08ts_large_");
+
+/// `MPI_SCAN_C`: `MPI_Scan_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_scan_c(sendbuf: *mut c_void, recvbuf: *mut c_void, count: *mut i64, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::large::PMPI_Scan_c(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, *count as _, *datatype as _, *op as _, *comm as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_SCAN_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_scan_c_f08ts(sendbuf: *const fortran::f08::Desc, recvbuf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendbuf_c = fortran::f08::Copied::new(sendbuf, false);
+        let mut recvbuf_c = fortran::f08::Copied::new(recvbuf, true);
+        mpi_scan_c(sendbuf_c.addr(), recvbuf_c.addr(), count, datatype, op, comm, ierror);
+        sendbuf_c.finish();
+        recvbuf_c.finish();
+    }
+}
+
+fortran_names!(mpi_scan_c_f08ts(sendbuf: *const fortran::f08::Desc, recvbuf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_scan_f08ts_large_" "pmpir_scan_f08ts_large_");
+
+/// `MPI_SCAN_INIT_C`: `MPI_Scan_init_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_scan_init_c(sendbuf: *mut c_void, recvbuf: *mut c_void, count: *mut i64, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::coll::PMPI_Scan_init_c(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, *count as _, *datatype as _, *op as _, *comm as _, *info as _, request as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_SCAN_INIT_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_scan_init_c_f08ts(sendbuf: *const fortran::f08::Desc, recvbuf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let sendbuf_s = match fortran::f08::Section::contiguous("MPI_SCAN_INIT_C", sendbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let recvbuf_s = match fortran::f08::Section::contiguous("MPI_SCAN_INIT_C", recvbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_scan_init_c(sendbuf_s.addr(), recvbuf_s.addr(), count, datatype, op, comm, info, request, ierror);
+    }
+}
+
+fortran_names!(mpi_scan_init_c_f08ts(sendbuf: *const fortran::f08::Desc, recvbuf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, op: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_scan_init_f08ts_large_" "pmpir_scan_init_f08ts_large_");
+
+/// `MPI_SCATTER_C`: `MPI_Scatter_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_scatter_c(sendbuf: *mut c_void, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *mut c_void, recvcount: *mut i64, recvtype: *mut Fint, root: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::large::PMPI_Scatter_c(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *root as _, *comm as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_SCATTER_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_scatter_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut i64, recvtype: *mut Fint, root: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendbuf_c = fortran::f08::Copied::new(sendbuf, false);
+        let mut recvbuf_c = fortran::f08::Copied::new(recvbuf, true);
+        mpi_scatter_c(sendbuf_c.addr(), sendcount, sendtype, recvbuf_c.addr(), recvcount, recvtype, root, comm, ierror);
+        sendbuf_c.finish();
+        recvbuf_c.finish();
+    }
+}
+
+fortran_names!(mpi_scatter_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut i64, recvtype: *mut Fint, root: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_scatter_f08ts_large_" "pmpir_scatter_f08ts_large_");
+
+/// `MPI_SCATTER_INIT_C`: `MPI_Scatter_init_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_scatter_init_c(sendbuf: *mut c_void, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *mut c_void, recvcount: *mut i64, recvtype: *mut Fint, root: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::coll::PMPI_Scatter_init_c(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *root as _, *comm as _, *info as _, request as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_SCATTER_INIT_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_scatter_init_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut i64, recvtype: *mut Fint, root: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendcount_c = *sendcount;
+        let mut sendtype_c = *sendtype;
+        let sendbuf_s = match fortran::f08::Section::new("MPI_SCATTER_INIT_C", sendbuf, &mut sendcount_c, &mut sendtype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let mut recvcount_c = *recvcount;
+        let mut recvtype_c = *recvtype;
+        let recvbuf_s = match fortran::f08::Section::new("MPI_SCATTER_INIT_C", recvbuf, &mut recvcount_c, &mut recvtype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_scatter_init_c(sendbuf_s.addr(), &mut sendcount_c, &mut sendtype_c, recvbuf_s.addr(), &mut recvcount_c, &mut recvtype_c, root, comm, info, request, ierror);
+    }
+}
+
+fortran_names!(mpi_scatter_init_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut i64, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut i64, recvtype: *mut Fint, root: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_scatter_init_f08ts_large_" "pmpir_scatter_init_f08ts_large_");
+
+/// `MPI_SCATTERV_C`: `MPI_Scatterv_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_scatterv_c(sendbuf: *mut c_void, sendcounts: *mut i64, displs: *mut i64, sendtype: *mut Fint, recvbuf: *mut c_void, recvcount: *mut i64, recvtype: *mut Fint, root: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::coll::v::PMPI_Scatterv_c(fortran::buf(sendbuf) as _, sendcounts as _, displs as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *root as _, *comm as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_SCATTERV_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_scatterv_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcounts: *mut i64, displs: *mut i64, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut i64, recvtype: *mut Fint, root: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendbuf_c = fortran::f08::Copied::new(sendbuf, false);
+        let mut recvbuf_c = fortran::f08::Copied::new(recvbuf, true);
+        mpi_scatterv_c(sendbuf_c.addr(), sendcounts, displs, sendtype, recvbuf_c.addr(), recvcount, recvtype, root, comm, ierror);
+        sendbuf_c.finish();
+        recvbuf_c.finish();
+    }
+}
+
+fortran_names!(mpi_scatterv_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcounts: *mut i64, displs: *mut i64, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut i64, recvtype: *mut Fint, root: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_scatterv_f08ts_large_" "pmpir_scatterv_f08ts_large_");
+
+/// `MPI_SCATTERV_INIT_C`: `MPI_Scatterv_init_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_scatterv_init_c(sendbuf: *mut c_void, sendcounts: *mut i64, displs: *mut i64, sendtype: *mut Fint, recvbuf: *mut c_void, recvcount: *mut i64, recvtype: *mut Fint, root: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::coll::PMPI_Scatterv_init_c(fortran::buf(sendbuf) as _, sendcounts as _, displs as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *root as _, *comm as _, *info as _, request as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_SCATTERV_INIT_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_scatterv_init_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcounts: *mut i64, displs: *mut i64, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut i64, recvtype: *mut Fint, root: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let sendbuf_s = match fortran::f08::Section::contiguous("MPI_SCATTERV_INIT_C", sendbuf) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        let mut recvcount_c = *recvcount;
+        let mut recvtype_c = *recvtype;
+        let recvbuf_s = match fortran::f08::Section::new("MPI_SCATTERV_INIT_C", recvbuf, &mut recvcount_c, &mut recvtype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_scatterv_init_c(sendbuf_s.addr(), sendcounts, displs, sendtype, recvbuf_s.addr(), &mut recvcount_c, &mut recvtype_c, root, comm, info, request, ierror);
+    }
+}
+
+fortran_names!(mpi_scatterv_init_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcounts: *mut i64, displs: *mut i64, sendtype: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut i64, recvtype: *mut Fint, root: *mut Fint, comm: *mut Fint, info: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_scatterv_init_f08ts_large_" "pmpir_scatterv_init_f08ts_large_");
+
+/// `MPI_SEND_C`: `MPI_Send_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_send_c(buf: *mut c_void, count: *mut i64, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::large::PMPI_Send_c(fortran::buf(buf) as _, *count as _, *datatype as _, *dest as _, *tag as _, *comm as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_SEND_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_send_c_f08ts(buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut buf_c = fortran::f08::Copied::new(buf, false);
+        mpi_send_c(buf_c.addr(), count, datatype, dest, tag, comm, ierror);
+        buf_c.finish();
+    }
+}
+
+fortran_names!(mpi_send_c_f08ts(buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_send_f08ts_large_" "pmpir_send_f08ts_large_");
+
+/// `MPI_SEND_INIT_C`: `MPI_Send_init_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_send_init_c(buf: *mut c_void, count: *mut i64, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::large::PMPI_Send_init_c(fortran::buf(buf) as _, *count as _, *datatype as _, *dest as _, *tag as _, *comm as _, request as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_SEND_INIT_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_send_init_c_f08ts(buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut count_c = *count;
+        let mut datatype_c = *datatype;
+        let buf_s = match fortran::f08::Section::new("MPI_SEND_INIT_C", buf, &mut count_c, &mut datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_send_init_c(buf_s.addr(), &mut count_c, &mut datatype_c, dest, tag, comm, request, ierror);
+    }
+}
+
+fortran_names!(mpi_send_init_c_f08ts(buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_send_init_f08ts_large_" "pmpir_send_init_f08ts_large_");
+
+/// `MPI_SENDRECV_C`: `MPI_Sendrecv_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_sendrecv_c(sendbuf: *mut c_void, sendcount: *mut i64, sendtype: *mut Fint, dest: *mut Fint, sendtag: *mut Fint, recvbuf: *mut c_void, recvcount: *mut i64, recvtype: *mut Fint, source: *mut Fint, recvtag: *mut Fint, comm: *mut Fint, status: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::large::PMPI_Sendrecv_c(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, *dest as _, *sendtag as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *source as _, *recvtag as _, *comm as _, fortran::status(status));
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_SENDRECV_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_sendrecv_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut i64, sendtype: *mut Fint, dest: *mut Fint, sendtag: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut i64, recvtype: *mut Fint, source: *mut Fint, recvtag: *mut Fint, comm: *mut Fint, status: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut sendbuf_c = fortran::f08::Copied::new(sendbuf, false);
+        let mut recvbuf_c = fortran::f08::Copied::new(recvbuf, true);
+        mpi_sendrecv_c(sendbuf_c.addr(), sendcount, sendtype, dest, sendtag, recvbuf_c.addr(), recvcount, recvtype, source, recvtag, comm, status, ierror);
+        sendbuf_c.finish();
+        recvbuf_c.finish();
+    }
+}
+
+fortran_names!(mpi_sendrecv_c_f08ts(sendbuf: *const fortran::f08::Desc, sendcount: *mut i64, sendtype: *mut Fint, dest: *mut Fint, sendtag: *mut Fint, recvbuf: *const fortran::f08::Desc, recvcount: *mut i64, recvtype: *mut Fint, source: *mut Fint, recvtag: *mut Fint, comm: *mut Fint, status: *mut Fint, ierror: *mut Fint); "mpi_sendrecv_f08ts_large_" "pmpir_sendrecv_f08ts_large_");
+
+/// `MPI_SENDRECV_REPLACE_C`: `MPI_Sendrecv_replace_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_sendrecv_replace_c(buf: *mut c_void, count: *mut i64, datatype: *mut Fint, dest: *mut Fint, sendtag: *mut Fint, source: *mut Fint, recvtag: *mut Fint, comm: *mut Fint, status: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::large::PMPI_Sendrecv_replace_c(fortran::buf(buf) as _, *count as _, *datatype as _, *dest as _, *sendtag as _, *source as _, *recvtag as _, *comm as _, fortran::status(status));
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_SENDRECV_REPLACE_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_sendrecv_replace_c_f08ts(buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, dest: *mut Fint, sendtag: *mut Fint, source: *mut Fint, recvtag: *mut Fint, comm: *mut Fint, status: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut buf_c = fortran::f08::Copied::new(buf, true);
+        mpi_sendrecv_replace_c(buf_c.addr(), count, datatype, dest, sendtag, source, recvtag, comm, status, ierror);
+        buf_c.finish();
+    }
+}
+
+fortran_names!(mpi_sendrecv_replace_c_f08ts(buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, dest: *mut Fint, sendtag: *mut Fint, source: *mut Fint, recvtag: *mut Fint, comm: *mut Fint, status: *mut Fint, ierror: *mut Fint); "mpi_sendrecv_replace_f08ts_large_" "pmpir_sendrecv_replace_f08ts_large_");
+
+/// `MPI_SESSION_ATTACH_BUFFER_C`: not bound for Fortran (kumi does not implement it).
+unsafe extern "C" fn mpi_session_attach_buffer_c(_session: *mut Fint, _buffer: *mut c_void, _size: *mut i64, ierror: *mut Fint) {
+    // SAFETY: `ierror` is the program's, valid for one integer, or null.
+    unsafe { fortran::unbound("MPI_SESSION_ATTACH_BUFFER_C", ierror) }
+}
+
+fortran_names!(mpi_session_attach_buffer_c(_session: *mut Fint, _buffer: *mut c_void, _size: *mut i64, ierror: *mut Fint); "mpi_session_attach_buffer_f08ts_large_" "pmpir_session_attach_buffer_f08ts_large_");
+
+/// `MPI_SESSION_DETACH_BUFFER_C`: not bound for Fortran (kumi does not implement it).
+unsafe extern "C" fn mpi_session_detach_buffer_c(_session: *mut Fint, _buffer_addr: *mut c_void, _size: *mut i64, ierror: *mut Fint) {
+    // SAFETY: `ierror` is the program's, valid for one integer, or null.
+    unsafe { fortran::unbound("MPI_SESSION_DETACH_BUFFER_C", ierror) }
+}
+
+fortran_names!(mpi_session_detach_buffer_c(_session: *mut Fint, _buffer_addr: *mut c_void, _size: *mut i64, ierror: *mut Fint); "mpi_session_detach_buffer_f08_large_" "pmpir_session_detach_buffer_f08_large_");
+
+/// `MPI_SSEND_C`: `MPI_Ssend_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_ssend_c(buf: *mut c_void, count: *mut i64, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::large::PMPI_Ssend_c(fortran::buf(buf) as _, *count as _, *datatype as _, *dest as _, *tag as _, *comm as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_SSEND_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_ssend_c_f08ts(buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut buf_c = fortran::f08::Copied::new(buf, false);
+        mpi_ssend_c(buf_c.addr(), count, datatype, dest, tag, comm, ierror);
+        buf_c.finish();
+    }
+}
+
+fortran_names!(mpi_ssend_c_f08ts(buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_ssend_f08ts_large_" "pmpir_ssend_f08ts_large_");
+
+/// `MPI_SSEND_INIT_C`: `MPI_Ssend_init_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_ssend_init_c(buf: *mut c_void, count: *mut i64, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::large::PMPI_Ssend_init_c(fortran::buf(buf) as _, *count as _, *datatype as _, *dest as _, *tag as _, *comm as _, request as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_SSEND_INIT_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_ssend_init_c_f08ts(buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut count_c = *count;
+        let mut datatype_c = *datatype;
+        let buf_s = match fortran::f08::Section::new("MPI_SSEND_INIT_C", buf, &mut count_c, &mut datatype_c) { Ok(s) => s, Err(rc) => return fortran::ierror(ierror, rc) };
+        mpi_ssend_init_c(buf_s.addr(), &mut count_c, &mut datatype_c, dest, tag, comm, request, ierror);
+    }
+}
+
+fortran_names!(mpi_ssend_init_c_f08ts(buf: *const fortran::f08::Desc, count: *mut i64, datatype: *mut Fint, dest: *mut Fint, tag: *mut Fint, comm: *mut Fint, request: *mut Fint, ierror: *mut Fint); "mpi_ssend_init_f08ts_large_" "pmpir_ssend_init_f08ts_large_");
+
+/// `MPI_STATUS_SET_ELEMENTS_C`: not bound for Fortran (kumi does not implement it).
+unsafe extern "C" fn mpi_status_set_elements_c(_status: *mut Fint, _datatype: *mut Fint, _count: *mut i64, ierror: *mut Fint) {
+    // SAFETY: `ierror` is the program's, valid for one integer, or null.
+    unsafe { fortran::unbound("MPI_STATUS_SET_ELEMENTS_C", ierror) }
+}
+
+fortran_names!(mpi_status_set_elements_c(_status: *mut Fint, _datatype: *mut Fint, _count: *mut i64, ierror: *mut Fint); "mpi_status_set_elements_f08_large_" "pmpir_status_set_elements_f08_large_");
+
+/// `MPI_TYPE_CONTIGUOUS_C`: `MPI_Type_contiguous_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_type_contiguous_c(count: *mut i64, oldtype: *mut Fint, newtype: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::types::PMPI_Type_contiguous_c(*count as _, *oldtype as _, newtype as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+fortran_names!(mpi_type_contiguous_c(count: *mut i64, oldtype: *mut Fint, newtype: *mut Fint, ierror: *mut Fint); "mpi_type_contiguous_f08_large_" "pmpir_type_contiguous_f08_large_");
+
+/// `MPI_TYPE_CREATE_DARRAY_C`: `MPI_Type_create_darray_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_type_create_darray_c(size: *mut Fint, rank: *mut Fint, ndims: *mut Fint, array_of_gsizes: *mut i64, array_of_distribs: *mut Fint, array_of_dargs: *mut Fint, array_of_psizes: *mut Fint, order: *mut Fint, oldtype: *mut Fint, newtype: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::types::PMPI_Type_create_darray_c(*size as _, *rank as _, *ndims as _, array_of_gsizes as _, array_of_distribs as _, array_of_dargs as _, array_of_psizes as _, *order as _, *oldtype as _, newtype as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+fortran_names!(mpi_type_create_darray_c(size: *mut Fint, rank: *mut Fint, ndims: *mut Fint, array_of_gsizes: *mut i64, array_of_distribs: *mut Fint, array_of_dargs: *mut Fint, array_of_psizes: *mut Fint, order: *mut Fint, oldtype: *mut Fint, newtype: *mut Fint, ierror: *mut Fint); "mpi_type_create_darray_f08_large_" "pmpir_type_create_darray_f08_large_");
+
+/// `MPI_TYPE_CREATE_HINDEXED_C`: `MPI_Type_create_hindexed_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_type_create_hindexed_c(count: *mut i64, array_of_blocklengths: *mut i64, array_of_displacements: *mut i64, oldtype: *mut Fint, newtype: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::types::PMPI_Type_create_hindexed_c(*count as _, array_of_blocklengths as _, array_of_displacements as _, *oldtype as _, newtype as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+fortran_names!(mpi_type_create_hindexed_c(count: *mut i64, array_of_blocklengths: *mut i64, array_of_displacements: *mut i64, oldtype: *mut Fint, newtype: *mut Fint, ierror: *mut Fint); "mpi_type_create_hindexed_f08_large_" "pmpir_type_create_hindexed_f08_large_");
+
+/// `MPI_TYPE_CREATE_HINDEXED_BLOCK_C`: `MPI_Type_create_hindexed_block_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_type_create_hindexed_block_c(count: *mut i64, blocklength: *mut i64, array_of_displacements: *mut i64, oldtype: *mut Fint, newtype: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::types::PMPI_Type_create_hindexed_block_c(*count as _, *blocklength as _, array_of_displacements as _, *oldtype as _, newtype as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+fortran_names!(mpi_type_create_hindexed_block_c(count: *mut i64, blocklength: *mut i64, array_of_displacements: *mut i64, oldtype: *mut Fint, newtype: *mut Fint, ierror: *mut Fint); "mpi_type_create_hindexed_block_f08_large_" "pmpir_type_create_hindexed_block_f08_large_");
+
+/// `MPI_TYPE_CREATE_HVECTOR_C`: `MPI_Type_create_hvector_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_type_create_hvector_c(count: *mut i64, blocklength: *mut i64, stride: *mut i64, oldtype: *mut Fint, newtype: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::types::PMPI_Type_create_hvector_c(*count as _, *blocklength as _, *stride as _, *oldtype as _, newtype as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+fortran_names!(mpi_type_create_hvector_c(count: *mut i64, blocklength: *mut i64, stride: *mut i64, oldtype: *mut Fint, newtype: *mut Fint, ierror: *mut Fint); "mpi_type_create_hvector_f08_large_" "pmpir_type_create_hvector_f08_large_");
+
+/// `MPI_TYPE_CREATE_INDEXED_BLOCK_C`: `MPI_Type_create_indexed_block_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_type_create_indexed_block_c(count: *mut i64, blocklength: *mut i64, array_of_displacements: *mut i64, oldtype: *mut Fint, newtype: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::types::PMPI_Type_create_indexed_block_c(*count as _, *blocklength as _, array_of_displacements as _, *oldtype as _, newtype as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+fortran_names!(mpi_type_create_indexed_block_c(count: *mut i64, blocklength: *mut i64, array_of_displacements: *mut i64, oldtype: *mut Fint, newtype: *mut Fint, ierror: *mut Fint); "mpi_type_create_indexed_block_f08_large_" "pmpir_type_create_indexed_block_f08_large_");
+
+/// `MPI_TYPE_CREATE_STRUCT_C`: `MPI_Type_create_struct_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_type_create_struct_c(count: *mut i64, array_of_blocklengths: *mut i64, array_of_displacements: *mut i64, array_of_types: *mut Fint, newtype: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::types::PMPI_Type_create_struct_c(*count as _, array_of_blocklengths as _, array_of_displacements as _, array_of_types as _, newtype as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+fortran_names!(mpi_type_create_struct_c(count: *mut i64, array_of_blocklengths: *mut i64, array_of_displacements: *mut i64, array_of_types: *mut Fint, newtype: *mut Fint, ierror: *mut Fint); "mpi_type_create_struct_f08_large_" "pmpir_type_create_struct_f08_large_");
+
+/// `MPI_TYPE_CREATE_SUBARRAY_C`: `MPI_Type_create_subarray_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_type_create_subarray_c(ndims: *mut Fint, array_of_sizes: *mut i64, array_of_subsizes: *mut i64, array_of_starts: *mut i64, order: *mut Fint, oldtype: *mut Fint, newtype: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::types::PMPI_Type_create_subarray_c(*ndims as _, array_of_sizes as _, array_of_subsizes as _, array_of_starts as _, *order as _, *oldtype as _, newtype as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+fortran_names!(mpi_type_create_subarray_c(ndims: *mut Fint, array_of_sizes: *mut i64, array_of_subsizes: *mut i64, array_of_starts: *mut i64, order: *mut Fint, oldtype: *mut Fint, newtype: *mut Fint, ierror: *mut Fint); "mpi_type_create_subarray_f08_large_" "pmpir_type_create_subarray_f08_large_");
+
+/// `MPI_TYPE_GET_CONTENTS_C`: `MPI_Type_get_contents_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_type_get_contents_c(datatype: *mut Fint, max_integers: *mut i64, max_addresses: *mut i64, max_large_counts: *mut i64, max_datatypes: *mut i64, array_of_integers: *mut Fint, array_of_addresses: *mut i64, array_of_large_counts: *mut i64, array_of_datatypes: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::types::PMPI_Type_get_contents_c(*datatype as _, *max_integers as _, *max_addresses as _, *max_large_counts as _, *max_datatypes as _, array_of_integers as _, array_of_addresses as _, array_of_large_counts as _, array_of_datatypes as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+fortran_names!(mpi_type_get_contents_c(datatype: *mut Fint, max_integers: *mut i64, max_addresses: *mut i64, max_large_counts: *mut i64, max_datatypes: *mut i64, array_of_integers: *mut Fint, array_of_addresses: *mut i64, array_of_large_counts: *mut i64, array_of_datatypes: *mut Fint, ierror: *mut Fint); "mpi_type_get_contents_f08_large_" "pmpir_type_get_contents_f08_large_");
+
+/// `MPI_TYPE_GET_ENVELOPE_C`: `MPI_Type_get_envelope_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_type_get_envelope_c(datatype: *mut Fint, num_integers: *mut i64, num_addresses: *mut i64, num_large_counts: *mut i64, num_datatypes: *mut i64, combiner: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::types::PMPI_Type_get_envelope_c(*datatype as _, num_integers as _, num_addresses as _, num_large_counts as _, num_datatypes as _, combiner as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+fortran_names!(mpi_type_get_envelope_c(datatype: *mut Fint, num_integers: *mut i64, num_addresses: *mut i64, num_large_counts: *mut i64, num_datatypes: *mut i64, combiner: *mut Fint, ierror: *mut Fint); "mpi_type_get_envelope_f08_large_" "pmpir_type_get_envelope_f08_large_");
+
+/// `MPI_TYPE_INDEXED_C`: `MPI_Type_indexed_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_type_indexed_c(count: *mut i64, array_of_blocklengths: *mut i64, array_of_displacements: *mut i64, oldtype: *mut Fint, newtype: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::types::PMPI_Type_indexed_c(*count as _, array_of_blocklengths as _, array_of_displacements as _, *oldtype as _, newtype as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+fortran_names!(mpi_type_indexed_c(count: *mut i64, array_of_blocklengths: *mut i64, array_of_displacements: *mut i64, oldtype: *mut Fint, newtype: *mut Fint, ierror: *mut Fint); "mpi_type_indexed_f08_large_" "pmpir_type_indexed_f08_large_");
+
+/// `MPI_TYPE_SIZE_C`: `MPI_Type_size_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_type_size_c(datatype: *mut Fint, size: *mut i64, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::large::PMPI_Type_size_c(*datatype as _, size as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+fortran_names!(mpi_type_size_c(datatype: *mut Fint, size: *mut i64, ierror: *mut Fint); "mpi_type_size_f08_large_" "pmpir_type_size_f08_large_");
+
+/// `MPI_TYPE_VECTOR_C`: `MPI_Type_vector_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_type_vector_c(count: *mut i64, blocklength: *mut i64, stride: *mut i64, oldtype: *mut Fint, newtype: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::types::PMPI_Type_vector_c(*count as _, *blocklength as _, *stride as _, *oldtype as _, newtype as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+fortran_names!(mpi_type_vector_c(count: *mut i64, blocklength: *mut i64, stride: *mut i64, oldtype: *mut Fint, newtype: *mut Fint, ierror: *mut Fint); "mpi_type_vector_f08_large_" "pmpir_type_vector_f08_large_");
+
+/// `MPI_UNPACK_C`: `MPI_Unpack_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_unpack_c(inbuf: *mut c_void, insize: *mut i64, position: *mut i64, outbuf: *mut c_void, outcount: *mut i64, datatype: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::types::PMPI_Unpack_c(fortran::buf(inbuf) as _, *insize as _, position as _, fortran::buf(outbuf) as _, *outcount as _, *datatype as _, *comm as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_UNPACK_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_unpack_c_f08ts(inbuf: *const fortran::f08::Desc, insize: *mut i64, position: *mut i64, outbuf: *const fortran::f08::Desc, outcount: *mut i64, datatype: *mut Fint, comm: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut inbuf_c = fortran::f08::Copied::new(inbuf, false);
+        let mut outbuf_c = fortran::f08::Copied::new(outbuf, true);
+        mpi_unpack_c(inbuf_c.addr(), insize, position, outbuf_c.addr(), outcount, datatype, comm, ierror);
+        inbuf_c.finish();
+        outbuf_c.finish();
+    }
+}
+
+fortran_names!(mpi_unpack_c_f08ts(inbuf: *const fortran::f08::Desc, insize: *mut i64, position: *mut i64, outbuf: *const fortran::f08::Desc, outcount: *mut i64, datatype: *mut Fint, comm: *mut Fint, ierror: *mut Fint); "mpi_unpack_f08ts_large_" "pmpir_unpack_f08ts_large_");
+
+/// `MPI_UNPACK_EXTERNAL_C`: `MPI_Unpack_external_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_unpack_external_c(datarep: *mut c_char, inbuf: *mut c_void, insize: *mut i64, position: *mut i64, outbuf: *mut c_void, outcount: *mut i64, datatype: *mut Fint, ierror: *mut Fint, datarep_len: usize) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let datarep_c = fortran::str_in(datarep, datarep_len);
+        let rc = crate::types::PMPI_Unpack_external_c(datarep_c.as_ptr() as _, fortran::buf(inbuf) as _, *insize as _, position as _, fortran::buf(outbuf) as _, *outcount as _, *datatype as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_UNPACK_EXTERNAL_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_unpack_external_c_f08ts(datarep: *mut c_char, inbuf: *const fortran::f08::Desc, insize: *mut i64, position: *mut i64, outbuf: *const fortran::f08::Desc, outcount: *mut i64, datatype: *mut Fint, ierror: *mut Fint, datarep_len: usize) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        let mut inbuf_c = fortran::f08::Copied::new(inbuf, false);
+        let mut outbuf_c = fortran::f08::Copied::new(outbuf, true);
+        mpi_unpack_external_c(datarep, inbuf_c.addr(), insize, position, outbuf_c.addr(), outcount, datatype, ierror, datarep_len);
+        inbuf_c.finish();
+        outbuf_c.finish();
+    }
+}
+
+fortran_names!(mpi_unpack_external_c_f08ts(datarep: *mut c_char, inbuf: *const fortran::f08::Desc, insize: *mut i64, position: *mut i64, outbuf: *const fortran::f08::Desc, outcount: *mut i64, datatype: *mut Fint, ierror: *mut Fint, datarep_len: usize); "mpi_unpack_external_f08ts_large_" "pmpir_unpack_external_f08ts_large_");
+
+/// `MPI_WIN_ALLOCATE_C`: `MPI_Win_allocate_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_win_allocate_c(size: *mut i64, disp_unit: *mut i64, info: *mut Fint, comm: *mut Fint, baseptr: *mut i64, win: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::large::PMPI_Win_allocate_c(*size as _, *disp_unit as _, *info as _, *comm as _, baseptr as _, win as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+fortran_names!(mpi_win_allocate_c(size: *mut i64, disp_unit: *mut i64, info: *mut Fint, comm: *mut Fint, baseptr: *mut i64, win: *mut Fint, ierror: *mut Fint); "mpi_win_allocate_f08_large_" "pmpir_win_allocate_f08_large_");
+
+/// `MPI_WIN_ALLOCATE_SHARED_C`: `MPI_Win_allocate_shared_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_win_allocate_shared_c(size: *mut i64, disp_unit: *mut i64, info: *mut Fint, comm: *mut Fint, baseptr: *mut i64, win: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::large::PMPI_Win_allocate_shared_c(*size as _, *disp_unit as _, *info as _, *comm as _, baseptr as _, win as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+fortran_names!(mpi_win_allocate_shared_c(size: *mut i64, disp_unit: *mut i64, info: *mut Fint, comm: *mut Fint, baseptr: *mut i64, win: *mut Fint, ierror: *mut Fint); "mpi_win_allocate_shared_f08_large_" "pmpir_win_allocate_shared_f08_large_");
+
+/// `MPI_WIN_CREATE_C`: `MPI_Win_create_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_win_create_c(base: *mut c_void, size: *mut i64, disp_unit: *mut i64, info: *mut Fint, comm: *mut Fint, win: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::large::PMPI_Win_create_c(fortran::buf(base) as _, *size as _, *disp_unit as _, *info as _, *comm as _, win as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+/// `MPI_WIN_CREATE_C` for `use mpi_f08`: the choice buffers by descriptor.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_win_create_c_f08ts(base: *const fortran::f08::Desc, size: *mut i64, disp_unit: *mut i64, info: *mut Fint, comm: *mut Fint, win: *mut Fint, ierror: *mut Fint) {
+    // SAFETY: as for the `mpif.h` wrapper; each buffer a descriptor
+    // gfortran passed (`fortran::f08`).
+    unsafe {
+        mpi_win_create_c(fortran::f08::first(base), size, disp_unit, info, comm, win, ierror);
+    }
+}
+
+fortran_names!(mpi_win_create_c_f08ts(base: *const fortran::f08::Desc, size: *mut i64, disp_unit: *mut i64, info: *mut Fint, comm: *mut Fint, win: *mut Fint, ierror: *mut Fint); "mpi_win_create_f08ts_large_" "pmpir_win_create_f08ts_large_");
+
+/// `MPI_WIN_SHARED_QUERY_C`: `MPI_Win_shared_query_c` for Fortran.
+#[allow(clippy::missing_safety_doc, unused_mut)]
+unsafe extern "C" fn mpi_win_shared_query_c(win: *mut Fint, rank: *mut Fint, size: *mut i64, disp_unit: *mut i64, baseptr: *mut i64, ierror: *mut Fint) {
+    // SAFETY: Fortran passes every argument by reference, valid for the
+    // call, and each string's length after the others (`fortran` module).
+    unsafe {
+        let rc = crate::large::PMPI_Win_shared_query_c(*win as _, *rank as _, size as _, disp_unit as _, baseptr as _);
+        fortran::ierror(ierror, rc);
+    }
+}
+
+fortran_names!(mpi_win_shared_query_c(win: *mut Fint, rank: *mut Fint, size: *mut i64, disp_unit: *mut i64, baseptr: *mut i64, ierror: *mut Fint); "mpi_win_shared_query_f08_large_" "pmpir_win_shared_query_f08_large_");
