@@ -20,10 +20,13 @@
 //!   interval plus a wake-up (~50 us here) per step of theirs that needs it;
 //!   after a pass that moved something it looks again within 50 us, so a
 //!   stream of requests through a computing rank is served at that pace.
-//!   Cost: about one wake-up per interval (each a few microseconds: ~0.5 % of
-//!   a core) while work is outstanding and the application computes; nothing
-//!   when nothing is outstanding; backing off to 50 ms while the application
-//!   itself waits in kumi (it progresses then).
+//!   Cost: about one wake-up per interval while work is outstanding and the
+//!   application computes; nothing when nothing is outstanding; backing off
+//!   to 50 ms while the application itself waits in kumi (it progresses
+//!   then), and to [`ACTIVE_BACKOFF`] intervals while it calls kumi often and
+//!   leaves with nothing outstanding, since a wake-up costs tens of
+//!   microseconds of the application's core on a virtual machine (so the
+//!   first look after such a phase may come that many intervals late).
 //! - `KUMI_PROGRESS=off`: no thread; progress happens only inside kumi calls.
 //!
 //! The application thread pays a few plain stores and loads per kumi call (no
@@ -57,6 +60,13 @@ pub(crate) struct Shared {
     /// thread only compares two of its values, and needs no ordering with
     /// the engine's data, which the mutex orders.
     entries: AtomicU64,
+    /// Whether the application left kumi, the last time, with work
+    /// outstanding ([`Engine::needs_async`]), kept while the progress thread
+    /// exists. Written only by the application thread, with the engine held
+    /// (one writer at a time even under `MPI_THREAD_MULTIPLE`); the progress
+    /// thread reads it only to choose how long to sleep, so a stale value
+    /// costs at most one sleep of the wrong length: relaxed.
+    outstanding: AtomicBool,
     /// The progress thread is parked without a timer and must be unparked
     /// when work appears. Relaxed: a lost race costs one extra unpark or one
     /// interval of delay (the thread re-checks the engine under the mutex
@@ -181,12 +191,17 @@ impl Drop for Guard<'_> {
     // was a call of its own.
     #[inline(always)]
     fn drop(&mut self) {
+        let Some(t) = self.shared.thread.get() else {
+            return;
+        };
+        let need = self.guard.needs_async();
         // Relaxed: see the field docs.
-        if self.shared.parked.load(Ordering::Relaxed) && self.guard.needs_async() {
+        if need != self.shared.outstanding.load(Ordering::Relaxed) {
+            self.shared.outstanding.store(need, Ordering::Relaxed);
+        }
+        if need && self.shared.parked.load(Ordering::Relaxed) {
             self.shared.parked.store(false, Ordering::Relaxed);
-            if let Some(t) = self.shared.thread.get() {
-                t.unpark();
-            }
+            t.unpark();
         }
     }
 }
@@ -204,6 +219,7 @@ impl Shared {
         Arc::new(Shared {
             engine: VisitLock::new(engine, asym),
             entries: AtomicU64::new(0),
+            outstanding: AtomicBool::new(false),
             parked: AtomicBool::new(true),
             stop: AtomicBool::new(false),
             thread: OnceLock::new(),
@@ -293,6 +309,10 @@ impl Shared {
 /// How soon the thread looks again after a pass that moved something.
 const QUICK_LOOK: Duration = Duration::from_micros(50);
 
+/// Longest sleep, in intervals, while the application calls kumi often and
+/// leaves it with nothing outstanding.
+const ACTIVE_BACKOFF: u32 = 8;
+
 /// Longest back-off while the application itself is inside kumi.
 const MAX_BACKOFF: Duration = Duration::from_millis(50);
 
@@ -320,8 +340,18 @@ fn run(weak: std::sync::Weak<Shared>) {
                 return;
             }
             if shared.entries.load(Ordering::Relaxed) != seen {
-                // The application was in kumi during the interval.
-                wait = interval;
+                // The application was in kumi during the interval. If it
+                // left with work outstanding, look again after an interval;
+                // if with nothing, it is busy with short calls (the thread
+                // has nothing to do but wake): sleep longer each time, up to
+                // ACTIVE_BACKOFF intervals. Each wake-up costs tens of
+                // microseconds of the application's core on a virtual
+                // machine: measured, see docs/BENCHMARKS.md, session 36.
+                wait = if shared.outstanding.load(Ordering::Relaxed) {
+                    interval
+                } else {
+                    (wait * 2).clamp(interval, interval * ACTIVE_BACKOFF)
+                };
                 continue;
             }
             let mut e = match shared.engine.try_visit() {
