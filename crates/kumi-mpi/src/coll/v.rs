@@ -11,6 +11,7 @@
 
 use super::inter;
 use super::*;
+use smallvec::SmallVec;
 
 /// A count, displacement or size argument: `int` in the classic functions,
 /// `MPI_Count` or `MPI_Aint` in the large-count ones.
@@ -58,15 +59,7 @@ pub(crate) fn count_of<E: Entry>(n: E) -> R<usize> {
 pub(crate) fn counts<E: Entry>(p: *const E, n: usize, what: &str) -> R<Vec<usize>> {
     slice(p, n as c_int, what)?
         .iter()
-        .map(|&c| {
-            let c = c.wide();
-            usize::try_from(c).or_else(|_| {
-                err(
-                    MPI_ERR_COUNT,
-                    format!("`{what}` holds a negative count ({c})"),
-                )
-            })
-        })
+        .map(|&c| count_entry(c, what))
         .collect()
 }
 
@@ -92,13 +85,55 @@ fn v_segments<C: Entry, D: Entry>(
     n: usize,
     what: [&str; 2],
 ) -> R<Segs> {
-    let cs = counts(cs, n, what[0])?;
-    let ds = displs(ds, n, what[1])?;
-    Ok(cs
-        .iter()
-        .zip(&ds)
-        .map(|(&k, &i)| ((buf as *mut u8).wrapping_offset(i * d.extent()).cast(), k))
-        .collect())
+    // Straight from the program's arrays: no vectors of counts and
+    // displacements on the way (each call of a small v-collective paid
+    // for four).
+    let cs = slice(cs, n as c_int, what[0])?;
+    let ds = slice(ds, n as c_int, what[1])?;
+    let ext = d.extent();
+    cs.iter()
+        .zip(ds)
+        .map(|(&k, &i)| {
+            let k = count_entry(k, what[0])?;
+            let at = (buf as *mut u8).wrapping_offset(i.wide() as isize * ext);
+            Ok((at.cast(), k))
+        })
+        .collect()
+}
+
+/// The segments of a v-form of a contiguous type `d` in bytes, each start
+/// made a pointer by `ptr`: as [`v_segments`], collected into any container.
+fn v_bytes<C: Entry, D: Entry, P, V: FromIterator<(P, usize)>>(
+    buf: *const c_void,
+    cs: *const C,
+    ds: *const D,
+    d: &Datatype,
+    n: usize,
+    what: [&str; 2],
+    ptr: impl Fn(*mut u8) -> P,
+) -> R<V> {
+    let cs = slice(cs, n as c_int, what[0])?;
+    let ds = slice(ds, n as c_int, what[1])?;
+    let ext = d.extent();
+    cs.iter()
+        .zip(ds)
+        .map(|(&k, &i)| {
+            let k = count_entry(k, what[0])?;
+            let at = (buf as *mut u8).wrapping_offset(i.wide() as isize * ext);
+            Ok((ptr(at), d.packed_size(k)))
+        })
+        .collect()
+}
+
+/// Entry `k` of counts array `what`, which must not be negative.
+fn count_entry<E: Entry>(k: E, what: &str) -> R<usize> {
+    let k = k.wide();
+    usize::try_from(k).or_else(|_| {
+        err(
+            MPI_ERR_COUNT,
+            format!("`{what}` holds a negative count ({k})"),
+        )
+    })
 }
 
 /// The same segments typed, for an intercommunicator's exchange.
@@ -707,9 +742,17 @@ impl AlltoallV {
     #[allow(clippy::type_complexity)]
     fn direct(&self) -> Option<(Vec<(*const u8, usize)>, Vec<(*mut u8, usize)>)> {
         (!self.in_place && self.sd.is_contiguous() && self.rd.is_contiguous()).then(|| {
+            let bytes =
+                |&(b, n): &(*mut c_void, usize), d: &Datatype| (b.cast::<u8>(), d.packed_size(n));
             (
-                read_only(in_bytes(self.send.clone(), &self.sd)),
-                in_bytes(self.recv.clone(), &self.rd),
+                self.send
+                    .iter()
+                    .map(|s| {
+                        let (b, n) = bytes(s, &self.sd);
+                        (b.cast_const(), n)
+                    })
+                    .collect(),
+                self.recv.iter().map(|s| bytes(s, &self.rd)).collect(),
             )
         })
     }
@@ -736,6 +779,41 @@ fn alltoallv<C: Entry, D: Entry>(
             ))
         }
     };
+    if !in_place(sendbuf) && rd.is_contiguous() {
+        let sd = if sendtype == recvtype {
+            rd.clone()
+        } else {
+            st()?.dtype(sendtype)?
+        };
+        if sd.is_contiguous() {
+            // Straight between the program's buffers, the segments made in
+            // bytes from its arrays at once (on the stack for up to 16
+            // ranks): a small alltoallv's time is mostly this call's own.
+            let p = c.size();
+            let send: SmallVec<[(*const u8, usize); 16]> = v_bytes(
+                sendbuf,
+                sendcounts,
+                sdispls,
+                &sd,
+                p,
+                ["sendcounts", "sdispls"],
+                <*mut u8>::cast_const,
+            )?;
+            let recv: SmallVec<[(*mut u8, usize); 16]> = v_bytes(
+                recvbuf,
+                recvcounts,
+                rdispls,
+                &rd,
+                p,
+                ["recvcounts", "rdispls"],
+                |b| b,
+            )?;
+            // SAFETY: MPI's contract for MPI_Alltoallv's buffers: each
+            // segment holds its counts of elements, the receive ones
+            // overlap nothing.
+            return Ok(unsafe { c.alltoallv_segments(&send, &recv) }?);
+        }
+    }
     let a = alltoallv_args(
         c.size(),
         sendbuf,
@@ -747,11 +825,6 @@ fn alltoallv<C: Entry, D: Entry>(
         rdispls,
         rd,
     )?;
-    if let Some((send, recv)) = a.direct() {
-        // SAFETY: MPI's contract for MPI_Alltoallv's buffers: each segment
-        // holds its counts of elements, the receive ones overlap nothing.
-        return Ok(unsafe { c.alltoallv_segments(&send, &recv) }?);
-    }
     let send = pack_segments(&a.send, &a.sd);
     let rb = sizes(&a.recv, &a.rd);
     let mut all = vec![0u8; rb.iter().sum()];

@@ -95,6 +95,17 @@ int main(int argc, char **argv) {
     int rc = MPI_Allreduce_c(out, &s, -1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD), cls;
     MPI_Error_class(rc, &cls);
     CHECK(cls == MPI_ERR_COUNT);
+    /* So is a negative entry of an alltoallv's counts (on every rank, so
+     * none waits for a block), before anything moves. */
+    {
+        int *vc = malloc(n * sizeof(int)), *vd = malloc(n * sizeof(int));
+        for (int i = 0; i < n; i++) { vc[i] = i == 0 ? -1 : 1; vd[i] = i; }
+        long *vs = malloc(n * sizeof(long)), *vr = malloc(n * sizeof(long));
+        rc = MPI_Alltoallv(vs, vc, vd, MPI_LONG, vr, vc, vd, MPI_LONG, MPI_COMM_WORLD);
+        MPI_Error_class(rc, &cls);
+        CHECK(cls == MPI_ERR_COUNT);
+        free(vc); free(vd); free(vs); free(vr);
+    }
     free(cnts); free(dsp); free(all);
     /* MPI_Status_set_elements_x: a count past 2^31 elements. */
     {

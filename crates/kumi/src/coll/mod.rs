@@ -470,15 +470,24 @@ impl CollState {
 }
 
 impl Comm {
+    /// The message tag of the next collective on this communicator, taken.
+    fn next_tag<'e>(&self, e: &'e mut Engine) -> (i32, &'e CommInfo) {
+        let info = e
+            .svc
+            .coll
+            .comm_info(self.coll_ctx(), || self.members().into());
+        let tag = TAG_BASE + (info.seq & 0xff_ffff) as i32;
+        info.seq = info.seq.wrapping_add(1);
+        (tag, info)
+    }
+
     /// The tag and wire of the next collective on this communicator.
     fn wire(&self) -> Result<(Arc<Config>, Wire)> {
         let ctx = self.coll_ctx();
         let me = self.rank() as u32;
         let mut e = self.engine();
         let cfg = e.svc.coll.config();
-        let info = e.svc.coll.comm_info(ctx, || self.members().into());
-        let tag = TAG_BASE + (info.seq & 0xff_ffff) as i32;
-        info.seq = info.seq.wrapping_add(1);
+        let (tag, info) = self.next_tag(&mut e);
         Ok((
             cfg,
             Wire {
@@ -772,7 +781,11 @@ impl Comm {
             Some(blocks) => self
                 .exec_each(blocks, Exec::Now(at), |g, _| plan(g))
                 .map(drop),
-            None => self.wire().map(drop),
+            None => {
+                // The tag still goes, so every rank's next one agrees.
+                self.next_tag(&mut self.engine());
+                Ok(())
+            }
         }
     }
 
