@@ -85,32 +85,22 @@ fn v_segments<C: Entry, D: Entry>(
     n: usize,
     what: [&str; 2],
 ) -> R<Segs> {
-    // Straight from the program's arrays: no vectors of counts and
-    // displacements on the way (each call of a small v-collective paid
-    // for four).
-    let cs = slice(cs, n as c_int, what[0])?;
-    let ds = slice(ds, n as c_int, what[1])?;
-    let ext = d.extent();
-    cs.iter()
-        .zip(ds)
-        .map(|(&k, &i)| {
-            let k = count_entry(k, what[0])?;
-            let at = (buf as *mut u8).wrapping_offset(i.wide() as isize * ext);
-            Ok((at.cast(), k))
-        })
-        .collect()
+    v_map(buf, cs, ds, d, n, what, |at, k| (at.cast(), k))
 }
 
-/// The segments of a v-form of a contiguous type `d` in bytes, each start
-/// made a pointer by `ptr`: as [`v_segments`], collected into any container.
-fn v_bytes<C: Entry, D: Entry, P, V: FromIterator<(P, usize)>>(
+/// `seg(start, count)` of each segment of a v-form (as [`v_segments`]),
+/// straight from the program's arrays into any container: no vectors of
+/// counts and displacements on the way (each call of a small v-collective
+/// paid for four).
+#[allow(clippy::too_many_arguments)]
+fn v_map<C: Entry, D: Entry, T, V: FromIterator<T>>(
     buf: *const c_void,
     cs: *const C,
     ds: *const D,
     d: &Datatype,
     n: usize,
     what: [&str; 2],
-    ptr: impl Fn(*mut u8) -> P,
+    seg: impl Fn(*mut u8, usize) -> T,
 ) -> R<V> {
     let cs = slice(cs, n as c_int, what[0])?;
     let ds = slice(ds, n as c_int, what[1])?;
@@ -119,8 +109,10 @@ fn v_bytes<C: Entry, D: Entry, P, V: FromIterator<(P, usize)>>(
         .zip(ds)
         .map(|(&k, &i)| {
             let k = count_entry(k, what[0])?;
-            let at = (buf as *mut u8).wrapping_offset(i.wide() as isize * ext);
-            Ok((ptr(at), d.packed_size(k)))
+            Ok(seg(
+                (buf as *mut u8).wrapping_offset(i.wide() as isize * ext),
+                k,
+            ))
         })
         .collect()
 }
@@ -790,23 +782,23 @@ fn alltoallv<C: Entry, D: Entry>(
             // bytes from its arrays at once (on the stack for up to 16
             // ranks): a small alltoallv's time is mostly this call's own.
             let p = c.size();
-            let send: SmallVec<[(*const u8, usize); 16]> = v_bytes(
+            let send: SmallVec<[(*const u8, usize); 16]> = v_map(
                 sendbuf,
                 sendcounts,
                 sdispls,
                 &sd,
                 p,
                 ["sendcounts", "sdispls"],
-                <*mut u8>::cast_const,
+                |at, k| (at.cast_const(), sd.packed_size(k)),
             )?;
-            let recv: SmallVec<[(*mut u8, usize); 16]> = v_bytes(
+            let recv: SmallVec<[(*mut u8, usize); 16]> = v_map(
                 recvbuf,
                 recvcounts,
                 rdispls,
                 &rd,
                 p,
                 ["recvcounts", "rdispls"],
-                |b| b,
+                |at, k| (at, rd.packed_size(k)),
             )?;
             // SAFETY: MPI's contract for MPI_Alltoallv's buffers: each
             // segment holds its counts of elements, the receive ones
