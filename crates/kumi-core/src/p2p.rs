@@ -182,13 +182,23 @@ impl Protocol {
     }
 
     /// How a rendezvous message of `len` bytes from a rank of this host
-    /// (`same_host`) or not reaches a receive of `cap` bytes.
-    pub fn pull(&self, len: usize, cap: usize, same_host: bool) -> Pull {
+    /// (`same_host`) or not reaches a receive of `cap` bytes. `peer_busy`:
+    /// this rank has a rendezvous message of its own out to the sender, which
+    /// the sender is to copy meanwhile (an exchange: `Irecv`, `Send`,
+    /// `Wait` on both sides). Then a split would give the sender both its
+    /// own copy and half of this one while this rank idles, so the message is
+    /// read whole (measured: a 64 KiB exchange 8.1-8.3 us split, 6.5-6.7
+    /// read whole; docs/BENCHMARKS.md, session 36).
+    pub fn pull(&self, len: usize, cap: usize, same_host: bool, peer_busy: bool) -> Pull {
         if len > cap {
             Pull::Truncated
         } else if !(self.single_copy && same_host) {
             Pull::Push
-        } else if self.verified && len >= self.limits.split_min && split_point(len) > 0 {
+        } else if self.verified
+            && !peer_busy
+            && len >= self.limits.split_min
+            && split_point(len) > 0
+        {
             // A split with an empty first half would count the receiver's
             // half complete twice (once on `Wrote`, once on the empty read).
             Pull::Split {
@@ -665,26 +675,35 @@ mod tests {
     fn the_pull_follows_size_route_and_what_the_kernel_allowed() {
         let l = Limits::new(Some(1 << 19), None, None, 16 << 10).unwrap();
         let mut p = Protocol::new(l, true);
-        assert_eq!(p.pull(100, 99, true), Pull::Truncated);
-        assert_eq!(p.pull(1 << 20, 1 << 20, false), Pull::Push, "another host");
+        assert_eq!(p.pull(100, 99, true, false), Pull::Truncated);
         assert_eq!(
-            p.pull(1 << 20, 1 << 20, true),
+            p.pull(1 << 20, 1 << 20, false, false),
+            Pull::Push,
+            "another host"
+        );
+        assert_eq!(
+            p.pull(1 << 20, 1 << 20, true, false),
             Pull::Read,
             "no read has succeeded yet"
         );
         p.read_done();
         assert_eq!(
-            p.pull(1 << 20, 1 << 20, true),
+            p.pull(1 << 20, 1 << 20, true, false),
             Pull::Split { split: 1 << 19 }
         );
         assert_eq!(
-            p.pull((16 << 10) - 1, 1 << 20, true),
+            p.pull(1 << 20, 1 << 20, true, true),
+            Pull::Read,
+            "the sender has this rank's message to copy: read whole"
+        );
+        assert_eq!(
+            p.pull((16 << 10) - 1, 1 << 20, true, false),
             Pull::Read,
             "below split_min"
         );
         p.read_refused();
         assert_eq!(
-            p.pull(1 << 20, 1 << 20, true),
+            p.pull(1 << 20, 1 << 20, true, false),
             Pull::Push,
             "refused once, pushed since"
         );
@@ -838,7 +857,7 @@ mod tests {
         let mut failed = false;
         let mut recv_done = 0;
         let mut pending_read = None;
-        let mut pull = p.pull(len, m.cap, m.same_host);
+        let mut pull = p.pull(len, m.cap, m.same_host, false);
         let first = pull;
         match pull {
             Pull::Truncated => {
@@ -956,8 +975,8 @@ mod tests {
     fn a_message_too_short_to_halve_is_read_whole_not_split() {
         let mut p = Protocol::new(Limits::new(Some(1 << 16), None, None, 0).unwrap(), true);
         p.read_done();
-        assert_eq!(p.pull(127, 200, true), Pull::Read);
-        assert_eq!(p.pull(128, 200, true), Pull::Split { split: 64 });
+        assert_eq!(p.pull(127, 200, true, false), Pull::Read);
+        assert_eq!(p.pull(128, 200, true, false), Pull::Split { split: 64 });
         let m = Msg {
             len: 104,
             cap: 105,

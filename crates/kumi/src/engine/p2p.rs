@@ -416,6 +416,19 @@ impl Engine {
         }
     }
 
+    /// Whether a rendezvous message of this rank's to `peer` still waits
+    /// for the peer to take it. A scan of the requests, made only for a
+    /// message long enough to split (whose copy costs more).
+    fn rendezvous_out_to(&self, peer: u32) -> bool {
+        let limits = self.proto.limits;
+        self.reqs.entries.iter().any(|(_, r)| {
+            matches!(r, Some(Req { done: false, op: Op::Send { send, .. }, .. })
+                if send.peer == peer
+                    && send.phase == p2p::SendPhase::AwaitReply
+                    && !limits.eager(send.len, false))
+        })
+    }
+
     /// A rendezvous message matched receive `id`: move it as the protocol
     /// says ([`p2p::Protocol::pull`]).
     pub(super) fn start_pull(
@@ -427,6 +440,9 @@ impl Engine {
         sender_req: u64,
         addr: u64,
     ) -> Result<()> {
+        let same_host = self.route.get(from as usize) == Some(&Route::Shm);
+        let peer_busy =
+            same_host && len >= self.proto.limits.split_min && self.rendezvous_out_to(from);
         let Some(Req {
             op: Op::Recv { buf, cap, data },
             status,
@@ -443,8 +459,7 @@ impl Engine {
             bytes: len,
             cancelled: false,
         };
-        let same_host = self.route.get(from as usize) == Some(&Route::Shm);
-        match self.proto.pull(len, cap, same_host) {
+        match self.proto.pull(len, cap, same_host, peer_busy) {
             Pull::Truncated => {
                 *error = Some(Box::new(truncated(*status, cap)));
                 // The sender's part is done either way: release it.
