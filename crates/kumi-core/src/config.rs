@@ -74,7 +74,7 @@ vars! {
     "KUMI_SINGLE_COPY", Tuning, "on",
     "`off` moves large messages through the ring instead of `process_vm_readv`";
     "KUMI_SPLIT_COPY_MIN", Tuning, "16384",
-    "messages at least this long (bytes) are copied by both ranks at once: the receiver reads the first half while the sender writes the second; `off` disables";
+    "messages at least this long (bytes) are copied by both ranks at once: the receiver reads the first half while the sender writes the second (unless the receiver's own rendezvous message to the sender is still out: an exchange keeps both busy already); `off` disables";
     "KUMI_POLLS", Tuning, "128 (4 when oversubscribed)",
     "empty polls before a waiting rank first reads the clock (at least 1)";
     "KUMI_SPIN_US", Tuning, "200 (0 when oversubscribed)",
