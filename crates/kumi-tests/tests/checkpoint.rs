@@ -147,7 +147,12 @@ fn sigkill(pid: i32) -> bool {
 fn seeded_kills(prog: &Path, name: &str, seeds: std::ops::Range<u64>) {
     // 1.6 MB of state per rank, a checkpoint every 10 of 300 sweeps of ~1 ms.
     let args = ["200000", "300", "10", "1000"];
+    // The kills fall within the uninterrupted run's own time, whatever this
+    // machine's speed (fixed delays of 100-500 ms missed a run that ended
+    // sooner on a faster machine).
+    let started = Instant::now();
     let want = reference(3, prog, &args);
+    let run_ms = (started.elapsed().as_millis() as u64).max(100);
     let (mut trials, mut all_landed, mut all_restarts) = (0, 0, 0);
     for seed in seeds {
         trials += 1;
@@ -161,7 +166,9 @@ fn seeded_kills(prog: &Path, name: &str, seeds: std::ops::Range<u64>) {
         let mut landed = 0;
         let mut seen = Vec::new();
         for _ in 0..1 + rng.below(3) {
-            std::thread::sleep(Duration::from_millis(100 + rng.below(400)));
+            // 15-45 % of the run's time each: the first kill lands well
+            // before the end, and a restarted run starts its time again.
+            std::thread::sleep(Duration::from_millis(run_ms * (15 + rng.below(30)) / 100));
             if let Some(pid) = pid_of(&pids, rng.below(3)) {
                 seen.push(pid);
                 landed += usize::from(sigkill(pid));
