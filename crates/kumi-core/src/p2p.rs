@@ -187,8 +187,7 @@ impl Protocol {
     /// the sender is to copy meanwhile (an exchange: `Irecv`, `Send`,
     /// `Wait` on both sides). Then a split would give the sender both its
     /// own copy and half of this one while this rank idles, so the message is
-    /// read whole (measured: a 64 KiB exchange 8.1-8.3 us split, 6.5-6.7
-    /// read whole; docs/BENCHMARKS.md, session 36).
+    /// read whole (measured: docs/BENCHMARKS.md, session 36).
     pub fn pull(&self, len: usize, cap: usize, same_host: bool, peer_busy: bool) -> Pull {
         if len > cap {
             Pull::Truncated

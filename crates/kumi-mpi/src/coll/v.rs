@@ -90,8 +90,8 @@ fn v_segments<C: Entry, D: Entry>(
 
 /// `seg(start, count)` of each segment of a v-form (as [`v_segments`]),
 /// straight from the program's arrays into any container: no vectors of
-/// counts and displacements on the way (each call of a small v-collective
-/// paid for four).
+/// counts and displacements on the way (a small v-collective's time is
+/// mostly its own call's).
 #[allow(clippy::too_many_arguments)]
 fn v_map<C: Entry, D: Entry, T, V: FromIterator<T>>(
     buf: *const c_void,
