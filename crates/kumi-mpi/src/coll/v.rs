@@ -681,7 +681,6 @@ struct AlltoallV {
     send: Segs,
     rd: Datatype,
     recv: Segs,
-    in_place: bool,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -704,8 +703,7 @@ fn alltoallv_args<C: Entry, D: Entry>(
         p,
         ["recvcounts", "rdispls"],
     )?;
-    let in_place = in_place(sendbuf);
-    let (sd, send) = if in_place {
+    let (sd, send) = if in_place(sendbuf) {
         (rd.clone(), recv.clone())
     } else {
         let sd = st()?.dtype(sendtype)?;
@@ -719,35 +717,63 @@ fn alltoallv_args<C: Entry, D: Entry>(
         )?;
         (sd, send)
     };
-    Ok(AlltoallV {
-        sd,
-        send,
-        rd,
-        recv,
-        in_place,
-    })
+    Ok(AlltoallV { sd, send, rd, recv })
 }
 
-impl AlltoallV {
-    /// Straight between the program's buffers (contiguous types, not in
-    /// place): the segments in bytes.
-    #[allow(clippy::type_complexity)]
-    fn direct(&self) -> Option<(Vec<(*const u8, usize)>, Vec<(*mut u8, usize)>)> {
-        (!self.in_place && self.sd.is_contiguous() && self.rd.is_contiguous()).then(|| {
-            let bytes =
-                |&(b, n): &(*mut c_void, usize), d: &Datatype| (b.cast::<u8>(), d.packed_size(n));
-            (
-                self.send
-                    .iter()
-                    .map(|s| {
-                        let (b, n) = bytes(s, &self.sd);
-                        (b.cast_const(), n)
-                    })
-                    .collect(),
-                self.recv.iter().map(|s| bytes(s, &self.rd)).collect(),
-            )
-        })
+/// An alltoallv's segments in bytes, send and receive, on the stack for up
+/// to 16 ranks.
+type ByteSegs = (
+    SmallVec<[(*const u8, usize); 16]>,
+    SmallVec<[(*mut u8, usize); 16]>,
+);
+
+/// The segments of an alltoallv of `p` ranks straight between the program's
+/// buffers (both types contiguous, not in place), made in bytes from its
+/// arrays at once: a small alltoallv's time is mostly its own call's.
+/// `None`: it goes through packed copies.
+#[allow(clippy::too_many_arguments)]
+fn alltoallv_direct<C: Entry, D: Entry>(
+    p: usize,
+    sendbuf: *const c_void,
+    sendcounts: *const C,
+    sdispls: *const D,
+    sendtype: c_int,
+    recvbuf: *mut c_void,
+    recvcounts: *const C,
+    rdispls: *const D,
+    recvtype: c_int,
+    rd: &Datatype,
+) -> R<Option<ByteSegs>> {
+    if in_place(sendbuf) || !rd.is_contiguous() {
+        return Ok(None);
     }
+    let sd = if sendtype == recvtype {
+        rd.clone()
+    } else {
+        st()?.dtype(sendtype)?
+    };
+    if !sd.is_contiguous() {
+        return Ok(None);
+    }
+    let send = v_map(
+        sendbuf,
+        sendcounts,
+        sdispls,
+        &sd,
+        p,
+        ["sendcounts", "sdispls"],
+        |at, k| (at.cast_const(), sd.packed_size(k)),
+    )?;
+    let recv = v_map(
+        recvbuf,
+        recvcounts,
+        rdispls,
+        rd,
+        p,
+        ["recvcounts", "rdispls"],
+        |at, k| (at, rd.packed_size(k)),
+    )?;
+    Ok(Some((send, recv)))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -771,40 +797,21 @@ fn alltoallv<C: Entry, D: Entry>(
             ))
         }
     };
-    if !in_place(sendbuf) && rd.is_contiguous() {
-        let sd = if sendtype == recvtype {
-            rd.clone()
-        } else {
-            st()?.dtype(sendtype)?
-        };
-        if sd.is_contiguous() {
-            // Straight between the program's buffers, the segments made in
-            // bytes from its arrays at once (on the stack for up to 16
-            // ranks): a small alltoallv's time is mostly this call's own.
-            let p = c.size();
-            let send: SmallVec<[(*const u8, usize); 16]> = v_map(
-                sendbuf,
-                sendcounts,
-                sdispls,
-                &sd,
-                p,
-                ["sendcounts", "sdispls"],
-                |at, k| (at.cast_const(), sd.packed_size(k)),
-            )?;
-            let recv: SmallVec<[(*mut u8, usize); 16]> = v_map(
-                recvbuf,
-                recvcounts,
-                rdispls,
-                &rd,
-                p,
-                ["recvcounts", "rdispls"],
-                |at, k| (at, rd.packed_size(k)),
-            )?;
-            // SAFETY: MPI's contract for MPI_Alltoallv's buffers: each
-            // segment holds its counts of elements, the receive ones
-            // overlap nothing.
-            return Ok(unsafe { c.alltoallv_segments(&send, &recv) }?);
-        }
+    if let Some((send, recv)) = alltoallv_direct(
+        c.size(),
+        sendbuf,
+        sendcounts,
+        sdispls,
+        sendtype,
+        recvbuf,
+        recvcounts,
+        rdispls,
+        recvtype,
+        &rd,
+    )? {
+        // SAFETY: MPI's contract for MPI_Alltoallv's buffers: each segment
+        // holds its counts of elements, the receive ones overlap nothing.
+        return Ok(unsafe { c.alltoallv_segments(&send, &recv) }?);
     }
     let a = alltoallv_args(
         c.size(),
@@ -853,6 +860,22 @@ fn ialltoallv<C: Entry, D: Entry>(
         }
     };
     need_request(request)?;
+    if let Some((send, recv)) = alltoallv_direct(
+        c.size(),
+        sendbuf,
+        sendcounts,
+        sdispls,
+        sendtype,
+        recvbuf,
+        recvcounts,
+        rdispls,
+        recvtype,
+        &rd,
+    )? {
+        // SAFETY: MPI's contract (above).
+        let req = unsafe { c.ialltoallv_segments(&send, &recv) }?;
+        return nb_request(Box::new(NbBytes::none(req)), comm, request);
+    }
     let a = alltoallv_args(
         c.size(),
         sendbuf,
@@ -864,11 +887,6 @@ fn ialltoallv<C: Entry, D: Entry>(
         rdispls,
         rd,
     )?;
-    if let Some((send, recv)) = a.direct() {
-        // SAFETY: MPI's contract (above).
-        let req = unsafe { c.ialltoallv_segments(&send, &recv) }?;
-        return nb_request(Box::new(NbBytes::none(req)), comm, request);
-    }
     let req = c.ialltoallv(
         pack_segments(&a.send, &a.sd),
         &sizes(&a.send, &a.sd),
