@@ -199,6 +199,10 @@ fn scan(
         if !dir.is_dir() {
             return Err(format!("{}: not a directory", dir.display()));
         }
+        // Absolute: each program starts in its own directory (`run_once`),
+        // where a path relative to ours would name nothing.
+        let dir = &std::path::absolute(dir)
+            .map_err(|e| format!("cannot resolve {}: {e}", dir.display()))?;
         // Depth-first, a few levels (NPB's bin/, OSU's libexec/osu-micro-
         // benchmarks/mpi/collective/), not following links to directories.
         let mut stack = vec![(dir.clone(), 0)];

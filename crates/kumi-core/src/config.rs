@@ -64,7 +64,7 @@ macro_rules! vars {
 
 vars! {
     "KUMI_EAGER_LIMIT", Tuning,
-    "shared memory: a quarter of the ring's largest record, as a power of two from 8 to 32 KiB (32 KiB up to 8 ranks on a host, 16 KiB up to 11, 8 KiB from 12); network: 32 KiB",
+    "shared memory: a quarter of the ring's largest record, as a power of two from 8 to 64 KiB (64 KiB up to 5 ranks on a host, 32 KiB up to 8, 16 KiB up to 11, 8 KiB from 12); network: 32 KiB",
     "largest message (bytes) sent eagerly in one frame; larger ones use rendezvous (single copy on shared memory). Set, it applies to both and must fit every transport's largest frame";
     "KUMI_SHM_RING_BYTES", Tuning,
     "32 MiB / n² for n ranks on the host, a power of two from 64 KiB to 1 MiB (1 MiB up to 5 ranks, 512 KiB at 8, 128 KiB at 16)",

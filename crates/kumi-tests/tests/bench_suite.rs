@@ -569,9 +569,15 @@ fn apps_runs_each_build_on_its_stack_and_counts_only_verified_runs() {
 
     // MPICH's build alone: kumi runs that very file on its own library (a
     // wrong library would start singletons, which the program refuses).
-    let o = kumi(&[
-        "bench", "apps", &mpich_s, "--ops", "is.S", "--vs", "mpich", "-n", "2", "--rounds", "1",
-    ]);
+    // Named relative to where the runner starts (each program starts in its
+    // own directory).
+    let o = Command::new(bin("kumi"))
+        .args([
+            "bench", "apps", "mpich", "--ops", "is.S", "--vs", "mpich", "-n", "2", "--rounds", "1",
+        ])
+        .current_dir(&tmp)
+        .output()
+        .expect("start kumi");
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{}", text(&o));
     assert!(

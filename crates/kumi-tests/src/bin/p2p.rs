@@ -228,7 +228,7 @@ fn large(w: &Comm) -> R {
     let (me, n) = (w.rank(), w.size());
     let right = ((me + 1) % n) as i32;
     let left = ((me + n - 1) % n) as i32;
-    // 64 KiB + 1: above every default eager limit (32 KiB at most).
+    // 64 KiB + 1: above every default eager limit (64 KiB at most).
     for (i, &len) in [64 * 1024 + 1, 100_000, 1 << 20, 3 << 20]
         .iter()
         .enumerate()

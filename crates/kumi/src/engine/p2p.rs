@@ -856,7 +856,7 @@ mod tests {
         // 1 MiB rings (up to 5 ranks), 512 KiB (6-8), 256 KiB (9-11),
         // 128 KiB (12-16), 64 KiB.
         let kib = |ring: usize| (shm(ring).host >> 10, shm(ring).net >> 10);
-        assert_eq!(kib(1 << 20), (32, 32));
+        assert_eq!(kib(1 << 20), (64, 64));
         assert_eq!(kib(512 << 10), (32, 32));
         assert_eq!(kib(256 << 10), (16, 16));
         assert_eq!(kib(128 << 10), (8, 8));
