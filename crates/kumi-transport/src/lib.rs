@@ -289,9 +289,17 @@ pub unsafe fn copy_bytes(src: *const u8, dst: *mut u8, len: usize) {
             write_unaligned(dst.add(len - 4).cast::<u32>(), b);
         }
     } else if len < 4 {
-        for i in 0..len {
-            // SAFETY: `i < len`, inside both ranges of the caller's contract.
-            unsafe { *dst.add(i) = *src.add(i) };
+        // Written out, not as a loop: LLVM turns a byte loop into a call of
+        // `memcpy` (one in twenty of a 1-byte alltoallv's samples).
+        // SAFETY: each access is below `len`, inside both ranges of the
+        // caller's contract; unaligned accesses need no alignment.
+        unsafe {
+            if len >= 2 {
+                write_unaligned(dst.cast::<u16>(), read_unaligned(src.cast::<u16>()));
+            }
+            if len & 1 == 1 {
+                *dst.add(len - 1) = *src.add(len - 1);
+            }
         }
     } else if len > ALIAS_PIECE && aliased(src, dst) {
         // SAFETY: the caller's contract.

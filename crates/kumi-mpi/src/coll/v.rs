@@ -85,36 +85,33 @@ fn v_segments<C: Entry, D: Entry>(
     n: usize,
     what: [&str; 2],
 ) -> R<Segs> {
-    v_map(buf, cs, ds, d, n, what, |at, k| (at.cast(), k))
+    let mut v = Vec::with_capacity(n);
+    v_each(buf, cs, ds, d, n, what, |at, k| v.push((at.cast(), k)))?;
+    Ok(v)
 }
 
-/// `seg(start, count)` of each segment of a v-form (as [`v_segments`]),
-/// straight from the program's arrays into any container: no vectors of
+/// Calls `seg(start, count)` for each segment of a v-form (as
+/// [`v_segments`]), straight from the program's arrays: no vectors of
 /// counts and displacements on the way (a small v-collective's time is
 /// mostly its own call's).
 #[allow(clippy::too_many_arguments)]
-fn v_map<C: Entry, D: Entry, T, V: FromIterator<T>>(
+fn v_each<C: Entry, D: Entry>(
     buf: *const c_void,
     cs: *const C,
     ds: *const D,
     d: &Datatype,
     n: usize,
     what: [&str; 2],
-    seg: impl Fn(*mut u8, usize) -> T,
-) -> R<V> {
+    mut seg: impl FnMut(*mut u8, usize),
+) -> R<()> {
     let cs = slice(cs, n as c_int, what[0])?;
     let ds = slice(ds, n as c_int, what[1])?;
     let ext = d.extent();
-    cs.iter()
-        .zip(ds)
-        .map(|(&k, &i)| {
-            let k = count_entry(k, what[0])?;
-            Ok(seg(
-                (buf as *mut u8).wrapping_offset(i.wide() as isize * ext),
-                k,
-            ))
-        })
-        .collect()
+    for (&k, &i) in cs.iter().zip(ds) {
+        let k = count_entry(k, what[0])?;
+        seg((buf as *mut u8).wrapping_offset(i.wide() as isize * ext), k);
+    }
+    Ok(())
 }
 
 /// Entry `k` of counts array `what`, which must not be negative.
@@ -722,17 +719,20 @@ fn alltoallv_args<C: Entry, D: Entry>(
 
 /// An alltoallv's segments in bytes, send and receive, on the stack for up
 /// to 16 ranks.
-type ByteSegs = (
-    SmallVec<[(*const u8, usize); 16]>,
-    SmallVec<[(*mut u8, usize); 16]>,
-);
+#[derive(Default)]
+struct ByteSegs {
+    send: SmallVec<[(*const u8, usize); 16]>,
+    recv: SmallVec<[(*mut u8, usize); 16]>,
+}
 
-/// The segments of an alltoallv of `p` ranks straight between the program's
-/// buffers (both types contiguous, not in place), made in bytes from its
-/// arrays at once: a small alltoallv's time is mostly its own call's.
-/// `None`: it goes through packed copies.
+/// Fills `out` with the segments of an alltoallv of `p` ranks straight
+/// between the program's buffers (both types contiguous, not in place),
+/// made in bytes from its arrays at once, in place (a small alltoallv's
+/// time is mostly its own call's: even moving the segments showed).
+/// `false`: it goes through packed copies.
 #[allow(clippy::too_many_arguments)]
 fn alltoallv_direct<C: Entry, D: Entry>(
+    out: &mut ByteSegs,
     p: usize,
     sendbuf: *const c_void,
     sendcounts: *const C,
@@ -743,37 +743,39 @@ fn alltoallv_direct<C: Entry, D: Entry>(
     rdispls: *const D,
     recvtype: c_int,
     rd: &Datatype,
-) -> R<Option<ByteSegs>> {
+) -> R<bool> {
     if in_place(sendbuf) || !rd.is_contiguous() {
-        return Ok(None);
+        return Ok(false);
     }
+    let other;
     let sd = if sendtype == recvtype {
-        rd.clone()
+        rd
     } else {
-        st()?.dtype(sendtype)?
+        other = st()?.dtype(sendtype)?;
+        &other
     };
     if !sd.is_contiguous() {
-        return Ok(None);
+        return Ok(false);
     }
-    let send = v_map(
+    v_each(
         sendbuf,
         sendcounts,
         sdispls,
-        &sd,
+        sd,
         p,
         ["sendcounts", "sdispls"],
-        |at, k| (at.cast_const(), sd.packed_size(k)),
+        |at, k| out.send.push((at.cast_const(), sd.packed_size(k))),
     )?;
-    let recv = v_map(
+    v_each(
         recvbuf,
         recvcounts,
         rdispls,
         rd,
         p,
         ["recvcounts", "rdispls"],
-        |at, k| (at, rd.packed_size(k)),
+        |at, k| out.recv.push((at, rd.packed_size(k))),
     )?;
-    Ok(Some((send, recv)))
+    Ok(true)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -797,7 +799,9 @@ fn alltoallv<C: Entry, D: Entry>(
             ))
         }
     };
-    if let Some((send, recv)) = alltoallv_direct(
+    let mut segs = ByteSegs::default();
+    if alltoallv_direct(
+        &mut segs,
         c.size(),
         sendbuf,
         sendcounts,
@@ -811,7 +815,7 @@ fn alltoallv<C: Entry, D: Entry>(
     )? {
         // SAFETY: MPI's contract for MPI_Alltoallv's buffers: each segment
         // holds its counts of elements, the receive ones overlap nothing.
-        return Ok(unsafe { c.alltoallv_segments(&send, &recv) }?);
+        return Ok(unsafe { c.alltoallv_segments(&segs.send, &segs.recv) }?);
     }
     let a = alltoallv_args(
         c.size(),
@@ -860,7 +864,9 @@ fn ialltoallv<C: Entry, D: Entry>(
         }
     };
     need_request(request)?;
-    if let Some((send, recv)) = alltoallv_direct(
+    let mut segs = ByteSegs::default();
+    if alltoallv_direct(
+        &mut segs,
         c.size(),
         sendbuf,
         sendcounts,
@@ -873,7 +879,7 @@ fn ialltoallv<C: Entry, D: Entry>(
         &rd,
     )? {
         // SAFETY: MPI's contract (above).
-        let req = unsafe { c.ialltoallv_segments(&send, &recv) }?;
+        let req = unsafe { c.ialltoallv_segments(&segs.send, &segs.recv) }?;
         return nb_request(Box::new(NbBytes::none(req)), comm, request);
     }
     let a = alltoallv_args(
