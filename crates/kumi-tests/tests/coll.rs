@@ -123,6 +123,21 @@ fn shared_memory_collectives_back_to_back_with_random_delays() {
         // ones that keep it as long as their mates wait (the default: 50 us).
         (6, "1000", vec![("KUMI_MATE_SPIN_US", "0")]),
         (4, "1000", vec![("KUMI_MATE_SPIN_US", "100000")]),
+        // Every wait sleeps at once, and a missed wake-up would sleep for
+        // 30 s while the publisher waits for the sleeper: the deadlock
+        // detector would report it. Two ranks on their own cores publish
+        // with only a compiler fence and leave the sleeper's `membarrier`
+        // to order them (`coll_area::publish`).
+        (
+            2,
+            "3000",
+            vec![
+                ("KUMI_POLLS", "1"),
+                ("KUMI_SPIN_US", "0"),
+                ("KUMI_YIELD_US", "0"),
+                ("KUMI_SLEEP_MS", "30000"),
+            ],
+        ),
     ] {
         expect(
             n,

@@ -266,7 +266,9 @@ pub fn writable(mem: &impl AreaMem, slots: &[usize], s: u64) -> bool {
 
 /// Publishes `seq = s` for slot `me`, then rings (through `wake`) every member
 /// of `slots` that declared itself asleep waiting for `me` or for anyone
-/// (module doc).
+/// (module doc). `full_fence`: false where the sleepers call `membarrier`
+/// before their last look (the transport's asymmetric fences,
+/// `ShmTransport::full_fences`), which then does this side's fence.
 #[inline]
 pub fn publish(
     mem: &impl AreaMem,
@@ -274,6 +276,7 @@ pub fn publish(
     me: usize,
     s: u64,
     kind: u64,
+    full_fence: bool,
     mut wake: impl FnMut(usize),
 ) {
     // Relaxed: published by the Release store of `seq` below.
@@ -283,8 +286,16 @@ pub fn publish(
     // and kind written before (see `reached`).
     mem.seq(me).store(s, Ordering::Release);
     // Dekker with a sleeper (module doc): our store is ordered before the
-    // loads of `sleeping` below in the single SeqCst order of fences.
-    fence(Ordering::SeqCst);
+    // loads of `sleeping` below in the single SeqCst order of fences, or,
+    // with asymmetric fences, by the sleeper's `membarrier` (the compiler
+    // fence keeps the compiler from moving the loads above the store). The
+    // full fence waits for the store to leave this core, which is most of a
+    // small rooted collective's time at its root.
+    if full_fence {
+        fence(Ordering::SeqCst);
+    } else {
+        std::sync::atomic::compiler_fence(Ordering::SeqCst);
+    }
     for &j in slots {
         // Relaxed: the fence above orders them after our store; a stale 1 or
         // name only costs a spurious wake-up.
@@ -527,7 +538,7 @@ mod loom_tests {
                 wait(h, me, || writable(h, slots, s));
                 h.write(me, half, 8, 0, &mine.to_le_bytes());
             }
-            publish(h, slots, me, s, 0, |j| ring(h, j));
+            publish(h, slots, me, s, 0, true, |j| ring(h, j));
             let mut b = [0u8; 8];
             match op {
                 Coll::Barrier => {

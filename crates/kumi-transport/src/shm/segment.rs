@@ -904,7 +904,7 @@ mod tests {
             assert!(!claim(&b, group_key(k as u32, 2)));
             let data = [k as u8 + 1; 100];
             a.write(2, 1, 100, 0, &data);
-            publish(&a, &[0, 1, 2], 2, 7, 0, |_| panic!("nobody sleeps"));
+            publish(&a, &[0, 1, 2], 2, 7, 0, true, |_| panic!("nobody sleeps"));
             assert!(reached(&b, 2, 7) && !reached(&b, 2, 8) && !reached(&b, 1, 1));
             assert_eq!(b.bytes(2, 1, 100, 0, 100), &data[..]);
             a.write(1, 0, 8, 0, &[9; 8]);
@@ -914,7 +914,9 @@ mod tests {
         assert!(!reached(&other.coll_area(0), 0, 1));
         other.rank_block(1).sleeping().store(1, Ordering::Relaxed);
         let mut rung = vec![];
-        publish(&seg.coll_area(0), &[0, 1, 2], 0, 1, 0, |j| rung.push(j));
+        publish(&seg.coll_area(0), &[0, 1, 2], 0, 1, 0, true, |j| {
+            rung.push(j)
+        });
         assert_eq!(rung, [1]);
     }
 }

@@ -243,6 +243,13 @@ impl ShmTransport {
         self.asym = false;
     }
 
+    /// Whether a publisher in the collective area must fence fully before it
+    /// looks for sleepers (`coll_area::publish`): false with asymmetric
+    /// fences, where every sleeper calls `membarrier` in `prepare_sleep`.
+    pub fn full_fences(&self) -> bool {
+        !self.asym
+    }
+
     /// Rings local rank `j`'s doorbell, waking it if it sleeps (a spurious
     /// wake-up as far as it knows). For the runtime's abort path.
     pub fn wake(&self, j: usize) {

@@ -99,6 +99,7 @@ use kumi_transport::shm::coll_area::{
     self, all_reached_as, all_reached_naming, claim, group_key, publish, reached_as, writable,
     AreaMem, CollArea, AREAS,
 };
+use kumi_transport::shm::ShmTransport;
 use kumi_transport::Capabilities;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -269,6 +270,15 @@ impl Group {
 /// member missing changes.
 const NAMING_FROM: usize = 16;
 
+/// Whether a publisher fences fully before it looks for sleepers
+/// (`coll_area::publish`): with the transport's asymmetric fences a sleeper's
+/// `membarrier` does it, but in a group that names whom it waits for
+/// ([`NAMING_FROM`]) a member may change the name after its `membarrier`,
+/// and that store and the publisher's need a fence each.
+fn full_fence(shm: &ShmTransport, slots: &[usize]) -> bool {
+    shm.full_fences() || slots.len() > NAMING_FROM
+}
+
 fn area(e: &Engine, k: usize) -> CollArea<'_> {
     e.shm()
         .expect("a rank with a collective area has shared memory")
@@ -279,7 +289,15 @@ fn area(e: &Engine, k: usize) -> CollArea<'_> {
 fn publish_at(e: &Engine, g: &Group, s: u64) {
     let shm = e.shm().expect("shared memory");
     let a = shm.segment().coll_area(g.area);
-    publish(&a, &g.slots, g.my_slot(), s, g.kind, |j| shm.wake(j));
+    publish(
+        &a,
+        &g.slots,
+        g.my_slot(),
+        s,
+        g.kind,
+        full_fence(shm, &g.slots),
+        |j| shm.wake(j),
+    );
 }
 
 /// Waits until `cond` holds on the area, through the engine's wait loop.
@@ -818,7 +836,8 @@ impl Pending {
                 let b = buf.bytes();
                 a.write(mine, (s & 1) as usize, b.len(), 0, b);
             }
-            publish(&a, &self.slots, mine, s, self.kind, |j| shm.wake(j));
+            let full = full_fence(shm, &self.slots);
+            publish(&a, &self.slots, mine, s, self.kind, full, |j| shm.wake(j));
             self.published = true;
         }
         if !all_reached_as(&a, &self.slots, s, self.kind) {
