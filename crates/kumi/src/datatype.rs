@@ -83,10 +83,41 @@ pub enum Distribution {
 /// function for its queries).
 #[derive(Clone, Debug)]
 pub struct Datatype {
-    inner: Arc<Layout>,
+    inner: Shared,
 }
 
+/// A datatype's layout: shared by a reference count, or never freed (a
+/// predefined type, [`Datatype::permanent`]). Cloning a permanent one is a
+/// copy; a count's locked increment on the path of a small collective waits
+/// for the caller's last stores to leave its core.
 #[derive(Debug)]
+enum Shared {
+    Counted(Arc<Layout>),
+    Permanent(&'static Layout),
+}
+
+impl Clone for Shared {
+    #[inline]
+    fn clone(&self) -> Shared {
+        match self {
+            Shared::Counted(a) => Shared::Counted(a.clone()),
+            Shared::Permanent(l) => Shared::Permanent(l),
+        }
+    }
+}
+
+impl std::ops::Deref for Shared {
+    type Target = Layout;
+    #[inline]
+    fn deref(&self) -> &Layout {
+        match self {
+            Shared::Counted(a) => a,
+            Shared::Permanent(l) => l,
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
 struct Layout {
     /// Byte runs of one element, relative to its start, merged where adjacent;
     /// of a compact layout, the runs of its unit (at repetition index 0).
@@ -375,7 +406,7 @@ impl Datatype {
         }
         let (lb, ub) = bounds.unwrap_or((true_lb, true_ub));
         Datatype {
-            inner: Arc::new(Layout {
+            inner: Shared::Counted(Arc::new(Layout {
                 nruns: merged.len().saturating_mul(copies),
                 runs: merged,
                 reps,
@@ -388,7 +419,7 @@ impl Datatype {
                 sig: if basic.is_some() { None } else { sig },
                 basic,
                 align: shape.align,
-            }),
+            })),
         }
     }
 
@@ -828,14 +859,23 @@ impl Datatype {
     pub fn resized(&self, lb: isize, extent: isize) -> Datatype {
         let l = &self.inner;
         Datatype {
-            inner: Arc::new(Layout {
-                runs: l.runs.clone(),
-                reps: l.reps.clone(),
+            inner: Shared::Counted(Arc::new(Layout {
                 lb,
                 ub: lb + extent,
-                sig: l.sig.clone(),
-                ..**l
-            }),
+                ..Layout::clone(l)
+            })),
+        }
+    }
+
+    /// The same type, never freed: for the predefined types, made once per
+    /// process, so that their clones cost no locked instruction ([`Shared`]).
+    pub fn permanent(self) -> Datatype {
+        let l = match self.inner {
+            Shared::Permanent(_) => return self,
+            Shared::Counted(a) => Arc::unwrap_or_clone(a),
+        };
+        Datatype {
+            inner: Shared::Permanent(Box::leak(Box::new(l))),
         }
     }
 

@@ -407,6 +407,7 @@ impl State {
             return Ok(d.clone());
         }
         if let Some(d) = make_builtin(h) {
+            let d = d.permanent();
             self.builtins.borrow_mut().insert(h, d.clone());
             return Ok(d);
         }

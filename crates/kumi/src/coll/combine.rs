@@ -303,7 +303,7 @@ impl Comm {
         let ctx = self.ctx();
         let labels = self.host_labels(at)?;
         let mut e = self.engine();
-        let cfg: Arc<Config> = e.svc.coll.config();
+        let cfg: Arc<Config> = e.svc.coll.config_arc();
         if let std::collections::hash_map::Entry::Vacant(slot) =
             e.svc.coll.combine.services.entry(ctx)
         {

@@ -209,9 +209,16 @@ impl CollState {
         !self.active.is_empty() || self.combine.wake.is_some()
     }
 
-    /// The collectives' configuration (shared: an operation in flight
-    /// keeps it while the engine is lent out).
-    pub(crate) fn config(&self) -> Arc<Config> {
+    /// The collectives' configuration.
+    #[inline]
+    pub(crate) fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The configuration to keep (an operation in flight keeps it while the
+    /// engine is lent out). Not on a small collective's path: the clone is a
+    /// locked increment.
+    pub(crate) fn config_arc(&self) -> Arc<Config> {
         self.config.clone()
     }
 }
@@ -486,7 +493,7 @@ impl Comm {
         let ctx = self.coll_ctx();
         let me = self.rank() as u32;
         let mut e = self.engine();
-        let cfg = e.svc.coll.config();
+        let cfg = e.svc.coll.config_arc();
         let (tag, info) = self.next_tag(&mut e);
         Ok((
             cfg,
@@ -511,7 +518,7 @@ impl Comm {
         }
         let (cfg, spans) = {
             let e = self.engine();
-            let cfg = e.svc.coll.config();
+            let cfg = e.svc.coll.config_arc();
             let spans = e.routes().contains(&Route::Net);
             (cfg, spans)
         };
