@@ -349,6 +349,39 @@ fn long_messages(w: &Comm) -> R {
     }) {
         return Err(fail(format!("long allgather wrong on rank {me}")));
     }
+    // Blocks longer than an area's payload half (128 KiB at most), which
+    // go through it in rounds; odd lengths, so the last round is short.
+    let v = |r: usize, s: usize, i: usize| (r * 131 + s * 17 + i * 7 + i / 251) as u8;
+    let n = 150_001;
+    let mut all = vec![0u8; p * n];
+    let mine: Vec<u8> = (0..n).map(|i| v(me, 0, i)).collect();
+    w.allgather(&mine, &mut all)?;
+    if (0..p).any(|r| (0..n).any(|i| all[r * n + i] != v(r, 0, i))) {
+        return Err(fail(format!("allgather of long blocks wrong on rank {me}")));
+    }
+    // Uneven: none, short, and several payload halves.
+    let counts: Vec<usize> = (0..p).map(|r| [0, 5, 300_007][r % 3]).collect();
+    let mut allv = vec![0u8; counts.iter().sum()];
+    let mine: Vec<u8> = (0..counts[me]).map(|i| v(me, 1, i)).collect();
+    w.allgatherv(&mine, &mut allv, &counts)?;
+    let mut at = 0;
+    for (r, &k) in counts.iter().enumerate() {
+        if (0..k).any(|i| allv[at + i] != v(r, 1, i)) {
+            return Err(fail(format!(
+                "allgatherv of long blocks wrong on rank {me}"
+            )));
+        }
+        at += k;
+    }
+    let n = 70_001;
+    let send: Vec<u8> = (0..p)
+        .flat_map(|s| (0..n).map(move |i| v(me, s, i)))
+        .collect();
+    let mut recv = vec![0u8; p * n];
+    w.alltoall(&send, &mut recv)?;
+    if (0..p).any(|r| (0..n).any(|i| recv[r * n + i] != v(r, me, i))) {
+        return Err(fail(format!("alltoall of long blocks wrong on rank {me}")));
+    }
     Ok(())
 }
 

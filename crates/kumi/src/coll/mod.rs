@@ -2150,8 +2150,12 @@ impl Comm {
     }
 
     /// An allgather(v) through the collective area, if the communicator is
-    /// one host's and every block fits a payload: `true` when done. Every
-    /// rank knows every block's length, so all decide alike.
+    /// one host's: `true` when done. Blocks longer than a payload half go in
+    /// rounds of a payload half each (every rank knows every block's length,
+    /// so all count the same rounds), the next round written while the
+    /// others still read the last: two copies through the cache, no system
+    /// call, where the messages' single copy pins every page (measured:
+    /// docs/BENCHMARKS.md, session 37).
     ///
     /// # Safety
     /// As for [`Comm::allgatherv_segments`].
@@ -2165,19 +2169,36 @@ impl Comm {
         own_segment("recv", recv, p, me, send.1)?;
         let info = self.info(Call::Collective, -2, -2, at);
         let done = self.shm_whole(at, false, |e, g| {
-            recv.iter().all(|&(_, n)| n <= g.payload).then(|| {
-                // SAFETY: the caller's contract: `send` is readable, and
-                // the own segment is written only if it is not `send`.
-                let mine = unsafe { std::slice::from_raw_parts(send.0, send.1) };
-                // SAFETY: as above.
-                unsafe { copy_own(send.0, recv[me].0, send.1) };
+            // SAFETY: the caller's contract: `send` is readable, and the own
+            // segment is written only if it is not `send`.
+            let mine = unsafe { std::slice::from_raw_parts(send.0, send.1) };
+            // SAFETY: as above.
+            unsafe { copy_own(send.0, recv[me].0, send.1) };
+            let half = g.payload;
+            let longest = recv.iter().map(|&(_, n)| n).max().unwrap_or(0);
+            for round in 0..longest.div_ceil(half).max(1) {
+                let at = round * half;
+                let piece = |n: usize| n.saturating_sub(at).min(half);
                 let mut put = |j: usize, b: &[u8]| {
-                    // SAFETY: segment j, writable for its length (the
-                    // caller's contract), never this rank's own here.
-                    unsafe { kumi_transport::copy_bytes(b.as_ptr(), recv[j].0, b.len()) };
+                    // SAFETY: bytes `at..at + b.len()` of segment j, writable
+                    // (the caller's contract; `b` is j's piece of this round,
+                    // inside its length), never this rank's own here.
+                    unsafe { kumi_transport::copy_bytes(b.as_ptr(), recv[j].0.add(at), b.len()) };
                 };
-                shm::allgather(e, g, mine, &|j| recv[j].1, &mut put, info)
-            })
+                let from = at.min(mine.len());
+                let r = shm::allgather(
+                    e,
+                    g,
+                    &mine[from..from + piece(mine.len())],
+                    &|j| piece(recv[j].1),
+                    &mut put,
+                    info,
+                );
+                if r.is_err() {
+                    return Some(r);
+                }
+            }
+            Some(Ok(()))
         })?;
         Ok(done.is_some())
     }
@@ -2226,16 +2247,62 @@ impl Comm {
         let n = send.len() / p;
         let at = Location::caller();
         if p > 1 {
-            let view = self.shm_view(at)?;
-            if let (Some((true, _, _)), true) = (view, self.shm_fits(std::mem::size_of_val(send))) {
+            if let Some((true, _, _)) = self.shm_view(at)? {
                 let info = self.info(Call::Collective, -2, -2, at);
                 let block = std::mem::size_of_val(send) / p;
-                return self.shm_op(|e, g| {
-                    shm::alltoall(e, g, as_bytes(send), as_bytes_mut(recv), block, info)
-                });
+                let (send, recv) = (as_bytes(send), as_bytes_mut(recv));
+                if self.shm_fits(send.len()) {
+                    return self.shm_op(|e, g| shm::alltoall(e, g, send, recv, block, info));
+                }
+                if let Some(done) = self.alltoall_rounds(send, recv, block, info) {
+                    return done;
+                }
             }
         }
         self.alltoallv(send, &vec![n; p], recv, &vec![n; p])
+    }
+
+    /// An alltoall of one host whose blocks do not fit the area at once, in
+    /// rounds: in each, every rank writes the next piece of each of its
+    /// blocks (a payload half's share) and reads its own from everyone's, as
+    /// an alltoallv of pieces (`shm::alltoallv`). Two copies through the
+    /// cache and no system call, where the messages' single copy pins every
+    /// page (measured: docs/BENCHMARKS.md, session 37). `None` where a
+    /// share would be empty (more ranks than bytes in a payload half).
+    fn alltoall_rounds(
+        &self,
+        send: &[u8],
+        recv: &mut [u8],
+        block: usize,
+        info: WaitInfo,
+    ) -> Option<Result<()>> {
+        let (p, me) = (self.size(), self.rank());
+        let (sp, rp) = (send.as_ptr(), recv.as_mut_ptr());
+        self.shm_op(|e, g| {
+            let share = g.payload / p;
+            if share == 0 {
+                return Ok(None);
+            }
+            copy_slice(
+                &mut recv[me * block..(me + 1) * block],
+                &send[me * block..(me + 1) * block],
+            );
+            for at in (0..block).step_by(share) {
+                let n = share.min(block - at);
+                let s: Vec<(*const u8, usize)> = (0..p)
+                    .map(|j| (sp.wrapping_add(j * block + at), n))
+                    .collect();
+                let r: Vec<(*mut u8, usize)> = (0..p)
+                    .map(|j| (rp.wrapping_add(j * block + at), n))
+                    .collect();
+                // SAFETY: each piece lies inside block j of `send` or
+                // `recv` (`at + n <= block`), borrowed for the call, the
+                // receive ones exclusively and apart.
+                unsafe { shm::alltoallv(e, g, &s, &r, info) }?;
+            }
+            Ok(Some(()))
+        })
+        .transpose()
     }
 
     /// Like [`Comm::alltoall`] with `send_counts[j]` elements to rank j and
