@@ -152,7 +152,7 @@ fn one(c: &Comm, it: u64, common: &mut Rng, mine: &mut Rng, delays: bool) -> R {
         8 => {
             // Alltoallv of blocks of every kind at once inside a host: none,
             // a few bytes (the area's control line), kilobytes (its payload),
-            // more than a place there (messages).
+            // more than a place there (in rounds through it).
             let len = |f: usize, t: usize| [0usize, 1, 3, 700, 40_000][(f * 3 + t + n) % 5];
             let sc: Vec<usize> = (0..p).map(|t| len(me, t)).collect();
             let rc: Vec<usize> = (0..p).map(|f| len(f, me)).collect();

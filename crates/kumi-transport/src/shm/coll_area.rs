@@ -180,6 +180,35 @@ pub fn reached(mem: &impl AreaMem, i: usize, s: u64) -> bool {
     mem.seq(i).load(Ordering::Acquire) >= s
 }
 
+/// A kind with this bit set carries a number of the member's own in its low
+/// [`KIND_OWN_BITS`] bits, which [`reached_as`] does not compare and
+/// [`own_number`] reads: a hint only, since a member two collectives ahead
+/// may have written its next kind over it (an alltoallv's members say so
+/// whether they have blocks to move in rounds, and read the number itself
+/// from the data halves when some member says yes).
+pub const KIND_OWN: u64 = 1 << 63;
+/// See [`KIND_OWN`].
+pub const KIND_OWN_BITS: u32 = 40;
+
+#[inline]
+fn same_kind(seen: u64, kind: u64) -> bool {
+    if kind & KIND_OWN != 0 {
+        seen >> KIND_OWN_BITS == kind >> KIND_OWN_BITS
+    } else {
+        seen == kind
+    }
+}
+
+/// The number member `i` published with its kind of collective `s`
+/// ([`KIND_OWN`]), or, if `i` has since gone two collectives further,
+/// whatever its later kind holds there (the caller must tell the two
+/// apart, see [`KIND_OWN`]). Read after [`reached_as`] said `i` entered `s`.
+#[inline]
+pub fn own_number(mem: &impl AreaMem, i: usize, s: u64) -> u64 {
+    // Relaxed: a hint (above).
+    mem.kind(i, (s & 1) as usize).load(Ordering::Relaxed) & ((1 << KIND_OWN_BITS) - 1)
+}
+
 /// Whether the member in slot `i` has entered collective `s` as `kind`.
 #[inline]
 pub fn reached_as(mem: &impl AreaMem, i: usize, s: u64, kind: u64) -> bool {
@@ -197,7 +226,7 @@ pub fn reached_as(mem: &impl AreaMem, i: usize, s: u64, kind: u64) -> bool {
     // Acquire above saw. If the member publishes again meanwhile, a later
     // kind may be read here: a transient "not yet", corrected by the next
     // look, which sees `seq > s`.
-    at == s && mem.kind(i, (s & 1) as usize).load(Ordering::Relaxed) == kind
+    at == s && same_kind(mem.kind(i, (s & 1) as usize).load(Ordering::Relaxed), kind)
 }
 
 /// Whether every slot in `slots` has entered collective `s` as `kind`.

@@ -2247,62 +2247,16 @@ impl Comm {
         let n = send.len() / p;
         let at = Location::caller();
         if p > 1 {
-            if let Some((true, _, _)) = self.shm_view(at)? {
+            let view = self.shm_view(at)?;
+            if let (Some((true, _, _)), true) = (view, self.shm_fits(std::mem::size_of_val(send))) {
                 let info = self.info(Call::Collective, -2, -2, at);
                 let block = std::mem::size_of_val(send) / p;
-                let (send, recv) = (as_bytes(send), as_bytes_mut(recv));
-                if self.shm_fits(send.len()) {
-                    return self.shm_op(|e, g| shm::alltoall(e, g, send, recv, block, info));
-                }
-                if let Some(done) = self.alltoall_rounds(send, recv, block, info) {
-                    return done;
-                }
+                return self.shm_op(|e, g| {
+                    shm::alltoall(e, g, as_bytes(send), as_bytes_mut(recv), block, info)
+                });
             }
         }
         self.alltoallv(send, &vec![n; p], recv, &vec![n; p])
-    }
-
-    /// An alltoall of one host whose blocks do not fit the area at once, in
-    /// rounds: in each, every rank writes the next piece of each of its
-    /// blocks (a payload half's share) and reads its own from everyone's, as
-    /// an alltoallv of pieces (`shm::alltoallv`). Two copies through the
-    /// cache and no system call, where the messages' single copy pins every
-    /// page (measured: docs/BENCHMARKS.md, session 37). `None` where a
-    /// share would be empty (more ranks than bytes in a payload half).
-    fn alltoall_rounds(
-        &self,
-        send: &[u8],
-        recv: &mut [u8],
-        block: usize,
-        info: WaitInfo,
-    ) -> Option<Result<()>> {
-        let (p, me) = (self.size(), self.rank());
-        let (sp, rp) = (send.as_ptr(), recv.as_mut_ptr());
-        self.shm_op(|e, g| {
-            let share = g.payload / p;
-            if share == 0 {
-                return Ok(None);
-            }
-            copy_slice(
-                &mut recv[me * block..(me + 1) * block],
-                &send[me * block..(me + 1) * block],
-            );
-            for at in (0..block).step_by(share) {
-                let n = share.min(block - at);
-                let s: Vec<(*const u8, usize)> = (0..p)
-                    .map(|j| (sp.wrapping_add(j * block + at), n))
-                    .collect();
-                let r: Vec<(*mut u8, usize)> = (0..p)
-                    .map(|j| (rp.wrapping_add(j * block + at), n))
-                    .collect();
-                // SAFETY: each piece lies inside block j of `send` or
-                // `recv` (`at + n <= block`), borrowed for the call, the
-                // receive ones exclusively and apart.
-                unsafe { shm::alltoallv(e, g, &s, &r, info) }?;
-            }
-            Ok(Some(()))
-        })
-        .transpose()
     }
 
     /// Like [`Comm::alltoall`] with `send_counts[j]` elements to rank j and
@@ -2367,34 +2321,51 @@ impl Comm {
         let (p, me) = (self.size(), self.rank());
         own_segment("send", send, p, me, recv.get(me).map_or(0, |r| r.1))?;
         own_segment("recv", recv, p, me, send[me].1)?;
-        // Inside one host, block by block: those that have a place in the
-        // collective area go through it, the others as messages (both ends
-        // of a block know its length, so they agree without a message).
+        // Inside one host, through the collective area: the blocks that fit
+        // a member's share of a payload half at once, then the longer ones
+        // in rounds of a share each, as many as the longest block of all
+        // needs (the first pass tells every member that number), each
+        // round's pieces written while the others read the last. Both ends
+        // of a block know its length, so they agree on its pieces.
         let info = self.info(Call::Collective, -2, -2, at);
-        let payload = self.shm_whole(at, false, |e, g| {
-            let payload = g.payload;
-            // SAFETY: the caller's contract.
-            Some(unsafe { shm::alltoallv(e, g, send, recv, info) }.map(|()| payload))
+        let done = self.shm_whole(at, false, |e, g| {
+            let share = shm::alltoallv_share(g);
+            if share == 0 {
+                return None;
+            }
+            let long = |n: usize| if n > share { n } else { 0 };
+            let longest = (0..p)
+                .filter(|&j| j != me)
+                .map(|j| long(send[j].1).max(long(recv[j].1)))
+                .max()
+                .unwrap_or(0);
+            let rounds = longest.div_ceil(share) as u64;
+            Some((|| {
+                // SAFETY: the caller's contract.
+                let all = unsafe { shm::alltoallv(e, g, send, recv, rounds, info) }?;
+                let mut s: Vec<(*const u8, usize)> = Vec::new();
+                let mut r: Vec<(*mut u8, usize)> = Vec::new();
+                for k in 0..all as usize {
+                    let at = k * share;
+                    let piece = |n: usize| long(n).saturating_sub(at).min(share);
+                    s.clear();
+                    r.clear();
+                    s.extend(send.iter().map(|&(b, n)| (b.wrapping_add(at), piece(n))));
+                    r.extend(recv.iter().map(|&(b, n)| (b.wrapping_add(at), piece(n))));
+                    // SAFETY: each piece lies inside its segment (`at +
+                    // piece(n) <= n`), valid by the caller's contract.
+                    unsafe { shm::alltoallv(e, g, &s, &r, 0, info) }?;
+                }
+                Ok(())
+            })())
         })?;
-        let Some(payload) = payload else {
+        if done.is_none() {
             // SAFETY: the caller's contract.
             return unsafe { self.alltoallv_each(send, recv, Exec::Now(at)) }.map(drop);
-        };
+        }
         // SAFETY: the caller's contract.
         unsafe { copy_own(send[me].0, recv[me].0, send[me].1) };
-        let long = |from: usize, to: usize| {
-            let n = if from == me { send[to].1 } else { recv[from].1 };
-            shm::scatterv_place(to, n, p, payload).is_none()
-        };
-        let blocks = (0..p)
-            .any(|r| r != me && (long(me, r) || long(r, me)))
-            .then(|| {
-                send.iter()
-                    .map(|&(b, n)| (b as *mut u8, n))
-                    .chain(recv.iter().copied())
-                    .collect()
-            });
-        self.run_rest(blocks, at, |g| sc::alltoall_pairwise_some(g, me, &long))
+        Ok(())
     }
 
     /// [`Comm::alltoallv_segments`] started.

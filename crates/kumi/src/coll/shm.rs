@@ -715,10 +715,24 @@ pub(crate) fn alltoall(
 
 /// Alltoallv inside the group, block by block: member j writes its block
 /// for member i where [`scatterv_place`] puts one of its length in j's own
-/// half (both ends know the length: j sends it, i receives it), publishes,
+/// half (both ends know the length: j sends it, i receives it; the last 8
+/// bytes of the payload half are kept for the rounds, below), publishes,
 /// waits for every member, and copies out of every other member's half the
-/// block for itself. Blocks without a place go as messages, and the own
-/// block is copied, by the caller.
+/// block for itself. Blocks without a place are left, and the own block is
+/// copied, by the caller.
+///
+/// Rounds: each member also writes `rounds` (how many rounds of
+/// [`alltoallv_share`] its longest block without a place needs, sent or
+/// received) at the end of its payload half, and says with its kind whether
+/// it is more than zero ([`coll_area::KIND_OWN`]); the call returns the
+/// most any member wrote, read from the halves only when some kind says
+/// so (a small call reads no more lines than before). Every member so
+/// learns the same number; `Comm::alltoallv_segments` then moves the long
+/// blocks in that many rounds, calling this again. The halves are the
+/// authority, not the kinds: a member two collectives ahead may have
+/// written its next kind over the hint, but when any member has rounds,
+/// every member waits for all in the first round, so none gets two ahead
+/// before everyone has read.
 ///
 /// # Safety
 /// Each `send` segment readable and each `recv` segment writable for its
@@ -728,29 +742,33 @@ pub(crate) unsafe fn alltoallv(
     g: &mut Group,
     send: &[(*const u8, usize)],
     recv: &[(*mut u8, usize)],
+    rounds: u64,
     info: WaitInfo,
-) -> Result<()> {
+) -> Result<u64> {
     let (m, me, payload) = (g.slots.len(), g.me, g.payload);
+    let room = payload - 8;
     let s = begin(e, g, 1, info)?;
-    g.kind = kind(K_ALLTOALLV, 0, 0);
+    g.kind = kind(K_ALLTOALLV, 0, 0) | coll_area::KIND_OWN | u64::from(rounds > 0);
     let (k, half) = (g.area, (s & 1) as usize);
     wait_writable(e, g, s, info)?;
     {
         let a = area(e, k);
         for (i, &(p, n)) in send.iter().enumerate().filter(|&(i, _)| i != me) {
-            if let (Some((total, off)), 1..) = (scatterv_place(i, n, m, payload), n) {
+            if let (Some((total, off)), 1..) = (scatterv_place(i, n, m, room), n) {
                 // SAFETY: the caller vouches for `n` readable bytes.
                 a.write(g.my_slot(), half, total, off, unsafe {
                     std::slice::from_raw_parts(p, n)
                 });
             }
         }
+        // Always, so that a stale count of an earlier call is never read.
+        a.write(g.my_slot(), half, payload, room, &rounds.to_le_bytes());
     }
     publish_at(e, g, s);
     wait_all_reached(e, g, s, info)?;
     let a = area(e, k);
     for (j, &(p, n)) in recv.iter().enumerate().filter(|&(j, _)| j != me) {
-        if let (Some((total, off)), 1..) = (scatterv_place(me, n, m, payload), n) {
+        if let (Some((total, off)), 1..) = (scatterv_place(me, n, m, room), n) {
             // SAFETY: the caller vouches for `n` writable bytes that
             // overlap nothing.
             a.read(g.slots[j], half, total, off, unsafe {
@@ -758,8 +776,22 @@ pub(crate) unsafe fn alltoallv(
             });
         }
     }
+    let mut most = 0;
+    for &slot in g.slots.iter() {
+        if slot != g.my_slot() && coll_area::own_number(&a, slot, s) != 0 {
+            let mut w = [0u8; 8];
+            a.read(slot, half, payload, room, &mut w);
+            most = most.max(u64::from_le_bytes(w));
+        }
+    }
     g.finish(s);
-    Ok(())
+    Ok(most.max(rounds))
+}
+
+/// Bytes of each block an alltoallv moves through the area per member at
+/// once, and per round for the longer ones ([`alltoallv`]).
+pub(crate) fn alltoallv_share(g: &Group) -> usize {
+    (g.payload - 8) / g.slots.len()
 }
 
 /// Bytes of block `j` of `count` elements of `elem` bytes split among `m`
