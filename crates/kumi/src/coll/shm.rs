@@ -19,13 +19,17 @@
 //!   go in chunks of one payload half, two chunks in flight.
 //! - alltoall with `size() * block` at most one payload half: every rank
 //!   writes its send buffer, then copies its block out of every slot.
+//!   Alltoallv (and a longer alltoall): the blocks of at most a member's
+//!   share of a half at once, the longer ones in rounds of a share, as many
+//!   as the longest block of all needs (see [`alltoallv`]).
 //! - gather of one payload half per member at most: every member writes its
 //!   block, the root waits and copies every slot's out; scatter of one
 //!   payload half in all: the root writes every block, each member copies
 //!   its own; reduce-scatter of one payload half: every member writes its
 //!   send buffer and folds its own block of every slot, as allreduce folds;
-//!   allgather(v) with every block at most one payload half: every member
-//!   writes its block and copies every other's out.
+//!   allgather(v): every member writes its block and copies every other's
+//!   out, in rounds of a payload half where blocks are longer
+//!   (`Comm::allgather_area`).
 //! - gatherv and scatterv, member by member: a member's block goes through
 //!   the area if it fits its place there (the root knows every length, a
 //!   member its own, so the two agree without a message), else as a message
