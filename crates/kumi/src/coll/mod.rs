@@ -931,6 +931,14 @@ impl Comm {
         let info = self.info(Call::Collective, -2, -2, at);
         let bytes = as_bytes_mut(buf);
         let n = bytes.len();
+        // A short one inside one host: one look at the group.
+        let short = self.shm_whole(at, false, |e, g| {
+            (n <= g.payload && n <= e.svc.coll.config().shm_bcast_max)
+                .then(|| shm::bcast(e, g, bytes, root, info))
+        })?;
+        if let Some(()) = short {
+            return Ok(());
+        }
         let view = self.shm_view(at)?;
         let (shm_max, single, trial, single_copy) = {
             let e = self.engine();
@@ -2247,13 +2255,14 @@ impl Comm {
         let n = send.len() / p;
         let at = Location::caller();
         if p > 1 {
-            let view = self.shm_view(at)?;
-            if let (Some((true, _, _)), true) = (view, self.shm_fits(std::mem::size_of_val(send))) {
-                let info = self.info(Call::Collective, -2, -2, at);
-                let block = std::mem::size_of_val(send) / p;
-                return self.shm_op(|e, g| {
-                    shm::alltoall(e, g, as_bytes(send), as_bytes_mut(recv), block, info)
-                });
+            let info = self.info(Call::Collective, -2, -2, at);
+            let (sb, rb) = (as_bytes(send), as_bytes_mut(recv));
+            let block = sb.len() / p;
+            let done = self.shm_whole(at, false, |e, g| {
+                (sb.len() <= g.payload).then(|| shm::alltoall(e, g, sb, rb, block, info))
+            })?;
+            if let Some(()) = done {
+                return Ok(());
             }
         }
         self.alltoallv(send, &vec![n; p], recv, &vec![n; p])
