@@ -78,10 +78,9 @@ impl Limits {
     /// Unasked, the host limit follows the ring: a quarter of its largest
     /// record rounded down to a power of two, between 8 and 64 KiB, so an
     /// eager record never takes more than a sixteenth of its ring (records
-    /// of more filled it: docs/BENCHMARKS.md, session 11). 64 KiB records
-    /// in 1 MiB rings (up to 5 ranks) streamed 1.3-3x faster than the
-    /// rendezvous, to one receiver from up to 4 senders, over hot and cold
-    /// buffers (session 37). On the network: [`EAGER_NET`].
+    /// of more filled it); up to that, eager streams faster than the
+    /// rendezvous, to one receiver or several (measured: docs/BENCHMARKS.md,
+    /// sessions 11 and 37). On the network: [`EAGER_NET`].
     pub fn new(
         host_max: Option<usize>,
         net_max: Option<usize>,

@@ -290,7 +290,7 @@ pub unsafe fn copy_bytes(src: *const u8, dst: *mut u8, len: usize) {
         }
     } else if len < 4 {
         // Written out, not as a loop: LLVM turns a byte loop into a call of
-        // `memcpy` (one in twenty of a 1-byte alltoallv's samples).
+        // `memcpy`, which costs more than the copy.
         // SAFETY: each access is below `len`, inside both ranges of the
         // caller's contract; unaligned accesses need no alignment.
         unsafe {

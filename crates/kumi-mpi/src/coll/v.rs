@@ -727,9 +727,9 @@ struct ByteSegs {
 
 /// Fills `out` with the segments of an alltoallv of `p` ranks straight
 /// between the program's buffers (both types contiguous, not in place),
-/// made in bytes from its arrays at once, in place (a small alltoallv's
-/// time is mostly its own call's: even moving the segments showed).
-/// `false`: it goes through packed copies.
+/// made in bytes from its arrays at once, in place: a small alltoallv's
+/// time is mostly its own call's, and moving two vectors of 16 entries is
+/// a copy of half a kilobyte. `false`: it goes through packed copies.
 #[allow(clippy::too_many_arguments)]
 fn alltoallv_direct<C: Entry, D: Entry>(
     out: &mut ByteSegs,
