@@ -233,21 +233,24 @@ fn gatherv_args<C: Entry, D: Entry>(
 impl GatherV {
     /// With contiguous types: this rank's send and (at the root) the
     /// receive segments in bytes, for the runtime's collective over segments.
+    /// Otherwise itself back, for the packed path (taken by value: the
+    /// segments become bytes in place, without a copy of the vector).
     #[allow(clippy::type_complexity)]
-    fn direct(&self) -> Option<((*const u8, usize), Vec<(*mut u8, usize)>)> {
+    fn direct(self) -> Result<((*const u8, usize), Vec<(*mut u8, usize)>), GatherV> {
         if !self.sd.is_contiguous()
             || self
                 .recv
                 .as_ref()
                 .is_some_and(|(rd, _)| !rd.is_contiguous())
         {
-            return None;
+            return Err(self);
         }
-        let recv = match &self.recv {
-            Some((rd, segs)) => in_bytes(segs.clone(), rd),
+        let send = (self.sbuf.cast::<u8>(), self.sd.packed_size(self.sn));
+        let recv = match self.recv {
+            Some((rd, segs)) => in_bytes(segs, &rd),
             None => Vec::new(),
         };
-        Some(((self.sbuf.cast::<u8>(), self.sd.packed_size(self.sn)), recv))
+        Ok((send, recv))
     }
 
     /// The packed send and the bytes expected of every rank (elsewhere
@@ -292,11 +295,12 @@ fn gatherv<C: Entry, D: Entry>(
     let a = gatherv_args(
         &c, r, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype,
     )?;
-    if let Some((send, recv)) = a.direct() {
+    let a = match a.direct() {
         // SAFETY: MPI's contract for MPI_Gatherv's buffers (in place, the
         // root's send is its own receive segment).
-        return Ok(unsafe { c.gatherv_segments(send, &recv, r) }?);
-    }
+        Ok((send, recv)) => return Ok(unsafe { c.gatherv_segments(send, &recv, r) }?),
+        Err(a) => a,
+    };
     let (mine, bytes) = a.packed(c.size(), c.rank());
     let mut all = vec![
         0u8;
@@ -342,12 +346,15 @@ fn igatherv<C: Entry, D: Entry>(
     let a = gatherv_args(
         &c, r, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype,
     )?;
-    if let Some((send, recv)) = a.direct() {
-        // SAFETY: MPI's contract for a nonblocking collective's buffers:
-        // valid, and the receive ones untouched, until it completes.
-        let req = unsafe { c.igatherv_segments(send, &recv, r) }?;
-        return nb_request(Box::new(NbBytes::none(req)), comm, request);
-    }
+    let a = match a.direct() {
+        Ok((send, recv)) => {
+            // SAFETY: MPI's contract for a nonblocking collective's buffers:
+            // valid, and the receive ones untouched, until it completes.
+            let req = unsafe { c.igatherv_segments(send, &recv, r) }?;
+            return nb_request(Box::new(NbBytes::none(req)), comm, request);
+        }
+        Err(a) => a,
+    };
     let (mine, bytes) = a.packed(c.size(), c.rank());
     let req = c.igatherv(mine, &bytes, r)?;
     let nb = match a.recv {
@@ -409,22 +416,24 @@ fn scatterv_args<C: Entry, D: Entry>(
 impl ScatterV {
     /// With contiguous types: (at the root) the send segments and this
     /// rank's receive, in bytes.
+    /// Otherwise itself back, for the packed path (as `GatherV::direct`).
     #[allow(clippy::type_complexity)]
     fn direct(
-        &self,
+        self,
         recvbuf: *mut c_void,
         me: usize,
-    ) -> Option<(Vec<(*const u8, usize)>, (*mut u8, usize))> {
+    ) -> Result<(Vec<(*const u8, usize)>, (*mut u8, usize)), ScatterV> {
         if !self.rd.is_contiguous()
             || self
                 .send
                 .as_ref()
                 .is_some_and(|(sd, _)| !sd.is_contiguous())
         {
-            return None;
+            return Err(self);
         }
-        let send = match &self.send {
-            Some((sd, segs)) => read_only(in_bytes(segs.clone(), sd)),
+        let mine = self.rd.packed_size(self.rn);
+        let send = match self.send {
+            Some((sd, segs)) => read_only(in_bytes(segs, &sd)),
             None => Vec::new(),
         };
         let rbuf = if self.in_place {
@@ -432,7 +441,7 @@ impl ScatterV {
         } else {
             recvbuf.cast::<u8>()
         };
-        Some((send, (rbuf, self.rd.packed_size(self.rn))))
+        Ok((send, (rbuf, mine)))
     }
 
     /// The packed sends (at the root) and the bytes each rank receives
@@ -485,11 +494,12 @@ fn scatterv<C: Entry, D: Entry>(
     let a = scatterv_args(
         &c, r, sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype,
     )?;
-    if let Some((send, recv)) = a.direct(recvbuf, me) {
+    let a = match a.direct(recvbuf, me) {
         // SAFETY: MPI's contract for MPI_Scatterv's buffers (in place, the
         // root's receive is its own send segment).
-        return Ok(unsafe { c.scatterv_segments(&send, recv, r) }?);
-    }
+        Ok((send, recv)) => return Ok(unsafe { c.scatterv_segments(&send, recv, r) }?),
+        Err(a) => a,
+    };
     let (all, bytes) = a.packed(c.size(), me)?;
     let mut mine = vec![0u8; bytes[me]];
     c.scatterv(&all, &bytes, &mut mine, r)?;
@@ -529,12 +539,16 @@ fn iscatterv<C: Entry, D: Entry>(
     let a = scatterv_args(
         &c, r, sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype,
     )?;
-    if let Some((send, recv)) = a.direct(recvbuf, me) {
-        // SAFETY: MPI's contract for a nonblocking collective's buffers (see
-        // `igatherv`); in place, the root's receive is its own send segment.
-        let req = unsafe { c.iscatterv_segments(&send, recv, r) }?;
-        return nb_request(Box::new(NbBytes::none(req)), comm, request);
-    }
+    let a = match a.direct(recvbuf, me) {
+        Ok((send, recv)) => {
+            // SAFETY: MPI's contract for a nonblocking collective's buffers
+            // (see `igatherv`); in place, the root's receive is its own send
+            // segment.
+            let req = unsafe { c.iscatterv_segments(&send, recv, r) }?;
+            return nb_request(Box::new(NbBytes::none(req)), comm, request);
+        }
+        Err(a) => a,
+    };
     let (all, bytes) = a.packed(c.size(), me)?;
     let req = c.iscatterv(all, &bytes, r)?;
     let nb = if a.in_place {
@@ -599,6 +613,44 @@ impl AllgatherV {
     }
 }
 
+/// With the receive type contiguous and the send the same type (or in
+/// place), fills `recv` with an allgatherv's receive segments in bytes
+/// straight from the program's arrays, in place (as [`alltoallv_direct`],
+/// for the same reason), and returns this rank's send in bytes; `None`: the
+/// general path.
+#[allow(clippy::too_many_arguments)]
+fn allgatherv_direct<C: Entry, D: Entry>(
+    recv: &mut SmallVec<[(*mut u8, usize); 16]>,
+    c: &Comm,
+    rd: &Datatype,
+    sendbuf: *const c_void,
+    sendcount: C,
+    sendtype: c_int,
+    recvbuf: *mut c_void,
+    recvcounts: *const C,
+    displs: *const D,
+    recvtype: c_int,
+) -> R<Option<(*const u8, usize)>> {
+    if !rd.is_contiguous() || !(in_place(sendbuf) || sendtype == recvtype) {
+        return Ok(None);
+    }
+    v_each(
+        recvbuf,
+        recvcounts,
+        displs,
+        rd,
+        c.size(),
+        ["recvcounts", "displs"],
+        |at, k| recv.push((at, rd.packed_size(k))),
+    )?;
+    Ok(Some(if in_place(sendbuf) {
+        let (at, n) = recv[c.rank()];
+        (at.cast_const(), n)
+    } else {
+        (sendbuf.cast(), rd.packed_size(count_of(sendcount)?))
+    }))
+}
+
 #[allow(clippy::too_many_arguments)]
 fn allgatherv<C: Entry, D: Entry>(
     sendbuf: *const c_void,
@@ -618,11 +670,21 @@ fn allgatherv<C: Entry, D: Entry>(
             ))
         }
     };
+    let mut recv = SmallVec::<[(*mut u8, usize); 16]>::new();
+    if let Some(send) = allgatherv_direct(
+        &mut recv, &c, &rd, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype,
+    )? {
+        // Straight between the program's buffers: no packing, no copy.
+        // SAFETY: MPI's contract for MPI_Allgatherv's buffers (in place,
+        // this rank's send is its own receive segment).
+        return Ok(unsafe { c.allgatherv_segments(send, &recv) }?);
+    }
     let a = allgatherv_args(
         &c, rd, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
     )?;
     if a.contiguous() {
-        // Straight between the program's buffers: no packing, no copy.
+        // Straight between the program's buffers (a send type other than
+        // the receive type).
         // SAFETY: MPI's contract for MPI_Allgatherv's buffers (in place,
         // this rank's send is its own receive segment).
         return Ok(unsafe { c.allgatherv_segments(a.send(), &in_bytes(a.segs, &a.rd)) }?);
