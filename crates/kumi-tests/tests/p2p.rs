@@ -21,7 +21,7 @@ fn p2p_suite_on_2_3_and_4_ranks() {
     for n in [2, 3, 4] {
         let out = run_ok(n, &[], &[p2p.to_str().unwrap()]);
         assert!(
-            out.contains(&format!("p2p: all 13 checks passed on {n} ranks")),
+            out.contains(&format!("p2p: all 14 checks passed on {n} ranks")),
             "{out}"
         );
     }

@@ -93,7 +93,7 @@ fn srun_starts_c_fortran_and_rust_programs_across_nodes() {
             ("block", c.join("p2p"), "PASS p2p"),
             ("cyclic", c.join("coll"), "PASS coll"),
             ("block", f.join("p2p"), "p2p ok"),
-            ("cyclic", bin("p2p"), "p2p: all 13 checks passed on 5 ranks"),
+            ("cyclic", bin("p2p"), "p2p: all 14 checks passed on 5 ranks"),
         ] {
             let o = s.srun(&[
                 "-N",

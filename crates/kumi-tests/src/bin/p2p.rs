@@ -34,6 +34,10 @@ fn main() {
             "a blocking receive yields to one posted before it",
             blocking_after_posted,
         ),
+        (
+            "senders stream records of the eager limit into one receiver",
+            eager_streams,
+        ),
     ];
     for (name, f) in checks {
         world.barrier().expect("barrier");
@@ -220,6 +224,56 @@ fn probe(w: &Comm) -> R {
         assert_eq!(v, vec![3, 4, 5, 6, 7]);
         assert_eq!(st2.source, 1);
         assert!(w.iprobe(1, 42)?.is_none(), "message received once");
+    }
+    Ok(())
+}
+
+fn eager_streams(w: &Comm) -> R {
+    // Every rank but 0 sends 48 messages of 64 KiB (the eager limit of up to
+    // 5 ranks a host) and a few around it to rank 0, all at once: 3 MiB
+    // each through a 1 MiB ring, so senders fill it and wait for room while
+    // rank 0 receives in the order it posted, one sender after another.
+    let (me, n) = (w.rank(), w.size());
+    let lens = |i: usize| [64 * 1024, 64 * 1024 - 8, 64 * 1024 + 8, 65_000][i % 4];
+    let per = 48usize;
+    if me == 0 {
+        let mut ins: Vec<Vec<u8>> = (0..(n - 1) * per)
+            .map(|i| vec![0u8; lens(i % per)])
+            .collect();
+        scope(|s| -> R {
+            let mut reqs = Vec::new();
+            for (i, buf) in ins.iter_mut().enumerate() {
+                let src = 1 + i / per;
+                reqs.push(w.irecv(s, buf, src as i32, 30)?);
+            }
+            wait_all(reqs)?;
+            Ok(())
+        })?;
+        for (i, buf) in ins.iter().enumerate() {
+            if let Err(off) = check(buf, 1 + i / per, (i % per) as u64) {
+                panic!(
+                    "message {} of rank {} differs at byte {off}",
+                    i % per,
+                    1 + i / per
+                );
+            }
+        }
+    } else {
+        let outs: Vec<Vec<u8>> = (0..per)
+            .map(|i| {
+                let mut b = vec![0u8; lens(i)];
+                fill(&mut b, me, i as u64);
+                b
+            })
+            .collect();
+        scope(|s| -> R {
+            let sends = outs
+                .iter()
+                .map(|b| w.isend(s, b, 0, 30))
+                .collect::<Result<Vec<_>, _>>()?;
+            wait_all(sends)?;
+            Ok(())
+        })?;
     }
     Ok(())
 }
