@@ -33,6 +33,9 @@ impl Rng {
     }
 }
 
+/// How many checks the `p2p` program runs (its last line counts them).
+pub const P2P_CHECKS: usize = 14;
+
 /// Fills `buf` with bytes determined by `(seed, sender, index)`, so the receiver
 /// can check every byte without being sent the expected contents.
 pub fn fill(buf: &mut [u8], sender: usize, index: u64) {

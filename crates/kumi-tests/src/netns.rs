@@ -135,7 +135,11 @@ pub fn assert_clean(c: &Cluster) {
 pub fn p2p_ok(o: &std::process::Output, n: usize) {
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(
-        o.status.success() && out.contains(&format!("p2p: all 13 checks passed on {n} ranks")),
+        o.status.success()
+            && out.contains(&format!(
+                "p2p: all {} checks passed on {n} ranks",
+                crate::P2P_CHECKS
+            )),
         "{}",
         crate::text(o)
     );

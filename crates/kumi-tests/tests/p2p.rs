@@ -1,7 +1,7 @@
 //! The point-to-point suite, the cross-process stress and oversubscription, run
 //! as real jobs through `kumi run`.
 
-use kumi_tests::{bin, kumi_run, kumi_shm_files, text};
+use kumi_tests::{bin, kumi_run, kumi_shm_files, text, P2P_CHECKS};
 use std::time::{Duration, Instant};
 
 fn run_ok(n: usize, env: &[(&str, &str)], args: &[&str]) -> String {
@@ -21,7 +21,7 @@ fn p2p_suite_on_2_3_and_4_ranks() {
     for n in [2, 3, 4] {
         let out = run_ok(n, &[], &[p2p.to_str().unwrap()]);
         assert!(
-            out.contains(&format!("p2p: all 14 checks passed on {n} ranks")),
+            out.contains(&format!("p2p: all {P2P_CHECKS} checks passed on {n} ranks")),
             "{out}"
         );
     }

@@ -39,6 +39,11 @@ fn main() {
             eager_streams,
         ),
     ];
+    assert_eq!(
+        checks.len(),
+        kumi_tests::P2P_CHECKS,
+        "P2P_CHECKS counts them"
+    );
     for (name, f) in checks {
         world.barrier().expect("barrier");
         if let Err(e) = f(&world) {
