@@ -613,11 +613,10 @@ impl AllgatherV {
     }
 }
 
-/// With the receive type contiguous and the send the same type (or in
-/// place), fills `recv` with an allgatherv's receive segments in bytes
-/// straight from the program's arrays, in place (as [`alltoallv_direct`],
-/// for the same reason), and returns this rank's send in bytes; `None`: the
-/// general path.
+/// With contiguous types, fills `recv` with an allgatherv's receive
+/// segments in bytes straight from the program's arrays, in place (as
+/// [`A2av::direct`], for the same reason), and returns this rank's send in
+/// bytes; `None`: it goes through packed copies.
 #[allow(clippy::too_many_arguments)]
 fn allgatherv_direct<C: Entry, D: Entry>(
     recv: &mut SmallVec<[(*mut u8, usize); 16]>,
@@ -631,7 +630,22 @@ fn allgatherv_direct<C: Entry, D: Entry>(
     displs: *const D,
     recvtype: c_int,
 ) -> R<Option<(*const u8, usize)>> {
-    if !rd.is_contiguous() || !(in_place(sendbuf) || sendtype == recvtype) {
+    let mine = if in_place(sendbuf) {
+        None
+    } else {
+        let n = count_of(sendcount)?;
+        let size = if sendtype == recvtype {
+            rd.packed_size(n)
+        } else {
+            let sd = st()?.dtype(sendtype)?;
+            if !sd.is_contiguous() {
+                return Ok(None);
+            }
+            sd.packed_size(n)
+        };
+        Some((sendbuf.cast::<u8>(), size))
+    };
+    if !rd.is_contiguous() {
         return Ok(None);
     }
     v_each(
@@ -643,12 +657,10 @@ fn allgatherv_direct<C: Entry, D: Entry>(
         ["recvcounts", "displs"],
         |at, k| recv.push((at, rd.packed_size(k))),
     )?;
-    Ok(Some(if in_place(sendbuf) {
+    Ok(Some(mine.unwrap_or_else(|| {
         let (at, n) = recv[c.rank()];
         (at.cast_const(), n)
-    } else {
-        (sendbuf.cast(), rd.packed_size(count_of(sendcount)?))
-    }))
+    })))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -682,13 +694,6 @@ fn allgatherv<C: Entry, D: Entry>(
     let a = allgatherv_args(
         &c, rd, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
     )?;
-    if a.contiguous() {
-        // Straight between the program's buffers (a send type other than
-        // the receive type).
-        // SAFETY: MPI's contract for MPI_Allgatherv's buffers (in place,
-        // this rank's send is its own receive segment).
-        return Ok(unsafe { c.allgatherv_segments(a.send(), &in_bytes(a.segs, &a.rd)) }?);
-    }
     let mine = pack(a.sbuf, a.sn, &a.sd);
     let bytes = sizes(&a.segs, &a.rd);
     let mut all = vec![0u8; bytes.iter().sum()];
@@ -733,18 +738,9 @@ fn iallgatherv<C: Entry, D: Entry>(
     nb_request(Box::new(NbBytes::typed(req, a.segs, &a.rd)), comm, request)
 }
 
-/// An alltoallv's send and receive segments (in place, the receive ones
-/// are sent from too).
-struct AlltoallV {
-    sd: Datatype,
-    send: Segs,
-    rd: Datatype,
-    recv: Segs,
-}
-
-#[allow(clippy::too_many_arguments)]
-fn alltoallv_args<C: Entry, D: Entry>(
-    p: usize,
+/// An alltoallv's arguments as the program gave them, read once by each of
+/// the two ways it goes ([`A2av::direct`], [`A2av::typed`]).
+struct A2av<C, D> {
     sendbuf: *const c_void,
     sendcounts: *const C,
     sdispls: *const D,
@@ -752,31 +748,16 @@ fn alltoallv_args<C: Entry, D: Entry>(
     recvbuf: *mut c_void,
     recvcounts: *const C,
     rdispls: *const D,
+    recvtype: c_int,
+}
+
+/// An alltoallv's send and receive segments (in place, the receive ones
+/// are sent from too).
+struct AlltoallV {
+    sd: Datatype,
+    send: Segs,
     rd: Datatype,
-) -> R<AlltoallV> {
-    let recv = v_segments(
-        recvbuf,
-        recvcounts,
-        rdispls,
-        &rd,
-        p,
-        ["recvcounts", "rdispls"],
-    )?;
-    let (sd, send) = if in_place(sendbuf) {
-        (rd.clone(), recv.clone())
-    } else {
-        let sd = st()?.dtype(sendtype)?;
-        let send = v_segments(
-            sendbuf,
-            sendcounts,
-            sdispls,
-            &sd,
-            p,
-            ["sendcounts", "sdispls"],
-        )?;
-        (sd, send)
-    };
-    Ok(AlltoallV { sd, send, rd, recv })
+    recv: Segs,
 }
 
 /// An alltoallv's segments in bytes, send and receive, on the stack for up
@@ -787,114 +768,108 @@ struct ByteSegs {
     recv: SmallVec<[(*mut u8, usize); 16]>,
 }
 
-/// Fills `out` with the segments of an alltoallv of `p` ranks straight
-/// between the program's buffers (both types contiguous, not in place),
-/// made in bytes from its arrays at once, in place: a small alltoallv's
-/// time is mostly its own call's, and moving two vectors of 16 entries is
-/// a copy of half a kilobyte. `false`: it goes through packed copies.
-#[allow(clippy::too_many_arguments)]
-fn alltoallv_direct<C: Entry, D: Entry>(
-    out: &mut ByteSegs,
-    p: usize,
-    sendbuf: *const c_void,
-    sendcounts: *const C,
-    sdispls: *const D,
-    sendtype: c_int,
-    recvbuf: *mut c_void,
-    recvcounts: *const C,
-    rdispls: *const D,
-    recvtype: c_int,
-    rd: &Datatype,
-) -> R<bool> {
-    if in_place(sendbuf) || !rd.is_contiguous() {
-        return Ok(false);
+impl<C: Entry, D: Entry> A2av<C, D> {
+    /// The segments of `p` ranks, typed (`rd`: the receive type).
+    fn typed(&self, p: usize, rd: Datatype) -> R<AlltoallV> {
+        let recv = v_segments(
+            self.recvbuf,
+            self.recvcounts,
+            self.rdispls,
+            &rd,
+            p,
+            ["recvcounts", "rdispls"],
+        )?;
+        let (sd, send) = if in_place(self.sendbuf) {
+            (rd.clone(), recv.clone())
+        } else {
+            let sd = st()?.dtype(self.sendtype)?;
+            let send = v_segments(
+                self.sendbuf,
+                self.sendcounts,
+                self.sdispls,
+                &sd,
+                p,
+                ["sendcounts", "sdispls"],
+            )?;
+            (sd, send)
+        };
+        Ok(AlltoallV { sd, send, rd, recv })
     }
-    let other;
-    let sd = if sendtype == recvtype {
-        rd
-    } else {
-        other = st()?.dtype(sendtype)?;
-        &other
-    };
-    if !sd.is_contiguous() {
-        return Ok(false);
+
+    /// Fills `out` with the segments of `p` ranks straight between the
+    /// program's buffers (both types contiguous, not in place), made in bytes
+    /// from its arrays at once, in place: a small alltoallv's time is mostly
+    /// its own call's, and moving two vectors of 16 entries is a copy of
+    /// half a kilobyte. `false`: it goes through packed copies.
+    fn direct(&self, out: &mut ByteSegs, p: usize, rd: &Datatype) -> R<bool> {
+        if in_place(self.sendbuf) || !rd.is_contiguous() {
+            return Ok(false);
+        }
+        let other;
+        let sd = if self.sendtype == self.recvtype {
+            rd
+        } else {
+            other = st()?.dtype(self.sendtype)?;
+            &other
+        };
+        if !sd.is_contiguous() {
+            return Ok(false);
+        }
+        v_each(
+            self.sendbuf,
+            self.sendcounts,
+            self.sdispls,
+            sd,
+            p,
+            ["sendcounts", "sdispls"],
+            |at, k| out.send.push((at.cast_const(), sd.packed_size(k))),
+        )?;
+        v_each(
+            self.recvbuf,
+            self.recvcounts,
+            self.rdispls,
+            rd,
+            p,
+            ["recvcounts", "rdispls"],
+            |at, k| out.recv.push((at, rd.packed_size(k))),
+        )?;
+        Ok(true)
     }
-    v_each(
-        sendbuf,
-        sendcounts,
-        sdispls,
-        sd,
-        p,
-        ["sendcounts", "sdispls"],
-        |at, k| out.send.push((at.cast_const(), sd.packed_size(k))),
-    )?;
-    v_each(
-        recvbuf,
-        recvcounts,
-        rdispls,
-        rd,
-        p,
-        ["recvcounts", "rdispls"],
-        |at, k| out.recv.push((at, rd.packed_size(k))),
-    )?;
-    Ok(true)
+
+    /// The intercommunicator's alltoallv of these arguments, started.
+    fn across(&self, e: crate::MpiErr, comm: c_int) -> R<NbBytes> {
+        inter::alltoallv(
+            e,
+            self.sendbuf,
+            self.sendcounts,
+            self.sdispls,
+            self.sendtype,
+            self.recvbuf,
+            self.recvcounts,
+            self.rdispls,
+            self.recvtype,
+            comm,
+        )
+    }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn alltoallv<C: Entry, D: Entry>(
-    sendbuf: *const c_void,
-    sendcounts: *const C,
-    sdispls: *const D,
-    sendtype: c_int,
-    recvbuf: *mut c_void,
-    recvcounts: *const C,
-    rdispls: *const D,
-    recvtype: c_int,
-    comm: c_int,
-) -> R<()> {
-    let (c, rd) = match lookup(comm, recvtype) {
+fn alltoallv<C: Entry, D: Entry>(a: A2av<C, D>, comm: c_int) -> R<()> {
+    let (c, rd) = match lookup(comm, a.recvtype) {
         Ok(x) => x,
-        Err(e) => {
-            return inter::wait(inter::alltoallv(
-                e, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype,
-                comm,
-            ))
-        }
+        Err(e) => return inter::wait(a.across(e, comm)),
     };
     let mut segs = ByteSegs::default();
-    if alltoallv_direct(
-        &mut segs,
-        c.size(),
-        sendbuf,
-        sendcounts,
-        sdispls,
-        sendtype,
-        recvbuf,
-        recvcounts,
-        rdispls,
-        recvtype,
-        &rd,
-    )? {
+    if a.direct(&mut segs, c.size(), &rd)? {
         // SAFETY: MPI's contract for MPI_Alltoallv's buffers: each segment
         // holds its counts of elements, the receive ones overlap nothing.
         return Ok(unsafe { c.alltoallv_segments(&segs.send, &segs.recv) }?);
     }
-    let a = alltoallv_args(
-        c.size(),
-        sendbuf,
-        sendcounts,
-        sdispls,
-        sendtype,
-        recvbuf,
-        recvcounts,
-        rdispls,
-        rd,
-    )?;
-    let send = pack_segments(&a.send, &a.sd);
-    let rb = sizes(&a.recv, &a.rd);
+    let t = a.typed(c.size(), rd)?;
+    let send = pack_segments(&t.send, &t.sd);
+    let rb = sizes(&t.recv, &t.rd);
     let mut all = vec![0u8; rb.iter().sum()];
-    c.alltoallv(&send, &sizes(&a.send, &a.sd), &mut all, &rb)?;
-    unpack_segments(&all, &a.recv, &a.rd);
+    c.alltoallv(&send, &sizes(&t.send, &t.sd), &mut all, &rb)?;
+    unpack_segments(&all, &t.recv, &t.rd);
     Ok(())
 }
 
@@ -902,65 +877,25 @@ fn alltoallv<C: Entry, D: Entry>(
 // the program's buffers, which MPI keeps valid and the receive ones
 // untouched until the request completes: no copies through owned buffers
 // (measured: docs/BENCHMARKS.md, session 22).
-#[allow(clippy::too_many_arguments)]
-fn ialltoallv<C: Entry, D: Entry>(
-    sendbuf: *const c_void,
-    sendcounts: *const C,
-    sdispls: *const D,
-    sendtype: c_int,
-    recvbuf: *mut c_void,
-    recvcounts: *const C,
-    rdispls: *const D,
-    recvtype: c_int,
-    comm: c_int,
-    request: *mut c_int,
-) -> R<()> {
-    let (c, rd) = match lookup(comm, recvtype) {
+fn ialltoallv<C: Entry, D: Entry>(a: A2av<C, D>, comm: c_int, request: *mut c_int) -> R<()> {
+    let (c, rd) = match lookup(comm, a.recvtype) {
         Ok(x) => x,
-        Err(e) => {
-            let started = inter::alltoallv(
-                e, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype,
-                comm,
-            );
-            return inter::start(started, comm, request);
-        }
+        Err(e) => return inter::start(a.across(e, comm), comm, request),
     };
     need_request(request)?;
     let mut segs = ByteSegs::default();
-    if alltoallv_direct(
-        &mut segs,
-        c.size(),
-        sendbuf,
-        sendcounts,
-        sdispls,
-        sendtype,
-        recvbuf,
-        recvcounts,
-        rdispls,
-        recvtype,
-        &rd,
-    )? {
+    if a.direct(&mut segs, c.size(), &rd)? {
         // SAFETY: MPI's contract (above).
         let req = unsafe { c.ialltoallv_segments(&segs.send, &segs.recv) }?;
         return nb_request(Box::new(NbBytes::none(req)), comm, request);
     }
-    let a = alltoallv_args(
-        c.size(),
-        sendbuf,
-        sendcounts,
-        sdispls,
-        sendtype,
-        recvbuf,
-        recvcounts,
-        rdispls,
-        rd,
-    )?;
+    let t = a.typed(c.size(), rd)?;
     let req = c.ialltoallv(
-        pack_segments(&a.send, &a.sd),
-        &sizes(&a.send, &a.sd),
-        &sizes(&a.recv, &a.rd),
+        pack_segments(&t.send, &t.sd),
+        &sizes(&t.send, &t.sd),
+        &sizes(&t.recv, &t.rd),
     )?;
-    nb_request(Box::new(NbBytes::typed(req, a.recv, &a.rd)), comm, request)
+    nb_request(Box::new(NbBytes::typed(req, t.recv, &t.rd)), comm, request)
 }
 
 /// `MPI_(I)alltoallw`, started (displacements in bytes, a type per rank).
@@ -1144,16 +1079,16 @@ mpi! {
         iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request)
     }
     fn MPI_Alltoallv / PMPI_Alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: c_int, comm: c_int) {
-        alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm)
+        alltoallv(A2av { sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype }, comm)
     }
     fn MPI_Alltoallv_c / PMPI_Alltoallv_c(sendbuf: *const c_void, sendcounts: *const i64, sdispls: *const isize, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const i64, rdispls: *const isize, recvtype: c_int, comm: c_int) {
-        alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm)
+        alltoallv(A2av { sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype }, comm)
     }
     fn MPI_Ialltoallv / PMPI_Ialltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: c_int, comm: c_int, request: *mut c_int) {
-        ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request)
+        ialltoallv(A2av { sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype }, comm, request)
     }
     fn MPI_Ialltoallv_c / PMPI_Ialltoallv_c(sendbuf: *const c_void, sendcounts: *const i64, sdispls: *const isize, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const i64, rdispls: *const isize, recvtype: c_int, comm: c_int, request: *mut c_int) {
-        ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request)
+        ialltoallv(A2av { sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype }, comm, request)
     }
 }
 

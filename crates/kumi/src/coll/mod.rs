@@ -2158,12 +2158,8 @@ impl Comm {
     }
 
     /// An allgather(v) through the collective area, if the communicator is
-    /// one host's: `true` when done. Blocks longer than a payload half go in
-    /// rounds of a payload half each (every rank knows every block's length,
-    /// so all count the same rounds), the next round written while the
-    /// others still read the last: two copies through the cache, no system
-    /// call, where the messages' single copy pins every page (measured:
-    /// docs/BENCHMARKS.md, session 37).
+    /// one host's, long blocks in rounds (`shm::allgather_rounds`, for the
+    /// same reason as `alltoallv_segments`): `true` when done.
     ///
     /// # Safety
     /// As for [`Comm::allgatherv_segments`].
@@ -2182,31 +2178,8 @@ impl Comm {
             let mine = unsafe { std::slice::from_raw_parts(send.0, send.1) };
             // SAFETY: as above.
             unsafe { copy_own(send.0, recv[me].0, send.1) };
-            let half = g.payload;
-            let longest = recv.iter().map(|&(_, n)| n).max().unwrap_or(0);
-            for round in 0..longest.div_ceil(half).max(1) {
-                let at = round * half;
-                let piece = |n: usize| n.saturating_sub(at).min(half);
-                let mut put = |j: usize, b: &[u8]| {
-                    // SAFETY: bytes `at..at + b.len()` of segment j, writable
-                    // (the caller's contract; `b` is j's piece of this round,
-                    // inside its length), never this rank's own here.
-                    unsafe { kumi_transport::copy_bytes(b.as_ptr(), recv[j].0.add(at), b.len()) };
-                };
-                let from = at.min(mine.len());
-                let r = shm::allgather(
-                    e,
-                    g,
-                    &mine[from..from + piece(mine.len())],
-                    &|j| piece(recv[j].1),
-                    &mut put,
-                    info,
-                );
-                if r.is_err() {
-                    return Some(r);
-                }
-            }
-            Some(Ok(()))
+            // SAFETY: the caller's contract, and the own segment is done.
+            Some(unsafe { shm::allgather_rounds(e, g, mine, recv, info) })
         })?;
         Ok(done.is_some())
     }
@@ -2330,43 +2303,15 @@ impl Comm {
         let (p, me) = (self.size(), self.rank());
         own_segment("send", send, p, me, recv.get(me).map_or(0, |r| r.1))?;
         own_segment("recv", recv, p, me, send[me].1)?;
-        // Inside one host, through the collective area: the blocks that fit
-        // a member's share of a payload half at once, then the longer ones
-        // in rounds of a share each, as many as the longest block of all
-        // needs (the first pass tells every member that number), each
-        // round's pieces written while the others read the last. Both ends
-        // of a block know its length, so they agree on its pieces.
+        // Inside one host, through the collective area, long blocks in
+        // rounds (`shm::alltoallv_rounds`); otherwise by messages. Two
+        // copies through the cache and no system call, where the messages'
+        // single copy pins every page (measured: docs/BENCHMARKS.md,
+        // session 37).
         let info = self.info(Call::Collective, -2, -2, at);
-        let done = self.shm_whole(at, false, |e, g| {
-            let share = shm::alltoallv_share(g);
-            if share == 0 {
-                return None;
-            }
-            let long = |n: usize| if n > share { n } else { 0 };
-            let longest = (0..p)
-                .filter(|&j| j != me)
-                .map(|j| long(send[j].1).max(long(recv[j].1)))
-                .max()
-                .unwrap_or(0);
-            let rounds = longest.div_ceil(share) as u64;
-            Some((|| {
-                // SAFETY: the caller's contract.
-                let all = unsafe { shm::alltoallv(e, g, send, recv, rounds, info) }?;
-                let mut s: Vec<(*const u8, usize)> = Vec::new();
-                let mut r: Vec<(*mut u8, usize)> = Vec::new();
-                for k in 0..all as usize {
-                    let at = k * share;
-                    let piece = |n: usize| long(n).saturating_sub(at).min(share);
-                    s.clear();
-                    r.clear();
-                    s.extend(send.iter().map(|&(b, n)| (b.wrapping_add(at), piece(n))));
-                    r.extend(recv.iter().map(|&(b, n)| (b.wrapping_add(at), piece(n))));
-                    // SAFETY: each piece lies inside its segment (`at +
-                    // piece(n) <= n`), valid by the caller's contract.
-                    unsafe { shm::alltoallv(e, g, &s, &r, 0, info) }?;
-                }
-                Ok(())
-            })())
+        // SAFETY: the caller's contract.
+        let done = self.shm_whole(at, false, |e, g| unsafe {
+            shm::alltoallv_rounds(e, g, send, recv, info)
         })?;
         if done.is_none() {
             // SAFETY: the caller's contract.

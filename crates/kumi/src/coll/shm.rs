@@ -792,6 +792,95 @@ pub(crate) unsafe fn alltoallv(
     Ok(most.max(rounds))
 }
 
+/// An alltoallv of any block lengths inside the group: the blocks that fit
+/// a member's share of a payload half at once ([`alltoallv`]), then the
+/// longer ones in rounds of a share each, as many as the longest block of
+/// all needs (the first pass tells every member that number), each round's
+/// pieces written while the others read the last. Both ends of a block
+/// know its length, so they agree on its pieces. The own block is left to
+/// the caller. `None` where a share would be empty (more members than bytes
+/// in a half): the caller goes by messages.
+///
+/// # Safety
+/// As for [`alltoallv`].
+pub(crate) unsafe fn alltoallv_rounds(
+    e: &mut Guard<'_>,
+    g: &mut Group,
+    send: &[(*const u8, usize)],
+    recv: &[(*mut u8, usize)],
+    info: WaitInfo,
+) -> Option<Result<()>> {
+    let share = alltoallv_share(g);
+    if share == 0 {
+        return None;
+    }
+    let me = g.me;
+    let long = |n: usize| if n > share { n } else { 0 };
+    let longest = (0..send.len())
+        .filter(|&j| j != me)
+        .map(|j| long(send[j].1).max(long(recv[j].1)))
+        .max()
+        .unwrap_or(0);
+    let rounds = longest.div_ceil(share) as u64;
+    Some((|| {
+        // SAFETY: the caller's contract.
+        let all = unsafe { alltoallv(e, g, send, recv, rounds, info) }?;
+        let (mut s, mut r) = (Vec::new(), Vec::new());
+        for k in 0..all as usize {
+            let at = k * share;
+            let piece = |n: usize| long(n).saturating_sub(at).min(share);
+            s.clear();
+            r.clear();
+            s.extend(send.iter().map(|&(b, n)| (b.wrapping_add(at), piece(n))));
+            r.extend(recv.iter().map(|&(b, n)| (b.wrapping_add(at), piece(n))));
+            // SAFETY: each piece lies inside its segment (`at + piece(n) <=
+            // n`), valid by the caller's contract.
+            unsafe { alltoallv(e, g, &s, &r, 0, info) }?;
+        }
+        Ok(())
+    })())
+}
+
+/// An allgather(v) inside the group of blocks of any length: [`allgather`]
+/// in rounds of a payload half where they are longer (every member knows
+/// every block's length, so all count the same rounds), the next round
+/// written while the others still read the last. `mine` is this member's
+/// block; the own segment of `recv` is left to the caller.
+///
+/// # Safety
+/// Each `recv` segment but this member's writable for its length during
+/// the call, overlapping nothing.
+pub(crate) unsafe fn allgather_rounds(
+    e: &mut Guard<'_>,
+    g: &mut Group,
+    mine: &[u8],
+    recv: &[(*mut u8, usize)],
+    info: WaitInfo,
+) -> Result<()> {
+    let half = g.payload;
+    let longest = recv.iter().map(|&(_, n)| n).max().unwrap_or(0);
+    for round in 0..longest.div_ceil(half).max(1) {
+        let at = round * half;
+        let piece = |n: usize| n.saturating_sub(at).min(half);
+        let mut put = |j: usize, b: &[u8]| {
+            // SAFETY: bytes `at..at + b.len()` of segment j, writable (the
+            // caller's contract; `b` is j's piece of this round, inside its
+            // length), never this member's own here.
+            unsafe { kumi_transport::copy_bytes(b.as_ptr(), recv[j].0.add(at), b.len()) };
+        };
+        let from = at.min(mine.len());
+        allgather(
+            e,
+            g,
+            &mine[from..from + piece(mine.len())],
+            &|j| piece(recv[j].1),
+            &mut put,
+            info,
+        )?;
+    }
+    Ok(())
+}
+
 /// Bytes of each block an alltoallv moves through the area per member at
 /// once, and per round for the longer ones ([`alltoallv`]).
 pub(crate) fn alltoallv_share(g: &Group) -> usize {
