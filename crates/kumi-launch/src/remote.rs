@@ -31,6 +31,16 @@ use std::time::{Duration, Instant};
 pub const AGENT_GRACE: Duration = Duration::from_secs(3);
 
 const AGENT_PIPE_BASE: PipeId = 1 << 40;
+/// srun's own messages for agent `i` are pipe `AGENT_ERR_BASE + i`.
+const AGENT_ERR_BASE: PipeId = 1 << 41;
+
+/// How long the launcher waits before it asks srun again for a step Slurm
+/// could not create yet; each ask itself waits up to a second (`--immediate`).
+const STEP_RETRY: Duration = Duration::from_millis(250);
+/// How many times a host's agent step is asked for before the launcher gives
+/// up: about ten minutes of the launcher's running time (it is stopped with
+/// the job while the job is suspended, so suspended time does not count).
+const STEP_STARTS: u32 = 480;
 
 /// Where and how to run a job on several hosts.
 #[derive(Clone, Debug)]
@@ -58,6 +68,13 @@ pub enum Starter {
     /// takes the host's whole allocation (`--whole`), so the ranks the agent
     /// starts are not confined to one CPU, and shares it (`--overlap`) with
     /// whatever else the job runs there.
+    ///
+    /// Slurm refuses to create a step while the job is suspended (gang
+    /// scheduling, `scontrol suspend`), and srun's own retry then waits for a
+    /// word from the controller that a resume never sends: a minute or more
+    /// per try, each try again likely to fall in a suspended slice. So srun
+    /// asks once (`--immediate`), and the launcher asks again while srun's
+    /// reason is one Slurm itself calls temporary ([`step_not_yet`]).
     Srun,
 }
 
@@ -95,6 +112,20 @@ struct Agent {
     child: Child,
     stdin: Option<ChildStdin>,
     stdout: Option<File>,
+    /// srun's own messages (the `Srun` starter; a remote shell's go straight
+    /// to the launcher's stderr), relayed line by line.
+    stderr: Option<File>,
+    err_line: Vec<u8>,
+    /// The agent has sent a message: its step exists and it runs.
+    heard: bool,
+    /// srun's last refusal, when Slurm called it temporary.
+    not_yet: Option<String>,
+    /// When to ask srun again for this host's step.
+    retry_at: Option<Instant>,
+    /// Starts so far (the first included).
+    starts: u32,
+    /// What the agent is told to start (sent again with each start).
+    plan: HostPlan,
     decoder: FrameDecoder,
     ranks: Vec<u32>,
     pids: Vec<u32>,
@@ -115,11 +146,23 @@ impl Agent {
     fn running(&self) -> usize {
         self.ended.iter().filter(|e| !**e).count()
     }
+
+    /// Why its step was not created, as srun said, for a report.
+    fn why_not(&self) -> String {
+        match &self.not_yet {
+            Some(r) => format!(
+                ": Slurm did not create its step in {} tries ({r})",
+                self.starts
+            ),
+            None => String::new(),
+        }
+    }
 }
 
 /// Every host of a job.
 pub struct Cluster {
     local: Option<LocalHost>,
+    spec: Option<RemoteSpec>,
     agents: Vec<Agent>,
     reaped: Vec<Reaped>,
     /// The first host lost: its name, and the line for the report.
@@ -144,6 +187,7 @@ impl Cluster {
     pub fn local_only(plan: &HostPlan) -> Result<Cluster, HostError> {
         Ok(Cluster {
             local: Some(LocalHost::start(plan)?),
+            spec: None,
             agents: Vec::new(),
             reaped: Vec::new(),
             lost: None,
@@ -164,6 +208,7 @@ impl Cluster {
     ) -> Result<Cluster, HostError> {
         let mut c = Cluster {
             local: None,
+            spec: Some(spec.clone()),
             agents: Vec::new(),
             reaped: Vec::new(),
             lost: None,
@@ -206,7 +251,7 @@ impl Cluster {
                 c.local = Some(LocalHost::start(&plan)?);
                 continue;
             }
-            let agent = spawn_agent(spec, host, &plan).map_err(|e| {
+            let agent = spawn_agent(spec, host, plan).map_err(|e| {
                 HostError::Setup(format!("cannot start the agent for host {host}: {e}"))
             })?;
             c.agents.push(agent);
@@ -242,9 +287,15 @@ impl Cluster {
             return;
         }
         self.stopping = true;
-        for a in self.agents.iter_mut().filter(|a| !a.done) {
-            a.tell(&ToAgent::Stop);
-            a.give_up_at = Some(now + AGENT_GRACE);
+        for i in 0..self.agents.len() {
+            let a = &mut self.agents[i];
+            if a.retry_at.is_some() {
+                let why = format!("host {}: its agent never started: {}", a.host, a.why_not());
+                self.lose(i, why);
+            } else if !a.done {
+                a.tell(&ToAgent::Stop);
+                a.give_up_at = Some(now + AGENT_GRACE);
+            }
         }
     }
 
@@ -253,17 +304,26 @@ impl Cluster {
         if let Some(h) = &mut self.local {
             h.kill_all_now();
         }
-        for a in self.agents.iter_mut().filter(|a| !a.done) {
-            a.tell(&ToAgent::Kill);
+        for i in 0..self.agents.len() {
+            if self.agents[i].retry_at.is_some() {
+                let why = format!("host {}: its agent never started", self.agents[i].host);
+                self.lose(i, why);
+            } else if !self.agents[i].done {
+                self.agents[i].tell(&ToAgent::Kill);
+            }
         }
     }
 
-    /// Escalations due at `now`: the local grace, agents that did not answer.
+    /// Escalations due at `now`: the local grace, agents that did not answer,
+    /// agents whose step Slurm could not create yet.
     pub fn tick(&mut self, now: Instant) {
         if let Some(h) = &mut self.local {
             h.tick(now);
         }
         for i in 0..self.agents.len() {
+            if matches!(self.agents[i].retry_at, Some(t) if t <= now) {
+                self.start_again(i);
+            }
             let a = &self.agents[i];
             if a.stdout.is_some() && matches!(a.give_up_at, Some(t) if t <= now) {
                 let why = format!(
@@ -288,6 +348,7 @@ impl Cluster {
                     .filter(|a| a.stdout.is_some())
                     .filter_map(|a| a.give_up_at),
             )
+            .chain(self.agents.iter().filter_map(|a| a.retry_at))
             .min()
     }
 
@@ -302,6 +363,9 @@ impl Cluster {
             if let Some(f) = &a.stdout {
                 v.push((AGENT_PIPE_BASE + i, f.as_fd()));
             }
+            if let Some(f) = &a.stderr {
+                v.push((AGENT_ERR_BASE + i, f.as_fd()));
+            }
         }
         v.into_iter()
     }
@@ -309,7 +373,10 @@ impl Cluster {
     /// True when every pipe and channel has reached end of file.
     pub fn pipes_closed(&self) -> bool {
         self.local.as_ref().is_none_or(|h| h.pipes_closed())
-            && self.agents.iter().all(|a| a.stdout.is_none())
+            && self
+                .agents
+                .iter()
+                .all(|a| a.stdout.is_none() && a.stderr.is_none())
     }
 
     /// Reads a pipe or an agent's channel.
@@ -318,6 +385,10 @@ impl Cluster {
             if let Some(h) = &mut self.local {
                 h.read_pipe(id, stdout, stderr);
             }
+            return;
+        }
+        if id >= AGENT_ERR_BASE {
+            self.read_srun_messages(id - AGENT_ERR_BASE, stderr);
             return;
         }
         let i = id - AGENT_PIPE_BASE;
@@ -330,16 +401,10 @@ impl Cluster {
             match f.read(&mut buf) {
                 Ok(0) => {
                     a.stdout = None;
-                    if !a.done {
-                        let status = match a.child.try_wait() {
-                            Ok(Some(s)) => format!(" ({s})"),
-                            _ => String::new(),
-                        };
-                        let why = format!(
-                            "host {}: lost its agent{status}; its ranks are gone",
-                            a.host
-                        );
-                        self.lose(i, why);
+                    // Before the agent spoke, srun's last words (if still
+                    // to come) say whether Slurm only refused the step for now.
+                    if !a.done && (a.heard || a.stderr.is_none()) {
+                        self.settle(i);
                     }
                     return;
                 }
@@ -367,8 +432,96 @@ impl Cluster {
         }
     }
 
+    /// srun's messages for agent `i`: a refusal Slurm calls temporary is
+    /// kept (not shown); every other line goes to the launcher's stderr.
+    fn read_srun_messages(&mut self, i: usize, stderr: &mut Vec<u8>) {
+        let Some(a) = self.agents.get_mut(i) else {
+            return;
+        };
+        let Some(f) = a.stderr.as_mut() else { return };
+        let mut buf = [0u8; 16 * 1024];
+        let eof = loop {
+            match f.read(&mut buf) {
+                Ok(0) => break true,
+                Ok(n) => a.err_line.extend_from_slice(&buf[..n]),
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break false,
+                Err(_) => break true,
+            }
+        };
+        let whole = if eof {
+            a.err_line.len()
+        } else {
+            a.err_line
+                .iter()
+                .rposition(|&b| b == b'\n')
+                .map_or(0, |p| p + 1)
+        };
+        for line in a.err_line[..whole].split_inclusive(|&b| b == b'\n') {
+            let text = String::from_utf8_lossy(line);
+            match step_not_yet(&text) {
+                Some(reason) if !a.heard => a.not_yet = Some(reason.to_string()),
+                _ => stderr.extend_from_slice(line),
+            }
+        }
+        a.err_line.drain(..whole);
+        if eof {
+            a.stderr = None;
+            if a.stdout.is_none() && !a.done {
+                self.settle(i);
+            }
+        }
+    }
+
+    /// Agent `i`'s srun or remote shell has closed its channel and its
+    /// messages: start it again if Slurm only refused its step for now, else
+    /// count the host as lost.
+    fn settle(&mut self, i: usize) {
+        let a = &mut self.agents[i];
+        let status = match a.child.wait() {
+            Ok(s) => format!(" ({s})"),
+            Err(_) => String::new(),
+        };
+        if !a.heard && a.not_yet.is_some() && !self.stopping && a.starts < STEP_STARTS {
+            a.retry_at = Some(Instant::now() + STEP_RETRY);
+            return;
+        }
+        let why = if a.heard {
+            format!(
+                "host {}: lost its agent{status}; its ranks are gone",
+                a.host
+            )
+        } else {
+            format!(
+                "host {}: its agent did not start{status}{}",
+                a.host,
+                a.why_not()
+            )
+        };
+        self.lose(i, why);
+    }
+
+    /// Asks srun again for agent `i`'s step.
+    fn start_again(&mut self, i: usize) {
+        let Some(spec) = &self.spec else { return };
+        let a = &mut self.agents[i];
+        a.retry_at = None;
+        match spawn_agent(spec, &a.host, a.plan.clone()) {
+            Ok(mut fresh) => {
+                fresh.starts = a.starts + 1;
+                fresh.not_yet = a.not_yet.take();
+                *a = fresh;
+            }
+            Err(e) => {
+                let why = format!("host {}: cannot start its agent again: {e}", a.host);
+                self.lose(i, why);
+            }
+        }
+    }
+
     fn on_agent(&mut self, i: usize, msg: FromAgent, stdout: &mut Vec<u8>, stderr: &mut Vec<u8>) {
         let a = &mut self.agents[i];
+        a.heard = true;
         match msg {
             FromAgent::Started { pids } => a.pids = pids,
             FromAgent::Output { stderr: e, data } => {
@@ -414,6 +567,7 @@ impl Cluster {
         a.stdout = None;
         a.stdin = None;
         a.done = true;
+        a.retry_at = None;
         if let Some(pid) = Pid::from_raw(a.child.id() as i32) {
             if matches!(a.child.try_wait(), Ok(None)) {
                 let _ = rustix::process::kill_process(pid, Signal::KILL);
@@ -445,6 +599,7 @@ impl Cluster {
         }
         for a in &mut self.agents {
             a.stdout = None;
+            a.stderr = None;
         }
     }
 }
@@ -498,7 +653,25 @@ pub fn start_hosts(
     Cluster::start(plan, spec, &placement, &local_control, &remote_control)
 }
 
-fn spawn_agent(spec: &RemoteSpec, host: &str, plan: &HostPlan) -> std::io::Result<Agent> {
+/// The reason in srun's line if it is srun's refusal to create a step for a
+/// reason Slurm itself retries (`launch_common_step_retry_errno`: the job
+/// is suspended, the nodes or ports are busy, the controller is slow, its
+/// prolog still runs).
+fn step_not_yet(line: &str) -> Option<&str> {
+    const FOR_NOW: [&str; 5] = [
+        "Requested operation is presently disabled",
+        "Requested nodes are busy",
+        "Resource temporarily unavailable",
+        "Socket timed out on send/recv operation",
+        "PrologSlurmctld is still running",
+    ];
+    let (_, reason) = line.split_once("Unable to create step for job ")?;
+    let (_, reason) = reason.split_once(": ")?;
+    let reason = reason.trim_end();
+    FOR_NOW.contains(&reason).then_some(reason)
+}
+
+fn spawn_agent(spec: &RemoteSpec, host: &str, plan: HostPlan) -> std::io::Result<Agent> {
     let program = match &spec.agent_program {
         Some(p) => p.clone(),
         None => std::env::current_exe()?,
@@ -516,11 +689,13 @@ fn spawn_agent(spec: &RemoteSpec, host: &str, plan: &HostPlan) -> std::io::Resul
         Starter::Srun => {
             let mut c = Command::new("srun");
             // --unbuffered: the agent's frames must pass as they are written.
+            // --immediate: one ask for the step (see Starter::Srun).
             c.args([
                 "--nodes=1",
                 "--ntasks=1",
                 "--overlap",
                 "--whole",
+                "--immediate=1",
                 "--unbuffered",
                 "--kill-on-bad-exit=1",
                 "--quiet",
@@ -533,9 +708,14 @@ fn spawn_agent(spec: &RemoteSpec, host: &str, plan: &HostPlan) -> std::io::Resul
             c
         }
     };
+    let srun = spec.starter == Starter::Srun;
     cmd.stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
+        .stderr(if srun {
+            Stdio::piped()
+        } else {
+            Stdio::inherit()
+        })
         // Its own group: a terminal's Ctrl-C reaches the launcher only, which
         // relays it as Stop.
         .process_group(0);
@@ -563,22 +743,11 @@ fn spawn_agent(spec: &RemoteSpec, host: &str, plan: &HostPlan) -> std::io::Resul
     }
     let mut child = cmd.spawn()?;
     let stdout = child.stdout.take().map(OwnedFd::from).map(File::from);
-    if let Some(f) = &stdout {
+    let stderr = child.stderr.take().map(OwnedFd::from).map(File::from);
+    for f in stdout.iter().chain(&stderr) {
         rustix::io::ioctl_fionbio(f, true)?;
     }
-    let mut agent = Agent {
-        host: host.to_string(),
-        stdin: child.stdin.take(),
-        child,
-        stdout,
-        decoder: FrameDecoder::new(),
-        ranks: plan.ranks.clone(),
-        pids: Vec::new(),
-        ended: vec![false; plan.ranks.len()],
-        done: false,
-        give_up_at: None,
-    };
-    agent.tell(&ToAgent::Start {
+    let start = ToAgent::Start {
         job: plan.job.clone(),
         host: plan.host.clone(),
         node: plan.node,
@@ -586,7 +755,27 @@ fn spawn_agent(spec: &RemoteSpec, host: &str, plan: &HostPlan) -> std::io::Resul
         ranks: plan.ranks.clone(),
         env: plan.env.clone(),
         tag_output: plan.tag_output,
-    });
+    };
+    let mut agent = Agent {
+        host: host.to_string(),
+        stdin: child.stdin.take(),
+        child,
+        stdout,
+        stderr,
+        err_line: Vec::new(),
+        heard: false,
+        not_yet: None,
+        retry_at: None,
+        starts: 1,
+        decoder: FrameDecoder::new(),
+        ranks: plan.ranks.clone(),
+        pids: Vec::new(),
+        ended: vec![false; plan.ranks.len()],
+        done: false,
+        give_up_at: None,
+        plan,
+    };
+    agent.tell(&start);
     if agent.stdin.is_none() {
         let _ = agent.child.kill();
         let _ = agent.child.wait();
@@ -600,6 +789,28 @@ fn spawn_agent(spec: &RemoteSpec, host: &str, plan: &HostPlan) -> std::io::Resul
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn srun_refusals_for_now_are_told_from_failures() {
+        let disabled = "srun: error: Unable to create step for job 2: \
+                        Requested operation is presently disabled\n";
+        assert_eq!(
+            step_not_yet(disabled),
+            Some("Requested operation is presently disabled")
+        );
+        assert_eq!(
+            step_not_yet("srun: error: Unable to create step for job 7: Requested nodes are busy"),
+            Some("Requested nodes are busy")
+        );
+        for failure in [
+            "srun: error: Unable to create step for job 2: Invalid node name specified\n",
+            "srun: error: Unable to create step for job 2: Job/step already completing or completed\n",
+            "srun: error: n1: task 0: Exited with exit code 1\n",
+            "Requested operation is presently disabled\n",
+        ] {
+            assert_eq!(step_not_yet(failure), None, "{failure}");
+        }
+    }
 
     #[test]
     fn quoting() {

@@ -296,9 +296,7 @@ fn state(s: &Slurm, job: &str) -> String {
 /// A multi-host job under `kumi run`, stopped as a whole with `scontrol
 /// suspend` for 30 s and resumed, finishes with the right sums: no false
 /// deadlock, no peer declared lost, and the time stopped not counted as
-/// time blocked. (Two jobs under the gang scheduler are not tested yet: the
-/// second one's agent steps could wait forever to be created; see the
-/// README.)
+/// time blocked.
 #[test]
 fn a_suspended_job_finishes_right() {
     if slurm::skip_unless_root("a_suspended_job_finishes_right") {
@@ -370,4 +368,82 @@ fn a_suspended_job_finishes_right() {
             "wall {wall} s, blocked {blocked} s:\n{log}"
         );
     }
+}
+
+/// Two multi-host jobs under `kumi run` on the same nodes, time-shared by
+/// Slurm's gang scheduler (`PreemptMode=GANG`, 5 s slices, each node's CPUs
+/// oversubscribed twice): both run side by side (each has started before
+/// either ends: a step Slurm refuses while its job is suspended is asked
+/// for again, not left to srun's minute-long wait) and both finish with the
+/// right sums, without a deadlock report or a lost peer.
+#[test]
+fn two_jobs_under_the_gang_scheduler_both_finish() {
+    if slurm::skip_unless_root("two_jobs_under_the_gang_scheduler_both_finish") {
+        return;
+    }
+    let c = c_built();
+    let s = Slurm::start(3, 2);
+    let (kumi, ticks) = (bin("kumi"), c.join("ticks"));
+    let jobs: Vec<(String, PathBuf)> = ["gang-a", "gang-b"]
+        .iter()
+        .map(|name| {
+            submit(
+                &s,
+                name,
+                &["-N", "3", "-n", "6", "--oversubscribe"],
+                &format!(
+                    "{} run {} 1500\necho \"kumi run exited $?\"\n",
+                    kumi.display(),
+                    ticks.display()
+                ),
+            )
+        })
+        .collect();
+    let logs = || -> Vec<String> {
+        jobs.iter()
+            .map(|(_, o)| std::fs::read_to_string(o).unwrap_or_default())
+            .collect()
+    };
+    let t0 = Instant::now();
+    let (mut started, mut ended) = ([None; 2], [None; 2]);
+    let mut suspended = false;
+    while ended.iter().any(Option::is_none) {
+        let t = t0.elapsed();
+        for (k, (job, out)) in jobs.iter().enumerate() {
+            let st = state(&s, job);
+            suspended |= st == "S";
+            if started[k].is_none()
+                && std::fs::read_to_string(out).is_ok_and(|l| l.contains("step 0"))
+            {
+                started[k] = Some(t);
+            }
+            if ended[k].is_none() && st.is_empty() {
+                ended[k] = Some(t);
+            }
+        }
+        assert!(
+            t < Duration::from_secs(240),
+            "the jobs did not end:\n{}",
+            logs().join("\n---\n")
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let all = logs().join("\n---\n");
+    assert!(
+        suspended,
+        "the gang scheduler never suspended a job:\n{all}"
+    );
+    for log in logs() {
+        assert!(
+            log.contains("ticks ok") && log.contains("kumi run exited 0"),
+            "{all}"
+        );
+        assert!(!log.contains("deadlock") && !log.contains("lost"), "{all}");
+    }
+    let last_start = started.iter().flatten().max().copied();
+    let first_end = ended.iter().flatten().min().copied();
+    assert!(
+        matches!((last_start, first_end), (Some(s), Some(e)) if s < e),
+        "the jobs did not run side by side (started {started:?}, ended {ended:?}):\n{all}"
+    );
 }
