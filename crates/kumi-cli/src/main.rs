@@ -21,6 +21,7 @@ mod ps;
 mod run;
 mod startup;
 mod suite;
+mod supervise;
 mod top;
 
 const EXAMPLES: &str = "\
@@ -70,6 +71,9 @@ enum Command {
     /// through the remote shell.
     #[command(hide = true)]
     Agent,
+    /// (internal) The supervisor of a job `srun` started, started by its rank 0.
+    #[command(hide = true)]
+    Supervise(supervise::SuperviseArgs),
     /// Compile and link a C MPI program against kumi's libmpi (`--showme`
     /// prints the compiler command; `-static-mpi` links the library into the
     /// program). Also available as `mpicc`.
@@ -112,6 +116,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench::main(args),
         Command::BenchRank(args) => bench::rank_main(args),
         Command::Agent => kumi_launch::agent::main(),
+        Command::Supervise(args) => supervise::main(args),
         Command::Top(args) => top::main(args),
         Command::Ps(args) => ps::main(args),
         Command::Stacks(args) => debug::stacks_main(args),

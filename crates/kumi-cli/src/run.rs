@@ -207,22 +207,8 @@ pub struct RunArgs {
     #[arg(long)]
     pub tag_output: bool,
 
-    /// Report a deadlock once it has lasted this many seconds (0: never look).
-    #[arg(long, value_name = "SECONDS", default_value_t = 1.0)]
-    pub deadlock_timeout: f64,
-
-    /// On a deadlock: `abort` ends the job with exit code 86; `report` only
-    /// prints the report.
-    #[arg(long, value_name = "WHAT", default_value = "abort", value_parser = ["abort", "report"])]
-    pub on_deadlock: String,
-
-    /// Print per-rank statistics at the end (see SUPERVISION below).
-    #[arg(long)]
-    pub stats: bool,
-
-    /// Write the statistics as JSON to FILE at the end.
-    #[arg(long, value_name = "FILE")]
-    pub stats_json: Option<PathBuf>,
+    #[command(flatten)]
+    pub supervision: SupervisionArgs,
 
     /// Show the live monitor (`kumi top`) while the job runs.
     #[arg(long)]
@@ -295,6 +281,56 @@ pub struct RunArgs {
         allow_hyphen_values = true
     )]
     pub command: Vec<OsString>,
+}
+
+/// Deadlock detection and statistics: `kumi run`'s, and the supervisor's of a
+/// job `srun` started (`kumi supervise`).
+#[derive(Args, Debug, Clone)]
+pub struct SupervisionArgs {
+    /// Report a deadlock once it has lasted this many seconds (0: never look).
+    #[arg(long, value_name = "SECONDS", default_value_t = 1.0)]
+    pub deadlock_timeout: f64,
+
+    /// On a deadlock: `abort` ends the job with exit code 86; `report` only
+    /// prints the report.
+    #[arg(long, value_name = "WHAT", default_value = "abort", value_parser = ["abort", "report"])]
+    pub on_deadlock: String,
+
+    /// Print per-rank statistics at the end (see SUPERVISION below).
+    #[arg(long)]
+    pub stats: bool,
+
+    /// Write the statistics as JSON to FILE at the end.
+    #[arg(long, value_name = "FILE")]
+    pub stats_json: Option<PathBuf>,
+}
+
+impl SupervisionArgs {
+    /// The launcher's configuration, or why the arguments are wrong.
+    pub fn config(&self) -> Result<SupervisionConfig, String> {
+        let deadlock = seconds("--deadlock-timeout", self.deadlock_timeout)?;
+        Ok(SupervisionConfig {
+            deadlock_timeout: (!deadlock.is_zero()).then_some(deadlock),
+            on_deadlock: if self.on_deadlock == "report" {
+                OnDeadlock::Report
+            } else {
+                OnDeadlock::Abort
+            },
+            stats: self.stats,
+            stats_json: self.stats_json.clone(),
+        })
+    }
+}
+
+/// `t` seconds of option `what`, checked.
+fn seconds(what: &str, t: f64) -> Result<Duration, String> {
+    if t.is_finite() && (0.0..=1e6).contains(&t) {
+        Ok(Duration::from_secs_f64(t))
+    } else {
+        Err(format!(
+            "{what} {t}: give a number of seconds from 0 to 1000000"
+        ))
+    }
 }
 
 /// Runs the job (again from its newest checkpoint after a failure, as
@@ -503,26 +539,7 @@ fn job(args: &RunArgs, attempt: &Attempt) -> Result<Prepared, String> {
     for line in env.unknown() {
         eprintln!("kumi run: warning: {line}");
     }
-    let seconds = |what: &str, t: f64| {
-        if t.is_finite() && (0.0..=1e6).contains(&t) {
-            Ok(Duration::from_secs_f64(t))
-        } else {
-            Err(format!(
-                "{what} {t}: give a number of seconds from 0 to 1000000"
-            ))
-        }
-    };
-    let deadlock = seconds("--deadlock-timeout", args.deadlock_timeout)?;
-    let supervision = SupervisionConfig {
-        deadlock_timeout: (!deadlock.is_zero()).then_some(deadlock),
-        on_deadlock: if args.on_deadlock == "report" {
-            OnDeadlock::Report
-        } else {
-            OnDeadlock::Abort
-        },
-        stats: args.stats,
-        stats_json: args.stats_json.clone(),
-    };
+    let supervision = args.supervision.config()?;
     debug_assert_eq!(DEADLOCK_EXIT, 86, "documented in RUN_HELP");
     debug_assert_eq!(TIMEOUT_EXIT, 124, "documented in RUN_HELP");
     let mut job = Job::new(spec).supervision(supervision);

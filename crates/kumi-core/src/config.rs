@@ -95,6 +95,10 @@ vars! {
     "`auto`: when a host runs more ranks than it has cores, bind local rank i (and its progress thread) to the i-th allowed core modulo their number, so ranks taking turns on a core do not migrate (a turn costs ~2.6x less); `core`: always bind; `none`: never";
     "KUMI_BLOCKED_MS", Tuning, "100",
     "a rank blocked this long in one kumi call reports the wait (call, communicator, peer, tag, call site) to `kumi run`, which declares a deadlock when the blocked ranks can never continue for `--deadlock-timeout` seconds: it moves when a deadlock is reported, not whether";
+    "KUMI_SUPERVISOR", Tuning, "auto",
+    "under `srun` (no `kumi run` beside the ranks): `auto` has rank 0 start kumi's supervisor, the `kumi` program beside kumi's library (`lib/../bin` of an install) or on `PATH`, which gives the job `kumi run`'s deadlock detection, statistics and end of the job when a rank is killed; `off`: none; or the path of the `kumi` program to use";
+    "KUMI_SUPERVISE", Tuning, "(none)",
+    "under `srun`: the supervisor's options, as `kumi run` spells them: `--stats`, `--stats-json FILE`, `--deadlock-timeout SECONDS`, `--on-deadlock report`";
     "KUMI_PROGRESS", Tuning, "on",
     "`off`: no progress thread; messages move only inside kumi calls (see below)";
     "KUMI_PROGRESS_US", Tuning, "500",
@@ -537,6 +541,17 @@ pub struct Net {
     pub udp_stats: bool,
 }
 
+/// Who supervises a job that a process manager started (`KUMI_SUPERVISOR`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Supervisor {
+    /// The `kumi` program beside kumi's library, else on `PATH`.
+    Auto,
+    /// No supervisor.
+    Off,
+    /// This `kumi` program.
+    Program(std::path::PathBuf),
+}
+
 /// Every tuning variable of a rank, parsed once at start and passed down.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Tuning {
@@ -556,6 +571,10 @@ pub struct Tuning {
     pub bind: Bind,
     /// `KUMI_BLOCKED_MS`.
     pub blocked_ms: u64,
+    /// `KUMI_SUPERVISOR`: who supervises a job a process manager started.
+    pub supervisor: Supervisor,
+    /// `KUMI_SUPERVISE`: the supervisor's options, one word each.
+    pub supervise: Vec<String>,
     /// Shared memory.
     pub shm: Shm,
     /// Collectives.
@@ -649,6 +668,16 @@ impl Tuning {
                 ],
             )?,
             blocked_ms: env.count("KUMI_BLOCKED_MS", 100)?,
+            supervisor: match env.get("KUMI_SUPERVISOR").map(str::trim) {
+                None | Some("auto") => Supervisor::Auto,
+                Some("off") => Supervisor::Off,
+                Some("") => return Err(env.err("KUMI_SUPERVISOR", "auto, off or a path")),
+                Some(path) => Supervisor::Program(path.into()),
+            },
+            supervise: env
+                .get("KUMI_SUPERVISE")
+                .map(|v| v.split_whitespace().map(String::from).collect())
+                .unwrap_or_default(),
             shm: Shm {
                 ring_bytes,
                 prefetch: env.count("KUMI_SHM_PREFETCH", 256)?,

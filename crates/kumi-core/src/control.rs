@@ -94,6 +94,13 @@ pub enum ToRank {
     },
     /// To a monitor: the job's state.
     Snapshot(crate::deadlock::Snapshot),
+    /// From the supervisor of a job a process manager started (`srun`),
+    /// which cannot signal the ranks: end now with this exit code (it has
+    /// printed why).
+    End {
+        /// The exit code.
+        code: i32,
+    },
 }
 
 /// One program of a job and the ranks that run it. A job is one or more

@@ -53,6 +53,7 @@ pub mod server;
 pub mod signals;
 pub mod slurm;
 pub mod spec;
+pub mod step;
 pub mod supervise;
 
 pub use job::{Job, JobIdentity};

@@ -186,6 +186,16 @@ impl ControlServer {
         self.connected.get(rank as usize).copied().unwrap_or(false)
     }
 
+    /// Whether `rank`'s channel is open now.
+    pub fn open(&self, rank: u32) -> bool {
+        self.by_rank.get(rank as usize).is_some_and(Option::is_some)
+    }
+
+    /// Sends `msg` to `rank` if its channel is open.
+    pub fn tell(&mut self, rank: u32, msg: &ToRank) {
+        self.send_rank(rank, msg);
+    }
+
     /// Whether `rank` has sent `Finalize`.
     pub fn finalized(&self, rank: u32) -> bool {
         self.finalized.get(rank as usize).copied().unwrap_or(false)

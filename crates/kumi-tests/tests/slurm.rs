@@ -28,8 +28,14 @@ fn c_built() -> PathBuf {
             "abort.c",
             "crash.c",
             "ticks.c",
+            "deadlock.c",
         ];
-        build("cc", "../kumi-mpi/tests/c", &["-O1", "-pthread"], &files)
+        build(
+            "cc",
+            "../kumi-mpi/tests/c",
+            &["-O1", "-g", "-pthread"],
+            &files,
+        )
     })
     .clone()
 }
@@ -135,9 +141,10 @@ fn srun_starts_c_fortran_and_rust_programs_across_nodes() {
     }
 }
 
-/// A rank that calls MPI_Abort, dies of a signal, or exits without
-/// finalizing ends the whole step at once (srun alone would let the other
-/// ranks wait forever), with one line naming the rank and the cause.
+/// A rank that calls MPI_Abort, dies of a signal, exits without finalizing
+/// or is killed with SIGKILL ends the whole step at once (srun alone would
+/// let the other ranks wait forever), with one line naming the rank and the
+/// cause (for SIGKILL, which no handler sees, the supervisor's).
 #[test]
 fn a_failing_rank_ends_the_srun_job_with_one_line_naming_it() {
     if slurm::skip_unless_root("a_failing_rank_ends_the_srun_job_with_one_line_naming_it") {
@@ -167,10 +174,24 @@ fn a_failing_rank_ends_the_srun_job_with_one_line_naming_it() {
             "kumi: rank 1 exited without finalizing kumi; ending the job",
         ),
         (
+            "--mpi=pmi2",
+            "crash",
+            "kill",
+            "kumi: rank 1 ended without finalizing kumi",
+        ),
+        (
             "--mpi=pmix",
             "abort",
             "",
             "kumi: rank 2 called abort with code 7",
+        ),
+        // (Slurm's PMIx plugin ends the step itself when a task is killed,
+        // often before the supervisor's grace is over.)
+        (
+            "--mpi=pmix",
+            "crash",
+            "kill",
+            "srun: error: n0: task 1: Killed",
         ),
         (
             "--mpi=pmix",
@@ -198,6 +219,94 @@ fn a_failing_rank_ends_the_srun_job_with_one_line_naming_it() {
             "{prog} {arg} took {:?}",
             t0.elapsed()
         );
+        no_supervisor_left();
+    }
+}
+
+/// Under `srun` (both plugins) rank 0's supervisor stands in for `kumi
+/// run`: a deadlock across two nodes is reported with each rank's call and
+/// source line and ends the step with exit code 86; `KUMI_SUPERVISE=--stats`
+/// prints the statistics table; `KUMI_SUPERVISOR=off` has none, and the
+/// job still runs.
+#[test]
+fn srun_jobs_get_deadlock_detection_and_statistics() {
+    if slurm::skip_unless_root("srun_jobs_get_deadlock_detection_and_statistics") {
+        return;
+    }
+    let c = c_built();
+    let s = Slurm::start(2, 2);
+    let (deadlock, p2p) = (c.join("deadlock"), c.join("p2p"));
+    for mpi in ["--mpi=pmi2", "--mpi=pmix"] {
+        let t0 = Instant::now();
+        let o = s.srun(&[
+            "-N",
+            "2",
+            "-n",
+            "3",
+            mpi,
+            deadlock.to_str().unwrap(),
+            "recv2",
+        ]);
+        let (out, err) = outputs(&o);
+        assert_eq!(o.status.code(), Some(86), "{mpi}: {out}\n{err}");
+        for e in [
+            "rank 0 waits in MPI_Recv on MPI_COMM_WORLD from rank 1, tag 7 (at ",
+            "rank 1 waits in MPI_Recv on MPI_COMM_WORLD from rank 0, tag 7 (at ",
+            "deadlock.c:38 in main)",
+            "ending every rank (exit code 86)",
+        ] {
+            assert!(err.contains(e), "{mpi}: no {e:?} in\n{err}");
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "{mpi}: took {:?}",
+            t0.elapsed()
+        );
+        no_supervisor_left();
+        let o = s
+            .on(0, "srun")
+            .args(["-N", "2", "-n", "3", mpi, p2p.to_str().unwrap()])
+            .env("KUMI_SUPERVISE", "--stats")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("srun");
+        let out = ok(&o, "p2p with --stats");
+        let (_, err) = outputs(&o);
+        assert!(
+            err.contains("communication fraction") && !err.contains("deadlock"),
+            "{mpi}: {out}{err}"
+        );
+        no_supervisor_left();
+    }
+    let o = s
+        .on(0, "srun")
+        .args(["-N", "2", "-n", "3", "--mpi=pmi2", p2p.to_str().unwrap()])
+        .env("KUMI_SUPERVISOR", "off")
+        .env("KUMI_SUPERVISE", "--stats")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("srun");
+    ok(&o, "p2p without a supervisor");
+    assert!(!outputs(&o).1.contains("communication fraction"));
+}
+
+/// Every supervisor has ended (within a few seconds of its job).
+fn no_supervisor_left() {
+    let t0 = Instant::now();
+    loop {
+        let o = std::process::Command::new("pgrep")
+            .args(["-f", "kumi supervise --job"])
+            .output()
+            .expect("pgrep");
+        if o.stdout.is_empty() {
+            return;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "supervisors left: {}",
+            String::from_utf8_lossy(&o.stdout)
+        );
+        std::thread::sleep(Duration::from_millis(100));
     }
 }
 

@@ -66,6 +66,7 @@ mod report;
 mod request;
 mod rma;
 mod services;
+mod supervisor;
 pub mod threads;
 mod watch;
 pub mod win;
@@ -230,8 +231,24 @@ fn start() -> Result<Universe> {
         }
         None => None,
     };
+    // Under a process manager rank 0 starts the supervisor `kumi run` would
+    // be, and publishes where it listens (empty: nowhere) with its card.
+    let supervisor = match &pmi {
+        Some(_) if id.size > 1 && id.rank == 0 => {
+            let ip = link
+                .as_ref()
+                .map_or(std::net::Ipv4Addr::LOCALHOST.into(), |l| {
+                    l.local_addr().ip()
+                });
+            Some(supervisor::start(&id, ip, &tuning).unwrap_or_default())
+        }
+        _ => None,
+    };
     if let Some(ex) = exchange(&mut control, &mut pmi) {
         ex.put(id.rank, "card", net::card(&id, link.as_ref()).into_bytes())?;
+        if let Some(addr) = supervisor {
+            ex.put(0, supervisor::KEY, addr.into_bytes())?;
+        }
         ex.fence()?;
     }
     let net_addr = link.as_ref().map(|t| t.local_addr());
@@ -253,6 +270,17 @@ fn start() -> Result<Universe> {
     if let Some(shm) = &shm {
         for &g in &globals {
             pids[g as usize] = shm.single_copy_pid(g).unwrap_or(0);
+        }
+    }
+    if let (None, Some(p)) = (&control, &mut pmi) {
+        if id.size > 1 {
+            let key = [(0, supervisor::KEY.to_string())];
+            match p.get_many(&key)?.pop().flatten() {
+                Some(addr) if !addr.is_empty() => {
+                    control = Some(supervisor::join(&id, &String::from_utf8_lossy(&addr))?);
+                }
+                _ => {}
+            }
         }
     }
     let control = control.map(|c| Arc::new(Mutex::new(c)));
@@ -471,7 +499,7 @@ fn abort_with(
 ) -> ! {
     let code = if code & 0xff == 0 { 1 } else { code & 0xff };
     match (control, pmi) {
-        (Some(c), _) => {
+        (Some(c), None) => {
             let _ = c
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -480,7 +508,7 @@ fn abort_with(
                     message: message.to_string(),
                 });
         }
-        (None, Some(p)) => {
+        (_, Some(p)) => {
             // The process manager ends the job but prints no reason: say it.
             eprintln!("kumi: rank {rank} called abort with code {code}: {message}; ending the job");
             p.lock()
