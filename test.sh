@@ -23,8 +23,8 @@ command -v gfortran >/dev/null || { apt-get update -qq && apt-get install -y -qq
 # The debugging tests (crates/kumi-tests/tests/debugging.rs) run gdb.
 command -v gdb >/dev/null || { apt-get update -qq && apt-get install -y -qq gdb >/dev/null; }
 # The install test (crates/kumi-tests/tests/install.rs) builds with CMake's
-# find_package(MPI) and asks pkg-config.
-command -v cmake >/dev/null && command -v pkg-config >/dev/null || { apt-get update -qq && apt-get install -y -qq cmake pkg-config >/dev/null; }
+# find_package(MPI) and Meson's dependency('mpi'), and asks pkg-config.
+command -v cmake >/dev/null && command -v meson >/dev/null && command -v pkg-config >/dev/null || { apt-get update -qq && apt-get install -y -qq cmake meson ninja-build pkg-config >/dev/null; }
 # The Slurm tests (crates/kumi-tests/tests/slurm.rs) start their own Slurm
 # cluster (private munged, slurmctld and slurmd's in test namespaces, removed
 # afterwards); apt starts no service here, and the tests start none of the

@@ -1,10 +1,11 @@
 //! `kumi install --prefix DIR`: the installed tree works from wherever it is
 //! moved. A C and a Fortran program built by CMake's `find_package(MPI)`
-//! from the moved tree (the project in `crates/kumi-tests/install`) run
-//! with its `mpiexec`; pkg-config finds the moved tree too.
+//! and by Meson's `dependency('mpi')` from the moved tree (the projects in
+//! `crates/kumi-tests/install`) run with its `mpiexec`; pkg-config finds the
+//! moved tree too.
 //!
-//! Needs the workspace built, CMake, gfortran and pkg-config (`test.sh`
-//! installs them).
+//! Needs the workspace built, CMake, Meson, gfortran and pkg-config
+//! (`test.sh` installs them).
 
 use kumi_tests::programs::outputs;
 use kumi_tests::{bin, text};
@@ -71,23 +72,35 @@ fn an_installed_tree_moved_elsewhere_builds_with_cmake_and_runs() {
         .output()
         .expect("make");
     assert!(o.status.success(), "make: {}", text(&o));
-    for (exe, n, says) in [
-        ("hello_c", "3", "hello from C: 3 ranks, sum 3"),
-        ("hello_f", "2", "hello from Fortran: 2 ranks, sum 1"),
-    ] {
-        let o = Command::new(moved.join("bin/mpiexec"))
-            .args(["-n", n])
-            .arg(build.join(exe))
-            .env("PATH", &path)
-            .env_remove("LD_LIBRARY_PATH")
-            .output()
-            .expect("mpiexec");
-        assert!(
-            o.status.success() && outputs(&o).0.contains(says),
-            "{exe}: {}",
-            text(&o)
-        );
-    }
+    runs_hellos(&moved, &build, &path);
+    // Meson asks pkg-config for Open MPI's `ompi-c` first, then the
+    // `mpicc` on PATH: as on a machine whose only MPI is kumi, the
+    // pkg-config files it sees are the tree's.
+    let meson_build = base.join("meson-build");
+    let o = Command::new("meson")
+        .arg("setup")
+        .arg(&meson_build)
+        .current_dir(&project)
+        .env("PATH", &path)
+        .env("PKG_CONFIG_LIBDIR", moved.join("lib/pkgconfig"))
+        .env_remove("LD_LIBRARY_PATH")
+        .output()
+        .expect("meson (test.sh installs it)");
+    let (out, _) = outputs(&o);
+    assert!(
+        o.status.success()
+            && out.contains(&format!("mpicc found: YES ({m}/bin/mpicc)"))
+            && out.contains(&format!("mpifort found: YES ({m}/bin/mpifort)")),
+        "meson setup: {}",
+        text(&o)
+    );
+    let o = Command::new("ninja")
+        .current_dir(&meson_build)
+        .env("PATH", &path)
+        .output()
+        .expect("ninja");
+    assert!(o.status.success(), "ninja: {}", text(&o));
+    runs_hellos(&moved, &meson_build, &path);
     let o = Command::new("pkg-config")
         .args(["--cflags", "--libs", "kumi"])
         .env("PKG_CONFIG_PATH", moved.join("lib/pkgconfig"))
@@ -100,4 +113,26 @@ fn an_installed_tree_moved_elsewhere_builds_with_cmake_and_runs() {
         text(&o)
     );
     let _ = std::fs::remove_dir_all(&base);
+}
+
+/// The C and Fortran hellos built in `build` run with the tree's `mpiexec`.
+fn runs_hellos(tree: &Path, build: &Path, path: &str) {
+    for (exe, n, says) in [
+        ("hello_c", "3", "hello from C: 3 ranks, sum 3"),
+        ("hello_f", "2", "hello from Fortran: 2 ranks, sum 1"),
+    ] {
+        let o = Command::new(tree.join("bin/mpiexec"))
+            .args(["-n", n])
+            .arg(build.join(exe))
+            .env("PATH", path)
+            .env_remove("LD_LIBRARY_PATH")
+            .output()
+            .expect("mpiexec");
+        assert!(
+            o.status.success() && outputs(&o).0.contains(says),
+            "{}: {}",
+            build.join(exe).display(),
+            text(&o)
+        );
+    }
 }
