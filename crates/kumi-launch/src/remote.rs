@@ -127,7 +127,6 @@ struct Agent {
     /// What the agent is told to start (sent again with each start).
     plan: HostPlan,
     decoder: FrameDecoder,
-    ranks: Vec<u32>,
     pids: Vec<u32>,
     ended: Vec<bool>,
     done: bool,
@@ -288,13 +287,9 @@ impl Cluster {
         }
         self.stopping = true;
         for i in 0..self.agents.len() {
-            let a = &mut self.agents[i];
-            if a.retry_at.is_some() {
-                let why = format!("host {}: its agent never started: {}", a.host, a.why_not());
-                self.lose(i, why);
-            } else if !a.done {
-                a.tell(&ToAgent::Stop);
-                a.give_up_at = Some(now + AGENT_GRACE);
+            if !self.never_started(i) && !self.agents[i].done {
+                self.agents[i].tell(&ToAgent::Stop);
+                self.agents[i].give_up_at = Some(now + AGENT_GRACE);
             }
         }
     }
@@ -305,10 +300,7 @@ impl Cluster {
             h.kill_all_now();
         }
         for i in 0..self.agents.len() {
-            if self.agents[i].retry_at.is_some() {
-                let why = format!("host {}: its agent never started", self.agents[i].host);
-                self.lose(i, why);
-            } else if !self.agents[i].done {
+            if !self.never_started(i) && !self.agents[i].done {
                 self.agents[i].tell(&ToAgent::Kill);
             }
         }
@@ -501,6 +493,18 @@ impl Cluster {
         self.lose(i, why);
     }
 
+    /// Gives up on agent `i` if it waits to be asked for again (the job is
+    /// ending): its ranks count as killed. True if it did.
+    fn never_started(&mut self, i: usize) -> bool {
+        if self.agents[i].retry_at.is_none() {
+            return false;
+        }
+        let a = &self.agents[i];
+        let why = format!("host {}: its agent never started{}", a.host, a.why_not());
+        self.lose(i, why);
+        true
+    }
+
     /// Asks srun again for agent `i`'s step.
     fn start_again(&mut self, i: usize) {
         let Some(spec) = &self.spec else { return };
@@ -534,7 +538,7 @@ impl Cluster {
                 signal,
                 call,
             } => {
-                let Some(k) = a.ranks.iter().position(|&r| r == rank) else {
+                let Some(k) = a.plan.ranks.iter().position(|&r| r == rank) else {
                     return;
                 };
                 if a.ended[k] {
@@ -574,7 +578,7 @@ impl Cluster {
             }
         }
         let _ = a.child.wait();
-        for (k, &rank) in a.ranks.iter().enumerate() {
+        for (k, &rank) in a.plan.ranks.iter().enumerate() {
             if !a.ended[k] {
                 a.ended[k] = true;
                 self.reaped.push(Reaped {
@@ -768,7 +772,6 @@ fn spawn_agent(spec: &RemoteSpec, host: &str, plan: HostPlan) -> std::io::Result
         retry_at: None,
         starts: 1,
         decoder: FrameDecoder::new(),
-        ranks: plan.ranks.clone(),
         pids: Vec::new(),
         ended: vec![false; plan.ranks.len()],
         done: false,

@@ -69,6 +69,7 @@ impl StepSupervisor {
             Supervision::new(self.supervision, &self.job, &self.program, self.size, start);
         let mut events = Vec::new();
         let mut gone = vec![false; self.size as usize];
+        let mut aborted = vec![false; self.size as usize];
         let mut lost: Option<(u32, Instant)> = None;
         let mut ending: Option<(i32, Instant)> = None;
         loop {
@@ -94,15 +95,20 @@ impl StepSupervisor {
                     ControlEvent::Dropped { rank, reason } => notices(&format!(
                         "dropped the control connection of rank {rank}: {reason}"
                     )),
-                    // Ranks under a process manager abort through it.
-                    ControlEvent::Abort { .. } => {}
+                    // Ranks under a process manager abort through it, which
+                    // ends the job; the rank's channel then closes unfinalized.
+                    ControlEvent::Abort { rank, .. } => {
+                        if let Some(a) = aborted.get_mut(rank as usize) {
+                            *a = true;
+                        }
+                    }
                 }
             }
             for r in 0..self.size {
                 if server.connected(r) && !server.open(r) && !gone[r as usize] {
                     gone[r as usize] = true;
                     watch.rank_ended(r);
-                    if !server.finalized(r) && lost.is_none() {
+                    if !server.finalized(r) && !aborted[r as usize] && lost.is_none() {
                         lost = Some((r, now));
                     }
                 }

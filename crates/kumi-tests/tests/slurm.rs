@@ -210,6 +210,11 @@ fn a_failing_rank_ends_the_srun_job_with_one_line_naming_it() {
         let (out, err) = outputs(&o);
         assert!(!o.status.success(), "{prog} {arg}: {out}{err}");
         assert_eq!(err.matches(says).count(), 1, "{prog} {arg}: {err}");
+        // The supervisor reports a loss only when nobody else said why.
+        assert!(
+            arg == "kill" || !err.contains("ended without finalizing"),
+            "{prog} {arg}: {err}"
+        );
         assert!(
             !out.contains("passed the barrier"),
             "{prog} {arg}: a rank went on: {out}"

@@ -508,7 +508,18 @@ fn abort_with(
                     message: message.to_string(),
                 });
         }
-        (_, Some(p)) => {
+        (c, Some(p)) => {
+            // Its supervisor, if any, hears it first: the channel's close
+            // that follows is no loss to report.
+            if let Some(c) = c {
+                let _ = c
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .send(&ToLauncher::Abort {
+                        code,
+                        message: message.to_string(),
+                    });
+            }
             // The process manager ends the job but prints no reason: say it.
             eprintln!("kumi: rank {rank} called abort with code {code}: {message}; ending the job");
             p.lock()
