@@ -498,37 +498,27 @@ fn abort_with(
     message: &str,
 ) -> ! {
     let code = if code & 0xff == 0 { 1 } else { code & 0xff };
-    match (control, pmi) {
-        (Some(c), None) => {
-            let _ = c
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .send(&ToLauncher::Abort {
-                    code,
-                    message: message.to_string(),
-                });
-        }
-        (c, Some(p)) => {
-            // Its supervisor, if any, hears it first: the channel's close
-            // that follows is no loss to report.
-            if let Some(c) = c {
-                let _ = c
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .send(&ToLauncher::Abort {
-                        code,
-                        message: message.to_string(),
-                    });
-            }
-            // The process manager ends the job but prints no reason: say it.
-            eprintln!("kumi: rank {rank} called abort with code {code}: {message}; ending the job");
-            p.lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .abort(&format!(
-                    "rank {rank} called abort with code {code}: {message}"
-                ));
-        }
-        (None, None) => eprintln!("kumi: rank {rank} aborted with code {code}: {message}"),
+    // The launcher, or the supervisor of a job a process manager started
+    // (whose channel's close that follows is then no loss to report).
+    if let Some(c) = control {
+        let _ = c
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .send(&ToLauncher::Abort {
+                code,
+                message: message.to_string(),
+            });
+    }
+    if let Some(p) = pmi {
+        // The process manager ends the job but prints no reason: say it.
+        eprintln!("kumi: rank {rank} called abort with code {code}: {message}; ending the job");
+        p.lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .abort(&format!(
+                "rank {rank} called abort with code {code}: {message}"
+            ));
+    } else if control.is_none() {
+        eprintln!("kumi: rank {rank} aborted with code {code}: {message}");
     }
     std::process::exit(code & 0xff)
 }
