@@ -255,7 +255,10 @@ fn hpl(out: &str) -> Result<Vec<Measured>, String> {
 
 /// The OSU micro-benchmarks: a header `# Size  <what>` and rows of a size
 /// and the figure (further columns, as in `osu_mbw_mr`'s messages per
-/// second, are left out).
+/// second, are left out). The nonblocking collectives' table (`Overall(us)
+/// Compute(us) Pure Comm.(us) Overlap(%)`) gives two latencies per size:
+/// `overall` (start, the benchmark's computation, tests and wait) and
+/// `pure comm.` (the collective started and waited for at once).
 fn osu(out: &str) -> Result<Vec<Measured>, String> {
     let mut lines = out.lines();
     let header = lines
@@ -263,6 +266,9 @@ fn osu(out: &str) -> Result<Vec<Measured>, String> {
         .find(|l| l.trim_start().starts_with("# Size"))
         .ok_or("no `# Size` table in the output (not a benchmark with a table of sizes)")?;
     let what = header.trim_start()["# Size".len()..].trim();
+    if what.starts_with("Overall(us)") && what.contains("Pure Comm.(us)") {
+        return osu_nonblocking(lines);
+    }
     let metric = if what.contains("Latency") {
         "latency_us"
     } else if what.contains("Bandwidth") || what.starts_with("MB/s") {
@@ -291,6 +297,32 @@ fn osu(out: &str) -> Result<Vec<Measured>, String> {
             metric,
             value,
         });
+    }
+    if found.is_empty() {
+        return Err("the OSU table has no rows".into());
+    }
+    Ok(found)
+}
+
+/// The rows of an OSU nonblocking collective's table (see [`osu`]).
+fn osu_nonblocking<'a>(rows: impl Iterator<Item = &'a str>) -> Result<Vec<Measured>, String> {
+    let mut found = Vec::new();
+    for l in rows {
+        let t: Vec<&str> = l.split_whitespace().collect();
+        let [size, overall, _compute, pure, ..] = t[..] else {
+            continue;
+        };
+        let Ok(size) = size.parse::<usize>() else {
+            continue;
+        };
+        for (variant, v) in [("overall", overall), ("pure comm.", pure)] {
+            found.push(Measured {
+                variant: variant.into(),
+                size,
+                metric: "latency_us",
+                value: number(v, "an OSU figure")?,
+            });
+        }
     }
     if found.is_empty() {
         return Err("the OSU table has no rows".into());
@@ -440,6 +472,27 @@ Finished      1 tests with the following results:
         let mr = "# OSU MPI Multiple Bandwidth / Message Rate Test v7.3\n# Size                  MB/s        Messages/s\n1                       3.99        3993339.11\n";
         let m = Program::Osu("osu_mbw_mr".into()).parse(mr).unwrap();
         assert_eq!((m[0].metric, m[0].value), ("bandwidth_MBps", 3.99));
+        let nb = "# OSU MPI Non-blocking All-to-Allv Personalized Exchange Latency Test v5.3
+# Overall = Coll. Init + Compute + MPI_Test + MPI_Wait
+
+# Size           Overall(us)       Compute(us)    Pure Comm.(us)        Overlap(%)
+1                       2.56              1.51              1.10              4.18
+1024                    2.46              1.51              1.17             18.39
+";
+        let m = Program::Osu("osu_ialltoallv".into()).parse(nb).unwrap();
+        let got: Vec<_> = m
+            .iter()
+            .map(|x| (x.variant.as_str(), x.size, x.value))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("overall", 1, 2.56),
+                ("pure comm.", 1, 1.10),
+                ("overall", 1024, 2.46),
+                ("pure comm.", 1024, 1.17)
+            ]
+        );
         let e = Program::Osu("osu_init".into())
             .parse("# OSU MPI Init Test v7.3\nnprocs: 2, min: 10 ms\n")
             .unwrap_err();

@@ -895,11 +895,11 @@ fn block_of(count: usize, m: usize, elem: usize, j: usize) -> std::ops::Range<us
     start..start + (q + usize::from(j < r)) * elem
 }
 
-/// A nonblocking barrier or allreduce through the area, advanced by the
-/// engine's `progress` (so the progress thread serves it while the
-/// application computes). It publishes only once every earlier collective
-/// of the group has completed here (see `begin`), then completes when every
-/// member has published.
+/// A nonblocking barrier, allreduce or allgather(v) through the area,
+/// advanced by the engine's `progress` (so the progress thread serves it
+/// while the application computes). It publishes only once every earlier
+/// collective of the group has completed here (see `begin`), then completes
+/// when every member has published.
 pub(crate) struct Pending {
     area: usize,
     slots: Arc<[usize]>,
@@ -912,6 +912,15 @@ pub(crate) struct Pending {
     kind: u64,
     /// Allreduce: the contribution, then the result, and the operation.
     pub data: Option<(AlignedBuf, super::exec::ByteOp)>,
+    /// Allgather(v): this member's block, and where every member's goes.
+    gather: Option<Gather>,
+}
+
+/// The buffers of a nonblocking allgather(v): the program's, valid until
+/// the request completes (the caller's contract).
+struct Gather {
+    send: (*const u8, usize),
+    recv: Vec<(*mut u8, usize)>,
 }
 
 impl Pending {
@@ -922,7 +931,39 @@ impl Pending {
         g: &mut Group,
         data: Option<(AlignedBuf, super::exec::ByteOp)>,
     ) -> Pending {
-        let mut p = Pending {
+        let mut p = Pending::start_unpublished(g);
+        if let Some((buf, _)) = &data {
+            p.kind = kind(K_ALLREDUCE, 0, buf.bytes().len());
+        }
+        p.data = data;
+        // Publish at once if possible: the others may be waiting for it.
+        p.poll(e);
+        p
+    }
+
+    /// Starts an allgather(v) of `g`: member j's block lands in `recv[j]`
+    /// (this member's own is the caller's to copy), each at most one
+    /// payload half.
+    ///
+    /// # Safety
+    /// `send` readable and every `recv` segment but this member's writable
+    /// for its length until the collective completes; `recv` segments
+    /// overlap nothing.
+    pub unsafe fn start_allgather(
+        e: &mut Engine,
+        g: &mut Group,
+        send: (*const u8, usize),
+        recv: Vec<(*mut u8, usize)>,
+    ) -> Pending {
+        let mut p = Pending::start_unpublished(g);
+        p.kind = kind(K_ALLGATHER, 0, recv.iter().map(|&(_, n)| n).sum());
+        p.gather = Some(Gather { send, recv });
+        p.poll(e);
+        p
+    }
+
+    fn start_unpublished(g: &mut Group) -> Pending {
+        Pending {
             area: g.area,
             slots: g.slots.clone(),
             me: g.me,
@@ -930,15 +971,10 @@ impl Pending {
             completed: g.completed.clone(),
             published: false,
             done: false,
-            kind: match &data {
-                Some((buf, _)) => kind(K_ALLREDUCE, 0, buf.bytes().len()),
-                None => kind(K_BARRIER, 0, 0),
-            },
-            data,
-        };
-        // Publish at once if possible: the others may be waiting for it.
-        p.poll(e);
-        p
+            kind: kind(K_BARRIER, 0, 0),
+            data: None,
+            gather: None,
+        }
     }
 
     /// Advances; `true` once complete.
@@ -954,11 +990,16 @@ impl Pending {
             if self.completed.load(Ordering::Relaxed) + 1 < s {
                 return false;
             }
-            if let Some((buf, _)) = &self.data {
+            let own = match (&self.data, &self.gather) {
+                (Some((buf, _)), _) => Some(buf.bytes()),
+                // SAFETY: `send` is readable until completion (start_allgather).
+                (_, Some(g)) => Some(unsafe { std::slice::from_raw_parts(g.send.0, g.send.1) }),
+                _ => None,
+            };
+            if let Some(b) = own {
                 if !writable(&a, &self.slots, s) {
                     return false;
                 }
-                let b = buf.bytes();
                 a.write(mine, (s & 1) as usize, b.len(), 0, b);
             }
             let full = full_fence(shm, &self.slots);
@@ -975,6 +1016,16 @@ impl Pending {
             b.copy_from_slice(a.bytes(self.slots[last], half, n, 0, n));
             for k in (0..last).rev() {
                 op(a.bytes(self.slots[k], half, n, 0, n), b);
+            }
+        }
+        if let Some(g) = &self.gather {
+            let half = (s & 1) as usize;
+            for (j, &slot) in self.slots.iter().enumerate().filter(|&(j, _)| j != self.me) {
+                let (at, n) = g.recv[j];
+                let b = a.bytes(slot, half, n, 0, n);
+                // SAFETY: recv[j] is writable for n bytes until completion
+                // and overlaps nothing (start_allgather).
+                unsafe { kumi_transport::copy_bytes(b.as_ptr(), at, n) };
             }
         }
         self.completed.store(s, Ordering::Relaxed);
