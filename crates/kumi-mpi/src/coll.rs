@@ -1939,8 +1939,9 @@ mpi! {
             if sd.is_contiguous() && rd.is_contiguous() {
                 let send = read_only(in_bytes(even_segments(sendbuf, p, crate::state::count(sendcount)?, &sd), &sd));
                 let recv = in_bytes(even_segments(recvbuf, p, rn, &rd), &rd);
-                // SAFETY: MPI's contract (see `v::igatherv`).
-                let req = unsafe { c.ialltoallv_segments(&send, &recv) }?;
+                // SAFETY: MPI's contract (see `v::igatherv`); the blocks
+                // are even and `send` one span (`even_segments`).
+                let req = unsafe { c.ialltoall_segments(&send, &recv) }?;
                 return nb_request(Box::new(NbBytes::none(req)), comm, request);
             }
         }

@@ -2351,6 +2351,47 @@ impl Comm {
         unsafe { self.alltoallv_each(send, recv, Exec::Start) }.map(started)
     }
 
+    /// [`Comm::ialltoallv_segments`] for `MPI_Ialltoall`: where every block
+    /// is `send[0].1` bytes long and `send` is one span of memory, inside
+    /// one host, through the area when all blocks fit a payload half.
+    ///
+    /// # Safety
+    /// As for [`Comm::alltoallv_segments`], until the request completes.
+    #[doc(hidden)]
+    pub unsafe fn ialltoall_segments(
+        &self,
+        send: &[(*const u8, usize)],
+        recv: &[(*mut u8, usize)],
+    ) -> Result<CollRequest<u8>> {
+        let (p, me) = (self.size(), self.rank());
+        let block = send.first().map_or(0, |s| s.1);
+        let one_span = send
+            .iter()
+            .enumerate()
+            .all(|(j, &(at, n))| n == block && at == send[0].0.wrapping_add(j * block));
+        if send.len() != p || recv.len() != p || !one_span || recv.iter().any(|r| r.1 != block) {
+            // SAFETY: the caller's contract.
+            return unsafe { self.ialltoallv_segments(send, recv) };
+        }
+        let pending = self.shm_whole(Location::caller(), true, |e, g| {
+            (p * block <= g.payload).then(|| {
+                // SAFETY: the caller's contract.
+                Ok(unsafe {
+                    shm::Pending::start_alltoall(e, g, (send[0].0, p * block), recv.to_vec(), block)
+                })
+            })
+        })?;
+        match pending {
+            Some(pending) => {
+                // SAFETY: the caller's contract.
+                unsafe { copy_own(send[me].0, recv[me].0, block) };
+                Ok(self.start(Active::Shm(pending)))
+            }
+            // SAFETY: the caller's contract.
+            None => unsafe { self.ialltoallv_segments(send, recv) },
+        }
+    }
+
     /// # Safety
     /// As for [`Comm::alltoallv_segments`], until the collective completes.
     unsafe fn alltoallv_each(

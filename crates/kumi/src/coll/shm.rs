@@ -895,7 +895,7 @@ fn block_of(count: usize, m: usize, elem: usize, j: usize) -> std::ops::Range<us
     start..start + (q + usize::from(j < r)) * elem
 }
 
-/// A nonblocking barrier, allreduce or allgather(v) through the area,
+/// A nonblocking barrier, allreduce, allgather(v) or alltoall through the area,
 /// advanced by the engine's `progress` (so the progress thread serves it
 /// while the application computes). It publishes only once every earlier
 /// collective of the group has completed here (see `begin`), then completes
@@ -912,15 +912,20 @@ pub(crate) struct Pending {
     kind: u64,
     /// Allreduce: the contribution, then the result, and the operation.
     pub data: Option<(AlignedBuf, super::exec::ByteOp)>,
-    /// Allgather(v): this member's block, and where every member's goes.
+    /// Allgather(v) and alltoall: what this member publishes, and where
+    /// every member's block for it goes.
     gather: Option<Gather>,
 }
 
-/// The buffers of a nonblocking allgather(v): the program's, valid until
-/// the request completes (the caller's contract).
+/// The buffers of a nonblocking allgather(v) or alltoall: the program's,
+/// valid until the request completes (the caller's contract).
 struct Gather {
     send: (*const u8, usize),
     recv: Vec<(*mut u8, usize)>,
+    /// Alltoall: every member publishes one block of this length per
+    /// member, and this one reads the block at its own index; allgather:
+    /// each member's whole half is its block.
+    block: Option<usize>,
 }
 
 impl Pending {
@@ -957,7 +962,36 @@ impl Pending {
     ) -> Pending {
         let mut p = Pending::start_unpublished(g);
         p.kind = kind(K_ALLGATHER, 0, recv.iter().map(|&(_, n)| n).sum());
-        p.gather = Some(Gather { send, recv });
+        p.gather = Some(Gather {
+            send,
+            recv,
+            block: None,
+        });
+        p.poll(e);
+        p
+    }
+
+    /// Starts an alltoall of `g` with blocks of `block` bytes: `send` is
+    /// one block per member in group order (at most one payload half in
+    /// all), member j's block for this member lands in `recv[j]` (this
+    /// member's own is the caller's to copy).
+    ///
+    /// # Safety
+    /// As for [`Pending::start_allgather`].
+    pub unsafe fn start_alltoall(
+        e: &mut Engine,
+        g: &mut Group,
+        send: (*const u8, usize),
+        recv: Vec<(*mut u8, usize)>,
+        block: usize,
+    ) -> Pending {
+        let mut p = Pending::start_unpublished(g);
+        p.kind = kind(K_ALLTOALL, 0, send.1);
+        p.gather = Some(Gather {
+            send,
+            recv,
+            block: Some(block),
+        });
         p.poll(e);
         p
     }
@@ -1022,7 +1056,10 @@ impl Pending {
             let half = (s & 1) as usize;
             for (j, &slot) in self.slots.iter().enumerate().filter(|&(j, _)| j != self.me) {
                 let (at, n) = g.recv[j];
-                let b = a.bytes(slot, half, n, 0, n);
+                let b = match g.block {
+                    Some(block) => a.bytes(slot, half, g.send.1, self.me * block, n),
+                    None => a.bytes(slot, half, n, 0, n),
+                };
                 // SAFETY: recv[j] is writable for n bytes until completion
                 // and overlaps nothing (start_allgather).
                 unsafe { kumi_transport::copy_bytes(b.as_ptr(), at, n) };
