@@ -288,6 +288,39 @@ int main(int argc, char **argv) {
             for (int i = 0; i < rc[s]; i += 97) CHECK(bdst[rd[s] + i] == s * 1000000 + r * 10000 + i % 9973);
         for (int i = 0; i < (1 << 18); i += 101) CHECK(bc[i] == i * 7 + 3);
         for (int s = 0; s < n; s++) CHECK(ag[s * big] == s * 31 && ag[s * big + big - 1] == s * 31 + big - 1);
+        /* Long blocks that take several rounds through a host's collective
+         * area: an alltoall of 50021 ints a block and an uneven allgatherv
+         * of (r + 1) * 40009 ints, both started before either is waited
+         * for, every element checked. */
+        const int a2 = 50021;
+        int *xs = malloc(sizeof(int) * a2 * n), *xr = malloc(sizeof(int) * a2 * n);
+        int *vc = malloc(sizeof(int) * n), *vd = malloc(sizeof(int) * n);
+        int vtotal = 0;
+        for (int s = 0; s < n; s++) {
+            vc[s] = (s + 1) * 40009;
+            vd[s] = vtotal;
+            vtotal += vc[s];
+        }
+        int *vs = malloc(sizeof(int) * vc[r]), *vr = malloc(sizeof(int) * vtotal);
+        CHECK(xs && xr && vc && vd && vs && vr);
+        for (int i = 0; i < a2 * n; i++) xs[i] = r * 7000003 + i;
+        for (int i = 0; i < vc[r]; i++) vs[i] = r * 5000011 + i;
+        memset(xr, 0xff, sizeof(int) * a2 * n);
+        memset(vr, 0xff, sizeof(int) * vtotal);
+        MPI_Request q4[2];
+        OK(MPI_Ialltoall(xs, a2, MPI_INT, xr, a2, MPI_INT, MPI_COMM_WORLD, &q4[0]));
+        OK(MPI_Iallgatherv(vs, vc[r], MPI_INT, vr, vc, vd, MPI_INT, MPI_COMM_WORLD, &q4[1]));
+        OK(MPI_Waitall(2, q4, MPI_STATUSES_IGNORE));
+        for (int s = 0; s < n; s++)
+            for (int i = 0; i < a2; i++) CHECK(xr[s * a2 + i] == s * 7000003 + r * a2 + i);
+        for (int s = 0; s < n; s++)
+            for (int i = 0; i < vc[s]; i++) CHECK(vr[vd[s] + i] == s * 5000011 + i);
+        free(xs);
+        free(xr);
+        free(vc);
+        free(vd);
+        free(vs);
+        free(vr);
         free(bsrc);
         free(bdst);
         free(sc);

@@ -2196,13 +2196,13 @@ impl Comm {
     ) -> Result<CollRequest<u8>> {
         let (p, me) = (self.size(), self.rank());
         own_segment("recv", recv, p, me, send.1)?;
-        // Inside one host, blocks of at most a payload half each go through
-        // the area (every rank knows every length, so all decide alike).
+        // Inside one host, through the area, long blocks in rounds (every
+        // rank knows every length, so all count the same rounds).
         let pending = self.shm_whole(Location::caller(), true, |e, g| {
-            recv.iter().all(|&(_, n)| n <= g.payload).then(|| {
-                // SAFETY: the caller's contract.
-                Ok(unsafe { shm::Pending::start_allgather(e, g, send, recv.to_vec()) })
-            })
+            // SAFETY: the caller's contract.
+            Some(Ok(unsafe {
+                shm::Pending::start_allgather(e, g, send, recv.to_vec())
+            }))
         })?;
         if let Some(pending) = pending {
             // SAFETY: the caller's contract.
@@ -2353,7 +2353,7 @@ impl Comm {
 
     /// [`Comm::ialltoallv_segments`] for `MPI_Ialltoall`: where every block
     /// is `send[0].1` bytes long and `send` is one span of memory, inside
-    /// one host, through the area when all blocks fit a payload half.
+    /// one host, through the area (in rounds for long blocks).
     ///
     /// # Safety
     /// As for [`Comm::alltoallv_segments`], until the request completes.
@@ -2373,8 +2373,9 @@ impl Comm {
             // SAFETY: the caller's contract.
             return unsafe { self.ialltoallv_segments(send, recv) };
         }
+        // (Every member needs a share of a payload half of at least a byte.)
         let pending = self.shm_whole(Location::caller(), true, |e, g| {
-            (p * block <= g.payload).then(|| {
+            (g.payload >= p).then(|| {
                 // SAFETY: the caller's contract.
                 Ok(unsafe {
                     shm::Pending::start_alltoall(e, g, (send[0].0, p * block), recv.to_vec(), block)

@@ -904,7 +904,10 @@ pub(crate) struct Pending {
     area: usize,
     slots: Arc<[usize]>,
     me: usize,
+    /// The collective's sequence number (of the round under way).
     s: u64,
+    /// The last round's (`s` when there is one round).
+    last: u64,
     completed: Arc<AtomicU64>,
     published: bool,
     done: bool,
@@ -917,15 +920,64 @@ pub(crate) struct Pending {
     gather: Option<Gather>,
 }
 
-/// The buffers of a nonblocking allgather(v) or alltoall: the program's,
-/// valid until the request completes (the caller's contract).
+/// The buffers of a nonblocking allgather(v) or alltoall (the program's,
+/// valid until the request completes: the caller's contract), moved in
+/// rounds of at most `piece` bytes of each block, one collective sequence
+/// number each, as the blocking forms do.
 struct Gather {
     send: (*const u8, usize),
     recv: Vec<(*mut u8, usize)>,
-    /// Alltoall: every member publishes one block of this length per
-    /// member, and this one reads the block at its own index; allgather:
-    /// each member's whole half is its block.
+    /// Alltoall: the length of every block, `send` holding one per member;
+    /// each member publishes its pieces of all of them side by side and
+    /// this one reads the piece at its own index. Allgather: `None`, each
+    /// member's half is its own block's piece.
     block: Option<usize>,
+    /// Bytes of a block per round: a payload half (allgather), a member's
+    /// share of one (alltoall).
+    piece: usize,
+    /// The round under way.
+    round: usize,
+}
+
+impl Gather {
+    /// Bytes of a block of `n` in the round under way.
+    fn part(&self, n: usize) -> std::ops::Range<usize> {
+        let at = (self.round * self.piece).min(n);
+        at..at + (n - at).min(self.piece)
+    }
+
+    /// Writes this member's pieces of the round under way into its half,
+    /// and returns the round's kind.
+    fn write_own(&self, a: &CollArea<'_>, slot: usize, half: usize, members: usize) -> u64 {
+        // SAFETY: `send` is readable until completion (the caller's contract).
+        let send = unsafe { std::slice::from_raw_parts(self.send.0, self.send.1) };
+        match self.block {
+            None => {
+                let b = &send[self.part(send.len())];
+                a.write(slot, half, b.len(), 0, b);
+                let total = self.recv.iter().map(|&(_, n)| self.part(n).len()).sum();
+                kind(K_ALLGATHER, 0, total)
+            }
+            Some(block) => {
+                let r = self.part(block);
+                let total = members * r.len();
+                for j in 0..members {
+                    let b = &send[j * block + r.start..j * block + r.end];
+                    a.write(slot, half, total, j * r.len(), b);
+                }
+                kind(K_ALLTOALL, 0, total)
+            }
+        }
+    }
+
+    /// Rounds every member makes: the longest block in pieces.
+    fn rounds(&self) -> usize {
+        let longest = match self.block {
+            Some(block) => block,
+            None => self.recv.iter().map(|&(_, n)| n).max().unwrap_or(0),
+        };
+        longest.div_ceil(self.piece.max(1)).max(1)
+    }
 }
 
 impl Pending {
@@ -947,8 +999,8 @@ impl Pending {
     }
 
     /// Starts an allgather(v) of `g`: member j's block lands in `recv[j]`
-    /// (this member's own is the caller's to copy), each at most one
-    /// payload half.
+    /// (this member's own is the caller's to copy), in rounds of a payload
+    /// half.
     ///
     /// # Safety
     /// `send` readable and every `recv` segment but this member's writable
@@ -960,21 +1012,31 @@ impl Pending {
         send: (*const u8, usize),
         recv: Vec<(*mut u8, usize)>,
     ) -> Pending {
-        let mut p = Pending::start_unpublished(g);
-        p.kind = kind(K_ALLGATHER, 0, recv.iter().map(|&(_, n)| n).sum());
-        p.gather = Some(Gather {
+        let gather = Gather {
             send,
             recv,
             block: None,
-        });
+            piece: g.payload,
+            round: 0,
+        };
+        Pending::start_rounds(e, g, gather)
+    }
+
+    fn start_rounds(e: &mut Engine, g: &mut Group, gather: Gather) -> Pending {
+        let rounds = gather.rounds() as u64;
+        let mut p = Pending::start_unpublished(g);
+        // The rounds' sequence numbers, the first taken above.
+        g.take(rounds - 1);
+        p.last = p.s + rounds - 1;
+        p.gather = Some(gather);
         p.poll(e);
         p
     }
 
     /// Starts an alltoall of `g` with blocks of `block` bytes: `send` is
-    /// one block per member in group order (at most one payload half in
-    /// all), member j's block for this member lands in `recv[j]` (this
-    /// member's own is the caller's to copy).
+    /// one block per member in group order, member j's block for this
+    /// member lands in `recv[j]` (this member's own is the caller's to
+    /// copy), in rounds of a member's share of a payload half.
     ///
     /// # Safety
     /// As for [`Pending::start_allgather`].
@@ -985,15 +1047,14 @@ impl Pending {
         recv: Vec<(*mut u8, usize)>,
         block: usize,
     ) -> Pending {
-        let mut p = Pending::start_unpublished(g);
-        p.kind = kind(K_ALLTOALL, 0, send.1);
-        p.gather = Some(Gather {
+        let gather = Gather {
             send,
             recv,
             block: Some(block),
-        });
-        p.poll(e);
-        p
+            piece: g.payload / g.slots.len(),
+            round: 0,
+        };
+        Pending::start_rounds(e, g, gather)
     }
 
     fn start_unpublished(g: &mut Group) -> Pending {
@@ -1002,6 +1063,7 @@ impl Pending {
             slots: g.slots.clone(),
             me: g.me,
             s: g.take(1),
+            last: 0,
             completed: g.completed.clone(),
             published: false,
             done: false,
@@ -1013,28 +1075,35 @@ impl Pending {
 
     /// Advances; `true` once complete.
     pub fn poll(&mut self, e: &mut Engine) -> bool {
-        if self.done {
-            return true;
+        while !self.done {
+            if !self.poll_round(e) {
+                return false;
+            }
         }
+        true
+    }
+
+    /// Advances the round under way; `true` once it is complete.
+    fn poll_round(&mut self, e: &mut Engine) -> bool {
         let s = self.s;
         let shm = e.shm().expect("shared memory");
         let a = shm.segment().coll_area(self.area);
         let mine = self.slots[self.me];
+        let half = (s & 1) as usize;
         if !self.published {
             if self.completed.load(Ordering::Relaxed) + 1 < s {
                 return false;
             }
-            let own = match (&self.data, &self.gather) {
-                (Some((buf, _)), _) => Some(buf.bytes()),
-                // SAFETY: `send` is readable until completion (start_allgather).
-                (_, Some(g)) => Some(unsafe { std::slice::from_raw_parts(g.send.0, g.send.1) }),
-                _ => None,
-            };
-            if let Some(b) = own {
-                if !writable(&a, &self.slots, s) {
-                    return false;
-                }
-                a.write(mine, (s & 1) as usize, b.len(), 0, b);
+            let contributes = self.data.is_some() || self.gather.is_some();
+            if contributes && !writable(&a, &self.slots, s) {
+                return false;
+            }
+            if let Some((buf, _)) = &self.data {
+                let b = buf.bytes();
+                a.write(mine, half, b.len(), 0, b);
+            }
+            if let Some(g) = &self.gather {
+                self.kind = g.write_own(&a, mine, half, self.slots.len());
             }
             let full = full_fence(shm, &self.slots);
             publish(&a, &self.slots, mine, s, self.kind, full, |j| shm.wake(j));
@@ -1045,28 +1114,38 @@ impl Pending {
         }
         if let Some((buf, op)) = &mut self.data {
             let b = buf.bytes_mut();
-            let (n, half) = (b.len(), (s & 1) as usize);
+            let n = b.len();
             let last = self.slots.len() - 1;
             b.copy_from_slice(a.bytes(self.slots[last], half, n, 0, n));
             for k in (0..last).rev() {
                 op(a.bytes(self.slots[k], half, n, 0, n), b);
             }
         }
-        if let Some(g) = &self.gather {
-            let half = (s & 1) as usize;
+        if let Some(g) = &mut self.gather {
+            let m = self.slots.len();
             for (j, &slot) in self.slots.iter().enumerate().filter(|&(j, _)| j != self.me) {
-                let (at, n) = g.recv[j];
+                let (to, n) = g.recv[j];
+                let r = g.part(n);
                 let b = match g.block {
-                    Some(block) => a.bytes(slot, half, g.send.1, self.me * block, n),
-                    None => a.bytes(slot, half, n, 0, n),
+                    Some(block) => {
+                        let piece = g.part(block).len();
+                        a.bytes(slot, half, m * piece, self.me * piece, piece)
+                    }
+                    None => a.bytes(slot, half, r.len(), 0, r.len()),
                 };
                 // SAFETY: recv[j] is writable for n bytes until completion
-                // and overlaps nothing (start_allgather).
-                unsafe { kumi_transport::copy_bytes(b.as_ptr(), at, n) };
+                // and overlaps nothing (the caller's contract); `r` is in it.
+                unsafe { kumi_transport::copy_bytes(b.as_ptr(), to.add(r.start), b.len()) };
             }
+            g.round += 1;
         }
         self.completed.store(s, Ordering::Relaxed);
-        self.done = true;
+        if s >= self.last {
+            self.done = true;
+        } else {
+            self.s += 1;
+            self.published = false;
+        }
         true
     }
 }
