@@ -234,7 +234,7 @@ pub(crate) fn progress(e: &mut Engine) -> Result<usize> {
                     if !p.poll(e) {
                         return true;
                     }
-                    Ok(p.data.take().map(|(buf, _)| buf))
+                    Ok(p.data.take().map(|(buf, _)| buf).or_else(|| p.kept.take()))
                 }
                 Active::Sched(run) => match run.poll(e) {
                     Ok(false) => return true,
@@ -1353,8 +1353,13 @@ impl Comm {
             &mut work.bytes_mut()[me * n * elem..(me + 1) * n * elem],
             as_bytes(&send),
         );
+        let offsets = even_offsets(p * n, p, elem);
+        let work = match self.iallgather_in_area(work, &offsets)? {
+            Ok(started) => return Ok(started),
+            Err(work) => work,
+        };
         let sched = sc::allgather_ring(&self.group(), me);
-        self.start_sched(sched, work, even_offsets(p * n, p, elem), None, None)
+        self.start_sched(sched, work, offsets, None, None)
     }
 
     /// Starts a [`Comm::gather`] to `root` of `send` (the same length
@@ -1539,8 +1544,50 @@ impl Comm {
             &mut work.bytes_mut()[offsets[me]..offsets[me + 1]],
             as_bytes(&send),
         );
+        let work = match self.iallgather_in_area(work, &offsets)? {
+            Ok(started) => return Ok(started),
+            Err(work) => work,
+        };
         let sched = sc::allgather_ring(&self.group(), me);
         self.start_sched(sched, work, offsets, None, None)
+    }
+
+    /// Starts an allgather(v) in `work` (block j at `offsets[j]..offsets[j
+    /// + 1]`, this rank's own already there) through the collective area
+    /// when the communicator is one host's; else gives `work` back.
+    #[track_caller]
+    fn iallgather_in_area<T: Pod>(
+        &self,
+        work: AlignedBuf,
+        offsets: &[usize],
+    ) -> Result<std::result::Result<CollRequest<T>, AlignedBuf>> {
+        let me = self.rank();
+        let mut work = Some(work);
+        let pending = self.shm_whole(Location::caller(), true, |e, g| {
+            let mut w = work.take()?;
+            let base = w.bytes_mut().as_mut_ptr();
+            let recv: Vec<_> = offsets
+                .windows(2)
+                .map(|o| (base.wrapping_add(o[0]), o[1] - o[0]))
+                .collect();
+            let send = (recv[me].0.cast_const(), recv[me].1);
+            // SAFETY: the segments split `w`'s heap memory, which the
+            // Pending keeps (a move of the buffer does not move it) and
+            // nothing else touches until the collective completes; this
+            // rank's own block is its send.
+            let mut p = unsafe { shm::Pending::start_allgather(e, g, send, recv) };
+            p.kept = Some(w);
+            Some(Ok(p))
+        })?;
+        Ok(match (pending, work) {
+            (Some(p), _) => Ok(self.start(Active::Shm(p))),
+            (None, Some(w)) => Err(w),
+            (None, None) => {
+                return Err(Error::Protocol(
+                    "the collective area took a buffer and started nothing".into(),
+                ))
+            }
+        })
     }
 
     /// Starts a [`Comm::alltoallv`]: `send` holds `send_counts[j]` elements for

@@ -918,6 +918,9 @@ pub(crate) struct Pending {
     /// Allgather(v) and alltoall: what this member publishes, and where
     /// every member's block for it goes.
     gather: Option<Gather>,
+    /// A buffer of kumi's own that `gather` points into, kept until the
+    /// collective completes and then its result.
+    pub kept: Option<AlignedBuf>,
 }
 
 /// The buffers of a nonblocking allgather(v) or alltoall (the program's,
@@ -1070,6 +1073,7 @@ impl Pending {
             kind: kind(K_BARRIER, 0, 0),
             data: None,
             gather: None,
+            kept: None,
         }
     }
 
