@@ -275,11 +275,8 @@ fn start() -> Result<Universe> {
     if let (None, Some(p)) = (&control, &mut pmi) {
         if id.size > 1 {
             let key = [(0, supervisor::KEY.to_string())];
-            match p.get_many(&key)?.pop().flatten() {
-                Some(addr) if !addr.is_empty() => {
-                    control = Some(supervisor::join(&id, &String::from_utf8_lossy(&addr))?);
-                }
-                _ => {}
+            if let Some(addr) = p.get_many(&key)?.pop().flatten() {
+                control = supervisor::join(&id, &String::from_utf8_lossy(&addr));
             }
         }
     }

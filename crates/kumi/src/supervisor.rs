@@ -10,7 +10,6 @@
 //! deadlock, a rank killed), and the rank exits with the code at once.
 
 use crate::bootstrap::{Control, Identity, Stream};
-use crate::error::Result;
 use kumi_core::config::{Supervisor, Tuning};
 use kumi_core::control::{self, FrameDecoder, ToRank};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -98,20 +97,34 @@ pub(crate) fn start(id: &Identity, ip: std::net::IpAddr, tuning: &Tuning) -> Opt
     }
 }
 
-/// Every rank: connects to the supervisor at `addr` and starts the thread
-/// that obeys its [`ToRank::End`].
-pub(crate) fn join(id: &Identity, addr: &str) -> Result<Control> {
+/// Every rank: connects to the supervisor at `addr` (empty: there is none)
+/// and starts the thread that obeys its [`ToRank::End`]. A rank that cannot
+/// says so and runs unsupervised: the supervisor is a service to the job,
+/// not a condition of it.
+pub(crate) fn join(id: &Identity, addr: &str) -> Option<Control> {
+    if addr.is_empty() {
+        return None;
+    }
     let at = Identity {
         control: Some(addr.to_string()),
         ..id.clone()
     };
-    let c = Control::connect(&at)?;
-    let reader = c.sender()?;
-    std::thread::Builder::new()
-        .name("kumi-supervisor".into())
-        .spawn(move || obey(reader))
-        .map_err(|e| crate::error::Error::Bootstrap(format!("cannot start a thread: {e}")))?;
-    Ok(c)
+    let joined = Control::connect(&at).and_then(|c| {
+        let reader = c.sender()?;
+        std::thread::Builder::new()
+            .name("kumi-supervisor".into())
+            .spawn(move || obey(reader))
+            .map_err(|e| crate::error::Error::Bootstrap(format!("cannot start a thread: {e}")))?;
+        Ok(c)
+    });
+    joined
+        .inspect_err(|e| {
+            eprintln!(
+                "kumi: rank {}: cannot join the job's supervisor at {addr}: {e}; this rank runs unsupervised",
+                id.rank
+            )
+        })
+        .ok()
 }
 
 /// Waits for the supervisor's order to end; returns if it goes away.
