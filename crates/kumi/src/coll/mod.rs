@@ -1575,7 +1575,7 @@ impl Comm {
             // Pending keeps (a move of the buffer does not move it) and
             // nothing else touches until the collective completes; this
             // rank's own block is its send.
-            let mut p = unsafe { shm::Pending::start_allgather(e, g, send, recv) };
+            let mut p = unsafe { shm::Pending::start_gather(e, g, send, recv, None) };
             p.kept = Some(w);
             Some(Ok(p))
         })?;
@@ -2248,7 +2248,7 @@ impl Comm {
         let pending = self.shm_whole(Location::caller(), true, |e, g| {
             // SAFETY: the caller's contract.
             Some(Ok(unsafe {
-                shm::Pending::start_allgather(e, g, send, recv.to_vec())
+                shm::Pending::start_gather(e, g, send, recv.to_vec(), None)
             }))
         })?;
         if let Some(pending) = pending {
@@ -2425,7 +2425,13 @@ impl Comm {
             (g.payload >= p).then(|| {
                 // SAFETY: the caller's contract.
                 Ok(unsafe {
-                    shm::Pending::start_alltoall(e, g, (send[0].0, p * block), recv.to_vec(), block)
+                    shm::Pending::start_gather(
+                        e,
+                        g,
+                        (send[0].0, p * block),
+                        recv.to_vec(),
+                        Some(block),
+                    )
                 })
             })
         })?;

@@ -1001,31 +1001,34 @@ impl Pending {
         p
     }
 
-    /// Starts an allgather(v) of `g`: member j's block lands in `recv[j]`
-    /// (this member's own is the caller's to copy), in rounds of a payload
-    /// half.
+    /// Starts an allgather(v) of `g` (`block` `None`: member j's block
+    /// lands in `recv[j]`, in rounds of a payload half) or an alltoall
+    /// (`Some(block)`: `send` is one block of that length per member in
+    /// group order, and member j's block for this member lands in
+    /// `recv[j]`, in rounds of a member's share of a payload half). This
+    /// member's own block is the caller's to copy.
     ///
     /// # Safety
     /// `send` readable and every `recv` segment but this member's writable
     /// for its length until the collective completes; `recv` segments
     /// overlap nothing.
-    pub unsafe fn start_allgather(
+    pub unsafe fn start_gather(
         e: &mut Engine,
         g: &mut Group,
         send: (*const u8, usize),
         recv: Vec<(*mut u8, usize)>,
+        block: Option<usize>,
     ) -> Pending {
         let gather = Gather {
             send,
             recv,
-            block: None,
-            piece: g.payload,
+            block,
+            piece: match block {
+                None => g.payload,
+                Some(_) => g.payload / g.slots.len(),
+            },
             round: 0,
         };
-        Pending::start_rounds(e, g, gather)
-    }
-
-    fn start_rounds(e: &mut Engine, g: &mut Group, gather: Gather) -> Pending {
         let rounds = gather.rounds() as u64;
         let mut p = Pending::start_unpublished(g);
         // The rounds' sequence numbers, the first taken above.
@@ -1034,30 +1037,6 @@ impl Pending {
         p.gather = Some(gather);
         p.poll(e);
         p
-    }
-
-    /// Starts an alltoall of `g` with blocks of `block` bytes: `send` is
-    /// one block per member in group order, member j's block for this
-    /// member lands in `recv[j]` (this member's own is the caller's to
-    /// copy), in rounds of a member's share of a payload half.
-    ///
-    /// # Safety
-    /// As for [`Pending::start_allgather`].
-    pub unsafe fn start_alltoall(
-        e: &mut Engine,
-        g: &mut Group,
-        send: (*const u8, usize),
-        recv: Vec<(*mut u8, usize)>,
-        block: usize,
-    ) -> Pending {
-        let gather = Gather {
-            send,
-            recv,
-            block: Some(block),
-            piece: g.payload / g.slots.len(),
-            round: 0,
-        };
-        Pending::start_rounds(e, g, gather)
     }
 
     fn start_unpublished(g: &mut Group) -> Pending {
