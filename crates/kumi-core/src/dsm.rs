@@ -86,6 +86,11 @@ pub trait Store {
     }
     /// Sets what the application may do with page `p`.
     fn protect(&mut self, p: Page, prot: Prot);
+    /// Page `p`'s copy is on its way (the node sent for it): a store may
+    /// get ready to [`Store::install`] it, with time that is spent waiting
+    /// anyway. The protocol never calls this (its caller does, after
+    /// sending what the node asked); it changes nothing the protocol sees.
+    fn prepare(&mut self, _p: Page) {}
 }
 
 /// A message between nodes.

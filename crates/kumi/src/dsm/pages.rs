@@ -70,8 +70,11 @@ struct Views {
     /// The memory file (a duplicate of the segment's descriptor).
     file: OwnedFd,
     /// Pages the file has memory for (each bit set once a page was
-    /// installed; pages touched otherwise may have memory too).
+    /// installed or prepared; pages touched otherwise may have memory too).
     backed: Vec<u64>,
+    /// Each page's protection in the application view, as last set (the
+    /// view is mapped with none): a change to the same is no system call.
+    prot: Vec<Prot>,
 }
 
 impl Store for Views {
@@ -97,10 +100,11 @@ impl Store for Views {
     fn install(&mut self, p: Page, data: &[u8]) {
         let (word, bit) = (p as usize / 64, 1u64 << (p % 64));
         if self.backed[word] & bit == 0 {
-            // The page's first copy: writing it into the file gives the
-            // page its memory and fills it in one system call, where a copy
-            // through the engine view would first take a fault to get the
-            // memory (measured: docs/BENCHMARKS.md, "The remote page fault").
+            // The page's first copy, not prepared: writing it into the file
+            // gives the page its memory and fills it in one system call,
+            // where a copy through the engine view would first take a fault
+            // to get the memory (measured: docs/BENCHMARKS.md, "The remote
+            // page fault").
             self.backed[word] |= bit;
             let at = p as u64 * self.page as u64;
             if rustix::io::pwrite(&self.file, data, at).is_ok_and(|n| n == data.len()) {
@@ -109,7 +113,48 @@ impl Store for Views {
         }
         self.page_mut(p).copy_from_slice(data);
     }
+    /// While the page's copy travels: memory for it, mapped in both views,
+    /// and the application view already readable, so that the install is a
+    /// copy and the protocol's `protect(Read)` after it no system call.
+    /// Opening the page before its data is there is safe because nothing
+    /// can load from it meanwhile: only the segment's own thread may touch
+    /// the application view, and that thread is in the fault handler,
+    /// waiting for this copy (the engine itself uses the engine view only).
+    /// Each step is an optimization: if one fails (no memory now), the
+    /// install and the first load after it do the work, and report.
+    fn prepare(&mut self, p: Page) {
+        let (word, bit) = (p as usize / 64, 1u64 << (p % 64));
+        let off = p as usize * self.page;
+        if self.backed[word] & bit == 0 {
+            // SAFETY: one page of the engine view, a mapping this segment
+            // owns; populating changes no byte.
+            let r = unsafe {
+                rustix::mm::madvise(
+                    (self.eng + off) as *mut _,
+                    self.page,
+                    rustix::mm::Advice::LinuxPopulateWrite,
+                )
+            };
+            if r.is_err() {
+                return;
+            }
+            self.backed[word] |= bit;
+        }
+        self.protect(p, Prot::Read);
+        // SAFETY: one page of the application view, readable now; populating
+        // maps the file's page there and changes no byte.
+        let _ = unsafe {
+            rustix::mm::madvise(
+                (self.app + off) as *mut _,
+                self.page,
+                rustix::mm::Advice::LinuxPopulateRead,
+            )
+        };
+    }
     fn protect(&mut self, p: Page, prot: Prot) {
+        if std::mem::replace(&mut self.prot[p as usize], prot) == prot {
+            return;
+        }
         let flags = match prot {
             Prot::None => rustix::mm::MprotectFlags::empty(),
             Prot::Read => rustix::mm::MprotectFlags::READ,
@@ -181,6 +226,7 @@ impl<T: Value> Shared<T> {
             page,
             file: fd.try_clone().map_err(Error::Io)?,
             backed: vec![0; (bytes / page).div_ceil(64)],
+            prot: vec![Prot::None; bytes / page],
         };
         comm.engine().svc.dsm.open(
             id,

@@ -126,6 +126,12 @@ pub(crate) fn fault(e: &mut Engine, id: u32, page: Page, write: Option<bool>) ->
         "page",
         page,
     )?;
+    if !ready {
+        // The request is sent: the store gets ready while the page travels.
+        if let Some(s) = e.svc.dsm.segs.get_mut(&id) {
+            s.store.prepare(page);
+        }
+    }
     Ok(ready)
 }
 
