@@ -315,6 +315,53 @@ int main(int argc, char **argv) {
             for (int i = 0; i < a2; i++) CHECK(xr[s * a2 + i] == s * 7000003 + r * a2 + i);
         for (int s = 0; s < n; s++)
             for (int i = 0; i < vc[s]; i++) CHECK(vr[vd[s] + i] == s * 5000011 + i);
+        /* An alltoallv mixing blocks that fit a member's share of a host's
+         * collective area with longer ones (which go by messages) and empty
+         * ones: rank r sends 40009 ints to d where (r + d) % 3 == 0, 3 where
+         * it is 1, none where it is 2; in flight beside a second alltoallv
+         * of the same shape, every element checked. */
+        int *mc = malloc(sizeof(int) * n), *md = malloc(sizeof(int) * n);
+        int *nc = malloc(sizeof(int) * n), *nd = malloc(sizeof(int) * n);
+        CHECK(mc && md && nc && nd);
+        int mt = 0, nt = 0;
+        for (int d = 0; d < n; d++) {
+            int k = (r + d) % 3;
+            mc[d] = k == 0 ? 40009 : k == 1 ? 3 : 0; /* to d, and from d */
+            md[d] = mt;
+            mt += mc[d];
+            nd[d] = nt;
+            nc[d] = mc[d];
+            nt += nc[d] + 1; /* a gap of one int after each block received */
+        }
+        int *ms = malloc(sizeof(int) * (mt + 1)), *mr[2];
+        CHECK(ms);
+        for (int i = 0; i < mt; i++) ms[i] = r * 3000017 + i;
+        MPI_Request q5[2];
+        for (int k = 0; k < 2; k++) {
+            mr[k] = malloc(sizeof(int) * (nt + 1));
+            CHECK(mr[k]);
+            memset(mr[k], 0xff, sizeof(int) * (nt + 1));
+            OK(MPI_Ialltoallv(ms, mc, md, MPI_INT, mr[k], nc, nd, MPI_INT, MPI_COMM_WORLD, &q5[k]));
+        }
+        OK(MPI_Waitall(2, q5, MPI_STATUSES_IGNORE));
+        for (int k = 0; k < 2; k++) {
+            for (int s = 0; s < n; s++) {
+                /* Rank s's block for r starts where its blocks for 0..r-1 end. */
+                int from = 0;
+                for (int d = 0; d < r; d++) {
+                    int j = (s + d) % 3;
+                    from += j == 0 ? 40009 : j == 1 ? 3 : 0;
+                }
+                for (int i = 0; i < nc[s]; i++) CHECK(mr[k][nd[s] + i] == s * 3000017 + from + i);
+                CHECK(mr[k][nd[s] + nc[s]] == -1);
+            }
+            free(mr[k]);
+        }
+        free(ms);
+        free(mc);
+        free(md);
+        free(nc);
+        free(nd);
         free(xs);
         free(xr);
         free(vc);

@@ -176,6 +176,8 @@ struct CommInfo {
 pub(crate) enum Active {
     Sched(Run),
     Shm(shm::Pending),
+    /// Part through the area, the rest by messages; done when both are.
+    ShmAndSched(shm::Pending, Box<Run>),
 }
 
 /// Everything of collectives and combining that lives in the engine.
@@ -244,6 +246,17 @@ pub(crate) fn progress(e: &mut Engine) -> Result<usize> {
                         Err(x)
                     }
                 },
+                Active::ShmAndSched(p, run) => {
+                    let area = p.poll(e);
+                    match run.poll(e) {
+                        Ok(sent) if !(sent && area) => return true,
+                        Ok(_) => Ok(None),
+                        Err(x) => {
+                            run.abort(e);
+                            Err(x)
+                        }
+                    }
+                }
             };
             n += 1;
             if let Some(i) = e.svc.coll.abandoned.iter().position(|a| a == id) {
@@ -2394,8 +2407,45 @@ impl Comm {
         send: &[(*const u8, usize)],
         recv: &[(*mut u8, usize)],
     ) -> Result<CollRequest<u8>> {
+        let (p, me) = (self.size(), self.rank());
+        own_segment("send", send, p, me, recv.get(me).map_or(0, |r| r.1))?;
+        own_segment("recv", recv, p, me, send[me].1)?;
+        // Inside one host, the blocks of at most a member's share through
+        // the area in one pass, the longer ones by messages: both ends of a
+        // block know its length, so they agree on its way without a word.
+        let pending = self.shm_whole(Location::caller(), true, |e, g| {
+            let share = shm::alltoallv_share(g);
+            (share > 0).then(|| {
+                // SAFETY: the caller's contract.
+                let pending =
+                    unsafe { shm::Pending::start_alltoallv(e, g, send.to_vec(), recv.to_vec()) };
+                Ok((pending, share))
+            })
+        })?;
+        let Some((pending, share)) = pending else {
+            // SAFETY: the caller's contract.
+            return unsafe { self.alltoallv_each(send, recv, Exec::Start) }.map(started);
+        };
         // SAFETY: the caller's contract.
-        unsafe { self.alltoallv_each(send, recv, Exec::Start) }.map(started)
+        unsafe { copy_own(send[me].0, recv[me].0, send[me].1) };
+        // Every rank takes the message tag, used or not (as `run_rest`).
+        if (0..p).all(|j| j == me || send[j].1.max(recv[j].1) <= share) {
+            self.next_tag(&mut self.engine());
+            return Ok(self.start(Active::Shm(pending)));
+        }
+        let long = |from: usize, to: usize| match from == me {
+            true => send[to].1 > share,
+            false => recv[from].1 > share,
+        };
+        let sched = sc::alltoall_pairwise_some(&self.group(), me, &long);
+        let (_, wire) = self.wire()?;
+        let blocks = send
+            .iter()
+            .map(|&(b, n)| (b as *mut u8, n))
+            .chain(recv.iter().copied())
+            .collect();
+        let run = Run::new(sched, wire, Blocks::Each(blocks), None);
+        Ok(self.start(Active::ShmAndSched(pending, Box::new(run))))
     }
 
     /// [`Comm::ialltoallv_segments`] for `MPI_Ialltoall`: where every block

@@ -923,23 +923,32 @@ pub(crate) struct Pending {
     pub kept: Option<AlignedBuf>,
 }
 
-/// The buffers of a nonblocking allgather(v) or alltoall (the program's,
-/// valid until the request completes: the caller's contract), moved in
-/// rounds of at most `piece` bytes of each block, one collective sequence
-/// number each, as the blocking forms do.
+/// The buffers of a nonblocking allgather(v), alltoall or alltoallv (the
+/// program's, valid until the request completes: the caller's contract),
+/// moved in rounds of at most `piece` bytes of each block, one collective
+/// sequence number each, as the blocking forms do.
 struct Gather {
-    send: (*const u8, usize),
+    send: Sends,
     recv: Vec<(*mut u8, usize)>,
-    /// Alltoall: the length of every block, `send` holding one per member;
-    /// each member publishes its pieces of all of them side by side and
-    /// this one reads the piece at its own index. Allgather: `None`, each
-    /// member's half is its own block's piece.
-    block: Option<usize>,
     /// Bytes of a block per round: a payload half (allgather), a member's
     /// share of one (alltoall).
     piece: usize,
     /// The round under way.
     round: usize,
+}
+
+/// What a [`Gather`]'s member publishes.
+enum Sends {
+    /// Allgather: its own block, whose piece fills its half.
+    Own(*const u8, usize),
+    /// Alltoall: one block of `.1` bytes per member from `.0`, in group
+    /// order; each member publishes its pieces of all of them side by side
+    /// and this one reads the piece at its own index.
+    Blocks(*const u8, usize),
+    /// Alltoallv, one round: block j for member j where it fits a member's
+    /// share ([`scatterv_place`]), as the blocking form's first pass; the
+    /// longer ones are the caller's to move (both ends know which).
+    Each(Vec<(*const u8, usize)>),
 }
 
 impl Gather {
@@ -951,36 +960,84 @@ impl Gather {
 
     /// Writes this member's pieces of the round under way into its half,
     /// and returns the round's kind.
-    fn write_own(&self, a: &CollArea<'_>, slot: usize, half: usize, members: usize) -> u64 {
-        // SAFETY: `send` is readable until completion (the caller's contract).
-        let send = unsafe { std::slice::from_raw_parts(self.send.0, self.send.1) };
-        match self.block {
-            None => {
+    fn write_own(&self, a: &CollArea<'_>, slot: usize, half: usize, me: usize, m: usize) -> u64 {
+        match self.send {
+            Sends::Own(at, n) => {
+                // SAFETY: `send` is readable until completion (the caller's
+                // contract).
+                let send = unsafe { std::slice::from_raw_parts(at, n) };
                 let b = &send[self.part(send.len())];
                 a.write(slot, half, b.len(), 0, b);
                 let total = self.recv.iter().map(|&(_, n)| self.part(n).len()).sum();
                 kind(K_ALLGATHER, 0, total)
             }
-            Some(block) => {
+            Sends::Blocks(at, block) => {
+                // SAFETY: as above, `m` blocks.
+                let send = unsafe { std::slice::from_raw_parts(at, m * block) };
                 let r = self.part(block);
-                let total = members * r.len();
-                for j in 0..members {
+                let total = m * r.len();
+                for j in 0..m {
                     let b = &send[j * block + r.start..j * block + r.end];
                     a.write(slot, half, total, j * r.len(), b);
                 }
                 kind(K_ALLTOALL, 0, total)
             }
+            Sends::Each(ref send) => {
+                for (j, &(p, n)) in send.iter().enumerate().filter(|&(j, _)| j != me) {
+                    if let (Some((total, off)), 1..) = (scatterv_place(j, n, m, a_room(a)), n) {
+                        // SAFETY: as above, `n` bytes at `p`.
+                        a.write(slot, half, total, off, unsafe {
+                            std::slice::from_raw_parts(p, n)
+                        });
+                    }
+                }
+                // The blocking form's kind, saying no rounds follow.
+                kind(K_ALLTOALLV, 0, 0) | coll_area::KIND_OWN
+            }
+        }
+    }
+
+    /// Copies the round's pieces for this member out of the others' halves.
+    fn read_others(&self, a: &CollArea<'_>, slots: &[usize], half: usize, me: usize) {
+        let m = slots.len();
+        for (j, &slot) in slots.iter().enumerate().filter(|&(j, _)| j != me) {
+            let (to, n) = self.recv[j];
+            let (b, at) = match self.send {
+                Sends::Own(..) => {
+                    let r = self.part(n);
+                    (a.bytes(slot, half, r.len(), 0, r.len()), r.start)
+                }
+                Sends::Blocks(_, block) => {
+                    let piece = self.part(block).len();
+                    let b = a.bytes(slot, half, m * piece, me * piece, piece);
+                    (b, self.part(n).start)
+                }
+                Sends::Each(_) => match (scatterv_place(me, n, m, a_room(a)), n) {
+                    (Some((total, off)), 1..) => (a.bytes(slot, half, total, off, n), 0),
+                    _ => continue,
+                },
+            };
+            // SAFETY: recv[j] is writable for n bytes until completion and
+            // overlaps nothing (the caller's contract); the piece is in it.
+            unsafe { kumi_transport::copy_bytes(b.as_ptr(), to.add(at), b.len()) };
         }
     }
 
     /// Rounds every member makes: the longest block in pieces.
     fn rounds(&self) -> usize {
-        let longest = match self.block {
-            Some(block) => block,
-            None => self.recv.iter().map(|&(_, n)| n).max().unwrap_or(0),
+        let longest = match self.send {
+            Sends::Blocks(_, block) => block,
+            Sends::Own(..) => self.recv.iter().map(|&(_, n)| n).max().unwrap_or(0),
+            Sends::Each(_) => return 1,
         };
         longest.div_ceil(self.piece.max(1)).max(1)
     }
+}
+
+/// The bytes of a payload half an alltoallv shares among its members (the
+/// last 8 hold the blocking form's count of rounds).
+fn a_room(a: &CollArea<'_>) -> usize {
+    a.payload() - 8
 }
 
 impl Pending {
@@ -1019,14 +1076,40 @@ impl Pending {
         recv: Vec<(*mut u8, usize)>,
         block: Option<usize>,
     ) -> Pending {
+        let (send, piece) = match block {
+            None => (Sends::Own(send.0, send.1), g.payload),
+            Some(block) => (Sends::Blocks(send.0, block), g.payload / g.slots.len()),
+        };
+        Pending::start_rounds(e, g, send, recv, piece)
+    }
+
+    /// Starts an alltoallv of `g`'s blocks that fit a member's share of a
+    /// payload half ([`alltoallv_share`]; `send[j]` to member j, `recv[j]`
+    /// from it), in one round; the longer blocks, and this member's own,
+    /// are the caller's to move.
+    ///
+    /// # Safety
+    /// As for [`Pending::start_gather`], every `send` segment readable.
+    pub unsafe fn start_alltoallv(
+        e: &mut Engine,
+        g: &mut Group,
+        send: Vec<(*const u8, usize)>,
+        recv: Vec<(*mut u8, usize)>,
+    ) -> Pending {
+        Pending::start_rounds(e, g, Sends::Each(send), recv, 0)
+    }
+
+    fn start_rounds(
+        e: &mut Engine,
+        g: &mut Group,
+        send: Sends,
+        recv: Vec<(*mut u8, usize)>,
+        piece: usize,
+    ) -> Pending {
         let gather = Gather {
             send,
             recv,
-            block,
-            piece: match block {
-                None => g.payload,
-                Some(_) => g.payload / g.slots.len(),
-            },
+            piece,
             round: 0,
         };
         let rounds = gather.rounds() as u64;
@@ -1086,7 +1169,7 @@ impl Pending {
                 a.write(mine, half, b.len(), 0, b);
             }
             if let Some(g) = &self.gather {
-                self.kind = g.write_own(&a, mine, half, self.slots.len());
+                self.kind = g.write_own(&a, mine, half, self.me, self.slots.len());
             }
             let full = full_fence(shm, &self.slots);
             publish(&a, &self.slots, mine, s, self.kind, full, |j| shm.wake(j));
@@ -1105,21 +1188,7 @@ impl Pending {
             }
         }
         if let Some(g) = &mut self.gather {
-            let m = self.slots.len();
-            for (j, &slot) in self.slots.iter().enumerate().filter(|&(j, _)| j != self.me) {
-                let (to, n) = g.recv[j];
-                let r = g.part(n);
-                let b = match g.block {
-                    Some(block) => {
-                        let piece = g.part(block).len();
-                        a.bytes(slot, half, m * piece, self.me * piece, piece)
-                    }
-                    None => a.bytes(slot, half, r.len(), 0, r.len()),
-                };
-                // SAFETY: recv[j] is writable for n bytes until completion
-                // and overlaps nothing (the caller's contract); `r` is in it.
-                unsafe { kumi_transport::copy_bytes(b.as_ptr(), to.add(r.start), b.len()) };
-            }
+            g.read_others(&a, &self.slots, half, self.me);
             g.round += 1;
         }
         self.completed.store(s, Ordering::Relaxed);
