@@ -231,40 +231,9 @@ pub(crate) fn progress(e: &mut Engine) -> Result<usize> {
     if !e.svc.coll.active.is_empty() {
         let mut active = std::mem::take(&mut e.svc.coll.active);
         active.retain_mut(|(id, act)| {
-            let finished = match act {
-                Active::Shm(p) => {
-                    if !p.poll(e) {
-                        return true;
-                    }
-                    Ok(p.data.take().map(|(buf, _)| buf).or_else(|| p.kept.take()))
-                }
-                Active::Sched(run) => match run.poll(e) {
-                    Ok(false) => return true,
-                    Ok(true) => Ok(run.result()),
-                    Err(x) => {
-                        run.abort(e);
-                        Err(x)
-                    }
-                },
-                Active::ShmAndSched(p, run) => {
-                    let area = p.poll(e);
-                    match run.poll(e) {
-                        Ok(sent) if !(sent && area) => return true,
-                        Ok(_) => Ok(None),
-                        Err(x) => {
-                            run.abort(e);
-                            Err(x)
-                        }
-                    }
-                }
-            };
-            n += 1;
-            if let Some(i) = e.svc.coll.abandoned.iter().position(|a| a == id) {
-                e.svc.coll.abandoned.swap_remove(i);
-            } else {
-                e.svc.coll.done.insert(*id, finished);
-            }
-            false
+            let more = advance(e, *id, act);
+            n += usize::from(!more);
+            more
         });
         active.append(&mut e.svc.coll.active);
         e.svc.coll.active = active;
@@ -273,6 +242,44 @@ pub(crate) fn progress(e: &mut Engine) -> Result<usize> {
         n += combine::on_timer(e)?;
     }
     Ok(n)
+}
+
+/// Advances nonblocking collective `id`: `true` while it goes on; once it
+/// is over, its result is kept for its request (unless abandoned).
+fn advance(e: &mut Engine, id: u64, act: &mut Active) -> bool {
+    let finished = match act {
+        Active::Shm(p) => {
+            if !p.poll(e) {
+                return true;
+            }
+            Ok(p.data.take().map(|(buf, _)| buf).or_else(|| p.kept.take()))
+        }
+        Active::Sched(run) => match run.poll(e) {
+            Ok(false) => return true,
+            Ok(true) => Ok(run.result()),
+            Err(x) => {
+                run.abort(e);
+                Err(x)
+            }
+        },
+        Active::ShmAndSched(p, run) => {
+            let area = p.poll(e);
+            match run.poll(e) {
+                Ok(sent) if !(sent && area) => return true,
+                Ok(_) => Ok(None),
+                Err(x) => {
+                    run.abort(e);
+                    Err(x)
+                }
+            }
+        }
+    };
+    if let Some(i) = e.svc.coll.abandoned.iter().position(|&a| a == id) {
+        e.svc.coll.abandoned.swap_remove(i);
+    } else {
+        e.svc.coll.done.insert(id, finished);
+    }
+    false
 }
 
 pub(crate) use combine::on_frame as on_combine_frame;
@@ -918,11 +925,16 @@ impl Comm {
         ))))
     }
 
-    fn start<T: Pod>(&self, run: Active) -> CollRequest<T> {
+    /// A request for collective `run`, advanced once now: its first
+    /// messages go out in the call (an area part has published already), so
+    /// that the peers can work on them while this rank computes.
+    fn start<T: Pod>(&self, mut run: Active) -> CollRequest<T> {
         let mut e = self.engine();
         let id = e.svc.coll.next_nb;
         e.svc.coll.next_nb += 1;
-        e.svc.coll.active.push((id, run));
+        if matches!(run, Active::Shm(_)) || advance(&mut e, id, &mut run) {
+            e.svc.coll.active.push((id, run));
+        }
         CollRequest {
             engine: self.engine_rc().clone(),
             id: Some(id),
@@ -2426,11 +2438,11 @@ impl Comm {
             // SAFETY: the caller's contract.
             return unsafe { self.alltoallv_each(send, recv, Exec::Start) }.map(started);
         };
-        // SAFETY: the caller's contract.
-        unsafe { copy_own(send[me].0, recv[me].0, send[me].1) };
         // Every rank takes the message tag, used or not (as `run_rest`).
         if (0..p).all(|j| j == me || send[j].1.max(recv[j].1) <= share) {
             self.next_tag(&mut self.engine());
+            // SAFETY: the caller's contract.
+            unsafe { copy_own(send[me].0, recv[me].0, send[me].1) };
             return Ok(self.start(Active::Shm(pending)));
         }
         let long = |from: usize, to: usize| match from == me {
@@ -2445,7 +2457,13 @@ impl Comm {
             .chain(recv.iter().copied())
             .collect();
         let run = Run::new(sched, wire, Blocks::Each(blocks), None);
-        Ok(self.start(Active::ShmAndSched(pending, Box::new(run))))
+        let req = self.start(Active::ShmAndSched(pending, Box::new(run)));
+        // The own block after the messages' first round went out, so that
+        // the peers' copies run beside this one. The collective touches no
+        // byte of it.
+        // SAFETY: the caller's contract.
+        unsafe { copy_own(send[me].0, recv[me].0, send[me].1) };
+        Ok(req)
     }
 
     /// [`Comm::ialltoallv_segments`] for `MPI_Ialltoall`: where every block
