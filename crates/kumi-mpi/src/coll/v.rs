@@ -943,6 +943,24 @@ fn alltoallw<C: Entry, D: Entry>(
             ["sendcounts", "sdispls", "sendtypes"],
         )?
     };
+    let bytes = |segs: &[Seg]| -> Option<Vec<(*mut u8, usize)>> {
+        segs.iter()
+            .map(|(b, n, d)| {
+                d.is_contiguous()
+                    .then(|| (b.cast::<u8>(), d.packed_size(*n)))
+            })
+            .collect()
+    };
+    // Every type contiguous and not in place: an alltoallv over the
+    // program's own bytes (no packing, no copy out).
+    if !in_place(sendbuf) {
+        if let (Some(sb), Some(rb)) = (bytes(&send), bytes(&recv)) {
+            // SAFETY: MPI's contract: the segments stay valid, the send ones
+            // unwritten and the receive ones untouched, until completion.
+            let req = unsafe { c.ialltoallv_segments(&read_only(sb), &rb) }?;
+            return Ok(NbBytes::none(req));
+        }
+    }
     let sb: Vec<usize> = send.iter().map(|(_, n, d)| d.packed_size(*n)).collect();
     let rb: Vec<usize> = recv.iter().map(|(_, n, d)| d.packed_size(*n)).collect();
     let req = c.ialltoallv(pack_typed(&send), &sb, &rb)?;

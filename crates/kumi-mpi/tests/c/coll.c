@@ -331,6 +331,27 @@ int main(int argc, char **argv) {
             int *b = win + 4 * (n - 1 - i);
             CHECK(b[0] == i * 100 + r && b[1] == -i && b[2] == -7);
         }
+        /* Again with a strided send type (every other int of four) to every
+         * peer, received as 2 x MPI_INT: the packed way. */
+        MPI_Datatype every2;
+        OK(MPI_Type_vector(2, 1, 2, MPI_INT, &every2));
+        OK(MPI_Type_commit(&every2));
+        for (int j = 0; j < n; j++) {
+            wsc[j] = 1;
+            wst[j] = every2;
+            wrc[j] = 2;
+            wrt[j] = MPI_INT;
+            wout[4 * j] = r * 100 + j;
+            wout[4 * j + 1] = -9; /* skipped by the stride */
+            wout[4 * j + 2] = -r;
+        }
+        for (int i = 0; i < 4 * n; i++) win[i] = -7;
+        OK(MPI_Alltoallw(wout, wsc, wsd, wst, win, wrc, wrd, wrt, MPI_COMM_WORLD));
+        for (int i = 0; i < n; i++) {
+            int *b = win + 4 * (n - 1 - i);
+            CHECK(b[0] == i * 100 + r && b[1] == -i && b[2] == -7);
+        }
+        OK(MPI_Type_free(&every2));
         free(wsc); free(wsd); free(wrc); free(wrd); free(wst); free(wrt); free(wout); free(win);
         OK(MPI_Type_free(&two));
     }
