@@ -357,6 +357,37 @@ int main(int argc, char **argv) {
             }
             free(mr[k]);
         }
+        /* A gatherv to rank n - 1 and a scatterv from rank 0 of blocks of
+         * 40009 ints (beyond a collective area's half: messages), r + 1 ints
+         * and none (rank r: by r % 3), a gap of one int after each block at
+         * the root, both in flight at once, every element checked. */
+        int gr = n - 1, *gc = malloc(sizeof(int) * n), *gd = malloc(sizeof(int) * n), gt = 0;
+        CHECK(gc && gd);
+        for (int s = 0; s < n; s++) {
+            gc[s] = s % 3 == 0 ? 40009 : s % 3 == 1 ? s + 1 : 0;
+            gd[s] = gt;
+            gt += gc[s] + 1;
+        }
+        int *gs = malloc(sizeof(int) * (gc[r] + 1)), *ga = malloc(sizeof(int) * (gt + 1));
+        int *ss = malloc(sizeof(int) * (gt + 1)), *sr = malloc(sizeof(int) * (gc[r] + 1));
+        CHECK(gs && ga && ss && sr);
+        for (int i = 0; i < gc[r]; i++) gs[i] = r * 4000037 + i;
+        for (int i = 0; i < gt; i++) ga[i] = -1, ss[i] = i * 3 + 1;
+        for (int i = 0; i <= gc[r]; i++) sr[i] = -1;
+        MPI_Request q6[2];
+        OK(MPI_Igatherv(gs, gc[r], MPI_INT, ga, gc, gd, MPI_INT, gr, MPI_COMM_WORLD, &q6[0]));
+        OK(MPI_Iscatterv(ss, gc, gd, MPI_INT, sr, gc[r], MPI_INT, 0, MPI_COMM_WORLD, &q6[1]));
+        OK(MPI_Waitall(2, q6, MPI_STATUSES_IGNORE));
+        if (r == gr)
+            for (int s = 0; s < n; s++) {
+                for (int i = 0; i < gc[s]; i++) CHECK(ga[gd[s] + i] == s * 4000037 + i);
+                CHECK(ga[gd[s] + gc[s]] == -1);
+            }
+        else
+            CHECK(ga[0] == -1);
+        for (int i = 0; i < gc[r]; i++) CHECK(sr[i] == (gd[r] + i) * 3 + 1);
+        CHECK(sr[gc[r]] == -1);
+        free(gc); free(gd); free(gs); free(ga); free(ss); free(sr);
         free(ms);
         free(mc);
         free(md);

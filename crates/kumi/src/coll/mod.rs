@@ -816,6 +816,25 @@ impl Comm {
         }
     }
 
+    /// A nonblocking collective whose area part is `pending`, and whose
+    /// blocks the area could not carry go as messages (`blocks`: `None`
+    /// where this rank has none), as [`Comm::run_rest`] for the blocking
+    /// forms: every rank takes the message tag, used or not.
+    fn start_rest(
+        &self,
+        pending: shm::Pending,
+        blocks: Option<Vec<(*mut u8, usize)>>,
+        plan: impl FnOnce(&[usize]) -> Schedule,
+    ) -> Result<CollRequest<u8>> {
+        let Some(blocks) = blocks else {
+            self.next_tag(&mut self.engine());
+            return Ok(self.start(Active::Shm(pending)));
+        };
+        let (_, wire) = self.wire()?;
+        let run = Run::new(plan(&self.group()), wire, Blocks::Each(blocks), None);
+        Ok(self.start(Active::ShmAndSched(pending, Box::new(run))))
+    }
+
     /// [`Comm::run`] over blocks anywhere (which the caller keeps valid and
     /// otherwise untouched until this returns).
     fn run_blocks(
@@ -2438,26 +2457,21 @@ impl Comm {
             // SAFETY: the caller's contract.
             return unsafe { self.alltoallv_each(send, recv, Exec::Start) }.map(started);
         };
-        // Every rank takes the message tag, used or not (as `run_rest`).
-        if (0..p).all(|j| j == me || send[j].1.max(recv[j].1) <= share) {
-            self.next_tag(&mut self.engine());
-            // SAFETY: the caller's contract.
-            unsafe { copy_own(send[me].0, recv[me].0, send[me].1) };
-            return Ok(self.start(Active::Shm(pending)));
-        }
         let long = |from: usize, to: usize| match from == me {
             true => send[to].1 > share,
             false => recv[from].1 > share,
         };
-        let sched = sc::alltoall_pairwise_some(&self.group(), me, &long);
-        let (_, wire) = self.wire()?;
-        let blocks = send
-            .iter()
-            .map(|&(b, n)| (b as *mut u8, n))
-            .chain(recv.iter().copied())
-            .collect();
-        let run = Run::new(sched, wire, Blocks::Each(blocks), None);
-        let req = self.start(Active::ShmAndSched(pending, Box::new(run)));
+        let blocks = (0..p)
+            .any(|j| j != me && (long(me, j) || long(j, me)))
+            .then(|| {
+                send.iter()
+                    .map(|&(b, n)| (b as *mut u8, n))
+                    .chain(recv.iter().copied())
+                    .collect()
+            });
+        let req = self.start_rest(pending, blocks, |g| {
+            sc::alltoall_pairwise_some(g, me, &long)
+        })?;
         // The own block after the messages' first round went out, so that
         // the peers' copies run beside this one. The collective touches no
         // byte of it.

@@ -371,8 +371,44 @@ impl Comm {
         recv: &[(*mut u8, usize)],
         root: usize,
     ) -> Result<CollRequest<u8>> {
-        // SAFETY: the caller's contract.
-        unsafe { self.gatherv_each(send, recv, root, Exec::Start) }.map(started)
+        self.check_root(root)?;
+        let (p, me) = (self.size(), self.rank());
+        if me == root {
+            own_segment("recv", recv, p, me, send.1)?;
+        }
+        // Inside one host, the blocks of at most a payload half through the
+        // area in one pass, the longer ones as messages beside it (as
+        // `gatherv_segments`).
+        let pending = self.shm_whole(Location::caller(), true, |e, g| {
+            let recv = if me == root {
+                recv.to_vec()
+            } else {
+                Vec::new()
+            };
+            // SAFETY: the caller's contract.
+            let pending = unsafe { shm::Pending::start_gatherv(e, g, root, send, recv) };
+            Some(Ok((pending, g.payload)))
+        })?;
+        let Some((pending, payload)) = pending else {
+            // SAFETY: the caller's contract.
+            return unsafe { self.gatherv_each(send, recv, root, Exec::Start) }.map(started);
+        };
+        let long = |r: usize| (if r == me { send.1 } else { recv[r].1 }) > payload;
+        let blocks = if me == root {
+            (0..p).any(|r| r != root && long(r)).then(|| recv.to_vec())
+        } else {
+            // Only ever read: the schedule sends from it.
+            long(me).then(|| vec![(send.0 as *mut u8, send.1)])
+        };
+        let req = self.start_rest(pending, blocks, |g| {
+            sc::gather_linear_from(g, root, me, &long)
+        })?;
+        if me == root {
+            // SAFETY: the caller's contract; nothing in place. The
+            // collective touches no byte of it.
+            unsafe { copy_own(send.0, recv[me].0, send.1) };
+        }
+        Ok(req)
     }
 
     /// # Safety
@@ -517,8 +553,49 @@ impl Comm {
         recv: (*mut u8, usize),
         root: usize,
     ) -> Result<CollRequest<u8>> {
-        // SAFETY: the caller's contract.
-        unsafe { self.scatterv_each(send, recv, root, Exec::Start) }.map(started)
+        self.check_root(root)?;
+        let (p, me) = (self.size(), self.rank());
+        if me == root {
+            own_segment("send", send, p, me, recv.1)?;
+        }
+        // Inside one host, the blocks with a place in the root's half
+        // through the area in one pass, the others as messages beside it (as
+        // `scatterv_segments`).
+        let pending = self.shm_whole(Location::caller(), true, |e, g| {
+            let send = if me == root {
+                send.to_vec()
+            } else {
+                Vec::new()
+            };
+            // SAFETY: the caller's contract.
+            let pending = unsafe { shm::Pending::start_scatterv(e, g, root, send, recv) };
+            Some(Ok((pending, g.payload)))
+        })?;
+        let Some((pending, payload)) = pending else {
+            // SAFETY: the caller's contract.
+            return unsafe { self.scatterv_each(send, recv, root, Exec::Start) }.map(started);
+        };
+        let long = |r: usize| {
+            let n = if r == me { recv.1 } else { send[r].1 };
+            shm::scatterv_place(r, n, p, payload).is_none()
+        };
+        let blocks = if me == root {
+            // Only ever read: the schedule sends from them.
+            (0..p)
+                .any(|r| r != root && long(r))
+                .then(|| send.iter().map(|&(b, n)| (b as *mut u8, n)).collect())
+        } else {
+            long(me).then(|| vec![recv])
+        };
+        let req = self.start_rest(pending, blocks, |g| {
+            sc::scatter_linear_to(g, root, me, &long)
+        })?;
+        if me == root {
+            // SAFETY: the caller's contract; nothing in place. The
+            // collective touches no byte of it.
+            unsafe { copy_own(send[me].0, recv.0, recv.1) };
+        }
+        Ok(req)
     }
 
     /// # Safety

@@ -949,6 +949,15 @@ enum Sends {
     /// share ([`scatterv_place`]), as the blocking form's first pass; the
     /// longer ones are the caller's to move (both ends know which).
     Each(Vec<(*const u8, usize)>),
+    /// Gatherv to member `root`, one round: a block of at most a payload
+    /// half, as the blocking form ([`gather`]); `recv` is the root's
+    /// segments (empty elsewhere). Longer blocks are the caller's.
+    ToRoot(usize, (*const u8, usize)),
+    /// Scatterv from member `root`, one round: the blocks with a place in
+    /// the root's half ([`scatterv_place`]), as the blocking form
+    /// ([`scatter`]); the root's `send` (empty elsewhere), and `recv` this
+    /// member's one segment. The others are the caller's.
+    FromRoot(usize, Vec<(*const u8, usize)>),
 }
 
 impl Gather {
@@ -994,12 +1003,93 @@ impl Gather {
                 // The blocking form's kind, saying no rounds follow.
                 kind(K_ALLTOALLV, 0, 0) | coll_area::KIND_OWN
             }
+            Sends::ToRoot(root, (p, n)) => {
+                if me != root && (1..=a.payload()).contains(&n) {
+                    // SAFETY: as above, `n` bytes at `p`.
+                    a.write(slot, half, n, 0, unsafe {
+                        std::slice::from_raw_parts(p, n)
+                    });
+                }
+                // Its own length: the root waits for the one it expects.
+                kind(K_GATHERV, root, n)
+            }
+            Sends::FromRoot(root, ref send) => {
+                for (j, &(p, n)) in send.iter().enumerate().filter(|&(j, _)| j != root) {
+                    if let (Some((total, off)), 1..) = (scatterv_place(j, n, m, a.payload()), n) {
+                        // SAFETY: as above, `n` bytes at `p`.
+                        a.write(slot, half, total, off, unsafe {
+                            std::slice::from_raw_parts(p, n)
+                        });
+                    }
+                }
+                kind(K_SCATTERV, root, 0)
+            }
+        }
+    }
+
+    /// Whether this member writes into its half (else it only publishes,
+    /// and need not wait for its half to be free).
+    fn writes(&self, me: usize) -> bool {
+        match self.send {
+            Sends::ToRoot(root, _) => me != root,
+            Sends::FromRoot(root, _) => me == root,
+            _ => true,
+        }
+    }
+
+    /// Whether the round under way is complete for this member, which
+    /// published `kind`: every member has published it, or for the rooted
+    /// forms, whoever this member reads from (the root waits for each member
+    /// with the length it expects; a member that reads nothing waits for
+    /// nobody).
+    fn arrived(&self, a: &CollArea<'_>, slots: &[usize], s: u64, kind_: u64, me: usize) -> bool {
+        match self.send {
+            Sends::ToRoot(root, _) => {
+                me != root
+                    || slots.iter().enumerate().all(|(j, &slot)| {
+                        reached_as(a, slot, s, kind(K_GATHERV, root, self.recv[j].1))
+                    })
+            }
+            Sends::FromRoot(root, _) => {
+                let n = self.recv[0].1;
+                me == root
+                    || n == 0
+                    || scatterv_place(me, n, slots.len(), a.payload()).is_none()
+                    || reached_as(a, slots[root], s, kind_)
+            }
+            _ => all_reached_as(a, slots, s, kind_),
         }
     }
 
     /// Copies the round's pieces for this member out of the others' halves.
     fn read_others(&self, a: &CollArea<'_>, slots: &[usize], half: usize, me: usize) {
         let m = slots.len();
+        let put = |b: &[u8], to: *mut u8| {
+            // SAFETY: `to` is a `recv` segment, writable for at least the
+            // piece's length until completion and overlapping nothing (the
+            // caller's contract).
+            unsafe { kumi_transport::copy_bytes(b.as_ptr(), to, b.len()) };
+        };
+        match self.send {
+            Sends::ToRoot(root, _) if me == root => {
+                for (j, &slot) in slots.iter().enumerate().filter(|&(j, _)| j != root) {
+                    let (to, n) = self.recv[j];
+                    if (1..=a.payload()).contains(&n) {
+                        put(a.bytes(slot, half, n, 0, n), to);
+                    }
+                }
+                return;
+            }
+            Sends::FromRoot(root, _) if me != root => {
+                let (to, n) = self.recv[0];
+                if let (Some((total, off)), 1..) = (scatterv_place(me, n, m, a.payload()), n) {
+                    put(a.bytes(slots[root], half, total, off, n), to);
+                }
+                return;
+            }
+            Sends::ToRoot(..) | Sends::FromRoot(..) => return,
+            _ => {}
+        }
         for (j, &slot) in slots.iter().enumerate().filter(|&(j, _)| j != me) {
             let (to, n) = self.recv[j];
             let (b, at) = match self.send {
@@ -1016,6 +1106,7 @@ impl Gather {
                     (Some((total, off)), 1..) => (a.bytes(slot, half, total, off, n), 0),
                     _ => continue,
                 },
+                Sends::ToRoot(..) | Sends::FromRoot(..) => unreachable!("handled above"),
             };
             // SAFETY: recv[j] is writable for n bytes until completion and
             // overlaps nothing (the caller's contract); the piece is in it.
@@ -1028,7 +1119,7 @@ impl Gather {
         let longest = match self.send {
             Sends::Blocks(_, block) => block,
             Sends::Own(..) => self.recv.iter().map(|&(_, n)| n).max().unwrap_or(0),
-            Sends::Each(_) => return 1,
+            Sends::Each(_) | Sends::ToRoot(..) | Sends::FromRoot(..) => return 1,
         };
         longest.div_ceil(self.piece.max(1)).max(1)
     }
@@ -1099,6 +1190,40 @@ impl Pending {
         Pending::start_rounds(e, g, Sends::Each(send), recv, 0)
     }
 
+    /// Starts a gatherv of `g` to member `root` of the blocks of at most a
+    /// payload half (this member's `send`; at the root, member j's lands in
+    /// `recv[j]`), in one round; the longer blocks, and the root's own, are
+    /// the caller's to move.
+    ///
+    /// # Safety
+    /// As for [`Pending::start_gather`].
+    pub unsafe fn start_gatherv(
+        e: &mut Engine,
+        g: &mut Group,
+        root: usize,
+        send: (*const u8, usize),
+        recv: Vec<(*mut u8, usize)>,
+    ) -> Pending {
+        Pending::start_rounds(e, g, Sends::ToRoot(root, send), recv, 0)
+    }
+
+    /// Starts a scatterv of `g` from member `root` of the blocks with a
+    /// place in its half ([`scatterv_place`]; the root's `send[j]` for
+    /// member j, which receives into `recv`), in one round; the other
+    /// blocks, and the root's own, are the caller's to move.
+    ///
+    /// # Safety
+    /// As for [`Pending::start_gather`].
+    pub unsafe fn start_scatterv(
+        e: &mut Engine,
+        g: &mut Group,
+        root: usize,
+        send: Vec<(*const u8, usize)>,
+        recv: (*mut u8, usize),
+    ) -> Pending {
+        Pending::start_rounds(e, g, Sends::FromRoot(root, send), vec![recv], 0)
+    }
+
     fn start_rounds(
         e: &mut Engine,
         g: &mut Group,
@@ -1160,7 +1285,8 @@ impl Pending {
             if self.completed.load(Ordering::Relaxed) + 1 < s {
                 return false;
             }
-            let contributes = self.data.is_some() || self.gather.is_some();
+            let contributes =
+                self.data.is_some() || self.gather.as_ref().is_some_and(|g| g.writes(self.me));
             if contributes && !writable(&a, &self.slots, s) {
                 return false;
             }
@@ -1175,7 +1301,11 @@ impl Pending {
             publish(&a, &self.slots, mine, s, self.kind, full, |j| shm.wake(j));
             self.published = true;
         }
-        if !all_reached_as(&a, &self.slots, s, self.kind) {
+        let arrived = match &self.gather {
+            Some(g) => g.arrived(&a, &self.slots, s, self.kind, self.me),
+            None => all_reached_as(&a, &self.slots, s, self.kind),
+        };
+        if !arrived {
             return false;
         }
         if let Some((buf, op)) = &mut self.data {
