@@ -2564,6 +2564,14 @@ impl Comm {
         root: usize,
     ) -> Result<CollRequest<u8>> {
         self.check_root(root)?;
+        // Inside one host, through the collective area, in rounds.
+        let pending = self.shm_whole(Location::caller(), true, |e, g| {
+            // SAFETY: the caller's contract.
+            Some(Ok(unsafe { shm::Pending::start_bcast(e, g, root, buf) }))
+        })?;
+        if let Some(pending) = pending {
+            return Ok(self.start(Active::Shm(pending)));
+        }
         self.exec_each(vec![buf], Exec::Start, |g, me| {
             sc::bcast_binomial(g, root, me, 1)
         })

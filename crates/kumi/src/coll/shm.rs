@@ -958,6 +958,11 @@ enum Sends {
     /// ([`scatter`]); the root's `send` (empty elsewhere), and `recv` this
     /// member's one segment. The others are the caller's.
     FromRoot(usize, Vec<(*const u8, usize)>),
+    /// Broadcast from member `root` of `recv[0]` (its buffer there, which
+    /// it only reads), in rounds of a payload half, as the blocking form
+    /// ([`bcast`]): every member knows the length, so all count the same
+    /// rounds.
+    Bcast(usize),
 }
 
 impl Gather {
@@ -1024,6 +1029,16 @@ impl Gather {
                 }
                 kind(K_SCATTERV, root, 0)
             }
+            Sends::Bcast(root) => {
+                let (p, n) = self.recv[0];
+                let r = self.part(n);
+                if me == root {
+                    // SAFETY: as above: the root's buffer, `n` bytes.
+                    let b = unsafe { std::slice::from_raw_parts(p.cast_const(), n) };
+                    a.write(slot, half, r.len(), 0, &b[r]);
+                }
+                kind(K_BCAST, root, n)
+            }
         }
     }
 
@@ -1032,7 +1047,7 @@ impl Gather {
     fn writes(&self, me: usize) -> bool {
         match self.send {
             Sends::ToRoot(root, _) => me != root,
-            Sends::FromRoot(root, _) => me == root,
+            Sends::FromRoot(root, _) | Sends::Bcast(root) => me == root,
             _ => true,
         }
     }
@@ -1057,6 +1072,7 @@ impl Gather {
                     || scatterv_place(me, n, slots.len(), a.payload()).is_none()
                     || reached_as(a, slots[root], s, kind_)
             }
+            Sends::Bcast(root) => me == root || reached_as(a, slots[root], s, kind_),
             _ => all_reached_as(a, slots, s, kind_),
         }
     }
@@ -1087,7 +1103,16 @@ impl Gather {
                 }
                 return;
             }
-            Sends::ToRoot(..) | Sends::FromRoot(..) => return,
+            Sends::Bcast(root) if me != root => {
+                let (to, n) = self.recv[0];
+                let r = self.part(n);
+                put(
+                    a.bytes(slots[root], half, r.len(), 0, r.len()),
+                    to.wrapping_add(r.start),
+                );
+                return;
+            }
+            Sends::ToRoot(..) | Sends::FromRoot(..) | Sends::Bcast(_) => return,
             _ => {}
         }
         for (j, &slot) in slots.iter().enumerate().filter(|&(j, _)| j != me) {
@@ -1106,7 +1131,9 @@ impl Gather {
                     (Some((total, off)), 1..) => (a.bytes(slot, half, total, off, n), 0),
                     _ => continue,
                 },
-                Sends::ToRoot(..) | Sends::FromRoot(..) => unreachable!("handled above"),
+                Sends::ToRoot(..) | Sends::FromRoot(..) | Sends::Bcast(_) => {
+                    unreachable!("handled above")
+                }
             };
             // SAFETY: recv[j] is writable for n bytes until completion and
             // overlaps nothing (the caller's contract); the piece is in it.
@@ -1119,6 +1146,7 @@ impl Gather {
         let longest = match self.send {
             Sends::Blocks(_, block) => block,
             Sends::Own(..) => self.recv.iter().map(|&(_, n)| n).max().unwrap_or(0),
+            Sends::Bcast(_) => self.recv[0].1,
             Sends::Each(_) | Sends::ToRoot(..) | Sends::FromRoot(..) => return 1,
         };
         longest.div_ceil(self.piece.max(1)).max(1)
@@ -1222,6 +1250,22 @@ impl Pending {
         recv: (*mut u8, usize),
     ) -> Pending {
         Pending::start_rounds(e, g, Sends::FromRoot(root, send), vec![recv], 0)
+    }
+
+    /// Starts a broadcast of `g` from member `root` of `buf` (read at the
+    /// root, written elsewhere), in rounds of a payload half.
+    ///
+    /// # Safety
+    /// `buf` readable at the root, writable elsewhere, for its length until
+    /// the collective completes.
+    pub unsafe fn start_bcast(
+        e: &mut Engine,
+        g: &mut Group,
+        root: usize,
+        buf: (*mut u8, usize),
+    ) -> Pending {
+        let piece = g.payload;
+        Pending::start_rounds(e, g, Sends::Bcast(root), vec![buf], piece)
     }
 
     fn start_rounds(
