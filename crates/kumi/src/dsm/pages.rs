@@ -122,6 +122,7 @@ impl Store for Views {
     /// waiting for this copy (the engine itself uses the engine view only).
     /// Each step is an optimization: if one fails (no memory now), the
     /// install and the first load after it do the work, and report.
+    /// (Measured: docs/BENCHMARKS.md, session 39.)
     fn prepare(&mut self, p: Page) {
         let (word, bit) = (p as usize / 64, 1u64 << (p % 64));
         let off = p as usize * self.page;
