@@ -116,16 +116,20 @@ fn call(w: &Comm, op: &str, size: usize, b: &mut Bufs) -> Result<bool, Error> {
         "alltoall" => w.alltoall(&b.s[..size * p], r)?,
         "alltoallv" => w.alltoallv(&b.s[..size * p], &b.counts, r, &b.counts)?,
         "ibarrier" => w.ibarrier()?.wait().map(drop)?,
-        "ibcast" => w.ibcast(s.to_vec(), 0)?.wait().map(drop)?,
+        // The data movers on borrowed buffers (`kumi::scope`), as a program
+        // that cares about speed writes them; the owned forms
+        // (`w.iallgather(vec)`) add an allocation and a copy per call
+        // (docs/BENCHMARKS.md, session 39).
+        "ibcast" => kumi::scope(|sc| w.ibcast_into(sc, &mut r[..size], 0)?.wait())?,
         "ireduce" => w.ireduce(sd.to_vec(), &sum, 0)?.wait().map(drop)?,
         "iallreduce" => w.iallreduce(sd.to_vec(), &sum)?.wait().map(drop)?,
-        "igather" => w.igather(s.to_vec(), 0)?.wait().map(drop)?,
-        "iscatter" => w
-            .iscatter(b.s[..size * p].to_vec(), size, 0)?
-            .wait()
-            .map(drop)?,
-        "iallgather" => w.iallgather(s.to_vec())?.wait().map(drop)?,
-        "ialltoall" => w.ialltoall(b.s[..size * p].to_vec())?.wait().map(drop)?,
+        "igather" => kumi::scope(|sc| w.igather_into(sc, s, r, 0)?.wait())?,
+        "iscatter" => kumi::scope(|sc| {
+            w.iscatter_into(sc, &b.s[..size * p], &mut r[..size], 0)?
+                .wait()
+        })?,
+        "iallgather" => kumi::scope(|sc| w.iallgather_into(sc, s, r)?.wait())?,
+        "ialltoall" => kumi::scope(|sc| w.ialltoall_into(sc, &b.s[..size * p], r)?.wait())?,
         _ => return Ok(false),
     }
     Ok(true)

@@ -75,7 +75,7 @@ pub mod win;
 pub use coll::LongDouble;
 pub use coll::{
     Arrival, Builtin, CollRequest, CombineOp, CombineValue, Combiner, Elem, Loc, LocInt, LocValue,
-    Op, ALL_BUILTINS,
+    Op, ScopedRequest, ALL_BUILTINS,
 };
 pub use comm::{Comm, Idup};
 pub use error::{Error, Result};

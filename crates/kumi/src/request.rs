@@ -48,6 +48,9 @@ impl Status {
 /// [`scope`].
 pub struct Scope<'s> {
     pending: RefCell<Vec<(EngineRef, ReqId)>>,
+    /// Collectives on borrowed buffers ([`crate::ScopedRequest`]), each
+    /// until waited for.
+    colls: CollList,
     // Invariant in 's, so that buffers borrowed for 's cannot be shortened.
     _invariant: PhantomData<Cell<&'s mut ()>>,
 }
@@ -70,6 +73,7 @@ pub struct Scope<'s> {
 pub fn scope<'s, R>(f: impl FnOnce(&Scope<'s>) -> R) -> R {
     let s = Scope {
         pending: RefCell::new(Vec::new()),
+        colls: RefCell::new(Vec::new()),
         _invariant: PhantomData,
     };
     f(&s)
@@ -83,6 +87,11 @@ impl Drop for Scope<'_> {
                 eprintln!("kumi: a request left open at the end of its scope failed: {err}");
             }
             let _ = e.take_result(id);
+        }
+        for r in self.colls.get_mut().drain(..).flatten() {
+            if let Err(err) = r.wait() {
+                eprintln!("kumi: a collective left open at the end of its scope failed: {err}");
+            }
         }
     }
 }
@@ -99,6 +108,11 @@ impl<'s> Scope<'s> {
         }
     }
 
+    /// The scope's collectives on borrowed buffers.
+    pub(crate) fn colls(&self) -> &CollList {
+        &self.colls
+    }
+
     /// A request that completed when it started (no engine handle kept: an
     /// eager send costs no reference count and no allocation).
     pub(crate) fn completed(&self) -> Request<'_> {
@@ -107,6 +121,9 @@ impl<'s> Scope<'s> {
 }
 
 type PendingList = RefCell<Vec<(EngineRef, ReqId)>>;
+
+/// A scope's collectives on borrowed buffers (`None` once waited for).
+pub(crate) type CollList = RefCell<Vec<Option<crate::CollRequest<u8>>>>;
 
 /// A nonblocking operation in flight. Wait on it with [`Request::wait`], poll it
 /// with [`Request::test`], or use [`wait_all`], [`wait_any`], [`test_all`].

@@ -413,7 +413,82 @@ fn nonblocking(w: &Comm) -> R {
     let v = r.wait()?;
     let p = w.size() as u64;
     eq(&v, &[p * (p + 1) / 2; 4], "iallreduce", me)?;
-    nonblocking_movement(w)
+    nonblocking_movement(w)?;
+    scoped_movement(w, 3)?;
+    // Blocks beyond a collective area's half: in rounds, or as messages.
+    scoped_movement(w, 40_009)
+}
+
+/// The nonblocking data movers on borrowed buffers (`kumi::scope`), all in
+/// flight at once, blocks of `n` values; requests waited for, tested, and
+/// dropped, which the scope's end still completes.
+fn scoped_movement(w: &Comm, n: usize) -> R {
+    let (p, me) = (w.size(), w.rank());
+    let val = |r: usize, i: usize| (r * 1_000_003 + i) as u64;
+    let root = p / 2;
+    let mine: Vec<u64> = (0..n).map(|i| val(me, i)).collect();
+    let table: Vec<u64> = (0..p * n).map(|i| val(me, i)).collect();
+    let mut all = vec![0u64; p * n];
+    let mut a2a = vec![0u64; p * n];
+    let mut bc: Vec<u64> = if me == root {
+        table.clone()
+    } else {
+        vec![0; p * n]
+    };
+    let mut gat = vec![0u64; if me == root { p * n } else { 0 }];
+    let mut sc = vec![0u64; n];
+    kumi::scope(|s| -> R {
+        let ag = w.iallgather_into(s, &mine, &mut all)?;
+        let aa = w.ialltoall_into(s, &table, &mut a2a)?;
+        let g = w.igather_into(s, &mine, &mut gat, root)?;
+        let mut c = w.iscatter_into(s, if me == root { &table } else { &[] }, &mut sc, root)?;
+        while !c.test()? {}
+        c.wait()?;
+        ag.wait()?;
+        drop(aa);
+        g.wait()
+    })?;
+    // Dropped at once (leaking it would be the same: the scope holds the
+    // collective): only the scope's end completes it.
+    kumi::scope(|s| -> R {
+        drop(w.ibcast_into(s, &mut bc, root)?);
+        Ok(())
+    })?;
+    let what = |s: &str| format!("{s}, blocks of {n} on {p} ranks");
+    let blocks = |f: &dyn Fn(usize, usize) -> u64| -> Vec<u64> {
+        (0..p * n).map(|i| f(i / n, i % n)).collect()
+    };
+    eq(&all, &blocks(&val), &what("iallgather_into"), me)?;
+    eq(
+        &a2a,
+        &blocks(&|r, i| val(r, me * n + i)),
+        &what("ialltoall_into (dropped)"),
+        me,
+    )?;
+    eq(
+        &bc,
+        &(0..p * n).map(|i| val(root, i)).collect::<Vec<_>>(),
+        &what("ibcast_into (dropped at once)"),
+        me,
+    )?;
+    if me == root {
+        eq(&gat, &blocks(&val), &what("igather_into"), me)?;
+    }
+    eq(
+        &sc,
+        &(0..n).map(|i| val(root, me * n + i)).collect::<Vec<_>>(),
+        &what("iscatter_into"),
+        me,
+    )?;
+    // A mismatched length is refused, naming the argument.
+    let refused = kumi::scope(|s| w.iallgather_into(s, &mine, &mut all[..1]).map(drop));
+    match refused {
+        Err(e) if p * n != 1 && e.to_string().contains("recv") => Ok(()),
+        Ok(()) if p * n == 1 => Ok(()),
+        other => Err(fail(format!(
+            "iallgather_into of a short recv on rank {me}: {other:?}"
+        ))),
+    }
 }
 
 /// Every nonblocking reduce and data-movement collective, several in flight at

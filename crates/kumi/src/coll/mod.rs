@@ -69,12 +69,14 @@ pub(crate) mod exec;
 mod ldouble;
 mod ops;
 mod rooted;
+mod scoped;
 mod shm;
 
 pub use combine::{Arrival, CombineOp, CombineValue, Combiner};
 #[cfg(target_arch = "x86_64")]
 pub use ldouble::LongDouble;
 pub use ops::{Builtin, Elem, Loc, LocInt, LocValue, Op, ALL_BUILTINS};
+pub use scoped::ScopedRequest;
 
 use crate::comm::Comm;
 use crate::engine::{Engine, Route, WaitInfo};
@@ -1372,6 +1374,9 @@ impl Comm {
     /// Starts a [`Comm::bcast`]: every rank passes a buffer of the same
     /// length (only the root's contents are sent); `wait` returns the root's
     /// data on every rank.
+    /// On large blocks prefer [`Comm::ibcast_into`] in a [`crate::scope`]: it
+    /// moves the data between the program's own buffers, where this form
+    /// allocates and copies the result.
     #[track_caller]
     pub fn ibcast<T: Pod>(&self, buf: Vec<T>, root: usize) -> Result<CollRequest<T>> {
         self.check_root(root)?;
@@ -1388,6 +1393,9 @@ impl Comm {
 
     /// Starts a [`Comm::allgather`] of `send` (the same length everywhere);
     /// `wait` returns every rank's contribution in rank order.
+    /// On large blocks prefer [`Comm::iallgather_into`] in a [`crate::scope`]: it
+    /// moves the data between the program's own buffers, where this form
+    /// allocates and copies the result.
     #[track_caller]
     pub fn iallgather<T: Pod>(&self, send: Vec<T>) -> Result<CollRequest<T>> {
         let (p, me, n) = (self.size(), self.rank(), send.len());
@@ -1409,6 +1417,9 @@ impl Comm {
     /// Starts a [`Comm::gather`] to `root` of `send` (the same length
     /// everywhere); `wait` returns every rank's contribution in rank order at
     /// the root and an empty vector elsewhere.
+    /// On large blocks prefer [`Comm::igather_into`] in a [`crate::scope`]: it
+    /// moves the data between the program's own buffers, where this form
+    /// allocates and copies the result.
     #[track_caller]
     pub fn igather<T: Pod>(&self, send: Vec<T>, root: usize) -> Result<CollRequest<T>> {
         self.check_root(root)?;
@@ -1440,6 +1451,9 @@ impl Comm {
     /// Starts a [`Comm::scatter`] of `count` elements to each rank from the
     /// root's `send` (`size() * count` elements; other ranks' `send` is not
     /// used); `wait` returns this rank's block.
+    /// On large blocks prefer [`Comm::iscatter_into`] in a [`crate::scope`]: it
+    /// moves the data between the program's own buffers, where this form
+    /// allocates and copies the result.
     #[track_caller]
     pub fn iscatter<T: Pod>(
         &self,
@@ -1477,6 +1491,9 @@ impl Comm {
 
     /// Starts a [`Comm::alltoall`] of `send` (`size()` equal blocks, block j
     /// for rank j); `wait` returns the blocks received, block i from rank i.
+    /// On large blocks prefer [`Comm::ialltoall_into`] in a [`crate::scope`]: it
+    /// moves the data between the program's own buffers, where this form
+    /// allocates and copies the result.
     #[track_caller]
     pub fn ialltoall<T: Pod>(&self, send: Vec<T>) -> Result<CollRequest<T>> {
         let (p, me) = (self.size(), self.rank());

@@ -1,0 +1,200 @@
+//! Nonblocking collectives on borrowed buffers.
+//!
+//! The owned forms ([`Comm::iallgather`]...) take a vector and give one
+//! back, which costs an allocation and a copy of every result (and, for
+//! blocks of a megabyte, the kernel's zeroing of fresh pages on every call).
+//! These take slices of the program's own memory, as MPI does, and move the
+//! data straight between them. What makes that sound is the same
+//! [`crate::scope`] as for point-to-point requests on borrowed buffers: a
+//! collective can only be started inside one, on buffers borrowed for the
+//! whole scope, and the scope does not end before every collective started
+//! in it has completed, waited for or not (a request dropped or leaked with
+//! `mem::forget` included). So no collective writes into a buffer after its
+//! borrow ends.
+
+use super::{CollRequest, Comm};
+use crate::error::{Error, Result};
+use crate::request::{CollList, Scope};
+use bytemuck::Pod;
+
+/// A nonblocking collective on borrowed buffers, in flight. Dropping it
+/// leaves it to its [`Scope`], which waits for it at its end.
+#[must_use = "a nonblocking collective must be waited on (or its scope waits)"]
+pub struct ScopedRequest<'a> {
+    /// Its scope's list, where it stays until waited for.
+    started: &'a CollList,
+    slot: usize,
+}
+
+impl ScopedRequest<'_> {
+    /// Makes progress once; `true` when the collective has completed.
+    pub fn test(&mut self) -> Result<bool> {
+        let mut v = self.started.borrow_mut();
+        match v.get_mut(self.slot).and_then(Option::as_mut) {
+            Some(r) => r.test(),
+            None => Ok(true),
+        }
+    }
+
+    /// Blocks until the collective completes; its results are then in the
+    /// receive buffers (readable once the scope ends, which holds their
+    /// borrow).
+    #[track_caller]
+    pub fn wait(self) -> Result<()> {
+        let r = self
+            .started
+            .borrow_mut()
+            .get_mut(self.slot)
+            .and_then(Option::take);
+        match r {
+            Some(r) => r.wait().map(drop),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Keeps `r` in `s` until it is waited for or the scope ends.
+fn keep<'a>(s: &'a Scope<'_>, r: CollRequest<u8>) -> ScopedRequest<'a> {
+    let started = s.colls();
+    let mut v = started.borrow_mut();
+    v.push(Some(r));
+    ScopedRequest {
+        started,
+        slot: v.len() - 1,
+    }
+}
+
+/// Bytes of a slice, as a segment.
+fn seg<T: Pod>(b: &[T]) -> (*const u8, usize) {
+    (b.as_ptr().cast(), std::mem::size_of_val(b))
+}
+
+/// `recv` split into `p` segments of `n` bytes each.
+fn split<T: Pod>(recv: &mut [T], p: usize, n: usize) -> Vec<(*mut u8, usize)> {
+    let base = recv.as_mut_ptr().cast::<u8>();
+    (0..p).map(|j| (base.wrapping_add(j * n), n)).collect()
+}
+
+fn bad_len(what: &'static str, len: usize, want: String) -> Error {
+    Error::invalid(what, len as i64, want)
+}
+
+impl Comm {
+    /// Starts an allgather into `recv` (every rank's `send` in rank order,
+    /// `size() * send.len()` elements), on the buffers themselves
+    /// ([`crate::scope`]).
+    #[track_caller]
+    pub fn iallgather_into<'a, 's, T: Pod>(
+        &self,
+        s: &'a Scope<'s>,
+        send: &'s [T],
+        recv: &'s mut [T],
+    ) -> Result<ScopedRequest<'a>> {
+        let p = self.size();
+        if recv.len() != p * send.len() {
+            let want = format!("size() * send.len() = {} elements", p * send.len());
+            return Err(bad_len("recv", recv.len(), want));
+        }
+        let segs = split(recv, p, std::mem::size_of_val(send));
+        // SAFETY: `send` and `recv` are borrowed (shared and exclusive) for
+        // the scope, which outlives the collective; the segments split
+        // `recv`, so they overlap nothing.
+        let r = unsafe { self.iallgatherv_segments(seg(send), &segs) }?;
+        Ok(keep(s, r))
+    }
+
+    /// Starts an alltoall: block j of `send` (`send.len() / size()`
+    /// elements) goes to rank j, block i of `recv` comes from rank i
+    /// ([`crate::scope`]).
+    #[track_caller]
+    pub fn ialltoall_into<'a, 's, T: Pod>(
+        &self,
+        s: &'a Scope<'s>,
+        send: &'s [T],
+        recv: &'s mut [T],
+    ) -> Result<ScopedRequest<'a>> {
+        let p = self.size();
+        if !send.len().is_multiple_of(p) || recv.len() != send.len() {
+            let want = format!("a multiple of size() = {p}, with recv of the same length");
+            return Err(bad_len("send", send.len(), want));
+        }
+        let n = std::mem::size_of_val(send) / p;
+        let base = send.as_ptr().cast::<u8>();
+        let sends: Vec<_> = (0..p).map(|j| (base.wrapping_add(j * n), n)).collect();
+        let recvs = split(recv, p, n);
+        // SAFETY: as in `iallgather_into`; `send`'s blocks are only read.
+        let r = unsafe { self.ialltoall_segments(&sends, &recvs) }?;
+        Ok(keep(s, r))
+    }
+
+    /// Starts a broadcast of the root's `buf` into every rank's `buf` (the
+    /// same length everywhere; [`crate::scope`]).
+    #[track_caller]
+    pub fn ibcast_into<'a, 's, T: Pod>(
+        &self,
+        s: &'a Scope<'s>,
+        buf: &'s mut [T],
+        root: usize,
+    ) -> Result<ScopedRequest<'a>> {
+        let n = std::mem::size_of_val(buf);
+        // SAFETY: `buf` is borrowed exclusively for the scope.
+        let r = unsafe { self.ibcast_segment((buf.as_mut_ptr().cast(), n), root) }?;
+        Ok(keep(s, r))
+    }
+
+    /// Starts a gather of every rank's `send` (the same length everywhere)
+    /// into the root's `recv`, in rank order; `recv` is not touched
+    /// elsewhere (pass an empty slice; [`crate::scope`]).
+    #[track_caller]
+    pub fn igather_into<'a, 's, T: Pod>(
+        &self,
+        s: &'a Scope<'s>,
+        send: &'s [T],
+        recv: &'s mut [T],
+        root: usize,
+    ) -> Result<ScopedRequest<'a>> {
+        self.check_root(root)?;
+        let p = self.size();
+        let segs = if self.rank() == root {
+            if recv.len() != p * send.len() {
+                let want = format!("size() * send.len() = {} elements", p * send.len());
+                return Err(bad_len("recv", recv.len(), want));
+            }
+            split(recv, p, std::mem::size_of_val(send))
+        } else {
+            Vec::new()
+        };
+        // SAFETY: as in `iallgather_into`.
+        let r = unsafe { self.igatherv_segments(seg(send), &segs, root) }?;
+        Ok(keep(s, r))
+    }
+
+    /// Starts a scatter of the root's `send` (`size()` blocks of
+    /// `recv.len()` elements) into every rank's `recv`; `send` is not read
+    /// elsewhere (pass an empty slice; [`crate::scope`]).
+    #[track_caller]
+    pub fn iscatter_into<'a, 's, T: Pod>(
+        &self,
+        s: &'a Scope<'s>,
+        send: &'s [T],
+        recv: &'s mut [T],
+        root: usize,
+    ) -> Result<ScopedRequest<'a>> {
+        self.check_root(root)?;
+        let p = self.size();
+        let n = std::mem::size_of_val(recv);
+        let sends = if self.rank() == root {
+            if send.len() != p * recv.len() {
+                let want = format!("size() * recv.len() = {} elements", p * recv.len());
+                return Err(bad_len("send", send.len(), want));
+            }
+            let base = send.as_ptr().cast::<u8>();
+            (0..p).map(|j| (base.wrapping_add(j * n), n)).collect()
+        } else {
+            Vec::new()
+        };
+        // SAFETY: as in `iallgather_into`.
+        let r = unsafe { self.iscatterv_segments(&sends, (recv.as_mut_ptr().cast(), n), root) }?;
+        Ok(keep(s, r))
+    }
+}
