@@ -898,7 +898,34 @@ fn ialltoallv<C: Entry, D: Entry>(a: A2av<C, D>, comm: c_int, request: *mut c_in
     nb_request(Box::new(NbBytes::typed(req, t.recv, &t.rd)), comm, request)
 }
 
-/// `MPI_(I)alltoallw`, started (displacements in bytes, a type per rank).
+/// An alltoallw that went one way or the other ([`alltoallw`]).
+enum Alltoallw {
+    /// Started (as a request).
+    Started(NbBytes),
+    /// Done already (a blocking one over the program's bytes).
+    Done,
+}
+
+impl Alltoallw {
+    /// For the blocking call: waits for what was started.
+    fn finish(self) -> R<()> {
+        match self {
+            Alltoallw::Started(nb) => crate::state::CollPending::finish(Box::new(nb)),
+            Alltoallw::Done => Ok(()),
+        }
+    }
+
+    /// For the nonblocking call, which never takes the blocking way.
+    fn started(self) -> R<NbBytes> {
+        match self {
+            Alltoallw::Started(nb) => Ok(nb),
+            Alltoallw::Done => unreachable!("a nonblocking alltoallw is started, never done"),
+        }
+    }
+}
+
+/// `MPI_(I)alltoallw` (displacements in bytes, a type per rank): done at
+/// once when `blocking` and every type is contiguous, else started.
 #[allow(clippy::too_many_arguments)]
 fn alltoallw<C: Entry, D: Entry>(
     sendbuf: *const c_void,
@@ -910,7 +937,8 @@ fn alltoallw<C: Entry, D: Entry>(
     rdispls: *const D,
     recvtypes: *const c_int,
     comm: c_int,
-) -> R<NbBytes> {
+    blocking: bool,
+) -> R<Alltoallw> {
     // The state is let go before the intercommunicator path looks again.
     let c = st()?.intra(comm);
     let c = match c {
@@ -920,6 +948,7 @@ fn alltoallw<C: Entry, D: Entry>(
                 e, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls,
                 recvtypes, comm,
             )
+            .map(Alltoallw::Started)
         }
     };
     let p = c.size();
@@ -955,16 +984,22 @@ fn alltoallw<C: Entry, D: Entry>(
     // program's own bytes (no packing, no copy out).
     if !in_place(sendbuf) {
         if let (Some(sb), Some(rb)) = (bytes(&send), bytes(&recv)) {
-            // SAFETY: MPI's contract: the segments stay valid, the send ones
-            // unwritten and the receive ones untouched, until completion.
-            let req = unsafe { c.ialltoallv_segments(&read_only(sb), &rb) }?;
-            return Ok(NbBytes::none(req));
+            let sb = read_only(sb);
+            if blocking {
+                // SAFETY: MPI's contract: the segments are valid, the send
+                // ones readable and the receive ones writable, for the call.
+                unsafe { c.alltoallv_segments(&sb, &rb) }?;
+                return Ok(Alltoallw::Done);
+            }
+            // SAFETY: as above, until completion.
+            let req = unsafe { c.ialltoallv_segments(&sb, &rb) }?;
+            return Ok(Alltoallw::Started(NbBytes::none(req)));
         }
     }
     let sb: Vec<usize> = send.iter().map(|(_, n, d)| d.packed_size(*n)).collect();
     let rb: Vec<usize> = recv.iter().map(|(_, n, d)| d.packed_size(*n)).collect();
     let req = c.ialltoallv(pack_typed(&send), &sb, &rb)?;
-    Ok(NbBytes { req, out: recv })
+    Ok(Alltoallw::Started(NbBytes { req, out: recv }))
 }
 
 /// `MPI_(I)neighbor_allgatherv`, started.
@@ -1121,12 +1156,30 @@ mpi_coll_pair! {
     MPI_Ineighbor_alltoallv / PMPI_Ineighbor_alltoallv => neighbor_alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: c_int, comm: c_int) on comm
     MPI_Neighbor_alltoallv_c / PMPI_Neighbor_alltoallv_c,
     MPI_Ineighbor_alltoallv_c / PMPI_Ineighbor_alltoallv_c => neighbor_alltoallv(sendbuf: *const c_void, sendcounts: *const i64, sdispls: *const isize, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const i64, rdispls: *const isize, recvtype: c_int, comm: c_int) on comm
-    MPI_Alltoallw / PMPI_Alltoallw,
-    MPI_Ialltoallw / PMPI_Ialltoallw => alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const c_int, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const c_int, comm: c_int) on comm
-    MPI_Alltoallw_c / PMPI_Alltoallw_c,
-    MPI_Ialltoallw_c / PMPI_Ialltoallw_c => alltoallw(sendbuf: *const c_void, sendcounts: *const i64, sdispls: *const isize, sendtypes: *const c_int, recvbuf: *mut c_void, recvcounts: *const i64, rdispls: *const isize, recvtypes: *const c_int, comm: c_int) on comm
     MPI_Neighbor_alltoallw / PMPI_Neighbor_alltoallw,
     MPI_Ineighbor_alltoallw / PMPI_Ineighbor_alltoallw => neighbor_alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const isize, sendtypes: *const c_int, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const isize, recvtypes: *const c_int, comm: c_int) on comm
     MPI_Neighbor_alltoallw_c / PMPI_Neighbor_alltoallw_c,
     MPI_Ineighbor_alltoallw_c / PMPI_Ineighbor_alltoallw_c => neighbor_alltoallw(sendbuf: *const c_void, sendcounts: *const i64, sdispls: *const isize, sendtypes: *const c_int, recvbuf: *mut c_void, recvcounts: *const i64, rdispls: *const isize, recvtypes: *const c_int, comm: c_int) on comm
+}
+
+// The blocking alltoallw has a path of its own (`Comm::alltoallv_segments`,
+// long blocks through the area in rounds), so it is not its nonblocking
+// twin waited for.
+mpi! {
+    fn MPI_Alltoallw / PMPI_Alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const c_int, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const c_int, comm: c_int) {
+        alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, true)?.finish()
+    }
+    fn MPI_Ialltoallw / PMPI_Ialltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const c_int, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const c_int, comm: c_int, request: *mut c_int) {
+        need_request(request)?;
+        let nb = alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, false)?.started()?;
+        nb_request(Box::new(nb), comm, request)
+    }
+    fn MPI_Alltoallw_c / PMPI_Alltoallw_c(sendbuf: *const c_void, sendcounts: *const i64, sdispls: *const isize, sendtypes: *const c_int, recvbuf: *mut c_void, recvcounts: *const i64, rdispls: *const isize, recvtypes: *const c_int, comm: c_int) {
+        alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, true)?.finish()
+    }
+    fn MPI_Ialltoallw_c / PMPI_Ialltoallw_c(sendbuf: *const c_void, sendcounts: *const i64, sdispls: *const isize, sendtypes: *const c_int, recvbuf: *mut c_void, recvcounts: *const i64, rdispls: *const isize, recvtypes: *const c_int, comm: c_int, request: *mut c_int) {
+        need_request(request)?;
+        let nb = alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, false)?.started()?;
+        nb_request(Box::new(nb), comm, request)
+    }
 }
