@@ -69,14 +69,26 @@ fn seg<T: Pod>(b: &[T]) -> (*const u8, usize) {
     (b.as_ptr().cast(), std::mem::size_of_val(b))
 }
 
-/// `recv` split into `p` segments of `n` bytes each.
-fn split<T: Pod>(recv: &mut [T], p: usize, n: usize) -> Vec<(*mut u8, usize)> {
-    let base = recv.as_mut_ptr().cast::<u8>();
+/// `b` split into `p` segments of `n` bytes each.
+fn split<T: Pod>(b: &[T], p: usize, n: usize) -> Vec<(*const u8, usize)> {
+    let base = b.as_ptr().cast::<u8>();
     (0..p).map(|j| (base.wrapping_add(j * n), n)).collect()
 }
 
-fn bad_len(what: &'static str, len: usize, want: String) -> Error {
-    Error::invalid(what, len as i64, want)
+/// `b` split into `p` writable segments of `n` bytes each.
+fn split_mut<T: Pod>(b: &mut [T], p: usize, n: usize) -> Vec<(*mut u8, usize)> {
+    let base = b.as_mut_ptr().cast::<u8>();
+    (0..p).map(|j| (base.wrapping_add(j * n), n)).collect()
+}
+
+/// Checks that argument `what` holds `size() * other` elements (`other`:
+/// the other argument's name and length).
+fn size_times(what: &'static str, len: usize, p: usize, other: (&str, usize)) -> Result<()> {
+    if len == p * other.1 {
+        return Ok(());
+    }
+    let want = format!("size() * {}.len() = {} elements", other.0, p * other.1);
+    Err(Error::invalid(what, len as i64, want))
 }
 
 impl Comm {
@@ -91,11 +103,8 @@ impl Comm {
         recv: &'s mut [T],
     ) -> Result<ScopedRequest<'a>> {
         let p = self.size();
-        if recv.len() != p * send.len() {
-            let want = format!("size() * send.len() = {} elements", p * send.len());
-            return Err(bad_len("recv", recv.len(), want));
-        }
-        let segs = split(recv, p, std::mem::size_of_val(send));
+        size_times("recv", recv.len(), p, ("send", send.len()))?;
+        let segs = split_mut(recv, p, std::mem::size_of_val(send));
         // SAFETY: `send` and `recv` are borrowed (shared and exclusive) for
         // the scope, which outlives the collective; the segments split
         // `recv`, so they overlap nothing.
@@ -116,12 +125,10 @@ impl Comm {
         let p = self.size();
         if !send.len().is_multiple_of(p) || recv.len() != send.len() {
             let want = format!("a multiple of size() = {p}, with recv of the same length");
-            return Err(bad_len("send", send.len(), want));
+            return Err(Error::invalid("send", send.len() as i64, want));
         }
         let n = std::mem::size_of_val(send) / p;
-        let base = send.as_ptr().cast::<u8>();
-        let sends: Vec<_> = (0..p).map(|j| (base.wrapping_add(j * n), n)).collect();
-        let recvs = split(recv, p, n);
+        let (sends, recvs) = (split(send, p, n), split_mut(recv, p, n));
         // SAFETY: as in `iallgather_into`; `send`'s blocks are only read.
         let r = unsafe { self.ialltoall_segments(&sends, &recvs) }?;
         Ok(keep(s, r))
@@ -156,11 +163,8 @@ impl Comm {
         self.check_root(root)?;
         let p = self.size();
         let segs = if self.rank() == root {
-            if recv.len() != p * send.len() {
-                let want = format!("size() * send.len() = {} elements", p * send.len());
-                return Err(bad_len("recv", recv.len(), want));
-            }
-            split(recv, p, std::mem::size_of_val(send))
+            size_times("recv", recv.len(), p, ("send", send.len()))?;
+            split_mut(recv, p, std::mem::size_of_val(send))
         } else {
             Vec::new()
         };
@@ -184,12 +188,8 @@ impl Comm {
         let p = self.size();
         let n = std::mem::size_of_val(recv);
         let sends = if self.rank() == root {
-            if send.len() != p * recv.len() {
-                let want = format!("size() * recv.len() = {} elements", p * recv.len());
-                return Err(bad_len("send", send.len(), want));
-            }
-            let base = send.as_ptr().cast::<u8>();
-            (0..p).map(|j| (base.wrapping_add(j * n), n)).collect()
+            size_times("send", send.len(), p, ("recv", recv.len()))?;
+            split(send, p, n)
         } else {
             Vec::new()
         };

@@ -895,11 +895,12 @@ fn block_of(count: usize, m: usize, elem: usize, j: usize) -> std::ops::Range<us
     start..start + (q + usize::from(j < r)) * elem
 }
 
-/// A nonblocking barrier, allreduce, allgather(v) or alltoall through the area,
-/// advanced by the engine's `progress` (so the progress thread serves it
-/// while the application computes). It publishes only once every earlier
-/// collective of the group has completed here (see `begin`), then completes
-/// when every member has published.
+/// A nonblocking collective through the area (barrier, allreduce, and the
+/// data movers of [`Gather`]), advanced by the engine's `progress` (so the
+/// progress thread serves it while the application computes). It publishes
+/// only once every earlier collective of the group has completed here (see
+/// `begin`), then completes when every member it reads from has published
+/// (every member, but for the rooted forms: [`Gather::arrived`]).
 pub(crate) struct Pending {
     area: usize,
     slots: Arc<[usize]>,
@@ -915,18 +916,19 @@ pub(crate) struct Pending {
     kind: u64,
     /// Allreduce: the contribution, then the result, and the operation.
     pub data: Option<(AlignedBuf, super::exec::ByteOp)>,
-    /// Allgather(v) and alltoall: what this member publishes, and where
-    /// every member's block for it goes.
+    /// A data mover: what this member publishes, and where every member's
+    /// block for it goes.
     gather: Option<Gather>,
     /// A buffer of kumi's own that `gather` points into, kept until the
     /// collective completes and then its result.
     pub kept: Option<AlignedBuf>,
 }
 
-/// The buffers of a nonblocking allgather(v), alltoall or alltoallv (the
-/// program's, valid until the request completes: the caller's contract),
-/// moved in rounds of at most `piece` bytes of each block, one collective
-/// sequence number each, as the blocking forms do.
+/// The buffers of a nonblocking data mover ([`Sends`]: allgather(v),
+/// alltoall(v), gather(v), scatter(v), broadcast; the program's, valid
+/// until the request completes: the caller's contract), moved in rounds of
+/// at most `piece` bytes of each block, one collective sequence number
+/// each, as the blocking forms do.
 struct Gather {
     send: Sends,
     recv: Vec<(*mut u8, usize)>,
