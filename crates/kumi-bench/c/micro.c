@@ -138,14 +138,18 @@ enum {
     C_SCAN, C_EXSCAN, C_GATHER, C_GATHERV, C_SCATTER, C_SCATTERV, C_ALLGATHER, C_ALLGATHERV,
     C_ALLTOALL, C_ALLTOALLV, C_ALLTOALLW, C_NEIGHBOR_ALLGATHER, C_NEIGHBOR_ALLTOALL,
     C_IBARRIER, C_IBCAST, C_IREDUCE, C_IALLREDUCE, C_IGATHER, C_ISCATTER, C_IALLGATHER,
-    C_IALLTOALL, C_COUNT
+    C_IALLTOALL, C_IREDUCE_SCATTER_BLOCK, C_IREDUCE_SCATTER, C_ISCAN, C_IEXSCAN, C_IGATHERV,
+    C_ISCATTERV, C_IALLGATHERV, C_IALLTOALLV, C_IALLTOALLW, C_INEIGHBOR_ALLGATHER,
+    C_INEIGHBOR_ALLTOALL, C_COUNT
 };
 static const char *coll_op[C_COUNT] = {
     "barrier", "bcast", "reduce", "allreduce", "reduce_scatter_block", "reduce_scatter",
     "scan", "exscan", "gather", "gatherv", "scatter", "scatterv", "allgather", "allgatherv",
     "alltoall", "alltoallv", "alltoallw", "neighbor_allgather", "neighbor_alltoall",
     "ibarrier", "ibcast", "ireduce", "iallreduce", "igather", "iscatter", "iallgather",
-    "ialltoall"};
+    "ialltoall", "ireduce_scatter_block", "ireduce_scatter", "iscan", "iexscan", "igatherv",
+    "iscatterv", "iallgatherv", "ialltoallv", "ialltoallw", "ineighbor_allgather",
+    "ineighbor_alltoall"};
 static unsigned char *c_s, *c_r;
 static int *c_counts, *c_displs;
 static MPI_Datatype *c_types;
@@ -194,7 +198,25 @@ static void coll_call(int op, size_t size) {
     case C_IGATHER: MPI_Igather(c_s, b, MPI_BYTE, c_r, b, MPI_BYTE, 0, w, &q); break;
     case C_ISCATTER: MPI_Iscatter(c_s, b, MPI_BYTE, c_r, b, MPI_BYTE, 0, w, &q); break;
     case C_IALLGATHER: MPI_Iallgather(c_s, b, MPI_BYTE, c_r, b, MPI_BYTE, w, &q); break;
-    default: MPI_Ialltoall(c_s, b, MPI_BYTE, c_r, b, MPI_BYTE, w, &q); break;
+    case C_IALLTOALL: MPI_Ialltoall(c_s, b, MPI_BYTE, c_r, b, MPI_BYTE, w, &q); break;
+    case C_IREDUCE_SCATTER_BLOCK: MPI_Ireduce_scatter_block(sd, rd, n, MPI_DOUBLE, MPI_SUM, w, &q); break;
+    case C_IREDUCE_SCATTER:
+        for (int i = 0; i < np; i++) c_counts[i] = n;
+        MPI_Ireduce_scatter(sd, rd, c_counts, MPI_DOUBLE, MPI_SUM, w, &q);
+        break;
+    case C_ISCAN: MPI_Iscan(sd, rd, n, MPI_DOUBLE, MPI_SUM, w, &q); break;
+    case C_IEXSCAN: MPI_Iexscan(sd, rd, n, MPI_DOUBLE, MPI_SUM, w, &q); break;
+    case C_IGATHERV: MPI_Igatherv(c_s, b, MPI_BYTE, c_r, c_counts, c_displs, MPI_BYTE, 0, w, &q); break;
+    case C_ISCATTERV: MPI_Iscatterv(c_s, c_counts, c_displs, MPI_BYTE, c_r, b, MPI_BYTE, 0, w, &q); break;
+    case C_IALLGATHERV: MPI_Iallgatherv(c_s, b, MPI_BYTE, c_r, c_counts, c_displs, MPI_BYTE, w, &q); break;
+    case C_IALLTOALLV:
+        MPI_Ialltoallv(c_s, c_counts, c_displs, MPI_BYTE, c_r, c_counts, c_displs, MPI_BYTE, w, &q);
+        break;
+    case C_IALLTOALLW:
+        MPI_Ialltoallw(c_s, c_counts, c_displs, c_types, c_r, c_counts, c_displs, c_types, w, &q);
+        break;
+    case C_INEIGHBOR_ALLGATHER: MPI_Ineighbor_allgather(c_s, b, MPI_BYTE, c_r, b, MPI_BYTE, c_ring, &q); break;
+    default: MPI_Ineighbor_alltoall(c_s, b, MPI_BYTE, c_r, b, MPI_BYTE, c_ring, &q); break;
     }
     MPI_Wait(&q, MPI_STATUS_IGNORE);
 }
@@ -224,7 +246,8 @@ static void coll_check(int op, size_t size) {
     size_t n = size < 8 ? 1 : size / 8;
     int reduction = op == C_REDUCE || op == C_ALLREDUCE || op == C_REDUCE_SCATTER_BLOCK ||
                     op == C_REDUCE_SCATTER || op == C_SCAN || op == C_EXSCAN || op == C_IREDUCE ||
-                    op == C_IALLREDUCE;
+                    op == C_IALLREDUCE || op == C_IREDUCE_SCATTER_BLOCK || op == C_IREDUCE_SCATTER ||
+                    op == C_ISCAN || op == C_IEXSCAN;
     if (reduction) {
         for (size_t i = 0; i < n * np; i++) ((double *)c_s)[i] = rank + 1;
     } else {
@@ -241,18 +264,28 @@ static void coll_check(int op, size_t size) {
         double dwant = -1;
         switch (op) {
         case C_BCAST: case C_IBCAST: if (j == 0) want = block_byte(0, 0); break;
-        case C_GATHER: case C_GATHERV: case C_IGATHER: if (rank == 0) want = block_byte(j, 0); break;
-        case C_ALLGATHER: case C_ALLGATHERV: case C_IALLGATHER: want = block_byte(j, 0); break;
-        case C_SCATTER: case C_SCATTERV: case C_ISCATTER: if (j == 0) want = block_byte(0, rank); break;
-        case C_ALLTOALL: case C_ALLTOALLV: case C_ALLTOALLW: case C_IALLTOALL: want = block_byte(j, rank); break;
-        case C_NEIGHBOR_ALLGATHER: if (j < 2) want = block_byte(j ? right : left, 0); break;
-        case C_NEIGHBOR_ALLTOALL: if (j < 2) want = j ? block_byte(right, 0) : block_byte(left, 1); break;
+        case C_GATHER: case C_GATHERV: case C_IGATHER: case C_IGATHERV:
+            if (rank == 0) want = block_byte(j, 0);
+            break;
+        case C_ALLGATHER: case C_ALLGATHERV: case C_IALLGATHER: case C_IALLGATHERV: want = block_byte(j, 0); break;
+        case C_SCATTER: case C_SCATTERV: case C_ISCATTER: case C_ISCATTERV:
+            if (j == 0) want = block_byte(0, rank);
+            break;
+        case C_ALLTOALL: case C_ALLTOALLV: case C_ALLTOALLW: case C_IALLTOALL: case C_IALLTOALLV:
+        case C_IALLTOALLW:
+            want = block_byte(j, rank);
+            break;
+        case C_NEIGHBOR_ALLGATHER: case C_INEIGHBOR_ALLGATHER: if (j < 2) want = block_byte(j ? right : left, 0); break;
+        case C_NEIGHBOR_ALLTOALL: case C_INEIGHBOR_ALLTOALL:
+            if (j < 2) want = j ? block_byte(right, 0) : block_byte(left, 1);
+            break;
         case C_REDUCE: case C_IREDUCE: if (j == 0 && rank == 0) dwant = tri; break;
         case C_ALLREDUCE: case C_IALLREDUCE: case C_REDUCE_SCATTER_BLOCK: case C_REDUCE_SCATTER:
+        case C_IREDUCE_SCATTER_BLOCK: case C_IREDUCE_SCATTER:
             if (j == 0) dwant = tri;
             break;
-        case C_SCAN: if (j == 0) dwant = (double)(rank + 1) * (rank + 2) / 2; break;
-        case C_EXSCAN: if (j == 0 && rank > 0) dwant = (double)rank * (rank + 1) / 2; break;
+        case C_SCAN: case C_ISCAN: if (j == 0) dwant = (double)(rank + 1) * (rank + 2) / 2; break;
+        case C_EXSCAN: case C_IEXSCAN: if (j == 0 && rank > 0) dwant = (double)rank * (rank + 1) / 2; break;
         default: break;
         }
         if (want >= 0 && (c_r[first] != want || c_r[last] != want)) coll_fail(op, size, first);

@@ -66,6 +66,17 @@ pub const OPS: &[&str] = &[
     "iscatter",
     "iallgather",
     "ialltoall",
+    "ireduce_scatter_block",
+    "ireduce_scatter",
+    "iscan",
+    "iexscan",
+    "igatherv",
+    "iscatterv",
+    "iallgatherv",
+    "ialltoallv",
+    "ialltoallw",
+    "ineighbor_allgather",
+    "ineighbor_alltoall",
 ];
 
 /// Times `f` over `iters` calls on every rank; returns the slowest rank's mean.
@@ -130,6 +141,23 @@ fn call(w: &Comm, op: &str, size: usize, b: &mut Bufs) -> Result<bool, Error> {
         })?,
         "iallgather" => kumi::scope(|sc| w.iallgather_into(sc, s, r)?.wait())?,
         "ialltoall" => kumi::scope(|sc| w.ialltoall_into(sc, &b.s[..size * p], r)?.wait())?,
+        // No block form in the Rust API: the general one with equal counts.
+        "ireduce_scatter_block" | "ireduce_scatter" => w
+            .ireduce_scatter(b.sd[..n * p].to_vec(), &b.dcounts, &sum)?
+            .wait()
+            .map(drop)?,
+        "iscan" => w.iscan(sd.to_vec(), &sum)?.wait().map(drop)?,
+        "iexscan" => w.iexscan(sd.to_vec(), &sum)?.wait().map(drop)?,
+        "igatherv" => kumi::scope(|sc| w.igatherv_into(sc, s, r, &b.counts, 0)?.wait())?,
+        "iscatterv" => kumi::scope(|sc| {
+            w.iscatterv_into(sc, &b.s[..size * p], &b.counts, &mut r[..size], 0)?
+                .wait()
+        })?,
+        "iallgatherv" => kumi::scope(|sc| w.iallgatherv_into(sc, s, r, &b.counts)?.wait())?,
+        "ialltoallv" => kumi::scope(|sc| {
+            w.ialltoallv_into(sc, &b.s[..size * p], &b.counts, r, &b.counts)?
+                .wait()
+        })?,
         _ => return Ok(false),
     }
     Ok(true)

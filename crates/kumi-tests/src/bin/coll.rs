@@ -480,6 +480,52 @@ fn scoped_movement(w: &Comm, n: usize) -> R {
         &what("iscatter_into"),
         me,
     )?;
+    // The v-forms, uneven: rank r has (r % 3) * n values (some none),
+    // alltoallv's block from r to d (r + d) % 3 * n.
+    let cnt: Vec<usize> = (0..p).map(|r| (r % 3) * n).collect();
+    let off = |r: usize| cnt[..r].iter().sum::<usize>();
+    let total: usize = cnt.iter().sum();
+    let minev: Vec<u64> = (0..cnt[me]).map(|i| val(me, i)).collect();
+    let concat: Vec<u64> = (0..p)
+        .flat_map(|r| (0..cnt[r]).map(move |i| val(r, i)))
+        .collect();
+    let a2c = |from: usize, to: usize| (from + to) % 3 * n;
+    let scnt: Vec<usize> = (0..p).map(|d| a2c(me, d)).collect();
+    let rcnt: Vec<usize> = (0..p).map(|r| a2c(r, me)).collect();
+    let a2s: Vec<u64> = (0..scnt.iter().sum()).map(|i| val(me, i)).collect();
+    let mut agv = vec![0u64; total];
+    let mut gv = vec![0u64; if me == root { total } else { 0 }];
+    let mut sv = vec![0u64; cnt[me]];
+    let mut a2r = vec![0u64; rcnt.iter().sum()];
+    let svsrc: &[u64] = if me == root { &concat } else { &[] };
+    kumi::scope(|s| -> R {
+        let a = w.iallgatherv_into(s, &minev, &mut agv, &cnt)?;
+        let g = w.igatherv_into(s, &minev, &mut gv, &cnt, root)?;
+        let c = w.iscatterv_into(s, svsrc, &cnt, &mut sv, root)?;
+        let t = w.ialltoallv_into(s, &a2s, &scnt, &mut a2r, &rcnt)?;
+        t.wait()?;
+        c.wait()?;
+        g.wait()?;
+        a.wait()
+    })?;
+    eq(&agv, &concat, &what("iallgatherv_into"), me)?;
+    if me == root {
+        eq(&gv, &concat, &what("igatherv_into"), me)?;
+    }
+    eq(
+        &sv,
+        &concat[off(me)..off(me) + cnt[me]],
+        &what("iscatterv_into"),
+        me,
+    )?;
+    // Rank r's block for me starts where its blocks for 0..me end.
+    let want: Vec<u64> = (0..p)
+        .flat_map(|r| {
+            let from: usize = (0..me).map(|d| a2c(r, d)).sum();
+            (0..a2c(r, me)).map(move |i| val(r, from + i))
+        })
+        .collect();
+    eq(&a2r, &want, &what("ialltoallv_into"), me)?;
     // A mismatched length is refused, naming the argument.
     let refused = kumi::scope(|s| w.iallgather_into(s, &mine, &mut all[..1]).map(drop));
     match refused {

@@ -12,7 +12,7 @@
 //! `mem::forget` included). So no collective writes into a buffer after its
 //! borrow ends.
 
-use super::{CollRequest, Comm};
+use super::{byte_segments, CollRequest, Comm};
 use crate::error::{Error, Result};
 use crate::request::{CollList, Scope};
 use bytemuck::Pod;
@@ -79,6 +79,42 @@ fn split<T: Pod>(b: &[T], p: usize, n: usize) -> Vec<(*const u8, usize)> {
 fn split_mut<T: Pod>(b: &mut [T], p: usize, n: usize) -> Vec<(*mut u8, usize)> {
     let base = b.as_mut_ptr().cast::<u8>();
     (0..p).map(|j| (base.wrapping_add(j * n), n)).collect()
+}
+
+/// `b` split into writable segments of `counts[j]` elements each, one
+/// after the other.
+fn segments_mut<T: Pod>(b: &mut [T], counts: &[usize]) -> Vec<(*mut u8, usize)> {
+    let elem = std::mem::size_of::<T>();
+    byte_segments(
+        b.as_mut_ptr().cast::<u8>(),
+        counts,
+        elem,
+        <*mut u8>::wrapping_add,
+    )
+}
+
+/// `b` split into segments of `counts[j]` elements each.
+fn segments<T: Pod>(b: &[T], counts: &[usize]) -> Vec<(*const u8, usize)> {
+    let elem = std::mem::size_of::<T>();
+    byte_segments(
+        b.as_ptr().cast::<u8>(),
+        counts,
+        elem,
+        <*const u8>::wrapping_add,
+    )
+}
+
+/// Checks that argument `what` holds the sum of `counts` elements.
+fn sum_of(what: &'static str, len: usize, counts: &[usize]) -> Result<()> {
+    let sum: usize = counts.iter().sum();
+    if len == sum {
+        return Ok(());
+    }
+    Err(Error::invalid(
+        what,
+        len as i64,
+        format!("the sum of the counts, {sum} elements"),
+    ))
 }
 
 /// Checks that argument `what` holds `size() * other` elements (`other`:
@@ -193,6 +229,104 @@ impl Comm {
         } else {
             Vec::new()
         };
+        // SAFETY: as in `iallgather_into`.
+        let r = unsafe { self.iscatterv_segments(&sends, (recv.as_mut_ptr().cast(), n), root) }?;
+        Ok(keep(s, r))
+    }
+
+    /// Starts an allgatherv into `recv`: rank j's `counts[j]` elements one
+    /// after the other (this rank's `send` holds `counts[rank()]`;
+    /// [`crate::scope`]).
+    #[track_caller]
+    pub fn iallgatherv_into<'a, 's, T: Pod>(
+        &self,
+        s: &'a Scope<'s>,
+        send: &'s [T],
+        recv: &'s mut [T],
+        counts: &[usize],
+    ) -> Result<ScopedRequest<'a>> {
+        self.check_own_count(counts, send.len())?;
+        sum_of("recv", recv.len(), counts)?;
+        let segs = segments_mut(recv, counts);
+        // SAFETY: as in `iallgather_into`.
+        let r = unsafe { self.iallgatherv_segments(seg(send), &segs) }?;
+        Ok(keep(s, r))
+    }
+
+    /// Starts an alltoallv: `send_counts[j]` elements of `send` (one block
+    /// after the other) to rank j, `recv_counts[i]` from rank i into `recv`
+    /// ([`crate::scope`]).
+    #[track_caller]
+    pub fn ialltoallv_into<'a, 's, T: Pod>(
+        &self,
+        s: &'a Scope<'s>,
+        send: &'s [T],
+        send_counts: &[usize],
+        recv: &'s mut [T],
+        recv_counts: &[usize],
+    ) -> Result<ScopedRequest<'a>> {
+        self.check_counts(send_counts)?;
+        self.check_counts(recv_counts)?;
+        sum_of("send", send.len(), send_counts)?;
+        sum_of("recv", recv.len(), recv_counts)?;
+        let (sends, recvs) = (segments(send, send_counts), segments_mut(recv, recv_counts));
+        // SAFETY: as in `iallgather_into`; the runtime checks that this
+        // rank's own two blocks are as long.
+        let r = unsafe { self.ialltoallv_segments(&sends, &recvs) }?;
+        Ok(keep(s, r))
+    }
+
+    /// Starts a gatherv into the root's `recv`: rank j's `counts[j]`
+    /// elements one after the other (`counts` and `recv` are read at the
+    /// root only; elsewhere pass empty ones; [`crate::scope`]).
+    #[track_caller]
+    pub fn igatherv_into<'a, 's, T: Pod>(
+        &self,
+        s: &'a Scope<'s>,
+        send: &'s [T],
+        recv: &'s mut [T],
+        counts: &[usize],
+        root: usize,
+    ) -> Result<ScopedRequest<'a>> {
+        self.check_root(root)?;
+        let segs = if self.rank() == root {
+            self.check_own_count(counts, send.len())?;
+            sum_of("recv", recv.len(), counts)?;
+            segments_mut(recv, counts)
+        } else {
+            Vec::new()
+        };
+        // SAFETY: as in `iallgather_into`.
+        let r = unsafe { self.igatherv_segments(seg(send), &segs, root) }?;
+        Ok(keep(s, r))
+    }
+
+    /// Starts a scatterv of the root's `send` (`counts[j]` elements for
+    /// rank j, one block after the other) into every rank's `recv` (`send`
+    /// and `counts` are read at the root only; [`crate::scope`]).
+    #[track_caller]
+    pub fn iscatterv_into<'a, 's, T: Pod>(
+        &self,
+        s: &'a Scope<'s>,
+        send: &'s [T],
+        counts: &[usize],
+        recv: &'s mut [T],
+        root: usize,
+    ) -> Result<ScopedRequest<'a>> {
+        self.check_root(root)?;
+        let sends = if self.rank() == root {
+            self.check_counts(counts)?;
+            let mine = counts[root];
+            if recv.len() != mine {
+                let want = format!("counts[{root}] = {mine} elements");
+                return Err(Error::invalid("recv", recv.len() as i64, want));
+            }
+            sum_of("send", send.len(), counts)?;
+            segments(send, counts)
+        } else {
+            Vec::new()
+        };
+        let n = std::mem::size_of_val(recv);
         // SAFETY: as in `iallgather_into`.
         let r = unsafe { self.iscatterv_segments(&sends, (recv.as_mut_ptr().cast(), n), root) }?;
         Ok(keep(s, r))
