@@ -183,8 +183,12 @@ pub struct BenchArgs {
     /// coll: only these operations (comma-separated; default: all of them:
     /// barrier, bcast, reduce, allreduce, reduce_scatter_block, reduce_scatter,
     /// scan, exscan, gather(v), scatter(v), allgather(v), alltoall(v/w),
-    /// neighbor_allgather, neighbor_alltoall, ibarrier, ibcast, ireduce,
-    /// iallreduce, igather, iscatter, iallgather, ialltoall).
+    /// neighbor_allgather, neighbor_alltoall, and the nonblocking forms of
+    /// each: ibarrier, ibcast, ireduce, iallreduce, ireduce_scatter_block,
+    /// ireduce_scatter, iscan, iexscan, igather(v), iscatter(v),
+    /// iallgather(v), ialltoall(v/w), ineighbor_allgather, ineighbor_alltoall;
+    /// ialltoallw and the nonblocking neighbourhood forms only through the C
+    /// twin, the Rust API having no form of them).
     #[arg(long, value_delimiter = ',')]
     pub ops: Vec<String>,
     /// Also run the C twin on these reference MPI stacks, alternating with kumi
