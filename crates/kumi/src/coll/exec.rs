@@ -23,8 +23,14 @@ pub(crate) struct AlignedBuf {
 
 impl AlignedBuf {
     pub fn zeroed(len: usize) -> AlignedBuf {
+        let n = len.div_ceil(16);
+        if let Some(mut words) = spare::take(n) {
+            words.clear();
+            words.resize(n, 0);
+            return AlignedBuf { words, len };
+        }
         AlignedBuf {
-            words: vec![0; len.div_ceil(16)],
+            words: vec![0; n],
             len,
         }
     }
@@ -41,6 +47,62 @@ impl AlignedBuf {
 
     pub fn bytes_mut(&mut self) -> &mut [u8] {
         &mut bytemuck::cast_slice_mut(&mut self.words)[..self.len]
+    }
+}
+
+impl Drop for AlignedBuf {
+    fn drop(&mut self) {
+        spare::give(std::mem::take(&mut self.words));
+    }
+}
+
+/// Large buffers kept after use, per thread, for the next of about their
+/// size. glibc hands a freed block of a megabyte back to the kernel, so a
+/// fresh one costs a page fault per page on first touch: a nonblocking
+/// reduce-scatter of 1 MiB per rank took about a thousand a call
+/// (docs/BENCHMARKS.md, session 39). Zeroing a kept one is a memset.
+mod spare {
+    use std::cell::RefCell;
+
+    /// Smallest buffer kept, in 16-byte words (64 KiB).
+    const MIN: usize = 4096;
+    /// Words kept in all, per thread (16 MiB).
+    const MOST: usize = 1 << 20;
+
+    thread_local! {
+        static KEPT: RefCell<Vec<Vec<u128>>> = const { RefCell::new(Vec::new()) };
+    }
+
+    /// A kept buffer of room for `n` words but not more than twice that.
+    pub(super) fn take(n: usize) -> Option<Vec<u128>> {
+        if n < MIN {
+            return None;
+        }
+        KEPT.try_with(|k| {
+            let mut k = k.borrow_mut();
+            let i = k
+                .iter()
+                .position(|w| w.capacity() >= n && w.capacity() <= 2 * n)?;
+            Some(k.swap_remove(i))
+        })
+        .ok()
+        .flatten()
+    }
+
+    /// Keeps `w` if it is large and there is room; else frees it.
+    pub(super) fn give(w: Vec<u128>) {
+        let c = w.capacity();
+        if !(MIN..=MOST).contains(&c) {
+            return;
+        }
+        // During the thread's teardown the store is gone: `w` is freed.
+        let _ = KEPT.try_with(|k| {
+            let mut k = k.borrow_mut();
+            let held: usize = k.iter().map(Vec::capacity).sum();
+            if held + c <= MOST {
+                k.push(w);
+            }
+        });
     }
 }
 
