@@ -58,9 +58,8 @@ impl Drop for AlignedBuf {
 
 /// Large buffers kept after use, per thread, for the next of about their
 /// size. glibc hands a freed block of a megabyte back to the kernel, so a
-/// fresh one costs a page fault per page on first touch: a nonblocking
-/// reduce-scatter of 1 MiB per rank took about a thousand a call
-/// (docs/BENCHMARKS.md, session 39). Zeroing a kept one is a memset.
+/// fresh one costs a page fault per page on first touch; zeroing a kept one
+/// is a memset. (Measured: docs/BENCHMARKS.md, session 39.)
 mod spare {
     use std::cell::RefCell;
 
