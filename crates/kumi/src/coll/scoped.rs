@@ -140,12 +140,7 @@ impl Comm {
     ) -> Result<ScopedRequest<'a>> {
         let p = self.size();
         size_times("recv", recv.len(), p, ("send", send.len()))?;
-        let segs = split_mut(recv, p, std::mem::size_of_val(send));
-        // SAFETY: `send` and `recv` are borrowed (shared and exclusive) for
-        // the scope, which outlives the collective; the segments split
-        // `recv`, so they overlap nothing.
-        let r = unsafe { self.iallgatherv_segments(seg(send), &segs) }?;
-        Ok(keep(s, r))
+        self.iallgatherv_into(s, send, recv, &vec![send.len(); p])
     }
 
     /// Starts an alltoall: block j of `send` (`send.len() / size()`
@@ -165,7 +160,7 @@ impl Comm {
         }
         let n = std::mem::size_of_val(send) / p;
         let (sends, recvs) = (split(send, p, n), split_mut(recv, p, n));
-        // SAFETY: as in `iallgather_into`; `send`'s blocks are only read.
+        // SAFETY: as in `iallgatherv_into`; `send`'s blocks are only read.
         let r = unsafe { self.ialltoall_segments(&sends, &recvs) }?;
         Ok(keep(s, r))
     }
@@ -198,15 +193,10 @@ impl Comm {
     ) -> Result<ScopedRequest<'a>> {
         self.check_root(root)?;
         let p = self.size();
-        let segs = if self.rank() == root {
+        if self.rank() == root {
             size_times("recv", recv.len(), p, ("send", send.len()))?;
-            split_mut(recv, p, std::mem::size_of_val(send))
-        } else {
-            Vec::new()
-        };
-        // SAFETY: as in `iallgather_into`.
-        let r = unsafe { self.igatherv_segments(seg(send), &segs, root) }?;
-        Ok(keep(s, r))
+        }
+        self.igatherv_into(s, send, recv, &vec![send.len(); p], root)
     }
 
     /// Starts a scatter of the root's `send` (`size()` blocks of
@@ -222,16 +212,10 @@ impl Comm {
     ) -> Result<ScopedRequest<'a>> {
         self.check_root(root)?;
         let p = self.size();
-        let n = std::mem::size_of_val(recv);
-        let sends = if self.rank() == root {
+        if self.rank() == root {
             size_times("send", send.len(), p, ("recv", recv.len()))?;
-            split(send, p, n)
-        } else {
-            Vec::new()
-        };
-        // SAFETY: as in `iallgather_into`.
-        let r = unsafe { self.iscatterv_segments(&sends, (recv.as_mut_ptr().cast(), n), root) }?;
-        Ok(keep(s, r))
+        }
+        self.iscatterv_into(s, send, &vec![recv.len(); p], recv, root)
     }
 
     /// Starts an allgatherv into `recv`: rank j's `counts[j]` elements one
@@ -248,7 +232,9 @@ impl Comm {
         self.check_own_count(counts, send.len())?;
         sum_of("recv", recv.len(), counts)?;
         let segs = segments_mut(recv, counts);
-        // SAFETY: as in `iallgather_into`.
+        // SAFETY: `send` and `recv` are borrowed (shared and exclusive) for
+        // the scope, which outlives the collective; the segments split
+        // `recv`, so they overlap nothing.
         let r = unsafe { self.iallgatherv_segments(seg(send), &segs) }?;
         Ok(keep(s, r))
     }
@@ -270,7 +256,7 @@ impl Comm {
         sum_of("send", send.len(), send_counts)?;
         sum_of("recv", recv.len(), recv_counts)?;
         let (sends, recvs) = (segments(send, send_counts), segments_mut(recv, recv_counts));
-        // SAFETY: as in `iallgather_into`; the runtime checks that this
+        // SAFETY: as in `iallgatherv_into`; the runtime checks that this
         // rank's own two blocks are as long.
         let r = unsafe { self.ialltoallv_segments(&sends, &recvs) }?;
         Ok(keep(s, r))
@@ -296,7 +282,7 @@ impl Comm {
         } else {
             Vec::new()
         };
-        // SAFETY: as in `iallgather_into`.
+        // SAFETY: as in `iallgatherv_into`.
         let r = unsafe { self.igatherv_segments(seg(send), &segs, root) }?;
         Ok(keep(s, r))
     }
@@ -327,7 +313,7 @@ impl Comm {
             Vec::new()
         };
         let n = std::mem::size_of_val(recv);
-        // SAFETY: as in `iallgather_into`.
+        // SAFETY: as in `iallgatherv_into`.
         let r = unsafe { self.iscatterv_segments(&sends, (recv.as_mut_ptr().cast(), n), root) }?;
         Ok(keep(s, r))
     }
