@@ -645,7 +645,9 @@ fn startup_times_every_stack_to_its_first_barrier_and_its_exit() {
         "{err}"
     );
     // No job ends within 0 s: every job of every round is named, and no
-    // round counts.
+    // round counts. (A job may still reach its barrier before the launcher
+    // looks at the clock; it is named all the same, as counting to the
+    // barrier only.)
     let o = kumi(&[
         "bench",
         "startup",
@@ -661,7 +663,7 @@ fn startup_times_every_stack_to_its_first_barrier_and_its_exit() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
         !o.status.success()
-            && err.matches("FAILED (the round is left out)").count() == 4
+            && err.matches(" FAILED (").count() == 4
             && err.contains("no round finished on every side"),
         "{err}"
     );
