@@ -393,6 +393,18 @@ fn uniform<P>(what: &'static str, segs: &[(P, usize)], p: usize, n: usize) -> Re
     ))
 }
 
+/// An all-to-all's blocks for its schedule: 0..p what goes out (only ever
+/// read: the schedule sends from them), p..2p what comes in.
+fn alltoall_blocks(
+    send: &[(*const u8, usize)],
+    recv: &[(*mut u8, usize)],
+) -> Vec<(*mut u8, usize)> {
+    send.iter()
+        .map(|&(b, n)| (b as *mut u8, n))
+        .chain(recv.iter().copied())
+        .collect()
+}
+
 /// Copies this rank's own block of a collective, `len` bytes from `from`
 /// to `to` (nothing in place, where the two are one).
 ///
@@ -2480,12 +2492,7 @@ impl Comm {
         };
         let blocks = (0..p)
             .any(|j| j != me && (long(me, j) || long(j, me)))
-            .then(|| {
-                send.iter()
-                    .map(|&(b, n)| (b as *mut u8, n))
-                    .chain(recv.iter().copied())
-                    .collect()
-            });
+            .then(|| alltoall_blocks(send, recv));
         let req = self.start_rest(pending, blocks, |g| {
             sc::alltoall_pairwise_some(g, me, &long)
         })?;
@@ -2558,14 +2565,7 @@ impl Comm {
         own_segment("recv", recv, p, me, send[me].1)?;
         // SAFETY: the caller's contract.
         unsafe { copy_own(send[me].0, recv[me].0, send[me].1) };
-        // Blocks 0..p are what goes out (only ever read: the schedule sends
-        // from them), p..2p what comes in.
-        let blocks = send
-            .iter()
-            .map(|&(b, n)| (b as *mut u8, n))
-            .chain(recv.iter().copied())
-            .collect();
-        self.exec_each(blocks, how, sc::alltoall_pairwise)
+        self.exec_each(alltoall_blocks(send, recv), how, sc::alltoall_pairwise)
     }
 
     /// A broadcast of the `len` bytes at `buf` from `root`, started
