@@ -302,8 +302,10 @@ pub(crate) fn run_bounded(
         .stdout(file(&out_path)?)
         .stderr(file(&err_path)?);
     // Its own process group, so a run past the limit is ended whole (the
-    // launcher and every rank it started).
+    // launcher and every rank it started); and what escapes the group comes
+    // back to this runner (`end_orphans`).
     std::os::unix::process::CommandExt::process_group(c, 0);
+    adopt_orphans();
     let start = Instant::now();
     let mut child = c
         .spawn()
@@ -333,6 +335,14 @@ pub(crate) fn run_bounded(
     let ran = start.elapsed();
     let read =
         |p: &Path| String::from_utf8_lossy(&std::fs::read(p).unwrap_or_default()).into_owned();
+    if status.is_some() {
+        let left = end_orphans();
+        if left > 0 {
+            eprintln!(
+                "kumi bench: {launcher} exited and left {left} process(es) of its job running; ended them"
+            );
+        }
+    }
     let tail = || {
         let text = read(&out_path) + &read(&err_path);
         let lines: Vec<&str> = text.lines().collect();
@@ -351,6 +361,9 @@ pub(crate) fn run_bounded(
         // SAFETY: as above.
         unsafe { libc::killpg(pgid, libc::SIGKILL) };
         let _ = child.wait();
+        // What the launcher put out of its group's reach (hydra's proxies
+        // and through them the ranks) was ended by the launcher or is ours.
+        end_orphans();
         if interrupted() {
             return Err("interrupted; the run was ended".into());
         }
@@ -367,6 +380,73 @@ pub(crate) fn run_bounded(
         ));
     }
     Ok((read(&out_path), start + ran))
+}
+
+/// Makes this runner the reaper of its jobs' orphans. MPICH's hydra starts
+/// its proxies (and through them the ranks) in sessions of their own, out
+/// of reach of the launcher's process group; a program may do the same
+/// with a helper. When the launcher is gone such processes would be
+/// re-parented to init and run on; as a child subreaper this runner gets
+/// them instead, and [`end_orphans`] ends them after each job.
+fn adopt_orphans() {
+    // SAFETY: PR_SET_CHILD_SUBREAPER takes an integer flag and touches no
+    // memory of this process; setting it twice is harmless.
+    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+}
+
+/// This process's children and whether each has exited (a zombie), from
+/// `/proc`.
+fn own_children() -> Vec<(i32, bool)> {
+    let me = std::process::id() as i32;
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| {
+            let pid: i32 = e.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            // After the command's closing parenthesis: state, parent.
+            let mut f = stat.rsplit_once(')')?.1.split_whitespace();
+            let zombie = f.next()? == "Z";
+            let parent: i32 = f.next()?.parse().ok()?;
+            (parent == me).then_some((pid, zombie))
+        })
+        .collect()
+}
+
+/// Ends and reaps every process left to this runner (see
+/// [`adopt_orphans`]), once the job's launcher has been reaped: the
+/// runner's only other child then, so every child is an orphan of that
+/// job. SIGTERM first, SIGKILL after a second, until none is left (at most
+/// ten seconds: a process stuck in the kernel cannot be ended). Returns how
+/// many were still running when found.
+fn end_orphans() -> usize {
+    let start = Instant::now();
+    let mut running = std::collections::HashSet::new();
+    loop {
+        let children = own_children();
+        if children.is_empty() || start.elapsed() > Duration::from_secs(10) {
+            return running.len();
+        }
+        let sig = if start.elapsed() < Duration::from_secs(1) {
+            libc::SIGTERM
+        } else {
+            libc::SIGKILL
+        };
+        for (pid, zombie) in children {
+            if zombie {
+                // SAFETY: waitpid on a child that has exited; the status
+                // pointer may be null.
+                unsafe { libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG) };
+            } else {
+                running.insert(pid);
+                // SAFETY: kill has no memory preconditions; `pid` is this
+                // process's unreaped child, so it names that process.
+                unsafe { libc::kill(pid, sig) };
+            }
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
 /// Set by SIGINT, SIGTERM or SIGHUP: the programs run in process groups of

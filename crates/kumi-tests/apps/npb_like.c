@@ -4,7 +4,11 @@
  * element checked, and it calls itself verified only with two ranks or more
  * (an MPICH build that ran on the wrong library starts as singletons).
  *   -DFAIL_CHECK  prints "Verification = UNSUCCESSFUL" whatever happened;
- *   -DHANG        never ends (for the runner's time limit). */
+ *   -DHANG        never ends (for the runner's time limit), and rank 0
+ *                 leaves a process of its own behind in a session of its
+ *                 own, as MPICH's hydra does with its proxies: out of reach
+ *                 of the launcher's process group, which the runner must
+ *                 end all the same. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +20,11 @@ int main(int argc, char **argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
 #ifdef HANG
+    if (rank == 0 && fork() == 0) {
+        setsid();
+        for (;;)
+            pause();
+    }
     for (;;)
         pause();
 #endif
