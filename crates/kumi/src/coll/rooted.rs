@@ -6,8 +6,9 @@
 //! (`shm.rs`) when the blocks fit; gatherv and scatterv decide member by
 //! member, since there only the root knows every length: a block that fits
 //! goes through the area, a longer one as a message in the same call.
-//! Elsewhere: binomial trees (gather, scatter) and linear schedules (the
-//! v-forms), from `kumi_core::coll`.
+//! Elsewhere: linear schedules from `kumi_core::coll`, straight between
+//! the ranks' own buffers (each block one message, single copy where the
+//! transport can).
 
 use super::*;
 
@@ -16,7 +17,6 @@ impl Comm {
     /// order, in `recv` (`size() * send.len()` elements; unused elsewhere).
     #[track_caller]
     pub fn gather<T: Pod>(&self, send: &[T], recv: &mut [T], root: usize) -> Result<()> {
-        let at = Location::caller();
         self.check_root(root)?;
         let (p, me, n) = (self.size(), self.rank(), send.len());
         if me == root && recv.len() < p * n {
@@ -28,44 +28,21 @@ impl Comm {
         }
         let nb = std::mem::size_of_val(send);
         let rb = as_bytes_mut(recv).as_mut_ptr();
-        // SAFETY: at the root `recv` holds `p` blocks of the send's length
-        // (checked above), borrowed exclusively for the call; `send` is
-        // another borrow.
-        if unsafe { self.gather_area(as_bytes(send), &|j| rb.wrapping_add(j * nb), root, at) }? {
-            return Ok(());
-        }
-        let v = (me + p - root) % p;
-        let mut work = vec![T::zeroed(); p * n];
-        copy_slice(&mut work[v * n..(v + 1) * n], send);
-        if p > 1 {
-            let (_, wire) = self.wire()?;
-            let sched = sc::gather_binomial(&self.group(), root, me);
-            let elem = std::mem::size_of::<T>();
-            let offsets = even_offsets(p * n, p, elem);
-            self.run(
-                sched,
-                wire,
-                as_bytes_mut(&mut work),
-                offsets,
-                None,
-                Call::Collective,
-                at,
-            )?;
-        }
-        if me == root {
-            for v in 0..p {
-                let r = (v + root) % p;
-                copy_slice(&mut recv[r * n..(r + 1) * n], &work[v * n..(v + 1) * n]);
-            }
-        }
-        Ok(())
+        let recv: Vec<(*mut u8, usize)> = if me == root {
+            (0..p).map(|j| (rb.wrapping_add(j * nb), nb)).collect()
+        } else {
+            Vec::new()
+        };
+        // SAFETY: at the root the segments split the first `p` blocks of
+        // `recv` (its length checked above), borrowed exclusively for the
+        // call; `send` is another borrow.
+        unsafe { self.gather_segments((as_bytes(send).as_ptr(), nb), &recv, root) }
     }
 
     /// Rank i gets block i (of `recv.len()` elements) of `send` of rank `root`
     /// (`size() * recv.len()` elements; unused elsewhere).
     #[track_caller]
     pub fn scatter<T: Pod>(&self, send: &[T], recv: &mut [T], root: usize) -> Result<()> {
-        let at = Location::caller();
         self.check_root(root)?;
         let (p, me, n) = (self.size(), self.rank(), recv.len());
         if me == root && send.len() < p * n {
@@ -75,46 +52,18 @@ impl Comm {
                 format!("at least size() * recv.len() = {}", p * n),
             ));
         }
-        let sb = as_bytes(send).as_ptr();
         let rb = as_bytes_mut(recv);
         let nb = rb.len();
-        // SAFETY: at the root `send` holds `p` blocks of the receive's
-        // length (checked above), borrowed for the call; `recv` is another
-        // borrow.
-        if unsafe {
-            self.scatter_area(
-                &|j| sb.wrapping_add(j * nb),
-                (rb.as_mut_ptr(), nb),
-                root,
-                at,
-            )
-        }? {
-            return Ok(());
-        }
-        let mut work = vec![T::zeroed(); p * n];
-        if me == root {
-            for v in 0..p {
-                let r = (v + root) % p;
-                copy_slice(&mut work[v * n..(v + 1) * n], &send[r * n..(r + 1) * n]);
-            }
-        }
-        if p > 1 {
-            let (_, wire) = self.wire()?;
-            let sched = sc::scatter_binomial(&self.group(), root, me);
-            let offsets = even_offsets(p * n, p, std::mem::size_of::<T>());
-            self.run(
-                sched,
-                wire,
-                as_bytes_mut(&mut work),
-                offsets,
-                None,
-                Call::Collective,
-                at,
-            )?;
-        }
-        let v = (me + p - root) % p;
-        copy_slice(&mut recv[..], &work[v * n..(v + 1) * n]);
-        Ok(())
+        let sb = as_bytes(send).as_ptr();
+        let send: Vec<(*const u8, usize)> = if me == root {
+            (0..p).map(|j| (sb.wrapping_add(j * nb), nb)).collect()
+        } else {
+            Vec::new()
+        };
+        // SAFETY: at the root the segments split the first `p` blocks of
+        // `send` (its length checked above), borrowed for the call; `recv`
+        // is another borrow, exclusive.
+        unsafe { self.scatter_segments(&send, (rb.as_mut_ptr(), nb), root) }
     }
 
     /// Like [`Comm::gather`] with `counts[i]` elements from rank i, placed one
