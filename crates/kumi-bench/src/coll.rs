@@ -35,9 +35,10 @@ impl Labeled {
 /// its names (`crates/kumi-bench/c/micro.c`). Sizes are bytes per rank: the
 /// whole buffer of bcast and of the reductions (`f64`, summed), each rank's
 /// block of the gathers and scatters, each pair's block of the all-to-alls;
-/// the v forms with the plain ones' counts. The C twin alone has
-/// `alltoallw` and the neighbourhood collectives (on a periodic ring), which
-/// the Rust API expresses differently.
+/// the v forms with the plain ones' counts; the neighbourhood collectives
+/// on a periodic ring of every rank (each rank's block to both neighbours,
+/// or a block to each). The C twin alone has `alltoallw`, which the Rust
+/// API expresses differently.
 pub const OPS: &[&str] = &[
     "barrier",
     "bcast",
@@ -105,8 +106,9 @@ struct Bufs {
 /// no form of it.
 fn call(w: &Comm, op: &str, size: usize, b: &mut Bufs) -> Result<bool, Error> {
     let p = w.size();
+    let (left, right) = ((w.rank() + p - 1) % p, (w.rank() + 1) % p);
     let n = (size / 8).max(1);
-    let (s, r) = (&b.s[..size], &mut b.r[..size * p]);
+    let (s, r) = (&b.s[..size], &mut b.r[..size * p.max(2)]);
     let (sd, rd) = (&b.sd[..n], &mut b.rd[..n * p]);
     let sum = Op::sum();
     match op {
@@ -126,6 +128,25 @@ fn call(w: &Comm, op: &str, size: usize, b: &mut Bufs) -> Result<bool, Error> {
         "allgatherv" => w.allgatherv(s, r, &b.counts)?,
         "alltoall" => w.alltoall(&b.s[..size * p], r)?,
         "alltoallv" => w.alltoallv(&b.s[..size * p], &b.counts, r, &b.counts)?,
+        // MPI's order on a periodic ring: the left neighbour's block first;
+        // to each side what arrives at the other's opposite side (the
+        // listing order pairs them where one rank is both neighbours).
+        "neighbor_allgather" => w.neighbor_exchange(
+            s,
+            &[size],
+            &[(right, 0), (left, 0)],
+            &mut r[..2 * size],
+            &[size, size],
+            &[(left, 0), (right, 1)],
+        )?,
+        "neighbor_alltoall" => w.neighbor_exchange(
+            &b.s[..2 * size],
+            &[size, size],
+            &[(right, 1), (left, 0)],
+            &mut r[..2 * size],
+            &[size, size],
+            &[(left, 0), (right, 1)],
+        )?,
         "ibarrier" => w.ibarrier()?.wait().map(drop)?,
         // The data movers on borrowed buffers (`kumi::scope`), as a program
         // that cares about speed writes them; the owned forms
@@ -158,6 +179,30 @@ fn call(w: &Comm, op: &str, size: usize, b: &mut Bufs) -> Result<bool, Error> {
             w.ialltoallv_into(sc, &b.s[..size * p], &b.counts, r, &b.counts)?
                 .wait()
         })?,
+        "ineighbor_allgather" => kumi::scope(|sc| {
+            w.ineighbor_exchange_into(
+                sc,
+                s,
+                &[size],
+                &[(right, 0), (left, 0)],
+                &mut r[..2 * size],
+                &[size, size],
+                &[(left, 0), (right, 1)],
+            )?
+            .wait()
+        })?,
+        "ineighbor_alltoall" => kumi::scope(|sc| {
+            w.ineighbor_exchange_into(
+                sc,
+                &b.s[..2 * size],
+                &[size, size],
+                &[(right, 1), (left, 0)],
+                &mut r[..2 * size],
+                &[size, size],
+                &[(left, 0), (right, 1)],
+            )?
+            .wait()
+        })?,
         _ => return Ok(false),
     }
     Ok(true)
@@ -176,8 +221,9 @@ pub fn run(
     let p = w.size();
     let top = max_size.max(8);
     let mut b = Bufs {
-        s: vec![3u8; top * p],
-        r: vec![0u8; top * p],
+        // A block per rank, and at least two (a ring's two neighbours).
+        s: vec![3u8; top * p.max(2)],
+        r: vec![0u8; top * p.max(2)],
         sd: vec![1.0; (top / 8).max(1) * p],
         rd: vec![0.0; (top / 8).max(1) * p],
         counts: Vec::new(),

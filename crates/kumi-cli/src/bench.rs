@@ -187,8 +187,9 @@ pub struct BenchArgs {
     /// each: ibarrier, ibcast, ireduce, iallreduce, ireduce_scatter_block,
     /// ireduce_scatter, iscan, iexscan, igather(v), iscatter(v),
     /// iallgather(v), ialltoall(v/w), ineighbor_allgather, ineighbor_alltoall;
-    /// ialltoallw and the nonblocking neighbourhood forms only through the C
-    /// twin, the Rust API having no form of them).
+    /// the neighbourhood collectives on a periodic ring of every rank;
+    /// alltoallw and ialltoallw only through the C twin, the Rust API having
+    /// no form of them).
     #[arg(long, value_delimiter = ',')]
     pub ops: Vec<String>,
     /// Also run the C twin on these reference MPI stacks, alternating with kumi

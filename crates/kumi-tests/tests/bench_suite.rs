@@ -302,7 +302,7 @@ fn coll_vs_mpich_reports_every_op_and_size_for_every_side() {
     // 1 MiB: the whole default run lasts minutes.
     let ops = [
         "--ops",
-        "barrier,allreduce,bcast,alltoall,alltoallw",
+        "barrier,allreduce,bcast,alltoall,alltoallw,neighbor_alltoall",
         "--max-size",
         "1048576",
     ];
@@ -330,6 +330,7 @@ fn coll_vs_mpich_reports_every_op_and_size_for_every_side() {
         ("bcast", 1 << 20),
         ("alltoall", 4096),
         ("alltoallw", 64),
+        ("neighbor_alltoall", 1 << 20),
     ] {
         // kumi-c and kumi-c-static: the twin on kumi's shared and static
         // libraries, which the build puts beside kumi.

@@ -972,18 +972,10 @@ fn alltoallw<C: Entry, D: Entry>(
             ["sendcounts", "sdispls", "sendtypes"],
         )?
     };
-    let bytes = |segs: &[Seg]| -> Option<Vec<(*mut u8, usize)>> {
-        segs.iter()
-            .map(|(b, n, d)| {
-                d.is_contiguous()
-                    .then(|| (b.cast::<u8>(), d.packed_size(*n)))
-            })
-            .collect()
-    };
     // Every type contiguous and not in place: an alltoallv over the
     // program's own bytes (no packing, no copy out).
     if !in_place(sendbuf) {
-        if let (Some(sb), Some(rb)) = (bytes(&send), bytes(&recv)) {
+        if let (Some(sb), Some(rb)) = (contiguous_bytes(&send), contiguous_bytes(&recv)) {
             let sb = read_only(sb);
             if blocking {
                 // SAFETY: MPI's contract: the segments are valid, the send

@@ -102,6 +102,51 @@ int main(int argc, char **argv) {
     }
     OK(MPI_Type_free(&pair));
 
+    /* A receive type with gaps (an int every other int): packed on the way,
+     * the gaps untouched. */
+    {
+        MPI_Datatype gapped;
+        OK(MPI_Type_create_resized(MPI_INT, 0, 2 * sizeof(int), &gapped));
+        OK(MPI_Type_commit(&gapped));
+        int two[2] = {r * 7, r * 7 + 1}, gin[MAXK * 4];
+        for (int j = 0; j < MAXK * 4; j++) gin[j] = -1;
+        OK(MPI_Neighbor_allgather(two, 2, MPI_INT, gin, 2, gapped, grid));
+        for (int i = 0; i < MAXK; i++) {
+            int *b = &gin[4 * i];
+            int none = nb[i] == MPI_PROC_NULL;
+            CHECK(b[0] == (none ? -1 : nb[i] * 7) && b[2] == (none ? -1 : nb[i] * 7 + 1));
+            CHECK(b[1] == -1 && b[3] == -1);
+        }
+        OK(MPI_Type_free(&gapped));
+    }
+
+    /* Long blocks (beyond the eager size, so by rendezvous), an alltoall and
+     * an allgather in flight together, every element checked. */
+    {
+        enum { N = 40009 };
+        int *lo = malloc(sizeof(int) * N * MAXK), *li = malloc(sizeof(int) * N * MAXK);
+        int *la = malloc(sizeof(int) * N * MAXK), *lm = malloc(sizeof(int) * N);
+        for (int j = 0; j < N * MAXK; j++) {
+            lo[j] = r * 1000003 + j;
+            li[j] = la[j] = -1;
+        }
+        for (int k = 0; k < N; k++) lm[k] = r * 31 + k;
+        MPI_Request lq[2];
+        OK(MPI_Ineighbor_alltoall(lo, N, MPI_INT, li, N, MPI_INT, grid, &lq[0]));
+        OK(MPI_Ineighbor_allgather(lm, N, MPI_INT, la, N, MPI_INT, grid, &lq[1]));
+        OK(MPI_Waitall(2, lq, MPI_STATUSES_IGNORE));
+        int bad = 0;
+        for (int i = 0; i < MAXK; i++) {
+            int from_block = i % 2 == 0 ? i + 1 : i - 1, none = nb[i] == MPI_PROC_NULL;
+            for (int k = 0; k < N; k++) {
+                bad += li[i * N + k] != (none ? -1 : nb[i] * 1000003 + from_block * N + k);
+                bad += la[i * N + k] != (none ? -1 : nb[i] * 31 + k);
+            }
+        }
+        CHECK(bad == 0);
+        free(lo); free(li); free(la); free(lm);
+    }
+
     /* MPI_Neighbor_alltoallw and its nonblocking form: int blocks as in the
      * alltoall above, with MPI_Aint byte displacements and a type per
      * neighbour (two ints, as 2 x MPI_INT or 1 x pair). */

@@ -526,6 +526,56 @@ fn scoped_movement(w: &Comm, n: usize) -> R {
         })
         .collect();
     eq(&a2r, &want, &what("ialltoallv_into"), me)?;
+    // Around a ring, on the program's buffers: block 0 to the left, block 1
+    // to the right; slot 0 from the left, slot 1 from the right, slot 2
+    // named by no receive (it keeps what it held). With 1 or 2 ranks one
+    // rank is both neighbours: the listing order pairs the blocks. Then the
+    // blocking form, the other way round.
+    let (l, r) = ((me + p - 1) % p, (me + 1) % p);
+    let out: Vec<u64> = (0..2 * n).map(|i| val(me, i)).collect();
+    let mut got = vec![7u64; 3 * n];
+    kumi::scope(|s| -> R {
+        w.ineighbor_exchange_into(
+            s,
+            &out,
+            &[n, n],
+            &[(r, 1), (l, 0)],
+            &mut got,
+            &[n, n, n],
+            &[(l, 0), (r, 1)],
+        )?
+        .wait()
+    })?;
+    let ring = |a: usize, b: usize| -> Vec<u64> {
+        (0..n)
+            .map(|i| val(a, n + i))
+            .chain((0..n).map(|i| val(b, i)))
+            .chain(std::iter::repeat_n(7, n))
+            .collect()
+    };
+    eq(&got, &ring(l, r), &what("ineighbor_exchange_into"), me)?;
+    let mut back = vec![7u64; 3 * n];
+    w.neighbor_exchange(
+        &out,
+        &[n, n],
+        &[(l, 1), (r, 0)],
+        &mut back,
+        &[n, n, n],
+        &[(r, 0), (l, 1)],
+    )?;
+    let want: Vec<u64> = (0..n)
+        .map(|i| val(r, n + i))
+        .chain((0..n).map(|i| val(l, i)))
+        .chain(std::iter::repeat_n(7, n))
+        .collect();
+    eq(&back, &want, &what("neighbor_exchange"), me)?;
+    // A receive block named twice would take two messages on its bytes.
+    let twice = w.neighbor_exchange(&out, &[n, n], &[], &mut back, &[n, n, n], &[(l, 0), (r, 0)]);
+    if !matches!(&twice, Err(e) if e.to_string().contains("recvs")) {
+        return Err(fail(format!(
+            "a receive block named twice on rank {me}: {twice:?}"
+        )));
+    }
     // A mismatched length is refused, naming the argument.
     let refused = kumi::scope(|s| w.iallgather_into(s, &mine, &mut all[..1]).map(drop));
     match refused {

@@ -774,21 +774,23 @@ impl Comm {
 
     /// The schedule `plan` makes for this rank (from the group and its
     /// rank) over blocks where they lie (kept valid by the caller until it
-    /// completes), run now or started ([`Exec`]); nothing to exchange alone.
+    /// completes), run now or started ([`Exec`]).
     fn exec_each(
         &self,
         blocks: Vec<(*mut u8, usize)>,
         how: Exec,
         plan: impl FnOnce(&[usize], usize) -> Schedule,
     ) -> Result<Option<CollRequest<u8>>> {
-        if self.size() == 1 {
+        // Every rank takes the call's tag, used or not, so the tags of later
+        // collectives agree.
+        let (_, wire) = self.wire()?;
+        let sched = plan(&self.group(), self.rank());
+        if sched.rounds.is_empty() {
             return Ok(match how {
                 Exec::Now(_) => None,
                 Exec::Start => Some(CollRequest::done(self.engine_rc().clone())),
             });
         }
-        let (_, wire) = self.wire()?;
-        let sched = plan(&self.group(), self.rank());
         match how {
             Exec::Now(at) => {
                 self.run_blocks(
@@ -1782,7 +1784,6 @@ impl Comm {
         recv_counts: &[usize],
         recvs: &[(usize, usize)],
     ) -> Result<CollRequest<T>> {
-        let p = self.size();
         let (ns, nr) = (send_counts.len(), recv_counts.len());
         let st: usize = send_counts.iter().sum();
         if send.len() != st {
@@ -1792,31 +1793,22 @@ impl Comm {
                 format!("the sum of send_counts ({st})"),
             ));
         }
-        for (what, list, nb) in [("sends", sends, ns), ("recvs", recvs, nr)] {
-            if let Some(&(peer, b)) = list.iter().find(|&&(peer, b)| peer >= p || b >= nb) {
-                return Err(bad(
-                    what,
-                    if peer >= p { peer } else { b },
-                    format!("(peer, block) pairs with peer < {p} and block < {nb}"),
-                ));
-            }
-        }
+        self.check_neighbors(sends, ns, recvs, nr)?;
         let counts: Vec<usize> = send_counts.iter().chain(recv_counts).copied().collect();
         let offsets = count_offsets(&counts, std::mem::size_of::<T>());
         let mut work = AlignedBuf::zeroed(offsets[ns + nr]);
         copy_slice(&mut work.bytes_mut()[..offsets[ns]], as_bytes(&send));
-        let g = self.group();
-        let sends: Vec<(usize, usize)> = sends.iter().map(|&(peer, b)| (g[peer], b)).collect();
-        let recvs: Vec<(usize, usize)> = recvs.iter().map(|&(peer, b)| (g[peer], ns + b)).collect();
-        let sched = sc::exchange(&sends, &recvs);
+        let recvs: Vec<(usize, usize)> = recvs.iter().map(|&(peer, b)| (peer, ns + b)).collect();
+        let sched = sc::exchange(sends, &recvs);
         let start = offsets[ns];
         let finish: Finish = Box::new(move |w| AlignedBuf::from_bytes(&w.bytes()[start..]));
         self.start_sched(sched, work, offsets, None, Some(finish))
     }
 
-    /// [`Comm::ineighbor_exchange`], waited for: the blocks received are
-    /// written to `recv` (the sum of `recv_counts` elements); blocks no
-    /// receive names are left as they were.
+    /// [`Comm::ineighbor_exchange`], waited for, on the program's own
+    /// buffers: the blocks received are written to `recv` (the sum of
+    /// `recv_counts` elements); blocks no receive names are left as they
+    /// were.
     #[track_caller]
     pub fn neighbor_exchange<T: Pod>(
         &self,
@@ -1827,21 +1819,90 @@ impl Comm {
         recv_counts: &[usize],
         recvs: &[(usize, usize)],
     ) -> Result<()> {
-        let rt: usize = recv_counts.iter().sum();
-        if recv.len() != rt {
-            return Err(bad(
-                "recv",
-                recv.len(),
-                format!("the sum of recv_counts ({rt})"),
-            ));
-        }
-        let got = self
-            .ineighbor_exchange(send.to_vec(), send_counts, sends, recv_counts, recvs)?
-            .wait()?;
-        let offsets = count_offsets(recv_counts, 1);
+        let at = Location::caller();
+        scoped::sum_of("send", send.len(), send_counts)?;
+        scoped::sum_of("recv", recv.len(), recv_counts)?;
+        let (sb, rb) = (
+            scoped::segments(send, send_counts),
+            scoped::segments_mut(recv, recv_counts),
+        );
+        // SAFETY: the segments split `send` (borrowed) and `recv` (borrowed
+        // exclusively) for the call, their lengths checked above.
+        unsafe { self.neighbor_each(&sb, sends, &rb, recvs, Exec::Now(at)) }.map(drop)
+    }
+
+    /// [`Comm::ineighbor_exchange`] over byte segments anywhere in memory,
+    /// for the C library: block b sent is `send[b]`, block b received goes
+    /// to `recv[b]`.
+    ///
+    /// # Safety
+    /// As for [`Comm::neighbor_each`], until the request completes.
+    #[doc(hidden)]
+    #[track_caller]
+    pub unsafe fn ineighbor_exchange_segments(
+        &self,
+        send: &[(*const u8, usize)],
+        sends: &[(usize, usize)],
+        recv: &[(*mut u8, usize)],
+        recvs: &[(usize, usize)],
+    ) -> Result<CollRequest<u8>> {
+        // SAFETY: the caller's contract.
+        let r = unsafe { self.neighbor_each(send, sends, recv, recvs, Exec::Start) }?;
+        Ok(started(r))
+    }
+
+    /// A neighbourhood exchange straight between the program's buffers
+    /// (see [`Comm::ineighbor_exchange`] for `sends` and `recvs`), run now
+    /// or started. Refuses a receive block named twice (two messages would
+    /// land on the same bytes).
+    ///
+    /// # Safety
+    /// The `send` segments readable and the `recv` ones writable, until the
+    /// exchange completes; the `recv` segments overlap nothing.
+    unsafe fn neighbor_each(
+        &self,
+        send: &[(*const u8, usize)],
+        sends: &[(usize, usize)],
+        recv: &[(*mut u8, usize)],
+        recvs: &[(usize, usize)],
+        how: Exec,
+    ) -> Result<Option<CollRequest<u8>>> {
+        let ns = send.len();
+        self.check_neighbors(sends, ns, recvs, recv.len())?;
+        let mut named = vec![false; recv.len()];
         for &(_, b) in recvs {
-            let r = offsets[b]..offsets[b + 1];
-            copy_slice(&mut recv[r.clone()], &got[r]);
+            if std::mem::replace(&mut named[b], true) {
+                return Err(bad("recvs", b, "each receive block named once".into()));
+            }
+        }
+        // Only ever read: the schedule sends from them.
+        let blocks = send
+            .iter()
+            .map(|&(b, n)| (b.cast_mut(), n))
+            .chain(recv.iter().copied())
+            .collect();
+        let recvs: Vec<(usize, usize)> = recvs.iter().map(|&(peer, b)| (peer, ns + b)).collect();
+        self.exec_each(blocks, how, |_, _| sc::exchange(sends, &recvs))
+    }
+
+    /// Checks a neighbourhood exchange's `(peer, block)` lists against the
+    /// communicator's size and the numbers of blocks sent and received.
+    fn check_neighbors(
+        &self,
+        sends: &[(usize, usize)],
+        ns: usize,
+        recvs: &[(usize, usize)],
+        nr: usize,
+    ) -> Result<()> {
+        let p = self.size();
+        for (what, list, nb) in [("sends", sends, ns), ("recvs", recvs, nr)] {
+            if let Some(&(peer, b)) = list.iter().find(|&&(peer, b)| peer >= p || b >= nb) {
+                return Err(bad(
+                    what,
+                    if peer >= p { peer } else { b },
+                    format!("(peer, block) pairs with peer < {p} and block < {nb}"),
+                ));
+            }
         }
         Ok(())
     }

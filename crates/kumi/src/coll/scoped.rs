@@ -83,7 +83,7 @@ fn split_mut<T: Pod>(b: &mut [T], p: usize, n: usize) -> Vec<(*mut u8, usize)> {
 
 /// `b` split into writable segments of `counts[j]` elements each, one
 /// after the other.
-fn segments_mut<T: Pod>(b: &mut [T], counts: &[usize]) -> Vec<(*mut u8, usize)> {
+pub(super) fn segments_mut<T: Pod>(b: &mut [T], counts: &[usize]) -> Vec<(*mut u8, usize)> {
     let elem = std::mem::size_of::<T>();
     byte_segments(
         b.as_mut_ptr().cast::<u8>(),
@@ -94,7 +94,7 @@ fn segments_mut<T: Pod>(b: &mut [T], counts: &[usize]) -> Vec<(*mut u8, usize)> 
 }
 
 /// `b` split into segments of `counts[j]` elements each.
-fn segments<T: Pod>(b: &[T], counts: &[usize]) -> Vec<(*const u8, usize)> {
+pub(super) fn segments<T: Pod>(b: &[T], counts: &[usize]) -> Vec<(*const u8, usize)> {
     let elem = std::mem::size_of::<T>();
     byte_segments(
         b.as_ptr().cast::<u8>(),
@@ -105,7 +105,7 @@ fn segments<T: Pod>(b: &[T], counts: &[usize]) -> Vec<(*const u8, usize)> {
 }
 
 /// Checks that argument `what` holds the sum of `counts` elements.
-fn sum_of(what: &'static str, len: usize, counts: &[usize]) -> Result<()> {
+pub(super) fn sum_of(what: &'static str, len: usize, counts: &[usize]) -> Result<()> {
     let sum: usize = counts.iter().sum();
     if len == sum {
         return Ok(());
@@ -315,6 +315,33 @@ impl Comm {
         let n = std::mem::size_of_val(recv);
         // SAFETY: as in `iallgatherv_into`.
         let r = unsafe { self.iscatterv_segments(&sends, (recv.as_mut_ptr().cast(), n), root) }?;
+        Ok(keep(s, r))
+    }
+
+    /// Starts a neighbourhood exchange ([`Comm::ineighbor_exchange`]: block
+    /// `b` of `send`, in blocks of `send_counts`, to `peer` for each
+    /// `(peer, b)` of `sends`; block `b` of `recv`, in blocks of
+    /// `recv_counts`, from `peer` for each `(peer, b)` of `recvs`) on the
+    /// program's own buffers ([`crate::scope`]). Blocks no receive names
+    /// are left as they were.
+    #[track_caller]
+    #[allow(clippy::too_many_arguments)]
+    pub fn ineighbor_exchange_into<'a, 's, T: Pod>(
+        &self,
+        s: &'a Scope<'s>,
+        send: &'s [T],
+        send_counts: &[usize],
+        sends: &[(usize, usize)],
+        recv: &'s mut [T],
+        recv_counts: &[usize],
+        recvs: &[(usize, usize)],
+    ) -> Result<ScopedRequest<'a>> {
+        sum_of("send", send.len(), send_counts)?;
+        sum_of("recv", recv.len(), recv_counts)?;
+        let (sb, rb) = (segments(send, send_counts), segments_mut(recv, recv_counts));
+        // SAFETY: as in `iallgatherv_into`; the segments split `send` and
+        // `recv`.
+        let r = unsafe { self.ineighbor_exchange_segments(&sb, sends, &rb, recvs) }?;
         Ok(keep(s, r))
     }
 }
