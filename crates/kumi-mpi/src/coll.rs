@@ -421,6 +421,35 @@ impl CollPending for NbBytes {
     }
 }
 
+/// A collective that went one way or the other ([`mpi_coll_pair`]).
+enum Begun {
+    /// Started (as a request).
+    Started(NbBytes),
+    /// Done already (a blocking call that took a way of its own).
+    Done,
+}
+
+impl Begun {
+    /// For the blocking call: waits for what was started.
+    fn finish(self) -> R<()> {
+        match self {
+            Begun::Started(nb) => crate::state::CollPending::finish(Box::new(nb)),
+            Begun::Done => Ok(()),
+        }
+    }
+
+    /// For the nonblocking call, which never takes the blocking way.
+    fn started(self) -> R<NbBytes> {
+        match self {
+            Begun::Started(nb) => Ok(nb),
+            Begun::Done => err(
+                MPI_ERR_INTERN,
+                "a nonblocking collective ran as a blocking one",
+            ),
+        }
+    }
+}
+
 /// A segment of a program's buffer: where, how many elements, of which type.
 type Seg = (*mut c_void, usize, Datatype);
 
@@ -680,14 +709,15 @@ fn neighbor_allgather(
     recvcount: c_int,
     recvtype: c_int,
     comm: c_int,
-) -> R<NbBytes> {
+    blocking: bool,
+) -> R<Begun> {
     let (c, nb, sd, rd) = neighbor_args(comm, sendtype, recvtype)?;
     let send = [(sendbuf as *mut c_void, count(sendcount)?, sd)];
     let recv = of_type(
         even_segments(recvbuf, nb.indegree(), count(recvcount)?, &rd),
         &rd,
     );
-    neighbor_start(&c, &nb, &send, true, recv)
+    neighbor_start(&c, &nb, &send, true, recv, blocking)
 }
 
 /// `MPI_(I)neighbor_alltoall`, started.
@@ -699,11 +729,19 @@ fn neighbor_alltoall(
     recvcount: c_int,
     recvtype: c_int,
     comm: c_int,
-) -> R<NbBytes> {
+    blocking: bool,
+) -> R<Begun> {
     let (c, nb, sd, rd) = neighbor_args(comm, sendtype, recvtype)?;
     let send = even_segments(sendbuf, nb.outdegree(), count(sendcount)?, &sd);
     let recv = even_segments(recvbuf, nb.indegree(), count(recvcount)?, &rd);
-    neighbor_start(&c, &nb, &of_type(send, &sd), false, of_type(recv, &rd))
+    neighbor_start(
+        &c,
+        &nb,
+        &of_type(send, &sd),
+        false,
+        of_type(recv, &rd),
+        blocking,
+    )
 }
 
 /// Starts a neighbourhood collective with neighbours `nb`: `send` holds one
@@ -717,7 +755,8 @@ fn neighbor_start(
     send: &[Seg],
     shared: bool,
     mut recv: Vec<Seg>,
-) -> R<NbBytes> {
+    blocking: bool,
+) -> R<Begun> {
     let block = |j: usize| if shared { 0 } else { j };
     let (mut sends, mut recvs) = (Vec::new(), Vec::new());
     match nb {
@@ -752,16 +791,22 @@ fn neighbor_start(
     }
     // Every type contiguous: straight between the program's buffers.
     if let (Some(sb), Some(rb)) = (contiguous_bytes(send), contiguous_bytes(&recv)) {
-        // SAFETY: MPI's contract: the send buffers stay readable and the
-        // receive ones writable until the request completes; receive blocks
-        // overlap nothing (each is named once above).
-        let req = unsafe { c.ineighbor_exchange_segments(&read_only(sb), &sends, &rb, &recvs) }?;
-        return Ok(NbBytes::none(req));
+        let sb = read_only(sb);
+        if blocking {
+            // SAFETY: MPI's contract: the send buffers readable and the
+            // receive ones writable for the call; receive blocks overlap
+            // nothing (each is named once above).
+            unsafe { c.neighbor_exchange_segments(&sb, &sends, &rb, &recvs) }?;
+            return Ok(Begun::Done);
+        }
+        // SAFETY: as above, until the request completes.
+        let req = unsafe { c.ineighbor_exchange_segments(&sb, &sends, &rb, &recvs) }?;
+        return Ok(Begun::Started(NbBytes::none(req)));
     }
     let send_bytes: Vec<usize> = send.iter().map(|(_, n, d)| d.packed_size(*n)).collect();
     let recv_bytes: Vec<usize> = recv.iter().map(|(_, n, d)| d.packed_size(*n)).collect();
     let req = c.ineighbor_exchange(pack_typed(send), &send_bytes, &sends, &recv_bytes, &recvs)?;
-    Ok(NbBytes { req, out: recv })
+    Ok(Begun::Started(NbBytes { req, out: recv }))
 }
 
 /// The segments of a neighbourhood allgather or all-to-all with one count

@@ -55,21 +55,21 @@ macro_rules! mpi_fns {
 }
 
 /// A blocking MPI collective and its nonblocking twin, from one function
-/// that starts it and returns the pending operation (a
-/// [`crate::state::CollPending`]): the blocking one waits for it at once, the
-/// nonblocking one (the same arguments and `request`) registers it as a
-/// request on communicator `$comm`.
+/// that takes their common arguments and `blocking`, and returns a
+/// `crate::coll::Begun`: done already (a blocking call that could take a
+/// way of its own) or started. The blocking one waits for what was
+/// started, the nonblocking one (the same arguments and `request`)
+/// registers it as a request on communicator `$comm`.
 macro_rules! mpi_coll_pair {
     ($( $mpi:ident / $pmpi:ident, $impi:ident / $ipmpi:ident => $start:ident ( $($a:ident : $t:ty),* $(,)? ) on $comm:ident )*) => {
         mpi! {$(
             fn $mpi / $pmpi ($($a: $t),*) {
-                let nb = $start($($a),*)?;
-                crate::state::CollPending::finish(Box::new(nb))
+                $start($($a,)* true)?.finish()
             }
 
             fn $impi / $ipmpi ($($a: $t,)* request: *mut c_int) {
                 need_request(request)?;
-                let nb = $start($($a),*)?;
+                let nb = $start($($a,)* false)?.started()?;
                 nb_request(Box::new(nb), $comm, request)
             }
         )*}

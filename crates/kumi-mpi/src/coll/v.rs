@@ -898,32 +898,6 @@ fn ialltoallv<C: Entry, D: Entry>(a: A2av<C, D>, comm: c_int, request: *mut c_in
     nb_request(Box::new(NbBytes::typed(req, t.recv, &t.rd)), comm, request)
 }
 
-/// An alltoallw that went one way or the other ([`alltoallw`]).
-enum Alltoallw {
-    /// Started (as a request).
-    Started(NbBytes),
-    /// Done already (a blocking one over the program's bytes).
-    Done,
-}
-
-impl Alltoallw {
-    /// For the blocking call: waits for what was started.
-    fn finish(self) -> R<()> {
-        match self {
-            Alltoallw::Started(nb) => crate::state::CollPending::finish(Box::new(nb)),
-            Alltoallw::Done => Ok(()),
-        }
-    }
-
-    /// For the nonblocking call, which never takes the blocking way.
-    fn started(self) -> R<NbBytes> {
-        match self {
-            Alltoallw::Started(nb) => Ok(nb),
-            Alltoallw::Done => unreachable!("a nonblocking alltoallw is started, never done"),
-        }
-    }
-}
-
 /// `MPI_(I)alltoallw` (displacements in bytes, a type per rank): done at
 /// once when `blocking` and every type is contiguous, else started.
 #[allow(clippy::too_many_arguments)]
@@ -938,7 +912,7 @@ fn alltoallw<C: Entry, D: Entry>(
     recvtypes: *const c_int,
     comm: c_int,
     blocking: bool,
-) -> R<Alltoallw> {
+) -> R<Begun> {
     // The state is let go before the intercommunicator path looks again.
     let c = st()?.intra(comm);
     let c = match c {
@@ -948,7 +922,7 @@ fn alltoallw<C: Entry, D: Entry>(
                 e, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls,
                 recvtypes, comm,
             )
-            .map(Alltoallw::Started)
+            .map(Begun::Started)
         }
     };
     let p = c.size();
@@ -981,17 +955,17 @@ fn alltoallw<C: Entry, D: Entry>(
                 // SAFETY: MPI's contract: the segments are valid, the send
                 // ones readable and the receive ones writable, for the call.
                 unsafe { c.alltoallv_segments(&sb, &rb) }?;
-                return Ok(Alltoallw::Done);
+                return Ok(Begun::Done);
             }
             // SAFETY: as above, until completion.
             let req = unsafe { c.ialltoallv_segments(&sb, &rb) }?;
-            return Ok(Alltoallw::Started(NbBytes::none(req)));
+            return Ok(Begun::Started(NbBytes::none(req)));
         }
     }
     let sb: Vec<usize> = send.iter().map(|(_, n, d)| d.packed_size(*n)).collect();
     let rb: Vec<usize> = recv.iter().map(|(_, n, d)| d.packed_size(*n)).collect();
     let req = c.ialltoallv(pack_typed(&send), &sb, &rb)?;
-    Ok(Alltoallw::Started(NbBytes { req, out: recv }))
+    Ok(Begun::Started(NbBytes { req, out: recv }))
 }
 
 /// `MPI_(I)neighbor_allgatherv`, started.
@@ -1005,7 +979,8 @@ fn neighbor_allgatherv<C: Entry, D: Entry>(
     displs: *const D,
     recvtype: c_int,
     comm: c_int,
-) -> R<NbBytes> {
+    blocking: bool,
+) -> R<Begun> {
     let (c, nb, sd, rd) = neighbor_args(comm, sendtype, recvtype)?;
     let send = [(sendbuf as *mut c_void, count_of(sendcount)?, sd)];
     let recv = v_typed(
@@ -1016,7 +991,7 @@ fn neighbor_allgatherv<C: Entry, D: Entry>(
         nb.indegree(),
         ["recvcounts", "displs"],
     )?;
-    neighbor_start(&c, &nb, &send, true, recv)
+    neighbor_start(&c, &nb, &send, true, recv, blocking)
 }
 
 /// `MPI_(I)neighbor_alltoallv`, started.
@@ -1031,7 +1006,8 @@ fn neighbor_alltoallv<C: Entry, D: Entry>(
     rdispls: *const D,
     recvtype: c_int,
     comm: c_int,
-) -> R<NbBytes> {
+    blocking: bool,
+) -> R<Begun> {
     let (c, nb, sd, rd) = neighbor_args(comm, sendtype, recvtype)?;
     let send = v_typed(
         sendbuf,
@@ -1049,7 +1025,7 @@ fn neighbor_alltoallv<C: Entry, D: Entry>(
         nb.indegree(),
         ["recvcounts", "rdispls"],
     )?;
-    neighbor_start(&c, &nb, &send, false, recv)
+    neighbor_start(&c, &nb, &send, false, recv, blocking)
 }
 
 /// `MPI_(I)neighbor_alltoallw`, started (`MPI_Aint` byte displacements).
@@ -1064,7 +1040,8 @@ fn neighbor_alltoallw<C: Entry>(
     rdispls: *const isize,
     recvtypes: *const c_int,
     comm: c_int,
-) -> R<NbBytes> {
+    blocking: bool,
+) -> R<Begun> {
     let (c, nb) = crate::comm::neighbors(&mut *st()?, comm)?;
     let (ki, ko) = (nb.indegree(), nb.outdegree());
     let send = w_segments(
@@ -1083,7 +1060,7 @@ fn neighbor_alltoallw<C: Entry>(
         ki,
         ["recvcounts", "rdispls", "recvtypes"],
     )?;
-    neighbor_start(&c, &nb, &send, false, recv)
+    neighbor_start(&c, &nb, &send, false, recv, blocking)
 }
 
 mpi! {
@@ -1140,6 +1117,10 @@ mpi! {
 // Each pair: the blocking function waits for what the starter begins; the
 // nonblocking one hands it to the program as a request.
 mpi_coll_pair! {
+    MPI_Alltoallw / PMPI_Alltoallw,
+    MPI_Ialltoallw / PMPI_Ialltoallw => alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const c_int, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const c_int, comm: c_int) on comm
+    MPI_Alltoallw_c / PMPI_Alltoallw_c,
+    MPI_Ialltoallw_c / PMPI_Ialltoallw_c => alltoallw(sendbuf: *const c_void, sendcounts: *const i64, sdispls: *const isize, sendtypes: *const c_int, recvbuf: *mut c_void, recvcounts: *const i64, rdispls: *const isize, recvtypes: *const c_int, comm: c_int) on comm
     MPI_Neighbor_allgatherv / PMPI_Neighbor_allgatherv,
     MPI_Ineighbor_allgatherv / PMPI_Ineighbor_allgatherv => neighbor_allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: c_int, comm: c_int) on comm
     MPI_Neighbor_allgatherv_c / PMPI_Neighbor_allgatherv_c,
@@ -1152,26 +1133,4 @@ mpi_coll_pair! {
     MPI_Ineighbor_alltoallw / PMPI_Ineighbor_alltoallw => neighbor_alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const isize, sendtypes: *const c_int, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const isize, recvtypes: *const c_int, comm: c_int) on comm
     MPI_Neighbor_alltoallw_c / PMPI_Neighbor_alltoallw_c,
     MPI_Ineighbor_alltoallw_c / PMPI_Ineighbor_alltoallw_c => neighbor_alltoallw(sendbuf: *const c_void, sendcounts: *const i64, sdispls: *const isize, sendtypes: *const c_int, recvbuf: *mut c_void, recvcounts: *const i64, rdispls: *const isize, recvtypes: *const c_int, comm: c_int) on comm
-}
-
-// The blocking alltoallw has a path of its own (`Comm::alltoallv_segments`,
-// long blocks through the area in rounds), so it is not its nonblocking
-// twin waited for.
-mpi! {
-    fn MPI_Alltoallw / PMPI_Alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const c_int, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const c_int, comm: c_int) {
-        alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, true)?.finish()
-    }
-    fn MPI_Ialltoallw / PMPI_Ialltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const c_int, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const c_int, comm: c_int, request: *mut c_int) {
-        need_request(request)?;
-        let nb = alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, false)?.started()?;
-        nb_request(Box::new(nb), comm, request)
-    }
-    fn MPI_Alltoallw_c / PMPI_Alltoallw_c(sendbuf: *const c_void, sendcounts: *const i64, sdispls: *const isize, sendtypes: *const c_int, recvbuf: *mut c_void, recvcounts: *const i64, rdispls: *const isize, recvtypes: *const c_int, comm: c_int) {
-        alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, true)?.finish()
-    }
-    fn MPI_Ialltoallw_c / PMPI_Ialltoallw_c(sendbuf: *const c_void, sendcounts: *const i64, sdispls: *const isize, sendtypes: *const c_int, recvbuf: *mut c_void, recvcounts: *const i64, rdispls: *const isize, recvtypes: *const c_int, comm: c_int, request: *mut c_int) {
-        need_request(request)?;
-        let nb = alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, false)?.started()?;
-        nb_request(Box::new(nb), comm, request)
-    }
 }

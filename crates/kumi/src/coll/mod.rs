@@ -1819,7 +1819,6 @@ impl Comm {
         recv_counts: &[usize],
         recvs: &[(usize, usize)],
     ) -> Result<()> {
-        let at = Location::caller();
         scoped::sum_of("send", send.len(), send_counts)?;
         scoped::sum_of("recv", recv.len(), recv_counts)?;
         let (sb, rb) = (
@@ -1828,7 +1827,26 @@ impl Comm {
         );
         // SAFETY: the segments split `send` (borrowed) and `recv` (borrowed
         // exclusively) for the call, their lengths checked above.
-        unsafe { self.neighbor_each(&sb, sends, &rb, recvs, Exec::Now(at)) }.map(drop)
+        unsafe { self.neighbor_exchange_segments(&sb, sends, &rb, recvs) }
+    }
+
+    /// [`Comm::neighbor_exchange`] over byte segments anywhere in memory,
+    /// for the C library (see [`Comm::ineighbor_exchange_segments`]).
+    ///
+    /// # Safety
+    /// As for [`Comm::neighbor_each`], for the call.
+    #[doc(hidden)]
+    #[track_caller]
+    pub unsafe fn neighbor_exchange_segments(
+        &self,
+        send: &[(*const u8, usize)],
+        sends: &[(usize, usize)],
+        recv: &[(*mut u8, usize)],
+        recvs: &[(usize, usize)],
+    ) -> Result<()> {
+        let at = Location::caller();
+        // SAFETY: the caller's contract.
+        unsafe { self.neighbor_each(send, sends, recv, recvs, Exec::Now(at)) }.map(drop)
     }
 
     /// [`Comm::ineighbor_exchange`] over byte segments anywhere in memory,
