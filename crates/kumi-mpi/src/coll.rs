@@ -700,7 +700,9 @@ fn neighbor_args(
     Ok((c, nb, s.dtype(sendtype)?, s.dtype(recvtype)?))
 }
 
-/// `MPI_(I)neighbor_allgather`, started.
+/// `MPI_(I)neighbor_allgather`, started (done at once when `blocking`
+/// and the types are contiguous).
+#[allow(clippy::too_many_arguments)]
 fn neighbor_allgather(
     sendbuf: *const c_void,
     sendcount: c_int,
@@ -720,7 +722,9 @@ fn neighbor_allgather(
     neighbor_start(&c, &nb, &send, true, recv, blocking)
 }
 
-/// `MPI_(I)neighbor_alltoall`, started.
+/// `MPI_(I)neighbor_alltoall`, started (done at once when `blocking`
+/// and the types are contiguous).
+#[allow(clippy::too_many_arguments)]
 fn neighbor_alltoall(
     sendbuf: *const c_void,
     sendcount: c_int,
