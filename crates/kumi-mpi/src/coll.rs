@@ -1243,6 +1243,36 @@ fn reduce_as<T: Pod>(
             return Ok(None);
         }
     }
+    if let Red::Scan | Red::Exscan = red {
+        let aligned = |p: *const c_void| (p as usize).is_multiple_of(std::mem::align_of::<T>());
+        if n > 0 && aligned(send) && aligned(recv) {
+            // Straight between the program's buffers: a work vector cost a
+            // copy in, a copy out and fresh pages, more than the chain
+            // itself at large sizes.
+            // SAFETY: `recv` aligned (checked) and holding `n` elements (the
+            // standard's contract), nothing else refers to it during the call.
+            let out = unsafe { std::slice::from_raw_parts_mut(recv as *mut T, n) };
+            let exclusive = matches!(red, Red::Exscan);
+            if std::ptr::eq(send, recv) {
+                if exclusive {
+                    c.exscan_in_place(out, op)?;
+                } else {
+                    c.scan_in_place(out, op)?;
+                }
+                return Ok(None);
+            }
+            // SAFETY: `send` aligned (checked), `n` elements, only read; the
+            // standard forbids it to overlap `recv` unless they are the same
+            // (handled above).
+            let mine = unsafe { std::slice::from_raw_parts(send as *const T, n) };
+            if exclusive {
+                c.exscan(mine, out, op)?;
+            } else {
+                c.scan(mine, out, op)?;
+            }
+            return Ok(None);
+        }
+    }
     reduce_general(c, red, op, send, recv, n)
 }
 

@@ -105,6 +105,46 @@ int main(int argc, char **argv) {
     OK(MPI_Exscan(&s, &ex, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
     if (r > 0) CHECK(ex == r * (r + 1) / 2);
 
+    /* Long scans (beyond the eager size), out of place and in place, and
+     * with the non-commutative leftsum: every prefix keeps rank 0's first
+     * field. Rank 0's exscan buffer is left alone. */
+    {
+        enum { L = 40009 };
+        struct pair *a = malloc(L * sizeof *a), *b = malloc(L * sizeof *b);
+        MPI_Datatype pt;
+        OK(MPI_Type_contiguous(2, MPI_INT, &pt));
+        OK(MPI_Type_commit(&pt));
+        MPI_Op lo;
+        OK(MPI_Op_create(leftsum, 0, &lo));
+        for (int k = 0; k < L; k++) {
+            a[k] = (struct pair){r * 100 + k % 7, r + k % 5};
+            b[k] = (struct pair){-7, -7};
+        }
+        OK(MPI_Scan(a, b, L, pt, lo, MPI_COMM_WORLD));
+        int bad = 0;
+        for (int k = 0; k < L; k++)
+            bad += b[k].first != k % 7 || b[k].sum != r * (r + 1) / 2 + (r + 1) * (k % 5);
+        CHECK(bad == 0);
+        for (int k = 0; k < L; k++) b[k] = (struct pair){-7, -7};
+        OK(MPI_Exscan(a, b, L, pt, lo, MPI_COMM_WORLD));
+        for (int k = 0; k < L; k++)
+            bad += r == 0 ? b[k].first != -7 || b[k].sum != -7
+                          : b[k].first != k % 7 || b[k].sum != r * (r - 1) / 2 + r * (k % 5);
+        CHECK(bad == 0);
+        int *x = malloc(L * sizeof(int));
+        for (int k = 0; k < L; k++) x[k] = r + k;
+        OK(MPI_Exscan(MPI_IN_PLACE, x, L, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+        for (int k = 0; k < L; k++) bad += x[k] != (r == 0 ? k : r * (r - 1) / 2 + r * k);
+        CHECK(bad == 0);
+        for (int k = 0; k < L; k++) x[k] = r + k;
+        OK(MPI_Scan(MPI_IN_PLACE, x, L, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+        for (int k = 0; k < L; k++) bad += x[k] != r * (r + 1) / 2 + (r + 1) * k;
+        CHECK(bad == 0);
+        OK(MPI_Op_free(&lo));
+        OK(MPI_Type_free(&pt));
+        free(a); free(b); free(x);
+    }
+
     /* Gather / Scatter (and in place at the root). */
     int *all = malloc(n * 2 * sizeof(int));
     int two[2] = {r, -r};

@@ -2095,14 +2095,13 @@ impl Comm {
                 format!("the length of send ({})", send.len()),
             ));
         }
-        copy_slice(&mut recv[..], send);
-        self.scan_at(recv, op, false, Location::caller())
+        self.scan_at(Some(send), recv, op, false, Location::caller())
     }
 
     /// [`Comm::scan`] in place.
     #[track_caller]
     pub fn scan_in_place<T: Pod>(&self, buf: &mut [T], op: &Op<T>) -> Result<()> {
-        self.scan_at(buf, op, false, Location::caller())
+        self.scan_at(None, buf, op, false, Location::caller())
     }
 
     /// Exclusive prefix: rank i > 0 gets `send(0) ⊕ ... ⊕ send(i-1)`; rank 0's
@@ -2116,26 +2115,26 @@ impl Comm {
                 format!("the length of send ({})", send.len()),
             ));
         }
-        if self.rank() == 0 {
-            // Rank 0 only sends; its `recv` stays as it was.
-            return self.scan_at(&mut send.to_vec(), op, true, Location::caller());
-        }
-        copy_slice(&mut recv[..], send);
-        self.scan_at(recv, op, true, Location::caller())
+        self.scan_at(Some(send), recv, op, true, Location::caller())
     }
 
     /// [`Comm::exscan`] in place (rank 0's `buf` is unchanged).
     #[track_caller]
     pub fn exscan_in_place<T: Pod>(&self, buf: &mut [T], op: &Op<T>) -> Result<()> {
-        self.scan_at(buf, op, true, Location::caller())
+        self.scan_at(None, buf, op, true, Location::caller())
     }
 
     /// Linear chain: receive the prefix from the left, pass own prefix right.
-    /// Works in `buf` (and, from rank 1 on, one scratch buffer kept from
-    /// call to call for the received prefix): fresh whole-length temporaries
-    /// cost page faults and zeroing (measured: docs/BENCHMARKS.md, session 22).
+    /// This rank's contribution is `send`, or `buf` in place (`None`); the
+    /// result goes to `buf`. Rank 0 sends straight from its contribution,
+    /// and the last rank of an exclusive scan receives straight into `buf`
+    /// (its result is the prefix alone). The others work in `buf` and one
+    /// scratch buffer kept from call to call for the received prefix: fresh
+    /// whole-length temporaries cost page faults and zeroing (measured:
+    /// docs/BENCHMARKS.md, session 22).
     fn scan_at<T: Pod>(
         &self,
+        send: Option<&[T]>,
         buf: &mut [T],
         op: &Op<T>,
         exclusive: bool,
@@ -2143,16 +2142,42 @@ impl Comm {
     ) -> Result<()> {
         op.check_for(buf.len())?;
         let (p, me) = (self.size(), self.rank());
+        // An inclusive scan's result starts as this rank's own part; an
+        // exclusive one leaves rank 0's buffer alone.
+        let mine_into_buf = |buf: &mut [T]| {
+            if let Some(send) = send {
+                copy_slice(buf, send);
+            }
+        };
         if p == 1 {
+            if !exclusive {
+                mine_into_buf(buf);
+            }
             return Ok(());
         }
         let (_, wire) = self.wire()?;
         let ctx = self.coll_ctx();
         if me == 0 {
-            // Its own contribution is the prefix; an exclusive scan leaves
-            // its buffer alone, an inclusive one has nothing to add.
-            return self.send_on(ctx, as_bytes(buf), 1, wire.tag, false, at);
+            // Its own contribution is the prefix.
+            if !exclusive {
+                mine_into_buf(buf);
+            }
+            let mine = send.unwrap_or(buf);
+            return self.send_on(ctx, as_bytes(mine), 1, wire.tag, false, at);
         }
+        if exclusive && me + 1 == p {
+            return self
+                .recv_on(
+                    ctx,
+                    as_bytes_mut(buf),
+                    me as i32 - 1,
+                    wire.tag,
+                    Call::Collective,
+                    at,
+                )
+                .map(drop);
+        }
+        mine_into_buf(buf);
         SCAN_SCRATCH.with_borrow_mut(|scratch| -> Result<()> {
             let len = std::mem::size_of_val(buf);
             if scratch.bytes().len() < len {
