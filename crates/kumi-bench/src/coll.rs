@@ -154,7 +154,7 @@ fn call(w: &Comm, op: &str, size: usize, b: &mut Bufs) -> Result<bool, Error> {
         // (docs/BENCHMARKS.md, session 39).
         "ibcast" => kumi::scope(|sc| w.ibcast_into(sc, &mut r[..size], 0)?.wait())?,
         "ireduce" => w.ireduce(sd.to_vec(), &sum, 0)?.wait().map(drop)?,
-        "iallreduce" => w.iallreduce(sd.to_vec(), &sum)?.wait().map(drop)?,
+        "iallreduce" => kumi::scope(|sc| w.iallreduce_into(sc, sd, &mut rd[..n], &sum)?.wait())?,
         "igather" => kumi::scope(|sc| w.igather_into(sc, s, r, 0)?.wait())?,
         "iscatter" => kumi::scope(|sc| {
             w.iscatter_into(sc, &b.s[..size * p], &mut r[..size], 0)?
@@ -163,10 +163,10 @@ fn call(w: &Comm, op: &str, size: usize, b: &mut Bufs) -> Result<bool, Error> {
         "iallgather" => kumi::scope(|sc| w.iallgather_into(sc, s, r)?.wait())?,
         "ialltoall" => kumi::scope(|sc| w.ialltoall_into(sc, &b.s[..size * p], r)?.wait())?,
         // No block form in the Rust API: the general one with equal counts.
-        "ireduce_scatter_block" | "ireduce_scatter" => w
-            .ireduce_scatter(b.sd[..n * p].to_vec(), &b.dcounts, &sum)?
-            .wait()
-            .map(drop)?,
+        "ireduce_scatter_block" | "ireduce_scatter" => kumi::scope(|sc| {
+            w.ireduce_scatter_into(sc, &b.sd[..n * p], &mut rd[..n], &b.dcounts, &sum)?
+                .wait()
+        })?,
         "iscan" => w.iscan(sd.to_vec(), &sum)?.wait().map(drop)?,
         "iexscan" => w.iexscan(sd.to_vec(), &sum)?.wait().map(drop)?,
         "igatherv" => kumi::scope(|sc| w.igatherv_into(sc, s, r, &b.counts, 0)?.wait())?,

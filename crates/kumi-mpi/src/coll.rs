@@ -1193,6 +1193,37 @@ fn reduce_as<T: Pod>(
         c.allreduce_in_place(out, op)?;
         return Ok(None);
     }
+    if matches!(red, Red::IAll)
+        && n > 0
+        && (recv as usize).is_multiple_of(std::mem::align_of::<T>())
+    {
+        // Reduced in `recv` itself (in place, the contribution is there):
+        // a work vector and the request's result cost three more passes
+        // over the data and fresh pages each call.
+        if !std::ptr::eq(send, recv) {
+            // SAFETY: `send` holds `n` elements and `recv` room for `n` (the
+            // standard's contract), which it forbids to overlap unless they
+            // are the same (handled).
+            unsafe { std::ptr::copy_nonoverlapping(send as *const u8, recv as *mut u8, n * elem) };
+        }
+        // SAFETY: `recv` aligned (checked), `n` elements, which the program
+        // leaves alone until the request completes (the standard's contract).
+        let req = unsafe { c.iallreduce_raw(recv as *mut T, n, op) }?;
+        return Ok(Some(Box::new(NbBytes::none(req))));
+    }
+    if let Red::IScatter(cs) = red {
+        let aligned = |p: *const c_void| (p as usize).is_multiple_of(std::mem::align_of::<T>());
+        if n > 0 && !std::ptr::eq(send, recv) && aligned(send) && aligned(recv) {
+            // From `send` into one work buffer of the runtime's, and this
+            // rank's block into `recv` on completion: no work vector of the
+            // library's, nor the request's own copy of the result.
+            // SAFETY: `send` holds `n` elements (the sum of `cs`), read now;
+            // `recv` this rank's `cs[rank]`, left alone by the program until
+            // the request completes (the standard's contract); both aligned.
+            let req = unsafe { c.ireduce_scatter_raw(send as *const T, recv as *mut T, cs, op) }?;
+            return Ok(Some(Box::new(NbBytes::none(req))));
+        }
+    }
     if let Red::Reduce(root) = *red {
         let aligned = |p: *const c_void| (p as usize).is_multiple_of(std::mem::align_of::<T>());
         let me_root = c.rank() == root;

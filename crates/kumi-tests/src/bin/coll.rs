@@ -569,6 +569,42 @@ fn scoped_movement(w: &Comm, n: usize) -> R {
         .chain(std::iter::repeat_n(7, n))
         .collect();
     eq(&back, &want, &what("neighbor_exchange"), me)?;
+    // Reductions on the program's buffers: an allreduce, and a
+    // reduce-scatter of uneven blocks (some empty) with a commutative and a
+    // non-commutative operation (x ⊕ y = x keeps rank 0's values).
+    let first = Op::user(false, |x: &[u64], y: &mut [u64]| y.copy_from_slice(x));
+    let red: Vec<u64> = (0..total).map(|i| val(me, i)).collect();
+    let mut sum = vec![0u64; total];
+    let mut block = vec![0u64; cnt[me]];
+    let mut kept = vec![0u64; cnt[me]];
+    kumi::scope(|s| -> R {
+        let a = w.iallreduce_into(s, &red, &mut sum, &Op::sum())?;
+        let b = w.ireduce_scatter_into(s, &red, &mut block, &cnt, &Op::sum())?;
+        let c = w.ireduce_scatter_into(s, &red, &mut kept, &cnt, &first)?;
+        c.wait()?;
+        b.wait()?;
+        a.wait()
+    })?;
+    let all_sum = |i: usize| (0..p).map(|r| val(r, i)).sum::<u64>();
+    eq(
+        &sum,
+        &(0..total).map(all_sum).collect::<Vec<_>>(),
+        &what("iallreduce_into"),
+        me,
+    )?;
+    let own = off(me)..off(me) + cnt[me];
+    eq(
+        &block,
+        &own.clone().map(all_sum).collect::<Vec<_>>(),
+        &what("ireduce_scatter_into"),
+        me,
+    )?;
+    eq(
+        &kept,
+        &own.map(|i| val(0, i)).collect::<Vec<_>>(),
+        &what("ireduce_scatter_into, non-commutative"),
+        me,
+    )?;
     // A receive block named twice would take two messages on its bytes.
     let twice = w.neighbor_exchange(&out, &[n, n], &[], &mut back, &[n, n, n], &[(l, 0), (r, 0)]);
     if !matches!(&twice, Err(e) if e.to_string().contains("recvs")) {

@@ -254,7 +254,18 @@ fn advance(e: &mut Engine, id: u64, act: &mut Active) -> bool {
             if !p.poll(e) {
                 return true;
             }
-            Ok(p.data.take().map(|(buf, _)| buf).or_else(|| p.kept.take()))
+            let result = p.data.take().map(|(buf, _)| buf).or_else(|| p.kept.take());
+            match (p.out, result) {
+                (Some(out), Some(buf)) => {
+                    let b = buf.bytes();
+                    // SAFETY: the starter's contract (`Comm::iallreduce_raw`):
+                    // `out` holds the result's length, valid and untouched by
+                    // the program until the request completes, which is now.
+                    unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), out, b.len()) };
+                    Ok(None)
+                }
+                (_, result) => Ok(result),
+            }
         }
         Active::Sched(run) => match run.poll(e) {
             Ok(false) => return true,
@@ -363,6 +374,21 @@ enum Exec {
 /// The request of a collective over segments started with [`Exec::Start`].
 fn started(r: Option<CollRequest<u8>>) -> CollRequest<u8> {
     r.expect("a started collective has a request")
+}
+
+/// The message schedule of a nonblocking reduce-scatter of blocks `0..p`
+/// that leaves block `me` at rank `me`: a ring for a commutative operation
+/// (each rank sends and folds (p-1)/p of the data, all at once), else a
+/// reduction to rank 0 in rank order and a scatter.
+fn reduce_scatter_plan(p: usize, me: usize, commutative: bool) -> Schedule {
+    if commutative {
+        // The ring leaves block (i + 1) % p at the member of index i: in
+        // this order, member `me` is at index me - 1 and gets block `me`.
+        let g: Vec<usize> = (1..p).chain([0]).collect();
+        return sc::reduce_scatter_ring(&g, me);
+    }
+    let g: Vec<usize> = (0..p).collect();
+    sc::reduce_binomial(&g, 0, me, p, false).then(sc::scatter_binomial(&g, 0, me))
 }
 
 /// `dst.copy_from_slice(src)` through [`kumi_transport::copy_bytes`], which
@@ -1312,6 +1338,52 @@ impl Comm {
         Ok(self.start_owning(sched, wire, &buf, offsets, op))
     }
 
+    /// [`Comm::iallreduce`] over the program's own memory: `buf` holds this
+    /// rank's `count` elements and gets the result on completion. Long
+    /// vectors are reduced there by the message schedule (no copy into a
+    /// buffer of kumi's and out again); short ones go through the
+    /// collective area, as `iallreduce`'s do.
+    ///
+    /// # Safety
+    /// `buf` valid for `count` elements of `T`, not touched by the program
+    /// until the request completes.
+    #[doc(hidden)]
+    #[track_caller]
+    pub unsafe fn iallreduce_raw<T: Pod>(
+        &self,
+        buf: *mut T,
+        count: usize,
+        op: &Op<T>,
+    ) -> Result<CollRequest<u8>> {
+        op.check_for(count)?;
+        let at = Location::caller();
+        let n = count * std::mem::size_of::<T>();
+        let bytes = buf.cast::<u8>();
+        let p = self.shm_whole(at, true, |e, g| {
+            (n <= g.payload).then(|| {
+                // SAFETY: the caller's contract: `n` bytes at `buf`.
+                let mine = unsafe { std::slice::from_raw_parts(bytes, n) };
+                let data = AlignedBuf::from_bytes(mine);
+                let mut p = shm::Pending::start(e, g, Some((data, op.bytes_fn())));
+                p.out = Some(bytes);
+                Ok(p)
+            })
+        })?;
+        if let Some(p) = p {
+            return Ok(self.start(Active::Shm(p)));
+        }
+        let hosts = self.host_groups(at)?;
+        let (cfg, wire) = self.wire()?;
+        let (units, elem) = (count / op.group(), op.unit_bytes());
+        let (sched, offsets) = self.allreduce_plan(&cfg, hosts, units, elem, op.commutative);
+        let blocks = Blocks::Split {
+            base: bytes,
+            offsets,
+        };
+        let run = Run::new(sched, wire, blocks, Some(op.bytes_fn()));
+        Ok(self.start(Active::Sched(run)))
+    }
+
     /// Starts `sched` on `wire` over a work buffer of its own holding `buf`,
     /// in blocks at byte `offsets`, reducing with `op`.
     fn start_owning<T: Pod>(
@@ -1757,14 +1829,53 @@ impl Comm {
                 format!("the sum of counts ({total})"),
             ));
         }
-        let g = self.group();
-        let sched =
-            sc::reduce_binomial(&g, 0, me, p, op.commutative).then(sc::scatter_binomial(&g, 0, me));
         let offsets = count_offsets(counts, std::mem::size_of::<T>());
         let (a, b) = (offsets[me], offsets[me + 1]);
         let finish: Finish = Box::new(move |w| AlignedBuf::from_bytes(&w.bytes()[a..b]));
         let work = AlignedBuf::from_bytes(as_bytes(&send));
+        let sched = reduce_scatter_plan(p, me, op.commutative);
         self.start_sched(sched, work, offsets, Some(op.bytes_fn()), Some(finish))
+    }
+
+    /// [`Comm::ireduce_scatter`] from and into the program's memory: `send`
+    /// holds the sum of `counts` elements, `recv` this rank's `counts[rank]`,
+    /// written on completion (one copy of `send` into a work buffer of
+    /// kumi's, which the reduction folds into).
+    ///
+    /// # Safety
+    /// `send` readable for the call; `recv` writable and not touched by the
+    /// program until the request completes.
+    #[doc(hidden)]
+    pub unsafe fn ireduce_scatter_raw<T: Pod>(
+        &self,
+        send: *const T,
+        recv: *mut T,
+        counts: &[usize],
+        op: &Op<T>,
+    ) -> Result<CollRequest<u8>> {
+        op.check()?;
+        for &c in counts {
+            op.check_for(c)?;
+        }
+        self.check_counts(counts)?;
+        let (p, me) = (self.size(), self.rank());
+        let offsets = count_offsets(counts, std::mem::size_of::<T>());
+        // SAFETY: the caller's contract: the sum of `counts` elements.
+        let mine = unsafe { std::slice::from_raw_parts(send.cast::<u8>(), offsets[p]) };
+        let work = AlignedBuf::from_bytes(mine);
+        let (a, b) = (offsets[me], offsets[me + 1]);
+        // The address travels as a number: the closure runs in the engine's
+        // progress, on whichever thread polls.
+        let out = recv as usize;
+        let finish: Finish = Box::new(move |w| {
+            let block = &w.bytes()[a..b];
+            // SAFETY: the caller's contract: `recv` holds `counts[me]`
+            // elements, untouched until the request completes (now).
+            unsafe { std::ptr::copy_nonoverlapping(block.as_ptr(), out as *mut u8, b - a) };
+            AlignedBuf::zeroed(0)
+        });
+        let sched = reduce_scatter_plan(p, me, op.commutative);
+        self.start_sched::<u8>(sched, work, offsets, Some(op.bytes_fn()), Some(finish))
     }
 
     /// Starts a neighbourhood exchange (MPI's neighbourhood collectives on a

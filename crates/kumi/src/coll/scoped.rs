@@ -12,7 +12,7 @@
 //! `mem::forget` included). So no collective writes into a buffer after its
 //! borrow ends.
 
-use super::{byte_segments, CollRequest, Comm};
+use super::{byte_segments, CollRequest, Comm, Op};
 use crate::error::{Error, Result};
 use crate::request::{CollList, Scope};
 use bytemuck::Pod;
@@ -342,6 +342,47 @@ impl Comm {
         // SAFETY: as in `iallgatherv_into`; the segments split `send` and
         // `recv`.
         let r = unsafe { self.ineighbor_exchange_segments(&sb, sends, &rb, recvs) }?;
+        Ok(keep(s, r))
+    }
+
+    /// Starts an allreduce of every rank's `send` into `recv` (as long) on
+    /// the buffers themselves ([`crate::scope`]).
+    #[track_caller]
+    pub fn iallreduce_into<'a, 's, T: Pod>(
+        &self,
+        s: &'a Scope<'s>,
+        send: &'s [T],
+        recv: &'s mut [T],
+        op: &Op<T>,
+    ) -> Result<ScopedRequest<'a>> {
+        if recv.len() != send.len() {
+            let want = format!("the length of send, {} elements", send.len());
+            return Err(Error::invalid("recv", recv.len() as i64, want));
+        }
+        super::copy_slice(recv, send);
+        // SAFETY: `recv` is borrowed exclusively for the scope, which
+        // outlives the collective.
+        let r = unsafe { self.iallreduce_raw(recv.as_mut_ptr(), recv.len(), op) }?;
+        Ok(keep(s, r))
+    }
+
+    /// Starts a reduce-scatter: `recv` (`counts[rank()]` elements) gets
+    /// this rank's block of the combination of every rank's `send` (the sum
+    /// of `counts`) ([`crate::scope`]).
+    #[track_caller]
+    pub fn ireduce_scatter_into<'a, 's, T: Pod>(
+        &self,
+        s: &'a Scope<'s>,
+        send: &'s [T],
+        recv: &'s mut [T],
+        counts: &[usize],
+        op: &Op<T>,
+    ) -> Result<ScopedRequest<'a>> {
+        self.check_own_count(counts, recv.len())?;
+        sum_of("send", send.len(), counts)?;
+        // SAFETY: `send` and `recv` are borrowed for the scope, which
+        // outlives the collective; their lengths are checked above.
+        let r = unsafe { self.ireduce_scatter_raw(send.as_ptr(), recv.as_mut_ptr(), counts, op) }?;
         Ok(keep(s, r))
     }
 }

@@ -922,6 +922,9 @@ pub(crate) struct Pending {
     /// A buffer of kumi's own that `gather` points into, kept until the
     /// collective completes and then its result.
     pub kept: Option<AlignedBuf>,
+    /// Where the result goes on completion, if not to the request: the
+    /// program's buffer of the result's length (`Comm::iallreduce_raw`).
+    pub out: Option<*mut u8>,
 }
 
 /// The buffers of a nonblocking data mover ([`Sends`]: allgather(v),
@@ -1307,6 +1310,7 @@ impl Pending {
             data: None,
             gather: None,
             kept: None,
+            out: None,
         }
     }
 
