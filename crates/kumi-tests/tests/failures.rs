@@ -75,6 +75,20 @@ fn rank_exiting_with_3_ends_the_job_with_3() {
 }
 
 #[test]
+fn panicking_rank_ends_the_job_with_101_and_names_the_panic() {
+    let (code, err, pids, took) = run_fail("panic", 1);
+    assert_eq!(code, Some(101), "{err}");
+    assert!(
+        err.contains("the test panics on purpose")
+            && err.contains("rank 1")
+            && err.contains("panicked"),
+        "{err}"
+    );
+    assert_all_gone(&pids);
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+}
+
+#[test]
 fn abort_ends_the_job_with_its_code_and_message() {
     let (code, err, pids, _) = run_fail("abort", 3);
     assert_eq!(code, Some(7), "{err}");

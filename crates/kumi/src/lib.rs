@@ -484,6 +484,13 @@ impl Universe {
 
 impl Drop for Universe {
     fn drop(&mut self) {
+        // Dropped while the program panics: the other ranks may be in a
+        // collective this rank will never join, or waiting for a message
+        // from it, so finalize's barrier could wait forever. The job ends
+        // instead, as for an abort (101 is Rust's exit code for a panic).
+        if std::thread::panicking() && !self.finalized {
+            self.abort(101, "the program panicked (its message is above)");
+        }
         if let Err(e) = self.finalize_inner() {
             eprintln!("kumi: rank {}: finalize failed: {e}", self.id.rank);
         }

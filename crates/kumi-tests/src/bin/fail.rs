@@ -5,6 +5,8 @@
 //! - `segv`: dereferences a null pointer (SIGSEGV) while inside no kumi call;
 //! - `exit3`: exits with code 3;
 //! - `abort`: calls kumi's abort with code 7;
+//! - `panic`: panics (the universe is dropped while unwinding: it must end
+//!   the job, not wait in finalize's barrier for ranks that never come);
 //! - `hang`: does nothing special (every rank waits; used for signal tests).
 //!
 //! Each rank first prints `pid <rank> <pid>` so tests can check it is gone.
@@ -30,6 +32,7 @@ fn main() {
             }
             "exit3" => std::process::exit(3),
             "abort" => universe.abort(7, "the test asked for it"),
+            "panic" => panic!("the test panics on purpose"),
             _ => {}
         }
     }
