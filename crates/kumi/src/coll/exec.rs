@@ -35,6 +35,19 @@ impl AlignedBuf {
         }
     }
 
+    /// `len` bytes whose contents do not matter (the caller overwrites
+    /// them all): a kept buffer is not cleared first. Its bytes are those
+    /// of an earlier use, never uninitialized memory.
+    pub fn scratch(len: usize) -> AlignedBuf {
+        let n = len.div_ceil(16);
+        if let Some(mut words) = spare::take(n) {
+            words.truncate(n);
+            words.resize(n, 0);
+            return AlignedBuf { words, len };
+        }
+        AlignedBuf::zeroed(len)
+    }
+
     pub fn from_bytes(b: &[u8]) -> AlignedBuf {
         let mut a = AlignedBuf::zeroed(b.len());
         a.bytes_mut().copy_from_slice(b);
@@ -244,7 +257,8 @@ impl Run {
                         // run's owner keeps valid for it.
                         e.post_recv(pat, ptr, len)?
                     } else {
-                        let mut t = AlignedBuf::zeroed(len);
+                        // Filled by the message whole (checked below).
+                        let mut t = AlignedBuf::scratch(len);
                         let p = t.bytes_mut().as_mut_ptr();
                         self.temps.push(Some(t));
                         // The AlignedBuf's heap block stays put in `temps`.
@@ -271,9 +285,23 @@ impl Run {
                 return Ok(false);
             }
             let mut first_err = None;
-            for id in self.reqs.drain(..) {
-                if let Err(x) = e.take_result(id) {
-                    first_err.get_or_insert(x);
+            for (i, id) in self.reqs.drain(..).enumerate() {
+                match (e.take_result(id), self.temps.get(i)) {
+                    (Err(x), _) => {
+                        first_err.get_or_insert(x);
+                    }
+                    // A reduction's receive (the first requests are the
+                    // round's receives, in order): the message must fill its
+                    // buffer, or the fold would read an earlier use's bytes.
+                    (Ok(st), Some(Some(t))) if st.bytes != t.bytes().len() => {
+                        first_err.get_or_insert(Error::Protocol(format!(
+                            "a collective's message of {} bytes where {} were expected \
+                             (the ranks' counts differ)",
+                            st.bytes,
+                            t.bytes().len()
+                        )));
+                    }
+                    _ => {}
                 }
             }
             if let Some(x) = first_err {

@@ -1838,13 +1838,15 @@ impl Comm {
     }
 
     /// [`Comm::ireduce_scatter`] from and into the program's memory: `send`
-    /// holds the sum of `counts` elements, `recv` this rank's `counts[rank]`,
-    /// written on completion (one copy of `send` into a work buffer of
-    /// kumi's, which the reduction folds into).
+    /// holds the sum of `counts` elements, `recv` this rank's `counts[rank]`.
+    /// A commutative operation folds in `recv` and in a work copy of the
+    /// blocks the ring passes on, and sends its first block straight from
+    /// `send`; any other folds a work copy of `send` and writes this rank's
+    /// block into `recv` on completion.
     ///
     /// # Safety
-    /// `send` readable for the call; `recv` writable and not touched by the
-    /// program until the request completes.
+    /// `send` readable, and `recv` writable and not touched by the program,
+    /// until the request completes.
     #[doc(hidden)]
     pub unsafe fn ireduce_scatter_raw<T: Pod>(
         &self,
@@ -1862,6 +1864,52 @@ impl Comm {
         let offsets = count_offsets(counts, std::mem::size_of::<T>());
         // SAFETY: the caller's contract: the sum of `counts` elements.
         let mine = unsafe { std::slice::from_raw_parts(send.cast::<u8>(), offsets[p]) };
+        let block = |j: usize| &mine[offsets[j]..offsets[j + 1]];
+        if op.commutative {
+            // The ring (`reduce_scatter_plan`) first sends block me - 1,
+            // which it never folds into, and folds into block me last,
+            // never sending it; every other block it folds into, then
+            // passes on. So: block me in `recv`, starting as this rank's
+            // part; block me - 1 straight from `send`; the others in a
+            // work copy.
+            let left = (me + p - 1) % p;
+            let passed = |j: usize| j != me && j != left;
+            let room = (0..p).filter(|&j| passed(j)).map(|j| block(j).len()).sum();
+            let mut work = AlignedBuf::scratch(room);
+            let mut at = 0;
+            let mut place = vec![0; p];
+            for j in (0..p).filter(|&j| passed(j)) {
+                let b = block(j);
+                copy_slice(&mut work.bytes_mut()[at..at + b.len()], b);
+                place[j] = at;
+                at += b.len();
+            }
+            let own = block(me);
+            // SAFETY: the caller's contract: `recv` holds this rank's block,
+            // as long as `send`'s, and overlaps nothing of it.
+            unsafe { std::ptr::copy_nonoverlapping(own.as_ptr(), recv.cast::<u8>(), own.len()) };
+            let base = work.bytes_mut().as_mut_ptr();
+            let blocks = (0..p)
+                .map(|j| {
+                    let n = block(j).len();
+                    if j == me {
+                        (recv.cast::<u8>(), n)
+                    } else if j == left {
+                        // Only ever read: the ring sends from it.
+                        (block(j).as_ptr().cast_mut(), n)
+                    } else {
+                        (base.wrapping_add(place[j]), n)
+                    }
+                })
+                .collect();
+            let (_, wire) = self.wire()?;
+            let sched = reduce_scatter_plan(p, me, true);
+            let mut run = Run::new(sched, wire, Blocks::Each(blocks), Some(op.bytes_fn()));
+            // The work copy lives as long as the run; the result is in `recv`.
+            run.owned = Some(work);
+            run.finish = Some(Box::new(|_| AlignedBuf::zeroed(0)));
+            return Ok(self.start(Active::Sched(run)));
+        }
         let work = AlignedBuf::from_bytes(mine);
         let (a, b) = (offsets[me], offsets[me + 1]);
         // The address travels as a number: the closure runs in the engine's
