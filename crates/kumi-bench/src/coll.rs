@@ -167,8 +167,8 @@ fn call(w: &Comm, op: &str, size: usize, b: &mut Bufs) -> Result<bool, Error> {
             w.ireduce_scatter_into(sc, &b.sd[..n * p], &mut rd[..n], &b.dcounts, &sum)?
                 .wait()
         })?,
-        "iscan" => w.iscan(sd.to_vec(), &sum)?.wait().map(drop)?,
-        "iexscan" => w.iexscan(sd.to_vec(), &sum)?.wait().map(drop)?,
+        "iscan" => kumi::scope(|sc| w.iscan_into(sc, sd, &mut rd[..n], &sum)?.wait())?,
+        "iexscan" => kumi::scope(|sc| w.iexscan_into(sc, sd, &mut rd[..n], &sum)?.wait())?,
         "igatherv" => kumi::scope(|sc| w.igatherv_into(sc, s, r, &b.counts, 0)?.wait())?,
         "iscatterv" => kumi::scope(|sc| {
             w.iscatterv_into(sc, &b.s[..size * p], &b.counts, &mut r[..size], 0)?

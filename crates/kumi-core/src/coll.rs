@@ -289,20 +289,25 @@ pub fn scatter_linear_to(
 /// Inclusive prefix reduction along the ranks, in rank order: rank i
 /// combines what rank i-1 passes on (`received ⊕ block 0`) and passes the
 /// result to rank i+1. With `exclusive`, block 1 also receives rank i-1's
-/// prefix alone (sent twice), which is rank i's exclusive result. Cost
-/// (p-1)·(α + nβ) along the chain.
+/// prefix alone (sent twice), which is rank i's exclusive result; the last
+/// rank, which passes nothing on, receives that alone (once) and leaves
+/// block 0 as it was. Cost (p-1)·(α + nβ) along the chain.
 pub fn scan_linear(group: &[usize], me: usize, exclusive: bool) -> Schedule {
     let (p, i) = (group.len(), index_of(group, me));
+    let last = |i: usize| i + 1 == p;
     let mut s = Schedule::default();
     if i > 0 {
-        let mut recvs = vec![x(group[i - 1], 0..1, Apply::ReduceLeft)];
+        let mut recvs = Vec::new();
+        if !(exclusive && last(i)) {
+            recvs.push(x(group[i - 1], 0..1, Apply::ReduceLeft));
+        }
         if exclusive {
             recvs.push(x(group[i - 1], 1..2, Apply::Put));
         }
         s.round(vec![], recvs);
     }
-    if i + 1 < p {
-        let copies = if exclusive { 2 } else { 1 };
+    if !last(i) {
+        let copies = if exclusive && !last(i + 1) { 2 } else { 1 };
         s.round(vec![x(group[i + 1], 0..1, Apply::Put); copies], vec![]);
     }
     s
@@ -977,7 +982,10 @@ mod tests {
                 let init = (0..n).map(|r| vec![vec![r], vec![]]).collect();
                 let out = simulate(&sc, init).unwrap();
                 for (r, blocks) in out.iter().enumerate() {
-                    assert_eq!(blocks[0], (0..=r).collect::<Vec<_>>(), "scan p={n}");
+                    // The last rank of an exclusive scan keeps its own part.
+                    let own = exclusive && r + 1 == n && r > 0;
+                    let want: Vec<_> = if own { vec![r] } else { (0..=r).collect() };
+                    assert_eq!(blocks[0], want, "scan p={n}");
                     if exclusive && r > 0 {
                         assert_eq!(blocks[1], (0..r).collect::<Vec<_>>(), "exscan p={n}");
                     }

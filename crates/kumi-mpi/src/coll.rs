@@ -1211,6 +1211,20 @@ fn reduce_as<T: Pod>(
         let req = unsafe { c.iallreduce_raw(recv as *mut T, n, op) }?;
         return Ok(Some(Box::new(NbBytes::none(req))));
     }
+    if let Red::IScan | Red::IExscan = red {
+        let aligned = |p: *const c_void| (p as usize).is_multiple_of(std::mem::align_of::<T>());
+        if n > 0 && aligned(send) && aligned(recv) {
+            // Straight between the program's buffers (in place, `send` is
+            // `recv`): no work vector, nor the request's copy of the result.
+            let exclusive = matches!(red, Red::IExscan);
+            // SAFETY: `send` holds `n` elements and `recv` room for them,
+            // aligned (checked), the one readable and the other left alone
+            // by the program until the request completes (the standard's
+            // contract, which forbids overlap but in place).
+            let req = unsafe { c.iscan_raw(send as *const T, recv as *mut T, n, op, exclusive) }?;
+            return Ok(Some(Box::new(NbBytes::none(req))));
+        }
+    }
     if let Red::IScatter(cs) = red {
         let aligned = |p: *const c_void| (p as usize).is_multiple_of(std::mem::align_of::<T>());
         if n > 0 && !std::ptr::eq(send, recv) && aligned(send) && aligned(recv) {

@@ -605,6 +605,34 @@ fn scoped_movement(w: &Comm, n: usize) -> R {
         &what("ireduce_scatter_into, non-commutative"),
         me,
     )?;
+    // Scans on the program's buffers: inclusive and exclusive, with sum and
+    // with the non-commutative `first` (every prefix is rank 0's part);
+    // rank 0's exclusive result is left as it was.
+    let part: Vec<u64> = (0..n).map(|i| val(me, i)).collect();
+    let (mut inc, mut exc, mut inc1, mut exc1) =
+        (vec![7u64; n], vec![7u64; n], vec![7u64; n], vec![7u64; n]);
+    kumi::scope(|s| -> R {
+        let a = w.iscan_into(s, &part, &mut inc, &Op::sum())?;
+        let b = w.iexscan_into(s, &part, &mut exc, &Op::sum())?;
+        let c = w.iscan_into(s, &part, &mut inc1, &first)?;
+        let d = w.iexscan_into(s, &part, &mut exc1, &first)?;
+        d.wait()?;
+        b.wait()?;
+        c.wait()?;
+        a.wait()
+    })?;
+    let prefix =
+        |upto: usize| -> Vec<u64> { (0..n).map(|i| (0..upto).map(|r| val(r, i)).sum()).collect() };
+    let zeroth: Vec<u64> = (0..n).map(|i| val(0, i)).collect();
+    eq(&inc, &prefix(me + 1), &what("iscan_into"), me)?;
+    eq(&inc1, &zeroth, &what("iscan_into, non-commutative"), me)?;
+    let (want, want1) = if me == 0 {
+        (vec![7; n], vec![7; n])
+    } else {
+        (prefix(me), zeroth.clone())
+    };
+    eq(&exc, &want, &what("iexscan_into"), me)?;
+    eq(&exc1, &want1, &what("iexscan_into, non-commutative"), me)?;
     // A receive block named twice would take two messages on its bytes.
     let twice = w.neighbor_exchange(&out, &[n, n], &[], &mut back, &[n, n, n], &[(l, 0), (r, 0)]);
     if !matches!(&twice, Err(e) if e.to_string().contains("recvs")) {

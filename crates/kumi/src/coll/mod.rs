@@ -1783,6 +1783,64 @@ impl Comm {
         self.start_sched(sched, work, vec![0, n], Some(op.bytes_fn()), None)
     }
 
+    /// [`Comm::iscan`] (or, `exclusive`, [`Comm::iexscan`]) from and into
+    /// the program's memory: `send` holds this rank's `count` elements
+    /// (it may be `recv` itself: in place), `recv` gets the result on
+    /// completion (rank 0's is left alone by an exclusive scan). An
+    /// inclusive scan folds in `recv`; an exclusive one in a work copy of
+    /// `send` on the ranks that both receive a prefix and pass one on, and
+    /// sends straight from `send` elsewhere.
+    ///
+    /// # Safety
+    /// `send` readable, and `recv` writable and not touched by the program,
+    /// until the request completes.
+    #[doc(hidden)]
+    pub unsafe fn iscan_raw<T: Pod>(
+        &self,
+        send: *const T,
+        recv: *mut T,
+        count: usize,
+        op: &Op<T>,
+        exclusive: bool,
+    ) -> Result<CollRequest<u8>> {
+        op.check_for(count)?;
+        let (p, me) = (self.size(), self.rank());
+        let n = count * std::mem::size_of::<T>();
+        let (s, r) = (send.cast::<u8>(), recv.cast::<u8>());
+        let sched = sc::scan_linear(&self.group(), me, exclusive);
+        let (_, wire) = self.wire()?;
+        let op = Some(op.bytes_fn());
+        let run = if !exclusive {
+            if s != r.cast_const() {
+                // SAFETY: the caller's contract; distinct buffers of `n`
+                // bytes do not overlap (MPI forbids it but in place).
+                unsafe { std::ptr::copy_nonoverlapping(s, r, n) };
+            }
+            let blocks = Blocks::Split {
+                base: r,
+                offsets: vec![0, n],
+            };
+            Run::new(sched, wire, blocks, op)
+        } else {
+            // Block 0 is this rank's part: only sent by rank 0, untouched by
+            // the last rank (`scan_linear`), folded and passed on between
+            // them. Block 1 is the result, which rank 0 never touches.
+            let mut work = (me > 0 && me + 1 < p).then(|| {
+                // SAFETY: the caller's contract: `n` bytes at `send`.
+                AlignedBuf::from_bytes(unsafe { std::slice::from_raw_parts(s, n) })
+            });
+            let own = match &mut work {
+                Some(w) => w.bytes_mut().as_mut_ptr(),
+                None => s.cast_mut(),
+            };
+            let mut run = Run::new(sched, wire, Blocks::Each(vec![(own, n), (r, n)]), op);
+            run.owned = work;
+            run.finish = Some(Box::new(|_| AlignedBuf::zeroed(0)));
+            run
+        };
+        Ok(self.start(Active::Sched(run)))
+    }
+
     /// Starts an exclusive scan: `wait` returns the combination of ranks
     /// 0..rank, and on rank 0 its own `buf` (as [`Comm::exscan_in_place`]
     /// leaves it).

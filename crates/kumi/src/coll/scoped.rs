@@ -385,4 +385,50 @@ impl Comm {
         let r = unsafe { self.ireduce_scatter_raw(send.as_ptr(), recv.as_mut_ptr(), counts, op) }?;
         Ok(keep(s, r))
     }
+
+    /// Starts an inclusive scan of `send` into `recv` (as long): rank i
+    /// gets `send(0) ⊕ ... ⊕ send(i)` ([`crate::scope`]).
+    #[track_caller]
+    pub fn iscan_into<'a, 's, T: Pod>(
+        &self,
+        s: &'a Scope<'s>,
+        send: &'s [T],
+        recv: &'s mut [T],
+        op: &Op<T>,
+    ) -> Result<ScopedRequest<'a>> {
+        self.iscan_either(s, send, recv, op, false)
+    }
+
+    /// Starts an exclusive scan of `send` into `recv` (as long): rank i > 0
+    /// gets `send(0) ⊕ ... ⊕ send(i-1)`, rank 0's `recv` is left as it was
+    /// ([`crate::scope`]).
+    #[track_caller]
+    pub fn iexscan_into<'a, 's, T: Pod>(
+        &self,
+        s: &'a Scope<'s>,
+        send: &'s [T],
+        recv: &'s mut [T],
+        op: &Op<T>,
+    ) -> Result<ScopedRequest<'a>> {
+        self.iscan_either(s, send, recv, op, true)
+    }
+
+    fn iscan_either<'a, 's, T: Pod>(
+        &self,
+        s: &'a Scope<'s>,
+        send: &'s [T],
+        recv: &'s mut [T],
+        op: &Op<T>,
+        exclusive: bool,
+    ) -> Result<ScopedRequest<'a>> {
+        if recv.len() != send.len() {
+            let want = format!("the length of send, {} elements", send.len());
+            return Err(Error::invalid("recv", recv.len() as i64, want));
+        }
+        // SAFETY: `send` and `recv` are borrowed (shared and exclusive) for
+        // the scope, which outlives the collective; as long as each other.
+        let r =
+            unsafe { self.iscan_raw(send.as_ptr(), recv.as_mut_ptr(), send.len(), op, exclusive) }?;
+        Ok(keep(s, r))
+    }
 }
