@@ -153,7 +153,7 @@ fn call(w: &Comm, op: &str, size: usize, b: &mut Bufs) -> Result<bool, Error> {
         // (`w.iallgather(vec)`) add an allocation and a copy per call
         // (docs/BENCHMARKS.md, session 39).
         "ibcast" => kumi::scope(|sc| w.ibcast_into(sc, &mut r[..size], 0)?.wait())?,
-        "ireduce" => w.ireduce(sd.to_vec(), &sum, 0)?.wait().map(drop)?,
+        "ireduce" => kumi::scope(|sc| w.ireduce_into(sc, sd, &mut rd[..n], &sum, 0)?.wait())?,
         "iallreduce" => kumi::scope(|sc| w.iallreduce_into(sc, sd, &mut rd[..n], &sum)?.wait())?,
         "igather" => kumi::scope(|sc| w.igather_into(sc, s, r, 0)?.wait())?,
         "iscatter" => kumi::scope(|sc| {

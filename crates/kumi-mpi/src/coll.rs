@@ -1211,6 +1211,20 @@ fn reduce_as<T: Pod>(
         let req = unsafe { c.iallreduce_raw(recv as *mut T, n, op) }?;
         return Ok(Some(Box::new(NbBytes::none(req))));
     }
+    if let Red::IReduce(root) = *red {
+        let aligned = |p: *const c_void| (p as usize).is_multiple_of(std::mem::align_of::<T>());
+        if n > 0 && aligned(send) && (c.rank() != root || aligned(recv)) {
+            // Folded in the root's `recv`, sent straight from `send` where
+            // a rank only passes its part on: no work vector, nor the
+            // request's copy of the result.
+            // SAFETY: `send` holds `n` elements, readable, and the root's
+            // `recv` room for them, left alone by the program, until the
+            // request completes (the standard's contract, which forbids
+            // overlap but in place); aligned (checked).
+            let req = unsafe { c.ireduce_raw(send as *const T, recv as *mut T, n, op, root) }?;
+            return Ok(Some(Box::new(NbBytes::none(req))));
+        }
+    }
     if let Red::IScan | Red::IExscan = red {
         let aligned = |p: *const c_void| (p as usize).is_multiple_of(std::mem::align_of::<T>());
         if n > 0 && aligned(send) && aligned(recv) {

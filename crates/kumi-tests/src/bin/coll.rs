@@ -621,9 +621,24 @@ fn scoped_movement(w: &Comm, n: usize) -> R {
         c.wait()?;
         a.wait()
     })?;
+    let (mut rsum, mut rfirst) = if me == root {
+        (vec![7u64; n], vec![7u64; n])
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    kumi::scope(|s| -> R {
+        let a = w.ireduce_into(s, &part, &mut rsum, &Op::sum(), root)?;
+        let b = w.ireduce_into(s, &part, &mut rfirst, &first, root)?;
+        b.wait()?;
+        a.wait()
+    })?;
     let prefix =
         |upto: usize| -> Vec<u64> { (0..n).map(|i| (0..upto).map(|r| val(r, i)).sum()).collect() };
     let zeroth: Vec<u64> = (0..n).map(|i| val(0, i)).collect();
+    if me == root {
+        eq(&rsum, &prefix(p), &what("ireduce_into"), me)?;
+        eq(&rfirst, &zeroth, &what("ireduce_into, non-commutative"), me)?;
+    }
     eq(&inc, &prefix(me + 1), &what("iscan_into"), me)?;
     eq(&inc1, &zeroth, &what("iscan_into, non-commutative"), me)?;
     let (want, want1) = if me == 0 {

@@ -1457,6 +1457,64 @@ impl Comm {
         )
     }
 
+    /// [`Comm::ireduce`] from and into the program's memory: `send` holds
+    /// this rank's `count` elements (at the root it may be `recv` itself:
+    /// in place), the root's `recv` gets the result on completion. The root
+    /// folds in `recv`, a rank that only passes its part on sends it
+    /// straight from `send`, and one that also folds others' works in a
+    /// copy.
+    ///
+    /// # Safety
+    /// `send` readable, and at the root `recv` writable and not touched by
+    /// the program, until the request completes.
+    #[doc(hidden)]
+    pub unsafe fn ireduce_raw<T: Pod>(
+        &self,
+        send: *const T,
+        recv: *mut T,
+        count: usize,
+        op: &Op<T>,
+        root: usize,
+    ) -> Result<CollRequest<u8>> {
+        op.check_for(count)?;
+        self.check_root(root)?;
+        let me = self.rank();
+        let n = count * std::mem::size_of::<T>();
+        let s = send.cast::<u8>();
+        let sched = sc::reduce_binomial(&self.group(), root, me, 1, op.commutative);
+        let folds = sched.rounds.iter().any(|r| !r.recvs.is_empty());
+        let mut work = None;
+        let base = if me == root {
+            let r = recv.cast::<u8>();
+            if s != r.cast_const() {
+                // SAFETY: the caller's contract; distinct buffers of `n`
+                // bytes do not overlap (MPI forbids it but in place).
+                unsafe { std::ptr::copy_nonoverlapping(s, r, n) };
+            }
+            r
+        } else if folds {
+            // SAFETY: the caller's contract: `n` bytes at `send`.
+            let w = work.insert(AlignedBuf::from_bytes(unsafe {
+                std::slice::from_raw_parts(s, n)
+            }));
+            w.bytes_mut().as_mut_ptr()
+        } else {
+            // Only ever read: the schedule sends from it.
+            s.cast_mut()
+        };
+        let (_, wire) = self.wire()?;
+        let blocks = Blocks::Split {
+            base,
+            offsets: vec![0, n],
+        };
+        let mut run = Run::new(sched, wire, blocks, Some(op.bytes_fn()));
+        if work.is_some() {
+            run.owned = work;
+            run.finish = Some(Box::new(|_| AlignedBuf::zeroed(0)));
+        }
+        Ok(self.start(Active::Sched(run)))
+    }
+
     /// Starts a [`Comm::bcast`]: every rank passes a buffer of the same
     /// length (only the root's contents are sent); `wait` returns the root's
     /// data on every rank.

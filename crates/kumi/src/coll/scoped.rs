@@ -413,6 +413,31 @@ impl Comm {
         self.iscan_either(s, send, recv, op, true)
     }
 
+    /// Starts a reduction of every rank's `send` into the root's `recv`
+    /// (as long; not touched elsewhere: pass an empty slice;
+    /// [`crate::scope`]).
+    #[track_caller]
+    pub fn ireduce_into<'a, 's, T: Pod>(
+        &self,
+        s: &'a Scope<'s>,
+        send: &'s [T],
+        recv: &'s mut [T],
+        op: &Op<T>,
+        root: usize,
+    ) -> Result<ScopedRequest<'a>> {
+        self.check_root(root)?;
+        if self.rank() == root && recv.len() != send.len() {
+            let want = format!("the length of send, {} elements", send.len());
+            return Err(Error::invalid("recv", recv.len() as i64, want));
+        }
+        // SAFETY: `send` and `recv` are borrowed (shared and exclusive) for
+        // the scope, which outlives the collective; at the root as long as
+        // each other.
+        let r =
+            unsafe { self.ireduce_raw(send.as_ptr(), recv.as_mut_ptr(), send.len(), op, root) }?;
+        Ok(keep(s, r))
+    }
+
     fn iscan_either<'a, 's, T: Pod>(
         &self,
         s: &'a Scope<'s>,
