@@ -102,11 +102,36 @@ struct Bufs {
     dcounts: Vec<usize>,
 }
 
+/// The neighbourhood exchanges of a periodic ring of every rank, in MPI's
+/// order: the left neighbour's block first; to each side what arrives at
+/// the other's opposite side (the listing order pairs them where one rank
+/// is both neighbours).
+struct Ring {
+    /// An allgather's sends: the one block to both sides.
+    allgather: [(usize, usize); 2],
+    /// An all-to-all's sends: block 1 to the right, block 0 to the left.
+    alltoall: [(usize, usize); 2],
+    /// Slot 0 from the left, slot 1 from the right.
+    recvs: [(usize, usize); 2],
+}
+
+impl Ring {
+    fn of(w: &Comm) -> Ring {
+        let p = w.size();
+        let (left, right) = ((w.rank() + p - 1) % p, (w.rank() + 1) % p);
+        Ring {
+            allgather: [(right, 0), (left, 0)],
+            alltoall: [(right, 1), (left, 0)],
+            recvs: [(left, 0), (right, 1)],
+        }
+    }
+}
+
 /// One call of `op` at `size` bytes per rank; `false` if the Rust API has
 /// no form of it.
 fn call(w: &Comm, op: &str, size: usize, b: &mut Bufs) -> Result<bool, Error> {
     let p = w.size();
-    let (left, right) = ((w.rank() + p - 1) % p, (w.rank() + 1) % p);
+    let ring = Ring::of(w);
     let n = (size / 8).max(1);
     let (s, r) = (&b.s[..size], &mut b.r[..size * p.max(2)]);
     let (sd, rd) = (&b.sd[..n], &mut b.rd[..n * p]);
@@ -128,24 +153,22 @@ fn call(w: &Comm, op: &str, size: usize, b: &mut Bufs) -> Result<bool, Error> {
         "allgatherv" => w.allgatherv(s, r, &b.counts)?,
         "alltoall" => w.alltoall(&b.s[..size * p], r)?,
         "alltoallv" => w.alltoallv(&b.s[..size * p], &b.counts, r, &b.counts)?,
-        // MPI's order on a periodic ring: the left neighbour's block first;
-        // to each side what arrives at the other's opposite side (the
-        // listing order pairs them where one rank is both neighbours).
+        // A periodic ring, as MPI's neighbourhood collectives see it (`Ring`).
         "neighbor_allgather" => w.neighbor_exchange(
             s,
             &[size],
-            &[(right, 0), (left, 0)],
+            &ring.allgather,
             &mut r[..2 * size],
             &[size, size],
-            &[(left, 0), (right, 1)],
+            &ring.recvs,
         )?,
         "neighbor_alltoall" => w.neighbor_exchange(
             &b.s[..2 * size],
             &[size, size],
-            &[(right, 1), (left, 0)],
+            &ring.alltoall,
             &mut r[..2 * size],
             &[size, size],
-            &[(left, 0), (right, 1)],
+            &ring.recvs,
         )?,
         "ibarrier" => w.ibarrier()?.wait().map(drop)?,
         // The data movers on borrowed buffers (`kumi::scope`), as a program
@@ -184,10 +207,10 @@ fn call(w: &Comm, op: &str, size: usize, b: &mut Bufs) -> Result<bool, Error> {
                 sc,
                 s,
                 &[size],
-                &[(right, 0), (left, 0)],
+                &ring.allgather,
                 &mut r[..2 * size],
                 &[size, size],
-                &[(left, 0), (right, 1)],
+                &ring.recvs,
             )?
             .wait()
         })?,
@@ -196,10 +219,10 @@ fn call(w: &Comm, op: &str, size: usize, b: &mut Bufs) -> Result<bool, Error> {
                 sc,
                 &b.s[..2 * size],
                 &[size, size],
-                &[(right, 1), (left, 0)],
+                &ring.alltoall,
                 &mut r[..2 * size],
                 &[size, size],
-                &[(left, 0), (right, 1)],
+                &ring.recvs,
             )?
             .wait()
         })?,

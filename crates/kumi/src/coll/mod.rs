@@ -1486,11 +1486,9 @@ impl Comm {
         let mut work = None;
         let base = if me == root {
             let r = recv.cast::<u8>();
-            if s != r.cast_const() {
-                // SAFETY: the caller's contract; distinct buffers of `n`
-                // bytes do not overlap (MPI forbids it but in place).
-                unsafe { std::ptr::copy_nonoverlapping(s, r, n) };
-            }
+            // SAFETY: the caller's contract: `n` bytes each, in place or
+            // not overlapping.
+            unsafe { copy_own(s, r, n) };
             r
         } else if folds {
             // SAFETY: the caller's contract: `n` bytes at `send`.
@@ -1869,11 +1867,9 @@ impl Comm {
         let (_, wire) = self.wire()?;
         let op = Some(op.bytes_fn());
         let run = if !exclusive {
-            if s != r.cast_const() {
-                // SAFETY: the caller's contract; distinct buffers of `n`
-                // bytes do not overlap (MPI forbids it but in place).
-                unsafe { std::ptr::copy_nonoverlapping(s, r, n) };
-            }
+            // SAFETY: the caller's contract: `n` bytes each, in place or
+            // not overlapping.
+            unsafe { copy_own(s, r, n) };
             let blocks = Blocks::Split {
                 base: r,
                 offsets: vec![0, n],
@@ -2003,7 +1999,7 @@ impl Comm {
             let own = block(me);
             // SAFETY: the caller's contract: `recv` holds this rank's block,
             // as long as `send`'s, and overlaps nothing of it.
-            unsafe { std::ptr::copy_nonoverlapping(own.as_ptr(), recv.cast::<u8>(), own.len()) };
+            unsafe { copy_own(own.as_ptr(), recv.cast::<u8>(), own.len()) };
             let base = work.bytes_mut().as_mut_ptr();
             let blocks = (0..p)
                 .map(|j| {

@@ -117,6 +117,15 @@ pub(super) fn sum_of(what: &'static str, len: usize, counts: &[usize]) -> Result
     ))
 }
 
+/// Checks that argument `what` holds as many elements as `send`.
+fn as_long(what: &'static str, len: usize, send: usize) -> Result<()> {
+    if len == send {
+        return Ok(());
+    }
+    let want = format!("the length of send, {send} elements");
+    Err(Error::invalid(what, len as i64, want))
+}
+
 /// Checks that argument `what` holds `size() * other` elements (`other`:
 /// the other argument's name and length).
 fn size_times(what: &'static str, len: usize, p: usize, other: (&str, usize)) -> Result<()> {
@@ -355,10 +364,7 @@ impl Comm {
         recv: &'s mut [T],
         op: &Op<T>,
     ) -> Result<ScopedRequest<'a>> {
-        if recv.len() != send.len() {
-            let want = format!("the length of send, {} elements", send.len());
-            return Err(Error::invalid("recv", recv.len() as i64, want));
-        }
+        as_long("recv", recv.len(), send.len())?;
         super::copy_slice(recv, send);
         // SAFETY: `recv` is borrowed exclusively for the scope, which
         // outlives the collective.
@@ -426,9 +432,8 @@ impl Comm {
         root: usize,
     ) -> Result<ScopedRequest<'a>> {
         self.check_root(root)?;
-        if self.rank() == root && recv.len() != send.len() {
-            let want = format!("the length of send, {} elements", send.len());
-            return Err(Error::invalid("recv", recv.len() as i64, want));
+        if self.rank() == root {
+            as_long("recv", recv.len(), send.len())?;
         }
         // SAFETY: `send` and `recv` are borrowed (shared and exclusive) for
         // the scope, which outlives the collective; at the root as long as
@@ -446,10 +451,7 @@ impl Comm {
         op: &Op<T>,
         exclusive: bool,
     ) -> Result<ScopedRequest<'a>> {
-        if recv.len() != send.len() {
-            let want = format!("the length of send, {} elements", send.len());
-            return Err(Error::invalid("recv", recv.len() as i64, want));
-        }
+        as_long("recv", recv.len(), send.len())?;
         // SAFETY: `send` and `recv` are borrowed (shared and exclusive) for
         // the scope, which outlives the collective; as long as each other.
         let r =
