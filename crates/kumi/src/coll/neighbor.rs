@@ -1,0 +1,165 @@
+//! Neighbourhood exchanges: MPI's neighbourhood collectives on a topology,
+//! as one round of explicit transfers (`kumi_core::coll::exchange`), over a
+//! buffer the request owns or straight between the program's buffers.
+
+use super::*;
+
+impl Comm {
+    /// Starts a neighbourhood exchange (MPI's neighbourhood collectives on a
+    /// topology): `send` is split into blocks of `send_counts` elements, and
+    /// block `b` goes to `peer` for each `(peer, b)` of `sends`, in that
+    /// order; the result, in blocks of `recv_counts`, gets block `b` from
+    /// `peer` for each `(peer, b)` of `recvs`, in that order. Between two
+    /// ranks the k-th block one sends is the k-th the other receives (list
+    /// them so; a rank may be its own neighbour). Blocks no receive names are
+    /// zero in what `wait` returns. One round: (number of neighbours)·α + nβ.
+    #[track_caller]
+    pub fn ineighbor_exchange<T: Pod>(
+        &self,
+        send: Vec<T>,
+        send_counts: &[usize],
+        sends: &[(usize, usize)],
+        recv_counts: &[usize],
+        recvs: &[(usize, usize)],
+    ) -> Result<CollRequest<T>> {
+        let (ns, nr) = (send_counts.len(), recv_counts.len());
+        let st: usize = send_counts.iter().sum();
+        if send.len() != st {
+            return Err(bad(
+                "send",
+                send.len(),
+                format!("the sum of send_counts ({st})"),
+            ));
+        }
+        self.check_neighbors(sends, ns, recvs, nr)?;
+        let counts: Vec<usize> = send_counts.iter().chain(recv_counts).copied().collect();
+        let offsets = count_offsets(&counts, std::mem::size_of::<T>());
+        let mut work = AlignedBuf::zeroed(offsets[ns + nr]);
+        copy_slice(&mut work.bytes_mut()[..offsets[ns]], as_bytes(&send));
+        let recvs: Vec<(usize, usize)> = recvs.iter().map(|&(peer, b)| (peer, ns + b)).collect();
+        let sched = sc::exchange(sends, &recvs);
+        let start = offsets[ns];
+        let finish: Finish = Box::new(move |w| AlignedBuf::from_bytes(&w.bytes()[start..]));
+        self.start_sched(sched, work, offsets, None, Some(finish))
+    }
+
+    /// [`Comm::ineighbor_exchange`], waited for, on the program's own
+    /// buffers: the blocks received are written to `recv` (the sum of
+    /// `recv_counts` elements); blocks no receive names are left as they
+    /// were.
+    #[track_caller]
+    pub fn neighbor_exchange<T: Pod>(
+        &self,
+        send: &[T],
+        send_counts: &[usize],
+        sends: &[(usize, usize)],
+        recv: &mut [T],
+        recv_counts: &[usize],
+        recvs: &[(usize, usize)],
+    ) -> Result<()> {
+        scoped::sum_of("send", send.len(), send_counts)?;
+        scoped::sum_of("recv", recv.len(), recv_counts)?;
+        let (sb, rb) = (
+            scoped::segments(send, send_counts),
+            scoped::segments_mut(recv, recv_counts),
+        );
+        // SAFETY: the segments split `send` (borrowed) and `recv` (borrowed
+        // exclusively) for the call, their lengths checked above.
+        unsafe { self.neighbor_exchange_segments(&sb, sends, &rb, recvs) }
+    }
+
+    /// [`Comm::neighbor_exchange`] over byte segments anywhere in memory,
+    /// for the C library (see [`Comm::ineighbor_exchange_segments`]).
+    ///
+    /// # Safety
+    /// As for [`Comm::neighbor_each`], for the call.
+    #[doc(hidden)]
+    #[track_caller]
+    pub unsafe fn neighbor_exchange_segments(
+        &self,
+        send: &[(*const u8, usize)],
+        sends: &[(usize, usize)],
+        recv: &[(*mut u8, usize)],
+        recvs: &[(usize, usize)],
+    ) -> Result<()> {
+        let at = Location::caller();
+        // SAFETY: the caller's contract.
+        unsafe { self.neighbor_each(send, sends, recv, recvs, Exec::Now(at)) }.map(drop)
+    }
+
+    /// [`Comm::ineighbor_exchange`] over byte segments anywhere in memory,
+    /// for the C library: block b sent is `send[b]`, block b received goes
+    /// to `recv[b]`.
+    ///
+    /// # Safety
+    /// As for [`Comm::neighbor_each`], until the request completes.
+    #[doc(hidden)]
+    #[track_caller]
+    pub unsafe fn ineighbor_exchange_segments(
+        &self,
+        send: &[(*const u8, usize)],
+        sends: &[(usize, usize)],
+        recv: &[(*mut u8, usize)],
+        recvs: &[(usize, usize)],
+    ) -> Result<CollRequest<u8>> {
+        // SAFETY: the caller's contract.
+        let r = unsafe { self.neighbor_each(send, sends, recv, recvs, Exec::Start) }?;
+        Ok(started(r))
+    }
+
+    /// A neighbourhood exchange straight between the program's buffers
+    /// (see [`Comm::ineighbor_exchange`] for `sends` and `recvs`), run now
+    /// or started. Refuses a receive block named twice (two messages would
+    /// land on the same bytes).
+    ///
+    /// # Safety
+    /// The `send` segments readable and the `recv` ones writable, until the
+    /// exchange completes; the `recv` segments overlap nothing.
+    unsafe fn neighbor_each(
+        &self,
+        send: &[(*const u8, usize)],
+        sends: &[(usize, usize)],
+        recv: &[(*mut u8, usize)],
+        recvs: &[(usize, usize)],
+        how: Exec,
+    ) -> Result<Option<CollRequest<u8>>> {
+        let ns = send.len();
+        self.check_neighbors(sends, ns, recvs, recv.len())?;
+        let mut named = vec![false; recv.len()];
+        for &(_, b) in recvs {
+            if std::mem::replace(&mut named[b], true) {
+                return Err(bad("recvs", b, "each receive block named once".into()));
+            }
+        }
+        // Only ever read: the schedule sends from them.
+        let blocks = send
+            .iter()
+            .map(|&(b, n)| (b.cast_mut(), n))
+            .chain(recv.iter().copied())
+            .collect();
+        let recvs: Vec<(usize, usize)> = recvs.iter().map(|&(peer, b)| (peer, ns + b)).collect();
+        self.exec_each(blocks, how, |_, _| sc::exchange(sends, &recvs))
+    }
+
+    /// Checks a neighbourhood exchange's `(peer, block)` lists against the
+    /// communicator's size and the numbers of blocks sent and received.
+    fn check_neighbors(
+        &self,
+        sends: &[(usize, usize)],
+        ns: usize,
+        recvs: &[(usize, usize)],
+        nr: usize,
+    ) -> Result<()> {
+        let p = self.size();
+        for (what, list, nb) in [("sends", sends, ns), ("recvs", recvs, nr)] {
+            if let Some(&(peer, b)) = list.iter().find(|&&(peer, b)| peer >= p || b >= nb) {
+                return Err(bad(
+                    what,
+                    if peer >= p { peer } else { b },
+                    format!("(peer, block) pairs with peer < {p} and block < {nb}"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
