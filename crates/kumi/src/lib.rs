@@ -40,9 +40,11 @@
 //!   still forwards and combines for others (`KUMI_PROGRESS`).
 //! - **Nonblocking operations borrow through a [`Scope`]**, which waits for them
 //!   before it ends; that is what makes them sound even if a request is leaked.
-//!   Sends and receives, and the data-moving collectives
-//!   ([`Comm::iallgather_into`]...), both; the owned-vector collectives
-//!   ([`Comm::iallgather`]...) need no scope but allocate and copy.
+//!   Sends and receives, and the collectives on the program's buffers
+//!   ([`Comm::iallgather_into`], [`Comm::iallreduce_into`],
+//!   [`Comm::ineighbor_exchange_into`]...), both; the owned-vector
+//!   collectives ([`Comm::iallgather`]...) need no scope but allocate and
+//!   copy.
 //! - **Errors are values.** A receive buffer that is too small is an
 //!   [`Error::Truncated`] naming both sizes, never a silent truncation.
 #![deny(missing_docs)]
