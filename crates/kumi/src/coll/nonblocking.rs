@@ -227,20 +227,8 @@ impl Comm {
     /// allocates and copies the result.
     #[track_caller]
     pub fn iallgather<T: Pod>(&self, send: Vec<T>) -> Result<CollRequest<T>> {
-        let (p, me, n) = (self.size(), self.rank(), send.len());
-        let elem = std::mem::size_of::<T>();
-        let mut work = AlignedBuf::zeroed(p * n * elem);
-        copy_slice(
-            &mut work.bytes_mut()[me * n * elem..(me + 1) * n * elem],
-            as_bytes(&send),
-        );
-        let offsets = even_offsets(p * n, p, elem);
-        let work = match self.iallgather_in_area(work, &offsets)? {
-            Ok(started) => return Ok(started),
-            Err(work) => work,
-        };
-        let sched = sc::allgather_ring(&self.group(), me);
-        self.start_sched(sched, work, offsets, None, None)
+        let counts = vec![send.len(); self.size()];
+        self.iallgatherv(send, &counts)
     }
 
     /// Starts a [`Comm::gather`] to `root` of `send` (the same length
