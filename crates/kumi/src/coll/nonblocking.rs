@@ -602,11 +602,7 @@ impl Comm {
         counts: &[usize],
         op: &Op<T>,
     ) -> Result<CollRequest<T>> {
-        op.check()?;
-        for &c in counts {
-            op.check_for(c)?;
-        }
-        self.check_counts(counts)?;
+        self.check_reduce_scatter(counts, op)?;
         let (p, me) = (self.size(), self.rank());
         let total: usize = counts.iter().sum();
         if send.len() != total {
@@ -642,11 +638,7 @@ impl Comm {
         counts: &[usize],
         op: &Op<T>,
     ) -> Result<CollRequest<u8>> {
-        op.check()?;
-        for &c in counts {
-            op.check_for(c)?;
-        }
-        self.check_counts(counts)?;
+        self.check_reduce_scatter(counts, op)?;
         let (p, me) = (self.size(), self.rank());
         let offsets = count_offsets(counts, std::mem::size_of::<T>());
         // SAFETY: the caller's contract: the sum of `counts` elements.
@@ -711,6 +703,15 @@ impl Comm {
         });
         let sched = reduce_scatter_plan(p, me, op.commutative);
         self.start_sched::<u8>(sched, work, offsets, Some(op.bytes_fn()), Some(finish))
+    }
+
+    /// A reduce-scatter's counts (one per rank) and operation, checked.
+    fn check_reduce_scatter<T: Pod>(&self, counts: &[usize], op: &Op<T>) -> Result<()> {
+        op.check()?;
+        for &c in counts {
+            op.check_for(c)?;
+        }
+        self.check_counts(counts)
     }
 }
 
