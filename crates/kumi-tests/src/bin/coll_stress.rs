@@ -2,8 +2,8 @@
 //! stress test of the shared-memory collective areas (and of the message
 //! algorithms, with `KUMI_COLL_SHM=off`). Every rank draws the same sequence
 //! of operations, communicators, roots and sizes (a common seed) and its own
-//! delays; sizes straddle the inline limit, the payload half and the chunked
-//! broadcast; nonblocking collectives stay in flight while blocking ones
+//! delays; sizes straddle the area's storage (entry, piece, payload half)
+//! and the chunked broadcast; nonblocking collectives stay in flight while blocking ones
 //! start. A barrier is checked by a message sent just before it: after
 //! the barrier the receiver must find it with `iprobe` (the barrier orders it).
 //! Rank 0 prints `coll_stress: all checks passed on <n> ranks`.
@@ -115,7 +115,9 @@ fn one(c: &Comm, it: u64, common: &mut Rng, mine: &mut Rng, delays: bool) -> R {
             }
         }
         3 => {
-            let len = [0usize, 5, 16, 17, 4096, 70_000, 200_003][n % 7];
+            // Either side of an entry's inline bytes (48) and of a piece
+            // (4 KiB up to 8 ranks), then chunked.
+            let len = [0usize, 5, 48, 49, 4096, 4097, 70_000, 200_003][n % 8];
             let mut buf = vec![0u8; len];
             if me == root {
                 kumi_tests::fill(&mut buf, root, it);

@@ -5,9 +5,10 @@
 //! ```text
 //! area k (k < AREAS):  owner line (64 B): key of the communicator's local group
 //!                      slot 0 .. local_size-1, one per local rank:
-//!                        control line (64 B): seq (8 B), waits_for (8 B),
-//!                                             inline half 0 (16 B), inline half 1 (16 B),
-//!                                             kind of half 0 (8 B), kind of half 1 (8 B)
+//!                        control line (64 B): seq (8 B), waits_for (8 B)
+//!                        DEPTH entry lines (64 B): stamp (8 B), kind (8 B),
+//!                                                  inline bytes (INLINE = 48 B)
+//!                        DEPTH pieces (payload / DEPTH bytes each)
 //!                        payload half 0 (payload bytes), payload half 1
 //! ```
 //!
@@ -24,32 +25,48 @@
 //!
 //! # The protocol
 //!
-//! Collective number `s` (1, 2, ... per group, the same on every member) uses
-//! half `s & 1` of each slot. `seq` of a slot is written by its owner only and
-//! only grows: "I have entered collective `seq`, and my contribution to it, if
-//! any, is in half `seq & 1`".
+//! Collective number `s` (1, 2, ... per group, the same on every member)
+//! uses entry `s % DEPTH` of each slot, and for its contribution, by length:
+//! up to [`INLINE`] bytes the entry itself, up to a piece the piece
+//! `s % DEPTH`, longer ones payload half `s & 1` ([`placement`]). A member
+//! publishes every number it takes, in order, by writing `stamp = s` in entry
+//! `s % DEPTH` and `seq = s` (both written by the slot's owner only, both
+//! only growing): "I have entered collective `s`, and my contribution to it,
+//! if any, is where its length puts it; I am done with every collective
+//! before it". Readers of one collective look at the entry (the stamp, the
+//! kind and a short contribution share one line: one cache-line transfer per
+//! member); `seq` says how far a member is, for writers.
 //!
-//! 1. **Enter.** Before writing half `s & 1`, wait until every member's `seq`
-//!    is at least `s - 1` ([`writable`]): they have all finished collective
-//!    `s - 2`, the last one that used this half (a member publishes `s - 1`
-//!    only after it is done with `s - 2`). For barrier and allreduce this
-//!    holds at once (finishing `s - 1` already needed everyone at `s - 1`);
-//!    for rooted collectives it keeps a root at most one collective ahead of
-//!    its slowest reader.
-//! 2. **Publish.** Write the contribution, then `seq = s` with Release; a
-//!    reader that loads `seq >= s` with Acquire sees the bytes.
+//! 1. **Enter.** Before writing data of collective `s`, wait until every
+//!    member's `seq` is at least `s - 1` for a payload half, or
+//!    `s - DEPTH + 1` for an entry or a piece ([`writable`]): they have all
+//!    finished the last collective that used that storage (`s - 2`, or
+//!    `s - DEPTH`; the three kinds of storage never overlap). For barrier and
+//!    allreduce this holds at once (finishing `s - 1` already needed
+//!    everyone at `s - 1`); for rooted collectives it keeps a root at most
+//!    one collective ahead of its slowest reader when the data is long, and
+//!    `DEPTH - 1` ahead when it fits a piece, so back-to-back short rooted
+//!    collectives run without lock-step, and ranks that share a core run
+//!    many of them in one time slice.
+//! 2. **Publish.** Write the contribution, then the entry's kind, `stamp = s`
+//!    and `seq = s`, the stamp with Release; a reader that loads
+//!    `stamp >= s` with Acquire sees the bytes and the kind.
 //! 3. **Wait** (as the collective needs) until the members it reads have
-//!    `seq >= s` ([`reached`], [`all_reached`]), then read their halves.
+//!    reached `s`: `stamp >= s` in their entry `s % DEPTH` ([`reached`],
+//!    [`all_reached`]), then read their contributions. A stamp only takes
+//!    the values `e, e + DEPTH, ...` of its entry `e` and every member
+//!    publishes every number, so `stamp >= s` exactly when the member has
+//!    published `s`.
 //!
-//! **Kinds.** With `seq = s` a member also publishes what collective `s` is
-//! for it (a *kind*: operation, root, size), in the kind word of half `s & 1`
-//! (written before the Release of `seq`, stable until every member has
-//! finished `s`, like the half itself). Readers wait for [`reached_as`]: the
-//! member has published `s` *as the same kind*, or has moved past `s` (then
-//! it went through `s` as the same kind). Members that disagree (a
-//! program that calls bcast on one rank and reduce on another) therefore never
-//! proceed, as with messages that never match, and the deadlock detector
-//! reports them, instead of exchanging data that belongs to another call.
+//! **Kinds.** With `s` a member also publishes what collective `s` is
+//! for it (a *kind*: operation, root, size), in the kind word of entry
+//! `s % DEPTH` (stable until the member publishes `s + DEPTH`). Readers wait
+//! for [`reached_as`]: the member has published `s` *as the same kind*, or
+//! has moved `DEPTH` past it (then it went through `s` as the same kind).
+//! Members that disagree (a program that calls bcast on one rank and reduce
+//! on another) therefore never proceed, as with messages that never match,
+//! and the deadlock detector reports them, instead of exchanging data that
+//! belongs to another call.
 //!
 //! Contributions are combined by the runtime in rank order, the same on every
 //! member, so user operations need not be commutative and every member gets a
@@ -64,7 +81,7 @@
 //! `sleeping`, `fence(SeqCst)`, re-check the condition, then wait on the
 //! doorbell value read before setting the flag. One of the two fences comes
 //! first in the single SeqCst order, so either the publisher sees the flag or
-//! the sleeper's re-check sees the new `seq`. The loom model below checks
+//! the sleeper's re-check sees the new stamp and `seq`. The loom model below checks
 //! both the data protocol and this wake-up.
 //!
 //! A member that waits for *every* member ([`all_reached_naming`]) also
@@ -83,13 +100,20 @@ use crate::sync::{fence, AtomicU32, AtomicU64, Ordering};
 /// other communicators (first come, never released). A guess: programs rarely
 /// run collectives on more than a handful of communicators.
 pub const AREAS: usize = 8;
-/// Bytes of a contribution small enough to travel in the control line itself
-/// (one cache-line transfer per member instead of two).
-pub const INLINE: usize = 16;
+/// Entries and pieces per slot: a member may run this many collectives with
+/// contributions of up to a piece ahead of the slowest (less one).
+/// Back-to-back short rooted collectives on ranks that share a core run
+/// this many per time slice (docs/BENCHMARKS.md, session 41).
+pub const DEPTH: usize = 32;
 const LINE: usize = 64;
+/// Bytes of an entry: its stamp and kind, then the inline bytes.
+const ENTRY: usize = LINE;
+/// Bytes of a contribution small enough to travel in its entry, beside the
+/// stamp (one cache line for all a reader needs).
+pub const INLINE: usize = ENTRY - INLINE_AT;
+/// Offset of the kind word in an entry, and of the inline bytes.
+const KIND_AT: usize = 8;
 const INLINE_AT: usize = 16;
-/// Offset of the two kind words in a control line.
-const KIND_AT: usize = INLINE_AT + 2 * INLINE;
 
 /// Bytes of each payload half of a slot for `local_size` ranks: 1 MiB per area
 /// spread over the slots, between 4 and 128 KiB (64 KiB holds an alltoall of
@@ -104,8 +128,41 @@ pub fn payload_bytes(local_size: usize) -> usize {
         .clamp(4096, 128 << 10)
 }
 
+/// Bytes of a piece for payload halves of `payload` bytes: as much again
+/// as the halves, spread over the `DEPTH` pieces (4 KiB up to 8 ranks on a
+/// host, 128 B from 256).
+pub fn piece_bytes(payload: usize) -> usize {
+    payload / DEPTH
+}
+
 fn slot_bytes(local_size: usize) -> usize {
-    LINE + 2 * payload_bytes(local_size)
+    let payload = payload_bytes(local_size);
+    LINE + DEPTH * (ENTRY + piece_bytes(payload)) + 2 * payload
+}
+
+/// Where a contribution of `total` bytes to collective `s` lies in its
+/// slot, for pieces of `piece` bytes and halves of `payload` ([`AreaMem`]
+/// implementations place by it, so the model places as the mapping does).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Place {
+    /// In entry `s % depth`, beside the stamp.
+    Inline,
+    /// In piece `s % depth`.
+    Piece,
+    /// In payload half `s & 1`.
+    Half,
+}
+
+/// See [`Place`].
+#[inline]
+pub fn placement(total: usize, piece: usize) -> Place {
+    if total <= INLINE {
+        Place::Inline
+    } else if total <= piece {
+        Place::Piece
+    } else {
+        Place::Half
+    }
 }
 
 /// Bytes of one area for `local_size` ranks, or `None` on overflow.
@@ -129,17 +186,22 @@ pub fn group_key(ctx: u32, lowest_world_rank: u32) -> u64 {
 /// ([`CollArea`]) and the model checker's heap implement it.
 ///
 /// # Safety
-/// `seq(i)` and the halves of slot `i` must be the same storage for every
-/// member of a group, and distinct for distinct slots.
+/// `seq(i)`, the entries and the halves of slot `i` must be the same storage
+/// for every member of a group, and distinct for distinct slots.
 pub unsafe trait AreaMem {
     /// Slots in the area (the segment's local size).
     fn slots(&self) -> usize;
+    /// Entries per slot ([`DEPTH`] in a mapped area; fewer in the model).
+    fn depth(&self) -> usize;
     /// The owner word.
     fn owner(&self) -> &AtomicU64;
-    /// `seq` of slot `i`.
+    /// `seq` of slot `i`: the last collective its owner published.
     fn seq(&self, i: usize) -> &AtomicU64;
-    /// The kind word of half `half` of slot `i`.
-    fn kind(&self, i: usize, half: usize) -> &AtomicU64;
+    /// The stamp of slot `i`'s entry for collective `s` (entry
+    /// `s % depth()`): the last collective of that entry its owner published.
+    fn stamp(&self, i: usize, s: u64) -> &AtomicU64;
+    /// The kind word of slot `i`'s entry for collective `s`.
+    fn kind(&self, i: usize, s: u64) -> &AtomicU64;
     /// The "asleep" flag of local rank `i` (lives in its rank block).
     fn sleeping(&self, i: usize) -> &AtomicU32;
     /// Whom slot `i`'s owner waits for, as a slot plus one (0: anyone);
@@ -147,13 +209,16 @@ pub unsafe trait AreaMem {
     fn waits_for(&self, i: usize) -> &AtomicU64;
     /// Bytes of a payload half.
     fn payload(&self) -> usize;
-    /// Copies `src` into half `half` of slot `i` at byte `off` (inline if the
-    /// whole contribution, `total` bytes, is at most [`INLINE`]). Only slot
-    /// `i`'s owner calls it, between [`writable`] and [`publish`].
-    fn write(&self, i: usize, half: usize, total: usize, off: usize, src: &[u8]);
-    /// Copies out of half `half` of slot `i` (same placement rule as `write`),
-    /// after [`reached`] said the owner published it.
-    fn read(&self, i: usize, half: usize, total: usize, off: usize, dst: &mut [u8]);
+    /// Bytes of a piece (more than [`INLINE`], less than a payload half).
+    fn piece(&self) -> usize;
+    /// Copies `src` into slot `i`'s contribution to collective `s` at byte
+    /// `off`, where the whole contribution's length `total` puts it
+    /// ([`placement`]). Only slot `i`'s owner calls it, between [`writable`]
+    /// for `total` and [`publish`].
+    fn write(&self, i: usize, s: u64, total: usize, off: usize, src: &[u8]);
+    /// Copies out of slot `i`'s contribution to collective `s` (same placement
+    /// rule as `write`), after [`reached`] said the owner published it.
+    fn read(&self, i: usize, s: u64, total: usize, off: usize, dst: &mut [u8]);
 }
 
 /// Claims area `mem` for the group `key`; true if it is (now or already) the
@@ -175,15 +240,25 @@ pub fn claim(mem: &impl AreaMem, key: u64) -> bool {
 /// its contribution to it).
 #[inline]
 pub fn reached(mem: &impl AreaMem, i: usize, s: u64) -> bool {
-    // Acquire: pairs with the Release store in `publish`, so the half written
-    // before it is visible to the reads that follow a true answer.
-    mem.seq(i).load(Ordering::Acquire) >= s
+    // Acquire: pairs with the Release store of the stamp in `publish`, so the
+    // contribution written before it is visible to the reads that follow a
+    // true answer.
+    mem.stamp(i, s).load(Ordering::Acquire) >= s
+}
+
+/// How far the member in slot `i` is: the last collective it published.
+#[inline]
+pub fn progress(mem: &impl AreaMem, i: usize) -> u64 {
+    // Acquire: pairs with the Release store of `seq` in `publish`: the
+    // member's reads of everything before it happened before, so a writer
+    // that saw it may overwrite what they read (see `writable`).
+    mem.seq(i).load(Ordering::Acquire)
 }
 
 /// A kind with this bit set carries a number of the member's own in its low
 /// [`KIND_OWN_BITS`] bits, which [`reached_as`] does not compare and
 /// [`own_number`] reads: a hint only, since a member two collectives ahead
-/// may have written its next kind over it (an alltoallv's members say so
+/// may have written a later kind over it (an alltoallv's members say so
 /// whether they have blocks to move in rounds, and read the number itself
 /// from the data halves when some member says yes).
 pub const KIND_OWN: u64 = 1 << 63;
@@ -200,33 +275,33 @@ fn same_kind(seen: u64, kind: u64) -> bool {
 }
 
 /// The number member `i` published with its kind of collective `s`
-/// ([`KIND_OWN`]), or, if `i` has since gone two collectives further,
+/// ([`KIND_OWN`]), or, if `i` has since gone a whole depth further,
 /// whatever its later kind holds there (the caller must tell the two
 /// apart, see [`KIND_OWN`]). Read after [`reached_as`] said `i` entered `s`.
 #[inline]
 pub fn own_number(mem: &impl AreaMem, i: usize, s: u64) -> u64 {
     // Relaxed: a hint (above).
-    mem.kind(i, (s & 1) as usize).load(Ordering::Relaxed) & ((1 << KIND_OWN_BITS) - 1)
+    mem.kind(i, s).load(Ordering::Relaxed) & ((1 << KIND_OWN_BITS) - 1)
 }
 
 /// Whether the member in slot `i` has entered collective `s` as `kind`.
 #[inline]
 pub fn reached_as(mem: &impl AreaMem, i: usize, s: u64, kind: u64) -> bool {
     // Acquire: as in `reached`.
-    let at = mem.seq(i).load(Ordering::Acquire);
+    let at = mem.stamp(i, s).load(Ordering::Acquire);
     if at > s {
-        // It has finished `s` and moved on; the kind word of this half may
-        // already describe a later collective, so it cannot be checked. (A
+        // It has finished `s` and moved a depth on; the kind word of this
+        // entry describes a later collective, so `s` cannot be checked. (A
         // member in a different call that waits in it stays at `s` and is
         // caught below; one whose role in its call waits for nobody, e.g. a
         // reduce's non-root, is caught by the members that do wait.)
         return true;
     }
-    // Relaxed: the kind was written before the Release of `seq = s` that the
-    // Acquire above saw. If the member publishes again meanwhile, a later
-    // kind may be read here: a transient "not yet", corrected by the next
-    // look, which sees `seq > s`.
-    at == s && same_kind(mem.kind(i, (s & 1) as usize).load(Ordering::Relaxed), kind)
+    // Relaxed: the kind was written before the Release of `stamp = s` that
+    // the Acquire above saw. If the member publishes this entry again
+    // meanwhile, a later kind may be read here: a transient "not yet",
+    // corrected by the next look, which sees `stamp > s`.
+    at == s && same_kind(mem.kind(i, s).load(Ordering::Relaxed), kind)
 }
 
 /// Whether every slot in `slots` has entered collective `s` as `kind`.
@@ -283,14 +358,29 @@ pub fn all_reached(mem: &impl AreaMem, slots: &[usize], s: u64) -> bool {
     slots.iter().all(|&i| reached(mem, i, s))
 }
 
-/// Whether a member may write its half of collective `s`: every member has
-/// entered `s - 1`, so nobody still reads what this half held for `s - 2`.
+/// The collective every member must have entered before one writes a
+/// contribution of `total` bytes to collective `s`: `s - 1` for a payload
+/// half (it last held `s - 2`'s), `s - depth + 1` for an entry or a piece
+/// (they last held `s - depth`'s).
 #[inline]
-pub fn writable(mem: &impl AreaMem, slots: &[usize], s: u64) -> bool {
-    // The Acquire loads in `reached` order this check before our writes to the
-    // half: a reader's last read of the old contents happens-before its
-    // Release of `seq >= s - 1`, which we acquire here.
-    all_reached(mem, slots, s.saturating_sub(1))
+pub fn writable_after(mem: &impl AreaMem, s: u64, total: usize) -> u64 {
+    let back = match placement(total, mem.piece()) {
+        Place::Inline | Place::Piece => mem.depth() - 1,
+        Place::Half => 1,
+    };
+    s.saturating_sub(back as u64)
+}
+
+/// Whether a member may write a contribution of `total` bytes to collective
+/// `s`: nobody still reads what that storage held before
+/// ([`writable_after`]).
+#[inline]
+pub fn writable(mem: &impl AreaMem, slots: &[usize], s: u64, total: usize) -> bool {
+    // The Acquire loads in `progress` order this check before our writes: a
+    // reader's last read of the old contents happens-before its Release of
+    // a `seq` at least this far, which we acquire here.
+    let after = writable_after(mem, s, total);
+    slots.iter().all(|&i| progress(mem, i) >= after)
 }
 
 /// Publishes `seq = s` for slot `me`, then rings (through `wake`) every member
@@ -308,11 +398,13 @@ pub fn publish(
     full_fence: bool,
     mut wake: impl FnMut(usize),
 ) {
-    // Relaxed: published by the Release store of `seq` below.
-    mem.kind(me, (s & 1) as usize)
-        .store(kind, Ordering::Relaxed);
-    // Release: a member that loads `s` with Acquire sees the contribution
-    // and kind written before (see `reached`).
+    // Relaxed: published by the Release store of the stamp below.
+    mem.kind(me, s).store(kind, Ordering::Relaxed);
+    // Release: a member that loads the stamp `s` with Acquire sees the
+    // contribution and kind written before (see `reached`).
+    mem.stamp(me, s).store(s, Ordering::Release);
+    // Release: a writer that loads `seq >= s` with Acquire knows this member
+    // is done reading everything of earlier collectives (see `writable`).
     mem.seq(me).store(s, Ordering::Release);
     // Dekker with a sleeper (module doc): our store is ordered before the
     // loads of `sleeping` below in the single SeqCst order of fences, or,
@@ -351,50 +443,74 @@ pub struct CollArea<'a> {
 // 8-byte allreduce's instructions.
 #[cfg(not(loom))]
 impl CollArea<'_> {
+    fn piece_bytes(&self) -> usize {
+        piece_bytes(self.payload)
+    }
+
     #[inline]
     fn slot(&self, i: usize) -> *mut u8 {
         assert!(i < self.local_size, "slot {i} of {}", self.local_size);
+        let slot = LINE + DEPTH * (ENTRY + self.piece_bytes()) + 2 * self.payload;
         // SAFETY: `base` is the area's start inside the mapping (checked when
-        // the segment was opened) and the area holds `local_size` slots.
-        unsafe { self.base.as_ptr().add(LINE + i * (LINE + 2 * self.payload)) }
+        // the segment was opened) and the area holds `local_size` slots of
+        // `slot_bytes` (this) each.
+        unsafe { self.base.as_ptr().add(LINE + i * slot) }
     }
 
+    /// Slot `i`'s entry for collective `s`.
     #[inline]
-    fn half(&self, i: usize, half: usize, total: usize) -> (*mut u8, usize) {
-        let s = self.slot(i);
-        if total <= INLINE {
-            // SAFETY: inside the slot's control line (INLINE_AT + 2 * INLINE <= 64).
-            (unsafe { s.add(INLINE_AT + (half & 1) * INLINE) }, INLINE)
-        } else {
-            // SAFETY: inside the slot (its line, then two payload halves).
-            (
-                unsafe { s.add(LINE + (half & 1) * self.payload) },
+    fn entry(&self, i: usize, s: u64) -> *mut u8 {
+        // SAFETY: the entries follow the control line inside the slot.
+        unsafe { self.slot(i).add(LINE + (s as usize % DEPTH) * ENTRY) }
+    }
+
+    /// Where slot `i`'s contribution of `total` bytes to collective `s`
+    /// lies, and the room there.
+    #[inline]
+    fn place(&self, i: usize, s: u64, total: usize) -> (*mut u8, usize) {
+        let piece = self.piece_bytes();
+        let pieces = LINE + DEPTH * ENTRY;
+        let (at, room) = match placement(total, piece) {
+            Place::Inline => {
+                // SAFETY: inside the entry (INLINE_AT + INLINE == ENTRY).
+                return (unsafe { self.entry(i, s).add(INLINE_AT) }, INLINE);
+            }
+            Place::Piece => (pieces + (s as usize % DEPTH) * piece, piece),
+            Place::Half => (
+                pieces + DEPTH * piece + (s & 1) as usize * self.payload,
                 self.payload,
-            )
-        }
+            ),
+        };
+        // SAFETY: inside slot `i`: its line, DEPTH entries, DEPTH pieces,
+        // then two halves.
+        (unsafe { self.slot(i).add(at) }, room)
     }
 
-    /// Half `half` of slot `i` as bytes `off..off + len` (zero copy), for a
-    /// contribution of `total` bytes. Call only after [`reached`] said its owner
-    /// published it, and drop the slice before this member publishes the next
-    /// collective (the owner may overwrite it once everyone has).
+    /// Bytes `off..off + len` of slot `i`'s contribution of `total` bytes to
+    /// collective `s` (zero copy). Call only after [`reached`] said its
+    /// owner published it, and drop the slice before this member publishes
+    /// the next collective (the owner may overwrite it once everyone has).
     #[inline]
-    pub fn bytes(&self, i: usize, half: usize, total: usize, off: usize, len: usize) -> &[u8] {
-        let (p, cap) = self.half(i, half, total);
+    pub fn bytes(&self, i: usize, s: u64, total: usize, off: usize, len: usize) -> &[u8] {
+        let (p, cap) = self.place(i, s, total);
         assert!(off + len <= cap && total <= cap.max(INLINE));
         // SAFETY: in bounds (asserted); by the protocol the owner does not write
-        // this half until every member has entered the collective after next,
+        // this storage until every member has entered a later collective,
         // which this member does only after it is done with the slice.
         unsafe { std::slice::from_raw_parts(p.add(off), len) }
     }
 }
 
-// SAFETY: every slot has its own line and halves (`slot` strides by the slot
-// size), the same for every process mapping the segment.
+// SAFETY: every slot has its own line, entries and halves (`slot` strides by
+// the slot size), the same for every process mapping the segment.
 #[cfg(not(loom))]
 unsafe impl AreaMem for CollArea<'_> {
     fn slots(&self) -> usize {
         self.local_size
+    }
+    #[inline]
+    fn depth(&self) -> usize {
+        DEPTH
     }
     fn owner(&self) -> &AtomicU64 {
         // SAFETY: the area's first line, 64-aligned, zero-initialised: a valid
@@ -407,15 +523,15 @@ unsafe impl AreaMem for CollArea<'_> {
         unsafe { &*self.slot(i).cast::<AtomicU64>() }
     }
     #[inline]
-    fn kind(&self, i: usize, half: usize) -> &AtomicU64 {
-        // SAFETY: bytes 48..64 of slot `i`'s 64-aligned control line (after the
-        // inline halves at 16..48), 8-aligned, used only as these atomics.
-        unsafe {
-            &*self
-                .slot(i)
-                .add(KIND_AT + (half & 1) * 8)
-                .cast::<AtomicU64>()
-        }
+    fn stamp(&self, i: usize, s: u64) -> &AtomicU64 {
+        // SAFETY: the first word of an entry (64-aligned: the slot and ENTRY
+        // are), used only as this atomic.
+        unsafe { &*self.entry(i, s).cast::<AtomicU64>() }
+    }
+    #[inline]
+    fn kind(&self, i: usize, s: u64) -> &AtomicU64 {
+        // SAFETY: bytes 8..16 of an entry, 8-aligned, used only as this atomic.
+        unsafe { &*self.entry(i, s).add(KIND_AT).cast::<AtomicU64>() }
     }
     #[inline]
     fn sleeping(&self, i: usize) -> &AtomicU32 {
@@ -431,23 +547,27 @@ unsafe impl AreaMem for CollArea<'_> {
         self.payload
     }
     #[inline]
-    fn write(&self, i: usize, half: usize, total: usize, off: usize, src: &[u8]) {
-        let (p, cap) = self.half(i, half, total);
+    fn piece(&self) -> usize {
+        self.piece_bytes()
+    }
+    #[inline]
+    fn write(&self, i: usize, s: u64, total: usize, off: usize, src: &[u8]) {
+        let (p, cap) = self.place(i, s, total);
         assert!(off + src.len() <= cap);
         // SAFETY: in bounds (asserted); only slot `i`'s owner writes it, and by
-        // the protocol (`writable`) nobody reads this half now. (The same
+        // the protocol (`writable`) nobody reads this storage now. (The same
         // small-copy path as the rings: an 8-byte allreduce writes 8 bytes.)
         unsafe { crate::copy_bytes(src.as_ptr(), p.add(off), src.len()) }
     }
     #[inline]
-    fn read(&self, i: usize, half: usize, total: usize, off: usize, dst: &mut [u8]) {
-        dst.copy_from_slice(self.bytes(i, half, total, off, dst.len()));
+    fn read(&self, i: usize, s: u64, total: usize, off: usize, dst: &mut [u8]) {
+        dst.copy_from_slice(self.bytes(i, s, total, off, dst.len()));
     }
 }
 
 /// Model checks of the area protocol: members run back-to-back collectives
-/// (barriers, allreduces, rooted broadcasts) through a heap area of loom
-/// atomics, checking every result; a member that finds nothing to do may
+/// (barriers, allreduces, rooted broadcasts of short and long data) through
+/// a heap area of loom atomics, checking every result; a member that finds nothing to do may
 /// "sleep" (wait for its doorbell to move) after announcing it, so a lost
 /// wake-up shows as a member that never returns. Run with
 /// `RUSTFLAGS="--cfg loom" cargo test -p kumi-transport --release loom`.
@@ -456,23 +576,47 @@ mod loom_tests {
     use super::*;
     use loom::sync::Arc;
 
-    /// Two slots, one word of payload per half, doorbells beside the flags.
+    /// Slots of `depth` entries, one word of data per entry and per half,
+    /// doorbells beside the flags.
     struct Heap {
         owner: AtomicU64,
         seq: Vec<AtomicU64>,
-        kind: Vec<[AtomicU64; 2]>,
+        /// [slot][entry]
+        stamp: Vec<Vec<AtomicU64>>,
+        kind: Vec<Vec<AtomicU64>>,
         sleeping: Vec<AtomicU32>,
         waits_for: Vec<AtomicU64>,
         doorbell: Vec<AtomicU32>,
-        /// [slot][half]: one 8-byte contribution each, moved by Relaxed atomics
-        /// so loom checks that `seq` publishes it.
-        data: Vec<[AtomicU64; 2]>,
+        /// [slot][entry], [slot][piece], [slot][half]: one 8-byte
+        /// contribution each (placed by its declared length), moved by
+        /// Relaxed atomics so loom checks that the stamp publishes them.
+        inline: Vec<Vec<AtomicU64>>,
+        pieces: Vec<Vec<AtomicU64>>,
+        halves: Vec<[AtomicU64; 2]>,
     }
 
-    // SAFETY: one `seq` and two halves per slot, shared by all model threads.
+    /// The model's piece, in declared bytes.
+    const PIECE: usize = 4 * INLINE;
+
+    impl Heap {
+        fn word(&self, i: usize, s: u64, total: usize) -> &AtomicU64 {
+            let e = s as usize % self.depth();
+            match placement(total, PIECE) {
+                Place::Inline => &self.inline[i][e],
+                Place::Piece => &self.pieces[i][e],
+                Place::Half => &self.halves[i][(s & 1) as usize],
+            }
+        }
+    }
+
+    // SAFETY: one `seq`, `depth` entries and two halves per slot, shared by
+    // all model threads.
     unsafe impl AreaMem for Heap {
         fn slots(&self) -> usize {
             self.seq.len()
+        }
+        fn depth(&self) -> usize {
+            self.stamp[0].len()
         }
         fn owner(&self) -> &AtomicU64 {
             &self.owner
@@ -480,8 +624,11 @@ mod loom_tests {
         fn seq(&self, i: usize) -> &AtomicU64 {
             &self.seq[i]
         }
-        fn kind(&self, i: usize, half: usize) -> &AtomicU64 {
-            &self.kind[i][half & 1]
+        fn stamp(&self, i: usize, s: u64) -> &AtomicU64 {
+            &self.stamp[i][s as usize % self.depth()]
+        }
+        fn kind(&self, i: usize, s: u64) -> &AtomicU64 {
+            &self.kind[i][s as usize % self.depth()]
         }
         fn sleeping(&self, i: usize) -> &AtomicU32 {
             &self.sleeping[i]
@@ -490,29 +637,34 @@ mod loom_tests {
             &self.waits_for[i]
         }
         fn payload(&self) -> usize {
-            8
+            8 * PIECE
         }
-        fn write(&self, i: usize, half: usize, _: usize, _: usize, src: &[u8]) {
+        fn piece(&self) -> usize {
+            PIECE
+        }
+        fn write(&self, i: usize, s: u64, total: usize, _: usize, src: &[u8]) {
             let v = u64::from_le_bytes(src.try_into().expect("8 bytes"));
-            self.data[i][half & 1].store(v, Ordering::Relaxed);
+            self.word(i, s, total).store(v, Ordering::Relaxed);
         }
-        fn read(&self, i: usize, half: usize, _: usize, _: usize, dst: &mut [u8]) {
-            let v = self.data[i][half & 1].load(Ordering::Relaxed);
+        fn read(&self, i: usize, s: u64, total: usize, _: usize, dst: &mut [u8]) {
+            let v = self.word(i, s, total).load(Ordering::Relaxed);
             dst.copy_from_slice(&v.to_le_bytes());
         }
     }
 
-    fn heap(n: usize) -> Arc<Heap> {
+    fn heap(n: usize, depth: usize) -> Arc<Heap> {
+        let words = |k: usize| (0..k).map(|_| AtomicU64::new(0)).collect::<Vec<_>>();
         Arc::new(Heap {
             owner: AtomicU64::new(0),
-            seq: (0..n).map(|_| AtomicU64::new(0)).collect(),
-            kind: (0..n)
-                .map(|_| [AtomicU64::new(0), AtomicU64::new(0)])
-                .collect(),
+            seq: words(n),
+            stamp: (0..n).map(|_| words(depth)).collect(),
+            kind: (0..n).map(|_| words(depth)).collect(),
             sleeping: (0..n).map(|_| AtomicU32::new(0)).collect(),
-            waits_for: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            waits_for: words(n),
             doorbell: (0..n).map(|_| AtomicU32::new(0)).collect(),
-            data: (0..n)
+            inline: (0..n).map(|_| words(depth)).collect(),
+            pieces: (0..n).map(|_| words(depth)).collect(),
+            halves: (0..n)
                 .map(|_| [AtomicU64::new(0), AtomicU64::new(0)])
                 .collect(),
         })
@@ -548,7 +700,8 @@ mod loom_tests {
     enum Coll {
         Barrier,
         Allreduce,
-        Bcast(usize),
+        /// From a root, data declared this long (placed by it).
+        Bcast(usize, usize),
     }
 
     /// One member running `ops`; returns what it computed, checked by the caller.
@@ -556,16 +709,15 @@ mod loom_tests {
         let mut out = Vec::new();
         for (k, op) in ops.iter().enumerate() {
             let s = k as u64 + 1;
-            let half = (s & 1) as usize;
             let mine = 10 * s + me as u64;
-            let writes = match op {
-                Coll::Barrier => false,
-                Coll::Allreduce => true,
-                Coll::Bcast(root) => *root == me,
+            let (writes, total) = match op {
+                Coll::Barrier => (false, 0),
+                Coll::Allreduce => (true, 8),
+                Coll::Bcast(root, total) => (*root == me, *total),
             };
             if writes {
-                wait(h, me, || writable(h, slots, s));
-                h.write(me, half, 8, 0, &mine.to_le_bytes());
+                wait(h, me, || writable(h, slots, s, total));
+                h.write(me, s, total, 0, &mine.to_le_bytes());
             }
             publish(h, slots, me, s, 0, true, |j| ring(h, j));
             let mut b = [0u8; 8];
@@ -579,16 +731,16 @@ mod loom_tests {
                     wait(h, me, || all_reached_naming(h, slots, me, s, 0));
                     let mut sum = 0;
                     for &j in slots {
-                        h.read(j, half, 8, 0, &mut b);
+                        h.read(j, s, 8, 0, &mut b);
                         sum += u64::from_le_bytes(b);
                     }
                     out.push(sum);
                 }
-                Coll::Bcast(root) => {
+                Coll::Bcast(root, _) => {
                     if *root != me {
                         wait(h, me, || reached(h, *root, s));
                     }
-                    h.read(*root, half, 8, 0, &mut b);
+                    h.read(*root, s, total, 0, &mut b);
                     out.push(u64::from_le_bytes(b));
                 }
             }
@@ -604,13 +756,13 @@ mod loom_tests {
                 match op {
                     Coll::Barrier => n as u64,
                     Coll::Allreduce => (0..n as u64).map(|r| 10 * s + r).sum(),
-                    Coll::Bcast(root) => 10 * s + *root as u64,
+                    Coll::Bcast(root, _) => 10 * s + *root as u64,
                 }
             })
             .collect()
     }
 
-    fn check(n: usize, ops: Vec<Coll>, preemptions: usize) {
+    fn check(n: usize, depth: usize, ops: Vec<Coll>, preemptions: usize) {
         let ops = std::sync::Arc::new(ops);
         let mut b = loom::model::Builder::new();
         if std::env::var("LOOM_MAX_PREEMPTIONS").is_err() {
@@ -623,7 +775,7 @@ mod loom_tests {
         // cross-process stress test (kumi-tests `coll_stress`).
         b.max_branches = 100_000;
         b.check(move || {
-            let h = heap(n);
+            let h = heap(n, depth);
             let slots: Vec<usize> = (0..n).collect();
             let key = group_key(3, 0);
             let threads: Vec<_> = (1..n)
@@ -648,16 +800,32 @@ mod loom_tests {
         });
     }
 
-    /// A root three broadcasts ahead would overwrite a half still being read:
-    /// `writable` must hold it back, and the reader must still be woken.
+    /// A root `depth` short broadcasts ahead would overwrite an entry or a
+    /// piece still being read: `writable` must hold it back, and the reader
+    /// must still be woken.
     #[test]
     fn loom_area_bcast_flow_control() {
-        check(2, vec![Coll::Bcast(0), Coll::Bcast(0), Coll::Bcast(0)], 3);
+        for total in [8, PIECE] {
+            check(2, 2, vec![Coll::Bcast(0, total); 3], 3);
+            check(2, 3, vec![Coll::Bcast(0, total); 4], 2);
+        }
     }
 
-    /// Barrier then allreduces: halves alternate and are reused.
+    /// Long broadcasts go through the two halves whatever the depth: a root
+    /// two ahead would overwrite a half still being read. Mixed lengths use
+    /// the three kinds of storage side by side.
+    #[test]
+    fn loom_area_long_bcast_flow_control() {
+        check(2, 3, vec![Coll::Bcast(0, PIECE + 1); 3], 3);
+        let mixed = [8, PIECE + 1, PIECE, PIECE + 1].map(|n| Coll::Bcast(0, n));
+        check(2, 3, mixed.to_vec(), 2);
+    }
+
+    /// Barrier then allreduces: entries rotate and are reused.
     #[test]
     fn loom_area_barrier_allreduce() {
-        check(2, vec![Coll::Barrier, Coll::Allreduce, Coll::Allreduce], 3);
+        let ops = vec![Coll::Barrier, Coll::Allreduce, Coll::Allreduce];
+        check(2, 2, ops.clone(), 3);
+        check(2, 3, ops, 3);
     }
 }

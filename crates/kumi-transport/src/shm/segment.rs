@@ -860,8 +860,9 @@ mod tests {
 
     #[test]
     fn layout_sizes() {
-        // Two ranks: payload halves of 128 KiB (the cap).
-        let areas = 8 * (64 + 2 * (64 + 2 * 131072));
+        // Two ranks: a control line, 32 entry lines, 32 pieces of 4 KiB and
+        // payload halves of 128 KiB (the cap) per slot.
+        let areas = 8 * (64 + 2 * (64 + 32 * (64 + 4096) + 2 * 131072));
         assert_eq!(
             Segment::total_bytes(2, 4096),
             Some(4096 + 256 + 2 * 64 + 4 * (128 + 4096) + areas)
@@ -893,7 +894,7 @@ mod tests {
     /// from the rings, and a claimed area keeps its owner.
     #[test]
     fn collective_areas_are_shared_and_claimed_once() {
-        use crate::shm::coll_area::{claim, group_key, publish, reached, AreaMem, AREAS};
+        use crate::shm::coll_area::{claim, group_key, publish, reached, AreaMem, AREAS, DEPTH};
         let cfg = ShmConfig { ring_bytes: 4096 };
         let (seg, fd) = Segment::create_memfd("job-a", 3, &cfg).unwrap();
         let other = Segment::from_fd(fd, 3).unwrap();
@@ -902,13 +903,21 @@ mod tests {
             assert!(claim(&a, group_key(k as u32, 1)));
             assert!(claim(&b, group_key(k as u32, 1)));
             assert!(!claim(&b, group_key(k as u32, 2)));
-            let data = [k as u8 + 1; 100];
-            a.write(2, 1, 100, 0, &data);
+            // A short contribution in its entry, a longer one in its piece,
+            // a long one in its half.
+            let (short, long) = ([k as u8 + 1; 40], [k as u8 + 2; 6000]);
+            a.write(2, 7, 40, 0, &short);
+            a.write(2, 7, 100, 0, &long[..100]);
+            a.write(2, 7, 6000, 0, &long);
             publish(&a, &[0, 1, 2], 2, 7, 0, true, |_| panic!("nobody sleeps"));
             assert!(reached(&b, 2, 7) && !reached(&b, 2, 8) && !reached(&b, 1, 1));
-            assert_eq!(b.bytes(2, 1, 100, 0, 100), &data[..]);
-            a.write(1, 0, 8, 0, &[9; 8]);
-            assert_eq!(b.bytes(1, 0, 8, 0, 8), &[9; 8]);
+            assert_eq!(b.bytes(2, 7, 40, 0, 40), &short[..]);
+            assert_eq!(b.bytes(2, 7, 100, 0, 100), &long[..100]);
+            assert_eq!(b.bytes(2, 7, 6000, 0, 6000), &long[..]);
+            // Collective 7 + DEPTH shares the entry, 9 the half.
+            assert!(!reached(&b, 2, 7 + DEPTH as u64));
+            a.write(1, 8, 8, 0, &[9; 8]);
+            assert_eq!(b.bytes(1, 8, 8, 0, 8), &[9; 8]);
         }
         // Nothing spilled into another area's slots.
         assert!(!reached(&other.coll_area(0), 0, 1));

@@ -1,7 +1,16 @@
 //! Collectives inside one host through the segment's collective areas
 //! (`kumi_transport::shm::coll_area`): each rank runs once per collective and
-//! touches one cache line (or one payload half) per member, instead of lg p
-//! rounds of messages through the rings and the matching engine.
+//! touches one cache line (or its contribution's lines) per member, instead
+//! of lg p rounds of messages through the rings and the matching engine.
+//!
+//! A member's contribution to a collective lies where its length puts it
+//! (`coll_area::placement`): up to 48 bytes in the collective's entry line,
+//! up to a piece (4 KiB up to 8 ranks on a host) in one of the slot's 32
+//! pieces, longer in one of its two payload halves. Below, "a payload half"
+//! is the most one contribution holds. A writer of an entry or a piece may
+//! run up to 31 collectives ahead of the slowest member, of a half one
+//! (`coll_area::writable`), so back-to-back short rooted collectives do not
+//! run in lock-step.
 //!
 //! A communicator's *local group* is its members on this host (on a pretend
 //! host with `KUMI_COLL_HOSTS`). Every member finds the same area for it, or
@@ -100,8 +109,8 @@ use crate::error::{Error, Result};
 use crate::progress::Guard;
 use kumi_transport::cma;
 use kumi_transport::shm::coll_area::{
-    self, all_reached_as, all_reached_naming, claim, group_key, publish, reached_as, writable,
-    AreaMem, CollArea, AREAS,
+    self, all_reached_as, all_reached_naming, claim, group_key, progress, publish, reached_as,
+    writable, writable_after, AreaMem, CollArea, AREAS,
 };
 use kumi_transport::shm::ShmTransport;
 use kumi_transport::Capabilities;
@@ -139,8 +148,8 @@ pub(crate) struct Group {
     /// Last collective number used.
     seq: u64,
     /// Every member is known to have entered this collective (this rank saw
-    /// it with Acquire loads), so the half of the one after next is
-    /// writable without looking again (`wait_writable`).
+    /// it with Acquire loads), so storage it frees is writable without
+    /// looking again (`wait_writable`).
     seen_all: std::cell::Cell<u64>,
     /// Every collective of this group up to this number is complete here
     /// (shared with the nonblocking ones in flight). Relaxed: only the thread
@@ -342,22 +351,30 @@ fn wait_all(e: &mut Guard<'_>, g: &Group, s: u64, info: WaitInfo) -> Result<()> 
     Ok(())
 }
 
-/// Waits until my half of collective `s` is writable ([`writable`]), unless
-/// this rank has already seen every member enter `s - 1` (it waited for
-/// them in an earlier collective): then it is, and looking again would only
-/// pull the other members' lines into this core's cache once more. That
-/// earlier Acquire orders the writes that follow as `writable`'s would.
-fn wait_writable(e: &mut Guard<'_>, g: &Group, s: u64, info: WaitInfo) -> Result<()> {
-    if g.seen_all.get() + 1 >= s {
+/// Waits until my contribution of `total` bytes to collective `s` is
+/// writable ([`writable`]), unless this rank has already seen every member
+/// get far enough (in an earlier collective or look): then it is, and
+/// looking again would only pull the other members' lines into this core's
+/// cache once more. That earlier Acquire orders the writes that follow as
+/// `writable`'s would. A look notes how far the slowest member is, so a
+/// writer running ahead of its readers (a root of back-to-back short
+/// broadcasts) looks once per few collectives, not once per collective.
+fn wait_writable(e: &mut Guard<'_>, g: &Group, s: u64, total: usize, info: WaitInfo) -> Result<()> {
+    let after = writable_after(&area(e, g.area), s, total);
+    if g.seen_all.get() >= after {
         return Ok(());
     }
-    wait(e, info, g.area, |a| writable(a, &g.slots, s))
+    wait(e, info, g.area, |a| {
+        let slowest = g.slots.iter().map(|&i| progress(a, i)).min().unwrap_or(s);
+        g.seen_all.set(g.seen_all.get().max(slowest));
+        slowest >= after
+    })
 }
 
 /// Takes the next `k` collective numbers for a blocking collective, after
 /// the group's nonblocking ones before it have completed: publishing `s`
 /// tells the others this rank is done with everything up to `s - 1` (so
-/// they may overwrite the half `s - 1` used, at `s + 1`), which a
+/// they may overwrite what `s - 1` used, from `s + 1` on), which a
 /// nonblocking collective still reading would break. They complete once every member has started them, which every
 /// member does before this collective, so the wait ends.
 fn begin(e: &mut Guard<'_>, g: &mut Group, k: u64, info: WaitInfo) -> Result<u64> {
@@ -379,15 +396,17 @@ pub(crate) fn barrier(e: &mut Guard<'_>, g: &mut Group, info: WaitInfo) -> Resul
     Ok(())
 }
 
-/// Writes my contribution of collective `s` (waiting until the half is free).
+/// Writes my contribution of collective `s` (waiting until its storage is
+/// free).
 fn contribute(e: &mut Guard<'_>, g: &Group, s: u64, data: &[u8], info: WaitInfo) -> Result<()> {
-    wait_writable(e, g, s, info)?;
-    area(e, g.area).write(g.my_slot(), (s & 1) as usize, data.len(), 0, data);
+    wait_writable(e, g, s, data.len(), info)?;
+    area(e, g.area).write(g.my_slot(), s, data.len(), 0, data);
     publish_at(e, g, s);
     Ok(())
 }
 
-/// `buf = d0 ⊕ (d1 ⊕ (... ⊕ d_last))` over every member's half of `s`.
+/// `buf = d0 ⊕ (d1 ⊕ (... ⊕ d_last))` over every member's contribution to
+/// `s`.
 fn fold(a: &CollArea<'_>, g: &Group, s: u64, buf: &mut [u8], op: &Combine<'_>) {
     fold_at(a, g, s, buf.len(), 0, buf, op);
 }
@@ -403,15 +422,15 @@ fn fold_at(
     buf: &mut [u8],
     op: &Combine<'_>,
 ) {
-    let (n, half) = (buf.len(), (s & 1) as usize);
+    let n = buf.len();
     let last = g.slots.len() - 1;
-    let src = a.bytes(g.slots[last], half, total, off, n);
+    let src = a.bytes(g.slots[last], s, total, off, n);
     // SAFETY: both are `n` bytes (`bytes` returns exactly `n`), and the area
     // (kumi's own mapping, private to the collectives) is no caller's buffer. (Not `copy_from_slice`: for an
     // 8-byte allreduce, a call into `memcpy` cost more than the copy.)
     unsafe { kumi_transport::copy_bytes(src.as_ptr(), buf.as_mut_ptr(), n) };
     for k in (0..last).rev() {
-        op(a.bytes(g.slots[k], half, total, off, n), buf);
+        op(a.bytes(g.slots[k], s, total, off, n), buf);
     }
 }
 
@@ -528,7 +547,7 @@ pub(crate) fn gather(
         for (j, &slot) in g.slots.iter().enumerate().filter(|&(j, _)| j != root) {
             let n = len(j);
             if n > 0 && n <= payload {
-                recv(j, a.bytes(slot, (s & 1) as usize, n, 0, n));
+                recv(j, a.bytes(slot, s, n, 0, n));
             }
         }
     }
@@ -555,32 +574,30 @@ pub(crate) fn allgather(
     let a = area(e, g.area);
     for (j, &slot) in g.slots.iter().enumerate().filter(|&(j, _)| j != g.me) {
         let n = len(j);
-        recv(j, a.bytes(slot, (s & 1) as usize, n, 0, n));
+        recv(j, a.bytes(slot, s, n, 0, n));
     }
     g.finish(s);
     Ok(())
 }
 
-/// Where member `j`'s block of `n` bytes goes in the root's half in a
-/// scatterv, whose members know only their own lengths: the control line's
-/// inline bytes split evenly among the `m` members when it fits there, else
-/// the payload half split evenly, else nowhere (it goes as a message). As
-/// `(total, offset)` for the area's `write`/`read`.
+/// Where member `j`'s block of `n` bytes goes in the root's contribution to
+/// a scatterv, whose members know only their own lengths: the entry's inline
+/// bytes split evenly among the `m` members when it fits there, else a
+/// piece split evenly, else the payload half (of `payload` bytes) split
+/// evenly, else nowhere (it goes as a message). As `(total, offset)` for the
+/// area's `write`/`read`, which place the contribution by `total`.
 pub(crate) fn scatterv_place(
     j: usize,
     n: usize,
     m: usize,
     payload: usize,
 ) -> Option<(usize, usize)> {
-    let (small, big) = (coll_area::INLINE / m, payload / m);
-    if n <= small {
-        Some((coll_area::INLINE, j * small))
-    } else if n <= big {
-        // More than INLINE, so the payload half (payload >= 4 KiB).
-        Some((payload, j * big))
-    } else {
-        None
-    }
+    // Each at most the storage it names (`payload` may be a little less
+    // than a half, `Comm::alltoallv`'s room), and more than the one before.
+    [coll_area::INLINE, coll_area::piece_bytes(payload), payload]
+        .into_iter()
+        .find(|&total| n <= total / m)
+        .map(|total| (total, j * (total / m)))
 }
 
 /// Scatter from member `root`: the root writes member j's block (`send(j)`,
@@ -609,17 +626,22 @@ pub(crate) fn scatter(
         Some(n) => kind(K_SCATTER, root, n * m),
         None => kind(K_SCATTERV, root, 0),
     };
-    let (k, root_slot, half) = (g.area, g.slots[root], (s & 1) as usize);
+    let (k, root_slot) = (g.area, g.slots[root]);
     if g.me == root {
-        wait_writable(e, g, s, info)?;
+        // Where the blocks go: inline only if all of them fit there.
+        let placed = || {
+            (0..m)
+                .filter(|&j| j != root)
+                .filter_map(|j| Some((j, send(j))).filter(|(_, (_, n))| *n > 0))
+                .filter_map(|(j, (p, n))| place(j, n).map(|at| (at, p, n)))
+        };
+        let total = placed().map(|((total, _), _, _)| total).max().unwrap_or(0);
+        wait_writable(e, g, s, total, info)?;
         let a = area(e, k);
-        for j in (0..m).filter(|&j| j != root) {
-            let (p, n) = send(j);
-            if let (Some((total, off)), 1..) = (place(j, n), n) {
-                // SAFETY: the caller vouches for `n` readable bytes per member.
-                let block = unsafe { std::slice::from_raw_parts(p, n) };
-                a.write(root_slot, half, total, off, block);
-            }
+        for ((total, off), p, n) in placed() {
+            // SAFETY: the caller vouches for `n` readable bytes per member.
+            let block = unsafe { std::slice::from_raw_parts(p, n) };
+            a.write(root_slot, s, total, off, block);
         }
         publish_at(e, g, s);
         let (own, n) = send(root);
@@ -635,7 +657,7 @@ pub(crate) fn scatter(
         wait(e, info, k, |a| reached_as(a, root_slot, s, g.kind))?;
         // SAFETY: the caller vouches for `recv`, this member's own.
         let dst = unsafe { std::slice::from_raw_parts_mut(recv.0, recv.1) };
-        area(e, k).read(root_slot, half, total, off, dst);
+        area(e, k).read(root_slot, s, total, off, dst);
     }
     g.finish(s);
     Ok(())
@@ -650,25 +672,20 @@ pub(crate) fn bcast(
     root: usize,
     info: WaitInfo,
 ) -> Result<()> {
-    let n = buf.len();
-    let chunk = if n <= coll_area::INLINE {
-        n.max(1)
-    } else {
-        g.payload
-    };
+    let (n, chunk) = (buf.len(), g.payload);
     let chunks = n.div_ceil(chunk).max(1);
     let s0 = begin(e, g, chunks as u64, info)?;
     g.kind = kind(K_BCAST, root, n);
     let (k, me, root_slot) = (g.area, g.my_slot(), g.slots[root]);
-    // A chunk of at most INLINE bytes (a short message, or a long one's
-    // tail) travels in the control line; both sides place it by its length.
+    // Both sides place a chunk by its length: a short message, or a long
+    // one's tail, travels in an entry or a piece (`coll_area::placement`).
     let range = |c: usize| c * chunk..(c * chunk + chunk).min(n);
     if g.me == root {
         for c in 0..chunks {
             let s = s0 + c as u64;
-            wait_writable(e, g, s, info)?;
             let r = range(c);
-            area(e, k).write(me, (s & 1) as usize, r.len(), 0, &buf[r]);
+            wait_writable(e, g, s, r.len(), info)?;
+            area(e, k).write(me, s, r.len(), 0, &buf[r]);
             publish_at(e, g, s);
         }
         g.finish(s0 + chunks as u64 - 1);
@@ -680,7 +697,7 @@ pub(crate) fn bcast(
         publish_at(e, g, s);
         wait(e, info, k, |a| reached_as(a, root_slot, s, g.kind))?;
         let r = range(c);
-        area(e, k).read(root_slot, (s & 1) as usize, r.len(), 0, &mut buf[r]);
+        area(e, k).read(root_slot, s, r.len(), 0, &mut buf[r]);
     }
     g.finish(s0 + chunks as u64 - 1);
     Ok(())
@@ -703,11 +720,10 @@ pub(crate) fn alltoall(
     contribute(e, g, s, send, info)?;
     wait_all_reached(e, g, s, info)?;
     let a = area(e, g.area);
-    let half = (s & 1) as usize;
     for (j, &slot) in g.slots.iter().enumerate() {
         recv[j * block..(j + 1) * block].copy_from_slice(a.bytes(
             slot,
-            half,
+            s,
             total,
             g.me * block,
             block,
@@ -733,8 +749,8 @@ pub(crate) fn alltoall(
 /// so (a small call reads no more lines than before). Every member so
 /// learns the same number; `Comm::alltoallv_segments` then moves the long
 /// blocks in that many rounds, calling this again. The halves are the
-/// authority, not the kinds: a member two collectives ahead may have
-/// written its next kind over the hint, but when any member has rounds,
+/// authority, not the kinds: a member a depth of collectives ahead may have
+/// written a later kind over the hint, but when any member has rounds,
 /// every member waits for all in the first round, so none gets two ahead
 /// before everyone has read.
 ///
@@ -753,20 +769,21 @@ pub(crate) unsafe fn alltoallv(
     let room = payload - 8;
     let s = begin(e, g, 1, info)?;
     g.kind = kind(K_ALLTOALLV, 0, 0) | coll_area::KIND_OWN | u64::from(rounds > 0);
-    let (k, half) = (g.area, (s & 1) as usize);
-    wait_writable(e, g, s, info)?;
+    let k = g.area;
+    // The count of rounds always goes in the payload half.
+    wait_writable(e, g, s, payload, info)?;
     {
         let a = area(e, k);
         for (i, &(p, n)) in send.iter().enumerate().filter(|&(i, _)| i != me) {
             if let (Some((total, off)), 1..) = (scatterv_place(i, n, m, room), n) {
                 // SAFETY: the caller vouches for `n` readable bytes.
-                a.write(g.my_slot(), half, total, off, unsafe {
+                a.write(g.my_slot(), s, total, off, unsafe {
                     std::slice::from_raw_parts(p, n)
                 });
             }
         }
         // Always, so that a stale count of an earlier call is never read.
-        a.write(g.my_slot(), half, payload, room, &rounds.to_le_bytes());
+        a.write(g.my_slot(), s, payload, room, &rounds.to_le_bytes());
     }
     publish_at(e, g, s);
     wait_all_reached(e, g, s, info)?;
@@ -775,7 +792,7 @@ pub(crate) unsafe fn alltoallv(
         if let (Some((total, off)), 1..) = (scatterv_place(me, n, m, room), n) {
             // SAFETY: the caller vouches for `n` writable bytes that
             // overlap nothing.
-            a.read(g.slots[j], half, total, off, unsafe {
+            a.read(g.slots[j], s, total, off, unsafe {
                 std::slice::from_raw_parts_mut(p, n)
             });
         }
@@ -784,7 +801,7 @@ pub(crate) unsafe fn alltoallv(
     for &slot in g.slots.iter() {
         if slot != g.my_slot() && coll_area::own_number(&a, slot, s) != 0 {
             let mut w = [0u8; 8];
-            a.read(slot, half, payload, room, &mut w);
+            a.read(slot, s, payload, room, &mut w);
             most = most.max(u64::from_le_bytes(w));
         }
     }
@@ -977,16 +994,16 @@ impl Gather {
         at..at + (n - at).min(self.piece)
     }
 
-    /// Writes this member's pieces of the round under way into its half,
+    /// Writes this member's pieces of the round under way into its s,
     /// and returns the round's kind.
-    fn write_own(&self, a: &CollArea<'_>, slot: usize, half: usize, me: usize, m: usize) -> u64 {
+    fn write_own(&self, a: &CollArea<'_>, slot: usize, s: u64, me: usize, m: usize) -> u64 {
         match self.send {
             Sends::Own(at, n) => {
                 // SAFETY: `send` is readable until completion (the caller's
                 // contract).
                 let send = unsafe { std::slice::from_raw_parts(at, n) };
                 let b = &send[self.part(send.len())];
-                a.write(slot, half, b.len(), 0, b);
+                a.write(slot, s, b.len(), 0, b);
                 let total = self.recv.iter().map(|&(_, n)| self.part(n).len()).sum();
                 kind(K_ALLGATHER, 0, total)
             }
@@ -997,7 +1014,7 @@ impl Gather {
                 let total = m * r.len();
                 for j in 0..m {
                     let b = &send[j * block + r.start..j * block + r.end];
-                    a.write(slot, half, total, j * r.len(), b);
+                    a.write(slot, s, total, j * r.len(), b);
                 }
                 kind(K_ALLTOALL, 0, total)
             }
@@ -1005,7 +1022,7 @@ impl Gather {
                 for (j, &(p, n)) in send.iter().enumerate().filter(|&(j, _)| j != me) {
                     if let (Some((total, off)), 1..) = (scatterv_place(j, n, m, a_room(a)), n) {
                         // SAFETY: as above, `n` bytes at `p`.
-                        a.write(slot, half, total, off, unsafe {
+                        a.write(slot, s, total, off, unsafe {
                             std::slice::from_raw_parts(p, n)
                         });
                     }
@@ -1016,9 +1033,7 @@ impl Gather {
             Sends::ToRoot(root, (p, n)) => {
                 if me != root && (1..=a.payload()).contains(&n) {
                     // SAFETY: as above, `n` bytes at `p`.
-                    a.write(slot, half, n, 0, unsafe {
-                        std::slice::from_raw_parts(p, n)
-                    });
+                    a.write(slot, s, n, 0, unsafe { std::slice::from_raw_parts(p, n) });
                 }
                 // Its own length: the root waits for the one it expects.
                 kind(K_GATHERV, root, n)
@@ -1027,7 +1042,7 @@ impl Gather {
                 for (j, &(p, n)) in send.iter().enumerate().filter(|&(j, _)| j != root) {
                     if let (Some((total, off)), 1..) = (scatterv_place(j, n, m, a.payload()), n) {
                         // SAFETY: as above, `n` bytes at `p`.
-                        a.write(slot, half, total, off, unsafe {
+                        a.write(slot, s, total, off, unsafe {
                             std::slice::from_raw_parts(p, n)
                         });
                     }
@@ -1040,7 +1055,7 @@ impl Gather {
                 if me == root {
                     // SAFETY: as above: the root's buffer, `n` bytes.
                     let b = unsafe { std::slice::from_raw_parts(p.cast_const(), n) };
-                    a.write(slot, half, r.len(), 0, &b[r]);
+                    a.write(slot, s, r.len(), 0, &b[r]);
                 }
                 kind(K_BCAST, root, n)
             }
@@ -1083,7 +1098,7 @@ impl Gather {
     }
 
     /// Copies the round's pieces for this member out of the others' halves.
-    fn read_others(&self, a: &CollArea<'_>, slots: &[usize], half: usize, me: usize) {
+    fn read_others(&self, a: &CollArea<'_>, slots: &[usize], s: u64, me: usize) {
         let m = slots.len();
         let put = |b: &[u8], to: *mut u8| {
             // SAFETY: `to` is a `recv` segment, writable for at least the
@@ -1096,7 +1111,7 @@ impl Gather {
                 for (j, &slot) in slots.iter().enumerate().filter(|&(j, _)| j != root) {
                     let (to, n) = self.recv[j];
                     if (1..=a.payload()).contains(&n) {
-                        put(a.bytes(slot, half, n, 0, n), to);
+                        put(a.bytes(slot, s, n, 0, n), to);
                     }
                 }
                 return;
@@ -1104,7 +1119,7 @@ impl Gather {
             Sends::FromRoot(root, _) if me != root => {
                 let (to, n) = self.recv[0];
                 if let (Some((total, off)), 1..) = (scatterv_place(me, n, m, a.payload()), n) {
-                    put(a.bytes(slots[root], half, total, off, n), to);
+                    put(a.bytes(slots[root], s, total, off, n), to);
                 }
                 return;
             }
@@ -1112,7 +1127,7 @@ impl Gather {
                 let (to, n) = self.recv[0];
                 let r = self.part(n);
                 put(
-                    a.bytes(slots[root], half, r.len(), 0, r.len()),
+                    a.bytes(slots[root], s, r.len(), 0, r.len()),
                     to.wrapping_add(r.start),
                 );
                 return;
@@ -1125,15 +1140,15 @@ impl Gather {
             let (b, at) = match self.send {
                 Sends::Own(..) => {
                     let r = self.part(n);
-                    (a.bytes(slot, half, r.len(), 0, r.len()), r.start)
+                    (a.bytes(slot, s, r.len(), 0, r.len()), r.start)
                 }
                 Sends::Blocks(_, block) => {
                     let piece = self.part(block).len();
-                    let b = a.bytes(slot, half, m * piece, me * piece, piece);
+                    let b = a.bytes(slot, s, m * piece, me * piece, piece);
                     (b, self.part(n).start)
                 }
                 Sends::Each(_) => match (scatterv_place(me, n, m, a_room(a)), n) {
-                    (Some((total, off)), 1..) => (a.bytes(slot, half, total, off, n), 0),
+                    (Some((total, off)), 1..) => (a.bytes(slot, s, total, off, n), 0),
                     _ => continue,
                 },
                 Sends::ToRoot(..) | Sends::FromRoot(..) | Sends::Bcast(_) => {
@@ -1330,22 +1345,27 @@ impl Pending {
         let shm = e.shm().expect("shared memory");
         let a = shm.segment().coll_area(self.area);
         let mine = self.slots[self.me];
-        let half = (s & 1) as usize;
         if !self.published {
             if self.completed.load(Ordering::Relaxed) + 1 < s {
                 return false;
             }
             let contributes =
                 self.data.is_some() || self.gather.as_ref().is_some_and(|g| g.writes(self.me));
-            if contributes && !writable(&a, &self.slots, s) {
+            // An allreduce's storage by its length; a data mover's blocks may
+            // be long (the payload half's rule holds for both).
+            let total = self
+                .data
+                .as_ref()
+                .map_or(usize::MAX, |(b, _)| b.bytes().len());
+            if contributes && !writable(&a, &self.slots, s, total) {
                 return false;
             }
             if let Some((buf, _)) = &self.data {
                 let b = buf.bytes();
-                a.write(mine, half, b.len(), 0, b);
+                a.write(mine, s, b.len(), 0, b);
             }
             if let Some(g) = &self.gather {
-                self.kind = g.write_own(&a, mine, half, self.me, self.slots.len());
+                self.kind = g.write_own(&a, mine, s, self.me, self.slots.len());
             }
             let full = full_fence(shm, &self.slots);
             publish(&a, &self.slots, mine, s, self.kind, full, |j| shm.wake(j));
@@ -1362,13 +1382,13 @@ impl Pending {
             let b = buf.bytes_mut();
             let n = b.len();
             let last = self.slots.len() - 1;
-            b.copy_from_slice(a.bytes(self.slots[last], half, n, 0, n));
+            b.copy_from_slice(a.bytes(self.slots[last], s, n, 0, n));
             for k in (0..last).rev() {
-                op(a.bytes(self.slots[k], half, n, 0, n), b);
+                op(a.bytes(self.slots[k], s, n, 0, n), b);
             }
         }
         if let Some(g) = &mut self.gather {
-            g.read_others(&a, &self.slots, half, self.me);
+            g.read_others(&a, &self.slots, s, self.me);
             g.round += 1;
         }
         self.completed.store(s, Ordering::Relaxed);

@@ -145,7 +145,7 @@ fn reduce_area(
             wait_all(e, g, s, info)?;
             let a = area(e, g.area);
             for j in (0..g.slots.len()).filter(|&j| j != root) {
-                op(a.bytes(g.slots[j], (s & 1) as usize, len, 0, len), acc);
+                op(a.bytes(g.slots[j], s, len, 0, len), acc);
             }
         } else {
             let own = own.expect("a contribution off the root");
@@ -274,8 +274,10 @@ fn allreduce_area(
         // Member j folds block j of the chunk.
         let block = |j: usize| block_of(len / elem, m, elem, j);
         let s = begin(e, g, 2, info)?;
-        let (inputs, results) = ((s & 1) as usize, ((s + 1) & 1) as usize);
-        wait_writable(e, g, s, info)?;
+        // The inputs are this chunk's contribution to `s`, the results its
+        // contribution to `s + 1`.
+        let (inputs, results) = (s, s + 1);
+        wait_writable(e, g, s, len, info)?;
         {
             let a = area(e, g.area);
             for j in (0..m).filter(|&j| j != me) {

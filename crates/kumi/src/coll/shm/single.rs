@@ -22,8 +22,8 @@ fn publish_addr(
     publish_card(e, g, s, [addr as u64, len as u64], info)
 }
 
-/// Publishes `N` words (addresses, lengths) for collective `s`: inline in
-/// the control line for two, in the payload half beyond.
+/// Publishes `N` words (addresses, lengths) for collective `s`, in its entry
+/// (`coll_area::INLINE` bytes).
 fn publish_card<const N: usize>(
     e: &mut Guard<'_>,
     g: &Group,
@@ -48,7 +48,7 @@ fn peer_card<const N: usize>(
 ) -> (i32, [u64; N]) {
     let slot = g.slots[k];
     let mut card = [0u8; 64];
-    a.read(slot, (s & 1) as usize, 8 * N, 0, &mut card[..8 * N]);
+    a.read(slot, s, 8 * N, 0, &mut card[..8 * N]);
     let pid = e
         .shm()
         .expect("shared memory")
