@@ -113,6 +113,28 @@ fn one(c: &Comm, it: u64, common: &mut Rng, mine: &mut Rng, delays: bool) -> R {
                     out[0]
                 )));
             }
+            // Scans of the same product: the prefix up to each rank, in
+            // and out of place, inclusive and exclusive.
+            let upto = |k: usize| -> Result<[i64; 4], Error> {
+                let mut acc = [mat(0, it)];
+                for r in 1..k {
+                    let mut next = [mat(r, it)];
+                    o.apply(&acc, &mut next)?;
+                    acc = next;
+                }
+                Ok(acc[0])
+            };
+            let mut out = vec![[0i64; 4]; m];
+            c.scan(&vec![mat(me, it); m], &mut out, &o)?;
+            let mut ex = vec![mat(me, it); m];
+            c.exscan_in_place(&mut ex, &o)?;
+            let (inc, exc) = (upto(me + 1)?, if me > 0 { upto(me)? } else { mat(me, it) });
+            if out.iter().any(|x| *x != inc) || ex.iter().any(|x| *x != exc) {
+                return Err(fail(format!(
+                    "iteration {it}: matrix scan on rank {me}: {:?} / {:?}, want {inc:?} / {exc:?}",
+                    out[0], ex[0]
+                )));
+            }
         }
         3 => {
             // Either side of an entry's inline bytes (48) and of a piece

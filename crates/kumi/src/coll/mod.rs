@@ -1537,6 +1537,35 @@ impl Comm {
             }
             return Ok(());
         }
+        // Inside one host: every rank folds the contributions before it out
+        // of the area, none waiting for a rank after it (a chain of messages
+        // makes the last wait for all), in chunks of a payload half (whole
+        // elements, or groups of a grouped operation: a scan is one per
+        // element).
+        let elem = op.unit_bytes();
+        let info = self.info(Call::Collective, -2, -2, at);
+        let done = self.shm_whole(at, false, |e, g| {
+            let chunk = (g.payload / elem) * elem;
+            (chunk > 0).then(|| {
+                let f = |a: &[u8], b: &mut [u8]| {
+                    op.f.call(bytemuck::cast_slice(a), bytemuck::cast_slice_mut(b))
+                };
+                let (send, buf) = (send.map(as_bytes), as_bytes_mut(buf));
+                let mut off = 0;
+                loop {
+                    let r = off..(off + chunk).min(buf.len());
+                    let own = send.map(|b| &b[r.clone()]);
+                    shm::scan(e, g, own, &mut buf[r.clone()], &f, exclusive, info)?;
+                    off = r.end;
+                    if off == buf.len() {
+                        return Ok(());
+                    }
+                }
+            })
+        })?;
+        if done.is_some() {
+            return Ok(());
+        }
         let (_, wire) = self.wire()?;
         let ctx = self.coll_ctx();
         if me == 0 {

@@ -192,6 +192,8 @@ const K_REDUCE_SCATTER_COPY: u64 = 15;
 const K_ALLTOALLV: u64 = 16;
 const K_REDUCE_COPY: u64 = 17;
 const K_REDUCE_AREA: u64 = 18;
+const K_SCAN: u64 = 19;
+const K_EXSCAN: u64 = 20;
 
 /// The kind word of a collective: operation, root and size. Two members see
 /// the same word exactly when they are in the same call (as MPI requires of a
@@ -501,6 +503,52 @@ pub(crate) fn reduce_scatter(
     wait_all_reached(e, g, s, info)?;
     let recv = &mut recv[..mine.len()];
     fold_at(&area(e, g.area), g, s, send.len(), mine.start, recv, op);
+    g.finish(s);
+    Ok(())
+}
+
+/// Inclusive (or `exclusive`) scan inside the group, of contributions of at
+/// most one payload half: every member but the last writes its own (`own`,
+/// or `buf` when that is `None`), then waits for the members before it and
+/// folds theirs into `buf` right to left (`d0 ⊕ (d1 ⊕ (... ⊕ d_me))`, or up
+/// to `d_(me-1)` when exclusive, as [`fold`] does); nobody waits for a member
+/// after it, so a member runs ahead of those that fold its contribution as
+/// a gather's do. An exclusive scan leaves the first member's `buf` alone.
+pub(crate) fn scan(
+    e: &mut Guard<'_>,
+    g: &mut Group,
+    own: Option<&[u8]>,
+    buf: &mut [u8],
+    op: &Combine<'_>,
+    exclusive: bool,
+    info: WaitInfo,
+) -> Result<()> {
+    let s = begin(e, g, 1, info)?;
+    let (n, me) = (buf.len(), g.me);
+    g.kind = kind(if exclusive { K_EXSCAN } else { K_SCAN }, 0, n);
+    // Nobody reads the last member's contribution.
+    let last = me + 1 == g.slots.len();
+    contribute(e, g, s, if last { &[] } else { own.unwrap_or(buf) }, info)?;
+    if exclusive && me == 0 {
+        g.finish(s);
+        return Ok(());
+    }
+    let before = &g.slots[..me];
+    wait(e, info, g.area, |a| all_reached_as(a, before, s, g.kind))?;
+    let a = area(e, g.area);
+    // The rightmost operand first: my own, or (exclusive) my left neighbour's.
+    let right = if exclusive {
+        buf.copy_from_slice(a.bytes(before[me - 1], s, n, 0, n));
+        me - 1
+    } else {
+        if let Some(own) = own {
+            buf.copy_from_slice(own);
+        }
+        me
+    };
+    for &slot in before[..right].iter().rev() {
+        op(a.bytes(slot, s, n, 0, n), buf);
+    }
     g.finish(s);
     Ok(())
 }
