@@ -147,6 +147,33 @@ int main(int argc, char **argv) {
         free(lo); free(li); free(la); free(lm);
     }
 
+    /* Blocking, blocks too long for the collective area (dimension 0)
+     * beside short ones (dimension 1): one call moves some through the area
+     * and the rest as messages. */
+    {
+        enum { N = 40009 };
+        int bsc[MAXK], bsd[MAXK], so = 0;
+        for (int i = 0; i < MAXK; i++) {
+            bsc[i] = i < 2 ? N : 3; /* as long as the block it lands in (i ^ 1) */
+            bsd[i] = so;
+            so += bsc[i];
+        }
+        int *vo = malloc(sizeof(int) * so), *vi = malloc(sizeof(int) * so);
+        for (int j = 0; j < so; j++) {
+            vo[j] = r * 1000003 + j;
+            vi[j] = -1;
+        }
+        OK(MPI_Neighbor_alltoallv(vo, bsc, bsd, MPI_INT, vi, bsc, bsd, MPI_INT, grid));
+        int bad = 0;
+        for (int i = 0; i < MAXK; i++) {
+            int fb = i % 2 == 0 ? i + 1 : i - 1, none = nb[i] == MPI_PROC_NULL;
+            for (int k = 0; k < bsc[i]; k++)
+                bad += vi[bsd[i] + k] != (none ? -1 : nb[i] * 1000003 + bsd[fb] + k);
+        }
+        CHECK(bad == 0);
+        free(vo); free(vi);
+    }
+
     /* MPI_Neighbor_alltoallw and its nonblocking form: int blocks as in the
      * alltoall above, with MPI_Aint byte displacements and a type per
      * neighbour (two ints, as 2 x MPI_INT or 1 x pair). */

@@ -1,6 +1,8 @@
 //! Neighbourhood exchanges: MPI's neighbourhood collectives on a topology,
 //! as one round of explicit transfers (`kumi_core::coll::exchange`), over a
-//! buffer the request owns or straight between the program's buffers.
+//! buffer the request owns or straight between the program's buffers; a
+//! blocking one inside one host through the collective area
+//! (`shm::neighbor`), but for its blocks too long for it.
 
 use super::*;
 
@@ -131,6 +133,42 @@ impl Comm {
                 return Err(bad("recvs", b, "each receive block named once".into()));
             }
         }
+        // Blocking, inside one host: through the collective area, but for
+        // the blocks too long for it, which go as messages below.
+        let mut left = None;
+        if let Exec::Now(at) = how {
+            let info = self.info(Call::Collective, -2, -2, at);
+            let (to, from): (Vec<_>, Vec<_>) = (
+                sends
+                    .iter()
+                    .map(|&(j, b)| (j, send[b].0, send[b].1))
+                    .collect(),
+                recvs
+                    .iter()
+                    .map(|&(j, b)| (j, recv[b].0, recv[b].1))
+                    .collect(),
+            );
+            left = self.shm_whole(at, false, |e, g| {
+                // SAFETY: the caller's contract, for the call.
+                let r = unsafe { shm::neighbor(e, g, &to, &from, info) };
+                Some(r.inspect(|(ls, lr)| {
+                    if ls.is_empty() && lr.is_empty() {
+                        // The call's tag, which every rank takes whether it
+                        // moves messages (in `exec_each`) or not, so the
+                        // tags of later collectives agree.
+                        self.next_tag(e);
+                    }
+                }))
+            })?;
+        }
+        let (sends, recvs): (Vec<_>, Vec<_>) = match left {
+            Some((ls, lr)) if ls.is_empty() && lr.is_empty() => return Ok(None),
+            Some((ls, lr)) => (
+                ls.iter().map(|&k| sends[k]).collect(),
+                lr.iter().map(|&k| recvs[k]).collect(),
+            ),
+            None => (sends.to_vec(), recvs.to_vec()),
+        };
         // Only ever read: the schedule sends from them.
         let blocks = send
             .iter()
@@ -138,7 +176,7 @@ impl Comm {
             .chain(recv.iter().copied())
             .collect();
         let recvs: Vec<(usize, usize)> = recvs.iter().map(|&(peer, b)| (peer, ns + b)).collect();
-        self.exec_each(blocks, how, |_, _| sc::exchange(sends, &recvs))
+        self.exec_each(blocks, how, |_, _| sc::exchange(&sends, &recvs))
     }
 
     /// Checks a neighbourhood exchange's `(peer, block)` lists against the

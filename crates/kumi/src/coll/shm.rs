@@ -194,6 +194,7 @@ const K_REDUCE_COPY: u64 = 17;
 const K_REDUCE_AREA: u64 = 18;
 const K_SCAN: u64 = 19;
 const K_EXSCAN: u64 = 20;
+const K_NEIGHBOR: u64 = 21;
 
 /// The kind word of a collective: operation, root and size. Two members see
 /// the same word exactly when they are in the same call (as MPI requires of a
@@ -505,6 +506,175 @@ pub(crate) fn reduce_scatter(
     fold_at(&area(e, g.area), g, s, send.len(), mine.start, recv, op);
     g.finish(s);
     Ok(())
+}
+
+/// A neighbourhood exchange inside the group (`Comm::neighbor_each`): this
+/// member's messages `sends[k] = (member, bytes, len)` in order, and its
+/// receives `recvs[k] = (member, where, room)` in order; between two
+/// members the k-th message one sends is the k-th the other receives.
+///
+/// Each member writes a directory of its messages (to whom, how long) and,
+/// in order, those that fit its payload half after it; a header in its
+/// entry says where that body lies (its length places it). Then it
+/// publishes, waits for the members it receives from, and copies from each
+/// body the messages addressed to it, in order. Whoever sends nothing to a
+/// member never waits for it, so members run ahead as in a gather. Returns
+/// the indices of the sends and of the receives left to messages (those
+/// that did not fit; both ends read the same directory, so they agree),
+/// which the caller moves in the same call.
+///
+/// # Safety
+/// Every `sends` pointer readable and every `recvs` one writable for its
+/// length, the latter overlapping nothing, for the call.
+pub(crate) unsafe fn neighbor(
+    e: &mut Guard<'_>,
+    g: &mut Group,
+    sends: &[(usize, *const u8, usize)],
+    recvs: &[(usize, *mut u8, usize)],
+    info: WaitInfo,
+) -> Result<(Vec<usize>, Vec<usize>)> {
+    const BY_MESSAGE: u32 = u32::MAX;
+    const HEADER: usize = 16;
+    let s = begin(e, g, 1, info)?;
+    g.kind = kind(K_NEIGHBOR, 0, 0);
+    let (payload, k, me_slot) = (g.payload, g.area, g.my_slot());
+    // The body: 8 bytes of directory per message, then the messages that
+    // fit, in order. No room even for the directory: every one by message.
+    let dir = 8 * sends.len();
+    let mut body = dir;
+    let mut left_sends = Vec::new();
+    let fits: Vec<bool> = sends
+        .iter()
+        .enumerate()
+        .map(|(i, &(_, _, n))| {
+            let fit = dir <= payload && n <= payload - body && n < BY_MESSAGE as usize;
+            if fit {
+                body += n;
+            } else {
+                left_sends.push(i);
+            }
+            fit
+        })
+        .collect();
+    let count = if dir <= payload {
+        sends.len() as u64
+    } else {
+        u64::MAX
+    };
+    // Where the body goes: beside the header in the entry when both fit
+    // there, else placed by its length (more than the entry's inline bytes).
+    let (body_total, body_at) = if dir > payload {
+        (0, 0)
+    } else if HEADER + body <= coll_area::INLINE {
+        (coll_area::INLINE, HEADER)
+    } else {
+        (body.max(coll_area::INLINE + 1), 0)
+    };
+    wait_writable(e, g, s, body_total.max(HEADER), info)?;
+    {
+        let a = area(e, k);
+        let header = [u64::from(body_at == 0) * body_total as u64, count];
+        a.write(me_slot, s, HEADER, 0, bytemuck::cast_slice(&header));
+        if count != u64::MAX {
+            let mut at = body_at + dir;
+            for (i, (&(to, p, n), &fit)) in sends.iter().zip(&fits).enumerate() {
+                let len = if fit { n as u32 } else { BY_MESSAGE };
+                let entry = [to as u32, len];
+                a.write(
+                    me_slot,
+                    s,
+                    body_total,
+                    body_at + 8 * i,
+                    bytemuck::cast_slice(&entry),
+                );
+                if fit && n > 0 {
+                    // SAFETY: the caller vouches for `n` readable bytes.
+                    a.write(me_slot, s, body_total, at, unsafe {
+                        std::slice::from_raw_parts(p, n)
+                    });
+                    at += n;
+                }
+            }
+        }
+    }
+    publish_at(e, g, s);
+    let mut sources: Vec<usize> = recvs.iter().map(|&(j, _, _)| j).collect();
+    sources.sort_unstable();
+    sources.dedup();
+    wait(e, info, k, |a| {
+        sources
+            .iter()
+            .all(|&j| reached_as(a, g.slots[j], s, g.kind))
+    })?;
+    let a = area(e, k);
+    let me = g.me;
+    let mut left_recvs = Vec::new();
+    for &j in &sources {
+        let slot = g.slots[j];
+        let mut h = [0u64; 2];
+        a.read(slot, s, HEADER, 0, bytemuck::cast_slice_mut(&mut h));
+        let mine = recvs.iter().enumerate().filter(|(_, r)| r.0 == j);
+        if h[1] == u64::MAX {
+            left_recvs.extend(mine.map(|(i, _)| i));
+            continue;
+        }
+        let (total, at0) = if h[0] == 0 {
+            (coll_area::INLINE, HEADER)
+        } else {
+            (h[0] as usize, 0)
+        };
+        let entry = |i: usize| -> (usize, u32) {
+            let mut w = [0u32; 2];
+            a.read(
+                slot,
+                s,
+                total,
+                at0 + 8 * i,
+                bytemuck::cast_slice_mut(&mut w),
+            );
+            (w[0] as usize, w[1])
+        };
+        // Walk j's messages in order, pairing those to me with my receives
+        // from j in order.
+        let mut at = at0 + 8 * h[1] as usize;
+        let mut mine = mine.peekable();
+        for i in 0..h[1] as usize {
+            let (to, len) = entry(i);
+            if to == me {
+                let Some((r, &(_, dst, room))) = mine.next() else {
+                    return Err(Error::Protocol(format!(
+                        "neighbourhood exchange: rank {j} sends more blocks to rank {me} than it receives from {j}"
+                    )));
+                };
+                if len == BY_MESSAGE {
+                    left_recvs.push(r);
+                } else if len as usize > room {
+                    return Err(Error::Truncated {
+                        message_bytes: len as usize,
+                        buffer_bytes: room,
+                        source: j as i32,
+                        tag: -2,
+                    });
+                } else if len > 0 {
+                    let src = a.bytes(slot, s, total, at, len as usize);
+                    // SAFETY: `dst` is writable for `room >= len` bytes
+                    // (the caller's contract).
+                    unsafe { kumi_transport::copy_bytes(src.as_ptr(), dst, len as usize) };
+                }
+            }
+            if len != BY_MESSAGE {
+                at += len as usize;
+            }
+        }
+        if mine.peek().is_some() {
+            return Err(Error::Protocol(format!(
+                "neighbourhood exchange: rank {me} receives more blocks from rank {j} than it sends to {me}"
+            )));
+        }
+    }
+    g.finish(s);
+    left_recvs.sort_unstable();
+    Ok((left_sends, left_recvs))
 }
 
 /// Inclusive (or `exclusive`) scan inside the group, of contributions of at
