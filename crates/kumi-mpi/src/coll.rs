@@ -762,7 +762,10 @@ fn neighbor_start(
     blocking: bool,
 ) -> R<Begun> {
     let block = |j: usize| if shared { 0 } else { j };
-    let (mut sends, mut recvs) = (Vec::new(), Vec::new());
+    let (mut sends, mut recvs) = (
+        smallvec::SmallVec::<[_; 16]>::new(),
+        smallvec::SmallVec::<[_; 16]>::new(),
+    );
     match nb {
         Neighbors::Cart(nb) => {
             for (seg, n) in recv.iter_mut().zip(nb) {

@@ -5,6 +5,7 @@
 //! (`shm::neighbor`), but for its blocks too long for it.
 
 use super::*;
+use smallvec::SmallVec;
 
 impl Comm {
     /// Starts a neighbourhood exchange (MPI's neighbourhood collectives on a
@@ -127,7 +128,9 @@ impl Comm {
     ) -> Result<Option<CollRequest<u8>>> {
         let ns = send.len();
         self.check_neighbors(sends, ns, recvs, recv.len())?;
-        let mut named = vec![false; recv.len()];
+        // Neighbourhoods are small: no allocation on this path for up to
+        // 16 blocks (a call's own cost is most of a short exchange's).
+        let mut named: SmallVec<[bool; 16]> = smallvec::smallvec![false; recv.len()];
         for &(_, b) in recvs {
             if std::mem::replace(&mut named[b], true) {
                 return Err(bad("recvs", b, "each receive block named once".into()));
@@ -138,7 +141,7 @@ impl Comm {
         let mut left = None;
         if let Exec::Now(at) = how {
             let info = self.info(Call::Collective, -2, -2, at);
-            let (to, from): (Vec<_>, Vec<_>) = (
+            let (to, from): (SmallVec<[_; 16]>, SmallVec<[_; 16]>) = (
                 sends
                     .iter()
                     .map(|&(j, b)| (j, send[b].0, send[b].1))

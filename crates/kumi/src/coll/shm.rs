@@ -543,7 +543,7 @@ pub(crate) unsafe fn neighbor(
     let dir = 8 * sends.len();
     let mut body = dir;
     let mut left_sends = Vec::new();
-    let fits: Vec<bool> = sends
+    let fits: smallvec::SmallVec<[bool; 16]> = sends
         .iter()
         .enumerate()
         .map(|(i, &(_, _, n))| {
@@ -598,7 +598,7 @@ pub(crate) unsafe fn neighbor(
         }
     }
     publish_at(e, g, s);
-    let mut sources: Vec<usize> = recvs.iter().map(|&(j, _, _)| j).collect();
+    let mut sources: smallvec::SmallVec<[usize; 16]> = recvs.iter().map(|&(j, _, _)| j).collect();
     sources.sort_unstable();
     sources.dedup();
     wait(e, info, k, |a| {
