@@ -514,14 +514,18 @@ pub(crate) fn reduce_scatter(
 /// members the k-th message one sends is the k-th the other receives.
 ///
 /// Each member writes a directory of its messages (to whom, how long) and,
-/// in order, those that fit its payload half after it; a header in its
-/// entry says where that body lies (its length places it). Then it
-/// publishes, waits for the members it receives from, and copies from each
-/// body the messages addressed to it, in order. Whoever sends nothing to a
-/// member never waits for it, so members run ahead as in a gather. Returns
-/// the indices of the sends and of the receives left to messages (those
-/// that did not fit; both ends read the same directory, so they agree),
-/// which the caller moves in the same call.
+/// in order, those of at most a quarter of a payload half that fit its
+/// payload half after it; a header in its entry says where that body lies
+/// (its length places it). Then it publishes, waits for the members it
+/// receives short messages from, and copies from each body the messages
+/// addressed to it, in order. Whoever sends nothing to a member never waits
+/// for it, so members run ahead as in a gather. Returns the indices of the
+/// sends and of the receives left to messages (the longer ones, which both
+/// ends know by their length, as MPI requires the two to agree, and the
+/// short ones that did not fit, which the directory names), which the
+/// caller moves in the same call: a long one through the area would cost
+/// an extra copy and a wait for its sender before the messages start
+/// (docs/BENCHMARKS.md, session 41).
 ///
 /// # Safety
 /// Every `sends` pointer readable and every `recvs` one writable for its
@@ -538,6 +542,7 @@ pub(crate) unsafe fn neighbor(
     let s = begin(e, g, 1, info)?;
     g.kind = kind(K_NEIGHBOR, 0, 0);
     let (payload, k, me_slot) = (g.payload, g.area, g.my_slot());
+    let short = payload / 4;
     // The body: 8 bytes of directory per message, then the messages that
     // fit, in order. No room even for the directory: every one by message.
     let dir = 8 * sends.len();
@@ -547,7 +552,7 @@ pub(crate) unsafe fn neighbor(
         .iter()
         .enumerate()
         .map(|(i, &(_, _, n))| {
-            let fit = dir <= payload && n <= payload - body && n < BY_MESSAGE as usize;
+            let fit = dir <= payload && n <= short && n <= payload - body;
             if fit {
                 body += n;
             } else {
@@ -598,7 +603,12 @@ pub(crate) unsafe fn neighbor(
         }
     }
     publish_at(e, g, s);
-    let mut sources: smallvec::SmallVec<[usize; 16]> = recvs.iter().map(|&(j, _, _)| j).collect();
+    // The members that may send me a short message.
+    let mut sources: smallvec::SmallVec<[usize; 16]> = recvs
+        .iter()
+        .filter(|&&(_, _, room)| room <= short)
+        .map(|&(j, _, _)| j)
+        .collect();
     sources.sort_unstable();
     sources.dedup();
     wait(e, info, k, |a| {
@@ -608,7 +618,10 @@ pub(crate) unsafe fn neighbor(
     })?;
     let a = area(e, k);
     let me = g.me;
-    let mut left_recvs = Vec::new();
+    // From the others, only long messages.
+    let mut left_recvs: Vec<usize> = (0..recvs.len())
+        .filter(|&i| sources.binary_search(&recvs[i].0).is_err())
+        .collect();
     for &j in &sources {
         let slot = g.slots[j];
         let mut h = [0u64; 2];
