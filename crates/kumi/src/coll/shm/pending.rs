@@ -1,0 +1,497 @@
+//! Nonblocking collectives through the area ([`Pending`]): barrier,
+//! allreduce of at most one payload half, and the data movers (allgather(v),
+//! alltoall(v), gather(v), scatter(v), broadcast), published when every
+//! earlier collective of the group has completed here and advanced by the
+//! engine's progress.
+
+use super::*;
+
+/// A nonblocking collective through the area (barrier, allreduce, and the
+/// data movers of [`Gather`]), advanced by the engine's `progress` (so the
+/// progress thread serves it while the application computes). It publishes
+/// only once every earlier collective of the group has completed here (see
+/// `begin`), then completes when every member it reads from has published
+/// (every member, but for the rooted forms: [`Gather::arrived`]).
+pub(crate) struct Pending {
+    area: usize,
+    slots: Arc<[usize]>,
+    me: usize,
+    /// The collective's sequence number (of the round under way).
+    s: u64,
+    /// The last round's (`s` when there is one round).
+    last: u64,
+    completed: Arc<AtomicU64>,
+    published: bool,
+    done: bool,
+    /// The collective's kind (the same as its blocking twin's).
+    kind: u64,
+    /// Allreduce: the contribution, then the result, and the operation.
+    pub data: Option<(AlignedBuf, crate::coll::exec::ByteOp)>,
+    /// A data mover: what this member publishes, and where every member's
+    /// block for it goes.
+    gather: Option<Gather>,
+    /// A buffer of kumi's own that `gather` points into, kept until the
+    /// collective completes and then its result.
+    pub kept: Option<AlignedBuf>,
+    /// Where the result goes on completion, if not to the request: the
+    /// program's buffer of the result's length (`Comm::iallreduce_raw`).
+    pub out: Option<*mut u8>,
+}
+
+/// The buffers of a nonblocking data mover ([`Sends`]: allgather(v),
+/// alltoall(v), gather(v), scatter(v), broadcast; the program's, valid
+/// until the request completes: the caller's contract), moved in rounds of
+/// at most `piece` bytes of each block, one collective sequence number
+/// each, as the blocking forms do.
+struct Gather {
+    send: Sends,
+    recv: Vec<(*mut u8, usize)>,
+    /// Bytes of a block per round: a payload half (allgather), a member's
+    /// share of one (alltoall).
+    piece: usize,
+    /// The round under way.
+    round: usize,
+}
+
+/// What a [`Gather`]'s member publishes.
+enum Sends {
+    /// Allgather: its own block, whose piece fills its half.
+    Own(*const u8, usize),
+    /// Alltoall: one block of `.1` bytes per member from `.0`, in group
+    /// order; each member publishes its pieces of all of them side by side
+    /// and this one reads the piece at its own index.
+    Blocks(*const u8, usize),
+    /// Alltoallv, one round: block j for member j where it fits a member's
+    /// share ([`scatterv_place`]), as the blocking form's first pass; the
+    /// longer ones are the caller's to move (both ends know which).
+    Each(Vec<(*const u8, usize)>),
+    /// Gatherv to member `root`, one round: a block of at most a payload
+    /// half, as the blocking form ([`gather`]); `recv` is the root's
+    /// segments (empty elsewhere). Longer blocks are the caller's.
+    ToRoot(usize, (*const u8, usize)),
+    /// Scatterv from member `root`, one round: the blocks with a place in
+    /// the root's half ([`scatterv_place`]), as the blocking form
+    /// ([`scatter`]); the root's `send` (empty elsewhere), and `recv` this
+    /// member's one segment. The others are the caller's.
+    FromRoot(usize, Vec<(*const u8, usize)>),
+    /// Broadcast from member `root` of `recv[0]` (its buffer there, which
+    /// it only reads), in rounds of a payload half, as the blocking form
+    /// ([`bcast`]): every member knows the length, so all count the same
+    /// rounds.
+    Bcast(usize),
+}
+
+impl Gather {
+    /// Bytes of a block of `n` in the round under way.
+    fn part(&self, n: usize) -> std::ops::Range<usize> {
+        let at = (self.round * self.piece).min(n);
+        at..at + (n - at).min(self.piece)
+    }
+
+    /// Writes this member's pieces of the round under way into its s,
+    /// and returns the round's kind.
+    fn write_own(&self, a: &CollArea<'_>, slot: usize, s: u64, me: usize, m: usize) -> u64 {
+        match self.send {
+            Sends::Own(at, n) => {
+                // SAFETY: `send` is readable until completion (the caller's
+                // contract).
+                let send = unsafe { std::slice::from_raw_parts(at, n) };
+                let b = &send[self.part(send.len())];
+                a.write(slot, s, b.len(), 0, b);
+                let total = self.recv.iter().map(|&(_, n)| self.part(n).len()).sum();
+                kind(K_ALLGATHER, 0, total)
+            }
+            Sends::Blocks(at, block) => {
+                // SAFETY: as above, `m` blocks.
+                let send = unsafe { std::slice::from_raw_parts(at, m * block) };
+                let r = self.part(block);
+                let total = m * r.len();
+                for j in 0..m {
+                    let b = &send[j * block + r.start..j * block + r.end];
+                    a.write(slot, s, total, j * r.len(), b);
+                }
+                kind(K_ALLTOALL, 0, total)
+            }
+            Sends::Each(ref send) => {
+                for (j, &(p, n)) in send.iter().enumerate().filter(|&(j, _)| j != me) {
+                    if let (Some((total, off)), 1..) = (scatterv_place(j, n, m, a_room(a)), n) {
+                        // SAFETY: as above, `n` bytes at `p`.
+                        a.write(slot, s, total, off, unsafe {
+                            std::slice::from_raw_parts(p, n)
+                        });
+                    }
+                }
+                // The blocking form's kind, saying no rounds follow.
+                kind(K_ALLTOALLV, 0, 0) | coll_area::KIND_OWN
+            }
+            Sends::ToRoot(root, (p, n)) => {
+                if me != root && (1..=a.payload()).contains(&n) {
+                    // SAFETY: as above, `n` bytes at `p`.
+                    a.write(slot, s, n, 0, unsafe { std::slice::from_raw_parts(p, n) });
+                }
+                // Its own length: the root waits for the one it expects.
+                kind(K_GATHERV, root, n)
+            }
+            Sends::FromRoot(root, ref send) => {
+                for (j, &(p, n)) in send.iter().enumerate().filter(|&(j, _)| j != root) {
+                    if let (Some((total, off)), 1..) = (scatterv_place(j, n, m, a.payload()), n) {
+                        // SAFETY: as above, `n` bytes at `p`.
+                        a.write(slot, s, total, off, unsafe {
+                            std::slice::from_raw_parts(p, n)
+                        });
+                    }
+                }
+                kind(K_SCATTERV, root, 0)
+            }
+            Sends::Bcast(root) => {
+                let (p, n) = self.recv[0];
+                let r = self.part(n);
+                if me == root {
+                    // SAFETY: as above: the root's buffer, `n` bytes.
+                    let b = unsafe { std::slice::from_raw_parts(p.cast_const(), n) };
+                    a.write(slot, s, r.len(), 0, &b[r]);
+                }
+                kind(K_BCAST, root, n)
+            }
+        }
+    }
+
+    /// Whether this member writes into its half (else it only publishes,
+    /// and need not wait for its half to be free).
+    fn writes(&self, me: usize) -> bool {
+        match self.send {
+            Sends::ToRoot(root, _) => me != root,
+            Sends::FromRoot(root, _) | Sends::Bcast(root) => me == root,
+            _ => true,
+        }
+    }
+
+    /// Whether the round under way is complete for this member, which
+    /// published `kind`: every member has published it, or for the rooted
+    /// forms, whoever this member reads from (the root waits for each member
+    /// with the length it expects; a member that reads nothing waits for
+    /// nobody).
+    fn arrived(&self, a: &CollArea<'_>, slots: &[usize], s: u64, kind_: u64, me: usize) -> bool {
+        match self.send {
+            Sends::ToRoot(root, _) => {
+                me != root
+                    || slots.iter().enumerate().all(|(j, &slot)| {
+                        reached_as(a, slot, s, kind(K_GATHERV, root, self.recv[j].1))
+                    })
+            }
+            Sends::FromRoot(root, _) => {
+                let n = self.recv[0].1;
+                me == root
+                    || n == 0
+                    || scatterv_place(me, n, slots.len(), a.payload()).is_none()
+                    || reached_as(a, slots[root], s, kind_)
+            }
+            Sends::Bcast(root) => me == root || reached_as(a, slots[root], s, kind_),
+            _ => all_reached_as(a, slots, s, kind_),
+        }
+    }
+
+    /// Copies the round's pieces for this member out of the others' halves.
+    fn read_others(&self, a: &CollArea<'_>, slots: &[usize], s: u64, me: usize) {
+        let m = slots.len();
+        let put = |b: &[u8], to: *mut u8| {
+            // SAFETY: `to` is a `recv` segment, writable for at least the
+            // piece's length until completion and overlapping nothing (the
+            // caller's contract).
+            unsafe { kumi_transport::copy_bytes(b.as_ptr(), to, b.len()) };
+        };
+        match self.send {
+            Sends::ToRoot(root, _) if me == root => {
+                for (j, &slot) in slots.iter().enumerate().filter(|&(j, _)| j != root) {
+                    let (to, n) = self.recv[j];
+                    if (1..=a.payload()).contains(&n) {
+                        put(a.bytes(slot, s, n, 0, n), to);
+                    }
+                }
+                return;
+            }
+            Sends::FromRoot(root, _) if me != root => {
+                let (to, n) = self.recv[0];
+                if let (Some((total, off)), 1..) = (scatterv_place(me, n, m, a.payload()), n) {
+                    put(a.bytes(slots[root], s, total, off, n), to);
+                }
+                return;
+            }
+            Sends::Bcast(root) if me != root => {
+                let (to, n) = self.recv[0];
+                let r = self.part(n);
+                put(
+                    a.bytes(slots[root], s, r.len(), 0, r.len()),
+                    to.wrapping_add(r.start),
+                );
+                return;
+            }
+            Sends::ToRoot(..) | Sends::FromRoot(..) | Sends::Bcast(_) => return,
+            _ => {}
+        }
+        for (j, &slot) in slots.iter().enumerate().filter(|&(j, _)| j != me) {
+            let (to, n) = self.recv[j];
+            let (b, at) = match self.send {
+                Sends::Own(..) => {
+                    let r = self.part(n);
+                    (a.bytes(slot, s, r.len(), 0, r.len()), r.start)
+                }
+                Sends::Blocks(_, block) => {
+                    let piece = self.part(block).len();
+                    let b = a.bytes(slot, s, m * piece, me * piece, piece);
+                    (b, self.part(n).start)
+                }
+                Sends::Each(_) => match (scatterv_place(me, n, m, a_room(a)), n) {
+                    (Some((total, off)), 1..) => (a.bytes(slot, s, total, off, n), 0),
+                    _ => continue,
+                },
+                Sends::ToRoot(..) | Sends::FromRoot(..) | Sends::Bcast(_) => {
+                    unreachable!("handled above")
+                }
+            };
+            // SAFETY: recv[j] is writable for n bytes until completion and
+            // overlaps nothing (the caller's contract); the piece is in it.
+            unsafe { kumi_transport::copy_bytes(b.as_ptr(), to.add(at), b.len()) };
+        }
+    }
+
+    /// Rounds every member makes: the longest block in pieces.
+    fn rounds(&self) -> usize {
+        let longest = match self.send {
+            Sends::Blocks(_, block) => block,
+            Sends::Own(..) => self.recv.iter().map(|&(_, n)| n).max().unwrap_or(0),
+            Sends::Bcast(_) => self.recv[0].1,
+            Sends::Each(_) | Sends::ToRoot(..) | Sends::FromRoot(..) => return 1,
+        };
+        longest.div_ceil(self.piece.max(1)).max(1)
+    }
+}
+
+/// The bytes of a payload half an alltoallv shares among its members (the
+/// last 8 hold the blocking form's count of rounds).
+fn a_room(a: &CollArea<'_>) -> usize {
+    a.payload() - 8
+}
+
+impl Pending {
+    /// Starts the next collective of `g`: a barrier, or with `data` an
+    /// allreduce (at most one payload half).
+    pub fn start(
+        e: &mut Engine,
+        g: &mut Group,
+        data: Option<(AlignedBuf, crate::coll::exec::ByteOp)>,
+    ) -> Pending {
+        let mut p = Pending::start_unpublished(g);
+        if let Some((buf, _)) = &data {
+            p.kind = kind(K_ALLREDUCE, 0, buf.bytes().len());
+        }
+        p.data = data;
+        // Publish at once if possible: the others may be waiting for it.
+        p.poll(e);
+        p
+    }
+
+    /// Starts an allgather(v) of `g` (`block` `None`: member j's block
+    /// lands in `recv[j]`, in rounds of a payload half) or an alltoall
+    /// (`Some(block)`: `send` is one block of that length per member in
+    /// group order, and member j's block for this member lands in
+    /// `recv[j]`, in rounds of a member's share of a payload half). This
+    /// member's own block is the caller's to copy.
+    ///
+    /// # Safety
+    /// `send` readable and every `recv` segment but this member's writable
+    /// for its length until the collective completes; `recv` segments
+    /// overlap nothing.
+    pub unsafe fn start_gather(
+        e: &mut Engine,
+        g: &mut Group,
+        send: (*const u8, usize),
+        recv: Vec<(*mut u8, usize)>,
+        block: Option<usize>,
+    ) -> Pending {
+        let (send, piece) = match block {
+            None => (Sends::Own(send.0, send.1), g.payload),
+            Some(block) => (Sends::Blocks(send.0, block), g.payload / g.slots.len()),
+        };
+        Pending::start_rounds(e, g, send, recv, piece)
+    }
+
+    /// Starts an alltoallv of `g`'s blocks that fit a member's share of a
+    /// payload half ([`alltoallv_share`]; `send[j]` to member j, `recv[j]`
+    /// from it), in one round; the longer blocks, and this member's own,
+    /// are the caller's to move.
+    ///
+    /// # Safety
+    /// As for [`Pending::start_gather`], every `send` segment readable.
+    pub unsafe fn start_alltoallv(
+        e: &mut Engine,
+        g: &mut Group,
+        send: Vec<(*const u8, usize)>,
+        recv: Vec<(*mut u8, usize)>,
+    ) -> Pending {
+        Pending::start_rounds(e, g, Sends::Each(send), recv, 0)
+    }
+
+    /// Starts a gatherv of `g` to member `root` of the blocks of at most a
+    /// payload half (this member's `send`; at the root, member j's lands in
+    /// `recv[j]`), in one round; the longer blocks, and the root's own, are
+    /// the caller's to move.
+    ///
+    /// # Safety
+    /// As for [`Pending::start_gather`].
+    pub unsafe fn start_gatherv(
+        e: &mut Engine,
+        g: &mut Group,
+        root: usize,
+        send: (*const u8, usize),
+        recv: Vec<(*mut u8, usize)>,
+    ) -> Pending {
+        Pending::start_rounds(e, g, Sends::ToRoot(root, send), recv, 0)
+    }
+
+    /// Starts a scatterv of `g` from member `root` of the blocks with a
+    /// place in its half ([`scatterv_place`]; the root's `send[j]` for
+    /// member j, which receives into `recv`), in one round; the other
+    /// blocks, and the root's own, are the caller's to move.
+    ///
+    /// # Safety
+    /// As for [`Pending::start_gather`].
+    pub unsafe fn start_scatterv(
+        e: &mut Engine,
+        g: &mut Group,
+        root: usize,
+        send: Vec<(*const u8, usize)>,
+        recv: (*mut u8, usize),
+    ) -> Pending {
+        Pending::start_rounds(e, g, Sends::FromRoot(root, send), vec![recv], 0)
+    }
+
+    /// Starts a broadcast of `g` from member `root` of `buf` (read at the
+    /// root, written elsewhere), in rounds of a payload half.
+    ///
+    /// # Safety
+    /// `buf` readable at the root, writable elsewhere, for its length until
+    /// the collective completes.
+    pub unsafe fn start_bcast(
+        e: &mut Engine,
+        g: &mut Group,
+        root: usize,
+        buf: (*mut u8, usize),
+    ) -> Pending {
+        let piece = g.payload;
+        Pending::start_rounds(e, g, Sends::Bcast(root), vec![buf], piece)
+    }
+
+    fn start_rounds(
+        e: &mut Engine,
+        g: &mut Group,
+        send: Sends,
+        recv: Vec<(*mut u8, usize)>,
+        piece: usize,
+    ) -> Pending {
+        let gather = Gather {
+            send,
+            recv,
+            piece,
+            round: 0,
+        };
+        let rounds = gather.rounds() as u64;
+        let mut p = Pending::start_unpublished(g);
+        // The rounds' sequence numbers, the first taken above.
+        g.take(rounds - 1);
+        p.last = p.s + rounds - 1;
+        p.gather = Some(gather);
+        p.poll(e);
+        p
+    }
+
+    fn start_unpublished(g: &mut Group) -> Pending {
+        Pending {
+            area: g.area,
+            slots: g.slots.clone(),
+            me: g.me,
+            s: g.take(1),
+            last: 0,
+            completed: g.completed.clone(),
+            published: false,
+            done: false,
+            kind: kind(K_BARRIER, 0, 0),
+            data: None,
+            gather: None,
+            kept: None,
+            out: None,
+        }
+    }
+
+    /// Advances; `true` once complete.
+    pub fn poll(&mut self, e: &mut Engine) -> bool {
+        while !self.done {
+            if !self.poll_round(e) {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Advances the round under way; `true` once it is complete.
+    fn poll_round(&mut self, e: &mut Engine) -> bool {
+        let s = self.s;
+        let shm = e.shm().expect("shared memory");
+        let a = shm.segment().coll_area(self.area);
+        let mine = self.slots[self.me];
+        if !self.published {
+            if self.completed.load(Ordering::Relaxed) + 1 < s {
+                return false;
+            }
+            let contributes =
+                self.data.is_some() || self.gather.as_ref().is_some_and(|g| g.writes(self.me));
+            // An allreduce's storage by its length; a data mover's blocks may
+            // be long (the payload half's rule holds for both).
+            let total = self
+                .data
+                .as_ref()
+                .map_or(usize::MAX, |(b, _)| b.bytes().len());
+            if contributes && !writable(&a, &self.slots, s, total) {
+                return false;
+            }
+            if let Some((buf, _)) = &self.data {
+                let b = buf.bytes();
+                a.write(mine, s, b.len(), 0, b);
+            }
+            if let Some(g) = &self.gather {
+                self.kind = g.write_own(&a, mine, s, self.me, self.slots.len());
+            }
+            let full = full_fence(shm, &self.slots);
+            publish(&a, &self.slots, mine, s, self.kind, full, |j| shm.wake(j));
+            self.published = true;
+        }
+        let arrived = match &self.gather {
+            Some(g) => g.arrived(&a, &self.slots, s, self.kind, self.me),
+            None => all_reached_as(&a, &self.slots, s, self.kind),
+        };
+        if !arrived {
+            return false;
+        }
+        if let Some((buf, op)) = &mut self.data {
+            let b = buf.bytes_mut();
+            let n = b.len();
+            let last = self.slots.len() - 1;
+            b.copy_from_slice(a.bytes(self.slots[last], s, n, 0, n));
+            for k in (0..last).rev() {
+                op(a.bytes(self.slots[k], s, n, 0, n), b);
+            }
+        }
+        if let Some(g) = &mut self.gather {
+            g.read_others(&a, &self.slots, s, self.me);
+            g.round += 1;
+        }
+        self.completed.store(s, Ordering::Relaxed);
+        if s >= self.last {
+            self.done = true;
+        } else {
+            self.s += 1;
+            self.published = false;
+        }
+        true
+    }
+}
