@@ -351,7 +351,9 @@ impl Engine {
     #[inline(never)]
     fn try_push_frame_any(&mut self, peer: u32, h: &Header, payload: &[u8]) -> Result<bool> {
         if peer == self.world_rank {
-            self.self_frames.push_back((*h, payload.to_vec()));
+            let mut p = self.spare.take(payload.len());
+            p.extend_from_slice(payload);
+            self.self_frames.push_back((*h, p));
             return Ok(true);
         }
         // While a poll is delivering frames its transport is lent out; replies
@@ -472,6 +474,7 @@ impl Engine {
         while let Some((h, p)) = self.self_frames.pop_front() {
             let me = self.world_rank;
             self.on_frame(me, &h, &p);
+            self.spare.put(p);
             n += 1;
         }
         // Asked first: an empty poll's round robin is most of a waiting

@@ -808,10 +808,12 @@ impl Engine {
     }
 }
 
-/// Buffers of unexpected eager messages that were delivered, for the next
-/// ones: a sender that runs ahead of its receiver makes one per message,
-/// and fresh heap memory each time costs the receiver page faults (measured:
-/// docs/BENCHMARKS.md, session 22).
+/// Buffers of unexpected eager messages that were delivered, and of frames
+/// to this rank itself that were handled, for the next ones: a sender that
+/// runs ahead of its receiver makes one per message, a send to itself one
+/// per frame, and fresh heap memory each time costs page faults (glibc gives
+/// a freed top of its heap back at once; measured: docs/BENCHMARKS.md,
+/// sessions 22 and 42).
 #[derive(Default)]
 pub(super) struct Spare {
     bufs: Vec<Vec<u8>>,
@@ -825,7 +827,7 @@ impl Spare {
 
     /// An empty buffer with room for `len` bytes (a kept one if one fits).
     #[inline]
-    fn take(&mut self, len: usize) -> Vec<u8> {
+    pub(super) fn take(&mut self, len: usize) -> Vec<u8> {
         if let Some(i) = self.bufs.iter().rposition(|b| b.capacity() >= len) {
             let b = self.bufs.swap_remove(i);
             self.bytes -= b.capacity();
@@ -836,7 +838,7 @@ impl Spare {
 
     /// Keeps `b` for a later message, if the pool has room.
     #[inline]
-    fn put(&mut self, mut b: Vec<u8>) {
+    pub(super) fn put(&mut self, mut b: Vec<u8>) {
         if b.capacity() > 0 && self.bytes + b.capacity() <= Self::KEEP {
             b.clear();
             self.bytes += b.capacity();
