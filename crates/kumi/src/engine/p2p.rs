@@ -417,9 +417,8 @@ impl Engine {
     }
 
     /// Whether a rendezvous message of this rank's to `peer` still waits
-    /// for the peer to take it. A scan of the requests, made only when a
-    /// rendezvous message from a rank of this host matched (whose copy
-    /// costs far more).
+    /// for the peer to take it. A scan of the requests, made only for a
+    /// message long enough to split (whose copy costs more).
     fn rendezvous_out_to(&self, peer: u32) -> bool {
         let limits = self.proto.limits;
         self.reqs.entries.iter().any(|(_, r)| {
@@ -442,7 +441,8 @@ impl Engine {
         addr: u64,
     ) -> Result<()> {
         let same_host = self.route.get(from as usize) == Some(&Route::Shm);
-        let peer_busy = same_host && self.rendezvous_out_to(from);
+        let peer_busy =
+            same_host && len >= self.proto.limits.split_min && self.rendezvous_out_to(from);
         let Some(Req {
             op: Op::Recv { buf, cap, data },
             status,
