@@ -373,7 +373,7 @@ impl NbBytes {
     }
 
     /// The result goes to the segments (buffer, element count), all of `d`.
-    fn typed(req: CollRequest<u8>, segs: SegVec<(*mut c_void, usize)>, d: &Datatype) -> NbBytes {
+    fn typed(req: CollRequest<u8>, segs: Vec<(*mut c_void, usize)>, d: &Datatype) -> NbBytes {
         NbBytes {
             req,
             out: of_type(segs, d),
@@ -453,13 +453,8 @@ impl Begun {
 /// A segment of a program's buffer: where, how many elements, of which type.
 type Seg = (*mut c_void, usize, Datatype);
 
-/// The segments of one collective call (one per rank of a communicator, or
-/// per neighbour): on the stack up to 16, so a small call's own cost has no
-/// allocation in it.
-pub(crate) type SegVec<T> = smallvec::SmallVec<[T; 16]>;
-
 /// The segments (buffer, element count), all of type `d`.
-fn of_type(segs: impl IntoIterator<Item = (*mut c_void, usize)>, d: &Datatype) -> Vec<Seg> {
+fn of_type(segs: Vec<(*mut c_void, usize)>, d: &Datatype) -> Vec<Seg> {
     segs.into_iter().map(|(b, n)| (b, n, d.clone())).collect()
 }
 
@@ -474,7 +469,7 @@ fn pack_typed(segs: &[Seg]) -> Vec<u8> {
 
 /// Typed segments as (start, bytes), if every type is contiguous: the
 /// program's own bytes are then the packed ones.
-fn contiguous_bytes(segs: &[Seg]) -> Option<SegVec<(*mut u8, usize)>> {
+fn contiguous_bytes(segs: &[Seg]) -> Option<Vec<(*mut u8, usize)>> {
     segs.iter()
         .map(|(b, n, d)| {
             d.is_contiguous()
@@ -484,17 +479,14 @@ fn contiguous_bytes(segs: &[Seg]) -> Option<SegVec<(*mut u8, usize)>> {
 }
 
 /// Segments of elements of `d` as (start, bytes).
-fn in_bytes(
-    v: impl IntoIterator<Item = (*mut c_void, usize)>,
-    d: &Datatype,
-) -> SegVec<(*mut u8, usize)> {
+fn in_bytes(v: Vec<(*mut c_void, usize)>, d: &Datatype) -> Vec<(*mut u8, usize)> {
     v.into_iter()
         .map(|(b, n)| (b.cast::<u8>(), d.packed_size(n)))
         .collect()
 }
 
 /// Segments only read.
-fn read_only(v: impl IntoIterator<Item = (*mut u8, usize)>) -> SegVec<(*const u8, usize)> {
+fn read_only(v: Vec<(*mut u8, usize)>) -> Vec<(*const u8, usize)> {
     v.into_iter().map(|(b, n)| (b.cast_const(), n)).collect()
 }
 
@@ -548,7 +540,7 @@ impl Gather {
         &self,
         recvbuf: *mut c_void,
         p: usize,
-    ) -> ((*const u8, usize), SegVec<(*mut u8, usize)>, Packed) {
+    ) -> ((*const u8, usize), Vec<(*mut u8, usize)>, Packed) {
         let mut packed = Packed::default();
         let send = if self.sd.is_contiguous() {
             (self.sbuf.cast::<u8>(), self.sd.packed_size(self.sn))
@@ -557,7 +549,7 @@ impl Gather {
             (packed.send.as_ptr(), packed.send.len())
         };
         let recv = match &self.recv {
-            None => SegVec::new(),
+            None => Vec::new(),
             Some((rd, rn)) if rd.is_contiguous() => {
                 in_bytes(even_segments(recvbuf, p, *rn, rd), rd)
             }
@@ -613,10 +605,10 @@ impl Scatter {
         recvbuf: *mut c_void,
         p: usize,
         me: usize,
-    ) -> (SegVec<(*const u8, usize)>, (*mut u8, usize), Packed) {
+    ) -> (Vec<(*const u8, usize)>, (*mut u8, usize), Packed) {
         let mut packed = Packed::default();
         let send = match &self.send {
-            None => SegVec::new(),
+            None => Vec::new(),
             Some((sd, sn)) if sd.is_contiguous() => {
                 read_only(in_bytes(even_segments(sendbuf, p, *sn, sd), sd))
             }
@@ -662,7 +654,7 @@ impl Packed {
         n: usize,
         d: &Datatype,
         k: usize,
-    ) -> SegVec<(*mut u8, usize)> {
+    ) -> Vec<(*mut u8, usize)> {
         let len = d.packed_size(n);
         let mut bytes = vec![0u8; len];
         let (base, block) = (bytes.as_mut_ptr(), len / k.max(1));
@@ -831,7 +823,7 @@ fn even_segments(
     k: usize,
     count: usize,
     d: &Datatype,
-) -> SegVec<(*mut c_void, usize)> {
+) -> Vec<(*mut c_void, usize)> {
     (0..k).map(|i| (at(buf, i * count, d), count)).collect()
 }
 

@@ -73,7 +73,7 @@ fn displs<E: Entry>(p: *const E, n: usize, what: &str) -> R<Vec<isize>> {
 
 /// Segments (start, element count): `counts[i]` elements of `d` at
 /// `displs[i]` extents from `buf`.
-type Segs = SegVec<(*mut c_void, usize)>;
+type Segs = Vec<(*mut c_void, usize)>;
 
 /// The segments of a v-form: counts `cs` and displacements `ds` (in
 /// extents of `d`), `n` of each, read from the program's arrays.
@@ -85,7 +85,7 @@ fn v_segments<C: Entry, D: Entry>(
     n: usize,
     what: [&str; 2],
 ) -> R<Segs> {
-    let mut v = Segs::with_capacity(n);
+    let mut v = Vec::with_capacity(n);
     v_each(buf, cs, ds, d, n, what, |at, k| v.push((at.cast(), k)))?;
     Ok(v)
 }
@@ -234,11 +234,9 @@ impl GatherV {
     /// With contiguous types: this rank's send and (at the root) the
     /// receive segments in bytes, for the runtime's collective over segments.
     /// Otherwise itself back, for the packed path (taken by value: the
-    /// segments become bytes in place, without a copy of the vector). Both
-    /// results are large because the segments are on the stack ([`SegVec`]),
-    /// which is the point: a few hundred bytes moved, no allocation.
-    #[allow(clippy::type_complexity, clippy::result_large_err)]
-    fn direct(self) -> Result<((*const u8, usize), SegVec<(*mut u8, usize)>), GatherV> {
+    /// segments become bytes in place, without a copy of the vector).
+    #[allow(clippy::type_complexity)]
+    fn direct(self) -> Result<((*const u8, usize), Vec<(*mut u8, usize)>), GatherV> {
         if !self.sd.is_contiguous()
             || self
                 .recv
@@ -250,7 +248,7 @@ impl GatherV {
         let send = (self.sbuf.cast::<u8>(), self.sd.packed_size(self.sn));
         let recv = match self.recv {
             Some((rd, segs)) => in_bytes(segs, &rd),
-            None => SegVec::new(),
+            None => Vec::new(),
         };
         Ok((send, recv))
     }
@@ -419,12 +417,12 @@ impl ScatterV {
     /// With contiguous types: (at the root) the send segments and this
     /// rank's receive, in bytes.
     /// Otherwise itself back, for the packed path (as `GatherV::direct`).
-    #[allow(clippy::type_complexity, clippy::result_large_err)]
+    #[allow(clippy::type_complexity)]
     fn direct(
         self,
         recvbuf: *mut c_void,
         me: usize,
-    ) -> Result<(SegVec<(*const u8, usize)>, (*mut u8, usize)), ScatterV> {
+    ) -> Result<(Vec<(*const u8, usize)>, (*mut u8, usize)), ScatterV> {
         if !self.rd.is_contiguous()
             || self
                 .send
@@ -436,7 +434,7 @@ impl ScatterV {
         let mine = self.rd.packed_size(self.rn);
         let send = match self.send {
             Some((sd, segs)) => read_only(in_bytes(segs, &sd)),
-            None => SegVec::new(),
+            None => Vec::new(),
         };
         let rbuf = if self.in_place {
             send[me].0.cast_mut()

@@ -41,7 +41,7 @@ impl Comm {
         }
         let n = std::mem::size_of_val(buf) / p;
         let base = as_bytes_mut(buf).as_mut_ptr();
-        let segs: Segments<*mut u8> = (0..p).map(|j| (base.wrapping_add(j * n), n)).collect();
+        let segs: Vec<(*mut u8, usize)> = (0..p).map(|j| (base.wrapping_add(j * n), n)).collect();
         // SAFETY: the segments split `buf`, borrowed exclusively for the
         // call; this rank's is its contribution, in place.
         if unsafe { self.allgather_area((segs[me].0.cast_const(), n), &segs, at) }? {
@@ -94,7 +94,7 @@ impl Comm {
                 ),
             ));
         }
-        let recv: Segments<_> = byte_segments(
+        let recv = byte_segments(
             recv.as_mut_ptr().cast::<u8>(),
             counts,
             std::mem::size_of::<T>(),
@@ -301,13 +301,13 @@ impl Comm {
             ));
         }
         let elem = std::mem::size_of::<T>();
-        let send: Segments<_> = byte_segments(
+        let send = byte_segments(
             send.as_ptr().cast::<u8>(),
             send_counts,
             elem,
             <*const u8>::wrapping_add,
         );
-        let recv: Segments<_> = byte_segments(
+        let recv = byte_segments(
             recv.as_mut_ptr().cast::<u8>(),
             recv_counts,
             elem,

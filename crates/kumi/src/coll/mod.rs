@@ -326,18 +326,14 @@ fn even_offsets(count: usize, nb: usize, elem: usize) -> Vec<usize> {
     v
 }
 
-/// The segments of one blocking collective call, one per rank: on the
-/// stack up to 16 ranks, so a small call's own cost has no allocation in it.
-type Segments<P> = smallvec::SmallVec<[(P, usize); 16]>;
-
 /// Blocks of `counts[i]` elements of `elem` bytes one after the other from
 /// `base`, as (start, bytes); `add` offsets a pointer.
-fn byte_segments<P: Copy, C: FromIterator<(P, usize)>>(
+fn byte_segments<P: Copy>(
     base: P,
     counts: &[usize],
     elem: usize,
     add: fn(P, usize) -> P,
-) -> C {
+) -> Vec<(P, usize)> {
     let mut off = 0;
     counts
         .iter()

@@ -28,10 +28,10 @@ impl Comm {
         }
         let nb = std::mem::size_of_val(send);
         let rb = as_bytes_mut(recv).as_mut_ptr();
-        let recv: Segments<*mut u8> = if me == root {
+        let recv: Vec<(*mut u8, usize)> = if me == root {
             (0..p).map(|j| (rb.wrapping_add(j * nb), nb)).collect()
         } else {
-            Segments::new()
+            Vec::new()
         };
         // SAFETY: at the root the segments split the first `p` blocks of
         // `recv` (its length checked above), borrowed exclusively for the
@@ -55,10 +55,10 @@ impl Comm {
         let rb = as_bytes_mut(recv);
         let nb = rb.len();
         let sb = as_bytes(send).as_ptr();
-        let send: Segments<*const u8> = if me == root {
+        let send: Vec<(*const u8, usize)> = if me == root {
             (0..p).map(|j| (sb.wrapping_add(j * nb), nb)).collect()
         } else {
-            Segments::new()
+            Vec::new()
         };
         // SAFETY: at the root the segments split the first `p` blocks of
         // `send` (its length checked above), borrowed for the call; `recv`
@@ -99,7 +99,7 @@ impl Comm {
                 <*mut u8>::wrapping_add,
             )
         } else {
-            Segments::new()
+            Vec::new()
         };
         let send = (send.as_ptr().cast::<u8>(), std::mem::size_of_val(send));
         // SAFETY: the segments split `recv` (counts checked against its
@@ -416,7 +416,7 @@ impl Comm {
                 <*const u8>::wrapping_add,
             )
         } else {
-            Segments::new()
+            Vec::new()
         };
         let recv = (recv.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(recv));
         // SAFETY: the segments split `send` (counts checked against its
