@@ -12,13 +12,6 @@ impl Comm {
     /// Inclusive prefix: rank i gets `send(0) ⊕ ... ⊕ send(i)`.
     #[track_caller]
     pub fn scan<T: Pod>(&self, send: &[T], recv: &mut [T], op: &Op<T>) -> Result<()> {
-        if recv.len() != send.len() {
-            return Err(bad(
-                "recv",
-                recv.len(),
-                format!("the length of send ({})", send.len()),
-            ));
-        }
         self.scan_at(Some(send), recv, op, false, Location::caller())
     }
 
@@ -32,13 +25,6 @@ impl Comm {
     /// `recv` is left as it was.
     #[track_caller]
     pub fn exscan<T: Pod>(&self, send: &[T], recv: &mut [T], op: &Op<T>) -> Result<()> {
-        if recv.len() != send.len() {
-            return Err(bad(
-                "recv",
-                recv.len(),
-                format!("the length of send ({})", send.len()),
-            ));
-        }
         self.scan_at(Some(send), recv, op, true, Location::caller())
     }
 
@@ -49,8 +35,8 @@ impl Comm {
     }
 
     /// Linear chain: receive the prefix from the left, pass own prefix right.
-    /// This rank's contribution is `send`, or `buf` in place (`None`); the
-    /// result goes to `buf`. Rank 0 sends straight from its contribution,
+    /// This rank's contribution is `send` (as long as `buf`, checked here),
+    /// or `buf` in place (`None`); the result goes to `buf`. Rank 0 sends straight from its contribution,
     /// and the last rank of an exclusive scan receives straight into `buf`
     /// (its result is the prefix alone). The others work in `buf` and one
     /// scratch buffer kept from call to call for the received prefix: fresh
@@ -64,6 +50,13 @@ impl Comm {
         exclusive: bool,
         at: &'static Location<'static>,
     ) -> Result<()> {
+        if let Some(send) = send.filter(|s| s.len() != buf.len()) {
+            return Err(bad(
+                "recv",
+                buf.len(),
+                format!("the length of send ({})", send.len()),
+            ));
+        }
         op.check_for(buf.len())?;
         let (p, me) = (self.size(), self.rank());
         // An inclusive scan's result starts as this rank's own part; an
