@@ -170,7 +170,7 @@ unsafe extern "C" fn mpi_allgather_init(sendbuf: *mut c_void, sendcount: *mut Fi
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Allgather_init(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *comm as _, *info as _, request as _);
+        let rc = crate::coll::persistent::PMPI_Allgather_init(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *comm as _, *info as _, request as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -228,7 +228,7 @@ unsafe extern "C" fn mpi_allgatherv_init(sendbuf: *mut c_void, sendcount: *mut F
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Allgatherv_init(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, recvcounts as _, displs as _, *recvtype as _, *comm as _, *info as _, request as _);
+        let rc = crate::coll::persistent::PMPI_Allgatherv_init(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, recvcounts as _, displs as _, *recvtype as _, *comm as _, *info as _, request as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -269,7 +269,7 @@ unsafe extern "C" fn mpi_allreduce(sendbuf: *mut c_void, recvbuf: *mut c_void, c
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Allreduce(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, *count as _, *datatype as _, *op as _, *comm as _);
+        let rc = crate::coll::reduce::PMPI_Allreduce(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, *count as _, *datatype as _, *op as _, *comm as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -297,7 +297,7 @@ unsafe extern "C" fn mpi_allreduce_init(sendbuf: *mut c_void, recvbuf: *mut c_vo
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Allreduce_init(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, *count as _, *datatype as _, *op as _, *comm as _, *info as _, request as _);
+        let rc = crate::coll::persistent::PMPI_Allreduce_init(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, *count as _, *datatype as _, *op as _, *comm as _, *info as _, request as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -351,7 +351,7 @@ unsafe extern "C" fn mpi_alltoall_init(sendbuf: *mut c_void, sendcount: *mut Fin
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Alltoall_init(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *comm as _, *info as _, request as _);
+        let rc = crate::coll::persistent::PMPI_Alltoall_init(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *comm as _, *info as _, request as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -409,7 +409,7 @@ unsafe extern "C" fn mpi_alltoallv_init(sendbuf: *mut c_void, sendcounts: *mut F
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Alltoallv_init(fortran::buf(sendbuf) as _, sendcounts as _, sdispls as _, *sendtype as _, fortran::buf(recvbuf) as _, recvcounts as _, rdispls as _, *recvtype as _, *comm as _, *info as _, request as _);
+        let rc = crate::coll::persistent::PMPI_Alltoallv_init(fortran::buf(sendbuf) as _, sendcounts as _, sdispls as _, *sendtype as _, fortran::buf(recvbuf) as _, recvcounts as _, rdispls as _, *recvtype as _, *comm as _, *info as _, request as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -463,7 +463,7 @@ unsafe extern "C" fn mpi_alltoallw_init(sendbuf: *mut c_void, sendcounts: *mut F
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Alltoallw_init(fortran::buf(sendbuf) as _, sendcounts as _, sdispls as _, sendtypes as _, fortran::buf(recvbuf) as _, recvcounts as _, rdispls as _, recvtypes as _, *comm as _, *info as _, request as _);
+        let rc = crate::coll::persistent::PMPI_Alltoallw_init(fortran::buf(sendbuf) as _, sendcounts as _, sdispls as _, sendtypes as _, fortran::buf(recvbuf) as _, recvcounts as _, rdispls as _, recvtypes as _, *comm as _, *info as _, request as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -548,7 +548,7 @@ unsafe extern "C" fn mpi_barrier_init(comm: *mut Fint, info: *mut Fint, request:
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Barrier_init(*comm as _, *info as _, request as _);
+        let rc = crate::coll::persistent::PMPI_Barrier_init(*comm as _, *info as _, request as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -587,7 +587,7 @@ unsafe extern "C" fn mpi_bcast_init(buffer: *mut c_void, count: *mut Fint, datat
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Bcast_init(fortran::buf(buffer) as _, *count as _, *datatype as _, *root as _, *comm as _, *info as _, request as _);
+        let rc = crate::coll::persistent::PMPI_Bcast_init(fortran::buf(buffer) as _, *count as _, *datatype as _, *root as _, *comm as _, *info as _, request as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -1472,7 +1472,7 @@ unsafe extern "C" fn mpi_exscan(sendbuf: *mut c_void, recvbuf: *mut c_void, coun
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Exscan(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, *count as _, *datatype as _, *op as _, *comm as _);
+        let rc = crate::coll::reduce::PMPI_Exscan(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, *count as _, *datatype as _, *op as _, *comm as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -1500,7 +1500,7 @@ unsafe extern "C" fn mpi_exscan_init(sendbuf: *mut c_void, recvbuf: *mut c_void,
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Exscan_init(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, *count as _, *datatype as _, *op as _, *comm as _, *info as _, request as _);
+        let rc = crate::coll::persistent::PMPI_Exscan_init(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, *count as _, *datatype as _, *op as _, *comm as _, *info as _, request as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -2864,7 +2864,7 @@ unsafe extern "C" fn mpi_gather_init(sendbuf: *mut c_void, sendcount: *mut Fint,
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Gather_init(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *root as _, *comm as _, *info as _, request as _);
+        let rc = crate::coll::persistent::PMPI_Gather_init(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *root as _, *comm as _, *info as _, request as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -2922,7 +2922,7 @@ unsafe extern "C" fn mpi_gatherv_init(sendbuf: *mut c_void, sendcount: *mut Fint
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Gatherv_init(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, recvcounts as _, displs as _, *recvtype as _, *root as _, *comm as _, *info as _, request as _);
+        let rc = crate::coll::persistent::PMPI_Gatherv_init(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, recvcounts as _, displs as _, *recvtype as _, *root as _, *comm as _, *info as _, request as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -3440,7 +3440,7 @@ unsafe extern "C" fn mpi_iallreduce(sendbuf: *mut c_void, recvbuf: *mut c_void, 
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Iallreduce(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, *count as _, *datatype as _, *op as _, *comm as _, request as _);
+        let rc = crate::coll::reduce::PMPI_Iallreduce(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, *count as _, *datatype as _, *op as _, *comm as _, request as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -3615,7 +3615,7 @@ unsafe extern "C" fn mpi_iexscan(sendbuf: *mut c_void, recvbuf: *mut c_void, cou
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Iexscan(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, *count as _, *datatype as _, *op as _, *comm as _, request as _);
+        let rc = crate::coll::reduce::PMPI_Iexscan(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, *count as _, *datatype as _, *op as _, *comm as _, request as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -3741,7 +3741,7 @@ unsafe extern "C" fn mpi_ineighbor_allgather(sendbuf: *mut c_void, sendcount: *m
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Ineighbor_allgather(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *comm as _, request as _);
+        let rc = crate::coll::neighbor::PMPI_Ineighbor_allgather(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *comm as _, request as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -3799,7 +3799,7 @@ unsafe extern "C" fn mpi_ineighbor_alltoall(sendbuf: *mut c_void, sendcount: *mu
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Ineighbor_alltoall(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *comm as _, request as _);
+        let rc = crate::coll::neighbor::PMPI_Ineighbor_alltoall(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *comm as _, request as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -4165,7 +4165,7 @@ unsafe extern "C" fn mpi_ireduce(sendbuf: *mut c_void, recvbuf: *mut c_void, cou
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Ireduce(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, *count as _, *datatype as _, *op as _, *root as _, *comm as _, request as _);
+        let rc = crate::coll::reduce::PMPI_Ireduce(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, *count as _, *datatype as _, *op as _, *root as _, *comm as _, request as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -4191,7 +4191,7 @@ unsafe extern "C" fn mpi_ireduce_scatter(sendbuf: *mut c_void, recvbuf: *mut c_v
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Ireduce_scatter(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, recvcounts as _, *datatype as _, *op as _, *comm as _, request as _);
+        let rc = crate::coll::reduce::PMPI_Ireduce_scatter(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, recvcounts as _, *datatype as _, *op as _, *comm as _, request as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -4217,7 +4217,7 @@ unsafe extern "C" fn mpi_ireduce_scatter_block(sendbuf: *mut c_void, recvbuf: *m
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Ireduce_scatter_block(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, *recvcount as _, *datatype as _, *op as _, *comm as _, request as _);
+        let rc = crate::coll::reduce::PMPI_Ireduce_scatter_block(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, *recvcount as _, *datatype as _, *op as _, *comm as _, request as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -4285,7 +4285,7 @@ unsafe extern "C" fn mpi_iscan(sendbuf: *mut c_void, recvbuf: *mut c_void, count
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Iscan(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, *count as _, *datatype as _, *op as _, *comm as _, request as _);
+        let rc = crate::coll::reduce::PMPI_Iscan(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, *count as _, *datatype as _, *op as _, *comm as _, request as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -4540,7 +4540,7 @@ unsafe extern "C" fn mpi_neighbor_allgather(sendbuf: *mut c_void, sendcount: *mu
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Neighbor_allgather(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *comm as _);
+        let rc = crate::coll::neighbor::PMPI_Neighbor_allgather(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *comm as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -4568,7 +4568,7 @@ unsafe extern "C" fn mpi_neighbor_allgather_init(sendbuf: *mut c_void, sendcount
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Neighbor_allgather_init(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *comm as _, *info as _, request as _);
+        let rc = crate::coll::persistent::PMPI_Neighbor_allgather_init(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *comm as _, *info as _, request as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -4626,7 +4626,7 @@ unsafe extern "C" fn mpi_neighbor_allgatherv_init(sendbuf: *mut c_void, sendcoun
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Neighbor_allgatherv_init(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, recvcounts as _, displs as _, *recvtype as _, *comm as _, *info as _, request as _);
+        let rc = crate::coll::persistent::PMPI_Neighbor_allgatherv_init(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, recvcounts as _, displs as _, *recvtype as _, *comm as _, *info as _, request as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -4654,7 +4654,7 @@ unsafe extern "C" fn mpi_neighbor_alltoall(sendbuf: *mut c_void, sendcount: *mut
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Neighbor_alltoall(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *comm as _);
+        let rc = crate::coll::neighbor::PMPI_Neighbor_alltoall(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *comm as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -4682,7 +4682,7 @@ unsafe extern "C" fn mpi_neighbor_alltoall_init(sendbuf: *mut c_void, sendcount:
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Neighbor_alltoall_init(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *comm as _, *info as _, request as _);
+        let rc = crate::coll::persistent::PMPI_Neighbor_alltoall_init(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *comm as _, *info as _, request as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -4740,7 +4740,7 @@ unsafe extern "C" fn mpi_neighbor_alltoallv_init(sendbuf: *mut c_void, sendcount
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Neighbor_alltoallv_init(fortran::buf(sendbuf) as _, sendcounts as _, sdispls as _, *sendtype as _, fortran::buf(recvbuf) as _, recvcounts as _, rdispls as _, *recvtype as _, *comm as _, *info as _, request as _);
+        let rc = crate::coll::persistent::PMPI_Neighbor_alltoallv_init(fortran::buf(sendbuf) as _, sendcounts as _, sdispls as _, *sendtype as _, fortran::buf(recvbuf) as _, recvcounts as _, rdispls as _, *recvtype as _, *comm as _, *info as _, request as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -4794,7 +4794,7 @@ unsafe extern "C" fn mpi_neighbor_alltoallw_init(sendbuf: *mut c_void, sendcount
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Neighbor_alltoallw_init(fortran::buf(sendbuf) as _, sendcounts as _, sdispls as _, sendtypes as _, fortran::buf(recvbuf) as _, recvcounts as _, rdispls as _, recvtypes as _, *comm as _, *info as _, request as _);
+        let rc = crate::coll::persistent::PMPI_Neighbor_alltoallw_init(fortran::buf(sendbuf) as _, sendcounts as _, sdispls as _, sendtypes as _, fortran::buf(recvbuf) as _, recvcounts as _, rdispls as _, recvtypes as _, *comm as _, *info as _, request as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -4821,7 +4821,7 @@ unsafe extern "C" fn mpi_op_commutative(op: *mut Fint, commute: *mut Fint, ierro
     // call, and each string's length after the others (`fortran` module).
     unsafe {
         let mut commute_c: c_int = 0;
-        let rc = crate::coll::PMPI_Op_commutative(*op as _, &mut commute_c);
+        let rc = crate::coll::reduce::PMPI_Op_commutative(*op as _, &mut commute_c);
         *commute = fortran::logical_out(commute_c);
         fortran::ierror(ierror, rc);
     }
@@ -4835,7 +4835,7 @@ unsafe extern "C" fn mpi_op_create(user_fn: *const c_void, commute: *mut Fint, o
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Op_create(std::mem::transmute::<*const c_void, _>(user_fn), fortran::logical_in(*commute), op as _);
+        let rc = crate::coll::reduce::PMPI_Op_create(std::mem::transmute::<*const c_void, _>(user_fn), fortran::logical_in(*commute), op as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -4848,7 +4848,7 @@ unsafe extern "C" fn mpi_op_free(op: *mut Fint, ierror: *mut Fint) {
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Op_free(op as _);
+        let rc = crate::coll::reduce::PMPI_Op_free(op as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -5200,7 +5200,7 @@ unsafe extern "C" fn mpi_reduce(sendbuf: *mut c_void, recvbuf: *mut c_void, coun
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Reduce(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, *count as _, *datatype as _, *op as _, *root as _, *comm as _);
+        let rc = crate::coll::reduce::PMPI_Reduce(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, *count as _, *datatype as _, *op as _, *root as _, *comm as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -5228,7 +5228,7 @@ unsafe extern "C" fn mpi_reduce_init(sendbuf: *mut c_void, recvbuf: *mut c_void,
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Reduce_init(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, *count as _, *datatype as _, *op as _, *root as _, *comm as _, *info as _, request as _);
+        let rc = crate::coll::persistent::PMPI_Reduce_init(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, *count as _, *datatype as _, *op as _, *root as _, *comm as _, *info as _, request as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -5254,7 +5254,7 @@ unsafe extern "C" fn mpi_reduce_local(inbuf: *mut c_void, inoutbuf: *mut c_void,
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Reduce_local(fortran::buf(inbuf) as _, fortran::buf(inoutbuf) as _, *count as _, *datatype as _, *op as _);
+        let rc = crate::coll::reduce::PMPI_Reduce_local(fortran::buf(inbuf) as _, fortran::buf(inoutbuf) as _, *count as _, *datatype as _, *op as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -5282,7 +5282,7 @@ unsafe extern "C" fn mpi_reduce_scatter(sendbuf: *mut c_void, recvbuf: *mut c_vo
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Reduce_scatter(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, recvcounts as _, *datatype as _, *op as _, *comm as _);
+        let rc = crate::coll::reduce::PMPI_Reduce_scatter(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, recvcounts as _, *datatype as _, *op as _, *comm as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -5310,7 +5310,7 @@ unsafe extern "C" fn mpi_reduce_scatter_block(sendbuf: *mut c_void, recvbuf: *mu
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Reduce_scatter_block(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, *recvcount as _, *datatype as _, *op as _, *comm as _);
+        let rc = crate::coll::reduce::PMPI_Reduce_scatter_block(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, *recvcount as _, *datatype as _, *op as _, *comm as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -5338,7 +5338,7 @@ unsafe extern "C" fn mpi_reduce_scatter_block_init(sendbuf: *mut c_void, recvbuf
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Reduce_scatter_block_init(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, *recvcount as _, *datatype as _, *op as _, *comm as _, *info as _, request as _);
+        let rc = crate::coll::persistent::PMPI_Reduce_scatter_block_init(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, *recvcount as _, *datatype as _, *op as _, *comm as _, *info as _, request as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -5364,7 +5364,7 @@ unsafe extern "C" fn mpi_reduce_scatter_init(sendbuf: *mut c_void, recvbuf: *mut
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Reduce_scatter_init(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, recvcounts as _, *datatype as _, *op as _, *comm as _, *info as _, request as _);
+        let rc = crate::coll::persistent::PMPI_Reduce_scatter_init(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, recvcounts as _, *datatype as _, *op as _, *comm as _, *info as _, request as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -5611,7 +5611,7 @@ unsafe extern "C" fn mpi_scan(sendbuf: *mut c_void, recvbuf: *mut c_void, count:
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Scan(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, *count as _, *datatype as _, *op as _, *comm as _);
+        let rc = crate::coll::reduce::PMPI_Scan(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, *count as _, *datatype as _, *op as _, *comm as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -5639,7 +5639,7 @@ unsafe extern "C" fn mpi_scan_init(sendbuf: *mut c_void, recvbuf: *mut c_void, c
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Scan_init(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, *count as _, *datatype as _, *op as _, *comm as _, *info as _, request as _);
+        let rc = crate::coll::persistent::PMPI_Scan_init(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, *count as _, *datatype as _, *op as _, *comm as _, *info as _, request as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -5693,7 +5693,7 @@ unsafe extern "C" fn mpi_scatter_init(sendbuf: *mut c_void, sendcount: *mut Fint
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Scatter_init(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *root as _, *comm as _, *info as _, request as _);
+        let rc = crate::coll::persistent::PMPI_Scatter_init(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *root as _, *comm as _, *info as _, request as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -5751,7 +5751,7 @@ unsafe extern "C" fn mpi_scatterv_init(sendbuf: *mut c_void, sendcounts: *mut Fi
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Scatterv_init(fortran::buf(sendbuf) as _, sendcounts as _, displs as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *root as _, *comm as _, *info as _, request as _);
+        let rc = crate::coll::persistent::PMPI_Scatterv_init(fortran::buf(sendbuf) as _, sendcounts as _, displs as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *root as _, *comm as _, *info as _, request as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -7436,7 +7436,7 @@ unsafe extern "C" fn mpi_allgather_init_c(sendbuf: *mut c_void, sendcount: *mut 
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Allgather_init_c(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *comm as _, *info as _, request as _);
+        let rc = crate::coll::persistent::PMPI_Allgather_init_c(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *comm as _, *info as _, request as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -7492,7 +7492,7 @@ unsafe extern "C" fn mpi_allgatherv_init_c(sendbuf: *mut c_void, sendcount: *mut
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Allgatherv_init_c(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, recvcounts as _, displs as _, *recvtype as _, *comm as _, *info as _, request as _);
+        let rc = crate::coll::persistent::PMPI_Allgatherv_init_c(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, recvcounts as _, displs as _, *recvtype as _, *comm as _, *info as _, request as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -7546,7 +7546,7 @@ unsafe extern "C" fn mpi_allreduce_init_c(sendbuf: *mut c_void, recvbuf: *mut c_
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Allreduce_init_c(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, *count as _, *datatype as _, *op as _, *comm as _, *info as _, request as _);
+        let rc = crate::coll::persistent::PMPI_Allreduce_init_c(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, *count as _, *datatype as _, *op as _, *comm as _, *info as _, request as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -7598,7 +7598,7 @@ unsafe extern "C" fn mpi_alltoall_init_c(sendbuf: *mut c_void, sendcount: *mut i
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Alltoall_init_c(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *comm as _, *info as _, request as _);
+        let rc = crate::coll::persistent::PMPI_Alltoall_init_c(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *comm as _, *info as _, request as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -7654,7 +7654,7 @@ unsafe extern "C" fn mpi_alltoallv_init_c(sendbuf: *mut c_void, sendcounts: *mut
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Alltoallv_init_c(fortran::buf(sendbuf) as _, sendcounts as _, sdispls as _, *sendtype as _, fortran::buf(recvbuf) as _, recvcounts as _, rdispls as _, *recvtype as _, *comm as _, *info as _, request as _);
+        let rc = crate::coll::persistent::PMPI_Alltoallv_init_c(fortran::buf(sendbuf) as _, sendcounts as _, sdispls as _, *sendtype as _, fortran::buf(recvbuf) as _, recvcounts as _, rdispls as _, *recvtype as _, *comm as _, *info as _, request as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -7706,7 +7706,7 @@ unsafe extern "C" fn mpi_alltoallw_init_c(sendbuf: *mut c_void, sendcounts: *mut
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Alltoallw_init_c(fortran::buf(sendbuf) as _, sendcounts as _, sdispls as _, sendtypes as _, fortran::buf(recvbuf) as _, recvcounts as _, rdispls as _, recvtypes as _, *comm as _, *info as _, request as _);
+        let rc = crate::coll::persistent::PMPI_Alltoallw_init_c(fortran::buf(sendbuf) as _, sendcounts as _, sdispls as _, sendtypes as _, fortran::buf(recvbuf) as _, recvcounts as _, rdispls as _, recvtypes as _, *comm as _, *info as _, request as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -7756,7 +7756,7 @@ unsafe extern "C" fn mpi_bcast_init_c(buffer: *mut c_void, count: *mut i64, data
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Bcast_init_c(fortran::buf(buffer) as _, *count as _, *datatype as _, *root as _, *comm as _, *info as _, request as _);
+        let rc = crate::coll::persistent::PMPI_Bcast_init_c(fortran::buf(buffer) as _, *count as _, *datatype as _, *root as _, *comm as _, *info as _, request as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -7913,7 +7913,7 @@ unsafe extern "C" fn mpi_exscan_init_c(sendbuf: *mut c_void, recvbuf: *mut c_voi
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Exscan_init_c(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, *count as _, *datatype as _, *op as _, *comm as _, *info as _, request as _);
+        let rc = crate::coll::persistent::PMPI_Exscan_init_c(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, *count as _, *datatype as _, *op as _, *comm as _, *info as _, request as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -8681,7 +8681,7 @@ unsafe extern "C" fn mpi_gather_init_c(sendbuf: *mut c_void, sendcount: *mut i64
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Gather_init_c(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *root as _, *comm as _, *info as _, request as _);
+        let rc = crate::coll::persistent::PMPI_Gather_init_c(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *root as _, *comm as _, *info as _, request as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -8737,7 +8737,7 @@ unsafe extern "C" fn mpi_gatherv_init_c(sendbuf: *mut c_void, sendcount: *mut i6
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Gatherv_init_c(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, recvcounts as _, displs as _, *recvtype as _, *root as _, *comm as _, *info as _, request as _);
+        let rc = crate::coll::persistent::PMPI_Gatherv_init_c(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, recvcounts as _, displs as _, *recvtype as _, *root as _, *comm as _, *info as _, request as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -9666,7 +9666,7 @@ unsafe extern "C" fn mpi_neighbor_allgather_init_c(sendbuf: *mut c_void, sendcou
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Neighbor_allgather_init_c(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *comm as _, *info as _, request as _);
+        let rc = crate::coll::persistent::PMPI_Neighbor_allgather_init_c(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *comm as _, *info as _, request as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -9722,7 +9722,7 @@ unsafe extern "C" fn mpi_neighbor_allgatherv_init_c(sendbuf: *mut c_void, sendco
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Neighbor_allgatherv_init_c(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, recvcounts as _, displs as _, *recvtype as _, *comm as _, *info as _, request as _);
+        let rc = crate::coll::persistent::PMPI_Neighbor_allgatherv_init_c(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, recvcounts as _, displs as _, *recvtype as _, *comm as _, *info as _, request as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -9776,7 +9776,7 @@ unsafe extern "C" fn mpi_neighbor_alltoall_init_c(sendbuf: *mut c_void, sendcoun
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Neighbor_alltoall_init_c(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *comm as _, *info as _, request as _);
+        let rc = crate::coll::persistent::PMPI_Neighbor_alltoall_init_c(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *comm as _, *info as _, request as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -9832,7 +9832,7 @@ unsafe extern "C" fn mpi_neighbor_alltoallv_init_c(sendbuf: *mut c_void, sendcou
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Neighbor_alltoallv_init_c(fortran::buf(sendbuf) as _, sendcounts as _, sdispls as _, *sendtype as _, fortran::buf(recvbuf) as _, recvcounts as _, rdispls as _, *recvtype as _, *comm as _, *info as _, request as _);
+        let rc = crate::coll::persistent::PMPI_Neighbor_alltoallv_init_c(fortran::buf(sendbuf) as _, sendcounts as _, sdispls as _, *sendtype as _, fortran::buf(recvbuf) as _, recvcounts as _, rdispls as _, *recvtype as _, *comm as _, *info as _, request as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -9884,7 +9884,7 @@ unsafe extern "C" fn mpi_neighbor_alltoallw_init_c(sendbuf: *mut c_void, sendcou
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Neighbor_alltoallw_init_c(fortran::buf(sendbuf) as _, sendcounts as _, sdispls as _, sendtypes as _, fortran::buf(recvbuf) as _, recvcounts as _, rdispls as _, recvtypes as _, *comm as _, *info as _, request as _);
+        let rc = crate::coll::persistent::PMPI_Neighbor_alltoallw_init_c(fortran::buf(sendbuf) as _, sendcounts as _, sdispls as _, sendtypes as _, fortran::buf(recvbuf) as _, recvcounts as _, rdispls as _, recvtypes as _, *comm as _, *info as _, request as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -9909,7 +9909,7 @@ unsafe extern "C" fn mpi_op_create_c(user_fn: *const c_void, commute: *mut Fint,
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Op_create_c(std::mem::transmute::<*const c_void, _>(user_fn), fortran::logical_in(*commute), op as _);
+        let rc = crate::coll::reduce::PMPI_Op_create_c(std::mem::transmute::<*const c_void, _>(user_fn), fortran::logical_in(*commute), op as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -10134,7 +10134,7 @@ unsafe extern "C" fn mpi_reduce_init_c(sendbuf: *mut c_void, recvbuf: *mut c_voi
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Reduce_init_c(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, *count as _, *datatype as _, *op as _, *root as _, *comm as _, *info as _, request as _);
+        let rc = crate::coll::persistent::PMPI_Reduce_init_c(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, *count as _, *datatype as _, *op as _, *root as _, *comm as _, *info as _, request as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -10240,7 +10240,7 @@ unsafe extern "C" fn mpi_reduce_scatter_block_init_c(sendbuf: *mut c_void, recvb
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Reduce_scatter_block_init_c(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, *recvcount as _, *datatype as _, *op as _, *comm as _, *info as _, request as _);
+        let rc = crate::coll::persistent::PMPI_Reduce_scatter_block_init_c(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, *recvcount as _, *datatype as _, *op as _, *comm as _, *info as _, request as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -10265,7 +10265,7 @@ unsafe extern "C" fn mpi_reduce_scatter_init_c(sendbuf: *mut c_void, recvbuf: *m
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Reduce_scatter_init_c(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, recvcounts as _, *datatype as _, *op as _, *comm as _, *info as _, request as _);
+        let rc = crate::coll::persistent::PMPI_Reduce_scatter_init_c(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, recvcounts as _, *datatype as _, *op as _, *comm as _, *info as _, request as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -10457,7 +10457,7 @@ unsafe extern "C" fn mpi_scan_init_c(sendbuf: *mut c_void, recvbuf: *mut c_void,
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Scan_init_c(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, *count as _, *datatype as _, *op as _, *comm as _, *info as _, request as _);
+        let rc = crate::coll::persistent::PMPI_Scan_init_c(fortran::buf(sendbuf) as _, fortran::buf(recvbuf) as _, *count as _, *datatype as _, *op as _, *comm as _, *info as _, request as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -10509,7 +10509,7 @@ unsafe extern "C" fn mpi_scatter_init_c(sendbuf: *mut c_void, sendcount: *mut i6
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Scatter_init_c(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *root as _, *comm as _, *info as _, request as _);
+        let rc = crate::coll::persistent::PMPI_Scatter_init_c(fortran::buf(sendbuf) as _, *sendcount as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *root as _, *comm as _, *info as _, request as _);
         fortran::ierror(ierror, rc);
     }
 }
@@ -10565,7 +10565,7 @@ unsafe extern "C" fn mpi_scatterv_init_c(sendbuf: *mut c_void, sendcounts: *mut 
     // SAFETY: Fortran passes every argument by reference, valid for the
     // call, and each string's length after the others (`fortran` module).
     unsafe {
-        let rc = crate::coll::PMPI_Scatterv_init_c(fortran::buf(sendbuf) as _, sendcounts as _, displs as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *root as _, *comm as _, *info as _, request as _);
+        let rc = crate::coll::persistent::PMPI_Scatterv_init_c(fortran::buf(sendbuf) as _, sendcounts as _, displs as _, *sendtype as _, fortran::buf(recvbuf) as _, *recvcount as _, *recvtype as _, *root as _, *comm as _, *info as _, request as _);
         fortran::ierror(ierror, rc);
     }
 }
