@@ -3,7 +3,7 @@
 # and through the Rust API: the same fixed-count loops (probe.c and
 # examples/probe.rs) run under valgrind's callgrind, two ranks on this host.
 #
-#   scripts/count-instructions.sh [pingpong|rate|barrier|allreduce ...]   (default: pingpong rate)
+#   scripts/count-instructions.sh [pingpong|rate|barrier|allreduce|gather|gatherv|scatter|scatterv ...]   (default: pingpong rate)
 #   scripts/count-instructions.sh --path [kernel ...]
 #
 # Counts are exact and repeatable, unlike times on a noisy machine, so they
@@ -17,7 +17,7 @@
 # --path counts per instruction instead (callgrind --dump-instr) and keeps
 # those executed once per message or round trip (0.9 to 1.1 times): the
 # message's own path, without the wait loop's passes, which vary from run to
-# run. It prints them per function on rank 1 (the receiver of `rate`), and
+# run. It prints them per function on ranks 0 and 1, and
 # their total: what a change to the small-message path saves shows there
 # even when the waiting around it hides it from the inclusive counts. (The
 # total includes a receive's set-up, which overlaps the message's transfer.)
@@ -40,8 +40,8 @@ for k in "${kernels[@]}"; do
     case $k in
         pingpong) count=20000; msgs=$count; unit="round trip (a send and a receive on each rank)" ;;
         rate) count=300; msgs=$((64 * count)); unit="message" ;;
-        barrier|allreduce) count=20000; msgs=$count; unit="call (one double summed, for allreduce)" ;;
-        *) echo "count-instructions: unknown kernel $k (pingpong, rate, barrier, allreduce)" >&2; exit 2 ;;
+        barrier|allreduce|gather|gatherv|scatter|scatterv) count=20000; msgs=$count; unit="call" ;;
+        *) echo "count-instructions: unknown kernel $k (pingpong, rate, barrier, allreduce, gather, gatherv, scatter, scatterv)" >&2; exit 2 ;;
     esac
     for side in c rust; do
         prog=$out/probe_c
@@ -50,7 +50,10 @@ for k in "${kernels[@]}"; do
             target/release/kumi run -n 2 valgrind --tool=callgrind --dump-instr=yes \
                 --compress-pos=no --compress-strings=no \
                 --callgrind-out-file="$out/$side.$k.%q{KUMI_RANK}" "$prog" "$k" "$count" >/dev/null 2>&1
-            printf '== %s %s, rank 1: instructions executed once per %s, by function\n' "$side" "$k" "$unit"
+            # Rank 1 is the receiver of `rate`; rank 0 the root of the rooted
+            # collectives.
+            for rank in 0 1; do
+            printf '== %s %s, rank %d: instructions executed once per %s, by function\n' "$side" "$k" "$rank" "$unit"
             python3 -c '
 import re, sys, collections
 f, n = sys.argv[1], float(sys.argv[2])
@@ -77,7 +80,8 @@ for fn, c in cost.items():
 for once, fn in sorted(rows, reverse=True):
     print(f"  {once:8.1f}  {fn[:100]}")
 print(f"  {sum(r[0] for r in rows):8.1f}  in all")
-' "$out/$side.$k.1" "$msgs"
+' "$out/$side.$k.$rank" "$msgs"
+            done
             continue
         fi
         target/release/kumi run -n 2 valgrind --tool=callgrind \
@@ -92,7 +96,7 @@ print(f"  {sum(r[0] for r in rows):8.1f}  in all")
             callgrind_annotate --inclusive=yes "$f" 2>/dev/null | python3 -c '
 import re, sys
 n = int(sys.argv[1])
-want = re.compile(r"(^P?MPI_[A-Za-z]+$|Comm::(send_on|recv_on|isend_on)$|raw::(wait_all|irecv_contig|recv_contig|send_contig)$|Engine::(wait|wait_until|start_send|post_recv|on_frame|complete_eager|progress)$|Comm>::(allreduce_at|barrier)$|coll::shm::(allreduce|barrier)$|Transport>::(poll|try_send)$)")
+want = re.compile(r"(^P?MPI_[A-Za-z]+$|Comm::(send_on|recv_on|isend_on)$|raw::(wait_all|irecv_contig|recv_contig|send_contig)$|Engine::(wait|wait_until|start_send|post_recv|on_frame|complete_eager|progress)$|Comm>::(allreduce_at|barrier)$|Comm::(gather|gatherv|scatter|scatterv|gather_segments|scatter_segments|gatherv_segments|scatterv_segments)$|coll::shm::(allreduce|barrier|gather|scatter)$|Transport>::(poll|try_send)$)")
 seen = set()
 for line in sys.stdin:
     m = re.match(r"^\s*([0-9,]+) \([ 0-9.]+%\)\s+\S*?:(.+?) \[", line)

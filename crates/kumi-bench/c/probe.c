@@ -2,9 +2,10 @@
  * crates/kumi/examples/probe.rs (same loops, same tags), for
  * scripts/count-instructions.sh and for A/B timing.
  *
- *   kumi cc -O2 probe.c -o probe && kumi run -n 2 ./probe pingpong|rate|barrier|allreduce|allreduce1m [count] [size]
+ *   kumi cc -O2 probe.c -o probe && kumi run -n 2 ./probe pingpong|rate|barrier|allreduce|allreduce1m|gather|gatherv|scatter|scatterv [count] [size]
  *
- * `size` (default 8, at most 1 MiB) is the message size of pingpong and rate. */
+ * `size` (default 8, at most 1 MiB) is the message size of pingpong and
+ * rate, and the block per rank of the rooted collectives (root 0). */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,12 +23,19 @@ int main(int argc, char **argv) {
         fprintf(stderr, "probe: size %ld is out of range (0 to 1048576)\n", size);
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
-    if (np < 2 && strcmp(kernel, "barrier") != 0 && strcmp(kernel, "allreduce") != 0 &&
-        strcmp(kernel, "allreduce1m") != 0) {
+    if (np < 2 && (!strcmp(kernel, "pingpong") || !strcmp(kernel, "rate"))) {
         fprintf(stderr, "probe pingpong|rate needs 2 ranks\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     char *buf = calloc((size_t)size + 1, 1);
+    /* The rooted collectives: the root's side of np blocks, the counts and
+     * displacements of the v-forms. */
+    char *all = calloc((size_t)size * (size_t)np + 1, 1);
+    int *counts = malloc((size_t)np * sizeof *counts), *displs = malloc((size_t)np * sizeof *displs);
+    for (int r = 0; r < np; r++) {
+        counts[r] = (int)size;
+        displs[r] = r * (int)size;
+    }
     MPI_Request q[64];
     long per;
     MPI_Barrier(MPI_COMM_WORLD);
@@ -75,14 +83,29 @@ int main(int argc, char **argv) {
         for (long i = 0; i < count; i++) MPI_Allreduce(MPI_IN_PLACE, big, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
         free(big);
         per = count;
+    } else if (!strcmp(kernel, "gather")) {
+        for (long i = 0; i < count; i++) MPI_Gather(buf, (int)size, MPI_BYTE, all, (int)size, MPI_BYTE, 0, MPI_COMM_WORLD);
+        per = count;
+    } else if (!strcmp(kernel, "gatherv")) {
+        for (long i = 0; i < count; i++) MPI_Gatherv(buf, (int)size, MPI_BYTE, all, counts, displs, MPI_BYTE, 0, MPI_COMM_WORLD);
+        per = count;
+    } else if (!strcmp(kernel, "scatter")) {
+        for (long i = 0; i < count; i++) MPI_Scatter(all, (int)size, MPI_BYTE, buf, (int)size, MPI_BYTE, 0, MPI_COMM_WORLD);
+        per = count;
+    } else if (!strcmp(kernel, "scatterv")) {
+        for (long i = 0; i < count; i++) MPI_Scatterv(all, counts, displs, MPI_BYTE, buf, (int)size, MPI_BYTE, 0, MPI_COMM_WORLD);
+        per = count;
     } else {
-        fprintf(stderr, "probe: unknown kernel \"%s\": pingpong, rate, barrier, allreduce or allreduce1m\n", kernel);
+        fprintf(stderr, "probe: unknown kernel \"%s\": pingpong, rate, barrier, allreduce, allreduce1m, gather, gatherv, scatter or scatterv\n", kernel);
         MPI_Abort(MPI_COMM_WORLD, 2);
         return 2;
     }
     if (me == 0)
-        printf("c %s: %.3f us per message (or barrier)\n", kernel, (MPI_Wtime() - t) * 1e6 / (double)per);
+        printf("c %s: %.3f us per message (or call)\n", kernel, (MPI_Wtime() - t) * 1e6 / (double)per);
     free(buf);
+    free(all);
+    free(counts);
+    free(displs);
     MPI_Finalize();
     return 0;
 }

@@ -344,6 +344,77 @@ impl Gather {
     }
 }
 
+/// A contiguous block of `n` bytes of the program's, as the runtime takes it.
+type Bytes<P> = (P, usize);
+
+/// MPI_Gather's buffers as bytes when its types are predefined (the
+/// receive ones read at the root only): this rank's send and, at the root,
+/// where the blocks start and how long each is. No datatype objects (a
+/// lookup and a count taken and given back each) and no list of blocks.
+/// `None`: another type; the general path packs where it must.
+#[allow(clippy::too_many_arguments)]
+fn gather_direct(
+    root: bool,
+    me: usize,
+    sendbuf: *const c_void,
+    sendcount: c_int,
+    sendtype: c_int,
+    recvbuf: *mut c_void,
+    recvcount: c_int,
+    recvtype: c_int,
+) -> R<Option<(Bytes<*const u8>, Bytes<*mut u8>)>> {
+    let recv = if root {
+        match crate::p2p::contig_bytes(recvbuf, count(recvcount)?, recvtype)? {
+            Some(n) => (recvbuf.cast::<u8>(), n),
+            None => return Ok(None),
+        }
+    } else {
+        (std::ptr::null_mut(), 0)
+    };
+    let send = if root && in_place(sendbuf) {
+        (recv.0.wrapping_add(me * recv.1).cast_const(), recv.1)
+    } else {
+        match crate::p2p::contig_bytes(sendbuf, count(sendcount)?, sendtype)? {
+            Some(n) => (sendbuf.cast::<u8>(), n),
+            None => return Ok(None),
+        }
+    };
+    Ok(Some((send, recv)))
+}
+
+/// MPI_Scatter's buffers as bytes when its types are predefined, as
+/// [`gather_direct`]: at the root where the blocks start and how long each
+/// is (the send ones read at the root only), and this rank's receive.
+#[allow(clippy::too_many_arguments)]
+fn scatter_direct(
+    root: bool,
+    me: usize,
+    sendbuf: *const c_void,
+    sendcount: c_int,
+    sendtype: c_int,
+    recvbuf: *mut c_void,
+    recvcount: c_int,
+    recvtype: c_int,
+) -> R<Option<(Bytes<*const u8>, Bytes<*mut u8>)>> {
+    let send = if root {
+        match crate::p2p::contig_bytes(sendbuf, count(sendcount)?, sendtype)? {
+            Some(n) => (sendbuf.cast::<u8>(), n),
+            None => return Ok(None),
+        }
+    } else {
+        (std::ptr::null(), 0)
+    };
+    let recv = if root && in_place(recvbuf) {
+        (send.0.wrapping_add(me * send.1).cast_mut(), send.1)
+    } else {
+        match crate::p2p::contig_bytes(recvbuf, count(recvcount)?, recvtype)? {
+            Some(n) => (recvbuf.cast::<u8>(), n),
+            None => return Ok(None),
+        }
+    };
+    Ok(Some((send, recv)))
+}
+
 /// MPI_Scatter's and MPI_Iscatter's arguments as the runtime takes them:
 /// the send ones read at the root only, the receive ones the root's own
 /// block in place.
@@ -709,6 +780,19 @@ mpi! {
     // arguments at the root only, as MPI 4.1 section 6.5 says: elsewhere they
     // may be anything, MPI_DATATYPE_NULL and null counts included.
     fn MPI_Gather / PMPI_Gather(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, root: c_int, comm: c_int) {
+        {
+            let s = st()?;
+            if let Ok(c) = s.intra_ref(comm) {
+                let r = check_root(c, root)?;
+                let me = c.rank();
+                if let Some((send, recv)) = gather_direct(me == r, me, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype)? {
+                    // SAFETY: MPI's contract for MPI_Gather's buffers (in
+                    // place, the root's send is its own receive block). The
+                    // gather calls back into nothing of this library.
+                    return Ok(blocking_on!(s, c, unsafe { c.gather_blocks(send, recv, r) })?);
+                }
+            }
+        }
         let c = st()?.intra(comm);
         let c = match c {
             Ok(x) => x,
@@ -727,6 +811,19 @@ mpi! {
     }
 
     fn MPI_Scatter / PMPI_Scatter(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, root: c_int, comm: c_int) {
+        {
+            let s = st()?;
+            if let Ok(c) = s.intra_ref(comm) {
+                let r = check_root(c, root)?;
+                let me = c.rank();
+                if let Some((send, recv)) = scatter_direct(me == r, me, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype)? {
+                    // SAFETY: MPI's contract for MPI_Scatter's buffers (in
+                    // place, the root's receive is its own send block). The
+                    // scatter calls back into nothing of this library.
+                    return Ok(blocking_on!(s, c, unsafe { c.scatter_blocks(send, recv, r) })?);
+                }
+            }
+        }
         let c = st()?.intra(comm);
         let c = match c {
             Ok(x) => x,

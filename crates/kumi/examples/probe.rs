@@ -3,7 +3,7 @@
 //! `crates/kumi-bench/c/probe.c` does through the MPI C ABI, so the two show
 //! what the ABI adds to each message.
 //!
-//! `kumi run -n 2 target/release/examples/probe pingpong|rate|barrier|allreduce [count] [size]`
+//! `kumi run -n 2 target/release/examples/probe pingpong|rate|barrier|allreduce|gather|... [count] [size]`
 //!
 //! - pingpong: `count` round trips of `size` bytes (default 8, at most 1 MiB)
 //!   between ranks 0 and 1;
@@ -12,7 +12,9 @@
 //! - barrier: `count` barriers on all ranks;
 //! - allreduce: `count` sums of one double on all ranks (checked);
 //! - allreduce1m: `count` in-place sums of 1 MiB of doubles (as `kumi bench
-//!   coll` does).
+//!   coll` does);
+//! - gather, gatherv, scatter, scatterv: `count` calls with blocks of `size`
+//!   bytes per rank, root 0.
 //!
 //! It makes `MPI_COMM_SELF`'s split as `MPI_Init` does, so one rank of a job
 //! may run this and another the C twin (a mixed job matches calls alike).
@@ -36,10 +38,13 @@ fn main() -> Result<(), kumi::Error> {
     let w = universe.world();
     let me = w.rank();
     let _self_comm = w.split(Some(me as u32), 0)?;
-    if w.size() < 2 && !matches!(kernel.as_str(), "barrier" | "allreduce" | "allreduce1m") {
+    if w.size() < 2 && matches!(kernel.as_str(), "pingpong" | "rate") {
         universe.abort(2, "probe pingpong|rate needs 2 ranks");
     }
     let mut buf = vec![0u8; size];
+    // The rooted collectives: the root's side of all blocks, the v-forms' counts.
+    let mut all = vec![0u8; size * w.size()];
+    let counts = vec![size; w.size()];
     w.barrier()?;
     let t = Instant::now();
     let per = match kernel.as_str() {
@@ -111,16 +116,27 @@ fn main() -> Result<(), kumi::Error> {
             }
             count
         }
+        "gather" | "gatherv" | "scatter" | "scatterv" => {
+            for _ in 0..count {
+                match kernel.as_str() {
+                    "gather" => w.gather(&buf, &mut all, 0)?,
+                    "gatherv" => w.gatherv(&buf, &mut all, &counts, 0)?,
+                    "scatter" => w.scatter(&all, &mut buf, 0)?,
+                    _ => w.scatterv(&all, &counts, &mut buf, 0)?,
+                }
+            }
+            count
+        }
         other => {
             eprintln!(
-                "probe: unknown kernel {other:?}: pingpong, rate, barrier, allreduce or allreduce1m"
+                "probe: unknown kernel {other:?}: pingpong, rate, barrier, allreduce, allreduce1m, gather, gatherv, scatter or scatterv"
             );
             universe.abort(2, "unknown kernel");
         }
     };
     if me == 0 {
         let us = t.elapsed().as_secs_f64() * 1e6 / per as f64;
-        println!("rust {kernel}: {us:.3} us per message (or barrier)");
+        println!("rust {kernel}: {us:.3} us per message (or call)");
     }
     Ok(())
 }

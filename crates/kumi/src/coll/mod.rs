@@ -524,6 +524,14 @@ impl CollState {
     }
 }
 
+/// The message tag of a communicator's next collective, taken from its
+/// counter `seq`.
+fn take_tag_of(seq: &mut u32) -> i32 {
+    let tag = TAG_BASE + (*seq & 0xff_ffff) as i32;
+    *seq = seq.wrapping_add(1);
+    tag
+}
+
 impl Comm {
     /// The message tag of the next collective on this communicator, taken.
     fn next_tag<'e>(&self, e: &'e mut Engine) -> (i32, &'e CommInfo) {
@@ -531,8 +539,7 @@ impl Comm {
             .svc
             .coll
             .comm_info(self.coll_ctx(), || self.members().into());
-        let tag = TAG_BASE + (info.seq & 0xff_ffff) as i32;
-        info.seq = info.seq.wrapping_add(1);
+        let tag = take_tag_of(&mut info.seq);
         (tag, info)
     }
 
@@ -715,36 +722,68 @@ impl Comm {
     /// local group is all of it and has an area, runs `f` on it (one engine
     /// lock) unless `f` declines with `None`. Finds the group the first time
     /// (for a `nonblocking` collective only if that needs no communication).
+    #[inline]
     fn shm_whole<R>(
         &self,
         at: &'static Location<'static>,
         nonblocking: bool,
         f: impl FnOnce(&mut Guard<'_>, &mut shm::Group) -> Option<Result<R>>,
     ) -> Result<Option<R>> {
+        self.shm_whole_tagged(at, nonblocking, false, f)
+            .map(|r| r.map(|(r, _)| r))
+    }
+
+    /// [`Comm::shm_whole`] that, when `f` did the collective and `take_tag`
+    /// is set, also takes the call's message tag (returned beside `f`'s
+    /// result), under the same lock and lookup: for the collectives whose
+    /// blocks too long for the area go as messages ([`Comm::run_rest`]),
+    /// whose every rank takes a tag whether it sends any or not.
+    fn shm_whole_tagged<R>(
+        &self,
+        at: &'static Location<'static>,
+        nonblocking: bool,
+        take_tag: bool,
+        f: impl FnOnce(&mut Guard<'_>, &mut shm::Group) -> Option<Result<R>>,
+    ) -> Result<Option<(R, i32)>> {
         if self.size() == 1 {
             return Ok(None);
         }
         let ctx = self.coll_ctx();
         let mut e = self.engine();
-        let found = e.svc.coll.comms.get_mut(&ctx).and_then(|i| i.shm.as_mut());
-        let mut g = match found {
-            Some(Some(g)) if g.slots.len() == self.size() => {
-                found.and_then(Option::take).expect("group")
-            }
-            Some(_) => return Ok(None),
-            None => {
+        let mut g = match e.svc.coll.comms.get_mut(&ctx) {
+            Some(i) if i.shm.is_some() => match i.shm.as_mut().and_then(Option::take) {
+                Some(g) if g.slots.len() == self.size() => g,
+                // A group of part of the communicator (put back), or none.
+                g => {
+                    i.shm = Some(g);
+                    return Ok(None);
+                }
+            },
+            _ => {
                 drop(e);
-                return match self.shm_resolve((!nonblocking).then_some(at))? {
-                    Some((true, _, _)) => self.shm_op(|e, g| f(e, g).transpose()),
-                    _ => Ok(None),
+                let done = match self.shm_resolve((!nonblocking).then_some(at))? {
+                    Some((true, _, _)) => self.shm_op(|e, g| f(e, g).transpose())?,
+                    _ => None,
                 };
+                return Ok(done.map(|r| {
+                    let tag = if take_tag {
+                        self.next_tag(&mut self.engine()).0
+                    } else {
+                        0
+                    };
+                    (r, tag)
+                }));
             }
         };
         let r = f(&mut e, &mut g);
+        let mut tag = 0;
         if let Some(i) = e.svc.coll.comms.get_mut(&ctx) {
             i.shm = Some(Some(g));
+            if take_tag && r.is_some() {
+                tag = take_tag_of(&mut i.seq);
+            }
         }
-        r.transpose()
+        Ok(r.transpose()?.map(|r| (r, tag)))
     }
 
     /// Runs `f` on the local group's area (found by `shm_view`).
@@ -841,24 +880,42 @@ impl Comm {
 
     /// The blocks of a collective that its area part could not carry, as
     /// messages (`blocks`: `None` where this rank has none to send or
-    /// receive). Every rank takes the call's message tag, used or not, so
-    /// the tags of later collectives agree on every rank.
+    /// receive), with the call's message `tag`, which every rank took with
+    /// its area part ([`Comm::shm_whole_tagged`]), used or not, so the tags
+    /// of later collectives agree on every rank.
     fn run_rest(
         &self,
         blocks: Option<Vec<(*mut u8, usize)>>,
+        tag: i32,
         at: &'static Location<'static>,
         plan: impl FnOnce(&[usize]) -> Schedule,
     ) -> Result<()> {
-        match blocks {
-            Some(blocks) => self
-                .exec_each(blocks, Exec::Now(at), |g, _| plan(g))
-                .map(drop),
-            None => {
-                // The tag still goes, so every rank's next one agrees.
-                self.next_tag(&mut self.engine());
-                Ok(())
+        let Some(blocks) = blocks else {
+            return Ok(());
+        };
+        let wire = {
+            let mut e = self.engine();
+            Wire {
+                ctx: self.coll_ctx(),
+                tag,
+                me: self.rank() as u32,
+                members: e
+                    .svc
+                    .coll
+                    .comm_info(self.coll_ctx(), || self.members().into())
+                    .members
+                    .clone(),
             }
-        }
+        };
+        let sched = plan(&self.group());
+        self.run_blocks(
+            sched,
+            wire,
+            Blocks::Each(blocks),
+            None,
+            Call::Collective,
+            at,
+        )
     }
 
     /// A nonblocking collective whose area part is `pending`, and whose

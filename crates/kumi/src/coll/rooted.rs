@@ -27,16 +27,58 @@ impl Comm {
             ));
         }
         let nb = std::mem::size_of_val(send);
-        let rb = as_bytes_mut(recv).as_mut_ptr();
+        let send = (as_bytes(send).as_ptr(), nb);
+        // SAFETY: at the root the first `p` blocks of `recv` (its length
+        // checked above), borrowed exclusively for the call; `send` is
+        // another borrow.
+        unsafe { self.gather_blocks(send, (as_bytes_mut(recv).as_mut_ptr(), nb), root) }
+    }
+
+    /// [`Comm::gather`] over bytes anywhere in memory, for the C library:
+    /// this rank's `send`, and at the root `size()` blocks of `recv.1`
+    /// bytes (as many as its own `send`) one after the other from `recv.0`,
+    /// rank j's the j-th (the root's own `send` may be its block itself, in
+    /// place). Inside one host no list of the blocks is made.
+    ///
+    /// # Safety
+    /// `send` must be readable and, at the root, the blocks writable until
+    /// this returns, overlapping nothing but the root's `send` in place.
+    #[doc(hidden)]
+    #[track_caller]
+    pub unsafe fn gather_blocks(
+        &self,
+        send: (*const u8, usize),
+        recv: (*mut u8, usize),
+        root: usize,
+    ) -> Result<()> {
+        let at = Location::caller();
+        self.check_root(root)?;
+        let (p, me) = (self.size(), self.rank());
+        if me == root && recv.1 != send.1 {
+            return Err(bad(
+                "recv",
+                recv.1,
+                format!("blocks of {} bytes, as long as the root's own send", send.1),
+            ));
+        }
+        let block = |j: usize| recv.0.wrapping_add(j * recv.1);
+        let sent: &[u8] = if send.1 == 0 {
+            &[]
+        } else {
+            // SAFETY: the caller's contract.
+            unsafe { std::slice::from_raw_parts(send.0, send.1) }
+        };
+        // SAFETY: the caller's contract: block j is rank j's at the root.
+        if unsafe { self.gather_area(sent, &block, root, at) }? {
+            return Ok(());
+        }
         let recv: Vec<(*mut u8, usize)> = if me == root {
-            (0..p).map(|j| (rb.wrapping_add(j * nb), nb)).collect()
+            (0..p).map(|j| (block(j), recv.1)).collect()
         } else {
             Vec::new()
         };
-        // SAFETY: at the root the segments split the first `p` blocks of
-        // `recv` (its length checked above), borrowed exclusively for the
-        // call; `send` is another borrow.
-        unsafe { self.gather_segments((as_bytes(send).as_ptr(), nb), &recv, root) }
+        // SAFETY: the caller's contract.
+        unsafe { self.gatherv_each(send, &recv, root, Exec::Now(at)) }.map(drop)
     }
 
     /// Rank i gets block i (of `recv.len()` elements) of `send` of rank `root`
@@ -53,17 +95,55 @@ impl Comm {
             ));
         }
         let rb = as_bytes_mut(recv);
-        let nb = rb.len();
-        let sb = as_bytes(send).as_ptr();
+        let recv = (rb.as_mut_ptr(), rb.len());
+        // SAFETY: at the root the first `p` blocks of `send` (its length
+        // checked above), borrowed for the call; `recv` is another borrow,
+        // exclusive.
+        unsafe { self.scatter_blocks((as_bytes(send).as_ptr(), recv.1), recv, root) }
+    }
+
+    /// [`Comm::scatter`] over bytes anywhere in memory, for the C library:
+    /// at the root `size()` blocks of `send.1` bytes (as many as its own
+    /// `recv`) one after the other from `send.0`, rank j's the j-th, and
+    /// this rank's `recv` (at the root possibly its own block itself, in
+    /// place). Inside one host no list of the blocks is made.
+    ///
+    /// # Safety
+    /// At the root the blocks must be readable, and `recv` writable, until
+    /// this returns; `recv` overlaps nothing but the root's own block.
+    #[doc(hidden)]
+    #[track_caller]
+    pub unsafe fn scatter_blocks(
+        &self,
+        send: (*const u8, usize),
+        recv: (*mut u8, usize),
+        root: usize,
+    ) -> Result<()> {
+        let at = Location::caller();
+        self.check_root(root)?;
+        let (p, me) = (self.size(), self.rank());
+        if me == root && send.1 != recv.1 {
+            return Err(bad(
+                "send",
+                send.1,
+                format!(
+                    "blocks of {} bytes, as long as the root's own receive",
+                    recv.1
+                ),
+            ));
+        }
+        let block = |j: usize| send.0.wrapping_add(j * send.1);
+        // SAFETY: the caller's contract: block j is rank j's at the root.
+        if unsafe { self.scatter_area(&block, recv, root, at) }? {
+            return Ok(());
+        }
         let send: Vec<(*const u8, usize)> = if me == root {
-            (0..p).map(|j| (sb.wrapping_add(j * nb), nb)).collect()
+            (0..p).map(|j| (block(j), recv.1)).collect()
         } else {
             Vec::new()
         };
-        // SAFETY: at the root the segments split the first `p` blocks of
-        // `send` (its length checked above), borrowed for the call; `recv`
-        // is another borrow, exclusive.
-        unsafe { self.scatter_segments(&send, (rb.as_mut_ptr(), nb), root) }
+        // SAFETY: the caller's contract.
+        unsafe { self.scatterv_each(&send, recv, root, Exec::Now(at)) }.map(drop)
     }
 
     /// Like [`Comm::gather`] with `counts[i]` elements from rank i, placed one
@@ -126,7 +206,7 @@ impl Comm {
     ) -> Result<()> {
         let at = Location::caller();
         // SAFETY: the caller's contract.
-        let Some(payload) = (unsafe { self.gatherv_area(send, recv, root, at) })? else {
+        let Some((payload, tag)) = (unsafe { self.gatherv_area(send, recv, root, at) })? else {
             // SAFETY: the caller's contract.
             return unsafe { self.gatherv_each(send, recv, root, Exec::Now(at)) }.map(drop);
         };
@@ -143,7 +223,9 @@ impl Comm {
             // Only ever read: the schedule sends from it.
             long(me).then(|| vec![(send.0 as *mut u8, send.1)])
         };
-        self.run_rest(blocks, at, |g| sc::gather_linear_from(g, root, me, &long))
+        self.run_rest(blocks, tag, at, |g| {
+            sc::gather_linear_from(g, root, me, &long)
+        })
     }
 
     /// [`Comm::gatherv_segments`] where every rank sends as many bytes (an
@@ -212,9 +294,10 @@ impl Comm {
     /// The part of a gatherv inside one host that the collective area
     /// carries: every member whose block fits one payload half writes it
     /// there and the root copies it out (the root knows every length, a
-    /// member its own, so they agree member by member). `Some(payload)`:
-    /// done, but for the blocks longer than `payload`, which are still to go
-    /// as messages; `None`: the communicator has no area and nothing was done.
+    /// member its own, so they agree member by member). `Some((payload,
+    /// tag))`: done, but for the blocks longer than `payload`, which are
+    /// still to go as messages with the call's `tag` (taken here on every
+    /// rank); `None`: the communicator has no area and nothing was done.
     ///
     /// # Safety
     /// As for [`Comm::gatherv_segments`].
@@ -224,7 +307,7 @@ impl Comm {
         recv: &[(*mut u8, usize)],
         root: usize,
         at: &'static Location<'static>,
-    ) -> Result<Option<usize>> {
+    ) -> Result<Option<(usize, i32)>> {
         self.check_root(root)?;
         let (p, me) = (self.size(), self.rank());
         if me == root {
@@ -237,7 +320,7 @@ impl Comm {
             // SAFETY: the caller's contract.
             unsafe { std::slice::from_raw_parts(send.0, send.1) }
         };
-        let done = self.shm_whole(at, false, |e, g| {
+        let done = self.shm_whole_tagged(at, false, true, |e, g| {
             let payload = g.payload;
             // SAFETY: rank j's segment at the root (the caller's contract).
             let mut put = |j: usize, b: &[u8]| unsafe { copy_own(b.as_ptr(), recv[j].0, b.len()) };
@@ -281,9 +364,10 @@ impl Comm {
     /// The part of a scatterv inside one host that the collective area
     /// carries (as [`Comm::gatherv_area`]): the root writes every block that
     /// has a place in its half ([`shm::scatterv_place`], which each member
-    /// can tell of its own), the members copy theirs out. `Some(payload)`:
-    /// done, but for the blocks without a place, which are still to go as
-    /// messages; `None`: no area, nothing done.
+    /// can tell of its own), the members copy theirs out. `Some((payload,
+    /// tag))`: done, but for the blocks without a place, which are still to
+    /// go as messages with `tag` (as [`Comm::gatherv_area`]); `None`: no
+    /// area, nothing done.
     ///
     /// # Safety
     /// As for [`Comm::scatterv_segments`].
@@ -293,14 +377,14 @@ impl Comm {
         recv: (*mut u8, usize),
         root: usize,
         at: &'static Location<'static>,
-    ) -> Result<Option<usize>> {
+    ) -> Result<Option<(usize, i32)>> {
         self.check_root(root)?;
         let (p, me) = (self.size(), self.rank());
         if me == root {
             own_segment("send", send, p, me, recv.1)?;
         }
         let info = self.info(Call::Collective, -2, -2, at);
-        self.shm_whole(at, false, |e, g| {
+        self.shm_whole_tagged(at, false, true, |e, g| {
             let (m, payload) = (g.slots.len(), g.payload);
             let place = |j: usize, n: usize| shm::scatterv_place(j, n, m, payload);
             let send = |j: usize| send[j];
@@ -442,7 +526,7 @@ impl Comm {
     ) -> Result<()> {
         let at = Location::caller();
         // SAFETY: the caller's contract.
-        let Some(payload) = (unsafe { self.scatterv_area(send, recv, root, at) })? else {
+        let Some((payload, tag)) = (unsafe { self.scatterv_area(send, recv, root, at) })? else {
             // SAFETY: the caller's contract.
             return unsafe { self.scatterv_each(send, recv, root, Exec::Now(at)) }.map(drop);
         };
@@ -460,7 +544,9 @@ impl Comm {
         } else {
             long(me).then(|| vec![recv])
         };
-        self.run_rest(blocks, at, |g| sc::scatter_linear_to(g, root, me, &long))
+        self.run_rest(blocks, tag, at, |g| {
+            sc::scatter_linear_to(g, root, me, &long)
+        })
     }
 
     /// [`Comm::scatterv_segments`] where every rank receives as many bytes

@@ -405,7 +405,9 @@ pub(crate) fn barrier(e: &mut Guard<'_>, g: &mut Group, info: WaitInfo) -> Resul
 /// free).
 fn contribute(e: &mut Guard<'_>, g: &Group, s: u64, data: &[u8], info: WaitInfo) -> Result<()> {
     wait_writable(e, g, s, data.len(), info)?;
-    area(e, g.area).write(g.my_slot(), s, data.len(), 0, data);
+    if !data.is_empty() {
+        area(e, g.area).write(g.my_slot(), s, data.len(), 0, data);
+    }
     publish_at(e, g, s);
     Ok(())
 }
