@@ -142,15 +142,21 @@ fn lookup(comm: c_int, dt: c_int) -> R<(Comm, Datatype)> {
 /// any other type (checked through its datatype).
 #[inline(always)]
 pub(crate) fn contig_bytes(buf: *const c_void, n: usize, dt: c_int) -> R<Option<usize>> {
-    let u = dt as u32;
-    if u & 0xff00_0000 != 0x4c00_0000 {
+    let Some(size) = predefined_size(dt) else {
         return Ok(None);
-    }
-    let size = ((u >> 8) & 0xff) as usize;
+    };
     match n.checked_mul(size) {
         Some(len) if !buf.is_null() || len == 0 => Ok(Some(len)),
         _ => bad_contig(n, size),
     }
+}
+
+/// The size of an element of `dt` if it is a predefined type (see
+/// [`contig_bytes`]), from its handle alone.
+#[inline(always)]
+pub(crate) fn predefined_size(dt: c_int) -> Option<usize> {
+    let u = dt as u32;
+    (u & 0xff00_0000 == 0x4c00_0000).then_some(((u >> 8) & 0xff) as usize)
 }
 
 #[cold]

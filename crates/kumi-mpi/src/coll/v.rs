@@ -125,6 +125,150 @@ fn count_entry<E: Entry>(k: E, what: &str) -> R<usize> {
     })
 }
 
+/// The segments of a v-form of predefined type `dt` (counts `cs` and
+/// displacements `ds`, `n` of each) read from the program's arrays where
+/// they lie, no list made: every count is checked first, then `seg(j)` is
+/// rank j's (start, bytes). `None`: `dt` is not a predefined type.
+fn v_direct<'a, C: Entry + 'a, D: Entry + 'a>(
+    buf: *const c_void,
+    cs: *const C,
+    ds: *const D,
+    dt: c_int,
+    n: usize,
+    what: [&str; 2],
+) -> R<Option<impl Fn(usize) -> (*mut u8, usize) + 'a>> {
+    let Some(size) = crate::p2p::predefined_size(dt) else {
+        return Ok(None);
+    };
+    let cs: &'a [C] = slice(cs, n as c_int, what[0])?;
+    let ds: &'a [D] = slice(ds, n as c_int, what[1])?;
+    for &k in cs {
+        if count_entry(k, what[0])?.checked_mul(size).is_none() {
+            return err(
+                MPI_ERR_COUNT,
+                format!(
+                    "`{}` holds a count of {} bytes or more",
+                    what[0],
+                    usize::MAX
+                ),
+            );
+        }
+    }
+    let size_i = size as isize;
+    Ok(Some(move |j: usize| {
+        (
+            (buf as *mut u8).wrapping_offset((ds[j].wide() as isize).wrapping_mul(size_i)),
+            cs[j].wide() as usize * size,
+        )
+    }))
+}
+
+/// MPI_Gatherv with predefined types: the program's buffers and arrays
+/// used where they lie (no datatype objects, no list of segments).
+/// `None`: another type, for the general path.
+#[allow(clippy::too_many_arguments)]
+fn gatherv_direct<C: Entry, D: Entry>(
+    c: &Comm,
+    root: usize,
+    sendbuf: *const c_void,
+    sendcount: C,
+    sendtype: c_int,
+    recvbuf: *mut c_void,
+    recvcounts: *const C,
+    displs: *const D,
+    recvtype: c_int,
+) -> R<Option<()>> {
+    let me = c.rank();
+    let send = |own: Option<(*mut u8, usize)>| -> R<Option<(*const u8, usize)>> {
+        Ok(match own {
+            Some((b, n)) if in_place(sendbuf) => Some((b.cast_const(), n)),
+            _ => crate::p2p::contig_bytes(sendbuf, count_of(sendcount)?, sendtype)?
+                .map(|n| (sendbuf.cast::<u8>(), n)),
+        })
+    };
+    if me != root {
+        let Some(send) = send(None)? else {
+            return Ok(None);
+        };
+        // SAFETY: MPI's contract for MPI_Gatherv's send buffer; nothing is
+        // received here (the segments are asked at the root only).
+        unsafe { c.gatherv_by(send, &|_| (std::ptr::null_mut(), 0), root) }?;
+        return Ok(Some(()));
+    }
+    let Some(seg) = v_direct(
+        recvbuf,
+        recvcounts,
+        displs,
+        recvtype,
+        c.size(),
+        ["recvcounts", "displs"],
+    )?
+    else {
+        return Ok(None);
+    };
+    let Some(send) = send(Some(seg(me)))? else {
+        return Ok(None);
+    };
+    // SAFETY: MPI's contract for MPI_Gatherv's buffers (in place, the root's
+    // send is its own receive segment).
+    unsafe { c.gatherv_by(send, &seg, root) }?;
+    Ok(Some(()))
+}
+
+/// MPI_Scatterv with predefined types, as [`gatherv_direct`].
+#[allow(clippy::too_many_arguments)]
+fn scatterv_direct<C: Entry, D: Entry>(
+    c: &Comm,
+    root: usize,
+    sendbuf: *const c_void,
+    sendcounts: *const C,
+    displs: *const D,
+    sendtype: c_int,
+    recvbuf: *mut c_void,
+    recvcount: C,
+    recvtype: c_int,
+) -> R<Option<()>> {
+    let me = c.rank();
+    let recv = |own: Option<(*mut u8, usize)>| -> R<Option<(*mut u8, usize)>> {
+        Ok(match own {
+            Some(b) if in_place(recvbuf) => Some(b),
+            _ => crate::p2p::contig_bytes(recvbuf, count_of(recvcount)?, recvtype)?
+                .map(|n| (recvbuf.cast::<u8>(), n)),
+        })
+    };
+    if me != root {
+        let Some(recv) = recv(None)? else {
+            return Ok(None);
+        };
+        // SAFETY: MPI's contract for MPI_Scatterv's receive buffer; nothing
+        // is sent from here (the segments are asked at the root only).
+        unsafe { c.scatterv_by(&|_| (std::ptr::null(), 0), recv, root) }?;
+        return Ok(Some(()));
+    }
+    let Some(seg) = v_direct(
+        sendbuf,
+        sendcounts,
+        displs,
+        sendtype,
+        c.size(),
+        ["sendcounts", "displs"],
+    )?
+    else {
+        return Ok(None);
+    };
+    let Some(recv) = recv(Some(seg(me)))? else {
+        return Ok(None);
+    };
+    let send = |j: usize| {
+        let (b, n) = seg(j);
+        (b.cast_const(), n)
+    };
+    // SAFETY: MPI's contract for MPI_Scatterv's buffers (in place, the
+    // root's receive is its own send segment).
+    unsafe { c.scatterv_by(&send, recv, root) }?;
+    Ok(Some(()))
+}
+
 /// The same segments typed, for an intercommunicator's exchange.
 pub(super) fn v_typed<C: Entry, D: Entry>(
     buf: *const c_void,
@@ -292,6 +436,11 @@ fn gatherv<C: Entry, D: Entry>(
         }
     };
     let r = check_root(&c, root)?;
+    if let Some(done) = gatherv_direct(
+        &c, r, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype,
+    )? {
+        return Ok(done);
+    }
     let a = gatherv_args(
         &c, r, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype,
     )?;
@@ -491,6 +640,11 @@ fn scatterv<C: Entry, D: Entry>(
     };
     let r = check_root(&c, root)?;
     let me = c.rank();
+    if let Some(done) = scatterv_direct(
+        &c, r, sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype,
+    )? {
+        return Ok(done);
+    }
     let a = scatterv_args(
         &c, r, sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype,
     )?;

@@ -345,6 +345,44 @@ fn byte_segments<P: Copy>(
         .collect()
 }
 
+/// Segment j of [`byte_segments`] found without the list: by walking the
+/// counts on from the last segment asked for (from the start again for an
+/// earlier one). The collectives ask in increasing order but for one
+/// segment of their own, so a call's walk is linear in the ranks.
+struct Consecutive<'a, P> {
+    base: P,
+    counts: &'a [usize],
+    elem: usize,
+    add: fn(P, usize) -> P,
+    /// The last segment asked for and its byte offset.
+    at: std::cell::Cell<(usize, usize)>,
+}
+
+impl<'a, P: Copy> Consecutive<'a, P> {
+    fn new(base: P, counts: &'a [usize], elem: usize, add: fn(P, usize) -> P) -> Self {
+        Consecutive {
+            base,
+            counts,
+            elem,
+            add,
+            at: Default::default(),
+        }
+    }
+
+    /// Segment `j`: (start, bytes).
+    fn seg(&self, j: usize) -> (P, usize) {
+        let (mut k, mut off) = self.at.get();
+        if j < k {
+            (k, off) = (0, 0);
+        }
+        for &c in &self.counts[k..j] {
+            off += c * self.elem;
+        }
+        self.at.set((j, off));
+        ((self.add)(self.base, off), self.counts[j] * self.elem)
+    }
+}
+
 /// Checks the segments of a collective over segments (`what`: the
 /// argument): one per rank, this rank's `own` bytes long (the length of its
 /// other side).

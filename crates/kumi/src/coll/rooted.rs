@@ -171,20 +171,17 @@ impl Comm {
             ));
         }
         let elem = std::mem::size_of::<T>();
-        let recv = if me == root {
-            byte_segments(
-                recv.as_mut_ptr().cast::<u8>(),
-                counts,
-                elem,
-                <*mut u8>::wrapping_add,
-            )
-        } else {
-            Vec::new()
-        };
+        let recv = Consecutive::new(
+            recv.as_mut_ptr().cast::<u8>(),
+            counts,
+            elem,
+            <*mut u8>::wrapping_add,
+        );
         let send = (send.as_ptr().cast::<u8>(), std::mem::size_of_val(send));
         // SAFETY: the segments split `recv` (counts checked against its
-        // length), borrowed exclusively for the call, and `send` is borrowed.
-        unsafe { self.gatherv_segments(send, &recv, root) }
+        // length at the root, where alone they are asked for), borrowed
+        // exclusively for the call, and `send` is borrowed.
+        unsafe { self.gatherv_by(send, &|j| recv.seg(j), root) }
     }
 
     /// [`Comm::gatherv`] over byte segments anywhere in memory, for the C
@@ -204,21 +201,77 @@ impl Comm {
         recv: &[(*mut u8, usize)],
         root: usize,
     ) -> Result<()> {
-        let at = Location::caller();
+        self.check_root(root)?;
+        let (p, me) = (self.size(), self.rank());
+        if me == root {
+            own_segment("recv", recv, p, me, send.1)?;
+        }
+        // SAFETY: the caller's contract; `recv` has a segment per rank at
+        // the root (checked).
+        unsafe { self.gatherv_at(send, &|j| recv[j], root, Location::caller()) }
+    }
+
+    /// [`Comm::gatherv_segments`] with the root's segments given by
+    /// `recv(j)` (rank j's: where, how many bytes), for the C library,
+    /// which reads them from the program's arrays as it goes: inside one
+    /// host no list of them is made.
+    ///
+    /// # Safety
+    /// As for [`Comm::gatherv_segments`], `recv(j)` for `j < size()` being
+    /// its segments (called at the root only).
+    #[doc(hidden)]
+    #[track_caller]
+    pub unsafe fn gatherv_by(
+        &self,
+        send: (*const u8, usize),
+        recv: &dyn Fn(usize) -> (*mut u8, usize),
+        root: usize,
+    ) -> Result<()> {
+        self.check_root(root)?;
+        let me = self.rank();
+        if me == root && recv(me).1 != send.1 {
+            return Err(bad(
+                "recv",
+                recv(me).1,
+                format!("this rank's segment of {} bytes, as its send", send.1),
+            ));
+        }
+        // SAFETY: the caller's contract.
+        unsafe { self.gatherv_at(send, recv, root, Location::caller()) }
+    }
+
+    /// The gatherv of [`Comm::gatherv_by`], arguments checked.
+    ///
+    /// # Safety
+    /// As for [`Comm::gatherv_by`].
+    unsafe fn gatherv_at(
+        &self,
+        send: (*const u8, usize),
+        recv: &dyn Fn(usize) -> (*mut u8, usize),
+        root: usize,
+        at: &'static Location<'static>,
+    ) -> Result<()> {
+        let (p, me) = (self.size(), self.rank());
+        let list = || -> Vec<(*mut u8, usize)> {
+            if me == root {
+                (0..p).map(recv).collect()
+            } else {
+                Vec::new()
+            }
+        };
         // SAFETY: the caller's contract.
         let Some((payload, tag)) = (unsafe { self.gatherv_area(send, recv, root, at) })? else {
             // SAFETY: the caller's contract.
-            return unsafe { self.gatherv_each(send, recv, root, Exec::Now(at)) }.map(drop);
+            return unsafe { self.gatherv_each(send, &list(), root, Exec::Now(at)) }.map(drop);
         };
         // The blocks too long for the area, as messages: each member knows
         // whether its own is one, the root knows them all.
-        let (p, me) = (self.size(), self.rank());
         let long = |r: usize| {
-            let n = if r == me { send.1 } else { recv[r].1 };
+            let n = if r == me { send.1 } else { recv(r).1 };
             n > payload
         };
         let blocks = if me == root {
-            (0..p).any(|r| r != root && long(r)).then(|| recv.to_vec())
+            (0..p).any(|r| r != root && long(r)).then(list)
         } else {
             // Only ever read: the schedule sends from it.
             long(me).then(|| vec![(send.0 as *mut u8, send.1)])
@@ -300,19 +353,15 @@ impl Comm {
     /// rank); `None`: the communicator has no area and nothing was done.
     ///
     /// # Safety
-    /// As for [`Comm::gatherv_segments`].
+    /// As for [`Comm::gatherv_by`].
     unsafe fn gatherv_area(
         &self,
         send: (*const u8, usize),
-        recv: &[(*mut u8, usize)],
+        recv: &dyn Fn(usize) -> (*mut u8, usize),
         root: usize,
         at: &'static Location<'static>,
     ) -> Result<Option<(usize, i32)>> {
-        self.check_root(root)?;
-        let (p, me) = (self.size(), self.rank());
-        if me == root {
-            own_segment("recv", recv, p, me, send.1)?;
-        }
+        let me = self.rank();
         let info = self.info(Call::Collective, -2, -2, at);
         let sent: &[u8] = if send.1 == 0 {
             &[]
@@ -323,13 +372,13 @@ impl Comm {
         let done = self.shm_whole_tagged(at, false, true, |e, g| {
             let payload = g.payload;
             // SAFETY: rank j's segment at the root (the caller's contract).
-            let mut put = |j: usize, b: &[u8]| unsafe { copy_own(b.as_ptr(), recv[j].0, b.len()) };
-            let len = |j: usize| recv[j].1;
+            let mut put = |j: usize, b: &[u8]| unsafe { copy_own(b.as_ptr(), recv(j).0, b.len()) };
+            let len = |j: usize| recv(j).1;
             Some(shm::gather(e, g, sent, &len, false, &mut put, root, info).map(|()| payload))
         })?;
         if done.is_some() && me == root {
             // SAFETY: the caller's contract; nothing in place.
-            unsafe { copy_own(send.0, recv[me].0, send.1) };
+            unsafe { copy_own(send.0, recv(me).0, send.1) };
         }
         Ok(done)
     }
@@ -370,25 +419,19 @@ impl Comm {
     /// area, nothing done.
     ///
     /// # Safety
-    /// As for [`Comm::scatterv_segments`].
+    /// As for [`Comm::scatterv_by`].
     unsafe fn scatterv_area(
         &self,
-        send: &[(*const u8, usize)],
+        send: &dyn Fn(usize) -> (*const u8, usize),
         recv: (*mut u8, usize),
         root: usize,
         at: &'static Location<'static>,
     ) -> Result<Option<(usize, i32)>> {
-        self.check_root(root)?;
-        let (p, me) = (self.size(), self.rank());
-        if me == root {
-            own_segment("send", send, p, me, recv.1)?;
-        }
         let info = self.info(Call::Collective, -2, -2, at);
         self.shm_whole_tagged(at, false, true, |e, g| {
             let (m, payload) = (g.slots.len(), g.payload);
             let place = |j: usize, n: usize| shm::scatterv_place(j, n, m, payload);
-            let send = |j: usize| send[j];
-            Some(shm::scatter(e, g, &send, recv, &place, None, root, info).map(|()| payload))
+            Some(shm::scatter(e, g, send, recv, &place, None, root, info).map(|()| payload))
         })
     }
 
@@ -492,20 +535,17 @@ impl Comm {
             ));
         }
         let elem = std::mem::size_of::<T>();
-        let send = if me == root {
-            byte_segments(
-                send.as_ptr().cast::<u8>(),
-                counts,
-                elem,
-                <*const u8>::wrapping_add,
-            )
-        } else {
-            Vec::new()
-        };
+        let send = Consecutive::new(
+            send.as_ptr().cast::<u8>(),
+            counts,
+            elem,
+            <*const u8>::wrapping_add,
+        );
         let recv = (recv.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(recv));
         // SAFETY: the segments split `send` (counts checked against its
-        // length), borrowed for the call, and `recv` is borrowed exclusively.
-        unsafe { self.scatterv_segments(&send, recv, root) }
+        // length at the root, where alone they are asked for), borrowed for
+        // the call, and `recv` is borrowed exclusively.
+        unsafe { self.scatterv_by(&|j| send.seg(j), recv, root) }
     }
 
     /// [`Comm::scatterv`] over byte segments anywhere in memory, for the C
@@ -524,23 +564,78 @@ impl Comm {
         recv: (*mut u8, usize),
         root: usize,
     ) -> Result<()> {
-        let at = Location::caller();
+        self.check_root(root)?;
+        let (p, me) = (self.size(), self.rank());
+        if me == root {
+            own_segment("send", send, p, me, recv.1)?;
+        }
+        // SAFETY: the caller's contract; `send` has a segment per rank at
+        // the root (checked).
+        unsafe { self.scatterv_at(&|j| send[j], recv, root, Location::caller()) }
+    }
+
+    /// [`Comm::scatterv_segments`] with the root's segments given by
+    /// `send(j)` (rank j's: where, how many bytes), as
+    /// [`Comm::gatherv_by`].
+    ///
+    /// # Safety
+    /// As for [`Comm::scatterv_segments`], `send(j)` for `j < size()` being
+    /// its segments (called at the root only).
+    #[doc(hidden)]
+    #[track_caller]
+    pub unsafe fn scatterv_by(
+        &self,
+        send: &dyn Fn(usize) -> (*const u8, usize),
+        recv: (*mut u8, usize),
+        root: usize,
+    ) -> Result<()> {
+        self.check_root(root)?;
+        let me = self.rank();
+        if me == root && send(me).1 != recv.1 {
+            return Err(bad(
+                "send",
+                send(me).1,
+                format!("this rank's segment of {} bytes, as its receive", recv.1),
+            ));
+        }
+        // SAFETY: the caller's contract.
+        unsafe { self.scatterv_at(send, recv, root, Location::caller()) }
+    }
+
+    /// The scatterv of [`Comm::scatterv_by`], arguments checked.
+    ///
+    /// # Safety
+    /// As for [`Comm::scatterv_by`].
+    unsafe fn scatterv_at(
+        &self,
+        send: &dyn Fn(usize) -> (*const u8, usize),
+        recv: (*mut u8, usize),
+        root: usize,
+        at: &'static Location<'static>,
+    ) -> Result<()> {
+        let (p, me) = (self.size(), self.rank());
+        let list = || -> Vec<(*const u8, usize)> {
+            if me == root {
+                (0..p).map(send).collect()
+            } else {
+                Vec::new()
+            }
+        };
         // SAFETY: the caller's contract.
         let Some((payload, tag)) = (unsafe { self.scatterv_area(send, recv, root, at) })? else {
             // SAFETY: the caller's contract.
-            return unsafe { self.scatterv_each(send, recv, root, Exec::Now(at)) }.map(drop);
+            return unsafe { self.scatterv_each(&list(), recv, root, Exec::Now(at)) }.map(drop);
         };
         // The blocks without a place in the area, as messages.
-        let (p, me) = (self.size(), self.rank());
         let long = |r: usize| {
-            let n = if r == me { recv.1 } else { send[r].1 };
+            let n = if r == me { recv.1 } else { send(r).1 };
             shm::scatterv_place(r, n, p, payload).is_none()
         };
         let blocks = if me == root {
             // Only ever read: the schedule sends from them.
             (0..p)
                 .any(|r| r != root && long(r))
-                .then(|| send.iter().map(|&(b, n)| (b as *mut u8, n)).collect())
+                .then(|| list().into_iter().map(|(b, n)| (b as *mut u8, n)).collect())
         } else {
             long(me).then(|| vec![recv])
         };
