@@ -2,10 +2,12 @@
  * crates/kumi/examples/probe.rs (same loops, same tags), for
  * scripts/count-instructions.sh and for A/B timing.
  *
- *   kumi cc -O2 probe.c -o probe && kumi run -n 2 ./probe pingpong|rate|barrier|allreduce|allreduce1m|gather|gatherv|scatter|scatterv [count] [size]
+ *   kumi cc -O2 probe.c -o probe && kumi run -n 2 ./probe pingpong|rate|barrier|allreduce|allreduce1m|gather|gatherv|scatter|scatterv|bcast|reduce [count] [size]
  *
  * `size` (default 8, at most 1 MiB) is the message size of pingpong and
- * rate, and the block per rank of the rooted collectives (root 0). */
+ * rate, the block per rank of the rooted collectives (root 0), and the
+ * bytes of bcast and of reduce (a sum of doubles, rounded down to whole
+ * ones). */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,8 +97,18 @@ int main(int argc, char **argv) {
     } else if (!strcmp(kernel, "scatterv")) {
         for (long i = 0; i < count; i++) MPI_Scatterv(all, counts, displs, MPI_BYTE, buf, (int)size, MPI_BYTE, 0, MPI_COMM_WORLD);
         per = count;
+    } else if (!strcmp(kernel, "bcast")) {
+        for (long i = 0; i < count; i++) MPI_Bcast(buf, (int)size, MPI_BYTE, 0, MPI_COMM_WORLD);
+        per = count;
+    } else if (!strcmp(kernel, "reduce")) {
+        int n = (int)(size / (long)sizeof(double));
+        double *x = calloc((size_t)n + 1, sizeof *x), *y = calloc((size_t)n + 1, sizeof *y);
+        for (long i = 0; i < count; i++) MPI_Reduce(x, y, n, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+        free(x);
+        free(y);
+        per = count;
     } else {
-        fprintf(stderr, "probe: unknown kernel \"%s\": pingpong, rate, barrier, allreduce, allreduce1m, gather, gatherv, scatter or scatterv\n", kernel);
+        fprintf(stderr, "probe: unknown kernel \"%s\": pingpong, rate, barrier, allreduce, allreduce1m, gather, gatherv, scatter, scatterv, bcast or reduce\n", kernel);
         MPI_Abort(MPI_COMM_WORLD, 2);
         return 2;
     }

@@ -592,27 +592,34 @@ impl CollPending for NbBarrier {
 // ----- data movement ----------------------------------------------------------------
 
 fn bcast(buf: *mut c_void, n: c_int, dt: c_int, root: c_int, comm: c_int) -> R<()> {
+    // A predefined type: the user's buffer itself, no packed copy (the
+    // runtime's shared-memory broadcast then copies straight between the
+    // ranks' buffers), and no datatype object or communicator taken.
+    {
+        let s = st()?;
+        if let Ok(c) = s.intra_ref(comm) {
+            let root = check_root(c, root)?;
+            if let Some(len) = crate::p2p::contig_bytes(buf, count(n)?, dt)? {
+                let bytes: &mut [u8] = if len == 0 {
+                    &mut []
+                } else {
+                    // SAFETY: the standard makes the caller pass `n` elements
+                    // of the predefined type `dt` (`len` bytes) at `buf`,
+                    // writable (received into on every rank but the root)
+                    // and untouched during the call.
+                    unsafe { std::slice::from_raw_parts_mut(buf as *mut u8, len) }
+                };
+                // The broadcast calls back into nothing of this library.
+                return Ok(blocking_on!(s, c, c.bcast(bytes, root))?);
+            }
+        }
+    }
     let (c, d) = match lookup(comm, dt) {
         Ok(x) => x,
         Err(e) => return inter::bcast(e, buf, n, dt, root, comm),
     };
     let root = check_root(&c, root)?;
     let n = count(n)?;
-    // A predefined type: the user's buffer itself, no packed copy (the
-    // runtime's shared-memory broadcast then copies straight between the
-    // ranks' buffers).
-    if let Some(len) = crate::p2p::contig_bytes(buf, n, dt)? {
-        let bytes: &mut [u8] = if len == 0 {
-            &mut []
-        } else {
-            // SAFETY: the standard makes the caller pass `n` elements of the
-            // predefined type `dt` (`len` bytes) at `buf`, writable (received
-            // into on every rank but the root) and untouched during the call.
-            unsafe { std::slice::from_raw_parts_mut(buf as *mut u8, len) }
-        };
-        c.bcast(bytes, root)?;
-        return Ok(());
-    }
     let mut bytes = pack(buf, n, &d);
     c.bcast(&mut bytes, root)?;
     if c.rank() != root {

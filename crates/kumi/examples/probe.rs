@@ -14,7 +14,9 @@
 //! - allreduce1m: `count` in-place sums of 1 MiB of doubles (as `kumi bench
 //!   coll` does);
 //! - gather, gatherv, scatter, scatterv: `count` calls with blocks of `size`
-//!   bytes per rank, root 0.
+//!   bytes per rank, root 0;
+//! - bcast, reduce: `count` broadcasts of `size` bytes, or sums of `size / 8`
+//!   doubles, to or from root 0.
 //!
 //! It makes `MPI_COMM_SELF`'s split as `MPI_Init` does, so one rank of a job
 //! may run this and another the C twin (a mixed job matches calls alike).
@@ -127,9 +129,23 @@ fn main() -> Result<(), kumi::Error> {
             }
             count
         }
+        "bcast" => {
+            for _ in 0..count {
+                w.bcast(&mut buf, 0)?;
+            }
+            count
+        }
+        "reduce" => {
+            let (x, mut y) = (vec![0f64; size / 8], vec![0f64; size / 8]);
+            let sum = kumi::Op::<f64>::sum();
+            for _ in 0..count {
+                w.reduce(&x, &mut y, &sum, 0)?;
+            }
+            count
+        }
         other => {
             eprintln!(
-                "probe: unknown kernel {other:?}: pingpong, rate, barrier, allreduce, allreduce1m, gather, gatherv, scatter or scatterv"
+                "probe: unknown kernel {other:?}: pingpong, rate, barrier, allreduce, allreduce1m, gather, gatherv, scatter, scatterv, bcast or reduce"
             );
             universe.abort(2, "unknown kernel");
         }

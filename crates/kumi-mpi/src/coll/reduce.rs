@@ -738,24 +738,28 @@ pub(super) fn reduction(
     reduction_any(name, &red, send, recv, n, dt, op, comm).map(|_| ())
 }
 
-/// `MPI_Allreduce` in the usual case, inlined into it: a built-in operation
-/// on elements of `double`, `int`, `long` (or `long long`) or `float` on an
-/// intracommunicator, buffers given. `None` for anything else, errors
-/// included, which [`reduction`] then checks and reports; the same
-/// reduction as there, without its dispatch on every type (a call, a
-/// jump table, the `Red` value: a third of the C library's own cost of an
-/// 8-byte allreduce, scripts/count-instructions.sh allreduce).
+/// `MPI_Allreduce` (`root` `None`) or `MPI_Reduce` (to `root`) in the
+/// usual case, inlined into it: a built-in operation on elements of
+/// `double`, `int`, `long` (or `long long`) or `float` on an
+/// intracommunicator, buffers given (`send` already `recv` for an
+/// allreduce in place; a reduce's root in place is resolved here). `None`
+/// for anything else, errors included (a root out of range too), which
+/// [`reduction`] then checks and reports; the same reduction as there,
+/// without its dispatch on every type (a call, a jump table, the `Red`
+/// value: a third of the C library's own cost of an 8-byte allreduce,
+/// scripts/count-instructions.sh allreduce).
 #[inline(always)]
-fn allreduce_usual(
+fn reduction_usual(
     send: *const c_void,
     recv: *mut c_void,
     count: c_int,
     dt: c_int,
     op: c_int,
     comm: c_int,
+    root: Option<c_int>,
 ) -> Option<R<()>> {
     builtin_index(op)?;
-    if count <= 0 || send.is_null() || recv.is_null() {
+    if count <= 0 || send.is_null() {
         return None;
     }
     let s = st().ok()?;
@@ -763,14 +767,27 @@ fn allreduce_usual(
     if e.inter.is_some() {
         return None;
     }
+    let c = &e.comm;
+    let (red, send) = match root {
+        None if recv.is_null() => return None,
+        None => (Red::All, send),
+        Some(root) => {
+            let r = usize::try_from(root).ok().filter(|&r| r < c.size())?;
+            match c.rank() == r {
+                true if recv.is_null() => return None,
+                true if in_place(send) => (Red::Reduce(r), recv.cast_const()),
+                _ => (Red::Reduce(r), send),
+            }
+        }
+    };
     crate::set_err_comm(comm);
-    let (c, n) = (&e.comm, count as usize);
+    let n = count as usize;
     macro_rules! go {
         ($t:ty) => {
             blocking_on!(
                 s,
                 c,
-                reduce_elem::<$t>(c, &Red::All, op, dt, send, recv, n).map(|_| ())
+                reduce_elem::<$t>(c, &red, op, dt, send, recv, n).map(|_| ())
             )
         };
     }
@@ -1105,6 +1122,9 @@ mpi! {
     }
 
     fn MPI_Reduce / PMPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: c_int, op: c_int, root: c_int, comm: c_int) {
+        if let Some(done) = reduction_usual(sendbuf, recvbuf, count, datatype, op, comm, Some(root)) {
+            return done;
+        }
         let c = st()?.intra(comm);
         let c = match c {
             Ok(c) => c,
@@ -1117,7 +1137,7 @@ mpi! {
 
     fn MPI_Allreduce / PMPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: c_int, op: c_int, comm: c_int) {
         let send = if in_place(sendbuf) { recvbuf as *const c_void } else { sendbuf };
-        if let Some(done) = allreduce_usual(send, recvbuf, count, datatype, op, comm) {
+        if let Some(done) = reduction_usual(send, recvbuf, count, datatype, op, comm, None) {
             return done;
         }
         match reduction("MPI_Allreduce", Red::All, send, recvbuf, crate::state::count(count)?, datatype, op, comm) {
