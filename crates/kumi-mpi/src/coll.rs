@@ -344,75 +344,44 @@ impl Gather {
     }
 }
 
-/// A contiguous block of `n` bytes of the program's, as the runtime takes it.
-type Bytes<P> = (P, usize);
+/// One side of a rooted collective as the program gave it: buffer, count,
+/// datatype.
+type Side = (*const c_void, c_int, c_int);
 
-/// MPI_Gather's buffers as bytes when its types are predefined (the
-/// receive ones read at the root only): this rank's send and, at the root,
-/// where the blocks start and how long each is. No datatype objects (a
-/// lookup and a count taken and given back each) and no list of blocks.
-/// `None`: another type; the general path packs where it must.
-#[allow(clippy::too_many_arguments)]
-fn gather_direct(
+/// A rooted collective's buffers as bytes when their types are predefined:
+/// the root's side (`MPI_Gather`'s receive, `MPI_Scatter`'s send: where
+/// its `size()` blocks start and how long each is, read at the root only)
+/// and this rank's own side (at the root in place, `MPI_IN_PLACE` as its
+/// buffer, its block of the root's side). No datatype objects (a lookup
+/// and a count taken and given back each) and no list of blocks. `None`:
+/// another type; the general path packs where it must.
+fn rooted_direct(
     root: bool,
     me: usize,
-    sendbuf: *const c_void,
-    sendcount: c_int,
-    sendtype: c_int,
-    recvbuf: *mut c_void,
-    recvcount: c_int,
-    recvtype: c_int,
-) -> R<Option<(Bytes<*const u8>, Bytes<*mut u8>)>> {
-    let recv = if root {
-        match crate::p2p::contig_bytes(recvbuf, count(recvcount)?, recvtype)? {
-            Some(n) => (recvbuf.cast::<u8>(), n),
+    root_side: Side,
+    own: Side,
+) -> R<Option<[(*mut u8, usize); 2]>> {
+    let bytes = |(buf, n, dt): Side| -> R<Option<(*mut u8, usize)>> {
+        Ok(crate::p2p::contig_bytes(buf, count(n)?, dt)?
+            .map(|len| (buf.cast::<u8>().cast_mut(), len)))
+    };
+    let blocks = if root {
+        match bytes(root_side)? {
+            Some(b) => b,
             None => return Ok(None),
         }
     } else {
         (std::ptr::null_mut(), 0)
     };
-    let send = if root && in_place(sendbuf) {
-        (recv.0.wrapping_add(me * recv.1).cast_const(), recv.1)
+    let own = if root && in_place(own.0) {
+        (blocks.0.wrapping_add(me * blocks.1), blocks.1)
     } else {
-        match crate::p2p::contig_bytes(sendbuf, count(sendcount)?, sendtype)? {
-            Some(n) => (sendbuf.cast::<u8>(), n),
+        match bytes(own)? {
+            Some(b) => b,
             None => return Ok(None),
         }
     };
-    Ok(Some((send, recv)))
-}
-
-/// MPI_Scatter's buffers as bytes when its types are predefined, as
-/// [`gather_direct`]: at the root where the blocks start and how long each
-/// is (the send ones read at the root only), and this rank's receive.
-#[allow(clippy::too_many_arguments)]
-fn scatter_direct(
-    root: bool,
-    me: usize,
-    sendbuf: *const c_void,
-    sendcount: c_int,
-    sendtype: c_int,
-    recvbuf: *mut c_void,
-    recvcount: c_int,
-    recvtype: c_int,
-) -> R<Option<(Bytes<*const u8>, Bytes<*mut u8>)>> {
-    let send = if root {
-        match crate::p2p::contig_bytes(sendbuf, count(sendcount)?, sendtype)? {
-            Some(n) => (sendbuf.cast::<u8>(), n),
-            None => return Ok(None),
-        }
-    } else {
-        (std::ptr::null(), 0)
-    };
-    let recv = if root && in_place(recvbuf) {
-        (send.0.wrapping_add(me * send.1).cast_mut(), send.1)
-    } else {
-        match crate::p2p::contig_bytes(recvbuf, count(recvcount)?, recvtype)? {
-            Some(n) => (recvbuf.cast::<u8>(), n),
-            None => return Ok(None),
-        }
-    };
-    Ok(Some((send, recv)))
+    Ok(Some([blocks, own]))
 }
 
 /// MPI_Scatter's and MPI_Iscatter's arguments as the runtime takes them:
@@ -792,11 +761,11 @@ mpi! {
             if let Ok(c) = s.intra_ref(comm) {
                 let r = check_root(c, root)?;
                 let me = c.rank();
-                if let Some((send, recv)) = gather_direct(me == r, me, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype)? {
+                if let Some([recv, send]) = rooted_direct(me == r, me, (recvbuf, recvcount, recvtype), (sendbuf, sendcount, sendtype))? {
                     // SAFETY: MPI's contract for MPI_Gather's buffers (in
                     // place, the root's send is its own receive block). The
                     // gather calls back into nothing of this library.
-                    return Ok(blocking_on!(s, c, unsafe { c.gather_blocks(send, recv, r) })?);
+                    return Ok(blocking_on!(s, c, unsafe { c.gather_blocks((send.0.cast_const(), send.1), recv, r) })?);
                 }
             }
         }
@@ -823,11 +792,11 @@ mpi! {
             if let Ok(c) = s.intra_ref(comm) {
                 let r = check_root(c, root)?;
                 let me = c.rank();
-                if let Some((send, recv)) = scatter_direct(me == r, me, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype)? {
+                if let Some([send, recv]) = rooted_direct(me == r, me, (sendbuf, sendcount, sendtype), (recvbuf, recvcount, recvtype))? {
                     // SAFETY: MPI's contract for MPI_Scatter's buffers (in
                     // place, the root's receive is its own send block). The
                     // scatter calls back into nothing of this library.
-                    return Ok(blocking_on!(s, c, unsafe { c.scatter_blocks(send, recv, r) })?);
+                    return Ok(blocking_on!(s, c, unsafe { c.scatter_blocks((send.0.cast_const(), send.1), recv, r) })?);
                 }
             }
         }

@@ -163,6 +163,42 @@ fn v_direct<'a, C: Entry + 'a, D: Entry + 'a>(
     }))
 }
 
+/// A rooted v-form's buffers as bytes when their types are predefined, as
+/// [`super::rooted_direct`]: at the root its side's segments read where the
+/// program keeps them ([`v_direct`]; `None` elsewhere), and this rank's
+/// own side (at the root in place, its segment of the root's side). `None`:
+/// another type, for the general path.
+#[allow(clippy::type_complexity)]
+fn v_rooted_direct<'a, C: Entry + 'a, D: Entry + 'a>(
+    root: bool,
+    me: usize,
+    p: usize,
+    (buf, cs, ds, dt, what): (*const c_void, *const C, *const D, c_int, [&str; 2]),
+    (own, n, own_dt): (*const c_void, C, c_int),
+) -> R<
+    Option<(
+        Option<impl Fn(usize) -> (*mut u8, usize) + 'a>,
+        (*mut u8, usize),
+    )>,
+> {
+    let seg = if root {
+        match v_direct(buf, cs, ds, dt, p, what)? {
+            Some(seg) => Some(seg),
+            None => return Ok(None),
+        }
+    } else {
+        None
+    };
+    let own = match &seg {
+        Some(seg) if in_place(own) => seg(me),
+        _ => match crate::p2p::contig_bytes(own, count_of(n)?, own_dt)? {
+            Some(len) => (own.cast::<u8>().cast_mut(), len),
+            None => return Ok(None),
+        },
+    };
+    Ok(Some((seg, own)))
+}
+
 /// MPI_Gatherv with predefined types: the program's buffers and arrays
 /// used where they lie (no datatype objects, no list of segments).
 /// `None`: another type, for the general path.
@@ -178,40 +214,31 @@ fn gatherv_direct<C: Entry, D: Entry>(
     displs: *const D,
     recvtype: c_int,
 ) -> R<Option<()>> {
-    let me = c.rank();
-    let send = |own: Option<(*mut u8, usize)>| -> R<Option<(*const u8, usize)>> {
-        Ok(match own {
-            Some((b, n)) if in_place(sendbuf) => Some((b.cast_const(), n)),
-            _ => crate::p2p::contig_bytes(sendbuf, count_of(sendcount)?, sendtype)?
-                .map(|n| (sendbuf.cast::<u8>(), n)),
-        })
-    };
-    if me != root {
-        let Some(send) = send(None)? else {
-            return Ok(None);
-        };
-        // SAFETY: MPI's contract for MPI_Gatherv's send buffer; nothing is
-        // received here (the segments are asked at the root only).
-        unsafe { c.gatherv_by(send, &|_| (std::ptr::null_mut(), 0), root) }?;
-        return Ok(Some(()));
-    }
-    let Some(seg) = v_direct(
-        recvbuf,
-        recvcounts,
-        displs,
-        recvtype,
+    let Some((seg, send)) = v_rooted_direct(
+        c.rank() == root,
+        c.rank(),
         c.size(),
-        ["recvcounts", "displs"],
+        (
+            recvbuf,
+            recvcounts,
+            displs,
+            recvtype,
+            ["recvcounts", "displs"],
+        ),
+        (sendbuf, sendcount, sendtype),
     )?
     else {
         return Ok(None);
     };
-    let Some(send) = send(Some(seg(me)))? else {
-        return Ok(None);
+    let none = |_| (std::ptr::null_mut(), 0);
+    let recv: &dyn Fn(usize) -> (*mut u8, usize) = match &seg {
+        Some(seg) => seg,
+        None => &none,
     };
     // SAFETY: MPI's contract for MPI_Gatherv's buffers (in place, the root's
-    // send is its own receive segment).
-    unsafe { c.gatherv_by(send, &seg, root) }?;
+    // send is its own receive segment); the segments are asked for at the
+    // root only.
+    unsafe { c.gatherv_by((send.0.cast_const(), send.1), recv, root) }?;
     Ok(Some(()))
 }
 
@@ -228,43 +255,32 @@ fn scatterv_direct<C: Entry, D: Entry>(
     recvcount: C,
     recvtype: c_int,
 ) -> R<Option<()>> {
-    let me = c.rank();
-    let recv = |own: Option<(*mut u8, usize)>| -> R<Option<(*mut u8, usize)>> {
-        Ok(match own {
-            Some(b) if in_place(recvbuf) => Some(b),
-            _ => crate::p2p::contig_bytes(recvbuf, count_of(recvcount)?, recvtype)?
-                .map(|n| (recvbuf.cast::<u8>(), n)),
-        })
-    };
-    if me != root {
-        let Some(recv) = recv(None)? else {
-            return Ok(None);
-        };
-        // SAFETY: MPI's contract for MPI_Scatterv's receive buffer; nothing
-        // is sent from here (the segments are asked at the root only).
-        unsafe { c.scatterv_by(&|_| (std::ptr::null(), 0), recv, root) }?;
-        return Ok(Some(()));
-    }
-    let Some(seg) = v_direct(
-        sendbuf,
-        sendcounts,
-        displs,
-        sendtype,
+    let Some((seg, recv)) = v_rooted_direct(
+        c.rank() == root,
+        c.rank(),
         c.size(),
-        ["sendcounts", "displs"],
+        (
+            sendbuf,
+            sendcounts,
+            displs,
+            sendtype,
+            ["sendcounts", "displs"],
+        ),
+        (recvbuf, recvcount, recvtype),
     )?
     else {
         return Ok(None);
     };
-    let Some(recv) = recv(Some(seg(me)))? else {
-        return Ok(None);
-    };
-    let send = |j: usize| {
-        let (b, n) = seg(j);
-        (b.cast_const(), n)
+    let send = |j: usize| match &seg {
+        Some(seg) => {
+            let (b, n) = seg(j);
+            (b.cast_const(), n)
+        }
+        None => (std::ptr::null(), 0),
     };
     // SAFETY: MPI's contract for MPI_Scatterv's buffers (in place, the
-    // root's receive is its own send segment).
+    // root's receive is its own send segment); the segments are asked for
+    // at the root only.
     unsafe { c.scatterv_by(&send, recv, root) }?;
     Ok(Some(()))
 }
