@@ -778,10 +778,13 @@ mpi! {
         let (p, me) = (c.size(), c.rank());
         let a = gather_args(me == r, me, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype)?;
         let (send, recv, packed) = a.segments(recvbuf, p);
+        // The blocks follow each other evenly (`Gather::segments`): the
+        // first says where all are.
+        let blocks = recv.first().copied().unwrap_or((std::ptr::null_mut(), 0));
         // SAFETY: MPI's contract for MPI_Gather's buffers (in place, the
         // root's send is its own receive block); packed copies live in
         // `packed` until it is finished.
-        unsafe { c.gather_segments(send, &recv, r) }?;
+        unsafe { c.gather_blocks(send, blocks, r) }?;
         packed.finish();
         Ok(())
     }
@@ -809,10 +812,13 @@ mpi! {
         let (p, me) = (c.size(), c.rank());
         let a = scatter_args(me == r, sendcount, sendtype, recvbuf, recvcount, recvtype)?;
         let (send, recv, packed) = a.segments(sendbuf, recvbuf, p, me);
+        // The blocks follow each other evenly (`Scatter::segments`): the
+        // first says where all are.
+        let blocks = send.first().copied().unwrap_or((std::ptr::null(), 0));
         // SAFETY: MPI's contract for MPI_Scatter's buffers (in place, the
         // root's receive is its own send block); packed copies live in
         // `packed` until it is finished.
-        unsafe { c.scatter_segments(&send, recv, r) }?;
+        unsafe { c.scatter_blocks(blocks, recv, r) }?;
         packed.finish();
         Ok(())
     }

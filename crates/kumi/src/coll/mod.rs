@@ -432,19 +432,6 @@ fn copy_slice<T: Pod>(dst: &mut [T], src: &[T]) {
     };
 }
 
-/// That a rooted collective of equal blocks has `p` segments of `n` bytes
-/// at the root.
-fn uniform<P>(what: &'static str, segs: &[(P, usize)], p: usize, n: usize) -> Result<()> {
-    if segs.len() == p && segs.iter().all(|&(_, k)| k == n) {
-        return Ok(());
-    }
-    Err(bad(
-        what,
-        segs.len(),
-        format!("{p} segments of {n} bytes each (a block per rank, as long as this rank's own)"),
-    ))
-}
-
 /// An all-to-all's blocks for its schedule: 0..p what goes out (only ever
 /// read: the schedule sends from them), p..2p what comes in.
 fn alltoall_blocks(

@@ -281,36 +281,6 @@ impl Comm {
         })
     }
 
-    /// [`Comm::gatherv_segments`] where every rank sends as many bytes (an
-    /// `MPI_Gather`), which lets a communicator inside one host gather
-    /// small blocks through its collective area.
-    ///
-    /// # Safety
-    /// As for [`Comm::gatherv_segments`].
-    #[doc(hidden)]
-    #[track_caller]
-    pub unsafe fn gather_segments(
-        &self,
-        send: (*const u8, usize),
-        recv: &[(*mut u8, usize)],
-        root: usize,
-    ) -> Result<()> {
-        let at = Location::caller();
-        self.check_root(root)?;
-        if self.rank() == root {
-            uniform("recv", recv, self.size(), send.1)?;
-        }
-        // SAFETY: the caller's contract; `send` may be the root's own
-        // block (in place), which the area path does not write.
-        let sent = unsafe { std::slice::from_raw_parts(send.0, send.1) };
-        // SAFETY: as above; the root's blocks are `recv`'s segments.
-        if unsafe { self.gather_area(sent, &|j| recv[j].0, root, at) }? {
-            return Ok(());
-        }
-        // SAFETY: the caller's contract.
-        unsafe { self.gatherv_each(send, recv, root, Exec::Now(at)) }.map(drop)
-    }
-
     /// A gather of `send` (as long on every rank) through the collective
     /// area, if the communicator is one host's and the blocks fit: `true`
     /// when done. Every rank decides alike (the size, and the group, which
@@ -642,34 +612,6 @@ impl Comm {
         self.run_rest(blocks, tag, at, |g| {
             sc::scatter_linear_to(g, root, me, &long)
         })
-    }
-
-    /// [`Comm::scatterv_segments`] where every rank receives as many bytes
-    /// (an `MPI_Scatter`), which lets a communicator inside one host
-    /// scatter small blocks through its collective area.
-    ///
-    /// # Safety
-    /// As for [`Comm::scatterv_segments`].
-    #[doc(hidden)]
-    #[track_caller]
-    pub unsafe fn scatter_segments(
-        &self,
-        send: &[(*const u8, usize)],
-        recv: (*mut u8, usize),
-        root: usize,
-    ) -> Result<()> {
-        let at = Location::caller();
-        self.check_root(root)?;
-        if self.rank() == root {
-            uniform("send", send, self.size(), recv.1)?;
-        }
-        // SAFETY: the caller's contract; the root's blocks are `send`'s
-        // segments.
-        if unsafe { self.scatter_area(&|j| send[j].0, recv, root, at) }? {
-            return Ok(());
-        }
-        // SAFETY: the caller's contract.
-        unsafe { self.scatterv_each(send, recv, root, Exec::Now(at)) }.map(drop)
     }
 
     /// [`Comm::scatterv_segments`] started.
