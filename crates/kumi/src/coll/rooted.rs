@@ -159,14 +159,15 @@ impl Comm {
         self.check_root(root)?;
         self.check_counts(counts)?;
         let me = self.rank();
-        let total: usize = counts.iter().sum();
-        if send.len() != counts[me] || (me == root && recv.len() < total) {
+        let total = || counts.iter().sum::<usize>();
+        if send.len() != counts[me] || (me == root && recv.len() < total()) {
             return Err(bad(
                 "send",
                 send.len(),
                 format!(
-                    "counts[{me}] = {} elements (and recv at the root >= {total})",
-                    counts[me]
+                    "counts[{me}] = {} elements (and recv at the root >= {})",
+                    counts[me],
+                    total()
                 ),
             ));
         }
@@ -180,8 +181,9 @@ impl Comm {
         let send = (send.as_ptr().cast::<u8>(), std::mem::size_of_val(send));
         // SAFETY: the segments split `recv` (counts checked against its
         // length at the root, where alone they are asked for), borrowed
-        // exclusively for the call, and `send` is borrowed.
-        unsafe { self.gatherv_by(send, &|j| recv.seg(j), root) }
+        // exclusively for the call, and `send` is borrowed; the root's own
+        // segment is as long as its `send` (checked above).
+        unsafe { self.gatherv_at(send, &|j| recv.seg(j), root, Location::caller()) }
     }
 
     /// [`Comm::gatherv`] over byte segments anywhere in memory, for the C
@@ -229,10 +231,11 @@ impl Comm {
     ) -> Result<()> {
         self.check_root(root)?;
         let me = self.rank();
-        if me == root && recv(me).1 != send.1 {
+        let own = if me == root { recv(me).1 } else { send.1 };
+        if own != send.1 {
             return Err(bad(
                 "recv",
-                recv(me).1,
+                own,
                 format!("this rank's segment of {} bytes, as its send", send.1),
             ));
         }
@@ -493,14 +496,15 @@ impl Comm {
         self.check_root(root)?;
         self.check_counts(counts)?;
         let me = self.rank();
-        let total: usize = counts.iter().sum();
-        if recv.len() != counts[me] || (me == root && send.len() < total) {
+        let total = || counts.iter().sum::<usize>();
+        if recv.len() != counts[me] || (me == root && send.len() < total()) {
             return Err(bad(
                 "recv",
                 recv.len(),
                 format!(
-                    "counts[{me}] = {} elements (and send at the root >= {total})",
-                    counts[me]
+                    "counts[{me}] = {} elements (and send at the root >= {})",
+                    counts[me],
+                    total()
                 ),
             ));
         }
@@ -514,8 +518,9 @@ impl Comm {
         let recv = (recv.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(recv));
         // SAFETY: the segments split `send` (counts checked against its
         // length at the root, where alone they are asked for), borrowed for
-        // the call, and `recv` is borrowed exclusively.
-        unsafe { self.scatterv_by(&|j| send.seg(j), recv, root) }
+        // the call, and `recv` is borrowed exclusively; the root's own
+        // segment is as long as its `recv` (checked above).
+        unsafe { self.scatterv_at(&|j| send.seg(j), recv, root, Location::caller()) }
     }
 
     /// [`Comm::scatterv`] over byte segments anywhere in memory, for the C
@@ -561,10 +566,11 @@ impl Comm {
     ) -> Result<()> {
         self.check_root(root)?;
         let me = self.rank();
-        if me == root && send(me).1 != recv.1 {
+        let own = if me == root { send(me).1 } else { recv.1 };
+        if own != recv.1 {
             return Err(bad(
                 "send",
-                send(me).1,
+                own,
                 format!("this rank's segment of {} bytes, as its receive", recv.1),
             ));
         }
