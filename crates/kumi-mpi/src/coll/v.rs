@@ -147,9 +147,8 @@ fn v_direct<'a, C: Entry + 'a, D: Entry + 'a>(
             return err(
                 MPI_ERR_COUNT,
                 format!(
-                    "`{}` holds a count of {} bytes or more",
-                    what[0],
-                    usize::MAX
+                    "`{}` holds a count whose bytes exceed the address space",
+                    what[0]
                 ),
             );
         }

@@ -570,20 +570,20 @@ impl Comm {
 
     /// The tag and wire of the next collective on this communicator.
     fn wire(&self) -> Result<(Arc<Config>, Wire)> {
-        let ctx = self.coll_ctx();
-        let me = self.rank() as u32;
         let mut e = self.engine();
         let cfg = e.svc.coll.config_arc();
         let (tag, info) = self.next_tag(&mut e);
-        Ok((
-            cfg,
-            Wire {
-                ctx,
-                tag,
-                me,
-                members: info.members.clone(),
-            },
-        ))
+        Ok((cfg, self.wire_of(tag, info)))
+    }
+
+    /// The wire of a collective on this communicator with message `tag`.
+    fn wire_of(&self, tag: i32, info: &CommInfo) -> Wire {
+        Wire {
+            ctx: self.coll_ctx(),
+            tag,
+            me: self.rank() as u32,
+            members: info.members.clone(),
+        }
     }
 
     /// The host of each member (labels: any numbers, equal on one host).
@@ -760,7 +760,7 @@ impl Comm {
 
     /// [`Comm::shm_whole`] that, when `f` did the collective and `take_tag`
     /// is set, also takes the call's message tag (returned beside `f`'s
-    /// result), under the same lock and lookup: for the collectives whose
+    /// result; 0 when not asked for), under the same lock and lookup: for the collectives whose
     /// blocks too long for the area go as messages ([`Comm::run_rest`]),
     /// whose every rank takes a tag whether it sends any or not.
     fn shm_whole_tagged<R>(
@@ -920,17 +920,11 @@ impl Comm {
         };
         let wire = {
             let mut e = self.engine();
-            Wire {
-                ctx: self.coll_ctx(),
-                tag,
-                me: self.rank() as u32,
-                members: e
-                    .svc
-                    .coll
-                    .comm_info(self.coll_ctx(), || self.members().into())
-                    .members
-                    .clone(),
-            }
+            let info = e
+                .svc
+                .coll
+                .comm_info(self.coll_ctx(), || self.members().into());
+            self.wire_of(tag, info)
         };
         let sched = plan(&self.group());
         self.run_blocks(
