@@ -56,6 +56,11 @@ pub struct Counters {
     /// Frames of any kind that arrived (data chunks and replies included):
     /// a wait during which they keep coming is moving, not stuck.
     pub frames_in: u64,
+    /// Rounds of nonblocking collectives through the shared-memory area
+    /// completed here (each needs every member it reads from): like
+    /// `frames_in`, a wait during which they keep coming is moving, though
+    /// no message counter changes.
+    pub area_rounds: u64,
     /// Per world peer: messages and bytes sent to it (counted when the send
     /// starts) and arrived from it (counted when the first frame of the message
     /// arrives, matched or not); the internal messages of collectives apart.

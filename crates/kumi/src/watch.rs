@@ -64,8 +64,8 @@ pub(crate) struct Watch {
     last_check: Option<Instant>,
     /// Messages arrived (all peers) at the last `Blocked` report.
     last_arrived: u64,
-    /// `Counters::frames_in` when last looked at.
-    last_frames: u64,
+    /// `Counters::frames_in` and `area_rounds` when last looked at.
+    last_moved: u64,
     blocked: Duration,
     /// The last turn of the current wait loop.
     turn: Option<Instant>,
@@ -152,7 +152,7 @@ impl Watch {
             last_sent: None,
             last_check: None,
             last_arrived: 0,
-            last_frames: 0,
+            last_moved: 0,
             blocked: Duration::ZERO,
             turn: None,
             paused: Duration::ZERO,
@@ -210,13 +210,16 @@ impl Watch {
             }
             return;
         }
-        // Frames still arriving (the chunks of a long transfer, its replies):
-        // the wait is moving, whatever the message counters say, so it is
-        // not reported as blocked (a report already made is withdrawn). A
-        // rendezvous of 64 MiB over a slow or lossy network otherwise looked
-        // like two ranks waiting on each other with nothing in flight.
-        if counters.frames_in != self.last_frames {
-            self.last_frames = counters.frames_in;
+        // Frames still arriving (the chunks of a long transfer, its replies),
+        // or rounds of a collective through the area completing: the wait is
+        // moving, whatever the message counters say, so it is not reported
+        // as blocked (a report already made is withdrawn). A rendezvous of
+        // 64 MiB over a slow or lossy network otherwise looked like two ranks
+        // waiting on each other with nothing in flight, and so did a
+        // nonblocking allreduce of 2 GiB through the area.
+        let moved = counters.frames_in + counters.area_rounds;
+        if moved != self.last_moved {
+            self.last_moved = moved;
             if self.reported {
                 self.reported = false;
                 self.send(&Report::Unblocked);

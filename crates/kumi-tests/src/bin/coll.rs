@@ -32,13 +32,25 @@ fn fail(what: String) -> Error {
     Error::Protocol(what)
 }
 
+/// `got == want`, else an error showing both, or for long ones their
+/// lengths and the first element that differs.
 fn eq<T: PartialEq + Debug>(got: &[T], want: &[T], what: &str, me: usize) -> R {
-    if got != want {
+    if got == want {
+        return Ok(());
+    }
+    if got.len().max(want.len()) <= 16 {
         return Err(fail(format!(
             "{what} on rank {me}: got {got:?}, want {want:?}"
         )));
     }
-    Ok(())
+    let i = got.iter().zip(want).take_while(|(a, b)| a == b).count();
+    Err(fail(format!(
+        "{what} on rank {me}: got {} elements, want {}; first difference at {i}: got {:?}, want {:?}",
+        got.len(),
+        want.len(),
+        got.get(i),
+        want.get(i)
+    )))
 }
 
 /// Rank r's contribution, element i (small values: exact in every type).
@@ -399,6 +411,110 @@ fn long_messages(w: &Comm) -> R {
         at += k;
     }
     Ok(())
+}
+
+/// Reductions beyond a collective area's payload half (128 KiB at most),
+/// which ranks of one host do by single copy between their buffers,
+/// blocking and nonblocking, on owned and borrowed buffers, in flight
+/// together: a commutative sum, a rank-order product of matrices, and an
+/// operation on groups of three elements whose pieces must not split a
+/// group. Reduce-scatter blocks are uneven, one empty from three ranks on.
+fn long_reductions(w: &Comm) -> R {
+    let (p, me) = (w.size(), w.rank());
+    let what = |s: &str| format!("{s}, long, p={p}");
+    // Sum: 40,000 doubles (320 KB).
+    let n = 40_000;
+    let v = |r: usize, i: usize| ((r * 3 + i) % 7) as f64;
+    let mine: Vec<f64> = (0..n).map(|i| v(me, i)).collect();
+    let sum = |i: usize| (0..p).map(|r| v(r, i)).sum::<f64>();
+    let want: Vec<f64> = (0..n).map(sum).collect();
+    // Blocks of 12,000, 24,000 and none, round the ranks.
+    let cnt: Vec<usize> = (0..p).map(|r| ((r + 1) % 3) * 12_000).collect();
+    let total: usize = cnt.iter().sum();
+    let start: usize = cnt[..me].iter().sum();
+    let send: Vec<f64> = (0..total).map(|i| v(me, i)).collect();
+    let block: Vec<f64> = (start..start + cnt[me]).map(sum).collect();
+    let owned = w.iallreduce(mine.clone(), &Op::sum())?;
+    let owned_rs = w.ireduce_scatter(send.clone(), &cnt, &Op::sum())?;
+    let mut into = mine.clone();
+    let mut into_rs = vec![-1.0; cnt[me]];
+    kumi::scope(|s| -> R {
+        let a = w.iallreduce_into(s, &mine, &mut into, &Op::sum())?;
+        let b = w.ireduce_scatter_into(s, &send, &mut into_rs, &cnt, &Op::sum())?;
+        // A blocking one of the same group while they are in flight.
+        let mut out = vec![0.0; n];
+        w.allreduce(&mine, &mut out, &Op::sum())?;
+        eq(&out, &want, &what("allreduce among nonblocking ones"), me)?;
+        b.wait()?;
+        a.wait()
+    })?;
+    eq(&into, &want, &what("iallreduce_into"), me)?;
+    eq(&into_rs, &block, &what("ireduce_scatter_into"), me)?;
+    eq(&owned_rs.wait()?, &block, &what("ireduce_scatter"), me)?;
+    eq(&owned.wait()?, &want, &what("iallreduce"), me)?;
+    // Rank order: 4,200 matrices of 2x2 (134 KB), multiplied left to right.
+    let m = |r: usize, i: usize| [((r + i) % 3 + 1) as i64, 1, (i % 2) as i64, 1];
+    let o = kumi_tests::matmul();
+    let count = 4_200;
+    let product = |i: usize, ranks: std::ops::Range<usize>| {
+        let mut acc = [m(ranks.start, i)];
+        for r in ranks.start + 1..ranks.end {
+            let mut next = [m(r, i)];
+            o.apply(&acc, &mut next).expect("a valid operation");
+            acc = next;
+        }
+        acc[0]
+    };
+    let all: Vec<[i64; 4]> = (0..count).map(|i| product(i, 0..p)).collect();
+    let mats: Vec<[i64; 4]> = (0..count).map(|i| m(me, i)).collect();
+    let got = w.iallreduce(mats.clone(), &o)?.wait()?;
+    eq(&got, &all, &what("iallreduce, rank order"), me)?;
+    let mut out = vec![[0i64; 4]; count];
+    w.allreduce(&mats, &mut out, &o)?;
+    eq(&out, &all, &what("allreduce, rank order"), me)?;
+    let cnt: Vec<usize> = (0..p).map(|r| ((r + 1) % 3) * 1_400).collect();
+    let total: usize = cnt.iter().sum();
+    let start: usize = cnt[..me].iter().sum();
+    let mats: Vec<[i64; 4]> = (0..total).map(|i| m(me, i)).collect();
+    let block: Vec<[i64; 4]> = (start..start + cnt[me]).map(|i| product(i, 0..p)).collect();
+    let got = w.ireduce_scatter(mats.clone(), &cnt, &o)?.wait()?;
+    eq(&got, &block, &what("ireduce_scatter, rank order"), me)?;
+    let mut out = vec![[0i64; 4]; cnt[me]];
+    w.reduce_scatter(&mats, &mut out, &cnt, &o)?;
+    eq(&out, &block, &what("reduce_scatter, rank order"), me)?;
+    // Groups of three u64 (24 bytes), each position its own operation: a
+    // piece that split a group would shift the positions after it.
+    let triple = Op::user_grouped(3, true, |a: &[u64], b: &mut [u64]| {
+        for (x, y) in a.chunks_exact(3).zip(b.chunks_exact_mut(3)) {
+            y[0] += x[0];
+            y[1] = y[1].max(x[1]);
+            y[2] ^= x[2];
+        }
+    });
+    let t = |r: usize, i: usize| ((r * 5 + i) % 13) as u64;
+    let fold = |i: usize| match i % 3 {
+        0 => (0..p).map(|r| t(r, i)).sum(),
+        1 => (0..p).map(|r| t(r, i)).max().unwrap_or(0),
+        _ => (0..p).fold(0, |acc, r| acc ^ t(r, i)),
+    };
+    let cnt: Vec<usize> = (0..p).map(|r| ((r + 1) % 3) * 6_000).collect();
+    let total: usize = cnt.iter().sum();
+    let start: usize = cnt[..me].iter().sum();
+    let send: Vec<u64> = (0..total).map(|i| t(me, i)).collect();
+    let block: Vec<u64> = (start..start + cnt[me]).map(fold).collect();
+    let mut out = vec![0u64; cnt[me]];
+    w.reduce_scatter(&send, &mut out, &cnt, &triple)?;
+    eq(&out, &block, &what("reduce_scatter in groups of three"), me)?;
+    let got = w.ireduce_scatter(send.clone(), &cnt, &triple)?.wait()?;
+    eq(
+        &got,
+        &block,
+        &what("ireduce_scatter in groups of three"),
+        me,
+    )?;
+    let got = w.iallreduce(send.clone(), &triple)?.wait()?;
+    let all: Vec<u64> = (0..total).map(fold).collect();
+    eq(&got, &all, &what("iallreduce in groups of three"), me)
 }
 
 fn nonblocking(w: &Comm) -> R {
@@ -906,6 +1022,7 @@ fn main() {
         movement::<f64>(&w, 5)?;
         non_commutative(&w)?;
         long_messages(&w)?;
+        long_reductions(&w)?;
         nonblocking(&w)?;
         first_collectives(&w)?;
         // A split communicator runs collectives of its own.

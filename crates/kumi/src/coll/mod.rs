@@ -32,10 +32,10 @@
 //! host, barrier, bcast, reduce, allreduce, alltoall, gather, scatter,
 //! reduce-scatter, scan, exscan and allgather(v) of blocks that fit run through the
 //! segment's collective areas, each rank once per collective (gatherv and
-//! scatterv member by member, `rooted.rs`), and long bcasts
-//! and allreduces by single copy between the ranks' buffers (a long bcast on
-//! an oversubscribed host goes through the area in chunks instead,
-//! `KUMI_COLL_BCAST_COPY`);
+//! scatterv member by member, `rooted.rs`), and long bcasts, reduces,
+//! allreduces and reduce-scatters by single copy between the ranks' buffers
+//! or through the area in chunks, whichever the group's trial found faster
+//! (`KUMI_COLL_BCAST_COPY`, `KUMI_COLL_ALLREDUCE_COPY`);
 //! `KUMI_COLL_SHM=off` runs them as messages (the algorithms above) instead.
 //! `KUMI_COLL_SHM_BCAST_MAX` caps the broadcasts that go through the area in
 //! chunks (when single copy is off). `ibarrier` and `iallreduce` (up to one
@@ -44,10 +44,12 @@
 //! `iallreduce` (MPI does not ask blocking and nonblocking collectives to
 //! match). `ibcast`, `iallgather(v)`, `igather(v)`, `iscatter(v)` and
 //! `ialltoall(v)` go through the area too, between the program's buffers
-//! (`shm::Pending`); the other nonblocking reductions (`ireduce`, a longer
-//! `iallreduce`, `ireduce_scatter`, `iscan`, `iexscan`) run message
-//! schedules, on the program's memory in their raw and scoped forms and on a
-//! buffer the request owns in the owned ones (`nonblocking.rs`).
+//! (`shm::Pending`), and so do a longer `iallreduce` and `ireduce_scatter`
+//! (through the area in chunks or by single copy, as their blocking twins
+//! go); the other nonblocking reductions (`ireduce`, a shorter
+//! `ireduce_scatter`, `iscan`, `iexscan`) run message schedules, on the
+//! program's memory in their raw and scoped forms and on a buffer the
+//! request owns in the owned ones (`nonblocking.rs`).
 //! Neighbourhood collectives are one round of explicit transfers, the
 //! blocking ones' short blocks through the area (`neighbor.rs`).
 //!
@@ -262,6 +264,9 @@ fn advance(e: &mut Engine, id: u64, act: &mut Active) -> bool {
             if !p.poll(e) {
                 return true;
             }
+            if let Some(x) = p.failed.take() {
+                return finish(e, id, Err(x));
+            }
             let result = p.data.take().map(|(buf, _)| buf).or_else(|| p.kept.take());
             match (p.out, result) {
                 (Some(out), Some(buf)) => {
@@ -285,6 +290,10 @@ fn advance(e: &mut Engine, id: u64, act: &mut Active) -> bool {
         },
         Active::ShmAndSched(p, run) => {
             let area = p.poll(e);
+            if let Some(x) = p.failed.take() {
+                run.abort(e);
+                return finish(e, id, Err(x));
+            }
             match run.poll(e) {
                 Ok(sent) if !(sent && area) => return true,
                 Ok(_) => Ok(None),
@@ -295,12 +304,34 @@ fn advance(e: &mut Engine, id: u64, act: &mut Active) -> bool {
             }
         }
     };
+    finish(e, id, finished)
+}
+
+/// Keeps the result of nonblocking collective `id`, which is over, for its
+/// request (unless abandoned); `false`, for `advance` to return.
+fn finish(e: &mut Engine, id: u64, result: Result<Option<AlignedBuf>>) -> bool {
     if let Some(i) = e.svc.coll.abandoned.iter().position(|&a| a == id) {
         e.svc.coll.abandoned.swap_remove(i);
     } else {
-        e.svc.coll.done.insert(id, finished);
+        e.svc.coll.done.insert(id, result);
     }
     false
+}
+
+/// How a nonblocking allreduce longer than `g`'s payload half goes
+/// ([`shm::long_area`]): `Some(true)` through the area, `Some(false)` by
+/// single copy, `None` by messages.
+fn long_allreduce<T: Pod>(e: &Engine, g: &shm::Group, op: &Op<T>) -> Option<bool> {
+    shm::long_area(e, g, op.commutative && shm::area_fits(g, op.unit_bytes()))
+}
+
+/// How a reduce-scatter of `n` bytes (all of them, from every member) goes
+/// inside `g`, blocking or not, where longer than a payload half
+/// ([`shm::long_area`]): `Some(true)` through the area, `Some(false)` by
+/// single copy; `None` for a shorter one, or by messages.
+fn long_reduce_scatter<T: Pod>(e: &Engine, g: &shm::Group, n: usize, op: &Op<T>) -> Option<bool> {
+    (n > g.payload).then_some(())?;
+    shm::long_area(e, g, shm::area_fits(g, op.unit_bytes()))
 }
 
 pub(crate) use combine::on_frame as on_combine_frame;
@@ -1462,32 +1493,18 @@ impl Comm {
         let rb = as_bytes_mut(recv);
         let done = self.shm_whole(at, false, |e, g| {
             let info = self.info(Call::Collective, -2, -2, at);
+            let f = op.bytes_fn();
             if sb.len() <= g.payload {
-                Some(shm::reduce_scatter(
-                    e,
-                    g,
-                    sb,
-                    mine,
-                    rb,
-                    &*op.bytes_fn(),
-                    info,
-                ))
-            } else if e.svc.coll.config().single_copy {
-                let f = op.bytes_fn();
-                Some(shm::reduce_scatter_single_copy(
-                    e,
-                    g,
-                    sb,
-                    mine,
-                    rb,
-                    elem,
-                    &*f,
-                    op.commutative,
-                    info,
-                ))
-            } else {
-                None
+                return Some(shm::reduce_scatter(e, g, sb, mine, rb, &*f, info));
             }
+            let unit = op.unit_bytes();
+            Some(if long_reduce_scatter(e, g, sb.len(), op)? {
+                let offsets = count_offsets(counts, elem);
+                shm::reduce_scatter_area(e, g, sb, &offsets, rb, unit, &*f, info)
+            } else {
+                let c = op.commutative;
+                shm::reduce_scatter_single_copy(e, g, sb, mine, rb, unit, &*f, c, info)
+            })
         })?;
         if done.is_some() {
             return Ok(());

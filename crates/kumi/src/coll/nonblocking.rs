@@ -19,10 +19,22 @@ impl Comm {
         let at = Location::caller();
         let n = std::mem::size_of_val(buf.as_slice());
         let p = self.shm_whole(at, true, |e, g| {
-            (n <= g.payload).then(|| {
-                let data = AlignedBuf::from_bytes(as_bytes(&buf));
-                Ok(shm::Pending::start(e, g, Some((data, op.bytes_fn()))))
-            })
+            // Longer than a payload half: through the area in chunks or by
+            // single copy (`?`: neither, by messages).
+            let long = match n > g.payload {
+                true => Some(long_allreduce(e, g, op)?),
+                false => None,
+            };
+            let mut data = AlignedBuf::from_bytes(as_bytes(&buf));
+            let Some(area) = long else {
+                return Some(Ok(shm::Pending::start(e, g, Some((data, op.bytes_fn())))));
+            };
+            let what = shm::Reduction::All(data.bytes_mut().as_mut_ptr(), n);
+            // SAFETY: `data`, kept by the request until it completes (its
+            // memory does not move), and then its result.
+            let mut p = unsafe { start_long(e, g, what, op, area, None) };
+            p.kept = Some(data);
+            Some(Ok(p))
         })?;
         if let Some(p) = p {
             return Ok(self.start(Active::Shm(p)));
@@ -36,9 +48,10 @@ impl Comm {
 
     /// [`Comm::iallreduce`] over the program's own memory: `buf` holds this
     /// rank's `count` elements and gets the result on completion. Long
-    /// vectors are reduced there by the message schedule (no copy into a
-    /// buffer of kumi's and out again); short ones go through the
-    /// collective area, as `iallreduce`'s do.
+    /// vectors are reduced there (no copy into a buffer of kumi's and out
+    /// again), inside a host through the collective area in chunks or by
+    /// single copy, elsewhere by the message schedule; short ones go
+    /// through the collective area, as `iallreduce`'s do.
     ///
     /// # Safety
     /// `buf` valid for `count` elements of `T`, not touched by the program
@@ -56,14 +69,19 @@ impl Comm {
         let n = count * std::mem::size_of::<T>();
         let bytes = buf.cast::<u8>();
         let p = self.shm_whole(at, true, |e, g| {
-            (n <= g.payload).then(|| {
+            if n > g.payload {
+                let area = long_allreduce(e, g, op)?;
                 // SAFETY: the caller's contract: `n` bytes at `buf`.
-                let mine = unsafe { std::slice::from_raw_parts(bytes, n) };
-                let data = AlignedBuf::from_bytes(mine);
-                let mut p = shm::Pending::start(e, g, Some((data, op.bytes_fn())));
-                p.out = Some(bytes);
-                Ok(p)
-            })
+                return Some(Ok(unsafe {
+                    start_long(e, g, shm::Reduction::All(bytes, n), op, area, None)
+                }));
+            }
+            // SAFETY: the caller's contract: `n` bytes at `buf`.
+            let mine = unsafe { std::slice::from_raw_parts(bytes, n) };
+            let data = AlignedBuf::from_bytes(mine);
+            let mut p = shm::Pending::start(e, g, Some((data, op.bytes_fn())));
+            p.out = Some(bytes);
+            Some(Ok(p))
         })?;
         if let Some(p) = p {
             return Ok(self.start(Active::Shm(p)));
@@ -592,9 +610,11 @@ impl Comm {
         )
     }
 
-    /// Starts a [`Comm::reduce_scatter`] (a binomial reduce of all blocks to
-    /// rank 0, then a binomial scatter): `wait` returns this rank's
-    /// `counts[rank]` elements of the combination.
+    /// Starts a [`Comm::reduce_scatter`]: `wait` returns this rank's
+    /// `counts[rank]` elements of the combination. Inside one host, one
+    /// longer than a payload half goes through the collective area or by
+    /// single copy, as the blocking form does; otherwise by messages
+    /// (`reduce_scatter_plan`).
     #[track_caller]
     pub fn ireduce_scatter<T: Pod>(
         &self,
@@ -614,23 +634,46 @@ impl Comm {
         }
         let offsets = count_offsets(counts, std::mem::size_of::<T>());
         let (a, b) = (offsets[me], offsets[me + 1]);
+        let at = Location::caller();
+        let mut work = Some(AlignedBuf::from_bytes(as_bytes(&send)));
+        let long = self.shm_whole(at, true, |e, g| {
+            let area = long_reduce_scatter(e, g, offsets[p], op)?;
+            let send = work.take().expect("taken once");
+            let mut out = AlignedBuf::zeroed(b - a);
+            let what = shm::Reduction::Scatter {
+                send: send.bytes().as_ptr(),
+                offsets: offsets.clone(),
+                recv: out.bytes_mut().as_mut_ptr(),
+            };
+            // SAFETY: `send` and `out`, kept by the request until it
+            // completes (their memory does not move), `out` then its result.
+            let mut p = unsafe { start_long(e, g, what, op, area, Some(send)) };
+            p.kept = Some(out);
+            Some(Ok(p))
+        })?;
+        if let Some(p) = long {
+            return Ok(self.start(Active::Shm(p)));
+        }
+        let work = work.expect("not taken but for the area");
         let finish: Finish = Box::new(move |w| AlignedBuf::from_bytes(&w.bytes()[a..b]));
-        let work = AlignedBuf::from_bytes(as_bytes(&send));
         let sched = reduce_scatter_plan(p, me, op.commutative);
         self.start_sched(sched, work, offsets, Some(op.bytes_fn()), Some(finish))
     }
 
     /// [`Comm::ireduce_scatter`] from and into the program's memory: `send`
     /// holds the sum of `counts` elements, `recv` this rank's `counts[rank]`.
-    /// A commutative operation folds in `recv` and in a work copy of the
-    /// blocks the ring passes on, and sends its first block straight from
-    /// `send`; any other folds a work copy of `send` and writes this rank's
-    /// block into `recv` on completion.
+    /// Longer than a payload half inside one host, it folds into `recv`
+    /// through the collective area or by single copy, as the blocking form
+    /// does. Otherwise, by messages: a commutative operation folds in `recv`
+    /// and in a work copy of the blocks the ring passes on, and sends its
+    /// first block straight from `send`; any other folds a work copy of
+    /// `send` and writes this rank's block into `recv` on completion.
     ///
     /// # Safety
     /// `send` readable, and `recv` writable and not touched by the program,
     /// until the request completes.
     #[doc(hidden)]
+    #[track_caller]
     pub unsafe fn ireduce_scatter_raw<T: Pod>(
         &self,
         send: *const T,
@@ -641,6 +684,20 @@ impl Comm {
         self.check_reduce_scatter(counts, op)?;
         let (p, me) = (self.size(), self.rank());
         let offsets = count_offsets(counts, std::mem::size_of::<T>());
+        let long = self.shm_whole(Location::caller(), true, |e, g| {
+            let area = long_reduce_scatter(e, g, offsets[p], op)?;
+            let what = shm::Reduction::Scatter {
+                send: send.cast(),
+                offsets: offsets.clone(),
+                recv: recv.cast(),
+            };
+            // SAFETY: the caller's contract: `send` readable for the sum of
+            // `counts`, `recv` writable for `counts[me]` elements.
+            Some(Ok(unsafe { start_long(e, g, what, op, area, None) }))
+        })?;
+        if let Some(p) = long {
+            return Ok(self.start(Active::Shm(p)));
+        }
         // SAFETY: the caller's contract: the sum of `counts` elements.
         let mine = unsafe { std::slice::from_raw_parts(send.cast::<u8>(), offsets[p]) };
         let block = |j: usize| &mine[offsets[j]..offsets[j + 1]];
@@ -713,6 +770,28 @@ impl Comm {
         }
         self.check_counts(counts)
     }
+}
+
+/// Starts a reduction of `what` by `op` in `g`'s area ([`shm::Reducing`];
+/// with `area` through the area in chunks, else by single copy), keeping
+/// `owned` (a buffer of kumi's that `what` points into) until it completes.
+///
+/// # Safety
+/// The buffers of `what` valid as [`shm::Reduction`] says until the
+/// collective completes.
+unsafe fn start_long<T: Pod>(
+    e: &mut Engine,
+    g: &mut shm::Group,
+    what: shm::Reduction,
+    op: &Op<T>,
+    area: bool,
+    owned: Option<AlignedBuf>,
+) -> shm::Pending {
+    let how = (op.unit_bytes(), op.commutative);
+    let mut long = shm::Reducing::new(e, g, what, op.bytes_fn(), how, area);
+    long.owned = owned;
+    // SAFETY: the caller's contract.
+    unsafe { shm::Pending::start_long(e, g, long) }
 }
 
 /// The message schedule of a nonblocking reduce-scatter of blocks `0..p`

@@ -82,9 +82,11 @@
 //! than the spin and yield phases (2 ms); the fix is for the engine to call
 //! `done` once more after `prepare_sleep` returns true.
 //!
-//! `ibarrier` and `iallreduce` (up to one payload half) run through the area
-//! too ([`Pending`]): they publish when started (if every earlier collective
-//! of the group has completed here) and complete in the engine's progress.
+//! The nonblocking collectives run through the area too ([`Pending`]): they
+//! publish when started (if every earlier collective of the group has
+//! completed here) and complete in the engine's progress; a longer
+//! `iallreduce` or `ireduce_scatter` goes by single copy as its blocking
+//! twin does, round by round.
 //!
 //! `KUMI_COLL_SHM=off` turns all of this off (every collective then runs
 //! through messages, as before); `KUMI_SINGLE_COPY=off` (or a kernel that
@@ -123,8 +125,10 @@ mod pending;
 mod single;
 
 use long::Long;
-pub(crate) use long::{allreduce_long, area_fits, bcast_long, reduce_long};
-pub(crate) use pending::Pending;
+pub(crate) use long::{
+    allreduce_long, area_fits, bcast_long, long_area, reduce_long, reduce_scatter_area,
+};
+pub(crate) use pending::{Pending, Reducing, Reduction};
 pub(crate) use single::{
     allreduce_single_copy, bcast_single_copy, reduce_scatter_single_copy, reduce_single_copy,
 };
@@ -197,6 +201,7 @@ const K_REDUCE_AREA: u64 = 18;
 const K_SCAN: u64 = 19;
 const K_EXSCAN: u64 = 20;
 const K_NEIGHBOR: u64 = 21;
+const K_REDUCE_SCATTER_AREA: u64 = 22;
 
 /// The kind word of a collective: operation, root and size. Two members see
 /// the same word exactly when they are in the same call (as MPI requires of a

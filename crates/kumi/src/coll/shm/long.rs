@@ -71,6 +71,142 @@ pub(crate) fn allreduce_long(
     }
 }
 
+/// How a reduction longer than a payload half goes where the area can
+/// take it (`area_ok`) and its trial is not the one under way: a
+/// nonblocking allreduce ([`Reducing`]; the blocking one times both ways,
+/// [`allreduce_long`]) and a reduce-scatter, blocking or not. `Some(true)`
+/// through the area in chunks, `Some(false)` by single copy, `None` by
+/// messages (single copy off, and the area cannot take it). They follow
+/// `KUMI_COLL_ALLREDUCE_COPY` and, under `auto`, the outcome of the
+/// group's allreduce trial (the same trade of page pinning against copies
+/// on this machine), through the area until it has one. Every member
+/// decides alike: the trial's state is the group's.
+pub(crate) fn long_area(e: &Engine, g: &Group, area_ok: bool) -> Option<bool> {
+    let cfg = e.svc.coll.config();
+    if !area_ok {
+        return cfg.single_copy.then_some(false);
+    }
+    Some(match (cfg.allreduce_copy, cfg.single_copy) {
+        (LongCopy::Single, true) => false,
+        (LongCopy::Auto, true) => g.long != Long::Single,
+        _ => true,
+    })
+}
+
+/// Reduce-scatter of `send` (blocks at byte `offsets`, one per member)
+/// through the area, for one longer than a payload half: in rounds, each
+/// member writes a member's share of a payload half of every other
+/// member's block into its half ([`scatter_write`]) and folds the pieces of
+/// its own block from every half, in rank order, into `recv`
+/// ([`scatter_fold`]); one collective number a round, as many rounds as
+/// the longest block needs (`area_fits` must hold for `elem`).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn reduce_scatter_area(
+    e: &mut Guard<'_>,
+    g: &mut Group,
+    send: &[u8],
+    offsets: &[usize],
+    recv: &mut [u8],
+    elem: usize,
+    op: &Combine<'_>,
+    info: WaitInfo,
+) -> Result<()> {
+    let (m, me) = (g.slots.len(), g.me);
+    let share = scatter_share(g.payload, m, elem);
+    g.kind = kind(K_REDUCE_SCATTER_AREA, 0, send.len());
+    for r in 0..scatter_rounds(offsets, share) {
+        let s = begin(e, g, 1, info)?;
+        wait_writable(e, g, s, m * share, info)?;
+        scatter_write(&area(e, g.area), &g.slots, me, s, r, send, offsets, share);
+        publish_at(e, g, s);
+        wait_all(e, g, s, info)?;
+        let a = area(e, g.area);
+        scatter_fold(&a, &g.slots, me, s, r, send, offsets, share, recv, op);
+        g.finish(s);
+    }
+    Ok(())
+}
+
+/// Bytes of each member's block a reduce-scatter through the area moves a
+/// round: a member's share of a payload half, in whole elements (positive
+/// where `area_fits`).
+pub(super) fn scatter_share(payload: usize, m: usize, elem: usize) -> usize {
+    (payload / m / elem) * elem
+}
+
+/// Rounds of a reduce-scatter through the area of blocks at byte
+/// `offsets`: as many as the longest block needs, one at least.
+pub(super) fn scatter_rounds(offsets: &[usize], share: usize) -> usize {
+    let longest = offsets.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0);
+    longest.div_ceil(share).max(1)
+}
+
+/// Round `r`'s piece of block `j`, as bytes of the send buffer.
+fn scatter_piece(offsets: &[usize], j: usize, r: usize, share: usize) -> std::ops::Range<usize> {
+    let (a, b) = (offsets[j], offsets[j + 1]);
+    let start = (a + r * share).min(b);
+    start..(start + share).min(b)
+}
+
+/// Writes into my contribution to collective `s`, round `r` of a
+/// reduce-scatter through the area, the round's pieces of the other
+/// members' blocks of `send`, member j's at `j * share`.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn scatter_write(
+    a: &CollArea<'_>,
+    slots: &[usize],
+    me: usize,
+    s: u64,
+    r: usize,
+    send: &[u8],
+    offsets: &[usize],
+    share: usize,
+) {
+    let total = slots.len() * share;
+    for j in (0..slots.len()).filter(|&j| j != me) {
+        let p = scatter_piece(offsets, j, r, share);
+        if !p.is_empty() {
+            a.write(slots[me], s, total, j * share, &send[p]);
+        }
+    }
+}
+
+/// Folds round `r`'s piece of my block of every member's `send` (mine from
+/// my own buffer, the others' from their halves of collective `s`) into
+/// its place in `recv`, in rank order as [`fold`] does.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn scatter_fold(
+    a: &CollArea<'_>,
+    slots: &[usize],
+    me: usize,
+    s: u64,
+    r: usize,
+    send: &[u8],
+    offsets: &[usize],
+    share: usize,
+    recv: &mut [u8],
+    op: &Combine<'_>,
+) {
+    let (m, total) = (slots.len(), slots.len() * share);
+    let p = scatter_piece(offsets, me, r, share);
+    if p.is_empty() {
+        return;
+    }
+    let at = p.start - offsets[me];
+    let acc = &mut recv[at..at + p.len()];
+    let piece = |j: usize| {
+        if j == me {
+            &send[p.clone()]
+        } else {
+            a.bytes(slots[j], s, total, me * share, p.len())
+        }
+    };
+    acc.copy_from_slice(piece(m - 1));
+    for k in (0..m - 1).rev() {
+        op(piece(k), acc);
+    }
+}
+
 /// A reduce longer than a payload half (arguments as
 /// [`reduce_single_copy`]): a commutative one by single copy or through the
 /// area as `KUMI_COLL_ALLREDUCE_COPY` says (`auto`: [`tried`], apart from the
@@ -249,11 +385,12 @@ fn tried(
 
 /// Commutative allreduce of `buf` through the area, in chunks of at most a
 /// payload half: each member copies into its half the blocks of the chunk
-/// that the others fold, folds its own block from everyone's half into its
-/// buffer, publishes that result in its other half, and copies the others'
-/// results out. Two collective numbers per chunk; no system call and no
-/// page pinning, for four copies of every byte where single copy makes two
-/// (`area_fits` must hold).
+/// that the others fold ([`write_inputs`]), folds its own block from
+/// everyone's half into its buffer ([`fold_inputs`]), publishes that result
+/// in its other half ([`write_result`]), and copies the others' results out
+/// ([`read_results`]). Two collective numbers per chunk; no system call and
+/// no page pinning, for four copies of every byte where single copy makes
+/// two (`area_fits` must hold).
 fn allreduce_area(
     e: &mut Guard<'_>,
     g: &mut Group,
@@ -263,68 +400,111 @@ fn allreduce_area(
     info: WaitInfo,
 ) -> Result<()> {
     let (n, m, me) = (buf.len(), g.slots.len(), g.me);
-    // Whole elements, the same number of bytes per member (the last chunk
-    // may be shorter), so a chunk fits a payload half.
-    let chunk = (g.payload / (m * elem)) * m * elem;
-    debug_assert!(chunk > 0, "area_fits");
+    let chunk = area_chunk(g.payload, m, elem);
     g.kind = kind(K_ALLREDUCE_AREA, 0, n);
-    let mut off = 0;
-    while off < n {
-        let len = chunk.min(n - off);
-        // Member j folds block j of the chunk.
-        let block = |j: usize| block_of(len / elem, m, elem, j);
+    for part in buf.chunks_mut(chunk) {
+        let len = part.len();
         let s = begin(e, g, 2, info)?;
         // The inputs are this chunk's contribution to `s`, the results its
         // contribution to `s + 1`.
-        let (inputs, results) = (s, s + 1);
         wait_writable(e, g, s, len, info)?;
-        {
-            let a = area(e, g.area);
-            for j in (0..m).filter(|&j| j != me) {
-                let b = block(j);
-                a.write(
-                    g.my_slot(),
-                    inputs,
-                    len,
-                    b.start,
-                    &buf[off + b.start..off + b.end],
-                );
-            }
-        }
+        write_inputs(&area(e, g.area), &g.slots, me, s, part, elem);
         publish_at(e, g, s);
         wait_all(e, g, s, info)?;
-        let mine = block(me);
         {
             let a = area(e, g.area);
-            let dst = &mut buf[off + mine.start..off + mine.end];
-            for k in 1..m {
-                let j = (me + k) % m;
-                op(
-                    a.bytes(g.slots[j], inputs, len, mine.start, mine.len()),
-                    dst,
-                );
-            }
+            fold_inputs(&a, &g.slots, me, s, part, elem, op);
             // The results' half is free: every member has entered `s`, so
             // all are done with collective `s - 1`, the last to use it.
-            a.write(g.my_slot(), results, len, mine.start, dst);
+            write_result(&a, &g.slots, me, s + 1, part, elem);
         }
         publish_at(e, g, s + 1);
         wait_all(e, g, s + 1, info)?;
-        {
-            let a = area(e, g.area);
-            for j in (0..m).filter(|&j| j != me) {
-                let b = block(j);
-                a.read(
-                    g.slots[j],
-                    results,
-                    len,
-                    b.start,
-                    &mut buf[off + b.start..off + b.end],
-                );
-            }
-        }
+        read_results(&area(e, g.area), &g.slots, me, s + 1, part, elem);
         g.finish(s + 1);
-        off += len;
     }
     Ok(())
+}
+
+/// Bytes of a chunk of an allreduce through the area among `m` members:
+/// whole elements, the same number of bytes per member (the last chunk may
+/// be shorter), at most a payload half (positive where `area_fits`).
+pub(super) fn area_chunk(payload: usize, m: usize, elem: usize) -> usize {
+    (payload / (m * elem)) * m * elem
+}
+
+/// Member j's block of a chunk (of `part`'s length) to fold.
+fn chunk_block(part: usize, m: usize, elem: usize, j: usize) -> std::ops::Range<usize> {
+    block_of(part / elem, m, elem, j)
+}
+
+/// Writes into my contribution to collective `s` the blocks of chunk `part`
+/// that the other members fold, each at its place in the chunk.
+pub(super) fn write_inputs(
+    a: &CollArea<'_>,
+    slots: &[usize],
+    me: usize,
+    s: u64,
+    part: &[u8],
+    elem: usize,
+) {
+    let (len, m) = (part.len(), slots.len());
+    for j in (0..m).filter(|&j| j != me) {
+        let b = chunk_block(len, m, elem, j);
+        a.write(slots[me], s, len, b.start, &part[b]);
+    }
+}
+
+/// Folds my block of every other member's inputs to collective `s` into
+/// chunk `part` (in any order: a commutative operation).
+pub(super) fn fold_inputs(
+    a: &CollArea<'_>,
+    slots: &[usize],
+    me: usize,
+    s: u64,
+    part: &mut [u8],
+    elem: usize,
+    op: &Combine<'_>,
+) {
+    let (len, m) = (part.len(), slots.len());
+    let mine = chunk_block(len, m, elem, me);
+    for k in 1..m {
+        let j = (me + k) % m;
+        op(
+            a.bytes(slots[j], s, len, mine.start, mine.len()),
+            &mut part[mine.clone()],
+        );
+    }
+}
+
+/// Writes my folded block of chunk `part` into my contribution to
+/// collective `s`.
+pub(super) fn write_result(
+    a: &CollArea<'_>,
+    slots: &[usize],
+    me: usize,
+    s: u64,
+    part: &[u8],
+    elem: usize,
+) {
+    let (len, m) = (part.len(), slots.len());
+    let mine = chunk_block(len, m, elem, me);
+    a.write(slots[me], s, len, mine.start, &part[mine]);
+}
+
+/// Copies every other member's folded block of collective `s` into chunk
+/// `part`.
+pub(super) fn read_results(
+    a: &CollArea<'_>,
+    slots: &[usize],
+    me: usize,
+    s: u64,
+    part: &mut [u8],
+    elem: usize,
+) {
+    let (len, m) = (part.len(), slots.len());
+    for j in (0..m).filter(|&j| j != me) {
+        let b = chunk_block(len, m, elem, j);
+        a.read(slots[j], s, len, b.start, &mut part[b]);
+    }
 }

@@ -1,8 +1,9 @@
 //! Nonblocking collectives through the area ([`Pending`]): barrier,
-//! allreduce of at most one payload half, and the data movers (allgather(v),
-//! alltoall(v), gather(v), scatter(v), broadcast), published when every
-//! earlier collective of the group has completed here and advanced by the
-//! engine's progress.
+//! allreduce of at most one payload half, the data movers (allgather(v),
+//! alltoall(v), gather(v), scatter(v), broadcast), and the longer
+//! allreduce and reduce-scatter ([`Reducing`]), published
+//! when every earlier collective of the group has completed here and
+//! advanced by the engine's progress.
 
 use super::*;
 
@@ -36,6 +37,285 @@ pub(crate) struct Pending {
     /// Where the result goes on completion, if not to the request: the
     /// program's buffer of the result's length (`Comm::iallreduce_raw`).
     pub out: Option<*mut u8>,
+    /// A reduction longer than a payload half.
+    long: Option<Reducing>,
+    /// Why it ended early (a copy the kernel refused, members that
+    /// disagree on a length): the request's error.
+    pub failed: Option<Error>,
+}
+
+/// A nonblocking reduction longer than a payload half, round by round as
+/// its blocking twin goes, one of two ways ([`Way`]).
+///
+/// By single copy between the members' buffers (`single.rs`): in the first
+/// round every member publishes where its buffer is and, once every member
+/// has, folds its block of all of them (an allreduce's commutative fold
+/// also writes the result into every other buffer); in the next, a
+/// rank-order allreduce reads the others' folded blocks; the last round
+/// tells every member that nobody reads or writes its buffer any more.
+///
+/// Through the area (`long.rs`): a commutative allreduce in chunks of two
+/// rounds each, the first carrying the blocks the others fold, the second
+/// each member's folded block (`allreduce_area`); a reduce-scatter in
+/// rounds that each carry a share of every member's block
+/// (`reduce_scatter_area`).
+pub(crate) struct Reducing {
+    what: Reduction,
+    way: Way,
+    op: crate::coll::exec::ByteOp,
+    elem: usize,
+    commutative: bool,
+    /// The first round's collective number.
+    first: u64,
+    /// Single copy: every member's buffer, once all have published it.
+    peers: Option<single::Peers>,
+    /// A buffer of kumi's own that `what` reads (the Rust API's owned
+    /// reduce-scatter: its `send`), kept until completion.
+    pub owned: Option<AlignedBuf>,
+}
+
+/// How a [`Reducing`] goes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Way {
+    /// By single copy, folding `.0` bytes at a time
+    /// ([`single::piece_of`]).
+    Single(usize),
+    /// Through the area, `.0` bytes a round: an allreduce's chunk
+    /// ([`long::area_chunk`]), a reduce-scatter's share of each block
+    /// ([`long::scatter_share`]).
+    Area(usize),
+}
+
+/// What a [`Reducing`] reduces; the buffers are the caller's, valid and
+/// left alone until the request completes.
+pub(crate) enum Reduction {
+    /// An allreduce of `.1` bytes in place at `.0`.
+    All(*mut u8, usize),
+    /// A reduce-scatter of `send`, member j's block at bytes `offsets[j]..
+    /// offsets[j + 1]` of it; this member's folds into `recv`.
+    Scatter {
+        send: *const u8,
+        offsets: Vec<usize>,
+        recv: *mut u8,
+    },
+}
+
+impl Reduction {
+    /// The bytes every member reduces (and, by single copy, publishes).
+    fn len(&self) -> usize {
+        match self {
+            Reduction::All(_, n) => *n,
+            Reduction::Scatter { offsets, .. } => offsets.last().copied().unwrap_or(0),
+        }
+    }
+}
+
+impl Reducing {
+    /// A reduction by `op` (on `elem`-byte elements) of `what`, by single
+    /// copy, or with `area` through the area of `g` (where [`area_fits`];
+    /// an allreduce only with a commutative operation).
+    pub fn new(
+        e: &Engine,
+        g: &Group,
+        what: Reduction,
+        op: crate::coll::exec::ByteOp,
+        (elem, commutative): (usize, bool),
+        area: bool,
+    ) -> Reducing {
+        let m = g.slots.len();
+        let way = match (area, &what) {
+            (false, _) => Way::Single(single::piece_of(e, elem)),
+            (true, Reduction::All(..)) => {
+                debug_assert!(commutative && area_fits(g, elem));
+                Way::Area(long::area_chunk(g.payload, m, elem))
+            }
+            (true, Reduction::Scatter { .. }) => {
+                debug_assert!(area_fits(g, elem));
+                Way::Area(long::scatter_share(g.payload, m, elem))
+            }
+        };
+        Reducing {
+            what,
+            way,
+            op,
+            elem,
+            commutative,
+            first: 0,
+            peers: None,
+            owned: None,
+        }
+    }
+
+    fn rounds(&self) -> u64 {
+        (match (self.way, &self.what) {
+            (Way::Area(chunk), &Reduction::All(_, n)) => 2 * n.div_ceil(chunk),
+            (Way::Area(share), Reduction::Scatter { offsets, .. }) => {
+                long::scatter_rounds(offsets, share)
+            }
+            (Way::Single(_), Reduction::All(..)) => {
+                return single::allreduce_rounds(self.commutative)
+            }
+            (Way::Single(_), Reduction::Scatter { .. }) => 2,
+        }) as u64
+    }
+
+    fn kind(&self) -> u64 {
+        let k = match (self.way, &self.what) {
+            (Way::Area(_), Reduction::All(..)) => K_ALLREDUCE_AREA,
+            (Way::Area(_), Reduction::Scatter { .. }) => K_REDUCE_SCATTER_AREA,
+            (Way::Single(_), Reduction::All(..)) => K_ALLREDUCE_COPY,
+            (Way::Single(_), Reduction::Scatter { .. }) => K_REDUCE_SCATTER_COPY,
+        };
+        kind(k, 0, self.what.len())
+    }
+
+    /// The round `s` is of this reduction (from 0).
+    fn round(&self, s: u64) -> usize {
+        (s - self.first) as usize
+    }
+
+    /// An allreduce through the area: the bytes of round `s`'s chunk, and
+    /// whether the round carries the folded blocks (else the inputs).
+    fn chunk_at(&self, s: u64) -> Option<(std::ops::Range<usize>, bool)> {
+        let (Way::Area(chunk), &Reduction::All(_, n)) = (self.way, &self.what) else {
+            return None;
+        };
+        let r = self.round(s);
+        let at = (r / 2) * chunk;
+        Some((at..at + chunk.min(n - at), r % 2 == 1))
+    }
+
+    /// [`Reducing::chunk_at`]'s chunk itself.
+    fn chunk(&mut self, s: u64) -> Option<(&mut [u8], bool)> {
+        let (r, results) = self.chunk_at(s)?;
+        let Reduction::All(buf, _) = self.what else {
+            unreachable!("an allreduce's chunk")
+        };
+        // SAFETY: the allreduce's bytes at `buf`, the caller's until
+        // completion, and only this request touches them meanwhile.
+        let part = unsafe { std::slice::from_raw_parts_mut(buf.add(r.start), r.len()) };
+        Some((part, results))
+    }
+
+    /// A reduce-scatter's buffers: `send`, and this member's block of
+    /// `recv` (`me` of the members).
+    fn scatter_bufs(&mut self, me: usize) -> Option<(&[u8], &mut [u8], &[usize])> {
+        let Reduction::Scatter {
+            send,
+            ref offsets,
+            recv,
+        } = self.what
+        else {
+            return None;
+        };
+        let (n, mine) = (self.what.len(), offsets[me + 1] - offsets[me]);
+        // SAFETY: `n` bytes at `send` and `mine` at `recv` (which may be
+        // null when that is 0), not overlapping, the caller's until
+        // completion.
+        Some(unsafe {
+            (
+                std::slice::from_raw_parts(send, n),
+                match mine {
+                    0 => &mut [][..],
+                    len => std::slice::from_raw_parts_mut(recv, len),
+                },
+                offsets,
+            )
+        })
+    }
+
+    /// The length of this member's contribution to round `s`, if it makes
+    /// one: a single copy's card in the first round, each round's pieces
+    /// through the area.
+    fn contribution(&self, s: u64, m: usize) -> Option<usize> {
+        match (self.way, &self.what) {
+            (Way::Single(_), _) => (s == self.first).then_some(16),
+            (Way::Area(_), Reduction::All(..)) => self.chunk_at(s).map(|(r, _)| r.len()),
+            (Way::Area(share), Reduction::Scatter { .. }) => Some(m * share),
+        }
+    }
+
+    /// Writes this member's contribution to round `s` ([`Reducing::contribution`]).
+    fn write(&mut self, a: &CollArea<'_>, slots: &[usize], me: usize, s: u64) {
+        let (elem, r) = (self.elem, self.round(s));
+        match self.way {
+            Way::Area(share) => {
+                if let Some((part, results)) = self.chunk(s) {
+                    if results {
+                        long::write_result(a, slots, me, s, part, elem);
+                    } else {
+                        long::write_inputs(a, slots, me, s, part, elem);
+                    }
+                } else if let Some((send, _, offsets)) = self.scatter_bufs(me) {
+                    long::scatter_write(a, slots, me, s, r, send, offsets, share);
+                }
+            }
+            Way::Single(_) => {
+                let addr = match self.what {
+                    Reduction::All(buf, _) => buf as usize,
+                    Reduction::Scatter { send, .. } => send as usize,
+                };
+                let mut card = [0; 16];
+                card[..8].copy_from_slice(&(addr as u64).to_le_bytes());
+                card[8..].copy_from_slice(&(self.what.len() as u64).to_le_bytes());
+                a.write(slots[me], s, card.len(), 0, &card);
+            }
+        }
+    }
+
+    /// The work of round `s`, once every member has published it.
+    fn arrived(
+        &mut self,
+        shm: &ShmTransport,
+        a: &CollArea<'_>,
+        slots: &Arc<[usize]>,
+        me: usize,
+        s: u64,
+    ) -> Result<()> {
+        // Its own handle: the buffers below borrow `self` mutably.
+        let op = self.op.clone();
+        let op = &*op;
+        let (elem, c, r) = (self.elem, self.commutative, self.round(s));
+        let piece = match self.way {
+            Way::Area(share) => {
+                if let Some((part, results)) = self.chunk(s) {
+                    if results {
+                        long::read_results(a, slots, me, s, part, elem);
+                    } else {
+                        long::fold_inputs(a, slots, me, s, part, elem, op);
+                    }
+                } else if let Some((send, recv, offsets)) = self.scatter_bufs(me) {
+                    long::scatter_fold(a, slots, me, s, r, send, offsets, share, recv, op);
+                }
+                return Ok(());
+            }
+            Way::Single(piece) => piece,
+        };
+        let n = self.what.len();
+        match (r, &self.what) {
+            (0, &Reduction::All(buf, _)) => {
+                let peers = single::Peers::published(shm, a, slots, me, s, n, "allreduce")?;
+                // SAFETY: `n` bytes at `buf`, the caller's until completion.
+                let buf = unsafe { std::slice::from_raw_parts_mut(buf, n) };
+                single::allreduce_fold(&peers, buf, elem, op, c, piece)?;
+                self.peers = Some(peers);
+            }
+            (0, Reduction::Scatter { .. }) => {
+                let peers = single::Peers::published(shm, a, slots, me, s, n, "reduce-scatter")?;
+                let (send, recv, offsets) = self.scatter_bufs(me).expect("a reduce-scatter");
+                let mine = offsets[me]..offsets[me + 1];
+                single::reduce_scatter_fold(&peers, send, mine, recv, op, c, piece)?;
+            }
+            (1, &Reduction::All(buf, _)) if !c => {
+                let peers = self.peers.as_ref().expect("known since the first round");
+                // SAFETY: as above.
+                let buf = unsafe { std::slice::from_raw_parts_mut(buf, n) };
+                single::allreduce_read_blocks(peers, buf, elem)?;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
 }
 
 /// The buffers of a nonblocking data mover ([`Sends`]: allgather(v),
@@ -382,6 +662,23 @@ impl Pending {
         Pending::start_rounds(e, g, Sends::Bcast(root), vec![buf], piece)
     }
 
+    /// Starts a reduction of `g` longer than a payload half ([`Reducing`]).
+    ///
+    /// # Safety
+    /// The buffers of `long` valid as [`Reduction`] says until the
+    /// collective completes.
+    pub unsafe fn start_long(e: &mut Engine, g: &mut Group, mut long: Reducing) -> Pending {
+        let mut p = Pending::start_unpublished(g);
+        let rounds = long.rounds();
+        g.take(rounds - 1);
+        p.last = p.s + rounds - 1;
+        p.kind = long.kind();
+        long.first = p.s;
+        p.long = Some(long);
+        p.poll(e);
+        p
+    }
+
     fn start_rounds(
         e: &mut Engine,
         g: &mut Group,
@@ -420,10 +717,12 @@ impl Pending {
             gather: None,
             kept: None,
             out: None,
+            long: None,
+            failed: None,
         }
     }
 
-    /// Advances; `true` once complete.
+    /// Advances; `true` once complete (or failed: `failed` says why).
     pub fn poll(&mut self, e: &mut Engine) -> bool {
         while !self.done {
             if !self.poll_round(e) {
@@ -443,16 +742,26 @@ impl Pending {
             if self.completed.load(Ordering::Relaxed) + 1 < s {
                 return false;
             }
-            let contributes =
-                self.data.is_some() || self.gather.as_ref().is_some_and(|g| g.writes(self.me));
-            // An allreduce's storage by its length; a data mover's blocks may
-            // be long (the payload half's rule holds for both).
-            let total = self
-                .data
+            let long = self
+                .long
                 .as_ref()
-                .map_or(usize::MAX, |(b, _)| b.bytes().len());
+                .and_then(|l| l.contribution(s, self.slots.len()));
+            let contributes = self.data.is_some()
+                || long.is_some()
+                || self.gather.as_ref().is_some_and(|g| g.writes(self.me));
+            // An allreduce's storage by its length, a long reduction's by its
+            // round's; a data mover's blocks may be long (the payload half's
+            // rule holds for all).
+            let total = match (&self.data, long) {
+                (Some((b, _)), _) => b.bytes().len(),
+                (_, Some(n)) => n,
+                _ => usize::MAX,
+            };
             if contributes && !writable(&a, &self.slots, s, total) {
                 return false;
+            }
+            if let (Some(l), Some(_)) = (&mut self.long, long) {
+                l.write(&a, &self.slots, self.me, s);
             }
             if let Some((buf, _)) = &self.data {
                 let b = buf.bytes();
@@ -485,7 +794,18 @@ impl Pending {
             g.read_others(&a, &self.slots, s, self.me);
             g.round += 1;
         }
+        if let Some(l) = &mut self.long {
+            if let Err(x) = l.arrived(shm, &a, &self.slots, self.me, s) {
+                // The others wait for this member's next round until the
+                // program ends or the deadlock detector reports them, as
+                // after the blocking twin's error.
+                self.failed = Some(x);
+                self.done = true;
+                return true;
+            }
+        }
         self.completed.store(s, Ordering::Relaxed);
+        e.counters.area_rounds += 1;
         if s >= self.last {
             self.done = true;
         } else {

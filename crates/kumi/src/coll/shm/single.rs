@@ -46,15 +46,20 @@ fn peer_card<const N: usize>(
     k: usize,
     s: u64,
 ) -> (i32, [u64; N]) {
-    let slot = g.slots[k];
+    card_of(a, e.shm().expect("shared memory"), g.slots[k], s)
+}
+
+/// The pid of the rank of `slot` and the `N` words it published for
+/// collective `s`.
+fn card_of<const N: usize>(
+    a: &CollArea<'_>,
+    shm: &ShmTransport,
+    slot: usize,
+    s: u64,
+) -> (i32, [u64; N]) {
     let mut card = [0u8; 64];
     a.read(slot, s, 8 * N, 0, &mut card[..8 * N]);
-    let pid = e
-        .shm()
-        .expect("shared memory")
-        .segment()
-        .rank_block(slot)
-        .pid() as i32;
+    let pid = shm.segment().rank_block(slot).pid() as i32;
     let words = std::array::from_fn(|i| {
         u64::from_le_bytes(card[8 * i..8 * i + 8].try_into().expect("8 bytes"))
     });
@@ -62,8 +67,8 @@ fn peer_card<const N: usize>(
 }
 
 /// Publishes `buf`'s address for collective `s`, waits for every member's,
-/// and returns each member's (pid, address, length), after checking that
-/// every length is `buf`'s (`what` names the collective in the error).
+/// and returns them, after checking that every length is `buf`'s (`what`
+/// names the collective in the error).
 fn exchange_bufs(
     e: &mut Guard<'_>,
     g: &Group,
@@ -71,23 +76,19 @@ fn exchange_bufs(
     buf: &[u8],
     what: &str,
     info: WaitInfo,
-) -> Result<Vec<(i32, u64, usize)>> {
-    let (k, n) = (g.area, buf.len());
-    publish_addr(e, g, s, buf.as_ptr() as usize, n, info)?;
+) -> Result<Peers> {
+    publish_addr(e, g, s, buf.as_ptr() as usize, buf.len(), info)?;
     wait_all(e, g, s, info)?;
-    let peers: Vec<(i32, u64, usize)> = {
-        let a = area(e, k);
-        (0..g.slots.len())
-            .map(|j| peer_buf(&a, e, g, j, s))
-            .collect()
-    };
-    if let Some(j) = peers.iter().position(|p| p.2 != n) {
-        return Err(Error::Protocol(format!(
-            "{what} of {n} bytes met one of {} (member {j})",
-            peers[j].2
-        )));
-    }
-    Ok(peers)
+    let shm = e.shm().expect("shared memory");
+    Peers::published(
+        shm,
+        &shm.segment().coll_area(g.area),
+        &g.slots,
+        g.me,
+        s,
+        buf.len(),
+        what,
+    )
 }
 
 /// (pid, buffer address, length) member `k` published for collective `s`.
@@ -104,6 +105,74 @@ fn copy_error(what: &str, n: usize, peer: usize, err: std::io::Error) -> Error {
              set KUMI_SINGLE_COPY=off if the kernel refuses process_vm_readv"
         ),
     ))
+}
+
+/// Every member's buffer of a single-copy collective, as each published it
+/// (pid, address, length; in group order), with the members' slots (which
+/// errors name) and my index: what reads and writes between the buffers
+/// need, from a blocking collective or a nonblocking one ([`Pending`]).
+pub(super) struct Peers {
+    bufs: Vec<(i32, u64, usize)>,
+    slots: Arc<[usize]>,
+    me: usize,
+}
+
+impl Peers {
+    /// The buffers the members of `slots` published for collective `s`
+    /// (every one has), after checking that each is `n` bytes long (`what`
+    /// names the collective in the error).
+    pub(super) fn published(
+        shm: &ShmTransport,
+        a: &CollArea<'_>,
+        slots: &Arc<[usize]>,
+        me: usize,
+        s: u64,
+        n: usize,
+        what: &str,
+    ) -> Result<Peers> {
+        let bufs: Vec<(i32, u64, usize)> = slots
+            .iter()
+            .map(|&slot| {
+                let (pid, [addr, len]) = card_of(a, shm, slot, s);
+                (pid, addr, len as usize)
+            })
+            .collect();
+        if let Some(j) = bufs.iter().position(|p| p.2 != n) {
+            return Err(Error::Protocol(format!(
+                "{what} of {n} bytes met one of {} (member {j})",
+                bufs[j].2
+            )));
+        }
+        Ok(Peers {
+            bufs,
+            slots: slots.clone(),
+            me,
+        })
+    }
+
+    fn members(&self) -> usize {
+        self.bufs.len()
+    }
+
+    /// Reads `into.len()` bytes at byte `at` of member `j`'s buffer.
+    fn read(&self, j: usize, at: usize, into: &mut [u8]) -> Result<()> {
+        let (pid, addr, _) = self.bufs[j];
+        cma::read_from(pid, addr + at as u64, into)
+            .map_err(|x| copy_error("reading", into.len(), self.slots[j], x))
+    }
+
+    /// Writes `from` at byte `at` of member `j`'s buffer.
+    fn write(&self, j: usize, at: usize, from: &[u8]) -> Result<()> {
+        let (pid, addr, _) = self.bufs[j];
+        cma::write_to(pid, addr + at as u64, from)
+            .map_err(|x| copy_error("writing", from.len(), self.slots[j], x))
+    }
+
+    /// The other members, each starting after me (see [`fold_piece`]).
+    fn others(&self) -> impl Iterator<Item = usize> + '_ {
+        let m = self.members();
+        (1..m).map(move |d| (self.me + d) % m)
+    }
 }
 
 /// Broadcast of `buf` from member `root` by single copy out of the root's
@@ -193,16 +262,17 @@ pub(crate) fn bcast_single_copy(
 }
 
 /// Folds one piece of every member's buffer into `acc`: `read(j, into)`
-/// reads member j's; `mine` is my own (`None`: it is in `acc` already,
-/// which only a commutative operation allows); `t` is scratch of the
-/// piece's length. In rank order right to left as [`fold`] does
-/// (`d0 ⊕ (d1 ⊕ (...))`), or, for a commutative operation, the others' first
-/// (the first straight into `acc` when it does not hold mine), each member
-/// starting after itself: the kernel locks a process's page table for every
-/// page it copies, and members that all began with member 0 queued on that
-/// lock (docs/BENCHMARKS.md, session 7).
+/// reads member j's (of `m`; I am `me`); `mine` is my own (`None`: it is in
+/// `acc` already, which only a commutative operation allows); `t` is
+/// scratch of the piece's length. In rank order right to left as [`fold`]
+/// does (`d0 ⊕ (d1 ⊕ (...))`), or, for a commutative operation, the others'
+/// first (the first straight into `acc` when it does not hold mine), each
+/// member starting after itself: the kernel locks a process's page table
+/// for every page it copies, and members that all began with member 0
+/// queued on that lock (docs/BENCHMARKS.md, session 7).
+#[allow(clippy::too_many_arguments)]
 fn fold_piece(
-    g: &Group,
+    (m, me): (usize, usize),
     acc: &mut [u8],
     mine: Option<&[u8]>,
     t: &mut [u8],
@@ -210,7 +280,6 @@ fn fold_piece(
     commutative: bool,
     mut read: impl FnMut(usize, &mut [u8]) -> Result<()>,
 ) -> Result<()> {
-    let (m, me) = (g.slots.len(), g.me);
     if commutative {
         let mut others = (1..m).map(|d| (me + d) % m);
         if mine.is_some() {
@@ -240,6 +309,95 @@ fn fold_piece(
     Ok(())
 }
 
+/// Runs `f` with the two pieces of scratch, each at least `len` bytes.
+fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [u8], &mut [u8]) -> R) -> R {
+    SCRATCH.with_borrow_mut(|[r, t]| {
+        for b in [&mut *r, &mut *t] {
+            if b.bytes().len() < len {
+                *b = AlignedBuf::zeroed(len);
+            }
+        }
+        f(&mut r.bytes_mut()[..len], &mut t.bytes_mut()[..len])
+    })
+}
+
+/// The piece a single-copy reduction folds at a time, in whole elements:
+/// small enough to stay in cache (`KUMI_COLL_PIECE`).
+pub(super) fn piece_of(e: &Engine, elem: usize) -> usize {
+    (e.svc.coll.config().allreduce_piece / elem).max(1) * elem
+}
+
+/// Block j of an allreduce of `n` bytes of `elem`-byte elements among `m`
+/// members (whole elements, as even as possible): member j's to reduce.
+fn allreduce_block(n: usize, elem: usize, m: usize, j: usize) -> std::ops::Range<usize> {
+    block_of(n / elem, m, elem, j)
+}
+
+/// How many rounds of publishing a single-copy allreduce takes: a
+/// commutative one ends once every member has written its folded block
+/// into every buffer (write-through); a rank-order one needs a round more,
+/// in which everyone reads the folded blocks.
+pub(super) fn allreduce_rounds(commutative: bool) -> u64 {
+    if commutative {
+        2
+    } else {
+        3
+    }
+}
+
+/// An allreduce's first phase, once every member's `buf` is known: this
+/// member folds its block of every buffer, in pieces read into scratch
+/// kept from call to call (a fresh pair would cost zeroing and page faults
+/// every time). Commutative: every other member's piece folds straight
+/// into mine, and the reduced piece, while in this core's cache, is
+/// written into every other member's buffer (write-through, module doc).
+/// Rank order: into scratch (my piece is folded after the others'), then
+/// into place, for [`allreduce_read_blocks`] to fetch.
+pub(super) fn allreduce_fold(
+    peers: &Peers,
+    buf: &mut [u8],
+    elem: usize,
+    op: &Combine<'_>,
+    commutative: bool,
+    piece: usize,
+) -> Result<()> {
+    let (m, me) = (peers.members(), peers.me);
+    let mine = allreduce_block(buf.len(), elem, m, me);
+    with_scratch(piece.min(mine.len()), |r, t| {
+        let mut off = mine.start;
+        while off < mine.end {
+            let len = piece.min(mine.end - off);
+            let (r, t) = (&mut r[..len], &mut t[..len]);
+            let read = |j: usize, into: &mut [u8]| peers.read(j, off, into);
+            if commutative {
+                fold_piece((m, me), &mut buf[off..off + len], None, t, op, true, read)?;
+                for j in peers.others() {
+                    peers.write(j, off, &buf[off..off + len])?;
+                }
+            } else {
+                fold_piece((m, me), r, Some(&buf[off..off + len]), t, op, false, read)?;
+                buf[off..off + len].copy_from_slice(r);
+            }
+            off += len;
+        }
+        Ok(())
+    })
+}
+
+/// A rank-order allreduce's second phase, once every member has folded its
+/// block: reads the others' finished blocks into `buf`.
+pub(super) fn allreduce_read_blocks(peers: &Peers, buf: &mut [u8], elem: usize) -> Result<()> {
+    let (n, m) = (buf.len(), peers.members());
+    for j in peers.others() {
+        let b = allreduce_block(n, elem, m, j);
+        if !b.is_empty() {
+            let at = b.start;
+            peers.read(j, at, &mut buf[b])?;
+        }
+    }
+    Ok(())
+}
+
 /// Allreduce of `buf` (`elem`-byte elements) by single copy between the
 /// members' buffers: reduce-scatter, then allgather (see the module doc).
 // The collective's arguments, as the other entry points take them.
@@ -254,86 +412,68 @@ pub(crate) fn allreduce_single_copy(
     info: WaitInfo,
 ) -> Result<()> {
     let n = buf.len();
-    // Commutative: each member writes its reduced pieces into the others'
-    // buffers as soon as they are folded, instead of everyone reading them
-    // after a second round (module doc); one round of publishing ends it.
-    let write_through = commutative;
-    let s = begin(e, g, if write_through { 2 } else { 3 }, info)?;
+    let rounds = allreduce_rounds(commutative);
+    let s = begin(e, g, rounds, info)?;
     g.kind = kind(K_ALLREDUCE_COPY, 0, n);
-    let (m, me) = (g.slots.len(), g.me);
     let peers = exchange_bufs(e, g, s, buf, "allreduce", info)?;
-    // Block j (whole elements, as even as possible) is member j's to reduce.
-    let block = |j: usize| block_of(n / elem, m, elem, j);
-    // Reduce my block in pieces that stay in cache (`KUMI_COLL_PIECE`),
-    // reading the others' pieces into scratch buffers kept from call to call
-    // (a fresh pair would cost zeroing and page faults every time).
-    let piece = (e.svc.coll.config().allreduce_piece / elem).max(1) * elem;
-    let mine = block(me);
-    let others = || (1..m).map(|k| (me + k) % m).map(|j| (j, &peers[j]));
-    SCRATCH.with_borrow_mut(|[r, t]| -> Result<()> {
-        for b in [&mut *r, &mut *t] {
-            if b.bytes().len() < piece.min(mine.len()) {
-                *b = AlignedBuf::zeroed(piece);
-            }
-        }
-        let mut off = mine.start;
-        while off < mine.end {
-            let len = piece.min(mine.end - off);
-            let (r, t) = (&mut r.bytes_mut()[..len], &mut t.bytes_mut()[..len]);
-            let read = |j: usize, into: &mut [u8]| {
-                let (pid, addr, _) = peers[j];
-                cma::read_from(pid, addr + off as u64, into)
-                    .map_err(|x| copy_error("reading", len, g.slots[j], x))
-            };
-            if write_through {
-                // Every other member's piece folded straight into mine, with
-                // no copy of it; then, while the reduced piece is in this
-                // core's cache, written into every other member's buffer.
-                fold_piece(g, &mut buf[off..off + len], None, t, op, true, read)?;
-                for (j, &(pid, addr, _)) in others() {
-                    cma::write_to(pid, addr + off as u64, &buf[off..off + len])
-                        .map_err(|x| copy_error("writing", len, g.slots[j], x))?;
-                }
-            } else {
-                // Rank order: into scratch (my piece is folded after the
-                // others'), then into place.
-                fold_piece(g, r, Some(&buf[off..off + len]), t, op, false, read)?;
-                buf[off..off + len].copy_from_slice(r);
-            }
+    allreduce_fold(&peers, buf, elem, op, commutative, piece_of(e, elem))?;
+    publish_at(e, g, s + 1);
+    wait_all(e, g, s + 1, info)?;
+    if !commutative {
+        allreduce_read_blocks(&peers, buf, elem)?;
+        publish_at(e, g, s + 2);
+        // Others may still read my block until they publish.
+        wait_all(e, g, s + 2, info)?;
+    }
+    g.finish(s + rounds - 1);
+    Ok(())
+}
+
+/// A reduce-scatter's fold, once every member's `send` is known: this
+/// member reads bytes `mine` (its block) of every other member's, a piece
+/// at a time through scratch, and folds them into `recv` in rank order as
+/// [`fold`] does (in any order for a commutative operation).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn reduce_scatter_fold(
+    peers: &Peers,
+    send: &[u8],
+    mine: std::ops::Range<usize>,
+    recv: &mut [u8],
+    op: &Combine<'_>,
+    commutative: bool,
+    piece: usize,
+) -> Result<()> {
+    let who = (peers.members(), peers.me);
+    let out = &mut recv[..mine.len()];
+    with_scratch(piece.min(out.len()), |_, t| {
+        let mut off = 0;
+        while off < out.len() {
+            let len = piece.min(out.len() - off);
+            let at = mine.start + off;
+            let (acc, t) = (&mut out[off..off + len], &mut t[..len]);
+            let read = |j: usize, into: &mut [u8]| peers.read(j, at, into);
+            fold_piece(
+                who,
+                acc,
+                Some(&send[at..at + len]),
+                t,
+                op,
+                commutative,
+                read,
+            )?;
             off += len;
         }
         Ok(())
-    })?;
-    publish_at(e, g, s + 1);
-    wait_all(e, g, s + 1, info)?;
-    if write_through {
-        // Every member has written its reduced block into every buffer.
-        g.finish(s + 1);
-        return Ok(());
-    }
-    for (j, &(pid, addr, _)) in peers.iter().enumerate() {
-        let b = block(j);
-        if j != me && !b.is_empty() {
-            let len = b.len();
-            cma::read_from(pid, addr + b.start as u64, &mut buf[b])
-                .map_err(|x| copy_error("reading", len, g.slots[j], x))?;
-        }
-    }
-    publish_at(e, g, s + 2);
-    // Others may still read my block until they publish.
-    wait_all(e, g, s + 2, info)?;
-    g.finish(s + 2);
-    Ok(())
+    })
 }
 
 /// Reduce-scatter by single copy, for contributions longer than a payload
 /// half: every member publishes its `send` buffer, member i reads bytes
-/// `mine` (its block) of every other member's, a piece at a time through
-/// a scratch buffer, and folds them into `recv`, in rank order as [`fold`]
-/// does (`d0 ⊕ (d1 ⊕ (...))`; in any order for a commutative operation); a
-/// second round tells every member that nobody reads its buffer any more.
-/// Each member reads (m-1)/m of its block's bytes from others and no byte
-/// goes through the area or the rings.
+/// `mine` (its block) of every other member's and folds them into `recv`
+/// ([`reduce_scatter_fold`]); a second round tells every member that
+/// nobody reads its buffer any more. Each member reads (m-1)/m of its
+/// block's bytes from others and no byte goes through the area or the
+/// rings.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn reduce_scatter_single_copy(
     e: &mut Guard<'_>,
@@ -350,27 +490,8 @@ pub(crate) fn reduce_scatter_single_copy(
     let s = begin(e, g, 2, info)?;
     g.kind = kind(K_REDUCE_SCATTER_COPY, 0, n);
     let peers = exchange_bufs(e, g, s, send, "reduce-scatter", info)?;
-    let piece = (e.svc.coll.config().allreduce_piece / elem).max(1) * elem;
-    let out = &mut recv[..mine.len()];
-    SCRATCH.with_borrow_mut(|[_, t]| -> Result<()> {
-        if t.bytes().len() < piece.min(out.len()) {
-            *t = AlignedBuf::zeroed(piece);
-        }
-        let mut off = 0;
-        while off < out.len() {
-            let len = piece.min(out.len() - off);
-            let at = mine.start + off;
-            let (acc, t) = (&mut out[off..off + len], &mut t.bytes_mut()[..len]);
-            let read = |j: usize, into: &mut [u8]| {
-                let (pid, addr, _) = peers[j];
-                cma::read_from(pid, addr + at as u64, into)
-                    .map_err(|x| copy_error("reading", len, g.slots[j], x))
-            };
-            fold_piece(g, acc, Some(&send[at..at + len]), t, op, commutative, read)?;
-            off += len;
-        }
-        Ok(())
-    })?;
+    let piece = piece_of(e, elem);
+    reduce_scatter_fold(&peers, send, mine, recv, op, commutative, piece)?;
     publish_at(e, g, s + 1);
     // Others may still read my buffer until they publish.
     wait_all(e, g, s + 1, info)?;
@@ -422,13 +543,8 @@ pub(crate) fn reduce_single_copy(
     }
     let (root_pid, result) = (peers[root].0, peers[root].1[2]);
     let mine = block_of(n / elem, m, elem, me);
-    let piece = (e.svc.coll.config().allreduce_piece / elem).max(1) * elem;
-    SCRATCH.with_borrow_mut(|[r, t]| -> Result<()> {
-        for b in [&mut *r, &mut *t] {
-            if b.bytes().len() < piece.min(mine.len()) {
-                *b = AlignedBuf::zeroed(piece);
-            }
-        }
+    let piece = piece_of(e, elem);
+    with_scratch(piece.min(mine.len()), |r, t| -> Result<()> {
         let mut at = mine.start;
         while at < mine.end {
             let len = piece.min(mine.end - at);
@@ -437,22 +553,22 @@ pub(crate) fn reduce_single_copy(
                 cma::read_from(pid, addr + at as u64, into)
                     .map_err(|x| copy_error("reading", len, g.slots[j], x))
             };
-            let t = &mut t.bytes_mut()[..len];
+            let t = &mut t[..len];
             // Where the result piece forms (at the root its own result
             // buffer, elsewhere scratch) and my contribution's piece: `None`
             // when it is already there (in place at the root). A rank-order
             // fold needs my piece after the others', so it keeps a copy.
             let (acc, mine_piece): (&mut [u8], Option<&[u8]>) = match own {
                 Some(own) if me == root => (&mut out[at..at + len], Some(&own[at..at + len])),
-                Some(own) => (&mut r.bytes_mut()[..len], Some(&own[at..at + len])),
+                Some(own) => (&mut r[..len], Some(&own[at..at + len])),
                 None if commutative => (&mut out[at..at + len], None),
                 None => {
-                    let r = &mut r.bytes_mut()[..len];
+                    let r = &mut r[..len];
                     r.copy_from_slice(&out[at..at + len]);
                     (&mut out[at..at + len], Some(&*r))
                 }
             };
-            fold_piece(g, acc, mine_piece, t, op, commutative, read)?;
+            fold_piece((m, me), acc, mine_piece, t, op, commutative, read)?;
             if me != root {
                 cma::write_to(root_pid, result + at as u64, acc)
                     .map_err(|x| copy_error("writing", len, g.slots[root], x))?;
