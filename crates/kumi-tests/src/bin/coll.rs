@@ -907,6 +907,9 @@ fn nonblocking_movement(w: &Comm) -> R {
         .map(|i| (0..p).map(|r| (r + i) as u64).sum())
         .collect();
     eq(&rs.wait()?, &rs_want, &what("ireduce_scatter"), me)?;
+    // Nothing at all to reduce.
+    let none = w.ireduce_scatter(Vec::<u64>::new(), &vec![0; p], &Op::sum())?;
+    eq(&none.wait()?, &[], &what("ireduce_scatter of nothing"), me)?;
     eq(&iscl.wait()?, &[5], &what("iscan, non-commutative"), me)?;
     let pre = |k: usize| (k * (k + 1) / 2) as u64;
     let ex = iex.wait()?;

@@ -44,12 +44,12 @@
 //! `iallreduce` (MPI does not ask blocking and nonblocking collectives to
 //! match). `ibcast`, `iallgather(v)`, `igather(v)`, `iscatter(v)` and
 //! `ialltoall(v)` go through the area too, between the program's buffers
-//! (`shm::Pending`), and so do a longer `iallreduce` and `ireduce_scatter`
-//! (through the area in chunks or by single copy, as their blocking twins
-//! go); the other nonblocking reductions (`ireduce`, a shorter
-//! `ireduce_scatter`, `iscan`, `iexscan`) run message schedules, on the
-//! program's memory in their raw and scoped forms and on a buffer the
-//! request owns in the owned ones (`nonblocking.rs`).
+//! (`shm::Pending`), and so do `ireduce_scatter` (in rounds, or by single
+//! copy where its blocking twin would) and a longer `iallreduce` (in chunks
+//! or by single copy, as its blocking twin goes); the other nonblocking
+//! reductions (`ireduce`, `iscan`, `iexscan`) run message
+//! schedules, on the program's memory in their raw and scoped forms and on
+//! a buffer the request owns in the owned ones (`nonblocking.rs`).
 //! Neighbourhood collectives are one round of explicit transfers, the
 //! blocking ones' short blocks through the area (`neighbor.rs`).
 //!
@@ -326,12 +326,23 @@ fn long_allreduce<T: Pod>(e: &Engine, g: &shm::Group, op: &Op<T>) -> Option<bool
 }
 
 /// How a reduce-scatter of `n` bytes (all of them, from every member) goes
-/// inside `g`, blocking or not, where longer than a payload half
-/// ([`shm::long_area`]): `Some(true)` through the area, `Some(false)` by
-/// single copy; `None` for a shorter one, or by messages.
+/// inside `g` where longer than a payload half ([`shm::long_area`]):
+/// `Some(true)` through the area in rounds, `Some(false)` by single copy;
+/// `None` for a shorter one (a blocking one then goes through the area in
+/// one piece, `shm::reduce_scatter`), or by messages.
 fn long_reduce_scatter<T: Pod>(e: &Engine, g: &shm::Group, n: usize, op: &Op<T>) -> Option<bool> {
     (n > g.payload).then_some(())?;
     shm::long_area(e, g, shm::area_fits(g, op.unit_bytes()))
+}
+
+/// How a nonblocking reduce-scatter of `n` bytes goes inside `g`: as
+/// [`long_reduce_scatter`] says where longer than a payload half, a shorter
+/// one through the area in rounds (one, mostly) where its elements fit.
+fn ireduce_scatter_way<T: Pod>(e: &Engine, g: &shm::Group, n: usize, op: &Op<T>) -> Option<bool> {
+    match n > g.payload {
+        true => long_reduce_scatter(e, g, n, op),
+        false => shm::area_fits(g, op.unit_bytes()).then_some(true),
+    }
 }
 
 pub(crate) use combine::on_frame as on_combine_frame;

@@ -611,10 +611,10 @@ impl Comm {
     }
 
     /// Starts a [`Comm::reduce_scatter`]: `wait` returns this rank's
-    /// `counts[rank]` elements of the combination. Inside one host, one
-    /// longer than a payload half goes through the collective area or by
-    /// single copy, as the blocking form does; otherwise by messages
-    /// (`reduce_scatter_plan`).
+    /// `counts[rank]` elements of the combination. Inside one host it goes
+    /// through the collective area in rounds, or, longer than a payload
+    /// half, by single copy where the blocking form would; otherwise by
+    /// messages (`reduce_scatter_plan`).
     #[track_caller]
     pub fn ireduce_scatter<T: Pod>(
         &self,
@@ -637,7 +637,7 @@ impl Comm {
         let at = Location::caller();
         let mut work = Some(AlignedBuf::from_bytes(as_bytes(&send)));
         let long = self.shm_whole(at, true, |e, g| {
-            let area = long_reduce_scatter(e, g, offsets[p], op)?;
+            let area = ireduce_scatter_way(e, g, offsets[p], op)?;
             let send = work.take().expect("taken once");
             let mut out = AlignedBuf::zeroed(b - a);
             let what = shm::Reduction::Scatter {
@@ -662,9 +662,9 @@ impl Comm {
 
     /// [`Comm::ireduce_scatter`] from and into the program's memory: `send`
     /// holds the sum of `counts` elements, `recv` this rank's `counts[rank]`.
-    /// Longer than a payload half inside one host, it folds into `recv`
-    /// through the collective area or by single copy, as the blocking form
-    /// does. Otherwise, by messages: a commutative operation folds in `recv`
+    /// Inside one host it folds into `recv` through the collective area,
+    /// or by single copy as [`Comm::ireduce_scatter`] says. Otherwise, by
+    /// messages: a commutative operation folds in `recv`
     /// and in a work copy of the blocks the ring passes on, and sends its
     /// first block straight from `send`; any other folds a work copy of
     /// `send` and writes this rank's block into `recv` on completion.
@@ -685,7 +685,7 @@ impl Comm {
         let (p, me) = (self.size(), self.rank());
         let offsets = count_offsets(counts, std::mem::size_of::<T>());
         let long = self.shm_whole(Location::caller(), true, |e, g| {
-            let area = long_reduce_scatter(e, g, offsets[p], op)?;
+            let area = ireduce_scatter_way(e, g, offsets[p], op)?;
             let what = shm::Reduction::Scatter {
                 send: send.cast(),
                 offsets: offsets.clone(),

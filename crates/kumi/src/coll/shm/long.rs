@@ -112,7 +112,7 @@ pub(crate) fn reduce_scatter_area(
     info: WaitInfo,
 ) -> Result<()> {
     let (m, me) = (g.slots.len(), g.me);
-    let share = scatter_share(g.payload, m, elem);
+    let share = scatter_share(g.payload, m, elem, offsets);
     g.kind = kind(K_REDUCE_SCATTER_AREA, 0, send.len());
     for r in 0..scatter_rounds(offsets, share) {
         let s = begin(e, g, 1, info)?;
@@ -127,18 +127,24 @@ pub(crate) fn reduce_scatter_area(
     Ok(())
 }
 
-/// Bytes of each member's block a reduce-scatter through the area moves a
-/// round: a member's share of a payload half, in whole elements (positive
-/// where `area_fits`).
-pub(super) fn scatter_share(payload: usize, m: usize, elem: usize) -> usize {
-    (payload / m / elem) * elem
+/// Bytes of each member's block a reduce-scatter through the area of
+/// blocks at byte `offsets` moves a round: a member's share of a payload
+/// half in whole elements (positive where `area_fits`), or the longest
+/// block where that is shorter (so that a short one's contributions take
+/// the small storage of the area: `coll_area::placement`). Every member
+/// knows every block, so all agree.
+pub(super) fn scatter_share(payload: usize, m: usize, elem: usize, offsets: &[usize]) -> usize {
+    ((payload / m / elem) * elem).min(longest_block(offsets).max(elem))
+}
+
+fn longest_block(offsets: &[usize]) -> usize {
+    offsets.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0)
 }
 
 /// Rounds of a reduce-scatter through the area of blocks at byte
 /// `offsets`: as many as the longest block needs, one at least.
 pub(super) fn scatter_rounds(offsets: &[usize], share: usize) -> usize {
-    let longest = offsets.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0);
-    longest.div_ceil(share).max(1)
+    longest_block(offsets).div_ceil(share).max(1)
 }
 
 /// Round `r`'s piece of block `j`, as bytes of the send buffer.

@@ -129,9 +129,9 @@ impl Reducing {
                 debug_assert!(commutative && area_fits(g, elem));
                 Way::Area(long::area_chunk(g.payload, m, elem))
             }
-            (true, Reduction::Scatter { .. }) => {
+            (true, Reduction::Scatter { offsets, .. }) => {
                 debug_assert!(area_fits(g, elem));
-                Way::Area(long::scatter_share(g.payload, m, elem))
+                Way::Area(long::scatter_share(g.payload, m, elem, offsets))
             }
         };
         Reducing {
@@ -209,12 +209,15 @@ impl Reducing {
             return None;
         };
         let (n, mine) = (self.what.len(), offsets[me + 1] - offsets[me]);
-        // SAFETY: `n` bytes at `send` and `mine` at `recv` (which may be
-        // null when that is 0), not overlapping, the caller's until
+        // SAFETY: `n` bytes at `send` and `mine` at `recv` (either may be
+        // null when its length is 0), not overlapping, the caller's until
         // completion.
         Some(unsafe {
             (
-                std::slice::from_raw_parts(send, n),
+                match n {
+                    0 => &[][..],
+                    n => std::slice::from_raw_parts(send, n),
+                },
                 match mine {
                     0 => &mut [][..],
                     len => std::slice::from_raw_parts_mut(recv, len),
