@@ -112,7 +112,7 @@ use crate::progress::Guard;
 use kumi_transport::cma;
 use kumi_transport::shm::coll_area::{
     self, all_reached_as, all_reached_naming, claim, group_key, progress, publish, reached_as,
-    writable, writable_after, AreaMem, CollArea, AREAS,
+    writable_after, AreaMem, CollArea, AREAS,
 };
 use kumi_transport::shm::ShmTransport;
 use kumi_transport::Capabilities;
@@ -155,8 +155,11 @@ pub(crate) struct Group {
     seq: u64,
     /// Every member is known to have entered this collective (this rank saw
     /// it with Acquire loads), so storage it frees is writable without
-    /// looking again (`wait_writable`).
-    seen_all: std::cell::Cell<u64>,
+    /// looking again ([`writable_seen`]). Shared with the nonblocking ones
+    /// in flight; Relaxed, as `completed`: only the thread holding the
+    /// engine touches it, and the engine's mutex orders that (and carries
+    /// the Acquire that saw the members to whichever thread writes next).
+    seen_all: Arc<AtomicU64>,
     /// Every collective of this group up to this number is complete here
     /// (shared with the nonblocking ones in flight). Relaxed: only the thread
     /// holding the engine touches it, and the engine's mutex orders that.
@@ -248,7 +251,7 @@ impl Group {
             mates,
             payload: coll_area::payload_bytes(seg.local_size()),
             seq: 0,
-            seen_all: std::cell::Cell::new(0),
+            seen_all: Arc::new(AtomicU64::new(0)),
             completed: Arc::new(AtomicU64::new(0)),
             kind: 0,
             long: Long::TRIAL,
@@ -350,14 +353,14 @@ fn wait_all_reached(e: &mut Guard<'_>, g: &Group, s: u64, info: WaitInfo) -> Res
                 .is_some_and(|m| all_reached_as(&area(e, k), m, s, g.kind))
         },
     )?;
-    g.seen_all.set(s);
+    saw_all(&g.seen_all, s);
     Ok(())
 }
 
 /// Waits until every member has reached collective `s` as this one.
 fn wait_all(e: &mut Guard<'_>, g: &Group, s: u64, info: WaitInfo) -> Result<()> {
     wait(e, info, g.area, |a| g.all_reached(a, s))?;
-    g.seen_all.set(s);
+    saw_all(&g.seen_all, s);
     Ok(())
 }
 
@@ -370,15 +373,41 @@ fn wait_all(e: &mut Guard<'_>, g: &Group, s: u64, info: WaitInfo) -> Result<()> 
 /// writer running ahead of its readers (a root of back-to-back short
 /// broadcasts) looks once per few collectives, not once per collective.
 fn wait_writable(e: &mut Guard<'_>, g: &Group, s: u64, total: usize, info: WaitInfo) -> Result<()> {
-    let after = writable_after(&area(e, g.area), s, total);
-    if g.seen_all.get() >= after {
+    let writable = |a: &CollArea<'_>| writable_seen(a, &g.slots, s, total, &g.seen_all);
+    if writable(&area(e, g.area)) {
         return Ok(());
     }
-    wait(e, info, g.area, |a| {
-        let slowest = g.slots.iter().map(|&i| progress(a, i)).min().unwrap_or(s);
-        g.seen_all.set(g.seen_all.get().max(slowest));
-        slowest >= after
-    })
+    wait(e, info, g.area, writable)
+}
+
+/// Whether my contribution of `total` bytes to collective `s` is writable
+/// ([`coll_area::writable`]): at once if this rank has already seen every member get
+/// far enough (`seen`, in an earlier collective or look; that Acquire
+/// orders the writes that follow as `writable`'s would), else by looking at
+/// every member's progress and noting the slowest's in `seen`.
+fn writable_seen(
+    a: &CollArea<'_>,
+    slots: &[usize],
+    s: u64,
+    total: usize,
+    seen: &AtomicU64,
+) -> bool {
+    let after = writable_after(a, s, total);
+    if seen.load(Ordering::Relaxed) >= after {
+        return true;
+    }
+    let slowest = slots.iter().map(|&i| progress(a, i)).min().unwrap_or(s);
+    saw_all(seen, slowest);
+    slowest >= after
+}
+
+/// Notes that every member has entered collective `s` (seen with Acquire).
+fn saw_all(seen: &AtomicU64, s: u64) {
+    // Relaxed, and no read-modify-write: see `Group::seen_all` (one thread
+    // at a time).
+    if seen.load(Ordering::Relaxed) < s {
+        seen.store(s, Ordering::Relaxed);
+    }
 }
 
 /// Takes the next `k` collective numbers for a blocking collective, after

@@ -22,6 +22,8 @@ pub(crate) struct Pending {
     /// The last round's (`s` when there is one round).
     last: u64,
     completed: Arc<AtomicU64>,
+    /// The group's `seen_all`.
+    seen_all: Arc<AtomicU64>,
     published: bool,
     done: bool,
     /// The collective's kind (the same as its blocking twin's).
@@ -441,6 +443,15 @@ impl Gather {
         }
     }
 
+    /// Whether this is a rooted form, whose members do not all wait for
+    /// every member ([`Gather::arrived`]).
+    fn rooted(&self) -> bool {
+        matches!(
+            self.send,
+            Sends::ToRoot(..) | Sends::FromRoot(..) | Sends::Bcast(_)
+        )
+    }
+
     /// Whether this member writes into its half (else it only publishes,
     /// and need not wait for its half to be free).
     fn writes(&self, me: usize) -> bool {
@@ -715,6 +726,7 @@ impl Pending {
             s: g.take(1),
             last: 0,
             completed: g.completed.clone(),
+            seen_all: g.seen_all.clone(),
             published: false,
             done: false,
             kind: kind(K_BARRIER, 0, 0),
@@ -762,7 +774,7 @@ impl Pending {
                 (_, Some(n)) => n,
                 _ => usize::MAX,
             };
-            if contributes && !writable(&a, &self.slots, s, total) {
+            if contributes && !writable_seen(&a, &self.slots, s, total, &self.seen_all) {
                 return false;
             }
             if let (Some(l), Some(_)) = (&mut self.long, long) {
@@ -785,6 +797,10 @@ impl Pending {
         };
         if !arrived {
             return false;
+        }
+        if self.gather.as_ref().is_none_or(|g| !g.rooted()) {
+            // It waited for every member.
+            saw_all(&self.seen_all, s);
         }
         if let Some((buf, op)) = &mut self.data {
             let b = buf.bytes_mut();
