@@ -96,10 +96,10 @@ pub(crate) fn long_area(e: &Engine, g: &Group, area_ok: bool) -> Option<bool> {
 /// Reduce-scatter of `send` (blocks at byte `offsets`, one per member)
 /// through the area, for one longer than a payload half: in rounds, each
 /// member writes a member's share of a payload half of every other
-/// member's block into its half ([`scatter_write`]) and folds the pieces of
-/// its own block from every half, in rank order, into `recv`
-/// ([`scatter_fold`]); one collective number a round, as many rounds as
-/// the longest block needs (`area_fits` must hold for `elem`).
+/// member's block into its half ([`Round::scatter_write`]) and folds the
+/// pieces of its own block from every half, in rank order, into `recv`
+/// ([`Round::scatter_fold`]); one collective number a round, as many rounds
+/// as the longest block needs (`area_fits` must hold for `elem`).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn reduce_scatter_area(
     e: &mut Guard<'_>,
@@ -112,104 +112,177 @@ pub(crate) fn reduce_scatter_area(
     info: WaitInfo,
 ) -> Result<()> {
     let (m, me) = (g.slots.len(), g.me);
-    let share = scatter_share(g.payload, m, elem, offsets);
+    let plan = Scatter::new(g.payload, m, elem, offsets);
     g.kind = kind(K_REDUCE_SCATTER_AREA, 0, send.len());
-    for r in 0..scatter_rounds(offsets, share) {
+    for r in 0..plan.rounds() {
         let s = begin(e, g, 1, info)?;
-        wait_writable(e, g, s, m * share, info)?;
-        scatter_write(&area(e, g.area), &g.slots, me, s, r, send, offsets, share);
+        wait_writable(e, g, s, plan.total(m), info)?;
+        Round::of(&area(e, g.area), &g.slots, me, s).scatter_write(&plan, r, send);
         publish_at(e, g, s);
         wait_all(e, g, s, info)?;
-        let a = area(e, g.area);
-        scatter_fold(&a, &g.slots, me, s, r, send, offsets, share, recv, op);
+        Round::of(&area(e, g.area), &g.slots, me, s).scatter_fold(&plan, r, send, recv, op);
         g.finish(s);
     }
     Ok(())
 }
 
-/// Bytes of each member's block a reduce-scatter through the area of
-/// blocks at byte `offsets` moves a round: a member's share of a payload
-/// half in whole elements (positive where `area_fits`), or the longest
-/// block where that is shorter (so that a short one's contributions take
-/// the small storage of the area: `coll_area::placement`). Every member
-/// knows every block, so all agree.
-pub(super) fn scatter_share(payload: usize, m: usize, elem: usize, offsets: &[usize]) -> usize {
-    ((payload / m / elem) * elem).min(longest_block(offsets).max(elem))
+/// How a reduce-scatter of blocks at byte `offsets` (one per member) goes
+/// through the area: `share` bytes of each block a round. Every member
+/// knows every block, so all make the same plan.
+pub(super) struct Scatter<'o> {
+    pub offsets: &'o [usize],
+    pub share: usize,
 }
 
-fn longest_block(offsets: &[usize]) -> usize {
-    offsets.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0)
-}
+impl<'o> Scatter<'o> {
+    /// Among `m` members with payload halves of `payload` bytes and
+    /// elements of `elem`: a member's share of a half in whole elements
+    /// (positive where `area_fits`), or the longest block where that is
+    /// shorter (so that a short one's contributions take the area's small
+    /// storage: `coll_area::placement`).
+    pub(super) fn new(payload: usize, m: usize, elem: usize, offsets: &'o [usize]) -> Scatter<'o> {
+        let longest = Scatter { offsets, share: 1 }.longest();
+        let share = ((payload / m / elem) * elem).min(longest.max(elem));
+        Scatter { offsets, share }
+    }
 
-/// Rounds of a reduce-scatter through the area of blocks at byte
-/// `offsets`: as many as the longest block needs, one at least.
-pub(super) fn scatter_rounds(offsets: &[usize], share: usize) -> usize {
-    longest_block(offsets).div_ceil(share).max(1)
-}
+    fn longest(&self) -> usize {
+        self.offsets
+            .windows(2)
+            .map(|w| w[1] - w[0])
+            .max()
+            .unwrap_or(0)
+    }
 
-/// Round `r`'s piece of block `j`, as bytes of the send buffer.
-fn scatter_piece(offsets: &[usize], j: usize, r: usize, share: usize) -> std::ops::Range<usize> {
-    let (a, b) = (offsets[j], offsets[j + 1]);
-    let start = (a + r * share).min(b);
-    start..(start + share).min(b)
-}
+    /// As many rounds as the longest block needs, one at least.
+    pub(super) fn rounds(&self) -> usize {
+        self.longest().div_ceil(self.share).max(1)
+    }
 
-/// Writes into my contribution to collective `s`, round `r` of a
-/// reduce-scatter through the area, the round's pieces of the other
-/// members' blocks of `send`, member j's at `j * share`.
-#[allow(clippy::too_many_arguments)]
-pub(super) fn scatter_write(
-    a: &CollArea<'_>,
-    slots: &[usize],
-    me: usize,
-    s: u64,
-    r: usize,
-    send: &[u8],
-    offsets: &[usize],
-    share: usize,
-) {
-    let total = slots.len() * share;
-    for j in (0..slots.len()).filter(|&j| j != me) {
-        let p = scatter_piece(offsets, j, r, share);
-        if !p.is_empty() {
-            a.write(slots[me], s, total, j * share, &send[p]);
-        }
+    /// The length of a member's contribution to each round, in `m` members.
+    pub(super) fn total(&self, m: usize) -> usize {
+        m * self.share
+    }
+
+    /// Round `r`'s piece of block `j`, as bytes of the send buffer.
+    fn piece(&self, j: usize, r: usize) -> std::ops::Range<usize> {
+        let (a, b) = (self.offsets[j], self.offsets[j + 1]);
+        let start = (a + r * self.share).min(b);
+        start..(start + self.share).min(b)
     }
 }
 
-/// Folds round `r`'s piece of my block of every member's `send` (mine from
-/// my own buffer, the others' from their halves of collective `s`) into
-/// its place in `recv`, in rank order as [`fold`] does.
-#[allow(clippy::too_many_arguments)]
-pub(super) fn scatter_fold(
-    a: &CollArea<'_>,
-    slots: &[usize],
+/// Member `me` of `slots` in collective `s` of an area: the steps the long
+/// reductions through the area make, blocking ([`reduce_scatter_area`],
+/// [`allreduce_area`]) and nonblocking ([`Reducing`]).
+pub(super) struct Round<'r, 'a> {
+    a: &'r CollArea<'a>,
+    slots: &'r [usize],
     me: usize,
     s: u64,
-    r: usize,
-    send: &[u8],
-    offsets: &[usize],
-    share: usize,
-    recv: &mut [u8],
-    op: &Combine<'_>,
-) {
-    let (m, total) = (slots.len(), slots.len() * share);
-    let p = scatter_piece(offsets, me, r, share);
-    if p.is_empty() {
-        return;
+}
+
+impl<'r, 'a> Round<'r, 'a> {
+    pub(super) fn of(a: &'r CollArea<'a>, slots: &'r [usize], me: usize, s: u64) -> Self {
+        Round { a, slots, me, s }
     }
-    let at = p.start - offsets[me];
-    let acc = &mut recv[at..at + p.len()];
-    let piece = |j: usize| {
-        if j == me {
-            &send[p.clone()]
-        } else {
-            a.bytes(slots[j], s, total, me * share, p.len())
+
+    fn others(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..self.slots.len()).filter(|&j| j != self.me)
+    }
+
+    /// Writes into my contribution, round `r` of reduce-scatter `plan`, the
+    /// round's pieces of the other members' blocks of `send`, member j's at
+    /// `j * share`.
+    pub(super) fn scatter_write(&self, plan: &Scatter<'_>, r: usize, send: &[u8]) {
+        let total = plan.total(self.slots.len());
+        for j in self.others() {
+            let p = plan.piece(j, r);
+            if !p.is_empty() {
+                let at = j * plan.share;
+                self.a
+                    .write(self.slots[self.me], self.s, total, at, &send[p]);
+            }
         }
-    };
-    acc.copy_from_slice(piece(m - 1));
-    for k in (0..m - 1).rev() {
-        op(piece(k), acc);
+    }
+
+    /// Folds round `r`'s piece of my block of every member's `send` (mine
+    /// from my own buffer, the others' from their contributions) into its
+    /// place in `recv`, in rank order as [`fold`] does.
+    pub(super) fn scatter_fold(
+        &self,
+        plan: &Scatter<'_>,
+        r: usize,
+        send: &[u8],
+        recv: &mut [u8],
+        op: &Combine<'_>,
+    ) {
+        let (m, me) = (self.slots.len(), self.me);
+        let p = plan.piece(me, r);
+        if p.is_empty() {
+            return;
+        }
+        let at = p.start - plan.offsets[me];
+        let acc = &mut recv[at..at + p.len()];
+        let total = plan.total(m);
+        let piece = |j: usize| match j == me {
+            true => &send[p.clone()],
+            false => self
+                .a
+                .bytes(self.slots[j], self.s, total, me * plan.share, p.len()),
+        };
+        acc.copy_from_slice(piece(m - 1));
+        for k in (0..m - 1).rev() {
+            op(piece(k), acc);
+        }
+    }
+
+    /// Member j's block of an allreduce's chunk of `len` bytes to fold.
+    fn chunk_block(&self, len: usize, elem: usize, j: usize) -> std::ops::Range<usize> {
+        block_of(len / elem, self.slots.len(), elem, j)
+    }
+
+    /// Writes into my contribution the blocks of allreduce chunk `part` that
+    /// the other members fold, each at its place in the chunk.
+    pub(super) fn write_inputs(&self, part: &[u8], elem: usize) {
+        let len = part.len();
+        for j in self.others() {
+            let b = self.chunk_block(len, elem, j);
+            self.a
+                .write(self.slots[self.me], self.s, len, b.start, &part[b]);
+        }
+    }
+
+    /// Folds my block of every other member's inputs into chunk `part` (in
+    /// any order: a commutative operation).
+    pub(super) fn fold_inputs(&self, part: &mut [u8], elem: usize, op: &Combine<'_>) {
+        let (len, m) = (part.len(), self.slots.len());
+        let mine = self.chunk_block(len, elem, self.me);
+        for k in 1..m {
+            let j = (self.me + k) % m;
+            let theirs = self
+                .a
+                .bytes(self.slots[j], self.s, len, mine.start, mine.len());
+            op(theirs, &mut part[mine.clone()]);
+        }
+    }
+
+    /// Writes my folded block of chunk `part` into my contribution.
+    pub(super) fn write_result(&self, part: &[u8], elem: usize) {
+        let mine = self.chunk_block(part.len(), elem, self.me);
+        let slot = self.slots[self.me];
+        self.a
+            .write(slot, self.s, part.len(), mine.start, &part[mine]);
+    }
+
+    /// Copies every other member's folded block into chunk `part`.
+    pub(super) fn read_results(&self, part: &mut [u8], elem: usize) {
+        let len = part.len();
+        for j in self.others() {
+            let b = self.chunk_block(len, elem, j);
+            self.a
+                .read(self.slots[j], self.s, len, b.start, &mut part[b]);
+        }
     }
 }
 
@@ -391,10 +464,10 @@ fn tried(
 
 /// Commutative allreduce of `buf` through the area, in chunks of at most a
 /// payload half: each member copies into its half the blocks of the chunk
-/// that the others fold ([`write_inputs`]), folds its own block from
-/// everyone's half into its buffer ([`fold_inputs`]), publishes that result
-/// in its other half ([`write_result`]), and copies the others' results out
-/// ([`read_results`]). Two collective numbers per chunk; no system call and
+/// that the others fold ([`Round::write_inputs`]), folds its own block from
+/// everyone's half into its buffer ([`Round::fold_inputs`]), publishes that
+/// result in its other half ([`Round::write_result`]), and copies the
+/// others' results out ([`Round::read_results`]). Two collective numbers per chunk; no system call and
 /// no page pinning, for four copies of every byte where single copy makes
 /// two (`area_fits` must hold).
 fn allreduce_area(
@@ -414,19 +487,19 @@ fn allreduce_area(
         // The inputs are this chunk's contribution to `s`, the results its
         // contribution to `s + 1`.
         wait_writable(e, g, s, len, info)?;
-        write_inputs(&area(e, g.area), &g.slots, me, s, part, elem);
+        Round::of(&area(e, g.area), &g.slots, me, s).write_inputs(part, elem);
         publish_at(e, g, s);
         wait_all(e, g, s, info)?;
         {
             let a = area(e, g.area);
-            fold_inputs(&a, &g.slots, me, s, part, elem, op);
+            Round::of(&a, &g.slots, me, s).fold_inputs(part, elem, op);
             // The results' half is free: every member has entered `s`, so
             // all are done with collective `s - 1`, the last to use it.
-            write_result(&a, &g.slots, me, s + 1, part, elem);
+            Round::of(&a, &g.slots, me, s + 1).write_result(part, elem);
         }
         publish_at(e, g, s + 1);
         wait_all(e, g, s + 1, info)?;
-        read_results(&area(e, g.area), &g.slots, me, s + 1, part, elem);
+        Round::of(&area(e, g.area), &g.slots, me, s + 1).read_results(part, elem);
         g.finish(s + 1);
     }
     Ok(())
@@ -437,80 +510,4 @@ fn allreduce_area(
 /// be shorter), at most a payload half (positive where `area_fits`).
 pub(super) fn area_chunk(payload: usize, m: usize, elem: usize) -> usize {
     (payload / (m * elem)) * m * elem
-}
-
-/// Member j's block of a chunk (of `part`'s length) to fold.
-fn chunk_block(part: usize, m: usize, elem: usize, j: usize) -> std::ops::Range<usize> {
-    block_of(part / elem, m, elem, j)
-}
-
-/// Writes into my contribution to collective `s` the blocks of chunk `part`
-/// that the other members fold, each at its place in the chunk.
-pub(super) fn write_inputs(
-    a: &CollArea<'_>,
-    slots: &[usize],
-    me: usize,
-    s: u64,
-    part: &[u8],
-    elem: usize,
-) {
-    let (len, m) = (part.len(), slots.len());
-    for j in (0..m).filter(|&j| j != me) {
-        let b = chunk_block(len, m, elem, j);
-        a.write(slots[me], s, len, b.start, &part[b]);
-    }
-}
-
-/// Folds my block of every other member's inputs to collective `s` into
-/// chunk `part` (in any order: a commutative operation).
-pub(super) fn fold_inputs(
-    a: &CollArea<'_>,
-    slots: &[usize],
-    me: usize,
-    s: u64,
-    part: &mut [u8],
-    elem: usize,
-    op: &Combine<'_>,
-) {
-    let (len, m) = (part.len(), slots.len());
-    let mine = chunk_block(len, m, elem, me);
-    for k in 1..m {
-        let j = (me + k) % m;
-        op(
-            a.bytes(slots[j], s, len, mine.start, mine.len()),
-            &mut part[mine.clone()],
-        );
-    }
-}
-
-/// Writes my folded block of chunk `part` into my contribution to
-/// collective `s`.
-pub(super) fn write_result(
-    a: &CollArea<'_>,
-    slots: &[usize],
-    me: usize,
-    s: u64,
-    part: &[u8],
-    elem: usize,
-) {
-    let (len, m) = (part.len(), slots.len());
-    let mine = chunk_block(len, m, elem, me);
-    a.write(slots[me], s, len, mine.start, &part[mine]);
-}
-
-/// Copies every other member's folded block of collective `s` into chunk
-/// `part`.
-pub(super) fn read_results(
-    a: &CollArea<'_>,
-    slots: &[usize],
-    me: usize,
-    s: u64,
-    part: &mut [u8],
-    elem: usize,
-) {
-    let (len, m) = (part.len(), slots.len());
-    for j in (0..m).filter(|&j| j != me) {
-        let b = chunk_block(len, m, elem, j);
-        a.read(slots[j], s, len, b.start, &mut part[b]);
-    }
 }

@@ -84,7 +84,7 @@ enum Way {
     Single(usize),
     /// Through the area, `.0` bytes a round: an allreduce's chunk
     /// ([`long::area_chunk`]), a reduce-scatter's share of each block
-    /// ([`long::scatter_share`]).
+    /// ([`long::Scatter`]).
     Area(usize),
 }
 
@@ -133,7 +133,7 @@ impl Reducing {
             }
             (true, Reduction::Scatter { offsets, .. }) => {
                 debug_assert!(area_fits(g, elem));
-                Way::Area(long::scatter_share(g.payload, m, elem, offsets))
+                Way::Area(long::Scatter::new(g.payload, m, elem, offsets).share)
             }
         };
         Reducing {
@@ -152,7 +152,7 @@ impl Reducing {
         (match (self.way, &self.what) {
             (Way::Area(chunk), &Reduction::All(_, n)) => 2 * n.div_ceil(chunk),
             (Way::Area(share), Reduction::Scatter { offsets, .. }) => {
-                long::scatter_rounds(offsets, share)
+                long::Scatter { offsets, share }.rounds()
             }
             (Way::Single(_), Reduction::All(..)) => {
                 return single::allreduce_rounds(self.commutative)
@@ -247,12 +247,13 @@ impl Reducing {
             Way::Area(share) => {
                 if let Some((part, results)) = self.chunk(s) {
                     if results {
-                        long::write_result(a, slots, me, s, part, elem);
+                        long::Round::of(a, slots, me, s).write_result(part, elem);
                     } else {
-                        long::write_inputs(a, slots, me, s, part, elem);
+                        long::Round::of(a, slots, me, s).write_inputs(part, elem);
                     }
                 } else if let Some((send, _, offsets)) = self.scatter_bufs(me) {
-                    long::scatter_write(a, slots, me, s, r, send, offsets, share);
+                    let plan = long::Scatter { offsets, share };
+                    long::Round::of(a, slots, me, s).scatter_write(&plan, r, send);
                 }
             }
             Way::Single(_) => {
@@ -285,12 +286,13 @@ impl Reducing {
             Way::Area(share) => {
                 if let Some((part, results)) = self.chunk(s) {
                     if results {
-                        long::read_results(a, slots, me, s, part, elem);
+                        long::Round::of(a, slots, me, s).read_results(part, elem);
                     } else {
-                        long::fold_inputs(a, slots, me, s, part, elem, op);
+                        long::Round::of(a, slots, me, s).fold_inputs(part, elem, op);
                     }
                 } else if let Some((send, recv, offsets)) = self.scatter_bufs(me) {
-                    long::scatter_fold(a, slots, me, s, r, send, offsets, share, recv, op);
+                    let plan = long::Scatter { offsets, share };
+                    long::Round::of(a, slots, me, s).scatter_fold(&plan, r, send, recv, op);
                 }
                 return Ok(());
             }
