@@ -110,6 +110,14 @@ fn main() -> Result<(), kumi::Error> {
             }
             count
         }
+        "iallreduce" => {
+            let (x, mut y) = ([me as f64], [0f64]);
+            let sum = kumi::Op::<f64>::sum();
+            for _ in 0..count {
+                kumi::scope(|s| w.iallreduce_into(s, &x, &mut y, &sum)?.wait())?;
+            }
+            count
+        }
         "allreduce1m" => {
             let mut big = vec![1.0f64; 1 << 17];
             let sum = kumi::Op::<f64>::sum();
@@ -145,7 +153,7 @@ fn main() -> Result<(), kumi::Error> {
         }
         other => {
             eprintln!(
-                "probe: unknown kernel {other:?}: pingpong, rate, barrier, allreduce, allreduce1m, gather, gatherv, scatter, scatterv, bcast or reduce"
+                "probe: unknown kernel {other:?}: pingpong, rate, barrier, allreduce, iallreduce, allreduce1m, gather, gatherv, scatter, scatterv, bcast or reduce"
             );
             universe.abort(2, "unknown kernel");
         }

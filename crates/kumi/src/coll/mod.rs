@@ -265,7 +265,7 @@ fn advance(e: &mut Engine, id: u64, act: &mut Active) -> bool {
                 return true;
             }
             if let Some(x) = p.failed.take() {
-                return finish(e, id, Err(x));
+                return finish(e, id, Err(*x));
             }
             let result = p.data.take().map(|(buf, _)| buf).or_else(|| p.kept.take());
             match (p.out, result) {
@@ -292,7 +292,7 @@ fn advance(e: &mut Engine, id: u64, act: &mut Active) -> bool {
             let area = p.poll(e);
             if let Some(x) = p.failed.take() {
                 run.abort(e);
-                return finish(e, id, Err(x));
+                return finish(e, id, Err(*x));
             }
             match run.poll(e) {
                 Ok(sent) if !(sent && area) => return true,

@@ -39,11 +39,13 @@ pub(crate) struct Pending {
     /// Where the result goes on completion, if not to the request: the
     /// program's buffer of the result's length (`Comm::iallreduce_raw`).
     pub out: Option<*mut u8>,
-    /// A reduction longer than a payload half.
-    long: Option<Reducing>,
+    /// A reduction longer than a payload half (boxed, as `failed`: a
+    /// `Pending` moves a few times per call, and a short one carries
+    /// neither).
+    long: Option<Box<Reducing>>,
     /// Why it ended early (a copy the kernel refused, members that
     /// disagree on a length): the request's error.
-    pub failed: Option<Error>,
+    pub failed: Option<Box<Error>>,
 }
 
 /// A nonblocking reduction longer than a payload half, round by round as
@@ -692,7 +694,7 @@ impl Pending {
         p.last = p.s + rounds - 1;
         p.kind = long.kind();
         long.first = p.s;
-        p.long = Some(long);
+        p.long = Some(Box::new(long));
         p.poll(e);
         p
     }
@@ -822,7 +824,7 @@ impl Pending {
                 // The others wait for this member's next round until the
                 // program ends or the deadlock detector reports them, as
                 // after the blocking twin's error.
-                self.failed = Some(x);
+                self.failed = Some(Box::new(x));
                 self.done = true;
                 return true;
             }
