@@ -267,18 +267,7 @@ fn advance(e: &mut Engine, id: u64, act: &mut Active) -> bool {
             if let Some(x) = p.failed.take() {
                 return finish(e, id, Err(*x));
             }
-            let result = p.data.take().map(|(buf, _)| buf).or_else(|| p.kept.take());
-            match (p.out, result) {
-                (Some(out), Some(buf)) => {
-                    let b = buf.bytes();
-                    // SAFETY: the starter's contract (`Comm::iallreduce_raw`):
-                    // `out` holds the result's length, valid and untouched by
-                    // the program until the request completes, which is now.
-                    unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), out, b.len()) };
-                    Ok(None)
-                }
-                (_, result) => Ok(result),
-            }
+            Ok(p.kept.take())
         }
         Active::Sched(run) => match run.poll(e) {
             Ok(false) => return true,
@@ -1092,7 +1081,7 @@ impl Comm {
     /// Starts a barrier; it completes once every rank has started it.
     pub fn ibarrier(&self) -> Result<CollRequest<()>> {
         let at = Location::caller();
-        let p = self.shm_whole(at, true, |e, g| Some(Ok(shm::Pending::start(e, g, None))))?;
+        let p = self.shm_whole(at, true, |e, g| Some(Ok(shm::Pending::start(e, g))))?;
         if let Some(p) = p {
             return Ok(self.start(Active::Shm(p)));
         }

@@ -27,7 +27,12 @@ impl Comm {
             };
             let mut data = AlignedBuf::from_bytes(as_bytes(&buf));
             let Some(area) = long else {
-                return Some(Ok(shm::Pending::start(e, g, Some((data, op.bytes_fn())))));
+                let at = (data.bytes_mut().as_mut_ptr(), n);
+                // SAFETY: `data`, kept by the request until it completes (its
+                // memory does not move), and then its result.
+                return Some(Ok(unsafe {
+                    shm::Pending::start_allreduce(e, g, at, op.bytes_fn(), Some(data))
+                }));
             };
             let what = shm::Reduction::All(data.bytes_mut().as_mut_ptr(), n);
             // SAFETY: `data`, kept by the request until it completes (its
@@ -76,12 +81,11 @@ impl Comm {
                     start_long(e, g, shm::Reduction::All(bytes, n), op, area, None)
                 }));
             }
-            // SAFETY: the caller's contract: `n` bytes at `buf`.
-            let mine = unsafe { std::slice::from_raw_parts(bytes, n) };
-            let data = AlignedBuf::from_bytes(mine);
-            let mut p = shm::Pending::start(e, g, Some((data, op.bytes_fn())));
-            p.out = Some(bytes);
-            Some(Ok(p))
+            // SAFETY: the caller's contract: `n` bytes at `buf`, reduced in
+            // place.
+            Some(Ok(unsafe {
+                shm::Pending::start_allreduce(e, g, (bytes, n), op.bytes_fn(), None)
+            }))
         })?;
         if let Some(p) = p {
             return Ok(self.start(Active::Shm(p)));

@@ -28,17 +28,15 @@ pub(crate) struct Pending {
     done: bool,
     /// The collective's kind (the same as its blocking twin's).
     kind: u64,
-    /// Allreduce: the contribution, then the result, and the operation.
-    pub data: Option<(AlignedBuf, crate::coll::exec::ByteOp)>,
+    /// Allreduce: where the contribution is and the result goes (`n` bytes
+    /// at the pointer: the program's buffer, or `kept`), and the operation.
+    data: Option<(*mut u8, usize, crate::coll::exec::ByteOp)>,
     /// A data mover: what this member publishes, and where every member's
     /// block for it goes.
     gather: Option<Gather>,
-    /// A buffer of kumi's own that `gather` points into, kept until the
-    /// collective completes and then its result.
+    /// A buffer of kumi's own that `data` or `gather` points into, kept
+    /// until the collective completes and then its result.
     pub kept: Option<AlignedBuf>,
-    /// Where the result goes on completion, if not to the request: the
-    /// program's buffer of the result's length (`Comm::iallreduce_raw`).
-    pub out: Option<*mut u8>,
     /// A reduction longer than a payload half (boxed, as `failed`: a
     /// `Pending` moves a few times per call, and a short one carries
     /// neither).
@@ -574,19 +572,32 @@ fn a_room(a: &CollArea<'_>) -> usize {
 }
 
 impl Pending {
-    /// Starts the next collective of `g`: a barrier, or with `data` an
-    /// allreduce (at most one payload half).
-    pub fn start(
+    /// Starts the next collective of `g`: a barrier.
+    pub fn start(e: &mut Engine, g: &mut Group) -> Pending {
+        let mut p = Pending::start_unpublished(g);
+        // Publish at once if possible: the others may be waiting for it.
+        p.poll(e);
+        p
+    }
+
+    /// Starts an allreduce of `g` in place, of the `n` bytes at `buf` (at
+    /// most one payload half), by `op`; `kept`, a buffer of kumi's that
+    /// `buf` points into, goes with it.
+    ///
+    /// # Safety
+    /// `buf` readable and writable for `n` bytes, and touched by nobody
+    /// else, until the collective completes.
+    pub unsafe fn start_allreduce(
         e: &mut Engine,
         g: &mut Group,
-        data: Option<(AlignedBuf, crate::coll::exec::ByteOp)>,
+        (buf, n): (*mut u8, usize),
+        op: crate::coll::exec::ByteOp,
+        kept: Option<AlignedBuf>,
     ) -> Pending {
         let mut p = Pending::start_unpublished(g);
-        if let Some((buf, _)) = &data {
-            p.kind = kind(K_ALLREDUCE, 0, buf.bytes().len());
-        }
-        p.data = data;
-        // Publish at once if possible: the others may be waiting for it.
+        p.kind = kind(K_ALLREDUCE, 0, n);
+        p.data = Some((buf, n, op));
+        p.kept = kept;
         p.poll(e);
         p
     }
@@ -737,7 +748,6 @@ impl Pending {
             data: None,
             gather: None,
             kept: None,
-            out: None,
             long: None,
             failed: None,
         }
@@ -774,7 +784,7 @@ impl Pending {
             // round's; a data mover's blocks may be long (the payload half's
             // rule holds for all).
             let total = match (&self.data, long) {
-                (Some((b, _)), _) => b.bytes().len(),
+                (Some((_, n, _)), _) => *n,
                 (_, Some(n)) => n,
                 _ => usize::MAX,
             };
@@ -784,9 +794,11 @@ impl Pending {
             if let (Some(l), Some(_)) = (&mut self.long, long) {
                 l.write(&a, &self.slots, self.me, s);
             }
-            if let Some((buf, _)) = &self.data {
-                let b = buf.bytes();
-                a.write(mine, s, b.len(), 0, b);
+            if let Some((buf, n, _)) = self.data {
+                // SAFETY: `n` bytes at `buf` until completion
+                // (`start_allreduce`'s contract); only read here.
+                let b = unsafe { std::slice::from_raw_parts(buf, n) };
+                a.write(mine, s, n, 0, b);
             }
             if let Some(g) = &self.gather {
                 self.kind = g.write_own(&a, mine, s, self.me, self.slots.len());
@@ -806,9 +818,11 @@ impl Pending {
             // It waited for every member.
             saw_all(&self.seen_all, s);
         }
-        if let Some((buf, op)) = &mut self.data {
-            let b = buf.bytes_mut();
-            let n = b.len();
+        if let Some((buf, n, op)) = &self.data {
+            let n = *n;
+            // SAFETY: as above; the contribution is in the area now, and
+            // the result replaces it.
+            let b = unsafe { std::slice::from_raw_parts_mut(*buf, n) };
             let last = self.slots.len() - 1;
             b.copy_from_slice(a.bytes(self.slots[last], s, n, 0, n));
             for k in (0..last).rev() {
