@@ -79,8 +79,9 @@ pub(crate) fn allreduce_long(
 /// messages (single copy off, and the area cannot take it). They follow
 /// `KUMI_COLL_ALLREDUCE_COPY` and, under `auto`, the outcome of the
 /// group's allreduce trial (the same trade of page pinning against copies
-/// on this machine), through the area until it has one. Every member
-/// decides alike: the trial's state is the group's.
+/// on this machine), through the area until it has one (measured:
+/// docs/BENCHMARKS.md, session 44). Every member decides alike: the
+/// trial's state is the group's.
 pub(crate) fn long_area(e: &Engine, g: &Group, area_ok: bool) -> Option<bool> {
     let cfg = e.svc.coll.config();
     if !area_ok {
