@@ -447,13 +447,16 @@ fn contribute(e: &mut Guard<'_>, g: &Group, s: u64, data: &[u8], info: WaitInfo)
 }
 
 /// `buf = d0 ⊕ (d1 ⊕ (... ⊕ d_last))` over every member's contribution to
-/// `s`.
+/// `s`, where `buf` holds this member's own: the last member's, the
+/// rightmost operand, is already in place (a copy of up to a payload half
+/// saved).
 fn fold(a: &CollArea<'_>, g: &Group, s: u64, buf: &mut [u8], op: &Combine<'_>) {
-    fold_at(a, g, s, buf.len(), 0, buf, op);
+    fold_at(a, g, s, buf.len(), 0, buf, op, g.me + 1 == g.slots.len());
 }
 
 /// [`fold`] of bytes `off..off + buf.len()` of contributions of `total`
-/// bytes.
+/// bytes; `in_place`: `buf` holds the last member's already.
+#[allow(clippy::too_many_arguments)]
 fn fold_at(
     a: &CollArea<'_>,
     g: &Group,
@@ -462,14 +465,18 @@ fn fold_at(
     off: usize,
     buf: &mut [u8],
     op: &Combine<'_>,
+    in_place: bool,
 ) {
     let n = buf.len();
     let last = g.slots.len() - 1;
-    let src = a.bytes(g.slots[last], s, total, off, n);
-    // SAFETY: both are `n` bytes (`bytes` returns exactly `n`), and the area
-    // (kumi's own mapping, private to the collectives) is no caller's buffer. (Not `copy_from_slice`: for an
-    // 8-byte allreduce, a call into `memcpy` cost more than the copy.)
-    unsafe { kumi_transport::copy_bytes(src.as_ptr(), buf.as_mut_ptr(), n) };
+    if !in_place {
+        let src = a.bytes(g.slots[last], s, total, off, n);
+        // SAFETY: both are `n` bytes (`bytes` returns exactly `n`), and the
+        // area (kumi's own mapping, private to the collectives) is no
+        // caller's buffer. (Not `copy_from_slice`: for an 8-byte allreduce,
+        // a call into `memcpy` cost more than the copy.)
+        unsafe { kumi_transport::copy_bytes(src.as_ptr(), buf.as_mut_ptr(), n) };
+    }
     for k in (0..last).rev() {
         op(a.bytes(g.slots[k], s, total, off, n), buf);
     }
@@ -541,7 +548,16 @@ pub(crate) fn reduce_scatter(
     contribute(e, g, s, send, info)?;
     wait_all_reached(e, g, s, info)?;
     let recv = &mut recv[..mine.len()];
-    fold_at(&area(e, g.area), g, s, send.len(), mine.start, recv, op);
+    fold_at(
+        &area(e, g.area),
+        g,
+        s,
+        send.len(),
+        mine.start,
+        recv,
+        op,
+        false,
+    );
     g.finish(s);
     Ok(())
 }

@@ -824,7 +824,11 @@ impl Pending {
             // the result replaces it.
             let b = unsafe { std::slice::from_raw_parts_mut(*buf, n) };
             let last = self.slots.len() - 1;
-            b.copy_from_slice(a.bytes(self.slots[last], s, n, 0, n));
+            // The last member's contribution, the rightmost operand, is in
+            // place in its own buffer.
+            if self.me != last {
+                b.copy_from_slice(a.bytes(self.slots[last], s, n, 0, n));
+            }
             for k in (0..last).rev() {
                 op(a.bytes(self.slots[k], s, n, 0, n), b);
             }
