@@ -261,10 +261,8 @@ impl Reducing {
                     Reduction::All(buf, _) => buf as usize,
                     Reduction::Scatter { send, .. } => send as usize,
                 };
-                let mut card = [0; 16];
-                card[..8].copy_from_slice(&(addr as u64).to_le_bytes());
-                card[8..].copy_from_slice(&(self.what.len() as u64).to_le_bytes());
-                a.write(slots[me], s, card.len(), 0, &card);
+                let card = single::card([addr as u64, self.what.len() as u64]);
+                a.write(slots[me], s, 16, 0, &card[..16]);
             }
         }
     }

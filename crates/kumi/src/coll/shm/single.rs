@@ -31,11 +31,17 @@ fn publish_card<const N: usize>(
     words: [u64; N],
     info: WaitInfo,
 ) -> Result<()> {
+    contribute(e, g, s, &card(words)[..8 * N], info)
+}
+
+/// `N` words (addresses, lengths) as a member publishes them in its entry
+/// (the first `8 * N` bytes).
+pub(super) fn card<const N: usize>(words: [u64; N]) -> [u8; 64] {
     let mut card = [0u8; 64];
     for (i, w) in words.iter().enumerate() {
         card[8 * i..8 * i + 8].copy_from_slice(&w.to_le_bytes());
     }
-    contribute(e, g, s, &card[..8 * N], info)
+    card
 }
 
 /// Member `k`'s pid and the `N` words it published for collective `s`.
