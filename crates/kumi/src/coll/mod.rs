@@ -307,33 +307,6 @@ fn finish(e: &mut Engine, id: u64, result: Result<Option<AlignedBuf>>) -> bool {
     false
 }
 
-/// How a nonblocking allreduce longer than `g`'s payload half goes
-/// ([`shm::long_area`]): `Some(true)` through the area, `Some(false)` by
-/// single copy, `None` by messages.
-fn long_allreduce<T: Pod>(e: &Engine, g: &shm::Group, op: &Op<T>) -> Option<bool> {
-    shm::long_area(e, g, op.commutative && shm::area_fits(g, op.unit_bytes()))
-}
-
-/// How a reduce-scatter of `n` bytes (all of them, from every member) goes
-/// inside `g` where longer than a payload half ([`shm::long_area`]):
-/// `Some(true)` through the area in rounds, `Some(false)` by single copy;
-/// `None` for a shorter one (a blocking one then goes through the area in
-/// one piece, `shm::reduce_scatter`), or by messages.
-fn long_reduce_scatter<T: Pod>(e: &Engine, g: &shm::Group, n: usize, op: &Op<T>) -> Option<bool> {
-    (n > g.payload).then_some(())?;
-    shm::long_area(e, g, shm::area_fits(g, op.unit_bytes()))
-}
-
-/// How a nonblocking reduce-scatter of `n` bytes goes inside `g`: as
-/// [`long_reduce_scatter`] says where longer than a payload half, a shorter
-/// one through the area in rounds (one, mostly) where its elements fit.
-fn ireduce_scatter_way<T: Pod>(e: &Engine, g: &shm::Group, n: usize, op: &Op<T>) -> Option<bool> {
-    match n > g.payload {
-        true => long_reduce_scatter(e, g, n, op),
-        false => shm::area_fits(g, op.unit_bytes()).then_some(true),
-    }
-}
-
 pub(crate) use combine::on_frame as on_combine_frame;
 
 fn as_bytes<T: Pod>(b: &[T]) -> &[u8] {
@@ -1498,7 +1471,7 @@ impl Comm {
                 return Some(shm::reduce_scatter(e, g, sb, mine, rb, &*f, info));
             }
             let unit = op.unit_bytes();
-            Some(if long_reduce_scatter(e, g, sb.len(), op)? {
+            Some(if shm::reduce_scatter_way(e, g, sb.len(), op)? {
                 let offsets = count_offsets(counts, elem);
                 shm::reduce_scatter_area(e, g, sb, &offsets, rb, unit, &*f, info)
             } else {

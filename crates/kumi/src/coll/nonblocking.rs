@@ -22,7 +22,7 @@ impl Comm {
             // Longer than a payload half: through the area in chunks or by
             // single copy (`?`: neither, by messages).
             let long = match n > g.payload {
-                true => Some(long_allreduce(e, g, op)?),
+                true => Some(shm::iallreduce_way(e, g, op)?),
                 false => None,
             };
             let mut data = AlignedBuf::from_bytes(as_bytes(&buf));
@@ -75,7 +75,7 @@ impl Comm {
         let bytes = buf.cast::<u8>();
         let p = self.shm_whole(at, true, |e, g| {
             if n > g.payload {
-                let area = long_allreduce(e, g, op)?;
+                let area = shm::iallreduce_way(e, g, op)?;
                 // SAFETY: the caller's contract: `n` bytes at `buf`.
                 return Some(Ok(unsafe {
                     start_long(e, g, shm::Reduction::All(bytes, n), op, area, None)
@@ -641,7 +641,7 @@ impl Comm {
         let at = Location::caller();
         let mut work = Some(AlignedBuf::from_bytes(as_bytes(&send)));
         let long = self.shm_whole(at, true, |e, g| {
-            let area = ireduce_scatter_way(e, g, offsets[p], op)?;
+            let area = shm::ireduce_scatter_way(e, g, offsets[p], op)?;
             let send = work.take().expect("taken once");
             let mut out = AlignedBuf::zeroed(b - a);
             let what = shm::Reduction::Scatter {
@@ -689,7 +689,7 @@ impl Comm {
         let (p, me) = (self.size(), self.rank());
         let offsets = count_offsets(counts, std::mem::size_of::<T>());
         let long = self.shm_whole(Location::caller(), true, |e, g| {
-            let area = ireduce_scatter_way(e, g, offsets[p], op)?;
+            let area = shm::ireduce_scatter_way(e, g, offsets[p], op)?;
             let what = shm::Reduction::Scatter {
                 send: send.cast(),
                 offsets: offsets.clone(),

@@ -126,7 +126,8 @@ mod single;
 
 use long::Long;
 pub(crate) use long::{
-    allreduce_long, area_fits, bcast_long, long_area, reduce_long, reduce_scatter_area,
+    allreduce_long, area_fits, bcast_long, iallreduce_way, ireduce_scatter_way, reduce_long,
+    reduce_scatter_area, reduce_scatter_way,
 };
 pub(crate) use pending::{Pending, Reducing, Reduction};
 pub(crate) use single::{
@@ -365,7 +366,7 @@ fn wait_all(e: &mut Guard<'_>, g: &Group, s: u64, info: WaitInfo) -> Result<()> 
 }
 
 /// Waits until my contribution of `total` bytes to collective `s` is
-/// writable ([`writable`]), unless this rank has already seen every member
+/// writable ([`writable_seen`]), unless this rank has already seen every member
 /// get far enough (in an earlier collective or look): then it is, and
 /// looking again would only pull the other members' lines into this core's
 /// cache once more. That earlier Acquire orders the writes that follow as

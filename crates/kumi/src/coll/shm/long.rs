@@ -82,7 +82,7 @@ pub(crate) fn allreduce_long(
 /// on this machine), through the area until it has one (measured:
 /// docs/BENCHMARKS.md, session 44). Every member decides alike: the
 /// trial's state is the group's.
-pub(crate) fn long_area(e: &Engine, g: &Group, area_ok: bool) -> Option<bool> {
+fn long_area(e: &Engine, g: &Group, area_ok: bool) -> Option<bool> {
     let cfg = e.svc.coll.config();
     if !area_ok {
         return cfg.single_copy.then_some(false);
@@ -92,6 +92,43 @@ pub(crate) fn long_area(e: &Engine, g: &Group, area_ok: bool) -> Option<bool> {
         (LongCopy::Auto, true) => g.long != Long::Single,
         _ => true,
     })
+}
+
+/// How a nonblocking allreduce by `op` longer than `g`'s payload half goes
+/// ([`long_area`]): `Some(true)` through the area in chunks, `Some(false)`
+/// by single copy, `None` by messages.
+pub(crate) fn iallreduce_way<T: bytemuck::Pod>(e: &Engine, g: &Group, op: &Op<T>) -> Option<bool> {
+    long_area(e, g, op.commutative && area_fits(g, op.unit_bytes()))
+}
+
+/// How a reduce-scatter of `n` bytes (all of them, from every member) goes
+/// inside `g` where longer than a payload half ([`long_area`]): `Some(true)`
+/// through the area in rounds, `Some(false)` by single copy; `None` for a
+/// shorter one (a blocking one then goes through the area in one piece,
+/// `reduce_scatter`), or by messages.
+pub(crate) fn reduce_scatter_way<T: bytemuck::Pod>(
+    e: &Engine,
+    g: &Group,
+    n: usize,
+    op: &Op<T>,
+) -> Option<bool> {
+    (n > g.payload).then_some(())?;
+    long_area(e, g, area_fits(g, op.unit_bytes()))
+}
+
+/// How a nonblocking reduce-scatter of `n` bytes goes inside `g`: as
+/// [`reduce_scatter_way`] says where longer than a payload half, a shorter
+/// one through the area in rounds (one, mostly) where its elements fit.
+pub(crate) fn ireduce_scatter_way<T: bytemuck::Pod>(
+    e: &Engine,
+    g: &Group,
+    n: usize,
+    op: &Op<T>,
+) -> Option<bool> {
+    match n > g.payload {
+        true => reduce_scatter_way(e, g, n, op),
+        false => area_fits(g, op.unit_bytes()).then_some(true),
+    }
 }
 
 /// Reduce-scatter of `send` (blocks at byte `offsets`, one per member)
