@@ -49,7 +49,7 @@ fn delay(rng: &mut Rng, on: bool) {
 fn one(c: &Comm, it: u64, common: &mut Rng, mine: &mut Rng, delays: bool) -> R {
     let (p, me) = (c.size(), c.rank());
     let root = common.below(p as u64) as usize;
-    let op = common.below(10);
+    let op = common.below(11);
     // 20 000 elements: beyond a payload half, so that long allreduces run
     // (by single copy, through the area, or the trial between them).
     let sizes = [0usize, 1, 2, 3, 17, 600, 8191, 9000, 20_000];
@@ -350,6 +350,64 @@ fn one(c: &Comm, it: u64, common: &mut Rng, mine: &mut Rng, delays: bool) -> R {
             if v != want || x[0] != (p * (p - 1) / 2) as u64 {
                 return Err(fail(format!(
                     "iteration {it}: iallreduce/allreduce on rank {me}: {v:?} {x:?}"
+                )));
+            }
+        }
+        9 => {
+            // Nonblocking data movers, several in flight at once and a
+            // blocking broadcast among them, waited for in a drawn order:
+            // short ones (whose root, or senders, run up to the area's depth
+            // ahead of the readers) and long ones (in rounds).
+            let len = [0usize, 5, 48, 49, 4096, 4097, 70_000][n % 7];
+            let block = [1usize, 3, 64, 700, 5000][n % 5];
+            let v = |r: usize, i: usize| (r * 7_919 + i) as u64 ^ it;
+            let own: Vec<u64> = (0..block).map(|i| v(me, i)).collect();
+            let all: Vec<u64> = (0..p)
+                .flat_map(|r| (0..block).map(move |i| v(r, i)))
+                .collect();
+            let other = (root + 1) % p;
+            let (mut b1, mut b2) = (vec![0u8; len], vec![0u8; len % 100]);
+            if me == root {
+                kumi_tests::fill(&mut b1, root, it);
+            }
+            if me == other {
+                kumi_tests::fill(&mut b2, other, it);
+            }
+            let mut gathered = vec![0u64; if me == root { p * block } else { 0 }];
+            let (mut part, mut every) = (vec![0u64; block], vec![0u64; p * block]);
+            let backwards = common.below(2) == 1;
+            kumi::scope(|sc| -> R {
+                let a = c.ibcast_into(sc, &mut b1, root)?;
+                delay(mine, delays);
+                let b = c.igather_into(sc, &own, &mut gathered, root)?;
+                let d =
+                    c.iscatter_into(sc, if me == root { &all[..] } else { &[] }, &mut part, root)?;
+                let e = c.iallgather_into(sc, &own, &mut every)?;
+                c.bcast(&mut b2, other)?;
+                if backwards {
+                    for r in [e, d, b, a] {
+                        r.wait()?;
+                    }
+                } else {
+                    for r in [a, b, d, e] {
+                        r.wait()?;
+                    }
+                }
+                Ok(())
+            })?;
+            let (mut w1, mut w2) = (vec![0u8; len], vec![0u8; len % 100]);
+            kumi_tests::fill(&mut w1, root, it);
+            kumi_tests::fill(&mut w2, other, it);
+            let wrong = [
+                ("ibcast", b1 != w1),
+                ("bcast among them", b2 != w2),
+                ("igather", me == root && gathered != all),
+                ("iscatter", part != own),
+                ("iallgather", every != all),
+            ];
+            if let Some((what, _)) = wrong.iter().find(|w| w.1) {
+                return Err(fail(format!(
+                    "iteration {it}: {what} (broadcast of {len}, blocks of {block}, root {root}) wrong on rank {me}"
                 )));
             }
         }

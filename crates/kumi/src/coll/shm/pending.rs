@@ -373,16 +373,43 @@ impl Gather {
         at..at + (n - at).min(self.piece)
     }
 
-    /// Writes this member's pieces of the round under way into its s,
-    /// and returns the round's kind.
+    /// Writes this member's pieces of the round under way into its slot
+    /// for collective `s`, and returns the round's kind.
     fn write_own(&self, a: &CollArea<'_>, slot: usize, s: u64, me: usize, m: usize) -> u64 {
+        self.pieces(a, me, m, &mut |total, off, b| {
+            a.write(slot, s, total, off, b)
+        })
+    }
+
+    /// The longest contribution (the `total` that places it) of this
+    /// member's writes in the round under way, 0 if none: the storage whose
+    /// earlier readers must be done ([`writable_seen`]). A short block goes
+    /// in an entry or a piece, so the root of short broadcasts (or a member
+    /// of short gathers) runs up to a depth ahead, as in the blocking
+    /// forms, where a payload half's rule kept it in lock-step.
+    fn longest_write(&self, a: &CollArea<'_>, me: usize, m: usize) -> usize {
+        let mut longest = 0;
+        self.pieces(a, me, m, &mut |total, _, _| longest = longest.max(total));
+        longest
+    }
+
+    /// Hands each of this member's writes of the round under way to `put`
+    /// (`total`, offset and bytes, as [`CollArea::write`] takes them), and
+    /// returns the round's kind.
+    fn pieces(
+        &self,
+        a: &CollArea<'_>,
+        me: usize,
+        m: usize,
+        put: &mut dyn FnMut(usize, usize, &[u8]),
+    ) -> u64 {
         match self.send {
             Sends::Own(at, n) => {
                 // SAFETY: `send` is readable until completion (the caller's
                 // contract).
                 let send = unsafe { std::slice::from_raw_parts(at, n) };
                 let b = &send[self.part(send.len())];
-                a.write(slot, s, b.len(), 0, b);
+                put(b.len(), 0, b);
                 let total = self.recv.iter().map(|&(_, n)| self.part(n).len()).sum();
                 kind(K_ALLGATHER, 0, total)
             }
@@ -395,7 +422,7 @@ impl Gather {
                 // caller's to copy).
                 for j in (0..m).filter(|&j| j != me) {
                     let b = &send[j * block + r.start..j * block + r.end];
-                    a.write(slot, s, total, j * r.len(), b);
+                    put(total, j * r.len(), b);
                 }
                 kind(K_ALLTOALL, 0, total)
             }
@@ -403,9 +430,7 @@ impl Gather {
                 for (j, &(p, n)) in send.iter().enumerate().filter(|&(j, _)| j != me) {
                     if let (Some((total, off)), 1..) = (scatterv_place(j, n, m, a_room(a)), n) {
                         // SAFETY: as above, `n` bytes at `p`.
-                        a.write(slot, s, total, off, unsafe {
-                            std::slice::from_raw_parts(p, n)
-                        });
+                        put(total, off, unsafe { std::slice::from_raw_parts(p, n) });
                     }
                 }
                 // The blocking form's kind, saying no rounds follow.
@@ -414,7 +439,7 @@ impl Gather {
             Sends::ToRoot(root, (p, n)) => {
                 if me != root && (1..=a.payload()).contains(&n) {
                     // SAFETY: as above, `n` bytes at `p`.
-                    a.write(slot, s, n, 0, unsafe { std::slice::from_raw_parts(p, n) });
+                    put(n, 0, unsafe { std::slice::from_raw_parts(p, n) });
                 }
                 // Its own length: the root waits for the one it expects.
                 kind(K_GATHERV, root, n)
@@ -423,9 +448,7 @@ impl Gather {
                 for (j, &(p, n)) in send.iter().enumerate().filter(|&(j, _)| j != root) {
                     if let (Some((total, off)), 1..) = (scatterv_place(j, n, m, a.payload()), n) {
                         // SAFETY: as above, `n` bytes at `p`.
-                        a.write(slot, s, total, off, unsafe {
-                            std::slice::from_raw_parts(p, n)
-                        });
+                        put(total, off, unsafe { std::slice::from_raw_parts(p, n) });
                     }
                 }
                 kind(K_SCATTERV, root, 0)
@@ -436,7 +459,7 @@ impl Gather {
                 if me == root {
                     // SAFETY: as above: the root's buffer, `n` bytes.
                     let b = unsafe { std::slice::from_raw_parts(p.cast_const(), n) };
-                    a.write(slot, s, r.len(), 0, &b[r]);
+                    put(r.len(), 0, &b[r]);
                 }
                 kind(K_BCAST, root, n)
             }
@@ -778,12 +801,13 @@ impl Pending {
             let contributes = self.data.is_some()
                 || long.is_some()
                 || self.gather.as_ref().is_some_and(|g| g.writes(self.me));
-            // An allreduce's storage by its length, a long reduction's by its
-            // round's; a data mover's blocks may be long (the payload half's
-            // rule holds for all).
-            let total = match (&self.data, long) {
-                (Some((_, n, _)), _) => *n,
-                (_, Some(n)) => n,
+            // The storage written: an allreduce's by its length, a long
+            // reduction's by its round's, a data mover's by its longest
+            // write.
+            let total = match (&self.data, long, &self.gather) {
+                (Some((_, n, _)), _, _) => *n,
+                (_, Some(n), _) => n,
+                (_, _, Some(g)) => g.longest_write(&a, self.me, self.slots.len()),
                 _ => usize::MAX,
             };
             if contributes && !writable_seen(&a, &self.slots, s, total, &self.seen_all) {
