@@ -507,7 +507,11 @@ impl<T: Pod> CollRequest<T> {
         };
         let info = WaitInfo::plain(Call::Collective);
         let mut e = self.engine.borrow_mut();
-        e.wait_until(info, |e| e.svc.coll.done.contains_key(&id))?;
+        e.wait_until_with_mates(
+            info,
+            |e| e.svc.coll.done.contains_key(&id),
+            |e| e.svc.coll.mates_wait(e, id),
+        )?;
         match e.svc.coll.done.remove(&id).expect("completed") {
             Ok(Some(buf)) => Ok(bytemuck::cast_slice::<u8, T>(buf.bytes()).to_vec()),
             Ok(None) => Ok(Vec::new()),
@@ -540,6 +544,15 @@ impl<T: Pod> Drop for CollRequest<T> {
 }
 
 impl CollState {
+    /// Whether the ranks of this core wait through nonblocking collective
+    /// `id` too ([`shm::Pending::mates_wait`]).
+    fn mates_wait(&self, e: &Engine, id: u64) -> bool {
+        self.active
+            .iter()
+            .find(|(i, _)| *i == id)
+            .is_some_and(|(_, a)| matches!(a, Active::Shm(p) if p.mates_wait(e)))
+    }
+
     /// The collective state of communicator `ctx` (collective context), made
     /// on first use with its `members`.
     fn comm_info(&mut self, ctx: u32, members: impl FnOnce() -> Arc<[u32]>) -> &mut CommInfo {

@@ -149,7 +149,7 @@ pub(crate) struct Group {
     /// The slots of the other ranks bound to my core (none: I have it to
     /// myself), when ranks are bound and all of those are members; else
     /// `None` (see [`wait_all_reached`]).
-    mates: Option<Box<[usize]>>,
+    mates: Option<Arc<[usize]>>,
     /// Bytes of a payload half.
     pub payload: usize,
     /// Last collective number used.

@@ -24,6 +24,8 @@ pub(crate) struct Pending {
     completed: Arc<AtomicU64>,
     /// The group's `seen_all`.
     seen_all: Arc<AtomicU64>,
+    /// The group's `mates`: the other members bound to this rank's core.
+    mates: Option<Arc<[usize]>>,
     published: bool,
     done: bool,
     /// The collective's kind (the same as its blocking twin's).
@@ -763,6 +765,7 @@ impl Pending {
             last: 0,
             completed: g.completed.clone(),
             seen_all: g.seen_all.clone(),
+            mates: g.mates.clone(),
             published: false,
             done: false,
             kind: kind(K_BARRIER, 0, 0),
@@ -772,6 +775,32 @@ impl Pending {
             long: None,
             failed: None,
         }
+    }
+
+    /// Whether every other member bound to this rank's core has entered
+    /// the round under way, one that every member waits through (not a
+    /// rooted form's, nor a long reduction's, whose rounds wait for some
+    /// members only), and waits in kumi: then a rank waiting for this
+    /// collective keeps its core rather than hand it to them
+    /// ([`Engine::wait_until_with_mates`]). Unlike a blocking collective's
+    /// members (`wait_all_reached`), a nonblocking one's may be computing
+    /// after the start, so their published waits are looked at too.
+    pub fn mates_wait(&self, e: &Engine) -> bool {
+        let Some(mates) = &self.mates else {
+            return false;
+        };
+        if !self.published
+            || self.long.is_some()
+            || self.gather.as_ref().is_some_and(Gather::rooted)
+        {
+            return false;
+        }
+        let Some(shm) = e.shm() else { return false };
+        let seg = shm.segment();
+        all_reached_as(&seg.coll_area(self.area), mates, self.s, self.kind)
+            && mates
+                .iter()
+                .all(|&j| seg.rank_block(j).awaits() != kumi_transport::shm::AWAITS_NOTHING)
     }
 
     /// Advances; `true` once complete (or failed: `failed` says why).
