@@ -664,7 +664,7 @@ mpi! {
         if let (Some(send), true) = (send, rd.is_contiguous()) {
             // SAFETY: MPI's contract (see `v::igatherv`); in place, this
             // rank's send is its own receive block.
-            let req = unsafe { c.iallgatherv_segments(send, &recv) }?;
+            let req = unsafe { c.iallgatherv_segments(send, recv) }?;
             return nb_request(Box::new(NbBytes::none(req)), comm, request);
         }
         let mine = if in_place(sendbuf) {

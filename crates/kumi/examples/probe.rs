@@ -11,6 +11,8 @@
 //!   receives into one buffer (rank 1), each window acknowledged;
 //! - barrier: `count` barriers on all ranks;
 //! - allreduce: `count` sums of one double on all ranks (checked);
+//! - allgather, iallgather: `count` allgathers of `size` bytes a rank
+//!   (the nonblocking one started and waited for at once);
 //! - allreduce1m: `count` in-place sums of 1 MiB of doubles (as `kumi bench
 //!   coll` does);
 //! - gather, gatherv, scatter, scatterv: `count` calls with blocks of `size`
@@ -115,6 +117,18 @@ fn main() -> Result<(), kumi::Error> {
             let sum = kumi::Op::<f64>::sum();
             for _ in 0..count {
                 kumi::scope(|s| w.iallreduce_into(s, &x, &mut y, &sum)?.wait())?;
+            }
+            count
+        }
+        "allgather" => {
+            for _ in 0..count {
+                w.allgather(&buf, &mut all)?;
+            }
+            count
+        }
+        "iallgather" => {
+            for _ in 0..count {
+                kumi::scope(|s| w.iallgather_into(s, &buf, &mut all)?.wait())?;
             }
             count
         }

@@ -73,7 +73,7 @@ pub struct Scope<'s> {
 pub fn scope<'s, R>(f: impl FnOnce(&Scope<'s>) -> R) -> R {
     let s = Scope {
         pending: RefCell::new(Vec::new()),
-        colls: RefCell::new(Vec::new()),
+        colls: RefCell::new(smallvec::SmallVec::new()),
         _invariant: PhantomData,
     };
     f(&s)
@@ -122,8 +122,9 @@ impl<'s> Scope<'s> {
 
 type PendingList = RefCell<Vec<(EngineRef, ReqId)>>;
 
-/// A scope's collectives on borrowed buffers (`None` once waited for).
-pub(crate) type CollList = RefCell<Vec<Option<crate::CollRequest<u8>>>>;
+/// A scope's collectives on borrowed buffers (`None` once waited for); a
+/// few inline, so that a scope around one collective allocates nothing.
+pub(crate) type CollList = RefCell<smallvec::SmallVec<[Option<crate::CollRequest<u8>>; 4]>>;
 
 /// A nonblocking operation in flight. Wait on it with [`Request::wait`], poll it
 /// with [`Request::test`], or use [`wait_all`], [`wait_any`], [`test_all`].

@@ -899,7 +899,7 @@ fn iallgatherv<C: Entry, D: Entry>(
     if a.contiguous() {
         // SAFETY: MPI's contract (see `igatherv`); in place, this rank's
         // send is its own receive segment.
-        let req = unsafe { c.iallgatherv_segments(a.send(), &in_bytes(a.segs, &a.rd)) }?;
+        let req = unsafe { c.iallgatherv_segments(a.send(), in_bytes(a.segs, &a.rd)) }?;
         return nb_request(Box::new(NbBytes::none(req)), comm, request);
     }
     let mine = pack(a.sbuf, a.sn, &a.sd);

@@ -212,25 +212,29 @@ impl Comm {
     pub unsafe fn iallgatherv_segments(
         &self,
         send: (*const u8, usize),
-        recv: &[(*mut u8, usize)],
+        recv: Vec<(*mut u8, usize)>,
     ) -> Result<CollRequest<u8>> {
         let (p, me) = (self.size(), self.rank());
-        own_segment("recv", recv, p, me, send.1)?;
+        own_segment("recv", &recv, p, me, send.1)?;
+        let own = recv[me].0;
         // Inside one host, through the area, long blocks in rounds (every
         // rank knows every length, so all count the same rounds).
-        let pending = self.shm_whole(Location::caller(), true, |e, g| {
+        let mut recv = Some(recv);
+        let area = self.shm_start(Location::caller(), |e, g| {
+            let recv = recv.take()?;
             // SAFETY: the caller's contract.
             Some(Ok(unsafe {
-                shm::Pending::start_gather(e, g, send, recv.to_vec(), None)
+                shm::Pending::start_gather(e, g, send, recv, None)
             }))
         })?;
-        if let Some(pending) = pending {
+        if let Some(r) = area {
             // SAFETY: the caller's contract.
-            unsafe { copy_own(send.0, recv[me].0, send.1) };
-            return Ok(self.start(Active::Shm(pending)));
+            unsafe { copy_own(send.0, own, send.1) };
+            return Ok(r);
         }
+        let recv = recv.expect("taken only to start through the area");
         // SAFETY: the caller's contract.
-        unsafe { self.allgatherv_each(send, recv, Exec::Start) }.map(started)
+        unsafe { self.allgatherv_each(send, &recv, Exec::Start) }.map(started)
     }
 
     /// # Safety
@@ -427,7 +431,7 @@ impl Comm {
             return unsafe { self.ialltoallv_segments(send, recv) };
         }
         // (Every member needs a share of a payload half of at least a byte.)
-        let pending = self.shm_whole(Location::caller(), true, |e, g| {
+        let area = self.shm_start(Location::caller(), |e, g| {
             (g.payload >= p).then(|| {
                 // SAFETY: the caller's contract.
                 Ok(unsafe {
@@ -441,11 +445,11 @@ impl Comm {
                 })
             })
         })?;
-        match pending {
-            Some(pending) => {
+        match area {
+            Some(r) => {
                 // SAFETY: the caller's contract.
                 unsafe { copy_own(send[me].0, recv[me].0, block) };
-                Ok(self.start(Active::Shm(pending)))
+                Ok(r)
             }
             // SAFETY: the caller's contract.
             None => unsafe { self.ialltoallv_segments(send, recv) },
@@ -482,12 +486,11 @@ impl Comm {
     ) -> Result<CollRequest<u8>> {
         self.check_root(root)?;
         // Inside one host, through the collective area, in rounds.
-        let pending = self.shm_whole(Location::caller(), true, |e, g| {
+        if let Some(r) = self.shm_start(Location::caller(), |e, g| {
             // SAFETY: the caller's contract.
             Some(Ok(unsafe { shm::Pending::start_bcast(e, g, root, buf) }))
-        })?;
-        if let Some(pending) = pending {
-            return Ok(self.start(Active::Shm(pending)));
+        })? {
+            return Ok(r);
         }
         self.exec_each(vec![buf], Exec::Start, |g, me| {
             sc::bcast_binomial(g, root, me, 1)

@@ -1067,9 +1067,8 @@ impl Comm {
     /// Starts a barrier; it completes once every rank has started it.
     pub fn ibarrier(&self) -> Result<CollRequest<()>> {
         let at = Location::caller();
-        let p = self.shm_whole(at, true, |e, g| Some(Ok(shm::Pending::start(e, g))))?;
-        if let Some(p) = p {
-            return Ok(self.start(Active::Shm(p)));
+        if let Some(r) = self.shm_start(at, |e, g| Some(Ok(shm::Pending::start(e, g))))? {
+            return Ok(r);
         }
         let (_, wire) = self.wire()?;
         let sched = sc::barrier(&self.group(), self.rank());
@@ -1092,11 +1091,41 @@ impl Comm {
         if matches!(run, Active::Shm(_)) || advance(&mut e, id, &mut run) {
             e.svc.coll.active.push((id, run));
         }
+        self.request(id)
+    }
+
+    /// The request of nonblocking collective `id`.
+    fn request<T: Pod>(&self, id: u64) -> CollRequest<T> {
         CollRequest {
             engine: self.engine_rc().clone(),
             id: Some(id),
             _t: PhantomData,
         }
+    }
+
+    /// [`Comm::shm_whole`] for a nonblocking collective through the area:
+    /// the [`shm::Pending`] that `f` starts joins the engine's list under
+    /// the same lock, and its request comes back. (Handed out of the
+    /// closure and on to [`Comm::start`], a `Pending` of a few hundred
+    /// bytes was copied half a dozen times a call.)
+    #[inline]
+    fn shm_start<T: Pod>(
+        &self,
+        at: &'static Location<'static>,
+        f: impl FnOnce(&mut Guard<'_>, &mut shm::Group) -> Option<Result<shm::Pending>>,
+    ) -> Result<Option<CollRequest<T>>> {
+        let id = self.shm_whole(at, true, |e, g| {
+            f(e, g).map(|r| {
+                r.map(|p| {
+                    let c = &mut e.svc.coll;
+                    let id = c.next_nb;
+                    c.next_nb += 1;
+                    c.active.push((id, Active::Shm(p)));
+                    id
+                })
+            })
+        })?;
+        Ok(id.map(|id| self.request(id)))
     }
 
     // ----- broadcast ---------------------------------------------------------------

@@ -18,7 +18,7 @@ impl Comm {
         op.check_for(buf.len())?;
         let at = Location::caller();
         let n = std::mem::size_of_val(buf.as_slice());
-        let p = self.shm_whole(at, true, |e, g| {
+        if let Some(r) = self.shm_start(at, |e, g| {
             // Longer than a payload half: through the area in chunks or by
             // single copy (`?`: neither, by messages).
             let long = match n > g.payload {
@@ -40,9 +40,8 @@ impl Comm {
             let mut p = unsafe { start_long(e, g, what, op, area, None) };
             p.kept = Some(data);
             Some(Ok(p))
-        })?;
-        if let Some(p) = p {
-            return Ok(self.start(Active::Shm(p)));
+        })? {
+            return Ok(r);
         }
         let hosts = self.host_groups(at)?;
         let (cfg, wire) = self.wire()?;
@@ -73,7 +72,7 @@ impl Comm {
         let at = Location::caller();
         let n = count * std::mem::size_of::<T>();
         let bytes = buf.cast::<u8>();
-        let p = self.shm_whole(at, true, |e, g| {
+        if let Some(r) = self.shm_start(at, |e, g| {
             if n > g.payload {
                 let area = shm::iallreduce_way(e, g, op)?;
                 // SAFETY: the caller's contract: `n` bytes at `buf`.
@@ -86,9 +85,8 @@ impl Comm {
             Some(Ok(unsafe {
                 shm::Pending::start_allreduce(e, g, (bytes, n), op.bytes_fn(), None)
             }))
-        })?;
-        if let Some(p) = p {
-            return Ok(self.start(Active::Shm(p)));
+        })? {
+            return Ok(r);
         }
         let hosts = self.host_groups(at)?;
         let (cfg, wire) = self.wire()?;
@@ -463,7 +461,7 @@ impl Comm {
     ) -> Result<std::result::Result<CollRequest<T>, AlignedBuf>> {
         let me = self.rank();
         let mut work = Some(work);
-        let pending = self.shm_whole(Location::caller(), true, |e, g| {
+        let area = self.shm_start(Location::caller(), |e, g| {
             let mut w = work.take()?;
             let base = w.bytes_mut().as_mut_ptr();
             let recv: Vec<_> = offsets
@@ -479,8 +477,8 @@ impl Comm {
             p.kept = Some(w);
             Some(Ok(p))
         })?;
-        Ok(match (pending, work) {
-            (Some(p), _) => Ok(self.start(Active::Shm(p))),
+        Ok(match (area, work) {
+            (Some(r), _) => Ok(r),
             (None, Some(w)) => Err(w),
             (None, None) => {
                 return Err(Error::Protocol(
@@ -640,7 +638,7 @@ impl Comm {
         let (a, b) = (offsets[me], offsets[me + 1]);
         let at = Location::caller();
         let mut work = Some(AlignedBuf::from_bytes(as_bytes(&send)));
-        let long = self.shm_whole(at, true, |e, g| {
+        if let Some(r) = self.shm_start(at, |e, g| {
             let area = shm::ireduce_scatter_way(e, g, offsets[p], op)?;
             let send = work.take().expect("taken once");
             let mut out = AlignedBuf::zeroed(b - a);
@@ -654,9 +652,8 @@ impl Comm {
             let mut p = unsafe { start_long(e, g, what, op, area, Some(send)) };
             p.kept = Some(out);
             Some(Ok(p))
-        })?;
-        if let Some(p) = long {
-            return Ok(self.start(Active::Shm(p)));
+        })? {
+            return Ok(r);
         }
         let work = work.expect("not taken but for the area");
         let finish: Finish = Box::new(move |w| AlignedBuf::from_bytes(&w.bytes()[a..b]));
@@ -688,7 +685,7 @@ impl Comm {
         self.check_reduce_scatter(counts, op)?;
         let (p, me) = (self.size(), self.rank());
         let offsets = count_offsets(counts, std::mem::size_of::<T>());
-        let long = self.shm_whole(Location::caller(), true, |e, g| {
+        if let Some(r) = self.shm_start(Location::caller(), |e, g| {
             let area = shm::ireduce_scatter_way(e, g, offsets[p], op)?;
             let what = shm::Reduction::Scatter {
                 send: send.cast(),
@@ -698,9 +695,8 @@ impl Comm {
             // SAFETY: the caller's contract: `send` readable for the sum of
             // `counts`, `recv` writable for `counts[me]` elements.
             Some(Ok(unsafe { start_long(e, g, what, op, area, None) }))
-        })?;
-        if let Some(p) = long {
-            return Ok(self.start(Active::Shm(p)));
+        })? {
+            return Ok(r);
         }
         // SAFETY: the caller's contract: the sum of `counts` elements.
         let mine = unsafe { std::slice::from_raw_parts(send.cast::<u8>(), offsets[p]) };

@@ -149,7 +149,12 @@ impl Comm {
     ) -> Result<ScopedRequest<'a>> {
         let p = self.size();
         size_times("recv", recv.len(), p, ("send", send.len()))?;
-        self.iallgatherv_into(s, send, recv, &vec![send.len(); p])
+        let nb = std::mem::size_of_val(send);
+        let base = recv.as_mut_ptr().cast::<u8>();
+        let segs = (0..p).map(|j| (base.wrapping_add(j * nb), nb)).collect();
+        // SAFETY: as in `iallgatherv_into`: the segments split `recv`.
+        let r = unsafe { self.iallgatherv_segments(seg(send), segs) }?;
+        Ok(keep(s, r))
     }
 
     /// Starts an alltoall: block j of `send` (`send.len() / size()`
@@ -244,7 +249,7 @@ impl Comm {
         // SAFETY: `send` and `recv` are borrowed (shared and exclusive) for
         // the scope, which outlives the collective; the segments split
         // `recv`, so they overlap nothing.
-        let r = unsafe { self.iallgatherv_segments(seg(send), &segs) }?;
+        let r = unsafe { self.iallgatherv_segments(seg(send), segs) }?;
         Ok(keep(s, r))
     }
 
