@@ -349,6 +349,18 @@ fn byte_segments<P: Copy>(
         .collect()
 }
 
+/// `p` blocks of `bytes` bytes each one after the other from `base` (the
+/// forms of equal blocks: no counts to build first), as
+/// [`byte_segments`].
+fn equal_segments<P: Copy>(
+    base: P,
+    p: usize,
+    bytes: usize,
+    add: fn(P, usize) -> P,
+) -> Vec<(P, usize)> {
+    (0..p).map(|j| (add(base, j * bytes), bytes)).collect()
+}
+
 /// Segment j of [`byte_segments`] found without the list: by walking the
 /// counts on from the last segment asked for (from the start again for an
 /// earlier one). The collectives ask in increasing order but for one

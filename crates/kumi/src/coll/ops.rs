@@ -453,6 +453,10 @@ pub struct Op<T> {
     /// How many `T`s make one element the operation combines (see
     /// [`Op::user_grouped`]); 1 for every other operation.
     group: usize,
+    /// `f` on bytes ([`Op::bytes_fn`]), made once: the nonblocking and
+    /// message collectives take it per call, and a fresh one cost an
+    /// allocation each time.
+    bytes: std::sync::OnceLock<super::exec::ByteOp>,
 }
 
 impl<T> std::fmt::Debug for Op<T> {
@@ -514,6 +518,7 @@ impl<T: Pod> Op<T> {
             commutative,
             invalid: (group == 0).then(|| "an operation on groups of at least one element".into()),
             group: group.max(1),
+            bytes: Default::default(),
         }
     }
 
@@ -576,10 +581,14 @@ impl<T: Pod> Op<T> {
 
     /// `inout = in ⊕ inout` over bytes that hold whole, aligned `T`s.
     pub(crate) fn bytes_fn(&self) -> super::exec::ByteOp {
-        let f = self.f.clone();
-        Arc::new(move |a: &[u8], b: &mut [u8]| {
-            f.call(bytemuck::cast_slice(a), bytemuck::cast_slice_mut(b))
-        })
+        self.bytes
+            .get_or_init(|| {
+                let f = self.f.clone();
+                Arc::new(move |a: &[u8], b: &mut [u8]| {
+                    f.call(bytemuck::cast_slice(a), bytemuck::cast_slice_mut(b))
+                })
+            })
+            .clone()
     }
 }
 
@@ -600,6 +609,7 @@ impl<T: Elem> Op<T> {
             commutative: true,
             invalid,
             group: 1,
+            bytes: Default::default(),
         }
     }
     /// Sum.

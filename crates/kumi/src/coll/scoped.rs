@@ -12,7 +12,7 @@
 //! `mem::forget` included). So no collective writes into a buffer after its
 //! borrow ends.
 
-use super::{byte_segments, CollRequest, Comm, Op};
+use super::{byte_segments, equal_segments, CollRequest, Comm, Op};
 use crate::error::{Error, Result};
 use crate::request::{CollList, Scope};
 use bytemuck::Pod;
@@ -149,9 +149,12 @@ impl Comm {
     ) -> Result<ScopedRequest<'a>> {
         let p = self.size();
         size_times("recv", recv.len(), p, ("send", send.len()))?;
-        let nb = std::mem::size_of_val(send);
-        let base = recv.as_mut_ptr().cast::<u8>();
-        let segs = (0..p).map(|j| (base.wrapping_add(j * nb), nb)).collect();
+        let segs = equal_segments(
+            recv.as_mut_ptr().cast::<u8>(),
+            p,
+            size_of_val(send),
+            <*mut u8>::wrapping_add,
+        );
         // SAFETY: as in `iallgatherv_into`: the segments split `recv`.
         let r = unsafe { self.iallgatherv_segments(seg(send), segs) }?;
         Ok(keep(s, r))
@@ -207,10 +210,20 @@ impl Comm {
     ) -> Result<ScopedRequest<'a>> {
         self.check_root(root)?;
         let p = self.size();
-        if self.rank() == root {
+        let segs = if self.rank() == root {
             size_times("recv", recv.len(), p, ("send", send.len()))?;
-        }
-        self.igatherv_into(s, send, recv, &vec![send.len(); p], root)
+            equal_segments(
+                recv.as_mut_ptr().cast::<u8>(),
+                p,
+                size_of_val(send),
+                <*mut u8>::wrapping_add,
+            )
+        } else {
+            Vec::new()
+        };
+        // SAFETY: as in `iallgatherv_into`.
+        let r = unsafe { self.igatherv_segments(seg(send), &segs, root) }?;
+        Ok(keep(s, r))
     }
 
     /// Starts a scatter of the root's `send` (`size()` blocks of
@@ -226,10 +239,16 @@ impl Comm {
     ) -> Result<ScopedRequest<'a>> {
         self.check_root(root)?;
         let p = self.size();
-        if self.rank() == root {
+        let n = size_of_val(recv);
+        let sends = if self.rank() == root {
             size_times("send", send.len(), p, ("recv", recv.len()))?;
-        }
-        self.iscatterv_into(s, send, &vec![recv.len(); p], recv, root)
+            equal_segments(send.as_ptr().cast::<u8>(), p, n, <*const u8>::wrapping_add)
+        } else {
+            Vec::new()
+        };
+        // SAFETY: as in `iallgatherv_into`.
+        let r = unsafe { self.iscatterv_segments(&sends, (recv.as_mut_ptr().cast(), n), root) }?;
+        Ok(keep(s, r))
     }
 
     /// Starts an allgatherv into `recv`: rank j's `counts[j]` elements one
