@@ -3,7 +3,7 @@
 # and through the Rust API: the same fixed-count loops (probe.c and
 # examples/probe.rs) run under valgrind's callgrind, two ranks on this host.
 #
-#   scripts/count-instructions.sh [pingpong|rate|barrier|allreduce|gather|gatherv|scatter|scatterv|bcast|reduce ...]   (default: pingpong rate)
+#   scripts/count-instructions.sh [pingpong|rate|barrier|allreduce|iallreduce|allgather|iallgather|gather|gatherv|scatter|scatterv|bcast|reduce ...]   (default: pingpong rate)
 #   scripts/count-instructions.sh --path [kernel ...]
 #
 # Counts are exact and repeatable, unlike times on a noisy machine, so they
@@ -40,8 +40,8 @@ for k in "${kernels[@]}"; do
     case $k in
         pingpong) count=20000; msgs=$count; unit="round trip (a send and a receive on each rank)" ;;
         rate) count=300; msgs=$((64 * count)); unit="message" ;;
-        barrier|allreduce|gather|gatherv|scatter|scatterv|bcast|reduce) count=20000; msgs=$count; unit="call" ;;
-        *) echo "count-instructions: unknown kernel $k (pingpong, rate, barrier, allreduce, gather, gatherv, scatter, scatterv, bcast, reduce)" >&2; exit 2 ;;
+        barrier|allreduce|iallreduce|allgather|iallgather|gather|gatherv|scatter|scatterv|bcast|reduce) count=20000; msgs=$count; unit="call" ;;
+        *) echo "count-instructions: unknown kernel $k (pingpong, rate, barrier, allreduce, iallreduce, allgather, iallgather, gather, gatherv, scatter, scatterv, bcast, reduce)" >&2; exit 2 ;;
     esac
     for side in c rust; do
         prog=$out/probe_c

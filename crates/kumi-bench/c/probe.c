@@ -2,10 +2,11 @@
  * crates/kumi/examples/probe.rs (same loops, same tags), for
  * scripts/count-instructions.sh and for A/B timing.
  *
- *   kumi cc -O2 probe.c -o probe && kumi run -n 2 ./probe pingpong|rate|barrier|allreduce|allreduce1m|gather|gatherv|scatter|scatterv|bcast|reduce [count] [size]
+ *   kumi cc -O2 probe.c -o probe && kumi run -n 2 ./probe pingpong|rate|barrier|allreduce|iallreduce|allreduce1m|allgather|iallgather|gather|gatherv|scatter|scatterv|bcast|reduce [count] [size]
  *
  * `size` (default 8, at most 1 MiB) is the message size of pingpong and
- * rate, the block per rank of the rooted collectives (root 0), and the
+ * rate, the block per rank of the rooted collectives (root 0) and of the
+ * allgathers (the nonblocking ones started and waited for at once), and the
  * bytes of bcast and of reduce (a sum of doubles, rounded down to whole
  * ones). */
 #include <mpi.h>
@@ -85,6 +86,24 @@ int main(int argc, char **argv) {
         for (long i = 0; i < count; i++) MPI_Allreduce(MPI_IN_PLACE, big, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
         free(big);
         per = count;
+    } else if (!strcmp(kernel, "iallreduce")) {
+        double x = me, y = 0;
+        MPI_Request q;
+        for (long i = 0; i < count; i++) {
+            MPI_Iallreduce(&x, &y, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &q);
+            MPI_Wait(&q, MPI_STATUS_IGNORE);
+        }
+        per = count;
+    } else if (!strcmp(kernel, "allgather")) {
+        for (long i = 0; i < count; i++) MPI_Allgather(buf, (int)size, MPI_BYTE, all, (int)size, MPI_BYTE, MPI_COMM_WORLD);
+        per = count;
+    } else if (!strcmp(kernel, "iallgather")) {
+        MPI_Request q;
+        for (long i = 0; i < count; i++) {
+            MPI_Iallgather(buf, (int)size, MPI_BYTE, all, (int)size, MPI_BYTE, MPI_COMM_WORLD, &q);
+            MPI_Wait(&q, MPI_STATUS_IGNORE);
+        }
+        per = count;
     } else if (!strcmp(kernel, "gather")) {
         for (long i = 0; i < count; i++) MPI_Gather(buf, (int)size, MPI_BYTE, all, (int)size, MPI_BYTE, 0, MPI_COMM_WORLD);
         per = count;
@@ -108,7 +127,7 @@ int main(int argc, char **argv) {
         free(y);
         per = count;
     } else {
-        fprintf(stderr, "probe: unknown kernel \"%s\": pingpong, rate, barrier, allreduce, allreduce1m, gather, gatherv, scatter, scatterv, bcast or reduce\n", kernel);
+        fprintf(stderr, "probe: unknown kernel \"%s\": pingpong, rate, barrier, allreduce, iallreduce, allreduce1m, allgather, iallgather, gather, gatherv, scatter, scatterv, bcast or reduce\n", kernel);
         MPI_Abort(MPI_COMM_WORLD, 2);
         return 2;
     }

@@ -770,6 +770,9 @@ fn probe_kernels_run_and_c_and_rust_ranks_mix_in_one_job() {
             ("rate", "20", "64"),
             ("barrier", "2000", "0"),
             ("allreduce", "2000", "8"),
+            ("iallreduce", "2000", "8"),
+            ("allgather", "2000", "8"),
+            ("iallgather", "2000", "8"),
         ] {
             let o = Command::new(bin("kumi"))
                 .args(["run", "-n", "2"])
