@@ -977,8 +977,12 @@ impl Comm {
         plan: impl FnOnce(&[usize]) -> Schedule,
     ) -> Result<CollRequest<u8>> {
         let Some(blocks) = blocks else {
-            self.next_tag(&mut self.engine());
-            return Ok(self.start(Active::Shm(pending)));
+            // The tag and the list under one lock.
+            let mut e = self.engine();
+            self.next_tag(&mut e);
+            let id = Self::push_active(&mut e, Active::Shm(pending));
+            drop(e);
+            return Ok(self.request(id));
         };
         let (_, wire) = self.wire()?;
         let run = Run::new(plan(&self.group()), wire, Blocks::Each(blocks), None);
@@ -1106,6 +1110,16 @@ impl Comm {
         self.request(id)
     }
 
+    /// Lists `run`, which its own progress moves (no first step here, as in
+    /// [`Comm::start`] for the area's), and returns its id.
+    fn push_active(e: &mut Engine, run: Active) -> u64 {
+        let c = &mut e.svc.coll;
+        let id = c.next_nb;
+        c.next_nb += 1;
+        c.active.push((id, run));
+        id
+    }
+
     /// The request of nonblocking collective `id`.
     fn request<T: Pod>(&self, id: u64) -> CollRequest<T> {
         CollRequest {
@@ -1127,15 +1141,7 @@ impl Comm {
         f: impl FnOnce(&mut Guard<'_>, &mut shm::Group) -> Option<Result<shm::Pending>>,
     ) -> Result<Option<CollRequest<T>>> {
         let id = self.shm_whole(at, true, |e, g| {
-            f(e, g).map(|r| {
-                r.map(|p| {
-                    let c = &mut e.svc.coll;
-                    let id = c.next_nb;
-                    c.next_nb += 1;
-                    c.active.push((id, Active::Shm(p)));
-                    id
-                })
-            })
+            f(e, g).map(|r| r.map(|p| Self::push_active(e, Active::Shm(p))))
         })?;
         Ok(id.map(|id| self.request(id)))
     }
