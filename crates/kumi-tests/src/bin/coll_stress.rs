@@ -28,6 +28,22 @@ fn val(r: usize, it: u64, i: usize) -> u64 {
     (r as u64 + 1) * 1_000_003 + it * 7919 + i as u64
 }
 
+/// Element `i` of rank `r`'s block in the rooted cases of iteration `it`.
+fn blk(r: usize, i: usize, it: u64) -> u64 {
+    (r * 7_919 + i) as u64 ^ it
+}
+
+/// The rooted cases' blocks: a length drawn from `n`, this rank's block,
+/// and every rank's in rank order.
+fn blocks(p: usize, me: usize, it: u64, n: usize) -> (usize, Vec<u64>, Vec<u64>) {
+    let block = [1usize, 3, 64, 700, 5000][n % 5];
+    let own = (0..block).map(|i| blk(me, i, it)).collect();
+    let all = (0..p)
+        .flat_map(|r| (0..block).map(move |i| blk(r, i, it)))
+        .collect();
+    (block, own, all)
+}
+
 fn delay(rng: &mut Rng, on: bool) {
     if !on {
         return;
@@ -200,12 +216,8 @@ fn one(c: &Comm, it: u64, common: &mut Rng, mine: &mut Rng, delays: bool) -> R {
         5 => {
             // Rooted movement and a non-commutative reduce-scatter, small
             // (through the area) and beyond a payload (messages).
-            let block = [1usize, 3, 64, 700, 5000][n % 5];
-            let v = |r: usize, i: usize| (r * 7_919 + i) as u64 ^ it;
-            let mine: Vec<u64> = (0..block).map(|i| v(me, i)).collect();
-            let all: Vec<u64> = (0..p)
-                .flat_map(|r| (0..block).map(move |i| v(r, i)))
-                .collect();
+            let (block, mine, all) = blocks(p, me, it, n);
+            let v = |r: usize, i: usize| blk(r, i, it);
             let mut got = vec![0u64; if me == root { p * block } else { 0 }];
             c.gather(&mine, &mut got, root)?;
             if me == root && got != all {
@@ -359,12 +371,7 @@ fn one(c: &Comm, it: u64, common: &mut Rng, mine: &mut Rng, delays: bool) -> R {
             // short ones (whose root, or senders, run up to the area's depth
             // ahead of the readers) and long ones (in rounds).
             let len = [0usize, 5, 48, 49, 4096, 4097, 70_000][n % 7];
-            let block = [1usize, 3, 64, 700, 5000][n % 5];
-            let v = |r: usize, i: usize| (r * 7_919 + i) as u64 ^ it;
-            let own: Vec<u64> = (0..block).map(|i| v(me, i)).collect();
-            let all: Vec<u64> = (0..p)
-                .flat_map(|r| (0..block).map(move |i| v(r, i)))
-                .collect();
+            let (block, own, all) = blocks(p, me, it, n);
             let other = (root + 1) % p;
             let (mut b1, mut b2) = (vec![0u8; len], vec![0u8; len % 100]);
             if me == root {
