@@ -65,14 +65,16 @@
 //! ranks. `KUMI_COLL_HOSTS=k` pretends the job's ranks are spread in blocks over
 //! k hosts, so the two-level paths can be exercised on one machine.
 //!
-//! **Progress.** Nonblocking collectives ([`CollRequest`]) and the combining
-//! service keep all their state in the engine and are advanced by the engine's
-//! `progress`, i.e. inside every kumi call of this rank, not only their own.
+//! **Progress.** Nonblocking collectives ([`CollRequest`], `inflight.rs`) and
+//! the combining service keep all their state in the engine and are advanced by
+//! the engine's `progress`, i.e. inside every kumi call of this rank, not only
+//! their own.
 
 mod all;
 mod combine;
 pub(crate) mod exec;
 #[cfg(target_arch = "x86_64")]
+mod inflight;
 mod ldouble;
 mod neighbor;
 mod nonblocking;
@@ -83,6 +85,9 @@ mod scoped;
 mod shm;
 
 pub use combine::{Arrival, CombineOp, CombineValue, Combiner};
+use inflight::started;
+pub use inflight::CollRequest;
+pub(crate) use inflight::{progress, Active};
 #[cfg(target_arch = "x86_64")]
 pub use ldouble::LongDouble;
 pub use ops::{Builtin, Elem, Loc, LocInt, LocValue, Op, ALL_BUILTINS};
@@ -183,15 +188,6 @@ struct CommInfo {
     shm: Option<Option<Box<shm::Group>>>,
 }
 
-/// A nonblocking collective in flight: a schedule of messages, or one
-/// through the local group's area.
-pub(crate) enum Active {
-    Sched(Run),
-    Shm(shm::Pending),
-    /// Part through the area, the rest by messages; done when both are.
-    ShmAndSched(shm::Pending, Box<Run>),
-}
-
 /// Everything of collectives and combining that lives in the engine.
 pub(crate) struct CollState {
     config: Arc<Config>,
@@ -235,76 +231,6 @@ impl CollState {
     pub(crate) fn config_arc(&self) -> Arc<Config> {
         self.config.clone()
     }
-}
-
-/// Advances nonblocking collectives and the combining service's timers.
-pub(crate) fn progress(e: &mut Engine) -> Result<usize> {
-    let mut n = 0;
-    if !e.svc.coll.active.is_empty() {
-        let mut active = std::mem::take(&mut e.svc.coll.active);
-        active.retain_mut(|(id, act)| {
-            let more = advance(e, *id, act);
-            n += usize::from(!more);
-            more
-        });
-        active.append(&mut e.svc.coll.active);
-        e.svc.coll.active = active;
-    }
-    if e.svc.coll.combine.wake.is_some() {
-        n += combine::on_timer(e)?;
-    }
-    Ok(n)
-}
-
-/// Advances nonblocking collective `id`: `true` while it goes on; once it
-/// is over, its result is kept for its request (unless abandoned).
-fn advance(e: &mut Engine, id: u64, act: &mut Active) -> bool {
-    let finished = match act {
-        Active::Shm(p) => {
-            if !p.poll(e) {
-                return true;
-            }
-            if let Some(x) = p.failed.take() {
-                return finish(e, id, Err(*x));
-            }
-            Ok(p.kept.take())
-        }
-        Active::Sched(run) => match run.poll(e) {
-            Ok(false) => return true,
-            Ok(true) => Ok(run.result()),
-            Err(x) => {
-                run.abort(e);
-                Err(x)
-            }
-        },
-        Active::ShmAndSched(p, run) => {
-            let area = p.poll(e);
-            if let Some(x) = p.failed.take() {
-                run.abort(e);
-                return finish(e, id, Err(*x));
-            }
-            match run.poll(e) {
-                Ok(sent) if !(sent && area) => return true,
-                Ok(_) => Ok(None),
-                Err(x) => {
-                    run.abort(e);
-                    Err(x)
-                }
-            }
-        }
-    };
-    finish(e, id, finished)
-}
-
-/// Keeps the result of nonblocking collective `id`, which is over, for its
-/// request (unless abandoned); `false`, for `advance` to return.
-fn finish(e: &mut Engine, id: u64, result: Result<Option<AlignedBuf>>) -> bool {
-    if let Some(i) = e.svc.coll.abandoned.iter().position(|&a| a == id) {
-        e.svc.coll.abandoned.swap_remove(i);
-    } else {
-        e.svc.coll.done.insert(id, result);
-    }
-    false
 }
 
 pub(crate) use combine::on_frame as on_combine_frame;
@@ -428,11 +354,6 @@ enum Exec {
     Start,
 }
 
-/// The request of a collective over segments started with [`Exec::Start`].
-fn started(r: Option<CollRequest<u8>>) -> CollRequest<u8> {
-    r.expect("a started collective has a request")
-}
-
 /// `dst.copy_from_slice(src)` through [`kumi_transport::copy_bytes`], which
 /// avoids `memcpy`'s slow case for buffers a few bytes apart modulo 4 KiB.
 #[inline]
@@ -488,83 +409,7 @@ fn bad(arg: &'static str, value: usize, allowed: String) -> Error {
     Error::invalid(arg, value as i64, allowed)
 }
 
-/// A nonblocking collective in flight. Its result is taken with
-/// [`CollRequest::wait`]; it progresses inside any kumi call of this rank.
-/// Dropping it lets it finish on its own (the result is discarded).
-#[must_use = "a nonblocking collective must be waited on"]
-pub struct CollRequest<T: Pod> {
-    engine: EngineRef,
-    id: Option<u64>,
-    _t: PhantomData<T>,
-}
-
-impl<T: Pod> CollRequest<T> {
-    /// Makes progress once; `true` when the collective has completed.
-    pub fn test(&mut self) -> Result<bool> {
-        let Some(id) = self.id else { return Ok(true) };
-        let mut e = self.engine.borrow_mut();
-        if e.svc.coll.done.contains_key(&id) {
-            return Ok(true);
-        }
-        e.progress()?;
-        Ok(e.svc.coll.done.contains_key(&id))
-    }
-
-    /// Blocks until the collective completes; returns its result (the reduced
-    /// vector for `iallreduce`, empty for `ibarrier`).
-    #[track_caller]
-    pub fn wait(mut self) -> Result<Vec<T>> {
-        let Some(id) = self.id.take() else {
-            return Ok(Vec::new());
-        };
-        let info = WaitInfo::plain(Call::Collective);
-        let mut e = self.engine.borrow_mut();
-        e.wait_until_with_mates(
-            info,
-            |e| e.svc.coll.done.contains_key(&id),
-            |e| e.svc.coll.mates_wait(e, id),
-        )?;
-        match e.svc.coll.done.remove(&id).expect("completed") {
-            Ok(Some(buf)) => Ok(bytemuck::cast_slice::<u8, T>(buf.bytes()).to_vec()),
-            Ok(None) => Ok(Vec::new()),
-            Err(x) => Err(x),
-        }
-    }
-}
-
-impl<T: Pod> CollRequest<T> {
-    /// A request complete already (nothing to exchange).
-    fn done(engine: EngineRef) -> CollRequest<T> {
-        CollRequest {
-            engine,
-            id: None,
-            _t: PhantomData,
-        }
-    }
-}
-
-impl<T: Pod> Drop for CollRequest<T> {
-    fn drop(&mut self) {
-        if let Some(id) = self.id {
-            if let Some(mut e) = self.engine.try_borrow_mut() {
-                if e.svc.coll.done.remove(&id).is_none() {
-                    e.svc.coll.abandoned.push(id);
-                }
-            }
-        }
-    }
-}
-
 impl CollState {
-    /// Whether the ranks of this core wait through nonblocking collective
-    /// `id` too ([`shm::Pending::mates_wait`]).
-    fn mates_wait(&self, e: &Engine, id: u64) -> bool {
-        self.active
-            .iter()
-            .find(|(i, _)| *i == id)
-            .is_some_and(|(_, a)| matches!(a, Active::Shm(p) if p.mates_wait(e)))
-    }
-
     /// The collective state of communicator `ctx` (collective context), made
     /// on first use with its `members`.
     fn comm_info(&mut self, ctx: u32, members: impl FnOnce() -> Arc<[u32]>) -> &mut CommInfo {
@@ -1095,55 +940,6 @@ impl Comm {
             vec![0],
             None,
         ))))
-    }
-
-    /// A request for collective `run`, advanced once now: its first
-    /// messages go out in the call (an area part has published already), so
-    /// that the peers can work on them while this rank computes.
-    fn start<T: Pod>(&self, mut run: Active) -> CollRequest<T> {
-        let mut e = self.engine();
-        let id = e.svc.coll.next_nb;
-        e.svc.coll.next_nb += 1;
-        if matches!(run, Active::Shm(_)) || advance(&mut e, id, &mut run) {
-            e.svc.coll.active.push((id, run));
-        }
-        self.request(id)
-    }
-
-    /// Lists `run`, which its own progress moves (no first step here, as in
-    /// [`Comm::start`] for the area's), and returns its id.
-    fn push_active(e: &mut Engine, run: Active) -> u64 {
-        let c = &mut e.svc.coll;
-        let id = c.next_nb;
-        c.next_nb += 1;
-        c.active.push((id, run));
-        id
-    }
-
-    /// The request of nonblocking collective `id`.
-    fn request<T: Pod>(&self, id: u64) -> CollRequest<T> {
-        CollRequest {
-            engine: self.engine_rc().clone(),
-            id: Some(id),
-            _t: PhantomData,
-        }
-    }
-
-    /// [`Comm::shm_whole`] for a nonblocking collective through the area:
-    /// the [`shm::Pending`] that `f` starts joins the engine's list under
-    /// the same lock, and its request comes back. (Handed out of the
-    /// closure and on to [`Comm::start`], a `Pending` of a few hundred
-    /// bytes was copied half a dozen times a call.)
-    #[inline]
-    fn shm_start<T: Pod>(
-        &self,
-        at: &'static Location<'static>,
-        f: impl FnOnce(&mut Guard<'_>, &mut shm::Group) -> Option<Result<shm::Pending>>,
-    ) -> Result<Option<CollRequest<T>>> {
-        let id = self.shm_whole(at, true, |e, g| {
-            f(e, g).map(|r| r.map(|p| Self::push_active(e, Active::Shm(p))))
-        })?;
-        Ok(id.map(|id| self.request(id)))
     }
 
     // ----- broadcast ---------------------------------------------------------------
