@@ -156,6 +156,13 @@ impl<T: Pod> Drop for CollRequest<T> {
 }
 
 impl CollState {
+    /// The id of the next nonblocking collective.
+    fn take_id(&mut self) -> u64 {
+        let id = self.next_nb;
+        self.next_nb += 1;
+        id
+    }
+
     /// Whether the ranks of this core wait through nonblocking collective
     /// `id` too ([`shm::Pending::mates_wait`]).
     fn mates_wait(&self, e: &Engine, id: u64) -> bool {
@@ -172,8 +179,7 @@ impl Comm {
     /// that the peers can work on them while this rank computes.
     pub(super) fn start<T: Pod>(&self, mut run: Active) -> CollRequest<T> {
         let mut e = self.engine();
-        let id = e.svc.coll.next_nb;
-        e.svc.coll.next_nb += 1;
+        let id = e.svc.coll.take_id();
         if matches!(run, Active::Shm(_)) || advance(&mut e, id, &mut run) {
             e.svc.coll.active.push((id, run));
         }
@@ -183,10 +189,8 @@ impl Comm {
     /// Lists `run`, which its own progress moves (no first step here, as in
     /// [`Comm::start`] for the area's), and returns its id.
     pub(super) fn push_active(e: &mut Engine, run: Active) -> u64 {
-        let c = &mut e.svc.coll;
-        let id = c.next_nb;
-        c.next_nb += 1;
-        c.active.push((id, run));
+        let id = e.svc.coll.take_id();
+        e.svc.coll.active.push((id, run));
         id
     }
 

@@ -384,14 +384,17 @@ impl Gather {
     }
 
     /// The longest contribution (the `total` that places it) of this
-    /// member's writes in the round under way, 0 if none: the storage whose
-    /// earlier readers must be done ([`writable_seen`]). A short block goes
-    /// in an entry or a piece, so the root of short broadcasts (or a member
-    /// of short gathers) runs up to a depth ahead, as in the blocking
-    /// forms, where a payload half's rule kept it in lock-step.
-    fn longest_write(&self, a: &CollArea<'_>, me: usize, m: usize) -> usize {
-        let mut longest = 0;
-        self.pieces(a, me, m, &mut |total, _, _| longest = longest.max(total));
+    /// member's writes in the round under way, `None` if it writes nothing:
+    /// the storage whose earlier readers must be done ([`writable_seen`]).
+    /// A short block goes in an entry or a piece, so the root of short
+    /// broadcasts (or a member of short gathers) runs up to a depth ahead,
+    /// as in the blocking forms, where a payload half's rule kept it in
+    /// lock-step.
+    fn longest_write(&self, a: &CollArea<'_>, me: usize, m: usize) -> Option<usize> {
+        let mut longest = None;
+        self.pieces(a, me, m, &mut |total, _, _| {
+            longest = longest.max(Some(total));
+        });
         longest
     }
 
@@ -475,16 +478,6 @@ impl Gather {
             self.send,
             Sends::ToRoot(..) | Sends::FromRoot(..) | Sends::Bcast(_)
         )
-    }
-
-    /// Whether this member writes into its half (else it only publishes,
-    /// and need not wait for its half to be free).
-    fn writes(&self, me: usize) -> bool {
-        match self.send {
-            Sends::ToRoot(root, _) => me != root,
-            Sends::FromRoot(root, _) | Sends::Bcast(root) => me == root,
-            _ => true,
-        }
     }
 
     /// Whether the round under way is complete for this member, which
@@ -827,19 +820,16 @@ impl Pending {
                 .long
                 .as_ref()
                 .and_then(|l| l.contribution(s, self.slots.len()));
-            let contributes = self.data.is_some()
-                || long.is_some()
-                || self.gather.as_ref().is_some_and(|g| g.writes(self.me));
-            // The storage written: an allreduce's by its length, a long
-            // reduction's by its round's, a data mover's by its longest
-            // write.
-            let total = match (&self.data, long, &self.gather) {
-                (Some((_, n, _)), _, _) => *n,
-                (_, Some(n), _) => n,
+            // The storage this member writes, if any: an allreduce's by its
+            // length, a long reduction's by its round's, a data mover's by
+            // its longest write.
+            let written = match (&self.data, long, &self.gather) {
+                (Some((_, n, _)), _, _) => Some(*n),
+                (_, Some(n), _) => Some(n),
                 (_, _, Some(g)) => g.longest_write(&a, self.me, self.slots.len()),
-                _ => usize::MAX,
+                _ => None,
             };
-            if contributes && !writable_seen(&a, &self.slots, s, total, &self.seen_all) {
+            if written.is_some_and(|n| !writable_seen(&a, &self.slots, s, n, &self.seen_all)) {
                 return false;
             }
             if let (Some(l), Some(_)) = (&mut self.long, long) {
