@@ -48,6 +48,9 @@ cargo fmt --all --check
 echo "== cargo clippy -D warnings"
 cargo clippy --workspace --all-targets --release -- -D warnings
 
+echo "== cargo doc -D warnings (every intra-doc link resolves)"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --lib -q
+
 echo "== cargo build (the kumi binary, libmpi.so and its links, which tests run)"
 # `cargo test` alone does not produce the cdylib `libmpi.so` in target/release:
 # the MPI tests load it, so build every artifact first.

@@ -42,7 +42,7 @@
 //!   a window of thousands of MTU-sized datagrams. So a receiver that sees a
 //!   new gap (and every 16 out-of-order arrivals after) sends a bare
 //!   acknowledgement listing the holes; the sender sends those that have
-//!   [`DUP_THRESH`] datagrams received above them again at once, and drops its
+//!   `DUP_THRESH` datagrams received above them again at once, and drops its
 //!   copies of everything else below `top`. Recovery thus takes one round trip
 //!   for all holes, not one per hole.
 //! * **Delayed acks.** A datagram is acknowledged by the next datagram going

@@ -74,7 +74,7 @@ pub enum Starter {
     /// word from the controller that a resume never sends: a minute or more
     /// per try, each try again likely to fall in a suspended slice. So srun
     /// asks once (`--immediate`), and the launcher asks again while srun's
-    /// reason is one Slurm itself calls temporary ([`step_not_yet`]).
+    /// reason is one Slurm itself calls temporary (`step_not_yet`).
     Srun,
 }
 

@@ -30,7 +30,7 @@
 //!   in turn and says what was wrong: the C library's calls stay within a
 //!   few percent of the Rust API's (docs/BENCHMARKS.md, session 17).
 //! - **No panic crosses the ABI.** Every exported function runs its body under
-//!   `catch_unwind` ([`guard`]); a panic becomes `MPI_ERR_INTERN` and goes to the
+//!   `catch_unwind` (`guard`); a panic becomes `MPI_ERR_INTERN` and goes to the
 //!   error handler like any other error.
 //! - **Errors go to the communicator's handler.** `MPI_ERRORS_ARE_FATAL` (the
 //!   default) prints the function, the rank and what was wrong, then aborts the

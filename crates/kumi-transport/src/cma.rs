@@ -54,7 +54,7 @@ const IOV_BATCH: usize = 1024;
 
 /// Reads the ranges `(remote address, length)` of process `pid`, in order,
 /// into `dst` one after the other (their lengths sum to `dst.len()`): up to
-/// [`IOV_BATCH`] ranges per system call, where a strided layout of small
+/// `IOV_BATCH` ranges per system call, where a strided layout of small
 /// pieces would otherwise take one call each.
 pub fn read_scattered(pid: i32, remote: &[(u64, usize)], dst: &mut [u8]) -> io::Result<()> {
     scattered(pid, remote, dst.as_mut_ptr(), dst.len(), false)

@@ -325,7 +325,7 @@ fn aliased(src: *const u8, dst: *mut u8) -> bool {
     d != 0 && d < 64
 }
 
-/// `copy_nonoverlapping` in pieces of [`ALIAS_PIECE`] bytes, which `memcpy`
+/// `copy_nonoverlapping` in pieces of `ALIAS_PIECE` bytes, which `memcpy`
 /// copies with vector moves, not `rep movsb`.
 ///
 /// # Safety

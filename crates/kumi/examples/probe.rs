@@ -18,7 +18,11 @@
 //! - gather, gatherv, scatter, scatterv: `count` calls with blocks of `size`
 //!   bytes per rank, root 0;
 //! - bcast, reduce: `count` broadcasts of `size` bytes, or sums of `size / 8`
-//!   doubles, to or from root 0.
+//!   doubles, to or from root 0;
+//! - neighbor, ineighbor: `count` neighbourhood allgathers of `size` bytes
+//!   on a periodic ring of every rank (as `kumi bench coll`'s
+//!   `neighbor_allgather`; the nonblocking one started and waited for at
+//!   once).
 //!
 //! It makes `MPI_COMM_SELF`'s split as `MPI_Init` does, so one rank of a job
 //! may run this and another the C twin (a mixed job matches calls alike).
@@ -165,9 +169,34 @@ fn main() -> Result<(), kumi::Error> {
             }
             count
         }
+        "neighbor" | "ineighbor" => {
+            let p = w.size();
+            let (left, right) = ((me + p - 1) % p, (me + 1) % p);
+            let (sends, recvs) = ([(left, 0), (right, 0)], [(left, 0), (right, 1)]);
+            let mut two = vec![0u8; 2 * size];
+            for _ in 0..count {
+                if kernel == "neighbor" {
+                    w.neighbor_exchange(&buf, &[size], &sends, &mut two, &[size, size], &recvs)?;
+                } else {
+                    kumi::scope(|s| {
+                        w.ineighbor_exchange_into(
+                            s,
+                            &buf,
+                            &[size],
+                            &sends,
+                            &mut two,
+                            &[size, size],
+                            &recvs,
+                        )?
+                        .wait()
+                    })?;
+                }
+            }
+            count
+        }
         other => {
             eprintln!(
-                "probe: unknown kernel {other:?}: pingpong, rate, barrier, allreduce, iallreduce, allreduce1m, gather, gatherv, scatter, scatterv, bcast or reduce"
+                "probe: unknown kernel {other:?}: pingpong, rate, barrier, allreduce, iallreduce, allreduce1m, gather, gatherv, scatter, scatterv, bcast, reduce, neighbor or ineighbor"
             );
             universe.abort(2, "unknown kernel");
         }

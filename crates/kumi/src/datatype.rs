@@ -868,7 +868,7 @@ impl Datatype {
     }
 
     /// The same type, never freed: for the predefined types, made once per
-    /// process, so that their clones cost no locked instruction ([`Shared`]).
+    /// process, so that their clones cost no locked instruction (`Shared`).
     pub fn permanent(self) -> Datatype {
         let l = match self.inner {
             Shared::Permanent(_) => return self,

@@ -4,7 +4,7 @@
 //! through communicators ([`Comm`]): MPI's point-to-point semantics (blocking
 //! and nonblocking sends and receives, wildcards, probes, statuses, per-sender
 //! order), node-aware collectives and the combining service ([`Combiner`]),
-//! one-sided windows ([`win`]), distributed shared memory ([`dsm`]), parallel files ([`file`]), inter-communicators
+//! one-sided windows ([`win`]), distributed shared memory ([`dsm`]), parallel files ([`file`](mod@file)), inter-communicators
 //! ([`inter`]) and process topologies ([`topo`]). [`raw`] is the untyped
 //! interface the MPI library (`kumi-mpi`) maps onto. Started by `kumi run -n
 //! N`, the program is one of N ranks; started by hand, it is a job of size 1.

@@ -17,7 +17,7 @@
 //!
 //! Without a hand-over (every job that does not ask for
 //! `MPI_THREAD_MULTIPLE`), waits are the engine's own
-//! ([`crate::engine::WaitPolicy`]) and cost one load more per blocking call.
+//! (`engine::WaitPolicy`) and cost one load more per blocking call.
 //!
 //! While hand-overs are on, waits are not reported to the launcher as
 //! blocked: a rank with one thread waiting may have another computing, and

@@ -65,7 +65,7 @@ fn delay(rng: &mut Rng, on: bool) {
 fn one(c: &Comm, it: u64, common: &mut Rng, mine: &mut Rng, delays: bool) -> R {
     let (p, me) = (c.size(), c.rank());
     let root = common.below(p as u64) as usize;
-    let op = common.below(11);
+    let op = common.below(12);
     // 20 000 elements: beyond a payload half, so that long allreduces run
     // (by single copy, through the area, or the trial between them).
     let sizes = [0usize, 1, 2, 3, 17, 600, 8191, 9000, 20_000];
@@ -418,6 +418,45 @@ fn one(c: &Comm, it: u64, common: &mut Rng, mine: &mut Rng, delays: bool) -> R {
                 )));
             }
         }
+        10 => {
+            // Neighbourhood exchanges around the ring, two in flight and a
+            // blocking one among them; each direction's blocks of a length
+            // of their own, so that one call moves some pairs through the
+            // area and sends others too long for it as messages. With one
+            // or two ranks one rank is both neighbours: the listing order
+            // pairs the blocks.
+            let (l, r) = ((me + p - 1) % p, (me + 1) % p);
+            let len = |from: usize, right: bool| {
+                sizes[((from as u64 * 7 + it * 3 + u64::from(right)) % sizes.len() as u64) as usize]
+            };
+            let block = |from: usize, right: bool| -> Vec<u64> {
+                (0..len(from, right))
+                    .map(|i| val(from, it, i) ^ u64::from(right))
+                    .collect()
+            };
+            let send = [block(me, false), block(me, true)].concat();
+            let counts = [len(me, false), len(me, true)];
+            let rcounts = [len(l, true), len(r, false)];
+            let (sends, recvs) = ([(r, 1), (l, 0)], [(l, 0), (r, 1)]);
+            let want = [block(l, true), block(r, false)].concat();
+            let mut got = [want.len(); 3].map(|k| vec![0u64; k]);
+            let [g1, g2, g3] = &mut got;
+            kumi::scope(|sc| -> R {
+                let a =
+                    c.ineighbor_exchange_into(sc, &send, &counts, &sends, g1, &rcounts, &recvs)?;
+                delay(mine, delays);
+                c.neighbor_exchange(&send, &counts, &sends, g3, &rcounts, &recvs)?;
+                let b =
+                    c.ineighbor_exchange_into(sc, &send, &counts, &sends, g2, &rcounts, &recvs)?;
+                b.wait()?;
+                a.wait()
+            })?;
+            if let Some(k) = got.iter().position(|g| *g != want) {
+                return Err(fail(format!(
+                    "iteration {it}: neighbourhood exchange {k} (blocks of {counts:?} out, {rcounts:?} in) wrong on rank {me}"
+                )));
+            }
+        }
         _ => {
             let mut buf: Vec<u64> = (0..n).map(|i| val(me, it, i)).collect();
             c.reduce_in_place(&mut buf, &Op::max(), root)?;
@@ -451,6 +490,36 @@ fn main() {
         let half = w
             .split(Some((me % 2) as u32), -(me as i32))?
             .expect("member");
+        // Lengths that disagree (an erroneous program): inside one host,
+        // where a neighbourhood exchange goes through the area, every
+        // receiver reports it, and the collectives after it go on.
+        let area = p > 1
+            && std::env::var("KUMI_COLL_SHM").as_deref() != Ok("off")
+            && std::env::var_os("KUMI_COLL_HOSTS").is_none();
+        if area {
+            let (l, r) = ((me + p - 1) % p, (me + 1) % p);
+            let mut got = [0u64; 3];
+            let r = kumi::scope(|sc| {
+                w.ineighbor_exchange_into(
+                    sc,
+                    &[1u64, 2],
+                    &[2],
+                    &[(r, 0)],
+                    &mut got,
+                    &[3],
+                    &[(l, 0)],
+                )?
+                .wait()
+            });
+            match r {
+                Err(e) if e.to_string().contains("blocks of other lengths") => {}
+                other => {
+                    return Err(fail(format!(
+                        "a neighbourhood exchange of 2 elements into 3 on rank {me}: {other:?}"
+                    )))
+                }
+            }
+        }
         let comms = [&w, &dup, &half];
         let mut common = Rng(0x5EED_C011);
         let mut mine = Rng(0xDE1A7 ^ (me as u64) << 20);

@@ -90,9 +90,9 @@ impl Default for ShmConfig {
 }
 
 impl ShmConfig {
-    /// The default for `local_size` ranks: [`DEFAULT_RINGS_BUDGET`] over
+    /// The default for `local_size` ranks: `DEFAULT_RINGS_BUDGET` over
     /// the `local_size`^2 rings, as a power of two from [`DEFAULT_RING`] to
-    /// [`DEFAULT_RING_MAX`]. Two ranks get 1 MiB rings: with 64 KiB, eager
+    /// `DEFAULT_RING_MAX`. Two ranks get 1 MiB rings: with 64 KiB, eager
     /// 8 KiB messages filled a ring after a handful and streamed at half
     /// the rate (docs/BENCHMARKS.md); 16 ranks get 128 KiB.
     pub fn default_for(local_size: usize) -> ShmConfig {

@@ -31,7 +31,7 @@
 //! * **Datagram size.** Frames are cut into datagrams of
 //!   [`UdpConfig::segment`] bytes, the MTU by default, and consecutive full
 //!   datagrams to one peer leave in one `sendmsg` with segmentation offload and
-//!   arrive through one `recvmsg` with receive offload ([`gso`]). The window is
+//!   arrive through one `recvmsg` with receive offload (`gso`). The window is
 //!   what the socket's receive buffer holds, shared among the network peers.
 //!   With fault injection on, every datagram is sent on its own so that each
 //!   can be dropped, duplicated or held back.
@@ -63,7 +63,7 @@ use wire::{Binding, Handshake, Prefix, Type, DATA_PREFIX, HANDSHAKE_BYTES, NONCE
 /// chunks are the same size on both.
 pub const DEFAULT_MAX_PAYLOAD: usize = crate::tcp::DEFAULT_MAX_PAYLOAD;
 /// Default bytes per datagram on the wire (`KUMI_UDP_SEGMENT`): what fits an
-/// Ethernet MTU of 1500 without IP fragmentation. See [`gso`] for why MTU-sized
+/// Ethernet MTU of 1500 without IP fragmentation. See `gso` for why MTU-sized
 /// datagrams sent 44 per system call beat larger, fragmented ones.
 pub const DEFAULT_SEGMENT: usize = 1472;
 /// Default [`UdpConfig::max_window`] (`KUMI_UDP_WINDOW`).

@@ -1,8 +1,10 @@
 //! Neighbourhood exchanges: MPI's neighbourhood collectives on a topology,
 //! as one round of explicit transfers (`kumi_core::coll::exchange`), over a
-//! buffer the request owns or straight between the program's buffers; a
-//! blocking one inside one host through the collective area
-//! (`shm::neighbor`), but for its blocks too long for it.
+//! buffer the request owns or straight between the program's buffers.
+//! Inside one host, one on the program's buffers goes through the
+//! collective area but for its blocks too long for it: a blocking one
+//! with a directory of its messages (`shm::neighbor`), a started one by
+//! pairs of ranks, whose blocks both ends know (`shm::Pending::start_neighbor`).
 
 use super::*;
 use smallvec::SmallVec;
@@ -92,7 +94,9 @@ impl Comm {
 
     /// [`Comm::ineighbor_exchange`] over byte segments anywhere in memory,
     /// for the C library: block b sent is `send[b]`, block b received goes
-    /// to `recv[b]`.
+    /// to `recv[b]`. Each block received must be as long as the one sent
+    /// (MPI requires it): inside one host a receiver that finds other
+    /// lengths fails the request.
     ///
     /// # Safety
     /// As for [`Comm::neighbor_each`], until the request completes.
@@ -134,6 +138,12 @@ impl Comm {
         for &(_, b) in recvs {
             if std::mem::replace(&mut named[b], true) {
                 return Err(bad("recvs", b, "each receive block named once".into()));
+            }
+        }
+        if let Exec::Start = how {
+            // SAFETY: the caller's contract.
+            if let Some(r) = unsafe { self.ineighbor_area(send, sends, recv, recvs) }? {
+                return Ok(Some(r));
             }
         }
         // Blocking, inside one host: through the collective area, but for
@@ -180,6 +190,71 @@ impl Comm {
             .collect();
         let recvs: Vec<(usize, usize)> = recvs.iter().map(|&(peer, b)| (peer, ns + b)).collect();
         self.exec_each(blocks, how, |_, _| sc::exchange(&sends, &recvs))
+    }
+
+    /// [`Comm::neighbor_each`] started inside one host: each pair's blocks
+    /// through the collective area in one round where they fit
+    /// (`shm::Pending::start_neighbor`), the others as messages; `None`
+    /// where the communicator has no area.
+    ///
+    /// # Safety
+    /// As for [`Comm::neighbor_each`], until the request completes.
+    unsafe fn ineighbor_area(
+        &self,
+        send: &[(*const u8, usize)],
+        sends: &[(usize, usize)],
+        recv: &[(*mut u8, usize)],
+        recvs: &[(usize, usize)],
+    ) -> Result<Option<CollRequest<u8>>> {
+        let (m, me) = (self.size(), self.rank());
+        // By peer, in the program's order within a peer (a stable sort).
+        let mut to: Vec<_> = sends
+            .iter()
+            .map(|&(j, b)| (j, send[b].0, send[b].1))
+            .collect();
+        let mut from: Vec<_> = recvs
+            .iter()
+            .map(|&(j, b)| (j, recv[b].0, recv[b].1))
+            .collect();
+        to.sort_by_key(|b| b.0);
+        from.sort_by_key(|b| b.0);
+        let started = self.shm_whole(Location::caller(), true, |e, g| {
+            let long_to = shm::neighbor_long(&to, |j| j, m, g.payload);
+            let long_from = shm::neighbor_long(&from, |_| me, m, g.payload);
+            // SAFETY: the caller's contract.
+            let pending = unsafe { shm::Pending::start_neighbor(e, g, to, from) };
+            if long_to.is_empty() && long_from.is_empty() {
+                // All through the area: the call's tag (which every rank
+                // takes, as `start_rest` does) and the list under this lock.
+                self.next_tag(e);
+                return Some(Ok(Ok(Self::push_active(e, Active::Shm(pending)))));
+            }
+            Some(Ok(Err((pending, long_to, long_from))))
+        })?;
+        let (pending, long_to, long_from) = match started {
+            None => return Ok(None),
+            Some(Ok(id)) => return Ok(Some(self.request(id))),
+            Some(Err(long)) => long,
+        };
+        // The long pairs' blocks as messages, in the program's order.
+        let ls: Vec<_> = sends
+            .iter()
+            .filter(|s| long_to.contains(&s.0))
+            .copied()
+            .collect();
+        let ns = send.len();
+        let lr: Vec<_> = recvs
+            .iter()
+            .filter(|r| long_from.contains(&r.0))
+            .map(|&(j, b)| (j, ns + b))
+            .collect();
+        let blocks = send
+            .iter()
+            .map(|&(b, n)| (b.cast_mut(), n))
+            .chain(recv.iter().copied())
+            .collect();
+        self.start_rest(pending, Some(blocks), |_| sc::exchange(&ls, &lr))
+            .map(Some)
     }
 
     /// Checks a neighbourhood exchange's `(peer, block)` lists against the

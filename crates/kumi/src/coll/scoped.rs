@@ -356,7 +356,9 @@ impl Comm {
     /// `(peer, b)` of `sends`; block `b` of `recv`, in blocks of
     /// `recv_counts`, from `peer` for each `(peer, b)` of `recvs`) on the
     /// program's own buffers ([`crate::scope`]). Blocks no receive names
-    /// are left as they were.
+    /// are left as they were. Each block received must be as long as the
+    /// one sent: inside one host a receiver that finds other lengths fails
+    /// the request ([`Comm::ineighbor_exchange_segments`]).
     #[track_caller]
     #[allow(clippy::too_many_arguments)]
     pub fn ineighbor_exchange_into<'a, 's, T: Pod>(

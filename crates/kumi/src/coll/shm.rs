@@ -206,6 +206,7 @@ const K_SCAN: u64 = 19;
 const K_EXSCAN: u64 = 20;
 const K_NEIGHBOR: u64 = 21;
 const K_REDUCE_SCATTER_AREA: u64 = 22;
+const K_INEIGHBOR: u64 = 23;
 
 /// The kind word of a collective: operation, root and size. Two members see
 /// the same word exactly when they are in the same call (as MPI requires of a
@@ -356,6 +357,25 @@ fn wait_all_reached(e: &mut Guard<'_>, g: &Group, s: u64, info: WaitInfo) -> Res
     )?;
     saw_all(&g.seen_all, s);
     Ok(())
+}
+
+/// Whether every rank of `mates` (the other ranks bound to my core) has
+/// entered collective `s` of area `k` as `kind` and waits in kumi: then
+/// handing the core to one of them would most likely be wasted, and a
+/// rank waiting for a round that not every member waits through (a
+/// neighbourhood exchange's, a nonblocking collective's) keeps it
+/// ([`Engine::wait_until_with_mates`], for at most `KUMI_MATE_SPIN_US`).
+/// Unlike [`wait_all_reached`]'s, such a mate may have found what it waits
+/// for already, or may compute between its start and its wait, so its
+/// published wait is looked at too, and the answer is a guess: a wrong
+/// "keep" costs the mate that spin at most.
+pub(crate) fn mates_wait(e: &Engine, mates: &[usize], k: usize, s: u64, kind: u64) -> bool {
+    let Some(shm) = e.shm() else { return false };
+    let seg = shm.segment();
+    all_reached_as(&seg.coll_area(k), mates, s, kind)
+        && mates
+            .iter()
+            .all(|&j| seg.rank_block(j).awaits() != kumi_transport::shm::AWAITS_NOTHING)
 }
 
 /// Waits until every member has reached collective `s` as this one.
@@ -666,11 +686,20 @@ pub(crate) unsafe fn neighbor(
         .collect();
     sources.sort_unstable();
     sources.dedup();
-    wait(e, info, k, |a| {
-        sources
-            .iter()
-            .all(|&j| reached_as(a, g.slots[j], s, g.kind))
-    })?;
+    e.wait_until_with_mates(
+        info,
+        |e| {
+            let a = area(e, k);
+            sources
+                .iter()
+                .all(|&j| reached_as(&a, g.slots[j], s, g.kind))
+        },
+        |e| {
+            g.mates
+                .as_ref()
+                .is_some_and(|m| mates_wait(e, m, k, s, g.kind))
+        },
+    )?;
     let a = area(e, k);
     let me = g.me;
     // From the others, only long messages.
@@ -884,6 +913,57 @@ pub(crate) fn scatterv_place(
         .into_iter()
         .find(|&total| n <= total / m)
         .map(|total| (total, j * (total / m)))
+}
+
+/// Where a nonblocking neighbourhood exchange's blocks from one member to
+/// member `j`, `sum` bytes together, travel in the writer's contribution:
+/// side by side behind an 8-byte [`pair_word`], in the place
+/// [`scatterv_place`] finds for them among `m` members; `None`: too long,
+/// they go as messages. Both ends know every length (MPI requires them to
+/// agree), so both find the same place, or both none.
+pub(crate) fn neighbor_place(
+    j: usize,
+    sum: usize,
+    m: usize,
+    payload: usize,
+) -> Option<(usize, usize)> {
+    scatterv_place(j, PAIR_WORD + sum, m, payload)
+}
+
+/// Bytes of a [`pair_word`].
+const PAIR_WORD: usize = 8;
+
+/// The word in front of a nonblocking neighbourhood exchange's blocks to
+/// member `j` in collective `s` (see [`neighbor_place`]): the collective's
+/// number and a hash of `j` and the blocks' lengths, so that a reader that
+/// expects other lengths, or finds what an earlier collective left there,
+/// reports it instead of taking those bytes for its blocks.
+pub(crate) fn pair_word(s: u64, j: usize, lens: impl Iterator<Item = usize>) -> u64 {
+    // FNV-1a over the words.
+    let h = std::iter::once(j).chain(lens).fold(0x811c_9dc5u32, |h, x| {
+        (h ^ x as u32).wrapping_mul(0x0100_0193)
+    });
+    (s << 32) | u64::from(h)
+}
+
+/// The peers of `pairs` (blocks `(peer, _, bytes)` sorted by peer) whose
+/// blocks together have no place in the area ([`neighbor_place`]), `dest`
+/// giving the member they go to (the peer for sends, this member for
+/// receives).
+pub(crate) fn neighbor_long<P: Copy>(
+    pairs: &[(usize, P, usize)],
+    dest: impl Fn(usize) -> usize,
+    m: usize,
+    payload: usize,
+) -> Vec<usize> {
+    pairs
+        .chunk_by(|x, y| x.0 == y.0)
+        .filter(|pair| {
+            let sum = pair.iter().map(|b| b.2).sum();
+            neighbor_place(dest(pair[0].0), sum, m, payload).is_none()
+        })
+        .map(|pair| pair[0].0)
+        .collect()
 }
 
 /// Scatter from member `root`: the root writes member j's block (`send(j)`,

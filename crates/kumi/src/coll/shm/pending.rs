@@ -1,6 +1,7 @@
 //! Nonblocking collectives through the area ([`Pending`]): barrier,
 //! allreduce of at most one payload half, the data movers (allgather(v),
-//! alltoall(v), gather(v), scatter(v), broadcast), and the longer
+//! alltoall(v), gather(v), scatter(v), broadcast, neighbourhood
+//! exchanges), and the longer
 //! allreduce and reduce-scatter ([`Reducing`]), published
 //! when every earlier collective of the group has completed here and
 //! advanced by the engine's progress.
@@ -366,6 +367,26 @@ enum Sends {
     /// ([`bcast`]): every member knows the length, so all count the same
     /// rounds.
     Bcast(usize),
+    /// Neighbourhood exchange, one round: this member's blocks to each
+    /// peer (`to`) and its segments for the blocks from each (`from`),
+    /// both sorted by peer, in the program's order within a peer. A pair's
+    /// blocks travel together where [`neighbor_place`] finds them room;
+    /// the others are the caller's to move. A member waits only for the
+    /// peers it reads from.
+    Neighbors {
+        to: Vec<(usize, *const u8, usize)>,
+        from: Vec<(usize, *mut u8, usize)>,
+    },
+}
+
+/// The blocks of `pairs` (sorted by peer), one peer's at a time, with their
+/// sum.
+fn by_peer<P: Copy>(
+    pairs: &[(usize, P, usize)],
+) -> impl Iterator<Item = (&[(usize, P, usize)], usize)> {
+    pairs
+        .chunk_by(|x, y| x.0 == y.0)
+        .map(|pair| (pair, pair.iter().map(|b| b.2).sum()))
 }
 
 impl Gather {
@@ -378,7 +399,7 @@ impl Gather {
     /// Writes this member's pieces of the round under way into its slot
     /// for collective `s`, and returns the round's kind.
     fn write_own(&self, a: &CollArea<'_>, slot: usize, s: u64, me: usize, m: usize) -> u64 {
-        self.pieces(a, me, m, &mut |total, off, b| {
+        self.pieces(a, s, me, m, &mut |total, off, b| {
             a.write(slot, s, total, off, b)
         })
     }
@@ -390,20 +411,21 @@ impl Gather {
     /// broadcasts (or a member of short gathers) runs up to a depth ahead,
     /// as in the blocking forms, where a payload half's rule kept it in
     /// lock-step.
-    fn longest_write(&self, a: &CollArea<'_>, me: usize, m: usize) -> Option<usize> {
+    fn longest_write(&self, a: &CollArea<'_>, s: u64, me: usize, m: usize) -> Option<usize> {
         let mut longest = None;
-        self.pieces(a, me, m, &mut |total, _, _| {
+        self.pieces(a, s, me, m, &mut |total, _, _| {
             longest = longest.max(Some(total));
         });
         longest
     }
 
-    /// Hands each of this member's writes of the round under way to `put`
-    /// (`total`, offset and bytes, as [`CollArea::write`] takes them), and
-    /// returns the round's kind.
+    /// Hands each of this member's writes of the round under way (of
+    /// collective `s`) to `put` (`total`, offset and bytes, as
+    /// [`CollArea::write`] takes them), and returns the round's kind.
     fn pieces(
         &self,
         a: &CollArea<'_>,
+        s: u64,
         me: usize,
         m: usize,
         put: &mut dyn FnMut(usize, usize, &[u8]),
@@ -468,6 +490,23 @@ impl Gather {
                 }
                 kind(K_BCAST, root, n)
             }
+            Sends::Neighbors { ref to, .. } => {
+                for (pair, sum) in by_peer(to) {
+                    let j = pair[0].0;
+                    let Some((total, mut at)) = neighbor_place(j, sum, m, a.payload()) else {
+                        continue;
+                    };
+                    let word = pair_word(s, j, pair.iter().map(|b| b.2));
+                    put(total, at, &word.to_ne_bytes());
+                    at += 8;
+                    for &(_, p, n) in pair.iter().filter(|b| b.2 > 0) {
+                        // SAFETY: as above, `n` bytes at `p`.
+                        put(total, at, unsafe { std::slice::from_raw_parts(p, n) });
+                        at += n;
+                    }
+                }
+                kind(K_INEIGHBOR, 0, 0)
+            }
         }
     }
 
@@ -477,6 +516,14 @@ impl Gather {
         matches!(
             self.send,
             Sends::ToRoot(..) | Sends::FromRoot(..) | Sends::Bcast(_)
+        )
+    }
+
+    /// Whether every member waits for every member ([`Gather::arrived`]).
+    fn waits_for_all(&self) -> bool {
+        matches!(
+            self.send,
+            Sends::Own(..) | Sends::Blocks(..) | Sends::Each(_)
         )
     }
 
@@ -501,12 +548,18 @@ impl Gather {
                     || reached_as(a, slots[root], s, kind_)
             }
             Sends::Bcast(root) => me == root || reached_as(a, slots[root], s, kind_),
+            Sends::Neighbors { ref from, .. } => by_peer(from).all(|(pair, sum)| {
+                neighbor_place(me, sum, slots.len(), a.payload()).is_none()
+                    || reached_as(a, slots[pair[0].0], s, kind_)
+            }),
             _ => all_reached_as(a, slots, s, kind_),
         }
     }
 
-    /// Copies the round's pieces for this member out of the others' halves.
-    fn read_others(&self, a: &CollArea<'_>, slots: &[usize], s: u64, me: usize) {
+    /// Copies the round's pieces for this member out of the others' halves;
+    /// fails where a neighbour's blocks are not the ones this member
+    /// expects from it ([`pair_word`]).
+    fn read_others(&self, a: &CollArea<'_>, slots: &[usize], s: u64, me: usize) -> Result<()> {
         let m = slots.len();
         let put = |b: &[u8], to: *mut u8| {
             // SAFETY: `to` is a `recv` segment, writable for at least the
@@ -522,14 +575,14 @@ impl Gather {
                         put(a.bytes(slot, s, n, 0, n), to);
                     }
                 }
-                return;
+                return Ok(());
             }
             Sends::FromRoot(root, _) if me != root => {
                 let (to, n) = self.recv[0];
                 if let (Some((total, off)), 1..) = (scatterv_place(me, n, m, a.payload()), n) {
                     put(a.bytes(slots[root], s, total, off, n), to);
                 }
-                return;
+                return Ok(());
             }
             Sends::Bcast(root) if me != root => {
                 let (to, n) = self.recv[0];
@@ -538,9 +591,31 @@ impl Gather {
                     a.bytes(slots[root], s, r.len(), 0, r.len()),
                     to.wrapping_add(r.start),
                 );
-                return;
+                return Ok(());
             }
-            Sends::ToRoot(..) | Sends::FromRoot(..) | Sends::Bcast(_) => return,
+            Sends::Neighbors { ref from, .. } => {
+                for (pair, sum) in by_peer(from) {
+                    let i = pair[0].0;
+                    let Some((total, mut at)) = neighbor_place(me, sum, m, a.payload()) else {
+                        continue;
+                    };
+                    let mut word = [0u8; 8];
+                    word.copy_from_slice(a.bytes(slots[i], s, total, at, 8));
+                    if u64::from_ne_bytes(word) != pair_word(s, me, pair.iter().map(|b| b.2)) {
+                        return Err(Error::Protocol(format!(
+                            "neighbourhood exchange: rank {i} sends rank {me} blocks of other lengths than rank {me} receives from it ({} blocks, {sum} bytes)",
+                            pair.len()
+                        )));
+                    }
+                    at += 8;
+                    for &(_, to, n) in pair.iter().filter(|b| b.2 > 0) {
+                        put(a.bytes(slots[i], s, total, at, n), to);
+                        at += n;
+                    }
+                }
+                return Ok(());
+            }
+            Sends::ToRoot(..) | Sends::FromRoot(..) | Sends::Bcast(_) => return Ok(()),
             _ => {}
         }
         for (j, &slot) in slots.iter().enumerate().filter(|&(j, _)| j != me) {
@@ -559,7 +634,10 @@ impl Gather {
                     (Some((total, off)), 1..) => (a.bytes(slot, s, total, off, n), 0),
                     _ => continue,
                 },
-                Sends::ToRoot(..) | Sends::FromRoot(..) | Sends::Bcast(_) => {
+                Sends::ToRoot(..)
+                | Sends::FromRoot(..)
+                | Sends::Bcast(_)
+                | Sends::Neighbors { .. } => {
                     unreachable!("handled above")
                 }
             };
@@ -567,6 +645,7 @@ impl Gather {
             // overlaps nothing (the caller's contract); the piece is in it.
             unsafe { kumi_transport::copy_bytes(b.as_ptr(), to.add(at), b.len()) };
         }
+        Ok(())
     }
 
     /// Rounds every member makes: the longest block in pieces.
@@ -575,7 +654,9 @@ impl Gather {
             Sends::Blocks(_, block) => block,
             Sends::Own(..) => self.recv.iter().map(|&(_, n)| n).max().unwrap_or(0),
             Sends::Bcast(_) => self.recv[0].1,
-            Sends::Each(_) | Sends::ToRoot(..) | Sends::FromRoot(..) => return 1,
+            Sends::Each(_) | Sends::ToRoot(..) | Sends::FromRoot(..) | Sends::Neighbors { .. } => {
+                return 1
+            }
         };
         longest.div_ceil(self.piece.max(1)).max(1)
     }
@@ -693,6 +774,25 @@ impl Pending {
         Pending::start_rounds(e, g, Sends::FromRoot(root, send), vec![recv], 0)
     }
 
+    /// Starts a neighbourhood exchange of `g` in one round: `to`, this
+    /// member's blocks `(peer, start, bytes)`, and `from`, its segments for
+    /// the blocks from each peer, both sorted by peer (keeping the
+    /// program's order within a peer); the blocks of a pair with no place
+    /// in the area ([`neighbor_long`]) are the caller's to move.
+    ///
+    /// # Safety
+    /// Every `to` block readable and every `from` segment writable for its
+    /// length until the collective completes; `from` segments overlap
+    /// nothing.
+    pub unsafe fn start_neighbor(
+        e: &mut Engine,
+        g: &mut Group,
+        to: Vec<(usize, *const u8, usize)>,
+        from: Vec<(usize, *mut u8, usize)>,
+    ) -> Pending {
+        Pending::start_rounds(e, g, Sends::Neighbors { to, from }, Vec::new(), 0)
+    }
+
     /// Starts a broadcast of `g` from member `root` of `buf` (read at the
     /// root, written elsewhere), in rounds of a payload half.
     ///
@@ -788,12 +888,7 @@ impl Pending {
         {
             return false;
         }
-        let Some(shm) = e.shm() else { return false };
-        let seg = shm.segment();
-        all_reached_as(&seg.coll_area(self.area), mates, self.s, self.kind)
-            && mates
-                .iter()
-                .all(|&j| seg.rank_block(j).awaits() != kumi_transport::shm::AWAITS_NOTHING)
+        super::mates_wait(e, mates, self.area, self.s, self.kind)
     }
 
     /// Advances; `true` once complete (or failed: `failed` says why).
@@ -826,7 +921,7 @@ impl Pending {
             let written = match (&self.data, long, &self.gather) {
                 (Some((_, n, _)), _, _) => Some(*n),
                 (_, Some(n), _) => Some(n),
-                (_, _, Some(g)) => g.longest_write(&a, self.me, self.slots.len()),
+                (_, _, Some(g)) => g.longest_write(&a, s, self.me, self.slots.len()),
                 _ => None,
             };
             if written.is_some_and(|n| !writable_seen(&a, &self.slots, s, n, &self.seen_all)) {
@@ -855,7 +950,7 @@ impl Pending {
         if !arrived {
             return false;
         }
-        if self.gather.as_ref().is_none_or(|g| !g.rooted()) {
+        if self.gather.as_ref().is_none_or(Gather::waits_for_all) {
             // It waited for every member.
             saw_all(&self.seen_all, s);
         }
@@ -875,7 +970,14 @@ impl Pending {
             }
         }
         if let Some(g) = &mut self.gather {
-            g.read_others(&a, &self.slots, s, self.me);
+            if let Err(x) = g.read_others(&a, &self.slots, s, self.me) {
+                // Its contribution is out and it reads no more of this
+                // round, so the group's later collectives go on.
+                self.completed.store(s, Ordering::Relaxed);
+                self.failed = Some(Box::new(x));
+                self.done = true;
+                return true;
+            }
             g.round += 1;
         }
         if let Some(l) = &mut self.long {
