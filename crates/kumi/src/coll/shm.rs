@@ -359,25 +359,6 @@ fn wait_all_reached(e: &mut Guard<'_>, g: &Group, s: u64, info: WaitInfo) -> Res
     Ok(())
 }
 
-/// Whether every rank of `mates` (the other ranks bound to my core) has
-/// entered collective `s` of area `k` as `kind` and waits in kumi: then
-/// handing the core to one of them would most likely be wasted, and a
-/// rank waiting for a round that not every member waits through (a
-/// neighbourhood exchange's, a nonblocking collective's) keeps it
-/// ([`Engine::wait_until_with_mates`], for at most `KUMI_MATE_SPIN_US`).
-/// Unlike [`wait_all_reached`]'s, such a mate may have found what it waits
-/// for already, or may compute between its start and its wait, so its
-/// published wait is looked at too, and the answer is a guess: a wrong
-/// "keep" costs the mate that spin at most.
-pub(crate) fn mates_wait(e: &Engine, mates: &[usize], k: usize, s: u64, kind: u64) -> bool {
-    let Some(shm) = e.shm() else { return false };
-    let seg = shm.segment();
-    all_reached_as(&seg.coll_area(k), mates, s, kind)
-        && mates
-            .iter()
-            .all(|&j| seg.rank_block(j).awaits() != kumi_transport::shm::AWAITS_NOTHING)
-}
-
 /// Waits until every member has reached collective `s` as this one.
 fn wait_all(e: &mut Guard<'_>, g: &Group, s: u64, info: WaitInfo) -> Result<()> {
     wait(e, info, g.area, |a| g.all_reached(a, s))?;
@@ -686,20 +667,11 @@ pub(crate) unsafe fn neighbor(
         .collect();
     sources.sort_unstable();
     sources.dedup();
-    e.wait_until_with_mates(
-        info,
-        |e| {
-            let a = area(e, k);
-            sources
-                .iter()
-                .all(|&j| reached_as(&a, g.slots[j], s, g.kind))
-        },
-        |e| {
-            g.mates
-                .as_ref()
-                .is_some_and(|m| mates_wait(e, m, k, s, g.kind))
-        },
-    )?;
+    wait(e, info, k, |a| {
+        sources
+            .iter()
+            .all(|&j| reached_as(a, g.slots[j], s, g.kind))
+    })?;
     let a = area(e, k);
     let me = g.me;
     // From the others, only long messages.

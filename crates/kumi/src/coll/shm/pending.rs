@@ -510,13 +510,18 @@ impl Gather {
         }
     }
 
-    /// Whether this is a rooted form, whose members do not all wait for
-    /// every member ([`Gather::arrived`]).
-    fn rooted(&self) -> bool {
-        matches!(
-            self.send,
-            Sends::ToRoot(..) | Sends::FromRoot(..) | Sends::Bcast(_)
-        )
+    /// The slots a neighbourhood exchange's member `me` reads from: those
+    /// of the peers of `from` whose blocks travel through the area.
+    fn sources<'s, P: Copy>(
+        &self,
+        from: &'s [(usize, P, usize)],
+        slots: &'s [usize],
+        me: usize,
+        payload: usize,
+    ) -> impl Iterator<Item = usize> + 's {
+        by_peer(from)
+            .filter(move |&(_, sum)| neighbor_place(me, sum, slots.len(), payload).is_some())
+            .map(|(pair, _)| slots[pair[0].0])
     }
 
     /// Whether every member waits for every member ([`Gather::arrived`]).
@@ -548,10 +553,9 @@ impl Gather {
                     || reached_as(a, slots[root], s, kind_)
             }
             Sends::Bcast(root) => me == root || reached_as(a, slots[root], s, kind_),
-            Sends::Neighbors { ref from, .. } => by_peer(from).all(|(pair, sum)| {
-                neighbor_place(me, sum, slots.len(), a.payload()).is_none()
-                    || reached_as(a, slots[pair[0].0], s, kind_)
-            }),
+            Sends::Neighbors { ref from, .. } => self
+                .sources(from, slots, me, a.payload())
+                .all(|j| reached_as(a, j, s, kind_)),
             _ => all_reached_as(a, slots, s, kind_),
         }
     }
@@ -872,9 +876,10 @@ impl Pending {
 
     /// Whether every other member bound to this rank's core has entered
     /// the round under way, one that every member waits through (not a
-    /// rooted form's, nor a long reduction's, whose rounds wait for some
-    /// members only), and waits in kumi: then a rank waiting for this
-    /// collective keeps its core rather than hand it to them
+    /// rooted form's, a neighbourhood exchange's, nor a long reduction's,
+    /// whose rounds wait for some members only), and waits in kumi: then a
+    /// rank waiting for this collective keeps its core rather than hand it
+    /// to them
     /// ([`Engine::wait_until_with_mates`]). Unlike a blocking collective's
     /// members (`wait_all_reached`), a nonblocking one's may be computing
     /// after the start, so their published waits are looked at too.
@@ -884,11 +889,16 @@ impl Pending {
         };
         if !self.published
             || self.long.is_some()
-            || self.gather.as_ref().is_some_and(Gather::rooted)
+            || self.gather.as_ref().is_some_and(|g| !g.waits_for_all())
         {
             return false;
         }
-        super::mates_wait(e, mates, self.area, self.s, self.kind)
+        let Some(shm) = e.shm() else { return false };
+        let seg = shm.segment();
+        all_reached_as(&seg.coll_area(self.area), mates, self.s, self.kind)
+            && mates
+                .iter()
+                .all(|&j| seg.rank_block(j).awaits() != kumi_transport::shm::AWAITS_NOTHING)
     }
 
     /// Advances; `true` once complete (or failed: `failed` says why).
