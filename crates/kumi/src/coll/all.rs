@@ -94,7 +94,7 @@ impl Comm {
                 ),
             ));
         }
-        let recv = byte_segments(
+        let recv: Vec<_> = byte_segments(
             recv.as_mut_ptr().cast::<u8>(),
             counts,
             std::mem::size_of::<T>(),
@@ -305,13 +305,13 @@ impl Comm {
             ));
         }
         let elem = std::mem::size_of::<T>();
-        let send = byte_segments(
+        let send: Vec<_> = byte_segments(
             send.as_ptr().cast::<u8>(),
             send_counts,
             elem,
             <*const u8>::wrapping_add,
         );
-        let recv = byte_segments(
+        let recv: Vec<_> = byte_segments(
             recv.as_mut_ptr().cast::<u8>(),
             recv_counts,
             elem,

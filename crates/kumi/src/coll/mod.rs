@@ -257,13 +257,14 @@ fn even_offsets(count: usize, nb: usize, elem: usize) -> Vec<usize> {
 }
 
 /// Blocks of `counts[i]` elements of `elem` bytes one after the other from
-/// `base`, as (start, bytes); `add` offsets a pointer.
-fn byte_segments<P: Copy>(
+/// `base`, as (start, bytes), collected as the caller asks (a `Vec`, or a
+/// `SmallVec` where there are few); `add` offsets a pointer.
+fn byte_segments<P: Copy, C: FromIterator<(P, usize)>>(
     base: P,
     counts: &[usize],
     elem: usize,
     add: fn(P, usize) -> P,
-) -> Vec<(P, usize)> {
+) -> C {
     let mut off = 0;
     counts
         .iter()

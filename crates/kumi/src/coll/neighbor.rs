@@ -207,22 +207,24 @@ impl Comm {
         recvs: &[(usize, usize)],
     ) -> Result<Option<CollRequest<u8>>> {
         let (m, me) = (self.size(), self.rank());
-        // By peer, in the program's order within a peer (a stable sort).
-        let mut to: Vec<_> = sends
-            .iter()
-            .map(|&(j, b)| (j, send[b].0, send[b].1))
-            .collect();
-        let mut from: Vec<_> = recvs
-            .iter()
-            .map(|&(j, b)| (j, recv[b].0, recv[b].1))
-            .collect();
+        // By peer, in the program's order within a peer (a stable sort):
+        // the sends, then the receives.
+        let mut blocks = Vec::with_capacity(sends.len() + recvs.len());
+        blocks.extend(
+            sends
+                .iter()
+                .map(|&(j, b)| (j, send[b].0.cast_mut(), send[b].1)),
+        );
+        blocks.extend(recvs.iter().map(|&(j, b)| (j, recv[b].0, recv[b].1)));
+        let (to, from) = blocks.split_at_mut(sends.len());
         to.sort_by_key(|b| b.0);
         from.sort_by_key(|b| b.0);
         let started = self.shm_whole(Location::caller(), true, |e, g| {
-            let long_to = shm::neighbor_long(&to, |j| j, m, g.payload);
-            let long_from = shm::neighbor_long(&from, |_| me, m, g.payload);
+            let (to, from) = blocks.split_at(sends.len());
+            let long_to = shm::neighbor_long(to, |j| j, m, g.payload);
+            let long_from = shm::neighbor_long(from, |_| me, m, g.payload);
             // SAFETY: the caller's contract.
-            let pending = unsafe { shm::Pending::start_neighbor(e, g, to, from) };
+            let pending = unsafe { shm::Pending::start_neighbor(e, g, blocks, sends.len()) };
             if long_to.is_empty() && long_from.is_empty() {
                 // All through the area: the call's tag (which every rank
                 // takes, as `start_rest` does) and the list under this lock.

@@ -367,15 +367,16 @@ enum Sends {
     /// ([`bcast`]): every member knows the length, so all count the same
     /// rounds.
     Bcast(usize),
-    /// Neighbourhood exchange, one round: this member's blocks to each
-    /// peer (`to`) and its segments for the blocks from each (`from`),
-    /// both sorted by peer, in the program's order within a peer. A pair's
-    /// blocks travel together where [`neighbor_place`] finds them room;
-    /// the others are the caller's to move. A member waits only for the
-    /// peers it reads from.
+    /// Neighbourhood exchange, one round: `blocks`, this member's blocks
+    /// to each peer (the first `sends`, only read) and then its segments
+    /// for the blocks from each, each part sorted by peer, in the
+    /// program's order within a peer (one list: one allocation a call). A
+    /// pair's blocks travel together where [`neighbor_place`] finds them
+    /// room; the others are the caller's to move. A member waits only for
+    /// the peers it reads from.
     Neighbors {
-        to: Vec<(usize, *const u8, usize)>,
-        from: Vec<(usize, *mut u8, usize)>,
+        blocks: Vec<(usize, *mut u8, usize)>,
+        sends: usize,
     },
 }
 
@@ -490,8 +491,8 @@ impl Gather {
                 }
                 kind(K_BCAST, root, n)
             }
-            Sends::Neighbors { ref to, .. } => {
-                for (pair, sum) in by_peer(to) {
+            Sends::Neighbors { ref blocks, sends } => {
+                for (pair, sum) in by_peer(&blocks[..sends]) {
                     let j = pair[0].0;
                     let Some((total, mut at)) = neighbor_place(j, sum, m, a.payload()) else {
                         continue;
@@ -501,7 +502,9 @@ impl Gather {
                     at += 8;
                     for &(_, p, n) in pair.iter().filter(|b| b.2 > 0) {
                         // SAFETY: as above, `n` bytes at `p`.
-                        put(total, at, unsafe { std::slice::from_raw_parts(p, n) });
+                        put(total, at, unsafe {
+                            std::slice::from_raw_parts(p.cast_const(), n)
+                        });
                         at += n;
                     }
                 }
@@ -553,8 +556,8 @@ impl Gather {
                     || reached_as(a, slots[root], s, kind_)
             }
             Sends::Bcast(root) => me == root || reached_as(a, slots[root], s, kind_),
-            Sends::Neighbors { ref from, .. } => self
-                .sources(from, slots, me, a.payload())
+            Sends::Neighbors { ref blocks, sends } => self
+                .sources(&blocks[sends..], slots, me, a.payload())
                 .all(|j| reached_as(a, j, s, kind_)),
             _ => all_reached_as(a, slots, s, kind_),
         }
@@ -597,8 +600,8 @@ impl Gather {
                 );
                 return Ok(());
             }
-            Sends::Neighbors { ref from, .. } => {
-                for (pair, sum) in by_peer(from) {
+            Sends::Neighbors { ref blocks, sends } => {
+                for (pair, sum) in by_peer(&blocks[sends..]) {
                     let i = pair[0].0;
                     let Some((total, mut at)) = neighbor_place(me, sum, m, a.payload()) else {
                         continue;
@@ -778,23 +781,23 @@ impl Pending {
         Pending::start_rounds(e, g, Sends::FromRoot(root, send), vec![recv], 0)
     }
 
-    /// Starts a neighbourhood exchange of `g` in one round: `to`, this
-    /// member's blocks `(peer, start, bytes)`, and `from`, its segments for
-    /// the blocks from each peer, both sorted by peer (keeping the
-    /// program's order within a peer); the blocks of a pair with no place
-    /// in the area ([`neighbor_long`]) are the caller's to move.
+    /// Starts a neighbourhood exchange of `g` in one round: `blocks`,
+    /// `(peer, start, bytes)`, the first `sends` this member's blocks to
+    /// each peer, the rest its segments for the blocks from each peer, each
+    /// part sorted by peer (keeping the program's order within a peer); the
+    /// blocks of a pair with no place in the area ([`neighbor_long`]) are
+    /// the caller's to move.
     ///
     /// # Safety
-    /// Every `to` block readable and every `from` segment writable for its
-    /// length until the collective completes; `from` segments overlap
-    /// nothing.
+    /// The first `sends` blocks readable and the others writable for their
+    /// length until the collective completes; the others overlap nothing.
     pub unsafe fn start_neighbor(
         e: &mut Engine,
         g: &mut Group,
-        to: Vec<(usize, *const u8, usize)>,
-        from: Vec<(usize, *mut u8, usize)>,
+        blocks: Vec<(usize, *mut u8, usize)>,
+        sends: usize,
     ) -> Pending {
-        Pending::start_rounds(e, g, Sends::Neighbors { to, from }, Vec::new(), 0)
+        Pending::start_rounds(e, g, Sends::Neighbors { blocks, sends }, Vec::new(), 0)
     }
 
     /// Starts a broadcast of `g` from member `root` of `buf` (read at the
