@@ -6,6 +6,46 @@
 
 use super::*;
 use crate::comm::Neighbors;
+use crate::p2p::predefined_size;
+use smallvec::SmallVec;
+
+/// Byte segments of a neighbourhood collective, as many as its neighbours.
+type Bytes<P> = SmallVec<[(P, usize); 8]>;
+
+/// The fast path of the forms with one count per block, for predefined
+/// types (contiguous, extent = size, known from the handle): no datatype
+/// object taken, the segments on the stack. `None` where it does not apply
+/// (the general path then checks everything and says what is wrong).
+#[allow(clippy::too_many_arguments)]
+fn neighbor_predefined(
+    sendbuf: *const c_void,
+    sendcount: c_int,
+    sendtype: c_int,
+    recvbuf: *mut c_void,
+    recvcount: c_int,
+    recvtype: c_int,
+    comm: c_int,
+    shared: bool,
+    blocking: bool,
+) -> Option<R<Begun>> {
+    let sn = predefined_size(sendtype)?.checked_mul(usize::try_from(sendcount).ok()?)?;
+    let rn = predefined_size(recvtype)?.checked_mul(usize::try_from(recvcount).ok()?)?;
+    let (c, nb) = match st().and_then(|mut s| crate::comm::neighbors(&mut s, comm)) {
+        Ok(x) => x,
+        Err(x) => return Some(Err(x)),
+    };
+    let blocks =
+        |base: *mut u8, k: usize, n: usize| (0..k).map(move |i| (base.wrapping_add(i * n), n));
+    let send: Bytes<*const u8> = if shared {
+        smallvec::smallvec![(sendbuf.cast::<u8>(), sn)]
+    } else {
+        blocks(sendbuf.cast_mut().cast(), nb.outdegree(), sn)
+            .map(|(b, n)| (b.cast_const(), n))
+            .collect()
+    };
+    let recv = blocks(recvbuf.cast(), nb.indegree(), rn).collect();
+    Some(neighbor_bytes(&c, &nb, &send, shared, recv, blocking))
+}
 
 /// The communicator, neighbours and datatypes of a neighbourhood collective.
 pub(super) fn neighbor_args(
@@ -31,6 +71,12 @@ fn neighbor_allgather(
     comm: c_int,
     blocking: bool,
 ) -> R<Begun> {
+    let fast = neighbor_predefined(
+        sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, true, blocking,
+    );
+    if let Some(r) = fast {
+        return r;
+    }
     let (c, nb, sd, rd) = neighbor_args(comm, sendtype, recvtype)?;
     let send = [(sendbuf as *mut c_void, count(sendcount)?, sd)];
     let recv = of_type(
@@ -53,6 +99,12 @@ fn neighbor_alltoall(
     comm: c_int,
     blocking: bool,
 ) -> R<Begun> {
+    let fast = neighbor_predefined(
+        sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, false, blocking,
+    );
+    if let Some(r) = fast {
+        return r;
+    }
     let (c, nb, sd, rd) = neighbor_args(comm, sendtype, recvtype)?;
     let send = even_segments(sendbuf, nb.outdegree(), count(sendcount)?, &sd);
     let recv = even_segments(recvbuf, nb.indegree(), count(recvcount)?, &rd);
@@ -76,21 +128,80 @@ pub(super) fn neighbor_start(
     nb: &Neighbors,
     send: &[Seg],
     shared: bool,
-    mut recv: Vec<Seg>,
+    recv: Vec<Seg>,
     blocking: bool,
 ) -> R<Begun> {
+    // Every type contiguous: straight between the program's buffers.
+    if let (Some(sb), Some(rb)) = (contiguous_bytes(send), contiguous_bytes(&recv)) {
+        let sb = sb.into_iter().map(|(b, n)| (b.cast_const(), n)).collect();
+        return neighbor_bytes(c, nb, &sb, shared, rb.into_iter().collect(), blocking);
+    }
+    let (sends, recvs) = pairs(nb, shared);
+    let mut recv = recv;
+    for i in proc_null(nb) {
+        recv[i].1 = 0;
+    }
+    let send_bytes: Vec<usize> = send.iter().map(|(_, n, d)| d.packed_size(*n)).collect();
+    let recv_bytes: Vec<usize> = recv.iter().map(|(_, n, d)| d.packed_size(*n)).collect();
+    let req = c.ineighbor_exchange(pack_typed(send), &send_bytes, &sends, &recv_bytes, &recvs)?;
+    Ok(Begun::Started(NbBytes { req, out: recv }))
+}
+
+/// [`neighbor_start`] straight between the program's buffers, as bytes.
+fn neighbor_bytes(
+    c: &Comm,
+    nb: &Neighbors,
+    send: &Bytes<*const u8>,
+    shared: bool,
+    mut recv: Bytes<*mut u8>,
+    blocking: bool,
+) -> R<Begun> {
+    let (sends, recvs) = pairs(nb, shared);
+    for i in proc_null(nb) {
+        recv[i].1 = 0;
+    }
+    if blocking {
+        // SAFETY: MPI's contract: the send buffers readable and the
+        // receive ones writable for the call; receive blocks overlap
+        // nothing (each is named once by `pairs`).
+        unsafe { c.neighbor_exchange_segments(send, &sends, &recv, &recvs) }?;
+        return Ok(Begun::Done);
+    }
+    // SAFETY: as above, until the request completes.
+    let req = unsafe { c.ineighbor_exchange_segments(send, &sends, &recv, &recvs) }?;
+    Ok(Begun::Started(NbBytes::none(req)))
+}
+
+/// The receive blocks of `nb` from `MPI_PROC_NULL` (off a non-periodic
+/// edge of a Cartesian grid): nothing arrives there, and the block is left
+/// alone.
+fn proc_null(nb: &Neighbors) -> impl Iterator<Item = usize> + '_ {
+    let cart = match nb {
+        Neighbors::Cart(nb) => &nb[..],
+        Neighbors::Graph { .. } => &[],
+    };
+    cart.iter()
+        .enumerate()
+        .filter(|(_, n)| n.is_none())
+        .map(|(i, _)| i)
+}
+
+/// The `(peer, block)` sends and receives of a neighbourhood collective
+/// with neighbours `nb`: one send block to every out-neighbour (`shared`,
+/// the allgathers) or one per out-neighbour (the all-to-alls), one receive
+/// block per in-neighbour; none to or from an `MPI_PROC_NULL` neighbour of a
+/// Cartesian grid.
+fn pairs(
+    nb: &Neighbors,
+    shared: bool,
+) -> (
+    SmallVec<[(usize, usize); 16]>,
+    SmallVec<[(usize, usize); 16]>,
+) {
     let block = |j: usize| if shared { 0 } else { j };
-    let (mut sends, mut recvs) = (
-        smallvec::SmallVec::<[_; 16]>::new(),
-        smallvec::SmallVec::<[_; 16]>::new(),
-    );
+    let (mut sends, mut recvs) = (SmallVec::new(), SmallVec::new());
     match nb {
         Neighbors::Cart(nb) => {
-            for (seg, n) in recv.iter_mut().zip(nb) {
-                if n.is_none() {
-                    seg.1 = 0;
-                }
-            }
             for d in 0..nb.len() / 2 {
                 let (src, dst) = (nb[2 * d], nb[2 * d + 1]);
                 // What goes to the dest side arrives at that rank's source
@@ -114,24 +225,7 @@ pub(super) fn neighbor_start(
             recvs.extend(sources.iter().enumerate().map(|(i, &f)| (f, i)));
         }
     }
-    // Every type contiguous: straight between the program's buffers.
-    if let (Some(sb), Some(rb)) = (contiguous_bytes(send), contiguous_bytes(&recv)) {
-        let sb = read_only(sb);
-        if blocking {
-            // SAFETY: MPI's contract: the send buffers readable and the
-            // receive ones writable for the call; receive blocks overlap
-            // nothing (each is named once above).
-            unsafe { c.neighbor_exchange_segments(&sb, &sends, &rb, &recvs) }?;
-            return Ok(Begun::Done);
-        }
-        // SAFETY: as above, until the request completes.
-        let req = unsafe { c.ineighbor_exchange_segments(&sb, &sends, &rb, &recvs) }?;
-        return Ok(Begun::Started(NbBytes::none(req)));
-    }
-    let send_bytes: Vec<usize> = send.iter().map(|(_, n, d)| d.packed_size(*n)).collect();
-    let recv_bytes: Vec<usize> = recv.iter().map(|(_, n, d)| d.packed_size(*n)).collect();
-    let req = c.ineighbor_exchange(pack_typed(send), &send_bytes, &sends, &recv_bytes, &recvs)?;
-    Ok(Begun::Started(NbBytes { req, out: recv }))
+    (sends, recvs)
 }
 
 // Each pair: the blocking function waits for what the starter begins; the
