@@ -9,6 +9,9 @@ use crate::comm::Neighbors;
 use crate::p2p::predefined_size;
 use smallvec::SmallVec;
 
+/// `(peer, block)` pairs of a neighbourhood collective, one per neighbour.
+type Pairs = SmallVec<[(usize, usize); 16]>;
+
 /// Byte segments of a neighbourhood collective, as many as its neighbours.
 type Bytes<P> = SmallVec<[(P, usize); 8]>;
 
@@ -191,13 +194,7 @@ fn proc_null(nb: &Neighbors) -> impl Iterator<Item = usize> + '_ {
 /// the allgathers) or one per out-neighbour (the all-to-alls), one receive
 /// block per in-neighbour; none to or from an `MPI_PROC_NULL` neighbour of a
 /// Cartesian grid.
-fn pairs(
-    nb: &Neighbors,
-    shared: bool,
-) -> (
-    SmallVec<[(usize, usize); 16]>,
-    SmallVec<[(usize, usize); 16]>,
-) {
+fn pairs(nb: &Neighbors, shared: bool) -> (Pairs, Pairs) {
     let block = |j: usize| if shared { 0 } else { j };
     let (mut sends, mut recvs) = (SmallVec::new(), SmallVec::new());
     match nb {
