@@ -448,7 +448,14 @@ fn one(c: &Comm, it: u64, common: &mut Rng, mine: &mut Rng, delays: bool) -> R {
                 c.neighbor_exchange(&send, &counts, &sends, g3, &rcounts, &recvs)?;
                 let b =
                     c.ineighbor_exchange_into(sc, &send, &counts, &sends, g2, &rcounts, &recvs)?;
+                // The owned form, started among them.
+                let d = c.ineighbor_exchange(send.clone(), &counts, &sends, &rcounts, &recvs)?;
                 b.wait()?;
+                if d.wait()? != want {
+                    return Err(fail(format!(
+                        "iteration {it}: owned neighbourhood exchange (blocks of {counts:?} out, {rcounts:?} in) wrong on rank {me}"
+                    )));
+                }
                 a.wait()
             })?;
             if let Some(k) = got.iter().position(|g| *g != want) {

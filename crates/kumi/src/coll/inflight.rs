@@ -61,7 +61,7 @@ fn advance(e: &mut Engine, id: u64, act: &mut Active) -> bool {
             }
             match run.poll(e) {
                 Ok(sent) if !(sent && area) => return true,
-                Ok(_) => Ok(None),
+                Ok(_) => Ok(p.kept.take()),
                 Err(x) => {
                     run.abort(e);
                     Err(x)
@@ -133,6 +133,15 @@ impl<T: Pod> CollRequest<T> {
 }
 
 impl<T: Pod> CollRequest<T> {
+    /// The same request, its result read as elements of `U`.
+    pub(super) fn cast<U: Pod>(mut self) -> CollRequest<U> {
+        CollRequest {
+            engine: self.engine.clone(),
+            id: self.id.take(),
+            _t: PhantomData,
+        }
+    }
+
     /// A request complete already (nothing to exchange).
     pub(super) fn done(engine: EngineRef) -> CollRequest<T> {
         CollRequest {

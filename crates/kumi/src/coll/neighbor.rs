@@ -37,6 +37,37 @@ impl Comm {
             ));
         }
         self.check_neighbors(sends, ns, recvs, nr)?;
+        check_named(recvs, nr)?;
+        // Inside one host, through the area, over buffers the request
+        // owns: a copy of `send`, and the result.
+        let elem = std::mem::size_of::<T>();
+        let mut owned = Some((
+            AlignedBuf::from_bytes(as_bytes(&send)),
+            AlignedBuf::zeroed(recv_counts.iter().sum::<usize>() * elem),
+        ));
+        let (sb, rb): (SmallVec<[_; 8]>, SmallVec<[_; 8]>) = {
+            let (s, r) = owned.as_mut().expect("just made");
+            (
+                byte_segments(
+                    s.bytes().as_ptr(),
+                    send_counts,
+                    elem,
+                    <*const u8>::wrapping_add,
+                ),
+                byte_segments(
+                    r.bytes_mut().as_mut_ptr(),
+                    recv_counts,
+                    elem,
+                    <*mut u8>::wrapping_add,
+                ),
+            )
+        };
+        // SAFETY: the segments split the buffers of `owned`, which the
+        // request keeps until it completes (their heap storage does not
+        // move with them); receive blocks are named once (checked above).
+        if let Some(r) = unsafe { self.ineighbor_area(&sb, sends, &rb, recvs, &mut owned) }? {
+            return Ok(r.cast());
+        }
         let counts: Vec<usize> = send_counts.iter().chain(recv_counts).copied().collect();
         let offsets = count_offsets(&counts, std::mem::size_of::<T>());
         let mut work = AlignedBuf::zeroed(offsets[ns + nr]);
@@ -134,15 +165,10 @@ impl Comm {
         self.check_neighbors(sends, ns, recvs, recv.len())?;
         // Neighbourhoods are small: no allocation on this path for up to
         // 16 blocks (a call's own cost is most of a short exchange's).
-        let mut named: SmallVec<[bool; 16]> = smallvec::smallvec![false; recv.len()];
-        for &(_, b) in recvs {
-            if std::mem::replace(&mut named[b], true) {
-                return Err(bad("recvs", b, "each receive block named once".into()));
-            }
-        }
+        check_named(recvs, recv.len())?;
         if let Exec::Start = how {
             // SAFETY: the caller's contract.
-            if let Some(r) = unsafe { self.ineighbor_area(send, sends, recv, recvs) }? {
+            if let Some(r) = unsafe { self.ineighbor_area(send, sends, recv, recvs, &mut None) }? {
                 return Ok(Some(r));
             }
         }
@@ -195,7 +221,9 @@ impl Comm {
     /// [`Comm::neighbor_each`] started inside one host: each pair's blocks
     /// through the collective area in one round where they fit
     /// (`shm::Pending::start_neighbor`), the others as messages; `None`
-    /// where the communicator has no area.
+    /// where the communicator has no area. `owned`: the buffers of kumi's
+    /// own the segments are in (the sends', the result's), taken for the
+    /// request to keep when it starts.
     ///
     /// # Safety
     /// As for [`Comm::neighbor_each`], until the request completes.
@@ -205,6 +233,7 @@ impl Comm {
         sends: &[(usize, usize)],
         recv: &[(*mut u8, usize)],
         recvs: &[(usize, usize)],
+        owned: &mut Option<(AlignedBuf, AlignedBuf)>,
     ) -> Result<Option<CollRequest<u8>>> {
         let (m, me) = (self.size(), self.rank());
         // By peer, in the program's order within a peer (a stable sort):
@@ -224,7 +253,8 @@ impl Comm {
             let long_to = shm::neighbor_long(to, |j| j, m, g.payload);
             let long_from = shm::neighbor_long(from, |_| me, m, g.payload);
             // SAFETY: the caller's contract.
-            let pending = unsafe { shm::Pending::start_neighbor(e, g, blocks, sends.len()) };
+            let pending =
+                unsafe { shm::Pending::start_neighbor(e, g, blocks, sends.len(), owned.take()) };
             if long_to.is_empty() && long_from.is_empty() {
                 // All through the area: the call's tag (which every rank
                 // takes, as `start_rest` does) and the list under this lock.
@@ -280,4 +310,16 @@ impl Comm {
         }
         Ok(())
     }
+}
+
+/// Refuses a receive block named twice (two messages would land on the same
+/// bytes); `nr`: the number of receive blocks.
+fn check_named(recvs: &[(usize, usize)], nr: usize) -> Result<()> {
+    let mut named: SmallVec<[bool; 16]> = smallvec::smallvec![false; nr];
+    for &(_, b) in recvs {
+        if std::mem::replace(&mut named[b], true) {
+            return Err(bad("recvs", b, "each receive block named once".into()));
+        }
+    }
+    Ok(())
 }

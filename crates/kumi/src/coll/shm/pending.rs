@@ -373,10 +373,13 @@ enum Sends {
     /// program's order within a peer (one list: one allocation a call). A
     /// pair's blocks travel together where [`neighbor_place`] finds them
     /// room; the others are the caller's to move. A member waits only for
-    /// the peers it reads from.
+    /// the peers it reads from. `_owned`: the buffer of kumi's own the
+    /// sends are in (the Rust API's owned form), only kept until
+    /// completion.
     Neighbors {
         blocks: Vec<(usize, *mut u8, usize)>,
         sends: usize,
+        _owned: Option<AlignedBuf>,
     },
 }
 
@@ -491,7 +494,9 @@ impl Gather {
                 }
                 kind(K_BCAST, root, n)
             }
-            Sends::Neighbors { ref blocks, sends } => {
+            Sends::Neighbors {
+                ref blocks, sends, ..
+            } => {
                 for (pair, sum) in by_peer(&blocks[..sends]) {
                     let j = pair[0].0;
                     let Some((total, mut at)) = neighbor_place(j, sum, m, a.payload()) else {
@@ -556,7 +561,9 @@ impl Gather {
                     || reached_as(a, slots[root], s, kind_)
             }
             Sends::Bcast(root) => me == root || reached_as(a, slots[root], s, kind_),
-            Sends::Neighbors { ref blocks, sends } => self
+            Sends::Neighbors {
+                ref blocks, sends, ..
+            } => self
                 .sources(&blocks[sends..], slots, me, a.payload())
                 .all(|j| reached_as(a, j, s, kind_)),
             _ => all_reached_as(a, slots, s, kind_),
@@ -600,7 +607,9 @@ impl Gather {
                 );
                 return Ok(());
             }
-            Sends::Neighbors { ref blocks, sends } => {
+            Sends::Neighbors {
+                ref blocks, sends, ..
+            } => {
                 for (pair, sum) in by_peer(&blocks[sends..]) {
                     let i = pair[0].0;
                     let Some((total, mut at)) = neighbor_place(me, sum, m, a.payload()) else {
@@ -786,7 +795,9 @@ impl Pending {
     /// each peer, the rest its segments for the blocks from each peer, each
     /// part sorted by peer (keeping the program's order within a peer); the
     /// blocks of a pair with no place in the area ([`neighbor_long`]) are
-    /// the caller's to move.
+    /// the caller's to move. `owned`: buffers of kumi's own the blocks are
+    /// in, the sends' and the result's, kept until completion (the result
+    /// then returned).
     ///
     /// # Safety
     /// The first `sends` blocks readable and the others writable for their
@@ -796,8 +807,17 @@ impl Pending {
         g: &mut Group,
         blocks: Vec<(usize, *mut u8, usize)>,
         sends: usize,
+        owned: Option<(AlignedBuf, AlignedBuf)>,
     ) -> Pending {
-        Pending::start_rounds(e, g, Sends::Neighbors { blocks, sends }, Vec::new(), 0)
+        let (owned, kept) = owned.unzip();
+        let send = Sends::Neighbors {
+            blocks,
+            sends,
+            _owned: owned,
+        };
+        let mut p = Pending::start_rounds(e, g, send, Vec::new(), 0);
+        p.kept = kept;
+        p
     }
 
     /// Starts a broadcast of `g` from member `root` of `buf` (read at the
