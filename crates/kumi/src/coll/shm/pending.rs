@@ -383,6 +383,20 @@ enum Sends {
     },
 }
 
+/// The slots a neighbourhood exchange's member `me` reads from: those of
+/// the peers of `from` (its receive blocks, sorted by peer) whose blocks
+/// travel through the area.
+fn neighbor_sources<'s, P: Copy>(
+    from: &'s [(usize, P, usize)],
+    slots: &'s [usize],
+    me: usize,
+    payload: usize,
+) -> impl Iterator<Item = usize> + 's {
+    by_peer(from)
+        .filter(move |&(_, sum)| neighbor_place(me, sum, slots.len(), payload).is_some())
+        .map(|(pair, _)| slots[pair[0].0])
+}
+
 /// The blocks of `pairs` (sorted by peer), one peer's at a time, with their
 /// sum.
 fn by_peer<P: Copy>(
@@ -518,20 +532,6 @@ impl Gather {
         }
     }
 
-    /// The slots a neighbourhood exchange's member `me` reads from: those
-    /// of the peers of `from` whose blocks travel through the area.
-    fn sources<'s, P: Copy>(
-        &self,
-        from: &'s [(usize, P, usize)],
-        slots: &'s [usize],
-        me: usize,
-        payload: usize,
-    ) -> impl Iterator<Item = usize> + 's {
-        by_peer(from)
-            .filter(move |&(_, sum)| neighbor_place(me, sum, slots.len(), payload).is_some())
-            .map(|(pair, _)| slots[pair[0].0])
-    }
-
     /// Whether every member waits for every member ([`Gather::arrived`]).
     fn waits_for_all(&self) -> bool {
         matches!(
@@ -563,8 +563,7 @@ impl Gather {
             Sends::Bcast(root) => me == root || reached_as(a, slots[root], s, kind_),
             Sends::Neighbors {
                 ref blocks, sends, ..
-            } => self
-                .sources(&blocks[sends..], slots, me, a.payload())
+            } => neighbor_sources(&blocks[sends..], slots, me, a.payload())
                 .all(|j| reached_as(a, j, s, kind_)),
             _ => all_reached_as(a, slots, s, kind_),
         }
