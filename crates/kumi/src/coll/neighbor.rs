@@ -45,22 +45,10 @@ impl Comm {
             AlignedBuf::from_bytes(as_bytes(&send)),
             AlignedBuf::zeroed(recv_counts.iter().sum::<usize>() * elem),
         ));
-        let (sb, rb): (SmallVec<[_; 8]>, SmallVec<[_; 8]>) = {
+        let (sb, rb) = {
             let (s, r) = owned.as_mut().expect("just made");
-            (
-                byte_segments(
-                    s.bytes().as_ptr(),
-                    send_counts,
-                    elem,
-                    <*const u8>::wrapping_add,
-                ),
-                byte_segments(
-                    r.bytes_mut().as_mut_ptr(),
-                    recv_counts,
-                    elem,
-                    <*mut u8>::wrapping_add,
-                ),
-            )
+            let (s, r) = (s.bytes().as_ptr(), r.bytes_mut().as_mut_ptr());
+            segments_of((s, send_counts), (r, recv_counts), elem)
         };
         // SAFETY: the segments split the buffers of `owned`, which the
         // request keeps until it completes (their heap storage does not
@@ -95,9 +83,10 @@ impl Comm {
     ) -> Result<()> {
         scoped::sum_of("send", send.len(), send_counts)?;
         scoped::sum_of("recv", recv.len(), recv_counts)?;
-        let (sb, rb) = (
-            scoped::segments(send, send_counts),
-            scoped::segments_mut(recv, recv_counts),
+        let (sb, rb) = segments_of(
+            (send.as_ptr().cast(), send_counts),
+            (recv.as_mut_ptr().cast(), recv_counts),
+            std::mem::size_of::<T>(),
         );
         // SAFETY: the segments split `send` (borrowed) and `recv` (borrowed
         // exclusively) for the call, their lengths checked above.
@@ -323,3 +312,21 @@ fn check_named(recvs: &[(usize, usize)], nr: usize) -> Result<()> {
     }
     Ok(())
 }
+
+/// Byte segments of blocks of `counts` elements of `elem` bytes one after
+/// the other from the send and receive buffers, on the stack
+/// (neighbourhoods are small; two allocations were a fifth of a short
+/// exchange's instructions).
+pub(super) fn segments_of(
+    (send, send_counts): (*const u8, &[usize]),
+    (recv, recv_counts): (*mut u8, &[usize]),
+    elem: usize,
+) -> (Segments<*const u8>, Segments<*mut u8>) {
+    (
+        byte_segments(send, send_counts, elem, <*const u8>::wrapping_add),
+        byte_segments(recv, recv_counts, elem, <*mut u8>::wrapping_add),
+    )
+}
+
+/// A neighbourhood exchange's blocks as byte segments.
+pub(super) type Segments<P> = SmallVec<[(P, usize); 8]>;

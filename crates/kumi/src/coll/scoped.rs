@@ -16,7 +16,6 @@ use super::{byte_segments, equal_segments, CollRequest, Comm, Op};
 use crate::error::{Error, Result};
 use crate::request::{CollList, Scope};
 use bytemuck::Pod;
-use smallvec::SmallVec;
 
 /// A nonblocking collective on borrowed buffers, in flight. Dropping it
 /// leaves it to its [`Scope`], which waits for it at its end.
@@ -374,19 +373,10 @@ impl Comm {
     ) -> Result<ScopedRequest<'a>> {
         sum_of("send", send.len(), send_counts)?;
         sum_of("recv", recv.len(), recv_counts)?;
-        // Neighbourhoods are small: the segments on the stack.
-        let elem = std::mem::size_of::<T>();
-        let sb: SmallVec<[_; 8]> = byte_segments(
-            send.as_ptr().cast::<u8>(),
-            send_counts,
-            elem,
-            <*const u8>::wrapping_add,
-        );
-        let rb: SmallVec<[_; 8]> = byte_segments(
-            recv.as_mut_ptr().cast::<u8>(),
-            recv_counts,
-            elem,
-            <*mut u8>::wrapping_add,
+        let (sb, rb) = super::neighbor::segments_of(
+            (send.as_ptr().cast(), send_counts),
+            (recv.as_mut_ptr().cast(), recv_counts),
+            std::mem::size_of::<T>(),
         );
         // SAFETY: as in `iallgatherv_into`; the segments split `send` and
         // `recv`.
