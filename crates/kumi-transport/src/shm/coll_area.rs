@@ -8,7 +8,7 @@
 //!                        control line (64 B): seq (8 B), waits_for (8 B)
 //!                        DEPTH entry lines (64 B): stamp (8 B), kind (8 B),
 //!                                                  inline bytes (INLINE = 48 B)
-//!                        DEPTH pieces (payload / DEPTH bytes each)
+//!                        PIECES pieces (payload / 32 bytes each)
 //!                        payload half 0 (payload bytes), payload half 1
 //! ```
 //!
@@ -28,7 +28,7 @@
 //! Collective number `s` (1, 2, ... per group, the same on every member)
 //! uses entry `s % DEPTH` of each slot, and for its contribution, by length:
 //! up to [`INLINE`] bytes the entry itself, up to a piece the piece
-//! `s % DEPTH`, longer ones payload half `s & 1` ([`placement`]). A member
+//! `s % PIECES`, longer ones payload half `s & 1` ([`placement`]). A member
 //! publishes every number it takes, in order, by writing `stamp = s` in entry
 //! `s % DEPTH` and `seq = s` (both written by the slot's owner only, both
 //! only growing): "I have entered collective `s`, and my contribution to it,
@@ -39,15 +39,16 @@
 //!
 //! 1. **Enter.** Before writing data of collective `s`, wait until every
 //!    member's `seq` is at least `s - 1` for a payload half, or
-//!    `s - DEPTH + 1` for an entry or a piece ([`writable`]): they have all
-//!    finished the last collective that used that storage (`s - 2`, or
-//!    `s - DEPTH`; the three kinds of storage never overlap). For barrier and
-//!    allreduce this holds at once (finishing `s - 1` already needed
-//!    everyone at `s - 1`); for rooted collectives it keeps a root at most
-//!    one collective ahead of its slowest reader when the data is long, and
-//!    `DEPTH - 1` ahead when it fits a piece, so back-to-back short rooted
-//!    collectives run without lock-step, and ranks that share a core run
-//!    many of them in one time slice.
+//!    `s - PIECES + 1` for a piece, `s - DEPTH + 1` for an entry
+//!    ([`writable`]): they have all finished the last collective that used
+//!    that storage (`s - 2`, `s - PIECES` or `s - DEPTH`; the three kinds of
+//!    storage never overlap). For barrier and allreduce this holds at once
+//!    (finishing `s - 1` already needed everyone at `s - 1`); for rooted
+//!    collectives it keeps a root at most one collective ahead of its
+//!    slowest reader when the data is long, `PIECES - 1` ahead when it fits
+//!    a piece and `DEPTH - 1` when it fits its entry, so back-to-back short
+//!    rooted collectives run without lock-step, and ranks that share a core
+//!    run many of them in one time slice.
 //! 2. **Publish.** Write the contribution, then the entry's kind, `stamp = s`
 //!    and `seq = s`, the stamp with Release; a reader that loads
 //!    `stamp >= s` with Acquire sees the bytes and the kind.
@@ -100,11 +101,20 @@ use crate::sync::{fence, AtomicU32, AtomicU64, Ordering};
 /// other communicators (first come, never released). A guess: programs rarely
 /// run collectives on more than a handful of communicators.
 pub const AREAS: usize = 8;
-/// Entries and pieces per slot: a member may run this many collectives with
-/// contributions of up to a piece ahead of the slowest (less one).
+/// Entries per slot: a member may run this many collectives with
+/// contributions of up to [`INLINE`] bytes ahead of the slowest (less one).
 /// Back-to-back short rooted collectives on ranks that share a core run
-/// this many per time slice (docs/BENCHMARKS.md, session 41).
-pub const DEPTH: usize = 32;
+/// this many per time slice, and two ranks a core switch once per `DEPTH`
+/// of them (docs/BENCHMARKS.md, sessions 41 and 47). An entry is a line, so
+/// a slot's entries take 16 KiB.
+pub const DEPTH: usize = 256;
+/// Pieces per slot: as [`DEPTH`] for contributions of up to a piece
+/// (docs/BENCHMARKS.md, session 47). They take twice the payload halves.
+pub const PIECES: usize = 128;
+// A piece last held collective `s - PIECES`'s bytes, which every member is
+// done with once it has entered `s - PIECES + 1`: with one piece that would be
+// `s` itself, which the writer has not entered yet.
+const _: () = assert!(PIECES >= 2 && PIECES <= DEPTH);
 const LINE: usize = 64;
 /// Bytes of an entry: its stamp and kind, then the inline bytes.
 const ENTRY: usize = LINE;
@@ -128,16 +138,21 @@ pub fn payload_bytes(local_size: usize) -> usize {
         .clamp(4096, 128 << 10)
 }
 
-/// Bytes of a piece for payload halves of `payload` bytes: as much again
-/// as the halves, spread over the `DEPTH` pieces (4 KiB up to 8 ranks on a
-/// host, 128 B from 256).
+/// Bytes of a piece for payload halves of `payload` bytes: a 32nd of a
+/// half (4 KiB up to 8 ranks on a host, 128 B from 256), so that the blocks
+/// of short collectives up to a few KiB fit one.
 pub fn piece_bytes(payload: usize) -> usize {
-    payload / DEPTH
+    payload / 32
 }
 
 fn slot_bytes(local_size: usize) -> usize {
-    let payload = payload_bytes(local_size);
-    LINE + DEPTH * (ENTRY + piece_bytes(payload)) + 2 * payload
+    slot_len(payload_bytes(local_size))
+}
+
+/// Bytes of a slot with payload halves of `payload` bytes.
+#[inline]
+fn slot_len(payload: usize) -> usize {
+    LINE + DEPTH * ENTRY + PIECES * piece_bytes(payload) + 2 * payload
 }
 
 /// Where a contribution of `total` bytes to collective `s` lies in its
@@ -147,7 +162,7 @@ fn slot_bytes(local_size: usize) -> usize {
 pub enum Place {
     /// In entry `s % depth`, beside the stamp.
     Inline,
-    /// In piece `s % depth`.
+    /// In piece `s % pieces`.
     Piece,
     /// In payload half `s & 1`.
     Half,
@@ -193,6 +208,8 @@ pub unsafe trait AreaMem {
     fn slots(&self) -> usize;
     /// Entries per slot ([`DEPTH`] in a mapped area; fewer in the model).
     fn depth(&self) -> usize;
+    /// Pieces per slot ([`PIECES`] in a mapped area; at most `depth()`).
+    fn pieces(&self) -> usize;
     /// The owner word.
     fn owner(&self) -> &AtomicU64;
     /// `seq` of slot `i`: the last collective its owner published.
@@ -360,12 +377,14 @@ pub fn all_reached(mem: &impl AreaMem, slots: &[usize], s: u64) -> bool {
 
 /// The collective every member must have entered before one writes a
 /// contribution of `total` bytes to collective `s`: `s - 1` for a payload
-/// half (it last held `s - 2`'s), `s - depth + 1` for an entry or a piece
-/// (they last held `s - depth`'s).
+/// half (it last held `s - 2`'s), `s - pieces + 1` for a piece and
+/// `s - depth + 1` for an entry (they last held `s - pieces`'s and
+/// `s - depth`'s).
 #[inline]
 pub fn writable_after(mem: &impl AreaMem, s: u64, total: usize) -> u64 {
     let back = match placement(total, mem.piece()) {
-        Place::Inline | Place::Piece => mem.depth() - 1,
+        Place::Inline => mem.depth() - 1,
+        Place::Piece => mem.pieces() - 1,
         Place::Half => 1,
     };
     s.saturating_sub(back as u64)
@@ -450,7 +469,7 @@ impl CollArea<'_> {
     #[inline]
     fn slot(&self, i: usize) -> *mut u8 {
         assert!(i < self.local_size, "slot {i} of {}", self.local_size);
-        let slot = LINE + DEPTH * (ENTRY + self.piece_bytes()) + 2 * self.payload;
+        let slot = slot_len(self.payload);
         // SAFETY: `base` is the area's start inside the mapping (checked when
         // the segment was opened) and the area holds `local_size` slots of
         // `slot_bytes` (this) each.
@@ -475,13 +494,13 @@ impl CollArea<'_> {
                 // SAFETY: inside the entry (INLINE_AT + INLINE == ENTRY).
                 return (unsafe { self.entry(i, s).add(INLINE_AT) }, INLINE);
             }
-            Place::Piece => (pieces + (s as usize % DEPTH) * piece, piece),
+            Place::Piece => (pieces + (s as usize % PIECES) * piece, piece),
             Place::Half => (
-                pieces + DEPTH * piece + (s & 1) as usize * self.payload,
+                pieces + PIECES * piece + (s & 1) as usize * self.payload,
                 self.payload,
             ),
         };
-        // SAFETY: inside slot `i`: its line, DEPTH entries, DEPTH pieces,
+        // SAFETY: inside slot `i`: its line, DEPTH entries, PIECES pieces,
         // then two halves.
         (unsafe { self.slot(i).add(at) }, room)
     }
@@ -511,6 +530,10 @@ unsafe impl AreaMem for CollArea<'_> {
     #[inline]
     fn depth(&self) -> usize {
         DEPTH
+    }
+    #[inline]
+    fn pieces(&self) -> usize {
+        PIECES
     }
     fn owner(&self) -> &AtomicU64 {
         // SAFETY: the area's first line, 64-aligned, zero-initialised: a valid
@@ -576,8 +599,8 @@ mod loom_tests {
     use super::*;
     use loom::sync::Arc;
 
-    /// Slots of `depth` entries, one word of data per entry and per half,
-    /// doorbells beside the flags.
+    /// Slots of `depth` entries and fewer pieces, one word of data per
+    /// entry, piece and half, doorbells beside the flags.
     struct Heap {
         owner: AtomicU64,
         seq: Vec<AtomicU64>,
@@ -600,10 +623,9 @@ mod loom_tests {
 
     impl Heap {
         fn word(&self, i: usize, s: u64, total: usize) -> &AtomicU64 {
-            let e = s as usize % self.depth();
             match placement(total, PIECE) {
-                Place::Inline => &self.inline[i][e],
-                Place::Piece => &self.pieces[i][e],
+                Place::Inline => &self.inline[i][s as usize % self.depth()],
+                Place::Piece => &self.pieces[i][s as usize % self.pieces()],
                 Place::Half => &self.halves[i][(s & 1) as usize],
             }
         }
@@ -617,6 +639,9 @@ mod loom_tests {
         }
         fn depth(&self) -> usize {
             self.stamp[0].len()
+        }
+        fn pieces(&self) -> usize {
+            self.pieces[0].len()
         }
         fn owner(&self) -> &AtomicU64 {
             &self.owner
@@ -652,6 +677,8 @@ mod loom_tests {
         }
     }
 
+    /// `n` slots of `depth` entries and `depth - 1` pieces (at least two, as
+    /// in the mapped area): pieces run out before entries where they can.
     fn heap(n: usize, depth: usize) -> Arc<Heap> {
         let words = |k: usize| (0..k).map(|_| AtomicU64::new(0)).collect::<Vec<_>>();
         Arc::new(Heap {
@@ -663,7 +690,7 @@ mod loom_tests {
             waits_for: words(n),
             doorbell: (0..n).map(|_| AtomicU32::new(0)).collect(),
             inline: (0..n).map(|_| words(depth)).collect(),
-            pieces: (0..n).map(|_| words(depth)).collect(),
+            pieces: (0..n).map(|_| words((depth - 1).max(2))).collect(),
             halves: (0..n)
                 .map(|_| [AtomicU64::new(0), AtomicU64::new(0)])
                 .collect(),

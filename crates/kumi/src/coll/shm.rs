@@ -5,12 +5,12 @@
 //!
 //! A member's contribution to a collective lies where its length puts it
 //! (`coll_area::placement`): up to 48 bytes in the collective's entry line,
-//! up to a piece (4 KiB up to 8 ranks on a host) in one of the slot's 32
-//! pieces, longer in one of its two payload halves. Below, "a payload half"
-//! is the most one contribution holds. A writer of an entry or a piece may
-//! run up to 31 collectives ahead of the slowest member, of a half one
-//! (`coll_area::writable`), so back-to-back short rooted collectives do not
-//! run in lock-step.
+//! up to a piece (4 KiB up to 8 ranks on a host) in one of the slot's
+//! `PIECES` pieces, longer in one of its two payload halves. Below, "a
+//! payload half" is the most one contribution holds. A writer may run up to
+//! `DEPTH - 1` collectives ahead of the slowest member through entries,
+//! `PIECES - 1` through pieces, one through halves (`coll_area::writable`),
+//! so back-to-back short rooted collectives do not run in lock-step.
 //!
 //! A communicator's *local group* is its members on this host (on a pretend
 //! host with `KUMI_COLL_HOSTS`). Every member finds the same area for it, or
