@@ -3,6 +3,7 @@
 //! ([`CollRequest`]), whether they go through the area or as messages.
 
 use super::*;
+use std::collections::VecDeque;
 
 /// A nonblocking collective in flight: a schedule of messages, or one
 /// through the local group's area.
@@ -78,9 +79,37 @@ fn finish(e: &mut Engine, id: u64, result: Result<Option<AlignedBuf>>) -> bool {
     if let Some(i) = e.svc.coll.abandoned.iter().position(|&a| a == id) {
         e.svc.coll.abandoned.swap_remove(i);
     } else {
-        e.svc.coll.done.insert(id, result);
+        e.svc.coll.done.put(id, result);
     }
     false
+}
+
+/// Results of nonblocking collectives that are over and whose requests have
+/// not taken them yet. A short list, not a map: a collective's result is
+/// usually taken by the next kumi call, and they finish and are waited for
+/// mostly in the order they started, so the one looked for is near the
+/// front (a hash map's insert and removal were 150 instructions of a
+/// 2,100-instruction `iallgather`, docs/BENCHMARKS.md, session 47).
+#[derive(Default)]
+pub(crate) struct Done(VecDeque<(u64, Result<Option<AlignedBuf>>)>);
+
+impl Done {
+    fn at(&self, id: u64) -> Option<usize> {
+        self.0.iter().position(|&(i, _)| i == id)
+    }
+
+    fn has(&self, id: u64) -> bool {
+        self.at(id).is_some()
+    }
+
+    fn put(&mut self, id: u64, result: Result<Option<AlignedBuf>>) {
+        self.0.push_back((id, result));
+    }
+
+    fn take(&mut self, id: u64) -> Option<Result<Option<AlignedBuf>>> {
+        let i = self.at(id)?;
+        self.0.remove(i).map(|(_, r)| r)
+    }
 }
 
 /// The request of a collective over segments started with [`Exec::Start`].
@@ -103,11 +132,11 @@ impl<T: Pod> CollRequest<T> {
     pub fn test(&mut self) -> Result<bool> {
         let Some(id) = self.id else { return Ok(true) };
         let mut e = self.engine.borrow_mut();
-        if e.svc.coll.done.contains_key(&id) {
+        if e.svc.coll.done.has(id) {
             return Ok(true);
         }
         e.progress()?;
-        Ok(e.svc.coll.done.contains_key(&id))
+        Ok(e.svc.coll.done.has(id))
     }
 
     /// Blocks until the collective completes; returns its result (the reduced
@@ -121,10 +150,10 @@ impl<T: Pod> CollRequest<T> {
         let mut e = self.engine.borrow_mut();
         e.wait_until_with_mates(
             info,
-            |e| e.svc.coll.done.contains_key(&id),
+            |e| e.svc.coll.done.has(id),
             |e| e.svc.coll.mates_wait(e, id),
         )?;
-        match e.svc.coll.done.remove(&id).expect("completed") {
+        match e.svc.coll.done.take(id).expect("completed") {
             Ok(Some(buf)) => Ok(bytemuck::cast_slice::<u8, T>(buf.bytes()).to_vec()),
             Ok(None) => Ok(Vec::new()),
             Err(x) => Err(x),
@@ -156,7 +185,7 @@ impl<T: Pod> Drop for CollRequest<T> {
     fn drop(&mut self) {
         if let Some(id) = self.id {
             if let Some(mut e) = self.engine.try_borrow_mut() {
-                if e.svc.coll.done.remove(&id).is_none() {
+                if e.svc.coll.done.take(id).is_none() {
                     e.svc.coll.abandoned.push(id);
                 }
             }

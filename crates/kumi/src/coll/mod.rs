@@ -193,7 +193,7 @@ pub(crate) struct CollState {
     config: Arc<Config>,
     comms: HashMap<u32, CommInfo>,
     active: Vec<(u64, Active)>,
-    done: HashMap<u64, Result<Option<AlignedBuf>>>,
+    done: inflight::Done,
     abandoned: Vec<u64>,
     next_nb: u64,
     pub(crate) combine: combine::State,
