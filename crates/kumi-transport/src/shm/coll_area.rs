@@ -8,7 +8,7 @@
 //!                        control line (64 B): seq (8 B), waits_for (8 B)
 //!                        DEPTH entry lines (64 B): stamp (8 B), kind (8 B),
 //!                                                  inline bytes (INLINE = 48 B)
-//!                        PIECES pieces (payload / 32 bytes each)
+//!                        PIECES pieces (payload / 32 bytes each, a line apart)
 //!                        payload half 0 (payload bytes), payload half 1
 //! ```
 //!
@@ -152,7 +152,17 @@ fn slot_bytes(local_size: usize) -> usize {
 /// Bytes of a slot with payload halves of `payload` bytes.
 #[inline]
 fn slot_len(payload: usize) -> usize {
-    LINE + DEPTH * ENTRY + PIECES * piece_bytes(payload) + 2 * payload
+    LINE + DEPTH * ENTRY + PIECES * piece_stride(payload) + 2 * payload
+}
+
+/// Bytes from one piece to the next: a piece and a line. Pieces a power of
+/// two apart would put the first lines of all of them, where short
+/// contributions lie, in the same few cache sets, and a member running
+/// through its pieces would evict its own lines (docs/BENCHMARKS.md,
+/// session 47).
+#[inline]
+fn piece_stride(payload: usize) -> usize {
+    piece_bytes(payload) + LINE
 }
 
 /// Where a contribution of `total` bytes to collective `s` lies in its
@@ -494,13 +504,17 @@ impl CollArea<'_> {
                 // SAFETY: inside the entry (INLINE_AT + INLINE == ENTRY).
                 return (unsafe { self.entry(i, s).add(INLINE_AT) }, INLINE);
             }
-            Place::Piece => (pieces + (s as usize % PIECES) * piece, piece),
+            Place::Piece => (
+                pieces + (s as usize % PIECES) * piece_stride(self.payload),
+                piece,
+            ),
             Place::Half => (
-                pieces + PIECES * piece + (s & 1) as usize * self.payload,
+                pieces + PIECES * piece_stride(self.payload) + (s & 1) as usize * self.payload,
                 self.payload,
             ),
         };
-        // SAFETY: inside slot `i`: its line, DEPTH entries, PIECES pieces,
+        // SAFETY: inside slot `i`: its line, DEPTH entries, PIECES pieces
+        // (each followed by a line of padding),
         // then two halves.
         (unsafe { self.slot(i).add(at) }, room)
     }

@@ -860,9 +860,9 @@ mod tests {
 
     #[test]
     fn layout_sizes() {
-        // Two ranks: a control line, 256 entry lines, 128 pieces of 4 KiB and
-        // payload halves of 128 KiB (the cap) per slot.
-        let areas = 8 * (64 + 2 * (64 + 256 * 64 + 128 * 4096 + 2 * 131072));
+        // Two ranks: a control line, 256 entry lines, 128 pieces of 4 KiB
+        // (a line apart) and payload halves of 128 KiB (the cap) per slot.
+        let areas = 8 * (64 + 2 * (64 + 256 * 64 + 128 * (4096 + 64) + 2 * 131072));
         assert_eq!(
             Segment::total_bytes(2, 4096),
             Some(4096 + 256 + 2 * 64 + 4 * (128 + 4096) + areas)
