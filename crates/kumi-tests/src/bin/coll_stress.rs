@@ -44,6 +44,17 @@ fn blocks(p: usize, me: usize, it: u64, n: usize) -> (usize, Vec<u64>, Vec<u64>)
     (block, own, all)
 }
 
+/// The element-wise sum of the `block`-long blocks of `all`.
+fn sum_of_blocks(all: &[u64], block: usize) -> Vec<u64> {
+    let mut sum = vec![0u64; block];
+    for b in all.chunks(block) {
+        for (s, x) in sum.iter_mut().zip(b) {
+            *s = s.wrapping_add(*x);
+        }
+    }
+    sum
+}
+
 fn delay(rng: &mut Rng, on: bool) {
     if !on {
         return;
@@ -366,10 +377,10 @@ fn one(c: &Comm, it: u64, common: &mut Rng, mine: &mut Rng, delays: bool) -> R {
             }
         }
         9 => {
-            // Nonblocking data movers, several in flight at once and a
-            // blocking broadcast among them, waited for in a drawn order:
-            // short ones (whose root, or senders, run up to the area's depth
-            // ahead of the readers) and long ones (in rounds).
+            // Nonblocking data movers and a reduce, several in flight at
+            // once and a blocking broadcast among them, waited for in a
+            // drawn order: short ones (whose root, or senders, run up to the
+            // area's depth ahead of the readers) and long ones (in rounds).
             let len = [0usize, 5, 48, 49, 4096, 4097, 70_000][n % 7];
             let (block, own, all) = blocks(p, me, it, n);
             let other = (root + 1) % p;
@@ -382,6 +393,7 @@ fn one(c: &Comm, it: u64, common: &mut Rng, mine: &mut Rng, delays: bool) -> R {
             }
             let mut gathered = vec![0u64; if me == root { p * block } else { 0 }];
             let (mut part, mut every) = (vec![0u64; block], vec![0u64; p * block]);
+            let mut reduced = vec![0u64; if me == root { block } else { 0 }];
             let backwards = common.below(2) == 1;
             kumi::scope(|sc| -> R {
                 let a = c.ibcast_into(sc, &mut b1, root)?;
@@ -390,13 +402,14 @@ fn one(c: &Comm, it: u64, common: &mut Rng, mine: &mut Rng, delays: bool) -> R {
                 let d =
                     c.iscatter_into(sc, if me == root { &all[..] } else { &[] }, &mut part, root)?;
                 let e = c.iallgather_into(sc, &own, &mut every)?;
+                let f = c.ireduce_into(sc, &own, &mut reduced, &Op::sum(), root)?;
                 c.bcast(&mut b2, other)?;
                 if backwards {
-                    for r in [e, d, b, a] {
+                    for r in [f, e, d, b, a] {
                         r.wait()?;
                     }
                 } else {
-                    for r in [a, b, d, e] {
+                    for r in [a, b, d, e, f] {
                         r.wait()?;
                     }
                 }
@@ -411,6 +424,10 @@ fn one(c: &Comm, it: u64, common: &mut Rng, mine: &mut Rng, delays: bool) -> R {
                 ("igather", me == root && gathered != all),
                 ("iscatter", part != own),
                 ("iallgather", every != all),
+                (
+                    "ireduce",
+                    me == root && reduced != sum_of_blocks(&all, block),
+                ),
             ];
             if let Some((what, _)) = wrong.iter().find(|w| w.1) {
                 return Err(fail(format!(

@@ -166,15 +166,18 @@ impl Comm {
 
     /// [`Comm::ireduce`] from and into the program's memory: `send` holds
     /// this rank's `count` elements (at the root it may be `recv` itself:
-    /// in place), the root's `recv` gets the result on completion. The root
-    /// folds in `recv`, a rank that only passes its part on sends it
-    /// straight from `send`, and one that also folds others' works in a
-    /// copy.
+    /// in place), the root's `recv` gets the result on completion. Inside
+    /// one host, up to a payload half, through the collective area as the
+    /// blocking reduce goes (the others publish from `send` and are done;
+    /// the root folds in `recv`); otherwise by messages: the root folds in
+    /// `recv`, a rank that only passes its part on sends it straight from
+    /// `send`, and one that also folds others' works in a copy.
     ///
     /// # Safety
     /// `send` readable, and at the root `recv` writable and not touched by
     /// the program, until the request completes.
     #[doc(hidden)]
+    #[track_caller]
     pub unsafe fn ireduce_raw<T: Pod>(
         &self,
         send: *const T,
@@ -188,6 +191,28 @@ impl Comm {
         let me = self.rank();
         let n = count * std::mem::size_of::<T>();
         let s = send.cast::<u8>();
+        if let Some(r) = self.shm_start(Location::caller(), |e, g| {
+            if n > g.payload {
+                return None;
+            }
+            let buf = if me == root {
+                let r = recv.cast::<u8>();
+                // SAFETY: the caller's contract: `n` bytes each, in place
+                // or not overlapping.
+                unsafe { copy_own(s, r, n) };
+                r
+            } else {
+                // Only ever read (`start_reduce`).
+                s.cast_mut()
+            };
+            // SAFETY: the caller's contract: `n` bytes at `buf`, written at
+            // the root only.
+            Some(Ok(unsafe {
+                shm::Pending::start_reduce(e, g, (buf, n), op.bytes_fn(), root)
+            }))
+        })? {
+            return Ok(r);
+        }
         let sched = sc::reduce_binomial(&self.group(), root, me, 1, op.commutative);
         let folds = sched.rounds.iter().any(|r| !r.recvs.is_empty());
         let mut work = None;

@@ -34,6 +34,9 @@ pub(crate) struct Pending {
     /// Allreduce: where the contribution is and the result goes (`n` bytes
     /// at the pointer: the program's buffer, or `kept`), and the operation.
     data: Option<(*mut u8, usize, crate::coll::exec::ByteOp)>,
+    /// A reduce's root (a member): only it waits for the others and folds;
+    /// the others' `data` is only read. `None`: an allreduce.
+    root: Option<usize>,
     /// A data mover: what this member publishes, and where every member's
     /// block for it goes.
     gather: Option<Gather>,
@@ -714,6 +717,30 @@ impl Pending {
         p
     }
 
+    /// Starts a reduce of `g` to member `root`: `n` bytes at `buf` are this
+    /// member's contribution, and at the root they become the result. A
+    /// member other than the root is done once it has published, as in the
+    /// blocking reduce, so back-to-back reduces run ahead of the root up to
+    /// the area's depth.
+    ///
+    /// # Safety
+    /// `buf` readable for `n` bytes, and at the root writable and touched
+    /// by nobody else, until the collective completes.
+    pub unsafe fn start_reduce(
+        e: &mut Engine,
+        g: &mut Group,
+        (buf, n): (*mut u8, usize),
+        op: crate::coll::exec::ByteOp,
+        root: usize,
+    ) -> Pending {
+        let mut p = Pending::start_unpublished(g);
+        p.kind = kind(K_REDUCE, root, n);
+        p.data = Some((buf, n, op));
+        p.root = Some(root);
+        p.poll(e);
+        p
+    }
+
     /// Starts an allgather(v) of `g` (`block` `None`: member j's block
     /// lands in `recv[j]`, in rounds of a payload half) or an alltoall
     /// (`Some(block)`: `send` is one block of that length per member in
@@ -889,6 +916,7 @@ impl Pending {
             done: false,
             kind: kind(K_BARRIER, 0, 0),
             data: None,
+            root: None,
             gather: None,
             kept: None,
             long: None,
@@ -911,6 +939,7 @@ impl Pending {
         };
         if !self.published
             || self.long.is_some()
+            || self.root.is_some()
             || self.gather.as_ref().is_some_and(|g| !g.waits_for_all())
         {
             return false;
@@ -975,18 +1004,20 @@ impl Pending {
             publish(&a, &self.slots, mine, s, self.kind, full, |j| shm.wake(j));
             self.published = true;
         }
+        // A reduce's member other than the root reads nothing.
+        let folds = self.root.is_none_or(|r| r == self.me);
         let arrived = match &self.gather {
             Some(g) => g.arrived(&a, &self.slots, s, self.kind, self.me),
-            None => all_reached_as(&a, &self.slots, s, self.kind),
+            None => !folds || all_reached_as(&a, &self.slots, s, self.kind),
         };
         if !arrived {
             return false;
         }
-        if self.gather.as_ref().is_none_or(Gather::waits_for_all) {
+        if folds && self.gather.as_ref().is_none_or(Gather::waits_for_all) {
             // It waited for every member.
             saw_all(&self.seen_all, s);
         }
-        if let Some((buf, n, op)) = &self.data {
+        if let Some((buf, n, op)) = self.data.as_ref().filter(|_| folds) {
             let n = *n;
             // SAFETY: as above; the contribution is in the area now, and
             // the result replaces it.
