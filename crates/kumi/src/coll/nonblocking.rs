@@ -152,6 +152,20 @@ impl Comm {
         self.check_root(root)?;
         let (p, me) = (self.size(), self.rank());
         let n = std::mem::size_of_val(buf.as_slice());
+        if let Some(r) = self.shm_start(Location::caller(), |e, g| {
+            if n > g.payload {
+                return None;
+            }
+            let mut data = AlignedBuf::from_bytes(as_bytes(&buf));
+            let at = (data.bytes_mut().as_mut_ptr(), n);
+            // SAFETY: `data`, kept by the request until it completes (its
+            // memory does not move), and then the root's result.
+            Some(Ok(unsafe {
+                shm::Pending::start_reduce(e, g, at, op.bytes_fn(), root, Some(data))
+            }))
+        })? {
+            return Ok(r);
+        }
         let sched = sc::reduce_binomial(&self.group(), root, me, 1, op.commutative);
         let finish: Option<Finish> =
             (me != root && p > 1).then(|| -> Finish { Box::new(|_| AlignedBuf::zeroed(0)) });
@@ -208,7 +222,7 @@ impl Comm {
             // SAFETY: the caller's contract: `n` bytes at `buf`, written at
             // the root only.
             Some(Ok(unsafe {
-                shm::Pending::start_reduce(e, g, (buf, n), op.bytes_fn(), root)
+                shm::Pending::start_reduce(e, g, (buf, n), op.bytes_fn(), root, None)
             }))
         })? {
             return Ok(r);

@@ -721,7 +721,8 @@ impl Pending {
     /// member's contribution, and at the root they become the result. A
     /// member other than the root is done once it has published, as in the
     /// blocking reduce, so back-to-back reduces run ahead of the root up to
-    /// the area's depth.
+    /// the area's depth. `kept`, a buffer of kumi's that `buf` points into,
+    /// is the root's result; elsewhere it goes once published.
     ///
     /// # Safety
     /// `buf` readable for `n` bytes, and at the root writable and touched
@@ -732,11 +733,13 @@ impl Pending {
         (buf, n): (*mut u8, usize),
         op: crate::coll::exec::ByteOp,
         root: usize,
+        kept: Option<AlignedBuf>,
     ) -> Pending {
         let mut p = Pending::start_unpublished(g);
         p.kind = kind(K_REDUCE, root, n);
         p.data = Some((buf, n, op));
         p.root = Some(root);
+        p.kept = kept;
         p.poll(e);
         p
     }
@@ -1012,6 +1015,10 @@ impl Pending {
         };
         if !arrived {
             return false;
+        }
+        if !folds {
+            // Its contribution is out, and a reduce's result is the root's.
+            self.kept = None;
         }
         if folds && self.gather.as_ref().is_none_or(Gather::waits_for_all) {
             // It waited for every member.
