@@ -787,6 +787,17 @@ fn scoped_movement(w: &Comm, n: usize) -> R {
 fn nonblocking_movement(w: &Comm) -> R {
     let (p, me) = (w.size(), w.rank());
     let val = |r: usize, i: usize| (r * 1000 + i) as u64;
+    // A broadcast longer than a payload half: in rounds through the area.
+    let long = 300_001;
+    let byte = |i: usize| (i % 251) as u8;
+    let data = match me == p - 1 {
+        true => (0..long).map(byte).collect(),
+        false => vec![0u8; long],
+    };
+    let got = w.ibcast(data, p - 1)?.wait()?;
+    if got.len() != long || got.iter().enumerate().any(|(i, &b)| b != byte(i)) {
+        return Err(fail(format!("ibcast of {long} bytes wrong on rank {me}")));
+    }
     for root in [0, p / 2, p - 1] {
         let n = 3;
         let bc = w.ibcast(

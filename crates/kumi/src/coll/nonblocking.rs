@@ -261,7 +261,8 @@ impl Comm {
 
     /// Starts a [`Comm::bcast`]: every rank passes a buffer of the same
     /// length (only the root's contents are sent); `wait` returns the root's
-    /// data on every rank.
+    /// data on every rank. Inside one host it goes through the collective
+    /// area, as [`Comm::ibcast_into`] does.
     /// On large blocks prefer [`Comm::ibcast_into`] in a [`crate::scope`]: it
     /// moves the data between the program's own buffers, where this form
     /// allocates and copies the result.
@@ -269,6 +270,17 @@ impl Comm {
     pub fn ibcast<T: Pod>(&self, buf: Vec<T>, root: usize) -> Result<CollRequest<T>> {
         self.check_root(root)?;
         let n = std::mem::size_of_val(buf.as_slice());
+        if let Some(r) = self.shm_start(Location::caller(), |e, g| {
+            let mut data = AlignedBuf::from_bytes(as_bytes(&buf));
+            let at = (data.bytes_mut().as_mut_ptr(), n);
+            // SAFETY: `data`, kept by the request until it completes (its
+            // memory does not move), and then every rank's result.
+            let mut p = unsafe { shm::Pending::start_bcast(e, g, root, at) };
+            p.kept = Some(data);
+            Some(Ok(p))
+        })? {
+            return Ok(r);
+        }
         let sched = sc::bcast_binomial(&self.group(), root, self.rank(), 1);
         self.start_sched(
             sched,
