@@ -88,8 +88,8 @@ fn finish(e: &mut Engine, id: u64, result: Result<Option<AlignedBuf>>) -> bool {
 /// not taken them yet. A short list, not a map: a collective's result is
 /// usually taken by the next kumi call, and they finish and are waited for
 /// mostly in the order they started, so the one looked for is near the
-/// front (a hash map's insert and removal were 150 instructions of a
-/// 2,100-instruction `iallgather`, docs/BENCHMARKS.md, session 47).
+/// front, and a hash map's insert and removal cost more than that search
+/// (docs/BENCHMARKS.md, session 47).
 #[derive(Default)]
 pub(crate) struct Done(VecDeque<(u64, Result<Option<AlignedBuf>>)>);
 

@@ -31,8 +31,9 @@ pub(crate) struct Pending {
     done: bool,
     /// The collective's kind (the same as its blocking twin's).
     kind: u64,
-    /// Allreduce: where the contribution is and the result goes (`n` bytes
-    /// at the pointer: the program's buffer, or `kept`), and the operation.
+    /// Allreduce or reduce: where the contribution is and the result goes
+    /// (`n` bytes at the pointer: the program's buffer, or `kept`), and the
+    /// operation.
     data: Option<(*mut u8, usize, crate::coll::exec::ByteOp)>,
     /// A reduce's root (a member): only it waits for the others and folds;
     /// the others' `data` is only read. `None`: an allreduce.
