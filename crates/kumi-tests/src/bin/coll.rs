@@ -999,6 +999,20 @@ fn nonblocking_movement(w: &Comm) -> R {
     let mut x = [1u32];
     w.allreduce_in_place(&mut x, &Op::sum())?;
     eq(&x, &[p as u32], "allreduce after a dropped ibcast", me)?;
+    // An owned collective dropped unwaited keeps its buffers until it is
+    // over: this allgather's result (36 MiB, which the allocator maps
+    // apart and unmaps when freed) is written round by round after the
+    // drop, while the allreduce below waits for it to complete.
+    let long = (36 << 20) / 8 / p;
+    drop(w.iallgather(vec![me as u64; long])?);
+    drop(w.iexscan(vec![me as u64; long], &Op::sum())?);
+    w.allreduce_in_place(&mut x, &Op::sum())?;
+    eq(
+        &x,
+        &[(p * p) as u32],
+        "allreduce after dropped long ones",
+        me,
+    )?;
     // Wrong lengths are refused before anything starts.
     if w.ialltoall(vec![0u8; p + 1]).is_ok() && p > 1 {
         return Err(fail(format!(

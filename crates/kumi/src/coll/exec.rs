@@ -54,6 +54,16 @@ impl AlignedBuf {
         a
     }
 
+    /// The first byte, as a `T` (aligned for any primitive).
+    pub fn as_ptr<T>(&self) -> *const T {
+        self.words.as_ptr().cast()
+    }
+
+    /// The first byte, writable, as a `T` (aligned for any primitive).
+    pub fn as_mut_ptr<T>(&mut self) -> *mut T {
+        self.words.as_mut_ptr().cast()
+    }
+
     pub fn bytes(&self) -> &[u8] {
         &bytemuck::cast_slice(&self.words)[..self.len]
     }

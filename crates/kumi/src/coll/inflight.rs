@@ -44,7 +44,7 @@ fn advance(e: &mut Engine, id: u64, act: &mut Active) -> bool {
             if let Some(x) = p.failed.take() {
                 return finish(e, id, Err(*x));
             }
-            Ok(p.kept.take())
+            Ok(None)
         }
         Active::Sched(run) => match run.poll(e) {
             Ok(false) => return true,
@@ -62,7 +62,7 @@ fn advance(e: &mut Engine, id: u64, act: &mut Active) -> bool {
             }
             match run.poll(e) {
                 Ok(sent) if !(sent && area) => return true,
-                Ok(_) => Ok(p.kept.take()),
+                Ok(_) => Ok(None),
                 Err(x) => {
                     run.abort(e);
                     Err(x)
@@ -75,13 +75,32 @@ fn advance(e: &mut Engine, id: u64, act: &mut Active) -> bool {
 
 /// Keeps the result of nonblocking collective `id`, which is over, for its
 /// request (unless abandoned); `false`, for `advance` to return.
-fn finish(e: &mut Engine, id: u64, result: Result<Option<AlignedBuf>>) -> bool {
-    if let Some(i) = e.svc.coll.abandoned.iter().position(|&a| a == id) {
-        e.svc.coll.abandoned.swap_remove(i);
+fn finish(e: &mut Engine, id: u64, mut result: Result<Option<AlignedBuf>>) -> bool {
+    let c = &mut e.svc.coll;
+    // Its buffers go now (unless the request takes one as its result).
+    if let Some(i) = c.owned.iter().position(|&(o, _)| o == id) {
+        let (_, Owned { result: out, hold }) = c.owned.swap_remove(i);
+        drop(hold);
+        if let Ok(r) = &mut result {
+            *r = out;
+        }
+    }
+    if let Some(i) = c.abandoned.iter().position(|&a| a == id) {
+        c.abandoned.swap_remove(i);
     } else {
-        e.svc.coll.done.put(id, result);
+        c.done.put(id, result);
     }
     false
+}
+
+/// The buffers of kumi's own that a collective started on the Rust API's
+/// owned vectors runs over (its form over the program's buffers, on
+/// these): kept until it completes, waited for or not, and `result` then
+/// its request's.
+pub(crate) struct Owned {
+    pub result: Option<AlignedBuf>,
+    /// What the collective only reads (a copy of the vector sent).
+    pub hold: Option<AlignedBuf>,
 }
 
 /// Results of nonblocking collectives that are over and whose requests have
@@ -109,6 +128,11 @@ impl Done {
     fn take(&mut self, id: u64) -> Option<Result<Option<AlignedBuf>>> {
         let i = self.at(id)?;
         self.0.remove(i).map(|(_, r)| r)
+    }
+
+    fn get_mut(&mut self, id: u64) -> Option<&mut Result<Option<AlignedBuf>>> {
+        let i = self.at(id)?;
+        self.0.get_mut(i).map(|(_, r)| r)
     }
 }
 
@@ -162,15 +186,6 @@ impl<T: Pod> CollRequest<T> {
 }
 
 impl<T: Pod> CollRequest<T> {
-    /// The same request, its result read as elements of `U`.
-    pub(super) fn cast<U: Pod>(mut self) -> CollRequest<U> {
-        CollRequest {
-            engine: self.engine.clone(),
-            id: self.id.take(),
-            _t: PhantomData,
-        }
-    }
-
     /// A request complete already (nothing to exchange).
     pub(super) fn done(engine: EngineRef) -> CollRequest<T> {
         CollRequest {
@@ -230,6 +245,30 @@ impl Comm {
         let id = e.svc.coll.take_id();
         e.svc.coll.active.push((id, run));
         id
+    }
+
+    /// `r`, a collective started over the buffers of `owned`, as the
+    /// request of an owned form: `owned` stays until the collective
+    /// completes (its request dropped or not), and `wait` then returns
+    /// `owned.result` (an empty vector where that is `None`).
+    pub(super) fn keeping<T: Pod>(&self, mut r: CollRequest<u8>, owned: Owned) -> CollRequest<T> {
+        let mut e = self.engine();
+        let c = &mut e.svc.coll;
+        let Some(id) = r.id.take() else {
+            // Complete already, nothing exchanged: the result is as made.
+            let id = c.take_id();
+            c.done.put(id, Ok(owned.result));
+            drop(e);
+            return self.request(id);
+        };
+        match c.done.get_mut(id) {
+            // Complete in its start (or the progress thread's since).
+            Some(Ok(done)) => *done = owned.result,
+            Some(Err(_)) => {}
+            None => c.owned.push((id, owned)),
+        }
+        drop(e);
+        self.request(id)
     }
 
     /// The request of nonblocking collective `id`.

@@ -85,9 +85,9 @@ mod scoped;
 mod shm;
 
 pub use combine::{Arrival, CombineOp, CombineValue, Combiner};
-use inflight::started;
 pub use inflight::CollRequest;
 pub(crate) use inflight::{progress, Active};
+use inflight::{started, Owned};
 #[cfg(target_arch = "x86_64")]
 pub use ldouble::LongDouble;
 pub use ops::{Builtin, Elem, Loc, LocInt, LocValue, Op, ALL_BUILTINS};
@@ -195,6 +195,7 @@ pub(crate) struct CollState {
     active: Vec<(u64, Active)>,
     done: inflight::Done,
     abandoned: Vec<u64>,
+    owned: Vec<(u64, inflight::Owned)>,
     next_nb: u64,
     pub(crate) combine: combine::State,
 }
@@ -208,6 +209,7 @@ impl CollState {
             active: Vec::new(),
             done: Default::default(),
             abandoned: Vec::new(),
+            owned: Vec::new(),
             next_nb: 0,
             combine: Default::default(),
         }

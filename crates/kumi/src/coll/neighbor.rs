@@ -27,7 +27,6 @@ impl Comm {
         recv_counts: &[usize],
         recvs: &[(usize, usize)],
     ) -> Result<CollRequest<T>> {
-        let (ns, nr) = (send_counts.len(), recv_counts.len());
         let st: usize = send_counts.iter().sum();
         if send.len() != st {
             return Err(bad(
@@ -36,35 +35,25 @@ impl Comm {
                 format!("the sum of send_counts ({st})"),
             ));
         }
-        self.check_neighbors(sends, ns, recvs, nr)?;
-        check_named(recvs, nr)?;
-        // Inside one host, through the area, over buffers the request
-        // owns: a copy of `send`, and the result.
         let elem = std::mem::size_of::<T>();
-        let mut owned = Some((
-            AlignedBuf::from_bytes(as_bytes(&send)),
-            AlignedBuf::zeroed(recv_counts.iter().sum::<usize>() * elem),
-        ));
-        let (sb, rb) = {
-            let (s, r) = owned.as_mut().expect("just made");
-            let (s, r) = (s.bytes().as_ptr(), r.bytes_mut().as_mut_ptr());
-            segments_of((s, send_counts), (r, recv_counts), elem)
-        };
-        // SAFETY: the segments split the buffers of `owned`, which the
-        // request keeps until it completes (their heap storage does not
-        // move with them); receive blocks are named once (checked above).
-        if let Some(r) = unsafe { self.ineighbor_area(&sb, sends, &rb, recvs, &mut owned) }? {
-            return Ok(r.cast());
-        }
-        let counts: Vec<usize> = send_counts.iter().chain(recv_counts).copied().collect();
-        let offsets = count_offsets(&counts, std::mem::size_of::<T>());
-        let mut work = AlignedBuf::zeroed(offsets[ns + nr]);
-        copy_slice(&mut work.bytes_mut()[..offsets[ns]], as_bytes(&send));
-        let recvs: Vec<(usize, usize)> = recvs.iter().map(|&(peer, b)| (peer, ns + b)).collect();
-        let sched = sc::exchange(sends, &recvs);
-        let start = offsets[ns];
-        let finish: Finish = Box::new(move |w| AlignedBuf::from_bytes(&w.bytes()[start..]));
-        self.start_sched(sched, work, offsets, None, Some(finish))
+        let hold = AlignedBuf::from_bytes(as_bytes(&send));
+        // Zeroed: blocks no receive names are left as they are.
+        let mut out = AlignedBuf::zeroed(recv_counts.iter().sum::<usize>() * elem);
+        let (sb, rb) = segments_of(
+            (hold.as_ptr(), send_counts),
+            (out.as_mut_ptr(), recv_counts),
+            elem,
+        );
+        // SAFETY: the segments split `hold` and `out`, kept until the
+        // collective completes (`keeping`), `out` then its result.
+        let r = unsafe { self.ineighbor_exchange_segments(&sb, sends, &rb, recvs) }?;
+        Ok(self.keeping(
+            r,
+            Owned {
+                result: Some(out),
+                hold: Some(hold),
+            },
+        ))
     }
 
     /// [`Comm::ineighbor_exchange`], waited for, on the program's own
@@ -157,7 +146,7 @@ impl Comm {
         check_named(recvs, recv.len())?;
         if let Exec::Start = how {
             // SAFETY: the caller's contract.
-            if let Some(r) = unsafe { self.ineighbor_area(send, sends, recv, recvs, &mut None) }? {
+            if let Some(r) = unsafe { self.ineighbor_area(send, sends, recv, recvs) }? {
                 return Ok(Some(r));
             }
         }
@@ -210,9 +199,7 @@ impl Comm {
     /// [`Comm::neighbor_each`] started inside one host: each pair's blocks
     /// through the collective area in one round where they fit
     /// (`shm::Pending::start_neighbor`), the others as messages; `None`
-    /// where the communicator has no area. `owned`: the buffers of kumi's
-    /// own the segments are in (the sends', the result's), taken for the
-    /// request to keep when it starts.
+    /// where the communicator has no area.
     ///
     /// # Safety
     /// As for [`Comm::neighbor_each`], until the request completes.
@@ -222,7 +209,6 @@ impl Comm {
         sends: &[(usize, usize)],
         recv: &[(*mut u8, usize)],
         recvs: &[(usize, usize)],
-        owned: &mut Option<(AlignedBuf, AlignedBuf)>,
     ) -> Result<Option<CollRequest<u8>>> {
         let (m, me) = (self.size(), self.rank());
         // By peer, in the program's order within a peer (a stable sort):
@@ -242,8 +228,7 @@ impl Comm {
             let long_to = shm::neighbor_long(to, |j| j, m, g.payload);
             let long_from = shm::neighbor_long(from, |_| me, m, g.payload);
             // SAFETY: the caller's contract.
-            let pending =
-                unsafe { shm::Pending::start_neighbor(e, g, blocks, sends.len(), owned.take()) };
+            let pending = unsafe { shm::Pending::start_neighbor(e, g, blocks, sends.len()) };
             if long_to.is_empty() && long_from.is_empty() {
                 // All through the area: the call's tag (which every rank
                 // takes, as `start_rest` does) and the list under this lock.

@@ -1,13 +1,15 @@
-//! Nonblocking reductions and data movement over buffers the request owns
-//! (the Rust API's owned forms: a vector in, a vector back from `wait`),
-//! and the reductions' forms over the program's own memory (`*_raw`: the C
-//! library's, and the scoped Rust forms' in `scoped.rs`).
-//!
-//! Each starts the schedule its blocking twin runs over messages (binomial
-//! trees, ring or recursive doubling, pairwise exchange), or the collective
-//! area's [`shm::Pending`] inside one host; the progress engine advances it
-//! whenever any kumi call, or the progress thread, polls. Like MPI, every
-//! rank starts the collectives of a communicator in the same order.
+//! Nonblocking reductions and data movement: the forms over the program's
+//! own memory (`*_raw` here and the `*_segments` forms beside their
+//! blocking twins: the C library's, and the scoped Rust forms' in
+//! `scoped.rs`), and the Rust API's owned forms (a vector in, a vector back
+//! from `wait`), which are those same forms run over buffers of kumi's own
+//! that the engine keeps until the collective completes
+//! ([`Comm::keeping`]), so both go the same way: through the collective
+//! area's [`shm::Pending`] inside one host, else the schedule of messages
+//! their blocking twin runs (binomial trees, ring or recursive doubling,
+//! pairwise exchange). The progress engine advances them whenever any kumi
+//! call, or the progress thread, polls. Like MPI, every rank starts the
+//! collectives of a communicator in the same order.
 
 use super::*;
 
@@ -15,39 +17,11 @@ impl Comm {
     /// Starts an allreduce of `buf` (taken over; returned by `wait`).
     #[track_caller]
     pub fn iallreduce<T: Pod>(&self, buf: Vec<T>, op: &Op<T>) -> Result<CollRequest<T>> {
-        op.check_for(buf.len())?;
-        let at = Location::caller();
-        let n = std::mem::size_of_val(buf.as_slice());
-        if let Some(r) = self.shm_start(at, |e, g| {
-            // Longer than a payload half: through the area in chunks or by
-            // single copy (`?`: neither, by messages).
-            let long = match n > g.payload {
-                true => Some(shm::iallreduce_way(e, g, op)?),
-                false => None,
-            };
-            let mut data = AlignedBuf::from_bytes(as_bytes(&buf));
-            let Some(area) = long else {
-                let at = (data.bytes_mut().as_mut_ptr(), n);
-                // SAFETY: `data`, kept by the request until it completes (its
-                // memory does not move), and then its result.
-                return Some(Ok(unsafe {
-                    shm::Pending::start_allreduce(e, g, at, op.bytes_fn(), Some(data))
-                }));
-            };
-            let what = shm::Reduction::All(data.bytes_mut().as_mut_ptr(), n);
-            // SAFETY: `data`, kept by the request until it completes (its
-            // memory does not move), and then its result.
-            let mut p = unsafe { start_long(e, g, what, op, area, None) };
-            p.kept = Some(data);
-            Some(Ok(p))
-        })? {
-            return Ok(r);
-        }
-        let hosts = self.host_groups(at)?;
-        let (cfg, wire) = self.wire()?;
-        let (count, elem) = (buf.len() / op.group(), op.unit_bytes());
-        let (sched, offsets) = self.allreduce_plan(&cfg, hosts, count, elem, op.commutative);
-        Ok(self.start_owning(sched, wire, &buf, offsets, op))
+        let mut data = owned_copy(&buf);
+        // SAFETY: `data`'s memory, kept until the collective completes
+        // (`keeping`), and then its result.
+        let r = unsafe { self.iallreduce_raw(data.as_mut_ptr::<T>(), buf.len(), op) }?;
+        Ok(self.keeping(r, result(data)))
     }
 
     /// [`Comm::iallreduce`] over the program's own memory: `buf` holds this
@@ -77,13 +51,13 @@ impl Comm {
                 let area = shm::iallreduce_way(e, g, op)?;
                 // SAFETY: the caller's contract: `n` bytes at `buf`.
                 return Some(Ok(unsafe {
-                    start_long(e, g, shm::Reduction::All(bytes, n), op, area, None)
+                    start_long(e, g, shm::Reduction::All(bytes, n), op, area)
                 }));
             }
             // SAFETY: the caller's contract: `n` bytes at `buf`, reduced in
             // place.
             Some(Ok(unsafe {
-                shm::Pending::start_allreduce(e, g, (bytes, n), op.bytes_fn(), None)
+                shm::Pending::start_allreduce(e, g, (bytes, n), op.bytes_fn())
             }))
         })? {
             return Ok(r);
@@ -98,26 +72,6 @@ impl Comm {
         };
         let run = Run::new(sched, wire, blocks, Some(op.bytes_fn()));
         Ok(self.start(Active::Sched(run)))
-    }
-
-    /// Starts `sched` on `wire` over a work buffer of its own holding `buf`,
-    /// in blocks at byte `offsets`, reducing with `op`.
-    fn start_owning<T: Pod>(
-        &self,
-        sched: Schedule,
-        wire: Wire,
-        buf: &[T],
-        offsets: Vec<usize>,
-        op: &Op<T>,
-    ) -> CollRequest<T> {
-        let data = AlignedBuf::from_bytes(as_bytes(buf));
-        self.start(Active::Sched(Run::owning(
-            sched,
-            wire,
-            data,
-            offsets,
-            Some(op.bytes_fn()),
-        )))
     }
 
     /// Starts the reduction schedule `sched` with `op` on a work buffer
@@ -140,42 +94,25 @@ impl Comm {
         );
         buf.resize(buf.len() + extra, T::zeroed());
         let offsets = (0..=blocks).map(|b| b * block).collect();
-        let (_, wire) = self.wire()?;
-        Ok(self.start_owning(sched, wire, &buf, offsets, op))
+        self.start_sched(sched, owned_copy(&buf), offsets, Some(op.bytes_fn()), None)
     }
 
     /// Starts a [`Comm::reduce`] of `buf` to `root`; `wait` returns the
     /// combination at the root and an empty vector elsewhere.
     #[track_caller]
     pub fn ireduce<T: Pod>(&self, buf: Vec<T>, op: &Op<T>, root: usize) -> Result<CollRequest<T>> {
-        op.check_for(buf.len())?;
-        self.check_root(root)?;
-        let (p, me) = (self.size(), self.rank());
-        let n = std::mem::size_of_val(buf.as_slice());
-        if let Some(r) = self.shm_start(Location::caller(), |e, g| {
-            if n > g.payload {
-                return None;
-            }
-            let mut data = AlignedBuf::from_bytes(as_bytes(&buf));
-            let at = (data.bytes_mut().as_mut_ptr(), n);
-            // SAFETY: `data`, kept by the request until it completes (its
-            // memory does not move), and then the root's result.
-            Some(Ok(unsafe {
-                shm::Pending::start_reduce(e, g, at, op.bytes_fn(), root, Some(data))
-            }))
-        })? {
-            return Ok(r);
-        }
-        let sched = sc::reduce_binomial(&self.group(), root, me, 1, op.commutative);
-        let finish: Option<Finish> =
-            (me != root && p > 1).then(|| -> Finish { Box::new(|_| AlignedBuf::zeroed(0)) });
-        self.start_sched(
-            sched,
-            AlignedBuf::from_bytes(as_bytes(&buf)),
-            vec![0, n],
-            Some(op.bytes_fn()),
-            finish,
-        )
+        let mut data = owned_copy(&buf);
+        let at = data.as_mut_ptr::<T>();
+        // SAFETY: `data`'s memory, kept until the collective completes
+        // (`keeping`): the contribution, in place at the root.
+        let r = unsafe { self.ireduce_raw(at, at, buf.len(), op, root) }?;
+        Ok(self.keeping(
+            r,
+            match self.rank() == root {
+                true => result(data),
+                false => held(None, data),
+            },
+        ))
     }
 
     /// [`Comm::ireduce`] from and into the program's memory: `send` holds
@@ -222,7 +159,7 @@ impl Comm {
             // SAFETY: the caller's contract: `n` bytes at `buf`, written at
             // the root only.
             Some(Ok(unsafe {
-                shm::Pending::start_reduce(e, g, (buf, n), op.bytes_fn(), root, None)
+                shm::Pending::start_reduce(e, g, (buf, n), op.bytes_fn(), root)
             }))
         })? {
             return Ok(r);
@@ -261,34 +198,18 @@ impl Comm {
 
     /// Starts a [`Comm::bcast`]: every rank passes a buffer of the same
     /// length (only the root's contents are sent); `wait` returns the root's
-    /// data on every rank. Inside one host it goes through the collective
-    /// area, as [`Comm::ibcast_into`] does.
+    /// data on every rank.
     /// On large blocks prefer [`Comm::ibcast_into`] in a [`crate::scope`]: it
     /// moves the data between the program's own buffers, where this form
     /// allocates and copies the result.
     #[track_caller]
     pub fn ibcast<T: Pod>(&self, buf: Vec<T>, root: usize) -> Result<CollRequest<T>> {
-        self.check_root(root)?;
-        let n = std::mem::size_of_val(buf.as_slice());
-        if let Some(r) = self.shm_start(Location::caller(), |e, g| {
-            let mut data = AlignedBuf::from_bytes(as_bytes(&buf));
-            let at = (data.bytes_mut().as_mut_ptr(), n);
-            // SAFETY: `data`, kept by the request until it completes (its
-            // memory does not move), and then every rank's result.
-            let mut p = unsafe { shm::Pending::start_bcast(e, g, root, at) };
-            p.kept = Some(data);
-            Some(Ok(p))
-        })? {
-            return Ok(r);
-        }
-        let sched = sc::bcast_binomial(&self.group(), root, self.rank(), 1);
-        self.start_sched(
-            sched,
-            AlignedBuf::from_bytes(as_bytes(&buf)),
-            vec![0, n],
-            None,
-            None,
-        )
+        let mut data = owned_copy(&buf);
+        let at = (data.as_mut_ptr::<u8>(), data.bytes().len());
+        // SAFETY: `data`'s memory, kept until the collective completes
+        // (`keeping`), and then its result.
+        let r = unsafe { self.ibcast_segment(at, root) }?;
+        Ok(self.keeping(r, result(data)))
     }
 
     /// Starts a [`Comm::allgather`] of `send` (the same length everywhere);
@@ -311,29 +232,8 @@ impl Comm {
     #[track_caller]
     pub fn igather<T: Pod>(&self, send: Vec<T>, root: usize) -> Result<CollRequest<T>> {
         self.check_root(root)?;
-        let (p, me) = (self.size(), self.rank());
-        let b = std::mem::size_of_val(send.as_slice());
-        // Blocks by virtual rank (root first), put in rank order at the end.
-        let v = (me + p - root) % p;
-        let mut work = AlignedBuf::zeroed(p * b);
-        copy_slice(&mut work.bytes_mut()[v * b..(v + 1) * b], as_bytes(&send));
-        let sched = sc::gather_binomial(&self.group(), root, me);
-        let finish: Finish = if me == root {
-            Box::new(move |w| {
-                let mut out = AlignedBuf::zeroed(p * b);
-                for v in 0..p {
-                    let r = (v + root) % p;
-                    copy_slice(
-                        &mut out.bytes_mut()[r * b..(r + 1) * b],
-                        &w.bytes()[v * b..(v + 1) * b],
-                    );
-                }
-                out
-            })
-        } else {
-            Box::new(|_| AlignedBuf::zeroed(0))
-        };
-        self.start_sched(sched, work, even_offsets(p * b, p, 1), None, Some(finish))
+        let counts = vec![send.len(); self.size()];
+        self.igatherv(send, &counts, root)
     }
 
     /// Starts a [`Comm::scatter`] of `count` elements to each rank from the
@@ -350,31 +250,15 @@ impl Comm {
         root: usize,
     ) -> Result<CollRequest<T>> {
         self.check_root(root)?;
-        let (p, me) = (self.size(), self.rank());
-        if me == root && send.len() != p * count {
+        let p = self.size();
+        if self.rank() == root && send.len() != p * count {
             return Err(bad(
                 "send",
                 send.len(),
                 format!("size() * count = {} elements at the root", p * count),
             ));
         }
-        let b = count * std::mem::size_of::<T>();
-        let mut work = AlignedBuf::zeroed(p * b);
-        if me == root {
-            let src = as_bytes(&send);
-            for v in 0..p {
-                let r = (v + root) % p;
-                copy_slice(
-                    &mut work.bytes_mut()[v * b..(v + 1) * b],
-                    &src[r * b..(r + 1) * b],
-                );
-            }
-        }
-        let v = (me + p - root) % p;
-        let sched = sc::scatter_binomial(&self.group(), root, me);
-        let finish: Finish =
-            Box::new(move |w| AlignedBuf::from_bytes(&w.bytes()[v * b..(v + 1) * b]));
-        self.start_sched(sched, work, even_offsets(p * b, p, 1), None, Some(finish))
+        self.iscatterv(send, &vec![count; p], root)
     }
 
     /// Starts a [`Comm::alltoall`] of `send` (`size()` equal blocks, block j
@@ -384,7 +268,7 @@ impl Comm {
     /// allocates and copies the result.
     #[track_caller]
     pub fn ialltoall<T: Pod>(&self, send: Vec<T>) -> Result<CollRequest<T>> {
-        let (p, me) = (self.size(), self.rank());
+        let p = self.size();
         if !send.len().is_multiple_of(p) {
             return Err(bad(
                 "send",
@@ -392,24 +276,18 @@ impl Comm {
                 format!("a multiple of size() = {p}"),
             ));
         }
-        let b = std::mem::size_of_val(send.as_slice()) / p;
-        // Outgoing blocks, then incoming ones; this rank's own goes across now.
-        let mut work = AlignedBuf::zeroed(2 * p * b);
-        let w = work.bytes_mut();
-        copy_slice(&mut w[..p * b], as_bytes(&send));
-        w.copy_within(me * b..(me + 1) * b, (p + me) * b);
-        let sched = sc::alltoall_pairwise(&self.group(), me);
-        let finish: Finish = Box::new(move |w| AlignedBuf::from_bytes(&w.bytes()[p * b..]));
-        self.start_sched(
-            sched,
-            work,
-            even_offsets(2 * p * b, 2 * p, 1),
-            None,
-            Some(finish),
-        )
+        let hold = owned_copy(&send);
+        let n = hold.bytes().len();
+        let mut out = AlignedBuf::scratch(n);
+        let sends = equal_segments(hold.bytes().as_ptr(), p, n / p, <*const u8>::wrapping_add);
+        let recvs = equal_segments(out.as_mut_ptr::<u8>(), p, n / p, <*mut u8>::wrapping_add);
+        // SAFETY: the segments split `hold` and `out`, kept until the
+        // collective completes (`keeping`), `out` then its result.
+        let r = unsafe { self.ialltoall_segments(&sends, &recvs) }?;
+        Ok(self.keeping(r, held(Some(out), hold)))
     }
 
-    /// Starts a [`Comm::gatherv`] (linear): `wait` returns, at the root, the
+    /// Starts a [`Comm::gatherv`]: `wait` returns, at the root, the
     /// `counts[i]` elements of each rank i one after the other, and an empty
     /// vector elsewhere.
     #[track_caller]
@@ -422,28 +300,21 @@ impl Comm {
         self.check_root(root)?;
         let me = self.check_own_count(counts, send.len())?;
         let elem = std::mem::size_of::<T>();
-        let sched = sc::gather_linear(&self.group(), root, me);
-        if me != root {
-            let n = send.len() * elem;
-            let finish: Finish = Box::new(|_| AlignedBuf::zeroed(0));
-            return self.start_sched(
-                sched,
-                AlignedBuf::from_bytes(as_bytes(&send)),
-                vec![0, n],
-                None,
-                Some(finish),
-            );
-        }
-        let offsets = count_offsets(counts, elem);
-        let mut work = AlignedBuf::zeroed(offsets[counts.len()]);
-        copy_slice(
-            &mut work.bytes_mut()[offsets[me]..offsets[me + 1]],
-            as_bytes(&send),
-        );
-        self.start_sched(sched, work, offsets, None, None)
+        let hold = owned_copy(&send);
+        let mut out =
+            (me == root).then(|| AlignedBuf::scratch(counts.iter().sum::<usize>() * elem));
+        let recvs: Vec<_> = match &mut out {
+            Some(o) => byte_segments(o.as_mut_ptr::<u8>(), counts, elem, <*mut u8>::wrapping_add),
+            None => Vec::new(),
+        };
+        let own = (hold.bytes().as_ptr(), hold.bytes().len());
+        // SAFETY: `own` is `hold`, the segments split `out`, both kept until
+        // the collective completes (`keeping`), `out` then its result.
+        let r = unsafe { self.igatherv_segments(own, &recvs, root) }?;
+        Ok(self.keeping(r, held(out, hold)))
     }
 
-    /// Starts a [`Comm::scatterv`] (linear) of the root's `send` (the sum of
+    /// Starts a [`Comm::scatterv`] of the root's `send` (the sum of
     /// `counts` elements; other ranks' `send` is not used): `wait` returns
     /// this rank's `counts[rank]` elements.
     #[track_caller]
@@ -465,78 +336,46 @@ impl Comm {
             ));
         }
         let elem = std::mem::size_of::<T>();
-        let sched = sc::scatter_linear(&self.group(), root, me);
-        if me != root {
-            let n = counts[me] * elem;
-            return self.start_sched(sched, AlignedBuf::zeroed(n), vec![0, n], None, None);
-        }
-        let offsets = count_offsets(counts, elem);
-        let (a, b) = (offsets[me], offsets[me + 1]);
-        let finish: Finish = Box::new(move |w| AlignedBuf::from_bytes(&w.bytes()[a..b]));
-        self.start_sched(
-            sched,
-            AlignedBuf::from_bytes(as_bytes(&send)),
-            offsets,
-            None,
-            Some(finish),
-        )
+        let hold = owned_copy(if me == root { &send[..] } else { &[] });
+        let sends: Vec<_> = match me == root {
+            true => byte_segments(
+                hold.bytes().as_ptr(),
+                counts,
+                elem,
+                <*const u8>::wrapping_add,
+            ),
+            false => Vec::new(),
+        };
+        let mut out = AlignedBuf::scratch(counts[me] * elem);
+        let mine = (out.as_mut_ptr::<u8>(), out.bytes().len());
+        // SAFETY: the segments split `hold`, `mine` is `out`, both kept
+        // until the collective completes (`keeping`), `out` then its result.
+        let r = unsafe { self.iscatterv_segments(&sends, mine, root) }?;
+        Ok(self.keeping(r, held(Some(out), hold)))
     }
 
-    /// Starts a [`Comm::allgatherv`] (ring): `wait` returns the `counts[i]`
+    /// Starts a [`Comm::allgatherv`]: `wait` returns the `counts[i]`
     /// elements of each rank i one after the other.
     #[track_caller]
     pub fn iallgatherv<T: Pod>(&self, send: Vec<T>, counts: &[usize]) -> Result<CollRequest<T>> {
         let me = self.check_own_count(counts, send.len())?;
-        let offsets = count_offsets(counts, std::mem::size_of::<T>());
-        let mut work = AlignedBuf::zeroed(offsets[counts.len()]);
-        copy_slice(
-            &mut work.bytes_mut()[offsets[me]..offsets[me + 1]],
-            as_bytes(&send),
+        let elem = std::mem::size_of::<T>();
+        let mut out = AlignedBuf::scratch(counts.iter().sum::<usize>() * elem);
+        let recvs: Vec<_> = byte_segments(
+            out.as_mut_ptr::<u8>(),
+            counts,
+            elem,
+            <*mut u8>::wrapping_add,
         );
-        let work = match self.iallgather_in_area(work, &offsets)? {
-            Ok(started) => return Ok(started),
-            Err(work) => work,
-        };
-        let sched = sc::allgather_ring(&self.group(), me);
-        self.start_sched(sched, work, offsets, None, None)
-    }
-
-    /// Starts an allgather(v) in `work` (block j at `offsets[j]..offsets[j
-    /// + 1]`, this rank's own already there) through the collective area
-    /// when the communicator is one host's; else gives `work` back.
-    #[track_caller]
-    fn iallgather_in_area<T: Pod>(
-        &self,
-        work: AlignedBuf,
-        offsets: &[usize],
-    ) -> Result<std::result::Result<CollRequest<T>, AlignedBuf>> {
-        let me = self.rank();
-        let mut work = Some(work);
-        let area = self.shm_start(Location::caller(), |e, g| {
-            let mut w = work.take()?;
-            let base = w.bytes_mut().as_mut_ptr();
-            let recv: Vec<_> = offsets
-                .windows(2)
-                .map(|o| (base.wrapping_add(o[0]), o[1] - o[0]))
-                .collect();
-            let send = (recv[me].0.cast_const(), recv[me].1);
-            // SAFETY: the segments split `w`'s heap memory, which the
-            // Pending keeps (a move of the buffer does not move it) and
-            // nothing else touches until the collective completes; this
-            // rank's own block is its send.
-            let mut p = unsafe { shm::Pending::start_gather(e, g, send, recv, None) };
-            p.kept = Some(w);
-            Some(Ok(p))
-        })?;
-        Ok(match (area, work) {
-            (Some(r), _) => Ok(r),
-            (None, Some(w)) => Err(w),
-            (None, None) => {
-                return Err(Error::Protocol(
-                    "the collective area took a buffer and started nothing".into(),
-                ))
-            }
-        })
+        // This rank's block goes to its place in the result first, and is
+        // sent from there (in place: no copy kept).
+        let own = recvs[me];
+        // SAFETY: `own` is `counts[me]` elements of `out`, as long as `send`.
+        unsafe { copy_own(send.as_ptr().cast(), own.0, own.1) };
+        // SAFETY: the segments split `out`, kept until the collective
+        // completes (`keeping`), and then its result.
+        let r = unsafe { self.iallgatherv_segments((own.0.cast_const(), own.1), recvs) }?;
+        Ok(self.keeping(r, result(out)))
     }
 
     /// Starts a [`Comm::alltoallv`]: `send` holds `send_counts[j]` elements for
@@ -551,38 +390,38 @@ impl Comm {
     ) -> Result<CollRequest<T>> {
         self.check_counts(send_counts)?;
         self.check_counts(recv_counts)?;
-        let (p, me) = (self.size(), self.rank());
-        let st: usize = send_counts.iter().sum();
-        if send.len() != st || send_counts[me] != recv_counts[me] {
-            return Err(bad(
-                "send",
-                send.len(),
-                format!(
-                    "the sum of send_counts ({st}), with send_counts[{me}] == recv_counts[{me}]"
-                ),
-            ));
-        }
-        let counts: Vec<usize> = send_counts.iter().chain(recv_counts).copied().collect();
-        let offsets = count_offsets(&counts, std::mem::size_of::<T>());
-        let mut work = AlignedBuf::zeroed(offsets[2 * p]);
-        let w = work.bytes_mut();
-        copy_slice(&mut w[..offsets[p]], as_bytes(&send));
-        w.copy_within(offsets[me]..offsets[me + 1], offsets[p + me]);
-        let start = offsets[p];
-        let sched = sc::alltoall_pairwise(&self.group(), me);
-        let finish: Finish = Box::new(move |w| AlignedBuf::from_bytes(&w.bytes()[start..]));
-        self.start_sched(sched, work, offsets, None, Some(finish))
+        scoped::sum_of("send", send.len(), send_counts)?;
+        let elem = std::mem::size_of::<T>();
+        let hold = owned_copy(&send);
+        let mut out = AlignedBuf::scratch(recv_counts.iter().sum::<usize>() * elem);
+        let sends: Vec<_> = byte_segments(
+            hold.bytes().as_ptr(),
+            send_counts,
+            elem,
+            <*const u8>::wrapping_add,
+        );
+        let recvs: Vec<_> = byte_segments(
+            out.as_mut_ptr::<u8>(),
+            recv_counts,
+            elem,
+            <*mut u8>::wrapping_add,
+        );
+        // SAFETY: the segments split `hold` and `out`, kept until the
+        // collective completes (`keeping`), `out` then its result.
+        let r = unsafe { self.ialltoallv_segments(&sends, &recvs) }?;
+        Ok(self.keeping(r, held(Some(out), hold)))
     }
 
     /// Starts a [`Comm::scan`] (inclusive, in rank order, along the ranks):
     /// `wait` returns the combination of ranks 0..=rank.
     #[track_caller]
     pub fn iscan<T: Pod>(&self, buf: Vec<T>, op: &Op<T>) -> Result<CollRequest<T>> {
-        op.check_for(buf.len())?;
-        let n = std::mem::size_of_val(buf.as_slice());
-        let sched = sc::scan_linear(&self.group(), self.rank(), false);
-        let work = AlignedBuf::from_bytes(as_bytes(&buf));
-        self.start_sched(sched, work, vec![0, n], Some(op.bytes_fn()), None)
+        let mut data = owned_copy(&buf);
+        let at = data.as_mut_ptr::<T>();
+        // SAFETY: `data`'s memory, kept until the collective completes
+        // (`keeping`), and then its result: in place.
+        let r = unsafe { self.iscan_raw(at, at, buf.len(), op, false) }?;
+        Ok(self.keeping(r, result(data)))
     }
 
     /// [`Comm::iscan`] (or, `exclusive`, [`Comm::iexscan`]) from and into
@@ -646,28 +485,23 @@ impl Comm {
     /// leaves it).
     #[track_caller]
     pub fn iexscan<T: Pod>(&self, buf: Vec<T>, op: &Op<T>) -> Result<CollRequest<T>> {
-        op.check_for(buf.len())?;
-        let me = self.rank();
-        let n = std::mem::size_of_val(buf.as_slice());
-        let mut work = AlignedBuf::zeroed(2 * n);
-        copy_slice(&mut work.bytes_mut()[..n], as_bytes(&buf));
-        let sched = sc::scan_linear(&self.group(), me, true);
-        let keep = if me == 0 { 0..n } else { n..2 * n };
-        let finish: Finish = Box::new(move |w| AlignedBuf::from_bytes(&w.bytes()[keep]));
-        self.start_sched(
-            sched,
-            work,
-            vec![0, n, 2 * n],
-            Some(op.bytes_fn()),
-            Some(finish),
-        )
+        let (hold, mut out) = (owned_copy(&buf), owned_copy(&buf));
+        // SAFETY: `hold` and `out`, kept until the collective completes
+        // (`keeping`), `out` then its result.
+        let r = unsafe {
+            self.iscan_raw(
+                hold.as_ptr::<T>(),
+                out.as_mut_ptr::<T>(),
+                buf.len(),
+                op,
+                true,
+            )
+        }?;
+        Ok(self.keeping(r, held(Some(out), hold)))
     }
 
     /// Starts a [`Comm::reduce_scatter`]: `wait` returns this rank's
-    /// `counts[rank]` elements of the combination. Inside one host it goes
-    /// through the collective area in rounds, or, longer than a payload
-    /// half, by single copy where the blocking form would; otherwise by
-    /// messages (`reduce_scatter_plan`).
+    /// `counts[rank]` elements of the combination.
     #[track_caller]
     pub fn ireduce_scatter<T: Pod>(
         &self,
@@ -676,40 +510,15 @@ impl Comm {
         op: &Op<T>,
     ) -> Result<CollRequest<T>> {
         self.check_reduce_scatter(counts, op)?;
-        let (p, me) = (self.size(), self.rank());
-        let total: usize = counts.iter().sum();
-        if send.len() != total {
-            return Err(bad(
-                "send",
-                send.len(),
-                format!("the sum of counts ({total})"),
-            ));
-        }
-        let offsets = count_offsets(counts, std::mem::size_of::<T>());
-        let (a, b) = (offsets[me], offsets[me + 1]);
-        let at = Location::caller();
-        let mut work = Some(AlignedBuf::from_bytes(as_bytes(&send)));
-        if let Some(r) = self.shm_start(at, |e, g| {
-            let area = shm::ireduce_scatter_way(e, g, offsets[p], op)?;
-            let send = work.take().expect("taken once");
-            let mut out = AlignedBuf::zeroed(b - a);
-            let what = shm::Reduction::Scatter {
-                send: send.bytes().as_ptr(),
-                offsets: offsets.clone(),
-                recv: out.bytes_mut().as_mut_ptr(),
-            };
-            // SAFETY: `send` and `out`, kept by the request until it
-            // completes (their memory does not move), `out` then its result.
-            let mut p = unsafe { start_long(e, g, what, op, area, Some(send)) };
-            p.kept = Some(out);
-            Some(Ok(p))
-        })? {
-            return Ok(r);
-        }
-        let work = work.expect("not taken but for the area");
-        let finish: Finish = Box::new(move |w| AlignedBuf::from_bytes(&w.bytes()[a..b]));
-        let sched = reduce_scatter_plan(p, me, op.commutative);
-        self.start_sched(sched, work, offsets, Some(op.bytes_fn()), Some(finish))
+        scoped::sum_of("send", send.len(), counts)?;
+        let hold = owned_copy(&send);
+        let mut out = AlignedBuf::scratch(counts[self.rank()] * std::mem::size_of::<T>());
+        // SAFETY: `hold` and `out` as long as `counts` says, kept until the
+        // collective completes (`keeping`), `out` then its result.
+        let r = unsafe {
+            self.ireduce_scatter_raw(hold.as_ptr::<T>(), out.as_mut_ptr::<T>(), counts, op)
+        }?;
+        Ok(self.keeping(r, held(Some(out), hold)))
     }
 
     /// [`Comm::ireduce_scatter`] from and into the program's memory: `send`
@@ -745,7 +554,7 @@ impl Comm {
             };
             // SAFETY: the caller's contract: `send` readable for the sum of
             // `counts`, `recv` writable for `counts[me]` elements.
-            Some(Ok(unsafe { start_long(e, g, what, op, area, None) }))
+            Some(Ok(unsafe { start_long(e, g, what, op, area) }))
         })? {
             return Ok(r);
         }
@@ -824,8 +633,7 @@ impl Comm {
 }
 
 /// Starts a reduction of `what` by `op` in `g`'s area ([`shm::Reducing`];
-/// with `area` through the area in chunks, else by single copy), keeping
-/// `owned` (a buffer of kumi's that `what` points into) until it completes.
+/// with `area` through the area in chunks, else by single copy).
 ///
 /// # Safety
 /// The buffers of `what` valid as [`shm::Reduction`] says until the
@@ -836,11 +644,9 @@ unsafe fn start_long<T: Pod>(
     what: shm::Reduction,
     op: &Op<T>,
     area: bool,
-    owned: Option<AlignedBuf>,
 ) -> shm::Pending {
     let how = (op.unit_bytes(), op.commutative);
-    let mut long = shm::Reducing::new(e, g, what, op.bytes_fn(), how, area);
-    long.owned = owned;
+    let long = shm::Reducing::new(e, g, what, op.bytes_fn(), how, area);
     // SAFETY: the caller's contract.
     unsafe { shm::Pending::start_long(e, g, long) }
 }
@@ -858,4 +664,28 @@ fn reduce_scatter_plan(p: usize, me: usize, commutative: bool) -> Schedule {
     }
     let g: Vec<usize> = (0..p).collect();
     sc::reduce_binomial(&g, 0, me, p, false).then(sc::scatter_binomial(&g, 0, me))
+}
+
+/// A copy of `v`'s bytes, for a collective started on the Rust API's owned
+/// vectors to run over ([`Comm::keeping`]).
+fn owned_copy<T: Pod>(v: &[T]) -> AlignedBuf {
+    AlignedBuf::from_bytes(as_bytes(v))
+}
+
+/// The buffers of an owned collective whose result is `out` (its data in
+/// place, or its only buffer).
+fn result(out: AlignedBuf) -> Owned {
+    Owned {
+        result: Some(out),
+        hold: None,
+    }
+}
+
+/// The buffers of an owned collective that reads `hold` and whose result
+/// is `out` (`None`: an empty vector).
+fn held(out: Option<AlignedBuf>, hold: AlignedBuf) -> Owned {
+    Owned {
+        result: out,
+        hold: Some(hold),
+    }
 }

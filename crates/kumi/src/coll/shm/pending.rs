@@ -32,8 +32,7 @@ pub(crate) struct Pending {
     /// The collective's kind (the same as its blocking twin's).
     kind: u64,
     /// Allreduce or reduce: where the contribution is and the result goes
-    /// (`n` bytes at the pointer: the program's buffer, or `kept`), and the
-    /// operation.
+    /// (`n` bytes at the pointer), and the operation.
     data: Option<(*mut u8, usize, crate::coll::exec::ByteOp)>,
     /// A reduce's root (a member): only it waits for the others and folds;
     /// the others' `data` is only read. `None`: an allreduce.
@@ -41,9 +40,6 @@ pub(crate) struct Pending {
     /// A data mover: what this member publishes, and where every member's
     /// block for it goes.
     gather: Option<Gather>,
-    /// A buffer of kumi's own that `data` or `gather` points into, kept
-    /// until the collective completes and then its result.
-    pub kept: Option<AlignedBuf>,
     /// A reduction longer than a payload half (boxed, as `failed`: a
     /// `Pending` moves a few times per call, and a short one carries
     /// neither).
@@ -78,9 +74,6 @@ pub(crate) struct Reducing {
     first: u64,
     /// Single copy: every member's buffer, once all have published it.
     peers: Option<single::Peers>,
-    /// A buffer of kumi's own that `what` reads (the Rust API's owned
-    /// reduce-scatter: its `send`), kept until completion.
-    pub owned: Option<AlignedBuf>,
 }
 
 /// How a [`Reducing`] goes.
@@ -151,7 +144,6 @@ impl Reducing {
             commutative,
             first: 0,
             peers: None,
-            owned: None,
         }
     }
 
@@ -377,13 +369,10 @@ enum Sends {
     /// program's order within a peer (one list: one allocation a call). A
     /// pair's blocks travel together where [`neighbor_place`] finds them
     /// room; the others are the caller's to move. A member waits only for
-    /// the peers it reads from. `_owned`: the buffer of kumi's own the
-    /// sends are in (the Rust API's owned form), only kept until
-    /// completion.
+    /// the peers it reads from.
     Neighbors {
         blocks: Vec<(usize, *mut u8, usize)>,
         sends: usize,
-        _owned: Option<AlignedBuf>,
     },
 }
 
@@ -512,9 +501,7 @@ impl Gather {
                 }
                 kind(K_BCAST, root, n)
             }
-            Sends::Neighbors {
-                ref blocks, sends, ..
-            } => {
+            Sends::Neighbors { ref blocks, sends } => {
                 for (pair, sum) in by_peer(&blocks[..sends]) {
                     let j = pair[0].0;
                     let Some((total, mut at)) = neighbor_place(j, sum, m, a.payload()) else {
@@ -565,10 +552,10 @@ impl Gather {
                     || reached_as(a, slots[root], s, kind_)
             }
             Sends::Bcast(root) => me == root || reached_as(a, slots[root], s, kind_),
-            Sends::Neighbors {
-                ref blocks, sends, ..
-            } => neighbor_sources(&blocks[sends..], slots, me, a.payload())
-                .all(|j| reached_as(a, j, s, kind_)),
+            Sends::Neighbors { ref blocks, sends } => {
+                neighbor_sources(&blocks[sends..], slots, me, a.payload())
+                    .all(|j| reached_as(a, j, s, kind_))
+            }
             _ => all_reached_as(a, slots, s, kind_),
         }
     }
@@ -610,9 +597,7 @@ impl Gather {
                 );
                 return Ok(());
             }
-            Sends::Neighbors {
-                ref blocks, sends, ..
-            } => {
+            Sends::Neighbors { ref blocks, sends } => {
                 for (pair, sum) in by_peer(&blocks[sends..]) {
                     let i = pair[0].0;
                     let Some((total, mut at)) = neighbor_place(me, sum, m, a.payload()) else {
@@ -697,8 +682,7 @@ impl Pending {
     }
 
     /// Starts an allreduce of `g` in place, of the `n` bytes at `buf` (at
-    /// most one payload half), by `op`; `kept`, a buffer of kumi's that
-    /// `buf` points into, goes with it.
+    /// most one payload half), by `op`.
     ///
     /// # Safety
     /// `buf` readable and writable for `n` bytes, and touched by nobody
@@ -708,12 +692,10 @@ impl Pending {
         g: &mut Group,
         (buf, n): (*mut u8, usize),
         op: crate::coll::exec::ByteOp,
-        kept: Option<AlignedBuf>,
     ) -> Pending {
         let mut p = Pending::start_unpublished(g);
         p.kind = kind(K_ALLREDUCE, 0, n);
         p.data = Some((buf, n, op));
-        p.kept = kept;
         p.poll(e);
         p
     }
@@ -722,8 +704,7 @@ impl Pending {
     /// member's contribution, and at the root they become the result. A
     /// member other than the root is done once it has published, as in the
     /// blocking reduce, so back-to-back reduces run ahead of the root up to
-    /// the area's depth. `kept`, a buffer of kumi's that `buf` points into,
-    /// is the root's result; elsewhere it goes once published.
+    /// the area's depth.
     ///
     /// # Safety
     /// `buf` readable for `n` bytes, and at the root writable and touched
@@ -734,13 +715,11 @@ impl Pending {
         (buf, n): (*mut u8, usize),
         op: crate::coll::exec::ByteOp,
         root: usize,
-        kept: Option<AlignedBuf>,
     ) -> Pending {
         let mut p = Pending::start_unpublished(g);
         p.kind = kind(K_REDUCE, root, n);
         p.data = Some((buf, n, op));
         p.root = Some(root);
-        p.kept = kept;
         p.poll(e);
         p
     }
@@ -825,9 +804,7 @@ impl Pending {
     /// each peer, the rest its segments for the blocks from each peer, each
     /// part sorted by peer (keeping the program's order within a peer); the
     /// blocks of a pair with no place in the area ([`neighbor_long`]) are
-    /// the caller's to move. `owned`: buffers of kumi's own the blocks are
-    /// in, the sends' and the result's, kept until completion (the result
-    /// then returned).
+    /// the caller's to move.
     ///
     /// # Safety
     /// The first `sends` blocks readable and the others writable for their
@@ -837,17 +814,9 @@ impl Pending {
         g: &mut Group,
         blocks: Vec<(usize, *mut u8, usize)>,
         sends: usize,
-        owned: Option<(AlignedBuf, AlignedBuf)>,
     ) -> Pending {
-        let (owned, kept) = owned.unzip();
-        let send = Sends::Neighbors {
-            blocks,
-            sends,
-            _owned: owned,
-        };
-        let mut p = Pending::start_rounds(e, g, send, Vec::new(), 0);
-        p.kept = kept;
-        p
+        let send = Sends::Neighbors { blocks, sends };
+        Pending::start_rounds(e, g, send, Vec::new(), 0)
     }
 
     /// Starts a broadcast of `g` from member `root` of `buf` (read at the
@@ -922,7 +891,6 @@ impl Pending {
             data: None,
             root: None,
             gather: None,
-            kept: None,
             long: None,
             failed: None,
         }
@@ -1016,10 +984,6 @@ impl Pending {
         };
         if !arrived {
             return false;
-        }
-        if !folds {
-            // Its contribution is out, and a reduce's result is the root's.
-            self.kept = None;
         }
         if folds && self.gather.as_ref().is_none_or(Gather::waits_for_all) {
             // It waited for every member.
