@@ -377,8 +377,8 @@ fn one(c: &Comm, it: u64, common: &mut Rng, mine: &mut Rng, delays: bool) -> R {
             }
         }
         9 => {
-            // Nonblocking data movers and a reduce, several in flight at
-            // once and a blocking broadcast among them, waited for in a
+            // Nonblocking data movers, a reduce and scans, several in
+            // flight at once and a blocking broadcast among them, waited for in a
             // drawn order: short ones (whose root, or senders, run up to the
             // area's depth ahead of the readers) and long ones (in rounds).
             let len = [0usize, 5, 48, 49, 4096, 4097, 70_000][n % 7];
@@ -394,6 +394,9 @@ fn one(c: &Comm, it: u64, common: &mut Rng, mine: &mut Rng, delays: bool) -> R {
             let mut gathered = vec![0u64; if me == root { p * block } else { 0 }];
             let (mut part, mut every) = (vec![0u64; block], vec![0u64; p * block]);
             let mut reduced = vec![0u64; if me == root { block } else { 0 }];
+            let (mut scanned, mut exscanned) = (vec![0u64; block], vec![7u64; block]);
+            // Not commutative: the exclusive prefix is rank 0's block.
+            let left = Op::user(false, |a: &[u64], b: &mut [u64]| b.copy_from_slice(a));
             let backwards = common.below(2) == 1;
             kumi::scope(|sc| -> R {
                 let a = c.ibcast_into(sc, &mut b1, root)?;
@@ -403,13 +406,15 @@ fn one(c: &Comm, it: u64, common: &mut Rng, mine: &mut Rng, delays: bool) -> R {
                     c.iscatter_into(sc, if me == root { &all[..] } else { &[] }, &mut part, root)?;
                 let e = c.iallgather_into(sc, &own, &mut every)?;
                 let f = c.ireduce_into(sc, &own, &mut reduced, &Op::sum(), root)?;
+                let g = c.iscan_into(sc, &own, &mut scanned, &Op::sum())?;
+                let h = c.iexscan_into(sc, &own, &mut exscanned, &left)?;
                 c.bcast(&mut b2, other)?;
                 if backwards {
-                    for r in [f, e, d, b, a] {
+                    for r in [h, g, f, e, d, b, a] {
                         r.wait()?;
                     }
                 } else {
-                    for r in [a, b, d, e, f] {
+                    for r in [a, b, d, e, f, g, h] {
                         r.wait()?;
                     }
                 }
@@ -427,6 +432,19 @@ fn one(c: &Comm, it: u64, common: &mut Rng, mine: &mut Rng, delays: bool) -> R {
                 (
                     "ireduce",
                     me == root && reduced != sum_of_blocks(&all, block),
+                ),
+                (
+                    "iscan",
+                    scanned != sum_of_blocks(&all[..(me + 1) * block], block),
+                ),
+                (
+                    "iexscan",
+                    exscanned
+                        != if me == 0 {
+                            vec![7; block]
+                        } else {
+                            all[..block].to_vec()
+                        },
                 ),
             ];
             if let Some((what, _)) = wrong.iter().find(|w| w.1) {

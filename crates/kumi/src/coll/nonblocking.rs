@@ -427,15 +427,19 @@ impl Comm {
     /// [`Comm::iscan`] (or, `exclusive`, [`Comm::iexscan`]) from and into
     /// the program's memory: `send` holds this rank's `count` elements
     /// (it may be `recv` itself: in place), `recv` gets the result on
-    /// completion (rank 0's is left alone by an exclusive scan). An
-    /// inclusive scan folds in `recv`; an exclusive one in a work copy of
-    /// `send` on the ranks that both receive a prefix and pass one on, and
-    /// sends straight from `send` elsewhere.
+    /// completion (rank 0's is left alone by an exclusive scan). Inside one
+    /// host, up to a payload half, through the collective area as the
+    /// blocking scan goes (each rank folds those before it out of the
+    /// area, none waits for a later one); otherwise by a chain of
+    /// messages: an inclusive scan folds in `recv`, an exclusive one in a
+    /// work copy of `send` on the ranks that both receive a prefix and
+    /// pass one on, and sends straight from `send` elsewhere.
     ///
     /// # Safety
     /// `send` readable, and `recv` writable and not touched by the program,
     /// until the request completes.
     #[doc(hidden)]
+    #[track_caller]
     pub unsafe fn iscan_raw<T: Pod>(
         &self,
         send: *const T,
@@ -448,6 +452,22 @@ impl Comm {
         let (p, me) = (self.size(), self.rank());
         let n = count * std::mem::size_of::<T>();
         let (s, r) = (send.cast::<u8>(), recv.cast::<u8>());
+        if let Some(req) = self.shm_start(Location::caller(), |e, g| {
+            if n > g.payload {
+                return None;
+            }
+            if !exclusive {
+                // SAFETY: the caller's contract: `n` bytes each, in place
+                // or not overlapping.
+                unsafe { copy_own(s, r, n) };
+            }
+            // SAFETY: the caller's contract.
+            Some(Ok(unsafe {
+                shm::Pending::start_scan(e, g, s, (r, n), op.bytes_fn(), exclusive)
+            }))
+        })? {
+            return Ok(req);
+        }
         let sched = sc::scan_linear(&self.group(), me, exclusive);
         let (_, wire) = self.wire()?;
         let op = Some(op.bytes_fn());

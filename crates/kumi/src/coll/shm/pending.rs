@@ -31,12 +31,12 @@ pub(crate) struct Pending {
     done: bool,
     /// The collective's kind (the same as its blocking twin's).
     kind: u64,
-    /// Allreduce or reduce: where the contribution is and the result goes
-    /// (`n` bytes at the pointer), and the operation.
+    /// A reduction of at most a payload half: where the result goes (`n`
+    /// bytes at the pointer, holding this member's contribution but for an
+    /// exclusive scan's), and the operation.
     data: Option<(*mut u8, usize, crate::coll::exec::ByteOp)>,
-    /// A reduce's root (a member): only it waits for the others and folds;
-    /// the others' `data` is only read. `None`: an allreduce.
-    root: Option<usize>,
+    /// Whose contributions `data`'s reduction folds.
+    folds: Folds,
     /// A data mover: what this member publishes, and where every member's
     /// block for it goes.
     gather: Option<Gather>,
@@ -47,6 +47,39 @@ pub(crate) struct Pending {
     /// Why it ended early (a copy the kernel refused, members that
     /// disagree on a length): the request's error.
     pub failed: Option<Box<Error>>,
+}
+
+/// Whose contributions a reduction through the area folds, where.
+#[derive(Clone, Copy)]
+enum Folds {
+    /// Every member's, on every member: an allreduce (and a barrier, which
+    /// folds nothing).
+    All,
+    /// Every member's, on this member only; the others' `data` is only
+    /// read, and they are done once it is out: a reduce.
+    Root(usize),
+    /// Those of the members before this one, and, unless `exclusive`, its
+    /// own, which it publishes from `own` (the last member, whose
+    /// contribution nobody reads, publishes none): a scan. Nobody waits
+    /// for a member after it.
+    Prefix { own: *const u8, exclusive: bool },
+}
+
+impl Folds {
+    /// The members member `me` of `m` folds (`..upto`), and whether the
+    /// rightmost operand is in the result's buffer already.
+    fn range(self, me: usize, m: usize) -> (usize, bool) {
+        match self {
+            Folds::All => (m, me + 1 == m),
+            Folds::Root(r) => (if r == me { m } else { 0 }, me + 1 == m),
+            Folds::Prefix {
+                exclusive: false, ..
+            } => (me + 1, true),
+            Folds::Prefix {
+                exclusive: true, ..
+            } => (me, false),
+        }
+    }
 }
 
 /// A nonblocking reduction longer than a payload half, round by round as
@@ -719,7 +752,32 @@ impl Pending {
         let mut p = Pending::start_unpublished(g);
         p.kind = kind(K_REDUCE, root, n);
         p.data = Some((buf, n, op));
-        p.root = Some(root);
+        p.folds = Folds::Root(root);
+        p.poll(e);
+        p
+    }
+
+    /// Starts a scan of `g` (`exclusive`: an exscan) of at most a payload
+    /// half: `own` is this member's contribution of `n` bytes, and `buf`
+    /// gets the result (an inclusive scan's holding `own` already, or
+    /// being it; the first member's of an exclusive one untouched), folded
+    /// as the blocking scan does ([`super::scan`]).
+    ///
+    /// # Safety
+    /// `own` readable, and `buf` writable and touched by nobody else, for
+    /// `n` bytes until the collective completes.
+    pub unsafe fn start_scan(
+        e: &mut Engine,
+        g: &mut Group,
+        own: *const u8,
+        (buf, n): (*mut u8, usize),
+        op: crate::coll::exec::ByteOp,
+        exclusive: bool,
+    ) -> Pending {
+        let mut p = Pending::start_unpublished(g);
+        p.kind = kind(if exclusive { K_EXSCAN } else { K_SCAN }, 0, n);
+        p.data = Some((buf, n, op));
+        p.folds = Folds::Prefix { own, exclusive };
         p.poll(e);
         p
     }
@@ -889,7 +947,7 @@ impl Pending {
             done: false,
             kind: kind(K_BARRIER, 0, 0),
             data: None,
-            root: None,
+            folds: Folds::All,
             gather: None,
             long: None,
             failed: None,
@@ -911,7 +969,7 @@ impl Pending {
         };
         if !self.published
             || self.long.is_some()
-            || self.root.is_some()
+            || !matches!(self.folds, Folds::All)
             || self.gather.as_ref().is_some_and(|g| !g.waits_for_all())
         {
             return false;
@@ -948,11 +1006,16 @@ impl Pending {
                 .long
                 .as_ref()
                 .and_then(|l| l.contribution(s, self.slots.len()));
-            // The storage this member writes, if any: an allreduce's by its
-            // length, a long reduction's by its round's, a data mover's by
-            // its longest write.
+            // The storage this member writes, if any: a reduction's by its
+            // length (a scan's last member's: none), a long reduction's by
+            // its round's, a data mover's by its longest write.
+            let from = match self.folds {
+                Folds::Prefix { .. } if self.me + 1 == self.slots.len() => None,
+                Folds::Prefix { own, .. } => Some(own),
+                _ => self.data.as_ref().map(|d| d.0.cast_const()),
+            };
             let written = match (&self.data, long, &self.gather) {
-                (Some((_, n, _)), _, _) => Some(*n),
+                (Some((_, n, _)), _, _) => from.map(|_| *n),
                 (_, Some(n), _) => Some(n),
                 (_, _, Some(g)) => g.longest_write(&a, s, self.me, self.slots.len()),
                 _ => None,
@@ -963,11 +1026,12 @@ impl Pending {
             if let (Some(l), Some(_)) = (&mut self.long, long) {
                 l.write(&a, &self.slots, self.me, s);
             }
-            if let Some((buf, n, _)) = self.data {
-                // SAFETY: `n` bytes at `buf` until completion
-                // (`start_allreduce`'s contract); only read here.
-                let b = unsafe { std::slice::from_raw_parts(buf, n) };
-                a.write(mine, s, n, 0, b);
+            if let (Some((_, n, _)), Some(from)) = (&self.data, from) {
+                // SAFETY: `n` bytes at `from` until completion (the
+                // contracts of `start_allreduce`, `start_reduce` and
+                // `start_scan`); only read here.
+                let b = unsafe { std::slice::from_raw_parts(from, *n) };
+                a.write(mine, s, *n, 0, b);
             }
             if let Some(g) = &self.gather {
                 self.kind = g.write_own(&a, mine, s, self.me, self.slots.len());
@@ -976,28 +1040,33 @@ impl Pending {
             publish(&a, &self.slots, mine, s, self.kind, full, |j| shm.wake(j));
             self.published = true;
         }
-        // A reduce's member other than the root reads nothing.
-        let folds = self.root.is_none_or(|r| r == self.me);
+        // The members a reduction folds (a reduce's member other than the
+        // root, or an exclusive scan's first, reads nothing).
+        let (upto, in_place) = self.folds.range(self.me, self.slots.len());
         let arrived = match &self.gather {
             Some(g) => g.arrived(&a, &self.slots, s, self.kind, self.me),
-            None => !folds || all_reached_as(&a, &self.slots, s, self.kind),
+            None => all_reached_as(&a, &self.slots[..upto], s, self.kind),
         };
         if !arrived {
             return false;
         }
-        if folds && self.gather.as_ref().is_none_or(Gather::waits_for_all) {
-            // It waited for every member.
+        let waited_all = match self.folds {
+            Folds::All => self.gather.as_ref().is_none_or(Gather::waits_for_all),
+            Folds::Root(r) => r == self.me,
+            Folds::Prefix { .. } => false,
+        };
+        if waited_all {
             saw_all(&self.seen_all, s);
         }
-        if let Some((buf, n, op)) = self.data.as_ref().filter(|_| folds) {
+        if let Some((buf, n, op)) = self.data.as_ref().filter(|_| upto > 0) {
             let n = *n;
             // SAFETY: as above; the contribution is in the area now, and
-            // the result replaces it.
+            // the result replaces what `buf` holds.
             let b = unsafe { std::slice::from_raw_parts_mut(*buf, n) };
-            let last = self.slots.len() - 1;
-            // The last member's contribution, the rightmost operand, is in
-            // place in its own buffer.
-            if self.me != last {
+            // `b = d0 ⊕ (d1 ⊕ (... ⊕ d_(upto-1)))`: the rightmost operand
+            // is this member's own, in place, or copied first.
+            let last = upto - 1;
+            if !in_place {
                 b.copy_from_slice(a.bytes(self.slots[last], s, n, 0, n));
             }
             for k in (0..last).rev() {
