@@ -1,7 +1,7 @@
 /* The C twin of kumi's micro-benchmarks, in standard MPI only, so the same code
  * can be built against MPICH, Open MPI or kumi's own libmpi and compared.
  *
- *   micro pingpong|bw|rate|ring|coll [max_size] [reps] [rep_ms] [ops]
+ *   micro pingpong|bw|rate|ring|coll [max_size] [reps] [rep_ms] [ops [leave-out-wrong]]
  *
  * Prints, on rank 0, one JSON object per line in kumi bench's format:
  *   {"bench": "...", "np": N, "size": BYTES, "metric": "...", "value": X}
@@ -20,7 +20,10 @@
  * mean per call (max over ranks); calibrated by growing `iters` 4x until a run
  * takes a tenth of a repetition; the median (upper median, as coll.rs) of
  * `reps` repetitions. Each record carries an "op" field; each operation's
- * result at each size is checked once first. */
+ * result at each size is checked once first: a wrong one aborts the job, or
+ * with "leave-out-wrong" (a reference stack's known bug should not cost the
+ * other operations' figures) leaves the operation's larger sizes out, saying
+ * so on stderr. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -231,9 +234,10 @@ static double coll_time(int op, size_t size, long iters) {
     return worst;
 }
 
-static void coll_fail(int op, size_t size, size_t at) {
+/* Says where this rank found `op`'s result wrong; 1, for coll_check to count. */
+static int coll_wrong(int op, size_t size, size_t at) {
     fprintf(stderr, "micro coll: rank %d: wrong %s result at %zu (size %zu)\n", rank, coll_op[op], at, size);
-    MPI_Abort(MPI_COMM_WORLD, 3);
+    return 1;
 }
 
 /* The byte rank `from` sends in its block `j` (see coll_check). */
@@ -241,8 +245,9 @@ static unsigned char block_byte(int from, int j) { return (unsigned char)(from *
 
 /* One call of `op` at `size` on values that tell ranks apart, checked at the
  * first and last element of each block: each rank's send block j holds
- * block_byte(rank, j); reductions sum rank + 1. */
-static void coll_check(int op, size_t size) {
+ * block_byte(rank, j); reductions sum rank + 1. Whether any rank found its
+ * result wrong (every rank gets the same answer). */
+static int coll_check(int op, size_t size) {
     size_t n = size < 8 ? 1 : size / 8;
     int reduction = op == C_REDUCE || op == C_ALLREDUCE || op == C_REDUCE_SCATTER_BLOCK ||
                     op == C_REDUCE_SCATTER || op == C_SCAN || op == C_EXSCAN || op == C_IREDUCE ||
@@ -257,7 +262,7 @@ static void coll_check(int op, size_t size) {
     if (op == C_BCAST || op == C_IBCAST) memset(c_r, rank == 0 ? block_byte(0, 0) : 0, size);
     coll_call(op, size);
     double *rd = (double *)c_r, tri = (double)np * (np + 1) / 2;
-    int left = (rank + np - 1) % np, right = (rank + 1) % np;
+    int left = (rank + np - 1) % np, right = (rank + 1) % np, wrong = 0;
     for (int j = 0; j < np; j++) {
         size_t first = (size_t)j * size, last = first + size - 1;
         int want = -1;
@@ -288,9 +293,12 @@ static void coll_check(int op, size_t size) {
         case C_EXSCAN: case C_IEXSCAN: if (j == 0 && rank > 0) dwant = (double)rank * (rank + 1) / 2; break;
         default: break;
         }
-        if (want >= 0 && (c_r[first] != want || c_r[last] != want)) coll_fail(op, size, first);
-        if (dwant >= 0 && (rd[0] != dwant || rd[n - 1] != dwant)) coll_fail(op, size, 0);
+        if (want >= 0 && (c_r[first] != want || c_r[last] != want)) wrong |= coll_wrong(op, size, first);
+        if (dwant >= 0 && (rd[0] != dwant || rd[n - 1] != dwant)) wrong |= coll_wrong(op, size, 0);
     }
+    int any;
+    MPI_Allreduce(&wrong, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    return any;
 }
 
 /* Whether `op` is in the comma-separated list `only` ("all": every one). */
@@ -302,7 +310,8 @@ static int coll_selected(const char *only, int op) {
     return 0;
 }
 
-static void coll(size_t max_size, int reps, double seconds, const char *only, double *times) {
+static void coll(size_t max_size, int reps, double seconds, const char *only, int leave_out_wrong,
+                 double *times) {
     size_t bytes = (max_size < 8 ? 8 : max_size) * (size_t)np;
     c_s = malloc(bytes);
     c_r = malloc(bytes);
@@ -320,7 +329,11 @@ static void coll(size_t max_size, int reps, double seconds, const char *only, do
         if (!coll_selected(only, op)) continue;
         int sizeless = op == C_BARRIER || op == C_IBARRIER;
         for (size_t size = sizeless ? 0 : 8; size <= (sizeless ? 0 : max_size); size = size ? size * 2 : 8) {
-            if (!sizeless) coll_check(op, size);
+            if (!sizeless && coll_check(op, size)) {
+                if (!leave_out_wrong) MPI_Abort(MPI_COMM_WORLD, 3);
+                if (rank == 0) fprintf(stderr, "micro coll: %s left out from %zu bytes: wrong result\n", coll_op[op], size);
+                break;
+            }
             long iters = 1;
             for (;;) {
                 double t = coll_time(op, size, iters) * (double)iters;
@@ -365,7 +378,8 @@ int main(int argc, char **argv) {
     if (reps < 1) reps = 1;
     if (!strcmp(bench, "coll")) {
         double *t = malloc(sizeof(double) * reps);
-        coll(max_size, reps, seconds, argc > 5 ? argv[5] : "all", t);
+        coll(max_size, reps, seconds, argc > 5 ? argv[5] : "all",
+             argc > 6 && !strcmp(argv[6], "leave-out-wrong"), t);
         free(t);
         MPI_Finalize();
         return 0;

@@ -17,6 +17,8 @@
 //!   coll` does);
 //! - gather, gatherv, scatter, scatterv: `count` calls with blocks of `size`
 //!   bytes per rank, root 0;
+//! - igather_owned, ialltoall_owned: `count` calls of the Rust API's owned
+//!   forms (a vector in, one back) with blocks of `size` bytes, root 0;
 //! - bcast, reduce: `count` broadcasts of `size` bytes, or sums of `size / 8`
 //!   doubles, to or from root 0;
 //! - neighbor, ineighbor: `count` neighbourhood allgathers of `size` bytes
@@ -155,6 +157,18 @@ fn main() -> Result<(), kumi::Error> {
             }
             count
         }
+        "igather_owned" | "ialltoall_owned" => {
+            // The Rust API's owned forms: a vector in, one back.
+            let p = w.size();
+            for _ in 0..count {
+                let got = match kernel.as_str() {
+                    "igather_owned" => w.igather(buf.clone(), 0)?.wait()?,
+                    _ => w.ialltoall(all[..p * size].to_vec())?.wait()?,
+                };
+                std::hint::black_box(got);
+            }
+            count
+        }
         "bcast" => {
             for _ in 0..count {
                 w.bcast(&mut buf, 0)?;
@@ -196,7 +210,7 @@ fn main() -> Result<(), kumi::Error> {
         }
         other => {
             eprintln!(
-                "probe: unknown kernel {other:?}: pingpong, rate, barrier, allreduce, iallreduce, allreduce1m, gather, gatherv, scatter, scatterv, bcast, reduce, neighbor or ineighbor"
+                "probe: unknown kernel {other:?}: pingpong, rate, barrier, allreduce, iallreduce, allreduce1m, gather, gatherv, scatter, scatterv, igather_owned, ialltoall_owned, bcast, reduce, neighbor or ineighbor"
             );
             universe.abort(2, "unknown kernel");
         }
