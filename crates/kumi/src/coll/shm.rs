@@ -602,21 +602,18 @@ pub(crate) unsafe fn neighbor(
     // The body: 8 bytes of directory per message, then the messages that
     // fit, in order. No room even for the directory: every one by message.
     let dir = 8 * sends.len();
+    // Whether a send of `n` bytes fits behind a body of `body` bytes so far
+    // (asked in the sends' order, here and when writing them).
+    let fits = |body: usize, n: usize| dir <= payload && n <= short && n <= payload - body;
     let mut body = dir;
     let mut left_sends = Vec::new();
-    let fits: smallvec::SmallVec<[bool; 16]> = sends
-        .iter()
-        .enumerate()
-        .map(|(i, &(_, _, n))| {
-            let fit = dir <= payload && n <= short && n <= payload - body;
-            if fit {
-                body += n;
-            } else {
-                left_sends.push(i);
-            }
-            fit
-        })
-        .collect();
+    for (i, &(_, _, n)) in sends.iter().enumerate() {
+        if fits(body, n) {
+            body += n;
+        } else {
+            left_sends.push(i);
+        }
+    }
     let count = if dir <= payload {
         sends.len() as u64
     } else {
@@ -638,7 +635,8 @@ pub(crate) unsafe fn neighbor(
         a.write(me_slot, s, HEADER, 0, bytemuck::cast_slice(&header));
         if count != u64::MAX {
             let mut at = body_at + dir;
-            for (i, (&(to, p, n), &fit)) in sends.iter().zip(&fits).enumerate() {
+            for (i, &(to, p, n)) in sends.iter().enumerate() {
+                let fit = fits(at - body_at, n);
                 let len = if fit { n as u32 } else { BY_MESSAGE };
                 let entry = [to as u32, len];
                 a.write(
