@@ -48,6 +48,11 @@ impl AlignedBuf {
         AlignedBuf::zeroed(len)
     }
 
+    /// A copy of `v`'s bytes.
+    pub fn of<T: bytemuck::Pod>(v: &[T]) -> AlignedBuf {
+        AlignedBuf::from_bytes(bytemuck::cast_slice(v))
+    }
+
     pub fn from_bytes(b: &[u8]) -> AlignedBuf {
         let mut a = AlignedBuf::zeroed(b.len());
         a.bytes_mut().copy_from_slice(b);

@@ -98,9 +98,28 @@ fn finish(e: &mut Engine, id: u64, mut result: Result<Option<AlignedBuf>>) -> bo
 /// these): kept until it completes, waited for or not, and `result` then
 /// its request's.
 pub(crate) struct Owned {
-    pub result: Option<AlignedBuf>,
+    result: Option<AlignedBuf>,
     /// What the collective only reads (a copy of the vector sent).
-    pub hold: Option<AlignedBuf>,
+    hold: Option<AlignedBuf>,
+}
+
+impl Owned {
+    /// The buffers of one that works in `out` alone (in place), its result.
+    pub fn result(out: AlignedBuf) -> Owned {
+        Owned {
+            result: Some(out),
+            hold: None,
+        }
+    }
+
+    /// The buffers of one that reads `hold` and whose result is `out`
+    /// (`None`: an empty vector).
+    pub fn reading(hold: AlignedBuf, out: Option<AlignedBuf>) -> Owned {
+        Owned {
+            result: out,
+            hold: Some(hold),
+        }
+    }
 }
 
 /// Results of nonblocking collectives that are over and whose requests have

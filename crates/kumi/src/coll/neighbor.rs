@@ -36,7 +36,7 @@ impl Comm {
             ));
         }
         let elem = std::mem::size_of::<T>();
-        let hold = AlignedBuf::from_bytes(as_bytes(&send));
+        let hold = AlignedBuf::of(&send);
         // Zeroed: blocks no receive names are left as they are.
         let mut out = AlignedBuf::zeroed(recv_counts.iter().sum::<usize>() * elem);
         let (sb, rb) = segments_of(
@@ -47,13 +47,7 @@ impl Comm {
         // SAFETY: the segments split `hold` and `out`, kept until the
         // collective completes (`keeping`), `out` then its result.
         let r = unsafe { self.ineighbor_exchange_segments(&sb, sends, &rb, recvs) }?;
-        Ok(self.keeping(
-            r,
-            Owned {
-                result: Some(out),
-                hold: Some(hold),
-            },
-        ))
+        Ok(self.keeping(r, Owned::reading(hold, Some(out))))
     }
 
     /// [`Comm::ineighbor_exchange`], waited for, on the program's own

@@ -17,11 +17,11 @@ impl Comm {
     /// Starts an allreduce of `buf` (taken over; returned by `wait`).
     #[track_caller]
     pub fn iallreduce<T: Pod>(&self, buf: Vec<T>, op: &Op<T>) -> Result<CollRequest<T>> {
-        let mut data = owned_copy(&buf);
+        let mut data = AlignedBuf::of(&buf);
         // SAFETY: `data`'s memory, kept until the collective completes
         // (`keeping`), and then its result.
         let r = unsafe { self.iallreduce_raw(data.as_mut_ptr::<T>(), buf.len(), op) }?;
-        Ok(self.keeping(r, result(data)))
+        Ok(self.keeping(r, Owned::result(data)))
     }
 
     /// [`Comm::iallreduce`] over the program's own memory: `buf` holds this
@@ -94,14 +94,20 @@ impl Comm {
         );
         buf.resize(buf.len() + extra, T::zeroed());
         let offsets = (0..=blocks).map(|b| b * block).collect();
-        self.start_sched(sched, owned_copy(&buf), offsets, Some(op.bytes_fn()), None)
+        self.start_sched(
+            sched,
+            AlignedBuf::of(&buf),
+            offsets,
+            Some(op.bytes_fn()),
+            None,
+        )
     }
 
     /// Starts a [`Comm::reduce`] of `buf` to `root`; `wait` returns the
     /// combination at the root and an empty vector elsewhere.
     #[track_caller]
     pub fn ireduce<T: Pod>(&self, buf: Vec<T>, op: &Op<T>, root: usize) -> Result<CollRequest<T>> {
-        let mut data = owned_copy(&buf);
+        let mut data = AlignedBuf::of(&buf);
         let at = data.as_mut_ptr::<T>();
         // SAFETY: `data`'s memory, kept until the collective completes
         // (`keeping`): the contribution, in place at the root.
@@ -109,8 +115,8 @@ impl Comm {
         Ok(self.keeping(
             r,
             match self.rank() == root {
-                true => result(data),
-                false => held(None, data),
+                true => Owned::result(data),
+                false => Owned::reading(data, None),
             },
         ))
     }
@@ -204,12 +210,12 @@ impl Comm {
     /// allocates and copies the result.
     #[track_caller]
     pub fn ibcast<T: Pod>(&self, buf: Vec<T>, root: usize) -> Result<CollRequest<T>> {
-        let mut data = owned_copy(&buf);
+        let mut data = AlignedBuf::of(&buf);
         let at = (data.as_mut_ptr::<u8>(), data.bytes().len());
         // SAFETY: `data`'s memory, kept until the collective completes
         // (`keeping`), and then its result.
         let r = unsafe { self.ibcast_segment(at, root) }?;
-        Ok(self.keeping(r, result(data)))
+        Ok(self.keeping(r, Owned::result(data)))
     }
 
     /// Starts a [`Comm::allgather`] of `send` (the same length everywhere);
@@ -276,7 +282,7 @@ impl Comm {
                 format!("a multiple of size() = {p}"),
             ));
         }
-        let hold = owned_copy(&send);
+        let hold = AlignedBuf::of(&send);
         let n = hold.bytes().len();
         let mut out = AlignedBuf::scratch(n);
         let sends = equal_segments(hold.bytes().as_ptr(), p, n / p, <*const u8>::wrapping_add);
@@ -284,7 +290,7 @@ impl Comm {
         // SAFETY: the segments split `hold` and `out`, kept until the
         // collective completes (`keeping`), `out` then its result.
         let r = unsafe { self.ialltoall_segments(&sends, &recvs) }?;
-        Ok(self.keeping(r, held(Some(out), hold)))
+        Ok(self.keeping(r, Owned::reading(hold, Some(out))))
     }
 
     /// Starts a [`Comm::gatherv`]: `wait` returns, at the root, the
@@ -300,7 +306,7 @@ impl Comm {
         self.check_root(root)?;
         let me = self.check_own_count(counts, send.len())?;
         let elem = std::mem::size_of::<T>();
-        let hold = owned_copy(&send);
+        let hold = AlignedBuf::of(&send);
         let mut out =
             (me == root).then(|| AlignedBuf::scratch(counts.iter().sum::<usize>() * elem));
         let recvs: Vec<_> = match &mut out {
@@ -311,7 +317,7 @@ impl Comm {
         // SAFETY: `own` is `hold`, the segments split `out`, both kept until
         // the collective completes (`keeping`), `out` then its result.
         let r = unsafe { self.igatherv_segments(own, &recvs, root) }?;
-        Ok(self.keeping(r, held(out, hold)))
+        Ok(self.keeping(r, Owned::reading(hold, out)))
     }
 
     /// Starts a [`Comm::scatterv`] of the root's `send` (the sum of
@@ -336,7 +342,7 @@ impl Comm {
             ));
         }
         let elem = std::mem::size_of::<T>();
-        let hold = owned_copy(if me == root { &send[..] } else { &[] });
+        let hold = AlignedBuf::of(if me == root { &send[..] } else { &[] });
         let sends: Vec<_> = match me == root {
             true => byte_segments(
                 hold.bytes().as_ptr(),
@@ -351,7 +357,7 @@ impl Comm {
         // SAFETY: the segments split `hold`, `mine` is `out`, both kept
         // until the collective completes (`keeping`), `out` then its result.
         let r = unsafe { self.iscatterv_segments(&sends, mine, root) }?;
-        Ok(self.keeping(r, held(Some(out), hold)))
+        Ok(self.keeping(r, Owned::reading(hold, Some(out))))
     }
 
     /// Starts a [`Comm::allgatherv`]: `wait` returns the `counts[i]`
@@ -375,7 +381,7 @@ impl Comm {
         // SAFETY: the segments split `out`, kept until the collective
         // completes (`keeping`), and then its result.
         let r = unsafe { self.iallgatherv_segments((own.0.cast_const(), own.1), recvs) }?;
-        Ok(self.keeping(r, result(out)))
+        Ok(self.keeping(r, Owned::result(out)))
     }
 
     /// Starts a [`Comm::alltoallv`]: `send` holds `send_counts[j]` elements for
@@ -392,7 +398,7 @@ impl Comm {
         self.check_counts(recv_counts)?;
         scoped::sum_of("send", send.len(), send_counts)?;
         let elem = std::mem::size_of::<T>();
-        let hold = owned_copy(&send);
+        let hold = AlignedBuf::of(&send);
         let mut out = AlignedBuf::scratch(recv_counts.iter().sum::<usize>() * elem);
         let sends: Vec<_> = byte_segments(
             hold.bytes().as_ptr(),
@@ -409,19 +415,19 @@ impl Comm {
         // SAFETY: the segments split `hold` and `out`, kept until the
         // collective completes (`keeping`), `out` then its result.
         let r = unsafe { self.ialltoallv_segments(&sends, &recvs) }?;
-        Ok(self.keeping(r, held(Some(out), hold)))
+        Ok(self.keeping(r, Owned::reading(hold, Some(out))))
     }
 
     /// Starts a [`Comm::scan`] (inclusive, in rank order, along the ranks):
     /// `wait` returns the combination of ranks 0..=rank.
     #[track_caller]
     pub fn iscan<T: Pod>(&self, buf: Vec<T>, op: &Op<T>) -> Result<CollRequest<T>> {
-        let mut data = owned_copy(&buf);
+        let mut data = AlignedBuf::of(&buf);
         let at = data.as_mut_ptr::<T>();
         // SAFETY: `data`'s memory, kept until the collective completes
         // (`keeping`), and then its result: in place.
         let r = unsafe { self.iscan_raw(at, at, buf.len(), op, false) }?;
-        Ok(self.keeping(r, result(data)))
+        Ok(self.keeping(r, Owned::result(data)))
     }
 
     /// [`Comm::iscan`] (or, `exclusive`, [`Comm::iexscan`]) from and into
@@ -505,7 +511,7 @@ impl Comm {
     /// leaves it).
     #[track_caller]
     pub fn iexscan<T: Pod>(&self, buf: Vec<T>, op: &Op<T>) -> Result<CollRequest<T>> {
-        let (hold, mut out) = (owned_copy(&buf), owned_copy(&buf));
+        let (hold, mut out) = (AlignedBuf::of(&buf), AlignedBuf::of(&buf));
         // SAFETY: `hold` and `out`, kept until the collective completes
         // (`keeping`), `out` then its result.
         let r = unsafe {
@@ -517,7 +523,7 @@ impl Comm {
                 true,
             )
         }?;
-        Ok(self.keeping(r, held(Some(out), hold)))
+        Ok(self.keeping(r, Owned::reading(hold, Some(out))))
     }
 
     /// Starts a [`Comm::reduce_scatter`]: `wait` returns this rank's
@@ -531,14 +537,14 @@ impl Comm {
     ) -> Result<CollRequest<T>> {
         self.check_reduce_scatter(counts, op)?;
         scoped::sum_of("send", send.len(), counts)?;
-        let hold = owned_copy(&send);
+        let hold = AlignedBuf::of(&send);
         let mut out = AlignedBuf::scratch(counts[self.rank()] * std::mem::size_of::<T>());
         // SAFETY: `hold` and `out` as long as `counts` says, kept until the
         // collective completes (`keeping`), `out` then its result.
         let r = unsafe {
             self.ireduce_scatter_raw(hold.as_ptr::<T>(), out.as_mut_ptr::<T>(), counts, op)
         }?;
-        Ok(self.keeping(r, held(Some(out), hold)))
+        Ok(self.keeping(r, Owned::reading(hold, Some(out))))
     }
 
     /// [`Comm::ireduce_scatter`] from and into the program's memory: `send`
@@ -684,28 +690,4 @@ fn reduce_scatter_plan(p: usize, me: usize, commutative: bool) -> Schedule {
     }
     let g: Vec<usize> = (0..p).collect();
     sc::reduce_binomial(&g, 0, me, p, false).then(sc::scatter_binomial(&g, 0, me))
-}
-
-/// A copy of `v`'s bytes, for a collective started on the Rust API's owned
-/// vectors to run over ([`Comm::keeping`]).
-fn owned_copy<T: Pod>(v: &[T]) -> AlignedBuf {
-    AlignedBuf::from_bytes(as_bytes(v))
-}
-
-/// The buffers of an owned collective whose result is `out` (its data in
-/// place, or its only buffer).
-fn result(out: AlignedBuf) -> Owned {
-    Owned {
-        result: Some(out),
-        hold: None,
-    }
-}
-
-/// The buffers of an owned collective that reads `hold` and whose result
-/// is `out` (`None`: an empty vector).
-fn held(out: Option<AlignedBuf>, hold: AlignedBuf) -> Owned {
-    Owned {
-        result: out,
-        hold: Some(hold),
-    }
 }
