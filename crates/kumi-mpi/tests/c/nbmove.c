@@ -10,6 +10,13 @@
 
 static int val(int r, int i) { return r * 1000 + i; }
 
+/* inout = in (the lower ranks' part): not commutative, so a scan's every
+ * prefix is rank 0's part only when the order is kept. */
+static void keep_left(void *in, void *inout, int *len, MPI_Datatype *dt) {
+    (void)dt;
+    memcpy(inout, in, sizeof(int) * (size_t)*len);
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     int r = kt_rank(), n = kt_size();
@@ -185,6 +192,27 @@ int main(int argc, char **argv) {
         for (int i = 0; i < r; i++) off += cnt[i];
         for (int k = 0; k < 3; k++) CHECK(rs_out[k] == (k < cnt[r] ? (n - 1) * (off + k) : -1));
         free(cnt); free(dsp); free(scnt); free(sdsp); free(rcnt); free(rdsp);
+    }
+
+    /* Scans in place, and a non-commutative operation's order. */
+    {
+        int is[2] = {r + 1, 7 * r}, ie[2] = {r + 1, 7 * r};
+        int ls[2] = {r + 10, r + 20}, lso[2] = {-1, -1}, leo[2] = {-1, -1};
+        MPI_Op left;
+        OK(MPI_Op_create(keep_left, 0, &left));
+        MPI_Request q[4];
+        OK(MPI_Iscan(MPI_IN_PLACE, is, 2, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &q[0]));
+        OK(MPI_Iexscan(MPI_IN_PLACE, ie, 2, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &q[1]));
+        OK(MPI_Iscan(ls, lso, 2, MPI_INT, left, MPI_COMM_WORLD, &q[2]));
+        OK(MPI_Iexscan(ls, leo, 2, MPI_INT, left, MPI_COMM_WORLD, &q[3]));
+        OK(MPI_Waitall(4, q, MPI_STATUSES_IGNORE));
+        CHECK(is[0] == (r + 1) * (r + 2) / 2 && is[1] == 7 * r * (r + 1) / 2);
+        /* (rank 0's exclusive result in place is undefined in MPI) */
+        if (r > 0) CHECK(ie[0] == r * (r + 1) / 2 && ie[1] == 7 * (r - 1) * r / 2);
+        CHECK(lso[0] == 10 && lso[1] == 20);
+        if (r > 0) CHECK(leo[0] == 10 && leo[1] == 20);
+        else CHECK(leo[0] == -1 && leo[1] == -1);
+        OK(MPI_Op_free(&left));
     }
 
     /* A derived type: every other int of 2N, broadcast from rank 0, completed
