@@ -15,6 +15,7 @@ use crate::comparison::{human_size, median, Comparison};
 use clap::{Args, ValueEnum};
 use kumi_bench::figure::Figure;
 use kumi_bench::{floor, MicroOpts, Record};
+use kumi_transport::cma;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
@@ -824,11 +825,41 @@ fn floor_records(quick: bool) -> Vec<Figure> {
     let bw64: Vec<f64> = (0..5)
         .map(|_| floor::memcpy_mbps(64 << 20, 4 * scale as usize))
         .collect();
-    vec![
+    let mut out = vec![
         rec(64, "latency_us", median(lat)),
         rec(1 << 20, "bandwidth_MBps", median(bw1)),
         rec(64 << 20, "bandwidth_MBps", median(bw64)),
-    ]
+    ];
+    // What `KUMI_SINGLE_COPY=auto` measures when a job starts, the median
+    // of a few such measurements: a copy and a `process_vm_readv` of
+    // PROBE_BYTES, alternately.
+    let probes: Vec<cma::Probe> = (0..5 * scale)
+        .filter_map(|_| cma::Probe::measure().ok())
+        .collect();
+    let mbps = |d: std::time::Duration| cma::Probe::gbps(d) * 1e3;
+    match probes.len() {
+        0 => eprintln!(
+            "kumi bench floor: process_vm_readv is refused here: KUMI_SINGLE_COPY=auto chooses off"
+        ),
+        n => {
+            let copy = median(probes.iter().map(|p| mbps(p.copy)).collect());
+            let read = median(probes.iter().map(|p| mbps(p.read)).collect());
+            let mut r = rec(cma::PROBE_BYTES, "single_copy_MBps", read);
+            r.extra.push(("copy_MBps".into(), format!("{copy:.0}")));
+            out.push(r);
+            let pays = probes.iter().filter(|p| p.single_copy_pays()).count();
+            eprintln!(
+                "kumi bench floor: a {} KiB process_vm_readv moves {:.1} GB/s, memcpy {:.1} GB/s: \
+                 KUMI_SINGLE_COPY=auto chooses {} (on where the read takes less than twice \
+                 the copy's time; {pays} of {n} measurements said on)",
+                cma::PROBE_BYTES >> 10,
+                read / 1e3,
+                copy / 1e3,
+                if 2 * pays > n { "on" } else { "off" },
+            );
+        }
+    }
+    out
 }
 
 fn run_job(kernel: Kernel, np: u32, plan: &Plan) -> Result<Vec<Figure>, i32> {

@@ -71,8 +71,8 @@ vars! {
     "bytes of each shared-memory ring (power of two, 4096 .. 64 MiB)";
     "KUMI_SHM_PREFETCH", Tuning, "256",
     "bytes ahead of the record it consumes at which a receiving rank asks for the next ring line, so a stream of small messages overlaps its cache-line transfers (capped at half the ring); `0` turns it off";
-    "KUMI_SINGLE_COPY", Tuning, "on",
-    "`off` moves large messages through the ring instead of `process_vm_readv`";
+    "KUMI_SINGLE_COPY", Tuning, "auto",
+    "how ranks of one host move rendezvous messages and long collective blocks: `on` (`1`) straight from buffer to buffer with `process_vm_readv`/`writev`, `off` (`0`) through the rings and the collective area, `auto` as the host's measurement says (whoever creates the host's shared segment times a 256 KiB `process_vm_readv` against a 256 KiB `memcpy`, alternately, about 0.4 ms, and single copy is on where the read takes less than twice the copy's time; `kumi bench floor` shows both figures and the choice)";
     "KUMI_SPLIT_COPY_MIN", Tuning, "16384",
     "messages at least this long (bytes) are copied by both ranks at once: the receiver reads the first half while the sender writes the second (unless the receiver's own rendezvous message to the sender is still out: an exchange keeps both busy already); `off` disables";
     "KUMI_POLLS", Tuning, "128 (4 when oversubscribed)",
@@ -437,6 +437,19 @@ pub enum Bind {
     None,
 }
 
+/// Whether ranks of one host copy long messages between their buffers
+/// (`KUMI_SINGLE_COPY`). Whoever creates a host's shared segment resolves
+/// it, once, for every rank of the host.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SingleCopy {
+    /// As the host's measurement says.
+    Auto,
+    /// Single copy (`process_vm_readv`/`writev`).
+    On,
+    /// Through the rings and the collective area.
+    Off,
+}
+
 /// How a long collective copies inside a host (`KUMI_COLL_*_COPY`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CopyMode {
@@ -560,7 +573,7 @@ pub struct Tuning {
     /// `KUMI_EAGER_LIMIT` (`None`: by transport).
     pub eager_limit: Option<u64>,
     /// `KUMI_SINGLE_COPY`.
-    pub single_copy: bool,
+    pub single_copy: SingleCopy,
     /// `KUMI_SPLIT_COPY_MIN` (`usize::MAX`: off).
     pub split_copy_min: usize,
     /// `KUMI_PROGRESS`.
@@ -654,7 +667,17 @@ impl Tuning {
                 sleep_ms: env.num("KUMI_SLEEP_MS", 1, u64::MAX)?.unwrap_or(100),
             },
             eager_limit: env.num("KUMI_EAGER_LIMIT", 0, u64::MAX)?,
-            single_copy: env.switch("KUMI_SINGLE_COPY", true)?,
+            single_copy: env.choice(
+                "KUMI_SINGLE_COPY",
+                SingleCopy::Auto,
+                &[
+                    ("auto", SingleCopy::Auto),
+                    ("on", SingleCopy::On),
+                    ("1", SingleCopy::On),
+                    ("off", SingleCopy::Off),
+                    ("0", SingleCopy::Off),
+                ],
+            )?,
             split_copy_min,
             progress: env.switch("KUMI_PROGRESS", true)?,
             progress_us: env.num("KUMI_PROGRESS_US", 1, u64::MAX)?.unwrap_or(500),
@@ -759,7 +782,6 @@ mod tests {
         }
         // The switches and choices.
         for (name, on) in [
-            ("KUMI_SINGLE_COPY", t.single_copy),
             ("KUMI_PROGRESS", t.progress),
             ("KUMI_SHM_MEMBARRIER", t.shm.membarrier),
             ("KUMI_COLL_SHM", t.coll.shm),
@@ -770,6 +792,10 @@ mod tests {
             assert_eq!(doc(name), if on { "on" } else { "off" }, "{name}");
         }
         assert_eq!((doc("KUMI_BIND"), t.bind), ("auto", Bind::Auto));
+        assert_eq!(
+            (doc("KUMI_SINGLE_COPY"), t.single_copy),
+            ("auto", SingleCopy::Auto)
+        );
         assert_eq!(t.coll.bcast_copy, CopyMode::Auto);
         assert_eq!(t.coll.allreduce_copy, CopyMode::Auto);
         assert_eq!((doc("KUMI_NET_TRANSPORT"), t.net.udp), ("udp", true));
@@ -822,7 +848,7 @@ mod tests {
             ("KUMI_SHM_RING_BYTES", "1000", "power of two from 4096"),
             ("KUMI_SHM_RING_BYTES", "134217728", "power of two from 4096"),
             ("KUMI_SPLIT_COPY_MIN", "big", "or off"),
-            ("KUMI_SINGLE_COPY", "yes", "is not on, 1, off or 0"),
+            ("KUMI_SINGLE_COPY", "yes", "auto, on, 1, off or 0"),
             ("KUMI_BIND", "socket", "auto, core or none"),
             ("KUMI_COLL_ALLREDUCE_COPY", "both", "auto, single or area"),
             ("KUMI_NET_TRANSPORT", "ib", "udp or tcp"),

@@ -384,6 +384,34 @@ fn coll_vs_mpich_reports_every_op_and_size_for_every_side() {
 }
 
 #[test]
+fn bench_floor_shows_what_single_copy_auto_measures_and_chooses() {
+    let o = Command::new(bin("kumi"))
+        .args(["bench", "floor", "--quick"])
+        .output()
+        .expect("start kumi");
+    let (out, err) = (
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr),
+    );
+    assert!(o.status.success(), "{out}{err}");
+    let row = out
+        .lines()
+        .find(|l| l.contains("single_copy_MBps"))
+        .unwrap_or_else(|| panic!("no single-copy row: {out}"));
+    let read: f64 = row
+        .split_whitespace()
+        .nth(2)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0);
+    assert!(read > 0.0 && row.contains("copy_MBps="), "{row}");
+    assert!(
+        err.contains("KUMI_SINGLE_COPY=auto chooses on")
+            || err.contains("KUMI_SINGLE_COPY=auto chooses off"),
+        "{err}"
+    );
+}
+
+#[test]
 fn a_reader_that_goes_away_ends_bench_quietly() {
     // `kumi bench floor --json | head -1`: the output has nowhere to go (here
     // the reader is gone before the first line). The command must end, as

@@ -22,8 +22,11 @@ fn every_collective_op_and_type_on_1_to_17_ranks() {
     for n in 1..=17 {
         // Every third size forces the long-message algorithms (ring allreduce,
         // scatter-allgather bcast) with small thresholds.
+        // Single copy where a case is about it; elsewhere as the host
+        // chooses (`KUMI_SINGLE_COPY=auto`).
         let env: &[(&str, &str)] = if n % 3 == 1 {
             &[
+                ("KUMI_SINGLE_COPY", "on"),
                 ("KUMI_COLL_ALLREDUCE_RING", "4096"),
                 ("KUMI_COLL_ALLREDUCE_LONG", "512"),
                 ("KUMI_COLL_BCAST_LONG", "1024"),
@@ -36,9 +39,12 @@ fn every_collective_op_and_type_on_1_to_17_ranks() {
             // The long bcast the other way round from the default (single
             // copy on a core per rank, the area when oversubscribed).
             if n <= 2 {
-                &[("KUMI_COLL_BCAST_COPY", "area")]
+                &[("KUMI_SINGLE_COPY", "on"), ("KUMI_COLL_BCAST_COPY", "area")]
             } else {
-                &[("KUMI_COLL_BCAST_COPY", "single")]
+                &[
+                    ("KUMI_SINGLE_COPY", "on"),
+                    ("KUMI_COLL_BCAST_COPY", "single"),
+                ]
             }
         } else if n % 2 == 0 {
             // Long commutative allreduces through the area (the default
@@ -102,13 +108,22 @@ fn shared_memory_collectives_back_to_back_with_random_delays() {
     let p = prog.to_str().unwrap();
     for (n, iters, env) in [
         (2, "3000", vec![]),
-        (3, "2000", vec![]),
+        // Long reductions and broadcasts by single copy, or the trials
+        // between it and the area.
+        (3, "2000", vec![("KUMI_SINGLE_COPY", "on")]),
         (8, "1500", vec![]),
         (16, "600", vec![]),
         (9, "1000", vec![("KUMI_COLL_HOSTS", "3")]),
         (6, "1000", vec![("KUMI_COLL_SHM", "off")]),
         (4, "1000", vec![("KUMI_COLL_ALLREDUCE_COPY", "area")]),
-        (5, "1000", vec![("KUMI_COLL_ALLREDUCE_COPY", "single")]),
+        (
+            5,
+            "1000",
+            vec![
+                ("KUMI_SINGLE_COPY", "on"),
+                ("KUMI_COLL_ALLREDUCE_COPY", "single"),
+            ],
+        ),
         // Without single copy, broadcasts above the cap leave the area for
         // message schedules inside the host; the smaller ones stay.
         (

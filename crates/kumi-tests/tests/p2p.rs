@@ -17,12 +17,26 @@ fn run_ok(n: usize, env: &[(&str, &str)], args: &[&str]) -> String {
 
 #[test]
 fn p2p_suite_on_2_3_and_4_ranks() {
+    // As the host chooses (`KUMI_SINGLE_COPY=auto`), and each way whatever
+    // it chose: rendezvous messages by single copy (read whole, or split
+    // between both ranks), and through the rings.
     let p2p = bin("p2p");
-    for n in [2, 3, 4] {
-        let out = run_ok(n, &[], &[p2p.to_str().unwrap()]);
+    for (n, single_copy) in [
+        (2, "auto"),
+        (3, "auto"),
+        (4, "auto"),
+        (2, "on"),
+        (3, "on"),
+        (3, "off"),
+    ] {
+        let out = run_ok(
+            n,
+            &[("KUMI_SINGLE_COPY", single_copy)],
+            &[p2p.to_str().unwrap()],
+        );
         assert!(
             out.contains(&format!("p2p: all {P2P_CHECKS} checks passed on {n} ranks")),
-            "{out}"
+            "KUMI_SINGLE_COPY={single_copy}: {out}"
         );
     }
 }
@@ -33,7 +47,7 @@ fn p2p_suite_with_pipelined_fallback_when_single_copy_is_refused() {
     // and move large messages through the ring instead.
     let o = kumi_run(
         3,
-        &[("KUMI_TEST_DENY_CMA", "1")],
+        &[("KUMI_SINGLE_COPY", "on"), ("KUMI_TEST_DENY_CMA", "1")],
         &[bin("p2p").to_str().unwrap()],
     );
     assert!(o.status.success(), "{}", text(&o));
@@ -77,6 +91,7 @@ fn stress_under_non_default_knobs() {
             ("KUMI_EAGER_LIMIT", "1024"),
         ],
         &[("KUMI_SINGLE_COPY", "off")],
+        &[("KUMI_SINGLE_COPY", "on")],
         // No look-ahead, and the largest (half the 4 KiB ring: the line
         // being written next lap).
         &[("KUMI_SHM_PREFETCH", "0")],
@@ -84,8 +99,8 @@ fn stress_under_non_default_knobs() {
             ("KUMI_SHM_RING_BYTES", "4096"),
             ("KUMI_SHM_PREFETCH", "1000000"),
         ],
-        &[("KUMI_SPLIT_COPY_MIN", "0")],
-        &[("KUMI_SPLIT_COPY_MIN", "off")],
+        &[("KUMI_SINGLE_COPY", "on"), ("KUMI_SPLIT_COPY_MIN", "0")],
+        &[("KUMI_SINGLE_COPY", "on"), ("KUMI_SPLIT_COPY_MIN", "off")],
         &[
             ("KUMI_SPIN_US", "0"),
             ("KUMI_YIELD_US", "0"),

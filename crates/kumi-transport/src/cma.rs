@@ -8,9 +8,18 @@
 //! [`deny_for_tests`] (`KUMI_TEST_DENY_CMA=1`, set by the runtime) makes every
 //! call fail with `EPERM` as a refusing kernel would, so the fallback can be
 //! tested on a machine that allows it.
+//!
+//! Whether single copy pays depends on the host: a read through the kernel
+//! pins the source's pages and copies them, and on some machines that runs
+//! at a quarter of `memcpy`'s speed, where pushing the bytes through a ring
+//! (two copies, on two cores at once) is faster. [`Probe`] measures it;
+//! `KUMI_SINGLE_COPY=auto` follows [`Probe::single_copy_pays`].
 
+use kumi_core::config::SingleCopy;
+use std::hint::black_box;
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 static DENIED: AtomicBool = AtomicBool::new(false);
 
@@ -146,9 +155,103 @@ fn scattered(
     Ok(())
 }
 
+/// Bytes [`Probe::measure`] copies at a time: as long as the rendezvous
+/// messages and collective blocks the choice is for, and inside a core's L2
+/// cache as a ring's pipelined copies are.
+pub const PROBE_BYTES: usize = 256 << 10;
+
+/// Timed pairs of copies (after one untimed pair) whose medians
+/// [`Probe::measure`] takes.
+const PROBE_PAIRS: usize = 3;
+
+/// One [`PROBE_BYTES`] copy each way on this host: the medians of
+/// alternate pairs, so that a machine changing speed meanwhile moves both
+/// alike.
+#[derive(Clone, Copy, Debug)]
+pub struct Probe {
+    /// A `memcpy` inside this process.
+    pub copy: Duration,
+    /// A `process_vm_readv` of this process's own memory: the kernel's
+    /// path is the one a read from a peer takes (pin the source's pages,
+    /// copy them), without needing a peer.
+    pub read: Duration,
+}
+
+impl Probe {
+    /// Measures this host (about 0.4 ms). An error: the kernel
+    /// refuses the read (seccomp, no cross-memory attach).
+    pub fn measure() -> io::Result<Probe> {
+        // Written before the first pair, so that no pair pays page faults.
+        let src = vec![1u8; PROBE_BYTES];
+        let mut dst = vec![2u8; PROBE_BYTES];
+        let me = std::process::id() as i32;
+        let (mut copies, mut reads) = (Vec::new(), Vec::new());
+        for pair in 0..=PROBE_PAIRS {
+            let t0 = Instant::now();
+            dst.copy_from_slice(black_box(&src));
+            black_box(&mut dst);
+            let t1 = Instant::now();
+            read_from(me, src.as_ptr() as u64, &mut dst)?;
+            let t2 = Instant::now();
+            if pair > 0 {
+                copies.push(t1 - t0);
+                reads.push(t2 - t1);
+            }
+        }
+        copies.sort_unstable();
+        reads.sort_unstable();
+        Ok(Probe {
+            copy: copies[PROBE_PAIRS / 2],
+            read: reads[PROBE_PAIRS / 2],
+        })
+    }
+
+    /// Whether single copy is the faster way here. Through a ring a message
+    /// costs a copy on each of two ranks: at once on two cores (the time
+    /// of one), one after the other on a shared core (of two). By single
+    /// copy it costs a read: split between the two ranks on two cores (half
+    /// a read each, at once), whole on a shared core. Either way single
+    /// copy wins where a read takes less than two copies. (A ring's copies
+    /// cross cores and run slower than this `memcpy`, so the rule leans
+    /// towards single copy.)
+    pub fn single_copy_pays(&self) -> bool {
+        self.read < 2 * self.copy
+    }
+
+    /// `bytes / time` in GB/s (10^9 bytes per second), for reports.
+    pub fn gbps(time: Duration) -> f64 {
+        PROBE_BYTES as f64 / time.as_secs_f64().max(1e-9) / 1e9
+    }
+}
+
+/// What `KUMI_SINGLE_COPY` comes to on this host: `auto` measures (a kernel
+/// that refuses the read turns it off). The creator of a host's shared
+/// segment decides, once, and writes it there for every rank of the host.
+pub fn host_allows(setting: SingleCopy) -> bool {
+    match setting {
+        SingleCopy::On => true,
+        SingleCopy::Off => false,
+        SingleCopy::Auto => Probe::measure().is_ok_and(|p| p.single_copy_pays()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_probe_times_both_ways_and_decides_by_twice_the_copy() {
+        let p = Probe::measure().unwrap();
+        assert!(p.copy > Duration::ZERO && p.read > Duration::ZERO, "{p:?}");
+        let copy = Duration::from_micros(10);
+        let at = |us| Probe {
+            copy,
+            read: Duration::from_micros(us),
+        };
+        assert!(at(5).single_copy_pays() && at(19).single_copy_pays());
+        assert!(!at(20).single_copy_pays() && !at(40).single_copy_pays());
+        assert!(host_allows(SingleCopy::On) && !host_allows(SingleCopy::Off));
+    }
 
     #[test]
     fn scattered_ranges_in_batches() {

@@ -142,7 +142,10 @@ fn exchange(t: &mut ShmTransport, peer: u32, n: u64, seed: u64) -> bool {
 /// maximum, contents and per-sender order checked on both sides.
 #[test]
 fn two_processes_exchange_100k_frames_each_way() {
-    let cfg = ShmConfig { ring_bytes: 16384 };
+    let cfg = ShmConfig {
+        ring_bytes: 16384,
+        ..ShmConfig::default()
+    };
     let (seg, fd) = Segment::create_memfd("xchg", 2, &cfg).unwrap();
     let child_fd = dup(&fd);
     let child = fork_child(move || {
@@ -201,7 +204,15 @@ fn sleeping_receiver_is_woken_by_the_doorbell() {
 /// A sender that fills the ring and sleeps is woken when the receiver drains it.
 #[test]
 fn sender_blocked_on_full_ring_is_woken_when_it_drains() {
-    let (seg, fd) = Segment::create_memfd("full", 2, &ShmConfig { ring_bytes: 4096 }).unwrap();
+    let (seg, fd) = Segment::create_memfd(
+        "full",
+        2,
+        &ShmConfig {
+            ring_bytes: 4096,
+            ..ShmConfig::default()
+        },
+    )
+    .unwrap();
     let child_fd = dup(&fd);
     let child = fork_child(move || {
         let seg = Segment::from_fd(child_fd, 2).unwrap();
@@ -240,7 +251,10 @@ fn sender_blocked_on_full_ring_is_woken_when_it_drains() {
 /// skipping the poll then would starve a producer waiting for room).
 #[test]
 fn needs_poll_until_consumed_records_are_handed_back() {
-    let cfg = ShmConfig { ring_bytes: 65536 };
+    let cfg = ShmConfig {
+        ring_bytes: 65536,
+        ..ShmConfig::default()
+    };
     let (seg, fd) = Segment::create_memfd("needs", 2, &cfg).unwrap();
     let mut t0 = ShmTransport::new(seg, 0, vec![0, 1], true).unwrap();
     let mut t1 = ShmTransport::new(Segment::from_fd(fd, 2).unwrap(), 1, vec![0, 1], true).unwrap();
@@ -356,7 +370,10 @@ fn plain_memfd(bytes: &[u8], len: usize) -> OwnedFd {
 /// Wrong magic, truncated files, lying header fields: errors, never panics.
 #[test]
 fn corrupted_segments_fail_from_fd() {
-    let cfg = ShmConfig { ring_bytes: 4096 };
+    let cfg = ShmConfig {
+        ring_bytes: 4096,
+        ..ShmConfig::default()
+    };
     let len = Segment::total_bytes(2, 4096).unwrap();
     // A good segment copied byte for byte, then damaged in several ways.
     let (_seg, fd) = Segment::create_memfd("corrupt", 2, &cfg).unwrap();
@@ -405,6 +422,15 @@ fn corrupted_segments_fail_from_fd() {
             len,
         ),
         (
+            "single-copy choice",
+            {
+                let mut g = good.clone();
+                g[112..116].copy_from_slice(&7u32.to_le_bytes());
+                g
+            },
+            len,
+        ),
+        (
             "job length",
             {
                 let mut g = good.clone();
@@ -435,7 +461,10 @@ fn unique_job(tag: &str) -> String {
 #[test]
 fn named_segment_life_cycle() {
     let job = unique_job("named");
-    let cfg = ShmConfig { ring_bytes: 4096 };
+    let cfg = ShmConfig {
+        ring_bytes: 4096,
+        ..ShmConfig::default()
+    };
     let seg = Segment::create_named(&job, 2, &cfg).unwrap();
     assert_eq!(
         Segment::create_named(&job, 2, &cfg).err().unwrap().kind(),
@@ -470,7 +499,15 @@ fn named_segment_of_dead_owners_is_dead() {
     let job = unique_job("dead");
     let j2 = job.clone();
     let child = fork_child(move || {
-        let seg = Segment::create_named(&j2, 1, &ShmConfig { ring_bytes: 4096 }).unwrap();
+        let seg = Segment::create_named(
+            &j2,
+            1,
+            &ShmConfig {
+                ring_bytes: 4096,
+                ..ShmConfig::default()
+            },
+        )
+        .unwrap();
         let t = ShmTransport::new(seg, 0, vec![0], true).unwrap();
         drop(t);
         true
@@ -513,7 +550,15 @@ fn attaching_a_rank_twice_is_refused() {
 /// Eight transports over one segment, as 8 ranks on 2 cores (local rank `i`
 /// on core `i % 2`), for [`ShmTransport::turn`].
 fn eight_on_two_cores(tag: &str) -> Vec<ShmTransport> {
-    let (seg, fd) = Segment::create_memfd(tag, 8, &ShmConfig { ring_bytes: 65536 }).unwrap();
+    let (seg, fd) = Segment::create_memfd(
+        tag,
+        8,
+        &ShmConfig {
+            ring_bytes: 65536,
+            ..ShmConfig::default()
+        },
+    )
+    .unwrap();
     let globals: Vec<u32> = (0..8).collect();
     let mut ts = vec![ShmTransport::new(seg, 0, globals.clone(), true).unwrap()];
     for i in 1..8 {

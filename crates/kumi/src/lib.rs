@@ -207,11 +207,14 @@ fn start() -> Result<Universe> {
             )
         }
         _ if id.size > 1 => match exchange(&mut control, &mut pmi) {
-            Some(ex) => named_segment(&id, ex, tuning.shm.ring_bytes)?,
+            Some(ex) => named_segment(&id, ex, &tuning)?,
             None => None,
         },
         _ => None,
     };
+    // The host's choice, made once by whoever created its segment; a rank
+    // alone on its host has no peer to copy from.
+    let single_copy = segment.as_ref().is_some_and(Segment::single_copy);
     let cores = id
         .local_cores
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
@@ -311,9 +314,10 @@ fn start() -> Result<Universe> {
         oversubscribed,
         bound_cores,
         tuning: &tuning,
+        single_copy,
         services: services::Services::new(coll::Config::new(
             &tuning.coll,
-            tuning.single_copy && !tuning.deny_cma,
+            single_copy && !tuning.deny_cma,
         )),
     })?;
     services::register(&mut engine)?;
@@ -357,7 +361,7 @@ fn exchange<'a>(
 fn named_segment(
     id: &Identity,
     ctl: &mut dyn Exchange,
-    ring_bytes: Option<usize>,
+    tuning: &Tuning,
 ) -> Result<Option<Segment>> {
     let n = id.local_size as usize;
     let shared = n > 1;
@@ -374,11 +378,17 @@ fn named_segment(
         })
         .take(kumi_transport::shm::JOB_MAX)
         .collect();
-    let cfg = ShmConfig::for_ranks(n, ring_bytes)
-        .ok_or_else(|| Error::Bootstrap("KUMI_SHM_RING_BYTES: not a ring size".into()))?;
     let shm = |e: std::io::Error| Error::Bootstrap(format!("shared segment: {e}"));
     let created = match shared && id.local_rank == 0 {
-        true => Some(Segment::create_named(&name, n, &cfg).map_err(shm)?),
+        true => {
+            let cfg = ShmConfig {
+                single_copy: cma::host_allows(tuning.single_copy),
+                ..ShmConfig::for_ranks(n, tuning.shm.ring_bytes).ok_or_else(|| {
+                    Error::Bootstrap("KUMI_SHM_RING_BYTES: not a ring size".into())
+                })?
+            };
+            Some(Segment::create_named(&name, n, &cfg).map_err(shm)?)
+        }
         false => None,
     };
     ctl.fence()?;

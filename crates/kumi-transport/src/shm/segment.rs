@@ -3,7 +3,7 @@
 //! ```text
 //! 0                 header page (4096 bytes): magic "KUMISHM1", version,
 //!                   local_size, ring_bytes, total size, job id (64 bytes),
-//!                   creator pid + start time
+//!                   creator pid + start time, the host's single-copy choice
 //! 4096              local_size x RankBlock (128 bytes each, 64-aligned)
 //! senders           local_size sender sets, each `senders::words` words
 //!                   padded to a cache line (see `senders`)
@@ -46,8 +46,8 @@ use std::time::{Duration, Instant};
 /// First bytes of every segment.
 pub const MAGIC: [u8; 8] = *b"KUMISHM1";
 /// Layout version; bumped on any change of the layout (2: collective areas,
-/// 4: sender sets).
-pub const VERSION: u32 = 4;
+/// 4: sender sets, 5: the single-copy choice).
+pub const VERSION: u32 = 5;
 /// Bytes of the header page.
 pub const HEADER_PAGE: usize = 4096;
 /// Longest job id a segment records.
@@ -74,17 +74,24 @@ pub const DEFAULT_RING_MAX: usize = 1 << 20;
 /// costs memory only once a message has passed through it).
 pub const DEFAULT_RINGS_BUDGET: usize = 32 << 20;
 
-/// Sizes of the shared-memory transport, read from the environment.
+/// What a host's segment is made with: the rings' size, and what its
+/// creator decided for every rank of the host.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ShmConfig {
     /// Bytes of payload space in each ring (power of two). `KUMI_SHM_RING_BYTES`.
     pub ring_bytes: usize,
+    /// The ranks of the host move long messages by single copy
+    /// (`KUMI_SINGLE_COPY` as the creator resolved it: `cma::host_allows`).
+    /// One decision in the segment, so the ranks cannot disagree (their
+    /// collectives choose their ways by it).
+    pub single_copy: bool,
 }
 
 impl Default for ShmConfig {
     fn default() -> Self {
         ShmConfig {
             ring_bytes: DEFAULT_RING,
+            single_copy: true,
         }
     }
 }
@@ -105,6 +112,7 @@ impl ShmConfig {
         };
         ShmConfig {
             ring_bytes: pow2.clamp(DEFAULT_RING, DEFAULT_RING_MAX),
+            ..ShmConfig::default()
         }
     }
 
@@ -115,7 +123,10 @@ impl ShmConfig {
     pub fn for_ranks(local_size: usize, ring_bytes: Option<usize>) -> Option<ShmConfig> {
         match ring_bytes {
             None => Some(ShmConfig::default_for(local_size)),
-            Some(n) => ring_size_ok(n).then_some(ShmConfig { ring_bytes: n }),
+            Some(n) => ring_size_ok(n).then_some(ShmConfig {
+                ring_bytes: n,
+                ..ShmConfig::default()
+            }),
         }
     }
 
@@ -143,6 +154,8 @@ struct SegHeader {
     job_len: u32,
     creator_start: u64,
     job: [u8; JOB_MAX],
+    /// [`ShmConfig::single_copy`]: 1 or 0.
+    single_copy: u32,
 }
 
 const _: () = assert!(std::mem::size_of::<SegHeader>() <= HEADER_PAGE);
@@ -321,7 +334,7 @@ impl Segment {
             format!("kumi-{job}"),
             rustix::fs::MemfdFlags::CLOEXEC | rustix::fs::MemfdFlags::ALLOW_SEALING,
         )?;
-        let seg = Self::init(&fd, job, local_size, cfg.ring_bytes)?;
+        let seg = Self::init(&fd, job, local_size, cfg)?;
         rustix::fs::fcntl_add_seals(&fd, SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL)?;
         Ok((seg, fd))
     }
@@ -347,7 +360,7 @@ impl Segment {
         let flags =
             rustix::shm::OFlags::CREATE | rustix::shm::OFlags::EXCL | rustix::shm::OFlags::RDWR;
         let fd = rustix::shm::open(name.as_str(), flags, Mode::RUSR | Mode::WUSR)?;
-        Self::init(&fd, job, local_size, cfg.ring_bytes).inspect_err(|_| {
+        Self::init(&fd, job, local_size, cfg).inspect_err(|_| {
             let _ = rustix::shm::unlink(name.as_str());
         })
     }
@@ -405,7 +418,8 @@ impl Segment {
     }
 
     /// Sizes the file, maps it and writes the header.
-    fn init(fd: &OwnedFd, job: &str, local_size: usize, ring_bytes: usize) -> io::Result<Segment> {
+    fn init(fd: &OwnedFd, job: &str, local_size: usize, cfg: &ShmConfig) -> io::Result<Segment> {
+        let ring_bytes = cfg.ring_bytes;
         let len = Self::total_bytes(local_size, ring_bytes)
             .filter(|&n| isize::try_from(n).is_ok())
             .ok_or_else(|| {
@@ -436,6 +450,7 @@ impl Segment {
             job_len: job.len() as u32,
             creator_start: process_start_time(pid).unwrap_or(0),
             job: job_bytes,
+            single_copy: cfg.single_copy as u32,
         };
         // SAFETY: the mapping is at least HEADER_PAGE bytes, page-aligned, freshly
         // created (zero) and not yet visible to anyone who would read it before
@@ -526,6 +541,12 @@ impl Segment {
                 h.job_len
             )));
         }
+        if h.single_copy > 1 {
+            return Err(invalid_data(format!(
+                "shared-memory segment header: single-copy choice {}",
+                h.single_copy
+            )));
+        }
         let job = std::str::from_utf8(&h.job[..h.job_len as usize])
             .map_err(|_| invalid_data("shared-memory segment header: job id is not UTF-8".into()))?
             .to_string();
@@ -556,6 +577,12 @@ impl Segment {
     /// The job id recorded at creation.
     pub fn job(&self) -> &str {
         &self.job
+    }
+
+    /// Whether the host's ranks move long messages by single copy, as the
+    /// creator decided ([`ShmConfig::single_copy`]).
+    pub fn single_copy(&self) -> bool {
+        self.header().single_copy == 1
     }
 
     /// The block of local rank `i`. Panics if `i >= local_size()`. Inline:
@@ -875,7 +902,10 @@ mod tests {
 
     #[test]
     fn memfd_round_trip_header() {
-        let cfg = ShmConfig { ring_bytes: 4096 };
+        let cfg = ShmConfig {
+            ring_bytes: 4096,
+            ..ShmConfig::default()
+        };
         let (seg, fd) = Segment::create_memfd("job-x", 3, &cfg).unwrap();
         let other = Segment::from_fd(fd.try_clone().unwrap(), 3).unwrap();
         assert_eq!(
@@ -886,6 +916,16 @@ mod tests {
         assert_eq!(other.rank_block(2).call(), Call::Barrier);
         let e = Segment::from_fd(fd, 4).err().unwrap();
         assert!(e.to_string().contains("3 local ranks"), "{e}");
+        // The creator's single-copy choice reaches every mapping, either way.
+        assert!(other.single_copy());
+        for choice in [false, true] {
+            let cfg = ShmConfig {
+                single_copy: choice,
+                ..cfg.clone()
+            };
+            let (_seg, fd) = Segment::create_memfd("job-y", 2, &cfg).unwrap();
+            assert_eq!(Segment::from_fd(fd, 2).unwrap().single_copy(), choice);
+        }
         assert!(Segment::create_memfd(&"j".repeat(65), 2, &cfg).is_err());
         assert!(Segment::create_memfd("a/b", 2, &cfg).is_err());
     }
@@ -895,7 +935,10 @@ mod tests {
     #[test]
     fn collective_areas_are_shared_and_claimed_once() {
         use crate::shm::coll_area::{claim, group_key, publish, reached, AreaMem, AREAS, DEPTH};
-        let cfg = ShmConfig { ring_bytes: 4096 };
+        let cfg = ShmConfig {
+            ring_bytes: 4096,
+            ..ShmConfig::default()
+        };
         let (seg, fd) = Segment::create_memfd("job-a", 3, &cfg).unwrap();
         let other = Segment::from_fd(fd, 3).unwrap();
         for k in 0..AREAS {

@@ -146,14 +146,15 @@ pub(crate) struct Config {
     /// How a commutative allreduce too long for one payload half goes inside
     /// a host.
     pub allreduce_copy: shm::LongCopy,
-    /// The long-message paths may use single copy (the same on every rank).
+    /// The long-message paths may use single copy: the host's choice, the
+    /// same on every rank of it (every path that asks runs inside one host).
     pub single_copy: bool,
 }
 
 impl Config {
     /// The collectives' part of the configuration; `single_copy`: whether
-    /// the job allows single copy (`KUMI_SINGLE_COPY`, and not denied for
-    /// tests), the same on every rank.
+    /// the host's ranks copy by single copy (its segment says, and not
+    /// denied for tests), the same on every rank of the host.
     pub(crate) fn new(c: &kumi_core::config::Coll, single_copy: bool) -> Config {
         Config {
             bcast_copy: c.bcast_copy,

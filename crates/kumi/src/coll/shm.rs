@@ -89,13 +89,15 @@
 //! twin does, round by round.
 //!
 //! `KUMI_COLL_SHM=off` turns all of this off (every collective then runs
-//! through messages, as before); `KUMI_SINGLE_COPY=off` (or a kernel that
-//! refuses, simulated by `KUMI_TEST_DENY_CMA=1`) leaves the long messages to
-//! the chunked area (bcast, commutative allreduce) and the message
-//! algorithms (other allreduces). The choice must be the same on every rank,
-//! so it follows the environment, not a trial of the kernel's permission: a
-//! rank whose kernel refuses a copy mid-collective returns an
-//! error naming `KUMI_SINGLE_COPY` rather than disagree with its peers
+//! through messages, as before); single copy off (`KUMI_SINGLE_COPY=off`,
+//! or `auto` on a host where it does not pay, or a kernel that refuses,
+//! simulated by `KUMI_TEST_DENY_CMA=1`) leaves the long messages to the
+//! chunked area (bcast, commutative allreduce) and the message algorithms
+//! (other allreduces). The choice must be the same on every rank, so it is
+//! the host's, made once by the creator of its segment, not a trial of the
+//! kernel's permission by each rank: a rank whose kernel refuses a copy
+//! mid-collective returns an error naming `KUMI_SINGLE_COPY` rather than
+//! disagree with its peers
 //! (which wait for it until the program ends or the deadlock detector
 //! reports them).
 

@@ -201,6 +201,9 @@ pub(crate) struct EngineSetup<'a> {
     pub bound_cores: Option<usize>,
     /// The rank's configuration.
     pub tuning: &'a kumi_core::config::Tuning,
+    /// Single copy between this host's ranks (the host's choice,
+    /// `Segment::single_copy`).
+    pub single_copy: bool,
     /// The services' state (their frame handlers register afterwards:
     /// `services::register`).
     pub services: Services,
@@ -260,7 +263,7 @@ impl Engine {
             reqs: Slab::default(),
             direct: Direct::Idle,
             // This rank's: single copy turns off if the kernel refuses a copy.
-            proto: Protocol::new(limits, t.single_copy),
+            proto: Protocol::new(limits, s.single_copy),
             policy: WaitPolicy::new(&t.wait, s.oversubscribed),
             counters: Counters {
                 peers: vec![Default::default(); s.world_size as usize],
@@ -600,6 +603,7 @@ mod tests {
             oversubscribed: false,
             bound_cores: None,
             tuning,
+            single_copy: true,
             services: Services::new(crate::coll::Config::new(&tuning.coll, true)),
         })
         .unwrap()

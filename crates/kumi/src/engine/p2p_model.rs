@@ -102,6 +102,7 @@ fn engines(tuning: &Tuning) -> Vec<Engine> {
                 oversubscribed: false,
                 bound_cores: None,
                 tuning,
+                single_copy: false,
                 services: Services::new(crate::coll::Config::new(&tuning.coll, false)),
             })
             .unwrap()
