@@ -178,7 +178,11 @@ fn cpu_list(v: &str) -> Vec<usize> {
 
 /// `kumi run -n n affinity` under `env`: each rank's (main, progress) cores.
 fn affinity(n: usize, env: &[(&str, &str)]) -> Vec<(Vec<usize>, Vec<usize>)> {
-    let out = run_ok(n, env, &[bin("affinity").to_str().unwrap()]);
+    affinity_lines(&run_ok(n, env, &[bin("affinity").to_str().unwrap()]), n)
+}
+
+/// The (main, progress) cores of each of `n` ranks in `affinity`'s output.
+fn affinity_lines(out: &str, n: usize) -> Vec<(Vec<usize>, Vec<usize>)> {
     let ranks: Vec<_> = out
         .lines()
         .filter_map(|l| l.split_once(": main "))
@@ -219,6 +223,14 @@ fn ranks_are_bound_to_cores_only_when_oversubscribed() {
         for (main, _) in affinity(n, env) {
             assert_eq!(main.len(), cores, "n={n} {env:?}");
         }
+    }
+    // Put on one core (as ranks woken by one socket are), unbound ranks
+    // move apart within a few calls (`affinity`'s CROWD_CALLS), and stay
+    // free.
+    let out = run_ok(cores, &[], &[bin("affinity").to_str().unwrap(), "crowd"]);
+    assert!(out.contains("apart after"), "{out}");
+    for (main, _) in affinity_lines(&out, cores) {
+        assert_eq!(main.len(), cores, "{out}");
     }
     // Told to bind always: bound even one rank per core.
     for (main, _) in affinity(cores, &[("KUMI_BIND", "core")]) {

@@ -144,6 +144,15 @@ pub trait Capabilities: Transport {
     fn shares_core(&mut self) -> bool {
         true
     }
+
+    /// Where this rank, sharing its CPU with another awake rank of this
+    /// host ([`Capabilities::shares_core`]), should move, of the CPUs
+    /// `allowed`: one on which no other awake local rank last ran, if the
+    /// rank it shares with has the lower local rank (that one stays).
+    /// Default: nowhere.
+    fn roomier_cpu(&self, _allowed: &[usize]) -> Option<usize> {
+        None
+    }
 }
 
 /// What a waiting rank waits for, as published for turns

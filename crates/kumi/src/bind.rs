@@ -2,7 +2,8 @@
 //!
 //! With one rank per core the scheduler places ranks well enough and binding
 //! would only keep a rank on a core that some other program wants, so ranks
-//! stay free. Oversubscribed, the waiting ranks yield (see the engine's wait
+//! stay free; but ranks the scheduler put on one core move apart
+//! ([`Spread`]), since it is slow to part them itself. Oversubscribed, the waiting ranks yield (see the engine's wait
 //! policy), and what a collective costs is how fast the cores go round their
 //! ranks. Free ranks migrate between the cores at every turn, which makes
 //! each turn several times dearer (docs/BENCHMARKS.md, "Figures moved out of
@@ -10,12 +11,13 @@
 //! local rank i is bound to the i-th allowed core modulo their number, which
 //! spreads the ranks evenly and keeps each where its caches are.
 //!
-//! `KUMI_BIND`: `auto` (the default: bind only when oversubscribed), `core`
-//! (always bind), `none` (never).
+//! `KUMI_BIND`: `auto` (the default: bind only when oversubscribed, move
+//! apart otherwise), `core` (always bind), `none` (never bind nor move).
 
 use crate::error::Result;
 use kumi_core::config::Bind;
 use rustix::thread::{sched_getaffinity, sched_setaffinity, CpuSet};
+use std::time::{Duration, Instant};
 
 /// The cores this process may run on, in order.
 fn allowed() -> Vec<usize> {
@@ -53,6 +55,74 @@ pub(crate) fn apply(mode: Bind, local_rank: usize, oversubscribed: bool) -> Resu
         Err(e) => {
             eprintln!("kumi: could not bind local rank {local_rank} to core {core}: {e}");
             Ok(None)
+        }
+    }
+}
+
+/// Unbound ranks of a host with a core each that find themselves sharing
+/// one move apart (`Capabilities::roomier_cpu`). The scheduler wakes a
+/// task on its waker's core, so ranks woken by one socket or doorbell (the
+/// launcher's last fence as a job starts) land on one core; polling there,
+/// each yielding to the other, they stay for hundreds of milliseconds
+/// before the load balancer parts them, at ~3 us a collective instead of
+/// 0.15-0.3 (docs/BENCHMARKS.md, session 49). A move is a pin to the
+/// chosen core and at once the allowed set again: the rank stays free.
+pub(crate) struct Spread {
+    /// The cores the rank may run on (its affinity at start).
+    allowed: Vec<usize>,
+    /// No move before this: a rank the scheduler keeps putting back is not
+    /// moved more than once per `SPREAD_EVERY`.
+    next: Instant,
+}
+
+/// The least time between two moves of one rank.
+const SPREAD_EVERY: Duration = Duration::from_millis(10);
+
+impl Spread {
+    /// For a rank that kumi did not bind (`bound` false) under `KUMI_BIND`
+    /// `mode`, on a host with `local_size` ranks that is not
+    /// `oversubscribed`: `None` where moving does not apply (bound, told
+    /// not to, alone, or a single allowed core).
+    pub(crate) fn new(
+        mode: Bind,
+        bound: bool,
+        oversubscribed: bool,
+        local_size: usize,
+    ) -> Option<Spread> {
+        if mode != Bind::Auto || bound || oversubscribed || local_size < 2 {
+            return None;
+        }
+        let allowed = allowed();
+        (allowed.len() >= 2).then(|| Spread {
+            allowed,
+            next: Instant::now(),
+        })
+    }
+
+    /// The cores the rank may run on.
+    pub(crate) fn allowed(&self) -> &[usize] {
+        &self.allowed
+    }
+
+    /// Whether a move may be made now.
+    pub(crate) fn due(&self) -> bool {
+        Instant::now() >= self.next
+    }
+
+    /// Moves the calling thread to `cpu` and leaves it free on the allowed
+    /// cores again. Best effort: a refused pin leaves the rank where it is.
+    pub(crate) fn move_to(&mut self, cpu: usize) {
+        self.next = Instant::now() + SPREAD_EVERY;
+        let mut one = CpuSet::new();
+        one.set(cpu);
+        // The pin migrates the running thread before it returns; widening
+        // the set again does not move it back.
+        if sched_setaffinity(None, &one).is_ok() {
+            let mut all = CpuSet::new();
+            for &c in &self.allowed {
+                all.set(c);
+            }
+            let _ = sched_setaffinity(None, &all);
         }
     }
 }

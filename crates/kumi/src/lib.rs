@@ -302,6 +302,15 @@ fn start() -> Result<Universe> {
     };
     // Before the progress thread starts, so that it is bound with its rank.
     let bound_cores = bind::apply(tuning.bind, id.local_rank as usize, oversubscribed)?;
+    // Moving apart needs the other ranks' CPUs, which the segment carries.
+    let spread = shm.as_ref().and_then(|_| {
+        bind::Spread::new(
+            tuning.bind,
+            bound_cores.is_some(),
+            oversubscribed,
+            id.local_size as usize,
+        )
+    });
     let mut engine = Engine::new(EngineSetup {
         world_rank: id.rank,
         world_size: id.size,
@@ -315,6 +324,7 @@ fn start() -> Result<Universe> {
         bound_cores,
         tuning: &tuning,
         single_copy,
+        spread,
         services: services::Services::new(coll::Config::new(
             &tuning.coll,
             single_copy && !tuning.deny_cma,

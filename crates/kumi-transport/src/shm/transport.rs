@@ -327,6 +327,20 @@ impl Capabilities for ShmTransport {
         })
     }
 
+    fn roomier_cpu(&self, allowed: &[usize]) -> Option<usize> {
+        let cpus: Vec<Option<u32>> = (0..self.globals.len())
+            .map(|j| {
+                let b = self.segment.rank_block(j);
+                // Advisory, as in `shares_core`: a stale CPU costs a move
+                // too many or too few, never a message.
+                (!b.is_asleep() || j == self.me)
+                    .then(|| b.cpu())
+                    .filter(|&c| c != u32::MAX)
+            })
+            .collect();
+        roomier_cpu(self.me, &cpus, allowed)
+    }
+
     /// What this rank, bound with the other local ranks to `cores` cores
     /// (local ranks `a` and `b` share one when `a % cores == b % cores`) and
     /// waiting for a message of local rank `src`, does with its core: keep
@@ -684,5 +698,57 @@ impl Transport for ShmTransport {
 
     fn cancel_sleep(&mut self) {
         self.clear_sleep_flags();
+    }
+}
+
+/// [`Capabilities::roomier_cpu`] over the local ranks' last CPUs (`None`:
+/// asleep, or not known yet): local rank `me` moves when an awake rank of a
+/// lower local rank last ran on its CPU, to the first CPU of `allowed`,
+/// counting from the `me`-th, on which no other awake rank last ran.
+/// Starting at a different place per rank keeps two ranks that move at
+/// once from picking the same CPU.
+pub(crate) fn roomier_cpu(me: usize, cpus: &[Option<u32>], allowed: &[usize]) -> Option<usize> {
+    let mine = cpus.get(me).copied().flatten()?;
+    if !cpus[..me].contains(&Some(mine)) {
+        return None;
+    }
+    let taken = |cpu: usize| {
+        cpus.iter()
+            .enumerate()
+            .any(|(j, &c)| j != me && c == Some(cpu as u32))
+    };
+    let n = allowed.len();
+    (0..n)
+        .map(|k| allowed[(me + k) % n])
+        .find(|&cpu| cpu as u32 != mine && !taken(cpu))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::roomier_cpu;
+
+    #[test]
+    fn the_higher_of_two_ranks_on_one_cpu_moves_to_a_free_one() {
+        let both = [Some(0), Some(0)];
+        assert_eq!(roomier_cpu(1, &both, &[0, 1]), Some(1));
+        assert_eq!(roomier_cpu(0, &both, &[0, 1]), None, "the lower stays");
+        // Apart already, or the other asleep: nobody moves.
+        assert_eq!(roomier_cpu(1, &[Some(0), Some(1)], &[0, 1]), None);
+        assert_eq!(roomier_cpu(1, &[None, Some(0)], &[0, 1]), None);
+        // Its own CPU not known yet: nowhere.
+        assert_eq!(roomier_cpu(1, &[Some(0), None], &[0, 1]), None);
+    }
+
+    #[test]
+    fn ranks_moving_at_once_pick_different_cpus_and_never_a_taken_one() {
+        let three = [Some(4), Some(4), Some(4)];
+        let allowed = [4, 5, 6, 7];
+        assert_eq!(roomier_cpu(1, &three, &allowed), Some(5));
+        assert_eq!(roomier_cpu(2, &three, &allowed), Some(6));
+        // Every other CPU has an awake rank: stay.
+        assert_eq!(roomier_cpu(1, &[Some(0), Some(0), Some(1)], &[0, 1]), None);
+        // An asleep rank's CPU counts as free.
+        assert_eq!(roomier_cpu(1, &[Some(0), Some(0), None], &[0, 1]), Some(1));
+        assert_eq!(roomier_cpu(1, &[Some(0), Some(0)], &[0]), None);
     }
 }

@@ -140,6 +140,9 @@ pub(crate) struct Engine {
     /// host wakes the ranks asleep in a wait for that rank
     /// ([`Capabilities::wake_waiters_of`]).
     wake_ahead: bool,
+    /// Unbound with a core per rank: moves apart from a local rank found
+    /// on this rank's core while waiting (`bind::Spread`).
+    spread: Option<crate::bind::Spread>,
     /// Local ranks (below 64) sent to since this rank last started a wait,
     /// whose waiters it wakes when it does ([`Engine::wake_waiters`]).
     sent_to: u64,
@@ -204,6 +207,9 @@ pub(crate) struct EngineSetup<'a> {
     /// Single copy between this host's ranks (the host's choice,
     /// `Segment::single_copy`).
     pub single_copy: bool,
+    /// Moving apart from a local rank that shares this one's core, for an
+    /// unbound rank (`bind::Spread`).
+    pub spread: Option<crate::bind::Spread>,
     /// The services' state (their frame handlers register afterwards:
     /// `services::register`).
     pub services: Services,
@@ -253,6 +259,7 @@ impl Engine {
             my_local: s.my_local,
             bound_cores: s.bound_cores,
             wake_ahead: s.oversubscribed && s.bound_cores.is_some(),
+            spread: s.spread,
             sent_to: 0,
             self_frames: VecDeque::new(),
             outq: Vec::new(),
@@ -604,6 +611,7 @@ mod tests {
             bound_cores: None,
             tuning,
             single_copy: true,
+            spread: None,
             services: Services::new(crate::coll::Config::new(&tuning.coll, true)),
         })
         .unwrap()

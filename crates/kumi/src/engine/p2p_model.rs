@@ -103,6 +103,7 @@ fn engines(tuning: &Tuning) -> Vec<Engine> {
                 bound_cores: None,
                 tuning,
                 single_copy: false,
+                spread: None,
                 services: Services::new(crate::coll::Config::new(&tuning.coll, false)),
             })
             .unwrap()

@@ -208,6 +208,22 @@ impl Engine {
         }
     }
 
+    /// Sharing its core with another awake local rank while every rank
+    /// has one: moves to a free core if this rank is the one to move
+    /// ([`Capabilities::roomier_cpu`], `bind::Spread`).
+    #[cold]
+    fn move_apart(&mut self) {
+        let (Some(shm), Some(spread)) = (&self.shm, &mut self.spread) else {
+            return;
+        };
+        if !spread.due() {
+            return;
+        }
+        if let Some(cpu) = shm.roomier_cpu(spread.allowed()) {
+            spread.move_to(cpu);
+        }
+    }
+
     /// See [`Capabilities::turn`].
     pub(super) fn turn(&self, src: usize) -> Turn {
         match (&self.shm, self.bound_cores) {
@@ -281,7 +297,11 @@ impl Engine {
             if !ask_core {
                 return true;
             }
-            e.shm.as_mut().is_none_or(|s| s.shares_core())
+            let shared = e.shm.as_mut().is_none_or(|s| s.shares_core());
+            if shared {
+                e.move_apart();
+            }
+            shared
         };
         loop {
             let n = self.progress()?;
