@@ -13,7 +13,8 @@
 //! pins the source's pages and copies them, and on some machines that runs
 //! at a quarter of `memcpy`'s speed, where pushing the bytes through a ring
 //! (two copies, on two cores at once) is faster. [`Probe`] measures it;
-//! `KUMI_SINGLE_COPY=auto` follows [`Probe::single_copy_pays`].
+//! `KUMI_SINGLE_COPY=auto` follows [`Probe::single_copy_pays`] (measured:
+//! docs/BENCHMARKS.md, session 49).
 
 use kumi_core::config::SingleCopy;
 use std::hint::black_box;
