@@ -23,7 +23,6 @@ use kumi_core::call::Call;
 use kumi_core::config::{ConfigError, Env, Tuning};
 use kumi_core::control::{app_of, App};
 use kumi_core::rankenv::{self, HostVars, JobVars, RankVars};
-use kumi_transport::cma;
 use kumi_transport::shm::{Segment, ShmConfig, MAX_LOCAL_SIZE};
 use rustix::process::{Pid, Signal};
 use std::ffi::{OsStr, OsString};
@@ -234,14 +233,9 @@ impl LocalHost {
         let local_cores = rankenv::local_cores(&env)
             .map_err(setup)?
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-        let sizes = ShmConfig::for_ranks(plan.ranks.len(), tuning.shm.ring_bytes)
+        // The host's single-copy choice is made here, once for its ranks.
+        let cfg = ShmConfig::for_host(plan.ranks.len(), tuning.shm.ring_bytes, tuning.single_copy)
             .ok_or_else(|| HostError::Setup("KUMI_SHM_RING_BYTES: not a ring size".into()))?;
-        // The host's single-copy choice, made here once for its ranks (a
-        // rank alone has nobody to copy from: no need to measure).
-        let cfg = ShmConfig {
-            single_copy: plan.ranks.len() > 1 && cma::host_allows(tuning.single_copy),
-            ..sizes
-        };
         let (segment, shm_fd) = Segment::create_memfd(&plan.job.id, plan.ranks.len(), &cfg)
             .map_err(|e| HostError::Setup(format!("cannot create the shared segment: {e}")))?;
         let mut host = LocalHost {

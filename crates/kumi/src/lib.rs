@@ -391,12 +391,8 @@ fn named_segment(
     let shm = |e: std::io::Error| Error::Bootstrap(format!("shared segment: {e}"));
     let created = match shared && id.local_rank == 0 {
         true => {
-            let cfg = ShmConfig {
-                single_copy: cma::host_allows(tuning.single_copy),
-                ..ShmConfig::for_ranks(n, tuning.shm.ring_bytes).ok_or_else(|| {
-                    Error::Bootstrap("KUMI_SHM_RING_BYTES: not a ring size".into())
-                })?
-            };
+            let cfg = ShmConfig::for_host(n, tuning.shm.ring_bytes, tuning.single_copy)
+                .ok_or_else(|| Error::Bootstrap("KUMI_SHM_RING_BYTES: not a ring size".into()))?;
             Some(Segment::create_named(&name, n, &cfg).map_err(shm)?)
         }
         false => None,

@@ -31,11 +31,13 @@
 //! Everything in the header is written once by the creator before the magic is
 //! published (Release); openers read the magic with Acquire and only then the rest.
 
+use crate::cma;
 use crate::shm::coll_area::{self, CollArea};
 use crate::shm::ring::{RECORD_ALIGN, RING_CONTROL_BYTES};
 use crate::shm::senders;
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
 use kumi_core::call::Call;
+use kumi_core::config::SingleCopy;
 use rustix::fs::{Mode, SealFlags};
 use rustix::mm::{MapFlags, ProtFlags};
 use std::io;
@@ -81,7 +83,7 @@ pub struct ShmConfig {
     /// Bytes of payload space in each ring (power of two). `KUMI_SHM_RING_BYTES`.
     pub ring_bytes: usize,
     /// The ranks of the host move long messages by single copy
-    /// (`KUMI_SINGLE_COPY` as the creator resolved it: `cma::host_allows`).
+    /// (`KUMI_SINGLE_COPY` as the creator resolved it: [`ShmConfig::for_host`]).
     /// One decision in the segment, so the ranks cannot disagree (their
     /// collectives choose their ways by it).
     pub single_copy: bool,
@@ -128,6 +130,22 @@ impl ShmConfig {
                 ..ShmConfig::default()
             }),
         }
+    }
+
+    /// What the creator of a host's segment makes it with: the rings of
+    /// [`ShmConfig::for_ranks`], and `KUMI_SINGLE_COPY` resolved for the
+    /// host ([`cma::host_allows`]: `auto` measures, but not for a rank
+    /// alone, which has nobody to copy from). `None` as `for_ranks`.
+    pub fn for_host(
+        local_size: usize,
+        ring_bytes: Option<usize>,
+        single_copy: SingleCopy,
+    ) -> Option<ShmConfig> {
+        let rings = Self::for_ranks(local_size, ring_bytes)?;
+        Some(ShmConfig {
+            single_copy: local_size > 1 && cma::host_allows(single_copy),
+            ..rings
+        })
     }
 
     fn check(&self) -> io::Result<()> {
