@@ -66,9 +66,11 @@ pub(crate) fn apply(mode: Bind, local_rank: usize, oversubscribed: bool) -> Resu
 /// each yielding to the other, they stay for hundreds of milliseconds
 /// before the load balancer parts them, at ~3 us a collective instead of
 /// 0.15-0.3 (docs/BENCHMARKS.md, session 49). A move is a pin to the
-/// chosen core and at once the allowed set again: the rank stays free.
+/// chosen core and at once the thread's allowed set again, as it is at that
+/// moment (a program that binds its threads itself, as OpenMP runtimes do,
+/// keeps its binding; a thread bound to one core never moves).
 pub(crate) struct Spread {
-    /// The cores the rank may run on (its affinity at start).
+    /// The cores the rank could run on at start, to choose among.
     allowed: Vec<usize>,
     /// No move before this: a rank the scheduler keeps putting back is not
     /// moved more than once per `SPREAD_EVERY`.
@@ -99,30 +101,32 @@ impl Spread {
         })
     }
 
-    /// The cores the rank may run on.
-    pub(crate) fn allowed(&self) -> &[usize] {
-        &self.allowed
-    }
-
-    /// Whether a move may be made now.
-    pub(crate) fn due(&self) -> bool {
-        Instant::now() >= self.next
-    }
-
-    /// Moves the calling thread to `cpu` and leaves it free on the allowed
-    /// cores again. Best effort: a refused pin leaves the rank where it is.
-    pub(crate) fn move_to(&mut self, cpu: usize) {
-        self.next = Instant::now() + SPREAD_EVERY;
+    /// Moves the calling thread to the core `pick` chooses among the
+    /// allowed ones, if it may still run there and on another (a thread
+    /// bound since is left alone), and leaves it free on its set of the
+    /// moment again. Best effort: a refused pin leaves the rank where it
+    /// is.
+    pub(crate) fn try_move(&mut self, pick: impl FnOnce(&[usize]) -> Option<usize>) {
+        let now = Instant::now();
+        if now < self.next {
+            return;
+        }
+        let Some(cpu) = pick(&self.allowed) else {
+            return;
+        };
+        let Ok(set) = sched_getaffinity(None) else {
+            return;
+        };
+        if !set.is_set(cpu) || set.count() < 2 {
+            return;
+        }
+        self.next = now + SPREAD_EVERY;
         let mut one = CpuSet::new();
         one.set(cpu);
         // The pin migrates the running thread before it returns; widening
         // the set again does not move it back.
         if sched_setaffinity(None, &one).is_ok() {
-            let mut all = CpuSet::new();
-            for &c in &self.allowed {
-                all.set(c);
-            }
-            let _ = sched_setaffinity(None, &all);
+            let _ = sched_setaffinity(None, &set);
         }
     }
 }

@@ -213,14 +213,8 @@ impl Engine {
     /// ([`Capabilities::roomier_cpu`], `bind::Spread`).
     #[cold]
     fn move_apart(&mut self) {
-        let (Some(shm), Some(spread)) = (&self.shm, &mut self.spread) else {
-            return;
-        };
-        if !spread.due() {
-            return;
-        }
-        if let Some(cpu) = shm.roomier_cpu(spread.allowed()) {
-            spread.move_to(cpu);
+        if let (Some(shm), Some(spread)) = (&self.shm, &mut self.spread) {
+            spread.try_move(|allowed| shm.roomier_cpu(allowed));
         }
     }
 
