@@ -93,8 +93,12 @@ mod spare {
 
     /// Smallest buffer kept, in 16-byte words (64 KiB).
     const MIN: usize = 4096;
-    /// Words kept in all, per thread (16 MiB).
-    const MOST: usize = 1 << 20;
+    /// Words kept in all, per thread (64 MiB): a long collective holds
+    /// three or four buffers of its size at once (an owned copy, a work
+    /// copy, receive temporaries), and with 16 MiB those of an 8 MiB
+    /// nonblocking reduce went back to the kernel every call, 4x slower
+    /// (docs/BENCHMARKS.md, session 49).
+    const MOST: usize = 1 << 22;
 
     thread_local! {
         static KEPT: RefCell<Vec<Vec<u128>>> = const { RefCell::new(Vec::new()) };
