@@ -63,9 +63,8 @@ pub(crate) fn apply(mode: Bind, local_rank: usize, oversubscribed: bool) -> Resu
 /// one move apart (`Capabilities::roomier_cpu`). The scheduler wakes a
 /// task on its waker's core, so ranks woken by one socket or doorbell (the
 /// launcher's last fence as a job starts) land on one core; polling there,
-/// each yielding to the other, they stay for hundreds of milliseconds
-/// before the load balancer parts them, at ~3 us a collective instead of
-/// 0.15-0.3 (docs/BENCHMARKS.md, session 49). A move is a pin to the
+/// each yielding to the other, they stay until the load balancer parts
+/// them, which is slow (measured: docs/BENCHMARKS.md, session 49). A move is a pin to the
 /// chosen core and at once the thread's allowed set again, as it is at that
 /// moment (a program that binds its threads itself, as OpenMP runtimes do,
 /// keeps its binding; a thread bound to one core never moves).

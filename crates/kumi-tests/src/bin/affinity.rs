@@ -14,8 +14,7 @@
 
 /// Calls after which ranks put on one core must be apart. kumi parts them
 /// in the first few (a waiting rank that finds another on its core moves);
-/// the scheduler alone took 5,000-8,000 here (KUMI_BIND=none), and up to
-/// 100,000 as jobs start.
+/// the scheduler alone takes thousands (docs/BENCHMARKS.md, session 49).
 const CROWD_CALLS: usize = 500;
 
 /// Puts the calling thread on the first core of its allowed set, and frees

@@ -95,9 +95,8 @@ mod spare {
     const MIN: usize = 4096;
     /// Words kept in all, per thread (64 MiB): a long collective holds
     /// three or four buffers of its size at once (an owned copy, a work
-    /// copy, receive temporaries), and with 16 MiB those of an 8 MiB
-    /// nonblocking reduce went back to the kernel every call, 4x slower
-    /// (docs/BENCHMARKS.md, session 49).
+    /// copy, receive temporaries), all of which must fit for an 8 MiB one
+    /// (measured: docs/BENCHMARKS.md, session 49).
     const MOST: usize = 1 << 22;
 
     thread_local! {
