@@ -450,6 +450,29 @@ fn long_reductions(w: &Comm) -> R {
     })?;
     eq(&into, &want, &what("iallreduce_into"), me)?;
     eq(&into_rs, &block, &what("ireduce_scatter_into"), me)?;
+    // Reduces longer than a payload half, two roots in flight at once (in
+    // place at the root of the owned form), and one on borrowed buffers.
+    let (r0, r1) = (0, p - 1);
+    let first = w.ireduce(mine.clone(), &Op::sum(), r0)?;
+    let last = w.ireduce(mine.clone(), &Op::sum(), r1)?;
+    let mut into_r = match me == p / 2 {
+        true => vec![-1.0; n],
+        false => Vec::new(),
+    };
+    kumi::scope(|s| {
+        w.ireduce_into(s, &mine, &mut into_r, &Op::sum(), p / 2)?
+            .wait()
+    })?;
+    for (root, got, form) in [
+        (r1, last.wait()?, "ireduce"),
+        (r0, first.wait()?, "ireduce"),
+        (p / 2, into_r, "ireduce_into"),
+    ] {
+        match me == root {
+            true => eq(&got, &want, &what(&format!("{form} to {root}")), me)?,
+            false => eq(&got, &[], &what(&format!("{form} off the root")), me)?,
+        }
+    }
     eq(&owned_rs.wait()?, &block, &what("ireduce_scatter"), me)?;
     eq(&owned.wait()?, &want, &what("iallreduce"), me)?;
     // Rank order: 4,200 matrices of 2x2 (134 KB), multiplied left to right.
@@ -514,7 +537,10 @@ fn long_reductions(w: &Comm) -> R {
     )?;
     let got = w.iallreduce(send.clone(), &triple)?.wait()?;
     let all: Vec<u64> = (0..total).map(fold).collect();
-    eq(&got, &all, &what("iallreduce in groups of three"), me)
+    eq(&got, &all, &what("iallreduce in groups of three"), me)?;
+    let got = w.ireduce(send.clone(), &triple, p - 1)?.wait()?;
+    let want = if me == p - 1 { &all[..] } else { &[] };
+    eq(&got, want, &what("ireduce in groups of three"), me)
 }
 
 fn nonblocking(w: &Comm) -> R {

@@ -124,9 +124,11 @@ impl Comm {
     /// [`Comm::ireduce`] from and into the program's memory: `send` holds
     /// this rank's `count` elements (at the root it may be `recv` itself:
     /// in place), the root's `recv` gets the result on completion. Inside
-    /// one host, up to a payload half, through the collective area as the
-    /// blocking reduce goes (the others publish from `send` and are done;
-    /// the root folds in `recv`); otherwise by messages: the root folds in
+    /// one host, through the collective area as the blocking reduce goes
+    /// (the others publish from `send` and are done; the root folds in
+    /// `recv`), a longer one than a payload half in chunks where its
+    /// operation commutes and single copy is not chosen
+    /// ([`shm::ireduce_in_area`]); otherwise by messages: the root folds in
     /// `recv`, a rank that only passes its part on sends it straight from
     /// `send`, and one that also folds others' works in a copy.
     ///
@@ -149,7 +151,8 @@ impl Comm {
         let n = count * std::mem::size_of::<T>();
         let s = send.cast::<u8>();
         if let Some(r) = self.shm_start(Location::caller(), |e, g| {
-            if n > g.payload {
+            let long = n > g.payload;
+            if long && !shm::ireduce_in_area(e, g, op) {
                 return None;
             }
             let buf = if me == root {
@@ -165,7 +168,10 @@ impl Comm {
             // SAFETY: the caller's contract: `n` bytes at `buf`, written at
             // the root only.
             Some(Ok(unsafe {
-                shm::Pending::start_reduce(e, g, (buf, n), op.bytes_fn(), root)
+                match long {
+                    true => start_long(e, g, shm::Reduction::Root { buf, n, root }, op, true),
+                    false => shm::Pending::start_reduce(e, g, (buf, n), op.bytes_fn(), root),
+                }
             }))
         })? {
             return Ok(r);

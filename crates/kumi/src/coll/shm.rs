@@ -128,8 +128,8 @@ mod single;
 
 use long::Long;
 pub(crate) use long::{
-    allreduce_long, area_fits, bcast_long, iallreduce_way, ireduce_scatter_way, reduce_long,
-    reduce_scatter_area, reduce_scatter_way,
+    allreduce_long, area_fits, bcast_long, iallreduce_way, ireduce_in_area, ireduce_scatter_way,
+    reduce_long, reduce_scatter_area, reduce_scatter_way,
 };
 pub(crate) use pending::{Pending, Reducing, Reduction};
 pub(crate) use single::{

@@ -101,6 +101,23 @@ pub(crate) fn iallreduce_way<T: bytemuck::Pod>(e: &Engine, g: &Group, op: &Op<T>
     long_area(e, g, op.commutative && area_fits(g, op.unit_bytes()))
 }
 
+/// Whether a nonblocking reduce by `op` longer than `g`'s payload half goes
+/// through the area in chunks (`Reduction::Root`), as the blocking one does
+/// where [`reduce_long`] chooses [`reduce_area`]: a commutative operation,
+/// and single copy off or not the group's reduce trial's choice (through
+/// the area until the trial has one). Otherwise by messages: there is no
+/// nonblocking reduce by single copy. Every member decides alike.
+pub(crate) fn ireduce_in_area<T: bytemuck::Pod>(e: &Engine, g: &Group, op: &Op<T>) -> bool {
+    let cfg = e.svc.coll.config();
+    op.commutative
+        && op.unit_bytes() <= g.payload
+        && match (cfg.allreduce_copy, cfg.single_copy) {
+            (LongCopy::Single, true) => false,
+            (LongCopy::Auto, true) => g.long_reduce != Long::Single,
+            _ => true,
+        }
+}
+
 /// How a reduce-scatter of `n` bytes (all of them, from every member) goes
 /// inside `g` where longer than a payload half ([`long_area`]): `Some(true)`
 /// through the area in rounds, `Some(false)` by single copy; `None` for a

@@ -96,7 +96,9 @@ impl Folds {
 /// rounds each, the first carrying the blocks the others fold, the second
 /// each member's folded block (`allreduce_area`); a reduce-scatter in
 /// rounds that each carry a share of every member's block
-/// (`reduce_scatter_area`).
+/// (`reduce_scatter_area`); a commutative reduce in chunks of a payload
+/// half, which the members other than the root publish and the root folds
+/// (`reduce_area`; only this way).
 pub(crate) struct Reducing {
     what: Reduction,
     way: Way,
@@ -133,13 +135,17 @@ pub(crate) enum Reduction {
         offsets: Vec<usize>,
         recv: *mut u8,
     },
+    /// A reduce to member `root` of the `n` bytes at `buf`: this member's
+    /// contribution, only read but at the root, where the result replaces
+    /// it.
+    Root { buf: *mut u8, n: usize, root: usize },
 }
 
 impl Reduction {
     /// The bytes every member reduces (and, by single copy, publishes).
     fn len(&self) -> usize {
         match self {
-            Reduction::All(_, n) => *n,
+            Reduction::All(_, n) | Reduction::Root { n, .. } => *n,
             Reduction::Scatter { offsets, .. } => offsets.last().copied().unwrap_or(0),
         }
     }
@@ -148,7 +154,8 @@ impl Reduction {
 impl Reducing {
     /// A reduction by `op` (on `elem`-byte elements) of `what`, by single
     /// copy, or with `area` through the area of `g` (where [`area_fits`];
-    /// an allreduce only with a commutative operation).
+    /// an allreduce only with a commutative operation; a reduce only so,
+    /// [`ireduce_in_area`]).
     pub fn new(
         e: &Engine,
         g: &Group,
@@ -168,6 +175,10 @@ impl Reducing {
                 debug_assert!(area_fits(g, elem));
                 Way::Area(long::Scatter::new(g.payload, m, elem, offsets).share)
             }
+            (_, Reduction::Root { .. }) => {
+                debug_assert!(area && commutative && elem <= g.payload);
+                Way::Area((g.payload / elem) * elem)
+            }
         };
         Reducing {
             what,
@@ -183,6 +194,7 @@ impl Reducing {
     fn rounds(&self) -> u64 {
         (match (self.way, &self.what) {
             (Way::Area(chunk), &Reduction::All(_, n)) => 2 * n.div_ceil(chunk),
+            (Way::Area(chunk), &Reduction::Root { n, .. }) => n.div_ceil(chunk),
             (Way::Area(share), Reduction::Scatter { offsets, .. }) => {
                 long::Scatter { offsets, share }.rounds()
             }
@@ -190,17 +202,37 @@ impl Reducing {
                 return single::allreduce_rounds(self.commutative)
             }
             (Way::Single(_), Reduction::Scatter { .. }) => 2,
+            (Way::Single(_), Reduction::Root { .. }) => unreachable!("a reduce through the area"),
         }) as u64
     }
 
+    /// The blocking twin's kind: a reduce's, [`reduce_area`]'s.
     fn kind(&self) -> u64 {
-        let k = match (self.way, &self.what) {
-            (Way::Area(_), Reduction::All(..)) => K_ALLREDUCE_AREA,
-            (Way::Area(_), Reduction::Scatter { .. }) => K_REDUCE_SCATTER_AREA,
-            (Way::Single(_), Reduction::All(..)) => K_ALLREDUCE_COPY,
-            (Way::Single(_), Reduction::Scatter { .. }) => K_REDUCE_SCATTER_COPY,
+        let (k, root) = match (self.way, &self.what) {
+            (Way::Area(_), Reduction::All(..)) => (K_ALLREDUCE_AREA, 0),
+            (Way::Area(_), Reduction::Scatter { .. }) => (K_REDUCE_SCATTER_AREA, 0),
+            (_, &Reduction::Root { root, .. }) => (K_REDUCE_AREA, root),
+            (Way::Single(_), Reduction::All(..)) => (K_ALLREDUCE_COPY, 0),
+            (Way::Single(_), Reduction::Scatter { .. }) => (K_REDUCE_SCATTER_COPY, 0),
         };
-        kind(k, 0, self.what.len())
+        kind(k, root, self.what.len())
+    }
+
+    /// A reduce's chunk of round `s` (its bytes of the buffer), and the
+    /// root.
+    fn root_chunk(&mut self, s: u64) -> Option<(&mut [u8], usize)> {
+        let (Way::Area(chunk), &Reduction::Root { buf, n, root }) = (self.way, &self.what) else {
+            return None;
+        };
+        let at = self.round(s) * chunk;
+        let len = chunk.min(n - at);
+        // SAFETY: the reduce's bytes at `buf`, the caller's until
+        // completion and touched by nobody else meanwhile; written only at
+        // the root (`arrived`).
+        Some((
+            unsafe { std::slice::from_raw_parts_mut(buf.add(at), len) },
+            root,
+        ))
     }
 
     /// The round `s` is of this reduction (from 0).
@@ -261,14 +293,17 @@ impl Reducing {
         })
     }
 
-    /// The length of this member's contribution to round `s`, if it makes
-    /// one: a single copy's card in the first round, each round's pieces
-    /// through the area.
-    fn contribution(&self, s: u64, m: usize) -> Option<usize> {
+    /// The length of member `me`'s (of `m`) contribution to round `s`, if
+    /// it makes one: a single copy's card in the first round, each round's
+    /// pieces through the area (a reduce's root: none).
+    fn contribution(&self, s: u64, me: usize, m: usize) -> Option<usize> {
         match (self.way, &self.what) {
             (Way::Single(_), _) => (s == self.first).then_some(16),
             (Way::Area(_), Reduction::All(..)) => self.chunk_at(s).map(|(r, _)| r.len()),
             (Way::Area(share), Reduction::Scatter { .. }) => Some(m * share),
+            (Way::Area(chunk), &Reduction::Root { n, root, .. }) => {
+                (me != root).then(|| chunk.min(n - self.round(s) * chunk))
+            }
         }
     }
 
@@ -286,11 +321,13 @@ impl Reducing {
                 } else if let Some((send, _, offsets)) = self.scatter_bufs(me) {
                     let plan = long::Scatter { offsets, share };
                     long::Round::of(a, slots, me, s).scatter_write(&plan, r, send);
+                } else if let Some((part, _)) = self.root_chunk(s) {
+                    a.write(slots[me], s, part.len(), 0, part);
                 }
             }
             Way::Single(_) => {
                 let addr = match self.what {
-                    Reduction::All(buf, _) => buf as usize,
+                    Reduction::All(buf, _) | Reduction::Root { buf, .. } => buf as usize,
                     Reduction::Scatter { send, .. } => send as usize,
                 };
                 let card = single::card([addr as u64, self.what.len() as u64]);
@@ -323,6 +360,12 @@ impl Reducing {
                 } else if let Some((send, recv, offsets)) = self.scatter_bufs(me) {
                     let plan = long::Scatter { offsets, share };
                     long::Round::of(a, slots, me, s).scatter_fold(&plan, r, send, recv, op);
+                } else if let Some((acc, root)) = self.root_chunk(s).filter(|c| c.1 == me) {
+                    // Commutative: the others' chunks in any order.
+                    let len = acc.len();
+                    for (_, &slot) in slots.iter().enumerate().filter(|&(j, _)| j != root) {
+                        op(a.bytes(slot, s, len, 0, len), acc);
+                    }
                 }
                 return Ok(());
             }
@@ -904,6 +947,11 @@ impl Pending {
         g.take(rounds - 1);
         p.last = p.s + rounds - 1;
         p.kind = long.kind();
+        if let Reduction::Root { root, .. } = long.what {
+            // Only the root reads: the others go on once their chunks are
+            // out, as in the blocking reduce.
+            p.folds = Folds::Root(root);
+        }
         long.first = p.s;
         p.long = Some(Box::new(long));
         p.poll(e);
@@ -1005,7 +1053,7 @@ impl Pending {
             let long = self
                 .long
                 .as_ref()
-                .and_then(|l| l.contribution(s, self.slots.len()));
+                .and_then(|l| l.contribution(s, self.me, self.slots.len()));
             // The storage this member writes, if any: a reduction's by its
             // length (a scan's last member's: none), a long reduction's by
             // its round's, a data mover's by its longest write.
