@@ -492,6 +492,19 @@ fn long_reductions(w: &Comm) -> R {
     let mats: Vec<[i64; 4]> = (0..count).map(|i| m(me, i)).collect();
     let got = w.iallreduce(mats.clone(), &o)?.wait()?;
     eq(&got, &all, &what("iallreduce, rank order"), me)?;
+    // Scans longer than a payload half, in place (the owned forms) and not.
+    let upto: Vec<[i64; 4]> = (0..count).map(|i| product(i, 0..me + 1)).collect();
+    let before: Vec<[i64; 4]> = match me {
+        0 => mats.clone(),
+        _ => (0..count).map(|i| product(i, 0..me)).collect(),
+    };
+    let inc = w.iscan(mats.clone(), &o)?;
+    let exc = w.iexscan(mats.clone(), &o)?;
+    let mut into = vec![[0i64; 4]; count];
+    kumi::scope(|s| w.iscan_into(s, &mats, &mut into, &o)?.wait())?;
+    eq(&exc.wait()?, &before, &what("iexscan, rank order"), me)?;
+    eq(&inc.wait()?, &upto, &what("iscan, rank order"), me)?;
+    eq(&into, &upto, &what("iscan_into, rank order"), me)?;
     let mut out = vec![[0i64; 4]; count];
     w.allreduce(&mats, &mut out, &o)?;
     eq(&out, &all, &what("allreduce, rank order"), me)?;
@@ -538,6 +551,17 @@ fn long_reductions(w: &Comm) -> R {
     let got = w.iallreduce(send.clone(), &triple)?.wait()?;
     let all: Vec<u64> = (0..total).map(fold).collect();
     eq(&got, &all, &what("iallreduce in groups of three"), me)?;
+    let got = w.iexscan(send.clone(), &triple)?.wait()?;
+    let prefix = |upto: usize, i: usize| match i % 3 {
+        0 => (0..upto).map(|r| t(r, i)).sum(),
+        1 => (0..upto).map(|r| t(r, i)).max().unwrap_or(0),
+        _ => (0..upto).fold(0, |acc, r| acc ^ t(r, i)),
+    };
+    let want: Vec<u64> = match me {
+        0 => send.clone(),
+        _ => (0..total).map(|i| prefix(me, i)).collect(),
+    };
+    eq(&got, &want, &what("iexscan in groups of three"), me)?;
     let got = w.ireduce(send.clone(), &triple, p - 1)?.wait()?;
     let want = if me == p - 1 { &all[..] } else { &[] };
     eq(&got, want, &what("ireduce in groups of three"), me)

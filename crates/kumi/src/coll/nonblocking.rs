@@ -440,9 +440,9 @@ impl Comm {
     /// the program's memory: `send` holds this rank's `count` elements
     /// (it may be `recv` itself: in place), `recv` gets the result on
     /// completion (rank 0's is left alone by an exclusive scan). Inside one
-    /// host, up to a payload half, through the collective area as the
-    /// blocking scan goes (each rank folds those before it out of the
-    /// area, none waits for a later one); otherwise by a chain of
+    /// host through the collective area as the blocking scan goes (each
+    /// rank folds those before it out of the area, none waits for a later
+    /// one), in chunks of a payload half; otherwise by a chain of
     /// messages: an inclusive scan folds in `recv`, an exclusive one in a
     /// work copy of `send` on the ranks that both receive a prefix and
     /// pass one on, and sends straight from `send` elsewhere.
@@ -465,7 +465,10 @@ impl Comm {
         let n = count * std::mem::size_of::<T>();
         let (s, r) = (send.cast::<u8>(), recv.cast::<u8>());
         if let Some(req) = self.shm_start(Location::caller(), |e, g| {
-            if n > g.payload {
+            // Longer than a payload half: in chunks of whole elements (or
+            // groups of a grouped operation).
+            let chunk = (g.payload / op.unit_bytes()) * op.unit_bytes();
+            if n > g.payload && chunk == 0 {
                 return None;
             }
             if !exclusive {
@@ -475,7 +478,7 @@ impl Comm {
             }
             // SAFETY: the caller's contract.
             Some(Ok(unsafe {
-                shm::Pending::start_scan(e, g, s, (r, n), op.bytes_fn(), exclusive)
+                shm::Pending::start_scan(e, g, s, (r, n), op.bytes_fn(), chunk, exclusive)
             }))
         })? {
             return Ok(req);

@@ -35,6 +35,9 @@ pub(crate) struct Pending {
     /// bytes at the pointer, holding this member's contribution but for an
     /// exclusive scan's), and the operation.
     data: Option<(*mut u8, usize, crate::coll::exec::ByteOp)>,
+    /// Bytes of `data` per round, whole elements (a scan longer than a
+    /// payload half, in chunks as the blocking one goes); 0: all at once.
+    chunk: usize,
     /// Whose contributions `data`'s reduction folds.
     folds: Folds,
     /// A data mover: what this member publishes, and where every member's
@@ -800,29 +803,50 @@ impl Pending {
         p
     }
 
-    /// Starts a scan of `g` (`exclusive`: an exscan) of at most a payload
-    /// half: `own` is this member's contribution of `n` bytes, and `buf`
-    /// gets the result (an inclusive scan's holding `own` already, or
-    /// being it; the first member's of an exclusive one untouched), folded
-    /// as the blocking scan does ([`super::scan`]).
+    /// Starts a scan of `g` (`exclusive`: an exscan): `own` is this
+    /// member's contribution of `n` bytes, and `buf` gets the result (an
+    /// inclusive scan's holding `own` already, or being it; the first
+    /// member's of an exclusive one untouched), folded as the blocking scan
+    /// does ([`super::scan`]): in one round up to a payload half, else in
+    /// rounds of `chunk` bytes (whole elements, at most a payload half),
+    /// one scan of that part each.
     ///
     /// # Safety
     /// `own` readable, and `buf` writable and touched by nobody else, for
     /// `n` bytes until the collective completes.
+    #[allow(clippy::too_many_arguments)]
     pub unsafe fn start_scan(
         e: &mut Engine,
         g: &mut Group,
         own: *const u8,
         (buf, n): (*mut u8, usize),
         op: crate::coll::exec::ByteOp,
+        chunk: usize,
         exclusive: bool,
     ) -> Pending {
+        debug_assert!(n <= g.payload || (1..=g.payload).contains(&chunk));
         let mut p = Pending::start_unpublished(g);
+        if n > g.payload {
+            let rounds = n.div_ceil(chunk) as u64;
+            g.take(rounds - 1);
+            p.last = p.s + rounds - 1;
+            p.chunk = chunk;
+        }
         p.kind = kind(if exclusive { K_EXSCAN } else { K_SCAN }, 0, n);
         p.data = Some((buf, n, op));
         p.folds = Folds::Prefix { own, exclusive };
         p.poll(e);
         p
+    }
+
+    /// The bytes of `data` the round under way moves: `(offset, length)`.
+    fn data_part(&self, n: usize) -> (usize, usize) {
+        if self.chunk == 0 {
+            return (0, n);
+        }
+        let rounds = n.div_ceil(self.chunk) as u64;
+        let at = (rounds - 1 - (self.last - self.s)) as usize * self.chunk;
+        (at, self.chunk.min(n - at))
     }
 
     /// Starts an allgather(v) of `g` (`block` `None`: member j's block
@@ -995,6 +1019,7 @@ impl Pending {
             done: false,
             kind: kind(K_BARRIER, 0, 0),
             data: None,
+            chunk: 0,
             folds: Folds::All,
             gather: None,
             long: None,
@@ -1062,8 +1087,9 @@ impl Pending {
                 Folds::Prefix { own, .. } => Some(own),
                 _ => self.data.as_ref().map(|d| d.0.cast_const()),
             };
-            let written = match (&self.data, long, &self.gather) {
-                (Some((_, n, _)), _, _) => from.map(|_| *n),
+            let part = self.data.as_ref().map(|d| self.data_part(d.1));
+            let written = match (part, long, &self.gather) {
+                (Some((_, len)), _, _) => from.map(|_| len),
                 (_, Some(n), _) => Some(n),
                 (_, _, Some(g)) => g.longest_write(&a, s, self.me, self.slots.len()),
                 _ => None,
@@ -1074,12 +1100,13 @@ impl Pending {
             if let (Some(l), Some(_)) = (&mut self.long, long) {
                 l.write(&a, &self.slots, self.me, s);
             }
-            if let (Some((_, n, _)), Some(from)) = (&self.data, from) {
-                // SAFETY: `n` bytes at `from` until completion (the
-                // contracts of `start_allreduce`, `start_reduce` and
-                // `start_scan`); only read here.
-                let b = unsafe { std::slice::from_raw_parts(from, *n) };
-                a.write(mine, s, *n, 0, b);
+            if let (Some((at, len)), Some(from)) = (part, from) {
+                // SAFETY: `data`'s length in bytes at `from` until
+                // completion (the contracts of `start_allreduce`,
+                // `start_reduce` and `start_scan`), this round's part of
+                // them; only read here.
+                let b = unsafe { std::slice::from_raw_parts(from.add(at), len) };
+                a.write(mine, s, len, 0, b);
             }
             if let Some(g) = &self.gather {
                 self.kind = g.write_own(&a, mine, s, self.me, self.slots.len());
@@ -1107,10 +1134,10 @@ impl Pending {
             saw_all(&self.seen_all, s);
         }
         if let Some((buf, n, op)) = self.data.as_ref().filter(|_| upto > 0) {
-            let n = *n;
+            let (at, n) = self.data_part(*n);
             // SAFETY: as above; the contribution is in the area now, and
-            // the result replaces what `buf` holds.
-            let b = unsafe { std::slice::from_raw_parts_mut(*buf, n) };
+            // the result replaces what `buf` holds (this round's part).
+            let b = unsafe { std::slice::from_raw_parts_mut(buf.add(at), n) };
             // `b = d0 ⊕ (d1 ⊕ (... ⊕ d_(upto-1)))`: the rightmost operand
             // is this member's own, in place, or copied first.
             let last = upto - 1;
