@@ -249,20 +249,25 @@ impl Comm {
     /// A request for collective `run`, advanced once now: its first
     /// messages go out in the call (an area part has published already), so
     /// that the peers can work on them while this rank computes.
-    pub(super) fn start<T: Pod>(&self, mut run: Active) -> CollRequest<T> {
-        let mut e = self.engine();
-        let id = e.svc.coll.take_id();
-        if matches!(run, Active::Shm(_)) || advance(&mut e, id, &mut run) {
-            e.svc.coll.active.push((id, run));
-        }
+    pub(super) fn start<T: Pod>(&self, run: Active) -> CollRequest<T> {
+        let id = Self::push_active(&mut self.engine(), run);
         self.request(id)
     }
 
-    /// Lists `run`, which its own progress moves (no first step here, as in
-    /// [`Comm::start`] for the area's), and returns its id.
-    pub(super) fn push_active(e: &mut Engine, run: Active) -> u64 {
+    /// Lists `run` and returns its id. A schedule is advanced once first;
+    /// an area collective is not (its start polled it), but one its start
+    /// found complete (a rooted form's root, a member whose sources had all
+    /// published) is finished now and never listed, so that its wait finds
+    /// it over without a pass of progress.
+    pub(super) fn push_active(e: &mut Engine, mut run: Active) -> u64 {
         let id = e.svc.coll.take_id();
-        e.svc.coll.active.push((id, run));
+        let goes_on = match &run {
+            Active::Shm(p) if !p.is_done() => true,
+            _ => advance(e, id, &mut run),
+        };
+        if goes_on {
+            e.svc.coll.active.push((id, run));
+        }
         id
     }
 

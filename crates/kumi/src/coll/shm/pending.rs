@@ -1055,6 +1055,11 @@ impl Pending {
                 .all(|&j| seg.rank_block(j).awaits() != kumi_transport::shm::AWAITS_NOTHING)
     }
 
+    /// Whether it is over (complete, or failed), as `poll` last found.
+    pub fn is_done(&self) -> bool {
+        self.done
+    }
+
     /// Advances; `true` once complete (or failed: `failed` says why).
     pub fn poll(&mut self, e: &mut Engine) -> bool {
         while !self.done {
