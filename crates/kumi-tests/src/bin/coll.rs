@@ -505,6 +505,19 @@ fn long_reductions(w: &Comm) -> R {
     eq(&exc.wait()?, &before, &what("iexscan, rank order"), me)?;
     eq(&inc.wait()?, &upto, &what("iscan, rank order"), me)?;
     eq(&into, &upto, &what("iscan_into, rank order"), me)?;
+    // The blocking ones too (a chain through the area, chunk by chunk).
+    let mut out = vec![[0i64; 4]; count];
+    w.scan(&mats, &mut out, &o)?;
+    eq(&out, &upto, &what("scan, rank order"), me)?;
+    let mut out = mats.clone();
+    w.exscan(&mats, &mut out, &o)?;
+    eq(&out, &before, &what("exscan, rank order"), me)?;
+    let mut buf = mats.clone();
+    w.scan_in_place(&mut buf, &o)?;
+    eq(&buf, &upto, &what("scan_in_place, rank order"), me)?;
+    let mut buf = mats.clone();
+    w.exscan_in_place(&mut buf, &o)?;
+    eq(&buf, &before, &what("exscan_in_place, rank order"), me)?;
     let mut out = vec![[0i64; 4]; count];
     w.allreduce(&mats, &mut out, &o)?;
     eq(&out, &all, &what("allreduce, rank order"), me)?;
