@@ -384,6 +384,14 @@ fn rooted_direct(
     Ok(Some([blocks, own]))
 }
 
+/// `p` blocks of `block.1` bytes each, one after the other from `block.0`:
+/// the root's side of a rooted collective from [`rooted_direct`].
+fn even_blocks(block: (*mut u8, usize), p: usize) -> Vec<(*mut u8, usize)> {
+    (0..p)
+        .map(|j| (block.0.wrapping_add(j * block.1), block.1))
+        .collect()
+}
+
 /// MPI_Scatter's and MPI_Iscatter's arguments as the runtime takes them:
 /// the send ones read at the root only, the receive ones the root's own
 /// block in place.
@@ -686,6 +694,13 @@ mpi! {
         need_request(request)?;
         let r = check_root(&c, root)?;
         let (p, me) = (c.size(), c.rank());
+        if let Some([recv, send]) = rooted_direct(me == r, me, (recvbuf, recvcount, recvtype), (sendbuf, sendcount, sendtype))? {
+            let recv = if me == r { even_blocks(recv, p) } else { Vec::new() };
+            // SAFETY: MPI's contract (see `v::igatherv`); in place, the
+            // root's send is its own receive block.
+            let req = unsafe { c.igatherv_segments((send.0.cast_const(), send.1), &recv, r) }?;
+            return nb_request(Box::new(NbBytes::none(req)), comm, request);
+        }
         let a = gather_args(me == r, me, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype)?;
         let (send, recv, packed) = a.segments(recvbuf, p);
         // SAFETY: MPI's contract (see `v::igatherv`); in place, the root's
@@ -704,8 +719,14 @@ mpi! {
         need_request(request)?;
         let r = check_root(&c, root)?;
         let (p, me) = (c.size(), c.rank());
-        let a = scatter_args(me == r, sendcount, sendtype, recvbuf, recvcount, recvtype)?;
-        let (send, recv, packed) = a.segments(sendbuf, recvbuf, p, me);
+        let direct = rooted_direct(me == r, me, (sendbuf, sendcount, sendtype), (recvbuf, recvcount, recvtype))?;
+        let (send, recv, packed) = match direct {
+            Some([blocks, recv]) => {
+                let send = if me == r { even_blocks(blocks, p) } else { Vec::new() };
+                (read_only(send), recv, Packed::default())
+            }
+            None => scatter_args(me == r, sendcount, sendtype, recvbuf, recvcount, recvtype)?.segments(sendbuf, recvbuf, p, me),
+        };
         if me == r && send.iter().any(|s| s.1 != recv.1) {
             return err(
                 MPI_ERR_TRUNCATE,
