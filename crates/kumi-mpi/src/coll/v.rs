@@ -507,6 +507,28 @@ fn igatherv<C: Entry, D: Entry>(
     };
     need_request(request)?;
     let r = check_root(&c, root)?;
+    let (p, me) = (c.size(), c.rank());
+    // Predefined types: the buffers as bytes, as `gatherv_direct`.
+    if let Some((seg, send)) = v_rooted_direct(
+        me == r,
+        me,
+        p,
+        (
+            recvbuf,
+            recvcounts,
+            displs,
+            recvtype,
+            ["recvcounts", "displs"],
+        ),
+        (sendbuf, sendcount, sendtype),
+    )? {
+        let recv: Vec<_> = seg.map(|seg| (0..p).map(seg).collect()).unwrap_or_default();
+        // SAFETY: MPI's contract for a nonblocking collective's buffers:
+        // valid, and the receive ones untouched, until it completes; in
+        // place, the root's send is its own receive segment.
+        let req = unsafe { c.igatherv_segments((send.0.cast_const(), send.1), &recv, r) }?;
+        return nb_request(Box::new(NbBytes::none(req)), comm, request);
+    }
     let a = gatherv_args(
         &c, r, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype,
     )?;
@@ -704,7 +726,29 @@ fn iscatterv<C: Entry, D: Entry>(
     };
     need_request(request)?;
     let r = check_root(&c, root)?;
-    let me = c.rank();
+    let (p, me) = (c.size(), c.rank());
+    // Predefined types: the buffers as bytes, as `scatterv_direct`.
+    if let Some((seg, recv)) = v_rooted_direct(
+        me == r,
+        me,
+        p,
+        (
+            sendbuf,
+            sendcounts,
+            displs,
+            sendtype,
+            ["sendcounts", "displs"],
+        ),
+        (recvbuf, recvcount, recvtype),
+    )? {
+        let send: Vec<_> = seg
+            .map(|seg| (0..p).map(seg).map(|(b, n)| (b.cast_const(), n)).collect())
+            .unwrap_or_default();
+        // SAFETY: MPI's contract for a nonblocking collective's buffers (see
+        // `igatherv`); in place, the root's receive is its own send segment.
+        let req = unsafe { c.iscatterv_segments(&send, recv, r) }?;
+        return nb_request(Box::new(NbBytes::none(req)), comm, request);
+    }
     let a = scatterv_args(
         &c, r, sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype,
     )?;
