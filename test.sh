@@ -15,6 +15,9 @@ command -v tmux >/dev/null || { apt-get update -qq && apt-get install -y -qq tmu
 # The MPI ABI tests (crates/kumi-tests/tests/mpi_abi.rs) compare with Debian's
 # MPICH and run mpi4py's PyPI wheel (MPICH-ABI flavour) on kumi's libmpi.so.12.
 command -v mpicc.mpich >/dev/null || { apt-get update -qq && apt-get install -y -qq libmpich-dev mpich python3-venv >/dev/null; }
+# `kumi bench startup` is tested against both references (crates/kumi-tests/
+# tests/bench_suite.rs), so Open MPI too.
+command -v mpicc.openmpi >/dev/null || { apt-get update -qq && apt-get install -y -qq openmpi-bin libopenmpi-dev >/dev/null; }
 # `kumi bench lu` is tested with both DGEMMs: faer (built in) and OpenBLAS.
 [ -e /usr/lib/x86_64-linux-gnu/libopenblas.so.0 ] || { apt-get update -qq && apt-get install -y -qq libopenblas0-serial >/dev/null; }
 # The Fortran tests (crates/kumi-tests/tests/fortran.rs) compile with gfortran,
