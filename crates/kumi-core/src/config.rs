@@ -94,7 +94,7 @@ vars! {
     "KUMI_BIND", Tuning, "auto",
     "`auto`: when a host runs more ranks than it has cores, bind local rank i (and its progress thread) to the i-th allowed core modulo their number, so ranks taking turns on a core do not migrate (a turn costs ~2.6x less); otherwise leave ranks free, but a waiting rank that finds a rank of a lower local rank on its core moves itself to a core no local rank runs on (and is free again there: the scheduler puts ranks woken together on one core and takes 100 ms or more to part them); `core`: always bind; `none`: never bind nor move";
     "KUMI_BLOCKED_MS", Tuning, "100",
-    "a rank blocked this long in one kumi call reports the wait (call, communicator, peer, tag, call site) to `kumi run`, which declares a deadlock when the blocked ranks can never continue for `--deadlock-timeout` seconds: it moves when a deadlock is reported, not whether";
+    "a rank blocked this long in one kumi call, with nothing arriving for it meanwhile, reports the wait (call, communicator, peer, tag, call site) to `kumi run`, which declares a deadlock when the blocked ranks can never continue for `--deadlock-timeout` seconds: it moves when a deadlock is reported, not whether";
     "KUMI_SUPERVISOR", Tuning, "auto",
     "under `srun` (no `kumi run` beside the ranks): `auto` has rank 0 start kumi's supervisor, the `kumi` program beside kumi's library (`lib/../bin` of an install) or on `PATH`, which gives the job `kumi run`'s deadlock detection, statistics and end of the job when a rank is killed; `off`: none; or the path of the `kumi` program to use";
     "KUMI_SUPERVISE", Tuning, "(none)",

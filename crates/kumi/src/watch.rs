@@ -6,11 +6,12 @@
 //! long enough to report and what to send; reporting costs nothing until then.
 //!
 //! What is sent, on the control channel (see `kumi_core::deadlock`):
-//! - `Blocked` once a wait has lasted [`Watch::threshold`] (`KUMI_BLOCKED_MS`,
-//!   default 100 ms), again whenever messages arrived during the wait (at most
+//! - `Blocked` once nothing has moved in a wait for [`Watch::threshold`]
+//!   (`KUMI_BLOCKED_MS`, default 100 ms), again whenever messages arrived during the wait (at most
 //!   every [`RECHECK`]: the launcher compares sent and arrived counts, and a
 //!   stale count would hide a deadlock), and every [`PERIOD`] while it lasts;
-//! - `Unblocked` when a reported wait ends;
+//! - `Unblocked` when a reported wait ends, or starts to move a message
+//!   itself ([`Watch::moving`]);
 //! - `Counters` every [`PERIOD`] while the rank is in any wait loop;
 //! - `Final` counters at finalize, before its barrier.
 //!
@@ -66,6 +67,8 @@ pub(crate) struct Watch {
     last_arrived: u64,
     /// `Counters::frames_in` and `area_rounds` when last looked at.
     last_moved: u64,
+    /// When a wait last saw them change.
+    moved_at: Instant,
     blocked: Duration,
     /// The last turn of the current wait loop.
     turn: Option<Instant>,
@@ -153,6 +156,7 @@ impl Watch {
             last_check: None,
             last_arrived: 0,
             last_moved: 0,
+            moved_at: Instant::now(),
             blocked: Duration::ZERO,
             turn: None,
             paused: Duration::ZERO,
@@ -199,30 +203,34 @@ impl Watch {
         if self.control.is_none() {
             return;
         }
+        // Frames still arriving (the chunks of a long transfer, its replies),
+        // or rounds of a collective through the area completing: the wait is
+        // moving, whatever the message counters say, so a report already
+        // made is withdrawn, and the wait is reported as blocked only once
+        // nothing has moved for the threshold. A rendezvous of 64 MiB over a
+        // slow or lossy network otherwise looked like two ranks waiting on
+        // each other with nothing in flight, and so did a nonblocking
+        // allreduce of 2 GiB through the area. Reported again on the first
+        // still turn instead, a wait sent a report per gap between two chunks
+        // of a stream, and the launcher, mostly seeing both ends blocked,
+        // ended a job moving 1 GiB messages as a deadlock.
+        let moved = counters.frames_in + counters.area_rounds;
+        if moved != self.last_moved {
+            self.last_moved = moved;
+            self.moved_at = now;
+            self.moving();
+        }
         let for_ = now
             .saturating_duration_since(start)
             .saturating_sub(self.paused);
-        if for_ < self.threshold {
+        let still = now
+            .saturating_duration_since(start.max(self.moved_at))
+            .saturating_sub(self.paused);
+        if still < self.threshold {
             if self.last_sent.is_none_or(|t| now - t >= PERIOD) {
                 self.last_sent = Some(now);
                 let c = self.counters(counters, now);
                 self.send(&Report::Counters(c));
-            }
-            return;
-        }
-        // Frames still arriving (the chunks of a long transfer, its replies),
-        // or rounds of a collective through the area completing: the wait is
-        // moving, whatever the message counters say, so it is not reported
-        // as blocked (a report already made is withdrawn). A rendezvous of
-        // 64 MiB over a slow or lossy network otherwise looked like two ranks
-        // waiting on each other with nothing in flight, and so did a
-        // nonblocking allreduce of 2 GiB through the area.
-        let moved = counters.frames_in + counters.area_rounds;
-        if moved != self.last_moved {
-            self.last_moved = moved;
-            if self.reported {
-                self.reported = false;
-                self.send(&Report::Unblocked);
             }
             return;
         }
@@ -243,6 +251,22 @@ impl Watch {
             let wait = self.describe(info, for_, abi_call());
             let counters = self.counters(counters, now);
             self.send(&Report::Blocked { wait, counters });
+        }
+    }
+
+    /// The wait moves: a report of it is withdrawn. Called by the wait
+    /// loop's turns (above) and, before it is handled, for every frame but
+    /// a short message: a rendezvous's request or reply starts a single or
+    /// split copy in the same progress pass, one system call for the whole
+    /// message (seconds for gigabytes on a slow or busy host), and the wait
+    /// loop gets no turn until the copy ends; meanwhile the launcher would
+    /// see this rank and its peer, waiting for the copy, both blocked with
+    /// nothing in flight.
+    #[inline]
+    pub fn moving(&mut self) {
+        if self.reported {
+            self.reported = false;
+            self.send(&Report::Unblocked);
         }
     }
 

@@ -6,7 +6,10 @@
 //!   two messages to rank 1, which waits in a receive all that time; the other
 //!   ranks wait in the final barrier;
 //! - `sleep`: the last rank sleeps 5 s before sending to every other rank,
-//!   which all wait in a receive from it.
+//!   which all wait in a receive from it;
+//! - `long [bytes] [times]`: rank 0 sends `bytes` (default 1 GiB) to rank 1
+//!   `times` times (default 4); each message takes long enough to move that
+//!   both ends' waits are seen.
 
 use kumi_tests::compute;
 use std::time::Duration;
@@ -42,6 +45,30 @@ fn main() {
             } else {
                 w.recv(&mut b, n - 1, 2).expect("recv");
                 assert_eq!(b[0], 7);
+            }
+        }
+        "long" => {
+            let arg = |i: usize, d: usize| {
+                std::env::args()
+                    .nth(i)
+                    .map_or(d, |a| a.parse().expect("a number"))
+            };
+            let (len, times) = (arg(2, 1 << 30), arg(3, 4));
+            let mut m = vec![0u8; len];
+            for t in 0..times {
+                if me == 0 {
+                    for (i, x) in m.iter_mut().enumerate().step_by(4096) {
+                        *x = (i >> 12) as u8 ^ t as u8;
+                    }
+                    w.send(&m, 1, 3).expect("send");
+                } else if me == 1 {
+                    w.recv(&mut m, 0, 3).expect("recv");
+                    assert!(m
+                        .iter()
+                        .enumerate()
+                        .step_by(4096)
+                        .all(|(i, &x)| x == (i >> 12) as u8 ^ t as u8));
+                }
             }
         }
         m => panic!("unknown mode {m}"),

@@ -433,6 +433,9 @@ impl Engine {
     /// Every frame but a well-formed eager one (see `on_frame`).
     #[inline(never)]
     fn on_other_frame(&mut self, from: u32, h: &Header, p: &[u8]) {
+        // A rendezvous's request or reply may start a copy of gigabytes in
+        // this pass, with no turn of the wait loop until it ends.
+        self.watch.moving();
         if let Err(e) = self.dispatch(from, h, p) {
             log(
                 self.world_rank,
