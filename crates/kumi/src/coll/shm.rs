@@ -667,11 +667,20 @@ pub(crate) unsafe fn neighbor(
         .collect();
     sources.sort_unstable();
     sources.dedup();
-    wait(e, info, k, |a| {
-        sources
-            .iter()
-            .all(|&j| reached_as(a, g.slots[j], s, g.kind))
-    })?;
+    e.wait_until_with_mates(
+        info,
+        |e| {
+            let a = area(e, k);
+            sources
+                .iter()
+                .all(|&j| reached_as(&a, g.slots[j], s, g.kind))
+        },
+        |e| {
+            g.mates
+                .as_ref()
+                .is_some_and(|m| all_reached_as(&area(e, k), m, s, g.kind))
+        },
+    )?;
     let a = area(e, k);
     let me = g.me;
     // From the others, only long messages.

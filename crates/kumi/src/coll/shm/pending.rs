@@ -610,6 +610,16 @@ impl Gather {
         )
     }
 
+    /// Whether a member whose core's other members have all entered the
+    /// round waits only for members of other cores ([`Pending::mates_wait`]):
+    /// where every member waits for every member, and in a neighbourhood
+    /// exchange, whose one round a member has published all it sends when
+    /// it enters (the rooted forms' root may still need its core for the
+    /// others: kept as measured).
+    fn mates_may_keep(&self) -> bool {
+        self.waits_for_all() || matches!(self.send, Sends::Neighbors { .. })
+    }
+
     /// Whether the round under way is complete for this member, which
     /// published `kind`: every member has published it, or for the rooted
     /// forms, whoever this member reads from (the root waits for each member
@@ -1028,9 +1038,10 @@ impl Pending {
     }
 
     /// Whether every other member bound to this rank's core has entered
-    /// the round under way, one that every member waits through (not a
-    /// rooted form's, a neighbourhood exchange's, nor a long reduction's,
-    /// whose rounds wait for some members only), and waits in kumi: then a
+    /// the round under way, one that every member waits through or a
+    /// neighbourhood exchange's ([`Gather::mates_may_keep`]; not a rooted
+    /// form's nor a long reduction's, whose rounds wait for some members
+    /// only), and waits in kumi: then a
     /// rank waiting for this collective keeps its core rather than hand it
     /// to them
     /// ([`Engine::wait_until_with_mates`]). Unlike a blocking collective's
@@ -1043,7 +1054,7 @@ impl Pending {
         if !self.published
             || self.long.is_some()
             || !matches!(self.folds, Folds::All)
-            || self.gather.as_ref().is_some_and(|g| !g.waits_for_all())
+            || self.gather.as_ref().is_some_and(|g| !g.mates_may_keep())
         {
             return false;
         }
