@@ -344,21 +344,36 @@ fn wait(
 /// whose every member waits so (barrier, allreduce, alltoall): a member of
 /// my core that has reached `s` while some other has not cannot have left
 /// it, so when all of them have, they all wait for other cores and this
-/// rank keeps its core ([`Engine::wait_until_with_mates`]); so does a rank
-/// alone on its core, which has nobody to hand it to.
+/// rank keeps its core ([`wait_keeping_core`]).
 fn wait_all_reached(e: &mut Guard<'_>, g: &Group, s: u64, info: WaitInfo) -> Result<()> {
+    wait_keeping_core(e, g, s, info, |a| g.all_reached(a, s))?;
+    saw_all(&g.seen_all, s);
+    Ok(())
+}
+
+/// Waits until `cond` holds on the area, keeping the core while every other
+/// member bound to it has reached collective `s`
+/// ([`Engine::wait_until_with_mates`]; so does a rank alone on its core,
+/// which has nobody to hand it to): what this rank waits for then comes
+/// from other cores, and handing the core to a mate only has it hand the
+/// core back.
+fn wait_keeping_core(
+    e: &mut Guard<'_>,
+    g: &Group,
+    s: u64,
+    info: WaitInfo,
+    cond: impl Fn(&CollArea<'_>) -> bool,
+) -> Result<()> {
     let k = g.area;
     e.wait_until_with_mates(
         info,
-        |e| g.all_reached(&area(e, k), s),
+        |e| cond(&area(e, k)),
         |e| {
             g.mates
                 .as_ref()
                 .is_some_and(|m| all_reached_as(&area(e, k), m, s, g.kind))
         },
-    )?;
-    saw_all(&g.seen_all, s);
-    Ok(())
+    )
 }
 
 /// Waits until every member has reached collective `s` as this one.
@@ -667,20 +682,15 @@ pub(crate) unsafe fn neighbor(
         .collect();
     sources.sort_unstable();
     sources.dedup();
-    e.wait_until_with_mates(
-        info,
-        |e| {
-            let a = area(e, k);
-            sources
-                .iter()
-                .all(|&j| reached_as(&a, g.slots[j], s, g.kind))
-        },
-        |e| {
-            g.mates
-                .as_ref()
-                .is_some_and(|m| all_reached_as(&area(e, k), m, s, g.kind))
-        },
-    )?;
+    // A mate that has reached `s` may have completed it already (its
+    // sources came) and be back in the program, which keeping the core
+    // delays by at most `KUMI_MATE_SPIN_US`; yet at np=4 on two cores the
+    // exchange took 1.2-1.4x less so (docs/BENCHMARKS.md, session 53).
+    wait_keeping_core(e, g, s, info, |a| {
+        sources
+            .iter()
+            .all(|&j| reached_as(a, g.slots[j], s, g.kind))
+    })?;
     let a = area(e, k);
     let me = g.me;
     // From the others, only long messages.
