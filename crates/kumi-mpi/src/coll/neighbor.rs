@@ -5,12 +5,10 @@
 //! contiguous. The v- and w-forms are in [`super::v`].
 
 use super::*;
-use crate::comm::Neighbors;
+use crate::comm::Neighborhood;
 use crate::p2p::predefined_size;
 use smallvec::SmallVec;
-
-/// `(peer, block)` pairs of a neighbourhood collective, one per neighbour.
-type Pairs = SmallVec<[(usize, usize); 16]>;
+use std::rc::Rc;
 
 /// Byte segments of a neighbourhood collective, as many as its neighbours.
 type Bytes<P> = SmallVec<[(P, usize); 8]>;
@@ -55,7 +53,7 @@ pub(super) fn neighbor_args(
     comm: c_int,
     sendtype: c_int,
     recvtype: c_int,
-) -> R<(Comm, Neighbors, Datatype, Datatype)> {
+) -> R<(Comm, Rc<Neighborhood>, Datatype, Datatype)> {
     let mut s = st()?;
     let (c, nb) = crate::comm::neighbors(&mut s, comm)?;
     Ok((c, nb, s.dtype(sendtype)?, s.dtype(recvtype)?))
@@ -128,7 +126,7 @@ fn neighbor_alltoall(
 /// Cartesian grid, and its receive segment is left alone.
 pub(super) fn neighbor_start(
     c: &Comm,
-    nb: &Neighbors,
+    nb: &Neighborhood,
     send: &[Seg],
     shared: bool,
     recv: Vec<Seg>,
@@ -139,90 +137,40 @@ pub(super) fn neighbor_start(
         let sb = sb.into_iter().map(|(b, n)| (b.cast_const(), n)).collect();
         return neighbor_bytes(c, nb, &sb, shared, rb.into_iter().collect(), blocking);
     }
-    let (sends, recvs) = pairs(nb, shared);
+    let (sends, recvs) = nb.pairs(shared);
     let mut recv = recv;
-    for i in proc_null(nb) {
+    for &i in &nb.proc_null {
         recv[i].1 = 0;
     }
     let send_bytes: Vec<usize> = send.iter().map(|(_, n, d)| d.packed_size(*n)).collect();
     let recv_bytes: Vec<usize> = recv.iter().map(|(_, n, d)| d.packed_size(*n)).collect();
-    let req = c.ineighbor_exchange(pack_typed(send), &send_bytes, &sends, &recv_bytes, &recvs)?;
+    let req = c.ineighbor_exchange(pack_typed(send), &send_bytes, sends, &recv_bytes, recvs)?;
     Ok(Begun::Started(NbBytes { req, out: recv }))
 }
 
 /// [`neighbor_start`] straight between the program's buffers, as bytes.
 fn neighbor_bytes(
     c: &Comm,
-    nb: &Neighbors,
+    nb: &Neighborhood,
     send: &Bytes<*const u8>,
     shared: bool,
     mut recv: Bytes<*mut u8>,
     blocking: bool,
 ) -> R<Begun> {
-    let (sends, recvs) = pairs(nb, shared);
-    for i in proc_null(nb) {
+    let (sends, recvs) = nb.pairs(shared);
+    for &i in &nb.proc_null {
         recv[i].1 = 0;
     }
     if blocking {
         // SAFETY: MPI's contract: the send buffers readable and the
         // receive ones writable for the call; receive blocks overlap
         // nothing (each is named once by `pairs`).
-        unsafe { c.neighbor_exchange_segments(send, &sends, &recv, &recvs) }?;
+        unsafe { c.neighbor_exchange_segments(send, sends, &recv, recvs) }?;
         return Ok(Begun::Done);
     }
     // SAFETY: as above, until the request completes.
-    let req = unsafe { c.ineighbor_exchange_segments(send, &sends, &recv, &recvs) }?;
+    let req = unsafe { c.ineighbor_exchange_segments(send, sends, &recv, recvs) }?;
     Ok(Begun::Started(NbBytes::none(req)))
-}
-
-/// The receive blocks of `nb` from `MPI_PROC_NULL` (off a non-periodic
-/// edge of a Cartesian grid): nothing arrives there, and the block is left
-/// alone.
-fn proc_null(nb: &Neighbors) -> impl Iterator<Item = usize> + '_ {
-    let cart = match nb {
-        Neighbors::Cart(nb) => &nb[..],
-        Neighbors::Graph { .. } => &[],
-    };
-    cart.iter()
-        .enumerate()
-        .filter(|(_, n)| n.is_none())
-        .map(|(i, _)| i)
-}
-
-/// The `(peer, block)` sends and receives of a neighbourhood collective
-/// with neighbours `nb`: one send block to every out-neighbour (`shared`,
-/// the allgathers) or one per out-neighbour (the all-to-alls), one receive
-/// block per in-neighbour; none to or from an `MPI_PROC_NULL` neighbour of a
-/// Cartesian grid.
-fn pairs(nb: &Neighbors, shared: bool) -> (Pairs, Pairs) {
-    let block = |j: usize| if shared { 0 } else { j };
-    let (mut sends, mut recvs) = (SmallVec::new(), SmallVec::new());
-    match nb {
-        Neighbors::Cart(nb) => {
-            for d in 0..nb.len() / 2 {
-                let (src, dst) = (nb[2 * d], nb[2 * d + 1]);
-                // What goes to the dest side arrives at that rank's source
-                // side, which it receives first: list it first, so that a
-                // rank that is both neighbours (a periodic dimension of 2, or
-                // of 1) pairs them right (kumi_core::coll::exchange pairs
-                // messages in order): block s of the sender lands in block
-                // s^1 of the receiver in every dimension, as MPI-4.1 section
-                // 8.6 requires.
-                sends.extend(dst.map(|t| (t, block(2 * d + 1))));
-                sends.extend(src.map(|t| (t, block(2 * d))));
-                recvs.extend(src.map(|f| (f, 2 * d)));
-                recvs.extend(dst.map(|f| (f, 2 * d + 1)));
-            }
-        }
-        Neighbors::Graph { sources, dests } => {
-            // The k-th edge from a rank to another pairs with the k-th edge
-            // into the other from it (MPI-4.1 section 8.6): both lists in
-            // their order.
-            sends.extend(dests.iter().enumerate().map(|(j, &t)| (t, block(j))));
-            recvs.extend(sources.iter().enumerate().map(|(i, &f)| (f, i)));
-        }
-    }
-    (sends, recvs)
 }
 
 // Each pair: the blocking function waits for what the starter begins; the

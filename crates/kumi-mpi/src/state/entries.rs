@@ -77,6 +77,9 @@ pub(crate) struct CommEntry {
     pub attrs: Attrs,
     pub cart: Option<Cart>,
     pub graph: Option<DistGraph>,
+    /// Its neighbourhood collectives' pairs, once one ran
+    /// ([`crate::comm::neighbors`]).
+    pub neighborhood: Option<Rc<crate::comm::Neighborhood>>,
     pub name: String,
 }
 

@@ -133,6 +133,7 @@ impl State {
                     attrs: Attrs::default(),
                     cart: None,
                     graph: None,
+                    neighborhood: None,
                     name: n.into(),
                 },
             );
