@@ -61,6 +61,10 @@ pub struct Counters {
     /// `frames_in`, a wait during which they keep coming is moving, though
     /// no message counter changes.
     pub area_rounds: u64,
+    /// Chunks of long messages this rank pushed into a transport: like
+    /// `frames_in`, a wait during which they keep going is moving (a
+    /// sender whose ring is full waits for its receiver to drain it).
+    pub chunks_out: u64,
     /// Per world peer: messages and bytes sent to it (counted when the send
     /// starts) and arrived from it (counted when the first frame of the message
     /// arrives, matched or not); the internal messages of collectives apart.

@@ -65,7 +65,8 @@ pub(crate) struct Watch {
     last_check: Option<Instant>,
     /// Messages arrived (all peers) at the last `Blocked` report.
     last_arrived: u64,
-    /// `Counters::frames_in` and `area_rounds` when last looked at.
+    /// `Counters::frames_in`, `area_rounds` and `chunks_out` when last
+    /// looked at.
     last_moved: u64,
     /// When a wait last saw them change.
     moved_at: Instant,
@@ -204,7 +205,8 @@ impl Watch {
             return;
         }
         // Frames still arriving (the chunks of a long transfer, its replies),
-        // or rounds of a collective through the area completing: the wait is
+        // chunks still leaving, or rounds of a collective through the area
+        // completing: the wait is
         // moving, whatever the message counters say, so a report already
         // made is withdrawn, and the wait is reported as blocked only once
         // nothing has moved for the threshold. A rendezvous of 64 MiB over a
@@ -214,7 +216,7 @@ impl Watch {
         // still turn instead, a wait sent a report per gap between two chunks
         // of a stream, and the launcher, mostly seeing both ends blocked,
         // ended a job moving 1 GiB messages as a deadlock.
-        let moved = counters.frames_in + counters.area_rounds;
+        let moved = counters.frames_in + counters.area_rounds + counters.chunks_out;
         if moved != self.last_moved {
             self.last_moved = moved;
             self.moved_at = now;

@@ -765,6 +765,7 @@ impl Engine {
                                 break;
                             }
                             send.pushed(c.len);
+                            self.counters.chunks_out += 1;
                             n += 1;
                         }
                     }
