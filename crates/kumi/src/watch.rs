@@ -206,16 +206,13 @@ impl Watch {
         }
         // Frames still arriving (the chunks of a long transfer, its replies),
         // chunks still leaving, or rounds of a collective through the area
-        // completing: the wait is
-        // moving, whatever the message counters say, so a report already
-        // made is withdrawn, and the wait is reported as blocked only once
-        // nothing has moved for the threshold. A rendezvous of 64 MiB over a
-        // slow or lossy network otherwise looked like two ranks waiting on
-        // each other with nothing in flight, and so did a nonblocking
-        // allreduce of 2 GiB through the area. Reported again on the first
-        // still turn instead, a wait sent a report per gap between two chunks
-        // of a stream, and the launcher, mostly seeing both ends blocked,
-        // ended a job moving 1 GiB messages as a deadlock.
+        // completing: the wait is moving, whatever the message counters say
+        // (a long transfer or a nonblocking allreduce of gigabytes sends no
+        // message while it moves), so a report already made is withdrawn,
+        // and the wait is reported as blocked only once nothing has moved
+        // for the threshold: reported again on its first still turn, a wait
+        // in a stream of chunks would be reported in every gap between two,
+        // and the launcher would mostly see both ends blocked.
         let moved = counters.frames_in + counters.area_rounds + counters.chunks_out;
         if moved != self.last_moved {
             self.last_moved = moved;

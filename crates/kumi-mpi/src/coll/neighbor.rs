@@ -5,13 +5,164 @@
 //! contiguous. The v- and w-forms are in [`super::v`].
 
 use super::*;
-use crate::comm::Neighborhood;
 use crate::p2p::predefined_size;
+use crate::state::State;
 use smallvec::SmallVec;
 use std::rc::Rc;
 
 /// Byte segments of a neighbourhood collective, as many as its neighbours.
 type Bytes<P> = SmallVec<[(P, usize); 8]>;
+
+/// A rank's neighbours for the neighbourhood collectives.
+pub(crate) enum Neighbors {
+    /// Cartesian, in MPI's order: for each dimension the source side
+    /// (coordinate - 1), then the destination side (+ 1); `None` off a
+    /// non-periodic edge (`MPI_PROC_NULL`).
+    Cart(Vec<Option<usize>>),
+    /// A distributed graph: in-neighbours, out-neighbours, in their order.
+    Graph {
+        sources: Vec<usize>,
+        dests: Vec<usize>,
+    },
+}
+
+impl Neighbors {
+    pub(crate) fn indegree(&self) -> usize {
+        match self {
+            Neighbors::Cart(nb) => nb.len(),
+            Neighbors::Graph { sources, .. } => sources.len(),
+        }
+    }
+
+    pub(crate) fn outdegree(&self) -> usize {
+        match self {
+            Neighbors::Cart(nb) => nb.len(),
+            Neighbors::Graph { dests, .. } => dests.len(),
+        }
+    }
+}
+
+/// `(peer, block)` pairs of a neighbourhood collective, one per neighbour.
+pub(crate) type Pairs = SmallVec<[(usize, usize); 8]>;
+
+/// A rank's neighbours on its communicator's topology and the pairs of
+/// its neighbourhood collectives, worked out on the first such call and
+/// kept in the communicator's entry (a topology never changes): a call
+/// then neither recomputes coordinates nor allocates.
+pub(crate) struct Neighborhood {
+    pub nb: Neighbors,
+    /// The sends of the allgathers (one block to every out-neighbour) and
+    /// of the all-to-alls (block j to out-neighbour j).
+    sends_shared: Pairs,
+    sends_each: Pairs,
+    /// The receives: block i from in-neighbour i.
+    recvs: Pairs,
+    /// The receive blocks from `MPI_PROC_NULL` (off a non-periodic edge of
+    /// a Cartesian grid): nothing arrives there, and the block is left
+    /// alone.
+    pub proc_null: SmallVec<[usize; 8]>,
+}
+
+impl Neighborhood {
+    fn new(nb: Neighbors) -> Neighborhood {
+        let (sends_shared, recvs) = pairs(&nb, true);
+        let (sends_each, _) = pairs(&nb, false);
+        let proc_null = match &nb {
+            Neighbors::Cart(c) => c
+                .iter()
+                .enumerate()
+                .filter(|(_, n)| n.is_none())
+                .map(|(i, _)| i)
+                .collect(),
+            Neighbors::Graph { .. } => SmallVec::new(),
+        };
+        Neighborhood {
+            nb,
+            sends_shared,
+            sends_each,
+            recvs,
+            proc_null,
+        }
+    }
+
+    pub(crate) fn indegree(&self) -> usize {
+        self.nb.indegree()
+    }
+
+    pub(crate) fn outdegree(&self) -> usize {
+        self.nb.outdegree()
+    }
+
+    /// The `(peer, block)` sends and receives: one send block to every
+    /// out-neighbour (`shared`, the allgathers) or one per out-neighbour
+    /// (the all-to-alls), one receive block per in-neighbour; none to or
+    /// from an `MPI_PROC_NULL` neighbour of a Cartesian grid.
+    pub(crate) fn pairs(&self, shared: bool) -> (&Pairs, &Pairs) {
+        let sends = if shared {
+            &self.sends_shared
+        } else {
+            &self.sends_each
+        };
+        (sends, &self.recvs)
+    }
+}
+
+/// See [`Neighborhood::pairs`].
+fn pairs(nb: &Neighbors, shared: bool) -> (Pairs, Pairs) {
+    let block = |j: usize| if shared { 0 } else { j };
+    let (mut sends, mut recvs) = (SmallVec::new(), SmallVec::new());
+    match nb {
+        Neighbors::Cart(nb) => {
+            for d in 0..nb.len() / 2 {
+                let (src, dst) = (nb[2 * d], nb[2 * d + 1]);
+                // What goes to the dest side arrives at that rank's source
+                // side, which it receives first: list it first, so that a
+                // rank that is both neighbours (a periodic dimension of 2, or
+                // of 1) pairs them right (kumi_core::coll::exchange pairs
+                // messages in order): block s of the sender lands in block
+                // s^1 of the receiver in every dimension, as MPI-4.1 section
+                // 8.6 requires.
+                sends.extend(dst.map(|t| (t, block(2 * d + 1))));
+                sends.extend(src.map(|t| (t, block(2 * d))));
+                recvs.extend(src.map(|f| (f, 2 * d)));
+                recvs.extend(dst.map(|f| (f, 2 * d + 1)));
+            }
+        }
+        Neighbors::Graph { sources, dests } => {
+            // The k-th edge from a rank to another pairs with the k-th edge
+            // into the other from it (MPI-4.1 section 8.6): both lists in
+            // their order.
+            sends.extend(dests.iter().enumerate().map(|(j, &t)| (t, block(j))));
+            recvs.extend(sources.iter().enumerate().map(|(i, &f)| (f, i)));
+        }
+    }
+    (sends, recvs)
+}
+
+/// The communicator and this rank's neighbours on its topology.
+pub(crate) fn neighbors(s: &mut State, comm: c_int) -> R<(Comm, Rc<Neighborhood>)> {
+    let e = s.comm_entry(comm)?;
+    if let Some(n) = &e.neighborhood {
+        return Ok((e.comm.clone(), n.clone()));
+    }
+    let nb = if let Some(g) = &e.graph {
+        Neighbors::Graph {
+            sources: g.sources.clone(),
+            dests: g.dests.clone(),
+        }
+    } else if let Some(cart) = &e.cart {
+        Neighbors::Cart(cart.neighbors(e.comm.rank()))
+    } else {
+        return err(
+            MPI_ERR_TOPOLOGY,
+            "neighbourhood collectives need a communicator with a Cartesian or distributed graph \
+             topology",
+        );
+    };
+    let n = Rc::new(Neighborhood::new(nb));
+    e.neighborhood = Some(n.clone());
+    Ok((e.comm.clone(), n))
+}
 
 /// The fast path of the forms with one count per block, for predefined
 /// types (contiguous, extent = size, known from the handle): no datatype
@@ -31,7 +182,7 @@ fn neighbor_predefined(
 ) -> Option<R<Begun>> {
     let sn = predefined_size(sendtype)?.checked_mul(usize::try_from(sendcount).ok()?)?;
     let rn = predefined_size(recvtype)?.checked_mul(usize::try_from(recvcount).ok()?)?;
-    let (c, nb) = match st().and_then(|mut s| crate::comm::neighbors(&mut s, comm)) {
+    let (c, nb) = match st().and_then(|mut s| neighbors(&mut s, comm)) {
         Ok(x) => x,
         Err(x) => return Some(Err(x)),
     };
@@ -55,7 +206,7 @@ pub(super) fn neighbor_args(
     recvtype: c_int,
 ) -> R<(Comm, Rc<Neighborhood>, Datatype, Datatype)> {
     let mut s = st()?;
-    let (c, nb) = crate::comm::neighbors(&mut s, comm)?;
+    let (c, nb) = neighbors(&mut s, comm)?;
     Ok((c, nb, s.dtype(sendtype)?, s.dtype(recvtype)?))
 }
 

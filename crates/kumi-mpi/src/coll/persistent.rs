@@ -24,7 +24,7 @@ impl ArrayLens {
         let in_place = arg("sendbuf") == Some(IN_PLACE as i64);
         let mut s = st()?;
         if name.contains("Neighbor") {
-            let (_, nb) = crate::comm::neighbors(&mut s, comm)?;
+            let (_, nb) = crate::coll::neighbor::neighbors(&mut s, comm)?;
             return Ok(ArrayLens {
                 send: (!in_place).then_some(nb.outdegree()),
                 recv: Some(nb.indegree()),

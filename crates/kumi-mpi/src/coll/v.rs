@@ -1255,7 +1255,7 @@ fn neighbor_alltoallw<C: Entry>(
     comm: c_int,
     blocking: bool,
 ) -> R<Begun> {
-    let (c, nb) = crate::comm::neighbors(&mut *st()?, comm)?;
+    let (c, nb) = crate::coll::neighbor::neighbors(&mut *st()?, comm)?;
     let (ki, ko) = (nb.indegree(), nb.outdegree());
     let send = w_segments(
         sendbuf,

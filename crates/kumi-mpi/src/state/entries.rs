@@ -78,8 +78,8 @@ pub(crate) struct CommEntry {
     pub cart: Option<Cart>,
     pub graph: Option<DistGraph>,
     /// Its neighbourhood collectives' pairs, once one ran
-    /// ([`crate::comm::neighbors`]).
-    pub neighborhood: Option<Rc<crate::comm::Neighborhood>>,
+    /// ([`crate::coll::neighbor::neighbors`]).
+    pub neighborhood: Option<Rc<crate::coll::neighbor::Neighborhood>>,
     pub name: String,
 }
 

@@ -684,8 +684,8 @@ pub(crate) unsafe fn neighbor(
     sources.dedup();
     // A mate that has reached `s` may have completed it already (its
     // sources came) and be back in the program, which keeping the core
-    // delays by at most `KUMI_MATE_SPIN_US`; yet at np=4 on two cores the
-    // exchange took 1.2-1.4x less so (docs/BENCHMARKS.md, session 53).
+    // delays by at most `KUMI_MATE_SPIN_US`; measured, it pays
+    // (docs/BENCHMARKS.md, session 53).
     wait_keeping_core(e, g, s, info, |a| {
         sources
             .iter()
