@@ -831,8 +831,7 @@ fn floor_records(quick: bool) -> Vec<Figure> {
         rec(64 << 20, "bandwidth_MBps", median(bw64)),
     ];
     // What `KUMI_SINGLE_COPY=auto` measures when a job starts, the median
-    // of a few such measurements: a copy and a `process_vm_readv` of
-    // PROBE_BYTES, alternately.
+    // of a few such measurements (`cma::Probe`), and what it chooses.
     let probes: Vec<cma::Probe> = (0..5 * scale)
         .filter_map(|_| cma::Probe::measure().ok())
         .collect();
@@ -842,20 +841,31 @@ fn floor_records(quick: bool) -> Vec<Figure> {
             "kumi bench floor: process_vm_readv is refused here: KUMI_SINGLE_COPY=auto chooses off"
         ),
         n => {
-            let copy = median(probes.iter().map(|p| mbps(p.copy)).collect());
-            let read = median(probes.iter().map(|p| mbps(p.read)).collect());
+            let of = |f: fn(&cma::Probe) -> std::time::Duration| {
+                median(probes.iter().map(|p| mbps(f(p))).collect())
+            };
+            let (copy, local, read) = (of(|p| p.copy), of(|p| p.local), of(|p| p.read));
             let mut r = rec(cma::PROBE_BYTES, "single_copy_MBps", read);
             r.extra.push(("copy_MBps".into(), format!("{copy:.0}")));
+            r.extra
+                .push(("local_copy_MBps".into(), format!("{local:.0}")));
             out.push(r);
-            let pays = probes.iter().filter(|p| p.single_copy_pays()).count();
+            let choice = |shared: bool| {
+                let pays = probes.iter().filter(|p| p.single_copy_pays(shared)).count();
+                let on = if 2 * pays > n { "on" } else { "off" };
+                format!("{on} ({pays} of {n} measurements said on)")
+            };
             eprintln!(
-                "kumi bench floor: a {} KiB process_vm_readv moves {:.1} GB/s, memcpy {:.1} GB/s: \
-                 KUMI_SINGLE_COPY=auto chooses {} (on where the read takes less than twice \
-                 the copy's time; {pays} of {n} measurements said on)",
+                "kumi bench floor: {} KiB blocks: a ring's copies across cores {:.1} GB/s, \
+                 within a core {:.1} GB/s, a process_vm_readv of a block another core wrote \
+                 {:.1} GB/s. KUMI_SINGLE_COPY=auto chooses, for ranks on cores of their own, {}; \
+                 for more ranks than cores, {} (on where a read takes less than two of the copies)",
                 cma::PROBE_BYTES >> 10,
-                read / 1e3,
                 copy / 1e3,
-                if 2 * pays > n { "on" } else { "off" },
+                local / 1e3,
+                read / 1e3,
+                choice(false),
+                choice(true),
             );
         }
     }

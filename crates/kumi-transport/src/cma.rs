@@ -19,7 +19,7 @@
 use kumi_core::config::SingleCopy;
 use std::hint::black_box;
 use std::io;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 static DENIED: AtomicBool = AtomicBool::new(false);
@@ -165,58 +165,155 @@ pub const PROBE_BYTES: usize = 256 << 10;
 /// [`Probe::measure`] takes.
 const PROBE_PAIRS: usize = 3;
 
-/// One [`PROBE_BYTES`] copy each way on this host: the medians of
-/// alternate pairs, so that a machine changing speed meanwhile moves both
+/// [`PROBE_BYTES`] blocks moved each way on this host: the medians of
+/// alternate pairs, so that a machine changing speed meanwhile moves all
 /// alike.
 #[derive(Clone, Copy, Debug)]
 pub struct Probe {
-    /// A `memcpy` inside this process.
+    /// The slower of two `memcpy`s on two cores, as a ring or the
+    /// collective area pays them for each block, at once: into the buffer
+    /// (whose lines the other core holds from its last read) and out of it
+    /// (pulling the lines just written).
     pub copy: Duration,
-    /// A `process_vm_readv` of this process's own memory: the kernel's
-    /// path is the one a read from a peer takes (pin the source's pages,
-    /// copy them), without needing a peer.
+    /// A `memcpy` within one core, of lines already in its cache: what a
+    /// ring pays twice, one copy after the other, between two ranks that
+    /// share a core.
+    pub local: Duration,
+    /// A `process_vm_readv` of the buffer just written: the kernel's path
+    /// is the one a read from a peer takes (pin the source's pages, copy
+    /// them), without needing a peer.
     pub read: Duration,
 }
 
 impl Probe {
-    /// Measures this host (about 0.4 ms). An error: the kernel
-    /// refuses the read (seccomp, no cross-memory attach).
+    /// Measures this host (about 0.6 ms) on two threads of this process,
+    /// bound to two CPUs ([`probe_cpus`]; both to one, if that is all): in
+    /// turns, one writes the buffer and the other copies it out or reads
+    /// it. The calling thread's binding is not touched. An error: the
+    /// kernel refuses the read (seccomp, no cross-memory attach).
+    ///
+    /// Why across cores: on one machine a copy within a core ran at 4x a
+    /// read, while writing lines the other core held ran at two thirds of a
+    /// read's speed, and at a fifth of it for minutes at a time
+    /// (docs/BENCHMARKS.md, session 54).
     pub fn measure() -> io::Result<Probe> {
+        let (writer_cpu, reader_cpu) = probe_cpus()?;
         // Written before the first pair, so that no pair pays page faults.
         let src = vec![1u8; PROBE_BYTES];
-        let mut dst = vec![2u8; PROBE_BYTES];
+        let mut mid = vec![2u8; PROBE_BYTES];
         let me = std::process::id() as i32;
-        let (mut copies, mut reads) = (Vec::new(), Vec::new());
-        for pair in 0..=PROBE_PAIRS {
-            let t0 = Instant::now();
-            dst.copy_from_slice(black_box(&src));
-            black_box(&mut dst);
-            let t1 = Instant::now();
-            read_from(me, src.as_ptr() as u64, &mut dst)?;
-            let t2 = Instant::now();
-            if pair > 0 {
-                copies.push(t1 - t0);
-                reads.push(t2 - t1);
+        // A kernel that refuses says so here, before any thread waits.
+        read_from(me, src.as_ptr() as u64, &mut mid)?;
+        let mid_at = mid.as_mut_ptr() as usize;
+        // Turn `t`: the writer fills `mid` when `t` is even, the reader
+        // takes it when `t` is odd, copying it out when `t % 4 == 1` and
+        // reading it when `t % 4 == 3`; pair 0 (turns 0-3) is untimed.
+        let turns = 4 * (PROBE_PAIRS + 1);
+        let timed = |t: usize| t >= 4;
+        let turn = AtomicUsize::new(0);
+        let wait_for = |t: usize| {
+            // Acquire, with the Release stores below: what one side wrote
+            // into `mid` before passing the turn is visible to the other.
+            while turn.load(Ordering::Acquire) != t {
+                std::thread::yield_now();
             }
-        }
-        copies.sort_unstable();
-        reads.sort_unstable();
-        Ok(Probe {
-            copy: copies[PROBE_PAIRS / 2],
-            read: reads[PROBE_PAIRS / 2],
+        };
+        std::thread::scope(|s| {
+            let writer = s.spawn(|| -> Vec<Duration> {
+                // `probe_cpus` found the CPU allowed; unbound, the figures
+                // would only be less telling.
+                let _ = bind_this_thread(writer_cpu);
+                let mut writes = Vec::new();
+                for t in (0..turns).step_by(2) {
+                    wait_for(t);
+                    // SAFETY: from the reader's store of `t` to ours of
+                    // `t + 1`, no one else touches `mid`; it outlives the
+                    // scope.
+                    let m =
+                        unsafe { std::slice::from_raw_parts_mut(mid_at as *mut u8, PROBE_BYTES) };
+                    let t0 = Instant::now();
+                    m.copy_from_slice(black_box(&src));
+                    black_box(m);
+                    if timed(t) && t % 4 == 0 {
+                        writes.push(t0.elapsed());
+                    }
+                    turn.store(t + 1, Ordering::Release);
+                }
+                writes
+            });
+            type Times = io::Result<(Vec<Duration>, Vec<Duration>, Vec<Duration>)>;
+            let reader = s.spawn(|| -> Times {
+                let _ = bind_this_thread(reader_cpu);
+                let mut dst = vec![3u8; PROBE_BYTES];
+                let mut again = vec![4u8; PROBE_BYTES];
+                let (mut copies, mut reads, mut locals) = (Vec::new(), Vec::new(), Vec::new());
+                let mut failed = Ok(());
+                for t in (1..turns).step_by(2) {
+                    wait_for(t);
+                    // SAFETY: from the writer's store of `t` to ours of
+                    // `t + 1`, no one writes `mid`.
+                    let m = unsafe { std::slice::from_raw_parts(mid_at as *const u8, PROBE_BYTES) };
+                    let t0 = Instant::now();
+                    if t % 4 == 1 {
+                        dst.copy_from_slice(black_box(m));
+                        black_box(&mut dst);
+                    } else if let Err(e) = read_from(me, mid_at as u64, &mut dst) {
+                        failed = Err(e);
+                    }
+                    let took = t0.elapsed();
+                    // Every turn is passed on, even after a failure, so
+                    // that the writer finishes.
+                    turn.store(t + 1, Ordering::Release);
+                    match (timed(t), t % 4) {
+                        (true, 1) => copies.push(took),
+                        (true, _) => reads.push(took),
+                        _ => {}
+                    }
+                    if timed(t) && t % 4 == 3 {
+                        // `dst` is in this core's cache now.
+                        let t0 = Instant::now();
+                        again.copy_from_slice(black_box(&dst));
+                        black_box(&mut again);
+                        locals.push(t0.elapsed());
+                    }
+                }
+                failed.map(|()| (copies, reads, locals))
+            });
+            let panicked = |who| io::Error::other(format!("the probe's {who} panicked"));
+            let writes = writer.join().map_err(|_| panicked("writer"))?;
+            let (copies, mut reads, mut locals) =
+                reader.join().map_err(|_| panicked("reader"))??;
+            // The two copies of a block run at once: the slower sets the pace.
+            let mut rings: Vec<Duration> = writes
+                .iter()
+                .zip(&copies)
+                .map(|(&w, &c)| w.max(c))
+                .collect();
+            rings.sort_unstable();
+            reads.sort_unstable();
+            locals.sort_unstable();
+            Ok(Probe {
+                copy: rings[PROBE_PAIRS / 2],
+                local: locals[PROBE_PAIRS / 2],
+                read: reads[PROBE_PAIRS / 2],
+            })
         })
     }
 
-    /// Whether single copy is the faster way here. Through a ring a message
-    /// costs a copy on each of two ranks: at once on two cores (the time
-    /// of one), one after the other on a shared core (of two). By single
-    /// copy it costs a read: split between the two ranks on two cores (half
-    /// a read each, at once), whole on a shared core. Either way single
-    /// copy wins where a read takes less than two copies. (A ring's copies
-    /// cross cores and run slower than this `memcpy`, so the rule leans
-    /// towards single copy.)
-    pub fn single_copy_pays(&self) -> bool {
-        self.read < 2 * self.copy
+    /// Whether single copy is the faster way here, for ranks on cores of
+    /// their own or (`shared_cores`, more ranks than cores) taking turns on
+    /// them. Through a ring a message costs a copy on each of two ranks: on
+    /// two cores at once, the time of one (`copy`); on a shared core one
+    /// after the other, two copies within the core (`local`). By single
+    /// copy it costs a read: split between the two ranks on two cores
+    /// (half a read each, at once), whole on a shared core. Either way
+    /// single copy wins where a read takes less than two of the copies.
+    /// (An oversubscribed host has pairs of both kinds; the shared-core
+    /// rule chose right for it on two machines, where the other did not:
+    /// docs/BENCHMARKS.md, session 54.)
+    pub fn single_copy_pays(&self, shared_cores: bool) -> bool {
+        let copy = if shared_cores { self.local } else { self.copy };
+        self.read < 2 * copy
     }
 
     /// `bytes / time` in GB/s (10^9 bytes per second), for reports.
@@ -225,14 +322,63 @@ impl Probe {
     }
 }
 
-/// What `KUMI_SINGLE_COPY` comes to on this host: `auto` measures (a kernel
+/// Two CPUs for the probe's threads: the first this thread may run on, and
+/// another this process may use, if any (a rank bound to one CPU by its
+/// launcher may still bind a thread elsewhere inside its cgroup's CPUs, so
+/// the online CPUs are tried in order).
+fn probe_cpus() -> io::Result<(usize, usize)> {
+    // SAFETY: a zeroed cpu_set_t is an empty set; sched_getaffinity writes
+    // at most `size_of::<cpu_set_t>()` bytes into it.
+    let first = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        (0..libc::CPU_SETSIZE as usize).find(|&c| libc::CPU_ISSET(c, &set))
+    }
+    .ok_or_else(|| io::Error::other("no CPU allowed"))?;
+    // SAFETY: sysconf takes an integer name and returns an integer.
+    let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as usize;
+    let other = (0..online.min(libc::CPU_SETSIZE as usize))
+        .filter(|&c| c != first)
+        .find(|&c| may_bind(c))
+        .unwrap_or(first);
+    Ok((first, other))
+}
+
+/// Whether a thread of this process may be bound to `cpu` (asked of a
+/// short-lived thread, so that no binding of the caller changes).
+fn may_bind(cpu: usize) -> bool {
+    std::thread::scope(|s| {
+        s.spawn(|| bind_this_thread(cpu).is_ok())
+            .join()
+            .unwrap_or(false)
+    })
+}
+
+/// Binds the calling thread to `cpu`.
+fn bind_this_thread(cpu: usize) -> io::Result<()> {
+    // SAFETY: as in `probe_cpus`; CPU_SET writes inside the set
+    // (`cpu < CPU_SETSIZE`, it came from one); pid 0 is the calling thread.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// What `KUMI_SINGLE_COPY` comes to on this host, for a job with more
+/// ranks here than cores (`shared_cores`) or not: `auto` measures (a kernel
 /// that refuses the read turns it off). The creator of a host's shared
 /// segment decides, once, and writes it there for every rank of the host.
-pub fn host_allows(setting: SingleCopy) -> bool {
+pub fn host_allows(setting: SingleCopy, shared_cores: bool) -> bool {
     match setting {
         SingleCopy::On => true,
         SingleCopy::Off => false,
-        SingleCopy::Auto => Probe::measure().is_ok_and(|p| p.single_copy_pays()),
+        SingleCopy::Auto => Probe::measure().is_ok_and(|p| p.single_copy_pays(shared_cores)),
     }
 }
 
@@ -243,15 +389,50 @@ mod tests {
     #[test]
     fn the_probe_times_both_ways_and_decides_by_twice_the_copy() {
         let p = Probe::measure().unwrap();
-        assert!(p.copy > Duration::ZERO && p.read > Duration::ZERO, "{p:?}");
-        let copy = Duration::from_micros(10);
+        assert!(
+            p.copy > Duration::ZERO && p.local > Duration::ZERO && p.read > Duration::ZERO,
+            "{p:?}"
+        );
+        // A ring's copy across cores 10 us, within a core 4 us.
         let at = |us| Probe {
-            copy,
+            copy: Duration::from_micros(10),
+            local: Duration::from_micros(4),
             read: Duration::from_micros(us),
         };
-        assert!(at(5).single_copy_pays() && at(19).single_copy_pays());
-        assert!(!at(20).single_copy_pays() && !at(40).single_copy_pays());
-        assert!(host_allows(SingleCopy::On) && !host_allows(SingleCopy::Off));
+        assert!(at(5).single_copy_pays(false) && at(19).single_copy_pays(false));
+        assert!(!at(20).single_copy_pays(false) && !at(40).single_copy_pays(false));
+        assert!(at(7).single_copy_pays(true) && !at(8).single_copy_pays(true));
+        for shared in [false, true] {
+            assert!(host_allows(SingleCopy::On, shared) && !host_allows(SingleCopy::Off, shared));
+        }
+    }
+
+    /// The probe's two threads go to two CPUs where there are two, even
+    /// when the calling thread is bound to one (as a rank is), and the
+    /// caller stays bound as it was.
+    #[test]
+    fn the_probe_crosses_cores_and_leaves_the_caller_bound() {
+        // The CPUs this process may use (the test's thread is not bound).
+        let allowed = std::thread::available_parallelism().map_or(1, |n| n.get());
+        std::thread::spawn(move || {
+            let first = probe_cpus().unwrap().0;
+            bind_this_thread(first).unwrap();
+            let (a, b) = probe_cpus().unwrap();
+            assert_eq!(a, first);
+            if allowed >= 2 {
+                assert_ne!(a, b, "two CPUs allowed, the probe's threads on one");
+            }
+            Probe::measure().unwrap();
+            // SAFETY: as in `probe_cpus`.
+            let still = unsafe {
+                let mut set: libc::cpu_set_t = std::mem::zeroed();
+                libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set);
+                (0..libc::CPU_SETSIZE as usize).all(|c| libc::CPU_ISSET(c, &set) == (c == first))
+            };
+            assert!(still, "the caller's binding changed");
+        })
+        .join()
+        .unwrap();
     }
 
     #[test]

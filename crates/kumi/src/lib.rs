@@ -195,6 +195,10 @@ fn start() -> Result<Universe> {
     let globals: Vec<u32> = net::host_ranks(&id)?;
     let route = net::routes(&id, &globals, &tuning.net.force);
     let mut link = net::start(&id, &route, &tuning.net)?;
+    let cores = id
+        .local_cores
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let oversubscribed = id.local_size as usize > cores;
 
     let segment = match (id.shm_fd, &mut control) {
         (Some(fd), _) => {
@@ -207,7 +211,7 @@ fn start() -> Result<Universe> {
             )
         }
         _ if id.size > 1 => match exchange(&mut control, &mut pmi) {
-            Some(ex) => named_segment(&id, ex, &tuning)?,
+            Some(ex) => named_segment(&id, ex, &tuning, cores)?,
             None => None,
         },
         _ => None,
@@ -215,10 +219,6 @@ fn start() -> Result<Universe> {
     // The host's choice, made once by whoever created its segment; a rank
     // alone on its host has no peer to copy from.
     let single_copy = segment.as_ref().is_some_and(Segment::single_copy);
-    let cores = id
-        .local_cores
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    let oversubscribed = id.local_size as usize > cores;
     // The transport attaches this rank to its block (pid, start time); after the
     // fence every local rank has, so their pids can be read for single copy.
     let shm = match segment {
@@ -372,6 +372,7 @@ fn named_segment(
     id: &Identity,
     ctl: &mut dyn Exchange,
     tuning: &Tuning,
+    cores: usize,
 ) -> Result<Option<Segment>> {
     let n = id.local_size as usize;
     let shared = n > 1;
@@ -391,7 +392,7 @@ fn named_segment(
     let shm = |e: std::io::Error| Error::Bootstrap(format!("shared segment: {e}"));
     let created = match shared && id.local_rank == 0 {
         true => {
-            let cfg = ShmConfig::for_host(n, tuning.shm.ring_bytes, tuning.single_copy)
+            let cfg = ShmConfig::for_host(n, cores, tuning.shm.ring_bytes, tuning.single_copy)
                 .ok_or_else(|| Error::Bootstrap("KUMI_SHM_RING_BYTES: not a ring size".into()))?;
             Some(Segment::create_named(&name, n, &cfg).map_err(shm)?)
         }
