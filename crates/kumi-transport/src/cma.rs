@@ -187,9 +187,10 @@ pub struct Probe {
 
 impl Probe {
     /// Measures this host (about 0.6 ms) on two threads of this process,
-    /// bound to two CPUs ([`probe_cpus`]; both to one, if that is all): in
-    /// turns, one writes the buffer and the other copies it out or reads
-    /// it. The calling thread's binding is not touched. An error: the
+    /// bound to two CPUs (the first this thread may use and another, where
+    /// the process has one; both to one, if that is all): in turns, one
+    /// writes the buffer and the other copies it out or reads it. The
+    /// calling thread's binding is not touched. An error: the
     /// kernel refuses the read (seccomp, no cross-memory attach).
     ///
     /// Why across cores: on one machine a copy within a core ran at 4x a
