@@ -403,10 +403,19 @@ fn bench_floor_shows_what_single_copy_auto_measures_and_chooses() {
         .nth(2)
         .and_then(|v| v.parse().ok())
         .unwrap_or(0.0);
-    assert!(read > 0.0 && row.contains("copy_MBps="), "{row}");
     assert!(
-        err.contains("KUMI_SINGLE_COPY=auto chooses on")
-            || err.contains("KUMI_SINGLE_COPY=auto chooses off"),
+        read > 0.0 && row.contains("copy_MBps=") && row.contains("local_copy_MBps="),
+        "{row}"
+    );
+    // Both choices: for ranks on cores of their own, and for more ranks
+    // than cores.
+    let said = |what: &str| {
+        ["on", "off"]
+            .iter()
+            .any(|c| err.contains(&format!("{what}, {c} (")))
+    };
+    assert!(
+        said("for ranks on cores of their own") && said("for more ranks than cores"),
         "{err}"
     );
 }

@@ -16,8 +16,26 @@ impl Comm {
                 format!("size() * send.len() = {}", p * n),
             ));
         }
+        if p == 1 {
+            copy_slice(recv, send);
+            return Ok(());
+        }
+        let at = Location::caller();
+        let bytes = std::mem::size_of_val(send);
+        let base = as_bytes_mut(recv).as_mut_ptr();
+        let segs: Vec<(*mut u8, usize)> =
+            (0..p).map(|j| (base.wrapping_add(j * bytes), bytes)).collect();
+        // The others read `send`, not my block of `recv`, which I would
+        // have just written: a single copy of lines another core wrote
+        // costs that core's cache a hand-over (docs/BENCHMARKS.md, session
+        // 54).
+        // SAFETY: the segments split `recv`, borrowed exclusively for the
+        // call, and `send` is borrowed.
+        if unsafe { self.allgather_area((send.as_ptr().cast::<u8>(), bytes), &segs, at) }? {
+            return Ok(());
+        }
         copy_slice(&mut recv[me * n..(me + 1) * n], send);
-        self.allgather_at(recv, Location::caller())
+        self.allgather_messages(recv, at)
     }
 
     /// [`Comm::allgather`] in place: rank i's contribution is already at block i
@@ -179,7 +197,9 @@ impl Comm {
 
     /// An allgather(v) through the collective area, if the communicator is
     /// one host's, long blocks in rounds (`shm::allgather_rounds`, for the
-    /// same reason as `alltoallv_segments`): `true` when done.
+    /// same reason as `alltoallv_segments`), or by single copy where the
+    /// host allows it and a block is at least `KUMI_COLL_ALLGATHER_COPY_MIN`
+    /// long (measured: docs/BENCHMARKS.md, session 54): `true` when done.
     ///
     /// # Safety
     /// As for [`Comm::allgatherv_segments`].
@@ -198,6 +218,12 @@ impl Comm {
             let mine = unsafe { std::slice::from_raw_parts(send.0, send.1) };
             // SAFETY: as above.
             unsafe { copy_own(send.0, recv[me].0, send.1) };
+            let longest = recv.iter().map(|r| r.1).max().unwrap_or(0);
+            let cfg = e.svc.coll.config();
+            if cfg.single_copy && longest >= cfg.allgather_copy_min {
+                // SAFETY: the caller's contract, and the own segment is done.
+                return Some(unsafe { shm::allgather_single_copy(e, g, mine, recv, info) });
+            }
             // SAFETY: the caller's contract, and the own segment is done.
             Some(unsafe { shm::allgather_rounds(e, g, mine, recv, info) })
         })?;

@@ -149,6 +149,9 @@ pub(crate) struct Config {
     /// The long-message paths may use single copy: the host's choice, the
     /// same on every rank of it (every path that asks runs inside one host).
     pub single_copy: bool,
+    /// Shortest block of an allgather(v) that goes by single copy where
+    /// `single_copy` allows it.
+    pub allgather_copy_min: usize,
 }
 
 impl Config {
@@ -162,6 +165,7 @@ impl Config {
             allreduce_long: c.allreduce_long,
             allreduce_ring: c.allreduce_ring,
             allgather_long: c.allgather_long,
+            allgather_copy_min: c.allgather_copy_min,
             hierarchical: c.hierarchical,
             fake_hosts: c.fake_hosts,
             combine_store: c.combine_store,

@@ -38,7 +38,9 @@
 //!   send buffer and folds its own block of every slot, as allreduce folds;
 //!   allgather(v): every member writes its block and copies every other's
 //!   out, in rounds of a payload half where blocks are longer
-//!   (`Comm::allgather_area`).
+//!   (`Comm::allgather_area`), or, where single copy is on and a block is
+//!   long (`KUMI_COLL_ALLGATHER_COPY_MIN`), reads every other's straight
+//!   out of its buffer.
 //! - gatherv and scatterv, member by member: a member's block goes through
 //!   the area if it fits its place there (the root knows every length, a
 //!   member its own, so the two agree without a message), else as a message
@@ -133,7 +135,8 @@ pub(crate) use long::{
 };
 pub(crate) use pending::{Pending, Reducing, Reduction};
 pub(crate) use single::{
-    allreduce_single_copy, bcast_single_copy, reduce_scatter_single_copy, reduce_single_copy,
+    allgather_single_copy, allreduce_single_copy, bcast_single_copy, reduce_scatter_single_copy,
+    reduce_single_copy,
 };
 
 /// `inout = in ⊕ inout` over bytes of whole, aligned elements (borrowed: a
@@ -209,6 +212,7 @@ const K_EXSCAN: u64 = 20;
 const K_NEIGHBOR: u64 = 21;
 const K_REDUCE_SCATTER_AREA: u64 = 22;
 const K_INEIGHBOR: u64 = 23;
+const K_ALLGATHER_COPY: u64 = 24;
 
 /// The kind word of a collective: operation, root and size. Two members see
 /// the same word exactly when they are in the same call (as MPI requires of a

@@ -267,6 +267,51 @@ pub(crate) fn bcast_single_copy(
     Ok(())
 }
 
+/// An allgather(v) by single copy: every member publishes its block's
+/// address, then reads every other member's block straight into its own
+/// `recv` segment, starting after itself (members that all began with
+/// member 0 would queue on its page-table lock, see [`fold_piece`]), and
+/// waits until every member has read (its block must stay as it is until
+/// then). The own segment is left to the caller.
+///
+/// # Safety
+/// Each `recv` segment but this member's writable for its length during the
+/// call, overlapping nothing.
+pub(crate) unsafe fn allgather_single_copy(
+    e: &mut Guard<'_>,
+    g: &mut Group,
+    mine: &[u8],
+    recv: &[(*mut u8, usize)],
+    info: WaitInfo,
+) -> Result<()> {
+    let s = begin(e, g, 2, info)?;
+    g.kind = kind(K_ALLGATHER_COPY, 0, recv.iter().map(|r| r.1).sum());
+    publish_addr(e, g, s, mine.as_ptr() as usize, mine.len(), info)?;
+    wait_all(e, g, s, info)?;
+    let (m, me) = (g.slots.len(), g.me);
+    let a = area(e, g.area);
+    for j in (1..m).map(|d| (me + d) % m) {
+        let (pid, addr, len) = peer_buf(&a, e, g, j, s);
+        let (at, room) = recv[j];
+        if len != room {
+            return Err(Error::Protocol(format!(
+                "allgather: member {j} contributes {len} bytes where {room} are expected"
+            )));
+        }
+        if len > 0 {
+            // SAFETY: the caller vouches for segment j: writable for its
+            // length, overlapping nothing, not this member's own.
+            let into = unsafe { std::slice::from_raw_parts_mut(at, room) };
+            cma::read_from(pid, addr, into)
+                .map_err(|x| copy_error("reading", len, g.slots[j], x))?;
+        }
+    }
+    publish_at(e, g, s + 1);
+    wait_all(e, g, s + 1, info)?;
+    g.finish(s + 1);
+    Ok(())
+}
+
 /// Folds one piece of every member's buffer into `acc`: `read(j, into)`
 /// reads member j's (of `m`; I am `me`); `mine` is my own (`None`: it is in
 /// `acc` already, which only a commutative operation allows); `t` is
