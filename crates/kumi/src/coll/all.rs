@@ -23,8 +23,9 @@ impl Comm {
         let at = Location::caller();
         let bytes = std::mem::size_of_val(send);
         let base = as_bytes_mut(recv).as_mut_ptr();
-        let segs: Vec<(*mut u8, usize)> =
-            (0..p).map(|j| (base.wrapping_add(j * bytes), bytes)).collect();
+        let segs: Vec<(*mut u8, usize)> = (0..p)
+            .map(|j| (base.wrapping_add(j * bytes), bytes))
+            .collect();
         // The others read `send`, not my block of `recv`, which I would
         // have just written: a single copy of lines another core wrote
         // costs that core's cache a hand-over (docs/BENCHMARKS.md, session
@@ -297,6 +298,25 @@ impl Comm {
             let (sb, rb) = (as_bytes(send), as_bytes_mut(recv));
             let block = sb.len() / p;
             let done = self.shm_whole(at, false, |e, g| {
+                let cfg = e.svc.coll.config();
+                // Every member's blocks are `block` bytes (MPI's alltoall),
+                // so every member takes the same way. By single copy where
+                // it is on and they are long (`KUMI_COLL_ALLTOALL_COPY_MIN`;
+                // the addresses take 16 bytes a member).
+                if cfg.single_copy && block >= cfg.alltoall_copy_min && 16 * p <= g.payload {
+                    let me = g.me;
+                    rb[me * block..(me + 1) * block]
+                        .copy_from_slice(&sb[me * block..(me + 1) * block]);
+                    let base = rb.as_mut_ptr();
+                    let send: Vec<(*const u8, usize)> =
+                        sb.chunks(block).map(|b| (b.as_ptr(), block)).collect();
+                    let recv: Vec<(*mut u8, usize)> = (0..p)
+                        .map(|j| (base.wrapping_add(j * block), block))
+                        .collect();
+                    // SAFETY: the segments split `sb` and `rb`, borrowed
+                    // shared and exclusive for the call.
+                    return Some(unsafe { shm::alltoallv_single_copy(e, g, &send, &recv, info) });
+                }
                 (sb.len() <= g.payload).then(|| shm::alltoall(e, g, sb, rb, block, info))
             })?;
             if let Some(()) = done {

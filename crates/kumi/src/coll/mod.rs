@@ -152,6 +152,8 @@ pub(crate) struct Config {
     /// Shortest block of an allgather(v) that goes by single copy where
     /// `single_copy` allows it.
     pub allgather_copy_min: usize,
+    /// The same for an alltoall.
+    pub alltoall_copy_min: usize,
 }
 
 impl Config {
@@ -166,6 +168,7 @@ impl Config {
             allreduce_ring: c.allreduce_ring,
             allgather_long: c.allgather_long,
             allgather_copy_min: c.allgather_copy_min,
+            alltoall_copy_min: c.alltoall_copy_min,
             hierarchical: c.hierarchical,
             fake_hosts: c.fake_hosts,
             combine_store: c.combine_store,

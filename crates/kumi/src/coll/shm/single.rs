@@ -312,6 +312,60 @@ pub(crate) unsafe fn allgather_single_copy(
     Ok(())
 }
 
+/// An alltoall by single copy: every member publishes where its block for
+/// each member lies (address and length, 16 bytes a member: the caller
+/// checks that they fit a payload half), then reads the block each other
+/// member has for it straight into its `recv` segment, starting after
+/// itself as [`allgather_single_copy`] does, and waits until every member
+/// has read. The own block is left to the caller. (Every member must come
+/// here or none: the caller decides by what all know alike.)
+///
+/// # Safety
+/// Each `send` segment readable and each `recv` segment but this member's
+/// writable for its length during the call, the latter overlapping nothing.
+pub(crate) unsafe fn alltoallv_single_copy(
+    e: &mut Guard<'_>,
+    g: &mut Group,
+    send: &[(*const u8, usize)],
+    recv: &[(*mut u8, usize)],
+    info: WaitInfo,
+) -> Result<()> {
+    let (m, me) = (g.slots.len(), g.me);
+    let s = begin(e, g, 2, info)?;
+    g.kind = kind(K_ALLTOALLV_COPY, 0, 0);
+    let dir: Vec<u64> = send
+        .iter()
+        .flat_map(|&(at, n)| [at as u64, n as u64])
+        .collect();
+    contribute(e, g, s, bytemuck::cast_slice(&dir), info)?;
+    wait_all(e, g, s, info)?;
+    let shm = e.shm().expect("shared memory");
+    let a = shm.segment().coll_area(g.area);
+    for j in (1..m).map(|d| (me + d) % m) {
+        let slot = g.slots[j];
+        let mut w = [0u64; 2];
+        a.read(slot, s, 16 * m, 16 * me, bytemuck::cast_slice_mut(&mut w));
+        let (addr, len) = (w[0], w[1] as usize);
+        let (at, room) = recv[j];
+        if len != room {
+            return Err(Error::Protocol(format!(
+                "alltoallv: member {j} sends {len} bytes where {room} are expected"
+            )));
+        }
+        if len > 0 {
+            // SAFETY: the caller vouches for segment j: writable for its
+            // length, overlapping nothing, not this member's own.
+            let into = unsafe { std::slice::from_raw_parts_mut(at, room) };
+            let pid = shm.segment().rank_block(slot).pid() as i32;
+            cma::read_from(pid, addr, into).map_err(|x| copy_error("reading", len, slot, x))?;
+        }
+    }
+    publish_at(e, g, s + 1);
+    wait_all(e, g, s + 1, info)?;
+    g.finish(s + 1);
+    Ok(())
+}
+
 /// Folds one piece of every member's buffer into `acc`: `read(j, into)`
 /// reads member j's (of `m`; I am `me`); `mine` is my own (`None`: it is in
 /// `acc` already, which only a commutative operation allows); `t` is
