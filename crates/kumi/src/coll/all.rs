@@ -8,7 +8,7 @@ impl Comm {
     /// order in `recv` (`size() * send.len()` elements).
     #[track_caller]
     pub fn allgather<T: Pod>(&self, send: &[T], recv: &mut [T]) -> Result<()> {
-        let (p, me, n) = (self.size(), self.rank(), send.len());
+        let (p, n) = (self.size(), send.len());
         if recv.len() != p * n {
             return Err(bad(
                 "recv",
@@ -16,27 +16,7 @@ impl Comm {
                 format!("size() * send.len() = {}", p * n),
             ));
         }
-        if p == 1 {
-            copy_slice(recv, send);
-            return Ok(());
-        }
-        let at = Location::caller();
-        let bytes = std::mem::size_of_val(send);
-        let base = as_bytes_mut(recv).as_mut_ptr();
-        let segs: Vec<(*mut u8, usize)> = (0..p)
-            .map(|j| (base.wrapping_add(j * bytes), bytes))
-            .collect();
-        // The others read `send`, not my block of `recv`, which I would
-        // have just written: a single copy of lines another core wrote
-        // costs that core's cache a hand-over (docs/BENCHMARKS.md, session
-        // 54).
-        // SAFETY: the segments split `recv`, borrowed exclusively for the
-        // call, and `send` is borrowed.
-        if unsafe { self.allgather_area((send.as_ptr().cast::<u8>(), bytes), &segs, at) }? {
-            return Ok(());
-        }
-        copy_slice(&mut recv[me * n..(me + 1) * n], send);
-        self.allgather_messages(recv, at)
+        self.allgather_at(recv, Some(send), Location::caller())
     }
 
     /// [`Comm::allgather`] in place: rank i's contribution is already at block i
@@ -50,22 +30,41 @@ impl Comm {
                 format!("a multiple of size() = {}", self.size()),
             ));
         }
-        self.allgather_at(buf, Location::caller())
+        self.allgather_at(buf, None, Location::caller())
     }
 
-    fn allgather_at<T: Pod>(&self, buf: &mut [T], at: &'static Location<'static>) -> Result<()> {
+    /// An allgather into `buf` of `send` (a block's length), or in place.
+    /// The others read `send` where there is one, not my block of `buf`,
+    /// which I would have just written: a single copy of lines another core
+    /// wrote costs its cache a hand-over (docs/BENCHMARKS.md, session 54).
+    fn allgather_at<T: Pod>(
+        &self,
+        buf: &mut [T],
+        send: Option<&[T]>,
+        at: &'static Location<'static>,
+    ) -> Result<()> {
         let (p, me) = (self.size(), self.rank());
+        let k = buf.len() / p;
+        let own = |buf: &mut [T]| {
+            if let Some(s) = send {
+                copy_slice(&mut buf[me * k..(me + 1) * k], s);
+            }
+        };
         if p == 1 {
+            own(buf);
             return Ok(());
         }
         let n = std::mem::size_of_val(buf) / p;
         let base = as_bytes_mut(buf).as_mut_ptr();
         let segs: Vec<(*mut u8, usize)> = (0..p).map(|j| (base.wrapping_add(j * n), n)).collect();
+        let mine = send.map_or(segs[me].0.cast_const(), |s| s.as_ptr().cast());
         // SAFETY: the segments split `buf`, borrowed exclusively for the
-        // call; this rank's is its contribution, in place.
-        if unsafe { self.allgather_area((segs[me].0.cast_const(), n), &segs, at) }? {
+        // call; `send` is borrowed, or this rank's segment is its
+        // contribution, in place.
+        if unsafe { self.allgather_area((mine, n), &segs, at) }? {
             return Ok(());
         }
+        own(buf);
         self.allgather_messages(buf, at)
     }
 
@@ -156,7 +155,7 @@ impl Comm {
         let (p, me) = (self.size(), self.rank());
         let mut lens = vec![0u64; p];
         lens[me] = mine.len() as u64;
-        self.allgather_at(&mut lens, at)?;
+        self.allgather_at(&mut lens, None, at)?;
         let lens = lens
             .iter()
             .enumerate()
@@ -315,7 +314,7 @@ impl Comm {
                         .collect();
                     // SAFETY: the segments split `sb` and `rb`, borrowed
                     // shared and exclusive for the call.
-                    return Some(unsafe { shm::alltoallv_single_copy(e, g, &send, &recv, info) });
+                    return Some(unsafe { shm::alltoall_single_copy(e, g, &send, &recv, info) });
                 }
                 (sb.len() <= g.payload).then(|| shm::alltoall(e, g, sb, rb, block, info))
             })?;

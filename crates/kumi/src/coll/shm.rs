@@ -135,7 +135,7 @@ pub(crate) use long::{
 };
 pub(crate) use pending::{Pending, Reducing, Reduction};
 pub(crate) use single::{
-    allgather_single_copy, allreduce_single_copy, alltoallv_single_copy, bcast_single_copy,
+    allgather_single_copy, allreduce_single_copy, alltoall_single_copy, bcast_single_copy,
     reduce_scatter_single_copy, reduce_single_copy,
 };
 
@@ -213,7 +213,7 @@ const K_NEIGHBOR: u64 = 21;
 const K_REDUCE_SCATTER_AREA: u64 = 22;
 const K_INEIGHBOR: u64 = 23;
 const K_ALLGATHER_COPY: u64 = 24;
-const K_ALLTOALLV_COPY: u64 = 25;
+const K_ALLTOALL_COPY: u64 = 25;
 
 /// The kind word of a collective: operation, root and size. Two members see
 /// the same word exactly when they are in the same call (as MPI requires of a

@@ -269,10 +269,7 @@ pub(crate) fn bcast_single_copy(
 
 /// An allgather(v) by single copy: every member publishes its block's
 /// address, then reads every other member's block straight into its own
-/// `recv` segment, starting after itself (members that all began with
-/// member 0 would queue on its page-table lock, see [`fold_piece`]), and
-/// waits until every member has read (its block must stay as it is until
-/// then). The own segment is left to the caller.
+/// `recv` segment ([`read_blocks`]). The own segment is left to the caller.
 ///
 /// # Safety
 /// Each `recv` segment but this member's writable for its length during the
@@ -287,43 +284,26 @@ pub(crate) unsafe fn allgather_single_copy(
     let s = begin(e, g, 2, info)?;
     g.kind = kind(K_ALLGATHER_COPY, 0, recv.iter().map(|r| r.1).sum());
     publish_addr(e, g, s, mine.as_ptr() as usize, mine.len(), info)?;
-    wait_all(e, g, s, info)?;
-    let (m, me) = (g.slots.len(), g.me);
-    let a = area(e, g.area);
-    for j in (1..m).map(|d| (me + d) % m) {
-        let (pid, addr, len) = peer_buf(&a, e, g, j, s);
-        let (at, room) = recv[j];
-        if len != room {
-            return Err(Error::Protocol(format!(
-                "allgather: member {j} contributes {len} bytes where {room} are expected"
-            )));
-        }
-        if len > 0 {
-            // SAFETY: the caller vouches for segment j: writable for its
-            // length, overlapping nothing, not this member's own.
-            let into = unsafe { std::slice::from_raw_parts_mut(at, room) };
-            cma::read_from(pid, addr, into)
-                .map_err(|x| copy_error("reading", len, g.slots[j], x))?;
-        }
+    // SAFETY: the caller's contract.
+    unsafe {
+        read_blocks(e, g, s, recv, "allgather", info, |a, shm, slot| {
+            let (pid, [addr, len]) = card_of(a, shm, slot, s);
+            (pid, addr, len as usize)
+        })
     }
-    publish_at(e, g, s + 1);
-    wait_all(e, g, s + 1, info)?;
-    g.finish(s + 1);
-    Ok(())
 }
 
 /// An alltoall by single copy: every member publishes where its block for
 /// each member lies (address and length, 16 bytes a member: the caller
 /// checks that they fit a payload half), then reads the block each other
-/// member has for it straight into its `recv` segment, starting after
-/// itself as [`allgather_single_copy`] does, and waits until every member
-/// has read. The own block is left to the caller. (Every member must come
-/// here or none: the caller decides by what all know alike.)
+/// member has for it straight into its `recv` segment ([`read_blocks`]).
+/// The own block is left to the caller. (Every member must come here or
+/// none: the caller decides by what all know alike.)
 ///
 /// # Safety
 /// Each `send` segment readable and each `recv` segment but this member's
 /// writable for its length during the call, the latter overlapping nothing.
-pub(crate) unsafe fn alltoallv_single_copy(
+pub(crate) unsafe fn alltoall_single_copy(
     e: &mut Guard<'_>,
     g: &mut Group,
     send: &[(*const u8, usize)],
@@ -332,32 +312,68 @@ pub(crate) unsafe fn alltoallv_single_copy(
 ) -> Result<()> {
     let (m, me) = (g.slots.len(), g.me);
     let s = begin(e, g, 2, info)?;
-    g.kind = kind(K_ALLTOALLV_COPY, 0, 0);
+    g.kind = kind(K_ALLTOALL_COPY, 0, recv.iter().map(|r| r.1).sum());
     let dir: Vec<u64> = send
         .iter()
         .flat_map(|&(at, n)| [at as u64, n as u64])
         .collect();
     contribute(e, g, s, bytemuck::cast_slice(&dir), info)?;
+    // SAFETY: the caller's contract.
+    unsafe {
+        read_blocks(e, g, s, recv, "alltoall", info, |a, shm, slot| {
+            let mut w = [0u64; 2];
+            a.read(slot, s, 16 * m, 16 * me, bytemuck::cast_slice_mut(&mut w));
+            (
+                shm.segment().rank_block(slot).pid() as i32,
+                w[0],
+                w[1] as usize,
+            )
+        })
+    }
+}
+
+/// The reading half of a single-copy allgather or alltoall, once this
+/// member has published for collective `s`: waits for every member's, then
+/// reads into each `recv` segment but its own the block member j has for
+/// it, `block_of(area, shm, j's slot)` = (pid, address, length; the length
+/// must be the segment's), members in turn from the one after itself
+/// (members that all began with member 0 would queue on its page-table
+/// lock, see [`fold_piece`]); then publishes `s + 1` and waits until every
+/// member has (each one's blocks must stay as they are until all have read).
+///
+/// # Safety
+/// Each `recv` segment but this member's writable for its length during the
+/// call, overlapping nothing.
+#[allow(clippy::too_many_arguments)]
+unsafe fn read_blocks(
+    e: &mut Guard<'_>,
+    g: &mut Group,
+    s: u64,
+    recv: &[(*mut u8, usize)],
+    what: &str,
+    info: WaitInfo,
+    block_of: impl Fn(&CollArea<'_>, &ShmTransport, usize) -> (i32, u64, usize),
+) -> Result<()> {
     wait_all(e, g, s, info)?;
-    let shm = e.shm().expect("shared memory");
-    let a = shm.segment().coll_area(g.area);
-    for j in (1..m).map(|d| (me + d) % m) {
-        let slot = g.slots[j];
-        let mut w = [0u64; 2];
-        a.read(slot, s, 16 * m, 16 * me, bytemuck::cast_slice_mut(&mut w));
-        let (addr, len) = (w[0], w[1] as usize);
-        let (at, room) = recv[j];
-        if len != room {
-            return Err(Error::Protocol(format!(
-                "alltoallv: member {j} sends {len} bytes where {room} are expected"
-            )));
-        }
-        if len > 0 {
-            // SAFETY: the caller vouches for segment j: writable for its
-            // length, overlapping nothing, not this member's own.
-            let into = unsafe { std::slice::from_raw_parts_mut(at, room) };
-            let pid = shm.segment().rank_block(slot).pid() as i32;
-            cma::read_from(pid, addr, into).map_err(|x| copy_error("reading", len, slot, x))?;
+    let (m, me) = (g.slots.len(), g.me);
+    {
+        let shm = e.shm().expect("shared memory");
+        let a = shm.segment().coll_area(g.area);
+        for j in (1..m).map(|d| (me + d) % m) {
+            let slot = g.slots[j];
+            let (pid, addr, len) = block_of(&a, shm, slot);
+            let (at, room) = recv[j];
+            if len != room {
+                return Err(Error::Protocol(format!(
+                    "{what}: member {j} has {len} bytes for member {me}, which expects {room}"
+                )));
+            }
+            if len > 0 {
+                // SAFETY: the caller vouches for segment j: writable for its
+                // length, overlapping nothing, not this member's own.
+                let into = unsafe { std::slice::from_raw_parts_mut(at, room) };
+                cma::read_from(pid, addr, into).map_err(|x| copy_error("reading", len, slot, x))?;
+            }
         }
     }
     publish_at(e, g, s + 1);
