@@ -193,10 +193,9 @@ impl Probe {
     /// calling thread's binding is not touched. An error: the
     /// kernel refuses the read (seccomp, no cross-memory attach).
     ///
-    /// Why across cores: on one machine a copy within a core ran at 4x a
-    /// read, while writing lines the other core held ran at two thirds of a
-    /// read's speed, and at a fifth of it for minutes at a time
-    /// (docs/BENCHMARKS.md, session 54).
+    /// Why across cores: a ring's copies cross cores, and writing lines
+    /// another core holds can be several times slower than a copy within
+    /// one, where a read is not (docs/BENCHMARKS.md, session 54).
     pub fn measure() -> io::Result<Probe> {
         let (writer_cpu, reader_cpu) = probe_cpus()?;
         // Written before the first pair, so that no pair pays page faults.
@@ -310,8 +309,8 @@ impl Probe {
     /// (half a read each, at once), whole on a shared core. Either way
     /// single copy wins where a read takes less than two of the copies.
     /// (An oversubscribed host has pairs of both kinds; the shared-core
-    /// rule chose right for it on two machines, where the other did not:
-    /// docs/BENCHMARKS.md, session 54.)
+    /// rule is the one that chose right for it: docs/BENCHMARKS.md, session
+    /// 54.)
     pub fn single_copy_pays(&self, shared_cores: bool) -> bool {
         let copy = if shared_cores { self.local } else { self.copy };
         self.read < 2 * copy
