@@ -219,8 +219,7 @@ impl Comm {
             // SAFETY: as above.
             unsafe { copy_own(send.0, recv[me].0, send.1) };
             let longest = recv.iter().map(|r| r.1).max().unwrap_or(0);
-            let cfg = e.svc.coll.config();
-            if cfg.single_copy && longest >= cfg.allgather_copy_min {
+            if shm::allgather_by_copy(e, longest) {
                 // SAFETY: the caller's contract, and the own segment is done.
                 return Some(unsafe { shm::allgather_single_copy(e, g, mine, recv, info) });
             }
@@ -243,14 +242,22 @@ impl Comm {
         let (p, me) = (self.size(), self.rank());
         own_segment("recv", &recv, p, me, send.1)?;
         let own = recv[me].0;
-        // Inside one host, through the area, long blocks in rounds (every
-        // rank knows every length, so all count the same rounds).
+        // Inside one host, through the area, long blocks in rounds, or by
+        // single copy as the blocking form goes (every rank knows every
+        // length, so all take the same way and count the same rounds).
         let mut recv = Some(recv);
         let area = self.shm_start(Location::caller(), |e, g| {
             let recv = recv.take()?;
+            let longest = recv.iter().map(|r| r.1).max().unwrap_or(0);
             // SAFETY: the caller's contract.
             Some(Ok(unsafe {
-                shm::Pending::start_gather(e, g, send, recv, None)
+                match shm::allgather_by_copy(e, longest) {
+                    true => {
+                        let of = shm::Copied::Each(shm::Directory::Own);
+                        shm::Pending::start_copy(e, g, &[send], recv, of)
+                    }
+                    false => shm::Pending::start_gather(e, g, send, recv, None),
+                }
             }))
         })?;
         if let Some(r) = area {
@@ -297,12 +304,9 @@ impl Comm {
             let (sb, rb) = (as_bytes(send), as_bytes_mut(recv));
             let block = sb.len() / p;
             let done = self.shm_whole(at, false, |e, g| {
-                let cfg = e.svc.coll.config();
                 // Every member's blocks are `block` bytes (MPI's alltoall),
-                // so every member takes the same way. By single copy where
-                // it is on and they are long (`KUMI_COLL_ALLTOALL_COPY_MIN`;
-                // the addresses take 16 bytes a member).
-                if cfg.single_copy && block >= cfg.alltoall_copy_min && 16 * p <= g.payload {
+                // so every member takes the same way.
+                if shm::alltoall_by_copy(e, g, block) {
                     let me = g.me;
                     rb[me * block..(me + 1) * block]
                         .copy_from_slice(&sb[me * block..(me + 1) * block]);
@@ -475,8 +479,17 @@ impl Comm {
             // SAFETY: the caller's contract.
             return unsafe { self.ialltoallv_segments(send, recv) };
         }
-        // (Every member needs a share of a payload half of at least a byte.)
+        // By single copy as the blocking form goes, or through the area in
+        // rounds (every member needs a share of a payload half of at least
+        // a byte).
         let area = self.shm_start(Location::caller(), |e, g| {
+            if shm::alltoall_by_copy(e, g, block) {
+                let of = shm::Copied::Each(shm::Directory::ToEach);
+                // SAFETY: the caller's contract.
+                return Some(Ok(unsafe {
+                    shm::Pending::start_copy(e, g, send, recv.to_vec(), of)
+                }));
+            }
             (g.payload >= p).then(|| {
                 // SAFETY: the caller's contract.
                 Ok(unsafe {
@@ -530,10 +543,20 @@ impl Comm {
         root: usize,
     ) -> Result<CollRequest<u8>> {
         self.check_root(root)?;
-        // Inside one host, through the collective area, in rounds.
+        // Inside one host, through the collective area in rounds, or by
+        // single copy.
         if let Some(r) = self.shm_start(Location::caller(), |e, g| {
             // SAFETY: the caller's contract.
-            Some(Ok(unsafe { shm::Pending::start_bcast(e, g, root, buf) }))
+            Some(Ok(unsafe {
+                match shm::ibcast_by_copy(e, g, buf.1) {
+                    true => {
+                        let block = (buf.0.cast_const(), buf.1);
+                        let of = shm::Copied::Bcast(root);
+                        shm::Pending::start_copy(e, g, &[block], vec![buf], of)
+                    }
+                    false => shm::Pending::start_bcast(e, g, root, buf),
+                }
+            }))
         })? {
             return Ok(r);
         }

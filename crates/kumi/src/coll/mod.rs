@@ -154,6 +154,9 @@ pub(crate) struct Config {
     pub allgather_copy_min: usize,
     /// The same for an alltoall.
     pub alltoall_copy_min: usize,
+    /// Shortest broadcast that fits a payload half and goes by single copy
+    /// where `single_copy` and `bcast_copy` allow it.
+    pub bcast_copy_min: usize,
 }
 
 impl Config {
@@ -169,6 +172,7 @@ impl Config {
             allgather_long: c.allgather_long,
             allgather_copy_min: c.allgather_copy_min,
             alltoall_copy_min: c.alltoall_copy_min,
+            bcast_copy_min: c.bcast_copy_min,
             hierarchical: c.hierarchical,
             fake_hosts: c.fake_hosts,
             combine_store: c.combine_store,
@@ -969,8 +973,13 @@ impl Comm {
         let n = bytes.len();
         // A short one inside one host: one look at the group.
         let short = self.shm_whole(at, false, |e, g| {
-            (n <= g.payload && n <= e.svc.coll.config().shm_bcast_max)
-                .then(|| shm::bcast(e, g, bytes, root, info))
+            if n > g.payload || n > e.svc.coll.config().shm_bcast_max {
+                return None;
+            }
+            Some(match shm::short_bcast_by_copy(e, g, n) {
+                true => shm::bcast_single_copy(e, g, bytes, root, info),
+                false => shm::bcast(e, g, bytes, root, info),
+            })
         })?;
         if let Some(()) = short {
             return Ok(());

@@ -130,13 +130,14 @@ mod single;
 
 use long::Long;
 pub(crate) use long::{
-    allreduce_long, area_fits, bcast_long, iallreduce_way, ireduce_in_area, ireduce_scatter_way,
-    reduce_long, reduce_scatter_area, reduce_scatter_way,
+    allgather_by_copy, allreduce_long, alltoall_by_copy, area_fits, bcast_long, iallreduce_way,
+    ibcast_by_copy, ireduce_in_area, ireduce_scatter_way, reduce_long, reduce_scatter_area,
+    reduce_scatter_way, short_bcast_by_copy,
 };
-pub(crate) use pending::{Pending, Reducing, Reduction};
+pub(crate) use pending::{Copied, Pending, Reducing, Reduction};
 pub(crate) use single::{
     allgather_single_copy, allreduce_single_copy, alltoall_single_copy, bcast_single_copy,
-    reduce_scatter_single_copy, reduce_single_copy,
+    reduce_scatter_single_copy, reduce_single_copy, Directory,
 };
 
 /// `inout = in ⊕ inout` over bytes of whole, aligned elements (borrowed: a

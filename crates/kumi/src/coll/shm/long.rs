@@ -94,6 +94,59 @@ fn long_area(e: &Engine, g: &Group, area_ok: bool) -> Option<bool> {
     })
 }
 
+/// Whether an allgather(v) whose longest block is `longest` bytes goes by
+/// single copy: where the host allows it, from
+/// `KUMI_COLL_ALLGATHER_COPY_MIN` (measured: docs/BENCHMARKS.md, session
+/// 54). Every member knows every length, so all decide alike.
+pub(crate) fn allgather_by_copy(e: &Engine, longest: usize) -> bool {
+    let cfg = e.svc.coll.config();
+    cfg.single_copy && longest >= cfg.allgather_copy_min
+}
+
+/// Whether an alltoall of `block` bytes a member goes by single copy in
+/// `g`: as [`allgather_by_copy`], from `KUMI_COLL_ALLTOALL_COPY_MIN`, where
+/// the addresses (16 bytes a member) fit a payload half.
+pub(crate) fn alltoall_by_copy(e: &Engine, g: &Group, block: usize) -> bool {
+    let cfg = e.svc.coll.config();
+    cfg.single_copy && block >= cfg.alltoall_copy_min && 16 * g.slots.len() <= g.payload
+}
+
+/// Whether a broadcast of `n` bytes that fits a payload half goes by
+/// single copy in `g` (else through the area): from
+/// `KUMI_COLL_BCAST_COPY_MIN`, where the host allows single copy and
+/// `KUMI_COLL_BCAST_COPY` does too (`auto`: with a core per member;
+/// measured: docs/BENCHMARKS.md, session 55). Every member decides alike.
+pub(crate) fn short_bcast_by_copy(e: &Engine, g: &Group, n: usize) -> bool {
+    let cfg = e.svc.coll.config();
+    (cfg.bcast_copy_min..=g.payload).contains(&n)
+        && cfg.single_copy
+        && match cfg.bcast_copy {
+            LongCopy::Single => true,
+            LongCopy::Auto => !e.oversubscribed(),
+            LongCopy::Area => false,
+        }
+}
+
+/// Whether a nonblocking broadcast of `n` bytes goes by single copy in
+/// `g` (else through the area in rounds): a short one as the blocking one
+/// ([`short_bcast_by_copy`]); a longer one where the host allows single
+/// copy and `KUMI_COLL_BCAST_COPY` says so, under `auto` with a core per
+/// member unless the group's trial of the blocking broadcast
+/// ([`bcast_long`]) found the area faster (the host's own measurement
+/// chose single copy already). Every member decides alike.
+pub(crate) fn ibcast_by_copy(e: &Engine, g: &Group, n: usize) -> bool {
+    let cfg = e.svc.coll.config();
+    if n <= g.payload {
+        return short_bcast_by_copy(e, g, n);
+    }
+    cfg.single_copy
+        && match cfg.bcast_copy {
+            LongCopy::Single => true,
+            LongCopy::Auto => !e.oversubscribed() && g.long_bcast != Long::Area,
+            LongCopy::Area => false,
+        }
+}
+
 /// How a nonblocking allreduce by `op` longer than `g`'s payload half goes
 /// ([`long_area`]): `Some(true)` through the area in chunks, `Some(false)`
 /// by single copy, `None` by messages.

@@ -453,6 +453,24 @@ enum Sends {
         blocks: Vec<(usize, *mut u8, usize)>,
         sends: usize,
     },
+    /// By single copy, in two rounds, as the blocking twin goes: in the
+    /// first every member publishes `dir` ([`single::directory`]: where its
+    /// blocks lie) and, once those it copies with have published, copies
+    /// straight between the buffers; the second tells the members whose
+    /// buffers it read or wrote that it is done with them.
+    Copy { dir: Vec<u8>, of: Copied },
+}
+
+/// What a [`Sends::Copy`] moves.
+#[derive(Clone, Copy)]
+pub(crate) enum Copied {
+    /// Blocks read from every member's directory ([`single::Directory`]):
+    /// an allgather(v)'s (its one block) or an alltoall's (the reader's).
+    Each(single::Directory),
+    /// A broadcast from member `.0` of `recv[0]`: the readers read it out
+    /// of the root's buffer, but for a block of each, which the root writes
+    /// ([`single::bcast_read`], [`single::bcast_write_block`]).
+    Bcast(usize),
 }
 
 /// The slots a neighbourhood exchange's member `me` reads from: those of
@@ -599,6 +617,17 @@ impl Gather {
                 }
                 kind(K_INEIGHBOR, 0, 0)
             }
+            Sends::Copy { ref dir, of } => {
+                if self.round == 0 {
+                    put(dir.len(), 0, dir);
+                }
+                let total = self.recv.iter().map(|r| r.1).sum();
+                match of {
+                    Copied::Each(single::Directory::Own) => kind(K_ALLGATHER_COPY, 0, total),
+                    Copied::Each(single::Directory::ToEach) => kind(K_ALLTOALL_COPY, 0, total),
+                    Copied::Bcast(root) => kind(K_BCAST_COPY, root, total),
+                }
+            }
         }
     }
 
@@ -606,7 +635,13 @@ impl Gather {
     fn waits_for_all(&self) -> bool {
         matches!(
             self.send,
-            Sends::Own(..) | Sends::Blocks(..) | Sends::Each(_)
+            Sends::Own(..)
+                | Sends::Blocks(..)
+                | Sends::Each(_)
+                | Sends::Copy {
+                    of: Copied::Each(_),
+                    ..
+                }
         )
     }
 
@@ -641,6 +676,11 @@ impl Gather {
                     || reached_as(a, slots[root], s, kind_)
             }
             Sends::Bcast(root) => me == root || reached_as(a, slots[root], s, kind_),
+            // The root waits for every reader, a reader for the root.
+            Sends::Copy {
+                of: Copied::Bcast(root),
+                ..
+            } if me != root => reached_as(a, slots[root], s, kind_),
             Sends::Neighbors { ref blocks, sends } => {
                 neighbor_sources(&blocks[sends..], slots, me, a.payload())
                     .all(|j| reached_as(a, j, s, kind_))
@@ -652,7 +692,14 @@ impl Gather {
     /// Copies the round's pieces for this member out of the others' halves;
     /// fails where a neighbour's blocks are not the ones this member
     /// expects from it ([`pair_word`]).
-    fn read_others(&self, a: &CollArea<'_>, slots: &[usize], s: u64, me: usize) -> Result<()> {
+    fn read_others(
+        &self,
+        shm: &ShmTransport,
+        a: &CollArea<'_>,
+        slots: &[usize],
+        s: u64,
+        me: usize,
+    ) -> Result<()> {
         let m = slots.len();
         let put = |b: &[u8], to: *mut u8| {
             // SAFETY: `to` is a `recv` segment, writable for at least the
@@ -708,6 +755,38 @@ impl Gather {
                 }
                 return Ok(());
             }
+            // The second round only says the copies are done.
+            Sends::Copy { .. } if self.round > 0 => return Ok(()),
+            Sends::Copy {
+                of: Copied::Each(dir),
+                ..
+            } => {
+                // SAFETY: the `recv` segments are writable for their length
+                // until completion and overlap nothing (the caller's
+                // contract).
+                return unsafe { dir.read_each(a, shm, (slots, me), s, &self.recv) };
+            }
+            Sends::Copy {
+                of: Copied::Bcast(root),
+                ..
+            } => {
+                let (p, n) = self.recv[0];
+                if me == root {
+                    // SAFETY: the root's buffer, `n` bytes readable until
+                    // completion (the caller's contract).
+                    let buf = unsafe { std::slice::from_raw_parts(p.cast_const(), n) };
+                    for j in (0..m).filter(|&j| j != root) {
+                        single::bcast_write_block(a, shm, (slots[j], j, m), s, buf)?;
+                    }
+                } else {
+                    // SAFETY: a reader's buffer, `n` bytes writable until
+                    // completion and touched by nobody else but the root's
+                    // write of its own block (the caller's contract).
+                    let buf = unsafe { std::slice::from_raw_parts_mut(p, n) };
+                    single::bcast_read(a, shm, (slots[root], me, m), s, buf)?;
+                }
+                return Ok(());
+            }
             Sends::ToRoot(..) | Sends::FromRoot(..) | Sends::Bcast(_) => return Ok(()),
             _ => {}
         }
@@ -730,7 +809,8 @@ impl Gather {
                 Sends::ToRoot(..)
                 | Sends::FromRoot(..)
                 | Sends::Bcast(_)
-                | Sends::Neighbors { .. } => {
+                | Sends::Neighbors { .. }
+                | Sends::Copy { .. } => {
                     unreachable!("handled above")
                 }
             };
@@ -750,6 +830,7 @@ impl Gather {
             Sends::Each(_) | Sends::ToRoot(..) | Sends::FromRoot(..) | Sends::Neighbors { .. } => {
                 return 1
             }
+            Sends::Copy { .. } => return 2,
         };
         longest.div_ceil(self.piece.max(1)).max(1)
     }
@@ -970,6 +1051,32 @@ impl Pending {
         Pending::start_rounds(e, g, Sends::Bcast(root), vec![buf], piece)
     }
 
+    /// Starts a data mover of `g` by single copy ([`Sends::Copy`]): an
+    /// allgather(v) (`blocks` this member's one block; member j's lands in
+    /// `recv[j]`), an alltoall (`blocks` one per member in group order;
+    /// member j's block for this member lands in `recv[j]`), this member's
+    /// own block the caller's to copy; or a broadcast from member `root`
+    /// of `recv[0]` (`blocks` the same), read at the root, written
+    /// elsewhere. Every member must come here or none.
+    ///
+    /// # Safety
+    /// `blocks` readable and every `recv` segment but this member's
+    /// writable for its length (a broadcast's root only reads its own)
+    /// until the collective completes; `recv` segments overlap nothing.
+    pub unsafe fn start_copy(
+        e: &mut Engine,
+        g: &mut Group,
+        blocks: &[(*const u8, usize)],
+        recv: Vec<(*mut u8, usize)>,
+        of: Copied,
+    ) -> Pending {
+        let send = Sends::Copy {
+            dir: single::directory(blocks),
+            of,
+        };
+        Pending::start_rounds(e, g, send, recv, 0)
+    }
+
     /// Starts a reduction of `g` longer than a payload half ([`Reducing`]).
     ///
     /// # Safety
@@ -1165,7 +1272,7 @@ impl Pending {
             }
         }
         if let Some(g) = &mut self.gather {
-            if let Err(x) = g.read_others(&a, &self.slots, s, self.me) {
+            if let Err(x) = g.read_others(shm, &a, &self.slots, s, self.me) {
                 // Its contribution is out and it reads no more of this
                 // round, so the group's later collectives go on.
                 self.completed.store(s, Ordering::Relaxed);

@@ -97,12 +97,6 @@ fn exchange_bufs(
     )
 }
 
-/// (pid, buffer address, length) member `k` published for collective `s`.
-fn peer_buf(a: &CollArea<'_>, e: &Engine, g: &Group, k: usize, s: u64) -> (i32, u64, usize) {
-    let (pid, [addr, len]) = peer_card(a, e, g, k, s);
-    (pid, addr, len as usize)
-}
-
 fn copy_error(what: &str, n: usize, peer: usize, err: std::io::Error) -> Error {
     Error::Io(std::io::Error::new(
         err.kind(),
@@ -203,13 +197,6 @@ pub(crate) fn bcast_single_copy(
     g.kind = kind(K_BCAST_COPY, root, n);
     let (k, m) = (g.area, g.slots.len());
     publish_addr(e, g, s, buf.as_ptr() as usize, n, info)?;
-    // The block of reader j that the root writes: the j-th of m, cache-line
-    // aligned (the last one takes the rest).
-    let block = |j: usize| {
-        let b = (n / m) & !63;
-        let start = (j * b).min(n);
-        start..if j + 1 == m { n } else { (start + b).min(n) }
-    };
     if g.me == root {
         // Write each reader's block as soon as its buffer is known.
         let mut left: Vec<usize> = (0..m).filter(|&j| j != root).collect();
@@ -223,18 +210,9 @@ pub(crate) fn bcast_single_copy(
                 .copied()
                 .filter(|&j| reached_as(&a, g.slots[j], s, g.kind))
                 .collect();
-            let peers: Vec<_> = ready.iter().map(|&j| peer_buf(&a, e, g, j, s)).collect();
-            for (&j, (pid, addr, len)) in ready.iter().zip(peers) {
-                if len != n {
-                    return Err(Error::Protocol(format!(
-                        "bcast of {n} bytes met one of {len}"
-                    )));
-                }
-                let b = block(j);
-                if !b.is_empty() {
-                    cma::write_to(pid, addr + b.start as u64, &buf[b.clone()])
-                        .map_err(|x| copy_error("writing", b.len(), g.slots[j], x))?;
-                }
+            let shm = e.shm().expect("shared memory");
+            for &j in &ready {
+                bcast_write_block(&a, shm, (g.slots[j], j, m), s, buf)?;
             }
             left.retain(|j| !ready.contains(j));
         }
@@ -245,25 +223,78 @@ pub(crate) fn bcast_single_copy(
         return Ok(());
     }
     wait(e, info, k, |a| reached_as(a, g.slots[root], s, g.kind))?;
-    let (pid, addr, len) = peer_buf(&area(e, k), e, g, root, s);
-    if len != n {
-        return Err(Error::Protocol(format!(
-            "bcast of {n} bytes met one of {len}"
-        )));
-    }
-    // Everything but my block (which the root writes): before it, then after.
-    let mine = block(g.me);
-    for part in [0..mine.start, mine.end..n] {
-        if !part.is_empty() {
-            let len = part.len();
-            cma::read_from(pid, addr + part.start as u64, &mut buf[part])
-                .map_err(|x| copy_error("reading", len, g.slots[root], x))?;
-        }
+    {
+        let shm = e.shm().expect("shared memory");
+        bcast_read(&area(e, k), shm, (g.slots[root], g.me, m), s, buf)?;
     }
     publish_at(e, g, s + 1);
     // The root writes my block; done when it publishes.
     wait(e, info, k, |a| reached_as(a, g.slots[root], s + 1, g.kind))?;
     g.finish(s + 1);
+    Ok(())
+}
+
+/// The block of a single-copy broadcast of `n` bytes among `m` members
+/// that the root writes into member j's buffer: the j-th of m, cache-line
+/// aligned (the last one takes the rest; the root's own is empty of use).
+fn bcast_block(n: usize, m: usize, j: usize) -> std::ops::Range<usize> {
+    let b = (n / m) & !63;
+    let start = (j * b).min(n);
+    start..if j + 1 == m { n } else { (start + b).min(n) }
+}
+
+/// The root's half of a single-copy broadcast of `buf` for one reader:
+/// writes the reader's block ([`bcast_block`]) into the buffer it
+/// published for collective `s`; `(slot, j, m)`: the reader's slot, its
+/// index and the members' count.
+pub(super) fn bcast_write_block(
+    a: &CollArea<'_>,
+    shm: &ShmTransport,
+    (slot, j, m): (usize, usize, usize),
+    s: u64,
+    buf: &[u8],
+) -> Result<()> {
+    let n = buf.len();
+    let (pid, [addr, len]) = card_of(a, shm, slot, s);
+    if len != n as u64 {
+        return Err(Error::Protocol(format!(
+            "bcast of {n} bytes met one of {len}"
+        )));
+    }
+    let b = bcast_block(n, m, j);
+    if !b.is_empty() {
+        cma::write_to(pid, addr + b.start as u64, &buf[b.clone()])
+            .map_err(|x| copy_error("writing", b.len(), slot, x))?;
+    }
+    Ok(())
+}
+
+/// A reader's half of a single-copy broadcast into `buf`: reads all but
+/// its own block ([`bcast_block`], which the root writes) out of the
+/// buffer the root (`slot`) published for collective `s`; `me` is the
+/// reader's index, `m` the members' count.
+pub(super) fn bcast_read(
+    a: &CollArea<'_>,
+    shm: &ShmTransport,
+    (slot, me, m): (usize, usize, usize),
+    s: u64,
+    buf: &mut [u8],
+) -> Result<()> {
+    let n = buf.len();
+    let (pid, [addr, len]) = card_of(a, shm, slot, s);
+    if len != n as u64 {
+        return Err(Error::Protocol(format!(
+            "bcast of {n} bytes met one of {len}"
+        )));
+    }
+    let mine = bcast_block(n, m, me);
+    for part in [0..mine.start, mine.end..n] {
+        if !part.is_empty() {
+            let len = part.len();
+            cma::read_from(pid, addr + part.start as u64, &mut buf[part])
+                .map_err(|x| copy_error("reading", len, slot, x))?;
+        }
+    }
     Ok(())
 }
 
@@ -285,12 +316,7 @@ pub(crate) unsafe fn allgather_single_copy(
     g.kind = kind(K_ALLGATHER_COPY, 0, recv.iter().map(|r| r.1).sum());
     publish_addr(e, g, s, mine.as_ptr() as usize, mine.len(), info)?;
     // SAFETY: the caller's contract.
-    unsafe {
-        read_blocks(e, g, s, recv, "allgather", info, |a, shm, slot| {
-            let (pid, [addr, len]) = card_of(a, shm, slot, s);
-            (pid, addr, len as usize)
-        })
-    }
+    unsafe { read_blocks(e, g, s, recv, Directory::Own, info) }
 }
 
 /// An alltoall by single copy: every member publishes where its block for
@@ -310,60 +336,84 @@ pub(crate) unsafe fn alltoall_single_copy(
     recv: &[(*mut u8, usize)],
     info: WaitInfo,
 ) -> Result<()> {
-    let (m, me) = (g.slots.len(), g.me);
     let s = begin(e, g, 2, info)?;
     g.kind = kind(K_ALLTOALL_COPY, 0, recv.iter().map(|r| r.1).sum());
-    let dir: Vec<u64> = send
-        .iter()
-        .flat_map(|&(at, n)| [at as u64, n as u64])
-        .collect();
-    contribute(e, g, s, bytemuck::cast_slice(&dir), info)?;
+    contribute(e, g, s, &directory(send), info)?;
     // SAFETY: the caller's contract.
-    unsafe {
-        read_blocks(e, g, s, recv, "alltoall", info, |a, shm, slot| {
-            let mut w = [0u64; 2];
-            a.read(slot, s, 16 * m, 16 * me, bytemuck::cast_slice_mut(&mut w));
-            (
-                shm.segment().rank_block(slot).pid() as i32,
-                w[0],
-                w[1] as usize,
-            )
-        })
-    }
+    unsafe { read_blocks(e, g, s, recv, Directory::ToEach, info) }
 }
 
-/// The reading half of a single-copy allgather or alltoall, once this
-/// member has published for collective `s`: waits for every member's, then
-/// reads into each `recv` segment but its own the block member j has for
-/// it, `block_of(area, shm, j's slot)` = (pid, address, length; the length
-/// must be the segment's), members in turn from the one after itself
-/// (members that all began with member 0 would queue on its page-table
-/// lock, see [`fold_piece`]); then publishes `s + 1` and waits until every
-/// member has (each one's blocks must stay as they are until all have read).
-///
-/// # Safety
-/// Each `recv` segment but this member's writable for its length during the
-/// call, overlapping nothing.
-#[allow(clippy::too_many_arguments)]
-unsafe fn read_blocks(
-    e: &mut Guard<'_>,
-    g: &mut Group,
-    s: u64,
-    recv: &[(*mut u8, usize)],
-    what: &str,
-    info: WaitInfo,
-    block_of: impl Fn(&CollArea<'_>, &ShmTransport, usize) -> (i32, u64, usize),
-) -> Result<()> {
-    wait_all(e, g, s, info)?;
-    let (m, me) = (g.slots.len(), g.me);
-    {
-        let shm = e.shm().expect("shared memory");
-        let a = shm.segment().coll_area(g.area);
+/// What a member of a single-copy allgather or alltoall publishes: where
+/// each of its blocks lies, (address, length) as a [`card`] holds them, one
+/// pair a block (an allgather's one, an alltoall's one per member).
+pub(super) fn directory(blocks: &[(*const u8, usize)]) -> Vec<u8> {
+    blocks
+        .iter()
+        .flat_map(|&(at, n)| [at as u64, n as u64])
+        .flat_map(u64::to_le_bytes)
+        .collect()
+}
+
+/// Which block of a member's [`directory`] another member reads.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Directory {
+    /// Its one block (an allgather).
+    Own,
+    /// The one at the reader's index (an alltoall).
+    ToEach,
+}
+
+impl Directory {
+    /// The pid of the member of `slot` (of `m`) and where its block for
+    /// member `me` lies, as it published for collective `s`.
+    fn entry(
+        self,
+        a: &CollArea<'_>,
+        shm: &ShmTransport,
+        slot: usize,
+        s: u64,
+        (m, me): (usize, usize),
+    ) -> (i32, u64, usize) {
+        let (entries, at) = match self {
+            Directory::Own => (1, 0),
+            Directory::ToEach => (m, me),
+        };
+        let mut w = [0u8; 16];
+        a.read(slot, s, 16 * entries, 16 * at, &mut w);
+        let word = |i: usize| u64::from_le_bytes(w[8 * i..8 * i + 8].try_into().expect("8 bytes"));
+        let pid = shm.segment().rank_block(slot).pid() as i32;
+        (pid, word(0), word(1) as usize)
+    }
+
+    /// The copying of a single-copy allgather or alltoall, once every
+    /// member has published its [`directory`] for collective `s`: reads
+    /// into each `recv` segment but this member's (`me` of `slots`) the
+    /// block member j has for it (the length must be the segment's),
+    /// members in turn from the one after itself (members that all began
+    /// with member 0 would queue on its page-table lock, see
+    /// [`fold_piece`]).
+    ///
+    /// # Safety
+    /// Each `recv` segment but this member's writable for its length,
+    /// overlapping nothing.
+    pub(super) unsafe fn read_each(
+        self,
+        a: &CollArea<'_>,
+        shm: &ShmTransport,
+        (slots, me): (&[usize], usize),
+        s: u64,
+        recv: &[(*mut u8, usize)],
+    ) -> Result<()> {
+        let m = slots.len();
         for j in (1..m).map(|d| (me + d) % m) {
-            let slot = g.slots[j];
-            let (pid, addr, len) = block_of(&a, shm, slot);
+            let slot = slots[j];
+            let (pid, addr, len) = self.entry(a, shm, slot, s, (m, me));
             let (at, room) = recv[j];
             if len != room {
+                let what = match self {
+                    Directory::Own => "allgather",
+                    Directory::ToEach => "alltoall",
+                };
                 return Err(Error::Protocol(format!(
                     "{what}: member {j} has {len} bytes for member {me}, which expects {room}"
                 )));
@@ -375,6 +425,32 @@ unsafe fn read_blocks(
                 cma::read_from(pid, addr, into).map_err(|x| copy_error("reading", len, slot, x))?;
             }
         }
+        Ok(())
+    }
+}
+
+/// The reading half of a blocking single-copy allgather or alltoall, once
+/// this member has published for collective `s`: waits for every member's
+/// [`directory`], copies ([`Directory::read_each`]), then publishes `s + 1`
+/// and waits until every member has (each one's blocks must stay as they
+/// are until all have read).
+///
+/// # Safety
+/// As for [`Directory::read_each`].
+unsafe fn read_blocks(
+    e: &mut Guard<'_>,
+    g: &mut Group,
+    s: u64,
+    recv: &[(*mut u8, usize)],
+    dir: Directory,
+    info: WaitInfo,
+) -> Result<()> {
+    wait_all(e, g, s, info)?;
+    {
+        let shm = e.shm().expect("shared memory");
+        let a = shm.segment().coll_area(g.area);
+        // SAFETY: the caller's contract.
+        unsafe { dir.read_each(&a, shm, (&g.slots, g.me), s, recv) }?;
     }
     publish_at(e, g, s + 1);
     wait_all(e, g, s + 1, info)?;
