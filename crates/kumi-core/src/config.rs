@@ -114,7 +114,7 @@ vars! {
     "KUMI_COLL_ALLGATHER_COPY_MIN", Tuning, "16384",
     "an allgather(v) inside a host with a block at least this long (bytes) has every rank read the others' blocks straight from their buffers (`process_vm_readv`) where single copy is on (`KUMI_SINGLE_COPY`); shorter ones go through the collective area";
     "KUMI_COLL_ALLTOALL_COPY_MIN", Tuning, "32768",
-    "an alltoall inside a host of blocks at least this long (bytes) has every rank read its block of each other rank's send buffer straight from it (`process_vm_readv`) where single copy is on (`KUMI_SINGLE_COPY`); shorter ones go through the collective area (an alltoallv always does)";
+    "an alltoall inside a host of blocks at least this long (bytes) has every rank read its block of each other rank's send buffer straight from it (`process_vm_readv`) where single copy is on (`KUMI_SINGLE_COPY`); shorter ones go through the collective area; so do an alltoallv's blocks but those at least this long and longer than a rank's share of the area's payload half, which go by single copy too";
     "KUMI_COLL_BCAST_COPY_MIN", Tuning, "32768",
     "a broadcast inside a host at least this long (bytes) that fits the collective area's payload half has every rank read the root's buffer straight from it (`process_vm_readv`) where single copy is on (`KUMI_SINGLE_COPY`) and `KUMI_COLL_BCAST_COPY` allows it (`single`, or `auto` with a core per rank); shorter ones go through the area, longer ones as `KUMI_COLL_BCAST_COPY` says";
     "KUMI_COLL_BCAST_COPY", Tuning, "auto",

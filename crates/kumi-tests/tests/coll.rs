@@ -34,6 +34,9 @@ fn every_collective_op_and_type_on_1_to_17_ranks() {
                 // Single-copy allreduce in odd-sized pieces (rounded down
                 // to whole elements), many per block.
                 ("KUMI_COLL_PIECE", "4000"),
+                // An alltoallv of blocks by single copy beside longer-than-
+                // a-share blocks in rounds through the area.
+                ("KUMI_COLL_ALLTOALL_COPY_MIN", "150000"),
             ]
         } else if n % 3 == 2 {
             // The long bcast the other way round from the default (single

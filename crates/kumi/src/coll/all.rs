@@ -392,10 +392,12 @@ impl Comm {
         own_segment("send", send, p, me, recv.get(me).map_or(0, |r| r.1))?;
         own_segment("recv", recv, p, me, send[me].1)?;
         // Inside one host, through the collective area, long blocks in
-        // rounds (`shm::alltoallv_rounds`); otherwise by messages. Two
-        // copies through the cache and no system call, where the messages'
-        // single copy pins every page (measured: docs/BENCHMARKS.md,
-        // session 37).
+        // rounds or, where the host allows single copy, the longest ones
+        // by it (`shm::alltoallv_rounds`); otherwise by messages. The
+        // area's two copies through the cache beat the messages' rendezvous
+        // (docs/BENCHMARKS.md, session 37); a single-copy read of a
+        // published address beats both where the host chose single copy
+        // (session 55).
         let info = self.info(Call::Collective, -2, -2, at);
         // SAFETY: the caller's contract.
         let done = self.shm_whole(at, false, |e, g| unsafe {

@@ -30,7 +30,11 @@
 //!   writes its send buffer, then copies its block out of every slot.
 //!   Alltoallv (and a longer alltoall): the blocks of at most a member's
 //!   share of a half at once, the longer ones in rounds of a share, as many
-//!   as the longest block of all needs (see [`alltoallv`]).
+//!   as the longest block of all needs, or, where single copy is on and a
+//!   block is long (`KUMI_COLL_ALLTOALL_COPY_MIN`), read straight out of
+//!   the sender's buffer (see [`alltoallv`]). A longer alltoall where
+//!   single copy is on: every member reads its block straight out of every
+//!   other's buffer.
 //! - gather of one payload half per member at most: every member writes its
 //!   block, the root waits and copies every slot's out; scatter of one
 //!   payload half in all: the root writes every block, each member copies
@@ -1104,6 +1108,14 @@ pub(crate) fn alltoall(
 /// block for itself. Blocks without a place are left, and the own block is
 /// copied, by the caller.
 ///
+/// Blocks of at least `copy` bytes (and longer than a share, so without a
+/// place) go by single copy: the sender writes where the block lies (its
+/// [`single::card`], 16 bytes) where a block of that length would go, and
+/// the receiver reads the card and then the block straight out of the
+/// sender's buffer; the sender's buffer must stay as it is until the
+/// receiver has read it, which the caller's next round (one at least:
+/// `rounds` counts it) tells.
+///
 /// Rounds: each member also writes `rounds` (how many rounds of
 /// [`alltoallv_share`] its longest block without a place needs, sent or
 /// received) at the end of its payload half, and says with its kind whether
@@ -1125,11 +1137,17 @@ pub(crate) unsafe fn alltoallv(
     g: &mut Group,
     send: &[(*const u8, usize)],
     recv: &[(*mut u8, usize)],
-    rounds: u64,
+    (rounds, copy): (u64, usize),
     info: WaitInfo,
 ) -> Result<u64> {
     let (m, me, payload) = (g.slots.len(), g.me, g.payload);
     let room = payload - 8;
+    // Where a block by single copy has its card (both ends find the same).
+    let carded = |j: usize, n: usize| {
+        (n >= copy && scatterv_place(j, n, m, room).is_none())
+            .then(|| scatterv_place(j, 16, m, room))
+            .flatten()
+    };
     let s = begin(e, g, 1, info)?;
     g.kind = kind(K_ALLTOALLV, 0, 0) | coll_area::KIND_OWN | u64::from(rounds > 0);
     let k = g.area;
@@ -1143,6 +1161,9 @@ pub(crate) unsafe fn alltoallv(
                 a.write(g.my_slot(), s, total, off, unsafe {
                     std::slice::from_raw_parts(p, n)
                 });
+            } else if let Some((total, off)) = carded(i, n) {
+                let card = single::card([p as u64, n as u64]);
+                a.write(g.my_slot(), s, total, off, &card[..16]);
             }
         }
         // Always, so that a stale count of an earlier call is never read.
@@ -1150,14 +1171,16 @@ pub(crate) unsafe fn alltoallv(
     }
     publish_at(e, g, s);
     wait_all_reached(e, g, s, info)?;
-    let a = area(e, k);
+    let shm = e.shm().expect("shared memory");
+    let a = shm.segment().coll_area(k);
     for (j, &(p, n)) in recv.iter().enumerate().filter(|&(j, _)| j != me) {
+        // SAFETY: the caller vouches for `n` writable bytes that overlap
+        // nothing.
+        let into = || unsafe { std::slice::from_raw_parts_mut(p, n) };
         if let (Some((total, off)), 1..) = (scatterv_place(me, n, m, room), n) {
-            // SAFETY: the caller vouches for `n` writable bytes that
-            // overlap nothing.
-            a.read(g.slots[j], s, total, off, unsafe {
-                std::slice::from_raw_parts_mut(p, n)
-            });
+            a.read(g.slots[j], s, total, off, into());
+        } else if let Some(at) = carded(me, n) {
+            single::read_carded(&a, shm, g.slots[j], s, at, into())?;
         }
     }
     let mut most = 0;
@@ -1195,16 +1218,26 @@ pub(crate) unsafe fn alltoallv_rounds(
         return None;
     }
     let me = g.me;
-    let long = |n: usize| if n > share { n } else { 0 };
-    let longest = (0..send.len())
-        .filter(|&j| j != me)
+    // Blocks by single copy in the first pass (where the host allows it,
+    // from `KUMI_COLL_ALLTOALL_COPY_MIN`): both ends know a block's length.
+    let cfg = e.svc.coll.config();
+    let copy = match cfg.single_copy {
+        true => cfg.alltoall_copy_min.max(share + 1),
+        false => usize::MAX,
+    };
+    let long = |n: usize| if n > share && n < copy { n } else { 0 };
+    let others = || (0..send.len()).filter(|&j| j != me);
+    let longest = others()
         .map(|j| long(send[j].1).max(long(recv[j].1)))
         .max()
         .unwrap_or(0);
-    let rounds = longest.div_ceil(share) as u64;
+    // A block by single copy needs a round after the first, which tells
+    // its sender that it has been read.
+    let copies = others().any(|j| send[j].1 >= copy || recv[j].1 >= copy);
+    let rounds = (longest.div_ceil(share) as u64).max(u64::from(copies));
     Some((|| {
         // SAFETY: the caller's contract.
-        let all = unsafe { alltoallv(e, g, send, recv, rounds, info) }?;
+        let all = unsafe { alltoallv(e, g, send, recv, (rounds, copy), info) }?;
         let (mut s, mut r) = (Vec::new(), Vec::new());
         for k in 0..all as usize {
             let at = k * share;
@@ -1215,7 +1248,7 @@ pub(crate) unsafe fn alltoallv_rounds(
             r.extend(recv.iter().map(|&(b, n)| (b.wrapping_add(at), piece(n))));
             // SAFETY: each piece lies inside its segment (`at + piece(n) <=
             // n`), valid by the caller's contract.
-            unsafe { alltoallv(e, g, &s, &r, 0, info) }?;
+            unsafe { alltoallv(e, g, &s, &r, (0, usize::MAX), info) }?;
         }
         Ok(())
     })())

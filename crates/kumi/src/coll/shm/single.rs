@@ -458,6 +458,32 @@ unsafe fn read_blocks(
     Ok(())
 }
 
+/// Reads into `into` the block whose [`card`] (address, length) the member
+/// of `slot` wrote at `(total, off)` of its contribution to collective `s`
+/// (an alltoallv's blocks by single copy, [`super::alltoallv`]), after
+/// checking that the length is `into`'s.
+pub(super) fn read_carded(
+    a: &CollArea<'_>,
+    shm: &ShmTransport,
+    slot: usize,
+    s: u64,
+    (total, off): (usize, usize),
+    into: &mut [u8],
+) -> Result<()> {
+    let mut w = [0u8; 16];
+    a.read(slot, s, total, off, &mut w);
+    let word = |i: usize| u64::from_le_bytes(w[8 * i..8 * i + 8].try_into().expect("8 bytes"));
+    let (addr, len) = (word(0), word(1) as usize);
+    if len != into.len() {
+        return Err(Error::Protocol(format!(
+            "alltoallv: local rank {slot} sends a block of {len} bytes where {} are expected",
+            into.len()
+        )));
+    }
+    let pid = shm.segment().rank_block(slot).pid() as i32;
+    cma::read_from(pid, addr, into).map_err(|x| copy_error("reading", len, slot, x))
+}
+
 /// Folds one piece of every member's buffer into `acc`: `read(j, into)`
 /// reads member j's (of `m`; I am `me`); `mine` is my own (`None`: it is in
 /// `acc` already, which only a commutative operation allows); `t` is
