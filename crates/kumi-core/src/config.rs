@@ -113,10 +113,8 @@ vars! {
     "allgathers of at least this many bytes (total) use the ring instead of recursive doubling";
     "KUMI_COLL_ALLGATHER_COPY_MIN", Tuning, "16384",
     "an allgather(v) inside a host with a block at least this long (bytes) has every rank read the others' blocks straight from their buffers (`process_vm_readv`) where single copy is on (`KUMI_SINGLE_COPY`); shorter ones go through the collective area";
-    "KUMI_COLL_ALLTOALL_COPY_MIN", Tuning, "32768",
-    "an alltoall inside a host of blocks at least this long (bytes) has every rank read its block of each other rank's send buffer straight from it (`process_vm_readv`) where single copy is on (`KUMI_SINGLE_COPY`); shorter ones go through the collective area; so do an alltoallv's blocks but those at least this long and longer than a rank's share of the area's payload half, which go by single copy too";
-    "KUMI_COLL_BCAST_COPY_MIN", Tuning, "32768",
-    "a broadcast inside a host at least this long (bytes) that fits the collective area's payload half has every rank read the root's buffer straight from it (`process_vm_readv`) where single copy is on (`KUMI_SINGLE_COPY`) and `KUMI_COLL_BCAST_COPY` allows it (`single`, or `auto` with a core per rank); shorter ones go through the area, longer ones as `KUMI_COLL_BCAST_COPY` says";
+    "KUMI_COLL_COPY_MIN", Tuning, "32768",
+    "a block of a collective that moves data inside a host (broadcast, gather(v), scatter(v), alltoall(v), neighbourhood exchanges) at least this long (bytes) goes by single copy where the host allows it (`KUMI_SINGLE_COPY`), read straight out of the sender's buffer (`process_vm_readv`) rather than copied through the collective area; an allgather's from `KUMI_COLL_ALLGATHER_COPY_MIN`, a broadcast's only where `KUMI_COLL_BCAST_COPY` allows it (`single`, or `auto` with a core per rank)";
     "KUMI_COLL_BCAST_COPY", Tuning, "auto",
     "a broadcast inside a host longer than the collective area's chunk: `single` (every rank copies from the root's buffer with `process_vm_readv`), `area` (pipelined through the area in chunks), `auto` (the area when the host runs more ranks than cores; otherwise each communicator times both, its first eight such broadcasts, alternately after one each untimed, and keeps the faster of the fastest three each way)";
     "KUMI_COLL_ALLREDUCE_COPY", Tuning, "auto",
@@ -491,10 +489,8 @@ pub struct Coll {
     pub allgather_long: usize,
     /// `KUMI_COLL_ALLGATHER_COPY_MIN`.
     pub allgather_copy_min: usize,
-    /// `KUMI_COLL_ALLTOALL_COPY_MIN`.
-    pub alltoall_copy_min: usize,
-    /// `KUMI_COLL_BCAST_COPY_MIN`.
-    pub bcast_copy_min: usize,
+    /// `KUMI_COLL_COPY_MIN`.
+    pub copy_min: usize,
     /// `KUMI_COLL_BCAST_COPY`.
     pub bcast_copy: CopyMode,
     /// `KUMI_COLL_ALLREDUCE_COPY`.
@@ -724,8 +720,7 @@ impl Tuning {
                 allreduce_ring: env.size("KUMI_COLL_ALLREDUCE_RING", 4 << 20)?,
                 allgather_long: env.size("KUMI_COLL_ALLGATHER_LONG", 32 << 10)?,
                 allgather_copy_min: env.size("KUMI_COLL_ALLGATHER_COPY_MIN", 16 << 10)?,
-                alltoall_copy_min: env.size("KUMI_COLL_ALLTOALL_COPY_MIN", 32 << 10)?,
-                bcast_copy_min: env.size("KUMI_COLL_BCAST_COPY_MIN", 32 << 10)?,
+                copy_min: env.size("KUMI_COLL_COPY_MIN", 32 << 10)?,
                 bcast_copy: copy("KUMI_COLL_BCAST_COPY")?,
                 allreduce_copy: copy("KUMI_COLL_ALLREDUCE_COPY")?,
                 shm: env.switch("KUMI_COLL_SHM", true)?,
@@ -794,11 +789,7 @@ mod tests {
                 "KUMI_COLL_ALLGATHER_COPY_MIN",
                 t.coll.allgather_copy_min as u64,
             ),
-            (
-                "KUMI_COLL_ALLTOALL_COPY_MIN",
-                t.coll.alltoall_copy_min as u64,
-            ),
-            ("KUMI_COLL_BCAST_COPY_MIN", t.coll.bcast_copy_min as u64),
+            ("KUMI_COLL_COPY_MIN", t.coll.copy_min as u64),
             ("KUMI_COLL_PIECE", t.coll.piece as u64),
             ("KUMI_COMBINE_STORE", t.coll.combine_store as u64),
         ] {

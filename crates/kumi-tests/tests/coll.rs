@@ -36,7 +36,7 @@ fn every_collective_op_and_type_on_1_to_17_ranks() {
                 ("KUMI_COLL_PIECE", "4000"),
                 // An alltoallv of blocks by single copy beside longer-than-
                 // a-share blocks in rounds through the area.
-                ("KUMI_COLL_ALLTOALL_COPY_MIN", "150000"),
+                ("KUMI_COLL_COPY_MIN", "150000"),
             ]
         } else if n % 3 == 2 {
             // The long bcast the other way round from the default (single

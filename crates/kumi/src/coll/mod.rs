@@ -152,11 +152,9 @@ pub(crate) struct Config {
     /// Shortest block of an allgather(v) that goes by single copy where
     /// `single_copy` allows it.
     pub allgather_copy_min: usize,
-    /// The same for an alltoall.
-    pub alltoall_copy_min: usize,
-    /// Shortest broadcast that fits a payload half and goes by single copy
-    /// where `single_copy` and `bcast_copy` allow it.
-    pub bcast_copy_min: usize,
+    /// Shortest block of the other data movers that goes by single copy
+    /// where `single_copy` allows it (a broadcast's: and `bcast_copy`).
+    pub copy_min: usize,
 }
 
 impl Config {
@@ -171,8 +169,7 @@ impl Config {
             allreduce_ring: c.allreduce_ring,
             allgather_long: c.allgather_long,
             allgather_copy_min: c.allgather_copy_min,
-            alltoall_copy_min: c.alltoall_copy_min,
-            bcast_copy_min: c.bcast_copy_min,
+            copy_min: c.copy_min,
             hierarchical: c.hierarchical,
             fake_hosts: c.fake_hosts,
             combine_store: c.combine_store,

@@ -263,15 +263,15 @@ impl Comm {
             }
         };
         // SAFETY: the caller's contract.
-        let Some((payload, tag)) = (unsafe { self.gatherv_area(send, recv, root, at) })? else {
+        let Some((rooted, tag)) = (unsafe { self.gatherv_area(send, recv, root, at) })? else {
             // SAFETY: the caller's contract.
             return unsafe { self.gatherv_each(send, &list(), root, Exec::Now(at)) }.map(drop);
         };
-        // The blocks too long for the area, as messages: each member knows
-        // whether its own is one, the root knows them all.
+        // The blocks the area does not carry, as messages: each member
+        // knows whether its own is one, the root knows them all.
         let long = |r: usize| {
             let n = if r == me { send.1 } else { recv(r).1 };
-            n > payload
+            n > 0 && !rooted.carries(n)
         };
         let blocks = if me == root {
             (0..p).any(|r| r != root && long(r)).then(list)
@@ -303,7 +303,7 @@ impl Comm {
         let n = send.len();
         let info = self.info(Call::Collective, -2, -2, at);
         let done = self.shm_whole(at, false, |e, g| {
-            (n <= g.payload).then(|| {
+            (n == 0 || shm::Rooted::of(e, g).carries(n)).then(|| {
                 // SAFETY: rank j's block at the root (the caller's contract).
                 let mut put = |j: usize, b: &[u8]| unsafe { copy_own(b.as_ptr(), recv(j), n) };
                 shm::gather(e, g, send, &|_| n, true, &mut put, root, info)
@@ -333,7 +333,7 @@ impl Comm {
         recv: &dyn Fn(usize) -> (*mut u8, usize),
         root: usize,
         at: &'static Location<'static>,
-    ) -> Result<Option<(usize, i32)>> {
+    ) -> Result<Option<(shm::Rooted, i32)>> {
         let me = self.rank();
         let info = self.info(Call::Collective, -2, -2, at);
         let sent: &[u8] = if send.1 == 0 {
@@ -343,11 +343,11 @@ impl Comm {
             unsafe { std::slice::from_raw_parts(send.0, send.1) }
         };
         let done = self.shm_whole_tagged(at, false, true, |e, g| {
-            let payload = g.payload;
+            let rooted = shm::Rooted::of(e, g);
             // SAFETY: rank j's segment at the root (the caller's contract).
             let mut put = |j: usize, b: &[u8]| unsafe { copy_own(b.as_ptr(), recv(j).0, b.len()) };
             let len = |j: usize| recv(j).1;
-            Some(shm::gather(e, g, sent, &len, false, &mut put, root, info).map(|()| payload))
+            Some(shm::gather(e, g, sent, &len, false, &mut put, root, info).map(|()| rooted))
         })?;
         if done.is_some() && me == root {
             // SAFETY: the caller's contract; nothing in place.
@@ -375,7 +375,8 @@ impl Comm {
         let info = self.info(Call::Collective, -2, -2, at);
         let done = self.shm_whole(at, false, |e, g| {
             let m = g.slots.len();
-            (n.checked_mul(m).is_some_and(|t| t <= g.payload)).then(|| {
+            let carried = n == 0 || shm::Rooted::of(e, g).carries(n);
+            (carried && n.checked_mul(m).is_some_and(|t| t <= g.payload)).then(|| {
                 let place = |j: usize, n: usize| Some((n * m, j * n));
                 shm::scatter(e, g, &|j| (send(j), n), recv, &place, Some(n), root, info)
             })
@@ -399,12 +400,12 @@ impl Comm {
         recv: (*mut u8, usize),
         root: usize,
         at: &'static Location<'static>,
-    ) -> Result<Option<(usize, i32)>> {
+    ) -> Result<Option<(shm::Rooted, i32)>> {
         let info = self.info(Call::Collective, -2, -2, at);
         self.shm_whole_tagged(at, false, true, |e, g| {
-            let (m, payload) = (g.slots.len(), g.payload);
-            let place = |j: usize, n: usize| shm::scatterv_place(j, n, m, payload);
-            Some(shm::scatter(e, g, send, recv, &place, None, root, info).map(|()| payload))
+            let (m, rooted) = (g.slots.len(), shm::Rooted::of(e, g));
+            let place = |j: usize, n: usize| rooted.place(j, n, m);
+            Some(shm::scatter(e, g, send, recv, &place, None, root, info).map(|()| rooted))
         })
     }
 
@@ -425,8 +426,8 @@ impl Comm {
         if me == root {
             own_segment("recv", recv, p, me, send.1)?;
         }
-        // Inside one host, the blocks of at most a payload half through the
-        // area in one pass, the longer ones as messages beside it (as
+        // Inside one host, the blocks the area carries ([`shm::Rooted`]) in
+        // one pass, the others as messages beside it (as
         // `gatherv_segments`).
         let pending = self.shm_whole(Location::caller(), true, |e, g| {
             let recv = if me == root {
@@ -434,15 +435,19 @@ impl Comm {
             } else {
                 Vec::new()
             };
+            let rooted = shm::Rooted::of(e, g);
             // SAFETY: the caller's contract.
-            let pending = unsafe { shm::Pending::start_gatherv(e, g, root, send, recv) };
-            Some(Ok((pending, g.payload)))
+            let pending = unsafe { shm::Pending::start_gatherv(e, g, root, send, recv, rooted) };
+            Some(Ok((pending, rooted)))
         })?;
-        let Some((pending, payload)) = pending else {
+        let Some((pending, rooted)) = pending else {
             // SAFETY: the caller's contract.
             return unsafe { self.gatherv_each(send, recv, root, Exec::Start) }.map(started);
         };
-        let long = |r: usize| (if r == me { send.1 } else { recv[r].1 }) > payload;
+        let long = |r: usize| {
+            let n = if r == me { send.1 } else { recv[r].1 };
+            n > 0 && !rooted.carries(n)
+        };
         let blocks = if me == root {
             (0..p).any(|r| r != root && long(r)).then(|| recv.to_vec())
         } else {
@@ -598,14 +603,14 @@ impl Comm {
             }
         };
         // SAFETY: the caller's contract.
-        let Some((payload, tag)) = (unsafe { self.scatterv_area(send, recv, root, at) })? else {
+        let Some((rooted, tag)) = (unsafe { self.scatterv_area(send, recv, root, at) })? else {
             // SAFETY: the caller's contract.
             return unsafe { self.scatterv_each(&list(), recv, root, Exec::Now(at)) }.map(drop);
         };
         // The blocks without a place in the area, as messages.
         let long = |r: usize| {
             let n = if r == me { recv.1 } else { send(r).1 };
-            shm::scatterv_place(r, n, p, payload).is_none()
+            rooted.place(r, n, p).is_none()
         };
         let blocks = if me == root {
             // Only ever read: the schedule sends from them.
@@ -645,17 +650,18 @@ impl Comm {
             } else {
                 Vec::new()
             };
+            let rooted = shm::Rooted::of(e, g);
             // SAFETY: the caller's contract.
-            let pending = unsafe { shm::Pending::start_scatterv(e, g, root, send, recv) };
-            Some(Ok((pending, g.payload)))
+            let pending = unsafe { shm::Pending::start_scatterv(e, g, root, send, recv, rooted) };
+            Some(Ok((pending, rooted)))
         })?;
-        let Some((pending, payload)) = pending else {
+        let Some((pending, rooted)) = pending else {
             // SAFETY: the caller's contract.
             return unsafe { self.scatterv_each(send, recv, root, Exec::Start) }.map(started);
         };
         let long = |r: usize| {
             let n = if r == me { recv.1 } else { send[r].1 };
-            shm::scatterv_place(r, n, p, payload).is_none()
+            rooted.place(r, n, p).is_none()
         };
         let blocks = if me == root {
             // Only ever read: the schedule sends from them.

@@ -31,7 +31,7 @@
 //!   Alltoallv (and a longer alltoall): the blocks of at most a member's
 //!   share of a half at once, the longer ones in rounds of a share, as many
 //!   as the longest block of all needs, or, where single copy is on and a
-//!   block is long (`KUMI_COLL_ALLTOALL_COPY_MIN`), read straight out of
+//!   block is long (`KUMI_COLL_COPY_MIN`), read straight out of
 //!   the sender's buffer (see [`alltoallv`]). A longer alltoall where
 //!   single copy is on: every member reads its block straight out of every
 //!   other's buffer.
@@ -843,10 +843,10 @@ pub(crate) fn gather(
     info: WaitInfo,
 ) -> Result<()> {
     let s = begin(e, g, 1, info)?;
-    let payload = g.payload;
+    let rooted = Rooted::of(e, g);
     let kind_of = |n: usize| kind(if same { K_GATHER } else { K_GATHERV }, root, n);
     g.kind = kind_of(send.len());
-    let mine = if g.me == root || send.len() > payload {
+    let mine = if g.me == root || !rooted.carries(send.len()) {
         &[][..]
     } else {
         send
@@ -862,7 +862,7 @@ pub(crate) fn gather(
         let a = area(e, g.area);
         for (j, &slot) in g.slots.iter().enumerate().filter(|&(j, _)| j != root) {
             let n = len(j);
-            if n > 0 && n <= payload {
+            if rooted.carries(n) {
                 recv(j, a.bytes(slot, s, n, 0, n));
             }
         }
@@ -894,6 +894,50 @@ pub(crate) fn allgather(
     }
     g.finish(s);
     Ok(())
+}
+
+/// Which blocks of a gather(v) or scatter(v) go through a group's area; the
+/// others go as messages (by single copy where the host allows it). Those
+/// that fit (a payload half; a scatter's, a place in the root's half,
+/// [`scatterv_place`]) and, where the host chose single copy, are shorter
+/// than `KUMI_COLL_COPY_MIN`: then a read straight out of the sender's
+/// buffer beats the area's two copies across cores (measured:
+/// docs/BENCHMARKS.md, session 55). Both ends of a block know its length,
+/// so they agree on its way.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Rooted {
+    payload: usize,
+    /// The longest block through the area.
+    max: usize,
+}
+
+impl Rooted {
+    /// The rule in `g` on this host.
+    pub(crate) fn of(e: &Engine, g: &Group) -> Rooted {
+        let cfg = e.svc.coll.config();
+        let max = match cfg.single_copy {
+            true => g.payload.min(cfg.copy_min.saturating_sub(1)),
+            false => g.payload,
+        };
+        Rooted {
+            payload: g.payload,
+            max,
+        }
+    }
+
+    /// Whether a gather's block of `n` bytes goes through the area (an
+    /// empty one goes nowhere).
+    pub(crate) fn carries(self, n: usize) -> bool {
+        (1..=self.max).contains(&n)
+    }
+
+    /// Where a scatter's block of `n` bytes for member `j` of `m` goes in
+    /// the root's contribution, if through the area ([`scatterv_place`]).
+    pub(crate) fn place(self, j: usize, n: usize, m: usize) -> Option<(usize, usize)> {
+        (n <= self.max)
+            .then(|| scatterv_place(j, n, m, self.payload))
+            .flatten()
+    }
 }
 
 /// Where member `j`'s block of `n` bytes goes in the root's contribution to
@@ -1219,10 +1263,10 @@ pub(crate) unsafe fn alltoallv_rounds(
     }
     let me = g.me;
     // Blocks by single copy in the first pass (where the host allows it,
-    // from `KUMI_COLL_ALLTOALL_COPY_MIN`): both ends know a block's length.
+    // from `KUMI_COLL_COPY_MIN`): both ends know a block's length.
     let cfg = e.svc.coll.config();
     let copy = match cfg.single_copy {
-        true => cfg.alltoall_copy_min.max(share + 1),
+        true => cfg.copy_min.max(share + 1),
         false => usize::MAX,
     };
     let long = |n: usize| if n > share && n < copy { n } else { 0 };

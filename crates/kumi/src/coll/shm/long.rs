@@ -104,21 +104,21 @@ pub(crate) fn allgather_by_copy(e: &Engine, longest: usize) -> bool {
 }
 
 /// Whether an alltoall of `block` bytes a member goes by single copy in
-/// `g`: as [`allgather_by_copy`], from `KUMI_COLL_ALLTOALL_COPY_MIN`, where
+/// `g`: as [`allgather_by_copy`], from `KUMI_COLL_COPY_MIN`, where
 /// the addresses (16 bytes a member) fit a payload half.
 pub(crate) fn alltoall_by_copy(e: &Engine, g: &Group, block: usize) -> bool {
     let cfg = e.svc.coll.config();
-    cfg.single_copy && block >= cfg.alltoall_copy_min && 16 * g.slots.len() <= g.payload
+    cfg.single_copy && block >= cfg.copy_min && 16 * g.slots.len() <= g.payload
 }
 
 /// Whether a broadcast of `n` bytes that fits a payload half goes by
 /// single copy in `g` (else through the area): from
-/// `KUMI_COLL_BCAST_COPY_MIN`, where the host allows single copy and
+/// `KUMI_COLL_COPY_MIN`, where the host allows single copy and
 /// `KUMI_COLL_BCAST_COPY` does too (`auto`: with a core per member;
 /// measured: docs/BENCHMARKS.md, session 55). Every member decides alike.
 pub(crate) fn short_bcast_by_copy(e: &Engine, g: &Group, n: usize) -> bool {
     let cfg = e.svc.coll.config();
-    (cfg.bcast_copy_min..=g.payload).contains(&n)
+    (cfg.copy_min..=g.payload).contains(&n)
         && cfg.single_copy
         && match cfg.bcast_copy {
             LongCopy::Single => true,

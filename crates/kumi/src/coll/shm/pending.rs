@@ -428,15 +428,15 @@ enum Sends {
     /// share ([`scatterv_place`]), as the blocking form's first pass; the
     /// longer ones are the caller's to move (both ends know which).
     Each(Vec<(*const u8, usize)>),
-    /// Gatherv to member `root`, one round: a block of at most a payload
-    /// half, as the blocking form ([`gather`]); `recv` is the root's
-    /// segments (empty elsewhere). Longer blocks are the caller's.
-    ToRoot(usize, (*const u8, usize)),
+    /// Gatherv to member `root`, one round: a block the area carries
+    /// ([`Rooted`]), as the blocking form ([`gather`]); `recv` is the
+    /// root's segments (empty elsewhere). The others are the caller's.
+    ToRoot(usize, (*const u8, usize), Rooted),
     /// Scatterv from member `root`, one round: the blocks with a place in
-    /// the root's half ([`scatterv_place`]), as the blocking form
+    /// the root's half ([`Rooted::place`]), as the blocking form
     /// ([`scatter`]); the root's `send` (empty elsewhere), and `recv` this
     /// member's one segment. The others are the caller's.
-    FromRoot(usize, Vec<(*const u8, usize)>),
+    FromRoot(usize, Vec<(*const u8, usize)>, Rooted),
     /// Broadcast from member `root` of `recv[0]` (its buffer there, which
     /// it only reads), in rounds of a payload half, as the blocking form
     /// ([`bcast`]): every member knows the length, so all count the same
@@ -571,17 +571,17 @@ impl Gather {
                 // The blocking form's kind, saying no rounds follow.
                 kind(K_ALLTOALLV, 0, 0) | coll_area::KIND_OWN
             }
-            Sends::ToRoot(root, (p, n)) => {
-                if me != root && (1..=a.payload()).contains(&n) {
+            Sends::ToRoot(root, (p, n), rooted) => {
+                if me != root && rooted.carries(n) {
                     // SAFETY: as above, `n` bytes at `p`.
                     put(n, 0, unsafe { std::slice::from_raw_parts(p, n) });
                 }
                 // Its own length: the root waits for the one it expects.
                 kind(K_GATHERV, root, n)
             }
-            Sends::FromRoot(root, ref send) => {
+            Sends::FromRoot(root, ref send, rooted) => {
                 for (j, &(p, n)) in send.iter().enumerate().filter(|&(j, _)| j != root) {
-                    if let (Some((total, off)), 1..) = (scatterv_place(j, n, m, a.payload()), n) {
+                    if let (Some((total, off)), 1..) = (rooted.place(j, n, m), n) {
                         // SAFETY: as above, `n` bytes at `p`.
                         put(total, off, unsafe { std::slice::from_raw_parts(p, n) });
                     }
@@ -662,17 +662,17 @@ impl Gather {
     /// nobody).
     fn arrived(&self, a: &CollArea<'_>, slots: &[usize], s: u64, kind_: u64, me: usize) -> bool {
         match self.send {
-            Sends::ToRoot(root, _) => {
+            Sends::ToRoot(root, ..) => {
                 me != root
                     || slots.iter().enumerate().all(|(j, &slot)| {
                         reached_as(a, slot, s, kind(K_GATHERV, root, self.recv[j].1))
                     })
             }
-            Sends::FromRoot(root, _) => {
+            Sends::FromRoot(root, _, rooted) => {
                 let n = self.recv[0].1;
                 me == root
                     || n == 0
-                    || scatterv_place(me, n, slots.len(), a.payload()).is_none()
+                    || rooted.place(me, n, slots.len()).is_none()
                     || reached_as(a, slots[root], s, kind_)
             }
             Sends::Bcast(root) => me == root || reached_as(a, slots[root], s, kind_),
@@ -708,18 +708,18 @@ impl Gather {
             unsafe { kumi_transport::copy_bytes(b.as_ptr(), to, b.len()) };
         };
         match self.send {
-            Sends::ToRoot(root, _) if me == root => {
+            Sends::ToRoot(root, _, rooted) if me == root => {
                 for (j, &slot) in slots.iter().enumerate().filter(|&(j, _)| j != root) {
                     let (to, n) = self.recv[j];
-                    if (1..=a.payload()).contains(&n) {
+                    if rooted.carries(n) {
                         put(a.bytes(slot, s, n, 0, n), to);
                     }
                 }
                 return Ok(());
             }
-            Sends::FromRoot(root, _) if me != root => {
+            Sends::FromRoot(root, _, rooted) if me != root => {
                 let (to, n) = self.recv[0];
-                if let (Some((total, off)), 1..) = (scatterv_place(me, n, m, a.payload()), n) {
+                if let (Some((total, off)), 1..) = (rooted.place(me, n, m), n) {
                     put(a.bytes(slots[root], s, total, off, n), to);
                 }
                 return Ok(());
@@ -981,10 +981,10 @@ impl Pending {
         Pending::start_rounds(e, g, Sends::Each(send), recv, 0)
     }
 
-    /// Starts a gatherv of `g` to member `root` of the blocks of at most a
-    /// payload half (this member's `send`; at the root, member j's lands in
-    /// `recv[j]`), in one round; the longer blocks, and the root's own, are
-    /// the caller's to move.
+    /// Starts a gatherv of `g` to member `root` of the blocks the area
+    /// carries by `rooted` (this member's `send`; at the root, member j's
+    /// lands in `recv[j]`), in one round; the others, and the root's own,
+    /// are the caller's to move.
     ///
     /// # Safety
     /// As for [`Pending::start_gather`].
@@ -994,12 +994,13 @@ impl Pending {
         root: usize,
         send: (*const u8, usize),
         recv: Vec<(*mut u8, usize)>,
+        rooted: Rooted,
     ) -> Pending {
-        Pending::start_rounds(e, g, Sends::ToRoot(root, send), recv, 0)
+        Pending::start_rounds(e, g, Sends::ToRoot(root, send, rooted), recv, 0)
     }
 
     /// Starts a scatterv of `g` from member `root` of the blocks with a
-    /// place in its half ([`scatterv_place`]; the root's `send[j]` for
+    /// place in its half by `rooted` ([`Rooted::place`]; the root's `send[j]` for
     /// member j, which receives into `recv`), in one round; the other
     /// blocks, and the root's own, are the caller's to move.
     ///
@@ -1011,8 +1012,9 @@ impl Pending {
         root: usize,
         send: Vec<(*const u8, usize)>,
         recv: (*mut u8, usize),
+        rooted: Rooted,
     ) -> Pending {
-        Pending::start_rounds(e, g, Sends::FromRoot(root, send), vec![recv], 0)
+        Pending::start_rounds(e, g, Sends::FromRoot(root, send, rooted), vec![recv], 0)
     }
 
     /// Starts a neighbourhood exchange of `g` in one round: `blocks`,
