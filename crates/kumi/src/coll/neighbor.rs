@@ -219,10 +219,12 @@ impl Comm {
         from.sort_by_key(|b| b.0);
         let started = self.shm_whole(Location::caller(), true, |e, g| {
             let (to, from) = blocks.split_at(sends.len());
-            let long_to = shm::neighbor_long(to, |j| j, m, g.payload);
-            let long_from = shm::neighbor_long(from, |_| me, m, g.payload);
+            let rooted = shm::Rooted::of(e, g);
+            let long_to = shm::neighbor_long(to, |j| j, m, rooted);
+            let long_from = shm::neighbor_long(from, |_| me, m, rooted);
             // SAFETY: the caller's contract.
-            let pending = unsafe { shm::Pending::start_neighbor(e, g, blocks, sends.len()) };
+            let pending =
+                unsafe { shm::Pending::start_neighbor(e, g, blocks, sends.len(), rooted) };
             if long_to.is_empty() && long_from.is_empty() {
                 // All through the area: the call's tag (which every rank
                 // takes, as `start_rest` does) and the list under this lock.

@@ -625,7 +625,9 @@ pub(crate) unsafe fn neighbor(
     let s = begin(e, g, 1, info)?;
     g.kind = kind(K_NEIGHBOR, 0, 0);
     let (payload, k, me_slot) = (g.payload, g.area, g.my_slot());
-    let short = payload / 4;
+    // A longer message goes as a message, as a rooted collective's block
+    // does ([`Rooted`]).
+    let short = (payload / 4).min(Rooted::of(e, g).longest());
     // The body: 8 bytes of directory per message, then the messages that
     // fit, in order. No room even for the directory: every one by message.
     let dir = 8 * sends.len();
@@ -896,8 +898,8 @@ pub(crate) fn allgather(
     Ok(())
 }
 
-/// Which blocks of a gather(v) or scatter(v) go through a group's area; the
-/// others go as messages (by single copy where the host allows it). Those
+/// Which blocks of a gather(v), scatter(v) or neighbourhood exchange go
+/// through a group's area; the others go as messages (by single copy where the host allows it). Those
 /// that fit (a payload half; a scatter's, a place in the root's half,
 /// [`scatterv_place`]) and, where the host chose single copy, are shorter
 /// than `KUMI_COLL_COPY_MIN`: then a read straight out of the sender's
@@ -923,6 +925,11 @@ impl Rooted {
             payload: g.payload,
             max,
         }
+    }
+
+    /// The longest block through the area.
+    pub(crate) fn longest(self) -> usize {
+        self.max
     }
 
     /// Whether a gather's block of `n` bytes goes through the area (an
@@ -963,16 +970,16 @@ pub(crate) fn scatterv_place(
 /// Where a nonblocking neighbourhood exchange's blocks from one member to
 /// member `j`, `sum` bytes together, travel in the writer's contribution:
 /// side by side behind an 8-byte [`pair_word`], in the place
-/// [`scatterv_place`] finds for them among `m` members; `None`: too long,
+/// [`Rooted::place`] finds for them among `m` members; `None`: too long,
 /// they go as messages. Both ends know every length (MPI requires them to
 /// agree), so both find the same place, or both none.
 pub(crate) fn neighbor_place(
     j: usize,
     sum: usize,
     m: usize,
-    payload: usize,
+    rooted: Rooted,
 ) -> Option<(usize, usize)> {
-    scatterv_place(j, PAIR_WORD + sum, m, payload)
+    rooted.place(j, PAIR_WORD + sum, m)
 }
 
 /// Bytes of a [`pair_word`].
@@ -999,13 +1006,13 @@ pub(crate) fn neighbor_long<P: Copy>(
     pairs: &[(usize, P, usize)],
     dest: impl Fn(usize) -> usize,
     m: usize,
-    payload: usize,
+    rooted: Rooted,
 ) -> Vec<usize> {
     pairs
         .chunk_by(|x, y| x.0 == y.0)
         .filter(|pair| {
             let sum = pair.iter().map(|b| b.2).sum();
-            neighbor_place(dest(pair[0].0), sum, m, payload).is_none()
+            neighbor_place(dest(pair[0].0), sum, m, rooted).is_none()
         })
         .map(|pair| pair[0].0)
         .collect()

@@ -452,6 +452,7 @@ enum Sends {
     Neighbors {
         blocks: Vec<(usize, *mut u8, usize)>,
         sends: usize,
+        rooted: Rooted,
     },
     /// By single copy, in two rounds, as the blocking twin goes: in the
     /// first every member publishes `dir` ([`single::directory`]: where its
@@ -480,10 +481,10 @@ fn neighbor_sources<'s, P: Copy>(
     from: &'s [(usize, P, usize)],
     slots: &'s [usize],
     me: usize,
-    payload: usize,
+    rooted: Rooted,
 ) -> impl Iterator<Item = usize> + 's {
     by_peer(from)
-        .filter(move |&(_, sum)| neighbor_place(me, sum, slots.len(), payload).is_some())
+        .filter(move |&(_, sum)| neighbor_place(me, sum, slots.len(), rooted).is_some())
         .map(|(pair, _)| slots[pair[0].0])
 }
 
@@ -598,10 +599,14 @@ impl Gather {
                 }
                 kind(K_BCAST, root, n)
             }
-            Sends::Neighbors { ref blocks, sends } => {
+            Sends::Neighbors {
+                ref blocks,
+                sends,
+                rooted,
+            } => {
                 for (pair, sum) in by_peer(&blocks[..sends]) {
                     let j = pair[0].0;
-                    let Some((total, mut at)) = neighbor_place(j, sum, m, a.payload()) else {
+                    let Some((total, mut at)) = neighbor_place(j, sum, m, rooted) else {
                         continue;
                     };
                     let word = pair_word(s, j, pair.iter().map(|b| b.2));
@@ -681,10 +686,12 @@ impl Gather {
                 of: Copied::Bcast(root),
                 ..
             } if me != root => reached_as(a, slots[root], s, kind_),
-            Sends::Neighbors { ref blocks, sends } => {
-                neighbor_sources(&blocks[sends..], slots, me, a.payload())
-                    .all(|j| reached_as(a, j, s, kind_))
-            }
+            Sends::Neighbors {
+                ref blocks,
+                sends,
+                rooted,
+            } => neighbor_sources(&blocks[sends..], slots, me, rooted)
+                .all(|j| reached_as(a, j, s, kind_)),
             _ => all_reached_as(a, slots, s, kind_),
         }
     }
@@ -733,10 +740,14 @@ impl Gather {
                 );
                 return Ok(());
             }
-            Sends::Neighbors { ref blocks, sends } => {
+            Sends::Neighbors {
+                ref blocks,
+                sends,
+                rooted,
+            } => {
                 for (pair, sum) in by_peer(&blocks[sends..]) {
                     let i = pair[0].0;
-                    let Some((total, mut at)) = neighbor_place(me, sum, m, a.payload()) else {
+                    let Some((total, mut at)) = neighbor_place(me, sum, m, rooted) else {
                         continue;
                     };
                     let mut word = [0u8; 8];
@@ -1032,8 +1043,13 @@ impl Pending {
         g: &mut Group,
         blocks: Vec<(usize, *mut u8, usize)>,
         sends: usize,
+        rooted: Rooted,
     ) -> Pending {
-        let send = Sends::Neighbors { blocks, sends };
+        let send = Sends::Neighbors {
+            blocks,
+            sends,
+            rooted,
+        };
         Pending::start_rounds(e, g, send, Vec::new(), 0)
     }
 
