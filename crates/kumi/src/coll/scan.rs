@@ -1,5 +1,7 @@
 //! Scan and exscan: through the collective area inside one host
-//! (`shm::scan`), else a chain of messages (`kumi_core::coll::scan_linear`).
+//! (`shm::scan`), or by single copy there for a long exscan
+//! (`shm::exscan_single_copy`), else a chain of messages
+//! (`kumi_core::coll::scan_linear`).
 
 use super::*;
 
@@ -86,6 +88,11 @@ impl Comm {
                     op.f.call(bytemuck::cast_slice(a), bytemuck::cast_slice_mut(b))
                 };
                 let (send, buf) = (send.map(as_bytes), as_bytes_mut(buf));
+                // An exscan by single copy where the host chose it and the
+                // vector is long (every member knows its length alike).
+                if exclusive && shm::exscan_by_copy(e, buf.len()) {
+                    return shm::exscan_single_copy(e, g, send, buf, elem, &f, info);
+                }
                 let mut off = 0;
                 loop {
                     let r = off..(off + chunk).min(buf.len());

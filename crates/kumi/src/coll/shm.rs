@@ -134,14 +134,14 @@ mod single;
 
 use long::Long;
 pub(crate) use long::{
-    allgather_by_copy, allreduce_long, alltoall_by_copy, area_fits, bcast_long, iallreduce_way,
-    ibcast_by_copy, ireduce_in_area, ireduce_scatter_way, reduce_long, reduce_scatter_area,
-    reduce_scatter_way, short_bcast_by_copy,
+    allgather_by_copy, allreduce_long, alltoall_by_copy, area_fits, bcast_long, exscan_by_copy,
+    iallreduce_way, ibcast_by_copy, ireduce_in_area, ireduce_scatter_way, reduce_long,
+    reduce_scatter_area, reduce_scatter_way, short_bcast_by_copy,
 };
 pub(crate) use pending::{Copied, Pending, Reducing, Reduction};
 pub(crate) use single::{
     allgather_single_copy, allreduce_single_copy, alltoall_single_copy, bcast_single_copy,
-    reduce_scatter_single_copy, reduce_single_copy, Directory,
+    exscan_single_copy, reduce_scatter_single_copy, reduce_single_copy, Directory,
 };
 
 /// `inout = in ⊕ inout` over bytes of whole, aligned elements (borrowed: a
@@ -219,6 +219,7 @@ const K_REDUCE_SCATTER_AREA: u64 = 22;
 const K_INEIGHBOR: u64 = 23;
 const K_ALLGATHER_COPY: u64 = 24;
 const K_ALLTOALL_COPY: u64 = 25;
+const K_EXSCAN_COPY: u64 = 26;
 
 /// The kind word of a collective: operation, root and size. Two members see
 /// the same word exactly when they are in the same call (as MPI requires of a

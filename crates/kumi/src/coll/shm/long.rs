@@ -103,6 +103,13 @@ pub(crate) fn allgather_by_copy(e: &Engine, longest: usize) -> bool {
     cfg.single_copy && longest >= cfg.allgather_copy_min
 }
 
+/// Whether an exscan of `n` bytes goes by single copy: where the host
+/// allows it, from `KUMI_COLL_COPY_MIN`. Every member decides alike.
+pub(crate) fn exscan_by_copy(e: &Engine, n: usize) -> bool {
+    let cfg = e.svc.coll.config();
+    cfg.single_copy && n >= cfg.copy_min
+}
+
 /// Whether an alltoall of `block` bytes a member goes by single copy in
 /// `g`: as [`allgather_by_copy`], from `KUMI_COLL_COPY_MIN`, where
 /// the addresses (16 bytes a member) fit a payload half.

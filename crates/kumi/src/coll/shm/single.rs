@@ -805,3 +805,86 @@ pub(crate) fn reduce_single_copy(
     g.finish(s + 1);
     Ok(())
 }
+
+/// An exscan of `out.len()` bytes of `elem`-byte elements by single copy:
+/// every member publishes where its contribution lies (`own`; in place,
+/// `out` itself, or a copy of it where the member writes `out` while a
+/// later member may still read it), waits for the members before it only,
+/// reads its left neighbour's contribution straight into `out` and folds
+/// the others' into it a piece at a time through scratch, right to left as
+/// the area's scan does (`d0 ⊕ (d1 ⊕ (...))`). A second round tells each
+/// member that nobody reads its contribution any more. Where the host
+/// chose single copy, this beats the area's two copies across cores from
+/// `KUMI_COLL_COPY_MIN`; an inclusive scan does not gain, as there the
+/// reader's own copy of its contribution overlaps the writer's into the
+/// area (docs/BENCHMARKS.md, session 55).
+pub(crate) fn exscan_single_copy(
+    e: &mut Guard<'_>,
+    g: &mut Group,
+    own: Option<&[u8]>,
+    out: &mut [u8],
+    elem: usize,
+    op: &Combine<'_>,
+    info: WaitInfo,
+) -> Result<()> {
+    let n = out.len();
+    let (m, me) = (g.slots.len(), g.me);
+    let s = begin(e, g, 2, info)?;
+    g.kind = kind(K_EXSCAN_COPY, 0, n);
+    // In place, the first member never writes `out` and nobody reads the
+    // last one's; a member between them keeps its contribution apart.
+    let kept = (own.is_none() && me > 0 && me + 1 < m).then(|| AlignedBuf::from_bytes(out));
+    let from = match (&kept, own) {
+        (Some(k), _) => k.bytes().as_ptr(),
+        (None, Some(o)) => o.as_ptr(),
+        (None, None) => out.as_ptr(),
+    };
+    publish_card(e, g, s, [from as u64, n as u64], info)?;
+    wait(e, info, g.area, |a| {
+        g.slots[..me].iter().all(|&j| reached_as(a, j, s, g.kind))
+    })?;
+    let peers: Vec<(i32, u64)> = {
+        let a = area(e, g.area);
+        let mut peers = Vec::with_capacity(me);
+        for j in 0..me {
+            let (pid, [addr, len]) = peer_card(&a, e, g, j, s);
+            if len != n as u64 {
+                return Err(Error::Protocol(format!(
+                    "exscan of {n} bytes met one of {len} (member {j})"
+                )));
+            }
+            peers.push((pid, addr));
+        }
+        peers
+    };
+    let read = |j: usize, at: usize, into: &mut [u8]| {
+        let (pid, addr) = peers[j];
+        cma::read_from(pid, addr + at as u64, into)
+            .map_err(|x| copy_error("reading", into.len(), g.slots[j], x))
+    };
+    // The rightmost operand, my left neighbour's, then the others.
+    if me > 0 {
+        read(me - 1, 0, out)?;
+    }
+    if me > 1 {
+        let piece = piece_of(e, elem);
+        with_scratch(piece.min(n), |_, t| -> Result<()> {
+            let mut at = 0;
+            while at < n {
+                let len = piece.min(n - at);
+                let t = &mut t[..len];
+                for j in (0..me - 1).rev() {
+                    read(j, at, t)?;
+                    op(t, &mut out[at..at + len]);
+                }
+                at += len;
+            }
+            Ok(())
+        })?;
+    }
+    publish_at(e, g, s + 1);
+    // Later members may read my contribution until they publish.
+    wait_all(e, g, s + 1, info)?;
+    g.finish(s + 1);
+    Ok(())
+}
