@@ -46,10 +46,14 @@
 //!   long (`KUMI_COLL_ALLGATHER_COPY_MIN`), reads every other's straight
 //!   out of its buffer.
 //! - gatherv and scatterv, member by member: a member's block goes through
-//!   the area if it fits its place there (the root knows every length, a
-//!   member its own, so the two agree without a message), else as a message
-//!   in the same call; every member also takes the call's message tag, used
-//!   or not, so the tags of later collectives agree.
+//!   the area if it fits its place there and, where single copy is on, is
+//!   shorter than `KUMI_COLL_COPY_MIN` ([`Rooted`]; the root knows every
+//!   length, a member its own, so the two agree without a message), else
+//!   as a message (single copy where on); a gather or scatter of equal
+//!   blocks that the area does not carry goes all by messages. The
+//!   messages go in the same call; every member also takes the call's
+//!   message tag, used or not, so the tags of later collectives agree. A
+//!   neighbourhood exchange's pairs follow the same rule.
 //! - longer bcast and allreduce, where the kernel allows single copy
 //!   (`process_vm_readv`): the area carries only buffer addresses, and the
 //!   data moves once, straight between the ranks' own buffers. Bcast: every
@@ -88,11 +92,17 @@
 //! than the spin and yield phases (2 ms); the fix is for the engine to call
 //! `done` once more after `prepare_sleep` returns true.
 //!
+//! - exscan, where single copy is on, from `KUMI_COLL_COPY_MIN`: every
+//!   member reads its left neighbour's contribution straight into its
+//!   result and folds the others' out of their buffers (an inclusive scan
+//!   stays in the area, which was faster there).
+//!
 //! The nonblocking collectives run through the area too ([`Pending`]): they
 //! publish when started (if every earlier collective of the group has
 //! completed here) and complete in the engine's progress; a longer
-//! `iallreduce` or `ireduce_scatter` goes by single copy as its blocking
-//! twin does, round by round.
+//! `iallreduce` or `ireduce_scatter`, and the allgather(v), alltoall,
+//! broadcast and exscan that their blocking twins move by single copy, go
+//! by single copy too, round by round.
 //!
 //! `KUMI_COLL_SHM=off` turns all of this off (every collective then runs
 //! through messages, as before); single copy off (`KUMI_SINGLE_COPY=off`,

@@ -107,7 +107,7 @@ pub(crate) fn allgather_by_copy(e: &Engine, longest: usize) -> bool {
 /// allows it, from `KUMI_COLL_COPY_MIN`. Every member decides alike.
 pub(crate) fn exscan_by_copy(e: &Engine, n: usize) -> bool {
     let cfg = e.svc.coll.config();
-    cfg.single_copy && n >= cfg.copy_min
+    cfg.single_copy && n > 0 && n >= cfg.copy_min
 }
 
 /// Whether an alltoall of `block` bytes a member goes by single copy in

@@ -463,7 +463,6 @@ enum Sends {
 }
 
 /// What a [`Sends::Copy`] moves.
-#[derive(Clone, Copy)]
 pub(crate) enum Copied {
     /// Blocks read from every member's directory ([`single::Directory`]):
     /// an allgather(v)'s (its one block) or an alltoall's (the reader's).
@@ -472,6 +471,17 @@ pub(crate) enum Copied {
     /// of the root's buffer, but for a block of each, which the root writes
     /// ([`single::bcast_read`], [`single::bcast_write_block`]).
     Bcast(usize),
+    /// An exscan into `recv[0]`: the prefix read straight out of the
+    /// contributions of the members before this one and folded by `op`,
+    /// `piece` bytes at a time ([`single::exscan_fold`]); `_kept`: this
+    /// member's contribution kept apart where it is the result's buffer
+    /// (in place) and a later member may read it meanwhile (only held, for
+    /// them to read).
+    Exscan {
+        op: crate::coll::exec::ByteOp,
+        piece: usize,
+        _kept: Option<AlignedBuf>,
+    },
 }
 
 /// The slots a neighbourhood exchange's member `me` reads from: those of
@@ -622,15 +632,16 @@ impl Gather {
                 }
                 kind(K_INEIGHBOR, 0, 0)
             }
-            Sends::Copy { ref dir, of } => {
+            Sends::Copy { ref dir, ref of } => {
                 if self.round == 0 {
                     put(dir.len(), 0, dir);
                 }
                 let total = self.recv.iter().map(|r| r.1).sum();
-                match of {
+                match *of {
                     Copied::Each(single::Directory::Own) => kind(K_ALLGATHER_COPY, 0, total),
                     Copied::Each(single::Directory::ToEach) => kind(K_ALLTOALL_COPY, 0, total),
                     Copied::Bcast(root) => kind(K_BCAST_COPY, root, total),
+                    Copied::Exscan { .. } => kind(K_EXSCAN_COPY, 0, total),
                 }
             }
         }
@@ -686,6 +697,11 @@ impl Gather {
                 of: Copied::Bcast(root),
                 ..
             } if me != root => reached_as(a, slots[root], s, kind_),
+            // An exscan member reads those before it.
+            Sends::Copy {
+                of: Copied::Exscan { .. },
+                ..
+            } if self.round == 0 => all_reached_as(a, &slots[..me], s, kind_),
             Sends::Neighbors {
                 ref blocks,
                 sends,
@@ -776,6 +792,16 @@ impl Gather {
                 // until completion and overlap nothing (the caller's
                 // contract).
                 return unsafe { dir.read_each(a, shm, (slots, me), s, &self.recv) };
+            }
+            Sends::Copy {
+                of: Copied::Exscan { ref op, piece, .. },
+                ..
+            } => {
+                let (p, n) = self.recv[0];
+                // SAFETY: the result's `n` bytes, writable until completion
+                // and touched by nobody else (the caller's contract).
+                let out = unsafe { std::slice::from_raw_parts_mut(p, n) };
+                return single::exscan_fold(a, shm, (slots, me), s, out, piece, &**op);
             }
             Sends::Copy {
                 of: Copied::Bcast(root),
@@ -1093,6 +1119,40 @@ impl Pending {
             of,
         };
         Pending::start_rounds(e, g, send, recv, 0)
+    }
+
+    /// Starts an exscan of `g` by single copy ([`Copied::Exscan`]): `own`
+    /// is this member's contribution of `n` bytes (it may be `out` itself:
+    /// in place), `out` gets the result, folded by `op` on `elem`-byte
+    /// elements.
+    ///
+    /// # Safety
+    /// `own` readable, and `out` writable and touched by nobody else, for
+    /// `n` bytes until the collective completes.
+    pub unsafe fn start_exscan_copy(
+        e: &mut Engine,
+        g: &mut Group,
+        own: *const u8,
+        (out, n): (*mut u8, usize),
+        op: crate::coll::exec::ByteOp,
+        elem: usize,
+    ) -> Pending {
+        let (m, me) = (g.slots.len(), g.me);
+        // As the blocking twin: in place, only a member between the first
+        // and the last writes what a later member reads.
+        let kept = (own == out.cast_const() && me > 0 && me + 1 < m).then(|| {
+            // SAFETY: the caller's contract: `n` readable bytes at `own`.
+            AlignedBuf::from_bytes(unsafe { std::slice::from_raw_parts(own, n) })
+        });
+        let from = kept.as_ref().map_or(own, |k| k.bytes().as_ptr());
+        let dir = single::directory(&[(from, n)]);
+        let piece = single::piece_of(e, elem);
+        let of = Copied::Exscan {
+            op,
+            piece,
+            _kept: kept,
+        };
+        Pending::start_rounds(e, g, Sends::Copy { dir, of }, vec![(out, n)], 0)
     }
 
     /// Starts a reduction of `g` longer than a payload half ([`Reducing`]).

@@ -806,13 +806,65 @@ pub(crate) fn reduce_single_copy(
     Ok(())
 }
 
+/// The reading half of an exscan by single copy into `out`, once the
+/// members before this one (`me` of `slots`) have published where their
+/// contributions lie for collective `s` (each `out.len()` bytes, checked):
+/// reads the left neighbour's straight into `out`, then folds the others'
+/// into it `piece` bytes at a time through scratch, right to left
+/// (`d0 ⊕ (d1 ⊕ (...))`).
+pub(super) fn exscan_fold(
+    a: &CollArea<'_>,
+    shm: &ShmTransport,
+    (slots, me): (&[usize], usize),
+    s: u64,
+    out: &mut [u8],
+    piece: usize,
+    op: &Combine<'_>,
+) -> Result<()> {
+    let n = out.len();
+    let mut peers = Vec::with_capacity(me);
+    for (j, &slot) in slots[..me].iter().enumerate() {
+        let (pid, [addr, len]) = card_of(a, shm, slot, s);
+        if len != n as u64 {
+            return Err(Error::Protocol(format!(
+                "exscan of {n} bytes met one of {len} (member {j})"
+            )));
+        }
+        peers.push((pid, addr));
+    }
+    let read = |j: usize, at: usize, into: &mut [u8]| {
+        let (pid, addr) = peers[j];
+        cma::read_from(pid, addr + at as u64, into)
+            .map_err(|x| copy_error("reading", into.len(), slots[j], x))
+    };
+    // The rightmost operand, my left neighbour's, then the others.
+    if me > 0 {
+        read(me - 1, 0, out)?;
+    }
+    if me > 1 {
+        with_scratch(piece.min(n), |_, t| -> Result<()> {
+            let mut at = 0;
+            while at < n {
+                let len = piece.min(n - at);
+                let t = &mut t[..len];
+                for j in (0..me - 1).rev() {
+                    read(j, at, t)?;
+                    op(t, &mut out[at..at + len]);
+                }
+                at += len;
+            }
+            Ok(())
+        })?;
+    }
+    Ok(())
+}
+
 /// An exscan of `out.len()` bytes of `elem`-byte elements by single copy:
 /// every member publishes where its contribution lies (`own`; in place,
 /// `out` itself, or a copy of it where the member writes `out` while a
 /// later member may still read it), waits for the members before it only,
-/// reads its left neighbour's contribution straight into `out` and folds
-/// the others' into it a piece at a time through scratch, right to left as
-/// the area's scan does (`d0 ⊕ (d1 ⊕ (...))`). A second round tells each
+/// and folds theirs into `out` ([`exscan_fold`]), in the order the area's
+/// scan folds. A second round tells each
 /// member that nobody reads its contribution any more. Where the host
 /// chose single copy, this beats the area's two copies across cores from
 /// `KUMI_COLL_COPY_MIN`; an inclusive scan does not gain, as there the
@@ -843,44 +895,10 @@ pub(crate) fn exscan_single_copy(
     wait(e, info, g.area, |a| {
         g.slots[..me].iter().all(|&j| reached_as(a, j, s, g.kind))
     })?;
-    let peers: Vec<(i32, u64)> = {
-        let a = area(e, g.area);
-        let mut peers = Vec::with_capacity(me);
-        for j in 0..me {
-            let (pid, [addr, len]) = peer_card(&a, e, g, j, s);
-            if len != n as u64 {
-                return Err(Error::Protocol(format!(
-                    "exscan of {n} bytes met one of {len} (member {j})"
-                )));
-            }
-            peers.push((pid, addr));
-        }
-        peers
-    };
-    let read = |j: usize, at: usize, into: &mut [u8]| {
-        let (pid, addr) = peers[j];
-        cma::read_from(pid, addr + at as u64, into)
-            .map_err(|x| copy_error("reading", into.len(), g.slots[j], x))
-    };
-    // The rightmost operand, my left neighbour's, then the others.
-    if me > 0 {
-        read(me - 1, 0, out)?;
-    }
-    if me > 1 {
-        let piece = piece_of(e, elem);
-        with_scratch(piece.min(n), |_, t| -> Result<()> {
-            let mut at = 0;
-            while at < n {
-                let len = piece.min(n - at);
-                let t = &mut t[..len];
-                for j in (0..me - 1).rev() {
-                    read(j, at, t)?;
-                    op(t, &mut out[at..at + len]);
-                }
-                at += len;
-            }
-            Ok(())
-        })?;
+    {
+        let shm = e.shm().expect("shared memory");
+        let a = shm.segment().coll_area(g.area);
+        exscan_fold(&a, shm, (&g.slots, me), s, out, piece_of(e, elem), op)?;
     }
     publish_at(e, g, s + 1);
     // Later members may read my contribution until they publish.
