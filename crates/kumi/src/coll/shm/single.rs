@@ -72,6 +72,26 @@ fn card_of<const N: usize>(
     (pid, words)
 }
 
+/// The pid of member `j` (of `slot`) and the address it published for
+/// collective `s`, after checking that the length it published beside it
+/// is `n` (`what` names the collective in the error).
+fn sized_card(
+    a: &CollArea<'_>,
+    shm: &ShmTransport,
+    (slot, j): (usize, usize),
+    s: u64,
+    n: usize,
+    what: &str,
+) -> Result<(i32, u64)> {
+    let (pid, [addr, len]) = card_of(a, shm, slot, s);
+    if len != n as u64 {
+        return Err(Error::Protocol(format!(
+            "{what} of {n} bytes met one of {len} (member {j})"
+        )));
+    }
+    Ok((pid, addr))
+}
+
 /// Publishes `buf`'s address for collective `s`, waits for every member's,
 /// and returns them, after checking that every length is `buf`'s (`what`
 /// names the collective in the error).
@@ -108,11 +128,11 @@ fn copy_error(what: &str, n: usize, peer: usize, err: std::io::Error) -> Error {
 }
 
 /// Every member's buffer of a single-copy collective, as each published it
-/// (pid, address, length; in group order), with the members' slots (which
+/// (pid and address, in group order; every one as long), with the members' slots (which
 /// errors name) and my index: what reads and writes between the buffers
 /// need, from a blocking collective or a nonblocking one ([`Pending`]).
 pub(super) struct Peers {
-    bufs: Vec<(i32, u64, usize)>,
+    bufs: Vec<(i32, u64)>,
     slots: Arc<[usize]>,
     me: usize,
 }
@@ -130,19 +150,11 @@ impl Peers {
         n: usize,
         what: &str,
     ) -> Result<Peers> {
-        let bufs: Vec<(i32, u64, usize)> = slots
+        let bufs = slots
             .iter()
-            .map(|&slot| {
-                let (pid, [addr, len]) = card_of(a, shm, slot, s);
-                (pid, addr, len as usize)
-            })
-            .collect();
-        if let Some(j) = bufs.iter().position(|p| p.2 != n) {
-            return Err(Error::Protocol(format!(
-                "{what} of {n} bytes met one of {} (member {j})",
-                bufs[j].2
-            )));
-        }
+            .enumerate()
+            .map(|(j, &slot)| sized_card(a, shm, (slot, j), s, n, what))
+            .collect::<Result<_>>()?;
         Ok(Peers {
             bufs,
             slots: slots.clone(),
@@ -156,14 +168,14 @@ impl Peers {
 
     /// Reads `into.len()` bytes at byte `at` of member `j`'s buffer.
     fn read(&self, j: usize, at: usize, into: &mut [u8]) -> Result<()> {
-        let (pid, addr, _) = self.bufs[j];
+        let (pid, addr) = self.bufs[j];
         cma::read_from(pid, addr + at as u64, into)
             .map_err(|x| copy_error("reading", into.len(), self.slots[j], x))
     }
 
     /// Writes `from` at byte `at` of member `j`'s buffer.
     fn write(&self, j: usize, at: usize, from: &[u8]) -> Result<()> {
-        let (pid, addr, _) = self.bufs[j];
+        let (pid, addr) = self.bufs[j];
         cma::write_to(pid, addr + at as u64, from)
             .map_err(|x| copy_error("writing", from.len(), self.slots[j], x))
     }
@@ -255,12 +267,7 @@ pub(super) fn bcast_write_block(
     buf: &[u8],
 ) -> Result<()> {
     let n = buf.len();
-    let (pid, [addr, len]) = card_of(a, shm, slot, s);
-    if len != n as u64 {
-        return Err(Error::Protocol(format!(
-            "bcast of {n} bytes met one of {len}"
-        )));
-    }
+    let (pid, addr) = sized_card(a, shm, (slot, j), s, n, "bcast")?;
     let b = bcast_block(n, m, j);
     if !b.is_empty() {
         cma::write_to(pid, addr + b.start as u64, &buf[b.clone()])
@@ -281,12 +288,7 @@ pub(super) fn bcast_read(
     buf: &mut [u8],
 ) -> Result<()> {
     let n = buf.len();
-    let (pid, [addr, len]) = card_of(a, shm, slot, s);
-    if len != n as u64 {
-        return Err(Error::Protocol(format!(
-            "bcast of {n} bytes met one of {len}"
-        )));
-    }
+    let (pid, addr) = sized_card(a, shm, (slot, me), s, n, "bcast")?;
     let mine = bcast_block(n, m, me);
     for part in [0..mine.start, mine.end..n] {
         if !part.is_empty() {
@@ -822,16 +824,11 @@ pub(super) fn exscan_fold(
     op: &Combine<'_>,
 ) -> Result<()> {
     let n = out.len();
-    let mut peers = Vec::with_capacity(me);
-    for (j, &slot) in slots[..me].iter().enumerate() {
-        let (pid, [addr, len]) = card_of(a, shm, slot, s);
-        if len != n as u64 {
-            return Err(Error::Protocol(format!(
-                "exscan of {n} bytes met one of {len} (member {j})"
-            )));
-        }
-        peers.push((pid, addr));
-    }
+    let peers = slots[..me]
+        .iter()
+        .enumerate()
+        .map(|(j, &slot)| sized_card(a, shm, (slot, j), s, n, "exscan"))
+        .collect::<Result<Vec<_>>>()?;
     let read = |j: usize, at: usize, into: &mut [u8]| {
         let (pid, addr) = peers[j];
         cma::read_from(pid, addr + at as u64, into)
