@@ -910,13 +910,13 @@ pub(crate) fn allgather(
 }
 
 /// Which blocks of a gather(v), scatter(v) or neighbourhood exchange go
-/// through a group's area; the others go as messages (by single copy where the host allows it). Those
-/// that fit (a payload half; a scatter's, a place in the root's half,
-/// [`scatterv_place`]) and, where the host chose single copy, are shorter
-/// than `KUMI_COLL_COPY_MIN`: then a read straight out of the sender's
-/// buffer beats the area's two copies across cores (measured:
-/// docs/BENCHMARKS.md, session 55). Both ends of a block know its length,
-/// so they agree on its way.
+/// through a group's area: those that fit (a payload half; a scatter's, a
+/// place in the root's half, [`scatterv_place`]) and, where the host chose
+/// single copy, are shorter than `KUMI_COLL_COPY_MIN`. The others go as
+/// messages (eagerly through the rings up to the eager limit, by single
+/// copy beyond it), which from there were faster than the area where the
+/// host chose single copy (docs/BENCHMARKS.md, session 55). Both ends of a
+/// block know its length, so they agree on its way.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Rooted {
     payload: usize,
