@@ -56,15 +56,28 @@ fn peer_card<const N: usize>(
 }
 
 /// The pid of the rank of `slot` and the `N` words it published for
-/// collective `s`.
+/// collective `s`, as its whole contribution.
 fn card_of<const N: usize>(
     a: &CollArea<'_>,
     shm: &ShmTransport,
     slot: usize,
     s: u64,
 ) -> (i32, [u64; N]) {
+    card_at(a, shm, slot, s, (8 * N, 0))
+}
+
+/// The pid of the rank of `slot` and the `N` words ([`card`]) it wrote at
+/// `(total, off)` of its contribution to collective `s` (as
+/// [`CollArea::read`] places them).
+fn card_at<const N: usize>(
+    a: &CollArea<'_>,
+    shm: &ShmTransport,
+    slot: usize,
+    s: u64,
+    (total, off): (usize, usize),
+) -> (i32, [u64; N]) {
     let mut card = [0u8; 64];
-    a.read(slot, s, 8 * N, 0, &mut card[..8 * N]);
+    a.read(slot, s, total, off, &mut card[..8 * N]);
     let pid = shm.segment().rank_block(slot).pid() as i32;
     let words = std::array::from_fn(|i| {
         u64::from_le_bytes(card[8 * i..8 * i + 8].try_into().expect("8 bytes"))
@@ -380,11 +393,8 @@ impl Directory {
             Directory::Own => (1, 0),
             Directory::ToEach => (m, me),
         };
-        let mut w = [0u8; 16];
-        a.read(slot, s, 16 * entries, 16 * at, &mut w);
-        let word = |i: usize| u64::from_le_bytes(w[8 * i..8 * i + 8].try_into().expect("8 bytes"));
-        let pid = shm.segment().rank_block(slot).pid() as i32;
-        (pid, word(0), word(1) as usize)
+        let (pid, [addr, len]) = card_at(a, shm, slot, s, (16 * entries, 16 * at));
+        (pid, addr, len as usize)
     }
 
     /// The copying of a single-copy allgather or alltoall, once every
@@ -472,17 +482,14 @@ pub(super) fn read_carded(
     (total, off): (usize, usize),
     into: &mut [u8],
 ) -> Result<()> {
-    let mut w = [0u8; 16];
-    a.read(slot, s, total, off, &mut w);
-    let word = |i: usize| u64::from_le_bytes(w[8 * i..8 * i + 8].try_into().expect("8 bytes"));
-    let (addr, len) = (word(0), word(1) as usize);
+    let (pid, [addr, len]) = card_at(a, shm, slot, s, (total, off));
+    let len = len as usize;
     if len != into.len() {
         return Err(Error::Protocol(format!(
             "alltoallv: local rank {slot} sends a block of {len} bytes where {} are expected",
             into.len()
         )));
     }
-    let pid = shm.segment().rank_block(slot).pid() as i32;
     cma::read_from(pid, addr, into).map_err(|x| copy_error("reading", len, slot, x))
 }
 
