@@ -65,7 +65,7 @@ macro_rules! vars {
 vars! {
     "KUMI_EAGER_LIMIT", Tuning,
     "shared memory: a quarter of the ring's largest record, as a power of two from 8 to 64 KiB (64 KiB up to 5 ranks on a host, 32 KiB up to 8, 16 KiB up to 11, 8 KiB from 12); network: 32 KiB",
-    "largest message (bytes) sent eagerly in one frame; larger ones use rendezvous (single copy on shared memory). Set, it applies to both and must fit every transport's largest frame";
+    "largest message (bytes) sent eagerly in one frame; larger ones use rendezvous (single copy on shared memory; so do a collective's blocks inside a host from `KUMI_COLL_COPY_MIN` where single copy is on). Set, it applies to both and must fit every transport's largest frame";
     "KUMI_SHM_RING_BYTES", Tuning,
     "32 MiB / n² for n ranks on the host, a power of two from 64 KiB to 1 MiB (1 MiB up to 5 ranks, 512 KiB at 8, 128 KiB at 16)",
     "bytes of each shared-memory ring (power of two, 4096 .. 64 MiB)";
@@ -114,7 +114,7 @@ vars! {
     "KUMI_COLL_ALLGATHER_COPY_MIN", Tuning, "16384",
     "an allgather(v) inside a host with a block at least this long (bytes) has every rank read the others' blocks straight from their buffers (`process_vm_readv`) where single copy is on (`KUMI_SINGLE_COPY`); shorter ones go through the collective area";
     "KUMI_COLL_COPY_MIN", Tuning, "32768",
-    "a block of a collective that moves data inside a host (broadcast, gather(v), scatter(v), alltoall(v), neighbourhood exchanges) at least this long (bytes) goes, where the host allows single copy (`KUMI_SINGLE_COPY`), not through the collective area but read straight out of the sender's buffer (`process_vm_readv`), or for gather(v), scatter(v) and the neighbourhood exchanges as a point-to-point message; an allgather's from `KUMI_COLL_ALLGATHER_COPY_MIN`, a broadcast's only where `KUMI_COLL_BCAST_COPY` allows it (`single`, or `auto` with a core per rank)";
+    "a block of a collective that moves data inside a host (broadcast, gather(v), scatter(v), alltoall(v), neighbourhood exchanges) at least this long (bytes) goes, where the host allows single copy (`KUMI_SINGLE_COPY`), not through the collective area but read straight out of the sender's buffer (`process_vm_readv`), or for gather(v), scatter(v) and the neighbourhood exchanges as a point-to-point message by rendezvous, read the same way, even below the eager limit (`KUMI_EAGER_LIMIT`, which point-to-point messages keep); an allgather's from `KUMI_COLL_ALLGATHER_COPY_MIN`, a broadcast's only where `KUMI_COLL_BCAST_COPY` allows it (`single`, or `auto` with a core per rank)";
     "KUMI_COLL_BCAST_COPY", Tuning, "auto",
     "a broadcast inside a host longer than the collective area's chunk: `single` (every rank copies from the root's buffer with `process_vm_readv`), `area` (pipelined through the area in chunks), `auto` (the area when the host runs more ranks than cores; otherwise each communicator times both, its first eight such broadcasts, alternately after one each untimed, and keeps the faster of the fastest three each way)";
     "KUMI_COLL_ALLREDUCE_COPY", Tuning, "auto",

@@ -6,9 +6,10 @@
 //! send, completions, and copies (into a receive's buffer, out of the
 //! sender's memory or into the receiver's).
 //!
-//! Protocols, chosen per message ([`Limits::eager`]):
-//! - **eager** (up to the limit of the peer's route): the whole message in
-//!   one frame. A plain send is complete when the transport takes the frame;
+//! Protocols, chosen per message ([`Protocol::eager`]):
+//! - **eager** (up to the limit of the peer's route; a collective's block to
+//!   a rank of this host, where single copy is on, up to
+//!   [`Limits::coll_host`]): the whole message in one frame. A plain send is complete when the transport takes the frame;
 //!   a synchronous one when the receiver's `Ack` comes back.
 //! - **rendezvous** (larger): `Rts` carries the sender's buffer address and
 //!   the matched receive decides how the bytes move ([`Protocol::pull`]):
@@ -41,8 +42,13 @@ pub struct Limits {
     pub host: usize,
     /// Largest message sent eagerly to a rank on another host.
     pub net: usize,
-    /// The smaller of the two: below it no send asks which route it takes.
+    /// The smaller of the two: every message up to it fits one frame,
+    /// whichever route it takes.
     pub min: usize,
+    /// Largest block of a collective sent eagerly to a rank of this host
+    /// while single copy is on ([`Protocol::eager`]); `host` unless
+    /// [`Limits::with_coll_copy`] lowers it.
+    pub coll_host: usize,
     /// Rendezvous messages at least this long use the two-sided copy.
     pub split_min: usize,
 }
@@ -117,15 +123,23 @@ impl Limits {
             host,
             net,
             min: host.min(net),
+            coll_host: host,
             split_min,
         })
     }
 
-    /// Whether a message of `len` bytes goes in one frame, to a rank on
-    /// another host (`net`) or not.
-    #[inline]
-    pub fn eager(&self, len: usize, net: bool) -> bool {
-        len <= if net { self.net } else { self.host }
+    /// These limits with a collective's blocks of at least `copy_min` bytes
+    /// (`KUMI_COLL_COPY_MIN`) to a rank of this host going by rendezvous
+    /// where single copy is on: read straight out of the sender's buffer,
+    /// they took the same time in either of this machine's speed states,
+    /// where through the rings they took four times as long in the slow one
+    /// (measured: docs/BENCHMARKS.md, session 56). A point-to-point
+    /// message stays eager: a ping-pong was slower by rendezvous in both.
+    pub fn with_coll_copy(self, copy_min: usize) -> Limits {
+        Limits {
+            coll_host: self.host.min(copy_min.saturating_sub(1)),
+            ..self
+        }
     }
 }
 
@@ -168,6 +182,9 @@ pub struct Protocol {
     /// A single-copy read has succeeded (so the kernel allows it): only then
     /// does a rank ask a peer to write into it (a split copy).
     verified: bool,
+    /// Every message up to this many bytes goes eagerly, whatever its
+    /// route and context: no send below it asks [`Protocol::eager`].
+    pub surely_eager: usize,
 }
 
 impl Protocol {
@@ -178,6 +195,22 @@ impl Protocol {
             limits,
             single_copy,
             verified: false,
+            surely_eager: limits.min.min(limits.coll_host),
+        }
+    }
+
+    /// Whether a message of `len` bytes goes in one frame: to a rank on
+    /// another host (`net`) or of this one, of a collective (`coll`) or
+    /// not. A collective's block to a rank of this host longer than
+    /// [`Limits::coll_host`] goes by rendezvous while single copy is on
+    /// (once the kernel refused it, a rendezvous would be pushed through
+    /// the ring in chunks, which an eager frame beats).
+    #[inline]
+    pub fn eager(&self, len: usize, net: bool, coll: bool) -> bool {
+        match (net, coll && self.single_copy) {
+            (true, _) => len <= self.limits.net,
+            (false, true) => len <= self.limits.coll_host,
+            (false, false) => len <= self.limits.host,
         }
     }
 
@@ -240,6 +273,9 @@ pub struct Send {
     pub peer: u32,
     /// Message bytes.
     pub len: usize,
+    /// Sent by rendezvous (else a synchronous eager send, or a plain one
+    /// waiting for room in the transport).
+    pub rendezvous: bool,
     /// What it waits for.
     pub phase: SendPhase,
 }
@@ -276,12 +312,14 @@ pub struct Chunk {
 }
 
 impl Send {
-    /// A send of `len` bytes to `peer`, waiting for its reply.
+    /// A send of `len` bytes to `peer` (by rendezvous or not), waiting for
+    /// its reply.
     #[inline]
-    pub fn new(peer: u32, len: usize) -> Send {
+    pub fn new(peer: u32, len: usize, rendezvous: bool) -> Send {
         Send {
             peer,
             len,
+            rendezvous,
             phase: SendPhase::AwaitReply,
         }
     }
@@ -651,7 +689,44 @@ mod tests {
             (small_net.host, small_net.net, small_net.min),
             (64 << 10, 10_000, 10_000)
         );
-        assert!(small_net.eager(20_000, false) && !small_net.eager(20_000, true));
+        let p = Protocol::new(small_net, true);
+        assert!(p.eager(20_000, false, false) && !p.eager(20_000, true, false));
+    }
+
+    #[test]
+    fn a_collectives_long_block_to_this_host_goes_by_rendezvous_while_single_copy_is_on() {
+        let l = Limits::new(Some(1 << 19), Some(1 << 30), None, 0)
+            .unwrap()
+            .with_coll_copy(32 << 10);
+        assert_eq!(
+            (l.host, l.coll_host, l.min),
+            (64 << 10, (32 << 10) - 1, 32 << 10)
+        );
+        let mut p = Protocol::new(l, true);
+        assert_eq!(p.surely_eager, (32 << 10) - 1);
+        assert!(p.eager((32 << 10) - 1, false, true) && !p.eager(32 << 10, false, true));
+        assert!(
+            p.eager(64 << 10, false, false),
+            "point to point stays eager"
+        );
+        assert!(
+            p.eager(32 << 10, true, true),
+            "the network's limit is its own"
+        );
+        p.read_refused();
+        assert!(
+            p.eager(64 << 10, false, true),
+            "no single copy: eager again"
+        );
+        assert!(!p.eager((64 << 10) + 1, false, true));
+        let never = Limits::new(Some(1 << 19), None, None, 0)
+            .unwrap()
+            .with_coll_copy(1 << 30);
+        assert_eq!(never.coll_host, never.host, "never above the eager limit");
+        assert!(
+            Protocol::new(l, false).eager(64 << 10, false, true),
+            "the host chose no single copy"
+        );
     }
 
     #[test]
@@ -712,7 +787,7 @@ mod tests {
 
     #[test]
     fn replies_that_do_not_fit_their_send_are_violations() {
-        let mut s = Send::new(RECEIVER, 1000);
+        let mut s = Send::new(RECEIVER, 1000, true);
         let unknown = |h: &Header| Violation::UnknownSend {
             kind: h.kind,
             id: h.id,
@@ -846,7 +921,7 @@ mod tests {
             .collect();
         let mut buf = vec![0xEEu8; m.cap];
         let (sid, rid) = (0x1_0000_0005u64, 0x2_0000_0009u64);
-        let mut send = Send::new(RECEIVER, m.len);
+        let mut send = Send::new(RECEIVER, m.len, true);
         let mut send_done = 0;
         let rts = Header::decode(&rts(&ENV, m.len, sid, 0x7000).encode()).unwrap();
         let len = rts_len(&rts).unwrap();

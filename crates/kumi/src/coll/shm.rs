@@ -49,7 +49,7 @@
 //!   the area if it fits its place there and, where single copy is on, is
 //!   shorter than `KUMI_COLL_COPY_MIN` ([`Rooted`]; the root knows every
 //!   length, a member its own, so the two agree without a message), else
-//!   as a message (single copy where on); a gather or scatter of equal
+//!   as a message (by single copy where on, even below the eager limit); a gather or scatter of equal
 //!   blocks that the area does not carry goes all by messages. The
 //!   messages go in the same call; every member also takes the call's
 //!   message tag, used or not, so the tags of later collectives agree. A
@@ -913,10 +913,10 @@ pub(crate) fn allgather(
 /// through a group's area: those that fit (a payload half; a scatter's, a
 /// place in the root's half, [`scatterv_place`]) and, where the host chose
 /// single copy, are shorter than `KUMI_COLL_COPY_MIN`. The others go as
-/// messages (eagerly through the rings up to the eager limit, by single
-/// copy beyond it), which from there were faster than the area where the
-/// host chose single copy (docs/BENCHMARKS.md, session 55). Both ends of a
-/// block know its length, so they agree on its way.
+/// messages, from that length by rendezvous and single copy where the host
+/// chose it (`kumi_core::p2p::Limits::with_coll_copy`), which from there
+/// were faster than the area (docs/BENCHMARKS.md, sessions 55 and 56).
+/// Both ends of a block know its length, so they agree on its way.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Rooted {
     payload: usize,

@@ -248,7 +248,8 @@ impl Engine {
             t.eager_limit,
             t.split_copy_min,
         )
-        .map_err(|e| Error::Bootstrap(e.to_string()))?;
+        .map_err(|e| Error::Bootstrap(e.to_string()))?
+        .with_coll_copy(t.coll.copy_min);
         let mut e = Engine {
             world_rank: s.world_rank,
             world_size: s.world_size,

@@ -169,7 +169,11 @@ impl Engine {
         // SAFETY: the caller guarantees `buf` points to `len` readable bytes (it
         // comes from a slice) for the duration of the send.
         let payload = unsafe { slice_or_empty(buf, len) };
-        if len <= self.proto.limits.min || peer == self.world_rank || self.eager_to(peer, len) {
+        let coll = env.ctx & 1 == 1;
+        if len <= self.proto.surely_eager
+            || peer == self.world_rank
+            || self.eager_to(peer, len, coll)
+        {
             if !sync {
                 if self.try_push_frame(peer, h, payload)? {
                     return Ok(None);
@@ -179,29 +183,36 @@ impl Engine {
                 // goes. A sender that outruns its receiver so waits, as for
                 // a rendezvous, rather than copying into memory without bound
                 // (docs/BENCHMARKS.md, session 22).
-                let id = self.new_send(peer, buf, len);
+                let id = self.new_send(peer, buf, len, false);
                 self.queue_borrowed(peer, h, buf, len, id);
                 return Ok(Some(id));
             }
-            let id = self.new_send(peer, buf, len);
+            let id = self.new_send(peer, buf, len, false);
             h.flags = FLAG_SYNC;
             h.id = id;
             self.push_frame(peer, h, payload)?;
             return Ok(Some(id));
         }
-        let id = self.new_send(peer, buf, len);
+        let id = self.new_send(peer, buf, len, true);
         self.push_frame(peer, &p2p::rts(&env, len, id, buf as u64), &[])?;
         Ok(Some(id))
     }
 
-    /// Whether `len` bytes (above both limits' minimum) go eagerly to `peer`.
+    /// Whether `len` bytes (above [`p2p::Protocol::surely_eager`]) of a
+    /// collective (`coll`) or not go eagerly to `peer`.
     #[cold]
-    pub(super) fn eager_to(&self, peer: u32, len: usize) -> bool {
+    pub(super) fn eager_to(&self, peer: u32, len: usize, coll: bool) -> bool {
         let net = self.route.get(peer as usize) == Some(&Route::Net);
-        self.proto.limits.eager(len, net)
+        self.proto.eager(len, net, coll)
     }
 
-    pub(super) fn new_send(&mut self, peer: u32, buf: *const u8, len: usize) -> ReqId {
+    pub(super) fn new_send(
+        &mut self,
+        peer: u32,
+        buf: *const u8,
+        len: usize,
+        rendezvous: bool,
+    ) -> ReqId {
         self.reqs.insert(
             Req {
                 done: false,
@@ -210,7 +221,7 @@ impl Engine {
                 detached: false,
                 op: Op::Send {
                     buf,
-                    send: p2p::Send::new(peer, len),
+                    send: p2p::Send::new(peer, len, rendezvous),
                 },
             },
             None,
@@ -420,12 +431,11 @@ impl Engine {
     /// for the peer to take it. A scan of the requests, made only for a
     /// message long enough to split (whose copy costs more).
     fn rendezvous_out_to(&self, peer: u32) -> bool {
-        let limits = self.proto.limits;
         self.reqs.entries.iter().any(|(_, r)| {
             matches!(r, Some(Req { done: false, op: Op::Send { send, .. }, .. })
                 if send.peer == peer
                     && send.phase == p2p::SendPhase::AwaitReply
-                    && !limits.eager(send.len, false))
+                    && send.rendezvous)
         })
     }
 
