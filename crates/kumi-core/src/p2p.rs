@@ -9,8 +9,9 @@
 //! Protocols, chosen per message ([`Protocol::eager`]):
 //! - **eager** (up to the limit of the peer's route; a collective's block to
 //!   a rank of this host, where single copy is on, up to
-//!   [`Limits::coll_host`]): the whole message in one frame. A plain send is complete when the transport takes the frame;
-//!   a synchronous one when the receiver's `Ack` comes back.
+//!   [`Limits::coll_host`]): the whole message in one frame. A plain send
+//!   is complete when the transport takes the frame; a synchronous one when
+//!   the receiver's `Ack` comes back.
 //! - **rendezvous** (larger): `Rts` carries the sender's buffer address and
 //!   the matched receive decides how the bytes move ([`Protocol::pull`]):
 //!   it reads them straight out of the sender's memory (single copy) and
@@ -130,11 +131,10 @@ impl Limits {
 
     /// These limits with a collective's blocks of at least `copy_min` bytes
     /// (`KUMI_COLL_COPY_MIN`) to a rank of this host going by rendezvous
-    /// where single copy is on: read straight out of the sender's buffer,
-    /// they took the same time in either of this machine's speed states,
-    /// where through the rings they took four times as long in the slow one
-    /// (measured: docs/BENCHMARKS.md, session 56). A point-to-point
-    /// message stays eager: a ping-pong was slower by rendezvous in both.
+    /// where single copy is on: a read out of the sender's buffer does not
+    /// slow down where copies across cores through the rings do, and a
+    /// point-to-point message stays eager, where its ping-pong was faster
+    /// (measured: docs/BENCHMARKS.md, session 56).
     pub fn with_coll_copy(self, copy_min: usize) -> Limits {
         Limits {
             coll_host: self.host.min(copy_min.saturating_sub(1)),

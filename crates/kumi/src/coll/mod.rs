@@ -132,7 +132,8 @@ pub(crate) struct Config {
     /// How a bcast too long for one payload half goes inside a host
     /// (`KUMI_COLL_BCAST_COPY`). `Auto`: through the area when the host runs
     /// more ranks than cores; otherwise each local group times both
-    /// (`shm::bcast_long`) and keeps the faster, because the machine decides
+    /// (`shm::bcast_long`) and keeps single copy unless the area was twice
+    /// as fast (`shm::long::AREA_MARGIN`), because the machine decides
     /// (one machine's area was twice as fast as single copy, another's three
     /// times slower: docs/BENCHMARKS.md, sessions 6 and 11). Oversubscribed,
     /// the area wins: its chunks stay in the cache the ranks of a core

@@ -1,5 +1,5 @@
 //! Scan and exscan: through the collective area inside one host
-//! (`shm::scan`), or by single copy there for a long exscan
+//! (`shm::scan`), or by single copy there for a long one
 //! (`shm::exscan_single_copy`), else a chain of messages
 //! (`kumi_core::coll::scan_linear`).
 
@@ -88,10 +88,36 @@ impl Comm {
                     op.f.call(bytemuck::cast_slice(a), bytemuck::cast_slice_mut(b))
                 };
                 let (send, buf) = (send.map(as_bytes), as_bytes_mut(buf));
-                // An exscan by single copy where the host chose it and the
-                // vector is long (every member knows its length alike).
-                if exclusive && shm::exscan_by_copy(e, buf.len()) {
-                    return shm::exscan_single_copy(e, g, send, buf, elem, &f, info);
+                // By single copy where the host chose it and the vector is
+                // long (every member knows its length alike). An inclusive
+                // scan takes the exscan into scratch and folds its own
+                // contribution on the right: slower than the area where
+                // the area's copies run at their best, but not four times
+                // slower where they do not (docs/BENCHMARKS.md, sessions 55
+                // and 56).
+                if shm::exscan_by_copy(e, buf.len()) {
+                    if exclusive {
+                        return shm::exscan_single_copy(e, g, send, buf, elem, &f, info);
+                    }
+                    return SCAN_SCRATCH.with_borrow_mut(|scratch| {
+                        let n = buf.len();
+                        if scratch.bytes().len() < n {
+                            *scratch = AlignedBuf::zeroed(n);
+                        }
+                        let prefix = &mut scratch.bytes_mut()[..n];
+                        // Later members read `mine` until the exscan returns.
+                        let mine = send.unwrap_or(buf);
+                        shm::exscan_single_copy(e, g, Some(mine), prefix, elem, &f, info)?;
+                        if let Some(send) = send {
+                            buf.copy_from_slice(send);
+                        }
+                        // The first member's prefix is empty: its result is
+                        // its own contribution.
+                        if g.me > 0 {
+                            f(prefix, buf);
+                        }
+                        Ok(())
+                    });
                 }
                 let mut off = 0;
                 loop {

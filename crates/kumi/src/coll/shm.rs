@@ -49,11 +49,11 @@
 //!   the area if it fits its place there and, where single copy is on, is
 //!   shorter than `KUMI_COLL_COPY_MIN` ([`Rooted`]; the root knows every
 //!   length, a member its own, so the two agree without a message), else
-//!   as a message (by single copy where on, even below the eager limit); a gather or scatter of equal
-//!   blocks that the area does not carry goes all by messages. The
-//!   messages go in the same call; every member also takes the call's
-//!   message tag, used or not, so the tags of later collectives agree. A
-//!   neighbourhood exchange's pairs follow the same rule.
+//!   as a message (by single copy where on, even below the eager limit); a
+//!   gather or scatter of equal blocks that the area does not carry goes all
+//!   by messages. The messages go in the same call; every member also takes
+//!   the call's message tag, used or not, so the tags of later collectives
+//!   agree. A neighbourhood exchange's pairs follow the same rule.
 //! - longer bcast and allreduce, where the kernel allows single copy
 //!   (`process_vm_readv`): the area carries only buffer addresses, and the
 //!   data moves once, straight between the ranks' own buffers. Bcast: every
@@ -78,7 +78,8 @@
 //!   chunks of a payload half ([`long`], `allreduce_area`): no system call and no
 //!   page pinning, for twice the copies. Which is faster depends on the
 //!   machine (docs/BENCHMARKS.md, session 11), so by default each communicator times
-//!   both and keeps the faster ([`allreduce_long`]); the members agree on
+//!   both and keeps single copy unless the area was twice as fast
+//!   ([`allreduce_long`]); the members agree on
 //!   the outcome through an allreduce of the times, so none goes its own way.
 //!
 //! Waiting goes through `Engine::wait_until`, so the rank keeps draining its
@@ -92,10 +93,11 @@
 //! than the spin and yield phases (2 ms); the fix is for the engine to call
 //! `done` once more after `prepare_sleep` returns true.
 //!
-//! - exscan, where single copy is on, from `KUMI_COLL_COPY_MIN`: every
-//!   member reads its left neighbour's contribution straight into its
-//!   result and folds the others' out of their buffers (an inclusive scan
-//!   stays in the area, which was faster there).
+//! - scan and exscan, where single copy is on, from `KUMI_COLL_COPY_MIN`:
+//!   every member reads its left neighbour's contribution straight into its
+//!   result (an inclusive scan's: into scratch, folding its own on the
+//!   right after) and folds the others' out of their buffers. The
+//!   nonblocking inclusive scan stays in the area.
 //!
 //! The nonblocking collectives run through the area too ([`Pending`]): they
 //! publish when started (if every earlier collective of the group has

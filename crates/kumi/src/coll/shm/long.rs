@@ -29,6 +29,13 @@ const TRIAL_CALLS: u8 = 2 + 2 * TRIAL_TIMED;
 /// the warm-up and the machine's hiccups.
 const TRIAL_TIMED: u8 = 3;
 
+/// How much faster than single copy the area must be in a trial to be
+/// kept: the area's copies across cores slow down three- to fourfold for
+/// minutes at a time on some machines, where single copy does not, and a
+/// trial sees one moment; single copy, kept where the area was a little
+/// faster, costs little then (measured: docs/BENCHMARKS.md, session 56).
+const AREA_MARGIN: f64 = 0.5;
+
 impl Long {
     pub(super) const TRIAL: Long = Long::Trial {
         call: 0,
@@ -103,8 +110,9 @@ pub(crate) fn allgather_by_copy(e: &Engine, longest: usize) -> bool {
     cfg.single_copy && longest >= cfg.allgather_copy_min
 }
 
-/// Whether an exscan of `n` bytes goes by single copy: where the host
-/// allows it, from `KUMI_COLL_COPY_MIN`. Every member decides alike.
+/// Whether a blocking scan or exscan of `n` bytes goes by single copy:
+/// where the host allows it, from `KUMI_COLL_COPY_MIN`. Every member
+/// decides alike.
 pub(crate) fn exscan_by_copy(e: &Engine, n: usize) -> bool {
     let cfg = e.svc.coll.config();
     cfg.single_copy && n > 0 && n >= cfg.copy_min
@@ -489,7 +497,8 @@ fn reduce_area(
 
 /// A broadcast longer than a payload half with `KUMI_COLL_BCAST_COPY=auto`
 /// and a core per member: the group times single copy and the chunked area
-/// as [`allreduce_long`] does and keeps the faster (as there, the winner
+/// as [`allreduce_long`] does and keeps single copy unless the area was
+/// twice as fast (as there, the winner
 /// depends on the machine: docs/BENCHMARKS.md, sessions 6 and 11).
 pub(crate) fn bcast_long(
     e: &mut Guard<'_>,
@@ -531,7 +540,8 @@ enum Whose {
 /// ([`Long::Trial`]): calls 0 (single copy) and 1 (area) untimed, then
 /// single copy on even calls and the area on odd ones, each timed in
 /// seconds per byte; after the last the members agree on each way's time
-/// (see [`Whose`]) by an allreduce of their fastest, and keep the faster way.
+/// (see [`Whose`]) by an allreduce of their fastest, and keep the area only
+/// where it took at most [`AREA_MARGIN`] of single copy's time.
 fn tried(
     e: &mut Guard<'_>,
     g: &mut Group,
@@ -566,7 +576,7 @@ fn tried(
                     .call(bytemuck::cast_slice(a), bytemuck::cast_slice_mut(b))
             };
             allreduce(e, g, bytemuck::cast_slice_mut(&mut best), &f, info)?;
-            if best[1] < best[0] {
+            if best[1] <= AREA_MARGIN * best[0] {
                 Long::Area
             } else {
                 Long::Single

@@ -871,9 +871,8 @@ pub(super) fn exscan_fold(
 /// scan folds. A second round tells each
 /// member that nobody reads its contribution any more. Where the host
 /// chose single copy, this beats the area's two copies across cores from
-/// `KUMI_COLL_COPY_MIN`; an inclusive scan does not gain, as there the
-/// reader's own copy of its contribution overlaps the writer's into the
-/// area (docs/BENCHMARKS.md, session 55).
+/// `KUMI_COLL_COPY_MIN` (docs/BENCHMARKS.md, session 55); an inclusive
+/// scan runs it into scratch (`Comm::scan`).
 pub(crate) fn exscan_single_copy(
     e: &mut Guard<'_>,
     g: &mut Group,
