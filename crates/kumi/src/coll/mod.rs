@@ -1333,19 +1333,21 @@ impl Comm {
             copy_slice(&mut recv[..total], send);
             return Ok(());
         }
-        // Inside one host: small, through the collective area; longer, by
-        // single copy out of the others' buffers where allowed (every rank
-        // knows every count and the configuration, so all decide alike).
+        // Inside one host: small, through the collective area in one piece;
+        // longer, by single copy out of the others' buffers or through the
+        // area in rounds ([`shm::reduce_scatter_way`]; every rank knows
+        // every count and the configuration, so all decide alike).
         let (sb, mine) = (as_bytes(send), start * elem..(start + counts[me]) * elem);
         let rb = as_bytes_mut(recv);
         let done = self.shm_whole(at, false, |e, g| {
             let info = self.info(Call::Collective, -2, -2, at);
             let f = op.bytes_fn();
-            if sb.len() <= g.payload {
-                return Some(shm::reduce_scatter(e, g, sb, mine, rb, &*f, info));
-            }
+            let Some(area) = shm::reduce_scatter_way(e, g, sb.len(), op) else {
+                return (sb.len() <= g.payload)
+                    .then(|| shm::reduce_scatter(e, g, sb, mine, rb, &*f, info));
+            };
             let unit = op.unit_bytes();
-            Some(if shm::reduce_scatter_way(e, g, sb.len(), op)? {
+            Some(if area {
                 let offsets = count_offsets(counts, elem);
                 shm::reduce_scatter_area(e, g, sb, &offsets, rb, unit, &*f, info)
             } else {

@@ -186,18 +186,22 @@ pub(crate) fn ireduce_in_area<T: bytemuck::Pod>(e: &Engine, g: &Group, op: &Op<T
         }
 }
 
-/// How a reduce-scatter of `n` bytes (all of them, from every member) goes
-/// inside `g` where longer than a payload half ([`long_area`]): `Some(true)`
-/// through the area in rounds, `Some(false)` by single copy; `None` for a
-/// shorter one (a blocking one then goes through the area in one piece,
-/// `reduce_scatter`), or by messages.
+/// How a blocking reduce-scatter of `n` bytes (all of them, from every
+/// member) goes inside `g`: where longer than a payload half as
+/// [`long_area`] says, `Some(true)` through the area in rounds,
+/// `Some(false)` by single copy, `None` by messages; a shorter one by
+/// single copy from `KUMI_COLL_COPY_MIN` where the host chose it, else
+/// (`None`) through the area in one piece (`reduce_scatter`).
 pub(crate) fn reduce_scatter_way<T: bytemuck::Pod>(
     e: &Engine,
     g: &Group,
     n: usize,
     op: &Op<T>,
 ) -> Option<bool> {
-    (n > g.payload).then_some(())?;
+    let cfg = e.svc.coll.config();
+    if n <= g.payload {
+        return (cfg.single_copy && n >= cfg.copy_min).then_some(false);
+    }
     long_area(e, g, area_fits(g, op.unit_bytes()))
 }
 
