@@ -1113,7 +1113,7 @@ impl Comm {
             op.f.call(bytemuck::cast_slice(a), bytemuck::cast_slice_mut(b))
         };
         let done = self.shm_whole(at, false, |e, g| {
-            if n <= g.payload {
+            if !shm::long_reduction(e, g, n) {
                 root_in_out(&mut *out);
                 let side = match own {
                     Some(own) if !is_root => shm::Side::Give(as_bytes(own)),
@@ -1237,7 +1237,7 @@ impl Comm {
             let f = |a: &[u8], b: &mut [u8]| {
                 op.f.call(bytemuck::cast_slice(a), bytemuck::cast_slice_mut(b))
             };
-            if n <= g.payload {
+            if !shm::long_reduction(e, g, n) {
                 Some(shm::allreduce(e, g, bytes, &f, info))
             } else if op.commutative && shm::area_fits(g, elem) {
                 Some(shm::allreduce_long(e, g, bytes, elem, &f, info))

@@ -19,10 +19,11 @@
 //! members always agree whether a collective runs here or through messages.
 //!
 //! - barrier: publish, wait until every member has: one line read per member.
-//! - allreduce of at most one payload half: write, publish, wait for all, fold
-//!   every half in rank order (right to left, `d0 ⊕ (d1 ⊕ (...))`), the same
-//!   on every member, so the results are bitwise identical and user operations
-//!   need not be commutative.
+//! - allreduce of at most one payload half (and, where single copy is on,
+//!   shorter than `KUMI_COLL_COPY_MIN`; longer ones go the long way, below):
+//!   write, publish, wait for all, fold every half in rank order (right to
+//!   left, `d0 ⊕ (d1 ⊕ (...))`), the same on every member, so the results
+//!   are bitwise identical and user operations need not be commutative.
 //! - reduce: the same, only the root waits and folds.
 //! - bcast: the root writes the data, the others copy it out; longer messages
 //!   go in chunks of one payload half, two chunks in flight.
@@ -38,8 +39,10 @@
 //! - gather of one payload half per member at most: every member writes its
 //!   block, the root waits and copies every slot's out; scatter of one
 //!   payload half in all: the root writes every block, each member copies
-//!   its own; reduce-scatter of one payload half: every member writes its
-//!   send buffer and folds its own block of every slot, as allreduce folds;
+//!   its own; reduce-scatter of one payload half (where single copy is on,
+//!   shorter than `KUMI_COLL_COPY_MIN`; from it by single copy): every
+//!   member writes its send buffer and folds its own block of every slot,
+//!   as allreduce folds;
 //!   allgather(v): every member writes its block and copies every other's
 //!   out, in rounds of a payload half where blocks are longer
 //!   (`Comm::allgather_area`), or, where single copy is on and a block is
@@ -147,8 +150,8 @@ mod single;
 use long::Long;
 pub(crate) use long::{
     allgather_by_copy, allreduce_long, alltoall_by_copy, area_fits, bcast_long, exscan_by_copy,
-    iallreduce_way, ibcast_by_copy, ireduce_in_area, ireduce_scatter_way, reduce_long,
-    reduce_scatter_area, reduce_scatter_way, short_bcast_by_copy,
+    iallreduce_way, ibcast_by_copy, ireduce_in_area, ireduce_scatter_way, long_reduction,
+    reduce_long, reduce_scatter_area, reduce_scatter_way, short_bcast_by_copy,
 };
 pub(crate) use pending::{Copied, Pending, Reducing, Reduction};
 pub(crate) use single::{

@@ -101,6 +101,17 @@ fn long_area(e: &Engine, g: &Group, area_ok: bool) -> Option<bool> {
     })
 }
 
+/// Whether a blocking allreduce or reduce of `n` bytes in `g` goes the long
+/// way ([`allreduce_long`], [`reduce_long`]: by single copy, or through the
+/// area in chunks where the group's trial found it twice as fast) rather
+/// than through the area in one piece: where longer than a payload half,
+/// and from `KUMI_COLL_COPY_MIN` where the host chose single copy. Every
+/// member decides alike.
+pub(crate) fn long_reduction(e: &Engine, g: &Group, n: usize) -> bool {
+    let cfg = e.svc.coll.config();
+    n > g.payload || (cfg.single_copy && n >= cfg.copy_min)
+}
+
 /// Whether an allgather(v) whose longest block is `longest` bytes goes by
 /// single copy: where the host allows it, from
 /// `KUMI_COLL_ALLGATHER_COPY_MIN` (measured: docs/BENCHMARKS.md, session
