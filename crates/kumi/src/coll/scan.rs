@@ -95,7 +95,7 @@ impl Comm {
                 // the area's copies run at their best, but not four times
                 // slower where they do not (docs/BENCHMARKS.md, sessions 55
                 // and 56).
-                if shm::exscan_by_copy(e, buf.len()) {
+                if shm::vector_by_copy(e, buf.len()) {
                     if exclusive {
                         return shm::exscan_single_copy(e, g, send, buf, elem, &f, info);
                     }

@@ -108,8 +108,7 @@ fn long_area(e: &Engine, g: &Group, area_ok: bool) -> Option<bool> {
 /// and from `KUMI_COLL_COPY_MIN` where the host chose single copy. Every
 /// member decides alike.
 pub(crate) fn long_reduction(e: &Engine, g: &Group, n: usize) -> bool {
-    let cfg = e.svc.coll.config();
-    n > g.payload || (cfg.single_copy && n >= cfg.copy_min)
+    n > g.payload || vector_by_copy(e, n)
 }
 
 /// Whether an allgather(v) whose longest block is `longest` bytes goes by
@@ -121,10 +120,11 @@ pub(crate) fn allgather_by_copy(e: &Engine, longest: usize) -> bool {
     cfg.single_copy && longest >= cfg.allgather_copy_min
 }
 
-/// Whether a blocking scan or exscan of `n` bytes goes by single copy:
-/// where the host allows it, from `KUMI_COLL_COPY_MIN`. Every member
-/// decides alike.
-pub(crate) fn exscan_by_copy(e: &Engine, n: usize) -> bool {
+/// Whether a vector of `n` bytes that every member holds (a scan's, an
+/// exscan's, a reduction's) goes by single copy rather than through the
+/// area in one piece: where the host allows it, from `KUMI_COLL_COPY_MIN`.
+/// Every member decides alike.
+pub(crate) fn vector_by_copy(e: &Engine, n: usize) -> bool {
     let cfg = e.svc.coll.config();
     cfg.single_copy && n > 0 && n >= cfg.copy_min
 }
@@ -209,9 +209,8 @@ pub(crate) fn reduce_scatter_way<T: bytemuck::Pod>(
     n: usize,
     op: &Op<T>,
 ) -> Option<bool> {
-    let cfg = e.svc.coll.config();
     if n <= g.payload {
-        return (cfg.single_copy && n >= cfg.copy_min).then_some(false);
+        return vector_by_copy(e, n).then_some(false);
     }
     long_area(e, g, area_fits(g, op.unit_bytes()))
 }
@@ -513,8 +512,8 @@ fn reduce_area(
 /// A broadcast longer than a payload half with `KUMI_COLL_BCAST_COPY=auto`
 /// and a core per member: the group times single copy and the chunked area
 /// as [`allreduce_long`] does and keeps single copy unless the area was
-/// twice as fast (as there, the winner
-/// depends on the machine: docs/BENCHMARKS.md, sessions 6 and 11).
+/// twice as fast (as there, the winner depends on the machine:
+/// docs/BENCHMARKS.md, sessions 6 and 11).
 pub(crate) fn bcast_long(
     e: &mut Guard<'_>,
     g: &mut Group,
