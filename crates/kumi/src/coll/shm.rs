@@ -1175,9 +1175,11 @@ pub(crate) fn alltoall(
 /// block for itself. Blocks without a place are left, and the own block is
 /// copied, by the caller.
 ///
-/// Blocks of at least `copy` bytes (and longer than a share, so without a
-/// place) go by single copy: the sender writes where the block lies (its
-/// [`single::card`], 16 bytes) where a block of that length would go, and
+/// Blocks of at least `copy` bytes go by single copy, whether a place in the
+/// area would hold them or not (the area's copies across cores slow down
+/// where a read does not: docs/BENCHMARKS.md, session 56): the sender
+/// writes where the block lies (its [`single::card`], 16 bytes) where a
+/// block of 16 bytes would go, and
 /// the receiver reads the card and then the block straight out of the
 /// sender's buffer; the sender's buffer must stay as it is until the
 /// receiver has read it, which the caller's next round (one at least:
@@ -1209,9 +1211,16 @@ pub(crate) unsafe fn alltoallv(
 ) -> Result<u64> {
     let (m, me, payload) = (g.slots.len(), g.me, g.payload);
     let room = payload - 8;
-    // Where a block by single copy has its card (both ends find the same).
+    // Where a block goes through the area, or, from `copy` bytes, has the
+    // card of its single copy instead (both ends find the same).
+    let placed = |j: usize, n: usize| {
+        (1..copy)
+            .contains(&n)
+            .then(|| scatterv_place(j, n, m, room))
+            .flatten()
+    };
     let carded = |j: usize, n: usize| {
-        (n >= copy && scatterv_place(j, n, m, room).is_none())
+        (n >= copy)
             .then(|| scatterv_place(j, 16, m, room))
             .flatten()
     };
@@ -1223,7 +1232,7 @@ pub(crate) unsafe fn alltoallv(
     {
         let a = area(e, k);
         for (i, &(p, n)) in send.iter().enumerate().filter(|&(i, _)| i != me) {
-            if let (Some((total, off)), 1..) = (scatterv_place(i, n, m, room), n) {
+            if let Some((total, off)) = placed(i, n) {
                 // SAFETY: the caller vouches for `n` readable bytes.
                 a.write(g.my_slot(), s, total, off, unsafe {
                     std::slice::from_raw_parts(p, n)
@@ -1244,7 +1253,7 @@ pub(crate) unsafe fn alltoallv(
         // SAFETY: the caller vouches for `n` writable bytes that overlap
         // nothing.
         let into = || unsafe { std::slice::from_raw_parts_mut(p, n) };
-        if let (Some((total, off)), 1..) = (scatterv_place(me, n, m, room), n) {
+        if let Some((total, off)) = placed(me, n) {
             a.read(g.slots[j], s, total, off, into());
         } else if let Some(at) = carded(me, n) {
             single::read_carded(&a, shm, g.slots[j], s, at, into())?;
@@ -1289,7 +1298,7 @@ pub(crate) unsafe fn alltoallv_rounds(
     // from `KUMI_COLL_COPY_MIN`): both ends know a block's length.
     let cfg = e.svc.coll.config();
     let copy = match cfg.single_copy {
-        true => cfg.copy_min.max(share + 1),
+        true => cfg.copy_min,
         false => usize::MAX,
     };
     let long = |n: usize| if n > share && n < copy { n } else { 0 };
