@@ -442,8 +442,8 @@ impl Comm {
     /// completion (rank 0's is left alone by an exclusive scan). Inside one
     /// host through the collective area as the blocking scan goes (each
     /// rank folds those before it out of the area, none waits for a later
-    /// one), in chunks of a payload half, or a long exscan by single copy
-    /// as the blocking one goes; otherwise by a chain of
+    /// one), in chunks of a payload half, or a long one by single copy as
+    /// the blocking one goes; otherwise by a chain of
     /// messages: an inclusive scan folds in `recv`, an exclusive one in a
     /// work copy of `send` on the ranks that both receive a prefix and
     /// pass one on, and sends straight from `send` elsewhere.
@@ -466,11 +466,11 @@ impl Comm {
         let n = count * std::mem::size_of::<T>();
         let (s, r) = (send.cast::<u8>(), recv.cast::<u8>());
         if let Some(req) = self.shm_start(Location::caller(), |e, g| {
-            if exclusive && shm::vector_by_copy(e, n) {
+            if shm::vector_by_copy(e, n) {
                 let (op, elem) = (op.bytes_fn(), op.unit_bytes());
                 // SAFETY: the caller's contract.
                 return Some(Ok(unsafe {
-                    shm::Pending::start_exscan_copy(e, g, s, (r, n), op, elem)
+                    shm::Pending::start_exscan_copy(e, g, s, (r, n), op, elem, !exclusive)
                 }));
             }
             // Longer than a payload half: in chunks of whole elements (or

@@ -99,15 +99,15 @@
 //! - scan and exscan, where single copy is on, from `KUMI_COLL_COPY_MIN`:
 //!   every member reads its left neighbour's contribution straight into its
 //!   result (an inclusive scan's: into scratch, folding its own on the
-//!   right after) and folds the others' out of their buffers. The
-//!   nonblocking inclusive scan stays in the area.
+//!   right after) and folds the others' out of their buffers; the
+//!   nonblocking forms alike ([`Pending`]).
 //!
 //! The nonblocking collectives run through the area too ([`Pending`]): they
 //! publish when started (if every earlier collective of the group has
 //! completed here) and complete in the engine's progress; a longer
 //! `iallreduce` or `ireduce_scatter`, and the allgather(v), alltoall,
-//! broadcast and exscan that their blocking twins move by single copy, go
-//! by single copy too, round by round.
+//! broadcast, scan and exscan that their blocking twins move by single
+//! copy, go by single copy too, round by round.
 //!
 //! `KUMI_COLL_SHM=off` turns all of this off (every collective then runs
 //! through messages, as before); single copy off (`KUMI_SINGLE_COPY=off`,

@@ -476,12 +476,26 @@ pub(crate) enum Copied {
     /// `piece` bytes at a time ([`single::exscan_fold`]); `_kept`: this
     /// member's contribution kept apart where it is the result's buffer
     /// (in place) and a later member may read it meanwhile (only held, for
-    /// them to read).
+    /// them to read). `inclusive`: an inclusive scan, whose prefix forms in
+    /// scratch (`Inclusive`) and whose result is then the prefix and this
+    /// member's own contribution folded.
     Exscan {
         op: crate::coll::exec::ByteOp,
         piece: usize,
         _kept: Option<AlignedBuf>,
+        inclusive: Option<Inclusive>,
     },
+}
+
+/// An inclusive scan by single copy ([`Copied::Exscan`]): where its prefix
+/// forms, and this member's own contribution.
+pub(crate) struct Inclusive {
+    /// Scratch of the vector's length; written through `at` only.
+    _prefix: AlignedBuf,
+    /// `_prefix`'s bytes (its heap block stays put when the buffer moves).
+    at: *mut u8,
+    /// This member's contribution (the result's buffer itself in place).
+    own: *const u8,
 }
 
 /// The slots a neighbourhood exchange's member `me` reads from: those of
@@ -794,14 +808,35 @@ impl Gather {
                 return unsafe { dir.read_each(a, shm, (slots, me), s, &self.recv) };
             }
             Sends::Copy {
-                of: Copied::Exscan { ref op, piece, .. },
+                of:
+                    Copied::Exscan {
+                        ref op,
+                        piece,
+                        ref inclusive,
+                        ..
+                    },
                 ..
             } => {
                 let (p, n) = self.recv[0];
                 // SAFETY: the result's `n` bytes, writable until completion
                 // and touched by nobody else (the caller's contract).
                 let out = unsafe { std::slice::from_raw_parts_mut(p, n) };
-                return single::exscan_fold(a, shm, (slots, me), s, out, piece, &**op);
+                let Some(inc) = inclusive else {
+                    return single::exscan_fold(a, shm, (slots, me), s, out, piece, &**op);
+                };
+                // SAFETY: the scratch's `n` bytes, which only this member
+                // touches, and only here.
+                let prefix = unsafe { std::slice::from_raw_parts_mut(inc.at, n) };
+                single::exscan_fold(a, shm, (slots, me), s, prefix, piece, &**op)?;
+                // SAFETY: `n` bytes each (the caller's contract); the same
+                // buffer in place, else apart. Later members read the kept
+                // copy, if any, or `own`, which this only reads.
+                unsafe { crate::coll::copy_own(inc.own, p, n) };
+                // The first member's prefix is empty: its result is its own.
+                if me > 0 {
+                    op(prefix, out);
+                }
+                return Ok(());
             }
             Sends::Copy {
                 of: Copied::Bcast(root),
@@ -1121,10 +1156,10 @@ impl Pending {
         Pending::start_rounds(e, g, send, recv, 0)
     }
 
-    /// Starts an exscan of `g` by single copy ([`Copied::Exscan`]): `own`
-    /// is this member's contribution of `n` bytes (it may be `out` itself:
-    /// in place), `out` gets the result, folded by `op` on `elem`-byte
-    /// elements.
+    /// Starts an exscan of `g` by single copy ([`Copied::Exscan`]), or an
+    /// inclusive scan (`inclusive`): `own` is this member's contribution
+    /// of `n` bytes (it may be `out` itself: in place), `out` gets the
+    /// result, folded by `op` on `elem`-byte elements.
     ///
     /// # Safety
     /// `own` readable, and `out` writable and touched by nobody else, for
@@ -1136,6 +1171,7 @@ impl Pending {
         (out, n): (*mut u8, usize),
         op: crate::coll::exec::ByteOp,
         elem: usize,
+        inclusive: bool,
     ) -> Pending {
         let (m, me) = (g.slots.len(), g.me);
         // As the blocking twin: in place, only a member between the first
@@ -1147,10 +1183,19 @@ impl Pending {
         let from = kept.as_ref().map_or(own, |k| k.bytes().as_ptr());
         let dir = single::directory(&[(from, n)]);
         let piece = single::piece_of(e, elem);
+        let inclusive = inclusive.then(|| {
+            let mut prefix = AlignedBuf::zeroed(n);
+            Inclusive {
+                at: prefix.bytes_mut().as_mut_ptr(),
+                _prefix: prefix,
+                own,
+            }
+        });
         let of = Copied::Exscan {
             op,
             piece,
             _kept: kept,
+            inclusive,
         };
         Pending::start_rounds(e, g, Sends::Copy { dir, of }, vec![(out, n)], 0)
     }
