@@ -89,12 +89,11 @@ impl Comm {
                 };
                 let (send, buf) = (send.map(as_bytes), as_bytes_mut(buf));
                 // By single copy where the host chose it and the vector is
-                // long (every member knows its length alike). An inclusive
-                // scan takes the exscan into scratch and folds its own
-                // contribution on the right: slower than the area where
-                // the area's copies run at their best, but not four times
-                // slower where they do not (docs/BENCHMARKS.md, sessions 55
-                // and 56).
+                // long (every member knows its length alike): it keeps its
+                // speed where the area's copies across cores slow down
+                // (docs/BENCHMARKS.md, session 56). An inclusive scan takes
+                // the exscan into scratch and folds its own contribution on
+                // the right.
                 if shm::vector_by_copy(e, buf.len()) {
                     if exclusive {
                         return shm::exscan_single_copy(e, g, send, buf, elem, &f, info);
