@@ -106,15 +106,11 @@ impl Comm {
                         let prefix = &mut scratch.bytes_mut()[..n];
                         // Later members read `mine` until the exscan returns.
                         let mine = send.unwrap_or(buf);
+                        let own = mine.as_ptr();
                         shm::exscan_single_copy(e, g, Some(mine), prefix, elem, &f, info)?;
-                        if let Some(send) = send {
-                            buf.copy_from_slice(send);
-                        }
-                        // The first member's prefix is empty: its result is
-                        // its own contribution.
-                        if g.me > 0 {
-                            f(prefix, buf);
-                        }
+                        // SAFETY: `own` is `send` (as long as `buf`, checked
+                        // above, and apart from it) or `buf` itself.
+                        unsafe { shm::inclusive_from_prefix(prefix, own, buf, g.me, &f) };
                         Ok(())
                     });
                 }

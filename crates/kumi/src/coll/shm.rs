@@ -80,10 +80,10 @@
 //! - longer commutative allreduce, the other way: through the area in
 //!   chunks of a payload half ([`long`], `allreduce_area`): no system call and no
 //!   page pinning, for twice the copies. Which is faster depends on the
-//!   machine (docs/BENCHMARKS.md, session 11), so by default each communicator times
-//!   both and keeps single copy unless the area was twice as fast
-//!   ([`allreduce_long`]); the members agree on
-//!   the outcome through an allreduce of the times, so none goes its own way.
+//!   machine (docs/BENCHMARKS.md, session 11), so by default each
+//!   communicator times both and keeps single copy unless the area was
+//!   twice as fast ([`allreduce_long`]); the members agree on the outcome
+//!   through an allreduce of the times, so none goes its own way.
 //!
 //! Waiting goes through `Engine::wait_until`, so the rank keeps draining its
 //! rings (a peer blocked on a full ring never deadlocks with it), the
@@ -156,7 +156,8 @@ pub(crate) use long::{
 pub(crate) use pending::{Copied, Pending, Reducing, Reduction};
 pub(crate) use single::{
     allgather_single_copy, allreduce_single_copy, alltoall_single_copy, bcast_single_copy,
-    exscan_single_copy, reduce_scatter_single_copy, reduce_single_copy, Directory,
+    exscan_single_copy, inclusive_from_prefix, reduce_scatter_single_copy, reduce_single_copy,
+    Directory,
 };
 
 /// `inout = in ⊕ inout` over bytes of whole, aligned elements (borrowed: a
@@ -1179,11 +1180,10 @@ pub(crate) fn alltoall(
 /// area would hold them or not (the area's copies across cores slow down
 /// where a read does not: docs/BENCHMARKS.md, session 56): the sender
 /// writes where the block lies (its [`single::card`], 16 bytes) where a
-/// block of 16 bytes would go, and
-/// the receiver reads the card and then the block straight out of the
-/// sender's buffer; the sender's buffer must stay as it is until the
-/// receiver has read it, which the caller's next round (one at least:
-/// `rounds` counts it) tells.
+/// block of 16 bytes would go, and the receiver reads the card and then the
+/// block straight out of the sender's buffer; the sender's buffer must stay
+/// as it is until the receiver has read it, which the caller's next round
+/// (one at least: `rounds` counts it) tells.
 ///
 /// Rounds: each member also writes `rounds` (how many rounds of
 /// [`alltoallv_share`] its longest block without a place needs, sent or

@@ -153,15 +153,17 @@ impl Engine {
     ) -> Result<Option<ReqId>> {
         self.counters.msgs_sent += 1;
         self.counters.bytes_sent += len as u64;
+        // Collectives run on odd (collective) contexts: counted apart, so
+        // the user's own messages can be counted exactly, and their long
+        // blocks may go by rendezvous below the eager limit.
+        let coll = env.ctx & 1 == 1;
         if let Some(c) = self.counters.peers.get_mut(peer as usize) {
-            // Collectives run on odd (collective) contexts: counted apart, so
-            // the user's own messages can be counted exactly.
-            if env.ctx & 1 == 0 {
-                c.msgs_out += 1;
-                c.bytes_out += len as u64;
-            } else {
+            if coll {
                 c.coll_msgs_out += 1;
                 c.coll_bytes_out += len as u64;
+            } else {
+                c.msgs_out += 1;
+                c.bytes_out += len as u64;
             }
         }
         let mut line = LineHeader(p2p::eager(&env, len));
@@ -169,7 +171,6 @@ impl Engine {
         // SAFETY: the caller guarantees `buf` points to `len` readable bytes (it
         // comes from a slice) for the duration of the send.
         let payload = unsafe { slice_or_empty(buf, len) };
-        let coll = env.ctx & 1 == 1;
         if len <= self.proto.surely_eager
             || peer == self.world_rank
             || self.eager_to(peer, len, coll)

@@ -828,14 +828,10 @@ impl Gather {
                 // touches, and only here.
                 let prefix = unsafe { std::slice::from_raw_parts_mut(inc.at, n) };
                 single::exscan_fold(a, shm, (slots, me), s, prefix, piece, &**op)?;
-                // SAFETY: `n` bytes each (the caller's contract); the same
-                // buffer in place, else apart. Later members read the kept
+                // SAFETY: `n` bytes at `own` (the caller's contract), `out`
+                // itself in place, else apart. Later members read the kept
                 // copy, if any, or `own`, which this only reads.
-                unsafe { crate::coll::copy_own(inc.own, p, n) };
-                // The first member's prefix is empty: its result is its own.
-                if me > 0 {
-                    op(prefix, out);
-                }
+                unsafe { single::inclusive_from_prefix(prefix, inc.own, out, me, &**op) };
                 return Ok(());
             }
             Sends::Copy {

@@ -815,6 +815,27 @@ pub(crate) fn reduce_single_copy(
     Ok(())
 }
 
+/// An inclusive scan's result from its exclusive `prefix` (from
+/// [`exscan_fold`]): this member's own contribution folded on the prefix's
+/// right into `out`; the first member's (`me == 0`) is its own alone.
+///
+/// # Safety
+/// `own` readable for `out.len()` bytes, and either `out` itself (in
+/// place) or apart from it.
+pub(crate) unsafe fn inclusive_from_prefix(
+    prefix: &[u8],
+    own: *const u8,
+    out: &mut [u8],
+    me: usize,
+    op: &Combine<'_>,
+) {
+    // SAFETY: the caller's contract.
+    unsafe { crate::coll::copy_own(own, out.as_mut_ptr(), out.len()) };
+    if me > 0 {
+        op(prefix, out);
+    }
+}
+
 /// The reading half of an exscan by single copy into `out`, once the
 /// members before this one (`me` of `slots`) have published where their
 /// contributions lie for collective `s` (each `out.len()` bytes, checked):
