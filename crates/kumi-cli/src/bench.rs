@@ -850,22 +850,17 @@ fn floor_records(quick: bool) -> Vec<Figure> {
             r.extra
                 .push(("local_copy_MBps".into(), format!("{local:.0}")));
             out.push(r);
-            let choice = |shared: bool| {
-                let pays = probes.iter().filter(|p| p.single_copy_pays(shared)).count();
-                let on = if 2 * pays > n { "on" } else { "off" };
-                format!("{on} ({pays} of {n} measurements said on)")
-            };
+            let pays = probes.iter().filter(|p| p.single_copy_pays()).count();
             eprintln!(
                 "kumi bench floor: {} KiB blocks: a ring's copies across cores {:.1} GB/s, \
                  within a core {:.1} GB/s, a process_vm_readv of a block another core wrote \
-                 {:.1} GB/s. KUMI_SINGLE_COPY=auto chooses, for ranks on cores of their own, {}; \
-                 for more ranks than cores, {} (on where a read takes less than two of the copies)",
+                 {:.1} GB/s. KUMI_SINGLE_COPY=auto chooses {} ({pays} of {n} measurements \
+                 said on: on where a read takes less than two of the copies across cores)",
                 cma::PROBE_BYTES >> 10,
                 copy / 1e3,
                 local / 1e3,
                 read / 1e3,
-                choice(false),
-                choice(true),
+                if 2 * pays > n { "on" } else { "off" },
             );
         }
     }

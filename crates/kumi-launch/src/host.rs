@@ -234,13 +234,8 @@ impl LocalHost {
             .map_err(setup)?
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
         // The host's single-copy choice is made here, once for its ranks.
-        let cfg = ShmConfig::for_host(
-            plan.ranks.len(),
-            local_cores,
-            tuning.shm.ring_bytes,
-            tuning.single_copy,
-        )
-        .ok_or_else(|| HostError::Setup("KUMI_SHM_RING_BYTES: not a ring size".into()))?;
+        let cfg = ShmConfig::for_host(plan.ranks.len(), tuning.shm.ring_bytes, tuning.single_copy)
+            .ok_or_else(|| HostError::Setup("KUMI_SHM_RING_BYTES: not a ring size".into()))?;
         let (segment, shm_fd) = Segment::create_memfd(&plan.job.id, plan.ranks.len(), &cfg)
             .map_err(|e| HostError::Setup(format!("cannot create the shared segment: {e}")))?;
         let mut host = LocalHost {

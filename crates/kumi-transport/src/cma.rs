@@ -177,7 +177,7 @@ pub struct Probe {
     pub copy: Duration,
     /// A `memcpy` within one core, of lines already in its cache: what a
     /// ring pays twice, one copy after the other, between two ranks that
-    /// share a core.
+    /// share a core (reported by `kumi bench floor`; not part of the rule).
     pub local: Duration,
     /// A `process_vm_readv` of the buffer just written: the kernel's path
     /// is the one a read from a peer takes (pin the source's pages, copy
@@ -300,20 +300,21 @@ impl Probe {
         })
     }
 
-    /// Whether single copy is the faster way here, for ranks on cores of
-    /// their own or (`shared_cores`, more ranks than cores) taking turns on
-    /// them. Through a ring a message costs a copy on each of two ranks: on
-    /// two cores at once, the time of one (`copy`); on a shared core one
-    /// after the other, two copies within the core (`local`). By single
-    /// copy it costs a read: split between the two ranks on two cores
-    /// (half a read each, at once), whole on a shared core. Either way
-    /// single copy wins where a read takes less than two of the copies.
-    /// (An oversubscribed host has pairs of both kinds; the shared-core
-    /// rule is the one that chose right for it: docs/BENCHMARKS.md, session
-    /// 54.)
-    pub fn single_copy_pays(&self, shared_cores: bool) -> bool {
-        let copy = if shared_cores { self.local } else { self.copy };
-        self.read < 2 * copy
+    /// Whether single copy is the faster way here. Through a ring or the
+    /// collective area a block costs two copies at once on two cores, the
+    /// time of the slower (`copy`); by single copy, a read, split between
+    /// the two ranks (half a read each, at once). So single copy wins where
+    /// a read takes less than two of the copies.
+    ///
+    /// The rule is the same with more ranks than cores, where two ranks of
+    /// a core copy within it (`local`, several times faster): some of their
+    /// pairs still cross cores, and a machine whose copies across cores slow
+    /// down for minutes at a time slows the area there three- to fourfold,
+    /// where a read keeps its speed; the area's gain while they are fast is
+    /// at most twofold. Measured once at the start, the choice takes the way
+    /// whose worst is least (docs/BENCHMARKS.md, session 57).
+    pub fn single_copy_pays(&self) -> bool {
+        self.read < 2 * self.copy
     }
 
     /// `bytes / time` in GB/s (10^9 bytes per second), for reports.
@@ -370,15 +371,15 @@ fn bind_this_thread(cpu: usize) -> io::Result<()> {
     Ok(())
 }
 
-/// What `KUMI_SINGLE_COPY` comes to on this host, for a job with more
-/// ranks here than cores (`shared_cores`) or not: `auto` measures (a kernel
-/// that refuses the read turns it off). The creator of a host's shared
-/// segment decides, once, and writes it there for every rank of the host.
-pub fn host_allows(setting: SingleCopy, shared_cores: bool) -> bool {
+/// What `KUMI_SINGLE_COPY` comes to on this host: `auto` measures (a
+/// kernel that refuses the read turns it off). The creator of a host's
+/// shared segment decides, once, and writes it there for every rank of the
+/// host.
+pub fn host_allows(setting: SingleCopy) -> bool {
     match setting {
         SingleCopy::On => true,
         SingleCopy::Off => false,
-        SingleCopy::Auto => Probe::measure().is_ok_and(|p| p.single_copy_pays(shared_cores)),
+        SingleCopy::Auto => Probe::measure().is_ok_and(|p| p.single_copy_pays()),
     }
 }
 
@@ -399,12 +400,12 @@ mod tests {
             local: Duration::from_micros(4),
             read: Duration::from_micros(us),
         };
-        assert!(at(5).single_copy_pays(false) && at(19).single_copy_pays(false));
-        assert!(!at(20).single_copy_pays(false) && !at(40).single_copy_pays(false));
-        assert!(at(7).single_copy_pays(true) && !at(8).single_copy_pays(true));
-        for shared in [false, true] {
-            assert!(host_allows(SingleCopy::On, shared) && !host_allows(SingleCopy::Off, shared));
-        }
+        assert!(at(5).single_copy_pays() && at(19).single_copy_pays());
+        // Within a core the copy is faster than the read; the rule looks
+        // across cores all the same.
+        assert!(at(8).single_copy_pays());
+        assert!(!at(20).single_copy_pays() && !at(40).single_copy_pays());
+        assert!(host_allows(SingleCopy::On) && !host_allows(SingleCopy::Off));
     }
 
     /// The probe's two threads go to two CPUs where there are two, even

@@ -211,7 +211,7 @@ fn start() -> Result<Universe> {
             )
         }
         _ if id.size > 1 => match exchange(&mut control, &mut pmi) {
-            Some(ex) => named_segment(&id, ex, &tuning, cores)?,
+            Some(ex) => named_segment(&id, ex, &tuning)?,
             None => None,
         },
         _ => None,
@@ -372,7 +372,6 @@ fn named_segment(
     id: &Identity,
     ctl: &mut dyn Exchange,
     tuning: &Tuning,
-    cores: usize,
 ) -> Result<Option<Segment>> {
     let n = id.local_size as usize;
     let shared = n > 1;
@@ -392,7 +391,7 @@ fn named_segment(
     let shm = |e: std::io::Error| Error::Bootstrap(format!("shared segment: {e}"));
     let created = match shared && id.local_rank == 0 {
         true => {
-            let cfg = ShmConfig::for_host(n, cores, tuning.shm.ring_bytes, tuning.single_copy)
+            let cfg = ShmConfig::for_host(n, tuning.shm.ring_bytes, tuning.single_copy)
                 .ok_or_else(|| Error::Bootstrap("KUMI_SHM_RING_BYTES: not a ring size".into()))?;
             Some(Segment::create_named(&name, n, &cfg).map_err(shm)?)
         }

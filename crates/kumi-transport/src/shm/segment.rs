@@ -134,18 +134,17 @@ impl ShmConfig {
 
     /// What the creator of a host's segment makes it with: the rings of
     /// [`ShmConfig::for_ranks`], and `KUMI_SINGLE_COPY` resolved for the
-    /// host's `local_size` ranks on its `cores` ([`cma::host_allows`]:
-    /// `auto` measures, but not for a rank alone, which has nobody to copy
-    /// from). `None` as `for_ranks`.
+    /// host's `local_size` ranks ([`cma::host_allows`]: `auto` measures,
+    /// but not for a rank alone, which has nobody to copy from). `None` as
+    /// `for_ranks`.
     pub fn for_host(
         local_size: usize,
-        cores: usize,
         ring_bytes: Option<usize>,
         single_copy: SingleCopy,
     ) -> Option<ShmConfig> {
         let rings = Self::for_ranks(local_size, ring_bytes)?;
         Some(ShmConfig {
-            single_copy: local_size > 1 && cma::host_allows(single_copy, local_size > cores),
+            single_copy: local_size > 1 && cma::host_allows(single_copy),
             ..rings
         })
     }

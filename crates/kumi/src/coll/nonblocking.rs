@@ -466,7 +466,7 @@ impl Comm {
         let n = count * std::mem::size_of::<T>();
         let (s, r) = (send.cast::<u8>(), recv.cast::<u8>());
         if let Some(req) = self.shm_start(Location::caller(), |e, g| {
-            if shm::vector_by_copy(e, n) {
+            if shm::scan_by_copy(e, n) {
                 let (op, elem) = (op.bytes_fn(), op.unit_bytes());
                 // SAFETY: the caller's contract.
                 return Some(Ok(unsafe {

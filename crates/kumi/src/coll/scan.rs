@@ -88,13 +88,13 @@ impl Comm {
                     op.f.call(bytemuck::cast_slice(a), bytemuck::cast_slice_mut(b))
                 };
                 let (send, buf) = (send.map(as_bytes), as_bytes_mut(buf));
-                // By single copy where the host chose it and the vector is
-                // long (every member knows its length alike): it keeps its
-                // speed where the area's copies across cores slow down
-                // (docs/BENCHMARKS.md, session 56). An inclusive scan takes
-                // the exscan into scratch and folds its own contribution on
-                // the right.
-                if shm::vector_by_copy(e, buf.len()) {
+                // By single copy where the host chose it, the vector is
+                // long and every member has a core (every member knows
+                // these alike): it keeps its speed where the area's copies
+                // across cores slow down (docs/BENCHMARKS.md, session 56).
+                // An inclusive scan takes the exscan into scratch and folds
+                // its own contribution on the right.
+                if shm::scan_by_copy(e, buf.len()) {
                     if exclusive {
                         return shm::exscan_single_copy(e, g, send, buf, elem, &f, info);
                     }

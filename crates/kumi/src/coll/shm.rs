@@ -151,7 +151,7 @@ use long::Long;
 pub(crate) use long::{
     allgather_by_copy, allreduce_long, alltoall_by_copy, area_fits, bcast_long, iallreduce_way,
     ibcast_by_copy, ireduce_in_area, ireduce_scatter_way, long_reduction, reduce_long,
-    reduce_scatter_area, reduce_scatter_way, short_bcast_by_copy, vector_by_copy,
+    reduce_scatter_area, reduce_scatter_way, scan_by_copy, short_bcast_by_copy,
 };
 pub(crate) use pending::{Copied, Pending, Reducing, Reduction};
 pub(crate) use single::{

@@ -113,11 +113,13 @@ pub(crate) fn long_reduction(e: &Engine, g: &Group, n: usize) -> bool {
 
 /// Whether an allgather(v) whose longest block is `longest` bytes goes by
 /// single copy: where the host allows it, from
-/// `KUMI_COLL_ALLGATHER_COPY_MIN` (measured: docs/BENCHMARKS.md, session
-/// 54). Every member knows every length, so all decide alike.
+/// `KUMI_COLL_ALLGATHER_COPY_MIN`, with a core per member (measured:
+/// docs/BENCHMARKS.md, session 54; with more members than cores each makes
+/// a read of every other's block, and the area was as fast or faster:
+/// session 57). Every member knows every length, so all decide alike.
 pub(crate) fn allgather_by_copy(e: &Engine, longest: usize) -> bool {
     let cfg = e.svc.coll.config();
-    cfg.single_copy && longest >= cfg.allgather_copy_min
+    cfg.single_copy && !e.oversubscribed() && longest >= cfg.allgather_copy_min
 }
 
 /// Whether a vector of `n` bytes that every member holds (a scan's, an
@@ -127,6 +129,14 @@ pub(crate) fn allgather_by_copy(e: &Engine, longest: usize) -> bool {
 pub(crate) fn vector_by_copy(e: &Engine, n: usize) -> bool {
     let cfg = e.svc.coll.config();
     cfg.single_copy && n > 0 && n >= cfg.copy_min
+}
+
+/// Whether a scan's or an exscan's vector of `n` bytes goes by single copy:
+/// as [`vector_by_copy`], with a core per member (with more members than
+/// cores the chain of prefixes through the area was faster:
+/// docs/BENCHMARKS.md, session 57). Every member decides alike.
+pub(crate) fn scan_by_copy(e: &Engine, n: usize) -> bool {
+    vector_by_copy(e, n) && !e.oversubscribed()
 }
 
 /// Whether an alltoall of `block` bytes a member goes by single copy in
