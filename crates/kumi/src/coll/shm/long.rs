@@ -122,10 +122,10 @@ pub(crate) fn allgather_by_copy(e: &Engine, longest: usize) -> bool {
     cfg.single_copy && !e.oversubscribed() && longest >= cfg.allgather_copy_min
 }
 
-/// Whether a vector of `n` bytes that every member holds (a scan's, an
-/// exscan's, a reduction's) goes by single copy rather than through the
-/// area in one piece: where the host allows it, from `KUMI_COLL_COPY_MIN`.
-/// Every member decides alike.
+/// Whether a vector of `n` bytes that every member holds (a reduction's;
+/// a scan's as [`scan_by_copy`] says) goes by single copy rather than
+/// through the area in one piece: where the host allows it, from
+/// `KUMI_COLL_COPY_MIN`. Every member decides alike.
 pub(crate) fn vector_by_copy(e: &Engine, n: usize) -> bool {
     let cfg = e.svc.coll.config();
     cfg.single_copy && n > 0 && n >= cfg.copy_min
