@@ -308,11 +308,11 @@ impl Probe {
     ///
     /// The rule is the same with more ranks than cores, where two ranks of
     /// a core copy within it (`local`, several times faster): some of their
-    /// pairs still cross cores, and a machine whose copies across cores slow
-    /// down for minutes at a time slows the area there three- to fourfold,
-    /// where a read keeps its speed; the area's gain while they are fast is
-    /// at most twofold. Measured once at the start, the choice takes the way
-    /// whose worst is least (docs/BENCHMARKS.md, session 57).
+    /// pairs still cross cores, and where copies across cores slow down for
+    /// minutes at a time the area loses more than it gains while they are
+    /// fast, and a read keeps its speed. Made once at the start, the choice
+    /// takes the way whose worst is least (measured: docs/BENCHMARKS.md,
+    /// session 57).
     pub fn single_copy_pays(&self) -> bool {
         self.read < 2 * self.copy
     }
