@@ -132,9 +132,11 @@ pub(crate) fn vector_by_copy(e: &Engine, n: usize) -> bool {
 }
 
 /// Whether a scan's or an exscan's vector of `n` bytes goes by single copy:
-/// as [`vector_by_copy`], with a core per member (with more members than
-/// cores the chain of prefixes through the area was faster:
-/// docs/BENCHMARKS.md, session 57). Every member decides alike.
+/// as [`vector_by_copy`], with a core per member. With more members than
+/// cores a chain of p reads waits on ranks that share a core, and the area
+/// was the faster way but where copies across cores slow down at 2 ranks a
+/// core (measured: docs/BENCHMARKS.md, session 57). Every member decides
+/// alike.
 pub(crate) fn scan_by_copy(e: &Engine, n: usize) -> bool {
     vector_by_copy(e, n) && !e.oversubscribed()
 }
