@@ -9,7 +9,8 @@
 //!                        DEPTH entry lines (64 B): stamp (8 B), kind (8 B),
 //!                                                  inline bytes (INLINE = 48 B)
 //!                        PIECES pieces (payload / 32 bytes each, a line apart)
-//!                        payload half 0 (payload bytes), payload half 1
+//!                        payload half 0 (payload bytes), payload half 1,
+//!                          together GRANULES granules (payload / 16 bytes each)
 //! ```
 //!
 //! A *group* is the members of one communicator that are on this host; it uses
@@ -28,7 +29,9 @@
 //! Collective number `s` (1, 2, ... per group, the same on every member)
 //! uses entry `s % DEPTH` of each slot, and for its contribution, by length:
 //! up to [`INLINE`] bytes the entry itself, up to a piece the piece
-//! `s % PIECES`, longer ones payload half `s & 1` ([`placement`]). A member
+//! `s % PIECES`, longer ones a section of payload half `s & 1`: the fewest
+//! granules, a power of two, that hold it, the `(s >> 1)`-th such section
+//! of the half, cyclically ([`placement`], [`section`]). A member
 //! publishes every number it takes, in order, by writing `stamp = s` in entry
 //! `s % DEPTH` and `seq = s` (both written by the slot's owner only, both
 //! only growing): "I have entered collective `s`, and my contribution to it,
@@ -38,17 +41,22 @@
 //! member); `seq` says how far a member is, for writers.
 //!
 //! 1. **Enter.** Before writing data of collective `s`, wait until every
-//!    member's `seq` is at least `s - 1` for a payload half, or
-//!    `s - PIECES + 1` for a piece, `s - DEPTH + 1` for an entry
-//!    ([`writable`]): they have all finished the last collective that used
-//!    that storage (`s - 2`, `s - PIECES` or `s - DEPTH`; the three kinds of
-//!    storage never overlap). For barrier and allreduce this holds at once
-//!    (finishing `s - 1` already needed everyone at `s - 1`); for rooted
-//!    collectives it keeps a root at most one collective ahead of its
-//!    slowest reader when the data is long, `PIECES - 1` ahead when it fits
-//!    a piece and `DEPTH - 1` when it fits its entry, so back-to-back short
-//!    rooted collectives run without lock-step, and ranks that share a core
-//!    run many of them in one time slice.
+//!    member's `seq` is at least `s - DEPTH + 1` for an entry,
+//!    `s - PIECES + 1` for a piece, and for a section of the halves one
+//!    more than the last collective that wrote any of its granules, and at
+//!    least `s - PIECES + 1` ([`writable`]; the writer keeps that record of
+//!    its own slot, [`HalfUses`]): they have all finished the last
+//!    collective that used that storage (the three kinds of storage never
+//!    overlap, and a collective that writes a section may write an entry or
+//!    a piece too, which the section's rule then covers). Collective
+//!    `s - 1` uses the other half, so the rule never asks more than
+//!    `s - 1`. For barrier and allreduce this holds at once (finishing
+//!    `s - 1` already needed everyone at `s - 1`); for rooted collectives
+//!    it keeps a root `DEPTH - 1` ahead of its slowest reader when its data
+//!    fits its entry, `PIECES - 1` when it fits a piece, 31 when it fits a
+//!    granule, down to one when it takes a whole half, so back-to-back
+//!    rooted collectives of up to a few granules run without lock-step,
+//!    and ranks that share a core run many of them in one time slice.
 //! 2. **Publish.** Write the contribution, then the entry's kind, `stamp = s`
 //!    and `seq = s`, the stamp with Release; a reader that loads
 //!    `stamp >= s` with Acquire sees the bytes and the kind.
@@ -145,6 +153,74 @@ pub fn piece_bytes(payload: usize) -> usize {
     payload / 32
 }
 
+/// Granules of a slot's two payload halves together (16 a half): a
+/// contribution placed in the halves takes a power of two of them
+/// ([`section`]). With one of a whole half, two such collectives may be in
+/// flight, as many as there are halves; with one of up to a granule (8 KiB
+/// up to 8 ranks on a host), 32: the back-to-back rooted collectives of
+/// 8-64 KiB blocks then run without lock-step, twice as fast as in it
+/// (docs/BENCHMARKS.md, session 58).
+pub const GRANULES: usize = 32;
+
+/// Bytes of a granule for payload halves of `payload` bytes.
+pub fn granule_bytes(payload: usize) -> usize {
+    2 * payload / GRANULES
+}
+
+/// The granules (of the slot's [`GRANULES`], half 0's first) that a
+/// contribution of `total` bytes to collective `s`, placed in the halves,
+/// takes: the fewest that hold it, `n`, a power of two up to a half, in half
+/// `s & 1`, at the granule that `c = (s >> 1) % 16` bit-reversed names,
+/// rounded down to a multiple of `n`. The same on every member, since it
+/// depends on nothing else. So collective `s - 1` is in the other half;
+/// the `16 / n` collectives of `n` granules with `c` in a row of that many
+/// (they differ in the low bits, which the reversal puts on top) take
+/// distinct sections; and the section of one collective's shorter
+/// contribution lies inside that of a longer one (one rounding of the same
+/// granule), so waiting for the longer's covers both.
+pub fn section(payload: usize, s: u64, total: usize) -> std::ops::Range<usize> {
+    const HALF: usize = GRANULES / 2;
+    const _: () = assert!(HALF == 16, "c is reversed as 4 bits");
+    let n = total
+        .div_ceil(granule_bytes(payload))
+        .next_power_of_two()
+        .min(HALF);
+    let c = ((s >> 1) % HALF as u64) as u8;
+    let at = usize::from(c.reverse_bits() >> 4) & !(n - 1);
+    let first = (s & 1) as usize * HALF + at;
+    first..first + n
+}
+
+/// A writer's own record of the collectives that last wrote each granule
+/// of its slot's halves, for [`writable_after`]. Only the slot's owner keeps
+/// one, and notes its collectives in the order of their numbers (each
+/// publishes only after the one before it has).
+#[derive(Clone, Debug, Default)]
+pub struct HalfUses {
+    /// The last collective that wrote each granule (0: none yet).
+    last: [u64; GRANULES],
+    /// The one before `last`, so that asking again for the same collective
+    /// (a nonblocking one looks until it may write) answers the same.
+    before: [u64; GRANULES],
+}
+
+impl HalfUses {
+    /// Notes that collective `s` writes `granules`, and returns the last
+    /// collective before it that wrote any of them (0: none).
+    pub fn take(&mut self, s: u64, granules: std::ops::Range<usize>) -> u64 {
+        let mut latest = 0;
+        for g in granules {
+            if self.last[g] != s {
+                debug_assert!(self.last[g] < s, "collective {s} after {}", self.last[g]);
+                self.before[g] = self.last[g];
+                self.last[g] = s;
+            }
+            latest = latest.max(self.before[g]);
+        }
+        latest
+    }
+}
+
 fn slot_bytes(local_size: usize) -> usize {
     slot_len(payload_bytes(local_size))
 }
@@ -165,16 +241,16 @@ fn piece_stride(payload: usize) -> usize {
     piece_bytes(payload) + LINE
 }
 
-/// Where a contribution of `total` bytes to collective `s` lies in its
-/// slot, for pieces of `piece` bytes and halves of `payload` ([`AreaMem`]
-/// implementations place by it, so the model places as the mapping does).
+/// What storage of its slot a contribution of `total` bytes takes, for
+/// pieces of `piece` bytes ([`AreaMem`] implementations place by it and
+/// [`section`], so the model places as the mapping does).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Place {
     /// In entry `s % depth`, beside the stamp.
     Inline,
     /// In piece `s % pieces`.
     Piece,
-    /// In payload half `s & 1`.
+    /// In the granules of the halves that [`section`] names.
     Half,
 }
 
@@ -386,29 +462,47 @@ pub fn all_reached(mem: &impl AreaMem, slots: &[usize], s: u64) -> bool {
 }
 
 /// The collective every member must have entered before one writes a
-/// contribution of `total` bytes to collective `s`: `s - 1` for a payload
-/// half (it last held `s - 2`'s), `s - pieces + 1` for a piece and
-/// `s - depth + 1` for an entry (they last held `s - pieces`'s and
-/// `s - depth`'s).
+/// contribution of `total` bytes to collective `s`: `s - depth + 1` for an
+/// entry and `s - pieces + 1` for a piece (they last held `s - depth`'s and
+/// `s - pieces`'s), and for a section of the halves one after the last
+/// collective that wrote any of its granules (`uses`, the writer's record,
+/// which this notes `s` in), but no less than a piece's. Collective
+/// `s - 1` wrote the other half, so that is never more than `s - 1`. The
+/// writes of one collective to the halves all name totals of one section.
 #[inline]
-pub fn writable_after(mem: &impl AreaMem, s: u64, total: usize) -> u64 {
-    let back = match placement(total, mem.piece()) {
-        Place::Inline => mem.depth() - 1,
-        Place::Piece => mem.pieces() - 1,
-        Place::Half => 1,
-    };
-    s.saturating_sub(back as u64)
+pub fn writable_after(mem: &impl AreaMem, s: u64, total: usize, uses: &mut HalfUses) -> u64 {
+    let pieces = s.saturating_sub(mem.pieces() as u64 - 1);
+    match placement(total, mem.piece()) {
+        Place::Inline => s.saturating_sub(mem.depth() as u64 - 1),
+        Place::Piece => pieces,
+        Place::Half => {
+            let last = uses.take(s, section(mem.payload(), s, total));
+            // The same when nothing wrote them yet: `pieces` is 0 until
+            // `s` is a depth of pieces in.
+            if last == 0 {
+                pieces
+            } else {
+                (last + 1).max(pieces)
+            }
+        }
+    }
 }
 
 /// Whether a member may write a contribution of `total` bytes to collective
 /// `s`: nobody still reads what that storage held before
-/// ([`writable_after`]).
+/// ([`writable_after`], which notes `s` in `uses`).
 #[inline]
-pub fn writable(mem: &impl AreaMem, slots: &[usize], s: u64, total: usize) -> bool {
+pub fn writable(
+    mem: &impl AreaMem,
+    slots: &[usize],
+    s: u64,
+    total: usize,
+    uses: &mut HalfUses,
+) -> bool {
     // The Acquire loads in `progress` order this check before our writes: a
     // reader's last read of the old contents happens-before its Release of
     // a `seq` at least this far, which we acquire here.
-    let after = writable_after(mem, s, total);
+    let after = writable_after(mem, s, total, uses);
     slots.iter().all(|&i| progress(mem, i) >= after)
 }
 
@@ -508,14 +602,17 @@ impl CollArea<'_> {
                 pieces + (s as usize % PIECES) * piece_stride(self.payload),
                 piece,
             ),
-            Place::Half => (
-                pieces + PIECES * piece_stride(self.payload) + (s & 1) as usize * self.payload,
-                self.payload,
-            ),
+            Place::Half => {
+                let (granules, g) = (section(self.payload, s, total), granule_bytes(self.payload));
+                (
+                    pieces + PIECES * piece_stride(self.payload) + granules.start * g,
+                    granules.len() * g,
+                )
+            }
         };
         // SAFETY: inside slot `i`: its line, DEPTH entries, PIECES pieces
-        // (each followed by a line of padding),
-        // then two halves.
+        // (each followed by a line of padding), then two halves, which hold
+        // the GRANULES granules that `section` names a range of.
         (unsafe { self.slot(i).add(at) }, room)
     }
 
@@ -602,6 +699,98 @@ unsafe impl AreaMem for CollArea<'_> {
     }
 }
 
+/// The storage rule against a brute-force one: whatever lengths a writer's
+/// collectives have, each waits for (at least) everyone to be done with
+/// every earlier collective whose storage its own overlaps, and never for
+/// more than `s - 1`; collectives of one granule run 31 ahead.
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::shm::{Segment, ShmConfig};
+    use proptest::prelude::*;
+
+    /// Slot 0's bytes that a contribution of `total` to `s` takes.
+    fn bytes(a: &CollArea<'_>, s: u64, total: usize) -> std::ops::Range<usize> {
+        let (p, room) = a.place(0, s, total);
+        let at = p as usize - a.slot(0) as usize;
+        at..at + room.min(total.max(1))
+    }
+
+    /// Runs a writer's `totals` (`None`: collective writes nothing) and
+    /// checks each wait; returns the waits.
+    fn run(local_size: usize, totals: &[Option<usize>]) -> Result<Vec<u64>, TestCaseError> {
+        let cfg = ShmConfig {
+            ring_bytes: 4096,
+            ..ShmConfig::default()
+        };
+        let (seg, _fd) = Segment::create_memfd("job-h", local_size, &cfg).unwrap();
+        let a = seg.coll_area(0);
+        let (mut uses, mut wrote, mut waits) = (HalfUses::default(), Vec::new(), Vec::new());
+        for (k, &t) in totals.iter().enumerate() {
+            let s = k as u64 + 1;
+            let Some(t) = t.map(|t| t.clamp(1, a.payload())) else {
+                continue;
+            };
+            let mine = bytes(&a, s, t);
+            let need = wrote
+                .iter()
+                .filter(|(_, b): &&(u64, std::ops::Range<usize>)| {
+                    b.start < mine.end && mine.start < b.end
+                })
+                .map(|(u, _)| u + 1)
+                .max()
+                .unwrap_or(0);
+            let after = writable_after(&a, s, t, &mut uses);
+            prop_assert_eq!(after, writable_after(&a, s, t, &mut uses), "asked again");
+            prop_assert!(after >= need, "s {} waits for {} < {}", s, after, need);
+            prop_assert!(after < s, "s {} waits for {}", s, after);
+            wrote.push((s, mine));
+            waits.push(after);
+        }
+        Ok(waits)
+    }
+
+    proptest! {
+        #[test]
+        fn a_writer_waits_for_whoever_may_still_read_its_storage(
+            local in prop::sample::select(vec![2usize, 3, 8, 64]),
+            totals in prop::collection::vec(
+                prop::option::weighted(0.9, prop_oneof![1usize..64, 1usize..5000, 1usize..200_000]),
+                1..300,
+            ),
+        ) {
+            run(local, &totals)?;
+        }
+    }
+
+    #[test]
+    fn a_shorter_contribution_lies_inside_a_longer_ones_section() {
+        let payload = payload_bytes(2);
+        let g = granule_bytes(payload);
+        for s in 1..200 {
+            for n in [1, 2, 4, 8] {
+                let (short, long) = (section(payload, s, n * g), section(payload, s, 2 * n * g));
+                assert!(
+                    long.start <= short.start && short.end <= long.end,
+                    "{s} {n}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn collectives_of_a_granule_run_31_ahead_and_of_a_half_one() {
+        let granule = granule_bytes(payload_bytes(2));
+        let waits = run(2, &[Some(granule); 100]).unwrap();
+        assert_eq!(
+            waits[40..],
+            (41..=100u64).map(|s| s - 31).collect::<Vec<_>>()
+        );
+        let waits = run(2, &[Some(payload_bytes(2)); 10]).unwrap();
+        assert_eq!(waits[2..], (3..=10u64).map(|s| s - 1).collect::<Vec<_>>());
+    }
+}
+
 /// Model checks of the area protocol: members run back-to-back collectives
 /// (barriers, allreduces, rooted broadcasts of short and long data) through
 /// a heap area of loom atomics, checking every result; a member that finds nothing to do may
@@ -614,7 +803,7 @@ mod loom_tests {
     use loom::sync::Arc;
 
     /// Slots of `depth` entries and fewer pieces, one word of data per
-    /// entry, piece and half, doorbells beside the flags.
+    /// entry, piece and granule of the halves, doorbells beside the flags.
     struct Heap {
         owner: AtomicU64,
         seq: Vec<AtomicU64>,
@@ -624,12 +813,13 @@ mod loom_tests {
         sleeping: Vec<AtomicU32>,
         waits_for: Vec<AtomicU64>,
         doorbell: Vec<AtomicU32>,
-        /// [slot][entry], [slot][piece], [slot][half]: one 8-byte
-        /// contribution each (placed by its declared length), moved by
-        /// Relaxed atomics so loom checks that the stamp publishes them.
+        /// [slot][entry], [slot][piece], [slot][granule]: one 8-byte
+        /// contribution each (placed by its declared length, in the halves
+        /// at the first granule of its section), moved by Relaxed atomics
+        /// so loom checks that the stamp publishes them.
         inline: Vec<Vec<AtomicU64>>,
         pieces: Vec<Vec<AtomicU64>>,
-        halves: Vec<[AtomicU64; 2]>,
+        halves: Vec<Vec<AtomicU64>>,
     }
 
     /// The model's piece, in declared bytes.
@@ -640,13 +830,13 @@ mod loom_tests {
             match placement(total, PIECE) {
                 Place::Inline => &self.inline[i][s as usize % self.depth()],
                 Place::Piece => &self.pieces[i][s as usize % self.pieces()],
-                Place::Half => &self.halves[i][(s & 1) as usize],
+                Place::Half => &self.halves[i][section(self.payload(), s, total).start],
             }
         }
     }
 
-    // SAFETY: one `seq`, `depth` entries and two halves per slot, shared by
-    // all model threads.
+    // SAFETY: one `seq`, `depth` entries, pieces and granules per slot,
+    // shared by all model threads.
     unsafe impl AreaMem for Heap {
         fn slots(&self) -> usize {
             self.seq.len()
@@ -705,9 +895,7 @@ mod loom_tests {
             doorbell: (0..n).map(|_| AtomicU32::new(0)).collect(),
             inline: (0..n).map(|_| words(depth)).collect(),
             pieces: (0..n).map(|_| words((depth - 1).max(2))).collect(),
-            halves: (0..n)
-                .map(|_| [AtomicU64::new(0), AtomicU64::new(0)])
-                .collect(),
+            halves: (0..n).map(|_| words(GRANULES)).collect(),
         })
     }
 
@@ -747,7 +935,7 @@ mod loom_tests {
 
     /// One member running `ops`; returns what it computed, checked by the caller.
     fn member(h: &Heap, slots: &[usize], me: usize, ops: &[Coll]) -> Vec<u64> {
-        let mut out = Vec::new();
+        let (mut out, mut uses) = (Vec::new(), HalfUses::default());
         for (k, op) in ops.iter().enumerate() {
             let s = k as u64 + 1;
             let mine = 10 * s + me as u64;
@@ -757,7 +945,8 @@ mod loom_tests {
                 Coll::Bcast(root, total) => (*root == me, *total),
             };
             if writes {
-                wait(h, me, || writable(h, slots, s, total));
+                let after = writable_after(h, s, total, &mut uses);
+                wait(h, me, || slots.iter().all(|&i| progress(h, i) >= after));
                 h.write(me, s, total, 0, &mine.to_le_bytes());
             }
             publish(h, slots, me, s, 0, true, |j| ring(h, j));
@@ -852,14 +1041,20 @@ mod loom_tests {
         }
     }
 
-    /// Long broadcasts go through the two halves whatever the depth: a root
-    /// two ahead would overwrite a half still being read. Mixed lengths use
-    /// the three kinds of storage side by side.
+    /// Long broadcasts go through sections of the two halves whatever the
+    /// depth: a root two ahead would overwrite a whole half still being
+    /// read, and one a section's cycle ahead a granule. Mixed lengths use
+    /// the three kinds of storage side by side, and sections of two sizes
+    /// that overlap.
     #[test]
     fn loom_area_long_bcast_flow_control() {
-        check(2, 3, vec![Coll::Bcast(0, PIECE + 1); 3], 3);
+        const HALF: usize = 8 * PIECE;
+        check(2, 3, vec![Coll::Bcast(0, HALF); 3], 3);
+        check(2, 3, vec![Coll::Bcast(0, PIECE + 1); 4], 2);
         let mixed = [8, PIECE + 1, PIECE, PIECE + 1].map(|n| Coll::Bcast(0, n));
         check(2, 3, mixed.to_vec(), 2);
+        let sizes = [HALF, PIECE + 1, PIECE + 1, HALF].map(|n| Coll::Bcast(0, n));
+        check(2, 3, sizes.to_vec(), 2);
     }
 
     /// Barrier then allreduces: entries rotate and are reused.

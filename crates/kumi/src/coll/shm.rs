@@ -6,11 +6,14 @@
 //! A member's contribution to a collective lies where its length puts it
 //! (`coll_area::placement`): up to 48 bytes in the collective's entry line,
 //! up to a piece (4 KiB up to 8 ranks on a host) in one of the slot's
-//! `PIECES` pieces, longer in one of its two payload halves. Below, "a
-//! payload half" is the most one contribution holds. A writer may run up to
-//! `DEPTH - 1` collectives ahead of the slowest member through entries,
-//! `PIECES - 1` through pieces, one through halves (`coll_area::writable`),
-//! so back-to-back short rooted collectives do not run in lock-step.
+//! `PIECES` pieces, longer in a section of one of its two payload halves
+//! (`coll_area::section`: a 16th of a half, 8 KiB up to 8 ranks, up to the
+//! whole half). Below, "a payload half" is the most one contribution holds.
+//! A writer may run up to `DEPTH - 1` collectives ahead of the slowest
+//! member through entries, `PIECES - 1` through pieces, 31 through the
+//! smallest sections and one through whole halves (`coll_area::writable`),
+//! so back-to-back rooted collectives of up to a few sections do not run
+//! in lock-step.
 //!
 //! A communicator's *local group* is its members on this host (on a pretend
 //! host with `KUMI_COLL_HOSTS`). Every member finds the same area for it, or
@@ -135,12 +138,12 @@ use crate::progress::Guard;
 use kumi_transport::cma;
 use kumi_transport::shm::coll_area::{
     self, all_reached_as, all_reached_naming, claim, group_key, progress, publish, reached_as,
-    writable_after, AreaMem, CollArea, AREAS,
+    writable_after, AreaMem, CollArea, HalfUses, AREAS,
 };
 use kumi_transport::shm::ShmTransport;
 use kumi_transport::Capabilities;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 mod long;
@@ -187,6 +190,10 @@ pub(crate) struct Group {
     /// engine touches it, and the engine's mutex orders that (and carries
     /// the Acquire that saw the members to whichever thread writes next).
     seen_all: Arc<AtomicU64>,
+    /// Which collectives last wrote the granules of my slot's halves
+    /// ([`writable_seen`]). Shared with the nonblocking ones in flight; the
+    /// lock is never contended (as `seen_all`: one thread at a time).
+    half_uses: Arc<Mutex<HalfUses>>,
     /// Every collective of this group up to this number is complete here
     /// (shared with the nonblocking ones in flight). Relaxed: only the thread
     /// holding the engine touches it, and the engine's mutex orders that.
@@ -283,6 +290,7 @@ impl Group {
             payload: coll_area::payload_bytes(seg.local_size()),
             seq: 0,
             seen_all: Arc::new(AtomicU64::new(0)),
+            half_uses: Arc::default(),
             completed: Arc::new(AtomicU64::new(0)),
             kind: 0,
             long: Long::TRIAL,
@@ -419,7 +427,8 @@ fn wait_all(e: &mut Guard<'_>, g: &Group, s: u64, info: WaitInfo) -> Result<()> 
 /// writer running ahead of its readers (a root of back-to-back short
 /// broadcasts) looks once per few collectives, not once per collective.
 fn wait_writable(e: &mut Guard<'_>, g: &Group, s: u64, total: usize, info: WaitInfo) -> Result<()> {
-    let writable = |a: &CollArea<'_>| writable_seen(a, &g.slots, s, total, &g.seen_all);
+    let writable =
+        |a: &CollArea<'_>| writable_seen(a, &g.slots, s, total, &g.seen_all, &g.half_uses);
     if writable(&area(e, g.area)) {
         return Ok(());
     }
@@ -427,18 +436,25 @@ fn wait_writable(e: &mut Guard<'_>, g: &Group, s: u64, total: usize, info: WaitI
 }
 
 /// Whether my contribution of `total` bytes to collective `s` is writable
-/// ([`coll_area::writable`]): at once if this rank has already seen every member get
-/// far enough (`seen`, in an earlier collective or look; that Acquire
-/// orders the writes that follow as `writable`'s would), else by looking at
-/// every member's progress and noting the slowest's in `seen`.
+/// ([`coll_area::writable`], which reads and notes `uses`): at once if this
+/// rank has already seen every member get far enough (`seen`, in an earlier
+/// collective or look; that Acquire orders the writes that follow as
+/// `writable`'s would), else by looking at every member's progress and
+/// noting the slowest's in `seen`.
 fn writable_seen(
     a: &CollArea<'_>,
     slots: &[usize],
     s: u64,
     total: usize,
     seen: &AtomicU64,
+    uses: &Mutex<HalfUses>,
 ) -> bool {
-    let after = writable_after(a, s, total);
+    let after = writable_after(
+        a,
+        s,
+        total,
+        &mut uses.lock().unwrap_or_else(|p| p.into_inner()),
+    );
     if seen.load(Ordering::Relaxed) >= after {
         return true;
     }
@@ -969,7 +985,9 @@ impl Rooted {
 /// bytes split evenly among the `m` members when it fits there, else a
 /// piece split evenly, else the payload half (of `payload` bytes) split
 /// evenly, else nowhere (it goes as a message). As `(total, offset)` for the
-/// area's `write`/`read`, which place the contribution by `total`.
+/// area's `write`/`read`, which place the contribution by `total`. Not in
+/// the halves' smaller sections: those of one collective overlap
+/// (`coll_area::section`), and blocks of several lengths would too.
 pub(crate) fn scatterv_place(
     j: usize,
     n: usize,

@@ -641,13 +641,12 @@ fn allreduce_area(
         Round::of(&area(e, g.area), &g.slots, me, s).write_inputs(part, elem);
         publish_at(e, g, s);
         wait_all(e, g, s, info)?;
-        {
-            let a = area(e, g.area);
-            Round::of(&a, &g.slots, me, s).fold_inputs(part, elem, op);
-            // The results' half is free: every member has entered `s`, so
-            // all are done with collective `s - 1`, the last to use it.
-            Round::of(&a, &g.slots, me, s + 1).write_result(part, elem);
-        }
+        Round::of(&area(e, g.area), &g.slots, me, s).fold_inputs(part, elem, op);
+        // At once: every member has entered `s`, so all are done with
+        // `s - 1` and before, the last to use the results' storage (in the
+        // other half than `s`'s); this notes `s + 1` as its user.
+        wait_writable(e, g, s + 1, len, info)?;
+        Round::of(&area(e, g.area), &g.slots, me, s + 1).write_result(part, elem);
         publish_at(e, g, s + 1);
         wait_all(e, g, s + 1, info)?;
         Round::of(&area(e, g.area), &g.slots, me, s + 1).read_results(part, elem);

@@ -23,8 +23,9 @@ pub(crate) struct Pending {
     /// The last round's (`s` when there is one round).
     last: u64,
     completed: Arc<AtomicU64>,
-    /// The group's `seen_all`.
+    /// The group's `seen_all` and `half_uses`.
     seen_all: Arc<AtomicU64>,
+    half_uses: Arc<Mutex<HalfUses>>,
     /// The group's `mates`: the other members bound to this rank's core.
     mates: Option<Arc<[usize]>>,
     published: bool,
@@ -1250,6 +1251,7 @@ impl Pending {
             last: 0,
             completed: g.completed.clone(),
             seen_all: g.seen_all.clone(),
+            half_uses: g.half_uses.clone(),
             mates: g.mates.clone(),
             published: false,
             done: false,
@@ -1336,7 +1338,8 @@ impl Pending {
                 (_, _, Some(g)) => g.longest_write(&a, s, self.me, self.slots.len()),
                 _ => None,
             };
-            if written.is_some_and(|n| !writable_seen(&a, &self.slots, s, n, &self.seen_all)) {
+            let (seen, uses) = (&self.seen_all, &self.half_uses);
+            if written.is_some_and(|n| !writable_seen(&a, &self.slots, s, n, seen, uses)) {
                 return false;
             }
             if let (Some(l), Some(_)) = (&mut self.long, long) {
