@@ -30,8 +30,8 @@
 //! uses entry `s % DEPTH` of each slot, and for its contribution, by length:
 //! up to [`INLINE`] bytes the entry itself, up to a piece the piece
 //! `s % PIECES`, longer ones a section of payload half `s & 1`: the fewest
-//! granules, a power of two, that hold it, the `(s >> 1)`-th such section
-//! of the half, cyclically ([`placement`], [`section`]). A member
+//! granules, a power of two, that hold it, where `s` puts a section of
+//! that size ([`placement`], [`section`]). A member
 //! publishes every number it takes, in order, by writing `stamp = s` in entry
 //! `s % DEPTH` and `seq = s` (both written by the slot's owner only, both
 //! only growing): "I have entered collective `s`, and my contribution to it,
@@ -477,8 +477,8 @@ pub fn writable_after(mem: &impl AreaMem, s: u64, total: usize, uses: &mut HalfU
         Place::Piece => pieces,
         Place::Half => {
             let last = uses.take(s, section(mem.payload(), s, total));
-            // The same when nothing wrote them yet: `pieces` is 0 until
-            // `s` is a depth of pieces in.
+            // Nothing wrote them yet: only the pieces' rule (`last + 1`
+            // would have collective 1 wait for its own writer).
             if last == 0 {
                 pieces
             } else {
