@@ -194,28 +194,34 @@ pub fn section(payload: usize, s: u64, total: usize) -> std::ops::Range<usize> {
 /// A writer's own record of the collectives that last wrote each granule
 /// of its slot's halves, for [`writable_after`]. Only the slot's owner keeps
 /// one, and notes its collectives in the order of their numbers (each
-/// publishes only after the one before it has).
-#[derive(Clone, Debug, Default)]
+/// publishes only after the one before it has). Atomics so that a member's
+/// collectives in flight share it without a lock; Relaxed, since one
+/// thread at a time touches it and whatever hands the member from thread
+/// to thread (the runtime's engine lock) orders that. Not the shared
+/// memory's atomics (`crate::sync`): nobody else reads it.
+#[derive(Debug, Default)]
 pub struct HalfUses {
     /// The last collective that wrote each granule (0: none yet).
-    last: [u64; GRANULES],
+    last: [std::sync::atomic::AtomicU64; GRANULES],
     /// The one before `last`, so that asking again for the same collective
     /// (a nonblocking one looks until it may write) answers the same.
-    before: [u64; GRANULES],
+    before: [std::sync::atomic::AtomicU64; GRANULES],
 }
 
 impl HalfUses {
     /// Notes that collective `s` writes `granules`, and returns the last
     /// collective before it that wrote any of them (0: none).
-    pub fn take(&mut self, s: u64, granules: std::ops::Range<usize>) -> u64 {
+    pub fn take(&self, s: u64, granules: std::ops::Range<usize>) -> u64 {
+        use std::sync::atomic::Ordering::Relaxed;
         let mut latest = 0;
         for g in granules {
-            if self.last[g] != s {
-                debug_assert!(self.last[g] < s, "collective {s} after {}", self.last[g]);
-                self.before[g] = self.last[g];
-                self.last[g] = s;
+            let last = self.last[g].load(Relaxed);
+            if last != s {
+                debug_assert!(last < s, "collective {s} after {last}");
+                self.before[g].store(last, Relaxed);
+                self.last[g].store(s, Relaxed);
             }
-            latest = latest.max(self.before[g]);
+            latest = latest.max(self.before[g].load(Relaxed));
         }
         latest
     }
@@ -470,7 +476,7 @@ pub fn all_reached(mem: &impl AreaMem, slots: &[usize], s: u64) -> bool {
 /// `s - 1` wrote the other half, so that is never more than `s - 1`. The
 /// writes of one collective to the halves all name totals of one section.
 #[inline]
-pub fn writable_after(mem: &impl AreaMem, s: u64, total: usize, uses: &mut HalfUses) -> u64 {
+pub fn writable_after(mem: &impl AreaMem, s: u64, total: usize, uses: &HalfUses) -> u64 {
     let pieces = s.saturating_sub(mem.pieces() as u64 - 1);
     match placement(total, mem.piece()) {
         Place::Inline => s.saturating_sub(mem.depth() as u64 - 1),
@@ -497,7 +503,7 @@ pub fn writable(
     slots: &[usize],
     s: u64,
     total: usize,
-    uses: &mut HalfUses,
+    uses: &HalfUses,
 ) -> bool {
     // The Acquire loads in `progress` order this check before our writes: a
     // reader's last read of the old contents happens-before its Release of
@@ -725,7 +731,7 @@ mod tests {
         };
         let (seg, _fd) = Segment::create_memfd("job-h", local_size, &cfg).unwrap();
         let a = seg.coll_area(0);
-        let (mut uses, mut wrote, mut waits) = (HalfUses::default(), Vec::new(), Vec::new());
+        let (uses, mut wrote, mut waits) = (HalfUses::default(), Vec::new(), Vec::new());
         for (k, &t) in totals.iter().enumerate() {
             let s = k as u64 + 1;
             let Some(t) = t.map(|t| t.clamp(1, a.payload())) else {
@@ -740,8 +746,8 @@ mod tests {
                 .map(|(u, _)| u + 1)
                 .max()
                 .unwrap_or(0);
-            let after = writable_after(&a, s, t, &mut uses);
-            prop_assert_eq!(after, writable_after(&a, s, t, &mut uses), "asked again");
+            let after = writable_after(&a, s, t, &uses);
+            prop_assert_eq!(after, writable_after(&a, s, t, &uses), "asked again");
             prop_assert!(after >= need, "s {} waits for {} < {}", s, after, need);
             prop_assert!(after < s, "s {} waits for {}", s, after);
             wrote.push((s, mine));
@@ -935,7 +941,7 @@ mod loom_tests {
 
     /// One member running `ops`; returns what it computed, checked by the caller.
     fn member(h: &Heap, slots: &[usize], me: usize, ops: &[Coll]) -> Vec<u64> {
-        let (mut out, mut uses) = (Vec::new(), HalfUses::default());
+        let (mut out, uses) = (Vec::new(), HalfUses::default());
         for (k, op) in ops.iter().enumerate() {
             let s = k as u64 + 1;
             let mine = 10 * s + me as u64;
@@ -945,7 +951,7 @@ mod loom_tests {
                 Coll::Bcast(root, total) => (*root == me, *total),
             };
             if writes {
-                let after = writable_after(h, s, total, &mut uses);
+                let after = writable_after(h, s, total, &uses);
                 wait(h, me, || slots.iter().all(|&i| progress(h, i) >= after));
                 h.write(me, s, total, 0, &mine.to_le_bytes());
             }

@@ -143,7 +143,7 @@ use kumi_transport::shm::coll_area::{
 use kumi_transport::shm::ShmTransport;
 use kumi_transport::Capabilities;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
 mod long;
@@ -183,17 +183,9 @@ pub(crate) struct Group {
     pub payload: usize,
     /// Last collective number used.
     seq: u64,
-    /// Every member is known to have entered this collective (this rank saw
-    /// it with Acquire loads), so storage it frees is writable without
-    /// looking again ([`writable_seen`]). Shared with the nonblocking ones
-    /// in flight; Relaxed, as `completed`: only the thread holding the
-    /// engine touches it, and the engine's mutex orders that (and carries
-    /// the Acquire that saw the members to whichever thread writes next).
-    seen_all: Arc<AtomicU64>,
-    /// Which collectives last wrote the granules of my slot's halves
-    /// ([`writable_seen`]). Shared with the nonblocking ones in flight; the
-    /// lock is never contended (as `seen_all`: one thread at a time).
-    half_uses: Arc<Mutex<HalfUses>>,
+    /// What this rank knows of its slot's storage being free (shared with
+    /// the nonblocking ones in flight).
+    storage: Arc<Storage>,
     /// Every collective of this group up to this number is complete here
     /// (shared with the nonblocking ones in flight). Relaxed: only the thread
     /// holding the engine touches it, and the engine's mutex orders that.
@@ -289,8 +281,7 @@ impl Group {
             mates,
             payload: coll_area::payload_bytes(seg.local_size()),
             seq: 0,
-            seen_all: Arc::new(AtomicU64::new(0)),
-            half_uses: Arc::default(),
+            storage: Arc::default(),
             completed: Arc::new(AtomicU64::new(0)),
             kind: 0,
             long: Long::TRIAL,
@@ -382,7 +373,7 @@ fn wait(
 /// rank keeps its core ([`wait_keeping_core`]).
 fn wait_all_reached(e: &mut Guard<'_>, g: &Group, s: u64, info: WaitInfo) -> Result<()> {
     wait_keeping_core(e, g, s, info, |a| g.all_reached(a, s))?;
-    saw_all(&g.seen_all, s);
+    saw_all(&g.storage.seen_all, s);
     Ok(())
 }
 
@@ -414,7 +405,7 @@ fn wait_keeping_core(
 /// Waits until every member has reached collective `s` as this one.
 fn wait_all(e: &mut Guard<'_>, g: &Group, s: u64, info: WaitInfo) -> Result<()> {
     wait(e, info, g.area, |a| g.all_reached(a, s))?;
-    saw_all(&g.seen_all, s);
+    saw_all(&g.storage.seen_all, s);
     Ok(())
 }
 
@@ -427,33 +418,44 @@ fn wait_all(e: &mut Guard<'_>, g: &Group, s: u64, info: WaitInfo) -> Result<()> 
 /// writer running ahead of its readers (a root of back-to-back short
 /// broadcasts) looks once per few collectives, not once per collective.
 fn wait_writable(e: &mut Guard<'_>, g: &Group, s: u64, total: usize, info: WaitInfo) -> Result<()> {
-    let writable =
-        |a: &CollArea<'_>| writable_seen(a, &g.slots, s, total, &g.seen_all, &g.half_uses);
+    let writable = |a: &CollArea<'_>| writable_seen(a, &g.slots, s, total, &g.storage);
     if writable(&area(e, g.area)) {
         return Ok(());
     }
     wait(e, info, g.area, writable)
 }
 
+/// What a member knows of its slot's storage being free: how far it has
+/// seen every member get, and which collectives last wrote its halves.
+/// Relaxed, as `Group::completed`: only the thread holding the engine
+/// touches it, and the engine's mutex orders that (and carries the Acquire
+/// that saw the members to whichever thread writes next).
+#[derive(Debug, Default)]
+pub(crate) struct Storage {
+    /// Every member is known to have entered this collective (this rank saw
+    /// it with Acquire loads), so storage it frees is writable without
+    /// looking again ([`writable_seen`]).
+    seen_all: AtomicU64,
+    /// See [`coll_area::writable_after`].
+    halves: HalfUses,
+}
+
 /// Whether my contribution of `total` bytes to collective `s` is writable
-/// ([`coll_area::writable`], which reads and notes `uses`): at once if this
-/// rank has already seen every member get far enough (`seen`, in an earlier
-/// collective or look; that Acquire orders the writes that follow as
-/// `writable`'s would), else by looking at every member's progress and
-/// noting the slowest's in `seen`.
+/// ([`coll_area::writable`], which notes `s` in the record of my halves):
+/// at once if this rank has already seen every member get far enough (in
+/// an earlier collective or look; that Acquire orders the writes that
+/// follow as `writable`'s would), else by looking at every member's
+/// progress and noting the slowest's.
 fn writable_seen(
     a: &CollArea<'_>,
     slots: &[usize],
     s: u64,
     total: usize,
-    seen: &AtomicU64,
-    uses: &Mutex<HalfUses>,
+    storage: &Storage,
 ) -> bool {
-    let after = writable_after(
-        a,
-        s,
-        total,
-        &mut uses.lock().unwrap_or_else(|p| p.into_inner()),
+    let (seen, after) = (
+        &storage.seen_all,
+        writable_after(a, s, total, &storage.halves),
     );
     if seen.load(Ordering::Relaxed) >= after {
         return true;
@@ -465,8 +467,8 @@ fn writable_seen(
 
 /// Notes that every member has entered collective `s` (seen with Acquire).
 fn saw_all(seen: &AtomicU64, s: u64) {
-    // Relaxed, and no read-modify-write: see `Group::seen_all` (one thread
-    // at a time).
+    // Relaxed, and no read-modify-write: see `Storage` (one thread at a
+    // time).
     if seen.load(Ordering::Relaxed) < s {
         seen.store(s, Ordering::Relaxed);
     }

@@ -23,9 +23,8 @@ pub(crate) struct Pending {
     /// The last round's (`s` when there is one round).
     last: u64,
     completed: Arc<AtomicU64>,
-    /// The group's `seen_all` and `half_uses`.
-    seen_all: Arc<AtomicU64>,
-    half_uses: Arc<Mutex<HalfUses>>,
+    /// The group's `storage`.
+    storage: Arc<Storage>,
     /// The group's `mates`: the other members bound to this rank's core.
     mates: Option<Arc<[usize]>>,
     published: bool,
@@ -1250,8 +1249,7 @@ impl Pending {
             s: g.take(1),
             last: 0,
             completed: g.completed.clone(),
-            seen_all: g.seen_all.clone(),
-            half_uses: g.half_uses.clone(),
+            storage: g.storage.clone(),
             mates: g.mates.clone(),
             published: false,
             done: false,
@@ -1338,8 +1336,7 @@ impl Pending {
                 (_, _, Some(g)) => g.longest_write(&a, s, self.me, self.slots.len()),
                 _ => None,
             };
-            let (seen, uses) = (&self.seen_all, &self.half_uses);
-            if written.is_some_and(|n| !writable_seen(&a, &self.slots, s, n, seen, uses)) {
+            if written.is_some_and(|n| !writable_seen(&a, &self.slots, s, n, &self.storage)) {
                 return false;
             }
             if let (Some(l), Some(_)) = (&mut self.long, long) {
@@ -1376,7 +1373,7 @@ impl Pending {
             Folds::Prefix { .. } => false,
         };
         if waited_all {
-            saw_all(&self.seen_all, s);
+            saw_all(&self.storage.seen_all, s);
         }
         if let Some((buf, n, op)) = self.data.as_ref().filter(|_| upto > 0) {
             let (at, n) = self.data_part(*n);
