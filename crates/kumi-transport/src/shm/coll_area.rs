@@ -191,37 +191,82 @@ pub fn section(payload: usize, s: u64, total: usize) -> std::ops::Range<usize> {
     first..first + n
 }
 
-/// A writer's own record of the collectives that last wrote each granule
-/// of its slot's halves, for [`writable_after`]. Only the slot's owner keeps
-/// one, and notes its collectives in the order of their numbers (each
-/// publishes only after the one before it has). Atomics so that a member's
-/// collectives in flight share it without a lock; Relaxed, since one
-/// thread at a time touches it and whatever hands the member from thread
-/// to thread (the runtime's engine lock) orders that. Not the shared
-/// memory's atomics (`crate::sync`): nobody else reads it.
+/// A writer's own record of the collectives that last wrote its slot's
+/// halves, for [`writable_after`]. Only the slot's owner keeps one, and
+/// notes its collectives in the order of their numbers (each publishes only
+/// after the one before it has). Atomics so that a member's collectives in
+/// flight share it without a lock; Relaxed, since one thread at a time
+/// touches it and whatever hands the member from thread to thread (the
+/// runtime's engine lock) orders that. Not the shared memory's atomics
+/// (`crate::sync`): nobody else reads it.
+///
+/// The sections of a half are the nodes of a binary tree (the whole half
+/// at the root, single granules at the leaves): two sections overlap
+/// exactly when one lies inside the other. So the collectives that wrote
+/// storage overlapping a section are those that wrote it, one of its
+/// ancestors or a section inside it, and a look takes one node per level,
+/// not one per granule (an alltoallv writes a whole half every call).
 #[derive(Debug, Default)]
 pub struct HalfUses {
-    /// The last collective that wrote each granule (0: none yet).
-    last: [std::sync::atomic::AtomicU64; GRANULES],
-    /// The one before `last`, so that asking again for the same collective
-    /// (a nonblocking one looks until it may write) answers the same.
-    before: [std::sync::atomic::AtomicU64; GRANULES],
+    /// Per half, the nodes in heap order: node 1 the whole half, nodes
+    /// `k..2k` its `k` sections of `16 / k` granules (node 0 unused).
+    nodes: [[Node; GRANULES]; 2],
+}
+
+#[derive(Debug, Default)]
+struct Node {
+    /// The last collective that wrote this section itself.
+    own: Mark,
+    /// The last that wrote a section inside it.
+    inside: Mark,
+}
+
+/// The last collective noted, and the one before it, so that asking again
+/// for the same collective (a nonblocking one looks until it may write)
+/// answers the same.
+#[derive(Debug, Default)]
+struct Mark {
+    last: std::sync::atomic::AtomicU64,
+    before: std::sync::atomic::AtomicU64,
+}
+
+impl Mark {
+    /// The last collective before `s` noted here (0: none).
+    fn before(&self, s: u64) -> u64 {
+        use std::sync::atomic::Ordering::Relaxed;
+        match self.last.load(Relaxed) {
+            l if l == s => self.before.load(Relaxed),
+            l => l,
+        }
+    }
+
+    fn note(&self, s: u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let last = self.last.load(Relaxed);
+        if last != s {
+            debug_assert!(last < s, "collective {s} after {last}");
+            self.before.store(last, Relaxed);
+            self.last.store(s, Relaxed);
+        }
+    }
 }
 
 impl HalfUses {
-    /// Notes that collective `s` writes `granules`, and returns the last
-    /// collective before it that wrote any of them (0: none).
+    /// Notes that collective `s` writes `granules` (a [`section`]), and
+    /// returns the last collective before it that wrote any of them (0:
+    /// none).
     pub fn take(&self, s: u64, granules: std::ops::Range<usize>) -> u64 {
-        use std::sync::atomic::Ordering::Relaxed;
-        let mut latest = 0;
-        for g in granules {
-            let last = self.last[g].load(Relaxed);
-            if last != s {
-                debug_assert!(last < s, "collective {s} after {last}");
-                self.before[g].store(last, Relaxed);
-                self.last[g].store(s, Relaxed);
-            }
-            latest = latest.max(self.before[g].load(Relaxed));
+        const HALF: usize = GRANULES / 2;
+        let n = granules.len();
+        debug_assert!(n.is_power_of_two() && n <= HALF && granules.start.is_multiple_of(n));
+        let nodes = &self.nodes[granules.start / HALF];
+        let mut v = HALF / n + granules.start % HALF / n;
+        let mut latest = nodes[v].own.before(s).max(nodes[v].inside.before(s));
+        nodes[v].own.note(s);
+        while v > 1 {
+            v /= 2;
+            latest = latest.max(nodes[v].own.before(s));
+            nodes[v].inside.note(s);
         }
         latest
     }
@@ -594,8 +639,10 @@ impl CollArea<'_> {
     }
 
     /// Where slot `i`'s contribution of `total` bytes to collective `s`
-    /// lies, and the room there.
-    #[inline]
+    /// lies, and the room there. Always inlined: called out of line, it
+    /// made the short rooted collectives through pieces 1.1-1.2x slower
+    /// (docs/BENCHMARKS.md, session 59).
+    #[inline(always)]
     fn place(&self, i: usize, s: u64, total: usize) -> (*mut u8, usize) {
         let piece = self.piece_bytes();
         let pieces = LINE + DEPTH * ENTRY;
