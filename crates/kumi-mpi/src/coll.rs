@@ -736,7 +736,7 @@ mpi! {
         // SAFETY: MPI's contract (see `v::igatherv`); in place, the root's
         // receive is its own send block; packed copies live in `packed`
         // with the request.
-        let req = unsafe { c.iscatterv_segments(&send, recv, r) }?;
+        let req = unsafe { c.iscatter_segments(&send, recv, r) }?;
         nb_request(Box::new(NbPacked(req, packed)), comm, request)
     }
 

@@ -594,6 +594,10 @@ fn nonblocking(w: &Comm) -> R {
     eq(&v, &[p * (p + 1) / 2; 4], "iallreduce", me)?;
     nonblocking_movement(w)?;
     scoped_movement(w, 3)?;
+    // Blocks of 20-40 KB: a scatter's in a section of the halves; up to 8
+    // ranks, alltoallv's of 40 KB inside a member's share but from single
+    // copy's first length (as messages where the host chose single copy).
+    scoped_movement(w, 2_501)?;
     // Blocks beyond a collective area's half: in rounds, or as messages.
     scoped_movement(w, 40_009)
 }

@@ -425,25 +425,25 @@ impl Comm {
         let (p, me) = (self.size(), self.rank());
         own_segment("send", send, p, me, recv.get(me).map_or(0, |r| r.1))?;
         own_segment("recv", recv, p, me, send[me].1)?;
-        // Inside one host, the blocks of at most a member's share through
+        // Inside one host, the blocks of at most `alltoallv_longest` through
         // the area in one pass, the longer ones by messages: both ends of a
         // block know its length, so they agree on its way without a word.
         let pending = self.shm_whole(Location::caller(), true, |e, g| {
-            let share = shm::alltoallv_share(g);
-            (share > 0).then(|| {
+            let longest = shm::alltoallv_longest(e, g);
+            (longest > 0).then(|| {
                 // SAFETY: the caller's contract.
                 let pending =
                     unsafe { shm::Pending::start_alltoallv(e, g, send.to_vec(), recv.to_vec()) };
-                Ok((pending, share))
+                Ok((pending, longest))
             })
         })?;
-        let Some((pending, share)) = pending else {
+        let Some((pending, longest)) = pending else {
             // SAFETY: the caller's contract.
             return unsafe { self.alltoallv_each(send, recv, Exec::Start) }.map(started);
         };
         let long = |from: usize, to: usize| match from == me {
-            true => send[to].1 > share,
-            false => recv[from].1 > share,
+            true => send[to].1 > longest,
+            false => recv[from].1 > longest,
         };
         let blocks = (0..p)
             .any(|j| j != me && (long(me, j) || long(j, me)))

@@ -270,7 +270,7 @@ impl Comm {
                 format!("size() * count = {} elements at the root", p * count),
             ));
         }
-        self.iscatterv(send, &vec![count; p], root)
+        self.iscatter_counts(send, &vec![count; p], root, true)
     }
 
     /// Starts a [`Comm::alltoall`] of `send` (`size()` equal blocks, block j
@@ -336,6 +336,18 @@ impl Comm {
         counts: &[usize],
         root: usize,
     ) -> Result<CollRequest<T>> {
+        self.iscatter_counts(send, counts, root, false)
+    }
+
+    /// [`Comm::iscatterv`]; `equal`: a scatter's, every count the same.
+    #[track_caller]
+    fn iscatter_counts<T: Pod>(
+        &self,
+        send: Vec<T>,
+        counts: &[usize],
+        root: usize,
+        equal: bool,
+    ) -> Result<CollRequest<T>> {
         self.check_root(root)?;
         self.check_counts(counts)?;
         let me = self.rank();
@@ -362,7 +374,12 @@ impl Comm {
         let mine = (out.as_mut_ptr::<u8>(), out.bytes().len());
         // SAFETY: the segments split `hold`, `mine` is `out`, both kept
         // until the collective completes (`keeping`), `out` then its result.
-        let r = unsafe { self.iscatterv_segments(&sends, mine, root) }?;
+        let r = unsafe {
+            match equal {
+                true => self.iscatter_segments(&sends, mine, root),
+                false => self.iscatterv_segments(&sends, mine, root),
+            }
+        }?;
         Ok(self.keeping(r, Owned::reading(hold, Some(out))))
     }
 

@@ -630,11 +630,54 @@ impl Comm {
     /// # Safety
     /// As for [`Comm::scatterv_segments`], until the request completes.
     #[doc(hidden)]
+    #[track_caller]
     pub unsafe fn iscatterv_segments(
         &self,
         send: &[(*const u8, usize)],
         recv: (*mut u8, usize),
         root: usize,
+    ) -> Result<CollRequest<u8>> {
+        // SAFETY: the caller's contract.
+        unsafe { self.iscatter_by(send, recv, root, false) }
+    }
+
+    /// [`Comm::iscatterv_segments`] of a scatter: every block as long as
+    /// every rank's `recv` (checked at the root), so that inside one host
+    /// they lie as the blocking scatter's ([`shm::Rooted::equal`]).
+    ///
+    /// # Safety
+    /// As for [`Comm::scatterv_segments`], until the request completes.
+    #[doc(hidden)]
+    #[track_caller]
+    pub unsafe fn iscatter_segments(
+        &self,
+        send: &[(*const u8, usize)],
+        recv: (*mut u8, usize),
+        root: usize,
+    ) -> Result<CollRequest<u8>> {
+        if self.rank() == root {
+            if let Some((j, &(_, n))) = send.iter().enumerate().find(|(_, b)| b.1 != recv.1) {
+                return Err(bad(
+                    "send",
+                    n,
+                    format!("block {j} as long as the receive ({} bytes)", recv.1),
+                ));
+            }
+        }
+        // SAFETY: the caller's contract.
+        unsafe { self.iscatter_by(send, recv, root, true) }
+    }
+
+    /// # Safety
+    /// As for [`Comm::scatterv_segments`], until the request completes;
+    /// `equal` only where every block is as long as every rank's `recv`.
+    #[track_caller]
+    unsafe fn iscatter_by(
+        &self,
+        send: &[(*const u8, usize)],
+        recv: (*mut u8, usize),
+        root: usize,
+        equal: bool,
     ) -> Result<CollRequest<u8>> {
         self.check_root(root)?;
         let (p, me) = (self.size(), self.rank());
@@ -650,7 +693,10 @@ impl Comm {
             } else {
                 Vec::new()
             };
-            let rooted = shm::Rooted::of(e, g);
+            let rooted = match equal {
+                true => shm::Rooted::of(e, g).equal(),
+                false => shm::Rooted::of(e, g),
+            };
             // SAFETY: the caller's contract.
             let pending = unsafe { shm::Pending::start_scatterv(e, g, root, send, recv, rooted) };
             Some(Ok((pending, rooted)))

@@ -247,7 +247,7 @@ impl Comm {
             Vec::new()
         };
         // SAFETY: as in `iallgatherv_into`.
-        let r = unsafe { self.iscatterv_segments(&sends, (recv.as_mut_ptr().cast(), n), root) }?;
+        let r = unsafe { self.iscatter_segments(&sends, (recv.as_mut_ptr().cast(), n), root) }?;
         Ok(keep(s, r))
     }
 

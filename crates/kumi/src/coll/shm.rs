@@ -946,6 +946,9 @@ pub(crate) struct Rooted {
     payload: usize,
     /// The longest block through the area.
     max: usize,
+    /// A scatter's blocks all have one length, which every member knows
+    /// ([`Rooted::equal`]).
+    equal: bool,
 }
 
 impl Rooted {
@@ -959,6 +962,19 @@ impl Rooted {
         Rooted {
             payload: g.payload,
             max,
+            equal: false,
+        }
+    }
+
+    /// The rule for a scatter whose blocks all have one length, which every
+    /// member knows: they lie side by side, as the blocking scatter's
+    /// (`Comm::scatter_area`), in one contribution of `m` blocks, which a
+    /// section of the halves holds (`coll_area::section`), so that a root
+    /// runs ahead of its readers as there, not one collective.
+    pub(crate) fn equal(self) -> Rooted {
+        Rooted {
+            equal: true,
+            ..self
         }
     }
 
@@ -976,9 +992,16 @@ impl Rooted {
     /// Where a scatter's block of `n` bytes for member `j` of `m` goes in
     /// the root's contribution, if through the area ([`scatterv_place`]).
     pub(crate) fn place(self, j: usize, n: usize, m: usize) -> Option<(usize, usize)> {
-        (n <= self.max)
-            .then(|| scatterv_place(j, n, m, self.payload))
-            .flatten()
+        if n > self.max {
+            return None;
+        }
+        if self.equal {
+            return n
+                .checked_mul(m)
+                .filter(|&total| total <= self.payload)
+                .map(|total| (total, j * n));
+        }
+        scatterv_place(j, n, m, self.payload)
     }
 }
 
@@ -1394,6 +1417,15 @@ pub(crate) unsafe fn allgather_rounds(
 /// once, and per round for the longer ones ([`alltoallv`]).
 pub(crate) fn alltoallv_share(g: &Group) -> usize {
     (g.payload - 8) / g.slots.len()
+}
+
+/// The longest block of a nonblocking alltoallv through the area: a
+/// member's share, and shorter than single copy's first length where the
+/// host chose single copy ([`Rooted`]): the longer ones go as messages,
+/// by single copy from there, which took 0.69x the area's time at 32 KiB
+/// (docs/BENCHMARKS.md, session 59).
+pub(crate) fn alltoallv_longest(e: &Engine, g: &Group) -> usize {
+    alltoallv_share(g).min(Rooted::of(e, g).longest())
 }
 
 /// Bytes of block `j` of `count` elements of `elem` bytes split among `m`

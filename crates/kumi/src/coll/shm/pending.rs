@@ -424,10 +424,11 @@ enum Sends {
     /// order; each member publishes its pieces of all of them side by side
     /// and this one reads the piece at its own index.
     Blocks(*const u8, usize),
-    /// Alltoallv, one round: block j for member j where it fits a member's
-    /// share ([`scatterv_place`]), as the blocking form's first pass; the
+    /// Alltoallv, one round: block j for member j where it is no longer
+    /// than `.1` (at most a member's share, [`alltoallv_longest`]) in its
+    /// place ([`scatterv_place`]), as the blocking form's first pass; the
     /// longer ones are the caller's to move (both ends know which).
-    Each(Vec<(*const u8, usize)>),
+    Each(Vec<(*const u8, usize)>, usize),
     /// Gatherv to member `root`, one round: a block the area carries
     /// ([`Rooted`]), as the blocking form ([`gather`]); `recv` is the
     /// root's segments (empty elsewhere). The others are the caller's.
@@ -586,9 +587,12 @@ impl Gather {
                 }
                 kind(K_ALLTOALL, 0, total)
             }
-            Sends::Each(ref send) => {
-                for (j, &(p, n)) in send.iter().enumerate().filter(|&(j, _)| j != me) {
-                    if let (Some((total, off)), 1..) = (scatterv_place(j, n, m, a_room(a)), n) {
+            Sends::Each(ref send, longest) => {
+                let ours = |&(j, &(_, n)): &(usize, &(*const u8, usize))| {
+                    j != me && (1..=longest).contains(&n)
+                };
+                for (j, &(p, n)) in send.iter().enumerate().filter(ours) {
+                    if let Some((total, off)) = scatterv_place(j, n, m, a_room(a)) {
                         // SAFETY: as above, `n` bytes at `p`.
                         put(total, off, unsafe { std::slice::from_raw_parts(p, n) });
                     }
@@ -611,7 +615,12 @@ impl Gather {
                         put(total, off, unsafe { std::slice::from_raw_parts(p, n) });
                     }
                 }
-                kind(K_SCATTERV, root, 0)
+                // An equal scatter's blocks lie by their length: a member
+                // that expects another waits (as in the blocking scatter).
+                match rooted.equal {
+                    true => kind(K_SCATTER, root, self.recv[0].1 * m),
+                    false => kind(K_SCATTERV, root, 0),
+                }
             }
             Sends::Bcast(root) => {
                 let (p, n) = self.recv[0];
@@ -667,7 +676,7 @@ impl Gather {
             self.send,
             Sends::Own(..)
                 | Sends::Blocks(..)
-                | Sends::Each(_)
+                | Sends::Each(..)
                 | Sends::Copy {
                     of: Copied::Each(_),
                     ..
@@ -870,8 +879,10 @@ impl Gather {
                     let b = a.bytes(slot, s, m * piece, me * piece, piece);
                     (b, self.part(n).start)
                 }
-                Sends::Each(_) => match (scatterv_place(me, n, m, a_room(a)), n) {
-                    (Some((total, off)), 1..) => (a.bytes(slot, s, total, off, n), 0),
+                Sends::Each(_, longest) => match (scatterv_place(me, n, m, a_room(a)), n) {
+                    (Some((total, off)), 1..) if n <= longest => {
+                        (a.bytes(slot, s, total, off, n), 0)
+                    }
                     _ => continue,
                 },
                 Sends::ToRoot(..)
@@ -895,7 +906,7 @@ impl Gather {
             Sends::Blocks(_, block) => block,
             Sends::Own(..) => self.recv.iter().map(|&(_, n)| n).max().unwrap_or(0),
             Sends::Bcast(_) => self.recv[0].1,
-            Sends::Each(_) | Sends::ToRoot(..) | Sends::FromRoot(..) | Sends::Neighbors { .. } => {
+            Sends::Each(..) | Sends::ToRoot(..) | Sends::FromRoot(..) | Sends::Neighbors { .. } => {
                 return 1
             }
             Sends::Copy { .. } => return 2,
@@ -1033,10 +1044,9 @@ impl Pending {
         Pending::start_rounds(e, g, send, recv, piece)
     }
 
-    /// Starts an alltoallv of `g`'s blocks that fit a member's share of a
-    /// payload half ([`alltoallv_share`]; `send[j]` to member j, `recv[j]`
-    /// from it), in one round; the longer blocks, and this member's own,
-    /// are the caller's to move.
+    /// Starts an alltoallv of `g`'s blocks of up to [`alltoallv_longest`]
+    /// bytes (`send[j]` to member j, `recv[j]` from it), in one round; the
+    /// longer blocks, and this member's own, are the caller's to move.
     ///
     /// # Safety
     /// As for [`Pending::start_gather`], every `send` segment readable.
@@ -1046,7 +1056,8 @@ impl Pending {
         send: Vec<(*const u8, usize)>,
         recv: Vec<(*mut u8, usize)>,
     ) -> Pending {
-        Pending::start_rounds(e, g, Sends::Each(send), recv, 0)
+        let longest = alltoallv_longest(e, g);
+        Pending::start_rounds(e, g, Sends::Each(send, longest), recv, 0)
     }
 
     /// Starts a gatherv of `g` to member `root` of the blocks the area
