@@ -114,7 +114,11 @@ vars! {
     "KUMI_COLL_ALLGATHER_COPY_MIN", Tuning, "16384",
     "an allgather(v) inside a host with a block at least this long (bytes) has every rank read the others' blocks straight from their buffers (`process_vm_readv`) where single copy is on (`KUMI_SINGLE_COPY`) and the host runs no more ranks than cores; shorter ones, and all with more ranks than cores, go through the collective area";
     "KUMI_COLL_COPY_MIN", Tuning, "32768",
-    "a block of a collective that moves data inside a host (broadcast, gather(v), scatter(v), alltoall(v), neighbourhood exchanges; a scan's or exscan's vector) at least this long (bytes) goes, where the host allows single copy (`KUMI_SINGLE_COPY`), not through the collective area but read straight out of the sender's buffer (`process_vm_readv`), or for gather(v), scatter(v) and the neighbourhood exchanges as a point-to-point message by rendezvous, read the same way, even below the eager limit (`KUMI_EAGER_LIMIT`, which point-to-point messages keep); an allgather's from `KUMI_COLL_ALLGATHER_COPY_MIN`, a scan's or exscan's only with a core per rank, a broadcast's only where `KUMI_COLL_BCAST_COPY` allows it (`single`, or `auto` with a core per rank)";
+    "a block of a collective that moves data inside a host (broadcast, scatter(v), neighbourhood exchanges; a scan's or exscan's vector) at least this long (bytes) goes, where the host allows single copy (`KUMI_SINGLE_COPY`), not through the collective area but read straight out of the sender's buffer (`process_vm_readv`), or for scatter(v) and the neighbourhood exchanges as a point-to-point message by rendezvous, read the same way, even below the eager limit (`KUMI_EAGER_LIMIT`, which point-to-point messages keep; so does a gather(v)'s or a started alltoallv's block that goes as a message); an allgather's from `KUMI_COLL_ALLGATHER_COPY_MIN`, a gather's from `KUMI_COLL_GATHER_COPY_MIN`, an alltoall's from `KUMI_COLL_ALLTOALL_COPY_MIN`, a scan's or exscan's only with a core per rank, a broadcast's only where `KUMI_COLL_BCAST_COPY` allows it (`single`, or `auto` with a core per rank)";
+    "KUMI_COLL_GATHER_COPY_MIN", Tuning, "65536",
+    "as `KUMI_COLL_COPY_MIN` for a gather(v)'s blocks (blocking or started): from this length (bytes) as point-to-point messages by rendezvous where single copy is on, shorter ones through the collective area";
+    "KUMI_COLL_ALLTOALL_COPY_MIN", Tuning, "16384",
+    "as `KUMI_COLL_COPY_MIN` for an alltoall(v)'s blocks where the host runs no more ranks than cores (with more, from the larger of the two): from this length (bytes) read straight out of the sender's buffer where single copy is on (a started alltoallv's as point-to-point messages), shorter ones through the collective area";
     "KUMI_COLL_BCAST_COPY", Tuning, "auto",
     "a broadcast inside a host longer than the collective area's chunk: `single` (every rank copies from the root's buffer with `process_vm_readv`), `area` (pipelined through the area in chunks), `auto` (the area when the host runs more ranks than cores; otherwise each communicator times both, its first eight such broadcasts, alternately after one each untimed, and keeps the area only where the fastest of its three took at most half single copy's)";
     "KUMI_COLL_ALLREDUCE_COPY", Tuning, "auto",
@@ -491,6 +495,10 @@ pub struct Coll {
     pub allgather_copy_min: usize,
     /// `KUMI_COLL_COPY_MIN`.
     pub copy_min: usize,
+    /// `KUMI_COLL_GATHER_COPY_MIN`.
+    pub gather_copy_min: usize,
+    /// `KUMI_COLL_ALLTOALL_COPY_MIN`.
+    pub alltoall_copy_min: usize,
     /// `KUMI_COLL_BCAST_COPY`.
     pub bcast_copy: CopyMode,
     /// `KUMI_COLL_ALLREDUCE_COPY`.
@@ -721,6 +729,9 @@ impl Tuning {
                 allgather_long: env.size("KUMI_COLL_ALLGATHER_LONG", 32 << 10)?,
                 allgather_copy_min: env.size("KUMI_COLL_ALLGATHER_COPY_MIN", 16 << 10)?,
                 copy_min: env.size("KUMI_COLL_COPY_MIN", 32 << 10)?,
+                // Measured: docs/BENCHMARKS.md, session 59.
+                gather_copy_min: env.size("KUMI_COLL_GATHER_COPY_MIN", 64 << 10)?,
+                alltoall_copy_min: env.size("KUMI_COLL_ALLTOALL_COPY_MIN", 16 << 10)?,
                 bcast_copy: copy("KUMI_COLL_BCAST_COPY")?,
                 allreduce_copy: copy("KUMI_COLL_ALLREDUCE_COPY")?,
                 shm: env.switch("KUMI_COLL_SHM", true)?,
@@ -790,6 +801,11 @@ mod tests {
                 t.coll.allgather_copy_min as u64,
             ),
             ("KUMI_COLL_COPY_MIN", t.coll.copy_min as u64),
+            ("KUMI_COLL_GATHER_COPY_MIN", t.coll.gather_copy_min as u64),
+            (
+                "KUMI_COLL_ALLTOALL_COPY_MIN",
+                t.coll.alltoall_copy_min as u64,
+            ),
             ("KUMI_COLL_PIECE", t.coll.piece as u64),
             ("KUMI_COMBINE_STORE", t.coll.combine_store as u64),
         ] {

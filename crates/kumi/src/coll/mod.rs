@@ -156,6 +156,10 @@ pub(crate) struct Config {
     /// Shortest block of the other data movers that goes by single copy
     /// where `single_copy` allows it (a broadcast's: and `bcast_copy`).
     pub copy_min: usize,
+    /// The same for a gather(v)'s blocks.
+    pub gather_copy_min: usize,
+    /// The same for an alltoall(v)'s blocks.
+    pub alltoall_copy_min: usize,
 }
 
 impl Config {
@@ -171,6 +175,8 @@ impl Config {
             allgather_long: c.allgather_long,
             allgather_copy_min: c.allgather_copy_min,
             copy_min: c.copy_min,
+            gather_copy_min: c.gather_copy_min,
+            alltoall_copy_min: c.alltoall_copy_min,
             hierarchical: c.hierarchical,
             fake_hosts: c.fake_hosts,
             combine_store: c.combine_store,

@@ -303,7 +303,7 @@ impl Comm {
         let n = send.len();
         let info = self.info(Call::Collective, -2, -2, at);
         let done = self.shm_whole(at, false, |e, g| {
-            (n == 0 || shm::Rooted::of(e, g).carries(n)).then(|| {
+            (n == 0 || shm::Rooted::gather(e, g).carries(n)).then(|| {
                 // SAFETY: rank j's block at the root (the caller's contract).
                 let mut put = |j: usize, b: &[u8]| unsafe { copy_own(b.as_ptr(), recv(j), n) };
                 shm::gather(e, g, send, &|_| n, true, &mut put, root, info)
@@ -343,7 +343,7 @@ impl Comm {
             unsafe { std::slice::from_raw_parts(send.0, send.1) }
         };
         let done = self.shm_whole_tagged(at, false, true, |e, g| {
-            let rooted = shm::Rooted::of(e, g);
+            let rooted = shm::Rooted::gather(e, g);
             // SAFETY: rank j's segment at the root (the caller's contract).
             let mut put = |j: usize, b: &[u8]| unsafe { copy_own(b.as_ptr(), recv(j).0, b.len()) };
             let len = |j: usize| recv(j).1;
@@ -435,7 +435,7 @@ impl Comm {
             } else {
                 Vec::new()
             };
-            let rooted = shm::Rooted::of(e, g);
+            let rooted = shm::Rooted::gather(e, g);
             // SAFETY: the caller's contract.
             let pending = unsafe { shm::Pending::start_gatherv(e, g, root, send, recv, rooted) };
             Some(Ok((pending, rooted)))

@@ -35,7 +35,7 @@
 //!   Alltoallv (and a longer alltoall): the blocks of at most a member's
 //!   share of a half at once, the longer ones in rounds of a share, as many
 //!   as the longest block of all needs, or, where single copy is on and a
-//!   block is long (`KUMI_COLL_COPY_MIN`), read straight out of
+//!   block is long (`KUMI_COLL_ALLTOALL_COPY_MIN`), read straight out of
 //!   the sender's buffer (see [`alltoallv`]). A longer alltoall where
 //!   single copy is on: every member reads its block straight out of every
 //!   other's buffer.
@@ -53,7 +53,8 @@
 //!   out of its buffer.
 //! - gatherv and scatterv, member by member: a member's block goes through
 //!   the area if it fits its place there and, where single copy is on, is
-//!   shorter than `KUMI_COLL_COPY_MIN` ([`Rooted`]; the root knows every
+//!   shorter than `KUMI_COLL_COPY_MIN` (a gather's: than
+//!   `KUMI_COLL_GATHER_COPY_MIN`) ([`Rooted`]; the root knows every
 //!   length, a member its own, so the two agree without a message), else
 //!   as a message (by single copy where on, even below the eager limit); a
 //!   gather or scatter of equal blocks that the area does not carry goes all
@@ -880,7 +881,7 @@ pub(crate) fn gather(
     info: WaitInfo,
 ) -> Result<()> {
     let s = begin(e, g, 1, info)?;
-    let rooted = Rooted::of(e, g);
+    let rooted = Rooted::gather(e, g);
     let kind_of = |n: usize| kind(if same { K_GATHER } else { K_GATHERV }, root, n);
     g.kind = kind_of(send.len());
     let mine = if g.me == root || !rooted.carries(send.len()) {
@@ -936,8 +937,9 @@ pub(crate) fn allgather(
 /// Which blocks of a gather(v), scatter(v) or neighbourhood exchange go
 /// through a group's area: those that fit (a payload half; a scatter's, a
 /// place in the root's half, [`scatterv_place`]) and, where the host chose
-/// single copy, are shorter than `KUMI_COLL_COPY_MIN`. The others go as
-/// messages, from that length by rendezvous and single copy where the host
+/// single copy, are shorter than `KUMI_COLL_COPY_MIN` (a gather's:
+/// `KUMI_COLL_GATHER_COPY_MIN`). The others go as messages, from
+/// `KUMI_COLL_COPY_MIN` by rendezvous and single copy where the host
 /// chose it (`kumi_core::p2p::Limits::with_coll_copy`), which from there
 /// were faster than the area (docs/BENCHMARKS.md, sessions 55 and 56).
 /// Both ends of a block know its length, so they agree on its way.
@@ -952,11 +954,24 @@ pub(crate) struct Rooted {
 }
 
 impl Rooted {
-    /// The rule in `g` on this host.
+    /// The rule in `g` on this host for a scatter(v)'s or a neighbourhood
+    /// exchange's blocks (single copy from `KUMI_COLL_COPY_MIN`).
     pub(crate) fn of(e: &Engine, g: &Group) -> Rooted {
-        let cfg = e.svc.coll.config();
-        let max = match cfg.single_copy {
-            true => g.payload.min(cfg.copy_min.saturating_sub(1)),
+        Rooted::from(g, e.svc.coll.config().copy_min, e)
+    }
+
+    /// The rule for a gather(v)'s blocks (from
+    /// `KUMI_COLL_GATHER_COPY_MIN`): the root reads each block once out of
+    /// the area, and up to 64 KiB that was faster than single copy where
+    /// the scatters' and exchanges' blocks were not (docs/BENCHMARKS.md,
+    /// sessions 58 and 59).
+    pub(crate) fn gather(e: &Engine, g: &Group) -> Rooted {
+        Rooted::from(g, e.svc.coll.config().gather_copy_min, e)
+    }
+
+    fn from(g: &Group, copy_min: usize, e: &Engine) -> Rooted {
+        let max = match e.svc.coll.config().single_copy {
+            true => g.payload.min(copy_min.saturating_sub(1)),
             false => g.payload,
         };
         Rooted {
@@ -1338,10 +1353,10 @@ pub(crate) unsafe fn alltoallv_rounds(
     }
     let me = g.me;
     // Blocks by single copy in the first pass (where the host allows it,
-    // from `KUMI_COLL_COPY_MIN`): both ends know a block's length.
+    // from `KUMI_COLL_ALLTOALL_COPY_MIN`): both ends know a block's length.
     let cfg = e.svc.coll.config();
     let copy = match cfg.single_copy {
-        true => cfg.copy_min,
+        true => long::alltoall_copy_min(e),
         false => usize::MAX,
     };
     let long = |n: usize| if n > share && n < copy { n } else { 0 };
@@ -1420,12 +1435,14 @@ pub(crate) fn alltoallv_share(g: &Group) -> usize {
 }
 
 /// The longest block of a nonblocking alltoallv through the area: a
-/// member's share, and shorter than single copy's first length where the
-/// host chose single copy ([`Rooted`]): the longer ones go as messages,
-/// by single copy from there, which took 0.69x the area's time at 32 KiB
-/// (docs/BENCHMARKS.md, session 59).
+/// member's share, and shorter than [`long::alltoall_copy_min`] where the
+/// host chose single copy: the longer ones go as messages, which took
+/// 0.69x the area's time at 32 KiB (docs/BENCHMARKS.md, session 59).
 pub(crate) fn alltoallv_longest(e: &Engine, g: &Group) -> usize {
-    alltoallv_share(g).min(Rooted::of(e, g).longest())
+    match e.svc.coll.config().single_copy {
+        true => alltoallv_share(g).min(long::alltoall_copy_min(e).saturating_sub(1)),
+        false => alltoallv_share(g),
+    }
 }
 
 /// Bytes of block `j` of `count` elements of `elem` bytes split among `m`

@@ -142,11 +142,25 @@ pub(crate) fn scan_by_copy(e: &Engine, n: usize) -> bool {
 }
 
 /// Whether an alltoall of `block` bytes a member goes by single copy in
-/// `g`: as [`allgather_by_copy`], from `KUMI_COLL_COPY_MIN`, where
-/// the addresses (16 bytes a member) fit a payload half.
+/// `g`: from [`alltoall_copy_min`] where the host allows it, and the
+/// addresses (16 bytes a member) fit a payload half.
 pub(crate) fn alltoall_by_copy(e: &Engine, g: &Group, block: usize) -> bool {
     let cfg = e.svc.coll.config();
-    cfg.single_copy && block >= cfg.copy_min && 16 * g.slots.len() <= g.payload
+    cfg.single_copy && block >= alltoall_copy_min(e) && 16 * g.slots.len() <= g.payload
+}
+
+/// The shortest block of an alltoall(v) that goes by single copy where
+/// the host allows it: `KUMI_COLL_ALLTOALL_COPY_MIN` with a core per
+/// member; with more members than cores no shorter than
+/// `KUMI_COLL_COPY_MIN`, where 16 KiB blocks by single copy were 1.2-3x
+/// slower than through the area (docs/BENCHMARKS.md, session 59). Every
+/// member decides alike.
+pub(crate) fn alltoall_copy_min(e: &Engine) -> usize {
+    let cfg = e.svc.coll.config();
+    match e.oversubscribed() {
+        true => cfg.alltoall_copy_min.max(cfg.copy_min),
+        false => cfg.alltoall_copy_min,
+    }
 }
 
 /// Whether a broadcast of `n` bytes that fits a payload half goes by
