@@ -376,10 +376,10 @@ impl Comm {
         let done = self.shm_whole(at, false, |e, g| {
             let m = g.slots.len();
             let carried = n == 0 || shm::Rooted::of(e, g).carries(n);
-            (carried && n.checked_mul(m).is_some_and(|t| t <= g.payload)).then(|| {
-                let place = |j: usize, n: usize| Some((n * m, j * n));
-                shm::scatter(e, g, &|j| (send(j), n), recv, &place, Some(n), root, info)
-            })
+            let place = |j: usize, n: usize| shm::scatter_place(j, n, m, root);
+            let fits = place(0, n).is_some_and(|(total, _)| total <= g.payload);
+            (carried && fits)
+                .then(|| shm::scatter(e, g, &|j| (send(j), n), recv, &place, Some(n), root, info))
         })?;
         Ok(done.is_some())
     }
@@ -694,7 +694,7 @@ impl Comm {
                 Vec::new()
             };
             let rooted = match equal {
-                true => shm::Rooted::of(e, g).equal(),
+                true => shm::Rooted::of(e, g).equal(root),
                 false => shm::Rooted::of(e, g),
             };
             // SAFETY: the caller's contract.

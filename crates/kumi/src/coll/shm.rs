@@ -948,9 +948,9 @@ pub(crate) struct Rooted {
     payload: usize,
     /// The longest block through the area.
     max: usize,
-    /// A scatter's blocks all have one length, which every member knows
-    /// ([`Rooted::equal`]).
-    equal: bool,
+    /// A scatter's blocks all have one length, which every member knows,
+    /// from this root ([`Rooted::equal`]).
+    equal: Option<usize>,
 }
 
 impl Rooted {
@@ -977,18 +977,18 @@ impl Rooted {
         Rooted {
             payload: g.payload,
             max,
-            equal: false,
+            equal: None,
         }
     }
 
-    /// The rule for a scatter whose blocks all have one length, which every
-    /// member knows: they lie side by side, as the blocking scatter's
-    /// (`Comm::scatter_area`), in one contribution of `m` blocks, which a
-    /// section of the halves holds (`coll_area::section`), so that a root
-    /// runs ahead of its readers as there, not one collective.
-    pub(crate) fn equal(self) -> Rooted {
+    /// The rule for a scatter from member `root` whose blocks all have one
+    /// length, which every member knows: they lie as the blocking
+    /// scatter's ([`scatter_place`]), in a section of the halves
+    /// (`coll_area::section`), so that a root runs ahead of its readers as
+    /// there, not one collective.
+    pub(crate) fn equal(self, root: usize) -> Rooted {
         Rooted {
-            equal: true,
+            equal: Some(root),
             ..self
         }
     }
@@ -1010,14 +1010,22 @@ impl Rooted {
         if n > self.max {
             return None;
         }
-        if self.equal {
-            return n
-                .checked_mul(m)
-                .filter(|&total| total <= self.payload)
-                .map(|total| (total, j * n));
+        match self.equal {
+            Some(root) => scatter_place(j, n, m, root).filter(|&(total, _)| total <= self.payload),
+            None => scatterv_place(j, n, m, self.payload),
         }
-        scatterv_place(j, n, m, self.payload)
     }
+}
+
+/// Where member `j`'s block of `n` bytes goes in the contribution of a
+/// scatter's root `root` (of `m` members, every block as long): side by
+/// side in member order, but for the root's own, which it keeps; `None`
+/// where that overflows. As `(total, offset)` for the area's
+/// `write`/`read`. Leaving the root's out halves the section at 2 members
+/// (docs/BENCHMARKS.md, session 59).
+pub(crate) fn scatter_place(j: usize, n: usize, m: usize, root: usize) -> Option<(usize, usize)> {
+    let total = n.checked_mul(m.saturating_sub(1))?;
+    Some((total, (j - usize::from(j > root)) * n))
 }
 
 /// Where member `j`'s block of `n` bytes goes in the root's contribution to

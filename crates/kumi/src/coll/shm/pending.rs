@@ -618,8 +618,8 @@ impl Gather {
                 // An equal scatter's blocks lie by their length: a member
                 // that expects another waits (as in the blocking scatter).
                 match rooted.equal {
-                    true => kind(K_SCATTER, root, self.recv[0].1 * m),
-                    false => kind(K_SCATTERV, root, 0),
+                    Some(_) => kind(K_SCATTER, root, self.recv[0].1 * m),
+                    None => kind(K_SCATTERV, root, 0),
                 }
             }
             Sends::Bcast(root) => {
