@@ -1206,7 +1206,10 @@ pub(crate) fn bcast(
 
 /// Alltoall inside the group: `send` holds one block of `block` bytes per
 /// member, in group order (at most one payload half in all); block j of
-/// `recv` receives member j's block for me.
+/// `recv` receives member j's block for me. A member's contribution is its
+/// blocks for the others side by side, its own left out and copied
+/// straight across while the others write: at 2 members half the copies
+/// (docs/BENCHMARKS.md, session 59).
 pub(crate) fn alltoall(
     e: &mut Guard<'_>,
     g: &mut Group,
@@ -1216,19 +1219,25 @@ pub(crate) fn alltoall(
     info: WaitInfo,
 ) -> Result<()> {
     let s = begin(e, g, 1, info)?;
-    let total = send.len();
-    g.kind = kind(K_ALLTOALL, 0, total);
-    contribute(e, g, s, send, info)?;
+    let (m, me) = (g.slots.len(), g.me);
+    let total = (m - 1) * block;
+    // Where member `from`'s block for member `to` lies in its contribution.
+    let at = |to: usize, from: usize| (to - usize::from(to > from)) * block;
+    let blocks = |j: usize| j * block..(j + 1) * block;
+    g.kind = kind(K_ALLTOALL, 0, send.len());
+    wait_writable(e, g, s, total, info)?;
+    if block > 0 {
+        let a = area(e, g.area);
+        for j in (0..m).filter(|&j| j != me) {
+            a.write(g.my_slot(), s, total, at(j, me), &send[blocks(j)]);
+        }
+    }
+    publish_at(e, g, s);
+    recv[blocks(me)].copy_from_slice(&send[blocks(me)]);
     wait_all_reached(e, g, s, info)?;
     let a = area(e, g.area);
-    for (j, &slot) in g.slots.iter().enumerate() {
-        recv[j * block..(j + 1) * block].copy_from_slice(a.bytes(
-            slot,
-            s,
-            total,
-            g.me * block,
-            block,
-        ));
+    for (j, &slot) in g.slots.iter().enumerate().filter(|&(j, _)| j != me) {
+        recv[blocks(j)].copy_from_slice(a.bytes(slot, s, total, at(me, j), block));
     }
     g.finish(s);
     Ok(())
