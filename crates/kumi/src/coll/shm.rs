@@ -31,7 +31,8 @@
 //! - bcast: the root writes the data, the others copy it out; longer messages
 //!   go in chunks of one payload half, two chunks in flight.
 //! - alltoall with `size() * block` at most one payload half: every rank
-//!   writes its send buffer, then copies its block out of every slot.
+//!   writes its blocks for the others (its own it copies straight across),
+//!   then copies its block out of every other slot.
 //!   Alltoallv (and a longer alltoall): the blocks of at most a member's
 //!   share of a half at once, the longer ones in rounds of a share, as many
 //!   as the longest block of all needs, or, where single copy is on and a
@@ -41,8 +42,8 @@
 //!   other's buffer.
 //! - gather of one payload half per member at most: every member writes its
 //!   block, the root waits and copies every slot's out; scatter of one
-//!   payload half in all: the root writes every block, each member copies
-//!   its own; reduce-scatter of one payload half (where single copy is on,
+//!   payload half in all: the root writes every block but its own, each
+//!   member copies its own; reduce-scatter of one payload half (where single copy is on,
 //!   shorter than `KUMI_COLL_COPY_MIN`; from it by single copy): every
 //!   member writes its send buffer and folds its own block of every slot,
 //!   as allreduce folds;
