@@ -432,8 +432,9 @@ impl Comm {
             let longest = shm::alltoallv_longest(e, g);
             (longest > 0).then(|| {
                 // SAFETY: the caller's contract.
-                let pending =
-                    unsafe { shm::Pending::start_alltoallv(e, g, send.to_vec(), recv.to_vec()) };
+                let pending = unsafe {
+                    shm::Pending::start_alltoallv(e, g, send.to_vec(), recv.to_vec(), longest)
+                };
                 Ok((pending, longest))
             })
         })?;

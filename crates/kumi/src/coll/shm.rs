@@ -43,8 +43,9 @@
 //! - gather of one payload half per member at most: every member writes its
 //!   block, the root waits and copies every slot's out; scatter of one
 //!   payload half in all: the root writes every block but its own, each
-//!   member copies its own; reduce-scatter of one payload half (where single copy is on,
-//!   shorter than `KUMI_COLL_COPY_MIN`; from it by single copy): every
+//!   member copies its own; reduce-scatter of one payload half (where
+//!   single copy is on, shorter than `KUMI_COLL_COPY_MIN`; from it by
+//!   single copy): every
 //!   member writes its send buffer and folds its own block of every slot,
 //!   as allreduce folds;
 //!   allgather(v): every member writes its block and copies every other's
@@ -958,7 +959,7 @@ impl Rooted {
     /// The rule in `g` on this host for a scatter(v)'s or a neighbourhood
     /// exchange's blocks (single copy from `KUMI_COLL_COPY_MIN`).
     pub(crate) fn of(e: &Engine, g: &Group) -> Rooted {
-        Rooted::from(g, e.svc.coll.config().copy_min, e)
+        Rooted::with_copy_min(e, g, e.svc.coll.config().copy_min)
     }
 
     /// The rule for a gather(v)'s blocks (from
@@ -967,10 +968,10 @@ impl Rooted {
     /// the scatters' and exchanges' blocks were not (docs/BENCHMARKS.md,
     /// sessions 58 and 59).
     pub(crate) fn gather(e: &Engine, g: &Group) -> Rooted {
-        Rooted::from(g, e.svc.coll.config().gather_copy_min, e)
+        Rooted::with_copy_min(e, g, e.svc.coll.config().gather_copy_min)
     }
 
-    fn from(g: &Group, copy_min: usize, e: &Engine) -> Rooted {
+    fn with_copy_min(e: &Engine, g: &Group, copy_min: usize) -> Rooted {
         let max = match e.svc.coll.config().single_copy {
             true => g.payload.min(copy_min.saturating_sub(1)),
             false => g.payload,
@@ -1006,7 +1007,8 @@ impl Rooted {
     }
 
     /// Where a scatter's block of `n` bytes for member `j` of `m` goes in
-    /// the root's contribution, if through the area ([`scatterv_place`]).
+    /// the root's contribution, if through the area ([`scatterv_place`], or
+    /// [`scatter_place`] for equal blocks).
     pub(crate) fn place(self, j: usize, n: usize, m: usize) -> Option<(usize, usize)> {
         if n > self.max {
             return None;
@@ -1026,7 +1028,14 @@ impl Rooted {
 /// (docs/BENCHMARKS.md, session 59).
 pub(crate) fn scatter_place(j: usize, n: usize, m: usize, root: usize) -> Option<(usize, usize)> {
     let total = n.checked_mul(m.saturating_sub(1))?;
-    Some((total, (j - usize::from(j > root)) * n))
+    Some((total, others_at(j, root, n)))
+}
+
+/// Where member `to`'s block of `n` bytes lies in a contribution of member
+/// `from` that holds a block for every member but itself, side by side in
+/// member order (a scatter's root's, an alltoall's member's).
+fn others_at(to: usize, from: usize, n: usize) -> usize {
+    (to - usize::from(to > from)) * n
 }
 
 /// Where member `j`'s block of `n` bytes goes in the root's contribution to
@@ -1222,15 +1231,19 @@ pub(crate) fn alltoall(
     let s = begin(e, g, 1, info)?;
     let (m, me) = (g.slots.len(), g.me);
     let total = (m - 1) * block;
-    // Where member `from`'s block for member `to` lies in its contribution.
-    let at = |to: usize, from: usize| (to - usize::from(to > from)) * block;
     let blocks = |j: usize| j * block..(j + 1) * block;
     g.kind = kind(K_ALLTOALL, 0, send.len());
     wait_writable(e, g, s, total, info)?;
     if block > 0 {
         let a = area(e, g.area);
         for j in (0..m).filter(|&j| j != me) {
-            a.write(g.my_slot(), s, total, at(j, me), &send[blocks(j)]);
+            a.write(
+                g.my_slot(),
+                s,
+                total,
+                others_at(j, me, block),
+                &send[blocks(j)],
+            );
         }
     }
     publish_at(e, g, s);
@@ -1238,7 +1251,8 @@ pub(crate) fn alltoall(
     wait_all_reached(e, g, s, info)?;
     let a = area(e, g.area);
     for (j, &slot) in g.slots.iter().enumerate().filter(|&(j, _)| j != me) {
-        recv[blocks(j)].copy_from_slice(a.bytes(slot, s, total, at(me, j), block));
+        let at = others_at(me, j, block);
+        recv[blocks(j)].copy_from_slice(a.bytes(slot, s, total, at, block));
     }
     g.finish(s);
     Ok(())

@@ -1044,9 +1044,10 @@ impl Pending {
         Pending::start_rounds(e, g, send, recv, piece)
     }
 
-    /// Starts an alltoallv of `g`'s blocks of up to [`alltoallv_longest`]
-    /// bytes (`send[j]` to member j, `recv[j]` from it), in one round; the
-    /// longer blocks, and this member's own, are the caller's to move.
+    /// Starts an alltoallv of `g`'s blocks of up to `longest` bytes (at
+    /// most [`alltoallv_longest`]; `send[j]` to member j, `recv[j]` from
+    /// it), in one round; the longer blocks, and this member's own, are the
+    /// caller's to move.
     ///
     /// # Safety
     /// As for [`Pending::start_gather`], every `send` segment readable.
@@ -1055,8 +1056,9 @@ impl Pending {
         g: &mut Group,
         send: Vec<(*const u8, usize)>,
         recv: Vec<(*mut u8, usize)>,
+        longest: usize,
     ) -> Pending {
-        let longest = alltoallv_longest(e, g);
+        debug_assert!(longest <= alltoallv_longest(e, g));
         Pending::start_rounds(e, g, Sends::Each(send, longest), recv, 0)
     }
 
