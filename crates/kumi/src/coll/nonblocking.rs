@@ -339,7 +339,8 @@ impl Comm {
         self.iscatter_counts(send, counts, root, false)
     }
 
-    /// [`Comm::iscatterv`]; `equal`: a scatter's, every count the same.
+    /// [`Comm::iscatterv`]; `equal`: a scatter's, every count the same
+    /// (`Comm::iscatter_by`).
     #[track_caller]
     fn iscatter_counts<T: Pod>(
         &self,
@@ -374,12 +375,7 @@ impl Comm {
         let mine = (out.as_mut_ptr::<u8>(), out.bytes().len());
         // SAFETY: the segments split `hold`, `mine` is `out`, both kept
         // until the collective completes (`keeping`), `out` then its result.
-        let r = unsafe {
-            match equal {
-                true => self.iscatter_segments(&sends, mine, root),
-                false => self.iscatterv_segments(&sends, mine, root),
-            }
-        }?;
+        let r = unsafe { self.iscatter_by(&sends, mine, root, equal) }?;
         Ok(self.keeping(r, Owned::reading(hold, Some(out))))
     }
 

@@ -374,11 +374,10 @@ impl Comm {
         let n = recv.1;
         let info = self.info(Call::Collective, -2, -2, at);
         let done = self.shm_whole(at, false, |e, g| {
-            let m = g.slots.len();
-            let carried = n == 0 || shm::Rooted::of(e, g).carries(n);
-            let place = |j: usize, n: usize| shm::scatter_place(j, n, m, root);
-            let fits = place(0, n).is_some_and(|(total, _)| total <= g.payload);
-            (carried && fits)
+            let (m, rooted) = (g.slots.len(), shm::Rooted::of(e, g).equal(root));
+            let place = |j: usize, n: usize| rooted.place(j, n, m);
+            place(root, n)
+                .is_some()
                 .then(|| shm::scatter(e, g, &|j| (send(j), n), recv, &place, Some(n), root, info))
         })?;
         Ok(done.is_some())
@@ -672,7 +671,7 @@ impl Comm {
     /// As for [`Comm::scatterv_segments`], until the request completes;
     /// `equal` only where every block is as long as every rank's `recv`.
     #[track_caller]
-    unsafe fn iscatter_by(
+    pub(super) unsafe fn iscatter_by(
         &self,
         send: &[(*const u8, usize)],
         recv: (*mut u8, usize),

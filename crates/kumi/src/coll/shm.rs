@@ -1026,7 +1026,7 @@ impl Rooted {
 /// where that overflows. As `(total, offset)` for the area's
 /// `write`/`read`. Leaving the root's out halves the section at 2 members
 /// (docs/BENCHMARKS.md, session 59).
-pub(crate) fn scatter_place(j: usize, n: usize, m: usize, root: usize) -> Option<(usize, usize)> {
+fn scatter_place(j: usize, n: usize, m: usize, root: usize) -> Option<(usize, usize)> {
     let total = n.checked_mul(m.saturating_sub(1))?;
     Some((total, others_at(j, root, n)))
 }
