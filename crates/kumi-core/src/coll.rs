@@ -369,6 +369,33 @@ pub fn alltoall_pairwise_some(
     s
 }
 
+/// The blocks of [`alltoall_pairwise_some`] in one round: every send and
+/// receive posted at once, to and from the members in the pairwise order.
+/// Where ranks share cores, a round waits for one peer to be running, and
+/// `p - 1` such rounds queued behind each other (docs/BENCHMARKS.md,
+/// session 60); one round takes whichever peer runs first.
+pub fn alltoall_linear_some(
+    group: &[usize],
+    me: usize,
+    long: &dyn Fn(usize, usize) -> bool,
+) -> Schedule {
+    let (p, i) = (group.len(), index_of(group, me));
+    let mut s = Schedule::default();
+    s.round(
+        (1..p)
+            .map(|k| (i + k) % p)
+            .filter(|&to| long(i, to))
+            .map(|to| x(group[to], to..to + 1, Apply::Put))
+            .collect(),
+        (1..p)
+            .map(|k| (i + p - k) % p)
+            .filter(|&from| long(from, i))
+            .map(|from| x(group[from], p + from..p + from + 1, Apply::Put))
+            .collect(),
+    );
+    s
+}
+
 /// Recursive-doubling allgather of blocks `0..p` (block b from `group[b]`);
 /// p must be a power of two. Cost lg·α + (p-1)/p·nβ.
 pub fn allgather_rd(group: &[usize], me: usize) -> Schedule {
@@ -1052,25 +1079,27 @@ mod tests {
             assert!(sc.iter().all(|s| s.rounds.len() == n - 1));
             // Only some blocks by message: exactly those arrive.
             let long = |f: usize, t: usize| (f * 7 + t * 3).is_multiple_of(4);
-            let sc: Vec<_> = (0..n)
-                .map(|r| alltoall_pairwise_some(&g, r, &long))
-                .collect();
-            let init = (0..n)
-                .map(|r| {
-                    (0..2 * n)
-                        .map(|b| if b < n { vec![r, b] } else { vec![] })
-                        .collect()
-                })
-                .collect();
-            let out = simulate(&sc, init).unwrap();
-            for (r, blocks) in out.iter().enumerate() {
-                for j in (0..n).filter(|&j| j != r) {
-                    let want = if long(j, r) { vec![j, r] } else { vec![] };
-                    assert_eq!(
-                        blocks[n + j],
-                        want,
-                        "alltoall_pairwise_some p={n}: {r} from {j}"
-                    );
+            let some: [fn(&[usize], usize, &dyn Fn(usize, usize) -> bool) -> Schedule; 2] =
+                [alltoall_pairwise_some, alltoall_linear_some];
+            for (way, schedule) in some.into_iter().enumerate() {
+                let sc: Vec<_> = (0..n).map(|r| schedule(&g, r, &long)).collect();
+                let init = (0..n)
+                    .map(|r| {
+                        (0..2 * n)
+                            .map(|b| if b < n { vec![r, b] } else { vec![] })
+                            .collect()
+                    })
+                    .collect();
+                let out = simulate(&sc, init).unwrap();
+                for (r, blocks) in out.iter().enumerate() {
+                    for j in (0..n).filter(|&j| j != r) {
+                        let want = if long(j, r) { vec![j, r] } else { vec![] };
+                        assert_eq!(blocks[n + j], want, "way {way}, p={n}: {r} from {j}");
+                    }
+                }
+                // The linear form moves everything in one round.
+                if way == 1 {
+                    assert!(sc.iter().all(|s| s.rounds.len() <= 1));
                 }
             }
         }

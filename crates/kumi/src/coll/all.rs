@@ -449,9 +449,7 @@ impl Comm {
         let blocks = (0..p)
             .any(|j| j != me && (long(me, j) || long(j, me)))
             .then(|| alltoall_blocks(send, recv));
-        let req = self.start_rest(pending, blocks, |g| {
-            sc::alltoall_pairwise_some(g, me, &long)
-        })?;
+        let req = self.start_rest(pending, blocks, |g| sc::alltoall_linear_some(g, me, &long))?;
         // The own block after the messages' first round went out, so that
         // the peers' copies run beside this one. The collective touches no
         // byte of it.
