@@ -1090,6 +1090,64 @@ fn nonblocking_movement(w: &Comm) -> R {
     Ok(())
 }
 
+/// A scatterv whose root sends rank 1 more than rank 1 receives fails on
+/// rank 1, naming the length sent (through the collective area, where the
+/// root's card says it, or as a truncated message), instead of filling the
+/// receive with part of the block; the other ranks get theirs, and the
+/// communicator goes on.
+fn mismatched_scatterv(w: &Comm) -> R {
+    let (p, me) = (w.size(), w.rank());
+    if p < 2 {
+        return Ok(());
+    }
+    // The counts disagree on rank 1's block (the Rust API checks a rank's
+    // receive against its own counts, so rank 1 says 300 there). Both
+    // lengths go packed through the area at every size of job here
+    // (`shm::Packed`: beyond a piece's share, within a half's): each end
+    // picks a block's way by the length it knows, so a disagreement across
+    // ways is the program's error that nothing can see.
+    let ones = if me == 1 { 300 } else { 400 };
+    let counts: Vec<usize> = (0..p).map(|r| if r == 1 { ones } else { 700 }).collect();
+    let send: Vec<u64> = match me {
+        0 => (0..counts.iter().sum::<usize>() as u64).collect(),
+        _ => Vec::new(),
+    };
+    let mut recv = vec![0u64; if me == 1 { 300 } else { 700 }];
+    match (me, w.scatterv(&send, &counts, &mut recv, 0)) {
+        (1, Err(e)) if e.to_string().contains("3200") => {}
+        (1, r) => {
+            return Err(fail(format!(
+                "a scatterv of 400 elements into 300 on rank 1: {r:?}"
+            )))
+        }
+        (_, r) => {
+            r?;
+            let from = 700 * me as u64 - if me > 1 { 300 } else { 0 };
+            let want: Vec<u64> = (from..from + 700).collect();
+            eq(&recv, &want, "scatterv beside a mismatched one", me)?;
+        }
+    }
+    // Started, the same.
+    let send: Vec<u64> = send.iter().map(|x| x + 1).collect();
+    let r = w.iscatterv(send, &counts, 0).and_then(|r| r.wait());
+    match (me, r) {
+        (1, Err(e)) if e.to_string().contains("3200") => {}
+        (1, r) => {
+            return Err(fail(format!(
+                "a started scatterv of 400 elements into 300 on rank 1: {:?}",
+                r.map(|v| v.len())
+            )))
+        }
+        (_, r) => {
+            let recv = r?;
+            let from = 700 * me as u64 - if me > 1 { 300 } else { 0 } + 1;
+            let want: Vec<u64> = (from..from + 700).collect();
+            eq(&recv, &want, "iscatterv beside a mismatched one", me)?;
+        }
+    }
+    w.barrier()
+}
+
 fn main() {
     let universe = kumi::init().expect("init");
     let w = universe.world();
@@ -1120,6 +1178,7 @@ fn main() {
         long_reductions(&w)?;
         nonblocking(&w)?;
         first_collectives(&w)?;
+        mismatched_scatterv(&w)?;
         // A split communicator runs collectives of its own.
         let half = w.split(Some((me % 2) as u32), 0)?.expect("member");
         reductions::<u16>(&half)?;

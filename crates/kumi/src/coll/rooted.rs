@@ -375,18 +375,18 @@ impl Comm {
         let info = self.info(Call::Collective, -2, -2, at);
         let done = self.shm_whole(at, false, |e, g| {
             let (m, rooted) = (g.slots.len(), shm::Rooted::of(e, g).equal(root));
-            let place = |j: usize, n: usize| rooted.place(j, n, m);
-            place(root, n)
+            rooted
+                .spot(root, n, m)
                 .is_some()
-                .then(|| shm::scatter(e, g, &|j| (send(j), n), recv, &place, Some(n), root, info))
+                .then(|| shm::scatter(e, g, &|j| (send(j), n), recv, rooted, root, info))
         })?;
         Ok(done.is_some())
     }
 
     /// The part of a scatterv inside one host that the collective area
     /// carries (as [`Comm::gatherv_area`]): the root writes every block that
-    /// has a place in its half ([`shm::scatterv_place`], which each member
-    /// can tell of its own), the members copy theirs out. `Some((payload,
+    /// has a place in its contribution ([`shm::Rooted::spot`], which each
+    /// member can tell of its own), the members copy theirs out. `Some((payload,
     /// tag))`: done, but for the blocks without a place, which are still to
     /// go as messages with `tag` (as [`Comm::gatherv_area`]); `None`: no
     /// area, nothing done.
@@ -402,9 +402,8 @@ impl Comm {
     ) -> Result<Option<(shm::Rooted, i32)>> {
         let info = self.info(Call::Collective, -2, -2, at);
         self.shm_whole_tagged(at, false, true, |e, g| {
-            let (m, rooted) = (g.slots.len(), shm::Rooted::of(e, g));
-            let place = |j: usize, n: usize| rooted.place(j, n, m);
-            Some(shm::scatter(e, g, send, recv, &place, None, root, info).map(|()| rooted))
+            let rooted = shm::Rooted::of(e, g);
+            Some(shm::scatter(e, g, send, recv, rooted, root, info).map(|()| rooted))
         })
     }
 
@@ -609,7 +608,7 @@ impl Comm {
         // The blocks without a place in the area, as messages.
         let long = |r: usize| {
             let n = if r == me { recv.1 } else { send(r).1 };
-            rooted.place(r, n, p).is_none()
+            rooted.spot(r, n, p).is_none()
         };
         let blocks = if me == root {
             // Only ever read: the schedule sends from them.
@@ -683,8 +682,8 @@ impl Comm {
         if me == root {
             own_segment("send", send, p, me, recv.1)?;
         }
-        // Inside one host, the blocks with a place in the root's half
-        // through the area in one pass, the others as messages beside it (as
+        // Inside one host, the blocks with a spot in the root's
+        // contribution ([`shm::Rooted::spot`]) through the area in one pass, the others as messages beside it (as
         // `scatterv_segments`).
         let pending = self.shm_whole(Location::caller(), true, |e, g| {
             let send = if me == root {
@@ -706,7 +705,7 @@ impl Comm {
         };
         let long = |r: usize| {
             let n = if r == me { recv.1 } else { send[r].1 };
-            rooted.place(r, n, p).is_none()
+            rooted.spot(r, n, p).is_none()
         };
         let blocks = if me == root {
             // Only ever read: the schedule sends from them.

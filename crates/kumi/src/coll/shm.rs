@@ -938,7 +938,8 @@ pub(crate) fn allgather(
 
 /// Which blocks of a gather(v), scatter(v) or neighbourhood exchange go
 /// through a group's area: those that fit (a payload half; a scatter's, a
-/// place in the root's half, [`scatterv_place`]) and, where the host chose
+/// place in the root's contribution, [`Rooted::spot`]; an exchange's,
+/// [`neighbor_place`]) and, where the host chose
 /// single copy, are shorter than `KUMI_COLL_COPY_MIN` (a gather's:
 /// `KUMI_COLL_GATHER_COPY_MIN`). The others go as messages, from
 /// `KUMI_COLL_COPY_MIN` by rendezvous and single copy where the host
@@ -1006,9 +1007,10 @@ impl Rooted {
         (1..=self.max).contains(&n)
     }
 
-    /// Where a scatter's block of `n` bytes for member `j` of `m` goes in
-    /// the root's contribution, if through the area ([`scatterv_place`], or
-    /// [`scatter_place`] for equal blocks).
+    /// Where a block of `n` bytes for member `j` of `m` goes in a
+    /// contribution of one of each, if through the area ([`scatterv_place`],
+    /// or [`scatter_place`] for a scatter's equal blocks): a neighbourhood
+    /// exchange's ([`neighbor_place`]); a scatter(v) asks [`Rooted::spot`].
     pub(crate) fn place(self, j: usize, n: usize, m: usize) -> Option<(usize, usize)> {
         if n > self.max {
             return None;
@@ -1017,6 +1019,160 @@ impl Rooted {
             Some(root) => scatter_place(j, n, m, root).filter(|&(total, _)| total <= self.payload),
             None => scatterv_place(j, n, m, self.payload),
         }
+    }
+}
+
+/// Where a scatter(v)'s block lies in the root's contribution
+/// ([`Rooted::spot`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Spot {
+    /// At `(total, offset)`, as the area's `write`/`read` take them.
+    At(usize, usize),
+    /// In a scatterv's packed section ([`Packed`]), where the root's card
+    /// there says.
+    Packed,
+}
+
+impl Rooted {
+    /// Where a scatter(v)'s block of `n` bytes for member `j` (of `m`) goes
+    /// in the root's contribution, `None`: as a message. An equal scatter's
+    /// as [`scatter_place`]; a scatterv's in the entry or a piece split
+    /// evenly where it fits there ([`scatterv_place`]), else packed with the
+    /// other long ones where it fits a member's share of the section
+    /// ([`Packed`]): each member knows only its own length, so the root says
+    /// where each block lies. (A share of a whole half for every member,
+    /// as before, kept back-to-back scatterv's in lock-step: the root waited
+    /// for the readers of the last one; docs/BENCHMARKS.md, session 60.)
+    pub(crate) fn spot(self, j: usize, n: usize, m: usize) -> Option<Spot> {
+        if n > self.max {
+            return None;
+        }
+        match self.equal {
+            Some(_) => self.place(j, n, m).map(|(total, off)| Spot::At(total, off)),
+            None if n <= coll_area::piece_bytes(self.payload) / m => {
+                scatterv_place(j, n, m, self.payload).map(|(total, off)| Spot::At(total, off))
+            }
+            None => Packed::fits(n, m, self.payload).then_some(Spot::Packed),
+        }
+    }
+}
+
+/// A scatterv's long blocks in one section of the root's halves: first the
+/// card, a word per member (`offset | length << 32`, the root's own zero),
+/// then the blocks side by side in member order, each from a line; the
+/// section's length goes in the low bits of the root's kind
+/// ([`coll_area::KIND_OWN`]), which a member reads once the root has
+/// published. A lone block goes without a card, its length in the kind
+/// with [`Packed::LONE`] (a line more would double the section of a block
+/// of a power of two, as at two members). A block fits when a member's
+/// share of a half, less the card, holds it, so that all of them together
+/// fit one.
+pub(crate) struct Packed {
+    /// The section's bytes.
+    pub(crate) total: usize,
+    /// What the root's kind carries ([`Packed::find`]).
+    pub(crate) number: u64,
+    card: Vec<u8>,
+}
+
+impl Packed {
+    /// The kind's number of a section that holds one block and no card.
+    const LONE: u64 = 1 << 39;
+
+    /// Bytes of the card of `m` members (whole lines).
+    fn card_bytes(m: usize) -> usize {
+        (8 * m).next_multiple_of(64)
+    }
+
+    fn fits(n: usize, m: usize, payload: usize) -> bool {
+        n.next_multiple_of(64) <= payload.saturating_sub(Self::card_bytes(m)) / m
+    }
+
+    /// The shortest section: past a piece, so that the area places it in a
+    /// half, not in the piece that holds the shorter blocks
+    /// ([`coll_area::placement`]).
+    fn least(payload: usize) -> usize {
+        coll_area::piece_bytes(payload) + 64
+    }
+
+    /// The root's layout of the packed `blocks` (member, bytes; at least
+    /// one) of `m` members in halves of `payload` bytes.
+    pub(crate) fn layout(blocks: &[(usize, *const u8, usize)], m: usize, payload: usize) -> Packed {
+        if let [(_, _, n)] = *blocks {
+            return Packed {
+                total: n.max(Self::least(payload)),
+                number: Self::LONE | n as u64,
+                card: Vec::new(),
+            };
+        }
+        let mut card = vec![0u8; Self::card_bytes(m)];
+        let mut at = card.len();
+        for &(j, _, n) in blocks {
+            let word = at as u64 | (n as u64) << 32;
+            card[8 * j..8 * j + 8].copy_from_slice(&word.to_le_bytes());
+            at += n.next_multiple_of(64);
+        }
+        let total = at.max(Self::least(payload));
+        Packed {
+            total,
+            number: total as u64,
+            card,
+        }
+    }
+
+    /// Writes the packed `blocks` (and their card) as the root's
+    /// contribution, laid out as `self`.
+    pub(crate) fn write(
+        &self,
+        put: &mut dyn FnMut(usize, usize, &[u8]),
+        blocks: &[(usize, *const u8, usize)],
+    ) {
+        if !self.card.is_empty() {
+            put(self.total, 0, &self.card);
+        }
+        let mut at = self.card.len();
+        for &(_, p, n) in blocks {
+            // SAFETY: the caller vouches for `n` readable bytes at `p`.
+            put(self.total, at, unsafe { std::slice::from_raw_parts(p, n) });
+            at += n.next_multiple_of(64);
+        }
+    }
+
+    /// Where member `me`'s block of `n` bytes lies in the packed section
+    /// of the root (of `slot`) for collective `s`, which it has published:
+    /// `(total, offset)`; an error where the root's kind or card says
+    /// another length (the program's counts disagree) or a place outside
+    /// the section.
+    pub(crate) fn find(
+        a: &CollArea<'_>,
+        slot: usize,
+        s: u64,
+        (me, m, n): (usize, usize, usize),
+        payload: usize,
+    ) -> Result<(usize, usize)> {
+        let number = coll_area::own_number(a, slot, s);
+        let sane = |total: usize| (Self::least(payload)..=payload).contains(&total);
+        let (total, off, len) = if number & Self::LONE != 0 {
+            let len = (number & !Self::LONE) as usize;
+            (len.max(Self::least(payload)), 0, len)
+        } else {
+            let total = number as usize;
+            let mut w = [0u8; 8];
+            if sane(total) {
+                a.read(slot, s, total, 8 * me, &mut w);
+            }
+            let word = u64::from_le_bytes(w);
+            let off = (word & 0xffff_ffff) as usize;
+            (total, off, (word >> 32) as usize)
+        };
+        let inside = off >= Self::card_bytes(m) || number & Self::LONE != 0;
+        if len != n || !sane(total) || !inside || off + n > total {
+            return Err(Error::Protocol(format!(
+                "scatterv: the root sends {len} bytes through the collective area where \
+                 this rank receives {n} (the counts at the root and here disagree)"
+            )));
+        }
+        Ok((total, off))
     }
 }
 
@@ -1045,7 +1201,8 @@ fn others_at(to: usize, from: usize, n: usize) -> usize {
 /// evenly, else nowhere (it goes as a message). As `(total, offset)` for the
 /// area's `write`/`read`, which place the contribution by `total`. Not in
 /// the halves' smaller sections: those of one collective overlap
-/// (`coll_area::section`), and blocks of several lengths would too.
+/// (`coll_area::section`), and blocks of several lengths would too (a
+/// scatterv's root says where its long blocks lie instead, [`Packed`]).
 pub(crate) fn scatterv_place(
     j: usize,
     n: usize,
@@ -1112,48 +1269,65 @@ pub(crate) fn neighbor_long<P: Copy>(
 }
 
 /// Scatter from member `root`: the root writes member j's block (`send(j)`,
-/// read at the root only) where `place(j, len)` says (`(total, offset)` for
-/// the area), each member copies its own out into `recv`, or, where `place`
-/// says `None`, leaves it to a message and does not wait. `same`: the block
-/// length every member knows (a scatter's); `None` for a scatterv.
+/// read at the root only) where `rooted` says ([`Rooted::spot`]), each
+/// member copies its own out into `recv`, or, where `rooted` says `None`,
+/// leaves it to a message and does not wait.
 ///
 /// `recv` is written, and at the root may be its own block itself (in
 /// place). The caller vouches for both (`Comm::scatter_area`,
 /// `Comm::scatterv_area`).
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn scatter(
     e: &mut Guard<'_>,
     g: &mut Group,
     send: &dyn Fn(usize) -> (*const u8, usize),
     recv: (*mut u8, usize),
-    place: &dyn Fn(usize, usize) -> Option<(usize, usize)>,
-    same: Option<usize>,
+    rooted: Rooted,
     root: usize,
     info: WaitInfo,
 ) -> Result<()> {
     let m = g.slots.len();
     let s = begin(e, g, 1, info)?;
-    g.kind = match same {
-        Some(n) => kind(K_SCATTER, root, n * m),
-        None => kind(K_SCATTERV, root, 0),
-    };
+    g.kind = scatter_kind(rooted, root, recv.1 * m, 0);
     let (k, root_slot) = (g.area, g.slots[root]);
     if g.me == root {
-        // Where the blocks go: inline only if all of them fit there.
-        let placed = || {
-            (0..m)
-                .filter(|&j| j != root)
-                .filter_map(|j| Some((j, send(j))).filter(|(_, (_, n))| *n > 0))
-                .filter_map(|(j, (p, n))| place(j, n).map(|at| (at, p, n)))
+        // Each block's spot (none for an empty one), twice: no list of
+        // them but of the packed ones, where there are any.
+        let spots = || {
+            (0..m).filter(|&j| j != root).filter_map(|j| {
+                let (p, n) = send(j);
+                rooted
+                    .spot(j, n, m)
+                    .filter(|_| n > 0)
+                    .map(|at| (j, at, p, n))
+            })
         };
-        let total = placed().map(|((total, _), _, _)| total).max().unwrap_or(0);
-        wait_writable(e, g, s, total, info)?;
-        let a = area(e, k);
-        for ((total, off), p, n) in placed() {
-            // SAFETY: the caller vouches for `n` readable bytes per member.
-            let block = unsafe { std::slice::from_raw_parts(p, n) };
-            a.write(root_slot, s, total, off, block);
+        let mut packed = Vec::new();
+        let mut total = 0;
+        for (j, at, p, n) in spots() {
+            match at {
+                Spot::At(t, _) => total = total.max(t),
+                Spot::Packed => packed.push((j, p, n)),
+            }
         }
+        let layout = (!packed.is_empty()).then(|| Packed::layout(&packed, m, g.payload));
+        let (packed_total, number) = layout.as_ref().map_or((0, 0), |l| (l.total, l.number));
+        // The halves' writes are the packed section's (the others go in
+        // entries and pieces), whose rule covers theirs.
+        wait_writable(e, g, s, total.max(packed_total), info)?;
+        let a = area(e, k);
+        let mut put = |total: usize, off: usize, b: &[u8]| a.write(root_slot, s, total, off, b);
+        for (_, at, p, n) in spots() {
+            if let Spot::At(total, off) = at {
+                // SAFETY: the caller vouches for `n` readable bytes per
+                // member.
+                put(total, off, unsafe { std::slice::from_raw_parts(p, n) });
+            }
+        }
+        if let Some(layout) = &layout {
+            // The caller's `send` vouches for the packed blocks too.
+            layout.write(&mut put, &packed);
+        }
+        g.kind = scatter_kind(rooted, root, recv.1 * m, number);
         publish_at(e, g, s);
         let (own, n) = send(root);
         // SAFETY: as above, and `recv` is the root's own block or does not
@@ -1164,14 +1338,36 @@ pub(crate) fn scatter(
     }
     // Entering `s` tells the root this member is done with `s - 1`.
     publish_at(e, g, s);
-    if let (Some((total, off)), 1..) = (place(g.me, recv.1), recv.1) {
-        wait(e, info, k, |a| reached_as(a, root_slot, s, g.kind))?;
+    let n = recv.1;
+    let Some(spot) = rooted.spot(g.me, n, m).filter(|_| n > 0) else {
+        g.finish(s);
+        return Ok(());
+    };
+    wait(e, info, k, |a| reached_as(a, root_slot, s, g.kind))?;
+    let a = area(e, k);
+    let found = match spot {
+        Spot::At(total, off) => Ok((total, off)),
+        Spot::Packed => Packed::find(&a, root_slot, s, (g.me, m, n), g.payload),
+    };
+    if let Ok((total, off)) = found {
         // SAFETY: the caller vouches for `recv`, this member's own.
-        let dst = unsafe { std::slice::from_raw_parts_mut(recv.0, recv.1) };
-        area(e, k).read(root_slot, s, total, off, dst);
+        let dst = unsafe { std::slice::from_raw_parts_mut(recv.0, n) };
+        a.read(root_slot, s, total, off, dst);
     }
+    // Done with `s` either way: the next collective follows it.
     g.finish(s);
-    Ok(())
+    found.map(drop)
+}
+
+/// The kind of a scatter from member `root` by `rooted`'s rule: an equal
+/// scatter's says its length (`whole`: every member knows it, and one that
+/// expects another waits), a scatterv's its packed section's number
+/// (`packed`, [`Packed::number`]; a member reads it, [`Packed::find`]).
+pub(crate) fn scatter_kind(rooted: Rooted, root: usize, whole: usize, packed: u64) -> u64 {
+    match rooted.equal {
+        Some(_) => kind(K_SCATTER, root, whole),
+        None => kind(K_SCATTERV, root, 0) | coll_area::KIND_OWN | packed,
+    }
 }
 
 /// Broadcast of `buf` from member `root` (an index into the group), in chunks

@@ -609,18 +609,27 @@ impl Gather {
                 kind(K_GATHERV, root, n)
             }
             Sends::FromRoot(root, ref send, rooted) => {
+                // As the blocking scatter ([`scatter`]); `send` is empty but
+                // at the root.
+                let mut packed = Vec::new();
                 for (j, &(p, n)) in send.iter().enumerate().filter(|&(j, _)| j != root) {
-                    if let (Some((total, off)), 1..) = (rooted.place(j, n, m), n) {
-                        // SAFETY: as above, `n` bytes at `p`.
-                        put(total, off, unsafe { std::slice::from_raw_parts(p, n) });
+                    match rooted.spot(j, n, m) {
+                        Some(Spot::At(total, off)) if n > 0 => {
+                            // SAFETY: as above, `n` bytes at `p`.
+                            put(total, off, unsafe { std::slice::from_raw_parts(p, n) });
+                        }
+                        Some(Spot::Packed) => packed.push((j, p, n)),
+                        _ => {}
                     }
                 }
-                // An equal scatter's blocks lie by their length: a member
-                // that expects another waits (as in the blocking scatter).
-                match rooted.equal {
-                    Some(_) => kind(K_SCATTER, root, self.recv[0].1 * m),
-                    None => kind(K_SCATTERV, root, 0),
+                let mut number = 0;
+                if !packed.is_empty() {
+                    let layout = Packed::layout(&packed, m, a.payload());
+                    // As above, `n` bytes at each `p`.
+                    layout.write(put, &packed);
+                    number = layout.number;
                 }
+                scatter_kind(rooted, root, self.recv[0].1 * m, number)
             }
             Sends::Bcast(root) => {
                 let (p, n) = self.recv[0];
@@ -711,7 +720,7 @@ impl Gather {
                 let n = self.recv[0].1;
                 me == root
                     || n == 0
-                    || rooted.place(me, n, slots.len()).is_none()
+                    || rooted.spot(me, n, slots.len()).is_none()
                     || reached_as(a, slots[root], s, kind_)
             }
             Sends::Bcast(root) => me == root || reached_as(a, slots[root], s, kind_),
@@ -765,9 +774,14 @@ impl Gather {
             }
             Sends::FromRoot(root, _, rooted) if me != root => {
                 let (to, n) = self.recv[0];
-                if let (Some((total, off)), 1..) = (rooted.place(me, n, m), n) {
-                    put(a.bytes(slots[root], s, total, off, n), to);
-                }
+                let (total, off) = match (rooted.spot(me, n, m), n) {
+                    (Some(Spot::At(total, off)), 1..) => (total, off),
+                    (Some(Spot::Packed), _) => {
+                        Packed::find(a, slots[root], s, (me, m, n), a.payload())?
+                    }
+                    _ => return Ok(()),
+                };
+                put(a.bytes(slots[root], s, total, off, n), to);
                 return Ok(());
             }
             Sends::Bcast(root) if me != root => {
