@@ -379,20 +379,13 @@ pub fn alltoall_linear_some(
     me: usize,
     long: &dyn Fn(usize, usize) -> bool,
 ) -> Schedule {
-    let (p, i) = (group.len(), index_of(group, me));
+    let (mut sends, mut recvs) = (Vec::new(), Vec::new());
+    for r in alltoall_pairwise_some(group, me, long).rounds {
+        sends.extend(r.sends);
+        recvs.extend(r.recvs);
+    }
     let mut s = Schedule::default();
-    s.round(
-        (1..p)
-            .map(|k| (i + k) % p)
-            .filter(|&to| long(i, to))
-            .map(|to| x(group[to], to..to + 1, Apply::Put))
-            .collect(),
-        (1..p)
-            .map(|k| (i + p - k) % p)
-            .filter(|&from| long(from, i))
-            .map(|from| x(group[from], p + from..p + from + 1, Apply::Put))
-            .collect(),
-    );
+    s.round(sends, recvs);
     s
 }
 

@@ -683,8 +683,8 @@ impl Comm {
             own_segment("send", send, p, me, recv.1)?;
         }
         // Inside one host, the blocks with a spot in the root's
-        // contribution ([`shm::Rooted::spot`]) through the area in one pass, the others as messages beside it (as
-        // `scatterv_segments`).
+        // contribution ([`shm::Rooted::spot`]) through the area in one
+        // pass, the others as messages beside it (as `scatterv_segments`).
         let pending = self.shm_whole(Location::caller(), true, |e, g| {
             let send = if me == root {
                 send.to_vec()

@@ -963,43 +963,22 @@ pub(crate) fn scatter(
     g.kind = scatter_kind(rooted, root, recv.1 * m, 0);
     let (k, root_slot) = (g.area, g.slots[root]);
     if g.me == root {
-        // Each block's spot (none for an empty one), twice: no list of
-        // them but of the packed ones, where there are any.
-        let spots = || {
-            (0..m).filter(|&j| j != root).filter_map(|j| {
-                let (p, n) = send(j);
-                rooted
-                    .spot(j, n, m)
-                    .filter(|_| n > 0)
-                    .map(|at| (j, at, p, n))
+        // The writes twice: their longest first, for the storage's rule
+        // (the packed section's in the halves covers the entries' and the
+        // pieces'), then for real.
+        let mut longest = 0;
+        // SAFETY: the caller vouches for `send`'s blocks (the first pass
+        // reads none).
+        unsafe {
+            scatter_writes(send, rooted, root, m, &mut |t, _, _| {
+                longest = longest.max(t)
             })
         };
-        let mut packed = Vec::new();
-        let mut total = 0;
-        for (j, at, p, n) in spots() {
-            match at {
-                Spot::At(t, _) => total = total.max(t),
-                Spot::Packed => packed.push((j, p, n)),
-            }
-        }
-        let layout = (!packed.is_empty()).then(|| Packed::layout(&packed, m, g.payload));
-        let (packed_total, number) = layout.as_ref().map_or((0, 0), |l| (l.total, l.number));
-        // The halves' writes are the packed section's (the others go in
-        // entries and pieces), whose rule covers theirs.
-        wait_writable(e, g, s, total.max(packed_total), info)?;
+        wait_writable(e, g, s, longest, info)?;
         let a = area(e, k);
         let mut put = |total: usize, off: usize, b: &[u8]| a.write(root_slot, s, total, off, b);
-        for (_, at, p, n) in spots() {
-            if let Spot::At(total, off) = at {
-                // SAFETY: the caller vouches for `n` readable bytes per
-                // member.
-                put(total, off, unsafe { std::slice::from_raw_parts(p, n) });
-            }
-        }
-        if let Some(layout) = &layout {
-            // The caller's `send` vouches for the packed blocks too.
-            layout.write(&mut put, &packed);
-        }
+        // SAFETY: as above.
+        let number = unsafe { scatter_writes(send, rooted, root, m, &mut put) };
         g.kind = scatter_kind(rooted, root, recv.1 * m, number);
         publish_at(e, g, s);
         let (own, n) = send(root);
@@ -1030,6 +1009,45 @@ pub(crate) fn scatter(
     // Done with `s` either way: the next collective follows it.
     g.finish(s);
     found.map(drop)
+}
+
+/// Hands each write of a scatter(v)'s root of `m` members to `put`
+/// (`total`, offset and bytes, as the area's `write` takes them): the blocks
+/// `send(j)` of the others, where `rooted` says ([`Rooted::spot`]), the
+/// packed ones with their card ([`Packed`]); returns the packed section's
+/// number for the root's kind ([`scatter_kind`]), 0 if none.
+///
+/// # Safety
+/// Each `send(j)` is readable for its length (read only where `put` reads
+/// its bytes).
+#[inline]
+pub(crate) unsafe fn scatter_writes<F: FnMut(usize, usize, &[u8]) + ?Sized>(
+    send: &dyn Fn(usize) -> (*const u8, usize),
+    rooted: Rooted,
+    root: usize,
+    m: usize,
+    put: &mut F,
+) -> u64 {
+    // No list but of the packed blocks, where there are any.
+    let mut packed = Vec::new();
+    for j in (0..m).filter(|&j| j != root) {
+        let (p, n) = send(j);
+        match rooted.spot(j, n, m) {
+            Some(Spot::At(total, off)) if n > 0 => {
+                // SAFETY: the caller's contract.
+                put(total, off, unsafe { std::slice::from_raw_parts(p, n) });
+            }
+            Some(Spot::Packed) => packed.push((j, p, n)),
+            _ => {}
+        }
+    }
+    if packed.is_empty() {
+        return 0;
+    }
+    let layout = Packed::layout(&packed, m, rooted.payload);
+    // The caller's contract covers the packed blocks too.
+    layout.write(put, &packed);
+    layout.number
 }
 
 /// The kind of a scatter from member `root` by `rooted`'s rule: an equal

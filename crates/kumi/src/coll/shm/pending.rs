@@ -609,26 +609,13 @@ impl Gather {
                 kind(K_GATHERV, root, n)
             }
             Sends::FromRoot(root, ref send, rooted) => {
-                // As the blocking scatter ([`scatter`]); `send` is empty but
-                // at the root.
-                let mut packed = Vec::new();
-                for (j, &(p, n)) in send.iter().enumerate().filter(|&(j, _)| j != root) {
-                    match rooted.spot(j, n, m) {
-                        Some(Spot::At(total, off)) if n > 0 => {
-                            // SAFETY: as above, `n` bytes at `p`.
-                            put(total, off, unsafe { std::slice::from_raw_parts(p, n) });
-                        }
-                        Some(Spot::Packed) => packed.push((j, p, n)),
-                        _ => {}
-                    }
-                }
-                let mut number = 0;
-                if !packed.is_empty() {
-                    let layout = Packed::layout(&packed, m, a.payload());
-                    // As above, `n` bytes at each `p`.
-                    layout.write(put, &packed);
-                    number = layout.number;
-                }
+                // As the blocking scatter ([`scatter`]); `send` is the
+                // root's only.
+                let number = match me == root {
+                    // SAFETY: as above, `send`'s blocks.
+                    true => unsafe { scatter_writes(&|j| send[j], rooted, root, m, put) },
+                    false => 0,
+                };
                 scatter_kind(rooted, root, self.recv[0].1 * m, number)
             }
             Sends::Bcast(root) => {

@@ -18,7 +18,7 @@ use super::*;
 /// Both ends of a block know its length, so they agree on its way.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Rooted {
-    payload: usize,
+    pub(super) payload: usize,
     /// The longest block through the area.
     max: usize,
     /// A scatter's blocks all have one length, which every member knows,
@@ -192,9 +192,9 @@ impl Packed {
 
     /// Writes the packed `blocks` (and their card) as the root's
     /// contribution, laid out as `self`.
-    pub(crate) fn write(
+    pub(crate) fn write<F: FnMut(usize, usize, &[u8]) + ?Sized>(
         &self,
-        put: &mut dyn FnMut(usize, usize, &[u8]),
+        put: &mut F,
         blocks: &[(usize, *const u8, usize)],
     ) {
         if !self.card.is_empty() {
