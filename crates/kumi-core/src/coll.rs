@@ -371,9 +371,9 @@ pub fn alltoall_pairwise_some(
 
 /// The blocks of [`alltoall_pairwise_some`] in one round: every send and
 /// receive posted at once, to and from the members in the pairwise order.
-/// Where ranks share cores, a round waits for one peer to be running, and
-/// `p - 1` such rounds queued behind each other (docs/BENCHMARKS.md,
-/// session 60); one round takes whichever peer runs first.
+/// Where ranks share cores, each pairwise round waits for its one peer to
+/// be scheduled; one round proceeds with whichever peer runs first
+/// (docs/BENCHMARKS.md, session 60).
 pub fn alltoall_linear_some(
     group: &[usize],
     me: usize,

@@ -110,9 +110,9 @@ impl Rooted {
     /// evenly where it fits there ([`scatterv_place`]), else packed with the
     /// other long ones where it fits a member's share of the section
     /// ([`Packed`]): each member knows only its own length, so the root says
-    /// where each block lies. A share of a whole half for every member
-    /// kept back-to-back scatterv's in lock-step, the root waiting for the
-    /// readers of the last one (docs/BENCHMARKS.md, session 60).
+    /// where each block lies. The section is only as long as the blocks, so
+    /// a root runs ahead of the readers of its last scatterv as it does of
+    /// a scatter's (a whole half a call would wait for all of them).
     pub(crate) fn spot(self, j: usize, n: usize, m: usize) -> Option<Spot> {
         if n > self.max {
             return None;
