@@ -23,10 +23,11 @@
 //!   Cost: about one wake-up per interval while work is outstanding and the
 //!   application computes; nothing when nothing is outstanding; backing off
 //!   to 50 ms while the application itself waits in kumi (it progresses
-//!   then), and to [`ACTIVE_BACKOFF`] intervals while it calls kumi often and
-//!   leaves with nothing outstanding, since a wake-up costs tens of
-//!   microseconds of the application's core on a virtual machine (so the
-//!   first look after such a phase may come that many intervals late).
+//!   then), and to [`ACTIVE_BACKOFF`] intervals while it calls kumi often,
+//!   whatever it leaves outstanding, since a wake-up costs tens of
+//!   microseconds of the application's core on a virtual machine, and more
+//!   where ranks share cores: a woken thread preempts a rank (so the first
+//!   look after such a phase may come that many intervals late).
 //! - `KUMI_PROGRESS=off`: no thread; progress happens only inside kumi calls.
 //!
 //! The application thread pays a few plain stores and loads per kumi call (no
@@ -60,13 +61,6 @@ pub(crate) struct Shared {
     /// thread only compares two of its values, and needs no ordering with
     /// the engine's data, which the mutex orders.
     entries: AtomicU64,
-    /// Whether the application left kumi, the last time, with work
-    /// outstanding ([`Engine::needs_async`]), kept while the progress thread
-    /// exists. Written only by the application thread, with the engine held
-    /// (one writer at a time even under `MPI_THREAD_MULTIPLE`); the progress
-    /// thread reads it only to choose how long to sleep, so a stale value
-    /// costs at most one sleep of the wrong length: relaxed.
-    outstanding: AtomicBool,
     /// The progress thread is parked without a timer and must be unparked
     /// when work appears. Relaxed: a lost race costs one extra unpark or one
     /// interval of delay (the thread re-checks the engine under the mutex
@@ -194,12 +188,8 @@ impl Drop for Guard<'_> {
         let Some(t) = self.shared.thread.get() else {
             return;
         };
-        let need = self.guard.needs_async();
         // Relaxed: see the field docs.
-        if need != self.shared.outstanding.load(Ordering::Relaxed) {
-            self.shared.outstanding.store(need, Ordering::Relaxed);
-        }
-        if need && self.shared.parked.load(Ordering::Relaxed) {
+        if self.shared.parked.load(Ordering::Relaxed) && self.guard.needs_async() {
             self.shared.parked.store(false, Ordering::Relaxed);
             t.unpark();
         }
@@ -219,7 +209,6 @@ impl Shared {
         Arc::new(Shared {
             engine: VisitLock::new(engine, asym),
             entries: AtomicU64::new(0),
-            outstanding: AtomicBool::new(false),
             parked: AtomicBool::new(true),
             stop: AtomicBool::new(false),
             thread: OnceLock::new(),
@@ -309,8 +298,7 @@ impl Shared {
 /// How soon the thread looks again after a pass that moved something.
 const QUICK_LOOK: Duration = Duration::from_micros(50);
 
-/// Longest sleep, in intervals, while the application calls kumi often and
-/// leaves it with nothing outstanding.
+/// Longest sleep, in intervals, while the application calls kumi often.
 const ACTIVE_BACKOFF: u32 = 8;
 
 /// Longest back-off while the application itself is inside kumi.
@@ -340,18 +328,19 @@ fn run(weak: std::sync::Weak<Shared>) {
                 return;
             }
             if shared.entries.load(Ordering::Relaxed) != seen {
-                // The application was in kumi during the interval. If it
-                // left with work outstanding, look again after an interval;
-                // if with nothing, it is busy with short calls (the thread
-                // has nothing to do but wake): sleep longer each time, up to
-                // ACTIVE_BACKOFF intervals. Each wake-up costs tens of
-                // microseconds of the application's core on a virtual
-                // machine: measured, see docs/BENCHMARKS.md, session 36.
-                wait = if shared.outstanding.load(Ordering::Relaxed) {
-                    interval
-                } else {
-                    (wait * 2).clamp(interval, interval * ACTIVE_BACKOFF)
-                };
+                // The application was in kumi during the interval, so it
+                // progressed itself, and the thread has nothing to do but
+                // wake: sleep longer each time, up to ACTIVE_BACKOFF
+                // intervals, whether or not it left work outstanding (a
+                // program that starts a collective and waits for it,
+                // or posts a receive, sends and waits, leaves some at every
+                // other call). Each wake-up costs tens of microseconds of
+                // the application's core on a virtual machine, and where
+                // ranks share cores it preempts one: looking every interval
+                // cost NPB CG 5-8 % at np=2 and a nonblocking collective at
+                // np=8 on two cores 20-25 % (docs/BENCHMARKS.md, sessions 36
+                // and 61).
+                wait = (wait * 2).clamp(interval, interval * ACTIVE_BACKOFF);
                 continue;
             }
             let mut e = match shared.engine.try_visit() {
