@@ -1125,7 +1125,7 @@ impl Comm {
                     Some(own) if !is_root => shm::Side::Give(as_bytes(own)),
                     _ => shm::Side::Root(as_bytes_mut(&mut *out)),
                 };
-                Some(shm::reduce(e, g, side, &f, root, info))
+                Some(shm::reduce(e, g, side, (&f, op.commutative), root, info))
             } else {
                 // Longer: by single copy straight between the callers'
                 // buffers, each member reducing one block and writing it

@@ -170,7 +170,13 @@ impl Comm {
             Some(Ok(unsafe {
                 match long {
                     true => start_long(e, g, shm::Reduction::Root { buf, n, root }, op, true),
-                    false => shm::Pending::start_reduce(e, g, (buf, n), op.bytes_fn(), root),
+                    false => shm::Pending::start_reduce(
+                        e,
+                        g,
+                        (buf, n),
+                        (op.bytes_fn(), op.commutative),
+                        root,
+                    ),
                 }
             }))
         })? {

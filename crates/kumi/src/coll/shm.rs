@@ -584,7 +584,7 @@ pub(crate) fn reduce(
     e: &mut Guard<'_>,
     g: &mut Group,
     side: Side<'_>,
-    op: &Combine<'_>,
+    (op, commutative): (&Combine<'_>, bool),
     root: usize,
     info: WaitInfo,
 ) -> Result<()> {
@@ -594,13 +594,41 @@ pub(crate) fn reduce(
         Side::Give(b) => b,
     };
     g.kind = kind(K_REDUCE, root, mine.len());
-    contribute(e, g, s, mine, info)?;
-    if let Side::Root(buf) = side {
-        wait_all(e, g, s, info)?;
-        fold(&area(e, g.area), g, s, buf, op);
+    match side {
+        // Nobody reads the root's contribution: with an operation that
+        // commutes it publishes none and folds the others' straight into
+        // its own (two copies of the vector fewer than in rank order).
+        Side::Root(buf) if commutative => {
+            publish_at(e, g, s);
+            wait_all(e, g, s, info)?;
+            fold_into_own(&area(e, g.area), &g.slots, g.me, s, buf, op);
+        }
+        Side::Root(buf) => {
+            contribute(e, g, s, buf, info)?;
+            wait_all(e, g, s, info)?;
+            fold(&area(e, g.area), g, s, buf, op);
+        }
+        Side::Give(b) => contribute(e, g, s, b, info)?,
     }
     g.finish(s);
     Ok(())
+}
+
+/// `buf = d_j ⊕ buf` for every member j but `me`, in member order, over
+/// their contributions of `buf.len()` bytes to `s`: a commutative fold
+/// into this member's own contribution, in `buf` (published by nobody).
+fn fold_into_own(
+    a: &CollArea<'_>,
+    slots: &[usize],
+    me: usize,
+    s: u64,
+    buf: &mut [u8],
+    op: &Combine<'_>,
+) {
+    let n = buf.len();
+    for (_, &slot) in slots.iter().enumerate().filter(|&(j, _)| j != me) {
+        op(a.bytes(slot, s, n, 0, n), buf);
+    }
 }
 
 /// Reduce-scatter inside the group: every member contributes `send` (at

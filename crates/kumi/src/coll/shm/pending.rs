@@ -58,9 +58,11 @@ enum Folds {
     /// Every member's, on every member: an allreduce (and a barrier, which
     /// folds nothing).
     All,
-    /// Every member's, on this member only; the others' `data` is only
-    /// read, and they are done once it is out: a reduce.
-    Root(usize),
+    /// Every member's, on member `root` only; the others' `data` is only
+    /// read, and they are done once it is out: a reduce. With a
+    /// `commutative` operation the root publishes nothing and folds the
+    /// others' straight into its own, in its `data` ([`Folds::into_own`]).
+    Root { root: usize, commutative: bool },
     /// Those of the members before this one, and, unless `exclusive`, its
     /// own, which it publishes from `own` (the last member, whose
     /// contribution nobody reads, publishes none): a scan. Nobody waits
@@ -74,7 +76,7 @@ impl Folds {
     fn range(self, me: usize, m: usize) -> (usize, bool) {
         match self {
             Folds::All => (m, me + 1 == m),
-            Folds::Root(r) => (if r == me { m } else { 0 }, me + 1 == m),
+            Folds::Root { root, .. } => (if root == me { m } else { 0 }, me + 1 == m),
             Folds::Prefix {
                 exclusive: false, ..
             } => (me + 1, true),
@@ -82,6 +84,13 @@ impl Folds {
                 exclusive: true, ..
             } => (me, false),
         }
+    }
+
+    /// Whether member `me` folds every other member's contribution straight
+    /// into its own, in any order, and publishes none itself: a reduce's
+    /// root with a commutative operation, whose contribution nobody reads.
+    fn into_own(self, me: usize) -> bool {
+        matches!(self, Folds::Root { root, commutative: true } if root == me)
     }
 }
 
@@ -963,13 +972,13 @@ impl Pending {
         e: &mut Engine,
         g: &mut Group,
         (buf, n): (*mut u8, usize),
-        op: crate::coll::exec::ByteOp,
+        (op, commutative): (crate::coll::exec::ByteOp, bool),
         root: usize,
     ) -> Pending {
         let mut p = Pending::start_unpublished(g);
         p.kind = kind(K_REDUCE, root, n);
         p.data = Some((buf, n, op));
-        p.folds = Folds::Root(root);
+        p.folds = Folds::Root { root, commutative };
         p.poll(e);
         p
     }
@@ -1223,8 +1232,11 @@ impl Pending {
         p.kind = long.kind();
         if let Reduction::Root { root, .. } = long.what {
             // Only the root reads: the others go on once their chunks are
-            // out, as in the blocking reduce.
-            p.folds = Folds::Root(root);
+            // out, as in the blocking reduce (whose chunks `long` folds).
+            p.folds = Folds::Root {
+                root,
+                commutative: true,
+            };
         }
         long.first = p.s;
         p.long = Some(Box::new(long));
@@ -1341,6 +1353,7 @@ impl Pending {
             let from = match self.folds {
                 Folds::Prefix { .. } if self.me + 1 == self.slots.len() => None,
                 Folds::Prefix { own, .. } => Some(own),
+                f if f.into_own(self.me) => None,
                 _ => self.data.as_ref().map(|d| d.0.cast_const()),
             };
             let part = self.data.as_ref().map(|d| self.data_part(d.1));
@@ -1383,7 +1396,7 @@ impl Pending {
         }
         let waited_all = match self.folds {
             Folds::All => self.gather.as_ref().is_none_or(Gather::waits_for_all),
-            Folds::Root(r) => r == self.me,
+            Folds::Root { root, .. } => root == self.me,
             Folds::Prefix { .. } => false,
         };
         if waited_all {
@@ -1394,14 +1407,18 @@ impl Pending {
             // SAFETY: as above; the contribution is in the area now, and
             // the result replaces what `buf` holds (this round's part).
             let b = unsafe { std::slice::from_raw_parts_mut(buf.add(at), n) };
-            // `b = d0 ⊕ (d1 ⊕ (... ⊕ d_(upto-1)))`: the rightmost operand
-            // is this member's own, in place, or copied first.
-            let last = upto - 1;
-            if !in_place {
-                b.copy_from_slice(a.bytes(self.slots[last], s, n, 0, n));
-            }
-            for k in (0..last).rev() {
-                op(a.bytes(self.slots[k], s, n, 0, n), b);
+            if self.folds.into_own(self.me) {
+                fold_into_own(&a, &self.slots, self.me, s, b, &**op);
+            } else {
+                // `b = d0 ⊕ (d1 ⊕ (... ⊕ d_(upto-1)))`: the rightmost
+                // operand is this member's own, in place, or copied first.
+                let last = upto - 1;
+                if !in_place {
+                    b.copy_from_slice(a.bytes(self.slots[last], s, n, 0, n));
+                }
+                for k in (0..last).rev() {
+                    op(a.bytes(self.slots[k], s, n, 0, n), b);
+                }
             }
         }
         if let Some(g) = &mut self.gather {
