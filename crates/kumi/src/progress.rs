@@ -336,10 +336,8 @@ fn run(weak: std::sync::Weak<Shared>) {
                 // or posts a receive, sends and waits, leaves some at every
                 // other call). Each wake-up costs tens of microseconds of
                 // the application's core on a virtual machine, and where
-                // ranks share cores it preempts one: looking every interval
-                // cost NPB CG 5-8 % at np=2 and a nonblocking collective at
-                // np=8 on two cores 20-25 % (docs/BENCHMARKS.md, sessions 36
-                // and 61).
+                // ranks share cores it preempts one (measured:
+                // docs/BENCHMARKS.md, sessions 36 and 61).
                 wait = (wait * 2).clamp(interval, interval * ACTIVE_BACKOFF);
                 continue;
             }
