@@ -521,10 +521,7 @@ fn reduce_area(
             // rank is done with the half of `s - 1`.
             publish_at(e, g, s);
             wait_all(e, g, s, info)?;
-            let a = area(e, g.area);
-            for j in (0..g.slots.len()).filter(|&j| j != root) {
-                op(a.bytes(g.slots[j], s, len, 0, len), acc);
-            }
+            fold_into_own(&area(e, g.area), &g.slots, root, s, acc, op);
         } else {
             let own = own.expect("a contribution off the root");
             contribute(e, g, s, &own[off..off + len], info)?;

@@ -374,10 +374,7 @@ impl Reducing {
                     long::Round::of(a, slots, me, s).scatter_fold(&plan, r, send, recv, op);
                 } else if let Some((acc, root)) = self.root_chunk(s).filter(|c| c.1 == me) {
                     // Commutative: the others' chunks in any order.
-                    let len = acc.len();
-                    for (_, &slot) in slots.iter().enumerate().filter(|&(j, _)| j != root) {
-                        op(a.bytes(slot, s, len, 0, len), acc);
-                    }
+                    fold_into_own(a, slots, root, s, acc, op);
                 }
                 return Ok(());
             }
