@@ -14,7 +14,7 @@
 //! `KUMI_COLL_HOSTS=2` to make the two ranks pretend hosts that talk through
 //! their engines). Rank 1 waits in a kumi call meanwhile, so its engine
 //! answers at once (a rank that computes answers through its progress
-//! thread, every `KUMI_PROGRESS_US`). Records carry an `"op"` field; each
+//! thread, within about `KUMI_PROGRESS_US` of a request). Records carry an `"op"` field; each
 //! ratio is its own record (metric `ratio`, op `read8/pingpong8`...): the
 //! median of per-repetition ratios, taken seconds apart on a noisy machine.
 

@@ -102,7 +102,7 @@ vars! {
     "KUMI_PROGRESS", Tuning, "on",
     "`off`: no progress thread; messages move only inside kumi calls (see below)";
     "KUMI_PROGRESS_US", Tuning, "500",
-    "how often (microseconds, at least 1) the progress thread looks at the engine while the application computes with work outstanding";
+    "how long (microseconds, at least 1) a rank stuck in kumi waits before it rings the progress threads of its host's ranks that compute with work outstanding (and again every interval while stuck); also how often a rank with peers on other hosts, which cannot ring, has its thread look on its own while it computes with work outstanding";
     "KUMI_COLL_BCAST_LONG", Tuning, "65536",
     "broadcasts of at least this many bytes use scatter + ring allgather instead of a binomial tree";
     "KUMI_COLL_ALLREDUCE_LONG", Tuning, "16384",

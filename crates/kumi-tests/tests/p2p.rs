@@ -117,8 +117,9 @@ fn stress_under_non_default_knobs() {
             ("KUMI_SLEEP_MS", "1"),
         ],
         &[("KUMI_PROGRESS", "off")],
-        // A progress thread that looks all the time races the application
-        // for the engine as much as it can.
+        // Progress threads rung whenever a rank has been stuck for a
+        // microsecond race their applications for the engine as much as
+        // they can.
         &[("KUMI_PROGRESS_US", "1")],
         // 3 ranks on 2 cores are bound by default; unbound, and bound always.
         &[("KUMI_BIND", "none")],

@@ -2,7 +2,8 @@
 //! calling kumi must not hold up the others' combining requests, collectives
 //! or rendezvous (the progress thread serves them), on one host and across
 //! namespace hosts; with `KUMI_PROGRESS=off` a rendezvous does stall, which
-//! shows the test measures what it claims. (Collectives through the shared
+//! shows the test measures what it claims; and a thread nobody needs does
+//! not wake (it is woken by ranks that wait). (Collectives through the shared
 //! memory areas no longer need the computing rank once it has started them,
 //! so they are no negative control.)
 
@@ -37,6 +38,19 @@ fn without_the_progress_thread_the_others_stall() {
         &[prog.to_str().unwrap(), "rendezvous", "stall"],
     );
     passed(&o, "rendezvous");
+}
+
+#[test]
+fn a_progress_thread_nobody_waits_for_stays_asleep() {
+    // A short interval, so that a thread looking on a timer would wake
+    // thousands of times in the 300 ms.
+    let prog = bin("progress");
+    let o = kumi_run(
+        2,
+        &[("KUMI_PROGRESS_US", "100")],
+        &[prog.to_str().unwrap(), "quiet"],
+    );
+    passed(&o, "quiet");
 }
 
 #[test]

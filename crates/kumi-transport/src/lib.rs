@@ -30,7 +30,8 @@
 //!    [`Capabilities`]: single copy (a peer's buffers read or written in
 //!    place), turns on an oversubscribed host (who waits for whom, who should
 //!    keep a shared core), the call a rank is blocked in published where the
-//!    launcher reads it after a crash, and an inlined poll. Each has a default
+//!    launcher reads it after a crash, progress bells (a rank asks another's
+//!    progress thread for a pass), and an inlined poll. Each has a default
 //!    that says "not offered"; a transport implements what it has, and the
 //!    runtime's engine reaches its transports through [`Transport`] and
 //!    [`Capabilities`] alone. Doorbells (sleeping until a frame may have
@@ -40,6 +41,8 @@
 
 #![deny(missing_docs)]
 
+#[cfg(not(loom))]
+pub mod bell;
 pub mod cma;
 pub mod lock;
 pub mod loopback;
@@ -144,6 +147,19 @@ pub trait Capabilities: Transport {
     fn shares_core(&mut self) -> bool {
         true
     }
+
+    /// This rank's progress bell, where other ranks of its host can ring it
+    /// ([`bell`]). Default: none (the runtime makes a private one).
+    #[cfg(not(loom))]
+    fn progress_bell(&self) -> Option<bell::Bell> {
+        None
+    }
+
+    /// Rings the progress bell of every other rank of this host that left
+    /// kumi with work outstanding and is not waiting inside kumi now (which
+    /// would progress itself): this rank has waited a while ([`bell`]).
+    /// Default: nobody to ring.
+    fn ring_progress(&self) {}
 
     /// Where this rank, sharing its CPU with another awake rank of this
     /// host ([`Capabilities::shares_core`]), should move, of the CPUs

@@ -5,29 +5,35 @@
 //! hold up everyone who needs it to forward something: the interior ranks of a
 //! combining tree, the rounds of a nonblocking collective it started, a
 //! rendezvous whose clear-to-send it owes. The progress thread takes the engine
-//! only when the application has stayed out of kumi for a whole interval, so it
-//! never competes with a rank that communicates.
+//! only when the application is out of kumi, so it never competes with a rank
+//! that communicates.
 //!
 //! The mode, documented for users in the README ("Asynchronous progress"):
 //! - `KUMI_PROGRESS=on` (default for jobs of more than one rank): the thread
-//!   exists but sleeps (parked, no timer) until the application leaves kumi
-//!   with something outstanding that others may wait on ([`Engine::needs_async`]:
+//!   sleeps on the rank's progress bell (`kumi_transport::bell`) and looks
+//!   when asked. Leaving kumi, the application arms the bell if it leaves
+//!   something outstanding that others may wait on ([`Engine::needs_async`]:
 //!   a nonblocking operation or collective in flight, a combining service,
-//!   frames queued for a full ring). Then it looks every `KUMI_PROGRESS_US`
-//!   microseconds (default 500): if the application has not entered kumi since
-//!   its last look and the engine is free, it runs the engine until nothing
-//!   moves. A computing rank therefore delays the others by at most one
-//!   interval plus a wake-up (~50 us here) per step of theirs that needs it;
-//!   after a pass that moved something it looks again within 50 us, so a
-//!   stream of requests through a computing rank is served at that pace.
-//!   Cost: about one wake-up per interval while work is outstanding and the
-//!   application computes; nothing when nothing is outstanding; backing off
-//!   to 50 ms while the application itself waits in kumi (it progresses
-//!   then), and to [`ACTIVE_BACKOFF`] intervals while it calls kumi often,
-//!   whatever it leaves outstanding, since a wake-up costs tens of
-//!   microseconds of the application's core on a virtual machine, and more
-//!   where ranks share cores: a woken thread preempts a rank (so the first
-//!   look after such a phase may come that many intervals late).
+//!   frames queued for a full ring); the thread disarms it after a pass that
+//!   leaves nothing outstanding (see `Guard`'s drop for why not the
+//!   application). A rank of the
+//!   host whose engine has moved nothing for `KUMI_PROGRESS_US` microseconds
+//!   (default 500) rings the armed bells of the host's ranks that are not
+//!   inside a blocking kumi call ([`Demand`]), and again every interval
+//!   while it stays stuck; the thread then runs a pass if the engine is free.
+//!   So a computing rank delays the others by at most about one interval
+//!   plus a wake-up (~50 us here) per step of theirs that needs it, and
+//!   costs nothing while nobody waits for it: the thread wakes only on
+//!   demand. A wake-up costs tens of microseconds of the application's core
+//!   on a virtual machine, and where ranks share cores a woken thread
+//!   preempts a rank (measured: docs/BENCHMARKS.md, sessions 61 and 62).
+//!   After a pass that moved something the thread looks again within 50 us,
+//!   since traffic comes in streams, until a pass moves nothing.
+//!   Ranks of other hosts cannot ring the bell: while a rank that reaches
+//!   others over the network leaves work outstanding, its thread also looks
+//!   every interval on its own, backing off to [`ACTIVE_BACKOFF`] intervals
+//!   while the application calls kumi often (it progresses itself then) and
+//!   to 50 ms while the application waits inside kumi.
 //! - `KUMI_PROGRESS=off`: no thread; progress happens only inside kumi calls.
 //!
 //! The application thread pays a few plain stores and loads per kumi call (no
@@ -40,12 +46,13 @@ use crate::engine::{Engine, ReqId, WaitInfo};
 use crate::error::{Error, Result};
 use crate::request::Status;
 use kumi_core::matching::Pattern;
+use kumi_transport::bell::{Bell, ARMED, IDLE, RUNG};
 use kumi_transport::lock::{VisitGuard, VisitLock};
 use std::ops::{Deref, DerefMut};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
-use std::thread::{JoinHandle, Thread};
-use std::time::Duration;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 /// The engine as every handle of this rank holds it.
 pub(crate) type EngineRef = Arc<Shared>;
@@ -61,16 +68,24 @@ pub(crate) struct Shared {
     /// thread only compares two of its values, and needs no ordering with
     /// the engine's data, which the mutex orders.
     entries: AtomicU64,
-    /// The progress thread is parked without a timer and must be unparked
-    /// when work appears. Relaxed: a lost race costs one extra unpark or one
-    /// interval of delay (the thread re-checks the engine under the mutex
-    /// before parking, and `unpark` before `park` makes `park` return).
-    parked: AtomicBool,
-    /// Set once, at finalize. Relaxed: it is stored before the unpark that
-    /// wakes the thread (an unpark synchronizes with the park it ends), and a
-    /// thread that is not parked sees it at its next look at the latest.
+    /// Where the progress thread sleeps, armed by the application when it
+    /// leaves kumi with work outstanding (`kumi_transport::bell`).
+    bell: Bell,
+    /// The rank reaches others over the network, who cannot ring the bell:
+    /// while armed, the thread looks on a timer too.
+    net: bool,
+    /// With `net`: the thread sleeps without a timer, and the application
+    /// rings the bell when it arms it. Dekker with the thread (each side
+    /// stores, fences SeqCst, then loads the other's word): either the
+    /// thread sees the bell armed and keeps its timer, or the application
+    /// sees this flag and rings. Without `net` nobody reads it.
+    untimed: AtomicBool,
+    /// Set once, at finalize, before the bell is rung. Relaxed: the thread
+    /// looks at it after every wake-up, and the ring changes the word the
+    /// thread sleeps on, so the thread cannot sleep through it.
     stop: AtomicBool,
-    thread: OnceLock<Thread>,
+    /// Whether a progress thread runs (set once, when it starts).
+    started: OnceLock<()>,
     /// Joined at finalize (see [`Shared::stop_thread`]).
     handle: Mutex<Option<JoinHandle<()>>>,
     interval: Duration,
@@ -185,20 +200,32 @@ impl Drop for Guard<'_> {
     // was a call of its own.
     #[inline(always)]
     fn drop(&mut self) {
-        let Some(t) = self.shared.thread.get() else {
+        if self.shared.started.get().is_none() {
             return;
-        };
-        // Relaxed: see the field docs.
-        if self.shared.parked.load(Ordering::Relaxed) && self.guard.needs_async() {
-            self.shared.parked.store(false, Ordering::Relaxed);
-            t.unpark();
+        }
+        // Arms only: the thread disarms after a pass that leaves nothing
+        // outstanding. Disarming here too would write the bell's line twice
+        // per nonblocking operation, a line that every sender to this rank
+        // reads; a bell left armed costs at most one needless pass per ring.
+        // Under the engine's lock, like the thread's own writes of the bell.
+        let bell = &self.shared.bell;
+        if bell.get() == IDLE && self.guard.needs_async() {
+            bell.set(ARMED);
+            if self.shared.net {
+                // Dekker with the thread (see `Shared::untimed`).
+                fence(Ordering::SeqCst);
+                if self.shared.untimed.load(Ordering::Relaxed) {
+                    self.shared.untimed.store(false, Ordering::Relaxed);
+                    bell.ring();
+                }
+            }
         }
     }
 }
 
 impl Shared {
-    /// The engine, shared with a progress thread that looks at it every
-    /// `interval` (`KUMI_PROGRESS_US`) while the application computes;
+    /// The engine, shared with a progress thread that serves others' waits
+    /// of `interval` (`KUMI_PROGRESS_US`) while the application computes;
     /// `membarrier`: whether the lock may use asymmetric fences
     /// (`KUMI_SHM_MEMBARRIER`).
     pub(crate) fn new(engine: Engine, interval: Duration, membarrier: bool) -> EngineRef {
@@ -206,12 +233,15 @@ impl Shared {
         // read-modify-write when the progress thread's may be a membarrier
         // (`kumi_transport::lock`); `KUMI_SHM_MEMBARRIER=off` forbids it.
         let asym = membarrier && kumi_transport::lock::register_membarrier();
+        let (bell, net) = (engine.progress_bell(), engine.has_net());
         Arc::new(Shared {
             engine: VisitLock::new(engine, asym),
             entries: AtomicU64::new(0),
-            parked: AtomicBool::new(true),
+            bell,
+            net,
+            untimed: AtomicBool::new(false),
             stop: AtomicBool::new(false),
-            thread: OnceLock::new(),
+            started: OnceLock::new(),
             handle: Mutex::new(None),
             interval,
         })
@@ -260,13 +290,16 @@ impl Shared {
     pub(crate) fn start_thread(self: &Arc<Self>) -> Result<()> {
         // The thread holds only a weak reference, so the engine is dropped
         // (and its transports closed) when the application lets it go.
+        // Its own handle on the bell keeps the word alive while it sleeps
+        // there without the engine.
         let weak = Arc::downgrade(self);
+        let bell = self.bell.clone();
         let handle = std::thread::Builder::new()
             .name("kumi-progress".into())
             .stack_size(256 << 10)
-            .spawn(move || run(weak))
+            .spawn(move || run(weak, bell))
             .map_err(|e| Error::Bootstrap(format!("cannot start the progress thread: {e}")))?;
-        let _ = self.thread.set(handle.thread().clone());
+        let _ = self.started.set(());
         *self.handle.lock().unwrap_or_else(PoisonError::into_inner) = Some(handle);
         Ok(())
     }
@@ -289,7 +322,7 @@ impl Shared {
         else {
             return;
         };
-        handle.thread().unpark();
+        self.bell.ring();
         // The thread catches its own panics (it aborts the process instead).
         let _ = handle.join();
     }
@@ -304,68 +337,154 @@ const ACTIVE_BACKOFF: u32 = 8;
 /// Longest back-off while the application itself is inside kumi.
 const MAX_BACKOFF: Duration = Duration::from_millis(50);
 
-fn run(weak: std::sync::Weak<Shared>) {
-    let body = std::panic::AssertUnwindSafe(|| loop {
-        let Some(shared) = weak.upgrade() else { return };
-        if shared.stop.load(Ordering::Relaxed) {
-            return;
-        }
-        let parked = shared.parked.load(Ordering::Relaxed);
-        let interval = shared.interval;
-        drop(shared);
-        if parked {
-            std::thread::park();
-            continue;
-        }
-        let mut wait = interval;
+fn run(weak: std::sync::Weak<Shared>, bell: Bell) {
+    let body = std::panic::AssertUnwindSafe(|| {
+        // `Some(wait)` while the thread looks on a timer: right after a pass
+        // that moved something, and while a rank with network peers leaves
+        // work outstanding. `None`: asleep until rung.
+        let mut timer: Option<Duration> = None;
         loop {
-            let Some(shared) = weak.upgrade() else { return };
-            let seen = shared.entries.load(Ordering::Relaxed);
-            drop(shared);
-            std::thread::park_timeout(wait);
             let Some(shared) = weak.upgrade() else { return };
             if shared.stop.load(Ordering::Relaxed) {
                 return;
             }
-            if shared.entries.load(Ordering::Relaxed) != seen {
-                // The application was in kumi during the interval, so it
-                // progressed itself, and the thread has nothing to do but
-                // wake: sleep longer each time, up to ACTIVE_BACKOFF
-                // intervals, whether or not it left work outstanding (a
-                // program that starts a collective and waits for it,
-                // or posts a receive, sends and waits, leaves some at every
-                // other call). Each wake-up costs tens of microseconds of
-                // the application's core on a virtual machine, and where
-                // ranks share cores it preempts one (measured:
-                // docs/BENCHMARKS.md, sessions 36 and 61).
-                wait = (wait * 2).clamp(interval, interval * ACTIVE_BACKOFF);
-                continue;
+            let (interval, net) = (shared.interval, shared.net);
+            let seen = shared.entries.load(Ordering::Relaxed);
+            let mut v = bell.get();
+            if v != RUNG && timer.is_none() && net {
+                // Dekker with the application (see `Shared::untimed`).
+                shared.untimed.store(true, Ordering::Relaxed);
+                fence(Ordering::SeqCst);
+                v = bell.get();
+                if v == ARMED {
+                    shared.untimed.store(false, Ordering::Relaxed);
+                    timer = Some(interval);
+                }
             }
-            let mut e = match shared.engine.try_visit() {
-                Some(e) => e,
-                None => {
-                    // The application waits inside kumi and progresses itself.
-                    wait = (wait * 2).min(MAX_BACKOFF);
+            drop(shared);
+            if v != RUNG {
+                bell.wait(v, timer);
+            }
+            let Some(shared) = weak.upgrade() else { return };
+            if shared.stop.load(Ordering::Relaxed) {
+                return;
+            }
+            if net {
+                shared.untimed.store(false, Ordering::Relaxed);
+            }
+            if bell.get() != RUNG {
+                // Not rung: the timer ran out (or the application took a
+                // ring back, having progressed itself, or a spurious wake).
+                let Some(wait) = timer else { continue };
+                if shared.entries.load(Ordering::Relaxed) != seen {
+                    // The application was in kumi meanwhile and progressed
+                    // itself: back to the bell, or with network peers look
+                    // less often, up to ACTIVE_BACKOFF intervals
+                    // (docs/BENCHMARKS.md, sessions 36 and 61).
+                    timer = net.then(|| (wait * 2).clamp(interval, interval * ACTIVE_BACKOFF));
                     continue;
                 }
+            }
+            let Some(mut e) = shared.engine.try_visit() else {
+                // The application waits inside kumi and progresses itself.
+                bell.unring();
+                timer = timer.filter(|_| net).map(|w| (w * 2).min(MAX_BACKOFF));
+                continue;
             };
             // Traffic tends to come in streams (a client's next request right
             // after its reply): after a pass that moved something, look again
-            // soon, then back off to the interval.
-            wait = if e.async_pass() {
-                QUICK_LOOK.min(interval)
+            // soon.
+            let moved = e.async_pass();
+            let needs = e.needs_async();
+            bell.set(if needs { ARMED } else { IDLE });
+            timer = if moved {
+                Some(QUICK_LOOK.min(interval))
+            } else if needs && net {
+                Some(timer.map_or(interval, |w| {
+                    (w * 2).clamp(interval, interval * ACTIVE_BACKOFF)
+                }))
             } else {
-                (wait * 2).min(interval)
+                None
             };
-            if !e.needs_async() {
-                shared.parked.store(true, Ordering::Relaxed);
-                break;
-            }
         }
     });
     if std::panic::catch_unwind(body).is_err() {
         // The engine may be half-updated; nothing sound can continue.
         eprintln!("kumi: the progress thread panicked; aborting this rank");
         std::process::abort();
+    }
+}
+
+/// Empty passes between looks at the clock in [`Demand::after_pass`]: a pass
+/// is ~50 ns, so the clock is read every few microseconds of a test loop.
+const LOOK_EVERY: u32 = 64;
+
+/// The waiting side of demand-driven progress: a rank stuck for an interval
+/// (`KUMI_PROGRESS_US`) rings the progress bells of its host's ranks
+/// (`Capabilities::ring_progress`), then again every interval while it stays
+/// stuck. Stuck: in a blocking wait, since the wait began
+/// ([`Demand::waiting`]); otherwise (test and probe loops), since its passes
+/// stopped moving anything, counted without reading the clock on each
+/// ([`Demand::after_pass`]).
+pub(crate) struct Demand {
+    after: Duration,
+    /// Empty passes since the last that moved something.
+    empty: u32,
+    /// (first, last) look at the clock in the current run of empty passes.
+    looked: Option<(Instant, Instant)>,
+    /// When this rank last rang.
+    rung: Option<Instant>,
+}
+
+impl Demand {
+    pub(crate) fn new(after: Duration) -> Demand {
+        Demand {
+            after,
+            empty: 0,
+            looked: None,
+            rung: None,
+        }
+    }
+
+    /// After a pass that moved `moved` events: whether to ring now.
+    #[inline]
+    pub(crate) fn after_pass(&mut self, moved: usize) -> bool {
+        if moved > 0 {
+            if self.empty != 0 {
+                self.empty = 0;
+                self.looked = None;
+            }
+            return false;
+        }
+        self.empty = self.empty.wrapping_add(1);
+        self.empty.is_multiple_of(LOOK_EVERY) && self.looked_now(Instant::now())
+    }
+
+    #[cold]
+    fn looked_now(&mut self, now: Instant) -> bool {
+        // A run of empty passes with a gap of an interval between two looks
+        // is not one stretch of being stuck: the application computed
+        // between two calls, and its next call starts afresh.
+        let first = match self.looked {
+            Some((first, last)) if now - last <= self.after => first,
+            _ => now,
+        };
+        self.looked = Some((first, now));
+        self.due(now, first)
+    }
+
+    /// In a blocking wait that began at `start`: whether to ring now.
+    #[inline]
+    pub(crate) fn waiting(&mut self, now: Instant, start: Instant) -> bool {
+        self.due(now, start)
+    }
+
+    /// Stuck since `since`: for an interval, and not rung for one?
+    fn due(&mut self, now: Instant, since: Instant) -> bool {
+        if now - since < self.after || self.rung.is_some_and(|r| now - r < self.after) {
+            return false;
+        }
+        self.rung = Some(now);
+        true
     }
 }

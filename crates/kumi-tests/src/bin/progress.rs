@@ -9,6 +9,12 @@
 //! - `rendezvous`: the computing rank posts a 4 MiB receive, then computes;
 //!   rank 0 sends it (a rendezvous: the receiver must answer clear-to-send).
 //!
+//! - `quiet`: rank 1 posts a receive from rank 0, then both compute for
+//!   300 ms, and only then does rank 0 send: nobody waits on rank 1 while it
+//!   computes, so its progress thread must not wake (it sleeps until a rank
+//!   that waits rings it). Rank 1 counts its thread's context switches over
+//!   the computation and fails if there were more than a handful.
+//!
 //! Rank 0 prints `progress: <mode> others done in <ms> ms while rank 1
 //! computed 2000 ms` and fails unless that is under half the computation,
 //! or, given `stall` (to show the test can fail: `KUMI_PROGRESS=off`), over it.
@@ -150,6 +156,64 @@ fn rendezvous(w: &Comm) -> Result<Duration, Error> {
     Ok(took)
 }
 
+/// Context switches (voluntary and not) of this process's progress
+/// thread so far, from `/proc/self/task/<tid>/status`.
+fn progress_thread_switches() -> Result<u64, Error> {
+    // A thread names itself when it first runs, which on busy cores can be
+    // a while after it was made: look for up to a second.
+    for _ in 0..100 {
+        for t in std::fs::read_dir("/proc/self/task").map_err(Error::Io)? {
+            let dir = t.map_err(Error::Io)?.path();
+            let comm = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
+            if comm.trim() != "kumi-progress" {
+                continue;
+            }
+            let status = std::fs::read_to_string(dir.join("status")).map_err(Error::Io)?;
+            return Ok(status
+                .lines()
+                .filter(|l| l.contains("ctxt_switches:"))
+                .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+                .sum());
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Err(fail("no progress thread in this process".into()))
+}
+
+fn quiet(w: &Comm) -> Result<(), Error> {
+    const QUIET: Duration = Duration::from_millis(300);
+    const MOST: u64 = 5;
+    let mut buf = [0u64; 4];
+    w.barrier()?;
+    match w.rank() {
+        0 => {
+            compute(QUIET);
+            w.send(&[7u64; 4], SLEEPER as i32, 9)?;
+        }
+        SLEEPER => {
+            kumi::scope(|s| {
+                let r = w.irecv(s, &mut buf, 0, 9)?;
+                let before = progress_thread_switches()?;
+                compute(QUIET);
+                let woke = progress_thread_switches()? - before;
+                println!("progress: quiet: the thread switched {woke} times in {QUIET:?}");
+                if woke > MOST {
+                    return Err(fail(format!(
+                        "the progress thread woke {woke} times while nobody waited (at most {MOST})"
+                    )));
+                }
+                r.wait().map(|_| ())
+            })?;
+            if buf != [7; 4] {
+                return Err(fail(format!("received {buf:?}")));
+            }
+            println!("progress: quiet passed");
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
 fn main() -> Result<(), Error> {
     let args: Vec<String> = std::env::args().collect();
     let mode = args.get(1).map(String::as_str).unwrap_or("combine");
@@ -158,6 +222,10 @@ fn main() -> Result<(), Error> {
     let w = u.world();
     if w.size() <= SLEEPER {
         return Err(fail("progress needs at least 2 ranks".into()));
+    }
+    if mode == "quiet" {
+        quiet(&w)?;
+        return u.finalize();
     }
     let took = match mode {
         "combine" => combine(&w)?,

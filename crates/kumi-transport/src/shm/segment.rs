@@ -43,13 +43,14 @@ use rustix::mm::{MapFlags, ProtFlags};
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::ptr::NonNull;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// First bytes of every segment.
 pub const MAGIC: [u8; 8] = *b"KUMISHM1";
 /// Layout version; bumped on any change of the layout (2: collective areas,
-/// 4: sender sets, 5: the single-copy choice).
-pub const VERSION: u32 = 5;
+/// 4: sender sets, 5: the single-copy choice, 6: the progress bell).
+pub const VERSION: u32 = 6;
 /// Bytes of the header page.
 pub const HEADER_PAGE: usize = 4096;
 /// Longest job id a segment records.
@@ -181,8 +182,12 @@ const _: () = assert!(std::mem::size_of::<SegHeader>() <= HEADER_PAGE);
 
 /// One job's shared segment on one host, mapped into this process.
 pub struct Segment {
+    /// `map`'s start, copied here: every access to the segment starts from it.
     base: NonNull<u8>,
     len: usize,
+    /// The mapping, shared with the progress bells handed out
+    /// ([`Segment::progress_bell`]), which may outlive the segment.
+    map: Arc<Mapping>,
     local_size: usize,
     ring_bytes: usize,
     job: String,
@@ -190,6 +195,30 @@ pub struct Segment {
     /// half), fixed with the sizes: collectives ask for their area several
     /// times per call (a lazily made value cost a call and a check each).
     areas: (usize, usize, usize),
+}
+
+/// A shared mapping, unmapped when the last holder lets it go.
+struct Mapping {
+    base: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the mapping is plain shared memory; its holders access it only
+// through atomics and the protocols built on them.
+unsafe impl Send for Mapping {}
+// SAFETY: as above; `&Mapping` offers nothing but the drop.
+unsafe impl Sync for Mapping {}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: `base`/`len` is the mapping `map` created; its last holder is
+        // going, and every reference into it borrows a holder (the rings a
+        // transport builds live in the same struct as its segment; a bell
+        // holds the mapping itself).
+        unsafe {
+            let _ = rustix::mm::munmap(self.base.as_ptr().cast(), self.len);
+        }
+    }
 }
 
 // SAFETY: a `Segment` is a mapping owned by this value; everything shared through
@@ -228,7 +257,10 @@ pub struct RankBlock {
     doorbell: AtomicU32,
     /// 1 while the owner is asleep or about to sleep (written by the owner).
     sleeping: AtomicU32,
-    _line0: [u8; 56],
+    /// The owner's progress bell (`crate::bell`): others ring it; the owner
+    /// writes it only when what it leaves outstanding changes.
+    progress: AtomicU32,
+    _line0: [u8; 52],
     /// The [`Call`] the owner is in (advisory).
     call: AtomicU32,
     /// Owner's pid, valid once `state` is not 0.
@@ -451,6 +483,7 @@ impl Segment {
         let seg = Segment {
             base,
             len,
+            map: Arc::new(Mapping { base, len }),
             local_size,
             ring_bytes,
             job: job.to_string(),
@@ -502,6 +535,10 @@ impl Segment {
         let mut seg = Segment {
             base,
             len: file_len,
+            map: Arc::new(Mapping {
+                base,
+                len: file_len,
+            }),
             local_size: 0,
             ring_bytes: 0,
             job: String::new(),
@@ -624,6 +661,15 @@ impl Segment {
         }
     }
 
+    /// Local rank `i`'s progress bell, which keeps the mapping alive for as
+    /// long as it exists (the progress thread sleeps on it without holding
+    /// the engine). Panics if `i` is out of range.
+    pub fn progress_bell(&self, i: usize) -> crate::bell::Bell {
+        let word = self.rank_block(i).progress();
+        // SAFETY: the word is in the mapping, which `map` keeps.
+        unsafe { crate::bell::Bell::within(word, self.map.clone()) }
+    }
+
     /// The sender set of local rank `i` (see `senders`). Panics if `i` is out
     /// of range.
     pub(crate) fn sender_set(&self, i: usize) -> &[AtomicU64] {
@@ -677,17 +723,6 @@ impl Segment {
             base: unsafe { NonNull::new_unchecked(self.base.as_ptr().add(off)) },
             local_size: self.local_size,
             payload,
-        }
-    }
-}
-
-impl Drop for Segment {
-    fn drop(&mut self) {
-        // SAFETY: `base`/`len` is the mapping this value created and owns; the
-        // references it handed out borrow `self`, so none outlive it (the rings a
-        // transport builds live in the same struct as the segment).
-        unsafe {
-            let _ = rustix::mm::munmap(self.base.as_ptr().cast(), self.len);
         }
     }
 }
@@ -791,6 +826,11 @@ impl RankBlock {
     /// The doorbell futex word (senders bump it, the owner waits on it).
     pub(crate) fn doorbell(&self) -> &AtomicU32 {
         &self.doorbell
+    }
+
+    /// The owner's progress bell word (see `crate::bell`).
+    pub(crate) fn progress(&self) -> &AtomicU32 {
+        &self.progress
     }
 
     /// The owner's "I am asleep" flag.

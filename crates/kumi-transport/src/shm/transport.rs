@@ -436,6 +436,21 @@ impl Capabilities for ShmTransport {
         }
     }
 
+    fn progress_bell(&self) -> Option<crate::bell::Bell> {
+        Some(self.segment.progress_bell(self.me))
+    }
+
+    fn ring_progress(&self) {
+        for k in 0..self.globals.len() {
+            let b = self.segment.rank_block(k);
+            // A rank inside a blocking kumi call progresses itself (`call` is
+            // advisory: at worst one ring too many or one late).
+            if k != self.me && b.call() == Call::None {
+                crate::bell::Bell::ring_if_armed(b.progress());
+            }
+        }
+    }
+
     /// Publishes what this rank waits for (see [`RankBlock::awaits`]).
     #[inline]
     fn publish_awaits(&self, awaits: Awaits) {

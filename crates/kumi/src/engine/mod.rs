@@ -58,6 +58,7 @@ use kumi_transport::{Capabilities, Transport};
 use p2p::{Direct, PendingRead};
 use slab::Slab;
 use std::collections::VecDeque;
+use std::time::{Duration, Instant};
 
 /// The transport between the ranks of this host. The engine reaches it
 /// through [`Transport`] and [`Capabilities`] alone; it is a concrete type
@@ -176,6 +177,9 @@ pub(crate) struct Engine {
     handlers: [Option<FrameHandler>; KIND_SLOTS],
     /// An error met by the progress thread, returned by the next call.
     async_error: Option<Error>,
+    /// When to ring the progress threads of this host's ranks (with a
+    /// progress thread and a host shared with other ranks).
+    demand: Option<crate::progress::Demand>,
 }
 
 // SAFETY: what keeps `Engine` from being `Send` automatically are raw pointers:
@@ -283,7 +287,13 @@ impl Engine {
             handlers: [None; KIND_SLOTS],
             pending_reads: Vec::new(),
             async_error: None,
+            demand: None,
         };
+        if t.progress && s.world_size > 1 && e.shm.is_some() {
+            e.demand = Some(crate::progress::Demand::new(Duration::from_micros(
+                t.progress_us,
+            )));
+        }
         p2p::register(&mut e)?;
         Ok(e)
     }
@@ -475,8 +485,58 @@ impl Engine {
         }
     }
 
-    /// One pass over everything that can move. Returns how many events happened.
+    /// One pass over everything that can move. Returns how many events
+    /// happened. A rank whose passes have moved nothing for a progress
+    /// interval asks for the progress threads of its host's ranks
+    /// ([`crate::progress::Demand`]).
+    #[inline]
     pub fn progress(&mut self) -> Result<usize> {
+        let n = self.pass()?;
+        if let Some(d) = &mut self.demand {
+            if d.after_pass(n) {
+                self.ring_progress();
+            }
+        }
+        Ok(n)
+    }
+
+    /// In a blocking wait that began at `start`: rings the progress threads
+    /// of the host's ranks if the wait has lasted a progress interval since
+    /// it began and since this rank last rang ([`crate::progress::Demand`]).
+    #[inline]
+    pub(crate) fn demand_waiting(&mut self, now: Instant, start: Instant) {
+        if let Some(d) = &mut self.demand {
+            if d.waiting(now, start) {
+                self.ring_progress();
+            }
+        }
+    }
+
+    #[cold]
+    fn ring_progress(&self) {
+        if let Some(shm) = &self.shm {
+            shm.ring_progress();
+        }
+    }
+
+    /// This rank's progress bell, where its progress thread sleeps
+    /// (`kumi_transport::bell`): in the host's segment, where the host's
+    /// other ranks can ring it, or a private one.
+    pub(crate) fn progress_bell(&self) -> kumi_transport::bell::Bell {
+        self.shm
+            .as_ref()
+            .and_then(|s| s.progress_bell())
+            .unwrap_or_else(kumi_transport::bell::Bell::private)
+    }
+
+    /// Whether this rank reaches others over the network (which cannot
+    /// ring its progress bell).
+    pub(crate) fn has_net(&self) -> bool {
+        self.net.is_some()
+    }
+
+    /// One pass of [`Engine::progress`], without the demand bookkeeping.
+    fn pass(&mut self) -> Result<usize> {
         // Looks before it takes: this runs on every pass of a waiting rank,
         // and `take` moves the whole (empty) value out and back.
         if self.async_error.is_some() {
@@ -548,7 +608,7 @@ impl Engine {
         }
         let mut moved = false;
         for _ in 0..64 {
-            match self.progress() {
+            match self.pass() {
                 Ok(0) => break,
                 Ok(_) => {
                     self.counters.async_passes += 1;

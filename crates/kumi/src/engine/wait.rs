@@ -333,6 +333,7 @@ impl Engine {
             let now = Instant::now();
             let start = *started.get_or_insert(now);
             self.watch.waiting(info, start, now, &self.counters);
+            self.demand_waiting(now, start);
             let idle = now - *idle_since.get_or_insert(now);
             // The `spin` and `yield_for` phases now both poll and yield (see
             // above); their sum is how long the rank waits before sleeping.
