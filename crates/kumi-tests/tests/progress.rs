@@ -23,7 +23,8 @@ fn passed(o: &Output, mode: &str) {
 #[test]
 fn a_computing_rank_still_serves_combining_collectives_and_rendezvous() {
     let prog = bin("progress");
-    for mode in ["combine", "coll", "rendezvous"] {
+    // `testloop`: the rank that needs it only tests, never waits in kumi.
+    for mode in ["combine", "coll", "rendezvous", "testloop"] {
         let o = kumi_run(3, &[], &[prog.to_str().unwrap(), mode]);
         passed(&o, mode);
     }
@@ -78,7 +79,7 @@ fn a_computing_rank_serves_others_across_namespace_hosts() {
     let prog = bin("progress");
     // Rank 0 on the first host, ranks 1 (the computing one) and 2 on the
     // second: it serves rank 0 over TCP and rank 2 over shared memory.
-    for mode in ["combine", "coll", "rendezvous"] {
+    for mode in ["combine", "coll", "rendezvous", "testloop"] {
         let o = c.kumi_run(3, &[(0, 1), (1, 2)], &[], &[prog.to_str().unwrap(), mode]);
         passed(&o, mode);
     }

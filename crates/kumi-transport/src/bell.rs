@@ -9,7 +9,8 @@
 //! - [`IDLE`]: the rank left kumi with nothing outstanding that others may
 //!   wait on. Nobody rings.
 //! - [`ARMED`]: it left kumi with such work. A rank of the same host that has
-//!   waited on something for a while rings it ([`Bell::ring_if_armed`]).
+//!   waited on something for a while rings it
+//!   ([`Capabilities::ring_progress`](crate::Capabilities::ring_progress)).
 //! - [`RUNG`]: someone asked for a pass (a peer, the rank's own application,
 //!   or finalize, which stops the thread). The thread never sleeps on this
 //!   value; it takes the engine if it is free, runs a pass and sets the word

@@ -423,15 +423,18 @@ const LOOK_EVERY: u32 = 64;
 /// (`KUMI_PROGRESS_US`) rings the progress bells of its host's ranks
 /// (`Capabilities::ring_progress`), then again every interval while it stays
 /// stuck. Stuck: in a blocking wait, since the wait began
-/// ([`Demand::waiting`]); otherwise (test and probe loops), since its passes
-/// stopped moving anything, counted without reading the clock on each
-/// ([`Demand::after_pass`]).
+/// ([`Demand::waiting`]); otherwise (test and probe loops, with or without
+/// computation between the calls), since the first look at the clock in a
+/// run of passes that moved nothing, counted without reading the clock on
+/// each ([`Demand::after_pass`]). Rings are at least an interval apart
+/// whatever the count says, so a rank that probes now and then between long
+/// computations rings now and then too, which costs an armed peer a pass.
 pub(crate) struct Demand {
     after: Duration,
     /// Empty passes since the last that moved something.
     empty: u32,
-    /// (first, last) look at the clock in the current run of empty passes.
-    looked: Option<(Instant, Instant)>,
+    /// The first look at the clock in the current run of empty passes.
+    first: Option<Instant>,
     /// When this rank last rang.
     rung: Option<Instant>,
 }
@@ -441,7 +444,7 @@ impl Demand {
         Demand {
             after,
             empty: 0,
-            looked: None,
+            first: None,
             rung: None,
         }
     }
@@ -452,24 +455,17 @@ impl Demand {
         if moved > 0 {
             if self.empty != 0 {
                 self.empty = 0;
-                self.looked = None;
+                self.first = None;
             }
             return false;
         }
         self.empty = self.empty.wrapping_add(1);
-        self.empty.is_multiple_of(LOOK_EVERY) && self.looked_now(Instant::now())
+        self.empty.is_multiple_of(LOOK_EVERY) && self.looked(Instant::now())
     }
 
     #[cold]
-    fn looked_now(&mut self, now: Instant) -> bool {
-        // A run of empty passes with a gap of an interval between two looks
-        // is not one stretch of being stuck: the application computed
-        // between two calls, and its next call starts afresh.
-        let first = match self.looked {
-            Some((first, last)) if now - last <= self.after => first,
-            _ => now,
-        };
-        self.looked = Some((first, now));
+    fn looked(&mut self, now: Instant) -> bool {
+        let first = *self.first.get_or_insert(now);
         self.due(now, first)
     }
 
@@ -486,5 +482,50 @@ impl Demand {
         }
         self.rung = Some(now);
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const AFTER: Duration = Duration::from_micros(500);
+
+    /// Feeds `d` empty passes until one asks to ring, at most `limit`.
+    fn passes_until_ring(d: &mut Demand, limit: u32) -> Option<u32> {
+        (1..=limit).find(|_| d.after_pass(0))
+    }
+
+    #[test]
+    fn a_test_loop_stuck_for_an_interval_rings_then_once_per_interval() {
+        let mut d = Demand::new(AFTER);
+        let t = Instant::now();
+        assert!(passes_until_ring(&mut d, 1 << 30).is_some());
+        assert!(t.elapsed() >= AFTER, "rang before an interval");
+        let t = Instant::now();
+        assert!(passes_until_ring(&mut d, 1 << 30).is_some());
+        assert!(t.elapsed() >= AFTER / 2, "rang twice within an interval");
+    }
+
+    #[test]
+    fn a_pass_that_moves_starts_the_count_again() {
+        let mut d = Demand::new(AFTER);
+        for _ in 0..LOOK_EVERY * 4 {
+            assert!(!d.after_pass(0));
+        }
+        std::thread::sleep(AFTER * 2);
+        assert!(!d.after_pass(1));
+        // The next look is the first of a new run: no ring yet.
+        assert_eq!(passes_until_ring(&mut d, LOOK_EVERY), None);
+    }
+
+    #[test]
+    fn a_blocking_wait_rings_an_interval_after_it_began() {
+        let mut d = Demand::new(AFTER);
+        let start = Instant::now();
+        assert!(!d.waiting(start + AFTER / 2, start));
+        assert!(d.waiting(start + AFTER, start));
+        assert!(!d.waiting(start + AFTER + AFTER / 2, start));
+        assert!(d.waiting(start + AFTER * 2, start));
     }
 }

@@ -9,6 +9,9 @@
 //! - `rendezvous`: the computing rank posts a 4 MiB receive, then computes;
 //!   rank 0 sends it (a rendezvous: the receiver must answer clear-to-send).
 //!
+//! - `testloop`: as `rendezvous`, but rank 0 starts the send and tests it
+//!   between slices of 100 us of computation instead of waiting in kumi:
+//!   a rank that only tests must still get the computing rank served;
 //! - `quiet`: rank 1 posts a receive from rank 0, then both compute for
 //!   300 ms, and only then does rank 0 send: nobody waits on rank 1 while it
 //!   computes, so its progress thread must not wake (it sleeps until a rank
@@ -21,7 +24,8 @@
 //! After finalize, every rank checks that its progress thread has ended
 //! (without the join in finalize this fails: the thread is still winding down).
 //!
-//! `kumi run -n 3 target/release/progress combine|coll|rendezvous [stall]`
+//! `kumi run -n 3 target/release/progress combine|coll|rendezvous|testloop [stall]`
+//! (`quiet`: `-n 2`)
 
 use kumi::{Arrival, Comm, Error, Op};
 use kumi_tests::compute;
@@ -214,6 +218,39 @@ fn quiet(w: &Comm) -> Result<(), Error> {
     Ok(())
 }
 
+fn testloop(w: &Comm) -> Result<Duration, Error> {
+    const LEN: usize = 4 << 20;
+    let buf: Vec<u8> = (0..LEN).map(|i| (i % 251) as u8).collect();
+    let took = run(
+        w,
+        || {
+            if w.rank() == 0 {
+                kumi::scope(|s| {
+                    let mut r = w.isend(s, &buf, SLEEPER as i32, 6)?;
+                    while !r.test()? {
+                        compute(Duration::from_micros(100));
+                    }
+                    Ok::<_, Error>(())
+                })?;
+            }
+            Ok(())
+        },
+        |work| {
+            let mut got = vec![0u8; LEN];
+            kumi::scope(|s| {
+                let r = w.irecv(s, &mut got, 0, 6)?;
+                work();
+                r.wait().map(|_| ())
+            })?;
+            if got != buf {
+                return Err(fail("the 4 MiB message arrived wrong".into()));
+            }
+            Ok(())
+        },
+    )?;
+    Ok(took)
+}
+
 fn main() -> Result<(), Error> {
     let args: Vec<String> = std::env::args().collect();
     let mode = args.get(1).map(String::as_str).unwrap_or("combine");
@@ -231,6 +268,7 @@ fn main() -> Result<(), Error> {
         "combine" => combine(&w)?,
         "coll" => coll(&w)?,
         "rendezvous" => rendezvous(&w)?,
+        "testloop" => testloop(&w)?,
         m => return Err(fail(format!("unknown mode {m:?}"))),
     };
     if w.rank() == 0 {
