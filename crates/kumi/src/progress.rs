@@ -16,11 +16,11 @@
 //!   a nonblocking operation or collective in flight, a combining service,
 //!   frames queued for a full ring); the thread disarms it after a pass that
 //!   leaves nothing outstanding (see `Guard`'s drop for why not the
-//!   application). A rank of the
-//!   host whose engine has moved nothing for `KUMI_PROGRESS_US` microseconds
-//!   (default 500) rings the armed bells of the host's ranks that are not
-//!   inside a blocking kumi call ([`Demand`]), and again every interval
-//!   while it stays stuck; the thread then runs a pass if the engine is free.
+//!   application). A rank of the host stuck in kumi for `KUMI_PROGRESS_US`
+//!   microseconds (default 500) rings the armed bells of the host's ranks
+//!   that are not inside a blocking kumi call ([`Demand`]), and again every
+//!   interval while it stays stuck; the thread then runs a pass if the
+//!   engine is free.
 //!   So a computing rank delays the others by at most about one interval
 //!   plus a wake-up (~50 us here) per step of theirs that needs it, and
 //!   costs nothing while nobody waits for it: the thread wakes only on
@@ -400,9 +400,9 @@ fn run(weak: std::sync::Weak<Shared>, bell: Bell) {
             timer = if moved {
                 Some(QUICK_LOOK.min(interval))
             } else if needs && net {
-                Some(timer.map_or(interval, |w| {
-                    (w * 2).clamp(interval, interval * ACTIVE_BACKOFF)
-                }))
+                // The application computes: every interval (after quick
+                // looks, back up to it).
+                Some(timer.map_or(interval, |w| (w * 2).min(interval)))
             } else {
                 None
             };

@@ -2,8 +2,8 @@
 //! one host.
 //!
 //! - [`segment`](Segment): one mapping per job per host: a header, one
-//!   [`RankBlock`] per local rank (doorbell, sleep flag, call state, owner), and
-//!   one ring per ordered pair of local ranks.
+//!   [`RankBlock`] per local rank (doorbell, sleep flag, progress bell, call
+//!   state, owner), and one ring per ordered pair of local ranks.
 //! - `senders`: which local ranks have ever sent to a rank, so that its polls
 //!   visit only those rings (model-checked with the sleep protocol).
 //! - `ring`: the single-producer/single-consumer byte ring; its module doc argues
