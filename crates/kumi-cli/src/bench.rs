@@ -855,7 +855,7 @@ fn floor_records(quick: bool) -> Vec<Figure> {
                 "kumi bench floor: {} KiB blocks: a ring's copies across cores {:.1} GB/s, \
                  within a core {:.1} GB/s, a process_vm_readv of a block another core wrote \
                  {:.1} GB/s. KUMI_SINGLE_COPY=auto chooses {} ({pays} of {n} measurements \
-                 said on: on where a read takes less than two of the copies across cores)",
+                 said on: on where a read takes less than three of the copies across cores)",
                 cma::PROBE_BYTES >> 10,
                 copy / 1e3,
                 local / 1e3,
