@@ -306,10 +306,8 @@ impl Probe {
     /// the two ranks (half a read each, at once). So single copy would win
     /// where a read takes less than two of the copies; but the area's real
     /// paths cost more than their copies (sections, sequence words, more
-    /// rounds), and on the Intel machines a read of 1.7-2.8 copies still
-    /// made the collectives of 64-256 KiB 2-3.5 times faster by single
-    /// copy, while the probe's ratio moved across 2 from job to job. So the
-    /// line is at three copies (measured: docs/BENCHMARKS.md, session 62).
+    /// rounds), and a read of up to about three copies still leaves single
+    /// copy the faster way (measured: docs/BENCHMARKS.md, session 62).
     ///
     /// The rule is the same with more ranks than cores, where two ranks of
     /// a core copy within it (`local`, several times faster): some of their
