@@ -404,7 +404,7 @@ mod tests {
             read: Duration::from_micros(us),
         };
         assert!(at(5).single_copy_pays() && at(19).single_copy_pays());
-        // A read of 2.5 copies, where the area still lost (session 62).
+        // A read of 2.5 copies: the area still loses there.
         assert!(at(25).single_copy_pays() && at(29).single_copy_pays());
         // Within a core the copy is faster than the read; the rule looks
         // across cores all the same.
