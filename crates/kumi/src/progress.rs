@@ -466,17 +466,12 @@ impl Demand {
     #[cold]
     fn looked(&mut self, now: Instant) -> bool {
         let first = *self.first.get_or_insert(now);
-        self.due(now, first)
+        self.waiting(now, first)
     }
 
-    /// In a blocking wait that began at `start`: whether to ring now.
-    #[inline]
-    pub(crate) fn waiting(&mut self, now: Instant, start: Instant) -> bool {
-        self.due(now, start)
-    }
-
-    /// Stuck since `since`: for an interval, and not rung for one?
-    fn due(&mut self, now: Instant, since: Instant) -> bool {
+    /// Stuck since `since` (in a blocking wait, its start): whether to ring
+    /// now, having been stuck for an interval and not rung for one.
+    pub(crate) fn waiting(&mut self, now: Instant, since: Instant) -> bool {
         if now - since < self.after || self.rung.is_some_and(|r| now - r < self.after) {
             return false;
         }
