@@ -86,6 +86,12 @@ pub enum Kind {
 /// (synchronous send).
 pub const FLAG_SYNC: u8 = 1;
 
+/// Flag on an `Rts`: when it went, its sender had rendezvous messages out
+/// to other ranks too (a scatter's root, a neighbourhood exchange), so it
+/// has copies of its own to serve; the receiver reads the message whole
+/// rather than have the sender write half (`p2p::Protocol::pull`).
+pub const FLAG_FAN_OUT: u8 = 2;
+
 /// The header of a data-plane frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Header {

@@ -27,7 +27,7 @@
 //! a [`Violation`], which the engine logs and drops. Matching itself is
 //! [`crate::matching`]; what an unmatched message leaves is [`Unexpected`].
 
-use crate::header::{Header, Kind};
+use crate::header::{Header, Kind, FLAG_FAN_OUT};
 use crate::matching::Envelope;
 
 /// The eager limit on the network when none is asked: up to it, eager beat
@@ -215,19 +215,21 @@ impl Protocol {
     }
 
     /// How a rendezvous message of `len` bytes from a rank of this host
-    /// (`same_host`) or not reaches a receive of `cap` bytes. `peer_busy`:
-    /// this rank has a rendezvous message of its own out to the sender, which
-    /// the sender is to copy meanwhile (an exchange: `Irecv`, `Send`,
-    /// `Wait` on both sides). Then a split would give the sender both its
-    /// own copy and half of this one while this rank idles, so the message is
-    /// read whole (measured: docs/BENCHMARKS.md, session 36).
-    pub fn pull(&self, len: usize, cap: usize, same_host: bool, peer_busy: bool) -> Pull {
+    /// (`same_host`) or not reaches a receive of `cap` bytes.
+    /// `sender_busy`: the sender has copies of its own to serve meanwhile,
+    /// either because this rank has a rendezvous message out to it (an
+    /// exchange: `Irecv`, `Send`, `Wait` on both sides) or because it had
+    /// some out to other ranks when it sent this one ([`FLAG_FAN_OUT`]: a
+    /// scatter's root). Then a split would give the sender half of this copy
+    /// on top of its own work while this rank idles, so the message is read
+    /// whole (measured: docs/BENCHMARKS.md, sessions 36 and 63).
+    pub fn pull(&self, len: usize, cap: usize, same_host: bool, sender_busy: bool) -> Pull {
         if len > cap {
             Pull::Truncated
         } else if !(self.single_copy && same_host) {
             Pull::Push
         } else if self.verified
-            && !peer_busy
+            && !sender_busy
             && len >= self.limits.split_min
             && split_point(len) > 0
         {
@@ -493,6 +495,9 @@ pub enum Unexpected {
         sender_req: u64,
         /// The sender's buffer address.
         addr: u64,
+        /// The sender had rendezvous messages out to other ranks too
+        /// ([`FLAG_FAN_OUT`]).
+        fan_out: bool,
     },
 }
 
@@ -517,14 +522,26 @@ pub fn eager(env: &Envelope, len: usize) -> Header {
     h
 }
 
-/// `Rts` for send request `id` of `len` bytes at `addr` in the sender.
+/// `Rts` for send request `id` of `len` bytes at `addr` in the sender;
+/// `fan_out`: the sender has rendezvous messages out to other ranks too
+/// ([`FLAG_FAN_OUT`]).
 #[inline]
-pub fn rts(env: &Envelope, len: usize, id: u64, addr: u64) -> Header {
+pub fn rts(env: &Envelope, len: usize, id: u64, addr: u64, fan_out: bool) -> Header {
     let mut h = eager(env, len);
     h.kind = Kind::Rts;
     h.id = id;
     h.aux = addr;
+    if fan_out {
+        h.flags |= FLAG_FAN_OUT;
+    }
     h
+}
+
+/// Whether an `Rts`'s sender had rendezvous messages out to other ranks
+/// too ([`FLAG_FAN_OUT`]).
+#[inline]
+pub fn rts_fan_out(h: &Header) -> bool {
+    h.flags & FLAG_FAN_OUT != 0
 }
 
 /// A rendezvous arrival's length, checked to fit an address.
@@ -769,7 +786,7 @@ mod tests {
         assert_eq!(
             p.pull(1 << 20, 1 << 20, true, true),
             Pull::Read,
-            "the sender has this rank's message to copy: read whole"
+            "the sender has this rank's message, or others', to copy: read whole"
         );
         assert_eq!(
             p.pull((16 << 10) - 1, 1 << 20, true, false),
@@ -878,6 +895,8 @@ mod tests {
         chunk_max: usize,
         /// The receiver reads its half after the sender's `Wrote` arrived.
         read_late: bool,
+        /// The sender had rendezvous messages out to other ranks too.
+        fan_out: bool,
     }
 
     fn msg() -> impl Strategy<Value = Msg> {
@@ -889,16 +908,20 @@ mod tests {
             prop::bool::weighted(0.1),
             1usize..1500,
             any::<bool>(),
+            prop::bool::weighted(0.3),
         )
             .prop_map(
-                |(len, cap, same_host, refuse_read, write_fails, chunk_max, read_late)| Msg {
-                    len,
-                    cap: if cap % 3 == 0 { cap } else { len + cap % 7 },
-                    same_host,
-                    refuse_read,
-                    write_fails,
-                    chunk_max,
-                    read_late,
+                |(len, cap, same_host, refuse_read, write_fails, chunk_max, read_late, fan_out)| {
+                    Msg {
+                        len,
+                        cap: if cap % 3 == 0 { cap } else { len + cap % 7 },
+                        same_host,
+                        refuse_read,
+                        write_fails,
+                        chunk_max,
+                        read_late,
+                        fan_out,
+                    }
                 },
             )
     }
@@ -923,7 +946,7 @@ mod tests {
         let (sid, rid) = (0x1_0000_0005u64, 0x2_0000_0009u64);
         let mut send = Send::new(RECEIVER, m.len, true);
         let mut send_done = 0;
-        let rts = Header::decode(&rts(&ENV, m.len, sid, 0x7000).encode()).unwrap();
+        let rts = Header::decode(&rts(&ENV, m.len, sid, 0x7000, m.fan_out).encode()).unwrap();
         let len = rts_len(&rts).unwrap();
         // Frames in flight, each way, in order.
         let mut to_sender: Vec<Header> = Vec::new();
@@ -932,7 +955,7 @@ mod tests {
         let mut failed = false;
         let mut recv_done = 0;
         let mut pending_read = None;
-        let mut pull = p.pull(len, m.cap, m.same_host, false);
+        let mut pull = p.pull(len, m.cap, m.same_host, rts_fan_out(&rts));
         let first = pull;
         match pull {
             Pull::Truncated => {
@@ -1060,6 +1083,7 @@ mod tests {
             write_fails: false,
             chunk_max: 1,
             read_late: true,
+            fan_out: false,
         };
         assert_eq!(rendezvous(&mut p, &m, 1), (Outcome::Received, Pull::Read));
     }
@@ -1068,8 +1092,9 @@ mod tests {
         #![proptest_config(ProptestConfig::with_cases(2000))]
         /// Sequences of rendezvous messages through one rank's protocol:
         /// each arrives whole, exactly once, or fails saying why; a split
-        /// copy comes only after a read succeeded, and never a single copy
-        /// after one was refused or across hosts.
+        /// copy comes only after a read succeeded and never from a sender
+        /// with messages out to others, and never a single copy after one
+        /// was refused or across hosts.
         #[test]
         fn every_rendezvous_delivers_each_message_once(
             msgs in prop::collection::vec(msg(), 1..6),
@@ -1083,9 +1108,9 @@ mod tests {
                 let (outcome, pull) = rendezvous(&mut p, m, i as u8);
                 match pull {
                     Pull::Truncated => prop_assert!(m.len > m.cap),
-                    Pull::Split { .. } => {
-                        prop_assert!(verified && !refused && m.same_host && m.len >= split_min)
-                    }
+                    Pull::Split { .. } => prop_assert!(
+                        verified && !refused && m.same_host && m.len >= split_min && !m.fan_out
+                    ),
                     Pull::Read => prop_assert!(!refused && m.same_host),
                     Pull::Push => prop_assert!(refused || !m.same_host),
                 }

@@ -194,8 +194,9 @@ impl Engine {
             self.push_frame(peer, h, payload)?;
             return Ok(Some(id));
         }
+        let fan_out = len >= self.proto.limits.split_min && self.rendezvous_out(|p| p != peer);
         let id = self.new_send(peer, buf, len, true);
-        self.push_frame(peer, &p2p::rts(&env, len, id, buf as u64), &[])?;
+        self.push_frame(peer, &p2p::rts(&env, len, id, buf as u64, fan_out), &[])?;
         Ok(Some(id))
     }
 
@@ -393,7 +394,8 @@ impl Engine {
                 len,
                 sender_req,
                 addr,
-            } => self.start_pull(id, from, env, len, sender_req, addr),
+                fan_out,
+            } => self.start_pull(id, from, env, len, sender_req, addr, fan_out),
         }
     }
 
@@ -428,13 +430,13 @@ impl Engine {
         }
     }
 
-    /// Whether a rendezvous message of this rank's to `peer` still waits
-    /// for the peer to take it. A scan of the requests, made only for a
-    /// message long enough to split (whose copy costs more).
-    fn rendezvous_out_to(&self, peer: u32) -> bool {
+    /// Whether a rendezvous message of this rank's to a peer `to` accepts
+    /// still waits for that peer to take it. A scan of the requests, made
+    /// only for a message long enough to split (whose copy costs more).
+    fn rendezvous_out(&self, to: impl Fn(u32) -> bool) -> bool {
         self.reqs.entries.iter().any(|(_, r)| {
             matches!(r, Some(Req { done: false, op: Op::Send { send, .. }, .. })
-                if send.peer == peer
+                if to(send.peer)
                     && send.phase == p2p::SendPhase::AwaitReply
                     && send.rendezvous)
         })
@@ -450,10 +452,13 @@ impl Engine {
         len: usize,
         sender_req: u64,
         addr: u64,
+        fan_out: bool,
     ) -> Result<()> {
         let same_host = self.route.get(from as usize) == Some(&Route::Shm);
-        let peer_busy =
-            same_host && len >= self.proto.limits.split_min && self.rendezvous_out_to(from);
+        let sender_busy = fan_out
+            || same_host
+                && len >= self.proto.limits.split_min
+                && self.rendezvous_out(|p| p == from);
         let Some(Req {
             op: Op::Recv { buf, cap, data },
             status,
@@ -470,7 +475,7 @@ impl Engine {
             bytes: len,
             cancelled: false,
         };
-        match self.proto.pull(len, cap, same_host, peer_busy) {
+        match self.proto.pull(len, cap, same_host, sender_busy) {
             Pull::Truncated => {
                 *error = Some(Box::new(truncated(*status, cap)));
                 // The sender's part is done either way: release it.
@@ -624,6 +629,7 @@ impl Engine {
                     len,
                     sender_req: h.id,
                     addr: h.aux,
+                    fan_out: p2p::rts_fan_out(h),
                 };
                 match posted {
                     Some(id) => self.deliver_unexpected(id, env, m),
