@@ -92,27 +92,9 @@ impl Comm {
                 // long and every member has a core (every member knows
                 // these alike): it keeps its speed where the area's copies
                 // across cores slow down (docs/BENCHMARKS.md, session 56).
-                // An inclusive scan takes the exscan into scratch and folds
-                // its own contribution on the right.
                 if shm::scan_by_copy(e, buf.len()) {
-                    if exclusive {
-                        return shm::exscan_single_copy(e, g, send, buf, elem, &f, info);
-                    }
-                    return SCAN_SCRATCH.with_borrow_mut(|scratch| {
-                        let n = buf.len();
-                        if scratch.bytes().len() < n {
-                            *scratch = AlignedBuf::zeroed(n);
-                        }
-                        let prefix = &mut scratch.bytes_mut()[..n];
-                        // Later members read `mine` until the exscan returns.
-                        let mine = send.unwrap_or(buf);
-                        let own = mine.as_ptr();
-                        shm::exscan_single_copy(e, g, Some(mine), prefix, elem, &f, info)?;
-                        // SAFETY: `own` is `send` (as long as `buf`, checked
-                        // above, and apart from it) or `buf` itself.
-                        unsafe { shm::inclusive_from_prefix(prefix, own, buf, g.me, &f) };
-                        Ok(())
-                    });
+                    let how = (elem, !exclusive);
+                    return shm::exscan_single_copy(e, g, (send, buf), how, &f, info);
                 }
                 let mut off = 0;
                 loop {

@@ -478,31 +478,20 @@ pub(crate) enum Copied {
     /// of the root's buffer, but for a block of each, which the root writes
     /// ([`single::bcast_read`], [`single::bcast_write_block`]).
     Bcast(usize),
-    /// An exscan into `recv[0]`: the prefix read straight out of the
-    /// contributions of the members before this one and folded by `op`,
-    /// `piece` bytes at a time ([`single::exscan_fold`]); `_kept`: this
-    /// member's contribution kept apart where it is the result's buffer
-    /// (in place) and a later member may read it meanwhile (only held, for
-    /// them to read). `inclusive`: an inclusive scan, whose prefix forms in
-    /// scratch (`Inclusive`) and whose result is then the prefix and this
-    /// member's own contribution folded.
+    /// An exscan (or, `inclusive`, a scan) into `recv[0]`: the prefix read
+    /// straight out of the contributions of the members before this one
+    /// and folded by `op`, `piece` bytes at a time
+    /// ([`single::exscan_fold`]; an inclusive scan's `recv[0]` holds this
+    /// member's own contribution from the start); `_kept`: this member's
+    /// contribution kept apart where it is the result's buffer (in place)
+    /// and a later member may read it meanwhile (only held, for them to
+    /// read).
     Exscan {
         op: crate::coll::exec::ByteOp,
         piece: usize,
         _kept: Option<AlignedBuf>,
-        inclusive: Option<Inclusive>,
+        inclusive: bool,
     },
-}
-
-/// An inclusive scan by single copy ([`Copied::Exscan`]): where its prefix
-/// forms, and this member's own contribution.
-pub(crate) struct Inclusive {
-    /// Scratch of the vector's length; written through `at` only.
-    _prefix: AlignedBuf,
-    /// `_prefix`'s bytes (its heap block stays put when the buffer moves).
-    at: *mut u8,
-    /// This member's contribution (the result's buffer itself in place).
-    own: *const u8,
 }
 
 /// The slots a neighbourhood exchange's member `me` reads from: those of
@@ -828,7 +817,7 @@ impl Gather {
                     Copied::Exscan {
                         ref op,
                         piece,
-                        ref inclusive,
+                        inclusive,
                         ..
                     },
                 ..
@@ -837,18 +826,8 @@ impl Gather {
                 // SAFETY: the result's `n` bytes, writable until completion
                 // and touched by nobody else (the caller's contract).
                 let out = unsafe { std::slice::from_raw_parts_mut(p, n) };
-                let Some(inc) = inclusive else {
-                    return single::exscan_fold(a, shm, (slots, me), s, out, piece, &**op);
-                };
-                // SAFETY: the scratch's `n` bytes, which only this member
-                // touches, and only here.
-                let prefix = unsafe { std::slice::from_raw_parts_mut(inc.at, n) };
-                single::exscan_fold(a, shm, (slots, me), s, prefix, piece, &**op)?;
-                // SAFETY: `n` bytes at `own` (the caller's contract), `out`
-                // itself in place, else apart. Later members read the kept
-                // copy, if any, or `own`, which this only reads.
-                unsafe { single::inclusive_from_prefix(prefix, inc.own, out, me, &**op) };
-                return Ok(());
+                let how = (piece, inclusive);
+                return single::exscan_fold(a, shm, (slots, me), s, out, how, &**op);
             }
             Sends::Copy {
                 of: Copied::Bcast(root),
@@ -1198,15 +1177,12 @@ impl Pending {
         });
         let from = kept.as_ref().map_or(own, |k| k.bytes().as_ptr());
         let dir = single::directory(&[(from, n)]);
-        let piece = single::piece_of(e, elem);
-        let inclusive = inclusive.then(|| {
-            let mut prefix = AlignedBuf::zeroed(n);
-            Inclusive {
-                at: prefix.bytes_mut().as_mut_ptr(),
-                _prefix: prefix,
-                own,
-            }
-        });
+        let piece = single::scan_piece(elem);
+        if inclusive {
+            // SAFETY: the caller's contract: `n` bytes each, in place or
+            // apart. Later members read the kept copy, if any, or `own`.
+            unsafe { crate::coll::copy_own(own, out, n) };
+        }
         let of = Copied::Exscan {
             op,
             piece,

@@ -559,6 +559,15 @@ pub(super) fn piece_of(e: &Engine, elem: usize) -> usize {
     (e.svc.coll.config().allreduce_piece / elem).max(1) * elem
 }
 
+/// The piece a single-copy scan folds at a time, in whole elements: one
+/// member's vector at a time, not every member's as an allreduce's, so a
+/// piece eight times as long still stays in cache and takes a system call
+/// a quarter MiB, which made 128-256 KiB scans 1.15x faster at two ranks
+/// (docs/BENCHMARKS.md, session 63).
+pub(super) fn scan_piece(elem: usize) -> usize {
+    ((256 << 10) / elem).max(1) * elem
+}
+
 /// Block j of an allreduce of `n` bytes of `elem`-byte elements among `m`
 /// members (whole elements, as even as possible): member j's to reduce.
 fn allreduce_block(n: usize, elem: usize, m: usize, j: usize) -> std::ops::Range<usize> {
@@ -815,40 +824,22 @@ pub(crate) fn reduce_single_copy(
     Ok(())
 }
 
-/// An inclusive scan's result from its exclusive `prefix` (from
-/// [`exscan_fold`]): this member's own contribution folded on the prefix's
-/// right into `out`; the first member's (`me == 0`) is its own alone.
-///
-/// # Safety
-/// `own` readable for `out.len()` bytes, and either `out` itself (in
-/// place) or apart from it.
-pub(crate) unsafe fn inclusive_from_prefix(
-    prefix: &[u8],
-    own: *const u8,
-    out: &mut [u8],
-    me: usize,
-    op: &Combine<'_>,
-) {
-    // SAFETY: the caller's contract.
-    unsafe { crate::coll::copy_own(own, out.as_mut_ptr(), out.len()) };
-    if me > 0 {
-        op(prefix, out);
-    }
-}
-
-/// The reading half of an exscan by single copy into `out`, once the
-/// members before this one (`me` of `slots`) have published where their
-/// contributions lie for collective `s` (each `out.len()` bytes, checked):
-/// reads the left neighbour's straight into `out`, then folds the others'
-/// into it `piece` bytes at a time through scratch, right to left
-/// (`d0 ⊕ (d1 ⊕ (...))`).
+/// The reading half of a scan by single copy into `out`, once the members
+/// before this one (`me` of `slots`) have published where their
+/// contributions lie for collective `s` (each `out.len()` bytes, checked),
+/// folding right to left (`d0 ⊕ (d1 ⊕ (...))`), `piece` bytes at a time
+/// through scratch. An exscan (`inclusive` false) reads the left
+/// neighbour's straight into `out` and folds the others into it; an
+/// inclusive scan finds this member's own contribution in `out` already
+/// and folds every one before it in, so no vector-long prefix is formed
+/// and folded once more.
 pub(super) fn exscan_fold(
     a: &CollArea<'_>,
     shm: &ShmTransport,
     (slots, me): (&[usize], usize),
     s: u64,
     out: &mut [u8],
-    piece: usize,
+    (piece, inclusive): (usize, bool),
     op: &Combine<'_>,
 ) -> Result<()> {
     let n = out.len();
@@ -862,17 +853,23 @@ pub(super) fn exscan_fold(
         cma::read_from(pid, addr + at as u64, into)
             .map_err(|x| copy_error("reading", into.len(), slots[j], x))
     };
-    // The rightmost operand, my left neighbour's, then the others.
-    if me > 0 {
-        read(me - 1, 0, out)?;
-    }
-    if me > 1 {
+    // The rightmost operand: an exscan's is the left neighbour's, read
+    // whole; the others fold into it.
+    let folded = match inclusive {
+        true => me,
+        false if me > 0 => {
+            read(me - 1, 0, out)?;
+            me - 1
+        }
+        false => 0,
+    };
+    if folded > 0 {
         with_scratch(piece.min(n), |_, t| -> Result<()> {
             let mut at = 0;
             while at < n {
                 let len = piece.min(n - at);
                 let t = &mut t[..len];
-                for j in (0..me - 1).rev() {
+                for j in (0..folded).rev() {
                     read(j, at, t)?;
                     op(t, &mut out[at..at + len]);
                 }
@@ -884,22 +881,21 @@ pub(super) fn exscan_fold(
     Ok(())
 }
 
-/// An exscan of `out.len()` bytes of `elem`-byte elements by single copy:
-/// every member publishes where its contribution lies (`own`; in place,
-/// `out` itself, or a copy of it where the member writes `out` while a
-/// later member may still read it), waits for the members before it only,
-/// and folds theirs into `out` ([`exscan_fold`]), in the order the area's
-/// scan folds. A second round tells each
-/// member that nobody reads its contribution any more. Where the host
-/// chose single copy, this beats the area's two copies across cores from
-/// `KUMI_COLL_COPY_MIN` (docs/BENCHMARKS.md, session 55); an inclusive
-/// scan runs it into scratch (`Comm::scan`).
+/// An exscan (or, `inclusive`, a scan) of `out.len()` bytes of
+/// `elem`-byte elements by single copy: every member publishes where its
+/// contribution lies (`own`; in place, `out` itself, or a copy of it where
+/// the member writes `out` while a later member may still read it), an
+/// inclusive scan's member copies its own into `out`, then each waits for
+/// the members before it only and folds theirs into `out`
+/// ([`exscan_fold`]), in the order the area's scan folds. A second round
+/// tells each member that nobody reads its contribution any more. Where
+/// the host chose single copy, this beats the area's two copies across
+/// cores from `KUMI_COLL_COPY_MIN` (docs/BENCHMARKS.md, session 55).
 pub(crate) fn exscan_single_copy(
     e: &mut Guard<'_>,
     g: &mut Group,
-    own: Option<&[u8]>,
-    out: &mut [u8],
-    elem: usize,
+    (own, out): (Option<&[u8]>, &mut [u8]),
+    (elem, inclusive): (usize, bool),
     op: &Combine<'_>,
     info: WaitInfo,
 ) -> Result<()> {
@@ -916,13 +912,17 @@ pub(crate) fn exscan_single_copy(
         (None, None) => out.as_ptr(),
     };
     publish_card(e, g, s, [from as u64, n as u64], info)?;
+    if let (true, Some(own)) = (inclusive, own) {
+        out.copy_from_slice(own);
+    }
     wait(e, info, g.area, |a| {
         g.slots[..me].iter().all(|&j| reached_as(a, j, s, g.kind))
     })?;
     {
         let shm = e.shm().expect("shared memory");
         let a = shm.segment().coll_area(g.area);
-        exscan_fold(&a, shm, (&g.slots, me), s, out, piece_of(e, elem), op)?;
+        let how = (scan_piece(elem), inclusive);
+        exscan_fold(&a, shm, (&g.slots, me), s, out, how, op)?;
     }
     publish_at(e, g, s + 1);
     // Later members may read my contribution until they publish.
