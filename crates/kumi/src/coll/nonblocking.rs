@@ -489,7 +489,7 @@ impl Comm {
                 let (op, elem) = (op.bytes_fn(), op.unit_bytes());
                 // SAFETY: the caller's contract.
                 return Some(Ok(unsafe {
-                    shm::Pending::start_exscan_copy(e, g, s, (r, n), op, elem, !exclusive)
+                    shm::Pending::start_scan_copy(e, g, s, (r, n), op, elem, !exclusive)
                 }));
             }
             // Longer than a payload half: in chunks of whole elements (or

@@ -1,6 +1,6 @@
 //! Scan and exscan: through the collective area inside one host
 //! (`shm::scan`), or by single copy there for a long one
-//! (`shm::exscan_single_copy`), else a chain of messages
+//! (`shm::scan_single_copy`), else a chain of messages
 //! (`kumi_core::coll::scan_linear`).
 
 use super::*;
@@ -94,7 +94,7 @@ impl Comm {
                 // across cores slow down (docs/BENCHMARKS.md, session 56).
                 if shm::scan_by_copy(e, buf.len()) {
                     let how = (elem, !exclusive);
-                    return shm::exscan_single_copy(e, g, (send, buf), how, &f, info);
+                    return shm::scan_single_copy(e, g, (send, buf), how, &f, info);
                 }
                 let mut off = 0;
                 loop {

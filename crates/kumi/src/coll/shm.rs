@@ -167,7 +167,7 @@ pub(crate) use place::{
 };
 pub(crate) use single::{
     allgather_single_copy, allreduce_single_copy, alltoall_single_copy, bcast_single_copy,
-    exscan_single_copy, reduce_scatter_single_copy, reduce_single_copy, Directory,
+    reduce_scatter_single_copy, reduce_single_copy, scan_single_copy, Directory,
 };
 
 /// `inout = in ⊕ inout` over bytes of whole, aligned elements (borrowed: a

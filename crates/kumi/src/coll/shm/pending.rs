@@ -481,12 +481,12 @@ pub(crate) enum Copied {
     /// An exscan (or, `inclusive`, a scan) into `recv[0]`: the prefix read
     /// straight out of the contributions of the members before this one
     /// and folded by `op`, `piece` bytes at a time
-    /// ([`single::exscan_fold`]; an inclusive scan's `recv[0]` holds this
+    /// ([`single::scan_fold`]; an inclusive scan's `recv[0]` holds this
     /// member's own contribution from the start); `_kept`: this member's
     /// contribution kept apart where it is the result's buffer (in place)
     /// and a later member may read it meanwhile (only held, for them to
     /// read).
-    Exscan {
+    Scan {
         op: crate::coll::exec::ByteOp,
         piece: usize,
         _kept: Option<AlignedBuf>,
@@ -655,7 +655,7 @@ impl Gather {
                     Copied::Each(single::Directory::Own) => kind(K_ALLGATHER_COPY, 0, total),
                     Copied::Each(single::Directory::ToEach) => kind(K_ALLTOALL_COPY, 0, total),
                     Copied::Bcast(root) => kind(K_BCAST_COPY, root, total),
-                    Copied::Exscan { .. } => kind(K_EXSCAN_COPY, 0, total),
+                    Copied::Scan { .. } => kind(K_EXSCAN_COPY, 0, total),
                 }
             }
         }
@@ -713,7 +713,7 @@ impl Gather {
             } if me != root => reached_as(a, slots[root], s, kind_),
             // An exscan member reads those before it.
             Sends::Copy {
-                of: Copied::Exscan { .. },
+                of: Copied::Scan { .. },
                 ..
             } if self.round == 0 => all_reached_as(a, &slots[..me], s, kind_),
             Sends::Neighbors {
@@ -814,7 +814,7 @@ impl Gather {
             }
             Sends::Copy {
                 of:
-                    Copied::Exscan {
+                    Copied::Scan {
                         ref op,
                         piece,
                         inclusive,
@@ -827,7 +827,7 @@ impl Gather {
                 // and touched by nobody else (the caller's contract).
                 let out = unsafe { std::slice::from_raw_parts_mut(p, n) };
                 let how = (piece, inclusive);
-                return single::exscan_fold(a, shm, (slots, me), s, out, how, &**op);
+                return single::scan_fold(a, shm, (slots, me), s, out, how, &**op);
             }
             Sends::Copy {
                 of: Copied::Bcast(root),
@@ -1151,15 +1151,15 @@ impl Pending {
         Pending::start_rounds(e, g, send, recv, 0)
     }
 
-    /// Starts an exscan of `g` by single copy ([`Copied::Exscan`]), or an
-    /// inclusive scan (`inclusive`): `own` is this member's contribution
+    /// Starts an exscan of `g` by single copy ([`Copied::Scan`]), or
+    /// (`inclusive`) a scan: `own` is this member's contribution
     /// of `n` bytes (it may be `out` itself: in place), `out` gets the
     /// result, folded by `op` on `elem`-byte elements.
     ///
     /// # Safety
     /// `own` readable, and `out` writable and touched by nobody else, for
     /// `n` bytes until the collective completes.
-    pub unsafe fn start_exscan_copy(
+    pub unsafe fn start_scan_copy(
         e: &mut Engine,
         g: &mut Group,
         own: *const u8,
@@ -1183,7 +1183,7 @@ impl Pending {
             // apart. Later members read the kept copy, if any, or `own`.
             unsafe { crate::coll::copy_own(own, out, n) };
         }
-        let of = Copied::Exscan {
+        let of = Copied::Scan {
             op,
             piece,
             _kept: kept,

@@ -833,7 +833,7 @@ pub(crate) fn reduce_single_copy(
 /// inclusive scan finds this member's own contribution in `out` already
 /// and folds every one before it in, so no vector-long prefix is formed
 /// and folded once more.
-pub(super) fn exscan_fold(
+pub(super) fn scan_fold(
     a: &CollArea<'_>,
     shm: &ShmTransport,
     (slots, me): (&[usize], usize),
@@ -887,11 +887,11 @@ pub(super) fn exscan_fold(
 /// the member writes `out` while a later member may still read it), an
 /// inclusive scan's member copies its own into `out`, then each waits for
 /// the members before it only and folds theirs into `out`
-/// ([`exscan_fold`]), in the order the area's scan folds. A second round
+/// ([`scan_fold`]), in the order the area's scan folds. A second round
 /// tells each member that nobody reads its contribution any more. Where
 /// the host chose single copy, this beats the area's two copies across
 /// cores from `KUMI_COLL_COPY_MIN` (docs/BENCHMARKS.md, session 55).
-pub(crate) fn exscan_single_copy(
+pub(crate) fn scan_single_copy(
     e: &mut Guard<'_>,
     g: &mut Group,
     (own, out): (Option<&[u8]>, &mut [u8]),
@@ -922,7 +922,7 @@ pub(crate) fn exscan_single_copy(
         let shm = e.shm().expect("shared memory");
         let a = shm.segment().coll_area(g.area);
         let how = (scan_piece(elem), inclusive);
-        exscan_fold(&a, shm, (&g.slots, me), s, out, how, op)?;
+        scan_fold(&a, shm, (&g.slots, me), s, out, how, op)?;
     }
     publish_at(e, g, s + 1);
     // Later members may read my contribution until they publish.
