@@ -118,7 +118,7 @@ vars! {
     "KUMI_COLL_GATHER_COPY_MIN", Tuning, "65536",
     "as `KUMI_COLL_COPY_MIN` for a gather(v)'s blocks (blocking or started): from this length (bytes) as point-to-point messages by rendezvous where single copy is on, shorter ones through the collective area";
     "KUMI_COLL_ALLTOALL_COPY_MIN", Tuning, "16384",
-    "as `KUMI_COLL_COPY_MIN` for an alltoall(v)'s blocks where the host runs no more ranks than cores (with more, from the larger of the two): from this length (bytes) read straight out of the sender's buffer where single copy is on (a started alltoallv's as point-to-point messages), shorter ones through the collective area";
+    "as `KUMI_COLL_COPY_MIN` for an alltoall(v)'s blocks where the host runs no more ranks than cores (with more, from the larger of the two): from this length (bytes) read straight out of the sender's buffer where single copy is on (a started alltoallv's as point-to-point messages, as are its blocks longer than a rank's share of a payload half, which with more ranks than cores go by rendezvous and are read the same way even below `KUMI_EAGER_LIMIT`), shorter ones through the collective area";
     "KUMI_COLL_BCAST_COPY", Tuning, "auto",
     "a broadcast inside a host longer than the collective area's chunk: `single` (every rank copies from the root's buffer with `process_vm_readv`), `area` (pipelined through the area in chunks), `auto` (the area when the host runs more ranks than cores; otherwise each communicator times both, its first eight such broadcasts, alternately after one each untimed, and keeps the area only where the fastest of its three took at most half single copy's)";
     "KUMI_COLL_ALLREDUCE_COPY", Tuning, "auto",

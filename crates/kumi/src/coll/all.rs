@@ -428,17 +428,23 @@ impl Comm {
         // Inside one host, the blocks of at most `alltoallv_longest` through
         // the area in one pass, the longer ones by messages: both ends of a
         // block know its length, so they agree on its way without a word.
+        // With more ranks than cores and single copy on, the longer ones
+        // are read straight out of the sender's buffer even below the eager
+        // limit: 16 KiB blocks at 8 ranks on two cores took twice as long
+        // eagerly through the rings, where at 2 ranks eagerly was 1.1x
+        // faster (docs/BENCHMARKS.md, session 63).
         let pending = self.shm_whole(Location::caller(), true, |e, g| {
             let longest = shm::alltoallv_longest(e, g);
+            let single = e.svc.coll.config().single_copy && e.oversubscribed();
             (longest > 0).then(|| {
                 // SAFETY: the caller's contract.
                 let pending = unsafe {
                     shm::Pending::start_alltoallv(e, g, send.to_vec(), recv.to_vec(), longest)
                 };
-                Ok((pending, longest))
+                Ok((pending, longest, if single { longest } else { usize::MAX }))
             })
         })?;
-        let Some((pending, longest)) = pending else {
+        let Some((pending, longest, eager_max)) = pending else {
             // SAFETY: the caller's contract.
             return unsafe { self.alltoallv_each(send, recv, Exec::Start) }.map(started);
         };
@@ -449,7 +455,8 @@ impl Comm {
         let blocks = (0..p)
             .any(|j| j != me && (long(me, j) || long(j, me)))
             .then(|| alltoall_blocks(send, recv));
-        let req = self.start_rest(pending, blocks, |g| sc::alltoall_linear_some(g, me, &long))?;
+        let plan = |g: &[usize]| sc::alltoall_linear_some(g, me, &long);
+        let req = self.start_rest_upto(pending, blocks, plan, eager_max)?;
         // The own block after the messages' first round went out, so that
         // the peers' copies run beside this one. The collective touches no
         // byte of it.

@@ -208,6 +208,9 @@ pub(crate) struct Run {
     pub owned: Option<AlignedBuf>,
     /// Applied to `owned` at completion, before `wait` returns it.
     pub finish: Option<Finish>,
+    /// Sends longer than this go by rendezvous whatever the eager limit
+    /// ([`Engine::start_send_upto`]).
+    pub eager_max: usize,
 }
 
 impl Run {
@@ -226,6 +229,7 @@ impl Run {
             op,
             owned: None,
             finish: None,
+            eager_max: usize::MAX,
         }
     }
 
@@ -294,7 +298,9 @@ impl Run {
                     let peer = self.wire.members[s.peer];
                     // As above; the schedule never receives into blocks it
                     // sends in the same round (checked by the core's simulator).
-                    if let Some(id) = e.start_send(env, peer, ptr, len, false)? {
+                    if let Some(id) =
+                        e.start_send_upto(env, peer, ptr, len, false, self.eager_max)?
+                    {
                         self.reqs.push(id);
                     }
                 }

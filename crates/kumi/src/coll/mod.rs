@@ -840,6 +840,18 @@ impl Comm {
         blocks: Option<Vec<(*mut u8, usize)>>,
         plan: impl FnOnce(&[usize]) -> Schedule,
     ) -> Result<CollRequest<u8>> {
+        self.start_rest_upto(pending, blocks, plan, usize::MAX)
+    }
+
+    /// [`Comm::start_rest`] with the messages longer than `eager_max` bytes
+    /// by rendezvous ([`Run::eager_max`]).
+    fn start_rest_upto(
+        &self,
+        pending: shm::Pending,
+        blocks: Option<Vec<(*mut u8, usize)>>,
+        plan: impl FnOnce(&[usize]) -> Schedule,
+        eager_max: usize,
+    ) -> Result<CollRequest<u8>> {
         let Some(blocks) = blocks else {
             // The tag and the list under one lock.
             let mut e = self.engine();
@@ -849,7 +861,8 @@ impl Comm {
             return Ok(self.request(id));
         };
         let (_, wire) = self.wire()?;
-        let run = Run::new(plan(&self.group()), wire, Blocks::Each(blocks), None);
+        let mut run = Run::new(plan(&self.group()), wire, Blocks::Each(blocks), None);
+        run.eager_max = eager_max;
         Ok(self.start(Active::ShmAndSched(pending, Box::new(run))))
     }
 

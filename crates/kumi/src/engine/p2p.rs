@@ -151,6 +151,23 @@ impl Engine {
         len: usize,
         sync: bool,
     ) -> Result<Option<ReqId>> {
+        self.start_send_upto(env, peer, buf, len, sync, usize::MAX)
+    }
+
+    /// [`Engine::start_send`], by rendezvous if longer than `eager_max`
+    /// bytes (and not to itself), whatever the eager limit: a collective
+    /// whose long blocks are to be read straight out of the sender's
+    /// buffer.
+    #[inline(always)]
+    pub fn start_send_upto(
+        &mut self,
+        env: Envelope,
+        peer: u32,
+        buf: *const u8,
+        len: usize,
+        sync: bool,
+        eager_max: usize,
+    ) -> Result<Option<ReqId>> {
         self.counters.msgs_sent += 1;
         self.counters.bytes_sent += len as u64;
         // Collectives run on odd (collective) contexts: counted apart, so
@@ -171,9 +188,9 @@ impl Engine {
         // SAFETY: the caller guarantees `buf` points to `len` readable bytes (it
         // comes from a slice) for the duration of the send.
         let payload = unsafe { slice_or_empty(buf, len) };
-        if len <= self.proto.surely_eager
+        if (len <= self.proto.surely_eager && len <= eager_max)
             || peer == self.world_rank
-            || self.eager_to(peer, len, coll)
+            || (len <= eager_max && self.eager_to(peer, len, coll))
         {
             if !sync {
                 if self.try_push_frame(peer, h, payload)? {
@@ -194,7 +211,10 @@ impl Engine {
             self.push_frame(peer, h, payload)?;
             return Ok(Some(id));
         }
-        let fan_out = len >= self.proto.limits.split_min && self.rendezvous_out(|p| p != peer);
+        // Only a receiver on this host may ask the sender to write half.
+        let fan_out = len >= self.proto.limits.split_min
+            && self.route.get(peer as usize) == Some(&Route::Shm)
+            && self.rendezvous_out(|p| p != peer);
         let id = self.new_send(peer, buf, len, true);
         self.push_frame(peer, &p2p::rts(&env, len, id, buf as u64, fan_out), &[])?;
         Ok(Some(id))
