@@ -415,7 +415,7 @@ impl Engine {
                 sender_req,
                 addr,
                 fan_out,
-            } => self.start_pull(id, from, env, len, sender_req, addr, fan_out),
+            } => self.start_pull(id, from, env, len, (sender_req, addr), fan_out),
         }
     }
 
@@ -463,15 +463,15 @@ impl Engine {
     }
 
     /// A rendezvous message matched receive `id`: move it as the protocol
-    /// says ([`p2p::Protocol::pull`]).
+    /// says ([`p2p::Protocol::pull`]). `(sender_req, addr)`: the sender's
+    /// request and where the message lies in its memory.
     pub(super) fn start_pull(
         &mut self,
         id: ReqId,
         from: u32,
         env: Envelope,
         len: usize,
-        sender_req: u64,
-        addr: u64,
+        (sender_req, addr): (u64, u64),
         fan_out: bool,
     ) -> Result<()> {
         let same_host = self.route.get(from as usize) == Some(&Route::Shm);
