@@ -430,9 +430,10 @@ impl Comm {
         // block know its length, so they agree on its way without a word.
         // With more ranks than cores and single copy on, the longer ones
         // are read straight out of the sender's buffer even below the eager
-        // limit: 16 KiB blocks at 8 ranks on two cores took twice as long
-        // eagerly through the rings, where at 2 ranks eagerly was 1.1x
-        // faster (docs/BENCHMARKS.md, session 63).
+        // limit: eager messages through the rings wait on ranks that share
+        // a core, and one read each does not; with a core per rank the
+        // eager send was the faster (measured: docs/BENCHMARKS.md,
+        // session 63).
         let pending = self.shm_whole(Location::caller(), true, |e, g| {
             let longest = shm::alltoallv_longest(e, g);
             let single = e.svc.coll.config().single_copy && e.oversubscribed();

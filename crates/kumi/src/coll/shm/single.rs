@@ -559,11 +559,11 @@ pub(super) fn piece_of(e: &Engine, elem: usize) -> usize {
     (e.svc.coll.config().allreduce_piece / elem).max(1) * elem
 }
 
-/// The piece a single-copy scan folds at a time, in whole elements: one
-/// member's vector at a time, not every member's as an allreduce's, so a
-/// piece eight times as long still stays in cache and takes a system call
-/// a quarter MiB, which made 128-256 KiB scans 1.15x faster at two ranks
-/// (docs/BENCHMARKS.md, session 63).
+/// The piece a single-copy scan folds at a time, in whole elements: it
+/// folds one member's vector at a time, not every member's as an
+/// allreduce does, so a piece eight times as long still stays in cache,
+/// and a system call a quarter MiB is cheaper than one per 32 KiB
+/// (measured: docs/BENCHMARKS.md, session 63).
 pub(super) fn scan_piece(elem: usize) -> usize {
     ((256 << 10) / elem).max(1) * elem
 }
