@@ -66,6 +66,20 @@ fn every_collective_op_and_type_on_1_to_17_ranks() {
 }
 
 #[test]
+fn scans_go_as_a_chain_with_more_than_two_ranks_a_core() {
+    // Whatever the machine's cores: one core for three ranks, two for five.
+    let coll = bin("coll");
+    for (n, cores) in [(3, "1"), (5, "2")] {
+        expect(
+            n,
+            &[("KUMI_LOCAL_CORES", cores)],
+            &[coll.to_str().unwrap()],
+            &format!("coll: all checks passed on {n} ranks"),
+        );
+    }
+}
+
+#[test]
 fn two_level_collectives_over_uneven_pretend_hosts() {
     let coll = bin("coll");
     for (n, hosts) in [(5, "2"), (7, "3"), (10, "3"), (13, "4")] {

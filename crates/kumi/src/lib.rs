@@ -321,6 +321,7 @@ fn start() -> Result<Universe> {
         watch,
         my_local: id.local_rank as usize,
         oversubscribed,
+        cores,
         bound_cores,
         tuning: &tuning,
         single_copy,

@@ -492,32 +492,37 @@ fn long_reductions(w: &Comm) -> R {
     let mats: Vec<[i64; 4]> = (0..count).map(|i| m(me, i)).collect();
     let got = w.iallreduce(mats.clone(), &o)?.wait()?;
     eq(&got, &all, &what("iallreduce, rank order"), me)?;
-    // Scans longer than a payload half, in place (the owned forms) and not.
-    let upto: Vec<[i64; 4]> = (0..count).map(|i| product(i, 0..me + 1)).collect();
-    let before: Vec<[i64; 4]> = match me {
-        0 => mats.clone(),
-        _ => (0..count).map(|i| product(i, 0..me)).collect(),
-    };
-    let inc = w.iscan(mats.clone(), &o)?;
-    let exc = w.iexscan(mats.clone(), &o)?;
-    let mut into = vec![[0i64; 4]; count];
-    kumi::scope(|s| w.iscan_into(s, &mats, &mut into, &o)?.wait())?;
-    eq(&exc.wait()?, &before, &what("iexscan, rank order"), me)?;
-    eq(&inc.wait()?, &upto, &what("iscan, rank order"), me)?;
-    eq(&into, &upto, &what("iscan_into, rank order"), me)?;
-    // The blocking ones too (a chain through the area, chunk by chunk).
-    let mut out = vec![[0i64; 4]; count];
-    w.scan(&mats, &mut out, &o)?;
-    eq(&out, &upto, &what("scan, rank order"), me)?;
-    let mut out = mats.clone();
-    w.exscan(&mats, &mut out, &o)?;
-    eq(&out, &before, &what("exscan, rank order"), me)?;
-    let mut buf = mats.clone();
-    w.scan_in_place(&mut buf, &o)?;
-    eq(&buf, &upto, &what("scan_in_place, rank order"), me)?;
-    let mut buf = mats.clone();
-    w.exscan_in_place(&mut buf, &o)?;
-    eq(&buf, &before, &what("exscan_in_place, rank order"), me)?;
+    // Scans shorter than a payload half (as a chain with more than two
+    // ranks a core) and longer, in place (the owned forms) and not.
+    for count in [300, count] {
+        let mats: Vec<[i64; 4]> = (0..count).map(|i| m(me, i)).collect();
+        let what = |s: &str| what(&format!("{s} of {count}"));
+        let upto: Vec<[i64; 4]> = (0..count).map(|i| product(i, 0..me + 1)).collect();
+        let before: Vec<[i64; 4]> = match me {
+            0 => mats.clone(),
+            _ => (0..count).map(|i| product(i, 0..me)).collect(),
+        };
+        let inc = w.iscan(mats.clone(), &o)?;
+        let exc = w.iexscan(mats.clone(), &o)?;
+        let mut into = vec![[0i64; 4]; count];
+        kumi::scope(|s| w.iscan_into(s, &mats, &mut into, &o)?.wait())?;
+        eq(&exc.wait()?, &before, &what("iexscan, rank order"), me)?;
+        eq(&inc.wait()?, &upto, &what("iscan, rank order"), me)?;
+        eq(&into, &upto, &what("iscan_into, rank order"), me)?;
+        // The blocking ones too.
+        let mut out = vec![[0i64; 4]; count];
+        w.scan(&mats, &mut out, &o)?;
+        eq(&out, &upto, &what("scan, rank order"), me)?;
+        let mut out = mats.clone();
+        w.exscan(&mats, &mut out, &o)?;
+        eq(&out, &before, &what("exscan, rank order"), me)?;
+        let mut buf = mats.clone();
+        w.scan_in_place(&mut buf, &o)?;
+        eq(&buf, &upto, &what("scan_in_place, rank order"), me)?;
+        let mut buf = mats.clone();
+        w.exscan_in_place(&mut buf, &o)?;
+        eq(&buf, &before, &what("exscan_in_place, rank order"), me)?;
+    }
     let mut out = vec![[0i64; 4]; count];
     w.allreduce(&mats, &mut out, &o)?;
     eq(&out, &all, &what("allreduce, rank order"), me)?;

@@ -682,6 +682,31 @@ impl CollArea<'_> {
         // which this member does only after it is done with the slice.
         unsafe { std::slice::from_raw_parts(p.add(off), len) }
     }
+
+    /// Bytes `off..off + len` of slot `i`'s storage for its contribution of
+    /// `total` bytes to collective `s`, to change in place before it is
+    /// published (a fold into what the owner wrote there).
+    ///
+    /// # Safety
+    /// Only slot `i`'s owner calls it, once [`writable`] said the storage is
+    /// free and before it publishes `s`, and holds no other slice of this
+    /// storage while the returned one lives: by the protocol nobody else
+    /// reads or writes it until then.
+    #[inline]
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn bytes_mut(
+        &self,
+        i: usize,
+        s: u64,
+        total: usize,
+        off: usize,
+        len: usize,
+    ) -> &mut [u8] {
+        let (p, cap) = self.place(i, s, total);
+        assert!(off + len <= cap && total <= cap.max(INLINE));
+        // SAFETY: in bounds (asserted); exclusive by the caller's contract.
+        unsafe { std::slice::from_raw_parts_mut(p.add(off), len) }
+    }
 }
 
 // SAFETY: every slot has its own line, entries and halves (`slot` strides by

@@ -75,8 +75,9 @@ impl Comm {
             return Ok(());
         }
         // Inside one host: every rank folds the contributions before it out
-        // of the area, none waiting for a rank after it (a chain of messages
-        // makes the last wait for all), in chunks of a payload half (whole
+        // of the area (or, short and with more than two ranks a core, the
+        // prefix of the rank before it: `shm::scan_chains`), none waiting
+        // for a rank after it, in chunks of a payload half (whole
         // elements, or groups of a grouped operation: a scan is one per
         // element).
         let elem = op.unit_bytes();
@@ -96,11 +97,12 @@ impl Comm {
                     let how = (elem, !exclusive);
                     return shm::scan_single_copy(e, g, (send, buf), how, &f, info);
                 }
+                let how = (exclusive, shm::scan_chains(e, g, buf.len()));
                 let mut off = 0;
                 loop {
                     let r = off..(off + chunk).min(buf.len());
                     let own = send.map(|b| &b[r.clone()]);
-                    shm::scan(e, g, own, &mut buf[r.clone()], &f, exclusive, info)?;
+                    shm::scan(e, g, own, &mut buf[r.clone()], &f, how, info)?;
                     off = r.end;
                     if off == buf.len() {
                         return Ok(());

@@ -242,6 +242,8 @@ const K_INEIGHBOR: u64 = 23;
 const K_ALLGATHER_COPY: u64 = 24;
 const K_ALLTOALL_COPY: u64 = 25;
 const K_EXSCAN_COPY: u64 = 26;
+const K_SCAN_CHAIN: u64 = 27;
+const K_EXSCAN_CHAIN: u64 = 28;
 
 /// The kind word of a collective: operation, root and size. Two members see
 /// the same word exactly when they are in the same call (as MPI requires of a
@@ -847,27 +849,87 @@ pub(crate) unsafe fn neighbor(
     Ok((left_sends, left_recvs))
 }
 
+/// Whether a scan of a vector of `n` bytes through the area of `g` goes as
+/// a chain (member j folds member j-1's published prefix into its own part
+/// and publishes the result) rather than with every member folding the
+/// contributions of all those before it: with more than two members a
+/// core, for a vector shorter than a payload half. The fan-in makes
+/// p(p-1)/2 folds in all, p(p-1)/2c a core on c cores, which the chain's
+/// p-1 in a row beat when p > 2c; but the chain's links run one after
+/// another, and from a payload half on that path costs more than the folds
+/// it saves (measured: docs/BENCHMARKS.md, session 64). Every member
+/// decides alike (the launcher gives every rank of a host the same core
+/// count), and the kind word tells the two ways apart.
+pub(crate) fn scan_chains(e: &Engine, g: &Group, n: usize) -> bool {
+    g.slots.len() > 2 * e.cores() && n < g.payload
+}
+
+/// The kind word of a scan of `n` bytes through the area.
+pub(crate) fn scan_kind(exclusive: bool, chain: bool, n: usize) -> u64 {
+    let op = match (exclusive, chain) {
+        (false, false) => K_SCAN,
+        (true, false) => K_EXSCAN,
+        (false, true) => K_SCAN_CHAIN,
+        (true, true) => K_EXSCAN_CHAIN,
+    };
+    kind(op, 0, n)
+}
+
 /// Inclusive (or `exclusive`) scan inside the group, of contributions of at
-/// most one payload half: every member but the last writes its own (`own`,
-/// or `buf` when that is `None`), then waits for the members before it and
-/// folds theirs into `buf` right to left (`d0 ⊕ (d1 ⊕ (... ⊕ d_me))`, or up
-/// to `d_(me-1)` when exclusive, as [`fold`] does); nobody waits for a member
-/// after it, so a member runs ahead of those that fold its contribution as
-/// a gather's do. An exclusive scan leaves the first member's `buf` alone.
+/// most one payload half, part of a vector that goes as a `chain` or not
+/// ([`scan_chains`]; every member passes the same). The first member writes
+/// its own (`own`, or `buf` when that is `None`). Then, unless as a chain,
+/// every member but the last writes its own too, waits
+/// for the members before it and folds theirs into `buf` right to left
+/// (`d0 ⊕ (d1 ⊕ (... ⊕ d_me))`, or up to `d_(me-1)` when exclusive, as
+/// [`fold`] does); as a chain, each later member waits for the one before
+/// it only, folds that one's inclusive prefix into its own part and
+/// publishes the result (the last member: nothing). Either way nobody
+/// waits for a member after it. An exclusive scan leaves the first
+/// member's `buf` alone.
 pub(crate) fn scan(
     e: &mut Guard<'_>,
     g: &mut Group,
     own: Option<&[u8]>,
     buf: &mut [u8],
     op: &Combine<'_>,
-    exclusive: bool,
+    (exclusive, chain): (bool, bool),
     info: WaitInfo,
 ) -> Result<()> {
     let s = begin(e, g, 1, info)?;
     let (n, me) = (buf.len(), g.me);
-    g.kind = kind(if exclusive { K_EXSCAN } else { K_SCAN }, 0, n);
+    g.kind = scan_kind(exclusive, chain, n);
     // Nobody reads the last member's contribution.
     let last = me + 1 == g.slots.len();
+    if chain && me > 0 {
+        let left = g.slots[me - 1];
+        wait(e, info, g.area, |a| reached_as(a, left, s, g.kind))?;
+        // My inclusive prefix `P_(me-1) ⊕ d_me`, which the next member
+        // folds: in `buf` when inclusive (it is the result), else in my
+        // storage, where my own part is written first (the result is
+        // `P_(me-1)` alone).
+        if exclusive {
+            wait_writable(e, g, s, if last { 0 } else { n }, info)?;
+            let a = area(e, g.area);
+            if !last {
+                a.write(g.my_slot(), s, n, 0, own.unwrap_or(buf));
+                // SAFETY: my own storage, writable (waited for above) and
+                // not yet published; no other slice of it lives.
+                let mine = unsafe { a.bytes_mut(g.my_slot(), s, n, 0, n) };
+                op(a.bytes(left, s, n, 0, n), mine);
+            }
+            publish_at(e, g, s);
+            buf.copy_from_slice(a.bytes(left, s, n, 0, n));
+        } else {
+            if let Some(own) = own {
+                buf.copy_from_slice(own);
+            }
+            op(area(e, g.area).bytes(left, s, n, 0, n), buf);
+            contribute(e, g, s, if last { &[] } else { buf }, info)?;
+        }
+        g.finish(s);
+        return Ok(());
+    }
     contribute(e, g, s, if last { &[] } else { own.unwrap_or(buf) }, info)?;
     if exclusive && me == 0 {
         g.finish(s);

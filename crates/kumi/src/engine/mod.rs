@@ -135,6 +135,9 @@ pub(crate) struct Engine {
     /// Local ranks are bound to this many cores, round robin (see
     /// [`Engine::shares_core_with`]), or not bound.
     bound_cores: Option<usize>,
+    /// The cores this host's ranks share (`KUMI_LOCAL_CORES`, or what the
+    /// system allows), the same on every rank of the host.
+    cores: usize,
     /// Oversubscribed with the ranks bound to cores: waits publish whom they
     /// wait for, a waiting rank keeps or hands on its core by the chains of
     /// waits ([`Capabilities::turn`]), and a frame sent to a rank of this
@@ -203,6 +206,8 @@ pub(crate) struct EngineSetup<'a> {
     pub watch: Watch,
     pub my_local: usize,
     pub oversubscribed: bool,
+    /// The cores this host's ranks share.
+    pub cores: usize,
     /// What `bind::apply` returned: the number of cores the local ranks are
     /// bound over, if they are.
     pub bound_cores: Option<usize>,
@@ -263,6 +268,7 @@ impl Engine {
             pids: s.pids,
             my_local: s.my_local,
             bound_cores: s.bound_cores,
+            cores: s.cores,
             wake_ahead: s.oversubscribed && s.bound_cores.is_some(),
             spread: s.spread,
             sent_to: 0,
@@ -586,6 +592,11 @@ impl Engine {
         self.policy.oversubscribed
     }
 
+    /// The cores this host's ranks share, alike on all of them.
+    pub(crate) fn cores(&self) -> usize {
+        self.cores
+    }
+
     /// Whether anything is outstanding that other ranks may wait on while the
     /// application computes (see `progress.rs`): then the progress thread looks
     /// at the engine.
@@ -672,6 +683,7 @@ mod tests {
             watch: Watch::disabled(),
             my_local: 0,
             oversubscribed: false,
+            cores: 1,
             bound_cores: None,
             tuning,
             single_copy: true,

@@ -100,6 +100,7 @@ fn engines(tuning: &Tuning) -> Vec<Engine> {
                 watch: Watch::disabled(),
                 my_local: 0,
                 oversubscribed: false,
+                cores: 1,
                 bound_cores: None,
                 tuning,
                 single_copy: false,

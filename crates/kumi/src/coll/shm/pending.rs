@@ -66,8 +66,14 @@ enum Folds {
     /// Those of the members before this one, and, unless `exclusive`, its
     /// own, which it publishes from `own` (the last member, whose
     /// contribution nobody reads, publishes none): a scan. Nobody waits
-    /// for a member after it.
-    Prefix { own: *const u8, exclusive: bool },
+    /// for a member after it. As a `chain` ([`super::scan_chains`]) a
+    /// member after the first folds only the prefix the one before it
+    /// published, and publishes its own prefix ([`Pending::poll_link`]).
+    Prefix {
+        own: *const u8,
+        exclusive: bool,
+        chain: bool,
+    },
 }
 
 impl Folds {
@@ -988,9 +994,14 @@ impl Pending {
             p.last = p.s + rounds - 1;
             p.chunk = chunk;
         }
-        p.kind = kind(if exclusive { K_EXSCAN } else { K_SCAN }, 0, n);
+        let chain = super::scan_chains(e, g, n);
+        p.kind = super::scan_kind(exclusive, chain, n);
         p.data = Some((buf, n, op));
-        p.folds = Folds::Prefix { own, exclusive };
+        p.folds = Folds::Prefix {
+            own,
+            exclusive,
+            chain,
+        };
         p.poll(e);
         p
     }
@@ -1308,6 +1319,16 @@ impl Pending {
 
     /// Advances the round under way; `true` once it is complete.
     fn poll_round(&mut self, e: &mut Engine) -> bool {
+        if let Folds::Prefix {
+            own,
+            exclusive,
+            chain: true,
+        } = self.folds
+        {
+            if self.me > 0 {
+                return self.poll_link(e, own, exclusive);
+            }
+        }
         let s = self.s;
         let shm = e.shm().expect("shared memory");
         let a = shm.segment().coll_area(self.area);
@@ -1415,14 +1436,75 @@ impl Pending {
                 return true;
             }
         }
-        self.completed.store(s, Ordering::Relaxed);
+        self.round_complete(e);
+        true
+    }
+
+    /// Notes the round under way complete here, and moves to the next.
+    fn round_complete(&mut self, e: &mut Engine) {
+        self.completed.store(self.s, Ordering::Relaxed);
         e.counters.area_rounds += 1;
-        if s >= self.last {
+        if self.s >= self.last {
             self.done = true;
         } else {
             self.s += 1;
             self.published = false;
         }
+    }
+
+    /// A round of a scan as a chain on a member after the first: once its
+    /// storage is free and the member before it has published its
+    /// inclusive prefix of this round's part, folds that prefix into its
+    /// own part and publishes the result (the last member publishes
+    /// none), then keeps the prefix itself when `exclusive`. `true` once
+    /// the round is complete.
+    fn poll_link(&mut self, e: &mut Engine, own: *const u8, exclusive: bool) -> bool {
+        let s = self.s;
+        if self.completed.load(Ordering::Relaxed) + 1 < s {
+            return false;
+        }
+        let shm = e.shm().expect("shared memory");
+        let a = shm.segment().coll_area(self.area);
+        let (mine, left) = (self.slots[self.me], self.slots[self.me - 1]);
+        let last = self.me + 1 == self.slots.len();
+        let (buf, n, op) = self.data.as_ref().expect("a scan carries its vector");
+        let (at, len) = self.data_part(*n);
+        if !last && !writable_seen(&a, &self.slots, s, len, &self.storage) {
+            return false;
+        }
+        if !reached_as(&a, left, s, self.kind) {
+            return false;
+        }
+        let prefix = a.bytes(left, s, len, 0, len);
+        // My inclusive prefix `P_(me-1) ⊕ d_me`, which the next member
+        // folds: in `buf` when inclusive (it holds my own part already, and
+        // the prefix is the result), else in my storage, where my own part
+        // is written first (`own` may be `buf`: in place, so it is read
+        // before `buf` is borrowed).
+        if exclusive && !last {
+            // SAFETY: `own` is readable for `n` bytes until completion
+            // (`start_scan`'s contract); this round's part of them.
+            let own = unsafe { std::slice::from_raw_parts(own.add(at), len) };
+            a.write(mine, s, len, 0, own);
+            // SAFETY: my own storage, writable (seen above) and not yet
+            // published; no other slice of it lives.
+            op(prefix, unsafe { a.bytes_mut(mine, s, len, 0, len) });
+        }
+        // SAFETY: `buf` is writable and touched by nobody else for `n`
+        // bytes until completion (the contract; no slice of `own` lives
+        // now); this round's part of it.
+        let b = unsafe { std::slice::from_raw_parts_mut(buf.add(at), len) };
+        if exclusive {
+            b.copy_from_slice(prefix);
+        } else {
+            op(prefix, b);
+            if !last {
+                a.write(mine, s, len, 0, b);
+            }
+        }
+        let full = full_fence(shm, &self.slots);
+        publish(&a, &self.slots, mine, s, self.kind, full, |j| shm.wake(j));
+        self.round_complete(e);
         true
     }
 }
