@@ -67,9 +67,10 @@ fn every_collective_op_and_type_on_1_to_17_ranks() {
 
 #[test]
 fn scans_go_as_a_chain_with_more_than_two_ranks_a_core() {
-    // Whatever the machine's cores: one core for three ranks, two for five.
+    // Whatever the machine's cores: three ranks a core chain the short
+    // scans, four the long ones too (`shm::scan_chains`).
     let coll = bin("coll");
-    for (n, cores) in [(3, "1"), (5, "2")] {
+    for (n, cores) in [(3, "1"), (4, "1"), (5, "2")] {
         expect(
             n,
             &[("KUMI_LOCAL_CORES", cores)],

@@ -493,7 +493,8 @@ fn long_reductions(w: &Comm) -> R {
     let got = w.iallreduce(mats.clone(), &o)?.wait()?;
     eq(&got, &all, &what("iallreduce, rank order"), me)?;
     // Scans shorter than a payload half (as a chain with more than two
-    // ranks a core) and longer, in place (the owned forms) and not.
+    // ranks a core) and longer (a chain with four), in place (the owned
+    // forms) and not.
     for count in [300, count] {
         let mats: Vec<[i64; 4]> = (0..count).map(|i| m(me, i)).collect();
         let what = |s: &str| what(&format!("{s} of {count}"));

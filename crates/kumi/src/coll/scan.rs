@@ -75,8 +75,8 @@ impl Comm {
             return Ok(());
         }
         // Inside one host: every rank folds the contributions before it out
-        // of the area (or, short and with more than two ranks a core, the
-        // prefix of the rank before it: `shm::scan_chains`), none waiting
+        // of the area (or, with more than two ranks a core, the prefix of
+        // the rank before it: `shm::scan_chains`), none waiting
         // for a rank after it, in chunks of a payload half (whole
         // elements, or groups of a grouped operation: a scan is one per
         // element).

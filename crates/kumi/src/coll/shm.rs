@@ -853,15 +853,17 @@ pub(crate) unsafe fn neighbor(
 /// a chain (member j folds member j-1's published prefix into its own part
 /// and publishes the result) rather than with every member folding the
 /// contributions of all those before it: with more than two members a
-/// core, for a vector shorter than a payload half. The fan-in makes
-/// p(p-1)/2 folds in all, p(p-1)/2c a core on c cores, which the chain's
-/// p-1 in a row beat when p > 2c; but the chain's links run one after
-/// another, and from a payload half on that path costs more than the folds
-/// it saves (measured: docs/BENCHMARKS.md, session 64). Every member
-/// decides alike (the launcher gives every rank of a host the same core
-/// count), and the kind word tells the two ways apart.
+/// core, for a vector shorter than a payload half, and for any with four
+/// or more. The fan-in makes p(p-1)/2 folds in all, p(p-1)/2c a core on c
+/// cores, which the chain's p-1 beat when p > 2c; but the chain's links run
+/// one after another, and for a vector of a payload half or more that path
+/// cost more than the folds it saved at three members a core, less at four
+/// (measured: docs/BENCHMARKS.md, session 64). Every member decides alike
+/// (the launcher gives every rank of a host the same core count), and the
+/// kind word tells the two ways apart.
 pub(crate) fn scan_chains(e: &Engine, g: &Group, n: usize) -> bool {
-    g.slots.len() > 2 * e.cores() && n < g.payload
+    let (p, c) = (g.slots.len(), e.cores());
+    p > 2 * c && (n < g.payload || p >= 4 * c)
 }
 
 /// The kind word of a scan of `n` bytes through the area.
@@ -904,28 +906,38 @@ pub(crate) fn scan(
     if chain && me > 0 {
         let left = g.slots[me - 1];
         wait(e, info, g.area, |a| reached_as(a, left, s, g.kind))?;
-        // My inclusive prefix `P_(me-1) ⊕ d_me`, which the next member
-        // folds: in `buf` when inclusive (it is the result), else in my
-        // storage, where my own part is written first (the result is
-        // `P_(me-1)` alone).
-        if exclusive {
-            wait_writable(e, g, s, if last { 0 } else { n }, info)?;
-            let a = area(e, g.area);
-            if !last {
-                a.write(g.my_slot(), s, n, 0, own.unwrap_or(buf));
-                // SAFETY: my own storage, writable (waited for above) and
-                // not yet published; no other slice of it lives.
-                let mine = unsafe { a.bytes_mut(g.my_slot(), s, n, 0, n) };
-                op(a.bytes(left, s, n, 0, n), mine);
+        if last || (!exclusive && own.is_none()) {
+            // Nobody reads the last member's prefix; an inclusive scan in
+            // place folds into `buf`, which holds its own part, and
+            // publishes that.
+            if !exclusive {
+                if let Some(own) = own {
+                    buf.copy_from_slice(own);
+                }
+                op(area(e, g.area).bytes(left, s, n, 0, n), buf);
             }
-            publish_at(e, g, s);
-            buf.copy_from_slice(a.bytes(left, s, n, 0, n));
-        } else {
-            if let Some(own) = own {
-                buf.copy_from_slice(own);
-            }
-            op(area(e, g.area).bytes(left, s, n, 0, n), buf);
             contribute(e, g, s, if last { &[] } else { buf }, info)?;
+            if exclusive {
+                buf.copy_from_slice(area(e, g.area).bytes(left, s, n, 0, n));
+            }
+        } else {
+            // My inclusive prefix `P_(me-1) ⊕ d_me`, which the next member
+            // folds, formed in my storage (my own part written there, the
+            // prefix before it folded in) and published before I copy my
+            // result out (that prefix when exclusive, else mine), which the
+            // next member need not wait for.
+            wait_writable(e, g, s, n, info)?;
+            let a = area(e, g.area);
+            let mine = g.my_slot();
+            a.write(mine, s, n, 0, own.unwrap_or(buf));
+            // SAFETY: my own storage, writable (waited for above) and not
+            // yet published; no other slice of it lives.
+            op(a.bytes(left, s, n, 0, n), unsafe {
+                a.bytes_mut(mine, s, n, 0, n)
+            });
+            publish_at(e, g, s);
+            let result = if exclusive { left } else { mine };
+            buf.copy_from_slice(a.bytes(result, s, n, 0, n));
         }
         g.finish(s);
         return Ok(());

@@ -1493,17 +1493,22 @@ impl Pending {
         // SAFETY: `buf` is writable and touched by nobody else for `n`
         // bytes until completion (the contract; no slice of `own` lives
         // now); this round's part of it.
-        let b = unsafe { std::slice::from_raw_parts_mut(buf.add(at), len) };
-        if exclusive {
-            b.copy_from_slice(prefix);
-        } else {
+        let b = || unsafe { std::slice::from_raw_parts_mut(buf.add(at), len) };
+        if !exclusive {
+            let b = b();
             op(prefix, b);
             if !last {
                 a.write(mine, s, len, 0, b);
             }
         }
+        // Published before an exclusive result is copied, which the next
+        // member need not wait for (`prefix` stays as it is until every
+        // member has entered a later collective).
         let full = full_fence(shm, &self.slots);
         publish(&a, &self.slots, mine, s, self.kind, full, |j| shm.wake(j));
+        if exclusive {
+            b().copy_from_slice(prefix);
+        }
         self.round_complete(e);
         true
     }
