@@ -90,7 +90,7 @@ vars! {
     "KUMI_SHM_MEMBARRIER", Tuning, "on",
     "`off`: a full fence after every shared-memory send instead of a `membarrier` by the rank about to sleep, and a full fence on every kumi call instead of a `membarrier` by the progress thread when it takes the engine (job-wide; also off when the kernel lacks it; the rings of a host with more ranks than cores always use full fences, since its ranks sleep often)";
     "KUMI_LOCAL_CORES", Contract, "the cores `kumi run` may use",
-    "cores of the host as every rank sees them: more ranks than this and the host counts as oversubscribed (how ranks wait, bind and broadcast); set by the launcher, so all ranks of a host agree";
+    "cores of the host as every rank sees them: more ranks than this and the host counts as oversubscribed (how ranks wait, bind and broadcast), more than twice as many and its scans go as a chain; set by the launcher, so all ranks of a host agree";
     "KUMI_BIND", Tuning, "auto",
     "`auto`: when a host runs more ranks than it has cores, bind local rank i (and its progress thread) to the i-th allowed core modulo their number, so ranks taking turns on a core do not migrate (a turn costs ~2.6x less); otherwise leave ranks free, but a waiting rank that finds a rank of a lower local rank on its core moves itself to a core no local rank runs on (and is free again there: the scheduler puts ranks woken together on one core and takes 100 ms or more to part them); `core`: always bind; `none`: never bind nor move";
     "KUMI_BLOCKED_MS", Tuning, "100",
