@@ -76,10 +76,9 @@ impl Comm {
         }
         // Inside one host: every rank folds the contributions before it out
         // of the area (or, with more than two ranks a core, the prefix of
-        // the rank before it: `shm::scan_chains`), none waiting
-        // for a rank after it, in chunks of a payload half (whole
-        // elements, or groups of a grouped operation: a scan is one per
-        // element).
+        // the rank before it: `shm::scan_chains`), none waiting for a rank
+        // after it, in chunks of a payload half (whole elements, or groups
+        // of a grouped operation: a scan is one per element).
         let elem = op.unit_bytes();
         let info = self.info(Call::Collective, -2, -2, at);
         let done = self.shm_whole(at, false, |e, g| {

@@ -28,6 +28,11 @@
 //!   left, `d0 ⊕ (d1 ⊕ (...))`), the same on every member, so the results
 //!   are bitwise identical and user operations need not be commutative.
 //! - reduce: the same, only the root waits and folds.
+//! - scan and exscan, in chunks of a payload half: every member writes its
+//!   own and folds those of the members before it; with more than two
+//!   members a core, a chain instead, each member folding only the prefix
+//!   the one before it published into its own and publishing that
+//!   ([`scan_chains`]).
 //! - bcast: the root writes the data, the others copy it out; longer messages
 //!   go in chunks of one payload half, two chunks in flight.
 //! - alltoall with `size() * block` at most one payload half: every rank
@@ -102,11 +107,11 @@
 //! than the spin and yield phases (2 ms); the fix is for the engine to call
 //! `done` once more after `prepare_sleep` returns true.
 //!
-//! - scan and exscan, where single copy is on, from `KUMI_COLL_COPY_MIN`:
-//!   every member reads its left neighbour's contribution straight into its
-//!   result (an inclusive scan's: into scratch, folding its own on the
-//!   right after) and folds the others' out of their buffers; the
-//!   nonblocking forms alike ([`Pending`]).
+//! - scan and exscan, where single copy is on, from `KUMI_COLL_COPY_MIN`,
+//!   with a core per member: an exclusive scan's member reads its left
+//!   neighbour's contribution straight into its result, an inclusive one's
+//!   starts from its own, and each folds the others' out of their buffers,
+//!   right to left; the nonblocking forms alike ([`Pending`]).
 //!
 //! The nonblocking collectives run through the area too ([`Pending`]): they
 //! publish when started (if every earlier collective of the group has
@@ -881,14 +886,13 @@ pub(crate) fn scan_kind(exclusive: bool, chain: bool, n: usize) -> u64 {
 /// most one payload half, part of a vector that goes as a `chain` or not
 /// ([`scan_chains`]; every member passes the same). The first member writes
 /// its own (`own`, or `buf` when that is `None`). Then, unless as a chain,
-/// every member but the last writes its own too, waits
-/// for the members before it and folds theirs into `buf` right to left
-/// (`d0 ⊕ (d1 ⊕ (... ⊕ d_me))`, or up to `d_(me-1)` when exclusive, as
-/// [`fold`] does); as a chain, each later member waits for the one before
-/// it only, folds that one's inclusive prefix into its own part and
-/// publishes the result (the last member: nothing). Either way nobody
-/// waits for a member after it. An exclusive scan leaves the first
-/// member's `buf` alone.
+/// every member but the last writes its own too, waits for the members
+/// before it and folds theirs into `buf` right to left (`d0 ⊕ (d1 ⊕ (... ⊕
+/// d_me))`, or up to `d_(me-1)` when exclusive, as [`fold`] does); as a
+/// chain, each later member waits for the one before it only, folds that
+/// one's inclusive prefix into its own part and publishes the result (the
+/// last member: nothing). Either way nobody waits for a member after it.
+/// An exclusive scan leaves the first member's `buf` alone.
 pub(crate) fn scan(
     e: &mut Guard<'_>,
     g: &mut Group,
